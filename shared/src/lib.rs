@@ -1,1 +1,20 @@
-pub fn x(){}
+//! jobstream: keeps the derived data of DynamoDB single-table designs correct
+//! from the table's own change stream.
+//!
+//! - [`change`]: stream records decoded into typed changes.
+//! - [`batch`]: the partial-batch-failure contract, in one place.
+//! - [`engine`]: the generic derive and fold processors.
+//! - [`models`]: the declarative models (keys, schema, rules) and tables.
+//! - [`store`], [`ledger`]: DynamoDB access, idempotency markers and state.
+//! - [`lambda`]: wiring shared by the Lambda binaries.
+
+pub mod batch;
+pub mod change;
+pub mod engine;
+pub mod error;
+pub mod item;
+pub mod lambda;
+pub mod ledger;
+pub mod metrics;
+pub mod models;
+pub mod store;

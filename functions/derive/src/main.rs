@@ -1,1 +1,12 @@
-fn main(){}
+//! The derive Lambda: a DynamoDB Stream consumer. All logic lives in `shared`.
+
+use shared::lambda::{derive_processor, serve_stream, Config};
+use shared::store::{sdk_config, Store};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(5).await);
+    serve_stream(derive_processor(&config, Store::new(client))).await
+}

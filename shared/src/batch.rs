@@ -1,0 +1,139 @@
+//! The one place that owns the partial-batch-failure contract.
+//!
+//! Delivery is at-least-once; processors make effects idempotent. A stream
+//! batch is processed in order; at the first failed record processing stops
+//! and the response names that record's SequenceNumber, so Lambda resumes
+//! there and no later record of the same key takes effect first.
+
+use std::future::Future;
+
+use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+
+use crate::change::{decode, Change, DecodeError};
+use crate::error::{InputError, ProcessError};
+use crate::metrics::{names, BatchMetrics, Metrics};
+
+/// The first record of a batch that failed, with why.
+#[derive(Debug)]
+pub struct BatchFailure {
+    /// Index into the slice of changes given to the processor.
+    pub index: usize,
+    pub error: ProcessError,
+}
+
+/// A stream processor.
+///
+/// Delivery contract: at-least-once, in order per item within a shard;
+/// redelivery starts at the failed record and may repeat records that already
+/// took effect. Effects must be idempotent.
+pub trait StreamProcessor: Send + Sync {
+    /// Processor name: used in marker keys, logs and metrics.
+    fn name(&self) -> &'static str;
+
+    /// Processes `changes` in order. Returns the index of the first change
+    /// that did not take effect; every change before it must have taken effect.
+    fn process(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+    ) -> impl Future<Output = Result<(), BatchFailure>> + Send;
+
+    fn metrics(&self) -> &Metrics;
+}
+
+/// Why a whole batch fails (the handler returns an error, Lambda retries
+/// the batch, bisecting it if configured).
+#[derive(Debug, thiserror::Error)]
+#[error("whole batch failed deliberately: {0}")]
+pub struct WholeBatchFailure(pub DecodeError);
+
+/// Logs bad input: what, where, why. Never the item.
+pub fn log_bad_input(processor: &str, event_id: &str, err: &InputError, metrics: &mut BatchMetrics) {
+    metrics.incr(names::BAD_INPUT);
+    tracing::error!(
+        processor,
+        event_id,
+        kind = err.kind(),
+        reason = %err,
+        "skipping record: bad input"
+    );
+}
+
+/// Runs one DynamoDB Stream batch through `processor`.
+pub async fn handle_stream_batch<P: StreamProcessor>(
+    processor: &P,
+    event: Event,
+) -> Result<DynamoDbEventResponse, WholeBatchFailure> {
+    let mut metrics = BatchMetrics::default();
+    let mut changes = Vec::with_capacity(event.records.len());
+    for record in &event.records {
+        match decode(record) {
+            Ok(c) => changes.push(c),
+            Err(e @ DecodeError::NoSequenceNumber { .. }) => {
+                tracing::error!(
+                    processor = processor.name(),
+                    event_id = %record.event_id,
+                    "record without a SequenceNumber cannot be named in a partial batch response: failing the whole batch"
+                );
+                metrics.incr(names::BAD_INPUT);
+                processor.metrics().record(processor.name(), &metrics);
+                return Err(WholeBatchFailure(e));
+            }
+            Err(e) => log_bad_input(processor.name(), &record.event_id, &InputError::Decode(e), &mut metrics),
+        }
+    }
+    let result = processor.process(&changes, &mut metrics).await;
+    let response = match result {
+        Ok(()) => {
+            metrics.0.insert(names::PROCESSED, changes.len() as u64);
+            DynamoDbEventResponse::default()
+        }
+        Err(BatchFailure { index, error }) => {
+            let failed = &changes[index];
+            tracing::warn!(
+                processor = processor.name(),
+                event_id = %failed.event_id,
+                sequence_number = %failed.sequence_number,
+                key = %failed.key_display(),
+                error = %error,
+                "record failed; reporting it so the batch resumes here"
+            );
+            metrics.incr(names::FAILED_RECORD);
+            metrics.0.insert(names::PROCESSED, index as u64);
+            failure_response(failed.sequence_number.as_str())
+        }
+    };
+    processor.metrics().record(processor.name(), &metrics);
+    Ok(response)
+}
+
+/// A response naming one failed record. The identifier is a parsed
+/// SequenceNumber, so it is never empty.
+pub fn failure_response(sequence_number: &str) -> DynamoDbEventResponse {
+    let mut failure = DynamoDbBatchItemFailure::default();
+    failure.item_identifier = Some(sequence_number.to_string());
+    let mut response = DynamoDbEventResponse::default();
+    response.batch_item_failures.push(failure);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn success_response_is_an_empty_list() {
+        let json = serde_json::to_value(DynamoDbEventResponse::default()).unwrap();
+        assert_eq!(json, serde_json::json!({"batchItemFailures": []}));
+    }
+
+    #[test]
+    fn failure_response_names_the_sequence_number() {
+        let json = serde_json::to_value(failure_response("000000000000000000042")).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"batchItemFailures": [{"itemIdentifier": "000000000000000000042"}]})
+        );
+    }
+}

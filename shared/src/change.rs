@@ -1,0 +1,270 @@
+//! Decoding of DynamoDB Stream records into typed changes.
+//!
+//! `eventName` and the TTL `userIdentity` are mapped once, here, at the edge;
+//! everything downstream works on [`Change`].
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::item::{display_key, Item};
+
+/// A stream sequence number. Sequence numbers are 21-40 digit decimal
+/// strings; they compare as numbers, never as plain strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SequenceNumber(String);
+
+impl SequenceNumber {
+    /// Parses a sequence number, rejecting anything that is not 1-40 ASCII digits.
+    pub fn parse(raw: &str) -> Option<Self> {
+        let ok = !raw.is_empty() && raw.len() <= 40 && raw.bytes().all(|b| b.is_ascii_digit());
+        ok.then(|| Self(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Left-padded to 40 digits: string order of padded values is numeric order.
+    pub fn padded(&self) -> String {
+        format!("{:0>40}", self.0.trim_start_matches('0'))
+    }
+}
+
+impl Ord for SequenceNumber {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.padded().cmp(&other.padded())
+    }
+}
+
+impl PartialOrd for SequenceNumber {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for SequenceNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What happened to the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Insert,
+    Modify,
+    Remove,
+}
+
+/// Who made the change: a user (any writer) or DynamoDB's TTL expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    User,
+    /// A REMOVE written by the TTL sweeper (`userIdentity.type == "Service"`,
+    /// `principalId == "dynamodb.amazonaws.com"`). Not a user delete.
+    TtlExpiry,
+}
+
+/// One decoded stream record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub event_id: String,
+    pub sequence_number: SequenceNumber,
+    pub kind: ChangeKind,
+    pub origin: Origin,
+    pub keys: Item,
+    /// Image before the change (MODIFY, REMOVE).
+    pub old: Option<Item>,
+    /// Image after the change (INSERT, MODIFY).
+    pub new: Option<Item>,
+    /// ApproximateCreationDateTime of the change.
+    pub at: DateTime<Utc>,
+}
+
+impl Change {
+    /// The image that describes the item's state after this change, or before
+    /// it for a REMOVE.
+    pub fn latest_image(&self) -> Option<&Item> {
+        self.new.as_ref().or(self.old.as_ref())
+    }
+
+    /// The change's time, ISO-8601 with milliseconds (`2026-01-02T03:04:05.678Z`).
+    pub fn at_iso(&self) -> String {
+        self.at.to_rfc3339_opts(SecondsFormat::Millis, true)
+    }
+
+    /// Key of the item for logs.
+    pub fn key_display(&self) -> String {
+        display_key(&self.keys)
+    }
+}
+
+/// Why a stream record could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Without a sequence number the record cannot be named in a partial
+    /// batch response: the whole batch must fail, deliberately.
+    #[error("record {event_id} has no valid SequenceNumber")]
+    NoSequenceNumber { event_id: String },
+    #[error("record {event_id}: unknown eventName `{event_name}`")]
+    UnknownEventName {
+        event_id: String,
+        event_name: String,
+    },
+    #[error("record {event_id} ({kind:?}) lacks its {image} image; the stream must use NEW_AND_OLD_IMAGES")]
+    MissingImage {
+        event_id: String,
+        kind: ChangeKind,
+        image: &'static str,
+    },
+    #[error("record {event_id} has no Keys")]
+    NoKeys { event_id: String },
+}
+
+const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+
+/// Decodes one Lambda stream record.
+pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
+    let event_id = record.event_id.clone();
+    let sequence_number = record
+        .change
+        .sequence_number
+        .as_deref()
+        .and_then(SequenceNumber::parse)
+        .ok_or_else(|| DecodeError::NoSequenceNumber {
+            event_id: event_id.clone(),
+        })?;
+    let kind = match record.event_name.as_str() {
+        "INSERT" => ChangeKind::Insert,
+        "MODIFY" => ChangeKind::Modify,
+        "REMOVE" => ChangeKind::Remove,
+        other => {
+            return Err(DecodeError::UnknownEventName {
+                event_id,
+                event_name: other.to_string(),
+            })
+        }
+    };
+    let image = |item: &serde_dynamo::Item| -> Option<Item> {
+        (!item.is_empty()).then(|| Item::from(item.clone()))
+    };
+    let old = image(&record.change.old_image);
+    let new = image(&record.change.new_image);
+    let missing = |image: &'static str| DecodeError::MissingImage {
+        event_id: event_id.clone(),
+        kind,
+        image,
+    };
+    match kind {
+        ChangeKind::Insert if new.is_none() => return Err(missing("new")),
+        ChangeKind::Modify if new.is_none() => return Err(missing("new")),
+        ChangeKind::Modify | ChangeKind::Remove if old.is_none() => return Err(missing("old")),
+        _ => {}
+    }
+    if record.change.keys.is_empty() {
+        return Err(DecodeError::NoKeys { event_id });
+    }
+    let origin = match &record.user_identity {
+        Some(id)
+            if kind == ChangeKind::Remove
+                && id.type_ == "Service"
+                && id.principal_id == TTL_PRINCIPAL =>
+        {
+            Origin::TtlExpiry
+        }
+        _ => Origin::User,
+    };
+    Ok(Change {
+        event_id,
+        sequence_number,
+        kind,
+        origin,
+        keys: Item::from(record.change.keys.clone()),
+        old,
+        new,
+        at: record.change.approximate_creation_date_time,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(v: serde_json::Value) -> EventRecord {
+        serde_json::from_value(v).expect("fixture is a valid record")
+    }
+
+    fn base(event_name: &str) -> serde_json::Value {
+        json!({
+            "eventID": "e1", "eventName": event_name, "awsRegion": "us-east-1",
+            "eventSource": "aws:dynamodb",
+            "dynamodb": {
+                "ApproximateCreationDateTime": 1700000000,
+                "Keys": {"PK": {"S": "APP#1"}, "SK": {"S": "APP#1"}},
+                "NewImage": {"PK": {"S": "APP#1"}, "SK": {"S": "APP#1"}},
+                "OldImage": {"PK": {"S": "APP#1"}, "SK": {"S": "APP#1"}},
+                "SequenceNumber": "000000000000000000123", "SizeBytes": 10,
+                "StreamViewType": "NEW_AND_OLD_IMAGES"
+            }
+        })
+    }
+
+    #[test]
+    fn sequence_numbers_compare_numerically() {
+        let a = SequenceNumber::parse("9").unwrap();
+        let b = SequenceNumber::parse("10").unwrap();
+        let c = SequenceNumber::parse("0000000000000000000010").unwrap();
+        assert!(a < b, "9 < 10 although \"9\" > \"10\" as strings");
+        assert_eq!(b.cmp(&c), Ordering::Equal);
+        assert!(SequenceNumber::parse("").is_none());
+        assert!(SequenceNumber::parse("12a").is_none());
+        assert!(SequenceNumber::parse(&"1".repeat(41)).is_none());
+    }
+
+    #[test]
+    fn decodes_modify_with_both_images() {
+        let c = decode(&record(base("MODIFY"))).unwrap();
+        assert_eq!(c.kind, ChangeKind::Modify);
+        assert_eq!(c.origin, Origin::User);
+        assert_eq!(c.sequence_number.as_str(), "000000000000000000123");
+        assert!(c.old.is_some() && c.new.is_some());
+        assert_eq!(c.at_iso(), "2023-11-14T22:13:20.000Z");
+        assert_eq!(c.key_display(), "PK=APP#1, SK=APP#1");
+    }
+
+    #[test]
+    fn ttl_identity_marks_an_expiry() {
+        let mut v = base("REMOVE");
+        v["dynamodb"].as_object_mut().unwrap().remove("NewImage");
+        v["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+        let c = decode(&record(v.clone())).unwrap();
+        assert_eq!(c.origin, Origin::TtlExpiry);
+        v["userIdentity"] = json!({"type": "Service", "principalId": "someone-else"});
+        assert_eq!(decode(&record(v)).unwrap().origin, Origin::User);
+    }
+
+    #[test]
+    fn missing_images_and_sequence_numbers_are_errors() {
+        let mut v = base("MODIFY");
+        v["dynamodb"].as_object_mut().unwrap().remove("OldImage");
+        assert!(matches!(
+            decode(&record(v)),
+            Err(DecodeError::MissingImage { image: "old", .. })
+        ));
+        let mut v = base("INSERT");
+        v["dynamodb"].as_object_mut().unwrap().remove("SequenceNumber");
+        assert!(matches!(
+            decode(&record(v)),
+            Err(DecodeError::NoSequenceNumber { .. })
+        ));
+        let v = base("UPSERT");
+        assert!(matches!(
+            decode(&record(v)),
+            Err(DecodeError::UnknownEventName { .. })
+        ));
+    }
+}

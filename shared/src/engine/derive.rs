@@ -1,0 +1,393 @@
+//! The derive processor: projections and counters.
+//!
+//! For each change the rules say what processor-owned attributes the item
+//! should carry ([`Projection`]) and what it contributes to counters. The
+//! engine diffs that against the image and writes only the difference:
+//!
+//! - a projection is a guarded UpdateItem (SET/REMOVE of the computed values,
+//!   conditioned on the source attributes still holding the values they were
+//!   computed from). A failed condition means a newer write won; the newer
+//!   record fixes the projection, so it is success. When the image already
+//!   carries the computed values nothing is written: this is the fixpoint
+//!   that keeps the processor from looping on its own writes;
+//! - counter deltas (new contribution minus old) go through the ledger: one
+//!   TransactWriteItems with a marker per record and one ADD per distinct
+//!   counter per chunk. A redelivered record fails its marker's condition and
+//!   is dropped from the chunk as already applied.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update as TxUpdate};
+use chrono::{DateTime, Utc};
+use futures::stream::{self, StreamExt};
+
+use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
+use crate::change::{Change, ChangeKind};
+use crate::error::{InputError, ProcessError};
+use crate::item::{display_key, n, Item};
+use crate::ledger;
+use crate::metrics::{names, BatchMetrics, Metrics};
+use crate::store::{Store, TxError, Update, Written};
+
+/// Processor-owned attributes an item should carry, computed from its image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Projection {
+    /// Attribute name and its computed value; `None` means "must be absent"
+    /// (sparse indexes).
+    pub attrs: Vec<(&'static str, Option<AttributeValue>)>,
+    /// The source attributes the values were computed from: the write is
+    /// conditioned on them still holding the image's values.
+    pub sources: Vec<&'static str>,
+}
+
+/// A counter item and the numeric attribute that holds the count.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Counter {
+    /// Key attributes of the counter item, as (name, string value).
+    pub key: Vec<(&'static str, String)>,
+    pub attr: &'static str,
+}
+
+impl Counter {
+    fn key_item(&self) -> Item {
+        self.key
+            .iter()
+            .map(|(k, v)| (k.to_string(), AttributeValue::S(v.clone())))
+            .collect()
+    }
+}
+
+/// What a model derives from an item's state. Pure functions: no I/O.
+pub trait DeriveRules: Send + Sync {
+    /// The table's key attribute names (partition key first).
+    fn key_names(&self) -> &'static [&'static str];
+
+    /// Processor-owned attributes this item should carry, or `None` when the
+    /// item has none (or is not this model's business).
+    fn projection(&self, image: &Item) -> Result<Option<Projection>, InputError>;
+
+    /// What this item, in this state, contributes to counters.
+    fn contributions(&self, image: &Item) -> Result<Vec<(Counter, i64)>, InputError>;
+}
+
+/// The SET/REMOVE needed to bring `image` to `projection`, or `None` when the
+/// image already carries the computed values (the fixpoint).
+pub fn projection_update(key_names: &[&str], image: &Item, projection: &Projection) -> Option<Update> {
+    let mut sets = Vec::new();
+    let mut removes = Vec::new();
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    for (i, (attr, want)) in projection.attrs.iter().enumerate() {
+        let have = image.get(*attr);
+        if have == want.as_ref() {
+            continue;
+        }
+        names.push((format!("#p{i}"), attr.to_string()));
+        match want {
+            Some(v) => {
+                sets.push(format!("#p{i} = :p{i}"));
+                values.push((format!(":p{i}"), v.clone()));
+            }
+            None => removes.push(format!("#p{i}")),
+        }
+    }
+    if sets.is_empty() && removes.is_empty() {
+        return None;
+    }
+    let mut conditions = vec!["attribute_exists(#k0)".to_string()];
+    names.push(("#k0".to_string(), key_names[0].to_string()));
+    for (i, src) in projection.sources.iter().enumerate() {
+        names.push((format!("#s{i}"), src.to_string()));
+        match image.get(*src) {
+            Some(v) => {
+                conditions.push(format!("#s{i} = :s{i}"));
+                values.push((format!(":s{i}"), v.clone()));
+            }
+            None => conditions.push(format!("attribute_not_exists(#s{i})")),
+        }
+    }
+    let mut expr = String::new();
+    if !sets.is_empty() {
+        expr.push_str("SET ");
+        expr.push_str(&sets.join(", "));
+    }
+    if !removes.is_empty() {
+        if !expr.is_empty() {
+            expr.push(' ');
+        }
+        expr.push_str("REMOVE ");
+        expr.push_str(&removes.join(", "));
+    }
+    Some(Update {
+        key: crate::item::key_of(image, key_names),
+        update_expression: expr,
+        condition_expression: Some(conditions.join(" AND ")),
+        names,
+        values,
+    })
+}
+
+/// Counter deltas of one change: new contributions minus old ones.
+pub fn counter_deltas<R: DeriveRules + ?Sized>(
+    rules: &R,
+    change: &Change,
+) -> Result<BTreeMap<Counter, i64>, InputError> {
+    let mut deltas = BTreeMap::new();
+    if let Some(old) = &change.old {
+        for (c, v) in rules.contributions(old)? {
+            *deltas.entry(c).or_insert(0) -= v;
+        }
+    }
+    if let Some(new) = &change.new {
+        for (c, v) in rules.contributions(new)? {
+            *deltas.entry(c).or_insert(0) += v;
+        }
+    }
+    deltas.retain(|_, v| *v != 0);
+    Ok(deltas)
+}
+
+/// Configuration of a derive processor.
+#[derive(Debug, Clone)]
+pub struct DeriveConfig {
+    pub table: String,
+    pub ledger_table: String,
+    /// Guarded projection writes in flight at once (distinct items).
+    pub concurrency: usize,
+}
+
+/// The derive stream processor over any [`DeriveRules`].
+pub struct DeriveProcessor<R> {
+    rules: R,
+    store: Store,
+    config: DeriveConfig,
+    metrics: Metrics,
+    now: fn() -> DateTime<Utc>,
+}
+
+struct CountOp {
+    index: usize,
+    event_id: String,
+    deltas: BTreeMap<Counter, i64>,
+}
+
+impl<R: DeriveRules> DeriveProcessor<R> {
+    pub fn new(rules: R, store: Store, config: DeriveConfig) -> Self {
+        Self {
+            rules,
+            store,
+            config,
+            metrics: Metrics::default(),
+            now: Utc::now,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Applies counter deltas for `ops` (in order) in ledger transactions.
+    /// Returns the index of the first op whose chunk failed.
+    async fn apply_counts(&self, ops: &[CountOp], metrics: &mut BatchMetrics) -> Result<(), BatchFailure> {
+        let mut start = 0;
+        while start < ops.len() {
+            // Fill a chunk: markers + one ADD per distinct counter <= 100 actions.
+            let mut end = start;
+            let mut counters = std::collections::BTreeSet::new();
+            while end < ops.len() {
+                let mut with: std::collections::BTreeSet<&Counter> = counters.clone();
+                with.extend(ops[end].deltas.keys());
+                if (end - start + 1) + with.len() > 100 {
+                    break;
+                }
+                counters = with;
+                end += 1;
+            }
+            let mut live: Vec<&CountOp> = ops[start..end].iter().collect();
+            loop {
+                if live.is_empty() {
+                    break;
+                }
+                let mut totals: BTreeMap<&Counter, i64> = BTreeMap::new();
+                for op in &live {
+                    for (c, d) in &op.deltas {
+                        *totals.entry(c).or_insert(0) += d;
+                    }
+                }
+                let now = (self.now)();
+                let mut actions: Vec<TransactWriteItem> = live
+                    .iter()
+                    .map(|op| ledger::marker_put(&self.config.ledger_table, self.name(), &op.event_id, now))
+                    .collect();
+                for (c, d) in totals.iter().filter(|(_, d)| **d != 0) {
+                    actions.push(
+                        TransactWriteItem::builder()
+                            .update(
+                                TxUpdate::builder()
+                                    .table_name(&self.config.table)
+                                    .set_key(Some(c.key_item()))
+                                    .update_expression("ADD #c :d")
+                                    .expression_attribute_names("#c", c.attr)
+                                    .expression_attribute_values(":d", n(d))
+                                    .build()
+                                    .expect("table, key and expression are set"),
+                            )
+                            .build(),
+                    );
+                }
+                match self.store.transact(actions).await {
+                    Ok(()) => break,
+                    Err(TxError::ConditionsFailed { failed }) => {
+                        // Markers come first: a failed marker is a record
+                        // already applied by an earlier delivery.
+                        let before = live.len();
+                        live = live
+                            .into_iter()
+                            .enumerate()
+                            .filter_map(|(i, op)| {
+                                if failed.get(i).copied().unwrap_or(false) {
+                                    metrics.incr(names::DUPLICATE);
+                                    tracing::info!(processor = self.name(), event_id = %op.event_id, "counter effect already applied; skipping");
+                                    None
+                                } else {
+                                    Some(op)
+                                }
+                            })
+                            .collect();
+                        if live.len() == before {
+                            return Err(BatchFailure {
+                                index: ops[start].index,
+                                error: ProcessError::Conflict("counter transaction condition failed outside the markers".into()),
+                            });
+                        }
+                    }
+                    Err(TxError::Store(e)) => {
+                        return Err(BatchFailure {
+                            index: live[0].index,
+                            error: e.into(),
+                        })
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
+    fn name(&self) -> &'static str {
+        "derive"
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    async fn process(&self, changes: &[Change], metrics: &mut BatchMetrics) -> Result<(), BatchFailure> {
+        let key_names = self.rules.key_names();
+        // Pure part: what each change implies.
+        let mut projections: HashMap<String, (usize, Option<Update>)> = HashMap::new();
+        let mut count_ops = Vec::new();
+        for (index, change) in changes.iter().enumerate() {
+            let key = display_key(&change.keys);
+            let planned = (|| -> Result<_, InputError> {
+                let update = match (&change.kind, &change.new) {
+                    (ChangeKind::Remove, _) | (_, None) => None,
+                    (_, Some(new)) => self
+                        .rules
+                        .projection(new)?
+                        .and_then(|p| projection_update(key_names, new, &p)),
+                };
+                Ok((update, counter_deltas(&self.rules, change)?))
+            })();
+            match planned {
+                Ok((update, deltas)) => {
+                    // Only the latest change of an item matters for its
+                    // projection: earlier ones are superseded by it.
+                    projections.insert(key, (index, update));
+                    if !deltas.is_empty() {
+                        count_ops.push(CountOp {
+                            index,
+                            event_id: change.event_id.clone(),
+                            deltas,
+                        });
+                    }
+                }
+                Err(e) => log_bad_input(self.name(), &change.event_id, &e, metrics),
+            }
+        }
+        // Projections: distinct items, independent, guarded.
+        let mut updates: Vec<(usize, Update)> = projections
+            .into_values()
+            .filter_map(|(i, u)| u.map(|u| (i, u)))
+            .collect();
+        updates.sort_by_key(|(i, _)| *i);
+        let table = &self.config.table;
+        let results: Vec<(usize, Result<Written, _>)> = stream::iter(updates)
+            .map(|(i, u)| async move { (i, self.store.update(table, u).await) })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        let mut first_failure: Option<BatchFailure> = None;
+        for (i, r) in results {
+            match r {
+                Ok(Written::Applied) => {}
+                Ok(Written::ConditionFailed) => {
+                    tracing::debug!(key = %changes[i].key_display(), "projection superseded by a newer write");
+                }
+                Err(e) => {
+                    if first_failure.as_ref().is_none_or(|f| i < f.index) {
+                        first_failure = Some(BatchFailure { index: i, error: e.into() });
+                    }
+                }
+            }
+        }
+        let limit = first_failure.as_ref().map_or(usize::MAX, |f| f.index);
+        let ops: Vec<CountOp> = count_ops.into_iter().filter(|op| op.index < limit).collect();
+        if let Err(f) = self.apply_counts(&ops, metrics).await {
+            return Err(f);
+        }
+        match first_failure {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::s;
+
+    fn image(pairs: &[(&str, AttributeValue)]) -> Item {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    fn projection() -> Projection {
+        Projection {
+            attrs: vec![("G", Some(s("x#1"))), ("H", None)],
+            sources: vec!["x", "y"],
+        }
+    }
+
+    #[test]
+    fn no_update_when_image_already_projected() {
+        let img = image(&[("PK", s("a")), ("x", s("1")), ("G", s("x#1"))]);
+        assert!(projection_update(&["PK", "SK"], &img, &projection()).is_none());
+    }
+
+    #[test]
+    fn update_sets_removes_and_guards_sources() {
+        let img = image(&[("PK", s("a")), ("SK", s("b")), ("x", s("1")), ("H", s("old"))]);
+        let u = projection_update(&["PK", "SK"], &img, &projection()).unwrap();
+        assert_eq!(u.update_expression, "SET #p0 = :p0 REMOVE #p1");
+        assert_eq!(
+            u.condition_expression.as_deref(),
+            Some("attribute_exists(#k0) AND #s0 = :s0 AND attribute_not_exists(#s1)")
+        );
+        assert_eq!(u.key.len(), 2);
+        assert!(u.values.contains(&(":s0".to_string(), s("1"))));
+        assert!(u.values.contains(&(":p0".to_string(), s("x#1"))));
+    }
+}

@@ -1,0 +1,219 @@
+//! Typed access to DynamoDB items (`HashMap<String, AttributeValue>`).
+//!
+//! Every getter names the attribute and the expected type in its error, so a
+//! rule that meets bad input can say *what* was wrong *where* without ever
+//! logging the item itself.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// One DynamoDB item, as the SDK represents it.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// What was wrong with an attribute of an item.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttrError {
+    #[error("attribute `{0}` is missing")]
+    Missing(String),
+    #[error("attribute `{name}` has type {found}, expected {expected}")]
+    WrongType {
+        name: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("attribute `{name}` has an invalid value: {reason}")]
+    Invalid { name: String, reason: String },
+}
+
+/// The DynamoDB type tag of a value (`S`, `N`, `BOOL`, ...), for error messages.
+pub fn type_name(v: &AttributeValue) -> &'static str {
+    match v {
+        AttributeValue::S(_) => "S",
+        AttributeValue::N(_) => "N",
+        AttributeValue::Bool(_) => "BOOL",
+        AttributeValue::Null(_) => "NULL",
+        AttributeValue::M(_) => "M",
+        AttributeValue::L(_) => "L",
+        AttributeValue::Ss(_) => "SS",
+        AttributeValue::Ns(_) => "NS",
+        AttributeValue::B(_) => "B",
+        AttributeValue::Bs(_) => "BS",
+        _ => "unknown",
+    }
+}
+
+fn wrong(name: &str, expected: &'static str, v: &AttributeValue) -> AttrError {
+    AttrError::WrongType {
+        name: name.to_string(),
+        expected,
+        found: type_name(v),
+    }
+}
+
+/// Typed getters over an item. `opt_*` treat an absent attribute and a
+/// DynamoDB `NULL` alike (the seed's `String | null`).
+pub trait ItemExt {
+    fn attr(&self, name: &str) -> Option<&AttributeValue>;
+
+    fn s(&self, name: &str) -> Result<&str, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Err(AttrError::Missing(name.to_string())),
+            Some(AttributeValue::S(s)) => Ok(s),
+            Some(v) => Err(wrong(name, "S", v)),
+        }
+    }
+
+    fn opt_s(&self, name: &str) -> Result<Option<&str>, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::S(s)) => Ok(Some(s)),
+            Some(v) => Err(wrong(name, "S", v)),
+        }
+    }
+
+    fn bool(&self, name: &str) -> Result<bool, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Err(AttrError::Missing(name.to_string())),
+            Some(AttributeValue::Bool(b)) => Ok(*b),
+            Some(v) => Err(wrong(name, "BOOL", v)),
+        }
+    }
+
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(wrong(name, "BOOL", v)),
+        }
+    }
+
+    fn opt_i64(&self, name: &str) -> Result<Option<i64>, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| AttrError::Invalid {
+                name: name.to_string(),
+                reason: "not an integer".to_string(),
+            }),
+            Some(v) => Err(wrong(name, "N", v)),
+        }
+    }
+
+    fn i64(&self, name: &str) -> Result<i64, AttrError> {
+        self.opt_i64(name)?
+            .ok_or_else(|| AttrError::Missing(name.to_string()))
+    }
+}
+
+impl ItemExt for Item {
+    fn attr(&self, name: &str) -> Option<&AttributeValue> {
+        self.get(name)
+    }
+}
+
+/// `S` value.
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// `N` value.
+pub fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// The key attributes of `item` (for logs and writes), given the key names.
+pub fn key_of(item: &Item, key_names: &[&str]) -> Item {
+    key_names
+        .iter()
+        .filter_map(|k| item.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
+/// Renders a key as `PK=APP#1, SK=APP#1` for logs: only key attributes, never
+/// the item body.
+pub fn display_key(key: &Item) -> String {
+    let mut parts: Vec<String> = key
+        .iter()
+        .map(|(k, v)| match v {
+            AttributeValue::S(s) => format!("{k}={s}"),
+            AttributeValue::N(n) => format!("{k}={n}"),
+            other => format!("{k}=<{}>", type_name(other)),
+        })
+        .collect();
+    parts.sort();
+    parts.join(", ")
+}
+
+/// Approximate DynamoDB size of an item in bytes (attribute names plus
+/// values, as DynamoDB counts them), used to stay under the 400 KB item and
+/// 4 MB transaction limits.
+pub fn item_size(item: &Item) -> usize {
+    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+}
+
+fn value_size(v: &AttributeValue) -> usize {
+    match v {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => n.len().div_ceil(2) + 1,
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+        AttributeValue::Ns(v) => v.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(l) => 3 + l.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
+        AttributeValue::M(m) => {
+            3 + m
+                .iter()
+                .map(|(k, v)| 1 + k.len() + value_size(v))
+                .sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
+/// DynamoDB's maximum item size.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getters_name_attribute_and_type() {
+        let item: Item = [("a".to_string(), n(3)), ("b".to_string(), s("x"))].into();
+        assert_eq!(item.i64("a"), Ok(3));
+        assert_eq!(
+            item.s("a"),
+            Err(AttrError::WrongType {
+                name: "a".into(),
+                expected: "S",
+                found: "N"
+            })
+        );
+        assert_eq!(item.s("zz"), Err(AttrError::Missing("zz".into())));
+        assert_eq!(item.opt_s("zz"), Ok(None));
+        assert_eq!(item.opt_s("b"), Ok(Some("x")));
+    }
+
+    #[test]
+    fn null_counts_as_absent_for_optional_values() {
+        let item: Item = [("a".to_string(), AttributeValue::Null(true))].into();
+        assert_eq!(item.opt_s("a"), Ok(None));
+        assert_eq!(item.opt_i64("a"), Ok(None));
+        assert!(item.s("a").is_err());
+    }
+
+    #[test]
+    fn display_key_is_sorted_and_shows_only_keys() {
+        let key: Item = [("SK".to_string(), s("B")), ("PK".to_string(), s("A"))].into();
+        assert_eq!(display_key(&key), "PK=A, SK=B");
+    }
+
+    #[test]
+    fn size_grows_with_content() {
+        let small: Item = [("a".to_string(), s("x"))].into();
+        let big: Item = [("a".to_string(), s("x".repeat(1000)))].into();
+        assert_eq!(item_size(&small), 2);
+        assert_eq!(item_size(&big), 1001);
+    }
+}

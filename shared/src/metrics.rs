@@ -1,0 +1,116 @@
+//! Counters for what processors did (bad input, duplicates, writes...).
+//!
+//! In Lambda they are emitted once per batch as CloudWatch Embedded Metric
+//! Format lines on stdout (no API call); locally they are read by the CLI
+//! summary and by tests.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Names of the metrics processors emit.
+pub mod names {
+    /// A record skipped because of bad input (see the log for key and reason).
+    pub const BAD_INPUT: &str = "BadInput";
+    /// A record whose effects were already applied (redelivery).
+    pub const DUPLICATE: &str = "Duplicate";
+    /// A history entry written without its snapshot (over 400 KB).
+    pub const SNAPSHOT_TOO_LARGE: &str = "SnapshotTooLarge";
+    /// A record reported as failed in the partial batch response.
+    pub const FAILED_RECORD: &str = "FailedRecord";
+    /// A record fully processed.
+    pub const PROCESSED: &str = "Processed";
+}
+
+/// Cumulative counters of one processor instance.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    totals: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// Counters of one batch, merged into [`Metrics`] at the end of the batch.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BatchMetrics(pub BTreeMap<&'static str, u64>);
+
+impl BatchMetrics {
+    pub fn incr(&mut self, name: &'static str) {
+        *self.0.entry(name).or_default() += 1;
+    }
+
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+}
+
+impl Metrics {
+    pub fn get(&self, name: &str) -> u64 {
+        self.totals
+            .lock()
+            .map(|t| t.get(name).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Adds a batch's counters to the totals and, in Lambda, prints them as
+    /// one EMF line.
+    pub fn record(&self, processor: &str, batch: &BatchMetrics) {
+        if let Ok(mut totals) = self.totals.lock() {
+            for (k, v) in &batch.0 {
+                *totals.entry(k).or_default() += v;
+            }
+        }
+        if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() && !batch.0.is_empty() {
+            println!("{}", emf_line(processor, batch, chrono::Utc::now().timestamp_millis()));
+        }
+    }
+}
+
+/// One CloudWatch Embedded Metric Format document.
+pub fn emf_line(processor: &str, batch: &BatchMetrics, timestamp_ms: i64) -> String {
+    let metrics: Vec<serde_json::Value> = batch
+        .0
+        .keys()
+        .map(|k| serde_json::json!({"Name": k, "Unit": "Count"}))
+        .collect();
+    let mut doc = serde_json::json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "jobstream",
+                "Dimensions": [["Processor"]],
+                "Metrics": metrics,
+            }]
+        },
+        "Processor": processor,
+    });
+    for (k, v) in &batch.0 {
+        doc[*k] = serde_json::json!(v);
+    }
+    doc.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emf_document_names_each_metric_and_value() {
+        let mut b = BatchMetrics::default();
+        b.incr(names::BAD_INPUT);
+        b.incr(names::BAD_INPUT);
+        let v: serde_json::Value = serde_json::from_str(&emf_line("history", &b, 5)).unwrap();
+        assert_eq!(v["BadInput"], 2);
+        assert_eq!(v["Processor"], "history");
+        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "BadInput");
+        assert_eq!(v["_aws"]["Timestamp"], 5);
+    }
+
+    #[test]
+    fn totals_accumulate_batches() {
+        let m = Metrics::default();
+        let mut b = BatchMetrics::default();
+        b.incr(names::DUPLICATE);
+        m.record("derive", &b);
+        m.record("derive", &b);
+        assert_eq!(m.get(names::DUPLICATE), 2);
+        assert_eq!(m.get(names::BAD_INPUT), 0);
+    }
+}

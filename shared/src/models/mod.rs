@@ -1,0 +1,4 @@
+//! The data models: declarative rules over the engine, and their tables.
+
+pub mod table;
+pub mod tracker;

@@ -1,0 +1,375 @@
+//! The history fold of the tracker: one `HIST#` entry per user-visible
+//! change, numbered 1, 2, 3... per application, each with a snapshot of the
+//! ApplicationResponse right after the change.
+//!
+//! State parts: `APP` (the application's attributes as they appear in a
+//! snapshot) and `STAGE#<id>` (each stage's snapshot fields).
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use uuid::Uuid;
+
+use super::derive::kind_of;
+use super::keys::{self, Kind};
+use super::schema::{validate_application, validate_stage, LABELS, STAGE_FIELDS};
+use crate::change::{Change, ChangeKind};
+use crate::engine::fold::{Cascade, FoldOutput, FoldRules, FoldState};
+use crate::error::InputError;
+use crate::item::{display_key, item_size, n, s, Item, ItemExt, MAX_ITEM_BYTES};
+use crate::metrics::names;
+
+/// Namespace of history entry ids: `uuid v5(namespace, eventID)`, so a retry
+/// writes the same id.
+pub const ENTRY_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6a0b_5c4e_1f7d_4c1b_9e53_7b1d_2f30_a8c4);
+
+const APP_PART: &str = "APP";
+
+/// The tracker's history rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrackerHistory;
+
+/// Application attributes kept in a snapshot: all but keys, GSI keys and
+/// `historySequence`.
+pub fn snapshot_attributes(image: &Item) -> Item {
+    image
+        .iter()
+        .filter(|(k, _)| k.as_str() != keys::PK && k.as_str() != keys::SK && !keys::PROCESSOR_OWNED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A stage as it appears in a snapshot: its seven fields, `NULL` when absent.
+pub fn stage_snapshot(image: &Item) -> Item {
+    STAGE_FIELDS
+        .iter()
+        .map(|f| (f.to_string(), image.get(*f).cloned().unwrap_or(AttributeValue::Null(true))))
+        .collect()
+}
+
+/// The ApplicationResponse of a state: the application's attributes plus
+/// `interviewStages` sorted by `order`, then `id`.
+pub fn snapshot(state: &FoldState) -> Item {
+    let mut snap = state.parts.get(APP_PART).cloned().unwrap_or_default();
+    let mut stages: Vec<&Item> = state
+        .parts
+        .iter()
+        .filter(|(k, _)| k.starts_with("STAGE#"))
+        .map(|(_, v)| v)
+        .collect();
+    stages.sort_by_key(|st| {
+        (
+            st.opt_i64("order").ok().flatten().unwrap_or(i64::MAX),
+            st.opt_s("id").ok().flatten().unwrap_or_default().to_string(),
+        )
+    });
+    snap.insert(
+        "interviewStages".to_string(),
+        AttributeValue::L(stages.into_iter().map(|st| AttributeValue::M(st.clone())).collect()),
+    );
+    snap
+}
+
+/// The description of an application MODIFY, or `None` when no labelled
+/// field changed (e.g. only `updatedAt` or processor-owned attributes).
+pub fn describe_application_modify(old: &Item, new: &Item) -> Option<String> {
+    let archived = |i: &Item| i.opt_bool("isArchived").ok().flatten().unwrap_or(false);
+    match (archived(old), archived(new)) {
+        (false, true) => return Some("Archived application".to_string()),
+        (true, false) => return Some("Restored from archive".to_string()),
+        _ => {}
+    }
+    let labels: Vec<&str> = LABELS
+        .iter()
+        .filter(|(attr, _)| normalized(old.get(*attr)) != normalized(new.get(*attr)))
+        .map(|(_, label)| *label)
+        .collect();
+    (!labels.is_empty()).then(|| format!("Updated {}", labels.join(", ")))
+}
+
+/// Absent and `NULL` are the same "null" of the seed.
+fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
+    match v {
+        Some(AttributeValue::Null(_)) | None => None,
+        other => other,
+    }
+}
+
+fn stage_changed(old: &Item, new: &Item) -> bool {
+    STAGE_FIELDS
+        .iter()
+        .chain(std::iter::once(&"applicationId"))
+        .any(|f| normalized(old.get(*f)) != normalized(new.get(*f)))
+}
+
+fn entry(app_id: &str, seq: u64, description: String, change: &Change, state: &FoldState) -> (Item, Option<InputError>) {
+    let id = Uuid::new_v5(&ENTRY_ID_NAMESPACE, change.event_id.as_bytes());
+    let mut item: Item = [
+        (keys::PK, s(keys::app_pk(app_id))),
+        (keys::SK, s(keys::hist_sk(seq))),
+        ("id", s(id.to_string())),
+        ("applicationId", s(app_id)),
+        ("sequence", n(seq)),
+        ("description", s(description)),
+        ("createdAt", s(change.at_iso())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let snap = AttributeValue::M(snapshot(state));
+    item.insert("snapshot".to_string(), snap);
+    let size = item_size(&item);
+    if size > MAX_ITEM_BYTES {
+        item.remove("snapshot");
+        let reason = format!("snapshot omitted: the entry would be {size} bytes, over the 400 KB item limit");
+        item.insert("snapshotOmitted".to_string(), s(&reason));
+        let key = display_key(&crate::item::key_of(&item, &[keys::PK, keys::SK]));
+        return (item, Some(InputError::Invalid { key, reason }));
+    }
+    (item, None)
+}
+
+impl FoldRules for TrackerHistory {
+    fn key_names(&self) -> &'static [&'static str] {
+        &[keys::PK, keys::SK]
+    }
+
+    fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
+        let image = change.latest_image().unwrap_or(&change.keys);
+        match kind_of(image)? {
+            Kind::Application | Kind::Stage => {
+                let pk = image.s(keys::PK).unwrap_or_default();
+                Ok(pk.strip_prefix("APP#").map(str::to_string))
+            }
+            Kind::History | Kind::Meta => Ok(None),
+        }
+    }
+
+    fn cascade(&self, aggregate: &str, change: &Change) -> Option<Cascade> {
+        let is_app = change.latest_image().and_then(|i| kind_of(i).ok()) == Some(Kind::Application);
+        (is_app && change.kind == ChangeKind::Remove).then(|| Cascade {
+            pk_name: keys::PK,
+            pk: keys::app_pk(aggregate),
+            sk_name: keys::SK,
+            sk_prefixes: vec!["STAGE#".to_string(), "HIST#".to_string()],
+        })
+    }
+
+    fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
+        let key = [
+            (keys::PK.to_string(), s(keys::app_pk(aggregate))),
+            (keys::SK.to_string(), s(keys::app_sk(aggregate))),
+        ]
+        .into();
+        Some((key, keys::HISTORY_SEQUENCE))
+    }
+
+    fn fold(&self, app_id: &str, state: &mut FoldState, change: &Change) -> Result<FoldOutput, InputError> {
+        let image = change.latest_image().unwrap_or(&change.keys);
+        let kind = kind_of(image)?;
+        let description = match (kind, change.kind) {
+            (Kind::Application, ChangeKind::Remove) => {
+                // The cascade deleted the stages and entries: start afresh.
+                *state = FoldState { deleted: true, ..FoldState::default() };
+                return Ok(FoldOutput::default());
+            }
+            (Kind::Application, kind) => {
+                let new = change.new.as_ref().expect("decoded INSERT/MODIFY has a new image");
+                validate_application(new)?;
+                if state.deleted {
+                    *state = FoldState::default();
+                }
+                state.parts.insert(APP_PART.to_string(), snapshot_attributes(new));
+                match (kind, &change.old) {
+                    (ChangeKind::Modify, Some(old)) => describe_application_modify(old, new),
+                    _ => Some(format!(
+                        "Created application {} - {}",
+                        new.s("companyName").unwrap_or_default(),
+                        new.s("positionTitle").unwrap_or_default()
+                    )),
+                }
+            }
+            (Kind::Stage, _) if state.deleted => return Ok(FoldOutput::default()),
+            (Kind::Stage, ChangeKind::Remove) => {
+                let old = change.old.as_ref().expect("decoded REMOVE has an old image");
+                let id = old.opt_s("id").ok().flatten().unwrap_or_default().to_string();
+                state.parts.remove(&keys::stage_sk(&id));
+                Some(format!("Removed interview stage \"{}\"", old.opt_s("name").ok().flatten().unwrap_or_default()))
+            }
+            (Kind::Stage, kind) => {
+                let new = change.new.as_ref().expect("decoded INSERT/MODIFY has a new image");
+                validate_stage(new)?;
+                let id = new.s("id").unwrap_or_default();
+                state.parts.insert(keys::stage_sk(id), stage_snapshot(new));
+                match (kind, &change.old) {
+                    (ChangeKind::Modify, Some(old)) => stage_changed(old, new).then(|| {
+                        format!("Updated interview stage \"{}\"", old.opt_s("name").ok().flatten().unwrap_or_default())
+                    }),
+                    _ => Some(format!("Added interview stage \"{}\"", new.s("name").unwrap_or_default())),
+                }
+            }
+            (Kind::History | Kind::Meta, _) => return Ok(FoldOutput::default()),
+        };
+        let Some(description) = description else {
+            return Ok(FoldOutput::default());
+        };
+        state.seq += 1;
+        let (item, notice) = entry(app_id, state.seq, description, change, state);
+        Ok(FoldOutput {
+            entries: vec![item],
+            notices: notice.map(|n| (names::SNAPSHOT_TOO_LARGE, n)).into_iter().collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::{Origin, SequenceNumber};
+    use crate::item::key_of;
+    use crate::models::tracker::schema::tests::{app, stage};
+
+    fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>) -> Change {
+        Change {
+            event_id: "ev".into(),
+            sequence_number: SequenceNumber::parse("1").unwrap(),
+            kind,
+            origin: Origin::User,
+            keys: key_of(new.as_ref().or(old.as_ref()).unwrap(), &["PK", "SK"]),
+            old,
+            new,
+            at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        }
+    }
+
+    fn fold(state: &mut FoldState, c: Change) -> Vec<String> {
+        TrackerHistory
+            .fold("a", state, &c)
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| e.s("description").unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn descriptions_of_every_change() {
+        let mut st = FoldState::default();
+        let a = app("a");
+        assert_eq!(fold(&mut st, change(ChangeKind::Insert, None, Some(a.clone()))), ["Created application Acme - Engineer"]);
+        let mut b = a.clone();
+        b.insert("status".into(), s("interviewing"));
+        b.insert("notes".into(), s("call back"));
+        b.insert("companyName".into(), s("Acme Inc"));
+        assert_eq!(
+            fold(&mut st, change(ChangeKind::Modify, Some(a.clone()), Some(b.clone()))),
+            ["Updated Company Name, Status, Notes"]
+        );
+        let mut c = b.clone();
+        c.insert("isArchived".into(), AttributeValue::Bool(true));
+        assert_eq!(fold(&mut st, change(ChangeKind::Modify, Some(b.clone()), Some(c.clone()))), ["Archived application"]);
+        assert_eq!(fold(&mut st, change(ChangeKind::Modify, Some(c), Some(b.clone()))), ["Restored from archive"]);
+        let mut d = b.clone();
+        d.insert("updatedAt".into(), s("2027-01-01T00:00:00.000Z"));
+        d.insert("GSI1PK".into(), s("x"));
+        d.insert("historySequence".into(), n(4));
+        assert!(fold(&mut st, change(ChangeKind::Modify, Some(b), Some(d.clone()))).is_empty());
+        let s1 = stage("a", "s1", "Phone screen", 1);
+        assert_eq!(fold(&mut st, change(ChangeKind::Insert, None, Some(s1.clone()))), ["Added interview stage \"Phone screen\""]);
+        let mut s1b = s1.clone();
+        s1b.insert("name".into(), s("Onsite"));
+        assert_eq!(
+            fold(&mut st, change(ChangeKind::Modify, Some(s1.clone()), Some(s1b.clone()))),
+            ["Updated interview stage \"Phone screen\""]
+        );
+        assert!(fold(&mut st, change(ChangeKind::Modify, Some(s1b.clone()), Some(s1b.clone()))).is_empty());
+        assert_eq!(fold(&mut st, change(ChangeKind::Remove, Some(s1b), None)), ["Removed interview stage \"Onsite\""]);
+        assert_eq!(st.seq, 7);
+    }
+
+    #[test]
+    fn snapshot_is_the_fold_with_stages_sorted() {
+        let mut st = FoldState::default();
+        fold(&mut st, change(ChangeKind::Insert, None, Some(app("a"))));
+        fold(&mut st, change(ChangeKind::Insert, None, Some(stage("a", "z", "Second", 2))));
+        fold(&mut st, change(ChangeKind::Insert, None, Some(stage("a", "b", "First-b", 1))));
+        let out = TrackerHistory
+            .fold("a", &mut st, &change(ChangeKind::Insert, None, Some(stage("a", "a", "First-a", 1))))
+            .unwrap();
+        let e = &out.entries[0];
+        assert_eq!(e.s("SK").unwrap(), "HIST#00000004");
+        assert_eq!(e.i64("sequence").unwrap(), 4);
+        assert_eq!(e.s("applicationId").unwrap(), "a");
+        assert_eq!(e.s("createdAt").unwrap(), "2023-11-14T22:13:20.000Z");
+        assert_eq!(e.s("id").unwrap(), Uuid::new_v5(&ENTRY_ID_NAMESPACE, b"ev").to_string());
+        assert_eq!(e.len(), 8);
+        let AttributeValue::M(snap) = &e["snapshot"] else { panic!("snapshot is a map") };
+        assert!(!snap.contains_key("PK") && !snap.contains_key("SK"));
+        assert_eq!(snap["companyName"], s("Acme"));
+        let AttributeValue::L(stages) = &snap["interviewStages"] else { panic!("list") };
+        let names: Vec<_> = stages
+            .iter()
+            .map(|v| match v {
+                AttributeValue::M(m) => m.s("name").unwrap().to_string(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(names, ["First-a", "First-b", "Second"]);
+        let AttributeValue::M(first) = &stages[0] else { panic!("map") };
+        assert_eq!(first.len(), 7);
+        assert_eq!(first["performanceRating"], AttributeValue::Null(true));
+    }
+
+    #[test]
+    fn application_remove_resets_and_ignores_cascaded_stage_removals() {
+        let mut st = FoldState::default();
+        fold(&mut st, change(ChangeKind::Insert, None, Some(app("a"))));
+        fold(&mut st, change(ChangeKind::Insert, None, Some(stage("a", "s", "X", 0))));
+        let rm = change(ChangeKind::Remove, Some(app("a")), None);
+        assert!(TrackerHistory.cascade("a", &rm).is_some());
+        assert!(fold(&mut st, rm).is_empty());
+        assert!(st.deleted);
+        assert!(fold(&mut st, change(ChangeKind::Remove, Some(stage("a", "s", "X", 0)), None)).is_empty());
+        assert_eq!(fold(&mut st, change(ChangeKind::Insert, None, Some(app("a")))), ["Created application Acme - Engineer"]);
+        assert_eq!(st.seq, 1);
+        assert!(!st.deleted);
+    }
+
+    #[test]
+    fn oversized_snapshot_is_omitted_with_a_notice() {
+        let mut st = FoldState::default();
+        let mut a = app("a");
+        a.insert("notes".into(), s("n".repeat(250_000)));
+        a.insert("specialRequirements".into(), s("r".repeat(250_000)));
+        let out = TrackerHistory.fold("a", &mut st, &change(ChangeKind::Insert, None, Some(a))).unwrap_err();
+        assert_eq!(out.kind(), "InvalidValue", "seed limits reject 250k-character notes");
+        // Within the limits per attribute, a snapshot can still exceed 400 KB
+        // through many stages.
+        let mut st = FoldState::default();
+        fold(&mut st, change(ChangeKind::Insert, None, Some(app("a"))));
+        for i in 0..250 {
+            let mut stg = stage("a", &format!("s{i:03}"), "Stage", i);
+            stg.insert("notes".into(), s("x".repeat(2000)));
+            st.parts.insert(format!("STAGE#s{i:03}"), stage_snapshot(&stg));
+        }
+        let out = TrackerHistory
+            .fold("a", &mut st, &change(ChangeKind::Insert, None, Some(stage("a", "new", "Last", 999))))
+            .unwrap();
+        assert_eq!(out.notices.len(), 1);
+        assert_eq!(out.notices[0].0, names::SNAPSHOT_TOO_LARGE);
+        let e = &out.entries[0];
+        assert!(!e.contains_key("snapshot"));
+        assert!(e.s("snapshotOmitted").unwrap().contains("400 KB"));
+        assert_eq!(e.s("description").unwrap(), "Added interview stage \"Last\"");
+    }
+
+    #[test]
+    fn history_and_meta_items_are_not_folded() {
+        let mut h = Item::new();
+        h.insert("PK".into(), s("APP#a"));
+        h.insert("SK".into(), s("HIST#00000001"));
+        assert_eq!(TrackerHistory.aggregate(&change(ChangeKind::Insert, None, Some(h))).unwrap(), None);
+        assert_eq!(
+            TrackerHistory.aggregate(&change(ChangeKind::Insert, None, Some(stage("a", "s", "x", 0)))).unwrap(),
+            Some("a".to_string())
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! The DynamoDB adapter: guarded updates, transactions that say which action
+//! failed, batch writes that retry UnprocessedItems, paginated queries.
+//!
+//! Throttling and 5xx are retried by the SDK's own standard retry strategy
+//! (jittered exponential backoff, see [`sdk_config`]). What the SDK does not
+//! retry (UnprocessedItems, transactions cancelled by `TransactionConflict` or
+//! throttling of one action) is retried here with jittered backoff (`backon`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, PutRequest, TransactWriteItem, WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+
+use crate::error::StoreError;
+use crate::item::Item;
+
+/// Outcome of a conditional write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Applied,
+    /// The condition did not hold: for a guarded write this means a newer
+    /// write won (or the effect is already there), which is success.
+    ConditionFailed,
+}
+
+/// Why a transaction did not commit.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// Cancelled because conditions failed; `failed[i]` is true when action
+    /// `i`'s condition failed.
+    #[error("transaction cancelled: condition failed on actions {failed:?}")]
+    ConditionsFailed { failed: Vec<bool> },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Counters of what the store did, for benchmarks, the loop-freedom check
+/// and the CLI summary.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Item writes issued and applied (a transaction of n actions counts n).
+    pub writes: AtomicU64,
+    /// Requests that failed and were retried by our own backoff.
+    pub retries: AtomicU64,
+}
+
+/// Retry policy for what the SDK does not retry itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub min_delay: Duration,
+    pub max_delay: Duration,
+    pub max_times: usize,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            min_delay: Duration::from_millis(25),
+            max_delay: Duration::from_secs(2),
+            max_times: 8,
+        }
+    }
+}
+
+impl Backoff {
+    fn builder(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.min_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.max_times)
+            .with_jitter()
+    }
+}
+
+/// A DynamoDB client plus the bookkeeping every processor wants.
+#[derive(Clone)]
+pub struct Store {
+    client: Client,
+    backoff: Backoff,
+    stats: Arc<StoreStats>,
+}
+
+/// Loads the SDK configuration the Lambdas and the CLI share: standard retry
+/// mode (jittered exponential backoff on throttling, 5xx and transient
+/// transport errors) with `max_attempts` attempts.
+pub async fn sdk_config(max_attempts: u32) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_max_attempts(max_attempts)
+                .with_initial_backoff(Duration::from_millis(20)),
+        )
+        .load()
+        .await
+}
+
+fn classify<E, R>(operation: &'static str, table: &str, err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let (code, retryable) = match &err {
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or("Unknown").to_string();
+            let permanent = matches!(
+                code.as_str(),
+                "ValidationException" | "ItemCollectionSizeLimitExceededException"
+            );
+            (code, !permanent)
+        }
+        SdkError::TimeoutError(_) => ("Timeout".to_string(), true),
+        SdkError::DispatchFailure(_) => ("DispatchFailure".to_string(), true),
+        SdkError::ResponseError(_) => ("ResponseError".to_string(), true),
+        SdkError::ConstructionFailure(_) => ("ConstructionFailure".to_string(), false),
+        _ => ("Unknown".to_string(), true),
+    };
+    StoreError {
+        operation,
+        table: table.to_string(),
+        code,
+        retryable,
+        source: Box::new(err),
+    }
+}
+
+fn is_conditional<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
+    matches!(err, SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException"))
+}
+
+/// An update expression with its condition and placeholders.
+#[derive(Debug, Clone, Default)]
+pub struct Update {
+    pub key: Item,
+    pub update_expression: String,
+    pub condition_expression: Option<String>,
+    pub names: Vec<(String, String)>,
+    pub values: Vec<(String, AttributeValue)>,
+}
+
+impl Store {
+    pub fn new(client: Client) -> Self {
+        Self::with_backoff(client, Backoff::default())
+    }
+
+    pub fn with_backoff(client: Client, backoff: Backoff) -> Self {
+        Self {
+            client,
+            backoff,
+            stats: Arc::new(StoreStats::default()),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    fn count_writes(&self, n: usize) {
+        self.stats.writes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// One guarded UpdateItem.
+    pub async fn update(&self, table: &str, u: Update) -> Result<Written, StoreError> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(u.key))
+            .update_expression(u.update_expression)
+            .set_condition_expression(u.condition_expression);
+        for (k, v) in u.names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in u.values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => {
+                self.count_writes(1);
+                Ok(Written::Applied)
+            }
+            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
+            Err(e) => Err(classify("UpdateItem", table, e)),
+        }
+    }
+
+    /// TransactWriteItems (at most 100 actions, never two on one item).
+    /// Cancellations caused only by conflicts or throttling are retried with
+    /// backoff; cancellations with failed conditions are returned with the
+    /// index of every failed action so the caller can tell "already applied"
+    /// from a lost race.
+    pub async fn transact(&self, actions: Vec<TransactWriteItem>) -> Result<(), TxError> {
+        let n = actions.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let attempt = || async {
+            let res = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
+                .send()
+                .await;
+            match res {
+                Ok(_) => Ok(()),
+                Err(SdkError::ServiceError(se))
+                    if se.err().code() == Some("TransactionCanceledException") =>
+                {
+                    let reasons: Vec<Option<String>> = match se.err() {
+                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(tc) => tc
+                            .cancellation_reasons()
+                            .iter()
+                            .map(|r| r.code().map(str::to_string))
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    let failed: Vec<bool> = (0..n)
+                        .map(|i| {
+                            reasons.get(i).and_then(|r| r.as_deref())
+                                == Some("ConditionalCheckFailed")
+                        })
+                        .collect();
+                    if failed.iter().any(|f| *f) {
+                        Err(TxError::ConditionsFailed { failed })
+                    } else {
+                        let code = reasons
+                            .iter()
+                            .flatten()
+                            .find(|c| c.as_str() != "None")
+                            .cloned()
+                            .unwrap_or_else(|| "TransactionCanceled".to_string());
+                        Err(TxError::Store(StoreError {
+                            operation: "TransactWriteItems",
+                            table: "(transaction)".to_string(),
+                            code,
+                            retryable: true,
+                            source: Box::new(SdkError::ServiceError(se)),
+                        }))
+                    }
+                }
+                Err(e) => Err(TxError::Store(classify(
+                    "TransactWriteItems",
+                    "(transaction)",
+                    e,
+                ))),
+            }
+        };
+        let res = attempt
+            .retry(self.backoff.builder())
+            .when(|e: &TxError| matches!(e, TxError::Store(s) if s.retryable))
+            .notify(|_, _| {
+                self.stats.retries.fetch_add(1, Ordering::Relaxed);
+            })
+            .await;
+        if res.is_ok() {
+            self.count_writes(n);
+        }
+        res
+    }
+
+    /// Unconditional puts and deletes of independent items through
+    /// BatchWriteItem, 25 at a time, retrying UnprocessedItems with backoff.
+    pub async fn batch_write(&self, table: &str, requests: Vec<WriteRequest>) -> Result<(), StoreError> {
+        for chunk in requests.chunks(25) {
+            let mut pending = chunk.to_vec();
+            let mut delays = self.backoff.builder().build();
+            while !pending.is_empty() {
+                let sent = pending.len();
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(table, pending.clone())
+                    .send()
+                    .await
+                    .map_err(|e| classify("BatchWriteItem", table, e))?;
+                let left: Vec<WriteRequest> = out
+                    .unprocessed_items()
+                    .and_then(|m| m.get(table))
+                    .cloned()
+                    .unwrap_or_default();
+                self.count_writes(sent - left.len());
+                if !left.is_empty() {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    let Some(delay) = delays.next() else {
+                        return Err(StoreError {
+                            operation: "BatchWriteItem",
+                            table: table.to_string(),
+                            code: "UnprocessedItems".to_string(),
+                            retryable: true,
+                            source: format!("{} items still unprocessed after retries", left.len()).into(),
+                        });
+                    };
+                    tokio::time::sleep(delay).await;
+                }
+                pending = left;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the given keys (BatchWriteItem).
+    pub async fn delete_keys(&self, table: &str, keys: Vec<Item>) -> Result<(), StoreError> {
+        let reqs = keys
+            .into_iter()
+            .map(|k| {
+                WriteRequest::builder()
+                    .delete_request(
+                        DeleteRequest::builder()
+                            .set_key(Some(k))
+                            .build()
+                            .expect("key is set"),
+                    )
+                    .build()
+            })
+            .collect();
+        self.batch_write(table, reqs).await
+    }
+
+    /// Puts the given items (BatchWriteItem).
+    pub async fn put_items(&self, table: &str, items: Vec<Item>) -> Result<(), StoreError> {
+        let reqs = items
+            .into_iter()
+            .map(|i| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(i))
+                            .build()
+                            .expect("item is set"),
+                    )
+                    .build()
+            })
+            .collect();
+        self.batch_write(table, reqs).await
+    }
+
+    /// Every item of one partition (strongly consistent), optionally only
+    /// sort keys starting with `sk_prefix`.
+    pub async fn query_partition(
+        &self,
+        table: &str,
+        pk_name: &str,
+        pk: &str,
+        sk: Option<(&str, &str)>,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut req = self
+            .client
+            .query()
+            .table_name(table)
+            .consistent_read(true)
+            .expression_attribute_names("#pk", pk_name)
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()));
+        req = match sk {
+            Some((sk_name, prefix)) => req
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#sk", sk_name)
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string())),
+            None => req.key_condition_expression("#pk = :pk"),
+        };
+        let pages = req.into_paginator().items().send();
+        let items: Result<Vec<Item>, _> = pages.collect::<Vec<_>>().await.into_iter().collect();
+        items.map_err(|e| classify("Query", table, e))
+    }
+
+    /// GetItem, strongly consistent.
+    pub async fn get(&self, table: &str, key: Item) -> Result<Option<Item>, StoreError> {
+        self.client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map(|o| o.item)
+            .map_err(|e| classify("GetItem", table, e))
+    }
+}
