@@ -1,1 +1,18 @@
-pub fn x(){}
+//! The `jobstream` CLI's library: the local runtime.
+//!
+//! - [`engine`]: embedded Dynoxide served on loopback, table creation.
+//! - [`esm`]: the local event source mapping (stream polling, Lambda events,
+//!   partial batch responses, retries, bisect, on-failure destination).
+//! - [`runtime`]: the tracker's two stream consumers wired together.
+//! - [`writer`], [`scenario`], [`demo`], [`verify`]: application-side
+//!   writes, the demo script, its printout, and the derived-data check.
+//! - [`faults`]: a fault-injecting proxy (throttling, 5xx) for tests.
+
+pub mod demo;
+pub mod engine;
+pub mod esm;
+pub mod faults;
+pub mod runtime;
+pub mod scenario;
+pub mod verify;
+pub mod writer;

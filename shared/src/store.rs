@@ -90,14 +90,17 @@ pub struct Store {
 /// mode (jittered exponential backoff on throttling, 5xx and transient
 /// transport errors) with `max_attempts` attempts.
 pub async fn sdk_config(max_attempts: u32) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .retry_config(
-            aws_config::retry::RetryConfig::standard()
-                .with_max_attempts(max_attempts)
-                .with_initial_backoff(Duration::from_millis(20)),
-        )
-        .load()
-        .await
+    sdk_loader(max_attempts).load().await
+}
+
+/// The loader behind [`sdk_config`], for callers that set more (endpoint,
+/// region, credentials) before loading.
+pub fn sdk_loader(max_attempts: u32) -> aws_config::ConfigLoader {
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).retry_config(
+        aws_config::retry::RetryConfig::standard()
+            .with_max_attempts(max_attempts)
+            .with_initial_backoff(Duration::from_millis(20)),
+    )
 }
 
 fn classify<E, R>(operation: &'static str, table: &str, err: SdkError<E, R>) -> StoreError

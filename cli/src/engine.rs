@@ -1,0 +1,212 @@
+//! The embedded DynamoDB engine (Dynoxide) served over HTTP on loopback, so
+//! processors and any other client reach it through the ordinary AWS SDK.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+};
+use shared::models::table::TableDef;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running embedded engine.
+pub struct LocalEngine {
+    db: dynoxide::Database,
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+    sweeper: Option<JoinHandle<()>>,
+}
+
+impl LocalEngine {
+    /// Starts an engine on `addr` (`127.0.0.1:0` for an ephemeral port), in
+    /// memory or persisted to the SQLite file `path`.
+    pub async fn start(addr: &str, path: Option<&str>) -> anyhow::Result<Self> {
+        let db = match path {
+            Some(p) => dynoxide::Database::new(p).with_context(|| format!("opening {p}"))?,
+            None => dynoxide::Database::memory().context("opening in-memory database")?,
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let served = db.clone();
+        let server = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = rx.await;
+            };
+            if let Err(e) = dynoxide::server::serve_with_shutdown(listener, served, shutdown).await {
+                tracing::error!(error = %e, "embedded engine stopped");
+            }
+        });
+        Ok(Self {
+            db,
+            addr,
+            shutdown: Some(tx),
+            server: Some(server),
+            sweeper: None,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn database(&self) -> &dynoxide::Database {
+        &self.db
+    }
+
+    /// Deletes expired items now (what DynamoDB's TTL process does in the
+    /// background); the REMOVE records carry the TTL service identity.
+    pub async fn sweep_ttl(&self) -> anyhow::Result<usize> {
+        let db = self.db.clone();
+        Ok(tokio::task::spawn_blocking(move || db.sweep_ttl()).await??)
+    }
+
+    /// Sweeps TTL every `every` in the background.
+    pub fn start_ttl_sweeper(&mut self, every: Duration) {
+        let db = self.db.clone();
+        self.sweeper = Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let db = db.clone();
+                match tokio::task::spawn_blocking(move || db.sweep_ttl()).await {
+                    Ok(Ok(n)) if n > 0 => tracing::info!(expired = n, "TTL sweep"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "TTL sweep failed"),
+                    _ => {}
+                }
+            }
+        }));
+    }
+
+    /// Stops the server and the sweeper.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.sweeper.take() {
+            s.abort();
+        }
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        }
+    }
+}
+
+impl Drop for LocalEngine {
+    fn drop(&mut self) {
+        if let Some(s) = self.sweeper.take() {
+            s.abort();
+        }
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// SDK configuration for an endpoint: explicit `endpoint`, else the standard
+/// `AWS_ENDPOINT_URL*` variables and credential chain. An explicit endpoint
+/// gets a region if none is configured, and loopback endpoints get dummy
+/// credentials.
+pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config::SdkConfig {
+    let mut loader = shared::store::sdk_loader(max_attempts);
+    if let Some(url) = endpoint {
+        loader = loader.endpoint_url(url);
+        let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"].iter().any(|k| std::env::var_os(k).is_some());
+        if !region_set {
+            loader = loader.region(aws_config::Region::new("us-east-1"));
+        }
+        if is_loopback(url) {
+            loader = loader.credentials_provider(aws_credential_provider());
+        }
+    }
+    loader.load().await
+}
+
+fn is_loopback(url: &str) -> bool {
+    let host = url.split("://").nth(1).unwrap_or(url);
+    host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")
+}
+
+fn aws_credential_provider() -> aws_sdk_dynamodb::config::Credentials {
+    aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "jobstream-local")
+}
+
+/// Creates `def` as `name` unless it exists. Returns whether it was created.
+pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, def: &TableDef, name: &str) -> anyhow::Result<bool> {
+    if client.describe_table().table_name(name).send().await.is_ok() {
+        return Ok(false);
+    }
+    let key = |attr: &str, kt: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(attr)
+            .key_type(kt)
+            .build()
+            .expect("name and type are set")
+    };
+    let mut attrs: Vec<&str> = vec![def.pk, def.sk];
+    for g in &def.gsis {
+        attrs.extend([g.pk, g.sk]);
+    }
+    attrs.dedup();
+    let mut req = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(def.pk, KeyType::Hash))
+        .key_schema(key(def.sk, KeyType::Range));
+    for a in attrs {
+        req = req.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(a)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("name and type are set"),
+        );
+    }
+    for g in &def.gsis {
+        req = req.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(g.name)
+                .key_schema(key(g.pk, KeyType::Hash))
+                .key_schema(key(g.sk, KeyType::Range))
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .build()
+                .expect("index fields are set"),
+        );
+    }
+    if def.stream {
+        req = req.stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .expect("stream fields are set"),
+        );
+    }
+    req.send().await.with_context(|| format!("creating table {name}"))?;
+    if let Some(ttl) = def.ttl_attribute {
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .enabled(true)
+                    .attribute_name(ttl)
+                    .build()
+                    .expect("ttl fields are set"),
+            )
+            .send()
+            .await
+            .with_context(|| format!("enabling TTL on {name}"))?;
+    }
+    Ok(true)
+}
+

@@ -1,0 +1,182 @@
+//! A fault-injecting HTTP proxy for the DynamoDB JSON protocol: forwards
+//! requests to an engine, except that it answers chosen operations with
+//! chosen errors (throttling, 5xx) a given number of times. Tests put it
+//! between the processors and the engine to prove that throttling is retried
+//! and that nothing is lost or doubled when retries run out.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One kind of injected failure.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// Operation name as in `X-Amz-Target` (`TransactWriteItems`, `UpdateItem`...).
+    pub operation: String,
+    /// How many matching requests to fail.
+    pub times: u32,
+    /// HTTP status (400 for throttling, 500/503 for server errors).
+    pub status: u16,
+    /// The `__type` of the error body (`ThrottlingException`, ...).
+    pub error_type: String,
+}
+
+impl Fault {
+    pub fn throttle(operation: &str, times: u32) -> Self {
+        Self {
+            operation: operation.into(),
+            times,
+            status: 400,
+            error_type: "ProvisionedThroughputExceededException".into(),
+        }
+    }
+
+    pub fn server_error(operation: &str, times: u32) -> Self {
+        Self {
+            operation: operation.into(),
+            times,
+            status: 500,
+            error_type: "InternalServerError".into(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    faults: Vec<Fault>,
+    injected: u64,
+}
+
+/// A running proxy.
+#[derive(Clone)]
+pub struct FaultProxy {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on an ephemeral loopback port in front of `upstream`
+    /// (`host:port`).
+    pub async fn start(upstream: SocketAddr) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = state.clone();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(conn, upstream, st).await {
+                        tracing::debug!(error = %e, "proxy connection closed");
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, state })
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Adds a fault.
+    pub fn inject(&self, fault: Fault) {
+        if let Ok(mut s) = self.state.lock() {
+            s.faults.push(fault);
+        }
+    }
+
+    /// Number of responses the proxy has faked so far.
+    pub fn injected(&self) -> u64 {
+        self.state.lock().map(|s| s.injected).unwrap_or(0)
+    }
+}
+
+/// Reads one HTTP/1.1 message (head + Content-Length body) from `conn`.
+async fn read_message(conn: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<Option<(String, Vec<u8>)>> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.trim().eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            let total = end + 4 + len;
+            while buf.len() < total {
+                let mut chunk = [0u8; 16384];
+                let n = conn.read(&mut chunk).await?;
+                anyhow::ensure!(n > 0, "connection closed mid-body");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let message: Vec<u8> = buf.drain(..total).collect();
+            return Ok(Some((head, message)));
+        }
+        let mut chunk = [0u8; 16384];
+        let n = conn.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn serve(mut client: TcpStream, upstream: SocketAddr, state: Arc<Mutex<State>>) -> anyhow::Result<()> {
+    let mut upstream_conn: Option<TcpStream> = None;
+    let mut cbuf = Vec::new();
+    let mut ubuf = Vec::new();
+    while let Some((head, request)) = read_message(&mut client, &mut cbuf).await? {
+        let target = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim().eq_ignore_ascii_case("x-amz-target").then(|| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        let fault = {
+            let mut s = state.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+            let hit = s
+                .faults
+                .iter_mut()
+                .find(|f| f.times > 0 && target.ends_with(&format!(".{}", f.operation)))
+                .map(|f| {
+                    f.times -= 1;
+                    f.clone()
+                });
+            if hit.is_some() {
+                s.injected += 1;
+            }
+            hit
+        };
+        if let Some(f) = fault {
+            let body = format!(
+                r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{}","message":"injected by jobstream fault proxy"}}"#,
+                f.error_type
+            );
+            let resp = format!(
+                "HTTP/1.1 {} Injected\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: injected\r\nContent-Length: {}\r\n\r\n{}",
+                f.status,
+                body.len(),
+                body
+            );
+            client.write_all(resp.as_bytes()).await?;
+            continue;
+        }
+        if upstream_conn.is_none() {
+            upstream_conn = Some(TcpStream::connect(upstream).await.context("connecting upstream")?);
+            ubuf.clear();
+        }
+        let up = upstream_conn.as_mut().expect("connected above");
+        up.write_all(&request).await?;
+        match read_message(up, &mut ubuf).await? {
+            Some((_, response)) => client.write_all(&response).await?,
+            None => anyhow::bail!("upstream closed"),
+        }
+    }
+    Ok(())
+}
