@@ -16,7 +16,9 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct Fault {
     /// Operation name as in `X-Amz-Target` (`TransactWriteItems`, `UpdateItem`...).
     pub operation: String,
-    /// How many matching requests to fail.
+    /// How many matching requests to let through first.
+    pub after: u32,
+    /// How many matching requests to fail then.
     pub times: u32,
     /// HTTP status (400 for throttling, 500/503 for server errors).
     pub status: u16,
@@ -28,15 +30,23 @@ impl Fault {
     pub fn throttle(operation: &str, times: u32) -> Self {
         Self {
             operation: operation.into(),
+            after: 0,
             times,
             status: 400,
             error_type: "ProvisionedThroughputExceededException".into(),
         }
     }
 
+    /// Lets `n` matching requests through before failing.
+    pub fn after(mut self, n: u32) -> Self {
+        self.after = n;
+        self
+    }
+
     pub fn server_error(operation: &str, times: u32) -> Self {
         Self {
             operation: operation.into(),
+            after: 0,
             times,
             status: 500,
             error_type: "InternalServerError".into(),
@@ -144,9 +154,13 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, state: Arc<Mutex<Sta
                 .faults
                 .iter_mut()
                 .find(|f| f.times > 0 && target.ends_with(&format!(".{}", f.operation)))
-                .map(|f| {
+                .and_then(|f| {
+                    if f.after > 0 {
+                        f.after -= 1;
+                        return None;
+                    }
                     f.times -= 1;
-                    f.clone()
+                    Some(f.clone())
                 });
             if hit.is_some() {
                 s.injected += 1;

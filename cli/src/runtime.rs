@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use shared::lambda::{derive_processor, history_processor, Config, HistoryProcessor, TrackerDeriveProcessor};
 use shared::models::{table, tracker};
-use shared::store::Store;
+use shared::store::{Backoff, Store};
 
 use crate::engine::{ensure_table, sdk_config};
 use crate::esm::{drain, handler, stream_arn, MappingConfig, RecordReader, StreamMapping};
@@ -24,6 +24,8 @@ pub struct RuntimeOptions {
     pub mapping: MappingConfig,
     /// SDK attempts per request for the processors (standard retry mode).
     pub max_attempts: u32,
+    /// Our own backoff for what the SDK does not retry.
+    pub backoff: Backoff,
 }
 
 impl RuntimeOptions {
@@ -35,6 +37,7 @@ impl RuntimeOptions {
             config: default_config(),
             mapping: MappingConfig::new("stream"),
             max_attempts: 5,
+            backoff: Backoff::default(),
         }
     }
 }
@@ -68,7 +71,7 @@ impl Runtime {
             Some(e) => sdk_config(Some(e), opts.max_attempts).await,
             None => sdk.clone(),
         };
-        let store = || Store::new(aws_sdk_dynamodb::Client::new(&proc_sdk));
+        let store = || Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);
         let history = Arc::new(history_processor(&opts.config, store()));
         let derive = Arc::new(derive_processor(&opts.config, store()));
         let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);

@@ -1,1 +1,10 @@
-fn main(){}
+//! Integration tests: the processors against the embedded DynamoDB engine
+//! (Dynoxide over HTTP, through the AWS SDK), one fresh engine per test.
+
+//mod bad_input;
+//mod faults;
+//mod fixtures;
+//mod redelivery;
+mod support;
+mod tracker;
+//mod ttl;

@@ -1,0 +1,106 @@
+//! A fresh engine, tables and runtime per test.
+
+use aws_lambda_events::event::dynamodb::Event;
+use jobstream::engine::LocalEngine;
+use jobstream::esm::RecordReader;
+use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::writer::TrackerWriter;
+use serde_json::{json, Value};
+use shared::item::{Item, ItemExt};
+use shared::models::tracker::keys;
+
+pub struct Env {
+    pub engine: LocalEngine,
+    pub rt: Runtime,
+    pub writer: TrackerWriter,
+}
+
+/// Engine + tracker runtime with default settings.
+pub async fn env() -> Env {
+    env_with(|_| {}).await
+}
+
+/// Engine + tracker runtime, options adjusted by `f`.
+pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
+    let engine = LocalEngine::start("127.0.0.1:0", None).await.expect("engine starts");
+    let mut opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+    f(&mut opts);
+    let rt = Runtime::start(opts).await.expect("runtime starts");
+    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    Env { engine, rt, writer }
+}
+
+/// Every stream record of `table` so far, as a Lambda event (read through
+/// the engine's own API, as the local mapping does).
+pub async fn stream_event(env: &Env) -> Event {
+    let records = raw_records(env).await;
+    serde_json::from_value(json!({ "Records": records })).expect("records form a Lambda event")
+}
+
+/// The stream's records as Lambda-shaped JSON.
+pub async fn raw_records(env: &Env) -> Vec<Value> {
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+    );
+    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table).await.expect("stream");
+    let desc = streams.describe_stream().stream_arn(&arn).send().await.expect("describe");
+    let mut out = Vec::new();
+    for shard in desc.stream_description().expect("description").shards() {
+        let it = streams
+            .get_shard_iterator()
+            .stream_arn(&arn)
+            .shard_id(shard.shard_id().expect("id"))
+            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("iterator");
+        let mut iterator = it.shard_iterator().map(str::to_string);
+        while let Some(i) = iterator.take() {
+            let req = dynoxide::actions::get_records::GetRecordsRequest { shard_iterator: i, limit: Some(1000) };
+            let resp = env.engine.database().get_records(req).expect("get records");
+            if resp.records.is_empty() {
+                break;
+            }
+            for r in &resp.records {
+                let mut v = serde_json::to_value(r).expect("json");
+                v["eventSourceARN"] = json!(arn);
+                out.push(v);
+            }
+            iterator = resp.next_shard_iterator;
+        }
+    }
+    out
+}
+
+/// Items of one partition, sorted by sort key.
+pub async fn partition(env: &Env, pk: &str) -> Vec<Item> {
+    let mut items: Vec<Item> = jobstream::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("scan")
+        .into_iter()
+        .filter(|i| i.s(keys::PK).ok() == Some(pk))
+        .collect();
+    items.sort_by(|a, b| a.s(keys::SK).unwrap_or_default().cmp(b.s(keys::SK).unwrap_or_default()));
+    items
+}
+
+/// History descriptions of an application, in sequence order.
+pub async fn descriptions(env: &Env, app_id: &str) -> Vec<String> {
+    partition(env, &keys::app_pk(app_id))
+        .await
+        .iter()
+        .filter(|i| i.s(keys::SK).unwrap_or_default().starts_with("HIST#"))
+        .map(|i| i.s("description").unwrap_or_default().to_string())
+        .collect()
+}
+
+/// META/COUNT, if present.
+pub async fn count(env: &Env) -> Option<i64> {
+    partition(env, keys::META_PK).await.first().and_then(|i| i.opt_i64(keys::COUNT_ATTR).ok().flatten())
+}
+
+/// Asserts the tracker's derived data is exactly consistent with its sources.
+pub async fn assert_verified(env: &Env) {
+    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table).await.expect("verify");
+    assert!(report.is_clean(), "derived data drifted: {:#?}", report.problems);
+}

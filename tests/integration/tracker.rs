@@ -1,0 +1,194 @@
+//! The application tracker end to end: descriptions, snapshots, sequences,
+//! META/COUNT, sparse GSI2, cascade, fixpoint, concurrent writers.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use jobstream::demo::{differences, observe};
+use jobstream::scenario::{play, Clock};
+use shared::engine::fold::FoldState;
+use shared::item::{n, s, Item, ItemExt};
+use shared::models::tracker::history::{snapshot, snapshot_attributes, stage_snapshot};
+use shared::models::tracker::keys;
+
+use crate::support::{assert_verified, count, descriptions, env, partition, Env};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_produces_exactly_the_implied_derived_state() {
+    let mut env = env().await;
+    let expected = play(&env.writer).await.unwrap();
+    env.rt.drain().await.unwrap();
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected).await.unwrap();
+    assert_eq!(differences(&expected, &observed), Vec::<String>::new());
+    assert_verified(&env).await;
+    assert!(env.rt.failed_batches().is_empty());
+    // Archived application: GSI1 says ARCHIVED#1 and GSI2 keys are absent.
+    let globex = &partition(&env, "APP#globex").await[0];
+    assert_eq!(globex.s("GSI1PK").unwrap(), "STATUS#unsubmitted#ARCHIVED#1");
+    assert!(!globex.contains_key("GSI2PK") && !globex.contains_key("GSI2SK"));
+    assert_eq!(globex.i64("historySequence").unwrap(), 3);
+    // Deleted application: nothing left, and no stage-removal entry was written.
+    assert!(partition(&env, "APP#umbrella").await.is_empty());
+}
+
+/// The application and its stages as stored right now, as a snapshot.
+async fn table_snapshot(env: &Env, app_id: &str) -> Item {
+    let items = partition(env, &keys::app_pk(app_id)).await;
+    let mut state = FoldState::default();
+    for i in items {
+        let sk = i.s("SK").unwrap().to_string();
+        if sk.starts_with("APP#") {
+            state.parts.insert("APP".into(), snapshot_attributes(&i));
+        } else if sk.starts_with("STAGE#") {
+            state.parts.insert(sk, stage_snapshot(&i));
+        }
+    }
+    snapshot(&state)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_snapshot_is_the_state_right_after_its_change_although_processing_lags() {
+    let mut env = env().await;
+    let w = env.writer.clone();
+    let mut t = Clock::new();
+    let mut truth = Vec::new();
+    w.create_application("a", "Acme", "Dev", "applied", &t.next()).await.unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+    w.add_stage("a", "s2", "Onsite", 2).await.unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+    w.add_stage("a", "s1", "Phone", 1).await.unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+    // updatedAt-only: no entry, but the next snapshot must show the new updatedAt.
+    w.update_application("a", &[], &t.next()).await.unwrap();
+    w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true)), ("performanceRating", n(5))])
+        .await
+        .unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+    w.update_application("a", &[("status", s("interviewing")), ("jobSource", s("linkedin"))], &t.next())
+        .await
+        .unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+    w.remove_stage("a", "s2").await.unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+    w.set_archived("a", true, &t.next()).await.unwrap();
+    truth.push(table_snapshot(&env, "a").await);
+
+    env.rt.drain().await.unwrap();
+    let entries: Vec<Item> = partition(&env, "APP#a")
+        .await
+        .into_iter()
+        .filter(|i| i.s("SK").unwrap().starts_with("HIST#"))
+        .collect();
+    assert_eq!(entries.len(), truth.len());
+    for (i, (entry, want)) in entries.iter().zip(&truth).enumerate() {
+        assert_eq!(entry.i64("sequence").unwrap(), i as i64 + 1);
+        assert_eq!(entry.s("SK").unwrap(), format!("HIST#{:08}", i + 1));
+        assert_eq!(entry.get("snapshot"), Some(&AttributeValue::M(want.clone())), "snapshot of entry {}", i + 1);
+    }
+    // Spot checks that do not go through the snapshot code at all.
+    let AttributeValue::M(fourth) = &entries[3]["snapshot"] else { panic!("map") };
+    assert_eq!(fourth["updatedAt"], s("2026-11-01T09:02:00.000Z"));
+    let AttributeValue::L(stages) = &fourth["interviewStages"] else { panic!("list") };
+    let names: Vec<_> = stages.iter().map(|v| if let AttributeValue::M(m) = v { m.s("name").unwrap().to_string() } else { String::new() }).collect();
+    assert_eq!(names, ["Phone", "Onsite"], "sorted by order");
+    assert_eq!(descriptions(&env, "a").await.last().unwrap(), "Archived application");
+    assert_verified(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processors_reach_a_fixpoint_after_their_own_writes() {
+    let mut env = env().await;
+    play(&env.writer).await.unwrap();
+    env.rt.drain().await.unwrap();
+    let writes = env.rt.processor_writes();
+    let records = crate::support::raw_records(&env).await.len();
+    assert!(writes > 0);
+    // Everything the processors wrote has come back through the stream and
+    // was processed by drain(); another round finds nothing and writes nothing.
+    assert_eq!(env.rt.drain().await.unwrap(), 0);
+    assert_eq!(env.rt.processor_writes(), writes);
+    assert_eq!(crate::support::raw_records(&env).await.len(), records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cascade_deletes_every_stage_and_entry_without_removal_entries() {
+    let mut env = env().await;
+    let w = env.writer.clone();
+    w.create_application("big", "Big Co", "Dev", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    for i in 0..30 {
+        w.add_stage("big", &format!("st{i:02}"), &format!("Round {i}"), i).await.unwrap();
+    }
+    w.create_application("keep", "Keep Co", "Dev", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    env.rt.drain().await.unwrap();
+    assert_eq!(partition(&env, "APP#big").await.len(), 1 + 30 + 31);
+    w.delete_application("big").await.unwrap();
+    env.rt.drain().await.unwrap();
+    assert!(partition(&env, "APP#big").await.is_empty(), "stages and history are gone");
+    assert_eq!(count(&env).await, Some(1));
+    assert_eq!(descriptions(&env, "keep").await.len(), 1);
+    assert_verified(&env).await;
+    // Re-creating the application starts a new history at 1.
+    w.create_application("big", "Big Co", "Dev 2", "applied", "2026-11-02T09:00:00.000Z").await.unwrap();
+    env.rt.drain().await.unwrap();
+    assert_eq!(descriptions(&env, "big").await, ["Created application Big Co - Dev 2"]);
+    assert_verified(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_writers_while_processors_run_end_exact() {
+    let env = env().await;
+    let Env { engine, mut rt, writer } = env;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let runner = tokio::spawn(async move {
+        rt.run_until(async {
+            let _ = stop_rx.await;
+        })
+        .await
+        .unwrap();
+        rt
+    });
+    // 8 writers x 6 applications x 8 writes = 384 writes.
+    let mut tasks = Vec::new();
+    for wi in 0..8 {
+        let w = writer.clone();
+        tasks.push(tokio::spawn(async move {
+            for ai in 0..6 {
+                let id = format!("w{wi}a{ai}");
+                let mut t = Clock::new();
+                w.create_application(&id, "Co", "Role", "applied", &t.next()).await.unwrap();
+                w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
+                w.update_application(&id, &[("status", s("interviewing"))], &t.next()).await.unwrap();
+                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))]).await.unwrap();
+                w.set_archived(&id, true, &t.next()).await.unwrap();
+                if ai % 2 == 0 {
+                    w.set_archived(&id, false, &t.next()).await.unwrap();
+                } else {
+                    w.update_application(&id, &[], &t.next()).await.unwrap();
+                }
+                w.add_stage(&id, "s2", "Final", 2).await.unwrap();
+                if ai == 5 {
+                    w.delete_application(&id).await.unwrap();
+                } else {
+                    w.remove_stage(&id, "s2").await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    stop_tx.send(()).unwrap();
+    let mut rt = runner.await.unwrap();
+    rt.drain().await.unwrap();
+    let env = Env { engine, rt, writer };
+    // Active: ai in {0, 2, 4} per writer.
+    assert_eq!(count(&env).await, Some(8 * 3));
+    for wi in 0..8 {
+        for ai in 0..5 {
+            let d = descriptions(&env, &format!("w{wi}a{ai}")).await;
+            let restore_or_nothing = if ai % 2 == 0 { 1 } else { 0 };
+            assert_eq!(d.len(), 7 + restore_or_nothing, "w{wi}a{ai}: {d:?}");
+        }
+        assert!(partition(&env, &format!("APP#w{wi}a5")).await.is_empty());
+    }
+    assert_verified(&env).await;
+    assert!(env.rt.failed_batches().is_empty());
+}
