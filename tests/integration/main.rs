@@ -2,9 +2,9 @@
 //! (Dynoxide over HTTP, through the AWS SDK), one fresh engine per test.
 
 //mod bad_input;
-//mod faults;
+mod faults;
 //mod fixtures;
-//mod redelivery;
+mod redelivery;
 mod support;
 mod tracker;
 //mod ttl;

@@ -2,6 +2,8 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::engine::LocalEngine;
+use jobstream::faults::FaultProxy;
+use shared::store::Backoff;
 use jobstream::esm::RecordReader;
 use jobstream::runtime::{Runtime, RuntimeOptions};
 use jobstream::writer::TrackerWriter;
@@ -28,6 +30,23 @@ pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
     let rt = Runtime::start(opts).await.expect("runtime starts");
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Env { engine, rt, writer }
+}
+
+/// Engine + runtime whose processors write through a fault proxy, with
+/// `max_attempts` SDK attempts, `backoff_times` retries of our own backoff
+/// and `esm_retries` retries of a failing batch by the local mapping.
+pub async fn env_behind_proxy(max_attempts: u32, backoff_times: usize, esm_retries: u32) -> (Env, FaultProxy) {
+    let engine = LocalEngine::start("127.0.0.1:0", None).await.expect("engine starts");
+    let upstream = engine.endpoint().trim_start_matches("http://").parse().expect("socket address");
+    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
+    let mut opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+    opts.processor_endpoint = Some(proxy.endpoint());
+    opts.max_attempts = max_attempts;
+    opts.backoff = Backoff { max_times: backoff_times, ..Backoff::default() };
+    opts.mapping.max_retries = esm_retries;
+    let rt = Runtime::start(opts).await.expect("runtime starts");
+    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    (Env { engine, rt, writer }, proxy)
 }
 
 /// Every stream record of `table` so far, as a Lambda event (read through

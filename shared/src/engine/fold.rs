@@ -352,6 +352,11 @@ impl<R: FoldRules> FoldProcessor<R> {
                     continue;
                 }
             };
+            if output.entries.is_empty() && next == states[&agg].state {
+                // Nothing user-visible changed (e.g. only processor-owned
+                // attributes): no entry, no state write, no marker.
+                continue;
+            }
             for (metric, notice) in &output.notices {
                 metrics.incr(metric);
                 tracing::error!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
