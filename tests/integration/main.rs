@@ -1,10 +1,10 @@
 //! Integration tests: the processors against the embedded DynamoDB engine
 //! (Dynoxide over HTTP, through the AWS SDK), one fresh engine per test.
 
-//mod bad_input;
+mod bad_input;
 mod faults;
-//mod fixtures;
+mod fixtures;
 mod redelivery;
 mod support;
 mod tracker;
-//mod ttl;
+mod ttl;
