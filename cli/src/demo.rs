@@ -32,7 +32,13 @@ pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
             .to_string()
     };
     let mut out = vec![line(headers.to_vec())];
-    out.push(widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("-+-"));
+    out.push(
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .join("-+-"),
+    );
     for r in rows {
         out.push(line(r.iter().map(String::as_str).collect()));
     }
@@ -48,7 +54,14 @@ pub struct Observed {
     pub by_status: Vec<(String, Vec<Item>)>,
 }
 
-async fn query(client: &aws_sdk_dynamodb::Client, table: &str, index: Option<&str>, pk_name: &str, pk: &str, sk: Option<(&str, &str)>) -> anyhow::Result<Vec<Item>> {
+async fn query(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    index: Option<&str>,
+    pk_name: &str,
+    pk: &str,
+    sk: Option<(&str, &str)>,
+) -> anyhow::Result<Vec<Item>> {
     let mut q = client
         .query()
         .table_name(table)
@@ -63,20 +76,41 @@ async fn query(client: &aws_sdk_dynamodb::Client, table: &str, index: Option<&st
             .expression_attribute_values(":p", AttributeValue::S(prefix.to_string())),
         None => q.key_condition_expression("#pk = :pk"),
     };
-    let items: Result<Vec<Item>, _> = q.into_paginator().items().send().collect::<Vec<_>>().await.into_iter().collect();
+    let items: Result<Vec<Item>, _> = q
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect();
     items.with_context(|| format!("Query {pk_name}={pk}"))
 }
 
 /// Reads what the scenario's expectations talk about.
-pub async fn observe(client: &aws_sdk_dynamodb::Client, table: &str, expected: &Expected) -> anyhow::Result<Observed> {
+pub async fn observe(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    expected: &Expected,
+) -> anyhow::Result<Observed> {
     let mut histories = Vec::new();
     for (id, _) in &expected.histories {
-        let items = query(client, table, None, keys::PK, &keys::app_pk(id), Some((keys::SK, "HIST#"))).await?;
+        let items = query(
+            client,
+            table,
+            None,
+            keys::PK,
+            &keys::app_pk(id),
+            Some((keys::SK, "HIST#")),
+        )
+        .await?;
         histories.push((id.to_string(), items));
     }
     let mut remaining_of_deleted = 0;
     for id in &expected.deleted {
-        remaining_of_deleted += query(client, table, None, keys::PK, &keys::app_pk(id), None).await?.len();
+        remaining_of_deleted += query(client, table, None, keys::PK, &keys::app_pk(id), None)
+            .await?
+            .len();
     }
     let count = client
         .get_item()
@@ -88,39 +122,75 @@ pub async fn observe(client: &aws_sdk_dynamodb::Client, table: &str, expected: &
         .await?
         .item
         .and_then(|i| i.opt_i64(keys::COUNT_ATTR).ok().flatten());
-    let active = query(client, table, Some("GSI2"), keys::GSI2PK, keys::GSI2_ACTIVE, None).await?;
+    let active = query(
+        client,
+        table,
+        Some("GSI2"),
+        keys::GSI2PK,
+        keys::GSI2_ACTIVE,
+        None,
+    )
+    .await?;
     let mut by_status = Vec::new();
     for (p, _) in &expected.by_status {
-        by_status.push((p.clone(), query(client, table, Some("GSI1"), keys::GSI1PK, p, None).await?));
+        by_status.push((
+            p.clone(),
+            query(client, table, Some("GSI1"), keys::GSI1PK, p, None).await?,
+        ));
     }
-    Ok(Observed { histories, remaining_of_deleted, count, active, by_status })
+    Ok(Observed {
+        histories,
+        remaining_of_deleted,
+        count,
+        active,
+        by_status,
+    })
 }
 
 fn ids(items: &[Item]) -> Vec<String> {
-    items.iter().map(|i| i.s("id").unwrap_or_default().to_string()).collect()
+    items
+        .iter()
+        .map(|i| i.s("id").unwrap_or_default().to_string())
+        .collect()
 }
 
 /// Every way the observed state differs from the expected one.
 pub fn differences(expected: &Expected, observed: &Observed) -> Vec<String> {
     let mut diffs = Vec::new();
     for ((id, want), (_, items)) in expected.histories.iter().zip(&observed.histories) {
-        let got: Vec<String> = items.iter().map(|i| i.s("description").unwrap_or_default().to_string()).collect();
+        let got: Vec<String> = items
+            .iter()
+            .map(|i| i.s("description").unwrap_or_default().to_string())
+            .collect();
         if &got != want {
             diffs.push(format!("history of {id}: got {got:?}, expected {want:?}"));
         }
     }
     if observed.remaining_of_deleted != 0 {
-        diffs.push(format!("{} items of deleted applications remain", observed.remaining_of_deleted));
+        diffs.push(format!(
+            "{} items of deleted applications remain",
+            observed.remaining_of_deleted
+        ));
     }
     if observed.count != Some(expected.count) {
-        diffs.push(format!("META/COUNT is {:?}, expected {}", observed.count, expected.count));
+        diffs.push(format!(
+            "META/COUNT is {:?}, expected {}",
+            observed.count, expected.count
+        ));
     }
     if ids(&observed.active) != expected.active {
-        diffs.push(format!("GSI2 holds {:?}, expected {:?}", ids(&observed.active), expected.active));
+        diffs.push(format!(
+            "GSI2 holds {:?}, expected {:?}",
+            ids(&observed.active),
+            expected.active
+        ));
     }
     for ((p, want), (_, items)) in expected.by_status.iter().zip(&observed.by_status) {
         if ids(items) != *want {
-            diffs.push(format!("GSI1 {p} holds {:?}, expected {want:?}", ids(items)));
+            diffs.push(format!(
+                "GSI1 {p} holds {:?}, expected {want:?}",
+                ids(items)
+            ));
         }
     }
     diffs
@@ -144,16 +214,26 @@ pub fn print(observed: &Observed) {
                     _ => ("-".into(), "-".into()),
                 };
                 vec![
-                    i.opt_i64("sequence").ok().flatten().unwrap_or(0).to_string(),
+                    i.opt_i64("sequence")
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0)
+                        .to_string(),
                     i.s("description").unwrap_or_default().to_string(),
                     status,
                     stages,
                 ]
             })
             .collect();
-        println!("{}", render_table(&["seq", "description", "snapshot status", "stages"], &rows));
+        println!(
+            "{}",
+            render_table(&["seq", "description", "snapshot status", "stages"], &rows)
+        );
     }
-    println!("\nMETA/COUNT (non-archived applications): {}", observed.count.map_or("absent".into(), |c| c.to_string()));
+    println!(
+        "\nMETA/COUNT (non-archived applications): {}",
+        observed.count.map_or("absent".into(), |c| c.to_string())
+    );
     let app_rows = |items: &[Item]| -> Vec<Vec<String>> {
         items
             .iter()
@@ -163,7 +243,10 @@ pub fn print(observed: &Observed) {
                     i.s("companyName").unwrap_or_default().to_string(),
                     i.s("status").unwrap_or_default().to_string(),
                     i.s("updatedAt").unwrap_or_default().to_string(),
-                    i.opt_i64(keys::HISTORY_SEQUENCE).ok().flatten().map_or("-".into(), |v| v.to_string()),
+                    i.opt_i64(keys::HISTORY_SEQUENCE)
+                        .ok()
+                        .flatten()
+                        .map_or("-".into(), |v| v.to_string()),
                 ]
             })
             .collect()
@@ -192,7 +275,9 @@ pub async fn run(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
     print(&observed);
     let mut diffs = differences(&expected, &observed);
     if extra != 0 || rt.processor_writes() != writes_after_drain {
-        diffs.push(format!("processors did not reach a fixpoint: {extra} more records after draining"));
+        diffs.push(format!(
+            "processors did not reach a fixpoint: {extra} more records after draining"
+        ));
     }
     let report = verify_tracker(&rt.dynamodb, &rt.config.table).await?;
     diffs.extend(report.problems.iter().cloned());

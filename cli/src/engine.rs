@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TimeToLiveSpecification,
 };
 use shared::models::table::TableDef;
 use tokio::sync::oneshot;
@@ -40,7 +41,8 @@ impl LocalEngine {
             let shutdown = async {
                 let _ = rx.await;
             };
-            if let Err(e) = dynoxide::server::serve_with_shutdown(listener, served, shutdown).await {
+            if let Err(e) = dynoxide::server::serve_with_shutdown(listener, served, shutdown).await
+            {
                 tracing::error!(error = %e, "embedded engine stopped");
             }
         });
@@ -119,7 +121,9 @@ pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config
     let mut loader = shared::store::sdk_loader(max_attempts);
     if let Some(url) = endpoint {
         loader = loader.endpoint_url(url);
-        let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"].iter().any(|k| std::env::var_os(k).is_some());
+        let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+            .iter()
+            .any(|k| std::env::var_os(k).is_some());
         if !region_set {
             loader = loader.region(aws_config::Region::new("us-east-1"));
         }
@@ -140,8 +144,18 @@ fn aws_credential_provider() -> aws_sdk_dynamodb::config::Credentials {
 }
 
 /// Creates `def` as `name` unless it exists. Returns whether it was created.
-pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, def: &TableDef, name: &str) -> anyhow::Result<bool> {
-    if client.describe_table().table_name(name).send().await.is_ok() {
+pub async fn ensure_table(
+    client: &aws_sdk_dynamodb::Client,
+    def: &TableDef,
+    name: &str,
+) -> anyhow::Result<bool> {
+    if client
+        .describe_table()
+        .table_name(name)
+        .send()
+        .await
+        .is_ok()
+    {
         return Ok(false);
     }
     let key = |attr: &str, kt: KeyType| {
@@ -177,7 +191,11 @@ pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, def: &TableDef, nam
                 .index_name(g.name)
                 .key_schema(key(g.pk, KeyType::Hash))
                 .key_schema(key(g.sk, KeyType::Range))
-                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::All)
+                        .build(),
+                )
                 .build()
                 .expect("index fields are set"),
         );
@@ -191,7 +209,9 @@ pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, def: &TableDef, nam
                 .expect("stream fields are set"),
         );
     }
-    req.send().await.with_context(|| format!("creating table {name}"))?;
+    req.send()
+        .await
+        .with_context(|| format!("creating table {name}"))?;
     if let Some(ttl) = def.ttl_attribute {
         client
             .update_time_to_live()
@@ -209,4 +229,3 @@ pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, def: &TableDef, nam
     }
     Ok(true)
 }
-

@@ -21,8 +21,11 @@ use shared::batch::StreamProcessor;
 
 /// A handler as Lambda sees it: event in, partial batch response or error out.
 pub type Handler = Arc<
-    dyn Fn(Event) -> Pin<Box<dyn Future<Output = Result<DynamoDbEventResponse, lambda_runtime::Error>> + Send>>
-        + Send
+    dyn Fn(
+            Event,
+        ) -> Pin<
+            Box<dyn Future<Output = Result<DynamoDbEventResponse, lambda_runtime::Error>> + Send>,
+        > + Send
         + Sync,
 >;
 
@@ -30,7 +33,9 @@ pub type Handler = Arc<
 pub fn handler<P: StreamProcessor + 'static>(processor: Arc<P>) -> Handler {
     Arc::new(move |event| {
         let p = processor.clone();
-        Box::pin(async move { shared::lambda::stream_handler(&*p, LambdaEvent::new(event, Context::default())).await })
+        Box::pin(async move {
+            shared::lambda::stream_handler(&*p, LambdaEvent::new(event, Context::default())).await
+        })
     })
 }
 
@@ -85,7 +90,10 @@ pub struct OnFailure(Arc<Mutex<Vec<FailedBatch>>>);
 
 impl OnFailure {
     pub fn take(&self) -> Vec<FailedBatch> {
-        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
     pub fn len(&self) -> usize {
         self.0.lock().map(|v| v.len()).unwrap_or(0)
@@ -157,7 +165,10 @@ impl StreamMapping {
             .send()
             .await
             .context("DescribeStream")?;
-        let shards = desc.stream_description().map(|d| d.shards().to_vec()).unwrap_or_default();
+        let shards = desc
+            .stream_description()
+            .map(|d| d.shards().to_vec())
+            .unwrap_or_default();
         for s in shards {
             let Some(id) = s.shard_id() else { continue };
             if self.shards.contains_key(id) {
@@ -210,7 +221,11 @@ impl StreamMapping {
                     .send()
                     .await
                     .context("GetRecords")?;
-                let records = out.records().iter().map(sdk_record_json).collect::<anyhow::Result<Vec<_>>>()?;
+                let records = out
+                    .records()
+                    .iter()
+                    .map(sdk_record_json)
+                    .collect::<anyhow::Result<Vec<_>>>()?;
                 Ok((records, out.next_shard_iterator().map(str::to_string)))
             }
         }
@@ -255,9 +270,15 @@ impl StreamMapping {
         };
         let seqs: Vec<String> = batch
             .iter()
-            .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default().to_string())
+            .map(|r| {
+                r["dynamodb"]["SequenceNumber"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect();
-        let event: Event = serde_json::from_value(json!({ "Records": batch })).context("building the Lambda event")?;
+        let event: Event = serde_json::from_value(json!({ "Records": batch }))
+            .context("building the Lambda event")?;
         self.invocations += 1;
         let outcome = (self.handler)(event).await;
         // How many leading records of the batch are done.
@@ -267,9 +288,15 @@ impl StreamMapping {
                 Some(f) => match f.item_identifier.as_deref().filter(|s| !s.is_empty()) {
                     Some(seq) => match seqs.iter().position(|s| s == seq) {
                         Some(pos) => (pos, Some(format!("record {seq} failed"))),
-                        None => (0, Some(format!("unknown itemIdentifier {seq}: whole batch failed"))),
+                        None => (
+                            0,
+                            Some(format!("unknown itemIdentifier {seq}: whole batch failed")),
+                        ),
                     },
-                    None => (0, Some("empty itemIdentifier: whole batch failed".to_string())),
+                    None => (
+                        0,
+                        Some("empty itemIdentifier: whole batch failed".to_string()),
+                    ),
                 },
             },
             Err(e) => (0, Some(format!("function error: {e}"))),
@@ -295,7 +322,12 @@ impl StreamMapping {
             } else {
                 let n = remaining.min(s.limit);
                 let failed: Vec<Value> = s.buffer.drain(..n).collect();
-                let seq_of = |r: &Value| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default().to_string();
+                let seq_of = |r: &Value| {
+                    r["dynamodb"]["SequenceNumber"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                };
                 let f = FailedBatch {
                     mapping: self.config.name.clone(),
                     shard_id: id.to_string(),
@@ -368,7 +400,12 @@ pub async fn drain(mappings: &mut [StreamMapping]) -> anyhow::Result<usize> {
 
 /// The stream ARN of a table.
 pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<String> {
-    let t = client.describe_table().table_name(table).send().await.with_context(|| format!("DescribeTable {table}"))?;
+    let t = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .with_context(|| format!("DescribeTable {table}"))?;
     t.table()
         .and_then(|t| t.latest_stream_arn())
         .map(str::to_string)

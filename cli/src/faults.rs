@@ -106,7 +106,10 @@ impl FaultProxy {
 }
 
 /// Reads one HTTP/1.1 message (head + Content-Length body) from `conn`.
-async fn read_message(conn: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<Option<(String, Vec<u8>)>> {
+async fn read_message(
+    conn: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<Option<(String, Vec<u8>)>> {
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
@@ -114,7 +117,9 @@ async fn read_message(conn: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result
                 .lines()
                 .find_map(|l| {
                     let (k, v) = l.split_once(':')?;
-                    k.trim().eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok())?
+                    k.trim()
+                        .eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
                 })
                 .unwrap_or(0);
             let total = end + 4 + len;
@@ -136,7 +141,11 @@ async fn read_message(conn: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result
     }
 }
 
-async fn serve(mut client: TcpStream, upstream: SocketAddr, state: Arc<Mutex<State>>) -> anyhow::Result<()> {
+async fn serve(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    state: Arc<Mutex<State>>,
+) -> anyhow::Result<()> {
     let mut upstream_conn: Option<TcpStream> = None;
     let mut cbuf = Vec::new();
     let mut ubuf = Vec::new();
@@ -145,7 +154,9 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, state: Arc<Mutex<Sta
             .lines()
             .find_map(|l| {
                 let (k, v) = l.split_once(':')?;
-                k.trim().eq_ignore_ascii_case("x-amz-target").then(|| v.trim().to_string())
+                k.trim()
+                    .eq_ignore_ascii_case("x-amz-target")
+                    .then(|| v.trim().to_string())
             })
             .unwrap_or_default();
         let fault = {
@@ -182,7 +193,11 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, state: Arc<Mutex<Sta
             continue;
         }
         if upstream_conn.is_none() {
-            upstream_conn = Some(TcpStream::connect(upstream).await.context("connecting upstream")?);
+            upstream_conn = Some(
+                TcpStream::connect(upstream)
+                    .await
+                    .context("connecting upstream")?,
+            );
             ubuf.clear();
         }
         let up = upstream_conn.as_mut().expect("connected above");

@@ -1,12 +1,14 @@
 //! The `jobstream` CLI's library: the local runtime.
 //!
-//! - [`engine`]: embedded Dynoxide served on loopback, table creation.
-//! - [`esm`]: the local event source mapping (stream polling, Lambda events,
+//! - [`engine`] - embedded Dynoxide served on loopback, table creation.
+//! - [`esm`] - the local event source mapping (stream polling, Lambda events,
 //!   partial batch responses, retries, bisect, on-failure destination).
-//! - [`runtime`]: the tracker's two stream consumers wired together.
+//! - [`runtime`] - the tracker's two stream consumers wired together.
 //! - [`writer`], [`scenario`], [`demo`], [`verify`]: application-side
 //!   writes, the demo script, its printout, and the derived-data check.
-//! - [`faults`]: a fault-injecting proxy (throttling, 5xx) for tests.
+//! - [`faults`] - a fault-injecting proxy (throttling, 5xx) for tests.
+
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod demo;
 pub mod engine;

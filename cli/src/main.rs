@@ -12,7 +12,11 @@ use shared::lambda::Config;
 use shared::models::{table, tracker};
 
 #[derive(Parser)]
-#[command(name = "jobstream", version, about = "Derived data for DynamoDB single-table designs, from the table's stream")]
+#[command(
+    name = "jobstream",
+    version,
+    about = "Derived data for DynamoDB single-table designs, from the table's stream"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,7 +34,10 @@ struct Tables {
 
 impl Tables {
     fn config(&self) -> Config {
-        Config { table: self.table.clone(), ledger_table: self.ledger_table.clone() }
+        Config {
+            table: self.table.clone(),
+            ledger_table: self.ledger_table.clone(),
+        }
     }
 }
 
@@ -82,22 +89,36 @@ enum Command {
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("JOBSTREAM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,dynoxide=error"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn ctrl_c() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-async fn engine_with_tables(listen: &str, db: Option<&str>, tables: &Tables) -> anyhow::Result<LocalEngine> {
+async fn engine_with_tables(
+    listen: &str,
+    db: Option<&str>,
+    tables: &Tables,
+) -> anyhow::Result<LocalEngine> {
     let mut engine = LocalEngine::start(listen, db).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
     jobstream::engine::ensure_table(&client, &tracker::table(), &tables.table).await?;
     jobstream::engine::ensure_table(&client, &table::ledger(), &tables.ledger_table).await?;
     println!("DynamoDB endpoint: {}", engine.endpoint());
-    println!("tables: {} (stream: NEW_AND_OLD_IMAGES), {} (ledger)", tables.table, tables.ledger_table);
-    println!("try: aws dynamodb scan --endpoint-url {} --table-name {}", engine.endpoint(), tables.table);
+    println!(
+        "tables: {} (stream: NEW_AND_OLD_IMAGES), {} (ledger)",
+        tables.table, tables.ledger_table
+    );
+    println!(
+        "try: aws dynamodb scan --endpoint-url {} --table-name {}",
+        engine.endpoint(),
+        tables.table
+    );
     Ok(engine)
 }
 
@@ -105,7 +126,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Dev { listen, db, tables } => {
             let engine = engine_with_tables(&listen, db.as_deref(), &tables).await?;
-            let mut opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+            let mut opts = RuntimeOptions::new(
+                Some(engine.endpoint()),
+                RecordReader::Embedded(engine.database().clone()),
+            );
             opts.config = tables.config();
             let mut rt = Runtime::start(opts).await?;
             println!("processors: history, derive (polling the stream; Ctrl-C to stop)");
@@ -124,9 +148,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Demo { listen } => {
             let engine = LocalEngine::start(&listen, None).await?;
-            let opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+            let opts = RuntimeOptions::new(
+                Some(engine.endpoint()),
+                RecordReader::Embedded(engine.database().clone()),
+            );
             let mut rt = Runtime::start(opts).await?;
-            println!("jobstream demo: application tracker on an embedded DynamoDB at {}", engine.endpoint());
+            println!(
+                "jobstream demo: application tracker on an embedded DynamoDB at {}",
+                engine.endpoint()
+            );
             let diffs = jobstream::demo::run(&mut rt).await?;
             engine.stop().await;
             if diffs.is_empty() {
@@ -144,7 +174,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut opts = RuntimeOptions::new(endpoint, RecordReader::Sdk);
             opts.config = tables.config();
             let mut rt = Runtime::start(opts).await?;
-            println!("processors: history, derive on {} (Ctrl-C to stop)", rt.config.table);
+            println!(
+                "processors: history, derive on {} (Ctrl-C to stop)",
+                rt.config.table
+            );
             rt.run_until(ctrl_c()).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -158,10 +191,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for p in &report.problems {
                 println!("drift: {p}");
             }
-            Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if report.is_clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Tables => {
-            let defs = serde_json::json!({ "tracker": tracker::table(), "ledger": table::ledger() });
+            let defs =
+                serde_json::json!({ "tracker": tracker::table(), "ledger": table::ledger() });
             println!("{}", serde_json::to_string_pretty(&defs)?);
             Ok(ExitCode::SUCCESS)
         }

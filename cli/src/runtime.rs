@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shared::lambda::{derive_processor, history_processor, Config, HistoryProcessor, TrackerDeriveProcessor};
+use shared::lambda::{
+    derive_processor, history_processor, Config, HistoryProcessor, TrackerDeriveProcessor,
+};
 use shared::models::{table, tracker};
 use shared::store::{Backoff, Store};
 
@@ -81,7 +83,10 @@ impl Runtime {
             cfg.name = name.to_string();
             StreamMapping::new(cfg, streams.clone(), opts.reader.clone(), arn.clone(), h)
         };
-        let mappings = vec![mapping("history", handler(history.clone())), mapping("derive", handler(derive.clone()))];
+        let mappings = vec![
+            mapping("history", handler(history.clone())),
+            mapping("derive", handler(derive.clone())),
+        ];
         Ok(Self {
             config: opts.config,
             dynamodb,
@@ -100,16 +105,23 @@ impl Runtime {
     /// Item writes the processors have issued so far.
     pub fn processor_writes(&self) -> u64 {
         use std::sync::atomic::Ordering;
-        self.history.store().stats().writes.load(Ordering::Relaxed) + self.derive.store().stats().writes.load(Ordering::Relaxed)
+        self.history.store().stats().writes.load(Ordering::Relaxed)
+            + self.derive.store().stats().writes.load(Ordering::Relaxed)
     }
 
     /// Records sent to the on-failure destinations so far.
     pub fn failed_batches(&self) -> Vec<crate::esm::FailedBatch> {
-        self.mappings.iter().flat_map(|m| m.on_failure.take()).collect()
+        self.mappings
+            .iter()
+            .flat_map(|m| m.on_failure.take())
+            .collect()
     }
 
     /// Polls until `stop` resolves (Ctrl-C in `jobstream dev`).
-    pub async fn run_until(&mut self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    pub async fn run_until(
+        &mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
         tokio::pin!(stop);
         loop {
             let mut busy = false;
@@ -119,7 +131,11 @@ impl Runtime {
                     Err(e) => tracing::warn!(error = %e, "poll failed"),
                 }
             }
-            let idle = if busy { Duration::from_millis(0) } else { Duration::from_millis(200) };
+            let idle = if busy {
+                Duration::from_millis(0)
+            } else {
+                Duration::from_millis(200)
+            };
             tokio::select! {
                 _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(idle) => {}

@@ -32,7 +32,11 @@ impl Clock {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> String {
         self.0 += 1;
-        format!("2026-11-01T{:02}:{:02}:00.000Z", 9 + self.0 / 60, self.0 % 60)
+        format!(
+            "2026-11-01T{:02}:{:02}:00.000Z",
+            9 + self.0 / 60,
+            self.0 % 60
+        )
     }
 }
 
@@ -46,31 +50,80 @@ impl Default for Clock {
 /// share a table.
 pub async fn play(w: &TrackerWriter) -> anyhow::Result<Expected> {
     let mut t = Clock::new();
-    w.create_application("acme", "Acme Robotics", "Backend Engineer", "applied", &t.next()).await?;
-    w.create_application("globex", "Globex", "Data Engineer", "unsubmitted", &t.next()).await?;
-    w.create_application("initech", "Initech", "Site Reliability Engineer", "applied", &t.next()).await?;
-    w.create_application("umbrella", "Umbrella", "Platform Engineer", "applied", &t.next()).await?;
+    w.create_application(
+        "acme",
+        "Acme Robotics",
+        "Backend Engineer",
+        "applied",
+        &t.next(),
+    )
+    .await?;
+    w.create_application(
+        "globex",
+        "Globex",
+        "Data Engineer",
+        "unsubmitted",
+        &t.next(),
+    )
+    .await?;
+    w.create_application(
+        "initech",
+        "Initech",
+        "Site Reliability Engineer",
+        "applied",
+        &t.next(),
+    )
+    .await?;
+    w.create_application(
+        "umbrella",
+        "Umbrella",
+        "Platform Engineer",
+        "applied",
+        &t.next(),
+    )
+    .await?;
 
-    w.update_application("acme", &[("status", s("interviewing")), ("notes", s("Referred by Sam"))], &t.next()).await?;
+    w.update_application(
+        "acme",
+        &[
+            ("status", s("interviewing")),
+            ("notes", s("Referred by Sam")),
+        ],
+        &t.next(),
+    )
+    .await?;
     w.add_stage("acme", "s1", "Phone screen", 1).await?;
     w.add_stage("acme", "s2", "Onsite", 2).await?;
     w.update_stage(
         "acme",
         "s1",
-        &[("isCompleted", AttributeValue::Bool(true)), ("completedDate", s("2026-11-03")), ("performanceRating", n(4))],
+        &[
+            ("isCompleted", AttributeValue::Bool(true)),
+            ("completedDate", s("2026-11-03")),
+            ("performanceRating", n(4)),
+        ],
     )
     .await?;
     w.remove_stage("acme", "s2").await?;
     w.update_application(
         "acme",
-        &[("status", s("given offer")), ("salaryMin", n(150000)), ("salaryMax", n(180000))],
+        &[
+            ("status", s("given offer")),
+            ("salaryMin", n(150000)),
+            ("salaryMax", n(180000)),
+        ],
         &t.next(),
     )
     .await?;
 
     // An updatedAt-only touch writes no entry (but folds into the state).
     w.update_application("globex", &[], &t.next()).await?;
-    w.update_application("globex", &[("companyUrl", s("https://globex.example"))], &t.next()).await?;
+    w.update_application(
+        "globex",
+        &[("companyUrl", s("https://globex.example"))],
+        &t.next(),
+    )
+    .await?;
     w.set_archived("globex", true, &t.next()).await?;
 
     w.set_archived("initech", true, &t.next()).await?;

@@ -32,7 +32,13 @@ impl Report {
 
 /// Every item of a table (Scan, consistent).
 pub async fn scan_all(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<Vec<Item>> {
-    let pages = client.scan().table_name(table).consistent_read(true).into_paginator().items().send();
+    let pages = client
+        .scan()
+        .table_name(table)
+        .consistent_read(true)
+        .into_paginator()
+        .items()
+        .send();
     let items: Result<Vec<Item>, _> = pages.collect::<Vec<_>>().await.into_iter().collect();
     Ok(items?)
 }
@@ -45,7 +51,10 @@ struct Partition {
 }
 
 /// Verifies the tracker's derived data in `table`.
-pub async fn verify_tracker(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<Report> {
+pub async fn verify_tracker(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> anyhow::Result<Report> {
     let items = scan_all(client, table).await?;
     Ok(verify_items(&items))
 }
@@ -56,7 +65,8 @@ fn comparable(snapshot: &Item) -> Item {
     snapshot
         .iter()
         .filter(|(k, _)| {
-            LABELS.iter().any(|(l, _)| l == k) || ["id", "isArchived", "interviewStages"].contains(&k.as_str())
+            LABELS.iter().any(|(l, _)| l == k)
+                || ["id", "isArchived", "interviewStages"].contains(&k.as_str())
         })
         .filter(|(_, v)| !matches!(v, AttributeValue::Null(_)))
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -68,13 +78,28 @@ pub fn verify_items(items: &[Item]) -> Report {
     let mut report = Report::default();
     let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
     for item in items {
-        let (Ok(pk), Ok(sk)) = (item.s(keys::PK), item.s(keys::SK)) else { continue };
+        let (Ok(pk), Ok(sk)) = (item.s(keys::PK), item.s(keys::SK)) else {
+            continue;
+        };
         match keys::kind(pk, sk) {
-            Some(Kind::Application) => parts.entry(pk.to_string()).or_default().app = Some(item.clone()),
-            Some(Kind::Stage) => parts.entry(pk.to_string()).or_default().stages.push(item.clone()),
-            Some(Kind::History) => parts.entry(pk.to_string()).or_default().history.push(item.clone()),
+            Some(Kind::Application) => {
+                parts.entry(pk.to_string()).or_default().app = Some(item.clone())
+            }
+            Some(Kind::Stage) => parts
+                .entry(pk.to_string())
+                .or_default()
+                .stages
+                .push(item.clone()),
+            Some(Kind::History) => parts
+                .entry(pk.to_string())
+                .or_default()
+                .history
+                .push(item.clone()),
             Some(Kind::Meta) => report.count = item.opt_i64(keys::COUNT_ATTR).ok().flatten(),
-            None => report.problems.push(format!("unknown item {}", display_key(&key_of(item, &[keys::PK, keys::SK])))),
+            None => report.problems.push(format!(
+                "unknown item {}",
+                display_key(&key_of(item, &[keys::PK, keys::SK]))
+            )),
         }
     }
     let mut active = 0;
@@ -99,35 +124,62 @@ pub fn verify_items(items: &[Item]) -> Report {
             Ok(Some(proj)) => {
                 for (attr, want) in &proj.attrs {
                     if app.get(*attr) != want.as_ref() {
-                        report.problems.push(format!("{pk}: {attr} is {:?}, expected {:?}", app.get(*attr), want));
+                        report.problems.push(format!(
+                            "{pk}: {attr} is {:?}, expected {:?}",
+                            app.get(*attr),
+                            want
+                        ));
                     }
                 }
             }
             Ok(None) => {}
             Err(e) => report.problems.push(format!("{pk}: {e}")),
         }
-        let mut seqs: Vec<i64> = p.history.iter().filter_map(|h| h.opt_i64("sequence").ok().flatten()).collect();
+        let mut seqs: Vec<i64> = p
+            .history
+            .iter()
+            .filter_map(|h| h.opt_i64("sequence").ok().flatten())
+            .collect();
         seqs.sort_unstable();
         let expected: Vec<i64> = (1..=p.history.len() as i64).collect();
         if seqs != expected {
-            report.problems.push(format!("{pk}: history sequences {seqs:?} are not 1..={}", p.history.len()));
+            report.problems.push(format!(
+                "{pk}: history sequences {seqs:?} are not 1..={}",
+                p.history.len()
+            ));
         }
         for h in &p.history {
             let seq = h.opt_i64("sequence").ok().flatten().unwrap_or(0);
             if h.s(keys::SK).ok() != Some(keys::hist_sk(seq as u64).as_str()) {
-                report.problems.push(format!("{pk}: entry {seq} has sort key {:?}", h.s(keys::SK).ok()));
+                report.problems.push(format!(
+                    "{pk}: entry {seq} has sort key {:?}",
+                    h.s(keys::SK).ok()
+                ));
             }
         }
         let last = p.history.len() as i64;
-        let mirrored = app.opt_i64(keys::HISTORY_SEQUENCE).ok().flatten().unwrap_or(0);
+        let mirrored = app
+            .opt_i64(keys::HISTORY_SEQUENCE)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
         if mirrored != last {
-            report.problems.push(format!("{pk}: historySequence is {mirrored}, expected {last}"));
+            report.problems.push(format!(
+                "{pk}: historySequence is {mirrored}, expected {last}"
+            ));
         }
-        if let Some(latest) = p.history.iter().max_by_key(|h| h.opt_i64("sequence").ok().flatten()) {
+        if let Some(latest) = p
+            .history
+            .iter()
+            .max_by_key(|h| h.opt_i64("sequence").ok().flatten())
+        {
             let mut state = FoldState::default();
             state.parts.insert("APP".into(), snapshot_attributes(app));
             for st in &p.stages {
-                state.parts.insert(st.s(keys::SK).unwrap_or_default().to_string(), stage_snapshot(st));
+                state.parts.insert(
+                    st.s(keys::SK).unwrap_or_default().to_string(),
+                    stage_snapshot(st),
+                );
             }
             let want = comparable(&snapshot(&state));
             let have = match latest.get("snapshot") {
@@ -135,13 +187,17 @@ pub fn verify_items(items: &[Item]) -> Report {
                 _ => None,
             };
             if have.as_ref() != Some(&want) {
-                report.problems.push(format!("{pk}: the latest history snapshot differs from the current state"));
+                report.problems.push(format!(
+                    "{pk}: the latest history snapshot differs from the current state"
+                ));
             }
         }
     }
     let count = report.count.unwrap_or(0);
     if count != active {
-        report.problems.push(format!("META/COUNT is {count}, expected {active} non-archived applications"));
+        report.problems.push(format!(
+            "META/COUNT is {count}, expected {active} non-archived applications"
+        ));
     }
     report
 }

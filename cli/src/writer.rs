@@ -14,11 +14,19 @@ pub struct TrackerWriter {
 }
 
 fn app_key(id: &str) -> Item {
-    [(keys::PK.to_string(), s(keys::app_pk(id))), (keys::SK.to_string(), s(keys::app_sk(id)))].into()
+    [
+        (keys::PK.to_string(), s(keys::app_pk(id))),
+        (keys::SK.to_string(), s(keys::app_sk(id))),
+    ]
+    .into()
 }
 
 fn stage_key(app_id: &str, stage_id: &str) -> Item {
-    [(keys::PK.to_string(), s(keys::app_pk(app_id))), (keys::SK.to_string(), s(keys::stage_sk(stage_id)))].into()
+    [
+        (keys::PK.to_string(), s(keys::app_pk(app_id))),
+        (keys::SK.to_string(), s(keys::stage_sk(stage_id))),
+    ]
+    .into()
 }
 
 /// A new application's user fields.
@@ -55,7 +63,10 @@ pub fn stage(app_id: &str, stage_id: &str, name: &str, order: i64) -> Item {
 
 impl TrackerWriter {
     pub fn new(client: aws_sdk_dynamodb::Client, table: &str) -> Self {
-        Self { client, table: table.to_string() }
+        Self {
+            client,
+            table: table.to_string(),
+        }
     }
 
     /// PutItem of a whole item (no condition).
@@ -70,7 +81,14 @@ impl TrackerWriter {
         Ok(())
     }
 
-    pub async fn create_application(&self, id: &str, company: &str, position: &str, status: &str, at: &str) -> anyhow::Result<()> {
+    pub async fn create_application(
+        &self,
+        id: &str,
+        company: &str,
+        position: &str,
+        status: &str,
+        at: &str,
+    ) -> anyhow::Result<()> {
         self.client
             .put_item()
             .table_name(&self.table)
@@ -104,21 +122,38 @@ impl TrackerWriter {
     }
 
     /// Updates user fields and `updatedAt`.
-    pub async fn update_application(&self, id: &str, set: &[(&str, AttributeValue)], at: &str) -> anyhow::Result<()> {
+    pub async fn update_application(
+        &self,
+        id: &str,
+        set: &[(&str, AttributeValue)],
+        at: &str,
+    ) -> anyhow::Result<()> {
         let mut all = set.to_vec();
         all.push(("updatedAt", s(at)));
         self.update(app_key(id), &all).await
     }
 
     pub async fn set_archived(&self, id: &str, archived: bool, at: &str) -> anyhow::Result<()> {
-        self.update_application(id, &[("isArchived", AttributeValue::Bool(archived))], at).await
+        self.update_application(id, &[("isArchived", AttributeValue::Bool(archived))], at)
+            .await
     }
 
-    pub async fn add_stage(&self, app_id: &str, stage_id: &str, name: &str, order: i64) -> anyhow::Result<()> {
+    pub async fn add_stage(
+        &self,
+        app_id: &str,
+        stage_id: &str,
+        name: &str,
+        order: i64,
+    ) -> anyhow::Result<()> {
         self.put(stage(app_id, stage_id, name, order)).await
     }
 
-    pub async fn update_stage(&self, app_id: &str, stage_id: &str, set: &[(&str, AttributeValue)]) -> anyhow::Result<()> {
+    pub async fn update_stage(
+        &self,
+        app_id: &str,
+        stage_id: &str,
+        set: &[(&str, AttributeValue)],
+    ) -> anyhow::Result<()> {
         self.update(stage_key(app_id, stage_id), set).await
     }
 

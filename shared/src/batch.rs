@@ -49,7 +49,12 @@ pub trait StreamProcessor: Send + Sync {
 pub struct WholeBatchFailure(pub DecodeError);
 
 /// Logs bad input: what, where, why. Never the item.
-pub fn log_bad_input(processor: &str, event_id: &str, err: &InputError, metrics: &mut BatchMetrics) {
+pub fn log_bad_input(
+    processor: &str,
+    event_id: &str,
+    err: &InputError,
+    metrics: &mut BatchMetrics,
+) {
     metrics.incr(names::BAD_INPUT);
     tracing::error!(
         processor,
@@ -80,7 +85,12 @@ pub async fn handle_stream_batch<P: StreamProcessor>(
                 processor.metrics().record(processor.name(), &metrics);
                 return Err(WholeBatchFailure(e));
             }
-            Err(e) => log_bad_input(processor.name(), &record.event_id, &InputError::Decode(e), &mut metrics),
+            Err(e) => log_bad_input(
+                processor.name(),
+                &record.event_id,
+                &InputError::Decode(e),
+                &mut metrics,
+            ),
         }
     }
     let result = processor.process(&changes, &mut metrics).await;

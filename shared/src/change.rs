@@ -256,7 +256,10 @@ mod tests {
             Err(DecodeError::MissingImage { image: "old", .. })
         ));
         let mut v = base("INSERT");
-        v["dynamodb"].as_object_mut().unwrap().remove("SequenceNumber");
+        v["dynamodb"]
+            .as_object_mut()
+            .unwrap()
+            .remove("SequenceNumber");
         assert!(matches!(
             decode(&record(v)),
             Err(DecodeError::NoSequenceNumber { .. })

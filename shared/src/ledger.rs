@@ -29,7 +29,12 @@ pub fn marker_key(processor: &str, event_id: &str) -> Item {
 }
 
 /// The transaction action that puts a marker, failing if it already exists.
-pub fn marker_put(ledger_table: &str, processor: &str, event_id: &str, now: DateTime<Utc>) -> TransactWriteItem {
+pub fn marker_put(
+    ledger_table: &str,
+    processor: &str,
+    event_id: &str,
+    now: DateTime<Utc>,
+) -> TransactWriteItem {
     let mut item = marker_key(processor, event_id);
     item.insert(TTL.to_string(), n(now.timestamp() + MARKER_TTL_SECS));
     TransactWriteItem::builder()

@@ -1,12 +1,14 @@
 //! jobstream: keeps the derived data of DynamoDB single-table designs correct
 //! from the table's own change stream.
 //!
-//! - [`change`]: stream records decoded into typed changes.
-//! - [`batch`]: the partial-batch-failure contract, in one place.
-//! - [`engine`]: the generic derive and fold processors.
-//! - [`models`]: the declarative models (keys, schema, rules) and tables.
-//! - [`store`], [`ledger`]: DynamoDB access, idempotency markers and state.
-//! - [`lambda`]: wiring shared by the Lambda binaries.
+//! - [`change`] - stream records decoded into typed changes.
+//! - [`batch`] - the partial-batch-failure contract, in one place.
+//! - [`engine`] - the generic derive and fold processors.
+//! - [`models`] - the declarative models (keys, schema, rules) and tables.
+//! - [`store`], [`ledger`] - DynamoDB access, idempotency markers and state.
+//! - [`lambda`] - wiring shared by the Lambda binaries.
+
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod batch;
 pub mod change;

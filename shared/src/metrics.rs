@@ -58,7 +58,10 @@ impl Metrics {
             }
         }
         if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() && !batch.0.is_empty() {
-            println!("{}", emf_line(processor, batch, chrono::Utc::now().timestamp_millis()));
+            println!(
+                "{}",
+                emf_line(processor, batch, chrono::Utc::now().timestamp_millis())
+            );
         }
     }
 }
@@ -99,7 +102,10 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&emf_line("history", &b, 5)).unwrap();
         assert_eq!(v["BadInput"], 2);
         assert_eq!(v["Processor"], "history");
-        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "BadInput");
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
+            "BadInput"
+        );
         assert_eq!(v["_aws"]["Timestamp"], 5);
     }
 

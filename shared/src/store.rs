@@ -272,7 +272,11 @@ impl Store {
 
     /// Unconditional puts and deletes of independent items through
     /// BatchWriteItem, 25 at a time, retrying UnprocessedItems with backoff.
-    pub async fn batch_write(&self, table: &str, requests: Vec<WriteRequest>) -> Result<(), StoreError> {
+    pub async fn batch_write(
+        &self,
+        table: &str,
+        requests: Vec<WriteRequest>,
+    ) -> Result<(), StoreError> {
         for chunk in requests.chunks(25) {
             let mut pending = chunk.to_vec();
             let mut delays = self.backoff.builder().build();
@@ -299,7 +303,8 @@ impl Store {
                             table: table.to_string(),
                             code: "UnprocessedItems".to_string(),
                             retryable: true,
-                            source: format!("{} items still unprocessed after retries", left.len()).into(),
+                            source: format!("{} items still unprocessed after retries", left.len())
+                                .into(),
                         });
                     };
                     tokio::time::sleep(delay).await;

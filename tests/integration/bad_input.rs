@@ -13,29 +13,52 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
     let env = env().await;
     let event = fixture("tracker-bad-input.json");
     for handler in [
-        shared::lambda::stream_handler(&*env.rt.history, invoke(&event)).await.unwrap(),
-        shared::lambda::stream_handler(&*env.rt.derive, invoke(&event)).await.unwrap(),
+        shared::lambda::stream_handler(&*env.rt.history, invoke(&event))
+            .await
+            .unwrap(),
+        shared::lambda::stream_handler(&*env.rt.derive, invoke(&event))
+            .await
+            .unwrap(),
     ] {
-        assert!(handler.batch_item_failures.is_empty(), "retrying cannot help: skip with log");
+        assert!(
+            handler.batch_item_failures.is_empty(),
+            "retrying cannot help: skip with log"
+        );
     }
     // missing image, wrong type, invalid enum, unknown entity
     assert_eq!(env.rt.history.metrics().get(names::BAD_INPUT), 4);
     assert_eq!(env.rt.derive.metrics().get(names::BAD_INPUT), 4);
-    assert_eq!(descriptions(&env, "fx-4").await, ["Created application Fixture Labs - Staff Engineer"]);
+    assert_eq!(
+        descriptions(&env, "fx-4").await,
+        ["Created application Fixture Labs - Staff Engineer"]
+    );
     assert!(descriptions(&env, "fx-2").await.is_empty());
     assert!(descriptions(&env, "fx-3").await.is_empty());
     assert!(partition(&env, "USER#u-1").await.is_empty());
-    assert_eq!(count(&env).await, Some(1), "only the good application counts");
+    assert_eq!(
+        count(&env).await,
+        Some(1),
+        "only the good application counts"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_without_sequence_number_fails_the_whole_batch_deliberately() {
     let env = env().await;
     let event = fixture("tracker-no-sequence-number.json");
-    let err = shared::lambda::stream_handler(&*env.rt.history, invoke(&event)).await.unwrap_err();
+    let err = shared::lambda::stream_handler(&*env.rt.history, invoke(&event))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("SequenceNumber"), "{err}");
-    assert!(shared::lambda::stream_handler(&*env.rt.derive, invoke(&event)).await.is_err());
-    assert!(descriptions(&env, "fx-1").await.is_empty(), "nothing applied");
+    assert!(
+        shared::lambda::stream_handler(&*env.rt.derive, invoke(&event))
+            .await
+            .is_err()
+    );
+    assert!(
+        descriptions(&env, "fx-1").await.is_empty(),
+        "nothing applied"
+    );
     assert_eq!(count(&env).await, None);
 }
 
@@ -43,13 +66,17 @@ async fn a_record_without_sequence_number_fails_the_whole_batch_deliberately() {
 async fn invalid_items_written_to_the_table_get_no_derived_data() {
     let mut env = env().await;
     let w = env.writer.clone();
-    let mut bad_enum = jobstream::writer::application("e", "Co", "Role", "ghosted", "2026-11-01T09:00:00.000Z");
+    let mut bad_enum =
+        jobstream::writer::application("e", "Co", "Role", "ghosted", "2026-11-01T09:00:00.000Z");
     bad_enum.insert("notes".into(), s("kept private"));
     w.put(bad_enum).await.unwrap();
-    let mut wrong_type = jobstream::writer::application("t", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
+    let mut wrong_type =
+        jobstream::writer::application("t", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
     wrong_type.insert("isArchived".into(), s("no"));
     w.put(wrong_type).await.unwrap();
-    w.create_application("ok", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    w.create_application("ok", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
+        .await
+        .unwrap();
     env.rt.drain().await.unwrap();
     for id in ["e", "t"] {
         let items = partition(&env, &format!("APP#{id}")).await;
@@ -65,7 +92,9 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
 async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continues() {
     let mut env = env().await;
     let w = env.writer.clone();
-    w.create_application("huge", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    w.create_application("huge", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
+        .await
+        .unwrap();
     for i in 0..210 {
         let mut st = jobstream::writer::stage("huge", &format!("s{i:03}"), "Round", i);
         st.insert("notes".into(), s("n".repeat(2000)));
@@ -82,10 +111,19 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
         assert_eq!(e.i64("sequence").unwrap(), i as i64 + 1);
         assert!(e.contains_key("snapshot") != e.contains_key("snapshotOmitted"));
     }
-    let omitted = entries.iter().filter(|e| e.contains_key("snapshotOmitted")).count();
+    let omitted = entries
+        .iter()
+        .filter(|e| e.contains_key("snapshotOmitted"))
+        .count();
     assert!(omitted > 0 && omitted < 211, "{omitted}");
     assert!(entries[0].contains_key("snapshot"));
-    assert!(entries[210].s("snapshotOmitted").unwrap().contains("400 KB"));
-    assert_eq!(env.rt.history.metrics().get(names::SNAPSHOT_TOO_LARGE), omitted as u64);
+    assert!(entries[210]
+        .s("snapshotOmitted")
+        .unwrap()
+        .contains("400 KB"));
+    assert_eq!(
+        env.rt.history.metrics().get(names::SNAPSHOT_TOO_LARGE),
+        omitted as u64
+    );
     assert!(env.rt.failed_batches().is_empty());
 }

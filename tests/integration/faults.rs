@@ -21,7 +21,9 @@ async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
     assert_eq!(proxy.injected(), 8);
     assert_eq!(env.rt.history.metrics().get(names::FAILED_RECORD), 0);
     assert_eq!(env.rt.derive.metrics().get(names::FAILED_RECORD), 0);
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected).await.unwrap();
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
+        .await
+        .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
     assert_verified(&env).await;
 }
@@ -34,10 +36,16 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
     proxy.inject(Fault::throttle("TransactWriteItems", 3));
     env.rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 3);
-    let failed = env.rt.history.metrics().get(names::FAILED_RECORD) + env.rt.derive.metrics().get(names::FAILED_RECORD);
+    let failed = env.rt.history.metrics().get(names::FAILED_RECORD)
+        + env.rt.derive.metrics().get(names::FAILED_RECORD);
     assert!(failed >= 1, "a record was reported as failed");
-    assert!(env.rt.failed_batches().is_empty(), "and succeeded on redelivery");
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected).await.unwrap();
+    assert!(
+        env.rt.failed_batches().is_empty(),
+        "and succeeded on redelivery"
+    );
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
+        .await
+        .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
     assert_verified(&env).await;
 }
@@ -45,8 +53,14 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_that_exhaust_retries_reach_the_on_failure_destination() {
     let (mut env, proxy) = env_behind_proxy(1, 0, 1).await;
-    env.writer.create_application("a", "A", "Dev", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
-    env.writer.create_application("b", "B", "Dev", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    env.writer
+        .create_application("a", "A", "Dev", "applied", "2026-11-01T09:00:00.000Z")
+        .await
+        .unwrap();
+    env.writer
+        .create_application("b", "B", "Dev", "applied", "2026-11-01T09:00:00.000Z")
+        .await
+        .unwrap();
     proxy.inject(Fault::server_error("TransactWriteItems", 10_000));
     env.rt.drain().await.unwrap();
     let failed = env.rt.failed_batches();
@@ -54,15 +68,25 @@ async fn records_that_exhaust_retries_reach_the_on_failure_destination() {
         .await
         .iter()
         .filter(|r| r["eventName"] == "INSERT")
-        .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap().to_string())
+        .map(|r| {
+            r["dynamodb"]["SequenceNumber"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(inserts.len(), 2);
     // Bisected down to single records, each reported, none dropped silently.
     for mapping in ["history", "derive"] {
         let reported: Vec<_> = failed.iter().filter(|f| f.mapping == mapping).collect();
-        assert!(reported.iter().all(|f| f.batch_size == 1 && f.start_sequence_number == f.end_sequence_number));
+        assert!(reported
+            .iter()
+            .all(|f| f.batch_size == 1 && f.start_sequence_number == f.end_sequence_number));
         for seq in &inserts {
-            assert!(reported.iter().any(|f| &f.start_sequence_number == seq), "{mapping} reports {seq}: {failed:?}");
+            assert!(
+                reported.iter().any(|f| &f.start_sequence_number == seq),
+                "{mapping} reports {seq}: {failed:?}"
+            );
         }
     }
 }

@@ -25,10 +25,20 @@ async fn fixture_batch_through_both_handlers() {
     let item: shared::item::Item = event.records[2].change.new_image.clone().into();
     env.writer.put(item).await.unwrap();
 
-    let h = shared::lambda::stream_handler(&*env.rt.history, invoke(&event)).await.unwrap();
-    assert_eq!(serde_json::to_value(&h).unwrap(), serde_json::json!({"batchItemFailures": []}));
-    let d = shared::lambda::stream_handler(&*env.rt.derive, invoke(&event)).await.unwrap();
-    assert_eq!(serde_json::to_value(&d).unwrap(), serde_json::json!({"batchItemFailures": []}));
+    let h = shared::lambda::stream_handler(&*env.rt.history, invoke(&event))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&h).unwrap(),
+        serde_json::json!({"batchItemFailures": []})
+    );
+    let d = shared::lambda::stream_handler(&*env.rt.derive, invoke(&event))
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&d).unwrap(),
+        serde_json::json!({"batchItemFailures": []})
+    );
 
     assert_eq!(
         descriptions(&env, "fx-1").await,
@@ -39,12 +49,21 @@ async fn fixture_batch_through_both_handlers() {
         ]
     );
     let items = partition(&env, "APP#fx-1").await;
-    let app = items.iter().find(|i| i.s("SK").unwrap() == "APP#fx-1").unwrap();
+    let app = items
+        .iter()
+        .find(|i| i.s("SK").unwrap() == "APP#fx-1")
+        .unwrap();
     assert_eq!(app.s("GSI1PK").unwrap(), "STATUS#interviewing#ARCHIVED#0");
-    assert_eq!(app.s("GSI1SK").unwrap(), "UPDATED#2026-11-01T09:02:00.000Z#fx-1");
+    assert_eq!(
+        app.s("GSI1SK").unwrap(),
+        "UPDATED#2026-11-01T09:02:00.000Z#fx-1"
+    );
     assert_eq!(app.s("GSI2PK").unwrap(), "ACTIVE");
     assert_eq!(app.i64("historySequence").unwrap(), 3);
-    let first = items.iter().find(|i| i.s("SK").unwrap() == "HIST#00000001").unwrap();
+    let first = items
+        .iter()
+        .find(|i| i.s("SK").unwrap() == "HIST#00000001")
+        .unwrap();
     assert_eq!(first.s("createdAt").unwrap(), "2026-11-01T08:00:00.000Z");
     assert_eq!(count(&env).await, Some(1));
 }

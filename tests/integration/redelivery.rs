@@ -29,7 +29,9 @@ fn from_sequence(event: &Event, seq: &str) -> Event {
 
 async fn assert_scenario_exact(env: &mut Env, expected: &jobstream::scenario::Expected) {
     env.rt.drain().await.unwrap();
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected).await.unwrap();
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
+        .await
+        .unwrap();
     assert_eq!(differences(expected, &observed), Vec::<String>::new());
     assert_verified(env).await;
 }
@@ -40,9 +42,13 @@ async fn the_same_batch_delivered_twice_changes_nothing_the_second_time() {
     let expected = play(&env.writer).await.unwrap();
     let event = stream_event(&env).await;
     for _ in 0..2 {
-        let h = shared::lambda::stream_handler(&*env.rt.history, lambda(&event)).await.unwrap();
+        let h = shared::lambda::stream_handler(&*env.rt.history, lambda(&event))
+            .await
+            .unwrap();
         assert!(h.batch_item_failures.is_empty());
-        let d = shared::lambda::stream_handler(&*env.rt.derive, lambda(&event)).await.unwrap();
+        let d = shared::lambda::stream_handler(&*env.rt.derive, lambda(&event))
+            .await
+            .unwrap();
         assert!(d.batch_item_failures.is_empty());
     }
     assert!(env.rt.history.metrics().get(names::DUPLICATE) > 0);
@@ -65,24 +71,53 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
 
     // history: the first transaction chunk commits, the second fails.
     proxy.inject(Fault::server_error("TransactWriteItems", 1).after(1));
-    let resp = shared::lambda::stream_handler(&*faulty.rt.history, lambda(&event)).await.unwrap();
+    let resp = shared::lambda::stream_handler(&*faulty.rt.history, lambda(&event))
+        .await
+        .unwrap();
     assert_eq!(resp.batch_item_failures.len(), 1);
     let failed = resp.batch_item_failures[0].item_identifier.clone().unwrap();
     assert!(!failed.is_empty());
-    assert_ne!(Some(failed.as_str()), event.records[0].change.sequence_number.as_deref(), "failure is mid-batch");
+    assert_ne!(
+        Some(failed.as_str()),
+        event.records[0].change.sequence_number.as_deref(),
+        "failure is mid-batch"
+    );
     // Lambda resumes at the failed record; then, for good measure, the whole
     // batch arrives once more.
     let retry = from_sequence(&event, &failed);
-    assert!(shared::lambda::stream_handler(&*faulty.rt.history, lambda(&retry)).await.unwrap().batch_item_failures.is_empty());
-    assert!(shared::lambda::stream_handler(&*faulty.rt.history, lambda(&event)).await.unwrap().batch_item_failures.is_empty());
+    assert!(
+        shared::lambda::stream_handler(&*faulty.rt.history, lambda(&retry))
+            .await
+            .unwrap()
+            .batch_item_failures
+            .is_empty()
+    );
+    assert!(
+        shared::lambda::stream_handler(&*faulty.rt.history, lambda(&event))
+            .await
+            .unwrap()
+            .batch_item_failures
+            .is_empty()
+    );
 
     // derive: one of the projection writes (one per application) fails.
     proxy.inject(Fault::server_error("UpdateItem", 1).after(1));
-    let resp = shared::lambda::stream_handler(&*faulty.rt.derive, lambda(&event)).await.unwrap();
+    let resp = shared::lambda::stream_handler(&*faulty.rt.derive, lambda(&event))
+        .await
+        .unwrap();
     let failed = resp.batch_item_failures[0].item_identifier.clone().unwrap();
-    assert_ne!(Some(failed.as_str()), event.records[0].change.sequence_number.as_deref());
+    assert_ne!(
+        Some(failed.as_str()),
+        event.records[0].change.sequence_number.as_deref()
+    );
     let retry = from_sequence(&event, &failed);
-    assert!(shared::lambda::stream_handler(&*faulty.rt.derive, lambda(&retry)).await.unwrap().batch_item_failures.is_empty());
+    assert!(
+        shared::lambda::stream_handler(&*faulty.rt.derive, lambda(&retry))
+            .await
+            .unwrap()
+            .batch_item_failures
+            .is_empty()
+    );
     assert_eq!(proxy.injected(), 2);
     assert_eq!(faulty.rt.history.metrics().get(names::FAILED_RECORD), 1);
     assert_eq!(faulty.rt.derive.metrics().get(names::FAILED_RECORD), 1);

@@ -2,14 +2,14 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::engine::LocalEngine;
-use jobstream::faults::FaultProxy;
-use shared::store::Backoff;
 use jobstream::esm::RecordReader;
+use jobstream::faults::FaultProxy;
 use jobstream::runtime::{Runtime, RuntimeOptions};
 use jobstream::writer::TrackerWriter;
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
+use shared::store::Backoff;
 
 pub struct Env {
     pub engine: LocalEngine,
@@ -24,8 +24,13 @@ pub async fn env() -> Env {
 
 /// Engine + tracker runtime, options adjusted by `f`.
 pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
-    let engine = LocalEngine::start("127.0.0.1:0", None).await.expect("engine starts");
-    let mut opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let mut opts = RuntimeOptions::new(
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
     f(&mut opts);
     let rt = Runtime::start(opts).await.expect("runtime starts");
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
@@ -35,14 +40,30 @@ pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
 /// Engine + runtime whose processors write through a fault proxy, with
 /// `max_attempts` SDK attempts, `backoff_times` retries of our own backoff
 /// and `esm_retries` retries of a failing batch by the local mapping.
-pub async fn env_behind_proxy(max_attempts: u32, backoff_times: usize, esm_retries: u32) -> (Env, FaultProxy) {
-    let engine = LocalEngine::start("127.0.0.1:0", None).await.expect("engine starts");
-    let upstream = engine.endpoint().trim_start_matches("http://").parse().expect("socket address");
+pub async fn env_behind_proxy(
+    max_attempts: u32,
+    backoff_times: usize,
+    esm_retries: u32,
+) -> (Env, FaultProxy) {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let upstream = engine
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("socket address");
     let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
-    let mut opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+    let mut opts = RuntimeOptions::new(
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
     opts.processor_endpoint = Some(proxy.endpoint());
     opts.max_attempts = max_attempts;
-    opts.backoff = Backoff { max_times: backoff_times, ..Backoff::default() };
+    opts.backoff = Backoff {
+        max_times: backoff_times,
+        ..Backoff::default()
+    };
     opts.mapping.max_retries = esm_retries;
     let rt = Runtime::start(opts).await.expect("runtime starts");
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
@@ -61,8 +82,15 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
     let streams = aws_sdk_dynamodbstreams::Client::new(
         &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
     );
-    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table).await.expect("stream");
-    let desc = streams.describe_stream().stream_arn(&arn).send().await.expect("describe");
+    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("stream");
+    let desc = streams
+        .describe_stream()
+        .stream_arn(&arn)
+        .send()
+        .await
+        .expect("describe");
     let mut out = Vec::new();
     for shard in desc.stream_description().expect("description").shards() {
         let it = streams
@@ -75,7 +103,10 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
             .expect("iterator");
         let mut iterator = it.shard_iterator().map(str::to_string);
         while let Some(i) = iterator.take() {
-            let req = dynoxide::actions::get_records::GetRecordsRequest { shard_iterator: i, limit: Some(1000) };
+            let req = dynoxide::actions::get_records::GetRecordsRequest {
+                shard_iterator: i,
+                limit: Some(1000),
+            };
             let resp = env.engine.database().get_records(req).expect("get records");
             if resp.records.is_empty() {
                 break;
@@ -99,7 +130,11 @@ pub async fn partition(env: &Env, pk: &str) -> Vec<Item> {
         .into_iter()
         .filter(|i| i.s(keys::PK).ok() == Some(pk))
         .collect();
-    items.sort_by(|a, b| a.s(keys::SK).unwrap_or_default().cmp(b.s(keys::SK).unwrap_or_default()));
+    items.sort_by(|a, b| {
+        a.s(keys::SK)
+            .unwrap_or_default()
+            .cmp(b.s(keys::SK).unwrap_or_default())
+    });
     items
 }
 
@@ -115,11 +150,20 @@ pub async fn descriptions(env: &Env, app_id: &str) -> Vec<String> {
 
 /// META/COUNT, if present.
 pub async fn count(env: &Env) -> Option<i64> {
-    partition(env, keys::META_PK).await.first().and_then(|i| i.opt_i64(keys::COUNT_ATTR).ok().flatten())
+    partition(env, keys::META_PK)
+        .await
+        .first()
+        .and_then(|i| i.opt_i64(keys::COUNT_ATTR).ok().flatten())
 }
 
 /// Asserts the tracker's derived data is exactly consistent with its sources.
 pub async fn assert_verified(env: &Env) {
-    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table).await.expect("verify");
-    assert!(report.is_clean(), "derived data drifted: {:#?}", report.problems);
+    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("verify");
+    assert!(
+        report.is_clean(),
+        "derived data drifted: {:#?}",
+        report.problems
+    );
 }

@@ -16,7 +16,9 @@ async fn scenario_produces_exactly_the_implied_derived_state() {
     let mut env = env().await;
     let expected = play(&env.writer).await.unwrap();
     env.rt.drain().await.unwrap();
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected).await.unwrap();
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
+        .await
+        .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
     assert_verified(&env).await;
     assert!(env.rt.failed_batches().is_empty());
@@ -50,7 +52,9 @@ async fn every_snapshot_is_the_state_right_after_its_change_although_processing_
     let w = env.writer.clone();
     let mut t = Clock::new();
     let mut truth = Vec::new();
-    w.create_application("a", "Acme", "Dev", "applied", &t.next()).await.unwrap();
+    w.create_application("a", "Acme", "Dev", "applied", &t.next())
+        .await
+        .unwrap();
     truth.push(table_snapshot(&env, "a").await);
     w.add_stage("a", "s2", "Onsite", 2).await.unwrap();
     truth.push(table_snapshot(&env, "a").await);
@@ -58,13 +62,24 @@ async fn every_snapshot_is_the_state_right_after_its_change_although_processing_
     truth.push(table_snapshot(&env, "a").await);
     // updatedAt-only: no entry, but the next snapshot must show the new updatedAt.
     w.update_application("a", &[], &t.next()).await.unwrap();
-    w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true)), ("performanceRating", n(5))])
-        .await
-        .unwrap();
+    w.update_stage(
+        "a",
+        "s1",
+        &[
+            ("isCompleted", AttributeValue::Bool(true)),
+            ("performanceRating", n(5)),
+        ],
+    )
+    .await
+    .unwrap();
     truth.push(table_snapshot(&env, "a").await);
-    w.update_application("a", &[("status", s("interviewing")), ("jobSource", s("linkedin"))], &t.next())
-        .await
-        .unwrap();
+    w.update_application(
+        "a",
+        &[("status", s("interviewing")), ("jobSource", s("linkedin"))],
+        &t.next(),
+    )
+    .await
+    .unwrap();
     truth.push(table_snapshot(&env, "a").await);
     w.remove_stage("a", "s2").await.unwrap();
     truth.push(table_snapshot(&env, "a").await);
@@ -81,15 +96,36 @@ async fn every_snapshot_is_the_state_right_after_its_change_although_processing_
     for (i, (entry, want)) in entries.iter().zip(&truth).enumerate() {
         assert_eq!(entry.i64("sequence").unwrap(), i as i64 + 1);
         assert_eq!(entry.s("SK").unwrap(), format!("HIST#{:08}", i + 1));
-        assert_eq!(entry.get("snapshot"), Some(&AttributeValue::M(want.clone())), "snapshot of entry {}", i + 1);
+        assert_eq!(
+            entry.get("snapshot"),
+            Some(&AttributeValue::M(want.clone())),
+            "snapshot of entry {}",
+            i + 1
+        );
     }
     // Spot checks that do not go through the snapshot code at all.
-    let AttributeValue::M(fourth) = &entries[3]["snapshot"] else { panic!("map") };
+    let AttributeValue::M(fourth) = &entries[3]["snapshot"] else {
+        panic!("map")
+    };
     assert_eq!(fourth["updatedAt"], s("2026-11-01T09:02:00.000Z"));
-    let AttributeValue::L(stages) = &fourth["interviewStages"] else { panic!("list") };
-    let names: Vec<_> = stages.iter().map(|v| if let AttributeValue::M(m) = v { m.s("name").unwrap().to_string() } else { String::new() }).collect();
+    let AttributeValue::L(stages) = &fourth["interviewStages"] else {
+        panic!("list")
+    };
+    let names: Vec<_> = stages
+        .iter()
+        .map(|v| {
+            if let AttributeValue::M(m) = v {
+                m.s("name").unwrap().to_string()
+            } else {
+                String::new()
+            }
+        })
+        .collect();
     assert_eq!(names, ["Phone", "Onsite"], "sorted by order");
-    assert_eq!(descriptions(&env, "a").await.last().unwrap(), "Archived application");
+    assert_eq!(
+        descriptions(&env, "a").await.last().unwrap(),
+        "Archived application"
+    );
     assert_verified(&env).await;
 }
 
@@ -112,30 +148,66 @@ async fn processors_reach_a_fixpoint_after_their_own_writes() {
 async fn cascade_deletes_every_stage_and_entry_without_removal_entries() {
     let mut env = env().await;
     let w = env.writer.clone();
-    w.create_application("big", "Big Co", "Dev", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    w.create_application(
+        "big",
+        "Big Co",
+        "Dev",
+        "applied",
+        "2026-11-01T09:00:00.000Z",
+    )
+    .await
+    .unwrap();
     for i in 0..30 {
-        w.add_stage("big", &format!("st{i:02}"), &format!("Round {i}"), i).await.unwrap();
+        w.add_stage("big", &format!("st{i:02}"), &format!("Round {i}"), i)
+            .await
+            .unwrap();
     }
-    w.create_application("keep", "Keep Co", "Dev", "applied", "2026-11-01T09:00:00.000Z").await.unwrap();
+    w.create_application(
+        "keep",
+        "Keep Co",
+        "Dev",
+        "applied",
+        "2026-11-01T09:00:00.000Z",
+    )
+    .await
+    .unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(partition(&env, "APP#big").await.len(), 1 + 30 + 31);
     w.delete_application("big").await.unwrap();
     env.rt.drain().await.unwrap();
-    assert!(partition(&env, "APP#big").await.is_empty(), "stages and history are gone");
+    assert!(
+        partition(&env, "APP#big").await.is_empty(),
+        "stages and history are gone"
+    );
     assert_eq!(count(&env).await, Some(1));
     assert_eq!(descriptions(&env, "keep").await.len(), 1);
     assert_verified(&env).await;
     // Re-creating the application starts a new history at 1.
-    w.create_application("big", "Big Co", "Dev 2", "applied", "2026-11-02T09:00:00.000Z").await.unwrap();
+    w.create_application(
+        "big",
+        "Big Co",
+        "Dev 2",
+        "applied",
+        "2026-11-02T09:00:00.000Z",
+    )
+    .await
+    .unwrap();
     env.rt.drain().await.unwrap();
-    assert_eq!(descriptions(&env, "big").await, ["Created application Big Co - Dev 2"]);
+    assert_eq!(
+        descriptions(&env, "big").await,
+        ["Created application Big Co - Dev 2"]
+    );
     assert_verified(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_writers_while_processors_run_end_exact() {
     let env = env().await;
-    let Env { engine, mut rt, writer } = env;
+    let Env {
+        engine,
+        mut rt,
+        writer,
+    } = env;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let runner = tokio::spawn(async move {
         rt.run_until(async {
@@ -153,10 +225,16 @@ async fn many_concurrent_writers_while_processors_run_end_exact() {
             for ai in 0..6 {
                 let id = format!("w{wi}a{ai}");
                 let mut t = Clock::new();
-                w.create_application(&id, "Co", "Role", "applied", &t.next()).await.unwrap();
+                w.create_application(&id, "Co", "Role", "applied", &t.next())
+                    .await
+                    .unwrap();
                 w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
-                w.update_application(&id, &[("status", s("interviewing"))], &t.next()).await.unwrap();
-                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))]).await.unwrap();
+                w.update_application(&id, &[("status", s("interviewing"))], &t.next())
+                    .await
+                    .unwrap();
+                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))])
+                    .await
+                    .unwrap();
                 w.set_archived(&id, true, &t.next()).await.unwrap();
                 if ai % 2 == 0 {
                     w.set_archived(&id, false, &t.next()).await.unwrap();

@@ -15,7 +15,14 @@ async fn ttl_removals_decode_as_expiries_and_user_deletes_as_user() {
     let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
     let sdk = sdk_config(Some(&engine.endpoint()), 3).await;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
-    let def = TableDef { name: "ttl-test", pk: "pk", sk: "sk", gsis: vec![], ttl_attribute: Some("ttl"), stream: true };
+    let def = TableDef {
+        name: "ttl-test",
+        pk: "pk",
+        sk: "sk",
+        gsis: vec![],
+        ttl_attribute: Some("ttl"),
+        stream: true,
+    };
     ensure_table(&client, &def, "ttl-test").await.unwrap();
     let past = chrono::Utc::now().timestamp() - 60;
     for (sk, ttl) in [("expired", past), ("deleted", past + 10_000_000)] {
@@ -29,7 +36,14 @@ async fn ttl_removals_decode_as_expiries_and_user_deletes_as_user() {
             .await
             .unwrap();
     }
-    client.delete_item().table_name("ttl-test").key("pk", s("p")).key("sk", s("deleted")).send().await.unwrap();
+    client
+        .delete_item()
+        .table_name("ttl-test")
+        .key("pk", s("p"))
+        .key("sk", s("deleted"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(engine.sweep_ttl().await.unwrap(), 1);
 
     let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
@@ -47,15 +61,27 @@ async fn ttl_removals_decode_as_expiries_and_user_deletes_as_user() {
         handler,
     )];
     drain(&mut mappings).await.unwrap();
-    let changes: Vec<_> = seen.lock().unwrap().iter().flat_map(|e| e.records.iter().map(|r| decode(r).unwrap())).collect();
-    let removes: Vec<_> = changes.iter().filter(|c| c.kind == ChangeKind::Remove).collect();
+    let changes: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e.records.iter().map(|r| decode(r).unwrap()))
+        .collect();
+    let removes: Vec<_> = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Remove)
+        .collect();
     assert_eq!(removes.len(), 2);
     for c in removes {
         let sk = match c.keys.get("sk") {
             Some(aws_sdk_dynamodb::types::AttributeValue::S(v)) => v.as_str(),
             _ => "",
         };
-        let want = if sk == "expired" { Origin::TtlExpiry } else { Origin::User };
+        let want = if sk == "expired" {
+            Origin::TtlExpiry
+        } else {
+            Origin::User
+        };
         assert_eq!(c.origin, want, "{sk}");
     }
 }

@@ -1,4 +1,5 @@
 //! The derive Lambda: a DynamoDB Stream consumer. All logic lives in `shared`.
+#![recursion_limit = "256"]
 
 use shared::lambda::{derive_processor, serve_stream, Config};
 use shared::store::{sdk_config, Store};

@@ -72,7 +72,11 @@ pub trait DeriveRules: Send + Sync {
 
 /// The SET/REMOVE needed to bring `image` to `projection`, or `None` when the
 /// image already carries the computed values (the fixpoint).
-pub fn projection_update(key_names: &[&str], image: &Item, projection: &Projection) -> Option<Update> {
+pub fn projection_update(
+    key_names: &[&str],
+    image: &Item,
+    projection: &Projection,
+) -> Option<Update> {
     let mut sets = Vec::new();
     let mut removes = Vec::new();
     let mut names = Vec::new();
@@ -188,7 +192,11 @@ impl<R: DeriveRules> DeriveProcessor<R> {
 
     /// Applies counter deltas for `ops` (in order) in ledger transactions.
     /// Returns the index of the first op whose chunk failed.
-    async fn apply_counts(&self, ops: &[CountOp], metrics: &mut BatchMetrics) -> Result<(), BatchFailure> {
+    async fn apply_counts(
+        &self,
+        ops: &[CountOp],
+        metrics: &mut BatchMetrics,
+    ) -> Result<(), BatchFailure> {
         let mut start = 0;
         while start < ops.len() {
             // Fill a chunk: markers + one ADD per distinct counter <= 100 actions.
@@ -217,7 +225,14 @@ impl<R: DeriveRules> DeriveProcessor<R> {
                 let now = (self.now)();
                 let mut actions: Vec<TransactWriteItem> = live
                     .iter()
-                    .map(|op| ledger::marker_put(&self.config.ledger_table, self.name(), &op.event_id, now))
+                    .map(|op| {
+                        ledger::marker_put(
+                            &self.config.ledger_table,
+                            self.name(),
+                            &op.event_id,
+                            now,
+                        )
+                    })
                     .collect();
                 for (c, d) in totals.iter().filter(|(_, d)| **d != 0) {
                     actions.push(
@@ -257,7 +272,10 @@ impl<R: DeriveRules> DeriveProcessor<R> {
                         if live.len() == before {
                             return Err(BatchFailure {
                                 index: ops[start].index,
-                                error: ProcessError::Conflict("counter transaction condition failed outside the markers".into()),
+                                error: ProcessError::Conflict(
+                                    "counter transaction condition failed outside the markers"
+                                        .into(),
+                                ),
                             });
                         }
                     }
@@ -284,7 +302,11 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
         &self.metrics
     }
 
-    async fn process(&self, changes: &[Change], metrics: &mut BatchMetrics) -> Result<(), BatchFailure> {
+    async fn process(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+    ) -> Result<(), BatchFailure> {
         let key_names = self.rules.key_names();
         // Pure part: what each change implies.
         let mut projections: HashMap<String, (usize, Option<Update>)> = HashMap::new();
@@ -338,16 +360,20 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
                 }
                 Err(e) => {
                     if first_failure.as_ref().is_none_or(|f| i < f.index) {
-                        first_failure = Some(BatchFailure { index: i, error: e.into() });
+                        first_failure = Some(BatchFailure {
+                            index: i,
+                            error: e.into(),
+                        });
                     }
                 }
             }
         }
         let limit = first_failure.as_ref().map_or(usize::MAX, |f| f.index);
-        let ops: Vec<CountOp> = count_ops.into_iter().filter(|op| op.index < limit).collect();
-        if let Err(f) = self.apply_counts(&ops, metrics).await {
-            return Err(f);
-        }
+        let ops: Vec<CountOp> = count_ops
+            .into_iter()
+            .filter(|op| op.index < limit)
+            .collect();
+        self.apply_counts(&ops, metrics).await?;
         match first_failure {
             Some(f) => Err(f),
             None => Ok(()),
@@ -361,7 +387,10 @@ mod tests {
     use crate::item::s;
 
     fn image(pairs: &[(&str, AttributeValue)]) -> Item {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     fn projection() -> Projection {
@@ -379,7 +408,12 @@ mod tests {
 
     #[test]
     fn update_sets_removes_and_guards_sources() {
-        let img = image(&[("PK", s("a")), ("SK", s("b")), ("x", s("1")), ("H", s("old"))]);
+        let img = image(&[
+            ("PK", s("a")),
+            ("SK", s("b")),
+            ("x", s("1")),
+            ("H", s("old")),
+        ]);
         let u = projection_update(&["PK", "SK"], &img, &projection()).unwrap();
         assert_eq!(u.update_expression, "SET #p0 = :p0 REMOVE #p1");
         assert_eq!(

@@ -67,7 +67,12 @@ pub trait FoldRules: Send + Sync {
     fn cascade(&self, aggregate: &str, change: &Change) -> Option<Cascade>;
 
     /// Folds `change` into `state`; returns the entries it implies.
-    fn fold(&self, aggregate: &str, state: &mut FoldState, change: &Change) -> Result<FoldOutput, InputError>;
+    fn fold(
+        &self,
+        aggregate: &str,
+        state: &mut FoldState,
+        change: &Change,
+    ) -> Result<FoldOutput, InputError>;
 
     /// Key of the aggregate's root item and the processor-owned attribute on
     /// it that mirrors `state.seq` (e.g. `historySequence`).
@@ -153,13 +158,20 @@ impl<R: FoldRules> FoldProcessor<R> {
             touched: None,
         };
         for item in items {
-            let sk = ledger::as_s(item.get(ledger::SK)).unwrap_or_default().to_string();
+            let sk = ledger::as_s(item.get(ledger::SK))
+                .unwrap_or_default()
+                .to_string();
             if sk == "HEAD" {
-                let bad = |e| ProcessError::Permanent(format!("ledger HEAD of {aggregate} is corrupt: {e}"));
+                let bad = |e| {
+                    ProcessError::Permanent(format!("ledger HEAD of {aggregate} is corrupt: {e}"))
+                };
                 loaded.state.seq = item.i64("seq").map_err(bad)? as u64;
                 loaded.version = item.i64("version").map_err(bad)? as u64;
                 loaded.state.deleted = item.opt_bool("deleted").map_err(bad)?.unwrap_or(false);
-                loaded.last = item.opt_s("last").map_err(bad)?.and_then(SequenceNumber::parse);
+                loaded.last = item
+                    .opt_s("last")
+                    .map_err(bad)?
+                    .and_then(SequenceNumber::parse);
             } else if let Some(part) = sk.strip_prefix("PART#") {
                 if let Some(AttributeValue::M(data)) = item.get("data") {
                     loaded.state.parts.insert(part.to_string(), data.clone());
@@ -172,7 +184,11 @@ impl<R: FoldRules> FoldProcessor<R> {
 
     /// Commits a chunk: markers, entries, and every dirty aggregate's HEAD
     /// (guarded by its version) and changed parts.
-    async fn flush(&self, chunk: &mut Chunk, states: &mut HashMap<String, Loaded>) -> Result<(), BatchFailure> {
+    async fn flush(
+        &self,
+        chunk: &mut Chunk,
+        states: &mut HashMap<String, Loaded>,
+    ) -> Result<(), BatchFailure> {
         let Some(first) = chunk.first_index else {
             return Ok(());
         };
@@ -196,20 +212,36 @@ impl<R: FoldRules> FoldProcessor<R> {
                 put.condition_expression("version = :v")
                     .expression_attribute_values(":v", n(l.version))
             };
-            actions.push(TransactWriteItem::builder().put(put.build().expect("set")).build());
+            actions.push(
+                TransactWriteItem::builder()
+                    .put(put.build().expect("set"))
+                    .build(),
+            );
             for (name, data) in &l.state.parts {
                 if l.persisted_parts.get(name) != Some(data) {
                     let mut item = ledger::key(&pk, format!("PART#{name}"));
                     item.insert("data".into(), AttributeValue::M(data.clone()));
                     let put = Put::builder().table_name(ledger_table).set_item(Some(item));
-                    actions.push(TransactWriteItem::builder().put(put.build().expect("set")).build());
+                    actions.push(
+                        TransactWriteItem::builder()
+                            .put(put.build().expect("set"))
+                            .build(),
+                    );
                 }
             }
-            for name in l.persisted_parts.keys().filter(|k| !l.state.parts.contains_key(*k)) {
+            for name in l
+                .persisted_parts
+                .keys()
+                .filter(|k| !l.state.parts.contains_key(*k))
+            {
                 let del = Delete::builder()
                     .table_name(ledger_table)
                     .set_key(Some(ledger::key(&pk, format!("PART#{name}"))));
-                actions.push(TransactWriteItem::builder().delete(del.build().expect("set")).build());
+                actions.push(
+                    TransactWriteItem::builder()
+                        .delete(del.build().expect("set"))
+                        .build(),
+                );
             }
             committed.push(agg.clone());
         }
@@ -240,7 +272,10 @@ impl<R: FoldRules> FoldProcessor<R> {
                     ),
                     TxError::Store(e) => e.into(),
                 };
-                Err(BatchFailure { index: first, error })
+                Err(BatchFailure {
+                    index: first,
+                    error,
+                })
             }
         }
     }
@@ -265,14 +300,22 @@ impl<R: FoldRules> FoldProcessor<R> {
 
     /// Writes the sequence mirror of every aggregate the batch touched, where
     /// the root's latest image does not already show it.
-    async fn write_mirrors(&self, states: &HashMap<String, Loaded>, limit: usize) -> Result<(), BatchFailure> {
+    async fn write_mirrors(
+        &self,
+        states: &HashMap<String, Loaded>,
+        limit: usize,
+    ) -> Result<(), BatchFailure> {
         let mut first: Option<BatchFailure> = None;
         for (agg, l) in states {
-            let Some(touched) = l.touched.filter(|t| *t < limit) else { continue };
+            let Some(touched) = l.touched.filter(|t| *t < limit) else {
+                continue;
+            };
             if l.state.deleted || l.state.seq == 0 || l.dirty {
                 continue;
             }
-            let Some((key, attr)) = self.rules.sequence_mirror(agg) else { continue };
+            let Some((key, attr)) = self.rules.sequence_mirror(agg) else {
+                continue;
+            };
             let want = l.state.seq as i64;
             if l.mirror_seen == Some(Some(want)) {
                 continue;
@@ -281,7 +324,9 @@ impl<R: FoldRules> FoldProcessor<R> {
             let update = Update {
                 key,
                 update_expression: "SET #a = :s".into(),
-                condition_expression: Some("attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a < :s)".into()),
+                condition_expression: Some(
+                    "attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a < :s)".into(),
+                ),
                 names: vec![("#a".into(), attr.into()), ("#k0".into(), k0.into())],
                 values: vec![(":s".into(), n(want))],
             };
@@ -289,7 +334,10 @@ impl<R: FoldRules> FoldProcessor<R> {
                 Ok(Written::Applied | Written::ConditionFailed) => {}
                 Err(e) => {
                     if first.as_ref().is_none_or(|f| touched < f.index) {
-                        first = Some(BatchFailure { index: touched, error: e.into() });
+                        first = Some(BatchFailure {
+                            index: touched,
+                            error: e.into(),
+                        });
                     }
                 }
             }
@@ -297,7 +345,12 @@ impl<R: FoldRules> FoldProcessor<R> {
         first.map_or(Ok(()), Err)
     }
 
-    async fn run(&self, changes: &[Change], metrics: &mut BatchMetrics, states: &mut HashMap<String, Loaded>) -> Result<(), BatchFailure> {
+    async fn run(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+        states: &mut HashMap<String, Loaded>,
+    ) -> Result<(), BatchFailure> {
         let mut chunk = Chunk::default();
         for (index, change) in changes.iter().enumerate() {
             let agg = match self.rules.aggregate(change) {
@@ -320,9 +373,13 @@ impl<R: FoldRules> FoldProcessor<R> {
                 }
             }
             let (is_root, root_mirror) = match self.rules.sequence_mirror(&agg) {
-                Some((key, attr)) if key.iter().all(|(k, v)| change.keys.get(k) == Some(v)) => {
-                    (true, change.new.as_ref().map(|img| img.opt_i64(attr).ok().flatten()))
-                }
+                Some((key, attr)) if key.iter().all(|(k, v)| change.keys.get(k) == Some(v)) => (
+                    true,
+                    change
+                        .new
+                        .as_ref()
+                        .map(|img| img.opt_i64(attr).ok().flatten()),
+                ),
                 _ => (false, None),
             };
             let l = states.get_mut(&agg).expect("loaded above");
@@ -339,7 +396,9 @@ impl<R: FoldRules> FoldProcessor<R> {
             if let Some(c) = self.rules.cascade(&agg, change) {
                 self.flush(&mut chunk, states).await?;
                 match self.cascade(&c).await {
-                    Ok(count) => tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete"),
+                    Ok(count) => {
+                        tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete")
+                    }
                     Err(error) => return Err(BatchFailure { index, error }),
                 }
             }
@@ -373,7 +432,12 @@ impl<R: FoldRules> FoldProcessor<R> {
             }
             let now = (self.now)();
             chunk.first_index.get_or_insert(index);
-            chunk.markers.push(ledger::marker_put(&self.config.ledger_table, self.name, &change.event_id, now));
+            chunk.markers.push(ledger::marker_put(
+                &self.config.ledger_table,
+                self.name,
+                &change.event_id,
+                now,
+            ));
             for entry in output.entries {
                 chunk.entries.push(
                     TransactWriteItem::builder()
@@ -406,7 +470,11 @@ impl<R: FoldRules> StreamProcessor for FoldProcessor<R> {
         &self.metrics
     }
 
-    async fn process(&self, changes: &[Change], metrics: &mut BatchMetrics) -> Result<(), BatchFailure> {
+    async fn process(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+    ) -> Result<(), BatchFailure> {
         let mut states = HashMap::new();
         let result = self.run(changes, metrics, &mut states).await;
         let limit = result.as_ref().err().map_or(usize::MAX, |f| f.index);

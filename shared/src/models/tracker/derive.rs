@@ -15,8 +15,16 @@ pub struct TrackerDerive;
 /// Classifies an image by its key; unknown keys are bad input.
 pub fn kind_of(image: &Item) -> Result<Kind, InputError> {
     let key = || display_key(&key_of(image, &[keys::PK, keys::SK]));
-    let pk = image.s(keys::PK).map_err(|source| InputError::Attribute { entity: "item", key: key(), source })?;
-    let sk = image.s(keys::SK).map_err(|source| InputError::Attribute { entity: "item", key: key(), source })?;
+    let pk = image.s(keys::PK).map_err(|source| InputError::Attribute {
+        entity: "item",
+        key: key(),
+        source,
+    })?;
+    let sk = image.s(keys::SK).map_err(|source| InputError::Attribute {
+        entity: "item",
+        key: key(),
+        source,
+    })?;
     keys::kind(pk, sk).ok_or_else(|| InputError::UnknownEntity { key: key() })
 }
 
@@ -31,7 +39,10 @@ fn app_err(image: &Item) -> impl Fn(AttrError) -> InputError + '_ {
 /// The META/COUNT counter of non-archived applications.
 pub fn count_counter() -> Counter {
     Counter {
-        key: vec![(keys::PK, keys::META_PK.to_string()), (keys::SK, keys::COUNT_SK.to_string())],
+        key: vec![
+            (keys::PK, keys::META_PK.to_string()),
+            (keys::SK, keys::COUNT_SK.to_string()),
+        ],
         attr: keys::COUNT_ATTR,
     }
 }
@@ -61,7 +72,10 @@ impl DeriveRules for TrackerDerive {
         let active = (!archived).then(|| AttributeValue::S(keys::GSI2_ACTIVE.to_string()));
         Ok(Some(Projection {
             attrs: vec![
-                (keys::GSI1PK, Some(AttributeValue::S(keys::gsi1pk(status, archived)))),
+                (
+                    keys::GSI1PK,
+                    Some(AttributeValue::S(keys::gsi1pk(status, archived))),
+                ),
                 (keys::GSI1SK, Some(sort.clone())),
                 (keys::GSI2PK, active.clone()),
                 (keys::GSI2SK, active.map(|_| sort)),
@@ -76,7 +90,11 @@ impl DeriveRules for TrackerDerive {
             return Ok(vec![]);
         }
         let archived = image.bool("isArchived").map_err(app_err(image))?;
-        Ok(if archived { vec![] } else { vec![(count_counter(), 1)] })
+        Ok(if archived {
+            vec![]
+        } else {
+            vec![(count_counter(), 1)]
+        })
     }
 }
 
@@ -106,9 +124,15 @@ mod tests {
         let p = TrackerDerive.projection(&app("a")).unwrap().unwrap();
         assert_eq!(p.attrs.len(), 4);
         assert_eq!(p.attrs[0], ("GSI1PK", Some(s("STATUS#applied#ARCHIVED#0"))));
-        assert_eq!(p.attrs[1], ("GSI1SK", Some(s("UPDATED#2026-01-01T00:00:00.000Z#a"))));
+        assert_eq!(
+            p.attrs[1],
+            ("GSI1SK", Some(s("UPDATED#2026-01-01T00:00:00.000Z#a")))
+        );
         assert_eq!(p.attrs[2], ("GSI2PK", Some(s("ACTIVE"))));
-        assert_eq!(p.attrs[3], ("GSI2SK", Some(s("UPDATED#2026-01-01T00:00:00.000Z#a"))));
+        assert_eq!(
+            p.attrs[3],
+            ("GSI2SK", Some(s("UPDATED#2026-01-01T00:00:00.000Z#a")))
+        );
     }
 
     #[test]
@@ -122,7 +146,10 @@ mod tests {
         assert_eq!(p.attrs[2], ("GSI2PK", None));
         assert_eq!(p.attrs[3], ("GSI2SK", None));
         let u = projection_update(&["PK", "SK"], &a, &p).unwrap();
-        assert_eq!(u.update_expression, "SET #p0 = :p0, #p1 = :p1 REMOVE #p2, #p3");
+        assert_eq!(
+            u.update_expression,
+            "SET #p0 = :p0, #p1 = :p1 REMOVE #p2, #p3"
+        );
     }
 
     #[test]
@@ -137,7 +164,10 @@ mod tests {
 
     #[test]
     fn stages_history_and_meta_have_no_projection_unknown_is_bad_input() {
-        assert_eq!(TrackerDerive.projection(&stage("a", "s", "x", 0)).unwrap(), None);
+        assert_eq!(
+            TrackerDerive.projection(&stage("a", "s", "x", 0)).unwrap(),
+            None
+        );
         let mut meta = Item::new();
         meta.insert("PK".into(), s("META"));
         meta.insert("SK".into(), s("COUNT"));
@@ -145,14 +175,20 @@ mod tests {
         let mut other = Item::new();
         other.insert("PK".into(), s("USER#1"));
         other.insert("SK".into(), s("X"));
-        assert_eq!(TrackerDerive.projection(&other).unwrap_err().kind(), "UnknownEntity");
+        assert_eq!(
+            TrackerDerive.projection(&other).unwrap_err().kind(),
+            "UnknownEntity"
+        );
     }
 
     #[test]
     fn invalid_status_is_bad_input() {
         let mut a = app("a");
         a.insert("status".into(), s("ghosted"));
-        assert_eq!(TrackerDerive.projection(&a).unwrap_err().kind(), "InvalidValue");
+        assert_eq!(
+            TrackerDerive.projection(&a).unwrap_err().kind(),
+            "InvalidValue"
+        );
     }
 
     #[test]
@@ -160,14 +196,56 @@ mod tests {
         let active = app("a");
         let mut archived = app("a");
         archived.insert("isArchived".into(), AttributeValue::Bool(true));
-        let d = |c: Change| counter_deltas(&TrackerDerive, &c).unwrap().into_values().collect::<Vec<_>>();
-        assert_eq!(d(change(ChangeKind::Insert, None, Some(active.clone()))), vec![1]);
-        assert_eq!(d(change(ChangeKind::Modify, Some(active.clone()), Some(archived.clone()))), vec![-1]);
-        assert_eq!(d(change(ChangeKind::Modify, Some(archived.clone()), Some(active.clone()))), vec![1]);
-        assert_eq!(d(change(ChangeKind::Modify, Some(active.clone()), Some(active.clone()))), Vec::<i64>::new());
+        let d = |c: Change| {
+            counter_deltas(&TrackerDerive, &c)
+                .unwrap()
+                .into_values()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            d(change(ChangeKind::Insert, None, Some(active.clone()))),
+            vec![1]
+        );
+        assert_eq!(
+            d(change(
+                ChangeKind::Modify,
+                Some(active.clone()),
+                Some(archived.clone())
+            )),
+            vec![-1]
+        );
+        assert_eq!(
+            d(change(
+                ChangeKind::Modify,
+                Some(archived.clone()),
+                Some(active.clone())
+            )),
+            vec![1]
+        );
+        assert_eq!(
+            d(change(
+                ChangeKind::Modify,
+                Some(active.clone()),
+                Some(active.clone())
+            )),
+            Vec::<i64>::new()
+        );
         assert_eq!(d(change(ChangeKind::Remove, Some(active), None)), vec![-1]);
-        assert_eq!(d(change(ChangeKind::Remove, Some(archived.clone()), None)), Vec::<i64>::new());
-        assert_eq!(d(change(ChangeKind::Insert, None, Some(archived))), Vec::<i64>::new());
-        assert_eq!(d(change(ChangeKind::Insert, None, Some(stage("a", "s", "x", 1)))), Vec::<i64>::new());
+        assert_eq!(
+            d(change(ChangeKind::Remove, Some(archived.clone()), None)),
+            Vec::<i64>::new()
+        );
+        assert_eq!(
+            d(change(ChangeKind::Insert, None, Some(archived))),
+            Vec::<i64>::new()
+        );
+        assert_eq!(
+            d(change(
+                ChangeKind::Insert,
+                None,
+                Some(stage("a", "s", "x", 1))
+            )),
+            Vec::<i64>::new()
+        );
     }
 }

@@ -32,7 +32,11 @@ pub struct TrackerHistory;
 pub fn snapshot_attributes(image: &Item) -> Item {
     image
         .iter()
-        .filter(|(k, _)| k.as_str() != keys::PK && k.as_str() != keys::SK && !keys::PROCESSOR_OWNED.contains(&k.as_str()))
+        .filter(|(k, _)| {
+            k.as_str() != keys::PK
+                && k.as_str() != keys::SK
+                && !keys::PROCESSOR_OWNED.contains(&k.as_str())
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -41,7 +45,12 @@ pub fn snapshot_attributes(image: &Item) -> Item {
 pub fn stage_snapshot(image: &Item) -> Item {
     STAGE_FIELDS
         .iter()
-        .map(|f| (f.to_string(), image.get(*f).cloned().unwrap_or(AttributeValue::Null(true))))
+        .map(|f| {
+            (
+                f.to_string(),
+                image.get(*f).cloned().unwrap_or(AttributeValue::Null(true)),
+            )
+        })
         .collect()
 }
 
@@ -58,12 +67,21 @@ pub fn snapshot(state: &FoldState) -> Item {
     stages.sort_by_key(|st| {
         (
             st.opt_i64("order").ok().flatten().unwrap_or(i64::MAX),
-            st.opt_s("id").ok().flatten().unwrap_or_default().to_string(),
+            st.opt_s("id")
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .to_string(),
         )
     });
     snap.insert(
         "interviewStages".to_string(),
-        AttributeValue::L(stages.into_iter().map(|st| AttributeValue::M(st.clone())).collect()),
+        AttributeValue::L(
+            stages
+                .into_iter()
+                .map(|st| AttributeValue::M(st.clone()))
+                .collect(),
+        ),
     );
     snap
 }
@@ -100,7 +118,13 @@ fn stage_changed(old: &Item, new: &Item) -> bool {
         .any(|f| normalized(old.get(*f)) != normalized(new.get(*f)))
 }
 
-fn entry(app_id: &str, seq: u64, description: String, change: &Change, state: &FoldState) -> (Item, Option<InputError>) {
+fn entry(
+    app_id: &str,
+    seq: u64,
+    description: String,
+    change: &Change,
+    state: &FoldState,
+) -> (Item, Option<InputError>) {
     let id = Uuid::new_v5(&ENTRY_ID_NAMESPACE, change.event_id.as_bytes());
     let mut item: Item = [
         (keys::PK, s(keys::app_pk(app_id))),
@@ -119,7 +143,9 @@ fn entry(app_id: &str, seq: u64, description: String, change: &Change, state: &F
     let size = item_size(&item);
     if size > MAX_ITEM_BYTES {
         item.remove("snapshot");
-        let reason = format!("snapshot omitted: the entry would be {size} bytes, over the 400 KB item limit");
+        let reason = format!(
+            "snapshot omitted: the entry would be {size} bytes, over the 400 KB item limit"
+        );
         item.insert("snapshotOmitted".to_string(), s(&reason));
         let key = display_key(&crate::item::key_of(&item, &[keys::PK, keys::SK]));
         return (item, Some(InputError::Invalid { key, reason }));
@@ -162,22 +188,35 @@ impl FoldRules for TrackerHistory {
         Some((key, keys::HISTORY_SEQUENCE))
     }
 
-    fn fold(&self, app_id: &str, state: &mut FoldState, change: &Change) -> Result<FoldOutput, InputError> {
+    fn fold(
+        &self,
+        app_id: &str,
+        state: &mut FoldState,
+        change: &Change,
+    ) -> Result<FoldOutput, InputError> {
         let image = change.latest_image().unwrap_or(&change.keys);
         let kind = kind_of(image)?;
         let description = match (kind, change.kind) {
             (Kind::Application, ChangeKind::Remove) => {
                 // The cascade deleted the stages and entries: start afresh.
-                *state = FoldState { deleted: true, ..FoldState::default() };
+                *state = FoldState {
+                    deleted: true,
+                    ..FoldState::default()
+                };
                 return Ok(FoldOutput::default());
             }
             (Kind::Application, kind) => {
-                let new = change.new.as_ref().expect("decoded INSERT/MODIFY has a new image");
+                let new = change
+                    .new
+                    .as_ref()
+                    .expect("decoded INSERT/MODIFY has a new image");
                 validate_application(new)?;
                 if state.deleted {
                     *state = FoldState::default();
                 }
-                state.parts.insert(APP_PART.to_string(), snapshot_attributes(new));
+                state
+                    .parts
+                    .insert(APP_PART.to_string(), snapshot_attributes(new));
                 match (kind, &change.old) {
                     (ChangeKind::Modify, Some(old)) => describe_application_modify(old, new),
                     _ => Some(format!(
@@ -189,21 +228,41 @@ impl FoldRules for TrackerHistory {
             }
             (Kind::Stage, _) if state.deleted => return Ok(FoldOutput::default()),
             (Kind::Stage, ChangeKind::Remove) => {
-                let old = change.old.as_ref().expect("decoded REMOVE has an old image");
-                let id = old.opt_s("id").ok().flatten().unwrap_or_default().to_string();
+                let old = change
+                    .old
+                    .as_ref()
+                    .expect("decoded REMOVE has an old image");
+                let id = old
+                    .opt_s("id")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+                    .to_string();
                 state.parts.remove(&keys::stage_sk(&id));
-                Some(format!("Removed interview stage \"{}\"", old.opt_s("name").ok().flatten().unwrap_or_default()))
+                Some(format!(
+                    "Removed interview stage \"{}\"",
+                    old.opt_s("name").ok().flatten().unwrap_or_default()
+                ))
             }
             (Kind::Stage, kind) => {
-                let new = change.new.as_ref().expect("decoded INSERT/MODIFY has a new image");
+                let new = change
+                    .new
+                    .as_ref()
+                    .expect("decoded INSERT/MODIFY has a new image");
                 validate_stage(new)?;
                 let id = new.s("id").unwrap_or_default();
                 state.parts.insert(keys::stage_sk(id), stage_snapshot(new));
                 match (kind, &change.old) {
                     (ChangeKind::Modify, Some(old)) => stage_changed(old, new).then(|| {
-                        format!("Updated interview stage \"{}\"", old.opt_s("name").ok().flatten().unwrap_or_default())
+                        format!(
+                            "Updated interview stage \"{}\"",
+                            old.opt_s("name").ok().flatten().unwrap_or_default()
+                        )
                     }),
-                    _ => Some(format!("Added interview stage \"{}\"", new.s("name").unwrap_or_default())),
+                    _ => Some(format!(
+                        "Added interview stage \"{}\"",
+                        new.s("name").unwrap_or_default()
+                    )),
                 }
             }
             (Kind::History | Kind::Meta, _) => return Ok(FoldOutput::default()),
@@ -215,7 +274,10 @@ impl FoldRules for TrackerHistory {
         let (item, notice) = entry(app_id, state.seq, description, change, state);
         Ok(FoldOutput {
             entries: vec![item],
-            notices: notice.map(|n| (names::SNAPSHOT_TOO_LARGE, n)).into_iter().collect(),
+            notices: notice
+                .map(|n| (names::SNAPSHOT_TOO_LARGE, n))
+                .into_iter()
+                .collect(),
         })
     }
 }
@@ -254,34 +316,69 @@ mod tests {
     fn descriptions_of_every_change() {
         let mut st = FoldState::default();
         let a = app("a");
-        assert_eq!(fold(&mut st, change(ChangeKind::Insert, None, Some(a.clone()))), ["Created application Acme - Engineer"]);
+        assert_eq!(
+            fold(&mut st, change(ChangeKind::Insert, None, Some(a.clone()))),
+            ["Created application Acme - Engineer"]
+        );
         let mut b = a.clone();
         b.insert("status".into(), s("interviewing"));
         b.insert("notes".into(), s("call back"));
         b.insert("companyName".into(), s("Acme Inc"));
         assert_eq!(
-            fold(&mut st, change(ChangeKind::Modify, Some(a.clone()), Some(b.clone()))),
+            fold(
+                &mut st,
+                change(ChangeKind::Modify, Some(a.clone()), Some(b.clone()))
+            ),
             ["Updated Company Name, Status, Notes"]
         );
         let mut c = b.clone();
         c.insert("isArchived".into(), AttributeValue::Bool(true));
-        assert_eq!(fold(&mut st, change(ChangeKind::Modify, Some(b.clone()), Some(c.clone()))), ["Archived application"]);
-        assert_eq!(fold(&mut st, change(ChangeKind::Modify, Some(c), Some(b.clone()))), ["Restored from archive"]);
+        assert_eq!(
+            fold(
+                &mut st,
+                change(ChangeKind::Modify, Some(b.clone()), Some(c.clone()))
+            ),
+            ["Archived application"]
+        );
+        assert_eq!(
+            fold(
+                &mut st,
+                change(ChangeKind::Modify, Some(c), Some(b.clone()))
+            ),
+            ["Restored from archive"]
+        );
         let mut d = b.clone();
         d.insert("updatedAt".into(), s("2027-01-01T00:00:00.000Z"));
         d.insert("GSI1PK".into(), s("x"));
         d.insert("historySequence".into(), n(4));
-        assert!(fold(&mut st, change(ChangeKind::Modify, Some(b), Some(d.clone()))).is_empty());
+        assert!(fold(
+            &mut st,
+            change(ChangeKind::Modify, Some(b), Some(d.clone()))
+        )
+        .is_empty());
         let s1 = stage("a", "s1", "Phone screen", 1);
-        assert_eq!(fold(&mut st, change(ChangeKind::Insert, None, Some(s1.clone()))), ["Added interview stage \"Phone screen\""]);
+        assert_eq!(
+            fold(&mut st, change(ChangeKind::Insert, None, Some(s1.clone()))),
+            ["Added interview stage \"Phone screen\""]
+        );
         let mut s1b = s1.clone();
         s1b.insert("name".into(), s("Onsite"));
         assert_eq!(
-            fold(&mut st, change(ChangeKind::Modify, Some(s1.clone()), Some(s1b.clone()))),
+            fold(
+                &mut st,
+                change(ChangeKind::Modify, Some(s1.clone()), Some(s1b.clone()))
+            ),
             ["Updated interview stage \"Phone screen\""]
         );
-        assert!(fold(&mut st, change(ChangeKind::Modify, Some(s1b.clone()), Some(s1b.clone()))).is_empty());
-        assert_eq!(fold(&mut st, change(ChangeKind::Remove, Some(s1b), None)), ["Removed interview stage \"Onsite\""]);
+        assert!(fold(
+            &mut st,
+            change(ChangeKind::Modify, Some(s1b.clone()), Some(s1b.clone()))
+        )
+        .is_empty());
+        assert_eq!(
+            fold(&mut st, change(ChangeKind::Remove, Some(s1b), None)),
+            ["Removed interview stage \"Onsite\""]
+        );
         assert_eq!(st.seq, 7);
     }
 
@@ -289,22 +386,47 @@ mod tests {
     fn snapshot_is_the_fold_with_stages_sorted() {
         let mut st = FoldState::default();
         fold(&mut st, change(ChangeKind::Insert, None, Some(app("a"))));
-        fold(&mut st, change(ChangeKind::Insert, None, Some(stage("a", "z", "Second", 2))));
-        fold(&mut st, change(ChangeKind::Insert, None, Some(stage("a", "b", "First-b", 1))));
+        fold(
+            &mut st,
+            change(ChangeKind::Insert, None, Some(stage("a", "z", "Second", 2))),
+        );
+        fold(
+            &mut st,
+            change(
+                ChangeKind::Insert,
+                None,
+                Some(stage("a", "b", "First-b", 1)),
+            ),
+        );
         let out = TrackerHistory
-            .fold("a", &mut st, &change(ChangeKind::Insert, None, Some(stage("a", "a", "First-a", 1))))
+            .fold(
+                "a",
+                &mut st,
+                &change(
+                    ChangeKind::Insert,
+                    None,
+                    Some(stage("a", "a", "First-a", 1)),
+                ),
+            )
             .unwrap();
         let e = &out.entries[0];
         assert_eq!(e.s("SK").unwrap(), "HIST#00000004");
         assert_eq!(e.i64("sequence").unwrap(), 4);
         assert_eq!(e.s("applicationId").unwrap(), "a");
         assert_eq!(e.s("createdAt").unwrap(), "2023-11-14T22:13:20.000Z");
-        assert_eq!(e.s("id").unwrap(), Uuid::new_v5(&ENTRY_ID_NAMESPACE, b"ev").to_string());
+        assert_eq!(
+            e.s("id").unwrap(),
+            Uuid::new_v5(&ENTRY_ID_NAMESPACE, b"ev").to_string()
+        );
         assert_eq!(e.len(), 8);
-        let AttributeValue::M(snap) = &e["snapshot"] else { panic!("snapshot is a map") };
+        let AttributeValue::M(snap) = &e["snapshot"] else {
+            panic!("snapshot is a map")
+        };
         assert!(!snap.contains_key("PK") && !snap.contains_key("SK"));
         assert_eq!(snap["companyName"], s("Acme"));
-        let AttributeValue::L(stages) = &snap["interviewStages"] else { panic!("list") };
+        let AttributeValue::L(stages) = &snap["interviewStages"] else {
+            panic!("list")
+        };
         let names: Vec<_> = stages
             .iter()
             .map(|v| match v {
@@ -313,7 +435,9 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["First-a", "First-b", "Second"]);
-        let AttributeValue::M(first) = &stages[0] else { panic!("map") };
+        let AttributeValue::M(first) = &stages[0] else {
+            panic!("map")
+        };
         assert_eq!(first.len(), 7);
         assert_eq!(first["performanceRating"], AttributeValue::Null(true));
     }
@@ -322,13 +446,23 @@ mod tests {
     fn application_remove_resets_and_ignores_cascaded_stage_removals() {
         let mut st = FoldState::default();
         fold(&mut st, change(ChangeKind::Insert, None, Some(app("a"))));
-        fold(&mut st, change(ChangeKind::Insert, None, Some(stage("a", "s", "X", 0))));
+        fold(
+            &mut st,
+            change(ChangeKind::Insert, None, Some(stage("a", "s", "X", 0))),
+        );
         let rm = change(ChangeKind::Remove, Some(app("a")), None);
         assert!(TrackerHistory.cascade("a", &rm).is_some());
         assert!(fold(&mut st, rm).is_empty());
         assert!(st.deleted);
-        assert!(fold(&mut st, change(ChangeKind::Remove, Some(stage("a", "s", "X", 0)), None)).is_empty());
-        assert_eq!(fold(&mut st, change(ChangeKind::Insert, None, Some(app("a")))), ["Created application Acme - Engineer"]);
+        assert!(fold(
+            &mut st,
+            change(ChangeKind::Remove, Some(stage("a", "s", "X", 0)), None)
+        )
+        .is_empty());
+        assert_eq!(
+            fold(&mut st, change(ChangeKind::Insert, None, Some(app("a")))),
+            ["Created application Acme - Engineer"]
+        );
         assert_eq!(st.seq, 1);
         assert!(!st.deleted);
     }
@@ -339,8 +473,14 @@ mod tests {
         let mut a = app("a");
         a.insert("notes".into(), s("n".repeat(250_000)));
         a.insert("specialRequirements".into(), s("r".repeat(250_000)));
-        let out = TrackerHistory.fold("a", &mut st, &change(ChangeKind::Insert, None, Some(a))).unwrap_err();
-        assert_eq!(out.kind(), "InvalidValue", "seed limits reject 250k-character notes");
+        let out = TrackerHistory
+            .fold("a", &mut st, &change(ChangeKind::Insert, None, Some(a)))
+            .unwrap_err();
+        assert_eq!(
+            out.kind(),
+            "InvalidValue",
+            "seed limits reject 250k-character notes"
+        );
         // Within the limits per attribute, a snapshot can still exceed 400 KB
         // through many stages.
         let mut st = FoldState::default();
@@ -348,17 +488,29 @@ mod tests {
         for i in 0..250 {
             let mut stg = stage("a", &format!("s{i:03}"), "Stage", i);
             stg.insert("notes".into(), s("x".repeat(2000)));
-            st.parts.insert(format!("STAGE#s{i:03}"), stage_snapshot(&stg));
+            st.parts
+                .insert(format!("STAGE#s{i:03}"), stage_snapshot(&stg));
         }
         let out = TrackerHistory
-            .fold("a", &mut st, &change(ChangeKind::Insert, None, Some(stage("a", "new", "Last", 999))))
+            .fold(
+                "a",
+                &mut st,
+                &change(
+                    ChangeKind::Insert,
+                    None,
+                    Some(stage("a", "new", "Last", 999)),
+                ),
+            )
             .unwrap();
         assert_eq!(out.notices.len(), 1);
         assert_eq!(out.notices[0].0, names::SNAPSHOT_TOO_LARGE);
         let e = &out.entries[0];
         assert!(!e.contains_key("snapshot"));
         assert!(e.s("snapshotOmitted").unwrap().contains("400 KB"));
-        assert_eq!(e.s("description").unwrap(), "Added interview stage \"Last\"");
+        assert_eq!(
+            e.s("description").unwrap(),
+            "Added interview stage \"Last\""
+        );
     }
 
     #[test]
@@ -366,9 +518,20 @@ mod tests {
         let mut h = Item::new();
         h.insert("PK".into(), s("APP#a"));
         h.insert("SK".into(), s("HIST#00000001"));
-        assert_eq!(TrackerHistory.aggregate(&change(ChangeKind::Insert, None, Some(h))).unwrap(), None);
         assert_eq!(
-            TrackerHistory.aggregate(&change(ChangeKind::Insert, None, Some(stage("a", "s", "x", 0)))).unwrap(),
+            TrackerHistory
+                .aggregate(&change(ChangeKind::Insert, None, Some(h)))
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            TrackerHistory
+                .aggregate(&change(
+                    ChangeKind::Insert,
+                    None,
+                    Some(stage("a", "s", "x", 0))
+                ))
+                .unwrap(),
             Some("a".to_string())
         );
     }

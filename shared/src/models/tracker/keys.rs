@@ -88,7 +88,10 @@ mod tests {
         assert_eq!(hist_sk(12345678), "HIST#12345678");
         assert_eq!(gsi1pk("given offer", true), "STATUS#given offer#ARCHIVED#1");
         assert_eq!(gsi1pk("applied", false), "STATUS#applied#ARCHIVED#0");
-        assert_eq!(updated_sk("2026-01-01T00:00:00Z", "a1"), "UPDATED#2026-01-01T00:00:00Z#a1");
+        assert_eq!(
+            updated_sk("2026-01-01T00:00:00Z", "a1"),
+            "UPDATED#2026-01-01T00:00:00Z#a1"
+        );
     }
 
     #[test]

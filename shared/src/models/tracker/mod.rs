@@ -1,9 +1,9 @@
 //! Model A: the application tracker of seed 001 (SPEC §3).
 //!
-//! - [`keys`]: every key format of the model, in one place.
-//! - [`schema`]: the seed's attributes, types, enums and limits; validation.
-//! - [`derive`]: GSI1/GSI2 projections and the META/COUNT counter.
-//! - [`history`]: the history fold: `HIST#` entries, snapshots, cascade.
+//! - [`keys`] - every key format of the model, in one place.
+//! - [`schema`] - the seed's attributes, types, enums and limits; validation.
+//! - [`derive`] - GSI1/GSI2 projections and the META/COUNT counter.
+//! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade.
 
 pub mod derive;
 pub mod history;
@@ -19,8 +19,16 @@ pub fn table() -> TableDef {
         pk: keys::PK,
         sk: keys::SK,
         gsis: vec![
-            Gsi { name: "GSI1", pk: keys::GSI1PK, sk: keys::GSI1SK },
-            Gsi { name: "GSI2", pk: keys::GSI2PK, sk: keys::GSI2SK },
+            Gsi {
+                name: "GSI1",
+                pk: keys::GSI1PK,
+                sk: keys::GSI1SK,
+            },
+            Gsi {
+                name: "GSI2",
+                pk: keys::GSI2PK,
+                sk: keys::GSI2SK,
+            },
         ],
         ttl_attribute: None,
         stream: true,

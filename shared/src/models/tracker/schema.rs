@@ -86,25 +86,44 @@ fn invalid(name: &str, reason: impl Into<String>) -> AttrError {
 }
 
 fn max_len(item: &Item, name: &str, max: usize, required: bool) -> Result<(), AttrError> {
-    let v = if required { Some(item.s(name)?) } else { item.opt_s(name)? };
+    let v = if required {
+        Some(item.s(name)?)
+    } else {
+        item.opt_s(name)?
+    };
     match v {
-        Some(v) if v.chars().count() > max => Err(invalid(name, format!("longer than {max} characters"))),
+        Some(v) if v.chars().count() > max => {
+            Err(invalid(name, format!("longer than {max} characters")))
+        }
         _ => Ok(()),
     }
 }
 
 fn one_of(item: &Item, name: &str, allowed: &[&str], required: bool) -> Result<(), AttrError> {
-    let v = if required { Some(item.s(name)?) } else { item.opt_s(name)? };
+    let v = if required {
+        Some(item.s(name)?)
+    } else {
+        item.opt_s(name)?
+    };
     match v {
-        Some(v) if !allowed.contains(&v) => Err(invalid(name, format!("`{v}` is not one of the allowed values"))),
+        Some(v) if !allowed.contains(&v) => Err(invalid(
+            name,
+            format!("`{v}` is not one of the allowed values"),
+        )),
         _ => Ok(()),
     }
 }
 
 fn int_range(item: &Item, name: &str, min: i64, max: i64, required: bool) -> Result<(), AttrError> {
-    let v = if required { Some(item.i64(name)?) } else { item.opt_i64(name)? };
+    let v = if required {
+        Some(item.i64(name)?)
+    } else {
+        item.opt_i64(name)?
+    };
     match v {
-        Some(v) if v < min || v > max => Err(invalid(name, format!("{v} is outside {min}..={max}"))),
+        Some(v) if v < min || v > max => {
+            Err(invalid(name, format!("{v} is outside {min}..={max}")))
+        }
         _ => Ok(()),
     }
 }
@@ -236,7 +255,10 @@ pub(crate) mod tests {
         let err = validate_application(&a).unwrap_err();
         assert_eq!(err.kind(), "InvalidValue");
         let msg = err.to_string();
-        assert!(msg.contains("status") && msg.contains("ghosted") && msg.contains("PK=APP#a"), "{msg}");
+        assert!(
+            msg.contains("status") && msg.contains("ghosted") && msg.contains("PK=APP#a"),
+            "{msg}"
+        );
     }
 
     #[test]
