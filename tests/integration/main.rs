@@ -5,6 +5,7 @@ mod bad_input;
 mod faults;
 mod fixtures;
 mod redelivery;
+mod tables;
 mod support;
 mod tracker;
 mod ttl;

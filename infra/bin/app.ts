@@ -1,0 +1,27 @@
+// The CDK app. Context parameters (cdk deploy -c key=value):
+//   architecture=x86_64|arm64, tableName=..., deletionProtection=true|false,
+//   existingTableName=... existingTableStreamArn=... (attach to a table), alarmEmail=...
+import { App, Aspects } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { AwsSolutionsChecks } from 'cdk-nag';
+
+import { JobstreamStack } from '../lib/jobstream-stack.ts';
+
+const app = new App();
+const ctx = (key: string): string | undefined => app.node.tryGetContext(key) ?? undefined;
+
+const existingName = ctx('existingTableName');
+const existingStream = ctx('existingTableStreamArn');
+if (Boolean(existingName) !== Boolean(existingStream)) {
+  throw new Error('existingTableName and existingTableStreamArn go together');
+}
+
+new JobstreamStack(app, ctx('stackName') ?? 'Jobstream', {
+  model: 'tracker',
+  architecture: ctx('architecture') === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64,
+  tableName: ctx('tableName'),
+  deletionProtection: ctx('deletionProtection') !== 'false',
+  existingTable: existingName && existingStream ? { tableName: existingName, streamArn: existingStream } : undefined,
+  alarmEmail: ctx('alarmEmail'),
+});
+Aspects.of(app).add(new AwsSolutionsChecks({ verbose: true }));
