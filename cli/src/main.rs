@@ -8,8 +8,10 @@ use clap::{Parser, Subcommand};
 use jobstream::engine::{sdk_config, LocalEngine};
 use jobstream::esm::RecordReader;
 use jobstream::runtime::{Runtime, RuntimeOptions};
-use shared::lambda::Config;
-use shared::models::{table, tracker};
+use jobstream::jobboard::{JobBoardOptions, JobBoardRuntime};
+use jobstream::moto::Moto;
+use shared::lambda::{Config, Model};
+use shared::models::{jobboard, table, tracker};
 
 #[derive(Parser)]
 #[command(
@@ -37,14 +39,21 @@ impl Tables {
         Config {
             table: self.table.clone(),
             ledger_table: self.ledger_table.clone(),
+            ..Config::default()
         }
     }
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Embedded engine + tables + both processors, until Ctrl-C.
+    /// Embedded engine + tables + the model's processors, until Ctrl-C.
     Dev {
+        /// tracker or jobboard
+        #[arg(long, default_value = "tracker")]
+        model: Model,
+        /// SQS endpoint for the job board (default: moto, started here).
+        #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+        sqs_endpoint: Option<String>,
         /// Address the engine listens on (any DynamoDB client can use it).
         #[arg(long, default_value = "127.0.0.1:8000")]
         listen: String,
@@ -54,10 +63,16 @@ enum Command {
         #[command(flatten)]
         tables: Tables,
     },
-    /// Play the tracker scenario on a fresh embedded engine and check the result.
+    /// Play a model's scenario on a fresh embedded engine and check the result.
     Demo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
+        /// tracker or jobboard
+        #[arg(long, default_value = "tracker")]
+        model: Model,
+        /// SQS endpoint for the job board (default: moto, started here).
+        #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+        sqs_endpoint: Option<String>,
     },
     /// Serve the embedded engine alone (tables created), until Ctrl-C.
     Serve {
@@ -124,7 +139,20 @@ async fn engine_with_tables(
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Dev { listen, db, tables } => {
+        Command::Dev { listen, db, model: Model::JobBoard, sqs_endpoint, .. } => {
+            let engine = LocalEngine::start(&listen, db.as_deref()).await?;
+            let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
+            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(Some(engine.endpoint()), Some(sqs.clone()), RecordReader::Embedded(engine.database().clone()))).await?;
+            println!("DynamoDB endpoint: {} (table {}, ledger {})", engine.endpoint(), rt.config.table, rt.config.ledger_table);
+            println!("SQS endpoint: {sqs}");
+            println!("processors: derive (stream), suggestions and matches (queues); Ctrl-C to stop");
+            let mut engine = engine;
+            engine.start_ttl_sweeper(Duration::from_secs(1));
+            rt.run_until(ctrl_c()).await?;
+            engine.stop().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dev { listen, db, tables, .. } => {
             let engine = engine_with_tables(&listen, db.as_deref(), &tables).await?;
             let mut opts = RuntimeOptions::new(
                 Some(engine.endpoint()),
@@ -146,7 +174,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine.stop().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { listen } => {
+        Command::Demo { listen, model: Model::JobBoard, sqs_endpoint } => {
+            let engine = LocalEngine::start(&listen, None).await?;
+            let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
+            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(Some(engine.endpoint()), Some(sqs.clone()), RecordReader::Embedded(engine.database().clone()))).await?;
+            println!("jobstream demo: job board on an embedded DynamoDB at {} and SQS (moto) at {sqs}", engine.endpoint());
+            let diffs = jobstream::jobboard_demo::run(&mut rt).await?;
+            engine.stop().await;
+            Ok(report(diffs))
+        }
+        Command::Demo { listen, .. } => {
             let engine = LocalEngine::start(&listen, None).await?;
             let opts = RuntimeOptions::new(
                 Some(engine.endpoint()),
@@ -159,16 +196,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             let diffs = jobstream::demo::run(&mut rt).await?;
             engine.stop().await;
-            if diffs.is_empty() {
-                println!("\nOK: every derived item is what the scenario implies.");
-                Ok(ExitCode::SUCCESS)
-            } else {
-                println!("\nFAILED:");
-                for d in diffs {
-                    println!("- {d}");
-                }
-                Ok(ExitCode::FAILURE)
-            }
+            Ok(report(diffs))
         }
         Command::Run { endpoint, tables } => {
             let mut opts = RuntimeOptions::new(endpoint, RecordReader::Sdk);
@@ -198,10 +226,40 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Tables => {
-            let defs =
-                serde_json::json!({ "tracker": tracker::table(), "ledger": table::ledger() });
+            let defs = serde_json::json!({
+                "tracker": tracker::table(),
+                "jobboard": jobboard::table(),
+                "ledger": table::ledger(),
+                "jobboardQueues": jobboard::queues::queues(),
+            });
             println!("{}", serde_json::to_string_pretty(&defs)?);
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn report(diffs: Vec<String>) -> ExitCode {
+    if diffs.is_empty() {
+        println!("\nOK: every derived item is what the scenario implies.");
+        ExitCode::SUCCESS
+    } else {
+        println!("\nFAILED:");
+        for d in diffs {
+            println!("- {d}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+/// The configured SQS endpoint, or a moto server started (and installed,
+/// once) for this process.
+fn sqs_endpoint_or_moto(configured: Option<String>) -> anyhow::Result<(Option<Moto>, String)> {
+    match configured {
+        Some(e) => Ok((None, e)),
+        None => {
+            let moto = Moto::start()?;
+            let endpoint = moto.endpoint();
+            Ok((Some(moto), endpoint))
         }
     }
 }

@@ -49,6 +49,7 @@ pub fn default_config() -> Config {
     Config {
         table: tracker::table().name.to_string(),
         ledger_table: table::ledger().name.to_string(),
+        ..Config::default()
     }
 }
 

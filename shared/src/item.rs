@@ -99,6 +99,15 @@ pub trait ItemExt {
         }
     }
 
+    /// A string set (`SS`); absent or `NULL` is the empty set.
+    fn opt_ss(&self, name: &str) -> Result<std::collections::BTreeSet<String>, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(Default::default()),
+            Some(AttributeValue::Ss(v)) => Ok(v.iter().cloned().collect()),
+            Some(v) => Err(wrong(name, "SS", v)),
+        }
+    }
+
     fn i64(&self, name: &str) -> Result<i64, AttrError> {
         self.opt_i64(name)?
             .ok_or_else(|| AttrError::Missing(name.to_string()))

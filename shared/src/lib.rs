@@ -19,4 +19,5 @@ pub mod lambda;
 pub mod ledger;
 pub mod metrics;
 pub mod models;
+pub mod sqs;
 pub mod store;

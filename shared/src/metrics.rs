@@ -17,6 +17,8 @@ pub mod names {
     pub const SNAPSHOT_TOO_LARGE: &str = "SnapshotTooLarge";
     /// A record reported as failed in the partial batch response.
     pub const FAILED_RECORD: &str = "FailedRecord";
+    /// A message with nothing to do, for a logged reason.
+    pub const SKIPPED: &str = "Skipped";
     /// A record fully processed.
     pub const PROCESSED: &str = "Processed";
 }

@@ -136,6 +136,15 @@ fn is_conditional<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
     matches!(err, SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException"))
 }
 
+/// A sort key condition of a Query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SortKey {
+    /// `begins_with(name, prefix)`
+    BeginsWith(String, String),
+    /// `name BETWEEN lo AND hi`
+    Between(String, String, String),
+}
+
 /// An update expression with its condition and placeholders.
 #[derive(Debug, Clone, Default)]
 pub struct Update {
@@ -360,18 +369,38 @@ impl Store {
         pk: &str,
         sk: Option<(&str, &str)>,
     ) -> Result<Vec<Item>, StoreError> {
+        let sk = sk.map(|(name, prefix)| SortKey::BeginsWith(name.to_string(), prefix.to_string()));
+        self.query(table, None, pk_name, pk, sk).await
+    }
+
+    /// A paginated Query of the table (strongly consistent) or of an index
+    /// (eventually consistent, as GSIs are).
+    pub async fn query(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        pk_name: &str,
+        pk: &str,
+        sk: Option<SortKey>,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut req = self
             .client
             .query()
             .table_name(table)
-            .consistent_read(true)
+            .set_index_name(index.map(str::to_string))
+            .consistent_read(index.is_none())
             .expression_attribute_names("#pk", pk_name)
             .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()));
         req = match sk {
-            Some((sk_name, prefix)) => req
+            Some(SortKey::BeginsWith(name, prefix)) => req
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#sk", sk_name)
-                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string())),
+                .expression_attribute_names("#sk", name)
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix)),
+            Some(SortKey::Between(name, lo, hi)) => req
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                .expression_attribute_names("#sk", name)
+                .expression_attribute_values(":lo", AttributeValue::S(lo))
+                .expression_attribute_values(":hi", AttributeValue::S(hi)),
             None => req.key_condition_expression("#pk = :pk"),
         };
         let pages = req.into_paginator().items().send();

@@ -57,6 +57,14 @@ impl Counter {
     }
 }
 
+/// An asynchronous job to enqueue (work that fans out or is heavy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutMessage {
+    /// Logical queue name, mapped to a URL by configuration.
+    pub queue: &'static str,
+    pub body: String,
+}
+
 /// What a model derives from an item's state. Pure functions: no I/O.
 pub trait DeriveRules: Send + Sync {
     /// The table's key attribute names (partition key first).
@@ -68,6 +76,12 @@ pub trait DeriveRules: Send + Sync {
 
     /// What this item, in this state, contributes to counters.
     fn contributions(&self, image: &Item) -> Result<Vec<(Counter, i64)>, InputError>;
+
+    /// Jobs this change starts (enqueued after its other effects). Consumers
+    /// of these queues must be idempotent: a redelivered record enqueues again.
+    fn messages(&self, _change: &Change) -> Result<Vec<OutMessage>, InputError> {
+        Ok(vec![])
+    }
 }
 
 /// The SET/REMOVE needed to bring `image` to `projection`, or `None` when the
@@ -158,12 +172,15 @@ pub struct DeriveConfig {
     pub ledger_table: String,
     /// Guarded projection writes in flight at once (distinct items).
     pub concurrency: usize,
+    /// Logical queue name -> queue URL, for [`DeriveRules::messages`].
+    pub queues: BTreeMap<String, String>,
 }
 
 /// The derive stream processor over any [`DeriveRules`].
 pub struct DeriveProcessor<R> {
     rules: R,
     store: Store,
+    sqs: Option<aws_sdk_sqs::Client>,
     config: DeriveConfig,
     metrics: Metrics,
     now: fn() -> DateTime<Utc>,
@@ -180,14 +197,50 @@ impl<R: DeriveRules> DeriveProcessor<R> {
         Self {
             rules,
             store,
+            sqs: None,
             config,
             metrics: Metrics::default(),
             now: Utc::now,
         }
     }
 
+    /// Enables [`DeriveRules::messages`] through this SQS client.
+    pub fn with_sqs(mut self, client: aws_sdk_sqs::Client) -> Self {
+        self.sqs = Some(client);
+        self
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Sends the messages of records before `limit`, in record order, one
+    /// SendMessageBatch per queue and 10 messages. Returns the index of the
+    /// first record whose message could not be sent.
+    async fn send_messages(&self, messages: &[(usize, OutMessage)], limit: usize) -> Result<(), BatchFailure> {
+        let mut by_queue: BTreeMap<&str, Vec<(usize, String)>> = BTreeMap::new();
+        for (i, m) in messages.iter().filter(|(i, _)| *i < limit) {
+            by_queue.entry(m.queue).or_default().push((*i, m.body.clone()));
+        }
+        let mut first: Option<BatchFailure> = None;
+        for (queue, items) in by_queue {
+            let (Some(client), Some(url)) = (&self.sqs, self.config.queues.get(queue)) else {
+                let index = items[0].0;
+                let error = ProcessError::Permanent(format!("no URL configured for queue `{queue}`"));
+                if first.as_ref().is_none_or(|f| index < f.index) {
+                    first = Some(BatchFailure { index, error });
+                }
+                continue;
+            };
+            let bodies: Vec<String> = items.iter().map(|(_, b)| b.clone()).collect();
+            if let Err((pos, e)) = crate::sqs::send_all(client, url, &bodies).await {
+                let index = items[pos].0;
+                if first.as_ref().is_none_or(|f| index < f.index) {
+                    first = Some(BatchFailure { index, error: e.into() });
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Applies counter deltas for `ops` (in order) in ledger transactions.
@@ -311,6 +364,7 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
         // Pure part: what each change implies.
         let mut projections: HashMap<String, (usize, Option<Update>)> = HashMap::new();
         let mut count_ops = Vec::new();
+        let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         for (index, change) in changes.iter().enumerate() {
             let key = display_key(&change.keys);
             let planned = (|| -> Result<_, InputError> {
@@ -321,10 +375,11 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
                         .projection(new)?
                         .and_then(|p| projection_update(key_names, new, &p)),
                 };
-                Ok((update, counter_deltas(&self.rules, change)?))
+                Ok((update, counter_deltas(&self.rules, change)?, self.rules.messages(change)?))
             })();
             match planned {
-                Ok((update, deltas)) => {
+                Ok((update, deltas, out)) => {
+                    messages.extend(out.into_iter().map(|m| (index, m)));
                     // Only the latest change of an item matters for its
                     // projection: earlier ones are superseded by it.
                     projections.insert(key, (index, update));
@@ -374,9 +429,13 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
             .filter(|op| op.index < limit)
             .collect();
         self.apply_counts(&ops, metrics).await?;
-        match first_failure {
-            Some(f) => Err(f),
-            None => Ok(()),
+        // Jobs go last: a consumer that runs before our other effects landed
+        // would see stale state.
+        let sent = self.send_messages(&messages, limit).await;
+        match (first_failure, sent) {
+            (Some(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
+            (Some(f), Ok(())) | (None, Err(f)) => Err(f),
+            (None, Ok(())) => Ok(()),
         }
     }
 }

@@ -1,0 +1,13 @@
+//! The matches Lambda: an SQS consumer (job board). All logic lives in `shared`.
+#![recursion_limit = "256"]
+
+use shared::lambda::{matches_processor, serve_sqs, Config};
+use shared::store::{sdk_config, Store};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(5).await);
+    serve_sqs(matches_processor(&config, Store::new(client))).await
+}

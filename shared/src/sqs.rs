@@ -1,0 +1,177 @@
+//! The SQS side of the partial-batch-failure contract, and enqueueing.
+//!
+//! Messages are independent (standard queues have no order), so a batch is
+//! processed concurrently; the response names the `messageId` of every
+//! message that failed. A retryable failure comes back after the visibility
+//! timeout; a permanent one (bad body) is logged, counted and also reported,
+//! so that the queue's redrive policy moves it to the DLQ after
+//! `maxReceiveCount` receives. It never blocks the other messages.
+
+use std::future::Future;
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures::stream::{self, StreamExt};
+
+use crate::error::{ProcessError, StoreError};
+use crate::metrics::{names, BatchMetrics, Metrics};
+
+/// How a message ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its effects were applied.
+    Applied,
+    /// Its effects were already there (redelivery, concurrent duplicate).
+    Duplicate,
+    /// Nothing to do, for a logged reason (e.g. the job no longer exists).
+    Skipped(String),
+}
+
+/// Why a message failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    /// Retrying cannot help (bad body): to the DLQ after the configured receives.
+    #[error("permanent ({kind}): {reason}")]
+    Permanent { kind: &'static str, reason: String },
+    #[error(transparent)]
+    Retryable(#[from] ProcessError),
+}
+
+impl From<StoreError> for MessageError {
+    fn from(e: StoreError) -> Self {
+        MessageError::Retryable(e.into())
+    }
+}
+
+/// A queue consumer. Delivery is at-least-once, in any order; effects must
+/// be idempotent.
+pub trait MessageProcessor: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn metrics(&self) -> &Metrics;
+    fn process(&self, body: &str) -> impl Future<Output = Result<Outcome, MessageError>> + Send;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("whole batch failed deliberately: message without messageId")]
+pub struct NoMessageId;
+
+/// Messages processed at once within a batch.
+pub const CONCURRENCY: usize = 4;
+
+/// Runs one SQS batch through `processor`.
+pub async fn handle_sqs_batch<P: MessageProcessor>(processor: &P, event: SqsEvent) -> Result<SqsBatchResponse, NoMessageId> {
+    let name = processor.name();
+    if event.records.iter().any(|m| m.message_id.as_deref().is_none_or(str::is_empty)) {
+        tracing::error!(processor = name, "message without messageId cannot be named in a partial batch response: failing the whole batch");
+        return Err(NoMessageId);
+    }
+    let messages: Vec<(String, String)> = event
+        .records
+        .into_iter()
+        .map(|m| (m.message_id.unwrap_or_default(), m.body.unwrap_or_default()))
+        .collect();
+    let results: Vec<(String, Result<Outcome, MessageError>)> = stream::iter(messages)
+        .map(|(id, body)| async move {
+            let result = processor.process(&body).await;
+            (id, result)
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut metrics = BatchMetrics::default();
+    let mut response = SqsBatchResponse::default();
+    for (message_id, result) in results {
+        match result {
+            Ok(Outcome::Applied) => metrics.incr(names::PROCESSED),
+            Ok(Outcome::Duplicate) => metrics.incr(names::DUPLICATE),
+            Ok(Outcome::Skipped(reason)) => {
+                metrics.incr(names::SKIPPED);
+                tracing::warn!(processor = name, %message_id, %reason, "message skipped");
+            }
+            Err(e) => {
+                match &e {
+                    MessageError::Permanent { kind, reason } => {
+                        metrics.incr(names::BAD_INPUT);
+                        tracing::error!(processor = name, %message_id, kind, %reason, "bad message: reported failed, goes to the DLQ after maxReceiveCount");
+                    }
+                    MessageError::Retryable(err) => {
+                        tracing::warn!(processor = name, %message_id, error = %err, "message failed; will be retried");
+                    }
+                }
+                metrics.incr(names::FAILED_RECORD);
+                let mut f = BatchItemFailure::default();
+                f.item_identifier = message_id;
+                response.batch_item_failures.push(f);
+            }
+        }
+    }
+    processor.metrics().record(name, &metrics);
+    Ok(response)
+}
+
+/// Sends bodies to a queue with SendMessageBatch (10 per call), retrying
+/// failed entries with jittered backoff. Returns the index (in `bodies`) of
+/// the first body that could not be sent.
+pub async fn send_all(client: &aws_sdk_sqs::Client, queue_url: &str, bodies: &[String]) -> Result<(), (usize, StoreError)> {
+    for (chunk_no, chunk) in bodies.chunks(10).enumerate() {
+        let mut pending: Vec<(usize, &String)> = chunk.iter().enumerate().map(|(i, b)| (chunk_no * 10 + i, b)).collect();
+        let mut delays = ExponentialBuilder::default().with_jitter().with_max_times(6).build();
+        while !pending.is_empty() {
+            let entries: Vec<SendMessageBatchRequestEntry> = pending
+                .iter()
+                .map(|(i, b)| SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(*b).build().expect("id and body are set"))
+                .collect();
+            let first = pending[0].0;
+            let out = client
+                .send_message_batch()
+                .queue_url(queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| (first, sqs_error(queue_url, e)))?;
+            let failed: Vec<usize> = out.failed().iter().filter_map(|f| f.id().parse().ok()).collect();
+            pending.retain(|(i, _)| failed.contains(i));
+            if let Some((i, _)) = pending.first() {
+                let Some(delay) = delays.next() else {
+                    return Err((*i, StoreError {
+                        operation: "SendMessageBatch",
+                        table: queue_url.to_string(),
+                        code: "BatchEntryFailed".into(),
+                        retryable: true,
+                        source: format!("{} messages not accepted after retries", pending.len()).into(),
+                    }));
+                };
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn sqs_error<E, R>(queue: &str, err: aws_sdk_sqs::error::SdkError<E, R>) -> StoreError
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = match &err {
+        aws_sdk_sqs::error::SdkError::ServiceError(se) => se.err().code().unwrap_or("Unknown").to_string(),
+        other => format!("{other:?}").chars().take(40).collect(),
+    };
+    StoreError { operation: "SendMessageBatch", table: queue.to_string(), code, retryable: true, source: Box::new(err) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqs_failure_response_names_message_ids() {
+        let mut r = SqsBatchResponse::default();
+        let mut f = BatchItemFailure::default();
+        f.item_identifier = "m-2".into();
+        r.batch_item_failures.push(f);
+        assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::json!({"batchItemFailures":[{"itemIdentifier":"m-2"}]}));
+        assert_eq!(serde_json::to_value(SqsBatchResponse::default()).unwrap(), serde_json::json!({"batchItemFailures":[]}));
+    }
+}
