@@ -31,16 +31,21 @@ async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> 
             for a in (part..apps).step_by(4) {
                 let id = format!("app{a:05}");
                 let mut t = Clock::new();
-                w.create_application(&id, "Bench Co", "Engineer", "applied", &t.next()).await?;
-                w.update_application(&id, &[("status", s("interviewing"))], &t.next()).await?;
+                w.create_application(&id, "Bench Co", "Engineer", "applied", &t.next())
+                    .await?;
+                w.update_application(&id, &[("status", s("interviewing"))], &t.next())
+                    .await?;
                 w.add_stage(&id, "s1", "Screen", 1).await?;
                 w.add_stage(&id, "s2", "Onsite", 2).await?;
-                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))]).await?;
-                w.update_application(&id, &[("notes", s("good call"))], &t.next()).await?;
+                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))])
+                    .await?;
+                w.update_application(&id, &[("notes", s("good call"))], &t.next())
+                    .await?;
                 w.update_application(&id, &[], &t.next()).await?;
                 w.set_archived(&id, true, &t.next()).await?;
                 w.set_archived(&id, false, &t.next()).await?;
-                w.update_application(&id, &[("salaryMin", n(100_000))], &t.next()).await?;
+                w.update_application(&id, &[("salaryMin", n(100_000))], &t.next())
+                    .await?;
                 changes += 10;
             }
             anyhow::Ok(changes)
@@ -55,9 +60,16 @@ async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> 
 
 async fn records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<Vec<serde_json::Value>> {
     let arn = jobstream::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
-    let streams = aws_sdk_dynamodbstreams::Client::new(&jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await);
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+    );
     let shard = streams.describe_stream().stream_arn(&arn).send().await?;
-    let shard_id = shard.stream_description().and_then(|d| d.shards().first()).and_then(|s| s.shard_id()).unwrap_or_default().to_string();
+    let shard_id = shard
+        .stream_description()
+        .and_then(|d| d.shards().first())
+        .and_then(|s| s.shard_id())
+        .unwrap_or_default()
+        .to_string();
     let it = streams
         .get_shard_iterator()
         .stream_arn(&arn)
@@ -68,7 +80,13 @@ async fn records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<Vec<serde
     let mut out = Vec::new();
     let mut iterator = it.shard_iterator().map(str::to_string);
     while let Some(i) = iterator.take() {
-        let resp = engine.database().get_records(dynoxide::actions::get_records::GetRecordsRequest { shard_iterator: i, limit: Some(1000) })?;
+        let resp =
+            engine
+                .database()
+                .get_records(dynoxide::actions::get_records::GetRecordsRequest {
+                    shard_iterator: i,
+                    limit: Some(1000),
+                })?;
         if resp.records.is_empty() {
             break;
         }
@@ -97,14 +115,25 @@ async fn baseline_put(rt: &Runtime, n_puts: usize) -> anyhow::Result<Duration> {
     Ok(started.elapsed() / n_puts as u32)
 }
 
-async fn run_handler<P: StreamProcessor>(name: &str, p: &P, event: &Event, changes: usize, baseline: Duration, writes: impl Fn() -> u64) -> anyhow::Result<()> {
+async fn run_handler<P: StreamProcessor>(
+    name: &str,
+    p: &P,
+    event: &Event,
+    changes: usize,
+    baseline: Duration,
+    writes: impl Fn() -> u64,
+) -> anyhow::Result<()> {
     let before = writes();
     let started = Instant::now();
-    let resp = shared::lambda::stream_handler(p, LambdaEvent::new(event.clone(), Context::default()))
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let resp =
+        shared::lambda::stream_handler(p, LambdaEvent::new(event.clone(), Context::default()))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     let elapsed = started.elapsed();
-    anyhow::ensure!(resp.batch_item_failures.is_empty(), "{name} reported failures");
+    anyhow::ensure!(
+        resp.batch_item_failures.is_empty(),
+        "{name} reported failures"
+    );
     let per_record = elapsed / event.records.len() as u32;
     let w = writes() - before;
     println!(
@@ -121,25 +150,66 @@ async fn run_handler<P: StreamProcessor>(name: &str, p: &P, event: &Event, chang
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let apps: usize = std::env::var("JOBSTREAM_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let apps: usize = std::env::var("JOBSTREAM_BENCH_APPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+    let opts = RuntimeOptions::new(
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
     let rt = Runtime::start(opts).await?;
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let baseline = baseline_put(&rt, 1000).await?;
     let started = Instant::now();
     let changes = write_changes(&writer, apps).await?;
-    println!("wrote {changes} changes for {apps} applications in {:.2?}", started.elapsed());
+    println!(
+        "wrote {changes} changes for {apps} applications in {:.2?}",
+        started.elapsed()
+    );
     let records = records(&engine, &rt).await?;
     let event: Event = serde_json::from_value(json!({ "Records": records }))?;
     println!("baseline: one PutItem (no stream) = {baseline:.1?}");
     let hist_writes = || rt.history.store().stats().writes.load(Ordering::Relaxed);
     let derive_writes = || rt.derive.store().stats().writes.load(Ordering::Relaxed);
-    run_handler("history", &*rt.history, &event, changes, baseline, hist_writes).await?;
-    run_handler("derive", &*rt.derive, &event, changes, baseline, derive_writes).await?;
+    run_handler(
+        "history",
+        &*rt.history,
+        &event,
+        changes,
+        baseline,
+        hist_writes,
+    )
+    .await?;
+    run_handler(
+        "derive",
+        &*rt.derive,
+        &event,
+        changes,
+        baseline,
+        derive_writes,
+    )
+    .await?;
     // Redelivery of the same batch: the cost of at-least-once.
-    run_handler("history (redelivered)", &*rt.history, &event, changes, baseline, hist_writes).await?;
-    run_handler("derive (redelivered)", &*rt.derive, &event, changes, baseline, derive_writes).await?;
+    run_handler(
+        "history (redelivered)",
+        &*rt.history,
+        &event,
+        changes,
+        baseline,
+        hist_writes,
+    )
+    .await?;
+    run_handler(
+        "derive (redelivered)",
+        &*rt.derive,
+        &event,
+        changes,
+        baseline,
+        derive_writes,
+    )
+    .await?;
     let report = jobstream::verify::verify_tracker(&rt.dynamodb, &rt.config.table).await?;
     println!("verify after the benchmark: {} problem(s) (historySequence/GSI writes of the processors not yet drained are expected to be none)", report.problems.len());
     engine.stop().await;

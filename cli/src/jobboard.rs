@@ -9,8 +9,13 @@ use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{Duration as Days, NaiveDate, Utc};
 use shared::item::{n, s, Item};
-use shared::lambda::{jobboard_derive_processor, matches_processor, suggestions_processor, Config, JobBoardDeriveProcessor, Model};
-use shared::models::jobboard::{self, keys, matches::MatchesProcessor, queues::queues, suggestions::SuggestionsProcessor};
+use shared::lambda::{
+    jobboard_derive_processor, matches_processor, suggestions_processor, Config,
+    JobBoardDeriveProcessor, Model,
+};
+use shared::models::jobboard::{
+    self, keys, matches::MatchesProcessor, queues::queues, suggestions::SuggestionsProcessor,
+};
 use shared::models::table;
 use shared::store::{Backoff, Store};
 
@@ -38,7 +43,11 @@ pub struct JobBoardOptions {
 }
 
 impl JobBoardOptions {
-    pub fn new(endpoint: Option<String>, sqs_endpoint: Option<String>, reader: RecordReader) -> Self {
+    pub fn new(
+        endpoint: Option<String>,
+        sqs_endpoint: Option<String>,
+        reader: RecordReader,
+    ) -> Self {
         Self {
             endpoint,
             sqs_endpoint,
@@ -78,7 +87,12 @@ impl JobBoardRuntime {
             let q = create_queue(&sqs, &def, &opts.queue_prefix, opts.visibility).await?;
             created.push((def, q));
         }
-        let url = |logical: &str| created.iter().find(|(d, _)| d.logical == logical).map(|(_, q)| q.url.clone());
+        let url = |logical: &str| {
+            created
+                .iter()
+                .find(|(d, _)| d.logical == logical)
+                .map(|(_, q)| q.url.clone())
+        };
         let config = Config {
             table: opts.table.clone(),
             ledger_table: opts.ledger_table.clone(),
@@ -92,16 +106,37 @@ impl JobBoardRuntime {
         let matches = Arc::new(matches_processor(&config, store()));
         let arn = stream_arn(&dynamodb, &config.table).await?;
         let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-        let stream = vec![StreamMapping::new(opts.mapping.clone(), streams, opts.reader.clone(), arn, handler(derive.clone()))];
+        let stream = vec![StreamMapping::new(
+            opts.mapping.clone(),
+            streams,
+            opts.reader.clone(),
+            arn,
+            handler(derive.clone()),
+        )];
         let mut mappings = Vec::new();
         for (def, q) in created {
             let h = match def.consumer {
                 "suggestions" => sqs_handler(suggestions.clone()),
                 _ => sqs_handler(matches.clone()),
             };
-            mappings.push(QueueMapping::new(def.consumer, sqs.clone(), q, def.batch_size, h));
+            mappings.push(QueueMapping::new(
+                def.consumer,
+                sqs.clone(),
+                q,
+                def.batch_size,
+                h,
+            ));
         }
-        Ok(Self { config, dynamodb, sqs, derive, suggestions, matches, stream, queues: mappings })
+        Ok(Self {
+            config,
+            dynamodb,
+            sqs,
+            derive,
+            suggestions,
+            matches,
+            stream,
+            queues: mappings,
+        })
     }
 
     /// Processes the stream and the queues until all are empty (failed
@@ -140,7 +175,10 @@ impl JobBoardRuntime {
     }
 
     /// Polls until `stop` resolves.
-    pub async fn run_until(&mut self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    pub async fn run_until(
+        &mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
         tokio::pin!(stop);
         loop {
             let mut busy = false;
@@ -156,7 +194,11 @@ impl JobBoardRuntime {
                     Err(e) => tracing::warn!(error = %e, "queue poll failed"),
                 }
             }
-            let idle = if busy { Duration::ZERO } else { Duration::from_millis(200) };
+            let idle = if busy {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(200)
+            };
             tokio::select! {
                 _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(idle) => {}
@@ -165,19 +207,29 @@ impl JobBoardRuntime {
     }
 
     pub fn failed_batches(&self) -> Vec<FailedBatch> {
-        self.stream.iter().flat_map(|m| m.on_failure.take()).collect()
+        self.stream
+            .iter()
+            .flat_map(|m| m.on_failure.take())
+            .collect()
     }
 
     /// Messages currently in a consumer's DLQ.
     pub async fn dlq_depth(&self, consumer: &str) -> anyhow::Result<u64> {
-        let q = self.queues.iter().find(|q| q.name == consumer).context("no such consumer")?;
+        let q = self
+            .queues
+            .iter()
+            .find(|q| q.name == consumer)
+            .context("no such consumer")?;
         let (visible, in_flight) = crate::sqs_esm::depth(&self.sqs, &q.queue.dlq_url).await?;
         Ok(visible + in_flight)
     }
 
     /// The URL of a consumer's queue.
     pub fn queue_url(&self, consumer: &str) -> Option<String> {
-        self.queues.iter().find(|q| q.name == consumer).map(|q| q.queue.url.clone())
+        self.queues
+            .iter()
+            .find(|q| q.name == consumer)
+            .map(|q| q.queue.url.clone())
     }
 }
 
@@ -214,7 +266,10 @@ impl NewJob<'_> {
     pub fn item(&self) -> Item {
         item(vec![
             (keys::PK, s(keys::job_pk(self.city))),
-            (keys::SK, s(keys::job_sk(&self.posted_at, self.zip, self.job_id))),
+            (
+                keys::SK,
+                s(keys::job_sk(&self.posted_at, self.zip, self.job_id)),
+            ),
             (keys::ENTITY_TYPE, s("job")),
             ("jobId", s(self.job_id)),
             ("employerId", s(self.employer_id)),
@@ -222,7 +277,10 @@ impl NewJob<'_> {
             ("postedAt", s(&self.posted_at)),
             ("zip", s(self.zip)),
             ("title", s(self.title)),
-            ("description", s(format!("{} at {}", self.title, self.employer_id))),
+            (
+                "description",
+                s(format!("{} at {}", self.title, self.employer_id)),
+            ),
             ("skills", ss(self.skills)),
             ("category", s(self.category)),
             ("salaryMin", n(self.salary_max * 8 / 10)),
@@ -234,11 +292,20 @@ impl NewJob<'_> {
 
 impl JobBoardWriter {
     pub fn new(client: aws_sdk_dynamodb::Client, table: &str) -> Self {
-        Self { client, table: table.into() }
+        Self {
+            client,
+            table: table.into(),
+        }
     }
 
     pub async fn put(&self, i: Item) -> anyhow::Result<()> {
-        self.client.put_item().table_name(&self.table).set_item(Some(i)).send().await.context("PutItem")?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(i))
+            .send()
+            .await
+            .context("PutItem")?;
         Ok(())
     }
 
@@ -266,7 +333,15 @@ impl JobBoardWriter {
         Ok(())
     }
 
-    pub async fn seeker(&self, id: &str, name: &str, city: &str, skills: &[&str], desired: i64, categories: &[&str]) -> anyhow::Result<()> {
+    pub async fn seeker(
+        &self,
+        id: &str,
+        name: &str,
+        city: &str,
+        skills: &[&str],
+        desired: i64,
+        categories: &[&str],
+    ) -> anyhow::Result<()> {
         let mut i = item(vec![
             (keys::PK, s(keys::seeker_pk(id))),
             (keys::SK, s(keys::PROFILE_SK)),
@@ -284,7 +359,12 @@ impl JobBoardWriter {
     }
 
     /// A seeker's swipe right.
-    pub async fn request(&self, job: &NewJob<'_>, seeker_id: &str, requested_at: &str) -> anyhow::Result<()> {
+    pub async fn request(
+        &self,
+        job: &NewJob<'_>,
+        seeker_id: &str,
+        requested_at: &str,
+    ) -> anyhow::Result<()> {
         self.put(item(vec![
             (keys::PK, s(keys::employer_pk(job.employer_id))),
             (keys::SK, s(keys::request_sk(job.job_id, seeker_id))),
@@ -301,7 +381,14 @@ impl JobBoardWriter {
         .await
     }
 
-    pub async fn set_request_status(&self, employer_id: &str, job_id: &str, seeker_id: &str, status: &str, day: &str) -> anyhow::Result<()> {
+    pub async fn set_request_status(
+        &self,
+        employer_id: &str,
+        job_id: &str,
+        seeker_id: &str,
+        status: &str,
+        day: &str,
+    ) -> anyhow::Result<()> {
         self.client
             .update_item()
             .table_name(&self.table)
@@ -323,7 +410,10 @@ impl JobBoardWriter {
             .update_item()
             .table_name(&self.table)
             .key(keys::PK, s(keys::job_pk(job.city)))
-            .key(keys::SK, s(keys::job_sk(&job.posted_at, job.zip, job.job_id)))
+            .key(
+                keys::SK,
+                s(keys::job_sk(&job.posted_at, job.zip, job.job_id)),
+            )
             .update_expression("SET #s = :closed")
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":closed", s("closed"))
@@ -344,8 +434,17 @@ pub fn today() -> NaiveDate {
 }
 
 /// A query for the access patterns.
-pub async fn query(client: &aws_sdk_dynamodb::Client, table: &str, index: Option<&str>, pk_name: &str, pk: &str, sk: Option<shared::store::SortKey>) -> anyhow::Result<Vec<Item>> {
-    Ok(Store::new(client.clone()).query(table, index, pk_name, pk, sk).await?)
+pub async fn query(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    index: Option<&str>,
+    pk_name: &str,
+    pk: &str,
+    sk: Option<shared::store::SortKey>,
+) -> anyhow::Result<Vec<Item>> {
+    Ok(Store::new(client.clone())
+        .query(table, index, pk_name, pk, sk)
+        .await?)
 }
 
 /// Readable rows of items: the given attributes.

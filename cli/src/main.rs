@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use jobstream::engine::{sdk_config, LocalEngine};
 use jobstream::esm::RecordReader;
-use jobstream::runtime::{Runtime, RuntimeOptions};
 use jobstream::jobboard::{JobBoardOptions, JobBoardRuntime};
 use jobstream::moto::Moto;
+use jobstream::runtime::{Runtime, RuntimeOptions};
 use shared::lambda::{Config, Model};
 use shared::models::{jobboard, table, tracker};
 
@@ -139,20 +139,40 @@ async fn engine_with_tables(
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Dev { listen, db, model: Model::JobBoard, sqs_endpoint, .. } => {
+        Command::Dev {
+            listen,
+            db,
+            model: Model::JobBoard,
+            sqs_endpoint,
+            ..
+        } => {
             let engine = LocalEngine::start(&listen, db.as_deref()).await?;
             let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(Some(engine.endpoint()), Some(sqs.clone()), RecordReader::Embedded(engine.database().clone()))).await?;
-            println!("DynamoDB endpoint: {} (table {}, ledger {})", engine.endpoint(), rt.config.table, rt.config.ledger_table);
+            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(
+                Some(engine.endpoint()),
+                Some(sqs.clone()),
+                RecordReader::Embedded(engine.database().clone()),
+            ))
+            .await?;
+            println!(
+                "DynamoDB endpoint: {} (table {}, ledger {})",
+                engine.endpoint(),
+                rt.config.table,
+                rt.config.ledger_table
+            );
             println!("SQS endpoint: {sqs}");
-            println!("processors: derive (stream), suggestions and matches (queues); Ctrl-C to stop");
+            println!(
+                "processors: derive (stream), suggestions and matches (queues); Ctrl-C to stop"
+            );
             let mut engine = engine;
             engine.start_ttl_sweeper(Duration::from_secs(1));
             rt.run_until(ctrl_c()).await?;
             engine.stop().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Dev { listen, db, tables, .. } => {
+        Command::Dev {
+            listen, db, tables, ..
+        } => {
             let engine = engine_with_tables(&listen, db.as_deref(), &tables).await?;
             let mut opts = RuntimeOptions::new(
                 Some(engine.endpoint()),
@@ -174,11 +194,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine.stop().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { listen, model: Model::JobBoard, sqs_endpoint } => {
+        Command::Demo {
+            listen,
+            model: Model::JobBoard,
+            sqs_endpoint,
+        } => {
             let engine = LocalEngine::start(&listen, None).await?;
             let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(Some(engine.endpoint()), Some(sqs.clone()), RecordReader::Embedded(engine.database().clone()))).await?;
-            println!("jobstream demo: job board on an embedded DynamoDB at {} and SQS (moto) at {sqs}", engine.endpoint());
+            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(
+                Some(engine.endpoint()),
+                Some(sqs.clone()),
+                RecordReader::Embedded(engine.database().clone()),
+            ))
+            .await?;
+            println!(
+                "jobstream demo: job board on an embedded DynamoDB at {} and SQS (moto) at {sqs}",
+                engine.endpoint()
+            );
             let diffs = jobstream::jobboard_demo::run(&mut rt).await?;
             engine.stop().await;
             Ok(report(diffs))

@@ -24,7 +24,9 @@ pub fn venv_dir() -> PathBuf {
     if let Some(v) = std::env::var_os("JOBSTREAM_MOTO_VENV") {
         return PathBuf::from(v);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(".venv-moto")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(".venv-moto")
 }
 
 /// Creates the virtualenv and installs moto if `moto_server` is missing.
@@ -34,8 +36,16 @@ pub fn ensure_installed() -> anyhow::Result<PathBuf> {
     if server.exists() {
         return Ok(server);
     }
-    eprintln!("installing {MOTO_REQUIREMENT} into {} (once)", venv.display());
-    let status = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().context("python3 -m venv")?;
+    eprintln!(
+        "installing {MOTO_REQUIREMENT} into {} (once)",
+        venv.display()
+    );
+    let status = Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg(&venv)
+        .status()
+        .context("python3 -m venv")?;
     anyhow::ensure!(status.success(), "python3 -m venv failed");
     let status = Command::new(venv.join("bin").join("pip"))
         .args(["install", "-q", MOTO_REQUIREMENT])
@@ -46,14 +56,20 @@ pub fn ensure_installed() -> anyhow::Result<PathBuf> {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 fn ready(port: u16) -> bool {
     use std::io::{Read, Write};
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"GET /moto-api/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").is_err() {
+    if s.write_all(b"GET /moto-api/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
         return false;
     }
     let mut buf = [0u8; 16];
@@ -81,7 +97,10 @@ impl Moto {
             .context("starting moto_server")?;
         let started = Instant::now();
         while !ready(port) {
-            anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "moto did not start within 30 s");
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(30),
+                "moto did not start within 30 s"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         Ok(Self { child, port })
@@ -95,7 +114,10 @@ impl Moto {
 impl Drop for Moto {
     fn drop(&mut self) {
         // SIGTERM to the watchdog shell, which stops moto and exits.
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         let _ = self.child.wait();
     }
 }

@@ -11,20 +11,30 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
+};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 use shared::models::jobboard::queues::QueueDef;
 use shared::sqs::MessageProcessor;
 
-pub type SqsHandler =
-    Arc<dyn Fn(SqsEvent) -> Pin<Box<dyn Future<Output = Result<SqsBatchResponse, lambda_runtime::Error>> + Send>> + Send + Sync>;
+pub type SqsHandler = Arc<
+    dyn Fn(
+            SqsEvent,
+        )
+            -> Pin<Box<dyn Future<Output = Result<SqsBatchResponse, lambda_runtime::Error>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The Lambda handler of a queue consumer (the same code path as in Lambda).
 pub fn sqs_handler<P: MessageProcessor + 'static>(processor: Arc<P>) -> SqsHandler {
     Arc::new(move |event| {
         let p = processor.clone();
-        Box::pin(async move { shared::lambda::sqs_handler(&*p, LambdaEvent::new(event, Context::default())).await })
+        Box::pin(async move {
+            shared::lambda::sqs_handler(&*p, LambdaEvent::new(event, Context::default())).await
+        })
     })
 }
 
@@ -38,11 +48,19 @@ pub struct Queue {
 
 /// Creates `def`'s queue and DLQ (names prefixed with `prefix`), with the
 /// redrive policy and a visibility timeout of `visibility`.
-pub async fn create_queue(client: &aws_sdk_sqs::Client, def: &QueueDef, prefix: &str, visibility: Duration) -> anyhow::Result<Queue> {
+pub async fn create_queue(
+    client: &aws_sdk_sqs::Client,
+    def: &QueueDef,
+    prefix: &str,
+    visibility: Duration,
+) -> anyhow::Result<Queue> {
     let dlq = client
         .create_queue()
         .queue_name(format!("{prefix}{}", def.dlq_name))
-        .attributes(QueueAttributeName::MessageRetentionPeriod, def.dlq_retention_secs.to_string())
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            def.dlq_retention_secs.to_string(),
+        )
         .send()
         .await
         .context("CreateQueue (DLQ)")?;
@@ -52,8 +70,14 @@ pub async fn create_queue(client: &aws_sdk_sqs::Client, def: &QueueDef, prefix: 
     let q = client
         .create_queue()
         .queue_name(format!("{prefix}{}", def.name))
-        .attributes(QueueAttributeName::VisibilityTimeout, visibility.as_secs().max(1).to_string())
-        .attributes(QueueAttributeName::MessageRetentionPeriod, def.retention_secs.to_string())
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility.as_secs().max(1).to_string(),
+        )
+        .attributes(
+            QueueAttributeName::MessageRetentionPeriod,
+            def.retention_secs.to_string(),
+        )
         .attributes(QueueAttributeName::RedrivePolicy, redrive)
         .send()
         .await
@@ -64,8 +88,16 @@ pub async fn create_queue(client: &aws_sdk_sqs::Client, def: &QueueDef, prefix: 
 }
 
 async fn queue_arn(client: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
-    let a = client.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::QueueArn).send().await?;
-    a.attributes().and_then(|m| m.get(&QueueAttributeName::QueueArn)).cloned().context("QueueArn")
+    let a = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await?;
+    a.attributes()
+        .and_then(|m| m.get(&QueueAttributeName::QueueArn))
+        .cloned()
+        .context("QueueArn")
 }
 
 /// Messages in a queue: (visible, in flight).
@@ -77,8 +109,16 @@ pub async fn depth(client: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<(u
         .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
         .send()
         .await?;
-    let get = |k: QueueAttributeName| a.attributes().and_then(|m| m.get(&k)).and_then(|v| v.parse().ok()).unwrap_or(0);
-    Ok((get(QueueAttributeName::ApproximateNumberOfMessages), get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)))
+    let get = |k: QueueAttributeName| {
+        a.attributes()
+            .and_then(|m| m.get(&k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((
+        get(QueueAttributeName::ApproximateNumberOfMessages),
+        get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+    ))
 }
 
 /// One queue -> one handler.
@@ -92,8 +132,21 @@ pub struct QueueMapping {
 }
 
 impl QueueMapping {
-    pub fn new(name: &str, client: aws_sdk_sqs::Client, queue: Queue, batch_size: u32, handler: SqsHandler) -> Self {
-        Self { name: name.into(), client, queue, batch_size: batch_size.clamp(1, 10) as i32, handler, invocations: 0 }
+    pub fn new(
+        name: &str,
+        client: aws_sdk_sqs::Client,
+        queue: Queue,
+        batch_size: u32,
+        handler: SqsHandler,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            client,
+            queue,
+            batch_size: batch_size.clamp(1, 10) as i32,
+            handler,
+            invocations: 0,
+        }
     }
 
     /// Receives one batch and invokes the handler. Returns the number of
@@ -118,7 +171,11 @@ impl QueueMapping {
             .map(|m| {
                 let attributes: serde_json::Map<String, Value> = m
                     .attributes()
-                    .map(|a| a.iter().map(|(k, v)| (k.as_str().to_string(), json!(v))).collect())
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| (k.as_str().to_string(), json!(v)))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 json!({
                     "messageId": m.message_id(),
@@ -133,18 +190,29 @@ impl QueueMapping {
                 })
             })
             .collect();
-        let event: SqsEvent = serde_json::from_value(json!({ "Records": records })).context("building the SQS event")?;
+        let event: SqsEvent = serde_json::from_value(json!({ "Records": records }))
+            .context("building the SQS event")?;
         self.invocations += 1;
         let failed: Vec<String> = match (self.handler)(event).await {
-            Ok(resp) => resp.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+            Ok(resp) => resp
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect(),
             Err(e) => {
                 tracing::warn!(mapping = %self.name, error = %e, "function error: the whole batch returns to the queue");
-                messages.iter().filter_map(|m| m.message_id().map(str::to_string)).collect()
+                messages
+                    .iter()
+                    .filter_map(|m| m.message_id().map(str::to_string))
+                    .collect()
             }
         };
         let done: Vec<DeleteMessageBatchRequestEntry> = messages
             .iter()
-            .filter(|m| m.message_id().is_some_and(|id| !failed.iter().any(|f| f == id)))
+            .filter(|m| {
+                m.message_id()
+                    .is_some_and(|id| !failed.iter().any(|f| f == id))
+            })
             .enumerate()
             .map(|(i, m)| {
                 DeleteMessageBatchRequestEntry::builder()
@@ -156,7 +224,13 @@ impl QueueMapping {
             .collect();
         let n = done.len();
         if n > 0 {
-            self.client.delete_message_batch().queue_url(&self.queue.url).set_entries(Some(done)).send().await.context("DeleteMessageBatch")?;
+            self.client
+                .delete_message_batch()
+                .queue_url(&self.queue.url)
+                .set_entries(Some(done))
+                .send()
+                .await
+                .context("DeleteMessageBatch")?;
         }
         Ok(n)
     }

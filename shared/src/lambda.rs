@@ -13,8 +13,8 @@ use crate::models::jobboard::matches::MatchesProcessor;
 use crate::models::jobboard::suggestions::SuggestionsProcessor;
 use crate::models::tracker::{derive::TrackerDerive, history::TrackerHistory};
 use crate::sqs::{handle_sqs_batch, MessageProcessor};
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use crate::store::Store;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
 /// The deployable models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,10 +77,13 @@ impl Config {
     }
 
     fn queues(&self) -> std::collections::BTreeMap<String, String> {
-        [(SUGGESTIONS_QUEUE, &self.suggestions_queue_url), (MATCHES_QUEUE, &self.matches_queue_url)]
-            .into_iter()
-            .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
-            .collect()
+        [
+            (SUGGESTIONS_QUEUE, &self.suggestions_queue_url),
+            (MATCHES_QUEUE, &self.matches_queue_url),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
+        .collect()
     }
 }
 
@@ -117,7 +120,11 @@ pub fn derive_processor(config: &Config, store: Store) -> TrackerDeriveProcessor
 pub type JobBoardDeriveProcessor = DeriveProcessor<JobBoardDerive>;
 
 /// The job board's derive processor (GSI1 keys, suggestion and match jobs).
-pub fn jobboard_derive_processor(config: &Config, store: Store, sqs: aws_sdk_sqs::Client) -> JobBoardDeriveProcessor {
+pub fn jobboard_derive_processor(
+    config: &Config,
+    store: Store,
+    sqs: aws_sdk_sqs::Client,
+) -> JobBoardDeriveProcessor {
     DeriveProcessor::new(
         JobBoardDerive,
         store,

@@ -60,9 +60,16 @@ pub struct NoMessageId;
 pub const CONCURRENCY: usize = 4;
 
 /// Runs one SQS batch through `processor`.
-pub async fn handle_sqs_batch<P: MessageProcessor>(processor: &P, event: SqsEvent) -> Result<SqsBatchResponse, NoMessageId> {
+pub async fn handle_sqs_batch<P: MessageProcessor>(
+    processor: &P,
+    event: SqsEvent,
+) -> Result<SqsBatchResponse, NoMessageId> {
     let name = processor.name();
-    if event.records.iter().any(|m| m.message_id.as_deref().is_none_or(str::is_empty)) {
+    if event
+        .records
+        .iter()
+        .any(|m| m.message_id.as_deref().is_none_or(str::is_empty))
+    {
         tracing::error!(processor = name, "message without messageId cannot be named in a partial batch response: failing the whole batch");
         return Err(NoMessageId);
     }
@@ -113,14 +120,31 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(processor: &P, event: SqsEven
 /// Sends bodies to a queue with SendMessageBatch (10 per call), retrying
 /// failed entries with jittered backoff. Returns the index (in `bodies`) of
 /// the first body that could not be sent.
-pub async fn send_all(client: &aws_sdk_sqs::Client, queue_url: &str, bodies: &[String]) -> Result<(), (usize, StoreError)> {
+pub async fn send_all(
+    client: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    bodies: &[String],
+) -> Result<(), (usize, StoreError)> {
     for (chunk_no, chunk) in bodies.chunks(10).enumerate() {
-        let mut pending: Vec<(usize, &String)> = chunk.iter().enumerate().map(|(i, b)| (chunk_no * 10 + i, b)).collect();
-        let mut delays = ExponentialBuilder::default().with_jitter().with_max_times(6).build();
+        let mut pending: Vec<(usize, &String)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (chunk_no * 10 + i, b))
+            .collect();
+        let mut delays = ExponentialBuilder::default()
+            .with_jitter()
+            .with_max_times(6)
+            .build();
         while !pending.is_empty() {
             let entries: Vec<SendMessageBatchRequestEntry> = pending
                 .iter()
-                .map(|(i, b)| SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(*b).build().expect("id and body are set"))
+                .map(|(i, b)| {
+                    SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(*b)
+                        .build()
+                        .expect("id and body are set")
+                })
                 .collect();
             let first = pending[0].0;
             let out = client
@@ -130,17 +154,28 @@ pub async fn send_all(client: &aws_sdk_sqs::Client, queue_url: &str, bodies: &[S
                 .send()
                 .await
                 .map_err(|e| (first, sqs_error(queue_url, e)))?;
-            let failed: Vec<usize> = out.failed().iter().filter_map(|f| f.id().parse().ok()).collect();
+            let failed: Vec<usize> = out
+                .failed()
+                .iter()
+                .filter_map(|f| f.id().parse().ok())
+                .collect();
             pending.retain(|(i, _)| failed.contains(i));
             if let Some((i, _)) = pending.first() {
                 let Some(delay) = delays.next() else {
-                    return Err((*i, StoreError {
-                        operation: "SendMessageBatch",
-                        table: queue_url.to_string(),
-                        code: "BatchEntryFailed".into(),
-                        retryable: true,
-                        source: format!("{} messages not accepted after retries", pending.len()).into(),
-                    }));
+                    return Err((
+                        *i,
+                        StoreError {
+                            operation: "SendMessageBatch",
+                            table: queue_url.to_string(),
+                            code: "BatchEntryFailed".into(),
+                            retryable: true,
+                            source: format!(
+                                "{} messages not accepted after retries",
+                                pending.len()
+                            )
+                            .into(),
+                        },
+                    ));
                 };
                 tokio::time::sleep(delay).await;
             }
@@ -155,10 +190,18 @@ where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
     let code = match &err {
-        aws_sdk_sqs::error::SdkError::ServiceError(se) => se.err().code().unwrap_or("Unknown").to_string(),
+        aws_sdk_sqs::error::SdkError::ServiceError(se) => {
+            se.err().code().unwrap_or("Unknown").to_string()
+        }
         other => format!("{other:?}").chars().take(40).collect(),
     };
-    StoreError { operation: "SendMessageBatch", table: queue.to_string(), code, retryable: true, source: Box::new(err) }
+    StoreError {
+        operation: "SendMessageBatch",
+        table: queue.to_string(),
+        code,
+        retryable: true,
+        source: Box::new(err),
+    }
 }
 
 #[cfg(test)]
@@ -171,7 +214,13 @@ mod tests {
         let mut f = BatchItemFailure::default();
         f.item_identifier = "m-2".into();
         r.batch_item_failures.push(f);
-        assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::json!({"batchItemFailures":[{"itemIdentifier":"m-2"}]}));
-        assert_eq!(serde_json::to_value(SqsBatchResponse::default()).unwrap(), serde_json::json!({"batchItemFailures":[]}));
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({"batchItemFailures":[{"itemIdentifier":"m-2"}]})
+        );
+        assert_eq!(
+            serde_json::to_value(SqsBatchResponse::default()).unwrap(),
+            serde_json::json!({"batchItemFailures":[]})
+        );
     }
 }

@@ -4,8 +4,9 @@
 mod bad_input;
 mod faults;
 mod fixtures;
+mod jobboard;
 mod redelivery;
-mod tables;
 mod support;
+mod tables;
 mod tracker;
 mod ttl;

@@ -14,5 +14,8 @@ fn infra_tables_json_matches_the_rust_definitions() {
         "ledger": table::ledger(),
         "jobboardQueues": jobboard::queues::queues(),
     });
-    assert_eq!(on_disk, current, "regenerate with: cargo run -p jobstream -- tables > infra/tables.json");
+    assert_eq!(
+        on_disk, current,
+        "regenerate with: cargo run -p jobstream -- tables > infra/tables.json"
+    );
 }

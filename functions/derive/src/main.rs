@@ -13,6 +13,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk));
     match config.model {
         Model::Tracker => serve_stream(derive_processor(&config, store)).await,
-        Model::JobBoard => serve_stream(jobboard_derive_processor(&config, store, aws_sdk_sqs::Client::new(&sdk))).await,
+        Model::JobBoard => {
+            serve_stream(jobboard_derive_processor(
+                &config,
+                store,
+                aws_sdk_sqs::Client::new(&sdk),
+            ))
+            .await
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The suggestions Lambda: an SQS consumer (job board). All logic lives in `shared`.
 #![recursion_limit = "256"]
 
-use shared::lambda::{suggestions_processor, serve_sqs, Config};
+use shared::lambda::{serve_sqs, suggestions_processor, Config};
 use shared::store::{sdk_config, Store};
 
 #[tokio::main]

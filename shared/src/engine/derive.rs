@@ -217,16 +217,24 @@ impl<R: DeriveRules> DeriveProcessor<R> {
     /// Sends the messages of records before `limit`, in record order, one
     /// SendMessageBatch per queue and 10 messages. Returns the index of the
     /// first record whose message could not be sent.
-    async fn send_messages(&self, messages: &[(usize, OutMessage)], limit: usize) -> Result<(), BatchFailure> {
+    async fn send_messages(
+        &self,
+        messages: &[(usize, OutMessage)],
+        limit: usize,
+    ) -> Result<(), BatchFailure> {
         let mut by_queue: BTreeMap<&str, Vec<(usize, String)>> = BTreeMap::new();
         for (i, m) in messages.iter().filter(|(i, _)| *i < limit) {
-            by_queue.entry(m.queue).or_default().push((*i, m.body.clone()));
+            by_queue
+                .entry(m.queue)
+                .or_default()
+                .push((*i, m.body.clone()));
         }
         let mut first: Option<BatchFailure> = None;
         for (queue, items) in by_queue {
             let (Some(client), Some(url)) = (&self.sqs, self.config.queues.get(queue)) else {
                 let index = items[0].0;
-                let error = ProcessError::Permanent(format!("no URL configured for queue `{queue}`"));
+                let error =
+                    ProcessError::Permanent(format!("no URL configured for queue `{queue}`"));
                 if first.as_ref().is_none_or(|f| index < f.index) {
                     first = Some(BatchFailure { index, error });
                 }
@@ -236,7 +244,10 @@ impl<R: DeriveRules> DeriveProcessor<R> {
             if let Err((pos, e)) = crate::sqs::send_all(client, url, &bodies).await {
                 let index = items[pos].0;
                 if first.as_ref().is_none_or(|f| index < f.index) {
-                    first = Some(BatchFailure { index, error: e.into() });
+                    first = Some(BatchFailure {
+                        index,
+                        error: e.into(),
+                    });
                 }
             }
         }
@@ -375,7 +386,11 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
                         .projection(new)?
                         .and_then(|p| projection_update(key_names, new, &p)),
                 };
-                Ok((update, counter_deltas(&self.rules, change)?, self.rules.messages(change)?))
+                Ok((
+                    update,
+                    counter_deltas(&self.rules, change)?,
+                    self.rules.messages(change)?,
+                ))
             })();
             match planned {
                 Ok((update, deltas, out)) => {

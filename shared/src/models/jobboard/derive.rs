@@ -4,7 +4,9 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::entities::{kind, matched_at, suggestion_level, Job, JobStatus, Kind, Pair, Request, RequestStatus, Seeker};
+use super::entities::{
+    kind, matched_at, suggestion_level, Job, JobStatus, Kind, Pair, Request, RequestStatus, Seeker,
+};
 use super::keys;
 use super::messages::{encode, MatchJob, SuggestionJob};
 use crate::change::{Change, ChangeKind};
@@ -21,17 +23,26 @@ pub struct JobBoardDerive;
 
 fn gsi1(pk: String, sk: String, sources: Vec<&'static str>) -> Option<Projection> {
     Some(Projection {
-        attrs: vec![(keys::GSI1PK, Some(AttributeValue::S(pk))), (keys::GSI1SK, Some(AttributeValue::S(sk)))],
+        attrs: vec![
+            (keys::GSI1PK, Some(AttributeValue::S(pk))),
+            (keys::GSI1SK, Some(AttributeValue::S(sk))),
+        ],
         sources,
     })
 }
 
-fn parse<T>(image: &Option<Item>, f: impl Fn(&Item) -> Result<T, InputError>) -> Result<Option<T>, InputError> {
+fn parse<T>(
+    image: &Option<Item>,
+    f: impl Fn(&Item) -> Result<T, InputError>,
+) -> Result<Option<T>, InputError> {
     image.as_ref().map(f).transpose()
 }
 
 fn suggestion(job: SuggestionJob) -> OutMessage {
-    OutMessage { queue: SUGGESTIONS_QUEUE, body: encode(&job) }
+    OutMessage {
+        queue: SUGGESTIONS_QUEUE,
+        body: encode(&job),
+    }
 }
 
 impl JobBoardDerive {
@@ -41,14 +52,23 @@ impl JobBoardDerive {
         match (&old, &new) {
             (_, Some(n)) if open(&new) => {
                 let scored_same = old.as_ref().is_some_and(|o| {
-                    open(&old) && o.skills == n.skills && o.category == n.category && o.salary_max == n.salary_max
+                    open(&old)
+                        && o.skills == n.skills
+                        && o.category == n.category
+                        && o.salary_max == n.salary_max
                 });
                 if !scored_same {
-                    out.push(suggestion(SuggestionJob::JobOpened { city: keys::normalize_city(&n.city), job_sk: n.sk() }));
+                    out.push(suggestion(SuggestionJob::JobOpened {
+                        city: keys::normalize_city(&n.city),
+                        job_sk: n.sk(),
+                    }));
                 }
             }
             (Some(o), _) if open(&old) => {
-                out.push(suggestion(SuggestionJob::JobClosed { city: keys::normalize_city(&o.city), job_id: o.job_id.clone() }));
+                out.push(suggestion(SuggestionJob::JobClosed {
+                    city: keys::normalize_city(&o.city),
+                    job_id: o.job_id.clone(),
+                }));
             }
             _ => {}
         }
@@ -65,11 +85,19 @@ impl DeriveRules for JobBoardDerive {
         Ok(match kind(image)? {
             Kind::Job => {
                 let j = Job::parse(image)?;
-                gsi1(keys::employer_pk(&j.employer_id), j.sk(), vec!["employerId", "postedAt", "zip", "jobId"])
+                gsi1(
+                    keys::employer_pk(&j.employer_id),
+                    j.sk(),
+                    vec!["employerId", "postedAt", "zip", "jobId"],
+                )
             }
             Kind::Seeker => {
                 let s = Seeker::parse(image)?;
-                gsi1(keys::city_gsi1pk(&s.city), keys::seeker_pk(&s.seeker_id), vec!["city", "seekerId"])
+                gsi1(
+                    keys::city_gsi1pk(&s.city),
+                    keys::seeker_pk(&s.seeker_id),
+                    vec!["city", "seekerId"],
+                )
             }
             Kind::Request => {
                 let r = Request::parse(image)?;
@@ -108,7 +136,10 @@ impl DeriveRules for JobBoardDerive {
     fn messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
         let image = change.latest_image().unwrap_or(&change.keys);
         Ok(match kind(image)? {
-            Kind::Job => Self::job_messages(parse(&change.old, Job::parse)?, parse(&change.new, Job::parse)?),
+            Kind::Job => Self::job_messages(
+                parse(&change.old, Job::parse)?,
+                parse(&change.new, Job::parse)?,
+            ),
             Kind::Seeker => {
                 let old = parse(&change.old, Seeker::parse)?;
                 let new = parse(&change.new, Seeker::parse)?;
@@ -116,7 +147,11 @@ impl DeriveRules for JobBoardDerive {
                     (Some(o), Some(n)) => o.matching_profile() != n.matching_profile(),
                     _ => true,
                 };
-                let id = new.as_ref().or(old.as_ref()).map(|s| s.seeker_id.clone()).unwrap_or_default();
+                let id = new
+                    .as_ref()
+                    .or(old.as_ref())
+                    .map(|s| s.seeker_id.clone())
+                    .unwrap_or_default();
                 if changed {
                     vec![suggestion(SuggestionJob::SeekerChanged { seeker_id: id })]
                 } else {
@@ -125,7 +160,9 @@ impl DeriveRules for JobBoardDerive {
             }
             Kind::Request => {
                 let old = parse(&change.old, Request::parse)?;
-                let Some(new) = parse(&change.new, Request::parse)? else { return Ok(vec![]) };
+                let Some(new) = parse(&change.new, Request::parse)? else {
+                    return Ok(vec![]);
+                };
                 let mut out = Vec::new();
                 if change.kind == ChangeKind::Insert {
                     out.push(suggestion(SuggestionJob::PairRequested {
@@ -134,7 +171,9 @@ impl DeriveRules for JobBoardDerive {
                         seeker_id: new.seeker_id.clone(),
                     }));
                 }
-                let was_approved = old.as_ref().is_some_and(|o| o.status == RequestStatus::Approved);
+                let was_approved = old
+                    .as_ref()
+                    .is_some_and(|o| o.status == RequestStatus::Approved);
                 if new.status == RequestStatus::Approved && !was_approved {
                     out.push(OutMessage {
                         queue: MATCHES_QUEUE,
@@ -171,7 +210,10 @@ pub(crate) mod tests {
     use crate::item::{key_of, n, s};
 
     pub fn item(pairs: &[(&str, AttributeValue)]) -> Item {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     pub fn ss(v: &[&str]) -> AttributeValue {
@@ -253,22 +295,38 @@ pub(crate) mod tests {
 
     #[test]
     fn gsi1_keys_of_each_entity() {
-        let p = JobBoardDerive.projection(&job("101", "open")).unwrap().unwrap();
+        let p = JobBoardDerive
+            .projection(&job("101", "open"))
+            .unwrap()
+            .unwrap();
         assert_eq!(p.attrs[0], ("GSI1PK", Some(s("employer#301"))));
         assert_eq!(p.attrs[1], ("GSI1SK", Some(s("j#2026-11-01#H2X#101"))));
-        let p = JobBoardDerive.projection(&seeker("201", "New York")).unwrap().unwrap();
+        let p = JobBoardDerive
+            .projection(&seeker("201", "New York"))
+            .unwrap()
+            .unwrap();
         assert_eq!(p.attrs[0], ("GSI1PK", Some(s("city#new-york"))));
         assert_eq!(p.attrs[1], ("GSI1SK", Some(s("seeker#201"))));
-        let p = JobBoardDerive.projection(&request("pending")).unwrap().unwrap();
+        let p = JobBoardDerive
+            .projection(&request("pending"))
+            .unwrap()
+            .unwrap();
         assert_eq!(p.attrs[0], ("GSI1PK", Some(s("seeker#201"))));
         assert_eq!(p.attrs[1], ("GSI1SK", Some(s("r#2026-11-02#101"))));
-        let emp = item(&[("pk", s("employer#301")), ("sk", s("profile")), ("entityType", s("employer"))]);
+        let emp = item(&[
+            ("pk", s("employer#301")),
+            ("sk", s("profile")),
+            ("entityType", s("employer")),
+        ]);
         assert_eq!(JobBoardDerive.projection(&emp).unwrap(), None);
         let mut projected = job("101", "open");
         projected.insert("GSI1PK".into(), s("employer#301"));
         projected.insert("GSI1SK".into(), s("j#2026-11-01#H2X#101"));
         let p = JobBoardDerive.projection(&projected).unwrap().unwrap();
-        assert!(projection_update(&["pk", "sk"], &projected, &p).is_none(), "fixpoint");
+        assert!(
+            projection_update(&["pk", "sk"], &projected, &p).is_none(),
+            "fixpoint"
+        );
     }
 
     #[test]
@@ -278,36 +336,95 @@ pub(crate) mod tests {
         assert_eq!(JobBoardDerive.projection(&j).unwrap_err().kind(), "Invalid");
         let mut j = job("101", "open");
         j.insert("entityType".into(), s("spaceship"));
-        assert_eq!(JobBoardDerive.projection(&j).unwrap_err().kind(), "UnknownEntity");
+        assert_eq!(
+            JobBoardDerive.projection(&j).unwrap_err().kind(),
+            "UnknownEntity"
+        );
         let mut j = job("101", "open");
         j.insert("status".into(), s("maybe"));
-        assert_eq!(JobBoardDerive.projection(&j).unwrap_err().kind(), "InvalidValue");
+        assert_eq!(
+            JobBoardDerive.projection(&j).unwrap_err().kind(),
+            "InvalidValue"
+        );
     }
 
     #[test]
     fn jobs_open_close_and_rescore() {
         let opened = bodies(change(ChangeKind::Insert, None, Some(job("101", "open"))));
-        assert_eq!(opened, vec![("suggestions", serde_json::json!({"version":1,"kind":"jobOpened","city":"montreal","jobSk":"j#2026-11-01#H2X#101"}))]);
+        assert_eq!(
+            opened,
+            vec![(
+                "suggestions",
+                serde_json::json!({"version":1,"kind":"jobOpened","city":"montreal","jobSk":"j#2026-11-01#H2X#101"})
+            )]
+        );
         assert!(bodies(change(ChangeKind::Insert, None, Some(job("101", "closed")))).is_empty());
-        let closed = bodies(change(ChangeKind::Modify, Some(job("101", "open")), Some(job("101", "closed"))));
-        assert_eq!(closed, vec![("suggestions", serde_json::json!({"version":1,"kind":"jobClosed","city":"montreal","jobId":"101"}))]);
-        assert_eq!(bodies(change(ChangeKind::Remove, Some(job("101", "open")), None)).len(), 1);
+        let closed = bodies(change(
+            ChangeKind::Modify,
+            Some(job("101", "open")),
+            Some(job("101", "closed")),
+        ));
+        assert_eq!(
+            closed,
+            vec![(
+                "suggestions",
+                serde_json::json!({"version":1,"kind":"jobClosed","city":"montreal","jobId":"101"})
+            )]
+        );
+        assert_eq!(
+            bodies(change(ChangeKind::Remove, Some(job("101", "open")), None)).len(),
+            1
+        );
         // Same scoring inputs: nothing to do. Other skills: rescore.
         let mut retitled = job("101", "open");
         retitled.insert("title".into(), s("Senior Rust dev"));
-        assert!(bodies(change(ChangeKind::Modify, Some(job("101", "open")), Some(retitled))).is_empty());
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(job("101", "open")),
+            Some(retitled)
+        ))
+        .is_empty());
         let mut reskilled = job("101", "open");
         reskilled.insert("skills".into(), ss(&["go"]));
-        assert_eq!(bodies(change(ChangeKind::Modify, Some(job("101", "open")), Some(reskilled))).len(), 1);
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(job("101", "open")),
+                Some(reskilled)
+            ))
+            .len(),
+            1
+        );
     }
 
     #[test]
     fn seekers_rescore_only_when_matching_fields_change() {
-        assert_eq!(bodies(change(ChangeKind::Insert, None, Some(seeker("201", "Montreal")))).len(), 1);
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Insert,
+                None,
+                Some(seeker("201", "Montreal"))
+            ))
+            .len(),
+            1
+        );
         let mut renamed = seeker("201", "Montreal");
         renamed.insert("name".into(), s("Ada L."));
-        assert!(bodies(change(ChangeKind::Modify, Some(seeker("201", "Montreal")), Some(renamed))).is_empty());
-        assert_eq!(bodies(change(ChangeKind::Modify, Some(seeker("201", "Montreal")), Some(seeker("201", "Toronto")))).len(), 1);
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(seeker("201", "Montreal")),
+            Some(renamed)
+        ))
+        .is_empty());
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(seeker("201", "Montreal")),
+                Some(seeker("201", "Toronto"))
+            ))
+            .len(),
+            1
+        );
     }
 
     #[test]
@@ -315,7 +432,11 @@ pub(crate) mod tests {
         let inserted = bodies(change(ChangeKind::Insert, None, Some(request("pending"))));
         assert_eq!(inserted[0].1["kind"], "pairRequested");
         assert_eq!(inserted.len(), 1);
-        let approved = bodies(change(ChangeKind::Modify, Some(request("pending")), Some(request("approved"))));
+        let approved = bodies(change(
+            ChangeKind::Modify,
+            Some(request("pending")),
+            Some(request("approved")),
+        ));
         assert_eq!(
             approved,
             vec![(
@@ -323,10 +444,21 @@ pub(crate) mod tests {
                 serde_json::json!({"version":1,"employerId":"301","jobId":"101","seekerId":"201","city":"montreal","postedAt":"2026-11-01","zip":"H2X","matchedAt":"2026-11-03"})
             )]
         );
-        assert!(bodies(change(ChangeKind::Modify, Some(request("approved")), Some(request("approved")))).is_empty());
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(request("approved")),
+            Some(request("approved"))
+        ))
+        .is_empty());
         let mut no_day = request("approved");
         no_day.remove("approvedAt");
-        assert!(JobBoardDerive.messages(&change(ChangeKind::Modify, Some(request("pending")), Some(no_day))).is_err());
+        assert!(JobBoardDerive
+            .messages(&change(
+                ChangeKind::Modify,
+                Some(request("pending")),
+                Some(no_day)
+            ))
+            .is_err());
     }
 
     #[test]

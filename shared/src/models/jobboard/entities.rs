@@ -23,11 +23,18 @@ pub fn key_display(item: &Item) -> String {
 }
 
 fn attr<'a>(entity: &'static str, item: &'a Item) -> impl Fn(AttrError) -> InputError + 'a {
-    move |source| InputError::Attribute { entity, key: key_display(item), source }
+    move |source| InputError::Attribute {
+        entity,
+        key: key_display(item),
+        source,
+    }
 }
 
 fn invalid(item: &Item, reason: impl Into<String>) -> InputError {
-    InputError::Invalid { key: key_display(item), reason: reason.into() }
+    InputError::Invalid {
+        key: key_display(item),
+        reason: reason.into(),
+    }
 }
 
 /// Classifies an item by its `entityType`.
@@ -40,21 +47,31 @@ pub fn kind(item: &Item) -> Result<Kind, InputError> {
         "request" => Kind::Request,
         "suggestion" => Kind::Suggestion,
         "match" => Kind::Match,
-        _ => return Err(InputError::UnknownEntity { key: key_display(item) }),
+        _ => {
+            return Err(InputError::UnknownEntity {
+                key: key_display(item),
+            })
+        }
     })
 }
 
 fn date(item: &Item, entity: &'static str, name: &str) -> Result<String, InputError> {
     let v = item.s(name).map_err(attr(entity, item))?;
     chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d").map_err(|_| {
-        attr(entity, item)(AttrError::Invalid { name: name.into(), reason: "not an ISO date (YYYY-MM-DD)".into() })
+        attr(entity, item)(AttrError::Invalid {
+            name: name.into(),
+            reason: "not an ISO date (YYYY-MM-DD)".into(),
+        })
     })?;
     Ok(v.to_string())
 }
 
 fn check_key(item: &Item, pk: &str, sk: &str) -> Result<(), InputError> {
     if item.s(keys::PK).ok() != Some(pk) || item.s(keys::SK).ok() != Some(sk) {
-        return Err(invalid(item, format!("keys do not match the attributes (expected pk={pk}, sk={sk})")));
+        return Err(invalid(
+            item,
+            format!("keys do not match the attributes (expected pk={pk}, sk={sk})"),
+        ));
     }
     Ok(())
 }
@@ -86,7 +103,12 @@ impl Job {
         let status = match item.s("status").map_err(&e)? {
             "open" => JobStatus::Open,
             "closed" => JobStatus::Closed,
-            other => return Err(e(AttrError::Invalid { name: "status".into(), reason: format!("`{other}` is not open/closed") })),
+            other => {
+                return Err(e(AttrError::Invalid {
+                    name: "status".into(),
+                    reason: format!("`{other}` is not open/closed"),
+                }))
+            }
         };
         let job = Job {
             job_id: item.s("jobId").map_err(&e)?.to_string(),
@@ -141,7 +163,12 @@ impl Seeker {
 
     /// What suggestions depend on: city, skills, salary, categories.
     pub fn matching_profile(&self) -> (String, &BTreeSet<String>, Option<i64>, &BTreeSet<String>) {
-        (keys::normalize_city(&self.city), &self.skills, self.desired_salary, &self.categories)
+        (
+            keys::normalize_city(&self.city),
+            &self.skills,
+            self.desired_salary,
+            &self.categories,
+        )
     }
 }
 
@@ -176,7 +203,10 @@ impl Request {
             "approved" => RequestStatus::Approved,
             "declined" => RequestStatus::Declined,
             other => {
-                return Err(e(AttrError::Invalid { name: "status".into(), reason: format!("`{other}` is not pending/approved/declined") }))
+                return Err(e(AttrError::Invalid {
+                    name: "status".into(),
+                    reason: format!("`{other}` is not pending/approved/declined"),
+                }))
             }
         };
         let approved_at = match item.opt_s("approvedAt").map_err(&e)? {
@@ -197,7 +227,11 @@ impl Request {
             job_zip: item.s("jobZip").map_err(&e)?.to_string(),
             approved_at,
         };
-        check_key(item, &keys::employer_pk(&r.employer_id), &keys::request_sk(&r.job_id, &r.seeker_id))?;
+        check_key(
+            item,
+            &keys::employer_pk(&r.employer_id),
+            &keys::request_sk(&r.job_id, &r.seeker_id),
+        )?;
         Ok(r)
     }
 }
@@ -232,7 +266,10 @@ pub fn suggestion_level(item: &Item) -> Result<u8, InputError> {
     let e = attr("suggestion", item);
     match item.i64("relevance").map_err(&e)? {
         l @ 1..=3 => Ok(l as u8),
-        other => Err(e(AttrError::Invalid { name: "relevance".into(), reason: format!("{other} is not 1..=3") })),
+        other => Err(e(AttrError::Invalid {
+            name: "relevance".into(),
+            reason: format!("{other} is not 1..=3"),
+        })),
     }
 }
 

@@ -9,7 +9,11 @@ pub const ENTITY_TYPE: &str = "entityType";
 
 /// `<city>` in keys: lower case, spaces to `-`.
 pub fn normalize_city(city: &str) -> String {
-    city.trim().to_lowercase().split_whitespace().collect::<Vec<_>>().join("-")
+    city.trim()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// `job#<city>`: jobs and suggestions of a city.
@@ -86,8 +90,14 @@ mod tests {
         assert_eq!(request_sk("101", "201"), "r#101#201");
         assert_eq!(request_gsi1sk("2023-08-02", "101"), "r#2023-08-02#101");
         assert_eq!(suggestion_sk("101", "201"), "s#101#201");
-        assert_eq!(suggestion_gsi1sk(1, "2023-08-01", "H2X", "101"), "j#R1#2023-08-01#H2X#101");
+        assert_eq!(
+            suggestion_gsi1sk(1, "2023-08-01", "H2X", "101"),
+            "j#R1#2023-08-01#H2X#101"
+        );
         assert_eq!(match_sk("2023-08-03", "101"), "j#2023-08-03#101");
-        assert_eq!(match_gsi1sk("2023-08-03", "101", "201"), "m#2023-08-03#101#201");
+        assert_eq!(
+            match_gsi1sk("2023-08-03", "101", "201"),
+            "m#2023-08-03#101#201"
+        );
     }
 }

@@ -37,7 +37,10 @@ pub fn match_item(m: &MatchJob) -> Item {
         (keys::SK, s(keys::match_sk(&m.matched_at, &m.job_id))),
         (keys::ENTITY_TYPE, s("match")),
         (keys::GSI1PK, s(keys::employer_pk(&m.employer_id))),
-        (keys::GSI1SK, s(keys::match_gsi1sk(&m.matched_at, &m.job_id, &m.seeker_id))),
+        (
+            keys::GSI1SK,
+            s(keys::match_gsi1sk(&m.matched_at, &m.job_id, &m.seeker_id)),
+        ),
         ("jobId", s(&m.job_id)),
         ("seekerId", s(&m.seeker_id)),
         ("employerId", s(&m.employer_id)),
@@ -53,7 +56,12 @@ pub fn match_item(m: &MatchJob) -> Item {
 
 impl MatchesProcessor {
     pub fn new(store: Store, table: &str, ledger_table: &str) -> Self {
-        Self { store, table: table.into(), ledger_table: ledger_table.into(), metrics: Metrics::default() }
+        Self {
+            store,
+            table: table.into(),
+            ledger_table: ledger_table.into(),
+            metrics: Metrics::default(),
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -62,32 +70,80 @@ impl MatchesProcessor {
 
     fn actions(&self, m: &MatchJob) -> Vec<TransactWriteItem> {
         let check = |k: Item, cond: &str| {
-            let mut c = ConditionCheck::builder().table_name(&self.table).set_key(Some(k)).condition_expression(cond);
+            let mut c = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(k))
+                .condition_expression(cond);
             if cond.contains(":approved") {
-                c = c.expression_attribute_names("#st", "status").expression_attribute_values(":approved", s("approved"));
+                c = c
+                    .expression_attribute_names("#st", "status")
+                    .expression_attribute_values(":approved", s("approved"));
             }
-            TransactWriteItem::builder().condition_check(c.build().expect("set")).build()
+            TransactWriteItem::builder()
+                .condition_check(c.build().expect("set"))
+                .build()
         };
         let mut marker = ledger::key(format!("MATCH#{}#{}", m.seeker_id, m.job_id), "PAIR");
-        marker.insert("matchSk".into(), s(keys::match_sk(&m.matched_at, &m.job_id)));
+        marker.insert(
+            "matchSk".into(),
+            s(keys::match_sk(&m.matched_at, &m.job_id)),
+        );
         vec![
             // 0: the request is still approved
-            check(key(keys::employer_pk(&m.employer_id), keys::request_sk(&m.job_id, &m.seeker_id)), "#st = :approved"),
+            check(
+                key(
+                    keys::employer_pk(&m.employer_id),
+                    keys::request_sk(&m.job_id, &m.seeker_id),
+                ),
+                "#st = :approved",
+            ),
             // 1: the job exists
-            check(key(keys::job_pk(&m.city), keys::job_sk(&m.posted_at, &m.zip, &m.job_id)), "attribute_exists(pk)"),
+            check(
+                key(
+                    keys::job_pk(&m.city),
+                    keys::job_sk(&m.posted_at, &m.zip, &m.job_id),
+                ),
+                "attribute_exists(pk)",
+            ),
             // 2: the seeker exists
-            check(key(keys::seeker_pk(&m.seeker_id), keys::PROFILE_SK.into()), "attribute_exists(pk)"),
+            check(
+                key(keys::seeker_pk(&m.seeker_id), keys::PROFILE_SK.into()),
+                "attribute_exists(pk)",
+            ),
             // 3: one match per pair, ever
             TransactWriteItem::builder()
-                .put(Put::builder().table_name(&self.ledger_table).set_item(Some(marker)).condition_expression("attribute_not_exists(pk)").build().expect("set"))
+                .put(
+                    Put::builder()
+                        .table_name(&self.ledger_table)
+                        .set_item(Some(marker))
+                        .condition_expression("attribute_not_exists(pk)")
+                        .build()
+                        .expect("set"),
+                )
                 .build(),
             // 4: the match
             TransactWriteItem::builder()
-                .put(Put::builder().table_name(&self.table).set_item(Some(match_item(m))).condition_expression("attribute_not_exists(pk)").build().expect("set"))
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(match_item(m)))
+                        .condition_expression("attribute_not_exists(pk)")
+                        .build()
+                        .expect("set"),
+                )
                 .build(),
             // 5: the pair's suggestion goes
             TransactWriteItem::builder()
-                .delete(Delete::builder().table_name(&self.table).set_key(Some(key(keys::job_pk(&m.city), keys::suggestion_sk(&m.job_id, &m.seeker_id)))).build().expect("set"))
+                .delete(
+                    Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(key(
+                            keys::job_pk(&m.city),
+                            keys::suggestion_sk(&m.job_id, &m.seeker_id),
+                        )))
+                        .build()
+                        .expect("set"),
+                )
                 .build(),
         ]
     }
@@ -108,15 +164,21 @@ impl MessageProcessor for MatchesProcessor {
             Ok(()) => Ok(Outcome::Applied),
             Err(TxError::ConditionsFailed { failed }) => {
                 let pair = format!("seeker {} / job {}", m.seeker_id, m.job_id);
-                Ok(if failed.get(3).copied().unwrap_or(false) || failed.get(4).copied().unwrap_or(false) {
-                    Outcome::Duplicate
-                } else if failed[0] {
-                    Outcome::Skipped(format!("{pair}: the request is no longer approved (or gone)"))
-                } else if failed[1] {
-                    Outcome::Skipped(format!("{pair}: the job no longer exists"))
-                } else {
-                    Outcome::Skipped(format!("{pair}: the seeker no longer exists"))
-                })
+                Ok(
+                    if failed.get(3).copied().unwrap_or(false)
+                        || failed.get(4).copied().unwrap_or(false)
+                    {
+                        Outcome::Duplicate
+                    } else if failed[0] {
+                        Outcome::Skipped(format!(
+                            "{pair}: the request is no longer approved (or gone)"
+                        ))
+                    } else if failed[1] {
+                        Outcome::Skipped(format!("{pair}: the job no longer exists"))
+                    } else {
+                        Outcome::Skipped(format!("{pair}: the seeker no longer exists"))
+                    },
+                )
             }
             Err(TxError::Store(e)) => Err(e.into()),
         }

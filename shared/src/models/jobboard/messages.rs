@@ -26,7 +26,11 @@ pub enum SuggestionJob {
     SeekerChanged { seeker_id: String },
     /// A seeker requested a job: the pair is no longer suggested.
     #[serde(rename_all = "camelCase")]
-    PairRequested { city: String, job_id: String, seeker_id: String },
+    PairRequested {
+        city: String,
+        job_id: String,
+        seeker_id: String,
+    },
 }
 
 /// Work for the matches Lambda: an approved request.
@@ -72,8 +76,11 @@ pub fn decode<T: DeserializeOwned>(body: &str) -> Result<T, BodyError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(BodyError::TooLarge(body.len()));
     }
-    let mut v: serde_json::Value = serde_json::from_str(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
-    let o = v.as_object_mut().ok_or_else(|| BodyError::NotJson("not an object".into()))?;
+    let mut v: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
+    let o = v
+        .as_object_mut()
+        .ok_or_else(|| BodyError::NotJson("not an object".into()))?;
     match o.remove("version") {
         None => return Err(BodyError::NoVersion),
         Some(serde_json::Value::Number(n)) if n.as_u64() == Some(VERSION) => {}
@@ -89,24 +96,42 @@ mod tests {
 
     #[test]
     fn round_trip_carries_the_version() {
-        let job = SuggestionJob::SeekerChanged { seeker_id: "201".into() };
+        let job = SuggestionJob::SeekerChanged {
+            seeker_id: "201".into(),
+        };
         let body = encode(&job);
-        assert_eq!(body, r#"{"kind":"seekerChanged","seekerId":"201","version":1}"#);
+        assert_eq!(
+            body,
+            r#"{"kind":"seekerChanged","seekerId":"201","version":1}"#
+        );
         assert_eq!(decode::<SuggestionJob>(&body), Ok(job));
     }
 
     #[test]
     fn bad_bodies_are_refused_with_a_reason() {
-        assert_eq!(decode::<SuggestionJob>(r#"{"kind":"seekerChanged","seekerId":"1"}"#), Err(BodyError::NoVersion));
+        assert_eq!(
+            decode::<SuggestionJob>(r#"{"kind":"seekerChanged","seekerId":"1"}"#),
+            Err(BodyError::NoVersion)
+        );
         assert!(matches!(
             decode::<SuggestionJob>(r#"{"version":2,"kind":"seekerChanged","seekerId":"1"}"#),
             Err(BodyError::UnknownVersion(v)) if v == "2"
         ));
-        assert!(matches!(decode::<SuggestionJob>(r#"{"version":1,"kind":"seekerChanged"}"#), Err(BodyError::Invalid(m)) if m.contains("seekerId")));
-        assert!(matches!(decode::<SuggestionJob>("not json"), Err(BodyError::NotJson(_))));
-        assert!(matches!(decode::<MatchJob>(&"x".repeat(MAX_BODY_BYTES + 1)), Err(BodyError::TooLarge(_))));
+        assert!(
+            matches!(decode::<SuggestionJob>(r#"{"version":1,"kind":"seekerChanged"}"#), Err(BodyError::Invalid(m)) if m.contains("seekerId"))
+        );
         assert!(matches!(
-            decode::<MatchJob>(r#"{"version":1,"employerId":"e","jobId":"j","seekerId":"s","city":"c","postedAt":"d","zip":"z","matchedAt":"m","extra":1}"#),
+            decode::<SuggestionJob>("not json"),
+            Err(BodyError::NotJson(_))
+        ));
+        assert!(matches!(
+            decode::<MatchJob>(&"x".repeat(MAX_BODY_BYTES + 1)),
+            Err(BodyError::TooLarge(_))
+        ));
+        assert!(matches!(
+            decode::<MatchJob>(
+                r#"{"version":1,"employerId":"e","jobId":"j","seekerId":"s","city":"c","postedAt":"d","zip":"z","matchedAt":"m","extra":1}"#
+            ),
             Err(BodyError::Invalid(_))
         ));
     }

@@ -24,7 +24,11 @@ pub fn table() -> TableDef {
         name: "job-app",
         pk: keys::PK,
         sk: keys::SK,
-        gsis: vec![Gsi { name: "GSI1", pk: keys::GSI1PK, sk: keys::GSI1SK }],
+        gsis: vec![Gsi {
+            name: "GSI1",
+            pk: keys::GSI1PK,
+            sk: keys::GSI1SK,
+        }],
         ttl_attribute: Some(keys::TTL),
         stream: true,
     }

@@ -42,8 +42,18 @@ pub fn queues() -> Vec<QueueDef> {
         batch_size: 10,
     };
     vec![
-        q(SUGGESTIONS_QUEUE, "jobstream-suggestion-jobs", "jobstream-suggestion-jobs-dlq", "suggestions"),
-        q(MATCHES_QUEUE, "jobstream-match-jobs", "jobstream-match-jobs-dlq", "matches"),
+        q(
+            SUGGESTIONS_QUEUE,
+            "jobstream-suggestion-jobs",
+            "jobstream-suggestion-jobs-dlq",
+            "suggestions",
+        ),
+        q(
+            MATCHES_QUEUE,
+            "jobstream-match-jobs",
+            "jobstream-match-jobs-dlq",
+            "matches",
+        ),
     ]
 }
 

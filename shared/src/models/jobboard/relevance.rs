@@ -83,7 +83,10 @@ mod tests {
 
     #[test]
     fn perfect_pair_scores_10000_and_is_r1() {
-        let s = score(&seeker(&["rust", "aws"], Some(100), &["tech"]), &job(&["rust", "aws"], Some(120), Some("tech")));
+        let s = score(
+            &seeker(&["rust", "aws"], Some(100), &["tech"]),
+            &job(&["rust", "aws"], Some(120), Some("tech")),
+        );
         assert_eq!(s, 10000);
         assert_eq!(level(s), Some(1));
     }
@@ -91,11 +94,17 @@ mod tests {
     #[test]
     fn components_add_up() {
         // half the skills, salary 5 % over max, other category: 3000 + 1250 + 0
-        let s = score(&seeker(&["rust"], Some(105), &["food"]), &job(&["rust", "go"], Some(100), Some("tech")));
+        let s = score(
+            &seeker(&["rust"], Some(105), &["food"]),
+            &job(&["rust", "go"], Some(100), Some("tech")),
+        );
         assert_eq!(s, 4250);
         assert_eq!(level(s), Some(3));
         // no skill in common, salary far over max, no category: nothing
-        let s = score(&seeker(&["cobol"], Some(200), &[]), &job(&["rust"], Some(100), Some("tech")));
+        let s = score(
+            &seeker(&["cobol"], Some(200), &[]),
+            &job(&["rust"], Some(100), Some("tech")),
+        );
         assert_eq!(s, 0);
         assert_eq!(level(s), None);
         // a job without skills counts as a full skills match

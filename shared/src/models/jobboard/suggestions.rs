@@ -40,17 +40,37 @@ pub fn body_error(e: BodyError) -> MessageError {
         BodyError::UnknownVersion(_) => "UnknownVersion",
         BodyError::Invalid(_) => "InvalidMessage",
     };
-    MessageError::Permanent { kind, reason: e.to_string() }
+    MessageError::Permanent {
+        kind,
+        reason: e.to_string(),
+    }
 }
 
 /// The suggestion item of a pair (every attribute, GSI1 keys and TTL included).
-pub fn suggestion_item(seeker: &Seeker, job: &Job, relevance: u8, score: i64, now: DateTime<Utc>) -> Item {
+pub fn suggestion_item(
+    seeker: &Seeker,
+    job: &Job,
+    relevance: u8,
+    score: i64,
+    now: DateTime<Utc>,
+) -> Item {
     [
         (keys::PK, s(job.pk())),
-        (keys::SK, s(keys::suggestion_sk(&job.job_id, &seeker.seeker_id))),
+        (
+            keys::SK,
+            s(keys::suggestion_sk(&job.job_id, &seeker.seeker_id)),
+        ),
         (keys::ENTITY_TYPE, s("suggestion")),
         (keys::GSI1PK, s(keys::seeker_pk(&seeker.seeker_id))),
-        (keys::GSI1SK, s(keys::suggestion_gsi1sk(relevance, &job.posted_at, &job.zip, &job.job_id))),
+        (
+            keys::GSI1SK,
+            s(keys::suggestion_gsi1sk(
+                relevance,
+                &job.posted_at,
+                &job.zip,
+                &job.job_id,
+            )),
+        ),
         ("jobId", s(&job.job_id)),
         ("seekerId", s(&seeker.seeker_id)),
         ("employerId", s(&job.employer_id)),
@@ -60,7 +80,10 @@ pub fn suggestion_item(seeker: &Seeker, job: &Job, relevance: u8, score: i64, no
         ("title", s(&job.title)),
         ("relevance", n(relevance)),
         ("score", n(score)),
-        ("generatedAt", s(now.to_rfc3339_opts(SecondsFormat::Secs, true))),
+        (
+            "generatedAt",
+            s(now.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        ),
         (keys::TTL, n((now + TTL).timestamp())),
     ]
     .into_iter()
@@ -73,20 +96,42 @@ fn key(pk: String, sk: String) -> Item {
 }
 
 fn put(item: Item) -> WriteRequest {
-    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().expect("item")).build()
+    WriteRequest::builder()
+        .put_request(
+            PutRequest::builder()
+                .set_item(Some(item))
+                .build()
+                .expect("item"),
+        )
+        .build()
 }
 
 fn delete(k: Item) -> WriteRequest {
-    WriteRequest::builder().delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key")).build()
+    WriteRequest::builder()
+        .delete_request(
+            DeleteRequest::builder()
+                .set_key(Some(k))
+                .build()
+                .expect("key"),
+        )
+        .build()
 }
 
 fn attr_set(items: &[Item], attr: &str) -> BTreeSet<String> {
-    items.iter().filter_map(|i| i.s(attr).ok().map(str::to_string)).collect()
+    items
+        .iter()
+        .filter_map(|i| i.s(attr).ok().map(str::to_string))
+        .collect()
 }
 
 impl SuggestionsProcessor {
     pub fn new(store: Store, table: &str) -> Self {
-        Self { store, table: table.to_string(), metrics: Metrics::default(), now: Utc::now }
+        Self {
+            store,
+            table: table.to_string(),
+            metrics: Metrics::default(),
+            now: Utc::now,
+        }
     }
 
     /// Uses `now` as the clock (tests, demos).
@@ -100,12 +145,23 @@ impl SuggestionsProcessor {
     }
 
     fn in_window(&self, job: &Job) -> bool {
-        let from = ((self.now)() - Duration::days(WINDOW_DAYS)).date_naive().to_string();
+        let from = ((self.now)() - Duration::days(WINDOW_DAYS))
+            .date_naive()
+            .to_string();
         job.posted_at >= from
     }
 
-    async fn q(&self, index: Option<&str>, pk_name: &str, pk: String, sk: Option<SortKey>) -> Result<Vec<Item>, MessageError> {
-        Ok(self.store.query(&self.table, index, pk_name, &pk, sk).await?)
+    async fn q(
+        &self,
+        index: Option<&str>,
+        pk_name: &str,
+        pk: String,
+        sk: Option<SortKey>,
+    ) -> Result<Vec<Item>, MessageError> {
+        Ok(self
+            .store
+            .query(&self.table, index, pk_name, &pk, sk)
+            .await?)
     }
 
     fn begins(name: &str, prefix: String) -> Option<SortKey> {
@@ -121,36 +177,82 @@ impl SuggestionsProcessor {
     }
 
     async fn job_opened(&self, city: &str, job_sk: &str) -> Result<Outcome, MessageError> {
-        let Some(item) = self.store.get(&self.table, key(keys::job_pk(city), job_sk.to_string())).await? else {
-            return Ok(Outcome::Skipped(format!("job {city}/{job_sk} no longer exists")));
+        let Some(item) = self
+            .store
+            .get(&self.table, key(keys::job_pk(city), job_sk.to_string()))
+            .await?
+        else {
+            return Ok(Outcome::Skipped(format!(
+                "job {city}/{job_sk} no longer exists"
+            )));
         };
-        let job = Job::parse(&item).map_err(|e| MessageError::Permanent { kind: "BadJob", reason: e.to_string() })?;
+        let job = Job::parse(&item).map_err(|e| MessageError::Permanent {
+            kind: "BadJob",
+            reason: e.to_string(),
+        })?;
         if job.status != JobStatus::Open || !self.in_window(&job) {
-            return Ok(Outcome::Skipped(format!("job {} is closed or older than {WINDOW_DAYS} days", job.job_id)));
+            return Ok(Outcome::Skipped(format!(
+                "job {} is closed or older than {WINDOW_DAYS} days",
+                job.job_id
+            )));
         }
-        let seekers = self.q(Some("GSI1"), keys::GSI1PK, keys::city_gsi1pk(city), Self::begins(keys::GSI1SK, "seeker#".into())).await?;
+        let seekers = self
+            .q(
+                Some("GSI1"),
+                keys::GSI1PK,
+                keys::city_gsi1pk(city),
+                Self::begins(keys::GSI1SK, "seeker#".into()),
+            )
+            .await?;
         let requested = attr_set(
-            &self.q(None, keys::PK, keys::employer_pk(&job.employer_id), Self::begins(keys::SK, format!("r#{}#", job.job_id))).await?,
+            &self
+                .q(
+                    None,
+                    keys::PK,
+                    keys::employer_pk(&job.employer_id),
+                    Self::begins(keys::SK, format!("r#{}#", job.job_id)),
+                )
+                .await?,
             "seekerId",
         );
         let matched: BTreeSet<String> = self
-            .q(Some("GSI1"), keys::GSI1PK, keys::employer_pk(&job.employer_id), Self::begins(keys::GSI1SK, "m#".into()))
+            .q(
+                Some("GSI1"),
+                keys::GSI1PK,
+                keys::employer_pk(&job.employer_id),
+                Self::begins(keys::GSI1SK, "m#".into()),
+            )
             .await?
             .iter()
             .filter(|m| m.s("jobId").ok() == Some(job.job_id.as_str()))
             .filter_map(|m| m.s("seekerId").ok().map(str::to_string))
             .collect();
-        let existing = attr_set(&self.q(None, keys::PK, job.pk(), Self::begins(keys::SK, format!("s#{}#", job.job_id))).await?, "seekerId");
+        let existing = attr_set(
+            &self
+                .q(
+                    None,
+                    keys::PK,
+                    job.pk(),
+                    Self::begins(keys::SK, format!("s#{}#", job.job_id)),
+                )
+                .await?,
+            "seekerId",
+        );
         let now = (self.now)();
         let mut writes = Vec::new();
         for item in &seekers {
-            let Ok(seeker) = Seeker::parse(item) else { continue };
+            let Ok(seeker) = Seeker::parse(item) else {
+                continue;
+            };
             let sk = keys::suggestion_sk(&job.job_id, &seeker.seeker_id);
-            let excluded = requested.contains(&seeker.seeker_id) || matched.contains(&seeker.seeker_id);
+            let excluded =
+                requested.contains(&seeker.seeker_id) || matched.contains(&seeker.seeker_id);
             let points = score(&seeker, &job);
             match level(points).filter(|_| !excluded) {
                 Some(l) => writes.push(put(suggestion_item(&seeker, &job, l, points, now))),
-                None if existing.contains(&seeker.seeker_id) => writes.push(delete(key(job.pk(), sk))),
+                None if existing.contains(&seeker.seeker_id) => {
+                    writes.push(delete(key(job.pk(), sk)))
+                }
                 None => {}
             }
         }
@@ -159,31 +261,80 @@ impl SuggestionsProcessor {
 
     async fn seeker_changed(&self, seeker_id: &str) -> Result<Outcome, MessageError> {
         let existing: BTreeMap<(String, String), Item> = self
-            .q(Some("GSI1"), keys::GSI1PK, keys::seeker_pk(seeker_id), Self::begins(keys::GSI1SK, "j#R".into()))
+            .q(
+                Some("GSI1"),
+                keys::GSI1PK,
+                keys::seeker_pk(seeker_id),
+                Self::begins(keys::GSI1SK, "j#R".into()),
+            )
             .await?
             .into_iter()
-            .filter_map(|i| Some(((i.s(keys::PK).ok()?.to_string(), i.s(keys::SK).ok()?.to_string()), i)))
+            .filter_map(|i| {
+                Some((
+                    (
+                        i.s(keys::PK).ok()?.to_string(),
+                        i.s(keys::SK).ok()?.to_string(),
+                    ),
+                    i,
+                ))
+            })
             .collect();
-        let profile = self.store.get(&self.table, key(keys::seeker_pk(seeker_id), keys::PROFILE_SK.into())).await?;
+        let profile = self
+            .store
+            .get(
+                &self.table,
+                key(keys::seeker_pk(seeker_id), keys::PROFILE_SK.into()),
+            )
+            .await?;
         let mut wanted: BTreeMap<(String, String), Item> = BTreeMap::new();
         if let Some(item) = profile {
-            let seeker = Seeker::parse(&item).map_err(|e| MessageError::Permanent { kind: "BadSeeker", reason: e.to_string() })?;
+            let seeker = Seeker::parse(&item).map_err(|e| MessageError::Permanent {
+                kind: "BadSeeker",
+                reason: e.to_string(),
+            })?;
             let now = (self.now)();
             let from = (now - Duration::days(WINDOW_DAYS)).date_naive();
             let until = now.date_naive();
             let jobs = self
-                .q(None, keys::PK, keys::job_pk(&seeker.city), Some(SortKey::Between(keys::SK.into(), format!("j#{from}"), format!("j#{until}#\u{10FFFF}"))))
+                .q(
+                    None,
+                    keys::PK,
+                    keys::job_pk(&seeker.city),
+                    Some(SortKey::Between(
+                        keys::SK.into(),
+                        format!("j#{from}"),
+                        format!("j#{until}#\u{10FFFF}"),
+                    )),
+                )
                 .await?;
             let requested: BTreeSet<String> = self
-                .q(Some("GSI1"), keys::GSI1PK, keys::seeker_pk(seeker_id), Self::begins(keys::GSI1SK, "r#".into()))
+                .q(
+                    Some("GSI1"),
+                    keys::GSI1PK,
+                    keys::seeker_pk(seeker_id),
+                    Self::begins(keys::GSI1SK, "r#".into()),
+                )
                 .await?
                 .iter()
                 .filter_map(|r| r.s("jobId").ok().map(str::to_string))
                 .collect();
-            let matched = attr_set(&self.q(None, keys::PK, keys::seeker_pk(seeker_id), Self::begins(keys::SK, "j#".into())).await?, "jobId");
+            let matched = attr_set(
+                &self
+                    .q(
+                        None,
+                        keys::PK,
+                        keys::seeker_pk(seeker_id),
+                        Self::begins(keys::SK, "j#".into()),
+                    )
+                    .await?,
+                "jobId",
+            );
             for item in &jobs {
                 let Ok(job) = Job::parse(item) else { continue };
-                if job.status != JobStatus::Open || requested.contains(&job.job_id) || matched.contains(&job.job_id) {
+                if job.status != JobStatus::Open
+                    || requested.contains(&job.job_id)
+                    || matched.contains(&job.job_id)
+                {
                     continue;
                 }
                 let points = score(&seeker, &job);
@@ -204,8 +355,19 @@ impl SuggestionsProcessor {
 
     async fn job_closed(&self, city: &str, job_id: &str) -> Result<Outcome, MessageError> {
         let pk = keys::job_pk(city);
-        let existing = self.q(None, keys::PK, pk.clone(), Self::begins(keys::SK, format!("s#{job_id}#"))).await?;
-        let writes = existing.iter().filter_map(|i| i.s(keys::SK).ok()).map(|sk| delete(key(pk.clone(), sk.to_string()))).collect();
+        let existing = self
+            .q(
+                None,
+                keys::PK,
+                pk.clone(),
+                Self::begins(keys::SK, format!("s#{job_id}#")),
+            )
+            .await?;
+        let writes = existing
+            .iter()
+            .filter_map(|i| i.s(keys::SK).ok())
+            .map(|sk| delete(key(pk.clone(), sk.to_string())))
+            .collect();
         self.write(writes).await
     }
 }
@@ -224,8 +386,15 @@ impl MessageProcessor for SuggestionsProcessor {
             SuggestionJob::JobOpened { city, job_sk } => self.job_opened(&city, &job_sk).await,
             SuggestionJob::JobClosed { city, job_id } => self.job_closed(&city, &job_id).await,
             SuggestionJob::SeekerChanged { seeker_id } => self.seeker_changed(&seeker_id).await,
-            SuggestionJob::PairRequested { city, job_id, seeker_id } => {
-                let k = key(keys::job_pk(&city), keys::suggestion_sk(&job_id, &seeker_id));
+            SuggestionJob::PairRequested {
+                city,
+                job_id,
+                seeker_id,
+            } => {
+                let k = key(
+                    keys::job_pk(&city),
+                    keys::suggestion_sk(&job_id, &seeker_id),
+                );
                 self.store.delete_keys(&self.table, vec![k]).await?;
                 Ok(Outcome::Applied)
             }
@@ -253,7 +422,12 @@ mod tests {
         assert_eq!(item["relevance"], n(2));
         assert_eq!(item.len(), 16);
         // What the derive rules compute for it is what it already carries.
-        let p = crate::engine::derive::DeriveRules::projection(&super::super::derive::JobBoardDerive, &item).unwrap().unwrap();
+        let p = crate::engine::derive::DeriveRules::projection(
+            &super::super::derive::JobBoardDerive,
+            &item,
+        )
+        .unwrap()
+        .unwrap();
         assert!(crate::engine::derive::projection_update(&["pk", "sk"], &item, &p).is_none());
     }
 }

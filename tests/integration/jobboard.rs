@@ -1,0 +1,429 @@
+//! The job board against the embedded engine and moto SQS: access
+//! patterns, suggestions, matches, bad messages, TTL expiry.
+
+use std::sync::OnceLock;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::AttributeValue;
+use jobstream::engine::LocalEngine;
+use jobstream::esm::RecordReader;
+use jobstream::jobboard::{days_ago, JobBoardOptions, JobBoardRuntime, JobBoardWriter};
+use jobstream::jobboard_demo::{jobs, suggestions_of};
+use jobstream::moto::Moto;
+use lambda_runtime::{Context, LambdaEvent};
+use shared::item::{n, s, Item, ItemExt};
+use shared::metrics::names;
+use shared::models::jobboard::entities::{Job, Seeker};
+use shared::models::jobboard::keys;
+use shared::models::jobboard::messages::{encode, MatchJob, SuggestionJob, MAX_BODY_BYTES};
+use shared::models::jobboard::relevance::{level, score};
+use shared::sqs::MessageProcessor as _;
+use shared::store::SortKey;
+
+/// One moto per test binary (it stops when the binary exits); every test
+/// uses its own queue names.
+fn moto() -> String {
+    static MOTO: OnceLock<Moto> = OnceLock::new();
+    MOTO.get_or_init(|| Moto::start().expect("moto starts"))
+        .endpoint()
+}
+
+struct Board {
+    _engine: LocalEngine,
+    rt: JobBoardRuntime,
+    w: JobBoardWriter,
+}
+
+async fn board() -> Board {
+    let sqs = tokio::task::spawn_blocking(moto).await.expect("moto");
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let mut opts = JobBoardOptions::new(
+        Some(engine.endpoint()),
+        Some(sqs),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    let rt = JobBoardRuntime::start(opts).await.expect("runtime");
+    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    Board {
+        _engine: engine,
+        rt,
+        w,
+    }
+}
+
+async fn get(b: &Board, pk: String, sk: String) -> Option<Item> {
+    b.rt.dynamodb
+        .get_item()
+        .table_name(&b.rt.config.table)
+        .key(keys::PK, s(pk))
+        .key(keys::SK, s(sk))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get")
+        .item
+}
+
+async fn partition(b: &Board, pk: &str, prefix: &str) -> Vec<Item> {
+    b.rt.derive
+        .store()
+        .query(
+            &b.rt.config.table,
+            None,
+            keys::PK,
+            pk,
+            Some(SortKey::BeginsWith(keys::SK.into(), prefix.into())),
+        )
+        .await
+        .expect("query")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_six_access_patterns_work_on_processor_maintained_data() {
+    let mut b = board().await;
+    let diffs = jobstream::jobboard_demo::run(&mut b.rt)
+        .await
+        .expect("scenario runs");
+    assert_eq!(diffs, Vec::<String>::new());
+    assert!(b.rt.failed_batches().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored() {
+    let mut b = board().await;
+    let jobs = jobs();
+    b.w.create_job(&jobs[0]).await.unwrap();
+    b.w.seeker("s9", "Dee", "montreal", &["rust"], 125_000, &[])
+        .await
+        .unwrap();
+    let before = chrono::Utc::now().timestamp();
+    b.rt.drain().await.unwrap();
+    // The level the documented function gives, computed here from the items.
+    let job = Job::parse(&jobs[0].item()).unwrap();
+    let seeker_item = get(&b, keys::seeker_pk("s9"), keys::PROFILE_SK.into())
+        .await
+        .unwrap();
+    let seeker = Seeker::parse(&seeker_item).unwrap();
+    let points = score(&seeker, &job);
+    assert_eq!(
+        points,
+        3000 + 2500,
+        "half the skills, salary within max, no category"
+    );
+    let want = level(points).unwrap();
+    let sug = get(
+        &b,
+        keys::job_pk("Montreal"),
+        keys::suggestion_sk("j1", "s9"),
+    )
+    .await
+    .expect("suggestion exists");
+    assert_eq!(sug.i64("relevance").unwrap(), i64::from(want));
+    assert_eq!(
+        sug.s("GSI1SK").unwrap(),
+        keys::suggestion_gsi1sk(want, &jobs[0].posted_at, "H2X", "j1")
+    );
+    let ttl = sug.i64("ttl").unwrap();
+    assert!(
+        (before + 7 * 86400..=chrono::Utc::now().timestamp() + 7 * 86400).contains(&ttl),
+        "ttl {ttl}"
+    );
+    // The seeker learns AWS: rescored to R1, same item, moved in GSI1.
+    let mut better = seeker_item.clone();
+    better.insert(
+        "skills".into(),
+        AttributeValue::Ss(vec!["rust".into(), "aws".into()]),
+    );
+    b.w.put(better).await.unwrap();
+    b.rt.drain().await.unwrap();
+    assert_eq!(want, 2);
+    assert_eq!(
+        suggestions_of(&b.rt, "s9").await.unwrap(),
+        ["j1 R1"],
+        "6000 + 2500 = 8500: R1"
+    );
+    assert_eq!(
+        partition(&b, &keys::job_pk("Montreal"), "s#").await.len(),
+        1,
+        "one item for the pair"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all() {
+    let mut b = board().await;
+    let jobs = jobs();
+    for j in &jobs[..2] {
+        b.w.create_job(j).await.unwrap();
+    }
+    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    b.w.seeker("g", "G", "Montreal", &["go", "k8s"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    // a: j1 6000+2500+1500, j2 0+2500+1500; g: j2 6000+2500+1500, j1 0+2500+1500
+    assert_eq!(
+        suggestions_of(&b.rt, "a").await.unwrap(),
+        ["j1 R1", "j2 R3"]
+    );
+    assert_eq!(
+        suggestions_of(&b.rt, "g").await.unwrap(),
+        ["j2 R1", "j1 R3"]
+    );
+    b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
+    b.w.request(&jobs[1], "g", &days_ago(0)).await.unwrap();
+    b.w.set_request_status("e1", "j2", "g", "approved", &days_ago(0))
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    assert_eq!(
+        suggestions_of(&b.rt, "a").await.unwrap(),
+        ["j2 R3"],
+        "requested pair gone"
+    );
+    assert_eq!(
+        suggestions_of(&b.rt, "g").await.unwrap(),
+        ["j1 R3"],
+        "matched pair gone, the other stays"
+    );
+    // Rescoring both seekers (3000 + 2500 + 1500 = R2 for the other job)
+    // never brings the requested / matched pairs back.
+    b.w.seeker(
+        "a",
+        "A",
+        "Montreal",
+        &["aws", "rust", "go"],
+        100_000,
+        &["tech"],
+    )
+    .await
+    .unwrap();
+    b.w.seeker(
+        "g",
+        "G",
+        "Montreal",
+        &["go", "k8s", "rust"],
+        100_000,
+        &["tech"],
+    )
+    .await
+    .unwrap();
+    b.rt.drain().await.unwrap();
+    assert_eq!(suggestions_of(&b.rt, "a").await.unwrap(), ["j2 R2"]);
+    assert_eq!(suggestions_of(&b.rt, "g").await.unwrap(), ["j1 R2"]);
+    // Closing j1 removes every suggestion of it.
+    b.w.close_job(&jobs[0]).await.unwrap();
+    b.rt.drain().await.unwrap();
+    assert!(partition(&b, &keys::job_pk("Montreal"), "s#j1#")
+        .await
+        .is_empty());
+    assert!(suggestions_of(&b.rt, "g").await.unwrap().is_empty());
+}
+
+fn sqs_event(bodies: &[String]) -> SqsEvent {
+    let records: Vec<serde_json::Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| serde_json::json!({"messageId": format!("m-{i}"), "receiptHandle": "h", "body": b, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}))
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_match_per_pair_under_duplicates_redelivery_and_concurrent_approvals() {
+    let mut b = board().await;
+    let jobs = jobs();
+    b.w.employer("e1", "Acme").await.unwrap();
+    b.w.create_job(&jobs[0]).await.unwrap();
+    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    b.w.request(&jobs[0], "a", &days_ago(1)).await.unwrap();
+    b.w.set_request_status("e1", "j1", "a", "approved", &days_ago(1))
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    // Approved again on another day (pending -> approved): a second match job
+    // with another date. Plus the first job redelivered, concurrently.
+    b.w.set_request_status("e1", "j1", "a", "pending", &days_ago(0))
+        .await
+        .unwrap();
+    b.w.set_request_status("e1", "j1", "a", "approved", &days_ago(0))
+        .await
+        .unwrap();
+    let job = MatchJob {
+        employer_id: "e1".into(),
+        job_id: "j1".into(),
+        seeker_id: "a".into(),
+        city: "montreal".into(),
+        posted_at: jobs[0].posted_at.clone(),
+        zip: "H2X".into(),
+        matched_at: days_ago(1),
+    };
+    let body = encode(&job);
+    let event = sqs_event(&[body.clone(), body.clone(), body]);
+    let (r1, r2) = tokio::join!(
+        shared::lambda::sqs_handler(
+            &*b.rt.matches,
+            LambdaEvent::new(event.clone(), Context::default())
+        ),
+        shared::lambda::sqs_handler(&*b.rt.matches, LambdaEvent::new(event, Context::default())),
+    );
+    assert!(
+        r1.unwrap().batch_item_failures.is_empty() && r2.unwrap().batch_item_failures.is_empty()
+    );
+    b.rt.drain().await.unwrap();
+    let matches: Vec<Item> = partition(&b, &keys::seeker_pk("a"), "j#").await;
+    assert_eq!(matches.len(), 1, "exactly one match: {matches:?}");
+    assert_eq!(matches[0].s("matchedAt").unwrap(), days_ago(1));
+    assert!(b.rt.matches.metrics().get(names::DUPLICATE) >= 6);
+    assert!(
+        get(&b, keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a"))
+            .await
+            .is_none(),
+        "suggestion gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_match_for_a_job_that_no_longer_exists_ends_with_a_logged_outcome() {
+    let mut b = board().await;
+    let job = MatchJob {
+        employer_id: "e1".into(),
+        job_id: "gone".into(),
+        seeker_id: "a".into(),
+        city: "montreal".into(),
+        posted_at: days_ago(1),
+        zip: "H2X".into(),
+        matched_at: days_ago(0),
+    };
+    let resp = shared::lambda::sqs_handler(
+        &*b.rt.matches,
+        LambdaEvent::new(sqs_event(&[encode(&job)]), Context::default()),
+    )
+    .await
+    .unwrap();
+    assert!(resp.batch_item_failures.is_empty(), "not retried forever");
+    assert_eq!(b.rt.matches.metrics().get(names::SKIPPED), 1);
+    assert!(partition(&b, &keys::seeker_pk("a"), "j#").await.is_empty());
+    b.rt.drain().await.unwrap();
+    assert_eq!(b.rt.dlq_depth("matches").await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_messages_reach_the_dlq_after_the_configured_receives_and_good_ones_succeed() {
+    let mut b = board().await;
+    let url = b.rt.queue_url("suggestions").unwrap();
+    let good = encode(&SuggestionJob::PairRequested {
+        city: "montreal".into(),
+        job_id: "j".into(),
+        seeker_id: "s".into(),
+    });
+    let bodies = [
+        r#"{"version":2,"kind":"seekerChanged","seekerId":"x"}"#.to_string(),
+        r#"{"kind":"seekerChanged","seekerId":"x"}"#.to_string(),
+        r#"{"version":1,"kind":"seekerChanged"}"#.to_string(),
+        format!(
+            r#"{{"version":1,"kind":"seekerChanged","seekerId":"{}"}}"#,
+            "x".repeat(MAX_BODY_BYTES)
+        ),
+        good,
+    ];
+    for body in &bodies {
+        b.rt.sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    b.rt.drain().await.unwrap();
+    assert_eq!(b.rt.dlq_depth("suggestions").await.unwrap(), 4);
+    let m = b.rt.suggestions.metrics();
+    assert_eq!(m.get(names::PROCESSED), 1, "the good message");
+    assert_eq!(
+        m.get(names::BAD_INPUT),
+        4 * 5,
+        "each bad message, once per receive, maxReceiveCount 5"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_suggestion_is_no_user_action() {
+    let mut b = board().await;
+    let jobs = jobs();
+    b.w.create_job(&jobs[0]).await.unwrap();
+    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    b.w.seeker("z", "Z", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    // a's suggestion expires.
+    b.rt.dynamodb
+        .update_item()
+        .table_name(&b.rt.config.table)
+        .key(keys::PK, s(keys::job_pk("Montreal")))
+        .key(keys::SK, s(keys::suggestion_sk("j1", "a")))
+        .update_expression("SET #t = :past")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":past", n(1))
+        .send()
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    let writes =
+        b.rt.derive
+            .store()
+            .stats()
+            .writes
+            .load(std::sync::atomic::Ordering::Relaxed);
+    let sent = b.rt.suggestions.metrics().get(names::PROCESSED)
+        + b.rt.suggestions.metrics().get(names::DUPLICATE);
+    assert_eq!(b._engine.sweep_ttl().await.unwrap(), 1);
+    b.rt.drain().await.unwrap();
+    assert!(suggestions_of(&b.rt, "a").await.unwrap().is_empty());
+    assert_eq!(
+        suggestions_of(&b.rt, "z").await.unwrap(),
+        ["j1 R1"],
+        "others untouched"
+    );
+    assert_eq!(
+        b.rt.derive
+            .store()
+            .stats()
+            .writes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        writes,
+        "no derived write"
+    );
+    let after = b.rt.suggestions.metrics().get(names::PROCESSED)
+        + b.rt.suggestions.metrics().get(names::DUPLICATE);
+    assert_eq!(after, sent, "no job enqueued");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_fixture_through_the_matches_handler() {
+    let b = board().await;
+    let path = format!("{}/fixtures/sqs-match-job.json", env!("CARGO_MANIFEST_DIR"));
+    let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let resp =
+        shared::lambda::sqs_handler(&*b.rt.matches, LambdaEvent::new(event, Context::default()))
+            .await
+            .unwrap();
+    assert_eq!(
+        serde_json::to_value(&resp).unwrap(),
+        serde_json::json!({"batchItemFailures": [{"itemIdentifier": "5f3c1c1e-0a52-4d4e-9a49-0c2f1f0d6a02"}]}),
+        "the unknown version fails, the other is a logged skip (no such request)"
+    );
+    assert_eq!(b.rt.matches.metrics().get(names::SKIPPED), 1);
+    assert_eq!(b.rt.matches.metrics().get(names::BAD_INPUT), 1);
+}
