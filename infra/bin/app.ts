@@ -1,5 +1,5 @@
 // The CDK app. Context parameters (cdk deploy -c key=value):
-//   architecture=x86_64|arm64, tableName=..., deletionProtection=true|false,
+//   model=tracker|jobboard, architecture=x86_64|arm64, tableName=..., deletionProtection=true|false,
 //   existingTableName=... existingTableStreamArn=... (attach to a table), alarmEmail=...
 import { App, Aspects } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -16,8 +16,12 @@ if (Boolean(existingName) !== Boolean(existingStream)) {
   throw new Error('existingTableName and existingTableStreamArn go together');
 }
 
+const model = ctx('model') ?? 'tracker';
+if (model !== 'tracker' && model !== 'jobboard') {
+  throw new Error(`model must be tracker or jobboard, not ${model}`);
+}
 new JobstreamStack(app, ctx('stackName') ?? 'Jobstream', {
-  model: 'tracker',
+  model,
   architecture: ctx('architecture') === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64,
   tableName: ctx('tableName'),
   deletionProtection: ctx('deletionProtection') !== 'false',

@@ -18,9 +18,24 @@ export interface TableDef {
   readonly stream: boolean;
 }
 
+export interface QueueDef {
+  readonly logical: string;
+  readonly name: string;
+  readonly dlqName: string;
+  readonly consumer: string;
+  readonly consumerTimeoutSecs: number;
+  readonly visibilityTimeoutSecs: number;
+  readonly maxReceiveCount: number;
+  readonly retentionSecs: number;
+  readonly dlqRetentionSecs: number;
+  readonly batchSize: number;
+}
+
 export interface TableDefs {
   readonly tracker: TableDef;
+  readonly jobboard: TableDef;
   readonly ledger: TableDef;
+  readonly jobboardQueues: QueueDef[];
 }
 
 export function loadTableDefs(): TableDefs {

@@ -84,7 +84,8 @@ test('functions: provided.al2023, x86_64 by default, JSON logs with retention, t
     assert.equal(f.Properties.Runtime, 'provided.al2023');
     assert.deepEqual(f.Properties.Architectures, ['x86_64']);
     assert.equal(f.Properties.LoggingConfig.LogFormat, 'JSON');
-    assert.deepEqual(Object.keys(f.Properties.Environment.Variables).sort(), ['LEDGER_TABLE_NAME', 'TABLE_NAME']);
+    assert.deepEqual(Object.keys(f.Properties.Environment.Variables).sort(), ['LEDGER_TABLE_NAME', 'MODEL', 'TABLE_NAME']);
+    assert.equal(f.Properties.Environment.Variables.MODEL, 'tracker');
     assert.equal(f.Properties.Timeout, 60);
   }
   for (const g of resources('AWS::Logs::LogGroup')) {
@@ -189,4 +190,79 @@ test('cdk-nag is really checking: a non-compliant queue is reported', async () =
   app.synth();
   const errors = Annotations.fromStack(probe).findError('*', Match.stringLikeRegexp('AwsSolutions-SQS4.*'));
   assert.ok(errors.length > 0, 'SQS4 (TLS) reported on a plain queue');
+});
+
+// ---- job board (seed 000) ----------------------------------------------
+const board = synth({ model: 'jobboard' });
+
+test('job board: table from tables.json with TTL, one stream consumer, two queue consumers', () => {
+  board.template.hasResourceProperties('AWS::DynamoDB::Table', {
+    TableName: defs.jobboard.name,
+    KeySchema: [
+      { AttributeName: 'pk', KeyType: 'HASH' },
+      { AttributeName: 'sk', KeyType: 'RANGE' },
+    ],
+    TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true },
+    StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
+  });
+  const mappings = Object.values(board.template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[];
+  const streamMappings = mappings.filter((m) => m.Properties.StartingPosition);
+  const queueMappings = mappings.filter((m) => !m.Properties.StartingPosition);
+  assert.equal(streamMappings.length, 1, 'at most two stream consumers; the job board needs one');
+  assert.equal(queueMappings.length, 2);
+  for (const m of queueMappings) {
+    assert.deepEqual(m.Properties.FunctionResponseTypes, ['ReportBatchItemFailures']);
+    assert.equal(m.Properties.BatchSize, 10);
+  }
+  const filters = streamMappings[0].Properties.FilterCriteria.Filters.map((f: { Pattern: string }) => JSON.parse(f.Pattern).dynamodb.Keys.sk.S[0]);
+  assert.deepEqual(filters, [{ prefix: 'j#' }, { prefix: 'r#' }, 'profile']);
+  const fns = Object.values(board.template.findResources('AWS::Lambda::Function')) as Resource[];
+  assert.equal(fns.length, 3);
+  for (const f of fns) {
+    assert.equal(f.Properties.Environment.Variables.MODEL, 'jobboard');
+  }
+  const derive = fns.find((f) => f.Properties.Environment.Variables.SUGGESTIONS_QUEUE_URL);
+  assert.ok(derive && derive.Properties.Environment.Variables.MATCHES_QUEUE_URL, 'derive knows both queues');
+});
+
+test('job board queues: DLQ, maxReceiveCount >= 5, visibility >= 6 x timeout, DLQ outlives the queue', () => {
+  const queues = Object.entries(board.template.findResources('AWS::SQS::Queue')) as [string, Resource][];
+  const work = queues.filter(([, q]) => q.Properties.RedrivePolicy);
+  assert.equal(work.length, 2);
+  const fns = Object.values(board.template.findResources('AWS::Lambda::Function')) as Resource[];
+  const maxTimeout = Math.max(...fns.map((f) => f.Properties.Timeout));
+  for (const [, q] of work) {
+    assert.ok(q.Properties.RedrivePolicy.maxReceiveCount >= 5);
+    assert.ok(q.Properties.VisibilityTimeout >= 6 * 30, 'visibility >= 6 x the consumer timeout');
+    const dlqId = q.Properties.RedrivePolicy.deadLetterTargetArn['Fn::GetAtt'][0];
+    const dlq = queues.find(([id]) => id === dlqId);
+    assert.ok(dlq, 'DLQ in the stack');
+    assert.ok(dlq[1].Properties.MessageRetentionPeriod > q.Properties.MessageRetentionPeriod);
+  }
+  assert.ok(maxTimeout <= 60);
+});
+
+test('job board least privilege: consumers only get what they use', () => {
+  const policies = Object.values(board.template.findResources('AWS::IAM::Policy')) as Resource[];
+  const actionsOf = (name: string): string[] => {
+    const p = policies.find((x) => JSON.stringify(x.Properties.Roles).includes(`${name}Role`));
+    assert.ok(p, name);
+    return p.Properties.PolicyDocument.Statement.flatMap((s: any) => [s.Action].flat());
+  };
+  assert.ok(actionsOf('Matches').includes('dynamodb:ConditionCheckItem'));
+  assert.ok(!actionsOf('Matches').includes('dynamodb:BatchWriteItem'));
+  assert.ok(!actionsOf('Suggestions').includes('dynamodb:PutItem'), 'suggestions write through BatchWriteItem');
+  assert.ok(actionsOf('Derive').includes('sqs:SendMessage'));
+  assert.ok(!actionsOf('Derive').some((a) => a.startsWith('dynamodb:Put')), 'derive only updates');
+  for (const p of policies) {
+    for (const s of p.Properties.PolicyDocument.Statement) {
+      for (const a of [s.Action].flat() as string[]) assert.ok(!a.includes('*'), a);
+      if ([s.Resource].flat().includes('*')) assert.deepEqual([s.Action].flat(), ['dynamodb:ListStreams']);
+    }
+  }
+  const alarms = (Object.values(board.template.findResources('AWS::CloudWatch::Alarm')) as Resource[]).map((a) => a.Properties.MetricName);
+  assert.equal(alarms.filter((m) => m === 'ApproximateNumberOfMessagesVisible').length, 3, 'two DLQs and the on-failure queue');
+  assert.equal(alarms.filter((m) => m === 'Errors').length, 3);
+  const errors = Annotations.fromStack(board.stack).findError('*', Match.stringLikeRegexp('AwsSolutions-.*'));
+  assert.deepEqual(errors.map((e) => e.entry.data), []);
 });
