@@ -107,7 +107,10 @@ async fn baseline_put(rt: &Runtime, table: &str, n_puts: usize) -> anyhow::Resul
         rt.dynamodb
             .put_item()
             .table_name(table)
-            .item(if table == rt.config.table { "PK" } else { "pk" }, s(format!("BENCH#{i}")))
+            .item(
+                if table == rt.config.table { "PK" } else { "pk" },
+                s(format!("BENCH#{i}")),
+            )
             .item(if table == rt.config.table { "SK" } else { "sk" }, s("x"))
             .item("v", n(i))
             .send()

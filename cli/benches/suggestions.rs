@@ -24,55 +24,130 @@ const SKILLS: [&str; 6] = ["rust", "aws", "go", "k8s", "sql", "python"];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let jobs: usize = std::env::var("JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    let seekers: usize = std::env::var("SEEKERS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let jobs: usize = std::env::var("JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let seekers: usize = std::env::var("SEEKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     // moto only hosts the (unused here) queues the runtime creates.
     let moto = Moto::start()?;
-    let rt = JobBoardRuntime::start(JobBoardOptions::new(Some(engine.endpoint()), Some(moto.endpoint()), RecordReader::Embedded(engine.database().clone()))).await?;
+    let rt = JobBoardRuntime::start(JobBoardOptions::new(
+        Some(engine.endpoint()),
+        Some(moto.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    ))
+    .await?;
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
     for j in 0..jobs {
         let skills = [SKILLS[j % 6], SKILLS[(j + 1) % 6]];
         let id = format!("job{j:04}");
-        let job = NewJob { job_id: &id, employer_id: "e1", city: "Montreal", posted_at: days_ago((j % 20) as i64), zip: "H2X", title: "Engineer", skills: &skills, category: "tech", salary_max: 100_000 + (j as i64 % 5) * 10_000 };
+        let job = NewJob {
+            job_id: &id,
+            employer_id: "e1",
+            city: "Montreal",
+            posted_at: days_ago((j % 20) as i64),
+            zip: "H2X",
+            title: "Engineer",
+            skills: &skills,
+            category: "tech",
+            salary_max: 100_000 + (j as i64 % 5) * 10_000,
+        };
         w.create_job(&job).await?;
     }
     for k in 0..seekers {
         let skills = [SKILLS[k % 6], SKILLS[(k + 2) % 6]];
-        w.seeker(&format!("s{k:04}"), "S", "Montreal", &skills, 90_000 + (k as i64 % 7) * 10_000, &["tech"]).await?;
+        w.seeker(
+            &format!("s{k:04}"),
+            "S",
+            "Montreal",
+            &skills,
+            90_000 + (k as i64 % 7) * 10_000,
+            &["tech"],
+        )
+        .await?;
     }
     let records: Vec<serde_json::Value> = (0..seekers)
         .map(|k| serde_json::json!({"messageId": format!("m{k}"), "receiptHandle": "h", "body": encode(&SuggestionJob::SeekerChanged { seeker_id: format!("s{k:04}") }), "attributes": {}, "messageAttributes": {}}))
         .collect();
     let event: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records }))?;
-    let writes = || rt.suggestions.store().stats().writes.load(Ordering::Relaxed);
+    let writes = || {
+        rt.suggestions
+            .store()
+            .stats()
+            .writes
+            .load(Ordering::Relaxed)
+    };
 
     let started = Instant::now();
-    let resp = shared::lambda::sqs_handler(&*rt.suggestions, LambdaEvent::new(event.clone(), Context::default())).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let resp = shared::lambda::sqs_handler(
+        &*rt.suggestions,
+        LambdaEvent::new(event.clone(), Context::default()),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let elapsed = started.elapsed();
-    anyhow::ensure!(resp.batch_item_failures.is_empty(), "failures: {:?}", resp.batch_item_failures);
+    anyhow::ensure!(
+        resp.batch_item_failures.is_empty(),
+        "failures: {:?}",
+        resp.batch_item_failures
+    );
     let written = writes();
     let mut suggestions = 0;
     for k in 0..seekers {
-        suggestions += rt.suggestions.store().query(&rt.config.table, Some("GSI1"), keys::GSI1PK, &keys::seeker_pk(&format!("s{k:04}")), Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into()))).await?.len();
+        suggestions += rt
+            .suggestions
+            .store()
+            .query(
+                &rt.config.table,
+                Some("GSI1"),
+                keys::GSI1PK,
+                &keys::seeker_pk(&format!("s{k:04}")),
+                Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
+            )
+            .await?
+            .len();
     }
     let pairs = jobs * seekers;
 
     let again = Instant::now();
-    shared::lambda::sqs_handler(&*rt.suggestions, LambdaEvent::new(event, Context::default())).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    shared::lambda::sqs_handler(
+        &*rt.suggestions,
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let rescore = again.elapsed();
 
     let base_started = Instant::now();
     for i in 0..500 {
-        rt.dynamodb.put_item().table_name(&rt.config.table).item(keys::PK, s(format!("BENCH#{i}"))).item(keys::SK, s("x")).send().await?;
+        rt.dynamodb
+            .put_item()
+            .table_name(&rt.config.table)
+            .item(keys::PK, s(format!("BENCH#{i}")))
+            .item(keys::SK, s("x"))
+            .send()
+            .await?;
     }
     let baseline = base_started.elapsed() / 500;
     let per_pair = elapsed / pairs as u32;
     println!("{jobs} jobs x {seekers} seekers = {pairs} scored pairs in {elapsed:.2?}; {suggestions} suggestions written");
     println!("baseline: one PutItem into the same table = {baseline:.1?}");
-    println!("time per scored pair: {per_pair:.1?} = {:.3}x one PutItem", per_pair.as_secs_f64() / baseline.as_secs_f64());
-    println!("item writes per suggestion: {:.2} ({written} writes)", written as f64 / suggestions.max(1) as f64);
-    println!("redelivered batch (same jobs again): {rescore:.2?} = {:.3}x the first", rescore.as_secs_f64() / elapsed.as_secs_f64());
+    println!(
+        "time per scored pair: {per_pair:.1?} = {:.3}x one PutItem",
+        per_pair.as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "item writes per suggestion: {:.2} ({written} writes)",
+        written as f64 / suggestions.max(1) as f64
+    );
+    println!(
+        "redelivered batch (same jobs again): {rescore:.2?} = {:.3}x the first",
+        rescore.as_secs_f64() / elapsed.as_secs_f64()
+    );
     let _ = rt.suggestions.metrics();
     engine.stop().await;
     Ok(())

@@ -10,6 +10,7 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+pub mod backfill;
 pub mod demo;
 pub mod engine;
 pub mod esm;

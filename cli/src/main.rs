@@ -26,9 +26,9 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct Tables {
-    /// The tracker table.
-    #[arg(long, env = "TABLE_NAME", default_value = "lambda_api_applications")]
-    table: String,
+    /// The model's table (default: lambda_api_applications / job-app).
+    #[arg(long, env = "TABLE_NAME")]
+    table: Option<String>,
     /// The ledger table (markers and processor state).
     #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
     ledger_table: String,
@@ -36,10 +36,20 @@ struct Tables {
 
 impl Tables {
     fn config(&self) -> Config {
+        self.config_for(Model::Tracker)
+    }
+
+    fn config_for(&self, model: Model) -> Config {
+        let default = match model {
+            Model::Tracker => tracker::table().name,
+            Model::JobBoard => jobboard::table().name,
+        };
         Config {
-            table: self.table.clone(),
+            table: self.table.clone().unwrap_or_else(|| default.to_string()),
             ledger_table: self.ledger_table.clone(),
-            ..Config::default()
+            model,
+            suggestions_queue_url: std::env::var("SUGGESTIONS_QUEUE_URL").ok(),
+            matches_queue_url: std::env::var("MATCHES_QUEUE_URL").ok(),
         }
     }
 }
@@ -90,10 +100,41 @@ enum Command {
         #[command(flatten)]
         tables: Tables,
     },
-    /// Recompute the tracker's derived data and report drift (exit 1 on drift).
+    /// Recompute every derived datum from the source items and report drift
+    /// (exit 0 only when no drift remains).
     Verify {
         #[arg(long, env = "JOBSTREAM_ENDPOINT")]
         endpoint: Option<String>,
+        #[arg(long, default_value = "tracker")]
+        model: Model,
+        /// Fix drift through the same guarded writes, then verify again.
+        #[arg(long)]
+        repair: bool,
+        /// With --repair: show the fixes without writing them.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        tables: Tables,
+    },
+    /// Feed every existing item through the model's rules (adopting an
+    /// existing table, a new rule, or a lost day of processing).
+    Backfill {
+        #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+        endpoint: Option<String>,
+        #[arg(long, default_value = "tracker")]
+        model: Model,
+        /// Parallel Scan segments.
+        #[arg(long, default_value_t = 4)]
+        segments: u32,
+        /// Items per second (about RCU/s for items up to 4 KB); unlimited if absent.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Resume from / save progress to this file.
+        #[arg(long)]
+        checkpoint: Option<std::path::PathBuf>,
+        /// Count what would be written, write nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         tables: Tables,
     },
@@ -122,17 +163,18 @@ async fn engine_with_tables(
     let mut engine = LocalEngine::start(listen, db).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    jobstream::engine::ensure_table(&client, &tracker::table(), &tables.table).await?;
+    let config = tables.config();
+    jobstream::engine::ensure_table(&client, &tracker::table(), &config.table).await?;
     jobstream::engine::ensure_table(&client, &table::ledger(), &tables.ledger_table).await?;
     println!("DynamoDB endpoint: {}", engine.endpoint());
     println!(
         "tables: {} (stream: NEW_AND_OLD_IMAGES), {} (ledger)",
-        tables.table, tables.ledger_table
+        config.table, tables.ledger_table
     );
     println!(
         "try: aws dynamodb scan --endpoint-url {} --table-name {}",
         engine.endpoint(),
-        tables.table
+        config.table
     );
     Ok(engine)
 }
@@ -241,21 +283,127 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.run_until(ctrl_c()).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify { endpoint, tables } => {
+        Command::Verify {
+            endpoint,
+            model,
+            repair,
+            dry_run,
+            tables,
+        } => {
+            let config = tables.config_for(model);
             let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 3).await);
-            let report = jobstream::verify::verify_tracker(&client, &tables.table).await?;
-            println!(
-                "checked {} applications, {} stages, {} history entries; META/COUNT {:?}",
-                report.applications, report.stages, report.history_entries, report.count
-            );
-            for p in &report.problems {
+            let check = || async {
+                match model {
+                    Model::Tracker => {
+                        jobstream::verify::verify_tracker(&client, &config.table).await
+                    }
+                    Model::JobBoard => {
+                        jobstream::verify::verify_jobboard(
+                            &client,
+                            &config.table,
+                            chrono::Utc::now(),
+                        )
+                        .await
+                    }
+                }
+            };
+            let mut report = check().await?;
+            println!("{}", report.render());
+            for p in report.problems.iter().take(20) {
                 println!("drift: {p}");
             }
+            if repair && !report.is_clean() {
+                if dry_run {
+                    println!("dry run: {} fix(es) would be applied", report.fixes.len());
+                } else {
+                    let applied =
+                        jobstream::verify::repair(&client, &config.table, &report).await?;
+                    println!(
+                        "repair: {applied} of {} fix(es) applied",
+                        report.fixes.len()
+                    );
+                    report = check().await?;
+                    println!("{}", report.render());
+                }
+            }
+            println!(
+                "{}",
+                if report.is_clean() {
+                    "no drift"
+                } else {
+                    "drift remains"
+                }
+            );
             Ok(if report.is_clean() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Backfill {
+            endpoint,
+            model,
+            segments,
+            rate,
+            checkpoint,
+            dry_run,
+            tables,
+        } => {
+            let config = tables.config_for(model);
+            let sdk = sdk_config(endpoint.as_deref(), 5).await;
+            let client = aws_sdk_dynamodb::Client::new(&sdk);
+            let store = || shared::store::Store::new(client.clone());
+            let opts = jobstream::backfill::ScanOptions {
+                segments,
+                rate,
+                checkpoint,
+                ..Default::default()
+            };
+            let (report, totals) = match model {
+                Model::Tracker => {
+                    let derive =
+                        std::sync::Arc::new(shared::lambda::derive_processor(&config, store()));
+                    let history =
+                        std::sync::Arc::new(shared::lambda::history_processor(&config, store()));
+                    jobstream::backfill::backfill_tracker(
+                        &client,
+                        &config.table,
+                        derive,
+                        history,
+                        &opts,
+                        dry_run,
+                    )
+                    .await?
+                }
+                Model::JobBoard => {
+                    let sqs = aws_sdk_sqs::Client::new(
+                        &sdk_config(std::env::var("AWS_ENDPOINT_URL_SQS").ok().as_deref(), 5).await,
+                    );
+                    let derive = std::sync::Arc::new(shared::lambda::jobboard_derive_processor(
+                        &config,
+                        store(),
+                        sqs,
+                    ));
+                    jobstream::backfill::backfill_jobboard(
+                        &client,
+                        &config.table,
+                        derive,
+                        &opts,
+                        dry_run,
+                    )
+                    .await?
+                }
+            };
+            println!(
+                "backfill of {}: {} items scanned in {:.2?} ({:.0} items/s){}",
+                config.table,
+                report.scanned,
+                report.elapsed,
+                report.items_per_sec(),
+                if dry_run { " [dry run]" } else { "" }
+            );
+            println!("{}", totals.line(dry_run));
+            Ok(ExitCode::SUCCESS)
         }
         Command::Tables => {
             let defs = serde_json::json!({

@@ -1,32 +1,114 @@
-//! Recomputes the tracker's derived data from its source items and reports
-//! every difference: GSI keys, history numbering and last snapshot,
-//! `historySequence`, META/COUNT, orphans of deleted applications.
+//! `jobstream verify`: recomputes every derived datum from the source items
+//! and reports drift per kind (checked, wrong, missing, extra, sample keys);
+//! `--repair` fixes what can be fixed through the same guarded writes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::engine::derive::DeriveRules;
+use shared::engine::derive::{projection_update, DeriveRules};
 use shared::engine::fold::FoldState;
-use shared::item::{display_key, key_of, Item, ItemExt};
+use shared::item::{display_key, key_of, n, s, Item, ItemExt};
+use shared::models::jobboard::derive::JobBoardDerive;
+use shared::models::jobboard::entities::{
+    kind as board_kind, Job, JobStatus, Kind as BoardKind, Pair, Seeker,
+};
+use shared::models::jobboard::keys as bkeys;
+use shared::models::jobboard::relevance::{level, score};
 use shared::models::tracker::derive::TrackerDerive;
 use shared::models::tracker::history::{snapshot, snapshot_attributes, stage_snapshot};
 use shared::models::tracker::keys::{self, Kind};
 use shared::models::tracker::schema::LABELS;
+use shared::store::{Store, Update};
+
+/// Drift of one kind of derived datum.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KindReport {
+    pub checked: u64,
+    pub wrong: u64,
+    pub missing: u64,
+    pub extra: u64,
+    /// Up to 5 example keys with what is wrong.
+    pub samples: Vec<String>,
+}
+
+impl KindReport {
+    pub fn drift(&self) -> u64 {
+        self.wrong + self.missing + self.extra
+    }
+}
+
+/// A repair to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fix {
+    /// A guarded update (projection, sequence mirror, count).
+    Update(Update),
+    Delete(Item),
+    Put(Item),
+}
 
 /// What verification found.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Report {
+    pub kinds: BTreeMap<&'static str, KindReport>,
     pub applications: usize,
     pub stages: usize,
     pub history_entries: usize,
     pub count: Option<i64>,
-    /// One line per problem: what and where.
+    /// Every problem: what and where.
     pub problems: Vec<String>,
+    pub fixes: Vec<Fix>,
+}
+
+#[derive(Clone, Copy)]
+enum Drift {
+    Wrong,
+    Missing,
+    Extra,
 }
 
 impl Report {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    fn checked(&mut self, kind: &'static str) {
+        self.kinds.entry(kind).or_default().checked += 1;
+    }
+
+    fn drift(&mut self, kind: &'static str, d: Drift, what: String, fix: Option<Fix>) {
+        let k = self.kinds.entry(kind).or_default();
+        match d {
+            Drift::Wrong => k.wrong += 1,
+            Drift::Missing => k.missing += 1,
+            Drift::Extra => k.extra += 1,
+        }
+        if k.samples.len() < 5 {
+            k.samples.push(what.clone());
+        }
+        self.problems.push(format!("{kind}: {what}"));
+        self.fixes.extend(fix);
+    }
+
+    /// The drift report as a table.
+    pub fn render(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .kinds
+            .iter()
+            .map(|(k, r)| {
+                vec![
+                    k.to_string(),
+                    r.checked.to_string(),
+                    r.wrong.to_string(),
+                    r.missing.to_string(),
+                    r.extra.to_string(),
+                    r.samples.first().cloned().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        crate::demo::render_table(
+            &["kind", "checked", "wrong", "missing", "extra", "sample"],
+            &rows,
+        )
     }
 }
 
@@ -43,6 +125,34 @@ pub async fn scan_all(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
     Ok(items?)
 }
 
+/// Applies the fixes of a report.
+pub async fn repair(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    report: &Report,
+) -> anyhow::Result<usize> {
+    let store = Store::new(client.clone());
+    let mut applied = 0;
+    for fix in &report.fixes {
+        match fix {
+            Fix::Update(u) => {
+                if store.update(table, u.clone()).await? == shared::store::Written::Applied {
+                    applied += 1;
+                }
+            }
+            Fix::Delete(k) => {
+                store.delete_keys(table, vec![k.clone()]).await?;
+                applied += 1;
+            }
+            Fix::Put(i) => {
+                store.put_items(table, vec![i.clone()]).await?;
+                applied += 1;
+            }
+        }
+    }
+    Ok(applied)
+}
+
 #[derive(Default)]
 struct Partition {
     app: Option<Item>,
@@ -50,17 +160,8 @@ struct Partition {
     history: Vec<Item>,
 }
 
-/// Verifies the tracker's derived data in `table`.
-pub async fn verify_tracker(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> anyhow::Result<Report> {
-    let items = scan_all(client, table).await?;
-    Ok(verify_items(&items))
-}
-
-/// The part of a snapshot that a history entry must reflect: user-visible
-/// fields and stages (a later `updatedAt`-only change writes no entry).
+/// The part of a snapshot an entry must reflect: user-visible fields and
+/// stages (a later `updatedAt`-only change writes no entry).
 fn comparable(snapshot: &Item) -> Item {
     snapshot
         .iter()
@@ -73,10 +174,19 @@ fn comparable(snapshot: &Item) -> Item {
         .collect()
 }
 
-/// Verifies a set of items (pure).
+/// Verifies the tracker's derived data in `table`.
+pub async fn verify_tracker(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> anyhow::Result<Report> {
+    Ok(verify_items(&scan_all(client, table).await?))
+}
+
+/// The tracker's drift (pure).
 pub fn verify_items(items: &[Item]) -> Report {
     let mut report = Report::default();
     let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
+    let mut meta: Option<Item> = None;
     for item in items {
         let (Ok(pk), Ok(sk)) = (item.s(keys::PK), item.s(keys::SK)) else {
             continue;
@@ -95,7 +205,10 @@ pub fn verify_items(items: &[Item]) -> Report {
                 .or_default()
                 .history
                 .push(item.clone()),
-            Some(Kind::Meta) => report.count = item.opt_i64(keys::COUNT_ATTR).ok().flatten(),
+            Some(Kind::Meta) => {
+                report.count = item.opt_i64(keys::COUNT_ATTR).ok().flatten();
+                meta = Some(item.clone());
+            }
             None => report.problems.push(format!(
                 "unknown item {}",
                 display_key(&key_of(item, &[keys::PK, keys::SK]))
@@ -107,12 +220,15 @@ pub fn verify_items(items: &[Item]) -> Report {
         report.stages += p.stages.len();
         report.history_entries += p.history.len();
         let Some(app) = &p.app else {
-            if !p.stages.is_empty() || !p.history.is_empty() {
-                report.problems.push(format!(
-                    "{pk}: {} stage(s) and {} history entr(ies) left behind by a deleted application",
-                    p.stages.len(),
-                    p.history.len()
-                ));
+            for orphan in p.stages.iter().chain(&p.history) {
+                report.checked("orphans");
+                let key = key_of(orphan, &[keys::PK, keys::SK]);
+                report.drift(
+                    "orphans",
+                    Drift::Extra,
+                    format!("{} left behind by a deleted application", display_key(&key)),
+                    Some(Fix::Delete(key)),
+                );
             }
             continue;
         };
@@ -120,59 +236,100 @@ pub fn verify_items(items: &[Item]) -> Report {
         if app.opt_bool("isArchived").ok().flatten() == Some(false) {
             active += 1;
         }
+        report.checked("gsi-keys");
         match TrackerDerive.projection(app) {
             Ok(Some(proj)) => {
-                for (attr, want) in &proj.attrs {
-                    if app.get(*attr) != want.as_ref() {
-                        report.problems.push(format!(
-                            "{pk}: {attr} is {:?}, expected {:?}",
-                            app.get(*attr),
-                            want
-                        ));
-                    }
+                if let Some(update) = projection_update(TrackerDerive.key_names(), app, &proj) {
+                    let what: Vec<&str> = proj
+                        .attrs
+                        .iter()
+                        .filter(|(a, w)| app.get(*a) != w.as_ref())
+                        .map(|(a, _)| *a)
+                        .collect();
+                    report.drift(
+                        "gsi-keys",
+                        Drift::Wrong,
+                        format!("{pk}: {} stale", what.join(", ")),
+                        Some(Fix::Update(update)),
+                    );
                 }
             }
             Ok(None) => {}
             Err(e) => report.problems.push(format!("{pk}: {e}")),
         }
-        let mut seqs: Vec<i64> = p
+        report.checked("history-sequence");
+        let seqs: BTreeSet<u64> = p
             .history
             .iter()
             .filter_map(|h| h.opt_i64("sequence").ok().flatten())
+            .map(|v| v as u64)
             .collect();
-        seqs.sort_unstable();
-        let expected: Vec<i64> = (1..=p.history.len() as i64).collect();
-        if seqs != expected {
-            report.problems.push(format!(
-                "{pk}: history sequences {seqs:?} are not 1..={}",
-                p.history.len()
-            ));
-        }
-        for h in &p.history {
-            let seq = h.opt_i64("sequence").ok().flatten().unwrap_or(0);
-            if h.s(keys::SK).ok() != Some(keys::hist_sk(seq as u64).as_str()) {
-                report.problems.push(format!(
-                    "{pk}: entry {seq} has sort key {:?}",
-                    h.s(keys::SK).ok()
-                ));
-            }
-        }
-        let last = p.history.len() as i64;
         let mirrored = app
             .opt_i64(keys::HISTORY_SEQUENCE)
             .ok()
             .flatten()
-            .unwrap_or(0);
+            .unwrap_or(0) as u64;
+        let last = seqs.iter().max().copied().unwrap_or(0).max(mirrored);
+        let id = pk.trim_start_matches("APP#");
+        for gap in (1..=last).filter(|s| !seqs.contains(s)) {
+            let mut entry: Item = [
+                (keys::PK, s(pk)),
+                (keys::SK, s(keys::hist_sk(gap))),
+                (
+                    "id",
+                    s(uuid::Uuid::new_v5(
+                        &shared::models::tracker::history::ENTRY_ID_NAMESPACE,
+                        format!("restored:{pk}:{gap}").as_bytes(),
+                    )
+                    .to_string()),
+                ),
+                ("applicationId", s(id)),
+                ("sequence", n(gap)),
+                (
+                    "description",
+                    s("Entry lost; restored by jobstream verify --repair"),
+                ),
+                (
+                    "createdAt",
+                    s(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+                ),
+                ("snapshotOmitted", s("the original entry was lost")),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            entry.insert("restored".into(), AttributeValue::Bool(true));
+            report.drift(
+                "history-sequence",
+                Drift::Missing,
+                format!("{pk}: entry {gap} of 1..={last} is missing"),
+                Some(Fix::Put(entry)),
+            );
+        }
         if mirrored != last {
-            report.problems.push(format!(
-                "{pk}: historySequence is {mirrored}, expected {last}"
-            ));
+            let fix = Update {
+                key: key_of(app, &[keys::PK, keys::SK]),
+                update_expression: "SET #a = :s".into(),
+                condition_expression: Some("attribute_exists(#k)".into()),
+                names: vec![
+                    ("#a".into(), keys::HISTORY_SEQUENCE.into()),
+                    ("#k".into(), keys::PK.into()),
+                ],
+                values: vec![(":s".into(), n(last))],
+            };
+            report.drift(
+                "history-sequence",
+                Drift::Wrong,
+                format!("{pk}: historySequence is {mirrored}, expected {last}"),
+                Some(Fix::Update(fix)),
+            );
         }
         if let Some(latest) = p
             .history
             .iter()
             .max_by_key(|h| h.opt_i64("sequence").ok().flatten())
         {
+            report.checked("history-snapshot");
             let mut state = FoldState::default();
             state.parts.insert("APP".into(), snapshot_attributes(app));
             for st in &p.stages {
@@ -186,18 +343,170 @@ pub fn verify_items(items: &[Item]) -> Report {
                 Some(AttributeValue::M(m)) => Some(comparable(m)),
                 _ => None,
             };
-            if have.as_ref() != Some(&want) {
-                report.problems.push(format!(
-                    "{pk}: the latest history snapshot differs from the current state"
-                ));
+            if have.as_ref() != Some(&want) && !latest.contains_key("snapshotOmitted") {
+                report.drift("history-snapshot", Drift::Wrong, format!("{pk}: the latest snapshot differs from the current state (not repairable: history is append-only)"), None);
             }
         }
     }
+    report.checked("count");
     let count = report.count.unwrap_or(0);
     if count != active {
-        report.problems.push(format!(
-            "META/COUNT is {count}, expected {active} non-archived applications"
-        ));
+        let fix = Update {
+            key: [
+                (keys::PK.to_string(), s(keys::META_PK)),
+                (keys::SK.to_string(), s(keys::COUNT_SK)),
+            ]
+            .into(),
+            update_expression: "SET #c = :want".into(),
+            condition_expression: Some(match meta {
+                Some(_) => "#c = :seen".into(),
+                None => "attribute_not_exists(#c)".into(),
+            }),
+            names: vec![("#c".into(), keys::COUNT_ATTR.into())],
+            values: [(":want".to_string(), n(active))]
+                .into_iter()
+                .chain(report.count.map(|c| (":seen".to_string(), n(c))))
+                .collect(),
+        };
+        let d = if report.count.is_none() {
+            Drift::Missing
+        } else {
+            Drift::Wrong
+        };
+        report.drift(
+            "count",
+            d,
+            format!("META/COUNT is {count}, expected {active} non-archived applications"),
+            Some(Fix::Update(fix)),
+        );
+    }
+    report
+}
+
+/// Verifies the job board's derived data in `table`, as of `now`.
+pub async fn verify_jobboard(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<Report> {
+    Ok(verify_board_items(&scan_all(client, table).await?, now))
+}
+
+/// The job board's drift (pure): GSI1 keys, suggestions (level, TTL, pairs
+/// that must not be suggested), matches (one per pair).
+pub fn verify_board_items(items: &[Item], now: chrono::DateTime<chrono::Utc>) -> Report {
+    let mut report = Report::default();
+    let key = |i: &Item| key_of(i, &[bkeys::PK, bkeys::SK]);
+    let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
+    let mut seekers: BTreeMap<String, Seeker> = BTreeMap::new();
+    let mut requested: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut matches: BTreeMap<(String, String), Vec<Item>> = BTreeMap::new();
+    let mut suggestions = Vec::new();
+    for item in items {
+        let Ok(k) = board_kind(item) else { continue };
+        report.checked("gsi-keys");
+        if let Ok(Some(p)) = JobBoardDerive.projection(item) {
+            if k != BoardKind::Suggestion && k != BoardKind::Match {
+                if let Some(u) = projection_update(JobBoardDerive.key_names(), item, &p) {
+                    report.drift(
+                        "gsi-keys",
+                        Drift::Wrong,
+                        format!("{}: GSI1 keys stale", display_key(&key(item))),
+                        Some(Fix::Update(u)),
+                    );
+                }
+            }
+        }
+        match k {
+            BoardKind::Job => {
+                if let Ok(j) = Job::parse(item) {
+                    jobs.insert(j.job_id.clone(), j);
+                }
+            }
+            BoardKind::Seeker => {
+                if let Ok(s) = Seeker::parse(item) {
+                    seekers.insert(s.seeker_id.clone(), s);
+                }
+            }
+            BoardKind::Request => {
+                if let (Ok(j), Ok(s)) = (item.s("jobId"), item.s("seekerId")) {
+                    requested.insert((s.to_string(), j.to_string()));
+                }
+            }
+            BoardKind::Match => {
+                if let Ok(p) = Pair::parse("match", item) {
+                    matches
+                        .entry((p.seeker_id, p.job_id))
+                        .or_default()
+                        .push(item.clone());
+                }
+            }
+            BoardKind::Suggestion => suggestions.push(item.clone()),
+            BoardKind::Employer => {}
+        }
+    }
+    for ((seeker, job), ms) in &matches {
+        report.checked("matches");
+        for extra in ms.iter().skip(1) {
+            report.drift(
+                "matches",
+                Drift::Extra,
+                format!("seeker {seeker} / job {job}: {} matches", ms.len()),
+                Some(Fix::Delete(key(extra))),
+            );
+        }
+    }
+    let week = chrono::Duration::days(7).num_seconds();
+    for sug in &suggestions {
+        report.checked("suggestions");
+        let k = key(sug);
+        let label = display_key(&k);
+        let Ok(pair) = Pair::parse("suggestion", sug) else {
+            report.drift(
+                "suggestions",
+                Drift::Wrong,
+                format!("{label}: unreadable"),
+                Some(Fix::Delete(k)),
+            );
+            continue;
+        };
+        let pk = (pair.seeker_id.clone(), pair.job_id.clone());
+        let (job, seeker) = (jobs.get(&pair.job_id), seekers.get(&pair.seeker_id));
+        let why_extra = match (job, seeker) {
+            (None, _) => Some("the job no longer exists"),
+            (_, None) => Some("the seeker no longer exists"),
+            (Some(j), _) if j.status != JobStatus::Open => Some("the job is closed"),
+            _ if requested.contains(&pk) => Some("the pair was requested"),
+            _ if matches.contains_key(&pk) => Some("the pair is matched"),
+            (Some(j), Some(s)) if level(score(s, j)).is_none() => Some("the pair scores below R3"),
+            _ => None,
+        };
+        if let Some(why) = why_extra {
+            report.drift(
+                "suggestions",
+                Drift::Extra,
+                format!("{label}: {why}"),
+                Some(Fix::Delete(k)),
+            );
+            continue;
+        }
+        let (Some(j), Some(sk)) = (job, seeker) else {
+            continue;
+        };
+        let points = score(sk, j);
+        let want = level(points).unwrap_or(3);
+        let ttl = sug.opt_i64(bkeys::TTL).ok().flatten();
+        let ttl_ok = ttl.is_some_and(|t| t <= now.timestamp() + week);
+        if sug.i64("relevance").ok() != Some(i64::from(want)) || !ttl_ok {
+            let fixed =
+                shared::models::jobboard::suggestions::suggestion_item(sk, j, want, points, now);
+            report.drift(
+                "suggestions",
+                Drift::Wrong,
+                format!("{label}: relevance/TTL differ from the function (want R{want})"),
+                Some(Fix::Put(fixed)),
+            );
+        }
     }
     report
 }

@@ -146,7 +146,7 @@ pub enum SortKey {
 }
 
 /// An update expression with its condition and placeholders.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Update {
     pub key: Item,
     pub update_expression: String,
@@ -406,6 +406,62 @@ impl Store {
         let pages = req.into_paginator().items().send();
         let items: Result<Vec<Item>, _> = pages.collect::<Vec<_>>().await.into_iter().collect();
         items.map_err(|e| classify("Query", table, e))
+    }
+
+    /// BatchGetItem (strongly consistent), 100 keys per request, retrying
+    /// UnprocessedKeys with backoff. Absent items are simply not returned.
+    pub async fn batch_get(&self, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::new();
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            let mut delays = self.backoff.builder().build();
+            while !pending.is_empty() {
+                let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(pending.clone()))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| StoreError {
+                        operation: "BatchGetItem",
+                        table: table.to_string(),
+                        code: "ConstructionFailure".into(),
+                        retryable: false,
+                        source: Box::new(e),
+                    })?;
+                let resp = self
+                    .client
+                    .batch_get_item()
+                    .request_items(table, ka)
+                    .send()
+                    .await
+                    .map_err(|e| classify("BatchGetItem", table, e))?;
+                if let Some(items) = resp.responses().and_then(|r| r.get(table)) {
+                    out.extend(items.iter().cloned());
+                }
+                pending = resp
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(table))
+                    .map(|k| k.keys().to_vec())
+                    .unwrap_or_default();
+                if !pending.is_empty() {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    let Some(delay) = delays.next() else {
+                        return Err(StoreError {
+                            operation: "BatchGetItem",
+                            table: table.to_string(),
+                            code: "UnprocessedKeys".into(),
+                            retryable: true,
+                            source: format!(
+                                "{} keys still unprocessed after retries",
+                                pending.len()
+                            )
+                            .into(),
+                        });
+                    };
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// GetItem, strongly consistent.

@@ -427,3 +427,69 @@ async fn sqs_fixture_through_the_matches_handler() {
     assert_eq!(b.rt.matches.metrics().get(names::SKIPPED), 1);
     assert_eq!(b.rt.matches.metrics().get(names::BAD_INPUT), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repairs_them() {
+    let mut b = board().await;
+    let diffs = jobstream::jobboard_demo::run(&mut b.rt)
+        .await
+        .expect("scenario runs");
+    assert!(diffs.is_empty(), "{diffs:?}");
+    let now = chrono::Utc::now();
+    let clean = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
+        .await
+        .unwrap();
+    assert!(clean.is_clean(), "{:#?}", clean.problems);
+    // An extra suggestion for the matched pair (s2, j2), a wrong level on
+    // s3's, a second match for (s2, j2), a stale GSI1 key on a job.
+    let jobs = jobs();
+    let seeker = Seeker::parse(
+        &get(&b, keys::seeker_pk("s2"), keys::PROFILE_SK.into())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let job2 = Job::parse(&jobs[1].item()).unwrap();
+    b.w.put(shared::models::jobboard::suggestions::suggestion_item(
+        &seeker, &job2, 1, 9999, now,
+    ))
+    .await
+    .unwrap();
+    let mut s3 = get(&b, keys::job_pk("Toronto"), keys::suggestion_sk("j3", "s3"))
+        .await
+        .unwrap();
+    s3.insert("relevance".into(), n(3));
+    b.w.put(s3).await.unwrap();
+    let mut dup = partition(&b, &keys::seeker_pk("s2"), "j#").await.remove(0);
+    dup.insert(keys::SK.into(), s(keys::match_sk("2000-01-01", "j2")));
+    b.w.put(dup).await.unwrap();
+    b.rt.dynamodb
+        .update_item()
+        .table_name(&b.rt.config.table)
+        .key(keys::PK, s(keys::job_pk("Toronto")))
+        .key(keys::SK, s(jobs[2].item()["sk"].as_s().unwrap().clone()))
+        .update_expression("SET GSI1PK = :x")
+        .expression_attribute_values(":x", s("employer#nobody"))
+        .send()
+        .await
+        .unwrap();
+    let report = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.kinds["suggestions"].extra, 1,
+        "{:#?}",
+        report.problems
+    );
+    assert_eq!(report.kinds["suggestions"].wrong, 1);
+    assert_eq!(report.kinds["matches"].extra, 1);
+    assert_eq!(report.kinds["gsi-keys"].wrong, 1);
+    jobstream::verify::repair(&b.rt.dynamodb, &b.rt.config.table, &report)
+        .await
+        .unwrap();
+    let after = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
+        .await
+        .unwrap();
+    assert!(after.is_clean(), "{:#?}", after.problems);
+    assert_eq!(partition(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
+}

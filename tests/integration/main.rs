@@ -1,6 +1,7 @@
 //! Integration tests: the processors against the embedded DynamoDB engine
 //! (Dynoxide over HTTP, through the AWS SDK), one fresh engine per test.
 
+mod backfill;
 mod bad_input;
 mod faults;
 mod fixtures;

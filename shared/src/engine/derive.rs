@@ -10,24 +10,25 @@
 //!   record fixes the projection, so it is success. When the image already
 //!   carries the computed values nothing is written: this is the fixpoint
 //!   that keeps the processor from looping on its own writes;
-//! - counter deltas (new contribution minus old) go through the ledger: one
-//!   TransactWriteItems with a marker per record and one ADD per distinct
-//!   counter per chunk. A redelivered record fails its marker's condition and
-//!   is dropped from the chunk as already applied.
+//! - counters go through a registry of contributions in the ledger (see
+//!   [`super::counts`]): each item settles to what it contributes after its
+//!   last change in the batch, with one ADD per distinct counter per
+//!   transaction chunk. A redelivered record finds its contribution already
+//!   recorded and writes nothing.
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update as TxUpdate};
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt};
 
+use super::counts::{settle, Mode, Target};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::error::{InputError, ProcessError};
-use crate::item::{display_key, n, Item};
-use crate::ledger;
+use crate::item::{display_key, Item};
 use crate::metrics::{names, BatchMetrics, Metrics};
-use crate::store::{Store, TxError, Update, Written};
+use crate::store::{Store, Update, Written};
 
 /// Processor-owned attributes an item should carry, computed from its image.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,15 +47,6 @@ pub struct Counter {
     /// Key attributes of the counter item, as (name, string value).
     pub key: Vec<(&'static str, String)>,
     pub attr: &'static str,
-}
-
-impl Counter {
-    fn key_item(&self) -> Item {
-        self.key
-            .iter()
-            .map(|(k, v)| (k.to_string(), AttributeValue::S(v.clone())))
-            .collect()
-    }
 }
 
 /// An asynchronous job to enqueue (work that fans out or is heavy).
@@ -186,12 +178,6 @@ pub struct DeriveProcessor<R> {
     now: fn() -> DateTime<Utc>,
 }
 
-struct CountOp {
-    index: usize,
-    event_id: String,
-    deltas: BTreeMap<Counter, i64>,
-}
-
 impl<R: DeriveRules> DeriveProcessor<R> {
     pub fn new(rules: R, store: Store, config: DeriveConfig) -> Self {
         Self {
@@ -254,106 +240,133 @@ impl<R: DeriveRules> DeriveProcessor<R> {
         first.map_or(Ok(()), Err)
     }
 
-    /// Applies counter deltas for `ops` (in order) in ledger transactions.
-    /// Returns the index of the first op whose chunk failed.
-    async fn apply_counts(
+    /// Backfill of existing items, as synthetic INSERTs through the same
+    /// rules: guarded projections, counter contributions filled only where
+    /// none is recorded (so a second run, or the stream processor running
+    /// meanwhile, never counts an item twice), and the jobs an INSERT
+    /// starts. Returns (projection writes, counter actions, messages).
+    pub async fn backfill(
         &self,
-        ops: &[CountOp],
-        metrics: &mut BatchMetrics,
-    ) -> Result<(), BatchFailure> {
-        let mut start = 0;
-        while start < ops.len() {
-            // Fill a chunk: markers + one ADD per distinct counter <= 100 actions.
-            let mut end = start;
-            let mut counters = std::collections::BTreeSet::new();
-            while end < ops.len() {
-                let mut with: std::collections::BTreeSet<&Counter> = counters.clone();
-                with.extend(ops[end].deltas.keys());
-                if (end - start + 1) + with.len() > 100 {
-                    break;
+        items: &[Item],
+        dry_run: bool,
+    ) -> Result<(usize, usize, usize), ProcessError> {
+        let key_names = self.rules.key_names();
+        let changes: Vec<Change> = items
+            .iter()
+            .map(|item| Change {
+                event_id: format!(
+                    "backfill:{}",
+                    display_key(&crate::item::key_of(item, key_names))
+                ),
+                sequence_number: crate::change::SequenceNumber::parse("0")
+                    .expect("0 is a sequence number"),
+                kind: ChangeKind::Insert,
+                origin: crate::change::Origin::User,
+                keys: crate::item::key_of(item, key_names),
+                old: None,
+                new: Some(item.clone()),
+                at: (self.now)(),
+            })
+            .collect();
+        let mut updates = Vec::new();
+        let mut messages = Vec::new();
+        let mut bad = std::collections::HashSet::new();
+        for (i, (item, change)) in items.iter().zip(&changes).enumerate() {
+            let planned = (|| -> Result<_, InputError> {
+                let u = self
+                    .rules
+                    .projection(item)?
+                    .and_then(|p| projection_update(key_names, item, &p));
+                Ok((u, self.rules.messages(change)?))
+            })();
+            match planned {
+                Ok((u, m)) => {
+                    updates.extend(u);
+                    messages.extend(m.into_iter().map(|m| (i, m)));
                 }
-                counters = with;
-                end += 1;
-            }
-            let mut live: Vec<&CountOp> = ops[start..end].iter().collect();
-            loop {
-                if live.is_empty() {
-                    break;
-                }
-                let mut totals: BTreeMap<&Counter, i64> = BTreeMap::new();
-                for op in &live {
-                    for (c, d) in &op.deltas {
-                        *totals.entry(c).or_insert(0) += d;
-                    }
-                }
-                let now = (self.now)();
-                let mut actions: Vec<TransactWriteItem> = live
-                    .iter()
-                    .map(|op| {
-                        ledger::marker_put(
-                            &self.config.ledger_table,
-                            self.name(),
-                            &op.event_id,
-                            now,
-                        )
-                    })
-                    .collect();
-                for (c, d) in totals.iter().filter(|(_, d)| **d != 0) {
-                    actions.push(
-                        TransactWriteItem::builder()
-                            .update(
-                                TxUpdate::builder()
-                                    .table_name(&self.config.table)
-                                    .set_key(Some(c.key_item()))
-                                    .update_expression("ADD #c :d")
-                                    .expression_attribute_names("#c", c.attr)
-                                    .expression_attribute_values(":d", n(d))
-                                    .build()
-                                    .expect("table, key and expression are set"),
-                            )
-                            .build(),
-                    );
-                }
-                match self.store.transact(actions).await {
-                    Ok(()) => break,
-                    Err(TxError::ConditionsFailed { failed }) => {
-                        // Markers come first: a failed marker is a record
-                        // already applied by an earlier delivery.
-                        let before = live.len();
-                        live = live
-                            .into_iter()
-                            .enumerate()
-                            .filter_map(|(i, op)| {
-                                if failed.get(i).copied().unwrap_or(false) {
-                                    metrics.incr(names::DUPLICATE);
-                                    tracing::info!(processor = self.name(), event_id = %op.event_id, "counter effect already applied; skipping");
-                                    None
-                                } else {
-                                    Some(op)
-                                }
-                            })
-                            .collect();
-                        if live.len() == before {
-                            return Err(BatchFailure {
-                                index: ops[start].index,
-                                error: ProcessError::Conflict(
-                                    "counter transaction condition failed outside the markers"
-                                        .into(),
-                                ),
-                            });
-                        }
-                    }
-                    Err(TxError::Store(e)) => {
-                        return Err(BatchFailure {
-                            index: live[0].index,
-                            error: e.into(),
-                        })
-                    }
+                Err(e) => {
+                    bad.insert(i);
+                    tracing::warn!(key = %change.key_display(), kind = e.kind(), reason = %e, "backfill: skipping item");
                 }
             }
-            start = end;
         }
-        Ok(())
+        let targets = self
+            .count_targets(&changes, &bad)
+            .map_err(|(_, e)| ProcessError::Permanent(e.to_string()))?;
+        if dry_run {
+            return Ok((
+                updates.len(),
+                targets.iter().filter(|t| t.value != 0).count(),
+                messages.len(),
+            ));
+        }
+        let n_updates = updates.len();
+        for u in updates {
+            self.store.update(&self.config.table, u).await?;
+        }
+        let settled = settle(
+            &self.store,
+            &self.config.table,
+            &self.config.ledger_table,
+            self.name(),
+            targets,
+            Mode::FillAbsent,
+            (self.now)(),
+        )
+        .await
+        .map_err(|f| f.error)?;
+        self.send_messages(&messages, usize::MAX)
+            .await
+            .map_err(|f| f.error)?;
+        Ok((n_updates, settled.written, messages.len()))
+    }
+
+    /// The contributions each item of the batch should have now (its last
+    /// change in the batch), for every counter any of its images touches.
+    fn count_targets(
+        &self,
+        changes: &[Change],
+        skip: &std::collections::HashSet<usize>,
+    ) -> Result<Vec<Target>, (usize, InputError)> {
+        let mut last: HashMap<String, usize> = HashMap::new();
+        let mut touched: HashMap<String, std::collections::BTreeSet<Counter>> = HashMap::new();
+        for (i, c) in changes.iter().enumerate() {
+            if skip.contains(&i) {
+                continue;
+            }
+            let key = display_key(&c.keys);
+            for img in [&c.old, &c.new].into_iter().flatten() {
+                let contributions = self.rules.contributions(img).map_err(|e| (i, e))?;
+                touched
+                    .entry(key.clone())
+                    .or_default()
+                    .extend(contributions.into_iter().map(|(c, _)| c));
+            }
+            last.insert(key, i);
+        }
+        let mut targets = Vec::new();
+        for (key, index) in last {
+            let change = &changes[index];
+            let now: BTreeMap<Counter, i64> = match (&change.kind, &change.new) {
+                (ChangeKind::Remove, _) | (_, None) => BTreeMap::new(),
+                (_, Some(new)) => self
+                    .rules
+                    .contributions(new)
+                    .map_err(|e| (index, e))?
+                    .into_iter()
+                    .collect(),
+            };
+            for counter in touched.remove(&key).unwrap_or_default() {
+                let value = now.get(&counter).copied().unwrap_or(0);
+                targets.push(Target {
+                    index,
+                    item_key: key.clone(),
+                    counter,
+                    value,
+                });
+            }
+        }
+        Ok(targets)
     }
 }
 
@@ -374,7 +387,7 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
         let key_names = self.rules.key_names();
         // Pure part: what each change implies.
         let mut projections: HashMap<String, (usize, Option<Update>)> = HashMap::new();
-        let mut count_ops = Vec::new();
+        let mut bad = std::collections::HashSet::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         for (index, change) in changes.iter().enumerate() {
             let key = display_key(&change.keys);
@@ -393,20 +406,16 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
                 ))
             })();
             match planned {
-                Ok((update, deltas, out)) => {
+                Ok((update, _deltas, out)) => {
                     messages.extend(out.into_iter().map(|m| (index, m)));
                     // Only the latest change of an item matters for its
                     // projection: earlier ones are superseded by it.
                     projections.insert(key, (index, update));
-                    if !deltas.is_empty() {
-                        count_ops.push(CountOp {
-                            index,
-                            event_id: change.event_id.clone(),
-                            deltas,
-                        });
-                    }
                 }
-                Err(e) => log_bad_input(self.name(), &change.event_id, &e, metrics),
+                Err(e) => {
+                    bad.insert(index);
+                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                }
             }
         }
         // Projections: distinct items, independent, guarded.
@@ -439,11 +448,32 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
             }
         }
         let limit = first_failure.as_ref().map_or(usize::MAX, |f| f.index);
-        let ops: Vec<CountOp> = count_ops
-            .into_iter()
-            .filter(|op| op.index < limit)
-            .collect();
-        self.apply_counts(&ops, metrics).await?;
+        // Counters: every item settles to its contribution after its last
+        // change in the batch (items whose last change is not below a failed
+        // record are redelivered and settle then).
+        let targets = match self.count_targets(changes, &bad) {
+            Ok(t) => t,
+            Err((index, e)) => {
+                // Already validated above; cannot happen, but never panic.
+                log_bad_input(self.name(), &changes[index].event_id, &e, metrics);
+                Vec::new()
+            }
+        };
+        let targets: Vec<Target> = targets.into_iter().filter(|t| t.index < limit).collect();
+        let now = (self.now)();
+        let settled = settle(
+            &self.store,
+            &self.config.table,
+            &self.config.ledger_table,
+            self.name(),
+            targets,
+            Mode::Live,
+            now,
+        )
+        .await?;
+        for _ in 0..settled.already {
+            metrics.incr(names::DUPLICATE);
+        }
         // Jobs go last: a consumer that runs before our other effects landed
         // would see stale state.
         let sent = self.send_messages(&messages, limit).await;

@@ -80,6 +80,30 @@ pub trait FoldRules: Send + Sync {
 
     /// The table's key attribute names (partition key first).
     fn key_names(&self) -> &'static [&'static str];
+
+    /// Adoption of an aggregate that has no state yet (backfill): its state
+    /// and entries from the items of its partition as they are now, or
+    /// `None` if there is nothing to import (no root, or entries exist).
+    fn import(
+        &self,
+        aggregate: &str,
+        partition: &[Item],
+        at: DateTime<Utc>,
+    ) -> Option<(FoldState, Vec<Item>)>;
+
+    /// The partition (key name, value) holding an aggregate's items.
+    fn partition(&self, aggregate: &str) -> (&'static str, String);
+}
+
+/// What importing an aggregate did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// State and entries written.
+    Imported,
+    /// The aggregate already has state or entries: nothing written.
+    AlreadyKnown,
+    /// Nothing to import (e.g. no root item).
+    Nothing,
 }
 
 #[derive(Debug, Clone)]
@@ -139,6 +163,73 @@ impl<R: FoldRules> FoldProcessor<R> {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Backfill: imports an aggregate that has no state yet, through one
+    /// transaction guarded by the HEAD's absence (so running it twice, or
+    /// while the stream processor runs, writes nothing the second time).
+    pub async fn import(&self, aggregate: &str, dry_run: bool) -> Result<Imported, ProcessError> {
+        if self.load(aggregate).await?.version > 0 {
+            return Ok(Imported::AlreadyKnown);
+        }
+        let (pk_name, pk) = self.rules.partition(aggregate);
+        let items = self
+            .store
+            .query_partition(&self.config.table, pk_name, &pk, None)
+            .await?;
+        let Some((state, entries)) = self.rules.import(aggregate, &items, (self.now)()) else {
+            return Ok(Imported::Nothing);
+        };
+        if dry_run {
+            return Ok(Imported::Imported);
+        }
+        let state_pk = ledger::state_pk(self.name, aggregate);
+        let ledger_table = &self.config.ledger_table;
+        let mut head = ledger::key(&state_pk, "HEAD");
+        head.insert("seq".into(), n(state.seq));
+        head.insert("version".into(), n(1));
+        head.insert("deleted".into(), AttributeValue::Bool(false));
+        let put = |table: &str, item: Item, cond: Option<&str>| {
+            let p = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .set_condition_expression(cond.map(str::to_string));
+            TransactWriteItem::builder()
+                .put(p.build().expect("set"))
+                .build()
+        };
+        let mut actions = vec![put(ledger_table, head, Some("attribute_not_exists(pk)"))];
+        for (name, data) in &state.parts {
+            let mut item = ledger::key(&state_pk, format!("PART#{name}"));
+            item.insert("data".into(), AttributeValue::M(data.clone()));
+            actions.push(put(ledger_table, item, None));
+        }
+        let k0 = self.rules.key_names()[0];
+        for e in entries {
+            actions.push(put(
+                &self.config.table,
+                e,
+                Some(&format!("attribute_not_exists({k0})")),
+            ));
+        }
+        match self.store.transact(actions).await {
+            Ok(()) => {}
+            Err(TxError::ConditionsFailed { .. }) => return Ok(Imported::AlreadyKnown),
+            Err(TxError::Store(e)) => return Err(e.into()),
+        }
+        if let Some((key, attr)) = self.rules.sequence_mirror(aggregate) {
+            let update = Update {
+                key,
+                update_expression: "SET #a = :s".into(),
+                condition_expression: Some(
+                    "attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a < :s)".into(),
+                ),
+                names: vec![("#a".into(), attr.into()), ("#k0".into(), k0.into())],
+                values: vec![(":s".into(), n(state.seq))],
+            };
+            self.store.update(&self.config.table, update).await?;
+        }
+        Ok(Imported::Imported)
     }
 
     async fn load(&self, aggregate: &str) -> Result<Loaded, ProcessError> {

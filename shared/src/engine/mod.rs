@@ -8,5 +8,6 @@
 //! A model is declarative code implementing [`derive::DeriveRules`] and/or
 //! [`fold::FoldRules`]; it never talks to DynamoDB.
 
+pub mod counts;
 pub mod derive;
 pub mod fold;

@@ -153,9 +153,57 @@ fn entry(
     (item, None)
 }
 
+/// Description of the one entry a backfilled application gets.
+pub const IMPORTED: &str = "Imported";
+
 impl FoldRules for TrackerHistory {
     fn key_names(&self) -> &'static [&'static str] {
         &[keys::PK, keys::SK]
+    }
+
+    fn partition(&self, aggregate: &str) -> (&'static str, String) {
+        (keys::PK, keys::app_pk(aggregate))
+    }
+
+    fn import(
+        &self,
+        app_id: &str,
+        partition: &[Item],
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Option<(FoldState, Vec<Item>)> {
+        let mut state = FoldState::default();
+        for item in partition {
+            let sk = item.s(keys::SK).unwrap_or_default();
+            match keys::kind(item.s(keys::PK).unwrap_or_default(), sk) {
+                Some(Kind::History) => return None,
+                Some(Kind::Application) if validate_application(item).is_ok() => {
+                    state
+                        .parts
+                        .insert(APP_PART.to_string(), snapshot_attributes(item));
+                }
+                Some(Kind::Stage) if validate_stage(item).is_ok() => {
+                    state.parts.insert(sk.to_string(), stage_snapshot(item));
+                }
+                _ => {}
+            }
+        }
+        if !state.parts.contains_key(APP_PART) {
+            return None;
+        }
+        state.seq = 1;
+        let change = Change {
+            event_id: format!("import:{app_id}"),
+            sequence_number: crate::change::SequenceNumber::parse("0")
+                .expect("0 is a sequence number"),
+            kind: ChangeKind::Insert,
+            origin: crate::change::Origin::User,
+            keys: Item::new(),
+            old: None,
+            new: None,
+            at,
+        };
+        let (entry, _) = entry(app_id, 1, IMPORTED.to_string(), &change, &state);
+        Some((state, vec![entry]))
     }
 
     fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
@@ -226,6 +274,7 @@ impl FoldRules for TrackerHistory {
                     )),
                 }
             }
+            // A stage of a deleted application: the cascade's own removals.
             (Kind::Stage, _) if state.deleted => return Ok(FoldOutput::default()),
             (Kind::Stage, ChangeKind::Remove) => {
                 let old = change
@@ -267,7 +316,9 @@ impl FoldRules for TrackerHistory {
             }
             (Kind::History | Kind::Meta, _) => return Ok(FoldOutput::default()),
         };
-        let Some(description) = description else {
+        // Changes of stages of an application this processor has never seen
+        // (adopted without a backfill) fold into the state but write no entry.
+        let Some(description) = description.filter(|_| state.parts.contains_key(APP_PART)) else {
             return Ok(FoldOutput::default());
         };
         state.seq += 1;

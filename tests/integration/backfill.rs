@@ -1,0 +1,230 @@
+//! Backfill and verify: adopting a table that already holds data, and
+//! proving (and repairing) the derived data.
+
+use jobstream::backfill::{backfill_tracker, ScanOptions};
+use jobstream::scenario::{play, Clock};
+use jobstream::verify::{repair, verify_tracker};
+use shared::item::{n, s, ItemExt};
+use shared::models::tracker::history::IMPORTED;
+
+use crate::support::{count, descriptions, env, partition, Env};
+
+async fn backfill(env: &Env, segments: u32, dry_run: bool) -> (u64, u64, u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let opts = ScanOptions {
+        segments,
+        ..Default::default()
+    };
+    let (report, t) = backfill_tracker(
+        &env.rt.dynamodb,
+        &env.rt.config.table,
+        env.rt.derive.clone(),
+        env.rt.history.clone(),
+        &opts,
+        dry_run,
+    )
+    .await
+    .expect("backfill runs");
+    assert!(report.scanned > 0);
+    (
+        t.projections.load(Relaxed),
+        t.counter_writes.load(Relaxed),
+        t.imported.load(Relaxed),
+        report.scanned,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_loaded_without_processors_is_exact_after_backfill_and_a_second_run_writes_nothing()
+{
+    let env = env().await;
+    // Loaded while no processor ran (the stream is never read in this test).
+    play(&env.writer).await.unwrap();
+    assert_eq!(count(&env).await, None);
+    let dry = backfill(&env, 3, true).await;
+    assert!(dry.0 > 0 && dry.2 == 3, "dry run counts the work: {dry:?}");
+    assert_eq!(count(&env).await, None, "dry run writes nothing");
+    assert!(descriptions(&env, "acme").await.is_empty());
+
+    let (projections, counters, imported, _) = backfill(&env, 3, false).await;
+    assert_eq!((projections, imported), (3, 3), "three applications remain");
+    assert!(counters > 0);
+    assert_eq!(count(&env).await, Some(2));
+    for id in ["acme", "globex", "initech"] {
+        assert_eq!(descriptions(&env, id).await, [IMPORTED]);
+    }
+    let report = verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    // Stages of acme are in the imported snapshot.
+    let acme = partition(&env, "APP#acme").await;
+    let entry = acme
+        .iter()
+        .find(|i| i.s("SK").unwrap() == "HIST#00000001")
+        .unwrap();
+    let aws_sdk_dynamodb::types::AttributeValue::M(snap) = &entry["snapshot"] else {
+        panic!("map")
+    };
+    assert!(
+        matches!(&snap["interviewStages"], aws_sdk_dynamodb::types::AttributeValue::L(l) if l.len() == 1)
+    );
+
+    let again = backfill(&env, 2, false).await;
+    assert_eq!(
+        (again.0, again.1, again.2),
+        (0, 0, 0),
+        "second run changes nothing"
+    );
+    assert_eq!(count(&env).await, Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_while_writes_and_processors_run_ends_exact() {
+    let env = env().await;
+    // Some data exists before the processors start.
+    for i in 0..10 {
+        env.writer
+            .create_application(
+                &format!("old{i}"),
+                "Old Co",
+                "Role",
+                "applied",
+                "2026-10-01T00:00:00.000Z",
+            )
+            .await
+            .unwrap();
+    }
+    let Env {
+        engine,
+        mut rt,
+        writer,
+    } = env;
+    let derive = rt.derive.clone();
+    let history = rt.history.clone();
+    let (client, table) = (rt.dynamodb.clone(), rt.config.table.clone());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let runner = tokio::spawn(async move {
+        rt.run_until(async {
+            let _ = stop_rx.await;
+        })
+        .await
+        .unwrap();
+        rt
+    });
+    let writers = {
+        let w = writer.clone();
+        tokio::spawn(async move {
+            for i in 0..10 {
+                let id = format!("new{i}");
+                let mut t = Clock::new();
+                w.create_application(&id, "New Co", "Role", "applied", &t.next())
+                    .await
+                    .unwrap();
+                w.add_stage(&id, "s", "Screen", 1).await.unwrap();
+                w.set_archived(&id, i % 2 == 0, &t.next()).await.unwrap();
+                w.set_archived(&format!("old{i}"), i % 3 == 0, &t.next())
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let opts = ScanOptions {
+        segments: 4,
+        ..Default::default()
+    };
+    let backfills = (0..2).map(|_| {
+        let (client, table, derive, history, opts) = (
+            client.clone(),
+            table.clone(),
+            derive.clone(),
+            history.clone(),
+            opts.clone(),
+        );
+        tokio::spawn(async move {
+            backfill_tracker(&client, &table, derive, history, &opts, false)
+                .await
+                .unwrap()
+        })
+    });
+    for b in backfills.collect::<Vec<_>>() {
+        b.await.unwrap();
+    }
+    writers.await.unwrap();
+    stop_tx.send(()).unwrap();
+    let mut rt = runner.await.unwrap();
+    rt.drain().await.unwrap();
+    let env = Env { engine, rt, writer };
+    // active: old i with i % 3 != 0 (6), new i with i odd (5)
+    assert_eq!(count(&env).await, Some(11));
+    let report = verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_finds_each_injected_drift_and_repair_removes_it() {
+    let mut env = env().await;
+    play(&env.writer).await.unwrap();
+    env.rt.drain().await.unwrap();
+    assert!(verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap()
+        .is_clean());
+    let db = &env.rt.dynamodb.clone();
+    let table = &env.rt.config.table.clone();
+    // Wrong count, stale GSI key, missing history entry, a leftover stage.
+    db.put_item()
+        .table_name(table)
+        .item("PK", s("META"))
+        .item("SK", s("COUNT"))
+        .item("count", n(99))
+        .send()
+        .await
+        .unwrap();
+    db.update_item()
+        .table_name(table)
+        .key("PK", s("APP#acme"))
+        .key("SK", s("APP#acme"))
+        .update_expression("SET GSI1PK = :x")
+        .expression_attribute_values(":x", s("STATUS#applied#ARCHIVED#0"))
+        .send()
+        .await
+        .unwrap();
+    db.delete_item()
+        .table_name(table)
+        .key("PK", s("APP#acme"))
+        .key("SK", s("HIST#00000003"))
+        .send()
+        .await
+        .unwrap();
+    db.put_item()
+        .table_name(table)
+        .item("PK", s("APP#gone"))
+        .item("SK", s("STAGE#x"))
+        .item("id", s("x"))
+        .send()
+        .await
+        .unwrap();
+
+    let report = verify_tracker(db, table).await.unwrap();
+    assert_eq!(report.kinds["count"].wrong, 1);
+    assert_eq!(report.kinds["gsi-keys"].wrong, 1);
+    assert_eq!(report.kinds["history-sequence"].missing, 1);
+    assert_eq!(report.kinds["orphans"].extra, 1);
+    assert!(report.kinds["gsi-keys"].samples[0].contains("APP#acme"));
+    assert_eq!(report.problems.len(), 4, "{:#?}", report.problems);
+
+    let applied = repair(db, table, &report).await.unwrap();
+    assert_eq!(applied, 4);
+    let after = verify_tracker(db, table).await.unwrap();
+    assert!(after.is_clean(), "{:#?}", after.problems);
+    assert_eq!(count(&env).await, Some(2));
+    let d = descriptions(&env, "acme").await;
+    assert_eq!(d.len(), 7);
+    assert!(d[2].contains("restored by jobstream verify"));
+    // The repairs are ordinary writes: the processors see them and stay put.
+    env.rt.drain().await.unwrap();
+    assert!(verify_tracker(db, table).await.unwrap().is_clean());
+}
