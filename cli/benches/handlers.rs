@@ -228,18 +228,39 @@ async fn main() -> anyhow::Result<()> {
 async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
     use jobstream::backfill::{backfill_tracker, ScanOptions};
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let opts = RuntimeOptions::new(Some(engine.endpoint()), RecordReader::Embedded(engine.database().clone()));
+    let opts = RuntimeOptions::new(
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
     let rt = Runtime::start(opts).await?;
     let w = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
     for a in 0..apps {
         let id = format!("app{a:05}");
-        w.create_application(&id, "Bench Co", "Engineer", "applied", "2026-11-01T09:00:00.000Z").await?;
+        w.create_application(
+            &id,
+            "Bench Co",
+            "Engineer",
+            "applied",
+            "2026-11-01T09:00:00.000Z",
+        )
+        .await?;
         w.add_stage(&id, "s1", "Screen", 1).await?;
     }
     let baseline = baseline_put(&rt, &rt.config.table, 200).await?;
-    let scan = ScanOptions { segments: 4, ..Default::default() };
+    let scan = ScanOptions {
+        segments: 4,
+        ..Default::default()
+    };
     for pass in ["first", "second"] {
-        let (report, totals) = backfill_tracker(&rt.dynamodb, &rt.config.table, rt.derive.clone(), rt.history.clone(), &scan, false).await?;
+        let (report, totals) = backfill_tracker(
+            &rt.dynamodb,
+            &rt.config.table,
+            rt.derive.clone(),
+            rt.history.clone(),
+            &scan,
+            false,
+        )
+        .await?;
         let per_item = report.elapsed / report.scanned.max(1) as u32;
         println!(
             "backfill ({pass} pass): {} items in {:.2?} = {:.0} items/s, {:.1?}/item = {:.2}x one PutItem; {}",
@@ -252,7 +273,10 @@ async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
         );
     }
     let verify = jobstream::verify::verify_tracker(&rt.dynamodb, &rt.config.table).await?;
-    println!("verify after backfill: {} problem(s)", verify.problems.len());
+    println!(
+        "verify after backfill: {} problem(s)",
+        verify.problems.len()
+    );
     engine.stop().await;
     Ok(())
 }

@@ -88,6 +88,27 @@ pub async fn suggestions_of(rt: &JobBoardRuntime, seeker: &str) -> anyhow::Resul
         .collect())
 }
 
+/// Access pattern 3 for the scenario's seekers.
+async fn print_suggestions(
+    rt: &JobBoardRuntime,
+    title: &str,
+    attrs: &[&str],
+) -> anyhow::Result<()> {
+    for s in ["s1", "s2", "s3"] {
+        let items = query(
+            &rt.dynamodb,
+            &rt.config.table,
+            Some("GSI1"),
+            keys::GSI1PK,
+            &keys::seeker_pk(s),
+            Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
+        )
+        .await?;
+        print_items(&format!("{title}{s}"), &items, attrs);
+    }
+    Ok(())
+}
+
 fn expect(diffs: &mut Vec<String>, what: &str, got: Vec<String>, want: &[&str]) {
     if got != want {
         diffs.push(format!("{what}: got {got:?}, expected {want:?}"));
@@ -119,22 +140,12 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     rt.drain().await?;
 
     println!("\n== after sign-up: a seeker's suggestions by relevance (GSI1, begins_with(GSI1SK, 'j#R'))");
-    for s in ["s1", "s2", "s3"] {
-        let items = query(
-            &rt.dynamodb,
-            &rt.config.table,
-            Some("GSI1"),
-            keys::GSI1PK,
-            &keys::seeker_pk(s),
-            Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
-        )
-        .await?;
-        print_items(
-            &format!("3. suggestions of seeker#{s}"),
-            &items,
-            &["GSI1SK", "jobId", "score", "ttl"],
-        );
-    }
+    print_suggestions(
+        rt,
+        "3. suggestions of seeker#",
+        &["GSI1SK", "jobId", "score", "ttl"],
+    )
+    .await?;
     expect(
         &mut diffs,
         "s1 suggestions",
@@ -215,22 +226,12 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
         ids(&recent, "jobId"),
         &["j2", "j1"],
     );
-    for s in ["s1", "s2", "s3"] {
-        let items = query(
-            &rt.dynamodb,
-            &rt.config.table,
-            Some("GSI1"),
-            keys::GSI1PK,
-            &keys::seeker_pk(s),
-            Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
-        )
-        .await?;
-        print_items(
-            &format!("3. suggestions of seeker#{s}, by relevance"),
-            &items,
-            &["GSI1SK", "jobId", "score"],
-        );
-    }
+    print_suggestions(
+        rt,
+        "3. suggestions by relevance of seeker#",
+        &["GSI1SK", "jobId", "score"],
+    )
+    .await?;
     expect(
         &mut diffs,
         "s1 suggestions after j1 closed",

@@ -190,12 +190,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let engine = LocalEngine::start(&listen, db.as_deref()).await?;
             let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(
-                Some(engine.endpoint()),
-                Some(sqs.clone()),
-                RecordReader::Embedded(engine.database().clone()),
-            ))
-            .await?;
+            let mut rt = jobboard_runtime(&engine, &sqs).await?;
             println!(
                 "DynamoDB endpoint: {} (table {}, ledger {})",
                 engine.endpoint(),
@@ -243,12 +238,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let engine = LocalEngine::start(&listen, None).await?;
             let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let mut rt = JobBoardRuntime::start(JobBoardOptions::new(
-                Some(engine.endpoint()),
-                Some(sqs.clone()),
-                RecordReader::Embedded(engine.database().clone()),
-            ))
-            .await?;
+            let mut rt = jobboard_runtime(&engine, &sqs).await?;
             println!(
                 "jobstream demo: job board on an embedded DynamoDB at {} and SQS (moto) at {sqs}",
                 engine.endpoint()
@@ -429,6 +419,17 @@ fn report(diffs: Vec<String>) -> ExitCode {
         }
         ExitCode::FAILURE
     }
+}
+
+/// The job board's runtime on an embedded engine and an SQS endpoint.
+async fn jobboard_runtime(engine: &LocalEngine, sqs: &str) -> anyhow::Result<JobBoardRuntime> {
+    let reader = RecordReader::Embedded(engine.database().clone());
+    JobBoardRuntime::start(JobBoardOptions::new(
+        Some(engine.endpoint()),
+        Some(sqs.to_string()),
+        reader,
+    ))
+    .await
 }
 
 /// The configured SQS endpoint, or a moto server started (and installed,

@@ -189,6 +189,24 @@ pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
     })
 }
 
+/// A user change for unit tests of rules: keys taken from `pk`/`PK` and
+/// `sk`/`SK` of whichever image is present.
+#[cfg(test)]
+pub(crate) fn test_change(kind: ChangeKind, old: Option<Item>, new: Option<Item>) -> Change {
+    let image = new.as_ref().or(old.as_ref()).expect("one image");
+    let keys = crate::item::key_of(image, &["PK", "SK", "pk", "sk"]);
+    Change {
+        event_id: "ev".into(),
+        sequence_number: SequenceNumber::parse("1").expect("valid"),
+        kind,
+        origin: Origin::User,
+        keys,
+        old,
+        new,
+        at: DateTime::from_timestamp(1_700_000_000, 0).expect("valid"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

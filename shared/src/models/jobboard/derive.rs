@@ -205,9 +205,9 @@ pub fn entity_type(item: &Item) -> Option<&str> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::change::{Origin, SequenceNumber};
+    use crate::change::Origin;
     use crate::engine::derive::projection_update;
-    use crate::item::{key_of, n, s};
+    use crate::item::{n, s};
 
     pub fn item(pairs: &[(&str, AttributeValue)]) -> Item {
         pairs
@@ -271,18 +271,7 @@ pub(crate) mod tests {
         r
     }
 
-    fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>) -> Change {
-        Change {
-            event_id: "e".into(),
-            sequence_number: SequenceNumber::parse("1").unwrap(),
-            kind,
-            origin: Origin::User,
-            keys: key_of(new.as_ref().or(old.as_ref()).unwrap(), &["pk", "sk"]),
-            old,
-            new,
-            at: chrono::DateTime::from_timestamp(0, 0).unwrap(),
-        }
-    }
+    use crate::change::test_change as change;
 
     fn bodies(c: Change) -> Vec<(&'static str, serde_json::Value)> {
         JobBoardDerive

@@ -101,23 +101,12 @@ impl DeriveRules for TrackerDerive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
+    use crate::change::{Change, ChangeKind};
     use crate::engine::derive::{counter_deltas, projection_update};
     use crate::item::s;
     use crate::models::tracker::schema::tests::{app, stage};
 
-    fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>) -> Change {
-        Change {
-            event_id: "e".into(),
-            sequence_number: SequenceNumber::parse("1").unwrap(),
-            kind,
-            origin: Origin::User,
-            keys: key_of(new.as_ref().or(old.as_ref()).unwrap(), &["PK", "SK"]),
-            old,
-            new,
-            at: chrono::DateTime::from_timestamp(0, 0).unwrap(),
-        }
-    }
+    use crate::change::test_change as change;
 
     #[test]
     fn active_application_gets_both_gsis() {

@@ -336,22 +336,9 @@ impl FoldRules for TrackerHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::change::{Origin, SequenceNumber};
-    use crate::item::key_of;
     use crate::models::tracker::schema::tests::{app, stage};
 
-    fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>) -> Change {
-        Change {
-            event_id: "ev".into(),
-            sequence_number: SequenceNumber::parse("1").unwrap(),
-            kind,
-            origin: Origin::User,
-            keys: key_of(new.as_ref().or(old.as_ref()).unwrap(), &["PK", "SK"]),
-            old,
-            new,
-            at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
-        }
-    }
+    use crate::change::test_change as change;
 
     fn fold(state: &mut FoldState, c: Change) -> Vec<String> {
         TrackerHistory
