@@ -97,6 +97,11 @@ enum Command {
     Run {
         #[arg(long, env = "JOBSTREAM_ENDPOINT")]
         endpoint: Option<String>,
+        #[arg(long, default_value = "tracker")]
+        model: Model,
+        /// SQS endpoint for the job board (default: moto, started here).
+        #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+        sqs_endpoint: Option<String>,
         #[command(flatten)]
         tables: Tables,
     },
@@ -262,7 +267,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine.stop().await;
             Ok(report(diffs))
         }
-        Command::Run { endpoint, tables } => {
+        Command::Run {
+            endpoint,
+            model: Model::JobBoard,
+            sqs_endpoint,
+            tables,
+        } => {
+            let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
+            let config = tables.config_for(Model::JobBoard);
+            let mut opts = JobBoardOptions::new(endpoint, Some(sqs), RecordReader::Sdk);
+            opts.table = config.table;
+            opts.ledger_table = config.ledger_table;
+            let mut rt = JobBoardRuntime::start(opts).await?;
+            println!(
+                "processors: derive, suggestions, matches on {} (Ctrl-C to stop)",
+                rt.config.table
+            );
+            rt.run_until(ctrl_c()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            endpoint, tables, ..
+        } => {
             let mut opts = RuntimeOptions::new(endpoint, RecordReader::Sdk);
             opts.config = tables.config();
             let mut rt = Runtime::start(opts).await?;
