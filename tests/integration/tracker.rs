@@ -270,3 +270,16 @@ async fn many_concurrent_writers_while_processors_run_end_exact() {
     assert_verified(&env).await;
     assert!(env.rt.failed_batches().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processors_reading_the_stream_through_the_sdk_reach_the_same_state() {
+    // The path `jobstream run --endpoint` takes against any engine.
+    let mut env = crate::support::env_with(|o| o.reader = jobstream::esm::RecordReader::Sdk).await;
+    let expected = play(&env.writer).await.unwrap();
+    env.rt.drain().await.unwrap();
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
+        .await
+        .unwrap();
+    assert_eq!(differences(&expected, &observed), Vec::<String>::new());
+    assert_verified(&env).await;
+}
