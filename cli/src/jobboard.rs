@@ -40,6 +40,8 @@ pub struct JobBoardOptions {
     pub mapping: MappingConfig,
     pub max_attempts: u32,
     pub backoff: Backoff,
+    /// Endpoint the processors write DynamoDB through (a fault proxy in tests).
+    pub processor_endpoint: Option<String>,
 }
 
 impl JobBoardOptions {
@@ -59,6 +61,7 @@ impl JobBoardOptions {
             mapping: MappingConfig::new("derive"),
             max_attempts: 5,
             backoff: Backoff::default(),
+            processor_endpoint: None,
         }
     }
 }
@@ -100,7 +103,11 @@ impl JobBoardRuntime {
             suggestions_queue_url: url(jobboard::derive::SUGGESTIONS_QUEUE),
             matches_queue_url: url(jobboard::derive::MATCHES_QUEUE),
         };
-        let store = || Store::with_backoff(dynamodb.clone(), opts.backoff);
+        let processor_client = match &opts.processor_endpoint {
+            Some(e) => aws_sdk_dynamodb::Client::new(&sdk_config(Some(e), opts.max_attempts).await),
+            None => dynamodb.clone(),
+        };
+        let store = || Store::with_backoff(processor_client.clone(), opts.backoff);
         let derive = Arc::new(jobboard_derive_processor(&config, store(), sqs.clone()));
         let suggestions = Arc::new(suggestions_processor(&config, store()));
         let matches = Arc::new(matches_processor(&config, store()));

@@ -228,3 +228,64 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     env.rt.drain().await.unwrap();
     assert!(verify_tracker(db, table).await.unwrap().is_clean());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_resumes_from_its_checkpoint() {
+    let env = env().await;
+    for i in 0..30 {
+        env.writer
+            .create_application(
+                &format!("a{i}"),
+                "Co",
+                "Role",
+                "applied",
+                "2026-10-01T00:00:00.000Z",
+            )
+            .await
+            .unwrap();
+    }
+    let dir =
+        std::env::temp_dir().join(format!("jobstream-ckpt-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("backfill.json");
+    let opts = ScanOptions {
+        segments: 3,
+        page_size: 5,
+        checkpoint: Some(file.clone()),
+        ..Default::default()
+    };
+    let (first, t) = backfill_tracker(
+        &env.rt.dynamodb,
+        &env.rt.config.table,
+        env.rt.derive.clone(),
+        env.rt.history.clone(),
+        &opts,
+        false,
+    )
+    .await
+    .unwrap();
+    // The scan may also meet the entries the backfill itself writes.
+    assert!(first.scanned >= 30, "{}", first.scanned);
+    assert_eq!(t.imported.load(std::sync::atomic::Ordering::Relaxed), 30);
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(saved["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["done"] == true));
+    // Every segment is recorded as done: a rerun with the file scans nothing.
+    let (again, _) = backfill_tracker(
+        &env.rt.dynamodb,
+        &env.rt.config.table,
+        env.rt.derive.clone(),
+        env.rt.history.clone(),
+        &opts,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.scanned, 0);
+    assert_eq!(count(&env).await, Some(30));
+    std::fs::remove_dir_all(dir).unwrap();
+}

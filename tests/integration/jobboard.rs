@@ -493,3 +493,90 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
     assert!(after.is_clean(), "{:#?}", after.problems);
     assert_eq!(partition(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
+    let sqs = tokio::task::spawn_blocking(moto).await.expect("moto");
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let proxy = jobstream::faults::FaultProxy::start(
+        engine
+            .endpoint()
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut opts = JobBoardOptions::new(
+        Some(engine.endpoint()),
+        Some(sqs),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    opts.processor_endpoint = Some(proxy.endpoint());
+    opts.max_attempts = 1;
+    opts.backoff = shared::store::Backoff {
+        max_times: 0,
+        ..Default::default()
+    };
+    let mut rt = JobBoardRuntime::start(opts).await.expect("runtime");
+    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let jobs = jobs();
+    w.employer("e1", "Acme").await.unwrap();
+    w.create_job(&jobs[0]).await.unwrap();
+    w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    w.request(&jobs[0], "a", &days_ago(1)).await.unwrap();
+    rt.drain().await.unwrap();
+    // The match transaction fails twice (5xx, no retry inside the Lambda):
+    // the message comes back after the visibility timeout and succeeds.
+    proxy.inject(jobstream::faults::Fault::server_error(
+        "TransactWriteItems",
+        2,
+    ));
+    w.set_request_status("e1", "j1", "a", "approved", &days_ago(0))
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    assert_eq!(proxy.injected(), 2);
+    assert!(rt.matches.metrics().get(names::FAILED_RECORD) >= 1);
+    let matches = rt
+        .derive
+        .store()
+        .query(
+            &rt.config.table,
+            None,
+            keys::PK,
+            &keys::seeker_pk("a"),
+            Some(SortKey::BeginsWith(keys::SK.into(), "j#".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(matches.len(), 1);
+    assert_eq!(rt.dlq_depth("matches").await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_fixture_through_the_suggestions_handler() {
+    let b = board().await;
+    let path = format!(
+        "{}/fixtures/sqs-suggestion-jobs.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let resp = shared::lambda::sqs_handler(
+        &*b.rt.suggestions,
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        serde_json::to_value(&resp).unwrap(),
+        serde_json::json!({"batchItemFailures": [{"itemIdentifier": "7a1e0b52-9c2d-4f0e-8b3a-2d6c5e4f3a02"}]}),
+        "the message without seekerId fails; the others have nothing to do"
+    );
+    assert_eq!(b.rt.suggestions.metrics().get(names::BAD_INPUT), 1);
+}
