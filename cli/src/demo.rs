@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
-use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
+use shared::store::{SortKey, Store};
 
 use crate::runtime::Runtime;
 use crate::scenario::{play, Expected};
@@ -62,29 +62,15 @@ async fn query(
     pk: &str,
     sk: Option<(&str, &str)>,
 ) -> anyhow::Result<Vec<Item>> {
-    let mut q = client
-        .query()
-        .table_name(table)
-        .set_index_name(index.map(str::to_string))
-        .scan_index_forward(index.is_none())
-        .expression_attribute_names("#pk", pk_name)
-        .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()));
-    q = match sk {
-        Some((name, prefix)) => q
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :p)")
-            .expression_attribute_names("#sk", name)
-            .expression_attribute_values(":p", AttributeValue::S(prefix.to_string())),
-        None => q.key_condition_expression("#pk = :pk"),
-    };
-    let items: Result<Vec<Item>, _> = q
-        .into_paginator()
-        .items()
-        .send()
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect();
-    items.with_context(|| format!("Query {pk_name}={pk}"))
+    let sk = sk.map(|(name, prefix)| SortKey::BeginsWith(name.to_string(), prefix.to_string()));
+    let mut items = Store::new(client.clone())
+        .query(table, index, pk_name, pk, sk)
+        .await?;
+    if index.is_some() {
+        // Index queries read newest first (GSIs sort by UPDATED#<ts>).
+        items.reverse();
+    }
+    Ok(items)
 }
 
 /// Reads what the scenario's expectations talk about.
