@@ -7,6 +7,8 @@
 
 use std::future::Future;
 
+use tracing::Instrument as _;
+
 use aws_lambda_events::event::dynamodb::Event;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 
@@ -65,8 +67,27 @@ pub fn log_bad_input(
     );
 }
 
-/// Runs one DynamoDB Stream batch through `processor`.
+/// Runs one DynamoDB Stream batch through `processor`, in a span naming the
+/// processor and the batch's first and last sequence numbers.
 pub async fn handle_stream_batch<P: StreamProcessor>(
+    processor: &P,
+    event: Event,
+) -> Result<DynamoDbEventResponse, WholeBatchFailure> {
+    let seq = |r: Option<&aws_lambda_events::event::dynamodb::EventRecord>| {
+        r.and_then(|r| r.change.sequence_number.clone())
+            .unwrap_or_default()
+    };
+    let span = tracing::info_span!(
+        "stream_batch",
+        processor = processor.name(),
+        records = event.records.len(),
+        first_sequence_number = %seq(event.records.first()),
+        last_sequence_number = %seq(event.records.last()),
+    );
+    run_stream_batch(processor, event).instrument(span).await
+}
+
+async fn run_stream_batch<P: StreamProcessor>(
     processor: &P,
     event: Event,
 ) -> Result<DynamoDbEventResponse, WholeBatchFailure> {

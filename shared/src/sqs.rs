@@ -13,6 +13,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::stream::{self, StreamExt};
+use tracing::Instrument as _;
 
 use crate::error::{ProcessError, StoreError};
 use crate::metrics::{names, BatchMetrics, Metrics};
@@ -79,9 +80,13 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
         .map(|m| (m.message_id.unwrap_or_default(), m.body.unwrap_or_default()))
         .collect();
     let results: Vec<(String, Result<Outcome, MessageError>)> = stream::iter(messages)
-        .map(|(id, body)| async move {
-            let result = processor.process(&body).await;
-            (id, result)
+        .map(|(id, body)| {
+            let span = tracing::info_span!("sqs_message", processor = name, message_id = %id);
+            async move {
+                let result = processor.process(&body).await;
+                (id, result)
+            }
+            .instrument(span)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
