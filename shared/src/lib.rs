@@ -2,8 +2,9 @@
 //! from the table's own change stream.
 //!
 //! - [`change`] - stream records decoded into typed changes.
-//! - [`batch`] - the partial-batch-failure contract, in one place.
-//! - [`engine`] - the generic derive and fold processors.
+//! - [`batch`] - the partial-batch-failure contract of streams, in one place.
+//! - [`sqs`] - the same for SQS, and enqueueing.
+//! - [`engine`] - the generic derive and fold processors, counters.
 //! - [`models`] - the declarative models (keys, schema, rules) and tables.
 //! - [`store`], [`ledger`] - DynamoDB access, idempotency markers and state.
 //! - [`lambda`] - wiring shared by the Lambda binaries.

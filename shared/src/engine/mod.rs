@@ -1,7 +1,8 @@
 //! The derivation engine: generic processors that apply what pure rules say.
 //!
-//! - [`derive`] - projections (processor-owned attributes such as GSI keys)
-//!   and counters, from the old and new image of each change.
+//! - [`derive`](mod@derive) - projections (processor-owned attributes such as GSI keys),
+//!   counters and queued jobs, from the images of each change.
+//! - [`counts`] - counters as a registry of per-item contributions.
 //! - [`fold`] - aggregates folded in stream order into a durable running state
 //!   (history numbering and snapshots), with cascade deletes.
 //!

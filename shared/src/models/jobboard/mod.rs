@@ -2,10 +2,10 @@
 //!
 //! - [`keys`] - every key format of the model.
 //! - [`entities`] - job, seeker, employer, request, suggestion, match.
-//! - [`derive`] - GSI1 projections and the jobs a change starts.
+//! - [`derive`](mod@derive) - GSI1 projections and the jobs a change starts.
 //! - [`relevance`] - the documented scoring of a (seeker, job) pair.
 //! - [`messages`] - queue message schemas.
-//! - [`suggestions`], [`matches`] - the SQS consumers.
+//! - [`suggestions`], [`matches`](mod@matches) - the SQS consumers.
 
 pub mod derive;
 pub mod entities;

@@ -2,7 +2,7 @@
 //!
 //! - [`keys`] - every key format of the model, in one place.
 //! - [`schema`] - the seed's attributes, types, enums and limits; validation.
-//! - [`derive`] - GSI1/GSI2 projections and the META/COUNT counter.
+//! - [`derive`](mod@derive) - GSI1/GSI2 projections and the META/COUNT counter.
 //! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade.
 
 pub mod derive;
