@@ -457,6 +457,50 @@ pub fn verify_board_items(items: &[Item], now: chrono::DateTime<chrono::Utc>) ->
         }
     }
     let week = chrono::Duration::days(7).num_seconds();
+    // Missing: every open job of the last 30 days and every seeker of its
+    // city that the function rates R3 or better, unless requested or matched.
+    let present: BTreeSet<(String, String)> = suggestions
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.s("seekerId").ok()?.to_string(),
+                s.s("jobId").ok()?.to_string(),
+            ))
+        })
+        .collect();
+    let window_start = (now
+        - chrono::Duration::days(shared::models::jobboard::suggestions::WINDOW_DAYS))
+    .date_naive()
+    .to_string();
+    for j in jobs
+        .values()
+        .filter(|j| j.status == JobStatus::Open && j.posted_at >= window_start)
+    {
+        for sk in seekers
+            .values()
+            .filter(|s| bkeys::normalize_city(&s.city) == bkeys::normalize_city(&j.city))
+        {
+            let pair = (sk.seeker_id.clone(), j.job_id.clone());
+            if present.contains(&pair) || requested.contains(&pair) || matches.contains_key(&pair) {
+                continue;
+            }
+            let points = score(sk, j);
+            if let Some(l) = level(points) {
+                report.checked("suggestions");
+                let item =
+                    shared::models::jobboard::suggestions::suggestion_item(sk, j, l, points, now);
+                report.drift(
+                    "suggestions",
+                    Drift::Missing,
+                    format!(
+                        "seeker {} / job {}: R{l} but no suggestion",
+                        sk.seeker_id, j.job_id
+                    ),
+                    Some(Fix::Put(item)),
+                );
+            }
+        }
+    }
     for sug in &suggestions {
         report.checked("suggestions");
         let k = key(sug);

@@ -492,6 +492,23 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
         .unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
     assert_eq!(partition(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
+    // A lost suggestion is found missing and put back.
+    b.rt.dynamodb
+        .delete_item()
+        .table_name(&b.rt.config.table)
+        .key(keys::PK, s(keys::job_pk("Toronto")))
+        .key(keys::SK, s(keys::suggestion_sk("j3", "s3")))
+        .send()
+        .await
+        .unwrap();
+    let lost = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
+        .await
+        .unwrap();
+    assert_eq!(lost.kinds["suggestions"].missing, 1, "{:#?}", lost.problems);
+    jobstream::verify::repair(&b.rt.dynamodb, &b.rt.config.table, &lost)
+        .await
+        .unwrap();
+    assert_eq!(suggestions_of(&b.rt, "s3").await.unwrap(), ["j3 R1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
