@@ -398,6 +398,23 @@ pub async fn drain(mappings: &mut [StreamMapping]) -> anyhow::Result<usize> {
     Ok(total)
 }
 
+/// Between two polling rounds: no pause after a round that found work,
+/// 200 ms after an idle one. Returns true once `stop` has resolved.
+pub async fn pause_or_stop(
+    busy: bool,
+    stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> bool {
+    let idle = if busy {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(200)
+    };
+    tokio::select! {
+        _ = stop => true,
+        _ = tokio::time::sleep(idle) => false,
+    }
+}
+
 /// The stream ARN of a table.
 pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<String> {
     let t = client

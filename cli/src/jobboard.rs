@@ -181,6 +181,24 @@ impl JobBoardRuntime {
         self.drain_within(Duration::from_secs(120)).await
     }
 
+    /// One polling round of the stream and the queues; true if there was work.
+    async fn poll_round(&mut self) -> bool {
+        let mut busy = false;
+        for m in &mut self.stream {
+            match m.poll_once().await {
+                Ok(r) => busy |= r.done > 0 || r.pending > 0,
+                Err(e) => tracing::warn!(error = %e, "stream poll failed"),
+            }
+        }
+        for q in &mut self.queues {
+            match q.poll_once().await {
+                Ok(n) => busy |= n > 0,
+                Err(e) => tracing::warn!(error = %e, "queue poll failed"),
+            }
+        }
+        busy
+    }
+
     /// Polls until `stop` resolves.
     pub async fn run_until(
         &mut self,
@@ -188,27 +206,9 @@ impl JobBoardRuntime {
     ) -> anyhow::Result<()> {
         tokio::pin!(stop);
         loop {
-            let mut busy = false;
-            for m in &mut self.stream {
-                match m.poll_once().await {
-                    Ok(r) => busy |= r.done > 0 || r.pending > 0,
-                    Err(e) => tracing::warn!(error = %e, "stream poll failed"),
-                }
-            }
-            for q in &mut self.queues {
-                match q.poll_once().await {
-                    Ok(n) => busy |= n > 0,
-                    Err(e) => tracing::warn!(error = %e, "queue poll failed"),
-                }
-            }
-            let idle = if busy {
-                Duration::ZERO
-            } else {
-                Duration::from_millis(200)
-            };
-            tokio::select! {
-                _ = &mut stop => return Ok(()),
-                _ = tokio::time::sleep(idle) => {}
+            let busy = self.poll_round().await;
+            if crate::esm::pause_or_stop(busy, stop.as_mut()).await {
+                return Ok(());
             }
         }
     }

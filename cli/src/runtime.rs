@@ -2,7 +2,6 @@
 //! (history, derive) wired to an engine through local event source mappings.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use shared::lambda::{
     derive_processor, history_processor, Config, HistoryProcessor, TrackerDeriveProcessor,
@@ -118,6 +117,18 @@ impl Runtime {
             .collect()
     }
 
+    /// One polling round of every mapping; true if there was work.
+    async fn poll_round(&mut self) -> bool {
+        let mut busy = false;
+        for m in &mut self.mappings {
+            match m.poll_once().await {
+                Ok(r) => busy |= r.done > 0 || r.pending > 0,
+                Err(e) => tracing::warn!(error = %e, "poll failed"),
+            }
+        }
+        busy
+    }
+
     /// Polls until `stop` resolves (Ctrl-C in `jobstream dev`).
     pub async fn run_until(
         &mut self,
@@ -125,21 +136,9 @@ impl Runtime {
     ) -> anyhow::Result<()> {
         tokio::pin!(stop);
         loop {
-            let mut busy = false;
-            for m in &mut self.mappings {
-                match m.poll_once().await {
-                    Ok(r) => busy |= r.done > 0 || r.pending > 0,
-                    Err(e) => tracing::warn!(error = %e, "poll failed"),
-                }
-            }
-            let idle = if busy {
-                Duration::from_millis(0)
-            } else {
-                Duration::from_millis(200)
-            };
-            tokio::select! {
-                _ = &mut stop => return Ok(()),
-                _ = tokio::time::sleep(idle) => {}
+            let busy = self.poll_round().await;
+            if crate::esm::pause_or_stop(busy, stop.as_mut()).await {
+                return Ok(());
             }
         }
     }
