@@ -137,26 +137,6 @@ pub fn projection_update(
     })
 }
 
-/// Counter deltas of one change: new contributions minus old ones.
-pub fn counter_deltas<R: DeriveRules + ?Sized>(
-    rules: &R,
-    change: &Change,
-) -> Result<BTreeMap<Counter, i64>, InputError> {
-    let mut deltas = BTreeMap::new();
-    if let Some(old) = &change.old {
-        for (c, v) in rules.contributions(old)? {
-            *deltas.entry(c).or_insert(0) -= v;
-        }
-    }
-    if let Some(new) = &change.new {
-        for (c, v) in rules.contributions(new)? {
-            *deltas.entry(c).or_insert(0) += v;
-        }
-    }
-    deltas.retain(|_, v| *v != 0);
-    Ok(deltas)
-}
-
 /// Configuration of a derive processor.
 #[derive(Debug, Clone)]
 pub struct DeriveConfig {
@@ -290,9 +270,10 @@ impl<R: DeriveRules> DeriveProcessor<R> {
                 }
             }
         }
-        let targets = self
-            .count_targets(&changes, &bad)
-            .map_err(|(_, e)| ProcessError::Permanent(e.to_string()))?;
+        let (targets, unreadable) = self.count_targets(&changes, &bad);
+        for (i, e) in unreadable {
+            tracing::warn!(key = %changes[i].key_display(), kind = e.kind(), reason = %e, "backfill: not counting item");
+        }
         if dry_run {
             return Ok((
                 updates.len(),
@@ -323,39 +304,43 @@ impl<R: DeriveRules> DeriveProcessor<R> {
 
     /// The contributions each item of the batch should have now (its last
     /// change in the batch), for every counter any of its images touches.
+    /// Each image's contributions are computed once; a record whose images
+    /// cannot be read is left out and returned with its error.
     fn count_targets(
         &self,
         changes: &[Change],
         skip: &std::collections::HashSet<usize>,
-    ) -> Result<Vec<Target>, (usize, InputError)> {
-        let mut last: HashMap<String, usize> = HashMap::new();
+    ) -> (Vec<Target>, Vec<(usize, InputError)>) {
+        let mut errors = Vec::new();
+        // item key -> (index of its last readable change, what it contributes after it)
+        let mut last: HashMap<String, (usize, BTreeMap<Counter, i64>)> = HashMap::new();
         let mut touched: HashMap<String, std::collections::BTreeSet<Counter>> = HashMap::new();
         for (i, c) in changes.iter().enumerate() {
             if skip.contains(&i) {
                 continue;
             }
+            let read = |img: &Option<Item>| -> Result<Vec<(Counter, i64)>, InputError> {
+                img.as_ref()
+                    .map_or(Ok(Vec::new()), |img| self.rules.contributions(img))
+            };
+            let (old, new) = match (read(&c.old), read(&c.new)) {
+                (Ok(old), Ok(new)) => (old, new),
+                (Err(e), _) | (_, Err(e)) => {
+                    errors.push((i, e));
+                    continue;
+                }
+            };
             let key = display_key(&c.keys);
-            for img in [&c.old, &c.new].into_iter().flatten() {
-                let contributions = self.rules.contributions(img).map_err(|e| (i, e))?;
-                touched
-                    .entry(key.clone())
-                    .or_default()
-                    .extend(contributions.into_iter().map(|(c, _)| c));
-            }
-            last.insert(key, i);
+            let seen = touched.entry(key.clone()).or_default();
+            seen.extend(old.iter().chain(&new).map(|(c, _)| c.clone()));
+            let now = match c.kind {
+                ChangeKind::Remove => BTreeMap::new(),
+                _ => new.into_iter().collect(),
+            };
+            last.insert(key, (i, now));
         }
         let mut targets = Vec::new();
-        for (key, index) in last {
-            let change = &changes[index];
-            let now: BTreeMap<Counter, i64> = match (&change.kind, &change.new) {
-                (ChangeKind::Remove, _) | (_, None) => BTreeMap::new(),
-                (_, Some(new)) => self
-                    .rules
-                    .contributions(new)
-                    .map_err(|e| (index, e))?
-                    .into_iter()
-                    .collect(),
-            };
+        for (key, (index, now)) in last {
             for counter in touched.remove(&key).unwrap_or_default() {
                 let value = now.get(&counter).copied().unwrap_or(0);
                 targets.push(Target {
@@ -366,7 +351,7 @@ impl<R: DeriveRules> DeriveProcessor<R> {
                 });
             }
         }
-        Ok(targets)
+        (targets, errors)
     }
 }
 
@@ -399,14 +384,10 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
                         .projection(new)?
                         .and_then(|p| projection_update(key_names, new, &p)),
                 };
-                Ok((
-                    update,
-                    counter_deltas(&self.rules, change)?,
-                    self.rules.messages(change)?,
-                ))
+                Ok((update, self.rules.messages(change)?))
             })();
             match planned {
-                Ok((update, _deltas, out)) => {
+                Ok((update, out)) => {
                     messages.extend(out.into_iter().map(|m| (index, m)));
                     // Only the latest change of an item matters for its
                     // projection: earlier ones are superseded by it.
@@ -451,14 +432,10 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
         // Counters: every item settles to its contribution after its last
         // change in the batch (items whose last change is not below a failed
         // record are redelivered and settle then).
-        let targets = match self.count_targets(changes, &bad) {
-            Ok(t) => t,
-            Err((index, e)) => {
-                // Already validated above; cannot happen, but never panic.
-                log_bad_input(self.name(), &changes[index].event_id, &e, metrics);
-                Vec::new()
-            }
-        };
+        let (targets, unreadable) = self.count_targets(changes, &bad);
+        for (index, e) in unreadable {
+            log_bad_input(self.name(), &changes[index].event_id, &e, metrics);
+        }
         let targets: Vec<Target> = targets.into_iter().filter(|t| t.index < limit).collect();
         let now = (self.now)();
         let settled = settle(

@@ -102,7 +102,7 @@ impl DeriveRules for TrackerDerive {
 mod tests {
     use super::*;
     use crate::change::{Change, ChangeKind};
-    use crate::engine::derive::{counter_deltas, projection_update};
+    use crate::engine::derive::projection_update;
     use crate::item::s;
     use crate::models::tracker::schema::tests::{app, stage};
 
@@ -180,13 +180,29 @@ mod tests {
         );
     }
 
+    /// What a change does to the counters: new contributions minus old.
+    fn counter_deltas(
+        change: &Change,
+    ) -> Result<std::collections::BTreeMap<Counter, i64>, InputError> {
+        let mut deltas = std::collections::BTreeMap::new();
+        for (image, sign) in [(&change.old, -1), (&change.new, 1)] {
+            if let Some(img) = image {
+                for (c, v) in TrackerDerive.contributions(img)? {
+                    *deltas.entry(c).or_insert(0) += sign * v;
+                }
+            }
+        }
+        deltas.retain(|_, v| *v != 0);
+        Ok(deltas)
+    }
+
     #[test]
     fn count_deltas_follow_archiving() {
         let active = app("a");
         let mut archived = app("a");
         archived.insert("isArchived".into(), AttributeValue::Bool(true));
         let d = |c: Change| {
-            counter_deltas(&TrackerDerive, &c)
+            counter_deltas(&c)
                 .unwrap()
                 .into_values()
                 .collect::<Vec<_>>()
