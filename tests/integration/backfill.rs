@@ -1,7 +1,9 @@
 //! Backfill and verify: adopting a table that already holds data, and
 //! proving (and repairing) the derived data.
 
-use jobstream::backfill::{backfill_tracker, ScanOptions};
+use std::sync::Arc;
+
+use jobstream::backfill::{backfill_tracker, BackfillTotals, ScanOptions, ScanReport};
 use jobstream::scenario::{play, Clock};
 use jobstream::verify::{repair, verify_tracker};
 use shared::item::{n, s, ItemExt};
@@ -9,22 +11,31 @@ use shared::models::tracker::history::IMPORTED;
 
 use crate::support::{count, descriptions, env, partition, Env};
 
+/// The tracker backfill over the test's table and processors.
+async fn run_backfill(
+    env: &Env,
+    opts: &ScanOptions,
+    dry_run: bool,
+) -> (ScanReport, Arc<BackfillTotals>) {
+    backfill_tracker(
+        &env.rt.dynamodb,
+        &env.rt.config.table,
+        env.rt.derive.clone(),
+        env.rt.history.clone(),
+        opts,
+        dry_run,
+    )
+    .await
+    .expect("backfill runs")
+}
+
 async fn backfill(env: &Env, segments: u32, dry_run: bool) -> (u64, u64, u64, u64) {
     use std::sync::atomic::Ordering::Relaxed;
     let opts = ScanOptions {
         segments,
         ..Default::default()
     };
-    let (report, t) = backfill_tracker(
-        &env.rt.dynamodb,
-        &env.rt.config.table,
-        env.rt.derive.clone(),
-        env.rt.history.clone(),
-        &opts,
-        dry_run,
-    )
-    .await
-    .expect("backfill runs");
+    let (report, t) = run_backfill(env, &opts, dry_run).await;
     assert!(report.scanned > 0);
     (
         t.projections.load(Relaxed),
@@ -95,23 +106,11 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
             .await
             .unwrap();
     }
-    let Env {
-        engine,
-        mut rt,
-        writer,
-    } = env;
+    let Env { engine, rt, writer } = env;
     let derive = rt.derive.clone();
     let history = rt.history.clone();
     let (client, table) = (rt.dynamodb.clone(), rt.config.table.clone());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let runner = tokio::spawn(async move {
-        rt.run_until(async {
-            let _ = stop_rx.await;
-        })
-        .await
-        .unwrap();
-        rt
-    });
+    let runner = crate::support::run_in_background(rt);
     let writers = {
         let w = writer.clone();
         tokio::spawn(async move {
@@ -151,8 +150,7 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
         b.await.unwrap();
     }
     writers.await.unwrap();
-    stop_tx.send(()).unwrap();
-    let mut rt = runner.await.unwrap();
+    let mut rt = runner.stop().await;
     rt.drain().await.unwrap();
     let env = Env { engine, rt, writer };
     // active: old i with i % 3 != 0 (6), new i with i odd (5)
@@ -254,16 +252,7 @@ async fn a_backfill_resumes_from_its_checkpoint() {
         checkpoint: Some(file.clone()),
         ..Default::default()
     };
-    let (first, t) = backfill_tracker(
-        &env.rt.dynamodb,
-        &env.rt.config.table,
-        env.rt.derive.clone(),
-        env.rt.history.clone(),
-        &opts,
-        false,
-    )
-    .await
-    .unwrap();
+    let (first, t) = run_backfill(&env, &opts, false).await;
     // The scan may also meet the entries the backfill itself writes.
     assert!(first.scanned >= 30, "{}", first.scanned);
     assert_eq!(t.imported.load(std::sync::atomic::Ordering::Relaxed), 30);
@@ -275,16 +264,7 @@ async fn a_backfill_resumes_from_its_checkpoint() {
         .iter()
         .all(|s| s["done"] == true));
     // Every segment is recorded as done: a rerun with the file scans nothing.
-    let (again, _) = backfill_tracker(
-        &env.rt.dynamodb,
-        &env.rt.config.table,
-        env.rt.derive.clone(),
-        env.rt.history.clone(),
-        &opts,
-        false,
-    )
-    .await
-    .unwrap();
+    let (again, _) = run_backfill(&env, &opts, false).await;
     assert_eq!(again.scanned, 0);
     assert_eq!(count(&env).await, Some(30));
     std::fs::remove_dir_all(dir).unwrap();

@@ -167,3 +167,31 @@ pub async fn assert_verified(env: &Env) {
         report.problems
     );
 }
+
+/// The processors of `rt` polling in the background, as `jobstream dev`
+/// runs them, until [`Background::stop`].
+pub struct Background {
+    stop: tokio::sync::oneshot::Sender<()>,
+    handle: tokio::task::JoinHandle<Runtime>,
+}
+
+pub fn run_in_background(mut rt: Runtime) -> Background {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        rt.run_until(async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("processors run");
+        rt
+    });
+    Background { stop, handle }
+}
+
+impl Background {
+    /// Stops polling and hands the runtime back.
+    pub async fn stop(self) -> Runtime {
+        self.stop.send(()).expect("runner alive");
+        self.handle.await.expect("runner joins")
+    }
+}

@@ -203,20 +203,8 @@ async fn cascade_deletes_every_stage_and_entry_without_removal_entries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_writers_while_processors_run_end_exact() {
     let env = env().await;
-    let Env {
-        engine,
-        mut rt,
-        writer,
-    } = env;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let runner = tokio::spawn(async move {
-        rt.run_until(async {
-            let _ = stop_rx.await;
-        })
-        .await
-        .unwrap();
-        rt
-    });
+    let Env { engine, rt, writer } = env;
+    let runner = crate::support::run_in_background(rt);
     // 8 writers x 6 applications x 8 writes = 384 writes.
     let mut tasks = Vec::new();
     for wi in 0..8 {
@@ -253,8 +241,7 @@ async fn many_concurrent_writers_while_processors_run_end_exact() {
     for t in tasks {
         t.await.unwrap();
     }
-    stop_tx.send(()).unwrap();
-    let mut rt = runner.await.unwrap();
+    let mut rt = runner.stop().await;
     rt.drain().await.unwrap();
     let env = Env { engine, rt, writer };
     // Active: ai in {0, 2, 4} per writer.
