@@ -398,6 +398,19 @@ pub async fn drain(mappings: &mut [StreamMapping]) -> anyhow::Result<usize> {
     Ok(total)
 }
 
+/// One polling round of every stream mapping (errors logged, retried next
+/// round); true if there was work.
+pub async fn poll_streams(mappings: &mut [StreamMapping]) -> bool {
+    let mut busy = false;
+    for m in mappings {
+        match m.poll_once().await {
+            Ok(r) => busy |= r.done > 0 || r.pending > 0,
+            Err(e) => tracing::warn!(mapping = %m.config.name, error = %e, "stream poll failed"),
+        }
+    }
+    busy
+}
+
 /// Between two polling rounds: no pause after a round that found work,
 /// 200 ms after an idle one. Returns true once `stop` has resolved.
 pub async fn pause_or_stop(

@@ -183,13 +183,7 @@ impl JobBoardRuntime {
 
     /// One polling round of the stream and the queues; true if there was work.
     async fn poll_round(&mut self) -> bool {
-        let mut busy = false;
-        for m in &mut self.stream {
-            match m.poll_once().await {
-                Ok(r) => busy |= r.done > 0 || r.pending > 0,
-                Err(e) => tracing::warn!(error = %e, "stream poll failed"),
-            }
-        }
+        let mut busy = crate::esm::poll_streams(&mut self.stream).await;
         for q in &mut self.queues {
             match q.poll_once().await {
                 Ok(n) => busy |= n > 0,

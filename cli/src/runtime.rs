@@ -119,14 +119,7 @@ impl Runtime {
 
     /// One polling round of every mapping; true if there was work.
     async fn poll_round(&mut self) -> bool {
-        let mut busy = false;
-        for m in &mut self.mappings {
-            match m.poll_once().await {
-                Ok(r) => busy |= r.done > 0 || r.pending > 0,
-                Err(e) => tracing::warn!(error = %e, "poll failed"),
-            }
-        }
-        busy
+        crate::esm::poll_streams(&mut self.mappings).await
     }
 
     /// Polls until `stop` resolves (Ctrl-C in `jobstream dev`).
