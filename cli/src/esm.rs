@@ -1,25 +1,40 @@
-//! A local DynamoDB Streams event source mapping: polls a table's stream
-//! shards, builds the Lambda event JSON the way Lambda does, invokes the same
-//! handler code the Lambdas run, and honours what Lambda honours: batch size,
-//! the partial batch response (checkpoint at the failed record, retry from
-//! there), bounded retries, bisect on error, and an on-failure destination
-//! for records that exhaust their retries.
+//! A local DynamoDB Streams event source mapping: discovers a table's stream
+//! shards, reads them as Lambda does, invokes the same handler code the
+//! Lambdas run, and honours what Lambda honours: batch size, the partial
+//! batch response (checkpoint at the failed record, retry from there),
+//! bounded retries, bisect on error, and an on-failure destination for
+//! records that exhaust their retries.
+//!
+//! Shards: DescribeStream is followed through its pages; a shard starts only
+//! once its parent is completed (or trimmed away), so records of one key are
+//! processed in order across a split; a shard is completed when GetRecords
+//! returns no next iterator (never from `EndingSequenceNumber`); new shards
+//! are discovered on a timer and as soon as a shard completes.
+//!
+//! Checkpoints: in memory by default; with [`MappingConfig::checkpoints`],
+//! durable in the ledger table together with a lease per shard
+//! ([`crate::lease`]), written after a batch's effects.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use lambda_runtime::{Context, LambdaEvent};
-use serde_json::{json, Value};
 use shared::batch::StreamProcessor;
 
+use crate::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
+use crate::on_failure::OnFailureConfig;
+pub use crate::shards::RecordReader;
+use crate::shards::{list_shards, IteratorPosition, SdkStreams, ShardInfo, StreamsApi};
+
 /// A handler as Lambda sees it: event in, partial batch response or error out.
+/// In process, the event's records are handed over typed (no JSON).
 pub type Handler = Arc<
     dyn Fn(
             Event,
@@ -39,15 +54,28 @@ pub fn handler<P: StreamProcessor + 'static>(processor: Arc<P>) -> Handler {
     })
 }
 
-/// Where stream records are read from.
-#[derive(Clone)]
-pub enum RecordReader {
-    /// GetRecords through `aws-sdk-dynamodbstreams` (any endpoint).
-    Sdk,
-    /// GetRecords on the embedded engine's own API: Dynoxide spells the TTL
-    /// `userIdentity` the way the Lambda event does (`type`,
-    /// `principalId`), which the SDK's shape (`Type`, `PrincipalId`) drops.
-    Embedded(dynoxide::Database),
+/// Where a mapping starts reading a shard it has no checkpoint for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StartingPosition {
+    /// The oldest record still in the stream (what the CDK stack deploys).
+    #[default]
+    TrimHorizon,
+    /// Only records written from now on, in the shards open now; shards
+    /// that appear later are read from their start, as Lambda does.
+    Latest,
+}
+
+impl FromStr for StartingPosition {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "trim-horizon" => Ok(Self::TrimHorizon),
+            "latest" => Ok(Self::Latest),
+            other => Err(format!(
+                "unknown starting position {other:?} (trim-horizon or latest)"
+            )),
+        }
+    }
 }
 
 /// Settings of a mapping, mirroring the event source mapping's.
@@ -59,6 +87,17 @@ pub struct MappingConfig {
     pub max_retries: u32,
     pub bisect_on_error: bool,
     pub retry_delay: Duration,
+    /// Where shards without a checkpoint start.
+    pub starting_position: StartingPosition,
+    /// How often DescribeStream looks for new shards (besides right after a
+    /// shard completes).
+    pub discovery_interval: Duration,
+    /// Durable checkpoints and shard leases in the ledger table; `None`:
+    /// checkpoints in memory, every shard read by this process.
+    pub checkpoints: Option<CheckpointConfig>,
+    /// Durable on-failure destinations (a JSON-lines file, an SQS queue),
+    /// besides [`StreamMapping::on_failure`].
+    pub on_failure: OnFailureConfig,
 }
 
 impl MappingConfig {
@@ -69,6 +108,10 @@ impl MappingConfig {
             max_retries: 3,
             bisect_on_error: true,
             retry_delay: Duration::from_millis(20),
+            starting_position: StartingPosition::TrimHorizon,
+            discovery_interval: Duration::from_secs(10),
+            checkpoints: None,
+            on_failure: OnFailureConfig::default(),
         }
     }
 }
@@ -77,6 +120,7 @@ impl MappingConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedBatch {
     pub mapping: String,
+    pub stream_arn: String,
     pub shard_id: String,
     pub start_sequence_number: String,
     pub end_sequence_number: String,
@@ -108,21 +152,69 @@ impl OnFailure {
     }
 }
 
+/// A shard this mapping is reading.
 struct Shard {
+    /// `None` while a fresh iterator is needed (at start, after an error).
     iterator: Option<String>,
-    buffer: VecDeque<Value>,
+    /// GetRecords returned no next iterator: the shard is closed and read.
+    ended: bool,
+    /// Where a fresh iterator starts when nothing was read yet.
+    start: IteratorPosition,
+    /// The last record taken into the buffer.
+    read_to: Option<String>,
+    /// The last record that took effect.
+    checkpoint: Option<String>,
+    buffer: VecDeque<EventRecord>,
     attempts: u32,
     limit: usize,
+    /// When our lease runs out (epoch ms), with durable checkpoints.
+    lease_expires_ms: Option<i64>,
+}
+
+impl Shard {
+    fn new(start: IteratorPosition, checkpoint: Option<String>, limit: usize) -> Self {
+        Self {
+            iterator: None,
+            ended: false,
+            start,
+            read_to: checkpoint.clone(),
+            checkpoint,
+            buffer: VecDeque::new(),
+            attempts: 0,
+            limit,
+            lease_expires_ms: None,
+        }
+    }
+
+    fn resume_position(&self) -> IteratorPosition {
+        match &self.read_to {
+            Some(seq) => IteratorPosition::AfterSequenceNumber(seq.clone()),
+            None => self.start.clone(),
+        }
+    }
+}
+
+fn seq_of(r: &EventRecord) -> String {
+    r.change.sequence_number.clone().unwrap_or_default()
 }
 
 /// One stream → one handler.
-pub struct StreamMapping {
+pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     config: MappingConfig,
-    streams: aws_sdk_dynamodbstreams::Client,
-    reader: RecordReader,
+    api: S,
     stream_arn: String,
     handler: Handler,
-    shards: HashMap<String, Shard>,
+    leases: Option<LeaseTable>,
+    /// Shards of the last discovery, in listing order.
+    known: Vec<ShardInfo>,
+    /// Shards completed (by us or, with leases, by anyone).
+    finished: HashSet<String>,
+    /// Shards we read (and, with leases, hold).
+    held: BTreeMap<String, Shard>,
+    /// Shards whose stored checkpoint `--from-start` has already reset.
+    reset: HashSet<String>,
+    last_discovery: Option<Instant>,
+    rediscover: bool,
     pub on_failure: OnFailure,
     /// Invocations made (for tests and the summary).
     pub invocations: u64,
@@ -145,140 +237,352 @@ impl StreamMapping {
         stream_arn: String,
         handler: Handler,
     ) -> Self {
-        Self {
+        Self::with_api(
             config,
-            streams,
-            reader,
+            SdkStreams {
+                client: streams,
+                reader,
+            },
             stream_arn,
             handler,
-            shards: HashMap::new(),
+        )
+    }
+}
+
+impl<S: StreamsApi> StreamMapping<S> {
+    /// A mapping reading the stream through `api`.
+    pub fn with_api(config: MappingConfig, api: S, stream_arn: String, handler: Handler) -> Self {
+        let leases = config
+            .checkpoints
+            .clone()
+            .map(|c| LeaseTable::new(c, &config.name, &stream_arn));
+        Self {
+            config,
+            api,
+            stream_arn,
+            handler,
+            leases,
+            known: Vec::new(),
+            finished: HashSet::new(),
+            held: BTreeMap::new(),
+            reset: HashSet::new(),
+            last_discovery: None,
+            rediscover: true,
             on_failure: OnFailure::default(),
             invocations: 0,
         }
     }
 
-    async fn refresh_shards(&mut self) -> anyhow::Result<()> {
-        let desc = self
-            .streams
-            .describe_stream()
-            .stream_arn(&self.stream_arn)
-            .send()
-            .await
-            .context("DescribeStream")?;
-        let shards = desc
-            .stream_description()
-            .map(|d| d.shards().to_vec())
-            .unwrap_or_default();
-        for s in shards {
-            let Some(id) = s.shard_id() else { continue };
-            if self.shards.contains_key(id) {
-                continue;
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Shards this mapping is reading now.
+    pub fn shards(&self) -> Vec<String> {
+        self.held.keys().cloned().collect()
+    }
+
+    /// The last record of `shard` that took effect, as this mapping knows it.
+    pub fn checkpoint(&self, shard: &str) -> Option<String> {
+        self.held.get(shard).and_then(|s| s.checkpoint.clone())
+    }
+
+    fn discovery_due(&self) -> bool {
+        self.rediscover
+            || self
+                .last_discovery
+                .is_none_or(|t| t.elapsed() >= self.config.discovery_interval)
+    }
+
+    /// Lists the shards and starts every one whose turn has come: not
+    /// completed, not read yet, parent completed or gone.
+    async fn discover(&mut self) -> anyhow::Result<()> {
+        let first = self.last_discovery.is_none();
+        let listed = list_shards(&self.api, &self.stream_arn).await?;
+        self.last_discovery = Some(Instant::now());
+        self.rediscover = false;
+        let ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
+        let parents: HashSet<&str> = listed
+            .iter()
+            .filter_map(|s| s.parent_shard_id.as_deref())
+            .collect();
+        // Completed shards gone from the listing are forgotten.
+        self.finished.retain(|id| ids.contains(id.as_str()));
+        // Repeat while a pass completes a parent (its children may start).
+        loop {
+            let mut progressed = false;
+            for shard in &listed {
+                let id = shard.shard_id.as_str();
+                if self.finished.contains(id) || self.held.contains_key(id) {
+                    continue;
+                }
+                if let Some(p) = shard.parent_shard_id.as_deref() {
+                    if ids.contains(p) && !self.finished.contains(p) {
+                        continue; // the parent first
+                    }
+                }
+                let latest = first && self.config.starting_position == StartingPosition::Latest;
+                if latest && parents.contains(id) && self.leases.is_none() {
+                    // Closed before we started: LATEST skips it.
+                    self.finished.insert(id.to_string());
+                    progressed = true;
+                    continue;
+                }
+                let start = if latest {
+                    IteratorPosition::Latest
+                } else {
+                    IteratorPosition::TrimHorizon
+                };
+                match self.take(id, start, latest && parents.contains(id)).await? {
+                    Taken::Started => {}
+                    Taken::Finished => {
+                        self.finished.insert(id.to_string());
+                        progressed = true;
+                    }
+                    Taken::Elsewhere => {}
+                }
             }
-            let it = self
-                .streams
-                .get_shard_iterator()
-                .stream_arn(&self.stream_arn)
-                .shard_id(id)
-                .shard_iterator_type(ShardIteratorType::TrimHorizon)
-                .send()
-                .await
-                .context("GetShardIterator")?;
-            self.shards.insert(
-                id.to_string(),
-                Shard {
-                    iterator: it.shard_iterator().map(str::to_string),
-                    buffer: VecDeque::new(),
-                    attempts: 0,
-                    limit: self.config.batch_size,
-                },
-            );
+            if !progressed {
+                break;
+            }
+        }
+        self.known = listed;
+        Ok(())
+    }
+
+    /// Starts reading `id` (taking its lease, with durable checkpoints).
+    async fn take(
+        &mut self,
+        id: &str,
+        start: IteratorPosition,
+        closed_before_start: bool,
+    ) -> anyhow::Result<Taken> {
+        let limit = self.config.batch_size;
+        let Some(leases) = &self.leases else {
+            self.held
+                .insert(id.to_string(), Shard::new(start, None, limit));
+            return Ok(Taken::Started);
+        };
+        let reset = leases.from_start() && !self.reset.contains(id);
+        match leases.acquire(id, reset).await? {
+            Acquired::Lease {
+                checkpoint,
+                expires_at_ms,
+            } => {
+                if reset {
+                    self.reset.insert(id.to_string());
+                }
+                if checkpoint.sequence_number.is_none() && closed_before_start {
+                    // LATEST, a shard closed before we started and never
+                    // read: nothing of it is ours to process.
+                    leases.finish(id, None).await?;
+                    return Ok(Taken::Finished);
+                }
+                let start = if reset {
+                    IteratorPosition::TrimHorizon
+                } else {
+                    start
+                };
+                let mut shard = Shard::new(start, checkpoint.sequence_number, limit);
+                shard.lease_expires_ms = Some(expires_at_ms);
+                tracing::info!(mapping = %self.config.name, shard = id, owner = leases.owner(), checkpoint = ?shard.checkpoint, "lease taken");
+                self.held.insert(id.to_string(), shard);
+                Ok(Taken::Started)
+            }
+            Acquired::Finished => Ok(Taken::Finished),
+            Acquired::Held { owner } => {
+                tracing::debug!(mapping = %self.config.name, shard = id, %owner, "shard held by another owner");
+                Ok(Taken::Elsewhere)
+            }
+        }
+    }
+
+    /// Drops a shard whose lease another owner took.
+    fn lost(&mut self, id: &str) {
+        tracing::warn!(mapping = %self.config.name, shard = id, "lease lost: another owner reads this shard now");
+        self.held.remove(id);
+    }
+
+    /// Renews leases with less than half their time left.
+    async fn renew_leases(&mut self) -> anyhow::Result<()> {
+        let Some(leases) = self.leases.clone() else {
+            return Ok(());
+        };
+        let due: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, s)| {
+                s.lease_expires_ms
+                    .is_some_and(|e| leases.due_for_renewal(e))
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            match leases.checkpoint(&id, None).await {
+                Ok(expires) => {
+                    if let Some(s) = self.held.get_mut(&id) {
+                        s.lease_expires_ms = Some(expires);
+                    }
+                }
+                Err(LeaseError::Lost { .. }) => self.lost(&id),
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }
 
-    async fn get_records(&self, iterator: &str) -> anyhow::Result<(Vec<Value>, Option<String>)> {
-        match &self.reader {
-            RecordReader::Embedded(db) => {
-                let db = db.clone();
-                let req = dynoxide::actions::get_records::GetRecordsRequest {
-                    shard_iterator: iterator.to_string(),
-                    limit: Some(1000),
-                };
-                let out = tokio::task::spawn_blocking(move || db.get_records(req)).await??;
-                let records = out
-                    .records
-                    .iter()
-                    .map(serde_json::to_value)
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((records, out.next_shard_iterator))
+    /// Reads the next records of a shard whose buffer has room.
+    async fn fetch(&mut self, id: &str) -> anyhow::Result<()> {
+        let Some(s) = self.held.get(id) else {
+            return Ok(());
+        };
+        if s.ended || s.buffer.len() >= self.config.batch_size {
+            return Ok(());
+        }
+        let iterator = match s.iterator.clone() {
+            Some(it) => it,
+            None => {
+                let position = s.resume_position();
+                match self
+                    .api
+                    .shard_iterator(&self.stream_arn, id, &position)
+                    .await?
+                {
+                    Some(it) => it,
+                    None => {
+                        let s = self.held.get_mut(id).context("shard held")?;
+                        s.ended = true;
+                        return Ok(());
+                    }
+                }
             }
-            RecordReader::Sdk => {
-                let out = self
-                    .streams
-                    .get_records()
-                    .shard_iterator(iterator)
-                    .limit(1000)
-                    .send()
-                    .await
-                    .context("GetRecords")?;
-                let records = out
-                    .records()
-                    .iter()
-                    .map(sdk_record_json)
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                Ok((records, out.next_shard_iterator().map(str::to_string)))
+        };
+        let page = match self.api.get_records(&iterator, 1000).await {
+            Ok(page) => page,
+            Err(e) => {
+                // A fresh iterator next time, from what was read.
+                if let Some(s) = self.held.get_mut(id) {
+                    s.iterator = None;
+                }
+                return Err(e);
+            }
+        };
+        let s = self.held.get_mut(id).context("shard held")?;
+        if let Some(last) = page.records.last() {
+            s.read_to = Some(seq_of(last));
+        }
+        s.buffer.extend(page.records.into_iter().map(|mut r| {
+            r.event_source_arn = Some(self.stream_arn.clone());
+            r
+        }));
+        match page.next_iterator {
+            Some(next) => s.iterator = Some(next),
+            None => {
+                s.iterator = None;
+                s.ended = true;
             }
         }
+        Ok(())
+    }
+
+    /// Completes a shard read to its end: checkpoint `SHARD_END`, lease
+    /// released, its children may start.
+    async fn complete(&mut self, id: &str) -> anyhow::Result<()> {
+        let checkpoint = self.held.get(id).and_then(|s| s.checkpoint.clone());
+        if let Some(leases) = &self.leases {
+            match leases.finish(id, checkpoint.as_deref()).await {
+                Ok(()) => {}
+                Err(LeaseError::Lost { .. }) => {
+                    self.lost(id);
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        tracing::info!(mapping = %self.config.name, shard = id, "shard completed");
+        self.held.remove(id);
+        self.finished.insert(id.to_string());
+        self.rediscover = true;
+        Ok(())
     }
 
     /// Fetches new records and invokes the handler once per shard with a
     /// pending batch.
     pub async fn poll_once(&mut self) -> anyhow::Result<Round> {
-        self.refresh_shards().await?;
+        if self.discovery_due() {
+            self.discover().await?;
+        }
+        self.renew_leases().await?;
         let mut round = Round::default();
-        let ids: Vec<String> = self.shards.keys().cloned().collect();
+        let ids: Vec<String> = self.held.keys().cloned().collect();
         for id in ids {
-            let (iterator, buffered) = {
-                let s = &self.shards[&id];
-                (s.iterator.clone(), s.buffer.len())
-            };
-            if buffered < self.config.batch_size {
-                if let Some(it) = iterator {
-                    let (records, next) = self.get_records(&it).await?;
-                    let s = self.shards.get_mut(&id).expect("present");
-                    s.buffer.extend(records.into_iter().map(|mut r| {
-                        r["eventSourceARN"] = json!(self.stream_arn);
-                        r
-                    }));
-                    s.iterator = next;
-                }
-            }
+            self.fetch(&id).await?;
             round.done += self.invoke_shard(&id).await?;
-            round.pending += self.shards[&id].buffer.len();
+            let Some(s) = self.held.get(&id) else {
+                continue;
+            };
+            if s.ended && s.buffer.is_empty() {
+                self.complete(&id).await?;
+            } else {
+                round.pending += s.buffer.len();
+            }
+        }
+        if self.rediscover {
+            // A shard completed: its children may start right away.
+            self.discover().await?;
         }
         Ok(round)
     }
 
-    async fn invoke_shard(&mut self, id: &str) -> anyhow::Result<usize> {
-        let (batch, limit) = {
-            let s = &self.shards[id];
-            let n = s.buffer.len().min(s.limit).min(self.config.batch_size);
-            if n == 0 {
-                return Ok(0);
+    /// Lets every lease go (at shutdown), so another process takes the
+    /// shards at once. Checkpoints were written batch by batch.
+    pub async fn release(&mut self) -> anyhow::Result<()> {
+        if let Some(leases) = &self.leases {
+            for id in self.held.keys() {
+                match leases.release(id).await {
+                    Ok(()) | Err(LeaseError::Lost { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
-            (s.buffer.iter().take(n).cloned().collect::<Vec<_>>(), n)
+        }
+        self.held.clear();
+        self.last_discovery = None;
+        Ok(())
+    }
+
+    /// Records that the first `done` records of a shard's buffer took
+    /// effect: the checkpoint moves (durably, with leases) past them.
+    async fn advance(&mut self, id: &str, done: usize) -> anyhow::Result<bool> {
+        let s = self.held.get_mut(id).context("shard held")?;
+        let Some(last) = s.buffer.drain(..done).last() else {
+            return Ok(true);
         };
-        let seqs: Vec<String> = batch
-            .iter()
-            .map(|r| {
-                r["dynamodb"]["SequenceNumber"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .collect();
-        let event: Event = serde_json::from_value(json!({ "Records": batch }))
-            .context("building the Lambda event")?;
+        let seq = seq_of(&last);
+        s.checkpoint = Some(seq.clone());
+        if let Some(leases) = &self.leases {
+            match leases.checkpoint(id, Some(&seq)).await {
+                Ok(expires) => s.lease_expires_ms = Some(expires),
+                Err(LeaseError::Lost { .. }) => {
+                    self.lost(id);
+                    return Ok(false);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(true)
+    }
+
+    async fn invoke_shard(&mut self, id: &str) -> anyhow::Result<usize> {
+        let Some(s) = self.held.get(id) else {
+            return Ok(0);
+        };
+        let limit = s.buffer.len().min(s.limit).min(self.config.batch_size);
+        if limit == 0 {
+            return Ok(0);
+        }
+        let mut event = Event::default();
+        event.records = s.buffer.iter().take(limit).cloned().collect();
+        let seqs: Vec<String> = event.records.iter().map(seq_of).collect();
         self.invocations += 1;
         let outcome = (self.handler)(event).await;
         // How many leading records of the batch are done.
@@ -301,8 +605,10 @@ impl StreamMapping {
             },
             Err(e) => (0, Some(format!("function error: {e}"))),
         };
-        let s = self.shards.get_mut(id).expect("present");
-        s.buffer.drain(..done);
+        if !self.advance(id, done).await? {
+            return Ok(done);
+        }
+        let s = self.held.get_mut(id).context("shard held")?;
         let Some(reason) = failure else {
             s.attempts = 0;
             s.limit = self.config.batch_size;
@@ -321,69 +627,53 @@ impl StreamMapping {
                 s.attempts = 0;
             } else {
                 let n = remaining.min(s.limit);
-                let failed: Vec<Value> = s.buffer.drain(..n).collect();
-                let seq_of = |r: &Value| {
-                    r["dynamodb"]["SequenceNumber"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string()
-                };
                 let f = FailedBatch {
                     mapping: self.config.name.clone(),
+                    stream_arn: self.stream_arn.clone(),
                     shard_id: id.to_string(),
-                    start_sequence_number: failed.first().map(seq_of).unwrap_or_default(),
-                    end_sequence_number: failed.last().map(seq_of).unwrap_or_default(),
-                    batch_size: failed.len(),
+                    start_sequence_number: s.buffer.front().map(seq_of).unwrap_or_default(),
+                    end_sequence_number: s.buffer.get(n - 1).map(seq_of).unwrap_or_default(),
+                    batch_size: n,
                     reason,
                 };
                 tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, reason = %f.reason, "retries exhausted: records sent to the on-failure destination");
+                // Delivered before the checkpoint passes them: if the
+                // destination fails, the batch is tried again.
+                crate::on_failure::deliver(&self.config.on_failure, &f)
+                    .await
+                    .context("on-failure destination")?;
                 self.on_failure.push(f);
+                let s = self.held.get_mut(id).context("shard held")?;
                 s.attempts = 0;
                 s.limit = self.config.batch_size;
+                self.advance(id, n).await?;
                 return Ok(done + n);
             }
         }
-        tokio::time::sleep(self.config.retry_delay * s.attempts).await;
+        let delay = self.config.retry_delay * s.attempts;
+        tokio::time::sleep(delay).await;
         Ok(done)
     }
 }
 
-/// Builds the Lambda event JSON of one SDK stream record.
-fn sdk_record_json(r: &aws_sdk_dynamodbstreams::types::Record) -> anyhow::Result<Value> {
-    let d = r.dynamodb().context("record without dynamodb")?;
-    let image = |m: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| -> anyhow::Result<Option<Value>> {
-        m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone()))).transpose().map_err(Into::into)
-    };
-    let mut change = json!({
-        "Keys": image(d.keys())?,
-        "SequenceNumber": d.sequence_number(),
-        "SizeBytes": d.size_bytes(),
-        "StreamViewType": d.stream_view_type().map(|v| v.as_str()),
-        "ApproximateCreationDateTime": d.approximate_creation_date_time().map(|t| t.secs()),
-    });
-    if let Some(v) = image(d.new_image())? {
-        change["NewImage"] = v;
+enum Taken {
+    Started,
+    Finished,
+    Elsewhere,
+}
+
+/// Lets every mapping's leases go (call when `run` stops).
+pub async fn release_all<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) {
+    for m in mappings {
+        if let Err(e) = m.release().await {
+            tracing::warn!(mapping = %m.config.name, error = %e, "releasing leases failed (they expire on their own)");
+        }
     }
-    if let Some(v) = image(d.old_image())? {
-        change["OldImage"] = v;
-    }
-    let mut rec = json!({
-        "eventID": r.event_id(),
-        "eventName": r.event_name().map(|e| e.as_str()),
-        "eventVersion": r.event_version(),
-        "eventSource": r.event_source(),
-        "awsRegion": r.aws_region(),
-        "dynamodb": change,
-    });
-    if let Some(id) = r.user_identity() {
-        rec["userIdentity"] = json!({"type": id.r#type(), "principalId": id.principal_id()});
-    }
-    Ok(rec)
 }
 
 /// Runs mappings until every one has nothing left: no pending records and
 /// no new ones. Returns the number of records completed.
-pub async fn drain(mappings: &mut [StreamMapping]) -> anyhow::Result<usize> {
+pub async fn drain<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) -> anyhow::Result<usize> {
     let mut total = 0;
     let mut quiet_rounds = 0;
     while quiet_rounds < 2 {
@@ -400,7 +690,7 @@ pub async fn drain(mappings: &mut [StreamMapping]) -> anyhow::Result<usize> {
 
 /// One polling round of every stream mapping (errors logged, retried next
 /// round); true if there was work.
-pub async fn poll_streams(mappings: &mut [StreamMapping]) -> bool {
+pub async fn poll_streams<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) -> bool {
     let mut busy = false;
     for m in mappings {
         match m.poll_once().await {
@@ -440,4 +730,208 @@ pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> anyho
         .and_then(|t| t.latest_stream_arn())
         .map(str::to_string)
         .with_context(|| format!("table {table} has no stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shards::fake::{seq_string, FakeStreams};
+
+    /// A handler that records the sequence numbers it is given, in order,
+    /// and fails the record named by `fail` (once per listed attempt).
+    fn recording(seen: Arc<Mutex<Vec<String>>>) -> Handler {
+        Arc::new(move |event: Event| {
+            let seen = seen.clone();
+            Box::pin(async move {
+                seen.lock()
+                    .unwrap()
+                    .extend(event.records.iter().map(seq_of));
+                Ok(DynamoDbEventResponse::default())
+            })
+        })
+    }
+
+    fn mapping(api: FakeStreams, seen: &Arc<Mutex<Vec<String>>>) -> StreamMapping<FakeStreams> {
+        let mut config = MappingConfig::new("test");
+        config.batch_size = 10;
+        StreamMapping::with_api(config, api, "arn".into(), recording(seen.clone()))
+    }
+
+    fn seen_u64(seen: &Arc<Mutex<Vec<String>>>) -> Vec<u64> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_parent_is_processed_to_its_end_before_either_child() {
+        let api = FakeStreams::new(100);
+        api.add_shard("parent", None);
+        api.write("parent", 25);
+        api.close("parent");
+        // Children listed (and written) before the parent is read.
+        api.add_shard("child-a", Some("parent"));
+        api.add_shard("child-b", Some("parent"));
+        let a = api.write("child-a", 15);
+        let b = api.write("child-b", 12);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut m = mapping(api, &seen);
+        let done = drain(std::slice::from_mut(&mut m)).await.unwrap();
+        assert_eq!(done, 25 + 15 + 12);
+        let order = seen_u64(&seen);
+        assert_eq!(order.len(), 52, "each record once");
+        let parent_last = order.iter().rposition(|s| *s <= 25).unwrap();
+        let first_child = order.iter().position(|s| *s > 25).unwrap();
+        assert!(
+            parent_last < first_child,
+            "parent before children: {order:?}"
+        );
+        // Within each shard, in order.
+        for shard in [&a, &b] {
+            let got: Vec<u64> = order
+                .iter()
+                .copied()
+                .filter(|s| shard.contains(s))
+                .collect();
+            assert_eq!(&got, shard);
+        }
+        assert!(m.shards().is_empty() || m.shards().iter().all(|s| s.starts_with("child")));
+    }
+
+    #[tokio::test]
+    async fn every_record_of_250_shards_over_three_pages_is_read() {
+        let api = FakeStreams::new(100);
+        let mut written = Vec::new();
+        for i in 0..250 {
+            let id = format!("shard-{i:04}");
+            api.add_shard(&id, None);
+            written.extend(api.write(&id, 2));
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut m = mapping(api, &seen);
+        drain(std::slice::from_mut(&mut m)).await.unwrap();
+        let mut got = seen_u64(&seen);
+        got.sort_unstable();
+        assert_eq!(got, written);
+        assert_eq!(m.shards().len(), 250);
+    }
+
+    #[tokio::test]
+    async fn a_closed_shard_completes_and_its_successor_is_found_without_waiting_for_the_timer() {
+        let api = FakeStreams::new(100);
+        api.add_shard("s1", None);
+        api.write("s1", 3);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut m = mapping(api, &seen);
+        m.config.discovery_interval = Duration::from_secs(3600);
+        drain(std::slice::from_mut(&mut m)).await.unwrap();
+        assert_eq!(m.shards(), vec!["s1".to_string()]);
+        // Rollover: s1 closes, s2 (its child) takes the writes.
+        m.api.close("s1");
+        m.api.add_shard("s2", Some("s1"));
+        m.api.write("s2", 4);
+        drain(std::slice::from_mut(&mut m)).await.unwrap();
+        assert_eq!(seen_u64(&seen), (1..=7).collect::<Vec<_>>());
+        assert_eq!(m.shards(), vec!["s2".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn new_shards_are_discovered_on_the_timer_not_every_round() {
+        let api = FakeStreams::new(100);
+        api.add_shard("s1", None);
+        api.write("s1", 1);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut m = mapping(api, &seen);
+        m.config.discovery_interval = Duration::from_millis(300);
+        for _ in 0..5 {
+            m.poll_once().await.unwrap();
+        }
+        assert_eq!(*m.api.describe_calls.lock().unwrap(), 1);
+        // A shard appearing beside it (no parent) is picked up at the next tick.
+        m.api.add_shard("s9", None);
+        m.api.write("s9", 2);
+        m.poll_once().await.unwrap();
+        assert_eq!(seen_u64(&seen), vec![1]);
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        m.poll_once().await.unwrap();
+        assert_eq!(seen_u64(&seen), vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn latest_skips_what_was_there_and_reads_new_shards_from_their_start() {
+        let api = FakeStreams::new(100);
+        api.add_shard("old", None);
+        api.write("old", 5);
+        api.close("old");
+        api.add_shard("open", Some("old"));
+        api.write("open", 5);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut m = mapping(api, &seen);
+        m.config.starting_position = StartingPosition::Latest;
+        drain(std::slice::from_mut(&mut m)).await.unwrap();
+        assert!(seen_u64(&seen).is_empty());
+        let new = m.api.write("open", 2);
+        m.api.close("open");
+        m.api.add_shard("next", Some("open"));
+        let next = m.api.write("next", 3);
+        drain(std::slice::from_mut(&mut m)).await.unwrap();
+        assert_eq!(seen_u64(&seen), [new, next].concat());
+    }
+
+    #[tokio::test]
+    async fn a_failed_record_is_retried_from_itself_then_sent_to_the_file_destination() {
+        let api = FakeStreams::new(100);
+        api.add_shard("s1", None);
+        api.write("s1", 5);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let poison = seq_string(3);
+        let handler: Handler = Arc::new(move |event: Event| {
+            let log = log.clone();
+            let poison = poison.clone();
+            Box::pin(async move {
+                let mut seen = log.lock().unwrap();
+                for r in &event.records {
+                    if seq_of(r) == poison {
+                        return Ok(shared::batch::failure_response(&poison));
+                    }
+                    seen.push(seq_of(r));
+                }
+                Ok(DynamoDbEventResponse::default())
+            })
+        });
+        let path =
+            std::env::temp_dir().join(format!("esm-failures-{}.jsonl", uuid::Uuid::new_v4()));
+        let mut config = MappingConfig::new("test");
+        config.retry_delay = Duration::ZERO;
+        config.max_retries = 1;
+        config.on_failure.file = Some(path.clone());
+        let mut m = StreamMapping::with_api(config, api, "arn".into(), handler);
+        let done = drain(std::slice::from_mut(&mut m)).await.unwrap();
+        assert_eq!(done, 5);
+        assert_eq!(seen_u64(&seen), vec![1, 2, 4, 5]);
+        let failed = m.on_failure.take();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].start_sequence_number, seq_string(3));
+        assert_eq!(failed[0].end_sequence_number, seq_string(3));
+        let line = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(
+            v["DDBStreamBatchInfo"]["startSequenceNumber"],
+            seq_string(3)
+        );
+        assert_eq!(v["DDBStreamBatchInfo"]["shardId"], "s1");
+        assert_eq!(m.checkpoint("s1"), Some(seq_string(5)));
+    }
+
+    #[test]
+    fn starting_positions_parse_as_the_flag_spells_them() {
+        assert_eq!("trim-horizon".parse(), Ok(StartingPosition::TrimHorizon));
+        assert_eq!("TRIM_HORIZON".parse(), Ok(StartingPosition::TrimHorizon));
+        assert_eq!("latest".parse(), Ok(StartingPosition::Latest));
+        assert!("at-timestamp".parse::<StartingPosition>().is_err());
+    }
 }
