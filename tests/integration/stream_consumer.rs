@@ -1,0 +1,340 @@
+//! `jobstream run` as a durable stream consumer against the embedded engine:
+//! checkpoints and leases in the ledger table, a restart resumes where the
+//! last batch's effects ended, two consumers never process one record both,
+//! a kill in the middle of a batch is made exact by the restart.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lambda_events::event::dynamodb::Event;
+use jobstream::demo::{differences, observe};
+use jobstream::engine::{sdk_config, LocalEngine};
+use jobstream::esm::{
+    handler, release_all, stream_arn, Handler, MappingConfig, RecordReader, StreamMapping,
+};
+use jobstream::lease::{checkpoint_pk, CheckpointConfig};
+use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::scenario::{play, Expected};
+use jobstream::writer::TrackerWriter;
+use shared::batch::StreamProcessor as _;
+use shared::metrics::names;
+
+use crate::support::{raw_records, run_in_background, Env};
+
+const BATCH: usize = 5;
+
+async fn client(engine: &LocalEngine) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await)
+}
+
+/// Mapping settings of a `run` process named `owner`: small batches,
+/// durable checkpoints and leases.
+async fn mapping(engine: &LocalEngine, owner: &str, lease_ttl: Duration) -> MappingConfig {
+    let mut m = MappingConfig::new("stream");
+    m.batch_size = BATCH;
+    m.retry_delay = Duration::from_millis(5);
+    m.discovery_interval = Duration::from_millis(100);
+    let mut c = CheckpointConfig::new(client(engine).await, shared::models::table::ledger().name);
+    c.owner = owner.to_string();
+    c.lease_ttl = lease_ttl;
+    m.checkpoints = Some(c);
+    m
+}
+
+/// A `run` process on `engine`: the tracker's two consumers.
+async fn run_process(engine: &LocalEngine, owner: &str, lease_ttl: Duration) -> Runtime {
+    let mut opts = RuntimeOptions::new(
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.mapping = mapping(engine, owner, lease_ttl).await;
+    Runtime::start(opts).await.expect("runtime starts")
+}
+
+async fn env(owner: &str, lease_ttl: Duration) -> Env {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let rt = run_process(&engine, owner, lease_ttl).await;
+    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    Env { engine, rt, writer }
+}
+
+fn processed(rt: &Runtime) -> (u64, u64) {
+    (
+        rt.history.metrics().get(names::PROCESSED),
+        rt.derive.metrics().get(names::PROCESSED),
+    )
+}
+
+/// The derived data is exactly what the scenario implies.
+async fn assert_exact(env: &Env, expected: &Expected) {
+    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
+        .await
+        .unwrap();
+    assert_eq!(differences(expected, &observed), Vec::<String>::new());
+    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+}
+
+/// Checkpoint items of the ledger for the table's stream.
+async fn checkpoint_items(env: &Env, mapping: &str) -> Vec<shared::item::Item> {
+    let arn = stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    let out = env
+        .rt
+        .dynamodb
+        .query()
+        .table_name(&env.rt.config.ledger_table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(checkpoint_pk(mapping, &arn)),
+        )
+        .send()
+        .await
+        .unwrap();
+    out.items().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_at_the_checkpoint_and_reads_nothing_twice() {
+    let mut env = env("run-1", Duration::from_secs(30)).await;
+    let expected = play(&env.writer).await.unwrap();
+    // A few batches, then the process goes away (no release: as if killed
+    // between two batches).
+    for _ in 0..3 {
+        jobstream::esm::poll_streams(&mut env.rt.mappings).await;
+    }
+    let first = processed(&env.rt);
+    assert!(
+        first.0 > 0 && first.1 > 0,
+        "the first process made progress"
+    );
+    let items = checkpoint_items(&env, "history").await;
+    assert_eq!(items.len(), 1, "one shard, one checkpoint item");
+    assert!(items[0].contains_key("sequenceNumber"));
+
+    // The restarted process has the same identity: it takes its leases back
+    // at once and resumes after the checkpoint.
+    let restarted = run_process(&env.engine, "run-1", Duration::from_secs(30)).await;
+    let old = std::mem::replace(&mut env.rt, restarted);
+    drop(old);
+    env.rt.drain().await.unwrap();
+    let second = processed(&env.rt);
+    let stream_len = raw_records(&env).await.len() as u64;
+    assert_eq!(
+        first.0 + second.0,
+        stream_len,
+        "history read each record once"
+    );
+    assert_eq!(
+        first.1 + second.1,
+        stream_len,
+        "derive read each record once"
+    );
+    assert_exact(&env, &expected).await;
+
+    // A third start reads nothing at all.
+    let mut third = run_process(&env.engine, "run-1", Duration::from_secs(30)).await;
+    assert_eq!(third.drain().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_start_replays_deliberately_and_changes_nothing() {
+    let mut env = env("run-1", Duration::from_secs(30)).await;
+    let expected = play(&env.writer).await.unwrap();
+    env.rt.drain().await.unwrap();
+    let stream_len = raw_records(&env).await.len() as u64;
+    let mut opts = RuntimeOptions::new(
+        Some(env.engine.endpoint()),
+        RecordReader::Embedded(env.engine.database().clone()),
+    );
+    opts.mapping = mapping(&env.engine, "run-1", Duration::from_secs(30)).await;
+    if let Some(c) = opts.mapping.checkpoints.as_mut() {
+        c.from_start = true;
+    }
+    let mut replay = Runtime::start(opts).await.unwrap();
+    replay.drain().await.unwrap();
+    // Every record again, once, from the first; the replay's own writes
+    // are already-correct values (which the embedded engine still streams
+    // as MODIFY records), read once too.
+    let now = raw_records(&env).await.len() as u64;
+    assert!(now >= stream_len);
+    assert_eq!(processed(&replay), (now, now));
+    assert_exact(&env, &expected).await;
+}
+
+/// Waits until `rt`'s history consumer processed more than `than` records.
+async fn progress(metrics: &shared::metrics::Metrics, than: u64) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while metrics.get(names::PROCESSED) <= than {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the consumer makes progress");
+}
+
+/// Asserts the tracker's derived data matches its sources exactly.
+async fn assert_verified(env: &Env) {
+    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_the_stream_without_processing_a_record_twice() {
+    let ttl = Duration::from_secs(30);
+    let mut env = env("run-a", ttl).await;
+    let a = std::mem::replace(&mut env.rt, run_process(&env.engine, "spare", ttl).await);
+    let b = run_process(&env.engine, "run-b", ttl).await;
+    let (a_history, b_history) = (a.history.clone(), b.history.clone());
+    // A runs while the application writes; B starts beside it.
+    let a = run_in_background(a);
+    play(&env.writer).await.unwrap();
+    progress(a_history.metrics(), 0).await;
+    let b = run_in_background(b);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A stops (letting its leases go, as `run` does at exit); B takes over
+    // the shard and processes what comes next.
+    let mut a = a.stop().await;
+    release_all(&mut a.mappings).await;
+    env.writer
+        .create_application("late", "Late Ltd", "SRE", "applied", "2024-06-01T10:00:00Z")
+        .await
+        .unwrap();
+    progress(b_history.metrics(), 0).await;
+    let mut b = b.stop().await;
+    release_all(&mut b.mappings).await;
+    // A comes back and finishes whatever is left.
+    a.drain().await.unwrap();
+    let stream_len = raw_records(&env).await.len() as u64;
+    let (pa, pb) = (processed(&a), processed(&b));
+    assert!(pb.0 > 0, "B processed after the handover: {pb:?}");
+    assert_eq!(
+        pa.0 + pb.0,
+        stream_len,
+        "history: each record by one process once"
+    );
+    assert_eq!(
+        pa.1 + pb.1,
+        stream_len,
+        "derive: each record by one process once"
+    );
+    assert_verified(&env).await;
+}
+
+/// Runs the real handler on the first half of the `kill_at`-th batch, then
+/// never returns: the process dies there (effects of half a batch done, no
+/// checkpoint).
+fn dying(
+    real: Handler,
+    kill_at: usize,
+    seen: Arc<Mutex<Vec<String>>>,
+    dead: Arc<tokio::sync::Notify>,
+) -> Handler {
+    let calls = Arc::new(Mutex::new(0usize));
+    Arc::new(move |mut event: Event| {
+        let (real, seen, dead) = (real.clone(), seen.clone(), dead.clone());
+        let call = {
+            let mut c = calls.lock().unwrap();
+            *c += 1;
+            *c
+        };
+        Box::pin(async move {
+            if call == kill_at {
+                event.records.truncate(event.records.len().div_ceil(2));
+            }
+            seen.lock().unwrap().extend(
+                event
+                    .records
+                    .iter()
+                    .filter_map(|r| r.change.sequence_number.clone()),
+            );
+            let resp = real(event).await?;
+            if call == kill_at {
+                dead.notify_one();
+                std::future::pending::<()>().await;
+            }
+            Ok(resp)
+        })
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
+    let ttl = Duration::from_millis(800);
+    let env = env("victim", ttl).await;
+    let expected = play(&env.writer).await.unwrap();
+    let arn = stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    let streams =
+        aws_sdk_dynamodbstreams::Client::new(&sdk_config(Some(&env.engine.endpoint()), 3).await);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let dead = Arc::new(tokio::sync::Notify::new());
+    let mut config = mapping(&env.engine, "victim", ttl).await;
+    config.name = "history".into();
+    let mut victim = StreamMapping::new(
+        config,
+        streams,
+        RecordReader::Embedded(env.engine.database().clone()),
+        arn,
+        dying(
+            handler(env.rt.history.clone()),
+            3,
+            seen.clone(),
+            dead.clone(),
+        ),
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            victim.poll_once().await.expect("poll");
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), dead.notified())
+        .await
+        .expect("the third batch starts");
+    task.abort(); // kill -9: no release, no checkpoint of the third batch
+    let _ = task.await;
+    let by_victim: HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
+    assert_eq!(by_victim.len(), 2 * BATCH + BATCH.div_ceil(2));
+
+    // Another process: waits out the victim's lease, resumes at its
+    // checkpoint (the end of the second batch).
+    let mut successor = run_process(&env.engine, "successor", ttl).await;
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    successor.drain().await.unwrap();
+    let stream_len = raw_records(&env).await.len() as u64;
+    let history = processed(&successor).0;
+    let reread = by_victim.len() as u64 + history - stream_len;
+    assert!(
+        reread <= BATCH as u64,
+        "re-read {reread} records after the restart (at most one batch)"
+    );
+    assert_eq!(
+        reread,
+        BATCH.div_ceil(2) as u64,
+        "exactly the half-done batch"
+    );
+    assert!(
+        successor.history.metrics().get(names::DUPLICATE) > 0,
+        "the half batch was recognised"
+    );
+    assert_eq!(
+        processed(&successor).1,
+        stream_len,
+        "derive read everything once"
+    );
+    let env = Env {
+        rt: successor,
+        ..env
+    };
+    assert_exact(&env, &expected).await;
+}
