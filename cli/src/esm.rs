@@ -554,7 +554,7 @@ impl<S: StreamsApi> StreamMapping<S> {
     /// effect: the checkpoint moves (durably, with leases) past them.
     async fn advance(&mut self, id: &str, done: usize) -> anyhow::Result<bool> {
         let s = self.held.get_mut(id).context("shard held")?;
-        let Some(last) = s.buffer.drain(..done).last() else {
+        let Some(last) = s.buffer.drain(..done).next_back() else {
             return Ok(true);
         };
         let seq = seq_of(&last);
