@@ -149,14 +149,16 @@ pub async fn ensure_table(
     def: &TableDef,
     name: &str,
 ) -> anyhow::Result<bool> {
-    if client
-        .describe_table()
-        .table_name(name)
-        .send()
-        .await
-        .is_ok()
-    {
-        return Ok(false);
+    match client.describe_table().table_name(name).send().await {
+        Ok(_) => return Ok(false),
+        // Only "no such table" means create it; throttling, credentials or
+        // an unreachable endpoint are errors, not a missing table.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_not_found_exception()) => {}
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("DescribeTable {name}")));
+        }
     }
     let key = |attr: &str, kt: KeyType| {
         KeySchemaElement::builder()

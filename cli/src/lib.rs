@@ -5,6 +5,7 @@
 //!   partial batch responses, retries, bisect, on-failure destination).
 //! - [`shards`] - the Streams API the mapping reads through (SDK, embedded
 //!   engine, an in-process fake in tests): discovery, iterators, records.
+//! - [`consumer`] - `jobstream run`'s consumer flags -> a durable mapping config.
 //! - [`lease`] - durable checkpoints and shard leases in the ledger table.
 //! - [`on_failure`] - on-failure destinations: JSON-lines file, SQS.
 //! - [`runtime`] - the tracker's two stream consumers wired together.
@@ -15,6 +16,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod backfill;
+pub mod consumer;
 pub mod demo;
 pub mod engine;
 pub mod esm;
