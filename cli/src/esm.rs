@@ -31,7 +31,7 @@ use shared::batch::StreamProcessor;
 use crate::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
 use crate::on_failure::OnFailureConfig;
 pub use crate::shards::RecordReader;
-use crate::shards::{list_shards, IteratorPosition, SdkStreams, ShardInfo, StreamsApi};
+use crate::shards::{list_shards, IteratorPosition, SdkStreams, StreamsApi};
 
 /// A handler as Lambda sees it: event in, partial batch response or error out.
 /// In process, the event's records are handed over typed (no JSON).
@@ -205,8 +205,6 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     stream_arn: String,
     handler: Handler,
     leases: Option<LeaseTable>,
-    /// Shards of the last discovery, in listing order.
-    known: Vec<ShardInfo>,
     /// Shards completed (by us or, with leases, by anyone).
     finished: HashSet<String>,
     /// Shards we read (and, with leases, hold).
@@ -262,7 +260,6 @@ impl<S: StreamsApi> StreamMapping<S> {
             stream_arn,
             handler,
             leases,
-            known: Vec::new(),
             finished: HashSet::new(),
             held: BTreeMap::new(),
             reset: HashSet::new(),
@@ -346,7 +343,6 @@ impl<S: StreamsApi> StreamMapping<S> {
                 break;
             }
         }
-        self.known = listed;
         Ok(())
     }
 
