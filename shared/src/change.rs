@@ -96,6 +96,20 @@ impl Change {
         self.at.to_rfc3339_opts(SecondsFormat::Millis, true)
     }
 
+    /// An INSERT of an existing item, as backfill feeds it to the rules.
+    pub fn synthetic_insert(keys: Item, item: Item, at: DateTime<Utc>) -> Self {
+        Self {
+            event_id: format!("backfill:{}", crate::ledger::item_id(&keys)),
+            sequence_number: SequenceNumber("0".to_string()),
+            kind: ChangeKind::Insert,
+            origin: Origin::User,
+            keys,
+            old: None,
+            new: Some(item),
+            at,
+        }
+    }
+
     /// Key of the item for logs.
     pub fn key_display(&self) -> String {
         display_key(&self.keys)

@@ -1,177 +1,266 @@
 //! Wiring shared by the Lambda binaries and the local runtime: configuration
-//! from the environment and the processors of each model.
+//! from the environment, and the processors of any registered model.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_runtime::{service_fn, LambdaEvent};
 
-use crate::batch::{handle_stream_batch, StreamProcessor};
+use crate::batch::{handle_stream_batch, StreamProcessor, WholeBatchFailure};
 use crate::engine::derive::{DeriveConfig, DeriveProcessor};
-use crate::engine::fold::{FoldConfig, FoldProcessor};
-use crate::models::jobboard::derive::{JobBoardDerive, MATCHES_QUEUE, SUGGESTIONS_QUEUE};
-use crate::models::jobboard::matches::MatchesProcessor;
-use crate::models::jobboard::suggestions::SuggestionsProcessor;
-use crate::models::tracker::{derive::TrackerDerive, history::TrackerHistory};
-use crate::sqs::{handle_sqs_batch, MessageProcessor};
+use crate::engine::fold::{FoldConfig, FoldProcessor, FoldRules};
+use crate::engine::once::OnceProcessor;
+use crate::engine::setjob::{BoxFut, SetJobProcessor};
+use crate::metrics::Metrics;
+use crate::models::{Job, Model};
+use crate::sqs::{handle_sqs_batch, MessageProcessor, NoMessageId};
 use crate::store::Store;
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
-/// The deployable models.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Model {
-    /// Seed 001: application tracker (history + derive).
-    #[default]
-    Tracker,
-    /// Seed 000: job board (derive + suggestions + matches).
-    JobBoard,
-}
-
-impl std::str::FromStr for Model {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "tracker" => Ok(Model::Tracker),
-            "jobboard" => Ok(Model::JobBoard),
-            other => Err(format!("unknown model `{other}` (tracker, jobboard)")),
-        }
-    }
-}
-
-/// Where a processor reads and writes.
+/// Where a model's processors read and write.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Config {
     /// The model's table (`TABLE_NAME`).
     pub table: String,
     /// The ledger table (`LEDGER_TABLE_NAME`).
     pub ledger_table: String,
-    /// `MODEL` (default `tracker`).
-    pub model: Model,
-    /// `SUGGESTIONS_QUEUE_URL` (job board).
-    pub suggestions_queue_url: Option<String>,
-    /// `MATCHES_QUEUE_URL` (job board).
-    pub matches_queue_url: Option<String>,
+    /// `MODEL`.
+    pub model: String,
+    /// Logical queue name -> URL (`QUEUE_URL_<LOGICAL>`, see [`queue_env`]).
+    pub queues: BTreeMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("missing environment variable {0}")]
-    Missing(&'static str),
+    Missing(String),
     #[error("MODEL: {0}")]
     Model(String),
 }
 
-impl Config {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let var = |k: &'static str| std::env::var(k).map_err(|_| ConfigError::Missing(k));
-        let model = match std::env::var("MODEL") {
-            Ok(m) => m.parse().map_err(ConfigError::Model)?,
-            Err(_) => Model::Tracker,
-        };
-        Ok(Self {
-            table: var("TABLE_NAME")?,
-            ledger_table: var("LEDGER_TABLE_NAME")?,
-            model,
-            suggestions_queue_url: std::env::var("SUGGESTIONS_QUEUE_URL").ok(),
-            matches_queue_url: std::env::var("MATCHES_QUEUE_URL").ok(),
+/// The environment variable holding a logical queue's URL:
+/// `QUEUE_URL_<LOGICAL, upper case>`.
+pub fn queue_env(logical: &str) -> String {
+    let name: String = logical
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
         })
+        .collect();
+    format!("QUEUE_URL_{name}")
+}
+
+impl Config {
+    /// `MODEL`, `TABLE_NAME`, `LEDGER_TABLE_NAME` and the queue URLs of the
+    /// model's queues.
+    pub fn from_env() -> Result<(Self, Model), ConfigError> {
+        let var = |k: &str| std::env::var(k).map_err(|_| ConfigError::Missing(k.to_string()));
+        let model = crate::models::find(&var("MODEL")?).map_err(ConfigError::Model)?;
+        let queues = model
+            .queues()
+            .iter()
+            .filter_map(|q| {
+                std::env::var(queue_env(q.logical))
+                    .ok()
+                    .map(|u| (q.logical.to_string(), u))
+            })
+            .collect();
+        Ok((
+            Self {
+                table: var("TABLE_NAME")?,
+                ledger_table: var("LEDGER_TABLE_NAME")?,
+                model: model.name.to_string(),
+                queues,
+            },
+            model,
+        ))
+    }
+}
+
+/// A stream processor behind a pointer (any model's).
+pub trait StreamHandler: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn handle(&self, event: Event) -> BoxFut<'_, Result<DynamoDbEventResponse, WholeBatchFailure>>;
+    fn metrics(&self) -> &Metrics;
+}
+
+impl<P: StreamProcessor> StreamHandler for P {
+    fn name(&self) -> &'static str {
+        StreamProcessor::name(self)
+    }
+    fn handle(&self, event: Event) -> BoxFut<'_, Result<DynamoDbEventResponse, WholeBatchFailure>> {
+        Box::pin(handle_stream_batch(self, event))
+    }
+    fn metrics(&self) -> &Metrics {
+        StreamProcessor::metrics(self)
+    }
+}
+
+/// A queue consumer behind a pointer (any model's).
+pub trait QueueHandler: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn handle(&self, event: SqsEvent) -> BoxFut<'_, Result<SqsBatchResponse, NoMessageId>>;
+    fn metrics(&self) -> &Metrics;
+}
+
+impl<P: MessageProcessor> QueueHandler for P {
+    fn name(&self) -> &'static str {
+        MessageProcessor::name(self)
+    }
+    fn handle(&self, event: SqsEvent) -> BoxFut<'_, Result<SqsBatchResponse, NoMessageId>> {
+        Box::pin(handle_sqs_batch(self, event))
+    }
+    fn metrics(&self) -> &Metrics {
+        MessageProcessor::metrics(self)
+    }
+}
+
+/// The fold processor of a model.
+pub type Fold = FoldProcessor<Arc<dyn FoldRules>>;
+
+/// A queue consumer of a model, by its queue.
+pub struct QueueConsumer {
+    /// Logical queue name.
+    pub queue: &'static str,
+    pub handler: Arc<dyn QueueHandler>,
+    /// Set when the consumer is a set job (`verify --repair` runs it).
+    pub set_job: Option<Arc<SetJobProcessor>>,
+}
+
+/// Every processor of a model, wired to one store.
+pub struct Processors {
+    pub store: Store,
+    pub derive: Arc<DeriveProcessor>,
+    pub fold: Option<Arc<Fold>>,
+    pub consumers: Vec<QueueConsumer>,
+}
+
+impl Processors {
+    /// Builds the processors of `model`. `sqs` is needed by models with
+    /// queues.
+    pub fn new(
+        model: &Model,
+        config: &Config,
+        store: Store,
+        sqs: Option<aws_sdk_sqs::Client>,
+    ) -> Self {
+        let mut derive = DeriveProcessor::new(
+            model.rules.clone(),
+            store.clone(),
+            DeriveConfig {
+                table: config.table.clone(),
+                ledger_table: config.ledger_table.clone(),
+                concurrency: 8,
+                queues: config.queues.clone(),
+            },
+        );
+        if let Some(sqs) = &sqs {
+            derive = derive.with_sqs(sqs.clone());
+        }
+        let fold = model.fold.as_ref().map(|f| {
+            Arc::new(FoldProcessor::new(
+                f.processor,
+                f.rules.clone(),
+                store.clone(),
+                FoldConfig {
+                    table: config.table.clone(),
+                    ledger_table: config.ledger_table.clone(),
+                },
+            ))
+        });
+        let consumers = model
+            .consumers
+            .iter()
+            .map(|c| match &c.job {
+                Job::Set(job) => {
+                    let p = Arc::new(SetJobProcessor::new(
+                        job.clone(),
+                        store.clone(),
+                        &config.table,
+                        &config.ledger_table,
+                        sqs.clone(),
+                        config.queues.clone(),
+                    ));
+                    QueueConsumer {
+                        queue: c.queue.logical,
+                        handler: p.clone(),
+                        set_job: Some(p),
+                    }
+                }
+                Job::Once(rule) => QueueConsumer {
+                    queue: c.queue.logical,
+                    handler: Arc::new(OnceProcessor::new(
+                        rule.clone(),
+                        store.clone(),
+                        &config.table,
+                        &config.ledger_table,
+                    )),
+                    set_job: None,
+                },
+            })
+            .collect();
+        Self {
+            store,
+            derive: Arc::new(derive),
+            fold,
+            consumers,
+        }
     }
 
-    fn queues(&self) -> std::collections::BTreeMap<String, String> {
-        [
-            (SUGGESTIONS_QUEUE, &self.suggestions_queue_url),
-            (MATCHES_QUEUE, &self.matches_queue_url),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
-        .collect()
+    /// The stream processors, in the order they run (fold first).
+    pub fn streams(&self) -> Vec<Arc<dyn StreamHandler>> {
+        let mut out: Vec<Arc<dyn StreamHandler>> = Vec::new();
+        if let Some(f) = &self.fold {
+            out.push(f.clone());
+        }
+        out.push(self.derive.clone());
+        out
+    }
+
+    /// The stream processor called `name`.
+    pub fn stream(&self, name: &str) -> Option<Arc<dyn StreamHandler>> {
+        self.streams().into_iter().find(|p| p.name() == name)
+    }
+
+    /// The consumer of logical queue `queue`, or named `queue`.
+    pub fn consumer(&self, queue: &str) -> Option<&QueueConsumer> {
+        self.consumers
+            .iter()
+            .find(|c| c.queue == queue || c.handler.name() == queue)
     }
 }
 
-pub type HistoryProcessor = FoldProcessor<TrackerHistory>;
-pub type TrackerDeriveProcessor = DeriveProcessor<TrackerDerive>;
-
-/// The tracker's history processor (history entries, cascade).
-pub fn history_processor(config: &Config, store: Store) -> HistoryProcessor {
-    FoldProcessor::new(
-        "history",
-        TrackerHistory,
-        store,
-        FoldConfig {
-            table: config.table.clone(),
-            ledger_table: config.ledger_table.clone(),
-        },
-    )
-}
-
-/// The tracker's derive processor (GSI keys, META/COUNT).
-pub fn derive_processor(config: &Config, store: Store) -> TrackerDeriveProcessor {
-    DeriveProcessor::new(
-        TrackerDerive,
-        store,
-        DeriveConfig {
-            table: config.table.clone(),
-            ledger_table: config.ledger_table.clone(),
-            concurrency: 8,
-            queues: config.queues(),
-        },
-    )
-}
-
-pub type JobBoardDeriveProcessor = DeriveProcessor<JobBoardDerive>;
-
-/// The job board's derive processor (GSI1 keys, suggestion and match jobs).
-pub fn jobboard_derive_processor(
-    config: &Config,
-    store: Store,
-    sqs: aws_sdk_sqs::Client,
-) -> JobBoardDeriveProcessor {
-    DeriveProcessor::new(
-        JobBoardDerive,
-        store,
-        DeriveConfig {
-            table: config.table.clone(),
-            ledger_table: config.ledger_table.clone(),
-            concurrency: 8,
-            queues: config.queues(),
-        },
-    )
-    .with_sqs(sqs)
-}
-
-/// The suggestions consumer.
-pub fn suggestions_processor(config: &Config, store: Store) -> SuggestionsProcessor {
-    SuggestionsProcessor::new(store, &config.table)
-}
-
-/// The matches consumer.
-pub fn matches_processor(config: &Config, store: Store) -> MatchesProcessor {
-    MatchesProcessor::new(store, &config.table, &config.ledger_table)
-}
-
-/// The Lambda handler of a queue consumer.
-pub async fn sqs_handler<P: MessageProcessor>(
-    processor: &P,
-    event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-    Ok(handle_sqs_batch(processor, event.payload).await?)
+/// Runs a stream processor of the configured model as a Lambda function.
+pub async fn serve_stream(handler: Arc<dyn StreamHandler>) -> Result<(), lambda_runtime::Error> {
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        Ok::<_, lambda_runtime::Error>(handler.handle(event.payload).await?)
+    }))
+    .await
 }
 
 /// Runs a queue consumer as a Lambda function.
-pub async fn serve_sqs<P: MessageProcessor>(processor: P) -> Result<(), lambda_runtime::Error> {
-    let processor = &processor;
-    lambda_runtime::run(service_fn(move |event| sqs_handler(processor, event))).await
+pub async fn serve_queue(handler: Arc<dyn QueueHandler>) -> Result<(), lambda_runtime::Error> {
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, lambda_runtime::Error>(handler.handle(event.payload).await?)
+    }))
+    .await
 }
 
-/// The Lambda handler of a stream processor.
-pub async fn stream_handler<P: StreamProcessor>(
-    processor: &P,
-    event: LambdaEvent<Event>,
-) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
-    Ok(handle_stream_batch(processor, event.payload).await?)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Runs a stream processor as a Lambda function until the runtime stops.
-pub async fn serve_stream<P: StreamProcessor>(processor: P) -> Result<(), lambda_runtime::Error> {
-    let processor = &processor;
-    lambda_runtime::run(service_fn(move |event| stream_handler(processor, event))).await
+    #[test]
+    fn queue_urls_come_from_one_variable_per_logical_queue() {
+        assert_eq!(queue_env("suggestions"), "QUEUE_URL_SUGGESTIONS");
+        assert_eq!(queue_env("timeline-fanout"), "QUEUE_URL_TIMELINE_FANOUT");
+    }
 }

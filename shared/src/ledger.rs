@@ -58,6 +58,54 @@ pub fn key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
     [(PK.to_string(), s(pk)), (SK.to_string(), s(sk))].into()
 }
 
+/// A stable, unambiguous identifier of an item key, used inside ledger keys.
+///
+/// This is a data format, not a log format: key attributes sorted by name,
+/// each written `name=T:value` (T the DynamoDB type tag: `S`, `N`, `B` as
+/// lower-case hex), joined by `|`, with `\`, `|` and `=` escaped by `\`.
+/// Changing it orphans every record keyed by it; the tests pin it.
+pub fn item_id(key: &Item) -> String {
+    fn escape(out: &mut String, raw: &str) {
+        for ch in raw.chars() {
+            if matches!(ch, '\\' | '|' | '=') {
+                out.push('\\');
+            }
+            out.push(ch);
+        }
+    }
+    let mut names: Vec<&String> = key.keys().collect();
+    names.sort();
+    let mut out = String::new();
+    for (i, name) in names.into_iter().enumerate() {
+        if i > 0 {
+            out.push('|');
+        }
+        escape(&mut out, name);
+        out.push('=');
+        match &key[name] {
+            AttributeValue::S(v) => {
+                out.push_str("S:");
+                escape(&mut out, v);
+            }
+            AttributeValue::N(v) => {
+                out.push_str("N:");
+                escape(&mut out, v);
+            }
+            AttributeValue::B(b) => {
+                out.push_str("B:");
+                for byte in b.as_ref() {
+                    out.push_str(&format!("{byte:02x}"));
+                }
+            }
+            other => {
+                out.push_str(crate::item::type_name(other));
+                out.push_str(":?");
+            }
+        }
+    }
+    out
+}
+
 pub fn as_s(v: Option<&AttributeValue>) -> Option<&str> {
     match v {
         Some(AttributeValue::S(s)) => Some(s),
@@ -79,5 +127,32 @@ mod tests {
         assert_eq!(item.len(), 3);
         assert_eq!(item["pk"], s("MARK#derive#ev-1"));
         assert_eq!(item["ttl"], n(1_000_000 + 48 * 3600));
+    }
+
+    #[test]
+    fn item_ids_are_a_pinned_unambiguous_format() {
+        let k = |pairs: &[(&str, AttributeValue)]| -> Item {
+            pairs
+                .iter()
+                .map(|(a, v)| (a.to_string(), v.clone()))
+                .collect()
+        };
+        assert_eq!(
+            item_id(&k(&[("SK", s("B")), ("PK", s("A#1"))])),
+            "PK=S:A#1|SK=S:B"
+        );
+        // Separators inside values cannot make two keys collide.
+        let a = item_id(&k(&[("PK", s("a|SK=S:b"))]));
+        let b = item_id(&k(&[("PK", s("a")), ("SK", s("b"))]));
+        assert_ne!(a, b);
+        assert_eq!(a, "PK=S:a\\|SK\\=S:b");
+        // Types are part of the id; binary keys are hex, not lossy.
+        assert_ne!(item_id(&k(&[("PK", n(1))])), item_id(&k(&[("PK", s("1"))])));
+        let bin = |v: &[u8]| AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(v.to_vec()));
+        assert_eq!(item_id(&k(&[("PK", bin(&[0, 255]))])), "PK=B:00ff");
+        assert_ne!(
+            item_id(&k(&[("PK", bin(&[1]))])),
+            item_id(&k(&[("PK", bin(&[2]))]))
+        );
     }
 }

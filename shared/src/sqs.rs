@@ -15,6 +15,8 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::stream::{self, StreamExt};
 use tracing::Instrument as _;
 
+use crate::batch::BatchFailure;
+use crate::engine::rules::OutMessage;
 use crate::error::{ProcessError, StoreError};
 use crate::metrics::{names, BatchMetrics, Metrics};
 
@@ -120,6 +122,49 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
     }
     processor.metrics().record(name, &metrics);
     Ok(response)
+}
+
+/// Sends the messages of records before `limit`, in record order, one
+/// SendMessageBatch per queue and 10 messages. Returns the index of the
+/// first record whose message could not be sent (a queue without a
+/// configured URL is a permanent failure of its first record).
+pub async fn send_out(
+    client: Option<&aws_sdk_sqs::Client>,
+    queues: &std::collections::BTreeMap<String, String>,
+    messages: &[(usize, OutMessage)],
+    limit: usize,
+) -> Result<(), BatchFailure> {
+    let mut by_queue: std::collections::BTreeMap<&str, Vec<(usize, String)>> =
+        std::collections::BTreeMap::new();
+    for (i, m) in messages.iter().filter(|(i, _)| *i < limit) {
+        by_queue
+            .entry(m.queue)
+            .or_default()
+            .push((*i, m.body.clone()));
+    }
+    let mut first: Option<BatchFailure> = None;
+    let mut keep = |f: BatchFailure| {
+        if first.as_ref().is_none_or(|x| f.index < x.index) {
+            first = Some(f);
+        }
+    };
+    for (queue, items) in by_queue {
+        let (Some(client), Some(url)) = (client, queues.get(queue)) else {
+            keep(BatchFailure {
+                index: items[0].0,
+                error: ProcessError::Permanent(format!("no URL configured for queue `{queue}`")),
+            });
+            continue;
+        };
+        let bodies: Vec<String> = items.iter().map(|(_, b)| b.clone()).collect();
+        if let Err((pos, e)) = send_all(client, url, &bodies).await {
+            keep(BatchFailure {
+                index: items[pos].0,
+                error: e.into(),
+            });
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 /// Sends bodies to a queue with SendMessageBatch (10 per call), retrying

@@ -132,6 +132,24 @@ where
     }
 }
 
+/// A cancelled transaction is worth retrying only when every reason is a
+/// transient one (a conflict with another transaction, throttling, a
+/// service-side error). A `ValidationError` (an item over 400 KB, two
+/// actions on one item...) will fail the same way forever.
+pub fn cancellation_is_retryable(reasons: &[Option<String>]) -> bool {
+    reasons.iter().flatten().all(|code| {
+        matches!(
+            code.as_str(),
+            "None"
+                | "TransactionConflict"
+                | "ThrottlingError"
+                | "ProvisionedThroughputExceeded"
+                | "RequestLimitExceeded"
+                | "InternalServerError"
+        )
+    })
+}
+
 fn is_conditional<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
     matches!(err, SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException"))
 }
@@ -250,11 +268,12 @@ impl Store {
                             .find(|c| c.as_str() != "None")
                             .cloned()
                             .unwrap_or_else(|| "TransactionCanceled".to_string());
+                        let retryable = cancellation_is_retryable(&reasons);
                         Err(TxError::Store(StoreError {
                             operation: "TransactWriteItems",
                             table: "(transaction)".to_string(),
                             code,
-                            retryable: true,
+                            retryable,
                             source: Box::new(SdkError::ServiceError(se)),
                         }))
                     }
@@ -475,5 +494,25 @@ impl Store {
             .await
             .map(|o| o.item)
             .map_err(|e| classify("GetItem", table, e))
+    }
+}
+
+#[cfg(test)]
+mod cancellation_tests {
+    use super::cancellation_is_retryable;
+
+    #[test]
+    fn only_transient_cancellations_are_retried() {
+        let r =
+            |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|s| Some(s.to_string())).collect() };
+        assert!(cancellation_is_retryable(&r(&[
+            "None",
+            "TransactionConflict"
+        ])));
+        assert!(cancellation_is_retryable(&r(&["ThrottlingError", "None"])));
+        assert!(!cancellation_is_retryable(&r(&["None", "ValidationError"])));
+        assert!(!cancellation_is_retryable(&r(&[
+            "ItemCollectionSizeLimitExceeded"
+        ])));
     }
 }

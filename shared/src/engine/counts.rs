@@ -1,207 +1,255 @@
-//! Counters as a registry of contributions.
+//! Counter items: their attributes are the ledger totals.
 //!
-//! Every item that contributes to a counter has a contribution record in the
-//! ledger (`CONTRIB#<processor>#<counter>#<item key>`, value `v`). Settling an
-//! item means: read what is recorded, write the item's current contribution
-//! (conditioned on the recorded value still being there) and ADD the
-//! difference to the counter, in one transaction. So:
+//! Contributions and their totals change atomically in the ledger (see
+//! [`super::derive`]). A counter item in the table is then *set* to the
+//! totals: one write per counter item per batch however many contributions
+//! changed (a burst of likes coalesces into one write), in a transaction with
+//! a condition check on the totals' version, so a slower writer holding older
+//! totals can never overwrite newer ones.
 //!
-//! - redelivery changes nothing (recorded = current, difference 0, no write);
-//! - items written before the stream existed, or before jobstream was
-//!   deployed, count correctly from their first change (absent = 0), and a
-//!   backfill counts them once (it only fills absent records);
-//! - a stale backfill never overrides the stream: it only writes where no
-//!   record exists, and a REMOVE leaves a zero tombstone (TTL 7 days).
+//! - processor-created counters (`Counter::create` is `Some`) are created on
+//!   their first write, stamped, with every attribute present (0 when nothing
+//!   counts), and deleted at zero if the model says so;
+//! - writer-owned counters (`create` is `None`, e.g. a department's
+//!   `headcount`) are never created: their totals wait in the ledger and are
+//!   written when the item appears, and written back when a writer's put
+//!   drops or changes them;
+//! - the counter item's own projection (e.g. a padded sort key of the sum)
+//!   is written in the same update, so its stream record is a fixpoint.
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update as TxUpdate};
-use chrono::{DateTime, Utc};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update as TxUpdate,
+};
+use futures::stream::{self, StreamExt};
 
-use super::derive::Counter;
-use crate::batch::BatchFailure;
+use super::derive::{set_remove, total_attr, total_key, Deriver};
+use super::rules::Counter;
 use crate::error::ProcessError;
 use crate::item::{n, Item, ItemExt};
-use crate::ledger;
-use crate::store::{Store, TxError};
+use crate::ledger::item_id;
+use crate::store::TxError;
 
-/// How long a zero tombstone of a removed item is kept.
-pub const TOMBSTONE_TTL_SECS: i64 = 7 * 24 * 3600;
+const ATTEMPTS: usize = 5;
 
-/// What an item should contribute to a counter now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// The record (in the batch) this comes from, for failure reporting.
-    pub index: usize,
-    /// The item's key, rendered (`PK=APP#1, SK=APP#1`).
-    pub item_key: String,
-    pub counter: Counter,
-    pub value: i64,
+/// Ledger totals of a counter item, and their version (0 = no totals yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub sums: BTreeMap<String, i64>,
+    pub ver: i64,
 }
 
-/// Live processing overrides what is recorded; a backfill only fills gaps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Live,
-    FillAbsent,
-}
-
-fn counter_id(c: &Counter) -> String {
-    let key: Vec<String> = c.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{}|{}", key.join(","), c.attr)
-}
-
-/// Ledger key of an item's contribution to a counter.
-pub fn contribution_key(processor: &str, counter: &Counter, item_key: &str) -> Item {
-    ledger::key(
-        format!("CONTRIB#{processor}#{}#{item_key}", counter_id(counter)),
-        "C",
-    )
-}
-
-fn counter_key(c: &Counter) -> Item {
-    c.key
-        .iter()
-        .map(|(k, v)| (k.to_string(), AttributeValue::S(v.clone())))
-        .collect()
-}
-
-/// What settling did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Settled {
-    /// Transaction actions written.
-    pub written: usize,
-    /// Contributions already recorded as they should be (redelivery).
-    pub already: usize,
-}
-
-/// Settles `targets` (at most one per (item, counter)). On failure, names
-/// the first record whose contribution could not be settled.
-pub async fn settle(
-    store: &Store,
-    table: &str,
-    ledger_table: &str,
-    processor: &str,
-    mut targets: Vec<Target>,
-    mode: Mode,
-    now: DateTime<Utc>,
-) -> Result<Settled, BatchFailure> {
-    targets.sort_by_key(|t| t.index);
-    let mut settled = Settled::default();
-    // Chunks of at most 99 contributions (+ the counters they touch <= 100).
-    let mut start = 0;
-    while start < targets.len() {
-        let mut end = start;
-        let mut counters = std::collections::BTreeSet::new();
-        while end < targets.len() {
-            let mut with = counters.clone();
-            with.insert(targets[end].counter.clone());
-            if end - start + 1 + with.len() > 100 {
-                break;
-            }
-            counters = with;
-            end += 1;
+impl Totals {
+    fn from_item(item: &Item, counter: &Counter) -> Self {
+        let sums = counter
+            .attrs
+            .iter()
+            .map(|a| {
+                let v = item.opt_i64(&total_attr(a)).ok().flatten().unwrap_or(0);
+                (a.to_string(), v)
+            })
+            .collect();
+        Self {
+            sums,
+            ver: item.opt_i64("ver").ok().flatten().unwrap_or(0),
         }
-        let chunk = &targets[start..end];
-        let first = chunk[0].index;
-        let fail = |error: ProcessError| BatchFailure {
-            index: first,
-            error,
-        };
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let keys: Vec<Item> = chunk
-                .iter()
-                .map(|t| contribution_key(processor, &t.counter, &t.item_key))
-                .collect();
-            let recorded: HashMap<String, i64> = store
-                .batch_get(ledger_table, keys)
-                .await
-                .map_err(|e| fail(e.into()))?
-                .into_iter()
-                .filter_map(|i| {
-                    Some((
-                        ledger::as_s(i.get(ledger::PK))?.to_string(),
-                        i.i64("v").ok()?,
-                    ))
-                })
-                .collect();
-            let mut actions = Vec::new();
-            let mut already = 0;
-            let mut totals: BTreeMap<&Counter, i64> = BTreeMap::new();
-            for t in chunk {
-                let key = contribution_key(processor, &t.counter, &t.item_key);
-                let pk = ledger::as_s(key.get(ledger::PK))
-                    .unwrap_or_default()
-                    .to_string();
-                let stored = recorded.get(&pk).copied();
-                let delta = match (mode, stored) {
-                    (Mode::FillAbsent, Some(_)) => continue,
-                    (_, None) if t.value == 0 => continue,
-                    (_, s) => t.value - s.unwrap_or(0),
-                };
-                if delta == 0 {
-                    already += usize::from(stored.is_some());
-                    continue;
-                }
-                let mut item = key;
-                item.insert("v".into(), n(t.value));
-                if t.value == 0 {
-                    item.insert(ledger::TTL.into(), n(now.timestamp() + TOMBSTONE_TTL_SECS));
-                }
-                let put = Put::builder().table_name(ledger_table).set_item(Some(item));
-                let put = match stored {
-                    None => put.condition_expression("attribute_not_exists(pk)"),
-                    Some(s) => put
-                        .condition_expression("v = :s")
-                        .expression_attribute_values(":s", n(s)),
-                };
-                actions.push(
-                    TransactWriteItem::builder()
-                        .put(put.build().expect("table and item are set"))
-                        .build(),
-                );
-                *totals.entry(&t.counter).or_insert(0) += delta;
-            }
-            for (c, d) in totals.iter().filter(|(_, d)| **d != 0) {
-                actions.push(
-                    TransactWriteItem::builder()
-                        .update(
-                            TxUpdate::builder()
-                                .table_name(table)
-                                .set_key(Some(counter_key(c)))
-                                .update_expression("ADD #c :d")
-                                .expression_attribute_names("#c", c.attr)
-                                .expression_attribute_values(":d", n(d))
-                                .build()
-                                .expect("table, key and expression are set"),
-                        )
-                        .build(),
-                );
-            }
-            if actions.is_empty() {
-                settled.already += already;
-                break;
-            }
-            let n_actions = actions.len();
-            match store.transact(actions).await {
-                Ok(()) => {
-                    settled.written += n_actions;
-                    settled.already += already;
-                    break;
-                }
-                // Someone else settled one of these items meanwhile: read again.
-                Err(TxError::ConditionsFailed { .. }) if attempts < 4 => continue,
-                Err(TxError::ConditionsFailed { .. }) => {
-                    return Err(fail(ProcessError::Conflict(
-                        "contribution records keep changing".into(),
-                    )))
-                }
-                Err(TxError::Store(e)) => return Err(fail(e.into())),
-            }
-        }
-        start = end;
     }
-    Ok(settled)
+
+    fn zero(counter: &Counter) -> Self {
+        Self {
+            sums: counter.attrs.iter().map(|a| (a.to_string(), 0)).collect(),
+            ver: 0,
+        }
+    }
+}
+
+/// What the counter item should become.
+enum Target {
+    Nothing,
+    Delete,
+    Update {
+        sets: Vec<(String, AttributeValue)>,
+        removes: Vec<String>,
+    },
+}
+
+/// The write that brings `item` (absent: `None`) to `totals`.
+fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &Totals) -> Target {
+    let zero = totals.sums.values().all(|v| *v == 0);
+    let created = counter.create.is_some();
+    match item {
+        None if !created => return Target::Nothing,
+        None if zero && counter.remove_at_zero => return Target::Nothing,
+        Some(_) if created && zero && counter.remove_at_zero => return Target::Delete,
+        _ => {}
+    }
+    let mut prospective = item.cloned().unwrap_or_else(|| counter.key_item());
+    for (a, v) in &totals.sums {
+        prospective.insert(a.clone(), n(v));
+    }
+    for (a, v) in counter.create.iter().flatten() {
+        prospective.insert(a.to_string(), v.clone());
+    }
+    let mut removes = Vec::new();
+    if let Ok(Some(p)) = deriver.rules.projection(&prospective) {
+        for (a, v) in p.attrs {
+            match v {
+                Some(v) => {
+                    prospective.insert(a.to_string(), v);
+                }
+                None => {
+                    if prospective.remove(a).is_some() {
+                        removes.push(a.to_string());
+                    }
+                }
+            }
+        }
+    }
+    let current = item.cloned().unwrap_or_default();
+    let key_names = deriver.rules.key_names();
+    let sets: Vec<(String, AttributeValue)> = prospective
+        .into_iter()
+        .filter(|(a, v)| !key_names.contains(&a.as_str()) && current.get(a) != Some(v))
+        .collect();
+    if sets.is_empty() && removes.is_empty() {
+        Target::Nothing
+    } else {
+        Target::Update { sets, removes }
+    }
+}
+
+/// Sets every given counter item to its ledger totals. Returns the item
+/// writes made.
+pub async fn sync(deriver: &Deriver, counters: Vec<Counter>) -> Result<usize, ProcessError> {
+    let mut writes = 0;
+    for chunk in counters.chunks(100) {
+        let futures: Vec<_> = chunk.iter().map(|c| sync_one(deriver, c)).collect();
+        let results: Vec<Result<usize, ProcessError>> = stream::iter(futures)
+            .buffer_unordered(deriver.concurrency.max(1))
+            .collect()
+            .await;
+        for r in results {
+            writes += r?;
+        }
+    }
+    Ok(writes)
+}
+
+/// Reads a counter's totals and item and writes the difference, retrying
+/// when the totals moved meanwhile.
+async fn sync_one(deriver: &Deriver, counter: &Counter) -> Result<usize, ProcessError> {
+    let key = counter.key_item();
+    let k0 = deriver.rules.key_names()[0];
+    for _ in 0..ATTEMPTS {
+        let totals = match deriver
+            .store
+            .get(&deriver.ledger_table, total_key(deriver.processor, &key))
+            .await?
+        {
+            Some(t) => Totals::from_item(&t, counter),
+            None => Totals::zero(counter),
+        };
+        let item = deriver.store.get(&deriver.table, key.clone()).await?;
+        let write = match target(deriver, counter, item.as_ref(), &totals) {
+            Target::Nothing => return Ok(0),
+            Target::Delete => TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&deriver.table)
+                        .set_key(Some(key.clone()))
+                        .build()
+                        .expect("table and key are set"),
+                )
+                .build(),
+            Target::Update { sets, removes } => {
+                let mut upd = TxUpdate::builder()
+                    .table_name(&deriver.table)
+                    .set_key(Some(key.clone()));
+                let mut set_exprs = Vec::new();
+                for (i, (a, v)) in sets.into_iter().enumerate() {
+                    set_exprs.push(format!("#a{i} = :a{i}"));
+                    upd = upd
+                        .expression_attribute_names(format!("#a{i}"), a)
+                        .expression_attribute_values(format!(":a{i}"), v);
+                }
+                let mut remove_exprs = Vec::new();
+                for (i, a) in removes.into_iter().enumerate() {
+                    remove_exprs.push(format!("#r{i}"));
+                    upd = upd.expression_attribute_names(format!("#r{i}"), a);
+                }
+                if counter.create.is_none() {
+                    // Never create a writer's item.
+                    upd = upd
+                        .condition_expression("attribute_exists(#k0)")
+                        .expression_attribute_names("#k0", k0);
+                }
+                TransactWriteItem::builder()
+                    .update(
+                        upd.update_expression(set_remove(&set_exprs, &remove_exprs))
+                            .build()
+                            .expect("table, key and expression are set"),
+                    )
+                    .build()
+            }
+        };
+        let check = ConditionCheck::builder()
+            .table_name(&deriver.ledger_table)
+            .set_key(Some(total_key(deriver.processor, &key)));
+        let check = if totals.ver == 0 {
+            check.condition_expression("attribute_not_exists(pk)")
+        } else {
+            check
+                .condition_expression("ver = :v")
+                .expression_attribute_values(":v", n(totals.ver))
+        };
+        let check = TransactWriteItem::builder()
+            .condition_check(check.build().expect("table, key and condition are set"))
+            .build();
+        match deriver.store.transact(vec![check, write]).await {
+            Ok(()) => return Ok(1),
+            // The writer's item went away meanwhile: nothing to keep.
+            Err(TxError::ConditionsFailed { failed })
+                if failed.get(1) == Some(&true) && counter.create.is_none() =>
+            {
+                return Ok(0)
+            }
+            // Totals moved: read again.
+            Err(TxError::ConditionsFailed { .. }) => continue,
+            Err(TxError::Store(e)) => return Err(e.into()),
+        }
+    }
+    Err(ProcessError::Conflict(format!(
+        "totals of counter {} keep changing",
+        item_id(&key)
+    )))
+}
+
+/// Reads the ledger totals of counters (for `verify`).
+pub async fn read_totals(
+    deriver: &Deriver,
+    counters: &[Counter],
+) -> Result<HashMap<String, Totals>, ProcessError> {
+    let keys: Vec<Item> = counters
+        .iter()
+        .map(|c| total_key(deriver.processor, &c.key_item()))
+        .collect();
+    let items = deriver.store.batch_get(&deriver.ledger_table, keys).await?;
+    let by_pk: HashMap<String, Item> = items
+        .into_iter()
+        .filter_map(|i| Some((crate::ledger::as_s(i.get("pk"))?.to_string(), i)))
+        .collect();
+    let mut out = HashMap::new();
+    for c in counters {
+        let k = total_key(deriver.processor, &c.key_item());
+        let pk = crate::ledger::as_s(k.get("pk"))
+            .unwrap_or_default()
+            .to_string();
+        let t = by_pk
+            .get(&pk)
+            .map(|i| Totals::from_item(i, c))
+            .unwrap_or_else(|| Totals::zero(c));
+        out.insert(item_id(&c.key_item()), t);
+    }
+    Ok(out)
 }

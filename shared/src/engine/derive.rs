@@ -1,80 +1,54 @@
-//! The derive processor: projections and counters.
+//! The derive engine: projections, derived items and counters, from the item
+//! *as it is*.
 //!
-//! For each change the rules say what processor-owned attributes the item
-//! should carry ([`Projection`]) and what it contributes to counters. The
-//! engine diffs that against the image and writes only the difference:
+//! A stream record tells the engine *which* item changed; what the item
+//! implies is computed from a consistent read of the item now
+//! ([`Deriver::reconcile`]), never from the record's image. So:
 //!
-//! - a projection is a guarded UpdateItem (SET/REMOVE of the computed values,
-//!   conditioned on the source attributes still holding the values they were
-//!   computed from). A failed condition means a newer write won; the newer
-//!   record fixes the projection, so it is success. When the image already
-//!   carries the computed values nothing is written: this is the fixpoint
-//!   that keeps the processor from looping on its own writes;
-//! - counters go through a registry of contributions in the ledger (see
-//!   [`super::counts`]): each item settles to what it contributes after its
-//!   last change in the batch, with one ADD per distinct counter per
-//!   transaction chunk. A redelivered record finds its contribution already
-//!   recorded and writes nothing.
+//! - a redelivered or replayed record (Lambda retry, bisect, a restarted
+//!   consumer reading from TRIM_HORIZON) finds everything already as the
+//!   current item implies and writes nothing: no derived datum ever moves
+//!   backwards, not even for a moment;
+//! - a MODIFY that only touched processor-owned attributes (GSI keys,
+//!   `historySequence`, counter sums) costs reads and no write (fixpoint);
+//! - backfill and `verify --repair` call the very same function.
+//!
+//! What each source item implies (its contributions and its derived items)
+//! is recorded in the ledger (`SRC#<processor>#<item id>`, a version `ver`).
+//! Every change of it is one transaction: the record, conditioned on the
+//! version read, the derived items' puts and deletes, and one update per
+//! counter of the ledger totals (`TOTAL#<processor>#<counter id>`). The
+//! record is read *before* the item, so whichever of two concurrent writers
+//! (the stream consumer and a backfill) commits last read the newer item.
+//! Counter items in the table are then set to the ledger totals, once per
+//! counter item per batch (see [`super::counts`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update as TxUpdate,
+};
 use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt};
 
-use super::counts::{settle, Mode, Target};
+pub use super::rules::{Contribution, Counter, OutMessage, Projection, Rules};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::error::{InputError, ProcessError};
-use crate::item::{display_key, Item};
+use crate::item::{key_of, n, Item, ItemExt};
+use crate::ledger::{self, item_id};
 use crate::metrics::{names, BatchMetrics, Metrics};
-use crate::store::{Store, Update, Written};
+use crate::store::{Store, TxError, Update, Written};
 
-/// Processor-owned attributes an item should carry, computed from its image.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Projection {
-    /// Attribute name and its computed value; `None` means "must be absent"
-    /// (sparse indexes).
-    pub attrs: Vec<(&'static str, Option<AttributeValue>)>,
-    /// The source attributes the values were computed from: the write is
-    /// conditioned on them still holding the image's values.
-    pub sources: Vec<&'static str>,
-}
+/// How long the empty record of an item that implies nothing any more is
+/// kept (so that a stale backfill cannot count a deleted item).
+pub const TOMBSTONE_TTL_SECS: i64 = 7 * 24 * 3600;
 
-/// A counter item and the numeric attribute that holds the count.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Counter {
-    /// Key attributes of the counter item, as (name, string value).
-    pub key: Vec<(&'static str, String)>,
-    pub attr: &'static str,
-}
-
-/// An asynchronous job to enqueue (work that fans out or is heavy).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutMessage {
-    /// Logical queue name, mapped to a URL by configuration.
-    pub queue: &'static str,
-    pub body: String,
-}
-
-/// What a model derives from an item's state. Pure functions: no I/O.
-pub trait DeriveRules: Send + Sync {
-    /// The table's key attribute names (partition key first).
-    fn key_names(&self) -> &'static [&'static str];
-
-    /// Processor-owned attributes this item should carry, or `None` when the
-    /// item has none (or is not this model's business).
-    fn projection(&self, image: &Item) -> Result<Option<Projection>, InputError>;
-
-    /// What this item, in this state, contributes to counters.
-    fn contributions(&self, image: &Item) -> Result<Vec<(Counter, i64)>, InputError>;
-
-    /// Jobs this change starts (enqueued after its other effects). Consumers
-    /// of these queues must be idempotent: a redelivered record enqueues again.
-    fn messages(&self, _change: &Change) -> Result<Vec<OutMessage>, InputError> {
-        Ok(vec![])
-    }
-}
+/// Source items reconciled per transaction group.
+const GROUP: usize = 25;
+const MAX_ACTIONS: usize = 100;
+const ATTEMPTS: usize = 5;
 
 /// The SET/REMOVE needed to bring `image` to `projection`, or `None` when the
 /// image already carries the computed values (the fixpoint).
@@ -116,6 +90,17 @@ pub fn projection_update(
             None => conditions.push(format!("attribute_not_exists(#s{i})")),
         }
     }
+    Some(Update {
+        key: key_of(image, key_names),
+        update_expression: set_remove(&sets, &removes),
+        condition_expression: Some(conditions.join(" AND ")),
+        names,
+        values,
+    })
+}
+
+/// `SET a, b REMOVE c` from its parts.
+pub(crate) fn set_remove(sets: &[String], removes: &[String]) -> String {
     let mut expr = String::new();
     if !sets.is_empty() {
         expr.push_str("SET ");
@@ -128,13 +113,619 @@ pub fn projection_update(
         expr.push_str("REMOVE ");
         expr.push_str(&removes.join(", "));
     }
-    Some(Update {
-        key: crate::item::key_of(image, key_names),
-        update_expression: expr,
-        condition_expression: Some(conditions.join(" AND ")),
-        names,
-        values,
-    })
+    expr
+}
+
+/// What one source item implies, as recorded in the ledger.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Implied {
+    /// counter id -> (counter key, attribute -> amount)
+    pub contributions: BTreeMap<String, (Item, BTreeMap<String, i64>)>,
+    /// derived item id -> its key
+    pub derived: BTreeMap<String, Item>,
+}
+
+impl Implied {
+    pub fn is_empty(&self) -> bool {
+        self.contributions.is_empty() && self.derived.is_empty()
+    }
+
+    fn from_rules(contributions: &[Contribution], derived: &[Item], key_names: &[&str]) -> Self {
+        let mut out = Implied::default();
+        for c in contributions {
+            let key = c.counter.key_item();
+            let entry = out
+                .contributions
+                .entry(item_id(&key))
+                .or_insert_with(|| (key, BTreeMap::new()));
+            for (attr, v) in &c.values {
+                *entry.1.entry(attr.to_string()).or_insert(0) += v;
+            }
+        }
+        for d in derived {
+            let key = key_of(d, key_names);
+            out.derived.insert(item_id(&key), key);
+        }
+        out
+    }
+
+    fn to_attrs(&self) -> Item {
+        let contributions = self
+            .contributions
+            .iter()
+            .map(|(id, (key, values))| {
+                let values = values.iter().map(|(a, v)| (a.clone(), n(v))).collect();
+                let entry: Item = [
+                    ("k".to_string(), AttributeValue::M(key.clone())),
+                    ("v".to_string(), AttributeValue::M(values)),
+                ]
+                .into();
+                (id.clone(), AttributeValue::M(entry))
+            })
+            .collect();
+        let derived = self
+            .derived
+            .iter()
+            .map(|(id, key)| (id.clone(), AttributeValue::M(key.clone())))
+            .collect();
+        [
+            ("c".to_string(), AttributeValue::M(contributions)),
+            ("d".to_string(), AttributeValue::M(derived)),
+        ]
+        .into()
+    }
+
+    fn from_record(record: &Item) -> Result<Self, String> {
+        let mut out = Implied::default();
+        if let Some(AttributeValue::M(c)) = record.get("c") {
+            for (id, entry) in c {
+                let AttributeValue::M(entry) = entry else {
+                    return Err(format!("contribution {id} is not a map"));
+                };
+                let (Some(AttributeValue::M(key)), Some(AttributeValue::M(values))) =
+                    (entry.get("k"), entry.get("v"))
+                else {
+                    return Err(format!("contribution {id} lacks k or v"));
+                };
+                let mut parsed = BTreeMap::new();
+                for (attr, _) in values {
+                    let v = values.i64(attr).map_err(|e| e.to_string())?;
+                    parsed.insert(attr.clone(), v);
+                }
+                out.contributions.insert(id.clone(), (key.clone(), parsed));
+            }
+        }
+        if let Some(AttributeValue::M(d)) = record.get("d") {
+            for (id, key) in d {
+                let AttributeValue::M(key) = key else {
+                    return Err(format!("derived {id} is not a map"));
+                };
+                out.derived.insert(id.clone(), key.clone());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Ledger key of what a source item implies.
+pub fn source_key(processor: &str, item_key: &Item) -> Item {
+    ledger::key(format!("SRC#{processor}#{}", item_id(item_key)), "S")
+}
+
+/// Ledger key of a counter item's totals.
+pub fn total_key(processor: &str, counter_key: &Item) -> Item {
+    ledger::key(format!("TOTAL#{processor}#{}", item_id(counter_key)), "T")
+}
+
+/// The ledger attribute holding a counter attribute's total.
+pub fn total_attr(attr: &str) -> String {
+    format!("t_{attr}")
+}
+
+/// A source item's recorded state: what it implies and the record version.
+#[derive(Debug, Clone, Default)]
+struct Recorded {
+    implied: Implied,
+    /// 0 = no record.
+    ver: i64,
+}
+
+/// What a reconcile run did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Reconciled {
+    /// Item writes in the model table (projections, derived items, counters).
+    pub table_writes: usize,
+    /// Item writes in the ledger (records, totals).
+    pub ledger_writes: usize,
+    /// Source items whose recorded state already matched (nothing to do).
+    pub unchanged: usize,
+    /// Bad input met, by position in the keys given (logged by the caller).
+    pub bad: Vec<(usize, InputError)>,
+}
+
+/// Per-key knowledge from the stream (not needed for correctness, only to
+/// decide whether an absent item needs a tombstone).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hint {
+    /// An image of this item implied something (so its absence must be
+    /// recorded even if nothing was recorded before).
+    pub implied_something: bool,
+}
+
+/// The engine core shared by the stream processor, backfill and repair.
+#[derive(Clone)]
+pub struct Deriver {
+    pub rules: Arc<dyn Rules>,
+    pub store: Store,
+    pub table: String,
+    pub ledger_table: String,
+    pub processor: &'static str,
+    /// Projection writes in flight at once.
+    pub concurrency: usize,
+    pub now: fn() -> DateTime<Utc>,
+}
+
+/// The plan for one source item.
+struct KeyPlan {
+    pos: usize,
+    /// The record write (put or, when unchanged but derived items must be
+    /// written, a condition check) and the derived items' writes.
+    actions: Vec<TransactWriteItem>,
+    record_written: bool,
+    deltas: BTreeMap<String, (Item, BTreeMap<String, i64>)>,
+}
+
+impl Deriver {
+    /// Brings everything the given items imply to what their current state
+    /// implies: projections, derived items, ledger records and totals, then
+    /// the counter items touched. On failure, returns the position (in
+    /// `keys`) of the first item that could not be reconciled; items before
+    /// it are done.
+    pub async fn reconcile(
+        &self,
+        keys: &[Item],
+        hints: &HashMap<String, Hint>,
+    ) -> Result<Reconciled, (Reconciled, usize, ProcessError)> {
+        let mut out = Reconciled::default();
+        let mut counters: BTreeMap<String, Counter> = BTreeMap::new();
+        let mut failure: Option<(usize, ProcessError)> = None;
+        for (g, group) in keys.chunks(GROUP).enumerate() {
+            let base = g * GROUP;
+            if let Err((pos, e)) = self
+                .reconcile_group(group, base, hints, &mut out, &mut counters)
+                .await
+            {
+                failure = Some((pos, e));
+                break;
+            }
+        }
+        let synced = super::counts::sync(self, counters.into_values().collect()).await;
+        match synced {
+            Ok(w) => out.table_writes += w,
+            Err(e) => {
+                // Counter sums are recorded in the ledger already; the item
+                // is set on the next record that touches it. Report the
+                // first key so the batch is retried from there.
+                if failure.is_none() {
+                    failure = Some((0, e));
+                }
+            }
+        }
+        match failure {
+            None => Ok(out),
+            Some((pos, e)) => Err((out, pos, e)),
+        }
+    }
+
+    async fn reconcile_group(
+        &self,
+        group: &[Item],
+        base: usize,
+        hints: &HashMap<String, Hint>,
+        out: &mut Reconciled,
+        counters: &mut BTreeMap<String, Counter>,
+    ) -> Result<(), (usize, ProcessError)> {
+        let key_names = self.rules.key_names();
+        let fail_at = |pos: usize| move |e: ProcessError| (pos, e);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // 1. What is recorded (read first: see the module docs).
+            let src_keys: Vec<Item> = group
+                .iter()
+                .map(|k| source_key(self.processor, k))
+                .collect();
+            let recorded = self.read_recorded(src_keys).await.map_err(fail_at(base))?;
+            // 2. The items as they are.
+            let current: HashMap<String, Item> = self
+                .store
+                .batch_get(&self.table, group.to_vec())
+                .await
+                .map_err(|e| (base, e.into()))?
+                .into_iter()
+                .map(|i| (item_id(&key_of(&i, key_names)), i))
+                .collect();
+            // 3. What they imply, and the projections to write.
+            let mut updates = Vec::new();
+            let mut wanted: Vec<(usize, String, Implied, Vec<Item>)> = Vec::new();
+            let mut derived_keys: BTreeMap<String, Item> = BTreeMap::new();
+            let mut bad = Vec::new();
+            for (i, key) in group.iter().enumerate() {
+                let pos = base + i;
+                let id = item_id(key);
+                let rec = recorded.get(&source_key_pk(self.processor, key));
+                let mut contributions = None;
+                let mut derived = None;
+                if let Some(item) = current.get(&id) {
+                    match self.rules.projection(item) {
+                        Ok(Some(p)) => {
+                            if let Some(u) = projection_update(key_names, item, &p) {
+                                updates.push((pos, u));
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => bad.push((pos, e)),
+                    }
+                    match self.rules.derived(item) {
+                        Ok(d) => derived = Some(d),
+                        Err(e) => bad.push((pos, e)),
+                    }
+                    match self.rules.contributions(item) {
+                        Ok(c) => contributions = Some(c),
+                        Err(e) => bad.push((pos, e)),
+                    }
+                    if let Some(c) = self.rules.counter(item) {
+                        counters.insert(item_id(&c.key_item()), c);
+                    }
+                } else {
+                    derived = Some(vec![]);
+                    contributions = Some(vec![]);
+                }
+                let fresh = Implied::from_rules(
+                    contributions.as_deref().unwrap_or_default(),
+                    derived.as_deref().unwrap_or_default(),
+                    key_names,
+                );
+                // An aspect that met bad input keeps what was recorded.
+                let mut implied = fresh;
+                if let Some(r) = rec {
+                    if contributions.is_none() {
+                        implied.contributions = r.implied.contributions.clone();
+                    }
+                    if derived.is_none() {
+                        implied.derived = r.implied.derived.clone();
+                    }
+                }
+                for d in derived.iter().flatten() {
+                    let k = key_of(d, key_names);
+                    derived_keys.insert(item_id(&k), k);
+                }
+                if let Some(r) = rec {
+                    derived_keys.extend(r.implied.derived.clone());
+                }
+                wanted.push((pos, id, implied, derived.unwrap_or_default()));
+            }
+            // Derived items as they are (to write only what differs).
+            let existing: HashMap<String, Item> = if derived_keys.is_empty() {
+                HashMap::new()
+            } else {
+                self.store
+                    .batch_get(&self.table, derived_keys.into_values().collect())
+                    .await
+                    .map_err(|e| (base, e.into()))?
+                    .into_iter()
+                    .map(|i| (item_id(&key_of(&i, key_names)), i))
+                    .collect()
+            };
+            // 4. Projections: distinct items, independent, guarded.
+            let proj = self.write_projections(updates).await;
+            // 5. Ledger records, derived items and totals.
+            let mut plans = Vec::new();
+            let mut unchanged = 0;
+            for (pos, _id, implied, derived) in &wanted {
+                let key = &group[*pos - base];
+                let rec = recorded
+                    .get(&source_key_pk(self.processor, key))
+                    .cloned()
+                    .unwrap_or_default();
+                let hint = hints.get(&item_id(key)).copied().unwrap_or_default();
+                match self.plan_key(*pos, key, &rec, implied, derived, &existing, hint) {
+                    Some(p) => plans.push(p),
+                    None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
+                }
+            }
+            match self.commit(plans, counters).await {
+                Ok((table, ledger)) => {
+                    out.table_writes += table;
+                    out.ledger_writes += ledger;
+                    out.unchanged += unchanged;
+                }
+                Err(Retry::Conflict(pos)) if attempt < ATTEMPTS => {
+                    tracing::debug!(
+                        position = pos,
+                        "ledger record changed meanwhile; reading again"
+                    );
+                    continue;
+                }
+                Err(Retry::Conflict(pos)) => {
+                    return Err((
+                        pos,
+                        ProcessError::Conflict("ledger records keep changing".into()),
+                    ))
+                }
+                Err(Retry::Failed(pos, e)) => return Err((pos, e)),
+            }
+            out.bad.extend(bad);
+            match proj {
+                Ok(w) => out.table_writes += w,
+                Err((pos, e)) => return Err((pos, e)),
+            }
+            return Ok(());
+        }
+    }
+
+    async fn read_recorded(
+        &self,
+        keys: Vec<Item>,
+    ) -> Result<HashMap<String, Recorded>, ProcessError> {
+        let mut out = HashMap::new();
+        for item in self.store.batch_get(&self.ledger_table, keys).await? {
+            let pk = ledger::as_s(item.get(ledger::PK))
+                .unwrap_or_default()
+                .to_string();
+            let implied = Implied::from_record(&item).map_err(|e| {
+                ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"))
+            })?;
+            let ver = item.opt_i64("ver").ok().flatten().unwrap_or(1);
+            out.insert(pk, Recorded { implied, ver });
+        }
+        Ok(out)
+    }
+
+    async fn write_projections(
+        &self,
+        updates: Vec<(usize, Update)>,
+    ) -> Result<usize, (usize, ProcessError)> {
+        let table = &self.table;
+        let results: Vec<(usize, Result<Written, _>)> = stream::iter(updates)
+            .map(|(i, u)| async move { (i, self.store.update(table, u).await) })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        let mut written = 0;
+        let mut first: Option<(usize, ProcessError)> = None;
+        for (i, r) in results {
+            match r {
+                Ok(Written::Applied) => written += 1,
+                // A newer write won; its record fixes the projection.
+                Ok(Written::ConditionFailed) => {}
+                Err(e) => {
+                    if first.as_ref().is_none_or(|(f, _)| i < *f) {
+                        first = Some((i, e.into()));
+                    }
+                }
+            }
+        }
+        first.map_or(Ok(written), Err)
+    }
+
+    /// The transaction actions of one source item, or `None` when nothing
+    /// differs from what is recorded and exists.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_key(
+        &self,
+        pos: usize,
+        key: &Item,
+        rec: &Recorded,
+        implied: &Implied,
+        derived: &[Item],
+        existing: &HashMap<String, Item>,
+        hint: Hint,
+    ) -> Option<KeyPlan> {
+        let key_names = self.rules.key_names();
+        let mut writes = Vec::new();
+        for d in derived {
+            let id = item_id(&key_of(d, key_names));
+            if existing.get(&id) != Some(d) {
+                writes.push(
+                    TransactWriteItem::builder()
+                        .put(
+                            Put::builder()
+                                .table_name(&self.table)
+                                .set_item(Some(d.clone()))
+                                .build()
+                                .expect("table and item are set"),
+                        )
+                        .build(),
+                );
+            }
+        }
+        for (id, k) in &rec.implied.derived {
+            if !implied.derived.contains_key(id) && existing.contains_key(id) {
+                writes.push(
+                    TransactWriteItem::builder()
+                        .delete(
+                            Delete::builder()
+                                .table_name(&self.table)
+                                .set_key(Some(k.clone()))
+                                .build()
+                                .expect("table and key are set"),
+                        )
+                        .build(),
+                );
+            }
+        }
+        let changed = *implied != rec.implied;
+        let tombstone = rec.ver == 0 && implied.is_empty() && hint.implied_something;
+        if !changed && !tombstone && writes.is_empty() {
+            return None;
+        }
+        let src = source_key(self.processor, key);
+        let record_written = changed || tombstone;
+        let guard = if rec.ver == 0 {
+            ("attribute_not_exists(pk)".to_string(), None)
+        } else {
+            ("ver = :v".to_string(), Some(n(rec.ver)))
+        };
+        let head = if record_written {
+            let mut item = src;
+            item.extend(implied.to_attrs());
+            item.insert("ver".into(), n(rec.ver + 1));
+            if implied.is_empty() {
+                item.insert(
+                    ledger::TTL.into(),
+                    n((self.now)().timestamp() + TOMBSTONE_TTL_SECS),
+                );
+            }
+            let put = Put::builder()
+                .table_name(&self.ledger_table)
+                .set_item(Some(item))
+                .condition_expression(guard.0)
+                .set_expression_attribute_values(guard.1.map(|v| [(":v".to_string(), v)].into()));
+            TransactWriteItem::builder()
+                .put(put.build().expect("table and item are set"))
+                .build()
+        } else {
+            let check = ConditionCheck::builder()
+                .table_name(&self.ledger_table)
+                .set_key(Some(src))
+                .condition_expression(guard.0)
+                .set_expression_attribute_values(guard.1.map(|v| [(":v".to_string(), v)].into()));
+            TransactWriteItem::builder()
+                .condition_check(check.build().expect("table, key and condition are set"))
+                .build()
+        };
+        let mut deltas: BTreeMap<String, (Item, BTreeMap<String, i64>)> = BTreeMap::new();
+        let ids: BTreeSet<&String> = implied
+            .contributions
+            .keys()
+            .chain(rec.implied.contributions.keys())
+            .collect();
+        for id in ids {
+            let new = implied.contributions.get(id);
+            let old = rec.implied.contributions.get(id);
+            let key = new.or(old).map(|(k, _)| k.clone()).unwrap_or_default();
+            let attrs: BTreeSet<&String> = new
+                .iter()
+                .chain(old.iter())
+                .flat_map(|(_, v)| v.keys())
+                .collect();
+            let mut d = BTreeMap::new();
+            for a in attrs {
+                let nv = new.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
+                let ov = old.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
+                if nv != ov {
+                    d.insert(a.clone(), nv - ov);
+                }
+            }
+            if !d.is_empty() {
+                deltas.insert(id.clone(), (key, d));
+            }
+        }
+        let mut actions = vec![head];
+        actions.extend(writes);
+        Some(KeyPlan {
+            pos,
+            actions,
+            record_written,
+            deltas,
+        })
+    }
+
+    /// Commits plans in transactions of at most 100 actions: each plan's
+    /// actions plus one totals update per counter. Returns (table, ledger)
+    /// item writes.
+    async fn commit(
+        &self,
+        plans: Vec<KeyPlan>,
+        counters: &mut BTreeMap<String, Counter>,
+    ) -> Result<(usize, usize), Retry> {
+        let mut table_writes = 0;
+        let mut ledger_writes = 0;
+        let mut i = 0;
+        while i < plans.len() {
+            let mut j = i;
+            let mut n_actions = 0;
+            let mut totals: BTreeMap<String, (Item, BTreeMap<String, i64>)> = BTreeMap::new();
+            while j < plans.len() {
+                let p = &plans[j];
+                let new_counters = p.deltas.keys().filter(|k| !totals.contains_key(*k)).count();
+                if j > i && n_actions + p.actions.len() + totals.len() + new_counters > MAX_ACTIONS
+                {
+                    break;
+                }
+                n_actions += p.actions.len();
+                for (id, (key, d)) in &p.deltas {
+                    let e = totals
+                        .entry(id.clone())
+                        .or_insert_with(|| (key.clone(), BTreeMap::new()));
+                    for (a, v) in d {
+                        *e.1.entry(a.clone()).or_insert(0) += v;
+                    }
+                }
+                j += 1;
+            }
+            let chunk = &plans[i..j];
+            let first = chunk[0].pos;
+            let mut actions: Vec<TransactWriteItem> = Vec::new();
+            for p in chunk {
+                actions.extend(p.actions.iter().cloned());
+            }
+            let mut n_totals = 0;
+            for (key, d) in totals.values() {
+                let d: Vec<(&String, &i64)> = d.iter().filter(|(_, v)| **v != 0).collect();
+                if d.is_empty() {
+                    continue;
+                }
+                n_totals += 1;
+                let mut adds = vec!["ver :one".to_string()];
+                let mut upd = TxUpdate::builder()
+                    .table_name(&self.ledger_table)
+                    .set_key(Some(total_key(self.processor, key)))
+                    .expression_attribute_values(":one", n(1));
+                for (k, (attr, v)) in d.iter().enumerate() {
+                    adds.push(format!("#t{k} :d{k}"));
+                    upd = upd
+                        .expression_attribute_names(format!("#t{k}"), total_attr(attr))
+                        .expression_attribute_values(format!(":d{k}"), n(v));
+                }
+                upd = upd.update_expression(format!("ADD {}", adds.join(", ")));
+                actions.push(
+                    TransactWriteItem::builder()
+                        .update(upd.build().expect("table, key and expression are set"))
+                        .build(),
+                );
+            }
+            let table_actions: usize = chunk.iter().map(|p| p.actions.len() - 1).sum();
+            let records: usize = chunk.iter().filter(|p| p.record_written).count();
+            match self.store.transact(actions).await {
+                Ok(()) => {
+                    table_writes += table_actions;
+                    ledger_writes += records + n_totals;
+                    for p in chunk {
+                        for (key, _) in p.deltas.values() {
+                            if let Some(c) = self.rules.counter(key) {
+                                counters.insert(item_id(key), c);
+                            }
+                        }
+                    }
+                }
+                Err(TxError::ConditionsFailed { .. }) => return Err(Retry::Conflict(first)),
+                Err(TxError::Store(e)) => return Err(Retry::Failed(first, e.into())),
+            }
+            i = j;
+        }
+        Ok((table_writes, ledger_writes))
+    }
+}
+
+enum Retry {
+    Conflict(usize),
+    Failed(usize, ProcessError),
+}
+
+fn source_key_pk(processor: &str, key: &Item) -> String {
+    format!("SRC#{processor}#{}", item_id(key))
 }
 
 /// Configuration of a derive processor.
@@ -144,220 +735,106 @@ pub struct DeriveConfig {
     pub ledger_table: String,
     /// Guarded projection writes in flight at once (distinct items).
     pub concurrency: usize,
-    /// Logical queue name -> queue URL, for [`DeriveRules::messages`].
+    /// Logical queue name -> queue URL, for [`Rules::messages`].
     pub queues: BTreeMap<String, String>,
 }
 
-/// The derive stream processor over any [`DeriveRules`].
-pub struct DeriveProcessor<R> {
-    rules: R,
-    store: Store,
+/// The derive stream processor over any [`Rules`].
+pub struct DeriveProcessor {
+    deriver: Deriver,
     sqs: Option<aws_sdk_sqs::Client>,
-    config: DeriveConfig,
+    queues: BTreeMap<String, String>,
     metrics: Metrics,
-    now: fn() -> DateTime<Utc>,
 }
 
-impl<R: DeriveRules> DeriveProcessor<R> {
-    pub fn new(rules: R, store: Store, config: DeriveConfig) -> Self {
+impl DeriveProcessor {
+    pub fn new(rules: Arc<dyn Rules>, store: Store, config: DeriveConfig) -> Self {
         Self {
-            rules,
-            store,
+            deriver: Deriver {
+                rules,
+                store,
+                table: config.table,
+                ledger_table: config.ledger_table,
+                processor: "derive",
+                concurrency: config.concurrency,
+                now: Utc::now,
+            },
             sqs: None,
-            config,
+            queues: config.queues,
             metrics: Metrics::default(),
-            now: Utc::now,
         }
     }
 
-    /// Enables [`DeriveRules::messages`] through this SQS client.
+    /// Enables [`Rules::messages`] through this SQS client.
     pub fn with_sqs(mut self, client: aws_sdk_sqs::Client) -> Self {
         self.sqs = Some(client);
         self
     }
 
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.deriver.store
     }
 
-    /// Sends the messages of records before `limit`, in record order, one
-    /// SendMessageBatch per queue and 10 messages. Returns the index of the
-    /// first record whose message could not be sent.
-    async fn send_messages(
+    pub fn deriver(&self) -> &Deriver {
+        &self.deriver
+    }
+
+    /// Sends the messages of records before `limit`, in record order.
+    /// Returns the index of the first record whose message was not sent.
+    pub async fn send_messages(
         &self,
         messages: &[(usize, OutMessage)],
         limit: usize,
     ) -> Result<(), BatchFailure> {
-        let mut by_queue: BTreeMap<&str, Vec<(usize, String)>> = BTreeMap::new();
-        for (i, m) in messages.iter().filter(|(i, _)| *i < limit) {
-            by_queue
-                .entry(m.queue)
-                .or_default()
-                .push((*i, m.body.clone()));
-        }
-        let mut first: Option<BatchFailure> = None;
-        for (queue, items) in by_queue {
-            let (Some(client), Some(url)) = (&self.sqs, self.config.queues.get(queue)) else {
-                let index = items[0].0;
-                let error =
-                    ProcessError::Permanent(format!("no URL configured for queue `{queue}`"));
-                if first.as_ref().is_none_or(|f| index < f.index) {
-                    first = Some(BatchFailure { index, error });
-                }
-                continue;
-            };
-            let bodies: Vec<String> = items.iter().map(|(_, b)| b.clone()).collect();
-            if let Err((pos, e)) = crate::sqs::send_all(client, url, &bodies).await {
-                let index = items[pos].0;
-                if first.as_ref().is_none_or(|f| index < f.index) {
-                    first = Some(BatchFailure {
-                        index,
-                        error: e.into(),
-                    });
-                }
-            }
-        }
-        first.map_or(Ok(()), Err)
+        crate::sqs::send_out(self.sqs.as_ref(), &self.queues, messages, limit).await
     }
 
-    /// Backfill of existing items, as synthetic INSERTs through the same
-    /// rules: guarded projections, counter contributions filled only where
-    /// none is recorded (so a second run, or the stream processor running
-    /// meanwhile, never counts an item twice), and the jobs an INSERT
-    /// starts. Returns (projection writes, counter actions, messages).
+    /// Backfill of existing items: the same reconcile as the stream, plus
+    /// the jobs an INSERT of each item starts. Returns (table writes, ledger
+    /// writes, messages).
     pub async fn backfill(
         &self,
         items: &[Item],
         dry_run: bool,
     ) -> Result<(usize, usize, usize), ProcessError> {
-        let key_names = self.rules.key_names();
-        let changes: Vec<Change> = items
-            .iter()
-            .map(|item| Change {
-                event_id: format!(
-                    "backfill:{}",
-                    display_key(&crate::item::key_of(item, key_names))
-                ),
-                sequence_number: crate::change::SequenceNumber::parse("0")
-                    .expect("0 is a sequence number"),
-                kind: ChangeKind::Insert,
-                origin: crate::change::Origin::User,
-                keys: crate::item::key_of(item, key_names),
-                old: None,
-                new: Some(item.clone()),
-                at: (self.now)(),
-            })
-            .collect();
-        let mut updates = Vec::new();
+        let key_names = self.deriver.rules.key_names();
         let mut messages = Vec::new();
-        let mut bad = std::collections::HashSet::new();
-        for (i, (item, change)) in items.iter().zip(&changes).enumerate() {
-            let planned = (|| -> Result<_, InputError> {
-                let u = self
-                    .rules
-                    .projection(item)?
-                    .and_then(|p| projection_update(key_names, item, &p));
-                Ok((u, self.rules.messages(change)?))
-            })();
-            match planned {
-                Ok((u, m)) => {
-                    updates.extend(u);
-                    messages.extend(m.into_iter().map(|m| (i, m)));
-                }
+        let mut keys = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let key = key_of(item, key_names);
+            if self.deriver.rules.ignores(&key) {
+                continue;
+            }
+            let change = Change::synthetic_insert(key.clone(), item.clone(), (self.deriver.now)());
+            match self.deriver.rules.messages(&change) {
+                Ok(m) => messages.extend(m.into_iter().map(|m| (i, m))),
                 Err(e) => {
-                    bad.insert(i);
-                    tracing::warn!(key = %change.key_display(), kind = e.kind(), reason = %e, "backfill: skipping item");
+                    tracing::warn!(key = %change.key_display(), kind = e.kind(), reason = %e, "backfill: no jobs for item")
                 }
             }
-        }
-        let (targets, unreadable) = self.count_targets(&changes, &bad);
-        for (i, e) in unreadable {
-            tracing::warn!(key = %changes[i].key_display(), kind = e.kind(), reason = %e, "backfill: not counting item");
+            keys.push(key);
         }
         if dry_run {
-            return Ok((
-                updates.len(),
-                targets.iter().filter(|t| t.value != 0).count(),
-                messages.len(),
-            ));
+            return Ok((0, 0, messages.len()));
         }
-        let n_updates = updates.len();
-        for u in updates {
-            self.store.update(&self.config.table, u).await?;
+        let done = self
+            .deriver
+            .reconcile(&keys, &HashMap::new())
+            .await
+            .map_err(|(_, _, e)| e)?;
+        for (pos, e) in &done.bad {
+            tracing::warn!(key = %crate::item::display_key(&keys[*pos]), kind = e.kind(), reason = %e, "backfill: bad input");
         }
-        let settled = settle(
-            &self.store,
-            &self.config.table,
-            &self.config.ledger_table,
-            self.name(),
-            targets,
-            Mode::FillAbsent,
-            (self.now)(),
-        )
-        .await
-        .map_err(|f| f.error)?;
         self.send_messages(&messages, usize::MAX)
             .await
             .map_err(|f| f.error)?;
-        Ok((n_updates, settled.written, messages.len()))
-    }
-
-    /// The contributions each item of the batch should have now (its last
-    /// change in the batch), for every counter any of its images touches.
-    /// Each image's contributions are computed once; a record whose images
-    /// cannot be read is left out and returned with its error.
-    fn count_targets(
-        &self,
-        changes: &[Change],
-        skip: &std::collections::HashSet<usize>,
-    ) -> (Vec<Target>, Vec<(usize, InputError)>) {
-        let mut errors = Vec::new();
-        // item key -> (index of its last readable change, what it contributes after it)
-        let mut last: HashMap<String, (usize, BTreeMap<Counter, i64>)> = HashMap::new();
-        let mut touched: HashMap<String, std::collections::BTreeSet<Counter>> = HashMap::new();
-        for (i, c) in changes.iter().enumerate() {
-            if skip.contains(&i) {
-                continue;
-            }
-            let read = |img: &Option<Item>| -> Result<Vec<(Counter, i64)>, InputError> {
-                img.as_ref()
-                    .map_or(Ok(Vec::new()), |img| self.rules.contributions(img))
-            };
-            let (old, new) = match (read(&c.old), read(&c.new)) {
-                (Ok(old), Ok(new)) => (old, new),
-                (Err(e), _) | (_, Err(e)) => {
-                    errors.push((i, e));
-                    continue;
-                }
-            };
-            let key = display_key(&c.keys);
-            let seen = touched.entry(key.clone()).or_default();
-            seen.extend(old.iter().chain(&new).map(|(c, _)| c.clone()));
-            let now = match c.kind {
-                ChangeKind::Remove => BTreeMap::new(),
-                _ => new.into_iter().collect(),
-            };
-            last.insert(key, (i, now));
-        }
-        let mut targets = Vec::new();
-        for (key, (index, now)) in last {
-            for counter in touched.remove(&key).unwrap_or_default() {
-                let value = now.get(&counter).copied().unwrap_or(0);
-                targets.push(Target {
-                    index,
-                    item_key: key.clone(),
-                    counter,
-                    value,
-                });
-            }
-        }
-        (targets, errors)
+        Ok((done.table_writes, done.ledger_writes, messages.len()))
     }
 }
 
-impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
+impl StreamProcessor for DeriveProcessor {
     fn name(&self) -> &'static str {
-        "derive"
+        self.deriver.processor
     }
 
     fn metrics(&self) -> &Metrics {
@@ -369,92 +846,74 @@ impl<R: DeriveRules> StreamProcessor for DeriveProcessor<R> {
         changes: &[Change],
         metrics: &mut BatchMetrics,
     ) -> Result<(), BatchFailure> {
-        let key_names = self.rules.key_names();
-        // Pure part: what each change implies.
-        let mut projections: HashMap<String, (usize, Option<Update>)> = HashMap::new();
-        let mut bad = std::collections::HashSet::new();
+        let rules = &self.deriver.rules;
+        let mut keys: Vec<Item> = Vec::new();
+        let mut first_index: Vec<usize> = Vec::new();
+        let mut position: HashMap<String, usize> = HashMap::new();
+        let mut hints: HashMap<String, Hint> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         for (index, change) in changes.iter().enumerate() {
-            let key = display_key(&change.keys);
-            let planned = (|| -> Result<_, InputError> {
-                let update = match (&change.kind, &change.new) {
-                    (ChangeKind::Remove, _) | (_, None) => None,
-                    (_, Some(new)) => self
-                        .rules
-                        .projection(new)?
-                        .and_then(|p| projection_update(key_names, new, &p)),
-                };
-                Ok((update, self.rules.messages(change)?))
-            })();
-            match planned {
-                Ok((update, out)) => {
-                    messages.extend(out.into_iter().map(|m| (index, m)));
-                    // Only the latest change of an item matters for its
-                    // projection: earlier ones are superseded by it.
-                    projections.insert(key, (index, update));
-                }
-                Err(e) => {
-                    bad.insert(index);
-                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+            if rules.ignores(&change.keys) {
+                continue;
+            }
+            match rules.messages(change) {
+                Ok(out) => messages.extend(out.into_iter().map(|m| (index, m))),
+                Err(e) => log_bad_input(self.name(), &change.event_id, &e, metrics),
+            }
+            let id = item_id(&change.keys);
+            if let Some(old) = &change.old {
+                let implied = rules.contributions(old).is_ok_and(|c| !c.is_empty())
+                    || rules.derived(old).is_ok_and(|d| !d.is_empty());
+                if implied {
+                    hints.entry(id.clone()).or_default().implied_something = true;
                 }
             }
-        }
-        // Projections: distinct items, independent, guarded.
-        let mut updates: Vec<(usize, Update)> = projections
-            .into_values()
-            .filter_map(|(i, u)| u.map(|u| (i, u)))
-            .collect();
-        updates.sort_by_key(|(i, _)| *i);
-        let table = &self.config.table;
-        let results: Vec<(usize, Result<Written, _>)> = stream::iter(updates)
-            .map(|(i, u)| async move { (i, self.store.update(table, u).await) })
-            .buffer_unordered(self.config.concurrency.max(1))
-            .collect()
-            .await;
-        let mut first_failure: Option<BatchFailure> = None;
-        for (i, r) in results {
-            match r {
-                Ok(Written::Applied) => {}
-                Ok(Written::ConditionFailed) => {
-                    tracing::debug!(key = %changes[i].key_display(), "projection superseded by a newer write");
-                }
-                Err(e) => {
-                    if first_failure.as_ref().is_none_or(|f| i < f.index) {
-                        first_failure = Some(BatchFailure {
-                            index: i,
-                            error: e.into(),
-                        });
+            if change.kind != ChangeKind::Remove {
+                if let Some(new) = &change.new {
+                    let implied = rules.contributions(new).is_ok_and(|c| !c.is_empty())
+                        || rules.derived(new).is_ok_and(|d| !d.is_empty());
+                    if implied {
+                        hints.entry(id.clone()).or_default().implied_something = true;
                     }
                 }
             }
+            if !position.contains_key(&id) {
+                position.insert(id, keys.len());
+                keys.push(change.keys.clone());
+                first_index.push(index);
+            }
         }
-        let limit = first_failure.as_ref().map_or(usize::MAX, |f| f.index);
-        // Counters: every item settles to its contribution after its last
-        // change in the batch (items whose last change is not below a failed
-        // record are redelivered and settle then).
-        let (targets, unreadable) = self.count_targets(changes, &bad);
-        for (index, e) in unreadable {
-            log_bad_input(self.name(), &changes[index].event_id, &e, metrics);
+        let result = self.deriver.reconcile(&keys, &hints).await;
+        let (done, failure) = match result {
+            Ok(d) => (d, None),
+            Err((d, pos, error)) => (
+                d,
+                Some(BatchFailure {
+                    index: first_index[pos],
+                    error,
+                }),
+            ),
+        };
+        let mut logged = BTreeSet::new();
+        for (pos, e) in &done.bad {
+            if logged.insert(*pos) {
+                log_bad_input(
+                    self.name(),
+                    &changes[first_index[*pos]].event_id,
+                    e,
+                    metrics,
+                );
+            }
         }
-        let targets: Vec<Target> = targets.into_iter().filter(|t| t.index < limit).collect();
-        let now = (self.now)();
-        let settled = settle(
-            &self.store,
-            &self.config.table,
-            &self.config.ledger_table,
-            self.name(),
-            targets,
-            Mode::Live,
-            now,
-        )
-        .await?;
-        for _ in 0..settled.already {
+        for _ in 0..done.unchanged {
             metrics.incr(names::DUPLICATE);
         }
-        // Jobs go last: a consumer that runs before our other effects landed
-        // would see stale state.
+        // Jobs go last (a consumer that runs before our effects landed would
+        // see stale state), and are sent for every record before a failure
+        // even when a later effect failed.
+        let limit = failure.as_ref().map_or(usize::MAX, |f| f.index);
         let sent = self.send_messages(&messages, limit).await;
-        match (first_failure, sent) {
+        match (failure, sent) {
             (Some(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
             (Some(f), Ok(())) | (None, Err(f)) => Err(f),
             (None, Ok(())) => Ok(()),
@@ -504,5 +963,45 @@ mod tests {
         assert_eq!(u.key.len(), 2);
         assert!(u.values.contains(&(":s0".to_string(), s("1"))));
         assert!(u.values.contains(&(":p0".to_string(), s("x#1"))));
+    }
+
+    fn counter(pk: &str) -> Counter {
+        Counter {
+            key: vec![("PK", pk.to_string()), ("SK", "count".to_string())],
+            attrs: &["a", "b"],
+            create: Some(vec![]),
+            remove_at_zero: false,
+        }
+    }
+
+    #[test]
+    fn implied_round_trips_through_its_ledger_record() {
+        let implied = Implied::from_rules(
+            &[
+                Contribution {
+                    counter: counter("u#1"),
+                    values: vec![("a", 1), ("b", 2)],
+                },
+                Contribution {
+                    counter: counter("u#1"),
+                    values: vec![("a", 3)],
+                },
+                Contribution {
+                    counter: counter("u#2"),
+                    values: vec![("b", -1)],
+                },
+            ],
+            &[image(&[("PK", s("d")), ("SK", s("1")), ("x", s("y"))])],
+            &["PK", "SK"],
+        );
+        assert_eq!(implied.contributions.len(), 2);
+        let one = &implied.contributions["PK=S:u#1|SK=S:count"].1;
+        assert_eq!(one["a"], 4, "contributions to one attribute add up");
+        assert_eq!(one["b"], 2);
+        assert_eq!(implied.derived.len(), 1);
+        assert_eq!(implied.derived["PK=S:d|SK=S:1"].len(), 2, "keys only");
+        let back = Implied::from_record(&implied.to_attrs()).unwrap();
+        assert_eq!(back, implied);
+        assert!(Implied::from_record(&Item::new()).unwrap().is_empty());
     }
 }

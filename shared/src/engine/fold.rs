@@ -577,3 +577,38 @@ impl<R: FoldRules> StreamProcessor for FoldProcessor<R> {
         }
     }
 }
+
+/// Rules behind a shared pointer (the model registry holds `Arc<dyn FoldRules>`).
+impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
+    fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
+        (**self).aggregate(change)
+    }
+    fn cascade(&self, aggregate: &str, change: &Change) -> Option<Cascade> {
+        (**self).cascade(aggregate, change)
+    }
+    fn fold(
+        &self,
+        aggregate: &str,
+        state: &mut FoldState,
+        change: &Change,
+    ) -> Result<FoldOutput, InputError> {
+        (**self).fold(aggregate, state, change)
+    }
+    fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
+        (**self).sequence_mirror(aggregate)
+    }
+    fn key_names(&self) -> &'static [&'static str] {
+        (**self).key_names()
+    }
+    fn import(
+        &self,
+        aggregate: &str,
+        partition: &[Item],
+        at: DateTime<Utc>,
+    ) -> Option<(FoldState, Vec<Item>)> {
+        (**self).import(aggregate, partition, at)
+    }
+    fn partition(&self, aggregate: &str) -> (&'static str, String) {
+        (**self).partition(aggregate)
+    }
+}

@@ -1,14 +1,20 @@
-//! The derivation engine: generic processors that apply what pure rules say.
+//! The derivation engine: generic processors that apply what pure rules say
+//! (SPEC §7). A model never talks to DynamoDB; the engine knows no model.
 //!
-//! - [`derive`](mod@derive) - projections (processor-owned attributes such as GSI keys),
-//!   counters and queued jobs, from the images of each change.
-//! - [`counts`] - counters as a registry of per-item contributions.
-//! - [`fold`] - aggregates folded in stream order into a durable running state
-//!   (history numbering and snapshots), with cascade deletes.
-//!
-//! A model is declarative code implementing [`derive::DeriveRules`] and/or
-//! [`fold::FoldRules`]; it never talks to DynamoDB.
+//! - [`rules`] - the vocabulary of stream rules: projections, derived items,
+//!   contributions to counters, jobs.
+//! - [`derive`](mod@derive) - applies them from the item as it is, exactly
+//!   once, loop-free; shared by the stream, backfill and repair.
+//! - [`counts`] - counter items set to their ledger totals.
+//! - [`setjob`] - queue consumers that keep a set of items equal to what
+//!   consistent reads imply, with guarded writes.
+//! - [`once`] - effects that happen at most once per key.
+//! - [`fold`] - aggregates folded in stream order into a durable running
+//!   state (history numbering and snapshots), with cascade deletes.
 
 pub mod counts;
 pub mod derive;
 pub mod fold;
+pub mod once;
+pub mod rules;
+pub mod setjob;

@@ -1,5 +1,164 @@
-//! The data models: declarative rules over the engine, and their tables.
+//! The models: one folder of rules each, listed once in [`registry`].
+//!
+//! Everything else (the Lambda binaries, every CLI command, the local event
+//! source mappings, the CDK stack through `jobstream tables`) is generic over
+//! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
 pub mod jobboard;
 pub mod table;
 pub mod tracker;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::engine::fold::FoldRules;
+use crate::engine::once::Once;
+use crate::engine::rules::Rules;
+use crate::engine::setjob::{BoxFut, SetJob};
+use crate::item::Item;
+use table::{QueueDef, TableDef};
+
+/// Every model jobstream ships, by name.
+pub fn registry() -> Vec<Model> {
+    vec![tracker::model(), jobboard::model()]
+}
+
+/// The model called `name`.
+pub fn find(name: &str) -> Result<Model, String> {
+    let all = registry();
+    let names: Vec<&str> = all.iter().map(|m| m.name).collect();
+    let list = names.join(", ");
+    all.into_iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| format!("unknown model `{name}` (one of: {list})"))
+}
+
+/// A model: its table, its rules, its queues and consumers.
+pub struct Model {
+    /// `--model` / `MODEL` value.
+    pub name: &'static str,
+    /// One line for `--help` and the README.
+    pub about: &'static str,
+    pub table: TableDef,
+    /// Stream rules applied by the `derive` processor.
+    pub rules: Arc<dyn Rules>,
+    /// A fold applied by a second stream processor (at most two read a
+    /// stream), e.g. the tracker's history.
+    pub fold: Option<FoldSpec>,
+    /// Queue consumers.
+    pub consumers: Vec<Consumer>,
+    /// Sort-key filters of the records the derive consumer needs (CDK event
+    /// filter); empty = every record.
+    pub derive_filter: Vec<KeyFilter>,
+    /// Model-specific checks for `verify` (beyond what the rules imply).
+    pub checks: Option<Checks>,
+    /// The `jobstream demo` scenario.
+    pub demo: Option<Demo>,
+}
+
+impl Model {
+    /// The queues of the consumers.
+    pub fn queues(&self) -> Vec<QueueDef> {
+        self.consumers.iter().map(|c| c.queue.clone()).collect()
+    }
+
+    /// Names of the stream processors, in the order they run.
+    pub fn stream_processors(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = self.fold.iter().map(|f| f.processor).collect();
+        out.push("derive");
+        out
+    }
+}
+
+/// A fold over the stream.
+pub struct FoldSpec {
+    /// Processor name (markers, state keys, Lambda name), e.g. `history`.
+    pub processor: &'static str,
+    pub rules: Arc<dyn FoldRules>,
+    /// Sort-key filters of the records it needs (CDK event filter).
+    pub filter: Vec<KeyFilter>,
+}
+
+/// A condition on a record's sort key, for Lambda event filters.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum KeyFilter {
+    Prefix(&'static str),
+    Equals(&'static str),
+}
+
+/// A queue and its consumer.
+pub struct Consumer {
+    pub queue: QueueDef,
+    pub job: Job,
+}
+
+/// What a queue consumer does.
+#[derive(Clone)]
+pub enum Job {
+    /// Keeps a scope's set of items equal to what the facts imply.
+    Set(Arc<dyn SetJob>),
+    /// An effect at most once per key.
+    Once(Arc<dyn Once>),
+}
+
+/// An error of a demo or check run.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What `verify` gives model-specific checks: the table and the ledger as
+/// scanned (consistent reads), and the time.
+pub struct CheckInput<'a> {
+    pub items: &'a [Item],
+    pub ledger: &'a [Item],
+    pub now: DateTime<Utc>,
+}
+
+/// Kinds of drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drift {
+    Wrong,
+    Missing,
+    Extra,
+}
+
+/// How a finding is repaired: always through the live path's guards.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repair {
+    /// Reconcile this source item (projection, derived items, counters).
+    Reconcile(Item),
+    /// Run this job body through the consumer of `queue`, in process.
+    Job { queue: &'static str, body: String },
+    /// Delete this processor-owned item, if it is still exactly this.
+    DeleteIfUnchanged(Item),
+}
+
+/// One piece of drift: what, where, and how to repair it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub kind: &'static str,
+    pub drift: Drift,
+    pub what: String,
+    pub repair: Option<Repair>,
+}
+
+/// Model-specific checks.
+pub type Checks = fn(&CheckInput<'_>) -> Vec<Finding>;
+
+/// A demo run: plays a scenario through a harness, prints the access
+/// patterns, returns the differences from what the scenario implies.
+pub type Demo = for<'a> fn(&'a mut dyn Harness) -> BoxFut<'a, Result<Vec<String>, BoxError>>;
+
+/// What a demo (or a test) drives: the model's tables and processors.
+pub trait Harness: Send {
+    /// A client for the application's own writes and reads.
+    fn dynamodb(&self) -> &aws_sdk_dynamodb::Client;
+    fn table(&self) -> &str;
+    fn ledger_table(&self) -> &str;
+    /// Runs every processor until the stream and the queues are empty.
+    fn drain(&mut self) -> BoxFut<'_, Result<usize, BoxError>>;
+    /// Item writes the processors made so far.
+    fn processor_writes(&self) -> u64;
+    /// Runs `verify` (no repair): the problems found.
+    fn verify(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+}

@@ -10,7 +10,7 @@ use super::entities::{
 use super::keys;
 use super::messages::{encode, MatchJob, SuggestionJob};
 use crate::change::{Change, ChangeKind};
-use crate::engine::derive::{Counter, DeriveRules, OutMessage, Projection};
+use crate::engine::rules::{OutMessage, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{Item, ItemExt};
 
@@ -76,7 +76,7 @@ impl JobBoardDerive {
     }
 }
 
-impl DeriveRules for JobBoardDerive {
+impl Rules for JobBoardDerive {
     fn key_names(&self) -> &'static [&'static str] {
         &[keys::PK, keys::SK]
     }
@@ -129,8 +129,10 @@ impl DeriveRules for JobBoardDerive {
         })
     }
 
-    fn contributions(&self, _image: &Item) -> Result<Vec<(Counter, i64)>, InputError> {
-        Ok(vec![])
+    /// Suggestions are the suggestions job's items, written with their GSI1
+    /// keys: their records need no read.
+    fn ignores(&self, keys: &Item) -> bool {
+        keys.s(keys::SK).is_ok_and(|sk| sk.starts_with("s#"))
     }
 
     fn messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
@@ -207,6 +209,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::change::Origin;
     use crate::engine::derive::projection_update;
+    use crate::engine::rules::Rules as _;
     use crate::item::{n, s};
 
     pub fn item(pairs: &[(&str, AttributeValue)]) -> Item {

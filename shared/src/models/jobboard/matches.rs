@@ -1,34 +1,23 @@
-//! The matches Lambda: an approved request becomes exactly one match item,
-//! and the pair's suggestion goes, in one transaction.
+//! Matches as a once effect: an approved request becomes exactly one match
+//! item, and the pair's suggestion goes, in one transaction with a permanent
+//! marker per (seeker, job) in the ledger (see [`crate::engine::once`]).
 //!
-//! Exactly one match per (seeker, job) however often and however late the
-//! job is delivered, and whatever the approval day: the transaction also puts
-//! a pair marker in the ledger (`MATCH#<seekerId>#<jobId>`, no TTL) with
-//! `attribute_not_exists`. A request no longer approved, or a job or seeker
-//! that no longer exists, ends the message with a logged outcome instead of
-//! retrying it forever.
-
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
+//! Exactly one match per pair however often and however late the job is
+//! delivered, whatever the approval day. A request no longer approved, or a
+//! job or seeker that no longer exists, ends the message as a logged
+//! `Skipped` instead of retrying it forever.
 
 use super::keys;
 use super::messages::{decode, MatchJob};
-use super::suggestions::body_error;
+use super::suggestions::{body_error, key, pair_key, MATCHES};
+use crate::engine::once::{Once, OncePlan};
+use crate::engine::setjob::{BoxFut, Guard, Reads};
 use crate::item::{s, Item};
-use crate::ledger;
-use crate::metrics::Metrics;
-use crate::sqs::{MessageError, MessageProcessor, Outcome};
-use crate::store::{Store, TxError};
+use crate::sqs::MessageError;
 
-pub struct MatchesProcessor {
-    store: Store,
-    table: String,
-    ledger_table: String,
-    metrics: Metrics,
-}
-
-fn key(pk: String, sk: String) -> Item {
-    [(keys::PK.to_string(), s(pk)), (keys::SK.to_string(), s(sk))].into()
-}
+/// The matches rule.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Matches;
 
 /// The match item of an approved request.
 pub fn match_item(m: &MatchJob) -> Item {
@@ -54,145 +43,70 @@ pub fn match_item(m: &MatchJob) -> Item {
     .collect()
 }
 
-impl MatchesProcessor {
-    pub fn new(store: Store, table: &str, ledger_table: &str) -> Self {
-        Self {
-            store,
-            table: table.into(),
-            ledger_table: ledger_table.into(),
-            metrics: Metrics::default(),
-        }
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    fn actions(&self, m: &MatchJob) -> Vec<TransactWriteItem> {
-        let check = |k: Item, cond: &str| {
-            let mut c = ConditionCheck::builder()
-                .table_name(&self.table)
-                .set_key(Some(k))
-                .condition_expression(cond);
-            if cond.contains(":approved") {
-                c = c
-                    .expression_attribute_names("#st", "status")
-                    .expression_attribute_values(":approved", s("approved"));
-            }
-            TransactWriteItem::builder()
-                .condition_check(c.build().expect("set"))
-                .build()
-        };
-        let mut marker = ledger::key(format!("MATCH#{}#{}", m.seeker_id, m.job_id), "PAIR");
-        marker.insert(
-            "matchSk".into(),
-            s(keys::match_sk(&m.matched_at, &m.job_id)),
-        );
-        vec![
-            // 0: the request is still approved
-            check(
-                key(
-                    keys::employer_pk(&m.employer_id),
-                    keys::request_sk(&m.job_id, &m.seeker_id),
+/// What a match job does, given its body.
+pub fn plan(m: &MatchJob) -> OncePlan {
+    OncePlan {
+        once_key: pair_key(&m.seeker_id, &m.job_id),
+        checks: vec![
+            (
+                Guard::equals(
+                    key(
+                        keys::employer_pk(&m.employer_id),
+                        keys::request_sk(&m.job_id, &m.seeker_id),
+                    ),
+                    "status",
+                    s("approved"),
                 ),
-                "#st = :approved",
+                format!("request {}/{} is not approved", m.job_id, m.seeker_id),
             ),
-            // 1: the job exists
-            check(
-                key(
+            (
+                Guard::exists(key(
                     keys::job_pk(&m.city),
                     keys::job_sk(&m.posted_at, &m.zip, &m.job_id),
-                ),
-                "attribute_exists(pk)",
+                )),
+                format!("job {} no longer exists", m.job_id),
             ),
-            // 2: the seeker exists
-            check(
-                key(keys::seeker_pk(&m.seeker_id), keys::PROFILE_SK.into()),
-                "attribute_exists(pk)",
+            (
+                Guard::exists(key(keys::seeker_pk(&m.seeker_id), keys::PROFILE_SK.into())),
+                format!("seeker {} no longer exists", m.seeker_id),
             ),
-            // 3: one match per pair, ever
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&self.ledger_table)
-                        .set_item(Some(marker))
-                        .condition_expression("attribute_not_exists(pk)")
-                        .build()
-                        .expect("set"),
-                )
-                .build(),
-            // 4: the match
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(match_item(m)))
-                        .condition_expression("attribute_not_exists(pk)")
-                        .build()
-                        .expect("set"),
-                )
-                .build(),
-            // 5: the pair's suggestion goes
-            TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key(
-                            keys::job_pk(&m.city),
-                            keys::suggestion_sk(&m.job_id, &m.seeker_id),
-                        )))
-                        .build()
-                        .expect("set"),
-                )
-                .build(),
-        ]
+        ],
+        puts: vec![match_item(m)],
+        deletes: vec![key(
+            keys::job_pk(&m.city),
+            keys::suggestion_sk(&m.job_id, &m.seeker_id),
+        )],
     }
 }
 
-impl MessageProcessor for MatchesProcessor {
+impl Once for Matches {
     fn name(&self) -> &'static str {
-        "matches"
+        MATCHES
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
+    fn key_names(&self) -> &'static [&'static str] {
+        &[keys::PK, keys::SK]
     }
 
-    async fn process(&self, body: &str) -> Result<Outcome, MessageError> {
-        let m: MatchJob = decode(body).map_err(body_error)?;
-        match self.store.transact(self.actions(&m)).await {
-            Ok(()) => Ok(Outcome::Applied),
-            Err(TxError::ConditionsFailed { failed }) => {
-                let pair = format!("seeker {} / job {}", m.seeker_id, m.job_id);
-                Ok(
-                    if failed.get(3).copied().unwrap_or(false)
-                        || failed.get(4).copied().unwrap_or(false)
-                    {
-                        Outcome::Duplicate
-                    } else if failed[0] {
-                        Outcome::Skipped(format!(
-                            "{pair}: the request is no longer approved (or gone)"
-                        ))
-                    } else if failed[1] {
-                        Outcome::Skipped(format!("{pair}: the job no longer exists"))
-                    } else {
-                        Outcome::Skipped(format!("{pair}: the seeker no longer exists"))
-                    },
-                )
-            }
-            Err(TxError::Store(e)) => Err(e.into()),
-        }
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        _reads: &'a Reads,
+    ) -> BoxFut<'a, Result<OncePlan, MessageError>> {
+        Box::pin(async move {
+            let m: MatchJob = decode(body).map_err(body_error)?;
+            Ok(plan(&m))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::item::ItemExt;
 
     #[test]
-    fn match_item_keys() {
-        let m = MatchJob {
+    fn one_match_per_pair_whatever_the_day() {
+        let mut m = MatchJob {
             employer_id: "301".into(),
             job_id: "101".into(),
             seeker_id: "201".into(),
@@ -201,12 +115,17 @@ mod tests {
             zip: "H2X".into(),
             matched_at: "2026-11-03".into(),
         };
-        let i = match_item(&m);
-        assert_eq!(i.s("pk").unwrap(), "seeker#201");
-        assert_eq!(i.s("sk").unwrap(), "j#2026-11-03#101");
-        assert_eq!(i.s("GSI1PK").unwrap(), "employer#301");
-        assert_eq!(i.s("GSI1SK").unwrap(), "m#2026-11-03#101#201");
-        assert_eq!(i.s("entityType").unwrap(), "match");
-        assert_eq!(i.len(), 12);
+        let a = plan(&m);
+        m.matched_at = "2026-11-09".into();
+        let b = plan(&m);
+        assert_eq!(a.once_key, "201#101");
+        assert_eq!(a.once_key, b.once_key, "the marker ignores the day");
+        assert_eq!(a.checks.len(), 3);
+        let item = &a.puts[0];
+        assert_eq!(item["pk"], s("seeker#201"));
+        assert_eq!(item["sk"], s("j#2026-11-03#101"));
+        assert_eq!(item["GSI1SK"], s("m#2026-11-03#101#201"));
+        assert_eq!(item.len(), 12);
+        assert_eq!(a.deletes[0]["sk"], s("s#101#201"));
     }
 }

@@ -5,18 +5,59 @@
 //! - [`derive`](mod@derive) - GSI1 projections and the jobs a change starts.
 //! - [`relevance`] - the documented scoring of a (seeker, job) pair.
 //! - [`messages`] - queue message schemas.
-//! - [`suggestions`], [`matches`](mod@matches) - the SQS consumers.
+//! - [`suggestions`] (a set job), [`matches`](mod@matches) (a once effect) -
+//!   the queue consumers.
 
 pub mod derive;
 pub mod entities;
 pub mod keys;
 pub mod matches;
 pub mod messages;
-pub mod queues;
 pub mod relevance;
 pub mod suggestions;
 
-use crate::models::table::{Gsi, TableDef};
+use std::sync::Arc;
+
+use crate::models::table::{Gsi, QueueDef, TableDef};
+use crate::models::{Consumer, Job, KeyFilter, Model};
+
+/// The job board in the registry.
+pub fn model() -> Model {
+    Model {
+        name: "jobboard",
+        about: "job board (seed 000): GSI1 keys, suggestions by relevance, matches",
+        table: table(),
+        rules: Arc::new(derive::JobBoardDerive),
+        fold: None,
+        consumers: vec![
+            Consumer {
+                queue: QueueDef::standard(
+                    derive::SUGGESTIONS_QUEUE,
+                    "jobstream-suggestion-jobs",
+                    "jobstream-suggestion-jobs-dlq",
+                    "suggestions",
+                ),
+                job: Job::Set(Arc::new(suggestions::Suggestions)),
+            },
+            Consumer {
+                queue: QueueDef::standard(
+                    derive::MATCHES_QUEUE,
+                    "jobstream-match-jobs",
+                    "jobstream-match-jobs-dlq",
+                    "matches",
+                ),
+                job: Job::Once(Arc::new(matches::Matches)),
+            },
+        ],
+        derive_filter: vec![
+            KeyFilter::Prefix("j#"),
+            KeyFilter::Prefix("r#"),
+            KeyFilter::Equals("profile"),
+        ],
+        checks: None,
+        demo: None,
+    }
+}
 
 /// The job board's table (seed 000).
 pub fn table() -> TableDef {

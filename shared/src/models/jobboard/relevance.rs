@@ -29,7 +29,10 @@ pub fn score(seeker: &Seeker, job: &Job) -> i64 {
     let salary = match (seeker.desired_salary, job.salary_max) {
         (None, _) | (_, None) => SALARY_WEIGHT,
         (Some(want), Some(max)) if want <= max => SALARY_WEIGHT,
-        (Some(want), Some(max)) if want * 10 <= max * 11 => SALARY_WEIGHT / 2,
+        // Compared in i128: salaries come from input and may be huge.
+        (Some(want), Some(max)) if i128::from(want) * 10 <= i128::from(max) * 11 => {
+            SALARY_WEIGHT / 2
+        }
         _ => 0,
     };
     let category = match &job.category {
@@ -52,6 +55,22 @@ pub fn level(score: i64) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_salaries_do_not_overflow() {
+        let mut j = job(&[], Some(i64::MAX), None);
+        let mut s = seeker(&[], Some(i64::MAX), &[]);
+        assert_eq!(score(&s, &j), SKILLS_WEIGHT + SALARY_WEIGHT);
+        j.salary_max = Some(i64::MAX / 10);
+        s.desired_salary = Some(i64::MAX);
+        assert_eq!(
+            score(&s, &j),
+            SKILLS_WEIGHT,
+            "far above the max: no salary points"
+        );
+        j.salary_max = Some(i64::MAX - 1);
+        assert_eq!(score(&s, &j), SKILLS_WEIGHT + SALARY_WEIGHT / 2);
+    }
     use crate::models::jobboard::entities::JobStatus;
 
     fn job(skills: &[&str], max: Option<i64>, category: Option<&str>) -> Job {

@@ -1,35 +1,47 @@
-//! The suggestions Lambda: scores (seeker, job) pairs of a city and keeps the
-//! TTL-bound suggestion items exactly as the relevance function says.
+//! Suggestions as a set job: for a job (opened, changed, closed, a pair
+//! requested) or a seeker (created, matching profile changed), the
+//! suggestions that should exist are computed from consistent reads of the
+//! job, the seekers, the requests and the match markers, and the engine
+//! writes the difference (see [`crate::engine::setjob`]).
 //!
-//! Every write is naturally idempotent: a suggestion's key is the pair, so a
-//! redelivered job rewrites the same item (a new level moves it in GSI1; a
-//! new generation extends its TTL), and deletes of absent items are no-ops.
+//! Every write is guarded by the facts it was computed from: the job's and
+//! the seeker's scoring attributes, the request's absence (or presence) and
+//! the match marker's. So a late `jobClosed` never wipes the suggestions of
+//! a job reopened since (it re-reads the job), and a rescoring racing a
+//! request or a match never brings back a suggestion for that pair.
+//!
+//! Rules (documented in the README):
+//! - candidates: seekers of the job's city and open jobs posted on or after
+//!   today - 30 days (future-dated jobs included, on both paths);
+//! - a suggestion lives 7 days from its generation (`ttl`); it is rewritten
+//!   only when its level or content changes, so rescoring does not extend
+//!   it, and nothing regenerates it once expired unless the job or the
+//!   seeker changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{DeleteRequest, PutRequest, WriteRequest};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
 use super::entities::{Job, JobStatus, Seeker};
 use super::keys;
 use super::messages::{decode, BodyError, SuggestionJob};
 use super::relevance::{level, score};
+use crate::engine::once;
+use crate::engine::setjob::{BoxFut, Guard, Guarded, Plan, Reads, SetJob};
 use crate::item::{n, s, Item, ItemExt};
-use crate::metrics::Metrics;
-use crate::sqs::{MessageError, MessageProcessor, Outcome};
-use crate::store::{SortKey, Store};
+use crate::sqs::MessageError;
+use crate::store::SortKey;
 
 /// Suggestions live a week.
 pub const TTL: Duration = Duration::days(7);
-/// Jobs posted in the last 30 days are candidates.
+/// Jobs posted in the last 30 days (or later) are candidates.
 pub const WINDOW_DAYS: i64 = 30;
+/// The consumer's name (also the once-marker namespace of matches).
+pub const MATCHES: &str = "matches";
 
-pub struct SuggestionsProcessor {
-    store: Store,
-    table: String,
-    metrics: Metrics,
-    now: fn() -> DateTime<Utc>,
-}
+/// The suggestions set job.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Suggestions;
 
 /// A permanent failure for a body that cannot be read.
 pub fn body_error(e: BodyError) -> MessageError {
@@ -91,314 +103,374 @@ pub fn suggestion_item(
     .collect()
 }
 
-fn key(pk: String, sk: String) -> Item {
+pub(crate) fn key(pk: String, sk: String) -> Item {
     [(keys::PK.to_string(), s(pk)), (keys::SK.to_string(), s(sk))].into()
 }
 
-fn put(item: Item) -> WriteRequest {
-    WriteRequest::builder()
-        .put_request(
-            PutRequest::builder()
-                .set_item(Some(item))
-                .build()
-                .expect("item"),
-        )
-        .build()
+/// Guards pinning an item as read: absent, or these attributes as they were.
+fn as_read(key: Item, item: Option<&Item>, attrs: &[&'static str]) -> Vec<Guard> {
+    match item {
+        None => vec![Guard::absent(key)],
+        Some(i) => attrs
+            .iter()
+            .map(|a| Guard::same(key.clone(), a, i.get(*a)))
+            .collect(),
+    }
 }
 
-fn delete(k: Item) -> WriteRequest {
-    WriteRequest::builder()
-        .delete_request(
-            DeleteRequest::builder()
-                .set_key(Some(k))
-                .build()
-                .expect("key"),
-        )
-        .build()
+/// The job attributes a suggestion depends on.
+const JOB_FACTS: &[&str] = &["status", "skills", "category", "salaryMax", "title"];
+/// The seeker attributes a suggestion depends on.
+const SEEKER_FACTS: &[&str] = &["city", "skills", "desiredSalary", "categories"];
+
+/// The first day of the candidate window.
+pub fn window_start(now: DateTime<Utc>) -> String {
+    (now - Duration::days(WINDOW_DAYS)).date_naive().to_string()
 }
 
-fn attr_set(items: &[Item], attr: &str) -> BTreeSet<String> {
-    items
-        .iter()
-        .filter_map(|i| i.s(attr).ok().map(str::to_string))
-        .collect()
+/// Whether a job is a candidate at `now`.
+pub fn candidate(job: &Job, now: DateTime<Utc>) -> bool {
+    job.status == JobStatus::Open && job.posted_at >= window_start(now)
 }
 
-impl SuggestionsProcessor {
-    pub fn new(store: Store, table: &str) -> Self {
-        Self {
-            store,
-            table: table.to_string(),
-            metrics: Metrics::default(),
-            now: Utc::now,
-        }
-    }
+/// The facts of one (job, seeker) pair, read consistently.
+struct PairFacts {
+    requested: bool,
+    matched: bool,
+}
 
-    /// Uses `now` as the clock (tests, demos).
-    pub fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Self {
-        self.now = now;
-        self
+async fn pair_facts(
+    reads: &Reads,
+    pairs: &[(&Job, String)],
+) -> Result<BTreeMap<(String, String), PairFacts>, MessageError> {
+    let mut request_keys = Vec::new();
+    let mut marker_keys = Vec::new();
+    for (job, seeker_id) in pairs {
+        request_keys.push(key(
+            keys::employer_pk(&job.employer_id),
+            keys::request_sk(&job.job_id, seeker_id),
+        ));
+        marker_keys.push(once::marker_key(MATCHES, &pair_key(seeker_id, &job.job_id)));
     }
-
-    pub fn store(&self) -> &Store {
-        &self.store
+    let requests = reads.store.batch_get(&reads.table, request_keys).await?;
+    let markers = reads
+        .store
+        .batch_get(&reads.ledger_table, marker_keys)
+        .await?;
+    let mut out = BTreeMap::new();
+    for (job, seeker_id) in pairs {
+        let requested = requests.iter().any(|r| {
+            r.s("jobId").ok() == Some(job.job_id.as_str())
+                && r.s("seekerId").ok() == Some(seeker_id.as_str())
+        });
+        let pk = once::marker_key(MATCHES, &pair_key(seeker_id, &job.job_id));
+        let matched = markers.iter().any(|m| m.get("pk") == pk.get("pk"));
+        out.insert(
+            (job.job_id.clone(), seeker_id.clone()),
+            PairFacts { requested, matched },
+        );
     }
+    Ok(out)
+}
 
-    fn in_window(&self, job: &Job) -> bool {
-        let from = ((self.now)() - Duration::days(WINDOW_DAYS))
-            .date_naive()
-            .to_string();
-        job.posted_at >= from
+/// The once key of a pair's match: `<seekerId>#<jobId>`.
+pub fn pair_key(seeker_id: &str, job_id: &str) -> String {
+    format!("{seeker_id}#{job_id}")
+}
+
+/// Guards of a pair's request and match state as read.
+fn pair_guards(job: &Job, seeker_id: &str, f: &PairFacts) -> Vec<Guard> {
+    let request = key(
+        keys::employer_pk(&job.employer_id),
+        keys::request_sk(&job.job_id, seeker_id),
+    );
+    let marker = once::marker_key(MATCHES, &pair_key(seeker_id, &job.job_id));
+    vec![
+        if f.requested {
+            Guard::exists(request)
+        } else {
+            Guard::absent(request)
+        },
+        if f.matched {
+            Guard::exists(marker).in_ledger()
+        } else {
+            Guard::absent(marker).in_ledger()
+        },
+    ]
+}
+
+/// The suggestion a pair should have, if any.
+fn wanted(seeker: &Seeker, job: &Job, f: &PairFacts, now: DateTime<Utc>) -> Option<Item> {
+    if f.requested || f.matched || !candidate(job, now) {
+        return None;
     }
+    if keys::normalize_city(&seeker.city) != keys::normalize_city(&job.city) {
+        return None;
+    }
+    let points = score(seeker, job);
+    level(points).map(|l| suggestion_item(seeker, job, l, points, now))
+}
 
-    async fn q(
-        &self,
+impl Suggestions {
+    async fn query(
+        reads: &Reads,
         index: Option<&str>,
         pk_name: &str,
         pk: String,
         sk: Option<SortKey>,
     ) -> Result<Vec<Item>, MessageError> {
-        Ok(self
+        Ok(reads
             .store
-            .query(&self.table, index, pk_name, &pk, sk)
+            .query(&reads.table, index, pk_name, &pk, sk)
             .await?)
     }
 
-    fn begins(name: &str, prefix: String) -> Option<SortKey> {
-        Some(SortKey::BeginsWith(name.to_string(), prefix))
-    }
-
-    async fn write(&self, writes: Vec<WriteRequest>) -> Result<Outcome, MessageError> {
-        if writes.is_empty() {
-            return Ok(Outcome::Duplicate);
-        }
-        self.store.batch_write(&self.table, writes).await?;
-        Ok(Outcome::Applied)
-    }
-
-    async fn job_opened(&self, city: &str, job_sk: &str) -> Result<Outcome, MessageError> {
-        let Some(item) = self
-            .store
-            .get(&self.table, key(keys::job_pk(city), job_sk.to_string()))
-            .await?
-        else {
-            return Ok(Outcome::Skipped(format!(
-                "job {city}/{job_sk} no longer exists"
-            )));
-        };
-        let job = Job::parse(&item).map_err(|e| MessageError::Permanent {
-            kind: "BadJob",
-            reason: e.to_string(),
-        })?;
-        if job.status != JobStatus::Open || !self.in_window(&job) {
-            return Ok(Outcome::Skipped(format!(
-                "job {} is closed or older than {WINDOW_DAYS} days",
-                job.job_id
-            )));
-        }
-        let seekers = self
-            .q(
-                Some("GSI1"),
-                keys::GSI1PK,
-                keys::city_gsi1pk(city),
-                Self::begins(keys::GSI1SK, "seeker#".into()),
-            )
-            .await?;
-        let requested = attr_set(
-            &self
-                .q(
-                    None,
-                    keys::PK,
-                    keys::employer_pk(&job.employer_id),
-                    Self::begins(keys::SK, format!("r#{}#", job.job_id)),
-                )
-                .await?,
-            "seekerId",
-        );
-        let matched: BTreeSet<String> = self
-            .q(
-                Some("GSI1"),
-                keys::GSI1PK,
-                keys::employer_pk(&job.employer_id),
-                Self::begins(keys::GSI1SK, "m#".into()),
-            )
-            .await?
-            .iter()
-            .filter(|m| m.s("jobId").ok() == Some(job.job_id.as_str()))
-            .filter_map(|m| m.s("seekerId").ok().map(str::to_string))
-            .collect();
-        let existing = attr_set(
-            &self
-                .q(
-                    None,
-                    keys::PK,
-                    job.pk(),
-                    Self::begins(keys::SK, format!("s#{}#", job.job_id)),
-                )
-                .await?,
-            "seekerId",
-        );
-        let now = (self.now)();
-        let mut writes = Vec::new();
-        for item in &seekers {
-            let Ok(seeker) = Seeker::parse(item) else {
-                continue;
-            };
-            let sk = keys::suggestion_sk(&job.job_id, &seeker.seeker_id);
-            let excluded =
-                requested.contains(&seeker.seeker_id) || matched.contains(&seeker.seeker_id);
-            let points = score(&seeker, &job);
-            match level(points).filter(|_| !excluded) {
-                Some(l) => writes.push(put(suggestion_item(&seeker, &job, l, points, now))),
-                None if existing.contains(&seeker.seeker_id) => {
-                    writes.push(delete(key(job.pk(), sk)))
-                }
-                None => {}
-            }
-        }
-        self.write(writes).await
-    }
-
-    async fn seeker_changed(&self, seeker_id: &str) -> Result<Outcome, MessageError> {
-        let existing: BTreeMap<(String, String), Item> = self
-            .q(
-                Some("GSI1"),
-                keys::GSI1PK,
-                keys::seeker_pk(seeker_id),
-                Self::begins(keys::GSI1SK, "j#R".into()),
-            )
-            .await?
-            .into_iter()
-            .filter_map(|i| {
-                Some((
-                    (
-                        i.s(keys::PK).ok()?.to_string(),
-                        i.s(keys::SK).ok()?.to_string(),
-                    ),
-                    i,
+    /// Every suggestion of one job.
+    async fn job_scope(
+        &self,
+        reads: &Reads,
+        city: &str,
+        job_id: &str,
+        job_sk: Option<String>,
+    ) -> Result<Plan, MessageError> {
+        let pk = keys::job_pk(city);
+        let existing = Self::query(
+            reads,
+            None,
+            keys::PK,
+            pk.clone(),
+            Some(SortKey::BeginsWith(keys::SK.into(), format!("s#{job_id}#"))),
+        )
+        .await?;
+        // A `jobClosed` of an older build names only the job id: its key
+        // is on its suggestions.
+        let job_sk = job_sk.or_else(|| {
+            existing.first().and_then(|e| {
+                Some(keys::job_sk(
+                    e.s("postedAt").ok()?,
+                    e.s("zip").ok()?,
+                    job_id,
                 ))
             })
-            .collect();
-        let profile = self
-            .store
-            .get(
-                &self.table,
-                key(keys::seeker_pk(seeker_id), keys::PROFILE_SK.into()),
-            )
-            .await?;
-        let mut wanted: BTreeMap<(String, String), Item> = BTreeMap::new();
-        if let Some(item) = profile {
-            let seeker = Seeker::parse(&item).map_err(|e| MessageError::Permanent {
-                kind: "BadSeeker",
+        });
+        let Some(job_sk) = job_sk else {
+            return Ok(Plan::default());
+        };
+        let job_key = key(pk.clone(), job_sk);
+        let job_item = reads.store.get(&reads.table, job_key.clone()).await?;
+        let job = match &job_item {
+            Some(i) => Some(Job::parse(i).map_err(|e| MessageError::Permanent {
+                kind: "BadJob",
                 reason: e.to_string(),
-            })?;
-            let now = (self.now)();
-            let from = (now - Duration::days(WINDOW_DAYS)).date_naive();
-            let until = now.date_naive();
-            let jobs = self
-                .q(
-                    None,
-                    keys::PK,
-                    keys::job_pk(&seeker.city),
-                    Some(SortKey::Between(
-                        keys::SK.into(),
-                        format!("j#{from}"),
-                        format!("j#{until}#\u{10FFFF}"),
-                    )),
-                )
-                .await?;
-            let requested: BTreeSet<String> = self
-                .q(
-                    Some("GSI1"),
-                    keys::GSI1PK,
-                    keys::seeker_pk(seeker_id),
-                    Self::begins(keys::GSI1SK, "r#".into()),
-                )
-                .await?
-                .iter()
-                .filter_map(|r| r.s("jobId").ok().map(str::to_string))
-                .collect();
-            let matched = attr_set(
-                &self
-                    .q(
-                        None,
-                        keys::PK,
-                        keys::seeker_pk(seeker_id),
-                        Self::begins(keys::SK, "j#".into()),
-                    )
-                    .await?,
-                "jobId",
-            );
-            for item in &jobs {
-                let Ok(job) = Job::parse(item) else { continue };
-                if job.status != JobStatus::Open
-                    || requested.contains(&job.job_id)
-                    || matched.contains(&job.job_id)
-                {
-                    continue;
-                }
-                let points = score(&seeker, &job);
-                if let Some(l) = level(points) {
-                    let it = suggestion_item(&seeker, &job, l, points, now);
-                    wanted.insert((job.pk(), keys::suggestion_sk(&job.job_id, seeker_id)), it);
+            })?),
+            None => None,
+        };
+        let job_guards = as_read(job_key, job_item.as_ref(), JOB_FACTS);
+        let mut plan = Plan::default();
+        let mut seekers: BTreeMap<String, Option<Item>> = BTreeMap::new();
+        if let Some(job) = job.as_ref().filter(|j| candidate(j, reads.now)) {
+            // Candidates come from GSI1 (eventually consistent); each is
+            // then read consistently, and a seeker the index missed is
+            // scored by its own `seekerChanged`.
+            for s in Self::query(
+                reads,
+                Some("GSI1"),
+                keys::GSI1PK,
+                keys::city_gsi1pk(&job.city),
+                Some(SortKey::BeginsWith(keys::GSI1SK.into(), "seeker#".into())),
+            )
+            .await?
+            {
+                if let Ok(id) = s.s("seekerId") {
+                    seekers.insert(id.to_string(), None);
                 }
             }
         }
-        let mut writes: Vec<WriteRequest> = existing
+        for e in &existing {
+            if let Ok(id) = e.s("seekerId") {
+                seekers.entry(id.to_string()).or_insert(None);
+            }
+        }
+        let profile_keys: Vec<Item> = seekers
             .keys()
-            .filter(|k| !wanted.contains_key(*k))
-            .map(|(pk, sk)| delete(key(pk.clone(), sk.clone())))
+            .map(|id| key(keys::seeker_pk(id), keys::PROFILE_SK.into()))
             .collect();
-        writes.extend(wanted.into_values().map(put));
-        self.write(writes).await
+        for p in reads.store.batch_get(&reads.table, profile_keys).await? {
+            if let Ok(id) = p.s("seekerId") {
+                let id = id.to_string();
+                seekers.insert(id, Some(p));
+            }
+        }
+        let pairs: Vec<(&Job, String)> = match &job {
+            Some(j) => seekers.keys().map(|id| (j, id.clone())).collect(),
+            None => vec![],
+        };
+        let facts = pair_facts(reads, &pairs).await?;
+        let mut want_of: BTreeMap<String, Vec<Guard>> = BTreeMap::new();
+        for (id, profile) in &seekers {
+            let seeker_key = key(keys::seeker_pk(id), keys::PROFILE_SK.into());
+            let mut guards = job_guards.clone();
+            guards.extend(as_read(seeker_key, profile.as_ref(), SEEKER_FACTS));
+            if let (Some(job), Some(f)) = (&job, facts.get(&(job_id.to_string(), id.clone()))) {
+                guards.extend(pair_guards(job, id, f));
+                let seeker = profile.as_ref().and_then(|p| Seeker::parse(p).ok());
+                if let Some(item) = seeker.and_then(|s| wanted(&s, job, f, reads.now)) {
+                    plan.desired.push(Guarded {
+                        item,
+                        guards: guards.clone(),
+                    });
+                }
+            }
+            want_of.insert(id.clone(), guards);
+        }
+        for e in existing {
+            let id = e.s("seekerId").unwrap_or_default().to_string();
+            let guards = want_of
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| job_guards.clone());
+            plan.existing.push(Guarded { item: e, guards });
+        }
+        Ok(plan)
     }
 
-    async fn job_closed(&self, city: &str, job_id: &str) -> Result<Outcome, MessageError> {
-        let pk = keys::job_pk(city);
-        let existing = self
-            .q(
+    /// Every suggestion of one seeker.
+    async fn seeker_scope(&self, reads: &Reads, seeker_id: &str) -> Result<Plan, MessageError> {
+        let seeker_key = key(keys::seeker_pk(seeker_id), keys::PROFILE_SK.into());
+        let profile = reads.store.get(&reads.table, seeker_key.clone()).await?;
+        let seeker = match &profile {
+            Some(p) => Some(Seeker::parse(p).map_err(|e| MessageError::Permanent {
+                kind: "BadSeeker",
+                reason: e.to_string(),
+            })?),
+            None => None,
+        };
+        let seeker_guards = as_read(seeker_key, profile.as_ref(), SEEKER_FACTS);
+        // Existing suggestions: GSI1 (the only way to list a seeker's).
+        let existing = Self::query(
+            reads,
+            Some("GSI1"),
+            keys::GSI1PK,
+            keys::seeker_pk(seeker_id),
+            Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
+        )
+        .await?;
+        let mut jobs: BTreeMap<(String, String), Option<Item>> = BTreeMap::new();
+        if let Some(seeker) = &seeker {
+            for j in Self::query(
+                reads,
                 None,
                 keys::PK,
-                pk.clone(),
-                Self::begins(keys::SK, format!("s#{job_id}#")),
+                keys::job_pk(&seeker.city),
+                Some(SortKey::Between(
+                    keys::SK.into(),
+                    format!("j#{}", window_start(reads.now)),
+                    "j#\u{10FFFF}".into(),
+                )),
             )
-            .await?;
-        let writes = existing
+            .await?
+            {
+                if let (Ok(pk), Ok(sk)) = (j.s(keys::PK), j.s(keys::SK)) {
+                    jobs.insert((pk.to_string(), sk.to_string()), Some(j.clone()));
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        for e in &existing {
+            if let (Ok(pk), Ok(posted), Ok(zip), Ok(job_id)) =
+                (e.s(keys::PK), e.s("postedAt"), e.s("zip"), e.s("jobId"))
+            {
+                let k = (pk.to_string(), keys::job_sk(posted, zip, job_id));
+                if !jobs.contains_key(&k) {
+                    missing.push(key(k.0.clone(), k.1.clone()));
+                    jobs.insert(k, None);
+                }
+            }
+        }
+        for j in reads.store.batch_get(&reads.table, missing).await? {
+            if let (Ok(pk), Ok(sk)) = (j.s(keys::PK), j.s(keys::SK)) {
+                jobs.insert((pk.to_string(), sk.to_string()), Some(j.clone()));
+            }
+        }
+        let parsed: Vec<((String, String), Option<Job>)> = jobs
             .iter()
-            .filter_map(|i| i.s(keys::SK).ok())
-            .map(|sk| delete(key(pk.clone(), sk.to_string())))
+            .map(|(k, i)| (k.clone(), i.as_ref().and_then(|i| Job::parse(i).ok())))
             .collect();
-        self.write(writes).await
+        let pairs: Vec<(&Job, String)> = parsed
+            .iter()
+            .filter_map(|(_, j)| j.as_ref().map(|j| (j, seeker_id.to_string())))
+            .collect();
+        let facts = pair_facts(reads, &pairs).await?;
+        let mut plan = Plan::default();
+        let mut guards_of: BTreeMap<String, Vec<Guard>> = BTreeMap::new();
+        for ((pk, sk), job) in &parsed {
+            let item = jobs.get(&(pk.clone(), sk.clone())).cloned().flatten();
+            let mut guards = seeker_guards.clone();
+            guards.extend(as_read(
+                key(pk.clone(), sk.clone()),
+                item.as_ref(),
+                JOB_FACTS,
+            ));
+            if let Some(job) = job {
+                if let Some(f) = facts.get(&(job.job_id.clone(), seeker_id.to_string())) {
+                    guards.extend(pair_guards(job, seeker_id, f));
+                    if let Some(it) = seeker.as_ref().and_then(|s| wanted(s, job, f, reads.now)) {
+                        plan.desired.push(Guarded {
+                            item: it,
+                            guards: guards.clone(),
+                        });
+                    }
+                }
+                guards_of.insert(job.job_id.clone(), guards);
+            }
+        }
+        for e in existing {
+            let job_id = e.s("jobId").unwrap_or_default().to_string();
+            let guards = guards_of
+                .get(&job_id)
+                .cloned()
+                .unwrap_or_else(|| seeker_guards.clone());
+            plan.existing.push(Guarded { item: e, guards });
+        }
+        Ok(plan)
     }
 }
 
-impl MessageProcessor for SuggestionsProcessor {
+impl SetJob for Suggestions {
     fn name(&self) -> &'static str {
         "suggestions"
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
+    fn key_names(&self) -> &'static [&'static str] {
+        &[keys::PK, keys::SK]
     }
 
-    async fn process(&self, body: &str) -> Result<Outcome, MessageError> {
-        match decode::<SuggestionJob>(body).map_err(body_error)? {
-            SuggestionJob::JobOpened { city, job_sk } => self.job_opened(&city, &job_sk).await,
-            SuggestionJob::JobClosed { city, job_id } => self.job_closed(&city, &job_id).await,
-            SuggestionJob::SeekerChanged { seeker_id } => self.seeker_changed(&seeker_id).await,
-            SuggestionJob::PairRequested {
-                city,
-                job_id,
-                seeker_id,
-            } => {
-                let k = key(
-                    keys::job_pk(&city),
-                    keys::suggestion_sk(&job_id, &seeker_id),
-                );
-                self.store.delete_keys(&self.table, vec![k]).await?;
-                Ok(Outcome::Applied)
+    fn volatile(&self) -> &'static [&'static str] {
+        &["generatedAt", keys::TTL]
+    }
+
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        reads: &'a Reads,
+    ) -> BoxFut<'a, Result<Plan, MessageError>> {
+        Box::pin(async move {
+            match decode::<SuggestionJob>(body).map_err(body_error)? {
+                SuggestionJob::JobOpened { city, job_sk } => {
+                    let job_id = job_sk.rsplit('#').next().unwrap_or_default().to_string();
+                    self.job_scope(reads, &city, &job_id, Some(job_sk)).await
+                }
+                SuggestionJob::JobClosed { city, job_id } => {
+                    self.job_scope(reads, &city, &job_id, None).await
+                }
+                SuggestionJob::PairRequested { city, job_id, .. } => {
+                    self.job_scope(reads, &city, &job_id, None).await
+                }
+                SuggestionJob::SeekerChanged { seeker_id } => {
+                    self.seeker_scope(reads, &seeker_id).await
+                }
             }
-        }
+        })
     }
 }
 
@@ -422,12 +494,53 @@ mod tests {
         assert_eq!(item["relevance"], n(2));
         assert_eq!(item.len(), 16);
         // What the derive rules compute for it is what it already carries.
-        let p = crate::engine::derive::DeriveRules::projection(
-            &super::super::derive::JobBoardDerive,
-            &item,
-        )
-        .unwrap()
-        .unwrap();
+        let p =
+            crate::engine::rules::Rules::projection(&super::super::derive::JobBoardDerive, &item)
+                .unwrap()
+                .unwrap();
         assert!(crate::engine::derive::projection_update(&["pk", "sk"], &item, &p).is_none());
+    }
+
+    #[test]
+    fn future_dated_jobs_are_candidates_old_ones_are_not() {
+        let now = DateTime::parse_from_rfc3339("2026-11-20T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut j = Job::parse(&job("101", "open")).unwrap();
+        j.posted_at = "2026-12-24".into();
+        assert!(candidate(&j, now), "future-dated jobs are suggested");
+        j.posted_at = "2026-10-21".into();
+        assert!(candidate(&j, now), "30 days back is still in");
+        j.posted_at = "2026-10-20".into();
+        assert!(!candidate(&j, now));
+        j.posted_at = "2026-11-19".into();
+        j.status = JobStatus::Closed;
+        assert!(!candidate(&j, now));
+    }
+
+    #[test]
+    fn requested_or_matched_pairs_get_no_suggestion() {
+        let now = DateTime::parse_from_rfc3339("2026-11-02T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let j = Job::parse(&job("101", "open")).unwrap();
+        let sk = Seeker::parse(&seeker("201", "Montreal")).unwrap();
+        let free = PairFacts {
+            requested: false,
+            matched: false,
+        };
+        assert!(wanted(&sk, &j, &free, now).is_some());
+        let requested = PairFacts {
+            requested: true,
+            matched: false,
+        };
+        assert!(wanted(&sk, &j, &requested, now).is_none());
+        let matched = PairFacts {
+            requested: false,
+            matched: true,
+        };
+        assert!(wanted(&sk, &j, &matched, now).is_none());
+        let elsewhere = Seeker::parse(&seeker("201", "Toronto")).unwrap();
+        assert!(wanted(&elsewhere, &j, &free, now).is_none());
     }
 }

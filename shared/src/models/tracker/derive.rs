@@ -4,7 +4,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::keys::{self, Kind};
 use super::schema::APPLICATION_STATUS;
-use crate::engine::derive::{Counter, DeriveRules, Projection};
+use crate::engine::rules::{Contribution, Counter, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, key_of, AttrError, Item, ItemExt};
 
@@ -36,18 +36,21 @@ fn app_err(image: &Item) -> impl Fn(AttrError) -> InputError + '_ {
     }
 }
 
-/// The META/COUNT counter of non-archived applications.
+/// The META/COUNT counter of non-archived applications (created by the
+/// processor on the first count, kept at 0 when nothing counts).
 pub fn count_counter() -> Counter {
     Counter {
         key: vec![
             (keys::PK, keys::META_PK.to_string()),
             (keys::SK, keys::COUNT_SK.to_string()),
         ],
-        attr: keys::COUNT_ATTR,
+        attrs: &[keys::COUNT_ATTR],
+        create: Some(vec![]),
+        remove_at_zero: false,
     }
 }
 
-impl DeriveRules for TrackerDerive {
+impl Rules for TrackerDerive {
     fn key_names(&self) -> &'static [&'static str] {
         &[keys::PK, keys::SK]
     }
@@ -84,8 +87,9 @@ impl DeriveRules for TrackerDerive {
         }))
     }
 
-    /// An application contributes 1 to META/COUNT while not archived.
-    fn contributions(&self, image: &Item) -> Result<Vec<(Counter, i64)>, InputError> {
+    /// An application contributes 1 to META/COUNT while not archived; only
+    /// `isArchived` needs to be readable for that.
+    fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, InputError> {
         if kind_of(image)? != Kind::Application {
             return Ok(vec![]);
         }
@@ -93,8 +97,20 @@ impl DeriveRules for TrackerDerive {
         Ok(if archived {
             vec![]
         } else {
-            vec![(count_counter(), 1)]
+            vec![Contribution {
+                counter: count_counter(),
+                values: vec![(keys::COUNT_ATTR, 1)],
+            }]
         })
+    }
+
+    fn counter(&self, image: &Item) -> Option<Counter> {
+        (kind_of(image).ok()? == Kind::Meta).then(count_counter)
+    }
+
+    /// History entries imply nothing: skipped without a read.
+    fn ignores(&self, keys: &Item) -> bool {
+        matches!(kind_of(keys), Ok(Kind::History))
     }
 }
 
@@ -103,6 +119,7 @@ mod tests {
     use super::*;
     use crate::change::{Change, ChangeKind};
     use crate::engine::derive::projection_update;
+    use crate::engine::rules::Rules as _;
     use crate::item::s;
     use crate::models::tracker::schema::tests::{app, stage};
 
@@ -183,12 +200,16 @@ mod tests {
     /// What a change does to the counters: new contributions minus old.
     fn counter_deltas(
         change: &Change,
-    ) -> Result<std::collections::BTreeMap<Counter, i64>, InputError> {
+    ) -> Result<std::collections::BTreeMap<String, i64>, InputError> {
         let mut deltas = std::collections::BTreeMap::new();
         for (image, sign) in [(&change.old, -1), (&change.new, 1)] {
             if let Some(img) = image {
-                for (c, v) in TrackerDerive.contributions(img)? {
-                    *deltas.entry(c).or_insert(0) += sign * v;
+                for c in TrackerDerive.contributions(img)? {
+                    for (attr, v) in c.values {
+                        *deltas
+                            .entry(format!("{:?}|{attr}", c.counter.key))
+                            .or_insert(0) += sign * v;
+                    }
                 }
             }
         }

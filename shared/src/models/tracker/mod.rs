@@ -10,7 +10,29 @@ pub mod history;
 pub mod keys;
 pub mod schema;
 
+use std::sync::Arc;
+
 use crate::models::table::{Gsi, TableDef};
+use crate::models::{FoldSpec, KeyFilter, Model};
+
+/// The tracker in the registry.
+pub fn model() -> Model {
+    Model {
+        name: "tracker",
+        about: "application tracker (seed 001): history, META/COUNT, GSI1/GSI2",
+        table: table(),
+        rules: Arc::new(derive::TrackerDerive),
+        fold: Some(FoldSpec {
+            processor: "history",
+            rules: Arc::new(history::TrackerHistory),
+            filter: vec![KeyFilter::Prefix("APP#"), KeyFilter::Prefix("STAGE#")],
+        }),
+        consumers: vec![],
+        derive_filter: vec![KeyFilter::Prefix("APP#")],
+        checks: None,
+        demo: None,
+    }
+}
 
 /// The tracker's table (seed 001).
 pub fn table() -> TableDef {

@@ -1,0 +1,176 @@
+//! Once effects: writes that must happen at most once per key (a match per
+//! seeker and job), given preconditions.
+//!
+//! One transaction holds a permanent marker in the ledger
+//! (`ONCE#<consumer>#<key>`, `attribute_not_exists`), a condition check per
+//! precondition, and the writes. A duplicate (however late, whatever its
+//! body's other fields) fails the marker's condition and ends as
+//! [`Outcome::Duplicate`]; a failed precondition ends as a logged
+//! [`Outcome::Skipped`] instead of retrying forever.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
+use chrono::Utc;
+
+use super::setjob::{condition, BoxFut, Guard, Reads};
+use crate::item::{s, Item};
+use crate::ledger;
+use crate::metrics::Metrics;
+use crate::sqs::{MessageError, MessageProcessor, Outcome};
+use crate::store::{Store, TxError};
+
+/// What a once effect wants.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OncePlan {
+    /// The key the effect is unique for (e.g. `<seekerId>#<jobId>`).
+    pub once_key: String,
+    /// Preconditions, each with the reason logged when it fails.
+    pub checks: Vec<(Guard, String)>,
+    pub puts: Vec<Item>,
+    pub deletes: Vec<Item>,
+}
+
+/// A once rule.
+pub trait Once: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn key_names(&self) -> &'static [&'static str];
+    /// Decodes the body (bad body: `MessageError::Permanent`) and says what
+    /// to do; it may read (consistently) through `reads`.
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        reads: &'a Reads,
+    ) -> BoxFut<'a, Result<OncePlan, MessageError>>;
+}
+
+/// Ledger key of a once marker.
+pub fn marker_key(consumer: &str, once_key: &str) -> Item {
+    ledger::key(format!("ONCE#{consumer}#{once_key}"), "ONCE")
+}
+
+/// The SQS consumer of a [`Once`] rule.
+pub struct OnceProcessor {
+    rule: Arc<dyn Once>,
+    reads: Reads,
+    metrics: Metrics,
+}
+
+impl OnceProcessor {
+    pub fn new(rule: Arc<dyn Once>, store: Store, table: &str, ledger_table: &str) -> Self {
+        Self {
+            rule,
+            reads: Reads {
+                store,
+                table: table.into(),
+                ledger_table: ledger_table.into(),
+                now: Utc::now(),
+            },
+            metrics: Metrics::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.reads.store
+    }
+
+    fn actions(&self, plan: &OncePlan) -> Vec<TransactWriteItem> {
+        let table = &self.reads.table;
+        let key0 = self.rule.key_names()[0];
+        let mut marker = marker_key(self.rule.name(), &plan.once_key);
+        marker.insert("at".into(), s(self.reads.now.to_rfc3339()));
+        let mut actions = vec![TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.reads.ledger_table)
+                    .set_item(Some(marker))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .build()
+                    .expect("table and item are set"),
+            )
+            .build()];
+        for (g, _) in &plan.checks {
+            let (t, kn) = if g.ledger {
+                (self.reads.ledger_table.as_str(), ledger::PK)
+            } else {
+                (table.as_str(), key0)
+            };
+            let e = condition(&[g], kn);
+            let mut c = ConditionCheck::builder()
+                .table_name(t)
+                .set_key(Some(g.key.clone()))
+                .condition_expression(e.text);
+            for (k, v) in e.names {
+                c = c.expression_attribute_names(k, v);
+            }
+            for (k, v) in e.values {
+                c = c.expression_attribute_values(k, v);
+            }
+            actions.push(
+                TransactWriteItem::builder()
+                    .condition_check(c.build().expect("table, key and condition are set"))
+                    .build(),
+            );
+        }
+        for p in &plan.puts {
+            actions.push(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(table)
+                            .set_item(Some(p.clone()))
+                            .build()
+                            .expect("table and item are set"),
+                    )
+                    .build(),
+            );
+        }
+        for k in &plan.deletes {
+            actions.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(table)
+                            .set_key(Some(k.clone()))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            );
+        }
+        actions
+    }
+}
+
+impl MessageProcessor for OnceProcessor {
+    fn name(&self) -> &'static str {
+        self.rule.name()
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    async fn process(&self, body: &str) -> Result<Outcome, MessageError> {
+        let mut reads = self.reads.clone();
+        reads.now = Utc::now();
+        let plan = self.rule.plan(body, &reads).await?;
+        match self.reads.store.transact(self.actions(&plan)).await {
+            Ok(()) => Ok(Outcome::Applied),
+            Err(TxError::ConditionsFailed { failed }) => {
+                if failed.first() == Some(&true) {
+                    return Ok(Outcome::Duplicate);
+                }
+                let reason = plan
+                    .checks
+                    .iter()
+                    .enumerate()
+                    .find(|(i, _)| failed.get(i + 1) == Some(&true))
+                    .map(|(_, (_, r))| r.clone())
+                    .unwrap_or_else(|| "a precondition does not hold".into());
+                Ok(Outcome::Skipped(reason))
+            }
+            Err(TxError::Store(e)) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The vocabulary a model's stream rules speak (SPEC §7).
+//!
+//! Given an item's image, a rule says (pure, no I/O):
+//!
+//! - [`Projection`]: processor-owned attributes of this item (absent = sparse);
+//! - derived items: the set of *other* items this item implies;
+//! - [`Contribution`]s: what this item adds to counter items (several
+//!   attributes per counter item);
+//! - whether this item *is* a counter item ([`Counter`]), so the engine keeps
+//!   its attributes equal to the sums even when a writer overwrites it;
+//! - [`OutMessage`]s: jobs a change starts (work that fans out or is heavy).
+//!
+//! The engine ([`super::derive`]) applies it exactly once, in order and
+//! loop-free. Delivery is at-least-once: the engine derives from the item *as
+//! it is* (a consistent read), never from a possibly stale record image, so a
+//! redelivered or replayed record writes nothing and never moves a derived
+//! datum backwards.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::change::Change;
+use crate::error::InputError;
+use crate::item::Item;
+
+/// Processor-owned attributes an item should carry, computed from its image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Projection {
+    /// Attribute name and its computed value; `None` means "must be absent"
+    /// (sparse indexes).
+    pub attrs: Vec<(&'static str, Option<AttributeValue>)>,
+    /// The source attributes the values were computed from: the write is
+    /// conditioned on them still holding the image's values.
+    pub sources: Vec<&'static str>,
+}
+
+/// A counter item: an item whose numeric attributes are sums of
+/// contributions of other items.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counter {
+    /// Key attributes of the counter item, as (name, string value).
+    pub key: Vec<(&'static str, String)>,
+    /// Every attribute the counter keeps; each is present once the item
+    /// exists (0 when nothing counts).
+    pub attrs: &'static [&'static str],
+    /// `Some(attributes stamped on creation)`: the processor creates the item
+    /// (e.g. `type = counts`). `None`: the item is the writer's and is never
+    /// created by the processor (its sums wait in the ledger until it exists).
+    pub create: Option<Vec<(&'static str, AttributeValue)>>,
+    /// Delete the (processor-created) item when every sum is zero.
+    pub remove_at_zero: bool,
+}
+
+impl Counter {
+    /// The counter item's key as an item.
+    pub fn key_item(&self) -> Item {
+        self.key
+            .iter()
+            .map(|(k, v)| (k.to_string(), AttributeValue::S(v.clone())))
+            .collect()
+    }
+}
+
+/// What one item adds to one counter item: (attribute, amount) pairs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contribution {
+    pub counter: Counter,
+    pub values: Vec<(&'static str, i64)>,
+}
+
+/// An asynchronous job to enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutMessage {
+    /// Logical queue name, mapped to a URL by configuration.
+    pub queue: &'static str,
+    pub body: String,
+}
+
+/// What a model derives from an item's state. Pure functions: no I/O.
+///
+/// Each aspect is computed on its own: an aspect that meets bad input keeps
+/// what earlier valid states implied (the engine logs and counts it) while
+/// the other aspects still apply.
+pub trait Rules: Send + Sync {
+    /// The table's key attribute names (partition key first).
+    fn key_names(&self) -> &'static [&'static str];
+
+    /// Processor-owned attributes this item should carry, or `None`.
+    fn projection(&self, _image: &Item) -> Result<Option<Projection>, InputError> {
+        Ok(None)
+    }
+
+    /// The other items this item implies (complete items, keys included).
+    /// The engine creates, updates and deletes them so that exactly this set
+    /// exists for the item's current state.
+    fn derived(&self, _image: &Item) -> Result<Vec<Item>, InputError> {
+        Ok(vec![])
+    }
+
+    /// What this item, in this state, contributes to counters.
+    fn contributions(&self, _image: &Item) -> Result<Vec<Contribution>, InputError> {
+        Ok(vec![])
+    }
+
+    /// `Some` when this item is itself a counter item (its sums are kept equal
+    /// to the contributions even if a writer overwrites them).
+    fn counter(&self, _image: &Item) -> Option<Counter> {
+        None
+    }
+
+    /// Jobs this change starts, enqueued after its other effects. Consumers
+    /// must be idempotent: a redelivered record enqueues again.
+    fn messages(&self, _change: &Change) -> Result<Vec<OutMessage>, InputError> {
+        Ok(vec![])
+    }
+
+    /// Whether the engine may skip this record without reading anything
+    /// (e.g. the processors' own items that imply nothing). Default: never.
+    fn ignores(&self, _keys: &Item) -> bool {
+        false
+    }
+}

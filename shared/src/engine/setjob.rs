@@ -1,0 +1,732 @@
+//! Set jobs: queue consumers that keep the set of items of a scope (a post's
+//! timeline entries, a job's suggestions, an event's prediction scores)
+//! equal to what consistent reads of the facts imply.
+//!
+//! The rule ([`SetJob::plan`]) reads the facts and says which items should
+//! exist and which exist now, each with the facts ([`Guard`]s) it depends
+//! on. The engine writes only the difference, and every write that depends
+//! on a fact is conditioned on it in the same transaction: a late or
+//! duplicated job, or one racing a newer fact, never resurrects what a newer
+//! fact removed nor removes what a newer fact created. A failed guard means a
+//! newer fact won (its own job fixes the scope): that write is dropped, the
+//! others go on.
+//!
+//! Delivery is at-least-once, in any order; a job is idempotent because it
+//! re-reads the facts each time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, PutRequest, TransactWriteItem,
+    WriteRequest,
+};
+use chrono::{DateTime, Utc};
+
+use super::rules::OutMessage;
+use crate::item::{key_of, Item};
+use crate::ledger::item_id;
+use crate::metrics::Metrics;
+use crate::sqs::{MessageError, MessageProcessor, Outcome};
+use crate::store::{Store, TxError};
+
+/// A boxed future (rules with reads are trait objects).
+pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a guard requires of an item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cond {
+    Exists,
+    Absent,
+    /// The item exists and `attr = value`.
+    Equals(&'static str, AttributeValue),
+    /// The item is absent, or `attr <> value`.
+    AbsentOrNot(&'static str, AttributeValue),
+    /// The item exists without `attr`.
+    Missing(&'static str),
+}
+
+/// A fact a write depends on: checked in the same transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    /// In the ledger table (e.g. a pair marker) rather than the model table.
+    pub ledger: bool,
+    pub key: Item,
+    pub cond: Cond,
+}
+
+impl Guard {
+    pub fn exists(key: Item) -> Self {
+        Self {
+            ledger: false,
+            key,
+            cond: Cond::Exists,
+        }
+    }
+    pub fn absent(key: Item) -> Self {
+        Self {
+            ledger: false,
+            key,
+            cond: Cond::Absent,
+        }
+    }
+    pub fn equals(key: Item, attr: &'static str, value: AttributeValue) -> Self {
+        Self {
+            ledger: false,
+            key,
+            cond: Cond::Equals(attr, value),
+        }
+    }
+    pub fn absent_or_not(key: Item, attr: &'static str, value: AttributeValue) -> Self {
+        Self {
+            ledger: false,
+            key,
+            cond: Cond::AbsentOrNot(attr, value),
+        }
+    }
+    /// The item exists and `attr` is as read (`None`: absent).
+    pub fn same(key: Item, attr: &'static str, value: Option<&AttributeValue>) -> Self {
+        Self {
+            ledger: false,
+            key,
+            cond: match value {
+                Some(v) => Cond::Equals(attr, v.clone()),
+                None => Cond::Missing(attr),
+            },
+        }
+    }
+    /// The same guard on the ledger table.
+    pub fn in_ledger(mut self) -> Self {
+        self.ledger = true;
+        self
+    }
+
+    /// Whether `item` (absent: `None`) satisfies the guard now.
+    pub fn holds(&self, item: Option<&Item>) -> bool {
+        match (&self.cond, item) {
+            (Cond::Exists, i) => i.is_some(),
+            (Cond::Absent, i) => i.is_none(),
+            (Cond::Equals(a, v), Some(i)) => i.get(*a) == Some(v),
+            (Cond::Equals(..), None) => false,
+            (Cond::AbsentOrNot(a, v), Some(i)) => i.get(*a) != Some(v),
+            (Cond::AbsentOrNot(..), None) => true,
+            (Cond::Missing(a), Some(i)) => !i.contains_key(*a),
+            (Cond::Missing(_), None) => false,
+        }
+    }
+}
+
+/// A condition expression with its placeholders, numbered from `n`.
+pub(crate) struct Expr {
+    pub text: String,
+    pub names: Vec<(String, String)>,
+    pub values: Vec<(String, AttributeValue)>,
+}
+
+/// The condition of several guards on one item, ANDed.
+pub(crate) fn condition(guards: &[&Guard], key_name: &str) -> Expr {
+    let mut parts = Vec::new();
+    let mut names = vec![("#k0".to_string(), key_name.to_string())];
+    let mut values = Vec::new();
+    for (i, g) in guards.iter().enumerate() {
+        match &g.cond {
+            Cond::Exists => parts.push("attribute_exists(#k0)".to_string()),
+            Cond::Absent => parts.push("attribute_not_exists(#k0)".to_string()),
+            Cond::Equals(a, v) => {
+                parts.push(format!("#g{i} = :g{i}"));
+                names.push((format!("#g{i}"), a.to_string()));
+                values.push((format!(":g{i}"), v.clone()));
+            }
+            Cond::AbsentOrNot(a, v) => {
+                parts.push(format!("(attribute_not_exists(#k0) OR #g{i} <> :g{i})"));
+                names.push((format!("#g{i}"), a.to_string()));
+                values.push((format!(":g{i}"), v.clone()));
+            }
+            Cond::Missing(a) => {
+                parts.push(format!(
+                    "attribute_exists(#k0) AND attribute_not_exists(#g{i})"
+                ));
+                names.push((format!("#g{i}"), a.to_string()));
+            }
+        }
+    }
+    Expr {
+        text: parts.join(" AND "),
+        names,
+        values,
+    }
+}
+
+/// An item of the scope and the facts it depends on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarded {
+    pub item: Item,
+    pub guards: Vec<Guard>,
+}
+
+/// Processor-owned attributes of an existing item to set (`Some`) or remove
+/// (`None`), with the facts they were computed from. The item must exist;
+/// the rule includes only what differs from what it read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardedUpdate {
+    pub key: Item,
+    pub attrs: Vec<(&'static str, Option<AttributeValue>)>,
+    pub guards: Vec<Guard>,
+}
+
+/// What a set job found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Items that should exist, each with the facts its existence depends on.
+    pub desired: Vec<Guarded>,
+    /// Items of the scope that exist now, each with the facts its removal
+    /// depends on (used only if it is not desired).
+    pub existing: Vec<Guarded>,
+    /// Attribute updates of items the scope does not own (e.g. the scores
+    /// of writers' predictions).
+    pub updates: Vec<GuardedUpdate>,
+    /// Jobs to enqueue once the writes are done (the next page of a large
+    /// scope, say).
+    pub then: Vec<OutMessage>,
+}
+
+/// Read access for rules: consistent reads of the model table and ledger.
+#[derive(Clone)]
+pub struct Reads {
+    pub store: Store,
+    pub table: String,
+    pub ledger_table: String,
+    pub now: DateTime<Utc>,
+}
+
+/// A set job rule.
+pub trait SetJob: Send + Sync {
+    /// The consumer's name (logs, metrics).
+    fn name(&self) -> &'static str;
+    /// The model table's key names (partition key first).
+    fn key_names(&self) -> &'static [&'static str];
+    /// Attributes that do not make two versions of an item differ (e.g. a
+    /// generation time): an existing item equal but for them is kept.
+    fn volatile(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Reads the facts for the job in `body` and plans the scope. A body that
+    /// cannot be read is `MessageError::Permanent`.
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        reads: &'a Reads,
+    ) -> BoxFut<'a, Result<Plan, MessageError>>;
+}
+
+/// One write of the diff.
+#[derive(Debug, Clone)]
+struct Op {
+    write: Write,
+    key: Item,
+    guards: Vec<Guard>,
+}
+
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Item),
+    Delete,
+    Update(Vec<(&'static str, Option<AttributeValue>)>),
+}
+
+/// What applying a plan did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    pub puts: usize,
+    pub deletes: usize,
+    pub updates: usize,
+    /// Writes dropped because a guard failed (a newer fact won).
+    pub superseded: usize,
+}
+
+impl Applied {
+    fn count(&mut self, w: &Write) {
+        match w {
+            Write::Put(_) => self.puts += 1,
+            Write::Delete => self.deletes += 1,
+            Write::Update(_) => self.updates += 1,
+        }
+    }
+
+    pub fn writes(&self) -> usize {
+        self.puts + self.deletes + self.updates
+    }
+}
+
+/// Diffs a plan against what exists and writes the difference.
+pub async fn apply(
+    store: &Store,
+    table: &str,
+    ledger_table: &str,
+    key_names: &[&str],
+    volatile: &[&str],
+    plan: &Plan,
+) -> Result<Applied, MessageError> {
+    let strip = |i: &Item| -> Item {
+        i.iter()
+            .filter(|(k, _)| !volatile.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let existing: HashMap<String, &Guarded> = plan
+        .existing
+        .iter()
+        .map(|g| (item_id(&key_of(&g.item, key_names)), g))
+        .collect();
+    let mut desired_ids = std::collections::HashSet::new();
+    let mut ops = Vec::new();
+    for d in &plan.desired {
+        let key = key_of(&d.item, key_names);
+        let id = item_id(&key);
+        if !desired_ids.insert(id.clone()) {
+            continue;
+        }
+        if existing
+            .get(&id)
+            .is_some_and(|e| strip(&e.item) == strip(&d.item))
+        {
+            continue;
+        }
+        ops.push(Op {
+            write: Write::Put(d.item.clone()),
+            key,
+            guards: d.guards.clone(),
+        });
+    }
+    for (id, e) in &existing {
+        if !desired_ids.contains(id) {
+            ops.push(Op {
+                write: Write::Delete,
+                key: key_of(&e.item, key_names),
+                guards: e.guards.clone(),
+            });
+        }
+    }
+    for u in &plan.updates {
+        // An update never creates the item.
+        let mut guards = u.guards.clone();
+        guards.push(Guard::exists(u.key.clone()));
+        ops.push(Op {
+            write: Write::Update(u.attrs.clone()),
+            key: u.key.clone(),
+            guards,
+        });
+    }
+    let mut applied = Applied::default();
+    let (free, guarded): (Vec<Op>, Vec<Op>) = ops.into_iter().partition(|o| o.guards.is_empty());
+    if !free.is_empty() {
+        let reqs = free
+            .iter()
+            .map(|o| match &o.write {
+                Write::Put(item) => WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item.clone()))
+                            .build()
+                            .expect("item is set"),
+                    )
+                    .build(),
+                Write::Delete | Write::Update(_) => WriteRequest::builder()
+                    .delete_request(
+                        DeleteRequest::builder()
+                            .set_key(Some(o.key.clone()))
+                            .build()
+                            .expect("key is set"),
+                    )
+                    .build(),
+            })
+            .collect();
+        store.batch_write(table, reqs).await?;
+        for o in &free {
+            applied.count(&o.write);
+        }
+    }
+    let mut pending = guarded;
+    let mut rounds = 0;
+    while !pending.is_empty() {
+        rounds += 1;
+        let Packed {
+            actions,
+            owners,
+            taken,
+            rest,
+        } = pack(pending, table, ledger_table, key_names);
+        pending = rest;
+        match store.transact(actions).await {
+            Ok(()) => {
+                for o in &taken {
+                    applied.count(&o.write);
+                }
+            }
+            Err(TxError::ConditionsFailed { failed }) => {
+                // Drop every op that owns (or shares) a failed action: a
+                // newer fact won. Retry the others.
+                let mut dropped = std::collections::HashSet::new();
+                for (i, f) in failed.iter().enumerate() {
+                    if *f {
+                        dropped.extend(owners[i].iter().copied());
+                    }
+                }
+                applied.superseded += dropped.len();
+                if rounds > 20 {
+                    return Err(MessageError::Retryable(
+                        crate::error::ProcessError::Conflict("guards keep failing".into()),
+                    ));
+                }
+                let mut retry: Vec<Op> = taken
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| !dropped.contains(i))
+                    .map(|(_, o)| o)
+                    .collect();
+                retry.extend(pending);
+                pending = retry;
+            }
+            Err(TxError::Store(e)) => return Err(e.into()),
+        }
+    }
+    Ok(applied)
+}
+
+/// One transaction: its actions, for each action the ops (indexes into
+/// `taken`) it belongs to, the ops it carries, and the ops left for later.
+struct Packed {
+    actions: Vec<TransactWriteItem>,
+    owners: Vec<Vec<usize>>,
+    taken: Vec<Op>,
+    rest: Vec<Op>,
+}
+
+/// Packs ops into one transaction (at most 100 actions, one action per
+/// item): each op's write, conditioned on its guards on its own item, and a
+/// condition check per other guarded item, shared by the ops that need it.
+fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Packed {
+    let mut taken: Vec<Op> = Vec::new();
+    let mut rest = Vec::new();
+    // item id (with table) -> action index
+    let mut slots: BTreeMap<(bool, String), usize> = BTreeMap::new();
+    let mut guards_at: Vec<Vec<Guard>> = Vec::new();
+    let mut writes: Vec<Option<usize>> = Vec::new();
+    let mut owners: Vec<Vec<usize>> = Vec::new();
+    for op in ops {
+        if !rest.is_empty() {
+            rest.push(op);
+            continue;
+        }
+        let own = (false, item_id(&op.key));
+        if slots.contains_key(&own) {
+            rest.push(op);
+            continue;
+        }
+        let new_slots = 1 + op
+            .guards
+            .iter()
+            .filter(|g| {
+                let k = (g.ledger, item_id(&g.key));
+                k != own && !slots.contains_key(&k)
+            })
+            .count();
+        if slots.len() + new_slots > 100 && !taken.is_empty() {
+            rest.push(op);
+            continue;
+        }
+        let idx = taken.len();
+        let w = slots.len();
+        slots.insert(own.clone(), w);
+        guards_at.push(
+            op.guards
+                .iter()
+                .filter(|g| (g.ledger, item_id(&g.key)) == own)
+                .cloned()
+                .collect(),
+        );
+        writes.push(Some(idx));
+        owners.push(vec![idx]);
+        for g in op
+            .guards
+            .iter()
+            .filter(|g| (g.ledger, item_id(&g.key)) != own)
+        {
+            let k = (g.ledger, item_id(&g.key));
+            let slot = match slots.get(&k) {
+                Some(s) => *s,
+                None => {
+                    let s = slots.len();
+                    slots.insert(k, s);
+                    guards_at.push(Vec::new());
+                    writes.push(None);
+                    owners.push(Vec::new());
+                    s
+                }
+            };
+            if !guards_at[slot].contains(g) {
+                guards_at[slot].push(g.clone());
+            }
+            if !owners[slot].contains(&idx) {
+                owners[slot].push(idx);
+            }
+        }
+        taken.push(op);
+    }
+    let mut actions = Vec::with_capacity(writes.len());
+    for (slot, w) in writes.iter().enumerate() {
+        let refs: Vec<&Guard> = guards_at[slot].iter().collect();
+        let expr = (!refs.is_empty()).then(|| condition(&refs, key_names[0]));
+        match w {
+            Some(op_idx) => {
+                let op = &taken[*op_idx];
+                let action = match &op.write {
+                    Write::Put(item) => {
+                        let mut p = Put::builder()
+                            .table_name(table)
+                            .set_item(Some(item.clone()));
+                        if let Some(e) = expr {
+                            p = p.condition_expression(e.text);
+                            for (k, v) in e.names {
+                                p = p.expression_attribute_names(k, v);
+                            }
+                            for (k, v) in e.values {
+                                p = p.expression_attribute_values(k, v);
+                            }
+                        }
+                        TransactWriteItem::builder()
+                            .put(p.build().expect("table and item are set"))
+                            .build()
+                    }
+                    Write::Update(attrs) => {
+                        let mut sets = Vec::new();
+                        let mut removes = Vec::new();
+                        let mut u = aws_sdk_dynamodb::types::Update::builder()
+                            .table_name(table)
+                            .set_key(Some(op.key.clone()));
+                        for (i, (a, v)) in attrs.iter().enumerate() {
+                            u = u.expression_attribute_names(format!("#u{i}"), *a);
+                            match v {
+                                Some(v) => {
+                                    sets.push(format!("#u{i} = :u{i}"));
+                                    u = u.expression_attribute_values(format!(":u{i}"), v.clone());
+                                }
+                                None => removes.push(format!("#u{i}")),
+                            }
+                        }
+                        u = u.update_expression(super::derive::set_remove(&sets, &removes));
+                        if let Some(e) = expr {
+                            u = u.condition_expression(e.text);
+                            for (k, v) in e.names {
+                                u = u.expression_attribute_names(k, v);
+                            }
+                            for (k, v) in e.values {
+                                u = u.expression_attribute_values(k, v);
+                            }
+                        }
+                        TransactWriteItem::builder()
+                            .update(u.build().expect("table, key and expression are set"))
+                            .build()
+                    }
+                    Write::Delete => {
+                        let mut d = Delete::builder()
+                            .table_name(table)
+                            .set_key(Some(op.key.clone()));
+                        if let Some(e) = expr {
+                            d = d.condition_expression(e.text);
+                            for (k, v) in e.names {
+                                d = d.expression_attribute_names(k, v);
+                            }
+                            for (k, v) in e.values {
+                                d = d.expression_attribute_values(k, v);
+                            }
+                        }
+                        TransactWriteItem::builder()
+                            .delete(d.build().expect("table and key are set"))
+                            .build()
+                    }
+                };
+                actions.push(action);
+            }
+            None => {
+                let g = &guards_at[slot][0];
+                let t = if g.ledger { ledger_table } else { table };
+                let kn = if g.ledger {
+                    crate::ledger::PK
+                } else {
+                    key_names[0]
+                };
+                let e = condition(&refs, kn);
+                let mut c = ConditionCheck::builder()
+                    .table_name(t)
+                    .set_key(Some(g.key.clone()))
+                    .condition_expression(e.text);
+                for (k, v) in e.names {
+                    c = c.expression_attribute_names(k, v);
+                }
+                for (k, v) in e.values {
+                    c = c.expression_attribute_values(k, v);
+                }
+                actions.push(
+                    TransactWriteItem::builder()
+                        .condition_check(c.build().expect("table, key and condition are set"))
+                        .build(),
+                );
+            }
+        }
+    }
+    Packed {
+        actions,
+        owners,
+        taken,
+        rest,
+    }
+}
+
+/// The SQS consumer of a [`SetJob`].
+pub struct SetJobProcessor {
+    job: Arc<dyn SetJob>,
+    reads: Reads,
+    sqs: Option<aws_sdk_sqs::Client>,
+    queues: BTreeMap<String, String>,
+    metrics: Metrics,
+    now: fn() -> DateTime<Utc>,
+}
+
+impl SetJobProcessor {
+    pub fn new(
+        job: Arc<dyn SetJob>,
+        store: Store,
+        table: &str,
+        ledger_table: &str,
+        sqs: Option<aws_sdk_sqs::Client>,
+        queues: BTreeMap<String, String>,
+    ) -> Self {
+        Self {
+            job,
+            reads: Reads {
+                store,
+                table: table.to_string(),
+                ledger_table: ledger_table.to_string(),
+                now: Utc::now(),
+            },
+            sqs,
+            queues,
+            metrics: Metrics::default(),
+            now: Utc::now,
+        }
+    }
+
+    /// Uses `now` as the clock (tests, demos).
+    pub fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Self {
+        self.now = now;
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.reads.store
+    }
+
+    /// Runs one job body to completion (also used by `verify --repair`).
+    pub async fn run(&self, body: &str) -> Result<Outcome, MessageError> {
+        let mut reads = self.reads.clone();
+        reads.now = (self.now)();
+        let plan = self.job.plan(body, &reads).await?;
+        let applied = apply(
+            &reads.store,
+            &reads.table,
+            &reads.ledger_table,
+            self.job.key_names(),
+            self.job.volatile(),
+            &plan,
+        )
+        .await?;
+        if !plan.then.is_empty() {
+            let msgs: Vec<(usize, OutMessage)> = plan.then.into_iter().map(|m| (0, m)).collect();
+            crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
+                .await
+                .map_err(|f| MessageError::Retryable(f.error))?;
+        }
+        if applied.superseded > 0 {
+            tracing::info!(
+                processor = self.job.name(),
+                superseded = applied.superseded,
+                "writes dropped: a newer fact won"
+            );
+        }
+        Ok(if applied.writes() == 0 {
+            Outcome::Duplicate
+        } else {
+            Outcome::Applied
+        })
+    }
+}
+
+impl MessageProcessor for SetJobProcessor {
+    fn name(&self) -> &'static str {
+        self.job.name()
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    async fn process(&self, body: &str) -> Result<Outcome, MessageError> {
+        self.run(body).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::s;
+
+    fn key(pk: &str) -> Item {
+        [("PK".to_string(), s(pk)), ("SK".to_string(), s("x"))].into()
+    }
+
+    #[test]
+    fn guards_hold_as_their_conditions_say() {
+        let item: Item = [("status".to_string(), s("open"))].into();
+        assert!(Guard::exists(key("a")).holds(Some(&item)));
+        assert!(!Guard::exists(key("a")).holds(None));
+        assert!(Guard::absent(key("a")).holds(None));
+        assert!(Guard::equals(key("a"), "status", s("open")).holds(Some(&item)));
+        assert!(!Guard::equals(key("a"), "status", s("closed")).holds(Some(&item)));
+        assert!(Guard::absent_or_not(key("a"), "status", s("closed")).holds(Some(&item)));
+        assert!(Guard::absent_or_not(key("a"), "status", s("open")).holds(None));
+        assert!(!Guard::absent_or_not(key("a"), "status", s("open")).holds(Some(&item)));
+    }
+
+    #[test]
+    fn pack_shares_checks_and_folds_own_guards_into_the_write() {
+        let post = Guard::exists(key("post"));
+        let ops = vec![
+            Op {
+                write: Write::Put(key("e1")),
+                key: key("e1"),
+                guards: vec![post.clone(), Guard::exists(key("f1"))],
+            },
+            Op {
+                write: Write::Put(key("e2")),
+                key: key("e2"),
+                guards: vec![post.clone(), Guard::absent(key("e2"))],
+            },
+        ];
+        let Packed {
+            actions,
+            owners,
+            taken,
+            rest,
+        } = pack(ops, "t", "l", &["PK", "SK"]);
+        assert!(rest.is_empty());
+        assert_eq!(taken.len(), 2);
+        // e1, post (shared), f1, e2 (its own guard folded into its put).
+        assert_eq!(actions.len(), 4);
+        assert_eq!(owners[1], vec![0, 1], "the post check belongs to both");
+        let e2 = actions[3].put().unwrap();
+        assert_eq!(e2.condition_expression(), Some("attribute_not_exists(#k0)"));
+    }
+}
