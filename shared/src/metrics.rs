@@ -21,6 +21,10 @@ pub mod names {
     pub const SKIPPED: &str = "Skipped";
     /// A record fully processed.
     pub const PROCESSED: &str = "Processed";
+    /// A number clamped to fit the padded width of a sort key (the item
+    /// keeps its true value; only the key's order among clamped values is
+    /// lost).
+    pub const SCORE_OVERFLOW: &str = "ScoreOverflow";
 }
 
 /// Cumulative counters of one processor instance.

@@ -5,6 +5,7 @@
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
 pub mod jobboard;
+pub mod pickem;
 pub mod table;
 pub mod tracker;
 
@@ -21,7 +22,7 @@ use table::{QueueDef, TableDef};
 
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
-    vec![tracker::model(), jobboard::model()]
+    vec![tracker::model(), jobboard::model(), pickem::model()]
 }
 
 /// The model called `name`.

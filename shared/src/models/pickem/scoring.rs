@@ -1,0 +1,339 @@
+//! Prediction scores as a set job.
+//!
+//! A job names an event and either every prediction of it (`event`: listed
+//! through the GSI, scored in chunks, the first inline and the others as
+//! follow-up `predictions` jobs) or some users' predictions
+//! (`predictions`). For each prediction it reads, consistently:
+//!
+//! 1. the ledger version of the event's set of matches (read *first*: a
+//!    match added after the matches were read bumps it);
+//! 2. the event's matches (`result`, `points`);
+//! 3. the prediction (`predictions` map, stored `points`/`mcorrect`).
+//!
+//! It then writes, only where they differ, the prediction's `points`,
+//! `mcorrect` and the GSI keys and `belongsto` computed by
+//! [`rules::prediction_attrs`] (so the stream record of the write is a
+//! fixpoint for the projection): one write per prediction whose score
+//! changed. Every write is guarded by the facts read - the version, each
+//! match's `result` and `points`, the prediction's picks and stored score -
+//! so a late, duplicated or racing job never writes a score computed from
+//! facts that no longer hold; the newer fact's own job writes the right one.
+//!
+//! An event with a match that is bad input is not scored until the match is
+//! fixed (its record then starts the event's scoring): what earlier valid
+//! facts implied stays.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::entities::{EventId, Match, Prediction};
+use super::keys;
+use super::messages::{chunks, decode, encode, ScoreJob};
+use super::rules::{
+    self, matches_version_counter, prediction_attrs, report_overflow, score, Score, MCORRECT,
+    POINTS, SCORING_QUEUE,
+};
+use crate::engine::derive::total_key;
+use crate::engine::rules::OutMessage;
+use crate::engine::setjob::{BoxFut, Guard, GuardedUpdate, Plan, Reads, SetJob};
+use crate::error::StoreError;
+use crate::item::{n, s, Item, ItemExt};
+use crate::sqs::MessageError;
+
+/// The derive processor's name (the ledger namespace of its totals).
+const DERIVE: &str = "derive";
+
+/// The scoring set job.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scoring;
+
+fn key(pk: String, sk: String) -> Item {
+    [(keys::PK.to_string(), s(pk)), (keys::SK.to_string(), s(sk))].into()
+}
+
+/// The key of a user's prediction for an event.
+pub fn prediction_key(user: &str, event: &str) -> Item {
+    key(keys::user_pk(user), keys::event_key(event))
+}
+
+/// What a prediction's processor-owned attributes should be for `score`.
+pub fn wanted_attrs(user: &str, event: &EventId, sc: Score) -> Vec<(&'static str, AttributeValue)> {
+    let mut out = vec![(POINTS, n(sc.points)), (MCORRECT, n(sc.mcorrect))];
+    let (gsi_sk, _) = keys::prediction_gsi_sk(sc.points, user);
+    for (a, v) in prediction_attrs(user, event, gsi_sk) {
+        if let Some(v) = v {
+            out.push((a, v));
+        }
+    }
+    out
+}
+
+/// The event's facts as read, with the guards that pin them.
+pub struct Facts {
+    pub matches: Vec<Match>,
+    pub guards: Vec<Guard>,
+}
+
+/// Why an event cannot be scored now.
+#[derive(Debug)]
+pub enum NotScorable {
+    BadMatch(String),
+    Store(StoreError),
+}
+
+impl From<StoreError> for NotScorable {
+    fn from(e: StoreError) -> Self {
+        NotScorable::Store(e)
+    }
+}
+
+/// Reads the version of the event's set of matches, then its matches.
+pub async fn facts(reads: &Reads, event: &EventId) -> Result<Facts, NotScorable> {
+    let version_key = total_key(DERIVE, &matches_version_counter(event).key_item());
+    let version = reads
+        .store
+        .get(&reads.ledger_table, version_key.clone())
+        .await?;
+    let mut guards = vec![match version.as_ref().and_then(|v| v.get("ver")) {
+        Some(ver) => Guard::equals(version_key, "ver", ver.clone()).in_ledger(),
+        None => Guard::absent(version_key).in_ledger(),
+    }];
+    let items = reads
+        .store
+        .query_partition(
+            &reads.table,
+            keys::PK,
+            &keys::event_key(event.as_str()),
+            Some((keys::SK, keys::MATCH_PREFIX)),
+        )
+        .await?;
+    let mut matches = Vec::new();
+    for item in &items {
+        let m = Match::parse(item).map_err(|e| NotScorable::BadMatch(e.to_string()))?;
+        let mkey = key(keys::event_key(event.as_str()), keys::match_sk(&m.id));
+        guards.push(Guard::same(mkey.clone(), "result", item.get("result")));
+        guards.push(Guard::same(mkey, POINTS, item.get(POINTS)));
+        matches.push(m);
+    }
+    Ok(Facts { matches, guards })
+}
+
+/// The update of one prediction as read (`None`: already right, or bad
+/// input left as it is).
+pub fn prediction_update(item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
+    let p = Prediction::parse(item).ok()?;
+    let sc = score(&p.picks, &facts.matches);
+    let attrs: Vec<(&'static str, Option<AttributeValue>)> = wanted_attrs(&p.user, &p.event, sc)
+        .into_iter()
+        .filter(|(a, v)| item.get(*a) != Some(v))
+        .map(|(a, v)| (a, Some(v)))
+        .collect();
+    if attrs.is_empty() {
+        return None;
+    }
+    let (gsi_sk, clamped) = keys::prediction_gsi_sk(sc.points, &p.user);
+    if clamped && item.get(keys::GSI_SK) != Some(&s(gsi_sk)) {
+        report_overflow(
+            "prediction points",
+            &super::entities::key_display(item),
+            sc.points,
+        );
+    }
+    let pkey = prediction_key(&p.user, p.event.as_str());
+    let mut guards = facts.guards.clone();
+    guards.push(Guard::same(
+        pkey.clone(),
+        "predictions",
+        item.get("predictions"),
+    ));
+    guards.push(Guard::same(pkey.clone(), POINTS, item.get(POINTS)));
+    guards.push(Guard::same(pkey.clone(), MCORRECT, item.get(MCORRECT)));
+    Some(GuardedUpdate {
+        key: pkey,
+        attrs,
+        guards,
+    })
+}
+
+/// Users with a prediction for the event, as the GSI lists them
+/// (eventually consistent: a prediction it misses is scored by its own
+/// insert's job).
+pub async fn listed_users(reads: &Reads, event: &EventId) -> Result<Vec<String>, StoreError> {
+    let pages = reads
+        .store
+        .client()
+        .query()
+        .table_name(&reads.table)
+        .index_name(keys::GSI)
+        .key_condition_expression("#pk = :pk AND begins_with(#sk, :score)")
+        .projection_expression("#k, #s")
+        .expression_attribute_names("#pk", keys::GSI_PK)
+        .expression_attribute_names("#sk", keys::GSI_SK)
+        .expression_attribute_names("#k", keys::PK)
+        .expression_attribute_names("#s", keys::SK)
+        .expression_attribute_values(":pk", s(keys::event_key(event.as_str())))
+        .expression_attribute_values(":score", s(keys::SCORE_PREFIX))
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Vec<_>>()
+        .await;
+    let want_sk = keys::event_key(event.as_str());
+    let mut users = BTreeSet::new();
+    for item in pages {
+        let item = item.map_err(|e| StoreError {
+            operation: "Query",
+            table: reads.table.clone(),
+            code: aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&e)
+                .unwrap_or("QueryFailed")
+                .to_string(),
+            retryable: true,
+            source: Box::new(e),
+        })?;
+        if item.s(keys::SK).ok() != Some(want_sk.as_str()) {
+            continue;
+        }
+        if let Some(u) = item
+            .s(keys::PK)
+            .ok()
+            .and_then(|pk| pk.strip_prefix(keys::USER_PREFIX))
+        {
+            users.insert(u.to_string());
+        }
+    }
+    Ok(users.into_iter().collect())
+}
+
+impl Scoring {
+    async fn score_users(
+        reads: &Reads,
+        event: &EventId,
+        users: &[String],
+    ) -> Result<Vec<GuardedUpdate>, MessageError> {
+        let facts = match facts(reads, event).await {
+            Ok(f) => f,
+            Err(NotScorable::Store(e)) => return Err(e.into()),
+            Err(NotScorable::BadMatch(reason)) => {
+                tracing::warn!(
+                    processor = "scoring",
+                    event = event.as_str(),
+                    %reason,
+                    "event has a match that is bad input: not scored until it is fixed"
+                );
+                return Ok(vec![]);
+            }
+        };
+        let keys: Vec<Item> = users
+            .iter()
+            .map(|u| prediction_key(u, event.as_str()))
+            .collect();
+        let items = reads.store.batch_get(&reads.table, keys).await?;
+        let by_user: BTreeMap<String, Item> = items
+            .into_iter()
+            .filter_map(|i| {
+                let u = i
+                    .s(keys::PK)
+                    .ok()?
+                    .strip_prefix(keys::USER_PREFIX)?
+                    .to_string();
+                Some((u, i))
+            })
+            .collect();
+        Ok(by_user
+            .values()
+            .filter_map(|i| prediction_update(i, &facts))
+            .collect())
+    }
+}
+
+impl SetJob for Scoring {
+    fn name(&self) -> &'static str {
+        "scoring"
+    }
+
+    fn key_names(&self) -> &'static [&'static str] {
+        &[keys::PK, keys::SK]
+    }
+
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        reads: &'a Reads,
+    ) -> BoxFut<'a, Result<Plan, MessageError>> {
+        Box::pin(async move {
+            let job = decode(body)?;
+            let event = EventId::parse(job.event_id()).ok_or_else(|| MessageError::Permanent {
+                kind: "InvalidMessage",
+                reason: "eventId is not <YYYY-MM-DD>-<slug>".into(),
+            })?;
+            let mut plan = Plan::default();
+            let users = match job {
+                ScoreJob::Predictions { users, .. } => users,
+                ScoreJob::Event { .. } => {
+                    let all = listed_users(reads, &event).await?;
+                    let mut parts = chunks(event.as_str(), &all).into_iter();
+                    let first = match parts.next() {
+                        Some(ScoreJob::Predictions { users, .. }) => users,
+                        _ => vec![],
+                    };
+                    plan.then = parts
+                        .map(|j| OutMessage {
+                            queue: SCORING_QUEUE,
+                            body: encode(&j),
+                        })
+                        .collect();
+                    first
+                }
+            };
+            if !users.is_empty() {
+                plan.updates = Self::score_users(reads, &event, &users).await?;
+            }
+            Ok(plan)
+        })
+    }
+}
+
+/// For `verify`: the score a prediction should carry given every item of
+/// the table, or `None` when it cannot be judged (bad input somewhere).
+pub fn expected_scores(items: &[Item]) -> Vec<(Item, Score)> {
+    let mut matches: BTreeMap<String, Vec<Match>> = BTreeMap::new();
+    let mut bad_events: BTreeSet<String> = BTreeSet::new();
+    let mut predictions = Vec::new();
+    for i in items {
+        match super::entities::kind(i) {
+            Ok(super::entities::Kind::Match) => match Match::parse(i) {
+                Ok(m) => matches
+                    .entry(m.event.as_str().to_string())
+                    .or_default()
+                    .push(m),
+                Err(_) => {
+                    if let Some(e) = i
+                        .s(keys::PK)
+                        .ok()
+                        .and_then(|pk| pk.strip_prefix(keys::EVENT_PREFIX))
+                    {
+                        bad_events.insert(e.to_string());
+                    }
+                }
+            },
+            Ok(super::entities::Kind::Prediction) => {
+                if let Ok(p) = Prediction::parse(i) {
+                    predictions.push((i.clone(), p));
+                }
+            }
+            _ => {}
+        }
+    }
+    predictions
+        .into_iter()
+        .filter(|(_, p)| !bad_events.contains(p.event.as_str()))
+        .map(|(i, p)| {
+            let ms = matches
+                .get(p.event.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            (i, rules::score(&p.picks, ms))
+        })
+        .collect()
+}
