@@ -391,6 +391,94 @@ pub fn stored_count(item: &Item, name: &str) -> Option<i64> {
     item.opt_i64(name).ok().flatten().filter(|v| *v >= 0)
 }
 
+/// Writers' items, built from the same key functions the rules use.
+pub mod write {
+    use std::collections::HashMap;
+
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    use super::super::keys;
+    use crate::item::{n, s, Item};
+
+    fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// A user profile.
+    pub fn user(user: &str, name: &str) -> Item {
+        item(vec![
+            (keys::PK, s(keys::user_pk(user))),
+            (keys::SK, s(keys::USER_SK)),
+            (keys::TYPE, s("user")),
+            ("name", s(name)),
+        ])
+    }
+
+    /// An event on `date` (YYYY-MM-DD), written `YYYY/MM/DD` as in the seed.
+    pub fn event(date: &str, slug: &str, name: &str, state: &str) -> Item {
+        item(vec![
+            (keys::PK, s(keys::EVENTS_PK)),
+            (keys::SK, s(keys::event_sk(date, slug))),
+            (keys::TYPE, s("event")),
+            ("date", s(date.replace('-', "/"))),
+            ("name", s(name)),
+            ("state", s(state)),
+        ])
+    }
+
+    /// A match between single-member teams named in `teams`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn a_match(
+        event_id: &str,
+        id: &str,
+        name: &str,
+        order: i64,
+        points: i64,
+        preshow: bool,
+        teams: &[&str],
+        result: Option<i64>,
+    ) -> Item {
+        let teams = teams
+            .iter()
+            .map(|t| {
+                AttributeValue::M(HashMap::from([(
+                    "members".to_string(),
+                    AttributeValue::L(vec![s(*t)]),
+                )]))
+            })
+            .collect();
+        let mut m = item(vec![
+            (keys::PK, s(keys::event_key(event_id))),
+            (keys::SK, s(keys::match_sk(id))),
+            (keys::TYPE, s("match")),
+            ("id", s(id)),
+            ("name", s(name)),
+            ("order", n(order)),
+            ("points", n(points)),
+            ("preshow", AttributeValue::Bool(preshow)),
+            ("championships", AttributeValue::L(vec![])),
+            ("teams", AttributeValue::L(teams)),
+        ]);
+        if let Some(r) = result {
+            m.insert("result".into(), n(r));
+        }
+        m
+    }
+
+    /// A user's picks (matchId -> team index) for an event.
+    pub fn prediction(user: &str, event_id: &str, picks: &[(&str, i64)]) -> Item {
+        item(vec![
+            (keys::PK, s(keys::user_pk(user))),
+            (keys::SK, s(keys::event_key(event_id))),
+            (keys::TYPE, s("prediction")),
+            (
+                "predictions",
+                AttributeValue::M(picks.iter().map(|(m, t)| (m.to_string(), n(t))).collect()),
+            ),
+        ])
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -81,10 +81,15 @@ pub fn report_overflow(what: &'static str, key: &str, value: i64) {
     Metrics::default().record("pickem", &batch);
 }
 
-/// A computed sort key; reports the clamp when the image does not carry it
-/// yet (that is, when it is about to be written).
+/// Whether a clamped sort key is about to be written (the image does not
+/// carry it yet): the clamp is reported once per write, not per read.
+pub fn clamp_to_report(image: &Item, sk: &str, clamped: bool) -> bool {
+    clamped && image.get(keys::GSI_SK) != Some(&AttributeValue::S(sk.to_string()))
+}
+
+/// A computed sort key; reports the clamp when it is about to be written.
 fn sort_key(image: &Item, (sk, clamped): (String, bool), what: &'static str, value: i64) -> String {
-    if clamped && image.get(keys::GSI_SK) != Some(&AttributeValue::S(sk.clone())) {
+    if clamp_to_report(image, &sk, clamped) {
         report_overflow(what, &key_display(image), value);
     }
     sk
@@ -341,5 +346,458 @@ impl Rules for PickemRules {
             }
             Kind::User | Kind::Event | Kind::Standings => vec![],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::test_change as change;
+    use crate::engine::derive::projection_update;
+    use crate::item::n;
+    use crate::models::pickem::entities::tests::{a_match, event, item, prediction, user};
+
+    const EV: &str = "2024-03-03-aew-revolution";
+
+    fn attrs(p: &Projection) -> Vec<(&'static str, Option<AttributeValue>)> {
+        p.attrs.clone()
+    }
+
+    fn scored(mut p: Item, points: i64, mcorrect: i64) -> Item {
+        let user = p.s("PK").unwrap().trim_start_matches("USER#").to_string();
+        p.insert("points".into(), n(points));
+        p.insert("mcorrect".into(), n(mcorrect));
+        p.insert("GSI_PK".into(), s(format!("EVENT#{EV}")));
+        p.insert("GSI_SK".into(), s(keys::prediction_gsi_sk(points, &user).0));
+        p.insert("belongsto".into(), s(format!("USER#{user}")));
+        p
+    }
+
+    fn bodies(c: Change) -> Vec<serde_json::Value> {
+        PickemRules
+            .messages(&c)
+            .unwrap()
+            .into_iter()
+            .map(|m| {
+                assert_eq!(m.queue, "scoring");
+                serde_json::from_str(&m.body).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn score_sums_points_of_matches_whose_result_is_the_pick() {
+        let ms: Vec<Match> = [
+            a_match(EV, "m1", 1, 10, Some(0)),
+            a_match(EV, "m2", 2, 25, Some(1)),
+            a_match(EV, "m3", 3, 40, None),
+        ]
+        .iter()
+        .map(|m| Match::parse(m).unwrap())
+        .collect();
+        let picks = |v: &[(&str, i64)]| v.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+        assert_eq!(
+            score(&picks(&[("m1", 0), ("m2", 1), ("m3", 0)]), &ms),
+            Score {
+                points: 35,
+                mcorrect: 2
+            }
+        );
+        assert_eq!(
+            score(&picks(&[("m1", 1), ("m2", 1)]), &ms),
+            Score {
+                points: 25,
+                mcorrect: 1
+            }
+        );
+        assert_eq!(score(&picks(&[("zz", 0)]), &ms), Score::default());
+        assert_eq!(score(&BTreeMap::new(), &ms), Score::default());
+        assert_eq!(score(&picks(&[("m1", 0)]), &[]), Score::default());
+    }
+
+    #[test]
+    fn gsi_keys_of_each_entity() {
+        let p = PickemRules
+            .projection(&event("2024-03-03", "aew-revolution"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            attrs(&p),
+            vec![
+                ("GSI_PK", Some(s(format!("EVENT#{EV}")))),
+                ("GSI_SK", Some(s("EVENT"))),
+                ("belongsto", None),
+            ]
+        );
+        let p = PickemRules
+            .projection(&a_match(EV, "m1", 3, 5, None))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            attrs(&p),
+            vec![
+                ("GSI_PK", Some(s(format!("EVENT#{EV}")))),
+                ("GSI_SK", Some(s("MATCH#03"))),
+                ("belongsto", None),
+            ]
+        );
+        assert_eq!(p.sources, vec!["order"]);
+        let p = PickemRules
+            .projection(&prediction("sam", EV, &[("m1", 0)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            attrs(&p),
+            vec![
+                ("GSI_PK", Some(s(format!("EVENT#{EV}")))),
+                ("GSI_SK", Some(s("SCORE#000#sam"))),
+                ("belongsto", Some(s("USER#sam"))),
+            ],
+            "an unscored prediction sorts as 0"
+        );
+        let p = PickemRules
+            .projection(&scored(prediction("sam", EV, &[]), 140, 10))
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.attrs[1], ("GSI_SK", Some(s("SCORE#140#sam"))));
+        assert_eq!(p.sources, vec!["points"]);
+        let st = item(&[
+            ("PK", s("USER#sam")),
+            ("SK", s("STANDINGS#2024")),
+            ("points", n(140)),
+        ]);
+        let p = PickemRules.projection(&st).unwrap().unwrap();
+        assert_eq!(
+            attrs(&p),
+            vec![
+                ("GSI_PK", Some(s("STANDINGS#2024"))),
+                ("GSI_SK", Some(s("SCORE#00140#sam"))),
+                ("belongsto", Some(s("USER#sam"))),
+            ]
+        );
+        // Users carry no GSI keys: a writer's are removed.
+        let mut u = user("sam");
+        u.insert("GSI_PK".into(), s("x"));
+        let p = PickemRules.projection(&u).unwrap().unwrap();
+        let upd = projection_update(&["PK", "SK"], &u, &p).unwrap();
+        assert_eq!(upd.update_expression, "REMOVE #p0");
+        assert!(projection_update(&["PK", "SK"], &user("sam"), &p).is_none());
+    }
+
+    #[test]
+    fn projections_are_fixpoints_once_written() {
+        let scored = scored(prediction("sam", EV, &[("m1", 0)]), 35, 2);
+        let p = PickemRules.projection(&scored).unwrap().unwrap();
+        assert!(projection_update(&["PK", "SK"], &scored, &p).is_none());
+        let mut m = a_match(EV, "m1", 3, 5, None);
+        m.insert("GSI_PK".into(), s(format!("EVENT#{EV}")));
+        m.insert("GSI_SK".into(), s("MATCH#03"));
+        let p = PickemRules.projection(&m).unwrap().unwrap();
+        assert!(projection_update(&["PK", "SK"], &m, &p).is_none());
+        // A writer's belongsto on a match would hide it from pattern 3.
+        m.insert("belongsto".into(), s("USER#x"));
+        let p = PickemRules.projection(&m).unwrap().unwrap();
+        let u = projection_update(&["PK", "SK"], &m, &p).unwrap();
+        assert_eq!(u.update_expression, "REMOVE #p2");
+    }
+
+    #[test]
+    fn clamped_sort_keys_are_reported_once_per_write() {
+        let before = overflows();
+        let m = a_match(EV, "m1", 120, 5, None);
+        let p = PickemRules.projection(&m).unwrap().unwrap();
+        assert_eq!(p.attrs[1], ("GSI_SK", Some(s("MATCH#99"))));
+        assert!(overflows() > before, "counted");
+        assert!(clamp_to_report(&m, "MATCH#99", true), "about to be written");
+        let mut written = m.clone();
+        written.insert("GSI_SK".into(), s("MATCH#99"));
+        assert!(
+            !clamp_to_report(&written, "MATCH#99", true),
+            "already written"
+        );
+        assert!(!clamp_to_report(&m, "MATCH#05", false), "fits");
+        let p = PickemRules
+            .projection(&scored(prediction("sam", EV, &[]), 1234, 3))
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.attrs[1], ("GSI_SK", Some(s("SCORE#999#sam"))));
+        let st = item(&[
+            ("PK", s("USER#sam")),
+            ("SK", s("STANDINGS#2024")),
+            ("points", n(123_456)),
+        ]);
+        let p = PickemRules.projection(&st).unwrap().unwrap();
+        assert_eq!(p.attrs[1], ("GSI_SK", Some(s("SCORE#99999#sam"))));
+    }
+
+    #[test]
+    fn predictions_contribute_to_their_standings() {
+        let p = scored(prediction("sam", EV, &[("m1", 0)]), 140, 10);
+        let c = PickemRules.contributions(&p).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].values,
+            vec![("points", 140), ("mcorrect", 10), ("eplayed", 1)]
+        );
+        let counter = &c[0].counter;
+        assert_eq!(
+            counter.key,
+            vec![
+                ("PK", "USER#sam".to_string()),
+                ("SK", "STANDINGS#2024".to_string())
+            ]
+        );
+        assert_eq!(counter.attrs, &["points", "mcorrect", "eplayed"]);
+        assert_eq!(
+            counter.create,
+            Some(vec![("type", s("standings")), ("belongsto", s("USER#sam"))])
+        );
+        assert!(counter.remove_at_zero);
+        // Unscored: 0, 0, 1. A stray value counts as 0 until rescored.
+        let c = PickemRules
+            .contributions(&prediction("sam", EV, &[]))
+            .unwrap();
+        assert_eq!(
+            c[0].values,
+            vec![("points", 0), ("mcorrect", 0), ("eplayed", 1)]
+        );
+        let mut stray = prediction("sam", EV, &[]);
+        stray.insert("points".into(), s("lots"));
+        assert_eq!(
+            PickemRules.contributions(&stray).unwrap()[0].values[0],
+            ("points", 0)
+        );
+        // The counter is recognised from the key alone.
+        let key = counter.key_item();
+        assert_eq!(PickemRules.counter(&key).as_ref(), Some(counter));
+        assert_eq!(PickemRules.counter(&user("sam")), None);
+        assert_eq!(PickemRules.counter(&p), None);
+    }
+
+    #[test]
+    fn matches_version_their_event_in_the_ledger_only() {
+        let c = PickemRules
+            .contributions(&a_match(EV, "m1", 1, 5, Some(0)))
+            .unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].values, vec![("matches", 1)]);
+        assert_eq!(
+            c[0].counter.key,
+            vec![("PK", format!("EVENT#{EV}")), ("SK", "MATCHES".to_string())]
+        );
+        assert_eq!(c[0].counter.create, None, "never an item of the table");
+        assert_eq!(PickemRules.counter(&c[0].counter.key_item()), None);
+        assert!(PickemRules.contributions(&user("sam")).unwrap().is_empty());
+        assert!(PickemRules
+            .contributions(&event("2024-03-03", "aew-revolution"))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn bad_input_errs_in_every_aspect() {
+        let mut p = prediction("sam", EV, &[]);
+        p.insert("predictions".into(), s("x"));
+        assert!(PickemRules.projection(&p).is_err());
+        assert!(PickemRules.contributions(&p).is_err());
+        let mut m = a_match(EV, "m1", 1, 5, None);
+        m.remove("points");
+        assert!(PickemRules.projection(&m).is_err());
+        assert!(PickemRules.contributions(&m).is_err());
+        let junk = item(&[("PK", s("SOMETHING")), ("SK", s("ELSE"))]);
+        assert_eq!(
+            PickemRules.projection(&junk).unwrap_err().kind(),
+            "UnknownEntity"
+        );
+        assert_eq!(
+            PickemRules.contributions(&junk).unwrap_err().kind(),
+            "UnknownEntity"
+        );
+        assert!(PickemRules
+            .messages(&change(ChangeKind::Insert, None, Some(junk)))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn match_changes_score_the_event() {
+        let event_job = serde_json::json!({"version":1,"kind":"event","eventId":EV});
+        let m = |r: Option<i64>, pts: i64| a_match(EV, "m1", 1, pts, r);
+        assert_eq!(
+            bodies(change(ChangeKind::Insert, None, Some(m(None, 5)))),
+            vec![event_job.clone()]
+        );
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(m(None, 5)),
+                Some(m(Some(1), 5))
+            )),
+            vec![event_job.clone()],
+            "result set"
+        );
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(m(Some(1), 5)),
+                Some(m(Some(0), 5))
+            ))
+            .len(),
+            1,
+            "corrected"
+        );
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(m(Some(1), 5)),
+                Some(m(None, 5))
+            ))
+            .len(),
+            1,
+            "withdrawn"
+        );
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(m(Some(1), 5)),
+                Some(m(Some(1), 9))
+            ))
+            .len(),
+            1,
+            "points"
+        );
+        assert_eq!(
+            bodies(change(ChangeKind::Remove, Some(m(Some(1), 5)), None)).len(),
+            1,
+            "removed"
+        );
+        // Order or name: GSI key only, no rescoring.
+        let mut reordered = m(Some(1), 5);
+        reordered.insert("order".into(), n(7));
+        reordered.insert("name".into(), s("Main event"));
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(m(Some(1), 5)),
+            Some(reordered)
+        ))
+        .is_empty());
+        // Becoming bad input or valid again changes what can be scored.
+        let mut bad = m(Some(1), 5);
+        bad.remove("teams");
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(m(Some(1), 5)),
+                Some(bad.clone())
+            ))
+            .len(),
+            1
+        );
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(bad.clone()),
+                Some(m(Some(1), 5))
+            ))
+            .len(),
+            1
+        );
+        assert!(bodies(change(ChangeKind::Modify, Some(bad.clone()), Some(bad))).is_empty());
+    }
+
+    #[test]
+    fn prediction_changes_score_the_prediction() {
+        let job =
+            serde_json::json!({"version":1,"kind":"predictions","eventId":EV,"users":["sam"]});
+        let p = |picks: &[(&str, i64)]| prediction("sam", EV, picks);
+        assert_eq!(
+            bodies(change(ChangeKind::Insert, None, Some(p(&[("m1", 0)])))),
+            vec![job.clone()]
+        );
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(scored(p(&[("m1", 0)]), 5, 1)),
+                Some(scored(p(&[("m1", 1)]), 5, 1))
+            )),
+            vec![job.clone()],
+            "picks changed"
+        );
+        // The scoring job's own write (score + matching GSI_SK): fixpoint.
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(p(&[("m1", 0)])),
+            Some(scored(p(&[("m1", 0)]), 5, 1))
+        ))
+        .is_empty());
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(scored(p(&[("m1", 0)]), 5, 1)),
+            Some(scored(p(&[("m1", 0)]), 0, 0))
+        ))
+        .is_empty());
+        // The projection's write (GSI keys only): nothing to score.
+        let mut keyed = p(&[("m1", 0)]);
+        keyed.insert("GSI_SK".into(), s("SCORE#000#sam"));
+        assert!(bodies(change(
+            ChangeKind::Modify,
+            Some(p(&[("m1", 0)])),
+            Some(keyed)
+        ))
+        .is_empty());
+        // A writer's put that drops the score, or a stray score: rescore.
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(scored(p(&[("m1", 0)]), 5, 1)),
+                Some(p(&[("m1", 0)]))
+            ))
+            .len(),
+            1
+        );
+        let mut stray = scored(p(&[("m1", 0)]), 5, 1);
+        stray.insert("points".into(), n(500));
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(scored(p(&[("m1", 0)]), 5, 1)),
+                Some(stray)
+            ))
+            .len(),
+            1
+        );
+        // Removal: the standings follow through the contributions.
+        assert!(bodies(change(
+            ChangeKind::Remove,
+            Some(scored(p(&[("m1", 0)]), 5, 1)),
+            None
+        ))
+        .is_empty());
+        // Bad input starts nothing; fixed input starts scoring.
+        let mut bad = p(&[("m1", 0)]);
+        bad.insert("predictions".into(), s("x"));
+        assert!(bodies(change(ChangeKind::Insert, None, Some(bad.clone()))).is_empty());
+        assert_eq!(
+            bodies(change(ChangeKind::Modify, Some(bad), Some(p(&[])))).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn events_users_and_standings_start_nothing() {
+        let e = event("2024-03-03", "aew-revolution");
+        let mut scored_e = e.clone();
+        scored_e.insert("state".into(), s("scored"));
+        assert!(
+            bodies(change(ChangeKind::Modify, Some(e), Some(scored_e))).is_empty(),
+            "state plays no part"
+        );
+        assert!(bodies(change(ChangeKind::Insert, None, Some(user("sam")))).is_empty());
+        let st = item(&[
+            ("PK", s("USER#sam")),
+            ("SK", s("STANDINGS#2024")),
+            ("points", n(1)),
+        ]);
+        assert!(bodies(change(ChangeKind::Insert, None, Some(st))).is_empty());
     }
 }

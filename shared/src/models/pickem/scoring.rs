@@ -133,7 +133,7 @@ pub fn prediction_update(item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
         return None;
     }
     let (gsi_sk, clamped) = keys::prediction_gsi_sk(sc.points, &p.user);
-    if clamped && item.get(keys::GSI_SK) != Some(&s(gsi_sk)) {
+    if rules::clamp_to_report(item, &gsi_sk, clamped) {
         report_overflow(
             "prediction points",
             &super::entities::key_display(item),
@@ -336,4 +336,138 @@ pub fn expected_scores(items: &[Item]) -> Vec<(Item, Score)> {
             (i, rules::score(&p.picks, ms))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::setjob::Cond;
+    use crate::models::pickem::entities::tests::{a_match, prediction};
+
+    const EV: &str = "2024-03-03-aew-revolution";
+
+    fn facts_of(items: &[Item]) -> Facts {
+        let mut guards = vec![Guard::absent(Item::new()).in_ledger()];
+        let mut matches = Vec::new();
+        for i in items {
+            guards.push(Guard::same(Item::new(), "result", i.get("result")));
+            matches.push(Match::parse(i).unwrap());
+        }
+        Facts { matches, guards }
+    }
+
+    fn event() -> EventId {
+        EventId::parse(EV).unwrap()
+    }
+
+    #[test]
+    fn an_unscored_prediction_gets_every_processor_attribute() {
+        let f = facts_of(&[
+            a_match(EV, "m1", 1, 10, Some(0)),
+            a_match(EV, "m2", 2, 20, Some(1)),
+        ]);
+        let p = prediction("sam", EV, &[("m1", 0), ("m2", 0)]);
+        let u = prediction_update(&p, &f).unwrap();
+        assert_eq!(u.key, prediction_key("sam", EV));
+        assert_eq!(
+            u.attrs,
+            vec![
+                ("points", Some(n(10))),
+                ("mcorrect", Some(n(1))),
+                ("GSI_PK", Some(s(format!("EVENT#{EV}")))),
+                ("GSI_SK", Some(s("SCORE#010#sam"))),
+                ("belongsto", Some(s("USER#sam"))),
+            ]
+        );
+        // Guards: the event's facts, then the prediction as read.
+        assert_eq!(u.guards.len(), f.guards.len() + 3);
+        let own: Vec<&Cond> = u.guards[f.guards.len()..].iter().map(|g| &g.cond).collect();
+        assert!(matches!(own[0], Cond::Equals("predictions", _)));
+        assert_eq!(own[1], &Cond::Missing("points"));
+        assert_eq!(own[2], &Cond::Missing("mcorrect"));
+    }
+
+    #[test]
+    fn only_what_differs_is_written_and_a_right_score_is_left_alone() {
+        let f = facts_of(&[a_match(EV, "m1", 1, 10, Some(0))]);
+        let mut p = prediction("sam", EV, &[("m1", 0)]);
+        for (a, v) in wanted_attrs(
+            "sam",
+            &event(),
+            Score {
+                points: 10,
+                mcorrect: 1,
+            },
+        ) {
+            p.insert(a.to_string(), v);
+        }
+        assert_eq!(prediction_update(&p, &f), None, "already right: no write");
+        // Result corrected: points, mcorrect and GSI_SK change together.
+        let f = facts_of(&[a_match(EV, "m1", 1, 10, Some(1))]);
+        let u = prediction_update(&p, &f).unwrap();
+        assert_eq!(
+            u.attrs,
+            vec![
+                ("points", Some(n(0))),
+                ("mcorrect", Some(n(0))),
+                ("GSI_SK", Some(s("SCORE#000#sam"))),
+            ]
+        );
+        assert!(matches!(
+            u.guards.last().unwrap().cond,
+            Cond::Equals("mcorrect", _)
+        ));
+    }
+
+    #[test]
+    fn clamped_score_keeps_its_true_points() {
+        let f = facts_of(&[a_match(EV, "m1", 1, 1500, Some(0))]);
+        let u = prediction_update(&prediction("sam", EV, &[("m1", 0)]), &f).unwrap();
+        assert_eq!(u.attrs[0], ("points", Some(n(1500))));
+        assert_eq!(u.attrs[3], ("GSI_SK", Some(s("SCORE#999#sam"))));
+    }
+
+    #[test]
+    fn a_bad_prediction_is_left_as_it_is() {
+        let f = facts_of(&[]);
+        let mut p = prediction("sam", EV, &[]);
+        p.insert("predictions".into(), n(1));
+        assert_eq!(prediction_update(&p, &f), None);
+    }
+
+    #[test]
+    fn expected_scores_skip_events_with_a_bad_match() {
+        let mut bad = a_match("2024-04-04-other", "m9", 1, 5, Some(0));
+        bad.remove("teams");
+        let items = vec![
+            a_match(EV, "m1", 1, 10, Some(0)),
+            prediction("sam", EV, &[("m1", 0)]),
+            bad,
+            prediction("sam", "2024-04-04-other", &[("m9", 0)]),
+        ];
+        let got = expected_scores(&items);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].1,
+            Score {
+                points: 10,
+                mcorrect: 1
+            }
+        );
+        let findings = crate::models::pickem::checks::checks(&crate::models::CheckInput {
+            items: &items,
+            ledger: &[],
+            now: chrono::Utc::now(),
+        });
+        assert_eq!(findings.len(), 1);
+        assert_eq!(
+            findings[0].repair,
+            Some(crate::models::Repair::Job {
+                queue: "scoring",
+                body: format!(
+                    r#"{{"eventId":"{EV}","kind":"predictions","users":["sam"],"version":1}}"#
+                ),
+            })
+        );
+    }
 }
