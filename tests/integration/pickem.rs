@@ -1,0 +1,676 @@
+//! The Pick'Em league (SPEC §5.3) against the embedded engine and moto SQS:
+//! the seed's screens, corrections and removals, an event with thousands of
+//! predictions, late and duplicated scoring jobs, concurrent result and pick
+//! changes, redelivery, padding and clamping, bad input.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use jobstream::runtime::Runtime;
+use serde_json::{json, Value};
+use shared::engine::setjob::{apply, Plan, Reads, SetJob};
+use shared::item::{n, s, Item, ItemExt};
+use shared::models::pickem::entities::write;
+use shared::models::pickem::messages::{encode, ScoreJob};
+use shared::models::pickem::scoring::{expected_scores, Scoring};
+use shared::models::pickem::{keys, rules};
+
+use crate::support::{assert_rt_verified, model_env, run_in_background, ModelEnv};
+
+const EV: &str = "2024-03-03-revolution";
+const EV2: &str = "2024-05-26-double-or-nothing";
+
+async fn env() -> ModelEnv {
+    model_env("pickem", |_| {}).await
+}
+
+fn key(pk: &str, sk: &str) -> Item {
+    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
+}
+
+async fn put(rt: &Runtime, item: Item) {
+    rt.dynamodb
+        .put_item()
+        .table_name(&rt.config.table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .expect("put");
+}
+
+async fn put_all(rt: &Runtime, items: Vec<Item>) {
+    for chunk in items.chunks(25) {
+        let reqs: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|i| {
+                WriteRequest::builder()
+                    .put_request(PutRequest::builder().set_item(Some(i.clone())).build().unwrap())
+                    .build()
+            })
+            .collect();
+        let mut pending = Some(reqs);
+        while let Some(reqs) = pending.take() {
+            let out = rt
+                .dynamodb
+                .batch_write_item()
+                .request_items(&rt.config.table, reqs)
+                .send()
+                .await
+                .expect("batch write");
+            pending = out
+                .unprocessed_items()
+                .and_then(|u| u.get(&rt.config.table))
+                .filter(|v| !v.is_empty())
+                .cloned();
+        }
+    }
+}
+
+async fn update(rt: &Runtime, k: Item, expr: &str, values: &[(&str, AttributeValue)]) {
+    let mut u = rt
+        .dynamodb
+        .update_item()
+        .table_name(&rt.config.table)
+        .set_key(Some(k))
+        .update_expression(expr);
+    for (name, v) in values {
+        u = u.expression_attribute_values(*name, v.clone());
+    }
+    u.send().await.expect("update");
+}
+
+async fn delete(rt: &Runtime, k: Item) {
+    rt.dynamodb
+        .delete_item()
+        .table_name(&rt.config.table)
+        .set_key(Some(k))
+        .send()
+        .await
+        .expect("delete");
+}
+
+async fn get(rt: &Runtime, k: Item) -> Option<Item> {
+    rt.dynamodb
+        .get_item()
+        .table_name(&rt.config.table)
+        .set_key(Some(k))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get")
+        .item
+}
+
+fn num(i: &Item, a: &str) -> i64 {
+    i.opt_i64(a).ok().flatten().unwrap_or(-1)
+}
+
+/// (points, mcorrect, GSI_SK) of a prediction.
+async fn score_of(rt: &Runtime, user: &str, event: &str) -> (i64, i64, String) {
+    let p = get(rt, key(&keys::user_pk(user), &keys::event_key(event)))
+        .await
+        .expect("prediction exists");
+    (
+        num(&p, "points"),
+        num(&p, "mcorrect"),
+        p.s("GSI_SK").unwrap_or_default().to_string(),
+    )
+}
+
+/// (points, mcorrect, eplayed, GSI_SK) of a standings item.
+async fn standings(rt: &Runtime, user: &str, year: &str) -> Option<(i64, i64, i64, String)> {
+    get(rt, key(&keys::user_pk(user), &keys::standings_key(year)))
+        .await
+        .map(|i| {
+            (
+                num(&i, "points"),
+                num(&i, "mcorrect"),
+                num(&i, "eplayed"),
+                i.s("GSI_SK").unwrap_or_default().to_string(),
+            )
+        })
+}
+
+async fn scan(rt: &Runtime) -> Vec<Item> {
+    jobstream::verify::scan_all(&rt.dynamodb, &rt.config.table)
+        .await
+        .expect("scan")
+}
+
+/// Differences between the table and what its facts imply: every
+/// prediction's score and every standings item.
+fn truth_differences(items: &[Item]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut sums: BTreeMap<(String, String), (i64, i64, i64)> = BTreeMap::new();
+    for (p, sc) in expected_scores(items) {
+        let user = p.s("PK").unwrap().trim_start_matches("USER#").to_string();
+        let event = p.s("SK").unwrap().trim_start_matches("EVENT#").to_string();
+        let (gsi_sk, _) = keys::prediction_gsi_sk(sc.points, &user);
+        if (num(&p, "points"), num(&p, "mcorrect")) != (sc.points, sc.mcorrect)
+            || p.s("GSI_SK").ok() != Some(gsi_sk.as_str())
+            || p.s("GSI_PK").ok() != Some(keys::event_key(&event).as_str())
+            || p.s("belongsto").ok() != Some(keys::user_pk(&user).as_str())
+        {
+            out.push(format!("{user}/{event}: expected {sc:?}, {gsi_sk}"));
+        }
+        let e = sums
+            .entry((user, keys::year_of(&event).to_string()))
+            .or_default();
+        *e = (e.0 + sc.points, e.1 + sc.mcorrect, e.2 + 1);
+    }
+    let mut seen = 0;
+    for i in items {
+        let (Ok(pk), Ok(sk)) = (i.s("PK"), i.s("SK")) else {
+            continue;
+        };
+        let Some(year) = sk.strip_prefix("STANDINGS#") else {
+            continue;
+        };
+        seen += 1;
+        let user = pk.trim_start_matches("USER#").to_string();
+        let want = sums.get(&(user.clone(), year.to_string()));
+        let have = (num(i, "points"), num(i, "mcorrect"), num(i, "eplayed"));
+        if want != Some(&have)
+            || i.s("GSI_SK").ok() != Some(keys::standings_gsi_sk(have.0, &user).0.as_str())
+        {
+            out.push(format!("standings {user}/{year}: {have:?}, expected {want:?}"));
+        }
+    }
+    if seen != sums.len() {
+        out.push(format!("{seen} standings items, expected {}", sums.len()));
+    }
+    out
+}
+
+async fn assert_truth(rt: &Runtime) {
+    let d = truth_differences(&scan(rt).await);
+    assert!(d.is_empty(), "derived data differs from the facts: {d:#?}");
+    assert_rt_verified(rt).await;
+}
+
+fn m(event: &str, id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
+    write::a_match(event, id, id, order, points, false, &["A", "B"], result)
+}
+
+async fn event_with_matches(rt: &Runtime, event: &str, matches: &[(&str, i64, i64, Option<i64>)]) {
+    let (date, slug) = event.split_at(10);
+    put(rt, write::event(date, &slug[1..], "Event", "upcoming")).await;
+    for (id, order, points, result) in matches {
+        put(rt, m(event, id, *order, *points, *result)).await;
+    }
+}
+
+/// Stream records so far (Lambda-shaped JSON).
+async fn records(env: &ModelEnv) -> Vec<Value> {
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+    );
+    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("stream");
+    let desc = streams
+        .describe_stream()
+        .stream_arn(&arn)
+        .send()
+        .await
+        .expect("describe");
+    let mut out = Vec::new();
+    for shard in desc.stream_description().expect("description").shards() {
+        let it = streams
+            .get_shard_iterator()
+            .stream_arn(&arn)
+            .shard_id(shard.shard_id().expect("id"))
+            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("iterator");
+        let mut iterator = it.shard_iterator().map(str::to_string);
+        while let Some(i) = iterator.take() {
+            let req = dynoxide::actions::get_records::GetRecordsRequest {
+                shard_iterator: i,
+                limit: Some(1000),
+            };
+            let resp = env.engine.database().get_records(req).expect("get records");
+            if resp.records.is_empty() {
+                break;
+            }
+            for r in &resp.records {
+                let mut v = serde_json::to_value(r).expect("json");
+                v["eventSourceARN"] = json!(arn);
+                out.push(v);
+            }
+            iterator = resp.next_shard_iterator;
+        }
+    }
+    out
+}
+
+fn reads(rt: &Runtime) -> Reads {
+    Reads {
+        store: rt.processors.store.clone(),
+        table: rt.config.table.clone(),
+        ledger_table: rt.config.ledger_table.clone(),
+        now: chrono::Utc::now(),
+    }
+}
+
+async fn plan(rt: &Runtime, job: &ScoreJob) -> Plan {
+    Scoring
+        .plan(&encode(job), &reads(rt))
+        .await
+        .expect("plan")
+}
+
+async fn apply_plan(rt: &Runtime, plan: &Plan) -> shared::engine::setjob::Applied {
+    apply(
+        &rt.processors.store,
+        &rt.config.table,
+        &rt.config.ledger_table,
+        &[keys::PK, keys::SK],
+        &[],
+        plan,
+    )
+    .await
+    .expect("apply")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_demo_screens_are_exact() {
+    let mut env = env().await;
+    let demo = env.rt.model.demo.expect("the model has a demo");
+    let differences = demo(&mut env.rt).await.expect("demo runs");
+    assert!(differences.is_empty(), "{differences:#?}");
+    assert_eq!(env.rt.dlq_depth("scoring").await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_corrections_and_removals_rescore_and_resum() {
+    let mut env = env().await;
+    let rt = &mut env.rt;
+    event_with_matches(
+        rt,
+        EV,
+        &[("m1", 1, 10, Some(0)), ("m2", 2, 20, Some(0)), ("m3", 3, 30, Some(0))],
+    )
+    .await;
+    put(rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 0), ("m3", 1)])).await;
+    put(rt, write::prediction("jo", EV, &[("m1", 1), ("m2", 0), ("m3", 0)])).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await, (30, 2, "SCORE#030#sam".into()));
+    assert_eq!(score_of(rt, "jo", EV).await, (50, 2, "SCORE#050#jo".into()));
+    assert_eq!(
+        standings(rt, "jo", "2024").await,
+        Some((50, 2, 1, "SCORE#00050#jo".into()))
+    );
+    let standings_item = get(rt, key("USER#jo", "STANDINGS#2024")).await.unwrap();
+    assert_eq!(standings_item.get("type"), Some(&s("standings")));
+    assert_eq!(standings_item.get("belongsto"), Some(&s("USER#jo")));
+    assert_eq!(standings_item.get("GSI_PK"), Some(&s("STANDINGS#2024")));
+    assert_eq!(standings_item.len(), 9);
+
+    // Corrected result.
+    put(rt, m(EV, "m3", 3, 30, Some(1))).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await.0, 60);
+    assert_eq!(score_of(rt, "jo", EV).await.0, 20);
+    // Withdrawn result.
+    update(rt, key(&keys::event_key(EV), "MATCH#m2"), "REMOVE #r".replace("#r", "result").as_str(), &[]).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await, (40, 2, "SCORE#040#sam".into()));
+    assert_eq!(score_of(rt, "jo", EV).await, (0, 0, "SCORE#000#jo".into()));
+    // Points changed.
+    update(rt, key(&keys::event_key(EV), "MATCH#m1"), "SET points = :p", &[(":p", n(15))]).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await.0, 45);
+    // Match removed.
+    delete(rt, key(&keys::event_key(EV), "MATCH#m3")).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await, (15, 1, "SCORE#015#sam".into()));
+    // Match added, picks changed.
+    put(rt, m(EV, "m4", 4, 5, Some(0))).await;
+    put(rt, write::prediction("sam", EV, &[("m1", 0), ("m4", 0)])).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await, (20, 2, "SCORE#020#sam".into()));
+    // A second event of the year adds up; removing it takes it back.
+    event_with_matches(rt, EV2, &[("d1", 1, 7, Some(1))]).await;
+    put(rt, write::prediction("sam", EV2, &[("d1", 1)])).await;
+    rt.drain().await.unwrap();
+    assert_eq!(
+        standings(rt, "sam", "2024").await,
+        Some((27, 3, 2, "SCORE#00027#sam".into()))
+    );
+    delete(rt, key("USER#sam", &keys::event_key(EV2))).await;
+    rt.drain().await.unwrap();
+    assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.2), Some(1));
+    // The user's last prediction of the year: standings removed.
+    delete(rt, key("USER#jo", &keys::event_key(EV))).await;
+    rt.drain().await.unwrap();
+    assert_eq!(standings(rt, "jo", "2024").await, None);
+    // A writer's stray score is brought back.
+    update(rt, key("USER#sam", &keys::event_key(EV)), "SET points = :p", &[(":p", n(999))]).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await, (20, 2, "SCORE#020#sam".into()));
+    assert_truth(rt).await;
+    assert_eq!(rt.dlq_depth("scoring").await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score() {
+    let count: usize = std::env::var("PICKEM_PREDICTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1200);
+    let env = env().await;
+    let mut rt = env.rt;
+    event_with_matches(&rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
+    let predictions: Vec<Item> = (0..count)
+        .map(|i| {
+            write::prediction(
+                &format!("u{i:05}"),
+                EV,
+                &[("m1", (i % 2) as i64), ("m2", (i % 3 % 2) as i64)],
+            )
+        })
+        .collect();
+    put_all(&rt, predictions).await;
+    rt.drain().await.unwrap();
+    let env = ModelEnv { engine: env.engine, rt };
+    let before = records(&env).await.len();
+    let rt = &env.rt;
+    // Both results in one transaction: one batch of the stream.
+    rt.dynamodb
+        .transact_write_items()
+        .transact_items(
+            aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                .put(
+                    aws_sdk_dynamodb::types::Put::builder()
+                        .table_name(&rt.config.table)
+                        .set_item(Some(m(EV, "m1", 1, 10, Some(0))))
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .transact_items(
+            aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                .put(
+                    aws_sdk_dynamodb::types::Put::builder()
+                        .table_name(&rt.config.table)
+                        .set_item(Some(m(EV, "m2", 2, 20, Some(1))))
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut rt = env.rt;
+    rt.drain().await.unwrap();
+    let env = ModelEnv { engine: env.engine, rt };
+    let after = records(&env).await.len();
+    let changed = (0..count).filter(|i| i % 2 == 0 || i % 3 % 2 == 1).count();
+    // Table writes: the 2 results, one per prediction whose score changed,
+    // one per standings item whose sums changed (one prediction each).
+    assert_eq!(after - before, 2 + 2 * changed, "item writes for {count} predictions");
+    assert_truth(&env.rt).await;
+    assert_eq!(env.rt.dlq_depth("scoring").await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
+    let env = env().await;
+    let mut rt = env.rt;
+    event_with_matches(&rt, EV, &[("m1", 1, 10, Some(0))]).await;
+    put(&rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 1)])).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(&rt, "sam", EV).await.0, 10);
+    let event_job = ScoreJob::Event { event_id: EV.into() };
+    let env = ModelEnv { engine: env.engine, rt };
+    let rt = &env.rt;
+
+    // Duplicate: nothing to write.
+    let before = records(&env).await.len();
+    let p = plan(rt, &event_job).await;
+    assert!(p.updates.is_empty());
+    assert_eq!(apply_plan(rt, &p).await.writes(), 0);
+    assert_eq!(records(&env).await.len(), before);
+
+    // Late: planned for a result that was corrected back meanwhile.
+    put(rt, m(EV, "m1", 1, 10, Some(1))).await;
+    let stale = plan(rt, &event_job).await;
+    assert_eq!(stale.updates.len(), 1, "would score sam 0");
+    put(rt, m(EV, "m1", 1, 10, Some(0))).await;
+    let applied = apply_plan(rt, &stale).await;
+    assert_eq!((applied.writes(), applied.superseded), (0, 1));
+    assert_eq!(score_of(rt, "sam", EV).await.0, 10);
+
+    // Late: planned before a match was added (the set of matches changed).
+    let stale = {
+        put(rt, write::prediction("sam", EV, &[("m1", 1), ("m2", 1)])).await;
+        plan(
+            rt,
+            &ScoreJob::Predictions {
+                event_id: EV.into(),
+                users: vec!["sam".into()],
+            },
+        )
+        .await
+    };
+    assert_eq!(stale.updates.len(), 1, "would score sam 0 without m2");
+    put(rt, m(EV, "m2", 2, 7, Some(1))).await;
+    // Only the match's own record is derived (its jobs not yet run).
+    rt.processors
+        .derive
+        .deriver()
+        .reconcile(&[key(&keys::event_key(EV), "MATCH#m2")], &HashMap::new())
+        .await
+        .map_err(|(_, _, e)| e)
+        .unwrap();
+    let applied = apply_plan(rt, &stale).await;
+    assert_eq!((applied.writes(), applied.superseded), (0, 1), "version guard");
+    let mut rt = env.rt;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(&rt, "sam", EV).await, (7, 1, "SCORE#007#sam".into()));
+    // Every job again, in any order: nothing moves.
+    let env = ModelEnv { engine: env.engine, rt };
+    let before = records(&env).await.len();
+    for job in [
+        ScoreJob::Predictions { event_id: EV.into(), users: vec!["sam".into(), "nobody".into()] },
+        event_job.clone(),
+    ] {
+        let p = plan(&env.rt, &job).await;
+        assert_eq!(apply_plan(&env.rt, &p).await.writes(), 0);
+    }
+    assert_eq!(records(&env).await.len(), before);
+    assert_truth(&env.rt).await;
+}
+
+/// A small deterministic generator (no dependency needed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_concurrent_result_and_pick_changes_end_exact() {
+    let env = env().await;
+    let rt = env.rt;
+    let events = [EV, EV2, "2025-01-10-new-year"];
+    for e in events {
+        event_with_matches(
+            &rt,
+            e,
+            &[("a", 1, 10, None), ("b", 2, 20, None), ("c", 3, 30, None), ("d", 4, 40, None)],
+        )
+        .await;
+    }
+    let users: Vec<String> = (0..24).map(|i| format!("user{i:02}")).collect();
+    let db = rt.dynamodb.clone();
+    let table = rt.config.table.clone();
+    let bg = run_in_background(rt);
+    let writer = |seed: u64, results: bool| {
+        let db = db.clone();
+        let table = table.clone();
+        let users = users.clone();
+        tokio::spawn(async move {
+            let mut r = Lcg(seed);
+            for _ in 0..60 {
+                let e = events[r.next(3) as usize];
+                let item = if results {
+                    let id = ["a", "b", "c", "d"][r.next(4) as usize];
+                    let result = match r.next(4) {
+                        0 => None,
+                        x => Some((x % 2) as i64),
+                    };
+                    let points = 10 * (1 + r.next(5) as i64);
+                    m(e, id, 1, points, result)
+                } else {
+                    let u = &users[r.next(users.len() as u64) as usize];
+                    let picks: Vec<(&str, i64)> = ["a", "b", "c", "d"]
+                        .iter()
+                        .filter(|_| r.next(3) > 0)
+                        .map(|id| (*id, r.next(2) as i64))
+                        .collect();
+                    write::prediction(u, e, &picks)
+                };
+                db.put_item()
+                    .table_name(&table)
+                    .set_item(Some(item))
+                    .send()
+                    .await
+                    .expect("put");
+                tokio::time::sleep(std::time::Duration::from_millis(r.next(15))).await;
+            }
+        })
+    };
+    let tasks = [writer(1, true), writer(2, false), writer(3, false), writer(4, true)];
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut rt = bg.stop().await;
+    rt.drain().await.unwrap();
+    assert_truth(&rt).await;
+    assert_eq!(rt.dlq_depth("scoring").await.unwrap(), 0);
+    // Quiet: nothing more to do, the table does not change.
+    let env = ModelEnv { engine: env.engine, rt };
+    let before = records(&env).await.len();
+    let mut rt = env.rt;
+    rt.drain().await.unwrap();
+    let env = ModelEnv { engine: env.engine, rt };
+    assert_eq!(records(&env).await.len(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
+    let env = env().await;
+    let mut rt = env.rt;
+    event_with_matches(&rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
+    for (u, picks) in [("sam", [0, 1]), ("jo", [1, 1]), ("al", [0, 0])] {
+        put(&rt, write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])])).await;
+    }
+    rt.drain().await.unwrap();
+    put(&rt, m(EV, "m1", 1, 10, Some(0))).await;
+    rt.drain().await.unwrap();
+    put(&rt, m(EV, "m2", 2, 20, Some(0))).await;
+    put(&rt, m(EV, "m2", 2, 20, Some(1))).await;
+    put(&rt, write::prediction("al", EV, &[("m1", 1), ("m2", 1)])).await;
+    rt.drain().await.unwrap();
+    assert_truth(&rt).await;
+    let env = ModelEnv { engine: env.engine, rt };
+    let truth: Vec<Option<(i64, i64, i64, String)>> = {
+        let mut v = Vec::new();
+        for u in ["sam", "jo", "al"] {
+            v.push(standings(&env.rt, u, "2024").await);
+        }
+        v
+    };
+    let all = records(&env).await;
+    let derive = env.rt.stream_processor("derive");
+    // Every record again, one at a time, oldest first: after each, the
+    // standings are still the truth.
+    for r in &all {
+        let event: aws_lambda_events::event::dynamodb::Event =
+            serde_json::from_value(json!({ "Records": [r] })).unwrap();
+        let resp = derive.handle(event).await.expect("batch handled");
+        assert!(resp.batch_item_failures.is_empty());
+        for (i, u) in ["sam", "jo", "al"].iter().enumerate() {
+            assert_eq!(standings(&env.rt, u, "2024").await, truth[i], "after a replayed record");
+        }
+    }
+    // And the whole stream as one batch.
+    let event: aws_lambda_events::event::dynamodb::Event =
+        serde_json::from_value(json!({ "Records": all })).unwrap();
+    derive.handle(event).await.expect("batch handled");
+    let mut rt = env.rt;
+    rt.drain().await.unwrap();
+    let env = ModelEnv { engine: env.engine, rt };
+    assert_eq!(records(&env).await.len(), all.len(), "no write at all");
+    assert_truth(&env.rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_padding_and_clamping_keep_true_values() {
+    let mut env = env().await;
+    let rt = &mut env.rt;
+    let before = rules::overflows();
+    event_with_matches(rt, EV, &[("big", 120, 1500, Some(0)), ("m1", 7, 60_000, Some(0))]).await;
+    event_with_matches(rt, EV2, &[("m2", 1, 50_000, Some(1))]).await;
+    put(rt, write::prediction("sam", EV, &[("big", 0), ("m1", 0)])).await;
+    put(rt, write::prediction("sam", EV2, &[("m2", 1)])).await;
+    put(rt, write::prediction("jo", EV, &[("big", 0)])).await;
+    rt.drain().await.unwrap();
+    let big = get(rt, key(&keys::event_key(EV), "MATCH#big")).await.unwrap();
+    assert_eq!(big.get("GSI_SK"), Some(&s("MATCH#99")));
+    let m1 = get(rt, key(&keys::event_key(EV), "MATCH#m1")).await.unwrap();
+    assert_eq!(m1.get("GSI_SK"), Some(&s("MATCH#07")));
+    assert_eq!(score_of(rt, "sam", EV).await, (61_500, 2, "SCORE#999#sam".into()));
+    assert_eq!(score_of(rt, "jo", EV).await, (1500, 1, "SCORE#999#jo".into()));
+    assert_eq!(
+        standings(rt, "sam", "2024").await,
+        Some((111_500, 3, 2, "SCORE#99999#sam".into()))
+    );
+    assert_eq!(
+        standings(rt, "jo", "2024").await,
+        Some((1500, 1, 1, "SCORE#01500#jo".into()))
+    );
+    assert!(rules::overflows() >= before + 3, "clamps are counted");
+    assert_truth(rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_bad_input_changes_nothing_and_blocks_nothing() {
+    let mut env = env().await;
+    let rt = &mut env.rt;
+    event_with_matches(rt, EV, &[("m1", 1, 10, Some(0))]).await;
+    let mut bad = write::prediction("sam", EV, &[]);
+    bad.insert("predictions".into(), s("m1=0"));
+    put(rt, bad).await;
+    put(rt, write::prediction("jo", EV, &[("m1", 0)])).await;
+    put(rt, key("SOMETHING", "ELSE")).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "jo", EV).await.0, 10, "later records not blocked");
+    assert_eq!(standings(rt, "sam", "2024").await, None);
+    let report = rt.verify().await.unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_eq!(report.bad_input.len(), 2, "{:#?}", report.bad_input);
+    // Fixed: scored and counted.
+    put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await, (10, 1, "SCORE#010#sam".into()));
+    assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.0), Some(10));
+    // A match that is bad input holds the event's scoring until fixed.
+    let mut broken = m(EV, "m1", 1, 10, Some(1));
+    broken.remove("teams");
+    put(rt, broken).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await.0, 10, "earlier valid facts stay");
+    put(rt, m(EV, "m1", 1, 10, Some(1))).await;
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(rt, "sam", EV).await.0, 0);
+    assert_truth(rt).await;
+}
