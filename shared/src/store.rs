@@ -205,6 +205,38 @@ impl Store {
         }
     }
 
+    /// One DeleteItem, conditioned: `ConditionFailed` when the item is
+    /// absent or no longer what the caller saw.
+    pub async fn delete_if(
+        &self,
+        table: &str,
+        key: Item,
+        condition: String,
+        names: Vec<(String, String)>,
+        values: Vec<(String, AttributeValue)>,
+    ) -> Result<Written, StoreError> {
+        let mut req = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .condition_expression(condition);
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => {
+                self.count_writes(1);
+                Ok(Written::Applied)
+            }
+            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
+            Err(e) => Err(classify("DeleteItem", table, e)),
+        }
+    }
+
     /// TransactWriteItems (at most 100 actions, never two on one item).
     /// Cancellations caused only by conflicts or throttling are retried with
     /// backoff; cancellations with failed conditions are returned with the
