@@ -308,11 +308,18 @@ pub async fn backfill_tracker(
                             (keys::SK.to_string(), shared::item::s(pk)),
                         ]
                         .into();
-                        if store.get(&table, app).await?.is_none() {
-                            if !dry_run {
-                                let key = shared::item::key_of(item, &[keys::PK, keys::SK]);
-                                store.delete_keys(&table, vec![key]).await?;
+                        let gone = if dry_run {
+                            store.get(&table, app).await?.is_none()
+                        } else {
+                            // Guarded: only while the application is absent.
+                            shared::models::tracker::history_check::Repair::DeleteOrphan {
+                                app_key: app,
+                                key: shared::item::key_of(item, &[keys::PK, keys::SK]),
                             }
+                            .apply(&store, &table)
+                            .await?
+                        };
+                        if gone {
                             t.cascaded.fetch_add(1, Ordering::Relaxed);
                         }
                     }

@@ -4,9 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use shared::engine::derive::{projection_update, DeriveRules};
-use shared::engine::fold::FoldState;
 use shared::item::{display_key, key_of, n, s, Item, ItemExt};
 use shared::models::jobboard::derive::JobBoardDerive;
 use shared::models::jobboard::entities::{
@@ -15,9 +13,8 @@ use shared::models::jobboard::entities::{
 use shared::models::jobboard::keys as bkeys;
 use shared::models::jobboard::relevance::{level, score};
 use shared::models::tracker::derive::TrackerDerive;
-use shared::models::tracker::history::{snapshot, snapshot_attributes, stage_snapshot};
+use shared::models::tracker::history_check::{self, Repair};
 use shared::models::tracker::keys::{self, Kind};
-use shared::models::tracker::schema::LABELS;
 use shared::store::{Store, Update};
 
 /// Drift of one kind of derived datum.
@@ -44,6 +41,8 @@ pub enum Fix {
     Update(Update),
     Delete(Item),
     Put(Item),
+    /// A history repair, applied through the fold's guards.
+    History(Repair),
 }
 
 /// What verification found.
@@ -148,6 +147,11 @@ pub async fn repair(
                 store.put_items(table, vec![i.clone()]).await?;
                 applied += 1;
             }
+            Fix::History(r) => {
+                if r.apply(&store, table).await? {
+                    applied += 1;
+                }
+            }
         }
     }
     Ok(applied)
@@ -158,20 +162,6 @@ struct Partition {
     app: Option<Item>,
     stages: Vec<Item>,
     history: Vec<Item>,
-}
-
-/// The part of a snapshot an entry must reflect: user-visible fields and
-/// stages (a later `updatedAt`-only change writes no entry).
-fn comparable(snapshot: &Item) -> Item {
-    snapshot
-        .iter()
-        .filter(|(k, _)| {
-            LABELS.iter().any(|(l, _)| l == k)
-                || ["id", "isArchived", "interviewStages"].contains(&k.as_str())
-        })
-        .filter(|(_, v)| !matches!(v, AttributeValue::Null(_)))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 /// Verifies the tracker's derived data in `table`.
@@ -219,17 +209,19 @@ pub fn verify_items(items: &[Item]) -> Report {
     for (pk, p) in &parts {
         report.stages += p.stages.len();
         report.history_entries += p.history.len();
+        let history = history_check::check_partition(pk, p.app.as_ref(), &p.stages, &p.history);
+        for kind in history.checked {
+            report.checked(kind);
+        }
+        for f in history.findings {
+            let d = match f.drift {
+                history_check::Drift::Wrong => Drift::Wrong,
+                history_check::Drift::Missing => Drift::Missing,
+                history_check::Drift::Extra => Drift::Extra,
+            };
+            report.drift(f.kind, d, f.what, f.repair.map(Fix::History));
+        }
         let Some(app) = &p.app else {
-            for orphan in p.stages.iter().chain(&p.history) {
-                report.checked("orphans");
-                let key = key_of(orphan, &[keys::PK, keys::SK]);
-                report.drift(
-                    "orphans",
-                    Drift::Extra,
-                    format!("{} left behind by a deleted application", display_key(&key)),
-                    Some(Fix::Delete(key)),
-                );
-            }
             continue;
         };
         report.applications += 1;
@@ -256,96 +248,6 @@ pub fn verify_items(items: &[Item]) -> Report {
             }
             Ok(None) => {}
             Err(e) => report.problems.push(format!("{pk}: {e}")),
-        }
-        report.checked("history-sequence");
-        let seqs: BTreeSet<u64> = p
-            .history
-            .iter()
-            .filter_map(|h| h.opt_i64("sequence").ok().flatten())
-            .map(|v| v as u64)
-            .collect();
-        let mirrored = app
-            .opt_i64(keys::HISTORY_SEQUENCE)
-            .ok()
-            .flatten()
-            .unwrap_or(0) as u64;
-        let last = seqs.iter().max().copied().unwrap_or(0).max(mirrored);
-        let id = pk.trim_start_matches("APP#");
-        for gap in (1..=last).filter(|s| !seqs.contains(s)) {
-            let mut entry: Item = [
-                (keys::PK, s(pk)),
-                (keys::SK, s(keys::hist_sk(gap))),
-                (
-                    "id",
-                    s(uuid::Uuid::new_v5(
-                        &shared::models::tracker::history::ENTRY_ID_NAMESPACE,
-                        format!("restored:{pk}:{gap}").as_bytes(),
-                    )
-                    .to_string()),
-                ),
-                ("applicationId", s(id)),
-                ("sequence", n(gap)),
-                (
-                    "description",
-                    s("Entry lost; restored by jobstream verify --repair"),
-                ),
-                (
-                    "createdAt",
-                    s(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-                ),
-                ("snapshotOmitted", s("the original entry was lost")),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            entry.insert("restored".into(), AttributeValue::Bool(true));
-            report.drift(
-                "history-sequence",
-                Drift::Missing,
-                format!("{pk}: entry {gap} of 1..={last} is missing"),
-                Some(Fix::Put(entry)),
-            );
-        }
-        if mirrored != last {
-            let fix = Update {
-                key: key_of(app, &[keys::PK, keys::SK]),
-                update_expression: "SET #a = :s".into(),
-                condition_expression: Some("attribute_exists(#k)".into()),
-                names: vec![
-                    ("#a".into(), keys::HISTORY_SEQUENCE.into()),
-                    ("#k".into(), keys::PK.into()),
-                ],
-                values: vec![(":s".into(), n(last))],
-            };
-            report.drift(
-                "history-sequence",
-                Drift::Wrong,
-                format!("{pk}: historySequence is {mirrored}, expected {last}"),
-                Some(Fix::Update(fix)),
-            );
-        }
-        if let Some(latest) = p
-            .history
-            .iter()
-            .max_by_key(|h| h.opt_i64("sequence").ok().flatten())
-        {
-            report.checked("history-snapshot");
-            let mut state = FoldState::default();
-            state.parts.insert("APP".into(), snapshot_attributes(app));
-            for st in &p.stages {
-                state.parts.insert(
-                    st.s(keys::SK).unwrap_or_default().to_string(),
-                    stage_snapshot(st),
-                );
-            }
-            let want = comparable(&snapshot(&state));
-            let have = match latest.get("snapshot") {
-                Some(AttributeValue::M(m)) => Some(comparable(m)),
-                _ => None,
-            };
-            if have.as_ref() != Some(&want) && !latest.contains_key("snapshotOmitted") {
-                report.drift("history-snapshot", Drift::Wrong, format!("{pk}: the latest snapshot differs from the current state (not repairable: history is append-only)"), None);
-            }
         }
     }
     report.checked("count");

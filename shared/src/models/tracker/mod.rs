@@ -3,10 +3,13 @@
 //! - [`keys`] - every key format of the model, in one place.
 //! - [`schema`] - the seed's attributes, types, enums and limits; validation.
 //! - [`derive`](mod@derive) - GSI1/GSI2 projections and the META/COUNT counter.
-//! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade.
+//! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade,
+//!   adoption.
+//! - [`history_check`] - verification of history and its guarded repairs.
 
 pub mod derive;
 pub mod history;
+pub mod history_check;
 pub mod keys;
 pub mod schema;
 
