@@ -349,7 +349,13 @@ fn check_chain(pk: &str, entries: &[(u64, &Item)], out: &mut HistoryCheck) {
     let mut ids: BTreeMap<&str, u64> = BTreeMap::new();
     let mut adoptions = 0;
     let mut prev: Option<&Item> = None;
+    let mut prev_seq = 0;
     for (seq, entry) in entries {
+        if *seq != prev_seq + 1 {
+            // A lost entry breaks the chain: start again after it.
+            prev = None;
+        }
+        prev_seq = *seq;
         out.checked.push("history-chain");
         let description = entry.s("description").unwrap_or_default();
         let wrong = |what: String| Finding {
@@ -387,5 +393,110 @@ fn check_chain(pk: &str, entries: &[(u64, &Item)], out: &mut HistoryCheck) {
         }
         // A lost or omitted snapshot breaks the chain: start again after it.
         prev = if restored { None } else { this };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::{test_change as change, ChangeKind};
+    use crate::engine::fold::{FoldRules, FoldState};
+    use crate::models::tracker::history::TrackerHistory;
+    use crate::models::tracker::schema::tests::{app, stage};
+
+    /// Entries a single consumer writes for `changes`, from the first write.
+    fn fold_all(changes: Vec<crate::change::Change>) -> Vec<Item> {
+        let mut st = FoldState::default();
+        let mut out = Vec::new();
+        for (i, mut c) in changes.into_iter().enumerate() {
+            c.event_id = format!("ev{i}");
+            out.extend(TrackerHistory.fold("a", &mut st, &c).unwrap().entries);
+        }
+        out
+    }
+
+    fn scenario() -> (Item, Item, Vec<Item>) {
+        let a = app("a");
+        let mut b = a.clone();
+        b.insert("notes".into(), s("n"));
+        let st = stage("a", "s1", "Screen", 1);
+        let entries = fold_all(vec![
+            change(ChangeKind::Insert, None, Some(a.clone())),
+            change(ChangeKind::Insert, None, Some(st.clone())),
+            change(ChangeKind::Modify, Some(a), Some(b.clone())),
+        ]);
+        (b, st, entries)
+    }
+
+    fn kinds(c: &HistoryCheck) -> Vec<&str> {
+        c.findings.iter().map(|f| f.kind).collect()
+    }
+
+    #[test]
+    fn a_single_consumers_history_is_clean() {
+        let (app, st, entries) = scenario();
+        let mut app = app;
+        app.insert(keys::HISTORY_SEQUENCE.into(), n(3));
+        let c = check_partition("APP#a", Some(&app), &[st], &entries);
+        assert!(c.findings.is_empty(), "{:#?}", c.findings);
+    }
+
+    #[test]
+    fn a_change_applied_again_after_an_import_is_found() {
+        let (mut app, st, entries) = scenario();
+        // The race: entry 1 imported (stage included), then the
+        // consumer's creation and stage again.
+        let mut imported = entries[1].clone();
+        imported.insert("description".into(), s(IMPORTED));
+        imported.insert("id".into(), s("import"));
+        imported.insert("sequence".into(), n(1));
+        imported.insert(keys::SK.into(), s(keys::hist_sk(1)));
+        let mut again = vec![imported];
+        for (i, e) in entries.iter().enumerate() {
+            let mut e = e.clone();
+            e.insert("sequence".into(), n(i + 2));
+            e.insert(keys::SK.into(), s(keys::hist_sk(i as u64 + 2)));
+            again.push(e);
+        }
+        app.insert(keys::HISTORY_SEQUENCE.into(), n(4));
+        let c = check_partition("APP#a", Some(&app), &[st], &again);
+        assert_eq!(kinds(&c), ["history-chain"], "{:#?}", c.findings);
+        assert!(c.findings[0].what.contains("entry 2"));
+    }
+
+    #[test]
+    fn the_same_change_twice_and_a_snapshot_out_of_step_are_found() {
+        let (mut app, st, entries) = scenario();
+        let mut dup = entries[1].clone();
+        dup.insert("sequence".into(), n(4));
+        dup.insert(keys::SK.into(), s(keys::hist_sk(4)));
+        let mut all = entries.clone();
+        all.push(dup);
+        app.insert(keys::HISTORY_SEQUENCE.into(), n(4));
+        let c = check_partition("APP#a", Some(&app), &[st], &all);
+        let what: Vec<&str> = c.findings.iter().map(|f| f.what.as_str()).collect();
+        assert!(what.iter().any(|w| w.contains("repeats the change of entry 2")), "{what:?}");
+        assert!(what.iter().any(|w| w.contains("does not match")), "{what:?}");
+    }
+
+    #[test]
+    fn repairs_are_guarded() {
+        let (mut app, _, entries) = scenario();
+        app.insert(keys::HISTORY_SEQUENCE.into(), n(3));
+        let c = check_partition("APP#a", Some(&app), &[], &entries[..2]);
+        let restore = c
+            .findings
+            .iter()
+            .find_map(|f| match &f.repair {
+                Some(Repair::RestoreEntry { entry, .. }) => Some(entry),
+                _ => None,
+            })
+            .expect("a lost entry is restored");
+        assert!(restore.contains_key("restored"));
+        let orphans = check_partition("APP#gone", None, &[], &entries);
+        assert!(orphans
+            .findings
+            .iter()
+            .all(|f| matches!(f.repair, Some(Repair::DeleteOrphan { .. }))));
     }
 }
