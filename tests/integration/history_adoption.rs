@@ -118,8 +118,14 @@ async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
         .create_application("pre", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer.add_stage("pre", "s1", "Screen", 1).await.unwrap();
-    env.writer.add_stage("pre", "s2", "Onsite", 2).await.unwrap();
+    env.writer
+        .add_stage("pre", "s1", "Screen", 1)
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("pre", "s2", "Onsite", 2)
+        .await
+        .unwrap();
     let deployed = raw_records(&env).await.len();
     // Deployed; a change arrives before any backfill.
     env.writer
@@ -155,7 +161,10 @@ async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
         .create_application("lag", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer.add_stage("lag", "s1", "Screen", 1).await.unwrap();
+    env.writer
+        .add_stage("lag", "s1", "Screen", 1)
+        .await
+        .unwrap();
     assert_eq!(backfill(&env).await, 1);
     // The consumer now reaches the older INSERTs, then the import's entry.
     let at = settle(&env, 0).await;
@@ -182,12 +191,19 @@ async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
         .await
         .unwrap();
     assert_eq!(backfill(&env).await, 1);
-    env.writer.add_stage("race", "s1", "Screen", 1).await.unwrap();
+    env.writer
+        .add_stage("race", "s1", "Screen", 1)
+        .await
+        .unwrap();
     // The import read the partition, then the stage was added before its
     // entry committed: the stream shows the stage's INSERT before the
     // entry's (positions swapped, sequence numbers kept ascending).
     let mut records = raw_records(&env).await;
-    let sk_of = |r: &serde_json::Value| r["dynamodb"]["Keys"]["SK"]["S"].as_str().map(str::to_string);
+    let sk_of = |r: &serde_json::Value| {
+        r["dynamodb"]["Keys"]["SK"]["S"]
+            .as_str()
+            .map(str::to_string)
+    };
     let fence = records
         .iter()
         .position(|r| sk_of(r).as_deref() == Some("HIST#00000001"))
@@ -205,8 +221,8 @@ async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
     records[fence]["dynamodb"]["SequenceNumber"] = fence_seq;
     records[stage]["dynamodb"]["SequenceNumber"] = stage_seq;
     let delivered = records.len();
-    let event: Event = serde_json::from_value(serde_json::json!({ "Records": records }))
-        .expect("a Lambda event");
+    let event: Event =
+        serde_json::from_value(serde_json::json!({ "Records": records })).expect("a Lambda event");
     let resp = shared::lambda::stream_handler(
         &*env.rt.history,
         LambdaEvent::new(event, Context::default()),
@@ -292,7 +308,10 @@ async fn delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation(
         .create_application("d", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer.add_stage("d", "old", "Old screen", 1).await.unwrap();
+    env.writer
+        .add_stage("d", "old", "Old screen", 1)
+        .await
+        .unwrap();
     env.writer.add_stage("d", "same", "Phone", 2).await.unwrap();
     let at = settle(&env, 0).await;
     // While history lags: deleted, re-created with a new stage and a stage
@@ -302,8 +321,14 @@ async fn delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation(
         .create_application("d", "Globex", "Manager", "applied", &t.next())
         .await
         .unwrap();
-    env.writer.add_stage("d", "new", "New screen", 1).await.unwrap();
-    env.writer.add_stage("d", "same", "Onsite", 2).await.unwrap();
+    env.writer
+        .add_stage("d", "new", "New screen", 1)
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("d", "same", "Onsite", 2)
+        .await
+        .unwrap();
     settle(&env, at).await;
     assert_eq!(
         descriptions(&env, "d").await,
@@ -412,8 +437,10 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
         // first (the adoption form), never both.
         let d = descriptions(&env, &format!("new{i}")).await;
         assert!(
-            d == ["Created application New Co - Role", "Added interview stage \"Screen\""]
-                || (d[0] == IMPORTED && d.len() <= 2),
+            d == [
+                "Created application New Co - Role",
+                "Added interview stage \"Screen\""
+            ] || (d[0] == IMPORTED && d.len() <= 2),
             "new{i}: {d:?}"
         );
         let old = descriptions(&env, &format!("old{i}")).await;

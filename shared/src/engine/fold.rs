@@ -165,8 +165,13 @@ pub trait FoldRules: Send + Sync {
 
     /// Adoption of an aggregate from the items of its partition as they
     /// are now; `token` is unique per attempt (entry id, epoch).
-    fn adopt(&self, aggregate: &str, partition: &[Item], at: DateTime<Utc>, token: &str)
-        -> Adoption;
+    fn adopt(
+        &self,
+        aggregate: &str,
+        partition: &[Item],
+        at: DateTime<Utc>,
+        token: &str,
+    ) -> Adoption;
 
     /// The adoption entry `entry` (as written) at its own stream position,
     /// where the state is `state`.
@@ -263,9 +268,19 @@ impl Loaded {
 
     /// Actions and bytes of this aggregate's commit if its state were `parts`
     /// with `extra` more entries of `extra_bytes`.
-    fn cost(&self, parts: &BTreeMap<String, Item>, extra: usize, extra_bytes: usize) -> (usize, usize) {
+    fn cost(
+        &self,
+        parts: &BTreeMap<String, Item>,
+        extra: usize,
+        extra_bytes: usize,
+    ) -> (usize, usize) {
         let (part_actions, part_bytes) = self.changed_parts(parts);
-        let entry_bytes: usize = self.entries.iter().chain(&self.rewrite).map(item_size).sum();
+        let entry_bytes: usize = self
+            .entries
+            .iter()
+            .chain(&self.rewrite)
+            .map(item_size)
+            .sum();
         (
             1 + part_actions + self.entries.len() + usize::from(self.rewrite.is_some()) + extra,
             part_bytes + entry_bytes + extra_bytes,
@@ -336,7 +351,11 @@ impl<R: FoldRules> FoldProcessor<R> {
             return Ok(Imported::Imported);
         }
         let seq = state.seq;
-        if self.write_adoption(aggregate, adoption, &tok).await?.is_none() {
+        if self
+            .write_adoption(aggregate, adoption, &tok)
+            .await?
+            .is_none()
+        {
             return Ok(Imported::AlreadyKnown);
         }
         if let Some((key, attr)) = self.rules.sequence_mirror(aggregate) {
@@ -385,7 +404,11 @@ impl<R: FoldRules> FoldProcessor<R> {
             put_action(
                 &self.config.table,
                 entry,
-                Some((format!("attribute_not_exists(#k0)"), vec![("#k0", k0)], vec![])),
+                Some((
+                    "attribute_not_exists(#k0)".to_string(),
+                    vec![("#k0", k0)],
+                    vec![],
+                )),
             ),
         ];
         match self.store.transact(actions).await {
@@ -416,7 +439,10 @@ impl<R: FoldRules> FoldProcessor<R> {
                 item
             })
             .collect();
-        Ok(self.store.put_items(&self.config.ledger_table, items).await?)
+        Ok(self
+            .store
+            .put_items(&self.config.ledger_table, items)
+            .await?)
     }
 
     async fn load(&self, aggregate: &str) -> Result<Loaded, ProcessError> {
@@ -442,7 +468,11 @@ impl<R: FoldRules> FoldProcessor<R> {
                     .opt_s("last")
                     .map_err(bad)?
                     .and_then(SequenceNumber::parse);
-                loaded.epoch = item.opt_s("epoch").map_err(bad)?.unwrap_or_default().to_string();
+                loaded.epoch = item
+                    .opt_s("epoch")
+                    .map_err(bad)?
+                    .unwrap_or_default()
+                    .to_string();
                 let adopt_seq = item.opt_i64("adopt").map_err(bad)?;
                 let adopt_id = item.opt_s("adoptId").map_err(bad)?;
                 if let (Some(seq), Some(id)) = (adopt_seq, adopt_id) {
@@ -655,7 +685,10 @@ impl<R: FoldRules> FoldProcessor<R> {
             }
             match self
                 .store
-                .update(&self.config.table, self.mirror_update(key, attr, l.state.seq))
+                .update(
+                    &self.config.table,
+                    self.mirror_update(key, attr, l.state.seq),
+                )
                 .await
             {
                 Ok(Written::Applied | Written::ConditionFailed) => {}
@@ -732,8 +765,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         if is_root {
             l.mirror_seen = root_mirror;
         }
-        if l
-            .current_last()
+        if l.current_last()
             .is_some_and(|last| change.sequence_number <= *last)
         {
             metrics.incr(names::DUPLICATE);
@@ -741,7 +773,9 @@ impl<R: FoldRules> FoldProcessor<R> {
             return Ok(());
         }
         if let Some(record) = self.rules.adoption_record(change) {
-            return self.reach_adoption(agg, index, change, record, states, tx).await;
+            return self
+                .reach_adoption(agg, index, change, record, states, tx)
+                .await;
         }
         if l.version == 0 && !l.dirty && !self.rules.starts_aggregate(change) {
             let mut adopted = self.adopt_now(agg).await.map_err(at)?;
@@ -956,11 +990,12 @@ impl<R: FoldRules> FoldProcessor<R> {
     }
 }
 
+/// A condition expression with its attribute names and values.
+pub type Condition = (String, Vec<(String, String)>, Vec<(String, AttributeValue)>);
+
 /// `(condition, names, values)` holding while an item still has the
 /// attribute values of `expected` (`NULL` = absent or null).
-pub fn unchanged_condition(
-    expected: &Item,
-) -> (String, Vec<(String, String)>, Vec<(String, AttributeValue)>) {
+pub fn unchanged_condition(expected: &Item) -> Condition {
     let mut parts = Vec::new();
     let mut names = Vec::new();
     let mut values = Vec::new();
@@ -970,7 +1005,10 @@ pub fn unchanged_condition(
             parts.push(format!(
                 "(attribute_not_exists(#u{i}) OR attribute_type(#u{i}, :null))"
             ));
-            if !values.iter().any(|(k, _): &(String, AttributeValue)| k == ":null") {
+            if !values
+                .iter()
+                .any(|(k, _): &(String, AttributeValue)| k == ":null")
+            {
                 values.push((":null".to_string(), s("NULL")));
             }
         } else {
@@ -984,7 +1022,11 @@ pub fn unchanged_condition(
     (parts.join(" AND "), names, values)
 }
 
-type Cond<'a> = (String, Vec<(&'a str, &'a str)>, Vec<(&'a str, AttributeValue)>);
+type Cond<'a> = (
+    String,
+    Vec<(&'a str, &'a str)>,
+    Vec<(&'a str, AttributeValue)>,
+);
 
 fn put_action(table: &str, item: Item, cond: Option<Cond<'_>>) -> TransactWriteItem {
     let mut p = Put::builder().table_name(table).set_item(Some(item));

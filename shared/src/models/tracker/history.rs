@@ -195,8 +195,7 @@ pub fn adoption(
     state.seq += 1;
     let change = Change {
         event_id: format!("adopt:{app_id}:{token}"),
-        sequence_number: crate::change::SequenceNumber::parse("0")
-            .expect("0 is a sequence number"),
+        sequence_number: crate::change::SequenceNumber::parse("0").expect("0 is a sequence number"),
         kind: ChangeKind::Insert,
         origin: crate::change::Origin::User,
         keys: Item::new(),
@@ -238,7 +237,12 @@ impl FoldRules for TrackerHistory {
         is_adoption.then(|| AdoptionRecord {
             aggregate: pk.trim_start_matches("APP#").to_string(),
             sequence: new.opt_i64("sequence").ok().flatten().unwrap_or(0).max(0) as u64,
-            id: new.opt_s("id").ok().flatten().unwrap_or_default().to_string(),
+            id: new
+                .opt_s("id")
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .to_string(),
         })
     }
 
@@ -313,7 +317,11 @@ impl FoldRules for TrackerHistory {
     fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
         let pk = keys::app_pk(aggregate);
         let key = |sk: String| -> Item {
-            [(keys::PK.to_string(), s(&pk)), (keys::SK.to_string(), s(sk))].into()
+            [
+                (keys::PK.to_string(), s(&pk)),
+                (keys::SK.to_string(), s(sk)),
+            ]
+            .into()
         };
         // The removed incarnation's stages, as it last had them (a stage of
         // a later incarnation under the same id differs and stays), and its
@@ -415,12 +423,14 @@ impl FoldRules for TrackerHistory {
                     .insert(keys::stage_sk(id), stage_snapshot(new))
                     .is_some();
                 match (kind, &change.old) {
-                    (ChangeKind::Modify, Some(old)) if known => stage_changed(old, new).then(|| {
-                        format!(
-                            "Updated interview stage \"{}\"",
-                            old.opt_s("name").ok().flatten().unwrap_or_default()
-                        )
-                    }),
+                    (ChangeKind::Modify, Some(old)) if known => {
+                        stage_changed(old, new).then(|| {
+                            format!(
+                                "Updated interview stage \"{}\"",
+                                old.opt_s("name").ok().flatten().unwrap_or_default()
+                            )
+                        })
+                    }
                     _ => Some(format!(
                         "Added interview stage \"{}\"",
                         new.s("name").unwrap_or_default()

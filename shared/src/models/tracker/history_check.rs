@@ -14,9 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 
 use super::history::{snapshot, snapshot_attributes, stage_snapshot, ENTRY_ID_NAMESPACE, IMPORTED};
 use super::keys;
@@ -51,7 +49,11 @@ pub enum Repair {
 impl Repair {
     /// Applies the repair; `false` when its guard no longer held (nothing
     /// written: a later verify sees the new state).
-    pub async fn apply(&self, store: &Store, table: &str) -> Result<bool, crate::error::StoreError> {
+    pub async fn apply(
+        &self,
+        store: &Store,
+        table: &str,
+    ) -> Result<bool, crate::error::StoreError> {
         let check = |key: &Item, cond: &str, values: Vec<(&str, AttributeValue)>| {
             let mut c = ConditionCheck::builder()
                 .table_name(table)
@@ -206,7 +208,9 @@ pub fn transition_error(prev: &Item, cur: &Item, description: &str) -> Option<St
         let listed: BTreeSet<&str> = list.split(", ").collect();
         listed == labels_changed && same_stages && archived(prev) == archived(cur)
     } else {
-        return Some(format!("`{description}` is not a change of an existing application"));
+        return Some(format!(
+            "`{description}` is not a change of an existing application"
+        ));
     };
     (!ok).then(|| format!("`{description}` does not match the change between the snapshots"))
 }
@@ -220,11 +224,7 @@ pub fn check_partition(
     history: &[Item],
 ) -> HistoryCheck {
     let mut out = HistoryCheck::default();
-    let app_key: Item = [
-        (keys::PK.to_string(), s(pk)),
-        (keys::SK.to_string(), s(pk)),
-    ]
-    .into();
+    let app_key: Item = [(keys::PK.to_string(), s(pk)), (keys::SK.to_string(), s(pk))].into();
     let Some(app) = app else {
         for orphan in stages.iter().chain(history) {
             out.checked.push("orphans");
@@ -475,8 +475,15 @@ mod tests {
         app.insert(keys::HISTORY_SEQUENCE.into(), n(4));
         let c = check_partition("APP#a", Some(&app), &[st], &all);
         let what: Vec<&str> = c.findings.iter().map(|f| f.what.as_str()).collect();
-        assert!(what.iter().any(|w| w.contains("repeats the change of entry 2")), "{what:?}");
-        assert!(what.iter().any(|w| w.contains("does not match")), "{what:?}");
+        assert!(
+            what.iter()
+                .any(|w| w.contains("repeats the change of entry 2")),
+            "{what:?}"
+        );
+        assert!(
+            what.iter().any(|w| w.contains("does not match")),
+            "{what:?}"
+        );
     }
 
     #[test]
