@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use shared::change::{Change, ChangeKind};
+use shared::change::Change;
 use shared::engine::fold::{FoldRules as _, Imported};
-use shared::item::{key_of, Item, ItemExt};
+use shared::item::{key_of, Item};
 use shared::lambda::{Config, Fold, Processors};
 use shared::store::Store;
 use tokio::sync::Mutex;
@@ -333,37 +333,25 @@ async fn adopt(
             Imported::Imported => imported += 1,
             Imported::AlreadyKnown => {}
             Imported::Nothing => {
-                // No root: remove what is left of the aggregate, as the
-                // cascade of its root's REMOVE would have.
+                // No root: what is left of the aggregate's partition is
+                // removed, as the cascade of its root's REMOVE would have,
+                // each delete guarded by the root's absence (a root created
+                // meanwhile keeps its items).
                 let Some((root, _)) = rules.sequence_mirror(&agg) else {
                     continue;
                 };
-                if store.get(table, root.clone()).await?.is_some() {
-                    continue;
-                }
-                let remove = Change {
-                    kind: ChangeKind::Remove,
-                    old: Some(root.clone()),
-                    new: None,
-                    ..Change::synthetic_insert(root.clone(), root.clone(), Utc::now())
-                };
-                let Some(c) = rules.cascade(&agg, &remove) else {
-                    continue;
-                };
-                let keys: Vec<Item> = store
-                    .query_partition(table, c.pk_name, &c.pk, None)
+                let (pk_name, pk) = rules.partition(&agg);
+                let left: Vec<Item> = store
+                    .query_partition(table, pk_name, &pk, None)
                     .await?
                     .into_iter()
-                    .filter(|i| {
-                        i.s(c.sk_name).is_ok_and(|sk| {
-                            c.sk_prefixes.iter().any(|p| sk.starts_with(p.as_str()))
-                        })
-                    })
-                    .map(|i| key_of(&i, &[c.pk_name, c.sk_name]))
+                    .map(|i| key_of(&i, key_names))
+                    .filter(|k| *k != root)
                     .collect();
-                cascaded += keys.len() as u64;
-                if !dry_run {
-                    store.delete_keys(table, keys).await?;
+                for key in left {
+                    if dry_run || store.delete_while_absent(table, key, &root).await? {
+                        cascaded += 1;
+                    }
                 }
             }
         }

@@ -380,6 +380,10 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                     .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
                 ran += 1;
             }
+            Repair::Model(r) => {
+                r.0.apply(&p.store, &deriver.table).await?;
+                ran += 1;
+            }
             Repair::DeleteIfUnchanged(item) => {
                 p.store
                     .delete_if_unchanged(&deriver.table, deriver.rules.key_names(), item)

@@ -209,33 +209,23 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.kinds["counter"].wrong, 1, "{:#?}", report.problems);
     assert_eq!(report.kinds["projection"].wrong, 1);
+    assert_eq!(report.kinds["history-sequence"].missing, 1);
+    assert_eq!(report.kinds["orphans"].extra, 1);
     assert!(report.kinds["projection"].samples[0].contains("APP#acme"));
-    let history: Vec<&String> = report
-        .problems
-        .iter()
-        .filter(|p| p.starts_with("history"))
-        .collect();
-    assert_eq!(
-        report.problems.len() - history.len(),
-        2,
-        "{:#?}",
-        report.problems
-    );
+    assert_eq!(report.problems.len(), 4, "{:#?}", report.problems);
 
+    // Every repair goes through the live path: the reconcile, the counter
+    // sync, the history's guarded writes.
     repair(&env.rt.processors, &report).await.unwrap();
     let after = env.rt.verify().await.unwrap();
-    let left: Vec<&String> = after
-        .problems
-        .iter()
-        .filter(|p| !p.starts_with("history"))
-        .collect();
-    assert!(left.is_empty(), "{left:#?}");
+    assert!(after.is_clean(), "{:#?}", after.problems);
     assert_eq!(count(&env).await, Some(2));
+    let d = descriptions(&env, "acme").await;
+    assert_eq!(d.len(), 7);
+    assert!(d[2].contains("restored by jobstream verify"));
     // The repairs are ordinary writes: the processors see them and stay put.
     env.rt.drain().await.unwrap();
-    let again = env.rt.verify().await.unwrap();
-    assert_eq!(again.kinds["counter"].drift(), 0);
-    assert_eq!(again.kinds["projection"].drift(), 0);
+    assert!(env.rt.verify().await.unwrap().is_clean());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,30 @@ pub enum Repair {
     Job { queue: &'static str, body: String },
     /// Delete this processor-owned item, if it is still exactly this.
     DeleteIfUnchanged(Item),
+    /// A model's own guarded repair (e.g. a lost history entry).
+    Model(ModelRepair),
+}
+
+/// A model-specific repair, guarded by the model like its live writes.
+pub trait GuardedRepair: std::fmt::Debug + Send + Sync {
+    /// What it does, for `--dry-run` and to tell two repairs apart.
+    fn describe(&self) -> String;
+    /// Applies it; `false` when its guard no longer held (nothing written).
+    fn apply<'a>(
+        &'a self,
+        store: &'a crate::store::Store,
+        table: &'a str,
+    ) -> BoxFut<'a, Result<bool, crate::error::StoreError>>;
+}
+
+/// A [`GuardedRepair`] in a [`Repair`].
+#[derive(Debug, Clone)]
+pub struct ModelRepair(pub Arc<dyn GuardedRepair>);
+
+impl PartialEq for ModelRepair {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.describe() == other.0.describe()
+    }
 }
 
 /// One piece of drift: what, where, and how to repair it.
