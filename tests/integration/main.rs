@@ -3,6 +3,7 @@
 
 mod backfill;
 mod bad_input;
+mod engine;
 mod faults;
 mod fixtures;
 mod history_adoption;
