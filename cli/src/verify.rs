@@ -152,6 +152,16 @@ pub fn verify_items(
         .collect();
     let mut desired: BTreeMap<String, (Item, Item)> = BTreeMap::new();
     let mut sums: BTreeMap<String, ExpectedCounter> = BTreeMap::new();
+    // What the engine recorded per source item: an item that turned into bad
+    // input keeps what its earlier valid states implied.
+    let recorded: HashMap<String, Implied> = ledger
+        .iter()
+        .filter_map(|rec| {
+            let pk = rec.s(shared::ledger::PK).ok()?;
+            let id = pk.strip_prefix("SRC#derive#")?;
+            Some((id.to_string(), Implied::from_record(rec).ok()?))
+        })
+        .collect();
     let mut bad = BTreeSet::new();
     let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
         if bad.insert(item_id(key)) {
@@ -180,13 +190,19 @@ pub fn verify_items(
             Ok(None) => {}
             Err(e) => note_bad(&mut report, &key, &e),
         }
+        let kept = recorded.get(&item_id(&key));
         match rules.derived(item) {
             Ok(ds) => {
                 for d in ds {
                     desired.insert(item_id(&key_of(&d, key_names)), (d, key.clone()));
                 }
             }
-            Err(e) => note_bad(&mut report, &key, &e),
+            Err(e) => {
+                note_bad(&mut report, &key, &e);
+                for (id, d) in kept.iter().flat_map(|k| &k.derived) {
+                    desired.insert(id.clone(), (d.clone(), key.clone()));
+                }
+            }
         }
         match rules.contributions(item) {
             Ok(cs) => {
@@ -201,7 +217,21 @@ pub fn verify_items(
                     e.sources.insert(item_id(&key));
                 }
             }
-            Err(e) => note_bad(&mut report, &key, &e),
+            Err(e) => {
+                note_bad(&mut report, &key, &e);
+                for (cid, (ckey, values)) in kept.iter().flat_map(|k| &k.contributions) {
+                    let Some(counter) = rules.counter(ckey) else {
+                        continue;
+                    };
+                    let e = sums
+                        .entry(cid.clone())
+                        .or_insert_with(|| ExpectedCounter::new(counter));
+                    for (a, v) in values {
+                        *e.sums.entry(a.clone()).or_insert(0) += v;
+                    }
+                    e.sources.insert(item_id(&key));
+                }
+            }
         }
     }
     // Derived items: missing or different, and extra (recorded by the

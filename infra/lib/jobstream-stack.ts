@@ -102,8 +102,8 @@ export function streamFilters(sortKeyName: string, filters: SkFilter[]): Record<
   );
 }
 
-/** Checks a model definition before anything is built from it. */
-function validateModel(def: ModelDef): void {
+/** Checks a model definition before anything is built from it (throws). */
+export function validateModel(def: ModelDef): void {
   if (def.streamConsumers.length > MAX_STREAM_CONSUMERS) {
     throw new Error(`model ${def.name}: ${def.streamConsumers.length} stream consumers, at most ${MAX_STREAM_CONSUMERS} may read a stream`);
   }
@@ -187,7 +187,7 @@ export class JobstreamStack extends Stack {
   private addWorkQueue(q: QueueDef): void {
     const Name = constructName(q.logical);
     const dlq = new sqs.Queue(this, `${Name}Dlq`, {
-      retentionPeriod: Duration.seconds(q.dlqRetentionSecs),
+      retentionPeriod: Duration.seconds(q.retentionSecs),
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
@@ -313,7 +313,7 @@ export class JobstreamStack extends Stack {
     );
     fn.addEventSource(
       new SqsEventSource(this.queues[q.logical], {
-        batchSize: q.batchSize,
+        batchSize: 5,
         reportBatchItemFailures: true,
       }),
     );

@@ -57,12 +57,10 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill_and_a_second_
     assert!(descriptions(&env, "acme").await.is_empty());
 
     let (table_writes, ledger_writes, imported, _) = backfill(&env, 3, false).await;
-    // Three applications remain: a projection each, and META/COUNT.
-    assert_eq!(
-        (table_writes, imported),
-        (4, 3),
-        "three applications remain"
-    );
+    // Three applications remain: a projection each, and META/COUNT set once
+    // per scanned page that counted (pages of segments run concurrently).
+    assert_eq!(imported, 3, "three applications remain");
+    assert!((4..=6).contains(&table_writes), "{table_writes}");
     assert!(ledger_writes > 0);
     assert_eq!(count(&env).await, Some(2));
     for id in ["acme", "globex", "initech"] {
