@@ -5,6 +5,7 @@ mod backfill;
 mod bad_input;
 mod faults;
 mod fixtures;
+mod hr;
 mod jobboard;
 mod redelivery;
 mod stream_consumer;
