@@ -22,6 +22,7 @@ use jobstream::engine::LocalEngine;
 use jobstream::esm::RecordReader;
 use jobstream::runtime::{Runtime, RuntimeOptions};
 use serde_json::{json, Value};
+use shared::engine::derive::projection_update;
 use shared::engine::rules::Rules;
 use shared::item::{s, Item};
 use shared::models::hr::entities::build;
@@ -30,17 +31,49 @@ use shared::models::hr::rules::HrRules;
 
 const BATCH: usize = 100;
 
+/// How the writer writes a change.
+#[derive(Clone, Copy)]
+enum Write {
+    /// A plain PutItem of the whole item as the writer knows it (without
+    /// the processor's attributes: the GSI1 keys must be written back).
+    Put,
+    /// An UpdateItem of the changed attributes only.
+    Update,
+}
+
 fn ulid(n: u64) -> String {
     build::ulid(1_767_600_000_000 + n * 1000, u128::from(n))
 }
 
-/// What the minimum write count of one change is: (GSI1 changed, derived
-/// writes) and the counter deltas it causes.
+/// The item as stored once the processor set its projection.
+fn projected(item: &Item) -> Item {
+    let mut out = item.clone();
+    if let Ok(Some(p)) = HrRules.projection(item) {
+        for (a, v) in p.attrs {
+            match v {
+                Some(v) => out.insert(a.to_string(), v),
+                None => out.remove(a),
+            };
+        }
+    }
+    out
+}
+
+/// The minimum table writes of one change (`old`, `new`: the item as
+/// stored before and after the writer's write): a projection write if the
+/// new item does not carry its processor-owned attributes, one write per
+/// derived item that changes; and the counter deltas it causes.
 fn minimum(old: Option<&Item>, new: Option<&Item>) -> (usize, BTreeMap<String, i64>) {
     let r = HrRules;
-    let proj = |i: Option<&Item>| i.and_then(|i| r.projection(i).ok().flatten()).map(|p| p.attrs);
-    let derived = |i: Option<&Item>| i.map(|i| r.derived(i).unwrap_or_default()).unwrap_or_default();
-    let mut writes = usize::from(new.is_some() && proj(old) != proj(new));
+    let needs_projection = new
+        .and_then(|n| Some(projection_update(r.key_names(), n, &r.projection(n).ok()??)))
+        .flatten()
+        .is_some();
+    let mut writes = usize::from(needs_projection);
+    let derived = |i: Option<&Item>| {
+        i.map(|i| r.derived(i).unwrap_or_default())
+            .unwrap_or_default()
+    };
     let (od, nd) = (derived(old), derived(new));
     writes += nd.iter().filter(|d| !od.contains(d)).count();
     let key = |d: &Item| (d.get(keys::PK).cloned(), d.get(keys::SK).cloned());
@@ -51,7 +84,10 @@ fn minimum(old: Option<&Item>, new: Option<&Item>) -> (usize, BTreeMap<String, i
         .count();
     let mut deltas = BTreeMap::new();
     for (img, sign) in [(old, -1), (new, 1)] {
-        for c in img.map(|i| r.contributions(i).unwrap_or_default()).unwrap_or_default() {
+        for c in img
+            .map(|i| r.contributions(i).unwrap_or_default())
+            .unwrap_or_default()
+        {
             *deltas.entry(format!("{:?}", c.counter.key)).or_insert(0) += sign;
         }
     }
@@ -79,6 +115,39 @@ impl Bench {
             .set_item(Some(item))
             .send()
             .await?;
+        Ok(())
+    }
+
+    /// The writer's UpdateItem: SET what changed, REMOVE what went.
+    async fn update(&mut self, old: &Item, new: &Item) -> anyhow::Result<()> {
+        let mut req = self
+            .rt
+            .dynamodb
+            .update_item()
+            .table_name(&self.rt.config.table)
+            .key(keys::PK, old[keys::PK].clone())
+            .key(keys::SK, old[keys::SK].clone());
+        let mut sets = Vec::new();
+        let mut removes = Vec::new();
+        for (i, (a, v)) in new
+            .iter()
+            .filter(|(a, v)| old.get(*a) != Some(*v))
+            .enumerate()
+        {
+            sets.push(format!("#s{i} = :s{i}"));
+            req = req
+                .expression_attribute_names(format!("#s{i}"), a)
+                .expression_attribute_values(format!(":s{i}"), v.clone());
+        }
+        for (i, a) in old.keys().filter(|a| !new.contains_key(*a)).enumerate() {
+            removes.push(format!("#r{i}"));
+            req = req.expression_attribute_names(format!("#r{i}"), a);
+        }
+        let mut expr = format!("SET {}", sets.join(", "));
+        if !removes.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", removes.join(", ")));
+        }
+        req.update_expression(expr).send().await?;
         Ok(())
     }
 
@@ -139,7 +208,12 @@ impl Bench {
         }
         let elapsed = started.elapsed();
         let all = self.rt.processor_writes() - before;
-        Ok((produced.len(), all - produced.len() as u64, produced, elapsed))
+        Ok((
+            produced.len(),
+            all - produced.len() as u64,
+            produced,
+            elapsed,
+        ))
     }
 
     /// Applies one change per employee with `f` (new item or `None` to
@@ -148,6 +222,7 @@ impl Bench {
     async fn phase(
         &mut self,
         name: &str,
+        write: Write,
         f: impl Fn(usize, Option<&Item>) -> Option<Item>,
     ) -> anyhow::Result<Vec<Value>> {
         let mut changes: Vec<(Option<Item>, Option<Item>)> = Vec::new();
@@ -155,12 +230,31 @@ impl Bench {
         for (i, id) in ids.iter().enumerate() {
             let old = self.emps.get(id).filter(|e| !e.is_empty()).cloned();
             let new = f(i, old.as_ref());
-            match (&old, &new) {
-                (_, Some(n)) => self.put(n.clone()).await?,
-                (Some(o), None) => self.delete(o).await?,
-                (None, None) => continue,
+            if old.is_some() && old == new {
+                continue;
             }
-            changes.push((old, new.clone()));
+            let stored_old = old.as_ref().map(projected);
+            let stored_new = match (&old, &new, write) {
+                (Some(o), Some(n), Write::Update) => {
+                    let mut stored = projected(o);
+                    self.update(o, n).await?;
+                    for a in o.keys().filter(|a| !n.contains_key(*a)) {
+                        stored.remove(a);
+                    }
+                    stored.extend(n.clone());
+                    Some(stored)
+                }
+                (_, Some(n), _) => {
+                    self.put(n.clone()).await?;
+                    Some(n.clone())
+                }
+                (Some(o), None, _) => {
+                    self.delete(o).await?;
+                    None
+                }
+                (None, None, _) => continue,
+            };
+            changes.push((stored_old, stored_new));
             match new {
                 Some(n) => self.emps.insert(id.clone(), n),
                 None => self.emps.remove(id),
@@ -268,7 +362,7 @@ async fn main() -> anyhow::Result<()> {
         "{n_emps} employees in {n_depts} departments of one organisation; stream batches of {BATCH} records"
     );
     let mut produced = b
-        .phase("hire (active)", |i, _| {
+        .phase("hire (put)", Write::Put, |i, _| {
             Some(build::emp(
                 &org,
                 &ulid(1000 + i as u64),
@@ -279,7 +373,7 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
     produced.extend(
-        b.phase("move to the next department", |i, e| {
+        b.phase("move (put)", Write::Put, |i, e| {
             let mut e = e?.clone();
             e.insert("departmentId".into(), s(&depts[(i + 1) % n_depts]));
             Some(e)
@@ -287,7 +381,7 @@ async fn main() -> anyhow::Result<()> {
         .await?,
     );
     produced.extend(
-        b.phase("deactivate every other employee", |i, e| {
+        b.phase("deactivate every other (put)", Write::Put, |i, e| {
             let mut e = e?.clone();
             if i % 2 == 0 {
                 e.insert("status".into(), s("inactive"));
@@ -300,7 +394,7 @@ async fn main() -> anyhow::Result<()> {
         .await?,
     );
     produced.extend(
-        b.phase("change email", |i, e| {
+        b.phase("change email (update)", Write::Update, |i, e| {
             let mut e = e?.clone();
             e.insert("email".into(), s(format!("new.{i}@ACME.co")));
             Some(e)
@@ -308,11 +402,29 @@ async fn main() -> anyhow::Result<()> {
         .await?,
     );
     produced.extend(
-        b.phase("move and reactivate", |i, e| {
+        b.phase("move and reactivate (update)", Write::Update, |i, e| {
             let mut e = e?.clone();
             e.insert("departmentId".into(), s(&depts[(i + 3) % n_depts]));
             e.insert("status".into(), s("active"));
             e.remove("terminatedAt");
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("deactivate every other (update)", Write::Update, |i, e| {
+            let mut e = e?.clone();
+            if i % 2 == 1 {
+                e.insert("status".into(), s("inactive"));
+            }
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("move (update)", Write::Update, |i, e| {
+            let mut e = e?.clone();
+            e.insert("departmentId".into(), s(&depts[(i + 5) % n_depts]));
             Some(e)
         })
         .await?,
@@ -339,6 +451,6 @@ async fn main() -> anyhow::Result<()> {
         elapsed,
     );
     let _ = b.new_records()?;
-    b.phase("delete", |_, _| None).await?;
+    b.phase("delete", Write::Put, |_, _| None).await?;
     Ok(())
 }
