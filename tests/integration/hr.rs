@@ -208,15 +208,15 @@ async fn moves_deactivations_deletes_and_re_creates() {
     put(&env, o.emp(&a, &o.d1)).await;
     put(&env, o.emp(&b, &o.d1)).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d1).await, [a.clone(), b.clone()]);
+    assert_eq!(roster(&env, &o.d1).await, [a.as_str(), b.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(2));
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(0), "present at 0");
 
     // Move: the old DeptEmployee goes, the new one comes.
     put(&env, o.emp(&a, &o.d2)).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d1).await, [b.clone()]);
-    assert_eq!(roster(&env, &o.d2).await, [a.clone()]);
+    assert_eq!(roster(&env, &o.d1).await, [b.as_str()]);
+    assert_eq!(roster(&env, &o.d2).await, [a.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(1));
 
@@ -226,7 +226,7 @@ async fn moves_deactivations_deletes_and_re_creates() {
     gone.insert("terminatedAt".into(), s("2026-03-01"));
     put(&env, gone).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d2).await, [a.clone()]);
+    assert_eq!(roster(&env, &o.d2).await, [a.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(0));
 
     // Move while inactive, then reactivate: counted where they are.
@@ -242,11 +242,11 @@ async fn moves_deactivations_deletes_and_re_creates() {
     // Delete, then re-create in another department.
     delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&b)).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d1).await, [a.clone()]);
+    assert_eq!(roster(&env, &o.d1).await, [a.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     put(&env, o.emp(&b, &o.d2)).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d2).await, [b.clone()]);
+    assert_eq!(roster(&env, &o.d2).await, [b.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(1));
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     // Several changes of one employee in one batch: only the last counts.
@@ -254,7 +254,7 @@ async fn moves_deactivations_deletes_and_re_creates() {
     delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&b)).await;
     put(&env, o.emp(&b, &o.d2)).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d2).await, [b.clone()]);
+    assert_eq!(roster(&env, &o.d2).await, [b.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(1));
     assert_clean(&env).await;
@@ -416,7 +416,7 @@ async fn bad_ids_and_enums_are_skipped_counted_and_block_nothing() {
         .get(names::BAD_INPUT);
     assert_eq!(bad, 6, "each bad record counted once");
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(2), "a kept, b added");
-    assert_eq!(roster(&env, &o.d1).await, [a.clone(), b.clone()]);
+    assert_eq!(roster(&env, &o.d1).await, [a.as_str(), b.as_str()]);
     assert!(roster(&env, &o.d2).await.is_empty());
     let all = scan(&env).await;
     for item in all.values() {
@@ -435,7 +435,7 @@ async fn bad_ids_and_enums_are_skipped_counted_and_block_nothing() {
     // listed by verify as bad input, not as drift.
     put(&env, o.emp(&a, &o.d2)).await;
     drain(&mut env).await;
-    assert_eq!(roster(&env, &o.d2).await, [a.clone()]);
+    assert_eq!(roster(&env, &o.d2).await, [a.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     put(&env, o.dept(&o.d2)).await;
     drain(&mut env).await;
@@ -471,16 +471,16 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
         tasks.push(tokio::spawn(async move {
             for round in 0..10u64 {
                 for (i, e) in emps.iter().enumerate() {
-                    if (i as u64 + w) % 3 != 0 {
+                    if !(i as u64 + w).is_multiple_of(3) {
                         continue;
                     }
-                    let dept = if (round + i as u64) % 2 == 0 {
+                    let dept = if (round + i as u64).is_multiple_of(2) {
                         &o.d1
                     } else {
                         &o.d2
                     };
                     let mut item = o.emp(e, dept);
-                    if (round * 7 + i as u64 + w) % 4 == 0 {
+                    if (round * 7 + i as u64 + w).is_multiple_of(4) {
                         item.insert("status".into(), s("inactive"));
                     }
                     client
@@ -616,4 +616,34 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
             > 0
     );
     assert_clean(&env).await;
+}
+
+/// A posting re-posted under a new `postedAt` (a new item, the old one
+/// deleted): both items imply the same lookup item `JOB#<jobId>` / `#META`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "engine: a derived item implied by two source items (see the hr report)"]
+async fn a_re_posted_job_keeps_its_lookup_item() {
+    let o = Org::new();
+    let (j, at1, at2) = (id(20), id(30), id(31));
+    let old = build::job(&o.org, &j, &at1, &o.d1, "Engineer", "open");
+    let new = build::job(&o.org, &j, &at2, &o.d1, "Engineer", "open");
+    let org_pk = keys::org_pk(&o.org);
+    // New first, then the old one deleted; in one batch and in two.
+    for one_batch in [true, false] {
+        let mut env = env().await;
+        put(&env, old.clone()).await;
+        drain(&mut env).await;
+        put(&env, new.clone()).await;
+        if !one_batch {
+            drain(&mut env).await;
+        }
+        delete(&env, &org_pk, &keys::job_sk(&at1, &j)).await;
+        drain(&mut env).await;
+        let lookup = get(&env, &keys::job_pk(&j), keys::META_SK).await;
+        assert_eq!(
+            lookup.map(|l| l.s("postedAt").unwrap().to_string()),
+            Some(at2.clone()),
+            "one batch: {one_batch}"
+        );
+    }
 }
