@@ -7,6 +7,7 @@ mod engine;
 mod faults;
 mod fixtures;
 mod history_adoption;
+mod hr;
 mod jobboard;
 mod redelivery;
 mod stream_consumer;

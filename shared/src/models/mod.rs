@@ -4,6 +4,7 @@
 //! source mappings, the CDK stack through `jobstream tables`) is generic over
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
+pub mod hr;
 pub mod jobboard;
 pub mod table;
 pub mod tracker;
@@ -21,7 +22,7 @@ use table::{QueueDef, TableDef};
 
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
-    vec![tracker::model(), jobboard::model()]
+    vec![tracker::model(), jobboard::model(), hr::model()]
 }
 
 /// The model called `name`.
