@@ -1,5 +1,456 @@
-//! Benchmark of the hr model (written with the model).
+//! Benchmark (not a test) of the hr model: item writes the derive processor
+//! makes per employee change, against the minimum the change needs.
+//!
+//! The minimum of a change: one write per processor-owned attribute set
+//! that changes (the employee's GSI1 keys), one per derived item that
+//! changes (a DeptEmployee put or delete), plus one counter write per
+//! department whose headcount changes in a batch (however many of its
+//! employees changed in it). Table writes are counted as the stream records
+//! they produce; ledger writes (records and totals) are shown beside them.
+//!
+//! Employees of one organisation spread over departments; stream batches of
+//! 100 records, as Lambda delivers them by default; every phase changes
+//! each employee once. Run:
+//! `cargo bench -p jobstream --bench hr` (JOBSTREAM_BENCH_EMPS=N employees,
+//! JOBSTREAM_BENCH_DEPTS=N departments).
 
-fn main() {
-    println!("no figures yet");
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use aws_lambda_events::event::dynamodb::Event;
+use jobstream::engine::LocalEngine;
+use jobstream::esm::RecordReader;
+use jobstream::runtime::{Runtime, RuntimeOptions};
+use serde_json::{json, Value};
+use shared::engine::derive::projection_update;
+use shared::engine::rules::Rules;
+use shared::item::{s, Item};
+use shared::models::hr::entities::build;
+use shared::models::hr::keys;
+use shared::models::hr::rules::HrRules;
+
+const BATCH: usize = 100;
+
+/// How the writer writes a change.
+#[derive(Clone, Copy)]
+enum Write {
+    /// A plain PutItem of the whole item as the writer knows it (without
+    /// the processor's attributes: the GSI1 keys must be written back).
+    Put,
+    /// An UpdateItem of the changed attributes only.
+    Update,
+}
+
+fn ulid(n: u64) -> String {
+    build::ulid(1_767_600_000_000 + n * 1000, u128::from(n))
+}
+
+/// The item as stored once the processor set its projection.
+fn projected(item: &Item) -> Item {
+    let mut out = item.clone();
+    if let Ok(Some(p)) = HrRules.projection(item) {
+        for (a, v) in p.attrs {
+            match v {
+                Some(v) => out.insert(a.to_string(), v),
+                None => out.remove(a),
+            };
+        }
+    }
+    out
+}
+
+/// The minimum table writes of one change (`old`, `new`: the item as
+/// stored before and after the writer's write): a projection write if the
+/// new item does not carry its processor-owned attributes, one write per
+/// derived item that changes; and the counter deltas it causes.
+fn minimum(old: Option<&Item>, new: Option<&Item>) -> (usize, BTreeMap<String, i64>) {
+    let r = HrRules;
+    let needs_projection = new
+        .and_then(|n| Some(projection_update(r.key_names(), n, &r.projection(n).ok()??)))
+        .flatten()
+        .is_some();
+    let mut writes = usize::from(needs_projection);
+    let derived = |i: Option<&Item>| {
+        i.map(|i| r.derived(i).unwrap_or_default())
+            .unwrap_or_default()
+    };
+    let (od, nd) = (derived(old), derived(new));
+    writes += nd.iter().filter(|d| !od.contains(d)).count();
+    let key = |d: &Item| (d.get(keys::PK).cloned(), d.get(keys::SK).cloned());
+    let new_keys: BTreeSet<_> = nd.iter().map(|d| format!("{:?}", key(d))).collect();
+    writes += od
+        .iter()
+        .filter(|d| !new_keys.contains(&format!("{:?}", key(d))))
+        .count();
+    let mut deltas = BTreeMap::new();
+    for (img, sign) in [(old, -1), (new, 1)] {
+        for c in img
+            .map(|i| r.contributions(i).unwrap_or_default())
+            .unwrap_or_default()
+        {
+            *deltas.entry(format!("{:?}", c.counter.key)).or_insert(0) += sign;
+        }
+    }
+    deltas.retain(|_, v| *v != 0);
+    (writes, deltas)
+}
+
+struct Bench {
+    engine: LocalEngine,
+    rt: Runtime,
+    arn: String,
+    /// Stream records read so far.
+    seen: Vec<Value>,
+    iterator: Option<String>,
+    /// The writer's items, by employee id.
+    emps: BTreeMap<String, Item>,
+}
+
+impl Bench {
+    async fn put(&mut self, item: Item) -> anyhow::Result<()> {
+        self.rt
+            .dynamodb
+            .put_item()
+            .table_name(&self.rt.config.table)
+            .set_item(Some(item))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// The writer's UpdateItem: SET what changed, REMOVE what went.
+    async fn update(&mut self, old: &Item, new: &Item) -> anyhow::Result<()> {
+        let mut req = self
+            .rt
+            .dynamodb
+            .update_item()
+            .table_name(&self.rt.config.table)
+            .key(keys::PK, old[keys::PK].clone())
+            .key(keys::SK, old[keys::SK].clone());
+        let mut sets = Vec::new();
+        let mut removes = Vec::new();
+        for (i, (a, v)) in new
+            .iter()
+            .filter(|(a, v)| old.get(*a) != Some(*v))
+            .enumerate()
+        {
+            sets.push(format!("#s{i} = :s{i}"));
+            req = req
+                .expression_attribute_names(format!("#s{i}"), a)
+                .expression_attribute_values(format!(":s{i}"), v.clone());
+        }
+        for (i, a) in old.keys().filter(|a| !new.contains_key(*a)).enumerate() {
+            removes.push(format!("#r{i}"));
+            req = req.expression_attribute_names(format!("#r{i}"), a);
+        }
+        let mut expr = format!("SET {}", sets.join(", "));
+        if !removes.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", removes.join(", ")));
+        }
+        req.update_expression(expr).send().await?;
+        Ok(())
+    }
+
+    async fn delete(&mut self, item: &Item) -> anyhow::Result<()> {
+        self.rt
+            .dynamodb
+            .delete_item()
+            .table_name(&self.rt.config.table)
+            .key(keys::PK, item[keys::PK].clone())
+            .key(keys::SK, item[keys::SK].clone())
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Stream records written since the last call.
+    fn new_records(&mut self) -> anyhow::Result<Vec<Value>> {
+        let mut out = Vec::new();
+        while let Some(i) = self.iterator.clone() {
+            let resp = self.engine.database().get_records(
+                dynoxide::actions::get_records::GetRecordsRequest {
+                    shard_iterator: i,
+                    limit: Some(1000),
+                },
+            )?;
+            self.iterator = resp.next_shard_iterator.clone();
+            if resp.records.is_empty() {
+                break;
+            }
+            for r in &resp.records {
+                let mut v = serde_json::to_value(r)?;
+                v["eventSourceARN"] = json!(self.arn);
+                out.push(v);
+            }
+        }
+        self.seen.extend(out.iter().cloned());
+        Ok(out)
+    }
+
+    /// Delivers `records` in Lambda-sized batches; returns (table writes,
+    /// ledger writes, the records the processor's writes produced, time).
+    async fn deliver(
+        &mut self,
+        records: &[Value],
+    ) -> anyhow::Result<(usize, u64, Vec<Value>, std::time::Duration)> {
+        let handler = self.rt.stream_processor("derive");
+        let before = self.rt.processor_writes();
+        let mut produced = Vec::new();
+        let started = Instant::now();
+        for chunk in records.chunks(BATCH) {
+            let event: Event = serde_json::from_value(json!({ "Records": chunk }))?;
+            let resp = handler
+                .handle(event)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            anyhow::ensure!(resp.batch_item_failures.is_empty(), "a batch failed");
+            produced.extend(self.new_records()?);
+        }
+        let elapsed = started.elapsed();
+        let all = self.rt.processor_writes() - before;
+        Ok((
+            produced.len(),
+            all - produced.len() as u64,
+            produced,
+            elapsed,
+        ))
+    }
+
+    /// Applies one change per employee with `f` (new item or `None` to
+    /// delete), delivers the records, prints the figures. Returns the
+    /// records the processor's writes produced.
+    async fn phase(
+        &mut self,
+        name: &str,
+        write: Write,
+        f: impl Fn(usize, Option<&Item>) -> Option<Item>,
+    ) -> anyhow::Result<Vec<Value>> {
+        let mut changes: Vec<(Option<Item>, Option<Item>)> = Vec::new();
+        let ids: Vec<String> = self.emps.keys().cloned().collect();
+        for (i, id) in ids.iter().enumerate() {
+            let old = self.emps.get(id).filter(|e| !e.is_empty()).cloned();
+            let new = f(i, old.as_ref());
+            if old.is_some() && old == new {
+                continue;
+            }
+            let stored_old = old.as_ref().map(projected);
+            let stored_new = match (&old, &new, write) {
+                (Some(o), Some(n), Write::Update) => {
+                    let mut stored = projected(o);
+                    self.update(o, n).await?;
+                    for a in o.keys().filter(|a| !n.contains_key(*a)) {
+                        stored.remove(a);
+                    }
+                    stored.extend(n.clone());
+                    Some(stored)
+                }
+                (_, Some(n), _) => {
+                    self.put(n.clone()).await?;
+                    Some(n.clone())
+                }
+                (Some(o), None, _) => {
+                    self.delete(o).await?;
+                    None
+                }
+                (None, None, _) => continue,
+            };
+            changes.push((stored_old, stored_new));
+            match new {
+                Some(n) => self.emps.insert(id.clone(), n),
+                None => self.emps.remove(id),
+            };
+        }
+        let records = self.new_records()?;
+        anyhow::ensure!(records.len() == changes.len(), "one record per change");
+        let mut min = 0;
+        for batch in changes.chunks(BATCH) {
+            let mut net: BTreeMap<String, i64> = BTreeMap::new();
+            for (old, new) in batch {
+                let (w, deltas) = minimum(old.as_ref(), new.as_ref());
+                min += w;
+                for (k, v) in deltas {
+                    *net.entry(k).or_insert(0) += v;
+                }
+            }
+            min += net.values().filter(|v| **v != 0).count();
+        }
+        let (table, ledger, produced, elapsed) = self.deliver(&records).await?;
+        report(name, changes.len(), table, min, ledger, elapsed);
+        Ok(produced)
+    }
+}
+
+fn report(
+    name: &str,
+    changes: usize,
+    table: usize,
+    min: usize,
+    ledger: u64,
+    elapsed: std::time::Duration,
+) {
+    let per = |x: f64| x / changes.max(1) as f64;
+    println!(
+        "{name:<34} {changes:>5} changes: {table:>5} table writes = {:.2}/change (minimum {min} = {:.2}/change{}); {ledger:>5} ledger writes; {:>7.2?}/record",
+        per(table as f64),
+        per(min as f64),
+        if table == min { ", at the minimum" } else { ", ABOVE THE MINIMUM" },
+        elapsed / changes.max(1) as u32,
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let var = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let n_emps = var("JOBSTREAM_BENCH_EMPS", 400);
+    let n_depts = var("JOBSTREAM_BENCH_DEPTS", 10).max(2);
+    let engine = LocalEngine::start("127.0.0.1:0", None).await?;
+    let opts = RuntimeOptions::new(
+        "hr",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    let rt = Runtime::start(opts).await?;
+    let arn = jobstream::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+    );
+    let shard_id = streams
+        .describe_stream()
+        .stream_arn(&arn)
+        .send()
+        .await?
+        .stream_description()
+        .and_then(|d| d.shards().first())
+        .and_then(|s| s.shard_id())
+        .unwrap_or_default()
+        .to_string();
+    let iterator = streams
+        .get_shard_iterator()
+        .stream_arn(&arn)
+        .shard_id(shard_id)
+        .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+        .send()
+        .await?
+        .shard_iterator()
+        .map(str::to_string);
+    let mut b = Bench {
+        engine,
+        rt,
+        arn,
+        seen: Vec::new(),
+        iterator,
+        emps: BTreeMap::new(),
+    };
+    let org = ulid(1);
+    let depts: Vec<String> = (0..n_depts as u64).map(|d| ulid(10 + d)).collect();
+    for d in &depts {
+        b.put(build::dept(&org, d, "Dept", &ulid(9))).await?;
+    }
+    let dept_records = b.new_records()?;
+    b.deliver(&dept_records).await?;
+    let _ = b.new_records()?;
+    for i in 0..n_emps as u64 {
+        let id = ulid(1000 + i);
+        b.emps.insert(id, Item::new());
+    }
+    println!(
+        "{n_emps} employees in {n_depts} departments of one organisation; stream batches of {BATCH} records"
+    );
+    let mut produced = b
+        .phase("hire (put)", Write::Put, |i, _| {
+            Some(build::emp(
+                &org,
+                &ulid(1000 + i as u64),
+                &format!("E{i}@Acme.co"),
+                "E",
+                &depts[i % n_depts],
+            ))
+        })
+        .await?;
+    produced.extend(
+        b.phase("move (put)", Write::Put, |i, e| {
+            let mut e = e?.clone();
+            e.insert("departmentId".into(), s(&depts[(i + 1) % n_depts]));
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("deactivate every other (put)", Write::Put, |i, e| {
+            let mut e = e?.clone();
+            if i % 2 == 0 {
+                e.insert("status".into(), s("inactive"));
+                e.insert("terminatedAt".into(), s("2026-03-01"));
+            } else {
+                e.insert("lastName".into(), s("Renamed"));
+            }
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("change email (update)", Write::Update, |i, e| {
+            let mut e = e?.clone();
+            e.insert("email".into(), s(format!("new.{i}@ACME.co")));
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("move and reactivate (update)", Write::Update, |i, e| {
+            let mut e = e?.clone();
+            e.insert("departmentId".into(), s(&depts[(i + 3) % n_depts]));
+            e.insert("status".into(), s("active"));
+            e.remove("terminatedAt");
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("deactivate every other (update)", Write::Update, |i, e| {
+            let mut e = e?.clone();
+            if i % 2 == 1 {
+                e.insert("status".into(), s("inactive"));
+            }
+            Some(e)
+        })
+        .await?,
+    );
+    produced.extend(
+        b.phase("move (update)", Write::Update, |i, e| {
+            let mut e = e?.clone();
+            e.insert("departmentId".into(), s(&depts[(i + 5) % n_depts]));
+            Some(e)
+        })
+        .await?,
+    );
+    // The processor's own writes come back on the stream: a fixpoint.
+    let (table, ledger, _, elapsed) = b.deliver(&produced).await?;
+    report(
+        "processor's own records (fixpoint)",
+        produced.len(),
+        table,
+        0,
+        ledger,
+        elapsed,
+    );
+    // A consumer restarted from TRIM_HORIZON: every record again.
+    let replay: Vec<Value> = b.seen.clone();
+    let (table, ledger, _, elapsed) = b.deliver(&replay).await?;
+    report(
+        "replay of the whole stream",
+        replay.len(),
+        table,
+        0,
+        ledger,
+        elapsed,
+    );
+    let _ = b.new_records()?;
+    b.phase("delete", Write::Put, |_, _| None).await?;
+    Ok(())
 }

@@ -1,11 +1,13 @@
 // The CDK app. Context parameters (cdk deploy -c key=value):
-//   model=tracker|jobboard, architecture=x86_64|arm64, tableName=..., deletionProtection=true|false,
-//   existingTableName=... existingTableStreamArn=... (attach to a table), alarmEmail=...
+//   model=<a model in tables.json> (default tracker), architecture=x86_64|arm64, tableName=...,
+//   deletionProtection=true|false, existingTableName=... existingTableStreamArn=... (attach to a table),
+//   alarmEmail=..., stackName=...
 import { App, Aspects } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 
 import { JobstreamStack } from '../lib/jobstream-stack.ts';
+import { modelDef } from '../lib/tables.ts';
 
 const app = new App();
 const ctx = (key: string): string | undefined => app.node.tryGetContext(key) ?? undefined;
@@ -16,10 +18,8 @@ if (Boolean(existingName) !== Boolean(existingStream)) {
   throw new Error('existingTableName and existingTableStreamArn go together');
 }
 
-const model = ctx('model') ?? 'tracker';
-if (model !== 'tracker' && model !== 'jobboard') {
-  throw new Error(`model must be tracker or jobboard, not ${model}`);
-}
+// Throws listing the models tables.json defines.
+const model = modelDef(ctx('model') ?? 'tracker').name;
 new JobstreamStack(app, ctx('stackName') ?? 'Jobstream', {
   model,
   architecture: ctx('architecture') === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64,

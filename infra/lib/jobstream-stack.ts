@@ -17,7 +17,18 @@ import { RustFunction } from 'cargo-lambda-cdk';
 import { NagSuppressions } from 'cdk-nag';
 import type { Construct } from 'constructs';
 
-import { loadTableDefs, type QueueDef, type TableDef } from './tables.ts';
+import {
+  constructName,
+  loadTableDefs,
+  modelDef,
+  queueEnv,
+  type ModelDef,
+  type QueueConsumerDef,
+  type QueueDef,
+  type SkFilter,
+  type StreamConsumerDef,
+  type TableDef,
+} from './tables.ts';
 
 /** The workspace root: RustFunction needs the workspace manifest so that `shared/` is visible. */
 export const WORKSPACE_MANIFEST = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'Cargo.toml');
@@ -30,8 +41,8 @@ export interface ExistingTable {
 }
 
 export interface JobstreamStackProps extends StackProps {
-  /** The model: `tracker` (seed 001, default) or `jobboard` (seed 000). */
-  readonly model?: 'tracker' | 'jobboard';
+  /** The model: any name in tables.json (default `tracker`). */
+  readonly model?: string;
   /** Lambda architecture; x86_64 by default (arm64 needs the aarch64 Rust target installed). */
   readonly architecture?: lambda.Architecture;
   /** Attach to this table instead of creating one. */
@@ -55,87 +66,8 @@ export const STREAM_CONSUMER = {
   memorySize: 256,
 } as const;
 
-interface Consumer {
-  readonly name: string;
-  readonly description: string;
-  /** The Rust binary (a member crate of the workspace). */
-  readonly binary: string;
-  /** DynamoDB actions on the model table and on the ledger. */
-  readonly tableActions: string[];
-  readonly ledgerActions: string[];
-  /** Query on the table's GSI1. */
-  readonly queryGsi1?: boolean;
-}
-
-interface StreamConsumer extends Consumer {
-  /** Sort-key conditions of the items this consumer handles (event filter). */
-  readonly skFilters: ({ prefix: string } | { equals: string })[];
-  /** Logical queues it sends jobs to. */
-  readonly sendsTo?: string[];
-}
-
-interface QueueConsumer extends Consumer {
-  /** The logical queue it consumes (see tables.json `jobboardQueues`). */
-  readonly queue: string;
-}
-
-const TRACKER_CONSUMERS: StreamConsumer[] = [
-  {
-    name: 'history',
-    binary: 'history',
-    description: 'jobstream history: HIST# entries, historySequence, cascade delete',
-    skFilters: [{ prefix: 'APP#' }, { prefix: 'STAGE#' }],
-    // PutItem: entries (in transactions); UpdateItem: historySequence;
-    // Query + BatchWriteItem: cascade delete.
-    tableActions: ['dynamodb:BatchWriteItem', 'dynamodb:PutItem', 'dynamodb:Query', 'dynamodb:UpdateItem'],
-    // Markers and running state (put, delete parts, load).
-    ledgerActions: ['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'],
-  },
-  {
-    name: 'derive',
-    binary: 'derive',
-    description: 'jobstream derive: GSI keys and META/COUNT',
-    skFilters: [{ prefix: 'APP#' }],
-    // UpdateItem: guarded projections and counter ADDs (in transactions).
-    tableActions: ['dynamodb:UpdateItem'],
-    ledgerActions: ['dynamodb:PutItem'],
-  },
-];
-
-const JOBBOARD_STREAM: StreamConsumer[] = [
-  {
-    name: 'derive',
-    binary: 'derive',
-    description: 'jobstream derive: GSI1 keys, suggestion and match jobs',
-    // jobs and matches (j#), requests (r#), seeker profiles. Suggestions are
-    // written whole by their Lambda and their TTL expiry starts nothing.
-    skFilters: [{ prefix: 'j#' }, { prefix: 'r#' }, { equals: 'profile' }],
-    tableActions: ['dynamodb:UpdateItem'],
-    ledgerActions: [],
-    sendsTo: ['suggestions', 'matches'],
-  },
-];
-
-const JOBBOARD_QUEUES: QueueConsumer[] = [
-  {
-    name: 'suggestions',
-    binary: 'suggestions',
-    description: 'jobstream suggestions: scores pairs, writes TTL-bound suggestions',
-    queue: 'suggestions',
-    tableActions: ['dynamodb:BatchWriteItem', 'dynamodb:GetItem', 'dynamodb:Query'],
-    ledgerActions: [],
-    queryGsi1: true,
-  },
-  {
-    name: 'matches',
-    binary: 'matches',
-    description: 'jobstream matches: one match per approved pair, in a transaction',
-    queue: 'matches',
-    // TransactWriteItems: condition checks, the match, the suggestion delete.
-    tableActions: ['dynamodb:ConditionCheckItem', 'dynamodb:DeleteItem', 'dynamodb:PutItem'],
-    ledgerActions: ['dynamodb:PutItem'],
-  },
-];
+/** DynamoDB Streams: more than two readers per shard get throttled (SPEC §2.9). */
+export const MAX_STREAM_CONSUMERS = 2;
 
 function createTable(scope: Construct, id: string, def: TableDef, name: string, deletionProtection: boolean): dynamodb.Table {
   const table = new dynamodb.Table(scope, id, {
@@ -161,22 +93,61 @@ function createTable(scope: Construct, id: string, def: TableDef, name: string, 
   return table;
 }
 
-/** jobstream next to one table: ledger, two stream consumers, on-failure queues, alarms. */
+/** The event filter of a stream consumer: one pattern per sort-key condition. */
+export function streamFilters(sortKeyName: string, filters: SkFilter[]): Record<string, unknown>[] {
+  return filters.map((f) =>
+    lambda.FilterCriteria.filter({
+      dynamodb: { Keys: { [sortKeyName]: { S: 'prefix' in f ? lambda.FilterRule.beginsWith(f.prefix) : lambda.FilterRule.isEqual(f.equals) } } },
+    }),
+  );
+}
+
+/** Checks a model definition before anything is built from it (throws). */
+export function validateModel(def: ModelDef): void {
+  if (def.streamConsumers.length > MAX_STREAM_CONSUMERS) {
+    throw new Error(`model ${def.name}: ${def.streamConsumers.length} stream consumers, at most ${MAX_STREAM_CONSUMERS} may read a stream`);
+  }
+  if (def.streamConsumers.length > 0 && !def.table.stream) {
+    throw new Error(`model ${def.name}: stream consumers but the table has no stream`);
+  }
+  const ids = new Set<string>();
+  for (const c of [...def.streamConsumers, ...def.queueConsumers]) {
+    const id = constructName(c.name);
+    if (!id || ids.has(id)) throw new Error(`model ${def.name}: consumer name '${c.name}' is empty or not unique`);
+    ids.add(id);
+  }
+  const logicals = new Set<string>();
+  for (const c of def.queueConsumers) {
+    if (logicals.has(c.queue.logical)) throw new Error(`model ${def.name}: queue ${c.queue.logical} has two consumers`);
+    logicals.add(c.queue.logical);
+  }
+  for (const c of [...def.streamConsumers, ...def.queueConsumers]) {
+    for (const q of c.sendsTo) {
+      if (!logicals.has(q)) throw new Error(`model ${def.name}: ${c.name} sends to ${q}, which no queue consumer consumes`);
+    }
+  }
+}
+
+/** jobstream next to one table: ledger, the model's stream and queue consumers, their queues, alarms. */
 export class JobstreamStack extends Stack {
+  readonly model: ModelDef;
   readonly table: dynamodb.ITable;
   readonly ledger: dynamodb.Table;
+  /** Functions by consumer name. */
   readonly functions: Record<string, lambda.IFunction> = {};
+  /** On-failure destinations by stream consumer name. */
   readonly onFailureQueues: Record<string, sqs.Queue> = {};
+  /** Work queues and their DLQs by logical queue name. */
   readonly queues: Record<string, sqs.Queue> = {};
+  readonly deadLetterQueues: Record<string, sqs.Queue> = {};
   readonly alarmTopic: sns.Topic;
-  private readonly sortKeyName: string;
 
   constructor(scope: Construct, id: string, props: JobstreamStackProps = {}) {
     super(scope, id, props);
     const defs = loadTableDefs();
-    const model = props.model ?? 'tracker';
-    const def = model === 'jobboard' ? defs.jobboard : defs.tracker;
-    this.sortKeyName = def.sk;
+    const def = modelDef(props.model ?? 'tracker', defs);
+    validateModel(def);
+    this.model = def;
     const deletionProtection = props.deletionProtection ?? true;
     const architecture = props.architecture ?? lambda.Architecture.X86_64;
 
@@ -186,7 +157,7 @@ export class JobstreamStack extends Stack {
         tableStreamArn: props.existingTable.streamArn,
       });
     } else {
-      this.table = createTable(this, 'Table', def, props.tableName ?? def.name, deletionProtection);
+      this.table = createTable(this, 'Table', def.table, props.tableName ?? def.table.name, deletionProtection);
     }
     this.ledger = createTable(this, 'Ledger', defs.ledger, `${Stack.of(this).stackName}-ledger`, deletionProtection);
 
@@ -200,31 +171,23 @@ export class JobstreamStack extends Stack {
     }
 
     const manifestPath = props.manifestPath ?? WORKSPACE_MANIFEST;
-    if (model === 'tracker') {
-      for (const c of TRACKER_CONSUMERS) {
-        this.addStreamConsumer(c, architecture, manifestPath, { MODEL: 'tracker' });
-      }
-    } else {
-      const env: Record<string, string> = { MODEL: 'jobboard' };
-      for (const q of defs.jobboardQueues) {
-        const { queue, dlq } = this.addWorkQueue(q);
-        env[`${q.logical.toUpperCase()}_QUEUE_URL`] = queue.queueUrl;
-        const consumer = JOBBOARD_QUEUES.find((c) => c.queue === q.logical);
-        if (!consumer) throw new Error(`no consumer for queue ${q.logical}`);
-        this.addQueueConsumer(consumer, q, queue, architecture, manifestPath, { MODEL: 'jobboard' });
-        void dlq;
-      }
-      for (const c of JOBBOARD_STREAM) {
-        this.addStreamConsumer(c, architecture, manifestPath, env);
-      }
+    // Queues first: any consumer may send to any of the model's queues.
+    for (const c of def.queueConsumers) {
+      this.addWorkQueue(c.queue);
+    }
+    for (const c of def.queueConsumers) {
+      this.addQueueConsumer(c, architecture, manifestPath);
+    }
+    for (const c of def.streamConsumers) {
+      this.addStreamConsumer(c, architecture, manifestPath);
     }
   }
 
   /** A work queue and its DLQ, as tables.json defines them. */
-  private addWorkQueue(q: QueueDef): { queue: sqs.Queue; dlq: sqs.Queue } {
-    const Name = q.logical[0].toUpperCase() + q.logical.slice(1);
+  private addWorkQueue(q: QueueDef): void {
+    const Name = constructName(q.logical);
     const dlq = new sqs.Queue(this, `${Name}Dlq`, {
-      retentionPeriod: Duration.seconds(q.dlqRetentionSecs),
+      retentionPeriod: Duration.seconds(q.retentionSecs),
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
@@ -237,13 +200,13 @@ export class JobstreamStack extends Stack {
       deadLetterQueue: { queue: dlq, maxReceiveCount: q.maxReceiveCount },
     });
     this.queues[q.logical] = queue;
+    this.deadLetterQueues[q.logical] = dlq;
     this.alarm(
       `${Name}DlqDepth`,
       dlq.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(5) }),
       0,
       `${q.logical}: messages in the dead-letter queue`,
     );
-    return { queue, dlq };
   }
 
   private alarm(id: string, metric: cloudwatch.IMetric, threshold: number, description: string): void {
@@ -259,8 +222,16 @@ export class JobstreamStack extends Stack {
   }
 
   /** A function with its own log group and least-privilege role. */
-  private addFunction(c: Consumer, architecture: lambda.Architecture, manifestPath: string, timeout: Duration, env: Record<string, string>): { fn: RustFunction; role: iam.Role } {
-    const Name = c.name[0].toUpperCase() + c.name.slice(1);
+  private addFunction(
+    c: StreamConsumerDef | QueueConsumerDef,
+    description: string,
+    architecture: lambda.Architecture,
+    manifestPath: string,
+    timeout: Duration,
+    extraEnv: Record<string, string>,
+    queryIndexes: boolean,
+  ): { fn: RustFunction; role: iam.Role } {
+    const Name = constructName(c.name);
     const logGroup = new logs.LogGroup(this, `${Name}Logs`, {
       retention: logs.RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -268,7 +239,7 @@ export class JobstreamStack extends Stack {
     // An explicit role: only what this consumer touches, no managed policies.
     const role = new iam.Role(this, `${Name}Role`, {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
-      description: `${c.description} (least privilege)`,
+      description: `${description} (least privilege)`,
     });
     role.addToPolicy(
       new iam.PolicyStatement({
@@ -276,11 +247,31 @@ export class JobstreamStack extends Stack {
         resources: [logGroup.logGroupArn],
       }),
     );
-    const tableResources = [this.table.tableArn];
-    if (c.queryGsi1) tableResources.push(`${this.table.tableArn}/index/GSI1`);
-    role.addToPolicy(new iam.PolicyStatement({ actions: c.tableActions, resources: tableResources }));
+    if (c.tableActions.length > 0) {
+      role.addToPolicy(new iam.PolicyStatement({ actions: c.tableActions, resources: [this.table.tableArn] }));
+    }
+    if (queryIndexes) {
+      // Queue consumers read the model's GSIs; Query is the only action on them.
+      role.addToPolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [`${this.table.tableArn}/index/*`] }));
+      NagSuppressions.addResourceSuppressions(
+        role,
+        [
+          {
+            id: 'AwsSolutions-IAM5',
+            reason: "dynamodb:Query on the model table's own GSIs (index/*), the only action granted on them.",
+            appliesTo: [{ regex: '/^Resource::.*\\/index\\/\\*$/g' }],
+          },
+        ],
+        true,
+      );
+    }
     if (c.ledgerActions.length > 0) {
       role.addToPolicy(new iam.PolicyStatement({ actions: c.ledgerActions, resources: [this.ledger.tableArn] }));
+    }
+    const queueUrls: Record<string, string> = {};
+    for (const logical of c.sendsTo) {
+      this.queues[logical].grantSendMessages(role);
+      queueUrls[queueEnv(logical)] = this.queues[logical].queueUrl;
     }
 
     const fn = new RustFunction(this, Name, {
@@ -288,16 +279,18 @@ export class JobstreamStack extends Stack {
       binaryName: c.binary,
       runtime: 'provided.al2023',
       architecture,
-      description: c.description,
+      description,
       role,
       logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,
       timeout,
       memorySize: STREAM_CONSUMER.memorySize,
       environment: {
+        MODEL: this.model.name,
         TABLE_NAME: this.table.tableName,
         LEDGER_TABLE_NAME: this.ledger.tableName,
-        ...env,
+        ...queueUrls,
+        ...extraEnv,
       },
     });
     this.alarm(`${Name}Errors`, fn.metricErrors({ period: Duration.minutes(5) }), 0, `${c.name}: function errors`);
@@ -306,22 +299,37 @@ export class JobstreamStack extends Stack {
     return { fn, role };
   }
 
-  private addQueueConsumer(c: QueueConsumer, q: QueueDef, queue: sqs.Queue, architecture: lambda.Architecture, manifestPath: string, env: Record<string, string>): void {
-    const { fn } = this.addFunction(c, architecture, manifestPath, Duration.seconds(q.consumerTimeoutSecs), env);
+  private addQueueConsumer(c: QueueConsumerDef, architecture: lambda.Architecture, manifestPath: string): void {
+    const q = c.queue;
+    const queryIndexes = this.model.table.gsis.length > 0 && c.tableActions.includes('dynamodb:Query');
+    const { fn } = this.addFunction(
+      c,
+      `jobstream ${this.model.name} ${c.name}: ${c.binary} on queue ${q.logical}`,
+      architecture,
+      manifestPath,
+      Duration.seconds(q.consumerTimeoutSecs),
+      { QUEUE: q.logical },
+      queryIndexes,
+    );
     fn.addEventSource(
-      new SqsEventSource(queue, {
-        batchSize: q.batchSize,
+      new SqsEventSource(this.queues[q.logical], {
+        batchSize: 5,
         reportBatchItemFailures: true,
       }),
     );
   }
 
-  private addStreamConsumer(c: StreamConsumer, architecture: lambda.Architecture, manifestPath: string, env: Record<string, string>): void {
-    const Name = c.name[0].toUpperCase() + c.name.slice(1);
-    const { fn, role } = this.addFunction(c, architecture, manifestPath, STREAM_CONSUMER.timeout, env);
-    for (const logical of c.sendsTo ?? []) {
-      this.queues[logical].grantSendMessages(role);
-    }
+  private addStreamConsumer(c: StreamConsumerDef, architecture: lambda.Architecture, manifestPath: string): void {
+    const Name = constructName(c.name);
+    const { fn, role } = this.addFunction(
+      c,
+      `jobstream ${this.model.name} ${c.name}: ${c.binary} on the table stream`,
+      architecture,
+      manifestPath,
+      STREAM_CONSUMER.timeout,
+      {},
+      false,
+    );
 
     const onFailure = new sqs.Queue(this, `${Name}OnFailure`, {
       retentionPeriod: Duration.days(14),
@@ -338,11 +346,7 @@ export class JobstreamStack extends Stack {
         reportBatchItemFailures: true,
         parallelizationFactor: 1,
         onFailure: new SqsDlq(onFailure),
-        filters: c.skFilters.map((f) =>
-          lambda.FilterCriteria.filter({
-            dynamodb: { Keys: { [this.sortKeyName]: { S: 'prefix' in f ? lambda.FilterRule.beginsWith(f.prefix) : lambda.FilterRule.isEqual(f.equals) } } },
-          }),
-        ),
+        filters: c.filters.length > 0 ? streamFilters(this.model.table.sk, c.filters) : undefined,
       }),
     );
 

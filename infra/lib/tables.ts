@@ -1,6 +1,7 @@
-// Table definitions shared with the Rust code: infra/tables.json is written
-// by `jobstream tables` and checked against the Rust definitions by the
-// integration test `tables::infra_tables_json_matches_the_rust_definitions`.
+// Deployment definitions shared with the Rust code: infra/tables.json is
+// written by `jobstream tables` from the model registry and checked against
+// it by the integration test `tables::infra_tables_json_matches_the_rust_definitions`.
+// The CDK app is generic over it: no model name appears in infra/.
 import { readFileSync } from 'node:fs';
 
 export interface Gsi {
@@ -31,14 +32,72 @@ export interface QueueDef {
   readonly batchSize: number;
 }
 
+/** A sort-key condition of a stream consumer's event filter. */
+export type SkFilter = { readonly prefix: string } | { readonly equals: string };
+
+interface ConsumerDef {
+  readonly name: string;
+  /** The Rust binary (a member crate of the workspace). */
+  readonly binary: string;
+  /** DynamoDB actions on the model table and on the ledger. */
+  readonly tableActions: string[];
+  readonly ledgerActions: string[];
+  /** Logical queues it sends jobs to. */
+  readonly sendsTo: string[];
+}
+
+export interface StreamConsumerDef extends ConsumerDef {
+  /** Sort-key conditions of the items it handles; empty = no filter. */
+  readonly filters: SkFilter[];
+}
+
+export interface QueueConsumerDef extends ConsumerDef {
+  /** The queue it consumes. */
+  readonly queue: QueueDef;
+}
+
+export interface ModelDef {
+  readonly name: string;
+  readonly about: string;
+  readonly table: TableDef;
+  readonly streamConsumers: StreamConsumerDef[];
+  readonly queueConsumers: QueueConsumerDef[];
+}
+
 export interface TableDefs {
-  readonly tracker: TableDef;
-  readonly jobboard: TableDef;
   readonly ledger: TableDef;
-  readonly jobboardQueues: QueueDef[];
+  readonly models: ModelDef[];
 }
 
 export function loadTableDefs(): TableDefs {
   const url = new URL('../tables.json', import.meta.url);
   return JSON.parse(readFileSync(url, 'utf8')) as TableDefs;
+}
+
+/** The names of the models in tables.json, in its order. */
+export function modelNames(defs: TableDefs = loadTableDefs()): string[] {
+  return defs.models.map((m) => m.name);
+}
+
+/** One model's definition; throws listing the known names. */
+export function modelDef(name: string, defs: TableDefs = loadTableDefs()): ModelDef {
+  const def = defs.models.find((m) => m.name === name);
+  if (!def) {
+    throw new Error(`unknown model '${name}': tables.json defines ${modelNames(defs).join(', ')}`);
+  }
+  return def;
+}
+
+/** The environment variable holding a logical queue's URL (as `shared::lambda::queue_env`). */
+export function queueEnv(logical: string): string {
+  return `QUEUE_URL_${logical.replace(/[^A-Za-z0-9]/gu, '_').toUpperCase()}`;
+}
+
+/** A construct id from a consumer or queue name: `timeline-fanout` -> `TimelineFanout`. */
+export function constructName(name: string): string {
+  return name
+    .split(/[^A-Za-z0-9]+/)
+    .filter((p) => p.length > 0)
+    .map((p) => p[0].toUpperCase() + p.slice(1))
+    .join('');
 }

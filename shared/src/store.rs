@@ -223,6 +223,38 @@ impl Store {
         }
     }
 
+    /// One DeleteItem, conditioned: `ConditionFailed` when the item is
+    /// absent or no longer what the caller saw.
+    pub async fn delete_if(
+        &self,
+        table: &str,
+        key: Item,
+        condition: String,
+        names: Vec<(String, String)>,
+        values: Vec<(String, AttributeValue)>,
+    ) -> Result<Written, StoreError> {
+        let mut req = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .condition_expression(condition);
+        for (k, v) in names {
+            req = req.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => {
+                self.count_writes(1);
+                Ok(Written::Applied)
+            }
+            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
+            Err(e) => Err(classify("DeleteItem", table, e)),
+        }
+    }
+
     /// TransactWriteItems (at most 100 actions, never two on one item).
     /// Cancellations caused only by conflicts or throttling are retried with
     /// backoff; cancellations with failed conditions are returned with the
@@ -481,6 +513,75 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Deletes `key` only while the item `absent` (same table) does not
+    /// exist, in one transaction. Returns whether it was deleted.
+    pub async fn delete_while_absent(
+        &self,
+        table: &str,
+        key: Item,
+        absent: &Item,
+    ) -> Result<bool, StoreError> {
+        let name = absent.keys().next().cloned().unwrap_or_default();
+        let actions = vec![
+            TransactWriteItem::builder()
+                .condition_check(
+                    aws_sdk_dynamodb::types::ConditionCheck::builder()
+                        .table_name(table)
+                        .set_key(Some(absent.clone()))
+                        .condition_expression("attribute_not_exists(#k)")
+                        .expression_attribute_names("#k", name)
+                        .build()
+                        .expect("table, key and condition are set"),
+                )
+                .build(),
+            TransactWriteItem::builder()
+                .delete(
+                    aws_sdk_dynamodb::types::Delete::builder()
+                        .table_name(table)
+                        .set_key(Some(key))
+                        .build()
+                        .expect("table and key are set"),
+                )
+                .build(),
+        ];
+        match self.transact(actions).await {
+            Ok(()) => Ok(true),
+            Err(TxError::ConditionsFailed { .. }) => Ok(false),
+            Err(TxError::Store(e)) => Err(e),
+        }
+    }
+
+    /// Deletes `item` only if it is still exactly as given (every attribute
+    /// equal): a repair never deletes what changed since it was read.
+    pub async fn delete_if_unchanged(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        item: &Item,
+    ) -> Result<Written, StoreError> {
+        let mut req = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .set_key(Some(crate::item::key_of(item, key_names)));
+        let mut conds = Vec::new();
+        for (i, (k, v)) in item.iter().enumerate() {
+            conds.push(format!("#a{i} = :v{i}"));
+            req = req
+                .expression_attribute_names(format!("#a{i}"), k)
+                .expression_attribute_values(format!(":v{i}"), v.clone());
+        }
+        req = req.condition_expression(conds.join(" AND "));
+        match req.send().await {
+            Ok(_) => {
+                self.count_writes(1);
+                Ok(Written::Applied)
+            }
+            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
+            Err(e) => Err(classify("DeleteItem", table, e)),
+        }
     }
 
     /// GetItem, strongly consistent.

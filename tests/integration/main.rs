@@ -3,8 +3,11 @@
 
 mod backfill;
 mod bad_input;
+mod engine;
 mod faults;
 mod fixtures;
+mod history_adoption;
+mod hr;
 mod jobboard;
 mod redelivery;
 mod stream_consumer;

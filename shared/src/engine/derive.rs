@@ -121,7 +121,7 @@ pub(crate) fn set_remove(sets: &[String], removes: &[String]) -> String {
 pub struct Implied {
     /// counter id -> (counter key, attribute -> amount)
     pub contributions: BTreeMap<String, (Item, BTreeMap<String, i64>)>,
-    /// derived item id -> its key
+    /// derived item id -> the item as this source wrote it
     pub derived: BTreeMap<String, Item>,
 }
 
@@ -143,8 +143,8 @@ impl Implied {
             }
         }
         for d in derived {
-            let key = key_of(d, key_names);
-            out.derived.insert(item_id(&key), key);
+            out.derived
+                .insert(item_id(&key_of(d, key_names)), d.clone());
         }
         out
     }
@@ -166,7 +166,7 @@ impl Implied {
         let derived = self
             .derived
             .iter()
-            .map(|(id, key)| (id.clone(), AttributeValue::M(key.clone())))
+            .map(|(id, item)| (id.clone(), AttributeValue::M(item.clone())))
             .collect();
         [
             ("c".to_string(), AttributeValue::M(contributions)),
@@ -175,7 +175,8 @@ impl Implied {
         .into()
     }
 
-    fn from_record(record: &Item) -> Result<Self, String> {
+    /// Reads a ledger record back.
+    pub fn from_record(record: &Item) -> Result<Self, String> {
         let mut out = Implied::default();
         if let Some(AttributeValue::M(c)) = record.get("c") {
             for (id, entry) in c {
@@ -188,7 +189,7 @@ impl Implied {
                     return Err(format!("contribution {id} lacks k or v"));
                 };
                 let mut parsed = BTreeMap::new();
-                for (attr, _) in values {
+                for attr in values.keys() {
                     let v = values.i64(attr).map_err(|e| e.to_string())?;
                     parsed.insert(attr.clone(), v);
                 }
@@ -349,6 +350,9 @@ impl Deriver {
             let mut updates = Vec::new();
             let mut wanted: Vec<(usize, String, Implied, Vec<Item>)> = Vec::new();
             let mut derived_keys: BTreeMap<String, Item> = BTreeMap::new();
+            // Derived items some source of this group implies: another
+            // source that stops implying one must not delete it.
+            let mut group_puts: BTreeSet<String> = BTreeSet::new();
             let mut bad = Vec::new();
             for (i, key) in group.iter().enumerate() {
                 let pos = base + i;
@@ -398,10 +402,14 @@ impl Deriver {
                 }
                 for d in derived.iter().flatten() {
                     let k = key_of(d, key_names);
-                    derived_keys.insert(item_id(&k), k);
+                    let id = item_id(&k);
+                    derived_keys.insert(id.clone(), k);
+                    group_puts.insert(id);
                 }
                 if let Some(r) = rec {
-                    derived_keys.extend(r.implied.derived.clone());
+                    for (id, d) in &r.implied.derived {
+                        derived_keys.insert(id.clone(), key_of(d, key_names));
+                    }
                 }
                 wanted.push((pos, id, implied, derived.unwrap_or_default()));
             }
@@ -429,7 +437,11 @@ impl Deriver {
                     .cloned()
                     .unwrap_or_default();
                 let hint = hints.get(&item_id(key)).copied().unwrap_or_default();
-                match self.plan_key(*pos, key, &rec, implied, derived, &existing, hint) {
+                let seen = Seen {
+                    existing: &existing,
+                    group_puts: &group_puts,
+                };
+                match self.plan_key(*pos, key, &rec, implied, derived, seen, hint) {
                     Some(p) => plans.push(p),
                     None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
                 }
@@ -519,9 +531,10 @@ impl Deriver {
         rec: &Recorded,
         implied: &Implied,
         derived: &[Item],
-        existing: &HashMap<String, Item>,
+        seen: Seen<'_>,
         hint: Hint,
     ) -> Option<KeyPlan> {
+        let existing = seen.existing;
         let key_names = self.rules.key_names();
         let mut writes = Vec::new();
         for d in derived {
@@ -540,20 +553,33 @@ impl Deriver {
                 );
             }
         }
-        for (id, k) in &rec.implied.derived {
-            if !implied.derived.contains_key(id) && existing.contains_key(id) {
-                writes.push(
-                    TransactWriteItem::builder()
-                        .delete(
-                            Delete::builder()
-                                .table_name(&self.table)
-                                .set_key(Some(k.clone()))
-                                .build()
-                                .expect("table and key are set"),
-                        )
-                        .build(),
-                );
+        // A derived item this source no longer implies goes only while it
+        // is still exactly what this source wrote (another source implying
+        // the same item, now or since, keeps it).
+        for (id, wrote) in &rec.implied.derived {
+            let ours = existing.get(id) == Some(wrote);
+            if implied.derived.contains_key(id) || !ours || seen.group_puts.contains(id) {
+                continue;
             }
+            let mut del = Delete::builder()
+                .table_name(&self.table)
+                .set_key(Some(key_of(wrote, key_names)));
+            let mut conds = Vec::new();
+            for (i, (a, v)) in wrote.iter().enumerate() {
+                conds.push(format!("#w{i} = :w{i}"));
+                del = del
+                    .expression_attribute_names(format!("#w{i}"), a)
+                    .expression_attribute_values(format!(":w{i}"), v.clone());
+            }
+            writes.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        del.condition_expression(conds.join(" AND "))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            );
         }
         let changed = *implied != rec.implied;
         let tombstone = rec.ver == 0 && implied.is_empty() && hint.implied_something;
@@ -570,6 +596,7 @@ impl Deriver {
         let head = if record_written {
             let mut item = src;
             item.extend(implied.to_attrs());
+            item.insert("src".into(), AttributeValue::M(key.clone()));
             item.insert("ver".into(), n(rec.ver + 1));
             if implied.is_empty() {
                 item.insert(
@@ -719,9 +746,27 @@ impl Deriver {
     }
 }
 
+/// What the group's reads saw, for planning one source item.
+#[derive(Clone, Copy)]
+struct Seen<'a> {
+    /// Derived items as they are, by id.
+    existing: &'a HashMap<String, Item>,
+    /// Derived items some source of the group implies.
+    group_puts: &'a BTreeSet<String>,
+}
+
 enum Retry {
     Conflict(usize),
     Failed(usize, ProcessError),
+}
+
+/// The first bad input any aspect of the rules meets in `image`.
+fn first_error(rules: &dyn Rules, image: &Item) -> Option<InputError> {
+    rules
+        .projection(image)
+        .err()
+        .or_else(|| rules.derived(image).err())
+        .or_else(|| rules.contributions(image).err())
 }
 
 fn source_key_pk(processor: &str, key: &Item) -> String {
@@ -852,6 +897,8 @@ impl StreamProcessor for DeriveProcessor {
         let mut position: HashMap<String, usize> = HashMap::new();
         let mut hints: HashMap<String, Hint> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
+        // Bad input is logged and counted once per item per batch.
+        let mut bad_keys = BTreeSet::new();
         for (index, change) in changes.iter().enumerate() {
             if rules.ignores(&change.keys) {
                 continue;
@@ -859,6 +906,19 @@ impl StreamProcessor for DeriveProcessor {
             match rules.messages(change) {
                 Ok(out) => messages.extend(out.into_iter().map(|m| (index, m))),
                 Err(e) => log_bad_input(self.name(), &change.event_id, &e, metrics),
+            }
+            // What the record says is validated too, so that every bad
+            // record is logged and counted even if the item has changed (or
+            // gone) since; its effects follow the item as it is.
+            if let Some(e) = change
+                .new
+                .as_ref()
+                .filter(|_| change.kind != ChangeKind::Remove)
+                .and_then(|img| first_error(rules.as_ref(), img))
+            {
+                if bad_keys.insert(item_id(&change.keys)) {
+                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                }
             }
             let id = item_id(&change.keys);
             if let Some(old) = &change.old {
@@ -877,8 +937,8 @@ impl StreamProcessor for DeriveProcessor {
                     }
                 }
             }
-            if !position.contains_key(&id) {
-                position.insert(id, keys.len());
+            if let std::collections::hash_map::Entry::Vacant(e) = position.entry(id) {
+                e.insert(keys.len());
                 keys.push(change.keys.clone());
                 first_index.push(index);
             }
@@ -894,9 +954,8 @@ impl StreamProcessor for DeriveProcessor {
                 }),
             ),
         };
-        let mut logged = BTreeSet::new();
         for (pos, e) in &done.bad {
-            if logged.insert(*pos) {
+            if bad_keys.insert(item_id(&keys[*pos])) {
                 log_bad_input(
                     self.name(),
                     &changes[first_index[*pos]].event_id,
@@ -999,7 +1058,11 @@ mod tests {
         assert_eq!(one["a"], 4, "contributions to one attribute add up");
         assert_eq!(one["b"], 2);
         assert_eq!(implied.derived.len(), 1);
-        assert_eq!(implied.derived["PK=S:d|SK=S:1"].len(), 2, "keys only");
+        assert_eq!(
+            implied.derived["PK=S:d|SK=S:1"].len(),
+            3,
+            "the item as written"
+        );
         let back = Implied::from_record(&implied.to_attrs()).unwrap();
         assert_eq!(back, implied);
         assert!(Implied::from_record(&Item::new()).unwrap().is_empty());

@@ -4,6 +4,7 @@
 //! source mappings, the CDK stack through `jobstream tables`) is generic over
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
+pub mod hr;
 pub mod jobboard;
 pub mod pickem;
 pub mod table;
@@ -22,7 +23,12 @@ use table::{QueueDef, TableDef};
 
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
-    vec![tracker::model(), jobboard::model(), pickem::model()]
+    vec![
+        tracker::model(),
+        jobboard::model(),
+        hr::model(),
+        pickem::model(),
+    ]
 }
 
 /// The model called `name`.
@@ -128,10 +134,37 @@ pub enum Drift {
 pub enum Repair {
     /// Reconcile this source item (projection, derived items, counters).
     Reconcile(Item),
+    /// Reconcile these source items, then set this counter item to its
+    /// totals.
+    Counter { counter: Item, sources: Vec<Item> },
     /// Run this job body through the consumer of `queue`, in process.
     Job { queue: &'static str, body: String },
     /// Delete this processor-owned item, if it is still exactly this.
     DeleteIfUnchanged(Item),
+    /// A model's own guarded repair (e.g. a lost history entry).
+    Model(ModelRepair),
+}
+
+/// A model-specific repair, guarded by the model like its live writes.
+pub trait GuardedRepair: std::fmt::Debug + Send + Sync {
+    /// What it does, for `--dry-run` and to tell two repairs apart.
+    fn describe(&self) -> String;
+    /// Applies it; `false` when its guard no longer held (nothing written).
+    fn apply<'a>(
+        &'a self,
+        store: &'a crate::store::Store,
+        table: &'a str,
+    ) -> BoxFut<'a, Result<bool, crate::error::StoreError>>;
+}
+
+/// A [`GuardedRepair`] in a [`Repair`].
+#[derive(Debug, Clone)]
+pub struct ModelRepair(pub Arc<dyn GuardedRepair>);
+
+impl PartialEq for ModelRepair {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.describe() == other.0.describe()
+    }
 }
 
 /// One piece of drift: what, where, and how to repair it.
@@ -151,7 +184,7 @@ pub type Checks = fn(&CheckInput<'_>) -> Vec<Finding>;
 pub type Demo = for<'a> fn(&'a mut dyn Harness) -> BoxFut<'a, Result<Vec<String>, BoxError>>;
 
 /// What a demo (or a test) drives: the model's tables and processors.
-pub trait Harness: Send {
+pub trait Harness: Send + Sync {
     /// A client for the application's own writes and reads.
     fn dynamodb(&self) -> &aws_sdk_dynamodb::Client;
     fn table(&self) -> &str;
@@ -162,4 +195,27 @@ pub trait Harness: Send {
     fn processor_writes(&self) -> u64;
     /// Runs `verify` (no repair): the problems found.
     fn verify(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+    /// What ended in a dead-letter queue or an on-failure destination.
+    fn dead_letters(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+}
+
+/// A failed write or read of a writer or a demo: what failed, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Failed(pub String);
+
+/// `.context("what")` for demo and writer code: the error with what failed.
+pub trait Context<T> {
+    fn context(self, what: &str) -> Result<T, Failed>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, Failed> {
+        self.map_err(|e| {
+            Failed(format!(
+                "{what}: {}",
+                aws_smithy_types::error::display::DisplayErrorContext(&e)
+            ))
+        })
+    }
 }

@@ -12,7 +12,9 @@ use super::derive::kind_of;
 use super::keys::{self, Kind};
 use super::schema::{validate_application, validate_stage, LABELS, STAGE_FIELDS};
 use crate::change::{Change, ChangeKind};
-use crate::engine::fold::{Cascade, FoldOutput, FoldRules, FoldState};
+use crate::engine::fold::{
+    Adoption, AdoptionRecord, Cascade, CascadeDelete, FoldOutput, FoldRules, FoldState, Restated,
+};
 use crate::error::InputError;
 use crate::item::{display_key, item_size, n, s, Item, ItemExt, MAX_ITEM_BYTES};
 use crate::metrics::names;
@@ -153,8 +155,58 @@ fn entry(
     (item, None)
 }
 
-/// Description of the one entry a backfilled application gets.
+/// Description of the adoption entry: the first entry of an application
+/// whose history jobstream did not see from its creation (see [`adoption`]).
 pub const IMPORTED: &str = "Imported";
+
+/// The adoption entry of `app_id` from the items of its partition as they
+/// are: entry `n + 1` after the `n` entries already there (1 for an
+/// application without history), description [`IMPORTED`], `createdAt` the
+/// adoption's time, snapshot the application and its stages. `None`
+/// without an application item: the state of the stages there instead.
+pub fn adoption(
+    app_id: &str,
+    partition: &[Item],
+    at: chrono::DateTime<chrono::Utc>,
+    token: &str,
+) -> Adoption {
+    let mut state = FoldState::default();
+    for item in partition {
+        let sk = item.s(keys::SK).unwrap_or_default();
+        match keys::kind(item.s(keys::PK).unwrap_or_default(), sk) {
+            Some(Kind::History) => {
+                let seq = item.opt_i64("sequence").ok().flatten().unwrap_or(0).max(0) as u64;
+                state.seq = state.seq.max(seq);
+            }
+            Some(Kind::Application) if validate_application(item).is_ok() => {
+                state
+                    .parts
+                    .insert(APP_PART.to_string(), snapshot_attributes(item));
+            }
+            Some(Kind::Stage) if validate_stage(item).is_ok() => {
+                state.parts.insert(sk.to_string(), stage_snapshot(item));
+            }
+            _ => {}
+        }
+    }
+    if !state.parts.contains_key(APP_PART) {
+        return Adoption::Rootless(state);
+    }
+    state.seq += 1;
+    let change = Change {
+        event_id: format!("adopt:{app_id}:{token}"),
+        sequence_number: crate::change::SequenceNumber::parse("0").expect("0 is a sequence number"),
+        kind: ChangeKind::Insert,
+        origin: crate::change::Origin::User,
+        keys: Item::new(),
+        old: None,
+        new: None,
+        at,
+    };
+    let (entry, _) = entry(app_id, state.seq, IMPORTED.to_string(), &change, &state);
+    let id = entry.s("id").unwrap_or_default().to_string();
+    Adoption::Entry { state, entry, id }
+}
 
 impl FoldRules for TrackerHistory {
     fn key_names(&self) -> &'static [&'static str] {
@@ -165,45 +217,90 @@ impl FoldRules for TrackerHistory {
         (keys::PK, keys::app_pk(aggregate))
     }
 
-    fn import(
+    fn adopt(
         &self,
         app_id: &str,
         partition: &[Item],
         at: chrono::DateTime<chrono::Utc>,
-    ) -> Option<(FoldState, Vec<Item>)> {
-        let mut state = FoldState::default();
-        for item in partition {
-            let sk = item.s(keys::SK).unwrap_or_default();
-            match keys::kind(item.s(keys::PK).unwrap_or_default(), sk) {
-                Some(Kind::History) => return None,
-                Some(Kind::Application) if validate_application(item).is_ok() => {
-                    state
-                        .parts
-                        .insert(APP_PART.to_string(), snapshot_attributes(item));
-                }
-                Some(Kind::Stage) if validate_stage(item).is_ok() => {
-                    state.parts.insert(sk.to_string(), stage_snapshot(item));
-                }
-                _ => {}
+        token: &str,
+    ) -> Adoption {
+        adoption(app_id, partition, at, token)
+    }
+
+    fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
+        let new = change.new.as_ref()?;
+        let pk = new.s(keys::PK).ok()?;
+        let sk = new.s(keys::SK).ok()?;
+        let is_adoption = change.kind == ChangeKind::Insert
+            && keys::kind(pk, sk) == Some(Kind::History)
+            && new.opt_s("description").ok().flatten() == Some(IMPORTED);
+        is_adoption.then(|| AdoptionRecord {
+            aggregate: pk.trim_start_matches("APP#").to_string(),
+            sequence: new.opt_i64("sequence").ok().flatten().unwrap_or(0).max(0) as u64,
+            id: new
+                .opt_s("id")
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .to_string(),
+        })
+    }
+
+    fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
+        if !state.parts.contains_key(APP_PART) {
+            return Restated::RootGone;
+        }
+        let want = AttributeValue::M(snapshot(state));
+        if entry.get("snapshot") == Some(&want) {
+            return Restated::Same;
+        }
+        let mut fixed = entry.clone();
+        fixed.remove("snapshotOmitted");
+        fixed.insert("snapshot".to_string(), want);
+        if item_size(&fixed) > MAX_ITEM_BYTES {
+            if entry.contains_key("snapshotOmitted") {
+                return Restated::Same;
+            }
+            fixed.remove("snapshot");
+            fixed.insert(
+                "snapshotOmitted".to_string(),
+                s("snapshot omitted: the entry would exceed the 400 KB item limit"),
+            );
+        }
+        Restated::Rewrite(fixed)
+    }
+
+    fn starts_aggregate(&self, change: &Change) -> bool {
+        change.kind == ChangeKind::Insert
+            && change.new.as_ref().and_then(|i| kind_of(i).ok()) == Some(Kind::Application)
+    }
+
+    fn removes_root(&self, change: &Change) -> bool {
+        change.kind == ChangeKind::Remove
+            && change.old.as_ref().and_then(|i| kind_of(i).ok()) == Some(Kind::Application)
+    }
+
+    fn absorb(&self, state: &mut FoldState, change: &Change) -> Result<(), InputError> {
+        let image = change.latest_image().unwrap_or(&change.keys);
+        let part = match kind_of(image)? {
+            Kind::Application => APP_PART.to_string(),
+            Kind::Stage => image.s(keys::SK).unwrap_or_default().to_string(),
+            Kind::History | Kind::Meta => return Ok(()),
+        };
+        match &change.new {
+            None => {
+                state.parts.remove(&part);
+            }
+            Some(new) if part == APP_PART => {
+                validate_application(new)?;
+                state.parts.insert(part, snapshot_attributes(new));
+            }
+            Some(new) => {
+                validate_stage(new)?;
+                state.parts.insert(part, stage_snapshot(new));
             }
         }
-        if !state.parts.contains_key(APP_PART) {
-            return None;
-        }
-        state.seq = 1;
-        let change = Change {
-            event_id: format!("import:{app_id}"),
-            sequence_number: crate::change::SequenceNumber::parse("0")
-                .expect("0 is a sequence number"),
-            kind: ChangeKind::Insert,
-            origin: crate::change::Origin::User,
-            keys: Item::new(),
-            old: None,
-            new: None,
-            at,
-        };
-        let (entry, _) = entry(app_id, 1, IMPORTED.to_string(), &change, &state);
-        Some((state, vec![entry]))
+        Ok(())
     }
 
     fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
@@ -217,14 +314,33 @@ impl FoldRules for TrackerHistory {
         }
     }
 
-    fn cascade(&self, aggregate: &str, change: &Change) -> Option<Cascade> {
-        let is_app = change.latest_image().and_then(|i| kind_of(i).ok()) == Some(Kind::Application);
-        (is_app && change.kind == ChangeKind::Remove).then(|| Cascade {
-            pk_name: keys::PK,
-            pk: keys::app_pk(aggregate),
-            sk_name: keys::SK,
-            sk_prefixes: vec!["STAGE#".to_string(), "HIST#".to_string()],
-        })
+    fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
+        let pk = keys::app_pk(aggregate);
+        let key = |sk: String| -> Item {
+            [
+                (keys::PK.to_string(), s(&pk)),
+                (keys::SK.to_string(), s(sk)),
+            ]
+            .into()
+        };
+        // The removed incarnation's stages, as it last had them (a stage of
+        // a later incarnation under the same id differs and stays), and its
+        // entries 1..=seq (a later incarnation's are written after this).
+        let stages = state
+            .parts
+            .iter()
+            .filter(|(name, _)| name.starts_with("STAGE#"))
+            .map(|(name, part)| CascadeDelete {
+                key: key(name.clone()),
+                unchanged: Some(part.clone()),
+            });
+        let entries = (1..=state.seq).map(|seq| CascadeDelete {
+            key: key(keys::hist_sk(seq)),
+            unchanged: None,
+        });
+        Cascade {
+            deletes: stages.chain(entries).collect(),
+        }
     }
 
     fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
@@ -281,13 +397,12 @@ impl FoldRules for TrackerHistory {
                     .old
                     .as_ref()
                     .expect("decoded REMOVE has an old image");
-                let id = old
-                    .opt_s("id")
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default()
-                    .to_string();
-                state.parts.remove(&keys::stage_sk(&id));
+                let sk = old.s(keys::SK).unwrap_or_default().to_string();
+                // A stage this incarnation does not have (e.g. one of a
+                // deleted incarnation, removed by the cascade): no entry.
+                if state.parts.remove(&sk).is_none() {
+                    return Ok(FoldOutput::default());
+                }
                 Some(format!(
                     "Removed interview stage \"{}\"",
                     old.opt_s("name").ok().flatten().unwrap_or_default()
@@ -300,14 +415,22 @@ impl FoldRules for TrackerHistory {
                     .expect("decoded INSERT/MODIFY has a new image");
                 validate_stage(new)?;
                 let id = new.s("id").unwrap_or_default();
-                state.parts.insert(keys::stage_sk(id), stage_snapshot(new));
+                // A MODIFY of a stage this incarnation does not have (a
+                // stage of a deleted incarnation overwritten under the same
+                // id) adds it.
+                let known = state
+                    .parts
+                    .insert(keys::stage_sk(id), stage_snapshot(new))
+                    .is_some();
                 match (kind, &change.old) {
-                    (ChangeKind::Modify, Some(old)) => stage_changed(old, new).then(|| {
-                        format!(
-                            "Updated interview stage \"{}\"",
-                            old.opt_s("name").ok().flatten().unwrap_or_default()
-                        )
-                    }),
+                    (ChangeKind::Modify, Some(old)) if known => {
+                        stage_changed(old, new).then(|| {
+                            format!(
+                                "Updated interview stage \"{}\"",
+                                old.opt_s("name").ok().flatten().unwrap_or_default()
+                            )
+                        })
+                    }
                     _ => Some(format!(
                         "Added interview stage \"{}\"",
                         new.s("name").unwrap_or_default()
@@ -489,7 +612,15 @@ mod tests {
             change(ChangeKind::Insert, None, Some(stage("a", "s", "X", 0))),
         );
         let rm = change(ChangeKind::Remove, Some(app("a")), None);
-        assert!(TrackerHistory.cascade("a", &rm).is_some());
+        assert!(TrackerHistory.removes_root(&rm));
+        let c = TrackerHistory.cascade("a", &st);
+        let sks: Vec<&str> = c.deletes.iter().map(|d| d.key.s("SK").unwrap()).collect();
+        assert_eq!(sks, ["STAGE#s", "HIST#00000001", "HIST#00000002"]);
+        assert_eq!(
+            c.deletes[0].unchanged.as_ref(),
+            st.parts.get("STAGE#s"),
+            "a stage is deleted only while it is the one this incarnation had"
+        );
         assert!(fold(&mut st, rm).is_empty());
         assert!(st.deleted);
         assert!(fold(

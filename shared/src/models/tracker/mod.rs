@@ -3,12 +3,19 @@
 //! - [`keys`] - every key format of the model, in one place.
 //! - [`schema`] - the seed's attributes, types, enums and limits; validation.
 //! - [`derive`](mod@derive) - GSI1/GSI2 projections and the META/COUNT counter.
-//! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade.
+//! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade,
+//!   adoption.
+//! - [`history_check`] - verification of history and its guarded repairs.
 
+pub mod checks;
+pub mod demo;
 pub mod derive;
 pub mod history;
+pub mod history_check;
 pub mod keys;
+pub mod scenario;
 pub mod schema;
+pub mod writer;
 
 use std::sync::Arc;
 
@@ -29,8 +36,8 @@ pub fn model() -> Model {
         }),
         consumers: vec![],
         derive_filter: vec![KeyFilter::Prefix("APP#")],
-        checks: None,
-        demo: None,
+        checks: Some(checks::check),
+        demo: Some(demo::demo),
     }
 }
 

@@ -1,0 +1,291 @@
+//! The derive engine's guarantees (issue 8): exactly once even for a moment,
+//! no write of an already-right value, tombstones, repairs through the live
+//! path, and guarded set jobs that never resurrect or wipe.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use aws_lambda_events::event::dynamodb::Event;
+use lambda_runtime::{Context, LambdaEvent};
+use shared::engine::setjob::{apply, Reads, SetJob as _};
+use shared::item::{s, ItemExt};
+use shared::models::jobboard::demo::{jobs, suggestions_of};
+use shared::models::jobboard::keys as bkeys;
+use shared::models::jobboard::messages::{encode, SuggestionJob};
+use shared::models::jobboard::suggestions::Suggestions;
+use shared::models::jobboard::writer::{days_ago, JobBoardWriter};
+use shared::models::tracker::scenario::Clock;
+
+use crate::support::{count, env, model_env, stream_event, Env};
+
+fn lambda(event: &Event) -> LambdaEvent<Event> {
+    LambdaEvent::new(event.clone(), Context::default())
+}
+
+fn writes(env: &Env) -> u64 {
+    env.rt.processors.store.stats().writes.load(Relaxed)
+}
+
+/// Applications created, archived, restored and deleted: META/COUNT moves
+/// up and down many times on the way to its final value.
+async fn churn(env: &Env) -> i64 {
+    let w = &env.writer;
+    let mut t = Clock::new();
+    for i in 0..12 {
+        let id = format!("a{i}");
+        w.create_application(&id, "Co", "Role", "applied", &t.next())
+            .await
+            .unwrap();
+        if i % 2 == 0 {
+            w.set_archived(&id, true, &t.next()).await.unwrap();
+        }
+        if i % 3 == 0 {
+            w.set_archived(&id, false, &t.next()).await.unwrap();
+        }
+        if i % 4 == 0 {
+            w.delete_application(&id).await.unwrap();
+        }
+    }
+    // active: odd i not deleted, or i % 6 == 0 restored and not deleted
+    (0..12)
+        .filter(|i| i % 4 != 0 && (i % 2 == 1 || i % 3 == 0))
+        .count() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_of_the_whole_stream_never_moves_the_count_and_writes_nothing() {
+    let mut env = env().await;
+    let truth = churn(&env).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(count(&env).await, Some(truth));
+    // A restarted consumer reading from TRIM_HORIZON: every record again, in
+    // small batches, older images first. The count is observed after each.
+    let event = stream_event(&env).await;
+    let before = writes(&env);
+    let derive = env.rt.stream_processor("derive");
+    for chunk in event.records.chunks(5) {
+        let mut batch = event.clone();
+        batch.records = chunk.to_vec();
+        let resp = shared::lambda::stream_handler(&*derive, lambda(&batch))
+            .await
+            .unwrap();
+        assert!(resp.batch_item_failures.is_empty());
+        assert_eq!(
+            count(&env).await,
+            Some(truth),
+            "a replayed older record moved the count"
+        );
+    }
+    assert_eq!(writes(&env) - before, 0, "a replay writes nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modify_of_processor_owned_attributes_costs_no_write() {
+    let mut env = env().await;
+    let w = &env.writer;
+    let mut t = Clock::new();
+    for i in 0..5 {
+        w.create_application(&format!("p{i}"), "Co", "Role", "applied", &t.next())
+            .await
+            .unwrap();
+    }
+    // derive first (projections, count), then history (historySequence
+    // MODIFYs carrying images older than derive's projection).
+    let first = stream_event(&env).await;
+    let derive = env.rt.stream_processor("derive");
+    let history = env.rt.stream_processor("history");
+    shared::lambda::stream_handler(&*derive, lambda(&first))
+        .await
+        .unwrap();
+    shared::lambda::stream_handler(&*history, lambda(&first))
+        .await
+        .unwrap();
+    let all = stream_event(&env).await;
+    let mut newer = all.clone();
+    newer.records.drain(..first.records.len());
+    assert!(
+        !newer.records.is_empty(),
+        "the processors' own writes are on the stream"
+    );
+    let before = writes(&env);
+    shared::lambda::stream_handler(&*derive, lambda(&newer))
+        .await
+        .unwrap();
+    assert_eq!(
+        writes(&env) - before,
+        0,
+        "GSI values already right are not written again"
+    );
+    env.rt.drain().await.unwrap();
+    crate::support::assert_verified(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_inserted_and_removed_in_one_batch_leaves_a_tombstone_a_stale_backfill_respects() {
+    let mut env = env().await;
+    let w = &env.writer;
+    w.create_application("gone", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
+        .await
+        .unwrap();
+    let stale = shared::models::tracker::writer::application(
+        "gone",
+        "Co",
+        "Role",
+        "applied",
+        "2026-11-01T09:00:00.000Z",
+    );
+    w.delete_application("gone").await.unwrap();
+    env.rt.drain().await.unwrap();
+    // The engine recorded that the item implies nothing now (with a TTL).
+    let key: shared::item::Item = [
+        ("PK".to_string(), s("APP#gone")),
+        ("SK".to_string(), s("APP#gone")),
+    ]
+    .into();
+    let record = env
+        .rt
+        .processors
+        .store
+        .get(
+            &env.rt.config.ledger_table,
+            shared::engine::derive::source_key("derive", &key),
+        )
+        .await
+        .unwrap()
+        .expect("a tombstone is recorded");
+    assert!(record.opt_i64("ttl").unwrap().is_some());
+    // A backfill page that read the item before it was deleted.
+    env.rt
+        .processors
+        .derive
+        .backfill(&[stale], false)
+        .await
+        .unwrap();
+    let c = count(&env).await;
+    assert!(
+        matches!(c, None | Some(0)),
+        "the deleted item is not counted: {c:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_ahead_of_a_lagging_processor_is_not_counted_twice() {
+    let mut env = env().await;
+    let w = &env.writer;
+    let mut t = Clock::new();
+    for i in 0..4 {
+        w.create_application(&format!("l{i}"), "Co", "Role", "applied", &t.next())
+            .await
+            .unwrap();
+    }
+    // The processors have not run: verify finds the count missing and
+    // repairs it through the registry.
+    let report = env.rt.verify().await.unwrap();
+    assert!(!report.is_clean());
+    jobstream::verify::repair(&env.rt.processors, &report)
+        .await
+        .unwrap();
+    assert_eq!(count(&env).await, Some(4));
+    // The lagging processor then sees the four INSERTs.
+    env.rt.drain().await.unwrap();
+    assert_eq!(count(&env).await, Some(4), "counted once");
+    crate::support::assert_verified(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_job_closed_never_wipes_a_job_reopened_since() {
+    let crate::support::ModelEnv {
+        engine: _engine,
+        mut rt,
+    } = model_env("jobboard", |_| {}).await;
+    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let jobs = jobs();
+    w.employer("e1", "Acme").await.unwrap();
+    w.create_job(&jobs[0]).await.unwrap();
+    w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    assert_eq!(suggestions_of(&rt, "a").await.unwrap(), ["j1 R1"]);
+    // Closed, then reopened; the close's job arrives after both (a standard
+    // queue with concurrent consumers reorders them).
+    w.close_job(&jobs[0]).await.unwrap();
+    w.create_job(&jobs[0]).await.unwrap_err();
+    w.put(jobs[0].item()).await.unwrap();
+    rt.drain().await.unwrap();
+    assert_eq!(suggestions_of(&rt, "a").await.unwrap(), ["j1 R1"]);
+    let late = encode(&SuggestionJob::JobClosed {
+        city: "montreal".into(),
+        job_id: "j1".into(),
+    });
+    let consumer = rt.processors.consumer("suggestions").unwrap();
+    consumer.set_job.as_ref().unwrap().run(&late).await.unwrap();
+    assert_eq!(
+        suggestions_of(&rt, "a").await.unwrap(),
+        ["j1 R1"],
+        "the late close re-read the job: still open"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
+    let crate::support::ModelEnv {
+        engine: _engine,
+        mut rt,
+    } = model_env("jobboard", |_| {}).await;
+    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let jobs = jobs();
+    w.employer("e1", "Acme").await.unwrap();
+    w.create_job(&jobs[0]).await.unwrap();
+    w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    // A rescoring of the seeker reads the facts (no request yet)...
+    let reads = Reads {
+        store: rt.processors.store.clone(),
+        table: rt.config.table.clone(),
+        ledger_table: rt.config.ledger_table.clone(),
+        now: chrono::Utc::now(),
+    };
+    let body = encode(&SuggestionJob::SeekerChanged {
+        seeker_id: "a".into(),
+    });
+    let plan = Suggestions.plan(&body, &reads).await.unwrap();
+    assert_eq!(plan.desired.len(), 1);
+    // ...the seeker requests the job and the request's job removes the
+    // suggestion...
+    w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
+    rt.drain().await.unwrap();
+    assert!(suggestions_of(&rt, "a").await.unwrap().is_empty());
+    // ...then the stale rescoring writes: its guard (no request) fails.
+    let mut stale = plan.clone();
+    for d in &mut stale.desired {
+        d.item.insert("relevance".into(), shared::item::n(2)); // differs: would be written
+    }
+    let applied = apply(
+        &reads.store,
+        &reads.table,
+        &reads.ledger_table,
+        Suggestions.key_names(),
+        Suggestions.volatile(),
+        &stale,
+    )
+    .await
+    .unwrap();
+    assert_eq!(applied.puts, 0);
+    assert_eq!(applied.superseded, 1);
+    assert!(rt
+        .processors
+        .store
+        .get(
+            &rt.config.table,
+            [
+                (bkeys::PK.to_string(), s(bkeys::job_pk("Montreal"))),
+                (bkeys::SK.to_string(), s(bkeys::suggestion_sk("j1", "a"))),
+            ]
+            .into()
+        )
+        .await
+        .unwrap()
+        .is_none());
+}

@@ -1,0 +1,470 @@
+//! The history fold where a real adopter meets it: a table that held data
+//! before the stream was read, backfill next to a lagging consumer, verify's
+//! repairs racing commits, an application deleted and re-created under the
+//! same id, and a removal of an application with many stages.
+
+use aws_lambda_events::event::dynamodb::Event;
+use aws_sdk_dynamodb::types::AttributeValue;
+use jobstream::backfill::ScanOptions;
+use jobstream::verify::{repair, scan_all};
+use lambda_runtime::{Context, LambdaEvent};
+use shared::item::{s, Item, ItemExt};
+use shared::models::tracker::history::IMPORTED;
+use shared::models::tracker::keys;
+use shared::models::tracker::scenario::Clock;
+
+use crate::support::{descriptions, env, partition, raw_records, Env};
+
+/// Delivers the stream records from position `from` on to both processors
+/// as one batch each (a consumer that lagged until now); returns the new
+/// position. The processors' own writes are delivered by later calls.
+async fn deliver(env: &Env, from: usize) -> usize {
+    let records = raw_records(env).await;
+    let to = records.len();
+    if from < to {
+        let event: Event =
+            serde_json::from_value(serde_json::json!({ "Records": records[from..].to_vec() }))
+                .expect("a Lambda event");
+        for failures in [
+            shared::lambda::stream_handler(
+                &*env.rt.stream_processor("history"),
+                LambdaEvent::new(event.clone(), Context::default()),
+            )
+            .await
+            .expect("history handler")
+            .batch_item_failures,
+            shared::lambda::stream_handler(
+                &*env.rt.stream_processor("derive"),
+                LambdaEvent::new(event, Context::default()),
+            )
+            .await
+            .expect("derive handler")
+            .batch_item_failures,
+        ] {
+            assert!(failures.is_empty(), "a batch failed: {failures:?}");
+        }
+    }
+    to
+}
+
+/// Delivers until the stream holds nothing new (the processors' own writes
+/// included).
+async fn settle(env: &Env, mut from: usize) -> usize {
+    loop {
+        let to = deliver(env, from).await;
+        if to == from {
+            return to;
+        }
+        from = to;
+    }
+}
+
+/// `verify` over items as a (possibly racing) scan saw them.
+async fn verify_scan(env: &Env, items: &[Item]) -> jobstream::verify::Report {
+    let ledger = scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
+        .await
+        .unwrap();
+    jobstream::verify::verify_items(&env.rt.model, items, &ledger, chrono::Utc::now())
+}
+
+async fn backfill(env: &Env) -> u64 {
+    let (_, totals) = jobstream::backfill::backfill(
+        &env.rt.dynamodb,
+        &env.rt.config,
+        &env.rt.processors,
+        &ScanOptions::default(),
+        false,
+    )
+    .await
+    .expect("backfill runs");
+    totals.imported.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The history entries of an application, in sequence order.
+async fn entries(env: &Env, app: &str) -> Vec<Item> {
+    partition(env, &keys::app_pk(app))
+        .await
+        .into_iter()
+        .filter(|i| i.s(keys::SK).unwrap_or_default().starts_with("HIST#"))
+        .collect()
+}
+
+fn snapshot_of(entry: &Item) -> &Item {
+    match entry.get("snapshot") {
+        Some(AttributeValue::M(m)) => m,
+        _ => panic!("entry without a snapshot: {entry:?}"),
+    }
+}
+
+fn stage_names(entry: &Item) -> Vec<String> {
+    match snapshot_of(entry).get("interviewStages") {
+        Some(AttributeValue::L(l)) => l
+            .iter()
+            .map(|v| match v {
+                AttributeValue::M(m) => m.s("name").unwrap_or_default().to_string(),
+                _ => String::new(),
+            })
+            .collect(),
+        _ => panic!("snapshot without stages"),
+    }
+}
+
+async fn assert_clean(env: &Env) {
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
+    let env = env().await;
+    let mut t = Clock::new();
+    // Before jobstream: an application with two stages.
+    env.writer
+        .create_application("pre", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("pre", "s1", "Screen", 1)
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("pre", "s2", "Onsite", 2)
+        .await
+        .unwrap();
+    let deployed = raw_records(&env).await.len();
+    // Deployed; a change arrives before any backfill.
+    env.writer
+        .update_application("pre", &[("notes", s("called back"))], &t.next())
+        .await
+        .unwrap();
+    let at = settle(&env, deployed).await;
+    assert_eq!(backfill(&env).await, 0, "the fold adopted it already");
+    env.writer
+        .update_application("pre", &[("status", s("interviewing"))], &t.next())
+        .await
+        .unwrap();
+    settle(&env, at).await;
+    assert_eq!(
+        descriptions(&env, "pre").await,
+        [IMPORTED, "Updated Status"]
+    );
+    let e = entries(&env, "pre").await;
+    assert_eq!(stage_names(&e[0]), ["Screen", "Onsite"]);
+    assert_eq!(snapshot_of(&e[0]).s("notes").unwrap(), "called back");
+    assert_eq!(snapshot_of(&e[0]).s("status").unwrap(), "applied");
+    assert_eq!(stage_names(&e[1]), ["Screen", "Onsite"]);
+    assert_eq!(snapshot_of(&e[1]).s("status").unwrap(), "interviewing");
+    assert_clean(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
+    let env = env().await;
+    let mut t = Clock::new();
+    // Written while the consumer lags (its stream position is 0).
+    env.writer
+        .create_application("lag", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("lag", "s1", "Screen", 1)
+        .await
+        .unwrap();
+    assert_eq!(backfill(&env).await, 1);
+    // The consumer now reaches the older INSERTs, then the import's entry.
+    let at = settle(&env, 0).await;
+    env.writer
+        .update_stage("lag", "s1", &[("isCompleted", AttributeValue::Bool(true))])
+        .await
+        .unwrap();
+    settle(&env, at).await;
+    assert_eq!(
+        descriptions(&env, "lag").await,
+        [IMPORTED, "Updated interview stage \"Screen\""]
+    );
+    let e = entries(&env, "lag").await;
+    assert_eq!(stage_names(&e[0]), ["Screen"]);
+    assert_clean(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
+    let env = env().await;
+    let mut t = Clock::new();
+    env.writer
+        .create_application("race", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    assert_eq!(backfill(&env).await, 1);
+    env.writer
+        .add_stage("race", "s1", "Screen", 1)
+        .await
+        .unwrap();
+    // The import read the partition, then the stage was added before its
+    // entry committed: the stream shows the stage's INSERT before the
+    // entry's (positions swapped, sequence numbers kept ascending).
+    let mut records = raw_records(&env).await;
+    let sk_of = |r: &serde_json::Value| {
+        r["dynamodb"]["Keys"]["SK"]["S"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let fence = records
+        .iter()
+        .position(|r| sk_of(r).as_deref() == Some("HIST#00000001"))
+        .expect("the import's entry");
+    let stage = records
+        .iter()
+        .position(|r| sk_of(r).as_deref() == Some("STAGE#s1"))
+        .expect("the stage's INSERT");
+    assert!(fence < stage);
+    let (fence_seq, stage_seq) = (
+        records[fence]["dynamodb"]["SequenceNumber"].clone(),
+        records[stage]["dynamodb"]["SequenceNumber"].clone(),
+    );
+    records.swap(fence, stage);
+    records[fence]["dynamodb"]["SequenceNumber"] = fence_seq;
+    records[stage]["dynamodb"]["SequenceNumber"] = stage_seq;
+    let delivered = records.len();
+    let event: Event =
+        serde_json::from_value(serde_json::json!({ "Records": records })).expect("a Lambda event");
+    let resp = shared::lambda::stream_handler(
+        &*env.rt.stream_processor("history"),
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .unwrap();
+    assert!(resp.batch_item_failures.is_empty());
+    settle(&env, delivered).await;
+    let e = entries(&env, "race").await;
+    assert_eq!(e.len(), 1, "{:?}", descriptions(&env, "race").await);
+    // The stage was added before the entry's own position: it is part of
+    // the adoption, not an entry of its own, and not lost.
+    assert_eq!(stage_names(&e[0]), ["Screen"]);
+    let mut derive_rt = env;
+    derive_rt.rt.drain().await.unwrap();
+    assert_clean(&derive_rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
+    let env = env().await;
+    let mut t = Clock::new();
+    env.writer
+        .create_application("r", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .update_application("r", &[("notes", s("one"))], &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .update_application("r", &[("notes", s("two"))], &t.next())
+        .await
+        .unwrap();
+    settle(&env, 0).await;
+    // A scan that read the application (historySequence 3) but not entry 3,
+    // committed meanwhile.
+    let scanned: Vec<Item> = scan_all(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.s(keys::SK).ok() != Some(keys::hist_sk(3).as_str()))
+        .collect();
+    let report = verify_scan(&env, &scanned).await;
+    assert_eq!(report.kinds["history-sequence"].missing, 1);
+    repair(&env.rt.processors, &report).await.unwrap();
+    assert_eq!(
+        descriptions(&env, "r").await,
+        [
+            "Created application Acme - Engineer",
+            "Updated Notes",
+            "Updated Notes"
+        ]
+    );
+    assert!(!entries(&env, "r").await[2].contains_key("restored"));
+    // A partition whose application is being deleted (the cascade has not
+    // run yet, the scan saw the application) gets no placeholders.
+    let at = raw_records(&env).await.len();
+    let scanned: Vec<Item> = scan_all(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.s(keys::SK).ok() != Some(keys::hist_sk(2).as_str()))
+        .collect();
+    env.writer.delete_application("r").await.unwrap();
+    settle(&env, at).await;
+    let report = verify_scan(&env, &scanned).await;
+    assert_eq!(report.kinds["history-sequence"].missing, 1);
+    repair(&env.rt.processors, &report).await.unwrap();
+    assert!(partition(&env, &keys::app_pk("r")).await.is_empty());
+    assert_clean(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation() {
+    let env = env().await;
+    let mut t = Clock::new();
+    env.writer
+        .create_application("d", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("d", "old", "Old screen", 1)
+        .await
+        .unwrap();
+    env.writer.add_stage("d", "same", "Phone", 2).await.unwrap();
+    let at = settle(&env, 0).await;
+    // While history lags: deleted, re-created with a new stage and a stage
+    // under a reused id with other content.
+    env.writer.delete_application("d").await.unwrap();
+    env.writer
+        .create_application("d", "Globex", "Manager", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("d", "new", "New screen", 1)
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("d", "same", "Onsite", 2)
+        .await
+        .unwrap();
+    settle(&env, at).await;
+    assert_eq!(
+        descriptions(&env, "d").await,
+        [
+            "Created application Globex - Manager",
+            "Added interview stage \"New screen\"",
+            "Added interview stage \"Onsite\""
+        ]
+    );
+    let sks: Vec<String> = partition(&env, &keys::app_pk("d"))
+        .await
+        .iter()
+        .map(|i| i.s(keys::SK).unwrap().to_string())
+        .filter(|sk| sk.starts_with("STAGE#"))
+        .collect();
+    assert_eq!(sks, ["STAGE#new", "STAGE#same"]);
+    assert_clean(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_an_application_with_many_stages_commits_and_imports_do_too() {
+    let env = env().await;
+    let mut t = Clock::new();
+    for app in ["many", "big"] {
+        env.writer
+            .create_application(app, "Acme", "Engineer", "applied", &t.next())
+            .await
+            .unwrap();
+        for i in 0..98 {
+            env.writer
+                .add_stage(app, &format!("s{i:03}"), "Stage", i)
+                .await
+                .unwrap();
+        }
+    }
+    // "big" is imported by backfill (its history was never read).
+    let big_done = raw_records(&env).await.len();
+    assert_eq!(backfill(&env).await, 2);
+    let at = settle(&env, big_done).await;
+    assert_eq!(descriptions(&env, "big").await, [IMPORTED]);
+    for i in 0..24 {
+        env.writer
+            .update_application("many", &[("notes", s(format!("n{i}")))], &t.next())
+            .await
+            .unwrap();
+    }
+    env.writer.delete_application("many").await.unwrap();
+    settle(&env, at).await;
+    assert!(partition(&env, &keys::app_pk("many")).await.is_empty());
+    assert_clean(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exact() {
+    let env = env().await;
+    let mut t = Clock::new();
+    for i in 0..8 {
+        let id = format!("old{i}");
+        env.writer
+            .create_application(&id, "Old Co", "Role", "applied", &t.next())
+            .await
+            .unwrap();
+        env.writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
+    }
+    let Env { engine, rt, writer } = env;
+    let (client, config) = (rt.dynamodb.clone(), rt.config.clone());
+    let processors =
+        shared::lambda::Processors::new(&rt.model, &config, rt.processors.store.clone(), None);
+    let runner = crate::support::run_in_background(rt);
+    let writes = {
+        let w = writer.clone();
+        tokio::spawn(async move {
+            let mut t = Clock::new();
+            for i in 0..8 {
+                let old = format!("old{i}");
+                w.update_application(&old, &[("notes", s("later"))], &t.next())
+                    .await
+                    .unwrap();
+                w.add_stage(&old, "s2", "Onsite", 2).await.unwrap();
+                let new = format!("new{i}");
+                w.create_application(&new, "New Co", "Role", "applied", &t.next())
+                    .await
+                    .unwrap();
+                w.add_stage(&new, "s1", "Screen", 1).await.unwrap();
+                if i % 3 == 0 {
+                    w.delete_application(&old).await.unwrap();
+                }
+            }
+        })
+    };
+    jobstream::backfill::backfill(
+        &client,
+        &config,
+        &processors,
+        &ScanOptions::default(),
+        false,
+    )
+    .await
+    .unwrap();
+    writes.await.unwrap();
+    let mut rt = runner.stop().await;
+    rt.drain().await.unwrap();
+    let env = Env { engine, rt, writer };
+    for i in 0..8 {
+        // Created and folded by the consumer, or imported by the backfill
+        // first (the adoption form), never both.
+        let d = descriptions(&env, &format!("new{i}")).await;
+        assert!(
+            d == [
+                "Created application New Co - Role",
+                "Added interview stage \"Screen\""
+            ] || (d[0] == IMPORTED && d.len() <= 2),
+            "new{i}: {d:?}"
+        );
+        let old = descriptions(&env, &format!("old{i}")).await;
+        if i % 3 == 0 {
+            assert!(old.is_empty(), "old{i}: {old:?}");
+        } else {
+            // The backfill adopted it first, or the consumer folded its
+            // INSERT first (the stream still holds it): one start, never two.
+            let starts = old
+                .iter()
+                .filter(|d| *d == IMPORTED || d.starts_with("Created application"))
+                .count();
+            assert_eq!(starts, 1, "old{i}: {old:?}");
+            assert!(
+                old[0] == IMPORTED || old[0] == "Created application Old Co - Role",
+                "old{i}: {old:?}"
+            );
+            assert!(old.len() <= 4, "old{i}: {old:?}");
+        }
+    }
+    let items = scan_all(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    let report = verify_scan(&env, &items).await;
+    assert!(report.is_clean(), "{:#?}", report.problems);
+}
