@@ -77,7 +77,12 @@ async fn main() -> anyhow::Result<()> {
     let table = setup.config.table.clone();
     let started = Instant::now();
     let mut facts: Vec<Item> = vec![
-        write::event("2024-03-03", "aew-revolution", "AEW Revolution", "broadcast"),
+        write::event(
+            "2024-03-03",
+            "aew-revolution",
+            "AEW Revolution",
+            "broadcast",
+        ),
         a_match("m1", 1, 10, None),
         a_match("m2", 2, 25, None),
         a_match("m3", 3, 40, None),
@@ -100,11 +105,7 @@ async fn main() -> anyhow::Result<()> {
                     .pipe(Ok::<_, anyhow::Error>)
             })
             .collect::<Result<_, _>>()?;
-        setup
-            .processors
-            .store
-            .batch_write(&table, reqs)
-            .await?;
+        setup.processors.store.batch_write(&table, reqs).await?;
     }
     let keys_of: Vec<Item> = facts
         .iter()
@@ -127,13 +128,26 @@ async fn main() -> anyhow::Result<()> {
         event_id: EV.into(),
     })];
     while let Some(body) = bodies.pop() {
-        let plan = Scoring.plan(&body, &reads).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        apply(&reads.store, &table, &reads.ledger_table, &[keys::PK, keys::SK], &[], &plan)
+        let plan = Scoring
+            .plan(&body, &reads)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        apply(
+            &reads.store,
+            &table,
+            &reads.ledger_table,
+            &[keys::PK, keys::SK],
+            &[],
+            &plan,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         bodies.extend(plan.then.into_iter().map(|m| m.body));
     }
-    println!("setup: {count} predictions derived and scored 0 in {:.1?}", started.elapsed());
+    println!(
+        "setup: {count} predictions derived and scored 0 in {:.1?}",
+        started.elapsed()
+    );
 
     let mut opts = options("bench-");
     opts.mapping.starting_position = StartingPosition::Latest;
@@ -160,20 +174,21 @@ async fn main() -> anyhow::Result<()> {
     rt.drain().await?;
     let elapsed = timed.elapsed();
     let table_writes = stream_records(&engine, &rt)? - records_before - 3;
-    let processor_writes = rt.processors.store.stats().writes.load(Ordering::Relaxed) - writes_before;
+    let processor_writes =
+        rt.processors.store.stats().writes.load(Ordering::Relaxed) - writes_before;
     // Score changes: every prediction that picked at least one winner.
     let changed = (0..count as i64)
         .filter(|i| i % 2 == 0 || i / 2 % 2 == 1 || i / 4 % 2 == 1)
         .count();
     let goal = 2 * changed;
-    println!("scored one event with {count} predictions ({changed} scores changed) in {elapsed:.2?}");
+    println!(
+        "scored one event with {count} predictions ({changed} scores changed) in {elapsed:.2?}"
+    );
     println!(
         "model-table item writes: {table_writes} (goal: {changed} predictions + {changed} standings = {goal}); {:.3} per changed score",
         table_writes as f64 / changed.max(1) as f64 / 2.0
     );
-    println!(
-        "all processor item writes (table + ledger records and totals): {processor_writes}"
-    );
+    println!("all processor item writes (table + ledger records and totals): {processor_writes}");
     println!(
         "time per changed score (prediction + standings): {:.2?}",
         elapsed / changed.max(1) as u32

@@ -44,7 +44,12 @@ async fn put_all(rt: &Runtime, items: Vec<Item>) {
             .iter()
             .map(|i| {
                 WriteRequest::builder()
-                    .put_request(PutRequest::builder().set_item(Some(i.clone())).build().unwrap())
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(i.clone()))
+                            .build()
+                            .unwrap(),
+                    )
                     .build()
             })
             .collect();
@@ -73,6 +78,12 @@ async fn update(rt: &Runtime, k: Item, expr: &str, values: &[(&str, AttributeVal
         .table_name(&rt.config.table)
         .set_key(Some(k))
         .update_expression(expr);
+    if expr.contains("#p") {
+        u = u.expression_attribute_names("#p", "points");
+    }
+    if expr.contains("#a") {
+        u = u.expression_attribute_names("#a", "result");
+    }
     for (name, v) in values {
         u = u.expression_attribute_values(*name, v.clone());
     }
@@ -173,7 +184,9 @@ fn truth_differences(items: &[Item]) -> Vec<String> {
         if want != Some(&have)
             || i.s("GSI_SK").ok() != Some(keys::standings_gsi_sk(have.0, &user).0.as_str())
         {
-            out.push(format!("standings {user}/{year}: {have:?}, expected {want:?}"));
+            out.push(format!(
+                "standings {user}/{year}: {have:?}, expected {want:?}"
+            ));
         }
     }
     if seen != sums.len() {
@@ -255,10 +268,7 @@ fn reads(rt: &Runtime) -> Reads {
 }
 
 async fn plan(rt: &Runtime, job: &ScoreJob) -> Plan {
-    Scoring
-        .plan(&encode(job), &reads(rt))
-        .await
-        .expect("plan")
+    Scoring.plan(&encode(job), &reads(rt)).await.expect("plan")
 }
 
 async fn apply_plan(rt: &Runtime, plan: &Plan) -> shared::engine::setjob::Applied {
@@ -290,13 +300,28 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     event_with_matches(
         rt,
         EV,
-        &[("m1", 1, 10, Some(0)), ("m2", 2, 20, Some(0)), ("m3", 3, 30, Some(0))],
+        &[
+            ("m1", 1, 10, Some(0)),
+            ("m2", 2, 20, Some(0)),
+            ("m3", 3, 30, Some(0)),
+        ],
     )
     .await;
-    put(rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 0), ("m3", 1)])).await;
-    put(rt, write::prediction("jo", EV, &[("m1", 1), ("m2", 0), ("m3", 0)])).await;
+    put(
+        rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 0), ("m3", 1)]),
+    )
+    .await;
+    put(
+        rt,
+        write::prediction("jo", EV, &[("m1", 1), ("m2", 0), ("m3", 0)]),
+    )
+    .await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await, (30, 2, "SCORE#030#sam".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (30, 2, "SCORE#030#sam".into())
+    );
     assert_eq!(score_of(rt, "jo", EV).await, (50, 2, "SCORE#050#jo".into()));
     assert_eq!(
         standings(rt, "jo", "2024").await,
@@ -314,23 +339,38 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     assert_eq!(score_of(rt, "sam", EV).await.0, 60);
     assert_eq!(score_of(rt, "jo", EV).await.0, 20);
     // Withdrawn result.
-    update(rt, key(&keys::event_key(EV), "MATCH#m2"), "REMOVE #r".replace("#r", "result").as_str(), &[]).await;
+    update(rt, key(&keys::event_key(EV), "MATCH#m2"), "REMOVE #a", &[]).await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await, (40, 2, "SCORE#040#sam".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (40, 2, "SCORE#040#sam".into())
+    );
     assert_eq!(score_of(rt, "jo", EV).await, (0, 0, "SCORE#000#jo".into()));
     // Points changed.
-    update(rt, key(&keys::event_key(EV), "MATCH#m1"), "SET points = :p", &[(":p", n(15))]).await;
+    update(
+        rt,
+        key(&keys::event_key(EV), "MATCH#m1"),
+        "SET #p = :p",
+        &[(":p", n(15))],
+    )
+    .await;
     rt.drain().await.unwrap();
     assert_eq!(score_of(rt, "sam", EV).await.0, 45);
     // Match removed.
     delete(rt, key(&keys::event_key(EV), "MATCH#m3")).await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await, (15, 1, "SCORE#015#sam".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (15, 1, "SCORE#015#sam".into())
+    );
     // Match added, picks changed.
     put(rt, m(EV, "m4", 4, 5, Some(0))).await;
     put(rt, write::prediction("sam", EV, &[("m1", 0), ("m4", 0)])).await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await, (20, 2, "SCORE#020#sam".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (20, 2, "SCORE#020#sam".into())
+    );
     // A second event of the year adds up; removing it takes it back.
     event_with_matches(rt, EV2, &[("d1", 1, 7, Some(1))]).await;
     put(rt, write::prediction("sam", EV2, &[("d1", 1)])).await;
@@ -347,9 +387,18 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     rt.drain().await.unwrap();
     assert_eq!(standings(rt, "jo", "2024").await, None);
     // A writer's stray score is brought back.
-    update(rt, key("USER#sam", &keys::event_key(EV)), "SET points = :p", &[(":p", n(999))]).await;
+    update(
+        rt,
+        key("USER#sam", &keys::event_key(EV)),
+        "SET #p = :p",
+        &[(":p", n(999))],
+    )
+    .await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await, (20, 2, "SCORE#020#sam".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (20, 2, "SCORE#020#sam".into())
+    );
     assert_truth(rt).await;
     assert_eq!(rt.dlq_depth("scoring").await.unwrap(), 0);
 }
@@ -360,9 +409,8 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1200);
-    let env = env().await;
-    let mut rt = env.rt;
-    event_with_matches(&rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
+    let mut env = env().await;
+    event_with_matches(&env.rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
     let predictions: Vec<Item> = (0..count)
         .map(|i| {
             write::prediction(
@@ -372,61 +420,57 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
             )
         })
         .collect();
-    put_all(&rt, predictions).await;
-    rt.drain().await.unwrap();
-    let env = ModelEnv { engine: env.engine, rt };
+    put_all(&env.rt, predictions).await;
+    env.rt.drain().await.unwrap();
     let before = records(&env).await.len();
-    let rt = &env.rt;
-    // Both results in one transaction: one batch of the stream.
-    rt.dynamodb
-        .transact_write_items()
-        .transact_items(
+    // Both results in one transaction (updates, as an application sets a
+    // result): one batch of the stream.
+    let mut tx = env.rt.dynamodb.transact_write_items();
+    for (id, result) in [("m1", 0), ("m2", 1)] {
+        tx = tx.transact_items(
             aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                .put(
-                    aws_sdk_dynamodb::types::Put::builder()
-                        .table_name(&rt.config.table)
-                        .set_item(Some(m(EV, "m1", 1, 10, Some(0))))
+                .update(
+                    aws_sdk_dynamodb::types::Update::builder()
+                        .table_name(&env.rt.config.table)
+                        .set_key(Some(key(&keys::event_key(EV), &format!("MATCH#{id}"))))
+                        .update_expression("SET #r = :r")
+                        .expression_attribute_names("#r", "result")
+                        .expression_attribute_values(":r", n(result))
                         .build()
                         .unwrap(),
                 )
                 .build(),
-        )
-        .transact_items(
-            aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                .put(
-                    aws_sdk_dynamodb::types::Put::builder()
-                        .table_name(&rt.config.table)
-                        .set_item(Some(m(EV, "m2", 2, 20, Some(1))))
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let mut rt = env.rt;
-    rt.drain().await.unwrap();
-    let env = ModelEnv { engine: env.engine, rt };
+        );
+    }
+    tx.send().await.unwrap();
+    env.rt.drain().await.unwrap();
     let after = records(&env).await.len();
     let changed = (0..count).filter(|i| i % 2 == 0 || i % 3 % 2 == 1).count();
     // Table writes: the 2 results, one per prediction whose score changed,
     // one per standings item whose sums changed (one prediction each).
-    assert_eq!(after - before, 2 + 2 * changed, "item writes for {count} predictions");
+    assert_eq!(
+        after - before,
+        2 + 2 * changed,
+        "item writes for {count} predictions"
+    );
     assert_truth(&env.rt).await;
     assert_eq!(env.rt.dlq_depth("scoring").await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
-    let env = env().await;
-    let mut rt = env.rt;
-    event_with_matches(&rt, EV, &[("m1", 1, 10, Some(0))]).await;
-    put(&rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 1)])).await;
-    rt.drain().await.unwrap();
-    assert_eq!(score_of(&rt, "sam", EV).await.0, 10);
-    let event_job = ScoreJob::Event { event_id: EV.into() };
-    let env = ModelEnv { engine: env.engine, rt };
+    let mut env = env().await;
+    event_with_matches(&env.rt, EV, &[("m1", 1, 10, Some(0))]).await;
+    put(
+        &env.rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(score_of(&env.rt, "sam", EV).await.0, 10);
+    let event_job = ScoreJob::Event {
+        event_id: EV.into(),
+    };
     let rt = &env.rt;
 
     // Duplicate: nothing to write.
@@ -468,15 +512,23 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
         .map_err(|(_, _, e)| e)
         .unwrap();
     let applied = apply_plan(rt, &stale).await;
-    assert_eq!((applied.writes(), applied.superseded), (0, 1), "version guard");
-    let mut rt = env.rt;
-    rt.drain().await.unwrap();
-    assert_eq!(score_of(&rt, "sam", EV).await, (7, 1, "SCORE#007#sam".into()));
+    assert_eq!(
+        (applied.writes(), applied.superseded),
+        (0, 1),
+        "version guard"
+    );
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        score_of(&env.rt, "sam", EV).await,
+        (7, 1, "SCORE#007#sam".into())
+    );
     // Every job again, in any order: nothing moves.
-    let env = ModelEnv { engine: env.engine, rt };
     let before = records(&env).await.len();
     for job in [
-        ScoreJob::Predictions { event_id: EV.into(), users: vec!["sam".into(), "nobody".into()] },
+        ScoreJob::Predictions {
+            event_id: EV.into(),
+            users: vec!["sam".into(), "nobody".into()],
+        },
         event_job.clone(),
     ] {
         let p = plan(&env.rt, &job).await;
@@ -491,7 +543,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, below: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % below
     }
 }
@@ -505,7 +560,12 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
         event_with_matches(
             &rt,
             e,
-            &[("a", 1, 10, None), ("b", 2, 20, None), ("c", 3, 30, None), ("d", 4, 40, None)],
+            &[
+                ("a", 1, 10, None),
+                ("b", 2, 20, None),
+                ("c", 3, 30, None),
+                ("d", 4, 40, None),
+            ],
         )
         .await;
     }
@@ -531,11 +591,12 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
                     m(e, id, 1, points, result)
                 } else {
                     let u = &users[r.next(users.len() as u64) as usize];
-                    let picks: Vec<(&str, i64)> = ["a", "b", "c", "d"]
-                        .iter()
-                        .filter(|_| r.next(3) > 0)
-                        .map(|id| (*id, r.next(2) as i64))
-                        .collect();
+                    let mut picks: Vec<(&str, i64)> = Vec::new();
+                    for id in ["a", "b", "c", "d"] {
+                        if r.next(3) > 0 {
+                            picks.push((id, r.next(2) as i64));
+                        }
+                    }
                     write::prediction(u, e, &picks)
                 };
                 db.put_item()
@@ -548,40 +609,51 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
             }
         })
     };
-    let tasks = [writer(1, true), writer(2, false), writer(3, false), writer(4, true)];
+    let tasks = [
+        writer(1, true),
+        writer(2, false),
+        writer(3, false),
+        writer(4, true),
+    ];
     for t in tasks {
         t.await.unwrap();
     }
-    let mut rt = bg.stop().await;
-    rt.drain().await.unwrap();
-    assert_truth(&rt).await;
-    assert_eq!(rt.dlq_depth("scoring").await.unwrap(), 0);
+    let mut env = ModelEnv {
+        engine: env.engine,
+        rt: bg.stop().await,
+    };
+    env.rt.drain().await.unwrap();
+    assert_truth(&env.rt).await;
+    assert_eq!(env.rt.dlq_depth("scoring").await.unwrap(), 0);
     // Quiet: nothing more to do, the table does not change.
-    let env = ModelEnv { engine: env.engine, rt };
     let before = records(&env).await.len();
-    let mut rt = env.rt;
-    rt.drain().await.unwrap();
-    let env = ModelEnv { engine: env.engine, rt };
+    env.rt.drain().await.unwrap();
     assert_eq!(records(&env).await.len(), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
-    let env = env().await;
-    let mut rt = env.rt;
-    event_with_matches(&rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
+    let mut env = env().await;
+    event_with_matches(&env.rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
     for (u, picks) in [("sam", [0, 1]), ("jo", [1, 1]), ("al", [0, 0])] {
-        put(&rt, write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])])).await;
+        put(
+            &env.rt,
+            write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])]),
+        )
+        .await;
     }
-    rt.drain().await.unwrap();
-    put(&rt, m(EV, "m1", 1, 10, Some(0))).await;
-    rt.drain().await.unwrap();
-    put(&rt, m(EV, "m2", 2, 20, Some(0))).await;
-    put(&rt, m(EV, "m2", 2, 20, Some(1))).await;
-    put(&rt, write::prediction("al", EV, &[("m1", 1), ("m2", 1)])).await;
-    rt.drain().await.unwrap();
-    assert_truth(&rt).await;
-    let env = ModelEnv { engine: env.engine, rt };
+    env.rt.drain().await.unwrap();
+    put(&env.rt, m(EV, "m1", 1, 10, Some(0))).await;
+    env.rt.drain().await.unwrap();
+    put(&env.rt, m(EV, "m2", 2, 20, Some(0))).await;
+    put(&env.rt, m(EV, "m2", 2, 20, Some(1))).await;
+    put(
+        &env.rt,
+        write::prediction("al", EV, &[("m1", 1), ("m2", 1)]),
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_truth(&env.rt).await;
     let truth: Vec<Option<(i64, i64, i64, String)>> = {
         let mut v = Vec::new();
         for u in ["sam", "jo", "al"] {
@@ -599,16 +671,18 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
         let resp = derive.handle(event).await.expect("batch handled");
         assert!(resp.batch_item_failures.is_empty());
         for (i, u) in ["sam", "jo", "al"].iter().enumerate() {
-            assert_eq!(standings(&env.rt, u, "2024").await, truth[i], "after a replayed record");
+            assert_eq!(
+                standings(&env.rt, u, "2024").await,
+                truth[i],
+                "after a replayed record"
+            );
         }
     }
     // And the whole stream as one batch.
     let event: aws_lambda_events::event::dynamodb::Event =
         serde_json::from_value(json!({ "Records": all })).unwrap();
     derive.handle(event).await.expect("batch handled");
-    let mut rt = env.rt;
-    rt.drain().await.unwrap();
-    let env = ModelEnv { engine: env.engine, rt };
+    env.rt.drain().await.unwrap();
     assert_eq!(records(&env).await.len(), all.len(), "no write at all");
     assert_truth(&env.rt).await;
 }
@@ -618,18 +692,33 @@ async fn pickem_padding_and_clamping_keep_true_values() {
     let mut env = env().await;
     let rt = &mut env.rt;
     let before = rules::overflows();
-    event_with_matches(rt, EV, &[("big", 120, 1500, Some(0)), ("m1", 7, 60_000, Some(0))]).await;
+    event_with_matches(
+        rt,
+        EV,
+        &[("big", 120, 1500, Some(0)), ("m1", 7, 60_000, Some(0))],
+    )
+    .await;
     event_with_matches(rt, EV2, &[("m2", 1, 50_000, Some(1))]).await;
     put(rt, write::prediction("sam", EV, &[("big", 0), ("m1", 0)])).await;
     put(rt, write::prediction("sam", EV2, &[("m2", 1)])).await;
     put(rt, write::prediction("jo", EV, &[("big", 0)])).await;
     rt.drain().await.unwrap();
-    let big = get(rt, key(&keys::event_key(EV), "MATCH#big")).await.unwrap();
+    let big = get(rt, key(&keys::event_key(EV), "MATCH#big"))
+        .await
+        .unwrap();
     assert_eq!(big.get("GSI_SK"), Some(&s("MATCH#99")));
-    let m1 = get(rt, key(&keys::event_key(EV), "MATCH#m1")).await.unwrap();
+    let m1 = get(rt, key(&keys::event_key(EV), "MATCH#m1"))
+        .await
+        .unwrap();
     assert_eq!(m1.get("GSI_SK"), Some(&s("MATCH#07")));
-    assert_eq!(score_of(rt, "sam", EV).await, (61_500, 2, "SCORE#999#sam".into()));
-    assert_eq!(score_of(rt, "jo", EV).await, (1500, 1, "SCORE#999#jo".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (61_500, 2, "SCORE#999#sam".into())
+    );
+    assert_eq!(
+        score_of(rt, "jo", EV).await,
+        (1500, 1, "SCORE#999#jo".into())
+    );
     assert_eq!(
         standings(rt, "sam", "2024").await,
         Some((111_500, 3, 2, "SCORE#99999#sam".into()))
@@ -653,7 +742,11 @@ async fn pickem_bad_input_changes_nothing_and_blocks_nothing() {
     put(rt, write::prediction("jo", EV, &[("m1", 0)])).await;
     put(rt, key("SOMETHING", "ELSE")).await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "jo", EV).await.0, 10, "later records not blocked");
+    assert_eq!(
+        score_of(rt, "jo", EV).await.0,
+        10,
+        "later records not blocked"
+    );
     assert_eq!(standings(rt, "sam", "2024").await, None);
     let report = rt.verify().await.unwrap();
     assert!(report.is_clean(), "{:#?}", report.problems);
@@ -661,14 +754,21 @@ async fn pickem_bad_input_changes_nothing_and_blocks_nothing() {
     // Fixed: scored and counted.
     put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await, (10, 1, "SCORE#010#sam".into()));
+    assert_eq!(
+        score_of(rt, "sam", EV).await,
+        (10, 1, "SCORE#010#sam".into())
+    );
     assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.0), Some(10));
     // A match that is bad input holds the event's scoring until fixed.
     let mut broken = m(EV, "m1", 1, 10, Some(1));
     broken.remove("teams");
     put(rt, broken).await;
     rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await.0, 10, "earlier valid facts stay");
+    assert_eq!(
+        score_of(rt, "sam", EV).await.0,
+        10,
+        "earlier valid facts stay"
+    );
     put(rt, m(EV, "m1", 1, 10, Some(1))).await;
     rt.drain().await.unwrap();
     assert_eq!(score_of(rt, "sam", EV).await.0, 0);

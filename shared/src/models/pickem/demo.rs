@@ -17,6 +17,7 @@ use crate::engine::rules::Rules;
 use crate::engine::setjob::BoxFut;
 use crate::item::{n, s, Item, ItemExt};
 use crate::models::{BoxError, Harness};
+use crate::report::render_table;
 
 const YEAR: &str = "2024";
 const REVOLUTION: (&str, &str, &str) = ("2024-03-03", "aew-revolution", "AEW Revolution");
@@ -225,40 +226,6 @@ fn row(item: &Item) -> Vec<String> {
         cell(item, MCORRECT),
         last,
     ]
-}
-
-/// A plain text table.
-pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(c.chars().count());
-            }
-        }
-    }
-    let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect::<Vec<_>>()
-            .join(" | ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
-    out.push(
-        widths
-            .iter()
-            .map(|w| "-".repeat(*w))
-            .collect::<Vec<_>>()
-            .join("-+-"),
-    );
-    for r in rows {
-        out.push(line(r.clone()));
-    }
-    out.join("\n")
 }
 
 /// Drops attributes that vary by run (none today) and sorts by key.
@@ -587,11 +554,5 @@ mod tests {
             .map(|i| i.s("GSI_SK").unwrap().to_string())
             .collect();
         assert_eq!(order, ["EVENT", "MATCH#01", "MATCH#02", "SCORE#000#jo"]);
-    }
-
-    #[test]
-    fn tables_render_aligned() {
-        let t = render_table(&["a", "bb"], &[vec!["xxx".into(), "y".into()]]);
-        assert_eq!(t, "a   | bb\n----+---\nxxx | y");
     }
 }
