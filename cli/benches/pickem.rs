@@ -20,13 +20,13 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use aws_sdk_dynamodb::types::{Put, PutRequest, TransactWriteItem, WriteRequest};
+use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
 use jobstream::engine::LocalEngine;
 use jobstream::esm::{RecordReader, StartingPosition};
 use jobstream::moto::Moto;
 use jobstream::runtime::{Runtime, RuntimeOptions};
 use shared::engine::setjob::{apply, Reads, SetJob};
-use shared::item::Item;
+use shared::item::{n, s, Item};
 use shared::models::pickem::entities::write;
 use shared::models::pickem::keys;
 use shared::models::pickem::messages::{encode, ScoreJob};
@@ -38,19 +38,43 @@ fn a_match(id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
     write::a_match(EV, id, id, order, points, false, &["A", "B"], result)
 }
 
-/// Model-table item changes so far (stream records).
-fn stream_records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<usize> {
-    let db = engine.database();
-    let desc = db.describe_stream(dynoxide::actions::describe_stream::DescribeStreamRequest {
-        stream_arn: rt_stream_arn(rt)?,
-        ..Default::default()
-    });
-    let _ = desc;
-    Ok(0)
-}
-
-fn rt_stream_arn(_rt: &Runtime) -> anyhow::Result<String> {
-    Ok(String::new())
+/// Model-table item changes so far (stream records, read through the
+/// engine's own API).
+async fn stream_records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<usize> {
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+    );
+    let arn = jobstream::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
+    let desc = streams.describe_stream().stream_arn(&arn).send().await?;
+    let mut total = 0;
+    for shard in desc
+        .stream_description()
+        .map(|d| d.shards().to_vec())
+        .unwrap_or_default()
+    {
+        let it = streams
+            .get_shard_iterator()
+            .stream_arn(&arn)
+            .shard_id(shard.shard_id().unwrap_or_default())
+            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await?;
+        let mut iterator = it.shard_iterator().map(str::to_string);
+        while let Some(i) = iterator.take() {
+            let resp = engine.database().get_records(
+                dynoxide::actions::get_records::GetRecordsRequest {
+                    shard_iterator: i,
+                    limit: Some(1000),
+                },
+            )?;
+            if resp.records.is_empty() {
+                break;
+            }
+            total += resp.records.len();
+            iterator = resp.next_shard_iterator;
+        }
+    }
+    Ok(total)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -99,10 +123,11 @@ async fn main() -> anyhow::Result<()> {
         let reqs: Vec<WriteRequest> = chunk
             .iter()
             .map(|i| {
-                WriteRequest::builder()
-                    .put_request(PutRequest::builder().set_item(Some(i.clone())).build()?)
-                    .build()
-                    .pipe(Ok::<_, anyhow::Error>)
+                Ok::<_, anyhow::Error>(
+                    WriteRequest::builder()
+                        .put_request(PutRequest::builder().set_item(Some(i.clone())).build()?)
+                        .build(),
+                )
             })
             .collect::<Result<_, _>>()?;
         setup.processors.store.batch_write(&table, reqs).await?;
@@ -153,17 +178,25 @@ async fn main() -> anyhow::Result<()> {
     opts.mapping.starting_position = StartingPosition::Latest;
     let mut rt = Runtime::start(opts).await?;
     rt.drain().await?;
-    let records_before = stream_records(&engine, &rt)?;
+    let records_before = stream_records(&engine, &rt).await?;
     let writes_before = rt.processors.store.stats().writes.load(Ordering::Relaxed);
 
+    // The results, set as an application sets them (updates), in one
+    // transaction.
     let mut tx = rt.dynamodb.transact_write_items();
-    for (id, order, points, result) in [("m1", 1, 10, 0), ("m2", 2, 25, 1), ("m3", 3, 40, 1)] {
+    for (id, result) in [("m1", 0), ("m2", 1), ("m3", 1)] {
+        let mut k = Item::new();
+        k.insert(keys::PK.into(), s(keys::event_key(EV)));
+        k.insert(keys::SK.into(), s(keys::match_sk(id)));
         tx = tx.transact_items(
             TransactWriteItem::builder()
-                .put(
-                    Put::builder()
+                .update(
+                    Update::builder()
                         .table_name(&table)
-                        .set_item(Some(a_match(id, order, points, Some(result))))
+                        .set_key(Some(k))
+                        .update_expression("SET #r = :r")
+                        .expression_attribute_names("#r", "result")
+                        .expression_attribute_values(":r", n(result))
                         .build()?,
                 )
                 .build(),
@@ -173,7 +206,7 @@ async fn main() -> anyhow::Result<()> {
     tx.send().await?;
     rt.drain().await?;
     let elapsed = timed.elapsed();
-    let table_writes = stream_records(&engine, &rt)? - records_before - 3;
+    let table_writes = stream_records(&engine, &rt).await? - records_before - 3;
     let processor_writes =
         rt.processors.store.stats().writes.load(Ordering::Relaxed) - writes_before;
     // Score changes: every prediction that picked at least one winner.
