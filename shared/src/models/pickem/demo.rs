@@ -325,7 +325,7 @@ pub fn demo(h: &mut dyn Harness) -> BoxFut<'_, Result<Vec<String>, BoxError>> {
             .await?;
         f.put(
             &db,
-            write::prediction("alex", &don, &[("d1", 1), ("d2", 0)]),
+            write::prediction("alex", &don, &[("d1", 1), ("d2", 1)]),
         )
         .await?;
         h.drain().await?;
