@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
 use jobstream::engine::LocalEngine;
@@ -204,7 +204,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let timed = Instant::now();
     tx.send().await?;
-    rt.drain().await?;
+    rt.drain_within(Duration::from_secs(3600)).await?;
     let elapsed = timed.elapsed();
     let table_writes = stream_records(&engine, &rt).await? - records_before - 3;
     let processor_writes =
