@@ -774,3 +774,67 @@ async fn pickem_bad_input_changes_nothing_and_blocks_nothing() {
     assert_eq!(score_of(rt, "sam", EV).await.0, 0);
     assert_truth(rt).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores() {
+    // Facts written while no processor reads the stream.
+    let env = env().await;
+    event_with_matches(
+        &env.rt,
+        EV,
+        &[("m1", 1, 10, Some(0)), ("m2", 2, 20, Some(1))],
+    )
+    .await;
+    event_with_matches(&env.rt, EV2, &[("d1", 1, 5, Some(1))]).await;
+    put(
+        &env.rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
+    )
+    .await;
+    put(&env.rt, write::prediction("sam", EV2, &[("d1", 1)])).await;
+    let mut wrong = write::prediction("jo", EV, &[("m1", 1), ("m2", 1)]);
+    wrong.insert("points".into(), n(500));
+    wrong.insert("mcorrect".into(), n(2));
+    put(&env.rt, wrong).await;
+    let report = env.rt.verify().await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("USER#jo") && p.contains("500/2")),
+        "{:#?}",
+        report.problems
+    );
+    // A runtime that starts reading now, and a backfill of what exists.
+    let mut opts = jobstream::runtime::RuntimeOptions::new(
+        "pickem",
+        Some(env.engine.endpoint()),
+        jobstream::esm::RecordReader::Embedded(env.engine.database().clone()),
+    );
+    opts.sqs_endpoint = Some(
+        tokio::task::spawn_blocking(crate::support::moto)
+            .await
+            .unwrap(),
+    );
+    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    opts.mapping.starting_position = jobstream::esm::StartingPosition::Latest;
+    let mut rt = Runtime::start(opts).await.unwrap();
+    let opts = jobstream::backfill::ScanOptions::default();
+    jobstream::backfill::backfill(&rt.dynamodb, &rt.config, &rt.processors, &opts, false)
+        .await
+        .expect("backfill");
+    rt.drain().await.unwrap();
+    assert_eq!(
+        score_of(&rt, "sam", EV).await,
+        (30, 2, "SCORE#030#sam".into())
+    );
+    assert_eq!(
+        score_of(&rt, "jo", EV).await,
+        (20, 1, "SCORE#020#jo".into())
+    );
+    assert_eq!(
+        standings(&rt, "sam", "2024").await,
+        Some((35, 3, 2, "SCORE#00035#sam".into()))
+    );
+    assert_truth(&rt).await;
+}
