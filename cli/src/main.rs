@@ -37,7 +37,7 @@ fn model_names() -> String {
 #[derive(clap::Args, Clone)]
 struct Target {
     /// The model (see `jobstream models`).
-    #[arg(long, default_value = "tracker")]
+    #[arg(long, default_value = models::DEFAULT_MODEL)]
     model: String,
     /// The model's table (default: the model's own table name).
     #[arg(long, env = "TABLE_NAME")]
@@ -102,7 +102,7 @@ enum Command {
     Demo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
-        #[arg(long, default_value = "tracker")]
+        #[arg(long, default_value = models::DEFAULT_MODEL)]
         model: String,
         /// SQS endpoint for models with queues (default: moto, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]

@@ -20,6 +20,9 @@ use crate::engine::setjob::{BoxFut, SetJob};
 use crate::item::Item;
 use table::{QueueDef, TableDef};
 
+/// The model commands and the stack use when none is named.
+pub const DEFAULT_MODEL: &str = "tracker";
+
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
     vec![tracker::model(), jobboard::model(), hr::model()]
