@@ -90,7 +90,7 @@ async fn get(env: &ModelEnv, pk: &str, sk: &str) -> Option<Item> {
 }
 
 async fn scan(env: &ModelEnv) -> BTreeMap<(String, String), Item> {
-    jobstream::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
         .await
         .expect("scan")
         .into_iter()
@@ -138,11 +138,11 @@ async fn assert_clean(env: &ModelEnv) {
 
 /// Every stream record so far, as Lambda delivers them.
 async fn stream_records(env: &ModelEnv) -> Vec<serde_json::Value> {
-    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
         .await
         .expect("stream");
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
     );
     let desc = streams
         .describe_stream()

@@ -3,11 +3,11 @@
 use std::sync::OnceLock;
 
 use aws_lambda_events::event::dynamodb::Event;
-use jobstream::engine::LocalEngine;
-use jobstream::esm::RecordReader;
 use jobstream::faults::FaultProxy;
-use jobstream::moto::Moto;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::moto::Moto;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
@@ -111,9 +111,9 @@ pub async fn stream_event(env: &Env) -> Event {
 /// The stream's records as Lambda-shaped JSON.
 pub async fn raw_records(env: &Env) -> Vec<Value> {
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
     );
-    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
         .await
         .expect("stream");
     let desc = streams
@@ -155,12 +155,13 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
 
 /// Items of one partition, sorted by sort key.
 pub async fn partition(env: &Env, pk: &str) -> Vec<Item> {
-    let mut items: Vec<Item> = jobstream::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .filter(|i| i.s(keys::PK).ok() == Some(pk))
-        .collect();
+    let mut items: Vec<Item> =
+        jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+            .await
+            .expect("scan")
+            .into_iter()
+            .filter(|i| i.s(keys::PK).ok() == Some(pk))
+            .collect();
     items.sort_by(|a, b| {
         a.s(keys::SK)
             .unwrap_or_default()
