@@ -164,6 +164,36 @@ pub(crate) fn condition(guards: &[&Guard], key_name: &str) -> Expr {
     }
 }
 
+/// The condition check of guards on one item (of the model table, or of
+/// the ledger), for a transaction.
+pub(crate) fn condition_check(
+    guards: &[&Guard],
+    table: &str,
+    ledger_table: &str,
+    key_name: &str,
+) -> TransactWriteItem {
+    let g = guards[0];
+    let (t, kn) = if g.ledger {
+        (ledger_table, crate::ledger::PK)
+    } else {
+        (table, key_name)
+    };
+    let e = condition(guards, kn);
+    let mut c = ConditionCheck::builder()
+        .table_name(t)
+        .set_key(Some(g.key.clone()))
+        .condition_expression(e.text);
+    for (k, v) in e.names {
+        c = c.expression_attribute_names(k, v);
+    }
+    for (k, v) in e.values {
+        c = c.expression_attribute_values(k, v);
+    }
+    TransactWriteItem::builder()
+        .condition_check(c.build().expect("table, key and condition are set"))
+        .build()
+}
+
 /// An item of the scope and the facts it depends on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guarded {
@@ -555,31 +585,7 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
                 };
                 actions.push(action);
             }
-            None => {
-                let g = &guards_at[slot][0];
-                let t = if g.ledger { ledger_table } else { table };
-                let kn = if g.ledger {
-                    crate::ledger::PK
-                } else {
-                    key_names[0]
-                };
-                let e = condition(&refs, kn);
-                let mut c = ConditionCheck::builder()
-                    .table_name(t)
-                    .set_key(Some(g.key.clone()))
-                    .condition_expression(e.text);
-                for (k, v) in e.names {
-                    c = c.expression_attribute_names(k, v);
-                }
-                for (k, v) in e.values {
-                    c = c.expression_attribute_values(k, v);
-                }
-                actions.push(
-                    TransactWriteItem::builder()
-                        .condition_check(c.build().expect("table, key and condition are set"))
-                        .build(),
-                );
-            }
+            None => actions.push(condition_check(&refs, table, ledger_table, key_names[0])),
         }
     }
     Packed {
