@@ -110,10 +110,16 @@ pub async fn stream_event(env: &Env) -> Event {
 
 /// The stream's records as Lambda-shaped JSON.
 pub async fn raw_records(env: &Env) -> Vec<Value> {
+    records_of(&env.engine, &env.rt).await
+}
+
+/// Every stream record of `rt`'s table so far, as Lambda-shaped JSON (read
+/// through the engine's own API, as the local mapping does).
+pub async fn records_of(engine: &LocalEngine, rt: &Runtime) -> Vec<Value> {
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
-    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table)
         .await
         .expect("stream");
     let desc = streams
@@ -138,7 +144,7 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
                 shard_iterator: i,
                 limit: Some(1000),
             };
-            let resp = env.engine.database().get_records(req).expect("get records");
+            let resp = engine.database().get_records(req).expect("get records");
             if resp.records.is_empty() {
                 break;
             }
