@@ -5,6 +5,7 @@
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
 pub mod jobboard;
+pub mod social;
 pub mod table;
 pub mod tracker;
 
@@ -21,7 +22,7 @@ use table::{QueueDef, TableDef};
 
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
-    vec![tracker::model(), jobboard::model()]
+    vec![tracker::model(), jobboard::model(), social::model()]
 }
 
 /// The model called `name`.
