@@ -7,6 +7,7 @@ mod faults;
 mod fixtures;
 mod jobboard;
 mod redelivery;
+mod social;
 mod stream_consumer;
 mod support;
 mod tables;
