@@ -500,3 +500,48 @@ async fn bad_input_is_counted_and_skipped_without_blocking_later_records() {
     .unwrap();
     assert_eq!(resp.batch_item_failures.len(), 1);
 }
+
+/// Engine fix (setjob `apply`): a guard that fails in a late transaction of
+/// a large plan (a page of 1000 entries is about 21 transactions) drops
+/// that write only; the plan is not failed as "guards keep failing".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
+    let env = social().await;
+    let fans: Vec<String> = (0..1000).map(|i| format!("fan{i:05}")).collect();
+    let at = iso(60);
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        let mut m = keys::mirror_key(f, "star");
+        m.insert(keys::TYPE.into(), shared::item::s(keys::TYPE_FOLLOWER));
+        m.insert("createdAt".into(), shared::item::s(&at));
+        items.push(m);
+    }
+    let p = post_id(1);
+    items.push(post_item("star", &p, &iso(1), "x"));
+    put(&env, items).await;
+    let job = Timeline::default();
+    let body = encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: p,
+        after: None,
+    });
+    let r = reads(&env);
+    let plan = job.plan(&body, &r).await.unwrap();
+    assert_eq!(plan.desired.len(), 1000);
+    // The last fan (sorted last: in the last transaction) unfollows.
+    delete(&env, vec![keys::follow_key("fan00999", "star")]).await;
+    let applied = apply(
+        &r.store,
+        &r.table,
+        &r.ledger_table,
+        job.key_names(),
+        job.volatile(),
+        &plan,
+    )
+    .await
+    .expect("a superseded write is not a failure");
+    assert_eq!((applied.puts, applied.superseded), (999, 1));
+    assert!(timeline(&env, "fan00999").await.is_empty());
+    assert_eq!(timeline(&env, "fan00998").await.len(), 1);
+}
