@@ -17,12 +17,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::engine::LocalEngine;
 use jobstream::esm::RecordReader;
 use jobstream::runtime::{Runtime, RuntimeOptions};
-use jobstream::scenario::Clock;
-use jobstream::writer::TrackerWriter;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::json;
-use shared::batch::StreamProcessor;
 use shared::item::{n, s};
+use shared::models::tracker::scenario::Clock;
+use shared::models::tracker::writer::TrackerWriter;
 
 async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> {
     let mut tasks = Vec::new();
@@ -121,9 +120,9 @@ async fn baseline_put(rt: &Runtime, table: &str, n_puts: usize) -> anyhow::Resul
     Ok(started.elapsed() / n_puts as u32)
 }
 
-async fn run_handler<P: StreamProcessor>(
+async fn run_handler(
     name: &str,
-    p: &P,
+    p: &dyn shared::lambda::StreamHandler,
     event: &Event,
     changes: usize,
     baseline: Duration,
@@ -162,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(1000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     let opts = RuntimeOptions::new(
+        "tracker",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
@@ -181,30 +181,17 @@ async fn main() -> anyhow::Result<()> {
     // records are never processed).
     let baseline = baseline_put(&rt, &rt.config.table, 500).await?;
     println!("baseline: one PutItem into the model table with its {}-record stream = {baseline:.1?} (into an empty table without stream: {empty:.1?})", event.records.len());
-    let hist_writes = || rt.history.store().stats().writes.load(Ordering::Relaxed);
-    let derive_writes = || rt.derive.store().stats().writes.load(Ordering::Relaxed);
-    run_handler(
-        "history",
-        &*rt.history,
-        &event,
-        changes,
-        baseline,
-        hist_writes,
-    )
-    .await?;
-    run_handler(
-        "derive",
-        &*rt.derive,
-        &event,
-        changes,
-        baseline,
-        derive_writes,
-    )
-    .await?;
+    let history = rt.stream_processor("history");
+    let derive = rt.stream_processor("derive");
+    // One store for both processors: each run is measured on its own.
+    let hist_writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
+    let derive_writes = hist_writes;
+    run_handler("history", &*history, &event, changes, baseline, hist_writes).await?;
+    run_handler("derive", &*derive, &event, changes, baseline, derive_writes).await?;
     // Redelivery of the same batch: the cost of at-least-once.
     run_handler(
         "history (redelivered)",
-        &*rt.history,
+        &*history,
         &event,
         changes,
         baseline,
@@ -213,7 +200,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     run_handler(
         "derive (redelivered)",
-        &*rt.derive,
+        &*derive,
         &event,
         changes,
         baseline,
@@ -228,9 +215,10 @@ async fn main() -> anyhow::Result<()> {
 /// application), backfilled with 4 segments, then backfilled again (nothing
 /// left to do).
 async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
-    use jobstream::backfill::{backfill_tracker, ScanOptions};
+    use jobstream::backfill::{backfill, ScanOptions};
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     let opts = RuntimeOptions::new(
+        "tracker",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
@@ -255,15 +243,8 @@ async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
         ..Default::default()
     };
     for pass in ["first", "second"] {
-        let (report, totals) = backfill_tracker(
-            &rt.dynamodb,
-            &rt.config.table,
-            rt.derive.clone(),
-            rt.history.clone(),
-            &scan,
-            false,
-        )
-        .await?;
+        let (report, totals) =
+            backfill(&rt.dynamodb, &rt.config, &rt.processors, &scan, false).await?;
         let per_item = report.elapsed / report.scanned.max(1) as u32;
         println!(
             "backfill ({pass} pass): {} items in {:.2?} = {:.0} items/s, {:.1?}/item = {:.2}x one PutItem without stream; {}",
@@ -275,7 +256,7 @@ async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
             totals.line(false)
         );
     }
-    let verify = jobstream::verify::verify_tracker(&rt.dynamodb, &rt.config.table).await?;
+    let verify = rt.verify().await?;
     println!(
         "verify after backfill: {} problem(s)",
         verify.problems.len()

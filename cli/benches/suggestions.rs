@@ -11,13 +11,13 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::SqsEvent;
 use jobstream::engine::LocalEngine;
 use jobstream::esm::RecordReader;
-use jobstream::jobboard::{days_ago, JobBoardOptions, JobBoardRuntime, JobBoardWriter, NewJob};
 use jobstream::moto::Moto;
+use jobstream::runtime::{Runtime, RuntimeOptions};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::s;
 use shared::models::jobboard::keys;
 use shared::models::jobboard::messages::{encode, SuggestionJob};
-use shared::sqs::MessageProcessor;
+use shared::models::jobboard::writer::{days_ago, JobBoardWriter, NewJob};
 use shared::store::SortKey;
 
 const SKILLS: [&str; 6] = ["rust", "aws", "go", "k8s", "sql", "python"];
@@ -35,12 +35,14 @@ async fn main() -> anyhow::Result<()> {
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     // moto only hosts the (unused here) queues the runtime creates.
     let moto = Moto::start()?;
-    let rt = JobBoardRuntime::start(JobBoardOptions::new(
+    let mut opts = RuntimeOptions::new(
+        "jobboard",
         Some(engine.endpoint()),
-        Some(moto.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
-    ))
-    .await?;
+    );
+    opts.sqs_endpoint = Some(moto.endpoint());
+    let rt = Runtime::start(opts).await?;
+    let consumer = rt.consumer("suggestions");
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
     for j in 0..jobs {
         let skills = [SKILLS[j % 6], SKILLS[(j + 1) % 6]];
@@ -74,17 +76,11 @@ async fn main() -> anyhow::Result<()> {
         .map(|k| serde_json::json!({"messageId": format!("m{k}"), "receiptHandle": "h", "body": encode(&SuggestionJob::SeekerChanged { seeker_id: format!("s{k:04}") }), "attributes": {}, "messageAttributes": {}}))
         .collect();
     let event: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records }))?;
-    let writes = || {
-        rt.suggestions
-            .store()
-            .stats()
-            .writes
-            .load(Ordering::Relaxed)
-    };
+    let writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
 
     let started = Instant::now();
     let resp = shared::lambda::sqs_handler(
-        &*rt.suggestions,
+        &*consumer,
         LambdaEvent::new(event.clone(), Context::default()),
     )
     .await
@@ -99,8 +95,8 @@ async fn main() -> anyhow::Result<()> {
     let mut suggestions = 0;
     for k in 0..seekers {
         suggestions += rt
-            .suggestions
-            .store()
+            .processors
+            .store
             .query(
                 &rt.config.table,
                 Some("GSI1"),
@@ -114,12 +110,9 @@ async fn main() -> anyhow::Result<()> {
     let pairs = jobs * seekers;
 
     let again = Instant::now();
-    shared::lambda::sqs_handler(
-        &*rt.suggestions,
-        LambdaEvent::new(event, Context::default()),
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    shared::lambda::sqs_handler(&*consumer, LambdaEvent::new(event, Context::default()))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let rescore = again.elapsed();
 
     let base_started = Instant::now();
@@ -148,7 +141,6 @@ async fn main() -> anyhow::Result<()> {
         "redelivered batch (same jobs again): {rescore:.2?} = {:.3}x the first",
         rescore.as_secs_f64() / elapsed.as_secs_f64()
     );
-    let _ = rt.suggestions.metrics();
     engine.stop().await;
     Ok(())
 }

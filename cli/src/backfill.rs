@@ -9,8 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use shared::item::Item;
+use shared::change::{Change, ChangeKind};
+use shared::engine::fold::{FoldRules as _, Imported};
+use shared::item::{key_of, Item, ItemExt};
+use shared::lambda::{Config, Fold, Processors};
+use shared::store::Store;
 use tokio::sync::Mutex;
 
 /// How to scan.
@@ -236,8 +241,10 @@ where
 /// Totals of a backfill.
 #[derive(Debug, Default)]
 pub struct BackfillTotals {
-    pub projections: AtomicU64,
-    pub counter_writes: AtomicU64,
+    /// Item writes in the model table (projections, derived and counter items).
+    pub table_writes: AtomicU64,
+    /// Item writes in the ledger (what each item implies, counter totals).
+    pub ledger_writes: AtomicU64,
     pub messages: AtomicU64,
     pub imported: AtomicU64,
     /// Items of deleted aggregates removed (the cascade the stream would have done).
@@ -248,9 +255,9 @@ impl BackfillTotals {
     pub fn line(&self, dry_run: bool) -> String {
         let verb = if dry_run { "would write" } else { "wrote" };
         format!(
-            "{verb}: {} projections, {} counter contributions, {} history imports, {} cascade deletes, {} queued jobs",
-            self.projections.load(Ordering::Relaxed),
-            self.counter_writes.load(Ordering::Relaxed),
+            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs",
+            self.table_writes.load(Ordering::Relaxed),
+            self.ledger_writes.load(Ordering::Relaxed),
             self.imported.load(Ordering::Relaxed),
             self.cascaded.load(Ordering::Relaxed),
             self.messages.load(Ordering::Relaxed)
@@ -258,66 +265,42 @@ impl BackfillTotals {
     }
 }
 
-/// Backfills the tracker: projections and counts through the derive
-/// processor, one "Imported" entry per application without history through
-/// the history processor.
-pub async fn backfill_tracker(
+/// Backfills any model: every scanned item goes through the derive engine's
+/// reconcile (projections, derived items, counters) and starts the jobs an
+/// INSERT would start; a model with a fold imports each aggregate without
+/// state (its first entry is the adoption entry) and removes what is left
+/// of aggregates whose root no longer exists (what the cascade would have
+/// done).
+pub async fn backfill(
     client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    derive: Arc<shared::lambda::TrackerDeriveProcessor>,
-    history: Arc<shared::lambda::HistoryProcessor>,
+    config: &Config,
+    processors: &Processors,
     opts: &ScanOptions,
     dry_run: bool,
 ) -> anyhow::Result<(ScanReport, Arc<BackfillTotals>)> {
-    use shared::item::ItemExt;
-    use shared::models::tracker::keys;
     let totals = Arc::new(BackfillTotals::default());
     let t = totals.clone();
-    let store = shared::store::Store::new(client.clone());
-    let table_name = table.to_string();
-    let report = parallel_scan(client, table, opts, move |items| {
-        let (derive, history, t, store, table) = (
+    let derive = processors.derive.clone();
+    let fold = processors.fold.clone();
+    let store = processors.store.clone();
+    let table = config.table.clone();
+    let report = parallel_scan(client, &config.table, opts, move |items| {
+        let (derive, fold, t, store, table) = (
             derive.clone(),
-            history.clone(),
+            fold.clone(),
             t.clone(),
             store.clone(),
-            table_name.clone(),
+            table.clone(),
         );
         async move {
             let (p, c, m) = derive.backfill(&items, dry_run).await?;
-            t.projections.fetch_add(p as u64, Ordering::Relaxed);
-            t.counter_writes.fetch_add(c as u64, Ordering::Relaxed);
+            t.table_writes.fetch_add(p as u64, Ordering::Relaxed);
+            t.ledger_writes.fetch_add(c as u64, Ordering::Relaxed);
             t.messages.fetch_add(m as u64, Ordering::Relaxed);
-            for item in &items {
-                let (Ok(pk), Ok(sk)) = (item.s(keys::PK), item.s(keys::SK)) else {
-                    continue;
-                };
-                match keys::kind(pk, sk) {
-                    Some(keys::Kind::Application) => {
-                        let id = pk.trim_start_matches("APP#");
-                        if history.import(id, dry_run).await?
-                            == shared::engine::fold::Imported::Imported
-                        {
-                            t.imported.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    Some(keys::Kind::Stage | keys::Kind::History) => {
-                        // A child of a deleted application: what the cascade does.
-                        let app: Item = [
-                            (keys::PK.to_string(), shared::item::s(pk)),
-                            (keys::SK.to_string(), shared::item::s(pk)),
-                        ]
-                        .into();
-                        if store.get(&table, app).await?.is_none() {
-                            if !dry_run {
-                                let key = shared::item::key_of(item, &[keys::PK, keys::SK]);
-                                store.delete_keys(&table, vec![key]).await?;
-                            }
-                            t.cascaded.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    _ => {}
-                }
+            if let Some(fold) = fold {
+                let (imported, cascaded) = adopt(&fold, &store, &table, &items, dry_run).await?;
+                t.imported.fetch_add(imported, Ordering::Relaxed);
+                t.cascaded.fetch_add(cascaded, Ordering::Relaxed);
             }
             Ok(())
         }
@@ -326,26 +309,64 @@ pub async fn backfill_tracker(
     Ok((report, totals))
 }
 
-/// Backfills the job board: GSI1 keys, and the jobs INSERTs start.
-pub async fn backfill_jobboard(
-    client: &aws_sdk_dynamodb::Client,
+/// The fold's part of a backfill page: (aggregates imported, items of
+/// deleted aggregates removed).
+async fn adopt(
+    fold: &Fold,
+    store: &Store,
     table: &str,
-    derive: Arc<shared::lambda::JobBoardDeriveProcessor>,
-    opts: &ScanOptions,
+    items: &[Item],
     dry_run: bool,
-) -> anyhow::Result<(ScanReport, Arc<BackfillTotals>)> {
-    let totals = Arc::new(BackfillTotals::default());
-    let t = totals.clone();
-    let report = parallel_scan(client, table, opts, move |items| {
-        let (derive, t) = (derive.clone(), t.clone());
-        async move {
-            let (p, c, m) = derive.backfill(&items, dry_run).await?;
-            t.projections.fetch_add(p as u64, Ordering::Relaxed);
-            t.counter_writes.fetch_add(c as u64, Ordering::Relaxed);
-            t.messages.fetch_add(m as u64, Ordering::Relaxed);
-            Ok(())
+) -> anyhow::Result<(u64, u64)> {
+    let rules = fold.rules();
+    let key_names = rules.key_names();
+    let mut aggregates = std::collections::BTreeSet::new();
+    for item in items {
+        let change = Change::synthetic_insert(key_of(item, key_names), item.clone(), Utc::now());
+        if let Ok(Some(agg)) = rules.aggregate(&change) {
+            aggregates.insert(agg);
         }
-    })
-    .await?;
-    Ok((report, totals))
+    }
+    let (mut imported, mut cascaded) = (0, 0);
+    for agg in aggregates {
+        match fold.import(&agg, dry_run).await? {
+            Imported::Imported => imported += 1,
+            Imported::AlreadyKnown => {}
+            Imported::Nothing => {
+                // No root: remove what is left of the aggregate, as the
+                // cascade of its root's REMOVE would have.
+                let Some((root, _)) = rules.sequence_mirror(&agg) else {
+                    continue;
+                };
+                if store.get(table, root.clone()).await?.is_some() {
+                    continue;
+                }
+                let remove = Change {
+                    kind: ChangeKind::Remove,
+                    old: Some(root.clone()),
+                    new: None,
+                    ..Change::synthetic_insert(root.clone(), root.clone(), Utc::now())
+                };
+                let Some(c) = rules.cascade(&agg, &remove) else {
+                    continue;
+                };
+                let keys: Vec<Item> = store
+                    .query_partition(table, c.pk_name, &c.pk, None)
+                    .await?
+                    .into_iter()
+                    .filter(|i| {
+                        i.s(c.sk_name).is_ok_and(|sk| {
+                            c.sk_prefixes.iter().any(|p| sk.starts_with(p.as_str()))
+                        })
+                    })
+                    .map(|i| key_of(&i, &[c.pk_name, c.sk_name]))
+                    .collect();
+                cascaded += keys.len() as u64;
+                if !dry_run {
+                    store.delete_keys(table, keys).await?;
+                }
+            }
+        }
+    }
+    Ok((imported, cascaded))
 }

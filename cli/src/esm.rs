@@ -26,7 +26,7 @@ use anyhow::Context as _;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_runtime::{Context, LambdaEvent};
-use shared::batch::StreamProcessor;
+use shared::lambda::StreamHandler;
 
 use crate::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
 use crate::on_failure::OnFailureConfig;
@@ -45,7 +45,7 @@ pub type Handler = Arc<
 >;
 
 /// The Lambda handler of a processor (the same code path as in Lambda).
-pub fn handler<P: StreamProcessor + 'static>(processor: Arc<P>) -> Handler {
+pub fn handler(processor: Arc<dyn StreamHandler>) -> Handler {
     Arc::new(move |event| {
         let p = processor.clone();
         Box::pin(async move {

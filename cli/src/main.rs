@@ -1,17 +1,18 @@
-//! `jobstream`: run the processors locally on an embedded DynamoDB engine,
-//! play the demo, verify derived data, or serve the engine alone.
+//! `jobstream`: run any registered model's processors locally on an
+//! embedded DynamoDB engine or against any endpoint, play its demo, verify
+//! and backfill its derived data, or serve the engine alone.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use jobstream::engine::{sdk_config, LocalEngine};
+use jobstream::consumer::ConsumerArgs;
+use jobstream::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::esm::RecordReader;
-use jobstream::jobboard::{JobBoardOptions, JobBoardRuntime};
 use jobstream::moto::Moto;
 use jobstream::runtime::{Runtime, RuntimeOptions};
-use shared::lambda::{Config, Model};
-use shared::models::{jobboard, table, tracker};
+use shared::lambda::{Config, Processors};
+use shared::models::{self, Model};
 
 #[derive(Parser)]
 #[command(
@@ -24,44 +25,70 @@ struct Cli {
     command: Command,
 }
 
+/// `--model`: a name from the registry.
+fn model_names() -> String {
+    models::registry()
+        .iter()
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[derive(clap::Args, Clone)]
-struct Tables {
-    /// The model's table (default: lambda_api_applications / job-app).
+struct Target {
+    /// The model (see `jobstream models`).
+    #[arg(long, default_value = "tracker")]
+    model: String,
+    /// The model's table (default: the model's own table name).
     #[arg(long, env = "TABLE_NAME")]
     table: Option<String>,
-    /// The ledger table (markers and processor state).
+    /// The ledger table (markers, records, checkpoints).
     #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
     ledger_table: String,
 }
 
-impl Tables {
-    fn config(&self) -> Config {
-        self.config_for(Model::Tracker)
+impl Target {
+    fn model(&self) -> anyhow::Result<Model> {
+        models::find(&self.model).map_err(anyhow::Error::msg)
     }
 
-    fn config_for(&self, model: Model) -> Config {
-        let default = match model {
-            Model::Tracker => tracker::table().name,
-            Model::JobBoard => jobboard::table().name,
-        };
+    fn options(&self, endpoint: Option<String>, reader: RecordReader) -> RuntimeOptions {
+        let mut opts = RuntimeOptions::new(&self.model, endpoint, reader);
+        opts.table = self.table.clone();
+        opts.ledger_table = self.ledger_table.clone();
+        opts
+    }
+
+    /// Configuration for tools (verify, backfill): table names and the
+    /// queue URLs from the environment (`QUEUE_URL_<LOGICAL>`).
+    fn config(&self, model: &Model) -> Config {
         Config {
-            table: self.table.clone().unwrap_or_else(|| default.to_string()),
+            table: self
+                .table
+                .clone()
+                .unwrap_or_else(|| model.table.name.to_string()),
             ledger_table: self.ledger_table.clone(),
-            model,
-            suggestions_queue_url: std::env::var("SUGGESTIONS_QUEUE_URL").ok(),
-            matches_queue_url: std::env::var("MATCHES_QUEUE_URL").ok(),
+            model: model.name.to_string(),
+            queues: model
+                .queues()
+                .iter()
+                .filter_map(|q| {
+                    std::env::var(shared::lambda::queue_env(q.logical))
+                        .ok()
+                        .map(|u| (q.logical.to_string(), u))
+                })
+                .collect(),
         }
     }
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Embedded engine + tables + the model's processors, until Ctrl-C.
+    /// Embedded engine + tables (+ queues on moto) + the model's processors, until Ctrl-C.
     Dev {
-        /// tracker or jobboard
-        #[arg(long, default_value = "tracker")]
-        model: Model,
-        /// SQS endpoint for the job board (default: moto, started here).
+        #[command(flatten)]
+        target: Target,
+        /// SQS endpoint for models with queues (default: moto, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
         /// Address the engine listens on (any DynamoDB client can use it).
@@ -70,64 +97,67 @@ enum Command {
         /// Persist the engine to this SQLite file (default: in memory).
         #[arg(long)]
         db: Option<String>,
-        #[command(flatten)]
-        tables: Tables,
     },
     /// Play a model's scenario on a fresh embedded engine and check the result.
     Demo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
-        /// tracker or jobboard
         #[arg(long, default_value = "tracker")]
-        model: Model,
-        /// SQS endpoint for the job board (default: moto, started here).
+        model: String,
+        /// SQS endpoint for models with queues (default: moto, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
     },
-    /// Serve the embedded engine alone (tables created), until Ctrl-C.
+    /// Serve the embedded engine alone, with the tables of every model (or
+    /// of `--model`), until Ctrl-C.
     Serve {
         #[arg(long, default_value = "127.0.0.1:8000")]
         listen: String,
         #[arg(long)]
         db: Option<String>,
-        #[command(flatten)]
-        tables: Tables,
+        /// Only this model's tables (default: every model's).
+        #[arg(long)]
+        model: Option<String>,
+        /// The model's table name (with --model).
+        #[arg(long, env = "TABLE_NAME", requires = "model")]
+        table: Option<String>,
+        #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
+        ledger_table: String,
     },
-    /// Run the processors alone against an engine (flag, or AWS_ENDPOINT_URL).
+    /// Run the model's processors alone against an engine (flag, or
+    /// AWS_ENDPOINT_URL), with durable checkpoints and shard leases.
     Run {
         #[arg(long, env = "JOBSTREAM_ENDPOINT")]
         endpoint: Option<String>,
-        #[arg(long, default_value = "tracker")]
-        model: Model,
-        /// SQS endpoint for the job board (default: moto, started here).
+        #[command(flatten)]
+        target: Target,
+        /// SQS endpoint for models with queues (default: moto, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
         #[command(flatten)]
-        tables: Tables,
+        consumer: ConsumerArgs,
     },
     /// Recompute every derived datum from the source items and report drift
     /// (exit 0 only when no drift remains).
     Verify {
         #[arg(long, env = "JOBSTREAM_ENDPOINT")]
         endpoint: Option<String>,
-        #[arg(long, default_value = "tracker")]
-        model: Model,
-        /// Fix drift through the same guarded writes, then verify again.
+        #[command(flatten)]
+        target: Target,
+        /// Fix drift through the live path's guarded writes, then verify again.
         #[arg(long)]
         repair: bool,
-        /// With --repair: show the fixes without writing them.
+        /// With --repair: show the repairs without applying them.
         #[arg(long)]
         dry_run: bool,
-        #[command(flatten)]
-        tables: Tables,
     },
     /// Feed every existing item through the model's rules (adopting an
     /// existing table, a new rule, or a lost day of processing).
     Backfill {
         #[arg(long, env = "JOBSTREAM_ENDPOINT")]
         endpoint: Option<String>,
-        #[arg(long, default_value = "tracker")]
-        model: Model,
+        #[command(flatten)]
+        target: Target,
         /// Parallel Scan segments.
         #[arg(long, default_value_t = 4)]
         segments: u32,
@@ -140,11 +170,12 @@ enum Command {
         /// Count what would be written, write nothing.
         #[arg(long)]
         dry_run: bool,
-        #[command(flatten)]
-        tables: Tables,
     },
-    /// Print the table definitions (JSON) shared with the CDK stack.
+    /// Print the definitions the CDK stack deploys (JSON): tables, queues,
+    /// processors and filters of every model.
     Tables,
+    /// List the models.
+    Models,
 }
 
 fn init_logs() {
@@ -157,189 +188,210 @@ fn init_logs() {
 }
 
 async fn ctrl_c() {
-    let _ = tokio::signal::ctrl_c().await;
+    if let Err(e) = tokio::signal::ctrl_c().await {
+        tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
+    }
 }
 
-async fn engine_with_tables(
-    listen: &str,
-    db: Option<&str>,
-    tables: &Tables,
-) -> anyhow::Result<LocalEngine> {
-    let mut engine = LocalEngine::start(listen, db).await?;
-    engine.start_ttl_sweeper(Duration::from_secs(1));
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    let config = tables.config();
-    jobstream::engine::ensure_table(&client, &tracker::table(), &config.table).await?;
-    jobstream::engine::ensure_table(&client, &table::ledger(), &tables.ledger_table).await?;
-    println!("DynamoDB endpoint: {}", engine.endpoint());
+/// The configured SQS endpoint, or a moto server started (and installed,
+/// once) for this process, for models with queues.
+fn sqs_for(
+    model: &Model,
+    configured: Option<String>,
+) -> anyhow::Result<(Option<Moto>, Option<String>)> {
+    match configured {
+        Some(e) => Ok((None, Some(e))),
+        None if model.consumers.is_empty() => Ok((None, None)),
+        None => {
+            let moto = Moto::start()?;
+            let endpoint = moto.endpoint();
+            Ok((Some(moto), Some(endpoint)))
+        }
+    }
+}
+
+/// The lines scripts read: endpoint, tables, SQS, processors.
+fn announce(engine: Option<&LocalEngine>, rt: &Runtime, sqs: Option<&str>) {
+    if let Some(engine) = engine {
+        println!("DynamoDB endpoint: {}", engine.endpoint());
+    }
     println!(
         "tables: {} (stream: NEW_AND_OLD_IMAGES), {} (ledger)",
-        config.table, tables.ledger_table
+        rt.config.table, rt.config.ledger_table
     );
+    if let Some(sqs) = sqs {
+        println!("SQS endpoint: {sqs}");
+        for (logical, url) in &rt.config.queues {
+            println!("queue {logical}: {url}");
+        }
+    }
+    let consumers: Vec<String> = rt.queues.iter().map(|q| q.name.clone()).collect();
     println!(
-        "try: aws dynamodb scan --endpoint-url {} --table-name {}",
-        engine.endpoint(),
-        config.table
+        "processors: {} (stream){}; model {}; Ctrl-C to stop",
+        rt.model.stream_processors().join(", "),
+        if consumers.is_empty() {
+            String::new()
+        } else {
+            format!(", {} (queues)", consumers.join(", "))
+        },
+        rt.model.name
     );
-    Ok(engine)
+}
+
+fn report_failures(rt: &Runtime) -> bool {
+    let failed = rt.failed_batches();
+    for f in &failed {
+        println!(
+            "on-failure: {} shard {} records {}..{} ({}): {}",
+            f.mapping,
+            f.shard_id,
+            f.start_sequence_number,
+            f.end_sequence_number,
+            f.batch_size,
+            f.reason
+        );
+    }
+    failed.is_empty()
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Dev {
+            target,
+            sqs_endpoint,
             listen,
             db,
-            model: Model::JobBoard,
-            sqs_endpoint,
-            ..
         } => {
-            let engine = LocalEngine::start(&listen, db.as_deref()).await?;
-            let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let mut rt = jobboard_runtime(&engine, &sqs).await?;
-            println!(
-                "DynamoDB endpoint: {} (table {}, ledger {})",
-                engine.endpoint(),
-                rt.config.table,
-                rt.config.ledger_table
-            );
-            println!("SQS endpoint: {sqs}");
-            println!(
-                "processors: derive (stream), suggestions and matches (queues); Ctrl-C to stop"
-            );
-            let mut engine = engine;
-            engine.start_ttl_sweeper(Duration::from_secs(1));
-            rt.run_until(ctrl_c()).await?;
-            engine.stop().await;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Dev {
-            listen, db, tables, ..
-        } => {
-            let engine = engine_with_tables(&listen, db.as_deref(), &tables).await?;
-            let mut opts = RuntimeOptions::new(
+            let model = target.model()?;
+            let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
+            let (_moto, sqs) = sqs_for(&model, sqs_endpoint)?;
+            let mut opts = target.options(
                 Some(engine.endpoint()),
                 RecordReader::Embedded(engine.database().clone()),
             );
-            opts.config = tables.config();
+            opts.sqs_endpoint = sqs.clone();
             let mut rt = Runtime::start(opts).await?;
-            println!("processors: history, derive (polling the stream; Ctrl-C to stop)");
+            engine.start_ttl_sweeper(Duration::from_secs(1));
+            announce(Some(&engine), &rt, sqs.as_deref());
             rt.run_until(ctrl_c()).await?;
-            for f in rt.failed_batches() {
-                println!("on-failure: {f:?}");
-            }
-            engine.stop().await;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Serve { listen, db, tables } => {
-            let engine = engine_with_tables(&listen, db.as_deref(), &tables).await?;
-            ctrl_c().await;
+            report_failures(&rt);
             engine.stop().await;
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo {
             listen,
-            model: Model::JobBoard,
+            model,
             sqs_endpoint,
         } => {
+            let m = models::find(&model).map_err(anyhow::Error::msg)?;
+            let demo = m
+                .demo
+                .ok_or_else(|| anyhow::anyhow!("model {model} has no demo"))?;
             let engine = LocalEngine::start(&listen, None).await?;
-            let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let mut rt = jobboard_runtime(&engine, &sqs).await?;
-            println!(
-                "jobstream demo: job board on an embedded DynamoDB at {} and SQS (moto) at {sqs}",
-                engine.endpoint()
-            );
-            let diffs = jobstream::jobboard_demo::run(&mut rt).await?;
-            engine.stop().await;
-            Ok(report(diffs))
-        }
-        Command::Demo { listen, .. } => {
-            let engine = LocalEngine::start(&listen, None).await?;
-            let opts = RuntimeOptions::new(
+            let (_moto, sqs) = sqs_for(&m, sqs_endpoint)?;
+            let mut opts = RuntimeOptions::new(
+                &model,
                 Some(engine.endpoint()),
                 RecordReader::Embedded(engine.database().clone()),
             );
+            opts.sqs_endpoint = sqs.clone();
             let mut rt = Runtime::start(opts).await?;
             println!(
-                "jobstream demo: application tracker on an embedded DynamoDB at {}",
-                engine.endpoint()
+                "jobstream demo: {} on an embedded DynamoDB at {}{}",
+                m.about,
+                engine.endpoint(),
+                sqs.map(|s| format!(" and SQS at {s}")).unwrap_or_default()
             );
-            let diffs = jobstream::demo::run(&mut rt).await?;
+            let diffs = demo(&mut rt).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             engine.stop().await;
             Ok(report(diffs))
         }
-        Command::Run {
-            endpoint,
-            model: Model::JobBoard,
-            sqs_endpoint,
-            tables,
+        Command::Serve {
+            listen,
+            db,
+            model,
+            table,
+            ledger_table,
         } => {
-            let (_moto, sqs) = sqs_endpoint_or_moto(sqs_endpoint)?;
-            let config = tables.config_for(Model::JobBoard);
-            let mut opts = JobBoardOptions::new(endpoint, Some(sqs), RecordReader::Sdk);
-            opts.table = config.table;
-            opts.ledger_table = config.ledger_table;
-            let mut rt = JobBoardRuntime::start(opts).await?;
+            let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
+            engine.start_ttl_sweeper(Duration::from_secs(1));
+            let client =
+                aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+            let chosen: Vec<Model> = match &model {
+                Some(name) => vec![models::find(name).map_err(anyhow::Error::msg)?],
+                None => models::registry(),
+            };
+            let mut names = Vec::new();
+            for m in &chosen {
+                let name = table.clone().unwrap_or_else(|| m.table.name.to_string());
+                ensure_table(&client, &m.table, &name).await?;
+                names.push(format!("{name} ({})", m.name));
+            }
+            ensure_table(&client, &models::table::ledger(), &ledger_table).await?;
+            println!("DynamoDB endpoint: {}", engine.endpoint());
             println!(
-                "processors: derive, suggestions, matches on {} (Ctrl-C to stop)",
-                rt.config.table
+                "tables: {} (stream: NEW_AND_OLD_IMAGES), {ledger_table} (ledger)",
+                names.join(", ")
             );
-            rt.run_until(ctrl_c()).await?;
+            ctrl_c().await;
+            engine.stop().await;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run {
-            endpoint, tables, ..
+            endpoint,
+            target,
+            sqs_endpoint,
+            consumer,
         } => {
-            let mut opts = RuntimeOptions::new(endpoint, RecordReader::Sdk);
-            opts.config = tables.config();
+            let model = target.model()?;
+            let (_moto, sqs) = sqs_for(&model, sqs_endpoint)?;
+            let sdk = sdk_config(endpoint.as_deref(), 5).await;
+            let failure_sqs = match (&consumer.on_failure_queue_url, &sqs) {
+                (Some(_), s) => Some(aws_sdk_sqs::Client::new(&sdk_config(s.as_deref(), 5).await)),
+                (None, _) => None,
+            };
+            let mut opts = target.options(endpoint, RecordReader::Sdk);
+            opts.sqs_endpoint = sqs.clone();
+            opts.mapping = consumer.apply(
+                opts.mapping,
+                aws_sdk_dynamodb::Client::new(&sdk),
+                &target.ledger_table,
+                failure_sqs,
+            )?;
             let mut rt = Runtime::start(opts).await?;
-            println!(
-                "processors: history, derive on {} (Ctrl-C to stop)",
-                rt.config.table
-            );
+            announce(None, &rt, sqs.as_deref());
             rt.run_until(ctrl_c()).await?;
+            if !report_failures(&rt) {
+                eprintln!(
+                    "records exhausted their retries; listed in {}",
+                    consumer.on_failure_file.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify {
             endpoint,
-            model,
+            target,
             repair,
             dry_run,
-            tables,
         } => {
-            let config = tables.config_for(model);
-            let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 3).await);
-            let check = || async {
-                match model {
-                    Model::Tracker => {
-                        jobstream::verify::verify_tracker(&client, &config.table).await
-                    }
-                    Model::JobBoard => {
-                        jobstream::verify::verify_jobboard(
-                            &client,
-                            &config.table,
-                            chrono::Utc::now(),
-                        )
-                        .await
-                    }
-                }
-            };
-            let mut report = check().await?;
-            println!("{}", report.render());
-            for p in report.problems.iter().take(20) {
-                println!("drift: {p}");
-            }
+            let model = target.model()?;
+            let config = target.config(&model);
+            let p = tool_processors(&model, &config, endpoint.as_deref()).await;
+            let mut report = jobstream::verify::verify(&model, &p, &config).await?;
+            print_report(&report);
             if repair && !report.is_clean() {
                 if dry_run {
-                    println!("dry run: {} fix(es) would be applied", report.fixes.len());
+                    println!("dry run: {} repair(s) would run", report.repairs.len());
+                    for r in &report.repairs {
+                        println!("repair: {r:?}");
+                    }
                 } else {
-                    let applied =
-                        jobstream::verify::repair(&client, &config.table, &report).await?;
-                    println!(
-                        "repair: {applied} of {} fix(es) applied",
-                        report.fixes.len()
-                    );
-                    report = check().await?;
-                    println!("{}", report.render());
+                    let ran = jobstream::verify::repair(&p, &report).await?;
+                    println!("repair: {ran} repair(s) ran through the live path");
+                    report = jobstream::verify::verify(&model, &p, &config).await?;
+                    print_report(&report);
                 }
             }
             println!(
@@ -358,58 +410,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Backfill {
             endpoint,
-            model,
+            target,
             segments,
             rate,
             checkpoint,
             dry_run,
-            tables,
         } => {
-            let config = tables.config_for(model);
-            let sdk = sdk_config(endpoint.as_deref(), 5).await;
-            let client = aws_sdk_dynamodb::Client::new(&sdk);
-            let store = || shared::store::Store::new(client.clone());
+            let model = target.model()?;
+            let config = target.config(&model);
+            let p = tool_processors(&model, &config, endpoint.as_deref()).await;
             let opts = jobstream::backfill::ScanOptions {
                 segments,
                 rate,
                 checkpoint,
                 ..Default::default()
             };
-            let (report, totals) = match model {
-                Model::Tracker => {
-                    let derive =
-                        std::sync::Arc::new(shared::lambda::derive_processor(&config, store()));
-                    let history =
-                        std::sync::Arc::new(shared::lambda::history_processor(&config, store()));
-                    jobstream::backfill::backfill_tracker(
-                        &client,
-                        &config.table,
-                        derive,
-                        history,
-                        &opts,
-                        dry_run,
-                    )
-                    .await?
-                }
-                Model::JobBoard => {
-                    let sqs = aws_sdk_sqs::Client::new(
-                        &sdk_config(std::env::var("AWS_ENDPOINT_URL_SQS").ok().as_deref(), 5).await,
-                    );
-                    let derive = std::sync::Arc::new(shared::lambda::jobboard_derive_processor(
-                        &config,
-                        store(),
-                        sqs,
-                    ));
-                    jobstream::backfill::backfill_jobboard(
-                        &client,
-                        &config.table,
-                        derive,
-                        &opts,
-                        dry_run,
-                    )
-                    .await?
-                }
-            };
+            let client = p.store.client().clone();
+            let (report, totals) =
+                jobstream::backfill::backfill(&client, &config, &p, &opts, dry_run).await?;
             println!(
                 "backfill of {}: {} items scanned in {:.2?} ({:.0} items/s){}",
                 config.table,
@@ -422,15 +440,42 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tables => {
-            let defs = serde_json::json!({
-                "tracker": tracker::table(),
-                "jobboard": jobboard::table(),
-                "ledger": table::ledger(),
-                "jobboardQueues": jobboard::queues::queues(),
-            });
-            println!("{}", serde_json::to_string_pretty(&defs)?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&jobstream::deploy::definitions())?
+            );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Models => {
+            for m in models::registry() {
+                println!("{:<10} {}", m.name, m.about);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The processors a tool uses (verify, backfill): the live path's, through
+/// the given endpoint; SQS through `AWS_ENDPOINT_URL_SQS` or the default chain.
+async fn tool_processors(model: &Model, config: &Config, endpoint: Option<&str>) -> Processors {
+    let sdk = sdk_config(endpoint, 5).await;
+    let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&sdk));
+    let sqs = if model.consumers.is_empty() {
+        None
+    } else {
+        let e = std::env::var("AWS_ENDPOINT_URL_SQS").ok();
+        Some(aws_sdk_sqs::Client::new(&sdk_config(e.as_deref(), 5).await))
+    };
+    Processors::new(model, config, store, sqs)
+}
+
+fn print_report(report: &jobstream::verify::Report) {
+    println!("{}", report.render());
+    for p in report.problems.iter().take(20) {
+        println!("drift: {p}");
+    }
+    for b in report.bad_input.iter().take(20) {
+        println!("bad input (not drift): {b}");
     }
 }
 
@@ -447,34 +492,21 @@ fn report(diffs: Vec<String>) -> ExitCode {
     }
 }
 
-/// The job board's runtime on an embedded engine and an SQS endpoint.
-async fn jobboard_runtime(engine: &LocalEngine, sqs: &str) -> anyhow::Result<JobBoardRuntime> {
-    let reader = RecordReader::Embedded(engine.database().clone());
-    JobBoardRuntime::start(JobBoardOptions::new(
-        Some(engine.endpoint()),
-        Some(sqs.to_string()),
-        reader,
-    ))
-    .await
-}
-
-/// The configured SQS endpoint, or a moto server started (and installed,
-/// once) for this process.
-fn sqs_endpoint_or_moto(configured: Option<String>) -> anyhow::Result<(Option<Moto>, String)> {
-    match configured {
-        Some(e) => Ok((None, e)),
-        None => {
-            let moto = Moto::start()?;
-            let endpoint = moto.endpoint();
-            Ok((Some(moto), endpoint))
-        }
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logs();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    if let Command::Dev { target, .. } | Command::Run { target, .. } = &cli.command {
+        if models::find(&target.model).is_err() {
+            eprintln!(
+                "error: unknown model `{}` (one of: {})",
+                target.model,
+                model_names()
+            );
+            return ExitCode::FAILURE;
+        }
+    }
+    match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -16,8 +16,8 @@ use aws_sdk_sqs::types::{
 };
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
-use shared::models::jobboard::queues::QueueDef;
-use shared::sqs::MessageProcessor;
+use shared::lambda::QueueHandler;
+use shared::models::table::QueueDef;
 
 pub type SqsHandler = Arc<
     dyn Fn(
@@ -29,7 +29,7 @@ pub type SqsHandler = Arc<
 >;
 
 /// The Lambda handler of a queue consumer (the same code path as in Lambda).
-pub fn sqs_handler<P: MessageProcessor + 'static>(processor: Arc<P>) -> SqsHandler {
+pub fn sqs_handler(processor: Arc<dyn QueueHandler>) -> SqsHandler {
     Arc::new(move |event| {
         let p = processor.clone();
         Box::pin(async move {

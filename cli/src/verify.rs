@@ -1,24 +1,23 @@
-//! `jobstream verify`: recomputes every derived datum from the source items
-//! and reports drift per kind (checked, wrong, missing, extra, sample keys);
-//! `--repair` fixes what can be fixed through the same guarded writes.
+//! `jobstream verify`: recomputes every derived datum of any model from the
+//! source items and the model's rules, and reports drift per kind (checked,
+//! wrong, missing, extra, a sample); `--repair` fixes it through the live
+//! path: the same reconcile, counter sync and set jobs, with their guards.
+//!
+//! Generic kinds: `projection` (processor-owned attributes), `derived`
+//! (items other items imply), `counter` (counter items = sums of
+//! contributions), `ledger` (totals = sums of the recorded contributions).
+//! Models add their own kinds (`Model::checks`). Items the rules reject are
+//! listed as bad input, not as drift.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use shared::engine::derive::{projection_update, DeriveRules};
-use shared::engine::fold::FoldState;
-use shared::item::{display_key, key_of, n, s, Item, ItemExt};
-use shared::models::jobboard::derive::JobBoardDerive;
-use shared::models::jobboard::entities::{
-    kind as board_kind, Job, JobStatus, Kind as BoardKind, Pair, Seeker,
-};
-use shared::models::jobboard::keys as bkeys;
-use shared::models::jobboard::relevance::{level, score};
-use shared::models::tracker::derive::TrackerDerive;
-use shared::models::tracker::history::{snapshot, snapshot_attributes, stage_snapshot};
-use shared::models::tracker::keys::{self, Kind};
-use shared::models::tracker::schema::LABELS;
-use shared::store::{Store, Update};
+use shared::engine::counts;
+use shared::engine::derive::{projection_update, total_attr, Implied};
+use shared::engine::rules::Counter;
+use shared::item::{display_key, key_of, Item, ItemExt};
+use shared::lambda::{Config, Processors};
+use shared::ledger::item_id;
+use shared::models::{CheckInput, Drift, Finding, Model, Repair};
 
 /// Drift of one kind of derived datum.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -37,33 +36,15 @@ impl KindReport {
     }
 }
 
-/// A repair to apply.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Fix {
-    /// A guarded update (projection, sequence mirror, count).
-    Update(Update),
-    Delete(Item),
-    Put(Item),
-}
-
 /// What verification found.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Report {
     pub kinds: BTreeMap<&'static str, KindReport>,
-    pub applications: usize,
-    pub stages: usize,
-    pub history_entries: usize,
-    pub count: Option<i64>,
     /// Every problem: what and where.
     pub problems: Vec<String>,
-    pub fixes: Vec<Fix>,
-}
-
-#[derive(Clone, Copy)]
-enum Drift {
-    Wrong,
-    Missing,
-    Extra,
+    /// Items the rules reject (keys and reasons): not drift.
+    pub bad_input: Vec<String>,
+    pub repairs: Vec<Repair>,
 }
 
 impl Report {
@@ -75,18 +56,22 @@ impl Report {
         self.kinds.entry(kind).or_default().checked += 1;
     }
 
-    fn drift(&mut self, kind: &'static str, d: Drift, what: String, fix: Option<Fix>) {
-        let k = self.kinds.entry(kind).or_default();
-        match d {
+    fn found(&mut self, f: Finding) {
+        let k = self.kinds.entry(f.kind).or_default();
+        match f.drift {
             Drift::Wrong => k.wrong += 1,
             Drift::Missing => k.missing += 1,
             Drift::Extra => k.extra += 1,
         }
         if k.samples.len() < 5 {
-            k.samples.push(what.clone());
+            k.samples.push(f.what.clone());
         }
-        self.problems.push(format!("{kind}: {what}"));
-        self.fixes.extend(fix);
+        self.problems.push(format!("{}: {}", f.kind, f.what));
+        if let Some(r) = f.repair {
+            if !self.repairs.contains(&r) {
+                self.repairs.push(r);
+            }
+        }
     }
 
     /// The drift report as a table.
@@ -105,10 +90,28 @@ impl Report {
                 ]
             })
             .collect();
-        crate::demo::render_table(
+        shared::report::render_table(
             &["kind", "checked", "wrong", "missing", "extra", "sample"],
             &rows,
         )
+    }
+}
+
+/// What a counter item should hold: the sums over its source items.
+struct ExpectedCounter {
+    counter: Counter,
+    sums: BTreeMap<String, i64>,
+    /// Ids of the source items that contribute.
+    sources: BTreeSet<String>,
+}
+
+impl ExpectedCounter {
+    fn new(counter: Counter) -> Self {
+        Self {
+            counter,
+            sums: BTreeMap::new(),
+            sources: BTreeSet::new(),
+        }
     }
 }
 
@@ -125,432 +128,279 @@ pub async fn scan_all(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
     Ok(items?)
 }
 
-/// Applies the fixes of a report.
-pub async fn repair(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    report: &Report,
-) -> anyhow::Result<usize> {
-    let store = Store::new(client.clone());
-    let mut applied = 0;
-    for fix in &report.fixes {
-        match fix {
-            Fix::Update(u) => {
-                if store.update(table, u.clone()).await? == shared::store::Written::Applied {
-                    applied += 1;
-                }
-            }
-            Fix::Delete(k) => {
-                store.delete_keys(table, vec![k.clone()]).await?;
-                applied += 1;
-            }
-            Fix::Put(i) => {
-                store.put_items(table, vec![i.clone()]).await?;
-                applied += 1;
-            }
-        }
-    }
-    Ok(applied)
+/// Verifies a model's table and ledger.
+pub async fn verify(model: &Model, p: &Processors, config: &Config) -> anyhow::Result<Report> {
+    let client = p.store.client();
+    let items = scan_all(client, &config.table).await?;
+    let ledger = scan_all(client, &config.ledger_table).await?;
+    Ok(verify_items(model, &items, &ledger, chrono::Utc::now()))
 }
 
-#[derive(Default)]
-struct Partition {
-    app: Option<Item>,
-    stages: Vec<Item>,
-    history: Vec<Item>,
-}
-
-/// The part of a snapshot an entry must reflect: user-visible fields and
-/// stages (a later `updatedAt`-only change writes no entry).
-fn comparable(snapshot: &Item) -> Item {
-    snapshot
-        .iter()
-        .filter(|(k, _)| {
-            LABELS.iter().any(|(l, _)| l == k)
-                || ["id", "isArchived", "interviewStages"].contains(&k.as_str())
-        })
-        .filter(|(_, v)| !matches!(v, AttributeValue::Null(_)))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// Verifies the tracker's derived data in `table`.
-pub async fn verify_tracker(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> anyhow::Result<Report> {
-    Ok(verify_items(&scan_all(client, table).await?))
-}
-
-/// The tracker's drift (pure).
-pub fn verify_items(items: &[Item]) -> Report {
+/// The drift of a model's items (pure).
+pub fn verify_items(
+    model: &Model,
+    items: &[Item],
+    ledger: &[Item],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Report {
+    let rules = &model.rules;
+    let key_names = rules.key_names();
     let mut report = Report::default();
-    let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
-    let mut meta: Option<Item> = None;
+    let by_id: HashMap<String, &Item> = items
+        .iter()
+        .map(|i| (item_id(&key_of(i, key_names)), i))
+        .collect();
+    let mut desired: BTreeMap<String, (Item, Item)> = BTreeMap::new();
+    let mut sums: BTreeMap<String, ExpectedCounter> = BTreeMap::new();
+    let mut bad = BTreeSet::new();
+    let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
+        if bad.insert(item_id(key)) {
+            report
+                .bad_input
+                .push(format!("{}: {} ({})", display_key(key), e, e.kind()));
+        }
+    };
     for item in items {
-        let (Ok(pk), Ok(sk)) = (item.s(keys::PK), item.s(keys::SK)) else {
+        let key = key_of(item, key_names);
+        if rules.ignores(&key) {
             continue;
-        };
-        match keys::kind(pk, sk) {
-            Some(Kind::Application) => {
-                parts.entry(pk.to_string()).or_default().app = Some(item.clone())
-            }
-            Some(Kind::Stage) => parts
-                .entry(pk.to_string())
-                .or_default()
-                .stages
-                .push(item.clone()),
-            Some(Kind::History) => parts
-                .entry(pk.to_string())
-                .or_default()
-                .history
-                .push(item.clone()),
-            Some(Kind::Meta) => {
-                report.count = item.opt_i64(keys::COUNT_ATTR).ok().flatten();
-                meta = Some(item.clone());
-            }
-            None => report.problems.push(format!(
-                "unknown item {}",
-                display_key(&key_of(item, &[keys::PK, keys::SK]))
-            )),
         }
-    }
-    let mut active = 0;
-    for (pk, p) in &parts {
-        report.stages += p.stages.len();
-        report.history_entries += p.history.len();
-        let Some(app) = &p.app else {
-            for orphan in p.stages.iter().chain(&p.history) {
-                report.checked("orphans");
-                let key = key_of(orphan, &[keys::PK, keys::SK]);
-                report.drift(
-                    "orphans",
-                    Drift::Extra,
-                    format!("{} left behind by a deleted application", display_key(&key)),
-                    Some(Fix::Delete(key)),
-                );
-            }
-            continue;
-        };
-        report.applications += 1;
-        if app.opt_bool("isArchived").ok().flatten() == Some(false) {
-            active += 1;
-        }
-        report.checked("gsi-keys");
-        match TrackerDerive.projection(app) {
+        match rules.projection(item) {
             Ok(Some(proj)) => {
-                if let Some(update) = projection_update(TrackerDerive.key_names(), app, &proj) {
-                    let what: Vec<&str> = proj
-                        .attrs
-                        .iter()
-                        .filter(|(a, w)| app.get(*a) != w.as_ref())
-                        .map(|(a, _)| *a)
-                        .collect();
-                    report.drift(
-                        "gsi-keys",
-                        Drift::Wrong,
-                        format!("{pk}: {} stale", what.join(", ")),
-                        Some(Fix::Update(update)),
-                    );
+                report.checked("projection");
+                if projection_update(key_names, item, &proj).is_some() {
+                    report.found(Finding {
+                        kind: "projection",
+                        drift: Drift::Wrong,
+                        what: format!("{}: processor-owned attributes differ", display_key(&key)),
+                        repair: Some(Repair::Reconcile(key.clone())),
+                    });
                 }
             }
             Ok(None) => {}
-            Err(e) => report.problems.push(format!("{pk}: {e}")),
+            Err(e) => note_bad(&mut report, &key, &e),
         }
-        report.checked("history-sequence");
-        let seqs: BTreeSet<u64> = p
-            .history
-            .iter()
-            .filter_map(|h| h.opt_i64("sequence").ok().flatten())
-            .map(|v| v as u64)
-            .collect();
-        let mirrored = app
-            .opt_i64(keys::HISTORY_SEQUENCE)
-            .ok()
-            .flatten()
-            .unwrap_or(0) as u64;
-        let last = seqs.iter().max().copied().unwrap_or(0).max(mirrored);
-        let id = pk.trim_start_matches("APP#");
-        for gap in (1..=last).filter(|s| !seqs.contains(s)) {
-            let mut entry: Item = [
-                (keys::PK, s(pk)),
-                (keys::SK, s(keys::hist_sk(gap))),
-                (
-                    "id",
-                    s(uuid::Uuid::new_v5(
-                        &shared::models::tracker::history::ENTRY_ID_NAMESPACE,
-                        format!("restored:{pk}:{gap}").as_bytes(),
-                    )
-                    .to_string()),
-                ),
-                ("applicationId", s(id)),
-                ("sequence", n(gap)),
-                (
-                    "description",
-                    s("Entry lost; restored by jobstream verify --repair"),
-                ),
-                (
-                    "createdAt",
-                    s(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-                ),
-                ("snapshotOmitted", s("the original entry was lost")),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            entry.insert("restored".into(), AttributeValue::Bool(true));
-            report.drift(
-                "history-sequence",
-                Drift::Missing,
-                format!("{pk}: entry {gap} of 1..={last} is missing"),
-                Some(Fix::Put(entry)),
-            );
-        }
-        if mirrored != last {
-            let fix = Update {
-                key: key_of(app, &[keys::PK, keys::SK]),
-                update_expression: "SET #a = :s".into(),
-                condition_expression: Some("attribute_exists(#k)".into()),
-                names: vec![
-                    ("#a".into(), keys::HISTORY_SEQUENCE.into()),
-                    ("#k".into(), keys::PK.into()),
-                ],
-                values: vec![(":s".into(), n(last))],
-            };
-            report.drift(
-                "history-sequence",
-                Drift::Wrong,
-                format!("{pk}: historySequence is {mirrored}, expected {last}"),
-                Some(Fix::Update(fix)),
-            );
-        }
-        if let Some(latest) = p
-            .history
-            .iter()
-            .max_by_key(|h| h.opt_i64("sequence").ok().flatten())
-        {
-            report.checked("history-snapshot");
-            let mut state = FoldState::default();
-            state.parts.insert("APP".into(), snapshot_attributes(app));
-            for st in &p.stages {
-                state.parts.insert(
-                    st.s(keys::SK).unwrap_or_default().to_string(),
-                    stage_snapshot(st),
-                );
-            }
-            let want = comparable(&snapshot(&state));
-            let have = match latest.get("snapshot") {
-                Some(AttributeValue::M(m)) => Some(comparable(m)),
-                _ => None,
-            };
-            if have.as_ref() != Some(&want) && !latest.contains_key("snapshotOmitted") {
-                report.drift("history-snapshot", Drift::Wrong, format!("{pk}: the latest snapshot differs from the current state (not repairable: history is append-only)"), None);
-            }
-        }
-    }
-    report.checked("count");
-    let count = report.count.unwrap_or(0);
-    if count != active {
-        let fix = Update {
-            key: [
-                (keys::PK.to_string(), s(keys::META_PK)),
-                (keys::SK.to_string(), s(keys::COUNT_SK)),
-            ]
-            .into(),
-            update_expression: "SET #c = :want".into(),
-            condition_expression: Some(match meta {
-                Some(_) => "#c = :seen".into(),
-                None => "attribute_not_exists(#c)".into(),
-            }),
-            names: vec![("#c".into(), keys::COUNT_ATTR.into())],
-            values: [(":want".to_string(), n(active))]
-                .into_iter()
-                .chain(report.count.map(|c| (":seen".to_string(), n(c))))
-                .collect(),
-        };
-        let d = if report.count.is_none() {
-            Drift::Missing
-        } else {
-            Drift::Wrong
-        };
-        report.drift(
-            "count",
-            d,
-            format!("META/COUNT is {count}, expected {active} non-archived applications"),
-            Some(Fix::Update(fix)),
-        );
-    }
-    report
-}
-
-/// Verifies the job board's derived data in `table`, as of `now`.
-pub async fn verify_jobboard(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    now: chrono::DateTime<chrono::Utc>,
-) -> anyhow::Result<Report> {
-    Ok(verify_board_items(&scan_all(client, table).await?, now))
-}
-
-/// The job board's drift (pure): GSI1 keys, suggestions (level, TTL, pairs
-/// that must not be suggested), matches (one per pair).
-pub fn verify_board_items(items: &[Item], now: chrono::DateTime<chrono::Utc>) -> Report {
-    let mut report = Report::default();
-    let key = |i: &Item| key_of(i, &[bkeys::PK, bkeys::SK]);
-    let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
-    let mut seekers: BTreeMap<String, Seeker> = BTreeMap::new();
-    let mut requested: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut matches: BTreeMap<(String, String), Vec<Item>> = BTreeMap::new();
-    let mut suggestions = Vec::new();
-    for item in items {
-        let Ok(k) = board_kind(item) else { continue };
-        report.checked("gsi-keys");
-        if let Ok(Some(p)) = JobBoardDerive.projection(item) {
-            if k != BoardKind::Suggestion && k != BoardKind::Match {
-                if let Some(u) = projection_update(JobBoardDerive.key_names(), item, &p) {
-                    report.drift(
-                        "gsi-keys",
-                        Drift::Wrong,
-                        format!("{}: GSI1 keys stale", display_key(&key(item))),
-                        Some(Fix::Update(u)),
-                    );
+        match rules.derived(item) {
+            Ok(ds) => {
+                for d in ds {
+                    desired.insert(item_id(&key_of(&d, key_names)), (d, key.clone()));
                 }
             }
+            Err(e) => note_bad(&mut report, &key, &e),
         }
-        match k {
-            BoardKind::Job => {
-                if let Ok(j) = Job::parse(item) {
-                    jobs.insert(j.job_id.clone(), j);
+        match rules.contributions(item) {
+            Ok(cs) => {
+                for c in cs {
+                    let id = item_id(&c.counter.key_item());
+                    let e = sums
+                        .entry(id)
+                        .or_insert_with(|| ExpectedCounter::new(c.counter.clone()));
+                    for (a, v) in &c.values {
+                        *e.sums.entry(a.to_string()).or_insert(0) += v;
+                    }
+                    e.sources.insert(item_id(&key));
                 }
             }
-            BoardKind::Seeker => {
-                if let Ok(s) = Seeker::parse(item) {
-                    seekers.insert(s.seeker_id.clone(), s);
-                }
-            }
-            BoardKind::Request => {
-                if let (Ok(j), Ok(s)) = (item.s("jobId"), item.s("seekerId")) {
-                    requested.insert((s.to_string(), j.to_string()));
-                }
-            }
-            BoardKind::Match => {
-                if let Ok(p) = Pair::parse("match", item) {
-                    matches
-                        .entry((p.seeker_id, p.job_id))
-                        .or_default()
-                        .push(item.clone());
-                }
-            }
-            BoardKind::Suggestion => suggestions.push(item.clone()),
-            BoardKind::Employer => {}
+            Err(e) => note_bad(&mut report, &key, &e),
         }
     }
-    for ((seeker, job), ms) in &matches {
-        report.checked("matches");
-        for extra in ms.iter().skip(1) {
-            report.drift(
-                "matches",
-                Drift::Extra,
-                format!("seeker {seeker} / job {job}: {} matches", ms.len()),
-                Some(Fix::Delete(key(extra))),
-            );
-        }
-    }
-    let week = chrono::Duration::days(7).num_seconds();
-    // Missing: every open job of the last 30 days and every seeker of its
-    // city that the function rates R3 or better, unless requested or matched.
-    let present: BTreeSet<(String, String)> = suggestions
-        .iter()
-        .filter_map(|s| {
-            Some((
-                s.s("seekerId").ok()?.to_string(),
-                s.s("jobId").ok()?.to_string(),
-            ))
-        })
-        .collect();
-    let window_start = (now
-        - chrono::Duration::days(shared::models::jobboard::suggestions::WINDOW_DAYS))
-    .date_naive()
-    .to_string();
-    for j in jobs
-        .values()
-        .filter(|j| j.status == JobStatus::Open && j.posted_at >= window_start)
-    {
-        for sk in seekers
-            .values()
-            .filter(|s| bkeys::normalize_city(&s.city) == bkeys::normalize_city(&j.city))
-        {
-            let pair = (sk.seeker_id.clone(), j.job_id.clone());
-            if present.contains(&pair) || requested.contains(&pair) || matches.contains_key(&pair) {
-                continue;
-            }
-            let points = score(sk, j);
-            if let Some(l) = level(points) {
-                report.checked("suggestions");
-                let item =
-                    shared::models::jobboard::suggestions::suggestion_item(sk, j, l, points, now);
-                report.drift(
-                    "suggestions",
-                    Drift::Missing,
-                    format!(
-                        "seeker {} / job {}: R{l} but no suggestion",
-                        sk.seeker_id, j.job_id
-                    ),
-                    Some(Fix::Put(item)),
-                );
-            }
-        }
-    }
-    for sug in &suggestions {
-        report.checked("suggestions");
-        let k = key(sug);
-        let label = display_key(&k);
-        let Ok(pair) = Pair::parse("suggestion", sug) else {
-            report.drift(
-                "suggestions",
-                Drift::Wrong,
-                format!("{label}: unreadable"),
-                Some(Fix::Delete(k)),
-            );
-            continue;
-        };
-        let pk = (pair.seeker_id.clone(), pair.job_id.clone());
-        let (job, seeker) = (jobs.get(&pair.job_id), seekers.get(&pair.seeker_id));
-        let why_extra = match (job, seeker) {
-            (None, _) => Some("the job no longer exists"),
-            (_, None) => Some("the seeker no longer exists"),
-            (Some(j), _) if j.status != JobStatus::Open => Some("the job is closed"),
-            _ if requested.contains(&pk) => Some("the pair was requested"),
-            _ if matches.contains_key(&pk) => Some("the pair is matched"),
-            (Some(j), Some(s)) if level(score(s, j)).is_none() => Some("the pair scores below R3"),
+    // Derived items: missing or different, and extra (recorded by the
+    // engine but no longer implied).
+    for (id, (d, source)) in &desired {
+        report.checked("derived");
+        let drift = match by_id.get(id) {
+            None => Some(Drift::Missing),
+            Some(have) if *have != d => Some(Drift::Wrong),
             _ => None,
         };
-        if let Some(why) = why_extra {
-            report.drift(
-                "suggestions",
-                Drift::Extra,
-                format!("{label}: {why}"),
-                Some(Fix::Delete(k)),
-            );
-            continue;
+        if let Some(drift) = drift {
+            report.found(Finding {
+                kind: "derived",
+                drift,
+                what: format!(
+                    "{} (from {})",
+                    display_key(&key_of(d, key_names)),
+                    display_key(source)
+                ),
+                repair: Some(Repair::Reconcile(source.clone())),
+            });
         }
-        let (Some(j), Some(sk)) = (job, seeker) else {
-            continue;
+    }
+    let mut recorded_totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for rec in ledger {
+        let pk = rec.s(shared::ledger::PK).unwrap_or_default();
+        if let Some(id) = pk.strip_prefix("SRC#derive#") {
+            let Ok(implied) = Implied::from_record(rec) else {
+                continue;
+            };
+            for (did, dkey) in &implied.derived {
+                if !desired.contains_key(did) && by_id.contains_key(did) {
+                    let source = match rec.get("src") {
+                        Some(aws_sdk_dynamodb::types::AttributeValue::M(k)) => Some(k.clone()),
+                        _ => None,
+                    };
+                    report.found(Finding {
+                        kind: "derived",
+                        drift: Drift::Extra,
+                        what: format!("{} (recorded for {id})", display_key(dkey)),
+                        repair: Some(match source {
+                            Some(s) => Repair::Reconcile(s),
+                            None => Repair::DeleteIfUnchanged((*by_id[did]).clone()),
+                        }),
+                    });
+                }
+            }
+            for (cid, (_, values)) in implied.contributions {
+                let e = recorded_totals.entry(cid).or_default();
+                for (a, v) in values {
+                    *e.entry(a).or_insert(0) += v;
+                }
+            }
+        } else if let Some(cid) = pk.strip_prefix("TOTAL#derive#") {
+            let values = rec
+                .keys()
+                .filter_map(|k| k.strip_prefix("t_"))
+                .filter_map(|a| Some((a.to_string(), rec.i64(&total_attr(a)).ok()?)))
+                .collect();
+            totals.insert(cid.to_string(), values);
+        }
+    }
+    // The ledger's own consistency: totals = sums of the records.
+    let nonzero = |m: &BTreeMap<String, i64>| -> BTreeMap<String, i64> {
+        m.iter()
+            .filter(|(_, v)| **v != 0)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let ids: BTreeSet<&String> = recorded_totals.keys().chain(totals.keys()).collect();
+    for id in ids {
+        report.checked("ledger");
+        let a = recorded_totals.get(id).map(nonzero).unwrap_or_default();
+        let b = totals.get(id).map(nonzero).unwrap_or_default();
+        if a != b {
+            report.found(Finding {
+                kind: "ledger",
+                drift: Drift::Wrong,
+                what: format!("totals of {id} differ from the recorded contributions"),
+                repair: None,
+            });
+        }
+    }
+    // Counter items: every attribute = the sum over the source items.
+    for item in items {
+        if let Some(c) = rules.counter(item) {
+            sums.entry(item_id(&c.key_item()))
+                .or_insert_with(|| ExpectedCounter::new(c));
+        }
+    }
+    for (
+        id,
+        ExpectedCounter {
+            counter,
+            sums: want,
+            sources,
+        },
+    ) in &sums
+    {
+        report.checked("counter");
+        let zero = want.values().all(|v| *v == 0);
+        let item = by_id.get(id);
+        let label = display_key(&counter.key_item());
+        let repair = Some(Repair::Counter {
+            counter: counter.key_item(),
+            sources: sources
+                .iter()
+                .filter_map(|s| by_id.get(s).map(|i| key_of(i, key_names)))
+                .collect(),
+        });
+        let finding = match item {
+            None if counter.create.is_some() && !zero => Some((Drift::Missing, "absent".into())),
+            None => None,
+            Some(_) if counter.create.is_some() && counter.remove_at_zero && zero => {
+                Some((Drift::Extra, "nothing counts any more".into()))
+            }
+            Some(i) => counter
+                .attrs
+                .iter()
+                .find(|a| i.opt_i64(a).ok().flatten() != Some(want.get(**a).copied().unwrap_or(0)))
+                .map(|a| {
+                    (
+                        Drift::Wrong,
+                        format!(
+                            "{a} = {:?}, the sources sum to {}",
+                            i.opt_i64(a).ok().flatten(),
+                            want.get(*a).copied().unwrap_or(0)
+                        ),
+                    )
+                }),
         };
-        let points = score(sk, j);
-        let want = level(points).unwrap_or(3);
-        let ttl = sug.opt_i64(bkeys::TTL).ok().flatten();
-        let ttl_ok = ttl.is_some_and(|t| t <= now.timestamp() + week);
-        if sug.i64("relevance").ok() != Some(i64::from(want)) || !ttl_ok {
-            let fixed =
-                shared::models::jobboard::suggestions::suggestion_item(sk, j, want, points, now);
-            report.drift(
-                "suggestions",
-                Drift::Wrong,
-                format!("{label}: relevance/TTL differ from the function (want R{want})"),
-                Some(Fix::Put(fixed)),
-            );
+        if let Some((drift, why)) = finding {
+            report.found(Finding {
+                kind: "counter",
+                drift,
+                what: format!("{label}: {why}"),
+                repair: repair.clone(),
+            });
+        }
+    }
+    if let Some(checks) = model.checks {
+        for f in checks(&CheckInput { items, ledger, now }) {
+            report.checked(f.kind);
+            report.found(f);
         }
     }
     report
+}
+
+/// Applies the repairs of a report through the live path. Returns how many
+/// repairs ran.
+pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
+    let deriver = p.derive.deriver();
+    let mut keys: Vec<Item> = Vec::new();
+    let mut counters: Vec<Counter> = Vec::new();
+    let mut ran = 0;
+    for r in &report.repairs {
+        match r {
+            Repair::Reconcile(k) => keys.push(k.clone()),
+            Repair::Counter { counter, sources } => {
+                keys.extend(sources.iter().cloned());
+                if let Some(c) = deriver.rules.counter(counter) {
+                    counters.push(c);
+                }
+            }
+            Repair::Job { queue, body } => {
+                let consumer = p
+                    .consumer(queue)
+                    .and_then(|c| c.set_job.clone())
+                    .ok_or_else(|| anyhow::anyhow!("no set job consumes queue {queue}"))?;
+                consumer
+                    .run(body)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
+                ran += 1;
+            }
+            Repair::DeleteIfUnchanged(item) => {
+                p.store
+                    .delete_if_unchanged(&deriver.table, deriver.rules.key_names(), item)
+                    .await?;
+                ran += 1;
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    keys.retain(|k| seen.insert(item_id(k)));
+    if !keys.is_empty() {
+        let done = deriver
+            .reconcile(&keys, &HashMap::new())
+            .await
+            .map_err(|(_, pos, e)| anyhow::anyhow!("reconcile {}: {e}", display_key(&keys[pos])))?;
+        ran += keys.len();
+        let _ = done;
+    }
+    if !counters.is_empty() {
+        counts::sync(deriver, counters.clone()).await?;
+        ran += counters.len();
+    }
+    Ok(ran)
 }

@@ -236,22 +236,32 @@ impl Processors {
     }
 }
 
-/// Runs a stream processor of the configured model as a Lambda function.
-pub async fn serve_stream(handler: Arc<dyn StreamHandler>) -> Result<(), lambda_runtime::Error> {
-    let handler = &handler;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        Ok::<_, lambda_runtime::Error>(handler.handle(event.payload).await?)
-    }))
-    .await
+/// The Lambda handler of a stream processor.
+pub async fn stream_handler(
+    processor: &dyn StreamHandler,
+    event: LambdaEvent<Event>,
+) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+    Ok(processor.handle(event.payload).await?)
 }
 
-/// Runs a queue consumer as a Lambda function.
+/// The Lambda handler of a queue consumer.
+pub async fn sqs_handler(
+    processor: &dyn QueueHandler,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, lambda_runtime::Error> {
+    Ok(processor.handle(event.payload).await?)
+}
+
+/// Runs a stream processor as a Lambda function until the runtime stops.
+pub async fn serve_stream(handler: Arc<dyn StreamHandler>) -> Result<(), lambda_runtime::Error> {
+    let handler = &*handler;
+    lambda_runtime::run(service_fn(move |event| stream_handler(handler, event))).await
+}
+
+/// Runs a queue consumer as a Lambda function until the runtime stops.
 pub async fn serve_queue(handler: Arc<dyn QueueHandler>) -> Result<(), lambda_runtime::Error> {
-    let handler = &handler;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, lambda_runtime::Error>(handler.handle(event.payload).await?)
-    }))
-    .await
+    let handler = &*handler;
+    lambda_runtime::run(service_fn(move |event| sqs_handler(handler, event))).await
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! - [`engine`] - the generic derive and fold processors, counters.
 //! - [`models`] - the declarative models (keys, schema, rules) and tables.
 //! - [`store`], [`ledger`] - DynamoDB access, idempotency markers and state.
-//! - [`lambda`] - wiring shared by the Lambda binaries.
+//! - [`lambda`] - wiring shared by the Lambda binaries and the local runtime.
+//! - [`report`] - plain-text tables for demos and reports.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
@@ -20,5 +21,6 @@ pub mod lambda;
 pub mod ledger;
 pub mod metrics;
 pub mod models;
+pub mod report;
 pub mod sqs;
 pub mod store;

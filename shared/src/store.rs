@@ -544,6 +544,37 @@ impl Store {
         Ok(out)
     }
 
+    /// Deletes `item` only if it is still exactly as given (every attribute
+    /// equal): a repair never deletes what changed since it was read.
+    pub async fn delete_if_unchanged(
+        &self,
+        table: &str,
+        key_names: &[&str],
+        item: &Item,
+    ) -> Result<Written, StoreError> {
+        let mut req = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .set_key(Some(crate::item::key_of(item, key_names)));
+        let mut conds = Vec::new();
+        for (i, (k, v)) in item.iter().enumerate() {
+            conds.push(format!("#a{i} = :v{i}"));
+            req = req
+                .expression_attribute_names(format!("#a{i}"), k)
+                .expression_attribute_values(format!(":v{i}"), v.clone());
+        }
+        req = req.condition_expression(conds.join(" AND "));
+        match req.send().await {
+            Ok(_) => {
+                self.count_writes(1);
+                Ok(Written::Applied)
+            }
+            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
+            Err(e) => Err(classify("DeleteItem", table, e)),
+        }
+    }
+
     /// GetItem, strongly consistent.
     pub async fn get(&self, table: &str, key: Item) -> Result<Option<Item>, StoreError> {
         self.client

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use jobstream::backfill::{backfill_tracker, BackfillTotals, ScanOptions, ScanReport};
-use jobstream::scenario::{play, Clock};
-use jobstream::verify::{repair, verify_tracker};
+use jobstream::backfill::{BackfillTotals, ScanOptions, ScanReport};
+use jobstream::verify::repair;
 use shared::item::{n, s, ItemExt};
 use shared::models::tracker::history::IMPORTED;
+use shared::models::tracker::scenario::{play, Clock};
 
 use crate::support::{count, descriptions, env, partition, Env};
 
@@ -17,11 +17,10 @@ async fn run_backfill(
     opts: &ScanOptions,
     dry_run: bool,
 ) -> (ScanReport, Arc<BackfillTotals>) {
-    backfill_tracker(
+    jobstream::backfill::backfill(
         &env.rt.dynamodb,
-        &env.rt.config.table,
-        env.rt.derive.clone(),
-        env.rt.history.clone(),
+        &env.rt.config,
+        &env.rt.processors,
         opts,
         dry_run,
     )
@@ -38,8 +37,8 @@ async fn backfill(env: &Env, segments: u32, dry_run: bool) -> (u64, u64, u64, u6
     let (report, t) = run_backfill(env, &opts, dry_run).await;
     assert!(report.scanned > 0);
     (
-        t.projections.load(Relaxed),
-        t.counter_writes.load(Relaxed),
+        t.table_writes.load(Relaxed),
+        t.ledger_writes.load(Relaxed),
         t.imported.load(Relaxed),
         report.scanned,
     )
@@ -53,20 +52,23 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill_and_a_second_
     play(&env.writer).await.unwrap();
     assert_eq!(count(&env).await, None);
     let dry = backfill(&env, 3, true).await;
-    assert!(dry.0 > 0 && dry.2 == 3, "dry run counts the work: {dry:?}");
+    assert!(dry.2 == 3, "dry run counts the imports: {dry:?}");
     assert_eq!(count(&env).await, None, "dry run writes nothing");
     assert!(descriptions(&env, "acme").await.is_empty());
 
-    let (projections, counters, imported, _) = backfill(&env, 3, false).await;
-    assert_eq!((projections, imported), (3, 3), "three applications remain");
-    assert!(counters > 0);
+    let (table_writes, ledger_writes, imported, _) = backfill(&env, 3, false).await;
+    // Three applications remain: a projection each, and META/COUNT.
+    assert_eq!(
+        (table_writes, imported),
+        (4, 3),
+        "three applications remain"
+    );
+    assert!(ledger_writes > 0);
     assert_eq!(count(&env).await, Some(2));
     for id in ["acme", "globex", "initech"] {
         assert_eq!(descriptions(&env, id).await, [IMPORTED]);
     }
-    let report = verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .unwrap();
+    let report = env.rt.verify().await.unwrap();
     assert!(report.is_clean(), "{:#?}", report.problems);
     // Stages of acme are in the imported snapshot.
     let acme = partition(&env, "APP#acme").await;
@@ -107,9 +109,13 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
             .unwrap();
     }
     let Env { engine, rt, writer } = env;
-    let derive = rt.derive.clone();
-    let history = rt.history.clone();
-    let (client, table) = (rt.dynamodb.clone(), rt.config.table.clone());
+    let (client, config) = (rt.dynamodb.clone(), rt.config.clone());
+    let processors = std::sync::Arc::new(shared::lambda::Processors::new(
+        &rt.model,
+        &config,
+        rt.processors.store.clone(),
+        None,
+    ));
     let runner = crate::support::run_in_background(rt);
     let writers = {
         let w = writer.clone();
@@ -133,15 +139,14 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
         ..Default::default()
     };
     let backfills = (0..2).map(|_| {
-        let (client, table, derive, history, opts) = (
+        let (client, config, processors, opts) = (
             client.clone(),
-            table.clone(),
-            derive.clone(),
-            history.clone(),
+            config.clone(),
+            processors.clone(),
             opts.clone(),
         );
         tokio::spawn(async move {
-            backfill_tracker(&client, &table, derive, history, &opts, false)
+            jobstream::backfill::backfill(&client, &config, &processors, &opts, false)
                 .await
                 .unwrap()
         })
@@ -155,9 +160,7 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
     let env = Env { engine, rt, writer };
     // active: old i with i % 3 != 0 (6), new i with i odd (5)
     assert_eq!(count(&env).await, Some(11));
-    let report = verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .unwrap();
+    let report = env.rt.verify().await.unwrap();
     assert!(report.is_clean(), "{:#?}", report.problems);
 }
 
@@ -166,10 +169,7 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     let mut env = env().await;
     play(&env.writer).await.unwrap();
     env.rt.drain().await.unwrap();
-    assert!(verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .unwrap()
-        .is_clean());
+    assert!(env.rt.verify().await.unwrap().is_clean());
     let db = &env.rt.dynamodb.clone();
     let table = &env.rt.config.table.clone();
     // Wrong count, stale GSI key, missing history entry, a leftover stage.
@@ -206,25 +206,36 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
         .await
         .unwrap();
 
-    let report = verify_tracker(db, table).await.unwrap();
-    assert_eq!(report.kinds["count"].wrong, 1);
-    assert_eq!(report.kinds["gsi-keys"].wrong, 1);
-    assert_eq!(report.kinds["history-sequence"].missing, 1);
-    assert_eq!(report.kinds["orphans"].extra, 1);
-    assert!(report.kinds["gsi-keys"].samples[0].contains("APP#acme"));
-    assert_eq!(report.problems.len(), 4, "{:#?}", report.problems);
+    let report = env.rt.verify().await.unwrap();
+    assert_eq!(report.kinds["counter"].wrong, 1, "{:#?}", report.problems);
+    assert_eq!(report.kinds["projection"].wrong, 1);
+    assert!(report.kinds["projection"].samples[0].contains("APP#acme"));
+    let history: Vec<&String> = report
+        .problems
+        .iter()
+        .filter(|p| p.starts_with("history"))
+        .collect();
+    assert_eq!(
+        report.problems.len() - history.len(),
+        2,
+        "{:#?}",
+        report.problems
+    );
 
-    let applied = repair(db, table, &report).await.unwrap();
-    assert_eq!(applied, 4);
-    let after = verify_tracker(db, table).await.unwrap();
-    assert!(after.is_clean(), "{:#?}", after.problems);
+    repair(&env.rt.processors, &report).await.unwrap();
+    let after = env.rt.verify().await.unwrap();
+    let left: Vec<&String> = after
+        .problems
+        .iter()
+        .filter(|p| !p.starts_with("history"))
+        .collect();
+    assert!(left.is_empty(), "{left:#?}");
     assert_eq!(count(&env).await, Some(2));
-    let d = descriptions(&env, "acme").await;
-    assert_eq!(d.len(), 7);
-    assert!(d[2].contains("restored by jobstream verify"));
     // The repairs are ordinary writes: the processors see them and stay put.
     env.rt.drain().await.unwrap();
-    assert!(verify_tracker(db, table).await.unwrap().is_clean());
+    let again = env.rt.verify().await.unwrap();
+    assert_eq!(again.kinds["counter"].drift(), 0);
+    assert_eq!(again.kinds["projection"].drift(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

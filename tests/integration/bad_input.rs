@@ -1,7 +1,6 @@
 //! Bad input: structured error, a defined path, never a panic, never
 //! silent loss; good records in the same batch still take effect.
 
-use shared::batch::StreamProcessor as _;
 use shared::item::{s, ItemExt};
 use shared::metrics::names;
 
@@ -12,11 +11,19 @@ use crate::support::{count, descriptions, env, partition};
 async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
     let env = env().await;
     let event = fixture("tracker-bad-input.json");
+    // The table holds what the records' new images say (derive follows the
+    // items as they are; the records' images are validated too).
+    for r in &event.records {
+        if r.event_name != "REMOVE" && !r.change.new_image.is_empty() {
+            let item: shared::item::Item = r.change.new_image.clone().into();
+            env.writer.put(item).await.unwrap();
+        }
+    }
     for handler in [
-        shared::lambda::stream_handler(&*env.rt.history, invoke(&event))
+        shared::lambda::stream_handler(&*env.rt.stream_processor("history"), invoke(&event))
             .await
             .unwrap(),
-        shared::lambda::stream_handler(&*env.rt.derive, invoke(&event))
+        shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), invoke(&event))
             .await
             .unwrap(),
     ] {
@@ -26,19 +33,33 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
         );
     }
     // missing image, wrong type, invalid enum, unknown entity
-    assert_eq!(env.rt.history.metrics().get(names::BAD_INPUT), 4);
-    assert_eq!(env.rt.derive.metrics().get(names::BAD_INPUT), 4);
+    assert_eq!(
+        env.rt
+            .stream_processor("history")
+            .metrics()
+            .get(names::BAD_INPUT),
+        4
+    );
+    assert_eq!(
+        env.rt
+            .stream_processor("derive")
+            .metrics()
+            .get(names::BAD_INPUT),
+        4
+    );
     assert_eq!(
         descriptions(&env, "fx-4").await,
         ["Created application Fixture Labs - Staff Engineer"]
     );
     assert!(descriptions(&env, "fx-2").await.is_empty());
     assert!(descriptions(&env, "fx-3").await.is_empty());
-    assert!(partition(&env, "USER#u-1").await.is_empty());
+    let unknown = partition(&env, "USER#u-1").await;
+    assert_eq!(unknown.len(), 1, "only the writer's item");
+    assert!(!unknown[0].contains_key("GSI1PK"));
     assert_eq!(
         count(&env).await,
-        Some(1),
-        "only the good application counts"
+        Some(2),
+        "the good application, and the one whose status is invalid: counting needs only isArchived"
     );
 }
 
@@ -46,12 +67,12 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
 async fn a_record_without_sequence_number_fails_the_whole_batch_deliberately() {
     let env = env().await;
     let event = fixture("tracker-no-sequence-number.json");
-    let err = shared::lambda::stream_handler(&*env.rt.history, invoke(&event))
+    let err = shared::lambda::stream_handler(&*env.rt.stream_processor("history"), invoke(&event))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("SequenceNumber"), "{err}");
     assert!(
-        shared::lambda::stream_handler(&*env.rt.derive, invoke(&event))
+        shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), invoke(&event))
             .await
             .is_err()
     );
@@ -66,12 +87,22 @@ async fn a_record_without_sequence_number_fails_the_whole_batch_deliberately() {
 async fn invalid_items_written_to_the_table_get_no_derived_data() {
     let mut env = env().await;
     let w = env.writer.clone();
-    let mut bad_enum =
-        jobstream::writer::application("e", "Co", "Role", "ghosted", "2026-11-01T09:00:00.000Z");
+    let mut bad_enum = shared::models::tracker::writer::application(
+        "e",
+        "Co",
+        "Role",
+        "ghosted",
+        "2026-11-01T09:00:00.000Z",
+    );
     bad_enum.insert("notes".into(), s("kept private"));
     w.put(bad_enum).await.unwrap();
-    let mut wrong_type =
-        jobstream::writer::application("t", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
+    let mut wrong_type = shared::models::tracker::writer::application(
+        "t",
+        "Co",
+        "Role",
+        "applied",
+        "2026-11-01T09:00:00.000Z",
+    );
     wrong_type.insert("isArchived".into(), s("no"));
     w.put(wrong_type).await.unwrap();
     w.create_application("ok", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
@@ -83,9 +114,17 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
         assert_eq!(items.len(), 1, "no history for {id}");
         assert!(!items[0].contains_key("GSI1PK"), "no GSI keys for {id}");
     }
-    assert_eq!(count(&env).await, Some(1));
+    // An invalid status is bad input for the GSI keys (none written) but
+    // not for the count, which needs only `isArchived`: "e" counts.
+    assert_eq!(count(&env).await, Some(2));
     assert!(env.rt.failed_batches().is_empty());
-    assert_eq!(env.rt.history.metrics().get(names::BAD_INPUT), 2);
+    assert_eq!(
+        env.rt
+            .stream_processor("history")
+            .metrics()
+            .get(names::BAD_INPUT),
+        2
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +135,8 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
         .await
         .unwrap();
     for i in 0..210 {
-        let mut st = jobstream::writer::stage("huge", &format!("s{i:03}"), "Round", i);
+        let mut st =
+            shared::models::tracker::writer::stage("huge", &format!("s{i:03}"), "Round", i);
         st.insert("notes".into(), s("n".repeat(2000)));
         w.put(st).await.unwrap();
     }
@@ -122,7 +162,10 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
         .unwrap()
         .contains("400 KB"));
     assert_eq!(
-        env.rt.history.metrics().get(names::SNAPSHOT_TOO_LARGE),
+        env.rt
+            .stream_processor("history")
+            .metrics()
+            .get(names::SNAPSHOT_TOO_LARGE),
         omitted as u64
     );
     assert!(env.rt.failed_batches().is_empty());

@@ -2,11 +2,10 @@
 //! when retries run out the record is reported and succeeds on redelivery;
 //! when redelivery keeps failing, records reach the on-failure destination.
 
-use jobstream::demo::{differences, observe};
 use jobstream::faults::Fault;
-use jobstream::scenario::play;
-use shared::batch::StreamProcessor as _;
 use shared::metrics::names;
+use shared::models::tracker::demo::{differences, observe};
+use shared::models::tracker::scenario::play;
 
 use crate::support::{assert_verified, env_behind_proxy, raw_records};
 
@@ -19,8 +18,20 @@ async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
     proxy.inject(Fault::server_error("Query", 2));
     env.rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 8);
-    assert_eq!(env.rt.history.metrics().get(names::FAILED_RECORD), 0);
-    assert_eq!(env.rt.derive.metrics().get(names::FAILED_RECORD), 0);
+    assert_eq!(
+        env.rt
+            .stream_processor("history")
+            .metrics()
+            .get(names::FAILED_RECORD),
+        0
+    );
+    assert_eq!(
+        env.rt
+            .stream_processor("derive")
+            .metrics()
+            .get(names::FAILED_RECORD),
+        0
+    );
     let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
         .await
         .unwrap();
@@ -36,8 +47,16 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
     proxy.inject(Fault::throttle("TransactWriteItems", 3));
     env.rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 3);
-    let failed = env.rt.history.metrics().get(names::FAILED_RECORD)
-        + env.rt.derive.metrics().get(names::FAILED_RECORD);
+    let failed = env
+        .rt
+        .stream_processor("history")
+        .metrics()
+        .get(names::FAILED_RECORD)
+        + env
+            .rt
+            .stream_processor("derive")
+            .metrics()
+            .get(names::FAILED_RECORD);
     assert!(failed >= 1, "a record was reported as failed");
     assert!(
         env.rt.failed_batches().is_empty(),

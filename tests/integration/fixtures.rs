@@ -25,14 +25,14 @@ async fn fixture_batch_through_both_handlers() {
     let item: shared::item::Item = event.records[2].change.new_image.clone().into();
     env.writer.put(item).await.unwrap();
 
-    let h = shared::lambda::stream_handler(&*env.rt.history, invoke(&event))
+    let h = shared::lambda::stream_handler(&*env.rt.stream_processor("history"), invoke(&event))
         .await
         .unwrap();
     assert_eq!(
         serde_json::to_value(&h).unwrap(),
         serde_json::json!({"batchItemFailures": []})
     );
-    let d = shared::lambda::stream_handler(&*env.rt.derive, invoke(&event))
+    let d = shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), invoke(&event))
         .await
         .unwrap();
     assert_eq!(

@@ -1,51 +1,31 @@
 //! The job board against the embedded engine and moto SQS: access
 //! patterns, suggestions, matches, bad messages, TTL expiry.
 
-use std::sync::OnceLock;
-
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::engine::LocalEngine;
 use jobstream::esm::RecordReader;
-use jobstream::jobboard::{days_ago, JobBoardOptions, JobBoardRuntime, JobBoardWriter};
-use jobstream::jobboard_demo::{jobs, suggestions_of};
-use jobstream::moto::Moto;
+use jobstream::runtime::{Runtime, RuntimeOptions};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
+use shared::models::jobboard::demo::{jobs, suggestions_of};
 use shared::models::jobboard::entities::{Job, Seeker};
 use shared::models::jobboard::keys;
 use shared::models::jobboard::messages::{encode, MatchJob, SuggestionJob, MAX_BODY_BYTES};
 use shared::models::jobboard::relevance::{level, score};
-use shared::sqs::MessageProcessor as _;
+use shared::models::jobboard::writer::{days_ago, JobBoardWriter};
 use shared::store::SortKey;
-
-/// One moto per test binary (it stops when the binary exits); every test
-/// uses its own queue names.
-fn moto() -> String {
-    static MOTO: OnceLock<Moto> = OnceLock::new();
-    MOTO.get_or_init(|| Moto::start().expect("moto starts"))
-        .endpoint()
-}
 
 struct Board {
     _engine: LocalEngine,
-    rt: JobBoardRuntime,
+    rt: Runtime,
     w: JobBoardWriter,
 }
 
 async fn board() -> Board {
-    let sqs = tokio::task::spawn_blocking(moto).await.expect("moto");
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let mut opts = JobBoardOptions::new(
-        Some(engine.endpoint()),
-        Some(sqs),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    let rt = JobBoardRuntime::start(opts).await.expect("runtime");
+    let crate::support::ModelEnv { engine, rt } =
+        crate::support::model_env("jobboard", |_| {}).await;
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Board {
         _engine: engine,
@@ -68,8 +48,8 @@ async fn get(b: &Board, pk: String, sk: String) -> Option<Item> {
 }
 
 async fn partition(b: &Board, pk: &str, prefix: &str) -> Vec<Item> {
-    b.rt.derive
-        .store()
+    b.rt.processors
+        .store
         .query(
             &b.rt.config.table,
             None,
@@ -84,7 +64,7 @@ async fn partition(b: &Board, pk: &str, prefix: &str) -> Vec<Item> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_six_access_patterns_work_on_processor_maintained_data() {
     let mut b = board().await;
-    let diffs = jobstream::jobboard_demo::run(&mut b.rt)
+    let diffs = shared::models::jobboard::demo::demo(&mut b.rt)
         .await
         .expect("scenario runs");
     assert_eq!(diffs, Vec::<String>::new());
@@ -268,12 +248,13 @@ async fn exactly_one_match_per_pair_under_duplicates_redelivery_and_concurrent_a
     };
     let body = encode(&job);
     let event = sqs_event(&[body.clone(), body.clone(), body]);
+    let matches = b.rt.consumer("matches");
     let (r1, r2) = tokio::join!(
         shared::lambda::sqs_handler(
-            &*b.rt.matches,
+            &*matches,
             LambdaEvent::new(event.clone(), Context::default())
         ),
-        shared::lambda::sqs_handler(&*b.rt.matches, LambdaEvent::new(event, Context::default())),
+        shared::lambda::sqs_handler(&*matches, LambdaEvent::new(event, Context::default())),
     );
     assert!(
         r1.unwrap().batch_item_failures.is_empty() && r2.unwrap().batch_item_failures.is_empty()
@@ -282,7 +263,7 @@ async fn exactly_one_match_per_pair_under_duplicates_redelivery_and_concurrent_a
     let matches: Vec<Item> = partition(&b, &keys::seeker_pk("a"), "j#").await;
     assert_eq!(matches.len(), 1, "exactly one match: {matches:?}");
     assert_eq!(matches[0].s("matchedAt").unwrap(), days_ago(1));
-    assert!(b.rt.matches.metrics().get(names::DUPLICATE) >= 6);
+    assert!(b.rt.consumer("matches").metrics().get(names::DUPLICATE) >= 6);
     assert!(
         get(&b, keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a"))
             .await
@@ -304,13 +285,13 @@ async fn a_match_for_a_job_that_no_longer_exists_ends_with_a_logged_outcome() {
         matched_at: days_ago(0),
     };
     let resp = shared::lambda::sqs_handler(
-        &*b.rt.matches,
+        &*b.rt.consumer("matches"),
         LambdaEvent::new(sqs_event(&[encode(&job)]), Context::default()),
     )
     .await
     .unwrap();
     assert!(resp.batch_item_failures.is_empty(), "not retried forever");
-    assert_eq!(b.rt.matches.metrics().get(names::SKIPPED), 1);
+    assert_eq!(b.rt.consumer("matches").metrics().get(names::SKIPPED), 1);
     assert!(partition(&b, &keys::seeker_pk("a"), "j#").await.is_empty());
     b.rt.drain().await.unwrap();
     assert_eq!(b.rt.dlq_depth("matches").await.unwrap(), 0);
@@ -337,6 +318,8 @@ async fn bad_messages_reach_the_dlq_after_the_configured_receives_and_good_ones_
     ];
     for body in &bodies {
         b.rt.sqs
+            .as_ref()
+            .expect("the job board has queues")
             .send_message()
             .queue_url(&url)
             .message_body(body)
@@ -346,8 +329,14 @@ async fn bad_messages_reach_the_dlq_after_the_configured_receives_and_good_ones_
     }
     b.rt.drain().await.unwrap();
     assert_eq!(b.rt.dlq_depth("suggestions").await.unwrap(), 4);
-    let m = b.rt.suggestions.metrics();
-    assert_eq!(m.get(names::PROCESSED), 1, "the good message");
+    let consumer = b.rt.consumer("suggestions");
+    let m = consumer.metrics();
+    // The good message completes (nothing to write: no such job).
+    assert_eq!(
+        m.get(names::PROCESSED) + m.get(names::DUPLICATE),
+        1,
+        "the good message"
+    );
     assert_eq!(
         m.get(names::BAD_INPUT),
         4 * 5,
@@ -381,13 +370,13 @@ async fn an_expired_suggestion_is_no_user_action() {
         .unwrap();
     b.rt.drain().await.unwrap();
     let writes =
-        b.rt.derive
-            .store()
+        b.rt.processors
+            .store
             .stats()
             .writes
             .load(std::sync::atomic::Ordering::Relaxed);
-    let sent = b.rt.suggestions.metrics().get(names::PROCESSED)
-        + b.rt.suggestions.metrics().get(names::DUPLICATE);
+    let sent = b.rt.consumer("suggestions").metrics().get(names::PROCESSED)
+        + b.rt.consumer("suggestions").metrics().get(names::DUPLICATE);
     assert_eq!(b._engine.sweep_ttl().await.unwrap(), 1);
     b.rt.drain().await.unwrap();
     assert!(suggestions_of(&b.rt, "a").await.unwrap().is_empty());
@@ -397,16 +386,16 @@ async fn an_expired_suggestion_is_no_user_action() {
         "others untouched"
     );
     assert_eq!(
-        b.rt.derive
-            .store()
+        b.rt.processors
+            .store
             .stats()
             .writes
             .load(std::sync::atomic::Ordering::Relaxed),
         writes,
         "no derived write"
     );
-    let after = b.rt.suggestions.metrics().get(names::PROCESSED)
-        + b.rt.suggestions.metrics().get(names::DUPLICATE);
+    let after = b.rt.consumer("suggestions").metrics().get(names::PROCESSED)
+        + b.rt.consumer("suggestions").metrics().get(names::DUPLICATE);
     assert_eq!(after, sent, "no job enqueued");
 }
 
@@ -415,30 +404,30 @@ async fn sqs_fixture_through_the_matches_handler() {
     let b = board().await;
     let path = format!("{}/fixtures/sqs-match-job.json", env!("CARGO_MANIFEST_DIR"));
     let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let resp =
-        shared::lambda::sqs_handler(&*b.rt.matches, LambdaEvent::new(event, Context::default()))
-            .await
-            .unwrap();
+    let resp = shared::lambda::sqs_handler(
+        &*b.rt.consumer("matches"),
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         serde_json::to_value(&resp).unwrap(),
         serde_json::json!({"batchItemFailures": [{"itemIdentifier": "5f3c1c1e-0a52-4d4e-9a49-0c2f1f0d6a02"}]}),
         "the unknown version fails, the other is a logged skip (no such request)"
     );
-    assert_eq!(b.rt.matches.metrics().get(names::SKIPPED), 1);
-    assert_eq!(b.rt.matches.metrics().get(names::BAD_INPUT), 1);
+    assert_eq!(b.rt.consumer("matches").metrics().get(names::SKIPPED), 1);
+    assert_eq!(b.rt.consumer("matches").metrics().get(names::BAD_INPUT), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repairs_them() {
     let mut b = board().await;
-    let diffs = jobstream::jobboard_demo::run(&mut b.rt)
+    let diffs = shared::models::jobboard::demo::demo(&mut b.rt)
         .await
         .expect("scenario runs");
     assert!(diffs.is_empty(), "{diffs:?}");
     let now = chrono::Utc::now();
-    let clean = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
-        .await
-        .unwrap();
+    let clean = b.rt.verify().await.unwrap();
     assert!(clean.is_clean(), "{:#?}", clean.problems);
     // An extra suggestion for the matched pair (s2, j2), a wrong level on
     // s3's, a second match for (s2, j2), a stale GSI1 key on a job.
@@ -473,9 +462,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
         .send()
         .await
         .unwrap();
-    let report = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
-        .await
-        .unwrap();
+    let report = b.rt.verify().await.unwrap();
     assert_eq!(
         report.kinds["suggestions"].extra, 1,
         "{:#?}",
@@ -483,13 +470,11 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
     );
     assert_eq!(report.kinds["suggestions"].wrong, 1);
     assert_eq!(report.kinds["matches"].extra, 1);
-    assert_eq!(report.kinds["gsi-keys"].wrong, 1);
-    jobstream::verify::repair(&b.rt.dynamodb, &b.rt.config.table, &report)
+    assert_eq!(report.kinds["projection"].wrong, 1);
+    jobstream::verify::repair(&b.rt.processors, &report)
         .await
         .unwrap();
-    let after = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
-        .await
-        .unwrap();
+    let after = b.rt.verify().await.unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
     assert_eq!(partition(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
     // A lost suggestion is found missing and put back.
@@ -501,11 +486,9 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
         .send()
         .await
         .unwrap();
-    let lost = jobstream::verify::verify_jobboard(&b.rt.dynamodb, &b.rt.config.table, now)
-        .await
-        .unwrap();
+    let lost = b.rt.verify().await.unwrap();
     assert_eq!(lost.kinds["suggestions"].missing, 1, "{:#?}", lost.problems);
-    jobstream::verify::repair(&b.rt.dynamodb, &b.rt.config.table, &lost)
+    jobstream::verify::repair(&b.rt.processors, &lost)
         .await
         .unwrap();
     assert_eq!(suggestions_of(&b.rt, "s3").await.unwrap(), ["j3 R1"]);
@@ -513,7 +496,9 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
-    let sqs = tokio::task::spawn_blocking(moto).await.expect("moto");
+    let sqs = tokio::task::spawn_blocking(crate::support::moto)
+        .await
+        .expect("moto");
     let engine = LocalEngine::start("127.0.0.1:0", None)
         .await
         .expect("engine");
@@ -526,11 +511,12 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
     )
     .await
     .unwrap();
-    let mut opts = JobBoardOptions::new(
+    let mut opts = RuntimeOptions::new(
+        "jobboard",
         Some(engine.endpoint()),
-        Some(sqs),
         RecordReader::Embedded(engine.database().clone()),
     );
+    opts.sqs_endpoint = Some(sqs);
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     opts.processor_endpoint = Some(proxy.endpoint());
     opts.max_attempts = 1;
@@ -538,7 +524,7 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
         max_times: 0,
         ..Default::default()
     };
-    let mut rt = JobBoardRuntime::start(opts).await.expect("runtime");
+    let mut rt = Runtime::start(opts).await.expect("runtime");
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let jobs = jobs();
     w.employer("e1", "Acme").await.unwrap();
@@ -559,10 +545,10 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
         .unwrap();
     rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 2);
-    assert!(rt.matches.metrics().get(names::FAILED_RECORD) >= 1);
+    assert!(rt.consumer("matches").metrics().get(names::FAILED_RECORD) >= 1);
     let matches = rt
-        .derive
-        .store()
+        .processors
+        .store
         .query(
             &rt.config.table,
             None,
@@ -585,7 +571,7 @@ async fn sqs_fixture_through_the_suggestions_handler() {
     );
     let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let resp = shared::lambda::sqs_handler(
-        &*b.rt.suggestions,
+        &*b.rt.consumer("suggestions"),
         LambdaEvent::new(event, Context::default()),
     )
     .await
@@ -595,5 +581,8 @@ async fn sqs_fixture_through_the_suggestions_handler() {
         serde_json::json!({"batchItemFailures": [{"itemIdentifier": "7a1e0b52-9c2d-4f0e-8b3a-2d6c5e4f3a02"}]}),
         "the message without seekerId fails; the others have nothing to do"
     );
-    assert_eq!(b.rt.suggestions.metrics().get(names::BAD_INPUT), 1);
+    assert_eq!(
+        b.rt.consumer("suggestions").metrics().get(names::BAD_INPUT),
+        1
+    );
 }

@@ -2,11 +2,11 @@
 //! middle of a batch leave exactly the state of a single delivery.
 
 use aws_lambda_events::event::dynamodb::Event;
-use jobstream::demo::{differences, observe};
 use jobstream::faults::Fault;
-use jobstream::scenario::play;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::metrics::names;
+use shared::models::tracker::demo::{differences, observe};
+use shared::models::tracker::scenario::play;
 
 use crate::support::{assert_verified, env, env_behind_proxy, stream_event, Env};
 
@@ -27,7 +27,10 @@ fn from_sequence(event: &Event, seq: &str) -> Event {
     e
 }
 
-async fn assert_scenario_exact(env: &mut Env, expected: &jobstream::scenario::Expected) {
+async fn assert_scenario_exact(
+    env: &mut Env,
+    expected: &shared::models::tracker::scenario::Expected,
+) {
     env.rt.drain().await.unwrap();
     let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
         .await
@@ -42,23 +45,34 @@ async fn the_same_batch_delivered_twice_changes_nothing_the_second_time() {
     let expected = play(&env.writer).await.unwrap();
     let event = stream_event(&env).await;
     for _ in 0..2 {
-        let h = shared::lambda::stream_handler(&*env.rt.history, lambda(&event))
-            .await
-            .unwrap();
+        let h =
+            shared::lambda::stream_handler(&*env.rt.stream_processor("history"), lambda(&event))
+                .await
+                .unwrap();
         assert!(h.batch_item_failures.is_empty());
-        let d = shared::lambda::stream_handler(&*env.rt.derive, lambda(&event))
+        let d = shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), lambda(&event))
             .await
             .unwrap();
         assert!(d.batch_item_failures.is_empty());
     }
-    assert!(env.rt.history.metrics().get(names::DUPLICATE) > 0);
-    assert!(env.rt.derive.metrics().get(names::DUPLICATE) > 0);
+    assert!(
+        env.rt
+            .stream_processor("history")
+            .metrics()
+            .get(names::DUPLICATE)
+            > 0
+    );
+    assert!(
+        env.rt
+            .stream_processor("derive")
+            .metrics()
+            .get(names::DUPLICATE)
+            > 0
+    );
     // The local mappings now deliver everything a third time, plus the
     // processors' own writes.
     assert_scenario_exact(&mut env, &expected).await;
 }
-
-use shared::batch::StreamProcessor as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
@@ -71,9 +85,10 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
 
     // history: the first transaction chunk commits, the second fails.
     proxy.inject(Fault::server_error("TransactWriteItems", 1).after(1));
-    let resp = shared::lambda::stream_handler(&*faulty.rt.history, lambda(&event))
-        .await
-        .unwrap();
+    let resp =
+        shared::lambda::stream_handler(&*faulty.rt.stream_processor("history"), lambda(&event))
+            .await
+            .unwrap();
     assert_eq!(resp.batch_item_failures.len(), 1);
     let failed = resp.batch_item_failures[0].item_identifier.clone().unwrap();
     assert!(!failed.is_empty());
@@ -85,26 +100,29 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
     // Lambda resumes at the failed record; then, for good measure, the whole
     // batch arrives once more.
     let retry = from_sequence(&event, &failed);
-    assert!(
-        shared::lambda::stream_handler(&*faulty.rt.history, lambda(&retry))
-            .await
-            .unwrap()
-            .batch_item_failures
-            .is_empty()
-    );
-    assert!(
-        shared::lambda::stream_handler(&*faulty.rt.history, lambda(&event))
-            .await
-            .unwrap()
-            .batch_item_failures
-            .is_empty()
-    );
+    assert!(shared::lambda::stream_handler(
+        &*faulty.rt.stream_processor("history"),
+        lambda(&retry)
+    )
+    .await
+    .unwrap()
+    .batch_item_failures
+    .is_empty());
+    assert!(shared::lambda::stream_handler(
+        &*faulty.rt.stream_processor("history"),
+        lambda(&event)
+    )
+    .await
+    .unwrap()
+    .batch_item_failures
+    .is_empty());
 
     // derive: one of the projection writes (one per application) fails.
     proxy.inject(Fault::server_error("UpdateItem", 1).after(1));
-    let resp = shared::lambda::stream_handler(&*faulty.rt.derive, lambda(&event))
-        .await
-        .unwrap();
+    let resp =
+        shared::lambda::stream_handler(&*faulty.rt.stream_processor("derive"), lambda(&event))
+            .await
+            .unwrap();
     let failed = resp.batch_item_failures[0].item_identifier.clone().unwrap();
     assert_ne!(
         Some(failed.as_str()),
@@ -112,15 +130,29 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
     );
     let retry = from_sequence(&event, &failed);
     assert!(
-        shared::lambda::stream_handler(&*faulty.rt.derive, lambda(&retry))
+        shared::lambda::stream_handler(&*faulty.rt.stream_processor("derive"), lambda(&retry))
             .await
             .unwrap()
             .batch_item_failures
             .is_empty()
     );
     assert_eq!(proxy.injected(), 2);
-    assert_eq!(faulty.rt.history.metrics().get(names::FAILED_RECORD), 1);
-    assert_eq!(faulty.rt.derive.metrics().get(names::FAILED_RECORD), 1);
+    assert_eq!(
+        faulty
+            .rt
+            .stream_processor("history")
+            .metrics()
+            .get(names::FAILED_RECORD),
+        1
+    );
+    assert_eq!(
+        faulty
+            .rt
+            .stream_processor("derive")
+            .metrics()
+            .get(names::FAILED_RECORD),
+        1
+    );
 
     // The local mappings now deliver everything again, and the processors'
     // own writes.

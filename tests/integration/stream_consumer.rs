@@ -8,17 +8,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::Event;
-use jobstream::demo::{differences, observe};
 use jobstream::engine::{sdk_config, LocalEngine};
 use jobstream::esm::{
     handler, release_all, stream_arn, Handler, MappingConfig, RecordReader, StreamMapping,
 };
 use jobstream::lease::{checkpoint_pk, CheckpointConfig};
 use jobstream::runtime::{Runtime, RuntimeOptions};
-use jobstream::scenario::{play, Expected};
-use jobstream::writer::TrackerWriter;
-use shared::batch::StreamProcessor as _;
 use shared::metrics::names;
+use shared::models::tracker::demo::{differences, observe};
+use shared::models::tracker::scenario::{play, Expected};
+use shared::models::tracker::writer::TrackerWriter;
 
 use crate::support::{raw_records, run_in_background, Env};
 
@@ -45,6 +44,7 @@ async fn mapping(engine: &LocalEngine, owner: &str, lease_ttl: Duration) -> Mapp
 /// A `run` process on `engine`: the tracker's two consumers.
 async fn run_process(engine: &LocalEngine, owner: &str, lease_ttl: Duration) -> Runtime {
     let mut opts = RuntimeOptions::new(
+        "tracker",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
@@ -63,8 +63,12 @@ async fn env(owner: &str, lease_ttl: Duration) -> Env {
 
 fn processed(rt: &Runtime) -> (u64, u64) {
     (
-        rt.history.metrics().get(names::PROCESSED),
-        rt.derive.metrics().get(names::PROCESSED),
+        rt.stream_processor("history")
+            .metrics()
+            .get(names::PROCESSED),
+        rt.stream_processor("derive")
+            .metrics()
+            .get(names::PROCESSED),
     )
 }
 
@@ -74,9 +78,7 @@ async fn assert_exact(env: &Env, expected: &Expected) {
         .await
         .unwrap();
     assert_eq!(differences(expected, &observed), Vec::<String>::new());
-    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .unwrap();
+    let report = env.rt.verify().await.unwrap();
     assert!(report.is_clean(), "drift: {:#?}", report.problems);
 }
 
@@ -151,6 +153,7 @@ async fn from_start_replays_deliberately_and_changes_nothing() {
     env.rt.drain().await.unwrap();
     let stream_len = raw_records(&env).await.len() as u64;
     let mut opts = RuntimeOptions::new(
+        "tracker",
         Some(env.engine.endpoint()),
         RecordReader::Embedded(env.engine.database().clone()),
     );
@@ -182,9 +185,7 @@ async fn progress(metrics: &shared::metrics::Metrics, than: u64) {
 
 /// Asserts the tracker's derived data matches its sources exactly.
 async fn assert_verified(env: &Env) {
-    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .unwrap();
+    let report = env.rt.verify().await.unwrap();
     assert!(report.is_clean(), "drift: {:#?}", report.problems);
 }
 
@@ -194,7 +195,7 @@ async fn two_processes_share_the_stream_without_processing_a_record_twice() {
     let mut env = env("run-a", ttl).await;
     let a = std::mem::replace(&mut env.rt, run_process(&env.engine, "spare", ttl).await);
     let b = run_process(&env.engine, "run-b", ttl).await;
-    let (a_history, b_history) = (a.history.clone(), b.history.clone());
+    let (a_history, b_history) = (a.stream_processor("history"), b.stream_processor("history"));
     // A runs while the application writes; B starts beside it.
     let a = run_in_background(a);
     play(&env.writer).await.unwrap();
@@ -287,7 +288,7 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
         RecordReader::Embedded(env.engine.database().clone()),
         arn,
         dying(
-            handler(env.rt.history.clone()),
+            handler(env.rt.stream_processor("history").clone()),
             3,
             seen.clone(),
             dead.clone(),
@@ -324,7 +325,11 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
         "exactly the half-done batch"
     );
     assert!(
-        successor.history.metrics().get(names::DUPLICATE) > 0,
+        successor
+            .stream_processor("history")
+            .metrics()
+            .get(names::DUPLICATE)
+            > 0,
         "the half batch was recognised"
     );
     assert_eq!(

@@ -1,15 +1,53 @@
-//! A fresh engine, tables and runtime per test.
+//! A fresh engine, tables, queues and runtime per test, for any model.
+
+use std::sync::OnceLock;
 
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::engine::LocalEngine;
 use jobstream::esm::RecordReader;
 use jobstream::faults::FaultProxy;
+use jobstream::moto::Moto;
 use jobstream::runtime::{Runtime, RuntimeOptions};
-use jobstream::writer::TrackerWriter;
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
+use shared::models::tracker::writer::TrackerWriter;
 use shared::store::Backoff;
+
+/// One moto per test binary (it stops when the binary exits); every test
+/// uses its own queue names.
+pub fn moto() -> String {
+    static MOTO: OnceLock<Moto> = OnceLock::new();
+    MOTO.get_or_init(|| Moto::start().expect("moto starts"))
+        .endpoint()
+}
+
+/// An engine and a model's runtime (queues on the shared moto, named for
+/// this test).
+pub struct ModelEnv {
+    pub engine: LocalEngine,
+    pub rt: Runtime,
+}
+
+/// Engine + the runtime of `model`, options adjusted by `f`.
+pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> ModelEnv {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let mut opts = RuntimeOptions::new(
+        model,
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    let m = shared::models::find(model).expect("registered model");
+    if !m.consumers.is_empty() {
+        opts.sqs_endpoint = Some(tokio::task::spawn_blocking(moto).await.expect("moto"));
+        opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    }
+    f(&mut opts);
+    let rt = Runtime::start(opts).await.expect("runtime starts");
+    ModelEnv { engine, rt }
+}
 
 pub struct Env {
     pub engine: LocalEngine,
@@ -24,15 +62,7 @@ pub async fn env() -> Env {
 
 /// Engine + tracker runtime, options adjusted by `f`.
 pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
-    let mut opts = RuntimeOptions::new(
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    f(&mut opts);
-    let rt = Runtime::start(opts).await.expect("runtime starts");
+    let ModelEnv { engine, rt } = model_env("tracker", f).await;
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Env { engine, rt, writer }
 }
@@ -55,6 +85,7 @@ pub async fn env_behind_proxy(
         .expect("socket address");
     let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
     let mut opts = RuntimeOptions::new(
+        "tracker",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
@@ -156,11 +187,14 @@ pub async fn count(env: &Env) -> Option<i64> {
         .and_then(|i| i.opt_i64(keys::COUNT_ATTR).ok().flatten())
 }
 
-/// Asserts the tracker's derived data is exactly consistent with its sources.
+/// Asserts the model's derived data is exactly consistent with its sources.
 pub async fn assert_verified(env: &Env) {
-    let report = jobstream::verify::verify_tracker(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("verify");
+    assert_rt_verified(&env.rt).await
+}
+
+/// Asserts a runtime's derived data is exactly consistent with its sources.
+pub async fn assert_rt_verified(rt: &Runtime) {
+    let report = rt.verify().await.expect("verify");
     assert!(
         report.is_clean(),
         "derived data drifted: {:#?}",

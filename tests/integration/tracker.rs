@@ -2,12 +2,12 @@
 //! META/COUNT, sparse GSI2, cascade, fixpoint, concurrent writers.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::demo::{differences, observe};
-use jobstream::scenario::{play, Clock};
 use shared::engine::fold::FoldState;
 use shared::item::{n, s, Item, ItemExt};
+use shared::models::tracker::demo::{differences, observe};
 use shared::models::tracker::history::{snapshot, snapshot_attributes, stage_snapshot};
 use shared::models::tracker::keys;
+use shared::models::tracker::scenario::{play, Clock};
 
 use crate::support::{assert_verified, count, descriptions, env, partition, Env};
 

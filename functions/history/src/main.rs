@@ -1,13 +1,20 @@
-//! The history Lambda: a DynamoDB Stream consumer. All logic lives in `shared`.
+//! The history Lambda: the stream consumer folding the model named by
+//! `MODEL` (a model with a fold, e.g. the tracker's history). All logic
+//! lives in `shared`.
 #![recursion_limit = "256"]
 
-use shared::lambda::{history_processor, serve_stream, Config};
+use shared::lambda::{serve_stream, Config, Processors};
 use shared::store::{sdk_config, Store};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = Config::from_env()?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(5).await);
-    serve_stream(history_processor(&config, Store::new(client))).await
+    let (config, model) = Config::from_env()?;
+    let sdk = sdk_config(5).await;
+    let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk));
+    let processors = Processors::new(&model, &config, store, None);
+    let fold = processors
+        .fold
+        .ok_or_else(|| format!("model {} has no fold", model.name))?;
+    serve_stream(fold).await
 }

@@ -175,7 +175,8 @@ impl Implied {
         .into()
     }
 
-    fn from_record(record: &Item) -> Result<Self, String> {
+    /// Reads a ledger record back.
+    pub fn from_record(record: &Item) -> Result<Self, String> {
         let mut out = Implied::default();
         if let Some(AttributeValue::M(c)) = record.get("c") {
             for (id, entry) in c {
@@ -188,7 +189,7 @@ impl Implied {
                     return Err(format!("contribution {id} lacks k or v"));
                 };
                 let mut parsed = BTreeMap::new();
-                for (attr, _) in values {
+                for attr in values.keys() {
                     let v = values.i64(attr).map_err(|e| e.to_string())?;
                     parsed.insert(attr.clone(), v);
                 }
@@ -570,6 +571,7 @@ impl Deriver {
         let head = if record_written {
             let mut item = src;
             item.extend(implied.to_attrs());
+            item.insert("src".into(), AttributeValue::M(key.clone()));
             item.insert("ver".into(), n(rec.ver + 1));
             if implied.is_empty() {
                 item.insert(
@@ -724,6 +726,15 @@ enum Retry {
     Failed(usize, ProcessError),
 }
 
+/// The first bad input any aspect of the rules meets in `image`.
+fn first_error(rules: &dyn Rules, image: &Item) -> Option<InputError> {
+    rules
+        .projection(image)
+        .err()
+        .or_else(|| rules.derived(image).err())
+        .or_else(|| rules.contributions(image).err())
+}
+
 fn source_key_pk(processor: &str, key: &Item) -> String {
     format!("SRC#{processor}#{}", item_id(key))
 }
@@ -852,6 +863,8 @@ impl StreamProcessor for DeriveProcessor {
         let mut position: HashMap<String, usize> = HashMap::new();
         let mut hints: HashMap<String, Hint> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
+        // Bad input is logged and counted once per item per batch.
+        let mut bad_keys = BTreeSet::new();
         for (index, change) in changes.iter().enumerate() {
             if rules.ignores(&change.keys) {
                 continue;
@@ -859,6 +872,19 @@ impl StreamProcessor for DeriveProcessor {
             match rules.messages(change) {
                 Ok(out) => messages.extend(out.into_iter().map(|m| (index, m))),
                 Err(e) => log_bad_input(self.name(), &change.event_id, &e, metrics),
+            }
+            // What the record says is validated too, so that every bad
+            // record is logged and counted even if the item has changed (or
+            // gone) since; its effects follow the item as it is.
+            if let Some(e) = change
+                .new
+                .as_ref()
+                .filter(|_| change.kind != ChangeKind::Remove)
+                .and_then(|img| first_error(rules.as_ref(), img))
+            {
+                if bad_keys.insert(item_id(&change.keys)) {
+                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                }
             }
             let id = item_id(&change.keys);
             if let Some(old) = &change.old {
@@ -877,8 +903,8 @@ impl StreamProcessor for DeriveProcessor {
                     }
                 }
             }
-            if !position.contains_key(&id) {
-                position.insert(id, keys.len());
+            if let std::collections::hash_map::Entry::Vacant(e) = position.entry(id) {
+                e.insert(keys.len());
                 keys.push(change.keys.clone());
                 first_index.push(index);
             }
@@ -894,9 +920,8 @@ impl StreamProcessor for DeriveProcessor {
                 }),
             ),
         };
-        let mut logged = BTreeSet::new();
         for (pos, e) in &done.bad {
-            if logged.insert(*pos) {
+            if bad_keys.insert(item_id(&keys[*pos])) {
                 log_bad_input(
                     self.name(),
                     &changes[first_index[*pos]].event_id,

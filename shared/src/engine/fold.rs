@@ -165,6 +165,10 @@ impl<R: FoldRules> FoldProcessor<R> {
         &self.store
     }
 
+    pub fn rules(&self) -> &R {
+        &self.rules
+    }
+
     /// Backfill: imports an aggregate that has no state yet, through one
     /// transaction guarded by the HEAD's absence (so running it twice, or
     /// while the stream processor runs, writes nothing the second time).

@@ -152,8 +152,13 @@ pub(crate) fn condition(guards: &[&Guard], key_name: &str) -> Expr {
             }
         }
     }
+    let text = parts.join(" AND ");
+    if !text.contains("#k0") {
+        // DynamoDB refuses placeholders the expression does not use.
+        names.retain(|(k, _)| k != "#k0");
+    }
     Expr {
-        text: parts.join(" AND "),
+        text,
         names,
         values,
     }
@@ -689,6 +694,17 @@ mod tests {
 
     fn key(pk: &str) -> Item {
         [("PK".to_string(), s(pk)), ("SK".to_string(), s("x"))].into()
+    }
+
+    #[test]
+    fn conditions_name_only_the_placeholders_they_use() {
+        let g = Guard::equals(key("a"), "status", s("open"));
+        let e = condition(&[&g], "PK");
+        assert_eq!(e.text, "#g0 = :g0");
+        assert_eq!(e.names, vec![("#g0".to_string(), "status".to_string())]);
+        let g = Guard::absent_or_not(key("a"), "status", s("open"));
+        let e = condition(&[&g], "PK");
+        assert_eq!(e.names.len(), 2);
     }
 
     #[test]

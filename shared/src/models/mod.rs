@@ -128,6 +128,9 @@ pub enum Drift {
 pub enum Repair {
     /// Reconcile this source item (projection, derived items, counters).
     Reconcile(Item),
+    /// Reconcile these source items, then set this counter item to its
+    /// totals.
+    Counter { counter: Item, sources: Vec<Item> },
     /// Run this job body through the consumer of `queue`, in process.
     Job { queue: &'static str, body: String },
     /// Delete this processor-owned item, if it is still exactly this.
@@ -151,7 +154,7 @@ pub type Checks = fn(&CheckInput<'_>) -> Vec<Finding>;
 pub type Demo = for<'a> fn(&'a mut dyn Harness) -> BoxFut<'a, Result<Vec<String>, BoxError>>;
 
 /// What a demo (or a test) drives: the model's tables and processors.
-pub trait Harness: Send {
+pub trait Harness: Send + Sync {
     /// A client for the application's own writes and reads.
     fn dynamodb(&self) -> &aws_sdk_dynamodb::Client;
     fn table(&self) -> &str;
@@ -162,4 +165,27 @@ pub trait Harness: Send {
     fn processor_writes(&self) -> u64;
     /// Runs `verify` (no repair): the problems found.
     fn verify(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+    /// What ended in a dead-letter queue or an on-failure destination.
+    fn dead_letters(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+}
+
+/// A failed write or read of a writer or a demo: what failed, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Failed(pub String);
+
+/// `.context("what")` for demo and writer code: the error with what failed.
+pub trait Context<T> {
+    fn context(self, what: &str) -> Result<T, Failed>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, Failed> {
+        self.map_err(|e| {
+            Failed(format!(
+                "{what}: {}",
+                aws_smithy_types::error::display::DisplayErrorContext(&e)
+            ))
+        })
+    }
 }

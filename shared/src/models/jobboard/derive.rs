@@ -209,7 +209,6 @@ pub(crate) mod tests {
     use super::*;
     use crate::change::Origin;
     use crate::engine::derive::projection_update;
-    use crate::engine::rules::Rules as _;
     use crate::item::{n, s};
 
     pub fn item(pairs: &[(&str, AttributeValue)]) -> Item {

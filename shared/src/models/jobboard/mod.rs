@@ -8,6 +8,8 @@
 //! - [`suggestions`] (a set job), [`matches`](mod@matches) (a once effect) -
 //!   the queue consumers.
 
+pub mod checks;
+pub mod demo;
 pub mod derive;
 pub mod entities;
 pub mod keys;
@@ -15,6 +17,7 @@ pub mod matches;
 pub mod messages;
 pub mod relevance;
 pub mod suggestions;
+pub mod writer;
 
 use std::sync::Arc;
 
@@ -54,8 +57,8 @@ pub fn model() -> Model {
             KeyFilter::Prefix("r#"),
             KeyFilter::Equals("profile"),
         ],
-        checks: None,
-        demo: None,
+        checks: Some(checks::check),
+        demo: Some(demo::demo),
     }
 }
 

@@ -381,9 +381,9 @@ impl Suggestions {
                 (e.s(keys::PK), e.s("postedAt"), e.s("zip"), e.s("jobId"))
             {
                 let k = (pk.to_string(), keys::job_sk(posted, zip, job_id));
-                if !jobs.contains_key(&k) {
-                    missing.push(key(k.0.clone(), k.1.clone()));
-                    jobs.insert(k, None);
+                if let std::collections::btree_map::Entry::Vacant(v) = jobs.entry(k) {
+                    missing.push(key(v.key().0.clone(), v.key().1.clone()));
+                    v.insert(None);
                 }
             }
         }

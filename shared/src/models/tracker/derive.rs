@@ -119,7 +119,6 @@ mod tests {
     use super::*;
     use crate::change::{Change, ChangeKind};
     use crate::engine::derive::projection_update;
-    use crate::engine::rules::Rules as _;
     use crate::item::s;
     use crate::models::tracker::schema::tests::{app, stage};
 

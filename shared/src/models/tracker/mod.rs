@@ -5,10 +5,13 @@
 //! - [`derive`](mod@derive) - GSI1/GSI2 projections and the META/COUNT counter.
 //! - [`history`] - the history fold: `HIST#` entries, snapshots, cascade.
 
+pub mod demo;
 pub mod derive;
 pub mod history;
 pub mod keys;
+pub mod scenario;
 pub mod schema;
+pub mod writer;
 
 use std::sync::Arc;
 
@@ -30,7 +33,7 @@ pub fn model() -> Model {
         consumers: vec![],
         derive_filter: vec![KeyFilter::Prefix("APP#")],
         checks: None,
-        demo: None,
+        demo: Some(demo::demo),
     }
 }
 

@@ -2,10 +2,10 @@
 //! facts are written; every processor-owned attribute is left out. Keys come
 //! from `shared::models::tracker::keys`, the same functions the processors use.
 
-use anyhow::Context as _;
+use crate::item::{n, s, Item};
+use crate::models::tracker::keys;
+use crate::models::{Context as _, Failed};
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::item::{n, s, Item};
-use shared::models::tracker::keys;
 
 #[derive(Clone)]
 pub struct TrackerWriter {
@@ -70,7 +70,7 @@ impl TrackerWriter {
     }
 
     /// PutItem of a whole item (no condition).
-    pub async fn put(&self, item: Item) -> anyhow::Result<()> {
+    pub async fn put(&self, item: Item) -> Result<(), Failed> {
         self.client
             .put_item()
             .table_name(&self.table)
@@ -88,7 +88,7 @@ impl TrackerWriter {
         position: &str,
         status: &str,
         at: &str,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), Failed> {
         self.client
             .put_item()
             .table_name(&self.table)
@@ -100,7 +100,7 @@ impl TrackerWriter {
         Ok(())
     }
 
-    async fn update(&self, key: Item, set: &[(&str, AttributeValue)]) -> anyhow::Result<()> {
+    async fn update(&self, key: Item, set: &[(&str, AttributeValue)]) -> Result<(), Failed> {
         let mut req = self
             .client
             .update_item()
@@ -127,13 +127,13 @@ impl TrackerWriter {
         id: &str,
         set: &[(&str, AttributeValue)],
         at: &str,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), Failed> {
         let mut all = set.to_vec();
         all.push(("updatedAt", s(at)));
         self.update(app_key(id), &all).await
     }
 
-    pub async fn set_archived(&self, id: &str, archived: bool, at: &str) -> anyhow::Result<()> {
+    pub async fn set_archived(&self, id: &str, archived: bool, at: &str) -> Result<(), Failed> {
         self.update_application(id, &[("isArchived", AttributeValue::Bool(archived))], at)
             .await
     }
@@ -144,7 +144,7 @@ impl TrackerWriter {
         stage_id: &str,
         name: &str,
         order: i64,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), Failed> {
         self.put(stage(app_id, stage_id, name, order)).await
     }
 
@@ -153,19 +153,19 @@ impl TrackerWriter {
         app_id: &str,
         stage_id: &str,
         set: &[(&str, AttributeValue)],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), Failed> {
         self.update(stage_key(app_id, stage_id), set).await
     }
 
-    pub async fn remove_stage(&self, app_id: &str, stage_id: &str) -> anyhow::Result<()> {
+    pub async fn remove_stage(&self, app_id: &str, stage_id: &str) -> Result<(), Failed> {
         self.delete(stage_key(app_id, stage_id)).await
     }
 
-    pub async fn delete_application(&self, id: &str) -> anyhow::Result<()> {
+    pub async fn delete_application(&self, id: &str) -> Result<(), Failed> {
         self.delete(app_key(id)).await
     }
 
-    async fn delete(&self, key: Item) -> anyhow::Result<()> {
+    async fn delete(&self, key: Item) -> Result<(), Failed> {
         self.client
             .delete_item()
             .table_name(&self.table)

@@ -3,47 +3,15 @@
 
 use std::time::Instant;
 
+use super::keys;
+use super::scenario::{play, Expected};
+use super::writer::TrackerWriter;
+use crate::engine::setjob::BoxFut;
+use crate::item::{Item, ItemExt};
+use crate::models::{BoxError, Harness};
+use crate::report::render_table;
+use crate::store::{SortKey, Store};
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::item::{Item, ItemExt};
-use shared::models::tracker::keys;
-use shared::store::{SortKey, Store};
-
-use crate::runtime::Runtime;
-use crate::scenario::{play, Expected};
-use crate::verify::verify_tracker;
-use crate::writer::TrackerWriter;
-
-/// Renders rows as an aligned text table.
-pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect::<Vec<_>>()
-            .join(" | ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = vec![line(headers.to_vec())];
-    out.push(
-        widths
-            .iter()
-            .map(|w| "-".repeat(*w))
-            .collect::<Vec<_>>()
-            .join("-+-"),
-    );
-    for r in rows {
-        out.push(line(r.iter().map(String::as_str).collect()));
-    }
-    out.join("\n")
-}
 
 /// What the table holds after processing, in the shape of [`Expected`].
 pub struct Observed {
@@ -61,7 +29,7 @@ async fn query(
     pk_name: &str,
     pk: &str,
     sk: Option<(&str, &str)>,
-) -> anyhow::Result<Vec<Item>> {
+) -> Result<Vec<Item>, BoxError> {
     let sk = sk.map(|(name, prefix)| SortKey::BeginsWith(name.to_string(), prefix.to_string()));
     let mut items = Store::new(client.clone())
         .query(table, index, pk_name, pk, sk)
@@ -78,7 +46,7 @@ pub async fn observe(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     expected: &Expected,
-) -> anyhow::Result<Observed> {
+) -> Result<Observed, BoxError> {
     let mut histories = Vec::new();
     for (id, _) in &expected.histories {
         let items = query(
@@ -248,8 +216,12 @@ pub fn print(observed: &Observed) {
 
 /// Plays the scenario on a running runtime, prints, and returns the
 /// differences from what the scenario implies (empty = success).
-pub async fn run(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
-    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+pub fn demo(h: &mut dyn Harness) -> BoxFut<'_, Result<Vec<String>, BoxError>> {
+    Box::pin(run(h))
+}
+
+async fn run(rt: &mut dyn Harness) -> Result<Vec<String>, BoxError> {
+    let writer = TrackerWriter::new(rt.dynamodb().clone(), rt.table());
     let started = Instant::now();
     let expected = play(&writer).await?;
     let records = rt.drain().await?;
@@ -257,7 +229,7 @@ pub async fn run(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
     let writes_after_drain = rt.processor_writes();
     // A second drain proves the fixpoint: no records, no writes.
     let extra = rt.drain().await?;
-    let observed = observe(&rt.dynamodb, &rt.config.table, &expected).await?;
+    let observed = observe(rt.dynamodb(), rt.table(), &expected).await?;
     print(&observed);
     let mut diffs = differences(&expected, &observed);
     if extra != 0 || rt.processor_writes() != writes_after_drain {
@@ -265,21 +237,13 @@ pub async fn run(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
             "processors did not reach a fixpoint: {extra} more records after draining"
         ));
     }
-    let report = verify_tracker(&rt.dynamodb, &rt.config.table).await?;
-    diffs.extend(report.problems.iter().cloned());
-    for f in rt.failed_batches() {
-        diffs.push(format!("records sent to the on-failure destination: {f:?}"));
-    }
+    let problems = rt.verify().await?;
+    diffs.extend(problems.iter().cloned());
+    diffs.extend(rt.dead_letters().await?);
     println!(
         "\nProcessed {records} stream records (history + derive) in {:.2?}; processors wrote {writes_after_drain} items.",
         elapsed
     );
-    println!(
-        "verify: {} applications, {} stages, {} history entries, {} problem(s)",
-        report.applications,
-        report.stages,
-        report.history_entries,
-        report.problems.len()
-    );
+    println!("verify: {} problem(s)", problems.len());
     Ok(diffs)
 }

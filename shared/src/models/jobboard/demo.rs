@@ -4,13 +4,13 @@
 //! Printed as the seed's six access patterns; checked against what the
 //! scenario implies.
 
-use shared::item::{Item, ItemExt};
-use shared::models::jobboard::keys;
-use shared::store::SortKey;
-
-use crate::jobboard::{
-    days_ago, print_items, query, today, JobBoardRuntime, JobBoardWriter, NewJob,
-};
+use super::keys;
+use super::writer::{days_ago, query, today, JobBoardWriter, NewJob};
+use crate::engine::setjob::BoxFut;
+use crate::item::{Item, ItemExt};
+use crate::models::{BoxError, Harness};
+use crate::report::print_items;
+use crate::store::SortKey;
 
 pub fn jobs() -> Vec<NewJob<'static>> {
     vec![
@@ -62,10 +62,10 @@ pub fn jobs() -> Vec<NewJob<'static>> {
 }
 
 /// Suggestion GSI1SKs of a seeker, best first.
-pub async fn suggestions_of(rt: &JobBoardRuntime, seeker: &str) -> anyhow::Result<Vec<String>> {
+pub async fn suggestions_of(rt: &dyn Harness, seeker: &str) -> Result<Vec<String>, BoxError> {
     let items = query(
-        &rt.dynamodb,
-        &rt.config.table,
+        rt.dynamodb(),
+        rt.table(),
         Some("GSI1"),
         keys::GSI1PK,
         &keys::seeker_pk(seeker),
@@ -89,15 +89,11 @@ pub async fn suggestions_of(rt: &JobBoardRuntime, seeker: &str) -> anyhow::Resul
 }
 
 /// Access pattern 3 for the scenario's seekers.
-async fn print_suggestions(
-    rt: &JobBoardRuntime,
-    title: &str,
-    attrs: &[&str],
-) -> anyhow::Result<()> {
+async fn print_suggestions(rt: &dyn Harness, title: &str, attrs: &[&str]) -> Result<(), BoxError> {
     for s in ["s1", "s2", "s3"] {
         let items = query(
-            &rt.dynamodb,
-            &rt.config.table,
+            rt.dynamodb(),
+            rt.table(),
             Some("GSI1"),
             keys::GSI1PK,
             &keys::seeker_pk(s),
@@ -115,8 +111,12 @@ fn expect(diffs: &mut Vec<String>, what: &str, got: Vec<String>, want: &[&str]) 
     }
 }
 
-pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
-    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+pub fn demo(h: &mut dyn Harness) -> BoxFut<'_, Result<Vec<String>, BoxError>> {
+    Box::pin(run(h))
+}
+
+async fn run(rt: &mut dyn Harness) -> Result<Vec<String>, BoxError> {
+    let w = JobBoardWriter::new(rt.dynamodb().clone(), rt.table());
     let jobs = jobs();
     let mut diffs = Vec::new();
     w.employer("e1", "Acme").await?;
@@ -141,7 +141,7 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
 
     println!("\n== after sign-up: a seeker's suggestions by relevance (GSI1, begins_with(GSI1SK, 'j#R'))");
     print_suggestions(
-        rt,
+        &*rt,
         "3. suggestions of seeker#",
         &["GSI1SK", "jobId", "score", "ttl"],
     )
@@ -149,19 +149,19 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     expect(
         &mut diffs,
         "s1 suggestions",
-        suggestions_of(rt, "s1").await?,
+        suggestions_of(&*rt, "s1").await?,
         &["j1 R1"],
     );
     expect(
         &mut diffs,
         "s2 suggestions",
-        suggestions_of(rt, "s2").await?,
+        suggestions_of(&*rt, "s2").await?,
         &["j2 R2", "j1 R3"],
     );
     expect(
         &mut diffs,
         "s3 suggestions",
-        suggestions_of(rt, "s3").await?,
+        suggestions_of(&*rt, "s3").await?,
         &["j3 R1"],
     );
 
@@ -171,7 +171,7 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     expect(
         &mut diffs,
         "s2 suggestions after requesting j2",
-        suggestions_of(rt, "s2").await?,
+        suggestions_of(&*rt, "s2").await?,
         &["j1 R3"],
     );
     w.set_request_status("e1", "j2", "s2", "approved", &days_ago(0))
@@ -182,8 +182,8 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     println!("\n== after request, approval and closing j1");
     let montreal = keys::job_pk("Montreal");
     let all = query(
-        &rt.dynamodb,
-        &rt.config.table,
+        rt.dynamodb(),
+        rt.table(),
         None,
         keys::PK,
         &montreal,
@@ -204,8 +204,8 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     let from = format!("j#{}", days_ago(30));
     let until = format!("j#{}#\u{10FFFF}", today());
     let recent = query(
-        &rt.dynamodb,
-        &rt.config.table,
+        rt.dynamodb(),
+        rt.table(),
         None,
         keys::PK,
         &montreal,
@@ -227,7 +227,7 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
         &["j2", "j1"],
     );
     print_suggestions(
-        rt,
+        &*rt,
         "3. suggestions by relevance of seeker#",
         &["GSI1SK", "jobId", "score"],
     )
@@ -235,24 +235,24 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     expect(
         &mut diffs,
         "s1 suggestions after j1 closed",
-        suggestions_of(rt, "s1").await?,
+        suggestions_of(&*rt, "s1").await?,
         &[],
     );
     expect(
         &mut diffs,
         "s2 suggestions after j1 closed",
-        suggestions_of(rt, "s2").await?,
+        suggestions_of(&*rt, "s2").await?,
         &[],
     );
     expect(
         &mut diffs,
         "s3 suggestions",
-        suggestions_of(rt, "s3").await?,
+        suggestions_of(&*rt, "s3").await?,
         &["j3 R1"],
     );
     let matches = query(
-        &rt.dynamodb,
-        &rt.config.table,
+        rt.dynamodb(),
+        rt.table(),
         None,
         keys::PK,
         &keys::seeker_pk("s2"),
@@ -269,8 +269,8 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     );
     expect(&mut diffs, "matches of s2", ids(&matches, "jobId"), &["j2"]);
     let postings = query(
-        &rt.dynamodb,
-        &rt.config.table,
+        rt.dynamodb(),
+        rt.table(),
         Some("GSI1"),
         keys::GSI1PK,
         &keys::employer_pk("e1"),
@@ -300,12 +300,8 @@ pub async fn run(rt: &mut JobBoardRuntime) -> anyhow::Result<Vec<String>> {
     if again.is_ok() {
         diffs.push("creating an existing job was accepted".into());
     }
-    for consumer in ["suggestions", "matches"] {
-        let d = rt.dlq_depth(consumer).await?;
-        if d > 0 {
-            diffs.push(format!("{d} message(s) in the {consumer} DLQ"));
-        }
-    }
+    diffs.extend(rt.verify().await?);
+    diffs.extend(rt.dead_letters().await?);
     Ok(diffs)
 }
 

@@ -1,10 +1,11 @@
 //! The scripted tracker scenario of `jobstream demo` (and of the tests): what
 //! a user does, and the derived state it implies.
 
+use crate::item::{n, s};
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::item::{n, s};
 
-use crate::writer::TrackerWriter;
+use super::writer::TrackerWriter;
+use crate::models::BoxError;
 
 /// What the scenario implies once processed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +49,7 @@ impl Default for Clock {
 
 /// Plays the scenario. Application ids get `prefix` so several runs can
 /// share a table.
-pub async fn play(w: &TrackerWriter) -> anyhow::Result<Expected> {
+pub async fn play(w: &TrackerWriter) -> Result<Expected, BoxError> {
     let mut t = Clock::new();
     w.create_application(
         "acme",

@@ -1,0 +1,21 @@
+//! The queue worker Lambda: the SQS consumer of the logical queue named by
+//! `QUEUE`, of the model named by `MODEL` (a set job or a once effect). All
+//! logic lives in `shared`.
+#![recursion_limit = "256"]
+
+use shared::lambda::{serve_queue, Config, Processors};
+use shared::store::{sdk_config, Store};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let (config, model) = Config::from_env()?;
+    let queue = std::env::var("QUEUE").map_err(|_| "missing environment variable QUEUE")?;
+    let sdk = sdk_config(5).await;
+    let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk));
+    let processors = Processors::new(&model, &config, store, Some(aws_sdk_sqs::Client::new(&sdk)));
+    let consumer = processors
+        .consumer(&queue)
+        .ok_or_else(|| format!("model {} has no consumer of queue {queue}", model.name))?;
+    serve_queue(consumer.handler.clone()).await
+}

@@ -1,0 +1,74 @@
+//! Plain-text tables for demos and reports.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::item::Item;
+
+/// Renders rows as an aligned text table.
+pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect::<Vec<_>>()
+            .join(" | ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![line(headers.to_vec())];
+    out.push(
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .join("-+-"),
+    );
+    for r in rows {
+        out.push(line(r.iter().map(String::as_str).collect()));
+    }
+    out.join("\n")
+}
+
+/// Readable rows of items: the given attributes (`-` when absent).
+pub fn rows(items: &[Item], attrs: &[&str]) -> Vec<Vec<String>> {
+    items
+        .iter()
+        .map(|i| {
+            attrs
+                .iter()
+                .map(|a| match i.get(*a) {
+                    Some(AttributeValue::S(v)) => v.clone(),
+                    Some(AttributeValue::N(v)) => v.clone(),
+                    Some(AttributeValue::Bool(v)) => v.to_string(),
+                    Some(AttributeValue::Ss(v)) => v.join(","),
+                    Some(_) => "?".into(),
+                    None => "-".into(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Prints a titled table of items.
+pub fn print_items(title: &str, items: &[Item], attrs: &[&str]) {
+    println!("\n{title}");
+    println!("{}", render_table(attrs, &rows(items, attrs)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_aligned() {
+        let t = render_table(&["a", "bb"], &[vec!["xyz".into(), "1".into()]]);
+        assert_eq!(t, "a   | bb\n----+---\nxyz | 1");
+    }
+}
