@@ -11,6 +11,7 @@ use super::keys;
 use crate::engine::setjob::BoxFut;
 use crate::item::{s, Item, ItemExt};
 use crate::models::{BoxError, Harness};
+use crate::report::render_table;
 use crate::store::Store;
 
 /// Followers of the demo's celebrity.
@@ -352,38 +353,6 @@ pub fn differences(want: &Views, got: &Views) -> Vec<String> {
     out
 }
 
-/// An aligned text table.
-pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect::<Vec<_>>()
-            .join(" | ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = vec![line(headers.to_vec())];
-    out.push(
-        widths
-            .iter()
-            .map(|w| "-".repeat(*w))
-            .collect::<Vec<_>>()
-            .join("-+-"),
-    );
-    for r in rows {
-        out.push(line(r.iter().map(String::as_str).collect()));
-    }
-    out.join("\n")
-}
-
 const SHOWN: usize = 8;
 
 fn shown<T>(rows: Vec<T>) -> (Vec<T>, usize) {
@@ -551,8 +520,12 @@ async fn play(h: &mut dyn Harness) -> Result<Vec<String>, BoxError> {
     let mut diffs = differences(&want, &got);
     let problems = h.verify().await?;
     diffs.extend(problems.into_iter().map(|p| format!("verify: {p}")));
+    let dead = h.dead_letters().await?;
+    diffs.extend(dead.into_iter().map(|d| format!("dead letters: {d}")));
     if diffs.is_empty() {
-        println!("\nevery access pattern returns what the facts imply; verify finds nothing");
+        println!(
+            "\nevery access pattern returns what the facts imply; verify finds nothing; no dead letters"
+        );
     } else {
         for d in &diffs {
             println!("DIFFERENCE: {d}");
