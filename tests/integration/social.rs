@@ -9,6 +9,7 @@ use std::time::Duration as StdDuration;
 use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{Duration, SecondsFormat, Utc};
 use lambda_runtime::{Context, LambdaEvent};
+use shared::batch::StreamProcessor as _;
 use shared::engine::setjob::{apply, Reads, SetJob};
 use shared::item::{Item, ItemExt};
 use shared::metrics::names;
@@ -171,7 +172,10 @@ async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     assert_eq!(counts(&env, "ann").await, (1, 0, 1));
     assert_eq!(counts(&env, "bob").await, (0, 1, 0));
     let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
-    assert_eq!(mirror.s("createdAt").unwrap(), iso_of(&env, "bob", "ann").await);
+    assert_eq!(
+        mirror.s("createdAt").unwrap(),
+        iso_of(&env, "bob", "ann").await
+    );
     assert_eq!(mirror.s(keys::TYPE).unwrap(), "follower");
     assert_eq!(mirror.len(), 4);
     let likecount = get(&env, keys::likecount_key(&p)).await.unwrap();
@@ -186,7 +190,10 @@ async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     put(&env, vec![follow_item("bob", "ann", &iso(1))]).await;
     env.rt.drain().await.unwrap();
     let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
-    assert_eq!(mirror.s("createdAt").unwrap(), iso_of(&env, "bob", "ann").await);
+    assert_eq!(
+        mirror.s("createdAt").unwrap(),
+        iso_of(&env, "bob", "ann").await
+    );
     assert_eq!(counts(&env, "ann").await, (1, 0, 1));
     // A writer overwriting a counter is brought back to the sums.
     let mut forged = keys::user_counts_key("ann");
@@ -263,7 +270,16 @@ async fn a_user_with_thousands_of_followers_fans_out_in_pages() {
             .collect(),
     )
     .await;
-    env.rt.drain().await.unwrap();
+    // 2100 follows start 2100 follow jobs through moto: give them time.
+    let started = std::time::Instant::now();
+    env.rt
+        .drain_within(StdDuration::from_secs(1200))
+        .await
+        .unwrap();
+    eprintln!(
+        "2100 follows and their jobs drained in {:?}",
+        started.elapsed()
+    );
     assert_eq!(counts(&env, "star").await, (2100, 0, 0));
     let p = post_id(7);
     put(&env, vec![post_item("star", &p, &iso(1), "hello")]).await;

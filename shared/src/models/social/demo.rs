@@ -274,6 +274,7 @@ pub async fn observe(store: &Store, table: &str, f: &Facts) -> Result<Views, Box
         let following: Vec<String> = q(keys::following_pk(u))
             .await?
             .iter()
+            .filter(|i| super::entities::parse(i).is_ok())
             .map(|i| strip(&str_of(i, keys::SK), "u#"))
             .collect();
         if !following.is_empty() {
