@@ -10,6 +10,7 @@ mod history_adoption;
 mod hr;
 mod jobboard;
 mod redelivery;
+mod social;
 mod stream_consumer;
 mod support;
 mod tables;

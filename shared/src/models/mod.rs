@@ -6,6 +6,7 @@
 
 pub mod hr;
 pub mod jobboard;
+pub mod social;
 pub mod table;
 pub mod tracker;
 
@@ -25,7 +26,12 @@ pub const DEFAULT_MODEL: &str = "tracker";
 
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
-    vec![tracker::model(), jobboard::model(), hr::model()]
+    vec![
+        tracker::model(),
+        jobboard::model(),
+        social::model(),
+        hr::model(),
+    ]
 }
 
 /// The model called `name`.
