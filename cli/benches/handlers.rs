@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::engine::LocalEngine;
-use jobstream::esm::RecordReader;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::json;
 use shared::item::{n, s};
@@ -60,9 +60,9 @@ async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> 
 }
 
 async fn records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<Vec<serde_json::Value>> {
-    let arn = jobstream::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
+    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
     let shard = streams.describe_stream().stream_arn(&arn).send().await?;
     let shard_id = shard
@@ -215,7 +215,7 @@ async fn main() -> anyhow::Result<()> {
 /// application), backfilled with 4 segments, then backfilled again (nothing
 /// left to do).
 async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
-    use jobstream::backfill::{backfill, ScanOptions};
+    use jobstream::tools::backfill::{backfill, ScanOptions};
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     let opts = RuntimeOptions::new(
         "tracker",

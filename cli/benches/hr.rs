@@ -18,9 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use aws_lambda_events::event::dynamodb::Event;
-use jobstream::engine::LocalEngine;
-use jobstream::esm::RecordReader;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use serde_json::{json, Value};
 use shared::engine::derive::projection_update;
 use shared::engine::rules::Rules;
@@ -315,9 +315,9 @@ async fn main() -> anyhow::Result<()> {
         RecordReader::Embedded(engine.database().clone()),
     );
     let rt = Runtime::start(opts).await?;
-    let arn = jobstream::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
+    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
     let shard_id = streams
         .describe_stream()

@@ -9,10 +9,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use jobstream::engine::LocalEngine;
-use jobstream::esm::RecordReader;
-use jobstream::moto::Moto;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::moto::Moto;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::s;
 use shared::models::jobboard::keys;

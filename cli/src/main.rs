@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use jobstream::consumer::ConsumerArgs;
-use jobstream::engine::{ensure_table, sdk_config, LocalEngine};
-use jobstream::esm::RecordReader;
-use jobstream::moto::Moto;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::moto::Moto;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::tools::consumer::ConsumerArgs;
 use shared::lambda::{Config, Processors};
 use shared::models::{self, Model};
 
@@ -37,7 +37,7 @@ fn model_names() -> String {
 #[derive(clap::Args, Clone)]
 struct Target {
     /// The model (see `jobstream models`).
-    #[arg(long, default_value = "tracker")]
+    #[arg(long, default_value = models::DEFAULT_MODEL)]
     model: String,
     /// The model's table (default: the model's own table name).
     #[arg(long, env = "TABLE_NAME")]
@@ -102,7 +102,7 @@ enum Command {
     Demo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
-        #[arg(long, default_value = "tracker")]
+        #[arg(long, default_value = models::DEFAULT_MODEL)]
         model: String,
         /// SQS endpoint for models with queues (default: moto, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
@@ -379,7 +379,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let model = target.model()?;
             let config = target.config(&model);
             let p = tool_processors(&model, &config, endpoint.as_deref()).await;
-            let mut report = jobstream::verify::verify(&model, &p, &config).await?;
+            let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
             print_report(&report);
             if repair && !report.is_clean() {
                 if dry_run {
@@ -388,9 +388,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         println!("repair: {r:?}");
                     }
                 } else {
-                    let ran = jobstream::verify::repair(&p, &report).await?;
+                    let ran = jobstream::tools::verify::repair(&p, &report).await?;
                     println!("repair: {ran} repair(s) ran through the live path");
-                    report = jobstream::verify::verify(&model, &p, &config).await?;
+                    report = jobstream::tools::verify::verify(&model, &p, &config).await?;
                     print_report(&report);
                 }
             }
@@ -419,7 +419,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let model = target.model()?;
             let config = target.config(&model);
             let p = tool_processors(&model, &config, endpoint.as_deref()).await;
-            let opts = jobstream::backfill::ScanOptions {
+            let opts = jobstream::tools::backfill::ScanOptions {
                 segments,
                 rate,
                 checkpoint,
@@ -427,7 +427,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let client = p.store.client().clone();
             let (report, totals) =
-                jobstream::backfill::backfill(&client, &config, &p, &opts, dry_run).await?;
+                jobstream::tools::backfill::backfill(&client, &config, &p, &opts, dry_run).await?;
             println!(
                 "backfill of {}: {} items scanned in {:.2?} ({:.0} items/s){}",
                 config.table,
@@ -442,7 +442,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tables => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&jobstream::deploy::definitions())?
+                serde_json::to_string_pretty(&jobstream::tools::deploy::definitions())?
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -469,7 +469,7 @@ async fn tool_processors(model: &Model, config: &Config, endpoint: Option<&str>)
     Processors::new(model, config, store, sqs)
 }
 
-fn print_report(report: &jobstream::verify::Report) {
+fn print_report(report: &jobstream::tools::verify::Report) {
     println!("{}", report.render());
     for p in report.problems.iter().take(20) {
         println!("drift: {p}");

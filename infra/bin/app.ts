@@ -1,5 +1,5 @@
 // The CDK app. Context parameters (cdk deploy -c key=value):
-//   model=<a model in tables.json> (default tracker), architecture=x86_64|arm64, tableName=...,
+//   model=<a model in tables.json> (default: its defaultModel), architecture=x86_64|arm64, tableName=...,
 //   deletionProtection=true|false, existingTableName=... existingTableStreamArn=... (attach to a table),
 //   alarmEmail=..., stackName=...
 import { App, Aspects } from 'aws-cdk-lib';
@@ -7,7 +7,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 
 import { JobstreamStack } from '../lib/jobstream-stack.ts';
-import { modelDef } from '../lib/tables.ts';
+import { loadTableDefs, modelDef } from '../lib/tables.ts';
 
 const app = new App();
 const ctx = (key: string): string | undefined => app.node.tryGetContext(key) ?? undefined;
@@ -19,7 +19,8 @@ if (Boolean(existingName) !== Boolean(existingStream)) {
 }
 
 // Throws listing the models tables.json defines.
-const model = modelDef(ctx('model') ?? 'tracker').name;
+const defs = loadTableDefs();
+const model = modelDef(ctx('model') ?? defs.defaultModel, defs).name;
 new JobstreamStack(app, ctx('stackName') ?? 'Jobstream', {
   model,
   architecture: ctx('architecture') === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64,

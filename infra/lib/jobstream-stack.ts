@@ -28,6 +28,7 @@ import {
   type SkFilter,
   type StreamConsumerDef,
   type TableDef,
+  type TableDefs,
 } from './tables.ts';
 
 /** The workspace root: RustFunction needs the workspace manifest so that `shared/` is visible. */
@@ -41,7 +42,7 @@ export interface ExistingTable {
 }
 
 export interface JobstreamStackProps extends StackProps {
-  /** The model: any name in tables.json (default `tracker`). */
+  /** The model: any name in tables.json (default: its `defaultModel`). */
   readonly model?: string;
   /** Lambda architecture; x86_64 by default (arm64 needs the aarch64 Rust target installed). */
   readonly architecture?: lambda.Architecture;
@@ -55,6 +56,8 @@ export interface JobstreamStackProps extends StackProps {
   readonly alarmEmail?: string;
   /** Workspace Cargo.toml (default: this repository's). */
   readonly manifestPath?: string;
+  /** The definitions to deploy from (default: infra/tables.json); tests pass their own. */
+  readonly defs?: TableDefs;
 }
 
 /** Settings of every stream consumer (SPEC §2.9). */
@@ -144,8 +147,8 @@ export class JobstreamStack extends Stack {
 
   constructor(scope: Construct, id: string, props: JobstreamStackProps = {}) {
     super(scope, id, props);
-    const defs = loadTableDefs();
-    const def = modelDef(props.model ?? 'tracker', defs);
+    const defs = props.defs ?? loadTableDefs();
+    const def = modelDef(props.model ?? defs.defaultModel, defs);
     validateModel(def);
     this.model = def;
     const deletionProtection = props.deletionProtection ?? true;
@@ -187,7 +190,7 @@ export class JobstreamStack extends Stack {
   private addWorkQueue(q: QueueDef): void {
     const Name = constructName(q.logical);
     const dlq = new sqs.Queue(this, `${Name}Dlq`, {
-      retentionPeriod: Duration.seconds(q.retentionSecs),
+      retentionPeriod: Duration.seconds(q.dlqRetentionSecs),
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
@@ -313,7 +316,7 @@ export class JobstreamStack extends Stack {
     );
     fn.addEventSource(
       new SqsEventSource(this.queues[q.logical], {
-        batchSize: 5,
+        batchSize: q.batchSize,
         reportBatchItemFailures: true,
       }),
     );

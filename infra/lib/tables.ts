@@ -65,6 +65,8 @@ export interface ModelDef {
 }
 
 export interface TableDefs {
+  /** The model deployed when none is named (the registry's default). */
+  readonly defaultModel: string;
   readonly ledger: TableDef;
   readonly models: ModelDef[];
 }

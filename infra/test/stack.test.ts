@@ -12,7 +12,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 
 import { JobstreamStack, MAX_STREAM_CONSUMERS, STREAM_CONSUMER, validateModel, type JobstreamStackProps } from '../lib/jobstream-stack.ts';
-import { constructName, loadTableDefs, modelDef, queueEnv, type ModelDef } from '../lib/tables.ts';
+import { constructName, loadTableDefs, modelDef, queueEnv, type ModelDef, type TableDefs } from '../lib/tables.ts';
 
 type Resource = { Type: string; Properties: Record<string, any> };
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
@@ -79,9 +79,10 @@ test('tables.json defines models, the default one first-class', () => {
   assert.ok(defs.models.length > 0);
   assert.equal(new Set(defs.models.map((m) => m.name)).size, defs.models.length, 'model names are unique');
   const s = synth();
-  assert.equal(s.stack.model.name, 'tracker', 'the default model');
+  assert.ok(defs.models.some((m) => m.name === defs.defaultModel), 'the default model is defined');
+  assert.equal(s.stack.model.name, defs.defaultModel, 'the default model');
   for (const f of s.resources('AWS::Lambda::Function')) {
-    assert.equal(f.Properties.Environment.Variables.MODEL, 'tracker');
+    assert.equal(f.Properties.Environment.Variables.MODEL, defs.defaultModel);
   }
 });
 
@@ -107,7 +108,7 @@ test('model definitions the stack cannot deploy are rejected', () => {
 });
 
 test('queue URL variables follow shared::lambda::queue_env', () => {
-  assert.equal(queueEnv('suggestions'), 'QUEUE_URL_SUGGESTIONS');
+  assert.equal(queueEnv('work'), 'QUEUE_URL_WORK');
   assert.equal(queueEnv('timeline-fanout'), 'QUEUE_URL_TIMELINE_FANOUT');
   assert.equal(constructName('timeline-fanout'), 'TimelineFanout');
 });
@@ -122,9 +123,47 @@ test('cdk-nag is really checking: a non-compliant queue is reported', () => {
   assert.ok(errors.length > 0, 'SQS4 (TLS) reported on a plain queue');
 });
 
-for (const def of defs.models) {
-  describe(`model ${def.name}`, () => {
-    const s = synth({ model: def.name });
+// A model shaped unlike the registered ones (no GSIs, no TTL, an unfiltered
+// stream consumer, a hyphenated queue), so those branches stay covered
+// whatever tables.json holds.
+const probeModel: ModelDef = {
+  name: 'probe-model',
+  about: 'test only',
+  table: { name: 'probe-table', pk: 'id', sk: 'kind', gsis: [], ttlAttribute: null, stream: true },
+  streamConsumers: [
+    { name: 'fan-out', binary: 'derive', filters: [], tableActions: ['dynamodb:UpdateItem'], ledgerActions: [], sendsTo: ['timeline-fanout'] },
+  ],
+  queueConsumers: [
+    {
+      name: 'timeline',
+      binary: 'worker',
+      queue: {
+        logical: 'timeline-fanout',
+        name: 'probe-timeline-fanout',
+        dlqName: 'probe-timeline-fanout-dlq',
+        consumer: 'timeline',
+        consumerTimeoutSecs: 20,
+        visibilityTimeoutSecs: 120,
+        maxReceiveCount: 6,
+        retentionSecs: 86400,
+        dlqRetentionSecs: 1209600,
+        batchSize: 5,
+      },
+      tableActions: ['dynamodb:Query', 'dynamodb:PutItem'],
+      ledgerActions: ['dynamodb:PutItem'],
+      sendsTo: ['timeline-fanout'],
+    },
+  ],
+};
+const probeDefs: TableDefs = { ...defs, models: [...defs.models, probeModel] };
+const cases: [string, ModelDef, TableDefs | undefined][] = [
+  ...defs.models.map((m): [string, ModelDef, undefined] => [`model ${m.name}`, m, undefined]),
+  ['a probe model (not in tables.json)', probeModel, probeDefs],
+];
+
+for (const [label, def, modelDefs] of cases) {
+  describe(label, () => {
+    const s = synth({ model: def.name, defs: modelDefs });
     const { stack, template, resources } = s;
     const consumers = [...def.streamConsumers, ...def.queueConsumers];
     const fnOf = (name: string): lambda.IFunction => {
@@ -364,7 +403,7 @@ for (const def of defs.models) {
     });
 
     test('arm64 is a parameter; deletion protection can be turned off', () => {
-      const arm = synth({ model: def.name, architecture: lambda.Architecture.ARM_64, deletionProtection: false });
+      const arm = synth({ model: def.name, defs: modelDefs, architecture: lambda.Architecture.ARM_64, deletionProtection: false });
       const fns = arm.resources('AWS::Lambda::Function');
       assert.equal(fns.length, consumers.length);
       for (const f of fns) assert.deepEqual(f.Properties.Architectures, ['arm64']);
@@ -373,7 +412,7 @@ for (const def of defs.models) {
 
     test('attaching to an existing table creates no model table and reads its stream', () => {
       const streamArn = 'arn:aws:dynamodb:eu-west-1:123456789012:table/apps/stream/2026-01-01T00:00:00.000';
-      const t = synth({ model: def.name, existingTable: { tableName: 'apps', streamArn } });
+      const t = synth({ model: def.name, defs: modelDefs, existingTable: { tableName: 'apps', streamArn } });
       const tables = t.resources('AWS::DynamoDB::Table');
       assert.equal(tables.length, 1, 'only the ledger');
       assert.equal(tables[0].Properties.TableName, 'Test-ledger');

@@ -459,6 +459,67 @@ impl Store {
         items.map_err(|e| classify("Query", table, e))
     }
 
+    /// One page of a partition (strongly consistent), in sort key order:
+    /// at most `limit` items whose sort key `sk_name` is after `after` (from
+    /// the start when `None`). Returns the items and the sort key to pass as
+    /// `after` for the next page, `None` when the partition is exhausted.
+    /// For scopes too large for one job (a user's followers).
+    pub async fn query_page(
+        &self,
+        table: &str,
+        pk_name: &str,
+        pk: &str,
+        sk_name: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Item>, Option<String>), StoreError> {
+        let limit = limit.max(1);
+        let mut items: Vec<Item> = Vec::new();
+        let mut cursor = after.map(str::to_string);
+        loop {
+            let mut req = self
+                .client
+                .query()
+                .table_name(table)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - items.len()).unwrap_or(i32::MAX))
+                .expression_attribute_names("#pk", pk_name)
+                .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()));
+            req = match &cursor {
+                Some(after) => req
+                    .key_condition_expression("#pk = :pk AND #sk > :after")
+                    .expression_attribute_names("#sk", sk_name)
+                    .expression_attribute_values(":after", AttributeValue::S(after.clone())),
+                None => req.key_condition_expression("#pk = :pk"),
+            };
+            let out = req.send().await.map_err(|e| classify("Query", table, e))?;
+            items.extend(out.items().iter().cloned());
+            let more = out.last_evaluated_key().is_some();
+            let last = items
+                .last()
+                .and_then(|i| i.get(sk_name))
+                .and_then(|v| v.as_s().ok())
+                .cloned();
+            match (more, last) {
+                // A full page: the next one starts after its last item.
+                (true, Some(last)) if items.len() >= limit => return Ok((items, Some(last))),
+                // A page cut short by the 1 MB limit: read on.
+                (true, Some(last)) => cursor = Some(last),
+                (true, None) => {
+                    cursor = out
+                        .last_evaluated_key()
+                        .and_then(|k| k.get(sk_name))
+                        .and_then(|v| v.as_s().ok())
+                        .cloned();
+                    if cursor.is_none() {
+                        return Ok((items, None));
+                    }
+                }
+                (false, _) => return Ok((items, None)),
+            }
+        }
+    }
+
     /// BatchGetItem (strongly consistent), 100 keys per request, retrying
     /// UnprocessedKeys with backoff. Absent items are simply not returned.
     pub async fn batch_get(&self, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use jobstream::backfill::{BackfillTotals, ScanOptions, ScanReport};
-use jobstream::verify::repair;
+use jobstream::tools::backfill::{BackfillTotals, ScanOptions, ScanReport};
+use jobstream::tools::verify::repair;
 use shared::item::{n, s, ItemExt};
 use shared::models::tracker::history::IMPORTED;
 use shared::models::tracker::scenario::{play, Clock};
@@ -17,7 +17,7 @@ async fn run_backfill(
     opts: &ScanOptions,
     dry_run: bool,
 ) -> (ScanReport, Arc<BackfillTotals>) {
-    jobstream::backfill::backfill(
+    jobstream::tools::backfill::backfill(
         &env.rt.dynamodb,
         &env.rt.config,
         &env.rt.processors,
@@ -144,7 +144,7 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
             opts.clone(),
         );
         tokio::spawn(async move {
-            jobstream::backfill::backfill(&client, &config, &processors, &opts, false)
+            jobstream::tools::backfill::backfill(&client, &config, &processors, &opts, false)
                 .await
                 .unwrap()
         })

@@ -181,7 +181,7 @@ async fn a_repair_ahead_of_a_lagging_processor_is_not_counted_twice() {
     // repairs it through the registry.
     let report = env.rt.verify().await.unwrap();
     assert!(!report.is_clean());
-    jobstream::verify::repair(&env.rt.processors, &report)
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
         .unwrap();
     assert_eq!(count(&env).await, Some(4));

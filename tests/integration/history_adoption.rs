@@ -5,8 +5,8 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::backfill::ScanOptions;
-use jobstream::verify::{repair, scan_all};
+use jobstream::tools::backfill::ScanOptions;
+use jobstream::tools::verify::{repair, scan_all};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{s, Item, ItemExt};
 use shared::models::tracker::history::IMPORTED;
@@ -60,15 +60,15 @@ async fn settle(env: &Env, mut from: usize) -> usize {
 }
 
 /// `verify` over items as a (possibly racing) scan saw them.
-async fn verify_scan(env: &Env, items: &[Item]) -> jobstream::verify::Report {
+async fn verify_scan(env: &Env, items: &[Item]) -> jobstream::tools::verify::Report {
     let ledger = scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
         .await
         .unwrap();
-    jobstream::verify::verify_items(&env.rt.model, items, &ledger, chrono::Utc::now())
+    jobstream::tools::verify::verify_items(&env.rt.model, items, &ledger, chrono::Utc::now())
 }
 
 async fn backfill(env: &Env) -> u64 {
-    let (_, totals) = jobstream::backfill::backfill(
+    let (_, totals) = jobstream::tools::backfill::backfill(
         &env.rt.dynamodb,
         &env.rt.config,
         &env.rt.processors,
@@ -420,7 +420,7 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
             }
         })
     };
-    jobstream::backfill::backfill(
+    jobstream::tools::backfill::backfill(
         &client,
         &config,
         &processors,

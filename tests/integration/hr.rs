@@ -90,7 +90,7 @@ async fn get(env: &ModelEnv, pk: &str, sk: &str) -> Option<Item> {
 }
 
 async fn scan(env: &ModelEnv) -> BTreeMap<(String, String), Item> {
-    jobstream::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
         .await
         .expect("scan")
         .into_iter()
@@ -138,47 +138,7 @@ async fn assert_clean(env: &ModelEnv) {
 
 /// Every stream record so far, as Lambda delivers them.
 async fn stream_records(env: &ModelEnv) -> Vec<serde_json::Value> {
-    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("stream");
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
-    );
-    let desc = streams
-        .describe_stream()
-        .stream_arn(&arn)
-        .send()
-        .await
-        .expect("describe");
-    let mut out = Vec::new();
-    for shard in desc.stream_description().expect("description").shards() {
-        let it = streams
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard.shard_id().expect("id"))
-            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .expect("iterator");
-        let mut iterator = it.shard_iterator().map(str::to_string);
-        while let Some(i) = iterator.take() {
-            let req = dynoxide::actions::get_records::GetRecordsRequest {
-                shard_iterator: i,
-                limit: Some(1000),
-            };
-            let resp = env.engine.database().get_records(req).expect("records");
-            if resp.records.is_empty() {
-                break;
-            }
-            for r in &resp.records {
-                let mut v = serde_json::to_value(r).expect("json");
-                v["eventSourceARN"] = json!(arn);
-                out.push(v);
-            }
-            iterator = resp.next_shard_iterator;
-        }
-    }
-    out
+    crate::support::records_of(&env.engine, &env.rt).await
 }
 
 /// Runs the derive handler over `records`; asserts no failure.

@@ -3,9 +3,9 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::engine::LocalEngine;
-use jobstream::esm::RecordReader;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
@@ -471,7 +471,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
     assert_eq!(report.kinds["suggestions"].wrong, 1);
     assert_eq!(report.kinds["matches"].extra, 1);
     assert_eq!(report.kinds["projection"].wrong, 1);
-    jobstream::verify::repair(&b.rt.processors, &report)
+    jobstream::tools::verify::repair(&b.rt.processors, &report)
         .await
         .unwrap();
     let after = b.rt.verify().await.unwrap();
@@ -488,7 +488,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
         .unwrap();
     let lost = b.rt.verify().await.unwrap();
     assert_eq!(lost.kinds["suggestions"].missing, 1, "{:#?}", lost.problems);
-    jobstream::verify::repair(&b.rt.processors, &lost)
+    jobstream::tools::verify::repair(&b.rt.processors, &lost)
         .await
         .unwrap();
     assert_eq!(suggestions_of(&b.rt, "s3").await.unwrap(), ["j3 R1"]);

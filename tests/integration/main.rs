@@ -11,6 +11,7 @@ mod hr;
 mod jobboard;
 mod pickem;
 mod redelivery;
+mod social;
 mod stream_consumer;
 mod support;
 mod tables;

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::Event;
-use jobstream::engine::{sdk_config, LocalEngine};
-use jobstream::esm::{
+use jobstream::local::engine::{sdk_config, LocalEngine};
+use jobstream::local::esm::{
     handler, release_all, stream_arn, Handler, MappingConfig, RecordReader, StreamMapping,
 };
-use jobstream::lease::{checkpoint_pk, CheckpointConfig};
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::lease::{checkpoint_pk, CheckpointConfig};
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::metrics::names;
 use shared::models::tracker::demo::{differences, observe};
 use shared::models::tracker::scenario::{play, Expected};
@@ -110,7 +110,7 @@ async fn a_restart_resumes_at_the_checkpoint_and_reads_nothing_twice() {
     // A few batches, then the process goes away (no release: as if killed
     // between two batches).
     for _ in 0..3 {
-        jobstream::esm::poll_streams(&mut env.rt.mappings).await;
+        jobstream::local::esm::poll_streams(&mut env.rt.mappings).await;
     }
     let first = processed(&env.rt);
     assert!(

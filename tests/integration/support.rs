@@ -3,11 +3,11 @@
 use std::sync::OnceLock;
 
 use aws_lambda_events::event::dynamodb::Event;
-use jobstream::engine::LocalEngine;
-use jobstream::esm::RecordReader;
 use jobstream::faults::FaultProxy;
-use jobstream::moto::Moto;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::moto::Moto;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
@@ -110,10 +110,16 @@ pub async fn stream_event(env: &Env) -> Event {
 
 /// The stream's records as Lambda-shaped JSON.
 pub async fn raw_records(env: &Env) -> Vec<Value> {
+    records_of(&env.engine, &env.rt).await
+}
+
+/// Every stream record of `rt`'s table so far, as Lambda-shaped JSON (read
+/// through the engine's own API, as the local mapping does).
+pub async fn records_of(engine: &LocalEngine, rt: &Runtime) -> Vec<Value> {
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
-    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table)
         .await
         .expect("stream");
     let desc = streams
@@ -138,7 +144,7 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
                 shard_iterator: i,
                 limit: Some(1000),
             };
-            let resp = env.engine.database().get_records(req).expect("get records");
+            let resp = engine.database().get_records(req).expect("get records");
             if resp.records.is_empty() {
                 break;
             }
@@ -155,12 +161,13 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
 
 /// Items of one partition, sorted by sort key.
 pub async fn partition(env: &Env, pk: &str) -> Vec<Item> {
-    let mut items: Vec<Item> = jobstream::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .filter(|i| i.s(keys::PK).ok() == Some(pk))
-        .collect();
+    let mut items: Vec<Item> =
+        jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+            .await
+            .expect("scan")
+            .into_iter()
+            .filter(|i| i.s(keys::PK).ok() == Some(pk))
+            .collect();
     items.sort_by(|a, b| {
         a.s(keys::SK)
             .unwrap_or_default()

@@ -8,7 +8,7 @@ fn infra_tables_json_matches_the_registry() {
     let on_disk: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(
         on_disk,
-        jobstream::deploy::definitions(),
+        jobstream::tools::deploy::definitions(),
         "regenerate with: cargo run -p jobstream -- tables > infra/tables.json"
     );
 }

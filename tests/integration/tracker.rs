@@ -261,7 +261,8 @@ async fn many_concurrent_writers_while_processors_run_end_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processors_reading_the_stream_through_the_sdk_reach_the_same_state() {
     // The path `jobstream run --endpoint` takes against any engine.
-    let mut env = crate::support::env_with(|o| o.reader = jobstream::esm::RecordReader::Sdk).await;
+    let mut env =
+        crate::support::env_with(|o| o.reader = jobstream::local::esm::RecordReader::Sdk).await;
     let expected = play(&env.writer).await.unwrap();
     env.rt.drain().await.unwrap();
     let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)

@@ -4,8 +4,10 @@ use std::sync::{Arc, Mutex};
 
 use aws_lambda_events::event::dynamodb::Event;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use jobstream::engine::{ensure_table, sdk_config, LocalEngine};
-use jobstream::esm::{drain, stream_arn, Handler, MappingConfig, RecordReader, StreamMapping};
+use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::esm::{
+    drain, stream_arn, Handler, MappingConfig, RecordReader, StreamMapping,
+};
 use shared::change::{decode, ChangeKind, Origin};
 use shared::item::{n, s};
 use shared::models::table::TableDef;

@@ -1,5 +1,5 @@
 //! The history Lambda: the stream consumer folding the model named by
-//! `MODEL` (a model with a fold, e.g. the tracker's history). All logic
+//! `MODEL` (a model with a fold, such as a history). All logic
 //! lives in `shared`.
 #![recursion_limit = "256"]
 

@@ -905,7 +905,11 @@ impl StreamProcessor for DeriveProcessor {
             }
             match rules.messages(change) {
                 Ok(out) => messages.extend(out.into_iter().map(|m| (index, m))),
-                Err(e) => log_bad_input(self.name(), &change.event_id, &e, metrics),
+                Err(e) => {
+                    if bad_keys.insert(item_id(&change.keys)) {
+                        log_bad_input(self.name(), &change.event_id, &e, metrics);
+                    }
+                }
             }
             // What the record says is validated too, so that every bad
             // record is logged and counted even if the item has changed (or

@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use chrono::Utc;
 
-use super::setjob::{condition, BoxFut, Guard, Reads};
+use super::setjob::{condition_check, BoxFut, Guard, Reads};
 use crate::item::{s, Item};
 use crate::ledger;
 use crate::metrics::Metrics;
@@ -90,27 +90,7 @@ impl OnceProcessor {
             )
             .build()];
         for (g, _) in &plan.checks {
-            let (t, kn) = if g.ledger {
-                (self.reads.ledger_table.as_str(), ledger::PK)
-            } else {
-                (table.as_str(), key0)
-            };
-            let e = condition(&[g], kn);
-            let mut c = ConditionCheck::builder()
-                .table_name(t)
-                .set_key(Some(g.key.clone()))
-                .condition_expression(e.text);
-            for (k, v) in e.names {
-                c = c.expression_attribute_names(k, v);
-            }
-            for (k, v) in e.values {
-                c = c.expression_attribute_values(k, v);
-            }
-            actions.push(
-                TransactWriteItem::builder()
-                    .condition_check(c.build().expect("table, key and condition are set"))
-                    .build(),
-            );
+            actions.push(condition_check(&[g], table, &self.reads.ledger_table, key0));
         }
         for p in &plan.puts {
             actions.push(

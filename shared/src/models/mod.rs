@@ -7,6 +7,7 @@
 pub mod hr;
 pub mod jobboard;
 pub mod pickem;
+pub mod social;
 pub mod table;
 pub mod tracker;
 
@@ -21,11 +22,15 @@ use crate::engine::setjob::{BoxFut, SetJob};
 use crate::item::Item;
 use table::{QueueDef, TableDef};
 
+/// The model commands and the stack use when none is named.
+pub const DEFAULT_MODEL: &str = "tracker";
+
 /// Every model jobstream ships, by name.
 pub fn registry() -> Vec<Model> {
     vec![
         tracker::model(),
         jobboard::model(),
+        social::model(),
         hr::model(),
         pickem::model(),
     ]

@@ -8,7 +8,7 @@ use super::history_check::{self, check_partition};
 use super::keys::{self, Kind};
 use crate::engine::setjob::BoxFut;
 use crate::item::{Item, ItemExt};
-use crate::models::{CheckInput, Drift, Finding, GuardedRepair, ModelRepair, Repair};
+use crate::models::{CheckInput, Finding, GuardedRepair, ModelRepair, Repair};
 use crate::store::Store;
 
 #[derive(Default)]
@@ -56,11 +56,7 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Finding> {
         for f in found.findings {
             out.push(Finding {
                 kind: f.kind,
-                drift: match f.drift {
-                    history_check::Drift::Wrong => Drift::Wrong,
-                    history_check::Drift::Missing => Drift::Missing,
-                    history_check::Drift::Extra => Drift::Extra,
-                },
+                drift: f.drift,
                 what: f.what,
                 repair: f.repair.map(|r| Repair::Model(ModelRepair(Arc::new(r)))),
             });

@@ -23,13 +23,7 @@ use crate::engine::fold::FoldState;
 use crate::item::{display_key, key_of, n, s, Item, ItemExt};
 use crate::store::{Store, TxError, Update, Written};
 
-/// How a derived datum is off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drift {
-    Wrong,
-    Missing,
-    Extra,
-}
+pub use crate::models::Drift;
 
 /// A repair of history, guarded like the live fold's own writes.
 #[derive(Debug, Clone, PartialEq)]

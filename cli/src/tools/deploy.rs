@@ -111,7 +111,11 @@ pub fn model(m: &Model) -> Value {
 /// Every model's deployment, and the ledger.
 pub fn definitions() -> Value {
     let models: Vec<Value> = models::registry().iter().map(model).collect();
-    json!({ "ledger": table::ledger(), "models": models })
+    json!({
+        "defaultModel": models::DEFAULT_MODEL,
+        "ledger": table::ledger(),
+        "models": models
+    })
 }
 
 #[cfg(test)]

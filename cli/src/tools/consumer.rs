@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::esm::{MappingConfig, StartingPosition};
-use crate::lease::CheckpointConfig;
-use crate::on_failure::{FailureQueue, OnFailureConfig};
+use crate::local::esm::{MappingConfig, StartingPosition};
+use crate::local::lease::CheckpointConfig;
+use crate::local::on_failure::{FailureQueue, OnFailureConfig};
 
 /// Flags of a durable stream consumer (`#[command(flatten)]` them).
 #[derive(Debug, Clone, clap::Args)]

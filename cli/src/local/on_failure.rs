@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::json;
 
-use crate::esm::FailedBatch;
+use crate::local::esm::FailedBatch;
 
 /// An SQS on-failure destination.
 #[derive(Debug, Clone)]

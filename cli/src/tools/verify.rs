@@ -6,7 +6,7 @@
 //! Generic kinds: `projection` (processor-owned attributes), `derived`
 //! (items other items imply), `counter` (counter items = sums of
 //! contributions), `ledger` (totals = sums of the recorded contributions).
-//! Models add their own kinds (`Model::checks`). Items the rules reject are
+//! Models add their own kinds (their `checks`). Items the rules reject are
 //! listed as bad input, not as drift.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -11,9 +11,9 @@ use shared::lambda::{Config, Processors, QueueHandler, StreamHandler};
 use shared::models::{self, BoxError, Harness, Model};
 use shared::store::{Backoff, Store};
 
-use crate::engine::{ensure_table, sdk_config};
-use crate::esm::{stream_arn, FailedBatch, MappingConfig, RecordReader, StreamMapping};
-use crate::sqs_esm::{create_queue, QueueMapping};
+use crate::local::engine::{ensure_table, sdk_config};
+use crate::local::esm::{stream_arn, FailedBatch, MappingConfig, RecordReader, StreamMapping};
+use crate::local::sqs_esm::{create_queue, QueueMapping};
 
 /// Where the runtime connects and how its mappings behave.
 #[derive(Clone)]
@@ -129,7 +129,7 @@ impl Runtime {
                     streams.clone(),
                     opts.reader.clone(),
                     arn.clone(),
-                    crate::esm::handler(p),
+                    crate::local::esm::handler(p),
                 )
             })
             .collect();
@@ -143,7 +143,7 @@ impl Runtime {
                 sqs.clone().expect("queues exist only with SQS"),
                 q,
                 def.batch_size,
-                crate::sqs_esm::sqs_handler(consumer.handler.clone()),
+                crate::local::sqs_esm::sqs_handler(consumer.handler.clone()),
             ));
         }
         Ok(Self {
@@ -227,7 +227,7 @@ impl Runtime {
 
     /// One polling round of the stream and the queues; true if there was work.
     async fn poll_round(&mut self) -> bool {
-        let mut busy = crate::esm::poll_streams(&mut self.mappings).await;
+        let mut busy = crate::local::esm::poll_streams(&mut self.mappings).await;
         for q in &mut self.queues {
             match q.poll_once().await {
                 Ok(n) => busy |= n > 0,
@@ -242,8 +242,8 @@ impl Runtime {
         tokio::pin!(stop);
         loop {
             let busy = self.poll_round().await;
-            if crate::esm::pause_or_stop(busy, stop.as_mut()).await {
-                crate::esm::release_all(&mut self.mappings).await;
+            if crate::local::esm::pause_or_stop(busy, stop.as_mut()).await {
+                crate::local::esm::release_all(&mut self.mappings).await;
                 return Ok(());
             }
         }
@@ -257,7 +257,7 @@ impl Runtime {
             .find(|q| q.name == consumer)
             .context("no such consumer")?;
         let sqs = self.sqs.as_ref().context("no SQS")?;
-        let (visible, in_flight) = crate::sqs_esm::depth(sqs, &q.queue.dlq_url).await?;
+        let (visible, in_flight) = crate::local::sqs_esm::depth(sqs, &q.queue.dlq_url).await?;
         Ok(visible + in_flight)
     }
 
@@ -270,8 +270,8 @@ impl Runtime {
     }
 
     /// `verify` of the model's table (no repair).
-    pub async fn verify(&self) -> anyhow::Result<crate::verify::Report> {
-        crate::verify::verify(&self.model, &self.processors, &self.config).await
+    pub async fn verify(&self) -> anyhow::Result<crate::tools::verify::Report> {
+        crate::tools::verify::verify(&self.model, &self.processors, &self.config).await
     }
 }
 

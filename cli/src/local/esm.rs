@@ -13,7 +13,7 @@
 //!
 //! Checkpoints: in memory by default; with [`MappingConfig::checkpoints`],
 //! durable in the ledger table together with a lease per shard
-//! ([`crate::lease`]), written after a batch's effects.
+//! ([`crate::local::lease`]), written after a batch's effects.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
@@ -28,10 +28,10 @@ use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::lambda::StreamHandler;
 
-use crate::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
-use crate::on_failure::OnFailureConfig;
-pub use crate::shards::RecordReader;
-use crate::shards::{list_shards, IteratorPosition, SdkStreams, StreamsApi};
+use crate::local::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
+use crate::local::on_failure::OnFailureConfig;
+pub use crate::local::shards::RecordReader;
+use crate::local::shards::{list_shards, IteratorPosition, SdkStreams, StreamsApi};
 
 /// A handler as Lambda sees it: event in, partial batch response or error out.
 /// In process, the event's records are handed over typed (no JSON).
@@ -635,7 +635,7 @@ impl<S: StreamsApi> StreamMapping<S> {
                 tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, reason = %f.reason, "retries exhausted: records sent to the on-failure destination");
                 // Delivered before the checkpoint passes them: if the
                 // destination fails, the batch is tried again.
-                crate::on_failure::deliver(&self.config.on_failure, &f)
+                crate::local::on_failure::deliver(&self.config.on_failure, &f)
                     .await
                     .context("on-failure destination")?;
                 self.on_failure.push(f);
@@ -731,7 +731,7 @@ pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> anyho
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shards::fake::{seq_string, FakeStreams};
+    use crate::local::shards::fake::{seq_string, FakeStreams};
 
     /// A handler that records the sequence numbers it is given, in order,
     /// and fails the record named by `fail` (once per listed attempt).

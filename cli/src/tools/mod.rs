@@ -1,0 +1,12 @@
+//! The tools: `verify`, `backfill`, what the CDK stack deploys, and the
+//! durable consumer flags of `run`.
+//!
+//! - [`verify`] - drift report per kind and repairs through the live path.
+//! - [`backfill`] - adoption of existing items through the same rules.
+//! - [`deploy`] - the stack's definitions, from the registry.
+//! - [`consumer`] - `jobstream run`'s flags -> a durable mapping config.
+
+pub mod backfill;
+pub mod consumer;
+pub mod deploy;
+pub mod verify;

@@ -1,0 +1,569 @@
+//! The social model (SPEC §5.1) against the embedded engine and moto: the
+//! access patterns, paging over thousands of followers, races of follow,
+//! unfollow, post and delete, late and duplicated jobs, TTL expiry of a
+//! timeline entry, bad input.
+
+use std::collections::BTreeSet;
+use std::time::Duration as StdDuration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::{Duration, SecondsFormat, Utc};
+use lambda_runtime::{Context, LambdaEvent};
+use shared::batch::StreamProcessor as _;
+use shared::engine::setjob::{apply, Reads, SetJob};
+use shared::item::{Item, ItemExt};
+use shared::metrics::names;
+use shared::models::social::demo::{follow_item, like_item, post_item, user_item};
+use shared::models::social::keys;
+use shared::models::social::messages::{encode, TimelineJob};
+use shared::models::social::timeline::Timeline;
+use shared::store::Store;
+
+use crate::support::{model_env, run_in_background, ModelEnv};
+
+async fn social() -> ModelEnv {
+    model_env("social", |_| {}).await
+}
+
+fn store(env: &ModelEnv) -> Store {
+    Store::new(env.rt.dynamodb.clone())
+}
+
+fn table(env: &ModelEnv) -> String {
+    env.rt.config.table.clone()
+}
+
+fn iso(mins_ago: i64) -> String {
+    (Utc::now() - Duration::minutes(mins_ago)).to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn post_id(n: u128) -> String {
+    keys::ulid(Utc::now().timestamp_millis() as u64, n)
+}
+
+async fn put(env: &ModelEnv, items: Vec<Item>) {
+    store(env).put_items(&table(env), items).await.expect("put");
+}
+
+async fn delete(env: &ModelEnv, keys: Vec<Item>) {
+    store(env)
+        .delete_keys(&table(env), keys)
+        .await
+        .expect("delete");
+}
+
+async fn part(env: &ModelEnv, pk: &str) -> Vec<Item> {
+    store(env)
+        .query(&table(env), None, keys::PK, pk, None)
+        .await
+        .expect("query")
+}
+
+async fn get(env: &ModelEnv, key: Item) -> Option<Item> {
+    store(env).get(&table(env), key).await.expect("get")
+}
+
+async fn counts(env: &ModelEnv, user: &str) -> (i64, i64, i64) {
+    let i = get(env, keys::user_counts_key(user))
+        .await
+        .expect("counts item");
+    assert_eq!(i.s(keys::TYPE).unwrap(), "counts");
+    (
+        i.i64(keys::FOLLOWERS).unwrap(),
+        i.i64(keys::FOLLOWING).unwrap(),
+        i.i64(keys::POSTS).unwrap(),
+    )
+}
+
+/// Authors on a user's timeline, by post id.
+async fn timeline(env: &ModelEnv, user: &str) -> BTreeSet<(String, String)> {
+    part(env, &keys::timeline_pk(user))
+        .await
+        .iter()
+        .map(|e| {
+            (
+                e.s("postId").unwrap().to_string(),
+                e.s("authorId").unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn scan(env: &ModelEnv) -> Vec<Item> {
+    let mut items = jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("scan");
+    items.sort_by_key(|i| {
+        (
+            i.s(keys::PK).unwrap_or_default().to_string(),
+            i.s(keys::SK).unwrap_or_default().to_string(),
+        )
+    });
+    items
+}
+
+async fn assert_exact(env: &mut ModelEnv) {
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+    use shared::models::Harness as _;
+    let dead = env.rt.dead_letters().await.expect("dead letters");
+    assert!(dead.is_empty(), "dead letters: {dead:?}");
+}
+
+fn sqs_event(bodies: &[String]) -> SqsEvent {
+    let records: Vec<serde_json::Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| serde_json::json!({"messageId": format!("m-{i}"), "receiptHandle": "h", "body": b, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}))
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
+}
+
+async fn deliver(env: &ModelEnv, bodies: &[String]) {
+    let resp = shared::lambda::sqs_handler(
+        &*env.rt.consumer("timeline"),
+        LambdaEvent::new(sqs_event(bodies), Context::default()),
+    )
+    .await
+    .unwrap();
+    assert!(resp.batch_item_failures.is_empty());
+}
+
+fn reads(env: &ModelEnv) -> Reads {
+    Reads {
+        store: store(env),
+        table: table(env),
+        ledger_table: env.rt.config.ledger_table.clone(),
+        now: Utc::now(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_scenario_gives_every_access_pattern_exactly() {
+    let mut env = social().await;
+    let demo = shared::models::find("social").unwrap().demo.unwrap();
+    let diffs = demo(&mut env.rt).await.expect("demo runs");
+    assert!(diffs.is_empty(), "{diffs:#?}");
+    // Once quiet, nothing moves (fixpoint).
+    let before = scan(&env).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(scan(&env).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
+    let mut env = social().await;
+    let p = post_id(1);
+    put(
+        &env,
+        vec![
+            user_item("ann", "Ann"),
+            user_item("bob", "Bob"),
+            follow_item("bob", "ann", &iso(30)),
+            post_item("ann", &p, &iso(10), "hi"),
+            like_item(&p, "bob", &iso(5)),
+        ],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    // getUserInfoByUserID: info and count in one partition.
+    let ann = part(&env, &keys::user("ann")).await;
+    assert_eq!(ann.len(), 2);
+    assert_eq!(counts(&env, "ann").await, (1, 0, 1));
+    assert_eq!(counts(&env, "bob").await, (0, 1, 0));
+    let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
+    assert_eq!(
+        mirror.s("createdAt").unwrap(),
+        iso_of(&env, "bob", "ann").await
+    );
+    assert_eq!(mirror.s(keys::TYPE).unwrap(), "follower");
+    assert_eq!(mirror.len(), 4);
+    let likecount = get(&env, keys::likecount_key(&p)).await.unwrap();
+    assert_eq!(likecount.i64(keys::LIKES).unwrap(), 1);
+    assert_eq!(likecount.s(keys::TYPE).unwrap(), "likecount");
+    assert_eq!(
+        timeline(&env, "bob").await,
+        BTreeSet::from([(p.clone(), "ann".to_string())])
+    );
+    assert!(timeline(&env, "ann").await.is_empty(), "not one's own");
+    // Re-following with a new date moves the mirror's date, not the counts.
+    put(&env, vec![follow_item("bob", "ann", &iso(1))]).await;
+    env.rt.drain().await.unwrap();
+    let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
+    assert_eq!(
+        mirror.s("createdAt").unwrap(),
+        iso_of(&env, "bob", "ann").await
+    );
+    assert_eq!(counts(&env, "ann").await, (1, 0, 1));
+    // A writer overwriting a counter is brought back to the sums.
+    let mut forged = keys::user_counts_key("ann");
+    forged.insert("followers".into(), shared::item::n(99));
+    put(&env, vec![forged]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env, "ann").await, (1, 0, 1));
+    // Deleting the post leaves its likes and like count; the entry goes.
+    delete(&env, vec![keys::post_key("ann", &p)]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env, "ann").await, (1, 0, 0));
+    assert_eq!(
+        get(&env, keys::likecount_key(&p))
+            .await
+            .unwrap()
+            .i64(keys::LIKES)
+            .unwrap(),
+        1
+    );
+    assert!(timeline(&env, "bob").await.is_empty());
+    // Unfollowing keeps the counts items at 0.
+    delete(&env, vec![keys::follow_key("bob", "ann")]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env, "ann").await, (0, 0, 0));
+    assert_eq!(counts(&env, "bob").await, (0, 0, 0));
+    assert!(get(&env, keys::mirror_key("bob", "ann")).await.is_none());
+    assert_exact(&mut env).await;
+}
+
+async fn iso_of(env: &ModelEnv, a: &str, b: &str) -> String {
+    get(env, keys::follow_key(a, b))
+        .await
+        .unwrap()
+        .s("createdAt")
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them() {
+    let mut env = social().await;
+    let (p1, p2, old) = (post_id(1), post_id(2), post_id(3));
+    put(
+        &env,
+        vec![
+            post_item("ann", &p1, &iso(60), "one"),
+            post_item("ann", &p2, &iso(30), "two"),
+            // Eight days old: its ttl has passed.
+            post_item("ann", &old, &iso(8 * 24 * 60), "old"),
+        ],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    put(&env, vec![follow_item("cid", "ann", &iso(1))]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        timeline(&env, "cid").await,
+        BTreeSet::from([(p1.clone(), "ann".into()), (p2.clone(), "ann".into())])
+    );
+    delete(&env, vec![keys::follow_key("cid", "ann")]).await;
+    env.rt.drain().await.unwrap();
+    assert!(timeline(&env, "cid").await.is_empty());
+    assert_exact(&mut env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_with_thousands_of_followers_fans_out_in_pages() {
+    let mut env = social().await;
+    let fans: Vec<String> = (0..2100).map(|i| format!("fan{i:05}")).collect();
+    put(
+        &env,
+        fans.iter()
+            .map(|f| follow_item(f, "star", &iso(60)))
+            .collect(),
+    )
+    .await;
+    // 2100 follows start 2100 follow jobs; "star" has no post yet, so they
+    // have nothing to write. The stream is drained, the queue emptied (the
+    // jobs through moto would take minutes), then the post fans out.
+    jobstream::local::esm::drain(&mut env.rt.mappings)
+        .await
+        .unwrap();
+    let queue = env.rt.queues[0].queue.url.clone();
+    env.rt
+        .sqs
+        .as_ref()
+        .unwrap()
+        .purge_queue()
+        .queue_url(&queue)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(counts(&env, "star").await, (2100, 0, 0));
+    let p = post_id(7);
+    put(&env, vec![post_item("star", &p, &iso(1), "hello")]).await;
+    env.rt.drain().await.unwrap();
+    let mut with_entry = 0;
+    for f in fans.iter().step_by(50).chain(fans.last()) {
+        with_entry += timeline(&env, f).await.len();
+    }
+    assert_eq!(with_entry, 2100 / 50 + 1, "first, middle and last pages");
+    assert_exact(&mut env).await;
+    delete(&env, vec![keys::post_key("star", &p)]).await;
+    env.rt.drain().await.unwrap();
+    for f in fans.iter().step_by(50).chain(fans.last()) {
+        assert!(timeline(&env, f).await.is_empty());
+    }
+    assert_exact(&mut env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_and_duplicated_jobs_never_resurrect_an_entry() {
+    let mut env = social().await;
+    put(&env, vec![follow_item("f", "a", &iso(60))]).await;
+    env.rt.drain().await.unwrap();
+    // A post job planned while f follows a, applied after the unfollow:
+    // its guard fails, nothing is written.
+    let p = post_id(1);
+    put(&env, vec![post_item("a", &p, &iso(5), "x")]).await;
+    let job = Timeline::default();
+    let body = encode(&TimelineJob::Post {
+        author_id: "a".into(),
+        post_id: p.clone(),
+        after: None,
+    });
+    let r = reads(&env);
+    let stale = job.plan(&body, &r).await.unwrap();
+    assert_eq!(stale.desired.len(), 1);
+    delete(&env, vec![keys::follow_key("f", "a")]).await;
+    let applied = apply(
+        &r.store,
+        &r.table,
+        &r.ledger_table,
+        job.key_names(),
+        job.volatile(),
+        &stale,
+    )
+    .await
+    .unwrap();
+    assert_eq!((applied.puts, applied.superseded), (0, 1));
+    env.rt.drain().await.unwrap();
+    assert!(timeline(&env, "f").await.is_empty());
+    // The same job delivered again, twice, late: still nothing.
+    deliver(&env, &[body.clone(), body.clone()]).await;
+    assert!(timeline(&env, "f").await.is_empty());
+    // A follow job planned while f does not follow a (it would delete),
+    // applied after f follows again: the delete is dropped.
+    put(&env, vec![follow_item("f", "a", &iso(1))]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(timeline(&env, "f").await.len(), 1);
+    let unfollow = encode(&TimelineJob::Follow {
+        follower_id: "f".into(),
+        author_id: "a".into(),
+    });
+    delete(&env, vec![keys::follow_key("f", "a")]).await;
+    let r = reads(&env);
+    let stale = job.plan(&unfollow, &r).await.unwrap();
+    assert_eq!((stale.desired.len(), stale.existing.len()), (0, 1));
+    put(&env, vec![follow_item("f", "a", &iso(0))]).await;
+    let applied = apply(
+        &r.store,
+        &r.table,
+        &r.ledger_table,
+        job.key_names(),
+        job.volatile(),
+        &stale,
+    )
+    .await
+    .unwrap();
+    assert_eq!((applied.deletes, applied.superseded), (0, 1));
+    env.rt.drain().await.unwrap();
+    assert_eq!(timeline(&env, "f").await.len(), 1);
+    // A post deleted: late post jobs of its creation change nothing.
+    delete(&env, vec![keys::post_key("a", &p)]).await;
+    env.rt.drain().await.unwrap();
+    deliver(&env, &[body.clone(), body]).await;
+    assert!(timeline(&env, "f").await.is_empty());
+    assert_exact(&mut env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_follow_unfollow_post_delete_and_likes_end_exact() {
+    let env = social().await;
+    let ModelEnv { engine, rt } = env;
+    let tbl = rt.config.table.clone();
+    let bg = run_in_background(rt);
+    let client = Store::new({
+        let cfg = jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 5).await;
+        aws_sdk_dynamodb::Client::new(&cfg)
+    });
+    let users = ["u0", "u1", "u2", "u3", "u4", "u5"];
+    let mut writers = Vec::new();
+    for w in 0..3u64 {
+        let client = client.clone();
+        let tbl = tbl.clone();
+        writers.push(tokio::spawn(async move {
+            let mut x = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(w + 1);
+            let mut next = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let mut posts: Vec<(String, String)> = Vec::new();
+            for i in 0..60 {
+                let a = users[(next() % 6) as usize];
+                let b = users[(next() % 6) as usize];
+                let op = next() % 6;
+                let put = |item: Item| {
+                    let client = client.clone();
+                    let tbl = tbl.clone();
+                    async move { client.put_items(&tbl, vec![item]).await.unwrap() }
+                };
+                match op {
+                    0 | 1 if a != b => put(follow_item(a, b, &iso(0))).await,
+                    2 => client
+                        .delete_keys(&tbl, vec![keys::follow_key(a, b)])
+                        .await
+                        .unwrap(),
+                    3 => {
+                        let id = keys::ulid(
+                            Utc::now().timestamp_millis() as u64,
+                            u128::from(w) << 32 | i,
+                        );
+                        put(post_item(a, &id, &iso(0), "p")).await;
+                        posts.push((a.to_string(), id));
+                    }
+                    4 if !posts.is_empty() => {
+                        let (author, id) = posts.remove((next() % posts.len() as u64) as usize);
+                        client
+                            .delete_keys(&tbl, vec![keys::post_key(&author, &id)])
+                            .await
+                            .unwrap();
+                    }
+                    _ => {
+                        if let Some((_, id)) = posts.last() {
+                            put(like_item(id, b, &iso(0))).await;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    tokio::time::sleep(StdDuration::from_millis(200)).await;
+    let rt = bg.stop().await;
+    let mut env = ModelEnv { engine, rt };
+    env.rt.drain().await.unwrap();
+    assert_exact(&mut env).await;
+    let before = scan(&env).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(scan(&env).await, before, "fixpoint once quiet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
+    let mut env = social().await;
+    // A post whose ttl is 3 s ahead.
+    let created = Utc::now() - Duration::seconds(keys::POST_TTL_SECS - 3);
+    let p = keys::ulid(created.timestamp_millis() as u64, 1);
+    put(
+        &env,
+        vec![
+            follow_item("f", "a", &iso(60 * 24 * 8)),
+            post_item(
+                "a",
+                &p,
+                &created.to_rfc3339_opts(SecondsFormat::Millis, true),
+                "x",
+            ),
+        ],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(timeline(&env, "f").await.len(), 1, "written while ahead");
+    tokio::time::sleep(StdDuration::from_secs(4)).await;
+    let before: Vec<Item> = scan(&env)
+        .await
+        .into_iter()
+        .filter(|i| i.s(keys::PK).unwrap() != keys::timeline_pk("f"))
+        .collect();
+    let writes = env.rt.processor_writes();
+    assert_eq!(env.engine.sweep_ttl().await.unwrap(), 1);
+    env.rt.drain().await.unwrap();
+    assert!(timeline(&env, "f").await.is_empty());
+    assert_eq!(scan(&env).await, before, "nothing else changed");
+    assert_eq!(env.rt.processor_writes(), writes, "no processor write");
+    assert_eq!(counts(&env, "a").await, (1, 0, 1));
+    assert_exact(&mut env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_counted_and_skipped_without_blocking_later_records() {
+    let mut env = social().await;
+    let mut no_body = post_item("a", &post_id(2), &iso(1), "x");
+    no_body.remove("body");
+    put(
+        &env,
+        vec![
+            follow_item("a", "a", &iso(1)),
+            follow_item("b", "a", "yesterday"),
+            post_item("a", "not-a-ulid", &iso(1), "x"),
+            no_body,
+            like_item("p1", "b", &iso(1)),
+            keys::key("u#a", "avatar"),
+        ],
+    )
+    .await;
+    put(&env, vec![follow_item("c", "a", &iso(1))]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env, "a").await, (1, 0, 0), "only the valid follow");
+    assert!(get(&env, keys::user_counts_key("b")).await.is_none());
+    assert!(get(&env, keys::mirror_key("a", "a")).await.is_none());
+    assert!(env.rt.processors.derive.metrics().get(names::BAD_INPUT) >= 6);
+    let report = env.rt.verify().await.unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert!(report.bad_input.len() >= 6, "{:#?}", report.bad_input);
+    // A bad job body goes to the DLQ path (permanent), not retried as drift.
+    let resp = shared::lambda::sqs_handler(
+        &*env.rt.consumer("timeline"),
+        LambdaEvent::new(sqs_event(&["{\"version\":1}".into()]), Context::default()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.batch_item_failures.len(), 1);
+}
+
+/// Engine fix (setjob `apply`): a guard that fails in a late transaction of
+/// a large plan (a page of 1000 entries is about 21 transactions) drops
+/// that write only; the plan is not failed as "guards keep failing".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
+    let env = social().await;
+    let fans: Vec<String> = (0..1000).map(|i| format!("fan{i:05}")).collect();
+    let at = iso(60);
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        let mut m = keys::mirror_key(f, "star");
+        m.insert(keys::TYPE.into(), shared::item::s(keys::TYPE_FOLLOWER));
+        m.insert("createdAt".into(), shared::item::s(&at));
+        items.push(m);
+    }
+    let p = post_id(1);
+    items.push(post_item("star", &p, &iso(1), "x"));
+    put(&env, items).await;
+    let job = Timeline::default();
+    let body = encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: p,
+        after: None,
+    });
+    let r = reads(&env);
+    let plan = job.plan(&body, &r).await.unwrap();
+    assert_eq!(plan.desired.len(), 1000);
+    // The last fan (sorted last: in the last transaction) unfollows.
+    delete(&env, vec![keys::follow_key("fan00999", "star")]).await;
+    let applied = apply(
+        &r.store,
+        &r.table,
+        &r.ledger_table,
+        job.key_names(),
+        job.volatile(),
+        &plan,
+    )
+    .await
+    .expect("a superseded write is not a failure");
+    assert_eq!((applied.puts, applied.superseded), (999, 1));
+    assert!(timeline(&env, "fan00999").await.is_empty());
+    assert_eq!(timeline(&env, "fan00998").await.len(), 1);
+}
