@@ -21,10 +21,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
-use jobstream::engine::LocalEngine;
-use jobstream::esm::{RecordReader, StartingPosition};
-use jobstream::moto::Moto;
-use jobstream::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::{RecordReader, StartingPosition};
+use jobstream::local::moto::Moto;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::engine::setjob::{apply, Reads, SetJob};
 use shared::item::{n, s, Item};
 use shared::models::pickem::entities::write;
@@ -42,9 +42,9 @@ fn a_match(id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
 /// engine's own API).
 async fn stream_records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<usize> {
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
-    let arn = jobstream::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
+    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
     let desc = streams.describe_stream().stream_arn(&arn).send().await?;
     let mut total = 0;
     for shard in desc

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
-use jobstream::runtime::Runtime;
+use jobstream::local::runtime::Runtime;
 use serde_json::{json, Value};
 use shared::engine::setjob::{apply, Plan, Reads, SetJob};
 use shared::item::{n, s, Item, ItemExt};
@@ -143,7 +143,7 @@ async fn standings(rt: &Runtime, user: &str, year: &str) -> Option<(i64, i64, i6
 }
 
 async fn scan(rt: &Runtime) -> Vec<Item> {
-    jobstream::verify::scan_all(&rt.dynamodb, &rt.config.table)
+    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
         .await
         .expect("scan")
 }
@@ -216,9 +216,9 @@ async fn event_with_matches(rt: &Runtime, event: &str, matches: &[(&str, i64, i6
 /// Stream records so far (Lambda-shaped JSON).
 async fn records(env: &ModelEnv) -> Vec<Value> {
     let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+        &jobstream::local::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
     );
-    let arn = jobstream::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
         .await
         .expect("stream");
     let desc = streams
@@ -806,10 +806,10 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
         report.problems
     );
     // A runtime that starts reading now, and a backfill of what exists.
-    let mut opts = jobstream::runtime::RuntimeOptions::new(
+    let mut opts = jobstream::local::runtime::RuntimeOptions::new(
         "pickem",
         Some(env.engine.endpoint()),
-        jobstream::esm::RecordReader::Embedded(env.engine.database().clone()),
+        jobstream::local::esm::RecordReader::Embedded(env.engine.database().clone()),
     );
     opts.sqs_endpoint = Some(
         tokio::task::spawn_blocking(crate::support::moto)
@@ -817,10 +817,10 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
             .unwrap(),
     );
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    opts.mapping.starting_position = jobstream::esm::StartingPosition::Latest;
+    opts.mapping.starting_position = jobstream::local::esm::StartingPosition::Latest;
     let mut rt = Runtime::start(opts).await.unwrap();
-    let opts = jobstream::backfill::ScanOptions::default();
-    jobstream::backfill::backfill(&rt.dynamodb, &rt.config, &rt.processors, &opts, false)
+    let opts = jobstream::tools::backfill::ScanOptions::default();
+    jobstream::tools::backfill::backfill(&rt.dynamodb, &rt.config, &rt.processors, &opts, false)
         .await
         .expect("backfill");
     rt.drain().await.unwrap();
