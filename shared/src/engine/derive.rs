@@ -975,6 +975,10 @@ impl StreamProcessor for DeriveProcessor {
         // see stale state), and are sent for every record before a failure
         // even when a later effect failed.
         let limit = failure.as_ref().map_or(usize::MAX, |f| f.index);
+        // Identical jobs of one batch are sent once: a job re-reads the
+        // facts, and all of them are in place by now.
+        let mut seen = BTreeSet::new();
+        messages.retain(|(_, m)| seen.insert((m.queue, m.body.clone())));
         let sent = self.send_messages(&messages, limit).await;
         match (failure, sent) {
             (Some(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
