@@ -304,9 +304,9 @@ impl Deriver {
         match synced {
             Ok(w) => out.table_writes += w,
             Err(e) => {
-                // Counter sums are recorded in the ledger already; the item
-                // is set on the next record that touches it. Report the
-                // first key so the batch is retried from there.
+                // The sums are in the ledger already: a retry of the batch
+                // from its first record (harmless, every other effect is in
+                // place) sets the counter items.
                 if failure.is_none() {
                     failure = Some((0, e));
                 }
@@ -347,72 +347,13 @@ impl Deriver {
                 .map(|i| (item_id(&key_of(&i, key_names)), i))
                 .collect();
             // 3. What they imply, and the projections to write.
-            let mut updates = Vec::new();
-            let mut wanted: Vec<(usize, String, Implied, Vec<Item>)> = Vec::new();
-            let mut derived_keys: BTreeMap<String, Item> = BTreeMap::new();
-            // Derived items some source of this group implies: another
-            // source that stops implying one must not delete it.
-            let mut group_puts: BTreeSet<String> = BTreeSet::new();
-            let mut bad = Vec::new();
-            for (i, key) in group.iter().enumerate() {
-                let pos = base + i;
-                let id = item_id(key);
-                let rec = recorded.get(&source_key_pk(self.processor, key));
-                let mut contributions = None;
-                let mut derived = None;
-                if let Some(item) = current.get(&id) {
-                    match self.rules.projection(item) {
-                        Ok(Some(p)) => {
-                            if let Some(u) = projection_update(key_names, item, &p) {
-                                updates.push((pos, u));
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => bad.push((pos, e)),
-                    }
-                    match self.rules.derived(item) {
-                        Ok(d) => derived = Some(d),
-                        Err(e) => bad.push((pos, e)),
-                    }
-                    match self.rules.contributions(item) {
-                        Ok(c) => contributions = Some(c),
-                        Err(e) => bad.push((pos, e)),
-                    }
-                    if let Some(c) = self.rules.counter(item) {
-                        counters.insert(item_id(&c.key_item()), c);
-                    }
-                } else {
-                    derived = Some(vec![]);
-                    contributions = Some(vec![]);
-                }
-                let fresh = Implied::from_rules(
-                    contributions.as_deref().unwrap_or_default(),
-                    derived.as_deref().unwrap_or_default(),
-                    key_names,
-                );
-                // An aspect that met bad input keeps what was recorded.
-                let mut implied = fresh;
-                if let Some(r) = rec {
-                    if contributions.is_none() {
-                        implied.contributions = r.implied.contributions.clone();
-                    }
-                    if derived.is_none() {
-                        implied.derived = r.implied.derived.clone();
-                    }
-                }
-                for d in derived.iter().flatten() {
-                    let k = key_of(d, key_names);
-                    let id = item_id(&k);
-                    derived_keys.insert(id.clone(), k);
-                    group_puts.insert(id);
-                }
-                if let Some(r) = rec {
-                    for (id, d) in &r.implied.derived {
-                        derived_keys.insert(id.clone(), key_of(d, key_names));
-                    }
-                }
-                wanted.push((pos, id, implied, derived.unwrap_or_default()));
-            }
+            let Assessment {
+                updates,
+                wanted,
+                derived_keys,
+                group_puts,
+                bad,
+            } = self.assess(group, base, &recorded, &current, counters);
             // Derived items as they are (to write only what differs).
             let existing: HashMap<String, Item> = if derived_keys.is_empty() {
                 HashMap::new()
@@ -430,7 +371,7 @@ impl Deriver {
             // 5. Ledger records, derived items and totals.
             let mut plans = Vec::new();
             let mut unchanged = 0;
-            for (pos, _id, implied, derived) in &wanted {
+            for (pos, implied, derived) in &wanted {
                 let key = &group[*pos - base];
                 let rec = recorded
                     .get(&source_key_pk(self.processor, key))
@@ -474,6 +415,72 @@ impl Deriver {
             }
             return Ok(());
         }
+    }
+
+    /// What each item of a group implies as it is (absent: nothing), the
+    /// projections to write, and the bad input met. An aspect that meets bad
+    /// input keeps what was recorded.
+    fn assess(
+        &self,
+        group: &[Item],
+        base: usize,
+        recorded: &HashMap<String, Recorded>,
+        current: &HashMap<String, Item>,
+        counters: &mut BTreeMap<String, Counter>,
+    ) -> Assessment {
+        let key_names = self.rules.key_names();
+        let mut out = Assessment::default();
+        for (i, key) in group.iter().enumerate() {
+            let pos = base + i;
+            let rec = recorded.get(&source_key_pk(self.processor, key));
+            let (mut contributions, mut derived) = (Some(vec![]), Some(vec![]));
+            if let Some(item) = current.get(&item_id(key)) {
+                match self.rules.projection(item) {
+                    Ok(p) => out.updates.extend(
+                        p.and_then(|p| projection_update(key_names, item, &p))
+                            .map(|u| (pos, u)),
+                    ),
+                    Err(e) => out.bad.push((pos, e)),
+                }
+                derived = self
+                    .rules
+                    .derived(item)
+                    .map_err(|e| out.bad.push((pos, e)))
+                    .ok();
+                contributions = self
+                    .rules
+                    .contributions(item)
+                    .map_err(|e| out.bad.push((pos, e)))
+                    .ok();
+                if let Some(c) = self.rules.counter(item) {
+                    counters.insert(item_id(&c.key_item()), c);
+                }
+            }
+            let mut implied = Implied::from_rules(
+                contributions.as_deref().unwrap_or_default(),
+                derived.as_deref().unwrap_or_default(),
+                key_names,
+            );
+            if let Some(r) = rec {
+                if contributions.is_none() {
+                    implied.contributions = r.implied.contributions.clone();
+                }
+                if derived.is_none() {
+                    implied.derived = r.implied.derived.clone();
+                }
+                for (id, d) in &r.implied.derived {
+                    out.derived_keys.insert(id.clone(), key_of(d, key_names));
+                }
+            }
+            for d in derived.iter().flatten() {
+                let k = key_of(d, key_names);
+                let id = item_id(&k);
+                out.derived_keys.insert(id.clone(), k);
+                out.group_puts.insert(id);
+            }
+            out.wanted.push((pos, implied, derived.unwrap_or_default()));
+        }
+        out
     }
 
     async fn read_recorded(
@@ -744,6 +751,21 @@ impl Deriver {
         }
         Ok((table_writes, ledger_writes))
     }
+}
+
+/// What the items of a group imply now (see [`Deriver::assess`]).
+#[derive(Default)]
+struct Assessment {
+    /// Projection writes, by position.
+    updates: Vec<(usize, Update)>,
+    /// Per item: its position, what it implies, the derived items it implies.
+    wanted: Vec<(usize, Implied, Vec<Item>)>,
+    /// Keys of the derived items to read (implied now, or recorded).
+    derived_keys: BTreeMap<String, Item>,
+    /// Derived items some source of the group implies: another source that
+    /// stops implying one must not delete it.
+    group_puts: BTreeSet<String>,
+    bad: Vec<(usize, InputError)>,
 }
 
 /// What the group's reads saw, for planning one source item.
