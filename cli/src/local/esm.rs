@@ -31,7 +31,7 @@ use shared::lambda::StreamHandler;
 use crate::local::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
 use crate::local::on_failure::OnFailureConfig;
 pub use crate::local::shards::RecordReader;
-use crate::local::shards::{list_shards, IteratorPosition, SdkStreams, StreamsApi};
+use crate::local::shards::{list_shards, IteratorPosition, SdkStreams, StreamsApi, Trimmed};
 
 /// A handler as Lambda sees it: event in, partial batch response or error out.
 /// In process, the event's records are handed over typed (no JSON).
@@ -427,6 +427,32 @@ impl<S: StreamsApi> StreamMapping<S> {
         Ok(())
     }
 
+    /// The records after a shard's checkpoint were trimmed (the consumer was
+    /// stopped longer than the stream's retention): they are lost to the
+    /// stream. Said loudly, sent to the on-failure destination, and reading
+    /// goes on from TRIM_HORIZON; `jobstream backfill` adopts what was missed.
+    async fn trimmed(&mut self, id: &str, from: &IteratorPosition) -> anyhow::Result<()> {
+        let start = match from {
+            IteratorPosition::AfterSequenceNumber(s) => s.clone(),
+            _ => String::new(),
+        };
+        let f = FailedBatch {
+            mapping: self.config.name.clone(),
+            stream_arn: self.stream_arn.clone(),
+            shard_id: id.to_string(),
+            start_sequence_number: start,
+            end_sequence_number: String::new(),
+            batch_size: 0,
+            reason: "records after the checkpoint were trimmed from the stream before they were processed; run `jobstream backfill`".into(),
+        };
+        tracing::error!(mapping = %f.mapping, shard = %f.shard_id, after = %f.start_sequence_number, "records trimmed before they were processed: resuming at TRIM_HORIZON");
+        crate::local::on_failure::deliver(&self.config.on_failure, &f)
+            .await
+            .context("on-failure destination")?;
+        self.on_failure.push(f);
+        Ok(())
+    }
+
     /// Reads the next records of a shard whose buffer has room.
     async fn fetch(&mut self, id: &str) -> anyhow::Result<()> {
         let Some(s) = self.held.get(id) else {
@@ -439,11 +465,20 @@ impl<S: StreamsApi> StreamMapping<S> {
             Some(it) => it,
             None => {
                 let position = s.resume_position();
-                match self
+                let iterator = match self
                     .api
                     .shard_iterator(&self.stream_arn, id, &position)
-                    .await?
+                    .await
                 {
+                    Err(e) if e.is::<Trimmed>() => {
+                        self.trimmed(id, &position).await?;
+                        self.api
+                            .shard_iterator(&self.stream_arn, id, &IteratorPosition::TrimHorizon)
+                            .await?
+                    }
+                    other => other?,
+                };
+                match iterator {
                     Some(it) => it,
                     None => {
                         let s = self.held.get_mut(id).context("shard held")?;
@@ -759,6 +794,30 @@ mod tests {
             .iter()
             .map(|s| s.parse().unwrap())
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_trimmed_from_the_stream_resumes_at_trim_horizon_and_says_so() {
+        let api = FakeStreams::new(100);
+        api.add_shard("s", None);
+        api.write("s", 10);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut m = mapping(api, &seen);
+        m.poll_once().await.unwrap();
+        assert_eq!(seen_u64(&seen), (1..=10).collect::<Vec<u64>>());
+        // Away longer than the retention: 30 more written, all below 25 gone.
+        m.api.write("s", 30);
+        m.api.trim_below("s", 25);
+        // The first poll meets the expired iterator; the next ones resume.
+        let _ = m.poll_once().await;
+        drain(std::slice::from_mut(&mut m)).await.unwrap();
+        let mut want: Vec<u64> = (1..=10).collect();
+        want.extend(25..=40);
+        assert_eq!(seen_u64(&seen), want, "resumed at the trim horizon");
+        let failed = m.on_failure.take();
+        assert_eq!(failed.len(), 1, "the loss is reported");
+        assert!(failed[0].reason.contains("trimmed"));
+        assert_eq!(failed[0].start_sequence_number, seq_string(10));
     }
 
     #[tokio::test]

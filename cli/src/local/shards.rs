@@ -163,10 +163,15 @@ impl StreamsApi for SdkStreams {
                 .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
                 .sequence_number(seq),
         };
-        let out = req
-            .send()
-            .await
-            .with_context(|| format!("GetShardIterator {shard_id} {position:?}"))?;
+        let out = match req.send().await {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_trimmed_data_access_exception()) =>
+            {
+                return Err(Trimmed(shard_id.to_string()).into())
+            }
+            other => other.with_context(|| format!("GetShardIterator {shard_id} {position:?}"))?,
+        };
         Ok(out.shard_iterator().map(str::to_string))
     }
 
@@ -315,6 +320,12 @@ pub fn embedded_record(r: dynoxide::actions::get_records::Record) -> EventRecord
     rec
 }
 
+/// The records after a checkpoint were trimmed from the stream (older than
+/// its 24 h retention): they can no longer be read.
+#[derive(Debug, thiserror::Error)]
+#[error("shard {0}: the records after the checkpoint were trimmed from the stream")]
+pub struct Trimmed(pub String);
+
 /// An in-process Streams API (pure, deterministic) for tests of shard
 /// discovery, lineage and pagination, which the embedded engine (one shard
 /// per table) cannot exercise.
@@ -331,6 +342,10 @@ pub mod fake {
         /// Sequence numbers written to the shard.
         records: Vec<u64>,
         closed: bool,
+        /// Records below this sequence number are gone (trimmed).
+        trimmed_below: u64,
+        /// Trims so far: iterators from before a trim are expired.
+        generation: u64,
     }
 
     /// Shards listed in creation order; sequence numbers are global and
@@ -376,6 +391,15 @@ pub mod fake {
                     *seq
                 })
                 .collect()
+        }
+
+        /// Trims the records of `shard` below sequence number `seq`.
+        pub fn trim_below(&self, shard: &str, seq: u64) {
+            let mut g = self.shards.lock().unwrap();
+            let s = g.1.get_mut(shard).unwrap();
+            s.records.retain(|r| *r >= seq);
+            s.trimmed_below = seq;
+            s.generation += 1;
         }
 
         pub fn close(&self, shard: &str) {
@@ -445,20 +469,28 @@ pub mod fake {
                 IteratorPosition::Latest => s.records.len(),
                 IteratorPosition::AfterSequenceNumber(seq) => {
                     let seq: u64 = seq.parse()?;
+                    if seq + 1 < s.trimmed_below {
+                        return Err(Trimmed(shard_id.to_string()).into());
+                    }
                     s.records
                         .iter()
                         .position(|r| *r > seq)
                         .unwrap_or(s.records.len())
                 }
             };
-            Ok(Some(format!("{shard_id}/{index}")))
+            Ok(Some(format!("{shard_id}/{index}/{}", s.generation)))
         }
 
         async fn get_records(&self, iterator: &str, limit: usize) -> anyhow::Result<RecordsPage> {
-            let (shard_id, index) = iterator.rsplit_once('/').context("bad iterator")?;
+            let (rest, generation) = iterator.rsplit_once('/').context("bad iterator")?;
+            let (shard_id, index) = rest.rsplit_once('/').context("bad iterator")?;
             let index: usize = index.parse()?;
             let g = self.shards.lock().unwrap();
             let s = &g.1[shard_id];
+            anyhow::ensure!(
+                generation.parse::<u64>()? == s.generation,
+                "ExpiredIteratorException"
+            );
             let records: Vec<EventRecord> = s
                 .records
                 .iter()
@@ -478,7 +510,7 @@ pub mod fake {
             let next_iterator = if s.closed && next == s.records.len() {
                 None
             } else {
-                Some(format!("{shard_id}/{next}"))
+                Some(format!("{shard_id}/{next}/{}", s.generation))
             };
             Ok(RecordsPage {
                 records,
