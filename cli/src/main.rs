@@ -360,6 +360,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 failure_sqs,
             )?;
             let mut rt = Runtime::start(opts).await?;
+            rt.status_every = Some(Duration::from_secs(30));
             announce(None, &rt, sqs.as_deref());
             rt.run_until(ctrl_c()).await?;
             if !report_failures(&rt) {

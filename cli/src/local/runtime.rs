@@ -73,6 +73,8 @@ pub struct Runtime {
     pub processors: Processors,
     pub mappings: Vec<StreamMapping>,
     pub queues: Vec<QueueMapping>,
+    /// Print a status line this often while running (when it changed).
+    pub status_every: Option<Duration>,
 }
 
 impl Runtime {
@@ -154,6 +156,7 @@ impl Runtime {
             processors,
             mappings,
             queues,
+            status_every: None,
         })
     }
 
@@ -240,13 +243,45 @@ impl Runtime {
     /// Polls until `stop` resolves (Ctrl-C in `jobstream dev` / `run`).
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
         tokio::pin!(stop);
+        let mut last_status = Instant::now();
+        let mut said = String::new();
         loop {
+            if let Some(every) = self.status_every {
+                if last_status.elapsed() >= every {
+                    last_status = Instant::now();
+                    let line = self.status();
+                    if line != said {
+                        println!("{line}");
+                        said = line;
+                    }
+                }
+            }
             let busy = self.poll_round().await;
             if crate::local::esm::pause_or_stop(busy, stop.as_mut()).await {
                 crate::local::esm::release_all(&mut self.mappings).await;
                 return Ok(());
             }
         }
+    }
+
+    /// One status line: invocations per processor, and the records sent to
+    /// the on-failure destinations so far.
+    pub fn status(&self) -> String {
+        let invocations: Vec<String> = self
+            .mappings
+            .iter()
+            .map(|m| format!("{} {}", m.name(), m.invocations))
+            .chain(
+                self.queues
+                    .iter()
+                    .map(|q| format!("{} {}", q.name, q.invocations)),
+            )
+            .collect();
+        let failed: usize = self.mappings.iter().map(|m| m.on_failure.len()).sum();
+        format!(
+            "status: invocations {}; on-failure: {failed} batch(es)",
+            invocations.join(", ")
+        )
     }
 
     /// Messages currently in a consumer's DLQ.
