@@ -215,47 +215,7 @@ async fn event_with_matches(rt: &Runtime, event: &str, matches: &[(&str, i64, i6
 
 /// Stream records so far (Lambda-shaped JSON).
 async fn records(env: &ModelEnv) -> Vec<Value> {
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
-    );
-    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("stream");
-    let desc = streams
-        .describe_stream()
-        .stream_arn(&arn)
-        .send()
-        .await
-        .expect("describe");
-    let mut out = Vec::new();
-    for shard in desc.stream_description().expect("description").shards() {
-        let it = streams
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard.shard_id().expect("id"))
-            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .expect("iterator");
-        let mut iterator = it.shard_iterator().map(str::to_string);
-        while let Some(i) = iterator.take() {
-            let req = dynoxide::actions::get_records::GetRecordsRequest {
-                shard_iterator: i,
-                limit: Some(1000),
-            };
-            let resp = env.engine.database().get_records(req).expect("get records");
-            if resp.records.is_empty() {
-                break;
-            }
-            for r in &resp.records {
-                let mut v = serde_json::to_value(r).expect("json");
-                v["eventSourceARN"] = json!(arn);
-                out.push(v);
-            }
-            iterator = resp.next_shard_iterator;
-        }
-    }
-    out
+    crate::support::records_of(&env.engine, &env.rt).await
 }
 
 fn reads(rt: &Runtime) -> Reads {

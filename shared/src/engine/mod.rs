@@ -9,9 +9,11 @@
 //! - [`setjob`] - queue consumers that keep a set of items equal to what
 //!   consistent reads imply, with guarded writes.
 //! - [`once`] - effects that happen at most once per key.
+//! - [`body`] - versioned job bodies with a size limit.
 //! - [`fold`] - aggregates folded in stream order into a durable running
 //!   state (history numbering and snapshots), with cascade deletes.
 
+pub mod body;
 pub mod counts;
 pub mod derive;
 pub mod fold;

@@ -9,7 +9,7 @@
 
 use super::keys;
 use super::messages::{decode, MatchJob};
-use super::suggestions::{body_error, key, pair_key, MATCHES};
+use super::suggestions::{key, pair_key, MATCHES};
 use crate::engine::once::{Once, OncePlan};
 use crate::engine::setjob::{BoxFut, Guard, Reads};
 use crate::item::{s, Item};
@@ -94,7 +94,7 @@ impl Once for Matches {
         _reads: &'a Reads,
     ) -> BoxFut<'a, Result<OncePlan, MessageError>> {
         Box::pin(async move {
-            let m: MatchJob = decode(body).map_err(body_error)?;
+            let m: MatchJob = decode(body)?;
             Ok(plan(&m))
         })
     }

@@ -47,47 +47,16 @@ pub struct MatchJob {
     pub matched_at: String,
 }
 
-/// Why a body was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BodyError {
-    #[error("body of {0} bytes is over the {MAX_BODY_BYTES}-byte limit")]
-    TooLarge(usize),
-    #[error("body is not a JSON object: {0}")]
-    NotJson(String),
-    #[error("missing field `version`")]
-    NoVersion,
-    #[error("unknown version {0} (this build reads {VERSION})")]
-    UnknownVersion(String),
-    #[error("invalid message: {0}")]
-    Invalid(String),
-}
+pub use crate::engine::body::BodyError;
 
 /// Serialises a message with its version.
 pub fn encode<T: Serialize>(message: &T) -> String {
-    let mut v = serde_json::to_value(message).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("version".into(), VERSION.into());
-    }
-    v.to_string()
+    crate::engine::body::encode(message, VERSION)
 }
 
 /// Parses and validates a body.
 pub fn decode<T: DeserializeOwned>(body: &str) -> Result<T, BodyError> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(BodyError::TooLarge(body.len()));
-    }
-    let mut v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
-    let o = v
-        .as_object_mut()
-        .ok_or_else(|| BodyError::NotJson("not an object".into()))?;
-    match o.remove("version") {
-        None => return Err(BodyError::NoVersion),
-        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(VERSION) => {}
-        Some(other) => return Err(BodyError::UnknownVersion(other.to_string())),
-    }
-    let parsed: T = serde_json::from_value(v).map_err(|e| BodyError::Invalid(e.to_string()))?;
-    Ok(parsed)
+    crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)
 }
 
 #[cfg(test)]
@@ -115,7 +84,7 @@ mod tests {
         );
         assert!(matches!(
             decode::<SuggestionJob>(r#"{"version":2,"kind":"seekerChanged","seekerId":"1"}"#),
-            Err(BodyError::UnknownVersion(v)) if v == "2"
+            Err(BodyError::UnknownVersion { found, .. }) if found == "2"
         ));
         assert!(
             matches!(decode::<SuggestionJob>(r#"{"version":1,"kind":"seekerChanged"}"#), Err(BodyError::Invalid(m)) if m.contains("seekerId"))
@@ -126,7 +95,7 @@ mod tests {
         ));
         assert!(matches!(
             decode::<MatchJob>(&"x".repeat(MAX_BODY_BYTES + 1)),
-            Err(BodyError::TooLarge(_))
+            Err(BodyError::TooLarge { .. })
         ));
         assert!(matches!(
             decode::<MatchJob>(

@@ -24,7 +24,7 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
 use super::entities::{Job, JobStatus, Seeker};
 use super::keys;
-use super::messages::{decode, BodyError, SuggestionJob};
+use super::messages::{decode, SuggestionJob};
 use super::relevance::{level, score};
 use crate::engine::once;
 use crate::engine::setjob::{BoxFut, Guard, Guarded, Plan, Reads, SetJob};
@@ -42,21 +42,6 @@ pub const MATCHES: &str = "matches";
 /// The suggestions set job.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Suggestions;
-
-/// A permanent failure for a body that cannot be read.
-pub fn body_error(e: BodyError) -> MessageError {
-    let kind = match e {
-        BodyError::TooLarge(_) => "BodyTooLarge",
-        BodyError::NotJson(_) => "NotJson",
-        BodyError::NoVersion => "NoVersion",
-        BodyError::UnknownVersion(_) => "UnknownVersion",
-        BodyError::Invalid(_) => "InvalidMessage",
-    };
-    MessageError::Permanent {
-        kind,
-        reason: e.to_string(),
-    }
-}
 
 /// The suggestion item of a pair (every attribute, GSI1 keys and TTL included).
 pub fn suggestion_item(
@@ -455,7 +440,7 @@ impl SetJob for Suggestions {
         reads: &'a Reads,
     ) -> BoxFut<'a, Result<Plan, MessageError>> {
         Box::pin(async move {
-            match decode::<SuggestionJob>(body).map_err(body_error)? {
+            match decode::<SuggestionJob>(body)? {
                 SuggestionJob::JobOpened { city, job_sk } => {
                     let job_id = job_sk.rsplit('#').next().unwrap_or_default().to_string();
                     self.job_scope(reads, &city, &job_id, Some(job_sk)).await

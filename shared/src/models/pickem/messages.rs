@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::entities::{valid_id, EventId};
-use crate::sqs::MessageError;
 
 /// The only message version this build reads and writes.
 pub const VERSION: u64 = 1;
@@ -45,62 +44,16 @@ impl ScoreJob {
     }
 }
 
-/// Why a body was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BodyError {
-    #[error("body of {0} bytes is over the {MAX_BODY_BYTES}-byte limit")]
-    TooLarge(usize),
-    #[error("body is not a JSON object: {0}")]
-    NotJson(String),
-    #[error("missing field `version`")]
-    NoVersion,
-    #[error("unknown version {0} (this build reads {VERSION})")]
-    UnknownVersion(String),
-    #[error("invalid message: {0}")]
-    Invalid(String),
-}
-
-impl From<BodyError> for MessageError {
-    fn from(e: BodyError) -> Self {
-        let kind = match e {
-            BodyError::TooLarge(_) => "BodyTooLarge",
-            BodyError::NotJson(_) => "NotJson",
-            BodyError::NoVersion => "NoVersion",
-            BodyError::UnknownVersion(_) => "UnknownVersion",
-            BodyError::Invalid(_) => "InvalidMessage",
-        };
-        MessageError::Permanent {
-            kind,
-            reason: e.to_string(),
-        }
-    }
-}
+pub use crate::engine::body::BodyError;
 
 /// Serialises a job with its version.
 pub fn encode(job: &ScoreJob) -> String {
-    let mut v = serde_json::to_value(job).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("version".into(), VERSION.into());
-    }
-    v.to_string()
+    crate::engine::body::encode(job, VERSION)
 }
 
 /// Parses and validates a body.
 pub fn decode(body: &str) -> Result<ScoreJob, BodyError> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(BodyError::TooLarge(body.len()));
-    }
-    let mut v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
-    let o = v
-        .as_object_mut()
-        .ok_or_else(|| BodyError::NotJson("not an object".into()))?;
-    match o.remove("version") {
-        None => return Err(BodyError::NoVersion),
-        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(VERSION) => {}
-        Some(other) => return Err(BodyError::UnknownVersion(other.to_string())),
-    }
-    let job: ScoreJob = serde_json::from_value(v).map_err(|e| BodyError::Invalid(e.to_string()))?;
+    let job: ScoreJob = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
     if EventId::parse(job.event_id()).is_none() {
         return Err(BodyError::Invalid(
             "eventId is not <YYYY-MM-DD>-<slug>".into(),
@@ -146,6 +99,7 @@ pub fn chunks(event_id: &str, users: &[String]) -> Vec<ScoreJob> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sqs::MessageError;
 
     const EV: &str = "2024-03-03-aew-revolution";
 
@@ -175,7 +129,7 @@ mod tests {
         );
         assert!(matches!(
             decode(r#"{"version":2,"kind":"event","eventId":"2024-03-03-x"}"#),
-            Err(BodyError::UnknownVersion(_))
+            Err(BodyError::UnknownVersion { .. })
         ));
         assert!(matches!(
             decode(r#"{"version":1,"kind":"event","eventId":"yesterday"}"#),
@@ -198,7 +152,7 @@ mod tests {
         assert!(matches!(decode("nope"), Err(BodyError::NotJson(_))));
         assert!(matches!(
             decode(&"x".repeat(MAX_BODY_BYTES + 1)),
-            Err(BodyError::TooLarge(_))
+            Err(BodyError::TooLarge { .. })
         ));
         let e: MessageError = BodyError::NoVersion.into();
         assert!(matches!(

@@ -40,11 +40,7 @@ pub enum TimelineJob {
 
 /// Serialises a job with its version.
 pub fn encode(job: &TimelineJob) -> String {
-    let mut v = serde_json::to_value(job).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("version".into(), VERSION.into());
-    }
-    v.to_string()
+    crate::engine::body::encode(job, VERSION)
 }
 
 fn permanent(kind: &'static str, reason: impl Into<String>) -> MessageError {
@@ -54,34 +50,8 @@ fn permanent(kind: &'static str, reason: impl Into<String>) -> MessageError {
     }
 }
 
-/// Parses and validates a body.
 pub fn decode(body: &str) -> Result<TimelineJob, MessageError> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(permanent(
-            "BodyTooLarge",
-            format!(
-                "body of {} bytes is over the {MAX_BODY_BYTES}-byte limit",
-                body.len()
-            ),
-        ));
-    }
-    let mut v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| permanent("NotJson", e.to_string()))?;
-    let o = v
-        .as_object_mut()
-        .ok_or_else(|| permanent("NotJson", "not an object"))?;
-    match o.remove("version") {
-        None => return Err(permanent("NoVersion", "missing field `version`")),
-        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(VERSION) => {}
-        Some(other) => {
-            return Err(permanent(
-                "UnknownVersion",
-                format!("unknown version {other} (this build reads {VERSION})"),
-            ))
-        }
-    }
-    let job: TimelineJob =
-        serde_json::from_value(v).map_err(|e| permanent("InvalidMessage", e.to_string()))?;
+    let job: TimelineJob = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
     let ids_ok = match &job {
         TimelineJob::Post {
             author_id,
