@@ -782,13 +782,20 @@ enum Retry {
     Failed(usize, ProcessError),
 }
 
-/// The first bad input any aspect of the rules meets in `image`.
-fn first_error(rules: &dyn Rules, image: &Item) -> Option<InputError> {
-    rules
+/// What a record's image says, each aspect computed once: whether it
+/// implies anything (contributions or derived items), and the first bad
+/// input any aspect meets in it.
+fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
+    let derived = rules.derived(image);
+    let contributions = rules.contributions(image);
+    let implies = derived.as_ref().is_ok_and(|d| !d.is_empty())
+        || contributions.as_ref().is_ok_and(|c| !c.is_empty());
+    let bad = rules
         .projection(image)
         .err()
-        .or_else(|| rules.derived(image).err())
-        .or_else(|| rules.contributions(image).err())
+        .or(derived.err())
+        .or(contributions.err());
+    (implies, bad)
 }
 
 fn source_key_pk(processor: &str, key: &Item) -> String {
@@ -936,32 +943,24 @@ impl StreamProcessor for DeriveProcessor {
             // What the record says is validated too, so that every bad
             // record is logged and counted even if the item has changed (or
             // gone) since; its effects follow the item as it is.
-            if let Some(e) = change
+            let id = item_id(&change.keys);
+            let new = change
                 .new
                 .as_ref()
-                .filter(|_| change.kind != ChangeKind::Remove)
-                .and_then(|img| first_error(rules.as_ref(), img))
-            {
-                if bad_keys.insert(item_id(&change.keys)) {
+                .filter(|_| change.kind != ChangeKind::Remove);
+            let (old_implies, _) = change
+                .old
+                .as_ref()
+                .map_or((false, None), |img| read_image(rules.as_ref(), img));
+            let (new_implies, bad) =
+                new.map_or((false, None), |img| read_image(rules.as_ref(), img));
+            if let Some(e) = bad {
+                if bad_keys.insert(id.clone()) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
                 }
             }
-            let id = item_id(&change.keys);
-            if let Some(old) = &change.old {
-                let implied = rules.contributions(old).is_ok_and(|c| !c.is_empty())
-                    || rules.derived(old).is_ok_and(|d| !d.is_empty());
-                if implied {
-                    hints.entry(id.clone()).or_default().implied_something = true;
-                }
-            }
-            if change.kind != ChangeKind::Remove {
-                if let Some(new) = &change.new {
-                    let implied = rules.contributions(new).is_ok_and(|c| !c.is_empty())
-                        || rules.derived(new).is_ok_and(|d| !d.is_empty());
-                    if implied {
-                        hints.entry(id.clone()).or_default().implied_something = true;
-                    }
-                }
+            if old_implies || new_implies {
+                hints.entry(id.clone()).or_default().implied_something = true;
             }
             if let std::collections::hash_map::Entry::Vacant(e) = position.entry(id) {
                 e.insert(keys.len());
