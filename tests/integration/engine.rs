@@ -191,20 +191,27 @@ async fn a_repair_ahead_of_a_lagging_processor_is_not_counted_twice() {
     crate::support::assert_verified(&env).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_job_closed_never_wipes_a_job_reopened_since() {
-    let crate::support::ModelEnv {
-        engine: _engine,
-        mut rt,
-    } = model_env("jobboard", |_| {}).await;
+/// A job board with one open job and one seeker it suits, processed.
+async fn board_with_one_pair() -> (
+    jobstream::local::engine::LocalEngine,
+    jobstream::local::runtime::Runtime,
+    JobBoardWriter,
+) {
+    let crate::support::ModelEnv { engine, mut rt } = model_env("jobboard", |_| {}).await;
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
-    let jobs = jobs();
     w.employer("e1", "Acme").await.unwrap();
-    w.create_job(&jobs[0]).await.unwrap();
+    w.create_job(&jobs()[0]).await.unwrap();
     w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
         .await
         .unwrap();
     rt.drain().await.unwrap();
+    (engine, rt, w)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_job_closed_never_wipes_a_job_reopened_since() {
+    let (_engine, mut rt, w) = board_with_one_pair().await;
+    let jobs = jobs();
     assert_eq!(suggestions_of(&rt, "a").await.unwrap(), ["j1 R1"]);
     // Closed, then reopened; the close's job arrives after both (a standard
     // queue with concurrent consumers reorders them).
@@ -228,18 +235,8 @@ async fn a_late_job_closed_never_wipes_a_job_reopened_since() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
-    let crate::support::ModelEnv {
-        engine: _engine,
-        mut rt,
-    } = model_env("jobboard", |_| {}).await;
-    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let (_engine, mut rt, w) = board_with_one_pair().await;
     let jobs = jobs();
-    w.employer("e1", "Acme").await.unwrap();
-    w.create_job(&jobs[0]).await.unwrap();
-    w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    rt.drain().await.unwrap();
     // A rescoring of the seeker reads the facts (no request yet)...
     let reads = Reads {
         store: rt.processors.store.clone(),
