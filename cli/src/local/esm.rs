@@ -87,6 +87,17 @@ pub struct MappingConfig {
     pub max_retries: u32,
     pub bisect_on_error: bool,
     pub retry_delay: Duration,
+    /// The deployed function timeout: an invocation past it is cancelled
+    /// and counts as a failed invocation (SPEC §6.1).
+    pub function_timeout: Duration,
+    /// Records older than this are given up (the mapping's
+    /// `maximumRecordAgeInSeconds`); `None` = no limit (-1).
+    pub max_record_age: Option<Duration>,
+    /// The mapping's `maximumBatchingWindowInSeconds`.
+    pub batching_window: Duration,
+    /// Every duration above is multiplied by this before it is slept or
+    /// timed (1.0 in production; tests shrink it, never the counts).
+    pub time_scale: f64,
     /// Where shards without a checkpoint start.
     pub starting_position: StartingPosition,
     /// How often DescribeStream looks for new shards (besides right after a
@@ -108,6 +119,10 @@ impl MappingConfig {
             max_retries: 3,
             bisect_on_error: true,
             retry_delay: Duration::from_millis(20),
+            function_timeout: Duration::from_secs(60),
+            max_record_age: None,
+            batching_window: Duration::ZERO,
+            time_scale: 1.0,
             starting_position: StartingPosition::TrimHorizon,
             discovery_interval: Duration::from_secs(10),
             checkpoints: None,
