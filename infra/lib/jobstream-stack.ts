@@ -317,6 +317,7 @@ export class JobstreamStack extends Stack {
     fn.addEventSource(
       new SqsEventSource(this.queues[q.logical], {
         batchSize: q.batchSize,
+        maxConcurrency: q.maxConcurrency,
         reportBatchItemFailures: true,
       }),
     );

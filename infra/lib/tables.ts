@@ -30,6 +30,8 @@ export interface QueueDef {
   readonly retentionSecs: number;
   readonly dlqRetentionSecs: number;
   readonly batchSize: number;
+  /** The SQS mapping's maximum concurrency (ScalingConfig), also the local pollers'. */
+  readonly maxConcurrency: number;
 }
 
 /** A sort-key condition of a stream consumer's event filter. */

@@ -57,6 +57,11 @@ pub struct QueueDef {
     /// Longer than the source queue's, so nothing expires in the DLQ first.
     pub dlq_retention_secs: u32,
     pub batch_size: u32,
+    /// Most concurrent invocations of the consumer for this queue: the SQS
+    /// mapping's `ScalingConfig.MaximumConcurrency` when deployed, the number
+    /// of concurrent pollers/invocations locally (never reserved
+    /// concurrency, which would throttle messages into the DLQ).
+    pub max_concurrency: u32,
 }
 
 const CONSUMER_TIMEOUT: u32 = 30;
@@ -81,6 +86,7 @@ impl QueueDef {
             retention_secs: 4 * 24 * 3600,
             dlq_retention_secs: 14 * 24 * 3600,
             batch_size: 10,
+            max_concurrency: 5,
         }
     }
 }
