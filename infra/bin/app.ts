@@ -1,6 +1,7 @@
 // The CDK app. Context parameters (cdk deploy -c key=value):
 //   model=<a model in tables.json> (default: its defaultModel), architecture=x86_64|arm64, tableName=...,
 //   deletionProtection=true|false, existingTableName=... existingTableStreamArn=... (attach to a table),
+//   existingLedgerTableName=... (attach to a retained ledger: redeploying after `cdk destroy`),
 //   alarmEmail=..., stackName=...
 import { App, Aspects } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -27,6 +28,7 @@ new JobstreamStack(app, ctx('stackName') ?? 'Jobstream', {
   tableName: ctx('tableName'),
   deletionProtection: ctx('deletionProtection') !== 'false',
   existingTable: existingName && existingStream ? { tableName: existingName, streamArn: existingStream } : undefined,
+  existingLedgerTableName: ctx('existingLedgerTableName'),
   alarmEmail: ctx('alarmEmail'),
 });
 Aspects.of(app).add(new AwsSolutionsChecks({ verbose: true }));

@@ -25,7 +25,6 @@ import {
   type ModelDef,
   type QueueConsumerDef,
   type QueueDef,
-  type SkFilter,
   type StreamConsumerDef,
   type TableDef,
   type TableDefs,
@@ -50,6 +49,12 @@ export interface JobstreamStackProps extends StackProps {
   readonly existingTable?: ExistingTable;
   /** Name of the table to create (default: the model's). */
   readonly tableName?: string;
+  /**
+   * Attach to this ledger table instead of creating one: the redeploy path
+   * after `cdk destroy`, which retains the tables (a new ledger under the
+   * same name would fail with "already exists").
+   */
+  readonly existingLedgerTableName?: string;
   /** Deletion protection of the tables created here (default true). */
   readonly deletionProtection?: boolean;
   /** Email address subscribed to the alarm topic. */
@@ -60,14 +65,8 @@ export interface JobstreamStackProps extends StackProps {
   readonly defs?: TableDefs;
 }
 
-/** Settings of every stream consumer (SPEC §2.9). */
-export const STREAM_CONSUMER = {
-  batchSize: 100,
-  retryAttempts: 10,
-  maxRecordAge: Duration.hours(24),
-  timeout: Duration.seconds(60),
-  memorySize: 256,
-} as const;
+/** Memory of the queue consumers' functions (stream consumers' comes with their settings). */
+export const QUEUE_CONSUMER_MEMORY_MB = 256;
 
 /** DynamoDB Streams: more than two readers per shard get throttled (SPEC §2.9). */
 export const MAX_STREAM_CONSUMERS = 2;
@@ -96,13 +95,9 @@ function createTable(scope: Construct, id: string, def: TableDef, name: string, 
   return table;
 }
 
-/** The event filter of a stream consumer: one pattern per sort-key condition. */
-export function streamFilters(sortKeyName: string, filters: SkFilter[]): Record<string, unknown>[] {
-  return filters.map((f) =>
-    lambda.FilterCriteria.filter({
-      dynamodb: { Keys: { [sortKeyName]: { S: 'prefix' in f ? lambda.FilterRule.beginsWith(f.prefix) : lambda.FilterRule.isEqual(f.equals) } } },
-    }),
-  );
+/** The event filters of a stream consumer: its patterns, verbatim (the local runtime applies the same ones). */
+export function streamFilters(filters: Record<string, unknown>[]): Record<string, unknown>[] {
+  return filters.map((f) => lambda.FilterCriteria.filter(f));
 }
 
 /** Checks a model definition before anything is built from it (throws). */
@@ -125,7 +120,7 @@ export function validateModel(def: ModelDef): void {
     logicals.add(c.queue.logical);
   }
   for (const c of [...def.streamConsumers, ...def.queueConsumers]) {
-    for (const q of c.sendsTo) {
+    for (const q of c.grant.sendsTo) {
       if (!logicals.has(q)) throw new Error(`model ${def.name}: ${c.name} sends to ${q}, which no queue consumer consumes`);
     }
   }
@@ -135,7 +130,7 @@ export function validateModel(def: ModelDef): void {
 export class JobstreamStack extends Stack {
   readonly model: ModelDef;
   readonly table: dynamodb.ITable;
-  readonly ledger: dynamodb.Table;
+  readonly ledger: dynamodb.ITable;
   /** Functions by consumer name. */
   readonly functions: Record<string, lambda.IFunction> = {};
   /** On-failure destinations by stream consumer name. */
@@ -144,6 +139,9 @@ export class JobstreamStack extends Stack {
   readonly queues: Record<string, sqs.Queue> = {};
   readonly deadLetterQueues: Record<string, sqs.Queue> = {};
   readonly alarmTopic: sns.Topic;
+  /** The alarm topic's key: customer managed, so that its policy can let CloudWatch publish. */
+  readonly alarmKey: kms.Key;
+  readonly metrics: TableDefs['metrics'];
 
   constructor(scope: Construct, id: string, props: JobstreamStackProps = {}) {
     super(scope, id, props);
@@ -162,13 +160,39 @@ export class JobstreamStack extends Stack {
     } else {
       this.table = createTable(this, 'Table', def.table, props.tableName ?? def.table.name, deletionProtection);
     }
-    this.ledger = createTable(this, 'Ledger', defs.ledger, `${Stack.of(this).stackName}-ledger`, deletionProtection);
+    this.ledger = props.existingLedgerTableName
+      ? dynamodb.Table.fromTableName(this, 'Ledger', props.existingLedgerTableName)
+      : createTable(this, 'Ledger', defs.ledger, `${Stack.of(this).stackName}-ledger`, deletionProtection);
+    this.metrics = defs.metrics;
 
+    // alias/aws/sns cannot be used: its key policy cannot grant CloudWatch,
+    // so alarms would never reach the topic.
+    this.alarmKey = new kms.Key(this, 'AlarmKey', {
+      description: 'jobstream alarm topic (CloudWatch may publish)',
+      enableKeyRotation: true,
+    });
+    const cloudwatchPrincipal = new iam.ServicePrincipal('cloudwatch.amazonaws.com');
+    this.alarmKey.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [cloudwatchPrincipal],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+        conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } },
+      }),
+    );
     this.alarmTopic = new sns.Topic(this, 'AlarmTopic', {
       displayName: 'jobstream alarms',
       enforceSSL: true,
-      masterKey: kms.Alias.fromAliasName(this, 'SnsKey', 'alias/aws/sns'),
+      masterKey: this.alarmKey,
     });
+    this.alarmTopic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [cloudwatchPrincipal],
+        actions: ['sns:Publish'],
+        resources: [this.alarmTopic.topicArn],
+        conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } },
+      }),
+    );
     if (props.alarmEmail) {
       this.alarmTopic.addSubscription(new subs.EmailSubscription(props.alarmEmail));
     }
@@ -231,8 +255,8 @@ export class JobstreamStack extends Stack {
     architecture: lambda.Architecture,
     manifestPath: string,
     timeout: Duration,
+    memorySize: number,
     extraEnv: Record<string, string>,
-    queryIndexes: boolean,
   ): { fn: RustFunction; role: iam.Role } {
     const Name = constructName(c.name);
     const logGroup = new logs.LogGroup(this, `${Name}Logs`, {
@@ -250,29 +274,30 @@ export class JobstreamStack extends Stack {
         resources: [logGroup.logGroupArn],
       }),
     );
-    if (c.tableActions.length > 0) {
-      role.addToPolicy(new iam.PolicyStatement({ actions: c.tableActions, resources: [this.table.tableArn] }));
+    // Exactly the definition's grant (the local runtime enforces the same one).
+    const g = c.grant;
+    if (g.tableActions.length > 0) {
+      role.addToPolicy(new iam.PolicyStatement({ actions: g.tableActions, resources: [this.table.tableArn] }));
     }
-    if (queryIndexes) {
-      // Queue consumers read the model's GSIs; Query is the only action on them.
-      role.addToPolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [`${this.table.tableArn}/index/*`] }));
+    if (g.indexActions.length > 0 && this.model.table.gsis.length > 0) {
+      role.addToPolicy(new iam.PolicyStatement({ actions: g.indexActions, resources: [`${this.table.tableArn}/index/*`] }));
       NagSuppressions.addResourceSuppressions(
         role,
         [
           {
             id: 'AwsSolutions-IAM5',
-            reason: "dynamodb:Query on the model table's own GSIs (index/*), the only action granted on them.",
+            reason: `${g.indexActions.join(', ')} on the model table's own GSIs (index/*), the only actions granted on them.`,
             appliesTo: [{ regex: '/^Resource::.*\\/index\\/\\*$/g' }],
           },
         ],
         true,
       );
     }
-    if (c.ledgerActions.length > 0) {
-      role.addToPolicy(new iam.PolicyStatement({ actions: c.ledgerActions, resources: [this.ledger.tableArn] }));
+    if (g.ledgerActions.length > 0) {
+      role.addToPolicy(new iam.PolicyStatement({ actions: g.ledgerActions, resources: [this.ledger.tableArn] }));
     }
     const queueUrls: Record<string, string> = {};
-    for (const logical of c.sendsTo) {
+    for (const logical of g.sendsTo) {
       this.queues[logical].grantSendMessages(role);
       queueUrls[queueEnv(logical)] = this.queues[logical].queueUrl;
     }
@@ -287,7 +312,7 @@ export class JobstreamStack extends Stack {
       logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,
       timeout,
-      memorySize: STREAM_CONSUMER.memorySize,
+      memorySize,
       environment: {
         MODEL: this.model.name,
         TABLE_NAME: this.table.tableName,
@@ -298,21 +323,34 @@ export class JobstreamStack extends Stack {
     });
     this.alarm(`${Name}Errors`, fn.metricErrors({ period: Duration.minutes(5) }), 0, `${c.name}: function errors`);
     this.alarm(`${Name}Throttles`, fn.metricThrottles({ period: Duration.minutes(5) }), 0, `${c.name}: function throttled`);
+    // Failures come back as partial batch responses, which keep Errors at
+    // zero: alarm on the processors' own metric of skipped bad input.
+    this.alarm(
+      `${Name}BadInput`,
+      new cloudwatch.Metric({
+        namespace: this.metrics.namespace,
+        metricName: this.metrics.badInput,
+        dimensionsMap: { [this.metrics.dimension]: c.name },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      0,
+      `${c.name}: records skipped as bad input (logged with keys and reason)`,
+    );
     this.functions[c.name] = fn;
     return { fn, role };
   }
 
   private addQueueConsumer(c: QueueConsumerDef, architecture: lambda.Architecture, manifestPath: string): void {
     const q = c.queue;
-    const queryIndexes = this.model.table.gsis.length > 0 && c.tableActions.includes('dynamodb:Query');
     const { fn } = this.addFunction(
       c,
       `jobstream ${this.model.name} ${c.name}: ${c.binary} on queue ${q.logical}`,
       architecture,
       manifestPath,
       Duration.seconds(q.consumerTimeoutSecs),
+      QUEUE_CONSUMER_MEMORY_MB,
       { QUEUE: q.logical },
-      queryIndexes,
     );
     fn.addEventSource(
       new SqsEventSource(this.queues[q.logical], {
@@ -330,9 +368,9 @@ export class JobstreamStack extends Stack {
       `jobstream ${this.model.name} ${c.name}: ${c.binary} on the table stream`,
       architecture,
       manifestPath,
-      STREAM_CONSUMER.timeout,
+      Duration.seconds(c.settings.timeoutSecs),
+      c.settings.memoryMb,
       {},
-      false,
     );
 
     const onFailure = new sqs.Queue(this, `${Name}OnFailure`, {
@@ -342,15 +380,17 @@ export class JobstreamStack extends Stack {
     });
     fn.addEventSource(
       new DynamoEventSource(this.table, {
-        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
-        batchSize: STREAM_CONSUMER.batchSize,
-        bisectBatchOnError: true,
-        retryAttempts: STREAM_CONSUMER.retryAttempts,
-        maxRecordAge: STREAM_CONSUMER.maxRecordAge,
+        // Every setting from the definition (the local mapping is built from the same one).
+        startingPosition: lambda.StartingPosition[c.settings.startingPosition],
+        batchSize: c.settings.batchSize,
+        maxBatchingWindow: c.settings.batchingWindowSecs > 0 ? Duration.seconds(c.settings.batchingWindowSecs) : undefined,
+        bisectBatchOnError: c.settings.bisectOnError,
+        retryAttempts: c.settings.maxRetries,
+        maxRecordAge: Duration.seconds(c.settings.maxRecordAgeSecs),
         reportBatchItemFailures: true,
-        parallelizationFactor: 1,
+        parallelizationFactor: c.settings.parallelizationFactor,
         onFailure: new SqsDlq(onFailure),
-        filters: c.filters.length > 0 ? streamFilters(this.model.table.sk, c.filters) : undefined,
+        filters: c.filters.length > 0 ? streamFilters(c.filters) : undefined,
       }),
     );
 

@@ -34,23 +34,43 @@ export interface QueueDef {
   readonly maxConcurrency: number;
 }
 
-/** A sort-key condition of a stream consumer's event filter. */
-export type SkFilter = { readonly prefix: string } | { readonly equals: string };
+/** One Lambda event filter pattern, deployed verbatim (FilterCriteria.Filters[].Pattern) and applied locally with Lambda's matching rules. */
+export type FilterPattern = Record<string, unknown>;
+
+/** What a processor's role may do: the function's IAM policy, and what the local runtime enforces on its calls. */
+export interface Grant {
+  /** DynamoDB actions on the model table, on its indexes (`index/*`), on the ledger. */
+  readonly tableActions: string[];
+  readonly indexActions: string[];
+  readonly ledgerActions: string[];
+  /** Logical queues it sends jobs to (sqs:SendMessage). */
+  readonly sendsTo: string[];
+}
+
+/** A stream event source mapping's and its function's settings (SPEC §6.1), as the local runtime runs them. */
+export interface StreamSettings {
+  readonly batchSize: number;
+  readonly batchingWindowSecs: number;
+  readonly maxRetries: number;
+  readonly bisectOnError: boolean;
+  readonly maxRecordAgeSecs: number;
+  readonly timeoutSecs: number;
+  readonly parallelizationFactor: number;
+  readonly startingPosition: 'TRIM_HORIZON' | 'LATEST';
+  readonly memoryMb: number;
+}
 
 interface ConsumerDef {
   readonly name: string;
   /** The Rust binary (a member crate of the workspace). */
   readonly binary: string;
-  /** DynamoDB actions on the model table and on the ledger. */
-  readonly tableActions: string[];
-  readonly ledgerActions: string[];
-  /** Logical queues it sends jobs to. */
-  readonly sendsTo: string[];
+  readonly grant: Grant;
 }
 
 export interface StreamConsumerDef extends ConsumerDef {
-  /** Sort-key conditions of the items it handles; empty = no filter. */
-  readonly filters: SkFilter[];
+  /** Event filter patterns (alternatives); empty = every record. */
+  readonly filters: FilterPattern[];
+  readonly settings: StreamSettings;
 }
 
 export interface QueueConsumerDef extends ConsumerDef {
@@ -66,10 +86,20 @@ export interface ModelDef {
   readonly queueConsumers: QueueConsumerDef[];
 }
 
+/** The processors' Embedded Metric Format metrics (namespace, dimension, names). */
+export interface MetricDefs {
+  readonly namespace: string;
+  /** The one dimension: the processor's name. */
+  readonly dimension: string;
+  /** Records skipped as bad input (never FailedRecord, which counts retried failures too). */
+  readonly badInput: string;
+}
+
 export interface TableDefs {
   /** The model deployed when none is named (the registry's default). */
   readonly defaultModel: string;
   readonly ledger: TableDef;
+  readonly metrics: MetricDefs;
   readonly models: ModelDef[];
 }
 

@@ -11,7 +11,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 
-import { JobstreamStack, MAX_STREAM_CONSUMERS, STREAM_CONSUMER, validateModel, type JobstreamStackProps } from '../lib/jobstream-stack.ts';
+import { JobstreamStack, MAX_STREAM_CONSUMERS, QUEUE_CONSUMER_MEMORY_MB, validateModel, type JobstreamStackProps } from '../lib/jobstream-stack.ts';
 import { constructName, loadTableDefs, modelDef, queueEnv, type ModelDef, type TableDefs } from '../lib/tables.ts';
 
 type Resource = { Type: string; Properties: Record<string, any> };
@@ -101,7 +101,7 @@ test('model definitions the stack cannot deploy are rejected', () => {
     queueConsumers: [],
   };
   assert.throws(() => validateModel(tooMany), /at most 2/);
-  const unknownQueue: ModelDef = { ...base, streamConsumers: [{ ...sc, sendsTo: ['nowhere'] }], queueConsumers: [] };
+  const unknownQueue: ModelDef = { ...base, streamConsumers: [{ ...sc, grant: { ...sc.grant, sendsTo: ['nowhere'] } }], queueConsumers: [] };
   assert.throws(() => validateModel(unknownQueue), /nowhere/);
   const clash: ModelDef = { ...base, streamConsumers: [sc, { ...sc }], queueConsumers: [] };
   assert.throws(() => validateModel(clash), /not unique/);
@@ -131,7 +131,23 @@ const probeModel: ModelDef = {
   about: 'test only',
   table: { name: 'probe-table', pk: 'id', sk: 'kind', gsis: [], ttlAttribute: null, stream: true },
   streamConsumers: [
-    { name: 'fan-out', binary: 'derive', filters: [], tableActions: ['dynamodb:UpdateItem'], ledgerActions: [], sendsTo: ['timeline-fanout'] },
+    {
+      name: 'fan-out',
+      binary: 'derive',
+      filters: [],
+      settings: {
+        batchSize: 50,
+        batchingWindowSecs: 2,
+        maxRetries: 4,
+        bisectOnError: true,
+        maxRecordAgeSecs: 3600,
+        timeoutSecs: 40,
+        parallelizationFactor: 1,
+        startingPosition: 'TRIM_HORIZON',
+        memoryMb: 512,
+      },
+      grant: { tableActions: ['dynamodb:UpdateItem'], indexActions: [], ledgerActions: [], sendsTo: ['timeline-fanout'] },
+    },
   ],
   queueConsumers: [
     {
@@ -148,10 +164,9 @@ const probeModel: ModelDef = {
         retentionSecs: 86400,
         dlqRetentionSecs: 1209600,
         batchSize: 5,
+        maxConcurrency: 3,
       },
-      tableActions: ['dynamodb:Query', 'dynamodb:PutItem'],
-      ledgerActions: ['dynamodb:PutItem'],
-      sendsTo: ['timeline-fanout'],
+      grant: { tableActions: ['dynamodb:Query', 'dynamodb:PutItem'], indexActions: ['dynamodb:Query'], ledgerActions: ['dynamodb:PutItem'], sendsTo: ['timeline-fanout'] },
     },
   ],
 };
@@ -217,6 +232,27 @@ for (const [label, def, modelDefs] of cases) {
       assert.equal(ledger.DeletionProtectionEnabled, true);
     });
 
+    test('every stream mapping setting is the definition\'s (the one the local runtime builds its mappings from)', () => {
+      const mappings = resources('AWS::Lambda::EventSourceMapping').filter((m) => m.Properties.StartingPosition);
+      const fns = template.findResources('AWS::Lambda::Function');
+      for (const c of def.streamConsumers) {
+        const p = mappings.find((m) => JSON.stringify(m.Properties.FunctionName) === JSON.stringify(s.ref(fnOf(c.name))))!.Properties;
+        const st = c.settings;
+        assert.equal(p.BatchSize, st.batchSize, `${c.name}: batch size`);
+        assert.equal(p.MaximumBatchingWindowInSeconds, st.batchingWindowSecs > 0 ? st.batchingWindowSecs : undefined, `${c.name}: window`);
+        assert.equal(p.MaximumRetryAttempts, st.maxRetries);
+        assert.equal(p.BisectBatchOnFunctionError, st.bisectOnError);
+        assert.equal(p.MaximumRecordAgeInSeconds, st.maxRecordAgeSecs);
+        assert.equal(p.ParallelizationFactor, st.parallelizationFactor);
+        assert.equal(p.StartingPosition, st.startingPosition);
+        const f = fns[s.ref(fnOf(c.name)).Ref].Properties;
+        assert.equal(f.Timeout, st.timeoutSecs);
+        assert.equal(f.MemorySize, st.memoryMb);
+        const patterns = (p.FilterCriteria?.Filters ?? []).map((x: { Pattern: string }) => JSON.parse(x.Pattern));
+        assert.deepEqual(patterns, c.filters, `${c.name}: the definition's patterns, verbatim`);
+      }
+    });
+
     test('at most two event source mappings read the stream, each as SPEC §2.9 requires, filtered as defined', () => {
       const mappings = resources('AWS::Lambda::EventSourceMapping').filter((m) => m.Properties.StartingPosition);
       assert.equal(mappings.length, def.streamConsumers.length);
@@ -227,19 +263,14 @@ for (const [label, def, modelDefs] of cases) {
         const p = found[0].Properties;
         assert.deepEqual(p.FunctionResponseTypes, ['ReportBatchItemFailures']);
         assert.equal(p.BisectBatchOnFunctionError, true);
-        assert.equal(p.MaximumRetryAttempts, 10);
-        assert.equal(p.MaximumRecordAgeInSeconds, 86400);
+        assert.ok(p.MaximumRetryAttempts > 0 && p.MaximumRetryAttempts <= 10, 'bounded retries');
+        assert.ok(p.MaximumRecordAgeInSeconds > 0, 'bounded record age');
         assert.equal(p.StartingPosition, 'TRIM_HORIZON');
-        assert.equal(p.BatchSize, 100);
         assert.equal(p.ParallelizationFactor, 1);
         assert.deepEqual(p.DestinationConfig.OnFailure.Destination, s.arn(stack.onFailureQueues[c.name]));
         assert.deepEqual(p.EventSourceArn, s.arn(stack.table, 'StreamArn'));
         if (c.filters.length === 0) {
           assert.equal(p.FilterCriteria, undefined, `${c.name}: no filter`);
-        } else {
-          const patterns = p.FilterCriteria.Filters.map((f: { Pattern: string }) => JSON.parse(f.Pattern));
-          const expected = c.filters.map((f) => ({ dynamodb: { Keys: { [def.table.sk]: { S: ['prefix' in f ? { prefix: f.prefix } : f.equals] } } } }));
-          assert.deepEqual(patterns, expected, `${c.name}: filters on ${def.table.sk}`);
         }
       }
     });
@@ -253,6 +284,7 @@ for (const [label, def, modelDefs] of cases) {
         assert.deepEqual(found[0].Properties.EventSourceArn, s.arn(stack.queues[c.queue.logical]));
         assert.deepEqual(found[0].Properties.FunctionResponseTypes, ['ReportBatchItemFailures']);
         assert.equal(found[0].Properties.BatchSize, c.queue.batchSize);
+        assert.deepEqual(found[0].Properties.ScalingConfig, { MaximumConcurrency: c.queue.maxConcurrency });
       }
     });
 
@@ -312,7 +344,8 @@ for (const [label, def, modelDefs] of cases) {
         assert.equal(f.Properties.LoggingConfig.LogFormat, 'JSON');
         assert.ok(f.Properties.LoggingConfig.LogGroup.Ref.startsWith(`${constructName(c.name)}Logs`), 'its own log group');
         assert.ok(f.Properties.Description.includes(c.binary), 'the binary is named in the description');
-        assert.equal(f.Properties.Timeout, 'queue' in c ? c.queue.consumerTimeoutSecs : STREAM_CONSUMER.timeout.toSeconds());
+        assert.equal(f.Properties.Timeout, 'queue' in c ? c.queue.consumerTimeoutSecs : c.settings.timeoutSecs);
+        assert.equal(f.Properties.MemorySize, 'queue' in c ? QUEUE_CONSUMER_MEMORY_MB : c.settings.memoryMb);
       }
       const groups = resources('AWS::Logs::LogGroup');
       assert.equal(groups.length, consumers.length);
@@ -328,7 +361,7 @@ for (const [label, def, modelDefs] of cases) {
           TABLE_NAME: s.ref(stack.table),
           LEDGER_TABLE_NAME: s.ref(stack.ledger),
         };
-        for (const q of c.sendsTo) expected[queueEnv(q)] = s.ref(stack.queues[q]);
+        for (const q of c.grant.sendsTo) expected[queueEnv(q)] = s.ref(stack.queues[q]);
         if ('queue' in c) expected.QUEUE = c.queue.logical;
         assert.deepEqual(vars, expected, c.name);
       }
@@ -357,18 +390,18 @@ for (const [label, def, modelDefs] of cases) {
           g.delete(key);
           return v;
         };
-        assert.deepEqual(take(tableArn), sorted(c.tableActions), `${c.name}: table actions`);
-        assert.deepEqual(take(ledgerArn), c.ledgerActions.length > 0 ? sorted(c.ledgerActions) : undefined, `${c.name}: ledger actions`);
+        assert.deepEqual(take(tableArn), sorted(c.grant.tableActions), `${c.name}: table actions`);
+        assert.deepEqual(take(ledgerArn), c.grant.ledgerActions.length > 0 ? sorted(c.grant.ledgerActions) : undefined, `${c.name}: ledger actions`);
+        const indexes = def.table.gsis.length > 0 && c.grant.indexActions.length > 0 ? sorted(c.grant.indexActions) : undefined;
+        assert.deepEqual(take(indexArn(tableArn)), indexes, `${c.name}: index/* actions`);
         const logGroup = template.findResources('AWS::Lambda::Function')[s.ref(fn).Ref].Properties.LoggingConfig.LogGroup.Ref;
         assert.deepEqual(take({ 'Fn::GetAtt': [logGroup, 'Arn'] }), ['logs:CreateLogStream', 'logs:PutLogEvents']);
         const send = ['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'];
         const receive = ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage'];
         const queueGrants = new Map<string, string[]>();
-        for (const q of c.sendsTo) queueGrants.set(q, [...send]);
+        for (const q of c.grant.sendsTo) queueGrants.set(q, [...send]);
         if ('queue' in c) {
           queueGrants.set(c.queue.logical, [...(queueGrants.get(c.queue.logical) ?? []), ...receive].sort());
-          const queriesIndexes = def.table.gsis.length > 0 && c.tableActions.includes('dynamodb:Query');
-          assert.deepEqual(take(indexArn(tableArn)), queriesIndexes ? ['dynamodb:Query'] : undefined, `${c.name}: index/* only for Query`);
         } else {
           assert.deepEqual(take(s.arn(stack.onFailureQueues[c.name])), send, `${c.name}: on-failure destination`);
           assert.deepEqual(take(s.arn(stack.table, 'StreamArn')), ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator']);
@@ -381,11 +414,11 @@ for (const [label, def, modelDefs] of cases) {
       }
     });
 
-    test('alarms: errors and throttles per function, iterator age and on-failure depth per stream consumer, DLQ depth per queue', () => {
+    test('alarms: errors, throttles and bad input per function, iterator age and on-failure depth per stream consumer, DLQ depth per queue', () => {
       const alarms = resources('AWS::CloudWatch::Alarm');
       const metrics = alarms.map((a) => a.Properties.MetricName).sort();
       const expected = [
-        ...consumers.flatMap(() => ['Errors', 'Throttles']),
+        ...consumers.flatMap(() => ['Errors', 'Throttles', defs.metrics.badInput]),
         ...def.streamConsumers.flatMap(() => ['IteratorAge', 'ApproximateNumberOfMessagesVisible']),
         ...def.queueConsumers.map(() => 'ApproximateNumberOfMessagesVisible'),
       ].sort();
@@ -395,7 +428,32 @@ for (const [label, def, modelDefs] of cases) {
         assert.deepEqual(a.Properties.AlarmActions, [topic]);
         assert.equal(a.Properties.ComparisonOperator, 'GreaterThanThreshold');
       }
-      template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
+      for (const c of consumers) {
+        const bad = alarms.filter(
+          (a) => a.Properties.MetricName === defs.metrics.badInput && JSON.stringify(a.Properties.Dimensions) === JSON.stringify([{ Name: defs.metrics.dimension, Value: c.name }]),
+        );
+        assert.equal(bad.length, 1, `${c.name}: one BadInput alarm on its processor's metric`);
+        assert.equal(bad[0].Properties.Namespace, defs.metrics.namespace);
+        assert.equal(bad[0].Properties.Statistic, 'Sum');
+        assert.equal(bad[0].Properties.Threshold, 0);
+      }
+      assert.ok(!metrics.includes('FailedRecord'), 'FailedRecord counts retried failures too: no alarm on it');
+    });
+
+    test('alarms are deliverable: the topic uses a customer-managed key whose policy lets CloudWatch use it', () => {
+      const topic = resources('AWS::SNS::Topic')[0].Properties;
+      assert.deepEqual(topic.KmsMasterKeyId, s.arn(stack.alarmKey));
+      const keys = resources('AWS::KMS::Key');
+      assert.equal(keys.length, 1);
+      assert.equal(keys[0].Properties.EnableKeyRotation, true);
+      const st = (keys[0].Properties.KeyPolicy.Statement as any[]).find((x) => JSON.stringify(x.Principal) === JSON.stringify({ Service: 'cloudwatch.amazonaws.com' }));
+      assert.ok(st, 'a key policy statement for CloudWatch');
+      assert.deepEqual([st.Action].flat().sort(), ['kms:Decrypt', 'kms:GenerateDataKey*']);
+      const topicPolicies = resources('AWS::SNS::TopicPolicy');
+      const publish = topicPolicies.flatMap((p) => p.Properties.PolicyDocument.Statement as any[]).find((x) => x.Effect === 'Allow' && JSON.stringify(x.Principal) === JSON.stringify({ Service: 'cloudwatch.amazonaws.com' }));
+      assert.ok(publish, 'the topic policy lets CloudWatch publish');
+      assert.equal(publish.Action, 'sns:Publish');
+      assert.equal(JSON.stringify(resources('AWS::SNS::Topic')).includes('alias/aws/sns'), false);
     });
 
     test('cdk-nag AwsSolutions: no unsuppressed finding', () => {
@@ -421,10 +479,30 @@ for (const [label, def, modelDefs] of cases) {
       for (const m of streamMappings) assert.equal(m.Properties.EventSourceArn, streamArn);
       for (const c of consumers) {
         const policyText = JSON.stringify(statementsOf(t, t.stack.functions[c.name]));
-        if (c.tableActions.length > 0) assert.ok(policyText.includes(':table/apps"'), `${c.name}: policy names the existing table`);
+        if (c.grant.tableActions.length > 0) assert.ok(policyText.includes(':table/apps"'), `${c.name}: policy names the existing table`);
       }
       for (const f of t.resources('AWS::Lambda::Function')) assert.equal(f.Properties.Environment.Variables.TABLE_NAME, 'apps');
       assert.deepEqual(nagFindings(t.stack), [], 'cdk-nag clean when attached');
+    });
+
+    test('redeploy after cdk destroy: the retained table and ledger are attached, nothing is created under a taken name', () => {
+      // `cdk destroy` retains both tables (RemovalPolicy.RETAIN); a second
+      // deploy creating them again would fail with "already exists".
+      const tables = resources('AWS::DynamoDB::Table');
+      assert.ok(tables.length > 0);
+      for (const t of Object.values(template.findResources('AWS::DynamoDB::Table')) as any[]) {
+        assert.equal(t.DeletionPolicy, 'Retain');
+        assert.equal(t.UpdateReplacePolicy, 'Retain');
+      }
+      const streamArn = 'arn:aws:dynamodb:eu-west-1:123456789012:table/apps/stream/2026-01-01T00:00:00.000';
+      const r = synth({ model: def.name, defs: modelDefs, existingTable: { tableName: 'apps', streamArn }, existingLedgerTableName: 'Test-ledger' });
+      assert.equal(r.resources('AWS::DynamoDB::Table').length, 0, 'no table created');
+      for (const c of consumers) {
+        const policyText = JSON.stringify(statementsOf(r, r.stack.functions[c.name]));
+        if (c.grant.ledgerActions.length > 0) assert.ok(policyText.includes(':table/Test-ledger"'), `${c.name}: policy names the retained ledger`);
+      }
+      for (const f of r.resources('AWS::Lambda::Function')) assert.equal(f.Properties.Environment.Variables.LEDGER_TABLE_NAME, 'Test-ledger');
+      assert.deepEqual(nagFindings(r.stack), [], 'cdk-nag clean when redeployed onto retained tables');
     });
   });
 }

@@ -150,9 +150,23 @@ impl Processors {
         store: Store,
         sqs: Option<aws_sdk_sqs::Client>,
     ) -> Self {
+        Self::with_clients(model, config, store.clone(), &|_| (store.clone(), sqs.clone()))
+    }
+
+    /// Builds the processors of `model`, each with the store and SQS client
+    /// `clients` gives for its name (e.g. clients enforcing each
+    /// processor's own grant); `store` is the one [`Processors::store`]
+    /// holds.
+    pub fn with_clients(
+        model: &Model,
+        config: &Config,
+        store: Store,
+        clients: &dyn Fn(&str) -> (Store, Option<aws_sdk_sqs::Client>),
+    ) -> Self {
+        let (derive_store, sqs) = clients("derive");
         let mut derive = DeriveProcessor::new(
             model.rules.clone(),
-            store.clone(),
+            derive_store,
             DeriveConfig {
                 table: config.table.clone(),
                 ledger_table: config.ledger_table.clone(),
@@ -167,7 +181,7 @@ impl Processors {
             Arc::new(FoldProcessor::new(
                 f.processor,
                 f.rules.clone(),
-                store.clone(),
+                clients(f.processor).0,
                 FoldConfig {
                     table: config.table.clone(),
                     ledger_table: config.ledger_table.clone(),
@@ -177,14 +191,14 @@ impl Processors {
         let consumers = model
             .consumers
             .iter()
-            .map(|c| match &c.job {
-                Job::Set(job) => {
+            .map(|c| match (&c.job, clients(c.queue.consumer)) {
+                (Job::Set(job), (store, sqs)) => {
                     let p = Arc::new(SetJobProcessor::new(
                         job.clone(),
-                        store.clone(),
+                        store,
                         &config.table,
                         &config.ledger_table,
-                        sqs.clone(),
+                        sqs,
                         config.queues.clone(),
                     ));
                     QueueConsumer {
@@ -193,11 +207,11 @@ impl Processors {
                         set_job: Some(p),
                     }
                 }
-                Job::Once(rule) => QueueConsumer {
+                (Job::Once(rule), (store, _)) => QueueConsumer {
                     queue: c.queue.logical,
                     handler: Arc::new(OnceProcessor::new(
                         rule.clone(),
-                        store.clone(),
+                        store,
                         &config.table,
                         &config.ledger_table,
                     )),

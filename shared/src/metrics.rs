@@ -72,6 +72,11 @@ impl Metrics {
     }
 }
 
+/// The CloudWatch namespace of the processors' metrics.
+pub const NAMESPACE: &str = "jobstream";
+/// Their one dimension: the processor's name.
+pub const DIMENSION: &str = "Processor";
+
 /// One CloudWatch Embedded Metric Format document.
 pub fn emf_line(processor: &str, batch: &BatchMetrics, timestamp_ms: i64) -> String {
     let metrics: Vec<serde_json::Value> = batch
@@ -83,12 +88,12 @@ pub fn emf_line(processor: &str, batch: &BatchMetrics, timestamp_ms: i64) -> Str
         "_aws": {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
-                "Namespace": "jobstream",
-                "Dimensions": [["Processor"]],
+                "Namespace": NAMESPACE,
+                "Dimensions": [[DIMENSION]],
                 "Metrics": metrics,
             }]
         },
-        "Processor": processor,
+        DIMENSION: processor,
     });
     for (k, v) in &batch.0 {
         doc[*k] = serde_json::json!(v);

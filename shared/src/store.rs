@@ -186,6 +186,16 @@ impl Store {
         }
     }
 
+    /// The same store (backoff, statistics) through another client, e.g.
+    /// one whose calls are checked against a processor's grant.
+    pub fn with_client(&self, client: Client) -> Self {
+        Self {
+            client,
+            backoff: self.backoff,
+            stats: self.stats.clone(),
+        }
+    }
+
     pub fn client(&self) -> &Client {
         &self.client
     }

@@ -11,7 +11,7 @@ use crate::support::{assert_verified, env_behind_proxy, raw_records};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
-    let (mut env, proxy) = env_behind_proxy(5, 8, 3).await;
+    let (mut env, proxy) = env_behind_proxy(5, 8).await;
     let expected = play(&env.writer).await.unwrap();
     proxy.inject(Fault::throttle("TransactWriteItems", 3));
     proxy.inject(Fault::throttle("UpdateItem", 3));
@@ -42,7 +42,7 @@ async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
     // 2 SDK attempts, no extra backoff: 3 throttles outlast one invocation.
-    let (mut env, proxy) = env_behind_proxy(2, 0, 5).await;
+    let (mut env, proxy) = env_behind_proxy(2, 0).await;
     let expected = play(&env.writer).await.unwrap();
     proxy.inject(Fault::throttle("TransactWriteItems", 3));
     env.rt.drain().await.unwrap();
@@ -71,7 +71,7 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_that_exhaust_retries_reach_the_on_failure_destination() {
-    let (mut env, proxy) = env_behind_proxy(1, 0, 1).await;
+    let (mut env, proxy) = env_behind_proxy(1, 0).await;
     env.writer
         .create_application("a", "A", "Dev", "applied", "2026-11-01T09:00:00.000Z")
         .await

@@ -519,6 +519,7 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
     opts.sqs_endpoint = Some(sqs);
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     opts.processor_endpoint = Some(proxy.endpoint());
+    opts.time_scale = crate::support::TIME_SCALE;
     opts.max_attempts = 1;
     opts.backoff = shared::store::Backoff {
         max_times: 0,

@@ -5,6 +5,7 @@ mod backfill;
 mod bad_input;
 mod engine;
 mod faults;
+mod fidelity;
 mod fixtures;
 mod history_adoption;
 mod hr;

@@ -78,7 +78,7 @@ async fn the_same_batch_delivered_twice_changes_nothing_the_second_time() {
 async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
     // Processors talk through the proxy, without SDK retries, so one
     // injected 500 fails a record.
-    let (mut env, proxy) = env_behind_proxy(1, 0, 3).await;
+    let (mut env, proxy) = env_behind_proxy(1, 0).await;
     let faulty = &env;
     let expected = play(&env.writer).await.unwrap();
     let event = stream_event(&env).await;

@@ -14,6 +14,12 @@ use shared::models::tracker::keys;
 use shared::models::tracker::writer::TrackerWriter;
 use shared::store::Backoff;
 
+/// Every duration of the deployed definition (function timeouts, SQS
+/// visibility, batching window, record age) is multiplied by this in tests:
+/// the counts (10 retries, 5 receives) and the order stay the deployed ones
+/// (SPEC §6.1). A 180 s visibility becomes 3 s, a 60 s timeout 1 s.
+pub const TIME_SCALE: f64 = 1.0 / 60.0;
+
 /// One moto per test binary (it stops when the binary exits); every test
 /// uses its own queue names.
 pub fn moto() -> String {
@@ -39,6 +45,7 @@ pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> Mode
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
+    opts.time_scale = TIME_SCALE;
     let m = shared::models::find(model).expect("registered model");
     if !m.consumers.is_empty() {
         opts.sqs_endpoint = Some(tokio::task::spawn_blocking(moto).await.expect("moto"));
@@ -68,13 +75,9 @@ pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
 }
 
 /// Engine + runtime whose processors write through a fault proxy, with
-/// `max_attempts` SDK attempts, `backoff_times` retries of our own backoff
-/// and `esm_retries` retries of a failing batch by the local mapping.
-pub async fn env_behind_proxy(
-    max_attempts: u32,
-    backoff_times: usize,
-    esm_retries: u32,
-) -> (Env, FaultProxy) {
+/// `max_attempts` SDK attempts and `backoff_times` retries of our own
+/// backoff; the mapping retries as deployed.
+pub async fn env_behind_proxy(max_attempts: u32, backoff_times: usize) -> (Env, FaultProxy) {
     let engine = LocalEngine::start("127.0.0.1:0", None)
         .await
         .expect("engine starts");
@@ -95,7 +98,7 @@ pub async fn env_behind_proxy(
         max_times: backoff_times,
         ..Backoff::default()
     };
-    opts.mapping.max_retries = esm_retries;
+    opts.time_scale = TIME_SCALE;
     let rt = Runtime::start(opts).await.expect("runtime starts");
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
     (Env { engine, rt, writer }, proxy)

@@ -289,6 +289,12 @@ impl<S: StreamsApi> StreamMapping<S> {
         &self.config.name
     }
 
+    /// The configuration it runs with (the parity test compares it with
+    /// the deployed template).
+    pub fn config(&self) -> &MappingConfig {
+        &self.config
+    }
+
     /// Shards this mapping is reading now.
     pub fn shards(&self) -> Vec<String> {
         self.held.keys().cloned().collect()

@@ -9,10 +9,13 @@
 //! - [`lease`] - durable checkpoints and shard leases in the ledger table.
 //! - [`on_failure`] - on-failure destinations: JSON-lines file, SQS.
 //! - [`sqs_esm`], [`moto`] - the SQS event source mapping, and moto.
-//! - [`runtime`] - a model's tables, queues, processors and mappings.
+//! - [`iam`] - each processor's calls checked against its grant.
+//! - [`runtime`] - a model's tables, queues, processors and mappings, built
+//!   from the model's one definition of each processor.
 
 pub mod engine;
 pub mod esm;
+pub mod iam;
 pub mod lease;
 pub mod moto;
 pub mod on_failure;

@@ -1,18 +1,34 @@
 //! The local runtime of any registered model: its tables, its queues (on an
 //! SQS endpoint such as moto), its processors, and the local event source
 //! mappings that feed them, as Lambda would.
+//!
+//! What runs locally is what deploys (SPEC §6.1): every mapping, function
+//! and queue setting comes from the model's one definition of each
+//! processor ([`Model::stream_defs`], [`Model::queue_defs`], the same the
+//! CDK stack reads through `jobstream tables`); durations are only scaled
+//! by [`RuntimeOptions::time_scale`]. Each mapping's event filters are
+//! applied to every record before its handler, each processor's calls are
+//! checked against its grant ([`crate::local::iam`]), and the stream
+//! mappings run concurrently, as Lambda runs them.
 
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use aws_lambda_events::event::dynamodb::Event;
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use shared::lambda::{Config, Processors, QueueHandler, StreamHandler};
-use shared::models::{self, BoxError, Harness, Model};
+use shared::models::{self, BoxError, EventFilter, Harness, Model, StreamProcessorDef};
 use shared::store::{Backoff, Store};
 
 use crate::local::engine::{ensure_table, sdk_config};
-use crate::local::esm::{stream_arn, FailedBatch, MappingConfig, RecordReader, StreamMapping};
+use crate::local::esm::{
+    stream_arn, FailedBatch, Handler, MappingConfig, RecordReader, StreamMapping,
+};
+use crate::local::iam::{EnforcingClient, Principal};
 use crate::local::sqs_esm::{create_queue, QueueMapping};
 
 /// Where the runtime connects and how its mappings behave.
@@ -33,10 +49,19 @@ pub struct RuntimeOptions {
     pub ledger_table: String,
     /// Prefix of the queue names (tests use a unique one per test).
     pub queue_prefix: String,
-    /// Local visibility timeout (Lambda's is 6 x the function timeout; a
-    /// short one makes local retries quick).
-    pub visibility: Duration,
-    /// Settings of every stream mapping (its name is set per processor).
+    /// Every duration of the definition (function timeouts, batching
+    /// window, maximum record age, SQS visibility) is multiplied by this:
+    /// 1.0 for `dev`, `demo` and `run`; tests shrink it, never a count.
+    pub time_scale: f64,
+    /// Check each processor's calls against its grant (default on).
+    pub enforce_grants: bool,
+    /// (processor, action) pairs taken out of the grants, on every resource
+    /// (a test proving that a missing grant surfaces as AccessDenied).
+    pub revoke: Vec<(String, String)>,
+    /// What a stream mapping has beyond the definition's settings
+    /// (checkpoints, starting position, on-failure destinations, retry
+    /// pacing); the name and every SPEC §6.1 setting are set per processor
+    /// from its definition.
     pub mapping: MappingConfig,
     /// SDK attempts per request for the processors (standard retry mode).
     pub max_attempts: u32,
@@ -55,12 +80,66 @@ impl RuntimeOptions {
             table: None,
             ledger_table: models::table::ledger().name.to_string(),
             queue_prefix: String::new(),
-            visibility: Duration::from_secs(1),
+            time_scale: 1.0,
+            enforce_grants: true,
+            revoke: Vec::new(),
             mapping: MappingConfig::new("stream"),
             max_attempts: 5,
             backoff: Backoff::default(),
         }
     }
+}
+
+/// The local mapping configuration of stream processor `def`: `base` (what
+/// is not a deployed setting) with the definition's batch size, batching
+/// window, retries, bisect, maximum record age and function timeout, and
+/// `time_scale`.
+pub fn mapping_config(
+    def: &StreamProcessorDef,
+    base: &MappingConfig,
+    time_scale: f64,
+) -> MappingConfig {
+    let s = &def.settings;
+    let secs = |n: u32| Duration::from_secs(u64::from(n));
+    let mut cfg = base.clone();
+    cfg.name = def.name.to_string();
+    cfg.batch_size = s.batch_size as usize;
+    cfg.batching_window = secs(s.batching_window_secs);
+    cfg.max_retries = s.max_retries;
+    cfg.bisect_on_error = s.bisect_on_error;
+    cfg.max_record_age = Some(secs(s.max_record_age_secs));
+    cfg.function_timeout = secs(s.timeout_secs);
+    cfg.time_scale = time_scale;
+    cfg
+}
+
+/// The local visibility timeout of a queue: the definition's, scaled
+/// (SQS counts whole seconds; at least 1).
+pub fn queue_visibility(def: &models::table::QueueDef, time_scale: f64) -> Duration {
+    Duration::from_secs_f64(f64::from(def.visibility_timeout_secs) * time_scale)
+        .max(Duration::from_secs(1))
+}
+
+/// `inner` behind a mapping's event filters, as Lambda applies them: records
+/// no filter matches never reach the handler (counted in `dropped`); a batch
+/// left empty is not invoked at all.
+pub fn filtered(filters: Vec<EventFilter>, dropped: Arc<AtomicU64>, inner: Handler) -> Handler {
+    if filters.is_empty() {
+        return inner;
+    }
+    Arc::new(move |mut event: Event| {
+        let before = event.records.len();
+        event.records.retain(|r| match serde_json::to_value(r) {
+            Ok(v) => models::filter::passes(&filters, &v),
+            // Never dropped silently: the handler sees what cannot be matched.
+            Err(_) => true,
+        });
+        dropped.fetch_add((before - event.records.len()) as u64, Ordering::Relaxed);
+        if event.records.is_empty() {
+            return Box::pin(async { Ok(DynamoDbEventResponse::default()) });
+        }
+        inner(event)
+    })
 }
 
 /// A model's processors and their mappings.
@@ -75,6 +154,14 @@ pub struct Runtime {
     pub queues: Vec<QueueMapping>,
     /// Print a status line this often while running (when it changed).
     pub status_every: Option<Duration>,
+    /// Records each stream mapping's filters kept from its handler.
+    pub filtered_out: BTreeMap<String, Arc<AtomicU64>>,
+    /// The event filters each stream mapping applies (its definition's).
+    pub filters: BTreeMap<String, Vec<EventFilter>>,
+    /// The time scale the mappings and queues were built with.
+    pub time_scale: f64,
+    /// This runtime's id in [`crate::local::iam::recorder`]'s calls.
+    pub session: String,
 }
 
 impl Runtime {
@@ -107,7 +194,8 @@ impl Runtime {
         let mut created = Vec::new();
         if let Some(sqs) = &sqs {
             for def in model.queues() {
-                let q = create_queue(sqs, &def, &opts.queue_prefix, opts.visibility).await?;
+                let visibility = queue_visibility(&def, opts.time_scale);
+                let q = create_queue(sqs, &def, &opts.queue_prefix, visibility).await?;
                 config.queues.insert(def.logical.to_string(), q.url.clone());
                 created.push((def, q));
             }
@@ -116,25 +204,82 @@ impl Runtime {
             Some(e) => sdk_config(Some(e), opts.max_attempts).await,
             None => sdk.clone(),
         };
+        let sqs_sdk = match &opts.sqs_endpoint {
+            Some(e) => Some(sdk_config(Some(e), opts.max_attempts).await),
+            None => None,
+        };
         let store = Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);
-        let processors = Processors::new(&model, &config, store, sqs.clone());
+        let queue_names: BTreeMap<String, String> = config
+            .queues
+            .iter()
+            .map(|(logical, url)| (url.clone(), logical.clone()))
+            .collect();
+        let session = uuid::Uuid::new_v4().simple().to_string();
+        let clients = |name: &str| -> (Store, Option<aws_sdk_sqs::Client>) {
+            let grant = model.grant(name).filter(|_| opts.enforce_grants);
+            let Some(mut grant) = grant else {
+                return (store.clone(), sqs.clone());
+            };
+            for (processor, action) in &opts.revoke {
+                if processor == name {
+                    for list in [
+                        &mut grant.table_actions,
+                        &mut grant.index_actions,
+                        &mut grant.ledger_actions,
+                    ] {
+                        list.retain(|a| a != action);
+                    }
+                }
+            }
+            let http = EnforcingClient::new(Principal {
+                session: session.clone(),
+                model: model.name.to_string(),
+                processor: name.to_string(),
+                grant,
+                table: config.table.clone(),
+                ledger: config.ledger_table.clone(),
+                queues: queue_names.clone(),
+            });
+            let ddb = aws_sdk_dynamodb::config::Builder::from(&proc_sdk)
+                .http_client(http.clone())
+                .build();
+            let sqs = sqs_sdk.as_ref().map(|c| {
+                aws_sdk_sqs::Client::from_conf(
+                    aws_sdk_sqs::config::Builder::from(c)
+                        .http_client(http)
+                        .build(),
+                )
+            });
+            (
+                store.with_client(aws_sdk_dynamodb::Client::from_conf(ddb)),
+                sqs,
+            )
+        };
+        let processors = Processors::with_clients(&model, &config, store.clone(), &clients);
         let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
         let arn = stream_arn(&dynamodb, &config.table).await?;
-        let mappings = processors
-            .streams()
-            .into_iter()
-            .map(|p| {
-                let mut cfg = opts.mapping.clone();
-                cfg.name = p.name().to_string();
-                StreamMapping::new(
-                    cfg,
-                    streams.clone(),
-                    opts.reader.clone(),
-                    arn.clone(),
+        let mut filtered_out = BTreeMap::new();
+        let mut filters = BTreeMap::new();
+        let mut mappings = Vec::new();
+        for def in model.stream_defs() {
+            let p = processors
+                .stream(def.name)
+                .with_context(|| format!("no stream processor {}", def.name))?;
+            let dropped = Arc::new(AtomicU64::new(0));
+            filtered_out.insert(def.name.to_string(), dropped.clone());
+            filters.insert(def.name.to_string(), def.filters.clone());
+            mappings.push(StreamMapping::new(
+                mapping_config(&def, &opts.mapping, opts.time_scale),
+                streams.clone(),
+                opts.reader.clone(),
+                arn.clone(),
+                filtered(
+                    def.filters.clone(),
+                    dropped,
                     crate::local::esm::handler(p),
-                )
-            })
-            .collect();
+                ),
+            ));
+        }
         let mut queues = Vec::new();
         for (def, q) in created {
             let consumer = processors
@@ -157,6 +302,10 @@ impl Runtime {
             mappings,
             queues,
             status_every: None,
+            filtered_out,
+            filters,
+            time_scale: opts.time_scale,
+            session,
         })
     }
 
@@ -184,17 +333,25 @@ impl Runtime {
         let mut quiet = 0;
         while quiet < 2 {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
+            // Every mapping polls concurrently, as Lambda runs them: one
+            // invocation per shard per mapping at a time.
+            let streams = futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once()));
+            let queues = futures::future::join_all(self.queues.iter_mut().map(|q| async move {
+                let done = q.poll_once().await?;
+                let (visible, in_flight) = q.depth().await?;
+                anyhow::Ok((done, visible + in_flight))
+            }));
+            let (streams, queues) = tokio::join!(streams, queues);
             let mut active = false;
-            for m in &mut self.mappings {
-                let r = m.poll_once().await?;
+            for r in streams {
+                let r = r?;
                 total += r.done;
                 active |= r.done > 0 || r.pending > 0;
             }
-            for q in &mut self.queues {
-                let done = q.poll_once().await?;
+            for r in queues {
+                let (done, left) = r?;
                 total += done;
-                let (visible, in_flight) = q.depth().await?;
-                active |= done > 0 || visible > 0 || in_flight > 0;
+                active |= done > 0 || left > 0;
             }
             if active {
                 quiet = 0;
@@ -228,60 +385,99 @@ impl Runtime {
             .collect()
     }
 
-    /// One polling round of the stream and the queues; true if there was work.
-    async fn poll_round(&mut self) -> bool {
-        let mut busy = crate::local::esm::poll_streams(&mut self.mappings).await;
-        for q in &mut self.queues {
-            match q.poll_once().await {
-                Ok(n) => busy |= n > 0,
-                Err(e) => tracing::warn!(queue = %q.name, error = %e, "queue poll failed"),
-            }
-        }
-        busy
-    }
-
-    /// Polls until `stop` resolves (Ctrl-C in `jobstream dev` / `run`).
+    /// Runs every mapping as its own loop (stream mappings and queue
+    /// pollers concurrently, none waiting for another's batch) until `stop`
+    /// resolves (Ctrl-C in `jobstream dev` / `run`); then releases the
+    /// shard leases.
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
-        tokio::pin!(stop);
-        let mut last_status = Instant::now();
-        let mut said = String::new();
-        loop {
-            if let Some(every) = self.status_every {
-                if last_status.elapsed() >= every {
-                    last_status = Instant::now();
-                    let line = self.status();
-                    if line != said {
-                        println!("{line}");
-                        said = line;
-                    }
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let counts: Arc<Mutex<BTreeMap<String, (u64, usize)>>> = Arc::default();
+        let status_every = self.status_every;
+        let idle = |busy: bool, mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            if !busy && !*rx.borrow() {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    _ = rx.changed() => {}
                 }
             }
-            let busy = self.poll_round().await;
-            if crate::local::esm::pause_or_stop(busy, stop.as_mut()).await {
-                crate::local::esm::release_all(&mut self.mappings).await;
-                return Ok(());
+        };
+        let stream_loops = futures::future::join_all(self.mappings.iter_mut().map(|m| {
+            let rx = stop_rx.clone();
+            let counts = counts.clone();
+            async move {
+                while !*rx.borrow() {
+                    let busy = match m.poll_once().await {
+                        Ok(r) => r.done > 0 || r.pending > 0,
+                        Err(e) => {
+                            tracing::warn!(mapping = %m.name(), error = %e, "stream poll failed");
+                            false
+                        }
+                    };
+                    if let Ok(mut c) = counts.lock() {
+                        c.insert(m.name().to_string(), (m.invocations, m.on_failure.len()));
+                    }
+                    idle(busy, rx.clone()).await;
+                }
             }
-        }
+        }));
+        let queue_loops = futures::future::join_all(self.queues.iter_mut().map(|q| {
+            let rx = stop_rx.clone();
+            let counts = counts.clone();
+            async move {
+                while !*rx.borrow() {
+                    let busy = match q.poll_once().await {
+                        Ok(n) => n > 0,
+                        Err(e) => {
+                            tracing::warn!(queue = %q.name, error = %e, "queue poll failed");
+                            false
+                        }
+                    };
+                    if let Ok(mut c) = counts.lock() {
+                        c.insert(q.name.clone(), (q.invocations, 0));
+                    }
+                    idle(busy, rx.clone()).await;
+                }
+            }
+        }));
+        let status = async {
+            let Some(every) = status_every else { return };
+            let mut said = String::new();
+            let mut rx = stop_rx.clone();
+            while !*rx.borrow() {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = rx.changed() => return,
+                }
+                let line = counts.lock().map(|c| status_line(&c)).unwrap_or_default();
+                if line != said {
+                    println!("{line}");
+                    said = line;
+                }
+            }
+        };
+        let stopper = async move {
+            stop.await;
+            let _ = stop_tx.send(true);
+        };
+        tokio::join!(stream_loops, queue_loops, status, stopper);
+        crate::local::esm::release_all(&mut self.mappings).await;
+        Ok(())
     }
 
     /// One status line: invocations per processor, and the records sent to
     /// the on-failure destinations so far.
     pub fn status(&self) -> String {
-        let invocations: Vec<String> = self
+        let counts: BTreeMap<String, (u64, usize)> = self
             .mappings
             .iter()
-            .map(|m| format!("{} {}", m.name(), m.invocations))
+            .map(|m| (m.name().to_string(), (m.invocations, m.on_failure.len())))
             .chain(
                 self.queues
                     .iter()
-                    .map(|q| format!("{} {}", q.name, q.invocations)),
+                    .map(|q| (q.name.clone(), (q.invocations, 0))),
             )
             .collect();
-        let failed: usize = self.mappings.iter().map(|m| m.on_failure.len()).sum();
-        format!(
-            "status: invocations {}; on-failure: {failed} batch(es)",
-            invocations.join(", ")
-        )
+        status_line(&counts)
     }
 
     /// Messages currently in a consumer's DLQ.
@@ -308,6 +504,19 @@ impl Runtime {
     pub async fn verify(&self) -> anyhow::Result<crate::tools::verify::Report> {
         crate::tools::verify::verify(&self.model, &self.processors, &self.config).await
     }
+}
+
+/// `status: invocations derive 3, history 2; on-failure: 0 batch(es)`.
+fn status_line(counts: &BTreeMap<String, (u64, usize)>) -> String {
+    let invocations: Vec<String> = counts
+        .iter()
+        .map(|(name, (n, _))| format!("{name} {n}"))
+        .collect();
+    let failed: usize = counts.values().map(|(_, f)| f).sum();
+    format!(
+        "status: invocations {}; on-failure: {failed} batch(es)",
+        invocations.join(", ")
+    )
 }
 
 fn boxed(e: anyhow::Error) -> BoxError {

@@ -149,6 +149,12 @@ impl QueueMapping {
         }
     }
 
+    /// Messages per invocation (the parity test compares it with the
+    /// deployed mapping).
+    pub fn batch_size(&self) -> u32 {
+        self.batch_size as u32
+    }
+
     /// Receives one batch and invokes the handler. Returns the number of
     /// messages completed (deleted).
     pub async fn poll_once(&mut self) -> anyhow::Result<usize> {

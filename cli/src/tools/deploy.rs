@@ -3,108 +3,19 @@
 //! when the two drift).
 
 use serde_json::{json, Value};
-use shared::models::{self, table, KeyFilter, Model};
+use shared::metrics::names;
+use shared::models::{self, table, Model};
 
-/// DynamoDB actions each kind of processor uses, per table.
-pub mod actions {
-    /// The derive stream consumer: reads items as they are, guarded
-    /// projections, derived items and counters in transactions.
-    pub const DERIVE_TABLE: &[&str] = &[
-        "dynamodb:GetItem",
-        "dynamodb:BatchGetItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:PutItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:ConditionCheckItem",
-    ];
-    pub const DERIVE_LEDGER: &[&str] = &[
-        "dynamodb:GetItem",
-        "dynamodb:BatchGetItem",
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:ConditionCheckItem",
-    ];
-    /// A fold (history): entries, cascade, sequence mirror.
-    pub const FOLD_TABLE: &[&str] = &[
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:Query",
-        "dynamodb:BatchWriteItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:ConditionCheckItem",
-    ];
-    pub const FOLD_LEDGER: &[&str] = &[
-        "dynamodb:Query",
-        "dynamodb:PutItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:ConditionCheckItem",
-    ];
-    /// Queue consumers (set jobs, once effects): consistent reads, guarded
-    /// writes, index queries.
-    pub const CONSUMER_TABLE: &[&str] = &[
-        "dynamodb:GetItem",
-        "dynamodb:BatchGetItem",
-        "dynamodb:Query",
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:DeleteItem",
-        "dynamodb:BatchWriteItem",
-        "dynamodb:ConditionCheckItem",
-    ];
-    pub const CONSUMER_LEDGER: &[&str] = &[
-        "dynamodb:GetItem",
-        "dynamodb:BatchGetItem",
-        "dynamodb:PutItem",
-        "dynamodb:ConditionCheckItem",
-    ];
-}
-
-fn filters(f: &[KeyFilter]) -> Value {
-    json!(f)
-}
-
-/// One model's deployment: table, stream consumers, queues and consumers.
+/// One model's deployment: table, stream consumers (filters, mapping and
+/// function settings, grants), queues and their consumers, from the
+/// model's one definition of each processor.
 pub fn model(m: &Model) -> Value {
-    let queues: Vec<&str> = m.consumers.iter().map(|c| c.queue.logical).collect();
-    let mut streams = Vec::new();
-    if let Some(f) = &m.fold {
-        streams.push(json!({
-            "name": f.processor,
-            "binary": "history",
-            "filters": filters(&f.filter),
-            "tableActions": actions::FOLD_TABLE,
-            "ledgerActions": actions::FOLD_LEDGER,
-            "sendsTo": [],
-        }));
-    }
-    streams.push(json!({
-        "name": "derive",
-        "binary": "derive",
-        "filters": filters(&m.derive_filter),
-        "tableActions": actions::DERIVE_TABLE,
-        "ledgerActions": actions::DERIVE_LEDGER,
-        "sendsTo": queues,
-    }));
-    let consumers: Vec<Value> = m
-        .consumers
-        .iter()
-        .map(|c| {
-            json!({
-                "name": c.queue.consumer,
-                "binary": "worker",
-                "queue": c.queue,
-                "tableActions": actions::CONSUMER_TABLE,
-                "ledgerActions": actions::CONSUMER_LEDGER,
-                "sendsTo": queues,
-            })
-        })
-        .collect();
     json!({
         "name": m.name,
         "about": m.about,
         "table": m.table,
-        "streamConsumers": streams,
-        "queueConsumers": consumers,
+        "streamConsumers": m.stream_defs(),
+        "queueConsumers": m.queue_defs(),
     })
 }
 
@@ -114,6 +25,12 @@ pub fn definitions() -> Value {
     json!({
         "defaultModel": models::DEFAULT_MODEL,
         "ledger": table::ledger(),
+        // The processors' Embedded Metric Format metrics the stack alarms on.
+        "metrics": {
+            "namespace": shared::metrics::NAMESPACE,
+            "dimension": shared::metrics::DIMENSION,
+            "badInput": names::BAD_INPUT,
+        },
         "models": models
     })
 }
@@ -130,6 +47,10 @@ mod tests {
             assert!(streams.len() <= 2, "{}: SPEC §2.9", m.name);
             for q in d["queueConsumers"].as_array().unwrap() {
                 assert!(q["queue"]["visibilityTimeoutSecs"].as_u64().unwrap() >= 180);
+                assert!(
+                    q["queue"]["visibilityTimeoutSecs"].as_u64().unwrap()
+                        >= 6 * q["queue"]["consumerTimeoutSecs"].as_u64().unwrap()
+                );
                 assert!(q["queue"]["maxReceiveCount"].as_u64().unwrap() >= 5);
             }
         }

@@ -4,6 +4,7 @@
 //! source mappings, the CDK stack through `jobstream tables`) is generic over
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
+pub mod filter;
 pub mod hr;
 pub mod jobboard;
 pub mod pickem;
@@ -20,7 +21,8 @@ use crate::engine::once::Once;
 use crate::engine::rules::Rules;
 use crate::engine::setjob::{BoxFut, SetJob};
 use crate::item::Item;
-use table::{QueueDef, TableDef};
+pub use filter::{EventFilter, KeyRule};
+use table::{grants, Grant, QueueDef, StreamSettings, TableDef};
 
 /// The model commands and the stack use when none is named.
 pub const DEFAULT_MODEL: &str = "tracker";
@@ -60,9 +62,11 @@ pub struct Model {
     pub fold: Option<FoldSpec>,
     /// Queue consumers.
     pub consumers: Vec<Consumer>,
-    /// Sort-key filters of the records the derive consumer needs (CDK event
-    /// filter); empty = every record.
-    pub derive_filter: Vec<KeyFilter>,
+    /// Event filters of the derive consumer (deployed, and applied locally
+    /// before the handler); empty = every record. A filter may drop only
+    /// records no processor needs or waits for: never an unknown key shape
+    /// (bad input, counted) nor an item whose overwrite must be repaired.
+    pub derive_filter: Vec<EventFilter>,
     /// Model-specific checks for `verify` (beyond what the rules imply).
     pub checks: Option<Checks>,
     /// The `jobstream demo` scenario.
@@ -77,10 +81,104 @@ impl Model {
 
     /// Names of the stream processors, in the order they run.
     pub fn stream_processors(&self) -> Vec<&'static str> {
-        let mut out: Vec<&'static str> = self.fold.iter().map(|f| f.processor).collect();
-        out.push("derive");
+        self.stream_defs().iter().map(|d| d.name).collect()
+    }
+
+    /// The one definition of each stream processor: filters, mapping and
+    /// function settings, grant. The CDK stack (through `jobstream
+    /// tables`) and the local runtime both read it.
+    pub fn stream_defs(&self) -> Vec<StreamProcessorDef> {
+        let sends_to: Vec<&'static str> = self.consumers.iter().map(|c| c.queue.logical).collect();
+        let mut out = Vec::new();
+        if let Some(f) = &self.fold {
+            out.push(StreamProcessorDef {
+                name: f.processor,
+                binary: "history",
+                filters: f.filter.clone(),
+                settings: StreamSettings::DEPLOYED,
+                grant: Grant {
+                    table_actions: grants::FOLD_TABLE.to_vec(),
+                    index_actions: vec![],
+                    ledger_actions: grants::FOLD_LEDGER.to_vec(),
+                    sends_to: vec![],
+                },
+            });
+        }
+        out.push(StreamProcessorDef {
+            name: "derive",
+            binary: "derive",
+            filters: self.derive_filter.clone(),
+            settings: StreamSettings::DEPLOYED,
+            grant: Grant {
+                table_actions: grants::DERIVE_TABLE.to_vec(),
+                index_actions: vec![],
+                ledger_actions: grants::DERIVE_LEDGER.to_vec(),
+                sends_to,
+            },
+        });
         out
     }
+
+    /// The one definition of each queue consumer: its queue (visibility,
+    /// receives, batch size, concurrency), function timeout, grant.
+    pub fn queue_defs(&self) -> Vec<QueueProcessorDef> {
+        let sends_to: Vec<&'static str> = self.consumers.iter().map(|c| c.queue.logical).collect();
+        self.consumers
+            .iter()
+            .map(|c| QueueProcessorDef {
+                name: c.queue.consumer,
+                binary: "worker",
+                queue: c.queue.clone(),
+                grant: Grant {
+                    table_actions: grants::CONSUMER_TABLE.to_vec(),
+                    index_actions: if self.table.gsis.is_empty() {
+                        vec![]
+                    } else {
+                        grants::CONSUMER_INDEX.to_vec()
+                    },
+                    ledger_actions: grants::CONSUMER_LEDGER.to_vec(),
+                    sends_to: sends_to.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// The grant of the processor called `name` (stream or queue consumer).
+    pub fn grant(&self, name: &str) -> Option<Grant> {
+        self.stream_defs()
+            .into_iter()
+            .find(|d| d.name == name)
+            .map(|d| d.grant)
+            .or_else(|| {
+                self.queue_defs()
+                    .into_iter()
+                    .find(|d| d.name == name)
+                    .map(|d| d.grant)
+            })
+    }
+}
+
+/// A stream processor as deployed and as run locally (SPEC §6.1).
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamProcessorDef {
+    pub name: &'static str,
+    /// The Lambda binary (a member crate of the workspace).
+    pub binary: &'static str,
+    /// Lambda event filter patterns; empty = every record.
+    pub filters: Vec<EventFilter>,
+    pub settings: StreamSettings,
+    pub grant: Grant,
+}
+
+/// A queue consumer as deployed and as run locally (SPEC §6.1).
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueProcessorDef {
+    pub name: &'static str,
+    pub binary: &'static str,
+    pub queue: QueueDef,
+    pub grant: Grant,
 }
 
 /// A fold over the stream.
@@ -88,16 +186,9 @@ pub struct FoldSpec {
     /// Processor name (markers, state keys, Lambda name), e.g. `history`.
     pub processor: &'static str,
     pub rules: Arc<dyn FoldRules>,
-    /// Sort-key filters of the records it needs (CDK event filter).
-    pub filter: Vec<KeyFilter>,
-}
-
-/// A condition on a record's sort key, for Lambda event filters.
-#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub enum KeyFilter {
-    Prefix(&'static str),
-    Equals(&'static str),
+    /// Event filters of the records it needs (or waits for: its adoption
+    /// entries); empty = every record.
+    pub filter: Vec<EventFilter>,
 }
 
 /// A queue and its consumer.

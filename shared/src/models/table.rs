@@ -64,6 +64,122 @@ pub struct QueueDef {
     pub max_concurrency: u32,
 }
 
+/// The settings of a stream event source mapping and of its function
+/// (SPEC §6.1): deployed by the CDK stack, and the local mapping's
+/// configuration (the runtime builds its `MappingConfig` from these).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamSettings {
+    pub batch_size: u32,
+    /// `MaximumBatchingWindowInSeconds`.
+    pub batching_window_secs: u32,
+    /// `MaximumRetryAttempts`.
+    pub max_retries: u32,
+    /// `BisectBatchOnFunctionError`.
+    pub bisect_on_error: bool,
+    /// `MaximumRecordAgeInSeconds`.
+    pub max_record_age_secs: u32,
+    /// The function's timeout.
+    pub timeout_secs: u32,
+    /// `ParallelizationFactor`: one invocation per shard per mapping.
+    pub parallelization_factor: u32,
+    /// `StartingPosition`.
+    pub starting_position: &'static str,
+    /// The function's memory.
+    pub memory_mb: u32,
+}
+
+impl StreamSettings {
+    /// What every stream consumer deploys with (SPEC §2.9).
+    pub const DEPLOYED: Self = Self {
+        batch_size: 100,
+        batching_window_secs: 0,
+        max_retries: 10,
+        bisect_on_error: true,
+        max_record_age_secs: 24 * 3600,
+        timeout_secs: 60,
+        parallelization_factor: 1,
+        starting_position: "TRIM_HORIZON",
+        memory_mb: 256,
+    };
+}
+
+/// What one processor's role may do (least privilege): DynamoDB actions on
+/// the model table, on its indexes, on the ledger, and the logical queues
+/// it sends to. Deployed as the function's IAM policy; enforced locally on
+/// every call the processor makes (`cli/src/local/iam.rs`). The mapping's
+/// own permissions (reading the stream, receiving from the queue, sending
+/// to the on-failure destination) are the event source mapping's, added by
+/// the stack.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    pub table_actions: Vec<&'static str>,
+    /// Actions on the model table's indexes (`<table arn>/index/*`).
+    pub index_actions: Vec<&'static str>,
+    pub ledger_actions: Vec<&'static str>,
+    /// Logical queues it may send to (`sqs:SendMessage`).
+    pub sends_to: Vec<&'static str>,
+}
+
+/// The grants of each kind of processor: exactly the actions the generic
+/// code calls (a test records every call of the demos and fails on an
+/// action missing here and on one granted here and never used).
+pub mod grants {
+    /// The derive stream consumer: reads items as they are, guarded
+    /// projections, derived items and counters in transactions.
+    pub const DERIVE_TABLE: &[&str] = &[
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
+        "dynamodb:DeleteItem",
+    ];
+    pub const DERIVE_LEDGER: &[&str] = &[
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+    ];
+    /// A fold (history): entries, cascade, sequence mirror.
+    pub const FOLD_TABLE: &[&str] = &[
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:DeleteItem",
+    ];
+    /// The fold's state: HEAD and parts (parts written in batches on an
+    /// adoption, old epochs' parts deleted in batches).
+    pub const FOLD_LEDGER: &[&str] = &[
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:DeleteItem",
+    ];
+    /// Queue consumers (set jobs, once effects): consistent reads, guarded
+    /// writes.
+    pub const CONSUMER_TABLE: &[&str] = &[
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:ConditionCheckItem",
+    ];
+    /// Queue consumers query the model's indexes.
+    pub const CONSUMER_INDEX: &[&str] = &["dynamodb:Query"];
+    pub const CONSUMER_LEDGER: &[&str] = &[
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:ConditionCheckItem",
+    ];
+}
+
 const CONSUMER_TIMEOUT: u32 = 30;
 
 impl QueueDef {

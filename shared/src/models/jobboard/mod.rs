@@ -22,7 +22,7 @@ pub mod writer;
 use std::sync::Arc;
 
 use crate::models::table::{Gsi, QueueDef, TableDef};
-use crate::models::{Consumer, Job, KeyFilter, Model};
+use crate::models::{Consumer, Job, Model};
 
 /// The job board in the registry.
 pub fn model() -> Model {
@@ -52,11 +52,10 @@ pub fn model() -> Model {
                 job: Job::Once(Arc::new(matches::Matches)),
             },
         ],
-        derive_filter: vec![
-            KeyFilter::Prefix("j#"),
-            KeyFilter::Prefix("r#"),
-            KeyFilter::Equals("profile"),
-        ],
+        // Every record: unknown key shapes are bad input (counted), and
+        // Lambda's filters cannot exclude a prefix; suggestions (`s#`) are
+        // skipped by `ignores`, unread.
+        derive_filter: vec![],
         checks: Some(checks::check),
         demo: Some(demo::demo),
     }

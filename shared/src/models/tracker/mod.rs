@@ -20,7 +20,7 @@ pub mod writer;
 use std::sync::Arc;
 
 use crate::models::table::{Gsi, TableDef};
-use crate::models::{FoldSpec, KeyFilter, Model};
+use crate::models::{EventFilter, FoldSpec, KeyRule, Model};
 
 /// The tracker in the registry.
 pub fn model() -> Model {
@@ -32,13 +32,28 @@ pub fn model() -> Model {
         fold: Some(FoldSpec {
             processor: "history",
             rules: Arc::new(history::TrackerHistory),
-            filter: vec![KeyFilter::Prefix("APP#"), KeyFilter::Prefix("STAGE#")],
+            filter: history_filter(),
         }),
         consumers: vec![],
-        derive_filter: vec![KeyFilter::Prefix("APP#")],
+        // Every record: META/COUNT (a writer's overwrite is repaired) and
+        // unknown key shapes (bad input, counted) must reach derive, and
+        // Lambda's filters cannot exclude a prefix; `HIST#` entries are
+        // skipped by `ignores`, unread.
+        derive_filter: vec![],
         checks: Some(checks::check),
         demo: Some(demo::demo),
     }
+}
+
+/// What the history fold needs: applications and stages, and the INSERT of
+/// its own adoption entries (an adoption is pending until the fold reaches
+/// its entry's stream position). Other `HIST#` records, `META/COUNT` and
+/// unknown keys (counted by derive) are dropped.
+pub fn history_filter() -> Vec<EventFilter> {
+    vec![
+        EventFilter::key(keys::SK, &[KeyRule::Prefix("APP#"), KeyRule::Prefix("STAGE#")]),
+        EventFilter::insert_with(keys::SK, "HIST#", "description", history::IMPORTED),
+    ]
 }
 
 /// The tracker's table (seed 001).

@@ -1,0 +1,432 @@
+//! Least privilege, enforced locally (SPEC §6.1): every DynamoDB and SQS
+//! call a processor makes goes through an HTTP client that checks it against
+//! the processor's [`Grant`] (the same definition the CDK stack deploys as
+//! the function's IAM policy) and answers anything else as AWS does: HTTP
+//! 400 `AccessDeniedException` in the JSON protocol (for SQS with the
+//! query-compatible `x-amzn-query-error` header), so the SDK and
+//! `shared::store` classify it exactly as in production.
+//!
+//! Each action inside a TransactWriteItems / TransactGetItems is checked
+//! separately (IAM checks `PutItem`, `UpdateItem`, `DeleteItem`,
+//! `ConditionCheckItem`, `GetItem` per table); BatchWriteItem and
+//! BatchGetItem per table they name; Query and Scan on an index against the
+//! index grant. Every call (allowed or not) is recorded in [`recorder`], so
+//! a test can compare what the code used with what the grants allow.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
+    SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use serde_json::{json, Value};
+use shared::models::table::Grant;
+
+/// What a call touched, as its grant names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Resource {
+    /// The model table.
+    Table,
+    /// An index of the model table.
+    Index,
+    /// The ledger table.
+    Ledger,
+    /// A queue, by logical name.
+    Queue(String),
+    /// Anything else (another table, an unknown queue URL, no resource).
+    Other(String),
+}
+
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Resource::Table => write!(f, "table"),
+            Resource::Index => write!(f, "table/index"),
+            Resource::Ledger => write!(f, "ledger"),
+            Resource::Queue(q) => write!(f, "queue {q}"),
+            Resource::Other(o) => write!(f, "{o}"),
+        }
+    }
+}
+
+/// One (processor, action, resource) a processor used.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Call {
+    /// The runtime that made it ([`Principal::session`]).
+    pub session: String,
+    pub model: String,
+    pub processor: String,
+    /// IAM action, e.g. `dynamodb:PutItem`, `sqs:SendMessage`.
+    pub action: String,
+    pub resource: Resource,
+    pub allowed: bool,
+}
+
+/// Every call checked in this process.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    calls: Mutex<BTreeSet<Call>>,
+}
+
+impl Recorder {
+    fn record(&self, call: Call) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.insert(call);
+        }
+    }
+
+    /// The calls recorded so far.
+    pub fn calls(&self) -> BTreeSet<Call> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+/// The process-wide recorder.
+pub fn recorder() -> &'static Recorder {
+    static R: OnceLock<Recorder> = OnceLock::new();
+    R.get_or_init(Recorder::default)
+}
+
+/// One processor's grant and the names its resources have here.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// Which runtime this is (the recorder keeps it with each call).
+    pub session: String,
+    pub model: String,
+    pub processor: String,
+    pub grant: Grant,
+    pub table: String,
+    pub ledger: String,
+    /// Queue URL -> logical name.
+    pub queues: BTreeMap<String, String>,
+}
+
+impl Principal {
+    fn table_resource(&self, name: &str, index: bool) -> Resource {
+        if name == self.table {
+            if index {
+                Resource::Index
+            } else {
+                Resource::Table
+            }
+        } else if name == self.ledger {
+            if index {
+                Resource::Other(format!("index of {name}"))
+            } else {
+                Resource::Ledger
+            }
+        } else {
+            Resource::Other(format!("table {name}"))
+        }
+    }
+
+    fn allows(&self, action: &str, resource: &Resource) -> bool {
+        let has = |list: &[&str]| list.contains(&action);
+        match resource {
+            Resource::Table => has(&self.grant.table_actions),
+            Resource::Index => has(&self.grant.index_actions),
+            Resource::Ledger => has(&self.grant.ledger_actions),
+            Resource::Queue(q) => {
+                action == "sqs:SendMessage" && self.grant.sends_to.iter().any(|s| s == q)
+            }
+            Resource::Other(_) => false,
+        }
+    }
+
+    fn arn(&self, resource: &Resource) -> String {
+        match resource {
+            Resource::Table => format!("arn:aws:dynamodb:local:000000000000:table/{}", self.table),
+            Resource::Index => format!(
+                "arn:aws:dynamodb:local:000000000000:table/{}/index/*",
+                self.table
+            ),
+            Resource::Ledger => {
+                format!("arn:aws:dynamodb:local:000000000000:table/{}", self.ledger)
+            }
+            Resource::Queue(q) => format!("arn:aws:sqs:local:000000000000:{q}"),
+            Resource::Other(o) => o.clone(),
+        }
+    }
+}
+
+/// The (action, resource) pairs a request needs, from its `X-Amz-Target`
+/// and JSON body; `Err` for a request that names no known operation.
+pub fn required(
+    principal: &Principal,
+    target: &str,
+    body: &[u8],
+) -> Result<Vec<(String, Resource)>, String> {
+    let (service, op) = target
+        .split_once('.')
+        .ok_or_else(|| format!("unrecognised X-Amz-Target {target:?}"))?;
+    let body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|e| format!("{op}: body is not JSON: {e}"))?
+    };
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut out = Vec::new();
+    if service.starts_with("DynamoDB_") {
+        let dynamo = |a: &str| format!("dynamodb:{a}");
+        match op {
+            "TransactWriteItems" | "TransactGetItems" => {
+                for item in body["TransactItems"].as_array().into_iter().flatten() {
+                    let Some((kind, inner)) = item.as_object().and_then(|o| o.iter().next())
+                    else {
+                        continue;
+                    };
+                    let action = match kind.as_str() {
+                        "Put" => "PutItem",
+                        "Update" => "UpdateItem",
+                        "Delete" => "DeleteItem",
+                        "ConditionCheck" => "ConditionCheckItem",
+                        "Get" => "GetItem",
+                        other => other,
+                    };
+                    let table = str_of(inner, "TableName");
+                    out.push((dynamo(action), principal.table_resource(&table, false)));
+                }
+            }
+            "BatchWriteItem" | "BatchGetItem" => {
+                for table in body["RequestItems"].as_object().into_iter().flat_map(|o| o.keys()) {
+                    out.push((dynamo(op), principal.table_resource(table, false)));
+                }
+            }
+            _ => {
+                let table = str_of(&body, "TableName");
+                let index = body.get("IndexName").is_some();
+                out.push((dynamo(op), principal.table_resource(&table, index)));
+            }
+        }
+    } else if service == "AmazonSQS" {
+        let action = match op {
+            "SendMessageBatch" => "SendMessage",
+            "DeleteMessageBatch" => "DeleteMessage",
+            "ChangeMessageVisibilityBatch" => "ChangeMessageVisibility",
+            other => other,
+        };
+        let url = str_of(&body, "QueueUrl");
+        let resource = match principal.queues.get(&url) {
+            Some(logical) => Resource::Queue(logical.clone()),
+            None => Resource::Other(format!("queue {url}")),
+        };
+        out.push((format!("sqs:{action}"), resource));
+    } else {
+        return Err(format!("unrecognised service {service:?}"));
+    }
+    Ok(out)
+}
+
+/// An HTTP client checking every request of one processor against its
+/// grant before handing it to `inner`.
+#[derive(Debug, Clone)]
+pub struct EnforcingClient {
+    inner: SharedHttpClient,
+    principal: Arc<Principal>,
+}
+
+impl EnforcingClient {
+    /// Enforces `principal`'s grant in front of the SDK's default HTTPS
+    /// client.
+    pub fn new(principal: Principal) -> Self {
+        use aws_smithy_http_client::{tls, Builder};
+        let inner = Builder::new()
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::AwsLc,
+            ))
+            .build_https();
+        Self {
+            inner,
+            principal: Arc::new(principal),
+        }
+    }
+}
+
+impl HttpClient for EnforcingClient {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(EnforcingConnector {
+            inner: self.inner.http_connector(settings, components),
+            principal: self.principal.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct EnforcingConnector {
+    inner: SharedHttpConnector,
+    principal: Arc<Principal>,
+}
+
+impl HttpConnector for EnforcingConnector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        match check(&self.principal, &request) {
+            Ok(()) => self.inner.call(request),
+            Err(denied) => HttpConnectorFuture::ready(Ok(denied)),
+        }
+    }
+}
+
+/// `Ok` when every action the request needs is granted (each recorded);
+/// else the response AWS gives.
+fn check(p: &Principal, request: &HttpRequest) -> Result<(), HttpResponse> {
+    let target = request.headers().get("x-amz-target").unwrap_or("");
+    let body = request.body().bytes().unwrap_or(&[]);
+    let sqs = target.starts_with("AmazonSQS.");
+    let needed = match required(p, target, body) {
+        Ok(n) => n,
+        Err(why) => return Err(access_denied(sqs, &why)),
+    };
+    let mut denied = None;
+    for (action, resource) in needed {
+        let allowed = p.allows(&action, &resource);
+        recorder().record(Call {
+            session: p.session.clone(),
+            model: p.model.clone(),
+            processor: p.processor.clone(),
+            action: action.clone(),
+            resource: resource.clone(),
+            allowed,
+        });
+        if !allowed && denied.is_none() {
+            denied = Some(format!(
+                "User: arn:aws:sts::000000000000:assumed-role/jobstream-{}-{}/local is not authorized to perform: {action} on resource: {} because no identity-based policy allows the {action} action",
+                p.model,
+                p.processor,
+                p.arn(&resource)
+            ));
+        }
+    }
+    match denied {
+        None => Ok(()),
+        Some(message) => {
+            tracing::warn!(processor = %p.processor, %message, "AccessDenied (local least-privilege enforcement)");
+            Err(access_denied(sqs, &message))
+        }
+    }
+}
+
+/// HTTP 400 `AccessDeniedException`, JSON protocol (SQS: with the
+/// query-compatible error code header).
+fn access_denied(sqs: bool, message: &str) -> HttpResponse {
+    let body = if sqs {
+        json!({"__type": "com.amazon.coral.service#AccessDeniedException", "message": message})
+    } else {
+        json!({"__type": "com.amazon.coral.service#AccessDeniedException", "Message": message})
+    };
+    let mut resp = HttpResponse::new(
+        StatusCode::try_from(400).expect("400 is a status code"),
+        SdkBody::from(body.to_string()),
+    );
+    let h = resp.headers_mut();
+    h.insert("content-type", "application/x-amz-json-1.0");
+    h.insert("x-amzn-requestid", uuid::Uuid::new_v4().to_string());
+    if sqs {
+        h.insert("x-amzn-query-error", "AccessDenied;Sender");
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal() -> Principal {
+        Principal {
+            session: "s".into(),
+            model: "m".into(),
+            processor: "p".into(),
+            grant: Grant {
+                table_actions: vec!["dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
+                index_actions: vec!["dynamodb:Query"],
+                ledger_actions: vec!["dynamodb:PutItem"],
+                sends_to: vec!["work"],
+            },
+            table: "t".into(),
+            ledger: "l".into(),
+            queues: [("http://q/work".to_string(), "work".to_string())].into(),
+        }
+    }
+
+    fn needs(target: &str, body: Value) -> Vec<(String, Resource)> {
+        required(&principal(), target, body.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn each_action_of_a_transaction_and_a_batch_is_checked_separately() {
+        let n = needs(
+            "DynamoDB_20120810.TransactWriteItems",
+            json!({"TransactItems": [
+                {"Put": {"TableName": "t"}},
+                {"ConditionCheck": {"TableName": "t"}},
+                {"Update": {"TableName": "l"}},
+            ]}),
+        );
+        let p = principal();
+        let verdicts: Vec<bool> = n.iter().map(|(a, r)| p.allows(a, r)).collect();
+        assert_eq!(verdicts, [true, true, false], "{n:?}");
+        let n = needs(
+            "DynamoDB_20120810.BatchWriteItem",
+            json!({"RequestItems": {"t": [], "l": []}}),
+        );
+        assert_eq!(
+            n,
+            [
+                ("dynamodb:BatchWriteItem".to_string(), Resource::Ledger),
+                ("dynamodb:BatchWriteItem".to_string(), Resource::Table)
+            ]
+        );
+        assert!(n.iter().all(|(a, r)| !p.allows(a, r)));
+    }
+
+    #[test]
+    fn indexes_other_tables_and_queues() {
+        let p = principal();
+        let q = needs(
+            "DynamoDB_20120810.Query",
+            json!({"TableName": "t", "IndexName": "GSI1"}),
+        );
+        assert_eq!(q, [("dynamodb:Query".to_string(), Resource::Index)]);
+        assert!(p.allows(&q[0].0, &q[0].1));
+        let q = needs("DynamoDB_20120810.Query", json!({"TableName": "t"}));
+        assert!(!p.allows(&q[0].0, &q[0].1), "Query on the table itself is not granted");
+        let o = needs("DynamoDB_20120810.PutItem", json!({"TableName": "x"}));
+        assert!(!p.allows(&o[0].0, &o[0].1));
+        let s = needs(
+            "AmazonSQS.SendMessageBatch",
+            json!({"QueueUrl": "http://q/work"}),
+        );
+        assert_eq!(
+            s,
+            [("sqs:SendMessage".to_string(), Resource::Queue("work".into()))]
+        );
+        assert!(p.allows(&s[0].0, &s[0].1));
+        let r = needs("AmazonSQS.ReceiveMessage", json!({"QueueUrl": "http://q/work"}));
+        assert!(!p.allows(&r[0].0, &r[0].1));
+        let u = needs("AmazonSQS.SendMessage", json!({"QueueUrl": "http://q/other"}));
+        assert!(!p.allows(&u[0].0, &u[0].1));
+        assert!(required(&p, "nonsense", b"{}").is_err());
+    }
+
+    #[test]
+    fn a_denial_is_aws_shaped() {
+        let r = access_denied(true, "no");
+        assert_eq!(r.status().as_u16(), 400);
+        assert_eq!(
+            r.headers().get("x-amzn-query-error"),
+            Some("AccessDenied;Sender")
+        );
+        let body: Value = serde_json::from_slice(r.body().bytes().unwrap()).unwrap();
+        assert_eq!(body["__type"], "com.amazon.coral.service#AccessDeniedException");
+        let r = access_denied(false, "no");
+        assert_eq!(r.headers().get("x-amzn-query-error"), None);
+    }
+}
