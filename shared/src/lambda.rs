@@ -150,7 +150,9 @@ impl Processors {
         store: Store,
         sqs: Option<aws_sdk_sqs::Client>,
     ) -> Self {
-        Self::with_clients(model, config, store.clone(), &|_| (store.clone(), sqs.clone()))
+        Self::with_clients(model, config, store.clone(), &|_| {
+            (store.clone(), sqs.clone())
+        })
     }
 
     /// Builds the processors of `model`, each with the store and SQS client

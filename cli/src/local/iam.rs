@@ -67,16 +67,41 @@ pub struct Call {
     pub allowed: bool,
 }
 
-/// Every call checked in this process.
+/// Every call checked in this process. With [`RECORD_ENV`] set, each new
+/// (model, processor, action, resource, allowed) is also appended to that
+/// file as a JSON line, so the calls of a whole test suite can be compared
+/// with the grants once it has run.
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<BTreeSet<Call>>,
 }
 
+/// The variable naming the file [`Recorder`] appends to.
+pub const RECORD_ENV: &str = "JOBSTREAM_IAM_RECORD";
+
 impl Recorder {
-    fn record(&self, call: Call) {
-        if let Ok(mut c) = self.calls.lock() {
-            c.insert(call);
+    fn record(&self, call: Call, to_file: bool) {
+        let line = json!({
+            "model": call.model,
+            "processor": call.processor,
+            "action": call.action,
+            "resource": call.resource.to_string(),
+            "allowed": call.allowed,
+        });
+        let new = match self.calls.lock() {
+            Ok(mut c) => c.insert(call),
+            Err(_) => false,
+        };
+        if let (true, true, Some(path)) = (new, to_file, std::env::var_os(RECORD_ENV)) {
+            use std::io::Write as _;
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| writeln!(f, "{line}"));
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "recording a checked call failed");
+            }
         }
     }
 
@@ -104,6 +129,9 @@ pub struct Principal {
     pub ledger: String,
     /// Queue URL -> logical name.
     pub queues: BTreeMap<String, String>,
+    /// Whether its calls go to the [`RECORD_ENV`] file (not for a grant a
+    /// test deliberately cut down).
+    pub record: bool,
 }
 
 impl Principal {
@@ -176,8 +204,7 @@ pub fn required(
         match op {
             "TransactWriteItems" | "TransactGetItems" => {
                 for item in body["TransactItems"].as_array().into_iter().flatten() {
-                    let Some((kind, inner)) = item.as_object().and_then(|o| o.iter().next())
-                    else {
+                    let Some((kind, inner)) = item.as_object().and_then(|o| o.iter().next()) else {
                         continue;
                     };
                     let action = match kind.as_str() {
@@ -193,7 +220,11 @@ pub fn required(
                 }
             }
             "BatchWriteItem" | "BatchGetItem" => {
-                for table in body["RequestItems"].as_object().into_iter().flat_map(|o| o.keys()) {
+                for table in body["RequestItems"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|o| o.keys())
+                {
                     out.push((dynamo(op), principal.table_resource(table, false)));
                 }
             }
@@ -288,14 +319,17 @@ fn check(p: &Principal, request: &HttpRequest) -> Result<(), HttpResponse> {
     let mut denied = None;
     for (action, resource) in needed {
         let allowed = p.allows(&action, &resource);
-        recorder().record(Call {
-            session: p.session.clone(),
-            model: p.model.clone(),
-            processor: p.processor.clone(),
-            action: action.clone(),
-            resource: resource.clone(),
-            allowed,
-        });
+        recorder().record(
+            Call {
+                session: p.session.clone(),
+                model: p.model.clone(),
+                processor: p.processor.clone(),
+                action: action.clone(),
+                resource: resource.clone(),
+                allowed,
+            },
+            p.record,
+        );
         if !allowed && denied.is_none() {
             denied = Some(format!(
                 "User: arn:aws:sts::000000000000:assumed-role/jobstream-{}-{}/local is not authorized to perform: {action} on resource: {} because no identity-based policy allows the {action} action",
@@ -353,6 +387,7 @@ mod tests {
             table: "t".into(),
             ledger: "l".into(),
             queues: [("http://q/work".to_string(), "work".to_string())].into(),
+            record: false,
         }
     }
 
@@ -397,7 +432,10 @@ mod tests {
         assert_eq!(q, [("dynamodb:Query".to_string(), Resource::Index)]);
         assert!(p.allows(&q[0].0, &q[0].1));
         let q = needs("DynamoDB_20120810.Query", json!({"TableName": "t"}));
-        assert!(!p.allows(&q[0].0, &q[0].1), "Query on the table itself is not granted");
+        assert!(
+            !p.allows(&q[0].0, &q[0].1),
+            "Query on the table itself is not granted"
+        );
         let o = needs("DynamoDB_20120810.PutItem", json!({"TableName": "x"}));
         assert!(!p.allows(&o[0].0, &o[0].1));
         let s = needs(
@@ -406,12 +444,21 @@ mod tests {
         );
         assert_eq!(
             s,
-            [("sqs:SendMessage".to_string(), Resource::Queue("work".into()))]
+            [(
+                "sqs:SendMessage".to_string(),
+                Resource::Queue("work".into())
+            )]
         );
         assert!(p.allows(&s[0].0, &s[0].1));
-        let r = needs("AmazonSQS.ReceiveMessage", json!({"QueueUrl": "http://q/work"}));
+        let r = needs(
+            "AmazonSQS.ReceiveMessage",
+            json!({"QueueUrl": "http://q/work"}),
+        );
         assert!(!p.allows(&r[0].0, &r[0].1));
-        let u = needs("AmazonSQS.SendMessage", json!({"QueueUrl": "http://q/other"}));
+        let u = needs(
+            "AmazonSQS.SendMessage",
+            json!({"QueueUrl": "http://q/other"}),
+        );
         assert!(!p.allows(&u[0].0, &u[0].1));
         assert!(required(&p, "nonsense", b"{}").is_err());
     }
@@ -425,7 +472,10 @@ mod tests {
             Some("AccessDenied;Sender")
         );
         let body: Value = serde_json::from_slice(r.body().bytes().unwrap()).unwrap();
-        assert_eq!(body["__type"], "com.amazon.coral.service#AccessDeniedException");
+        assert_eq!(
+            body["__type"],
+            "com.amazon.coral.service#AccessDeniedException"
+        );
         let r = access_denied(false, "no");
         assert_eq!(r.headers().get("x-amzn-query-error"), None);
     }

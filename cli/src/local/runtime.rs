@@ -239,6 +239,7 @@ impl Runtime {
                 table: config.table.clone(),
                 ledger: config.ledger_table.clone(),
                 queues: queue_names.clone(),
+                record: opts.revoke.is_empty(),
             });
             let ddb = aws_sdk_dynamodb::config::Builder::from(&proc_sdk)
                 .http_client(http.clone())
@@ -273,11 +274,7 @@ impl Runtime {
                 streams.clone(),
                 opts.reader.clone(),
                 arn.clone(),
-                filtered(
-                    def.filters.clone(),
-                    dropped,
-                    crate::local::esm::handler(p),
-                ),
+                filtered(def.filters.clone(), dropped, crate::local::esm::handler(p)),
             ));
         }
         let mut queues = Vec::new();
@@ -335,7 +332,8 @@ impl Runtime {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
             // Every mapping polls concurrently, as Lambda runs them: one
             // invocation per shard per mapping at a time.
-            let streams = futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once()));
+            let streams =
+                futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once()));
             let queues = futures::future::join_all(self.queues.iter_mut().map(|q| async move {
                 let done = q.poll_once().await?;
                 let (visible, in_flight) = q.depth().await?;
@@ -563,5 +561,81 @@ impl Harness for Runtime {
             }
             Ok(out)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::models::filter::KeyRule;
+
+    #[test]
+    fn every_deployed_setting_comes_from_the_definition_not_the_base() {
+        let m = models::find("tracker").unwrap();
+        let def = &m.stream_defs()[0];
+        let mut base = MappingConfig::new("x");
+        base.batch_size = 1;
+        base.max_retries = 3;
+        base.bisect_on_error = false;
+        base.function_timeout = Duration::from_millis(1);
+        base.max_record_age = None;
+        base.batching_window = Duration::from_secs(9);
+        let cfg = mapping_config(def, &base, 0.5);
+        assert_eq!(cfg.name, def.name);
+        assert_eq!(cfg.batch_size, 100);
+        assert_eq!(cfg.max_retries, 10);
+        assert!(cfg.bisect_on_error);
+        assert_eq!(cfg.function_timeout, Duration::from_secs(60));
+        assert_eq!(cfg.max_record_age, Some(Duration::from_secs(86_400)));
+        assert_eq!(cfg.batching_window, Duration::ZERO);
+        assert_eq!(cfg.time_scale, 0.5, "durations are scaled, never replaced");
+    }
+
+    #[test]
+    fn a_queue_keeps_its_deployed_visibility_scaled() {
+        let q = models::table::QueueDef::standard("l", "n", "d", "c");
+        assert_eq!(queue_visibility(&q, 1.0), Duration::from_secs(180));
+        assert_eq!(queue_visibility(&q, 1.0 / 60.0).as_secs(), 3);
+        assert_eq!(queue_visibility(&q, 0.0), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn filters_see_records_as_lambda_serialises_them_and_drop_before_the_handler() {
+        let text = include_str!("../../../tests/fixtures/tracker-batch.json");
+        let event: Event = serde_json::from_str(text).unwrap();
+        let total = event.records.len();
+        let seen = Arc::new(AtomicU64::new(0));
+        let s2 = seen.clone();
+        let inner: Handler = Arc::new(move |e: Event| {
+            s2.fetch_add(e.records.len() as u64, Ordering::Relaxed);
+            Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+        });
+        let dropped = Arc::new(AtomicU64::new(0));
+        let only_stages = vec![EventFilter::key("SK", &[KeyRule::Prefix("STAGE#")])];
+        let h = filtered(only_stages, dropped.clone(), inner.clone());
+        h(event.clone()).await.unwrap();
+        let raw: serde_json::Value = serde_json::from_str(text).unwrap();
+        let stages = raw["Records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["dynamodb"]["Keys"]["SK"]["S"]
+                    .as_str()
+                    .is_some_and(|sk| sk.starts_with("STAGE#"))
+            })
+            .count() as u64;
+        assert!(stages > 0 && (stages as usize) < total);
+        assert_eq!(seen.load(Ordering::Relaxed), stages);
+        assert_eq!(dropped.load(Ordering::Relaxed), total as u64 - stages);
+        let none = vec![EventFilter::key("SK", &[KeyRule::Equals("nothing")])];
+        h(event.clone()).await.unwrap();
+        let before = seen.load(Ordering::Relaxed);
+        filtered(none, dropped, inner)(event).await.unwrap();
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            before,
+            "an empty batch is not invoked"
+        );
     }
 }

@@ -181,7 +181,8 @@ mod tests {
     #[test]
     fn fields_are_and_ed_and_filters_or_ed() {
         let adoption = EventFilter::insert_with("SK", "HIST#", "description", "Imported");
-        let entry = |event, d: &str| record(event, "HIST#00000001", json!({"description": {"S": d}}));
+        let entry =
+            |event, d: &str| record(event, "HIST#00000001", json!({"description": {"S": d}}));
         assert!(adoption.matches(&entry("INSERT", "Imported")));
         assert!(!adoption.matches(&entry("MODIFY", "Imported")));
         assert!(!adoption.matches(&entry("INSERT", "Updated Notes")));
@@ -191,7 +192,10 @@ mod tests {
         assert!(passes(&both, &entry("INSERT", "Imported")));
         assert!(passes(&both, &record("MODIFY", "APP#9", json!({}))));
         assert!(!passes(&both, &entry("INSERT", "Created")));
-        assert!(passes(&[], &entry("INSERT", "Created")), "no filter: every record");
+        assert!(
+            passes(&[], &entry("INSERT", "Created")),
+            "no filter: every record"
+        );
     }
 
     #[test]
@@ -210,6 +214,9 @@ mod tests {
         assert!(m(json!({"n": [5.0]})), "numbers compare numerically");
         assert!(m(json!({"arr": ["y"]})), "any element of an array");
         assert!(m(json!({"z": [null]})));
-        assert!(!m(json!({"a": {"nested": ["x"]}})), "an object pattern needs an object");
+        assert!(
+            !m(json!({"a": {"nested": ["x"]}})),
+            "an object pattern needs an object"
+        );
     }
 }

@@ -51,7 +51,10 @@ pub fn model() -> Model {
 /// unknown keys (counted by derive) are dropped.
 pub fn history_filter() -> Vec<EventFilter> {
     vec![
-        EventFilter::key(keys::SK, &[KeyRule::Prefix("APP#"), KeyRule::Prefix("STAGE#")]),
+        EventFilter::key(
+            keys::SK,
+            &[KeyRule::Prefix("APP#"), KeyRule::Prefix("STAGE#")],
+        ),
         EventFilter::insert_with(keys::SK, "HIST#", "description", history::IMPORTED),
     ]
 }
