@@ -18,9 +18,9 @@ use serde_json::Value;
 use shared::item::{n, s, Item, ItemExt};
 use shared::lambda::StreamHandler;
 use shared::metrics::names;
+use shared::models;
 use shared::models::tracker::keys;
 use shared::models::tracker::scenario::Clock;
-use shared::models::{self, table::grants};
 
 use crate::support::{assert_verified, count, descriptions, env_with, model_env, partition, Env};
 
@@ -485,7 +485,6 @@ async fn a_denied_call_is_an_aws_shaped_access_denied_error() {
         .await
         .expect_err("not granted");
     assert_eq!(err.raw_response().unwrap().status().as_u16(), 400);
-    use aws_sdk_sqs::error::ProvideErrorMetadata as _;
     assert_eq!(err.code(), Some("AccessDenied"));
 }
 

@@ -299,22 +299,22 @@ struct EnforcingConnector {
 
 impl HttpConnector for EnforcingConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        match check(&self.principal, &request) {
-            Ok(()) => self.inner.call(request),
-            Err(denied) => HttpConnectorFuture::ready(Ok(denied)),
+        match denial(&self.principal, &request) {
+            None => self.inner.call(request),
+            Some(denied) => HttpConnectorFuture::ready(Ok(denied)),
         }
     }
 }
 
-/// `Ok` when every action the request needs is granted (each recorded);
+/// `None` when every action the request needs is granted (each recorded);
 /// else the response AWS gives.
-fn check(p: &Principal, request: &HttpRequest) -> Result<(), HttpResponse> {
+fn denial(p: &Principal, request: &HttpRequest) -> Option<HttpResponse> {
     let target = request.headers().get("x-amz-target").unwrap_or("");
     let body = request.body().bytes().unwrap_or(&[]);
     let sqs = target.starts_with("AmazonSQS.");
     let needed = match required(p, target, body) {
         Ok(n) => n,
-        Err(why) => return Err(access_denied(sqs, &why)),
+        Err(why) => return Some(access_denied(sqs, &why)),
     };
     let mut denied = None;
     for (action, resource) in needed {
@@ -339,13 +339,10 @@ fn check(p: &Principal, request: &HttpRequest) -> Result<(), HttpResponse> {
             ));
         }
     }
-    match denied {
-        None => Ok(()),
-        Some(message) => {
-            tracing::warn!(processor = %p.processor, %message, "AccessDenied (local least-privilege enforcement)");
-            Err(access_denied(sqs, &message))
-        }
-    }
+    denied.map(|message| {
+        tracing::warn!(processor = %p.processor, %message, "AccessDenied (local least-privilege enforcement)");
+        access_denied(sqs, &message)
+    })
 }
 
 /// HTTP 400 `AccessDeniedException`, JSON protocol (SQS: with the
