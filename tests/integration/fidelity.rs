@@ -718,3 +718,67 @@ async fn every_models_template_has_the_settings_the_local_runtime_builds() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Derive and the fold run as concurrent mappings, as Lambda runs them:
+/// each mapping's first invocation waits until the other one's has
+/// started. Polled one after the other by one loop, the first would wait
+/// forever (the test then fails at its deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn derive_and_the_fold_are_invoked_concurrently() {
+    use jobstream::local::esm::{handler, Handler, RecordReader, StreamMapping};
+    use std::sync::Arc;
+    let mut env = env_with(|_| {}).await;
+    env.writer
+        .create_application(
+            "c1",
+            "Acme",
+            "Engineer",
+            "applied",
+            "2026-01-01T00:00:00.000Z",
+        )
+        .await
+        .unwrap();
+    let both_started = Arc::new(tokio::sync::Barrier::new(2));
+    let gate = |inner: Handler| -> Handler {
+        let barrier = both_started.clone();
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        Arc::new(move |event| {
+            let (barrier, first, inner) = (barrier.clone(), first.clone(), inner.clone());
+            Box::pin(async move {
+                if first.swap(false, Relaxed) {
+                    barrier.wait().await;
+                }
+                inner(event).await
+            })
+        })
+    };
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&env.engine.endpoint()), 3).await,
+    );
+    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .unwrap();
+    let gated: Vec<StreamMapping> = env
+        .rt
+        .mappings
+        .iter()
+        .map(|m| {
+            let p = env.rt.stream_processor(m.name());
+            StreamMapping::new(
+                m.config().clone(),
+                streams.clone(),
+                RecordReader::Embedded(env.engine.database().clone()),
+                arn.clone(),
+                gate(handler(p)),
+            )
+        })
+        .collect();
+    assert_eq!(gated.len(), 2);
+    env.rt.mappings = gated;
+    tokio::time::timeout(std::time::Duration::from_secs(60), env.rt.drain())
+        .await
+        .expect("both mappings were invoked at once")
+        .unwrap();
+    assert_eq!(descriptions(&env, "c1").await.len(), 1);
+    assert_eq!(count(&env).await, Some(1));
+}
