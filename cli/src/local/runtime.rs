@@ -12,7 +12,9 @@ use shared::models::{self, BoxError, Harness, Model};
 use shared::store::{Backoff, Store};
 
 use crate::local::engine::{ensure_table, sdk_config};
-use crate::local::esm::{stream_arn, FailedBatch, MappingConfig, RecordReader, StreamMapping};
+use crate::local::esm::{
+    stream_arn, FailedBatch, MappingConfig, MappingStats, RecordReader, StreamMapping,
+};
 use crate::local::sqs_esm::{create_queue, QueueMapping};
 
 /// Where the runtime connects and how its mappings behave.
@@ -75,6 +77,12 @@ pub struct Runtime {
     pub queues: Vec<QueueMapping>,
     /// Print a status line this often while running (when it changed).
     pub status_every: Option<Duration>,
+    /// With the status line, print each mapping's `IteratorAge` as an EMF
+    /// metric line.
+    pub emit_metrics: bool,
+    /// On stop, how long batches in flight may take to finish before they
+    /// are abandoned without a checkpoint.
+    pub shutdown_grace: Duration,
 }
 
 impl Runtime {
@@ -157,6 +165,8 @@ impl Runtime {
             mappings,
             queues,
             status_every: None,
+            emit_metrics: false,
+            shutdown_grace: Duration::from_secs(10),
         })
     }
 
@@ -185,10 +195,14 @@ impl Runtime {
         while quiet < 2 {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
             let mut active = false;
+            let mut wait: Option<Instant> = None;
             for m in &mut self.mappings {
                 let r = m.poll_once().await?;
                 total += r.done;
                 active |= r.done > 0 || r.pending > 0;
+                if let Some(w) = r.wait {
+                    wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
+                }
             }
             for q in &mut self.queues {
                 let done = q.poll_once().await?;
@@ -201,8 +215,13 @@ impl Runtime {
                 if !self.queues.is_empty() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-            } else {
+            } else if wait.is_none() {
                 quiet += 1;
+            }
+            if let Some(w) = wait {
+                // A shard has nothing to do before then (Lambda's polling
+                // rate, a retry delay, a batching window).
+                tokio::time::sleep_until(w.into()).await;
             }
         }
         Ok(total)
@@ -228,60 +247,93 @@ impl Runtime {
             .collect()
     }
 
-    /// One polling round of the stream and the queues; true if there was work.
-    async fn poll_round(&mut self) -> bool {
-        let mut busy = crate::local::esm::poll_streams(&mut self.mappings).await;
-        for q in &mut self.queues {
-            match q.poll_once().await {
-                Ok(n) => busy |= n > 0,
-                Err(e) => tracing::warn!(queue = %q.name, error = %e, "queue poll failed"),
-            }
-        }
-        busy
-    }
-
-    /// Polls until `stop` resolves (Ctrl-C in `jobstream dev` / `run`).
+    /// Runs until `stop` resolves (Ctrl-C in `jobstream dev`; SIGTERM or
+    /// SIGINT in `run`): every stream mapping as a long-lived consumer (a
+    /// task per shard, mappings concurrent) beside the queue pollers. On
+    /// stop no new batch starts, batches in flight get
+    /// [`Self::shutdown_grace`], and the leases are released.
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
-        tokio::pin!(stop);
-        let mut last_status = Instant::now();
-        let mut said = String::new();
-        loop {
-            if let Some(every) = self.status_every {
-                if last_status.elapsed() >= every {
-                    last_status = Instant::now();
-                    let line = self.status();
-                    if line != said {
-                        println!("{line}");
-                        said = line;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let grace = self.shutdown_grace;
+        let stats: Vec<_> = self.mappings.iter().map(|m| m.stats()).collect();
+        let (status_every, emit_metrics) = (self.status_every, self.emit_metrics);
+        let Self {
+            mappings, queues, ..
+        } = self;
+        let streams =
+            futures::future::join_all(mappings.iter_mut().map(|m| m.consume(rx.clone(), grace)));
+        let mut stopped = rx.clone();
+        let others = async {
+            let mut last_status = Instant::now();
+            let mut said = String::new();
+            loop {
+                if *stopped.borrow() {
+                    return;
+                }
+                if let Some(every) = status_every {
+                    if last_status.elapsed() >= every {
+                        last_status = Instant::now();
+                        let line = status_line(&stats, queues);
+                        if line != said {
+                            println!("{line}");
+                            said = line;
+                        }
+                        if emit_metrics {
+                            let now = chrono::Utc::now().timestamp_millis();
+                            for s in &stats {
+                                println!(
+                                    "{}",
+                                    crate::local::esm::iterator_age_emf(
+                                        &s.name,
+                                        s.iterator_age(),
+                                        now
+                                    )
+                                );
+                            }
+                        }
                     }
                 }
+                let mut busy = false;
+                for q in queues.iter_mut() {
+                    match q.poll_once().await {
+                        Ok(n) => busy |= n > 0,
+                        Err(e) => tracing::warn!(queue = %q.name, error = %e, "queue poll failed"),
+                    }
+                }
+                let idle = if queues.is_empty() {
+                    status_every.unwrap_or(Duration::from_secs(3600))
+                } else if busy {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(200)
+                };
+                tokio::select! {
+                    _ = stopped.changed() => {}
+                    () = tokio::time::sleep(idle) => {}
+                }
             }
-            let busy = self.poll_round().await;
-            if crate::local::esm::pause_or_stop(busy, stop.as_mut()).await {
-                crate::local::esm::release_all(&mut self.mappings).await;
-                return Ok(());
-            }
+        };
+        let signal = async {
+            stop.await;
+            tx.send_replace(true);
+        };
+        let (results, (), ()) = tokio::join!(streams, others, signal);
+        for r in results {
+            r?;
         }
+        Ok(())
     }
 
-    /// One status line: invocations per processor, and the records sent to
-    /// the on-failure destinations so far.
+    /// One status line: invocations per processor, iterator age per
+    /// mapping, and the records sent to the on-failure destinations so far.
     pub fn status(&self) -> String {
-        let invocations: Vec<String> = self
-            .mappings
-            .iter()
-            .map(|m| format!("{} {}", m.name(), m.invocations))
-            .chain(
-                self.queues
-                    .iter()
-                    .map(|q| format!("{} {}", q.name, q.invocations)),
-            )
-            .collect();
-        let failed: usize = self.mappings.iter().map(|m| m.on_failure.len()).sum();
-        format!(
-            "status: invocations {}; on-failure: {failed} batch(es)",
-            invocations.join(", ")
-        )
+        let stats: Vec<_> = self.mappings.iter().map(|m| m.stats()).collect();
+        status_line(&stats, &self.queues)
+    }
+
+    /// Losses reported so far (trimmed records, vanished shards).
+    pub fn losses(&self) -> u64 {
+        self.mappings.iter().map(|m| m.on_failure.losses()).sum()
     }
 
     /// Messages currently in a consumer's DLQ.
@@ -308,6 +360,42 @@ impl Runtime {
     pub async fn verify(&self) -> anyhow::Result<crate::tools::verify::Report> {
         crate::tools::verify::verify(&self.model, &self.processors, &self.config).await
     }
+}
+
+fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
+    let invocations: Vec<String> = stats
+        .iter()
+        .map(|m| format!("{} {}", m.name, m.invocations()))
+        .chain(
+            queues
+                .iter()
+                .map(|q| format!("{} {}", q.name, q.invocations)),
+        )
+        .collect();
+    let ages: Vec<String> = stats
+        .iter()
+        .map(|m| {
+            let per_shard: Vec<String> = m
+                .iterator_ages()
+                .iter()
+                .map(|(shard, age)| format!("{shard} {age} ms"))
+                .collect();
+            format!("{} [{}]", m.name, per_shard.join(", "))
+        })
+        .collect();
+    let failed: usize = stats.iter().map(|m| m.on_failure.len()).sum();
+    let losses: u64 = stats.iter().map(|m| m.on_failure.losses()).sum();
+    let mut line = format!(
+        "status: invocations {}; iterator age {}; on-failure: {failed} batch(es)",
+        invocations.join(", "),
+        ages.join(", ")
+    );
+    if losses > 0 {
+        line.push_str(&format!(
+            "; LOST: {losses} range(s) of records trimmed or in vanished shards (see the on-failure destination)"
+        ));
+    }
+    line
 }
 
 fn boxed(e: anyhow::Error) -> BoxError {
