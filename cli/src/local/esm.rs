@@ -1293,7 +1293,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             let gone = !item.checkpoint.shard_end
                 && !listed.contains(&item.shard_id)
                 && !item.live(now)
-                && item.updated_at_ms < self.listed_at_ms
+                && item.updated_at_ms <= self.listed_at_ms
                 && (item.checkpoint.sequence_number.is_some() || item.counter > 0);
             if !gone {
                 continue;
@@ -1875,3 +1875,7 @@ mod tests {
         assert!("at-timestamp".parse::<StartingPosition>().is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "esm_tests.rs"]
+mod consumer_tests;

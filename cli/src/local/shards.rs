@@ -71,6 +71,34 @@ pub trait StreamsApi: Send + Sync {
     ) -> impl Future<Output = anyhow::Result<RecordsPage>> + Send;
 }
 
+/// A shared Streams API (several mappings, one stream).
+impl<T: StreamsApi> StreamsApi for std::sync::Arc<T> {
+    fn describe_stream(
+        &self,
+        stream_arn: &str,
+        exclusive_start_shard_id: Option<&str>,
+    ) -> impl Future<Output = anyhow::Result<ShardPage>> + Send {
+        (**self).describe_stream(stream_arn, exclusive_start_shard_id)
+    }
+
+    fn shard_iterator(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        position: &IteratorPosition,
+    ) -> impl Future<Output = anyhow::Result<Option<String>>> + Send {
+        (**self).shard_iterator(stream_arn, shard_id, position)
+    }
+
+    fn get_records(
+        &self,
+        iterator: &str,
+        limit: usize,
+    ) -> impl Future<Output = anyhow::Result<RecordsPage>> + Send {
+        (**self).get_records(iterator, limit)
+    }
+}
+
 /// Every shard of a stream, following DescribeStream's pagination.
 pub async fn list_shards<S: StreamsApi>(
     api: &S,
