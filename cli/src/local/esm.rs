@@ -1203,7 +1203,9 @@ impl<S: StreamsApi> StreamMapping<S> {
         }
         self.drop_lost();
         for item in by_id.values() {
-            if item.checkpoint.shard_end {
+            // `--from-start` reads completed shards again (once each).
+            let replay = leases.from_start() && !self.reset.contains(&item.shard_id);
+            if item.checkpoint.shard_end && !replay {
                 self.finished.insert(item.shard_id.clone());
             }
         }
