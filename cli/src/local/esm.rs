@@ -1210,6 +1210,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             }
         }
         if fresh {
+            self.let_go_of_vanished(&leases).await;
             self.report_vanished(&leases, &by_id, now).await;
         }
         let eligible = self.eligible();
@@ -1273,6 +1274,35 @@ impl<S: StreamsApi> StreamMapping<S> {
             if self.take(&leases, &id, Some(counter)).await {
                 tracing::info!(mapping = %self.name(), shard = %id, from = %victim, "lease stolen to balance the shards");
             }
+        }
+    }
+
+    /// A shard we hold that left the listing can no longer be read: its
+    /// lease is released (its task stops), so the next balance reports it.
+    async fn let_go_of_vanished(&mut self, leases: &LeaseTable) {
+        let listed: HashSet<&str> = self
+            .listing
+            .iter()
+            .flatten()
+            .map(|s| s.shard_id.as_str())
+            .collect();
+        let gone: Vec<(String, Arc<Lease>)> = self
+            .live
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter(|(id, _)| !listed.contains(id.as_str()))
+                    .map(|(id, lease)| (id.clone(), lease.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (id, lease) in gone {
+            lease.lose();
+            if let Err(e) = leases.release(&id, lease.token).await {
+                tracing::warn!(mapping = %self.name(), shard = %id, error = %e, "releasing a vanished shard failed");
+            }
+            self.lost(&id);
+            self.rediscover = true; // reported at the next listing
         }
     }
 

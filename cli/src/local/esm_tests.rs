@@ -660,3 +660,109 @@ async fn iterator_age_is_the_age_of_the_last_record_read_and_zero_when_caught_up
         serde_json::json!({"Name": "IteratorAge", "Unit": "Milliseconds"})
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_vanishes_while_held_is_let_go_and_reported() {
+    let (_engine, client) = ledger().await;
+    let api = Arc::new(FakeStreams::new(100));
+    api.add_shard("s", None);
+    let written = api.write("s", 10);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut m = leased(&api, &client, "a", &calls);
+    m.poll_once().await.unwrap(); // checkpoint at the 5th record
+    api.remove_shard("s");
+    for _ in 0..4 {
+        m.poll_once().await.unwrap();
+    }
+    assert!(m.shards().is_empty());
+    let lost = m.on_failure.take();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].condition, Condition::ShardVanished);
+    assert_eq!(lost[0].start_sequence_number, seq_string(written[4]));
+}
+
+/// A leased mapping of one shard whose handler signals each call and then
+/// takes `hold` (forever when `None`).
+fn slow(
+    api: &Arc<FakeStreams>,
+    client: &aws_sdk_dynamodb::Client,
+    hold: Option<Duration>,
+    started: Arc<tokio::sync::Notify>,
+) -> StreamMapping<Arc<FakeStreams>> {
+    let handler: Handler = Arc::new(move |_event: Event| {
+        let started = started.clone();
+        Box::pin(async move {
+            started.notify_one();
+            match hold {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending::<()>().await,
+            }
+            Ok(DynamoDbEventResponse::default())
+        })
+    });
+    let mut c = config(client, "a", Duration::from_secs(300));
+    c.time_scale = 1.0;
+    c.function_timeout = Duration::from_secs(3600);
+    StreamMapping::with_api(c, api.clone(), "arn".into(), handler)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_stop_the_batch_in_flight_finishes_within_the_grace_and_no_new_one_starts() {
+    let (_engine, client) = ledger().await;
+    let api = Arc::new(FakeStreams::new(100));
+    api.add_shard("s", None);
+    let written = api.write("s", 10);
+    let started = Arc::new(tokio::sync::Notify::new());
+    let mut m = slow(
+        &api,
+        &client,
+        Some(Duration::from_millis(300)),
+        started.clone(),
+    );
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move {
+        m.consume(rx, Duration::from_secs(60)).await.unwrap();
+        m
+    });
+    started.notified().await;
+    tx.send_replace(true);
+    let m = run.await.unwrap();
+    assert_eq!(m.invocations(), 1, "no batch after the stop");
+    let stored = item(&client, "s").await;
+    assert_eq!(
+        stored.checkpoint.sequence_number,
+        Some(seq_string(written[4])),
+        "the batch in flight finished and was checkpointed"
+    );
+    assert_eq!(stored.expires_at_ms, 0, "released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_grace_the_batch_in_flight_is_abandoned_without_a_checkpoint() {
+    let (_engine, client) = ledger().await;
+    let api = Arc::new(FakeStreams::new(100));
+    api.add_shard("s", None);
+    api.write("s", 10);
+    let started = Arc::new(tokio::sync::Notify::new());
+    let mut m = slow(&api, &client, None, started.clone());
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move {
+        m.consume(rx, Duration::from_millis(100)).await.unwrap();
+        m
+    });
+    started.notified().await;
+    tx.send_replace(true);
+    let m = run.await.unwrap();
+    assert_eq!(m.invocations(), 1);
+    let stored = item(&client, "s").await;
+    assert_eq!(
+        stored.checkpoint.sequence_number, None,
+        "nothing checkpointed"
+    );
+    assert_eq!(stored.expires_at_ms, 0, "released all the same");
+    // A successor takes it at once and reads the abandoned batch again.
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut next = leased(&api, &client, "b", &calls);
+    drain(std::slice::from_mut(&mut next)).await.unwrap();
+    assert_eq!(flat(&calls).len(), 10);
+}
