@@ -130,7 +130,7 @@ pub struct MappingConfig {
     /// Where shards without a checkpoint start.
     pub starting_position: StartingPosition,
     /// How often DescribeStream looks for new shards (besides right after a
-    /// shard completes).
+    /// shard completes); scaled too.
     pub discovery_interval: Duration,
     /// Durable checkpoints and shard leases in the ledger table; `None`:
     /// checkpoints in memory, every shard read by this process.
@@ -1037,7 +1037,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             .leases
             .as_ref()
             .map_or(Duration::MAX, |l| l.lease_ttl() / 3);
-        ttl.min(self.ctx.config.discovery_interval)
+        ttl.min(self.ctx.scaled(self.ctx.config.discovery_interval))
     }
 
     fn balance_due(&self) -> bool {
@@ -1063,7 +1063,7 @@ impl<S: StreamsApi> StreamMapping<S> {
         let mut fresh = false;
         if self.discovery_due() {
             self.rediscover = false;
-            let interval = self.ctx.config.discovery_interval;
+            let interval = self.ctx.scaled(self.ctx.config.discovery_interval);
             match list_shards(&self.ctx.api, &self.ctx.stream_arn).await {
                 Ok(listing) => {
                     self.listing = Some(listing);
