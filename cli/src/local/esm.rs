@@ -1049,11 +1049,13 @@ impl<S: StreamsApi> StreamMapping<S> {
     fn next_coordination(&self) -> Instant {
         let now = Instant::now();
         let discovery = self.next_discovery.unwrap_or(now);
-        match (&self.ctx.leases, self.last_balance) {
+        let next = match (&self.ctx.leases, self.last_balance) {
             (Some(_), Some(t)) => discovery.min(t + self.balance_every()),
             (Some(_), None) => now,
             (None, _) => discovery,
-        }
+        };
+        // Never a busy loop, whatever the (scaled) intervals.
+        next.max(now + Duration::from_millis(10))
     }
 
     /// Lists the shards (when due) and starts every one whose turn has come;
