@@ -195,10 +195,12 @@ impl Runtime {
         while quiet < 2 {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
             let mut active = false;
+            let mut progressed = false;
             let mut wait: Option<Instant> = None;
             for m in &mut self.mappings {
                 let r = m.poll_once().await?;
                 total += r.done;
+                progressed |= r.done > 0;
                 active |= r.done > 0 || r.pending > 0;
                 if let Some(w) = r.wait {
                     wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
@@ -207,6 +209,7 @@ impl Runtime {
             for q in &mut self.queues {
                 let done = q.poll_once().await?;
                 total += done;
+                progressed |= done > 0;
                 let (visible, in_flight) = q.depth().await?;
                 active |= done > 0 || visible > 0 || in_flight > 0;
             }
@@ -218,9 +221,9 @@ impl Runtime {
             } else if wait.is_none() {
                 quiet += 1;
             }
-            if let Some(w) = wait {
-                // A shard has nothing to do before then (Lambda's polling
-                // rate, a retry delay, a batching window).
+            if let Some(w) = wait.filter(|_| !progressed) {
+                // Nothing could happen before then (Lambda's polling rate,
+                // a retry delay, a batching window).
                 tokio::time::sleep_until(w.into()).await;
             }
         }
