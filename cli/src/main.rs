@@ -124,14 +124,17 @@ enum Command {
         #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
         ledger_table: String,
     },
-    /// Run the model's processors alone against an engine (flag, or
-    /// AWS_ENDPOINT_URL), with durable checkpoints and shard leases.
+    /// Run the model's processors as a production consumer against an
+    /// engine or DynamoDB (flag, or AWS_ENDPOINT_URL): durable checkpoints,
+    /// fenced shard leases shared across processes, SIGTERM handover.
     Run {
         #[arg(long, env = "JOBSTREAM_ENDPOINT")]
         endpoint: Option<String>,
         #[command(flatten)]
         target: Target,
-        /// SQS endpoint for models with queues (default: moto, started here).
+        /// SQS endpoint of a durable SQS, required for models with queues
+        /// (e.g. https://sqs.eu-west-1.amazonaws.com; `dev` and `demo` start
+        /// a local one instead).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
         #[command(flatten)]
@@ -194,6 +197,46 @@ async fn ctrl_c() {
     }
 }
 
+/// SIGTERM (`docker stop`, Kubernetes) or SIGINT (Ctrl-C). A handler is
+/// installed, so this holds as PID 1 too.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => eprintln!("SIGTERM: finishing batches in flight, releasing leases"),
+                    () = ctrl_c() => eprintln!("SIGINT: finishing batches in flight, releasing leases"),
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c().await;
+}
+
+/// `run` keeps jobs only in a durable SQS: an in-process one would lose
+/// every queued job at exit after the checkpoint moved past its record.
+fn durable_sqs(model: &Model, sqs_endpoint: Option<String>) -> anyhow::Result<Option<String>> {
+    match sqs_endpoint {
+        Some(e) => Ok(Some(e)),
+        None if model.consumers.is_empty() => Ok(None),
+        None => anyhow::bail!(
+            "model {} has queues, and `jobstream run` needs a durable SQS for them: jobs held by \
+             a local in-memory SQS would be lost at exit while the stream checkpoint has moved \
+             past their records. Point it at SQS with --sqs-endpoint (or AWS_ENDPOINT_URL_SQS), \
+             e.g. --sqs-endpoint https://sqs.<region>.amazonaws.com; `jobstream dev` and \
+             `jobstream demo` start a local SQS for trying things out",
+            model.name
+        ),
+    }
+}
+
 /// The configured SQS endpoint, or a moto server started (and installed,
 /// once) for this process, for models with queues.
 fn sqs_for(
@@ -243,7 +286,8 @@ fn report_failures(rt: &Runtime) -> bool {
     let failed = rt.failed_batches();
     for f in &failed {
         println!(
-            "on-failure: {} shard {} records {}..{} ({}): {}",
+            "on-failure: {} {} shard {} records {}..{} ({}): {}",
+            f.condition.as_str(),
             f.mapping,
             f.shard_id,
             f.start_sequence_number,
@@ -345,7 +389,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             consumer,
         } => {
             let model = target.model()?;
-            let (_moto, sqs) = sqs_for(&model, sqs_endpoint)?;
+            let sqs = durable_sqs(&model, sqs_endpoint)?;
             let sdk = sdk_config(endpoint.as_deref(), 5).await;
             let failure_sqs = match (&consumer.on_failure_queue_url, &sqs) {
                 (Some(_), s) => Some(aws_sdk_sqs::Client::new(&sdk_config(s.as_deref(), 5).await)),
@@ -361,11 +405,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )?;
             let mut rt = Runtime::start(opts).await?;
             rt.status_every = Some(Duration::from_secs(30));
+            rt.emit_metrics = consumer.emit_metrics;
+            rt.shutdown_grace = consumer.shutdown_grace;
             announce(None, &rt, sqs.as_deref());
-            rt.run_until(ctrl_c()).await?;
+            rt.run_until(terminated()).await?;
+            println!("{}", rt.status());
+            let losses = rt.losses();
             if !report_failures(&rt) {
                 eprintln!(
-                    "records exhausted their retries; listed in {}",
+                    "records were given up{}; listed in {}",
+                    if losses > 0 {
+                        format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
+                    } else {
+                        String::new()
+                    },
                     consumer.on_failure_file.display()
                 );
                 return Ok(ExitCode::FAILURE);

@@ -342,3 +342,145 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
     };
     assert_exact(&env, &expected).await;
 }
+
+/// The `jobstream` binary (built here if needed: this crate links only the
+/// library), as a user runs it.
+fn jobstream_bin() -> std::path::PathBuf {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "jobstream", "--bin", "jobstream"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "the jobstream binary builds");
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/integration-<hash> -> target/<profile>/jobstream
+        exe.parent()
+            .and_then(|deps| deps.parent())
+            .expect("target dir")
+            .join("jobstream")
+    })
+    .clone()
+}
+
+/// The lease items of `mapping` on the table's stream, once the table exists.
+async fn leases_of(env: &Env, mapping: &str) -> Vec<shared::item::Item> {
+    checkpoint_items(env, mapping).await
+}
+
+fn num(item: &shared::item::Item, name: &str) -> i64 {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
+    let ttl = Duration::from_secs(600); // a successor would wait 10 minutes for expiry
+    let env = env("in-test", ttl).await;
+    let expected = play(&env.writer).await.unwrap();
+    let failures = std::env::temp_dir().join(format!("sigterm-{}.jsonl", uuid::Uuid::new_v4()));
+    let bin = tokio::task::spawn_blocking(jobstream_bin).await.unwrap();
+    let child = std::process::Command::new(bin)
+        .args(["run", "--model", "tracker", "--endpoint"])
+        .arg(env.engine.endpoint())
+        .args(["--lease-owner", "first", "--lease-ttl-secs", "600"])
+        .arg("--on-failure-file")
+        .arg(&failures)
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jobstream run starts");
+    // Until the child holds both mappings' leases.
+    let held = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let mut owners = Vec::new();
+            for mapping in ["history", "derive"] {
+                for item in leases_of(&env, mapping).await {
+                    if item
+                        .get("leaseOwner")
+                        .and_then(|v| v.as_s().ok())
+                        .map(String::as_str)
+                        == Some("first")
+                        && num(&item, "leaseExpiresAt") > chrono::Utc::now().timestamp_millis()
+                    {
+                        owners.push(mapping);
+                    }
+                }
+            }
+            if owners.len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(held.is_ok(), "the child took its leases");
+    let pid = child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
+    assert!(stderr.contains("SIGTERM"), "{stderr}");
+    // Released: expired now, checkpoint kept.
+    for mapping in ["history", "derive"] {
+        for item in leases_of(&env, mapping).await {
+            assert_eq!(num(&item, "leaseExpiresAt"), 0, "{mapping}: released");
+        }
+    }
+    // A successor takes over at once (not after the 10-minute TTL) and
+    // finishes exactly.
+    let mut successor = run_process(&env.engine, "second", ttl).await;
+    jobstream::local::esm::poll_streams(&mut successor.mappings).await;
+    for m in &successor.mappings {
+        assert_eq!(m.shards().len(), 1, "{} took the shard at once", m.name());
+    }
+    successor.drain().await.unwrap();
+    std::fs::remove_file(&failures).ok();
+    let env = Env {
+        rt: successor,
+        ..env
+    };
+    assert_exact(&env, &expected).await;
+}
+
+#[tokio::test]
+async fn run_refuses_a_model_with_queues_without_a_durable_sqs() {
+    let bin = tokio::task::spawn_blocking(jobstream_bin).await.unwrap();
+    let queued = shared::models::registry()
+        .into_iter()
+        .find(|m| !m.consumers.is_empty())
+        .expect("a model with queues");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(bin)
+            .args([
+                "run",
+                "--model",
+                queued.name,
+                "--endpoint",
+                "http://127.0.0.1:9",
+            ])
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "refused: {stderr}");
+    assert!(stderr.contains("--sqs-endpoint"), "says how: {stderr}");
+    assert!(stderr.contains("durable SQS"), "says why: {stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("processors:"),
+        "nothing started"
+    );
+}

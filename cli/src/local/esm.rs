@@ -1,37 +1,61 @@
 //! A local DynamoDB Streams event source mapping: discovers a table's stream
 //! shards, reads them as Lambda does, invokes the same handler code the
-//! Lambdas run, and honours what Lambda honours: batch size, the partial
-//! batch response (checkpoint at the failed record, retry from there),
-//! bounded retries, bisect on error, and an on-failure destination for
-//! records that exhaust their retries.
+//! Lambdas run, and honours what the deployed mapping honours (SPEC §6.1):
+//! batch size and batching window, the partial batch response (checkpoint
+//! at the failed record, retry from there), bisect on each function error,
+//! retries counted as Lambda counts them, the function timeout (an
+//! invocation past it is cancelled and counts as failed), the maximum record
+//! age, and an on-failure destination for records given up. Every duration
+//! slept or timed is multiplied by [`MappingConfig::time_scale`].
 //!
-//! Shards: DescribeStream is followed through its pages; a shard starts only
-//! once its parent is completed (or trimmed away), so records of one key are
-//! processed in order across a split; a shard is completed when GetRecords
-//! returns no next iterator (never from `EndingSequenceNumber`); new shards
-//! are discovered on a timer and as soon as a shard completes.
+//! Shards: DescribeStream is followed through its pages, on a slow timer and
+//! when a shard ends; a shard starts only once its parent is completed (or
+//! gone), so records of one key are processed in order across a split; a
+//! shard is completed when GetRecords returns no next iterator (never from
+//! `EndingSequenceNumber`). Each shard is polled at most 4 times a second
+//! (Lambda's rate), shards are processed concurrently (in order within a
+//! shard), and one failing shard (or a failing DescribeStream) never holds
+//! up the others.
 //!
 //! Checkpoints: in memory by default; with [`MappingConfig::checkpoints`],
-//! durable in the ledger table together with a lease per shard
-//! ([`crate::local::lease`]), written after a batch's effects.
+//! durable in the ledger table with a fenced lease per shard
+//! ([`crate::local::lease`]), written after a batch's effects. Shards are
+//! shared and balanced across processes as the Kinesis Client Library does
+//! (free or expired leases first, then stealing from the most loaded owner);
+//! leases are renewed beside the work; a shard whose lease is lost stops at
+//! once (an invocation in flight is cancelled, its batch not checkpointed)
+//! and is never invoked without its lease.
+//!
+//! Two ways to drive a mapping: [`StreamMapping::poll_once`] (one round of
+//! every held shard; tests and `drain`), and [`StreamMapping::consume`]
+//! (`jobstream run` / `dev`: a task per shard, a lease renewer, a
+//! coordinator, and a graceful handover on stop).
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
+use chrono::{DateTime, Utc};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::lambda::StreamHandler;
+use tokio::sync::watch;
 
-use crate::local::lease::{Acquired, CheckpointConfig, LeaseError, LeaseTable};
-use crate::local::on_failure::OnFailureConfig;
+use crate::local::lease::{now_ms, CheckpointConfig, LeaseError, LeaseItem, LeaseTable, Taken};
+use crate::local::on_failure::{Condition, OnFailureConfig};
 pub use crate::local::shards::RecordReader;
-use crate::local::shards::{list_shards, IteratorPosition, SdkStreams, StreamsApi, Trimmed};
+use crate::local::shards::{
+    list_shards, IteratorPosition, SdkStreams, ShardInfo, StreamsApi, Trimmed,
+};
+
+/// Lambda polls each shard at most 4 times a second.
+pub const GET_RECORDS_INTERVAL: Duration = Duration::from_millis(250);
 
 /// A handler as Lambda sees it: event in, partial batch response or error out.
 /// In process, the event's records are handed over typed (no JSON).
@@ -60,8 +84,10 @@ pub enum StartingPosition {
     /// The oldest record still in the stream (what the CDK stack deploys).
     #[default]
     TrimHorizon,
-    /// Only records written from now on, in the shards open now; shards
-    /// that appear later are read from their start, as Lambda does.
+    /// Only records written from the mapping's first start on, in the shards
+    /// open then; shards that appear later are read from their start, as
+    /// Lambda does. With durable checkpoints the first start is recorded, so
+    /// a restart does not skip what was written while it was down.
     Latest,
 }
 
@@ -83,8 +109,11 @@ impl FromStr for StartingPosition {
 pub struct MappingConfig {
     pub name: String,
     pub batch_size: usize,
-    /// Retries of a failing batch before bisecting / giving up.
+    /// Retries of a failing record before it is given up (Lambda's
+    /// `MaximumRetryAttempts`; splitting a batch does not count).
     pub max_retries: u32,
+    /// Split a failing batch in two on each error (Lambda's
+    /// `BisectBatchOnFunctionError`).
     pub bisect_on_error: bool,
     pub retry_delay: Duration,
     /// The deployed function timeout: an invocation past it is cancelled
@@ -101,7 +130,7 @@ pub struct MappingConfig {
     /// Where shards without a checkpoint start.
     pub starting_position: StartingPosition,
     /// How often DescribeStream looks for new shards (besides right after a
-    /// shard completes).
+    /// shard completes); scaled too.
     pub discovery_interval: Duration,
     /// Durable checkpoints and shard leases in the ledger table; `None`:
     /// checkpoints in memory, every shard read by this process.
@@ -124,10 +153,15 @@ impl MappingConfig {
             batching_window: Duration::ZERO,
             time_scale: 1.0,
             starting_position: StartingPosition::TrimHorizon,
-            discovery_interval: Duration::from_secs(10),
+            discovery_interval: Duration::from_secs(60),
             checkpoints: None,
             on_failure: OnFailureConfig::default(),
         }
+    }
+
+    /// `d` as slept or timed: multiplied by [`Self::time_scale`].
+    pub fn scaled(&self, d: Duration) -> Duration {
+        d.mul_f64(self.time_scale.max(0.0))
     }
 }
 
@@ -141,11 +175,18 @@ pub struct FailedBatch {
     pub end_sequence_number: String,
     pub batch_size: usize,
     pub reason: String,
+    pub condition: Condition,
+    pub first_arrival: Option<DateTime<Utc>>,
+    pub last_arrival: Option<DateTime<Utc>>,
+    /// Invocations that included these records.
+    pub invoke_count: u32,
+    /// `Unhandled` when the last invocation failed as a whole (error, timeout).
+    pub function_error: Option<String>,
 }
 
-/// The on-failure destination (records that exhausted their retries).
+/// The on-failure destination (records given up), as the runtimes read it.
 #[derive(Debug, Clone, Default)]
-pub struct OnFailure(Arc<Mutex<Vec<FailedBatch>>>);
+pub struct OnFailure(Arc<Mutex<Vec<FailedBatch>>>, Arc<AtomicU64>);
 
 impl OnFailure {
     pub fn take(&self) -> Vec<FailedBatch> {
@@ -154,16 +195,105 @@ impl OnFailure {
             .map(|mut v| std::mem::take(&mut *v))
             .unwrap_or_default()
     }
+    /// Batches given up so far and not taken yet.
     pub fn len(&self) -> usize {
         self.0.lock().map(|v| v.len()).unwrap_or(0)
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Losses reported so far (trimmed records, vanished shards), taken or not.
+    pub fn losses(&self) -> u64 {
+        self.1.load(Ordering::Relaxed)
+    }
     fn push(&self, f: FailedBatch) {
+        if f.condition.is_loss() {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
         if let Ok(mut v) = self.0.lock() {
             v.push(f);
         }
+    }
+}
+
+/// What a mapping did, readable while it runs (status line, metrics).
+#[derive(Debug, Default)]
+pub struct MappingStats {
+    pub name: String,
+    invocations: AtomicU64,
+    /// Per shard: age of the last record read (ms), 0 when caught up.
+    ages: Mutex<BTreeMap<String, i64>>,
+    pub on_failure: OnFailure,
+}
+
+impl MappingStats {
+    pub fn invocations(&self) -> u64 {
+        self.invocations.load(Ordering::Relaxed)
+    }
+    /// Lambda's `IteratorAge` per shard (milliseconds).
+    pub fn iterator_ages(&self) -> BTreeMap<String, i64> {
+        self.ages.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+    /// The largest iterator age of the mapping's shards (ms).
+    pub fn iterator_age(&self) -> i64 {
+        self.iterator_ages().values().copied().max().unwrap_or(0)
+    }
+    fn set_age(&self, shard: &str, age: Option<i64>) {
+        if let Ok(mut a) = self.ages.lock() {
+            match age {
+                Some(v) => a.insert(shard.to_string(), v),
+                None => a.remove(shard),
+            };
+        }
+    }
+}
+
+/// `IteratorAge` (milliseconds) of a mapping as one CloudWatch Embedded
+/// Metric Format line, named as Lambda's metric.
+pub fn iterator_age_emf(mapping: &str, age_ms: i64, timestamp_ms: i64) -> String {
+    serde_json::json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "jobstream",
+                "Dimensions": [["Processor"]],
+                "Metrics": [{"Name": "IteratorAge", "Unit": "Milliseconds"}],
+            }]
+        },
+        "Processor": mapping,
+        "IteratorAge": age_ms,
+    })
+    .to_string()
+}
+
+/// A lease this process holds: the fencing token its writes carry.
+#[derive(Debug)]
+struct Lease {
+    token: i64,
+    expires_ms: AtomicI64,
+    lost: watch::Sender<bool>,
+}
+
+impl Lease {
+    fn new(t: &Taken) -> Arc<Self> {
+        Arc::new(Self {
+            token: t.token,
+            expires_ms: AtomicI64::new(t.expires_at_ms),
+            lost: watch::channel(false).0,
+        })
+    }
+    /// Still ours: not lost, not run out (a renewal that keeps failing lets
+    /// it run out, and the shard stops before its next invocation).
+    fn holds(&self) -> bool {
+        !*self.lost.borrow() && self.expires_ms.load(Ordering::Relaxed) > now_ms()
+    }
+    fn lose(&self) {
+        self.lost.send_replace(true);
+    }
+    /// Resolves when the lease is lost.
+    async fn lost(&self) {
+        let mut rx = self.lost.subscribe();
+        let _ = rx.wait_for(|l| *l).await;
     }
 }
 
@@ -180,10 +310,24 @@ struct Shard {
     /// The last record that took effect.
     checkpoint: Option<String>,
     buffer: VecDeque<EventRecord>,
+    /// Failed invocations of the records at the front (splits not counted).
     attempts: u32,
+    /// Invocations that included the record at the front.
+    invoke_count: u32,
+    /// The current batch size (a bisected batch is smaller).
     limit: usize,
-    /// When our lease runs out (epoch ms), with durable checkpoints.
-    lease_expires_ms: Option<i64>,
+    lease: Option<Arc<Lease>>,
+    /// Not before: the next GetRecords (Lambda's rate), the next retry.
+    next_get: Option<Instant>,
+    retry_at: Option<Instant>,
+    /// When the first buffered record arrived (batching window).
+    buffered_since: Option<Instant>,
+    /// `--starting-position latest` began here (epoch ms): older records
+    /// were not ours to process.
+    skip_before_ms: Option<i64>,
+    /// A trim was met: report the records between this checkpoint and the
+    /// first record still there.
+    trimmed_after: Option<Option<String>>,
 }
 
 impl Shard {
@@ -196,8 +340,14 @@ impl Shard {
             checkpoint,
             buffer: VecDeque::new(),
             attempts: 0,
+            invoke_count: 0,
             limit,
-            lease_expires_ms: None,
+            lease: None,
+            next_get: None,
+            retry_at: None,
+            buffered_since: None,
+            skip_before_ms: None,
+            trimmed_after: None,
         }
     }
 
@@ -207,30 +357,552 @@ impl Shard {
             None => self.start.clone(),
         }
     }
+
+    fn holds(&self) -> bool {
+        self.lease.as_ref().is_none_or(|l| l.holds())
+    }
 }
 
 fn seq_of(r: &EventRecord) -> String {
     r.change.sequence_number.clone().unwrap_or_default()
 }
 
-/// One stream → one handler.
-pub struct StreamMapping<S: StreamsApi = SdkStreams> {
+fn created_ms(r: &EventRecord) -> i64 {
+    r.change.approximate_creation_date_time.timestamp_millis()
+}
+
+fn min_instant(a: Option<Instant>, b: Instant) -> Option<Instant> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+/// What one step of a shard did.
+#[derive(Debug, Default)]
+struct Step {
+    done: usize,
+    pending: usize,
+    /// The lease is gone: drop the shard.
+    lost: bool,
+    /// Read to its end and every record done: complete it.
+    ended: bool,
+    /// Nothing more to do before this instant (rate, retry, window).
+    wait: Option<Instant>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error("lease lost")]
+    Lost,
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl From<LeaseError> for StepError {
+    fn from(e: LeaseError) -> Self {
+        match e {
+            LeaseError::Lost { .. } => Self::Lost,
+            e => Self::Other(e.into()),
+        }
+    }
+}
+
+/// What the shards of a mapping share.
+struct Ctx<S> {
     config: MappingConfig,
     api: S,
     stream_arn: String,
     handler: Handler,
     leases: Option<LeaseTable>,
+    stats: Arc<MappingStats>,
+}
+
+impl<S: StreamsApi> Ctx<S> {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn scaled(&self, d: Duration) -> Duration {
+        self.config.scaled(d)
+    }
+
+    /// One step of a shard: read if due, give up records past their age,
+    /// invoke if a batch is due. Errors are logged and isolated: the shard
+    /// retries at its next step, the others go on.
+    async fn step(&self, id: &str, s: &mut Shard) -> Step {
+        let mut out = Step::default();
+        if !s.holds() {
+            out.lost = true;
+            return out;
+        }
+        let now = Instant::now();
+        if !s.ended && s.buffer.len() < self.config.batch_size {
+            match s.next_get {
+                Some(t) if t > now => out.wait = Some(t),
+                _ => {
+                    s.next_get = Some(now + self.scaled(GET_RECORDS_INTERVAL));
+                    if let Err(e) = self.fetch(id, s).await {
+                        s.iterator = None;
+                        tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "reading the shard failed; retried at its next poll");
+                    }
+                }
+            }
+        }
+        match self.process(id, s, &mut out).await {
+            Ok(()) => {}
+            Err(StepError::Lost) => {
+                out.lost = true;
+                return out;
+            }
+            Err(StepError::Other(e)) => {
+                tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "batch not completed; retried at the shard's next poll");
+                s.retry_at = Some(
+                    Instant::now() + self.scaled(self.config.retry_delay.max(GET_RECORDS_INTERVAL)),
+                );
+            }
+        }
+        if let Some(t) = s.retry_at.filter(|_| !s.buffer.is_empty()) {
+            out.wait = min_instant(out.wait, t);
+        }
+        out.pending = s.buffer.len();
+        out.ended = s.ended && s.buffer.is_empty();
+        out
+    }
+
+    async fn process(&self, id: &str, s: &mut Shard, out: &mut Step) -> Result<(), StepError> {
+        out.done += self.expire_old(id, s).await?;
+        if s.buffer.is_empty() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if let Some(t) = s.retry_at {
+            if t > now {
+                return Ok(());
+            }
+        }
+        // Batching window: wait for a full batch up to the window's end.
+        if !s.ended && s.buffer.len() < self.config.batch_size && s.attempts == 0 {
+            if let Some(since) = s.buffered_since {
+                let due = since + self.scaled(self.config.batching_window);
+                if due > now {
+                    out.wait = min_instant(out.wait, due);
+                    return Ok(());
+                }
+            }
+        }
+        out.done += self.invoke(id, s).await?;
+        Ok(())
+    }
+
+    /// Reads the next records of a shard.
+    async fn fetch(&self, id: &str, s: &mut Shard) -> anyhow::Result<()> {
+        let iterator = match s.iterator.clone() {
+            Some(it) => it,
+            None => {
+                let position = s.resume_position();
+                let iterator = match self
+                    .api
+                    .shard_iterator(&self.stream_arn, id, &position)
+                    .await
+                {
+                    Err(e) if e.is::<Trimmed>() => {
+                        s.trimmed_after = Some(match &position {
+                            IteratorPosition::AfterSequenceNumber(seq) => Some(seq.clone()),
+                            _ => None,
+                        });
+                        self.api
+                            .shard_iterator(&self.stream_arn, id, &IteratorPosition::TrimHorizon)
+                            .await?
+                    }
+                    other => other?,
+                };
+                match iterator {
+                    Some(it) => it,
+                    None => {
+                        s.ended = true;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let page = match self.api.get_records(&iterator, 1000).await {
+            Ok(page) => page,
+            Err(e) => {
+                s.iterator = None;
+                return Err(e);
+            }
+        };
+        if let Some(after) = s.trimmed_after.clone() {
+            self.report_trimmed(id, after, page.records.first()).await?;
+            s.trimmed_after = None;
+        }
+        let now = now_ms();
+        self.stats.set_age(
+            id,
+            Some(
+                page.records
+                    .last()
+                    .map_or(0, |r| (now - created_ms(r)).max(0)),
+            ),
+        );
+        if let Some(last) = page.records.last() {
+            s.read_to = Some(seq_of(last));
+        }
+        let mut records = page.records;
+        if let Some(from) = s.skip_before_ms {
+            // Written before `latest` began (a second of slack: replaying a
+            // record is harmless, skipping one is a loss).
+            records.retain(|r| created_ms(r) >= from - 1000);
+        }
+        if s.buffer.is_empty() && !records.is_empty() {
+            s.buffered_since = Some(Instant::now());
+        }
+        s.buffer.extend(records.into_iter().map(|mut r| {
+            r.event_source_arn = Some(self.stream_arn.clone());
+            r
+        }));
+        match page.next_iterator {
+            Some(next) => s.iterator = Some(next),
+            None => {
+                s.iterator = None;
+                s.ended = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers a failed batch to the destinations (before the checkpoint
+    /// passes it: if delivery fails, the records are tried again).
+    async fn deliver(&self, f: FailedBatch) -> anyhow::Result<()> {
+        crate::local::on_failure::deliver(&self.config.on_failure, &f)
+            .await
+            .context("on-failure destination")?;
+        self.stats.on_failure.push(f);
+        Ok(())
+    }
+
+    fn failed_batch(&self, id: &str, condition: Condition, reason: String) -> FailedBatch {
+        FailedBatch {
+            mapping: self.name().to_string(),
+            stream_arn: self.stream_arn.clone(),
+            shard_id: id.to_string(),
+            start_sequence_number: String::new(),
+            end_sequence_number: String::new(),
+            batch_size: 0,
+            reason,
+            condition,
+            first_arrival: None,
+            last_arrival: None,
+            invoke_count: 0,
+            function_error: None,
+        }
+    }
+
+    /// The records after a shard's checkpoint were trimmed (the consumer was
+    /// stopped longer than the stream's retention): they are lost to the
+    /// stream. Said loudly, sent to the on-failure destination with the
+    /// range, and reading goes on from TRIM_HORIZON; `jobstream backfill`
+    /// adopts what was missed.
+    async fn report_trimmed(
+        &self,
+        id: &str,
+        after: Option<String>,
+        first: Option<&EventRecord>,
+    ) -> anyhow::Result<()> {
+        let start = after.unwrap_or_default();
+        let end = first.map(seq_of).unwrap_or_default();
+        let mut f = self.failed_batch(
+            id,
+            Condition::RecordsTrimmed,
+            format!("records after {start} and before {} were trimmed from the stream before they were processed; run `jobstream backfill`", if end.is_empty() { "the shard's end" } else { &end }),
+        );
+        f.start_sequence_number = start;
+        f.end_sequence_number = end;
+        tracing::error!(mapping = %f.mapping, shard = %f.shard_id, after = %f.start_sequence_number, before = %f.end_sequence_number, "records trimmed before they were processed: resuming at TRIM_HORIZON");
+        self.deliver(f).await
+    }
+
+    /// Gives up the first `n` buffered records (destination first, then the
+    /// checkpoint moves past them).
+    async fn give_up(
+        &self,
+        id: &str,
+        s: &mut Shard,
+        n: usize,
+        condition: Condition,
+        reason: String,
+        function_error: Option<String>,
+    ) -> Result<(), StepError> {
+        let mut f = self.failed_batch(id, condition, reason);
+        let first = s.buffer.front();
+        let last = s.buffer.get(n - 1);
+        f.start_sequence_number = first.map(seq_of).unwrap_or_default();
+        f.end_sequence_number = last.map(seq_of).unwrap_or_default();
+        f.first_arrival = first.map(|r| r.change.approximate_creation_date_time);
+        f.last_arrival = last.map(|r| r.change.approximate_creation_date_time);
+        f.batch_size = n;
+        f.invoke_count = s.invoke_count;
+        f.function_error = function_error;
+        tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, condition = f.condition.as_str(), reason = %f.reason, "records sent to the on-failure destination");
+        self.deliver(f).await?;
+        s.attempts = 0;
+        s.invoke_count = 0;
+        s.limit = self.config.batch_size;
+        s.retry_at = None;
+        self.advance(id, s, n).await
+    }
+
+    /// Records at the front older than the maximum record age are given up
+    /// (Lambda's `RecordAgeExceeded`).
+    async fn expire_old(&self, id: &str, s: &mut Shard) -> Result<usize, StepError> {
+        let Some(max) = self.config.max_record_age else {
+            return Ok(0);
+        };
+        let cutoff = now_ms() - i64::try_from(self.scaled(max).as_millis()).unwrap_or(i64::MAX / 2);
+        let n = s
+            .buffer
+            .iter()
+            .take_while(|r| created_ms(r) < cutoff)
+            .count();
+        if n == 0 {
+            return Ok(0);
+        }
+        let reason = format!("older than the maximum record age ({max:?})");
+        self.give_up(id, s, n, Condition::RecordAgeExceeded, reason, None)
+            .await?;
+        Ok(n)
+    }
+
+    /// Invokes the handler with the next batch, as Lambda does: cancelled
+    /// past the function timeout (and when the lease is lost), the partial
+    /// batch response moves the checkpoint to the failed record, a failing
+    /// batch is split on each error, a record that fails past its retries is
+    /// given up.
+    async fn invoke(&self, id: &str, s: &mut Shard) -> Result<usize, StepError> {
+        let limit = s.buffer.len().min(s.limit).min(self.config.batch_size);
+        if limit == 0 {
+            return Ok(0);
+        }
+        if !s.holds() {
+            return Err(StepError::Lost);
+        }
+        let mut event = Event::default();
+        event.records = s.buffer.iter().take(limit).cloned().collect();
+        let seqs: Vec<String> = event.records.iter().map(seq_of).collect();
+        self.stats.invocations.fetch_add(1, Ordering::Relaxed);
+        s.invoke_count += 1;
+        let timeout = self.scaled(self.config.function_timeout);
+        let call = tokio::time::timeout(timeout, (self.handler)(event));
+        let outcome = match &s.lease {
+            Some(lease) => tokio::select! {
+                r = call => r,
+                () = lease.lost() => {
+                    tracing::warn!(mapping = %self.name(), shard = id, "lease lost during an invocation: cancelled, its batch is not checkpointed");
+                    return Err(StepError::Lost);
+                }
+            },
+            None => call.await,
+        };
+        // How many leading records of the batch are done.
+        let (done, failure, function_error) = match outcome {
+            Err(_) => (
+                0,
+                Some(format!(
+                    "function timed out after {:?}",
+                    self.config.function_timeout
+                )),
+                Some("Unhandled"),
+            ),
+            Ok(Err(e)) => (0, Some(format!("function error: {e}")), Some("Unhandled")),
+            Ok(Ok(resp)) => match resp.batch_item_failures.first() {
+                None => (limit, None, None),
+                Some(f) => match f.item_identifier.as_deref().filter(|s| !s.is_empty()) {
+                    Some(seq) => match seqs.iter().position(|s| s == seq) {
+                        Some(pos) => (pos, Some(format!("record {seq} failed")), None),
+                        None => (
+                            0,
+                            Some(format!("unknown itemIdentifier {seq}: whole batch failed")),
+                            None,
+                        ),
+                    },
+                    None => (
+                        0,
+                        Some("empty itemIdentifier: whole batch failed".to_string()),
+                        None,
+                    ),
+                },
+            },
+        };
+        self.advance(id, s, done).await?;
+        let Some(reason) = failure else {
+            s.attempts = 0;
+            s.invoke_count = 0;
+            s.limit = self.config.batch_size;
+            s.retry_at = None;
+            return Ok(done);
+        };
+        if done > 0 {
+            // The checkpoint moved: the failed record starts a new batch.
+            s.attempts = 0;
+            s.invoke_count = 1;
+        }
+        let remaining = limit - done;
+        if self.config.bisect_on_error && remaining > 1 {
+            // Bisect on each error; splitting does not count as a retry.
+            s.limit = remaining.div_ceil(2);
+            tracing::warn!(mapping = %self.name(), shard = id, %reason, next_batch = s.limit, "batch failed: split in two");
+            return Ok(done);
+        }
+        s.attempts += 1;
+        tracing::warn!(mapping = %self.name(), shard = id, attempt = s.attempts, %reason, "batch failed");
+        if s.attempts > self.config.max_retries {
+            let n = remaining.min(s.limit);
+            let reason = format!("{reason} (retries exhausted)");
+            self.give_up(
+                id,
+                s,
+                n,
+                Condition::RetryAttemptsExhausted,
+                reason,
+                function_error.map(str::to_string),
+            )
+            .await?;
+            return Ok(done + n);
+        }
+        s.retry_at = Some(Instant::now() + self.scaled(self.config.retry_delay * s.attempts));
+        Ok(done)
+    }
+
+    /// Records that the first `done` records of a shard's buffer took
+    /// effect: the checkpoint moves (durably and fenced, with leases) past
+    /// them.
+    async fn advance(&self, id: &str, s: &mut Shard, done: usize) -> Result<(), StepError> {
+        let Some(last) = s.buffer.drain(..done).next_back() else {
+            return Ok(());
+        };
+        if !s.buffer.is_empty() {
+            s.buffered_since = Some(Instant::now());
+        }
+        let seq = seq_of(&last);
+        s.checkpoint = Some(seq.clone());
+        if let (Some(leases), Some(lease)) = (&self.leases, &s.lease) {
+            match leases.checkpoint(id, lease.token, Some(&seq)).await {
+                Ok(expires) => lease.expires_ms.store(expires, Ordering::Relaxed),
+                Err(LeaseError::Lost { .. }) => {
+                    tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the lease was taken by another owner; the shard stops here");
+                    lease.lose();
+                    return Err(StepError::Lost);
+                }
+                Err(e) => return Err(StepError::Other(e.into())),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a shard's task ended.
+enum Exit {
+    Stopped,
+    Lost,
+    Ended,
+}
+
+/// A shard's own loop under [`StreamMapping::consume`]: steps until the
+/// shard ends, its lease is lost, or `stop` (no new batch after it; the one
+/// in flight finishes).
+async fn shard_loop<S: StreamsApi>(
+    ctx: Arc<Ctx<S>>,
+    id: String,
+    mut s: Shard,
+    mut stop: watch::Receiver<bool>,
+) -> (String, Option<Shard>, Exit) {
+    loop {
+        if *stop.borrow() {
+            return (id, Some(s), Exit::Stopped);
+        }
+        let step = ctx.step(&id, &mut s).await;
+        if step.lost {
+            return (id, None, Exit::Lost);
+        }
+        if step.ended {
+            return (id, Some(s), Exit::Ended);
+        }
+        let ready = !s.buffer.is_empty() && step.wait.is_none();
+        if ready {
+            continue;
+        }
+        let until = step
+            .wait
+            .or(s.next_get)
+            .unwrap_or_else(|| Instant::now() + ctx.scaled(GET_RECORDS_INTERVAL));
+        let lease = s.lease.clone();
+        tokio::select! {
+            () = tokio::time::sleep_until(until.into()) => {}
+            r = stop.changed() => if r.is_err() { return (id, Some(s), Exit::Stopped) },
+            () = async { match &lease { Some(l) => l.lost().await, None => std::future::pending().await } } => {
+                return (id, None, Exit::Lost);
+            }
+        }
+    }
+}
+
+/// Renews every lease in `live` (only those past a third of their time
+/// with `only_due`); a lease another owner took is marked lost.
+async fn renew_all(
+    leases: &LeaseTable,
+    live: &Mutex<BTreeMap<String, Arc<Lease>>>,
+    only_due: bool,
+) {
+    let third = i64::try_from(leases.lease_ttl().as_millis() / 3).unwrap_or(0);
+    let now = now_ms();
+    let due: Vec<(String, Arc<Lease>)> = live
+        .lock()
+        .map(|l| {
+            l.iter()
+                .filter(|(_, lease)| {
+                    !only_due || lease.expires_ms.load(Ordering::Relaxed) - now < 2 * third
+                })
+                .map(|(id, lease)| (id.clone(), lease.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (id, lease) in due {
+        if *lease.lost.borrow() {
+            continue;
+        }
+        match leases.renew(&id, lease.token).await {
+            Ok(expires) => lease.expires_ms.store(expires, Ordering::Relaxed),
+            Err(LeaseError::Lost { .. }) => {
+                tracing::warn!(shard = %id, owner = leases.owner(), "lease lost: another owner took the shard; stopping it");
+                lease.lose();
+            }
+            Err(e) => {
+                tracing::warn!(shard = %id, error = %e, "renewing a lease failed; retried (the shard stops if the lease runs out)");
+            }
+        }
+    }
+}
+
+/// One stream → one handler.
+pub struct StreamMapping<S: StreamsApi = SdkStreams> {
+    ctx: Arc<Ctx<S>>,
     /// Shards completed (by us or, with leases, by anyone).
     finished: HashSet<String>,
-    /// Shards we read (and, with leases, hold).
+    /// Shards we read and whose state is here (not in a running task).
     held: BTreeMap<String, Shard>,
+    /// The leases we hold (shared with the renewer).
+    live: Arc<Mutex<BTreeMap<String, Arc<Lease>>>>,
     /// Shards whose stored checkpoint `--from-start` has already reset.
     reset: HashSet<String>,
-    last_discovery: Option<Instant>,
+    /// Shards this process marked `latest` at the mapping's first start.
+    marked_latest: HashSet<String>,
+    listing: Option<Vec<ShardInfo>>,
+    listed_at_ms: i64,
+    next_discovery: Option<Instant>,
+    last_balance: Option<Instant>,
     rediscover: bool,
+    /// The first coordination is done (a live lease under our own owner
+    /// string is taken back only then: a restart in place).
+    started: bool,
     pub on_failure: OnFailure,
-    /// Invocations made (for tests and the summary).
-    pub invocations: u64,
 }
 
 /// Outcome of one polling round.
@@ -240,6 +912,10 @@ pub struct Round {
     pub done: usize,
     /// Records fetched or still waiting to be retried.
     pub pending: usize,
+    /// Some shard has nothing to do before this instant (Lambda's polling
+    /// rate, a retry delay, a batching window): a round before it is not
+    /// proof of quiet.
+    pub wait: Option<Instant>,
 }
 
 impl StreamMapping {
@@ -269,35 +945,82 @@ impl<S: StreamsApi> StreamMapping<S> {
             .checkpoints
             .clone()
             .map(|c| LeaseTable::new(c, &config.name, &stream_arn));
+        let stats = Arc::new(MappingStats {
+            name: config.name.clone(),
+            ..MappingStats::default()
+        });
+        let on_failure = stats.on_failure.clone();
         Self {
-            config,
-            api,
-            stream_arn,
-            handler,
-            leases,
+            ctx: Arc::new(Ctx {
+                config,
+                api,
+                stream_arn,
+                handler,
+                leases,
+                stats,
+            }),
             finished: HashSet::new(),
             held: BTreeMap::new(),
+            live: Arc::default(),
             reset: HashSet::new(),
-            last_discovery: None,
+            marked_latest: HashSet::new(),
+            listing: None,
+            listed_at_ms: 0,
+            next_discovery: None,
+            last_balance: None,
             rediscover: true,
-            on_failure: OnFailure::default(),
-            invocations: 0,
+            started: false,
+            on_failure,
         }
     }
 
     pub fn name(&self) -> &str {
-        &self.config.name
+        self.ctx.name()
     }
 
     /// The configuration it runs with (the parity test compares it with
     /// the deployed template).
     pub fn config(&self) -> &MappingConfig {
-        &self.config
+        &self.ctx.config
+    }
+
+    /// The settings, to adjust before the mapping runs.
+    ///
+    /// # Panics
+    /// While [`Self::consume`] runs (its tasks share the settings).
+    pub fn config_mut(&mut self) -> &mut MappingConfig {
+        &mut Arc::get_mut(&mut self.ctx)
+            .expect("settings change only while the mapping is not running")
+            .config
+    }
+
+    /// The Streams API the mapping reads through.
+    pub fn api(&self) -> &S {
+        &self.ctx.api
+    }
+
+    /// Invocations, iterator ages, records given up: readable while running.
+    pub fn stats(&self) -> Arc<MappingStats> {
+        self.ctx.stats.clone()
+    }
+
+    /// Invocations made so far.
+    pub fn invocations(&self) -> u64 {
+        self.ctx.stats.invocations()
     }
 
     /// Shards this mapping is reading now.
     pub fn shards(&self) -> Vec<String> {
-        self.held.keys().cloned().collect()
+        let mut ids: Vec<String> = self.held.keys().cloned().collect();
+        if let Ok(live) = self.live.lock() {
+            ids.extend(
+                live.keys()
+                    .filter(|id| !self.held.contains_key(*id))
+                    .cloned(),
+            );
+        }
+        ids.sort();
+        ids
     }
 
     /// The last record of `shard` that took effect, as this mapping knows it.
@@ -306,43 +1029,114 @@ impl<S: StreamsApi> StreamMapping<S> {
     }
 
     fn discovery_due(&self) -> bool {
-        self.rediscover
-            || self
-                .last_discovery
-                .is_none_or(|t| t.elapsed() >= self.config.discovery_interval)
+        self.rediscover || self.next_discovery.is_none_or(|t| Instant::now() >= t)
     }
 
-    /// Lists the shards and starts every one whose turn has come: not
-    /// completed, not read yet, parent completed or gone.
-    async fn discover(&mut self) -> anyhow::Result<()> {
-        let first = self.last_discovery.is_none();
-        let listed = list_shards(&self.api, &self.stream_arn).await?;
-        self.last_discovery = Some(Instant::now());
-        self.rediscover = false;
-        let ids: HashSet<&str> = listed.iter().map(|s| s.shard_id.as_str()).collect();
-        let parents: HashSet<&str> = listed
+    /// How often leases are balanced (a Query of the lease partition).
+    fn balance_every(&self) -> Duration {
+        let ttl = self
+            .ctx
+            .leases
+            .as_ref()
+            .map_or(Duration::MAX, |l| l.lease_ttl() / 3);
+        ttl.min(self.ctx.scaled(self.ctx.config.discovery_interval))
+    }
+
+    fn balance_due(&self) -> bool {
+        self.last_balance
+            .is_none_or(|t| t.elapsed() >= self.balance_every())
+    }
+
+    /// When the coordinator has something to do next.
+    fn next_coordination(&self) -> Instant {
+        let now = Instant::now();
+        let discovery = self.next_discovery.unwrap_or(now);
+        let next = match (&self.ctx.leases, self.last_balance) {
+            (Some(_), Some(t)) => discovery.min(t + self.balance_every()),
+            (Some(_), None) => now,
+            (None, _) => discovery,
+        };
+        // Never a busy loop, whatever the (scaled) intervals.
+        next.max(now + Duration::from_millis(10))
+    }
+
+    /// Lists the shards (when due) and starts every one whose turn has come;
+    /// with leases, takes and steals its share. Failures are logged: the
+    /// shards already held go on.
+    async fn coordinate(&mut self) {
+        let mut fresh = false;
+        if self.discovery_due() {
+            self.rediscover = false;
+            let interval = self.ctx.scaled(self.ctx.config.discovery_interval);
+            match list_shards(&self.ctx.api, &self.ctx.stream_arn).await {
+                Ok(listing) => {
+                    self.listing = Some(listing);
+                    self.listed_at_ms = now_ms();
+                    fresh = true;
+                    self.next_discovery = Some(Instant::now() + interval);
+                }
+                Err(e) => {
+                    tracing::warn!(mapping = %self.name(), error = format!("{e:#}"), "DescribeStream failed; the shards held go on, retried shortly");
+                    let retry = self.ctx.scaled(Duration::from_secs(1)).min(interval);
+                    self.next_discovery = Some(Instant::now() + retry);
+                }
+            }
+        }
+        if self.listing.is_none() {
+            return;
+        }
+        if self.ctx.leases.is_some() {
+            if fresh || self.balance_due() {
+                self.balance(fresh).await;
+                self.last_balance = Some(Instant::now());
+            }
+        } else {
+            self.start_unleased();
+        }
+        self.started = true;
+    }
+
+    /// Shards whose turn has come: listed, not completed, parent completed
+    /// or gone.
+    fn eligible(&self) -> Vec<String> {
+        let Some(listing) = &self.listing else {
+            return Vec::new();
+        };
+        let ids: HashSet<&str> = listing.iter().map(|s| s.shard_id.as_str()).collect();
+        listing
             .iter()
-            .filter_map(|s| s.parent_shard_id.as_deref())
-            .collect();
-        // Completed shards gone from the listing are forgotten.
-        self.finished.retain(|id| ids.contains(id.as_str()));
-        // Repeat while a pass completes a parent (its children may start).
+            .filter(|s| !self.finished.contains(&s.shard_id))
+            .filter(|s| {
+                s.parent_shard_id
+                    .as_deref()
+                    .is_none_or(|p| !ids.contains(p) || self.finished.contains(p))
+            })
+            .map(|s| s.shard_id.clone())
+            .collect()
+    }
+
+    fn parents(&self) -> HashSet<String> {
+        self.listing
+            .iter()
+            .flatten()
+            .filter_map(|s| s.parent_shard_id.clone())
+            .collect()
+    }
+
+    /// Without leases: every shard whose turn has come is ours.
+    fn start_unleased(&mut self) {
+        let latest = !self.started && self.ctx.config.starting_position == StartingPosition::Latest;
+        let parents = self.parents();
+        let limit = self.ctx.config.batch_size;
         loop {
             let mut progressed = false;
-            for shard in &listed {
-                let id = shard.shard_id.as_str();
-                if self.finished.contains(id) || self.held.contains_key(id) {
+            for id in self.eligible() {
+                if self.held.contains_key(&id) {
                     continue;
                 }
-                if let Some(p) = shard.parent_shard_id.as_deref() {
-                    if ids.contains(p) && !self.finished.contains(p) {
-                        continue; // the parent first
-                    }
-                }
-                let latest = first && self.config.starting_position == StartingPosition::Latest;
-                if latest && parents.contains(id) && self.leases.is_none() {
+                if latest && parents.contains(&id) {
                     // Closed before we started: LATEST skips it.
-                    self.finished.insert(id.to_string());
+                    self.finished.insert(id);
                     progressed = true;
                     continue;
                 }
@@ -351,237 +1145,351 @@ impl<S: StreamsApi> StreamMapping<S> {
                 } else {
                     IteratorPosition::TrimHorizon
                 };
-                match self.take(id, start, latest && parents.contains(id)).await? {
-                    Taken::Started => {}
-                    Taken::Finished => {
-                        self.finished.insert(id.to_string());
-                        progressed = true;
-                    }
-                    Taken::Elsewhere => {}
-                }
+                self.held.insert(id, Shard::new(start, None, limit));
             }
             if !progressed {
                 break;
             }
         }
-        Ok(())
     }
 
-    /// Starts reading `id` (taking its lease, with durable checkpoints).
-    async fn take(
-        &mut self,
-        id: &str,
-        start: IteratorPosition,
-        closed_before_start: bool,
-    ) -> anyhow::Result<Taken> {
-        let limit = self.config.batch_size;
-        let Some(leases) = &self.leases else {
-            self.held
-                .insert(id.to_string(), Shard::new(start, None, limit));
-            return Ok(Taken::Started);
+    /// With leases: reads the lease partition (one Query), drops what was
+    /// taken from us, reports vanished shards, then takes free or expired
+    /// shards and steals from the most loaded owner until we hold our share
+    /// (the shards whose turn has come divided by the live owners, rounded up).
+    async fn balance(&mut self, fresh: bool) {
+        let Some(leases) = self.ctx.leases.clone() else {
+            return;
         };
-        let reset = leases.from_start() && !self.reset.contains(id);
-        match leases.acquire(id, reset).await? {
-            Acquired::Lease {
-                checkpoint,
-                expires_at_ms,
-            } => {
-                if reset {
-                    self.reset.insert(id.to_string());
-                }
-                if checkpoint.sequence_number.is_none() && closed_before_start {
-                    // LATEST, a shard closed before we started and never
-                    // read: nothing of it is ours to process.
-                    leases.finish(id, None).await?;
-                    return Ok(Taken::Finished);
-                }
-                let start = if reset {
-                    IteratorPosition::TrimHorizon
-                } else {
-                    start
-                };
-                let mut shard = Shard::new(start, checkpoint.sequence_number, limit);
-                shard.lease_expires_ms = Some(expires_at_ms);
-                tracing::info!(mapping = %self.config.name, shard = id, owner = leases.owner(), checkpoint = ?shard.checkpoint, "lease taken");
-                self.held.insert(id.to_string(), shard);
-                Ok(Taken::Started)
-            }
-            Acquired::Finished => Ok(Taken::Finished),
-            Acquired::Held { owner } => {
-                tracing::debug!(mapping = %self.config.name, shard = id, %owner, "shard held by another owner");
-                Ok(Taken::Elsewhere)
-            }
-        }
-    }
-
-    /// Drops a shard whose lease another owner took.
-    fn lost(&mut self, id: &str) {
-        tracing::warn!(mapping = %self.config.name, shard = id, "lease lost: another owner reads this shard now");
-        self.held.remove(id);
-    }
-
-    /// Renews leases with less than half their time left.
-    async fn renew_leases(&mut self) -> anyhow::Result<()> {
-        let Some(leases) = self.leases.clone() else {
-            return Ok(());
-        };
-        let due: Vec<String> = self
-            .held
-            .iter()
-            .filter(|(_, s)| {
-                s.lease_expires_ms
-                    .is_some_and(|e| leases.due_for_renewal(e))
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in due {
-            match leases.checkpoint(&id, None).await {
-                Ok(expires) => {
-                    if let Some(s) = self.held.get_mut(&id) {
-                        s.lease_expires_ms = Some(expires);
-                    }
-                }
-                Err(LeaseError::Lost { .. }) => self.lost(&id),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    /// The records after a shard's checkpoint were trimmed (the consumer was
-    /// stopped longer than the stream's retention): they are lost to the
-    /// stream. Said loudly, sent to the on-failure destination, and reading
-    /// goes on from TRIM_HORIZON; `jobstream backfill` adopts what was missed.
-    async fn trimmed(&mut self, id: &str, from: &IteratorPosition) -> anyhow::Result<()> {
-        let start = match from {
-            IteratorPosition::AfterSequenceNumber(s) => s.clone(),
-            _ => String::new(),
-        };
-        let f = FailedBatch {
-            mapping: self.config.name.clone(),
-            stream_arn: self.stream_arn.clone(),
-            shard_id: id.to_string(),
-            start_sequence_number: start,
-            end_sequence_number: String::new(),
-            batch_size: 0,
-            reason: "records after the checkpoint were trimmed from the stream before they were processed; run `jobstream backfill`".into(),
-        };
-        tracing::error!(mapping = %f.mapping, shard = %f.shard_id, after = %f.start_sequence_number, "records trimmed before they were processed: resuming at TRIM_HORIZON");
-        crate::local::on_failure::deliver(&self.config.on_failure, &f)
-            .await
-            .context("on-failure destination")?;
-        self.on_failure.push(f);
-        Ok(())
-    }
-
-    /// Reads the next records of a shard whose buffer has room.
-    async fn fetch(&mut self, id: &str) -> anyhow::Result<()> {
-        let Some(s) = self.held.get(id) else {
-            return Ok(());
-        };
-        if s.ended || s.buffer.len() >= self.config.batch_size {
-            return Ok(());
-        }
-        let iterator = match s.iterator.clone() {
-            Some(it) => it,
-            None => {
-                let position = s.resume_position();
-                let iterator = match self
-                    .api
-                    .shard_iterator(&self.stream_arn, id, &position)
-                    .await
-                {
-                    Err(e) if e.is::<Trimmed>() => {
-                        self.trimmed(id, &position).await?;
-                        self.api
-                            .shard_iterator(&self.stream_arn, id, &IteratorPosition::TrimHorizon)
-                            .await?
-                    }
-                    other => other?,
-                };
-                match iterator {
-                    Some(it) => it,
-                    None => {
-                        let s = self.held.get_mut(id).context("shard held")?;
-                        s.ended = true;
-                        return Ok(());
-                    }
-                }
-            }
-        };
-        let page = match self.api.get_records(&iterator, 1000).await {
-            Ok(page) => page,
+        let mut items = match leases.list().await {
+            Ok(items) => items,
             Err(e) => {
-                // A fresh iterator next time, from what was read.
-                if let Some(s) = self.held.get_mut(id) {
-                    s.iterator = None;
-                }
-                return Err(e);
+                tracing::warn!(mapping = %self.name(), error = format!("{e:#}"), "reading the leases failed; retried at the next tick");
+                return;
             }
         };
-        let s = self.held.get_mut(id).context("shard held")?;
-        if let Some(last) = page.records.last() {
-            s.read_to = Some(seq_of(last));
+        if items.is_empty()
+            && !self.started
+            && self.ctx.config.starting_position == StartingPosition::Latest
+        {
+            // The mapping's first start: record where LATEST began.
+            let at = now_ms();
+            let parents = self.parents();
+            for s in self.listing.clone().into_iter().flatten() {
+                let closed = parents.contains(&s.shard_id);
+                if let Err(e) = leases.mark_latest(&s.shard_id, at, closed).await {
+                    tracing::warn!(mapping = %self.name(), shard = %s.shard_id, error = %e, "recording the starting position failed");
+                    return;
+                }
+                if !closed {
+                    self.marked_latest.insert(s.shard_id.clone());
+                }
+            }
+            items = match leases.list().await {
+                Ok(items) => items,
+                Err(_) => return,
+            };
         }
-        s.buffer.extend(page.records.into_iter().map(|mut r| {
-            r.event_source_arn = Some(self.stream_arn.clone());
-            r
-        }));
-        match page.next_iterator {
-            Some(next) => s.iterator = Some(next),
-            None => {
-                s.iterator = None;
-                s.ended = true;
+        let me = leases.owner().to_string();
+        let now = now_ms();
+        let by_id: HashMap<String, LeaseItem> =
+            items.into_iter().map(|i| (i.shard_id.clone(), i)).collect();
+        // Leases taken from us: stop those shards now.
+        if let Ok(live) = self.live.lock() {
+            for (id, lease) in live.iter() {
+                let ours = by_id
+                    .get(id)
+                    .is_some_and(|i| i.owner.as_deref() == Some(&me) && i.counter == lease.token);
+                if !ours {
+                    lease.lose();
+                }
             }
         }
-        Ok(())
+        self.drop_lost();
+        for item in by_id.values() {
+            // `--from-start` reads completed shards again (once each).
+            let replay = leases.from_start() && !self.reset.contains(&item.shard_id);
+            if item.checkpoint.shard_end && !replay {
+                self.finished.insert(item.shard_id.clone());
+            }
+        }
+        if fresh {
+            self.let_go_of_vanished(&leases).await;
+            self.report_vanished(&leases, &by_id, now).await;
+        }
+        let eligible = self.eligible();
+        let mine: HashSet<String> = self
+            .live
+            .lock()
+            .map(|l| l.keys().cloned().collect())
+            .unwrap_or_default();
+        // Live owners and what they hold (another process under our owner
+        // string counts as a worker, never as a victim).
+        let mut counts: BTreeMap<String, Vec<&LeaseItem>> = BTreeMap::new();
+        for id in &eligible {
+            if let Some(item) = by_id.get(id).filter(|i| i.live(now) && !mine.contains(id)) {
+                let owner = item.owner.clone().unwrap_or_default();
+                counts.entry(owner).or_default().push(item);
+            }
+        }
+        let workers = counts.keys().filter(|o| **o != me).count() + 1;
+        let target = eligible.len().div_ceil(workers);
+        let mut need = target.saturating_sub(mine.len());
+        // Free or expired shards first (a restart in place takes back what
+        // its owner string held).
+        for id in &eligible {
+            if need == 0 {
+                break;
+            }
+            if mine.contains(id) {
+                continue;
+            }
+            let item = by_id.get(id);
+            let takeable = item
+                .is_none_or(|i| !i.live(now) || (!self.started && i.owner.as_deref() == Some(&me)));
+            if takeable && self.take(&leases, id, item.map(|i| i.counter)).await {
+                need -= 1;
+            }
+        }
+        if need == 0 {
+            return;
+        }
+        // Steal from the most loaded owner, as KCL does.
+        let victim = counts
+            .iter()
+            .filter(|(o, _)| **o != me)
+            .max_by_key(|(o, held)| (held.len(), std::cmp::Reverse((*o).clone())));
+        let Some((victim, held)) = victim else {
+            return;
+        };
+        let steal = if held.len() > target {
+            need.min(held.len() - target)
+        } else if need > 1 && held.len() == target {
+            1
+        } else {
+            0
+        };
+        let chosen: Vec<(String, i64)> = held
+            .iter()
+            .take(steal)
+            .map(|i| (i.shard_id.clone(), i.counter))
+            .collect();
+        for (id, counter) in chosen {
+            if self.take(&leases, &id, Some(counter)).await {
+                tracing::info!(mapping = %self.name(), shard = %id, from = %victim, "lease stolen to balance the shards");
+            }
+        }
+    }
+
+    /// A shard we hold that left the listing can no longer be read: its
+    /// lease is released (its task stops), so the next balance reports it.
+    async fn let_go_of_vanished(&mut self, leases: &LeaseTable) {
+        let listed: HashSet<&str> = self
+            .listing
+            .iter()
+            .flatten()
+            .map(|s| s.shard_id.as_str())
+            .collect();
+        let gone: Vec<(String, Arc<Lease>)> = self
+            .live
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter(|(id, _)| !listed.contains(id.as_str()))
+                    .map(|(id, lease)| (id.clone(), lease.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (id, lease) in gone {
+            lease.lose();
+            if let Err(e) = leases.release(&id, lease.token).await {
+                tracing::warn!(mapping = %self.name(), shard = %id, error = %e, "releasing a vanished shard failed");
+            }
+            self.lost(&id);
+            self.rediscover = true; // reported at the next listing
+        }
+    }
+
+    /// Checkpointed shards that no longer exist in the stream: their unread
+    /// records are lost. Each is reported once (by the process whose
+    /// compare-and-set wins) and closed.
+    async fn report_vanished(
+        &mut self,
+        leases: &LeaseTable,
+        by_id: &HashMap<String, LeaseItem>,
+        now: i64,
+    ) {
+        let listed: HashSet<String> = self
+            .listing
+            .iter()
+            .flatten()
+            .map(|s| s.shard_id.clone())
+            .collect();
+        for item in by_id.values() {
+            let gone = !item.checkpoint.shard_end
+                && !listed.contains(&item.shard_id)
+                && !item.live(now)
+                && item.updated_at_ms <= self.listed_at_ms
+                && (item.checkpoint.sequence_number.is_some() || item.counter > 0);
+            if !gone {
+                continue;
+            }
+            match leases.mark_vanished(&item.shard_id, item.counter).await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(mapping = %self.name(), shard = %item.shard_id, error = %e, "closing a vanished shard failed; retried");
+                    continue;
+                }
+            }
+            let last = item.checkpoint.sequence_number.clone().unwrap_or_default();
+            let mut f = self.ctx.failed_batch(
+                &item.shard_id,
+                Condition::ShardVanished,
+                format!(
+                    "records after {} are lost; the shard no longer exists in the stream (run `jobstream backfill`)",
+                    if last.is_empty() { "its start" } else { &last }
+                ),
+            );
+            f.start_sequence_number = last;
+            tracing::error!(mapping = %f.mapping, shard = %f.shard_id, last_checkpoint = %f.start_sequence_number, "a checkpointed shard vanished from the stream: the records after its checkpoint are lost");
+            if let Err(e) = self.ctx.deliver(f.clone()).await {
+                tracing::error!(mapping = %f.mapping, shard = %f.shard_id, error = format!("{e:#}"), "the on-failure destination failed; the loss is kept in memory and in the status");
+                self.ctx.stats.on_failure.push(f);
+            }
+            self.finished.insert(item.shard_id.clone());
+        }
+    }
+
+    /// Takes `id` if its counter is still `seen`; true when it is ours.
+    async fn take(&mut self, leases: &LeaseTable, id: &str, seen: Option<i64>) -> bool {
+        let reset = leases.from_start() && !self.reset.contains(id);
+        let taken = match leases.take(id, seen, reset).await {
+            Ok(Some(t)) => t,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(mapping = %self.name(), shard = id, error = %e, "taking a lease failed");
+                return false;
+            }
+        };
+        if reset {
+            self.reset.insert(id.to_string());
+        }
+        let start = if self.marked_latest.remove(id) {
+            IteratorPosition::Latest
+        } else {
+            IteratorPosition::TrimHorizon
+        };
+        let checkpoint = if reset {
+            None
+        } else {
+            taken.checkpoint.sequence_number.clone()
+        };
+        let mut shard = Shard::new(start.clone(), checkpoint, self.ctx.config.batch_size);
+        if shard.checkpoint.is_none() && start == IteratorPosition::TrimHorizon && !reset {
+            shard.skip_before_ms = taken.latest_from_ms;
+        }
+        let lease = Lease::new(&taken);
+        shard.lease = Some(lease.clone());
+        tracing::info!(mapping = %self.name(), shard = id, owner = leases.owner(), token = taken.token, checkpoint = ?shard.checkpoint, "lease taken");
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(id.to_string(), lease);
+        }
+        self.held.insert(id.to_string(), shard);
+        true
+    }
+
+    /// Forgets a shard whose lease is gone.
+    fn lost(&mut self, id: &str) {
+        tracing::warn!(mapping = %self.name(), shard = id, "lease lost: another owner reads this shard now");
+        self.held.remove(id);
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(id);
+        }
+        self.ctx.stats.set_age(id, None);
+    }
+
+    /// Drops every held shard whose lease is lost or ran out.
+    fn drop_lost(&mut self) {
+        let gone: Vec<String> = self
+            .live
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter(|(_, lease)| !lease.holds())
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for id in gone {
+            self.lost(&id);
+        }
     }
 
     /// Completes a shard read to its end: checkpoint `SHARD_END`, lease
     /// released, its children may start.
-    async fn complete(&mut self, id: &str) -> anyhow::Result<()> {
-        let checkpoint = self.held.get(id).and_then(|s| s.checkpoint.clone());
-        if let Some(leases) = &self.leases {
-            match leases.finish(id, checkpoint.as_deref()).await {
+    async fn complete(&mut self, id: &str) {
+        let Some(s) = self.held.get(id) else {
+            return;
+        };
+        if let (Some(leases), Some(lease)) = (&self.ctx.leases, &s.lease) {
+            match leases
+                .finish(id, lease.token, s.checkpoint.as_deref())
+                .await
+            {
                 Ok(()) => {}
                 Err(LeaseError::Lost { .. }) => {
                     self.lost(id);
-                    return Ok(());
+                    return;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    tracing::warn!(mapping = %self.name(), shard = id, error = %e, "completing the shard failed; retried");
+                    return;
+                }
             }
         }
-        tracing::info!(mapping = %self.config.name, shard = id, "shard completed");
+        tracing::info!(mapping = %self.name(), shard = id, "shard completed");
         self.held.remove(id);
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(id);
+        }
+        self.ctx.stats.set_age(id, None);
         self.finished.insert(id.to_string());
         self.rediscover = true;
-        Ok(())
     }
 
-    /// Fetches new records and invokes the handler once per shard with a
-    /// pending batch.
+    /// One round: coordination when due, lease renewal, then one step of
+    /// every held shard, concurrently (a slow or failing shard does not
+    /// stop the others' steps).
     pub async fn poll_once(&mut self) -> anyhow::Result<Round> {
-        if self.discovery_due() {
-            self.discover().await?;
+        self.coordinate().await;
+        if let Some(leases) = &self.ctx.leases {
+            renew_all(leases, &self.live, true).await;
         }
-        self.renew_leases().await?;
+        self.drop_lost();
+        let ctx = &self.ctx;
+        let steps = futures::future::join_all(
+            self.held
+                .iter_mut()
+                .map(|(id, s)| async move { (id.clone(), ctx.step(id, s).await) }),
+        )
+        .await;
         let mut round = Round::default();
-        let ids: Vec<String> = self.held.keys().cloned().collect();
-        for id in ids {
-            self.fetch(&id).await?;
-            round.done += self.invoke_shard(&id).await?;
-            let Some(s) = self.held.get(&id) else {
-                continue;
-            };
-            if s.ended && s.buffer.is_empty() {
-                self.complete(&id).await?;
-            } else {
-                round.pending += s.buffer.len();
+        for (id, step) in steps {
+            round.done += step.done;
+            round.pending += step.pending;
+            if let Some(w) = step.wait {
+                round.wait = min_instant(round.wait, w);
+            }
+            if step.lost {
+                self.lost(&id);
+            } else if step.ended {
+                self.complete(&id).await;
             }
         }
         if self.rediscover {
             // A shard completed: its children may start right away.
-            self.discover().await?;
+            self.coordinate().await;
         }
         Ok(round)
     }
@@ -589,136 +1497,131 @@ impl<S: StreamsApi> StreamMapping<S> {
     /// Lets every lease go (at shutdown), so another process takes the
     /// shards at once. Checkpoints were written batch by batch.
     pub async fn release(&mut self) -> anyhow::Result<()> {
-        if let Some(leases) = &self.leases {
-            for id in self.held.keys() {
-                match leases.release(id).await {
+        let live: Vec<(String, Arc<Lease>)> = self
+            .live
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l).into_iter().collect())
+            .unwrap_or_default();
+        let mut failed = None;
+        if let Some(leases) = &self.ctx.leases {
+            for (id, lease) in live {
+                match leases.release(&id, lease.token).await {
                     Ok(()) | Err(LeaseError::Lost { .. }) => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) => failed = Some(e),
                 }
+                lease.lose();
             }
         }
         self.held.clear();
-        self.last_discovery = None;
-        Ok(())
-    }
-
-    /// Records that the first `done` records of a shard's buffer took
-    /// effect: the checkpoint moves (durably, with leases) past them.
-    async fn advance(&mut self, id: &str, done: usize) -> anyhow::Result<bool> {
-        let s = self.held.get_mut(id).context("shard held")?;
-        let Some(last) = s.buffer.drain(..done).next_back() else {
-            return Ok(true);
-        };
-        let seq = seq_of(&last);
-        s.checkpoint = Some(seq.clone());
-        if let Some(leases) = &self.leases {
-            match leases.checkpoint(id, Some(&seq)).await {
-                Ok(expires) => s.lease_expires_ms = Some(expires),
-                Err(LeaseError::Lost { .. }) => {
-                    self.lost(id);
-                    return Ok(false);
-                }
-                Err(e) => return Err(e.into()),
-            }
+        self.next_discovery = None;
+        self.last_balance = None;
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
         }
-        Ok(true)
-    }
-
-    async fn invoke_shard(&mut self, id: &str) -> anyhow::Result<usize> {
-        let Some(s) = self.held.get(id) else {
-            return Ok(0);
-        };
-        let limit = s.buffer.len().min(s.limit).min(self.config.batch_size);
-        if limit == 0 {
-            return Ok(0);
-        }
-        let mut event = Event::default();
-        event.records = s.buffer.iter().take(limit).cloned().collect();
-        let seqs: Vec<String> = event.records.iter().map(seq_of).collect();
-        self.invocations += 1;
-        let outcome = (self.handler)(event).await;
-        // How many leading records of the batch are done.
-        let (done, failure) = match outcome {
-            Ok(resp) => match resp.batch_item_failures.first() {
-                None => (limit, None),
-                Some(f) => match f.item_identifier.as_deref().filter(|s| !s.is_empty()) {
-                    Some(seq) => match seqs.iter().position(|s| s == seq) {
-                        Some(pos) => (pos, Some(format!("record {seq} failed"))),
-                        None => (
-                            0,
-                            Some(format!("unknown itemIdentifier {seq}: whole batch failed")),
-                        ),
-                    },
-                    None => (
-                        0,
-                        Some("empty itemIdentifier: whole batch failed".to_string()),
-                    ),
-                },
-            },
-            Err(e) => (0, Some(format!("function error: {e}"))),
-        };
-        if !self.advance(id, done).await? {
-            return Ok(done);
-        }
-        let s = self.held.get_mut(id).context("shard held")?;
-        let Some(reason) = failure else {
-            s.attempts = 0;
-            s.limit = self.config.batch_size;
-            return Ok(done);
-        };
-        if done > 0 {
-            // Checkpoint moved: the retry starts a new batch at the failed record.
-            s.attempts = 0;
-        }
-        s.attempts += 1;
-        tracing::warn!(mapping = %self.config.name, shard = id, attempt = s.attempts, %reason, "batch failed");
-        let remaining = limit - done;
-        if s.attempts > self.config.max_retries {
-            if self.config.bisect_on_error && remaining > 1 {
-                s.limit = remaining.div_ceil(2);
-                s.attempts = 0;
-            } else {
-                let n = remaining.min(s.limit);
-                let f = FailedBatch {
-                    mapping: self.config.name.clone(),
-                    stream_arn: self.stream_arn.clone(),
-                    shard_id: id.to_string(),
-                    start_sequence_number: s.buffer.front().map(seq_of).unwrap_or_default(),
-                    end_sequence_number: s.buffer.get(n - 1).map(seq_of).unwrap_or_default(),
-                    batch_size: n,
-                    reason,
-                };
-                tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, reason = %f.reason, "retries exhausted: records sent to the on-failure destination");
-                // Delivered before the checkpoint passes them: if the
-                // destination fails, the batch is tried again.
-                crate::local::on_failure::deliver(&self.config.on_failure, &f)
-                    .await
-                    .context("on-failure destination")?;
-                self.on_failure.push(f);
-                let s = self.held.get_mut(id).context("shard held")?;
-                s.attempts = 0;
-                s.limit = self.config.batch_size;
-                self.advance(id, n).await?;
-                return Ok(done + n);
-            }
-        }
-        let delay = self.config.retry_delay * s.attempts;
-        tokio::time::sleep(delay).await;
-        Ok(done)
     }
 }
 
-enum Taken {
-    Started,
-    Finished,
-    Elsewhere,
+impl<S: StreamsApi + 'static> StreamMapping<S> {
+    /// Runs the mapping as a long-lived consumer until `stop` turns true: a
+    /// task per shard (each polled at Lambda's rate, in order within the
+    /// shard), a lease renewer beside them, and this coordinator (discovery,
+    /// balancing). On stop: no new batch starts; batches in flight finish
+    /// within `grace` or are abandoned without a checkpoint (their effects
+    /// are idempotent); the leases are released.
+    pub async fn consume(
+        &mut self,
+        mut stop: watch::Receiver<bool>,
+        grace: Duration,
+    ) -> anyhow::Result<()> {
+        let renewer = self.ctx.leases.clone().map(|leases| {
+            let live = self.live.clone();
+            let every = leases.lease_ttl() / 3;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    renew_all(&leases, &live, false).await;
+                }
+            })
+        });
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut running: HashSet<String> = HashSet::new();
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            self.coordinate().await;
+            self.drop_lost();
+            let idle: Vec<String> = self
+                .held
+                .keys()
+                .filter(|id| !running.contains(*id))
+                .cloned()
+                .collect();
+            for id in idle {
+                if let Some(s) = self.held.remove(&id) {
+                    running.insert(id.clone());
+                    tasks.spawn(shard_loop(self.ctx.clone(), id, s, stop.clone()));
+                }
+            }
+            let tick = self.next_coordination();
+            tokio::select! {
+                Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                    self.task_ended(joined, &mut running).await;
+                }
+                r = stop.changed() => if r.is_err() { break },
+                () = tokio::time::sleep_until(tick.into()) => {}
+            }
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while !tasks.is_empty() {
+            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
+                Ok(Some(joined)) => self.task_ended(joined, &mut running).await,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(mapping = %self.name(), shards = tasks.len(), "shutdown grace over: batches in flight abandoned without a checkpoint");
+                    tasks.shutdown().await;
+                    break;
+                }
+            }
+        }
+        if let Some(r) = renewer {
+            r.abort();
+        }
+        self.release().await
+    }
+
+    async fn task_ended(
+        &mut self,
+        joined: Result<(String, Option<Shard>, Exit), tokio::task::JoinError>,
+        running: &mut HashSet<String>,
+    ) {
+        let (id, shard, exit) = match joined {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(mapping = %self.name(), error = %e, "a shard task failed");
+                return;
+            }
+        };
+        running.remove(&id);
+        match (exit, shard) {
+            (Exit::Lost, _) | (_, None) => self.lost(&id),
+            (Exit::Ended, Some(s)) => {
+                self.held.insert(id.clone(), s);
+                self.complete(&id).await;
+            }
+            (Exit::Stopped, Some(s)) => {
+                self.held.insert(id, s);
+            }
+        }
+    }
 }
 
 /// Lets every mapping's leases go (call when `run` stops).
 pub async fn release_all<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) {
     for m in mappings {
         if let Err(e) = m.release().await {
-            tracing::warn!(mapping = %m.config.name, error = %e, "releasing leases failed (they expire on their own)");
+            tracing::warn!(mapping = %m.name(), error = %e, "releasing leases failed (they expire on their own)");
         }
     }
 }
@@ -729,45 +1632,42 @@ pub async fn drain<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) -> anyhow::
     let mut total = 0;
     let mut quiet_rounds = 0;
     while quiet_rounds < 2 {
-        let mut active = false;
+        let (mut done, mut pending) = (0, 0);
+        let mut wait: Option<Instant> = None;
         for m in mappings.iter_mut() {
             let r = m.poll_once().await?;
-            total += r.done;
-            active |= r.done > 0 || r.pending > 0;
+            done += r.done;
+            pending += r.pending;
+            if let Some(w) = r.wait {
+                wait = min_instant(wait, w);
+            }
         }
-        quiet_rounds = if active { 0 } else { quiet_rounds + 1 };
+        total += done;
+        if done > 0 || pending > 0 {
+            quiet_rounds = 0;
+        } else if wait.is_none() {
+            quiet_rounds += 1;
+        }
+        if done == 0 {
+            // Nothing could happen before then (polling rate, retry, window).
+            if let Some(w) = wait {
+                tokio::time::sleep_until(w.into()).await;
+            }
+        }
     }
     Ok(total)
 }
 
-/// One polling round of every stream mapping (errors logged, retried next
-/// round); true if there was work.
+/// One polling round of every stream mapping; true if there was work.
 pub async fn poll_streams<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) -> bool {
     let mut busy = false;
     for m in mappings {
         match m.poll_once().await {
             Ok(r) => busy |= r.done > 0 || r.pending > 0,
-            Err(e) => tracing::warn!(mapping = %m.config.name, error = %e, "stream poll failed"),
+            Err(e) => tracing::warn!(mapping = %m.name(), error = %e, "stream poll failed"),
         }
     }
     busy
-}
-
-/// Between two polling rounds: no pause after a round that found work,
-/// 200 ms after an idle one. Returns true once `stop` has resolved.
-pub async fn pause_or_stop(
-    busy: bool,
-    stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
-) -> bool {
-    let idle = if busy {
-        Duration::ZERO
-    } else {
-        Duration::from_millis(200)
-    };
-    tokio::select! {
-        _ = stop => true,
-        _ = tokio::time::sleep(idle) => false,
-    }
 }
 
 /// The stream ARN of a table.
@@ -827,8 +1727,8 @@ mod tests {
         m.poll_once().await.unwrap();
         assert_eq!(seen_u64(&seen), (1..=10).collect::<Vec<u64>>());
         // Away longer than the retention: 30 more written, all below 25 gone.
-        m.api.write("s", 30);
-        m.api.trim_below("s", 25);
+        m.api().write("s", 30);
+        m.api().trim_below("s", 25);
         // The first poll meets the expired iterator; the next ones resume.
         let _ = m.poll_once().await;
         drain(std::slice::from_mut(&mut m)).await.unwrap();
@@ -901,13 +1801,13 @@ mod tests {
         api.write("s1", 3);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut m = mapping(api, &seen);
-        m.config.discovery_interval = Duration::from_secs(3600);
+        m.config_mut().discovery_interval = Duration::from_secs(3600);
         drain(std::slice::from_mut(&mut m)).await.unwrap();
         assert_eq!(m.shards(), vec!["s1".to_string()]);
         // Rollover: s1 closes, s2 (its child) takes the writes.
-        m.api.close("s1");
-        m.api.add_shard("s2", Some("s1"));
-        m.api.write("s2", 4);
+        m.api().close("s1");
+        m.api().add_shard("s2", Some("s1"));
+        m.api().write("s2", 4);
         drain(std::slice::from_mut(&mut m)).await.unwrap();
         assert_eq!(seen_u64(&seen), (1..=7).collect::<Vec<_>>());
         assert_eq!(m.shards(), vec!["s2".to_string()]);
@@ -920,14 +1820,14 @@ mod tests {
         api.write("s1", 1);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut m = mapping(api, &seen);
-        m.config.discovery_interval = Duration::from_millis(300);
+        m.config_mut().discovery_interval = Duration::from_millis(300);
         for _ in 0..5 {
             m.poll_once().await.unwrap();
         }
-        assert_eq!(*m.api.describe_calls.lock().unwrap(), 1);
+        assert_eq!(*m.api().describe_calls.lock().unwrap(), 1);
         // A shard appearing beside it (no parent) is picked up at the next tick.
-        m.api.add_shard("s9", None);
-        m.api.write("s9", 2);
+        m.api().add_shard("s9", None);
+        m.api().write("s9", 2);
         m.poll_once().await.unwrap();
         assert_eq!(seen_u64(&seen), vec![1]);
         tokio::time::sleep(Duration::from_millis(350)).await;
@@ -945,13 +1845,13 @@ mod tests {
         api.write("open", 5);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut m = mapping(api, &seen);
-        m.config.starting_position = StartingPosition::Latest;
+        m.config_mut().starting_position = StartingPosition::Latest;
         drain(std::slice::from_mut(&mut m)).await.unwrap();
         assert!(seen_u64(&seen).is_empty());
-        let new = m.api.write("open", 2);
-        m.api.close("open");
-        m.api.add_shard("next", Some("open"));
-        let next = m.api.write("next", 3);
+        let new = m.api().write("open", 2);
+        m.api().close("open");
+        m.api().add_shard("next", Some("open"));
+        let next = m.api().write("next", 3);
         drain(std::slice::from_mut(&mut m)).await.unwrap();
         assert_eq!(seen_u64(&seen), [new, next].concat());
     }
@@ -1011,3 +1911,7 @@ mod tests {
         assert!("at-timestamp".parse::<StartingPosition>().is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "esm_tests.rs"]
+mod consumer_tests;

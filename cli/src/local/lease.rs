@@ -1,27 +1,33 @@
-//! Durable checkpoints and shard leases of the local event source mapping,
-//! kept in the ledger table (no stream, TTL), one item per (mapping, shard):
+//! Durable checkpoints and fenced shard leases of the local event source
+//! mapping, kept in the ledger table (no stream, TTL), one item per
+//! (mapping, shard), as the Kinesis Client Library keeps its lease table:
 //!
 //! | attribute        | meaning                                                        |
 //! |------------------|----------------------------------------------------------------|
 //! | `pk`             | `CKPT#<mapping>#<stream ARN>` ([`checkpoint_pk`])              |
 //! | `sk`             | `SHARD#<shard id>` ([`shard_sk`])                              |
 //! | `leaseOwner`     | the process holding the shard                                  |
+//! | `leaseCounter`   | the fencing token: +1 at every acquisition (KCL's lease counter) |
 //! | `leaseExpiresAt` | epoch milliseconds; after it any process may take the shard    |
 //! | `sequenceNumber` | the last record whose batch took effect (absent: none yet)     |
+//! | `latestFrom`     | epoch ms: `--starting-position latest` began here (first start) |
 //! | `shardEnd`       | true once every record of a closed shard took effect           |
+//! | `vanished`       | true: the shard left the stream before it was read to its end  |
 //! | `ttl`            | set on finished shards only (a week on: the stream is gone)    |
 //!
-//! The checkpoint is written after a batch's effects, never before, and only
-//! while the writer still holds the lease (a conditional write), as the
-//! Kinesis Client Library does: a shard is processed by one process at a
-//! time, and a restart resumes at the first record not yet processed.
+//! Every acquisition is a compare-and-set on the counter the taker saw (so
+//! two takers of one shard cannot both win) and returns the new counter, the
+//! token. Every renewal, checkpoint, completion and release is conditioned on
+//! owner *and* token: a process that lost a shard (expired, stolen, or taken
+//! by a second process with the same owner string) can no longer write its
+//! checkpoint, and an older checkpoint never overwrites a newer one.
 //! Expiry compares wall clocks of the processes: keep `lease_ttl` well above
 //! their skew.
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use shared::item::Item;
 
 /// Turns on durable checkpoints and leases for a mapping.
@@ -32,8 +38,8 @@ pub struct CheckpointConfig {
     /// This process's identity. Unique per process unless a restarted
     /// process should take its predecessor's leases back at once.
     pub owner: String,
-    /// How long a lease lasts without renewal (renewed at every checkpoint
-    /// and when half of it is left).
+    /// How long a lease lasts without renewal (renewed every third of it,
+    /// in a task of its own beside the work).
     pub lease_ttl: Duration,
     /// Ignore stored checkpoints: read every shard from TRIM_HORIZON again
     /// (and overwrite the checkpoints as processing goes).
@@ -75,11 +81,19 @@ pub fn shard_sk(shard_id: &str) -> String {
     format!("SHARD#{shard_id}")
 }
 
+/// The shard id of a sort key written by [`shard_sk`].
+pub fn shard_of_sk(sk: &str) -> Option<&str> {
+    sk.strip_prefix("SHARD#")
+}
+
 mod attr {
     pub const OWNER: &str = "leaseOwner";
+    pub const COUNTER: &str = "leaseCounter";
     pub const EXPIRES: &str = "leaseExpiresAt";
     pub const SEQ: &str = "sequenceNumber";
     pub const SHARD_END: &str = "shardEnd";
+    pub const VANISHED: &str = "vanished";
+    pub const LATEST_FROM: &str = "latestFrom";
     pub const UPDATED: &str = "updatedAt";
 }
 
@@ -92,23 +106,39 @@ pub struct Checkpoint {
     pub shard_end: bool,
 }
 
-/// Outcome of trying to take a shard.
+/// One shard's item of the lease partition, as a Query returns it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseItem {
+    pub shard_id: String,
+    pub owner: Option<String>,
+    /// The fencing token of the current holder (0: never taken).
+    pub counter: i64,
+    pub expires_at_ms: i64,
+    pub checkpoint: Checkpoint,
+    pub latest_from_ms: Option<i64>,
+    pub updated_at_ms: i64,
+}
+
+impl LeaseItem {
+    /// Held by someone whose lease has not run out.
+    pub fn live(&self, now_ms: i64) -> bool {
+        self.owner.is_some() && self.expires_at_ms > now_ms && !self.checkpoint.shard_end
+    }
+}
+
+/// A lease this process took: the token its writes are conditioned on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Acquired {
-    /// Ours until `expires_at_ms` (renew before).
-    Lease {
-        checkpoint: Checkpoint,
-        expires_at_ms: i64,
-    },
-    /// Another owner holds an unexpired lease.
-    Held { owner: String },
-    /// The shard was completed (by anyone): nothing to take.
-    Finished,
+pub struct Taken {
+    pub token: i64,
+    pub expires_at_ms: i64,
+    pub checkpoint: Checkpoint,
+    pub latest_from_ms: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
-    /// Another owner took the shard (our lease had expired): stop processing it.
+    /// Another owner (or a newer acquisition under our owner string) took the
+    /// shard: stop processing it, write nothing more for it.
     #[error("lease on shard {shard} lost")]
     Lost { shard: String },
     #[error("ledger {op} on shard {shard}")]
@@ -127,7 +157,7 @@ pub struct LeaseTable {
     pk: String,
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
@@ -138,6 +168,8 @@ fn n(v: i64) -> AttributeValue {
 fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.to_string())
 }
+
+type Update = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 
 impl LeaseTable {
     pub fn new(config: CheckpointConfig, mapping: &str, stream_arn: &str) -> Self {
@@ -163,10 +195,7 @@ impl LeaseTable {
         now_ms() + i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
     }
 
-    fn update(
-        &self,
-        shard_id: &str,
-    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    fn update(&self, shard_id: &str) -> Update {
         self.config
             .client
             .update_item()
@@ -175,11 +204,10 @@ impl LeaseTable {
             .key(shared::ledger::SK, s(&shard_sk(shard_id)))
     }
 
-    fn store_error(
-        op: &'static str,
-        shard: &str,
-        e: aws_sdk_dynamodb::error::SdkError<UpdateItemError>,
-    ) -> LeaseError {
+    fn store_error<E>(op: &'static str, shard: &str, e: E) -> LeaseError
+    where
+        aws_sdk_dynamodb::Error: From<E>,
+    {
         LeaseError::Store {
             op,
             shard: shard.to_string(),
@@ -187,78 +215,158 @@ impl LeaseTable {
         }
     }
 
-    /// Takes the shard if nobody holds it, we already do, or its lease has
-    /// expired; returns where processing stands. `reset` (`--from-start`)
-    /// forgets the stored checkpoint, completed or not.
-    pub async fn acquire(&self, shard_id: &str, reset: bool) -> Result<Acquired, LeaseError> {
+    /// Every lease item of the mapping: one (paged) Query, what a standby
+    /// reads instead of writing one conditional update per shard.
+    pub async fn list(&self) -> Result<Vec<LeaseItem>, LeaseError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .config
+                .client
+                .query()
+                .table_name(&self.config.ledger_table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", shared::ledger::PK)
+                .expression_attribute_values(":pk", s(&self.pk))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| Self::store_error("query", "*", e))?;
+            out.extend(page.items().iter().filter_map(lease_item));
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Takes the shard if its counter is still `seen` (`None`: no item yet):
+    /// a compare-and-set, so of two takers one wins. `Ok(None)`: someone
+    /// else moved first. `reset` (`--from-start`) forgets the stored
+    /// checkpoint, completed or not.
+    pub async fn take(
+        &self,
+        shard_id: &str,
+        seen: Option<i64>,
+        reset: bool,
+    ) -> Result<Option<Taken>, LeaseError> {
         let expires = self.expiry();
-        let free = "(attribute_not_exists(#o) OR #o = :me OR #e < :now)";
+        let set = "SET #o = :me, #e = :exp, #u = :now ADD #c :one";
         let req = if reset {
             self.update(shard_id)
-                .update_expression("SET #o = :me, #e = :exp, #u = :now REMOVE #se, #s, #t")
-                .condition_expression(free)
+                .update_expression(format!("{set} REMOVE #se, #s, #t"))
                 .expression_attribute_names("#s", attr::SEQ)
                 .expression_attribute_names("#t", shared::ledger::TTL)
         } else {
-            self.update(shard_id)
-                .update_expression("SET #o = :me, #e = :exp, #u = :now")
-                .condition_expression(format!("attribute_not_exists(#se) AND {free}"))
+            self.update(shard_id).update_expression(set)
         };
+        // Items without a counter (never taken) read as counter 0.
+        let unchanged = "(attribute_not_exists(#c) OR #c = :seen)";
+        let req = if reset {
+            // --from-start may take a completed shard again.
+            req.condition_expression(unchanged)
+        } else {
+            req.condition_expression(format!("{unchanged} AND attribute_not_exists(#se)"))
+        }
+        .expression_attribute_values(":seen", n(seen.unwrap_or(0)));
         let out = req
             .expression_attribute_names("#o", attr::OWNER)
             .expression_attribute_names("#e", attr::EXPIRES)
             .expression_attribute_names("#u", attr::UPDATED)
+            .expression_attribute_names("#c", attr::COUNTER)
             .expression_attribute_names("#se", attr::SHARD_END)
             .expression_attribute_values(":me", s(&self.config.owner))
             .expression_attribute_values(":exp", n(expires))
             .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":one", n(1))
             .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match out {
-            Ok(out) => Ok(Acquired::Lease {
-                checkpoint: checkpoint_of(out.attributes()),
-                expires_at_ms: expires,
-            }),
-            Err(e) => match e.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    let old = c.item();
-                    if checkpoint_of(old).shard_end {
-                        Ok(Acquired::Finished)
-                    } else {
-                        let owner = old
-                            .and_then(|i| i.get(attr::OWNER))
-                            .and_then(|v| v.as_s().ok())
-                            .cloned()
-                            .unwrap_or_default();
-                        Ok(Acquired::Held { owner })
-                    }
-                }
-                _ => Err(Self::store_error("acquire", shard_id, e)),
-            },
+            Ok(out) => {
+                let item = out.attributes().and_then(lease_item).unwrap_or_default();
+                Ok(Some(Taken {
+                    token: item.counter,
+                    expires_at_ms: expires,
+                    checkpoint: item.checkpoint,
+                    latest_from_ms: item.latest_from_ms,
+                }))
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(Self::store_error("take", shard_id, e)),
         }
     }
 
+    /// Records, for a shard never taken yet, that `--starting-position
+    /// latest` began at `at_ms` (the mapping's first start): a restart before
+    /// its first checkpoint resumes there, not at a later LATEST. `closed`:
+    /// the shard was closed before the start; LATEST reads none of it.
+    pub async fn mark_latest(
+        &self,
+        shard_id: &str,
+        at_ms: i64,
+        closed: bool,
+    ) -> Result<(), LeaseError> {
+        let mut req = self
+            .update(shard_id)
+            .condition_expression("attribute_not_exists(#c)")
+            .expression_attribute_names("#c", attr::COUNTER)
+            .expression_attribute_names("#l", attr::LATEST_FROM)
+            .expression_attribute_names("#u", attr::UPDATED)
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":zero", n(0));
+        req = if closed {
+            req.update_expression("SET #c = :zero, #l = :at, #u = :now, #se = :t")
+                .expression_attribute_names("#se", attr::SHARD_END)
+                .expression_attribute_values(":t", AttributeValue::Bool(true))
+        } else {
+            req.update_expression("SET #c = :zero, #l = :at, #u = :now")
+        };
+        match self.conditional(req, "mark latest", shard_id).await {
+            Ok(()) | Err(LeaseError::Lost { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn fenced(&self, shard_id: &str, token: i64) -> Update {
+        self.update(shard_id)
+            .condition_expression("#o = :me AND #c = :tok")
+            .expression_attribute_names("#o", attr::OWNER)
+            .expression_attribute_names("#c", attr::COUNTER)
+            .expression_attribute_names("#u", attr::UPDATED)
+            .expression_attribute_values(":me", s(&self.config.owner))
+            .expression_attribute_values(":tok", n(token))
+            .expression_attribute_values(":now", n(now_ms()))
+    }
+
+    /// Renews the lease taken with `token`; returns its new expiry.
+    pub async fn renew(&self, shard_id: &str, token: i64) -> Result<i64, LeaseError> {
+        self.checkpoint(shard_id, token, None).await
+    }
+
     /// Writes the checkpoint (the last record whose batch took effect) and
-    /// renews the lease; `None` renews only. Fails with [`LeaseError::Lost`]
-    /// if another owner took the shard.
+    /// renews the lease, only while `token` still holds it; `None` renews
+    /// only. Fails with [`LeaseError::Lost`] otherwise.
     pub async fn checkpoint(
         &self,
         shard_id: &str,
+        token: i64,
         sequence_number: Option<&str>,
     ) -> Result<i64, LeaseError> {
         let expires = self.expiry();
-        let mut req = self
-            .update(shard_id)
-            .condition_expression("#o = :me")
-            .expression_attribute_names("#o", attr::OWNER)
+        let req = self
+            .fenced(shard_id, token)
             .expression_attribute_names("#e", attr::EXPIRES)
-            .expression_attribute_names("#u", attr::UPDATED)
-            .expression_attribute_values(":me", s(&self.config.owner))
-            .expression_attribute_values(":exp", n(expires))
-            .expression_attribute_values(":now", n(now_ms()));
-        req = match sequence_number {
+            .expression_attribute_values(":exp", n(expires));
+        let req = match sequence_number {
             Some(seq) => req
                 .update_expression("SET #e = :exp, #u = :now, #s = :seq")
                 .expression_attribute_names("#s", attr::SEQ)
@@ -274,23 +382,19 @@ impl LeaseTable {
     pub async fn finish(
         &self,
         shard_id: &str,
+        token: i64,
         sequence_number: Option<&str>,
     ) -> Result<(), LeaseError> {
         let ttl = chrono::Utc::now().timestamp() + 7 * 24 * 3600;
-        let mut req = self
-            .update(shard_id)
-            .condition_expression("#o = :me")
-            .expression_attribute_names("#o", attr::OWNER)
+        let req = self
+            .fenced(shard_id, token)
             .expression_attribute_names("#e", attr::EXPIRES)
             .expression_attribute_names("#se", attr::SHARD_END)
             .expression_attribute_names("#t", shared::ledger::TTL)
-            .expression_attribute_names("#u", attr::UPDATED)
-            .expression_attribute_values(":me", s(&self.config.owner))
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .expression_attribute_values(":ttl", n(ttl))
-            .expression_attribute_values(":now", n(now_ms()));
-        req = match sequence_number {
+            .expression_attribute_values(":ttl", n(ttl));
+        let req = match sequence_number {
             Some(seq) => req
                 .update_expression("SET #e = :zero, #se = :true, #t = :ttl, #u = :now, #s = :seq")
                 .expression_attribute_names("#s", attr::SEQ)
@@ -302,23 +406,48 @@ impl LeaseTable {
 
     /// Lets the lease go (at shutdown), so another process takes the shard
     /// without waiting for expiry. The checkpoint stays.
-    pub async fn release(&self, shard_id: &str) -> Result<(), LeaseError> {
+    pub async fn release(&self, shard_id: &str, token: i64) -> Result<(), LeaseError> {
+        let req = self
+            .fenced(shard_id, token)
+            .update_expression("SET #e = :zero, #u = :now")
+            .expression_attribute_names("#e", attr::EXPIRES)
+            .expression_attribute_values(":zero", n(0));
+        self.conditional(req, "release", shard_id).await
+    }
+
+    /// Closes the book on a checkpointed shard that no longer exists in the
+    /// stream (its unread records are lost), if its counter is still `seen`.
+    /// True: this process won and reports the loss (exactly one does).
+    pub async fn mark_vanished(&self, shard_id: &str, seen: i64) -> Result<bool, LeaseError> {
+        let ttl = chrono::Utc::now().timestamp() + 7 * 24 * 3600;
         let req = self
             .update(shard_id)
-            .update_expression("SET #e = :zero, #u = :now")
-            .condition_expression("#o = :me")
-            .expression_attribute_names("#o", attr::OWNER)
+            .update_expression(
+                "SET #se = :true, #v = :true, #t = :ttl, #e = :zero, #u = :now ADD #c :one",
+            )
+            .condition_expression("#c = :seen AND attribute_not_exists(#se)")
+            .expression_attribute_names("#se", attr::SHARD_END)
+            .expression_attribute_names("#v", attr::VANISHED)
+            .expression_attribute_names("#t", shared::ledger::TTL)
             .expression_attribute_names("#e", attr::EXPIRES)
             .expression_attribute_names("#u", attr::UPDATED)
-            .expression_attribute_values(":me", s(&self.config.owner))
+            .expression_attribute_names("#c", attr::COUNTER)
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .expression_attribute_values(":ttl", n(ttl))
             .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":now", n(now_ms()));
-        self.conditional(req, "release", shard_id).await
+            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":seen", n(seen));
+        match self.conditional(req, "mark vanished", shard_id).await {
+            Ok(()) => Ok(true),
+            Err(LeaseError::Lost { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     async fn conditional(
         &self,
-        req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+        req: Update,
         op: &'static str,
         shard_id: &str,
     ) -> Result<(), LeaseError> {
@@ -335,13 +464,25 @@ impl LeaseTable {
             Err(e) => Err(Self::store_error(op, shard_id, e)),
         }
     }
+}
 
-    /// Whether a lease written at `expires_at_ms` should be renewed now
-    /// (less than half of it left).
-    pub fn due_for_renewal(&self, expires_at_ms: i64) -> bool {
-        let half = i64::try_from(self.config.lease_ttl.as_millis() / 2).unwrap_or(0);
-        expires_at_ms - now_ms() < half
-    }
+fn num(item: &Item, name: &str) -> Option<i64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn lease_item(item: &Item) -> Option<LeaseItem> {
+    let sk = item.get(shared::ledger::SK)?.as_s().ok()?;
+    Some(LeaseItem {
+        shard_id: shard_of_sk(sk)?.to_string(),
+        owner: item.get(attr::OWNER).and_then(|v| v.as_s().ok()).cloned(),
+        counter: num(item, attr::COUNTER).unwrap_or(0),
+        expires_at_ms: num(item, attr::EXPIRES).unwrap_or(0),
+        checkpoint: checkpoint_of(Some(item)),
+        latest_from_ms: num(item, attr::LATEST_FROM),
+        updated_at_ms: num(item, attr::UPDATED).unwrap_or(0),
+    })
 }
 
 fn checkpoint_of(item: Option<&Item>) -> Checkpoint {

@@ -1,8 +1,21 @@
-//! Durable on-failure destinations of the local stream mapping: records that
-//! exhausted their retries are appended to a JSON-lines file and/or sent to
-//! an SQS queue (the message Lambda sends for a stream's on-failure
-//! destination: the batch's shard and sequence numbers, not the records),
+//! Durable on-failure destinations of the local stream mapping: records
+//! given up are appended to a JSON-lines file and/or sent to an SQS queue,
 //! besides the in-memory list the runtimes report.
+//!
+//! Each record has the envelope Lambda writes for a DynamoDB stream's
+//! on-failure destination (`requestContext`, `responseContext`, `version`,
+//! `timestamp`, `DDBStreamBatchInfo`), so one tool reads both. Lambda's
+//! conditions are `RetryAttemptsExhausted` and `RecordAgeExceeded`. Losses
+//! Lambda has no record for use the same envelope with their own condition
+//! (and `approximateInvokeCount` 0):
+//!
+//! - `RecordsTrimmed`: the records after `startSequenceNumber` and before
+//!   `endSequenceNumber` (both exclusive; the end is empty when nothing was
+//!   left to read) were trimmed from the stream before they were processed.
+//! - `ShardVanished`: the shard no longer exists in the stream; every record
+//!   after `startSequenceNumber` (its last checkpoint; empty: none) is lost.
+//!
+//! Both add a human `reason`; `jobstream backfill` adopts what was lost.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -34,20 +47,76 @@ impl OnFailureConfig {
     }
 }
 
-/// The JSON line / message of one failed batch, shaped like Lambda's
-/// on-failure record for a DynamoDB stream.
+/// Why records were given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// Lambda's: the batch failed more than `MaximumRetryAttempts` times.
+    RetryAttemptsExhausted,
+    /// Lambda's: records older than `MaximumRecordAgeInSeconds`.
+    RecordAgeExceeded,
+    /// Ours: trimmed from the stream (past its retention) before processing.
+    RecordsTrimmed,
+    /// Ours: a checkpointed shard no longer exists in the stream.
+    ShardVanished,
+}
+
+impl Condition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RetryAttemptsExhausted => "RetryAttemptsExhausted",
+            Self::RecordAgeExceeded => "RecordAgeExceeded",
+            Self::RecordsTrimmed => "RecordsTrimmed",
+            Self::ShardVanished => "ShardVanished",
+        }
+    }
+
+    /// A loss of records that were never handed to the function.
+    pub fn is_loss(self) -> bool {
+        matches!(self, Self::RecordsTrimmed | Self::ShardVanished)
+    }
+}
+
+/// The ARN of the function a mapping stands for: the stream's region and
+/// account, the mapping's name (`arn:aws:lambda:<region>:<account>:function:<name>`).
+pub fn function_arn(mapping: &str, stream_arn: &str) -> String {
+    let mut parts = stream_arn.split(':');
+    let (region, account) = match (parts.nth(3), parts.next()) {
+        (Some(r), Some(a)) if !r.is_empty() && !a.is_empty() => (r, a),
+        _ => ("local", "000000000000"),
+    };
+    format!("arn:aws:lambda:{region}:{account}:function:{mapping}")
+}
+
+fn iso(t: Option<chrono::DateTime<chrono::Utc>>) -> serde_json::Value {
+    match t {
+        Some(t) => json!(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        None => serde_json::Value::Null,
+    }
+}
+
+/// The JSON line / message of one failed batch, in Lambda's shape.
 pub fn failure_record(f: &FailedBatch) -> serde_json::Value {
+    let mut response = json!({"statusCode": 200, "executedVersion": "$LATEST"});
+    if let Some(e) = &f.function_error {
+        response["functionError"] = json!(e);
+    }
     json!({
         "requestContext": {
-            "condition": "RetryAttemptsExhausted",
-            "functionArn": f.mapping,
+            "requestId": uuid::Uuid::new_v4().to_string(),
+            "functionArn": function_arn(&f.mapping, &f.stream_arn),
+            "condition": f.condition.as_str(),
+            "approximateInvokeCount": f.invoke_count,
         },
-        "timestamp": chrono::Utc::now().to_rfc3339(),
+        "responseContext": response,
+        "version": "1.0",
+        "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "reason": f.reason,
         "DDBStreamBatchInfo": {
             "shardId": f.shard_id,
             "startSequenceNumber": f.start_sequence_number,
             "endSequenceNumber": f.end_sequence_number,
+            "approximateArrivalOfFirstRecord": iso(f.first_arrival),
+            "approximateArrivalOfLastRecord": iso(f.last_arrival),
             "batchSize": f.batch_size,
             "streamArn": f.stream_arn,
         }
@@ -100,6 +169,11 @@ mod tests {
             end_sequence_number: "000000000000000000012".into(),
             batch_size: 3,
             reason: "function error: boom".into(),
+            condition: Condition::RetryAttemptsExhausted,
+            first_arrival: chrono::DateTime::from_timestamp(1_700_000_000, 0),
+            last_arrival: chrono::DateTime::from_timestamp(1_700_000_002, 0),
+            invoke_count: 11,
+            function_error: Some("Unhandled".into()),
         }
     }
 
@@ -131,6 +205,39 @@ mod tests {
         assert_eq!(
             lines[0]["requestContext"]["condition"],
             "RetryAttemptsExhausted"
+        );
+    }
+
+    #[test]
+    fn the_record_has_lambdas_envelope() {
+        let v = failure_record(&FailedBatch {
+            stream_arn: "arn:aws:dynamodb:eu-west-1:123456789012:table/t/stream/2024".into(),
+            ..failed()
+        });
+        let ctx = &v["requestContext"];
+        assert_eq!(
+            ctx["functionArn"],
+            "arn:aws:lambda:eu-west-1:123456789012:function:derive"
+        );
+        assert_eq!(ctx["approximateInvokeCount"], 11);
+        assert!(ctx["requestId"].as_str().is_some_and(|s| s.len() == 36));
+        assert_eq!(v["responseContext"]["statusCode"], 200);
+        assert_eq!(v["responseContext"]["executedVersion"], "$LATEST");
+        assert_eq!(v["responseContext"]["functionError"], "Unhandled");
+        assert_eq!(v["version"], "1.0");
+        assert!(v["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
+        let info = &v["DDBStreamBatchInfo"];
+        assert_eq!(
+            info["approximateArrivalOfFirstRecord"],
+            "2023-11-14T22:13:20.000Z"
+        );
+        assert_eq!(
+            info["approximateArrivalOfLastRecord"],
+            "2023-11-14T22:13:22.000Z"
+        );
+        assert_eq!(
+            function_arn("derive", "arn"),
+            "arn:aws:lambda:local:000000000000:function:derive"
         );
     }
 }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -26,7 +26,7 @@ use shared::store::{Backoff, Store};
 
 use crate::local::engine::{ensure_table, sdk_config};
 use crate::local::esm::{
-    stream_arn, FailedBatch, Handler, MappingConfig, RecordReader, StreamMapping,
+    stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
 use crate::local::iam::{EnforcingClient, Principal};
 use crate::local::sqs_esm::{create_queue, QueueMapping};
@@ -162,6 +162,12 @@ pub struct Runtime {
     pub time_scale: f64,
     /// This runtime's id in [`crate::local::iam::recorder`]'s calls.
     pub session: String,
+    /// With the status line, print each mapping's `IteratorAge` as an EMF
+    /// metric line.
+    pub emit_metrics: bool,
+    /// On stop, how long batches in flight may take to finish before they
+    /// are abandoned without a checkpoint.
+    pub shutdown_grace: Duration,
 }
 
 impl Runtime {
@@ -303,6 +309,8 @@ impl Runtime {
             filters,
             time_scale: opts.time_scale,
             session,
+            emit_metrics: false,
+            shutdown_grace: Duration::from_secs(10),
         })
     }
 
@@ -341,14 +349,21 @@ impl Runtime {
             }));
             let (streams, queues) = tokio::join!(streams, queues);
             let mut active = false;
+            let mut progressed = false;
+            let mut wait: Option<Instant> = None;
             for r in streams {
                 let r = r?;
                 total += r.done;
+                progressed |= r.done > 0;
                 active |= r.done > 0 || r.pending > 0;
+                if let Some(w) = r.wait {
+                    wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
+                }
             }
             for r in queues {
                 let (done, left) = r?;
                 total += done;
+                progressed |= done > 0;
                 active |= done > 0 || left > 0;
             }
             if active {
@@ -356,8 +371,13 @@ impl Runtime {
                 if !self.queues.is_empty() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-            } else {
+            } else if wait.is_none() {
                 quiet += 1;
+            }
+            if let Some(w) = wait.filter(|_| !progressed) {
+                // Nothing could happen before then (Lambda's polling rate,
+                // a retry delay, a batching window).
+                tokio::time::sleep_until(w.into()).await;
             }
         }
         Ok(total)
@@ -383,99 +403,93 @@ impl Runtime {
             .collect()
     }
 
-    /// Runs every mapping as its own loop (stream mappings and queue
-    /// pollers concurrently, none waiting for another's batch) until `stop`
-    /// resolves (Ctrl-C in `jobstream dev` / `run`); then releases the
-    /// shard leases.
+    /// Runs until `stop` resolves (Ctrl-C in `jobstream dev`; SIGTERM or
+    /// SIGINT in `run`): every stream mapping as a long-lived consumer (a
+    /// task per shard, mappings concurrent) beside the queue pollers. On
+    /// stop no new batch starts, batches in flight get
+    /// [`Self::shutdown_grace`], and the leases are released.
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let counts: Arc<Mutex<BTreeMap<String, (u64, usize)>>> = Arc::default();
-        let status_every = self.status_every;
-        let idle = |busy: bool, mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            if !busy && !*rx.borrow() {
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                    _ = rx.changed() => {}
-                }
-            }
-        };
-        let stream_loops = futures::future::join_all(self.mappings.iter_mut().map(|m| {
-            let rx = stop_rx.clone();
-            let counts = counts.clone();
-            async move {
-                while !*rx.borrow() {
-                    let busy = match m.poll_once().await {
-                        Ok(r) => r.done > 0 || r.pending > 0,
-                        Err(e) => {
-                            tracing::warn!(mapping = %m.name(), error = %e, "stream poll failed");
-                            false
-                        }
-                    };
-                    if let Ok(mut c) = counts.lock() {
-                        c.insert(m.name().to_string(), (m.invocations, m.on_failure.len()));
-                    }
-                    idle(busy, rx.clone()).await;
-                }
-            }
-        }));
-        let queue_loops = futures::future::join_all(self.queues.iter_mut().map(|q| {
-            let rx = stop_rx.clone();
-            let counts = counts.clone();
-            async move {
-                while !*rx.borrow() {
-                    let busy = match q.poll_once().await {
-                        Ok(n) => n > 0,
-                        Err(e) => {
-                            tracing::warn!(queue = %q.name, error = %e, "queue poll failed");
-                            false
-                        }
-                    };
-                    if let Ok(mut c) = counts.lock() {
-                        c.insert(q.name.clone(), (q.invocations, 0));
-                    }
-                    idle(busy, rx.clone()).await;
-                }
-            }
-        }));
-        let status = async {
-            let Some(every) = status_every else { return };
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let grace = self.shutdown_grace;
+        let stats: Vec<_> = self.mappings.iter().map(|m| m.stats()).collect();
+        let (status_every, emit_metrics) = (self.status_every, self.emit_metrics);
+        let Self {
+            mappings, queues, ..
+        } = self;
+        let streams =
+            futures::future::join_all(mappings.iter_mut().map(|m| m.consume(rx.clone(), grace)));
+        let mut stopped = rx.clone();
+        let others = async {
+            let mut last_status = Instant::now();
             let mut said = String::new();
-            let mut rx = stop_rx.clone();
-            while !*rx.borrow() {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = rx.changed() => return,
+            loop {
+                if *stopped.borrow() {
+                    return;
                 }
-                let line = counts.lock().map(|c| status_line(&c)).unwrap_or_default();
-                if line != said {
-                    println!("{line}");
-                    said = line;
+                if let Some(every) = status_every {
+                    if last_status.elapsed() >= every {
+                        last_status = Instant::now();
+                        let line = status_line(&stats, queues);
+                        if line != said {
+                            println!("{line}");
+                            said = line;
+                        }
+                        if emit_metrics {
+                            let now = chrono::Utc::now().timestamp_millis();
+                            for s in &stats {
+                                println!(
+                                    "{}",
+                                    crate::local::esm::iterator_age_emf(
+                                        &s.name,
+                                        s.iterator_age(),
+                                        now
+                                    )
+                                );
+                            }
+                        }
+                    }
+                }
+                let mut busy = false;
+                for q in queues.iter_mut() {
+                    match q.poll_once().await {
+                        Ok(n) => busy |= n > 0,
+                        Err(e) => tracing::warn!(queue = %q.name, error = %e, "queue poll failed"),
+                    }
+                }
+                let idle = if queues.is_empty() {
+                    status_every.unwrap_or(Duration::from_secs(3600))
+                } else if busy {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(200)
+                };
+                tokio::select! {
+                    _ = stopped.changed() => {}
+                    () = tokio::time::sleep(idle) => {}
                 }
             }
         };
-        let stopper = async move {
+        let signal = async {
             stop.await;
-            let _ = stop_tx.send(true);
+            tx.send_replace(true);
         };
-        tokio::join!(stream_loops, queue_loops, status, stopper);
-        crate::local::esm::release_all(&mut self.mappings).await;
+        let (results, (), ()) = tokio::join!(streams, others, signal);
+        for r in results {
+            r?;
+        }
         Ok(())
     }
 
-    /// One status line: invocations per processor, and the records sent to
-    /// the on-failure destinations so far.
+    /// One status line: invocations per processor, iterator age per
+    /// mapping, and the records sent to the on-failure destinations so far.
     pub fn status(&self) -> String {
-        let counts: BTreeMap<String, (u64, usize)> = self
-            .mappings
-            .iter()
-            .map(|m| (m.name().to_string(), (m.invocations, m.on_failure.len())))
-            .chain(
-                self.queues
-                    .iter()
-                    .map(|q| (q.name.clone(), (q.invocations, 0))),
-            )
-            .collect();
-        status_line(&counts)
+        let stats: Vec<_> = self.mappings.iter().map(|m| m.stats()).collect();
+        status_line(&stats, &self.queues)
+    }
+
+    /// Losses reported so far (trimmed records, vanished shards).
+    pub fn losses(&self) -> u64 {
+        self.mappings.iter().map(|m| m.on_failure.losses()).sum()
     }
 
     /// Messages currently in a consumer's DLQ.
@@ -504,17 +518,40 @@ impl Runtime {
     }
 }
 
-/// `status: invocations derive 3, history 2; on-failure: 0 batch(es)`.
-fn status_line(counts: &BTreeMap<String, (u64, usize)>) -> String {
-    let invocations: Vec<String> = counts
+fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
+    let invocations: Vec<String> = stats
         .iter()
-        .map(|(name, (n, _))| format!("{name} {n}"))
+        .map(|m| format!("{} {}", m.name, m.invocations()))
+        .chain(
+            queues
+                .iter()
+                .map(|q| format!("{} {}", q.name, q.invocations)),
+        )
         .collect();
-    let failed: usize = counts.values().map(|(_, f)| f).sum();
-    format!(
-        "status: invocations {}; on-failure: {failed} batch(es)",
-        invocations.join(", ")
-    )
+    let ages: Vec<String> = stats
+        .iter()
+        .map(|m| {
+            let per_shard: Vec<String> = m
+                .iterator_ages()
+                .iter()
+                .map(|(shard, age)| format!("{shard} {age} ms"))
+                .collect();
+            format!("{} [{}]", m.name, per_shard.join(", "))
+        })
+        .collect();
+    let failed: usize = stats.iter().map(|m| m.on_failure.len()).sum();
+    let losses: u64 = stats.iter().map(|m| m.on_failure.losses()).sum();
+    let mut line = format!(
+        "status: invocations {}; iterator age {}; on-failure: {failed} batch(es)",
+        invocations.join(", "),
+        ages.join(", ")
+    );
+    if losses > 0 {
+        line.push_str(&format!(
+            "; LOST: {losses} range(s) of records trimmed or in vanished shards (see the on-failure destination)"
+        ));
+    }
+    line
 }
 
 fn boxed(e: anyhow::Error) -> BoxError {

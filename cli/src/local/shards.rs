@@ -71,6 +71,34 @@ pub trait StreamsApi: Send + Sync {
     ) -> impl Future<Output = anyhow::Result<RecordsPage>> + Send;
 }
 
+/// A shared Streams API (several mappings, one stream).
+impl<T: StreamsApi> StreamsApi for std::sync::Arc<T> {
+    fn describe_stream(
+        &self,
+        stream_arn: &str,
+        exclusive_start_shard_id: Option<&str>,
+    ) -> impl Future<Output = anyhow::Result<ShardPage>> + Send {
+        (**self).describe_stream(stream_arn, exclusive_start_shard_id)
+    }
+
+    fn shard_iterator(
+        &self,
+        stream_arn: &str,
+        shard_id: &str,
+        position: &IteratorPosition,
+    ) -> impl Future<Output = anyhow::Result<Option<String>>> + Send {
+        (**self).shard_iterator(stream_arn, shard_id, position)
+    }
+
+    fn get_records(
+        &self,
+        iterator: &str,
+        limit: usize,
+    ) -> impl Future<Output = anyhow::Result<RecordsPage>> + Send {
+        (**self).get_records(iterator, limit)
+    }
+}
+
 /// Every shard of a stream, following DescribeStream's pagination.
 pub async fn list_shards<S: StreamsApi>(
     api: &S,
@@ -346,6 +374,8 @@ pub mod fake {
         trimmed_below: u64,
         /// Trims so far: iterators from before a trim are expired.
         generation: u64,
+        /// Creation time (epoch ms) of each record, by sequence number.
+        created: BTreeMap<u64, i64>,
     }
 
     /// Shards listed in creation order; sequence numbers are global and
@@ -356,6 +386,13 @@ pub mod fake {
         next_seq: Mutex<u64>,
         pub page_size: usize,
         pub describe_calls: Mutex<usize>,
+        /// GetRecords calls per shard.
+        pub get_calls: Mutex<BTreeMap<String, usize>>,
+        /// DescribeStream fails while this is set.
+        pub describe_fails: Mutex<bool>,
+        /// The creation time given to records written from now on (epoch
+        /// ms; `None`: the wall clock).
+        pub clock_ms: Mutex<Option<i64>>,
     }
 
     impl FakeStreams {
@@ -384,13 +421,26 @@ pub mod fake {
             let s = g.1.get_mut(shard).expect("shard exists");
             assert!(!s.closed, "write to a closed shard");
             let mut seq = self.next_seq.lock().unwrap();
+            let at = self
+                .clock_ms
+                .lock()
+                .unwrap()
+                .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
             (0..n)
                 .map(|_| {
                     *seq += 1;
                     s.records.push(*seq);
+                    s.created.insert(*seq, at);
                     *seq
                 })
                 .collect()
+        }
+
+        /// The shard leaves the stream (past the retention after it closed).
+        pub fn remove_shard(&self, shard: &str) {
+            let mut g = self.shards.lock().unwrap();
+            g.0.retain(|s| s != shard);
+            g.1.remove(shard);
         }
 
         /// Trims the records of `shard` below sequence number `seq`.
@@ -431,6 +481,10 @@ pub mod fake {
             exclusive_start_shard_id: Option<&str>,
         ) -> anyhow::Result<ShardPage> {
             *self.describe_calls.lock().unwrap() += 1;
+            anyhow::ensure!(
+                !*self.describe_fails.lock().unwrap(),
+                "DescribeStream: InternalServerError (injected)"
+            );
             let g = self.shards.lock().unwrap();
             let start = match exclusive_start_shard_id {
                 Some(id) => g.0.iter().position(|s| s == id).map_or(0, |p| p + 1),
@@ -485,8 +539,14 @@ pub mod fake {
             let (rest, generation) = iterator.rsplit_once('/').context("bad iterator")?;
             let (shard_id, index) = rest.rsplit_once('/').context("bad iterator")?;
             let index: usize = index.parse()?;
+            *self
+                .get_calls
+                .lock()
+                .unwrap()
+                .entry(shard_id.to_string())
+                .or_default() += 1;
             let g = self.shards.lock().unwrap();
-            let s = &g.1[shard_id];
+            let s = g.1.get(shard_id).context("ResourceNotFoundException")?;
             anyhow::ensure!(
                 generation.parse::<u64>()? == s.generation,
                 "ExpiredIteratorException"
@@ -499,6 +559,8 @@ pub mod fake {
                 .map(|seq| {
                     let mut change = StreamRecord::default();
                     change.sequence_number = Some(seq_string(*seq));
+                    change.approximate_creation_date_time =
+                        DateTime::from_timestamp_millis(s.created[seq]).unwrap_or_default();
                     let mut r = EventRecord::default();
                     r.event_id = format!("e{seq}");
                     r.event_name = "INSERT".to_string();

@@ -33,9 +33,40 @@ pub struct ConsumerArgs {
     #[arg(long, env = "JOBSTREAM_LEASE_OWNER")]
     pub lease_owner: Option<String>,
     /// Lease duration; another process takes a shard this long after its
-    /// holder stopped renewing.
+    /// holder stopped renewing (leases are renewed every third of it, and
+    /// released at once on SIGTERM / SIGINT).
     #[arg(long, default_value_t = 20)]
     pub lease_ttl_secs: u64,
+    /// On SIGTERM / SIGINT: how long batches in flight may take to finish
+    /// (no new batch starts); past it they are abandoned without a
+    /// checkpoint (their effects are idempotent), then the leases are
+    /// released and the process exits. `10s`, `500ms`, `2m` or seconds.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Print each stream mapping's `IteratorAge` (milliseconds, Lambda's
+    /// metric name) as a CloudWatch Embedded Metric Format line with every
+    /// status line.
+    #[arg(long)]
+    pub emit_metrics: bool,
+}
+
+/// `10s`, `500ms`, `2m`, or a number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (ms, s or m)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 impl ConsumerArgs {
@@ -103,5 +134,17 @@ mod tests {
         assert_eq!(cli.consumer.starting_position, StartingPosition::Latest);
         assert!(cli.consumer.from_start);
         assert_eq!(cli.consumer.on_failure_file, PathBuf::from("/tmp/f.jsonl"));
+        assert_eq!(cli.consumer.shutdown_grace, Duration::from_secs(10));
+        let cli = Cli::parse_from(["run", "--shutdown-grace", "1500ms"]);
+        assert_eq!(cli.consumer.shutdown_grace, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn durations_parse_with_their_units() {
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5h").is_err());
     }
 }
