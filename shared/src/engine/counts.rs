@@ -16,6 +16,15 @@
 //!   drops or changes them;
 //! - the counter item's own projection (e.g. a padded sort key of the sum)
 //!   is written in the same update, so its stream record is a fixpoint.
+//!
+//! The totals carry `ver` (moved by every commit) and `synced` (the `ver`
+//! the counter item was last brought to, set in the same transaction as
+//! the counter item's write). `synced != ver` is a counter item that lags:
+//! a write lost after the ledger commit (a crash, throttling past the
+//! retries). The sources whose change moved the totals list the counter in
+//! their record until a reconcile finds it synced (see [`super::derive`]),
+//! so the redelivery of the batch makes the write although it finds every
+//! source unchanged.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -38,6 +47,18 @@ const ATTEMPTS: usize = 5;
 pub struct Totals {
     pub sums: BTreeMap<String, i64>,
     pub ver: i64,
+    /// The `ver` the counter item was last brought to.
+    pub synced: i64,
+}
+
+/// The totals attribute holding the version the counter item reflects.
+pub const SYNCED: &str = "synced";
+
+/// Whether a totals item says its counter item reflects it.
+pub fn is_synced(totals: &Item) -> bool {
+    let ver = totals.opt_i64("ver").ok().flatten().unwrap_or(0);
+    let synced = totals.opt_i64(SYNCED).ok().flatten();
+    synced == Some(ver)
 }
 
 impl Totals {
@@ -53,6 +74,7 @@ impl Totals {
         Self {
             sums,
             ver: item.opt_i64("ver").ok().flatten().unwrap_or(0),
+            synced: item.opt_i64(SYNCED).ok().flatten().unwrap_or(-1),
         }
     }
 
@@ -60,6 +82,7 @@ impl Totals {
         Self {
             sums: counter.attrs.iter().map(|a| (a.to_string(), 0)).collect(),
             ver: 0,
+            synced: 0,
         }
     }
 }
@@ -152,16 +175,20 @@ async fn sync_one(deriver: &Deriver, counter: &Counter) -> Result<usize, Process
         };
         let item = deriver.store.get(&deriver.table, key.clone()).await?;
         let write = match target(deriver, counter, item.as_ref(), &totals) {
-            Target::Nothing => return Ok(0),
-            Target::Delete => TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&deriver.table)
-                        .set_key(Some(key.clone()))
-                        .build()
-                        .expect("table and key are set"),
-                )
-                .build(),
+            // The item is right; the totals learn it if they did not know.
+            Target::Nothing if totals.synced == totals.ver => return Ok(0),
+            Target::Nothing => None,
+            Target::Delete => Some(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&deriver.table)
+                            .set_key(Some(key.clone()))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            ),
             Target::Update { sets, removes } => {
                 let mut upd = TxUpdate::builder()
                     .table_name(&deriver.table)
@@ -184,37 +211,52 @@ async fn sync_one(deriver: &Deriver, counter: &Counter) -> Result<usize, Process
                         .condition_expression("attribute_exists(#k0)")
                         .expression_attribute_names("#k0", k0);
                 }
-                TransactWriteItem::builder()
-                    .update(
-                        upd.update_expression(set_remove(&set_exprs, &remove_exprs))
-                            .build()
-                            .expect("table, key and expression are set"),
-                    )
-                    .build()
+                Some(
+                    TransactWriteItem::builder()
+                        .update(
+                            upd.update_expression(set_remove(&set_exprs, &remove_exprs))
+                                .build()
+                                .expect("table, key and expression are set"),
+                        )
+                        .build(),
+                )
             }
         };
-        let check = ConditionCheck::builder()
-            .table_name(&deriver.ledger_table)
-            .set_key(Some(total_key(deriver.processor, &key)));
-        let check = if totals.ver == 0 {
-            check.condition_expression("attribute_not_exists(pk)")
+        // The totals, unchanged since read, record that the item reflects
+        // them (no totals yet: they must still not exist).
+        let guard = if totals.ver == 0 {
+            TransactWriteItem::builder()
+                .condition_check(
+                    ConditionCheck::builder()
+                        .table_name(&deriver.ledger_table)
+                        .set_key(Some(total_key(deriver.processor, &key)))
+                        .condition_expression("attribute_not_exists(pk)")
+                        .build()
+                        .expect("table, key and condition are set"),
+                )
+                .build()
         } else {
-            check
-                .condition_expression("ver = :v")
-                .expression_attribute_values(":v", n(totals.ver))
+            TransactWriteItem::builder()
+                .update(
+                    TxUpdate::builder()
+                        .table_name(&deriver.ledger_table)
+                        .set_key(Some(total_key(deriver.processor, &key)))
+                        .update_expression("SET #synced = :v")
+                        .condition_expression("ver = :v")
+                        .expression_attribute_names("#synced", SYNCED)
+                        .expression_attribute_values(":v", n(totals.ver))
+                        .build()
+                        .expect("table, key and expression are set"),
+                )
+                .build()
         };
-        let check = TransactWriteItem::builder()
-            .condition_check(check.build().expect("table, key and condition are set"))
-            .build();
-        match deriver.store.transact(vec![check, write]).await {
-            Ok(()) => return Ok(1),
-            // The writer's item went away meanwhile: nothing to keep.
-            Err(TxError::ConditionsFailed { failed })
-                if failed.get(1) == Some(&true) && counter.create.is_none() =>
-            {
-                return Ok(0)
-            }
-            // Totals moved: read again.
+        let item_writes = usize::from(write.is_some());
+        let mut actions = vec![guard];
+        actions.extend(write);
+        match deriver.store.transact(actions).await {
+            Ok(()) => return Ok(item_writes),
+            // Totals moved, or the writer's item went away meanwhile: read
+            // again.
             Err(TxError::ConditionsFailed { .. }) => continue,
             Err(TxError::Store(e)) => return Err(e.into()),
         }

@@ -101,6 +101,33 @@ pub trait Rules: Send + Sync {
         Ok(vec![])
     }
 
+    /// Ledger indexes this item belongs to, as (index, member) pairs. The
+    /// engine keeps the ledger item `IDX#<index>` / `<member>` exactly while
+    /// the item implies it, written in the same transaction as the item's
+    /// ledger record, so a set job lists an exact set with a consistent
+    /// read ([`crate::engine::derive::index_members`]) where a GSI listing
+    /// may lag. Members of one index are distinct per source item.
+    fn memberships(&self, _image: &Item) -> Result<Vec<(String, String)>, InputError> {
+        Ok(vec![])
+    }
+
+    /// Whether the derived item with this key may be implied by several
+    /// source items at once (e.g. a lookup keyed by an id that two items
+    /// carry while a writer moves one to a new key). The engine then keeps
+    /// an owner record in the ledger, so the item lives while any source
+    /// implies it. Default: one source at most (the key is a function of
+    /// the source's key).
+    fn shared(&self, _derived_key: &Item) -> bool {
+        false
+    }
+
+    /// Whether this key has the shape of an item [`Rules::derived`]
+    /// produces (processor-owned): `verify` reports one that no source
+    /// implies, and its repair deletes it.
+    fn is_derived(&self, _key: &Item) -> bool {
+        false
+    }
+
     /// `Some` when this item is itself a counter item (its sums are kept equal
     /// to the contributions even if a writer overwrites them).
     fn counter(&self, _image: &Item) -> Option<Counter> {
