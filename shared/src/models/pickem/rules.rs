@@ -159,6 +159,11 @@ fn stray_score(old: Option<&Item>, new: &Item, user: &str) -> bool {
     new.get(keys::GSI_SK) != Some(&s(keys::prediction_gsi_sk(points, user).0))
 }
 
+/// The ledger index of an event's predictions (members: user ids).
+pub fn event_predictions_index(event_id: &str) -> String {
+    format!("event-predictions#{event_id}")
+}
+
 impl Rules for PickemRules {
     fn key_names(&self) -> &'static [&'static str] {
         &[keys::PK, keys::SK]
@@ -244,6 +249,19 @@ impl Rules for PickemRules {
     /// A prediction adds its points, its correct matches and 1 played event
     /// to its user's standings of the event's year; a match adds 1 to the
     /// ledger-only version of its event's set of matches.
+    /// A prediction is a member of its event's prediction index: the
+    /// scoring job lists an event's predictions from it (exact), not from
+    /// the GSI (which may lag).
+    fn memberships(&self, image: &Item) -> Result<Vec<(String, String)>, InputError> {
+        Ok(match kind(image) {
+            Ok(Kind::Prediction) => {
+                let p = Prediction::parse(image)?;
+                vec![(event_predictions_index(p.event.as_str()), p.user)]
+            }
+            _ => vec![],
+        })
+    }
+
     fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, InputError> {
         Ok(match kind(image)? {
             Kind::Prediction => {
