@@ -291,6 +291,14 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
 /// fault proxy, with one SDK attempt and none of our own backoff: every
 /// injected fault fails the call it hits.
 async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) {
+    behind_proxy_with(model, |_| {}).await
+}
+
+/// [`behind_proxy`], options adjusted by `f`.
+async fn behind_proxy_with(
+    model: &str,
+    f: impl FnOnce(&mut jobstream::local::runtime::RuntimeOptions),
+) -> (ModelEnv, jobstream::faults::FaultProxy) {
     use jobstream::local::esm::RecordReader;
     use jobstream::local::runtime::{Runtime, RuntimeOptions};
     let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
@@ -309,7 +317,11 @@ async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) 
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
-    if !shared::models::find(model).expect("model").consumers.is_empty() {
+    if !shared::models::find(model)
+        .expect("model")
+        .consumers
+        .is_empty()
+    {
         opts.sqs_endpoint = Some(
             tokio::task::spawn_blocking(crate::support::moto)
                 .await
@@ -323,6 +335,7 @@ async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) 
         max_times: 0,
         ..shared::store::Backoff::default()
     };
+    f(&mut opts);
     let rt = Runtime::start(opts).await.expect("runtime starts");
     (ModelEnv { engine, rt }, proxy)
 }
@@ -331,8 +344,10 @@ async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) 
 async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery() {
     use jobstream::faults::Fault;
     let (menv, proxy) = behind_proxy("tracker").await;
-    let writer =
-        shared::models::tracker::writer::TrackerWriter::new(menv.rt.dynamodb.clone(), &menv.rt.config.table);
+    let writer = shared::models::tracker::writer::TrackerWriter::new(
+        menv.rt.dynamodb.clone(),
+        &menv.rt.config.table,
+    );
     let env = Env {
         engine: menv.engine,
         rt: menv.rt,
@@ -392,11 +407,11 @@ async fn a_replay_sends_no_write_request_from_any_processor() {
             .create_application(&id, "Co", "Role", "applied", &t.next())
             .await
             .unwrap();
+        writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
         writer
-            .add_stage(&id, "s1", "Screen", 1)
+            .set_archived(&id, i % 2 == 0, &t.next())
             .await
             .unwrap();
-        writer.set_archived(&id, i % 2 == 0, &t.next()).await.unwrap();
     }
     rt.drain().await.unwrap();
     let env = Env { engine, rt, writer };
@@ -425,4 +440,77 @@ async fn a_replay_sends_no_write_request_from_any_processor() {
         }
     }
     assert_eq!(proxy.injected(), 0, "a replay sends no write request");
+}
+
+/// Every model with queues, run through its demo while its processors'
+/// requests fail now and then (throttling and 5xx, before or after they
+/// take effect: a counter write lost after its ledger commit among them),
+/// then more writes processed by consumers killed mid-flight, ends exact:
+/// counts, mirrors, timelines, suggestions, matches, scores, standings
+/// (issue 17, "Done when").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_queue_model_ends_exact_under_faults_and_kills() {
+    use jobstream::faults::Fault;
+    use shared::models::Harness as _;
+    for model in ["social", "jobboard", "pickem"] {
+        let (
+            ModelEnv {
+                engine: _engine,
+                mut rt,
+            },
+            proxy,
+        ) = behind_proxy_with(model, |o| {
+            o.mapping.max_retries = 50;
+            o.mapping.retry_delay = std::time::Duration::from_millis(10);
+        })
+        .await;
+        let ops = [
+            "TransactWriteItems",
+            "UpdateItem",
+            "PutItem",
+            "DeleteItem",
+            "BatchWriteItem",
+            "GetItem",
+            "BatchGetItem",
+            "Query",
+        ];
+        for (i, after) in [2u32, 7, 19, 41, 83].into_iter().enumerate() {
+            for op in ops {
+                proxy.inject(if i % 2 == 0 {
+                    Fault::server_error(op, 2).after(after)
+                } else {
+                    Fault::throttle(op, 2).after(after)
+                });
+            }
+        }
+        let demo = rt.model.demo.expect("a demo");
+        let differences = demo(&mut rt).await.expect("demo runs");
+        assert!(differences.is_empty(), "{model}: {differences:#?}");
+        assert!(proxy.injected() > 0, "{model}: faults were injected");
+        // Writers and consumers killed mid-flight (the invocation dropped
+        // at any point), again and again, while the faults go on.
+        for (i, after) in [3u32, 11, 29].into_iter().enumerate() {
+            for op in ops {
+                proxy.inject(if i % 2 == 0 {
+                    Fault::server_error(op, 1).after(after)
+                } else {
+                    Fault::throttle(op, 1).after(after)
+                });
+            }
+        }
+        // The demo's writers and consumers again, killed at some point.
+        for ms in [30u64, 150, 600, 2000] {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(ms), demo(&mut rt)).await;
+        }
+        rt.drain().await.unwrap();
+        let report = rt.verify().await.expect("verify");
+        assert!(report.is_clean(), "{model}: drift: {:#?}", report.problems);
+        let dead = rt.dead_letters().await.expect("dead letters");
+        assert!(dead.is_empty(), "{model}: dead letters: {dead:?}");
+        assert!(
+            rt.failed_batches().is_empty(),
+            "{model}: {:?}",
+            rt.failed_batches()
+        );
+    }
 }

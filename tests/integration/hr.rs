@@ -624,7 +624,11 @@ async fn a_lookup_lives_while_any_of_its_postings_does() {
     put(&env, old.clone()).await;
     put(&env, new.clone()).await;
     drain(&mut env).await;
-    assert!(env.rt.failed_batches().is_empty(), "{:?}", env.rt.failed_batches());
+    assert!(
+        env.rt.failed_batches().is_empty(),
+        "{:?}",
+        env.rt.failed_batches()
+    );
     assert_eq!(
         posted(get(&env, &keys::job_pk(&j), keys::META_SK).await),
         Some(at2.clone()),

@@ -633,10 +633,7 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
     assert_board_exact(&mut b).await;
     // A request that is bad input, then fixed and approved in one write.
     b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
-    let request_key = (
-        keys::employer_pk("e1"),
-        keys::request_sk("j1", "a"),
-    );
+    let request_key = (keys::employer_pk("e1"), keys::request_sk("j1", "a"));
     let mut request = get(&b, request_key.0.clone(), request_key.1.clone())
         .await
         .unwrap();
@@ -675,7 +672,10 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
         .unwrap();
     let report = b.rt.verify().await.unwrap();
     assert!(
-        report.problems.iter().any(|p| p.contains("approved, no match")),
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("approved, no match")),
         "{:#?}",
         report.problems
     );
@@ -705,12 +705,22 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
         .await
         .unwrap();
     b.rt.drain().await.unwrap();
-    assert_eq!(suggestions_of(&b.rt, "a").await.unwrap(), ["j1 R1", "j2 R3"]);
+    assert_eq!(
+        suggestions_of(&b.rt, "a").await.unwrap(),
+        ["j1 R1", "j2 R3"]
+    );
     // j1 turns bad; g changes (a seeker job reads j1).
     b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
-    b.w.seeker("g", "G", "Montreal", &["go", "k8s", "aws"], 100_000, &["tech"])
-        .await
-        .unwrap();
+    b.w.seeker(
+        "g",
+        "G",
+        "Montreal",
+        &["go", "k8s", "aws"],
+        100_000,
+        &["tech"],
+    )
+    .await
+    .unwrap();
     b.rt.drain().await.unwrap();
     // a's profile turns bad; j2 changes (a job job reads a).
     let profile = get(&b, keys::seeker_pk("a"), keys::PROFILE_SK.into())
@@ -718,7 +728,10 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
         .unwrap();
     b.w.put(bad(profile, "desiredSalary")).await.unwrap();
     let mut j2 = jobs[1].item();
-    j2.insert("skills".into(), AttributeValue::Ss(vec!["go".into(), "rust".into()]));
+    j2.insert(
+        "skills".into(),
+        AttributeValue::Ss(vec!["go".into(), "rust".into()]),
+    );
     b.w.put(j2).await.unwrap();
     b.rt.drain().await.unwrap();
     // And the jobs of the bad items themselves.
@@ -745,5 +758,78 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
         "what the earlier valid states implied"
     );
     assert!(b.rt.failed_batches().is_empty());
+    assert_board_exact(&mut b).await;
+}
+
+/// A job's and a seeker's suggestion scopes are paged: each message does a
+/// bounded amount of work and starts the next page; the pages together
+/// make exactly the set (issue 17, defect 5). The city's seekers come from
+/// the ledger's exact index, not from GSI1 (defect 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_suggestion_scopes_are_paged_and_end_exact() {
+    use shared::engine::setjob::SetJob as _;
+    use shared::models::jobboard::suggestions::{Suggestions, SEEKERS_PER_PAGE};
+    let mut b = board().await;
+    let jobs = jobs();
+    b.w.employer("e1", "Acme").await.unwrap();
+    let n_seekers = SEEKERS_PER_PAGE * 2 + 7;
+    let seekers: Vec<Item> = (0..n_seekers)
+        .map(|i| {
+            [
+                (
+                    keys::PK.to_string(),
+                    s(keys::seeker_pk(&format!("s{i:03}"))),
+                ),
+                (keys::SK.to_string(), s(keys::PROFILE_SK)),
+                ("entityType".to_string(), s("seeker")),
+                ("seekerId".to_string(), s(format!("s{i:03}"))),
+                ("name".to_string(), s("S")),
+                ("city".to_string(), s("Montreal")),
+                (
+                    "skills".to_string(),
+                    AttributeValue::Ss(vec!["aws".into(), "rust".into()]),
+                ),
+                ("desiredSalary".to_string(), n(100_000)),
+            ]
+            .into()
+        })
+        .collect();
+    b.rt.processors
+        .store
+        .put_items(&b.rt.config.table, seekers)
+        .await
+        .unwrap();
+    b.rt.drain().await.unwrap();
+    b.w.create_job(&jobs[0]).await.unwrap();
+    // The job's first page: bounded, and the next page is a follow-up.
+    let reads = shared::engine::setjob::Reads {
+        store: b.rt.processors.store.clone(),
+        table: b.rt.config.table.clone(),
+        ledger_table: b.rt.config.ledger_table.clone(),
+        now: chrono::Utc::now(),
+    };
+    let first = Suggestions
+        .plan(
+            &encode(&SuggestionJob::JobOpened {
+                city: "montreal".into(),
+                job_sk: keys::job_sk(&jobs[0].posted_at, jobs[0].zip, "j1"),
+            }),
+            &reads,
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.desired.len(), SEEKERS_PER_PAGE);
+    assert_eq!(first.then.len(), 1, "the next page");
+    b.rt.drain().await.unwrap();
+    let all = partition(&b, &keys::job_pk("Montreal"), "s#j1#").await;
+    assert_eq!(all.len(), n_seekers, "every page done");
+    assert!(b.rt.failed_batches().is_empty());
+    assert_board_exact(&mut b).await;
+    // Closing the job removes its suggestions page by page.
+    b.w.close_job(&jobs[0]).await.unwrap();
+    b.rt.drain().await.unwrap();
+    assert!(partition(&b, &keys::job_pk("Montreal"), "s#j1#")
+        .await
+        .is_empty());
     assert_board_exact(&mut b).await;
 }

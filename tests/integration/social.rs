@@ -595,7 +595,10 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     // The follow goes: its mirror goes, whatever its content.
     delete(&env, vec![keys::follow_key("a", "b")]).await;
     env.rt.drain().await.unwrap();
-    assert!(get(&env, keys::mirror_key("a", "b")).await.is_none(), "no ghost follower");
+    assert!(
+        get(&env, keys::mirror_key("a", "b")).await.is_none(),
+        "no ghost follower"
+    );
     assert_eq!(counts(&env, "b").await.0, 1);
     assert_exact(&mut env).await;
 
