@@ -404,14 +404,12 @@ impl Deriver {
         let synced = super::counts::sync(self, counters.into_values().collect()).await;
         match synced {
             Ok(w) => out.table_writes += w,
-            Err(e) => {
-                // The sums are in the ledger already: a retry of the batch
-                // from its first record (harmless, every other effect is in
-                // place) sets the counter items.
-                if failure.is_none() {
-                    failure = Some((0, e));
-                }
-            }
+            // The sums are in the ledger already, and the records of the
+            // sources that moved them owe the counters: the batch is retried
+            // from its first record (even when a later group failed too:
+            // the sources before it must be seen again), and that retry,
+            // finding them unchanged, sets the counter items.
+            Err(e) => failure = Some((0, e)),
         }
         match failure {
             None => Ok(out),
