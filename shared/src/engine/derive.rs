@@ -32,7 +32,7 @@ use aws_sdk_dynamodb::types::{
 use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt};
 
-pub use super::rules::{Contribution, Counter, OutMessage, Projection, Rules};
+pub use super::rules::{Contribution, Counter, Note, OutMessage, Projection, Rules};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::error::{InputError, ProcessError};
@@ -133,17 +133,10 @@ impl Implied {
     }
 
     fn from_rules(contributions: &[Contribution], derived: &[Item], key_names: &[&str]) -> Self {
-        let mut out = Implied::default();
-        for c in contributions {
-            let key = c.counter.key_item();
-            let entry = out
-                .contributions
-                .entry(item_id(&key))
-                .or_insert_with(|| (key, BTreeMap::new()));
-            for (attr, v) in &c.values {
-                *entry.1.entry(attr.to_string()).or_insert(0) += v;
-            }
-        }
+        let mut out = Implied {
+            contributions: sum_contributions(contributions).unwrap_or_default(),
+            ..Implied::default()
+        };
         for d in derived {
             out.derived
                 .insert(item_id(&key_of(d, key_names)), d.clone());
@@ -237,6 +230,28 @@ impl Implied {
     }
 }
 
+/// Contributions summed per counter and attribute.
+type Sums = BTreeMap<String, (Item, BTreeMap<String, i64>)>;
+
+/// One item's contributions summed per counter and attribute; a sum that
+/// does not fit an i64 is an error (bad input, never a wrapped number).
+fn sum_contributions(contributions: &[Contribution]) -> Result<Sums, String> {
+    let mut out: Sums = BTreeMap::new();
+    for c in contributions {
+        let key = c.counter.key_item();
+        let entry = out
+            .entry(item_id(&key))
+            .or_insert_with(|| (key, BTreeMap::new()));
+        for (attr, v) in &c.values {
+            let sum = entry.1.entry(attr.to_string()).or_insert(0);
+            *sum = sum
+                .checked_add(*v)
+                .ok_or_else(|| format!("the contributions to {attr} overflow a 64-bit integer"))?;
+        }
+    }
+    Ok(out)
+}
+
 /// Ledger key of what a source item implies.
 pub fn source_key(processor: &str, item_key: &Item) -> Item {
     ledger::key(format!("SRC#{processor}#{}", item_id(item_key)), "S")
@@ -324,6 +339,9 @@ pub struct Reconciled {
     pub unchanged: usize,
     /// Bad input met, by position in the keys given (logged by the caller).
     pub bad: Vec<(usize, InputError)>,
+    /// Notes of what was written (logged and counted by the caller): by
+    /// the key of the item written.
+    pub notes: Vec<(Item, Note)>,
 }
 
 /// Per-key knowledge from the stream (not needed for correctness, only to
@@ -357,7 +375,7 @@ struct KeyPlan {
     record_written: bool,
     /// Ledger actions among `actions` besides the head (owner records).
     extra_ledger: usize,
-    deltas: BTreeMap<String, (Item, BTreeMap<String, i64>)>,
+    deltas: BTreeMap<String, (Item, BTreeMap<String, i128>)>,
 }
 
 /// Writes of derived items (and their owner records) a source carries into
@@ -403,7 +421,10 @@ impl Deriver {
         }
         let synced = super::counts::sync(self, counters.into_values().collect()).await;
         match synced {
-            Ok(w) => out.table_writes += w,
+            Ok((w, notes)) => {
+                out.table_writes += w;
+                out.notes.extend(notes);
+            }
             // The sums are in the ledger already, and the records of the
             // sources that moved them owe the counters: the batch is retried
             // from its first record (even when a later group failed too:
@@ -522,7 +543,10 @@ impl Deriver {
             }
             out.bad.extend(bad);
             match proj {
-                Ok(w) => out.table_writes += w,
+                Ok((w, notes)) => {
+                    out.table_writes += w;
+                    out.notes.extend(notes);
+                }
                 Err((pos, e)) => return Err((pos, e)),
             }
             return Ok(());
@@ -551,7 +575,7 @@ impl Deriver {
                 match self.rules.projection(item) {
                     Ok(p) => out.updates.extend(
                         p.and_then(|p| projection_update(key_names, item, &p))
-                            .map(|u| (pos, u)),
+                            .map(|u| (pos, u, self.rules.notes(item))),
                     ),
                     Err(e) => out.bad.push((pos, e)),
                 }
@@ -563,6 +587,13 @@ impl Deriver {
                 contributions = self
                     .rules
                     .contributions(item)
+                    .and_then(|c| match sum_contributions(&c) {
+                        Ok(_) => Ok(c),
+                        Err(reason) => Err(InputError::Invalid {
+                            key: crate::item::display_key(key),
+                            reason,
+                        }),
+                    })
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok();
                 memberships = self
@@ -884,19 +915,26 @@ impl Deriver {
 
     async fn write_projections(
         &self,
-        updates: Vec<(usize, Update)>,
-    ) -> Result<usize, (usize, ProcessError)> {
+        updates: Vec<(usize, Update, Vec<Note>)>,
+    ) -> Result<(usize, Vec<(Item, Note)>), (usize, ProcessError)> {
         let table = &self.table;
-        let results: Vec<(usize, Result<Written, _>)> = stream::iter(updates)
-            .map(|(i, u)| async move { (i, self.store.update(table, u).await) })
+        let results: Vec<(usize, Item, Vec<Note>, Result<Written, _>)> = stream::iter(updates)
+            .map(|(i, u, notes)| async move {
+                let key = u.key.clone();
+                (i, key, notes, self.store.update(table, u).await)
+            })
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
         let mut written = 0;
+        let mut noted = Vec::new();
         let mut first: Option<(usize, ProcessError)> = None;
-        for (i, r) in results {
+        for (i, key, notes, r) in results {
             match r {
-                Ok(Written::Applied) => written += 1,
+                Ok(Written::Applied) => {
+                    written += 1;
+                    noted.extend(notes.into_iter().map(|n| (key.clone(), n)));
+                }
                 // A newer write won; its record fixes the projection.
                 Ok(Written::ConditionFailed) => {}
                 Err(e) => {
@@ -906,7 +944,7 @@ impl Deriver {
                 }
             }
         }
-        first.map_or(Ok(written), Err)
+        first.map_or(Ok((written, noted)), Err)
     }
 
     /// The transaction actions of one source item, or `None` when nothing
@@ -1034,7 +1072,7 @@ impl Deriver {
         while i < plans.len() {
             let mut j = i;
             let mut n_actions = 0;
-            let mut totals: BTreeMap<String, (Item, BTreeMap<String, i64>)> = BTreeMap::new();
+            let mut totals: BTreeMap<String, (Item, BTreeMap<String, i128>)> = BTreeMap::new();
             while j < plans.len() {
                 let p = &plans[j];
                 let new_counters = p.deltas.keys().filter(|k| !totals.contains_key(*k)).count();
@@ -1061,7 +1099,7 @@ impl Deriver {
             }
             let mut n_totals = 0;
             for (key, d) in totals.values() {
-                let d: Vec<(&String, &i64)> = d.iter().filter(|(_, v)| **v != 0).collect();
+                let d: Vec<(&String, &i128)> = d.iter().filter(|(_, v)| **v != 0).collect();
                 if d.is_empty() {
                     continue;
                 }
@@ -1117,7 +1155,7 @@ impl Deriver {
 #[derive(Default)]
 struct Assessment {
     /// Projection writes, by position.
-    updates: Vec<(usize, Update)>,
+    updates: Vec<(usize, Update, Vec<Note>)>,
     /// Per item: its position, what it implies, the derived items it implies.
     wanted: Vec<(usize, Implied, Vec<Item>)>,
     /// Keys of the derived items to read (implied now, or recorded).
@@ -1161,7 +1199,7 @@ fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
 fn contribution_deltas(
     new: &Implied,
     old: &Implied,
-) -> BTreeMap<String, (Item, BTreeMap<String, i64>)> {
+) -> BTreeMap<String, (Item, BTreeMap<String, i128>)> {
     let mut deltas = BTreeMap::new();
     let ids: BTreeSet<&String> = new
         .contributions
@@ -1182,7 +1220,8 @@ fn contribution_deltas(
             let nv = new.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
             let ov = old.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
             if nv != ov {
-                d.insert(a.clone(), nv - ov);
+                // (i128: the difference of two i64 always fits.)
+                d.insert(a.clone(), i128::from(nv) - i128::from(ov));
             }
         }
         if !d.is_empty() {
@@ -1386,6 +1425,10 @@ impl StreamProcessor for DeriveProcessor {
         for _ in 0..done.unchanged {
             metrics.incr(names::DUPLICATE);
         }
+        for (key, note) in &done.notes {
+            tracing::warn!(processor = self.name(), key = %crate::item::display_key(key), metric = note.metric, reason = %note.reason, "noted");
+            metrics.incr(note.metric);
+        }
         // Jobs go last (a consumer that runs before our effects landed would
         // see stale state), and are sent for every record before a failure
         // even when a later effect failed.
@@ -1454,6 +1497,32 @@ mod tests {
             create: Some(vec![]),
             remove_at_zero: false,
         }
+    }
+
+    #[test]
+    fn sums_that_overflow_an_i64_are_errors_never_wrapped() {
+        let c = |v: i64| Contribution {
+            counter: counter("u#1"),
+            values: vec![("a", v)],
+        };
+        assert!(sum_contributions(&[c(i64::MAX), c(1)]).is_err());
+        assert!(sum_contributions(&[c(i64::MIN), c(-1)]).is_err());
+        let ok = sum_contributions(&[c(i64::MAX), c(-1)]).unwrap();
+        assert_eq!(ok["PK=S:u#1|SK=S:count"].1["a"], i64::MAX - 1);
+        // Deltas between any two i64 sums fit.
+        let new = Implied {
+            contributions: sum_contributions(&[c(i64::MAX)]).unwrap(),
+            ..Implied::default()
+        };
+        let old = Implied {
+            contributions: sum_contributions(&[c(i64::MIN)]).unwrap(),
+            ..Implied::default()
+        };
+        let d = contribution_deltas(&new, &old);
+        assert_eq!(
+            d["PK=S:u#1|SK=S:count"].1["a"],
+            i128::from(i64::MAX) - i128::from(i64::MIN)
+        );
     }
 
     #[test]

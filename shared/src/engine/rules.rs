@@ -33,6 +33,15 @@ pub struct Projection {
     pub sources: Vec<&'static str>,
 }
 
+/// Something a rule's result says beyond its values (e.g. a number clamped
+/// into a sort key): the engine logs it (with the item's key) and counts it
+/// under `metric`, once per write of what it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub metric: &'static str,
+    pub reason: String,
+}
+
 /// A counter item: an item whose numeric attributes are sums of
 /// contributions of other items.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +96,13 @@ pub trait Rules: Send + Sync {
     /// Processor-owned attributes this item should carry, or `None`.
     fn projection(&self, _image: &Item) -> Result<Option<Projection>, InputError> {
         Ok(None)
+    }
+
+    /// What [`Rules::projection`] of this image notes (pure, like every
+    /// rule): the engine logs and counts each note when it writes the
+    /// projection, so a clamp is counted once per write, never per read.
+    fn notes(&self, _image: &Item) -> Vec<Note> {
+        vec![]
     }
 
     /// The other items this item implies (complete items, keys included).

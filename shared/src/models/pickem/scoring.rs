@@ -123,7 +123,11 @@ pub async fn facts(reads: &Reads, event: &EventId) -> Result<Facts, NotScorable>
 /// input left as it is).
 pub fn prediction_update(item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
     let p = Prediction::parse(item).ok()?;
-    let sc = score(&p.picks, &facts.matches);
+    let Some(sc) = score(&p.picks, &facts.matches) else {
+        // Bad input: left as it is, never a wrapped sum.
+        tracing::warn!(processor = "scoring", key = %super::entities::key_display(item), kind = "Invalid", reason = "the points of the correct picks overflow a 64-bit integer", "bad input");
+        return None;
+    };
     let attrs: Vec<(&'static str, Option<AttributeValue>)> = wanted_attrs(&p.user, &p.event, sc)
         .into_iter()
         .filter(|(a, v)| item.get(*a) != Some(v))
@@ -304,12 +308,13 @@ pub fn expected_scores(items: &[Item]) -> Vec<(Item, Score)> {
     predictions
         .into_iter()
         .filter(|(_, p)| !bad_events.contains(p.event.as_str()))
-        .map(|(i, p)| {
+        .filter_map(|(i, p)| {
             let ms = matches
                 .get(p.event.as_str())
                 .map(Vec::as_slice)
                 .unwrap_or(&[]);
-            (i, rules::score(&p.picks, ms))
+            // An overflowing sum cannot be judged (bad input).
+            Some((i, rules::score(&p.picks, ms)?))
         })
         .collect()
 }
