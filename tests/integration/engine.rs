@@ -15,7 +15,7 @@ use shared::models::jobboard::suggestions::Suggestions;
 use shared::models::jobboard::writer::{days_ago, JobBoardWriter};
 use shared::models::tracker::scenario::Clock;
 
-use crate::support::{count, env, model_env, stream_event, Env};
+use crate::support::{count, env, model_env, records_of, stream_event, Env, ModelEnv};
 
 fn lambda(event: &Event) -> LambdaEvent<Event> {
     LambdaEvent::new(event.clone(), Context::default())
@@ -285,4 +285,235 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
         .await
         .unwrap()
         .is_none());
+}
+
+/// Engine + `model`'s runtime whose processors reach the engine through a
+/// fault proxy, with one SDK attempt and none of our own backoff: every
+/// injected fault fails the call it hits.
+async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) {
+    behind_proxy_with(model, |_| {}).await
+}
+
+/// [`behind_proxy`], options adjusted by `f`.
+async fn behind_proxy_with(
+    model: &str,
+    f: impl FnOnce(&mut jobstream::local::runtime::RuntimeOptions),
+) -> (ModelEnv, jobstream::faults::FaultProxy) {
+    use jobstream::local::esm::RecordReader;
+    use jobstream::local::runtime::{Runtime, RuntimeOptions};
+    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let upstream = engine
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("socket address");
+    let proxy = jobstream::faults::FaultProxy::start(upstream)
+        .await
+        .expect("proxy starts");
+    let mut opts = RuntimeOptions::new(
+        model,
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    if !shared::models::find(model)
+        .expect("model")
+        .consumers
+        .is_empty()
+    {
+        opts.sqs_endpoint = Some(
+            tokio::task::spawn_blocking(crate::support::moto)
+                .await
+                .expect("moto"),
+        );
+        opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    }
+    opts.processor_endpoint = Some(proxy.endpoint());
+    opts.max_attempts = 1;
+    opts.backoff = shared::store::Backoff {
+        max_times: 0,
+        ..shared::store::Backoff::default()
+    };
+    f(&mut opts);
+    let rt = Runtime::start(opts).await.expect("runtime starts");
+    (ModelEnv { engine, rt }, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery() {
+    use jobstream::faults::Fault;
+    let (menv, proxy) = behind_proxy("tracker").await;
+    let writer = shared::models::tracker::writer::TrackerWriter::new(
+        menv.rt.dynamodb.clone(),
+        &menv.rt.config.table,
+    );
+    let env = Env {
+        engine: menv.engine,
+        rt: menv.rt,
+        writer,
+    };
+    let derive = env.rt.stream_processor("derive");
+    let mut seen = 0;
+    // A change that adds to the counter, then one that takes from it.
+    for (step, expected) in [(0, 1), (1, 0)] {
+        if step == 0 {
+            env.writer
+                .create_application("a", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
+                .await
+                .unwrap();
+        } else {
+            env.writer
+                .set_archived("a", true, "2026-11-01T10:00:00.000Z")
+                .await
+                .unwrap();
+        }
+        let all = records_of(&env.engine, &env.rt).await;
+        let event: Event = serde_json::from_value(serde_json::json!({ "Records": all[seen..] }))
+            .expect("records form a Lambda event");
+        seen = all.len();
+        let before = count(&env).await;
+        // The first TransactWriteItems is the ledger commit (records and
+        // totals), the second the counter item's write: it fails.
+        proxy.inject(Fault::server_error("TransactWriteItems", 1).after(1));
+        let injected = proxy.injected();
+        let resp = shared::lambda::stream_handler(&*derive, lambda(&event))
+            .await
+            .unwrap();
+        assert_eq!(proxy.injected(), injected + 1, "the counter write failed");
+        assert_eq!(resp.batch_item_failures.len(), 1, "the batch is reported");
+        assert_eq!(count(&env).await, before, "the counter item lags");
+        // Lambda delivers the batch again: every source is as recorded, and
+        // the counter item is brought to the totals all the same.
+        let resp = shared::lambda::stream_handler(&*derive, lambda(&event))
+            .await
+            .unwrap();
+        assert!(resp.batch_item_failures.is_empty());
+        assert_eq!(count(&env).await, Some(expected), "step {step}");
+    }
+    crate::support::assert_verified(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_sends_no_write_request_from_any_processor() {
+    use jobstream::faults::Fault;
+    let (ModelEnv { engine, mut rt }, proxy) = behind_proxy("tracker").await;
+    let writer =
+        shared::models::tracker::writer::TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let mut t = Clock::new();
+    for i in 0..4 {
+        let id = format!("r{i}");
+        writer
+            .create_application(&id, "Co", "Role", "applied", &t.next())
+            .await
+            .unwrap();
+        writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
+        writer
+            .set_archived(&id, i % 2 == 0, &t.next())
+            .await
+            .unwrap();
+    }
+    rt.drain().await.unwrap();
+    let env = Env { engine, rt, writer };
+    // From now on every write request fails.
+    for op in [
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "TransactWriteItems",
+        "BatchWriteItem",
+    ] {
+        proxy.inject(Fault::server_error(op, 1_000_000));
+    }
+    // A restarted consumer of each mapping reads from TRIM_HORIZON, in
+    // small batches: older images first.
+    let event = stream_event(&env).await;
+    for name in ["history", "derive"] {
+        let processor = env.rt.stream_processor(name);
+        for chunk in event.records.chunks(3) {
+            let mut batch = event.clone();
+            batch.records = chunk.to_vec();
+            let resp = shared::lambda::stream_handler(&*processor, lambda(&batch))
+                .await
+                .unwrap();
+            assert!(resp.batch_item_failures.is_empty(), "{name}");
+        }
+    }
+    assert_eq!(proxy.injected(), 0, "a replay sends no write request");
+}
+
+/// Every model with queues, run through its demo while its processors'
+/// requests fail now and then (throttling and 5xx, before or after they
+/// take effect: a counter write lost after its ledger commit among them),
+/// then more writes processed by consumers killed mid-flight, ends exact:
+/// counts, mirrors, timelines, suggestions, matches, scores, standings
+/// (issue 17, "Done when").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_queue_model_ends_exact_under_faults_and_kills() {
+    use jobstream::faults::Fault;
+    use shared::models::Harness as _;
+    for model in ["social", "jobboard", "pickem"] {
+        let (
+            ModelEnv {
+                engine: _engine,
+                mut rt,
+            },
+            proxy,
+        ) = behind_proxy_with(model, |o| {
+            o.mapping.max_retries = 50;
+            o.mapping.retry_delay = std::time::Duration::from_millis(10);
+        })
+        .await;
+        let ops = [
+            "TransactWriteItems",
+            "UpdateItem",
+            "PutItem",
+            "DeleteItem",
+            "BatchWriteItem",
+            "GetItem",
+            "BatchGetItem",
+            "Query",
+        ];
+        for (i, after) in [2u32, 7, 19, 41, 83].into_iter().enumerate() {
+            for op in ops {
+                // (One at a time: a message meets fewer faults than its
+                // queue's receives, so none is dead-lettered by the faults
+                // alone.)
+                proxy.inject(if i % 2 == 0 {
+                    Fault::server_error(op, 1).after(after)
+                } else {
+                    Fault::throttle(op, 1).after(after)
+                });
+            }
+        }
+        let demo = rt.model.demo.expect("a demo");
+        let differences = demo(&mut rt).await.expect("demo runs");
+        assert!(differences.is_empty(), "{model}: {differences:#?}");
+        assert!(proxy.injected() > 0, "{model}: faults were injected");
+        // Writers and consumers killed mid-flight (the invocation dropped
+        // at any point), again and again, while the faults go on.
+        for (i, after) in [3u32, 11, 29].into_iter().enumerate() {
+            for op in ops {
+                proxy.inject(if i % 2 == 0 {
+                    Fault::server_error(op, 1).after(after)
+                } else {
+                    Fault::throttle(op, 1).after(after)
+                });
+            }
+        }
+        // The demo's writers and consumers again, killed at some point.
+        for ms in [30u64, 150, 600, 2000] {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(ms), demo(&mut rt)).await;
+        }
+        rt.drain().await.unwrap();
+        let report = rt.verify().await.expect("verify");
+        assert!(report.is_clean(), "{model}: drift: {:#?}", report.problems);
+        let dead = rt.dead_letters().await.expect("dead letters");
+        assert!(dead.is_empty(), "{model}: dead letters: {dead:?}");
+        assert!(
+            rt.failed_batches().is_empty(),
+            "{model}: {:?}",
+            rt.failed_batches()
+        );
+    }
 }

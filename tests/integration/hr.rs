@@ -607,3 +607,74 @@ async fn a_re_posted_job_keeps_its_lookup_item() {
         );
     }
 }
+
+/// Two live postings of one job id (a re-date in progress) imply one
+/// lookup item: written once per transaction, kept while either implies
+/// it, and gone only when neither does (issue 17, defect 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_lives_while_any_of_its_postings_does() {
+    let mut env = env().await;
+    let o = Org::new();
+    let (j, at1, at2) = (id(20), id(30), id(31));
+    let old = build::job(&o.org, &j, &at1, &o.d1, "Engineer", "open");
+    let new = build::job(&o.org, &j, &at2, &o.d1, "Engineer", "open");
+    let org_pk = keys::org_pk(&o.org);
+    let posted = |l: Option<Item>| l.map(|l| l.s("postedAt").unwrap().to_string());
+    // Both in one batch: one transaction, no rejected double write.
+    put(&env, old.clone()).await;
+    put(&env, new.clone()).await;
+    drain(&mut env).await;
+    assert!(
+        env.rt.failed_batches().is_empty(),
+        "{:?}",
+        env.rt.failed_batches()
+    );
+    assert_eq!(
+        posted(get(&env, &keys::job_pk(&j), keys::META_SK).await),
+        Some(at2.clone()),
+        "the greatest posting's content"
+    );
+    assert_clean(&env).await;
+    // The re-date is taken back: the new posting goes, the old one still
+    // implies the lookup.
+    delete(&env, &org_pk, &keys::job_sk(&at2, &j)).await;
+    drain(&mut env).await;
+    assert_eq!(
+        posted(get(&env, &keys::job_pk(&j), keys::META_SK).await),
+        Some(at1.clone()),
+        "kept for the posting that still implies it"
+    );
+    assert_clean(&env).await;
+    delete(&env, &org_pk, &keys::job_sk(&at1, &j)).await;
+    drain(&mut env).await;
+    assert!(get(&env, &keys::job_pk(&j), keys::META_SK).await.is_none());
+    assert_clean(&env).await;
+}
+
+/// A DeptEmployee item a writer edited is still the processor's: it goes
+/// with its employee (issue 17, defect 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_dept_employee_goes_with_its_employee() {
+    let mut env = env().await;
+    let o = Org::new();
+    let a = id(10);
+    put(&env, o.dept(&o.d1)).await;
+    put(&env, o.emp(&a, &o.d1)).await;
+    drain(&mut env).await;
+    let mut edited = get(&env, &keys::dept_key(&o.d1), &keys::emp_key(&a))
+        .await
+        .expect("DeptEmployee");
+    edited.insert("note".into(), s("a writer was here"));
+    put(&env, edited).await;
+    drain(&mut env).await;
+    delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&a)).await;
+    drain(&mut env).await;
+    assert!(
+        get(&env, &keys::dept_key(&o.d1), &keys::emp_key(&a))
+            .await
+            .is_none(),
+        "no ghost DeptEmployee"
+    );
+    assert_eq!(headcount(&env, &o, &o.d1).await, Some(0));
+    assert_clean(&env).await;
+}

@@ -567,3 +567,57 @@ async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
     assert!(timeline(&env, "fan00999").await.is_empty());
     assert_eq!(timeline(&env, "fan00998").await.len(), 1);
 }
+
+/// A mirror a writer edited (writers must not, nothing stops them) still
+/// goes with its follow; `verify` finds mirrors no follow implies and
+/// edited ones, and `--repair` deletes or restores them (issue 17,
+/// defect 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
+    let mut env = social().await;
+    put(
+        &env,
+        vec![
+            user_item("a", "A"),
+            user_item("b", "B"),
+            user_item("c", "C"),
+            follow_item("a", "b", &iso(5)),
+            follow_item("c", "b", &iso(5)),
+        ],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    let mirror = get(&env, keys::mirror_key("a", "b")).await.expect("mirror");
+    let mut edited = mirror.clone();
+    edited.insert("note".into(), shared::item::s("edited"));
+    put(&env, vec![edited.clone()]).await;
+    env.rt.drain().await.unwrap();
+    // The follow goes: its mirror goes, whatever its content.
+    delete(&env, vec![keys::follow_key("a", "b")]).await;
+    env.rt.drain().await.unwrap();
+    assert!(
+        get(&env, keys::mirror_key("a", "b")).await.is_none(),
+        "no ghost follower"
+    );
+    assert_eq!(counts(&env, "b").await.0, 1);
+    assert_exact(&mut env).await;
+
+    // A stray mirror (no follow) and an edited one (its follow stands).
+    let mut stray = mirror.clone();
+    for (k, v) in keys::mirror_key("a", "c") {
+        stray.insert(k, v);
+    }
+    let mut edited = get(&env, keys::mirror_key("c", "b")).await.expect("mirror");
+    let restored = edited.clone();
+    edited.insert("note".into(), shared::item::s("edited"));
+    put(&env, vec![stray, edited]).await;
+    let report = env.rt.verify().await.unwrap();
+    assert_eq!(report.problems.len(), 2, "{:#?}", report.problems);
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
+        .await
+        .unwrap();
+    assert!(get(&env, keys::mirror_key("a", "c")).await.is_none());
+    assert_eq!(get(&env, keys::mirror_key("c", "b")).await, Some(restored));
+    env.rt.drain().await.unwrap();
+    assert_exact(&mut env).await;
+}

@@ -256,6 +256,24 @@ pub fn verify_items(
             });
         }
     }
+    // Items of a derived entity's shape that no source implies (ghosts: a
+    // source gone while its item was edited, or an item a writer made),
+    // whether or not the ledger lists them.
+    for item in items {
+        let key = key_of(item, key_names);
+        if !rules.is_derived(&key) {
+            continue;
+        }
+        report.checked("derived");
+        if !desired.contains_key(&item_id(&key)) {
+            report.found(Finding {
+                kind: "derived",
+                drift: Drift::Extra,
+                what: format!("{}: no source implies it", display_key(&key)),
+                repair: Some(Repair::DeleteIfUnchanged(item.clone())),
+            });
+        }
+    }
     let mut recorded_totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     let mut totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for rec in ledger {
@@ -265,7 +283,11 @@ pub fn verify_items(
                 continue;
             };
             for (did, dkey) in &implied.derived {
-                if !desired.contains_key(did) && by_id.contains_key(did) {
+                // (Derived shapes were all checked above.)
+                if !desired.contains_key(did)
+                    && by_id.contains_key(did)
+                    && !rules.is_derived(&key_of(dkey, key_names))
+                {
                     let source = match rec.get("src") {
                         Some(aws_sdk_dynamodb::types::AttributeValue::M(k)) => Some(k.clone()),
                         _ => None,
@@ -402,12 +424,35 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
             Repair::Job { queue, body } => {
                 let consumer = p
                     .consumer(queue)
-                    .and_then(|c| c.set_job.clone())
-                    .ok_or_else(|| anyhow::anyhow!("no set job consumes queue {queue}"))?;
-                consumer
-                    .run(body)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
+                    .ok_or_else(|| anyhow::anyhow!("no consumer of queue {queue}"))?;
+                match &consumer.set_job {
+                    Some(job) => {
+                        job.run(body)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
+                    }
+                    // Any other consumer takes the job as one message.
+                    None => {
+                        let event: aws_lambda_events::event::sqs::SqsEvent =
+                            serde_json::from_value(serde_json::json!({ "Records": [{
+                                "messageId": format!("repair-{}", uuid::Uuid::new_v4()),
+                                "receiptHandle": "repair",
+                                "body": body,
+                                "attributes": {},
+                                "messageAttributes": {},
+                                "eventSource": "aws:sqs",
+                            }]}))?;
+                        let resp = consumer
+                            .handler
+                            .handle(event)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e:?}"))?;
+                        anyhow::ensure!(
+                            resp.batch_item_failures.is_empty(),
+                            "repair job on {queue} failed"
+                        );
+                    }
+                }
                 ran += 1;
             }
             Repair::Model(r) => {

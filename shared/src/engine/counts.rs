@@ -16,6 +16,15 @@
 //!   drops or changes them;
 //! - the counter item's own projection (e.g. a padded sort key of the sum)
 //!   is written in the same update, so its stream record is a fixpoint.
+//!
+//! The totals carry `ver` (moved by every commit) and `synced` (the `ver`
+//! the counter item was last brought to, set in the same transaction as
+//! the counter item's write). `synced != ver` is a counter item that lags:
+//! a write lost after the ledger commit (a crash, throttling past the
+//! retries). The sources whose change moved the totals list the counter in
+//! their record until a reconcile finds it synced (see [`super::derive`]),
+//! so the redelivery of the batch makes the write although it finds every
+//! source unchanged.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,7 +34,7 @@ use aws_sdk_dynamodb::types::{
 use futures::stream::{self, StreamExt};
 
 use super::derive::{set_remove, total_attr, total_key, Deriver};
-use super::rules::Counter;
+use super::rules::{Counter, Note};
 use crate::error::ProcessError;
 use crate::item::{n, Item, ItemExt};
 use crate::ledger::item_id;
@@ -38,28 +47,44 @@ const ATTEMPTS: usize = 5;
 pub struct Totals {
     pub sums: BTreeMap<String, i64>,
     pub ver: i64,
+    /// The `ver` the counter item was last brought to.
+    pub synced: i64,
+}
+
+/// The totals attribute holding the version the counter item reflects.
+pub const SYNCED: &str = "synced";
+
+/// Whether a totals item says its counter item reflects it.
+pub fn is_synced(totals: &Item) -> bool {
+    let ver = totals.opt_i64("ver").ok().flatten().unwrap_or(0);
+    let synced = totals.opt_i64(SYNCED).ok().flatten();
+    synced == Some(ver)
 }
 
 impl Totals {
-    fn from_item(item: &Item, counter: &Counter) -> Self {
-        let sums = counter
-            .attrs
-            .iter()
-            .map(|a| {
-                let v = item.opt_i64(&total_attr(a)).ok().flatten().unwrap_or(0);
-                (a.to_string(), v)
-            })
-            .collect();
-        Self {
+    /// The totals of a ledger item; a sum that does not fit an i64 (the
+    /// ledger adds without bound) is an error, never a wrapped number or 0.
+    fn from_item(item: &Item, counter: &Counter) -> Result<Self, String> {
+        let mut sums = BTreeMap::new();
+        for a in counter.attrs {
+            let v = item
+                .opt_i64(&total_attr(a))
+                .map_err(|_| format!("the sum of {a} does not fit a 64-bit integer"))?
+                .unwrap_or(0);
+            sums.insert(a.to_string(), v);
+        }
+        Ok(Self {
             sums,
             ver: item.opt_i64("ver").ok().flatten().unwrap_or(0),
-        }
+            synced: item.opt_i64(SYNCED).ok().flatten().unwrap_or(-1),
+        })
     }
 
     fn zero(counter: &Counter) -> Self {
         Self {
             sums: counter.attrs.iter().map(|a| (a.to_string(), 0)).collect(),
             ver: 0,
+            synced: 0,
         }
     }
 }
@@ -71,6 +96,8 @@ enum Target {
     Update {
         sets: Vec<(String, AttributeValue)>,
         removes: Vec<String>,
+        /// Notes of the counter item's own projection, as written.
+        notes: Vec<Note>,
     },
 }
 
@@ -92,8 +119,11 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
         prospective.insert(a.to_string(), v.clone());
     }
     let mut removes = Vec::new();
+    let mut notes = deriver.rules.notes(&prospective);
+    let mut projected = Vec::new();
     if let Ok(Some(p)) = deriver.rules.projection(&prospective) {
         for (a, v) in p.attrs {
+            projected.push(a);
             match v {
                 Some(v) => {
                     prospective.insert(a.to_string(), v);
@@ -112,33 +142,51 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
         .into_iter()
         .filter(|(a, v)| !key_names.contains(&a.as_str()) && current.get(a) != Some(v))
         .collect();
+    // A projection's notes concern its write: none when it is unchanged.
+    if !sets.iter().any(|(a, _)| projected.contains(&a.as_str())) && removes.is_empty() {
+        notes.clear();
+    }
     if sets.is_empty() && removes.is_empty() {
         Target::Nothing
     } else {
-        Target::Update { sets, removes }
+        Target::Update {
+            sets,
+            removes,
+            notes,
+        }
     }
 }
 
 /// Sets every given counter item to its ledger totals. Returns the item
-/// writes made.
-pub async fn sync(deriver: &Deriver, counters: Vec<Counter>) -> Result<usize, ProcessError> {
+/// writes made and the notes of what was written (a sum that does not fit
+/// an i64 is noted as bad input and its counter item left as it is).
+pub async fn sync(
+    deriver: &Deriver,
+    counters: Vec<Counter>,
+) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let mut writes = 0;
+    let mut notes = Vec::new();
     for chunk in counters.chunks(100) {
         let futures: Vec<_> = chunk.iter().map(|c| sync_one(deriver, c)).collect();
-        let results: Vec<Result<usize, ProcessError>> = stream::iter(futures)
+        let results: Vec<Result<(usize, Vec<Note>), ProcessError>> = stream::iter(futures)
             .buffer_unordered(deriver.concurrency.max(1))
             .collect()
             .await;
-        for r in results {
-            writes += r?;
+        for (c, r) in chunk.iter().zip(results) {
+            let (w, n) = r?;
+            writes += w;
+            notes.extend(n.into_iter().map(|n| (c.key_item(), n)));
         }
     }
-    Ok(writes)
+    Ok((writes, notes))
 }
 
 /// Reads a counter's totals and item and writes the difference, retrying
 /// when the totals moved meanwhile.
-async fn sync_one(deriver: &Deriver, counter: &Counter) -> Result<usize, ProcessError> {
+async fn sync_one(
+    deriver: &Deriver,
+    counter: &Counter,
+) -> Result<(usize, Vec<Note>), ProcessError> {
     let key = counter.key_item();
     let k0 = deriver.rules.key_names()[0];
     for _ in 0..ATTEMPTS {
@@ -147,22 +195,43 @@ async fn sync_one(deriver: &Deriver, counter: &Counter) -> Result<usize, Process
             .get(&deriver.ledger_table, total_key(deriver.processor, &key))
             .await?
         {
-            Some(t) => Totals::from_item(&t, counter),
+            Some(t) => match Totals::from_item(&t, counter) {
+                Ok(t) => t,
+                Err(reason) => {
+                    return Ok((
+                        0,
+                        vec![Note {
+                            metric: crate::metrics::names::BAD_INPUT,
+                            reason,
+                        }],
+                    ))
+                }
+            },
             None => Totals::zero(counter),
         };
         let item = deriver.store.get(&deriver.table, key.clone()).await?;
+        let mut notes = Vec::new();
         let write = match target(deriver, counter, item.as_ref(), &totals) {
-            Target::Nothing => return Ok(0),
-            Target::Delete => TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&deriver.table)
-                        .set_key(Some(key.clone()))
-                        .build()
-                        .expect("table and key are set"),
-                )
-                .build(),
-            Target::Update { sets, removes } => {
+            // The item is right; the totals learn it if they did not know.
+            Target::Nothing if totals.synced == totals.ver => return Ok((0, vec![])),
+            Target::Nothing => None,
+            Target::Delete => Some(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&deriver.table)
+                            .set_key(Some(key.clone()))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            ),
+            Target::Update {
+                sets,
+                removes,
+                notes: n,
+            } => {
+                notes = n;
                 let mut upd = TxUpdate::builder()
                     .table_name(&deriver.table)
                     .set_key(Some(key.clone()));
@@ -184,37 +253,52 @@ async fn sync_one(deriver: &Deriver, counter: &Counter) -> Result<usize, Process
                         .condition_expression("attribute_exists(#k0)")
                         .expression_attribute_names("#k0", k0);
                 }
-                TransactWriteItem::builder()
-                    .update(
-                        upd.update_expression(set_remove(&set_exprs, &remove_exprs))
-                            .build()
-                            .expect("table, key and expression are set"),
-                    )
-                    .build()
+                Some(
+                    TransactWriteItem::builder()
+                        .update(
+                            upd.update_expression(set_remove(&set_exprs, &remove_exprs))
+                                .build()
+                                .expect("table, key and expression are set"),
+                        )
+                        .build(),
+                )
             }
         };
-        let check = ConditionCheck::builder()
-            .table_name(&deriver.ledger_table)
-            .set_key(Some(total_key(deriver.processor, &key)));
-        let check = if totals.ver == 0 {
-            check.condition_expression("attribute_not_exists(pk)")
+        // The totals, unchanged since read, record that the item reflects
+        // them (no totals yet: they must still not exist).
+        let guard = if totals.ver == 0 {
+            TransactWriteItem::builder()
+                .condition_check(
+                    ConditionCheck::builder()
+                        .table_name(&deriver.ledger_table)
+                        .set_key(Some(total_key(deriver.processor, &key)))
+                        .condition_expression("attribute_not_exists(pk)")
+                        .build()
+                        .expect("table, key and condition are set"),
+                )
+                .build()
         } else {
-            check
-                .condition_expression("ver = :v")
-                .expression_attribute_values(":v", n(totals.ver))
+            TransactWriteItem::builder()
+                .update(
+                    TxUpdate::builder()
+                        .table_name(&deriver.ledger_table)
+                        .set_key(Some(total_key(deriver.processor, &key)))
+                        .update_expression("SET #synced = :v")
+                        .condition_expression("ver = :v")
+                        .expression_attribute_names("#synced", SYNCED)
+                        .expression_attribute_values(":v", n(totals.ver))
+                        .build()
+                        .expect("table, key and expression are set"),
+                )
+                .build()
         };
-        let check = TransactWriteItem::builder()
-            .condition_check(check.build().expect("table, key and condition are set"))
-            .build();
-        match deriver.store.transact(vec![check, write]).await {
-            Ok(()) => return Ok(1),
-            // The writer's item went away meanwhile: nothing to keep.
-            Err(TxError::ConditionsFailed { failed })
-                if failed.get(1) == Some(&true) && counter.create.is_none() =>
-            {
-                return Ok(0)
-            }
-            // Totals moved: read again.
+        let item_writes = usize::from(write.is_some());
+        let mut actions = vec![guard];
+        actions.extend(write);
+        match deriver.store.transact(actions).await {
+            Ok(()) => return Ok((item_writes, if item_writes > 0 { notes } else { vec![] })),
+            // Totals moved, or the writer's item went away meanwhile: read
+            // again.
             Err(TxError::ConditionsFailed { .. }) => continue,
             Err(TxError::Store(e)) => return Err(e.into()),
         }
@@ -247,9 +331,38 @@ pub async fn read_totals(
             .to_string();
         let t = by_pk
             .get(&pk)
-            .map(|i| Totals::from_item(i, c))
+            .map(|i| Totals::from_item(i, c).unwrap_or_else(|_| Totals::zero(c)))
             .unwrap_or_else(|| Totals::zero(c));
         out.insert(item_id(&c.key_item()), t);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::s;
+
+    #[test]
+    fn totals_above_an_i64_are_an_error_not_zero() {
+        let counter = Counter {
+            key: vec![("PK", "u#1".into()), ("SK", "count".into())],
+            attrs: &["a"],
+            create: Some(vec![]),
+            remove_at_zero: false,
+        };
+        let mut item: Item = [("pk".to_string(), s("TOTAL#derive#x"))].into();
+        item.insert("ver".into(), n(3));
+        item.insert(
+            total_attr("a"),
+            AttributeValue::N("9223372036854775808".into()),
+        );
+        assert!(Totals::from_item(&item, &counter).is_err());
+        item.insert(total_attr("a"), n(-7));
+        let t = Totals::from_item(&item, &counter).unwrap();
+        assert_eq!(t.sums["a"], -7);
+        assert_eq!((t.ver, t.synced), (3, -1), "never synced");
+        item.insert(SYNCED.into(), n(3));
+        assert!(is_synced(&item));
+    }
 }

@@ -32,7 +32,7 @@ use aws_sdk_dynamodb::types::{
 use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt};
 
-pub use super::rules::{Contribution, Counter, OutMessage, Projection, Rules};
+pub use super::rules::{Contribution, Counter, Note, OutMessage, Projection, Rules};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::error::{InputError, ProcessError};
@@ -123,25 +123,20 @@ pub struct Implied {
     pub contributions: BTreeMap<String, (Item, BTreeMap<String, i64>)>,
     /// derived item id -> the item as this source wrote it
     pub derived: BTreeMap<String, Item>,
+    /// Ledger index entries: (index, member).
+    pub indexed: BTreeSet<(String, String)>,
 }
 
 impl Implied {
     pub fn is_empty(&self) -> bool {
-        self.contributions.is_empty() && self.derived.is_empty()
+        self.contributions.is_empty() && self.derived.is_empty() && self.indexed.is_empty()
     }
 
     fn from_rules(contributions: &[Contribution], derived: &[Item], key_names: &[&str]) -> Self {
-        let mut out = Implied::default();
-        for c in contributions {
-            let key = c.counter.key_item();
-            let entry = out
-                .contributions
-                .entry(item_id(&key))
-                .or_insert_with(|| (key, BTreeMap::new()));
-            for (attr, v) in &c.values {
-                *entry.1.entry(attr.to_string()).or_insert(0) += v;
-            }
-        }
+        let mut out = Implied {
+            contributions: sum_contributions(contributions).unwrap_or_default(),
+            ..Implied::default()
+        };
         for d in derived {
             out.derived
                 .insert(item_id(&key_of(d, key_names)), d.clone());
@@ -168,11 +163,25 @@ impl Implied {
             .iter()
             .map(|(id, item)| (id.clone(), AttributeValue::M(item.clone())))
             .collect();
-        [
+        let mut out: Item = [
             ("c".to_string(), AttributeValue::M(contributions)),
             ("d".to_string(), AttributeValue::M(derived)),
         ]
-        .into()
+        .into();
+        if !self.indexed.is_empty() {
+            let entries = self
+                .indexed
+                .iter()
+                .map(|(i, m)| {
+                    AttributeValue::L(vec![
+                        AttributeValue::S(i.clone()),
+                        AttributeValue::S(m.clone()),
+                    ])
+                })
+                .collect();
+            out.insert("x".to_string(), AttributeValue::L(entries));
+        }
+        out
     }
 
     /// Reads a ledger record back.
@@ -196,6 +205,19 @@ impl Implied {
                 out.contributions.insert(id.clone(), (key.clone(), parsed));
             }
         }
+        if let Some(AttributeValue::L(x)) = record.get("x") {
+            for entry in x {
+                match entry {
+                    AttributeValue::L(pair) => match pair.as_slice() {
+                        [AttributeValue::S(i), AttributeValue::S(m)] => {
+                            out.indexed.insert((i.clone(), m.clone()));
+                        }
+                        _ => return Err("index entry is not [index, member]".into()),
+                    },
+                    _ => return Err("index entry is not a list".into()),
+                }
+            }
+        }
         if let Some(AttributeValue::M(d)) = record.get("d") {
             for (id, key) in d {
                 let AttributeValue::M(key) = key else {
@@ -208,9 +230,73 @@ impl Implied {
     }
 }
 
+/// Contributions summed per counter and attribute.
+type Sums = BTreeMap<String, (Item, BTreeMap<String, i64>)>;
+
+/// One item's contributions summed per counter and attribute; a sum that
+/// does not fit an i64 is an error (bad input, never a wrapped number).
+fn sum_contributions(contributions: &[Contribution]) -> Result<Sums, String> {
+    let mut out: Sums = BTreeMap::new();
+    for c in contributions {
+        let key = c.counter.key_item();
+        let entry = out
+            .entry(item_id(&key))
+            .or_insert_with(|| (key, BTreeMap::new()));
+        for (attr, v) in &c.values {
+            let sum = entry.1.entry(attr.to_string()).or_insert(0);
+            *sum = sum
+                .checked_add(*v)
+                .ok_or_else(|| format!("the contributions to {attr} overflow a 64-bit integer"))?;
+        }
+    }
+    Ok(out)
+}
+
 /// Ledger key of what a source item implies.
 pub fn source_key(processor: &str, item_key: &Item) -> Item {
     ledger::key(format!("SRC#{processor}#{}", item_id(item_key)), "S")
+}
+
+/// Ledger key of the owners of a derived item several sources may imply
+/// (see [`Rules::shared`]).
+pub fn owners_key(processor: &str, derived_key: &Item) -> Item {
+    ledger::key(format!("OWN#{processor}#{}", item_id(derived_key)), "O")
+}
+
+/// `pk` of a ledger index (see [`Rules::memberships`]).
+pub fn index_pk(index: &str) -> String {
+    format!("IDX#{index}")
+}
+
+/// Ledger key of one member of a ledger index.
+pub fn index_key(index: &str, member: &str) -> Item {
+    ledger::key(index_pk(index), member)
+}
+
+/// One page of a ledger index's members after `after` (consistent read),
+/// and where the next page starts (`None`: this is the last).
+pub async fn index_members(
+    store: &Store,
+    ledger_table: &str,
+    index: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<String>, Option<String>), crate::error::StoreError> {
+    let (items, next) = store
+        .query_page(
+            ledger_table,
+            ledger::PK,
+            &index_pk(index),
+            ledger::SK,
+            after,
+            limit,
+        )
+        .await?;
+    let members = items
+        .iter()
+        .filter_map(|i| ledger::as_s(i.get(ledger::SK)).map(str::to_string))
+        .collect();
+    Ok((members, next))
 }
 
 /// Ledger key of a counter item's totals.
@@ -223,13 +309,24 @@ pub fn total_attr(attr: &str) -> String {
     format!("t_{attr}")
 }
 
-/// A source item's recorded state: what it implies and the record version.
+/// A source item's recorded state: what it implies, the record version,
+/// and the counters its changes may still owe a write.
 #[derive(Debug, Clone, Default)]
 struct Recorded {
     implied: Implied,
     /// 0 = no record.
     ver: i64,
+    /// counter id -> counter key: the counters whose totals this source's
+    /// last change(s) moved. Each is synced whenever the source is
+    /// reconciled and its totals show a counter item that lags, so a
+    /// counter write lost after the ledger commit (a crash, throttling past
+    /// the retries) is made by the redelivery, which finds the source
+    /// itself unchanged.
+    owed: BTreeMap<String, Item>,
 }
+
+/// The record attribute listing the counters a source's change still owes.
+const OWED: &str = "o";
 
 /// What a reconcile run did.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -242,6 +339,9 @@ pub struct Reconciled {
     pub unchanged: usize,
     /// Bad input met, by position in the keys given (logged by the caller).
     pub bad: Vec<(usize, InputError)>,
+    /// Notes of what was written (logged and counted by the caller): by
+    /// the key of the item written.
+    pub notes: Vec<(Item, Note)>,
 }
 
 /// Per-key knowledge from the stream (not needed for correctness, only to
@@ -273,7 +373,26 @@ struct KeyPlan {
     /// written, a condition check) and the derived items' writes.
     actions: Vec<TransactWriteItem>,
     record_written: bool,
-    deltas: BTreeMap<String, (Item, BTreeMap<String, i64>)>,
+    /// Ledger actions among `actions` besides the head (owner records).
+    extra_ledger: usize,
+    deltas: BTreeMap<String, (Item, BTreeMap<String, i128>)>,
+}
+
+/// Writes of derived items (and their owner records) a source carries into
+/// its transaction on behalf of its group.
+#[derive(Default)]
+struct Carried {
+    actions: Vec<TransactWriteItem>,
+    /// How many of `actions` are ledger writes.
+    ledger: usize,
+}
+
+/// The owners of a derived item that several sources may imply: who
+/// implies it with what content, and the record version (0 = no record).
+#[derive(Debug, Clone, Default)]
+struct Owners {
+    by_source: BTreeMap<String, Item>,
+    ver: i64,
 }
 
 impl Deriver {
@@ -302,15 +421,16 @@ impl Deriver {
         }
         let synced = super::counts::sync(self, counters.into_values().collect()).await;
         match synced {
-            Ok(w) => out.table_writes += w,
-            Err(e) => {
-                // The sums are in the ledger already: a retry of the batch
-                // from its first record (harmless, every other effect is in
-                // place) sets the counter items.
-                if failure.is_none() {
-                    failure = Some((0, e));
-                }
+            Ok((w, notes)) => {
+                out.table_writes += w;
+                out.notes.extend(notes);
             }
+            // The sums are in the ledger already, and the records of the
+            // sources that moved them owe the counters: the batch is retried
+            // from its first record (even when a later group failed too:
+            // the sources before it must be seen again), and that retry,
+            // finding them unchanged, sets the counter items.
+            Err(e) => failure = Some((0, e)),
         }
         match failure {
             None => Ok(out),
@@ -337,6 +457,14 @@ impl Deriver {
                 .map(|k| source_key(self.processor, k))
                 .collect();
             let recorded = self.read_recorded(src_keys).await.map_err(fail_at(base))?;
+            // Counters a recorded change moved whose items lag the totals:
+            // synced by this batch, and carried by any record rewritten.
+            let lagging = self.lagging(&recorded).await.map_err(fail_at(base))?;
+            for key in lagging.values() {
+                if let Some(c) = self.rules.counter(key) {
+                    counters.insert(item_id(key), c);
+                }
+            }
             // 2. The items as they are.
             let current: HashMap<String, Item> = self
                 .store
@@ -351,9 +479,9 @@ impl Deriver {
                 updates,
                 wanted,
                 derived_keys,
-                group_puts,
                 bad,
             } = self.assess(group, base, &recorded, &current, counters);
+            let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
             // Derived items as they are (to write only what differs).
             let existing: HashMap<String, Item> = if derived_keys.is_empty() {
                 HashMap::new()
@@ -366,23 +494,28 @@ impl Deriver {
                     .map(|i| (item_id(&key_of(&i, key_names)), i))
                     .collect()
             };
+            // Owners of the derived items several sources may imply.
+            let owners = self
+                .read_owners(&group_derived_keys)
+                .await
+                .map_err(fail_at(base))?;
             // 4. Projections: distinct items, independent, guarded.
             let proj = self.write_projections(updates).await;
             // 5. Ledger records, derived items and totals.
+            let mut carried =
+                self.plan_derived(group, base, &recorded, &wanted, &existing, &owners);
             let mut plans = Vec::new();
             let mut unchanged = 0;
-            for (pos, implied, derived) in &wanted {
+            for (pos, implied, _) in &wanted {
                 let key = &group[*pos - base];
                 let rec = recorded
                     .get(&source_key_pk(self.processor, key))
                     .cloned()
                     .unwrap_or_default();
                 let hint = hints.get(&item_id(key)).copied().unwrap_or_default();
-                let seen = Seen {
-                    existing: &existing,
-                    group_puts: &group_puts,
-                };
-                match self.plan_key(*pos, key, &rec, implied, derived, seen, hint) {
+                let seen = Seen { lagging: &lagging };
+                let extra = carried.remove(pos).unwrap_or_default();
+                match self.plan_key(*pos, key, &rec, implied, extra, seen, hint) {
                     Some(p) => plans.push(p),
                     None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
                 }
@@ -410,7 +543,10 @@ impl Deriver {
             }
             out.bad.extend(bad);
             match proj {
-                Ok(w) => out.table_writes += w,
+                Ok((w, notes)) => {
+                    out.table_writes += w;
+                    out.notes.extend(notes);
+                }
                 Err((pos, e)) => return Err((pos, e)),
             }
             return Ok(());
@@ -434,11 +570,12 @@ impl Deriver {
             let pos = base + i;
             let rec = recorded.get(&source_key_pk(self.processor, key));
             let (mut contributions, mut derived) = (Some(vec![]), Some(vec![]));
+            let mut memberships = Some(vec![]);
             if let Some(item) = current.get(&item_id(key)) {
                 match self.rules.projection(item) {
                     Ok(p) => out.updates.extend(
                         p.and_then(|p| projection_update(key_names, item, &p))
-                            .map(|u| (pos, u)),
+                            .map(|u| (pos, u, self.rules.notes(item))),
                     ),
                     Err(e) => out.bad.push((pos, e)),
                 }
@@ -450,6 +587,18 @@ impl Deriver {
                 contributions = self
                     .rules
                     .contributions(item)
+                    .and_then(|c| match sum_contributions(&c) {
+                        Ok(_) => Ok(c),
+                        Err(reason) => Err(InputError::Invalid {
+                            key: crate::item::display_key(key),
+                            reason,
+                        }),
+                    })
+                    .map_err(|e| out.bad.push((pos, e)))
+                    .ok();
+                memberships = self
+                    .rules
+                    .memberships(item)
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok();
                 if let Some(c) = self.rules.counter(item) {
@@ -461,12 +610,16 @@ impl Deriver {
                 derived.as_deref().unwrap_or_default(),
                 key_names,
             );
+            implied.indexed = memberships.iter().flatten().cloned().collect();
             if let Some(r) = rec {
                 if contributions.is_none() {
                     implied.contributions = r.implied.contributions.clone();
                 }
                 if derived.is_none() {
                     implied.derived = r.implied.derived.clone();
+                }
+                if memberships.is_none() {
+                    implied.indexed = r.implied.indexed.clone();
                 }
                 for (id, d) in &r.implied.derived {
                     out.derived_keys.insert(id.clone(), key_of(d, key_names));
@@ -475,8 +628,7 @@ impl Deriver {
             for d in derived.iter().flatten() {
                 let k = key_of(d, key_names);
                 let id = item_id(&k);
-                out.derived_keys.insert(id.clone(), k);
-                out.group_puts.insert(id);
+                out.derived_keys.insert(id, k);
             }
             out.wanted.push((pos, implied, derived.unwrap_or_default()));
         }
@@ -496,26 +648,293 @@ impl Deriver {
                 ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"))
             })?;
             let ver = item.opt_i64("ver").ok().flatten().unwrap_or(1);
-            out.insert(pk, Recorded { implied, ver });
+            let mut owed = BTreeMap::new();
+            if let Some(AttributeValue::M(o)) = item.get(OWED) {
+                for (id, key) in o {
+                    if let AttributeValue::M(key) = key {
+                        owed.insert(id.clone(), key.clone());
+                    }
+                }
+            }
+            out.insert(pk, Recorded { implied, ver, owed });
         }
         Ok(out)
     }
 
+    /// The owner records of the shared derived items among `keys`, by
+    /// derived item id.
+    async fn read_owners(&self, keys: &[Item]) -> Result<HashMap<String, Owners>, ProcessError> {
+        let shared: HashMap<String, String> = keys
+            .iter()
+            .filter(|k| self.rules.shared(k))
+            .map(|k| {
+                let pk = ledger::as_s(owners_key(self.processor, k).get(ledger::PK))
+                    .unwrap_or_default()
+                    .to_string();
+                (pk, item_id(k))
+            })
+            .collect();
+        let mut out: HashMap<String, Owners> = shared
+            .values()
+            .map(|id| (id.clone(), Owners::default()))
+            .collect();
+        if shared.is_empty() {
+            return Ok(out);
+        }
+        let keys = keys
+            .iter()
+            .filter(|k| self.rules.shared(k))
+            .map(|k| owners_key(self.processor, k))
+            .collect();
+        for rec in self.store.batch_get(&self.ledger_table, keys).await? {
+            let pk = ledger::as_s(rec.get(ledger::PK)).unwrap_or_default();
+            let Some(id) = shared.get(pk) else { continue };
+            let mut o = Owners {
+                by_source: BTreeMap::new(),
+                ver: rec.opt_i64("ver").ok().flatten().unwrap_or(1),
+            };
+            if let Some(AttributeValue::M(m)) = rec.get("s") {
+                for (src, item) in m {
+                    if let AttributeValue::M(item) = item {
+                        o.by_source.insert(src.clone(), item.clone());
+                    }
+                }
+            }
+            out.insert(id.clone(), o);
+        }
+        Ok(out)
+    }
+
+    /// The writes that bring each derived item the group's sources touch
+    /// (implied now or recorded) to what its sources imply, each carried by
+    /// the first of those sources (by position), so that no transaction
+    /// writes one item twice:
+    ///
+    /// - an item some source implies is put when it differs (an edited one
+    ///   is brought back); a shared item ([`Rules::shared`]) takes the
+    ///   content of its greatest owner, whichever source changed last;
+    /// - an item no source implies any more is deleted whatever its content
+    ///   (it is processor-owned): the owner record of a shared item says
+    ///   whether a source outside the group still implies it.
+    fn plan_derived(
+        &self,
+        group: &[Item],
+        base: usize,
+        recorded: &HashMap<String, Recorded>,
+        wanted: &[(usize, Implied, Vec<Item>)],
+        existing: &HashMap<String, Item>,
+        owners: &HashMap<String, Owners>,
+    ) -> BTreeMap<usize, Carried> {
+        let key_names = self.rules.key_names();
+        // derived id -> (derived key, [(pos, source id, Some(content now) |
+        // None = no longer implied, recorded content)])
+        type Touch = (usize, String, Option<Item>, Option<Item>);
+        let mut touched: BTreeMap<String, (Item, Vec<Touch>)> = BTreeMap::new();
+        for (pos, implied, derived) in wanted {
+            let key = &group[*pos - base];
+            let src = item_id(key);
+            let rec = recorded.get(&source_key_pk(self.processor, key));
+            let was = |id: &str| rec.and_then(|r| r.implied.derived.get(id)).cloned();
+            let mut ids: BTreeSet<String> = implied.derived.keys().cloned().collect();
+            ids.extend(rec.iter().flat_map(|r| r.implied.derived.keys().cloned()));
+            for id in ids {
+                // Fresh content, or what is recorded when the rule met bad
+                // input (kept as earlier valid states implied).
+                let now = derived
+                    .iter()
+                    .find(|d| item_id(&key_of(d, key_names)) == id)
+                    .cloned()
+                    .or_else(|| implied.derived.get(&id).cloned());
+                let dkey = now
+                    .as_ref()
+                    .or(was(&id).as_ref())
+                    .map(|d| key_of(d, key_names))
+                    .unwrap_or_default();
+                touched
+                    .entry(id.clone())
+                    .or_insert_with(|| (dkey, Vec::new()))
+                    .1
+                    .push((*pos, src.clone(), now, was(&id)));
+            }
+        }
+        let mut out: BTreeMap<usize, Carried> = BTreeMap::new();
+        for (id, (dkey, touches)) in touched {
+            let carrier = touches.iter().map(|t| t.0).min().unwrap_or(base);
+            let have = existing.get(&id);
+            let mut carried = Carried::default();
+            let want: Option<Item> = match owners.get(&id) {
+                Some(o) => {
+                    let mut by_source = o.by_source.clone();
+                    for (_, src, now, _) in &touches {
+                        match now {
+                            Some(d) => by_source.insert(src.clone(), d.clone()),
+                            None => by_source.remove(src),
+                        };
+                    }
+                    if by_source != o.by_source {
+                        carried
+                            .actions
+                            .push(self.owners_write(&dkey, &by_source, o.ver));
+                        carried.ledger += 1;
+                    }
+                    match by_source.values().next_back() {
+                        Some(d) => Some(d.clone()),
+                        // Owners recorded before this record existed
+                        // cannot be told apart: the item goes only while it
+                        // is what a source of the group wrote.
+                        None if o.ver == 0
+                            && !touches
+                                .iter()
+                                .any(|t| t.3.is_some() && t.3.as_ref() == have) =>
+                        {
+                            have.cloned()
+                        }
+                        None => None,
+                    }
+                }
+                None => touches.iter().rev().find_map(|t| t.2.clone()),
+            };
+            match (want, have) {
+                (Some(d), h) if h != Some(&d) => carried.actions.push(
+                    TransactWriteItem::builder()
+                        .put(
+                            Put::builder()
+                                .table_name(&self.table)
+                                .set_item(Some(d))
+                                .build()
+                                .expect("table and item are set"),
+                        )
+                        .build(),
+                ),
+                (None, Some(_)) => carried.actions.push(
+                    TransactWriteItem::builder()
+                        .delete(
+                            Delete::builder()
+                                .table_name(&self.table)
+                                .set_key(Some(dkey.clone()))
+                                .build()
+                                .expect("table and key are set"),
+                        )
+                        .build(),
+                ),
+                _ => {}
+            }
+            if !carried.actions.is_empty() {
+                let c = out.entry(carrier).or_default();
+                c.actions.extend(carried.actions);
+                c.ledger += carried.ledger;
+            }
+        }
+        out
+    }
+
+    /// The write of a shared derived item's owner record (deleted when no
+    /// source owns it), conditioned on the version read.
+    fn owners_write(
+        &self,
+        dkey: &Item,
+        by_source: &BTreeMap<String, Item>,
+        ver: i64,
+    ) -> TransactWriteItem {
+        let key = owners_key(self.processor, dkey);
+        let (cond, vals) = if ver == 0 {
+            ("attribute_not_exists(pk)", None)
+        } else {
+            ("ver = :v", Some([(":v".to_string(), n(ver))].into()))
+        };
+        if by_source.is_empty() {
+            return TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&self.ledger_table)
+                        .set_key(Some(key))
+                        .condition_expression(cond)
+                        .set_expression_attribute_values(vals)
+                        .build()
+                        .expect("table and key are set"),
+                )
+                .build();
+        }
+        let mut item = key;
+        item.insert(
+            "s".into(),
+            AttributeValue::M(
+                by_source
+                    .iter()
+                    .map(|(s, d)| (s.clone(), AttributeValue::M(d.clone())))
+                    .collect(),
+            ),
+        );
+        item.insert("ver".into(), n(ver + 1));
+        TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.ledger_table)
+                    .set_item(Some(item))
+                    .condition_expression(cond)
+                    .set_expression_attribute_values(vals)
+                    .build()
+                    .expect("table and item are set"),
+            )
+            .build()
+    }
+
+    /// The counters the recorded changes moved whose items lag their
+    /// totals (the totals' `synced` version behind their `ver`).
+    async fn lagging(
+        &self,
+        recorded: &HashMap<String, Recorded>,
+    ) -> Result<BTreeMap<String, Item>, ProcessError> {
+        let owed: BTreeMap<String, Item> = recorded
+            .values()
+            .flat_map(|r| r.owed.iter().map(|(id, k)| (id.clone(), k.clone())))
+            .collect();
+        if owed.is_empty() {
+            return Ok(owed);
+        }
+        let keys = owed
+            .values()
+            .map(|k| total_key(self.processor, k))
+            .collect();
+        let in_sync: BTreeSet<String> = self
+            .store
+            .batch_get(&self.ledger_table, keys)
+            .await?
+            .into_iter()
+            .filter(super::counts::is_synced)
+            .filter_map(|t| ledger::as_s(t.get(ledger::PK)).map(str::to_string))
+            .collect();
+        Ok(owed
+            .into_iter()
+            .filter(|(_, k)| {
+                let pk = total_key(self.processor, k);
+                !ledger::as_s(pk.get(ledger::PK)).is_some_and(|pk| in_sync.contains(pk))
+            })
+            .collect())
+    }
+
     async fn write_projections(
         &self,
-        updates: Vec<(usize, Update)>,
-    ) -> Result<usize, (usize, ProcessError)> {
+        updates: Vec<(usize, Update, Vec<Note>)>,
+    ) -> Result<(usize, Vec<(Item, Note)>), (usize, ProcessError)> {
         let table = &self.table;
-        let results: Vec<(usize, Result<Written, _>)> = stream::iter(updates)
-            .map(|(i, u)| async move { (i, self.store.update(table, u).await) })
+        let results: Vec<(usize, Item, Vec<Note>, Result<Written, _>)> = stream::iter(updates)
+            .map(|(i, u, notes)| async move {
+                let key = u.key.clone();
+                (i, key, notes, self.store.update(table, u).await)
+            })
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
         let mut written = 0;
+        let mut noted = Vec::new();
         let mut first: Option<(usize, ProcessError)> = None;
-        for (i, r) in results {
+        for (i, key, notes, r) in results {
             match r {
-                Ok(Written::Applied) => written += 1,
+                Ok(Written::Applied) => {
+                    written += 1;
+                    noted.extend(notes.into_iter().map(|n| (key.clone(), n)));
+                }
                 // A newer write won; its record fixes the projection.
                 Ok(Written::ConditionFailed) => {}
                 Err(e) => {
@@ -525,7 +944,7 @@ impl Deriver {
                 }
             }
         }
-        first.map_or(Ok(written), Err)
+        first.map_or(Ok((written, noted)), Err)
     }
 
     /// The transaction actions of one source item, or `None` when nothing
@@ -537,57 +956,41 @@ impl Deriver {
         key: &Item,
         rec: &Recorded,
         implied: &Implied,
-        derived: &[Item],
+        extra: Carried,
         seen: Seen<'_>,
         hint: Hint,
     ) -> Option<KeyPlan> {
-        let existing = seen.existing;
-        let key_names = self.rules.key_names();
-        let mut writes = Vec::new();
-        for d in derived {
-            let id = item_id(&key_of(d, key_names));
-            if existing.get(&id) != Some(d) {
-                writes.push(
-                    TransactWriteItem::builder()
-                        .put(
-                            Put::builder()
-                                .table_name(&self.table)
-                                .set_item(Some(d.clone()))
-                                .build()
-                                .expect("table and item are set"),
-                        )
-                        .build(),
-                );
-            }
+        let mut writes = extra.actions;
+        let mut extra_ledger = extra.ledger;
+        for (index, member) in implied.indexed.difference(&rec.implied.indexed) {
+            writes.push(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.ledger_table)
+                            .set_item(Some(index_key(index, member)))
+                            .build()
+                            .expect("table and item are set"),
+                    )
+                    .build(),
+            );
+            extra_ledger += 1;
         }
-        // A derived item this source no longer implies goes only while it
-        // is still exactly what this source wrote (another source implying
-        // the same item, now or since, keeps it).
-        for (id, wrote) in &rec.implied.derived {
-            let ours = existing.get(id) == Some(wrote);
-            if implied.derived.contains_key(id) || !ours || seen.group_puts.contains(id) {
-                continue;
-            }
-            let mut del = Delete::builder()
-                .table_name(&self.table)
-                .set_key(Some(key_of(wrote, key_names)));
-            let mut conds = Vec::new();
-            for (i, (a, v)) in wrote.iter().enumerate() {
-                conds.push(format!("#w{i} = :w{i}"));
-                del = del
-                    .expression_attribute_names(format!("#w{i}"), a)
-                    .expression_attribute_values(format!(":w{i}"), v.clone());
-            }
+        for (index, member) in rec.implied.indexed.difference(&implied.indexed) {
             writes.push(
                 TransactWriteItem::builder()
                     .delete(
-                        del.condition_expression(conds.join(" AND "))
+                        Delete::builder()
+                            .table_name(&self.ledger_table)
+                            .set_key(Some(index_key(index, member)))
                             .build()
                             .expect("table and key are set"),
                     )
                     .build(),
             );
+            extra_ledger += 1;
         }
+        let deltas = contribution_deltas(implied, &rec.implied);
         let changed = *implied != rec.implied;
         let tombstone = rec.ver == 0 && implied.is_empty() && hint.implied_something;
         if !changed && !tombstone && writes.is_empty() {
@@ -605,6 +1008,21 @@ impl Deriver {
             item.extend(implied.to_attrs());
             item.insert("src".into(), AttributeValue::M(key.clone()));
             item.insert("ver".into(), n(rec.ver + 1));
+            // What this change moved, and what earlier changes still owe.
+            let owed: Item = deltas
+                .iter()
+                .map(|(id, (key, _))| (id.clone(), key.clone()))
+                .chain(
+                    rec.owed
+                        .iter()
+                        .filter(|(id, _)| seen.lagging.contains_key(*id))
+                        .map(|(id, key)| (id.clone(), key.clone())),
+                )
+                .map(|(id, key)| (id, AttributeValue::M(key)))
+                .collect();
+            if !owed.is_empty() {
+                item.insert(OWED.into(), AttributeValue::M(owed));
+            }
             if implied.is_empty() {
                 item.insert(
                     ledger::TTL.into(),
@@ -629,39 +1047,13 @@ impl Deriver {
                 .condition_check(check.build().expect("table, key and condition are set"))
                 .build()
         };
-        let mut deltas: BTreeMap<String, (Item, BTreeMap<String, i64>)> = BTreeMap::new();
-        let ids: BTreeSet<&String> = implied
-            .contributions
-            .keys()
-            .chain(rec.implied.contributions.keys())
-            .collect();
-        for id in ids {
-            let new = implied.contributions.get(id);
-            let old = rec.implied.contributions.get(id);
-            let key = new.or(old).map(|(k, _)| k.clone()).unwrap_or_default();
-            let attrs: BTreeSet<&String> = new
-                .iter()
-                .chain(old.iter())
-                .flat_map(|(_, v)| v.keys())
-                .collect();
-            let mut d = BTreeMap::new();
-            for a in attrs {
-                let nv = new.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
-                let ov = old.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
-                if nv != ov {
-                    d.insert(a.clone(), nv - ov);
-                }
-            }
-            if !d.is_empty() {
-                deltas.insert(id.clone(), (key, d));
-            }
-        }
         let mut actions = vec![head];
         actions.extend(writes);
         Some(KeyPlan {
             pos,
             actions,
             record_written,
+            extra_ledger,
             deltas,
         })
     }
@@ -680,7 +1072,7 @@ impl Deriver {
         while i < plans.len() {
             let mut j = i;
             let mut n_actions = 0;
-            let mut totals: BTreeMap<String, (Item, BTreeMap<String, i64>)> = BTreeMap::new();
+            let mut totals: BTreeMap<String, (Item, BTreeMap<String, i128>)> = BTreeMap::new();
             while j < plans.len() {
                 let p = &plans[j];
                 let new_counters = p.deltas.keys().filter(|k| !totals.contains_key(*k)).count();
@@ -707,7 +1099,7 @@ impl Deriver {
             }
             let mut n_totals = 0;
             for (key, d) in totals.values() {
-                let d: Vec<(&String, &i64)> = d.iter().filter(|(_, v)| **v != 0).collect();
+                let d: Vec<(&String, &i128)> = d.iter().filter(|(_, v)| **v != 0).collect();
                 if d.is_empty() {
                     continue;
                 }
@@ -730,8 +1122,14 @@ impl Deriver {
                         .build(),
                 );
             }
-            let table_actions: usize = chunk.iter().map(|p| p.actions.len() - 1).sum();
-            let records: usize = chunk.iter().filter(|p| p.record_written).count();
+            let table_actions: usize = chunk
+                .iter()
+                .map(|p| p.actions.len() - 1 - p.extra_ledger)
+                .sum();
+            let records: usize = chunk
+                .iter()
+                .map(|p| usize::from(p.record_written) + p.extra_ledger)
+                .sum();
             match self.store.transact(actions).await {
                 Ok(()) => {
                     table_writes += table_actions;
@@ -757,24 +1155,19 @@ impl Deriver {
 #[derive(Default)]
 struct Assessment {
     /// Projection writes, by position.
-    updates: Vec<(usize, Update)>,
+    updates: Vec<(usize, Update, Vec<Note>)>,
     /// Per item: its position, what it implies, the derived items it implies.
     wanted: Vec<(usize, Implied, Vec<Item>)>,
     /// Keys of the derived items to read (implied now, or recorded).
     derived_keys: BTreeMap<String, Item>,
-    /// Derived items some source of the group implies: another source that
-    /// stops implying one must not delete it.
-    group_puts: BTreeSet<String>,
     bad: Vec<(usize, InputError)>,
 }
 
 /// What the group's reads saw, for planning one source item.
 #[derive(Clone, Copy)]
 struct Seen<'a> {
-    /// Derived items as they are, by id.
-    existing: &'a HashMap<String, Item>,
-    /// Derived items some source of the group implies.
-    group_puts: &'a BTreeSet<String>,
+    /// Counters whose items lag their totals, by id.
+    lagging: &'a BTreeMap<String, Item>,
 }
 
 enum Retry {
@@ -788,14 +1181,54 @@ enum Retry {
 fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
     let derived = rules.derived(image);
     let contributions = rules.contributions(image);
+    let memberships = rules.memberships(image);
     let implies = derived.as_ref().is_ok_and(|d| !d.is_empty())
-        || contributions.as_ref().is_ok_and(|c| !c.is_empty());
+        || contributions.as_ref().is_ok_and(|c| !c.is_empty())
+        || memberships.as_ref().is_ok_and(|m| !m.is_empty());
     let bad = rules
         .projection(image)
         .err()
         .or(derived.err())
-        .or(contributions.err());
+        .or(contributions.err())
+        .or(memberships.err());
     (implies, bad)
+}
+
+/// Per counter, what changes from `old` to `new` contributions (non-zero
+/// amounts only).
+fn contribution_deltas(
+    new: &Implied,
+    old: &Implied,
+) -> BTreeMap<String, (Item, BTreeMap<String, i128>)> {
+    let mut deltas = BTreeMap::new();
+    let ids: BTreeSet<&String> = new
+        .contributions
+        .keys()
+        .chain(old.contributions.keys())
+        .collect();
+    for id in ids {
+        let new = new.contributions.get(id);
+        let old = old.contributions.get(id);
+        let key = new.or(old).map(|(k, _)| k.clone()).unwrap_or_default();
+        let attrs: BTreeSet<&String> = new
+            .iter()
+            .chain(old.iter())
+            .flat_map(|(_, v)| v.keys())
+            .collect();
+        let mut d = BTreeMap::new();
+        for a in attrs {
+            let nv = new.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
+            let ov = old.and_then(|(_, v)| v.get(a)).copied().unwrap_or(0);
+            if nv != ov {
+                // (i128: the difference of two i64 always fits.)
+                d.insert(a.clone(), i128::from(nv) - i128::from(ov));
+            }
+        }
+        if !d.is_empty() {
+            deltas.insert(id.clone(), (key, d));
+        }
+    }
+    deltas
 }
 
 fn source_key_pk(processor: &str, key: &Item) -> String {
@@ -992,6 +1425,10 @@ impl StreamProcessor for DeriveProcessor {
         for _ in 0..done.unchanged {
             metrics.incr(names::DUPLICATE);
         }
+        for (key, note) in &done.notes {
+            tracing::warn!(processor = self.name(), key = %crate::item::display_key(key), metric = note.metric, reason = %note.reason, "noted");
+            metrics.incr(note.metric);
+        }
         // Jobs go last (a consumer that runs before our effects landed would
         // see stale state), and are sent for every record before a failure
         // even when a later effect failed.
@@ -1060,6 +1497,32 @@ mod tests {
             create: Some(vec![]),
             remove_at_zero: false,
         }
+    }
+
+    #[test]
+    fn sums_that_overflow_an_i64_are_errors_never_wrapped() {
+        let c = |v: i64| Contribution {
+            counter: counter("u#1"),
+            values: vec![("a", v)],
+        };
+        assert!(sum_contributions(&[c(i64::MAX), c(1)]).is_err());
+        assert!(sum_contributions(&[c(i64::MIN), c(-1)]).is_err());
+        let ok = sum_contributions(&[c(i64::MAX), c(-1)]).unwrap();
+        assert_eq!(ok["PK=S:u#1|SK=S:count"].1["a"], i64::MAX - 1);
+        // Deltas between any two i64 sums fit.
+        let new = Implied {
+            contributions: sum_contributions(&[c(i64::MAX)]).unwrap(),
+            ..Implied::default()
+        };
+        let old = Implied {
+            contributions: sum_contributions(&[c(i64::MIN)]).unwrap(),
+            ..Implied::default()
+        };
+        let d = contribution_deltas(&new, &old);
+        assert_eq!(
+            d["PK=S:u#1|SK=S:count"].1["a"],
+            i128::from(i64::MAX) - i128::from(i64::MIN)
+        );
     }
 
     #[test]

@@ -246,9 +246,15 @@ struct Loaded {
     rewrite: Option<Item>,
     first_pending: Option<usize>,
     dirty: bool,
-    /// The mirror value seen on the root's latest image in this batch.
+    /// The mirror value seen on the root's latest image in this batch
+    /// (from records not folded before: a replayed record's image is older
+    /// than the item).
     mirror_seen: Option<Option<i64>>,
     touched: Option<usize>,
+    /// Whether a record not folded before was met in this batch (only
+    /// replayed ones: the mirror is read before it is written, so a replay
+    /// sends no write).
+    advanced: bool,
 }
 
 impl Loaded {
@@ -683,6 +689,29 @@ impl<R: FoldRules> FoldProcessor<R> {
             if l.mirror_seen == Some(Some(want)) {
                 continue;
             }
+            if !l.advanced {
+                // Only replayed records: the mirror was most likely written
+                // when they were first folded (unless that write was lost).
+                match self.store.get(&self.config.table, key.clone()).await {
+                    Ok(root) => {
+                        let lags = root.is_some_and(|r| {
+                            r.opt_i64(attr).ok().flatten().is_none_or(|h| h < want)
+                        });
+                        if !lags {
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        if first.as_ref().is_none_or(|f| touched < f.index) {
+                            first = Some(BatchFailure {
+                                index: touched,
+                                error: e.into(),
+                            });
+                        }
+                        continue;
+                    }
+                }
+            }
             match self
                 .store
                 .update(
@@ -762,15 +791,16 @@ impl<R: FoldRules> FoldProcessor<R> {
         };
         let l = states.get_mut(agg).expect("loaded above");
         l.touched = Some(index);
-        if is_root {
-            l.mirror_seen = root_mirror;
-        }
         if l.current_last()
             .is_some_and(|last| change.sequence_number <= *last)
         {
             metrics.incr(names::DUPLICATE);
             tracing::info!(processor = self.name, event_id = %change.event_id, key = %change.key_display(), "already folded; skipping");
             return Ok(());
+        }
+        l.advanced = true;
+        if is_root {
+            l.mirror_seen = root_mirror;
         }
         if let Some(record) = self.rules.adoption_record(change) {
             return self
@@ -781,6 +811,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             let mut adopted = self.adopt_now(agg).await.map_err(at)?;
             adopted.touched = l.touched;
             adopted.mirror_seen = l.mirror_seen;
+            adopted.advanced = l.advanced;
             if adopted.dirty {
                 adopted.first_pending = Some(index);
                 tx.aggregates.push(agg.to_string());

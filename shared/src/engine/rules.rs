@@ -33,6 +33,15 @@ pub struct Projection {
     pub sources: Vec<&'static str>,
 }
 
+/// Something a rule's result says beyond its values (e.g. a number clamped
+/// into a sort key): the engine logs it (with the item's key) and counts it
+/// under `metric`, once per write of what it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub metric: &'static str,
+    pub reason: String,
+}
+
 /// A counter item: an item whose numeric attributes are sums of
 /// contributions of other items.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +98,13 @@ pub trait Rules: Send + Sync {
         Ok(None)
     }
 
+    /// What [`Rules::projection`] of this image notes (pure, like every
+    /// rule): the engine logs and counts each note when it writes the
+    /// projection, so a clamp is counted once per write, never per read.
+    fn notes(&self, _image: &Item) -> Vec<Note> {
+        vec![]
+    }
+
     /// The other items this item implies (complete items, keys included).
     /// The engine creates, updates and deletes them so that exactly this set
     /// exists for the item's current state.
@@ -99,6 +115,33 @@ pub trait Rules: Send + Sync {
     /// What this item, in this state, contributes to counters.
     fn contributions(&self, _image: &Item) -> Result<Vec<Contribution>, InputError> {
         Ok(vec![])
+    }
+
+    /// Ledger indexes this item belongs to, as (index, member) pairs. The
+    /// engine keeps the ledger item `IDX#<index>` / `<member>` exactly while
+    /// the item implies it, written in the same transaction as the item's
+    /// ledger record, so a set job lists an exact set with a consistent
+    /// read ([`crate::engine::derive::index_members`]) where a GSI listing
+    /// may lag. Members of one index are distinct per source item.
+    fn memberships(&self, _image: &Item) -> Result<Vec<(String, String)>, InputError> {
+        Ok(vec![])
+    }
+
+    /// Whether the derived item with this key may be implied by several
+    /// source items at once (e.g. a lookup keyed by an id that two items
+    /// carry while a writer moves one to a new key). The engine then keeps
+    /// an owner record in the ledger, so the item lives while any source
+    /// implies it. Default: one source at most (the key is a function of
+    /// the source's key).
+    fn shared(&self, _derived_key: &Item) -> bool {
+        false
+    }
+
+    /// Whether this key has the shape of an item [`Rules::derived`]
+    /// produces (processor-owned): `verify` reports one that no source
+    /// implies, and its repair deletes it.
+    fn is_derived(&self, _key: &Item) -> bool {
+        false
     }
 
     /// `Some` when this item is itself a counter item (its sums are kept equal

@@ -225,6 +225,10 @@ pub struct Plan {
     /// Jobs to enqueue once the writes are done (the next page of a large
     /// scope, say).
     pub then: Vec<OutMessage>,
+    /// Facts of the scope that are bad input: the plan keeps what their
+    /// earlier valid states implied; the consumer logs and counts each and
+    /// completes (SPEC §2.7).
+    pub bad_input: Vec<crate::error::InputError>,
 }
 
 /// Read access for rules: consistent reads of the model table and ledger.
@@ -649,6 +653,14 @@ impl SetJobProcessor {
         let mut reads = self.reads.clone();
         reads.now = (self.now)();
         let plan = self.job.plan(body, &reads).await?;
+        if !plan.bad_input.is_empty() {
+            let mut bad = crate::metrics::BatchMetrics::default();
+            for e in &plan.bad_input {
+                tracing::warn!(processor = self.job.name(), kind = e.kind(), reason = %e, "bad input in the job's scope: what it implied is kept");
+                bad.incr(crate::metrics::names::BAD_INPUT);
+            }
+            self.metrics.record(self.job.name(), &bad);
+        }
         let applied = apply(
             &reads.store,
             &reads.table,

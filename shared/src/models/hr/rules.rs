@@ -132,6 +132,19 @@ impl Rules for HrRules {
         (is_ulid(org) && is_ulid(dept)).then(|| headcount_counter(org, dept))
     }
 
+    /// A job lookup is implied by every posting of its job id: two while a
+    /// writer re-dates a posting (puts the new key, then deletes the old).
+    fn shared(&self, derived_key: &Item) -> bool {
+        let (Ok(pk), Ok(sk)) = (derived_key.s(keys::PK), derived_key.s(keys::SK)) else {
+            return false;
+        };
+        keys::kind(pk, sk) == Some(Kind::JobLookup)
+    }
+
+    fn is_derived(&self, key: &Item) -> bool {
+        self.ignores(key)
+    }
+
     /// DeptEmployee and job lookup items are the processor's and imply
     /// nothing: their records need no read.
     fn ignores(&self, keys: &Item) -> bool {

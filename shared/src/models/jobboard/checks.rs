@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Duration;
 
-use super::derive::SUGGESTIONS_QUEUE;
-use super::entities::{kind, Job, JobStatus, Kind, Pair, Seeker};
+use super::derive::{MATCHES_QUEUE, SUGGESTIONS_QUEUE};
+use super::entities::{kind, Job, JobStatus, Kind, Pair, Request, RequestStatus, Seeker};
 use super::keys;
-use super::messages::{encode, SuggestionJob};
+use super::messages::{encode, MatchJob, SuggestionJob};
 use super::relevance::{level, score};
 use super::suggestions::candidate;
 use crate::item::{display_key, key_of, ItemExt};
@@ -41,23 +41,43 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Finding> {
     let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
     let mut seekers: BTreeMap<String, Seeker> = BTreeMap::new();
     let mut requested: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut approved: Vec<Request> = Vec::new();
+    // Jobs and seekers that are bad input keep the suggestions their
+    // earlier valid states implied (SPEC §5): not drift.
+    let mut bad_jobs: BTreeSet<String> = BTreeSet::new();
+    let mut bad_seekers: BTreeSet<String> = BTreeSet::new();
     let mut matches: BTreeMap<(String, String), Vec<crate::item::Item>> = BTreeMap::new();
     let mut suggestions = Vec::new();
     for item in input.items {
         match kind(item) {
-            Ok(Kind::Job) => {
-                if let Ok(j) = Job::parse(item) {
+            Ok(Kind::Job) => match Job::parse(item) {
+                Ok(j) => {
                     jobs.insert(j.job_id.clone(), j);
                 }
-            }
-            Ok(Kind::Seeker) => {
-                if let Ok(s) = Seeker::parse(item) {
+                Err(_) => {
+                    if let Ok(sk) = item.s(keys::SK) {
+                        bad_jobs.insert(sk.rsplit('#').next().unwrap_or_default().to_string());
+                    }
+                }
+            },
+            Ok(Kind::Seeker) => match Seeker::parse(item) {
+                Ok(s) => {
                     seekers.insert(s.seeker_id.clone(), s);
                 }
-            }
+                Err(_) => {
+                    if let Ok(pk) = item.s(keys::PK) {
+                        bad_seekers.insert(pk.trim_start_matches("seeker#").to_string());
+                    }
+                }
+            },
             Ok(Kind::Request) => {
                 if let (Ok(j), Ok(s)) = (item.s("jobId"), item.s("seekerId")) {
                     requested.insert((s.to_string(), j.to_string()));
+                }
+                if let Ok(r) = Request::parse(item) {
+                    if r.status == RequestStatus::Approved {
+                        approved.push(r);
+                    }
                 }
             }
             Ok(Kind::Match) => {
@@ -81,6 +101,36 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Finding> {
                 repair: Some(Repair::DeleteIfUnchanged(extra.clone())),
             });
         }
+    }
+    // An approved request of a job and seeker that exist has its match.
+    for r in &approved {
+        let pair = (r.seeker_id.clone(), r.job_id.clone());
+        if matches.contains_key(&pair)
+            || !jobs.contains_key(&r.job_id)
+            || !seekers.contains_key(&r.seeker_id)
+        {
+            continue;
+        }
+        out.push(Finding {
+            kind: "matches",
+            drift: Drift::Missing,
+            what: format!(
+                "seeker {} / job {}: approved, no match",
+                r.seeker_id, r.job_id
+            ),
+            repair: Some(Repair::Job {
+                queue: MATCHES_QUEUE,
+                body: encode(&MatchJob {
+                    employer_id: r.employer_id.clone(),
+                    job_id: r.job_id.clone(),
+                    seeker_id: r.seeker_id.clone(),
+                    city: keys::normalize_city(&r.job_city),
+                    posted_at: r.job_posted_at.clone(),
+                    zip: r.job_zip.clone(),
+                    matched_at: r.approved_at.clone().unwrap_or_default(),
+                }),
+            }),
+        });
     }
     let present: BTreeSet<(String, String)> = suggestions
         .iter()
@@ -130,6 +180,9 @@ pub fn check(input: &CheckInput<'_>) -> Vec<Finding> {
             });
             continue;
         };
+        if bad_jobs.contains(&pair.job_id) || bad_seekers.contains(&pair.seeker_id) {
+            continue;
+        }
         let pk = (pair.seeker_id.clone(), pair.job_id.clone());
         let (job, seeker) = (jobs.get(&pair.job_id), seekers.get(&pair.seeker_id));
         let why_extra = match (job, seeker) {

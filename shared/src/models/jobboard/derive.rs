@@ -38,6 +38,13 @@ fn parse<T>(
     image.as_ref().map(f).transpose()
 }
 
+/// The old image as a trigger sees it: one that was bad input implied
+/// nothing, so a valid new image starts what it would start from nothing
+/// (the old record was logged and counted when it came).
+fn parse_old<T>(image: &Option<Item>, f: impl Fn(&Item) -> Result<T, InputError>) -> Option<T> {
+    image.as_ref().and_then(|i| f(i).ok())
+}
+
 fn suggestion(job: SuggestionJob) -> OutMessage {
     OutMessage {
         queue: SUGGESTIONS_QUEUE,
@@ -51,8 +58,10 @@ impl JobBoardDerive {
         let mut out = Vec::new();
         match (&old, &new) {
             (_, Some(n)) if open(&new) => {
+                // Everything a suggestion is scored from or copies.
                 let scored_same = old.as_ref().is_some_and(|o| {
                     open(&old)
+                        && o.title == n.title
                         && o.skills == n.skills
                         && o.category == n.category
                         && o.salary_max == n.salary_max
@@ -129,6 +138,19 @@ impl Rules for JobBoardDerive {
         })
     }
 
+    /// A seeker is a member of its city's seeker index: the suggestions
+    /// job lists a city's seekers from it (exact), not from GSI1 (which may
+    /// lag).
+    fn memberships(&self, image: &Item) -> Result<Vec<(String, String)>, InputError> {
+        Ok(match kind(image) {
+            Ok(Kind::Seeker) => {
+                let s = Seeker::parse(image)?;
+                vec![(city_seekers_index(&s.city), s.seeker_id)]
+            }
+            _ => vec![],
+        })
+    }
+
     /// Suggestions are the suggestions job's items, written with their GSI1
     /// keys: their records need no read.
     fn ignores(&self, keys: &Item) -> bool {
@@ -139,11 +161,11 @@ impl Rules for JobBoardDerive {
         let image = change.latest_image().unwrap_or(&change.keys);
         Ok(match kind(image)? {
             Kind::Job => Self::job_messages(
-                parse(&change.old, Job::parse)?,
+                parse_old(&change.old, Job::parse),
                 parse(&change.new, Job::parse)?,
             ),
             Kind::Seeker => {
-                let old = parse(&change.old, Seeker::parse)?;
+                let old = parse_old(&change.old, Seeker::parse);
                 let new = parse(&change.new, Seeker::parse)?;
                 let changed = match (&old, &new) {
                     (Some(o), Some(n)) => o.matching_profile() != n.matching_profile(),
@@ -161,7 +183,7 @@ impl Rules for JobBoardDerive {
                 }
             }
             Kind::Request => {
-                let old = parse(&change.old, Request::parse)?;
+                let old = parse_old(&change.old, Request::parse);
                 let Some(new) = parse(&change.new, Request::parse)? else {
                     return Ok(vec![]);
                 };
@@ -197,6 +219,11 @@ impl Rules for JobBoardDerive {
             Kind::Suggestion | Kind::Match | Kind::Employer => vec![],
         })
     }
+}
+
+/// The ledger index of a city's seekers (members: seeker ids).
+pub fn city_seekers_index(city: &str) -> String {
+    format!("city-seekers#{}", keys::normalize_city(city))
 }
 
 /// The entity type of an item, for writers.
@@ -366,15 +393,39 @@ pub(crate) mod tests {
             bodies(change(ChangeKind::Remove, Some(job("101", "open")), None)).len(),
             1
         );
-        // Same scoring inputs: nothing to do. Other skills: rescore.
-        let mut retitled = job("101", "open");
-        retitled.insert("title".into(), s("Senior Rust dev"));
+        // Same scoring inputs and copied attributes: nothing to do. Other
+        // skills or another title (copied into suggestions): rescore.
+        let mut redescribed = job("101", "open");
+        redescribed.insert("description".into(), s("Now with more Rust"));
         assert!(bodies(change(
             ChangeKind::Modify,
             Some(job("101", "open")),
-            Some(retitled)
+            Some(redescribed)
         ))
         .is_empty());
+        let mut retitled = job("101", "open");
+        retitled.insert("title".into(), s("Senior Rust dev"));
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(job("101", "open")),
+                Some(retitled)
+            ))
+            .len(),
+            1
+        );
+        // A bad old image implies nothing: the valid new one starts its job.
+        let mut bad = job("101", "open");
+        bad.insert("salaryMax".into(), s("lots"));
+        assert_eq!(
+            bodies(change(
+                ChangeKind::Modify,
+                Some(bad),
+                Some(job("101", "open"))
+            ))
+            .len(),
+            1
+        );
         let mut reskilled = job("101", "open");
         reskilled.insert("skills".into(), ss(&["go"]));
         assert_eq!(

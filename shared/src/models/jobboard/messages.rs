@@ -24,6 +24,19 @@ pub enum SuggestionJob {
     /// changed: rescore the seeker against the city's recent jobs.
     #[serde(rename_all = "camelCase")]
     SeekerChanged { seeker_id: String },
+    /// The next page of a job's suggestions: seekers after `after`.
+    #[serde(rename_all = "camelCase")]
+    JobPage {
+        city: String,
+        job_id: String,
+        /// The job's sort key, when known (a `jobClosed` names the id only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job_sk: Option<String>,
+        after: String,
+    },
+    /// The next page of a seeker's suggestions: jobs after sort key `after`.
+    #[serde(rename_all = "camelCase")]
+    SeekerPage { seeker_id: String, after: String },
     /// A seeker requested a job: the pair is no longer suggested.
     #[serde(rename_all = "camelCase")]
     PairRequested {

@@ -18,15 +18,18 @@
 //!   it, and nothing regenerates it once expired unless the job or the
 //!   seeker changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
+use super::derive::{city_seekers_index, SUGGESTIONS_QUEUE};
 use super::entities::{Job, JobStatus, Seeker};
 use super::keys;
-use super::messages::{decode, SuggestionJob};
+use super::messages::{decode, encode, SuggestionJob};
 use super::relevance::{level, score};
+use crate::engine::derive::index_members;
 use crate::engine::once;
+use crate::engine::rules::OutMessage;
 use crate::engine::setjob::{BoxFut, Guard, Guarded, Plan, Reads, SetJob};
 use crate::item::{n, s, Item, ItemExt};
 use crate::sqs::MessageError;
@@ -36,6 +39,12 @@ use crate::store::SortKey;
 pub const TTL: Duration = Duration::days(7);
 /// Jobs posted in the last 30 days (or later) are candidates.
 pub const WINDOW_DAYS: i64 = 30;
+/// Seekers per page of a job's suggestions job, and jobs per page of a
+/// seeker's: each page reads about three items per pair (profile or job,
+/// request, match marker) and writes at most one, so a page stays far
+/// below the consumer's timeout whatever the size of the city.
+pub const SEEKERS_PER_PAGE: usize = 100;
+pub const JOBS_PER_PAGE: usize = 100;
 /// The consumer's name (also the once-marker namespace of matches).
 pub const MATCHES: &str = "matches";
 
@@ -210,72 +219,139 @@ impl Suggestions {
             .await?)
     }
 
-    /// Every suggestion of one job.
+    /// One page of a job's suggestions: the seekers of the job's city with
+    /// ids in (`after`, the page's last], from the city's seeker index in
+    /// the ledger (exact, read consistently), or the one seeker `only` (a
+    /// pair requested). The next page is a follow-up job.
     async fn job_scope(
         &self,
         reads: &Reads,
         city: &str,
         job_id: &str,
         job_sk: Option<String>,
+        after: Option<&str>,
+        only: Option<&str>,
     ) -> Result<Plan, MessageError> {
         let pk = keys::job_pk(city);
-        let existing = Self::query(
-            reads,
-            None,
-            keys::PK,
-            pk.clone(),
-            Some(SortKey::BeginsWith(keys::SK.into(), format!("s#{job_id}#"))),
-        )
-        .await?;
-        // A `jobClosed` of an older build names only the job id: its key
-        // is on its suggestions.
-        let job_sk = job_sk.or_else(|| {
-            existing.first().and_then(|e| {
-                Some(keys::job_sk(
-                    e.s("postedAt").ok()?,
-                    e.s("zip").ok()?,
-                    job_id,
-                ))
-            })
-        });
+        let prefix = format!("s#{job_id}#");
+        // A `jobClosed` names only the job id: its key is on its
+        // suggestions.
+        let job_sk = match job_sk {
+            Some(sk) => Some(sk),
+            None => {
+                let (first, _) = reads
+                    .store
+                    .query_page(&reads.table, keys::PK, &pk, keys::SK, Some(&prefix), 1)
+                    .await?;
+                first
+                    .iter()
+                    .filter(|e| e.s(keys::SK).is_ok_and(|sk| sk.starts_with(&prefix)))
+                    .find_map(|e| {
+                        Some(keys::job_sk(
+                            e.s("postedAt").ok()?,
+                            e.s("zip").ok()?,
+                            job_id,
+                        ))
+                    })
+            }
+        };
         let Some(job_sk) = job_sk else {
             return Ok(Plan::default());
         };
-        let job_key = key(pk.clone(), job_sk);
+        let job_key = key(pk.clone(), job_sk.clone());
         let job_item = reads.store.get(&reads.table, job_key.clone()).await?;
-        let job = match &job_item {
-            Some(i) => Some(Job::parse(i).map_err(|e| MessageError::Permanent {
-                kind: "BadJob",
-                reason: e.to_string(),
-            })?),
-            None => None,
+        let job = match job_item.as_ref().map(Job::parse).transpose() {
+            Ok(job) => job,
+            // Bad input: its suggestions stay as its earlier valid states
+            // implied (logged and counted by the consumer).
+            Err(e) => {
+                return Ok(Plan {
+                    bad_input: vec![e],
+                    ..Plan::default()
+                })
+            }
         };
         let job_guards = as_read(job_key, job_item.as_ref(), JOB_FACTS);
-        let mut plan = Plan::default();
-        let mut seekers: BTreeMap<String, Option<Item>> = BTreeMap::new();
-        if let Some(job) = job.as_ref().filter(|j| candidate(j, reads.now)) {
-            // Candidates come from GSI1 (eventually consistent); each is
-            // then read consistently, and a seeker the index missed is
-            // scored by its own `seekerChanged`.
-            for s in Self::query(
-                reads,
-                Some("GSI1"),
-                keys::GSI1PK,
-                keys::city_gsi1pk(&job.city),
-                Some(SortKey::BeginsWith(keys::GSI1SK.into(), "seeker#".into())),
-            )
-            .await?
-            {
-                if let Ok(id) = s.s("seekerId") {
-                    seekers.insert(id.to_string(), None);
-                }
+        let lower = after.unwrap_or_default();
+        // The page: its seekers, its existing suggestions, where it ends.
+        let (members, existing, next) = match only {
+            Some(seeker) => {
+                let sug = reads
+                    .store
+                    .get(
+                        &reads.table,
+                        key(pk.clone(), keys::suggestion_sk(job_id, seeker)),
+                    )
+                    .await?;
+                (vec![seeker.to_string()], sug.into_iter().collect(), None)
             }
+            None if job.as_ref().is_some_and(|j| candidate(j, reads.now)) => {
+                let (members, next) = index_members(
+                    &reads.store,
+                    &reads.ledger_table,
+                    &city_seekers_index(city),
+                    after,
+                    SEEKERS_PER_PAGE,
+                )
+                .await?;
+                let upper = match &next {
+                    Some(last) => format!("{prefix}{last}"),
+                    None => format!("{prefix}\u{10FFFF}"),
+                };
+                let existing = Self::query(
+                    reads,
+                    None,
+                    keys::PK,
+                    pk.clone(),
+                    Some(SortKey::Between(
+                        keys::SK.into(),
+                        format!("{prefix}{lower}"),
+                        upper,
+                    )),
+                )
+                .await?;
+                (members, existing, next)
+            }
+            // Closed or gone: its suggestions go, a page at a time.
+            None => {
+                let (page, next) = reads
+                    .store
+                    .query_page(
+                        &reads.table,
+                        keys::PK,
+                        &pk,
+                        keys::SK,
+                        Some(&format!("{prefix}{lower}")),
+                        SEEKERS_PER_PAGE,
+                    )
+                    .await?;
+                let all = page.len();
+                let existing: Vec<Item> = page
+                    .into_iter()
+                    .filter(|e| e.s(keys::SK).is_ok_and(|sk| sk.starts_with(&prefix)))
+                    .collect();
+                let next = next
+                    .filter(|_| existing.len() == all)
+                    .and_then(|sk| sk.strip_prefix(&prefix).map(str::to_string));
+                (vec![], existing, next)
+            }
+        };
+        let mut seekers: BTreeMap<String, Option<Item>> = BTreeMap::new();
+        for id in members {
+            seekers.insert(id, None);
         }
         for e in &existing {
             if let Ok(id) = e.s("seekerId") {
-                seekers.entry(id.to_string()).or_insert(None);
+                // (Between is inclusive: the page starts after `after`.)
+                if after != Some(id) {
+                    seekers.entry(id.to_string()).or_insert(None);
+                }
             }
         }
+        let existing: Vec<Item> = existing
+            .into_iter()
+            .filter(|e| after.is_none() || e.s("seekerId").ok() != after)
+            .collect();
         let profile_keys: Vec<Item> = seekers
             .keys()
             .map(|id| key(keys::seeker_pk(id), keys::PROFILE_SK.into()))
@@ -292,6 +368,15 @@ impl Suggestions {
         };
         let facts = pair_facts(reads, &pairs).await?;
         let mut want_of: BTreeMap<String, Vec<Guard>> = BTreeMap::new();
+        // Seekers whose profile is bad input keep their suggestions.
+        let mut kept = BTreeSet::new();
+        let mut plan = Plan::default();
+        for (id, profile) in &seekers {
+            if let Some(Err(e)) = profile.as_ref().map(Seeker::parse) {
+                kept.insert(id.clone());
+                plan.bad_input.push(e);
+            }
+        }
         for (id, profile) in &seekers {
             let seeker_key = key(keys::seeker_pk(id), keys::PROFILE_SK.into());
             let mut guards = job_guards.clone();
@@ -310,83 +395,149 @@ impl Suggestions {
         }
         for e in existing {
             let id = e.s("seekerId").unwrap_or_default().to_string();
+            if kept.contains(&id) {
+                continue;
+            }
             let guards = want_of
                 .get(&id)
                 .cloned()
                 .unwrap_or_else(|| job_guards.clone());
             plan.existing.push(Guarded { item: e, guards });
         }
+        if let Some(after) = next {
+            plan.then.push(OutMessage {
+                queue: SUGGESTIONS_QUEUE,
+                body: encode(&SuggestionJob::JobPage {
+                    city: city.to_string(),
+                    job_id: job_id.to_string(),
+                    job_sk: Some(job_sk),
+                    after,
+                }),
+            });
+        }
         Ok(plan)
     }
 
-    /// Every suggestion of one seeker.
-    async fn seeker_scope(&self, reads: &Reads, seeker_id: &str) -> Result<Plan, MessageError> {
+    /// One page of a seeker's suggestions: the candidate jobs of the
+    /// seeker's city with sort keys in (`after`, the page's last], read
+    /// consistently from the table. The first page also takes the
+    /// suggestions the seeker has elsewhere (another city, a job out of the
+    /// window), from GSI1. The next page is a follow-up job.
+    async fn seeker_scope(
+        &self,
+        reads: &Reads,
+        seeker_id: &str,
+        after: Option<&str>,
+    ) -> Result<Plan, MessageError> {
         let seeker_key = key(keys::seeker_pk(seeker_id), keys::PROFILE_SK.into());
         let profile = reads.store.get(&reads.table, seeker_key.clone()).await?;
-        let seeker = match &profile {
-            Some(p) => Some(Seeker::parse(p).map_err(|e| MessageError::Permanent {
-                kind: "BadSeeker",
-                reason: e.to_string(),
-            })?),
-            None => None,
+        let seeker = match profile.as_ref().map(Seeker::parse).transpose() {
+            Ok(seeker) => seeker,
+            // Bad input: its suggestions stay as its earlier valid states
+            // implied (logged and counted by the consumer).
+            Err(e) => {
+                return Ok(Plan {
+                    bad_input: vec![e],
+                    ..Plan::default()
+                })
+            }
         };
         let seeker_guards = as_read(seeker_key, profile.as_ref(), SEEKER_FACTS);
-        // Existing suggestions: GSI1 (the only way to list a seeker's).
-        let existing = Self::query(
-            reads,
-            Some("GSI1"),
-            keys::GSI1PK,
-            keys::seeker_pk(seeker_id),
-            Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
-        )
-        .await?;
+        let window = format!("j#{}", window_start(reads.now));
         let mut jobs: BTreeMap<(String, String), Option<Item>> = BTreeMap::new();
+        let mut next = None;
+        let mut existing = Vec::new();
         if let Some(seeker) = &seeker {
-            for j in Self::query(
+            let pk = keys::job_pk(&seeker.city);
+            let from = after.map_or(window.clone(), str::to_string);
+            let (page, more) = reads
+                .store
+                .query_page(
+                    &reads.table,
+                    keys::PK,
+                    &pk,
+                    keys::SK,
+                    Some(&from),
+                    JOBS_PER_PAGE,
+                )
+                .await?;
+            let all = page.len();
+            let page: Vec<Item> = page
+                .into_iter()
+                .filter(|j| j.s(keys::SK).is_ok_and(|sk| sk.starts_with("j#")))
+                .collect();
+            next = more.filter(|_| page.len() == all);
+            for j in page {
+                if let Ok(sk) = j.s(keys::SK) {
+                    jobs.insert((pk.clone(), sk.to_string()), Some(j.clone()));
+                }
+            }
+            // The page's suggestions, by key (exact).
+            let keys_of: Vec<Item> = jobs
+                .keys()
+                .filter_map(|(pk, sk)| {
+                    let job_id = sk.rsplit('#').next()?;
+                    Some(key(pk.clone(), keys::suggestion_sk(job_id, seeker_id)))
+                })
+                .collect();
+            existing = reads.store.batch_get(&reads.table, keys_of).await?;
+        }
+        if after.is_none() {
+            // Suggestions outside the current city's window: GSI1 (the
+            // only way to list a seeker's).
+            let city_pk = seeker.as_ref().map(|s| keys::job_pk(&s.city));
+            for e in Self::query(
                 reads,
-                None,
-                keys::PK,
-                keys::job_pk(&seeker.city),
-                Some(SortKey::Between(
-                    keys::SK.into(),
-                    format!("j#{}", window_start(reads.now)),
-                    "j#\u{10FFFF}".into(),
-                )),
+                Some("GSI1"),
+                keys::GSI1PK,
+                keys::seeker_pk(seeker_id),
+                Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
             )
             .await?
             {
-                if let (Ok(pk), Ok(sk)) = (j.s(keys::PK), j.s(keys::SK)) {
-                    jobs.insert((pk.to_string(), sk.to_string()), Some(j.clone()));
+                let (Ok(pk), Ok(posted), Ok(zip), Ok(job_id)) =
+                    (e.s(keys::PK), e.s("postedAt"), e.s("zip"), e.s("jobId"))
+                else {
+                    continue;
+                };
+                let sk = keys::job_sk(posted, zip, job_id);
+                if city_pk.as_deref() == Some(pk) && sk > window {
+                    continue; // a page of the window has it
                 }
+                jobs.entry((pk.to_string(), sk)).or_insert(None);
+                existing.push(e);
             }
         }
-        let mut missing = Vec::new();
-        for e in &existing {
-            if let (Ok(pk), Ok(posted), Ok(zip), Ok(job_id)) =
-                (e.s(keys::PK), e.s("postedAt"), e.s("zip"), e.s("jobId"))
-            {
-                let k = (pk.to_string(), keys::job_sk(posted, zip, job_id));
-                if let std::collections::btree_map::Entry::Vacant(v) = jobs.entry(k) {
-                    missing.push(key(v.key().0.clone(), v.key().1.clone()));
-                    v.insert(None);
-                }
-            }
-        }
+        let missing: Vec<Item> = jobs
+            .iter()
+            .filter(|(_, i)| i.is_none())
+            .map(|((pk, sk), _)| key(pk.clone(), sk.clone()))
+            .collect();
         for j in reads.store.batch_get(&reads.table, missing).await? {
             if let (Ok(pk), Ok(sk)) = (j.s(keys::PK), j.s(keys::SK)) {
                 jobs.insert((pk.to_string(), sk.to_string()), Some(j.clone()));
             }
         }
-        let parsed: Vec<((String, String), Option<Job>)> = jobs
-            .iter()
-            .map(|(k, i)| (k.clone(), i.as_ref().and_then(|i| Job::parse(i).ok())))
-            .collect();
+        let mut plan = Plan::default();
+        // Jobs that are bad input keep their suggestions (by job id).
+        let mut kept = BTreeSet::new();
+        let mut parsed: Vec<((String, String), Option<Job>)> = Vec::new();
+        for (k, i) in &jobs {
+            match i.as_ref().map(Job::parse).transpose() {
+                Ok(j) => parsed.push((k.clone(), j)),
+                Err(e) => {
+                    if let Some(id) = k.1.rsplit('#').next() {
+                        kept.insert(id.to_string());
+                    }
+                    plan.bad_input.push(e);
+                }
+            }
+        }
         let pairs: Vec<(&Job, String)> = parsed
             .iter()
             .filter_map(|(_, j)| j.as_ref().map(|j| (j, seeker_id.to_string())))
             .collect();
         let facts = pair_facts(reads, &pairs).await?;
-        let mut plan = Plan::default();
         let mut guards_of: BTreeMap<String, Vec<Guard>> = BTreeMap::new();
         for ((pk, sk), job) in &parsed {
             let item = jobs.get(&(pk.clone(), sk.clone())).cloned().flatten();
@@ -411,11 +562,23 @@ impl Suggestions {
         }
         for e in existing {
             let job_id = e.s("jobId").unwrap_or_default().to_string();
+            if kept.contains(&job_id) {
+                continue;
+            }
             let guards = guards_of
                 .get(&job_id)
                 .cloned()
                 .unwrap_or_else(|| seeker_guards.clone());
             plan.existing.push(Guarded { item: e, guards });
+        }
+        if let Some(after) = next {
+            plan.then.push(OutMessage {
+                queue: SUGGESTIONS_QUEUE,
+                body: encode(&SuggestionJob::SeekerPage {
+                    seeker_id: seeker_id.to_string(),
+                    after,
+                }),
+            });
         }
         Ok(plan)
     }
@@ -443,16 +606,35 @@ impl SetJob for Suggestions {
             match decode::<SuggestionJob>(body)? {
                 SuggestionJob::JobOpened { city, job_sk } => {
                     let job_id = job_sk.rsplit('#').next().unwrap_or_default().to_string();
-                    self.job_scope(reads, &city, &job_id, Some(job_sk)).await
+                    self.job_scope(reads, &city, &job_id, Some(job_sk), None, None)
+                        .await
                 }
                 SuggestionJob::JobClosed { city, job_id } => {
-                    self.job_scope(reads, &city, &job_id, None).await
+                    self.job_scope(reads, &city, &job_id, None, None, None)
+                        .await
                 }
-                SuggestionJob::PairRequested { city, job_id, .. } => {
-                    self.job_scope(reads, &city, &job_id, None).await
+                SuggestionJob::JobPage {
+                    city,
+                    job_id,
+                    job_sk,
+                    after,
+                } => {
+                    self.job_scope(reads, &city, &job_id, job_sk, Some(&after), None)
+                        .await
+                }
+                SuggestionJob::PairRequested {
+                    city,
+                    job_id,
+                    seeker_id,
+                } => {
+                    self.job_scope(reads, &city, &job_id, None, None, Some(&seeker_id))
+                        .await
                 }
                 SuggestionJob::SeekerChanged { seeker_id } => {
-                    self.seeker_scope(reads, &seeker_id).await
+                    self.seeker_scope(reads, &seeker_id, None).await
+                }
+                SuggestionJob::SeekerPage { seeker_id, after } => {
+                    self.seeker_scope(reads, &seeker_id, Some(&after)).await
                 }
             }
         })
@@ -463,6 +645,19 @@ impl SetJob for Suggestions {
 mod tests {
     use super::*;
     use crate::models::jobboard::derive::tests::{job, seeker};
+
+    #[test]
+    fn the_readme_documents_the_pair_marker_the_code_writes() {
+        let key = once::marker_key(MATCHES, &pair_key("201", "101"));
+        assert_eq!(key["pk"], s("ONCE#matches#201#101"));
+        assert_eq!(key["sk"], s("ONCE"));
+        let readme = include_str!("README.md");
+        assert!(readme.contains("`ONCE#matches#<seekerId>#<jobId>` (sort key `ONCE`)"));
+        assert!(
+            !readme.contains("MATCH#<seekerId>"),
+            "no stale marker format"
+        );
+    }
 
     #[test]
     fn suggestion_item_has_every_key_the_ttl_and_the_entity_type() {

@@ -78,7 +78,7 @@ impl Facts {
                     .get(p.event.as_str())
                     .map(Vec::as_slice)
                     .unwrap_or(&[]);
-                let sc = score(&p.picks, ms);
+                let sc = score(&p.picks, ms).unwrap_or_default();
                 for (a, v) in wanted_attrs(&p.user, &p.event, sc) {
                     item.insert(a.to_string(), v);
                 }

@@ -18,7 +18,7 @@ use super::entities::{
 use super::keys;
 use super::messages::{encode, ScoreJob};
 use crate::change::{Change, ChangeKind};
-use crate::engine::rules::{Contribution, Counter, OutMessage, Projection, Rules};
+use crate::engine::rules::{Contribution, Counter, Note, OutMessage, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{s, Item, ItemExt};
 use crate::metrics::{names, BatchMetrics, Metrics};
@@ -46,16 +46,17 @@ pub struct Score {
 }
 
 /// The score of `picks` against an event's matches: the points of every
-/// match that has a result equal to the pick, and how many.
-pub fn score(picks: &BTreeMap<String, i64>, matches: &[Match]) -> Score {
+/// match that has a result equal to the pick, and how many; `None` when
+/// the points overflow a 64-bit integer (bad input, never a wrapped sum).
+pub fn score(picks: &BTreeMap<String, i64>, matches: &[Match]) -> Option<Score> {
     let mut out = Score::default();
     for m in matches {
         if m.result.is_some() && picks.get(&m.id) == m.result.as_ref() {
-            out.points += m.points;
+            out.points = out.points.checked_add(m.points)?;
             out.mcorrect += 1;
         }
     }
-    out
+    Some(out)
 }
 
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
@@ -87,12 +88,15 @@ pub fn clamp_to_report(image: &Item, sk: &str, clamped: bool) -> bool {
     clamped && image.get(keys::GSI_SK) != Some(&AttributeValue::S(sk.to_string()))
 }
 
-/// A computed sort key; reports the clamp when it is about to be written.
-fn sort_key(image: &Item, (sk, clamped): (String, bool), what: &'static str, value: i64) -> String {
-    if clamp_to_report(image, &sk, clamped) {
-        report_overflow(what, &key_display(image), value);
+/// The note of a value clamped into a sort key (the engine logs and counts
+/// it as `ScoreOverflow` when it writes the key).
+fn clamp_note(what: &str, value: i64, sk: &str) -> Note {
+    Note {
+        metric: names::SCORE_OVERFLOW,
+        reason: format!(
+            "{what} {value} does not fit its sort key's padding: clamped in the key only ({sk})"
+        ),
     }
-    sk
 }
 
 /// The processor-owned key attributes of a prediction with `points`
@@ -159,6 +163,11 @@ fn stray_score(old: Option<&Item>, new: &Item, user: &str) -> bool {
     new.get(keys::GSI_SK) != Some(&s(keys::prediction_gsi_sk(points, user).0))
 }
 
+/// The ledger index of an event's predictions (members: user ids).
+pub fn event_predictions_index(event_id: &str) -> String {
+    format!("event-predictions#{event_id}")
+}
+
 impl Rules for PickemRules {
     fn key_names(&self) -> &'static [&'static str] {
         &[keys::PK, keys::SK]
@@ -191,7 +200,7 @@ impl Rules for PickemRules {
             }
             Kind::Match => {
                 let m = Match::parse(image)?;
-                let sk = sort_key(image, keys::match_gsi_sk(m.order), "match order", m.order);
+                let (sk, _) = keys::match_gsi_sk(m.order);
                 Projection {
                     attrs: vec![
                         (keys::GSI_PK, Some(s(keys::event_key(m.event.as_str())))),
@@ -204,12 +213,7 @@ impl Rules for PickemRules {
             Kind::Prediction => {
                 let p = Prediction::parse(image)?;
                 let points = stored_count(image, POINTS).unwrap_or(0);
-                let sk = sort_key(
-                    image,
-                    keys::prediction_gsi_sk(points, &p.user),
-                    "prediction points",
-                    points,
-                );
+                let (sk, _) = keys::prediction_gsi_sk(points, &p.user);
                 Projection {
                     attrs: prediction_attrs(&p.user, &p.event, sk),
                     sources: vec![POINTS],
@@ -223,12 +227,7 @@ impl Rules for PickemRules {
                     });
                 };
                 let points = stored_count(image, POINTS).unwrap_or(0);
-                let sk = sort_key(
-                    image,
-                    keys::standings_gsi_sk(points, &user),
-                    "standings points",
-                    points,
-                );
+                let (sk, _) = keys::standings_gsi_sk(points, &user);
                 Projection {
                     attrs: vec![
                         (keys::GSI_PK, Some(s(keys::standings_key(&year)))),
@@ -241,9 +240,53 @@ impl Rules for PickemRules {
         }))
     }
 
+    /// A sort key clamped by [`Rules::projection`] (pure: the engine counts
+    /// it when it writes the key).
+    fn notes(&self, image: &Item) -> Vec<Note> {
+        let clamp = |what: &str, value: i64, (sk, clamped): (String, bool)| {
+            clamped.then(|| clamp_note(what, value, &sk))
+        };
+        let note = match kind(image) {
+            Ok(Kind::Match) => Match::parse(image)
+                .ok()
+                .and_then(|m| clamp("match order", m.order, keys::match_gsi_sk(m.order))),
+            Ok(Kind::Prediction) => Prediction::parse(image).ok().and_then(|p| {
+                let points = stored_count(image, POINTS).unwrap_or(0);
+                clamp(
+                    "prediction points",
+                    points,
+                    keys::prediction_gsi_sk(points, &p.user),
+                )
+            }),
+            Ok(Kind::Standings) => standings_of(image).and_then(|(user, _)| {
+                let points = stored_count(image, POINTS).unwrap_or(0);
+                clamp(
+                    "standings points",
+                    points,
+                    keys::standings_gsi_sk(points, &user),
+                )
+            }),
+            _ => None,
+        };
+        note.into_iter().collect()
+    }
+
     /// A prediction adds its points, its correct matches and 1 played event
     /// to its user's standings of the event's year; a match adds 1 to the
     /// ledger-only version of its event's set of matches.
+    /// A prediction is a member of its event's prediction index: the
+    /// scoring job lists an event's predictions from it (exact), not from
+    /// the GSI (which may lag).
+    fn memberships(&self, image: &Item) -> Result<Vec<(String, String)>, InputError> {
+        Ok(match kind(image) {
+            Ok(Kind::Prediction) => {
+                let p = Prediction::parse(image)?;
+                vec![(event_predictions_index(p.event.as_str()), p.user)]
+            }
+            _ => vec![],
+        })
+    }
+
     fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, InputError> {
         Ok(match kind(image)? {
             Kind::Prediction => {
@@ -398,21 +441,30 @@ mod tests {
         let picks = |v: &[(&str, i64)]| v.iter().map(|(k, t)| (k.to_string(), *t)).collect();
         assert_eq!(
             score(&picks(&[("m1", 0), ("m2", 1), ("m3", 0)]), &ms),
-            Score {
+            Some(Score {
                 points: 35,
                 mcorrect: 2
-            }
+            })
         );
         assert_eq!(
             score(&picks(&[("m1", 1), ("m2", 1)]), &ms),
-            Score {
+            Some(Score {
                 points: 25,
                 mcorrect: 1
-            }
+            })
         );
-        assert_eq!(score(&picks(&[("zz", 0)]), &ms), Score::default());
-        assert_eq!(score(&BTreeMap::new(), &ms), Score::default());
-        assert_eq!(score(&picks(&[("m1", 0)]), &[]), Score::default());
+        assert_eq!(score(&picks(&[("zz", 0)]), &ms), Some(Score::default()));
+        assert_eq!(score(&BTreeMap::new(), &ms), Some(Score::default()));
+        assert_eq!(score(&picks(&[("m1", 0)]), &[]), Some(Score::default()));
+        // Points that overflow an i64 are bad input, never a wrapped sum.
+        let huge: Vec<Match> = [
+            a_match(EV, "m1", 1, i64::MAX, Some(0)),
+            a_match(EV, "m2", 2, 1, Some(0)),
+        ]
+        .iter()
+        .map(|m| Match::parse(m).unwrap())
+        .collect();
+        assert_eq!(score(&picks(&[("m1", 0), ("m2", 0)]), &huge), None);
     }
 
     #[test]
@@ -502,12 +554,15 @@ mod tests {
     }
 
     #[test]
-    fn clamped_sort_keys_are_reported_once_per_write() {
-        let before = overflows();
+    fn clamped_sort_keys_are_noted_by_a_pure_rule() {
         let m = a_match(EV, "m1", 120, 5, None);
         let p = PickemRules.projection(&m).unwrap().unwrap();
         assert_eq!(p.attrs[1], ("GSI_SK", Some(s("MATCH#99"))));
-        assert!(overflows() > before, "counted");
+        let notes = PickemRules.notes(&m);
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].metric, "ScoreOverflow");
+        assert!(notes[0].reason.contains("match order 120"), "{notes:?}");
+        assert!(PickemRules.notes(&a_match(EV, "m1", 5, 5, None)).is_empty());
         assert!(clamp_to_report(&m, "MATCH#99", true), "about to be written");
         let mut written = m.clone();
         written.insert("GSI_SK".into(), s("MATCH#99"));

@@ -34,7 +34,7 @@ use super::rules::{
     self, matches_version_counter, prediction_attrs, report_overflow, score, Score, MCORRECT,
     POINTS, SCORING_QUEUE,
 };
-use crate::engine::derive::total_key;
+use crate::engine::derive::{index_members, total_key};
 use crate::engine::rules::OutMessage;
 use crate::engine::setjob::{BoxFut, Guard, GuardedUpdate, Plan, Reads, SetJob};
 use crate::error::StoreError;
@@ -123,7 +123,11 @@ pub async fn facts(reads: &Reads, event: &EventId) -> Result<Facts, NotScorable>
 /// input left as it is).
 pub fn prediction_update(item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
     let p = Prediction::parse(item).ok()?;
-    let sc = score(&p.picks, &facts.matches);
+    let Some(sc) = score(&p.picks, &facts.matches) else {
+        // Bad input: left as it is, never a wrapped sum.
+        tracing::warn!(processor = "scoring", key = %super::entities::key_display(item), kind = "Invalid", reason = "the points of the correct picks overflow a 64-bit integer", "bad input");
+        return None;
+    };
     let attrs: Vec<(&'static str, Option<AttributeValue>)> = wanted_attrs(&p.user, &p.event, sc)
         .into_iter()
         .filter(|(a, v)| item.get(*a) != Some(v))
@@ -156,53 +160,29 @@ pub fn prediction_update(item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
     })
 }
 
-/// Users with a prediction for the event, as the GSI lists them
-/// (eventually consistent: a prediction it misses is scored by its own
-/// insert's job).
+/// Users with a prediction for the event: the event's prediction index in
+/// the ledger, written in the transaction of each prediction's ledger
+/// record and read consistently (exact; a GSI listing may lag and miss a
+/// prediction scored just before a result changed).
 pub async fn listed_users(reads: &Reads, event: &EventId) -> Result<Vec<String>, StoreError> {
-    let pages = reads
-        .store
-        .client()
-        .query()
-        .table_name(&reads.table)
-        .index_name(keys::GSI)
-        .key_condition_expression("#pk = :pk AND begins_with(#sk, :score)")
-        .projection_expression("#k, #s")
-        .expression_attribute_names("#pk", keys::GSI_PK)
-        .expression_attribute_names("#sk", keys::GSI_SK)
-        .expression_attribute_names("#k", keys::PK)
-        .expression_attribute_names("#s", keys::SK)
-        .expression_attribute_values(":pk", s(keys::event_key(event.as_str())))
-        .expression_attribute_values(":score", s(keys::SCORE_PREFIX))
-        .into_paginator()
-        .items()
-        .send()
-        .collect::<Vec<_>>()
-        .await;
-    let want_sk = keys::event_key(event.as_str());
-    let mut users = BTreeSet::new();
-    for item in pages {
-        let item = item.map_err(|e| StoreError {
-            operation: "Query",
-            table: reads.table.clone(),
-            code: aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&e)
-                .unwrap_or("QueryFailed")
-                .to_string(),
-            retryable: true,
-            source: Box::new(e),
-        })?;
-        if item.s(keys::SK).ok() != Some(want_sk.as_str()) {
-            continue;
-        }
-        if let Some(u) = item
-            .s(keys::PK)
-            .ok()
-            .and_then(|pk| pk.strip_prefix(keys::USER_PREFIX))
-        {
-            users.insert(u.to_string());
+    let index = rules::event_predictions_index(event.as_str());
+    let mut users = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let (page, next) = index_members(
+            &reads.store,
+            &reads.ledger_table,
+            &index,
+            after.as_deref(),
+            1000,
+        )
+        .await?;
+        users.extend(page);
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok(users),
         }
     }
-    Ok(users.into_iter().collect())
 }
 
 impl Scoring {
@@ -328,12 +308,13 @@ pub fn expected_scores(items: &[Item]) -> Vec<(Item, Score)> {
     predictions
         .into_iter()
         .filter(|(_, p)| !bad_events.contains(p.event.as_str()))
-        .map(|(i, p)| {
+        .filter_map(|(i, p)| {
             let ms = matches
                 .get(p.event.as_str())
                 .map(Vec::as_slice)
                 .unwrap_or(&[]);
-            (i, rules::score(&p.picks, ms))
+            // An overflowing sum cannot be judged (bad input).
+            Some((i, rules::score(&p.picks, ms)?))
         })
         .collect()
 }

@@ -177,6 +177,11 @@ impl Rules for SocialRules {
         Ok(if same { vec![] } else { vec![timeline(job)] })
     }
 
+    /// Follower mirrors are what follows imply.
+    fn is_derived(&self, key: &Item) -> bool {
+        matches!(key_kind(key), Some(Kind::Follower { .. }))
+    }
+
     /// Mirrors and timeline entries (including their TTL expiry) imply
     /// nothing. Counter items are read so that a writer's overwrite is
     /// brought back to the sums.
