@@ -222,9 +222,12 @@ pub struct Plan {
     /// Attribute updates of items the scope does not own (e.g. the scores
     /// of writers' predictions).
     pub updates: Vec<GuardedUpdate>,
-    /// Jobs to enqueue once the writes are done (the next page of a large
-    /// scope, say).
+    /// Jobs to enqueue once the writes are done.
     pub then: Vec<OutMessage>,
+    /// Jobs to enqueue before the writes: the next page of a large scope,
+    /// so that pages are written concurrently (a retry of this job sends
+    /// it again: a duplicate page job is harmless).
+    pub ahead: Vec<OutMessage>,
 }
 
 /// Read access for rules: consistent reads of the model table and ledger.
@@ -262,6 +265,21 @@ struct Op {
     write: Write,
     key: Item,
     guards: Vec<Guard>,
+    /// The size of the item written or deleted (bytes, as DynamoDB counts
+    /// them), for the capacity it is billed.
+    size: usize,
+}
+
+/// Transaction chunks of one plan in flight at once. Chunks that share a
+/// guarded item (a page's post) can conflict on DynamoDB
+/// (`TransactionConflict`, retried with jittered backoff), so the bound is
+/// small.
+pub const WRITE_CONCURRENCY: usize = 4;
+
+/// Write capacity units of a write of `size` bytes (1 KB units, rounded
+/// up, at least 1).
+pub fn write_units(size: usize) -> u64 {
+    size.div_ceil(1024).max(1) as u64
 }
 
 #[derive(Debug, Clone)]
@@ -279,6 +297,12 @@ pub struct Applied {
     pub updates: usize,
     /// Writes dropped because a guard failed (a newer fact won).
     pub superseded: usize,
+    /// Write capacity units as AWS bills the committed writes: 1 per KB
+    /// per BatchWriteItem request, 2 per KB per action of a transaction
+    /// (condition checks included, counted as 1 KB).
+    pub write_units: u64,
+    /// TransactWriteItems actions committed (writes and condition checks).
+    pub actions: usize,
 }
 
 impl Applied {
@@ -292,6 +316,16 @@ impl Applied {
 
     pub fn writes(&self) -> usize {
         self.puts + self.deletes + self.updates
+    }
+
+    /// Adds what another part of the same plan (or another page) applied.
+    pub fn add(&mut self, o: &Applied) {
+        self.puts += o.puts;
+        self.deletes += o.deletes;
+        self.updates += o.updates;
+        self.superseded += o.superseded;
+        self.write_units += o.write_units;
+        self.actions += o.actions;
     }
 }
 
@@ -333,6 +367,7 @@ pub async fn apply(
             write: Write::Put(d.item.clone()),
             key,
             guards: d.guards.clone(),
+            size: crate::item::item_size(&d.item),
         });
     }
     for (id, e) in &existing {
@@ -341,6 +376,7 @@ pub async fn apply(
                 write: Write::Delete,
                 key: key_of(&e.item, key_names),
                 guards: e.guards.clone(),
+                size: crate::item::item_size(&e.item),
             });
         }
     }
@@ -352,6 +388,8 @@ pub async fn apply(
             write: Write::Update(u.attrs.clone()),
             key: u.key.clone(),
             guards,
+            // The updated item's size is not known: billed as at least 1 KB.
+            size: 0,
         });
     }
     let mut applied = Applied::default();
@@ -381,26 +419,64 @@ pub async fn apply(
         store.batch_write(table, reqs).await?;
         for o in &free {
             applied.count(&o.write);
+            applied.write_units += write_units(o.size);
         }
     }
+    // Transaction chunks, packed up front and written concurrently: every
+    // op is in exactly one chunk, and a chunk whose guards fail drops only
+    // the ops that own them (see `write_chunk`).
+    let mut chunks = Vec::new();
     let mut pending = guarded;
+    while !pending.is_empty() {
+        let packed = pack(pending, table, ledger_table, key_names);
+        pending = packed.rest;
+        chunks.push(packed.taken);
+    }
+    use futures::StreamExt as _;
+    let mut results = futures::stream::iter(
+        chunks
+            .into_iter()
+            .map(|ops| write_chunk(store, table, ledger_table, key_names, ops)),
+    )
+    .buffer_unordered(WRITE_CONCURRENCY);
+    while let Some(r) = results.next().await {
+        applied.add(&r?);
+    }
+    Ok(applied)
+}
+
+/// Writes one chunk (ops that fit one transaction). A cancelled
+/// transaction drops every op that owns (or shares) a failed guard (a
+/// newer fact won) and is sent again with the others.
+async fn write_chunk(
+    store: &Store,
+    table: &str,
+    ledger_table: &str,
+    key_names: &[&str],
+    ops: Vec<Op>,
+) -> Result<Applied, MessageError> {
+    let mut applied = Applied::default();
+    let mut pending = ops;
     while !pending.is_empty() {
         let Packed {
             actions,
             owners,
             taken,
             rest,
+            units,
         } = pack(pending, table, ledger_table, key_names);
-        pending = rest;
+        debug_assert!(rest.is_empty(), "a chunk fits one transaction");
+        let n = actions.len();
         match store.transact(actions).await {
             Ok(()) => {
                 for o in &taken {
                     applied.count(&o.write);
                 }
+                applied.write_units += units;
+                applied.actions += n;
+                pending = rest;
             }
             Err(TxError::ConditionsFailed { failed }) => {
-                // Drop every op that owns (or shares) a failed action: a
-                // newer fact won. Retry the others.
                 let mut dropped = std::collections::HashSet::new();
                 for (i, f) in failed.iter().enumerate() {
                     if *f {
@@ -410,10 +486,7 @@ pub async fn apply(
                 applied.superseded += dropped.len();
                 // Each cancelled transaction drops the ops of its failed
                 // guards, so this terminates; without one to drop (no
-                // progress), give up and let the message be retried. A
-                // bound on the number of rounds would fail any plan larger
-                // than that many transactions whose guards lose races (a
-                // page of 1000 timeline entries is 21 transactions).
+                // progress), give up and let the message be retried.
                 if dropped.is_empty() {
                     return Err(MessageError::Retryable(
                         crate::error::ProcessError::Conflict("guards keep failing".into()),
@@ -425,7 +498,7 @@ pub async fn apply(
                     .filter(|(i, _)| !dropped.contains(i))
                     .map(|(_, o)| o)
                     .collect();
-                retry.extend(pending);
+                retry.extend(rest);
                 pending = retry;
             }
             Err(TxError::Store(e)) => return Err(e.into()),
@@ -441,6 +514,8 @@ struct Packed {
     owners: Vec<Vec<usize>>,
     taken: Vec<Op>,
     rest: Vec<Op>,
+    /// Write capacity units the transaction is billed (2 per KB per action).
+    units: u64,
 }
 
 /// Packs ops into one transaction (at most 100 actions, one action per
@@ -515,6 +590,10 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
         taken.push(op);
     }
     let mut actions = Vec::with_capacity(writes.len());
+    let units = writes
+        .iter()
+        .map(|w| 2 * w.map_or(1, |i| write_units(taken[i].size)))
+        .sum();
     for (slot, w) in writes.iter().enumerate() {
         let refs: Vec<&Guard> = guards_at[slot].iter().collect();
         let expr = (!refs.is_empty()).then(|| condition(&refs, key_names[0]));
@@ -597,6 +676,7 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
         owners,
         taken,
         rest,
+        units,
     }
 }
 
@@ -649,6 +729,13 @@ impl SetJobProcessor {
         let mut reads = self.reads.clone();
         reads.now = (self.now)();
         let plan = self.job.plan(body, &reads).await?;
+        if !plan.ahead.is_empty() {
+            let msgs: Vec<(usize, OutMessage)> =
+                plan.ahead.iter().cloned().map(|m| (0, m)).collect();
+            crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
+                .await
+                .map_err(|f| MessageError::Retryable(f.error))?;
+        }
         let applied = apply(
             &reads.store,
             &reads.table,
@@ -663,6 +750,16 @@ impl SetJobProcessor {
             crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
                 .await
                 .map_err(|f| MessageError::Retryable(f.error))?;
+        }
+        if applied.writes() > 0 {
+            tracing::debug!(
+                processor = self.job.name(),
+                puts = applied.puts,
+                deletes = applied.deletes,
+                updates = applied.updates,
+                write_units = applied.write_units,
+                "set job applied"
+            );
         }
         if applied.superseded > 0 {
             tracing::info!(
@@ -734,11 +831,13 @@ mod tests {
                 write: Write::Put(key("e1")),
                 key: key("e1"),
                 guards: vec![post.clone(), Guard::exists(key("f1"))],
+                size: 10,
             },
             Op {
                 write: Write::Put(key("e2")),
                 key: key("e2"),
                 guards: vec![post.clone(), Guard::absent(key("e2"))],
+                size: 2000,
             },
         ];
         let Packed {
@@ -746,12 +845,15 @@ mod tests {
             owners,
             taken,
             rest,
+            units,
         } = pack(ops, "t", "l", &["PK", "SK"]);
         assert!(rest.is_empty());
         assert_eq!(taken.len(), 2);
         // e1, post (shared), f1, e2 (its own guard folded into its put).
         assert_eq!(actions.len(), 4);
         assert_eq!(owners[1], vec![0, 1], "the post check belongs to both");
+        // Billed twice per action: e1 (1 KB), the two checks, e2 (2 KB).
+        assert_eq!(units, 2 * (1 + 1 + 1 + 2));
         let e2 = actions[3].put().unwrap();
         assert_eq!(e2.condition_expression(), Some("attribute_not_exists(#k0)"));
     }
