@@ -11,9 +11,9 @@ use shared::engine::joinset::{
 use shared::engine::setjob::{apply, Applied, Reads, SetJob};
 use shared::item::{s, Item};
 use shared::models::social::demo::{follow_item, post_item, user_item};
-use shared::models::social::{entities, keys};
 use shared::models::social::messages::{encode, TimelineJob};
 use shared::models::social::timeline::Timeline;
+use shared::models::social::{entities, keys};
 use shared::store::Store;
 
 use crate::support::{model_env, ModelEnv};
@@ -98,7 +98,12 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     store.put_items(&table, items).await.unwrap();
     let job = Timeline { page: 50 };
     let r = reads(&env, &store);
-    let writes = || store.stats().writes.load(std::sync::atomic::Ordering::Relaxed);
+    let writes = || {
+        store
+            .stats()
+            .writes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
     let mut figures: Vec<(&str, usize, usize, usize, u64)> = Vec::new();
 
     // 1. The post fans out to 120 followers: three pages.
@@ -122,7 +127,10 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     store
         .put_items(
             &table,
-            vec![follow_item("fan0000", "bob", &at), mirror("fan0000", "bob", &at)],
+            vec![
+                follow_item("fan0000", "bob", &at),
+                mirror("fan0000", "bob", &at),
+            ],
         )
         .await
         .unwrap();
@@ -288,9 +296,7 @@ fn greetings_set(page: usize) -> JoinSet {
                 name: "info".into(),
                 key: template("u#${b}", "info"),
                 via: None,
-                valid: Arc::new(|i| {
-                    entities::parse(i).map(|_| ()).map_err(|e| e.to_string())
-                }),
+                valid: Arc::new(|i| entities::parse(i).map(|_| ()).map_err(|e| e.to_string())),
                 reads: vec!["name"],
             },
             follow_fact(vec![]),
@@ -313,7 +319,11 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     let table = env.rt.config.table.clone();
     let set = pending_set();
     assert_eq!(
-        set.scopes().unwrap().iter().map(|s| s.steps.len()).collect::<Vec<_>>(),
+        set.scopes()
+            .unwrap()
+            .iter()
+            .map(|s| s.steps.len())
+            .collect::<Vec<_>>(),
         vec![0, 0],
         "both scopes are one candidate"
     );
@@ -353,9 +363,16 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     assert_eq!(a.deletes, 1);
     assert!(item(&store, &env, pending.clone()).await.is_none());
     // ... the stale put, applied late, never resurrects it.
-    let a = apply(&store, &table, &r.ledger_table, set.key_names(), &[], &stale_put)
-        .await
-        .unwrap();
+    let a = apply(
+        &store,
+        &table,
+        &r.ledger_table,
+        set.key_names(),
+        &[],
+        &stale_put,
+    )
+    .await
+    .unwrap();
     assert_eq!((a.puts, a.superseded), (0, 1));
     assert!(item(&store, &env, pending.clone()).await.is_none());
 
@@ -400,7 +417,10 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
         .unwrap();
     let (a, _) = run_one(&set, &r, &follow_job).await;
     assert_eq!(a.puts, 1);
-    assert_eq!(item(&store, &env, pending).await.unwrap()["since"], s(&later));
+    assert_eq!(
+        item(&store, &env, pending).await.unwrap()["since"],
+        s(&later)
+    );
 
     // Bodies that do not fit the declaration are permanent failures.
     for bad in [
@@ -458,9 +478,16 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
         .put_items(&table, vec![user_item("ann", "Anne")])
         .await
         .unwrap();
-    let a = apply(&store, &table, &r.ledger_table, set.key_names(), &[], &stale)
-        .await
-        .unwrap();
+    let a = apply(
+        &store,
+        &table,
+        &r.ledger_table,
+        set.key_names(),
+        &[],
+        &stale,
+    )
+    .await
+    .unwrap();
     assert_eq!((a.puts, a.superseded), (0, 10));
     assert_eq!(
         item(&store, &env, greeting("g000")).await.unwrap()["from"],

@@ -96,11 +96,7 @@ pub fn declaration(page: usize) -> JoinSet {
                 name: "follow".into(),
                 key: template("u#${f}#following", "u#${a}"),
                 via: Some(template("u#${a}#follower", "u#${f}")),
-                valid: Arc::new(|i| {
-                    entities::follow(i)
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
-                }),
+                valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
                 reads: vec![],
             },
             FactDecl {
@@ -374,7 +370,11 @@ mod tests {
     fn bad_facts_keep_what_is_there() {
         let e = entry_item("f", &post());
         let (d, x) = decide(
-            &[follow_item("f", "a", "bad"), post_item("a", P1, T1), e.clone()],
+            &[
+                follow_item("f", "a", "bad"),
+                post_item("a", P1, T1),
+                e.clone(),
+            ],
             now(),
         );
         assert_eq!(d, x, "kept as is: nothing to write");
