@@ -564,3 +564,192 @@ async fn the_timeline_follow_scope_is_paged() {
         .unwrap();
     assert_eq!(left.len(), 1, "only cid's entry is left");
 }
+
+/// A celebrity's fan-out and its deletion, written through a proxy that
+/// fails transactions (5xx) and throttles reads, with one SDK attempt: a
+/// failed job is delivered again (as SQS would) and the concurrent chunks
+/// end exact, with no entry written twice nor left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
+    use jobstream::faults::{Fault, FaultProxy};
+    let env = social().await;
+    let table = env.rt.config.table.clone();
+    let direct = Store::new(env.rt.dynamodb.clone());
+    let upstream = env
+        .engine
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let faulty = Store::with_backoff(
+        aws_sdk_dynamodb::Client::new(
+            &jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), 1).await,
+        ),
+        shared::store::Backoff {
+            max_times: 0,
+            ..shared::store::Backoff::default()
+        },
+    );
+    let at = iso(60);
+    let fans: Vec<String> = (0..300).map(|i| format!("fan{i:04}")).collect();
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        items.push(mirror(f, "star", &at));
+    }
+    let p = post_id(1);
+    items.push(post_item("star", &p, &iso(5), "x"));
+    direct.put_items(&table, items).await.unwrap();
+    let job = Timeline { page: 100 };
+    let r = reads(&env, &faulty);
+    let body = encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: p.clone(),
+        after: None,
+    });
+    // Runs the chain; a job that fails is delivered again.
+    let run = |body: String| {
+        let r = r.clone();
+        async move {
+            let mut queue = vec![body];
+            let (mut total, mut failures) = (Applied::default(), 0);
+            while let Some(body) = queue.pop() {
+                let plan = match job.plan(&body, &r).await {
+                    Ok(plan) => plan,
+                    Err(_) => {
+                        failures += 1;
+                        queue.push(body);
+                        continue;
+                    }
+                };
+                queue.extend(plan.ahead.iter().map(|m| m.body.clone()));
+                match apply(
+                    &r.store,
+                    &r.table,
+                    &r.ledger_table,
+                    job.key_names(),
+                    &[],
+                    &plan,
+                )
+                .await
+                {
+                    Ok(a) => total.add(&a),
+                    Err(_) => {
+                        failures += 1;
+                        queue.push(body);
+                    }
+                }
+                assert!(failures < 100, "the faults are bounded");
+            }
+            (total, failures)
+        }
+    };
+    proxy.inject(Fault::server_error("TransactWriteItems", 4).after(1));
+    proxy.inject(Fault::throttle("BatchGetItem", 2).after(1));
+    let (a, failures) = run(body.clone()).await;
+    assert!(failures >= 2, "{failures} failed deliveries");
+    assert!(proxy.injected() >= 6);
+    let entries = |f: &str| {
+        let direct = direct.clone();
+        let table = table.clone();
+        let f = f.to_string();
+        async move {
+            direct
+                .query(&table, None, keys::PK, &keys::timeline_pk(&f), None)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    for f in &fans {
+        assert_eq!(entries(f).await, 1, "{f}");
+    }
+    // A redelivered page re-reads and skips what its first delivery wrote
+    // (the puts of deliveries that failed part-way are not counted here).
+    assert!(a.puts <= 300);
+    let (again, _) = run(body.clone()).await;
+    assert_eq!(again.writes(), 0, "once exact, a duplicate writes nothing");
+    // The post goes: every entry goes, under faults again.
+    direct
+        .delete_keys(&table, vec![keys::post_key("star", &p)])
+        .await
+        .unwrap();
+    proxy.inject(Fault::server_error("TransactWriteItems", 3).after(2));
+    let (a, failures) = run(body).await;
+    assert!(failures >= 1);
+    assert!(a.deletes <= 300);
+    for f in &fans {
+        assert_eq!(entries(f).await, 0, "{f}");
+    }
+}
+
+/// The pages of a fan-out planned, then fans unfollow (and their follow
+/// jobs run) before the pages are written: the stale pages write every
+/// other entry and resurrect none, concurrently chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    let at = iso(60);
+    let fans: Vec<String> = (0..250).map(|i| format!("fan{i:04}")).collect();
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        items.push(mirror(f, "star", &at));
+    }
+    let p = post_id(1);
+    items.push(post_item("star", &p, &iso(5), "x"));
+    store.put_items(&table, items).await.unwrap();
+    let job = Timeline { page: 100 };
+    let r = reads(&env, &store);
+    let mut body = Some(encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: p.clone(),
+        after: None,
+    }));
+    let mut plans = Vec::new();
+    while let Some(b) = body.take() {
+        let plan = job.plan(&b, &r).await.unwrap();
+        body = plan.ahead.first().map(|m| m.body.clone());
+        plans.push(plan);
+    }
+    assert_eq!(plans.len(), 3);
+    // Every 10th fan unfollows; their follow jobs find nothing to remove.
+    let gone: Vec<&String> = fans.iter().step_by(10).collect();
+    let mut keys_gone = Vec::new();
+    for f in &gone {
+        keys_gone.push(keys::follow_key(f, "star"));
+        keys_gone.push(keys::mirror_key(f, "star"));
+    }
+    store.delete_keys(&table, keys_gone).await.unwrap();
+    for f in &gone {
+        let (a, _) = run_pages(
+            &job,
+            &r,
+            encode(&TimelineJob::Follow {
+                follower_id: f.to_string(),
+                author_id: "star".into(),
+            }),
+        )
+        .await;
+        assert_eq!(a.writes(), 0);
+    }
+    let mut total = Applied::default();
+    for plan in &plans {
+        let a = apply(&store, &table, &r.ledger_table, job.key_names(), &[], plan)
+            .await
+            .unwrap();
+        total.add(&a);
+    }
+    assert_eq!((total.puts, total.superseded), (225, 25));
+    for (i, f) in fans.iter().enumerate() {
+        let n = store
+            .query(&table, None, keys::PK, &keys::timeline_pk(f), None)
+            .await
+            .unwrap()
+            .len();
+        assert_eq!(n, usize::from(i % 10 != 0), "{f}");
+    }
+}

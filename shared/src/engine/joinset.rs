@@ -32,6 +32,38 @@
 //! A fact that exists but is not valid is bad input: the target keeps what
 //! earlier valid states implied (nothing is written for it). A target past
 //! its TTL is DynamoDB's to delete (never listed, never written).
+//!
+//! ## A model file's `sets:` block (for the loader)
+//!
+//! ```yaml
+//! sets:
+//!   timeline:                         # JoinSet.name; queue: the consumer's
+//!     entity: timeline                # TargetDecl.key from the entity's key template,
+//!                                     # type_attr from the table's entity-type attribute
+//!     facts:                          # FactDecl, in order (guards follow this order)
+//!       follow: { entity: follow, bind: { follower: f, followed: a }, via: follower }
+//!       post:   { entity: post, bind: { author: a, postId: p } }
+//!     unless: {}                      # UnlessDecl: entity + bindings, existence only
+//!     when: [ "f != a" ]              # When::Expr (CEL; When::Distinct for a plain `!=`)
+//!     values:                         # Value::Var / Value::Attr / Value::Computed (CEL)
+//!       postId: p
+//!       authorId: a
+//!       createdAt: post.createdAt
+//!     ttl: "epoch(post.createdAt) + 604800"   # TargetDecl.ttl, with the table's TTL attribute
+//!     page: 1000                      # optional; DEFAULT_PAGE
+//! ```
+//!
+//! A fact's entity gives its key template (bindings rename the entity's
+//! variables to the set's), its validation ([`FactDecl::valid`]: the
+//! entity's types and `check`s) and `via` (another entity whose key binds
+//! the same variables, e.g. a processor mirror). [`FactDecl::reads`] are the
+//! attributes the file's `when`/values/ttl mention for that fact (the loader
+//! collects them from the compiled expressions). Names that must be
+//! `'static` (set, queue, attributes) are leaked once at load. The scopes
+//! need no declaration: [`JoinSet::scopes`] derives them and refuses a set
+//! whose changes cannot be listed (report it as `PATH:LINE:COL`). The stream
+//! side starts a scope with [`JoinSet::start`] (`starts:` of the fact's
+//! entity: the fact's variables as `bind`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
