@@ -405,7 +405,7 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                     .and_then(|c| c.set_job.clone())
                     .ok_or_else(|| anyhow::anyhow!("no set job consumes queue {queue}"))?;
                 consumer
-                    .run(body)
+                    .run_all(body)
                     .await
                     .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
                 ran += 1;

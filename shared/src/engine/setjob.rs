@@ -724,18 +724,45 @@ impl SetJobProcessor {
         &self.reads.store
     }
 
-    /// Runs one job body to completion (also used by `verify --repair`).
+    /// Runs one job body to completion: its next pages are sent ahead to
+    /// their queue (the queue consumer's path).
     pub async fn run(&self, body: &str) -> Result<Outcome, MessageError> {
+        self.run_one(body, true).await.map(|(o, _)| o)
+    }
+
+    /// Runs a job and every page after it in this process, one after the
+    /// other (`verify --repair`: a repair does not depend on the queue's
+    /// consumers running). Jobs for later (`then`) are still sent.
+    pub async fn run_all(&self, body: &str) -> Result<Outcome, MessageError> {
+        let mut outcome = Outcome::Duplicate;
+        let mut bodies = vec![body.to_string()];
+        while let Some(b) = bodies.pop() {
+            let (o, ahead) = self.run_one(&b, false).await?;
+            if o == Outcome::Applied {
+                outcome = Outcome::Applied;
+            }
+            bodies.extend(ahead.into_iter().map(|m| m.body));
+        }
+        Ok(outcome)
+    }
+
+    /// One job; the pages ahead are sent (`send_ahead`) or returned.
+    async fn run_one(
+        &self,
+        body: &str,
+        send_ahead: bool,
+    ) -> Result<(Outcome, Vec<OutMessage>), MessageError> {
         let mut reads = self.reads.clone();
         reads.now = (self.now)();
-        let plan = self.job.plan(body, &reads).await?;
-        if !plan.ahead.is_empty() {
-            let msgs: Vec<(usize, OutMessage)> =
-                plan.ahead.iter().cloned().map(|m| (0, m)).collect();
+        let mut plan = self.job.plan(body, &reads).await?;
+        let ahead = std::mem::take(&mut plan.ahead);
+        if send_ahead && !ahead.is_empty() {
+            let msgs: Vec<(usize, OutMessage)> = ahead.iter().cloned().map(|m| (0, m)).collect();
             crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
                 .await
                 .map_err(|f| MessageError::Retryable(f.error))?;
         }
+        let ahead = if send_ahead { Vec::new() } else { ahead };
         let applied = apply(
             &reads.store,
             &reads.table,
@@ -768,11 +795,12 @@ impl SetJobProcessor {
                 "writes dropped: a newer fact won"
             );
         }
-        Ok(if applied.writes() == 0 {
+        let outcome = if applied.writes() == 0 {
             Outcome::Duplicate
         } else {
             Outcome::Applied
-        })
+        };
+        Ok((outcome, ahead))
     }
 }
 
