@@ -329,7 +329,8 @@ impl Applied {
     }
 }
 
-/// Diffs a plan against what exists and writes the difference.
+/// Diffs a plan against what exists and writes the difference, up to
+/// [`WRITE_CONCURRENCY`] transactions at once.
 pub async fn apply(
     store: &Store,
     table: &str,
@@ -337,6 +338,28 @@ pub async fn apply(
     key_names: &[&str],
     volatile: &[&str],
     plan: &Plan,
+) -> Result<Applied, MessageError> {
+    apply_with(
+        store,
+        table,
+        ledger_table,
+        key_names,
+        volatile,
+        plan,
+        WRITE_CONCURRENCY,
+    )
+    .await
+}
+
+/// [`apply`] with `concurrency` transactions in flight (at least 1).
+pub async fn apply_with(
+    store: &Store,
+    table: &str,
+    ledger_table: &str,
+    key_names: &[&str],
+    volatile: &[&str],
+    plan: &Plan,
+    concurrency: usize,
 ) -> Result<Applied, MessageError> {
     let strip = |i: &Item| -> Item {
         i.iter()
@@ -438,7 +461,7 @@ pub async fn apply(
             .into_iter()
             .map(|ops| write_chunk(store, table, ledger_table, key_names, ops)),
     )
-    .buffer_unordered(WRITE_CONCURRENCY);
+    .buffer_unordered(concurrency.max(1));
     while let Some(r) = results.next().await {
         applied.add(&r?);
     }
