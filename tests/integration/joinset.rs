@@ -255,6 +255,9 @@ fn pending_set() -> JoinSet {
                 (
                     "note".into(),
                     Value::Computed(Arc::new(|row| {
+                        if row.vars["a"] == "boom" {
+                            return Err("the note overflows".into());
+                        }
                         Ok(s(format!("{} waits for {}", row.vars["a"], row.vars["b"])))
                     })),
                 ),
@@ -752,4 +755,36 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
             .len();
         assert_eq!(n, usize::from(i % 10 != 0), "{f}");
     }
+}
+
+/// A value that cannot be computed from valid facts is bad input: logged,
+/// counted by the consumer, nothing written, and the job completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_that_cannot_be_computed_is_counted_and_writes_nothing() {
+    use shared::engine::setjob::SetJobProcessor;
+    use shared::metrics::names;
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    store
+        .put_items(&table, vec![follow_item("boom", "y", &iso(1))])
+        .await
+        .unwrap();
+    let set = pending_set();
+    let body = set.start("follow", vars(&[("a", "boom"), ("b", "y")]));
+    let consumer = SetJobProcessor::new(
+        Arc::new(set),
+        store.clone(),
+        &table,
+        &env.rt.config.ledger_table,
+        None,
+        Default::default(),
+    );
+    let outcome = consumer.run(&body).await.expect("the job completes");
+    assert_eq!(outcome, shared::sqs::Outcome::Duplicate, "nothing written");
+    use shared::sqs::MessageProcessor as _;
+    assert_eq!(consumer.metrics().get(names::BAD_INPUT), 1);
+    assert!(item(&store, &env, keys::key("u#y#pending", "u#boom"))
+        .await
+        .is_none());
 }

@@ -652,15 +652,28 @@ impl JoinSet {
         read: &dyn Fn(&Item) -> Option<Item>,
         now: DateTime<Utc>,
     ) -> Option<Decision> {
+        self.decide_row(scope, vars, read, now).map(|(d, _)| d)
+    }
+
+    /// [`JoinSet::decide`], and whether evaluating `when`, the values or
+    /// the TTL failed on valid facts (bad input the stream rules did not
+    /// see, e.g. an overflow: counted by the consumer).
+    fn decide_row(
+        &self,
+        scope: &str,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+        now: DateTime<Utc>,
+    ) -> Option<(Decision, bool)> {
         let names = self.key_names;
         let target_key = self.target.key.key(names, vars)?;
         let existing = read(&target_key).filter(|e| !self.expired(e, now));
-        let keep = |existing: Option<Item>| {
+        let keep = |existing: Option<Item>, bad: bool| {
             let g = existing.map(|item| Guarded {
                 item,
                 guards: vec![],
             });
-            Some((g.clone(), g))
+            Some(((g.clone(), g), bad))
         };
         let mut items: Vec<(&FactDecl, Item, Option<Item>)> = Vec::new();
         for f in &self.facts {
@@ -683,7 +696,7 @@ impl JoinSet {
             _ => None,
         }) {
             tracing::debug!(set = self.name, reason = %reason, "a fact is bad input: the target is kept");
-            return keep(existing);
+            return keep(existing, false);
         }
         let mut unless = Vec::new();
         for u in &self.unless {
@@ -739,7 +752,7 @@ impl JoinSet {
                         reason = %reason,
                         "bad input: the target is kept"
                     );
-                    return keep(existing);
+                    return keep(existing, true);
                 }
             }
         } else {
@@ -777,7 +790,7 @@ impl JoinSet {
             };
             Guarded { item, guards }
         });
-        Some((desired, existing))
+        Some(((desired, existing), false))
     }
 
     fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
@@ -928,9 +941,12 @@ impl JoinSet {
             if !seen.insert(vars.clone()) {
                 continue;
             }
-            if let Some((desired, existing)) = self.decide(&scope.on, vars, &read, reads.now) {
+            if let Some(((desired, existing), bad)) =
+                self.decide_row(&scope.on, vars, &read, reads.now)
+            {
                 plan.desired.extend(desired);
                 plan.existing.extend(existing);
+                plan.bad_input += usize::from(bad);
             }
         }
         Ok(plan)

@@ -228,6 +228,9 @@ pub struct Plan {
     /// so that pages are written concurrently (a retry of this job sends
     /// it again: a duplicate page job is harmless).
     pub ahead: Vec<OutMessage>,
+    /// Rows the rule found to be bad input (logged with key and reason
+    /// where found; counted by the consumer, never failing the job).
+    pub bad_input: usize,
 }
 
 /// Read access for rules: consistent reads of the model table and ledger.
@@ -778,6 +781,11 @@ impl SetJobProcessor {
         let mut reads = self.reads.clone();
         reads.now = (self.now)();
         let mut plan = self.job.plan(body, &reads).await?;
+        if plan.bad_input > 0 {
+            let mut m = crate::metrics::BatchMetrics::default();
+            m.0.insert(crate::metrics::names::BAD_INPUT, plan.bad_input as u64);
+            self.metrics.record(self.job.name(), &m);
+        }
         let ahead = std::mem::take(&mut plan.ahead);
         if send_ahead && !ahead.is_empty() {
             let msgs: Vec<(usize, OutMessage)> = ahead.iter().cloned().map(|m| (0, m)).collect();
