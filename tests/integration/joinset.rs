@@ -176,13 +176,14 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     // The hand-written timeline (before the join set), same scenario:
     // post (120, 0, 3 jobs, 245 actions), follow (30, 0, 1, 61), unfollow
     // (0, 30, 1, 31), delete (0, 120, 3, 123), again (0 actions). The join
-    // set writes the same; its follow scope is two paged steps (the
-    // author's posts, then the follower's timeline), so two jobs.
+    // set writes the same; its follow scope lists the author's posts, then
+    // the follower's timeline, 50 candidates per job: the unfollow's 30
+    // posts and 31 entries are two jobs.
     assert_eq!(
         figures,
         vec![
             ("post", 120, 0, 3, 245),
-            ("follow", 30, 0, 2, 61),
+            ("follow", 30, 0, 1, 61),
             ("unfollow", 0, 30, 2, 31),
             ("delete", 0, 120, 3, 123),
             ("again", 0, 0, 0, 0),

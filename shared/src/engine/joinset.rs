@@ -15,10 +15,13 @@
 //! `via` listing, e.g. a follower mirror keyed by the followed user), and,
 //! when the target's own partition is bound, by sweeping the target's
 //! partition for items of the scope (so targets whose facts are gone are
-//! found too). Each listing is **paged** (at most [`JoinSet::page`]
-//! candidates per message); the next page is enqueued *before* this page's
-//! writes ([`Plan::ahead`]), so the pages of a large scope are written
-//! concurrently and each message's work stays bounded.
+//! found too). The listings are **paged** together (at most
+//! [`JoinSet::page`] candidates per message: a small scope is one message);
+//! the next page is enqueued *before* this page's writes ([`Plan::ahead`]),
+//! so the pages of a large scope are written concurrently and each
+//! message's work stays bounded. A job that fails after sending its next
+//! page sends it again when redelivered: that duplicate tail of pages finds
+//! its writes done (reads only), one extra tail per failed delivery.
 //!
 //! **Every write is guarded by the facts it was computed from**
 //! ([`Guard`]): a put by each fact existing (with the attributes the values
@@ -848,63 +851,76 @@ impl JoinSet {
         // Items already read (by key id) and the candidates' variables.
         let mut known: HashMap<String, Item> = HashMap::new();
         let mut candidates: Vec<Vars> = Vec::new();
-        match scope.steps.get(job.step) {
-            None => candidates.push(job.bind.clone()),
-            Some(step) => {
-                let (listing, is_fact, is_target) = match step {
-                    Step::List { fact, via } => {
-                        let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
-                        match (&f.via, via) {
-                            (Some(v), true) => (v, false, false),
-                            _ => (&f.key, true, false),
-                        }
+        if scope.steps.is_empty() {
+            candidates.push(job.bind.clone());
+        }
+        // The listing steps from the job's cursor on, within one page of
+        // candidates: a small scope is one message, a large one continues
+        // where the page ends.
+        let (mut step_no, mut after) = (job.step, job.after.clone());
+        let mut listed = 0;
+        while let Some(step) = scope.steps.get(step_no) {
+            let (listing, is_fact, is_target) = match step {
+                Step::List { fact, via } => {
+                    let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
+                    match (&f.via, via) {
+                        (Some(v), true) => (v, false, false),
+                        _ => (&f.key, true, false),
                     }
-                    Step::Sweep => (&self.target.key, false, true),
-                };
-                let pk = listing
-                    .pk
-                    .render(&job.bind)
-                    .ok_or_else(|| permanent("the listing's partition is not bound"))?;
-                let (items, next) = store
-                    .query_page(
-                        &reads.table,
-                        names[0],
-                        &pk,
-                        names[1],
-                        job.after.as_deref(),
-                        self.page,
-                    )
-                    .await?;
-                for item in items {
-                    let mut vars = job.bind.clone();
-                    if !listing.read(names, &item, &mut vars) {
-                        continue;
-                    }
-                    if is_target && self.expired(&item, reads.now) {
-                        continue;
-                    }
-                    if is_fact || is_target {
-                        known.insert(item_id(&crate::item::key_of(&item, names)), item);
-                    }
-                    candidates.push(vars);
                 }
-                let follow_up = match next {
-                    Some(after) => Some((job.step, Some(after))),
-                    None if job.step + 1 < scope.steps.len() => Some((job.step + 1, None)),
-                    None => None,
-                };
-                if let Some((step, after)) = follow_up {
-                    plan.ahead.push(OutMessage {
-                        queue: self.queue,
-                        body: JoinJob {
-                            step,
-                            after,
-                            ..job.clone()
-                        }
-                        .encode(),
-                    });
+                Step::Sweep => (&self.target.key, false, true),
+            };
+            let pk = listing
+                .pk
+                .render(&job.bind)
+                .ok_or_else(|| permanent("the listing's partition is not bound"))?;
+            let (items, next) = store
+                .query_page(
+                    &reads.table,
+                    names[0],
+                    &pk,
+                    names[1],
+                    after.as_deref(),
+                    self.page - listed,
+                )
+                .await?;
+            listed += items.len();
+            for item in items {
+                let mut vars = job.bind.clone();
+                if !listing.read(names, &item, &mut vars) {
+                    continue;
+                }
+                if is_target && self.expired(&item, reads.now) {
+                    continue;
+                }
+                if is_fact || is_target {
+                    known.insert(item_id(&crate::item::key_of(&item, names)), item);
+                }
+                candidates.push(vars);
+            }
+            match next {
+                Some(a) => {
+                    after = Some(a);
+                }
+                None => {
+                    step_no += 1;
+                    after = None;
                 }
             }
+            if listed >= self.page || after.is_some() {
+                break;
+            }
+        }
+        if step_no < scope.steps.len() {
+            plan.ahead.push(OutMessage {
+                queue: self.queue,
+                body: JoinJob {
+                    step: step_no,
+                    after,
+                    ..job.clone()
+                }
+                .encode(),
+            });
         }
         // Every fact, unless fact and target of the page, each read once.
         let mut wanted: BTreeMap<String, Item> = BTreeMap::new();
