@@ -454,15 +454,15 @@ pub async fn apply_with(
     let mut chunks = Vec::new();
     let mut pending = guarded;
     while !pending.is_empty() {
-        let packed = pack(pending, table, ledger_table, key_names);
-        pending = packed.rest;
-        chunks.push(packed.taken);
+        let mut packed = pack(pending, table, ledger_table, key_names);
+        pending = std::mem::take(&mut packed.rest);
+        chunks.push(packed);
     }
     use futures::StreamExt as _;
     let mut results = futures::stream::iter(
         chunks
             .into_iter()
-            .map(|ops| write_chunk(store, table, ledger_table, key_names, ops)),
+            .map(|packed| write_chunk(store, table, ledger_table, key_names, packed)),
     )
     .buffer_unordered(concurrency.max(1));
     while let Some(r) = results.next().await {
@@ -471,7 +471,7 @@ pub async fn apply_with(
     Ok(applied)
 }
 
-/// Writes one chunk (ops that fit one transaction). A cancelled
+/// Writes one chunk (ops packed into one transaction). A cancelled
 /// transaction drops every op that owns (or shares) a failed guard (a
 /// newer fact won) and is sent again with the others.
 async fn write_chunk(
@@ -479,18 +479,18 @@ async fn write_chunk(
     table: &str,
     ledger_table: &str,
     key_names: &[&str],
-    ops: Vec<Op>,
+    packed: Packed,
 ) -> Result<Applied, MessageError> {
     let mut applied = Applied::default();
-    let mut pending = ops;
-    while !pending.is_empty() {
-        let Packed {
-            actions,
-            owners,
-            taken,
-            rest,
-            units,
-        } = pack(pending, table, ledger_table, key_names);
+    let mut next = Some(packed);
+    while let Some(Packed {
+        actions,
+        owners,
+        taken,
+        rest,
+        units,
+    }) = next.take()
+    {
         debug_assert!(rest.is_empty(), "a chunk fits one transaction");
         let n = actions.len();
         match store.transact(actions).await {
@@ -500,7 +500,6 @@ async fn write_chunk(
                 }
                 applied.write_units += units;
                 applied.actions += n;
-                pending = rest;
             }
             Err(TxError::ConditionsFailed { failed }) => {
                 let mut dropped = std::collections::HashSet::new();
@@ -518,14 +517,15 @@ async fn write_chunk(
                         crate::error::ProcessError::Conflict("guards keep failing".into()),
                     ));
                 }
-                let mut retry: Vec<Op> = taken
+                let retry: Vec<Op> = taken
                     .into_iter()
                     .enumerate()
                     .filter(|(i, _)| !dropped.contains(i))
                     .map(|(_, o)| o)
                     .collect();
-                retry.extend(rest);
-                pending = retry;
+                if !retry.is_empty() {
+                    next = Some(pack(retry, table, ledger_table, key_names));
+                }
             }
             Err(TxError::Store(e)) => return Err(e.into()),
         }
