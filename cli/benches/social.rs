@@ -230,6 +230,7 @@ async fn main() -> anyhow::Result<()> {
                 puts += applied.puts;
                 writes += applied.writes();
                 superseded += applied.superseded;
+                bodies.extend(plan.ahead.into_iter().map(|m| m.body));
                 bodies.extend(plan.then.into_iter().map(|m| m.body));
             }
             anyhow::Ok((jobs, puts, writes, superseded))

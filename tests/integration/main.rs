@@ -10,6 +10,7 @@ mod fixtures;
 mod history_adoption;
 mod hr;
 mod jobboard;
+mod joinset;
 mod pickem;
 mod redelivery;
 mod social;

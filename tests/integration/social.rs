@@ -621,3 +621,45 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     env.rt.drain().await.unwrap();
     assert_exact(&mut env).await;
 }
+
+/// `verify` finds timeline drift (a missing, an extra and a wrong entry)
+/// and `--repair` brings it back through the join set's follow scope, every
+/// page of it run in process (no queue consumer needed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
+    let mut env = social().await;
+    let (p1, p2, p3) = (post_id(1), post_id(2), post_id(3));
+    put(
+        &env,
+        vec![
+            follow_item("f", "a", &iso(60)),
+            post_item("a", &p1, &iso(30), "one"),
+            post_item("a", &p2, &iso(20), "two"),
+        ],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(timeline(&env, "f").await.len(), 2);
+    // Drift: p1's entry deleted, p2's entry forged, an entry of a post that
+    // does not exist.
+    delete(&env, vec![keys::timeline_key("f", &p1, "a")]).await;
+    let mut wrong = get(&env, keys::timeline_key("f", &p2, "a")).await.unwrap();
+    wrong.insert("createdAt".into(), shared::item::s("2000-01-01T00:00:00Z"));
+    let mut extra = wrong.clone();
+    extra.extend(keys::timeline_key("f", &p3, "a"));
+    extra.insert("postId".into(), shared::item::s(&p3));
+    store(&env)
+        .put_items(&table(&env), vec![wrong, extra])
+        .await
+        .unwrap();
+    let report = env.rt.verify().await.unwrap();
+    assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
+        .await
+        .unwrap();
+    assert_eq!(
+        timeline(&env, "f").await,
+        BTreeSet::from([(p1, "a".to_string()), (p2, "a".to_string())])
+    );
+    assert_exact(&mut env).await;
+}

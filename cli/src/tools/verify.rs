@@ -427,7 +427,7 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                     .ok_or_else(|| anyhow::anyhow!("no consumer of queue {queue}"))?;
                 match &consumer.set_job {
                     Some(job) => {
-                        job.run(body)
+                        job.run_all(body)
                             .await
                             .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
                     }

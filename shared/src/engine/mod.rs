@@ -8,6 +8,8 @@
 //! - [`counts`] - counter items set to their ledger totals.
 //! - [`setjob`] - queue consumers that keep a set of items equal to what
 //!   consistent reads imply, with guarded writes.
+//! - [`joinset`] - join set jobs: set jobs declared as data (facts, `when`,
+//!   `unless`, values), their scopes derived from key templates and paged.
 //! - [`once`] - effects that happen at most once per key.
 //! - [`body`] - versioned job bodies with a size limit.
 //! - [`fold`] - aggregates folded in stream order into a durable running
@@ -17,6 +19,7 @@ pub mod body;
 pub mod counts;
 pub mod derive;
 pub mod fold;
+pub mod joinset;
 pub mod once;
 pub mod rules;
 pub mod setjob;

@@ -222,13 +222,19 @@ pub struct Plan {
     /// Attribute updates of items the scope does not own (e.g. the scores
     /// of writers' predictions).
     pub updates: Vec<GuardedUpdate>,
-    /// Jobs to enqueue once the writes are done (the next page of a large
-    /// scope, say).
+    /// Jobs to enqueue once the writes are done.
     pub then: Vec<OutMessage>,
     /// Facts of the scope that are bad input: the plan keeps what their
     /// earlier valid states implied; the consumer logs and counts each and
     /// completes (SPEC §2.7).
     pub bad_input: Vec<crate::error::InputError>,
+    /// Rows a rule found to be bad input and already logged where found
+    /// (key and reason); counted by the consumer, never failing the job.
+    pub bad_input_logged: usize,
+    /// Jobs to enqueue before the writes: the next page of a large scope,
+    /// so that pages are written concurrently (a retry of this job sends
+    /// it again: a duplicate page job is harmless).
+    pub ahead: Vec<OutMessage>,
 }
 
 /// Read access for rules: consistent reads of the model table and ledger.
@@ -266,6 +272,21 @@ struct Op {
     write: Write,
     key: Item,
     guards: Vec<Guard>,
+    /// The size of the item written or deleted (bytes, as DynamoDB counts
+    /// them), for the capacity it is billed.
+    size: usize,
+}
+
+/// Transaction chunks of one plan in flight at once. Chunks that share a
+/// guarded item (a page's post) can conflict on DynamoDB
+/// (`TransactionConflict`, retried with jittered backoff), so the bound is
+/// small.
+pub const WRITE_CONCURRENCY: usize = 4;
+
+/// Write capacity units of a write of `size` bytes (1 KB units, rounded
+/// up, at least 1).
+pub fn write_units(size: usize) -> u64 {
+    size.div_ceil(1024).max(1) as u64
 }
 
 #[derive(Debug, Clone)]
@@ -283,6 +304,12 @@ pub struct Applied {
     pub updates: usize,
     /// Writes dropped because a guard failed (a newer fact won).
     pub superseded: usize,
+    /// Write capacity units as AWS bills the committed writes: 1 per KB
+    /// per BatchWriteItem request, 2 per KB per action of a transaction
+    /// (condition checks included, counted as 1 KB).
+    pub write_units: u64,
+    /// TransactWriteItems actions committed (writes and condition checks).
+    pub actions: usize,
 }
 
 impl Applied {
@@ -297,9 +324,20 @@ impl Applied {
     pub fn writes(&self) -> usize {
         self.puts + self.deletes + self.updates
     }
+
+    /// Adds what another part of the same plan (or another page) applied.
+    pub fn add(&mut self, o: &Applied) {
+        self.puts += o.puts;
+        self.deletes += o.deletes;
+        self.updates += o.updates;
+        self.superseded += o.superseded;
+        self.write_units += o.write_units;
+        self.actions += o.actions;
+    }
 }
 
-/// Diffs a plan against what exists and writes the difference.
+/// Diffs a plan against what exists and writes the difference, up to
+/// [`WRITE_CONCURRENCY`] transactions at once.
 pub async fn apply(
     store: &Store,
     table: &str,
@@ -307,6 +345,28 @@ pub async fn apply(
     key_names: &[&str],
     volatile: &[&str],
     plan: &Plan,
+) -> Result<Applied, MessageError> {
+    apply_with(
+        store,
+        table,
+        ledger_table,
+        key_names,
+        volatile,
+        plan,
+        WRITE_CONCURRENCY,
+    )
+    .await
+}
+
+/// [`apply`] with `concurrency` transactions in flight (at least 1).
+pub async fn apply_with(
+    store: &Store,
+    table: &str,
+    ledger_table: &str,
+    key_names: &[&str],
+    volatile: &[&str],
+    plan: &Plan,
+    concurrency: usize,
 ) -> Result<Applied, MessageError> {
     let strip = |i: &Item| -> Item {
         i.iter()
@@ -337,6 +397,7 @@ pub async fn apply(
             write: Write::Put(d.item.clone()),
             key,
             guards: d.guards.clone(),
+            size: crate::item::item_size(&d.item),
         });
     }
     for (id, e) in &existing {
@@ -345,6 +406,7 @@ pub async fn apply(
                 write: Write::Delete,
                 key: key_of(&e.item, key_names),
                 guards: e.guards.clone(),
+                size: crate::item::item_size(&e.item),
             });
         }
     }
@@ -356,6 +418,8 @@ pub async fn apply(
             write: Write::Update(u.attrs.clone()),
             key: u.key.clone(),
             guards,
+            // The updated item's size is not known: billed as at least 1 KB.
+            size: 0,
         });
     }
     let mut applied = Applied::default();
@@ -385,26 +449,63 @@ pub async fn apply(
         store.batch_write(table, reqs).await?;
         for o in &free {
             applied.count(&o.write);
+            applied.write_units += write_units(o.size);
         }
     }
+    // Transaction chunks, packed up front and written concurrently: every
+    // op is in exactly one chunk, and a chunk whose guards fail drops only
+    // the ops that own them (see `write_chunk`).
+    let mut chunks = Vec::new();
     let mut pending = guarded;
     while !pending.is_empty() {
-        let Packed {
-            actions,
-            owners,
-            taken,
-            rest,
-        } = pack(pending, table, ledger_table, key_names);
-        pending = rest;
+        let mut packed = pack(pending, table, ledger_table, key_names);
+        pending = std::mem::take(&mut packed.rest);
+        chunks.push(packed);
+    }
+    use futures::StreamExt as _;
+    let mut results = futures::stream::iter(
+        chunks
+            .into_iter()
+            .map(|packed| write_chunk(store, table, ledger_table, key_names, packed)),
+    )
+    .buffer_unordered(concurrency.max(1));
+    while let Some(r) = results.next().await {
+        applied.add(&r?);
+    }
+    Ok(applied)
+}
+
+/// Writes one chunk (ops packed into one transaction). A cancelled
+/// transaction drops every op that owns (or shares) a failed guard (a
+/// newer fact won) and is sent again with the others.
+async fn write_chunk(
+    store: &Store,
+    table: &str,
+    ledger_table: &str,
+    key_names: &[&str],
+    packed: Packed,
+) -> Result<Applied, MessageError> {
+    let mut applied = Applied::default();
+    let mut next = Some(packed);
+    while let Some(Packed {
+        actions,
+        owners,
+        taken,
+        rest,
+        units,
+    }) = next.take()
+    {
+        debug_assert!(rest.is_empty(), "a chunk fits one transaction");
+        let n = actions.len();
         match store.transact(actions).await {
             Ok(()) => {
                 for o in &taken {
                     applied.count(&o.write);
                 }
+                applied.write_units += units;
+                applied.actions += n;
             }
             Err(TxError::ConditionsFailed { failed }) => {
-                // Drop every op that owns (or shares) a failed action: a
-                // newer fact won. Retry the others.
                 let mut dropped = std::collections::HashSet::new();
                 for (i, f) in failed.iter().enumerate() {
                     if *f {
@@ -414,23 +515,21 @@ pub async fn apply(
                 applied.superseded += dropped.len();
                 // Each cancelled transaction drops the ops of its failed
                 // guards, so this terminates; without one to drop (no
-                // progress), give up and let the message be retried. A
-                // bound on the number of rounds would fail any plan larger
-                // than that many transactions whose guards lose races (a
-                // page of 1000 timeline entries is 21 transactions).
+                // progress), give up and let the message be retried.
                 if dropped.is_empty() {
                     return Err(MessageError::Retryable(
                         crate::error::ProcessError::Conflict("guards keep failing".into()),
                     ));
                 }
-                let mut retry: Vec<Op> = taken
+                let retry: Vec<Op> = taken
                     .into_iter()
                     .enumerate()
                     .filter(|(i, _)| !dropped.contains(i))
                     .map(|(_, o)| o)
                     .collect();
-                retry.extend(pending);
-                pending = retry;
+                if !retry.is_empty() {
+                    next = Some(pack(retry, table, ledger_table, key_names));
+                }
             }
             Err(TxError::Store(e)) => return Err(e.into()),
         }
@@ -445,6 +544,8 @@ struct Packed {
     owners: Vec<Vec<usize>>,
     taken: Vec<Op>,
     rest: Vec<Op>,
+    /// Write capacity units the transaction is billed (2 per KB per action).
+    units: u64,
 }
 
 /// Packs ops into one transaction (at most 100 actions, one action per
@@ -519,6 +620,10 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
         taken.push(op);
     }
     let mut actions = Vec::with_capacity(writes.len());
+    let units = writes
+        .iter()
+        .map(|w| 2 * w.map_or(1, |i| write_units(taken[i].size)))
+        .sum();
     for (slot, w) in writes.iter().enumerate() {
         let refs: Vec<&Guard> = guards_at[slot].iter().collect();
         let expr = (!refs.is_empty()).then(|| condition(&refs, key_names[0]));
@@ -601,6 +706,7 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
         owners,
         taken,
         rest,
+        units,
     }
 }
 
@@ -648,19 +754,56 @@ impl SetJobProcessor {
         &self.reads.store
     }
 
-    /// Runs one job body to completion (also used by `verify --repair`).
+    /// Runs one job body to completion: its next pages are sent ahead to
+    /// their queue (the queue consumer's path).
     pub async fn run(&self, body: &str) -> Result<Outcome, MessageError> {
+        self.run_one(body, true).await.map(|(o, _)| o)
+    }
+
+    /// Runs a job and every page after it in this process, one after the
+    /// other (`verify --repair`: a repair does not depend on the queue's
+    /// consumers running). Jobs for later (`then`) are still sent.
+    pub async fn run_all(&self, body: &str) -> Result<Outcome, MessageError> {
+        let mut outcome = Outcome::Duplicate;
+        let mut bodies = vec![body.to_string()];
+        while let Some(b) = bodies.pop() {
+            let (o, ahead) = self.run_one(&b, false).await?;
+            if o == Outcome::Applied {
+                outcome = Outcome::Applied;
+            }
+            bodies.extend(ahead.into_iter().map(|m| m.body));
+        }
+        Ok(outcome)
+    }
+
+    /// One job; the pages ahead are sent (`send_ahead`) or returned.
+    async fn run_one(
+        &self,
+        body: &str,
+        send_ahead: bool,
+    ) -> Result<(Outcome, Vec<OutMessage>), MessageError> {
         let mut reads = self.reads.clone();
         reads.now = (self.now)();
-        let plan = self.job.plan(body, &reads).await?;
-        if !plan.bad_input.is_empty() {
+        let mut plan = self.job.plan(body, &reads).await?;
+        if !plan.bad_input.is_empty() || plan.bad_input_logged > 0 {
             let mut bad = crate::metrics::BatchMetrics::default();
             for e in &plan.bad_input {
                 tracing::warn!(processor = self.job.name(), kind = e.kind(), reason = %e, "bad input in the job's scope: what it implied is kept");
                 bad.incr(crate::metrics::names::BAD_INPUT);
             }
+            for _ in 0..plan.bad_input_logged {
+                bad.incr(crate::metrics::names::BAD_INPUT);
+            }
             self.metrics.record(self.job.name(), &bad);
         }
+        let ahead = std::mem::take(&mut plan.ahead);
+        if send_ahead && !ahead.is_empty() {
+            let msgs: Vec<(usize, OutMessage)> = ahead.iter().cloned().map(|m| (0, m)).collect();
+            crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
+                .await
+                .map_err(|f| MessageError::Retryable(f.error))?;
+        }
+        let ahead = if send_ahead { Vec::new() } else { ahead };
         let applied = apply(
             &reads.store,
             &reads.table,
@@ -676,6 +819,16 @@ impl SetJobProcessor {
                 .await
                 .map_err(|f| MessageError::Retryable(f.error))?;
         }
+        if applied.writes() > 0 {
+            tracing::debug!(
+                processor = self.job.name(),
+                puts = applied.puts,
+                deletes = applied.deletes,
+                updates = applied.updates,
+                write_units = applied.write_units,
+                "set job applied"
+            );
+        }
         if applied.superseded > 0 {
             tracing::info!(
                 processor = self.job.name(),
@@ -683,11 +836,12 @@ impl SetJobProcessor {
                 "writes dropped: a newer fact won"
             );
         }
-        Ok(if applied.writes() == 0 {
+        let outcome = if applied.writes() == 0 {
             Outcome::Duplicate
         } else {
             Outcome::Applied
-        })
+        };
+        Ok((outcome, ahead))
     }
 }
 
@@ -746,11 +900,13 @@ mod tests {
                 write: Write::Put(key("e1")),
                 key: key("e1"),
                 guards: vec![post.clone(), Guard::exists(key("f1"))],
+                size: 10,
             },
             Op {
                 write: Write::Put(key("e2")),
                 key: key("e2"),
                 guards: vec![post.clone(), Guard::absent(key("e2"))],
+                size: 2000,
             },
         ];
         let Packed {
@@ -758,12 +914,15 @@ mod tests {
             owners,
             taken,
             rest,
+            units,
         } = pack(ops, "t", "l", &["PK", "SK"]);
         assert!(rest.is_empty());
         assert_eq!(taken.len(), 2);
         // e1, post (shared), f1, e2 (its own guard folded into its put).
         assert_eq!(actions.len(), 4);
         assert_eq!(owners[1], vec![0, 1], "the post check belongs to both");
+        // Billed twice per action: e1 (1 KB), the two checks, e2 (2 KB).
+        assert_eq!(units, 2 * (1 + 1 + 1 + 2));
         let e2 = actions[3].put().unwrap();
         assert_eq!(e2.condition_expression(), Some("attribute_not_exists(#k0)"));
     }

@@ -1,55 +1,51 @@
-//! Timelines as a set job (SPEC §5.1): a timeline entry
-//! `u#<F>#timeline`/`p#<P>#u#<A>` exists iff F follows A, A's post P exists
-//! and P's `ttl` (floor(createdAt) + 7 days) is still ahead.
+//! Timelines as a join set job (SPEC §5.1, [`crate::engine::joinset`]): a
+//! timeline entry `u#<f>#timeline`/`p#<p>#u#<a>` exists iff the follow
+//! `f -> a` exists, a's post `p` exists, its `ttl` (floor(createdAt) + 7
+//! days) is ahead, and `f != a`. Values: `postId`, `authorId`, the post's
+//! `createdAt` (verbatim), `ttl`.
 //!
-//! Two scopes, each brought to what consistent reads of the facts imply
-//! (the engine writes only the difference, see [`crate::engine::setjob`]):
+//! The scopes follow from the key templates ([`declaration`]):
 //!
-//! - **post** (created, deleted, re-dated): P's entries on the timelines of
-//!   A's followers, one page of followers (the `u#A#follower` mirrors, in
-//!   sort key order) per job; the next page is a follow-up job. The
-//!   follows themselves are read for the page, so a mirror that lags an
-//!   unfollow never adds an entry;
-//! - **follow** (created, deleted): A's entries on F's timeline, for every
-//!   post of A and every entry by A already there (so entries of posts
-//!   deleted meanwhile go too).
+//! - **post** (created, deleted, re-dated; binds `a`, `p`): the followers
+//!   `f` are listed from the follower mirrors `u#<a>#follower`, a page per
+//!   job, the next page enqueued before this one's writes; the follows
+//!   themselves are read, so a mirror that lags an unfollow adds nothing;
+//! - **follow** (created, deleted; binds `f`, `a`): a's posts, paged, then
+//!   the entries by `a` on f's timeline, paged (entries of posts deleted
+//!   meanwhile go too).
 //!
-//! Guards: a put depends on the follow existing and on the post's
-//! `createdAt` as read; a delete on the fact that justifies it (the follow
-//! or the post absent, or the post re-dated). So a late or duplicated job
-//! never resurrects an entry after an unfollow or a delete, and never
-//! removes one a newer follow or post justifies: its guard fails, the write
-//! is dropped, and the newer fact's own job (enqueued after it) fixes the
-//! scope. Why one of the two jobs always sees both facts: the post job reads
-//! the mirrors, which the derive processor writes *before* it enqueues the
-//! follow job; so either the post job sees the mirror, or the follow job
-//! (sent later) sees the post.
+//! Every put is guarded by the follow existing and the post's `createdAt`
+//! as read; a delete by the fact that justifies it (preferring the scope's
+//! own fact, one check per transaction chunk). Why one of the two jobs
+//! always sees both facts: the post job reads the mirrors, which the derive
+//! processor writes *before* it enqueues the follow job; so either the post
+//! job sees the mirror, or the follow job (sent later) sees the post.
 //!
-//! Entries are only written while their ttl is ahead; an entry whose ttl
-//! has passed is DynamoDB's to delete (never listed, never written).
-//! A fact that is bad input keeps the entries it had (what earlier valid
-//! states implied stays).
+//! The jobs the stream rules start are the versioned [`TimelineJob`] bodies;
+//! follow-up pages are generic join set bodies ([`JoinJob`]). Both are read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-
-use super::entities::{self, Post};
-use super::keys::{self, Kind};
-use super::messages::{decode, encode, TimelineJob};
-use super::rules::TIMELINE_QUEUE;
-use crate::engine::rules::OutMessage;
-use crate::engine::setjob::{BoxFut, Guard, Guarded, Plan, Reads, SetJob};
-use crate::item::{n, s, Item, ItemExt};
+use crate::engine::joinset::{
+    plan_scope, FactDecl, JoinJob, JoinSet, KeyTemplate, TargetDecl, Value, Vars, When,
+    DEFAULT_PAGE,
+};
+use crate::engine::setjob::{BoxFut, Plan, Reads, SetJob};
+use crate::item::{n, s, Item};
 use crate::sqs::MessageError;
 
+use super::entities::{self, Post};
+use super::keys;
+use super::messages::{decode, TimelineJob};
+use super::rules::TIMELINE_QUEUE;
+
 /// Followers per post job (a celebrity's post is several jobs).
-pub const FOLLOWERS_PER_JOB: usize = 1000;
+pub const FOLLOWERS_PER_JOB: usize = DEFAULT_PAGE;
 
 /// The timeline consumer.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeline {
-    /// Followers per post job.
+    /// Candidates per job (followers of a post; posts or entries of a follow).
     pub page: usize,
 }
 
@@ -61,7 +57,65 @@ impl Default for Timeline {
     }
 }
 
-/// The timeline entry of post `p` on `follower`'s timeline (every attribute).
+fn template(pk: &str, sk: &str) -> KeyTemplate {
+    KeyTemplate::parse(pk, sk).expect("the timeline's templates are valid")
+}
+
+/// The timeline as a join set (plain data: what a model file's `sets:`
+/// block declares).
+pub fn declaration(page: usize) -> JoinSet {
+    JoinSet {
+        name: "timeline",
+        queue: TIMELINE_QUEUE,
+        key_names: &[keys::PK, keys::SK],
+        target: TargetDecl {
+            key: template("u#${f}#timeline", "p#${p}#u#${a}"),
+            type_attr: Some((keys::TYPE, keys::TYPE_TIMELINE.to_string())),
+            values: vec![
+                ("postId".into(), Value::Var("p".into())),
+                ("authorId".into(), Value::Var("a".into())),
+                (
+                    "createdAt".into(),
+                    Value::Attr {
+                        fact: "post".into(),
+                        attr: "createdAt".into(),
+                    },
+                ),
+            ],
+            ttl: Some((
+                keys::TTL,
+                Value::Computed(Arc::new(|row| {
+                    let post = row.facts.get("post").ok_or("no post")?;
+                    let p = entities::post(post).map_err(|e| e.to_string())?;
+                    Ok(n(p.ttl))
+                })),
+            )),
+        },
+        facts: vec![
+            FactDecl {
+                name: "follow".into(),
+                key: template("u#${f}#following", "u#${a}"),
+                via: Some(template("u#${a}#follower", "u#${f}")),
+                valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
+                reads: vec![],
+            },
+            FactDecl {
+                name: "post".into(),
+                key: template("u#${a}#post", "p#${p}"),
+                via: None,
+                valid: Arc::new(|i| entities::post(i).map(|_| ()).map_err(|e| e.to_string())),
+                reads: vec!["createdAt"],
+            },
+        ],
+        unless: vec![],
+        when: vec![When::Distinct("f".into(), "a".into())],
+        volatile: &[],
+        page,
+    }
+}
+
+/// The timeline entry of post `p` on `follower`'s timeline (every attribute;
+/// what the join set writes, used by `verify`).
 pub fn entry_item(follower: &str, p: &Post) -> Item {
     let mut item = keys::timeline_key(follower, &p.post_id, &p.author);
     item.insert(keys::TYPE.into(), s(keys::TYPE_TIMELINE));
@@ -72,263 +126,50 @@ pub fn entry_item(follower: &str, p: &Post) -> Item {
     item
 }
 
-/// A fact as read.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Fact<T> {
-    Absent,
-    /// Present but bad input: what it implied before stays.
-    Bad,
-    Valid(T),
+fn vars(pairs: &[(&str, &str)]) -> Vars {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
-/// The post fact of an item as read.
-pub fn post_fact(item: Option<&Item>) -> Fact<Post> {
-    match item {
-        None => Fact::Absent,
-        Some(i) => entities::post(i).map_or(Fact::Bad, Fact::Valid),
+/// The join set job of a stream rule's timeline job.
+pub fn join_job(job: TimelineJob) -> JoinJob {
+    match job {
+        TimelineJob::Post {
+            author_id,
+            post_id,
+            after,
+        } => JoinJob {
+            set: "timeline".into(),
+            scope: "post".into(),
+            bind: vars(&[("a", &author_id), ("p", &post_id)]),
+            step: 0,
+            after,
+        },
+        TimelineJob::Follow {
+            follower_id,
+            author_id,
+        } => JoinJob {
+            set: "timeline".into(),
+            scope: "follow".into(),
+            bind: vars(&[("f", &follower_id), ("a", &author_id)]),
+            step: 0,
+            after: None,
+        },
     }
 }
 
-/// The follow fact of an item as read.
-pub fn follow_fact(item: Option<&Item>) -> Fact<()> {
-    match item {
-        None => Fact::Absent,
-        Some(i) => entities::follow(i).map_or(Fact::Bad, |_| Fact::Valid(())),
-    }
-}
-
-/// Whether an entry's own ttl has passed (it is DynamoDB's to delete).
-fn expired(entry: &Item, now: DateTime<Utc>) -> bool {
-    entry
-        .opt_i64(keys::TTL)
+/// A body: a stream rule's [`TimelineJob`] (it has a `kind`) or a join set
+/// page.
+fn read_body(body: &str) -> Result<JoinJob, MessageError> {
+    let has_kind = serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .flatten()
-        .is_some_and(|t| t <= now.timestamp())
-}
-
-/// Which fact a delete prefers to be guarded by (the one the scope shares).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefer {
-    Post,
-    Follow,
-}
-
-/// One (follower, post) pair: the entry it should have and the entry it
-/// has, each with the guards of the facts it depends on. Pure.
-#[allow(clippy::too_many_arguments)]
-pub fn pair(
-    follower: &str,
-    author: &str,
-    post_id: &str,
-    follow: &Fact<()>,
-    post: &Fact<Post>,
-    entry: Option<&Item>,
-    now: DateTime<Utc>,
-    prefer: Prefer,
-) -> (Option<Guarded>, Option<Guarded>) {
-    let entry = entry.filter(|e| !expired(e, now));
-    let follow_key = keys::follow_key(follower, author);
-    let post_key = keys::post_key(author, post_id);
-    if follower == author {
-        // Never on one's own timeline (unguarded: no fact makes it right).
-        let existing = entry.map(|e| Guarded {
-            item: e.clone(),
-            guards: vec![],
-        });
-        return (None, existing);
-    }
-    if matches!(follow, Fact::Bad) || matches!(post, Fact::Bad) {
-        // Keep what is there: desired = existing, so nothing is written.
-        let keep = entry.map(|e| Guarded {
-            item: e.clone(),
-            guards: vec![],
-        });
-        return (keep.clone(), keep);
-    }
-    let desired = match (follow, post) {
-        (Fact::Valid(()), Fact::Valid(p)) if p.ttl > now.timestamp() => Some(Guarded {
-            item: entry_item(follower, p),
-            guards: vec![
-                Guard::exists(follow_key.clone()),
-                Guard::equals(post_key.clone(), "createdAt", s(&p.created_at)),
-            ],
-        }),
-        _ => None,
-    };
-    let existing = entry.map(|e| {
-        let follow_gone = matches!(follow, Fact::Absent);
-        let post_gone = matches!(post, Fact::Absent);
-        let guards = match (follow_gone, post_gone) {
-            (true, true) if prefer == Prefer::Post => vec![Guard::absent(post_key.clone())],
-            (true, _) => vec![Guard::absent(follow_key.clone())],
-            (false, true) => vec![Guard::absent(post_key.clone())],
-            // The post is there but re-dated (or expired with the entry
-            // not): the delete holds while the post keeps this createdAt.
-            (false, false) => match post {
-                Fact::Valid(p) => vec![Guard::equals(
-                    post_key.clone(),
-                    "createdAt",
-                    s(&p.created_at),
-                )],
-                _ => vec![],
-            },
-        };
-        Guarded {
-            item: e.clone(),
-            guards,
-        }
-    });
-    (desired, existing)
-}
-
-fn push(plan: &mut Plan, (desired, existing): (Option<Guarded>, Option<Guarded>)) {
-    plan.desired.extend(desired);
-    plan.existing.extend(existing);
-}
-
-impl Timeline {
-    /// One page of a post's entries.
-    async fn post_scope(
-        &self,
-        reads: &Reads,
-        author: &str,
-        post_id: &str,
-        after: Option<&str>,
-    ) -> Result<Plan, MessageError> {
-        let store = &reads.store;
-        let post_item = store
-            .get(&reads.table, keys::post_key(author, post_id))
-            .await?;
-        let post = post_fact(post_item.as_ref());
-        let (mirrors, next) = store
-            .query_page(
-                &reads.table,
-                keys::PK,
-                &keys::follower_pk(author),
-                keys::SK,
-                after,
-                self.page,
-            )
-            .await?;
-        let followers: Vec<String> = mirrors
-            .iter()
-            .filter_map(|m| match entities::kind_of(m) {
-                Ok(Kind::Follower { follower, .. }) => Some(follower),
-                _ => None,
-            })
-            .collect();
-        let follows: BTreeMap<String, Item> = store
-            .batch_get(
-                &reads.table,
-                followers
-                    .iter()
-                    .map(|f| keys::follow_key(f, author))
-                    .collect(),
-            )
-            .await?
-            .into_iter()
-            .filter_map(|i| match entities::kind_of(&i) {
-                Ok(Kind::Follow { follower, .. }) => Some((follower, i)),
-                _ => None,
-            })
-            .collect();
-        let entries: BTreeMap<String, Item> = store
-            .batch_get(
-                &reads.table,
-                followers
-                    .iter()
-                    .map(|f| keys::timeline_key(f, post_id, author))
-                    .collect(),
-            )
-            .await?
-            .into_iter()
-            .filter_map(|i| match entities::kind_of(&i) {
-                Ok(Kind::Timeline { follower, .. }) => Some((follower, i)),
-                _ => None,
-            })
-            .collect();
-        let mut plan = Plan::default();
-        for f in &followers {
-            push(
-                &mut plan,
-                pair(
-                    f,
-                    author,
-                    post_id,
-                    &follow_fact(follows.get(f)),
-                    &post,
-                    entries.get(f),
-                    reads.now,
-                    Prefer::Post,
-                ),
-            );
-        }
-        if let Some(after) = next {
-            plan.then.push(OutMessage {
-                queue: TIMELINE_QUEUE,
-                body: encode(&TimelineJob::Post {
-                    author_id: author.to_string(),
-                    post_id: post_id.to_string(),
-                    after: Some(after),
-                }),
-            });
-        }
-        Ok(plan)
-    }
-
-    /// The author's entries on the follower's timeline.
-    async fn follow_scope(
-        &self,
-        reads: &Reads,
-        follower: &str,
-        author: &str,
-    ) -> Result<Plan, MessageError> {
-        let store = &reads.store;
-        let follow_item = store
-            .get(&reads.table, keys::follow_key(follower, author))
-            .await?;
-        let follow = follow_fact(follow_item.as_ref());
-        let mut posts: BTreeMap<String, Fact<Post>> = BTreeMap::new();
-        for p in store
-            .query_partition(&reads.table, keys::PK, &keys::post_pk(author), None)
-            .await?
-        {
-            if let Ok(Kind::Post { post, .. }) = entities::kind_of(&p) {
-                posts.insert(post, post_fact(Some(&p)));
-            }
-        }
-        let mut entries: BTreeMap<String, Item> = BTreeMap::new();
-        for e in store
-            .query_partition(&reads.table, keys::PK, &keys::timeline_pk(follower), None)
-            .await?
-        {
-            if let Ok(Kind::Timeline {
-                post, author: a, ..
-            }) = entities::kind_of(&e)
-            {
-                if a == author {
-                    entries.insert(post, e);
-                }
-            }
-        }
-        let ids: BTreeSet<&String> = posts.keys().chain(entries.keys()).collect();
-        let mut plan = Plan::default();
-        for id in ids {
-            push(
-                &mut plan,
-                pair(
-                    follower,
-                    author,
-                    id,
-                    &follow,
-                    posts.get(id).unwrap_or(&Fact::Absent),
-                    entries.get(id),
-                    reads.now,
-                    Prefer::Follow,
-                ),
-            );
-        }
-        Ok(plan)
+        .is_some_and(|v| v.get("kind").is_some());
+    if has_kind {
+        Ok(join_job(decode(body)?))
+    } else {
+        JoinJob::decode(body)
     }
 }
 
@@ -347,20 +188,8 @@ impl SetJob for Timeline {
         reads: &'a Reads,
     ) -> BoxFut<'a, Result<Plan, MessageError>> {
         Box::pin(async move {
-            match decode(body)? {
-                TimelineJob::Post {
-                    author_id,
-                    post_id,
-                    after,
-                } => {
-                    self.post_scope(reads, &author_id, &post_id, after.as_deref())
-                        .await
-                }
-                TimelineJob::Follow {
-                    follower_id,
-                    author_id,
-                } => self.follow_scope(reads, &follower_id, &author_id).await,
-            }
+            let job = read_body(body)?;
+            plan_scope(&declaration(self.page), job, reads).await
         })
     }
 }
@@ -368,8 +197,13 @@ impl SetJob for Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::setjob::Cond;
+    use crate::engine::joinset::{Scope, Step};
+    use crate::engine::setjob::{Guard, Guarded};
+    use crate::item::key_of;
+    use crate::ledger::item_id;
     use crate::models::social::entities::tests::{follow_item, post_item, P1, T1};
+    use chrono::{DateTime, Utc};
+    use std::collections::HashMap;
 
     fn at(secs: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(secs, 0).unwrap()
@@ -386,33 +220,93 @@ mod tests {
         entities::post(&post_item("a", P1, T1)).unwrap()
     }
 
-    fn run(
-        follow: Fact<()>,
-        post: Fact<Post>,
-        entry: Option<&Item>,
-        now: DateTime<Utc>,
-    ) -> (Option<Guarded>, Option<Guarded>) {
-        pair("f", "a", P1, &follow, &post, entry, now, Prefer::Post)
+    type Decision = (Option<Guarded>, Option<Guarded>);
+
+    /// Decides the pair (f, a, P1) in `scope` with `items` as the table.
+    fn decide_in(scope: &str, items: &[Item], now: DateTime<Utc>) -> Decision {
+        let table: HashMap<String, Item> = items
+            .iter()
+            .map(|i| (item_id(&key_of(i, &["PK", "SK"])), i.clone()))
+            .collect();
+        let read = |k: &Item| table.get(&item_id(k)).cloned();
+        declaration(10)
+            .decide(
+                scope,
+                &vars(&[("f", "f"), ("a", "a"), ("p", P1)]),
+                &read,
+                now,
+            )
+            .expect("every key renders")
+    }
+
+    fn decide(items: &[Item], now: DateTime<Utc>) -> Decision {
+        decide_in("post", items, now)
     }
 
     #[test]
-    fn entry_item_is_exact() {
+    fn templates_are_the_model_keys() {
+        let d = declaration(10);
+        let v = vars(&[("f", "f"), ("a", "a"), ("p", P1)]);
+        let names = [keys::PK, keys::SK];
+        assert_eq!(
+            d.target.key.key(&names, &v).unwrap(),
+            keys::timeline_key("f", P1, "a")
+        );
+        assert_eq!(
+            d.facts[0].key.key(&names, &v).unwrap(),
+            keys::follow_key("f", "a")
+        );
+        assert_eq!(
+            d.facts[0].via.as_ref().unwrap().key(&names, &v).unwrap(),
+            keys::mirror_key("f", "a")
+        );
+        assert_eq!(
+            d.facts[1].key.key(&names, &v).unwrap(),
+            keys::post_key("a", P1)
+        );
+    }
+
+    #[test]
+    fn scopes_follow_from_the_templates() {
+        let scopes = declaration(10).scopes().unwrap();
+        assert_eq!(
+            scopes,
+            vec![
+                Scope {
+                    on: "follow".into(),
+                    bound: ["a".to_string(), "f".to_string()].into(),
+                    steps: vec![
+                        Step::List {
+                            fact: "post".into(),
+                            via: false
+                        },
+                        Step::Sweep
+                    ],
+                },
+                Scope {
+                    on: "post".into(),
+                    bound: ["a".to_string(), "p".to_string()].into(),
+                    steps: vec![Step::List {
+                        fact: "follow".into(),
+                        via: true
+                    }],
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_join_writes_exactly_the_entry_item() {
         let e = entry_item("f", &post());
         assert_eq!(e["PK"], s("u#f#timeline"));
         assert_eq!(e["SK"], s(format!("p#{P1}#u#a")));
         assert_eq!(e["type"], s("timeline"));
-        assert_eq!(e["postId"], s(P1));
-        assert_eq!(e["authorId"], s("a"));
         assert_eq!(e["createdAt"], s(T1), "the post's, verbatim");
         assert_eq!(e["ttl"], n(TTL1));
         assert_eq!(e.len(), 7);
-    }
-
-    #[test]
-    fn follow_and_live_post_want_an_entry_guarded_by_both() {
-        let (desired, existing) = run(Fact::Valid(()), Fact::Valid(post()), None, now());
-        let d = desired.unwrap();
-        assert_eq!(d.item, entry_item("f", &post()));
+        let (d, x) = decide(&[follow_item("f", "a", T1), post_item("a", P1, T1)], now());
+        let d = d.unwrap();
+        assert_eq!(d.item, e);
         assert_eq!(
             d.guards,
             vec![
@@ -420,109 +314,123 @@ mod tests {
                 Guard::equals(keys::post_key("a", P1), "createdAt", s(T1)),
             ]
         );
-        assert!(existing.is_none());
+        assert!(x.is_none());
     }
 
     #[test]
     fn entries_are_written_only_while_their_ttl_is_ahead() {
-        let (desired, _) = run(Fact::Valid(()), Fact::Valid(post()), None, at(TTL1));
-        assert!(desired.is_none(), "ttl reached: never written");
-        let (desired, _) = run(Fact::Valid(()), Fact::Valid(post()), None, at(TTL1 - 1));
-        assert!(desired.is_some());
+        let facts = [follow_item("f", "a", T1), post_item("a", P1, T1)];
+        assert!(decide(&facts, at(TTL1)).0.is_none(), "ttl reached");
+        assert!(decide(&facts, at(TTL1 - 1)).0.is_some());
         // An expired entry is DynamoDB's: neither kept nor deleted by us.
         let e = entry_item("f", &post());
-        let (desired, existing) = run(Fact::Absent, Fact::Valid(post()), Some(&e), at(TTL1));
-        assert!(desired.is_none() && existing.is_none());
+        let (d, x) = decide(&[post_item("a", P1, T1), e], at(TTL1));
+        assert!(d.is_none() && x.is_none());
     }
 
     #[test]
     fn deletes_are_guarded_by_the_fact_that_justifies_them() {
         let e = entry_item("f", &post());
+        let only = |x: Decision| {
+            assert!(x.0.is_none());
+            x.1.unwrap().guards
+        };
         // Unfollowed.
-        let (d, x) = run(Fact::Absent, Fact::Valid(post()), Some(&e), now());
-        assert!(d.is_none());
         assert_eq!(
-            x.unwrap().guards,
+            only(decide(&[post_item("a", P1, T1), e.clone()], now())),
             vec![Guard::absent(keys::follow_key("f", "a"))]
         );
         // Post deleted.
-        let (d, x) = run(Fact::Valid(()), Fact::Absent, Some(&e), now());
-        assert!(d.is_none());
         assert_eq!(
-            x.unwrap().guards,
+            only(decide(&[follow_item("f", "a", T1), e.clone()], now())),
             vec![Guard::absent(keys::post_key("a", P1))]
         );
-        // Both gone: the scope's shared fact.
-        let (_, x) = run(Fact::Absent, Fact::Absent, Some(&e), now());
+        // Both gone: the scope's own fact (shared by the chunk).
         assert_eq!(
-            x.unwrap().guards,
+            only(decide(std::slice::from_ref(&e), now())),
             vec![Guard::absent(keys::post_key("a", P1))]
         );
-        let (_, x) = pair(
-            "f",
-            "a",
-            P1,
-            &Fact::Absent,
-            &Fact::Absent,
-            Some(&e),
-            now(),
-            Prefer::Follow,
-        );
         assert_eq!(
-            x.unwrap().guards,
+            only(decide_in("follow", std::slice::from_ref(&e), now())),
             vec![Guard::absent(keys::follow_key("f", "a"))]
         );
         // Post re-dated into the past: the live entry goes while the post
-        // keeps its new date.
-        let old = entities::post(&post_item("a", P1, "2026-01-01T00:00:00Z")).unwrap();
-        let (d, x) = run(Fact::Valid(()), Fact::Valid(old), Some(&e), now());
-        assert!(d.is_none());
-        let g = x.unwrap().guards;
-        assert_eq!(g.len(), 1);
+        // keeps its new date (the follow's existence is not needed).
+        let old = "2026-01-01T00:00:00Z";
         assert_eq!(
-            g[0].cond,
-            Cond::Equals("createdAt", s("2026-01-01T00:00:00Z"))
+            only(decide(
+                &[follow_item("f", "a", T1), post_item("a", P1, old), e],
+                now()
+            )),
+            vec![Guard::equals(keys::post_key("a", P1), "createdAt", s(old))]
         );
     }
 
     #[test]
     fn bad_facts_keep_what_is_there() {
         let e = entry_item("f", &post());
-        let (d, x) = run(Fact::Bad, Fact::Valid(post()), Some(&e), now());
+        let (d, x) = decide(
+            &[
+                follow_item("f", "a", "bad"),
+                post_item("a", P1, T1),
+                e.clone(),
+            ],
+            now(),
+        );
         assert_eq!(d, x, "kept as is: nothing to write");
-        assert!(d.is_some());
-        let (d, x) = run(Fact::Valid(()), Fact::Bad, None, now());
+        assert_eq!(d.unwrap().item, e);
+        let (d, x) = decide(
+            &[follow_item("f", "a", T1), post_item("a", P1, "later")],
+            now(),
+        );
         assert!(d.is_none() && x.is_none(), "nothing created from bad input");
     }
 
     #[test]
     fn never_on_ones_own_timeline() {
-        let (d, x) = pair(
-            "a",
-            "a",
-            P1,
-            &Fact::Valid(()),
-            &Fact::Valid(post()),
-            None,
-            now(),
-            Prefer::Post,
-        );
-        assert!(d.is_none() && x.is_none());
+        let table = [post_item("a", P1, T1)];
+        let read = |k: &Item| {
+            table
+                .iter()
+                .find(|i| key_of(i, &["PK", "SK"]) == *k)
+                .cloned()
+        };
+        let (d, _) = declaration(10)
+            .decide(
+                "post",
+                &vars(&[("f", "a"), ("a", "a"), ("p", P1)]),
+                &read,
+                now(),
+            )
+            .unwrap();
+        assert!(d.is_none());
     }
 
     #[test]
-    fn facts_as_read() {
-        assert_eq!(post_fact(None), Fact::Absent);
-        assert_eq!(post_fact(Some(&post_item("a", P1, "later"))), Fact::Bad);
-        assert_eq!(
-            post_fact(Some(&post_item("a", P1, T1))),
-            Fact::Valid(post())
-        );
-        assert_eq!(
-            follow_fact(Some(&follow_item("f", "a", T1))),
-            Fact::Valid(())
-        );
-        assert_eq!(follow_fact(Some(&follow_item("a", "a", T1))), Fact::Bad);
-        assert_eq!(follow_fact(None), Fact::Absent);
+    fn stream_jobs_map_onto_scopes() {
+        let j = join_job(TimelineJob::Post {
+            author_id: "a".into(),
+            post_id: P1.into(),
+            after: Some("u#f9".into()),
+        });
+        assert_eq!(j.scope, "post");
+        assert_eq!(j.bind, vars(&[("a", "a"), ("p", P1)]));
+        assert_eq!(j.after.as_deref(), Some("u#f9"));
+        let body = super::super::messages::encode(&TimelineJob::Follow {
+            follower_id: "f".into(),
+            author_id: "a".into(),
+        });
+        let j = read_body(&body).unwrap();
+        assert_eq!((j.scope.as_str(), j.step), ("follow", 0));
+        let page = JoinJob {
+            step: 1,
+            after: Some("p#x".into()),
+            ..j
+        };
+        assert_eq!(read_body(&page.encode()).unwrap(), page);
+        assert!(matches!(
+            read_body(r#"{"version":1}"#),
+            Err(MessageError::Permanent { .. })
+        ));
     }
 }

@@ -1,0 +1,791 @@
+//! Join set jobs (`shared::engine::joinset`) against the embedded engine:
+//! the timeline's scopes paged and their write counts, an anti-join with a
+//! computed value, late and duplicated jobs.
+
+use std::sync::Arc;
+
+use chrono::{Duration, SecondsFormat, Utc};
+use shared::engine::joinset::{
+    FactDecl, JoinSet, KeyTemplate, TargetDecl, UnlessDecl, Value, Vars,
+};
+use shared::engine::setjob::{apply, Applied, Reads, SetJob};
+use shared::item::{s, Item};
+use shared::models::social::demo::{follow_item, post_item, user_item};
+use shared::models::social::messages::{encode, TimelineJob};
+use shared::models::social::timeline::Timeline;
+use shared::models::social::{entities, keys};
+use shared::store::Store;
+
+use crate::support::{model_env, ModelEnv};
+
+fn iso(mins_ago: i64) -> String {
+    (Utc::now() - Duration::minutes(mins_ago)).to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn post_id(n: u128) -> String {
+    keys::ulid(Utc::now().timestamp_millis() as u64, n)
+}
+
+fn mirror(follower: &str, followed: &str, at: &str) -> Item {
+    let mut m = keys::mirror_key(follower, followed);
+    m.insert(keys::TYPE.into(), s(keys::TYPE_FOLLOWER));
+    m.insert("createdAt".into(), s(at));
+    m
+}
+
+/// Engine + tables only: the jobs are run by hand (no stream processing).
+async fn social() -> ModelEnv {
+    model_env("social", |_| {}).await
+}
+
+fn reads(env: &ModelEnv, store: &Store) -> Reads {
+    Reads {
+        store: store.clone(),
+        table: env.rt.config.table.clone(),
+        ledger_table: env.rt.config.ledger_table.clone(),
+        now: Utc::now(),
+    }
+}
+
+/// Runs `body` and every follow-up page it starts, in order; the sum of
+/// what they applied and how many jobs ran.
+async fn run_pages(job: &dyn SetJob, r: &Reads, body: String) -> (Applied, usize) {
+    let mut total = Applied::default();
+    let mut queue = vec![body];
+    let mut jobs = 0;
+    while let Some(body) = queue.pop() {
+        jobs += 1;
+        let plan = job.plan(&body, r).await.expect("plan");
+        let a = apply(
+            &r.store,
+            &r.table,
+            &r.ledger_table,
+            job.key_names(),
+            job.volatile(),
+            &plan,
+        )
+        .await
+        .expect("apply");
+        total.add(&a);
+        queue.extend(plan.ahead.into_iter().map(|m| m.body));
+        queue.extend(plan.then.into_iter().map(|m| m.body));
+    }
+    (total, jobs)
+}
+
+/// One scenario through the timeline's four scopes (post fan-out, follow,
+/// unfollow, post delete), paged by 50: the items written and the write
+/// requests' actions. The figures are those the hand-written timeline made
+/// for the same scenario (recorded before it was replaced by the join set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    let at = iso(60);
+    let fans: Vec<String> = (0..120).map(|i| format!("fan{i:04}")).collect();
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        items.push(mirror(f, "star", &at));
+    }
+    let star_post = post_id(1);
+    items.push(post_item("star", &star_post, &iso(5), "hello"));
+    let bob_posts: Vec<String> = (0..30).map(|i| post_id(100 + i)).collect();
+    for p in &bob_posts {
+        items.push(post_item("bob", p, &iso(30), "b"));
+    }
+    store.put_items(&table, items).await.unwrap();
+    let job = Timeline { page: 50 };
+    let r = reads(&env, &store);
+    let writes = || {
+        store
+            .stats()
+            .writes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let mut figures: Vec<(&str, usize, usize, usize, u64)> = Vec::new();
+
+    // 1. The post fans out to 120 followers: three pages.
+    let post_job = encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: star_post.clone(),
+        after: None,
+    });
+    let w0 = writes();
+    let (a, jobs) = run_pages(&job, &r, post_job.clone()).await;
+    figures.push(("post", a.puts, a.deletes, jobs, writes() - w0));
+    // Billed: every action of a transaction twice (all items under 1 KB).
+    assert_eq!(a.actions as u64, writes() - w0);
+    assert_eq!(a.write_units, 2 * 245);
+    eprintln!(
+        "write capacity units per timeline entry (fan-out, pages of 50): {:.3}",
+        a.write_units as f64 / a.puts as f64
+    );
+
+    // 2. fan0000 follows bob (30 posts).
+    store
+        .put_items(
+            &table,
+            vec![
+                follow_item("fan0000", "bob", &at),
+                mirror("fan0000", "bob", &at),
+            ],
+        )
+        .await
+        .unwrap();
+    let follow_job = encode(&TimelineJob::Follow {
+        follower_id: "fan0000".into(),
+        author_id: "bob".into(),
+    });
+    let w0 = writes();
+    let (a, jobs) = run_pages(&job, &r, follow_job.clone()).await;
+    figures.push(("follow", a.puts, a.deletes, jobs, writes() - w0));
+
+    // 3. ... and unfollows.
+    store
+        .delete_keys(
+            &table,
+            vec![
+                keys::follow_key("fan0000", "bob"),
+                keys::mirror_key("fan0000", "bob"),
+            ],
+        )
+        .await
+        .unwrap();
+    let w0 = writes();
+    let (a, jobs) = run_pages(&job, &r, follow_job.clone()).await;
+    figures.push(("unfollow", a.puts, a.deletes, jobs, writes() - w0));
+
+    // 4. The star's post is deleted.
+    store
+        .delete_keys(&table, vec![keys::post_key("star", &star_post)])
+        .await
+        .unwrap();
+    let w0 = writes();
+    let (a, jobs) = run_pages(&job, &r, post_job.clone()).await;
+    figures.push(("delete", a.puts, a.deletes, jobs, writes() - w0));
+
+    // 5. Every job again: nothing to write.
+    let w0 = writes();
+    run_pages(&job, &r, post_job).await;
+    run_pages(&job, &r, follow_job).await;
+    figures.push(("again", 0, 0, 0, writes() - w0));
+
+    eprintln!("timeline write figures (scope, puts, deletes, jobs, actions): {figures:?}");
+    // The hand-written timeline (before the join set), same scenario:
+    // post (120, 0, 3 jobs, 245 actions), follow (30, 0, 1, 61), unfollow
+    // (0, 30, 1, 31), delete (0, 120, 3, 123), again (0 actions). The join
+    // set writes the same; its follow scope lists the author's posts, then
+    // the follower's timeline, 50 candidates per job: the unfollow's 30
+    // posts and 31 entries are two jobs.
+    assert_eq!(
+        figures,
+        vec![
+            ("post", 120, 0, 3, 245),
+            ("follow", 30, 0, 1, 61),
+            ("unfollow", 0, 30, 2, 31),
+            ("delete", 0, 120, 3, 123),
+            ("again", 0, 0, 0, 0),
+        ]
+    );
+}
+
+/// Runs one job by hand: plan, apply; the plan's follow-up bodies.
+async fn run_one(job: &dyn SetJob, r: &Reads, body: &str) -> (Applied, Vec<String>) {
+    let plan = job.plan(body, r).await.expect("plan");
+    let a = apply(
+        &r.store,
+        &r.table,
+        &r.ledger_table,
+        job.key_names(),
+        job.volatile(),
+        &plan,
+    )
+    .await
+    .expect("apply");
+    let next = plan
+        .ahead
+        .into_iter()
+        .chain(plan.then)
+        .map(|m| m.body)
+        .collect();
+    (a, next)
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Vars {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn template(pk: &str, sk: &str) -> KeyTemplate {
+    KeyTemplate::parse(pk, sk).unwrap()
+}
+
+fn follow_fact(reads: Vec<&'static str>) -> FactDecl {
+    FactDecl {
+        name: "follow".into(),
+        key: template("u#${a}#following", "u#${b}"),
+        via: Some(template("u#${b}#follower", "u#${a}")),
+        valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
+        reads,
+    }
+}
+
+/// "b has not followed a back": an anti-join with a copied and a computed
+/// value. `u#<b>#pending`/`u#<a>` exists iff a follows b and b does not
+/// follow a.
+fn pending_set() -> JoinSet {
+    JoinSet {
+        name: "pending",
+        queue: "pending",
+        key_names: &[keys::PK, keys::SK],
+        target: TargetDecl {
+            key: template("u#${b}#pending", "u#${a}"),
+            type_attr: Some((keys::TYPE, "pending".into())),
+            values: vec![
+                (
+                    "since".into(),
+                    Value::Attr {
+                        fact: "follow".into(),
+                        attr: "createdAt".into(),
+                    },
+                ),
+                (
+                    "note".into(),
+                    Value::Computed(Arc::new(|row| {
+                        if row.vars["a"] == "boom" {
+                            return Err("the note overflows".into());
+                        }
+                        Ok(s(format!("{} waits for {}", row.vars["a"], row.vars["b"])))
+                    })),
+                ),
+            ],
+            ttl: None,
+        },
+        facts: vec![follow_fact(vec!["createdAt"])],
+        unless: vec![UnlessDecl {
+            name: "back".into(),
+            key: template("u#${b}#following", "u#${a}"),
+        }],
+        when: vec![],
+        volatile: &[],
+        page: 10,
+    }
+}
+
+/// A user's name on each follower's inbox: `u#<a>#inbox`... listed through
+/// the follower mirrors, the value read from the user's info.
+fn greetings_set(page: usize) -> JoinSet {
+    JoinSet {
+        name: "greetings",
+        queue: "greetings",
+        key_names: &[keys::PK, keys::SK],
+        target: TargetDecl {
+            key: template("u#${a}#inbox", "hello#${b}"),
+            type_attr: Some((keys::TYPE, "greeting".into())),
+            values: vec![(
+                "from".into(),
+                Value::Attr {
+                    fact: "info".into(),
+                    attr: "name".into(),
+                },
+            )],
+            ttl: None,
+        },
+        facts: vec![
+            FactDecl {
+                name: "info".into(),
+                key: template("u#${b}", "info"),
+                via: None,
+                valid: Arc::new(|i| entities::parse(i).map(|_| ()).map_err(|e| e.to_string())),
+                reads: vec!["name"],
+            },
+            follow_fact(vec![]),
+        ],
+        unless: vec![],
+        when: vec![],
+        volatile: &[],
+        page,
+    }
+}
+
+async fn item(store: &Store, env: &ModelEnv, key: Item) -> Option<Item> {
+    store.get(&env.rt.config.table, key).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    let set = pending_set();
+    assert_eq!(
+        set.scopes()
+            .unwrap()
+            .iter()
+            .map(|s| s.steps.len())
+            .collect::<Vec<_>>(),
+        vec![0, 0],
+        "both scopes are one candidate"
+    );
+    let r = reads(&env, &store);
+    let at = iso(10);
+    let pending = keys::key("u#y#pending", "u#x");
+    let follow_job = set.start("follow", vars(&[("a", "x"), ("b", "y")]));
+    let back_job = set.start("back", vars(&[("a", "x"), ("b", "y")]));
+
+    // x follows y: pending, with the copied and the computed value.
+    store
+        .put_items(&table, vec![follow_item("x", "y", &at)])
+        .await
+        .unwrap();
+    // A plan made now (it wants the item, guarded by "y does not follow x")...
+    let stale_put = set.plan(&follow_job, &r).await.unwrap();
+    let (a, next) = run_one(&set, &r, &follow_job).await;
+    assert_eq!((a.puts, next.len()), (1, 0));
+    let p = item(&store, &env, pending.clone()).await.expect("pending");
+    assert_eq!(p["since"], s(&at));
+    assert_eq!(p["note"], s("x waits for y"));
+    assert_eq!(p[keys::TYPE], s("pending"));
+    assert_eq!(p.len(), 5);
+    // The same job again (duplicate delivery): nothing written.
+    let (a, _) = run_one(&set, &r, &follow_job).await;
+    assert_eq!(a.writes(), 0);
+
+    // y follows x back: the back scope removes it.
+    store
+        .put_items(&table, vec![follow_item("y", "x", &at)])
+        .await
+        .unwrap();
+    // A plan of the back scope made now (it deletes, guarded by "y follows x").
+    let stale_delete = set.plan(&back_job, &r).await.unwrap();
+    assert_eq!(stale_delete.existing.len(), 1);
+    let (a, _) = run_one(&set, &r, &back_job).await;
+    assert_eq!(a.deletes, 1);
+    assert!(item(&store, &env, pending.clone()).await.is_none());
+    // ... the stale put, applied late, never resurrects it.
+    let a = apply(
+        &store,
+        &table,
+        &r.ledger_table,
+        set.key_names(),
+        &[],
+        &stale_put,
+    )
+    .await
+    .unwrap();
+    assert_eq!((a.puts, a.superseded), (0, 1));
+    assert!(item(&store, &env, pending.clone()).await.is_none());
+
+    // y unfollows x: the back scope brings it back.
+    store
+        .delete_keys(&table, vec![keys::follow_key("y", "x")])
+        .await
+        .unwrap();
+    let (a, _) = run_one(&set, &r, &back_job).await;
+    assert_eq!(a.puts, 1);
+    // ... and the stale delete (made while y followed x), applied late,
+    // never wipes it.
+    let a = apply(
+        &store,
+        &table,
+        &r.ledger_table,
+        set.key_names(),
+        &[],
+        &stale_delete,
+    )
+    .await
+    .unwrap();
+    assert_eq!((a.deletes, a.superseded), (0, 1));
+    assert!(item(&store, &env, pending.clone()).await.is_some());
+
+    // A follow that turns into bad input keeps what it implied.
+    store
+        .put_items(&table, vec![follow_item("x", "y", "yesterday")])
+        .await
+        .unwrap();
+    let (a, _) = run_one(&set, &r, &follow_job).await;
+    assert_eq!(a.writes(), 0);
+    assert_eq!(
+        item(&store, &env, pending.clone()).await.unwrap()["since"],
+        s(&at)
+    );
+    // Fixed with a new date: the value follows.
+    let later = iso(1);
+    store
+        .put_items(&table, vec![follow_item("x", "y", &later)])
+        .await
+        .unwrap();
+    let (a, _) = run_one(&set, &r, &follow_job).await;
+    assert_eq!(a.puts, 1);
+    assert_eq!(
+        item(&store, &env, pending).await.unwrap()["since"],
+        s(&later)
+    );
+
+    // Bodies that do not fit the declaration are permanent failures.
+    for bad in [
+        set.start("nope", vars(&[("a", "x"), ("b", "y")])),
+        set.start("follow", vars(&[("a", "x")])),
+        set.start("follow", vars(&[("a", "x#1"), ("b", "y")])),
+        greetings_set(10).start("info", vars(&[("b", "x")])),
+        "{\"version\":1,\"set\":\"pending\"}".to_string(),
+    ] {
+        assert!(
+            matches!(
+                set.plan(&bad, &r).await,
+                Err(shared::sqs::MessageError::Permanent { .. })
+            ),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    let set = greetings_set(10);
+    let r = reads(&env, &store);
+    let at = iso(10);
+    let fans: Vec<String> = (0..25).map(|i| format!("g{i:03}")).collect();
+    let mut items = vec![user_item("ann", "Ann")];
+    for f in &fans {
+        items.push(follow_item(f, "ann", &at));
+        items.push(mirror(f, "ann", &at));
+    }
+    // A mirror whose follow is gone (the mirror lags): no greeting.
+    items.push(mirror("ghost", "ann", &at));
+    store.put_items(&table, items).await.unwrap();
+    let start = set.start("info", vars(&[("b", "ann")]));
+    let (a, jobs) = run_pages(&set, &r, start.clone()).await;
+    assert_eq!((a.puts, jobs), (25, 3), "26 mirrors in pages of 10");
+    let greeting = |f: &str| keys::key(format!("u#{f}#inbox"), "hello#ann");
+    assert!(item(&store, &env, greeting("ghost")).await.is_none());
+    assert_eq!(
+        item(&store, &env, greeting("g024")).await.unwrap()["from"],
+        s("Ann")
+    );
+    // Renamed: a first page planned now, applied after a second rename,
+    // drops every put (its guard is the name as read).
+    store
+        .put_items(&table, vec![user_item("ann", "Annie")])
+        .await
+        .unwrap();
+    let stale = set.plan(&start, &r).await.unwrap();
+    assert_eq!(stale.desired.len(), 10);
+    store
+        .put_items(&table, vec![user_item("ann", "Anne")])
+        .await
+        .unwrap();
+    let a = apply(
+        &store,
+        &table,
+        &r.ledger_table,
+        set.key_names(),
+        &[],
+        &stale,
+    )
+    .await
+    .unwrap();
+    assert_eq!((a.puts, a.superseded), (0, 10));
+    assert_eq!(
+        item(&store, &env, greeting("g000")).await.unwrap()["from"],
+        s("Ann")
+    );
+    let (a, _) = run_pages(&set, &r, start.clone()).await;
+    assert_eq!(a.puts, 25, "every greeting follows the current name");
+    assert_eq!(
+        item(&store, &env, greeting("g000")).await.unwrap()["from"],
+        s("Anne")
+    );
+    // The user's info goes: every greeting goes, guarded by its absence.
+    store
+        .delete_keys(&table, vec![keys::user_info_key("ann")])
+        .await
+        .unwrap();
+    let (a, _) = run_pages(&set, &r, start).await;
+    assert_eq!(a.deletes, 25);
+    // One check of the shared fact per chunk (a page each): 25 deletes + 3
+    // checks, each action billed twice.
+    assert_eq!(a.actions, 28);
+    assert_eq!(a.write_units, 2 * 28);
+}
+
+/// A follow scope over more posts and entries than a page: paged through
+/// the author's posts, then through the follower's timeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_follow_scope_is_paged() {
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    let at = iso(60);
+    let posts: Vec<String> = (0..25).map(|i| post_id(500 + i)).collect();
+    let mut items = vec![follow_item("fan", "bob", &at), mirror("fan", "bob", &at)];
+    for p in &posts {
+        items.push(post_item("bob", p, &iso(30), "b"));
+    }
+    // Other authors' entries on fan's timeline are not the scope's.
+    let other = post_id(900);
+    items.push(post_item("cid", &other, &iso(30), "c"));
+    items.push(follow_item("fan", "cid", &at));
+    store.put_items(&table, items).await.unwrap();
+    let job = Timeline { page: 10 };
+    let r = reads(&env, &store);
+    let follow = |f: &str, a: &str| {
+        encode(&TimelineJob::Follow {
+            follower_id: f.into(),
+            author_id: a.into(),
+        })
+    };
+    run_pages(&job, &r, follow("fan", "cid")).await;
+    let (a, jobs) = run_pages(&job, &r, follow("fan", "bob")).await;
+    // 3 pages of posts, then 3 pages of fan's 26 entries.
+    assert_eq!((a.puts, jobs), (25, 6));
+    // Two of bob's posts are deleted while fan is not looking (their own
+    // post jobs lost), then fan unfollows: the sweep finds those entries.
+    store
+        .delete_keys(
+            &table,
+            vec![
+                keys::post_key("bob", &posts[0]),
+                keys::post_key("bob", &posts[1]),
+                keys::follow_key("fan", "bob"),
+                keys::mirror_key("fan", "bob"),
+            ],
+        )
+        .await
+        .unwrap();
+    let (a, _) = run_pages(&job, &r, follow("fan", "bob")).await;
+    assert_eq!(a.deletes, 25);
+    let left = store
+        .query(&table, None, keys::PK, &keys::timeline_pk("fan"), None)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1, "only cid's entry is left");
+}
+
+/// A celebrity's fan-out and its deletion, written through a proxy that
+/// fails transactions (5xx) and throttles reads, with one SDK attempt: a
+/// failed job is delivered again (as SQS would) and the concurrent chunks
+/// end exact, with no entry written twice nor left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
+    use jobstream::faults::{Fault, FaultProxy};
+    let env = social().await;
+    let table = env.rt.config.table.clone();
+    let direct = Store::new(env.rt.dynamodb.clone());
+    let upstream = env
+        .engine
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let faulty = Store::with_backoff(
+        aws_sdk_dynamodb::Client::new(
+            &jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), 1).await,
+        ),
+        shared::store::Backoff {
+            max_times: 0,
+            ..shared::store::Backoff::default()
+        },
+    );
+    let at = iso(60);
+    let fans: Vec<String> = (0..300).map(|i| format!("fan{i:04}")).collect();
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        items.push(mirror(f, "star", &at));
+    }
+    let p = post_id(1);
+    items.push(post_item("star", &p, &iso(5), "x"));
+    direct.put_items(&table, items).await.unwrap();
+    let job = Timeline { page: 100 };
+    let r = reads(&env, &faulty);
+    let body = encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: p.clone(),
+        after: None,
+    });
+    // Runs the chain; a job that fails is delivered again.
+    let run = |body: String| {
+        let r = r.clone();
+        async move {
+            let mut queue = vec![body];
+            let (mut total, mut failures) = (Applied::default(), 0);
+            while let Some(body) = queue.pop() {
+                let plan = match job.plan(&body, &r).await {
+                    Ok(plan) => plan,
+                    Err(_) => {
+                        failures += 1;
+                        queue.push(body);
+                        continue;
+                    }
+                };
+                queue.extend(plan.ahead.iter().map(|m| m.body.clone()));
+                match apply(
+                    &r.store,
+                    &r.table,
+                    &r.ledger_table,
+                    job.key_names(),
+                    &[],
+                    &plan,
+                )
+                .await
+                {
+                    Ok(a) => total.add(&a),
+                    Err(_) => {
+                        failures += 1;
+                        queue.push(body);
+                    }
+                }
+                assert!(failures < 100, "the faults are bounded");
+            }
+            (total, failures)
+        }
+    };
+    proxy.inject(Fault::server_error("TransactWriteItems", 4).after(1));
+    proxy.inject(Fault::throttle("BatchGetItem", 2).after(1));
+    let (a, failures) = run(body.clone()).await;
+    assert!(failures >= 2, "{failures} failed deliveries");
+    assert!(proxy.injected() >= 6);
+    let entries = |f: &str| {
+        let direct = direct.clone();
+        let table = table.clone();
+        let f = f.to_string();
+        async move {
+            direct
+                .query(&table, None, keys::PK, &keys::timeline_pk(&f), None)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    for f in &fans {
+        assert_eq!(entries(f).await, 1, "{f}");
+    }
+    // A redelivered page re-reads and skips what its first delivery wrote
+    // (the puts of deliveries that failed part-way are not counted here).
+    assert!(a.puts <= 300);
+    let (again, _) = run(body.clone()).await;
+    assert_eq!(again.writes(), 0, "once exact, a duplicate writes nothing");
+    // The post goes: every entry goes, under faults again.
+    direct
+        .delete_keys(&table, vec![keys::post_key("star", &p)])
+        .await
+        .unwrap();
+    proxy.inject(Fault::server_error("TransactWriteItems", 3).after(2));
+    let (a, failures) = run(body).await;
+    assert!(failures >= 1);
+    assert!(a.deletes <= 300);
+    for f in &fans {
+        assert_eq!(entries(f).await, 0, "{f}");
+    }
+}
+
+/// The pages of a fan-out planned, then fans unfollow (and their follow
+/// jobs run) before the pages are written: the stale pages write every
+/// other entry and resurrect none, concurrently chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    let at = iso(60);
+    let fans: Vec<String> = (0..250).map(|i| format!("fan{i:04}")).collect();
+    let mut items = Vec::new();
+    for f in &fans {
+        items.push(follow_item(f, "star", &at));
+        items.push(mirror(f, "star", &at));
+    }
+    let p = post_id(1);
+    items.push(post_item("star", &p, &iso(5), "x"));
+    store.put_items(&table, items).await.unwrap();
+    let job = Timeline { page: 100 };
+    let r = reads(&env, &store);
+    let mut body = Some(encode(&TimelineJob::Post {
+        author_id: "star".into(),
+        post_id: p.clone(),
+        after: None,
+    }));
+    let mut plans = Vec::new();
+    while let Some(b) = body.take() {
+        let plan = job.plan(&b, &r).await.unwrap();
+        body = plan.ahead.first().map(|m| m.body.clone());
+        plans.push(plan);
+    }
+    assert_eq!(plans.len(), 3);
+    // Every 10th fan unfollows; their follow jobs find nothing to remove.
+    let gone: Vec<&String> = fans.iter().step_by(10).collect();
+    let mut keys_gone = Vec::new();
+    for f in &gone {
+        keys_gone.push(keys::follow_key(f, "star"));
+        keys_gone.push(keys::mirror_key(f, "star"));
+    }
+    store.delete_keys(&table, keys_gone).await.unwrap();
+    for f in &gone {
+        let (a, _) = run_pages(
+            &job,
+            &r,
+            encode(&TimelineJob::Follow {
+                follower_id: f.to_string(),
+                author_id: "star".into(),
+            }),
+        )
+        .await;
+        assert_eq!(a.writes(), 0);
+    }
+    let mut total = Applied::default();
+    for plan in &plans {
+        let a = apply(&store, &table, &r.ledger_table, job.key_names(), &[], plan)
+            .await
+            .unwrap();
+        total.add(&a);
+    }
+    assert_eq!((total.puts, total.superseded), (225, 25));
+    for (i, f) in fans.iter().enumerate() {
+        let n = store
+            .query(&table, None, keys::PK, &keys::timeline_pk(f), None)
+            .await
+            .unwrap()
+            .len();
+        assert_eq!(n, usize::from(i % 10 != 0), "{f}");
+    }
+}
+
+/// A value that cannot be computed from valid facts is bad input: logged,
+/// counted by the consumer, nothing written, and the job completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_that_cannot_be_computed_is_counted_and_writes_nothing() {
+    use shared::engine::setjob::SetJobProcessor;
+    use shared::metrics::names;
+    let env = social().await;
+    let store = Store::new(env.rt.dynamodb.clone());
+    let table = env.rt.config.table.clone();
+    store
+        .put_items(&table, vec![follow_item("boom", "y", &iso(1))])
+        .await
+        .unwrap();
+    let set = pending_set();
+    let body = set.start("follow", vars(&[("a", "boom"), ("b", "y")]));
+    let consumer = SetJobProcessor::new(
+        Arc::new(set),
+        store.clone(),
+        &table,
+        &env.rt.config.ledger_table,
+        None,
+        Default::default(),
+    );
+    let outcome = consumer.run(&body).await.expect("the job completes");
+    assert_eq!(outcome, shared::sqs::Outcome::Duplicate, "nothing written");
+    use shared::sqs::MessageProcessor as _;
+    assert_eq!(consumer.metrics().get(names::BAD_INPUT), 1);
+    assert!(item(&store, &env, keys::key("u#y#pending", "u#boom"))
+        .await
+        .is_none());
+}
