@@ -135,15 +135,20 @@ pub mod grants {
         "dynamodb:PutItem",
         "dynamodb:DeleteItem",
     ];
+    /// Ledger records, totals, tombstones; index entries and owner records
+    /// deleted when a membership or an owner goes.
     pub const DERIVE_LEDGER: &[&str] = &[
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
         "dynamodb:ConditionCheckItem",
     ];
-    /// A fold (history): entries, cascade, sequence mirror.
+    /// A fold (history): entries, cascade, sequence mirror (read first when
+    /// a batch holds only replays, so a replay writes nothing).
     pub const FOLD_TABLE: &[&str] = &[
+        "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:Query",
@@ -172,8 +177,11 @@ pub mod grants {
     ];
     /// Queue consumers query the model's indexes.
     pub const CONSUMER_INDEX: &[&str] = &["dynamodb:Query"];
+    /// Markers, and the exact listings of ledger indexes (`IDX#`, queried
+    /// with consistent reads).
     pub const CONSUMER_LEDGER: &[&str] = &[
         "dynamodb:GetItem",
+        "dynamodb:Query",
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:ConditionCheckItem",
