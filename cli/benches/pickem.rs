@@ -1,6 +1,6 @@
 //! Benchmark (not a test): scoring one Pick'Em event with PREDICTIONS
 //! predictions (default 10,000, one user each) when its results arrive, on
-//! the embedded engine with the model's runtime (stream mapping + moto SQS
+//! the embedded engine with the model's runtime (stream mapping + the local SQS
 //! for the scoring jobs), as `jobstream dev` runs it.
 //!
 //! Setup (not timed) writes the event, 3 matches and the predictions, and
@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::{RecordReader, StartingPosition};
-use jobstream::local::moto::Moto;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use shared::engine::setjob::{apply, Reads, SetJob};
 use shared::item::{n, s, Item};
 use shared::models::pickem::entities::write;
@@ -84,14 +84,14 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let moto = Moto::start()?;
+    let sqs = LocalSqs::start()?;
     let options = |prefix: &str| {
         let mut o = RuntimeOptions::new(
             "pickem",
             Some(engine.endpoint()),
             RecordReader::Embedded(engine.database().clone()),
         );
-        o.sqs_endpoint = Some(moto.endpoint());
+        o.sqs_endpoint = Some(sqs.endpoint());
         o.queue_prefix = prefix.to_string();
         o
     };

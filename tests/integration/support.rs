@@ -6,23 +6,23 @@ use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::FaultProxy;
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::RecordReader;
-use jobstream::local::moto::Moto;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
 use shared::models::tracker::writer::TrackerWriter;
 use shared::store::Backoff;
 
-/// One moto per test binary (it stops when the binary exits); every test
-/// uses its own queue names.
-pub fn moto() -> String {
-    static MOTO: OnceLock<Moto> = OnceLock::new();
-    MOTO.get_or_init(|| Moto::start().expect("moto starts"))
+/// One local SQS server per test binary (it stops when the binary exits);
+/// every test uses its own queue names.
+pub fn sqs() -> String {
+    static SQS: OnceLock<LocalSqs> = OnceLock::new();
+    SQS.get_or_init(|| LocalSqs::start().expect("the local SQS starts"))
         .endpoint()
 }
 
-/// An engine and a model's runtime (queues on the shared moto, named for
+/// An engine and a model's runtime (queues on the shared local SQS, named for
 /// this test).
 pub struct ModelEnv {
     pub engine: LocalEngine,
@@ -41,7 +41,7 @@ pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> Mode
     );
     let m = shared::models::find(model).expect("registered model");
     if !m.consumers.is_empty() {
-        opts.sqs_endpoint = Some(tokio::task::spawn_blocking(moto).await.expect("moto"));
+        opts.sqs_endpoint = Some(tokio::task::spawn_blocking(sqs).await.expect("local SQS"));
         opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     }
     f(&mut opts);
