@@ -10,6 +10,7 @@ mod history_adoption;
 mod hr;
 mod jobboard;
 mod pickem;
+mod queues;
 mod redelivery;
 mod social;
 mod stream_consumer;

@@ -1,5 +1,5 @@
 //! The local runtime of any registered model: its tables, its queues (on an
-//! SQS endpoint such as moto), its processors, and the local event source
+//! SQS endpoint such as the local SQS server), its processors, and the local event source
 //! mappings that feed them, as Lambda would.
 
 use std::future::Future;
@@ -13,7 +13,7 @@ use shared::store::{Backoff, Store};
 
 use crate::local::engine::{ensure_table, sdk_config};
 use crate::local::esm::{stream_arn, FailedBatch, MappingConfig, RecordReader, StreamMapping};
-use crate::local::sqs_esm::{create_queue, QueueMapping};
+use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
 
 /// Where the runtime connects and how its mappings behave.
 #[derive(Clone)]
@@ -42,6 +42,10 @@ pub struct RuntimeOptions {
     pub max_attempts: u32,
     /// Our own backoff for what the SDK does not retry.
     pub backoff: Backoff,
+    /// Concurrent pollers (and invocations) per queue; `None` = the queue's
+    /// `max_concurrency` from its definition (what the stack deploys as the
+    /// mapping's maximum concurrency).
+    pub queue_concurrency: Option<u32>,
 }
 
 impl RuntimeOptions {
@@ -59,6 +63,7 @@ impl RuntimeOptions {
             mapping: MappingConfig::new("stream"),
             max_attempts: 5,
             backoff: Backoff::default(),
+            queue_concurrency: None,
         }
     }
 }
@@ -140,13 +145,17 @@ impl Runtime {
             let consumer = processors
                 .consumer(def.logical)
                 .with_context(|| format!("no consumer for queue {}", def.logical))?;
-            queues.push(QueueMapping::new(
-                def.consumer,
-                sqs.clone().expect("queues exist only with SQS"),
-                q,
-                def.batch_size,
-                crate::local::sqs_esm::sqs_handler(consumer.handler.clone()),
-            ));
+            let concurrency = opts.queue_concurrency.unwrap_or(def.max_concurrency);
+            queues.push(
+                QueueMapping::new(
+                    def.consumer,
+                    sqs.clone().expect("queues exist only with SQS"),
+                    q,
+                    def.batch_size,
+                    crate::local::sqs_esm::sqs_handler(consumer.handler.clone()),
+                )
+                .with_concurrency(concurrency),
+            );
         }
         Ok(Self {
             model,
@@ -175,10 +184,44 @@ impl Runtime {
             .unwrap_or_else(|| panic!("model {} has no consumer {name}", self.model.name))
     }
 
+    /// Starts every queue's pollers (their own tasks, as many per queue as
+    /// its concurrency); they stop when the returned sender sends `true` or
+    /// is dropped.
+    fn start_queue_pollers(&self, polling: Polling) -> QueuePollers {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let tasks = self
+            .queues
+            .iter()
+            .flat_map(|q| q.spawn_pollers(polling, &stopped))
+            .collect();
+        QueuePollers { stop, tasks }
+    }
+
     /// Processes the stream and the queues until all are empty (failed
     /// messages included: they come back after the visibility timeout and
-    /// end in their DLQ). Gives up after `limit`.
+    /// end in their DLQ). Gives up after `limit`. The queues are consumed by
+    /// their pollers (concurrently, as Lambda's SQS mapping) while this task
+    /// polls the stream and watches the queues' depth; the pollers stop
+    /// before it returns.
     pub async fn drain_within(&mut self, limit: Duration) -> anyhow::Result<usize> {
+        let pollers = self.start_queue_pollers(Polling::Short);
+        let deleted_before = self.messages_deleted();
+        let streamed = self.drain_streams_and_watch_queues(limit).await;
+        pollers.stop().await;
+        Ok(streamed? + (self.messages_deleted() - deleted_before))
+    }
+
+    /// Messages the queue mappings have completed (invocations are counted
+    /// per batch, so this counts handler successes through the deletes).
+    fn messages_deleted(&self) -> usize {
+        use std::sync::atomic::Ordering;
+        self.queues
+            .iter()
+            .map(|q| q.stats().deleted.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
+    async fn drain_streams_and_watch_queues(&mut self, limit: Duration) -> anyhow::Result<usize> {
         let started = Instant::now();
         let mut total = 0;
         let mut quiet = 0;
@@ -190,11 +233,12 @@ impl Runtime {
                 total += r.done;
                 active |= r.done > 0 || r.pending > 0;
             }
-            for q in &mut self.queues {
-                let done = q.poll_once().await?;
-                total += done;
+            // Empty (nothing visible, nothing in flight) means every handler
+            // that ran has finished: its writes precede its deletes, so the
+            // next round's stream poll sees them.
+            for q in &self.queues {
                 let (visible, in_flight) = q.depth().await?;
-                active |= done > 0 || visible > 0 || in_flight > 0;
+                active |= visible > 0 || in_flight > 0;
             }
             if active {
                 quiet = 0;
@@ -228,20 +272,23 @@ impl Runtime {
             .collect()
     }
 
-    /// One polling round of the stream and the queues; true if there was work.
+    /// One polling round of the streams; true if there was work.
     async fn poll_round(&mut self) -> bool {
-        let mut busy = crate::local::esm::poll_streams(&mut self.mappings).await;
-        for q in &mut self.queues {
-            match q.poll_once().await {
-                Ok(n) => busy |= n > 0,
-                Err(e) => tracing::warn!(queue = %q.name, error = %e, "queue poll failed"),
-            }
-        }
-        busy
+        crate::local::esm::poll_streams(&mut self.mappings).await
     }
 
-    /// Polls until `stop` resolves (Ctrl-C in `jobstream dev` / `run`).
+    /// Polls until `stop` resolves (Ctrl-C in `jobstream dev` / `run`). The
+    /// queues are consumed by their own pollers (long polls, as Lambda's),
+    /// so a slow queue never delays the stream consumers; at the stop they
+    /// finish the invocations in flight.
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let pollers = self.start_queue_pollers(Polling::Long(LONG_POLL_SECS));
+        let result = self.run_streams_until(stop).await;
+        pollers.stop().await;
+        result
+    }
+
+    async fn run_streams_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
         tokio::pin!(stop);
         let mut last_status = Instant::now();
         let mut said = String::new();
@@ -274,12 +321,26 @@ impl Runtime {
             .chain(
                 self.queues
                     .iter()
-                    .map(|q| format!("{} {}", q.name, q.invocations)),
+                    .map(|q| format!("{} {}", q.name, q.invocations())),
             )
             .collect();
         let failed: usize = self.mappings.iter().map(|m| m.on_failure.len()).sum();
+        let undeleted: u64 = self
+            .queues
+            .iter()
+            .map(|q| {
+                q.stats()
+                    .delete_failures
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum();
+        let undeleted = if undeleted > 0 {
+            format!("; processed messages not deleted (processed again): {undeleted}")
+        } else {
+            String::new()
+        };
         format!(
-            "status: invocations {}; on-failure: {failed} batch(es)",
+            "status: invocations {}; on-failure: {failed} batch(es){undeleted}",
             invocations.join(", ")
         )
     }
@@ -307,6 +368,28 @@ impl Runtime {
     /// `verify` of the model's table (no repair).
     pub async fn verify(&self) -> anyhow::Result<crate::tools::verify::Report> {
         crate::tools::verify::verify(&self.model, &self.processors, &self.config).await
+    }
+}
+
+/// ReceiveMessage's wait of the pollers of `dev` and `run` (Lambda's).
+const LONG_POLL_SECS: i32 = 20;
+
+/// The queue pollers of a drain or a run.
+struct QueuePollers {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl QueuePollers {
+    /// Tells every poller to stop and waits for them (an invocation in
+    /// flight finishes with its deletes).
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            if let Err(e) = t.await {
+                tracing::error!(error = %e, "a queue poller panicked");
+            }
+        }
     }
 }
 
