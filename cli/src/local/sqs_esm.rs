@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{
-    BatchResultErrorEntry, DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName,
-    QueueAttributeName,
+    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry,
+    DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName,
 };
 use backon::BackoffBuilder as _;
 use backon::ExponentialBuilder;
@@ -50,6 +50,8 @@ pub struct Queue {
     pub url: String,
     pub arn: String,
     pub dlq_url: String,
+    /// The queue's visibility timeout.
+    pub visibility: Duration,
 }
 
 /// Creates `def`'s queue and DLQ (names prefixed with `prefix`), with the
@@ -90,7 +92,12 @@ pub async fn create_queue(
         .context("CreateQueue")?;
     let url = q.queue_url().context("queue URL")?.to_string();
     let arn = queue_arn(client, &url).await?;
-    Ok(Queue { url, arn, dlq_url })
+    Ok(Queue {
+        url,
+        arn,
+        dlq_url,
+        visibility: Duration::from_secs(visibility.as_secs().max(1)),
+    })
 }
 
 async fn queue_arn(client: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
@@ -237,7 +244,11 @@ impl QueueMapping {
         }
         let event = self.event(&messages)?;
         self.stats.invocations.fetch_add(1, Ordering::Relaxed);
-        let failed: Vec<String> = match (self.handler)(event).await {
+        let result = tokio::select! {
+            r = (self.handler)(event) => r,
+            never = self.keep_invisible(&messages) => match never {},
+        };
+        let failed: Vec<String> = match result {
             Ok(resp) => resp
                 .batch_item_failures
                 .into_iter()
@@ -259,6 +270,53 @@ impl QueueMapping {
             })
             .collect();
         self.delete(&done).await
+    }
+
+    /// Keeps `messages` invisible while their invocation runs (never
+    /// returns: dropped when the handler completes). Deployed, the
+    /// visibility timeout is 6 x the function timeout, so an invocation
+    /// never outlives it; locally it is short (failed messages come back
+    /// quickly), so with concurrent pollers a long invocation's messages
+    /// would be received again while it runs. Every half visibility timeout
+    /// their visibility is extended by one (ChangeMessageVisibilityBatch);
+    /// a failure to do so is logged and retried at the next beat.
+    async fn keep_invisible(&self, messages: &[Message]) -> std::convert::Infallible {
+        let beat = (self.queue.visibility / 2).max(Duration::from_millis(250));
+        loop {
+            tokio::time::sleep(beat).await;
+            let entries: Result<Vec<_>, _> = messages
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(m.receipt_handle().unwrap_or_default())
+                        .visibility_timeout(self.queue.visibility.as_secs() as i32)
+                        .build()
+                })
+                .collect();
+            let sent = match entries {
+                Ok(entries) => self
+                    .client
+                    .change_message_visibility_batch()
+                    .queue_url(&self.queue.url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map(|out| out.failed().len())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match sent {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(mapping = %self.name, failed = n, "ChangeMessageVisibilityBatch: entries failed; those messages may be received again while their invocation runs")
+                }
+                Err(e) => {
+                    tracing::warn!(mapping = %self.name, error = %e, "ChangeMessageVisibilityBatch failed; the messages may be received again while their invocation runs")
+                }
+            }
+        }
     }
 
     /// The Lambda SQS event of `messages`, as Lambda builds it.
