@@ -19,6 +19,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use chrono::{SecondsFormat, Utc};
 use common::{batch_write_floor, env_usize, ratio, FLOOR_WRITERS};
@@ -26,6 +27,16 @@ use jobstream::local::engine::{ensure_table, sdk_config};
 use shared::item::Item;
 use shared::models::social::demo::{follow_item, post_item};
 use shared::models::social::keys;
+
+/// The `jobstream dev` process, stopped however the benchmark ends.
+struct Dev(std::process::Child);
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// Polls `done` every 200 ms until it holds (at most `limit`).
 async fn wait_until<F, Fut>(limit: Duration, mut done: F) -> anyhow::Result<()>
@@ -90,13 +101,14 @@ async fn main() -> anyhow::Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let mut dev = Command::new(env!("CARGO_BIN_EXE_jobstream"))
+    let mut dev = Dev(Command::new(env!("CARGO_BIN_EXE_jobstream"))
         .args(["dev", "--model", "social", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .spawn()?;
-    let mut lines = BufReader::new(dev.stdout.take().expect("piped")).lines();
+        .spawn()?);
+    let stdout = dev.0.stdout.take().context("dev's stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
     let (mut ddb, mut sqs) = (None, None);
     for line in lines.by_ref() {
         let line = line?;
@@ -111,7 +123,6 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let (Some(ddb), Some(sqs)) = (ddb, sqs) else {
-        let _ = dev.kill();
         anyhow::bail!("jobstream dev did not print its endpoints");
     };
     // Keep reading dev's status lines so its stdout never blocks.
@@ -157,7 +168,8 @@ async fn main() -> anyhow::Result<()> {
     let post_id = keys::ulid(Utc::now().timestamp_millis() as u64, 7);
     let entry_sk = keys::timeline_sk(&post_id, "star");
     let started = Instant::now();
-    let put = post_item("star", &post_id, &Utc::now().to_rfc3339(), "to all");
+    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+    let put = post_item("star", &post_id, &now, "to all");
     client
         .put_item()
         .table_name(table)
@@ -191,7 +203,6 @@ async fn main() -> anyhow::Result<()> {
         followers as f64 / floor.as_secs_f64(),
         ratio(post_time, floor)
     );
-    let _ = dev.kill();
-    let _ = dev.wait();
+    drop(dev);
     Ok(())
 }

@@ -277,11 +277,11 @@ impl QueueMapping {
     /// visibility timeout is 6 x the function timeout, so an invocation
     /// never outlives it; locally it is short (failed messages come back
     /// quickly), so with concurrent pollers a long invocation's messages
-    /// would be received again while it runs. Every half visibility timeout
+    /// would be received again while it runs. Every third of the visibility timeout
     /// their visibility is extended by one (ChangeMessageVisibilityBatch);
     /// a failure to do so is logged and retried at the next beat.
     async fn keep_invisible(&self, messages: &[Message]) -> std::convert::Infallible {
-        let beat = (self.queue.visibility / 2).max(Duration::from_millis(250));
+        let beat = (self.queue.visibility / 3).max(Duration::from_millis(200));
         loop {
             tokio::time::sleep(beat).await;
             let entries: Result<Vec<_>, _> = messages
@@ -303,14 +303,19 @@ impl QueueMapping {
                     .set_entries(Some(entries))
                     .send()
                     .await
-                    .map(|out| out.failed().len())
+                    .map(|out| {
+                        out.failed()
+                            .iter()
+                            .map(|f| f.code().to_string())
+                            .collect::<Vec<_>>()
+                    })
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };
             match sent {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::warn!(mapping = %self.name, failed = n, "ChangeMessageVisibilityBatch: entries failed; those messages may be received again while their invocation runs")
+                Ok(codes) if codes.is_empty() => {}
+                Ok(codes) => {
+                    tracing::warn!(mapping = %self.name, codes = ?codes, "ChangeMessageVisibilityBatch: entries failed; those messages may be received again while their invocation runs (jobs are idempotent)")
                 }
                 Err(e) => {
                     tracing::warn!(mapping = %self.name, error = %e, "ChangeMessageVisibilityBatch failed; the messages may be received again while their invocation runs")
