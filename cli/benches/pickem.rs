@@ -1,6 +1,6 @@
 //! Benchmark (not a test): scoring one Pick'Em event with PREDICTIONS
 //! predictions (default 10,000, one user each) when its results arrive, on
-//! the embedded engine with the model's runtime (stream mapping + moto SQS
+//! the embedded engine with the model's runtime (stream mapping + the local SQS
 //! for the scoring jobs), as `jobstream dev` runs it.
 //!
 //! Setup (not timed) writes the event, 3 matches and the predictions, and
@@ -16,6 +16,8 @@
 //! `cargo bench -p jobstream --bench pickem` (`PREDICTIONS=2000` for a
 //! quicker run; `--profile dev` reuses the debug build).
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,8 +25,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::{RecordReader, StartingPosition};
-use jobstream::local::moto::Moto;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use shared::engine::setjob::{apply, Reads, SetJob};
 use shared::item::{n, s, Item};
 use shared::models::pickem::entities::write;
@@ -84,14 +86,14 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let moto = Moto::start()?;
+    let sqs = LocalSqs::start()?;
     let options = |prefix: &str| {
         let mut o = RuntimeOptions::new(
             "pickem",
             Some(engine.endpoint()),
             RecordReader::Embedded(engine.database().clone()),
         );
-        o.sqs_endpoint = Some(moto.endpoint());
+        o.sqs_endpoint = Some(sqs.endpoint());
         o.queue_prefix = prefix.to_string();
         o
     };
@@ -225,6 +227,32 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "time per changed score (prediction + standings): {:.2?}",
         elapsed / changed.max(1) as u32
+    );
+    // The floor: the scored predictions, as they are now, written by plain
+    // BatchWriteItem (4 concurrent writers) into a fresh table of the
+    // model's definition in the same engine.
+    let pk_sk = |i: &Item| {
+        use shared::item::ItemExt as _;
+        (
+            i.s(keys::PK).unwrap_or_default().to_string(),
+            i.s(keys::SK).unwrap_or_default().to_string(),
+        )
+    };
+    let predictions: std::collections::HashSet<(String, String)> =
+        keys_of[4..].iter().map(pk_sk).collect();
+    let scored: Vec<Item> = jobstream::tools::verify::scan_all(&rt.dynamodb, &table)
+        .await?
+        .into_iter()
+        .filter(|i| predictions.contains(&pk_sk(i)))
+        .collect();
+    anyhow::ensure!(scored.len() == count, "{} predictions found", scored.len());
+    let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
+    jobstream::local::engine::ensure_table(&rt.dynamodb, &rt.model.table, &floor_table).await?;
+    let floor = common::batch_write_floor(&rt.dynamodb, &floor_table, scored).await?;
+    println!(
+        "floor: the same {count} predictions by {} concurrent BatchWriteItem writers: {floor:.2?}; scoring / floor = {} (goal <= 3x)",
+        common::FLOOR_WRITERS,
+        common::ratio(elapsed, floor)
     );
     engine.stop().await;
     Ok(())

@@ -1,5 +1,5 @@
 //! Benchmark (not a test): the suggestions Lambda's handler on the embedded
-//! engine, called in-process (never through moto). One city with JOBS open
+//! engine, called in-process (never through SQS). One city with JOBS open
 //! jobs and SEEKERS seekers; one SQS batch of `seekerChanged` jobs, each
 //! scoring the seeker against every job. Prints time per scored pair and
 //! DynamoDB item writes per suggestion, against a plain PutItem measured in
@@ -11,8 +11,8 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::SqsEvent;
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::RecordReader;
-use jobstream::local::moto::Moto;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::s;
 use shared::models::jobboard::keys;
@@ -33,14 +33,14 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    // moto only hosts the (unused here) queues the runtime creates.
-    let moto = Moto::start()?;
+    // The local SQS only hosts the (unused here) queues the runtime creates.
+    let sqs = LocalSqs::start()?;
     let mut opts = RuntimeOptions::new(
         "jobboard",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
-    opts.sqs_endpoint = Some(moto.endpoint());
+    opts.sqs_endpoint = Some(sqs.endpoint());
     let rt = Runtime::start(opts).await?;
     let consumer = rt.consumer("suggestions");
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);

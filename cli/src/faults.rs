@@ -1,8 +1,10 @@
-//! A fault-injecting HTTP proxy for the DynamoDB JSON protocol: forwards
-//! requests to an engine, except that it answers chosen operations with
-//! chosen errors (throttling, 5xx) a given number of times. Tests put it
-//! between the processors and the engine to prove that throttling is retried
-//! and that nothing is lost or doubled when retries run out.
+//! A fault-injecting HTTP proxy for the AWS JSON protocols (DynamoDB, SQS):
+//! forwards requests to a server, except that it answers chosen operations
+//! with chosen errors (throttling, 5xx) a given number of times, or fails
+//! every entry of a batch request (as SQS reports per-entry failures).
+//! Tests put it between the processors and the engine (or the local SQS) to
+//! prove that throttling is retried and that nothing is lost or doubled
+//! when retries run out.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,10 @@ pub struct Fault {
     pub status: u16,
     /// The `__type` of the error body (`ThrottlingException`, ...).
     pub error_type: String,
+    /// Answer 200 with every entry of the request's `Entries` failed with
+    /// `error_type` (`SenderFault: false`) instead of an error; the request
+    /// does not reach the server.
+    pub fail_entries: bool,
 }
 
 impl Fault {
@@ -34,6 +40,21 @@ impl Fault {
             times,
             status: 400,
             error_type: "ProvisionedThroughputExceededException".into(),
+            fail_entries: false,
+        }
+    }
+
+    /// Fails every entry of `times` batch requests (`DeleteMessageBatch`,
+    /// `SendMessageBatch`) with the service's `InternalError`, in a 200
+    /// answer, as SQS reports per-entry failures.
+    pub fn fail_entries(operation: &str, times: u32) -> Self {
+        Self {
+            operation: operation.into(),
+            after: 0,
+            times,
+            status: 200,
+            error_type: "InternalError".into(),
+            fail_entries: true,
         }
     }
 
@@ -50,6 +71,7 @@ impl Fault {
             times,
             status: 500,
             error_type: "InternalServerError".into(),
+            fail_entries: false,
         }
     }
 }
@@ -178,6 +200,16 @@ async fn serve(
             }
             hit
         };
+        if let Some(f) = fault.as_ref().filter(|f| f.fail_entries) {
+            let body = failed_entries(&request, &f.error_type);
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: injected\r\nContent-Length: {}\r\n\r\n{}",
+                body.len(),
+                body
+            );
+            client.write_all(resp.as_bytes()).await?;
+            continue;
+        }
         if let Some(f) = fault {
             let body = format!(
                 r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{}","message":"injected by jobstream fault proxy"}}"#,
@@ -208,4 +240,35 @@ async fn serve(
         }
     }
     Ok(())
+}
+
+/// A batch answer failing every entry of `request` (head + JSON body).
+fn failed_entries(request: &[u8], code: &str) -> String {
+    let body = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(&request[..0], |end| &request[end + 4..]);
+    let ids: Vec<String> = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("Entries")?.as_array().map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|e| e.get("Id")?.as_str().map(str::to_string))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    let failed: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "Id": id,
+                "SenderFault": false,
+                "Code": code,
+                "Message": "injected by jobstream fault proxy",
+            })
+        })
+        .collect();
+    serde_json::json!({ "Successful": [], "Failed": failed }).to_string()
 }

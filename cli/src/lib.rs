@@ -2,7 +2,7 @@
 //! (`shared::models::registry`):
 //!
 //! - [`local`] - the local Lambda emulation: embedded engine, stream and SQS
-//!   event source mappings, moto, a model's runtime.
+//!   event source mappings, the local SQS server, a model's runtime.
 //! - [`tools`] - verify, backfill, the deploy definitions, `run`'s flags.
 //! - `faults` (feature `faults`) - a fault-injecting proxy for tests.
 //!

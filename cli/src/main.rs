@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
-use jobstream::local::moto::Moto;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use jobstream::tools::consumer::ConsumerArgs;
 use shared::lambda::{Config, Processors};
 use shared::models::{self, Model};
@@ -84,11 +84,11 @@ impl Target {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Embedded engine + tables (+ queues on moto) + the model's processors, until Ctrl-C.
+    /// Embedded engine + tables (+ queues on the local SQS) + the model's processors, until Ctrl-C.
     Dev {
         #[command(flatten)]
         target: Target,
-        /// SQS endpoint for models with queues (default: moto, started here).
+        /// SQS endpoint for models with queues (default: a local SQS server, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
         /// Address the engine listens on (any DynamoDB client can use it).
@@ -104,7 +104,7 @@ enum Command {
         listen: String,
         #[arg(long, default_value = models::DEFAULT_MODEL)]
         model: String,
-        /// SQS endpoint for models with queues (default: moto, started here).
+        /// SQS endpoint for models with queues (default: a local SQS server, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
     },
@@ -237,19 +237,19 @@ fn durable_sqs(model: &Model, sqs_endpoint: Option<String>) -> anyhow::Result<Op
     }
 }
 
-/// The configured SQS endpoint, or a moto server started (and installed,
-/// once) for this process, for models with queues.
+/// The configured SQS endpoint, or the local SQS server started (and
+/// installed, once) for this process, for models with queues.
 fn sqs_for(
     model: &Model,
     configured: Option<String>,
-) -> anyhow::Result<(Option<Moto>, Option<String>)> {
+) -> anyhow::Result<(Option<LocalSqs>, Option<String>)> {
     match configured {
         Some(e) => Ok((None, Some(e))),
         None if model.consumers.is_empty() => Ok((None, None)),
         None => {
-            let moto = Moto::start()?;
-            let endpoint = moto.endpoint();
-            Ok((Some(moto), Some(endpoint)))
+            let server = LocalSqs::start()?;
+            let endpoint = server.endpoint();
+            Ok((Some(server), Some(endpoint)))
         }
     }
 }
@@ -309,7 +309,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let model = target.model()?;
             let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
-            let (_moto, sqs) = sqs_for(&model, sqs_endpoint)?;
+            let (_local_sqs, sqs) = sqs_for(&model, sqs_endpoint)?;
             let mut opts = target.options(
                 Some(engine.endpoint()),
                 RecordReader::Embedded(engine.database().clone()),
@@ -333,7 +333,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .demo
                 .ok_or_else(|| anyhow::anyhow!("model {model} has no demo"))?;
             let engine = LocalEngine::start(&listen, None).await?;
-            let (_moto, sqs) = sqs_for(&m, sqs_endpoint)?;
+            let (_local_sqs, sqs) = sqs_for(&m, sqs_endpoint)?;
             let mut opts = RuntimeOptions::new(
                 &model,
                 Some(engine.endpoint()),

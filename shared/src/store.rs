@@ -46,8 +46,19 @@ pub enum TxError {
 pub struct StoreStats {
     /// Item writes issued and applied (a transaction of n actions counts n).
     pub writes: AtomicU64,
+    /// Of `writes`, the actions of applied TransactWriteItems (condition
+    /// checks included), which DynamoDB bills twice.
+    pub transact_actions: AtomicU64,
     /// Requests that failed and were retried by our own backoff.
     pub retries: AtomicU64,
+}
+
+impl StoreStats {
+    /// Write capacity units as DynamoDB bills the writes counted so far, for
+    /// items up to 1 KB: one per item write, two per transaction action.
+    pub fn billed_write_units(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed) + self.transact_actions.load(Ordering::Relaxed)
+    }
 }
 
 /// Retry policy for what the SDK does not retry itself.
@@ -336,6 +347,9 @@ impl Store {
             .await;
         if res.is_ok() {
             self.count_writes(n);
+            self.stats
+                .transact_actions
+                .fetch_add(n as u64, Ordering::Relaxed);
         }
         res
     }

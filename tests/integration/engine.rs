@@ -323,9 +323,9 @@ async fn behind_proxy_with(
         .is_empty()
     {
         opts.sqs_endpoint = Some(
-            tokio::task::spawn_blocking(crate::support::moto)
+            tokio::task::spawn_blocking(crate::support::sqs)
                 .await
-                .expect("moto"),
+                .expect("the local SQS"),
         );
         opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     }

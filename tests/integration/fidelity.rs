@@ -467,10 +467,10 @@ async fn a_denied_call_is_an_aws_shaped_access_denied_error() {
         e.code, "AccessDeniedException",
         "the store reads the code as from AWS"
     );
-    let moto = tokio::task::spawn_blocking(crate::support::moto)
+    let sqs_endpoint = tokio::task::spawn_blocking(crate::support::sqs)
         .await
         .unwrap();
-    let sqs_sdk = jobstream::local::engine::sdk_config(Some(&moto), 1).await;
+    let sqs_sdk = jobstream::local::engine::sdk_config(Some(&sqs_endpoint), 1).await;
     let sqs = aws_sdk_sqs::Client::from_conf(
         aws_sdk_sqs::config::Builder::from(&sqs_sdk)
             .http_client(http)

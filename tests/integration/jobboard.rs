@@ -1,4 +1,4 @@
-//! The job board against the embedded engine and moto SQS: access
+//! The job board against the embedded engine and the local SQS: access
 //! patterns, suggestions, matches, bad messages, TTL expiry.
 
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -496,9 +496,9 @@ async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
-    let sqs = tokio::task::spawn_blocking(crate::support::moto)
+    let sqs = tokio::task::spawn_blocking(crate::support::sqs)
         .await
-        .expect("moto");
+        .expect("local SQS");
     let engine = LocalEngine::start("127.0.0.1:0", None)
         .await
         .expect("engine");

@@ -12,6 +12,7 @@ mod hr;
 mod jobboard;
 mod joinset;
 mod pickem;
+mod queues;
 mod redelivery;
 mod social;
 mod stream_consumer;

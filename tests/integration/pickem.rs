@@ -1,4 +1,4 @@
-//! The Pick'Em league (SPEC §5.3) against the embedded engine and moto SQS:
+//! The Pick'Em league (SPEC §5.3) against the embedded engine and the local SQS:
 //! the seed's screens, corrections and removals, an event with thousands of
 //! predictions, late and duplicated scoring jobs, concurrent result and pick
 //! changes, redelivery, padding and clamping, bad input.
@@ -779,7 +779,7 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
         jobstream::local::esm::RecordReader::Embedded(env.engine.database().clone()),
     );
     opts.sqs_endpoint = Some(
-        tokio::task::spawn_blocking(crate::support::moto)
+        tokio::task::spawn_blocking(crate::support::sqs)
             .await
             .unwrap(),
     );

@@ -1,4 +1,4 @@
-//! The social model (SPEC §5.1) against the embedded engine and moto: the
+//! The social model (SPEC §5.1) against the embedded engine and the local SQS: the
 //! access patterns, paging over thousands of followers, races of follow,
 //! unfollow, post and delete, late and duplicated jobs, TTL expiry of a
 //! timeline entry, bad input.
@@ -271,8 +271,8 @@ async fn a_user_with_thousands_of_followers_fans_out_in_pages() {
     )
     .await;
     // 2100 follows start 2100 follow jobs; "star" has no post yet, so they
-    // have nothing to write. The stream is drained, the queue emptied (the
-    // jobs through moto would take minutes), then the post fans out.
+    // have nothing to write. The stream is drained, the queue emptied (a
+    // purge, to keep this test about the post), then the post fans out.
     jobstream::local::esm::drain(&mut env.rt.mappings)
         .await
         .unwrap();

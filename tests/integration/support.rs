@@ -6,8 +6,8 @@ use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::FaultProxy;
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::RecordReader;
-use jobstream::local::moto::Moto;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
 use shared::models::tracker::keys;
@@ -20,15 +20,15 @@ use shared::store::Backoff;
 /// (SPEC §6.1). A 180 s visibility becomes 3 s, a 60 s timeout 1 s.
 pub const TIME_SCALE: f64 = 1.0 / 60.0;
 
-/// One moto per test binary (it stops when the binary exits); every test
-/// uses its own queue names.
-pub fn moto() -> String {
-    static MOTO: OnceLock<Moto> = OnceLock::new();
-    MOTO.get_or_init(|| Moto::start().expect("moto starts"))
+/// One local SQS server per test binary (it stops when the binary exits);
+/// every test uses its own queue names.
+pub fn sqs() -> String {
+    static SQS: OnceLock<LocalSqs> = OnceLock::new();
+    SQS.get_or_init(|| LocalSqs::start().expect("the local SQS starts"))
         .endpoint()
 }
 
-/// An engine and a model's runtime (queues on the shared moto, named for
+/// An engine and a model's runtime (queues on the shared local SQS, named for
 /// this test).
 pub struct ModelEnv {
     pub engine: LocalEngine,
@@ -48,7 +48,7 @@ pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> Mode
     opts.time_scale = TIME_SCALE;
     let m = shared::models::find(model).expect("registered model");
     if !m.consumers.is_empty() {
-        opts.sqs_endpoint = Some(tokio::task::spawn_blocking(moto).await.expect("moto"));
+        opts.sqs_endpoint = Some(tokio::task::spawn_blocking(sqs).await.expect("local SQS"));
         opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     }
     f(&mut opts);

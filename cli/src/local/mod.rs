@@ -1,5 +1,5 @@
 //! The local Lambda emulation: the embedded engine, the stream and SQS event
-//! source mappings, moto, and a model's runtime.
+//! source mappings, the local SQS server, and a model's runtime.
 //!
 //! - [`engine`] - embedded Dynoxide served on loopback, table creation.
 //! - [`esm`] - the stream event source mapping (shard lineage, partial batch
@@ -8,7 +8,8 @@
 //!   engine, an in-process fake in tests).
 //! - [`lease`] - durable checkpoints and shard leases in the ledger table.
 //! - [`on_failure`] - on-failure destinations: JSON-lines file, SQS.
-//! - [`sqs_esm`], [`moto`] - the SQS event source mapping, and moto.
+//! - [`sqs_esm`], [`sqs_server`] - the SQS event source mapping, and the
+//!   local SQS server (fauxqs on Node, from npm).
 //! - [`iam`] - each processor's calls checked against its grant.
 //! - [`runtime`] - a model's tables, queues, processors and mappings, built
 //!   from the model's one definition of each processor.
@@ -17,8 +18,8 @@ pub mod engine;
 pub mod esm;
 pub mod iam;
 pub mod lease;
-pub mod moto;
 pub mod on_failure;
 pub mod runtime;
 pub mod shards;
 pub mod sqs_esm;
+pub mod sqs_server;

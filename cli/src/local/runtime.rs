@@ -1,5 +1,5 @@
 //! The local runtime of any registered model: its tables, its queues (on an
-//! SQS endpoint such as moto), its processors, and the local event source
+//! SQS endpoint such as the local SQS server), its processors, and the local event source
 //! mappings that feed them, as Lambda would.
 //!
 //! What runs locally is what deploys (SPEC §6.1): every mapping, function
@@ -29,7 +29,7 @@ use crate::local::esm::{
     stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
 use crate::local::iam::{EnforcingClient, Principal};
-use crate::local::sqs_esm::{create_queue, QueueMapping};
+use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
 
 /// Where the runtime connects and how its mappings behave.
 #[derive(Clone)]
@@ -67,6 +67,10 @@ pub struct RuntimeOptions {
     pub max_attempts: u32,
     /// Our own backoff for what the SDK does not retry.
     pub backoff: Backoff,
+    /// Concurrent pollers (and invocations) per queue; `None` = the queue's
+    /// `max_concurrency` from its definition (what the stack deploys as the
+    /// mapping's maximum concurrency).
+    pub queue_concurrency: Option<u32>,
 }
 
 impl RuntimeOptions {
@@ -86,6 +90,7 @@ impl RuntimeOptions {
             mapping: MappingConfig::new("stream"),
             max_attempts: 5,
             backoff: Backoff::default(),
+            queue_concurrency: None,
         }
     }
 }
@@ -288,13 +293,17 @@ impl Runtime {
             let consumer = processors
                 .consumer(def.logical)
                 .with_context(|| format!("no consumer for queue {}", def.logical))?;
-            queues.push(QueueMapping::new(
-                def.consumer,
-                sqs.clone().expect("queues exist only with SQS"),
-                q,
-                def.batch_size,
-                crate::local::sqs_esm::sqs_handler(consumer.handler.clone()),
-            ));
+            let concurrency = opts.queue_concurrency.unwrap_or(def.max_concurrency);
+            queues.push(
+                QueueMapping::new(
+                    def.consumer,
+                    sqs.clone().expect("queues exist only with SQS"),
+                    q,
+                    def.batch_size,
+                    crate::local::sqs_esm::sqs_handler(consumer.handler.clone()),
+                )
+                .with_concurrency(concurrency),
+            );
         }
         Ok(Self {
             model,
@@ -329,25 +338,54 @@ impl Runtime {
             .unwrap_or_else(|| panic!("model {} has no consumer {name}", self.model.name))
     }
 
+    /// Starts every queue's pollers (their own tasks, as many per queue as
+    /// its concurrency); they stop when the returned sender sends `true` or
+    /// is dropped.
+    fn start_queue_pollers(&self, polling: Polling) -> QueuePollers {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let tasks = self
+            .queues
+            .iter()
+            .flat_map(|q| q.spawn_pollers(polling, &stopped))
+            .collect();
+        QueuePollers { stop, tasks }
+    }
+
     /// Processes the stream and the queues until all are empty (failed
     /// messages included: they come back after the visibility timeout and
-    /// end in their DLQ). Gives up after `limit`.
+    /// end in their DLQ). Gives up after `limit`. The queues are consumed by
+    /// their pollers (concurrently, as Lambda's SQS mapping) while this task
+    /// polls the stream and watches the queues' depth; the pollers stop
+    /// before it returns.
     pub async fn drain_within(&mut self, limit: Duration) -> anyhow::Result<usize> {
+        let pollers = self.start_queue_pollers(Polling::Short);
+        let deleted_before = self.messages_deleted();
+        let streamed = self.drain_streams_and_watch_queues(limit).await;
+        pollers.stop().await;
+        Ok(streamed? + (self.messages_deleted() - deleted_before))
+    }
+
+    /// Messages the queue mappings have completed (invocations are counted
+    /// per batch, so this counts handler successes through the deletes).
+    fn messages_deleted(&self) -> usize {
+        use std::sync::atomic::Ordering;
+        self.queues
+            .iter()
+            .map(|q| q.stats().deleted.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
+    async fn drain_streams_and_watch_queues(&mut self, limit: Duration) -> anyhow::Result<usize> {
         let started = Instant::now();
         let mut total = 0;
         let mut quiet = 0;
         while quiet < 2 {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
             // Every mapping polls concurrently, as Lambda runs them: one
-            // invocation per shard per mapping at a time.
+            // invocation per shard per mapping at a time. The queues are
+            // consumed by their own pollers meanwhile.
             let streams =
-                futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once()));
-            let queues = futures::future::join_all(self.queues.iter_mut().map(|q| async move {
-                let done = q.poll_once().await?;
-                let (visible, in_flight) = q.depth().await?;
-                anyhow::Ok((done, visible + in_flight))
-            }));
-            let (streams, queues) = tokio::join!(streams, queues);
+                futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once())).await;
             let mut active = false;
             let mut progressed = false;
             let mut wait: Option<Instant> = None;
@@ -360,11 +398,12 @@ impl Runtime {
                     wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
                 }
             }
-            for r in queues {
-                let (done, left) = r?;
-                total += done;
-                progressed |= done > 0;
-                active |= done > 0 || left > 0;
+            // Empty (nothing visible, nothing in flight) means every handler
+            // that ran has finished: its writes precede its deletes, so the
+            // next round's stream poll sees them.
+            for q in &self.queues {
+                let (visible, in_flight) = q.depth().await?;
+                active |= visible > 0 || in_flight > 0;
             }
             if active {
                 quiet = 0;
@@ -409,6 +448,20 @@ impl Runtime {
     /// stop no new batch starts, batches in flight get
     /// [`Self::shutdown_grace`], and the leases are released.
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+        // The queues are consumed by their own pollers (long polls, as
+        // Lambda's, up to each queue's maximum concurrency), so a slow queue
+        // never delays a stream consumer; at the stop they finish the
+        // invocations in flight.
+        let pollers = self.start_queue_pollers(Polling::Long(LONG_POLL_SECS));
+        let result = self.consume_streams_until(stop).await;
+        pollers.stop().await;
+        result
+    }
+
+    async fn consume_streams_until(
+        &mut self,
+        stop: impl Future<Output = ()>,
+    ) -> anyhow::Result<()> {
         let (tx, rx) = tokio::sync::watch::channel(false);
         let grace = self.shutdown_grace;
         let stats: Vec<_> = self.mappings.iter().map(|m| m.stats()).collect();
@@ -449,20 +502,7 @@ impl Runtime {
                         }
                     }
                 }
-                let mut busy = false;
-                for q in queues.iter_mut() {
-                    match q.poll_once().await {
-                        Ok(n) => busy |= n > 0,
-                        Err(e) => tracing::warn!(queue = %q.name, error = %e, "queue poll failed"),
-                    }
-                }
-                let idle = if queues.is_empty() {
-                    status_every.unwrap_or(Duration::from_secs(3600))
-                } else if busy {
-                    Duration::ZERO
-                } else {
-                    Duration::from_millis(200)
-                };
+                let idle = status_every.unwrap_or(Duration::from_secs(3600));
                 tokio::select! {
                     _ = stopped.changed() => {}
                     () = tokio::time::sleep(idle) => {}
@@ -525,7 +565,7 @@ fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
         .chain(
             queues
                 .iter()
-                .map(|q| format!("{} {}", q.name, q.invocations)),
+                .map(|q| format!("{} {}", q.name, q.invocations())),
         )
         .collect();
     let ages: Vec<String> = stats
@@ -546,12 +586,47 @@ fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
         invocations.join(", "),
         ages.join(", ")
     );
+    let undeleted: u64 = queues
+        .iter()
+        .map(|q| {
+            q.stats()
+                .delete_failures
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
+    if undeleted > 0 {
+        line.push_str(&format!(
+            "; processed messages not deleted (processed again): {undeleted}"
+        ));
+    }
     if losses > 0 {
         line.push_str(&format!(
             "; LOST: {losses} range(s) of records trimmed or in vanished shards (see the on-failure destination)"
         ));
     }
     line
+}
+
+/// ReceiveMessage's wait of the pollers of `dev` and `run` (Lambda's).
+const LONG_POLL_SECS: i32 = 20;
+
+/// The queue pollers of a drain or a run.
+struct QueuePollers {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl QueuePollers {
+    /// Tells every poller to stop and waits for them (an invocation in
+    /// flight finishes with its deletes).
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            if let Err(e) = t.await {
+                tracing::error!(error = %e, "a queue poller panicked");
+            }
+        }
+    }
 }
 
 fn boxed(e: anyhow::Error) -> BoxError {

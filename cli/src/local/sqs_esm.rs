@@ -6,18 +6,24 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{
-    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
+    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry,
+    DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName,
 };
+use backon::BackoffBuilder as _;
+use backon::ExponentialBuilder;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 use shared::lambda::QueueHandler;
 use shared::models::table::QueueDef;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 pub type SqsHandler = Arc<
     dyn Fn(
@@ -44,6 +50,8 @@ pub struct Queue {
     pub url: String,
     pub arn: String,
     pub dlq_url: String,
+    /// The queue's visibility timeout.
+    pub visibility: Duration,
 }
 
 /// Creates `def`'s queue and DLQ (names prefixed with `prefix`), with the
@@ -84,7 +92,12 @@ pub async fn create_queue(
         .context("CreateQueue")?;
     let url = q.queue_url().context("queue URL")?.to_string();
     let arn = queue_arn(client, &url).await?;
-    Ok(Queue { url, arn, dlq_url })
+    Ok(Queue {
+        url,
+        arn,
+        dlq_url,
+        visibility: Duration::from_secs(visibility.as_secs().max(1)),
+    })
 }
 
 async fn queue_arn(client: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
@@ -121,15 +134,52 @@ pub async fn depth(client: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<(u
     ))
 }
 
-/// One queue -> one handler.
+/// What a queue mapping has done so far (shared by its pollers).
+#[derive(Debug, Default)]
+pub struct QueueStats {
+    /// Handler invocations.
+    pub invocations: AtomicU64,
+    /// Messages whose delete failed for good (after the retries of entries
+    /// the service failed): they come back after the visibility timeout and
+    /// are processed again (handlers are idempotent), or end in the DLQ.
+    pub delete_failures: AtomicU64,
+    /// Entries of DeleteMessageBatch the service failed and a retry deleted.
+    pub delete_retries: AtomicU64,
+    /// Messages deleted after their handler succeeded.
+    pub deleted: AtomicU64,
+}
+
+/// How a poller waits for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polling {
+    /// Lambda's way: ReceiveMessage long-polls this many seconds (a stop
+    /// abandons the wait; a message handed to it returns after the
+    /// visibility timeout).
+    Long(i32),
+    /// Short polls with a growing pause (up to 100 ms) while the queue is
+    /// empty: `drain` uses it, so that a stopped poller never holds a
+    /// message it will not process.
+    Short,
+}
+
+/// One queue -> one handler, invoked by up to `concurrency` pollers at once
+/// (Lambda's SQS mapping bounded by its maximum concurrency). Cheap to
+/// clone: every clone shares the client, the handler and the stats.
+#[derive(Clone)]
 pub struct QueueMapping {
     pub name: String,
     client: aws_sdk_sqs::Client,
     pub queue: Queue,
     batch_size: i32,
-    handler: SqsHandler,
-    pub invocations: u64,
+    /// The function the mapping invokes (tests may wrap it).
+    pub handler: SqsHandler,
+    /// Concurrent pollers, each receiving, invoking and deleting on its own.
+    pub concurrency: usize,
+    stats: Arc<QueueStats>,
 }
+
+/// Attempts of the entries of a DeleteMessageBatch the service failed.
+pub const DELETE_RETRIES: usize = 3;
 
 impl QueueMapping {
     pub fn new(
@@ -145,7 +195,8 @@ impl QueueMapping {
             queue,
             batch_size: batch_size.clamp(1, 10) as i32,
             handler,
-            invocations: 0,
+            concurrency: 1,
+            stats: Arc::default(),
         }
     }
 
@@ -155,23 +206,132 @@ impl QueueMapping {
         self.batch_size as u32
     }
 
-    /// Receives one batch and invokes the handler. Returns the number of
-    /// messages completed (deleted).
-    pub async fn poll_once(&mut self) -> anyhow::Result<usize> {
+    /// Sets the number of concurrent pollers (at least 1).
+    pub fn with_concurrency(mut self, concurrency: u32) -> Self {
+        self.concurrency = concurrency.max(1) as usize;
+        self
+    }
+
+    /// Handler invocations so far.
+    pub fn invocations(&self) -> u64 {
+        self.stats.invocations.load(Ordering::Relaxed)
+    }
+
+    /// What the mapping has done so far.
+    pub fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+
+    /// Receives one batch (short poll) and invokes the handler. Returns the
+    /// number of messages completed (deleted).
+    pub async fn poll_once(&self) -> anyhow::Result<usize> {
+        let messages = self.receive(0).await?;
+        self.invoke(messages).await
+    }
+
+    async fn receive(&self, wait_secs: i32) -> anyhow::Result<Vec<Message>> {
         let out = self
             .client
             .receive_message()
             .queue_url(&self.queue.url)
             .max_number_of_messages(self.batch_size)
             .message_system_attribute_names(MessageSystemAttributeName::All)
-            .wait_time_seconds(0)
+            .wait_time_seconds(wait_secs)
             .send()
             .await
             .context("ReceiveMessage")?;
-        let messages = out.messages();
+        Ok(out.messages.unwrap_or_default())
+    }
+
+    /// Invokes the handler with `messages` and deletes what succeeded.
+    async fn invoke(&self, messages: Vec<Message>) -> anyhow::Result<usize> {
         if messages.is_empty() {
             return Ok(0);
         }
+        let event = self.event(&messages)?;
+        self.stats.invocations.fetch_add(1, Ordering::Relaxed);
+        let result = tokio::select! {
+            r = (self.handler)(event) => r,
+            never = self.keep_invisible(&messages) => match never {},
+        };
+        let failed: Vec<String> = match result {
+            Ok(resp) => resp
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect(),
+            Err(e) => {
+                tracing::warn!(mapping = %self.name, error = %e, "function error: the whole batch returns to the queue");
+                messages
+                    .iter()
+                    .filter_map(|m| m.message_id().map(str::to_string))
+                    .collect()
+            }
+        };
+        let done: Vec<&Message> = messages
+            .iter()
+            .filter(|m| {
+                m.message_id()
+                    .is_some_and(|id| !failed.iter().any(|f| f == id))
+            })
+            .collect();
+        self.delete(&done).await
+    }
+
+    /// Keeps `messages` invisible while their invocation runs (never
+    /// returns: dropped when the handler completes). Deployed, the
+    /// visibility timeout is 6 x the function timeout, so an invocation
+    /// never outlives it; locally it is short (failed messages come back
+    /// quickly), so with concurrent pollers a long invocation's messages
+    /// would be received again while it runs. Every third of the visibility timeout
+    /// their visibility is extended by one (ChangeMessageVisibilityBatch);
+    /// a failure to do so is logged and retried at the next beat.
+    async fn keep_invisible(&self, messages: &[Message]) -> std::convert::Infallible {
+        let beat = (self.queue.visibility / 3).max(Duration::from_millis(200));
+        loop {
+            tokio::time::sleep(beat).await;
+            let entries: Result<Vec<_>, _> = messages
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(m.receipt_handle().unwrap_or_default())
+                        .visibility_timeout(self.queue.visibility.as_secs() as i32)
+                        .build()
+                })
+                .collect();
+            let sent = match entries {
+                Ok(entries) => self
+                    .client
+                    .change_message_visibility_batch()
+                    .queue_url(&self.queue.url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map(|out| {
+                        out.failed()
+                            .iter()
+                            .map(|f| f.code().to_string())
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match sent {
+                Ok(codes) if codes.is_empty() => {}
+                Ok(codes) => {
+                    tracing::warn!(mapping = %self.name, codes = ?codes, "ChangeMessageVisibilityBatch: entries failed; those messages may be received again while their invocation runs (jobs are idempotent)")
+                }
+                Err(e) => {
+                    tracing::warn!(mapping = %self.name, error = %e, "ChangeMessageVisibilityBatch failed; the messages may be received again while their invocation runs")
+                }
+            }
+        }
+    }
+
+    /// The Lambda SQS event of `messages`, as Lambda builds it.
+    fn event(&self, messages: &[Message]) -> anyhow::Result<SqsEvent> {
         let records: Vec<Value> = messages
             .iter()
             .map(|m| {
@@ -196,53 +356,204 @@ impl QueueMapping {
                 })
             })
             .collect();
-        let event: SqsEvent = serde_json::from_value(json!({ "Records": records }))
-            .context("building the SQS event")?;
-        self.invocations += 1;
-        let failed: Vec<String> = match (self.handler)(event).await {
-            Ok(resp) => resp
-                .batch_item_failures
-                .into_iter()
-                .map(|f| f.item_identifier)
-                .collect(),
-            Err(e) => {
-                tracing::warn!(mapping = %self.name, error = %e, "function error: the whole batch returns to the queue");
-                messages
-                    .iter()
-                    .filter_map(|m| m.message_id().map(str::to_string))
-                    .collect()
-            }
-        };
-        let done: Vec<DeleteMessageBatchRequestEntry> = messages
-            .iter()
-            .filter(|m| {
-                m.message_id()
-                    .is_some_and(|id| !failed.iter().any(|f| f == id))
-            })
-            .enumerate()
-            .map(|(i, m)| {
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(m.receipt_handle().unwrap_or_default())
-                    .build()
-                    .expect("id and handle are set")
-            })
-            .collect();
-        let n = done.len();
-        if n > 0 {
-            self.client
+        serde_json::from_value(json!({ "Records": records })).context("building the SQS event")
+    }
+
+    /// Deletes `done` with DeleteMessageBatch. Entries the service fails
+    /// (`SenderFault: false`: its own trouble) are retried with jittered
+    /// backoff; what still fails (or was the request's fault) is logged by
+    /// message id with the code and reason and counted: such a message
+    /// comes back after the visibility timeout and is processed again, which
+    /// the handlers' idempotence makes harmless. Returns the messages
+    /// deleted.
+    async fn delete(&self, done: &[&Message]) -> anyhow::Result<usize> {
+        // Entry ids are positions in `done`.
+        let mut pending: Vec<usize> = (0..done.len()).collect();
+        let mut deleted = 0;
+        let mut pauses = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(20))
+            .with_max_delay(Duration::from_millis(500))
+            .with_max_times(DELETE_RETRIES)
+            .with_jitter()
+            .build();
+        let mut attempt = 0;
+        while !pending.is_empty() {
+            attempt += 1;
+            let entries: Vec<DeleteMessageBatchRequestEntry> = pending
+                .iter()
+                .map(|&i| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(done[i].receipt_handle().unwrap_or_default())
+                        .build()
+                        .context("DeleteMessageBatch entry")
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let out = self
+                .client
                 .delete_message_batch()
                 .queue_url(&self.queue.url)
-                .set_entries(Some(done))
+                .set_entries(Some(entries))
                 .send()
                 .await
                 .context("DeleteMessageBatch")?;
+            deleted += out.successful().len();
+            self.stats
+                .deleted
+                .fetch_add(out.successful().len() as u64, Ordering::Relaxed);
+            if attempt > 1 {
+                self.stats
+                    .delete_retries
+                    .fetch_add(out.successful().len() as u64, Ordering::Relaxed);
+            }
+            let (retry, give_up) = split_delete_failures(out.failed(), pending.len());
+            let pause = if retry.is_empty() {
+                None
+            } else {
+                pauses.next()
+            };
+            let give_up: Vec<&BatchResultErrorEntry> = match pause {
+                Some(_) => give_up,
+                None => give_up.into_iter().chain(retry.iter().copied()).collect(),
+            };
+            for f in &give_up {
+                let message_id = f
+                    .id()
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| done.get(i))
+                    .and_then(|m| m.message_id())
+                    .unwrap_or("?");
+                tracing::warn!(
+                    mapping = %self.name,
+                    message_id,
+                    code = f.code(),
+                    reason = f.message().unwrap_or_default(),
+                    sender_fault = f.sender_fault(),
+                    "DeleteMessageBatch failed for a processed message: it returns after the visibility timeout and is processed again"
+                );
+            }
+            self.stats
+                .delete_failures
+                .fetch_add(give_up.len() as u64, Ordering::Relaxed);
+            let Some(pause) = pause else { break };
+            pending = retry
+                .iter()
+                .filter_map(|f| f.id().parse::<usize>().ok())
+                .filter(|&i| i < done.len())
+                .collect();
+            tokio::time::sleep(pause).await;
         }
-        Ok(n)
+        Ok(deleted)
+    }
+
+    /// Starts the mapping's pollers; each receives, invokes and deletes on
+    /// its own until `stop` turns true (or its sender is dropped): an idle
+    /// poller stops at once, a busy one after its invocation and deletes.
+    pub fn spawn_pollers(
+        &self,
+        polling: Polling,
+        stop: &watch::Receiver<bool>,
+    ) -> Vec<JoinHandle<()>> {
+        (0..self.concurrency)
+            .map(|_| {
+                let m = self.clone();
+                let stop = stop.clone();
+                tokio::spawn(async move { m.poller(polling, stop).await })
+            })
+            .collect()
+    }
+
+    async fn poller(self, polling: Polling, mut stop: watch::Receiver<bool>) {
+        let mut idle = Duration::ZERO;
+        loop {
+            if *stop.borrow_and_update() {
+                return;
+            }
+            if idle > Duration::ZERO {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(idle) => {}
+                }
+            }
+            let received = match polling {
+                Polling::Short => self.receive(0).await,
+                Polling::Long(secs) => tokio::select! {
+                    _ = stop.changed() => return,
+                    r = self.receive(secs) => r,
+                },
+            };
+            match received {
+                Ok(messages) if messages.is_empty() => {
+                    idle = match polling {
+                        Polling::Long(_) => Duration::ZERO,
+                        Polling::Short => (idle * 2).clamp(IDLE_MIN, IDLE_MAX),
+                    };
+                }
+                Ok(messages) => {
+                    idle = Duration::ZERO;
+                    if let Err(e) = self.invoke(messages).await {
+                        tracing::warn!(queue = %self.name, error = %e, "queue poll failed");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %self.name, error = %e, "queue poll failed");
+                    idle = IDLE_AFTER_ERROR;
+                }
+            }
+        }
     }
 
     /// (visible, in flight) messages of the queue.
     pub async fn depth(&self) -> anyhow::Result<(u64, u64)> {
         depth(&self.client, &self.queue.url).await
+    }
+}
+
+const IDLE_MIN: Duration = Duration::from_millis(5);
+const IDLE_MAX: Duration = Duration::from_millis(100);
+const IDLE_AFTER_ERROR: Duration = Duration::from_secs(1);
+
+/// Splits the failed entries of a DeleteMessageBatch response into those to
+/// retry (the service's fault) and those to give up (the request's fault,
+/// e.g. an expired receipt handle). Entries beyond `sent` (a malformed
+/// answer) are given up.
+fn split_delete_failures(
+    failed: &[BatchResultErrorEntry],
+    sent: usize,
+) -> (Vec<&BatchResultErrorEntry>, Vec<&BatchResultErrorEntry>) {
+    failed
+        .iter()
+        .partition(|f| !f.sender_fault() && f.id().parse::<usize>().is_ok_and(|i| i < sent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(id: &str, sender_fault: bool, code: &str) -> BatchResultErrorEntry {
+        BatchResultErrorEntry::builder()
+            .id(id)
+            .sender_fault(sender_fault)
+            .code(code)
+            .message("why")
+            .build()
+            .expect("all required fields")
+    }
+
+    #[test]
+    fn the_services_failures_are_retried_and_the_requests_are_not() {
+        let failed = vec![
+            failure("0", false, "InternalError"),
+            failure("1", true, "ReceiptHandleIsInvalid"),
+            failure("x", false, "InternalError"),
+            failure("7", false, "InternalError"),
+        ];
+        let (retry, give_up) = split_delete_failures(&failed, 3);
+        assert_eq!(retry.iter().map(|f| f.id()).collect::<Vec<_>>(), ["0"]);
+        assert_eq!(
+            give_up.iter().map(|f| f.id()).collect::<Vec<_>>(),
+            ["1", "x", "7"]
+        );
     }
 }

@@ -38,7 +38,7 @@ pub fn ledger() -> TableDef {
 }
 
 /// A work queue, its consumer and its dead-letter queue. Shared by the local
-/// runtime (moto) and the CDK stack (through `jobstream tables`).
+/// runtime (the local SQS) and the CDK stack (through `jobstream tables`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueDef {

@@ -1,0 +1,68 @@
+//! What the benchmarks share: the BatchWriteItem floor every figure is
+//! compared with, measured in the same run and the same engine.
+
+#![allow(dead_code)] // each benchmark uses part of it
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use shared::item::Item;
+
+/// Concurrent writers of the floor (the yardstick).
+pub const FLOOR_WRITERS: usize = 4;
+
+/// Writes `items` with plain BatchWriteItem (25 per request, unprocessed
+/// items resent) by `FLOOR_WRITERS` concurrent writers, each with its share;
+/// returns the wall time. The fastest the engine takes these items.
+pub async fn batch_write_floor(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    items: Vec<Item>,
+) -> anyhow::Result<Duration> {
+    let share = items.len().div_ceil(FLOOR_WRITERS).max(1);
+    let started = Instant::now();
+    let writers = items.chunks(share).map(|part| {
+        let client = client.clone();
+        let table = table.to_string();
+        let part = part.to_vec();
+        tokio::spawn(async move {
+            for chunk in part.chunks(25) {
+                let mut pending: Vec<WriteRequest> = chunk
+                    .iter()
+                    .map(|i| {
+                        let put = PutRequest::builder().set_item(Some(i.clone())).build()?;
+                        Ok(WriteRequest::builder().put_request(put).build())
+                    })
+                    .collect::<anyhow::Result<_>>()?;
+                while !pending.is_empty() {
+                    let out = client
+                        .batch_write_item()
+                        .request_items(&table, pending)
+                        .send()
+                        .await?;
+                    pending = out
+                        .unprocessed_items
+                        .and_then(|mut u| u.remove(&table))
+                        .unwrap_or_default();
+                }
+            }
+            anyhow::Ok(())
+        })
+    });
+    for w in futures::future::join_all(writers).await {
+        w??;
+    }
+    Ok(started.elapsed())
+}
+
+/// `a` as a multiple of `floor` (`"2.4x"`).
+pub fn ratio(a: Duration, floor: Duration) -> String {
+    format!("{:.1}x", a.as_secs_f64() / floor.as_secs_f64().max(1e-9))
+}
+
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

@@ -1,0 +1,614 @@
+//! Queues: the local SQS server's behaviour the mappings rely on (batches,
+//! visibility, receipt handles, redrive to the DLQ), queue consumers that
+//! scale as Lambda's (concurrent pollers bounded by the queue's maximum
+//! concurrency, never in the way of a stream consumer), DeleteMessageBatch
+//! entries the service fails, and identical jobs of one batch sent once for
+//! every model with queues.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, SendMessageBatchRequestEntry,
+};
+use chrono::{SecondsFormat, Utc};
+use jobstream::faults::{Fault, FaultProxy};
+use jobstream::local::engine::{sdk_config, LocalEngine};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_esm::{create_queue, depth, SqsHandler, DELETE_RETRIES};
+use shared::item::Item;
+use shared::models::social::demo::{follow_item, post_item};
+use shared::models::social::keys as social;
+use shared::store::Store;
+
+use crate::support::{assert_rt_verified, model_env, run_in_background, ModelEnv};
+
+/// A guard against hanging: what a test waits for arrives long before.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+fn now_iso() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn post_id() -> String {
+    social::ulid(Utc::now().timestamp_millis() as u64, 1)
+}
+
+/// A writer's view of a model's table (usable while the runtime runs in
+/// the background).
+#[derive(Clone)]
+struct Db {
+    store: Store,
+    table: String,
+}
+
+fn db(rt: &Runtime) -> Db {
+    Db {
+        store: Store::new(rt.dynamodb.clone()),
+        table: rt.config.table.clone(),
+    }
+}
+
+async fn put(db: &Db, items: Vec<Item>) {
+    db.store.put_items(&db.table, items).await.expect("put");
+}
+
+async fn get(db: &Db, key: Item) -> Option<Item> {
+    db.store.get(&db.table, key).await.expect("get")
+}
+
+async fn timeline_len(db: &Db, user: &str) -> usize {
+    db.store
+        .query(
+            &db.table,
+            None,
+            social::PK,
+            &social::timeline_pk(user),
+            None,
+        )
+        .await
+        .expect("timeline")
+        .len()
+}
+
+async fn sqs_client_for(endpoint: &str) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(&sdk_config(Some(endpoint), 3).await)
+}
+
+/// Messages waiting in every queue of `rt` (visible + in flight).
+async fn queued(rt: &Runtime) -> u64 {
+    let mut total = 0;
+    for q in &rt.queues {
+        let (visible, in_flight) = q.depth().await.expect("depth");
+        total += visible + in_flight;
+    }
+    total
+}
+
+// ---------------------------------------------------------------------
+// The local SQS server: what the SQS mapping relies on.
+// ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
+    let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
+        .await
+        .expect("local SQS");
+    let client = sqs_client_for(&endpoint).await;
+    let def = shared::models::find("social").expect("model").queues()[0].clone();
+    let prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    let q = create_queue(&client, &def, &prefix, Duration::from_secs(1))
+        .await
+        .expect("queue and DLQ");
+
+    // SendMessageBatch: 10 + 5 entries, every one accepted.
+    for chunk in [0..10, 10..15] {
+        let entries: Vec<SendMessageBatchRequestEntry> = chunk
+            .map(|i| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(format!("{{\"n\":{i}}}"))
+                    .build()
+                    .expect("entry")
+            })
+            .collect();
+        let out = client
+            .send_message_batch()
+            .queue_url(&q.url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("SendMessageBatch");
+        assert!(out.failed().is_empty(), "{:?}", out.failed());
+    }
+    assert_eq!(depth(&client, &q.url).await.expect("depth"), (15, 0));
+
+    let receive = || async {
+        client
+            .receive_message()
+            .queue_url(&q.url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("ReceiveMessage")
+            .messages
+            .unwrap_or_default()
+    };
+    // Receives take at most 10; a received message is hidden from others.
+    let mut first = receive().await;
+    first.extend(receive().await);
+    let ids: BTreeSet<String> = first
+        .iter()
+        .map(|m| m.message_id().expect("id").to_string())
+        .collect();
+    assert_eq!((first.len(), ids.len()), (15, 15), "each message once");
+    assert!(receive().await.is_empty(), "all 15 are in flight");
+    assert_eq!(depth(&client, &q.url).await.expect("depth"), (0, 15));
+
+    // DeleteMessageBatch by receipt handle: 10 gone for good.
+    let entries: Vec<DeleteMessageBatchRequestEntry> = first[..10]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .receipt_handle(m.receipt_handle().expect("handle"))
+                .build()
+                .expect("entry")
+        })
+        .collect();
+    let out = client
+        .delete_message_batch()
+        .queue_url(&q.url)
+        .set_entries(Some(entries))
+        .send()
+        .await
+        .expect("DeleteMessageBatch");
+    assert_eq!((out.successful().len(), out.failed().len()), (10, 0));
+
+    // The 5 not deleted come back after the visibility timeout, with a new
+    // receipt handle and their receive count; after maxReceiveCount
+    // receives the next receive moves them to the DLQ.
+    let kept: BTreeSet<String> = first[10..]
+        .iter()
+        .map(|m| m.message_id().expect("id").to_string())
+        .collect();
+    let old_handles: BTreeSet<String> = first[10..]
+        .iter()
+        .map(|m| m.receipt_handle().expect("handle").to_string())
+        .collect();
+    let mut receives = 1;
+    let mut in_dlq = Vec::new();
+    while in_dlq.len() < kept.len() {
+        assert!(receives <= def.max_receive_count + 2, "never redriven");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let again = receive().await;
+        if !again.is_empty() {
+            receives += 1;
+            let back: BTreeSet<String> = again
+                .iter()
+                .map(|m| m.message_id().expect("id").to_string())
+                .collect();
+            assert_eq!(back, kept, "the same messages come back");
+            for m in &again {
+                assert!(!old_handles.contains(m.receipt_handle().expect("handle")));
+                let count = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .expect("receive count");
+                assert_eq!(count, &receives.to_string());
+            }
+            continue;
+        }
+        let dlq = client
+            .receive_message()
+            .queue_url(&q.dlq_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .expect("ReceiveMessage (DLQ)");
+        in_dlq.extend(
+            dlq.messages()
+                .iter()
+                .map(|m| m.message_id().expect("id").to_string()),
+        );
+    }
+    assert_eq!(
+        receives, def.max_receive_count,
+        "redriven after maxReceiveCount"
+    );
+    assert_eq!(in_dlq.into_iter().collect::<BTreeSet<_>>(), kept);
+    assert_eq!(depth(&client, &q.url).await.expect("depth"), (0, 0));
+}
+
+// ---------------------------------------------------------------------
+// Queue consumers scale as Lambda's.
+// ---------------------------------------------------------------------
+
+/// A handler that holds every invocation until `limit` are in flight at
+/// once (then lets all through), recording the most seen together and the
+/// message bodies it was given.
+struct Gate {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    bodies: Mutex<Vec<String>>,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+fn gated(limit: usize) -> (Arc<Gate>, SqsHandler) {
+    let gate = Arc::new(Gate {
+        in_flight: AtomicUsize::new(0),
+        most: AtomicUsize::new(0),
+        bodies: Mutex::new(Vec::new()),
+        open: tokio::sync::watch::channel(false).0,
+    });
+    let g = gate.clone();
+    let handler: SqsHandler = Arc::new(move |event: SqsEvent| {
+        let g = g.clone();
+        Box::pin(async move {
+            let now = g.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            g.most.fetch_max(now, Ordering::SeqCst);
+            if now >= limit {
+                g.open.send_replace(true);
+            }
+            let mut open = g.open.subscribe();
+            let _ = open.wait_for(|o| *o).await;
+            g.bodies
+                .lock()
+                .expect("lock")
+                .extend(event.records.iter().filter_map(|r| r.body.clone()));
+            g.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(SqsBatchResponse::default())
+        })
+    });
+    (gate, handler)
+}
+
+async fn send_bodies(client: &aws_sdk_sqs::Client, url: &str, bodies: &[String]) {
+    for (n, chunk) in bodies.chunks(10).enumerate() {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("{n}-{i}"))
+                    .message_body(b)
+                    .build()
+                    .expect("entry")
+            })
+            .collect();
+        client
+            .send_message_batch()
+            .queue_url(url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("send");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_is_consumed_by_concurrent_invocations_up_to_its_max_concurrency() {
+    let ModelEnv { engine: _e, mut rt } = model_env("social", |_| {}).await;
+    let def = rt.model.queues()[0].clone();
+    let limit = def.max_concurrency as usize;
+    assert!(limit > 1, "the definition allows concurrency");
+    let (gate, handler) = gated(limit);
+    rt.queues[0].handler = handler;
+    // Each invocation holds at most 10 messages, so `limit` of them can be
+    // in flight at once only if the pollers run concurrently.
+    let bodies: Vec<String> = (0..limit * 10).map(|i| format!("{{\"m\":{i}}}")).collect();
+    let url = rt.queues[0].queue.url.clone();
+    send_bodies(rt.sqs.as_ref().expect("sqs"), &url, &bodies).await;
+    tokio::time::timeout(HANG_GUARD, rt.drain())
+        .await
+        .expect("fewer invocations than max_concurrency ever ran at once")
+        .expect("drained");
+    assert_eq!(
+        gate.most.load(Ordering::SeqCst),
+        limit,
+        "bounded by max_concurrency"
+    );
+    let mut seen = gate.bodies.lock().expect("lock").clone();
+    seen.sort();
+    let mut sent = bodies.clone();
+    sent.sort();
+    assert_eq!(seen, sent, "every message once");
+    assert_eq!(queued(&rt).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_limited_to_one_invocation_never_runs_two() {
+    let ModelEnv { engine: _e, mut rt } =
+        model_env("social", |o| o.queue_concurrency = Some(1)).await;
+    // The gate is open from the first invocation: nothing holds the
+    // pollers back, and still no two invocations overlap.
+    let (gate, handler) = gated(1);
+    rt.queues[0].handler = handler;
+    let bodies: Vec<String> = (0..30).map(|i| format!("{{\"m\":{i}}}")).collect();
+    let url = rt.queues[0].queue.url.clone();
+    send_bodies(rt.sqs.as_ref().expect("sqs"), &url, &bodies).await;
+    tokio::time::timeout(HANG_GUARD, rt.drain())
+        .await
+        .expect("not hung")
+        .expect("drained");
+    assert_eq!(gate.most.load(Ordering::SeqCst), 1);
+    assert_eq!(gate.bodies.lock().expect("lock").len(), 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_longer_than_the_local_visibility_timeout_is_not_received_twice() {
+    let ModelEnv { engine: _e, mut rt } = model_env("social", |_| {}).await;
+    let visibility = rt.queues[0].queue.visibility;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    rt.queues[0].handler = Arc::new(move |_event: SqsEvent| {
+        let c = c.clone();
+        Box::pin(async move {
+            c.fetch_add(1, Ordering::SeqCst);
+            // Outlives the (local, short) visibility timeout three times
+            // over, while four other pollers look for work.
+            tokio::time::sleep(visibility * 3).await;
+            Ok(SqsBatchResponse::default())
+        })
+    });
+    assert!(rt.queues[0].concurrency > 1);
+    let url = rt.queues[0].queue.url.clone();
+    send_bodies(rt.sqs.as_ref().expect("sqs"), &url, &["{}".to_string()]).await;
+    tokio::time::timeout(HANG_GUARD, rt.drain())
+        .await
+        .expect("not hung")
+        .expect("drained");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "received again while it ran"
+    );
+    assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_queue_never_delays_the_stream_consumer() {
+    let ModelEnv { engine: _e, mut rt } = model_env("social", |_| {}).await;
+    // Every queue invocation waits until the test releases it, then runs the
+    // real handler.
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (release, released) = tokio::sync::watch::channel(false);
+    for q in &mut rt.queues {
+        let inner = q.handler.clone();
+        let entered_tx = entered_tx.clone();
+        let released = released.clone();
+        q.handler = Arc::new(move |event: SqsEvent| {
+            let inner = inner.clone();
+            let entered_tx = entered_tx.clone();
+            let mut released = released.clone();
+            Box::pin(async move {
+                let _ = entered_tx.send(());
+                let _ = released.wait_for(|r| *r).await;
+                inner(event).await
+            })
+        });
+    }
+    let at = now_iso();
+    let reader = db(&rt);
+    put(&reader, vec![post_item("star", &post_id(), &at, "hi")]).await;
+    put(&reader, vec![follow_item("ann", "star", &at)]).await;
+    let bg = run_in_background(rt);
+    tokio::time::timeout(HANG_GUARD, entered.recv())
+        .await
+        .expect("no job reached its (held) handler");
+    // With a queue invocation held, a new follow's mirror (the stream
+    // consumer's work) still appears.
+    put(&reader, vec![follow_item("bob", "star", &at)]).await;
+    tokio::time::timeout(HANG_GUARD, async {
+        while get(&reader, social::mirror_key("bob", "star"))
+            .await
+            .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the stream consumer waited for the held queue invocation");
+    assert!(!*release.borrow(), "the queue invocation was still held");
+    release.send_replace(true);
+    let mut rt = bg.stop().await;
+    rt.drain().await.expect("drained");
+    assert_eq!(
+        (
+            timeline_len(&reader, "ann").await,
+            timeline_len(&reader, "bob").await
+        ),
+        (1, 1)
+    );
+    assert_rt_verified(&rt).await;
+}
+
+// ---------------------------------------------------------------------
+// DeleteMessageBatch entries the service fails (issue 18, item 5).
+// ---------------------------------------------------------------------
+
+/// The social runtime with its SQS traffic through a fault proxy in front
+/// of the local SQS.
+async fn social_behind_sqs_proxy() -> (LocalEngine, Runtime, FaultProxy) {
+    let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
+        .await
+        .expect("local SQS");
+    let upstream = endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .expect("socket address");
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let mut opts = RuntimeOptions::new(
+        "social",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.sqs_endpoint = Some(proxy.endpoint());
+    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    let rt = Runtime::start(opts).await.expect("runtime");
+    (engine, rt, proxy)
+}
+
+/// Follows `ann` -> `star` after star's post is processed; returns the
+/// timeline queue's (invocations, deleted, retried, given up) of the
+/// follow's processing.
+async fn follow_after_a_post(rt: &mut Runtime, proxy: &FaultProxy, fault: Fault) -> [u64; 4] {
+    let at = now_iso();
+    put(&db(rt), vec![post_item("star", &post_id(), &at, "hi")]).await;
+    rt.drain().await.expect("drained");
+    let stats = |rt: &Runtime| {
+        let s = rt.queues[0].stats();
+        [
+            s.invocations.load(Ordering::SeqCst),
+            s.deleted.load(Ordering::SeqCst),
+            s.delete_retries.load(Ordering::SeqCst),
+            s.delete_failures.load(Ordering::SeqCst),
+        ]
+    };
+    let before = stats(rt);
+    proxy.inject(fault);
+    put(&db(rt), vec![follow_item("ann", "star", &at)]).await;
+    rt.drain().await.expect("drained");
+    let after = stats(rt);
+    assert_eq!(
+        timeline_len(&db(rt), "ann").await,
+        1,
+        "the post is on ann's timeline once"
+    );
+    assert_eq!(queued(rt).await, 0);
+    assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
+    assert_rt_verified(rt).await;
+    std::array::from_fn(|i| after[i] - before[i])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_entry_the_service_fails_is_retried_and_the_job_runs_once() {
+    let (_engine, mut rt, proxy) = social_behind_sqs_proxy().await;
+    let [invocations, deleted, retried, given_up] = follow_after_a_post(
+        &mut rt,
+        &proxy,
+        Fault::fail_entries("DeleteMessageBatch", 1),
+    )
+    .await;
+    assert_eq!(proxy.injected(), 1);
+    assert_eq!((invocations, deleted, retried, given_up), (1, 1, 1, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_that_keeps_failing_is_counted_and_the_redelivered_job_changes_nothing() {
+    let (_engine, mut rt, proxy) = social_behind_sqs_proxy().await;
+    let attempts = 1 + DELETE_RETRIES as u32;
+    let [invocations, deleted, retried, given_up] = follow_after_a_post(
+        &mut rt,
+        &proxy,
+        Fault::fail_entries("DeleteMessageBatch", attempts),
+    )
+    .await;
+    assert_eq!(proxy.injected(), u64::from(attempts));
+    // Given up after the retries (counted, logged with the message id); the
+    // message came back after the visibility timeout, ran again (writing
+    // nothing new: the timeline has one entry, verify is clean) and was
+    // deleted.
+    assert_eq!((invocations, deleted, retried, given_up), (2, 1, 0, 1));
+    assert!(rt.status().contains("not deleted (processed again): 1"));
+}
+
+// ---------------------------------------------------------------------
+// Identical jobs of one batch are sent once, for every model with queues.
+// ---------------------------------------------------------------------
+
+/// Writes `items` (several records whose jobs are identical), lets the
+/// stream consumer process them in one batch, and returns the messages it
+/// queued.
+async fn jobs_of_one_batch(model: &str, write: impl AsyncFnOnce(&Runtime, &Db)) -> u64 {
+    let ModelEnv { engine: _e, mut rt } = model_env(model, |_| {}).await;
+    write(&rt, &db(&rt)).await;
+    jobstream::local::esm::drain(&mut rt.mappings)
+        .await
+        .expect("stream drained");
+    queued(&rt).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn social_identical_timeline_jobs_of_a_batch_are_sent_once() {
+    let n = jobs_of_one_batch("social", async |_, db| {
+        let at = now_iso();
+        // Follow, unfollow, follow again: three records, one job
+        // (follower, author) between them.
+        put(db, vec![follow_item("ann", "star", &at)]).await;
+        db.store
+            .delete_keys(&db.table, vec![social::follow_key("ann", "star")])
+            .await
+            .expect("delete");
+        put(db, vec![follow_item("ann", "star", &at)]).await;
+    })
+    .await;
+    assert_eq!(n, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobboard_identical_suggestion_jobs_of_a_batch_are_sent_once() {
+    use shared::models::jobboard::writer::{days_ago, NewJob};
+    let n = jobs_of_one_batch("jobboard", async |_, db| {
+        // One open job written twice with different skills: two records,
+        // one "job opened" job between them.
+        for skills in [&["rust"][..], &["rust", "aws"][..]] {
+            let job = NewJob {
+                job_id: "j1",
+                employer_id: "e1",
+                city: "Montreal",
+                posted_at: days_ago(1),
+                zip: "H2X",
+                title: "Rust engineer",
+                skills,
+                category: "tech",
+                salary_max: 130_000,
+            };
+            put(db, vec![job.item()]).await;
+        }
+    })
+    .await;
+    assert_eq!(n, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_identical_scoring_jobs_of_a_batch_are_sent_once() {
+    use shared::models::pickem::entities::write;
+    let n = jobs_of_one_batch("pickem", async |_, db| {
+        let ev = "2024-03-03-aew-revolution";
+        let (date, slug) = ev.split_at(10);
+        put(
+            db,
+            vec![write::event(date, &slug[1..], "Event", "upcoming")],
+        )
+        .await;
+        // Three match results of one event: one "score the event" job.
+        for (id, order) in [("m1", 1), ("m2", 2), ("m3", 3)] {
+            put(
+                db,
+                vec![write::a_match(
+                    ev,
+                    id,
+                    id,
+                    order,
+                    10,
+                    false,
+                    &["A", "B"],
+                    Some(0),
+                )],
+            )
+            .await;
+        }
+    })
+    .await;
+    assert_eq!(n, 1);
+}
