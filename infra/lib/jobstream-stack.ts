@@ -58,7 +58,16 @@ export interface JobstreamStackProps extends StackProps {
   readonly manifestPath?: string;
   /** The definitions to deploy from (default: infra/tables.json); tests pass their own. */
   readonly defs?: TableDefs;
+  /**
+   * A model file (SPEC §8): bundled with every function as `model.yaml` and
+   * named by `MODEL_FILE`; `defs` must then come from
+   * `jobstream tables --model-file` (see `tableDefsOfModelFile`).
+   */
+  readonly modelFile?: string;
 }
+
+/** Where a bundled model file is, inside the function's package. */
+export const BUNDLED_MODEL_FILE = 'model.yaml';
 
 /** Settings of every stream consumer (SPEC §2.9). */
 export const STREAM_CONSUMER = {
@@ -144,6 +153,8 @@ export class JobstreamStack extends Stack {
   readonly queues: Record<string, sqs.Queue> = {};
   readonly deadLetterQueues: Record<string, sqs.Queue> = {};
   readonly alarmTopic: sns.Topic;
+  /** The model file bundled with the functions, if any. */
+  readonly modelFile?: string;
 
   constructor(scope: Construct, id: string, props: JobstreamStackProps = {}) {
     super(scope, id, props);
@@ -151,6 +162,7 @@ export class JobstreamStack extends Stack {
     const def = modelDef(props.model ?? defs.defaultModel, defs);
     validateModel(def);
     this.model = def;
+    this.modelFile = props.modelFile ? path.resolve(props.modelFile) : undefined;
     const deletionProtection = props.deletionProtection ?? true;
     const architecture = props.architecture ?? lambda.Architecture.X86_64;
 
@@ -288,8 +300,19 @@ export class JobstreamStack extends Stack {
       loggingFormat: lambda.LoggingFormat.JSON,
       timeout,
       memorySize: STREAM_CONSUMER.memorySize,
+      bundling: this.modelFile
+        ? {
+            commandHooks: {
+              beforeBundling: () => [],
+              afterBundling: (_in: string, outputDir: string) => [
+                `cp ${JSON.stringify(this.modelFile)} ${JSON.stringify(path.join(outputDir, BUNDLED_MODEL_FILE))}`,
+              ],
+            },
+          }
+        : undefined,
       environment: {
         MODEL: this.model.name,
+        ...(this.modelFile ? { MODEL_FILE: `/var/task/${BUNDLED_MODEL_FILE}` } : {}),
         TABLE_NAME: this.table.tableName,
         LEDGER_TABLE_NAME: this.ledger.tableName,
         ...queueUrls,

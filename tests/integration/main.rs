@@ -9,6 +9,7 @@ mod fixtures;
 mod history_adoption;
 mod hr;
 mod jobboard;
+mod modelfile;
 mod pickem;
 mod redelivery;
 mod social;
