@@ -414,7 +414,8 @@ impl Compiler<'_> {
                                     TYPE_NAMES.join(", ")
                                 ),
                             );
-                            continue;
+                            // Declared anyway: no second error where it is read.
+                            (Ty::Str, opt)
                         }
                     }
                 }
