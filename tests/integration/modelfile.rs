@@ -245,7 +245,10 @@ async fn bad_input_faults_and_redelivery_end_alike_through_both_ends() {
         assert_clean(&run.rt).await;
         let derive = run.rt.stream_processor("derive");
         let bad = derive.metrics().get(names::BAD_INPUT);
-        assert!(bad >= 6, "{end:?}: each bad record counted (again when its batch is retried)");
+        assert!(
+            bad >= 6,
+            "{end:?}: each bad record counted (again when its batch is retried)"
+        );
         let writes = run.rt.processor_writes();
         let before = scan(&run.rt).await;
         // Every record delivered again (Lambda's at-least-once): nothing

@@ -595,10 +595,11 @@ impl Compiler<'_> {
             .collect();
         for b in &binders {
             if !with.0.iter().any(|(n, _)| n == b) {
-                let same = scope
-                    .has(b)
-                    .then(|| format!(" (e.g. `{b}: {b}`)"))
-                    .unwrap_or_default();
+                let same = if scope.has(b) {
+                    format!(" (e.g. `{b}: {b}`)")
+                } else {
+                    String::new()
+                };
                 self.err(
                     pos,
                     format!(

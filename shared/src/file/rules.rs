@@ -12,6 +12,9 @@ use crate::engine::rules::{Contribution, Counter, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, key_of, AttrError, Item, ItemExt};
 
+/// Key attribute names and their string values.
+type KeyValues = Vec<(&'static str, String)>;
+
 /// The rules of a loaded model file.
 #[derive(Debug, Clone, Copy)]
 pub struct FileRules(pub &'static FileModel);
@@ -105,7 +108,7 @@ impl FileModel {
             if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
                 continue;
             }
-            if let Some(f) = format.and_then(|f| Ty::named(f)) {
+            if let Some(f) = format.and_then(Ty::named) {
                 check_str(name, value, &f).map_err(err)?;
             }
             vals.push((*name, Val::Str(value.to_string())));
@@ -186,7 +189,7 @@ impl FileModel {
         rec: &Record,
         target: &Entity,
         with: &[(String, Value)],
-    ) -> Result<(Vec<(&'static str, String)>, Vec<(String, Val)>), String> {
+    ) -> Result<(KeyValues, Vec<(String, Val)>), String> {
         let mut bound: Vec<(String, Val)> = Vec::with_capacity(with.len());
         for (n, v) in with {
             bound.push((n.clone(), self.eval(rec, v)?));
