@@ -18,6 +18,8 @@ pub enum Val {
     Bool(bool),
     /// A string set (`SS`), sorted.
     Set(Vec<String>),
+    /// A fact's attributes by name (set jobs: `post.createdAt`).
+    Map(Vec<(String, Val)>),
     Null,
 }
 
@@ -29,6 +31,7 @@ impl Val {
             Val::Int(i) => i.to_string(),
             Val::Bool(b) => b.to_string(),
             Val::Set(v) => v.join(","),
+            Val::Map(_) => String::new(),
             Val::Null => String::new(),
         }
     }
@@ -43,6 +46,11 @@ impl Val {
                     .map(|s| cel::Value::String(Arc::new(s.clone())))
                     .collect(),
             )),
+            Val::Map(m) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_cel()))
+                .collect::<std::collections::HashMap<String, cel::Value>>()
+                .into(),
             Val::Null => cel::Value::Null,
         }
     }

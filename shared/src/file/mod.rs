@@ -18,6 +18,7 @@ pub mod model;
 pub mod raw;
 pub mod rules;
 pub mod scenario;
+pub mod sets;
 pub mod template;
 
 use std::collections::HashMap;
@@ -270,7 +271,14 @@ impl Loaded {
             table: m.table.clone(),
             rules: Arc::new(rules::FileRules(m)),
             fold: None,
-            consumers: vec![],
+            consumers: m
+                .sets
+                .iter()
+                .map(|s| crate::models::Consumer {
+                    queue: s.queue.clone(),
+                    job: crate::models::Job::Set(Arc::new(s.declaration(m))),
+                })
+                .collect(),
             // Every record: writers' items all need validating; processor
             // items are skipped by `ignores` without a read.
             derive_filter: vec![],

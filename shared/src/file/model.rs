@@ -164,6 +164,8 @@ pub struct FileModel {
     pub writer_type_checked: bool,
     pub entities: Vec<Entity>,
     pub env: Env,
+    /// Join set jobs (`sets:`).
+    pub sets: Vec<super::sets::SetSpec>,
 }
 
 impl FileModel {
@@ -249,8 +251,9 @@ impl Compiler<'_> {
                 ),
             );
         }
-        for (block, what) in [(&raw.sets, "sets"), (&raw.once, "once")] {
-            if let Some(s) = block {
+        {
+            let what = "once";
+            if let Some(s) = &raw.once {
                 self.err(
                     at(s),
                     format!("`{what}:` is reserved: this jobstream does not run {what} blocks from files yet"),
@@ -328,7 +331,14 @@ impl Compiler<'_> {
             self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
         }
         self.overlaps(&entities, raws);
+        let sets = match &raw.sets {
+            Some(s) => {
+                super::sets::compile(&s.value, &entities, table.ttl_attribute, &mut self.problems)
+            }
+            None => vec![],
+        };
         Some(FileModel {
+            sets,
             name: leak(&name),
             about: leak(&about),
             keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),

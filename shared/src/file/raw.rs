@@ -126,8 +126,8 @@ pub struct RawFile {
     pub about: Option<String>,
     pub table: Spanned<RawTable>,
     pub entities: Spanned<Ordered<Spanned<RawEntity>>>,
-    /// Join set jobs (SPEC §8): reserved.
-    pub sets: Option<Spanned<IgnoredAny>>,
+    /// Join set jobs (SPEC §8), see [`super::sets`].
+    pub sets: Option<Spanned<Ordered<Spanned<super::sets::RawSet>>>>,
     /// At-most-once effects (SPEC §8): reserved.
     pub once: Option<Spanned<IgnoredAny>>,
 }

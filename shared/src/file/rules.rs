@@ -246,7 +246,7 @@ fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
 }
 
 /// One attribute read and validated by its declared type.
-fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
+pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
     let v = match item.get(a.name) {
         None | Some(AttributeValue::Null(_)) if a.optional => return Ok(Val::Null),
         None | Some(AttributeValue::Null(_)) if a.ty == Ty::Set => return Ok(Val::Set(vec![])),
@@ -279,7 +279,11 @@ fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
 }
 
 /// A value as the attribute type of `ty` says it is stored.
-fn to_attr(name: &str, v: Val, ty: Option<&Ty>) -> Result<Option<AttributeValue>, String> {
+pub(super) fn to_attr(
+    name: &str,
+    v: Val,
+    ty: Option<&Ty>,
+) -> Result<Option<AttributeValue>, String> {
     Ok(Some(match (ty, v) {
         (_, Val::Null) => return Ok(None),
         (Some(Ty::Int) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
@@ -291,6 +295,7 @@ fn to_attr(name: &str, v: Val, ty: Option<&Ty>) -> Result<Option<AttributeValue>
             AttributeValue::S(s)
         }
         (None, Val::Str(s)) => AttributeValue::S(s),
+        (None, Val::Map(_)) => return Err(format!("`{name}`: a map is not an attribute value")),
         (Some(t), v) => return Err(format!("`{name}`: {v:?} is not a {}", t.dynamo())),
     }))
 }
@@ -424,6 +429,14 @@ impl Rules for FileRules {
             }
         }
         Some(m.counter_of(entity, vec![(pkn, pk.to_string()), (skn, sk.to_string())]))
+    }
+
+    /// The set jobs a change starts (`sets:`).
+    fn messages(
+        &self,
+        change: &crate::change::Change,
+    ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
+        self.0.set_messages(change)
     }
 
     fn ignores(&self, keys: &Item) -> bool {
