@@ -34,11 +34,37 @@ fn model_names() -> String {
         .join(", ")
 }
 
+/// `--model NAME` or `--model-file PATH`: which model a command runs.
 #[derive(clap::Args, Clone)]
-struct Target {
+struct ModelArgs {
     /// The model (see `jobstream models`).
     #[arg(long, default_value = models::DEFAULT_MODEL)]
     model: String,
+    /// A model file (YAML, `jobstream: 1`) instead of a registered model;
+    /// check it with `jobstream check-model PATH`.
+    #[arg(
+        long,
+        env = "MODEL_FILE",
+        value_name = "PATH",
+        conflicts_with = "model"
+    )]
+    model_file: Option<std::path::PathBuf>,
+}
+
+impl ModelArgs {
+    fn source(&self) -> models::Source {
+        models::Source::new(&self.model, self.model_file.as_deref())
+    }
+
+    fn load(&self) -> anyhow::Result<Model> {
+        models::load(&self.source()).map_err(anyhow::Error::msg)
+    }
+}
+
+#[derive(clap::Args, Clone)]
+struct Target {
+    #[command(flatten)]
+    model: ModelArgs,
     /// The model's table (default: the model's own table name).
     #[arg(long, env = "TABLE_NAME")]
     table: Option<String>,
@@ -49,11 +75,12 @@ struct Target {
 
 impl Target {
     fn model(&self) -> anyhow::Result<Model> {
-        models::find(&self.model).map_err(anyhow::Error::msg)
+        self.model.load()
     }
 
     fn options(&self, endpoint: Option<String>, reader: RecordReader) -> RuntimeOptions {
-        let mut opts = RuntimeOptions::new(&self.model, endpoint, reader);
+        let mut opts = RuntimeOptions::new(&self.model.model, endpoint, reader);
+        opts.model_file = self.model.model_file.clone();
         opts.table = self.table.clone();
         opts.ledger_table = self.ledger_table.clone();
         opts
@@ -102,8 +129,14 @@ enum Command {
     Demo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
-        #[arg(long, default_value = models::DEFAULT_MODEL)]
-        model: String,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// With --model-file: a scenario file (YAML: `writes` in order, then
+        /// the `expect`ed items); default: `<model file stem>.scenario.yaml`
+        /// next to it, if present. Without one, nothing is written and
+        /// `verify` runs.
+        #[arg(long, value_name = "PATH", requires = "model_file")]
+        scenario: Option<std::path::PathBuf>,
         /// SQS endpoint for models with queues (default: a local SQS server, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
         sqs_endpoint: Option<String>,
@@ -118,8 +151,16 @@ enum Command {
         /// Only this model's tables (default: every model's).
         #[arg(long)]
         model: Option<String>,
-        /// The model's table name (with --model).
-        #[arg(long, env = "TABLE_NAME", requires = "model")]
+        /// Only this model file's tables.
+        #[arg(
+            long,
+            env = "MODEL_FILE",
+            value_name = "PATH",
+            conflicts_with = "model"
+        )]
+        model_file: Option<std::path::PathBuf>,
+        /// The model's table name (with --model or --model-file).
+        #[arg(long, env = "TABLE_NAME")]
         table: Option<String>,
         #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
         ledger_table: String,
@@ -175,8 +216,19 @@ enum Command {
         dry_run: bool,
     },
     /// Print the definitions the CDK stack deploys (JSON): tables, queues,
-    /// processors and filters of every model.
-    Tables,
+    /// processors and filters of every model (or of one model file).
+    Tables {
+        /// The definitions of this model file alone (the CDK app's
+        /// `-c modelFile=PATH` runs this).
+        #[arg(long, value_name = "PATH")]
+        model_file: Option<std::path::PathBuf>,
+    },
+    /// Check a model file without running anything: every problem as
+    /// PATH:LINE:COL: message (exit 1 on any).
+    CheckModel {
+        /// The model file (YAML, `jobstream: 1`).
+        path: std::path::PathBuf,
+    },
     /// List the models.
     Models,
 }
@@ -326,19 +378,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo {
             listen,
             model,
+            scenario,
             sqs_endpoint,
         } => {
-            let m = models::find(&model).map_err(anyhow::Error::msg)?;
-            let demo = m
-                .demo
-                .ok_or_else(|| anyhow::anyhow!("model {model} has no demo"))?;
+            let m = model.load()?;
+            // A registered model plays its own demo; a model file plays its
+            // scenario file, or (without one) writes nothing and verifies.
+            let scenario = match &model.model_file {
+                Some(file) => scenario_for(file, scenario.as_deref())?,
+                None => None,
+            };
+            let demo = match (&model.model_file, m.demo) {
+                (Some(_), _) => None,
+                (None, Some(d)) => Some(d),
+                (None, None) => anyhow::bail!("model {} has no demo", m.name),
+            };
             let engine = LocalEngine::start(&listen, None).await?;
             let (_local_sqs, sqs) = sqs_for(&m, sqs_endpoint)?;
             let mut opts = RuntimeOptions::new(
-                &model,
+                &model.model,
                 Some(engine.endpoint()),
                 RecordReader::Embedded(engine.database().clone()),
             );
+            opts.model_file = model.model_file.clone();
             opts.sqs_endpoint = sqs.clone();
             let mut rt = Runtime::start(opts).await?;
             println!(
@@ -347,7 +409,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 engine.endpoint(),
                 sqs.map(|s| format!(" and SQS at {s}")).unwrap_or_default()
             );
-            let diffs = demo(&mut rt).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let diffs = match (demo, scenario) {
+                (Some(demo), _) => demo(&mut rt).await.map_err(|e| anyhow::anyhow!("{e}"))?,
+                (None, Some((path, s))) => {
+                    println!(
+                        "scenario {}: {} write(s), {} expected item(s), {} absent",
+                        path.display(),
+                        s.writes.len(),
+                        s.expect.len(),
+                        s.absent.len()
+                    );
+                    let keys = [m.table.pk, m.table.sk];
+                    let mut diffs = shared::file::scenario::play(&mut rt, &s, &keys)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    println!("processor writes: {}", rt.processor_writes());
+                    diffs.extend(demo_verify(&mut rt).await?);
+                    diffs
+                }
+                (None, None) => {
+                    println!("no scenario file: nothing written; verify only");
+                    demo_verify(&mut rt).await?
+                }
+            };
             engine.stop().await;
             Ok(report(diffs))
         }
@@ -355,16 +439,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             db,
             model,
+            model_file,
             table,
             ledger_table,
         } => {
+            if table.is_some() && model.is_none() && model_file.is_none() {
+                anyhow::bail!("--table needs --model or --model-file");
+            }
             let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
             engine.start_ttl_sweeper(Duration::from_secs(1));
             let client =
                 aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-            let chosen: Vec<Model> = match &model {
-                Some(name) => vec![models::find(name).map_err(anyhow::Error::msg)?],
-                None => models::registry(),
+            let chosen: Vec<Model> = match (&model, &model_file) {
+                (_, Some(file)) => vec![models::load(&models::Source::File(file.clone()))
+                    .map_err(anyhow::Error::msg)?],
+                (Some(name), None) => vec![models::find(name).map_err(anyhow::Error::msg)?],
+                (None, None) => models::registry(),
             };
             let mut names = Vec::new();
             for m in &chosen {
@@ -494,13 +584,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", totals.line(dry_run));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tables => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&jobstream::tools::deploy::definitions())?
-            );
+        Command::Tables { model_file } => {
+            let defs = match model_file {
+                Some(file) => jobstream::tools::deploy::definitions_of(&[models::load(
+                    &models::Source::File(file),
+                )
+                .map_err(anyhow::Error::msg)?]),
+                None => jobstream::tools::deploy::definitions(),
+            };
+            println!("{}", serde_json::to_string_pretty(&defs)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::CheckModel { path } => match shared::file::check(&path) {
+            Ok(()) => {
+                println!("{}: OK", path.display());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                for line in e.lines() {
+                    println!("{line}");
+                }
+                Ok(ExitCode::FAILURE)
+            }
+        },
         Command::Models => {
             for m in models::registry() {
                 println!("{:<10} {}", m.name, m.about);
@@ -534,6 +640,44 @@ fn print_report(report: &jobstream::tools::verify::Report) {
     }
 }
 
+/// The scenario of a model file: `--scenario`, else
+/// `<stem>.scenario.yaml` next to the file when it exists.
+fn scenario_for(
+    model_file: &std::path::Path,
+    given: Option<&std::path::Path>,
+) -> anyhow::Result<Option<(std::path::PathBuf, shared::file::scenario::Scenario)>> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let stem = model_file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let p = model_file.with_file_name(format!("{stem}.scenario.yaml"));
+            if !p.exists() {
+                return Ok(None);
+            }
+            p
+        }
+    };
+    let s = shared::file::scenario::Scenario::read(&path).map_err(anyhow::Error::msg)?;
+    Ok(Some((path, s)))
+}
+
+/// `verify` of a demo run: its drift and bad input, printed.
+async fn demo_verify(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
+    let report = rt.verify().await?;
+    println!("{}", report.render());
+    for b in report.bad_input.iter().take(20) {
+        println!("bad input (not drift): {b}");
+    }
+    Ok(report
+        .problems
+        .iter()
+        .map(|p| format!("drift: {p}"))
+        .collect())
+}
+
 fn report(diffs: Vec<String>) -> ExitCode {
     if diffs.is_empty() {
         println!("\nOK: every derived item is what the scenario implies.");
@@ -552,10 +696,10 @@ async fn main() -> ExitCode {
     init_logs();
     let cli = Cli::parse();
     if let Command::Dev { target, .. } | Command::Run { target, .. } = &cli.command {
-        if models::find(&target.model).is_err() {
+        if target.model.model_file.is_none() && models::find(&target.model.model).is_err() {
             eprintln!(
                 "error: unknown model `{}` (one of: {})",
-                target.model,
+                target.model.model,
                 model_names()
             );
             return ExitCode::FAILURE;

@@ -2,13 +2,15 @@
 //   model=<a model in tables.json> (default: its defaultModel), architecture=x86_64|arm64, tableName=...,
 //   deletionProtection=true|false, existingTableName=... existingTableStreamArn=... (attach to a table),
 //   existingLedgerTableName=... (attach to a retained ledger: redeploying after `cdk destroy`),
-//   alarmEmail=..., stackName=...
+//   alarmEmail=..., stackName=...,
+//   modelFile=PATH (a model file: its definition from `jobstream tables --model-file PATH`,
+//   the file bundled with every function as MODEL_FILE)
 import { App, Aspects } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 
 import { JobstreamStack } from '../lib/jobstream-stack.ts';
-import { loadTableDefs, modelDef } from '../lib/tables.ts';
+import { loadTableDefs, modelDef, tableDefsOfModelFile } from '../lib/tables.ts';
 
 const app = new App();
 const ctx = (key: string): string | undefined => app.node.tryGetContext(key) ?? undefined;
@@ -20,10 +22,13 @@ if (Boolean(existingName) !== Boolean(existingStream)) {
 }
 
 // Throws listing the models tables.json defines.
-const defs = loadTableDefs();
+const modelFile = ctx('modelFile');
+const defs = modelFile ? tableDefsOfModelFile(modelFile) : loadTableDefs();
 const model = modelDef(ctx('model') ?? defs.defaultModel, defs).name;
 new JobstreamStack(app, ctx('stackName') ?? 'Jobstream', {
   model,
+  defs,
+  modelFile,
   architecture: ctx('architecture') === 'arm64' ? lambda.Architecture.ARM_64 : lambda.Architecture.X86_64,
   tableName: ctx('tableName'),
   deletionProtection: ctx('deletionProtection') !== 'false',

@@ -63,10 +63,19 @@ export interface JobstreamStackProps extends StackProps {
   readonly manifestPath?: string;
   /** The definitions to deploy from (default: infra/tables.json); tests pass their own. */
   readonly defs?: TableDefs;
+  /**
+   * A model file (SPEC §8): bundled with every function as `model.yaml` and
+   * named by `MODEL_FILE`; `defs` must then come from
+   * `jobstream tables --model-file` (see `tableDefsOfModelFile`).
+   */
+  readonly modelFile?: string;
 }
 
 /** Memory of the queue consumers' functions (stream consumers' comes with their settings). */
 export const QUEUE_CONSUMER_MEMORY_MB = 256;
+
+/** Where a bundled model file is, inside the function's package. */
+export const BUNDLED_MODEL_FILE = 'model.yaml';
 
 /** DynamoDB Streams: more than two readers per shard get throttled (SPEC §2.9). */
 export const MAX_STREAM_CONSUMERS = 2;
@@ -142,6 +151,8 @@ export class JobstreamStack extends Stack {
   /** The alarm topic's key: customer managed, so that its policy can let CloudWatch publish. */
   readonly alarmKey: kms.Key;
   readonly metrics: TableDefs['metrics'];
+  /** The model file bundled with the functions, if any. */
+  readonly modelFile?: string;
 
   constructor(scope: Construct, id: string, props: JobstreamStackProps = {}) {
     super(scope, id, props);
@@ -149,6 +160,7 @@ export class JobstreamStack extends Stack {
     const def = modelDef(props.model ?? defs.defaultModel, defs);
     validateModel(def);
     this.model = def;
+    this.modelFile = props.modelFile ? path.resolve(props.modelFile) : undefined;
     const deletionProtection = props.deletionProtection ?? true;
     const architecture = props.architecture ?? lambda.Architecture.X86_64;
 
@@ -313,8 +325,19 @@ export class JobstreamStack extends Stack {
       loggingFormat: lambda.LoggingFormat.JSON,
       timeout,
       memorySize,
+      bundling: this.modelFile
+        ? {
+            commandHooks: {
+              beforeBundling: () => [],
+              afterBundling: (_in: string, outputDir: string) => [
+                `cp ${JSON.stringify(this.modelFile)} ${JSON.stringify(path.join(outputDir, BUNDLED_MODEL_FILE))}`,
+              ],
+            },
+          }
+        : undefined,
       environment: {
         MODEL: this.model.name,
+        ...(this.modelFile ? { MODEL_FILE: `/var/task/${BUNDLED_MODEL_FILE}` } : {}),
         TABLE_NAME: this.table.tableName,
         LEDGER_TABLE_NAME: this.ledger.tableName,
         ...queueUrls,

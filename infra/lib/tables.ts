@@ -2,7 +2,10 @@
 // written by `jobstream tables` from the model registry and checked against
 // it by the integration test `tables::infra_tables_json_matches_the_rust_definitions`.
 // The CDK app is generic over it: no model name appears in infra/.
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export interface Gsi {
   readonly name: string;
@@ -134,4 +137,22 @@ export function constructName(name: string): string {
     .filter((p) => p.length > 0)
     .map((p) => p[0].toUpperCase() + p.slice(1))
     .join('');
+}
+
+/**
+ * The definitions of a user's model file (SPEC §8), from the Rust side:
+ * `jobstream tables --model-file PATH` (the YAML is never parsed here).
+ * Runs `$JOBSTREAM_BIN` when set, else the workspace's CLI through cargo.
+ */
+export function tableDefsOfModelFile(modelFile: string): TableDefs {
+  const file = path.resolve(modelFile);
+  const bin = process.env.JOBSTREAM_BIN;
+  const workspace = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const out = bin
+    ? execFileSync(bin, ['tables', '--model-file', file], { encoding: 'utf8' })
+    : execFileSync('cargo', ['run', '--quiet', '--bin', 'jobstream', '--', 'tables', '--model-file', file], {
+        cwd: workspace,
+        encoding: 'utf8',
+      });
+  return JSON.parse(out) as TableDefs;
 }

@@ -2,6 +2,9 @@
 // and asserts on each template against the model's definition: nothing here
 // names a model, so a model added to the registry is covered without change.
 import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
 import { App, Aspects, Stack } from 'aws-cdk-lib';
@@ -11,8 +14,8 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 
-import { JobstreamStack, MAX_STREAM_CONSUMERS, QUEUE_CONSUMER_MEMORY_MB, validateModel, type JobstreamStackProps } from '../lib/jobstream-stack.ts';
-import { constructName, loadTableDefs, modelDef, queueEnv, type ModelDef, type TableDefs } from '../lib/tables.ts';
+import { BUNDLED_MODEL_FILE, JobstreamStack, MAX_STREAM_CONSUMERS, QUEUE_CONSUMER_MEMORY_MB, validateModel, type JobstreamStackProps } from '../lib/jobstream-stack.ts';
+import { constructName, loadTableDefs, modelDef, queueEnv, tableDefsOfModelFile, type ModelDef, type TableDefs } from '../lib/tables.ts';
 
 type Resource = { Type: string; Properties: Record<string, any> };
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
@@ -506,3 +509,41 @@ for (const [label, def, modelDefs] of cases) {
     });
   });
 }
+
+describe('a model file (-c modelFile=PATH)', () => {
+  // The definition comes from `jobstream tables --model-file PATH`; a stand-in
+  // binary prints a definition here, so the test needs no Rust build.
+  const defs = loadTableDefs();
+  const fileDef: ModelDef = { ...defs.models[0], name: 'from-file', about: 'a model file' };
+  const printed: TableDefs = { ...defs, defaultModel: fileDef.name, models: [fileDef] };
+  const dir = mkdtempSync(path.join(tmpdir(), 'jobstream-'));
+  const bin = path.join(dir, 'jobstream');
+  writeFileSync(path.join(dir, 'defs.json'), JSON.stringify(printed));
+  writeFileSync(
+    bin,
+    `#!/bin/sh\n[ "$1" = tables ] && [ "$2" = --model-file ] && [ -n "$3" ] || exit 2\ncat ${JSON.stringify(path.join(dir, 'defs.json'))}\n`,
+  );
+  chmodSync(bin, 0o755);
+
+  test('the definition is what `jobstream tables --model-file` prints, never parsed from YAML here', () => {
+    const saved = process.env.JOBSTREAM_BIN;
+    process.env.JOBSTREAM_BIN = bin;
+    try {
+      assert.deepEqual(tableDefsOfModelFile('../models/hr.yaml'), printed);
+    } finally {
+      if (saved === undefined) delete process.env.JOBSTREAM_BIN;
+      else process.env.JOBSTREAM_BIN = saved;
+    }
+  });
+
+  test('every function gets MODEL_FILE naming the bundled file', () => {
+    const s = synth({ model: fileDef.name, defs: printed, modelFile: '../models/hr.yaml' });
+    const fns = s.resources('AWS::Lambda::Function').filter((f) => f.Properties.Environment?.Variables?.TABLE_NAME);
+    assert.ok(fns.length > 0);
+    for (const f of fns) {
+      assert.equal(f.Properties.Environment.Variables.MODEL_FILE, `/var/task/${BUNDLED_MODEL_FILE}`);
+      assert.equal(f.Properties.Environment.Variables.MODEL, fileDef.name);
+    }
+    assert.equal(s.stack.modelFile, path.resolve('../models/hr.yaml'));
+  });
+});

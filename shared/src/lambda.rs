@@ -38,6 +38,9 @@ pub enum ConfigError {
     Missing(String),
     #[error("MODEL: {0}")]
     Model(String),
+    /// The model file (`MODEL_FILE`), every problem with its line and column.
+    #[error("MODEL_FILE: {0}")]
+    ModelFile(#[from] crate::file::LoadError),
 }
 
 /// The environment variable holding a logical queue's URL:
@@ -57,11 +60,24 @@ pub fn queue_env(logical: &str) -> String {
 }
 
 impl Config {
-    /// `MODEL`, `TABLE_NAME`, `LEDGER_TABLE_NAME` and the queue URLs of the
-    /// model's queues.
+    /// `MODEL` (or `MODEL_FILE`, a model file bundled with the function: its
+    /// SHA-256 is logged here, at cold start), `TABLE_NAME`,
+    /// `LEDGER_TABLE_NAME` and the queue URLs of the model's queues.
     pub fn from_env() -> Result<(Self, Model), ConfigError> {
         let var = |k: &str| std::env::var(k).map_err(|_| ConfigError::Missing(k.to_string()));
-        let model = crate::models::find(&var("MODEL")?).map_err(ConfigError::Model)?;
+        let model = match std::env::var_os("MODEL_FILE") {
+            Some(path) => {
+                let loaded = crate::file::load(std::path::Path::new(&path))?;
+                tracing::info!(
+                    model_file = %loaded.path.display(),
+                    sha256 = %loaded.sha256,
+                    model = loaded.model.name,
+                    "model file loaded"
+                );
+                loaded.model()
+            }
+            None => crate::models::find(&var("MODEL")?).map_err(ConfigError::Model)?,
+        };
         let queues = model
             .queues()
             .iter()

@@ -5,6 +5,7 @@
 //! - [`batch`] - the partial-batch-failure contract of streams, in one place.
 //! - [`sqs`] - the same for SQS, and enqueueing.
 //! - [`engine`] - the generic derive and fold processors, counters.
+//! - [`file`] - a user's own model in a YAML file (SPEC §8).
 //! - [`models`] - the declarative models (keys, schema, rules) and tables.
 //! - [`store`], [`ledger`] - DynamoDB access, idempotency markers and state.
 //! - [`lambda`] - wiring shared by the Lambda binaries and the local runtime.
@@ -16,6 +17,7 @@ pub mod batch;
 pub mod change;
 pub mod engine;
 pub mod error;
+pub mod file;
 pub mod item;
 pub mod lambda;
 pub mod ledger;

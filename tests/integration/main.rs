@@ -11,6 +11,7 @@ mod history_adoption;
 mod hr;
 mod jobboard;
 mod joinset;
+mod modelfile;
 mod pickem;
 mod queues;
 mod redelivery;

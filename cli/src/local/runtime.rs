@@ -36,6 +36,8 @@ use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
 pub struct RuntimeOptions {
     /// The model's name (see `shared::models::registry`).
     pub model: String,
+    /// A model file (SPEC §8); when set, it is the model (`model` unused).
+    pub model_file: Option<std::path::PathBuf>,
     /// Endpoint of the engine (tables, stream); `None` = the environment.
     pub endpoint: Option<String>,
     /// Endpoint the processors write through (defaults to `endpoint`; a
@@ -77,6 +79,7 @@ impl RuntimeOptions {
     pub fn new(model: &str, endpoint: Option<String>, reader: RecordReader) -> Self {
         Self {
             model: model.to_string(),
+            model_file: None,
             endpoint,
             processor_endpoint: None,
             sqs_endpoint: None,
@@ -178,7 +181,8 @@ pub struct Runtime {
 impl Runtime {
     /// Creates the tables and queues if missing and builds the mappings.
     pub async fn start(opts: RuntimeOptions) -> anyhow::Result<Self> {
-        let model = models::find(&opts.model).map_err(anyhow::Error::msg)?;
+        let source = models::Source::new(&opts.model, opts.model_file.as_deref());
+        let model = models::load(&source).map_err(anyhow::Error::msg)?;
         let sdk = sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let table = opts

@@ -35,6 +35,17 @@ pub fn definitions() -> Value {
     })
 }
 
+/// The same definitions for the given models alone (a model file's: the
+/// first is the default).
+pub fn definitions_of(chosen: &[models::Model]) -> Value {
+    let defs: Vec<Value> = chosen.iter().map(model).collect();
+    json!({
+        "defaultModel": chosen.first().map(|m| m.name),
+        "ledger": table::ledger(),
+        "models": defs
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

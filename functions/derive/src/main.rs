@@ -1,6 +1,8 @@
 //! The derive Lambda: the stream consumer applying the rules of the model
 //! named by `MODEL` (projections, derived items, counters, jobs). All logic
 //! lives in `shared`.
+//! With `MODEL_FILE` set, the model is that file (bundled with the
+//! function; its SHA-256 is logged at cold start) instead.
 #![recursion_limit = "256"]
 
 use shared::lambda::{serve_stream, Config, Processors};

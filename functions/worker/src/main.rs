@@ -1,6 +1,8 @@
 //! The queue worker Lambda: the SQS consumer of the logical queue named by
 //! `QUEUE`, of the model named by `MODEL` (a set job or a once effect). All
 //! logic lives in `shared`.
+//! With `MODEL_FILE` set, the model is that file (bundled with the
+//! function; its SHA-256 is logged at cold start) instead.
 #![recursion_limit = "256"]
 
 use shared::lambda::{serve_queue, Config, Processors};

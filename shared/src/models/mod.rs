@@ -48,6 +48,42 @@ pub fn find(name: &str) -> Result<Model, String> {
         .ok_or_else(|| format!("unknown model `{name}` (one of: {list})"))
 }
 
+/// Where a model comes from: the registry (`--model NAME`, `MODEL`) or a
+/// model file (`--model-file PATH`, `MODEL_FILE`; SPEC §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Name(String),
+    File(std::path::PathBuf),
+}
+
+impl Source {
+    /// The file when one is given, else the name.
+    pub fn new(name: &str, file: Option<&std::path::Path>) -> Self {
+        match file {
+            Some(f) => Source::File(f.to_path_buf()),
+            None => Source::Name(name.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Name(n) => write!(f, "model {n}"),
+            Source::File(p) => write!(f, "model file {}", p.display()),
+        }
+    }
+}
+
+/// The model a source names: a registered one, or a file loaded once per
+/// process (every problem of the file in the error, `PATH:LINE:COL: ...`).
+pub fn load(source: &Source) -> Result<Model, String> {
+    match source {
+        Source::Name(n) => find(n),
+        Source::File(p) => crate::file::model(p).map_err(|e| e.to_string()),
+    }
+}
+
 /// A model: its table, its rules, its queues and consumers.
 pub struct Model {
     /// `--model` / `MODEL` value.

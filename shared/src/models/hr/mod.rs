@@ -12,6 +12,10 @@ pub mod entities;
 pub mod keys;
 pub mod rules;
 
+/// `models/hr.yaml` proven equal to these rules.
+#[cfg(test)]
+mod file_twin;
+
 use std::sync::Arc;
 
 use crate::models::table::{Gsi, TableDef};

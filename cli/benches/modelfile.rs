@@ -1,0 +1,186 @@
+//! Benchmark (not a test): CPU per record of a model file against its Rust
+//! twin (SPEC §8; goal: within 1.5x).
+//!
+//! 1. The rules alone: every aspect the derive processor asks of a record
+//!    image (projection, derived items, contributions, counter, ignores),
+//!    for `models/hr.yaml` and the Rust HR rules, on the same images (every
+//!    writer entity, processor items, one bad item in ten).
+//! 2. End to end: the same employee changes written to a fresh embedded
+//!    engine and drained through the local derive mapping, per model.
+//!
+//! Run: `cargo bench -p jobstream --bench modelfile`
+//! (JOBSTREAM_BENCH_RECORDS=N images, JOBSTREAM_BENCH_EMPS=N employees).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use shared::engine::rules::Rules;
+use shared::item::{s, Item};
+use shared::models::hr::entities::build;
+use shared::models::hr::rules::HrRules;
+
+fn hr_file() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models/hr.yaml"))
+}
+
+fn ulid(n: u64) -> String {
+    build::ulid(1_767_600_000_000 + n * 1000, u128::from(n))
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Record images as the derive processor sees them.
+fn images(n: usize) -> Vec<Item> {
+    let org = ulid(1);
+    let depts: Vec<String> = (0..8).map(|d| ulid(10 + d)).collect();
+    (0..n as u64)
+        .map(|i| {
+            let d = &depts[(i % 8) as usize];
+            let mut item = match i % 10 {
+                0..=4 => build::emp(&org, &ulid(1000 + i), &format!("E{i}@Acme.co"), "E", d),
+                5 => build::dept(&org, d, "Dept", &ulid(2)),
+                6 => build::job(
+                    &org,
+                    &ulid(1000 + i),
+                    &ulid(5000 + i),
+                    d,
+                    "Engineer",
+                    "open",
+                ),
+                7 => build::app(
+                    &ulid(3),
+                    &ulid(1000 + i),
+                    &ulid(5000 + i),
+                    &ulid(4),
+                    "applied",
+                ),
+                8 => [
+                    ("PK".to_string(), s(format!("DEPT#{d}"))),
+                    ("SK".to_string(), s(format!("EMP#{}", ulid(i)))),
+                ]
+                .into(),
+                _ => build::emp(&org, "not-a-ulid", "x@y.z", "X", d),
+            };
+            if i % 20 == 1 {
+                item.insert("status".into(), s("inactive"));
+            }
+            item
+        })
+        .collect()
+}
+
+/// What the derive processor asks of one image.
+fn ask(r: &dyn Rules, item: &Item) -> usize {
+    let mut n = 0;
+    if r.ignores(item) {
+        return 1;
+    }
+    n += r
+        .projection(item)
+        .map(|p| p.map_or(0, |p| p.attrs.len()))
+        .unwrap_or(0);
+    n += r.derived(item).map(|d| d.len()).unwrap_or(0);
+    n += r.contributions(item).map(|c| c.len()).unwrap_or(0);
+    n += usize::from(r.counter(item).is_some());
+    n
+}
+
+fn time_rules(r: &dyn Rules, items: &[Item], rounds: usize) -> (Duration, usize) {
+    let mut best = Duration::MAX;
+    let mut check = 0;
+    for _ in 0..rounds {
+        let started = Instant::now();
+        check = items.iter().map(|i| ask(r, i)).sum();
+        best = best.min(started.elapsed());
+    }
+    (best, check)
+}
+
+async fn end_to_end(model_file: Option<PathBuf>, emps: usize) -> anyhow::Result<(Duration, u64)> {
+    let engine = LocalEngine::start("127.0.0.1:0", None).await?;
+    let mut opts = RuntimeOptions::new(
+        "hr",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.model_file = model_file;
+    let mut rt = Runtime::start(opts).await?;
+    let org = ulid(1);
+    let depts: Vec<String> = (0..4).map(|d| ulid(10 + d)).collect();
+    for d in &depts {
+        let item = build::dept(&org, d, "Dept", &ulid(2));
+        rt.dynamodb
+            .put_item()
+            .table_name(&rt.config.table)
+            .set_item(Some(item))
+            .send()
+            .await?;
+    }
+    for round in 0..2u64 {
+        for e in 0..emps as u64 {
+            let d = &depts[((e + round) % 4) as usize];
+            let item = build::emp(&org, &ulid(1000 + e), &format!("e{e}@acme.co"), "E", d);
+            rt.dynamodb
+                .put_item()
+                .table_name(&rt.config.table)
+                .set_item(Some(item))
+                .send()
+                .await?;
+        }
+    }
+    let started = Instant::now();
+    rt.drain().await?;
+    let took = started.elapsed();
+    let writes = rt.processor_writes();
+    engine.stop().await;
+    Ok((took, writes))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let n = env_usize("JOBSTREAM_BENCH_RECORDS", 20_000);
+    let emps = env_usize("JOBSTREAM_BENCH_EMPS", 200);
+    let items = images(n);
+    let file = shared::file::load(&hr_file()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let file_rules = file.model().rules;
+    let rust: std::sync::Arc<dyn Rules> = std::sync::Arc::new(HrRules);
+    // Warm up, then the best of five rounds each.
+    time_rules(rust.as_ref(), &items, 1);
+    time_rules(file_rules.as_ref(), &items, 1);
+    let (rt, rc) = time_rules(rust.as_ref(), &items, 5);
+    let (ft, fc) = time_rules(file_rules.as_ref(), &items, 5);
+    assert_eq!(rc, fc, "both rule sets imply the same number of things");
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    println!("rules alone, {n} record images (every aspect the derive processor asks):");
+    println!("  Rust HR rules      {:>8.2} µs/record", per(rt));
+    println!("  models/hr.yaml     {:>8.2} µs/record", per(ft));
+    println!(
+        "  file / Rust        {:>8.2}x  (goal: within 1.5x)",
+        ft.as_secs_f64() / rt.as_secs_f64()
+    );
+    let records = 2 * emps + 4;
+    let (r_took, r_writes) = end_to_end(None, emps).await?;
+    let (f_took, f_writes) = end_to_end(Some(hr_file()), emps).await?;
+    println!("end to end, {records} records drained through the local derive mapping:");
+    println!(
+        "  Rust HR model      {:>8.1} µs/record, {r_writes} processor writes",
+        r_took.as_secs_f64() * 1e6 / records as f64
+    );
+    println!(
+        "  models/hr.yaml     {:>8.1} µs/record, {f_writes} processor writes",
+        f_took.as_secs_f64() * 1e6 / records as f64
+    );
+    println!(
+        "  file / Rust        {:>8.2}x",
+        f_took.as_secs_f64() / r_took.as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! The one module that speaks to the `cel` crate (pinned in `Cargo.toml`).
+//!
+//! Every expression of a model file is compiled once, when the file loads
+//! ([`Expr::compile`]); evaluating one binds only the variables it names, in
+//! a fresh scope per item ([`Env::eval`]). The built-ins a model may call are
+//! registered once in [`Env::new`]: `lower`, `upper`, `trim`, `slug`,
+//! `pad(n, width)` (zero padding, clamped to the largest value that fits),
+//! `epoch(iso)`, `iso(seconds)`, `isUlid(s)`. CEL errors on integer overflow;
+//! the caller turns any evaluation error into bad input.
+
+use std::sync::Arc;
+
+/// A value an expression reads or returns: what a model's attributes hold.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    /// A string set (`SS`), sorted.
+    Set(Vec<String>),
+    /// A fact's attributes by name (set jobs: `post.createdAt`).
+    Map(Vec<(String, Val)>),
+    Null,
+}
+
+impl Val {
+    /// The value as it appears inside a template.
+    pub fn render(&self) -> String {
+        match self {
+            Val::Str(s) => s.clone(),
+            Val::Int(i) => i.to_string(),
+            Val::Bool(b) => b.to_string(),
+            Val::Set(v) => v.join(","),
+            Val::Map(_) => String::new(),
+            Val::Null => String::new(),
+        }
+    }
+
+    fn to_cel(&self) -> cel::Value {
+        match self {
+            Val::Str(s) => cel::Value::String(Arc::new(s.clone())),
+            Val::Int(i) => cel::Value::Int(*i),
+            Val::Bool(b) => cel::Value::Bool(*b),
+            Val::Set(v) => cel::Value::List(Arc::new(
+                v.iter()
+                    .map(|s| cel::Value::String(Arc::new(s.clone())))
+                    .collect(),
+            )),
+            Val::Map(m) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_cel()))
+                .collect::<std::collections::HashMap<String, cel::Value>>()
+                .into(),
+            Val::Null => cel::Value::Null,
+        }
+    }
+
+    fn from_cel(v: cel::Value) -> Result<Val, String> {
+        Ok(match v {
+            cel::Value::String(s) => Val::Str(s.to_string()),
+            cel::Value::Int(i) => Val::Int(i),
+            cel::Value::UInt(u) => {
+                Val::Int(i64::try_from(u).map_err(|_| format!("{u} does not fit an int"))?)
+            }
+            cel::Value::Bool(b) => Val::Bool(b),
+            cel::Value::Null => Val::Null,
+            cel::Value::List(l) => {
+                let mut out = Vec::with_capacity(l.len());
+                for v in l.iter() {
+                    match v {
+                        cel::Value::String(s) => out.push(s.to_string()),
+                        other => {
+                            return Err(format!("a list of {} is not a string set", kind(other)))
+                        }
+                    }
+                }
+                out.sort();
+                out.dedup();
+                Val::Set(out)
+            }
+            other => return Err(format!("a {} is not an attribute value", kind(&other))),
+        })
+    }
+}
+
+fn kind(v: &cel::Value) -> String {
+    v.type_of().to_string()
+}
+
+/// A compiled expression and the names it reads.
+#[derive(Debug)]
+pub struct Expr {
+    program: cel::Program,
+    /// The source text (for messages).
+    pub source: String,
+    /// Variables it reads, in the order they first appear in the source.
+    pub variables: Vec<String>,
+    /// Functions it calls that are not operators.
+    pub functions: Vec<String>,
+}
+
+/// A compile error: where in the expression (0-based character offset) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileError {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// The names of the built-in functions a model may call besides CEL's own.
+pub const BUILTINS: &[&str] = &[
+    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "isUlid",
+];
+
+/// CEL's own functions and macros a model may call.
+pub const CEL_FUNCTIONS: &[&str] = &[
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "has",
+    "all",
+    "exists",
+    "exists_one",
+    "map",
+    "filter",
+    "int",
+    "string",
+    "bool",
+    "max",
+    "min",
+];
+
+impl Expr {
+    /// Compiles `source` (once, at load).
+    pub fn compile(source: &str) -> Result<Expr, CompileError> {
+        let program = cel::Program::compile(source).map_err(|errs| {
+            let first = errs.errors.first();
+            CompileError {
+                offset: first
+                    .map(|e| offset_of(source, e.pos.0, e.pos.1))
+                    .unwrap_or(0),
+                message: first
+                    .map(|e| e.msg.clone())
+                    .unwrap_or_else(|| "cannot parse".to_string()),
+            }
+        })?;
+        let refs = program.references();
+        let mut variables: Vec<String> = refs.variables().iter().map(|s| s.to_string()).collect();
+        variables.sort_by_key(|v| (first_word(source, v).unwrap_or(usize::MAX), v.clone()));
+        let mut functions: Vec<String> = refs
+            .functions()
+            .iter()
+            .filter(|f| f.chars().next().is_some_and(|c| c.is_alphabetic()))
+            .map(|s| s.to_string())
+            .collect();
+        functions.sort();
+        Ok(Expr {
+            program,
+            source: source.to_string(),
+            variables,
+            functions,
+        })
+    }
+}
+
+/// Character offset of a (1-based line, 0-based column) position in `source`.
+fn offset_of(source: &str, line: isize, col: isize) -> usize {
+    let line = line.max(1) as usize;
+    let before: usize = source
+        .split('\n')
+        .take(line - 1)
+        .map(|l| l.chars().count() + 1)
+        .sum();
+    before + col.max(0) as usize
+}
+
+/// Where `word` first appears as an identifier in `source`.
+fn first_word(source: &str, word: &str) -> Option<usize> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(i) = source[from..].find(word) {
+        let at = from + i;
+        let before = source[..at].chars().next_back();
+        let after = source[at + word.len()..].chars().next();
+        if !before.is_some_and(ident) && !after.is_some_and(ident) {
+            return Some(at);
+        }
+        from = at + word.len();
+    }
+    None
+}
+
+/// The evaluation environment: CEL's standard library and the built-ins,
+/// registered once per model.
+pub struct Env {
+    root: cel::Context<'static, 'static>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Env")
+    }
+}
+
+fn str_err(function: &str, e: impl ToString) -> cel::ExecutionError {
+    cel::ExecutionError::function_error(function, e)
+}
+
+impl Env {
+    pub fn new() -> Result<Self, String> {
+        let mut root = cel::Context::default();
+        let err = |e: cel::DeclarationError| e.to_string();
+        root.add_function("lower", |s: Arc<String>| s.to_lowercase())
+            .map_err(err)?;
+        root.add_function("upper", |s: Arc<String>| s.to_uppercase())
+            .map_err(err)?;
+        root.add_function("trim", |s: Arc<String>| s.trim().to_string())
+            .map_err(err)?;
+        root.add_function("slug", |s: Arc<String>| slug(&s))
+            .map_err(err)?;
+        root.add_function("isUlid", |s: Arc<String>| {
+            ulid::Ulid::from_string(&s).is_ok()
+        })
+        .map_err(err)?;
+        root.add_function(
+            "pad",
+            |n: i64, width: i64| -> Result<Arc<String>, cel::ExecutionError> {
+                pad(n, width).map(Arc::new).map_err(|e| str_err("pad", e))
+            },
+        )
+        .map_err(err)?;
+        root.add_function(
+            "epoch",
+            |s: Arc<String>| -> Result<i64, cel::ExecutionError> {
+                chrono::DateTime::parse_from_rfc3339(&s)
+                    .map(|t| t.timestamp())
+                    .map_err(|e| str_err("epoch", format!("`{s}` is not an ISO-8601 time: {e}")))
+            },
+        )
+        .map_err(err)?;
+        root.add_function(
+            "iso",
+            |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {
+                chrono::DateTime::from_timestamp(secs, 0)
+                    .map(|t| Arc::new(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
+                    .ok_or_else(|| str_err("iso", format!("{secs} is out of range")))
+            },
+        )
+        .map_err(err)?;
+        Ok(Self { root })
+    }
+
+    /// Evaluates `expr` with `lookup` giving the value of each variable it
+    /// reads (`None`: unbound, an error).
+    pub fn eval<'a>(
+        &self,
+        expr: &Expr,
+        lookup: impl Fn(&str) -> Option<&'a Val>,
+    ) -> Result<Val, String> {
+        let mut scope = self.root.new_inner_scope();
+        for v in &expr.variables {
+            let value = lookup(v).ok_or_else(|| format!("`{v}` has no value"))?;
+            scope.add_variable_from_value(v.as_str(), value.to_cel());
+        }
+        let out = expr
+            .program
+            .execute(&scope)
+            .map_err(|e| format!("`{}`: {e}", expr.source))?;
+        Val::from_cel(out).map_err(|e| format!("`{}`: {e}", expr.source))
+    }
+}
+
+/// Lower case, runs of anything but letters and digits to one `-`.
+pub fn slug(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.trim().to_lowercase().chars() {
+        if c.is_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out
+}
+
+/// `n` zero-padded to `width` digits, clamped to the largest value that fits
+/// (negative numbers are bad input).
+pub fn pad(n: i64, width: i64) -> Result<String, String> {
+    if !(1..=18).contains(&width) {
+        return Err(format!("width {width} is not 1..=18"));
+    }
+    if n < 0 {
+        return Err(format!("{n} is negative"));
+    }
+    let max = 10_i64.pow(width as u32) - 1;
+    Ok(format!("{:0w$}", n.min(max), w = width as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(src: &str, vars: &[(&str, Val)]) -> Result<Val, String> {
+        let env = Env::new().unwrap();
+        let e = Expr::compile(src).unwrap();
+        env.eval(&e, |n| vars.iter().find(|(k, _)| *k == n).map(|(_, v)| v))
+    }
+
+    #[test]
+    fn builtins_and_variables() {
+        let email = Val::Str("Alice.Ünal@Acme.CO".into());
+        assert_eq!(
+            eval("'EMAIL#' + lower(email)", &[("email", email)]),
+            Ok(Val::Str("EMAIL#alice.ünal@acme.co".into()))
+        );
+        assert_eq!(eval("pad(7, 3)", &[]), Ok(Val::Str("007".into())));
+        assert_eq!(eval("pad(12345, 3)", &[]), Ok(Val::Str("999".into())));
+        assert!(eval("pad(-1, 3)", &[]).is_err());
+        assert_eq!(
+            eval("slug('  New York ')", &[]),
+            Ok(Val::Str("new-york".into()))
+        );
+        assert_eq!(
+            eval("epoch('2026-01-01T00:00:01Z') + 604800", &[]),
+            Ok(Val::Int(1_767_225_601 + 604_800))
+        );
+        assert_eq!(
+            eval("iso(0)", &[]),
+            Ok(Val::Str("1970-01-01T00:00:00Z".into()))
+        );
+        assert_eq!(
+            eval("s == 'open'", &[("s", Val::Str("open".into()))]),
+            Ok(Val::Bool(true))
+        );
+        assert_eq!(
+            eval("isUlid('01HXAA0000000000000000000A')", &[]),
+            Ok(Val::Bool(true))
+        );
+        assert_eq!(eval("trim('  ') != ''", &[]), Ok(Val::Bool(false)));
+    }
+
+    #[test]
+    fn overflow_and_unbound_names_are_errors() {
+        let big = Val::Int(i64::MAX);
+        assert!(eval("n + 1", &[("n", big)]).is_err());
+        assert!(eval("missing == 1", &[]).is_err());
+        assert!(eval("1 / 0", &[]).is_err());
+    }
+
+    #[test]
+    fn compile_reports_where_and_what_it_reads() {
+        let e = Expr::compile("status == 'open' && size(orgId) > 0").unwrap();
+        assert_eq!(e.variables, vec!["status", "orgId"]);
+        assert_eq!(e.functions, vec!["size"]);
+        let err = Expr::compile("status == ").unwrap_err();
+        assert!(err.offset <= 11, "{err:?}");
+    }
+
+    #[test]
+    fn env_is_shareable_across_threads() {
+        fn check<T: Send + Sync>() {}
+        check::<Env>();
+        check::<Expr>();
+    }
+}

@@ -1,0 +1,332 @@
+//! A user's own model in a YAML file (SPEC §8): no Rust, no rebuild.
+//!
+//! - [`raw`] - the format as written, with positions (`serde-saphyr`).
+//! - [`template`] - key templates that parse back, value templates.
+//! - [`expr`] - the one wrapper of the `cel` crate: expressions compiled once.
+//! - [`model`] - the file compiled; every problem with its line and column.
+//! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
+//! - [`scenario`] - scenario files for `jobstream demo --model-file`.
+//!
+//! [`load`] reads, checks and compiles a file once per process (the engine's
+//! vocabulary speaks `&'static str`: the names are leaked once, never per
+//! call) and [`model`] turns it into the same [`Model`] the registry holds, so
+//! the engine, `verify`, `backfill`, the local runtime and the stack treat it
+//! as a compiled model.
+
+pub mod expr;
+pub mod model;
+pub mod raw;
+pub mod rules;
+pub mod scenario;
+pub mod sets;
+pub mod template;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sha2::Digest;
+
+use crate::models::Model;
+pub use model::{FileModel, Problem};
+
+/// A model file that could not be used: every problem, each with its place.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", render(path, problems))]
+    Invalid {
+        path: String,
+        problems: Vec<Problem>,
+    },
+}
+
+fn render(path: &str, problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{path}:{}:{}: {}", p.line, p.col, p.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl LoadError {
+    /// Every problem as `PATH:LINE:COL: message`.
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            LoadError::Read { .. } => vec![self.to_string()],
+            LoadError::Invalid { path, problems } => problems
+                .iter()
+                .map(|p| format!("{path}:{}:{}: {}", p.line, p.col, p.message))
+                .collect(),
+        }
+    }
+}
+
+/// A loaded file: the model and what identifies the file.
+#[derive(Debug)]
+pub struct Loaded {
+    pub path: PathBuf,
+    /// SHA-256 of the file's bytes, hex (logged at a Lambda's cold start).
+    pub sha256: String,
+    pub model: FileModel,
+}
+
+/// YAML traps that parse without error but not as meant: an unquoted `#`
+/// after a space starts a comment (`SK: #METADATA` is an empty value).
+pub fn traps(source: &str) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('#') {
+            continue;
+        }
+        let mut quote: Option<char> = None;
+        let mut prev = ' ';
+        for (col, c) in line.chars().enumerate() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if (c == '"' || c == '\'') && (prev == ' ' || prev == '[' || prev == ',') => {
+                    quote = Some(c)
+                }
+                None if c == '#' && prev.is_whitespace() => {
+                    let after: String = line.chars().skip(col + 1).collect();
+                    let before: String = line.chars().take(col).collect();
+                    let comment_like = after.starts_with(' ') || after.is_empty();
+                    if !comment_like {
+                        let word: String = line
+                            .chars()
+                            .skip(col)
+                            .take_while(|c| !c.is_whitespace())
+                            .collect();
+                        out.push(Problem::new(
+                            i as u64 + 1,
+                            col as u64 + 1,
+                            format!(
+                                "`{word}` is a comment, not part of the value{}: quote it (\"{}{word}\")",
+                                if before.trim_end().ends_with(':') || before.trim_end().ends_with('-') {
+                                    " (the value is empty)"
+                                } else {
+                                    ""
+                                },
+                                value_before(&before)
+                            ),
+                        ));
+                    }
+                    break;
+                }
+                None => {}
+            }
+            prev = c;
+        }
+    }
+    out
+}
+
+/// The unquoted value text before a `#` (for the suggestion): what follows
+/// the last `: `, `- `, `, `, `[` or `{`.
+fn value_before(before: &str) -> String {
+    let start = [": ", "- ", ", ", "[", "{"]
+        .iter()
+        .filter_map(|p| before.rfind(p).map(|i| i + p.len()))
+        .max()
+        .unwrap_or(0);
+    let v = before[start..].trim();
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!("{v} ")
+    }
+}
+
+/// Parses and compiles a model file's text; `default_name` names it when the
+/// file does not.
+pub fn compile(source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
+    let mut problems = traps(source);
+    let raw: raw::RawFile = match serde_saphyr::from_str(source) {
+        Ok(r) => r,
+        Err(e) => {
+            let (line, col) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            let msg = e.without_snippet().to_string();
+            let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
+            problems.push(Problem::new(line, col, yaml_hint(&msg)));
+            problems.sort();
+            return Err(problems);
+        }
+    };
+    match model::compile(raw, source, default_name) {
+        Ok(m) if problems.is_empty() => Ok(m),
+        Ok(_) => Err(problems),
+        Err(more) => {
+            problems.extend(more);
+            problems.sort();
+            problems.dedup();
+            Err(problems)
+        }
+    }
+}
+
+/// A serde message without its position (reported in front of it), with a
+/// suggestion for a misspelt field.
+fn yaml_hint(msg: &str) -> String {
+    let msg = match msg.rfind(" at line ") {
+        Some(i) => &msg[..i],
+        None => msg,
+    };
+    // "unknown field `atributes`, expected one of owner, key, attributes, ..."
+    let Some(rest) = msg.split("unknown field `").nth(1) else {
+        return msg.to_string();
+    };
+    let Some((field, expected)) = rest.split_once('`') else {
+        return msg.to_string();
+    };
+    let fields: Vec<&str> = expected
+        .trim_start_matches(", expected one of ")
+        .trim_start_matches(", expected ")
+        .split(", ")
+        .map(|f| f.trim_matches('`'))
+        .collect();
+    match model::suggest(field, fields.iter().copied()) {
+        Some(hint) => format!("{msg}{hint}"),
+        None => msg.to_string(),
+    }
+}
+
+fn read(path: &Path) -> Result<(String, String), LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let sha = hex(sha2::Sha256::digest(&bytes).as_slice());
+    let text = String::from_utf8(bytes).map_err(|e| LoadError::Invalid {
+        path: path.display().to_string(),
+        problems: vec![Problem::new(1, 1, format!("not UTF-8: {e}"))],
+    })?;
+    Ok((text, sha))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".to_string())
+}
+
+/// Checks a file without running anything: every problem.
+pub fn check(path: &Path) -> Result<(), LoadError> {
+    let (text, _) = read(path)?;
+    compile(&text, &stem(path))
+        .map(|_| ())
+        .map_err(|problems| LoadError::Invalid {
+            path: path.display().to_string(),
+            problems,
+        })
+}
+
+/// Loads a file once per process (later calls with the same path return
+/// the same model, whatever their number).
+pub fn load(path: &Path) -> Result<&'static Loaded, LoadError> {
+    static LOADED: Mutex<Option<HashMap<PathBuf, &'static Loaded>>> = Mutex::new(None);
+    let canonical = std::fs::canonicalize(path).map_err(|source| LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let mut cache = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(l) = cache.get(&canonical) {
+        return Ok(l);
+    }
+    let (text, sha256) = read(path)?;
+    let model = compile(&text, &stem(path)).map_err(|problems| LoadError::Invalid {
+        path: path.display().to_string(),
+        problems,
+    })?;
+    let loaded: &'static Loaded = Box::leak(Box::new(Loaded {
+        path: canonical.clone(),
+        sha256,
+        model,
+    }));
+    cache.insert(canonical, loaded);
+    Ok(loaded)
+}
+
+impl Loaded {
+    /// The model the registry would hold for it.
+    pub fn model(&'static self) -> Model {
+        let m = &self.model;
+        Model {
+            name: m.name,
+            about: m.about,
+            table: m.table.clone(),
+            rules: Arc::new(rules::FileRules(m)),
+            fold: None,
+            consumers: m
+                .sets
+                .iter()
+                .map(|s| crate::models::Consumer {
+                    queue: s.queue.clone(),
+                    job: crate::models::Job::Set(Arc::new(s.declaration(m))),
+                })
+                .collect(),
+            // Every record: writers' items all need validating; processor
+            // items are skipped by `ignores` without a read.
+            derive_filter: vec![],
+            checks: None,
+            demo: None,
+        }
+    }
+}
+
+/// The model of a file, loaded once per process.
+pub fn model(path: &Path) -> Result<Model, LoadError> {
+    Ok(load(path)?.model())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unquoted_hash_is_a_trap() {
+        let p =
+            traps("key:\n  SK: #METADATA\n  PK: \"ORG#${orgId}\"\n  # a comment\nx: 1 # fine\n");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!((p[0].line, p[0].col), (2, 7));
+        assert!(p[0].message.contains("\"#METADATA\""), "{}", p[0].message);
+        let p = traps("  PK: ORG #${orgId}\n");
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].message.contains("\"ORG #${orgId}\""),
+            "{}",
+            p[0].message
+        );
+    }
+
+    #[test]
+    fn misspelt_fields_get_a_suggestion() {
+        let h =
+            yaml_hint("unknown field `atributes`, expected one of `owner`, `key`, `attributes`");
+        assert!(h.ends_with("(did you mean `attributes`?)"), "{h}");
+        let h = yaml_hint(
+            "unknown field `atributes`, expected one of owner, key, attributes, check at line 15, column 5",
+        );
+        assert_eq!(
+            h,
+            "unknown field `atributes`, expected one of owner, key, attributes, check (did you mean `attributes`?)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod model_tests;

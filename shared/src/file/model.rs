@@ -1,0 +1,906 @@
+//! A model file compiled: entities with their key templates, typed
+//! attributes, checks and what they imply, every expression compiled once.
+//! [`compile`] reports every problem it finds with its line and column.
+
+use std::collections::BTreeSet;
+
+use super::expr::{Env, Expr, BUILTINS, CEL_FUNCTIONS};
+use super::raw::{AttrSpec, Ordered, RawEntity, RawFile, Scalar, Spanned};
+use super::template::{split, KeyTemplate, Part};
+use crate::models::table::{Gsi, TableDef};
+
+/// One problem of a model file: where and what, with a suggestion when one
+/// exists.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    pub line: u64,
+    pub col: u64,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(line: u64, col: u64, message: impl Into<String>) -> Self {
+        Self {
+            line,
+            col,
+            message: message.into(),
+        }
+    }
+}
+
+/// Leaks a name once per loaded file (the engine's vocabulary speaks
+/// `&'static str`); a process loads a file once.
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// An attribute type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ty {
+    Str,
+    Int,
+    Bool,
+    Ulid,
+    IsoUtc,
+    Set,
+    Enum(Vec<String>),
+}
+
+pub const TYPE_NAMES: &[&str] = &["string", "int", "bool", "ulid", "iso-utc", "set"];
+
+impl Ty {
+    /// A type (or key format) by its name.
+    pub fn named(name: &str) -> Option<Ty> {
+        Some(match name {
+            "string" => Ty::Str,
+            "int" => Ty::Int,
+            "bool" => Ty::Bool,
+            "ulid" => Ty::Ulid,
+            "iso-utc" => Ty::IsoUtc,
+            "set" => Ty::Set,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct Attr {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub optional: bool,
+}
+
+/// A key attribute and its template.
+#[derive(Debug)]
+pub struct KeyPart {
+    pub attr: &'static str,
+    pub template: KeyTemplate,
+}
+
+/// A value: a template of literals and expressions (a single expression
+/// keeps its type), or one expression.
+#[derive(Debug)]
+pub struct Value(pub Vec<Part<Expr>>);
+
+#[derive(Debug)]
+pub struct Check {
+    pub expr: Expr,
+    pub message: String,
+    pub attribute: &'static str,
+}
+
+#[derive(Debug)]
+pub struct Project {
+    pub when: Option<Expr>,
+    pub attrs: Vec<(&'static str, Value)>,
+    /// Attributes of the item the values were computed from (the guard).
+    pub sources: Vec<&'static str>,
+}
+
+#[derive(Debug)]
+pub struct DeriveRule {
+    pub target: usize,
+    pub with: Vec<(String, Value)>,
+    pub when: Option<Expr>,
+}
+
+#[derive(Debug)]
+pub struct CountRule {
+    pub counter: usize,
+    pub with: Vec<(String, Value)>,
+    pub add: Vec<(&'static str, Value)>,
+    pub when: Option<Expr>,
+}
+
+#[derive(Debug)]
+pub struct CounterDef {
+    pub attrs: &'static [&'static str],
+    pub created_by_processor: bool,
+    pub remove_at_zero: bool,
+}
+
+#[derive(Debug)]
+pub struct Entity {
+    pub name: &'static str,
+    pub writer: bool,
+    pub key: Vec<KeyPart>,
+    pub attrs: Vec<Attr>,
+    pub checks: Vec<Check>,
+    pub project: Option<Project>,
+    pub derive: Vec<DeriveRule>,
+    pub count: Vec<CountRule>,
+    pub counter: Option<CounterDef>,
+}
+
+impl Entity {
+    pub fn attr(&self, name: &str) -> Option<&Attr> {
+        self.attrs.iter().find(|a| a.name == name)
+    }
+
+    /// Every name bound by the key templates (first occurrence), with its
+    /// format.
+    pub fn binders(&self) -> Vec<(&str, Option<&str>)> {
+        let mut out: Vec<(&str, Option<&str>)> = Vec::new();
+        for k in &self.key {
+            for b in k.template.binders() {
+                if !out.iter().any(|(n, _)| *n == b.name) {
+                    out.push((b.name.as_str(), b.format.as_deref()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A compiled model file.
+#[derive(Debug)]
+pub struct FileModel {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub table: TableDef,
+    /// The table's key names (partition key first).
+    pub keys: &'static [&'static str],
+    pub entity_type: &'static str,
+    pub writer_type_checked: bool,
+    pub entities: Vec<Entity>,
+    pub env: Env,
+    /// Join set jobs (`sets:`).
+    pub sets: Vec<super::sets::SetSpec>,
+}
+
+impl FileModel {
+    pub fn key_names(&self) -> [&'static str; 2] {
+        [self.table.pk, self.table.sk]
+    }
+
+    pub fn entity(&self, name: &str) -> Option<usize> {
+        self.entities.iter().position(|e| e.name == name)
+    }
+}
+
+/// The closest of `candidates` to `name`, when it is close.
+pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(name, c), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+}
+
+/// Builds a model from its parsed file, or every problem found.
+pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
+    let mut c = Compiler {
+        source,
+        problems: Vec::new(),
+    };
+    let m = c.file(raw, default_name);
+    let mut problems = c.problems;
+    problems.sort();
+    problems.dedup();
+    match m {
+        Some(m) if problems.is_empty() => Ok(m),
+        _ => Err(problems),
+    }
+}
+
+struct Compiler<'s> {
+    source: &'s str,
+    problems: Vec<Problem>,
+}
+
+/// Where a spanned value is.
+fn at<T>(s: &Spanned<T>) -> (u64, u64) {
+    (s.referenced.line(), s.referenced.column())
+}
+
+/// The names an entity's expressions may read and their types.
+struct Scope<'a> {
+    entity: &'a str,
+    names: Vec<(String, Option<Ty>)>,
+}
+
+impl Scope<'_> {
+    fn has(&self, n: &str) -> bool {
+        self.names.iter().any(|(k, _)| k == n)
+    }
+}
+
+impl Compiler<'_> {
+    fn err(&mut self, pos: (u64, u64), msg: impl Into<String>) {
+        self.problems.push(Problem::new(pos.0, pos.1, msg));
+    }
+
+    /// Position of the character `offset` inside the scalar at `pos`
+    /// (quoted scalars start one column later).
+    fn inner(&self, pos: (u64, u64), offset: usize) -> (u64, u64) {
+        let line = self.source.lines().nth(pos.0.saturating_sub(1) as usize);
+        let quoted = line
+            .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
+            .is_some_and(|c| c == '"' || c == '\'');
+        (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+    }
+
+    fn file(&mut self, raw: RawFile, default_name: &str) -> Option<FileModel> {
+        if raw.jobstream.value != 1 {
+            self.err(
+                at(&raw.jobstream),
+                format!(
+                    "unsupported format version {} (this jobstream reads `jobstream: 1`)",
+                    raw.jobstream.value
+                ),
+            );
+        }
+        {
+            let what = "once";
+            if let Some(s) = &raw.once {
+                self.err(
+                    at(s),
+                    format!("`{what}:` is reserved: this jobstream does not run {what} blocks from files yet"),
+                );
+            }
+        }
+        let t = &raw.table.value;
+        let entity_type = t
+            .entity_type
+            .as_ref()
+            .map(|s| s.value.as_str())
+            .unwrap_or("type");
+        let writer_type_checked = match &t.writer_type {
+            None => true,
+            Some(s) if s.value == "checked" => true,
+            Some(s) if s.value == "free" => false,
+            Some(s) => {
+                self.err(
+                    at(s),
+                    format!("writer_type `{}`: `checked` or `free`", s.value),
+                );
+                true
+            }
+        };
+        if t.pk.value == t.sk.value {
+            self.err(at(&t.sk), "the sort key must differ from the partition key");
+        }
+        let table = TableDef {
+            name: leak(&t.name.value),
+            pk: leak(&t.pk.value),
+            sk: leak(&t.sk.value),
+            gsis: t
+                .gsis
+                .iter()
+                .map(|g| Gsi {
+                    name: leak(&g.value.name.value),
+                    pk: leak(&g.value.pk.value),
+                    sk: leak(&g.value.sk.value),
+                })
+                .collect(),
+            ttl_attribute: t.ttl.as_ref().map(|s| leak(&s.value)),
+            stream: true,
+        };
+        let name = raw
+            .name
+            .as_ref()
+            .map(|s| s.value.clone())
+            .unwrap_or_else(|| default_name.to_string());
+        let about = raw
+            .about
+            .clone()
+            .unwrap_or_else(|| format!("model file {name}"));
+        let env = match Env::new() {
+            Ok(e) => e,
+            Err(e) => {
+                self.err((1, 1), format!("expression built-ins: {e}"));
+                return None;
+            }
+        };
+        let raws = &raw.entities.value.0;
+        if raws.is_empty() {
+            self.err(at(&raw.entities), "no entities");
+        }
+        let names: Vec<&str> = raws.iter().map(|(n, _)| n.as_str()).collect();
+        // Pass 1: keys and attributes (what every rule may refer to).
+        let mut entities: Vec<Entity> = raws
+            .iter()
+            .map(|(n, e)| self.entity_shape(n, e, &table))
+            .collect();
+        for (e, (_, r)) in entities.iter_mut().zip(raws) {
+            e.counter = self.counter(e.name, &r.value);
+        }
+        // Pass 2: what each entity implies.
+        for (i, (_, e)) in raws.iter().enumerate() {
+            self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
+        }
+        self.overlaps(&entities, raws);
+        let sets = match &raw.sets {
+            Some(s) => {
+                super::sets::compile(&s.value, &entities, table.ttl_attribute, &mut self.problems)
+            }
+            None => vec![],
+        };
+        Some(FileModel {
+            sets,
+            name: leak(&name),
+            about: leak(&about),
+            keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),
+            table,
+            entity_type: leak(entity_type),
+            writer_type_checked,
+            entities,
+            env,
+        })
+    }
+
+    fn entity_shape(&mut self, name: &str, e: &Spanned<RawEntity>, table: &TableDef) -> Entity {
+        let raw = &e.value;
+        let writer = match &raw.owner {
+            None => true,
+            Some(o) if o.value == "writer" => true,
+            Some(o) if o.value == "processor" => false,
+            Some(o) => {
+                let hint = suggest(&o.value, ["writer", "processor"]).unwrap_or_default();
+                self.err(
+                    at(o),
+                    format!("owner `{}`: `writer` or `processor`{hint}", o.value),
+                );
+                true
+            }
+        };
+        let mut key = Vec::new();
+        for want in [table.pk, table.sk] {
+            match raw.key.value.0.iter().find(|(k, _)| k == want) {
+                Some((_, t)) => match KeyTemplate::parse(&t.value.0) {
+                    Ok(template) => key.push(KeyPart {
+                        attr: want,
+                        template,
+                    }),
+                    Err((off, msg)) => {
+                        let pos = self.inner(at(t), off);
+                        self.err(pos, format!("{name}: key {want}: {msg}"));
+                    }
+                },
+                None => self.err(
+                    at(&raw.key),
+                    format!("{name}: the key has no `{want}` template"),
+                ),
+            }
+        }
+        for (k, t) in &raw.key.value.0 {
+            if k != table.pk && k != table.sk {
+                let hint = suggest(k, [table.pk, table.sk]).unwrap_or_default();
+                self.err(
+                    at(t),
+                    format!("{name}: `{k}` is not a key attribute of the table{hint}"),
+                );
+            }
+        }
+        let mut attrs = Vec::new();
+        for (n, spec) in &raw.attributes.0 {
+            let (n, name_optional) = match n.strip_suffix('?') {
+                Some(n) => (n, true),
+                None => (n.as_str(), false),
+            };
+            let (ty, optional) = match &spec.value {
+                AttrSpec::Enum(v) if v.is_empty() => {
+                    self.err(
+                        at(spec),
+                        format!("{name}.{n}: an enum needs at least one value"),
+                    );
+                    continue;
+                }
+                AttrSpec::Enum(v) => (Ty::Enum(v.clone()), false),
+                AttrSpec::Named(t) => {
+                    let (t, opt) = match t.strip_suffix('?') {
+                        Some(t) => (t, true),
+                        None => (t.as_str(), false),
+                    };
+                    match Ty::named(t) {
+                        Some(ty) => (ty, opt),
+                        None => {
+                            let hint = suggest(t, TYPE_NAMES.iter().copied()).unwrap_or_default();
+                            self.err(
+                                at(spec),
+                                format!(
+                                    "{name}.{n}: unknown type `{t}`{hint} (one of {}, or a list of values)",
+                                    TYPE_NAMES.join(", ")
+                                ),
+                            );
+                            // Declared anyway: no second error where it is read.
+                            (Ty::Str, opt)
+                        }
+                    }
+                }
+            };
+            if [table.pk, table.sk].contains(&n) {
+                self.err(
+                    at(spec),
+                    format!("{name}: `{n}` is a key attribute: its template says what it holds"),
+                );
+                continue;
+            }
+            attrs.push(Attr {
+                name: leak(n),
+                ty,
+                optional: optional || name_optional,
+            });
+        }
+        // Binder formats must be types; binders named like attributes take
+        // the attribute's type.
+        for k in &key {
+            for b in k.template.binders() {
+                if let Some(f) = &b.format {
+                    if Ty::named(f).is_none() {
+                        let hint = suggest(f, TYPE_NAMES.iter().copied()).unwrap_or_default();
+                        let pos = raw
+                            .key
+                            .value
+                            .0
+                            .iter()
+                            .find(|(n, _)| n == k.attr)
+                            .map(|(_, t)| at(t))
+                            .unwrap_or(at(&raw.key));
+                        self.err(
+                            pos,
+                            format!("{name}: unknown format `{f}` of `${{{}}}`{hint}", b.name),
+                        );
+                    }
+                }
+            }
+        }
+        Entity {
+            name: leak(name),
+            writer,
+            key,
+            attrs,
+            checks: vec![],
+            project: None,
+            derive: vec![],
+            count: vec![],
+            counter: None,
+        }
+    }
+
+    fn scope<'a>(&self, e: &'a Entity) -> Scope<'a> {
+        let mut names: Vec<(String, Option<Ty>)> = e
+            .attrs
+            .iter()
+            .map(|a| (a.name.to_string(), Some(a.ty.clone())))
+            .collect();
+        for (b, f) in e.binders() {
+            if !names.iter().any(|(n, _)| n == b) {
+                names.push((b.to_string(), f.and_then(Ty::named).or(Some(Ty::Str))));
+            }
+        }
+        Scope {
+            entity: e.name,
+            names,
+        }
+    }
+
+    /// Compiles one CEL expression read in `scope`; reports unknown names
+    /// and functions with suggestions.
+    fn expr(&mut self, src: &str, pos: (u64, u64), offset: usize, scope: &Scope) -> Option<Expr> {
+        match Expr::compile(src) {
+            Err(e) => {
+                let p = self.inner(pos, offset + e.offset);
+                self.err(
+                    p,
+                    format!("{}: cannot parse `{src}`: {}", scope.entity, e.message),
+                );
+                None
+            }
+            Ok(x) => {
+                let mut ok = true;
+                for v in &x.variables {
+                    if !scope.has(v) {
+                        let hint = suggest(v, scope.names.iter().map(|(n, _)| n.as_str()))
+                            .unwrap_or_default();
+                        let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
+                        self.err(
+                            p,
+                            format!(
+                                "{}: unknown name `{v}` in `{src}`{hint} (an expression reads the entity's attributes and key names)",
+                                scope.entity
+                            ),
+                        );
+                        ok = false;
+                    }
+                }
+                for f in &x.functions {
+                    if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+                        let hint = suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied())
+                            .unwrap_or_default();
+                        let p = self.inner(pos, offset + src.find(f.as_str()).unwrap_or(0));
+                        self.err(p, format!("{}: unknown function `{f}`{hint}", scope.entity));
+                        ok = false;
+                    }
+                }
+                ok.then_some(x)
+            }
+        }
+    }
+
+    /// A value template (`"EMAIL#${lower(email)}"`).
+    fn template(&mut self, s: &Spanned<Scalar>, scope: &Scope) -> Option<Value> {
+        let pos = at(s);
+        match split(&s.value.0) {
+            Err((off, msg)) => {
+                let p = self.inner(pos, off);
+                self.err(p, format!("{}: {msg}", scope.entity));
+                None
+            }
+            Ok(parts) => {
+                let mut out = Vec::new();
+                for p in parts {
+                    match p {
+                        Part::Lit(l) => out.push(Part::Lit(l)),
+                        Part::Hole(src, off) => {
+                            out.push(Part::Hole(self.expr(&src, pos, off, scope)?, off))
+                        }
+                    }
+                }
+                Some(Value(out))
+            }
+        }
+    }
+
+    /// A value written as one expression (`with`, `add`).
+    fn expression(&mut self, s: &Spanned<Scalar>, scope: &Scope) -> Option<Value> {
+        if s.value.0.contains("${") {
+            return self.template(s, scope);
+        }
+        let e = self.expr(&s.value.0, at(s), 0, scope)?;
+        Some(Value(vec![Part::Hole(e, 0)]))
+    }
+
+    fn condition(&mut self, s: &Option<Spanned<Scalar>>, scope: &Scope) -> Option<Option<Expr>> {
+        match s {
+            None => Some(None),
+            Some(s) => self.expr(&s.value.0, at(s), 0, scope).map(Some),
+        }
+    }
+
+    fn entity_ref(&mut self, s: &Spanned<String>, names: &[&str], from: &str) -> Option<usize> {
+        let i = names.iter().position(|n| *n == s.value);
+        if i.is_none() {
+            let hint = suggest(&s.value, names.iter().copied()).unwrap_or_default();
+            self.err(at(s), format!("{from}: unknown entity `{}`{hint}", s.value));
+        }
+        i
+    }
+
+    /// `with` bindings: every key name of the target must be bound; other
+    /// names must be the target's attributes.
+    fn bindings(
+        &mut self,
+        with: &Ordered<Spanned<Scalar>>,
+        target: &Entity,
+        pos: (u64, u64),
+        scope: &Scope,
+        what: &str,
+    ) -> Vec<(String, Value)> {
+        let binders: Vec<String> = target
+            .binders()
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        for b in &binders {
+            if !with.0.iter().any(|(n, _)| n == b) {
+                let same = if scope.has(b) {
+                    format!(" (e.g. `{b}: {b}`)")
+                } else {
+                    String::new()
+                };
+                self.err(
+                    pos,
+                    format!(
+                        "{}: {what} `{}`: `${{{b}}}` of its key is unbound: add `{b}:` under `with`{same}",
+                        scope.entity, target.name
+                    ),
+                );
+            }
+        }
+        let mut out = Vec::new();
+        for (n, v) in &with.0 {
+            if !binders.contains(n) && target.attr(n).is_none() {
+                let cands: Vec<&str> = binders
+                    .iter()
+                    .map(String::as_str)
+                    .chain(target.attrs.iter().map(|a| a.name))
+                    .collect();
+                let hint = suggest(n, cands).unwrap_or_default();
+                self.err(
+                    at(v),
+                    format!(
+                        "{}: `{n}` is neither a key name nor an attribute of `{}`{hint}",
+                        scope.entity, target.name
+                    ),
+                );
+                continue;
+            }
+            if let Some(v) = self.expression(v, scope) {
+                out.push((n.clone(), v));
+            }
+        }
+        out
+    }
+
+    fn entity_rules(
+        &mut self,
+        i: usize,
+        raw: &RawEntity,
+        entities: &mut [Entity],
+        names: &[&str],
+        table: &TableDef,
+        entity_type: &str,
+    ) {
+        let scope = self.scope(&entities[i]);
+        let name = entities[i].name;
+        let writer = entities[i].writer;
+        if let Some(s) = &raw.starts {
+            self.err(
+                at(s),
+                format!("{name}: `starts:` (set jobs) is reserved: not run from files yet"),
+            );
+        }
+        if !writer {
+            for (has, what, pos) in [
+                (
+                    raw.project.is_some(),
+                    "project",
+                    raw.project.as_ref().map(at),
+                ),
+                (!raw.derive.is_empty(), "derive", raw.derive.first().map(at)),
+                (!raw.count.is_empty(), "count", raw.count.first().map(at)),
+                (!raw.check.is_empty(), "check", raw.check.first().map(at)),
+            ] {
+                if has {
+                    self.err(
+                        pos.unwrap_or((1, 1)),
+                        format!("{name}: a processor entity implies nothing: `{what}` belongs on a writer entity"),
+                    );
+                }
+            }
+        }
+        let mut checks = Vec::new();
+        for c in &raw.check {
+            let attribute = match &c.value.attribute {
+                Some(a) if !scope.has(&a.value) => {
+                    let hint = suggest(&a.value, scope.names.iter().map(|(n, _)| n.as_str()))
+                        .unwrap_or_default();
+                    self.err(
+                        at(a),
+                        format!("{name}: unknown attribute `{}`{hint}", a.value),
+                    );
+                    continue;
+                }
+                Some(a) => leak(&a.value),
+                None => "check",
+            };
+            if let Some(expr) = self.expr(&c.value.expr.value, at(&c.value.expr), 0, &scope) {
+                checks.push(Check {
+                    expr,
+                    message: c.value.message.clone(),
+                    attribute,
+                });
+            }
+        }
+        let mut project = None;
+        if let Some(p) = &raw.project {
+            let when = self.condition(&p.value.when, &scope).unwrap_or(None);
+            let mut attrs = Vec::new();
+            let owned: BTreeSet<&str> = entities[i].attrs.iter().map(|a| a.name).collect();
+            for (n, v) in &p.value.attributes.value.0 {
+                if n == table.pk || n == table.sk || n == entity_type {
+                    self.err(
+                        at(v),
+                        format!("{name}: `{n}` cannot be projected (a key or the entity type)"),
+                    );
+                    continue;
+                }
+                if owned.contains(n.as_str()) {
+                    self.err(at(v), format!("{name}: `{n}` is a writer attribute; a projection writes processor-owned attributes"));
+                    continue;
+                }
+                if let Some(v) = self.template(v, &scope) {
+                    attrs.push((leak(n), v));
+                }
+            }
+            let mut sources: Vec<&'static str> = Vec::new();
+            let mut read = |e: &Expr| {
+                for v in &e.variables {
+                    if let Some(a) = entities[i].attr(v) {
+                        if !sources.contains(&a.name) {
+                            sources.push(a.name);
+                        }
+                    }
+                }
+            };
+            if let Some(w) = &when {
+                read(w);
+            }
+            for (_, v) in &attrs {
+                for p in &v.0 {
+                    if let Part::Hole(e, _) = p {
+                        read(e);
+                    }
+                }
+            }
+            project = Some(Project {
+                when,
+                attrs,
+                sources,
+            });
+        }
+        let mut derive = Vec::new();
+        for d in &raw.derive {
+            let Some(t) = self.entity_ref(&d.value.entity, names, name) else {
+                continue;
+            };
+            if entities[t].writer {
+                self.err(
+                    at(&d.value.entity),
+                    format!("{name}: derives `{}`, a writer entity: derived items must be `owner: processor`", entities[t].name),
+                );
+                continue;
+            }
+            let with = self.bindings(&d.value.with, &entities[t], at(d), &scope, "derive");
+            for a in &entities[t].attrs {
+                if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
+                    self.err(
+                        at(d),
+                        format!("{name}: derive `{}`: its attribute `{}` is unbound: add it under `with`", entities[t].name, a.name),
+                    );
+                }
+            }
+            let when = self.condition(&d.value.when, &scope).unwrap_or(None);
+            derive.push(DeriveRule {
+                target: t,
+                with,
+                when,
+            });
+        }
+        let mut count = Vec::new();
+        for c in &raw.count {
+            let Some(t) = self.entity_ref(&c.value.counter, names, name) else {
+                continue;
+            };
+            let Some(counter_attrs) = entities[t].counter.as_ref().map(|c| c.attrs) else {
+                self.err(
+                    at(&c.value.counter),
+                    format!(
+                        "{name}: `{}` is not a counter (give it a `counter:` block)",
+                        entities[t].name
+                    ),
+                );
+                continue;
+            };
+            let with = self.bindings(&c.value.with, &entities[t], at(c), &scope, "count");
+            let mut add = Vec::new();
+            for (n, v) in &c.value.add.value.0 {
+                match counter_attrs.iter().find(|a| **a == n) {
+                    None => {
+                        let hint = suggest(n, counter_attrs.iter().copied()).unwrap_or_default();
+                        self.err(
+                            at(v),
+                            format!(
+                                "{name}: `{n}` is not an attribute of counter `{}`{hint}",
+                                entities[t].name
+                            ),
+                        );
+                    }
+                    Some(a) => {
+                        if let Some(v) = self.expression(v, &scope) {
+                            add.push((*a, v));
+                        }
+                    }
+                }
+            }
+            let when = self.condition(&c.value.when, &scope).unwrap_or(None);
+            count.push(CountRule {
+                counter: t,
+                with,
+                add,
+                when,
+            });
+        }
+        let e = &mut entities[i];
+        e.checks = checks;
+        e.project = project;
+        e.derive = derive;
+        e.count = count;
+    }
+
+    /// A `counter:` block.
+    fn counter(&mut self, name: &str, raw: &RawEntity) -> Option<CounterDef> {
+        raw.counter.as_ref().map(|c| {
+            let created_by_processor = match &c.value.created_by {
+                None => false,
+                Some(s) if s.value == "writer" => false,
+                Some(s) if s.value == "processor" => true,
+                Some(s) => {
+                    self.err(
+                        at(s),
+                        format!("{name}: created_by `{}`: `writer` or `processor`", s.value),
+                    );
+                    false
+                }
+            };
+            let attrs: Vec<&'static str> = c
+                .value
+                .attributes
+                .value
+                .iter()
+                .map(|a| leak(&a.value))
+                .collect();
+            if attrs.is_empty() {
+                self.err(
+                    at(&c.value.attributes),
+                    format!("{name}: a counter needs at least one attribute"),
+                );
+            }
+            CounterDef {
+                attrs: Box::leak(attrs.into_boxed_slice()),
+                created_by_processor,
+                remove_at_zero: c.value.remove_at_zero,
+            }
+        })
+    }
+
+    /// Two entities whose key templates both match one key: an error with an
+    /// example key.
+    fn overlaps(&mut self, entities: &[Entity], raws: &[(String, Spanned<RawEntity>)]) {
+        for (i, a) in entities.iter().enumerate() {
+            if a.key.len() != 2 {
+                continue;
+            }
+            for sample in ["x", "01HXAA0000000000000000000A"] {
+                let example: Vec<String> = a
+                    .key
+                    .iter()
+                    .map(|k| {
+                        let vals: Vec<&str> = k.template.binders().map(|_| sample).collect();
+                        k.template.build(&vals)
+                    })
+                    .collect();
+                for (j, b) in entities.iter().enumerate() {
+                    if j <= i || b.key.len() != 2 {
+                        continue;
+                    }
+                    if b.key
+                        .iter()
+                        .zip(&example)
+                        .all(|(k, v)| k.template.matches(v).is_some())
+                    {
+                        self.err(
+                            at(&raws[j].1.value.key),
+                            format!(
+                                "`{}` and `{}` both match the key {}={}, {}={}: make their templates differ by a literal",
+                                a.name, b.name, a.key[0].attr, example[0], a.key[1].attr, example[1]
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

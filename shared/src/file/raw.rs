@@ -1,0 +1,229 @@
+//! The YAML format of a model file as written, with the position of every
+//! value (`serde-saphyr`'s [`Spanned`]). [`super::compile`] turns it into a
+//! model; nothing here interprets names or expressions.
+//!
+//! Top-level blocks: `jobstream` (the version, 1), `name`, `about`, `table`,
+//! `entities`; `sets` and `once` are reserved for join set jobs and
+//! at-most-once effects (SPEC §8) and rejected with a clear message until the
+//! engine speaks them in files.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+pub use serde_saphyr::Spanned;
+
+/// A mapping whose order is kept (entities, attributes, templates): the file's
+/// order is the order of projections and of problems.
+#[derive(Debug)]
+pub struct Ordered<V>(pub Vec<(String, V)>);
+
+impl<V> Default for Ordered<V> {
+    fn default() -> Self {
+        Ordered(Vec::new())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Vis<V> {
+            type Value = Ordered<V>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, V>()? {
+                    if out.iter().any(|(seen, _): &(String, V)| *seen == k) {
+                        return Err(de::Error::custom(format!("`{k}` appears twice")));
+                    }
+                    out.push((k, v));
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(Vis(std::marker::PhantomData))
+    }
+}
+
+/// A scalar written as a string, a number or a boolean, kept as its text
+/// (CEL reads `1`, `true` and `'a'` alike).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scalar(pub String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis;
+        impl Visitor<'_> for Vis {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, a number or a boolean")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
+                Err(E::custom(
+                    "empty value (an unquoted `#` starts a comment: quote the value)",
+                ))
+            }
+        }
+        d.deserialize_any(Vis)
+    }
+}
+
+/// An attribute's type: a name (`string`, `int`, `bool`, `ulid`, `iso-utc`,
+/// `set`; `?` at the end = optional) or a list of allowed strings (an enum).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrSpec {
+    Named(String),
+    Enum(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for AttrSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis;
+        impl<'de> Visitor<'de> for Vis {
+            type Value = AttrSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a type name or a list of allowed values")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<AttrSpec, E> {
+                Ok(AttrSpec::Named(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AttrSpec, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element::<Scalar>()? {
+                    out.push(v.0);
+                }
+                Ok(AttrSpec::Enum(out))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<AttrSpec, E> {
+                Err(E::custom(
+                    "empty type (an unquoted `#` starts a comment: quote the value)",
+                ))
+            }
+        }
+        d.deserialize_any(Vis)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFile {
+    pub jobstream: Spanned<u32>,
+    pub name: Option<Spanned<String>>,
+    pub about: Option<String>,
+    pub table: Spanned<RawTable>,
+    pub entities: Spanned<Ordered<Spanned<RawEntity>>>,
+    /// Join set jobs (SPEC §8), see [`super::sets`].
+    pub sets: Option<Spanned<Ordered<Spanned<super::sets::RawSet>>>>,
+    /// At-most-once effects (SPEC §8): reserved.
+    pub once: Option<Spanned<IgnoredAny>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTable {
+    pub name: Spanned<String>,
+    pub pk: Spanned<String>,
+    pub sk: Spanned<String>,
+    #[serde(default)]
+    pub gsis: Vec<Spanned<RawGsi>>,
+    pub ttl: Option<Spanned<String>>,
+    /// The entity-type attribute stamped on processor items (default `type`).
+    pub entity_type: Option<Spanned<String>>,
+    /// `checked` (default): a writer item must carry its entity's name in the
+    /// entity-type attribute; `free`: the writer's own business.
+    pub writer_type: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGsi {
+    pub name: Spanned<String>,
+    pub pk: Spanned<String>,
+    pub sk: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEntity {
+    /// `writer` (default) or `processor`.
+    pub owner: Option<Spanned<String>>,
+    /// Key attribute -> template (`"ORG#${orgId}"`, `"#METADATA"`).
+    pub key: Spanned<Ordered<Spanned<Scalar>>>,
+    #[serde(default)]
+    pub attributes: Ordered<Spanned<AttrSpec>>,
+    #[serde(default)]
+    pub check: Vec<Spanned<RawCheck>>,
+    pub project: Option<Spanned<RawProject>>,
+    #[serde(default)]
+    pub derive: Vec<Spanned<RawDerive>>,
+    #[serde(default)]
+    pub count: Vec<Spanned<RawCount>>,
+    pub counter: Option<Spanned<RawCounter>>,
+    /// Set jobs this entity's changes start (SPEC §8): reserved.
+    pub starts: Option<Spanned<IgnoredAny>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheck {
+    /// A CEL expression that must be true.
+    pub expr: Spanned<String>,
+    pub message: String,
+    /// The attribute the message is about (for the error's field).
+    pub attribute: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProject {
+    /// While false, every projected attribute is absent (a sparse index).
+    pub when: Option<Spanned<Scalar>>,
+    pub attributes: Spanned<Ordered<Spanned<Scalar>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDerive {
+    pub entity: Spanned<String>,
+    /// The derived entity's key names and attributes -> CEL expressions.
+    #[serde(default)]
+    pub with: Ordered<Spanned<Scalar>>,
+    pub when: Option<Spanned<Scalar>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCount {
+    /// The counter entity.
+    pub counter: Spanned<String>,
+    #[serde(default)]
+    pub with: Ordered<Spanned<Scalar>>,
+    /// Counter attribute -> amount (a CEL expression, an int).
+    pub add: Spanned<Ordered<Spanned<Scalar>>>,
+    pub when: Option<Spanned<Scalar>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCounter {
+    pub attributes: Spanned<Vec<Spanned<String>>>,
+    /// `processor`: created on the first count; `writer` (default): never
+    /// created, sums wait until the writer's item exists.
+    pub created_by: Option<Spanned<String>>,
+    #[serde(default)]
+    pub remove_at_zero: bool,
+}

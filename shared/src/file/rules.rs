@@ -1,0 +1,465 @@
+//! The [`Rules`] a model file produces: an item is recognised by the key
+//! templates it matches, validated (entity type, every attribute's type,
+//! enums, ULIDs, checks, keys that agree with the attributes), and only then
+//! does it imply anything. Bad input changes nothing and blocks nothing.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::expr::Val;
+use super::model::{Attr, Entity, FileModel, Ty, Value};
+use super::template::Part;
+use crate::engine::rules::{Contribution, Counter, Projection, Rules};
+use crate::error::InputError;
+use crate::item::{display_key, key_of, AttrError, Item, ItemExt};
+
+/// Key attribute names and their string values.
+type KeyValues = Vec<(&'static str, String)>;
+
+/// The rules of a loaded model file.
+#[derive(Debug, Clone, Copy)]
+pub struct FileRules(pub &'static FileModel);
+
+/// A validated writer item: its entity and the values expressions read.
+pub struct Record<'m> {
+    pub entity: &'m Entity,
+    vals: Vec<(&'m str, Val)>,
+}
+
+impl Record<'_> {
+    fn get(&self, name: &str) -> Option<&Val> {
+        self.vals.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+/// What an item is.
+pub enum Parsed<'m> {
+    Writer(Record<'m>),
+    /// A processor-owned item: implies nothing.
+    Processor(&'m Entity),
+}
+
+fn invalid(name: &str, reason: impl Into<String>) -> AttrError {
+    AttrError::Invalid {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+impl FileModel {
+    fn key_display(&self, item: &Item) -> String {
+        display_key(&key_of(item, &self.key_names()))
+    }
+
+    fn attr_err(&self, entity: &'static str, item: &Item, source: AttrError) -> InputError {
+        InputError::Attribute {
+            entity,
+            key: self.key_display(item),
+            source,
+        }
+    }
+
+    /// The entity whose key templates match `pk`/`sk`, with the bound values.
+    pub fn classify<'k>(&self, pk: &'k str, sk: &'k str) -> Option<(&Entity, Vec<&'k str>)> {
+        self.entities.iter().find_map(|e| {
+            let mut bound = e.key[0].template.matches(pk)?;
+            bound.extend(e.key[1].template.matches(sk)?);
+            Some((e, bound))
+        })
+    }
+
+    /// Classifies and validates a whole item.
+    pub fn parse(&self, item: &Item) -> Result<Parsed<'_>, InputError> {
+        let [pkn, skn] = self.key_names();
+        let pk = item.s(pkn).map_err(|e| self.attr_err("item", item, e))?;
+        let sk = item.s(skn).map_err(|e| self.attr_err("item", item, e))?;
+        let (entity, bound) = self
+            .classify(pk, sk)
+            .ok_or_else(|| InputError::UnknownEntity {
+                key: self.key_display(item),
+            })?;
+        if !entity.writer {
+            return Ok(Parsed::Processor(entity));
+        }
+        let err = |e: AttrError| self.attr_err(entity.name, item, e);
+        if self.writer_type_checked {
+            let t = item.s(self.entity_type).map_err(err)?;
+            if t != entity.name {
+                return Err(err(invalid(
+                    self.entity_type,
+                    format!("`{t}` does not match the key (expected `{}`)", entity.name),
+                )));
+            }
+        }
+        let mut vals: Vec<(&str, Val)> = Vec::with_capacity(entity.attrs.len() + bound.len());
+        for a in &entity.attrs {
+            vals.push((a.name, read_attr(item, a).map_err(err)?));
+        }
+        // Names bound only by the key: validated by their format.
+        let binders: Vec<(&str, Option<&str>)> = entity
+            .key
+            .iter()
+            .flat_map(|k| {
+                k.template
+                    .binders()
+                    .map(|b| (b.name.as_str(), b.format.as_deref()))
+            })
+            .collect();
+        for ((name, format), value) in binders.iter().zip(&bound) {
+            if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            if let Some(f) = format.and_then(Ty::named) {
+                check_str(name, value, &f).map_err(err)?;
+            }
+            vals.push((*name, Val::Str(value.to_string())));
+        }
+        let record = Record { entity, vals };
+        for c in &entity.checks {
+            match self.env.eval(&c.expr, |n| record.get(n)) {
+                Ok(Val::Bool(true)) => {}
+                Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
+                Ok(other) => {
+                    return Err(err(invalid(
+                        c.attribute,
+                        format!("check `{}` gave {other:?}, not a bool", c.expr.source),
+                    )))
+                }
+                Err(e) => return Err(err(invalid(c.attribute, e))),
+            }
+        }
+        // The keys must be the ones built from the attributes.
+        let expected: Vec<String> = entity
+            .key
+            .iter()
+            .map(|k| {
+                let vals: Vec<String> = k
+                    .template
+                    .binders()
+                    .map(|b| record.get(&b.name).map(Val::render).unwrap_or_default())
+                    .collect();
+                k.template.build(&vals)
+            })
+            .collect();
+        if expected[0] != pk || expected[1] != sk {
+            return Err(InputError::Invalid {
+                key: self.key_display(item),
+                reason: format!(
+                    "{}: keys do not match the attributes (expected {pkn}={}, {skn}={})",
+                    entity.name, expected[0], expected[1]
+                ),
+            });
+        }
+        Ok(Parsed::Writer(record))
+    }
+
+    fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
+        if let [Part::Hole(e, _)] = v.0.as_slice() {
+            return self.env.eval(e, |n| rec.get(n));
+        }
+        let mut out = String::new();
+        for p in &v.0 {
+            match p {
+                Part::Lit(l) => out.push_str(l),
+                Part::Hole(e, _) => out.push_str(&self.env.eval(e, |n| rec.get(n))?.render()),
+            }
+        }
+        Ok(Val::Str(out))
+    }
+
+    fn holds(&self, rec: &Record, when: &Option<super::expr::Expr>) -> Result<bool, String> {
+        match when {
+            None => Ok(true),
+            Some(e) => match self.env.eval(e, |n| rec.get(n))? {
+                Val::Bool(b) => Ok(b),
+                other => Err(format!("`{}` gave {other:?}, not a bool", e.source)),
+            },
+        }
+    }
+
+    fn bad(&self, rec: &Record, item: &Item, reason: String) -> InputError {
+        InputError::Invalid {
+            key: self.key_display(item),
+            reason: format!("{}: {reason}", rec.entity.name),
+        }
+    }
+
+    /// The key of entity `target` from `with` bindings evaluated on `rec`.
+    fn key_for(
+        &self,
+        rec: &Record,
+        target: &Entity,
+        with: &[(String, Value)],
+    ) -> Result<(KeyValues, Vec<(String, Val)>), String> {
+        let mut bound: Vec<(String, Val)> = Vec::with_capacity(with.len());
+        for (n, v) in with {
+            bound.push((n.clone(), self.eval(rec, v)?));
+        }
+        let mut key = Vec::with_capacity(2);
+        for k in &target.key {
+            let mut vals = Vec::new();
+            for b in k.template.binders() {
+                let v = bound
+                    .iter()
+                    .find(|(n, _)| *n == b.name)
+                    .map(|(_, v)| v.render())
+                    .ok_or_else(|| format!("`{}` is unbound", b.name))?;
+                if v.is_empty() {
+                    return Err(format!("`{}` of {}'s key is empty", b.name, target.name));
+                }
+                vals.push(v);
+            }
+            key.push((k.attr, k.template.build(&vals)));
+        }
+        Ok((key, bound))
+    }
+}
+
+impl Ty {
+    fn dynamo(&self) -> &'static str {
+        match self {
+            Ty::Int => "N",
+            Ty::Bool => "BOOL",
+            Ty::Set => "SS",
+            _ => "S",
+        }
+    }
+}
+
+fn is_iso_utc(s: &str) -> bool {
+    s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok()
+}
+
+/// Validates a string value against a string-shaped type.
+fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
+    match ty {
+        Ty::Ulid if ulid::Ulid::from_string(v).is_err() => {
+            Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
+        }
+        Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
+        Ty::Int if v.parse::<i64>().is_err() => Err(invalid(name, "not an integer")),
+        Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(invalid(
+            name,
+            format!("`{v}` is not one of {}", allowed.join("|")),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// One attribute read and validated by its declared type.
+pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
+    let v = match item.get(a.name) {
+        None | Some(AttributeValue::Null(_)) if a.optional => return Ok(Val::Null),
+        None | Some(AttributeValue::Null(_)) if a.ty == Ty::Set => return Ok(Val::Set(vec![])),
+        None | Some(AttributeValue::Null(_)) => return Err(AttrError::Missing(a.name.to_string())),
+        Some(v) => v,
+    };
+    let wrong = |found: &AttributeValue| AttrError::WrongType {
+        name: a.name.to_string(),
+        expected: a.ty.dynamo(),
+        found: crate::item::type_name(found),
+    };
+    match (&a.ty, v) {
+        (Ty::Int, AttributeValue::N(n)) => n
+            .parse::<i64>()
+            .map(Val::Int)
+            .map_err(|_| invalid(a.name, "not an integer")),
+        (Ty::Bool, AttributeValue::Bool(b)) => Ok(Val::Bool(*b)),
+        (Ty::Set, AttributeValue::Ss(v)) => {
+            let mut v = v.clone();
+            v.sort();
+            v.dedup();
+            Ok(Val::Set(v))
+        }
+        (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_), AttributeValue::S(s)) => {
+            check_str(a.name, s, &a.ty)?;
+            Ok(Val::Str(s.clone()))
+        }
+        (_, other) => Err(wrong(other)),
+    }
+}
+
+/// A value as the attribute type of `ty` says it is stored.
+pub(super) fn to_attr(
+    name: &str,
+    v: Val,
+    ty: Option<&Ty>,
+) -> Result<Option<AttributeValue>, String> {
+    Ok(Some(match (ty, v) {
+        (_, Val::Null) => return Ok(None),
+        (Some(Ty::Int) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
+        (Some(Ty::Bool) | None, Val::Bool(b)) => AttributeValue::Bool(b),
+        (Some(Ty::Set) | None, Val::Set(v)) if v.is_empty() => return Ok(None),
+        (Some(Ty::Set) | None, Val::Set(v)) => AttributeValue::Ss(v),
+        (Some(t @ (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_))), Val::Str(s)) => {
+            check_str(name, &s, t).map_err(|e| e.to_string())?;
+            AttributeValue::S(s)
+        }
+        (None, Val::Str(s)) => AttributeValue::S(s),
+        (None, Val::Map(_)) => return Err(format!("`{name}`: a map is not an attribute value")),
+        (Some(t), v) => return Err(format!("`{name}`: {v:?} is not a {}", t.dynamo())),
+    }))
+}
+
+impl Rules for FileRules {
+    fn key_names(&self) -> &'static [&'static str] {
+        // Built once per loaded model (see `super::load`).
+        self.0.keys
+    }
+
+    fn projection(&self, image: &Item) -> Result<Option<Projection>, InputError> {
+        let m = self.0;
+        let Parsed::Writer(rec) = m.parse(image)? else {
+            return Ok(None);
+        };
+        let Some(p) = &rec.entity.project else {
+            return Ok(None);
+        };
+        let on = m.holds(&rec, &p.when).map_err(|e| m.bad(&rec, image, e))?;
+        let mut attrs = Vec::with_capacity(p.attrs.len());
+        for (name, v) in &p.attrs {
+            let value = if on {
+                let v = m.eval(&rec, v).map_err(|e| m.bad(&rec, image, e))?;
+                to_attr(name, v, None).map_err(|e| m.bad(&rec, image, e))?
+            } else {
+                None
+            };
+            attrs.push((*name, value));
+        }
+        Ok(Some(Projection {
+            attrs,
+            sources: p.sources.clone(),
+        }))
+    }
+
+    fn derived(&self, image: &Item) -> Result<Vec<Item>, InputError> {
+        let m = self.0;
+        let Parsed::Writer(rec) = m.parse(image)? else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::with_capacity(rec.entity.derive.len());
+        for d in &rec.entity.derive {
+            if !m.holds(&rec, &d.when).map_err(|e| m.bad(&rec, image, e))? {
+                continue;
+            }
+            let target = &m.entities[d.target];
+            let (key, bound) = m
+                .key_for(&rec, target, &d.with)
+                .map_err(|e| m.bad(&rec, image, e))?;
+            let mut item: Item = key
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), AttributeValue::S(v)))
+                .collect();
+            for a in &target.attrs {
+                if let Some((_, v)) = bound.iter().find(|(n, _)| n == a.name) {
+                    if let Some(v) = to_attr(a.name, v.clone(), Some(&a.ty))
+                        .map_err(|e| m.bad(&rec, image, e))?
+                    {
+                        item.insert(a.name.to_string(), v);
+                    }
+                }
+            }
+            item.insert(
+                m.entity_type.to_string(),
+                AttributeValue::S(target.name.to_string()),
+            );
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, InputError> {
+        let m = self.0;
+        let Parsed::Writer(rec) = m.parse(image)? else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::with_capacity(rec.entity.count.len());
+        for c in &rec.entity.count {
+            if !m.holds(&rec, &c.when).map_err(|e| m.bad(&rec, image, e))? {
+                continue;
+            }
+            let target = &m.entities[c.counter];
+            let (key, _) = m
+                .key_for(&rec, target, &c.with)
+                .map_err(|e| m.bad(&rec, image, e))?;
+            let mut values = Vec::with_capacity(c.add.len());
+            for (a, v) in &c.add {
+                match m.eval(&rec, v).map_err(|e| m.bad(&rec, image, e))? {
+                    Val::Int(n) => values.push((*a, n)),
+                    other => {
+                        return Err(m.bad(
+                            &rec,
+                            image,
+                            format!("`{a}` amount {other:?} is not an int"),
+                        ))
+                    }
+                }
+            }
+            out.push(Contribution {
+                counter: m.counter_of(target, key),
+                values,
+            });
+        }
+        Ok(out)
+    }
+
+    fn counter(&self, image: &Item) -> Option<Counter> {
+        let m = self.0;
+        let [pkn, skn] = m.key_names();
+        let pk = image.s(pkn).ok()?;
+        let sk = image.s(skn).ok()?;
+        let (entity, bound) = m.classify(pk, sk)?;
+        entity.counter.as_ref()?;
+        // From the key alone: every bound name valid by its type or format.
+        let binders: Vec<(&str, Option<&str>)> = entity
+            .key
+            .iter()
+            .flat_map(|k| {
+                k.template
+                    .binders()
+                    .map(|b| (b.name.as_str(), b.format.as_deref()))
+            })
+            .collect();
+        for ((name, format), value) in binders.iter().zip(&bound) {
+            let ty = entity
+                .attr(name)
+                .map(|a| a.ty.clone())
+                .or_else(|| format.and_then(Ty::named));
+            if let Some(ty) = ty {
+                check_str(name, value, &ty).ok()?;
+            }
+        }
+        Some(m.counter_of(entity, vec![(pkn, pk.to_string()), (skn, sk.to_string())]))
+    }
+
+    /// The set jobs a change starts (`sets:`).
+    fn messages(
+        &self,
+        change: &crate::change::Change,
+    ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
+        self.0.set_messages(change)
+    }
+
+    fn ignores(&self, keys: &Item) -> bool {
+        let m = self.0;
+        let [pkn, skn] = m.key_names();
+        let (Ok(pk), Ok(sk)) = (keys.s(pkn), keys.s(skn)) else {
+            return false;
+        };
+        m.classify(pk, sk)
+            .is_some_and(|(e, _)| !e.writer && e.counter.is_none())
+    }
+}
+
+impl FileModel {
+    fn counter_of(&self, entity: &Entity, key: Vec<(&'static str, String)>) -> Counter {
+        let def = entity.counter.as_ref();
+        Counter {
+            key,
+            attrs: def.map(|d| d.attrs).unwrap_or(&[]),
+            create: def
+                .filter(|d| d.created_by_processor)
+                .map(|_| vec![(self.entity_type, AttributeValue::S(entity.name.to_string()))]),
+            remove_at_zero: def.is_some_and(|d| d.remove_at_zero),
+        }
+    }
+}

@@ -1,0 +1,751 @@
+//! A model file's `sets:` block: join set jobs (SPEC §8, the mapping is
+//! described in [`crate::engine::joinset`]).
+//!
+//! ```yaml
+//! sets:
+//!   timeline:
+//!     entity: timeline                 # the target entity (owner: processor)
+//!     bind: { follower: f, postId: p, authorId: a }   # its key names -> set variables
+//!     facts:
+//!       follow: { entity: follow, bind: { follower: f, followed: a }, via: follower }
+//!       post:   { entity: post, bind: { author: a, postId: p } }
+//!     unless: {}                       # same shape as facts, existence only
+//!     when: [ "f != a" ]
+//!     values: { postId: p, authorId: a, createdAt: post.createdAt }
+//!     ttl: "epoch(post.createdAt) + 604800"
+//!     page: 1000
+//! ```
+//!
+//! A key name not under `bind` is a variable of the same name. Expressions
+//! read the set's variables (strings), the facts by name (`post.createdAt`,
+//! typed by the fact's entity) and `now` (the job's clock, epoch seconds;
+//! only here). Every expression is compiled once, at load. Scopes are not
+//! declared: they follow from the key templates ([`JoinSet::scopes`]); a
+//! set whose changes cannot be listed is a problem of the file. A fact's
+//! (or `unless` fact's) entity starts its scope on every change that can
+//! alter the set: an insert, a remove, a modify of an attribute the set
+//! reads (the `starts:` of the engine, derived, not declared).
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
+use super::model::{suggest, Entity, FileModel, Problem};
+use super::raw::{Ordered, Scalar, Spanned};
+use super::rules::{read_attr, to_attr, Parsed};
+use super::template::Part as FilePart;
+use crate::change::{Change, ChangeKind};
+use crate::engine::joinset::{
+    valid_var_value, FactDecl, JoinJob, JoinSet, KeyTemplate, Row, TargetDecl, UnlessDecl, Value,
+    Vars, When, DEFAULT_PAGE,
+};
+use crate::engine::rules::OutMessage;
+use crate::error::InputError;
+use crate::item::{Item, ItemExt};
+use crate::models::table::QueueDef;
+
+/// One set as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSet {
+    /// The target entity (processor-owned).
+    pub entity: Spanned<String>,
+    /// The target's key names -> set variables (default: the same name).
+    #[serde(default)]
+    pub bind: Ordered<Spanned<String>>,
+    pub facts: Spanned<Ordered<Spanned<RawFact>>>,
+    #[serde(default)]
+    pub unless: Ordered<Spanned<RawFact>>,
+    #[serde(default)]
+    pub when: Vec<Spanned<Scalar>>,
+    /// Target attribute -> a set variable, `fact.attr`, or a CEL expression.
+    #[serde(default)]
+    pub values: Ordered<Spanned<Scalar>>,
+    /// Epoch seconds (CEL), written to the table's TTL attribute.
+    pub ttl: Option<Spanned<Scalar>>,
+    /// Candidates per message.
+    pub page: Option<Spanned<u64>>,
+}
+
+/// A fact (or `unless` fact) as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFact {
+    pub entity: Spanned<String>,
+    /// The entity's key names -> set variables (default: the same name).
+    #[serde(default)]
+    pub bind: Ordered<Spanned<String>>,
+    /// Another entity whose key lists this fact by another partition.
+    pub via: Option<Spanned<String>>,
+}
+
+/// A value or condition of a set, compiled.
+#[derive(Debug)]
+pub enum SetExpr {
+    Var(String),
+    Attr { fact: String, attr: String },
+    Expr(Expr),
+}
+
+#[derive(Debug)]
+pub enum SetWhen {
+    Distinct(String, String),
+    Expr(Expr),
+}
+
+/// A fact of a compiled set.
+#[derive(Debug)]
+pub struct SetFact {
+    pub name: String,
+    pub entity: usize,
+    pub key: KeyTemplate,
+    pub via: Option<KeyTemplate>,
+    /// Entity key name -> set variable.
+    pub rename: Vec<(String, String)>,
+    pub reads: Vec<&'static str>,
+}
+
+/// A compiled `sets:` entry.
+#[derive(Debug)]
+pub struct SetSpec {
+    pub name: &'static str,
+    pub queue: QueueDef,
+    pub target: usize,
+    pub target_key: KeyTemplate,
+    pub facts: Vec<SetFact>,
+    pub unless: Vec<SetFact>,
+    pub when: Vec<SetWhen>,
+    pub values: Vec<(&'static str, SetExpr)>,
+    pub ttl: Option<SetExpr>,
+    pub page: usize,
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+fn at<T>(s: &Spanned<T>) -> (u64, u64) {
+    (s.referenced.line(), s.referenced.column())
+}
+
+/// The entity's key as a join set template, its names renamed.
+fn renamed(
+    e: &Entity,
+    rename: &[(String, String)],
+) -> Result<KeyTemplate, crate::engine::joinset::DeclError> {
+    let text = |i: usize| {
+        let mut out = String::new();
+        for p in &e.key[i].template.parts {
+            match p {
+                FilePart::Lit(l) => out.push_str(l),
+                FilePart::Hole(b, _) => {
+                    let v = rename
+                        .iter()
+                        .find(|(k, _)| *k == b.name)
+                        .map(|(_, v)| v.as_str())
+                        .unwrap_or(b.name.as_str());
+                    out.push_str(&format!("${{{v}}}"));
+                }
+            }
+        }
+        out
+    };
+    KeyTemplate::parse(&text(0), &text(1))
+}
+
+struct Compiling<'a> {
+    entities: &'a [Entity],
+    names: Vec<&'a str>,
+    problems: Vec<Problem>,
+}
+
+impl Compiling<'_> {
+    fn err(&mut self, pos: (u64, u64), msg: impl Into<String>) {
+        let (l, c) = pos;
+        self.problems.push(Problem::new(l, c, msg));
+    }
+
+    fn entity(&mut self, s: &Spanned<String>, set: &str) -> Option<usize> {
+        let i = self.names.iter().position(|n| *n == s.value);
+        if i.is_none() {
+            let hint = suggest(&s.value, self.names.iter().copied()).unwrap_or_default();
+            self.err(
+                at(s),
+                format!("set `{set}`: unknown entity `{}`{hint}", s.value),
+            );
+        }
+        i
+    }
+
+    fn rename(
+        &mut self,
+        set: &str,
+        e: usize,
+        bind: &Ordered<Spanned<String>>,
+    ) -> Vec<(String, String)> {
+        let ent = &self.entities[e];
+        let binders: Vec<String> = ent.binders().iter().map(|(n, _)| n.to_string()).collect();
+        let mut out = Vec::new();
+        for (k, v) in &bind.0 {
+            if !binders.contains(k) {
+                let hint = suggest(k, binders.iter().map(String::as_str)).unwrap_or_default();
+                let msg = format!(
+                    "set `{set}`: `{k}` is not a key name of `{}`{hint}",
+                    ent.name
+                );
+                self.err(at(v), msg);
+            }
+            out.push((k.clone(), v.value.clone()));
+        }
+        out
+    }
+
+    fn fact(&mut self, set: &str, name: &str, f: &Spanned<RawFact>) -> Option<SetFact> {
+        let e = self.entity(&f.value.entity, set)?;
+        let rename = self.rename(set, e, &f.value.bind);
+        let key = match renamed(&self.entities[e], &rename) {
+            Ok(k) => k,
+            Err(err) => {
+                self.err(at(f), format!("set `{set}`: fact `{name}`: {err}"));
+                return None;
+            }
+        };
+        let mut via = None;
+        if let Some(v) = &f.value.via {
+            let ve = self.entity(v, set)?;
+            match renamed(&self.entities[ve], &rename) {
+                Ok(k) if k.vars() == key.vars() => via = Some(k),
+                Ok(k) => {
+                    let msg = format!(
+                        "set `{set}`: `{}` lists `{name}` by the names {:?}, the fact's key has {:?}: the same key names must bind the same variables",
+                        v.value,
+                        k.vars(),
+                        key.vars()
+                    );
+                    self.err(at(v), msg);
+                }
+                Err(err) => self.err(at(v), format!("set `{set}`: via `{}`: {err}", v.value)),
+            }
+        }
+        Some(SetFact {
+            name: name.to_string(),
+            entity: e,
+            key,
+            via,
+            rename,
+            reads: vec![],
+        })
+    }
+
+    /// An expression of the set: every name a variable, a fact or `now`;
+    /// every `fact.attr` an attribute of the fact's entity.
+    fn expr(
+        &mut self,
+        set: &str,
+        s: &Spanned<Scalar>,
+        vars: &[String],
+        facts: &mut [SetFact],
+        as_value: bool,
+    ) -> Option<SetExpr> {
+        let src = s.value.0.trim();
+        if as_value && vars.iter().any(|v| v == src) {
+            return Some(SetExpr::Var(src.to_string()));
+        }
+        let e = match Expr::compile(src) {
+            Ok(e) => e,
+            Err(err) => {
+                self.err(at(s), format!("set `{set}`: `{src}`: {}", err.message));
+                return None;
+            }
+        };
+        let mut ok = true;
+        for v in &e.variables {
+            if v == "now" || vars.contains(v) || facts.iter().any(|f| f.name == *v) {
+                continue;
+            }
+            let cands = vars
+                .iter()
+                .map(String::as_str)
+                .chain(facts.iter().map(|f| f.name.as_str()))
+                .chain(["now"]);
+            let hint = suggest(v, cands).unwrap_or_default();
+            self.err(
+                at(s),
+                format!("set `{set}`: unknown name `{v}` in `{src}`{hint} (a set expression reads its variables, its facts and `now`)"),
+            );
+            ok = false;
+        }
+        for f in &e.functions {
+            if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+                self.err(at(s), format!("set `{set}`: unknown function `{f}`"));
+                ok = false;
+            }
+        }
+        // `fact.attr`: the attribute must exist; it is read (guarded).
+        let mut attr_ref = None;
+        for f in facts.iter_mut() {
+            let prefix = format!("{}.", f.name);
+            let mut from = 0;
+            while let Some(i) = src[from..].find(&prefix) {
+                let start = from + i;
+                from = start + prefix.len();
+                let before = src[..start].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+                    continue;
+                }
+                let attr: String = src[from..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                let ent = &self.entities[f.entity];
+                match ent.attr(&attr) {
+                    Some(a) => {
+                        if !f.reads.contains(&a.name) {
+                            f.reads.push(a.name);
+                        }
+                        if src == format!("{prefix}{attr}") {
+                            attr_ref = Some((f.name.clone(), attr.clone()));
+                        }
+                    }
+                    None => {
+                        let hint =
+                            suggest(&attr, ent.attrs.iter().map(|a| a.name)).unwrap_or_default();
+                        let msg = format!(
+                            "set `{set}`: `{}` has no attribute `{attr}`{hint} (fact `{}`)",
+                            ent.name, f.name
+                        );
+                        self.problems.push(Problem::new(
+                            s.referenced.line(),
+                            s.referenced.column(),
+                            msg,
+                        ));
+                        ok = false;
+                    }
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+        Some(match attr_ref {
+            Some((fact, attr)) if as_value => SetExpr::Attr { fact, attr },
+            _ => SetExpr::Expr(e),
+        })
+    }
+}
+
+/// Compiles the `sets:` block against the compiled entities.
+pub fn compile(
+    raw: &Ordered<Spanned<RawSet>>,
+    entities: &[Entity],
+    table_ttl: Option<&'static str>,
+    problems: &mut Vec<Problem>,
+) -> Vec<SetSpec> {
+    let mut c = Compiling {
+        entities,
+        names: entities.iter().map(|e| e.name).collect(),
+        problems: vec![],
+    };
+    let mut out = Vec::new();
+    for (name, s) in &raw.0 {
+        if let Some(spec) = one(&mut c, name, s, table_ttl) {
+            out.push(spec);
+        }
+    }
+    problems.extend(c.problems);
+    out
+}
+
+fn one(
+    c: &mut Compiling,
+    name: &str,
+    s: &Spanned<RawSet>,
+    table_ttl: Option<&'static str>,
+) -> Option<SetSpec> {
+    let raw = &s.value;
+    let target = c.entity(&raw.entity, name)?;
+    if c.entities[target].writer {
+        c.err(
+            at(&raw.entity),
+            format!(
+                "set `{name}`: `{}` is a writer entity: a set's items must be `owner: processor`",
+                raw.entity.value
+            ),
+        );
+    }
+    let trename = c.rename(name, target, &raw.bind);
+    let target_key = match renamed(&c.entities[target], &trename) {
+        Ok(k) => k,
+        Err(e) => {
+            c.err(at(&raw.entity), format!("set `{name}`: {e}"));
+            return None;
+        }
+    };
+    let mut facts = Vec::new();
+    for (fname, f) in &raw.facts.value.0 {
+        if let Some(f) = c.fact(name, fname, f) {
+            facts.push(f);
+        }
+    }
+    if raw.facts.value.0.is_empty() {
+        c.err(at(&raw.facts), format!("set `{name}`: no facts"));
+    }
+    let mut unless = Vec::new();
+    for (fname, f) in &raw.unless.0 {
+        if let Some(f) = c.fact(name, fname, f) {
+            unless.push(f);
+        }
+    }
+    let mut vars: Vec<String> = Vec::new();
+    for f in &facts {
+        for v in f.key.vars() {
+            if !vars.iter().any(|x| x == v) {
+                vars.push(v.to_string());
+            }
+        }
+    }
+    for v in target_key.vars() {
+        if !vars.iter().any(|x| x == v) {
+            c.err(
+                at(&raw.entity),
+                format!("set `{name}`: `${{{v}}}` of the target's key is bound by no fact"),
+            );
+        }
+    }
+    for u in &unless {
+        for v in u.key.vars() {
+            if !vars.iter().any(|x| x == v) {
+                c.err(
+                    at(&raw.entity),
+                    format!(
+                        "set `{name}`: `${{{v}}}` of unless `{}` is bound by no fact",
+                        u.name
+                    ),
+                );
+            }
+        }
+    }
+    let mut when = Vec::new();
+    for w in &raw.when {
+        let src = w.value.0.trim();
+        if let Some((a, b)) = src.split_once("!=") {
+            let (a, b) = (a.trim(), b.trim());
+            if vars.iter().any(|v| v == a) && vars.iter().any(|v| v == b) {
+                when.push(SetWhen::Distinct(a.to_string(), b.to_string()));
+                continue;
+            }
+        }
+        if let Some(SetExpr::Expr(e)) = c.expr(name, w, &vars, &mut facts, false) {
+            when.push(SetWhen::Expr(e));
+        }
+    }
+    let tent = &c.entities[target];
+    let mut values = Vec::new();
+    for (attr, v) in &raw.values.0 {
+        let Some(a) = tent.attr(attr) else {
+            let hint = suggest(attr, tent.attrs.iter().map(|a| a.name)).unwrap_or_default();
+            let msg = format!(
+                "set `{name}`: `{attr}` is not an attribute of `{}`{hint}",
+                tent.name
+            );
+            c.err(at(v), msg);
+            continue;
+        };
+        let an = a.name;
+        if let Some(e) = c.expr(name, v, &vars, &mut facts, true) {
+            values.push((an, e));
+        }
+    }
+    let tent = &c.entities[target];
+    for a in &tent.attrs {
+        if !a.optional && !values.iter().any(|(n, _)| *n == a.name) {
+            let msg = format!(
+                "set `{name}`: the attribute `{}` of `{}` has no value: add it under `values`",
+                a.name, tent.name
+            );
+            c.err(at(&raw.entity), msg);
+        }
+    }
+    let ttl = match &raw.ttl {
+        None => None,
+        Some(t) if table_ttl.is_none() => {
+            c.err(
+                at(t),
+                format!("set `{name}`: `ttl` needs the table's `ttl` attribute"),
+            );
+            None
+        }
+        Some(t) => c.expr(name, t, &vars, &mut facts, false),
+    };
+    let page = match &raw.page {
+        None => DEFAULT_PAGE,
+        Some(p) if p.value == 0 || p.value > 10_000 => {
+            c.err(at(p), format!("set `{name}`: page {}: 1..=10000", p.value));
+            DEFAULT_PAGE
+        }
+        Some(p) => p.value as usize,
+    };
+    let lname = leak(name.to_string());
+    let spec = SetSpec {
+        name: lname,
+        queue: QueueDef::standard(
+            lname,
+            leak(format!("jobstream-{name}-jobs")),
+            leak(format!("jobstream-{name}-jobs-dlq")),
+            lname,
+        ),
+        target,
+        target_key,
+        facts,
+        unless,
+        when,
+        values,
+        ttl,
+        page,
+    };
+    // Scopes that cannot be listed.
+    let draft = spec.declaration_with(None, None);
+    if let Err(e) = draft.scopes() {
+        c.err(at(s), format!("{e}"));
+    }
+    Some(spec)
+}
+
+/// A fact's item as expressions read it (typed by its entity).
+fn fact_val(m: &FileModel, entity: usize, item: &Item) -> Result<Val, String> {
+    let e = &m.entities[entity];
+    let mut out = Vec::with_capacity(e.attrs.len());
+    for a in &e.attrs {
+        out.push((
+            a.name.to_string(),
+            read_attr(item, a).map_err(|e| e.to_string())?,
+        ));
+    }
+    Ok(Val::Map(out))
+}
+
+fn row_lookup(
+    m: &'static FileModel,
+    set: &'static SetSpec,
+    row: &Row<'_>,
+) -> Result<Vec<(String, Val)>, String> {
+    let mut env: Vec<(String, Val)> = row
+        .vars
+        .iter()
+        .map(|(k, v)| (k.clone(), Val::Str(v.clone())))
+        .collect();
+    for f in &set.facts {
+        if let Some(item) = row.facts.get(f.name.as_str()) {
+            env.push((f.name.clone(), fact_val(m, f.entity, item)?));
+        }
+    }
+    env.push(("now".to_string(), Val::Int(row.now.timestamp())));
+    Ok(env)
+}
+
+fn eval(
+    m: &'static FileModel,
+    set: &'static SetSpec,
+    e: &'static Expr,
+    row: &Row<'_>,
+) -> Result<Val, String> {
+    let env = row_lookup(m, set, row)?;
+    m.env
+        .eval(e, |n| env.iter().find(|(k, _)| k == n).map(|(_, v)| v))
+}
+
+fn value(
+    m: &'static FileModel,
+    set: &'static SetSpec,
+    attr: &'static str,
+    v: &'static SetExpr,
+    ty: Option<&'static super::model::Ty>,
+) -> Value {
+    match v {
+        SetExpr::Var(v) => Value::Var(v.clone()),
+        SetExpr::Attr { fact, attr } => Value::Attr {
+            fact: fact.clone(),
+            attr: attr.clone(),
+        },
+        SetExpr::Expr(e) => Value::Computed(Arc::new(move |row| {
+            let v = eval(m, set, e, row)?;
+            to_attr(attr, v, ty)?.ok_or_else(|| format!("`{attr}` has no value"))
+        })),
+    }
+}
+
+impl SetSpec {
+    /// The join set, its validation and expressions over the loaded model
+    /// (`None`: a draft, for checking the scopes at load).
+    fn declaration_with(
+        &self,
+        m: Option<&'static FileModel>,
+        me: Option<&'static SetSpec>,
+    ) -> JoinSet {
+        let facts = self
+            .facts
+            .iter()
+            .map(|f| {
+                let entity = f.entity;
+                FactDecl {
+                    name: f.name.clone(),
+                    key: f.key.clone(),
+                    via: f.via.clone(),
+                    valid: match m {
+                        Some(m) => Arc::new(move |item: &Item| valid(m, entity, item)),
+                        None => Arc::new(|_: &Item| Ok(())),
+                    },
+                    reads: f.reads.clone(),
+                }
+            })
+            .collect();
+        let (values, ttl, when) = match (m, me) {
+            (Some(m), Some(me)) => {
+                let t = &m.entities[me.target];
+                let values = me
+                    .values
+                    .iter()
+                    .map(|(a, v)| {
+                        let ty = t.attr(a).map(|a| &a.ty);
+                        (a.to_string(), value(m, me, a, v, ty))
+                    })
+                    .collect();
+                let ttl = match (m.table.ttl_attribute, &me.ttl) {
+                    (Some(attr), Some(v)) => Some((attr, value(m, me, attr, v, None))),
+                    _ => None,
+                };
+                let when = me
+                    .when
+                    .iter()
+                    .map(|w| match w {
+                        SetWhen::Distinct(a, b) => When::Distinct(a.clone(), b.clone()),
+                        SetWhen::Expr(e) => {
+                            When::Expr(Arc::new(move |row| match eval(m, me, e, row)? {
+                                Val::Bool(b) => Ok(b),
+                                other => Err(format!("`{}` gave {other:?}, not a bool", e.source)),
+                            }))
+                        }
+                    })
+                    .collect();
+                (values, ttl, when)
+            }
+            _ => (vec![], None, vec![]),
+        };
+        JoinSet {
+            name: self.name,
+            queue: self.queue.logical,
+            key_names: m.map(|m| m.keys).unwrap_or(&["PK", "SK"]),
+            target: TargetDecl {
+                key: self.target_key.clone(),
+                type_attr: m.map(|m| (m.entity_type, m.entities[self.target].name.to_string())),
+                values,
+                ttl,
+            },
+            facts,
+            unless: self
+                .unless
+                .iter()
+                .map(|u| UnlessDecl {
+                    name: u.name.clone(),
+                    key: u.key.clone(),
+                })
+                .collect(),
+            when,
+            volatile: &[],
+            page: self.page,
+        }
+    }
+
+    /// The join set this entry declares, over the loaded model.
+    pub fn declaration(&'static self, m: &'static FileModel) -> JoinSet {
+        self.declaration_with(Some(m), Some(self))
+    }
+}
+
+fn valid(m: &FileModel, entity: usize, item: &Item) -> Result<(), String> {
+    match m.parse(item).map_err(|e| e.to_string())? {
+        Parsed::Writer(r) if std::ptr::eq(r.entity, &m.entities[entity]) => Ok(()),
+        Parsed::Processor(e) if std::ptr::eq(e, &m.entities[entity]) => Ok(()),
+        _ => Err(format!("not a `{}`", m.entities[entity].name)),
+    }
+}
+
+fn attrs_equal(a: &Item, b: &Item, reads: &[&str]) -> bool {
+    reads.iter().all(|r| a.get(*r) == b.get(*r))
+}
+
+impl FileModel {
+    /// The set jobs a change starts: for each fact (and `unless` fact) of
+    /// the changed item's entity, its scope, unless a modify left what the
+    /// set reads unchanged (and the old image was valid).
+    pub fn set_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
+        if self.sets.is_empty() {
+            return Ok(vec![]);
+        }
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
+            return Ok(vec![]);
+        };
+        let Some((entity, bound)) = self.classify(pk, sk) else {
+            return Ok(vec![]);
+        };
+        let binders: Vec<String> = entity
+            .key
+            .iter()
+            .flat_map(|k| k.template.binders().map(|b| b.name.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for set in &self.sets {
+            for (f, is_unless) in set
+                .facts
+                .iter()
+                .map(|f| (f, false))
+                .chain(set.unless.iter().map(|f| (f, true)))
+            {
+                if !std::ptr::eq(&self.entities[f.entity], entity) {
+                    continue;
+                }
+                if change.kind != ChangeKind::Remove {
+                    let new = change.new.as_ref().ok_or_else(|| InputError::Invalid {
+                        key: change.key_display(),
+                        reason: "no new image".into(),
+                    })?;
+                    self.parse(new)?;
+                    let old_valid = change.old.as_ref().filter(|o| self.parse(o).is_ok());
+                    if let Some(old) = old_valid {
+                        if is_unless || attrs_equal(old, new, &f.reads) {
+                            continue;
+                        }
+                    }
+                }
+                let mut bind = Vars::new();
+                for (b, v) in binders.iter().zip(&bound) {
+                    let var = f
+                        .rename
+                        .iter()
+                        .find(|(k, _)| k == b)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_else(|| b.clone());
+                    bind.insert(var, v.to_string());
+                }
+                if !bind.values().all(|v| valid_var_value(v)) {
+                    continue;
+                }
+                let body = JoinJob {
+                    set: set.name.to_string(),
+                    scope: f.name.clone(),
+                    bind,
+                    step: 0,
+                    after: None,
+                }
+                .encode();
+                out.push(OutMessage {
+                    queue: set.queue.logical,
+                    body,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
