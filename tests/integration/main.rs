@@ -15,6 +15,7 @@ mod modelfile;
 mod pickem;
 mod redelivery;
 mod social;
+mod social_file;
 mod stream_consumer;
 mod support;
 mod tables;
