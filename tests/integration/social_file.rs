@@ -320,3 +320,49 @@ async fn the_social_demo_through_both_ends_gives_the_same_table_verify_and_write
     assert_eq!(file.2, rust.2, "the same verify report");
     assert_eq!(file.3, rust.3, "the same bad input");
 }
+
+#[test]
+fn check_model_reports_each_problem_of_a_sets_block_with_its_place() {
+    let text = std::fs::read_to_string(social_file()).expect("reads");
+    let broken = text
+        .replace("entity: post, bind", "entity: posts, bind")
+        .replace("createdAt: post.createdAt", "createdAt: follow.createAt")
+        .replace(
+            "\"epoch(post.createdAt) + 604800\"",
+            "\"epoch(post.createdAt) + x\"",
+        );
+    let problems = shared::file::compile(&broken, "social").expect_err("invalid");
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}:{}: {}", p.line, p.col, p.message))
+        .collect();
+    let has = |s: &str| lines.iter().any(|l| l.contains(s));
+    assert!(
+        has("unknown entity `posts` (did you mean `post`?)"),
+        "{lines:#?}"
+    );
+    assert!(
+        has("`follow` has no attribute `createAt` (did you mean `createdAt`?)"),
+        "{lines:#?}"
+    );
+    assert!(has("unknown name `x`"), "{lines:#?}");
+    assert!(problems.iter().all(|p| p.line > 100), "{lines:#?}");
+    // A set whose changes cannot be listed: no `via` for the followers.
+    let unlisted = text.replace(", via: follower", "");
+    let problems = shared::file::compile(&unlisted, "social").expect_err("invalid");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.message.contains("no fact's partition")),
+        "{problems:#?}"
+    );
+    // `now` only in set jobs.
+    let now = text.replace("\"follower != followed\"", "\"now > 0\"");
+    let problems = shared::file::compile(&now, "social").expect_err("invalid");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.message.contains("unknown name `now`")),
+        "{problems:#?}"
+    );
+}
