@@ -16,6 +16,7 @@ mod pickem;
 mod queues;
 mod redelivery;
 mod social;
+mod social_file;
 mod stream_consumer;
 mod support;
 mod tables;

@@ -254,9 +254,16 @@ fn templates_two_entities_both_match_are_reported_with_an_example_key() {
 
 #[test]
 fn reserved_blocks_and_versions_are_refused_clearly() {
+    let p = compile(&format!("{LIBRARY}once:\n  mail: {{}}\n"), "t").unwrap_err();
+    assert!(
+        p.iter().any(|p| p.message.contains("`once:` is reserved")),
+        "{p:#?}"
+    );
+    // `sets:` is read now: an entry without its target is refused.
     let p = compile(&format!("{LIBRARY}sets:\n  timeline: {{}}\n"), "t").unwrap_err();
     assert!(
-        p.iter().any(|p| p.message.contains("`sets:` is reserved")),
+        p.iter()
+            .any(|p| p.message.contains("missing field `entity`")),
         "{p:#?}"
     );
     let p = compile(&LIBRARY.replace("jobstream: 1", "jobstream: 2"), "t").unwrap_err();

@@ -431,6 +431,23 @@ impl Rules for FileRules {
         Some(m.counter_of(entity, vec![(pkn, pk.to_string()), (skn, sk.to_string())]))
     }
 
+    /// Items of a processor entity some writer entity derives: `verify`
+    /// reports one no source implies.
+    fn is_derived(&self, key: &Item) -> bool {
+        let m = self.0;
+        let [pkn, skn] = m.key_names();
+        let (Ok(pk), Ok(sk)) = (key.s(pkn), key.s(skn)) else {
+            return false;
+        };
+        m.classify(pk, sk).is_some_and(|(e, _)| {
+            !e.writer
+                && m.entities
+                    .iter()
+                    .flat_map(|w| &w.derive)
+                    .any(|d| std::ptr::eq(&m.entities[d.target], e))
+        })
+    }
+
     /// The set jobs a change starts (`sets:`).
     fn messages(
         &self,

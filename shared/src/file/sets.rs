@@ -688,13 +688,42 @@ impl FileModel {
             return Ok(vec![]);
         };
         let Some((entity, bound)) = self.classify(pk, sk) else {
-            return Ok(vec![]);
+            return Err(InputError::UnknownEntity {
+                key: change.key_display(),
+            });
         };
+        // Bad input errs in this aspect too (as in every other).
+        if change.kind != ChangeKind::Remove {
+            if let Some(new) = &change.new {
+                self.parse(new)?;
+            }
+        }
         let binders: Vec<String> = entity
             .key
             .iter()
             .flat_map(|k| k.template.binders().map(|b| b.name.clone()))
             .collect();
+        // A remove carries no image to validate: its key must pass the
+        // checks that read only key names, or it starts nothing.
+        if change.kind == ChangeKind::Remove {
+            let vals: Vec<(&str, Val)> = binders
+                .iter()
+                .zip(&bound)
+                .map(|(b, v)| (b.as_str(), Val::Str(v.to_string())))
+                .collect();
+            let key_only = entity
+                .checks
+                .iter()
+                .filter(|c| c.expr.variables.iter().all(|v| binders.contains(v)));
+            for c in key_only {
+                let ok = self.env.eval(&c.expr, |n| {
+                    vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
+                });
+                if ok != Ok(Val::Bool(true)) {
+                    return Ok(vec![]);
+                }
+            }
+        }
         let mut out = Vec::new();
         for set in &self.sets {
             for (f, is_unless) in set
