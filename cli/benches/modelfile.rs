@@ -10,6 +10,11 @@
 //!
 //! Run: `cargo bench -p jobstream --bench modelfile`
 //! (JOBSTREAM_BENCH_RECORDS=N images, JOBSTREAM_BENCH_EMPS=N employees).
+//! Without room for a release build, the dev profile with the workspace
+//! crates optimised like the dependencies compares alike:
+//! `CARGO_PROFILE_DEV_PACKAGE_SHARED_OPT_LEVEL=2
+//! CARGO_PROFILE_DEV_PACKAGE_JOBSTREAM_OPT_LEVEL=2 cargo bench -p jobstream
+//! --bench modelfile --profile dev`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -97,6 +97,8 @@ pub struct Expr {
     pub variables: Vec<String>,
     /// Functions it calls that are not operators.
     pub functions: Vec<String>,
+    /// `Some(name)` when the expression is a bare name (read without CEL).
+    ident: Option<String>,
 }
 
 /// A compile error: where in the expression (0-based character offset) and why.
@@ -154,11 +156,14 @@ impl Expr {
             .map(|s| s.to_string())
             .collect();
         functions.sort();
+        let trimmed = source.trim();
+        let ident = (variables.len() == 1 && variables[0] == trimmed).then(|| trimmed.to_string());
         Ok(Expr {
             program,
             source: source.to_string(),
             variables,
             functions,
+            ident,
         })
     }
 }
@@ -257,6 +262,12 @@ impl Env {
         expr: &Expr,
         lookup: impl Fn(&str) -> Option<&'a Val>,
     ) -> Result<Val, String> {
+        // A bare name (most template holes and bindings) needs no interpreter.
+        if let Some(name) = &expr.ident {
+            return lookup(name)
+                .cloned()
+                .ok_or_else(|| format!("`{name}` has no value"));
+        }
         let mut scope = self.root.new_inner_scope();
         for v in &expr.variables {
             let value = lookup(v).ok_or_else(|| format!("`{v}` has no value"))?;
@@ -352,6 +363,11 @@ mod tests {
 
     #[test]
     fn compile_reports_where_and_what_it_reads() {
+        assert_eq!(
+            Expr::compile(" orgId ").unwrap().ident.as_deref(),
+            Some("orgId")
+        );
+        assert_eq!(Expr::compile("orgId + 'x'").unwrap().ident, None);
         let e = Expr::compile("status == 'open' && size(orgId) > 0").unwrap();
         assert_eq!(e.variables, vec!["status", "orgId"]);
         assert_eq!(e.functions, vec!["size"]);
