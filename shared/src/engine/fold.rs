@@ -173,6 +173,11 @@ pub trait FoldRules: Send + Sync {
         token: &str,
     ) -> Adoption;
 
+    /// The state of an aggregate's items as they are (its root and children
+    /// that are valid; `seq` the highest entry there), read when a change
+    /// of an aggregate without state creates or deletes its root.
+    fn table_state(&self, partition: &[Item]) -> FoldState;
+
     /// The adoption entry `entry` (as written) at its own stream position,
     /// where the state is `state`.
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated;
@@ -734,6 +739,50 @@ impl<R: FoldRules> FoldProcessor<R> {
         first.map_or(Ok(()), Err)
     }
 
+    /// The state of `agg`'s items just before `rest[0]`: the partition as
+    /// it is (strongly consistent Query), rolled back by the batch's records
+    /// from `rest[0]` on. Read only for an aggregate without state.
+    async fn state_before(&self, agg: &str, rest: &[&Change]) -> Result<FoldState, ProcessError> {
+        let (pk_name, pk) = self.rules.partition(agg);
+        let items = self
+            .store
+            .query_partition(&self.config.table, pk_name, &pk, None)
+            .await?;
+        let mut state = self.rules.table_state(&items);
+        self.roll_back(&mut state, rest);
+        Ok(state)
+    }
+
+    /// Rolls `state` (items as read, maybe after some of `rest`) back to the
+    /// position of `rest[0]`: the first of these records of each item holds
+    /// the item as it was there (its old image; none for an INSERT).
+    fn roll_back(&self, state: &mut FoldState, rest: &[&Change]) {
+        let mut seen = std::collections::HashSet::new();
+        for change in rest {
+            if !seen.insert(crate::item::display_key(&change.keys)) {
+                continue;
+            }
+            let gone = Change {
+                kind: crate::change::ChangeKind::Remove,
+                old: None,
+                new: None,
+                ..(*change).clone()
+            };
+            // Errors: not a part of the state (e.g. an entry) or bad input,
+            // which the fold reports when it reaches the record itself.
+            let _ = self.rules.absorb(state, &gone);
+            if let Some(old) = &change.old {
+                let back = Change {
+                    kind: crate::change::ChangeKind::Modify,
+                    old: None,
+                    new: Some(old.clone()),
+                    ..(*change).clone()
+                };
+                let _ = self.rules.absorb(state, &back);
+            }
+        }
+    }
+
     /// Adopts `agg` (no HEAD, first change not its root's creation).
     async fn adopt_now(&self, agg: &str) -> Result<Loaded, ProcessError> {
         let (pk_name, pk) = self.rules.partition(agg);
@@ -765,11 +814,14 @@ impl<R: FoldRules> FoldProcessor<R> {
     }
 
     /// Folds one change of `agg` into its state (and the transaction).
+    /// `rest`: the batch's records of `agg` from this one on, in order.
+    #[allow(clippy::too_many_arguments)]
     async fn step(
         &self,
         agg: &str,
         index: usize,
         change: &Change,
+        rest: &[&Change],
         metrics: &mut BatchMetrics,
         states: &mut HashMap<String, Loaded>,
         tx: &mut Tx,
@@ -807,7 +859,19 @@ impl<R: FoldRules> FoldProcessor<R> {
                 .reach_adoption(agg, index, change, record, states, tx)
                 .await;
         }
-        if l.version == 0 && !l.dirty && !self.rules.starts_aggregate(change) {
+        let starts = self.rules.starts_aggregate(change);
+        let removes = self.rules.removes_root(change);
+        if l.version == 0 && !l.dirty && (starts || removes) {
+            // First seen creating or deleting its root: the state is the
+            // items the table held just before this change (children that
+            // predate the stream; the incarnation a deletion removes).
+            let mut state = self.state_before(agg, rest).await.map_err(at)?;
+            if starts {
+                // A creation starts the history afresh.
+                state.seq = 0;
+            }
+            l.state = state;
+        } else if l.version == 0 && !l.dirty {
             let mut adopted = self.adopt_now(agg).await.map_err(at)?;
             adopted.touched = l.touched;
             adopted.mirror_seen = l.mirror_seen;
@@ -817,6 +881,27 @@ impl<R: FoldRules> FoldProcessor<R> {
                 tx.aggregates.push(agg.to_string());
             }
             *l = adopted;
+        }
+        if l.adopt.is_some() && removes {
+            // The adopted incarnation is deleted before the adoption's
+            // position (a re-creation may follow): cascade it as it stood
+            // here, its adoption entry included; the history starts over.
+            let mut before = l.state.clone();
+            self.roll_back(&mut before, rest);
+            let cascade = self.rules.cascade(agg, &before);
+            self.flush(tx, states).await?;
+            let count = self.cascade(&cascade).await.map_err(at)?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete before the adoption's position");
+            let output = match self.rules.fold(agg, &mut before, change) {
+                Ok(o) => o,
+                Err(e) => {
+                    log_bad_input(self.name, &change.event_id, &e, metrics);
+                    return Ok(());
+                }
+            };
+            return self
+                .stage_commit(agg, index, change, before, output.entries, true, states, tx)
+                .await;
         }
         if l.adopt.is_some() {
             // Before the adoption's position: part of the adoption entry.
@@ -829,7 +914,7 @@ impl<R: FoldRules> FoldProcessor<R> {
                 .stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
                 .await;
         }
-        if self.rules.removes_root(change) && !l.state.deleted {
+        if removes && !l.state.deleted {
             let cascade = self.rules.cascade(agg, &l.state);
             self.flush(tx, states).await?;
             let count = self.cascade(&cascade).await.map_err(at)?;
@@ -993,9 +1078,18 @@ impl<R: FoldRules> FoldProcessor<R> {
         }
         let mut tx = Tx::default();
         for (g, (agg, indices)) in groups.iter().enumerate() {
-            for &index in indices {
+            let records: Vec<&Change> = indices.iter().map(|&i| &changes[i]).collect();
+            for (pos, &index) in indices.iter().enumerate() {
                 if let Err(failure) = self
-                    .step(agg, index, &changes[index], metrics, states, &mut tx)
+                    .step(
+                        agg,
+                        index,
+                        &changes[index],
+                        &records[pos..],
+                        metrics,
+                        states,
+                        &mut tx,
+                    )
                     .await
                 {
                     // The first record not committed: this one, anything
@@ -1146,6 +1240,9 @@ impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
     }
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
         (**self).restate(entry, state)
+    }
+    fn table_state(&self, partition: &[Item]) -> FoldState {
+        (**self).table_state(partition)
     }
     fn partition(&self, aggregate: &str) -> (&'static str, String) {
         (**self).partition(aggregate)

@@ -155,21 +155,9 @@ fn entry(
     (item, None)
 }
 
-/// Description of the adoption entry: the first entry of an application
-/// whose history jobstream did not see from its creation (see [`adoption`]).
-pub const IMPORTED: &str = "Imported";
-
-/// The adoption entry of `app_id` from the items of its partition as they
-/// are: entry `n + 1` after the `n` entries already there (1 for an
-/// application without history), description [`IMPORTED`], `createdAt` the
-/// adoption's time, snapshot the application and its stages. `None`
-/// without an application item: the state of the stages there instead.
-pub fn adoption(
-    app_id: &str,
-    partition: &[Item],
-    at: chrono::DateTime<chrono::Utc>,
-    token: &str,
-) -> Adoption {
+/// The state of the items of a partition as they are: the application and
+/// its stages that are valid, `seq` the highest entry there.
+pub fn table_state(partition: &[Item]) -> FoldState {
     let mut state = FoldState::default();
     for item in partition {
         let sk = item.s(keys::SK).unwrap_or_default();
@@ -189,6 +177,25 @@ pub fn adoption(
             _ => {}
         }
     }
+    state
+}
+
+/// Description of the adoption entry: the first entry of an application
+/// whose history jobstream did not see from its creation (see [`adoption`]).
+pub const IMPORTED: &str = "Imported";
+
+/// The adoption entry of `app_id` from the items of its partition as they
+/// are: entry `n + 1` after the `n` entries already there (1 for an
+/// application without history), description [`IMPORTED`], `createdAt` the
+/// adoption's time, snapshot the application and its stages. `None`
+/// without an application item: the state of the stages there instead.
+pub fn adoption(
+    app_id: &str,
+    partition: &[Item],
+    at: chrono::DateTime<chrono::Utc>,
+    token: &str,
+) -> Adoption {
+    let mut state = table_state(partition);
     if !state.parts.contains_key(APP_PART) {
         return Adoption::Rootless(state);
     }
@@ -225,6 +232,10 @@ impl FoldRules for TrackerHistory {
         token: &str,
     ) -> Adoption {
         adoption(app_id, partition, at, token)
+    }
+
+    fn table_state(&self, partition: &[Item]) -> FoldState {
+        table_state(partition)
     }
 
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
