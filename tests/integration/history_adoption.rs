@@ -550,7 +550,11 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
         .create_application("rc", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    for (id, name, order) in [("old", "Old screen", 1), ("same", "Phone", 2), ("rm", "Gone", 3)] {
+    for (id, name, order) in [
+        ("old", "Old screen", 1),
+        ("same", "Phone", 2),
+        ("rm", "Gone", 3),
+    ] {
         env.writer.add_stage("rc", id, name, order).await.unwrap();
     }
     let deployed = raw_records(&env).await.len();
@@ -588,5 +592,48 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
         .collect();
     assert_eq!(sks, ["STAGE#new", "STAGE#same"]);
     assert_eq!(backfill(&env).await, 0);
+    assert_clean(&env).await;
+}
+
+/// Case 1 across batches: the creation is delivered alone, its read of the
+/// partition sees a stage that predates the stream (no record of it ever
+/// comes) and one added after the creation (its record comes in the next
+/// batch). The first joins every entry once a record after the read shows
+/// it unchanged; the second is the change it is, never part of "Created".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_delivered_alone_settles_what_its_read_saw_in_later_batches() {
+    let env = env().await;
+    let mut t = Clock::new();
+    env.writer.add_stage("cb", "p", "Prep", 0).await.unwrap();
+    let deployed = raw_records(&env).await.len();
+    env.writer
+        .create_application("cb", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer.add_stage("cb", "late", "Late", 5).await.unwrap();
+    // The first batch holds the creation only.
+    let records = raw_records(&env).await;
+    let event: Event = serde_json::from_value(
+        serde_json::json!({ "Records": records[deployed..deployed + 1].to_vec() }),
+    )
+    .expect("a Lambda event");
+    let resp = shared::lambda::stream_handler(
+        &*env.rt.stream_processor("history"),
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .unwrap();
+    assert!(resp.batch_item_failures.is_empty());
+    settle(&env, deployed + 1).await;
+    assert_eq!(
+        descriptions(&env, "cb").await,
+        [
+            "Created application Acme - Engineer",
+            "Added interview stage \"Late\""
+        ]
+    );
+    let e = entries(&env, "cb").await;
+    assert_eq!(stage_names(&e[0]), ["Prep"]);
+    assert_eq!(stage_names(&e[1]), ["Prep", "Late"]);
     assert_clean(&env).await;
 }

@@ -238,6 +238,48 @@ impl FoldRules for TrackerHistory {
         table_state(partition)
     }
 
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item {
+        [
+            (keys::PK.to_string(), s(keys::app_pk(aggregate))),
+            (keys::SK.to_string(), s(keys::hist_sk(seq))),
+        ]
+        .into()
+    }
+
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item> {
+        let Some(AttributeValue::M(snap)) = entry.get("snapshot") else {
+            // Omitted (over 400 KB): nothing to correct.
+            return None;
+        };
+        let mut state = FoldState::default();
+        let mut app = snap.clone();
+        if let Some(AttributeValue::L(stages)) = app.remove("interviewStages") {
+            for st in stages {
+                if let AttributeValue::M(st) = st {
+                    let id = st
+                        .opt_s("id")
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default()
+                        .to_string();
+                    state.parts.insert(keys::stage_sk(&id), st);
+                }
+            }
+        }
+        state.parts.insert(APP_PART.to_string(), app);
+        match value {
+            Some(v) => state.parts.insert(part.to_string(), v.clone()),
+            None => state.parts.remove(part),
+        };
+        let want = AttributeValue::M(snapshot(&state));
+        if entry.get("snapshot") == Some(&want) {
+            return None;
+        }
+        let mut fixed = entry.clone();
+        fixed.insert("snapshot".to_string(), want);
+        (item_size(&fixed) <= MAX_ITEM_BYTES).then_some(fixed)
+    }
+
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
         let new = change.new.as_ref()?;
         let pk = new.s(keys::PK).ok()?;
