@@ -30,6 +30,15 @@
 //! position (rewritten, guarded by the entry's id, if a change raced the
 //! read). Records after it fold as usual.
 //!
+//! **First seen creating or deleting its root.** No adoption: the state is
+//! the partition as read, rolled back by the batch's records from the
+//! change on (the first record of an item holds its value there). On a
+//! creation, items the read saw that no record of the batch placed are kept
+//! as candidate parts ([`CANDIDATE`]), outside the rules' view, until their
+//! own record settles them or a record after the read (the root showing the
+//! sequence mirror) confirms them; a confirmed part joins the state and the
+//! entries since the creation.
+//!
 //! So the entries are numbered without gap or duplicate, and their snapshots
 //! are the exact fold of every change before them, however far the processor
 //! lags behind the writers.
