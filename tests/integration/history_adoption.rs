@@ -468,3 +468,172 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
     let report = verify_scan(&env, &items).await;
     assert!(report.is_clean(), "{:#?}", report.problems);
 }
+
+/// Issue 17 defect 11, case 1: a stage the table held before the stream (no
+/// record of it is ever delivered) and no application item; the application
+/// is created later. Its "Created" entry shows the stage, as the table held
+/// it right after the creation, even though a change of the stage and a new
+/// stage raced the consumer's read of the partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_application_shows_the_stages_the_table_held_before_the_stream() {
+    let env = env().await;
+    let mut t = Clock::new();
+    // Before jobstream: an orphan stage, and one removed later.
+    env.writer
+        .add_stage("orph", "s1", "Screen", 1)
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("orph", "s3", "Take-home", 3)
+        .await
+        .unwrap();
+    let deployed = raw_records(&env).await.len();
+    env.writer
+        .create_application("orph", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    // After the creation, before the consumer reads the partition.
+    env.writer
+        .add_stage("orph", "s2", "Onsite", 2)
+        .await
+        .unwrap();
+    env.writer
+        .update_stage("orph", "s1", &[("isCompleted", AttributeValue::Bool(true))])
+        .await
+        .unwrap();
+    env.writer.remove_stage("orph", "s3").await.unwrap();
+    let at = settle(&env, deployed).await;
+    assert_eq!(
+        descriptions(&env, "orph").await,
+        [
+            "Created application Acme - Engineer",
+            "Added interview stage \"Onsite\"",
+            "Updated interview stage \"Screen\"",
+            "Removed interview stage \"Take-home\"",
+        ]
+    );
+    let e = entries(&env, "orph").await;
+    assert_eq!(stage_names(&e[0]), ["Screen", "Take-home"]);
+    assert_eq!(stage_names(&e[1]), ["Screen", "Onsite", "Take-home"]);
+    assert_eq!(stage_names(&e[3]), ["Screen", "Onsite"]);
+    let completed = |entry: &Item| match snapshot_of(entry).get("interviewStages") {
+        Some(AttributeValue::L(l)) => match &l[0] {
+            AttributeValue::M(m) => m.get("isCompleted").cloned(),
+            _ => None,
+        },
+        _ => None,
+    };
+    assert_eq!(completed(&e[0]), Some(AttributeValue::Bool(false)));
+    assert_eq!(completed(&e[2]), Some(AttributeValue::Bool(true)));
+    // A later change shows the pre-stream stage too.
+    env.writer
+        .update_application("orph", &[("notes", s("called"))], &t.next())
+        .await
+        .unwrap();
+    settle(&env, at).await;
+    let e = entries(&env, "orph").await;
+    assert_eq!(e.len(), 5);
+    assert_eq!(stage_names(&e[4]), ["Screen", "Onsite"]);
+    assert_clean(&env).await;
+}
+
+/// Issue 17 defect 11, case 2: an application that existed before the
+/// stream (with stages, one of them removed before the delete), deleted and
+/// re-created under the same id before the consumer saw either change. The
+/// new incarnation starts over: "Created" with none of the old stages, which
+/// the delete's cascade removes; a reused stage id with new content stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
+    let env = env().await;
+    let mut t = Clock::new();
+    env.writer
+        .create_application("rc", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    for (id, name, order) in [
+        ("old", "Old screen", 1),
+        ("same", "Phone", 2),
+        ("rm", "Gone", 3),
+    ] {
+        env.writer.add_stage("rc", id, name, order).await.unwrap();
+    }
+    let deployed = raw_records(&env).await.len();
+    env.writer.remove_stage("rc", "rm").await.unwrap();
+    env.writer.delete_application("rc").await.unwrap();
+    env.writer
+        .create_application("rc", "Globex", "Manager", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("rc", "new", "New screen", 1)
+        .await
+        .unwrap();
+    env.writer
+        .add_stage("rc", "same", "Onsite", 2)
+        .await
+        .unwrap();
+    settle(&env, deployed).await;
+    assert_eq!(
+        descriptions(&env, "rc").await,
+        [
+            "Created application Globex - Manager",
+            "Added interview stage \"New screen\"",
+            "Added interview stage \"Onsite\""
+        ]
+    );
+    let e = entries(&env, "rc").await;
+    assert!(stage_names(&e[0]).is_empty(), "{:?}", stage_names(&e[0]));
+    assert_eq!(stage_names(&e[2]), ["New screen", "Onsite"]);
+    let sks: Vec<String> = partition(&env, &keys::app_pk("rc"))
+        .await
+        .iter()
+        .map(|i| i.s(keys::SK).unwrap().to_string())
+        .filter(|sk| sk.starts_with("STAGE#"))
+        .collect();
+    assert_eq!(sks, ["STAGE#new", "STAGE#same"]);
+    assert_eq!(backfill(&env).await, 0);
+    assert_clean(&env).await;
+}
+
+/// Case 1 across batches: the creation is delivered alone, its read of the
+/// partition sees a stage that predates the stream (no record of it ever
+/// comes) and one added after the creation (its record comes in the next
+/// batch). The first joins every entry once a record after the read shows
+/// it unchanged; the second is the change it is, never part of "Created".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_delivered_alone_settles_what_its_read_saw_in_later_batches() {
+    let env = env().await;
+    let mut t = Clock::new();
+    env.writer.add_stage("cb", "p", "Prep", 0).await.unwrap();
+    let deployed = raw_records(&env).await.len();
+    env.writer
+        .create_application("cb", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer.add_stage("cb", "late", "Late", 5).await.unwrap();
+    // The first batch holds the creation only.
+    let records = raw_records(&env).await;
+    let event: Event = serde_json::from_value(
+        serde_json::json!({ "Records": records[deployed..deployed + 1].to_vec() }),
+    )
+    .expect("a Lambda event");
+    let resp = shared::lambda::stream_handler(
+        &*env.rt.stream_processor("history"),
+        LambdaEvent::new(event, Context::default()),
+    )
+    .await
+    .unwrap();
+    assert!(resp.batch_item_failures.is_empty());
+    settle(&env, deployed + 1).await;
+    assert_eq!(
+        descriptions(&env, "cb").await,
+        [
+            "Created application Acme - Engineer",
+            "Added interview stage \"Late\""
+        ]
+    );
+    let e = entries(&env, "cb").await;
+    assert_eq!(stage_names(&e[0]), ["Prep"]);
+    assert_eq!(stage_names(&e[1]), ["Prep", "Late"]);
+    assert_clean(&env).await;
+}

@@ -30,6 +30,15 @@
 //! position (rewritten, guarded by the entry's id, if a change raced the
 //! read). Records after it fold as usual.
 //!
+//! **First seen creating or deleting its root.** No adoption: the state is
+//! the partition as read, rolled back by the batch's records from the
+//! change on (the first record of an item holds its value there). On a
+//! creation, items the read saw that no record of the batch placed are kept
+//! as candidate parts ([`CANDIDATE`]), outside the rules' view, until their
+//! own record settles them or a record after the read (the root showing the
+//! sequence mirror) confirms them; a confirmed part joins the state and the
+//! entries since the creation.
+//!
 //! So the entries are numbered without gap or duplicate, and their snapshots
 //! are the exact fold of every change before them, however far the processor
 //! lags behind the writers.
@@ -173,6 +182,19 @@ pub trait FoldRules: Send + Sync {
         token: &str,
     ) -> Adoption;
 
+    /// The state of an aggregate's items as they are (its root and children
+    /// that are valid; `seq` the highest entry there), read when a change
+    /// of an aggregate without state creates or deletes its root.
+    fn table_state(&self, partition: &[Item]) -> FoldState;
+
+    /// Key of the aggregate's entry number `seq`.
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item;
+
+    /// Entry `entry` (as written) with part `part` of its snapshot set to
+    /// `value` (absent: `None`); `None` when it already shows that or has no
+    /// snapshot to correct.
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item>;
+
     /// The adoption entry `entry` (as written) at its own stream position,
     /// where the state is `state`.
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated;
@@ -244,6 +266,10 @@ struct Loaded {
     entries: Vec<Item>,
     /// The adoption entry rewritten at its position, not committed.
     rewrite: Option<Item>,
+    /// Candidates pending (parts named `?<name>`, see [`CANDIDATE`]): the
+    /// first entry that must show those that prove to predate the creation.
+    unconfirmed: Option<u64>,
+
     first_pending: Option<usize>,
     dirty: bool,
     /// The mirror value seen on the root's latest image in this batch
@@ -305,6 +331,11 @@ struct Tx {
 }
 
 const MAX_ACTIONS: usize = 100;
+
+/// Prefix of a candidate part's name: an item read from the table when an
+/// aggregate's creation was first seen, not known yet to predate it. Rules
+/// never read such parts (their names are not the rules' names).
+pub const CANDIDATE: &str = "?";
 const MAX_TX_BYTES: usize = 3_500_000;
 
 pub struct FoldProcessor<R> {
@@ -484,6 +515,7 @@ impl<R: FoldRules> FoldProcessor<R> {
                 if let (Some(seq), Some(id)) = (adopt_seq, adopt_id) {
                     loaded.adopt = Some((seq as u64, id.to_string()));
                 }
+                loaded.unconfirmed = item.opt_i64("ucFrom").map_err(bad)?.map(|f| f as u64);
             } else if let Some(AttributeValue::M(data)) = item.get("data") {
                 parts.push((sk, data.clone()));
             }
@@ -518,6 +550,9 @@ impl<R: FoldRules> FoldProcessor<R> {
         if let Some((seq, id)) = &l.adopt {
             head.insert("adopt".into(), n(seq));
             head.insert("adoptId".into(), s(id));
+        }
+        if let Some(from) = l.unconfirmed {
+            head.insert("ucFrom".into(), n(from));
         }
         let cond = if l.version == 0 {
             ("attribute_not_exists(pk)".to_string(), vec![], vec![])
@@ -734,6 +769,205 @@ impl<R: FoldRules> FoldProcessor<R> {
         first.map_or(Ok(()), Err)
     }
 
+    /// The state of `agg`'s items just before `rest[0]`: the partition as
+    /// it is (strongly consistent Query), rolled back by the batch's records
+    /// from `rest[0]` on. Read only for an aggregate without state.
+    async fn state_before(
+        &self,
+        agg: &str,
+        rest: &[&Change],
+    ) -> Result<(FoldState, std::collections::BTreeSet<String>), ProcessError> {
+        let (pk_name, pk) = self.rules.partition(agg);
+        let items = self
+            .store
+            .query_partition(&self.config.table, pk_name, &pk, None)
+            .await?;
+        let mut state = self.rules.table_state(&items);
+        let touched = self.roll_back(&mut state, rest);
+        Ok((state, touched))
+    }
+
+    /// Rolls `state` (items as read, maybe after some of `rest`) back to the
+    /// position of `rest[0]`: the first of these records of each item holds
+    /// the item as it was there (its old image; none for an INSERT).
+    /// Returns the names of the parts these records touch.
+    fn roll_back(
+        &self,
+        state: &mut FoldState,
+        rest: &[&Change],
+    ) -> std::collections::BTreeSet<String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut touched = std::collections::BTreeSet::new();
+        for change in rest {
+            if !seen.insert(crate::item::display_key(&change.keys)) {
+                continue;
+            }
+            let gone = Change {
+                kind: crate::change::ChangeKind::Remove,
+                old: None,
+                new: None,
+                ..(*change).clone()
+            };
+            // Errors: not a part of the state (e.g. an entry) or bad input,
+            // which the fold reports when it reaches the record itself.
+            let held: Vec<String> = state.parts.keys().cloned().collect();
+            let _ = self.rules.absorb(state, &gone);
+            touched.extend(held.into_iter().filter(|p| !state.parts.contains_key(p)));
+            let before: std::collections::BTreeSet<String> = state.parts.keys().cloned().collect();
+            if let Some(old) = &change.old {
+                let back = Change {
+                    kind: crate::change::ChangeKind::Modify,
+                    old: None,
+                    new: Some(old.clone()),
+                    ..(*change).clone()
+                };
+                let _ = self.rules.absorb(state, &back);
+                touched.extend(state.parts.keys().filter(|p| !before.contains(*p)).cloned());
+            }
+        }
+        touched
+    }
+
+    /// Settles the candidates of `agg` (items read from the table when its
+    /// root's creation was first seen, that no record of that batch
+    /// placed: they predate the creation, or a change that raced the read
+    /// wrote them). A record of a candidate decides it: its old image is the
+    /// item at the creation (none: it did not exist). A `fence` record,
+    /// after the read (the root showing the sequence mirror the commit wrote
+    /// after it, or the root's deletion), confirms every candidate left as
+    /// read. A confirmed one joins the state and every entry since the
+    /// creation (`correct`: rewritten guarded by their id).
+    #[allow(clippy::too_many_arguments)]
+    async fn confirm(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        correct: bool,
+        fence: bool,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        let Some(from) = l.unconfirmed else {
+            return Ok(());
+        };
+        let candidates: BTreeMap<String, Item> = l
+            .state
+            .parts
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(CANDIDATE)?.to_string(), v.clone())))
+            .collect();
+        let mut settled = Vec::new();
+        let mut add = Vec::new();
+        if fence {
+            for (name, v) in candidates {
+                settled.push(name.clone());
+                add.push((name, v));
+            }
+        } else {
+            let mut probe = FoldState {
+                parts: candidates,
+                ..FoldState::default()
+            };
+            for name in self.roll_back(&mut probe, &[change]) {
+                if let Some(v) = probe.parts.get(&name) {
+                    add.push((name.clone(), v.clone()));
+                }
+                settled.push(name);
+            }
+        }
+        if settled.is_empty() {
+            return Ok(());
+        }
+        for name in &settled {
+            l.state.parts.remove(&format!("{CANDIDATE}{name}"));
+        }
+        if !l.state.parts.keys().any(|k| k.starts_with(CANDIDATE)) {
+            l.unconfirmed = None;
+        }
+        for (name, v) in &add {
+            l.state.parts.insert(name.clone(), v.clone());
+        }
+        l.dirty = true;
+        l.first_pending.get_or_insert(index);
+        if !tx.aggregates.iter().any(|a| a == agg) {
+            tx.aggregates.push(agg.to_string());
+        }
+        if !correct || add.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(processor = self.name, aggregate = %agg, parts = add.len(), "items that predate the creation: its entries show them");
+        let fix = |e: &Item| {
+            let mut out: Option<Item> = None;
+            for (name, v) in &add {
+                if let Some(f) = self
+                    .rules
+                    .correct_entry(out.as_ref().unwrap_or(e), name, Some(v))
+                {
+                    out = Some(f);
+                }
+            }
+            out
+        };
+        let keys = self.rules.key_names();
+        let same = |a: &Item, b: &Item| keys.iter().all(|k| a.get(*k) == b.get(*k));
+        let wanted: Vec<Item> = (from..=l.state.seq)
+            .map(|seq| self.rules.entry_key(agg, seq))
+            .collect();
+        let mut missing = Vec::new();
+        for key in &wanted {
+            match l.entries.iter_mut().find(|e| same(e, key)) {
+                Some(e) => {
+                    if let Some(fixed) = fix(e) {
+                        *e = fixed;
+                    }
+                }
+                None => missing.push(key),
+            }
+        }
+        let mut committed = Vec::new();
+        if !missing.is_empty() {
+            // One strongly consistent Query of the partition (the fold's
+            // grant has no GetItem on the table).
+            let (pk_name, pk) = self.rules.partition(agg);
+            let items = self
+                .store
+                .query_partition(&self.config.table, pk_name, &pk, None)
+                .await
+                .map_err(|e| BatchFailure {
+                    index,
+                    error: e.into(),
+                })?;
+            for item in items.iter().filter(|i| missing.iter().any(|k| same(i, k))) {
+                if let Some(fixed) = fix(item) {
+                    let id = fixed.get("id").cloned().unwrap_or_else(|| s(""));
+                    committed.push(put_action(
+                        &self.config.table,
+                        fixed,
+                        Some(("#id = :id".into(), vec![("#id", "id")], vec![(":id", id)])),
+                    ));
+                }
+            }
+        }
+        // Committed entries: rewritten now (the same content on a retry,
+        // as the HEAD still names the candidates until the commit).
+        for chunk in committed.chunks(25) {
+            match self.store.transact(chunk.to_vec()).await {
+                Ok(()) | Err(TxError::ConditionsFailed { .. }) => {}
+                Err(TxError::Store(e)) => {
+                    return Err(BatchFailure {
+                        index,
+                        error: e.into(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Adopts `agg` (no HEAD, first change not its root's creation).
     async fn adopt_now(&self, agg: &str) -> Result<Loaded, ProcessError> {
         let (pk_name, pk) = self.rules.partition(agg);
@@ -765,11 +999,14 @@ impl<R: FoldRules> FoldProcessor<R> {
     }
 
     /// Folds one change of `agg` into its state (and the transaction).
+    /// `rest`: the batch's records of `agg` from this one on, in order.
+    #[allow(clippy::too_many_arguments)]
     async fn step(
         &self,
         agg: &str,
         index: usize,
         change: &Change,
+        rest: &[&Change],
         metrics: &mut BatchMetrics,
         states: &mut HashMap<String, Loaded>,
         tx: &mut Tx,
@@ -807,7 +1044,41 @@ impl<R: FoldRules> FoldProcessor<R> {
                 .reach_adoption(agg, index, change, record, states, tx)
                 .await;
         }
-        if l.version == 0 && !l.dirty && !self.rules.starts_aggregate(change) {
+        let starts = self.rules.starts_aggregate(change);
+        let removes = self.rules.removes_root(change);
+        if l.version == 0 && !l.dirty && (starts || removes) {
+            // First seen creating or deleting its root: the state is the
+            // items the table held just before this change (children that
+            // predate the stream; the incarnation a deletion removes).
+            let (mut state, touched) = self.state_before(agg, rest).await.map_err(at)?;
+            if starts {
+                // A creation starts the history afresh; parts read that no
+                // record of this batch placed are confirmed later.
+                state.seq = 0;
+                let pending: Vec<String> = state
+                    .parts
+                    .keys()
+                    .filter(|p| !touched.contains(*p))
+                    .cloned()
+                    .collect();
+                for name in &pending {
+                    if let Some(v) = state.parts.remove(name) {
+                        state.parts.insert(format!("{CANDIDATE}{name}"), v);
+                    }
+                }
+                if !pending.is_empty() {
+                    l.unconfirmed = Some(1);
+                    // The parts read are written now under the HEAD's epoch
+                    // (they count once the HEAD commits), so the commit
+                    // stays small however many there are.
+                    self.put_parts(agg, &l.epoch, &state.parts)
+                        .await
+                        .map_err(at)?;
+                    l.persisted_parts = state.parts.clone();
+                }
+            }
+            l.state = state;
+        } else if l.version == 0 && !l.dirty {
             let mut adopted = self.adopt_now(agg).await.map_err(at)?;
             adopted.touched = l.touched;
             adopted.mirror_seen = l.mirror_seen;
@@ -817,6 +1088,37 @@ impl<R: FoldRules> FoldProcessor<R> {
                 tx.aggregates.push(agg.to_string());
             }
             *l = adopted;
+        }
+        if l.unconfirmed.is_some() {
+            let fence = removes
+                || (is_root
+                    && matches!(root_mirror, Some(Some(h)) if l.unconfirmed.is_some_and(|f| h >= f as i64)));
+            self.confirm(agg, index, change, fence && !removes, fence, states, tx)
+                .await?;
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        if l.adopt.is_some() && removes {
+            // The adopted incarnation is deleted before the adoption's
+            // position (a re-creation may follow): cascade it as it stood
+            // here, its adoption entry included; the history starts over.
+            let mut before = l.state.clone();
+            self.roll_back(&mut before, rest);
+            let cascade = self.rules.cascade(agg, &before);
+            self.flush(tx, states).await?;
+            let count = self.cascade(&cascade).await.map_err(at)?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete before the adoption's position");
+            let output = match self.rules.fold(agg, &mut before, change) {
+                Ok(o) => o,
+                Err(e) => {
+                    log_bad_input(self.name, &change.event_id, &e, metrics);
+                    return Ok(());
+                }
+            };
+            return self
+                .stage_commit(agg, index, change, before, output.entries, true, states, tx)
+                .await;
         }
         if l.adopt.is_some() {
             // Before the adoption's position: part of the adoption entry.
@@ -829,7 +1131,7 @@ impl<R: FoldRules> FoldProcessor<R> {
                 .stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
                 .await;
         }
-        if self.rules.removes_root(change) && !l.state.deleted {
+        if removes && !l.state.deleted {
             let cascade = self.rules.cascade(agg, &l.state);
             self.flush(tx, states).await?;
             let count = self.cascade(&cascade).await.map_err(at)?;
@@ -951,6 +1253,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             l.garbage.extend(stale);
             l.persisted_parts.clear();
             l.adopt = None;
+            l.unconfirmed = None;
         }
         l.state = next;
         l.entries.extend(entries);
@@ -993,9 +1296,18 @@ impl<R: FoldRules> FoldProcessor<R> {
         }
         let mut tx = Tx::default();
         for (g, (agg, indices)) in groups.iter().enumerate() {
-            for &index in indices {
+            let records: Vec<&Change> = indices.iter().map(|&i| &changes[i]).collect();
+            for (pos, &index) in indices.iter().enumerate() {
                 if let Err(failure) = self
-                    .step(agg, index, &changes[index], metrics, states, &mut tx)
+                    .step(
+                        agg,
+                        index,
+                        &changes[index],
+                        &records[pos..],
+                        metrics,
+                        states,
+                        &mut tx,
+                    )
                     .await
                 {
                     // The first record not committed: this one, anything
@@ -1146,6 +1458,15 @@ impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
     }
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
         (**self).restate(entry, state)
+    }
+    fn table_state(&self, partition: &[Item]) -> FoldState {
+        (**self).table_state(partition)
+    }
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item {
+        (**self).entry_key(aggregate, seq)
+    }
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item> {
+        (**self).correct_entry(entry, part, value)
     }
     fn partition(&self, aggregate: &str) -> (&'static str, String) {
         (**self).partition(aggregate)

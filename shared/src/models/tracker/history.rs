@@ -155,21 +155,9 @@ fn entry(
     (item, None)
 }
 
-/// Description of the adoption entry: the first entry of an application
-/// whose history jobstream did not see from its creation (see [`adoption`]).
-pub const IMPORTED: &str = "Imported";
-
-/// The adoption entry of `app_id` from the items of its partition as they
-/// are: entry `n + 1` after the `n` entries already there (1 for an
-/// application without history), description [`IMPORTED`], `createdAt` the
-/// adoption's time, snapshot the application and its stages. `None`
-/// without an application item: the state of the stages there instead.
-pub fn adoption(
-    app_id: &str,
-    partition: &[Item],
-    at: chrono::DateTime<chrono::Utc>,
-    token: &str,
-) -> Adoption {
+/// The state of the items of a partition as they are: the application and
+/// its stages that are valid, `seq` the highest entry there.
+pub fn table_state(partition: &[Item]) -> FoldState {
     let mut state = FoldState::default();
     for item in partition {
         let sk = item.s(keys::SK).unwrap_or_default();
@@ -189,6 +177,25 @@ pub fn adoption(
             _ => {}
         }
     }
+    state
+}
+
+/// Description of the adoption entry: the first entry of an application
+/// whose history jobstream did not see from its creation (see [`adoption`]).
+pub const IMPORTED: &str = "Imported";
+
+/// The adoption entry of `app_id` from the items of its partition as they
+/// are: entry `n + 1` after the `n` entries already there (1 for an
+/// application without history), description [`IMPORTED`], `createdAt` the
+/// adoption's time, snapshot the application and its stages. `None`
+/// without an application item: the state of the stages there instead.
+pub fn adoption(
+    app_id: &str,
+    partition: &[Item],
+    at: chrono::DateTime<chrono::Utc>,
+    token: &str,
+) -> Adoption {
+    let mut state = table_state(partition);
     if !state.parts.contains_key(APP_PART) {
         return Adoption::Rootless(state);
     }
@@ -225,6 +232,52 @@ impl FoldRules for TrackerHistory {
         token: &str,
     ) -> Adoption {
         adoption(app_id, partition, at, token)
+    }
+
+    fn table_state(&self, partition: &[Item]) -> FoldState {
+        table_state(partition)
+    }
+
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item {
+        [
+            (keys::PK.to_string(), s(keys::app_pk(aggregate))),
+            (keys::SK.to_string(), s(keys::hist_sk(seq))),
+        ]
+        .into()
+    }
+
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item> {
+        let Some(AttributeValue::M(snap)) = entry.get("snapshot") else {
+            // Omitted (over 400 KB): nothing to correct.
+            return None;
+        };
+        let mut state = FoldState::default();
+        let mut app = snap.clone();
+        if let Some(AttributeValue::L(stages)) = app.remove("interviewStages") {
+            for st in stages {
+                if let AttributeValue::M(st) = st {
+                    let id = st
+                        .opt_s("id")
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default()
+                        .to_string();
+                    state.parts.insert(keys::stage_sk(&id), st);
+                }
+            }
+        }
+        state.parts.insert(APP_PART.to_string(), app);
+        match value {
+            Some(v) => state.parts.insert(part.to_string(), v.clone()),
+            None => state.parts.remove(part),
+        };
+        let want = AttributeValue::M(snapshot(&state));
+        if entry.get("snapshot") == Some(&want) {
+            return None;
+        }
+        let mut fixed = entry.clone();
+        fixed.insert("snapshot".to_string(), want);
+        (item_size(&fixed) <= MAX_ITEM_BYTES).then_some(fixed)
     }
 
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
