@@ -123,6 +123,8 @@ pub struct CounterDef {
 pub struct Entity {
     pub name: &'static str,
     pub writer: bool,
+    /// Several sources may imply one item at once (`shared: true`).
+    pub shared: bool,
     pub key: Vec<KeyPart>,
     pub attrs: Vec<Attr>,
     pub checks: Vec<Check>,
@@ -469,6 +471,7 @@ impl Compiler<'_> {
         Entity {
             name: leak(name),
             writer,
+            shared: raw.shared,
             key,
             attrs,
             checks: vec![],

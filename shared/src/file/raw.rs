@@ -161,6 +161,11 @@ pub struct RawGsi {
 pub struct RawEntity {
     /// `writer` (default) or `processor`.
     pub owner: Option<Spanned<String>>,
+    /// A processor entity several source items may imply at once (e.g. a
+    /// lookup item while its source is re-keyed): it lives while any of
+    /// them implies it (an owner record in the ledger).
+    #[serde(default)]
+    pub shared: bool,
     /// Key attribute -> template (`"ORG#${orgId}"`, `"#METADATA"`).
     pub key: Spanned<Ordered<Spanned<Scalar>>>,
     #[serde(default)]

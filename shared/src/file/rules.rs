@@ -431,6 +431,17 @@ impl Rules for FileRules {
         Some(m.counter_of(entity, vec![(pkn, pk.to_string()), (skn, sk.to_string())]))
     }
 
+    /// Items of a processor entity declared `shared: true`.
+    fn shared(&self, derived_key: &Item) -> bool {
+        let m = self.0;
+        let [pkn, skn] = m.key_names();
+        let (Ok(pk), Ok(sk)) = (derived_key.s(pkn), derived_key.s(skn)) else {
+            return false;
+        };
+        m.classify(pk, sk)
+            .is_some_and(|(e, _)| !e.writer && e.shared)
+    }
+
     /// Items of a processor entity some writer entity derives: `verify`
     /// reports one no source implies.
     fn is_derived(&self, key: &Item) -> bool {
