@@ -395,7 +395,6 @@ async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: on merged main the history fold sends 3 write requests on a replay from TRIM_HORIZON in chunks of 3 (passes on the engine branch alone)"]
 async fn a_replay_sends_no_write_request_from_any_processor() {
     use jobstream::faults::Fault;
     let (ModelEnv { engine, mut rt }, proxy) = behind_proxy("tracker").await;

@@ -281,6 +281,11 @@ struct Loaded {
     /// replayed ones: the mirror is read before it is written, so a replay
     /// sends no write).
     advanced: bool,
+    /// The entry count when the batch first met the aggregate: unless the
+    /// batch adds entries, the mirror was written when they were folded (a
+    /// record not folded before, e.g. another writer's change that raced
+    /// the mirror's write, may show an older mirror than the item's).
+    base_seq: Option<u64>,
 }
 
 impl Loaded {
@@ -724,9 +729,10 @@ impl<R: FoldRules> FoldProcessor<R> {
             if l.mirror_seen == Some(Some(want)) {
                 continue;
             }
-            if !l.advanced {
-                // Only replayed records: the mirror was most likely written
-                // when they were first folded (unless that write was lost).
+            if !l.advanced || l.base_seq.is_some_and(|b| l.state.seq <= b) {
+                // Only replayed records, or no entry added by this batch:
+                // the mirror was most likely written when the entries were
+                // folded (unless that write was lost).
                 match self.store.get(&self.config.table, key.clone()).await {
                     Ok(root) => {
                         let lags = root.is_some_and(|r| {
@@ -1027,6 +1033,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             _ => (false, None),
         };
         let l = states.get_mut(agg).expect("loaded above");
+        l.base_seq.get_or_insert(l.state.seq);
         l.touched = Some(index);
         if l.current_last()
             .is_some_and(|last| change.sequence_number <= *last)
@@ -1083,6 +1090,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             adopted.touched = l.touched;
             adopted.mirror_seen = l.mirror_seen;
             adopted.advanced = l.advanced;
+            adopted.base_seq = l.base_seq;
             if adopted.dirty {
                 adopted.first_pending = Some(index);
                 tx.aggregates.push(agg.to_string());
