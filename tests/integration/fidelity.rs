@@ -782,3 +782,55 @@ async fn derive_and_the_fold_are_invoked_concurrently() {
     assert_eq!(descriptions(&env, "c1").await.len(), 1);
     assert_eq!(count(&env).await, Some(1));
 }
+
+/// Local filters see records as Lambda serialises them and drop what
+/// they exclude before the handler; a batch left empty is not invoked.
+#[tokio::test]
+async fn filters_see_records_as_lambda_serialises_them_and_drop_before_the_handler() {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    use aws_lambda_events::event::dynamodb::Event;
+    use aws_lambda_events::event::streams::DynamoDbEventResponse;
+    use jobstream::local::esm::Handler;
+    use jobstream::local::runtime::filtered;
+    use shared::models::filter::KeyRule;
+    use shared::models::EventFilter;
+    use std::sync::atomic::Ordering;
+    let text = include_str!("../fixtures/tracker-batch.json");
+    let event: Event = serde_json::from_str(text).unwrap();
+    let total = event.records.len();
+    let seen = Arc::new(AtomicU64::new(0));
+    let s2 = seen.clone();
+    let inner: Handler = Arc::new(move |e: Event| {
+        s2.fetch_add(e.records.len() as u64, Ordering::Relaxed);
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    });
+    let dropped = Arc::new(AtomicU64::new(0));
+    let only_stages = vec![EventFilter::key("SK", &[KeyRule::Prefix("STAGE#")])];
+    let h = filtered(only_stages, dropped.clone(), inner.clone());
+    h(event.clone()).await.unwrap();
+    let raw: serde_json::Value = serde_json::from_str(text).unwrap();
+    let stages = raw["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["dynamodb"]["Keys"]["SK"]["S"]
+                .as_str()
+                .is_some_and(|sk| sk.starts_with("STAGE#"))
+        })
+        .count() as u64;
+    assert!(stages > 0 && (stages as usize) < total);
+    assert_eq!(seen.load(Ordering::Relaxed), stages);
+    assert_eq!(dropped.load(Ordering::Relaxed), total as u64 - stages);
+    let none = vec![EventFilter::key("SK", &[KeyRule::Equals("nothing")])];
+    h(event.clone()).await.unwrap();
+    let before = seen.load(Ordering::Relaxed);
+    filtered(none, dropped, inner)(event).await.unwrap();
+    assert_eq!(
+        seen.load(Ordering::Relaxed),
+        before,
+        "an empty batch is not invoked"
+    );
+}
