@@ -46,6 +46,15 @@ fn invalid(name: &str, reason: impl Into<String>) -> AttrError {
 }
 
 impl FileModel {
+    /// The entity whose key templates an item's keys match, if any.
+    fn entity_of_key(&self, key: &Item) -> Option<&Entity> {
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (key.s(pkn), key.s(skn)) else {
+            return None;
+        };
+        self.classify(pk, sk).map(|(e, _)| e)
+    }
+
     fn key_display(&self, item: &Item) -> String {
         display_key(&key_of(item, &self.key_names()))
     }
@@ -433,24 +442,16 @@ impl Rules for FileRules {
 
     /// Items of a processor entity declared `shared: true`.
     fn shared(&self, derived_key: &Item) -> bool {
-        let m = self.0;
-        let [pkn, skn] = m.key_names();
-        let (Ok(pk), Ok(sk)) = (derived_key.s(pkn), derived_key.s(skn)) else {
-            return false;
-        };
-        m.classify(pk, sk)
-            .is_some_and(|(e, _)| !e.writer && e.shared)
+        self.0
+            .entity_of_key(derived_key)
+            .is_some_and(|e| !e.writer && e.shared)
     }
 
     /// Items of a processor entity some writer entity derives: `verify`
     /// reports one no source implies.
     fn is_derived(&self, key: &Item) -> bool {
         let m = self.0;
-        let [pkn, skn] = m.key_names();
-        let (Ok(pk), Ok(sk)) = (key.s(pkn), key.s(skn)) else {
-            return false;
-        };
-        m.classify(pk, sk).is_some_and(|(e, _)| {
+        m.entity_of_key(key).is_some_and(|e| {
             !e.writer
                 && m.entities
                     .iter()
