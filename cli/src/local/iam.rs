@@ -93,13 +93,7 @@ impl Recorder {
             Err(_) => false,
         };
         if let (true, true, Some(path)) = (new, to_file, std::env::var_os(RECORD_ENV)) {
-            use std::io::Write as _;
-            let written = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .and_then(|mut f| writeln!(f, "{line}"));
-            if let Err(e) = written {
+            if let Err(e) = append_line(std::path::Path::new(&path), &line) {
                 tracing::warn!(error = %e, "recording a checked call failed");
             }
         }
@@ -109,6 +103,20 @@ impl Recorder {
     pub fn calls(&self) -> BTreeSet<Call> {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
     }
+}
+
+/// Appends `line` and a newline to `path`, which several threads and
+/// processes (a test suite's runtimes, `jobstream run` children) append to
+/// at once: the whole line in one `write` on a file opened for appending
+/// (`writeln!` would write it in pieces, which another writer's pieces
+/// could cut).
+fn append_line(path: &std::path::Path, line: &Value) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(format!("{line}\n").as_bytes())
 }
 
 /// The process-wide recorder.
@@ -390,6 +398,42 @@ mod tests {
 
     fn needs(target: &str, body: Value) -> Vec<(String, Resource)> {
         required(&principal(), target, body.to_string().as_bytes()).unwrap()
+    }
+
+    /// CI found a line of the suite's record cut by another thread's:
+    /// every line appended concurrently must read back whole.
+    #[test]
+    fn lines_appended_concurrently_read_back_whole() {
+        let path = std::env::temp_dir().join(format!("iam-record-test-{}", std::process::id()));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..300 {
+                        let line = json!({
+                            "model": format!("model-{t}"),
+                            "processor": "processor-with-a-long-name",
+                            "action": format!("dynamodb:Action{i}"),
+                            "resource": "table/index",
+                            "allowed": true,
+                        });
+                        append_line(&path, &line).expect("appends");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("joins");
+        }
+        let text = std::fs::read_to_string(&path).expect("reads");
+        let _ = std::fs::remove_file(&path);
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 8 * 300);
+        for line in lines {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("a whole JSON line, not {line:?}: {e}"));
+            assert_eq!(v["resource"], "table/index", "{line}");
+        }
     }
 
     #[test]
