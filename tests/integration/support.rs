@@ -35,7 +35,8 @@ pub struct ModelEnv {
     pub rt: Runtime,
 }
 
-/// Engine + the runtime of `model`, options adjusted by `f`.
+/// Engine + the runtime of `model` (or of the model file `f` names),
+/// options adjusted by `f`.
 pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> ModelEnv {
     let engine = LocalEngine::start("127.0.0.1:0", None)
         .await
@@ -46,12 +47,14 @@ pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> Mode
         RecordReader::Embedded(engine.database().clone()),
     );
     opts.time_scale = TIME_SCALE;
-    let m = shared::models::find(model).expect("registered model");
-    if !m.consumers.is_empty() {
+    f(&mut opts);
+    // The model the options name (a model file when `f` gave one).
+    let source = shared::models::Source::new(model, opts.model_file.as_deref());
+    let m = shared::models::load(&source).expect("a model");
+    if !m.consumers.is_empty() && opts.sqs_endpoint.is_none() {
         opts.sqs_endpoint = Some(tokio::task::spawn_blocking(sqs).await.expect("local SQS"));
         opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     }
-    f(&mut opts);
     let rt = Runtime::start(opts).await.expect("runtime starts");
     ModelEnv { engine, rt }
 }

@@ -25,13 +25,17 @@ pub fn definitions() -> Value {
     json!({
         "defaultModel": models::DEFAULT_MODEL,
         "ledger": table::ledger(),
-        // The processors' Embedded Metric Format metrics the stack alarms on.
-        "metrics": {
-            "namespace": shared::metrics::NAMESPACE,
-            "dimension": shared::metrics::DIMENSION,
-            "badInput": names::BAD_INPUT,
-        },
+        "metrics": metrics(),
         "models": models
+    })
+}
+
+/// The processors' Embedded Metric Format metrics the stack alarms on.
+fn metrics() -> Value {
+    json!({
+        "namespace": shared::metrics::NAMESPACE,
+        "dimension": shared::metrics::DIMENSION,
+        "badInput": names::BAD_INPUT,
     })
 }
 
@@ -42,6 +46,7 @@ pub fn definitions_of(chosen: &[models::Model]) -> Value {
     json!({
         "defaultModel": chosen.first().map(|m| m.name),
         "ledger": table::ledger(),
+        "metrics": metrics(),
         "models": defs
     })
 }
@@ -49,6 +54,19 @@ pub fn definitions_of(chosen: &[models::Model]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `tables --model-file` feeds the same stack as `tables`: every key
+    /// the stack reads is there (the metrics were missing: `cdk synth -c
+    /// modelFile=...` failed on `metrics.namespace`).
+    #[test]
+    fn definitions_of_chosen_models_have_every_key_of_the_registrys() {
+        let all = definitions();
+        let some = definitions_of(&[models::find("hr").unwrap()]);
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&some), keys(&all));
+        assert_eq!(some["metrics"], all["metrics"]);
+        assert_eq!(some["ledger"], all["ledger"]);
+    }
 
     #[test]
     fn at_most_two_stream_consumers_per_model_and_every_queue_has_a_consumer() {
