@@ -254,6 +254,18 @@ async fn every_demo_runs_under_enforced_grants() {
     }
 }
 
+/// Every model the project ships: the registry's and the model files'.
+fn shipped_models() -> Vec<models::Model> {
+    models::registry()
+        .into_iter()
+        .chain(
+            shipped_model_files()
+                .iter()
+                .map(|f| shared::file::model(f).expect("a shipped model file loads")),
+        )
+        .collect()
+}
+
 /// What each kind of processor may do per resource, from the grants.
 fn granted_per_kind() -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
@@ -262,7 +274,7 @@ fn granted_per_kind() -> BTreeMap<(String, String), BTreeSet<String>> {
             .or_default()
             .extend(actions.iter().map(|a| a.to_string()));
     };
-    for m in models::registry() {
+    for m in shipped_models() {
         let defs = m
             .stream_defs()
             .into_iter()
@@ -292,12 +304,17 @@ fn the_grants_are_exactly_what_the_suite_uses() {
     let path = std::env::var(jobstream::local::iam::RECORD_ENV)
         .expect("JOBSTREAM_IAM_RECORD names the file the suite recorded its calls in");
     let text = std::fs::read_to_string(&path).expect("the suite recorded its calls");
+    let shipped = shipped_models();
     let mut used: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     let mut denied = Vec::new();
     for line in text.lines() {
         let c: Value = serde_json::from_str(line).expect("a JSON line");
-        let m = models::find(c["model"].as_str().unwrap()).expect("a registered model");
-        let kind = kind_of(&m, c["processor"].as_str().unwrap());
+        let name = c["model"].as_str().unwrap();
+        let m = shipped
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("{name}: not a model the project ships"));
+        let kind = kind_of(m, c["processor"].as_str().unwrap());
         let resource = c["resource"].as_str().unwrap();
         let resource = if resource.starts_with("queue ") {
             "queue"

@@ -19,10 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, PutRequest, TransactWriteItem,
-    WriteRequest,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
 use super::rules::OutMessage;
@@ -304,9 +301,10 @@ pub struct Applied {
     pub updates: usize,
     /// Writes dropped because a guard failed (a newer fact won).
     pub superseded: usize,
-    /// Write capacity units as AWS bills the committed writes: 1 per KB
-    /// per BatchWriteItem request, 2 per KB per action of a transaction
-    /// (condition checks included, counted as 1 KB).
+    /// Write capacity units as AWS bills the committed writes: 2 per KB
+    /// per action of a transaction (condition checks included, counted as
+    /// 1 KB). Every write of a set job is a transaction action: each is
+    /// guarded by the facts it was computed from (SPEC §7).
     pub write_units: u64,
     /// TransactWriteItems actions committed (writes and condition checks).
     pub actions: usize,
@@ -423,40 +421,11 @@ pub async fn apply_with(
         });
     }
     let mut applied = Applied::default();
-    let (free, guarded): (Vec<Op>, Vec<Op>) = ops.into_iter().partition(|o| o.guards.is_empty());
-    if !free.is_empty() {
-        let reqs = free
-            .iter()
-            .map(|o| match &o.write {
-                Write::Put(item) => WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(item.clone()))
-                            .build()
-                            .expect("item is set"),
-                    )
-                    .build(),
-                Write::Delete | Write::Update(_) => WriteRequest::builder()
-                    .delete_request(
-                        DeleteRequest::builder()
-                            .set_key(Some(o.key.clone()))
-                            .build()
-                            .expect("key is set"),
-                    )
-                    .build(),
-            })
-            .collect();
-        store.batch_write(table, reqs).await?;
-        for o in &free {
-            applied.count(&o.write);
-            applied.write_units += write_units(o.size);
-        }
-    }
     // Transaction chunks, packed up front and written concurrently: every
     // op is in exactly one chunk, and a chunk whose guards fail drops only
     // the ops that own them (see `write_chunk`).
     let mut chunks = Vec::new();
-    let mut pending = guarded;
+    let mut pending = ops;
     while !pending.is_empty() {
         let mut packed = pack(pending, table, ledger_table, key_names);
         pending = std::mem::take(&mut packed.rest);

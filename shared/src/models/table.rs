@@ -172,7 +172,6 @@ pub mod grants {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
-        "dynamodb:BatchWriteItem",
         "dynamodb:ConditionCheckItem",
     ];
     /// Queue consumers query the model's indexes.
