@@ -523,3 +523,40 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
         );
     }
 }
+
+/// A batch whose first item only needs its projection (an HR application)
+/// and whose second changes the ledger (a closed job posting: its lookup
+/// item): the projection write fails (5xx) and so does the ledger commit
+/// (throttled). The batch must resume at the application, whose write
+/// failed first, not at the job whose commit failed: a resume past it
+/// leaves the application out of its GSI1 once the stream is drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projection_that_failed_before_a_failed_commit_is_written_by_the_retry() {
+    use jobstream::faults::Fault;
+    use shared::models::hr::entities::build;
+    let (ModelEnv { engine, mut rt }, proxy) = behind_proxy("hr").await;
+    let id = |n: u64| build::ulid(1_767_600_000_000 + n * 86_400_000, u128::from(n) + 7);
+    let (org, dept, job, emp) = (id(1), id(2), id(3), id(4));
+    for item in [
+        build::app(&job, &id(5), &id(6), &emp, "applied"),
+        build::job(&org, &job, &id(7), &dept, "Engineer", "closed"),
+    ] {
+        rt.dynamodb
+            .put_item()
+            .table_name(&rt.config.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("put");
+    }
+    // The application's projection is the only UpdateItem, the job's
+    // ledger commit the only transaction.
+    proxy.inject(Fault::server_error("UpdateItem", 1));
+    proxy.inject(Fault::throttle("TransactWriteItems", 1));
+    rt.drain().await.expect("drain");
+    assert_eq!(proxy.injected(), 2, "both writes failed once");
+    assert!(rt.failed_batches().is_empty(), "{:?}", rt.failed_batches());
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+    engine.stop().await;
+}

@@ -520,11 +520,12 @@ impl Deriver {
                     None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
                 }
             }
-            match self.commit(plans, counters).await {
+            let committed = match self.commit(plans, counters).await {
                 Ok((table, ledger)) => {
                     out.table_writes += table;
                     out.ledger_writes += ledger;
                     out.unchanged += unchanged;
+                    Ok(())
                 }
                 Err(Retry::Conflict(pos)) if attempt < ATTEMPTS => {
                     tracing::debug!(
@@ -533,23 +534,31 @@ impl Deriver {
                     );
                     continue;
                 }
-                Err(Retry::Conflict(pos)) => {
-                    return Err((
-                        pos,
-                        ProcessError::Conflict("ledger records keep changing".into()),
-                    ))
+                Err(Retry::Conflict(pos)) => Err((
+                    pos,
+                    ProcessError::Conflict("ledger records keep changing".into()),
+                )),
+                Err(Retry::Failed(pos, e)) => Err((pos, e)),
+            };
+            let projected = proj.map(|(w, notes)| {
+                out.table_writes += w;
+                out.notes.extend(notes);
+            });
+            // The group fails at its first item whose write failed, whichever
+            // write it was: a projection that failed before a source whose
+            // commit failed is retried too, not checkpointed past.
+            return match (committed, projected) {
+                (Ok(()), Ok(())) => {
+                    out.bad.extend(bad);
+                    Ok(())
                 }
-                Err(Retry::Failed(pos, e)) => return Err((pos, e)),
-            }
-            out.bad.extend(bad);
-            match proj {
-                Ok((w, notes)) => {
-                    out.table_writes += w;
-                    out.notes.extend(notes);
+                (Err(a), Err(b)) => Err(if b.0 < a.0 { b } else { a }),
+                (Err(f), Ok(())) => Err(f),
+                (Ok(()), Err(f)) => {
+                    out.bad.extend(bad);
+                    Err(f)
                 }
-                Err((pos, e)) => return Err((pos, e)),
-            }
-            return Ok(());
+            };
         }
     }
 
