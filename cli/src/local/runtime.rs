@@ -73,6 +73,13 @@ pub struct RuntimeOptions {
     /// `max_concurrency` from its definition (what the stack deploys as the
     /// mapping's maximum concurrency).
     pub queue_concurrency: Option<u32>,
+    /// For comparing two models on one scenario, never for proving a model
+    /// right: [`Runtime::drain`] runs the stream mappings until they are
+    /// quiet with the queue pollers stopped, then the queues until they are
+    /// empty, and again until both are quiet, so two runs interleave alike
+    /// and their write counts can be compared exactly. (Lambda runs them
+    /// concurrently, as `drain` does by default.)
+    pub drain_in_phases: bool,
 }
 
 impl RuntimeOptions {
@@ -94,6 +101,7 @@ impl RuntimeOptions {
             max_attempts: 5,
             backoff: Backoff::default(),
             queue_concurrency: None,
+            drain_in_phases: false,
         }
     }
 }
@@ -176,6 +184,8 @@ pub struct Runtime {
     /// On stop, how long batches in flight may take to finish before they
     /// are abandoned without a checkpoint.
     pub shutdown_grace: Duration,
+    /// [`RuntimeOptions::drain_in_phases`].
+    pub drain_in_phases: bool,
 }
 
 impl Runtime {
@@ -324,6 +334,7 @@ impl Runtime {
             session,
             emit_metrics: false,
             shutdown_grace: Duration::from_secs(10),
+            drain_in_phases: opts.drain_in_phases,
         })
     }
 
@@ -362,11 +373,51 @@ impl Runtime {
     /// polls the stream and watches the queues' depth; the pollers stop
     /// before it returns.
     pub async fn drain_within(&mut self, limit: Duration) -> anyhow::Result<usize> {
+        if self.drain_in_phases {
+            return self.drain_in_phases_within(limit).await;
+        }
         let pollers = self.start_queue_pollers(Polling::Short);
         let deleted_before = self.messages_deleted();
-        let streamed = self.drain_streams_and_watch_queues(limit).await;
+        let streamed = self.drain_streams_and_watch_queues(limit, true).await;
         pollers.stop().await;
         Ok(streamed? + (self.messages_deleted() - deleted_before))
+    }
+
+    /// [`RuntimeOptions::drain_in_phases`]: the streams until quiet (no
+    /// queue polled), then the queues until empty, until neither has work.
+    async fn drain_in_phases_within(&mut self, limit: Duration) -> anyhow::Result<usize> {
+        let started = Instant::now();
+        let mut total = 0;
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            let streamed = self.drain_streams_and_watch_queues(left, false).await?;
+            let deleted_before = self.messages_deleted();
+            let pollers = self.start_queue_pollers(Polling::Short);
+            let emptied = self.wait_for_empty_queues(started, limit).await;
+            pollers.stop().await;
+            emptied?;
+            let jobs = self.messages_deleted() - deleted_before;
+            total += streamed + jobs;
+            if streamed == 0 && jobs == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Until every queue has no message visible or in flight.
+    async fn wait_for_empty_queues(&self, started: Instant, limit: Duration) -> anyhow::Result<()> {
+        loop {
+            let mut active = false;
+            for q in &self.queues {
+                let (visible, in_flight) = q.depth().await?;
+                active |= visible > 0 || in_flight > 0;
+            }
+            if !active {
+                return Ok(());
+            }
+            anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Messages the queue mappings have completed (invocations are counted
@@ -379,7 +430,11 @@ impl Runtime {
             .sum()
     }
 
-    async fn drain_streams_and_watch_queues(&mut self, limit: Duration) -> anyhow::Result<usize> {
+    async fn drain_streams_and_watch_queues(
+        &mut self,
+        limit: Duration,
+        watch_queues: bool,
+    ) -> anyhow::Result<usize> {
         let started = Instant::now();
         let mut total = 0;
         let mut quiet = 0;
@@ -405,13 +460,13 @@ impl Runtime {
             // Empty (nothing visible, nothing in flight) means every handler
             // that ran has finished: its writes precede its deletes, so the
             // next round's stream poll sees them.
-            for q in &self.queues {
+            for q in self.queues.iter().filter(|_| watch_queues) {
                 let (visible, in_flight) = q.depth().await?;
                 active |= visible > 0 || in_flight > 0;
             }
             if active {
                 quiet = 0;
-                if !self.queues.is_empty() {
+                if watch_queues && !self.queues.is_empty() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             } else if wait.is_none() {
