@@ -466,8 +466,7 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
             },
             proxy,
         ) = behind_proxy_with(model, |o| {
-            o.mapping.max_retries = 50;
-            o.mapping.retry_delay = std::time::Duration::from_millis(10);
+            o.time_scale = crate::support::TIME_SCALE;
         })
         .await;
         let ops = [

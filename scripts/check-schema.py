@@ -1,0 +1,42 @@
+"""Validates every shipped model file against the published JSON Schema
+(models/jobstream-model.schema.json, what editors validate with), and checks
+that the schema is not vacuous: a misspelt block, a wrong type and a missing
+version key are each rejected. Run by ./scripts/test."""
+
+import copy
+import glob
+import json
+import sys
+
+import jsonschema
+import yaml
+
+SCHEMA = "models/jobstream-model.schema.json"
+
+schema = json.load(open(SCHEMA))
+cls = jsonschema.validators.validator_for(schema)
+cls.check_schema(schema)
+validator = cls(schema)
+
+failed = False
+files = sorted(f for f in glob.glob("models/*.yaml") if not f.endswith(".scenario.yaml"))
+for path in files:
+    doc = yaml.safe_load(open(path))
+    errors = list(validator.iter_errors(doc))
+    for e in errors:
+        print(f"{path}: {'/'.join(map(str, e.absolute_path))}: {e.message}")
+    failed |= bool(errors)
+    # The schema must reject what the loader rejects.
+    mutants = {
+        "a misspelt block": lambda d: d.update({"entitys": d.pop("entities")}),
+        "a wrong type": lambda d: d.update({"jobstream": "one"}),
+        "no version key": lambda d: d.pop("jobstream"),
+    }
+    for what, mutate in mutants.items():
+        bad = copy.deepcopy(doc)
+        mutate(bad)
+        if validator.is_valid(bad):
+            print(f"{path}: the schema accepts {what}")
+            failed = True
+print(f"{len(files)} model files checked against {SCHEMA}")
+sys.exit(1 if failed else 0)
