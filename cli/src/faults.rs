@@ -30,6 +30,13 @@ pub struct Fault {
     /// `error_type` (`SenderFault: false`) instead of an error; the request
     /// does not reach the server.
     pub fail_entries: bool,
+    /// Forward the request first and fail only its answer: the request
+    /// took effect, the client is told it failed (a response lost after a
+    /// commit).
+    pub after_effect: bool,
+    /// Close the connection instead of answering (a reset); with
+    /// `after_effect`, after the request took effect.
+    pub reset: bool,
 }
 
 impl Fault {
@@ -41,6 +48,8 @@ impl Fault {
             status: 400,
             error_type: "ProvisionedThroughputExceededException".into(),
             fail_entries: false,
+            after_effect: false,
+            reset: false,
         }
     }
 
@@ -55,6 +64,24 @@ impl Fault {
             status: 200,
             error_type: "InternalError".into(),
             fail_entries: true,
+            after_effect: false,
+            reset: false,
+        }
+    }
+
+    /// The request takes effect and then its answer fails (see
+    /// [`Fault::after_effect`]).
+    pub fn after_effect(mut self) -> Self {
+        self.after_effect = true;
+        self
+    }
+
+    /// A connection reset instead of an answer, before the request reaches
+    /// the server (`.after_effect()`: after it took effect).
+    pub fn reset(operation: &str, times: u32) -> Self {
+        Self {
+            reset: true,
+            ..Self::server_error(operation, times)
         }
     }
 
@@ -72,6 +99,8 @@ impl Fault {
             status: 500,
             error_type: "InternalServerError".into(),
             fail_entries: false,
+            after_effect: false,
+            reset: false,
         }
     }
 }
@@ -80,6 +109,7 @@ impl Fault {
 struct State {
     faults: Vec<Fault>,
     injected: u64,
+    after_effect: u64,
 }
 
 /// A running proxy.
@@ -119,6 +149,20 @@ impl FaultProxy {
         if let Ok(mut s) = self.state.lock() {
             s.faults.push(fault);
         }
+    }
+
+    /// Drops the faults not injected yet (the faults of one operation are
+    /// injected one after the other, in the order added).
+    pub fn clear(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.faults.clear();
+        }
+    }
+
+    /// Of [`Self::injected`], the requests that took effect before their
+    /// answer was lost.
+    pub fn injected_after_effect(&self) -> u64 {
+        self.state.lock().map(|s| s.after_effect).unwrap_or(0)
     }
 
     /// Number of responses the proxy has faked so far.
@@ -195,8 +239,9 @@ async fn serve(
                     f.times -= 1;
                     Some(f.clone())
                 });
-            if hit.is_some() {
+            if let Some(f) = &hit {
                 s.injected += 1;
+                s.after_effect += u64::from(f.after_effect);
             }
             hit
         };
@@ -209,6 +254,15 @@ async fn serve(
             );
             client.write_all(resp.as_bytes()).await?;
             continue;
+        }
+        if let Some(f) = fault.as_ref().filter(|f| f.after_effect) {
+            // The request reaches the server; its answer is lost.
+            forward(&mut upstream_conn, upstream, &mut ubuf, &request).await?;
+            if f.reset {
+                return Ok(());
+            }
+        } else if fault.as_ref().is_some_and(|f| f.reset) {
+            return Ok(());
         }
         if let Some(f) = fault {
             let body = format!(
@@ -224,22 +278,34 @@ async fn serve(
             client.write_all(resp.as_bytes()).await?;
             continue;
         }
-        if upstream_conn.is_none() {
-            upstream_conn = Some(
-                TcpStream::connect(upstream)
-                    .await
-                    .context("connecting upstream")?,
-            );
-            ubuf.clear();
-        }
-        let up = upstream_conn.as_mut().expect("connected above");
-        up.write_all(&request).await?;
-        match read_message(up, &mut ubuf).await? {
-            Some((_, response)) => client.write_all(&response).await?,
-            None => anyhow::bail!("upstream closed"),
-        }
+        let response = forward(&mut upstream_conn, upstream, &mut ubuf, &request).await?;
+        client.write_all(&response).await?;
     }
     Ok(())
+}
+
+/// Sends `request` upstream (connecting on first use) and returns the
+/// whole response.
+async fn forward(
+    conn: &mut Option<TcpStream>,
+    upstream: SocketAddr,
+    buf: &mut Vec<u8>,
+    request: &[u8],
+) -> anyhow::Result<Vec<u8>> {
+    if conn.is_none() {
+        *conn = Some(
+            TcpStream::connect(upstream)
+                .await
+                .context("connecting upstream")?,
+        );
+        buf.clear();
+    }
+    let up = conn.as_mut().expect("connected above");
+    up.write_all(request).await?;
+    match read_message(up, buf).await? {
+        Some((_, response)) => Ok(response),
+        None => anyhow::bail!("upstream closed"),
+    }
 }
 
 /// A batch answer failing every entry of `request` (head + JSON body).

@@ -479,15 +479,21 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
             "BatchGetItem",
             "Query",
         ];
-        for (i, after) in [2u32, 7, 19, 41, 83].into_iter().enumerate() {
+        // The faults of one operation come one after the other, each after
+        // `after` more requests: a 5xx and throttling before the request
+        // reaches the engine, a 5xx after it took effect (a commit whose
+        // answer is lost), a connection reset before, and one after.
+        for (i, after) in [2u32, 5, 9, 14, 20].into_iter().enumerate() {
             for op in ops {
                 // (One at a time: a message meets fewer faults than its
                 // queue's receives, so none is dead-lettered by the faults
                 // alone.)
-                proxy.inject(if i % 2 == 0 {
-                    Fault::server_error(op, 1).after(after)
-                } else {
-                    Fault::throttle(op, 1).after(after)
+                proxy.inject(match i {
+                    0 => Fault::server_error(op, 1).after(after),
+                    1 => Fault::throttle(op, 1).after(after),
+                    2 => Fault::server_error(op, 1).after(after).after_effect(),
+                    3 => Fault::reset(op, 1).after(after),
+                    _ => Fault::reset(op, 1).after(after).after_effect(),
                 });
             }
         }
@@ -495,14 +501,19 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
         let differences = demo(&mut rt).await.expect("demo runs");
         assert!(differences.is_empty(), "{model}: {differences:#?}");
         assert!(proxy.injected() > 0, "{model}: faults were injected");
+        assert!(
+            proxy.injected_after_effect() > 0,
+            "{model}: answers were lost after their request took effect"
+        );
         // Writers and consumers killed mid-flight (the invocation dropped
         // at any point), again and again, while the faults go on.
+        proxy.clear();
         for (i, after) in [3u32, 11, 29].into_iter().enumerate() {
             for op in ops {
-                proxy.inject(if i % 2 == 0 {
-                    Fault::server_error(op, 1).after(after)
-                } else {
-                    Fault::throttle(op, 1).after(after)
+                proxy.inject(match i {
+                    0 => Fault::server_error(op, 1).after(after).after_effect(),
+                    1 => Fault::throttle(op, 1).after(after),
+                    _ => Fault::reset(op, 1).after(after).after_effect(),
                 });
             }
         }
