@@ -525,11 +525,17 @@ async fn social_under_faults(file: bool, base: DateTime<Utc>) -> Outcome {
     store.put_items(&table, items).await.expect("seed");
     rt.drain().await.expect("drain");
 
-    // Faults on every kind of call the processors make but UpdateItem (a
-    // 5xx there after a throttled transaction is the engine defect of
-    // `modelfile::a_5xx_counter_sync_after_a_throttled_transaction_is_not_lost`).
+    // Faults on every kind of call the processors make, some after the
+    // request took effect (its answer lost).
     proxy.inject(Fault::throttle("TransactWriteItems", 3).after(2));
     proxy.inject(Fault::server_error("TransactWriteItems", 2).after(8));
+    proxy.inject(
+        Fault::server_error("TransactWriteItems", 1)
+            .after(5)
+            .after_effect(),
+    );
+    proxy.inject(Fault::server_error("UpdateItem", 2).after(3));
+    proxy.inject(Fault::reset("UpdateItem", 1).after(4).after_effect());
     proxy.inject(Fault::throttle("BatchGetItem", 2).after(1));
     proxy.inject(Fault::server_error("Query", 2).after(3));
     proxy.inject(Fault::throttle("BatchWriteItem", 1).after(1));
@@ -666,9 +672,38 @@ async fn social_under_faults(file: bool, base: DateTime<Utc>) -> Outcome {
     use shared::models::Harness as _;
     let dead = rt.dead_letters().await.expect("dead letters");
     assert!(dead.is_empty(), "{end}: dead letters: {dead:?}");
-    let out = (want, report.render(), report.bad_input.len());
+    // The verify report without its `checked` column (it counts the
+    // counts items at zero, which exist or not by timing: see the caller).
+    let report_bad_input = report.bad_input.len();
+    let report = report
+        .render()
+        .lines()
+        .map(|l| {
+            let mut cols: Vec<&str> = l.split('|').collect();
+            if cols.len() > 2 {
+                cols.remove(1);
+            }
+            cols.join("|")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let out = (want, report, report_bad_input);
     engine.stop().await;
     out
+}
+
+/// The items two tables do not hold alike: (key, in `a`, in `b`).
+fn table_differences(
+    a: &BTreeMap<(String, String), Item>,
+    b: &BTreeMap<(String, String), Item>,
+) -> Vec<String> {
+    a.keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k:?}: {:?} / {:?}", a.get(k), b.get(k)))
+        .collect()
 }
 
 /// Issue 20's "Done when": `--model-file models/social.yaml` behaves as
@@ -679,18 +714,33 @@ async fn races_faults_ttl_and_redelivery_end_alike_through_both_ends() {
     let rust = social_under_faults(false, base).await;
     let file = social_under_faults(true, base).await;
     assert!(rust.0.len() > 3 * FANS, "{}", rust.0.len());
-    // The expiring post was written at each run's own time.
-    let same_clock = |t: &BTreeMap<(String, String), Item>| {
+    // The expiring post was written at each run's own time. A counts item
+    // at zero exists or not by timing alone: a follow and its unfollow read
+    // in one batch never create it, in two they create it and bring it back
+    // to 0 (kept, as the seed keeps counts).
+    let settled = |t: &BTreeMap<(String, String), Item>| {
         let mut t = t.clone();
+        t.retain(|_, i| {
+            let s = |a: &str| i.get(a).and_then(|v| v.as_s().ok()).cloned();
+            let n = |a: &str| i.get(a).and_then(|v| v.as_n().ok()).cloned();
+            let zero = ["followers", "following", "posts"]
+                .iter()
+                .all(|a| n(a).as_deref() == Some("0"));
+            !(s("type").as_deref() == Some("counts") && zero)
+        });
+        t
+    };
+    let same_clock = |t: &BTreeMap<(String, String), Item>| {
+        let mut t = settled(t);
         t.retain(|(pk, _), _| *pk != keys::post_pk("old"));
         t
     };
-    assert_eq!(
-        same_clock(&file.0),
-        same_clock(&rust.0),
-        "the same items, attribute for attribute"
+    let differences = table_differences(&same_clock(&rust.0), &same_clock(&file.0));
+    assert!(
+        differences.is_empty(),
+        "the same items, attribute for attribute (rust, then file): {differences:#?}"
     );
-    assert_eq!(normalized(&file.0), normalized(&rust.0));
+    assert_eq!(normalized(&settled(&file.0)), normalized(&settled(&rust.0)));
     assert_eq!(file.1, rust.1, "the same verify report");
     assert_eq!(file.2, rust.2, "the same bad input");
 }
