@@ -288,56 +288,9 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
 }
 
 /// Engine + `model`'s runtime whose processors reach the engine through a
-/// fault proxy, with one SDK attempt and none of our own backoff: every
-/// injected fault fails the call it hits.
+/// fault proxy ([`crate::support::model_env_behind_proxy`]).
 async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) {
-    behind_proxy_with(model, |_| {}).await
-}
-
-/// [`behind_proxy`], options adjusted by `f`.
-async fn behind_proxy_with(
-    model: &str,
-    f: impl FnOnce(&mut jobstream::local::runtime::RuntimeOptions),
-) -> (ModelEnv, jobstream::faults::FaultProxy) {
-    use jobstream::local::esm::RecordReader;
-    use jobstream::local::runtime::{Runtime, RuntimeOptions};
-    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
-    let upstream = engine
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = jobstream::faults::FaultProxy::start(upstream)
-        .await
-        .expect("proxy starts");
-    let mut opts = RuntimeOptions::new(
-        model,
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    if !shared::models::find(model)
-        .expect("model")
-        .consumers
-        .is_empty()
-    {
-        opts.sqs_endpoint = Some(
-            tokio::task::spawn_blocking(crate::support::sqs)
-                .await
-                .expect("the local SQS"),
-        );
-        opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    }
-    opts.processor_endpoint = Some(proxy.endpoint());
-    opts.max_attempts = 1;
-    opts.backoff = shared::store::Backoff {
-        max_times: 0,
-        ..shared::store::Backoff::default()
-    };
-    f(&mut opts);
-    let rt = Runtime::start(opts).await.expect("runtime starts");
-    (ModelEnv { engine, rt }, proxy)
+    crate::support::model_env_behind_proxy(model, |_| {}).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,10 +418,7 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
                 mut rt,
             },
             proxy,
-        ) = behind_proxy_with(model, |o| {
-            o.time_scale = crate::support::TIME_SCALE;
-        })
-        .await;
+        ) = behind_proxy(model).await;
         let ops = [
             "TransactWriteItems",
             "UpdateItem",

@@ -10,9 +10,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use jobstream::faults::{Fault, FaultProxy};
-use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
 use shared::engine::joinset::JoinJob;
 use shared::engine::rules::{Contribution, Rules};
@@ -383,42 +381,14 @@ fn check_model_reports_each_problem_of_a_sets_block_with_its_place() {
 }
 
 /// One end of the social model (the Rust model or its file) with its
-/// processors writing through a fault proxy (one SDK attempt, no backoff of
-/// our own: a fault fails the batch or the job, which the local mapping or
-/// SQS delivers again, as in production).
+/// processors writing through a fault proxy.
 async fn start_behind_proxy(file: bool) -> (crate::support::ModelEnv, FaultProxy) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
-    let upstream = engine
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
-    let mut opts = RuntimeOptions::new(
-        "social",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.time_scale = crate::support::TIME_SCALE;
-    opts.sqs_endpoint = Some(
-        tokio::task::spawn_blocking(crate::support::sqs)
-            .await
-            .expect("local SQS"),
-    );
-    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    opts.processor_endpoint = Some(proxy.endpoint());
-    opts.max_attempts = 1;
-    opts.backoff = shared::store::Backoff {
-        max_times: 0,
-        ..Default::default()
-    };
-    if file {
-        opts.model_file = Some(social_file());
-    }
-    let rt = Runtime::start(opts).await.expect("runtime starts");
-    (crate::support::ModelEnv { engine, rt }, proxy)
+    crate::support::model_env_behind_proxy("social", |o| {
+        if file {
+            o.model_file = Some(social_file());
+        }
+    })
+    .await
 }
 
 /// `secs` before `base`: both ends run the workload with the same clock

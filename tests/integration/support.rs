@@ -38,9 +38,49 @@ pub struct ModelEnv {
 /// Engine + the runtime of `model` (or of the model file `f` names),
 /// options adjusted by `f`.
 pub async fn model_env(model: &str, f: impl FnOnce(&mut RuntimeOptions)) -> ModelEnv {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
+    model_env_on(start_engine().await, model, f).await
+}
+
+/// [`model_env`] whose processors reach the engine through a fault proxy,
+/// with one SDK attempt and none of our own backoff (every injected fault
+/// fails the call it hits, which the mapping or SQS delivers again, as in
+/// production); then options adjusted by `f`.
+pub async fn model_env_behind_proxy(
+    model: &str,
+    f: impl FnOnce(&mut RuntimeOptions),
+) -> (ModelEnv, FaultProxy) {
+    let engine = start_engine().await;
+    let upstream = engine
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("socket address");
+    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
+    let endpoint = proxy.endpoint();
+    let env = model_env_on(engine, model, |o| {
+        o.processor_endpoint = Some(endpoint);
+        o.max_attempts = 1;
+        o.backoff = Backoff {
+            max_times: 0,
+            ..Backoff::default()
+        };
+        f(o);
+    })
+    .await;
+    (env, proxy)
+}
+
+async fn start_engine() -> LocalEngine {
+    LocalEngine::start("127.0.0.1:0", None)
         .await
-        .expect("engine starts");
+        .expect("engine starts")
+}
+
+async fn model_env_on(
+    engine: LocalEngine,
+    model: &str,
+    f: impl FnOnce(&mut RuntimeOptions),
+) -> ModelEnv {
     let mut opts = RuntimeOptions::new(
         model,
         Some(engine.endpoint()),
@@ -77,32 +117,18 @@ pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
     Env { engine, rt, writer }
 }
 
-/// Engine + runtime whose processors write through a fault proxy, with
-/// `max_attempts` SDK attempts and `backoff_times` retries of our own
+/// Engine + tracker runtime whose processors write through a fault proxy,
+/// with `max_attempts` SDK attempts and `backoff_times` retries of our own
 /// backoff; the mapping retries as deployed.
 pub async fn env_behind_proxy(max_attempts: u32, backoff_times: usize) -> (Env, FaultProxy) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
-    let upstream = engine
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.processor_endpoint = Some(proxy.endpoint());
-    opts.max_attempts = max_attempts;
-    opts.backoff = Backoff {
-        max_times: backoff_times,
-        ..Backoff::default()
-    };
-    opts.time_scale = TIME_SCALE;
-    let rt = Runtime::start(opts).await.expect("runtime starts");
+    let (ModelEnv { engine, rt }, proxy) = model_env_behind_proxy("tracker", |o| {
+        o.max_attempts = max_attempts;
+        o.backoff = Backoff {
+            max_times: backoff_times,
+            ..Backoff::default()
+        };
+    })
+    .await;
     let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
     (Env { engine, rt, writer }, proxy)
 }
