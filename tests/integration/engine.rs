@@ -501,13 +501,7 @@ async fn a_projection_that_failed_before_a_failed_commit_is_written_by_the_retry
         build::app(&job, &id(5), &id(6), &emp, "applied"),
         build::job(&org, &job, &id(7), &dept, "Engineer", "closed"),
     ] {
-        rt.dynamodb
-            .put_item()
-            .table_name(&rt.config.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .expect("put");
+        crate::support::put(&rt, item).await;
     }
     // The application's projection is the only UpdateItem, the job's
     // ledger commit the only transaction.

@@ -17,7 +17,7 @@ use shared::item::{s, Item, ItemExt};
 use shared::metrics::names;
 use shared::models::hr::entities::build;
 
-use crate::support::run_in_background;
+use crate::support::{put, run_in_background};
 
 const DAY: u64 = 24 * 3600 * 1000;
 const T0: u64 = 1_767_600_000_000;
@@ -77,16 +77,6 @@ async fn start(end: End, faults: bool) -> Run {
     };
     let rt = Runtime::start(opts).await.expect("runtime starts");
     Run { engine, rt, proxy }
-}
-
-async fn put(rt: &Runtime, item: Item) {
-    rt.dynamodb
-        .put_item()
-        .table_name(&rt.config.table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .expect("put");
 }
 
 async fn delete(rt: &Runtime, pk: &str, sk: &str) {

@@ -15,7 +15,7 @@ use shared::models::pickem::messages::{encode, ScoreJob};
 use shared::models::pickem::scoring::{expected_scores, Scoring};
 use shared::models::pickem::{keys, rules};
 
-use crate::support::{assert_rt_verified, model_env, run_in_background, ModelEnv};
+use crate::support::{assert_rt_verified, model_env, put, run_in_background, ModelEnv};
 
 const EV: &str = "2024-03-03-revolution";
 const EV2: &str = "2024-05-26-double-or-nothing";
@@ -26,16 +26,6 @@ async fn env() -> ModelEnv {
 
 fn key(pk: &str, sk: &str) -> Item {
     [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
-}
-
-async fn put(rt: &Runtime, item: Item) {
-    rt.dynamodb
-        .put_item()
-        .table_name(&rt.config.table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .expect("put");
 }
 
 async fn put_all(rt: &Runtime, items: Vec<Item>) {

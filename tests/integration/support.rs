@@ -99,6 +99,17 @@ async fn model_env_on(
     ModelEnv { engine, rt }
 }
 
+/// A writer's put into `rt`'s table (as an application writes).
+pub async fn put(rt: &Runtime, item: Item) {
+    rt.dynamodb
+        .put_item()
+        .table_name(&rt.config.table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .expect("put");
+}
+
 pub struct Env {
     pub engine: LocalEngine,
     pub rt: Runtime,
