@@ -3,6 +3,7 @@
 
 mod backfill;
 mod bad_input;
+mod cli;
 mod engine;
 mod faults;
 mod fidelity;

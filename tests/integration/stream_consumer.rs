@@ -343,26 +343,6 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
     assert_exact(&env, &expected).await;
 }
 
-/// The `jobstream` binary (built here if needed: this crate links only the
-/// library), as a user runs it.
-fn jobstream_bin() -> std::path::PathBuf {
-    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "jobstream", "--bin", "jobstream"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "the jobstream binary builds");
-        let exe = std::env::current_exe().expect("test binary path");
-        // target/<profile>/deps/integration-<hash> -> target/<profile>/jobstream
-        exe.parent()
-            .and_then(|deps| deps.parent())
-            .expect("target dir")
-            .join("jobstream")
-    })
-    .clone()
-}
-
 /// The lease items of `mapping` on the table's stream, once the table exists.
 async fn leases_of(env: &Env, mapping: &str) -> Vec<shared::item::Item> {
     checkpoint_items(env, mapping).await
@@ -381,7 +361,9 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
     let env = env("in-test", ttl).await;
     let expected = play(&env.writer).await.unwrap();
     let failures = std::env::temp_dir().join(format!("sigterm-{}.jsonl", uuid::Uuid::new_v4()));
-    let bin = tokio::task::spawn_blocking(jobstream_bin).await.unwrap();
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
     let child = std::process::Command::new(bin)
         .args(["run", "--model", "tracker", "--endpoint"])
         .arg(env.engine.endpoint())
@@ -455,7 +437,9 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
 
 #[tokio::test]
 async fn run_refuses_a_model_with_queues_without_a_durable_sqs() {
-    let bin = tokio::task::spawn_blocking(jobstream_bin).await.unwrap();
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
     let queued = shared::models::registry()
         .into_iter()
         .find(|m| !m.consumers.is_empty())

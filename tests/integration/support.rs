@@ -279,3 +279,23 @@ impl Background {
         self.handle.await.expect("runner joins")
     }
 }
+
+/// The `jobstream` binary (built here if needed: this crate links only the
+/// library), as a user runs it.
+pub fn jobstream_bin() -> std::path::PathBuf {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "jobstream", "--bin", "jobstream"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "the jobstream binary builds");
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/integration-<hash> -> target/<profile>/jobstream
+        exe.parent()
+            .and_then(|deps| deps.parent())
+            .expect("target dir")
+            .join("jobstream")
+    })
+    .clone()
+}

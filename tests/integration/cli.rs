@@ -1,0 +1,97 @@
+//! The `jobstream` binary as a user runs it on a model file (SPEC §8):
+//! `check-model` with each problem's place and exit 1, `demo --model-file`
+//! with and without a scenario file next to the model, `tables
+//! --model-file`.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use crate::support::jobstream_bin;
+
+fn models_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models"))
+}
+
+fn jobstream(args: &[&str]) -> Output {
+    std::process::Command::new(jobstream_bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("jobstream runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+#[test]
+fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
+    let library = models_dir().join("library.yaml");
+    let ok = jobstream(&["check-model", library.to_str().unwrap()]);
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(stdout(&ok).ends_with(": OK\n"), "{}", stdout(&ok));
+
+    let text = std::fs::read_to_string(&library).expect("reads");
+    let broken_text = text.replacen("days > 0 && days <= 60", "dayz > 0 && days <= 60", 1);
+    assert_ne!(broken_text, text, "the mistake is seeded");
+    let dir = std::env::temp_dir().join(format!("jobstream-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let broken = dir.join("broken.yaml");
+    std::fs::write(&broken, &broken_text).expect("writes");
+    let line = broken_text
+        .lines()
+        .position(|l| l.contains("dayz"))
+        .expect("seeded line")
+        + 1;
+    let bad = jobstream(&["check-model", broken.to_str().unwrap()]);
+    let out = stdout(&bad);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(bad.status.code(), Some(1), "{out}");
+    let place = format!("{}:{line}:", broken.display());
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&place) && l.contains("`dayz`") && l.contains("`days`")),
+        "a line `{place}COL: ... dayz ... (did you mean days)`: {out}"
+    );
+}
+
+#[test]
+fn demo_of_a_model_file_plays_its_scenario_or_only_verifies() {
+    // hr.yaml has hr.scenario.yaml next to it: played, then verified.
+    let hr = jobstream(&[
+        "demo",
+        "--model-file",
+        models_dir().join("hr.yaml").to_str().unwrap(),
+    ]);
+    assert!(hr.status.success(), "{}", stdout(&hr));
+    assert!(stdout(&hr).contains("scenario "), "{}", stdout(&hr));
+    // library.yaml has none: nothing written, verify only.
+    let library = jobstream(&[
+        "demo",
+        "--model-file",
+        models_dir().join("library.yaml").to_str().unwrap(),
+    ]);
+    assert!(library.status.success(), "{}", stdout(&library));
+    assert!(
+        stdout(&library).contains("no scenario file: nothing written; verify only"),
+        "{}",
+        stdout(&library)
+    );
+}
+
+/// What the CDK app runs for `-c modelFile=PATH`: the definition the
+/// parity test synthesises (`deploy::definitions_of` of the loaded file).
+#[test]
+fn tables_of_a_model_file_prints_the_definition_the_stack_reads() {
+    let file = models_dir().join("library.yaml");
+    let out = jobstream(&["tables", "--model-file", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let model = shared::file::model(&file).expect("loads");
+    assert_eq!(
+        printed,
+        jobstream::tools::deploy::definitions_of(&[model]),
+        "the binary prints the definition the parity test compares"
+    );
+    assert_eq!(printed["models"][0]["name"], "library");
+}
