@@ -258,11 +258,7 @@ async fn every_demo_runs_under_enforced_grants() {
 fn shipped_models() -> Vec<models::Model> {
     models::registry()
         .into_iter()
-        .chain(
-            shipped_model_files()
-                .iter()
-                .map(|f| shared::file::model(f).expect("a shipped model file loads")),
-        )
+        .chain(shipped_model_files().iter().map(|f| load_model_file(f)))
         .collect()
 }
 
@@ -553,6 +549,11 @@ fn shipped_model_files() -> Vec<PathBuf> {
         .collect()
 }
 
+/// A shipped model file's model, as `--model-file PATH` loads it.
+fn load_model_file(path: &std::path::Path) -> models::Model {
+    models::load(&models::Source::File(path.to_path_buf())).expect("a shipped model file loads")
+}
+
 /// `npx tsx bin/synth-offline.ts DIR --model-file PATH=DEFS...` in `infra/`:
 /// one template per model of the registry and per model file, each file's
 /// definition what `jobstream tables --model-file PATH` prints (written
@@ -571,7 +572,7 @@ fn synth_templates(model_files: &[PathBuf]) -> PathBuf {
     let mut cmd = std::process::Command::new("npx");
     cmd.args(["tsx", "bin/synth-offline.ts"]).arg(&out);
     for path in model_files {
-        let m = models::load(&models::Source::File(path.clone())).expect("the file loads");
+        let m = load_model_file(path);
         let defs = out.join(format!("{}.defs.json", m.name));
         let printed = jobstream::tools::deploy::definitions_of(&[m]);
         std::fs::write(&defs, serde_json::to_string_pretty(&printed).unwrap()).unwrap();
@@ -612,7 +613,7 @@ async fn every_models_template_has_the_settings_the_local_runtime_builds() {
     let files: Vec<(PathBuf, models::Model)> = shipped_model_files()
         .into_iter()
         .map(|p| {
-            let m = models::load(&models::Source::File(p.clone())).expect("the file loads");
+            let m = load_model_file(&p);
             (p, m)
         })
         .collect();

@@ -514,22 +514,16 @@ async fn social_under_faults(file: bool, base: DateTime<Utc>) -> Outcome {
     let celebrity = {
         let (store, table, s1, s2) = (store.clone(), table.clone(), s1.clone(), s2.clone());
         tokio::spawn(async move {
-            store
-                .put_items(
-                    &table,
-                    vec![post_item("star", &s1, &iso_at(base, 0), "one")],
-                )
-                .await
-                .expect("post");
-            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-            store
-                .put_items(
-                    &table,
-                    vec![post_item("star", &s2, &iso_at(base, 0), "two")],
-                )
-                .await
-                .expect("post");
-            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            for (post, body) in [(&s1, "one"), (&s2, "two")] {
+                store
+                    .put_items(
+                        &table,
+                        vec![post_item("star", post, &iso_at(base, 0), body)],
+                    )
+                    .await
+                    .expect("post");
+                tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            }
             store
                 .delete_keys(&table, vec![keys::post_key("star", &s1)])
                 .await

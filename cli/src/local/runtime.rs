@@ -406,18 +406,25 @@ impl Runtime {
 
     /// Until every queue has no message visible or in flight.
     async fn wait_for_empty_queues(&self, started: Instant, limit: Duration) -> anyhow::Result<()> {
-        loop {
-            let mut active = false;
-            for q in &self.queues {
-                let (visible, in_flight) = q.depth().await?;
-                active |= visible > 0 || in_flight > 0;
-            }
-            if !active {
-                return Ok(());
-            }
+        while self.queues_active().await? {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        Ok(())
+    }
+
+    /// Whether a queue has a message visible or in flight. Empty (nothing
+    /// visible, nothing in flight) means every handler that ran has
+    /// finished: its writes precede its deletes, so a stream poll after
+    /// this sees them.
+    async fn queues_active(&self) -> anyhow::Result<bool> {
+        for q in &self.queues {
+            let (visible, in_flight) = q.depth().await?;
+            if visible > 0 || in_flight > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Messages the queue mappings have completed (invocations are counted
@@ -457,12 +464,8 @@ impl Runtime {
                     wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
                 }
             }
-            // Empty (nothing visible, nothing in flight) means every handler
-            // that ran has finished: its writes precede its deletes, so the
-            // next round's stream poll sees them.
-            for q in self.queues.iter().filter(|_| watch_queues) {
-                let (visible, in_flight) = q.depth().await?;
-                active |= visible > 0 || in_flight > 0;
+            if watch_queues {
+                active |= self.queues_active().await?;
             }
             if active {
                 quiet = 0;
