@@ -26,6 +26,62 @@ pub enum AttrError {
     Invalid { name: String, reason: String },
 }
 
+/// Two values equal as DynamoDB compares them: a set (`SS`, `NS`, `BS`)
+/// keeps no order, so `["a", "b"]` and `["b", "a"]` are the same set (a
+/// replay or another writer may rewrite one in either order).
+pub fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
+    fn same_set<T: Ord + Clone>(a: &[T], b: &[T]) -> bool {
+        let a: std::collections::BTreeSet<&T> = a.iter().collect();
+        let b: std::collections::BTreeSet<&T> = b.iter().collect();
+        a == b
+    }
+    fn same_numbers(a: &[String], b: &[String]) -> bool {
+        let norm = |v: &[String]| -> std::collections::BTreeSet<String> {
+            v.iter()
+                .map(|n| {
+                    n.parse::<f64>()
+                        .map_or_else(|_| n.clone(), |f| f.to_string())
+                })
+                .collect()
+        };
+        norm(a) == norm(b)
+    }
+    match (a, b) {
+        (AttributeValue::Ss(x), AttributeValue::Ss(y)) => same_set(x, y),
+        (AttributeValue::Ns(x), AttributeValue::Ns(y)) => same_numbers(x, y),
+        (AttributeValue::Bs(x), AttributeValue::Bs(y)) => {
+            let x: Vec<&[u8]> = x.iter().map(|b| b.as_ref()).collect();
+            let y: Vec<&[u8]> = y.iter().map(|b| b.as_ref()).collect();
+            same_set(&x, &y)
+        }
+        (AttributeValue::L(x), AttributeValue::L(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_value(a, b))
+        }
+        (AttributeValue::M(x), AttributeValue::M(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// [`same_value`] of two optional values (both absent: the same).
+pub fn same_opt(a: Option<&AttributeValue>, b: Option<&AttributeValue>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same_value(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Two items with the same attributes, each [`same_value`].
+pub fn same_items(a: &Item, b: &Item) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| same_value(v, w)))
+}
+
 /// The DynamoDB type tag of a value (`S`, `N`, `BOOL`, ...), for error messages.
 pub fn type_name(v: &AttributeValue) -> &'static str {
     match v {

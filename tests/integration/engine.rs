@@ -407,18 +407,35 @@ async fn a_replay_sends_no_write_request_from_any_processor() {
 /// counts, mirrors, timelines, suggestions, matches, scores, standings
 /// (issue 17, "Done when"). The deployed durations scaled as in every
 /// test: at scale 1 a failed job waits out the deployed 180 s visibility.
+/// The shipped model files that have queues (`models/*.yaml`) run too, each
+/// through the demo of the registered model it mirrors (its file name).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_queue_model_ends_exact_under_faults_and_kills() {
     use jobstream::faults::Fault;
     use shared::models::Harness as _;
-    for model in ["social", "jobboard", "pickem"] {
+    let mut runs: Vec<(String, Option<std::path::PathBuf>)> = ["social", "jobboard", "pickem"]
+        .iter()
+        .map(|m| (m.to_string(), None))
+        .collect();
+    let files = shipped_queue_model_files();
+    assert!(!files.is_empty(), "models/social.yaml has a join set");
+    runs.extend(files.into_iter().map(|(twin, f)| (twin, Some(f))));
+    for (model, file) in runs {
+        let demo = shared::models::find(&model)
+            .unwrap_or_else(|e| panic!("{model}: {e}"))
+            .demo
+            .unwrap_or_else(|| panic!("{model}: a demo"));
         let (
             ModelEnv {
                 engine: _engine,
                 mut rt,
             },
             proxy,
-        ) = behind_proxy(model).await;
+        ) = crate::support::model_env_behind_proxy(&model, |o| o.model_file = file.clone()).await;
+        let model = match &file {
+            Some(f) => format!("{model} ({})", f.display()),
+            None => model,
+        };
         let ops = [
             "TransactWriteItems",
             "UpdateItem",
@@ -447,7 +464,6 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
                 });
             }
         }
-        let demo = rt.model.demo.expect("a demo");
         let differences = demo(&mut rt).await.expect("demo runs");
         assert!(differences.is_empty(), "{model}: {differences:#?}");
         assert!(proxy.injected() > 0, "{model}: faults were injected");
@@ -482,6 +498,30 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
             rt.failed_batches()
         );
     }
+}
+
+/// The shipped model files (`models/*.yaml`) that have queues, each with
+/// the name of the registered model it mirrors (its file name).
+fn shipped_queue_model_files() -> Vec<(String, std::path::PathBuf)> {
+    let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models"));
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("models/") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if !name.ends_with(".yaml") || name.ends_with(".scenario.yaml") {
+            continue;
+        }
+        let m = shared::models::load(&shared::models::Source::File(path.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        if !m.consumers.is_empty() {
+            out.push((name.trim_end_matches(".yaml").to_string(), path));
+        }
+    }
+    out.sort();
+    out
 }
 
 /// A batch whose first item only needs its projection (an HR application)

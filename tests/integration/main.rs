@@ -7,6 +7,7 @@ mod cli;
 mod engine;
 mod faults;
 mod fidelity;
+mod file_sets;
 mod fixtures;
 mod history_adoption;
 mod hr;

@@ -240,7 +240,7 @@ pub fn verify_items(
         report.checked("derived");
         let drift = match by_id.get(id) {
             None => Some(Drift::Missing),
-            Some(have) if *have != d => Some(Drift::Wrong),
+            Some(have) if !shared::item::same_items(have, d) => Some(Drift::Wrong),
             _ => None,
         };
         if let Some(drift) = drift {

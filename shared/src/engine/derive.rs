@@ -63,7 +63,7 @@ pub fn projection_update(
     let mut values = Vec::new();
     for (i, (attr, want)) in projection.attrs.iter().enumerate() {
         let have = image.get(*attr);
-        if have == want.as_ref() {
+        if crate::item::same_opt(have, want.as_ref()) {
             continue;
         }
         names.push((format!("#p{i}"), attr.to_string()));
@@ -804,17 +804,19 @@ impl Deriver {
                 None => touches.iter().rev().find_map(|t| t.2.clone()),
             };
             match (want, have) {
-                (Some(d), h) if h != Some(&d) => carried.actions.push(
-                    TransactWriteItem::builder()
-                        .put(
-                            Put::builder()
-                                .table_name(&self.table)
-                                .set_item(Some(d))
-                                .build()
-                                .expect("table and item are set"),
-                        )
-                        .build(),
-                ),
+                (Some(d), h) if !h.is_some_and(|h| crate::item::same_items(h, &d)) => {
+                    carried.actions.push(
+                        TransactWriteItem::builder()
+                            .put(
+                                Put::builder()
+                                    .table_name(&self.table)
+                                    .set_item(Some(d))
+                                    .build()
+                                    .expect("table and item are set"),
+                            )
+                            .build(),
+                    )
+                }
                 (None, Some(_)) => carried.actions.push(
                     TransactWriteItem::builder()
                         .delete(

@@ -108,6 +108,16 @@ pub enum DeclError {
     Set { set: String, reason: String },
 }
 
+/// Variable names as a user writes them: `` `f`, `a` `` (none: `nothing`).
+pub fn var_names<'a>(vars: impl IntoIterator<Item = &'a str>) -> String {
+    let out: Vec<String> = vars.into_iter().map(|v| format!("`{v}`")).collect();
+    if out.is_empty() {
+        "nothing".to_string()
+    } else {
+        out.join(", ")
+    }
+}
+
 /// A variable's value can be part of a key.
 pub fn valid_var_value(v: &str) -> bool {
     !v.is_empty() && v.len() <= 1024 && !v.contains('#')
@@ -577,8 +587,10 @@ impl JoinSet {
                     })
                     .ok_or_else(|| {
                         self.set_err(format!(
-                            "a change of `{name}` binds {bound:?}: no fact's partition (nor \
-                             its `via` listing) keyed by them lists {missing:?}"
+                            "a change of `{name}` binds {}: no fact's partition (nor \
+                             its `via` listing) keyed by them lists {}",
+                            var_names(bound.iter().copied()),
+                            var_names(missing.iter().copied())
                         ))
                     })?;
                 steps.push(step);
@@ -630,8 +642,10 @@ impl JoinSet {
         let given: BTreeSet<String> = job.bind.keys().cloned().collect();
         if given != scope.bound {
             return Err(permanent(format!(
-                "scope `{}` binds {:?}, the job {:?}",
-                scope.on, scope.bound, given
+                "scope `{}` binds {}, the job {}",
+                scope.on,
+                var_names(scope.bound.iter().map(String::as_str)),
+                var_names(given.iter().map(String::as_str))
             )));
         }
         if !job.bind.values().all(|v| valid_var_value(v)) {

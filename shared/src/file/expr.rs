@@ -24,6 +24,18 @@ pub enum Val {
 }
 
 impl Val {
+    /// What kind of value it is (for messages: values are never printed).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Val::Str(_) => "string",
+            Val::Int(_) => "int",
+            Val::Bool(_) => "bool",
+            Val::Set(_) => "set",
+            Val::Map(_) => "map",
+            Val::Null => "null",
+        }
+    }
+
     /// The value as it appears inside a template.
     pub fn render(&self) -> String {
         match self {
@@ -239,7 +251,7 @@ impl Env {
             |s: Arc<String>| -> Result<i64, cel::ExecutionError> {
                 chrono::DateTime::parse_from_rfc3339(&s)
                     .map(|t| t.timestamp())
-                    .map_err(|e| str_err("epoch", format!("`{s}` is not an ISO-8601 time: {e}")))
+                    .map_err(|_| str_err("epoch", "not an ISO-8601 time"))
             },
         )
         .map_err(err)?;
@@ -248,7 +260,7 @@ impl Env {
             |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {
                 chrono::DateTime::from_timestamp(secs, 0)
                     .map(|t| Arc::new(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
-                    .ok_or_else(|| str_err("iso", format!("{secs} is out of range")))
+                    .ok_or_else(|| str_err("iso", "out of range"))
             },
         )
         .map_err(err)?;
@@ -276,8 +288,46 @@ impl Env {
         let out = expr
             .program
             .execute(&scope)
-            .map_err(|e| format!("`{}`: {e}", expr.source))?;
+            .map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?;
         Val::from_cel(out).map_err(|e| format!("`{}`: {e}", expr.source))
+    }
+}
+
+/// Why an evaluation failed, in words that name types, operators and
+/// functions but never a value (the values are the user's data: logs carry
+/// keys and reasons only).
+fn reason(e: &cel::ExecutionError) -> String {
+    use cel::ExecutionError as E;
+    match e {
+        E::UnsupportedTargetType { target } => format!("invalid argument type ({})", kind(target)),
+        E::NotSupportedAsMethod { method, target } => {
+            format!("`{method}` is not a method of a {}", kind(target))
+        }
+        E::UnsupportedKeyType(v) => format!("a {} cannot be a key", kind(v)),
+        E::ValuesNotComparable(a, b) => {
+            format!("a {} cannot be compared to a {}", kind(a), kind(b))
+        }
+        E::UnsupportedBinaryOperator(op, a, b) => {
+            format!("`{op}` does not apply to a {} and a {}", kind(a), kind(b))
+        }
+        E::UnsupportedIndex(a, b) => format!("a {} cannot index a {}", kind(a), kind(b)),
+        E::FunctionError { function, message } if BUILTINS.contains(&function.as_str()) => {
+            format!("`{function}`: {message}")
+        }
+        E::FunctionError { function, .. } => format!("`{function}` failed on its argument"),
+        E::DivisionByZero(_) => "division by zero".to_string(),
+        E::RemainderByZero(_) => "remainder by zero".to_string(),
+        E::Overflow(op, ..) => format!("integer overflow in `{op}`"),
+        E::IndexOutOfBounds(_) => "index out of bounds".to_string(),
+        E::NoSuchKey(_) => "no such key".to_string(),
+        E::DuplicateKey(_) => "a repeated key".to_string(),
+        E::InternalError(_) => "an internal error of the expression engine".to_string(),
+        E::InvalidArgumentCount { .. }
+        | E::UnexpectedType { .. }
+        | E::NoSuchOverload(_)
+        | E::UndeclaredReference(_)
+        | E::MissingArgumentOrTarget => e.to_string(),
+        _ => "the expression could not be evaluated".to_string(),
     }
 }
 
@@ -304,7 +354,7 @@ pub fn pad(n: i64, width: i64) -> Result<String, String> {
         return Err(format!("width {width} is not 1..=18"));
     }
     if n < 0 {
-        return Err(format!("{n} is negative"));
+        return Err("a negative number".to_string());
     }
     let max = 10_i64.pow(width as u32) - 1;
     Ok(format!("{:0w$}", n.min(max), w = width as usize))

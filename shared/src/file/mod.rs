@@ -97,13 +97,19 @@ pub fn traps(source: &str) -> Vec<Problem> {
                 None if c == '#' && prev.is_whitespace() => {
                     let after: String = line.chars().skip(col + 1).collect();
                     let before: String = line.chars().take(col).collect();
-                    let comment_like = after.starts_with(' ') || after.is_empty();
+                    let word: String = line
+                        .chars()
+                        .skip(col)
+                        .take_while(|c| !c.is_whitespace())
+                        .collect();
+                    // A comment after a value is fine (`x: 1 #todo`); a trap
+                    // is a `#` that empties the value (`SK: #METADATA`) or
+                    // cuts a template (`PK: ORG #${orgId}`).
+                    let empties = before.trim_end().ends_with([':', '-', '[', ',', '{']);
+                    let comment_like = after.starts_with(' ')
+                        || after.is_empty()
+                        || !(empties || word.contains("${"));
                     if !comment_like {
-                        let word: String = line
-                            .chars()
-                            .skip(col)
-                            .take_while(|c| !c.is_whitespace())
-                            .collect();
                         out.push(Problem::new(
                             i as u64 + 1,
                             col as u64 + 1,
@@ -300,9 +306,14 @@ mod tests {
     #[test]
     fn an_unquoted_hash_is_a_trap() {
         let p =
-            traps("key:\n  SK: #METADATA\n  PK: \"ORG#${orgId}\"\n  # a comment\nx: 1 # fine\n");
-        assert_eq!(p.len(), 1, "{p:?}");
+            traps("key:\n  SK: #METADATA\n  PK: \"ORG#${orgId}\"\n  # a comment\nx: 1 # fine\ny: 1 #todo\nz: [a, #b]\n");
+        assert_eq!(p.len(), 2, "{p:?}");
         assert_eq!((p[0].line, p[0].col), (2, 7));
+        assert_eq!(
+            (p[1].line, p[1].col),
+            (7, 8),
+            "a `#` that empties a list item"
+        );
         assert!(p[0].message.contains("\"#METADATA\""), "{}", p[0].message);
         let p = traps("  PK: ORG #${orgId}\n");
         assert_eq!(p.len(), 1);

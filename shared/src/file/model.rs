@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::expr::{Env, Expr, BUILTINS, CEL_FUNCTIONS};
-use super::raw::{AttrSpec, Ordered, RawEntity, RawFile, Scalar, Spanned};
+use super::raw::{AttrSpec, EnumValue, Ordered, RawEntity, RawFile, Scalar, Spanned};
 use super::template::{split, KeyTemplate, Part};
 use crate::models::table::{Gsi, TableDef};
 
@@ -43,7 +43,12 @@ pub enum Ty {
     Ulid,
     IsoUtc,
     Set,
+    /// An enum of strings.
     Enum(Vec<String>),
+    /// An enum of integers (stored as numbers).
+    IntEnum(Vec<i64>),
+    /// An enum of booleans.
+    BoolEnum(Vec<bool>),
 }
 
 pub const TYPE_NAMES: &[&str] = &["string", "int", "bool", "ulid", "iso-utc", "set"];
@@ -409,7 +414,16 @@ impl Compiler<'_> {
                     );
                     continue;
                 }
-                AttrSpec::Enum(v) => (Ty::Enum(v.clone()), false),
+                AttrSpec::Enum(v) => match enum_type(v) {
+                    Some(ty) => (ty, false),
+                    None => {
+                        self.err(
+                            at(spec),
+                            format!("{name}.{n}: an enum's values are all strings, all integers or all booleans (quote a value to make it a string)"),
+                        );
+                        continue;
+                    }
+                },
                 AttrSpec::Named(t) => {
                     let (t, opt) = match t.strip_suffix('?') {
                         Some(t) => (t, true),
@@ -870,40 +884,111 @@ impl Compiler<'_> {
     }
 
     /// Two entities whose key templates both match one key: an error with an
-    /// example key.
+    /// example key, whichever of the two is declared first (the pair is
+    /// decided symmetrically: each template's examples are tried against the
+    /// other, binders holding the other template's literals), reported at the
+    /// key of the one declared later.
     fn overlaps(&mut self, entities: &[Entity], raws: &[(String, Spanned<RawEntity>)]) {
         for (i, a) in entities.iter().enumerate() {
-            if a.key.len() != 2 {
-                continue;
-            }
-            for sample in ["x", "01HXAA0000000000000000000A"] {
-                let example: Vec<String> = a
+            for (j, b) in entities.iter().enumerate().skip(i + 1) {
+                if a.key.len() != 2 || b.key.len() != 2 {
+                    continue;
+                }
+                let Some(example) = a
                     .key
                     .iter()
-                    .map(|k| {
-                        let vals: Vec<&str> = k.template.binders().map(|_| sample).collect();
-                        k.template.build(&vals)
-                    })
-                    .collect();
-                for (j, b) in entities.iter().enumerate() {
-                    if j <= i || b.key.len() != 2 {
-                        continue;
-                    }
-                    if b.key
-                        .iter()
-                        .zip(&example)
-                        .all(|(k, v)| k.template.matches(v).is_some())
-                    {
-                        self.err(
-                            at(&raws[j].1.value.key),
-                            format!(
-                                "`{}` and `{}` both match the key {}={}, {}={}: make their templates differ by a literal",
-                                a.name, b.name, a.key[0].attr, example[0], a.key[1].attr, example[1]
-                            ),
-                        );
-                    }
+                    .zip(&b.key)
+                    .map(|(x, y)| overlap_witness(&x.template, &y.template))
+                    .collect::<Option<Vec<String>>>()
+                else {
+                    continue;
+                };
+                let first_line = raws[i].1.value.key.referenced.line();
+                self.err(
+                    at(&raws[j].1.value.key),
+                    format!(
+                        "`{}` (line {first_line}) and `{}` both match the key {}={}, {}={} (an item with it would be read as `{}`): make their templates differ by a literal",
+                        a.name, b.name, a.key[0].attr, example[0], a.key[1].attr, example[1], a.name
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// The type of an enum written as a list: one kind of value throughout.
+fn enum_type(values: &[EnumValue]) -> Option<Ty> {
+    let strs: Option<Vec<String>> = values
+        .iter()
+        .map(|v| match v {
+            EnumValue::Str(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    let ints: Option<Vec<i64>> = values
+        .iter()
+        .map(|v| match v {
+            EnumValue::Int(i) => Some(*i),
+            _ => None,
+        })
+        .collect();
+    let bools: Option<Vec<bool>> = values
+        .iter()
+        .map(|v| match v {
+            EnumValue::Bool(b) => Some(*b),
+            _ => None,
+        })
+        .collect();
+    strs.map(Ty::Enum)
+        .or(ints.map(Ty::IntEnum))
+        .or(bools.map(Ty::BoolEnum))
+}
+
+/// Values a binder is tried with when looking for a key two templates both
+/// match: plain ids, and values holding the other template's literals (and
+/// their `#`-separated pieces), alone or between other characters.
+fn binder_samples(other: &KeyTemplate) -> Vec<String> {
+    let mut out: Vec<String> = vec!["x".into(), "01HXAA0000000000000000000A".into(), "1".into()];
+    for p in &other.parts {
+        let Part::Lit(l) = p else { continue };
+        let pieces = std::iter::once(l.as_str()).chain(l.split('#').filter(|s| !s.is_empty()));
+        for piece in pieces {
+            for v in [
+                format!("x{piece}"),
+                piece.to_string(),
+                format!("{piece}x"),
+                format!("x{piece}x"),
+            ] {
+                if !out.contains(&v) {
+                    out.push(v);
                 }
             }
         }
     }
+    out
+}
+
+/// Keys built from `t`: every binder `x`, then each binder (and all of
+/// them at once) with each sample.
+fn template_examples(t: &KeyTemplate, samples: &[String]) -> Vec<String> {
+    let n = t.binders().count();
+    let mut out = Vec::new();
+    for s in samples {
+        out.push(t.build(&vec![s.as_str(); n]));
+        for at in 0..n {
+            let vals: Vec<&str> = (0..n)
+                .map(|k| if k == at { s.as_str() } else { "x" })
+                .collect();
+            out.push(t.build(&vals));
+        }
+    }
+    out
+}
+
+/// A value both templates match, if one is found.
+pub(crate) fn overlap_witness(a: &KeyTemplate, b: &KeyTemplate) -> Option<String> {
+    template_examples(a, &binder_samples(b))
+        .into_iter()
+        .chain(template_examples(b, &binder_samples(a)))
+        .find(|k| a.matches(k).is_some() && b.matches(k).is_some())
 }

@@ -270,3 +270,185 @@ fn reserved_blocks_and_versions_are_refused_clearly() {
     let l = line_of("jobstream: 1");
     assert_one(&p, l, 12, "unsupported format version 2");
 }
+
+/// A file with two entities, `first` declared before `second`.
+fn two_entities(first: (&str, &str), second: (&str, &str)) -> String {
+    let ent = |(name, pk): (&str, &str)| {
+        format!(
+            "  {name}:\n    key: {{ PK: \"{pk}\", SK: \"PROFILE\" }}\n    attributes:\n      id: string\n"
+        )
+    };
+    format!(
+        "jobstream: 1\ntable: {{ name: t, pk: PK, sk: SK }}\nentities:\n{}{}",
+        ent(first),
+        ent(second)
+    )
+}
+
+#[test]
+fn an_overlap_is_reported_in_both_orders_at_its_line_with_an_example_key() {
+    let user = ("user", "U#${id}");
+    let team = ("team", "U#${id}#TEAM");
+    for (text, later_line) in [(two_entities(user, team), 9), (two_entities(team, user), 9)] {
+        let p = compile(&text, "t").unwrap_err();
+        assert_eq!(p.len(), 1, "{text}\n{p:#?}");
+        assert_one(
+            &p,
+            later_line,
+            10,
+            "both match the key PK=U#x#TEAM, SK=PROFILE",
+        );
+        assert!(
+            p[0].message.contains("`user`") && p[0].message.contains("`team`"),
+            "{p:#?}"
+        );
+    }
+    // By construction: a binder that may contain the other template's
+    // literal (`A#${a}` holds `B#x`), whichever is declared first.
+    for (first, second) in [
+        (("outer", "A#${a}"), ("inner", "A#B#${b}")),
+        (("inner", "A#B#${b}"), ("outer", "A#${a}")),
+        (("left", "${a}#B"), ("right", "A#${b}")),
+        (("right", "A#${b}"), ("left", "${a}#B")),
+    ] {
+        let p = compile(&two_entities(first, second), "t").unwrap_err();
+        assert!(
+            p.iter()
+                .any(|p| p.line == 9 && p.message.contains("both match the key")),
+            "{first:?} {second:?}: {p:#?}"
+        );
+    }
+    // Distinct literals: no overlap either way.
+    for (first, second) in [
+        (("user", "U#${id}"), ("team", "T#${id}")),
+        (("team", "T#${id}"), ("user", "U#${id}")),
+    ] {
+        assert_eq!(compile(&two_entities(first, second), "t").err(), None);
+    }
+}
+
+const SOCIAL: &str = include_str!("../../../models/social.yaml");
+
+#[test]
+fn a_via_listing_nothing_maintains_is_refused_saying_what_would_list() {
+    assert_eq!(compile(SOCIAL, "t").err(), None);
+    // The follower mirror no longer derived from a follow.
+    let derive = "    derive:\n      - entity: follower\n        with: { followed: followed, follower: follower, createdAt: createdAt }\n";
+    assert!(SOCIAL.contains(derive));
+    let text = SOCIAL.replace(derive, "");
+    let p = compile(&text, "t").unwrap_err();
+    let line = text
+        .lines()
+        .position(|l| l.contains("via: follower"))
+        .expect("via")
+        + 1;
+    let col = text
+        .lines()
+        .nth(line - 1)
+        .unwrap()
+        .find("follower }")
+        .unwrap()
+        + 1;
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_one(&p, line, col as u64, "nothing writes `follower` items");
+    assert_one(&p, line, col as u64, "derive one per `follow`");
+}
+
+/// A model with enums of each kind and an expression over a string.
+const TYPED: &str = r#"jobstream: 1
+table: { name: t, pk: PK, sk: SK }
+entities:
+  seat:
+    key: { PK: "S#${seatId}", SK: "SEAT" }
+    attributes:
+      seatId: string
+      level: [1, 2, 3]
+      vip: [true]
+      zone: ["1", b]
+      label: string
+    project:
+      attributes:
+        tag: "${label + 1}"
+"#;
+
+fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
+    [
+        ("PK", s("S#a")),
+        ("SK", s("SEAT")),
+        ("type", s("seat")),
+        ("seatId", s("a")),
+        ("level", level),
+        ("vip", vip),
+        ("zone", s(zone)),
+        ("label", s("secret-label")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn enums_of_numbers_and_booleans_are_typed_as_written() {
+    let r = rules(TYPED);
+    let ok = seat(n(2), AttributeValue::Bool(true), "1");
+    assert!(r.derived(&ok).is_ok(), "{:?}", r.derived(&ok));
+    let kind = |i: &Item| r.derived(i).unwrap_err().kind();
+    assert_eq!(
+        kind(&seat(n(4), AttributeValue::Bool(true), "b")),
+        "InvalidValue"
+    );
+    assert_eq!(
+        kind(&seat(s("2"), AttributeValue::Bool(true), "b")),
+        "WrongType"
+    );
+    assert_eq!(
+        kind(&seat(n(2), AttributeValue::Bool(false), "b")),
+        "InvalidValue"
+    );
+    assert_eq!(
+        kind(&seat(n(2), AttributeValue::Bool(true), "c")),
+        "InvalidValue"
+    );
+    let msg = r
+        .derived(&seat(n(4), AttributeValue::Bool(true), "b"))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("not one of 1|2|3"), "{msg}");
+    // One kind of value per enum.
+    let p = compile(&TYPED.replace("[1, 2, 3]", "[1, two]"), "t").unwrap_err();
+    assert_one(&p, 8, 14, "all strings, all integers or all booleans");
+}
+
+#[test]
+fn error_messages_name_keys_and_reasons_never_values() {
+    let r = rules(TYPED);
+    // A CEL error over a value (a string plus an int).
+    let e = r
+        .projection(&seat(n(2), AttributeValue::Bool(true), "1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("PK=S#a") && e.contains("string"), "{e}");
+    assert!(!e.contains("secret-label"), "never a value: {e}");
+    // A value outside its enum, a wrong entity type.
+    let r = rules(LIBRARY);
+    let msg = r
+        .derived(&loan("ann", B, "secret-state"))
+        .unwrap_err()
+        .to_string();
+    assert!(!msg.contains("secret-state"), "{msg}");
+    let mut i = loan("ann", B, "open");
+    i.insert("type".into(), s("secret-type"));
+    let msg = r.derived(&i).unwrap_err().to_string();
+    assert!(
+        msg.contains("expected `loan`") && !msg.contains("secret-type"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_comment_after_a_value_is_fine() {
+    let text = LIBRARY.replace("jobstream: 1", "jobstream: 1 #v1");
+    assert_eq!(compile(&text, "t").err(), None);
+    let text = LIBRARY.replace("days: int", "days: int #todo");
+    assert_eq!(compile(&text, "t").err(), None);
+}

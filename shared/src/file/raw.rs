@@ -83,11 +83,53 @@ impl<'de> Deserialize<'de> for Scalar {
 }
 
 /// An attribute's type: a name (`string`, `int`, `bool`, `ulid`, `iso-utc`,
-/// `set`; `?` at the end = optional) or a list of allowed strings (an enum).
+/// `set`; `?` at the end = optional) or a list of allowed values (an enum of
+/// strings, of integers or of booleans, typed as written).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrSpec {
     Named(String),
-    Enum(Vec<String>),
+    Enum(Vec<EnumValue>),
+}
+
+/// One allowed value of an enum, as YAML typed it (`open`, `"1"`: strings;
+/// `1`: an integer; `true`: a boolean).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnumValue {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+}
+
+impl<'de> Deserialize<'de> for EnumValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis;
+        impl Visitor<'_> for Vis {
+            type Value = EnumValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, an integer or a boolean")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<EnumValue, E> {
+                Ok(EnumValue::Str(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<EnumValue, E> {
+                Ok(EnumValue::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<EnumValue, E> {
+                i64::try_from(v)
+                    .map(EnumValue::Int)
+                    .map_err(|_| E::custom(format!("{v} is out of the integer range")))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<EnumValue, E> {
+                Ok(EnumValue::Bool(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<EnumValue, E> {
+                Err(E::custom(
+                    "empty value (an unquoted `#` starts a comment: quote the value)",
+                ))
+            }
+        }
+        d.deserialize_any(Vis)
+    }
 }
 
 impl<'de> Deserialize<'de> for AttrSpec {
@@ -103,8 +145,8 @@ impl<'de> Deserialize<'de> for AttrSpec {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AttrSpec, A::Error> {
                 let mut out = Vec::new();
-                while let Some(v) = seq.next_element::<Scalar>()? {
-                    out.push(v.0);
+                while let Some(v) = seq.next_element::<EnumValue>()? {
+                    out.push(v);
                 }
                 Ok(AttrSpec::Enum(out))
             }

@@ -95,7 +95,7 @@ impl FileModel {
             if t != entity.name {
                 return Err(err(invalid(
                     self.entity_type,
-                    format!("`{t}` does not match the key (expected `{}`)", entity.name),
+                    format!("does not match the key (expected `{}`)", entity.name),
                 )));
             }
         }
@@ -117,10 +117,8 @@ impl FileModel {
             if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
                 continue;
             }
-            if let Some(f) = format.and_then(Ty::named) {
-                check_str(name, value, &f).map_err(err)?;
-            }
-            vals.push((*name, Val::Str(value.to_string())));
+            let ty = format.and_then(Ty::named);
+            vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
         for c in &entity.checks {
@@ -130,7 +128,11 @@ impl FileModel {
                 Ok(other) => {
                     return Err(err(invalid(
                         c.attribute,
-                        format!("check `{}` gave {other:?}, not a bool", c.expr.source),
+                        format!(
+                            "check `{}` gave a {}, not a bool",
+                            c.expr.source,
+                            other.kind()
+                        ),
                     )))
                 }
                 Err(e) => return Err(err(invalid(c.attribute, e))),
@@ -180,7 +182,11 @@ impl FileModel {
             None => Ok(true),
             Some(e) => match self.env.eval(e, |n| rec.get(n))? {
                 Val::Bool(b) => Ok(b),
-                other => Err(format!("`{}` gave {other:?}, not a bool", e.source)),
+                other => Err(format!(
+                    "`{}` gave a {}, not a bool",
+                    e.source,
+                    other.kind()
+                )),
             },
         }
     }
@@ -226,8 +232,8 @@ impl FileModel {
 impl Ty {
     fn dynamo(&self) -> &'static str {
         match self {
-            Ty::Int => "N",
-            Ty::Bool => "BOOL",
+            Ty::Int | Ty::IntEnum(_) => "N",
+            Ty::Bool | Ty::BoolEnum(_) => "BOOL",
             Ty::Set => "SS",
             _ => "S",
         }
@@ -238,6 +244,12 @@ fn is_iso_utc(s: &str) -> bool {
     s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok()
 }
 
+/// A value outside its enum (the value itself is not logged).
+fn not_one_of<T: ToString>(name: &str, allowed: &[T]) -> AttrError {
+    let allowed: Vec<String> = allowed.iter().map(T::to_string).collect();
+    invalid(name, format!("not one of {}", allowed.join("|")))
+}
+
 /// Validates a string value against a string-shaped type.
 fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
     match ty {
@@ -246,11 +258,54 @@ fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
         }
         Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
         Ty::Int if v.parse::<i64>().is_err() => Err(invalid(name, "not an integer")),
-        Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(invalid(
-            name,
-            format!("`{v}` is not one of {}", allowed.join("|")),
-        )),
+        Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(not_one_of(name, allowed)),
+        Ty::IntEnum(allowed) if !v.parse::<i64>().is_ok_and(|i| allowed.contains(&i)) => {
+            Err(not_one_of(name, allowed))
+        }
+        Ty::BoolEnum(allowed) if !v.parse::<bool>().is_ok_and(|b| allowed.contains(&b)) => {
+            Err(not_one_of(name, allowed))
+        }
         _ => Ok(()),
+    }
+}
+
+/// A key name's value (a string in the key) as expressions read it: typed
+/// by the entity's attribute of that name, else by the binder's format.
+pub(super) fn key_val(
+    entity: &Entity,
+    name: &str,
+    format: Option<&str>,
+    value: &str,
+) -> Result<Val, AttrError> {
+    let ty = entity
+        .attr(name)
+        .map(|a| a.ty.clone())
+        .or_else(|| format.and_then(Ty::named));
+    typed_str(name, value, ty.as_ref())
+}
+
+/// A string (a key's part) as a value of type `ty`.
+pub(super) fn typed_str(name: &str, v: &str, ty: Option<&Ty>) -> Result<Val, AttrError> {
+    match ty {
+        Some(t @ (Ty::Int | Ty::IntEnum(_))) => {
+            check_str(name, v, t)?;
+            v.parse::<i64>()
+                .map(Val::Int)
+                .map_err(|_| invalid(name, "not an integer"))
+        }
+        Some(t @ (Ty::Bool | Ty::BoolEnum(_))) => {
+            check_str(name, v, t)?;
+            match v {
+                "true" => Ok(Val::Bool(true)),
+                "false" => Ok(Val::Bool(false)),
+                _ => Err(invalid(name, "not a boolean (`true` or `false`)")),
+            }
+        }
+        Some(t) => {
+            check_str(name, v, t)?;
+            Ok(Val::Str(v.to_string()))
+        }
+        None => Ok(Val::Str(v.to_string())),
     }
 }
 
@@ -273,6 +328,14 @@ pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
             .map(Val::Int)
             .map_err(|_| invalid(a.name, "not an integer")),
         (Ty::Bool, AttributeValue::Bool(b)) => Ok(Val::Bool(*b)),
+        (Ty::IntEnum(allowed), AttributeValue::N(n)) => match n.parse::<i64>() {
+            Ok(i) if allowed.contains(&i) => Ok(Val::Int(i)),
+            _ => Err(not_one_of(a.name, allowed)),
+        },
+        (Ty::BoolEnum(allowed), AttributeValue::Bool(b)) if allowed.contains(b) => {
+            Ok(Val::Bool(*b))
+        }
+        (Ty::BoolEnum(allowed), AttributeValue::Bool(_)) => Err(not_one_of(a.name, allowed)),
         (Ty::Set, AttributeValue::Ss(v)) => {
             let mut v = v.clone();
             v.sort();
@@ -297,6 +360,18 @@ pub(super) fn to_attr(
         (_, Val::Null) => return Ok(None),
         (Some(Ty::Int) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
         (Some(Ty::Bool) | None, Val::Bool(b)) => AttributeValue::Bool(b),
+        (Some(Ty::IntEnum(allowed)), Val::Int(i)) if allowed.contains(&i) => {
+            AttributeValue::N(i.to_string())
+        }
+        (Some(Ty::BoolEnum(allowed)), Val::Bool(b)) if allowed.contains(&b) => {
+            AttributeValue::Bool(b)
+        }
+        (Some(t @ (Ty::IntEnum(_) | Ty::BoolEnum(_))), Val::Int(_) | Val::Bool(_)) => {
+            return Err(format!(
+                "`{name}`: not one of its enum's values ({})",
+                t.dynamo()
+            ))
+        }
         (Some(Ty::Set) | None, Val::Set(v)) if v.is_empty() => return Ok(None),
         (Some(Ty::Set) | None, Val::Set(v)) => AttributeValue::Ss(v),
         (Some(t @ (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_))), Val::Str(s)) => {
@@ -305,7 +380,7 @@ pub(super) fn to_attr(
         }
         (None, Val::Str(s)) => AttributeValue::S(s),
         (None, Val::Map(_)) => return Err(format!("`{name}`: a map is not an attribute value")),
-        (Some(t), v) => return Err(format!("`{name}`: {v:?} is not a {}", t.dynamo())),
+        (Some(t), v) => return Err(format!("`{name}`: a {} is not a {}", v.kind(), t.dynamo())),
     }))
 }
 
@@ -398,7 +473,7 @@ impl Rules for FileRules {
                         return Err(m.bad(
                             &rec,
                             image,
-                            format!("`{a}` amount {other:?} is not an int"),
+                            format!("`{a}` amount is a {}, not an int", other.kind()),
                         ))
                     }
                 }

@@ -33,12 +33,12 @@ use serde::Deserialize;
 use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
 use super::model::{suggest, Entity, FileModel, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
-use super::rules::{read_attr, to_attr, Parsed};
+use super::rules::{key_val, read_attr, to_attr, typed_str, Parsed};
 use super::template::Part as FilePart;
 use crate::change::{Change, ChangeKind};
 use crate::engine::joinset::{
-    valid_var_value, FactDecl, JoinJob, JoinSet, KeyTemplate, Row, TargetDecl, UnlessDecl, Value,
-    Vars, When, DEFAULT_PAGE,
+    valid_var_value, var_names, FactDecl, JoinJob, JoinSet, KeyTemplate, Row, TargetDecl,
+    UnlessDecl, Value, Vars, When, DEFAULT_PAGE,
 };
 use crate::engine::rules::OutMessage;
 use crate::error::InputError;
@@ -119,6 +119,10 @@ pub struct SetSpec {
     pub values: Vec<(&'static str, SetExpr)>,
     pub ttl: Option<SetExpr>,
     pub page: usize,
+    /// The declared type of each set variable that has one (the key name
+    /// it renames: the fact entity's attribute, else the binder's format):
+    /// expressions read variables typed, as they read the facts.
+    pub var_types: Vec<(String, super::model::Ty)>,
 }
 
 fn leak(s: String) -> &'static str {
@@ -214,14 +218,28 @@ impl Compiling<'_> {
         let mut via = None;
         if let Some(v) = &f.value.via {
             let ve = self.entity(v, set)?;
+            let listed = &self.entities[ve];
+            let maintained = listed.writer
+                || self
+                    .entities
+                    .iter()
+                    .any(|e| e.derive.iter().any(|d| d.target == ve));
+            if !maintained {
+                let fact_entity = self.entities[e].name;
+                let msg = format!(
+                    "set `{set}`: fact `{name}` is listed `via: {}`, but nothing writes `{}` items, so the listing stays empty: derive one per `{fact_entity}` (under `{fact_entity}:`, `derive: [{{ entity: {}, with: {{ ... }} }}]`) or list by a writer entity",
+                    v.value, listed.name, listed.name
+                );
+                self.err(at(v), msg);
+            }
             match renamed(&self.entities[ve], &rename) {
                 Ok(k) if k.vars() == key.vars() => via = Some(k),
                 Ok(k) => {
                     let msg = format!(
-                        "set `{set}`: `{}` lists `{name}` by the names {:?}, the fact's key has {:?}: the same key names must bind the same variables",
+                        "set `{set}`: `{}` lists `{name}` by the variables {}, the fact's key has {}: the same key names must bind the same variables",
                         v.value,
-                        k.vars(),
-                        key.vars()
+                        var_names(k.vars()),
+                        var_names(key.vars())
                     );
                     self.err(at(v), msg);
                 }
@@ -486,8 +504,29 @@ fn one(
         }
         Some(p) => p.value as usize,
     };
+    let mut var_types: Vec<(String, super::model::Ty)> = Vec::new();
+    for f in facts.iter().chain(&unless) {
+        let e = &c.entities[f.entity];
+        for (b, format) in e.binders() {
+            let var = f
+                .rename
+                .iter()
+                .find(|(k, _)| k == b)
+                .map_or(b, |(_, v)| v.as_str());
+            let ty = e
+                .attr(b)
+                .map(|a| a.ty.clone())
+                .or_else(|| format.and_then(super::model::Ty::named));
+            if let Some(ty) = ty {
+                if !var_types.iter().any(|(n, _)| n == var) {
+                    var_types.push((var.to_string(), ty));
+                }
+            }
+        }
+    }
     let lname = leak(name.to_string());
     let spec = SetSpec {
+        var_types,
         name: lname,
         queue: QueueDef::standard(
             lname,
@@ -530,11 +569,11 @@ fn row_lookup(
     set: &'static SetSpec,
     row: &Row<'_>,
 ) -> Result<Vec<(String, Val)>, String> {
-    let mut env: Vec<(String, Val)> = row
-        .vars
-        .iter()
-        .map(|(k, v)| (k.clone(), Val::Str(v.clone())))
-        .collect();
+    let mut env: Vec<(String, Val)> = Vec::with_capacity(row.vars.len() + set.facts.len() + 1);
+    for (k, v) in row.vars.iter() {
+        let ty = set.var_types.iter().find(|(n, _)| n == k).map(|(_, t)| t);
+        env.push((k.clone(), typed_str(k, v, ty).map_err(|e| e.to_string())?));
+    }
     for f in &set.facts {
         if let Some(item) = row.facts.get(f.name.as_str()) {
             env.push((f.name.clone(), fact_val(m, f.entity, item)?));
@@ -563,6 +602,17 @@ fn value(
     ty: Option<&'static super::model::Ty>,
 ) -> Value {
     match v {
+        // A variable into an int or bool attribute: typed as declared.
+        SetExpr::Var(var) if matches!(ty, Some(super::model::Ty::Int | super::model::Ty::Bool)) => {
+            Value::Computed(Arc::new(move |row| {
+                let raw = row
+                    .vars
+                    .get(var)
+                    .ok_or_else(|| format!("variable `{var}` is unbound"))?;
+                let v = typed_str(var, raw, ty).map_err(|e| e.to_string())?;
+                to_attr(attr, v, ty)?.ok_or_else(|| format!("`{attr}` has no value"))
+            }))
+        }
         SetExpr::Var(v) => Value::Var(v.clone()),
         SetExpr::Attr { fact, attr } => Value::Attr {
             fact: fact.clone(),
@@ -623,7 +673,11 @@ impl SetSpec {
                         SetWhen::Expr(e) => {
                             When::Expr(Arc::new(move |row| match eval(m, me, e, row)? {
                                 Val::Bool(b) => Ok(b),
-                                other => Err(format!("`{}` gave {other:?}, not a bool", e.source)),
+                                other => Err(format!(
+                                    "`{}` gave a {}, not a bool",
+                                    e.source,
+                                    other.kind()
+                                )),
                             }))
                         }
                     })
@@ -672,7 +726,9 @@ fn valid(m: &FileModel, entity: usize, item: &Item) -> Result<(), String> {
 }
 
 fn attrs_equal(a: &Item, b: &Item, reads: &[&str]) -> bool {
-    reads.iter().all(|r| a.get(*r) == b.get(*r))
+    reads
+        .iter()
+        .all(|r| crate::item::same_opt(a.get(*r), b.get(*r)))
 }
 
 impl FileModel {
@@ -698,23 +754,32 @@ impl FileModel {
                 self.parse(new)?;
             }
         }
-        let binders: Vec<String> = entity
+        let binders: Vec<(String, Option<String>)> = entity
             .key
             .iter()
-            .flat_map(|k| k.template.binders().map(|b| b.name.clone()))
+            .flat_map(|k| {
+                k.template
+                    .binders()
+                    .map(|b| (b.name.clone(), b.format.clone()))
+            })
             .collect();
         // A remove carries no image to validate: its key must pass the
-        // checks that read only key names, or it starts nothing.
+        // checks that read only key names (each typed as declared), or it
+        // was never a valid item and starts nothing.
         if change.kind == ChangeKind::Remove {
-            let vals: Vec<(&str, Val)> = binders
-                .iter()
-                .zip(&bound)
-                .map(|(b, v)| (b.as_str(), Val::Str(v.to_string())))
-                .collect();
-            let key_only = entity
-                .checks
-                .iter()
-                .filter(|c| c.expr.variables.iter().all(|v| binders.contains(v)));
+            let mut vals: Vec<(&str, Val)> = Vec::with_capacity(binders.len());
+            for ((b, format), v) in binders.iter().zip(&bound) {
+                match key_val(entity, b, format.as_deref(), v) {
+                    Ok(val) => vals.push((b.as_str(), val)),
+                    Err(_) => return Ok(vec![]),
+                }
+            }
+            let key_only = entity.checks.iter().filter(|c| {
+                c.expr
+                    .variables
+                    .iter()
+                    .all(|v| binders.iter().any(|(b, _)| b == v))
+            });
             for c in key_only {
                 let ok = self.env.eval(&c.expr, |n| {
                     vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
@@ -749,17 +814,25 @@ impl FileModel {
                     }
                 }
                 let mut bind = Vars::new();
-                for (b, v) in binders.iter().zip(&bound) {
+                for ((b, _), v) in binders.iter().zip(&bound) {
                     let var = f
                         .rename
                         .iter()
                         .find(|(k, _)| k == b)
                         .map(|(_, v)| v.clone())
                         .unwrap_or_else(|| b.clone());
+                    if !valid_var_value(v) {
+                        // Never silence: the item is valid for everything
+                        // else but cannot join (SPEC §8, `sets:`).
+                        return Err(InputError::Invalid {
+                            key: change.key_display(),
+                            reason: format!(
+                                "set `{}`: the key name `{b}` of `{}` holds a `#` (or is over 1024 bytes): a join set's key names cannot, so the item joins nothing",
+                                set.name, entity.name
+                            ),
+                        });
+                    }
                     bind.insert(var, v.to_string());
-                }
-                if !bind.values().all(|v| valid_var_value(v)) {
-                    continue;
                 }
                 let body = JoinJob {
                     set: set.name.to_string(),

@@ -127,10 +127,7 @@ impl<'a> Reader<'a> {
             .map(|(_, t)| *t)
             .ok_or_else(|| {
                 let names: Vec<&str> = allowed.iter().map(|(v, _)| *v).collect();
-                self.err(invalid(
-                    name,
-                    format!("`{raw}` is not one of {}", names.join("|")),
-                ))
+                self.err(invalid(name, format!("not one of {}", names.join("|"))))
             })
     }
 
@@ -140,10 +137,7 @@ impl<'a> Reader<'a> {
         if t != kind.type_name() {
             return Err(self.err(invalid(
                 keys::TYPE,
-                format!(
-                    "`{t}` does not match the key (expected `{}`)",
-                    kind.type_name()
-                ),
+                format!("does not match the key (expected `{}`)", kind.type_name()),
             )));
         }
         Ok(())

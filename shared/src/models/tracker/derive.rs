@@ -66,7 +66,7 @@ impl Rules for TrackerDerive {
         if !APPLICATION_STATUS.contains(&status) {
             return Err(err(AttrError::Invalid {
                 name: "status".into(),
-                reason: format!("`{status}` is not one of the allowed values"),
+                reason: "not one of the allowed values".to_string(),
             }));
         }
         let archived = image.bool("isArchived").map_err(&err)?;
