@@ -3,7 +3,9 @@
 //!
 //! - [`local`] - the local Lambda emulation: embedded engine, stream and SQS
 //!   event source mappings, the local SQS server, a model's runtime.
-//! - [`tools`] - verify, backfill, the deploy definitions, `run`'s flags.
+//! - [`tools`] - verify, backfill, the deploy definitions, `run`'s flags,
+//!   import, graph, explain.
+//! - [`progress`] - progress of long-running work on stderr (terminals only).
 //! - `faults` (feature `faults`) - a fault-injecting proxy for tests.
 //!
 //! The commands themselves are in `main.rs`.
@@ -13,4 +15,5 @@
 #[cfg(feature = "faults")]
 pub mod faults;
 pub mod local;
+pub mod progress;
 pub mod tools;

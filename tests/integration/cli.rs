@@ -95,3 +95,39 @@ fn tables_of_a_model_file_prints_the_definition_the_stack_reads() {
     );
     assert_eq!(printed["models"][0]["name"], "library");
 }
+
+#[test]
+fn demo_prints_only_its_report_on_stdout_even_while_installing_the_local_sqs() {
+    // A fresh install directory: the first run installs the local SQS
+    // (npm ci), whose own report must not reach stdout.
+    let src = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/local-sqs"));
+    let dir = std::env::temp_dir().join(format!("jobstream-sqs-install-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    for f in ["package.json", "package-lock.json", "server.mjs"] {
+        std::fs::copy(src.join(f), dir.join(f)).expect("copies");
+    }
+    let out = std::process::Command::new(jobstream_bin())
+        .args(["demo", "--model", "social"])
+        .env("JOBSTREAM_LOCAL_SQS_DIR", &dir)
+        .output()
+        .expect("jobstream runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = stdout(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{err}");
+    assert!(
+        err.contains("installing the local SQS"),
+        "the install happened (on stderr): {err}"
+    );
+    assert!(text.starts_with("jobstream demo: "), "{text}");
+    for l in text.lines() {
+        assert!(
+            !l.contains("added ") && !l.contains("packages") && !l.contains("npm"),
+            "not a line of the demo's report: `{l}`"
+        );
+    }
+    assert!(
+        text.ends_with("OK: every derived item is what the scenario implies.\n"),
+        "{text}"
+    );
+}

@@ -66,11 +66,18 @@ pub fn ensure_installed() -> anyhow::Result<PathBuf> {
         "installing the local SQS ({LOCAL_SQS_PACKAGES}) into {} (once)",
         dir.display()
     );
+    // npm's own report ("added 81 packages") goes to stderr: stdout keeps
+    // only the documented lines.
+    let progress = crate::progress::spinner("npm ci (local SQS)");
     let status = Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
         .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
         .status()
-        .context("running npm ci (Node.js and npm must be on PATH)")?;
+        .context("running npm ci (Node.js and npm must be on PATH)");
+    progress.finish_and_clear();
+    let status = status?;
     anyhow::ensure!(status.success(), "npm ci in {} failed", dir.display());
     Ok(dir)
 }

@@ -2,7 +2,6 @@
 //! through the same rules and engine as the stream, idempotently, with a
 //! rate limit, a resumable checkpoint file and progress output.
 
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -139,33 +138,9 @@ where
         .ok()
         .and_then(|d| d.table().and_then(|t| t.item_count()))
         .unwrap_or(0) as u64;
-    let progress = {
-        let scanned = scanned.clone();
-        tokio::spawn(async move {
-            let terminal = std::io::stderr().is_terminal();
-            let mut tick =
-                tokio::time::interval(Duration::from_millis(if terminal { 250 } else { 2000 }));
-            loop {
-                tick.tick().await;
-                let n = scanned.load(Ordering::Relaxed);
-                let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
-                let done = n + resumed;
-                let eta = if total > done && rate > 0.0 {
-                    format!(
-                        "ETA {:.0?}",
-                        Duration::from_secs_f64((total - done) as f64 / rate)
-                    )
-                } else {
-                    "ETA -".into()
-                };
-                if terminal {
-                    eprint!("\r{done}/{total} items, {rate:.0} items/s, {eta}   ");
-                } else {
-                    eprintln!("backfill: {done}/{total} items, {rate:.0} items/s, {eta}");
-                }
-            }
-        })
-    };
+    // Drawn only on a terminal (indicatif hides it elsewhere).
+    let progress = crate::progress::bar("backfill", total);
+    progress.set_position(resumed);
     let mut tasks = Vec::new();
     for segment in 0..opts.segments {
         let (client, table, opts, work) = (
@@ -175,6 +150,7 @@ where
             work.clone(),
         );
         let (checkpoint, scanned, pacer) = (checkpoint.clone(), scanned.clone(), pacer.clone());
+        let progress = progress.clone();
         tasks.push(tokio::spawn(async move {
             let state = checkpoint.lock().await.segments[segment as usize].clone();
             if state.done {
@@ -206,6 +182,7 @@ where
                 }
                 work(items).await?;
                 scanned.fetch_add(n, Ordering::Relaxed);
+                progress.inc(n);
                 start = page.last_evaluated_key().cloned();
                 let mut c = checkpoint.lock().await;
                 let s = &mut c.segments[segment as usize];
@@ -227,10 +204,7 @@ where
             result = Err(e);
         }
     }
-    progress.abort();
-    if std::io::stderr().is_terminal() {
-        eprintln!();
-    }
+    progress.finish_and_clear();
     result?;
     Ok(ScanReport {
         scanned: scanned.load(Ordering::Relaxed),

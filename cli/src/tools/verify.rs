@@ -117,15 +117,21 @@ impl ExpectedCounter {
 
 /// Every item of a table (Scan, consistent).
 pub async fn scan_all(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<Vec<Item>> {
-    let pages = client
+    let progress = crate::progress::spinner(format!("scanning {table}"));
+    let mut pages = client
         .scan()
         .table_name(table)
         .consistent_read(true)
         .into_paginator()
-        .items()
         .send();
-    let items: Result<Vec<Item>, _> = pages.collect::<Vec<_>>().await.into_iter().collect();
-    Ok(items?)
+    let mut items = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page?;
+        progress.inc(page.items().len() as u64);
+        items.extend(page.items().iter().cloned());
+    }
+    progress.finish_and_clear();
+    Ok(items)
 }
 
 /// Verifies a model's table and ledger.
