@@ -27,10 +27,7 @@ impl LocalEngine {
     /// Starts an engine on `addr` (`127.0.0.1:0` for an ephemeral port), in
     /// memory or persisted to the SQLite file `path`.
     pub async fn start(addr: &str, path: Option<&str>) -> anyhow::Result<Self> {
-        let db = match path {
-            Some(p) => dynoxide::Database::new(p).with_context(|| format!("opening {p}"))?,
-            None => dynoxide::Database::memory().context("opening in-memory database")?,
-        };
+        let db = super::stream_index::open(path)?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;

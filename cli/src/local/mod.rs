@@ -10,6 +10,8 @@
 //! - [`on_failure`] - on-failure destinations: JSON-lines file, SQS.
 //! - [`sqs_esm`], [`sqs_server`] - the SQS event source mapping, and the
 //!   local SQS server (fauxqs on Node, from npm).
+//! - [`stream_index`] - the engine's stream records indexed by sequence
+//!   number (Dynoxide scans them otherwise).
 //! - [`iam`] - each processor's calls checked against its grant.
 //! - [`runtime`] - a model's tables, queues, processors and mappings, built
 //!   from the model's one definition of each processor.
@@ -23,3 +25,4 @@ pub mod runtime;
 pub mod shards;
 pub mod sqs_esm;
 pub mod sqs_server;
+pub mod stream_index;
