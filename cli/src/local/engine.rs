@@ -114,24 +114,49 @@ impl Drop for LocalEngine {
 }
 
 /// SDK configuration for an endpoint: explicit `endpoint`, else the standard
-/// `AWS_ENDPOINT_URL*` variables and credential chain. An explicit endpoint
-/// gets a region if none is configured, and loopback endpoints get dummy
-/// credentials.
+/// `AWS_ENDPOINT_URL*` variables, region and credential chains. Only a
+/// loopback endpoint (the embedded engine, the local SQS) gets a default
+/// region and dummy credentials; any other endpoint, and AWS itself, takes
+/// its region from the SDK's provider chain (`AWS_REGION`, the profile,
+/// instance metadata): see [`require_region`].
 pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config::SdkConfig {
     let mut loader = shared::store::sdk_loader(max_attempts);
     if let Some(url) = endpoint {
         loader = loader.endpoint_url(url);
-        let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
-            .iter()
-            .any(|k| std::env::var_os(k).is_some());
-        if !region_set {
-            loader = loader.region(aws_config::Region::new("us-east-1"));
-        }
         if is_loopback(url) {
             loader = loader.credentials_provider(aws_credential_provider());
         }
     }
+    let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some());
+    if let Some(region) = default_region(endpoint).filter(|_| !region_set) {
+        loader = loader.region(region);
+    }
     loader.load().await
+}
+
+/// The region an endpoint gets when none is configured: `us-east-1` for a
+/// loopback endpoint (the embedded engine signs nothing it checks), none
+/// for anything else (requests signed for a guessed region fail, or reach
+/// the wrong one).
+pub fn default_region(endpoint: Option<&str>) -> Option<aws_config::Region> {
+    endpoint
+        .filter(|url| is_loopback(url))
+        .map(|_| aws_config::Region::new("us-east-1"))
+}
+
+/// `cfg`'s region, or a startup error saying how to set one (`what`: the
+/// service, e.g. `DynamoDB at https://...`).
+pub fn require_region(cfg: &aws_config::SdkConfig, what: &str) -> anyhow::Result<()> {
+    match cfg.region() {
+        Some(_) => Ok(()),
+        None => anyhow::bail!(
+            "no AWS region for {what}: set AWS_REGION (or a profile's region, or run where \
+             instance metadata gives one); only the embedded engine on a loopback endpoint \
+             gets a default region"
+        ),
+    }
 }
 
 fn is_loopback(url: &str) -> bool {
@@ -215,6 +240,8 @@ pub async fn ensure_table(
         .await
         .with_context(|| format!("creating table {name}"))?;
     if let Some(ttl) = def.ttl_attribute {
+        // DynamoDB refuses UpdateTimeToLive while the table is CREATING.
+        wait_until_active(client, name).await?;
         client
             .update_time_to_live()
             .table_name(name)
@@ -230,4 +257,50 @@ pub async fn ensure_table(
             .with_context(|| format!("enabling TTL on {name}"))?;
     }
     Ok(true)
+}
+
+/// Waits until `name` is ACTIVE (the SDK's `TableExists` waiter).
+async fn wait_until_active(client: &aws_sdk_dynamodb::Client, name: &str) -> anyhow::Result<()> {
+    use aws_sdk_dynamodb::client::Waiters as _;
+    client
+        .wait_until_table_exists()
+        .table_name(name)
+        .wait(TABLE_ACTIVE_WAIT)
+        .await
+        .with_context(|| format!("waiting for table {name} to become ACTIVE"))?;
+    Ok(())
+}
+
+/// How long a created table may take to become ACTIVE.
+const TABLE_ACTIVE_WAIT: Duration = Duration::from_secs(300);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_loopback_endpoint_gets_a_default_region() {
+        for local in [
+            "http://127.0.0.1:8000",
+            "http://localhost:4566",
+            "http://[::1]:9",
+        ] {
+            assert_eq!(
+                default_region(Some(local)).as_ref().map(|r| r.as_ref()),
+                Some("us-east-1"),
+                "{local}"
+            );
+        }
+        for remote in [
+            "https://sqs.eu-west-1.amazonaws.com",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            "http://dynamodb-local.internal:8000",
+        ] {
+            assert!(default_region(Some(remote)).is_none(), "{remote}");
+        }
+        assert!(
+            default_region(None).is_none(),
+            "AWS itself: the provider chain"
+        );
+    }
 }
