@@ -277,6 +277,109 @@ const TABLE_ACTIVE_WAIT: Duration = Duration::from_secs(300);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_smithy_runtime_api::client::http::{
+        HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+    };
+    use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+    use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+    use aws_smithy_types::body::SdkBody;
+    use std::sync::{Arc, Mutex};
+
+    /// DynamoDB as it answers a table being created: CreateTable returns
+    /// CREATING, and UpdateTimeToLive is refused (ResourceInUseException)
+    /// until a DescribeTable has seen the table ACTIVE. Records the calls.
+    #[derive(Debug, Clone, Default)]
+    struct Creating(Arc<Mutex<(bool, bool, Vec<String>)>>);
+
+    impl HttpClient for Creating {
+        fn http_connector(
+            &self,
+            _: &HttpConnectorSettings,
+            _: &RuntimeComponents,
+        ) -> SharedHttpConnector {
+            SharedHttpConnector::new(self.clone())
+        }
+    }
+
+    impl HttpConnector for Creating {
+        fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+            let op = request
+                .headers()
+                .get("x-amz-target")
+                .unwrap_or_default()
+                .trim_start_matches("DynamoDB_20120810.")
+                .to_string();
+            let mut state = self.0.lock().unwrap();
+            let (created, active) = (state.0, state.1);
+            let error = |kind: &str| {
+                (
+                    400,
+                    format!(
+                        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{kind}","message":"{kind}"}}"#
+                    ),
+                )
+            };
+            let (status, body) = match op.as_str() {
+                "DescribeTable" if !created => error("ResourceNotFoundException"),
+                "DescribeTable" => {
+                    state.1 = true;
+                    (
+                        200,
+                        r#"{"Table":{"TableName":"t","TableStatus":"ACTIVE"}}"#.to_string(),
+                    )
+                }
+                "CreateTable" => {
+                    state.0 = true;
+                    (
+                        200,
+                        r#"{"TableDescription":{"TableName":"t","TableStatus":"CREATING"}}"#
+                            .to_string(),
+                    )
+                }
+                "UpdateTimeToLive" if !active => error("ResourceInUseException"),
+                "UpdateTimeToLive" => (
+                    200,
+                    r#"{"TimeToLiveSpecification":{"AttributeName":"ttl","Enabled":true}}"#
+                        .to_string(),
+                ),
+                _ => error("UnknownOperationException"),
+            };
+            state.2.push(op);
+            let mut r = HttpResponse::new(
+                aws_smithy_runtime_api::http::StatusCode::try_from(status).expect("status"),
+                SdkBody::from(body),
+            );
+            r.headers_mut()
+                .insert("content-type", "application/x-amz-json-1.0");
+            HttpConnectorFuture::ready(Ok(r))
+        }
+    }
+
+    #[tokio::test]
+    async fn ttl_is_enabled_only_once_the_created_table_is_active() {
+        let fake = Creating::default();
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("eu-west-1"))
+            .credentials_provider(aws_credential_provider())
+            .http_client(fake.clone())
+            .build();
+        let client = aws_sdk_dynamodb::Client::from_conf(config);
+        let created = ensure_table(&client, &shared::models::table::ledger(), "t")
+            .await
+            .expect("TTL enabled after the table became ACTIVE");
+        assert!(created);
+        let calls = fake.0.lock().unwrap().2.clone();
+        assert_eq!(
+            calls,
+            [
+                "DescribeTable",
+                "CreateTable",
+                "DescribeTable",
+                "UpdateTimeToLive"
+            ]
+        );
+    }
 
     #[test]
     fn only_a_loopback_endpoint_gets_a_default_region() {
