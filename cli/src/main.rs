@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::deployed::{queue_urls, require_tables};
+use jobstream::local::engine::{ensure_table, require_region, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::{Provision, Runtime, RuntimeOptions};
 use jobstream::local::sqs_server::LocalSqs;
 use jobstream::tools::consumer::ConsumerArgs;
 use shared::lambda::{Config, Processors};
@@ -68,9 +69,15 @@ struct Target {
     /// The model's table (default: the model's own table name).
     #[arg(long, env = "TABLE_NAME")]
     table: Option<String>,
-    /// The ledger table (markers, records, checkpoints).
-    #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
-    ledger_table: String,
+    /// The ledger table (markers, records, checkpoints); default: the
+    /// stack's (`<stack>-ledger`) with --stack, else `jobstream-ledger`.
+    #[arg(long, env = "LEDGER_TABLE_NAME")]
+    ledger_table: Option<String>,
+    /// The deployed stack to run against (`cdk deploy -c stackName=S`): its
+    /// ledger `S-ledger` and its queues `S-<queue name>` (a QUEUE_URL_<QUEUE>
+    /// or --ledger-table still wins).
+    #[arg(long, env = "JOBSTREAM_STACK", value_name = "STACK")]
+    stack: Option<String>,
 }
 
 impl Target {
@@ -78,11 +85,26 @@ impl Target {
         self.model.load()
     }
 
+    /// `--ledger-table`, else the stack's ledger, else `jobstream-ledger`.
+    fn ledger(&self) -> String {
+        match (&self.ledger_table, &self.stack) {
+            (Some(l), _) => l.clone(),
+            (None, Some(stack)) => models::table::STACK_NAMES.ledger(stack),
+            (None, None) => models::table::ledger().name.to_string(),
+        }
+    }
+
+    fn table_name(&self, model: &Model) -> String {
+        self.table
+            .clone()
+            .unwrap_or_else(|| model.table.name.to_string())
+    }
+
     fn options(&self, endpoint: Option<String>, reader: RecordReader) -> RuntimeOptions {
         let mut opts = RuntimeOptions::new(&self.model.model, endpoint, reader);
         opts.model_file = self.model.model_file.clone();
         opts.table = self.table.clone();
-        opts.ledger_table = self.ledger_table.clone();
+        opts.ledger_table = self.ledger();
         opts
     }
 
@@ -90,11 +112,8 @@ impl Target {
     /// queue URLs from the environment (`QUEUE_URL_<LOGICAL>`).
     fn config(&self, model: &Model) -> Config {
         Config {
-            table: self
-                .table
-                .clone()
-                .unwrap_or_else(|| model.table.name.to_string()),
-            ledger_table: self.ledger_table.clone(),
+            table: self.table_name(model),
+            ledger_table: self.ledger(),
             model: model.name.to_string(),
             queues: model
                 .queues()
@@ -270,23 +289,6 @@ async fn terminated() {
     }
     #[cfg(not(unix))]
     ctrl_c().await;
-}
-
-/// `run` keeps jobs only in a durable SQS: an in-process one would lose
-/// every queued job at exit after the checkpoint moved past its record.
-fn durable_sqs(model: &Model, sqs_endpoint: Option<String>) -> anyhow::Result<Option<String>> {
-    match sqs_endpoint {
-        Some(e) => Ok(Some(e)),
-        None if model.consumers.is_empty() => Ok(None),
-        None => anyhow::bail!(
-            "model {} has queues, and `jobstream run` needs a durable SQS for them: jobs held by \
-             a local in-memory SQS would be lost at exit while the stream checkpoint has moved \
-             past their records. Point it at SQS with --sqs-endpoint (or AWS_ENDPOINT_URL_SQS), \
-             e.g. --sqs-endpoint https://sqs.<region>.amazonaws.com; `jobstream dev` and \
-             `jobstream demo` start a local SQS for trying things out",
-            model.name
-        ),
-    }
 }
 
 /// The configured SQS endpoint, or the local SQS server started (and
@@ -477,44 +479,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             target,
             sqs_endpoint,
             consumer,
-        } => {
-            let model = target.model()?;
-            let sqs = durable_sqs(&model, sqs_endpoint)?;
-            let sdk = sdk_config(endpoint.as_deref(), 5).await;
-            let failure_sqs = match (&consumer.on_failure_queue_url, &sqs) {
-                (Some(_), s) => Some(aws_sdk_sqs::Client::new(&sdk_config(s.as_deref(), 5).await)),
-                (None, _) => None,
-            };
-            let mut opts = target.options(endpoint, RecordReader::Sdk);
-            opts.sqs_endpoint = sqs.clone();
-            opts.mapping = consumer.apply(
-                opts.mapping,
-                aws_sdk_dynamodb::Client::new(&sdk),
-                &target.ledger_table,
-                failure_sqs,
-            )?;
-            let mut rt = Runtime::start(opts).await?;
-            rt.status_every = Some(Duration::from_secs(30));
-            rt.emit_metrics = consumer.emit_metrics;
-            rt.shutdown_grace = consumer.shutdown_grace;
-            announce(None, &rt, sqs.as_deref());
-            rt.run_until(terminated()).await?;
-            println!("{}", rt.status());
-            let losses = rt.losses();
-            if !report_failures(&rt) {
-                eprintln!(
-                    "records were given up{}; listed in {}",
-                    if losses > 0 {
-                        format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
-                    } else {
-                        String::new()
-                    },
-                    consumer.on_failure_file.display()
-                );
-                return Ok(ExitCode::FAILURE);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => run_deployed(target, endpoint, sqs_endpoint, consumer).await,
         Command::Verify {
             endpoint,
             target,
@@ -522,8 +487,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
         } => {
             let model = target.model()?;
-            let config = target.config(&model);
-            let p = tool_processors(&model, &config, endpoint.as_deref()).await;
+            let config = tool_config(&target, &model).await?;
+            let p = tool_processors(&model, &config, endpoint.as_deref()).await?;
             let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
             print_report(&report);
             if repair && !report.is_clean() {
@@ -562,8 +527,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
         } => {
             let model = target.model()?;
-            let config = target.config(&model);
-            let p = tool_processors(&model, &config, endpoint.as_deref()).await;
+            let config = tool_config(&target, &model).await?;
+            let p = tool_processors(&model, &config, endpoint.as_deref()).await?;
             let opts = jobstream::tools::backfill::ScanOptions {
                 segments,
                 rate,
@@ -616,18 +581,134 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A tool's configuration: [`Target::config`], with `--stack` the stack's
+/// queues for those `QUEUE_URL_<LOGICAL>` does not give.
+async fn tool_config(target: &Target, model: &Model) -> anyhow::Result<Config> {
+    let mut config = target.config(model);
+    if let (Some(stack), false) = (&target.stack, model.consumers.is_empty()) {
+        let e = std::env::var("AWS_ENDPOINT_URL_SQS").ok();
+        let c = sdk_config(e.as_deref(), 5).await;
+        require_region(&c, "SQS")?;
+        config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), model, Some(stack), |v| {
+            std::env::var(v).ok()
+        })
+        .await?;
+    }
+    Ok(config)
+}
+
 /// The processors a tool uses (verify, backfill): the live path's, through
-/// the given endpoint; SQS through `AWS_ENDPOINT_URL_SQS` or the default chain.
-async fn tool_processors(model: &Model, config: &Config, endpoint: Option<&str>) -> Processors {
+/// the given endpoint; SQS through `AWS_ENDPOINT_URL_SQS` or the default
+/// chain. The tables must exist as deployed (nothing is created).
+async fn tool_processors(
+    model: &Model,
+    config: &Config,
+    endpoint: Option<&str>,
+) -> anyhow::Result<Processors> {
     let sdk = sdk_config(endpoint, 5).await;
-    let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&sdk));
+    require_region(&sdk, "DynamoDB")?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    require_tables(&client, model, &config.table, &config.ledger_table).await?;
+    let store = shared::store::Store::new(client);
     let sqs = if model.consumers.is_empty() {
         None
     } else {
         let e = std::env::var("AWS_ENDPOINT_URL_SQS").ok();
-        Some(aws_sdk_sqs::Client::new(&sdk_config(e.as_deref(), 5).await))
+        let c = sdk_config(e.as_deref(), 5).await;
+        require_region(&c, "SQS")?;
+        Some(aws_sdk_sqs::Client::new(&c))
     };
-    Processors::new(model, config, store, sqs)
+    Ok(Processors::new(model, config, store, sqs))
+}
+
+/// `jobstream run`: the model's processors against deployed tables and
+/// queues (never created: each is checked against the definition), with
+/// every on-failure destination checked before the first record.
+async fn run_deployed(
+    target: Target,
+    endpoint: Option<String>,
+    sqs_endpoint: Option<String>,
+    consumer: ConsumerArgs,
+) -> anyhow::Result<ExitCode> {
+    let model = target.model()?;
+    let sdk = sdk_config(endpoint.as_deref(), 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    // Tables first (the same check runs in `Runtime::start`): what is
+    // missing is named before anything else is looked up.
+    require_tables(
+        &aws_sdk_dynamodb::Client::new(&sdk),
+        &model,
+        &target.table_name(&model),
+        &target.ledger(),
+    )
+    .await?;
+    let has_queues = !model.consumers.is_empty();
+    let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
+        let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
+        require_region(&c, "SQS")?;
+        Some((aws_sdk_sqs::Client::new(&c), c))
+    } else {
+        None
+    };
+    let queues = match &sqs_client {
+        Some((c, _)) if has_queues => {
+            queue_urls(c, &model, target.stack.as_deref(), |v| {
+                std::env::var(v).ok()
+            })
+            .await?
+        }
+        _ => Default::default(),
+    };
+    let mut opts = target.options(endpoint, RecordReader::Sdk);
+    opts.sqs_endpoint = sqs_endpoint.clone();
+    opts.provision = Provision::Existing { queues };
+    let failure_sqs = sqs_client
+        .as_ref()
+        .filter(|_| consumer.on_failure_queue_url.is_some())
+        .map(|(c, _)| c.clone());
+    opts.mapping = consumer.apply(
+        opts.mapping,
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &target.ledger(),
+        failure_sqs,
+    )?;
+    let on_failure = opts.mapping.on_failure.clone();
+    let mut rt = Runtime::start(opts).await?;
+    jobstream::local::on_failure::check(&on_failure).await?;
+    rt.status_every = Some(Duration::from_secs(30));
+    rt.emit_metrics = consumer.emit_metrics;
+    rt.shutdown_grace = consumer.shutdown_grace;
+    let sqs_said = match (&sqs_endpoint, &sqs_client) {
+        (Some(e), _) => Some(e.clone()),
+        (None, Some((_, c))) if has_queues => Some(format!(
+            "the SDK's own for region {}",
+            c.region().map(|r| r.to_string()).unwrap_or_default()
+        )),
+        _ => None,
+    };
+    announce(None, &rt, sqs_said.as_deref());
+    rt.run_until(terminated()).await?;
+    println!("{}", rt.status());
+    let losses = rt.losses();
+    let undelivered = rt.undelivered();
+    if !report_failures(&rt) {
+        eprintln!(
+            "records were given up{}{}; listed in {}",
+            if losses > 0 {
+                format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
+            } else {
+                String::new()
+            },
+            if undelivered > 0 {
+                format!("; the on-failure destination FAILED for {undelivered} batch(es), listed above only")
+            } else {
+                String::new()
+            },
+            consumer.on_failure_file.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_report(report: &jobstream::tools::verify::Report) {

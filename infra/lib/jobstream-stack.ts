@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -76,6 +77,34 @@ export const QUEUE_CONSUMER_MEMORY_MB = 256;
 
 /** Where a bundled model file is, inside the function's package. */
 export const BUNDLED_MODEL_FILE = 'model.yaml';
+
+/**
+ * The bundling hooks that put a model file into a function's package as
+ * `BUNDLED_MODEL_FILE`. The file's bytes travel inside the command
+ * (base64), not as a host path: cargo-lambda-cdk runs the hooks on the host
+ * or, without a local cargo-lambda, inside its Docker image, where only the
+ * workspace is mounted (`/asset-input`) and a host path does not exist.
+ */
+export function modelFileHooks(modelFile: string): {
+  beforeBundling: (inputDir: string, outputDir: string) => string[];
+  afterBundling: (inputDir: string, outputDir: string) => string[];
+} {
+  const encoded = readFileSync(modelFile).toString('base64');
+  return {
+    beforeBundling: () => [],
+    afterBundling: (_inputDir: string, outputDir: string) => [
+      `printf '%s' '${encoded}' | base64 -d > ${JSON.stringify(path.posix.join(outputDir, BUNDLED_MODEL_FILE))}`,
+    ],
+  };
+}
+
+/** SQS's limit on a queue's name. */
+export const MAX_QUEUE_NAME = 80;
+
+/** A resource's name in stack `stack` from a `stackNames` template of tables.json (`{stack}`, `{name}`). */
+export function stackResourceName(template: string, stack: string, name = ''): string {
+  return template.replaceAll('{stack}', stack).replaceAll('{name}', name);
+}
 
 /** DynamoDB Streams: more than two readers per shard get throttled (SPEC §2.9). */
 export const MAX_STREAM_CONSUMERS = 2;
@@ -174,7 +203,7 @@ export class JobstreamStack extends Stack {
     }
     this.ledger = props.existingLedgerTableName
       ? dynamodb.Table.fromTableName(this, 'Ledger', props.existingLedgerTableName)
-      : createTable(this, 'Ledger', defs.ledger, `${Stack.of(this).stackName}-ledger`, deletionProtection);
+      : createTable(this, 'Ledger', defs.ledger, stackResourceName(defs.stackNames.ledger, Stack.of(this).stackName), deletionProtection);
     this.metrics = defs.metrics;
 
     // alias/aws/sns cannot be used: its key policy cannot grant CloudWatch,
@@ -212,7 +241,7 @@ export class JobstreamStack extends Stack {
     const manifestPath = props.manifestPath ?? WORKSPACE_MANIFEST;
     // Queues first: any consumer may send to any of the model's queues.
     for (const c of def.queueConsumers) {
-      this.addWorkQueue(c.queue);
+      this.addWorkQueue(c.queue, defs.stackNames.queue);
     }
     for (const c of def.queueConsumers) {
       this.addQueueConsumer(c, architecture, manifestPath);
@@ -222,16 +251,28 @@ export class JobstreamStack extends Stack {
     }
   }
 
-  /** A work queue and its DLQ, as tables.json defines them. */
-  private addWorkQueue(q: QueueDef): void {
+  /**
+   * A work queue and its DLQ, as tables.json defines them, named after the
+   * stack (`stackNames.queue`) so that `jobstream run --stack` finds them.
+   */
+  private addWorkQueue(q: QueueDef, nameTemplate: string): void {
     const Name = constructName(q.logical);
+    const stack = Stack.of(this).stackName;
+    const [queueName, dlqName] = [q.name, q.dlqName].map((n) => stackResourceName(nameTemplate, stack, n));
+    for (const n of [queueName, dlqName]) {
+      if (n.length > MAX_QUEUE_NAME || !/^[A-Za-z0-9_-]+$/u.test(n)) {
+        throw new Error(`queue name '${n}' (stack ${stack}, queue ${q.logical}): SQS allows 1-${MAX_QUEUE_NAME} characters of A-Z, a-z, 0-9, - and _; choose a shorter stackName`);
+      }
+    }
     const dlq = new sqs.Queue(this, `${Name}Dlq`, {
+      queueName: dlqName,
       retentionPeriod: Duration.seconds(q.dlqRetentionSecs),
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
     NagSuppressions.addResourceSuppressions(dlq, [{ id: 'AwsSolutions-SQS3', reason: 'This queue is a dead-letter queue.' }]);
     const queue = new sqs.Queue(this, `${Name}Queue`, {
+      queueName,
       visibilityTimeout: Duration.seconds(q.visibilityTimeoutSecs),
       retentionPeriod: Duration.seconds(q.retentionSecs),
       enforceSSL: true,
@@ -325,16 +366,7 @@ export class JobstreamStack extends Stack {
       loggingFormat: lambda.LoggingFormat.JSON,
       timeout,
       memorySize,
-      bundling: this.modelFile
-        ? {
-            commandHooks: {
-              beforeBundling: () => [],
-              afterBundling: (_in: string, outputDir: string) => [
-                `cp ${JSON.stringify(this.modelFile)} ${JSON.stringify(path.join(outputDir, BUNDLED_MODEL_FILE))}`,
-              ],
-            },
-          }
-        : undefined,
+      bundling: this.modelFile ? { commandHooks: modelFileHooks(this.modelFile) } : undefined,
       environment: {
         MODEL: this.model.name,
         ...(this.modelFile ? { MODEL_FILE: `/var/task/${BUNDLED_MODEL_FILE}` } : {}),

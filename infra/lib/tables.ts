@@ -98,10 +98,18 @@ export interface MetricDefs {
   readonly badInput: string;
 }
 
+/** Names of a stack's resources from the stack's name (`{stack}`) and a definition's name (`{name}`): `jobstream run --stack` reads the same templates. */
+export interface StackNameTemplates {
+  readonly ledger: string;
+  /** A work queue and its DLQ. */
+  readonly queue: string;
+}
+
 export interface TableDefs {
   /** The model deployed when none is named (the registry's default). */
   readonly defaultModel: string;
   readonly ledger: TableDef;
+  readonly stackNames: StackNameTemplates;
   readonly metrics: MetricDefs;
   readonly models: ModelDef[];
 }

@@ -2,7 +2,8 @@
 // and asserts on each template against the model's definition: nothing here
 // names a model, so a model added to the registry is covered without change.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
@@ -14,7 +15,16 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 
-import { BUNDLED_MODEL_FILE, JobstreamStack, MAX_STREAM_CONSUMERS, QUEUE_CONSUMER_MEMORY_MB, validateModel, type JobstreamStackProps } from '../lib/jobstream-stack.ts';
+import {
+  BUNDLED_MODEL_FILE,
+  JobstreamStack,
+  MAX_STREAM_CONSUMERS,
+  QUEUE_CONSUMER_MEMORY_MB,
+  modelFileHooks,
+  stackResourceName,
+  validateModel,
+  type JobstreamStackProps,
+} from '../lib/jobstream-stack.ts';
 import { constructName, loadTableDefs, modelDef, queueEnv, tableDefsOfModelFile, type ModelDef, type TableDefs } from '../lib/tables.ts';
 
 type Resource = { Type: string; Properties: Record<string, any> };
@@ -174,6 +184,14 @@ const probeModel: ModelDef = {
   ],
 };
 const probeDefs: TableDefs = { ...defs, models: [...defs.models, probeModel] };
+
+test('a stack name that would make a queue name too long for SQS is rejected, naming the queue', () => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  assert.throws(
+    () => new JobstreamStack(app, 'S'.repeat(60), { model: probeModel.name, defs: probeDefs }),
+    /queue name 'S{60}-probe-timeline-fanout.*choose a shorter stackName/u,
+  );
+});
 const cases: [string, ModelDef, TableDefs | undefined][] = [
   ...defs.models.map((m): [string, ModelDef, undefined] => [`model ${m.name}`, m, undefined]),
   ['a probe model (not in tables.json)', probeModel, probeDefs],
@@ -321,6 +339,20 @@ for (const [label, def, modelDefs] of cases) {
       for (const c of def.streamConsumers) {
         const id = s.arn(stack.onFailureQueues[c.name])['Fn::GetAtt'][0];
         assert.equal(template.findResources('AWS::SQS::Queue')[id].Properties.MessageRetentionPeriod, 1209600, 'on-failure: 14 days');
+      }
+    });
+
+    test('the ledger and every work queue and DLQ are named after the stack, as `jobstream run --stack` finds them', () => {
+      const tables = s.resources('AWS::DynamoDB::Table').map((t) => t.Properties.TableName);
+      assert.ok(tables.includes(stackResourceName(defs.stackNames.ledger, 'Test')), `ledger Test-ledger among ${tables.join(', ')}`);
+      assert.equal(stackResourceName(defs.stackNames.ledger, 'Test'), 'Test-ledger');
+      const names = s.resources('AWS::SQS::Queue').map((q) => q.Properties.QueueName);
+      for (const c of def.queueConsumers) {
+        for (const n of [c.queue.name, c.queue.dlqName]) {
+          const want = stackResourceName(defs.stackNames.queue, 'Test', n);
+          assert.equal(want, `Test-${n}`);
+          assert.ok(names.includes(want), `queue ${want} among ${names.join(', ')}`);
+        }
       }
     });
 
@@ -545,5 +577,28 @@ describe('a model file (-c modelFile=PATH)', () => {
       assert.equal(f.Properties.Environment.Variables.MODEL, fileDef.name);
     }
     assert.equal(s.stack.modelFile, path.resolve('../models/hr.yaml'));
+  });
+
+  test('the model file reaches the package without a host path, as under Docker bundling', () => {
+    // cargo-lambda-cdk runs the hooks in its image with the workspace at
+    // /asset-input and the package at /asset-output; a host path of the
+    // model file does not exist there. Run the command the hook gives for
+    // Docker (its output dir swapped for a temporary one), from an empty
+    // directory: the file arrives byte for byte.
+    const modelFile = path.resolve('../models/hr.yaml');
+    const hooks = modelFileHooks(modelFile);
+    assert.deepEqual(hooks.beforeBundling('/asset-input', '/asset-output'), []);
+    const docker = hooks.afterBundling('/asset-input', '/asset-output');
+    assert.ok(docker.length > 0);
+    for (const cmd of docker) {
+      assert.ok(!cmd.includes(modelFile) && !cmd.includes('models/hr.yaml'), `no host path in: ${cmd.slice(0, 120)}`);
+      assert.ok(cmd.includes(`/asset-output/${BUNDLED_MODEL_FILE}`));
+    }
+    const out = mkdtempSync(path.join(tmpdir(), 'jobstream-asset-output-'));
+    const empty = mkdtempSync(path.join(tmpdir(), 'jobstream-asset-input-'));
+    for (const cmd of docker) {
+      execFileSync('bash', ['-c', cmd.replaceAll('/asset-output', out)], { cwd: empty });
+    }
+    assert.deepEqual(readFileSync(path.join(out, BUNDLED_MODEL_FILE)), readFileSync(modelFile));
   });
 });

@@ -771,8 +771,7 @@ async fn assert_template_has_the_runtimes_settings(t: &Value, m: &models::Model,
         );
         let redrive: Value = serde_json::from_str(&get(QueueAttributeName::RedrivePolicy)).unwrap();
         assert_eq!(
-            redrive["maxReceiveCount"].to_string().trim_matches('"'),
-            q["RedrivePolicy"]["maxReceiveCount"].to_string(),
+            redrive["maxReceiveCount"], q["RedrivePolicy"]["maxReceiveCount"],
             "{what}: receives before the DLQ"
         );
         assert_eq!(

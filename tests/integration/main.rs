@@ -4,6 +4,7 @@
 mod backfill;
 mod bad_input;
 mod cli;
+mod deployed;
 mod engine;
 mod faults;
 mod fidelity;

@@ -435,8 +435,11 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
     assert_exact(&env, &expected).await;
 }
 
-#[tokio::test]
-async fn run_refuses_a_model_with_queues_without_a_durable_sqs() {
+/// `run` never starts an in-memory SQS (queued jobs would be lost at exit
+/// after the checkpoint moved past their records): a model with queues
+/// runs on the deployed ones, and without their URLs it refuses to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_never_starts_a_local_sqs_for_a_model_with_queues() {
     let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
         .await
         .unwrap();
@@ -444,27 +447,52 @@ async fn run_refuses_a_model_with_queues_without_a_durable_sqs() {
         .into_iter()
         .find(|m| !m.consumers.is_empty())
         .expect("a model with queues");
+    let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let table = format!("t{}", uuid::Uuid::new_v4().simple());
+    let ledger = format!("{table}-ledger");
+    jobstream::local::engine::ensure_table(&client, &queued.table, &table)
+        .await
+        .unwrap();
+    jobstream::local::engine::ensure_table(&client, &shared::models::table::ledger(), &ledger)
+        .await
+        .unwrap();
+    let endpoint = engine.endpoint();
+    let name = queued.name;
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(bin)
-            .args([
-                "run",
-                "--model",
-                queued.name,
-                "--endpoint",
-                "http://127.0.0.1:9",
-            ])
-            .env_remove("AWS_ENDPOINT_URL_SQS")
-            .output()
+        let mut cmd = std::process::Command::new(bin);
+        cmd.args([
+            "run",
+            "--model",
+            name,
+            "--endpoint",
+            &endpoint,
+            "--table",
+            &table,
+            "--ledger-table",
+            &ledger,
+        ])
+        .env("AWS_REGION", "eu-west-1")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("JOBSTREAM_STACK");
+        for q in queued.queues() {
+            cmd.env_remove(shared::lambda::queue_env(q.logical));
+        }
+        cmd.output()
     })
     .await
     .unwrap()
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "refused: {stderr}");
-    assert!(stderr.contains("--sqs-endpoint"), "says how: {stderr}");
-    assert!(stderr.contains("durable SQS"), "says why: {stderr}");
     assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("processors:"),
-        "nothing started"
+        stderr.contains("QUEUE_URL_"),
+        "names the variable: {stderr}"
+    );
+    assert!(stderr.contains("--stack"), "says how: {stderr}");
+    assert!(
+        !stdout.contains("processors:") && !stdout.contains("SQS endpoint:"),
+        "nothing started: {stdout}"
     );
 }

@@ -14,6 +14,17 @@ use shared::models::table::TableDef;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttl_removals_decode_as_expiries_and_user_deletes_as_user() {
+    ttl_removals_keep_their_origin(false).await;
+}
+
+/// `jobstream run`'s path: GetRecords over HTTP through the SDK (the engine
+/// spells `userIdentity` as DynamoDB does, `type` / `principalId`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_removals_read_through_the_sdk_keep_their_origin() {
+    ttl_removals_keep_their_origin(true).await;
+}
+
+async fn ttl_removals_keep_their_origin(through_sdk: bool) {
     let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
     let sdk = sdk_config(Some(&engine.endpoint()), 3).await;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
@@ -55,10 +66,15 @@ async fn ttl_removals_decode_as_expiries_and_user_deletes_as_user() {
         Box::pin(async { Ok(DynamoDbEventResponse::default()) })
     });
     let arn = stream_arn(&client, "ttl-test").await.unwrap();
+    let reader = if through_sdk {
+        RecordReader::Sdk
+    } else {
+        RecordReader::Embedded(engine.database().clone())
+    };
     let mut mappings = vec![StreamMapping::new(
         MappingConfig::new("ttl"),
-        aws_sdk_dynamodbstreams::Client::new(&sdk),
-        RecordReader::Embedded(engine.database().clone()),
+        jobstream::local::stream_identity::streams_client(&sdk),
+        reader,
         arn,
         handler,
     )];

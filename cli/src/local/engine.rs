@@ -111,24 +111,49 @@ impl Drop for LocalEngine {
 }
 
 /// SDK configuration for an endpoint: explicit `endpoint`, else the standard
-/// `AWS_ENDPOINT_URL*` variables and credential chain. An explicit endpoint
-/// gets a region if none is configured, and loopback endpoints get dummy
-/// credentials.
+/// `AWS_ENDPOINT_URL*` variables, region and credential chains. Only a
+/// loopback endpoint (the embedded engine, the local SQS) gets a default
+/// region and dummy credentials; any other endpoint, and AWS itself, takes
+/// its region from the SDK's provider chain (`AWS_REGION`, the profile,
+/// instance metadata): see [`require_region`].
 pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config::SdkConfig {
     let mut loader = shared::store::sdk_loader(max_attempts);
     if let Some(url) = endpoint {
         loader = loader.endpoint_url(url);
-        let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
-            .iter()
-            .any(|k| std::env::var_os(k).is_some());
-        if !region_set {
-            loader = loader.region(aws_config::Region::new("us-east-1"));
-        }
         if is_loopback(url) {
             loader = loader.credentials_provider(aws_credential_provider());
         }
     }
+    let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some());
+    if let Some(region) = default_region(endpoint).filter(|_| !region_set) {
+        loader = loader.region(region);
+    }
     loader.load().await
+}
+
+/// The region an endpoint gets when none is configured: `us-east-1` for a
+/// loopback endpoint (the embedded engine signs nothing it checks), none
+/// for anything else (requests signed for a guessed region fail, or reach
+/// the wrong one).
+pub fn default_region(endpoint: Option<&str>) -> Option<aws_config::Region> {
+    endpoint
+        .filter(|url| is_loopback(url))
+        .map(|_| aws_config::Region::new("us-east-1"))
+}
+
+/// `cfg`'s region, or a startup error saying how to set one (`what`: the
+/// service, e.g. `DynamoDB at https://...`).
+pub fn require_region(cfg: &aws_config::SdkConfig, what: &str) -> anyhow::Result<()> {
+    match cfg.region() {
+        Some(_) => Ok(()),
+        None => anyhow::bail!(
+            "no AWS region for {what}: set AWS_REGION (or a profile's region, or run where \
+             instance metadata gives one); only the embedded engine on a loopback endpoint \
+             gets a default region"
+        ),
+    }
 }
 
 fn is_loopback(url: &str) -> bool {
@@ -212,6 +237,8 @@ pub async fn ensure_table(
         .await
         .with_context(|| format!("creating table {name}"))?;
     if let Some(ttl) = def.ttl_attribute {
+        // DynamoDB refuses UpdateTimeToLive while the table is CREATING.
+        wait_until_active(client, name).await?;
         client
             .update_time_to_live()
             .table_name(name)
@@ -227,4 +254,153 @@ pub async fn ensure_table(
             .with_context(|| format!("enabling TTL on {name}"))?;
     }
     Ok(true)
+}
+
+/// Waits until `name` is ACTIVE (the SDK's `TableExists` waiter).
+async fn wait_until_active(client: &aws_sdk_dynamodb::Client, name: &str) -> anyhow::Result<()> {
+    use aws_sdk_dynamodb::client::Waiters as _;
+    client
+        .wait_until_table_exists()
+        .table_name(name)
+        .wait(TABLE_ACTIVE_WAIT)
+        .await
+        .with_context(|| format!("waiting for table {name} to become ACTIVE"))?;
+    Ok(())
+}
+
+/// How long a created table may take to become ACTIVE.
+const TABLE_ACTIVE_WAIT: Duration = Duration::from_secs(300);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_smithy_runtime_api::client::http::{
+        HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+    };
+    use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+    use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+    use aws_smithy_types::body::SdkBody;
+    use std::sync::{Arc, Mutex};
+
+    /// DynamoDB as it answers a table being created: CreateTable returns
+    /// CREATING, and UpdateTimeToLive is refused (ResourceInUseException)
+    /// until a DescribeTable has seen the table ACTIVE. Records the calls.
+    #[derive(Debug, Clone, Default)]
+    struct Creating(Arc<Mutex<(bool, bool, Vec<String>)>>);
+
+    impl HttpClient for Creating {
+        fn http_connector(
+            &self,
+            _: &HttpConnectorSettings,
+            _: &RuntimeComponents,
+        ) -> SharedHttpConnector {
+            SharedHttpConnector::new(self.clone())
+        }
+    }
+
+    impl HttpConnector for Creating {
+        fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+            let op = request
+                .headers()
+                .get("x-amz-target")
+                .unwrap_or_default()
+                .trim_start_matches("DynamoDB_20120810.")
+                .to_string();
+            let mut state = self.0.lock().unwrap();
+            let (created, active) = (state.0, state.1);
+            let error = |kind: &str| {
+                (
+                    400,
+                    format!(
+                        r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{kind}","message":"{kind}"}}"#
+                    ),
+                )
+            };
+            let (status, body) = match op.as_str() {
+                "DescribeTable" if !created => error("ResourceNotFoundException"),
+                "DescribeTable" => {
+                    state.1 = true;
+                    (
+                        200,
+                        r#"{"Table":{"TableName":"t","TableStatus":"ACTIVE"}}"#.to_string(),
+                    )
+                }
+                "CreateTable" => {
+                    state.0 = true;
+                    (
+                        200,
+                        r#"{"TableDescription":{"TableName":"t","TableStatus":"CREATING"}}"#
+                            .to_string(),
+                    )
+                }
+                "UpdateTimeToLive" if !active => error("ResourceInUseException"),
+                "UpdateTimeToLive" => (
+                    200,
+                    r#"{"TimeToLiveSpecification":{"AttributeName":"ttl","Enabled":true}}"#
+                        .to_string(),
+                ),
+                _ => error("UnknownOperationException"),
+            };
+            state.2.push(op);
+            let mut r = HttpResponse::new(
+                aws_smithy_runtime_api::http::StatusCode::try_from(status).expect("status"),
+                SdkBody::from(body),
+            );
+            r.headers_mut()
+                .insert("content-type", "application/x-amz-json-1.0");
+            HttpConnectorFuture::ready(Ok(r))
+        }
+    }
+
+    #[tokio::test]
+    async fn ttl_is_enabled_only_once_the_created_table_is_active() {
+        let fake = Creating::default();
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("eu-west-1"))
+            .credentials_provider(aws_credential_provider())
+            .http_client(fake.clone())
+            .build();
+        let client = aws_sdk_dynamodb::Client::from_conf(config);
+        let created = ensure_table(&client, &shared::models::table::ledger(), "t")
+            .await
+            .expect("TTL enabled after the table became ACTIVE");
+        assert!(created);
+        let calls = fake.0.lock().unwrap().2.clone();
+        assert_eq!(
+            calls,
+            [
+                "DescribeTable",
+                "CreateTable",
+                "DescribeTable",
+                "UpdateTimeToLive"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_loopback_endpoint_gets_a_default_region() {
+        for local in [
+            "http://127.0.0.1:8000",
+            "http://localhost:4566",
+            "http://[::1]:9",
+        ] {
+            assert_eq!(
+                default_region(Some(local)).as_ref().map(|r| r.as_ref()),
+                Some("us-east-1"),
+                "{local}"
+            );
+        }
+        for remote in [
+            "https://sqs.eu-west-1.amazonaws.com",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            "http://dynamodb-local.internal:8000",
+        ] {
+            assert!(default_region(Some(remote)).is_none(), "{remote}");
+        }
+        assert!(
+            default_region(None).is_none(),
+            "AWS itself: the provider chain"
+        );
+    }
 }

@@ -186,7 +186,12 @@ pub struct FailedBatch {
 
 /// The on-failure destination (records given up), as the runtimes read it.
 #[derive(Debug, Clone, Default)]
-pub struct OnFailure(Arc<Mutex<Vec<FailedBatch>>>, Arc<AtomicU64>);
+pub struct OnFailure(
+    Arc<Mutex<Vec<FailedBatch>>>,
+    Arc<AtomicU64>,
+    /// Batches the destinations failed to take (kept in the list only).
+    Arc<AtomicU64>,
+);
 
 impl OnFailure {
     pub fn take(&self) -> Vec<FailedBatch> {
@@ -205,6 +210,15 @@ impl OnFailure {
     /// Losses reported so far (trimmed records, vanished shards), taken or not.
     pub fn losses(&self) -> u64 {
         self.1.load(Ordering::Relaxed)
+    }
+    /// Batches given up that the on-failure destinations failed to take
+    /// (kept in memory, listed at exit; the status line says so).
+    pub fn undelivered(&self) -> u64 {
+        self.2.load(Ordering::Relaxed)
+    }
+    fn push_undelivered(&self, f: FailedBatch) {
+        self.2.fetch_add(1, Ordering::Relaxed);
+        self.push(f);
     }
     fn push(&self, f: FailedBatch) {
         if f.condition.is_loss() {
@@ -570,12 +584,18 @@ impl<S: StreamsApi> Ctx<S> {
     }
 
     /// Delivers a failed batch to the destinations (before the checkpoint
-    /// passes it: if delivery fails, the records are tried again).
+    /// passes it). A destination that fails never holds the shard: the
+    /// batch is logged with its range, kept in memory (listed at exit,
+    /// which then fails) and counted as undelivered (status line, metric),
+    /// and processing goes on.
     async fn deliver(&self, f: FailedBatch) -> anyhow::Result<()> {
-        crate::local::on_failure::deliver(&self.config.on_failure, &f)
-            .await
-            .context("on-failure destination")?;
-        self.stats.on_failure.push(f);
+        match crate::local::on_failure::deliver(&self.config.on_failure, &f).await {
+            Ok(()) => self.stats.on_failure.push(f),
+            Err(e) => {
+                tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, condition = f.condition.as_str(), error = format!("{e:#}"), "the on-failure destination failed: the batch is kept in memory and listed at exit; processing goes on");
+                self.stats.on_failure.push_undelivered(f);
+            }
+        }
         Ok(())
     }
 
@@ -1900,6 +1920,54 @@ mod tests {
             seq_string(3)
         );
         assert_eq!(v["DDBStreamBatchInfo"]["shardId"], "s1");
+        assert_eq!(m.checkpoint("s1"), Some(seq_string(5)));
+    }
+
+    /// A destination that fails (an unwritable file) never blocks the
+    /// shard: the batch is kept in memory, counted as undelivered (status
+    /// line, exit code, metric), and the records after it are processed.
+    #[tokio::test]
+    async fn a_failing_on_failure_destination_never_stops_the_shard_and_is_counted() {
+        let api = FakeStreams::new(100);
+        api.add_shard("s1", None);
+        api.write("s1", 5);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let poison = seq_string(2);
+        let handler: Handler = Arc::new(move |event: Event| {
+            let log = log.clone();
+            let poison = poison.clone();
+            Box::pin(async move {
+                let mut seen = log.lock().unwrap();
+                for r in &event.records {
+                    if seq_of(r) == poison {
+                        return Ok(shared::batch::failure_response(&poison));
+                    }
+                    seen.push(seq_of(r));
+                }
+                Ok(DynamoDbEventResponse::default())
+            })
+        });
+        let mut config = MappingConfig::new("test");
+        config.retry_delay = Duration::ZERO;
+        config.max_retries = 1;
+        config.on_failure.file = Some(
+            std::env::temp_dir()
+                .join(format!("no-such-dir-{}", uuid::Uuid::new_v4()))
+                .join("failures.jsonl"),
+        );
+        let mut m = StreamMapping::with_api(config, api, "arn".into(), handler);
+        let done =
+            tokio::time::timeout(Duration::from_secs(30), drain(std::slice::from_mut(&mut m)))
+                .await
+                .expect("the shard is not held by the failing destination")
+                .unwrap();
+        assert_eq!(done, 5);
+        assert_eq!(seen_u64(&seen), vec![1, 3, 4, 5]);
+        assert_eq!(m.on_failure.undelivered(), 1);
+        let failed = m.on_failure.take();
+        assert_eq!(failed.len(), 1, "kept in memory, reported at exit");
+        assert_eq!(failed[0].start_sequence_number, seq_string(2));
         assert_eq!(m.checkpoint("s1"), Some(seq_string(5)));
     }
 

@@ -2,6 +2,8 @@
 //! source mappings, the local SQS server, and a model's runtime.
 //!
 //! - [`engine`] - embedded Dynoxide served on loopback, table creation.
+//! - [`deployed`] - the tables and queues `run` requires as deployed (never
+//!   created), checked against the model's definition.
 //! - [`esm`] - the stream event source mapping (shard lineage, partial batch
 //!   responses, retries, bisect, on-failure destination).
 //! - [`shards`] - the Streams API the mapping reads through (SDK, embedded
@@ -13,9 +15,12 @@
 //! - [`stream_index`] - the engine's stream records indexed by sequence
 //!   number (Dynoxide scans them otherwise).
 //! - [`iam`] - each processor's calls checked against its grant.
+//! - [`stream_identity`] - GetRecords through the SDK keeps each record's
+//!   `userIdentity` (a TTL expiry stays one).
 //! - [`runtime`] - a model's tables, queues, processors and mappings, built
 //!   from the model's one definition of each processor.
 
+pub mod deployed;
 pub mod engine;
 pub mod esm;
 pub mod iam;
@@ -25,4 +30,5 @@ pub mod runtime;
 pub mod shards;
 pub mod sqs_esm;
 pub mod sqs_server;
+pub mod stream_identity;
 pub mod stream_index;

@@ -156,6 +156,64 @@ pub async fn deliver(config: &OnFailureConfig, f: &FailedBatch) -> anyhow::Resul
     Ok(())
 }
 
+/// Checks every destination before the first record is given up: the
+/// file can be opened for appending (it is created if missing, nothing is
+/// written) and the queue exists. An error names the destination and says
+/// what to do.
+pub async fn check(config: &OnFailureConfig) -> anyhow::Result<()> {
+    if let Some(path) = &config.file {
+        let p = path.clone();
+        tokio::task::spawn_blocking(move || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)
+        })
+        .await?
+        .with_context(|| {
+            format!(
+                "--on-failure-file {} cannot be appended to: records given up would have \
+                 nowhere to go. Give a writable path (in a container, a mounted volume), or \
+                 send them to SQS with --on-failure-queue-url",
+                path.display()
+            )
+        })?;
+    }
+    if let Some(q) = &config.queue {
+        q.client
+            .get_queue_attributes()
+            .queue_url(&q.url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .with_context(|| {
+                format!(
+                    "--on-failure-queue-url {}: the queue cannot be read (missing, or no access)",
+                    q.url
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// `OnFailureUndelivered` (batches the destinations failed to take) of a
+/// mapping as one CloudWatch Embedded Metric Format line.
+pub fn undelivered_emf(mapping: &str, count: u64, timestamp_ms: i64) -> String {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "jobstream",
+                "Dimensions": [["Processor"]],
+                "Metrics": [{"Name": "OnFailureUndelivered", "Unit": "Count"}],
+            }]
+        },
+        "Processor": mapping,
+        "OnFailureUndelivered": count,
+    })
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +264,27 @@ mod tests {
             lines[0]["requestContext"]["condition"],
             "RetryAttemptsExhausted"
         );
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_file_is_refused_before_anything_is_given_up() {
+        let dir = std::env::temp_dir().join(format!("no-such-dir-{}", uuid::Uuid::new_v4()));
+        let config = OnFailureConfig {
+            file: Some(dir.join("failures.jsonl")),
+            queue: None,
+        };
+        let e = check(&config).await.expect_err("refused");
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("failures.jsonl") && msg.contains("volume"),
+            "{msg}"
+        );
+        let ok = OnFailureConfig {
+            file: Some(std::env::temp_dir().join(format!("ok-{}.jsonl", uuid::Uuid::new_v4()))),
+            queue: None,
+        };
+        check(&ok).await.expect("a writable path passes");
+        std::fs::remove_file(ok.file.unwrap()).ok();
     }
 
     #[test]

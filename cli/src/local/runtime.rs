@@ -24,12 +24,27 @@ use shared::lambda::{Config, Processors, QueueHandler, StreamHandler};
 use shared::models::{self, BoxError, EventFilter, Harness, Model, StreamProcessorDef};
 use shared::store::{Backoff, Store};
 
-use crate::local::engine::{ensure_table, sdk_config};
+use crate::local::deployed::{require_queue, require_tables};
+use crate::local::engine::{ensure_table, require_region, sdk_config};
 use crate::local::esm::{
     stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
 use crate::local::iam::{EnforcingClient, Principal};
 use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
+
+/// Whether the runtime may create what it runs on.
+#[derive(Debug, Clone, Default)]
+pub enum Provision {
+    /// The embedded engine's and the local SQS's way (`dev`, `demo`,
+    /// tests): tables and queues that are missing are created.
+    #[default]
+    Create,
+    /// `jobstream run`'s: nothing is created. The tables must exist with
+    /// their keys, stream and TTL, and each queue is at the given URL
+    /// (logical name -> URL) with the definition's visibility and redrive
+    /// policy; anything missing or different is a startup error naming it.
+    Existing { queues: BTreeMap<String, String> },
+}
 
 /// Where the runtime connects and how its mappings behave.
 #[derive(Clone)]
@@ -80,6 +95,8 @@ pub struct RuntimeOptions {
     /// and their write counts can be compared exactly. (Lambda runs them
     /// concurrently, as `drain` does by default.)
     pub drain_in_phases: bool,
+    /// Create what is missing, or require it as deployed.
+    pub provision: Provision,
 }
 
 impl RuntimeOptions {
@@ -102,6 +119,7 @@ impl RuntimeOptions {
             backoff: Backoff::default(),
             queue_concurrency: None,
             drain_in_phases: false,
+            provision: Provision::Create,
         }
     }
 }
@@ -189,38 +207,67 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Creates the tables and queues if missing and builds the mappings.
+    /// Creates the tables and queues if missing ([`Provision::Create`]) or
+    /// checks them as deployed ([`Provision::Existing`]), and builds the
+    /// mappings.
     pub async fn start(opts: RuntimeOptions) -> anyhow::Result<Self> {
         let source = models::Source::new(&opts.model, opts.model_file.as_deref());
         let model = models::load(&source).map_err(anyhow::Error::msg)?;
         let sdk = sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
+        require_region(&sdk, "DynamoDB")?;
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let table = opts
             .table
             .clone()
             .unwrap_or_else(|| model.table.name.to_string());
-        ensure_table(&dynamodb, &model.table, &table).await?;
-        ensure_table(&dynamodb, &models::table::ledger(), &opts.ledger_table).await?;
+        match &opts.provision {
+            Provision::Create => {
+                ensure_table(&dynamodb, &model.table, &table).await?;
+                ensure_table(&dynamodb, &models::table::ledger(), &opts.ledger_table).await?;
+            }
+            Provision::Existing { .. } => {
+                require_tables(&dynamodb, &model, &table, &opts.ledger_table).await?;
+            }
+        }
         let mut config = Config {
             table,
             ledger_table: opts.ledger_table.clone(),
             model: model.name.to_string(),
             queues: Default::default(),
         };
-        let sqs = match (&opts.sqs_endpoint, model.consumers.is_empty()) {
-            (_, true) => None,
-            (Some(e), false) => Some(aws_sdk_sqs::Client::new(
-                &sdk_config(Some(e), opts.max_attempts).await,
-            )),
-            (None, false) => {
+        // Deployed queues are reached through the configured endpoint or
+        // the SDK's own (the region's); created ones need an endpoint.
+        let sqs_sdk = match (&opts.sqs_endpoint, &opts.provision) {
+            _ if model.consumers.is_empty() => None,
+            (Some(e), _) => Some(sdk_config(Some(e), opts.max_attempts).await),
+            (None, Provision::Existing { .. }) => Some(sdk_config(None, opts.max_attempts).await),
+            (None, Provision::Create) => {
                 anyhow::bail!("model {} has queues: an SQS endpoint is needed", model.name)
             }
         };
+        if let Some(c) = &sqs_sdk {
+            require_region(c, "SQS")?;
+        }
+        let sqs = sqs_sdk.as_ref().map(aws_sdk_sqs::Client::new);
         let mut created = Vec::new();
         if let Some(sqs) = &sqs {
             for def in model.queues() {
                 let visibility = queue_visibility(&def, opts.time_scale);
-                let q = create_queue(sqs, &def, &opts.queue_prefix, visibility).await?;
+                let q = match &opts.provision {
+                    Provision::Create => {
+                        create_queue(sqs, &def, &opts.queue_prefix, visibility).await?
+                    }
+                    Provision::Existing { queues } => {
+                        let url = queues.get(def.logical).with_context(|| {
+                            format!(
+                                "queue {}: no URL given ({})",
+                                def.logical,
+                                shared::lambda::queue_env(def.logical)
+                            )
+                        })?;
+                        require_queue(sqs, &def, url, visibility).await?
+                    }
+                };
                 config.queues.insert(def.logical.to_string(), q.url.clone());
                 created.push((def, q));
             }
@@ -228,10 +275,6 @@ impl Runtime {
         let proc_sdk = match &opts.processor_endpoint {
             Some(e) => sdk_config(Some(e), opts.max_attempts).await,
             None => sdk.clone(),
-        };
-        let sqs_sdk = match &opts.sqs_endpoint {
-            Some(e) => Some(sdk_config(Some(e), opts.max_attempts).await),
-            None => None,
         };
         let store = Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);
         let queue_names: BTreeMap<String, String> = config
@@ -282,7 +325,7 @@ impl Runtime {
             )
         };
         let processors = Processors::with_clients(&model, &config, store.clone(), &clients);
-        let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+        let streams = crate::local::stream_identity::streams_client(&sdk);
         let arn = stream_arn(&dynamodb, &config.table).await?;
         let mut filtered_out = BTreeMap::new();
         let mut filters = BTreeMap::new();
@@ -560,6 +603,14 @@ impl Runtime {
                                         now
                                     )
                                 );
+                                println!(
+                                    "{}",
+                                    crate::local::on_failure::undelivered_emf(
+                                        &s.name,
+                                        s.on_failure.undelivered(),
+                                        now
+                                    )
+                                );
                             }
                         }
                     }
@@ -587,6 +638,14 @@ impl Runtime {
     pub fn status(&self) -> String {
         let stats: Vec<_> = self.mappings.iter().map(|m| m.stats()).collect();
         status_line(&stats, &self.queues)
+    }
+
+    /// Batches given up that the on-failure destinations failed to take.
+    pub fn undelivered(&self) -> u64 {
+        self.mappings
+            .iter()
+            .map(|m| m.on_failure.undelivered())
+            .sum()
     }
 
     /// Losses reported so far (trimmed records, vanished shards).
@@ -659,6 +718,12 @@ fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
     if undeleted > 0 {
         line.push_str(&format!(
             "; processed messages not deleted (processed again): {undeleted}"
+        ));
+    }
+    let undelivered: u64 = stats.iter().map(|m| m.on_failure.undelivered()).sum();
+    if undelivered > 0 {
+        line.push_str(&format!(
+            "; ON-FAILURE DESTINATION FAILING: {undelivered} batch(es) not delivered (kept in memory, listed at exit; see the log)"
         ));
     }
     if losses > 0 {

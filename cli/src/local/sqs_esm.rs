@@ -74,7 +74,10 @@ pub async fn create_queue(
         .context("CreateQueue (DLQ)")?;
     let dlq_url = dlq.queue_url().context("DLQ URL")?.to_string();
     let dlq_arn = queue_arn(client, &dlq_url).await?;
-    let redrive = json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": def.max_receive_count.to_string()}).to_string();
+    // A number, as CloudFormation sends it: SQS compares the attributes of
+    // a CreateQueue of an existing queue, and "5" is not 5.
+    let redrive = json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": def.max_receive_count})
+        .to_string();
     let q = client
         .create_queue()
         .queue_name(format!("{prefix}{}", def.name))

@@ -25,6 +25,7 @@ pub fn definitions() -> Value {
     json!({
         "defaultModel": models::DEFAULT_MODEL,
         "ledger": table::ledger(),
+        "stackNames": table::STACK_NAMES,
         "metrics": metrics(),
         "models": models
     })
@@ -46,6 +47,7 @@ pub fn definitions_of(chosen: &[models::Model]) -> Value {
     json!({
         "defaultModel": chosen.first().map(|m| m.name),
         "ledger": table::ledger(),
+        "stackNames": table::STACK_NAMES,
         "metrics": metrics(),
         "models": defs
     })

@@ -37,6 +37,40 @@ pub fn ledger() -> TableDef {
     }
 }
 
+/// The names of what a deployed stack holds, built from the stack's name
+/// (`cdk deploy -c stackName=S`): the one definition the CDK stack (through
+/// `jobstream tables`, key `stackNames`) and `jobstream run --stack S` read.
+/// `{stack}` is the stack's name, `{name}` the definition's own name.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct StackNames {
+    /// The ledger table.
+    pub ledger: &'static str,
+    /// A work queue and its DLQ (`{name}`: [`QueueDef::name`], [`QueueDef::dlq_name`]).
+    pub queue: &'static str,
+}
+
+/// See [`StackNames`].
+pub const STACK_NAMES: StackNames = StackNames {
+    ledger: "{stack}-ledger",
+    queue: "{stack}-{name}",
+};
+
+impl StackNames {
+    fn fill(template: &str, stack: &str, name: &str) -> String {
+        template.replace("{stack}", stack).replace("{name}", name)
+    }
+
+    /// The ledger table of stack `stack`.
+    pub fn ledger(&self, stack: &str) -> String {
+        Self::fill(self.ledger, stack, "")
+    }
+
+    /// Queue `name` (a work queue's or a DLQ's) of stack `stack`.
+    pub fn queue(&self, stack: &str, name: &str) -> String {
+        Self::fill(self.queue, stack, name)
+    }
+}
+
 /// A work queue, its consumer and its dead-letter queue. Shared by the local
 /// runtime (the local SQS) and the CDK stack (through `jobstream tables`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -217,6 +251,12 @@ impl QueueDef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stacks_names_come_from_its_name() {
+        assert_eq!(STACK_NAMES.ledger("Hr"), "Hr-ledger");
+        assert_eq!(STACK_NAMES.queue("Hr", "hr-jobs"), "Hr-hr-jobs");
+    }
 
     #[test]
     fn standard_queue_settings_follow_the_contract() {

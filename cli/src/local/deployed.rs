@@ -1,0 +1,336 @@
+//! What `jobstream run`, `verify` and `backfill` deploy against: tables and
+//! queues that exist. Nothing here creates anything; each check says what
+//! is missing or differs from the model's definition, by name, and how to
+//! deploy it. (`dev`, `demo` and `serve` create what they need on the
+//! embedded engine and the local SQS instead: [`crate::local::engine::ensure_table`],
+//! [`crate::local::sqs_esm::create_queue`].)
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use aws_sdk_dynamodb::types::{KeyType, StreamViewType, TimeToLiveStatus};
+use aws_sdk_sqs::types::QueueAttributeName;
+use shared::models::table::{QueueDef, TableDef, STACK_NAMES};
+use shared::models::Model;
+
+use crate::local::sqs_esm::Queue;
+
+/// How to deploy what is missing (the README's "Deploy with AWS CDK").
+pub const HOW_TO_DEPLOY: &str = "`jobstream run`, `verify` and `backfill` never create tables or \
+     queues: deploy the model's stack (`cd infra && npx cdk deploy -c model=<model> -c \
+     stackName=<stack>`, or `-c modelFile=<file>`) and point at it with `--stack <stack>`, or \
+     name existing resources with --table, --ledger-table and QUEUE_URL_<QUEUE>; for a local \
+     engine use `jobstream dev` or `jobstream serve`";
+
+/// The problems of table `name` (`role`: "model table", "ledger") against
+/// `def`: missing, other keys, no NEW_AND_OLD_IMAGES stream, TTL not
+/// enabled on the definition's attribute. Empty when it is as deployed.
+pub async fn table_problems(
+    client: &aws_sdk_dynamodb::Client,
+    def: &TableDef,
+    name: &str,
+    role: &str,
+) -> anyhow::Result<Vec<String>> {
+    let desc = match client.describe_table().table_name(name).send().await {
+        Ok(out) => out.table,
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_not_found_exception()) =>
+        {
+            return Ok(vec![format!("{role} {name} does not exist")]);
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("DescribeTable {name} ({role})")))
+        }
+    };
+    let Some(desc) = desc else {
+        return Ok(vec![format!(
+            "{role} {name}: DescribeTable returned no table"
+        )]);
+    };
+    let mut problems = Vec::new();
+    let key = |kt: KeyType| {
+        desc.key_schema()
+            .iter()
+            .find(|k| *k.key_type() == kt)
+            .map(|k| k.attribute_name().to_string())
+            .unwrap_or_default()
+    };
+    let (pk, sk) = (key(KeyType::Hash), key(KeyType::Range));
+    if pk != def.pk || sk != def.sk {
+        problems.push(format!(
+            "{role} {name} has keys ({pk}, {sk}), the definition ({}, {})",
+            def.pk, def.sk
+        ));
+    }
+    if def.stream {
+        let spec = desc.stream_specification();
+        let enabled = spec.is_some_and(|s| s.stream_enabled());
+        let view = spec.and_then(|s| s.stream_view_type());
+        if !enabled || desc.latest_stream_arn().is_none() {
+            problems.push(format!(
+                "{role} {name} has no stream (enable a NEW_AND_OLD_IMAGES stream on it)"
+            ));
+        } else if view != Some(&StreamViewType::NewAndOldImages) {
+            problems.push(format!(
+                "{role} {name} streams {}, not NEW_AND_OLD_IMAGES",
+                view.map_or("nothing", |v| v.as_str())
+            ));
+        }
+    }
+    if let Some(attr) = def.ttl_attribute {
+        if let Some(p) = ttl_problem(client, name, role, attr).await? {
+            problems.push(p);
+        }
+    }
+    Ok(problems)
+}
+
+/// TTL must be enabled (or being enabled) on `attr`.
+async fn ttl_problem(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    role: &str,
+    attr: &str,
+) -> anyhow::Result<Option<String>> {
+    let out = client
+        .describe_time_to_live()
+        .table_name(name)
+        .send()
+        .await
+        .with_context(|| format!("DescribeTimeToLive {name} ({role})"))?;
+    let d = out.time_to_live_description();
+    let status = d.and_then(|d| d.time_to_live_status());
+    let on = matches!(
+        status,
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+    );
+    let attribute = d.and_then(|d| d.attribute_name()).unwrap_or_default();
+    Ok(if !on {
+        Some(format!(
+            "{role} {name} has TTL {} (enable TTL on attribute `{attr}`, or it grows without bound)",
+            status.map_or("DISABLED", |s| s.as_str())
+        ))
+    } else if attribute != attr {
+        Some(format!(
+            "{role} {name} expires items by `{attribute}`, the definition by `{attr}`"
+        ))
+    } else {
+        None
+    })
+}
+
+/// Fails, naming every problem, unless the model table (`table`) and the
+/// ledger (`ledger`) exist as the model defines them.
+pub async fn require_tables(
+    client: &aws_sdk_dynamodb::Client,
+    model: &Model,
+    table: &str,
+    ledger: &str,
+) -> anyhow::Result<()> {
+    let mut problems = table_problems(client, &model.table, table, "model table").await?;
+    problems.extend(
+        table_problems(
+            client,
+            &shared::models::table::ledger(),
+            ledger,
+            "ledger table",
+        )
+        .await?,
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "model {}: {}.\n{HOW_TO_DEPLOY}",
+        model.name,
+        problems.join("; ")
+    )
+}
+
+/// Where each of a model's queues is: `QUEUE_URL_<LOGICAL>` (what the
+/// Lambdas get; `env` looks a variable up), else the stack's queue named by
+/// [`STACK_NAMES`] (resolved with GetQueueUrl). A queue with neither is an
+/// error naming its variable.
+pub async fn queue_urls(
+    sqs: &aws_sdk_sqs::Client,
+    model: &Model,
+    stack: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut urls = BTreeMap::new();
+    let mut problems = Vec::new();
+    for def in model.queues() {
+        let var = shared::lambda::queue_env(def.logical);
+        if let Some(url) = env(&var).filter(|u| !u.is_empty()) {
+            urls.insert(def.logical.to_string(), url);
+            continue;
+        }
+        let Some(stack) = stack else {
+            problems.push(format!(
+                "queue {} (consumer {}): no URL; set {var} (as the stack's functions get it) or --stack",
+                def.logical, def.consumer
+            ));
+            continue;
+        };
+        let name = STACK_NAMES.queue(stack, def.name);
+        match sqs.get_queue_url().queue_name(&name).send().await {
+            Ok(out) => {
+                let url = out.queue_url().context("GetQueueUrl without a URL")?;
+                urls.insert(def.logical.to_string(), url.to_string());
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_queue_does_not_exist()) =>
+            {
+                problems.push(format!(
+                    "queue {} (consumer {}): stack {stack} has no queue {name}",
+                    def.logical, def.consumer
+                ));
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("GetQueueUrl {name}"))),
+        }
+    }
+    if problems.is_empty() {
+        Ok(urls)
+    } else {
+        anyhow::bail!(
+            "model {}: {}.\n{HOW_TO_DEPLOY}",
+            model.name,
+            problems.join("; ")
+        )
+    }
+}
+
+/// The queue at `url` as `def` defines it (visibility `visibility`, a
+/// redrive policy to a DLQ after `maxReceiveCount` receives), or an error
+/// naming the queue and every attribute that differs.
+pub async fn require_queue(
+    sqs: &aws_sdk_sqs::Client,
+    def: &QueueDef,
+    url: &str,
+    visibility: Duration,
+) -> anyhow::Result<Queue> {
+    let what = format!("queue {} ({url})", def.logical);
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await;
+    let attrs = match attrs {
+        Ok(out) => out.attributes.unwrap_or_default(),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_queue_does_not_exist()) =>
+        {
+            anyhow::bail!("{what} does not exist.\n{HOW_TO_DEPLOY}")
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("GetQueueAttributes {what}"))),
+    };
+    let get = |k: QueueAttributeName| attrs.get(&k).cloned().unwrap_or_default();
+    let mut differs = Vec::new();
+    let want_visibility = visibility.as_secs().max(1);
+    let have_visibility = get(QueueAttributeName::VisibilityTimeout);
+    if have_visibility.parse::<u64>().ok() != Some(want_visibility) {
+        differs.push(format!(
+            "VisibilityTimeout {have_visibility} (definition: {want_visibility})"
+        ));
+    }
+    let redrive = get(QueueAttributeName::RedrivePolicy);
+    let (receives, dlq_arn) = redrive_policy(&redrive);
+    if receives != Some(u64::from(def.max_receive_count)) {
+        differs.push(format!(
+            "maxReceiveCount {} (definition: {})",
+            receives.map_or("none".to_string(), |n| n.to_string()),
+            def.max_receive_count
+        ));
+    }
+    let dlq_url = match &dlq_arn {
+        None => {
+            differs.push("no dead-letter queue (RedrivePolicy)".to_string());
+            None
+        }
+        Some(arn) => match dlq_url_of(sqs, arn).await? {
+            Some(u) => Some(u),
+            None => {
+                differs.push(format!("its dead-letter queue {arn} does not exist"));
+                None
+            }
+        },
+    };
+    if !differs.is_empty() {
+        anyhow::bail!(
+            "{what} differs from the model's definition: {}",
+            differs.join("; ")
+        );
+    }
+    Ok(Queue {
+        url: url.to_string(),
+        arn: get(QueueAttributeName::QueueArn),
+        dlq_url: dlq_url.unwrap_or_default(),
+        visibility: Duration::from_secs(want_visibility),
+    })
+}
+
+/// `maxReceiveCount` (a number, or a string as some clients send it) and
+/// `deadLetterTargetArn` of a RedrivePolicy.
+pub fn redrive_policy(json: &str) -> (Option<u64>, Option<String>) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return (None, None);
+    };
+    let receives = match &v["maxReceiveCount"] {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    let arn = v["deadLetterTargetArn"].as_str().map(str::to_string);
+    (receives, arn)
+}
+
+/// The URL of the queue with ARN `arn` (`arn:aws:sqs:<region>:<account>:<name>`), if it exists.
+async fn dlq_url_of(sqs: &aws_sdk_sqs::Client, arn: &str) -> anyhow::Result<Option<String>> {
+    let mut parts = arn.rsplitn(3, ':');
+    let (Some(name), Some(account)) = (parts.next(), parts.next()) else {
+        return Ok(None);
+    };
+    let mut req = sqs.get_queue_url().queue_name(name);
+    if account.chars().all(|c| c.is_ascii_digit()) && !account.is_empty() {
+        req = req.queue_owner_aws_account_id(account);
+    }
+    match req.send().await {
+        Ok(out) => Ok(out.queue_url().map(str::to_string)),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_queue_does_not_exist()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("GetQueueUrl of the DLQ {arn}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redrive_policy_reads_with_the_count_as_a_number_or_a_string() {
+        let arn = "arn:aws:sqs:eu-west-1:123456789012:Hr-hr-jobs-dlq";
+        assert_eq!(
+            redrive_policy(&format!(
+                r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":5}}"#
+            )),
+            (Some(5), Some(arn.to_string()))
+        );
+        assert_eq!(
+            redrive_policy(&format!(
+                r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"5"}}"#
+            )),
+            (Some(5), Some(arn.to_string()))
+        );
+        assert_eq!(redrive_policy(""), (None, None));
+        assert_eq!(redrive_policy("{}"), (None, None));
+    }
+}

@@ -1,0 +1,543 @@
+//! `jobstream run` (and `verify`, `backfill`) against what an operator
+//! deployed: nothing is ever created; a missing or different table, stream,
+//! TTL setting or queue is a startup error naming it; the queues are the
+//! ones given (`QUEUE_URL_*` or `--stack`), so two deployments of one model
+//! never consume each other's jobs; an unwritable on-failure file and a
+//! missing region are refused at startup.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use chrono::{SecondsFormat, Utc};
+use jobstream::local::deployed::require_queue;
+use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{queue_visibility, Provision, Runtime, RuntimeOptions};
+use jobstream::local::sqs_esm::create_queue;
+use shared::models::social::demo::{follow_item, post_item};
+use shared::models::social::keys as social;
+use shared::models::table::{self, TableDef};
+use shared::store::Store;
+
+use crate::support::{jobstream_bin, TIME_SCALE};
+
+/// A guard against hanging: `run` that starts consuming instead of
+/// refusing is killed after this (and the test fails on its exit status).
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// `jobstream ARGS` with `env` (an empty value unsets), killed past
+/// [`HANG_GUARD`]; its output.
+async fn jobstream(args: Vec<String>, env: Vec<(String, String)>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(jobstream_bin());
+        for (k, v) in env {
+            // An empty value: the variable is unset.
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
+        }
+        let mut child = cmd
+            .args(&args)
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .env_remove("JOBSTREAM_ENDPOINT")
+            .env_remove("TABLE_NAME")
+            .env_remove("LEDGER_TABLE_NAME")
+            .env_remove("JOBSTREAM_STACK")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("jobstream starts");
+        let started = std::time::Instant::now();
+        while child.try_wait().expect("wait").is_none() {
+            if started.elapsed() > HANG_GUARD {
+                child.kill().ok();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().expect("output")
+    })
+    .await
+    .expect("joins")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+async fn engine() -> (LocalEngine, aws_sdk_dynamodb::Client) {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    (engine, client)
+}
+
+async fn table_names(client: &aws_sdk_dynamodb::Client) -> Vec<String> {
+    client
+        .list_tables()
+        .send()
+        .await
+        .expect("ListTables")
+        .table_names()
+        .to_vec()
+}
+
+fn failures_file() -> String {
+    std::env::temp_dir()
+        .join(format!("deployed-{}.jsonl", uuid::Uuid::new_v4()))
+        .display()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_verify_and_backfill_never_create_a_missing_table_and_name_it() {
+    let (engine, client) = engine().await;
+    let endpoint = engine.endpoint();
+    let tracker = shared::models::tracker::table().name;
+    let file = failures_file();
+    let run = jobstream(
+        args(&[
+            "run",
+            "--endpoint",
+            &endpoint,
+            "--model",
+            "tracker",
+            "--on-failure-file",
+            &file,
+        ]),
+        vec![],
+    )
+    .await;
+    let err = stderr(&run);
+    assert!(!run.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("model table {tracker} does not exist")),
+        "{err}"
+    );
+    assert!(
+        err.contains("ledger table jobstream-ledger does not exist"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cdk deploy") && err.contains("--stack"),
+        "{err}"
+    );
+
+    // --stack names the stack's ledger.
+    let run = jobstream(
+        args(&[
+            "run",
+            "--endpoint",
+            &endpoint,
+            "--model",
+            "tracker",
+            "--stack",
+            "Prod",
+            "--on-failure-file",
+            &file,
+        ]),
+        vec![],
+    )
+    .await;
+    assert!(!run.status.success());
+    assert!(
+        stderr(&run).contains("ledger table Prod-ledger does not exist"),
+        "{}",
+        stderr(&run)
+    );
+
+    for tool in ["verify", "backfill"] {
+        let out = jobstream(
+            args(&[tool, "--endpoint", &endpoint, "--model", "tracker"]),
+            vec![],
+        )
+        .await;
+        assert!(!out.status.success(), "{tool}");
+        assert!(
+            stderr(&out).contains(&format!("model table {tracker} does not exist")),
+            "{tool}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(table_names(&client).await.is_empty(), "nothing was created");
+    std::fs::remove_file(&file).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_refuses_a_table_without_its_stream_and_a_ledger_without_ttl() {
+    let (engine, client) = engine().await;
+    let model = shared::models::tracker::table();
+    let no_stream = TableDef {
+        stream: false,
+        ..model.clone()
+    };
+    let no_ttl = TableDef {
+        ttl_attribute: None,
+        ..table::ledger()
+    };
+    ensure_table(&client, &no_stream, model.name).await.unwrap();
+    ensure_table(&client, &no_ttl, "Ops-ledger").await.unwrap();
+    let file = failures_file();
+    let run = jobstream(
+        args(&[
+            "run",
+            "--endpoint",
+            &engine.endpoint(),
+            "--model",
+            "tracker",
+            "--stack",
+            "Ops",
+            "--on-failure-file",
+            &file,
+        ]),
+        vec![],
+    )
+    .await;
+    let err = stderr(&run);
+    assert!(!run.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("model table {} has no stream", model.name)),
+        "{err}"
+    );
+    assert!(
+        err.contains("ledger table Ops-ledger has TTL DISABLED"),
+        "{err}"
+    );
+    std::fs::remove_file(&file).ok();
+}
+
+/// The social model's tables, on `engine`, under `prefix`.
+async fn social_tables(client: &aws_sdk_dynamodb::Client, prefix: &str) -> (String, String) {
+    let (t, l) = (format!("{prefix}social"), format!("{prefix}ledger"));
+    ensure_table(client, &shared::models::social::table(), &t)
+        .await
+        .unwrap();
+    ensure_table(client, &table::ledger(), &l).await.unwrap();
+    (t, l)
+}
+
+async fn sqs_client() -> (String, aws_sdk_sqs::Client) {
+    let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
+        .await
+        .expect("local SQS");
+    let client = aws_sdk_sqs::Client::new(&sdk_config(Some(&endpoint), 3).await);
+    (endpoint, client)
+}
+
+async fn queues_named(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Vec<String> {
+    sqs.list_queues()
+        .queue_name_prefix(prefix)
+        .send()
+        .await
+        .expect("ListQueues")
+        .queue_urls()
+        .to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_never_creates_a_missing_queue_and_names_it() {
+    let (engine, client) = engine().await;
+    let (sqs_endpoint, sqs) = sqs_client().await;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (t, l) = social_tables(&client, &format!("q{id}-")).await;
+    let var = shared::lambda::queue_env(shared::models::social::rules::TIMELINE_QUEUE);
+    let file = failures_file();
+    let base = |extra: &[&str]| {
+        let mut a = args(&[
+            "run",
+            "--endpoint",
+            &engine.endpoint(),
+            "--model",
+            "social",
+            "--table",
+            &t,
+            "--ledger-table",
+            &l,
+            "--sqs-endpoint",
+            &sqs_endpoint,
+            "--on-failure-file",
+            &file,
+        ]);
+        a.extend(args(extra));
+        a
+    };
+
+    // No URL and no stack: the variable the Lambdas get is named.
+    let out = jobstream(base(&[]), vec![]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("set {var}")),
+        "{}",
+        stderr(&out)
+    );
+
+    // A URL of a queue that does not exist.
+    let missing = format!("{sqs_endpoint}/000000000000/m{id}-timeline");
+    let out = jobstream(base(&[]), vec![(var.clone(), missing.clone())]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("queue timeline ({missing}) does not exist")),
+        "{}",
+        stderr(&out)
+    );
+
+    // A stack without the queue.
+    let stack = format!("s{id}");
+    let out = jobstream(base(&["--stack", &stack]), vec![]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "stack {stack} has no queue {stack}-jobstream-timeline-jobs"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    for prefix in [format!("m{id}"), stack] {
+        assert!(
+            queues_named(&sqs, &prefix).await.is_empty(),
+            "no queue was created under {prefix}"
+        );
+    }
+    std::fs::remove_file(&file).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_unlike_its_definition_is_refused_saying_what_differs() {
+    let (_endpoint, sqs) = sqs_client().await;
+    let model = shared::models::find("social").unwrap();
+    let def = model.queues().remove(0);
+    let url = sqs
+        .create_queue()
+        .queue_name(format!("d{}-timeline", uuid::Uuid::new_v4().simple()))
+        .attributes(QueueAttributeName::VisibilityTimeout, "30")
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let e = require_queue(&sqs, &def, &url, Duration::from_secs(180))
+        .await
+        .expect_err("refused");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("VisibilityTimeout 30 (definition: 180)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("maxReceiveCount none (definition: 5)"),
+        "{msg}"
+    );
+    assert!(msg.contains("no dead-letter queue"), "{msg}");
+
+    // As deployed: accepted, its DLQ found.
+    let prefix = format!("d{}-", uuid::Uuid::new_v4().simple());
+    let made = create_queue(&sqs, &def, &prefix, Duration::from_secs(180))
+        .await
+        .expect("created as deployed");
+    let q = require_queue(&sqs, &def, &made.url, Duration::from_secs(180))
+        .await
+        .expect("as defined");
+    assert_eq!(q.dlq_url, made.dlq_url);
+    assert_eq!(q.arn, made.arn);
+}
+
+/// What the stack deploys creates queues with: `maxReceiveCount` a number
+/// (SQS compares attributes on a CreateQueue of an existing queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_queues_carry_max_receive_count_as_a_number() {
+    let (_endpoint, sqs) = sqs_client().await;
+    let model = shared::models::find("social").unwrap();
+    let def = model.queues().remove(0);
+    let prefix = format!("n{}-", uuid::Uuid::new_v4().simple());
+    let made = create_queue(&sqs, &def, &prefix, Duration::from_secs(180))
+        .await
+        .expect("created");
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&made.url)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .expect("attributes");
+    let redrive: serde_json::Value = serde_json::from_str(
+        attrs
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
+            .expect("a redrive policy"),
+    )
+    .expect("JSON");
+    assert_eq!(redrive["maxReceiveCount"], serde_json::json!(5));
+}
+
+/// One deployment of the social model (its table, ledger and queues), run
+/// as `run` runs it: nothing created, the queues given by URL.
+async fn deployment(
+    engine: &LocalEngine,
+    client: &aws_sdk_dynamodb::Client,
+    sqs_endpoint: &str,
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+) -> Runtime {
+    let prefix = format!("{name}{}-", uuid::Uuid::new_v4().simple());
+    let (t, l) = social_tables(client, &prefix).await;
+    let model = shared::models::find("social").unwrap();
+    let mut queues = std::collections::BTreeMap::new();
+    for def in model.queues() {
+        let q = create_queue(sqs, &def, &prefix, queue_visibility(&def, TIME_SCALE))
+            .await
+            .expect("the stack's queue");
+        queues.insert(def.logical.to_string(), q.url);
+    }
+    let mut opts = RuntimeOptions::new(
+        "social",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.time_scale = TIME_SCALE;
+    opts.table = Some(t);
+    opts.ledger_table = l;
+    opts.sqs_endpoint = Some(sqs_endpoint.to_string());
+    opts.provision = Provision::Existing { queues };
+    Runtime::start(opts).await.expect("runs on what exists")
+}
+
+fn now_iso() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+async fn timeline_len(rt: &Runtime, user: &str) -> usize {
+    Store::new(rt.dynamodb.clone())
+        .query(
+            &rt.config.table,
+            None,
+            social::PK,
+            &social::timeline_pk(user),
+            None,
+        )
+        .await
+        .expect("timeline")
+        .len()
+}
+
+fn invocations(rt: &Runtime) -> u64 {
+    rt.queues.iter().map(|q| q.invocations()).sum()
+}
+
+/// Staging and prod of one model in one region: each `run` consumes its
+/// own queues, never the other's jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
+    let (engine, client) = engine().await;
+    let (sqs_endpoint, sqs) = sqs_client().await;
+    let mut staging = deployment(&engine, &client, &sqs_endpoint, &sqs, "staging").await;
+    let mut prod = deployment(&engine, &client, &sqs_endpoint, &sqs, "prod").await;
+    assert_ne!(staging.config.queues, prod.config.queues);
+
+    let at = now_iso();
+    let post = social::ulid(Utc::now().timestamp_millis() as u64, 1);
+    crate::support::put(&staging, post_item("star", &post, &at, "hi")).await;
+    crate::support::put(&staging, follow_item("ann", "star", &at)).await;
+    // Both consume at once, as two deployments do.
+    let (a, b) = tokio::join!(staging.drain(), prod.drain());
+    a.expect("staging drains");
+    b.expect("prod drains");
+    assert_eq!(timeline_len(&staging, "ann").await, 1);
+    assert!(invocations(&staging) > 0, "staging ran its job");
+    assert_eq!(invocations(&prod), 0, "prod never saw staging's job");
+    assert_eq!(timeline_len(&prod, "ann").await, 0);
+
+    // And the other way round.
+    let post = social::ulid(Utc::now().timestamp_millis() as u64, 2);
+    crate::support::put(&prod, post_item("star", &post, &at, "hi")).await;
+    crate::support::put(&prod, follow_item("bob", "star", &at)).await;
+    let before = invocations(&staging);
+    let (a, b) = tokio::join!(staging.drain(), prod.drain());
+    a.expect("staging drains");
+    b.expect("prod drains");
+    assert_eq!(timeline_len(&prod, "bob").await, 1);
+    assert!(invocations(&prod) > 0);
+    assert_eq!(
+        invocations(&staging),
+        before,
+        "staging never saw prod's job"
+    );
+    assert_eq!(timeline_len(&staging, "bob").await, 0);
+    crate::support::assert_rt_verified(&staging).await;
+    crate::support::assert_rt_verified(&prod).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_on_failure_file_is_refused_at_startup() {
+    let (engine, client) = engine().await;
+    ensure_table(
+        &client,
+        &shared::models::tracker::table(),
+        shared::models::tracker::table().name,
+    )
+    .await
+    .unwrap();
+    ensure_table(&client, &table::ledger(), "jobstream-ledger")
+        .await
+        .unwrap();
+    let unwritable = std::env::temp_dir()
+        .join(format!("no-such-dir-{}", uuid::Uuid::new_v4()))
+        .join("failures.jsonl");
+    let run = jobstream(
+        args(&[
+            "run",
+            "--endpoint",
+            &engine.endpoint(),
+            "--model",
+            "tracker",
+            "--on-failure-file",
+            unwritable.to_str().unwrap(),
+        ]),
+        vec![],
+    )
+    .await;
+    let err = stderr(&run);
+    assert!(!run.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--on-failure-file {} cannot be appended to",
+            unwritable.display()
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_endpoint_without_a_region_is_a_startup_error() {
+    let out = jobstream(
+        args(&[
+            "verify",
+            "--endpoint",
+            "https://dynamodb.jobstream.invalid",
+            "--model",
+            "tracker",
+        ]),
+        vec![
+            ("AWS_CONFIG_FILE".into(), "/nonexistent/config".into()),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE".into(),
+                "/nonexistent/credentials".into(),
+            ),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+            ("AWS_REGION".into(), String::new()),
+            ("AWS_DEFAULT_REGION".into(), String::new()),
+        ],
+    )
+    .await;
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("no AWS region for DynamoDB"), "{err}");
+}
