@@ -239,7 +239,7 @@ fn is_iso_utc(s: &str) -> bool {
 }
 
 /// Validates a string value against a string-shaped type.
-fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
+pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
     match ty {
         Ty::Ulid if ulid::Ulid::from_string(v).is_err() => {
             Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
