@@ -83,13 +83,15 @@ impl KeyLimits {
                         k.name, k.of
                     ))
                 }
-                AttributeValue::S(s) if s.len() > k.max_bytes => return Err(format!(
+                AttributeValue::S(s) if s.len() > k.max_bytes => {
+                    return Err(format!(
                     "`{}` ({what} key of {}) would be {} bytes, over DynamoDB's limit of {} bytes",
                     k.name,
                     k.of,
                     s.len(),
                     k.max_bytes
-                )),
+                ))
+                }
                 AttributeValue::S(_) => {}
                 other => {
                     return Err(format!(

@@ -184,3 +184,108 @@ async fn the_longest_legal_keys_keep_their_ledger_records_within_the_limits() {
         .iter()
         .any(|r| r.s("pk").unwrap().starts_with("SRC#derive#~sha256:")));
 }
+
+/// Rules that derive, for an item `N#<id>`, a mirror `M#<id>`; an item
+/// with `broken` set derives a mirror DynamoDB rejects (an empty string
+/// set) that no limit check can know of.
+struct Mirrors;
+
+impl shared::engine::rules::Rules for Mirrors {
+    fn key_names(&self) -> &'static [&'static str] {
+        &["PK", "SK"]
+    }
+
+    fn derived(&self, image: &Item) -> Result<Vec<Item>, shared::error::InputError> {
+        let Some(id) = image.s("PK").ok().and_then(|pk| pk.strip_prefix("N#")) else {
+            return Ok(vec![]);
+        };
+        let mut mirror: Item = [
+            ("PK".to_string(), s(format!("M#{id}"))),
+            ("SK".to_string(), s("mirror")),
+        ]
+        .into();
+        if image.contains_key("broken") {
+            mirror.insert(
+                "tags".into(),
+                aws_sdk_dynamodb::types::AttributeValue::Ss(vec![]),
+            );
+        }
+        Ok(vec![mirror])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_others_commit() {
+    use shared::engine::derive::{DeriveConfig, DeriveProcessor};
+    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let client = aws_sdk_dynamodb::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+    );
+    let table = shared::models::table::TableDef {
+        name: "mirrors",
+        pk: "PK",
+        sk: "SK",
+        gsis: vec![],
+        ttl_attribute: None,
+        stream: true,
+    };
+    let ledger = shared::models::table::ledger();
+    jobstream::local::engine::ensure_table(&client, &table, table.name)
+        .await
+        .unwrap();
+    jobstream::local::engine::ensure_table(&client, &ledger, ledger.name)
+        .await
+        .unwrap();
+    let store = shared::store::Store::new(client.clone());
+    let derive = DeriveProcessor::new(
+        Arc::new(Mirrors),
+        store.clone(),
+        DeriveConfig {
+            table: table.name.into(),
+            ledger_table: ledger.name.into(),
+            concurrency: 4,
+            queues: Default::default(),
+            limits: shared::limits::KeyLimits::of(&table),
+        },
+    );
+    let item = |id: &str, broken: bool| -> Item {
+        let mut i: Item = [
+            ("PK".to_string(), s(format!("N#{id}"))),
+            ("SK".to_string(), s("note")),
+        ]
+        .into();
+        if broken {
+            i.insert("broken".into(), s("yes"));
+        }
+        i
+    };
+    let items = vec![item("a", false), item("b", true), item("c", false)];
+    store.put_items(table.name, items.clone()).await.unwrap();
+    let keys: Vec<Item> = items
+        .iter()
+        .map(|i| shared::item::key_of(i, &["PK", "SK"]))
+        .collect();
+    // One group, one transaction: DynamoDB rejects it for b's mirror.
+    let done = derive
+        .deriver()
+        .reconcile(&keys, &Default::default())
+        .await
+        .map_err(|(_, pos, e)| format!("failed at {pos}: {e}"))
+        .expect("no failure: what no retry can fix is bad input");
+    assert_eq!(done.bad.len(), 1, "{:?}", done.bad);
+    assert_eq!(done.bad[0].0, 1, "b, not the first of its transaction");
+    let why = done.bad[0].1.to_string();
+    assert!(
+        why.contains("PK=N#b") && why.contains("Validation"),
+        "{why}"
+    );
+    let get = |pk: &str| {
+        let store = store.clone();
+        let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s("mirror"))].into();
+        async move { store.get("mirrors", key).await.unwrap() }
+    };
+    assert!(get("M#a").await.is_some() && get("M#c").await.is_some());
+    assert!(get("M#b").await.is_none(), "nothing written for b");
+}

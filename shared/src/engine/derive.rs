@@ -1329,31 +1329,19 @@ pub fn rejects(rules: &dyn Rules, image: &Item) -> bool {
     read_image(rules, image).1.is_some()
 }
 
-/// What an item contributes, checked: every counter key it counts into is
-/// one the counter rules accept ([`Rules::counter`]), and the sums fit an
-/// i64. Otherwise the item is bad input (nothing moves: the ledger totals
-/// keep what it contributed before). The engine, `verify` and its repair
-/// all read contributions through here.
+/// What an item contributes, checked: the sums fit an i64, else the item is
+/// bad input (nothing moves: the ledger totals keep what it contributed
+/// before). The engine, `verify` and its repair all read contributions
+/// through here.
 pub fn checked_contributions(
     rules: &dyn Rules,
     image: &Item,
 ) -> Result<Vec<Contribution>, InputError> {
     let contributions = rules.contributions(image)?;
-    let key = || crate::item::display_key(&key_of(image, rules.key_names()));
-    for c in &contributions {
-        let ckey = c.counter.key_item();
-        if rules.counter(&ckey).is_none() {
-            return Err(InputError::Invalid {
-                key: key(),
-                reason: format!(
-                    "it counts into {}, which is not a key of a counter the model keeps (the counter's key rejects it)",
-                    crate::item::display_key(&ckey)
-                ),
-            });
-        }
-    }
-    sum_contributions(&contributions)
-        .map_err(|reason| InputError::Invalid { key: key(), reason })?;
+    sum_contributions(&contributions).map_err(|reason| InputError::Invalid {
+        key: crate::item::display_key(&key_of(image, rules.key_names())),
+        reason,
+    })?;
     Ok(contributions)
 }
 

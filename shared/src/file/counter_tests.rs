@@ -101,12 +101,15 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     // The rule builds the key; the counter's own rules reject it.
-    assert_eq!(r.contributions(&loan).unwrap().len(), 1);
     let e = checked_contributions(&r, &loan).unwrap_err();
+    assert_eq!(e, r.contributions(&loan).unwrap_err());
     assert_eq!(e.kind(), "Invalid");
     let why = e.to_string();
     assert!(why.starts_with("PK=M#ann, SK=LOAN#"), "{why}");
-    assert!(why.contains("counts into PK=M#ann, SK=COUNT"), "{why}");
+    assert!(
+        why.contains("loan: it counts into PK=M#ann, SK=COUNT, a key `loans` rejects"),
+        "{why}"
+    );
     // Other aspects are untouched.
     assert_eq!(r.derived(&loan).unwrap().len(), 1);
 }

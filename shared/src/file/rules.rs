@@ -403,10 +403,22 @@ impl Rules for FileRules {
                     }
                 }
             }
-            out.push(Contribution {
-                counter: m.counter_of(target, key),
-                values,
-            });
+            let counter = m.counter_of(target, key);
+            // The counter's own rules must accept the key it computes
+            // (`${userId:ulid}` bound to a value that is no ULID): else the
+            // source is bad input and no total moves.
+            if self.counter(&counter.key_item()).is_none() {
+                return Err(m.bad(
+                    &rec,
+                    image,
+                    format!(
+                        "it counts into {}, a key `{}` rejects",
+                        display_key(&counter.key_item()),
+                        target.name
+                    ),
+                ));
+            }
+            out.push(Contribution { counter, values });
         }
         Ok(out)
     }
