@@ -153,7 +153,7 @@ fn loan(member: &str, book: &str, state: &str) -> Item {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_model_files_counter_deleted_by_a_writer_comes_back() {
+async fn a_model_files_counter_deleted_by_a_writer_or_by_ttl_comes_back() {
     let mut env = model_env("library", |o| {
         o.model_file = Some(model_file("library.yaml"));
     })
@@ -167,11 +167,34 @@ async fn a_model_files_counter_deleted_by_a_writer_comes_back() {
     );
     delete(&env, loans.clone()).await;
     env.rt.drain().await.unwrap();
-    let back = get(&env, loans).await.expect("loans re-created");
+    let back = get(&env, loans.clone()).await.expect("loans re-created");
     assert_eq!(
         (back.i64("open").unwrap(), back.i64("total").unwrap()),
         (1, 1)
     );
+    assert_rt_verified(&env.rt).await;
+    // Expired by TTL (a writer set one): the REMOVE carries the TTL
+    // service's identity, and the counter comes back all the same.
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(loans.clone()))
+        .update_expression("SET #t = :t")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":t", n(1_000))
+        .send()
+        .await
+        .expect("update");
+    env.rt.drain().await.unwrap();
+    assert_eq!(env.engine.sweep_ttl().await.unwrap(), 1);
+    env.rt.drain().await.unwrap();
+    let back = get(&env, loans).await.expect("loans re-created after TTL");
+    assert_eq!(
+        (back.i64("open").unwrap(), back.i64("total").unwrap()),
+        (1, 1)
+    );
+    assert!(!back.contains_key("ttl"));
     assert_rt_verified(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
 }
