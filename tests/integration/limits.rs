@@ -212,6 +212,23 @@ impl shared::engine::rules::Rules for Mirrors {
         }
         Ok(vec![mirror])
     }
+
+    /// `seen` on every note; an `odd` one gets an empty set DynamoDB
+    /// rejects in its update.
+    fn projection(
+        &self,
+        image: &Item,
+    ) -> Result<Option<shared::engine::rules::Projection>, shared::error::InputError> {
+        let value = if image.contains_key("odd") {
+            aws_sdk_dynamodb::types::AttributeValue::Ss(vec![])
+        } else {
+            s("yes")
+        };
+        Ok(Some(shared::engine::rules::Projection {
+            attrs: vec![("seen", Some(value))],
+            sources: vec![],
+        }))
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,18 +267,23 @@ async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_othe
             limits: shared::limits::KeyLimits::of(&table),
         },
     );
-    let item = |id: &str, broken: bool| -> Item {
+    let item = |id: &str, flag: Option<&str>| -> Item {
         let mut i: Item = [
             ("PK".to_string(), s(format!("N#{id}"))),
             ("SK".to_string(), s("note")),
         ]
         .into();
-        if broken {
-            i.insert("broken".into(), s("yes"));
+        if let Some(f) = flag {
+            i.insert(f.into(), s("yes"));
         }
         i
     };
-    let items = vec![item("a", false), item("b", true), item("c", false)];
+    let items = vec![
+        item("a", None),
+        item("b", Some("broken")),
+        item("c", None),
+        item("d", Some("odd")),
+    ];
     store.put_items(table.name, items.clone()).await.unwrap();
     let keys: Vec<Item> = items
         .iter()
@@ -274,13 +296,33 @@ async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_othe
         .await
         .map_err(|(_, pos, e)| format!("failed at {pos}: {e}"))
         .expect("no failure: what no retry can fix is bad input");
-    assert_eq!(done.bad.len(), 1, "{:?}", done.bad);
-    assert_eq!(done.bad[0].0, 1, "b, not the first of its transaction");
-    let why = done.bad[0].1.to_string();
+    let mut bad = done.bad.clone();
+    bad.sort_by_key(|(pos, _)| *pos);
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert_eq!(bad[0].0, 1, "b, not the first of its transaction");
+    let why = bad[0].1.to_string();
     assert!(
         why.contains("PK=N#b") && why.contains("Validation"),
         "{why}"
     );
+    // A projection DynamoDB rejects: bad input of its item, no failure.
+    assert_eq!(bad[1].0, 3);
+    let why = bad[1].1.to_string();
+    assert!(
+        why.contains("PK=N#d") && why.contains("projection"),
+        "{why}"
+    );
+    let note = |id: &str| {
+        let store = store.clone();
+        let key: Item = [
+            ("PK".to_string(), s(format!("N#{id}"))),
+            ("SK".to_string(), s("note")),
+        ]
+        .into();
+        async move { store.get("mirrors", key).await.unwrap().unwrap() }
+    };
+    assert!(note("a").await.contains_key("seen") && note("c").await.contains_key("seen"));
+    assert!(!note("d").await.contains_key("seen"));
     let get = |pk: &str| {
         let store = store.clone();
         let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s("mirror"))].into();
