@@ -116,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
             ledger_table: ledger.name.to_string(),
             concurrency: 8,
             queues: BTreeMap::new(),
+            limits: shared::limits::KeyLimits::of(&model.table),
         },
     );
 

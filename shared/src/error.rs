@@ -79,3 +79,67 @@ pub enum ProcessError {
     #[error("permanent store failure: {0}")]
     Permanent(String),
 }
+
+/// What a processor does with a failure: the one error policy, decided
+/// here and read by the batch contracts only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Report the record; it is delivered again (throttling, 5xx,
+    /// conflicts, timeouts, and what an operator must fix first).
+    Retry,
+    /// No retry can fix it (DynamoDB rejected the request itself: a
+    /// `ValidationException`, a transaction cancelled by a
+    /// `ValidationError`): bad input of the record whose writes it was,
+    /// logged with its key, counted, skipped; the shard moves on.
+    Skip,
+}
+
+impl ProcessError {
+    /// The service's error code, or the kind of failure.
+    pub fn code(&self) -> &str {
+        match self {
+            ProcessError::Store(e) => &e.code,
+            ProcessError::Conflict(_) => "Conflict",
+            ProcessError::Permanent(_) => "Permanent",
+        }
+    }
+
+    pub fn policy(&self) -> Policy {
+        match self {
+            ProcessError::Store(e) if !e.retryable => Policy::Skip,
+            _ => Policy::Retry,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_error(code: &str, retryable: bool) -> ProcessError {
+        ProcessError::Store(StoreError {
+            operation: "TransactWriteItems",
+            table: "t".into(),
+            code: code.into(),
+            retryable,
+            source: "test".into(),
+        })
+    }
+
+    #[test]
+    fn only_what_no_retry_can_fix_is_skipped() {
+        assert_eq!(
+            store_error("ValidationException", false).policy(),
+            Policy::Skip
+        );
+        assert_eq!(
+            store_error("ThrottlingException", true).policy(),
+            Policy::Retry
+        );
+        assert_eq!(ProcessError::Conflict("x".into()).policy(), Policy::Retry);
+        assert_eq!(
+            ProcessError::Permanent("corrupt".into()).policy(),
+            Policy::Retry
+        );
+    }
+}

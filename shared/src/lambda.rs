@@ -190,6 +190,7 @@ impl Processors {
                 ledger_table: config.ledger_table.clone(),
                 concurrency: 8,
                 queues: config.queues.clone(),
+                limits: crate::limits::KeyLimits::of(&model.table),
             },
         );
         if let Some(sqs) = &sqs {

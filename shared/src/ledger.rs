@@ -22,7 +22,10 @@ pub const MARKER_TTL_SECS: i64 = 48 * 3600;
 /// Key of the marker of `event_id` for `processor`.
 pub fn marker_key(processor: &str, event_id: &str) -> Item {
     [
-        (PK.to_string(), s(format!("MARK#{processor}#{event_id}"))),
+        (
+            PK.to_string(),
+            s(bounded_pk(&format!("MARK#{processor}#"), event_id)),
+        ),
         (SK.to_string(), s("MARK")),
     ]
     .into()
@@ -51,7 +54,37 @@ pub fn marker_put(
 
 /// `pk` of a fold processor's state for one aggregate.
 pub fn state_pk(processor: &str, aggregate: &str) -> String {
-    format!("STATE#{processor}#{aggregate}")
+    bounded_pk(&format!("STATE#{processor}#"), aggregate)
+}
+
+/// Bytes a ledger partition key may take: DynamoDB's partition key limit.
+pub const MAX_PK_BYTES: usize = crate::limits::MAX_PARTITION_KEY_BYTES;
+
+/// The tag of a hashed id in [`bounded_pk`].
+const HASHED: &str = "~sha256:";
+
+/// The ledger partition key `<prefix><id>`, within DynamoDB's 2048 bytes
+/// for every legal table key (whose [`item_id`] alone may take ~3,100):
+/// the id itself when the whole fits, else `~sha256:` and the SHA-256 of
+/// the id in lower-case hex. The hashed form holds no `=`, which the
+/// [`item_id`] of every key holds, so an id and a hash never meet, and an
+/// id that fits is never hashed (short keys keep their readable records).
+///
+/// A data format, not a log format: changing it orphans every record keyed
+/// by it; the tests pin it.
+pub fn bounded_pk(prefix: &str, id: &str) -> String {
+    use sha2::Digest as _;
+    if prefix.len() + id.len() <= MAX_PK_BYTES {
+        return format!("{prefix}{id}");
+    }
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let mut out = String::with_capacity(prefix.len() + HASHED.len() + 64);
+    out.push_str(prefix);
+    out.push_str(HASHED);
+    for byte in digest.as_slice() {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
 }
 
 pub fn key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
@@ -127,6 +160,42 @@ mod tests {
         assert_eq!(item.len(), 3);
         assert_eq!(item["pk"], s("MARK#derive#ev-1"));
         assert_eq!(item["ttl"], n(1_000_000 + 48 * 3600));
+    }
+
+    #[test]
+    fn ledger_keys_of_a_maximal_legal_key_stay_within_the_limit_and_are_pinned() {
+        // The longest legal table key: a 2048-byte partition key and a
+        // 1024-byte sort key, each worst-case for escaping.
+        let key: Item = [
+            ("PK".to_string(), s("|".repeat(2048))),
+            ("SK".to_string(), s("=".repeat(1024))),
+        ]
+        .into();
+        let id = item_id(&key);
+        assert_eq!(id.len(), 2 * 3072 + "PK=S:|SK=S:".len());
+        let pk = bounded_pk("SRC#derive#", &id);
+        assert!(pk.len() <= MAX_PK_BYTES, "{}", pk.len());
+        assert_eq!(
+            pk,
+            "SRC#derive#~sha256:492e42c3140f42676ff2cf6dfd13e6a4291071cb37de6f51a11cf49b0362d46d"
+        );
+        assert_eq!(bounded_pk("SRC#derive#", &id), pk, "stable");
+        // A different long key, a different hash.
+        let other: Item = [
+            ("PK".to_string(), s("|".repeat(2048))),
+            ("SK".to_string(), s("=".repeat(1023))),
+        ]
+        .into();
+        assert_ne!(bounded_pk("SRC#derive#", &item_id(&other)), pk);
+        // What fits is the id itself, up to exactly the limit.
+        assert_eq!(bounded_pk("SRC#derive#", "PK=S:a"), "SRC#derive#PK=S:a");
+        let fits = "x".repeat(MAX_PK_BYTES - 4);
+        assert_eq!(bounded_pk("TOT#", &fits), format!("TOT#{fits}"));
+        assert!(bounded_pk("TOT#", &format!("{fits}x")).starts_with("TOT#~sha256:"));
+        // Markers and fold state are bounded the same way.
+        let m = marker_key("derive", &format!("backfill:{id}"));
+        assert!(as_s(m.get(PK)).unwrap().len() <= MAX_PK_BYTES);
+        assert!(state_pk("history", &"a".repeat(3000)).len() <= MAX_PK_BYTES);
     }
 
     #[test]

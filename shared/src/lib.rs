@@ -8,6 +8,7 @@
 //! - [`file`] - a user's own model in a YAML file (SPEC §8).
 //! - [`models`] - the declarative models (keys, schema, rules) and tables.
 //! - [`store`], [`ledger`] - DynamoDB access, idempotency markers and state.
+//! - [`limits`] - DynamoDB's key, item and transaction limits, checked before writing.
 //! - [`lambda`] - wiring shared by the Lambda binaries and the local runtime.
 //! - [`report`] - plain-text tables for demos and reports.
 
@@ -21,6 +22,7 @@ pub mod file;
 pub mod item;
 pub mod lambda;
 pub mod ledger;
+pub mod limits;
 pub mod metrics;
 pub mod models;
 pub mod report;

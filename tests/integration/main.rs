@@ -4,6 +4,7 @@
 mod backfill;
 mod bad_input;
 mod cli;
+mod counters;
 mod deployed;
 mod engine;
 mod faults;
@@ -14,6 +15,7 @@ mod history_adoption;
 mod hr;
 mod jobboard;
 mod joinset;
+mod limits;
 mod modelfile;
 mod pickem;
 mod queues;

@@ -12,8 +12,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shared::engine::counts;
-use shared::engine::derive::{projection_update, total_attr, Implied};
+use shared::engine::derive::{
+    checked_contributions, projection_update, rejects, total_attr, total_pk, Implied,
+};
 use shared::engine::rules::Counter;
+use shared::engine::writable::{self, Writes};
 use shared::item::{display_key, key_of, Item, ItemExt};
 use shared::lambda::{Config, Processors};
 use shared::ledger::item_id;
@@ -151,6 +154,7 @@ pub fn verify_items(
 ) -> Report {
     let rules = &model.rules;
     let key_names = rules.key_names();
+    let limits = shared::limits::KeyLimits::of(&model.table);
     let mut report = Report::default();
     let by_id: HashMap<String, &Item> = items
         .iter()
@@ -164,8 +168,8 @@ pub fn verify_items(
         .iter()
         .filter_map(|rec| {
             let pk = rec.s(shared::ledger::PK).ok()?;
-            let id = pk.strip_prefix("SRC#derive#")?;
-            Some((id.to_string(), Implied::from_record(rec).ok()?))
+            pk.strip_prefix("SRC#derive#")?;
+            Some((recorded_source(rec)?, Implied::from_record(rec).ok()?))
         })
         .collect();
     let mut bad = BTreeSet::new();
@@ -181,7 +185,28 @@ pub fn verify_items(
         if rules.ignores(&key) {
             continue;
         }
-        match rules.projection(item) {
+        let projection = rules.projection(item);
+        let derived = rules.derived(item);
+        let contributions = checked_contributions(rules.as_ref(), item);
+        let memberships = rules.memberships(item);
+        // Writes DynamoDB cannot take: the engine treats the whole item as
+        // bad input and keeps what it implied before.
+        let writes = Writes {
+            projection: projection.as_ref().ok().and_then(Option::as_ref),
+            derived: derived.as_deref().unwrap_or_default(),
+            contributions: contributions.as_deref().unwrap_or_default(),
+            memberships: memberships.as_deref().map_or(0, <[_]>::len),
+        };
+        let within = writable::check(rules.as_ref(), &limits, "derive", item, &writes);
+        let rejected = derived.is_err() || contributions.is_err() || memberships.is_err();
+        let (projection, derived, contributions) = match within {
+            Ok(()) => (projection, derived, contributions),
+            Err(e) => (Err(e.clone()), Err(e.clone()), Err(e)),
+        };
+        match projection {
+            // The engine writes nothing onto an item its rules reject: its
+            // projection is what its last valid state left.
+            Ok(Some(_)) if rejected => {}
             Ok(Some(proj)) => {
                 report.checked("projection");
                 if projection_update(key_names, item, &proj).is_some() {
@@ -197,7 +222,7 @@ pub fn verify_items(
             Err(e) => note_bad(&mut report, &key, &e),
         }
         let kept = recorded.get(&item_id(&key));
-        match rules.derived(item) {
+        match derived {
             Ok(ds) => {
                 for d in ds {
                     desired.insert(item_id(&key_of(&d, key_names)), (d, key.clone()));
@@ -210,7 +235,7 @@ pub fn verify_items(
                 }
             }
         }
-        match rules.contributions(item) {
+        match contributions {
             Ok(cs) => {
                 for c in cs {
                     let id = item_id(&c.counter.key_item());
@@ -309,19 +334,21 @@ pub fn verify_items(
                     });
                 }
             }
-            for (cid, (_, values)) in implied.contributions {
-                let e = recorded_totals.entry(cid).or_default();
+            for (_, (ckey, values)) in implied.contributions {
+                let e = recorded_totals
+                    .entry(total_pk("derive", &ckey))
+                    .or_default();
                 for (a, v) in values {
                     *e.entry(a).or_insert(0) += v;
                 }
             }
-        } else if let Some(cid) = pk.strip_prefix("TOTAL#derive#") {
+        } else if pk.starts_with("TOTAL#derive#") {
             let values = rec
                 .keys()
                 .filter_map(|k| k.strip_prefix("t_"))
                 .filter_map(|a| Some((a.to_string(), rec.i64(&total_attr(a)).ok()?)))
                 .collect();
-            totals.insert(cid.to_string(), values);
+            totals.insert(pk.to_string(), values);
         }
     }
     // The ledger's own consistency: totals = sums of the records.
@@ -375,6 +402,9 @@ pub fn verify_items(
         let finding = match item {
             None if counter.create.is_some() && !zero => Some((Drift::Missing, "absent".into())),
             None => None,
+            // The processor writes nothing onto an item its rules reject
+            // (reported as bad input above).
+            Some(i) if rejects(rules.as_ref(), i) => None,
             Some(_) if counter.create.is_some() && counter.remove_at_zero && zero => {
                 Some((Drift::Extra, "nothing counts any more".into()))
             }
@@ -409,6 +439,19 @@ pub fn verify_items(
         }
     }
     report
+}
+
+/// The id of the source item a ledger record is about (its `src` key: the
+/// record's own key may be a hash of it, see `shared::ledger::bounded_pk`).
+fn recorded_source(rec: &Item) -> Option<String> {
+    match rec.get("src") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::M(k)) => Some(item_id(k)),
+        _ => rec
+            .s(shared::ledger::PK)
+            .ok()?
+            .strip_prefix("SRC#derive#")
+            .map(str::to_string),
+    }
 }
 
 /// Applies the repairs of a report through the live path. Returns how many

@@ -35,7 +35,7 @@ use futures::stream::{self, StreamExt};
 
 use super::derive::{set_remove, total_attr, total_key, Deriver};
 use super::rules::{Counter, Note};
-use crate::error::ProcessError;
+use crate::error::{Policy, ProcessError};
 use crate::item::{n, Item, ItemExt};
 use crate::ledger::item_id;
 use crate::store::TxError;
@@ -105,8 +105,15 @@ enum Target {
 fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &Totals) -> Target {
     let zero = totals.sums.values().all(|v| *v == 0);
     let created = counter.create.is_some();
+    // Nothing is written onto an item the rules reject (its bad input is
+    // counted where its record is read, once); the sums wait in the ledger.
+    if item.is_some_and(|i| super::derive::rejects(deriver.rules.as_ref(), i)) {
+        return Target::Nothing;
+    }
     match item {
         None if !created => return Target::Nothing,
+        // Nothing ever counted into it: nothing to bring back.
+        None if totals.ver == 0 => return Target::Nothing,
         None if zero && counter.remove_at_zero => return Target::Nothing,
         Some(_) if created && zero && counter.remove_at_zero => return Target::Delete,
         _ => {}
@@ -173,7 +180,22 @@ pub async fn sync(
             .collect()
             .await;
         for (c, r) in chunk.iter().zip(results) {
-            let (w, n) = r?;
+            let (w, n) = match r {
+                Ok(r) => r,
+                // No retry can fix it (e.g. the counter's own projection
+                // over a key limit): noted as bad input, never a stall.
+                Err(e) if e.policy() == Policy::Skip => (
+                    0,
+                    vec![Note {
+                        metric: crate::metrics::names::BAD_INPUT,
+                        reason: format!(
+                            "DynamoDB rejects the write of this counter ({})",
+                            e.code()
+                        ),
+                    }],
+                ),
+                Err(e) => return Err(e),
+            };
             writes += w;
             notes.extend(n.into_iter().map(|n| (c.key_item(), n)));
         }

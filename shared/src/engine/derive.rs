@@ -33,11 +33,13 @@ use chrono::{DateTime, Utc};
 use futures::stream::{self, StreamExt};
 
 pub use super::rules::{Contribution, Counter, Note, OutMessage, Projection, Rules};
+use super::writable::{self, Writes};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
-use crate::error::{InputError, ProcessError};
-use crate::item::{key_of, n, Item, ItemExt};
+use crate::error::{InputError, Policy, ProcessError};
+use crate::item::{item_size, key_of, n, Item, ItemExt};
 use crate::ledger::{self, item_id};
+use crate::limits::{KeyLimits, MAX_TX_ACTIONS, MAX_TX_BYTES};
 use crate::metrics::{names, BatchMetrics, Metrics};
 use crate::store::{Store, TxError, Update, Written};
 
@@ -47,7 +49,6 @@ pub const TOMBSTONE_TTL_SECS: i64 = 7 * 24 * 3600;
 
 /// Source items reconciled per transaction group.
 const GROUP: usize = 25;
-const MAX_ACTIONS: usize = 100;
 const ATTEMPTS: usize = 5;
 
 /// The SET/REMOVE needed to bring `image` to `projection`, or `None` when the
@@ -132,7 +133,11 @@ impl Implied {
         self.contributions.is_empty() && self.derived.is_empty() && self.indexed.is_empty()
     }
 
-    fn from_rules(contributions: &[Contribution], derived: &[Item], key_names: &[&str]) -> Self {
+    pub(crate) fn from_rules(
+        contributions: &[Contribution],
+        derived: &[Item],
+        key_names: &[&str],
+    ) -> Self {
         let mut out = Implied {
             contributions: sum_contributions(contributions).unwrap_or_default(),
             ..Implied::default()
@@ -144,7 +149,7 @@ impl Implied {
         out
     }
 
-    fn to_attrs(&self) -> Item {
+    pub(crate) fn to_attrs(&self) -> Item {
         let contributions = self
             .contributions
             .iter()
@@ -254,13 +259,16 @@ fn sum_contributions(contributions: &[Contribution]) -> Result<Sums, String> {
 
 /// Ledger key of what a source item implies.
 pub fn source_key(processor: &str, item_key: &Item) -> Item {
-    ledger::key(format!("SRC#{processor}#{}", item_id(item_key)), "S")
+    ledger::key(source_key_pk(processor, item_key), "S")
 }
 
 /// Ledger key of the owners of a derived item several sources may imply
 /// (see [`Rules::shared`]).
 pub fn owners_key(processor: &str, derived_key: &Item) -> Item {
-    ledger::key(format!("OWN#{processor}#{}", item_id(derived_key)), "O")
+    ledger::key(
+        ledger::bounded_pk(&format!("OWN#{processor}#"), &item_id(derived_key)),
+        "O",
+    )
 }
 
 /// `pk` of a ledger index (see [`Rules::memberships`]).
@@ -301,7 +309,7 @@ pub async fn index_members(
 
 /// Ledger key of a counter item's totals.
 pub fn total_key(processor: &str, counter_key: &Item) -> Item {
-    ledger::key(format!("TOTAL#{processor}#{}", item_id(counter_key)), "T")
+    ledger::key(total_pk(processor, counter_key), "T")
 }
 
 /// The ledger attribute holding a counter attribute's total.
@@ -364,6 +372,9 @@ pub struct Deriver {
     /// Projection writes in flight at once.
     pub concurrency: usize,
     pub now: fn() -> DateTime<Utc>,
+    /// The table's key and index key limits: what an item implies is
+    /// checked against them before anything is written.
+    pub limits: KeyLimits,
 }
 
 /// The plan for one source item.
@@ -376,6 +387,23 @@ struct KeyPlan {
     /// Ledger actions among `actions` besides the head (owner records).
     extra_ledger: usize,
     deltas: BTreeMap<String, (Item, BTreeMap<String, i128>)>,
+    /// The source item's key (for the log when DynamoDB rejects its writes).
+    key: Item,
+    /// What its actions weigh in a transaction (bytes, approximately).
+    bytes: usize,
+}
+
+/// What a transaction action weighs toward the 4 MB of a transaction.
+fn action_bytes(a: &TransactWriteItem) -> usize {
+    if let Some(p) = a.put() {
+        return item_size(p.item());
+    }
+    let key = a
+        .update()
+        .map(|u| u.key())
+        .or(a.delete().map(|d| d.key()))
+        .or(a.condition_check().map(|c| c.key()));
+    key.map_or(0, item_size) + 256
 }
 
 /// Writes of derived items (and their owner records) a source carries into
@@ -520,11 +548,13 @@ impl Deriver {
                     None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
                 }
             }
+            let mut bad = bad;
             let committed = match self.commit(plans, counters).await {
-                Ok((table, ledger)) => {
-                    out.table_writes += table;
-                    out.ledger_writes += ledger;
+                Ok(c) => {
+                    out.table_writes += c.table_writes;
+                    out.ledger_writes += c.ledger_writes;
                     out.unchanged += unchanged;
+                    bad.extend(c.bad);
                     Ok(())
                 }
                 Err(Retry::Conflict(pos)) if attempt < ATTEMPTS => {
@@ -540,9 +570,10 @@ impl Deriver {
                 )),
                 Err(Retry::Failed(pos, e)) => Err((pos, e)),
             };
-            let projected = proj.map(|(w, notes)| {
-                out.table_writes += w;
-                out.notes.extend(notes);
+            let projected = proj.map(|p| {
+                out.table_writes += p.written;
+                out.notes.extend(p.notes);
+                bad.extend(p.bad);
             });
             // The group fails at its first item whose write failed, whichever
             // write it was: a projection that failed before a source whose
@@ -581,28 +612,19 @@ impl Deriver {
             let (mut contributions, mut derived) = (Some(vec![]), Some(vec![]));
             let mut memberships = Some(vec![]);
             if let Some(item) = current.get(&item_id(key)) {
-                match self.rules.projection(item) {
-                    Ok(p) => out.updates.extend(
-                        p.and_then(|p| projection_update(key_names, item, &p))
-                            .map(|u| (pos, u, self.rules.notes(item))),
-                    ),
-                    Err(e) => out.bad.push((pos, e)),
-                }
+                let bad_before = out.bad.len();
+                let projection = self
+                    .rules
+                    .projection(item)
+                    .map_err(|e| out.bad.push((pos, e)))
+                    .ok()
+                    .flatten();
                 derived = self
                     .rules
                     .derived(item)
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok();
-                contributions = self
-                    .rules
-                    .contributions(item)
-                    .and_then(|c| match sum_contributions(&c) {
-                        Ok(_) => Ok(c),
-                        Err(reason) => Err(InputError::Invalid {
-                            key: crate::item::display_key(key),
-                            reason,
-                        }),
-                    })
+                contributions = checked_contributions(self.rules.as_ref(), item)
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok();
                 memberships = self
@@ -610,9 +632,45 @@ impl Deriver {
                     .memberships(item)
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok();
-                if let Some(c) = self.rules.counter(item) {
-                    counters.insert(item_id(&c.key_item()), c);
+                // Writes that cannot exist: the whole item is bad input,
+                // nothing is written for it, what it implied stays.
+                let writes = Writes {
+                    projection: projection.as_ref(),
+                    derived: derived.as_deref().unwrap_or_default(),
+                    contributions: contributions.as_deref().unwrap_or_default(),
+                    memberships: memberships.as_deref().map_or(0, <[_]>::len),
+                };
+                match writable::check(
+                    self.rules.as_ref(),
+                    &self.limits,
+                    self.processor,
+                    item,
+                    &writes,
+                ) {
+                    // Nothing is written onto an item some aspect of its
+                    // rules rejects (its projection stays as its last valid
+                    // state left it; a write would only bring its record
+                    // back as bad input again).
+                    Ok(()) if out.bad.len() > bad_before => {}
+                    Ok(()) => {
+                        out.updates.extend(
+                            projection
+                                .and_then(|p| projection_update(key_names, item, &p))
+                                .map(|u| (pos, u, self.rules.notes(item))),
+                        );
+                        if let Some(c) = self.rules.counter(item) {
+                            counters.insert(item_id(&c.key_item()), c);
+                        }
+                    }
+                    Err(e) => {
+                        out.bad.push((pos, e));
+                        (contributions, derived, memberships) = (None, None, None);
+                    }
                 }
+            } else if let Some(c) = self.rules.counter(key) {
+                // A counter item deleted (by a writer, by TTL) is brought
+                // back from its key alone when its totals say it exists.
+                counters.insert(item_id(&c.key_item()), c);
             }
             let mut implied = Implied::from_rules(
                 contributions.as_deref().unwrap_or_default(),
@@ -927,7 +985,7 @@ impl Deriver {
     async fn write_projections(
         &self,
         updates: Vec<(usize, Update, Vec<Note>)>,
-    ) -> Result<(usize, Vec<(Item, Note)>), (usize, ProcessError)> {
+    ) -> Result<Projected, (usize, ProcessError)> {
         let table = &self.table;
         let results: Vec<(usize, Item, Vec<Note>, Result<Written, _>)> = stream::iter(updates)
             .map(|(i, u, notes)| async move {
@@ -937,25 +995,33 @@ impl Deriver {
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
-        let mut written = 0;
-        let mut noted = Vec::new();
+        let mut out = Projected::default();
         let mut first: Option<(usize, ProcessError)> = None;
         for (i, key, notes, r) in results {
-            match r {
+            match r.map_err(ProcessError::from) {
                 Ok(Written::Applied) => {
-                    written += 1;
-                    noted.extend(notes.into_iter().map(|n| (key.clone(), n)));
+                    out.written += 1;
+                    out.notes
+                        .extend(notes.into_iter().map(|n| (key.clone(), n)));
                 }
                 // A newer write won; its record fixes the projection.
                 Ok(Written::ConditionFailed) => {}
+                // No retry can fix it: bad input of this item.
+                Err(e) if e.policy() == Policy::Skip => out.bad.push((
+                    i,
+                    InputError::Invalid {
+                        key: crate::item::display_key(&key),
+                        reason: format!("DynamoDB rejects its projection ({})", e.code()),
+                    },
+                )),
                 Err(e) => {
                     if first.as_ref().is_none_or(|(f, _)| i < *f) {
-                        first = Some((i, e.into()));
+                        first = Some((i, e));
                     }
                 }
             }
         }
-        first.map_or(Ok((written, noted)), Err)
+        first.map_or(Ok(out), Err)
     }
 
     /// The transaction actions of one source item, or `None` when nothing
@@ -1062,10 +1128,12 @@ impl Deriver {
         actions.extend(writes);
         Some(KeyPlan {
             pos,
+            bytes: actions.iter().map(action_bytes).sum(),
             actions,
             record_written,
             extra_ledger,
             deltas,
+            key: key.clone(),
         })
     }
 
@@ -1076,22 +1144,32 @@ impl Deriver {
         &self,
         plans: Vec<KeyPlan>,
         counters: &mut BTreeMap<String, Counter>,
-    ) -> Result<(usize, usize), Retry> {
+    ) -> Result<Committed, Retry> {
         let mut table_writes = 0;
         let mut ledger_writes = 0;
+        let mut bad = Vec::new();
+        // Plans before this index go one per transaction: a transaction
+        // DynamoDB rejected is split to find the source it cannot take.
+        let mut alone_until = 0;
         let mut i = 0;
         while i < plans.len() {
             let mut j = i;
             let mut n_actions = 0;
+            let mut n_bytes = 0;
             let mut totals: BTreeMap<String, (Item, BTreeMap<String, i128>)> = BTreeMap::new();
             while j < plans.len() {
                 let p = &plans[j];
                 let new_counters = p.deltas.keys().filter(|k| !totals.contains_key(*k)).count();
-                if j > i && n_actions + p.actions.len() + totals.len() + new_counters > MAX_ACTIONS
+                if j > i
+                    && (j < alone_until
+                        || n_actions + p.actions.len() + totals.len() + new_counters
+                            > MAX_TX_ACTIONS
+                        || n_bytes + p.bytes > MAX_TX_BYTES)
                 {
                     break;
                 }
                 n_actions += p.actions.len();
+                n_bytes += p.bytes;
                 for (id, (key, d)) in &p.deltas {
                     let e = totals
                         .entry(id.clone())
@@ -1154,11 +1232,37 @@ impl Deriver {
                     }
                 }
                 Err(TxError::ConditionsFailed { .. }) => return Err(Retry::Conflict(first)),
-                Err(TxError::Store(e)) => return Err(Retry::Failed(first, e.into())),
+                Err(TxError::Store(e)) => {
+                    let e = ProcessError::from(e);
+                    if e.policy() == Policy::Retry {
+                        return Err(Retry::Failed(first, e));
+                    }
+                    if chunk.len() > 1 {
+                        // Which source? Each alone.
+                        alone_until = j;
+                        continue;
+                    }
+                    // No retry can fix it: bad input of this source,
+                    // nothing written for it, the shard moves on.
+                    let code = e.code();
+                    bad.push((
+                        first,
+                        InputError::Invalid {
+                            key: crate::item::display_key(&chunk[0].key),
+                            reason: format!(
+                                "DynamoDB rejects the writes it implies ({code}); nothing written for it"
+                            ),
+                        },
+                    ));
+                }
             }
             i = j;
         }
-        Ok((table_writes, ledger_writes))
+        Ok(Committed {
+            table_writes,
+            ledger_writes,
+            bad,
+        })
     }
 }
 
@@ -1186,12 +1290,28 @@ enum Retry {
     Failed(usize, ProcessError),
 }
 
+/// What [`Deriver::write_projections`] wrote and noted, and the items whose
+/// projection DynamoDB rejected.
+#[derive(Default)]
+struct Projected {
+    written: usize,
+    notes: Vec<(Item, Note)>,
+    bad: Vec<(usize, InputError)>,
+}
+
+/// What [`Deriver::commit`] wrote, and the sources DynamoDB rejected.
+struct Committed {
+    table_writes: usize,
+    ledger_writes: usize,
+    bad: Vec<(usize, InputError)>,
+}
+
 /// What a record's image says, each aspect computed once: whether it
 /// implies anything (contributions or derived items), and the first bad
 /// input any aspect meets in it.
 fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
     let derived = rules.derived(image);
-    let contributions = rules.contributions(image);
+    let contributions = checked_contributions(rules, image);
     let memberships = rules.memberships(image);
     let implies = derived.as_ref().is_ok_and(|d| !d.is_empty())
         || contributions.as_ref().is_ok_and(|c| !c.is_empty())
@@ -1203,6 +1323,28 @@ fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
         .or(contributions.err())
         .or(memberships.err());
     (implies, bad)
+}
+
+/// Whether the rules reject this item (some aspect meets bad input): the
+/// processor then writes nothing onto it, counter sums included.
+pub fn rejects(rules: &dyn Rules, image: &Item) -> bool {
+    read_image(rules, image).1.is_some()
+}
+
+/// What an item contributes, checked: the sums fit an i64, else the item is
+/// bad input (nothing moves: the ledger totals keep what it contributed
+/// before). The engine, `verify` and its repair all read contributions
+/// through here.
+pub fn checked_contributions(
+    rules: &dyn Rules,
+    image: &Item,
+) -> Result<Vec<Contribution>, InputError> {
+    let contributions = rules.contributions(image)?;
+    sum_contributions(&contributions).map_err(|reason| InputError::Invalid {
+        key: crate::item::display_key(&key_of(image, rules.key_names())),
+        reason,
+    })?;
+    Ok(contributions)
 }
 
 /// Per counter, what changes from `old` to `new` contributions (non-zero
@@ -1242,8 +1384,15 @@ fn contribution_deltas(
     deltas
 }
 
-fn source_key_pk(processor: &str, key: &Item) -> String {
-    format!("SRC#{processor}#{}", item_id(key))
+/// `pk` of the ledger record of what a source item implies (within
+/// DynamoDB's key limit for every legal key: see [`ledger::bounded_pk`]).
+pub fn source_key_pk(processor: &str, key: &Item) -> String {
+    ledger::bounded_pk(&format!("SRC#{processor}#"), &item_id(key))
+}
+
+/// `pk` of a counter item's ledger totals.
+pub fn total_pk(processor: &str, counter_key: &Item) -> String {
+    ledger::bounded_pk(&format!("TOTAL#{processor}#"), &item_id(counter_key))
 }
 
 /// Configuration of a derive processor.
@@ -1255,6 +1404,9 @@ pub struct DeriveConfig {
     pub concurrency: usize,
     /// Logical queue name -> queue URL, for [`Rules::messages`].
     pub queues: BTreeMap<String, String>,
+    /// The table's key and index key limits ([`KeyLimits::of`] its
+    /// definition).
+    pub limits: KeyLimits,
 }
 
 /// The derive stream processor over any [`Rules`].
@@ -1276,6 +1428,7 @@ impl DeriveProcessor {
                 processor: "derive",
                 concurrency: config.concurrency,
                 now: Utc::now,
+                limits: config.limits,
             },
             sqs: None,
             queues: config.queues,

@@ -11,6 +11,7 @@
 //! - [`joinset`] - join set jobs: set jobs declared as data (facts, `when`,
 //!   `unless`, values), their scopes derived from key templates and paged.
 //! - [`once`] - effects that happen at most once per key.
+//! - [`writable`] - whether what an item implies fits DynamoDB's limits.
 //! - [`body`] - versioned job bodies with a size limit.
 //! - [`fold`] - aggregates folded in stream order into a durable running
 //!   state (history numbering and snapshots), with cascade deletes.
@@ -23,3 +24,4 @@ pub mod joinset;
 pub mod once;
 pub mod rules;
 pub mod setjob;
+pub mod writable;

@@ -185,6 +185,32 @@ impl FileModel {
     }
 }
 
+/// Whether every value of type `have` is a value of type `want` (as a key
+/// part, where every value is rendered as a string).
+fn fits(have: &Ty, want: &Ty) -> bool {
+    match (have, want) {
+        (_, Ty::Str) => true,
+        (Ty::Enum(a), Ty::Enum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::Enum(a), w) => a
+            .iter()
+            .all(|v| super::rules::check_str("value", v, w).is_ok()),
+        (h, w) => h == w,
+    }
+}
+
+/// A type as the file writes it.
+fn ty_name(ty: &Ty) -> String {
+    match ty {
+        Ty::Str => "a `string`".into(),
+        Ty::Int => "an `int`".into(),
+        Ty::Bool => "a `bool`".into(),
+        Ty::Ulid => "a `ulid`".into(),
+        Ty::IsoUtc => "an `iso-utc`".into(),
+        Ty::Set => "a `set`".into(),
+        Ty::Enum(v) => format!("one of [{}]", v.join(", ")),
+    }
+}
+
 /// The closest of `candidates` to `name`, when it is close.
 pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     candidates
@@ -338,6 +364,7 @@ impl Compiler<'_> {
             self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
         }
         self.overlaps(&entities, raws);
+        self.uncounted(&entities, raws);
         let sets = match &raw.sets {
             Some(s) => {
                 super::sets::compile(&s.value, &entities, table.ttl_attribute, &mut self.problems)
@@ -812,6 +839,7 @@ impl Compiler<'_> {
                 continue;
             };
             let with = self.bindings(&c.value.with, &entities[t], at(c), &scope, "count");
+            self.binding_types(&c.value.with, &entities[t], &scope);
             let mut add = Vec::new();
             for (n, v) in &c.value.add.value.0 {
                 match counter_attrs.iter().find(|a| **a == n) {
@@ -845,6 +873,71 @@ impl Compiler<'_> {
         e.project = project;
         e.derive = derive;
         e.count = count;
+    }
+
+    /// `with` values whose declared type may not be what the target's key
+    /// accepts (`${userId:ulid}` bound to a `string`): the counter's key
+    /// would reject what the source computes. Checked where both types are
+    /// known (the value is a name of the source with a declared type).
+    fn binding_types(&mut self, with: &Ordered<Spanned<Scalar>>, target: &Entity, scope: &Scope) {
+        for (n, v) in &with.0 {
+            let Some((_, format)) = target.binders().into_iter().find(|(b, _)| *b == n.as_str())
+            else {
+                continue;
+            };
+            let Some(want) = target
+                .attr(n)
+                .map(|a| a.ty.clone())
+                .or_else(|| format.and_then(Ty::named))
+            else {
+                continue;
+            };
+            let src = v.value.0.trim();
+            let Some(Some(have)) = scope
+                .names
+                .iter()
+                .find(|(k, _)| k == src)
+                .map(|(_, t)| t.clone())
+            else {
+                continue;
+            };
+            if !fits(&have, &want) {
+                self.err(
+                    at(v),
+                    format!(
+                        "{}: `{n}` of `{}`'s key must be {}, but `{src}` is {}: the counter's key would reject it; declare `{src}` as {} or bind a value that is one",
+                        scope.entity,
+                        target.name,
+                        ty_name(&want),
+                        ty_name(&have),
+                        ty_name(&want)
+                    ),
+                );
+            }
+        }
+    }
+
+    /// A `counter:` block on an entity no `count:` rule counts into: the
+    /// processor would only ever write zeros.
+    fn uncounted(&mut self, entities: &[Entity], raws: &[(String, Spanned<RawEntity>)]) {
+        for (i, e) in entities.iter().enumerate() {
+            let counted = entities
+                .iter()
+                .flat_map(|w| &w.count)
+                .any(|c| c.counter == i);
+            if e.counter.is_none() || counted {
+                continue;
+            }
+            if let Some(c) = &raws[i].1.value.counter {
+                self.err(
+                    at(c),
+                    format!(
+                        "{}: a `counter:` block, but nothing counts into it: add `count: [{{ counter: {}, with: {{...}}, add: {{...}} }}]` to the writer entity whose items it sums, or remove the block",
+                        e.name, e.name
+                    ),
+                );
+            }
+        }
     }
 
     /// A `counter:` block.

@@ -251,7 +251,7 @@ fn not_one_of<T: ToString>(name: &str, allowed: &[T]) -> AttrError {
 }
 
 /// Validates a string value against a string-shaped type.
-fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
+pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
     match ty {
         Ty::Ulid if ulid::Ulid::from_string(v).is_err() => {
             Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
@@ -478,10 +478,22 @@ impl Rules for FileRules {
                     }
                 }
             }
-            out.push(Contribution {
-                counter: m.counter_of(target, key),
-                values,
-            });
+            let counter = m.counter_of(target, key);
+            // The counter's own rules must accept the key it computes
+            // (`${userId:ulid}` bound to a value that is no ULID): else the
+            // source is bad input and no total moves.
+            if self.counter(&counter.key_item()).is_none() {
+                return Err(m.bad(
+                    &rec,
+                    image,
+                    format!(
+                        "it counts into {}, a key `{}` rejects",
+                        display_key(&counter.key_item()),
+                        target.name
+                    ),
+                ));
+            }
+            out.push(Contribution { counter, values });
         }
         Ok(out)
     }

@@ -1,0 +1,115 @@
+//! Counters in a model file: what check-model refuses (a counter nothing
+//! counts into, a `with` value of a type the counter's key rejects) and
+//! what the rules make of a counter key the counter rejects at run time.
+
+use super::model_tests::LIBRARY;
+use super::rules::FileRules;
+use super::{compile, Problem};
+use crate::engine::derive::checked_contributions;
+use crate::engine::rules::Rules;
+use crate::item::{n, s, Item};
+
+fn problems(text: &str) -> Vec<Problem> {
+    compile(text, "t").err().unwrap_or_default()
+}
+
+/// Line (1-based) and column of the first `needle` in `text`.
+fn position(text: &str, needle: &str) -> (u64, u64) {
+    let (i, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle}"));
+    (i as u64 + 1, line.find(needle).expect("found") as u64 + 1)
+}
+
+fn has(p: &[Problem], at: (u64, u64), needle: &str) -> bool {
+    p.iter()
+        .any(|p| (p.line, p.col) == at && p.message.contains(needle))
+}
+
+#[test]
+fn a_counter_block_nothing_counts_into_is_a_check_model_error() {
+    let text = LIBRARY.replace(
+        "    count:\n      - counter: loans\n        with: { memberId: memberId }\n        add: { open: \"state == 'open' ? 1 : 0\", total: 1 }\n",
+        "",
+    );
+    assert_ne!(text, LIBRARY);
+    let p = problems(&text);
+    let (line, _) = position(&text, "  loans:");
+    // At the block's first line.
+    let at = (line + 4, 7);
+    assert!(
+        has(
+            &p,
+            at,
+            "loans: a `counter:` block, but nothing counts into it"
+        ),
+        "want {at:?} in {p:#?}"
+    );
+    assert!(has(&p, at, "add `count: [{ counter: loans"), "{p:#?}");
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
+
+#[test]
+fn a_with_value_whose_type_the_counters_key_rejects_is_a_check_model_error() {
+    let text = LIBRARY.replace(
+        "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
+        "key: { PK: \"M#${memberId:ulid}\", SK: \"COUNT\" }",
+    );
+    let p = problems(&text);
+    let (line, col) = position(&text, "with: { memberId: memberId }");
+    let at = (line, col + "with: { memberId: ".len() as u64);
+    assert!(
+        has(
+            &p,
+            at,
+            "loan: `memberId` of `loans`'s key must be a `ulid`, but `memberId` is a `string`"
+        ),
+        "want {at:?} in {p:#?}"
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+    // A value of the key's type is fine.
+    let ok = text.replace("memberId: string", "memberId: ulid");
+    assert_eq!(problems(&ok), vec![]);
+}
+
+#[test]
+fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
+    let text = LIBRARY
+        .replace(
+            "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
+            "key: { PK: \"M#${memberId:ulid}\", SK: \"COUNT\" }",
+        )
+        .replace(
+            "with: { memberId: memberId }",
+            "with: { memberId: \"${memberId}\" }",
+        );
+    let m = compile(&text, "t").unwrap_or_else(|p| panic!("{p:#?}"));
+    let r = FileRules(Box::leak(Box::new(m)));
+    let loan: Item = [
+        ("PK", s("M#ann")),
+        ("SK", s("LOAN#01HXAA0000000000000000000A")),
+        ("type", s("loan")),
+        ("memberId", s("ann")),
+        ("bookId", s("01HXAA0000000000000000000A")),
+        ("days", n(14)),
+        ("state", s("open")),
+        ("since", s("2026-01-01T00:00:00Z")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    // The rule builds the key; the counter's own rules reject it.
+    let e = checked_contributions(&r, &loan).unwrap_err();
+    assert_eq!(e, r.contributions(&loan).unwrap_err());
+    assert_eq!(e.kind(), "Invalid");
+    let why = e.to_string();
+    assert!(why.starts_with("PK=M#ann, SK=LOAN#"), "{why}");
+    assert!(
+        why.contains("loan: it counts into PK=M#ann, SK=COUNT, a key `loans` rejects"),
+        "{why}"
+    );
+    // Other aspects are untouched.
+    assert_eq!(r.derived(&loan).unwrap().len(), 1);
+}

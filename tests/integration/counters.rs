@@ -1,0 +1,293 @@
+//! Counter items as the processor keeps them, whoever else touches them: a
+//! counter deleted by a writer (or by TTL) comes back from its key alone; a
+//! counter key the counter's own rules reject is bad input of the source
+//! (nothing moved); an item the rules reject gets no counter written onto
+//! it, and one bad record is one BadInput. Through the compiled models and
+//! through model files.
+
+use std::path::PathBuf;
+
+use chrono::{SecondsFormat, Utc};
+use shared::item::{n, s, Item, ItemExt};
+use shared::metrics::names;
+use shared::store::Store;
+
+use crate::support::{assert_rt_verified, model_env, put, ModelEnv};
+
+fn model_file(name: &str) -> PathBuf {
+    PathBuf::from(format!("{}/../models/{name}", env!("CARGO_MANIFEST_DIR")))
+}
+
+/// A model file written for the test (a fresh name per test).
+fn temp_model(text: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "jobstream-counters-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&path, text).expect("writes");
+    path
+}
+
+fn store(env: &ModelEnv) -> Store {
+    Store::new(env.rt.dynamodb.clone())
+}
+
+async fn get(env: &ModelEnv, key: Item) -> Option<Item> {
+    store(env)
+        .get(&env.rt.config.table, key)
+        .await
+        .expect("get")
+}
+
+/// A writer's delete, as an application (or TTL) removes an item.
+async fn delete(env: &ModelEnv, key: Item) {
+    env.rt
+        .dynamodb
+        .delete_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(key))
+        .send()
+        .await
+        .expect("delete");
+}
+
+fn key(pk: &str, sk: &str) -> Item {
+    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
+}
+
+fn bad_input(env: &ModelEnv) -> u64 {
+    env.rt
+        .stream_processor("derive")
+        .metrics()
+        .get(names::BAD_INPUT)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trackers_meta_count_deleted_by_a_writer_comes_back_from_the_stream_alone() {
+    use shared::models::tracker::{keys, writer::TrackerWriter};
+    let mut env = model_env("tracker", |_| {}).await;
+    let w = TrackerWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
+    for id in ["a", "b"] {
+        w.create_application(id, "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
+            .await
+            .unwrap();
+    }
+    env.rt.drain().await.unwrap();
+    let meta = key(keys::META_PK, "COUNT");
+    assert_eq!(
+        get(&env, meta.clone())
+            .await
+            .unwrap()
+            .i64(keys::COUNT_ATTR)
+            .unwrap(),
+        2
+    );
+    // The writer deletes the counter; nothing else changes.
+    delete(&env, meta.clone()).await;
+    env.rt.drain().await.unwrap();
+    let back = get(&env, meta).await.expect("META/COUNT re-created");
+    assert_eq!(back.i64(keys::COUNT_ATTR).unwrap(), 2);
+    assert_rt_verified(&env.rt).await;
+    assert!(env.rt.failed_batches().is_empty());
+    assert_eq!(bad_input(&env), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socials_user_counts_and_like_count_deleted_by_a_writer_come_back() {
+    use shared::models::social::demo::{like_item, post_item, user_item};
+    use shared::models::social::keys;
+    let mut env = model_env("social", |_| {}).await;
+    let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+    let post = keys::ulid(Utc::now().timestamp_millis() as u64, 1);
+    store(&env)
+        .put_items(
+            &env.rt.config.table,
+            vec![
+                user_item("u1", "Ann"),
+                user_item("u2", "Bob"),
+                post_item("u1", &post, &at, "hello"),
+                like_item(&post, "u2", &at),
+            ],
+        )
+        .await
+        .expect("put");
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        get(&env, keys::user_counts_key("u1"))
+            .await
+            .unwrap()
+            .i64(keys::POSTS)
+            .unwrap(),
+        1
+    );
+    delete(&env, keys::user_counts_key("u1")).await;
+    delete(&env, keys::likecount_key(&post)).await;
+    env.rt.drain().await.unwrap();
+    let counts = get(&env, keys::user_counts_key("u1"))
+        .await
+        .expect("count re-created");
+    assert_eq!(counts.i64(keys::POSTS).unwrap(), 1);
+    assert_eq!(counts.s(keys::TYPE).unwrap(), "counts");
+    let likes = get(&env, keys::likecount_key(&post))
+        .await
+        .expect("likecount re-created");
+    assert_eq!(likes.i64(keys::LIKES).unwrap(), 1);
+    assert_rt_verified(&env.rt).await;
+    assert_eq!(bad_input(&env), 0);
+}
+
+const BOOK: &str = "01JD0000000000000000000000";
+
+fn loan(member: &str, book: &str, state: &str) -> Item {
+    [
+        ("PK".to_string(), s(format!("M#{member}"))),
+        ("SK".to_string(), s(format!("LOAN#{book}"))),
+        ("type".to_string(), s("loan")),
+        ("memberId".to_string(), s(member)),
+        ("bookId".to_string(), s(book)),
+        ("days".to_string(), n(14)),
+        ("state".to_string(), s(state)),
+        ("since".to_string(), s("2026-11-01T09:00:00.000Z")),
+    ]
+    .into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_files_counter_deleted_by_a_writer_or_by_ttl_comes_back() {
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(model_file("library.yaml"));
+    })
+    .await;
+    put(&env.rt, loan("m1", BOOK, "open")).await;
+    env.rt.drain().await.unwrap();
+    let loans = key("M#m1", "COUNT");
+    assert_eq!(
+        get(&env, loans.clone()).await.unwrap().i64("open").unwrap(),
+        1
+    );
+    delete(&env, loans.clone()).await;
+    env.rt.drain().await.unwrap();
+    let back = get(&env, loans.clone()).await.expect("loans re-created");
+    assert_eq!(
+        (back.i64("open").unwrap(), back.i64("total").unwrap()),
+        (1, 1)
+    );
+    assert_rt_verified(&env.rt).await;
+    // Expired by TTL (a writer set one): the REMOVE carries the TTL
+    // service's identity, and the counter comes back all the same.
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(loans.clone()))
+        .update_expression("SET #t = :t")
+        .expression_attribute_names("#t", "ttl")
+        .expression_attribute_values(":t", n(1_000))
+        .send()
+        .await
+        .expect("update");
+    env.rt.drain().await.unwrap();
+    assert_eq!(env.engine.sweep_ttl().await.unwrap(), 1);
+    env.rt.drain().await.unwrap();
+    let back = get(&env, loans).await.expect("loans re-created after TTL");
+    assert_eq!(
+        (back.i64("open").unwrap(), back.i64("total").unwrap()),
+        (1, 1)
+    );
+    assert!(!back.contains_key("ttl"));
+    assert_rt_verified(&env.rt).await;
+    assert_eq!(bad_input(&env), 0);
+}
+
+async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
+    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
+        .await
+        .expect("scan")
+        .into_iter()
+        .filter(|r| r.s("pk").unwrap_or_default().starts_with("TOTAL#"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_nothing() {
+    // The counter's key takes a ULID; the loan binds it through a template
+    // (a type check-model cannot know), and a member id is no ULID.
+    let library = std::fs::read_to_string(model_file("library.yaml")).expect("reads");
+    let text = library
+        .replace(
+            "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
+            "key: { PK: \"M#${memberId:ulid}\", SK: \"COUNT\" }",
+        )
+        .replace(
+            "with: { memberId: memberId }",
+            "with: { memberId: \"${memberId}\" }",
+        );
+    assert_ne!(text, library);
+    let mut env = model_env("library", |o| o.model_file = Some(temp_model(&text))).await;
+    put(&env.rt, loan("m1", BOOK, "open")).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty());
+    assert_eq!(bad_input(&env), 1, "the loan is bad input, once");
+    assert!(ledger_totals(&env).await.is_empty(), "no totals moved");
+    assert!(get(&env, key("M#m1", "COUNT")).await.is_none());
+    // What else the loan implies still holds (another aspect), and verify
+    // agrees with the engine: the loan is reported as bad input, no drift.
+    assert!(get(&env, key(&format!("B#{BOOK}"), "M#m1")).await.is_some());
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_eq!(report.bad_input.len(), 1, "{:?}", report.bad_input);
+    assert!(
+        report.bad_input[0].contains("M#m1"),
+        "{:?}",
+        report.bad_input
+    );
+    // A member id that is a ULID counts.
+    let ulid = "01JD0000000000000000000001";
+    put(&env.rt, loan(ulid, BOOK, "open")).await;
+    env.rt.drain().await.unwrap();
+    let counted = get(&env, key(&format!("M#{ulid}"), "COUNT"))
+        .await
+        .expect("counter");
+    assert_eq!(counted.i64("total").unwrap(), 1);
+    assert_eq!(ledger_totals(&env).await.len(), 1);
+    assert_eq!(bad_input(&env), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input() {
+    use shared::models::hr::entities::build;
+    let id = |n: u64| build::ulid(1_767_600_000_000 + n * 86_400_000, u128::from(n) + 7);
+    for file in [false, true] {
+        let mut env = model_env("hr", |o| {
+            if file {
+                o.model_file = Some(model_file("hr.yaml"));
+            }
+        })
+        .await;
+        let (org, dept) = (id(1), id(2));
+        // The manager is no ULID: the department is bad input.
+        let bad_dept = build::dept(&org, &dept, "Dept", "not-a-ulid");
+        let dept_key = shared::item::key_of(&bad_dept, &["PK", "SK"]);
+        put(&env.rt, bad_dept).await;
+        put(&env.rt, build::emp(&org, &id(3), "a@acme.co", "A", &dept)).await;
+        env.rt.drain().await.unwrap();
+        let d = get(&env, dept_key.clone()).await.unwrap();
+        assert!(
+            !d.contains_key("headcount"),
+            "file={file}: nothing written onto it"
+        );
+        assert_eq!(
+            bad_input(&env),
+            1,
+            "file={file}: one bad record, one BadInput"
+        );
+        assert!(env.rt.failed_batches().is_empty());
+        // Fixed by its writer: the sums that waited are written.
+        put(&env.rt, build::dept(&org, &dept, "Dept", &id(9))).await;
+        env.rt.drain().await.unwrap();
+        let d = get(&env, dept_key).await.unwrap();
+        assert_eq!(d.i64("headcount").unwrap(), 1, "file={file}");
+        assert_rt_verified(&env.rt).await;
+        assert_eq!(bad_input(&env), 1, "file={file}");
+    }
+}

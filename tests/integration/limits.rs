@@ -1,0 +1,333 @@
+//! DynamoDB's limits (SPEC §2.7): an item whose implied writes cannot exist
+//! is bad input of its own, known before anything is sent: the shard moves
+//! on at once (no failed batch, no retries), BadInput counted once, its key
+//! in the log; every legal table key, however long, keeps its ledger
+//! records within the limits.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use shared::item::{s, Item, ItemExt};
+use shared::metrics::names;
+
+use crate::support::{assert_rt_verified, model_env, put, ModelEnv};
+
+/// Notes under a section; their titles in an index; a tally per note id.
+const NOTES: &str = r#"jobstream: 1
+name: notes
+table:
+  name: notes
+  pk: PK
+  sk: SK
+  gsis:
+    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
+entities:
+  note:
+    key: { PK: "N#${noteId}", SK: "S#${section}" }
+    attributes:
+      noteId: string
+      section: string
+      title: string
+    project:
+      attributes:
+        GSI1PK: "T#${title}"
+        GSI1SK: "${section}"
+    count:
+      - counter: tally
+        with: { noteId: noteId }
+        add: { notes: 1 }
+  tally:
+    owner: processor
+    key: { PK: "N#${noteId}", SK: "TALLY" }
+    counter:
+      attributes: [notes]
+      created_by: processor
+"#;
+
+async fn notes() -> ModelEnv {
+    let path = std::env::temp_dir().join(format!(
+        "jobstream-notes-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&path, NOTES).expect("writes");
+    model_env("notes", |o| o.model_file = Some(path)).await
+}
+
+fn note(id: &str, section: &str, title: &str) -> Item {
+    [
+        ("PK", s(format!("N#{id}"))),
+        ("SK", s(format!("S#{section}"))),
+        ("type", s("note")),
+        ("noteId", s(id)),
+        ("section", s(section)),
+        ("title", s(title)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+async fn get(env: &ModelEnv, pk: &str, sk: &str) -> Option<Item> {
+    let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into();
+    shared::store::Store::new(env.rt.dynamodb.clone())
+        .get(&env.rt.config.table, key)
+        .await
+        .expect("get")
+}
+
+fn metric(env: &ModelEnv, name: &str) -> u64 {
+    env.rt.stream_processor("derive").metrics().get(name)
+}
+
+/// The log lines written while `f` runs (this thread's; the test runs on a
+/// current-thread runtime so the processors log here).
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_on_at_once() {
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let mut env = notes().await;
+    // GSI1PK is "T#" + the title: a title no key bounds makes it longer
+    // than an index partition key may be.
+    let big_title = "t".repeat(2_100);
+    put(&env.rt, note("bad", "s1", &big_title)).await;
+    put(&env.rt, note("good", "s1", "Hello")).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty(), "the shard never stalls");
+    assert_eq!(
+        metric(&env, names::BAD_INPUT),
+        1,
+        "one bad record, one BadInput"
+    );
+    assert_eq!(metric(&env, names::FAILED_RECORD), 0, "no retries");
+    // Nothing written for it; the good record after it took effect.
+    let bad = get(&env, "N#bad", "S#s1").await.unwrap();
+    assert!(!bad.contains_key("GSI1PK") && !bad.contains_key("GSI1SK"));
+    assert!(
+        get(&env, "N#bad", "TALLY").await.is_none(),
+        "nothing counted"
+    );
+    let good = get(&env, "N#good", "S#s1").await.unwrap();
+    assert_eq!(good.s("GSI1PK").unwrap(), "T#Hello");
+    assert_eq!(
+        get(&env, "N#good", "TALLY")
+            .await
+            .unwrap()
+            .i64("notes")
+            .unwrap(),
+        1
+    );
+    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("bad input"))
+        .unwrap_or_else(|| panic!("no bad input logged:\n{logged}"));
+    assert!(line.contains("PK=N#bad, SK=S#s1"), "{line}");
+    assert!(
+        line.contains("GSI1PK") && line.contains("2048 bytes"),
+        "{line}"
+    );
+    assert!(!line.contains("ttttt"), "never the value: {line}");
+    assert_rt_verified(&env.rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_legal_keys_keep_their_ledger_records_within_the_limits() {
+    let mut env = notes().await;
+    // "N#" + 2,046 = 2,048 bytes of partition key, "S#" + 1,022 = 1,024 of
+    // sort key: the longest a table key can be. Its ledger ids are longer
+    // than a ledger key may be, unless hashed.
+    let id = "n".repeat(2_046);
+    let section = "s".repeat(1_022);
+    put(&env.rt, note(&id, &section, "Long")).await;
+    put(&env.rt, note(&id, "short", "Short")).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty());
+    assert_eq!(metric(&env, names::BAD_INPUT), 0);
+    let tally = get(&env, &format!("N#{id}"), "TALLY").await.expect("tally");
+    assert_eq!(tally.i64("notes").unwrap(), 2);
+    let long = get(&env, &format!("N#{id}"), &format!("S#{section}"))
+        .await
+        .unwrap();
+    assert_eq!(long.s("GSI1SK").unwrap(), section);
+    assert_rt_verified(&env.rt).await;
+    // Every ledger key within the limit; the long ones hashed.
+    let ledger = jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
+        .await
+        .expect("scan");
+    // (DynamoDB's partition key limit: 2,048 bytes.)
+    assert!(ledger.iter().all(|r| r.s("pk").unwrap().len() <= 2048));
+    assert!(ledger
+        .iter()
+        .any(|r| r.s("pk").unwrap().starts_with("SRC#derive#~sha256:")));
+}
+
+/// Rules that derive, for an item `N#<id>`, a mirror `M#<id>`; an item
+/// with `broken` set derives a mirror DynamoDB rejects (an empty string
+/// set) that no limit check can know of.
+struct Mirrors;
+
+impl shared::engine::rules::Rules for Mirrors {
+    fn key_names(&self) -> &'static [&'static str] {
+        &["PK", "SK"]
+    }
+
+    fn derived(&self, image: &Item) -> Result<Vec<Item>, shared::error::InputError> {
+        let Some(id) = image.s("PK").ok().and_then(|pk| pk.strip_prefix("N#")) else {
+            return Ok(vec![]);
+        };
+        let mut mirror: Item = [
+            ("PK".to_string(), s(format!("M#{id}"))),
+            ("SK".to_string(), s("mirror")),
+        ]
+        .into();
+        if image.contains_key("broken") {
+            mirror.insert(
+                "tags".into(),
+                aws_sdk_dynamodb::types::AttributeValue::Ss(vec![]),
+            );
+        }
+        Ok(vec![mirror])
+    }
+
+    /// `seen` on every note; an `odd` one gets an empty set DynamoDB
+    /// rejects in its update.
+    fn projection(
+        &self,
+        image: &Item,
+    ) -> Result<Option<shared::engine::rules::Projection>, shared::error::InputError> {
+        let value = if image.contains_key("odd") {
+            aws_sdk_dynamodb::types::AttributeValue::Ss(vec![])
+        } else {
+            s("yes")
+        };
+        Ok(Some(shared::engine::rules::Projection {
+            attrs: vec![("seen", Some(value))],
+            sources: vec![],
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_others_commit() {
+    use shared::engine::derive::{DeriveConfig, DeriveProcessor};
+    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let client = aws_sdk_dynamodb::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+    );
+    let table = shared::models::table::TableDef {
+        name: "mirrors",
+        pk: "PK",
+        sk: "SK",
+        gsis: vec![],
+        ttl_attribute: None,
+        stream: true,
+    };
+    let ledger = shared::models::table::ledger();
+    jobstream::local::engine::ensure_table(&client, &table, table.name)
+        .await
+        .unwrap();
+    jobstream::local::engine::ensure_table(&client, &ledger, ledger.name)
+        .await
+        .unwrap();
+    let store = shared::store::Store::new(client.clone());
+    let derive = DeriveProcessor::new(
+        Arc::new(Mirrors),
+        store.clone(),
+        DeriveConfig {
+            table: table.name.into(),
+            ledger_table: ledger.name.into(),
+            concurrency: 4,
+            queues: Default::default(),
+            limits: shared::limits::KeyLimits::of(&table),
+        },
+    );
+    let item = |id: &str, flag: Option<&str>| -> Item {
+        let mut i: Item = [
+            ("PK".to_string(), s(format!("N#{id}"))),
+            ("SK".to_string(), s("note")),
+        ]
+        .into();
+        if let Some(f) = flag {
+            i.insert(f.into(), s("yes"));
+        }
+        i
+    };
+    let items = vec![
+        item("a", None),
+        item("b", Some("broken")),
+        item("c", None),
+        item("d", Some("odd")),
+    ];
+    store.put_items(table.name, items.clone()).await.unwrap();
+    let keys: Vec<Item> = items
+        .iter()
+        .map(|i| shared::item::key_of(i, &["PK", "SK"]))
+        .collect();
+    // One group, one transaction: DynamoDB rejects it for b's mirror.
+    let done = derive
+        .deriver()
+        .reconcile(&keys, &Default::default())
+        .await
+        .map_err(|(_, pos, e)| format!("failed at {pos}: {e}"))
+        .expect("no failure: what no retry can fix is bad input");
+    let mut bad = done.bad.clone();
+    bad.sort_by_key(|(pos, _)| *pos);
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert_eq!(bad[0].0, 1, "b, not the first of its transaction");
+    let why = bad[0].1.to_string();
+    assert!(
+        why.contains("PK=N#b") && why.contains("Validation"),
+        "{why}"
+    );
+    // A projection DynamoDB rejects: bad input of its item, no failure.
+    assert_eq!(bad[1].0, 3);
+    let why = bad[1].1.to_string();
+    assert!(
+        why.contains("PK=N#d") && why.contains("projection"),
+        "{why}"
+    );
+    let note = |id: &str| {
+        let store = store.clone();
+        let key: Item = [
+            ("PK".to_string(), s(format!("N#{id}"))),
+            ("SK".to_string(), s("note")),
+        ]
+        .into();
+        async move { store.get("mirrors", key).await.unwrap().unwrap() }
+    };
+    assert!(note("a").await.contains_key("seen") && note("c").await.contains_key("seen"));
+    assert!(!note("d").await.contains_key("seen"));
+    let get = |pk: &str| {
+        let store = store.clone();
+        let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s("mirror"))].into();
+        async move { store.get("mirrors", key).await.unwrap() }
+    };
+    assert!(get("M#a").await.is_some() && get("M#c").await.is_some());
+    assert!(get("M#b").await.is_none(), "nothing written for b");
+}
