@@ -191,6 +191,9 @@ fn fits(have: &Ty, want: &Ty) -> bool {
     match (have, want) {
         (_, Ty::Str) => true,
         (Ty::Enum(a), Ty::Enum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::IntEnum(a), Ty::IntEnum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::BoolEnum(a), Ty::BoolEnum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::IntEnum(_), Ty::Int) | (Ty::BoolEnum(_), Ty::Bool) => true,
         (Ty::Enum(a), w) => a
             .iter()
             .all(|v| super::rules::check_str("value", v, w).is_ok()),
@@ -208,7 +211,18 @@ fn ty_name(ty: &Ty) -> String {
         Ty::IsoUtc => "an `iso-utc`".into(),
         Ty::Set => "a `set`".into(),
         Ty::Enum(v) => format!("one of [{}]", v.join(", ")),
+        Ty::IntEnum(v) => format!("one of [{}]", join(v)),
+        Ty::BoolEnum(v) => format!("one of [{}]", join(v)),
     }
+}
+
+/// Values written as a YAML list's items.
+fn join<T: ToString>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The closest of `candidates` to `name`, when it is close.
