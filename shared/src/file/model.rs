@@ -339,9 +339,7 @@ impl Compiler<'_> {
         }
         self.overlaps(&entities, raws);
         let sets = match &raw.sets {
-            Some(s) => {
-                super::sets::compile(&s.value, &entities, table.ttl_attribute, &mut self.problems)
-            }
+            Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
             None => vec![],
         };
         Some(FileModel {
