@@ -148,3 +148,156 @@ async fn a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence() {
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
+
+/// Notices of a team reach its members' inboxes; a team's members are
+/// listed by the index `GSI1` the member entity projects (no mirror item).
+const TEAMS: &str = r#"jobstream: 1
+name: teams
+table:
+  name: teams
+  pk: PK
+  sk: SK
+  gsis:
+    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
+entities:
+  member:
+    key: { PK: "M#${memberId}", SK: "TEAM#${teamId}" }
+    attributes: { memberId: string, teamId: string }
+    project:
+      attributes:
+        GSI1PK: "T#${teamId}"
+        GSI1SK: "M#${memberId}"
+  notice:
+    key: { PK: "T#${teamId}", SK: "N#${noticeId}" }
+    attributes: { teamId: string, noticeId: string, body: string }
+  inbox:
+    owner: processor
+    key: { PK: "I#${memberId}", SK: "N#${noticeId}#T#${teamId}" }
+    attributes: { body: string }
+sets:
+  inbox:
+    entity: inbox
+    facts:
+      member: { entity: member, via: GSI1 }
+      notice: { entity: notice }
+    values: { body: notice.body }
+"#;
+
+fn item(pairs: &[(&str, &str)]) -> Item {
+    pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
+}
+
+fn member(m: &str, t: &str) -> Item {
+    item(&[
+        ("PK", &format!("M#{m}")),
+        ("SK", &format!("TEAM#{t}")),
+        ("type", "member"),
+        ("memberId", m),
+        ("teamId", t),
+    ])
+}
+
+async fn inbox(rt: &jobstream::local::runtime::Runtime, m: &str) -> Vec<String> {
+    let items = rt
+        .dynamodb
+        .query()
+        .table_name(&rt.config.table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", s(format!("I#{m}")))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query")
+        .items
+        .unwrap_or_default();
+    sks(&items)
+}
+
+/// The GSI is gone from the table (the extreme of a lagging index: it lists
+/// nothing): the set still lists a team's members exactly, from the ledger
+/// listing the engine keeps with each member's record, read consistently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
+    let dir = std::env::temp_dir().join(format!("jobstream-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("teams.yaml");
+    std::fs::write(&file, TEAMS).expect("write");
+    let mut env = model_env("teams", |o| o.model_file = Some(file.clone())).await;
+    let rt = &mut env.rt;
+    rt.dynamodb
+        .update_table()
+        .table_name(&rt.config.table)
+        .global_secondary_index_updates(
+            aws_sdk_dynamodb::types::GlobalSecondaryIndexUpdate::builder()
+                .delete(
+                    aws_sdk_dynamodb::types::DeleteGlobalSecondaryIndexAction::builder()
+                        .index_name("GSI1")
+                        .build()
+                        .expect("delete"),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .expect("the GSI is deleted");
+    for (m, t) in [("ann", "t1"), ("bob", "t1"), ("cy", "t2")] {
+        put(rt, member(m, t)).await;
+    }
+    rt.drain().await.expect("drain");
+    let gsi = rt
+        .dynamodb
+        .query()
+        .table_name(&rt.config.table)
+        .index_name("GSI1")
+        .key_condition_expression("GSI1PK = :pk")
+        .expression_attribute_values(":pk", s("T#t1"))
+        .send()
+        .await;
+    assert!(gsi.is_err(), "the GSI lists nothing: {gsi:?}");
+    // A notice to t1 reaches exactly its members.
+    put(
+        rt,
+        item(&[
+            ("PK", "T#t1"),
+            ("SK", "N#n1"),
+            ("type", "notice"),
+            ("teamId", "t1"),
+            ("noticeId", "n1"),
+            ("body", "hello"),
+        ]),
+    )
+    .await;
+    rt.drain().await.expect("drain");
+    assert_eq!(inbox(rt, "ann").await, ["N#n1#T#t1"]);
+    assert_eq!(inbox(rt, "bob").await, ["N#n1#T#t1"]);
+    assert!(inbox(rt, "cy").await.is_empty(), "not a member of t1");
+    // bob leaves t1 and dan joins: the listing follows at once.
+    delete(rt, &member("bob", "t1")).await;
+    put(rt, member("dan", "t1")).await;
+    rt.drain().await.expect("drain");
+    assert!(inbox(rt, "bob").await.is_empty(), "bob left");
+    assert_eq!(inbox(rt, "dan").await, ["N#n1#T#t1"], "dan joined");
+    // A later notice lists the members as they are now.
+    put(
+        rt,
+        item(&[
+            ("PK", "T#t1"),
+            ("SK", "N#n2"),
+            ("type", "notice"),
+            ("teamId", "t1"),
+            ("noticeId", "n2"),
+            ("body", "again"),
+        ]),
+    )
+    .await;
+    rt.drain().await.expect("drain");
+    assert_eq!(inbox(rt, "ann").await, ["N#n1#T#t1", "N#n2#T#t1"]);
+    assert!(inbox(rt, "bob").await.is_empty(), "bob is no longer listed");
+    assert_eq!(inbox(rt, "dan").await, ["N#n1#T#t1", "N#n2#T#t1"]);
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    let derive = rt.stream_processor("derive");
+    assert_eq!(derive.metrics().get(names::BAD_INPUT), 0);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -229,6 +229,7 @@ fn follow_fact(reads: Vec<&'static str>) -> FactDecl {
         name: "follow".into(),
         key: template("u#${a}#following", "u#${b}"),
         via: Some(template("u#${b}#follower", "u#${a}")),
+        via_ledger: None,
         valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
         reads,
     }
@@ -300,6 +301,7 @@ fn greetings_set(page: usize) -> JoinSet {
                 name: "info".into(),
                 key: template("u#${b}", "info"),
                 via: None,
+                via_ledger: None,
                 valid: Arc::new(|i| entities::parse(i).map(|_| ()).map_err(|e| e.to_string())),
                 reads: vec!["name"],
             },

@@ -299,6 +299,11 @@ pub struct FactDecl {
     /// mirror: `u#${a}#follower`/`u#${f}` lists the follows of `a`). Only
     /// used to find candidates; the fact itself is always read.
     pub via: Option<KeyTemplate>,
+    /// `Some(index)`: the `via` listing is the ledger index
+    /// `<index>#<rendered via pk>` (members: rendered via sk), kept exactly
+    /// by the engine from [`super::rules::Rules::memberships`] and read
+    /// consistently (where a GSI of the same keys may lag), not the table.
+    pub via_ledger: Option<String>,
     pub valid: Validate,
     /// The attributes `when` and the values read: guarded equal to what was
     /// read. A fact without any is guarded by its existence.
@@ -311,6 +316,7 @@ impl fmt::Debug for FactDecl {
             .field("name", &self.name)
             .field("key", &self.key)
             .field("via", &self.via)
+            .field("via_ledger", &self.via_ledger)
             .field("reads", &self.reads)
             .finish_non_exhaustive()
     }
@@ -874,6 +880,41 @@ impl JoinSet {
         let (mut step_no, mut after) = (job.step, job.after.clone());
         let mut listed = 0;
         while let Some(step) = scope.steps.get(step_no) {
+            // A listing kept in the ledger (an index's keys): its members.
+            if let Step::List { fact, via: true } = step {
+                let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
+                if let (Some(index), Some(v)) = (&f.via_ledger, &f.via) {
+                    let pk =
+                        v.pk.render(&job.bind)
+                            .ok_or_else(|| permanent("the listing's partition is not bound"))?;
+                    let (members, next) = super::derive::index_members(
+                        store,
+                        &reads.ledger_table,
+                        &format!("{index}#{pk}"),
+                        after.as_deref(),
+                        self.page - listed,
+                    )
+                    .await?;
+                    listed += members.len();
+                    for m in members {
+                        let mut vars = job.bind.clone();
+                        if v.sk.read(&m, &mut vars) {
+                            candidates.push(vars);
+                        }
+                    }
+                    match next {
+                        Some(a) => after = Some(a),
+                        None => {
+                            step_no += 1;
+                            after = None;
+                        }
+                    }
+                    if listed >= self.page || after.is_some() {
+                        break;
+                    }
+                    continue;
+                }
+            }
             let (listing, is_fact, is_target) = match step {
                 Step::List { fact, via } => {
                     let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
@@ -1071,6 +1112,7 @@ mod tests {
             name: name.into(),
             key,
             via,
+            via_ledger: None,
             valid: valid(),
             reads: vec![],
         }

@@ -134,6 +134,56 @@ pub fn traps(source: &str) -> Vec<Problem> {
     out
 }
 
+/// YAML 1.1 words the parser reads as booleans when unquoted (`n: n` binds
+/// `false`): a value spelt so is a trap; `true`/`false` are meant.
+const YAML_BOOLS: &[&str] = &["y", "n", "yes", "no", "on", "off"];
+
+/// Unquoted values that YAML reads as booleans (`y`, `n`, `yes`, `no`,
+/// `on`, `off`, any case): reported with the quoted spelling.
+fn boolean_traps(source: &str) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        let chars: Vec<char> = line.chars().collect();
+        let mut quote: Option<char> = None;
+        let mut col = 0;
+        while col < chars.len() {
+            let c = chars[col];
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if c == '"' || c == '\'' => quote = Some(c),
+                None if c == '#' && (col == 0 || chars[col - 1].is_whitespace()) => break,
+                None if c == ':' || c == '-' || c == '[' || c == ',' => {
+                    let after_sep = chars.get(col + 1).is_none_or(|n| n.is_whitespace());
+                    if c == '[' || after_sep {
+                        let start = (col + 1..chars.len())
+                            .find(|k| !chars[*k].is_whitespace())
+                            .unwrap_or(chars.len());
+                        let end = (start..chars.len())
+                            .find(|k| matches!(chars[*k], ',' | ']' | '}' | ' ' | '#'))
+                            .unwrap_or(chars.len());
+                        let word: String = chars[start..end].iter().collect();
+                        let is_key = chars[end..]
+                            .iter()
+                            .find(|c| !c.is_whitespace())
+                            .is_some_and(|c| *c == ':');
+                        if !is_key && YAML_BOOLS.contains(&word.to_lowercase().as_str()) {
+                            out.push(Problem::new(
+                                i as u64 + 1,
+                                start as u64 + 1,
+                                format!("`{word}` is read as a boolean by YAML, not as the name or text `{word}`: quote it (\"{word}\")"),
+                            ));
+                        }
+                    }
+                }
+                None => {}
+            }
+            col += 1;
+        }
+    }
+    out
+}
+
 /// The unquoted value text before a `#` (for the suggestion): what follows
 /// the last `: `, `- `, `, `, `[` or `{`.
 fn value_before(before: &str) -> String {
@@ -154,6 +204,7 @@ fn value_before(before: &str) -> String {
 /// file does not.
 pub fn compile(source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
     let mut problems = traps(source);
+    problems.extend(boolean_traps(source));
     let raw: raw::RawFile = match serde_saphyr::from_str(source) {
         Ok(r) => r,
         Err(e) => {
@@ -322,6 +373,27 @@ mod tests {
             "{}",
             p[0].message
         );
+    }
+
+    #[test]
+    fn yaml_booleans_spelt_as_words_are_traps() {
+        let p = boolean_traps(
+            "values: { n: n, next: \"n + 1\" }\nlist: [y, \"n\"]\n- no\nok: true\nn: 1\nx: on # c\n",
+        );
+        let at: Vec<(u64, u64)> = p.iter().map(|p| (p.line, p.col)).collect();
+        assert_eq!(at, [(1, 14), (2, 8), (3, 3), (6, 4)], "{p:#?}");
+        assert!(
+            p[0].message.contains("quote it (\"n\")"),
+            "{}",
+            p[0].message
+        );
+        for shipped in [
+            include_str!("../../../models/social.yaml"),
+            include_str!("../../../models/hr.yaml"),
+            include_str!("../../../models/library.yaml"),
+        ] {
+            assert!(boolean_traps(shipped).is_empty());
+        }
     }
 
     #[test]

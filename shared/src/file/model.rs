@@ -380,9 +380,7 @@ impl Compiler<'_> {
         self.overlaps(&entities, raws);
         self.uncounted(&entities, raws);
         let sets = match &raw.sets {
-            Some(s) => {
-                super::sets::compile(&s.value, &entities, table.ttl_attribute, &mut self.problems)
-            }
+            Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
             None => vec![],
         };
         Some(FileModel {
@@ -1005,7 +1003,7 @@ impl Compiler<'_> {
                     .key
                     .iter()
                     .zip(&b.key)
-                    .map(|(x, y)| overlap_witness(&x.template, &y.template))
+                    .map(|(x, y)| x.template.overlap(&y.template))
                     .collect::<Option<Vec<String>>>()
                 else {
                     continue;
@@ -1049,53 +1047,4 @@ fn enum_type(values: &[EnumValue]) -> Option<Ty> {
     strs.map(Ty::Enum)
         .or(ints.map(Ty::IntEnum))
         .or(bools.map(Ty::BoolEnum))
-}
-
-/// Values a binder is tried with when looking for a key two templates both
-/// match: plain ids, and values holding the other template's literals (and
-/// their `#`-separated pieces), alone or between other characters.
-fn binder_samples(other: &KeyTemplate) -> Vec<String> {
-    let mut out: Vec<String> = vec!["x".into(), "01HXAA0000000000000000000A".into(), "1".into()];
-    for p in &other.parts {
-        let Part::Lit(l) = p else { continue };
-        let pieces = std::iter::once(l.as_str()).chain(l.split('#').filter(|s| !s.is_empty()));
-        for piece in pieces {
-            for v in [
-                format!("x{piece}"),
-                piece.to_string(),
-                format!("{piece}x"),
-                format!("x{piece}x"),
-            ] {
-                if !out.contains(&v) {
-                    out.push(v);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Keys built from `t`: every binder `x`, then each binder (and all of
-/// them at once) with each sample.
-fn template_examples(t: &KeyTemplate, samples: &[String]) -> Vec<String> {
-    let n = t.binders().count();
-    let mut out = Vec::new();
-    for s in samples {
-        out.push(t.build(&vec![s.as_str(); n]));
-        for at in 0..n {
-            let vals: Vec<&str> = (0..n)
-                .map(|k| if k == at { s.as_str() } else { "x" })
-                .collect();
-            out.push(t.build(&vals));
-        }
-    }
-    out
-}
-
-/// A value both templates match, if one is found.
-pub(crate) fn overlap_witness(a: &KeyTemplate, b: &KeyTemplate) -> Option<String> {
-    template_examples(a, &binder_samples(b))
-        .into_iter()
-        .chain(template_examples(b, &binder_samples(a)))
-        .find(|k| a.matches(k).is_some() && b.matches(k).is_some())
 }

@@ -452,3 +452,32 @@ fn a_comment_after_a_value_is_fine() {
     let text = LIBRARY.replace("days: int", "days: int #todo");
     assert_eq!(compile(&text, "t").err(), None);
 }
+
+#[test]
+fn a_via_an_index_needs_the_index_keys_projected_from_key_names() {
+    let text = SOCIAL
+        .replace(
+            "  ttl: ttl\n",
+            "  ttl: ttl\n  gsis:\n    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }\n",
+        )
+        .replace("via: follower }", "via: GSI1 }");
+    let p = compile(&text, "t").unwrap_err();
+    assert!(
+        p.iter()
+            .any(|p| p.message.contains("`follow` projects no `GSI1PK`")),
+        "{p:#?}"
+    );
+    let text = text.replace(
+        "    derive:\n      - entity: follower\n",
+        "    project:\n      attributes:\n        GSI1PK: \"u#${followed}#follower\"\n        GSI1SK: \"u#${follower}\"\n    derive:\n      - entity: follower\n",
+    );
+    assert_eq!(compile(&text, "t").err(), None);
+    let bad = text.replace("GSI1SK: \"u#${follower}\"", "GSI1SK: \"${createdAt}\"");
+    let p = compile(&bad, "t").unwrap_err();
+    assert!(
+        p.iter().any(|p| p
+            .message
+            .contains("`${createdAt}` is not one of its key names")),
+        "{p:#?}"
+    );
+}

@@ -527,6 +527,49 @@ impl Rules for FileRules {
         Some(m.counter_of(entity, vec![(pkn, pk.to_string()), (skn, sk.to_string())]))
     }
 
+    /// The ledger listings of the sets' `via` an index: the index keys this
+    /// item projects, while its projection holds them (exact and read
+    /// consistently, where the GSI itself may lag).
+    fn memberships(&self, image: &Item) -> Result<Vec<(String, String)>, InputError> {
+        let m = self.0;
+        let facts: Vec<&super::sets::SetFact> = m
+            .sets
+            .iter()
+            .flat_map(|s| &s.facts)
+            .filter(|f| f.via_index.is_some())
+            .collect();
+        if facts.is_empty() {
+            return Ok(vec![]);
+        }
+        let Parsed::Writer(rec) = m.parse(image)? else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::new();
+        for f in facts {
+            let Some((index, pk, sk)) = &f.via_index else {
+                continue;
+            };
+            if !std::ptr::eq(&m.entities[f.entity], rec.entity) {
+                continue;
+            }
+            let Some(p) = self.projection(image)? else {
+                continue;
+            };
+            let get = |a: &str| {
+                p.attrs
+                    .iter()
+                    .find(|(n, _)| *n == a)
+                    .and_then(|(_, v)| v.as_ref())
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+            };
+            if let (Some(pv), Some(sv)) = (get(pk), get(sk)) {
+                out.push((format!("{index}#{pv}"), sv));
+            }
+        }
+        Ok(out)
+    }
+
     /// Items of a processor entity declared `shared: true`.
     fn shared(&self, derived_key: &Item) -> bool {
         self.0

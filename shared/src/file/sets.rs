@@ -16,6 +16,16 @@
 //!     page: 1000
 //! ```
 //!
+//! `via` names an entity whose key lists the fact by another partition (a
+//! mirror something must write: a `derive:` of it or a writer entity), or
+//! an index of the table (`via: GSI1`) whose keys the fact's entity
+//! projects from its key names: the engine then keeps that listing in the
+//! ledger ([`crate::engine::rules::Rules::memberships`], index
+//! `<set>#<fact>#<index pk>`, members the index sk), exact and read
+//! consistently, never the GSI. A value a fact's key name binds that holds
+//! a `#` (or is over 1024 bytes) cannot be a set variable: the record is
+//! bad input for the set (logged with its key, counted).
+//!
 //! A key name not under `bind` is a variable of the same name. Expressions
 //! read the set's variables (strings), the facts by name (`post.createdAt`,
 //! typed by the fact's entity) and `now` (the job's clock, epoch seconds;
@@ -101,6 +111,9 @@ pub struct SetFact {
     pub entity: usize,
     pub key: KeyTemplate,
     pub via: Option<KeyTemplate>,
+    /// `via` an index of the table: (the ledger index's name, the index's
+    /// partition and sort key attributes the fact's entity projects).
+    pub via_index: Option<(String, &'static str, &'static str)>,
     /// Entity key name -> set variable.
     pub rename: Vec<(String, String)>,
     pub reads: Vec<&'static str>,
@@ -160,6 +173,7 @@ fn renamed(
 
 struct Compiling<'a> {
     entities: &'a [Entity],
+    gsis: &'a [crate::models::table::Gsi],
     names: Vec<&'a str>,
     problems: Vec<Problem>,
 }
@@ -216,7 +230,35 @@ impl Compiling<'_> {
             }
         };
         let mut via = None;
+        let mut via_index = None;
         if let Some(v) = &f.value.via {
+            if let Some(g) = self.gsis.iter().find(|g| g.name == v.value) {
+                match self.index_listing(&self.entities[e], g, &rename) {
+                    Ok(k) if k.vars() == key.vars() => {
+                        via = Some(k);
+                        via_index = Some((format!("{set}#{name}"), g.pk, g.sk));
+                    }
+                    Ok(k) => {
+                        let msg = format!(
+                            "set `{set}`: index `{}` lists `{name}` by the variables {}, the fact's key has {}: its keys must hold the same key names",
+                            v.value,
+                            var_names(k.vars()),
+                            var_names(key.vars())
+                        );
+                        self.err(at(v), msg);
+                    }
+                    Err(why) => self.err(at(v), format!("set `{set}`: via `{}`: {why}", v.value)),
+                }
+                return Some(SetFact {
+                    name: name.to_string(),
+                    entity: e,
+                    key,
+                    via,
+                    via_index,
+                    rename,
+                    reads: vec![],
+                });
+            }
             let ve = self.entity(v, set)?;
             let listed = &self.entities[ve];
             let maintained = listed.writer
@@ -251,9 +293,56 @@ impl Compiling<'_> {
             entity: e,
             key,
             via,
+            via_index,
             rename,
             reads: vec![],
         })
+    }
+
+    /// The listing of an index of the table by the keys entity `e` projects
+    /// into it: both must be templates of its key names (`T#${teamId}`).
+    fn index_listing(
+        &self,
+        e: &Entity,
+        g: &crate::models::table::Gsi,
+        rename: &[(String, String)],
+    ) -> Result<KeyTemplate, String> {
+        let binders: Vec<&str> = e.binders().iter().map(|(n, _)| *n).collect();
+        let text = |attr: &str| -> Result<String, String> {
+            let v = e
+                .project
+                .as_ref()
+                .and_then(|p| p.attrs.iter().find(|(n, _)| *n == attr))
+                .map(|(_, v)| v)
+                .ok_or_else(|| {
+                    format!(
+                        "`{}` projects no `{attr}`: project the index's keys (e.g. `{attr}: \"T#${{teamId}}\"`) so that the engine lists it",
+                        e.name
+                    )
+                })?;
+            let mut out = String::new();
+            for p in &v.0 {
+                match p {
+                    FilePart::Lit(l) => out.push_str(l),
+                    FilePart::Hole(x, _) => {
+                        let name = x.source.trim();
+                        if !binders.contains(&name) {
+                            return Err(format!(
+                                "`{attr}` of `{}`: `${{{name}}}` is not one of its key names: a listing by an index binds key names only",
+                                e.name
+                            ));
+                        }
+                        let var = rename
+                            .iter()
+                            .find(|(k, _)| k == name)
+                            .map_or(name, |(_, v)| v.as_str());
+                        out.push_str(&format!("${{{var}}}"));
+                    }
+                }
+            }
+            Ok(out)
+        };
+        KeyTemplate::parse(&text(g.pk)?, &text(g.sk)?).map_err(|e| e.to_string())
     }
 
     /// An expression of the set: every name a variable, a fact or `now`;
@@ -357,11 +446,13 @@ impl Compiling<'_> {
 pub fn compile(
     raw: &Ordered<Spanned<RawSet>>,
     entities: &[Entity],
-    table_ttl: Option<&'static str>,
+    table: &crate::models::table::TableDef,
     problems: &mut Vec<Problem>,
 ) -> Vec<SetSpec> {
+    let table_ttl = table.ttl_attribute;
     let mut c = Compiling {
         entities,
+        gsis: &table.gsis,
         names: entities.iter().map(|e| e.name).collect(),
         problems: vec![],
     };
@@ -642,6 +733,7 @@ impl SetSpec {
                     name: f.name.clone(),
                     key: f.key.clone(),
                     via: f.via.clone(),
+                    via_ledger: f.via_index.as_ref().map(|(ix, _, _)| ix.clone()),
                     valid: match m {
                         Some(m) => Arc::new(move |item: &Item| valid(m, entity, item)),
                         None => Arc::new(|_: &Item| Ok(())),

@@ -184,6 +184,59 @@ impl KeyTemplate {
     }
 }
 
+/// Values a binder is tried with when looking for a key two templates both
+/// match: plain ids, and values holding the other template's literals (and
+/// their `#`-separated pieces), alone or between other characters.
+fn binder_samples(other: &KeyTemplate) -> Vec<String> {
+    let mut out: Vec<String> = vec!["x".into(), "01HXAA0000000000000000000A".into(), "1".into()];
+    for p in &other.parts {
+        let Part::Lit(l) = p else { continue };
+        let pieces = std::iter::once(l.as_str()).chain(l.split('#').filter(|s| !s.is_empty()));
+        for piece in pieces {
+            for v in [
+                format!("x{piece}"),
+                piece.to_string(),
+                format!("{piece}x"),
+                format!("x{piece}x"),
+            ] {
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Keys built from `t`: every binder `x`, then each binder (and all of
+/// them at once) with each sample.
+fn template_examples(t: &KeyTemplate, samples: &[String]) -> Vec<String> {
+    let n = t.binders().count();
+    let mut out = Vec::new();
+    for s in samples {
+        out.push(t.build(&vec![s.as_str(); n]));
+        for at in 0..n {
+            let vals: Vec<&str> = (0..n)
+                .map(|k| if k == at { s.as_str() } else { "x" })
+                .collect();
+            out.push(t.build(&vals));
+        }
+    }
+    out
+}
+
+impl KeyTemplate {
+    /// A value both templates match, if one is found (decided
+    /// symmetrically: each template's examples, binders also holding the
+    /// other's literals, are tried against the other).
+    pub fn overlap(&self, other: &KeyTemplate) -> Option<String> {
+        template_examples(self, &binder_samples(other))
+            .into_iter()
+            .chain(template_examples(other, &binder_samples(self)))
+            .find(|k| self.matches(k).is_some() && other.matches(k).is_some())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
