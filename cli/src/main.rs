@@ -248,6 +248,44 @@ enum Command {
         /// The model file (YAML, `jobstream: 1`).
         path: std::path::PathBuf,
     },
+    /// Print a model as a Mermaid flowchart (entities, what each implies,
+    /// the indexes; GitHub renders it in a ```mermaid block).
+    Graph {
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// A model file from a client library's schema (OneTable, ElectroDB):
+    /// printed (or written to --out), checked like `check-model`.
+    Import {
+        /// The schema's library.
+        #[arg(value_enum)]
+        from: jobstream::tools::import::Library,
+        /// The schema: a OneTable schema file, or ElectroDB entity schemas
+        /// serialised to JSON (see the README).
+        schema: std::path::PathBuf,
+        /// The model's name (default: the schema file's stem).
+        #[arg(long)]
+        name: Option<String>,
+        /// The table's name (default: the model's name).
+        #[arg(long)]
+        table: Option<String>,
+        /// Write the model file here instead of stdout.
+        #[arg(long, short, value_name = "PATH")]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Explain one item of a live table: what a source implies now and what
+    /// the ledger recorded; which sources imply a derived item or a counter,
+    /// by which rule; the rule that rejects bad input and why.
+    Explain {
+        #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+        endpoint: Option<String>,
+        #[command(flatten)]
+        target: Target,
+        /// The item's partition key value.
+        pk: String,
+        /// The item's sort key value.
+        sk: String,
+    },
     /// List the models.
     Models,
 }
@@ -572,6 +610,59 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         },
+        Command::Import {
+            from,
+            schema,
+            name,
+            table,
+            out,
+        } => {
+            let problems =
+                jobstream::tools::import::run(from, &schema, name, table, out.as_deref())?;
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            Ok(if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Explain {
+            endpoint,
+            target,
+            pk,
+            sk,
+        } => {
+            let model = target.model()?;
+            let config = target.config(&model);
+            let file = match &target.model.model_file {
+                Some(f) => Some(&shared::file::load(f).map_err(anyhow::Error::msg)?.model),
+                None => None,
+            };
+            let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 5).await);
+            let key = jobstream::tools::explain::key(&model, pk, sk);
+            let tables = jobstream::tools::explain::Tables {
+                client: &client,
+                table: &config.table,
+                ledger: &config.ledger_table,
+            };
+            let x = jobstream::tools::explain::explain(&model, file, &tables, &key).await?;
+            for line in &x.lines {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Graph { model } => {
+            let graph = match &model.model_file {
+                Some(file) => jobstream::tools::graph::file_graph(
+                    &shared::file::load(file).map_err(anyhow::Error::msg)?.model,
+                ),
+                None => jobstream::tools::graph::model_graph(&model.load()?),
+            };
+            print!("{graph}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Models => {
             for m in models::registry() {
                 println!("{:<10} {}", m.name, m.about);

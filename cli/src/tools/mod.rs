@@ -5,8 +5,14 @@
 //! - [`backfill`] - adoption of existing items through the same rules.
 //! - [`deploy`] - the stack's definitions, from the registry.
 //! - [`consumer`] - `jobstream run`'s flags -> a durable mapping config.
+//! - [`explain`] - what one item means to the model, and what the ledger recorded.
+//! - [`graph`] - a model as a Mermaid flowchart.
+//! - [`import`] - a model file from a OneTable or ElectroDB schema.
 
 pub mod backfill;
 pub mod consumer;
 pub mod deploy;
+pub mod explain;
+pub mod graph;
+pub mod import;
 pub mod verify;

@@ -1,0 +1,460 @@
+//! `jobstream explain PK SK`: what one item means to the model, read from a
+//! live table and its ledger.
+//!
+//! - A source item: what it implies now (projected attributes, index
+//!   memberships, derived items, contributions to counters, jobs its write
+//!   starts) and what the ledger recorded for it, with the difference.
+//! - A derived item or a counter: every source item that implies it, by
+//!   which rule, and (a counter) the sum they imply against its value and
+//!   the ledger's totals.
+//! - Bad input: the rule that rejects it and why.
+//!
+//! The rules are the model's own (the same functions the processors call);
+//! sources are found by a scan of the table (a debugging tool, not a hot
+//! path).
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::change::Change;
+use shared::engine::derive::{source_key, total_attr, total_key, Implied};
+use shared::error::InputError;
+use shared::file::model::{FileModel, Ty};
+use shared::item::{display_key, key_of, AttrError, Item};
+use shared::ledger::item_id;
+use shared::models::Model;
+
+/// A value as a user reads it (`"x"`, `5`, `true`, `[a, b]`).
+fn show(v: &AttributeValue) -> String {
+    match v {
+        AttributeValue::S(s) => format!("{s:?}"),
+        AttributeValue::N(n) => n.clone(),
+        AttributeValue::Bool(b) => b.to_string(),
+        AttributeValue::Null(_) => "null".into(),
+        AttributeValue::Ss(v) => format!("[{}]", v.join(", ")),
+        AttributeValue::Ns(v) => format!("[{}]", v.join(", ")),
+        AttributeValue::L(v) => format!("[{} values]", v.len()),
+        AttributeValue::M(m) => format!("{{{} attributes}}", m.len()),
+        _ => "(binary)".into(),
+    }
+}
+
+/// What `explain` found, one line each (printed as is).
+#[derive(Debug, Default)]
+pub struct Explanation {
+    /// `source`, `derived`, `counter`, `processor`, `bad input`, `absent`.
+    pub kind: &'static str,
+    pub lines: Vec<String>,
+}
+
+impl Explanation {
+    fn line(&mut self, s: impl Into<String>) {
+        self.lines.push(s.into());
+    }
+}
+
+/// Where the model's items and bookkeeping are.
+pub struct Tables<'a> {
+    pub client: &'a aws_sdk_dynamodb::Client,
+    pub table: &'a str,
+    pub ledger: &'a str,
+}
+
+async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<Item>> {
+    Ok(t.client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key.clone()))
+        .consistent_read(true)
+        .send()
+        .await?
+        .item)
+}
+
+/// The entity name of a key in a model file (`None` for compiled models).
+fn entity_of(file: Option<&FileModel>, key: &Item) -> Option<&'static str> {
+    let f = file?;
+    let [pk, sk] = f.key_names();
+    let (Some(AttributeValue::S(p)), Some(AttributeValue::S(s))) = (key.get(pk), key.get(sk))
+    else {
+        return None;
+    };
+    f.classify(p, s).map(|(e, _)| e.name)
+}
+
+/// A type as the model file writes it.
+fn ty_name(t: &Ty) -> String {
+    match t {
+        Ty::Str => "string".into(),
+        Ty::Int => "int".into(),
+        Ty::Bool => "bool".into(),
+        Ty::Ulid => "ulid".into(),
+        Ty::IsoUtc => "iso-utc".into(),
+        Ty::Set => "set".into(),
+        Ty::Enum(v) => format!("one of {}", v.join("|")),
+    }
+}
+
+/// The rule of a model file that rejects an item, when the error names one.
+fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Option<String> {
+    let f = file?;
+    let ent = f.entities.iter().find(|x| x.name == entity)?;
+    match e {
+        InputError::Attribute {
+            source: AttrError::Invalid { name, reason },
+            ..
+        } => {
+            if let Some(c) = ent
+                .checks
+                .iter()
+                .find(|c| c.attribute == name && c.message == *reason)
+            {
+                return Some(format!("check `{}` of {entity}", c.expr.source));
+            }
+            let a = ent.attr(name)?;
+            Some(format!("attribute {name} of {entity}: {}", ty_name(&a.ty)))
+        }
+        InputError::Attribute {
+            source: AttrError::Missing(name) | AttrError::WrongType { name, .. },
+            ..
+        } => ent.attr(name).map(|a| {
+            format!(
+                "attribute {name} of {entity}: {}{}",
+                ty_name(&a.ty),
+                if a.optional { " (optional)" } else { "" }
+            )
+        }),
+        InputError::Invalid { reason, .. } if reason.contains("keys do not match") => {
+            Some(format!(
+                "the key templates of {entity}: {}",
+                ent.key
+                    .iter()
+                    .map(|k| format!("{} = {}", k.attr, k.template.source))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The key of the item at (`pk`, `sk`) in the model's table.
+pub fn key(model: &Model, pk: String, sk: String) -> Item {
+    [
+        (model.table.pk.to_string(), shared::item::s(pk)),
+        (model.table.sk.to_string(), shared::item::s(sk)),
+    ]
+    .into()
+}
+
+/// Explains the item at `key`.
+pub async fn explain(
+    model: &Model,
+    file: Option<&FileModel>,
+    t: &Tables<'_>,
+    key: &Item,
+) -> anyhow::Result<Explanation> {
+    let rules = &model.rules;
+    let names = rules.key_names();
+    let mut x = Explanation::default();
+    let item = get(t, t.table, key).await?;
+    let shown_key = display_key(key);
+    let entity = entity_of(file, key);
+    let image = item.clone().unwrap_or_else(|| key.clone());
+    if let Some(counter) = rules.counter(&image) {
+        x.kind = "counter";
+        x.line(format!(
+            "{shown_key}: a counter{} ({})",
+            entity.map(|e| format!(" ({e})")).unwrap_or_default(),
+            if item.is_some() { "present" } else { "absent" }
+        ));
+        return explain_counter(model, file, t, key, item.as_ref(), counter.attrs, x).await;
+    }
+    if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
+        x.kind = "derived";
+        x.line(format!(
+            "{shown_key}: a derived item{} ({})",
+            entity.map(|e| format!(" ({e})")).unwrap_or_default(),
+            if item.is_some() { "present" } else { "absent" }
+        ));
+        return explain_derived(model, file, t, key, x).await;
+    }
+    let Some(item) = item else {
+        x.kind = "absent";
+        x.line(format!(
+            "{shown_key}: no item{}",
+            entity
+                .map(|e| format!(" (the key of a {e})"))
+                .unwrap_or_default()
+        ));
+        return Ok(x);
+    };
+    if rules.ignores(key) {
+        x.kind = "processor";
+        x.line(format!(
+            "{shown_key}: an item the processors own{}; it implies nothing",
+            entity.map(|e| format!(" ({e})")).unwrap_or_default()
+        ));
+        return Ok(x);
+    }
+    let projection = match rules.projection(&item) {
+        Ok(p) => p,
+        Err(e) => {
+            x.kind = "bad input";
+            x.line(format!(
+                "{shown_key}: bad input ({}): it changes nothing",
+                e.kind()
+            ));
+            if let Some(rule) = entity.and_then(|en| rejecting_rule(file, en, &e)) {
+                x.line(format!("rejected by: {rule}"));
+            }
+            x.line(format!("why: {e}"));
+            return Ok(x);
+        }
+    };
+    x.kind = "source";
+    x.line(format!(
+        "{shown_key}: a source item{}",
+        entity.map(|e| format!(" ({e})")).unwrap_or_default()
+    ));
+    // Projected attributes and the indexes they put the item in.
+    let mut after = item.clone();
+    if let Some(p) = &projection {
+        for (a, v) in &p.attrs {
+            match v {
+                Some(v) => {
+                    let held = item.get(*a);
+                    x.line(format!(
+                        "projects {a} = {}{}",
+                        show(v),
+                        if held == Some(v) {
+                            ""
+                        } else {
+                            " (the item holds another value: pending or drift)"
+                        }
+                    ));
+                    after.insert(a.to_string(), v.clone());
+                }
+                None => {
+                    x.line(format!(
+                        "projects no {a} (absent while its condition is false)"
+                    ));
+                    after.remove(*a);
+                }
+            }
+        }
+    }
+    for g in &model.table.gsis {
+        match (after.get(g.pk), after.get(g.sk)) {
+            (Some(p), Some(s)) => x.line(format!(
+                "in index {} at {} = {}, {} = {}",
+                g.name,
+                g.pk,
+                show(p),
+                g.sk,
+                show(s)
+            )),
+            _ => x.line(format!("not in index {}", g.name)),
+        }
+    }
+    let derived = rules.derived(&item).unwrap_or_default();
+    for d in &derived {
+        let dk = key_of(d, names);
+        let present = get(t, t.table, &dk).await?.is_some();
+        x.line(format!(
+            "derives {}{} ({})",
+            display_key(&dk),
+            entity_of(file, &dk)
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
+            if present {
+                "present"
+            } else {
+                "absent: pending or drift"
+            }
+        ));
+    }
+    let contributions = rules.contributions(&item).unwrap_or_default();
+    for c in &contributions {
+        let ck = c.counter.key_item();
+        x.line(format!(
+            "counts into {}{}: {}",
+            display_key(&ck),
+            entity_of(file, &ck)
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
+            c.values
+                .iter()
+                .map(|(a, v)| format!("{a} {v:+}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let change = Change::synthetic_insert(key.clone(), item.clone(), chrono::Utc::now());
+    match rules.messages(&change) {
+        Ok(m) if m.is_empty() => x.line("starts no job when written"),
+        Ok(m) => {
+            let mut per_queue: BTreeMap<&str, usize> = BTreeMap::new();
+            for msg in &m {
+                *per_queue.entry(msg.queue).or_default() += 1;
+            }
+            for (q, n) in per_queue {
+                x.line(format!("starts {n} job(s) on queue {q} when written"));
+            }
+        }
+        Err(e) => x.line(format!("its jobs cannot be computed: {e}")),
+    }
+    // What the ledger recorded for it.
+    match get(t, t.ledger, &source_key("derive", key)).await? {
+        None => x.line("ledger: nothing recorded (not processed yet, or it implies nothing)"),
+        Some(record) => match Implied::from_record(&record) {
+            Err(e) => x.line(format!("ledger: an unreadable record: {e}")),
+            Ok(rec) => {
+                let derived_now: Vec<String> =
+                    derived.iter().map(|d| item_id(&key_of(d, names))).collect();
+                let recorded: Vec<String> = rec.derived.keys().cloned().collect();
+                let mut counters_now: Vec<String> = contributions
+                    .iter()
+                    .map(|c| item_id(&c.counter.key_item()))
+                    .collect();
+                counters_now.sort();
+                counters_now.dedup();
+                let counters_rec: Vec<String> = rec.contributions.keys().cloned().collect();
+                x.line(format!(
+                    "ledger: {} derived item(s), {} counter contribution(s){} recorded",
+                    rec.derived.len(),
+                    rec.contributions.len(),
+                    if rec.indexed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} ledger index entr(ies)", rec.indexed.len())
+                    }
+                ));
+                for (k, v) in rec.contributions.values() {
+                    x.line(format!(
+                        "ledger: counted into {}: {}",
+                        display_key(k),
+                        v.iter()
+                            .map(|(a, n)| format!("{a} {n:+}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                let mut same_derived = derived_now.clone();
+                same_derived.sort();
+                x.line(
+                    if same_derived == recorded && counters_now == counters_rec {
+                        "ledger: agrees with what the rules imply now"
+                    } else {
+                        "ledger: differs from what the rules imply now (a change in flight, or drift: run `jobstream verify`)"
+                    },
+                );
+            }
+        },
+    }
+    Ok(x)
+}
+
+async fn explain_derived(
+    model: &Model,
+    file: Option<&FileModel>,
+    t: &Tables<'_>,
+    key: &Item,
+    mut x: Explanation,
+) -> anyhow::Result<Explanation> {
+    let names = model.rules.key_names();
+    let id = item_id(key);
+    let mut sources = 0;
+    for src in crate::tools::verify::scan_all(t.client, t.table).await? {
+        let Ok(derived) = model.rules.derived(&src) else {
+            continue;
+        };
+        if derived.iter().any(|d| item_id(&key_of(d, names)) == id) {
+            sources += 1;
+            let sk = key_of(&src, names);
+            let e = entity_of(file, &sk);
+            let rule = match (file, e) {
+                (Some(f), Some(e)) => {
+                    let target = entity_of(file, key).unwrap_or("?");
+                    let ent = f.entities.iter().find(|x| x.name == e);
+                    let n = ent
+                        .map(|en| {
+                            en.derive
+                                .iter()
+                                .filter(|d| f.entities[d.target].name == target)
+                                .count()
+                        })
+                        .unwrap_or(0);
+                    format!(
+                        "`derive: {target}` of {e}{}",
+                        if n > 1 { " (one of several)" } else { "" }
+                    )
+                }
+                _ => "the model's derive rule".into(),
+            };
+            x.line(format!(
+                "implied by {} ({}) through {rule}",
+                display_key(&sk),
+                e.unwrap_or("source")
+            ));
+        }
+    }
+    if sources == 0 {
+        x.line("no source item implies it now (verify reports it as drift if it exists)");
+    }
+    Ok(x)
+}
+
+async fn explain_counter(
+    model: &Model,
+    file: Option<&FileModel>,
+    t: &Tables<'_>,
+    key: &Item,
+    item: Option<&Item>,
+    attrs: &[&str],
+    mut x: Explanation,
+) -> anyhow::Result<Explanation> {
+    let names = model.rules.key_names();
+    let id = item_id(key);
+    let mut sums: BTreeMap<String, i64> = attrs.iter().map(|a| (a.to_string(), 0)).collect();
+    for src in crate::tools::verify::scan_all(t.client, t.table).await? {
+        let Ok(cs) = model.rules.contributions(&src) else {
+            continue;
+        };
+        for c in cs.iter().filter(|c| item_id(&c.counter.key_item()) == id) {
+            let sk = key_of(&src, names);
+            let e = entity_of(file, &sk);
+            for (a, v) in &c.values {
+                *sums.entry(a.to_string()).or_default() += v;
+            }
+            x.line(format!(
+                "counted by {} ({}) through {}: {}",
+                display_key(&sk),
+                e.unwrap_or("source"),
+                match e {
+                    Some(e) if file.is_some() => format!("`count:` of {e}"),
+                    _ => "the model's count rule".into(),
+                },
+                c.values
+                    .iter()
+                    .map(|(a, v)| format!("{a} {v:+}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    let totals = get(t, t.ledger, &total_key("derive", key)).await?;
+    for (a, sum) in &sums {
+        let value = item.and_then(|i| i.get(a.as_str())).map(show);
+        let ledger = totals
+            .as_ref()
+            .and_then(|r| r.get(&total_attr(a)))
+            .map(show);
+        x.line(format!(
+            "{a}: the sources imply {sum}; the item holds {}; the ledger's total is {}",
+            value.unwrap_or_else(|| "nothing".into()),
+            ledger.unwrap_or_else(|| "not recorded".into())
+        ));
+    }
+    Ok(x)
+}

@@ -1,0 +1,346 @@
+//! `jobstream graph`: a picture of a model as a Mermaid flowchart (GitHub
+//! renders ```` ```mermaid ```` blocks).
+//!
+//! A model file shows everything it declares: each entity with its key
+//! templates (writers as rounded boxes, processor-owned items as boxes,
+//! counters as hexagons), what each writer implies (`project` into an index,
+//! `derive`, `count`), the join sets (facts in, target out) and the indexes.
+//! A compiled model's rules are code: its picture is the table, the indexes,
+//! the stream processors (derive, a history fold) and the queue jobs (sets,
+//! once effects).
+
+use std::fmt::Write as _;
+
+use shared::file::model::{Entity, FileModel, Value};
+use shared::file::sets::{SetExpr, SetWhen};
+use shared::file::template::Part;
+use shared::models::{Job, Model};
+
+/// Text for a quoted Mermaid label: the characters its grammar reads
+/// (quotes, `#`, angle brackets, pipes) as entity codes.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '#' => out.push_str("#35;"),
+            '"' => out.push_str("#quot;"),
+            '<' => out.push_str("#lt;"),
+            '>' => out.push_str("#gt;"),
+            '|' => out.push_str("#124;"),
+            '&' => out.push_str("#38;"),
+            '`' => out.push_str("#96;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A node id from a name (letters, digits, `_`).
+fn id(prefix: &str, name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{prefix}_{clean}")
+}
+
+/// A value as written: literals and `${expr}`.
+fn value_text(v: &Value) -> String {
+    if let [Part::Hole(e, _)] = v.0.as_slice() {
+        return e.source.clone();
+    }
+    v.0.iter()
+        .map(|p| match p {
+            Part::Lit(l) => l.clone(),
+            Part::Hole(e, _) => format!("${{{}}}", e.source),
+        })
+        .collect()
+}
+
+fn entity_label(e: &Entity) -> String {
+    let keys: Vec<String> = e
+        .key
+        .iter()
+        .map(|k| format!("{}: {}", k.attr, k.template.source))
+        .collect();
+    let kind = if e.counter.is_some() {
+        "counter"
+    } else if e.writer {
+        "writer"
+    } else {
+        "processor"
+    };
+    format!(
+        "<b>{}</b> ({kind})<br/>{}",
+        esc(e.name),
+        keys.iter()
+            .map(|k| esc(k))
+            .collect::<Vec<_>>()
+            .join("<br/>")
+    )
+}
+
+fn when_suffix(when: Option<&shared::file::expr::Expr>) -> String {
+    when.map(|w| format!(" when {}", w.source))
+        .unwrap_or_default()
+}
+
+/// The Mermaid flowchart of a model file.
+pub fn file_graph(m: &FileModel) -> String {
+    let mut out = String::from("flowchart LR\n");
+    let t = &m.table;
+    let _ = writeln!(
+        out,
+        "  table[(\"{}\")]",
+        esc(&format!(
+            "table {} ({}, {}){}",
+            t.name,
+            t.pk,
+            t.sk,
+            t.ttl_attribute
+                .map(|a| format!(", TTL {a}"))
+                .unwrap_or_default()
+        ))
+    );
+    for g in &t.gsis {
+        let _ = writeln!(
+            out,
+            "  {}[(\"{}\")]",
+            id("index", g.name),
+            esc(&format!("index {} ({}, {})", g.name, g.pk, g.sk))
+        );
+        let _ = writeln!(out, "  table -.- {}", id("index", g.name));
+    }
+    for e in &m.entities {
+        let label = entity_label(e);
+        let node = id("entity", e.name);
+        let _ = match (e.counter.is_some(), e.writer) {
+            (true, _) => writeln!(out, "  {node}{{{{\"{label}\"}}}}"),
+            (false, true) => writeln!(out, "  {node}(\"{label}\")"),
+            (false, false) => writeln!(out, "  {node}[\"{label}\"]"),
+        };
+    }
+    for e in &m.entities {
+        let node = id("entity", e.name);
+        if let Some(p) = &e.project {
+            let attrs: Vec<String> = p
+                .attrs
+                .iter()
+                .map(|(a, v)| format!("{a} = {}", value_text(v)))
+                .collect();
+            let label = format!(
+                "project {}{}",
+                attrs.join(", "),
+                when_suffix(p.when.as_ref())
+            );
+            // Into each index whose keys it projects, else onto the item.
+            let indexes: Vec<&str> = t
+                .gsis
+                .iter()
+                .filter(|g| p.attrs.iter().any(|(a, _)| *a == g.pk || *a == g.sk))
+                .map(|g| g.name)
+                .collect();
+            if indexes.is_empty() {
+                let _ = writeln!(out, "  {node} -->|\"{}\"| {node}", esc(&label));
+            }
+            for g in indexes {
+                let _ = writeln!(out, "  {node} -->|\"{}\"| {}", esc(&label), id("index", g));
+            }
+        }
+        for d in &e.derive {
+            let target = &m.entities[d.target];
+            let _ = writeln!(
+                out,
+                "  {node} -->|\"{}\"| {}",
+                esc(&format!("derive{}", when_suffix(d.when.as_ref()))),
+                id("entity", target.name)
+            );
+        }
+        for c in &e.count {
+            let target = &m.entities[c.counter];
+            let adds: Vec<String> = c
+                .add
+                .iter()
+                .map(|(a, v)| format!("{a} += {}", value_text(v)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {node} -->|\"{}\"| {}",
+                esc(&format!(
+                    "count {}{}",
+                    adds.join(", "),
+                    when_suffix(c.when.as_ref())
+                )),
+                id("entity", target.name)
+            );
+        }
+    }
+    for s in &m.sets {
+        let node = id("set", s.name);
+        let mut label = format!("set {} (queue {})", s.name, s.queue.name);
+        for w in &s.when {
+            match w {
+                SetWhen::Distinct(a, b) => {
+                    let _ = write!(label, "<br/>when {}", esc(&format!("{a} != {b}")));
+                }
+                SetWhen::Expr(e) => {
+                    let _ = write!(label, "<br/>when {}", esc(&e.source));
+                }
+            }
+        }
+        if let Some(ttl) = &s.ttl {
+            let ttl = match ttl {
+                SetExpr::Var(v) => v.clone(),
+                SetExpr::Attr { fact, attr } => format!("{fact}.{attr}"),
+                SetExpr::Expr(e) => e.source.clone(),
+            };
+            let _ = write!(label, "<br/>ttl {}", esc(&ttl));
+        }
+        let _ = writeln!(out, "  {node}[/\"{label}\"/]");
+        for f in &s.facts {
+            let via = f
+                .via
+                .as_ref()
+                .map(|v| format!(" via {}/{}", v.pk, v.sk))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {} -->|\"{}\"| {node}",
+                id("entity", m.entities[f.entity].name),
+                esc(&format!("fact {}{via}", f.name))
+            );
+        }
+        for f in &s.unless {
+            let _ = writeln!(
+                out,
+                "  {} -.->|\"{}\"| {node}",
+                id("entity", m.entities[f.entity].name),
+                esc(&format!("unless {}", f.name))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {node} -->|\"set items\"| {}",
+            id("entity", m.entities[s.target].name)
+        );
+    }
+    out
+}
+
+/// The Mermaid flowchart of a compiled model: its table, indexes, stream
+/// processors and queue jobs (its rules are code, not declarations).
+pub fn model_graph(m: &Model) -> String {
+    let mut out = String::from("flowchart LR\n");
+    let t = &m.table;
+    let _ = writeln!(
+        out,
+        "  table[(\"{}\")]",
+        esc(&format!(
+            "table {} ({}, {}){}, stream",
+            t.name,
+            t.pk,
+            t.sk,
+            t.ttl_attribute
+                .map(|a| format!(", TTL {a}"))
+                .unwrap_or_default()
+        ))
+    );
+    let _ = writeln!(out, "  ledger[(\"ledger (markers, records, fold state)\")]");
+    for g in &t.gsis {
+        let _ = writeln!(
+            out,
+            "  {}[(\"{}\")]",
+            id("index", g.name),
+            esc(&format!("index {} ({}, {})", g.name, g.pk, g.sk))
+        );
+        let _ = writeln!(out, "  table -.- {}", id("index", g.name));
+    }
+    let _ = writeln!(
+        out,
+        "  proc_derive[\"derive: projections, derived items, counters\"]"
+    );
+    let _ = writeln!(out, "  table -->|\"stream\"| proc_derive");
+    let _ = writeln!(out, "  proc_derive -->|\"writes\"| table");
+    let _ = writeln!(out, "  proc_derive -.- ledger");
+    if let Some(f) = &m.fold {
+        let node = id("proc", f.processor);
+        let _ = writeln!(
+            out,
+            "  {node}[\"{}\"]",
+            esc(&format!("{}: history fold", f.processor))
+        );
+        let _ = writeln!(out, "  table -->|\"stream\"| {node}");
+        let _ = writeln!(out, "  {node} -->|\"history entries\"| table");
+        let _ = writeln!(out, "  {node} -.- ledger");
+    }
+    for c in &m.consumers {
+        let q = id("queue", c.queue.logical);
+        let w = id("worker", c.queue.consumer);
+        let kind = match &c.job {
+            Job::Set(_) => "set job",
+            Job::Once(_) => "once effect",
+        };
+        let _ = writeln!(
+            out,
+            "  {q}[/\"{}\"/]",
+            esc(&format!(
+                "queue {} (DLQ {})",
+                c.queue.name, c.queue.dlq_name
+            ))
+        );
+        let _ = writeln!(
+            out,
+            "  {w}[\"{}\"]",
+            esc(&format!("{}: {kind}", c.queue.consumer))
+        );
+        let _ = writeln!(out, "  proc_derive -->|\"jobs\"| {q}");
+        let _ = writeln!(out, "  {q} --> {w}");
+        let _ = writeln!(
+            out,
+            "  {w} -->|\"{}\"| table",
+            match &c.job {
+                Job::Set(_) => "set items",
+                Job::Once(_) => "once, with a marker",
+            }
+        );
+        let _ = writeln!(out, "  {w} -.- ledger");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIBRARY: &str = include_str!("../../../models/library.yaml");
+
+    #[test]
+    fn a_file_graph_shows_entities_what_they_imply_and_the_indexes() {
+        let m = shared::file::compile(LIBRARY, "library").expect("library.yaml compiles");
+        let g = file_graph(&m);
+        assert!(g.starts_with("flowchart LR\n"), "{g}");
+        for line in [
+            "  index_GSI1[(\"index GSI1 (GSI1PK, GSI1SK)\")]",
+            "  entity_loans{{\"<b>loans</b> (counter)<br/>PK: M#35;${memberId}<br/>SK: COUNT\"}}",
+            "  entity_loan -->|\"derive\"| entity_book_loan",
+            "  entity_loan -->|\"count open += state == 'open' ? 1 : 0, total += 1\"| entity_loans",
+        ] {
+            assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+        }
+        let project = g
+            .lines()
+            .find(|l| l.starts_with("  entity_loan -->|\"project "))
+            .expect("the loan's projection");
+        assert!(project.ends_with("| index_GSI1"), "{project}");
+        assert!(project.contains("when state == 'open'"), "{project}");
+    }
+
+    #[test]
+    fn labels_escape_what_mermaid_reads() {
+        assert_eq!(
+            esc("A#\"b\"<c>|d&"),
+            "A#35;#quot;b#quot;#lt;c#gt;#124;d#38;"
+        );
+        assert_eq!(id("entity", "book-loan"), "entity_book_loan");
+    }
+}

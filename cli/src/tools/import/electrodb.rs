@@ -1,0 +1,645 @@
+//! ElectroDB entities (their `schema`, serialised to JSON) -> a [`Draft`].
+//!
+//! The input is one entity's schema, a list of them, or an object of them
+//! (one table), as `JSON.stringify(entity.schema, (k, v) => typeof v ===
+//! 'function' ? v.toString() : v)` writes it: functions arrive as their
+//! source text and become comments.
+//!
+//! Keys are built as ElectroDB's `_makeKey` builds them: a prefix
+//! (`$service`, then `#label_value` per composite attribute for the partition
+//! key; `$entity_version` or, in a collection, `$collection#entity_version`
+//! for the sort key), or the `template` text; the whole key in the index's
+//! `casing` (lower case by default); a composite's `padding`; and building
+//! stops at the first absent composite. The primary index -> the table's keys
+//! (a cased value binds a name of its own, tied to its attribute by a check
+//! such as `lower(id) == id_lower`), every other index -> projected GSI keys.
+//! `__edb_e__` (the entity's name) is the entity-type attribute and
+//! `__edb_v__` its version, an enum of one value.
+
+use serde_json::{Map, Value as Json};
+
+use super::{
+    cel_str, fresh, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi, DraftProject,
+    DraftTy, ImportError,
+};
+
+/// The attribute ElectroDB writes the entity's name to.
+pub const ENTITY_FIELD: &str = "__edb_e__";
+/// The attribute ElectroDB writes the entity's version to.
+pub const VERSION_FIELD: &str = "__edb_v__";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Casing {
+    Lower,
+    Upper,
+    None,
+}
+
+impl Casing {
+    fn of(v: Option<&str>) -> Casing {
+        match v {
+            Some("upper") => Casing::Upper,
+            Some("none") => Casing::None,
+            _ => Casing::Lower,
+        }
+    }
+
+    fn apply(self, s: &str) -> String {
+        match self {
+            Casing::Lower => s.to_lowercase(),
+            Casing::Upper => s.to_uppercase(),
+            Casing::None => s.to_string(),
+        }
+    }
+
+    fn function(self) -> Option<&'static str> {
+        match self {
+            Casing::Lower => Some("lower"),
+            Casing::Upper => Some("upper"),
+            Casing::None => None,
+        }
+    }
+}
+
+/// A key as ElectroDB writes it: literal text, then (label, attribute)
+/// pairs; building stops at the first absent attribute.
+#[derive(Debug, Clone, PartialEq)]
+struct KeyShape {
+    prefix: String,
+    composites: Vec<(String, String)>,
+    casing: Casing,
+}
+
+struct Attribute<'a> {
+    /// The schema's name (keys' labels use it).
+    name: &'a str,
+    /// The table attribute (`field`, else the name).
+    field: String,
+    def: &'a Map<String, Json>,
+}
+
+impl Attribute<'_> {
+    fn kind(&self) -> &str {
+        match self.def.get("type") {
+            Some(Json::Array(_)) => "enum",
+            Some(Json::String(s)) => s,
+            _ => "string",
+        }
+    }
+
+    fn required(&self) -> bool {
+        self.def.get("required").and_then(Json::as_bool) == Some(true)
+    }
+
+    fn is_text(&self) -> bool {
+        matches!(self.kind(), "string" | "enum")
+    }
+
+    /// `padding: { length, char }`.
+    fn padding(&self) -> Option<(u64, String)> {
+        let p = self.def.get("padding")?;
+        let len = p.get("length")?.as_u64()?;
+        let ch = p.get("char")?.as_str()?.to_string();
+        (len > 0 && !ch.is_empty()).then_some((len, ch))
+    }
+}
+
+fn composites(key: &Json) -> Vec<String> {
+    key.get("composite")
+        .or_else(|| key.get("facets"))
+        .and_then(Json::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The labels of a `template` key (`T#${taskId}#x`): the text before each
+/// attribute, and the text after the last one.
+fn template_shape(template: &str) -> (Vec<(String, String)>, String) {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        let Some(end) = rest[start..].find('}') else {
+            break;
+        };
+        out.push((
+            rest[..start].to_string(),
+            rest[start + 2..start + end].trim().to_string(),
+        ));
+        rest = &rest[start + end + 1..];
+    }
+    (out, rest.to_string())
+}
+
+/// The shape of one key of an index.
+fn shape(
+    key: &Json,
+    entity: &str,
+    version: &str,
+    service: &str,
+    index: &Map<String, Json>,
+    is_pk: bool,
+    notes: &mut Vec<String>,
+) -> KeyShape {
+    let casing = Casing::of(key.get("casing").and_then(Json::as_str));
+    if let Some(t) = key.get("template").and_then(Json::as_str) {
+        let (labels, tail) = template_shape(t);
+        if !tail.is_empty() {
+            notes.push(format!(
+                "the template `{t}` ends in `{tail}` after its last attribute: ElectroDB drops it; so does this key"
+            ));
+        }
+        return KeyShape {
+            prefix: String::new(),
+            composites: labels,
+            casing,
+        };
+    }
+    let names = composites(key);
+    let prefix = if is_pk {
+        let mut p = format!("${service}");
+        if let Some(scope) = index.get("scope").and_then(Json::as_str) {
+            p.push_str(&format!("_{scope}"));
+        }
+        p
+    } else {
+        let collection = match index.get("collection") {
+            Some(Json::String(c)) => format!("${c}"),
+            Some(Json::Array(cs)) => cs
+                .iter()
+                .filter_map(Json::as_str)
+                .enumerate()
+                .map(|(i, c)| {
+                    if i == 0 {
+                        format!("${c}")
+                    } else {
+                        format!("#{c}")
+                    }
+                })
+                .collect(),
+            _ => String::new(),
+        };
+        if collection.is_empty() {
+            format!("${entity}_{version}")
+        } else {
+            format!("{collection}#{entity}_{version}")
+        }
+    };
+    KeyShape {
+        prefix,
+        composites: names.into_iter().map(|n| (format!("#{n}_"), n)).collect(),
+        casing,
+    }
+}
+
+/// Imports ElectroDB entity schemas (JSON text).
+pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, ImportError> {
+    let err = |at: &str, why: String| ImportError::Schema {
+        path: path.to_string(),
+        at: at.to_string(),
+        why,
+    };
+    let json: Json = serde_json::from_str(text).map_err(|source| ImportError::Json {
+        path: path.to_string(),
+        source,
+    })?;
+    let schemas: Vec<&Json> = match &json {
+        Json::Array(a) => a.iter().collect(),
+        Json::Object(o) if o.contains_key("model") => vec![&json],
+        Json::Object(o) => o.values().collect(),
+        _ => vec![],
+    };
+    if schemas.is_empty() {
+        return Err(err(
+            "(top)",
+            "no entity schema (an object with `model`, `attributes`, `indexes`, or a list of them)"
+                .into(),
+        ));
+    }
+    let mut table_keys: Option<(String, String)> = None;
+    let mut gsis: Vec<DraftGsi> = Vec::new();
+    let mut notes = Vec::new();
+    let mut entities = Vec::new();
+    for (i, s) in schemas.iter().enumerate() {
+        let model = s
+            .get("model")
+            .ok_or_else(|| err(&format!("[{i}].model"), "missing".into()))?;
+        let entity = model
+            .get("entity")
+            .and_then(Json::as_str)
+            .ok_or_else(|| err(&format!("[{i}].model.entity"), "missing".into()))?;
+        let at = entity.to_string();
+        let version = model.get("version").and_then(Json::as_str).unwrap_or("1");
+        let service = model
+            .get("service")
+            .and_then(Json::as_str)
+            .ok_or_else(|| err(&format!("{at}.model.service"), "missing".into()))?;
+        let attrs_json = s
+            .get("attributes")
+            .and_then(Json::as_object)
+            .ok_or_else(|| err(&format!("{at}.attributes"), "missing".into()))?;
+        let mut attrs: Vec<Attribute> = Vec::new();
+        for (n, d) in attrs_json {
+            let def = d
+                .as_object()
+                .ok_or_else(|| err(&format!("{at}.attributes.{n}"), "not an object".into()))?;
+            let field = def
+                .get("field")
+                .and_then(Json::as_str)
+                .unwrap_or(n)
+                .to_string();
+            attrs.push(Attribute {
+                name: n,
+                field,
+                def,
+            });
+        }
+        let indexes = s
+            .get("indexes")
+            .and_then(Json::as_object)
+            .ok_or_else(|| err(&format!("{at}.indexes"), "missing".into()))?;
+        let mut e = DraftEntity {
+            name: entity.to_string(),
+            notes: Vec::new(),
+            key: Vec::new(),
+            attributes: Vec::new(),
+            checks: Vec::new(),
+            project: Vec::new(),
+        };
+        let mut taken: Vec<String> = attrs.iter().map(|a| a.field.clone()).collect();
+        let attr = |n: &str| attrs.iter().find(|a| a.name == n);
+        for (index_name, index) in indexes {
+            let ia = format!("{at}.indexes.{index_name}");
+            let index = index
+                .as_object()
+                .ok_or_else(|| err(&ia, "not an object".into()))?;
+            let pk = index
+                .get("pk")
+                .ok_or_else(|| err(&format!("{ia}.pk"), "missing".into()))?;
+            let pk_field = pk
+                .get("field")
+                .and_then(Json::as_str)
+                .ok_or_else(|| err(&format!("{ia}.pk.field"), "missing".into()))?;
+            let sk = index.get("sk").filter(|v| v.is_object());
+            let sk_field = sk.and_then(|k| k.get("field")).and_then(Json::as_str);
+            if index.get("type").and_then(Json::as_str) == Some("clustered") {
+                e.notes.push(format!(
+                    "index `{index_name}` is clustered (the entity name after the sort key's attributes): not reproduced; write its keys by hand"
+                ));
+                continue;
+            }
+            let Some(sk_field) = sk_field else {
+                e.notes.push(format!(
+                    "index `{index_name}` has no sort key: model files index with both keys; not reproduced"
+                ));
+                continue;
+            };
+            let mut shapes = Vec::new();
+            for (k, is_pk) in [(pk, true), (sk.unwrap_or(&Json::Null), false)] {
+                shapes.push(shape(
+                    k,
+                    entity,
+                    version,
+                    service,
+                    index,
+                    is_pk,
+                    &mut e.notes,
+                ));
+            }
+            for sh in &shapes {
+                for (_, n) in &sh.composites {
+                    if attr(n).is_none() {
+                        return Err(err(
+                            &ia,
+                            format!("the key reads `{n}`, which is not an attribute of {entity}"),
+                        ));
+                    }
+                }
+            }
+            match index.get("index").and_then(Json::as_str) {
+                None => {
+                    // The primary index: the table's keys.
+                    let keys = (pk_field.to_string(), sk_field.to_string());
+                    match &table_keys {
+                        None => table_keys = Some(keys.clone()),
+                        Some(k) if *k != keys => {
+                            return Err(err(
+                                &ia,
+                                format!(
+                                    "the table's keys are ({}, {}) for another entity, ({}, {}) here: one table, one pair",
+                                    k.0, k.1, keys.0, keys.1
+                                ),
+                            ))
+                        }
+                        Some(_) => {}
+                    }
+                    for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
+                        let t = key_template(sh, &attrs, &mut taken, &mut e.checks, &mut e.notes);
+                        e.key.push((field.to_string(), t));
+                    }
+                }
+                Some(gsi) => {
+                    match gsis.iter().find(|g| g.name == gsi) {
+                        Some(g) if g.pk != pk_field || g.sk != sk_field => {
+                            return Err(err(
+                                &ia,
+                                format!(
+                                    "index {gsi} is keyed ({}, {}) by another entity, ({pk_field}, {sk_field}) here",
+                                    g.pk, g.sk
+                                ),
+                            ))
+                        }
+                        Some(_) => {}
+                        None => gsis.push(DraftGsi {
+                            name: gsi.to_string(),
+                            pk: pk_field.to_string(),
+                            sk: sk_field.to_string(),
+                        }),
+                    }
+                    let condition = index.get("condition").and_then(Json::as_str);
+                    for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
+                        let mut p = projection(field, sh, &attrs);
+                        if let Some(c) = condition {
+                            let n = format!(
+                                "index `{index_name}` is written only while `{c}` holds: write it as \
+                                 `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute"
+                            );
+                            p.note = Some(match p.note {
+                                Some(o) => format!("{o}; {n}"),
+                                None => n,
+                            });
+                        }
+                        e.project.push(p);
+                    }
+                }
+            }
+        }
+        if e.key.is_empty() {
+            return Err(err(
+                &format!("{at}.indexes"),
+                "no primary index (an index without `index`)".into(),
+            ));
+        }
+        for a in &attrs {
+            if let Some(d) = draft_attr(a) {
+                e.attributes.push(d);
+            } else {
+                e.notes.push(format!(
+                    "`{}` ({}) is not typed: model files type scalars and string sets",
+                    a.field,
+                    a.kind()
+                ));
+            }
+        }
+        e.attributes.push(DraftAttr {
+            name: VERSION_FIELD.to_string(),
+            ty: DraftTy::Enum(vec![version.to_string()]),
+            optional: false,
+            note: None,
+        });
+        if entities.iter().any(|x: &DraftEntity| x.name == entity) {
+            notes.push(format!(
+                "two entities are named `{entity}`: ElectroDB tells them apart by service and version; rename one here"
+            ));
+        }
+        entities.push(e);
+    }
+    let (pk, sk) = table_keys.ok_or_else(|| err("indexes", "no primary index".into()))?;
+    Ok(Draft {
+        name: name.to_string(),
+        about: format!("imported from the ElectroDB entities {path}"),
+        notes,
+        table: table.to_string(),
+        pk,
+        sk,
+        gsis,
+        entity_type: ENTITY_FIELD.to_string(),
+        entities,
+    })
+}
+
+fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
+    let mut notes = Vec::new();
+    let ty = match a.kind() {
+        "string" => DraftTy::Named("string"),
+        "number" => {
+            notes.push(
+                "an ElectroDB number may be fractional; `int` reads integers only (a fraction is bad input)"
+                    .to_string(),
+            );
+            DraftTy::Named("int")
+        }
+        "boolean" => DraftTy::Named("bool"),
+        "enum" => DraftTy::Enum(
+            a.def
+                .get("type")
+                .and_then(Json::as_array)
+                .map(|v| {
+                    v.iter()
+                        .map(|x| x.as_str().map(str::to_string).unwrap_or(x.to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
+            DraftTy::Named("set")
+        }
+        _ => return None,
+    };
+    if a.field != a.name {
+        notes.push(format!(
+            "ElectroDB calls it `{}` (field `{}` in the table)",
+            a.name, a.field
+        ));
+    }
+    for f in ["default", "validate", "get", "set", "watch"] {
+        if let Some(v) = a.def.get(f) {
+            let v = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            notes.push(match f {
+                "default" => format!(
+                    "default `{v}`: ElectroDB fills it in on put; here the attribute is read as written"
+                ),
+                "validate" => format!("validate `{v}`: write it as a `check:` (CEL)"),
+                _ => format!("{f} `{v}`: a JS function with no equivalent here"),
+            });
+        }
+    }
+    if let Some((len, ch)) = a.padding() {
+        if !(ch == "0" && a.kind() == "number") {
+            notes.push(format!(
+                "padded to {len} with `{ch}` in keys: only numbers padded with 0 are reproduced (`pad()`)"
+            ));
+        }
+    }
+    Some(DraftAttr {
+        name: a.field.clone(),
+        ty,
+        optional: !a.required(),
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    })
+}
+
+/// The CEL expression of a composite's value as ElectroDB writes it in a key
+/// (padded, cased), or `None` when it is the attribute as is.
+fn transformed(a: &Attribute, casing: Casing) -> Option<String> {
+    if let Some((len, ch)) = a.padding() {
+        if ch == "0" && a.kind() == "number" {
+            return Some(pad_number(&a.field, len as usize));
+        }
+    }
+    match casing.function() {
+        Some(f) if a.is_text() => Some(format!("{f}({})", a.field)),
+        _ => None,
+    }
+}
+
+/// The primary key's template: cased literals; a composite written as is
+/// binds its attribute, a transformed one a fresh name tied by a check.
+fn key_template(
+    sh: &KeyShape,
+    attrs: &[Attribute],
+    taken: &mut Vec<String>,
+    checks: &mut Vec<DraftCheck>,
+    notes: &mut Vec<String>,
+) -> String {
+    let attr = |n: &str| attrs.iter().find(|a| a.name == n);
+    let mut t = sh.casing.apply(&sh.prefix);
+    for (label, n) in &sh.composites {
+        t.push_str(&sh.casing.apply(label));
+        let Some(a) = attr(n) else { continue };
+        if !a.required() {
+            notes.push(format!(
+                "`{}` is part of the primary key but not required: ElectroDB refuses a put without it, here it is read from the key",
+                a.field
+            ));
+        }
+        match transformed(a, sh.casing) {
+            None => t.push_str(&format!("${{{}}}", a.field)),
+            Some(expr) => {
+                let suffix = match sh.casing.function() {
+                    Some(f) if a.is_text() => f,
+                    _ => "key",
+                };
+                let base = format!("{}_{suffix}", a.field);
+                let b = match checks
+                    .iter()
+                    .find(|c| c.expr == format!("{expr} == {base}"))
+                {
+                    Some(_) => base,
+                    None => {
+                        let b = fresh(&base, taken);
+                        taken.push(b.clone());
+                        checks.push(DraftCheck {
+                            expr: format!("{expr} == {b}"),
+                            attribute: a.field.clone(),
+                            message: format!("the key holds `{expr}`"),
+                        });
+                        b
+                    }
+                };
+                t.push_str(&format!("${{{b}}}"));
+            }
+        }
+    }
+    t
+}
+
+/// A GSI key attribute as a projection: a value template while every
+/// composite is required, else one expression that stops at the first
+/// absent composite (as ElectroDB's `_makeKey` does).
+fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
+    let attr = |n: &str| attrs.iter().find(|a| a.name == n);
+    let prefix = sh.casing.apply(&sh.prefix);
+    let all_required = sh
+        .composites
+        .iter()
+        .all(|(_, n)| attr(n).is_some_and(|a| a.required()));
+    let hole = |a: &Attribute| transformed(a, sh.casing).unwrap_or_else(|| a.field.clone());
+    let value = if all_required {
+        let mut t = prefix;
+        for (label, n) in &sh.composites {
+            t.push_str(&sh.casing.apply(label));
+            if let Some(a) = attr(n) {
+                t.push_str(&format!("${{{}}}", hole(a)));
+            }
+        }
+        t
+    } else {
+        // prefix + label1 + (v1 == null ? '' : v1 + label2 + (v2 == null ? '' : v2 ...))
+        let mut tail = String::new();
+        for (label, n) in sh.composites.iter().rev() {
+            let Some(a) = attr(n) else { continue };
+            let v = if a.is_text() || transformed(a, sh.casing).is_some() {
+                hole(a)
+            } else {
+                format!("string({})", a.field)
+            };
+            let rest = if tail.is_empty() {
+                v
+            } else {
+                format!("{v} + {tail}")
+            };
+            let inner = if a.required() {
+                rest
+            } else {
+                format!("({} == null ? '' : {rest})", a.field)
+            };
+            tail = format!("{} + {inner}", cel_str(&sh.casing.apply(label)));
+        }
+        if tail.is_empty() {
+            prefix
+        } else {
+            format!("${{{} + {tail}}}", cel_str(&prefix))
+        }
+    };
+    DraftProject {
+        attr: field.to_string(),
+        value,
+        note: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_give_their_labels() {
+        assert_eq!(
+            template_shape("P#${points}#T#${taskId}"),
+            (
+                vec![
+                    ("P#".to_string(), "points".to_string()),
+                    ("#T#".to_string(), "taskId".to_string())
+                ],
+                String::new()
+            )
+        );
+    }
+
+    #[test]
+    fn input_that_is_not_an_entity_is_refused_with_where_and_why() {
+        let e = import("[]", "e.json", "e", "t").unwrap_err();
+        assert!(
+            e.to_string().starts_with("e.json: (top): no entity schema"),
+            "{e}"
+        );
+        let e = import(
+            r#"{"model":{"entity":"a","service":"s"},"attributes":{},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+            "e.json",
+            "e",
+            "t",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("`id`, which is not an attribute"),
+            "{e}"
+        );
+    }
+}

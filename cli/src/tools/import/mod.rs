@@ -1,0 +1,326 @@
+//! `jobstream import onetable|electrodb SCHEMA.json`: a model file from the
+//! schema a team already has in a DynamoDB client library.
+//!
+//! - [`onetable`] - a OneTable schema (`onetable:1.1.0`: `indexes`,
+//!   `models` with `value` templates, `params.typeField`).
+//! - [`electrodb`] - ElectroDB entities serialised to JSON (their `schema`:
+//!   `model`, `attributes`, `indexes` with `composite` lists or `template`,
+//!   `casing`, `collection`).
+//!
+//! Both build a [`Draft`], rendered as YAML with a `# TODO:` comment at each
+//! place the schema's semantics have no equivalent in the format (a JS
+//! function, a default, a number that may be fractional), saying what to write
+//! by hand. Keys are reproduced exactly: a key part the library writes in a
+//! transformed form (padded, lower-cased) binds its own name in the key
+//! template, and a `check` ties it to the attribute, so an item whose key
+//! disagrees with its attributes is bad input, as for any model file.
+
+pub mod electrodb;
+pub mod onetable;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The library a schema comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Library {
+    /// A OneTable schema (`format: onetable:1.1.0`).
+    Onetable,
+    /// ElectroDB entities' `schema`, as JSON.
+    Electrodb,
+}
+
+/// `jobstream import`: the model file (to `out`, else stdout), checked as
+/// `check-model` checks it. Returns the problems as `PLACE:LINE:COL:
+/// message` lines (empty: the file passes); the file is written either way,
+/// for fixing.
+pub fn run(
+    from: Library,
+    schema: &Path,
+    name: Option<String>,
+    table: Option<String>,
+    out: Option<&Path>,
+) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(schema)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", schema.display()))?;
+    let path = schema.display().to_string();
+    let name = name.unwrap_or_else(|| {
+        schema
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into())
+    });
+    let table = table.unwrap_or_else(|| name.clone());
+    let draft = match from {
+        Library::Onetable => onetable::import(&text, &path, &name, &table)?,
+        Library::Electrodb => electrodb::import(&text, &path, &name, &table)?,
+    };
+    let yaml = draft.render(&path);
+    match out {
+        Some(o) => std::fs::write(o, &yaml).map_err(|e| anyhow::anyhow!("{}: {e}", o.display()))?,
+        None => print!("{yaml}"),
+    }
+    let shown = out
+        .map(|o| o.display().to_string())
+        .unwrap_or_else(|| "(stdout)".into());
+    Ok(match shared::file::compile(&yaml, &name) {
+        Ok(_) => vec![],
+        Err(problems) => problems
+            .iter()
+            .map(|p| format!("{shown}:{}:{}: {}", p.line, p.col, p.message))
+            .collect(),
+    })
+}
+
+/// Why a schema could not be imported: what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{path}: not JSON: {source}")]
+    Json {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {at}: {why}")]
+    Schema {
+        path: String,
+        /// Where in the schema (`models.Account.pk`).
+        at: String,
+        why: String,
+    },
+}
+
+/// An attribute's type in the model file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DraftTy {
+    /// `string`, `int`, `bool`, `ulid`, `iso-utc`, `set`.
+    Named(&'static str),
+    Enum(Vec<String>),
+}
+
+#[derive(Debug, Clone)]
+pub struct DraftAttr {
+    pub name: String,
+    pub ty: DraftTy,
+    pub optional: bool,
+    /// What to write by hand, if anything.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DraftCheck {
+    pub expr: String,
+    pub attribute: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DraftProject {
+    pub attr: String,
+    /// A value template (`"acct#${id}"`) or one expression (`"${...}"`).
+    pub value: String,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DraftEntity {
+    pub name: String,
+    /// Comments above the entity.
+    pub notes: Vec<String>,
+    /// Key attribute -> template, partition key first.
+    pub key: Vec<(String, String)>,
+    pub attributes: Vec<DraftAttr>,
+    pub checks: Vec<DraftCheck>,
+    pub project: Vec<DraftProject>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DraftGsi {
+    pub name: String,
+    pub pk: String,
+    pub sk: String,
+}
+
+/// A model file before rendering.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub name: String,
+    pub about: String,
+    /// Comments at the top of the file (after the generated-by line).
+    pub notes: Vec<String>,
+    pub table: String,
+    pub pk: String,
+    pub sk: String,
+    pub gsis: Vec<DraftGsi>,
+    pub entity_type: String,
+    pub entities: Vec<DraftEntity>,
+}
+
+/// A YAML double-quoted scalar (JSON's escapes are YAML's).
+fn q(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+fn comment(out: &mut String, indent: &str, text: &str) {
+    for line in text.lines() {
+        let _ = writeln!(out, "{indent}# {line}");
+    }
+}
+
+impl Draft {
+    /// The model file: YAML, `jobstream: 1`, comments where a hand is needed.
+    pub fn render(&self, generated_from: &str) -> String {
+        let mut out = String::new();
+        comment(
+            &mut out,
+            "",
+            &format!("Imported by `jobstream import` from {generated_from}."),
+        );
+        comment(
+            &mut out,
+            "",
+            "Check it with `jobstream check-model FILE`; each `TODO:` says what the schema\n\
+             meant that this file does not say yet.",
+        );
+        for n in &self.notes {
+            comment(&mut out, "", &format!("TODO: {n}"));
+        }
+        let _ = writeln!(out, "jobstream: 1");
+        let _ = writeln!(out, "name: {}", q(&self.name));
+        let _ = writeln!(out, "about: {}", q(&self.about));
+        let _ = writeln!(out, "table:");
+        let _ = writeln!(out, "  name: {}", q(&self.table));
+        let _ = writeln!(out, "  pk: {}", q(&self.pk));
+        let _ = writeln!(out, "  sk: {}", q(&self.sk));
+        if !self.gsis.is_empty() {
+            let _ = writeln!(out, "  gsis:");
+            for g in &self.gsis {
+                let _ = writeln!(
+                    out,
+                    "    - {{ name: {}, pk: {}, sk: {} }}",
+                    q(&g.name),
+                    q(&g.pk),
+                    q(&g.sk)
+                );
+            }
+        }
+        let _ = writeln!(out, "  entity_type: {}", q(&self.entity_type));
+        let _ = writeln!(out, "entities:");
+        for e in &self.entities {
+            for n in &e.notes {
+                comment(&mut out, "  ", &format!("TODO: {n}"));
+            }
+            let _ = writeln!(out, "  {}:", q(&e.name));
+            let _ = writeln!(out, "    key:");
+            for (k, t) in &e.key {
+                let _ = writeln!(out, "      {}: {}", q(k), q(t));
+            }
+            if !e.attributes.is_empty() {
+                let _ = writeln!(out, "    attributes:");
+                for a in &e.attributes {
+                    if let Some(n) = &a.note {
+                        comment(&mut out, "      ", &format!("TODO: {n}"));
+                    }
+                    // `?` after the name: optional (an enum's too).
+                    let opt = if a.optional { "?" } else { "" };
+                    let ty = match &a.ty {
+                        DraftTy::Named(t) => q(t),
+                        DraftTy::Enum(values) => format!(
+                            "[{}]",
+                            values.iter().map(|v| q(v)).collect::<Vec<_>>().join(", ")
+                        ),
+                    };
+                    let _ = writeln!(out, "      {}: {ty}", q(&format!("{}{opt}", a.name)));
+                }
+            }
+            if !e.checks.is_empty() {
+                let _ = writeln!(out, "    check:");
+                for c in &e.checks {
+                    let _ = writeln!(
+                        out,
+                        "      - {{ expr: {}, attribute: {}, message: {} }}",
+                        q(&c.expr),
+                        q(&c.attribute),
+                        q(&c.message)
+                    );
+                }
+            }
+            if !e.project.is_empty() {
+                let _ = writeln!(out, "    project:");
+                let _ = writeln!(out, "      attributes:");
+                for p in &e.project {
+                    if let Some(n) = &p.note {
+                        comment(&mut out, "        ", &format!("TODO: {n}"));
+                    }
+                    let _ = writeln!(out, "        {}: {}", q(&p.attr), q(&p.value));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A CEL string literal.
+pub fn cel_str(s: &str) -> String {
+    let mut out = String::from("'");
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A number padded with `0` to `len` characters as both libraries pad it
+/// (JavaScript's `padStart`): a longer one is kept whole (`pad()` alone
+/// clamps it).
+pub fn pad_number(name: &str, len: usize) -> String {
+    format!("(size(string({name})) >= {len} ? string({name}) : pad({name}, {len}))")
+}
+
+/// A name usable in templates and CEL (letters, digits, `_`), from a
+/// schema's name.
+pub fn ident(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.chars().next().is_none_or(|c| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
+}
+
+/// A name not yet taken among `taken`, from `base`.
+pub fn fresh(base: &str, taken: &[String]) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}{n}");
+        n += 1;
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_literals_are_safe_in_the_format() {
+        assert_eq!(ident("first-name"), "first_name");
+        assert_eq!(ident("1st"), "_1st");
+        assert_eq!(cel_str("it's"), "'it\\'s'");
+        assert_eq!(q("a\"b#${c}"), "\"a\\\"b#${c}\"");
+        assert_eq!(fresh("id_key", &["id_key".into()]), "id_key2");
+    }
+}

@@ -1,0 +1,131 @@
+//! `jobstream explain`: for the library model file (models/library.yaml),
+//! after its processors ran, what a source loan implies and what the ledger
+//! recorded; which loans a derived book_loan and the member's loans counter
+//! come from, by which rule; and the rule that rejects a bad loan.
+
+use std::path::PathBuf;
+
+use jobstream::tools::explain::{explain, Explanation, Tables};
+use shared::item::{n, s, Item};
+
+use crate::support::{model_env, put, ModelEnv};
+
+fn library() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/library.yaml"
+    ))
+}
+
+const BOOK: &str = "01HXAA0000000000000000000A";
+const BOOK2: &str = "01HXAA0000000000000000000B";
+
+fn loan(member: &str, book: &str, days: i64, state: &str) -> Item {
+    [
+        ("PK", s(format!("M#{member}"))),
+        ("SK", s(format!("LOAN#{book}"))),
+        ("type", s("loan")),
+        ("memberId", s(member)),
+        ("bookId", s(book)),
+        ("days", n(days)),
+        ("state", s(state)),
+        ("since", s("2026-01-01T00:00:00Z")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+async fn ask(env: &ModelEnv, pk: &str, sk: &str) -> Explanation {
+    let file = &shared::file::load(&library()).expect("loads").model;
+    let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into();
+    let t = Tables {
+        client: &env.rt.dynamodb,
+        table: &env.rt.config.table,
+        ledger: &env.rt.config.ledger_table,
+    };
+    explain(&env.rt.model, Some(file), &t, &key)
+        .await
+        .expect("explains")
+}
+
+fn has(x: &Explanation, line: &str) -> bool {
+    x.lines.iter().any(|l| l == line)
+}
+
+#[tokio::test]
+async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
+    let mut env = model_env("library", |o| o.model_file = Some(library())).await;
+    put(&env.rt, loan("ann", BOOK, 14, "open")).await;
+    put(&env.rt, loan("ann", BOOK2, 7, "returned")).await;
+    // Bad input: 90 days fails the file's check (1..60).
+    put(&env.rt, loan("bob", BOOK, 90, "open")).await;
+    env.rt.drain().await.expect("drains");
+
+    let src = ask(&env, "M#ann", &format!("LOAN#{BOOK}")).await;
+    assert_eq!(src.kind, "source", "{:#?}", src.lines);
+    for line in [
+        "projects GSI1PK = \"OPEN\"".to_string(),
+        "projects GSI1SK = \"2026-01-01T00:00:00Z#ann\"".to_string(),
+        "in index GSI1 at GSI1PK = \"OPEN\", GSI1SK = \"2026-01-01T00:00:00Z#ann\"".to_string(),
+        format!("derives PK=B#{BOOK}, SK=M#ann (book_loan) (present)"),
+        "counts into PK=M#ann, SK=COUNT (loans): open +1, total +1".to_string(),
+        "starts no job when written".to_string(),
+        "ledger: counted into PK=M#ann, SK=COUNT: open +1, total +1".to_string(),
+        "ledger: agrees with what the rules imply now".to_string(),
+    ] {
+        assert!(has(&src, &line), "missing `{line}` in {:#?}", src.lines);
+    }
+    let returned = ask(&env, "M#ann", &format!("LOAN#{BOOK2}")).await;
+    assert!(
+        has(&returned, "not in index GSI1"),
+        "a returned loan is out of the sparse index: {:#?}",
+        returned.lines
+    );
+
+    let derived = ask(&env, &format!("B#{BOOK}"), "M#ann").await;
+    assert_eq!(derived.kind, "derived", "{:#?}", derived.lines);
+    assert!(
+        has(
+            &derived,
+            &format!(
+                "implied by PK=M#ann, SK=LOAN#{BOOK} (loan) through `derive: book_loan` of loan"
+            )
+        ),
+        "{:#?}",
+        derived.lines
+    );
+
+    let counter = ask(&env, "M#ann", "COUNT").await;
+    assert_eq!(counter.kind, "counter", "{:#?}", counter.lines);
+    for line in [
+        format!("counted by PK=M#ann, SK=LOAN#{BOOK} (loan) through `count:` of loan: open +1, total +1"),
+        format!("counted by PK=M#ann, SK=LOAN#{BOOK2} (loan) through `count:` of loan: open +0, total +1"),
+        "open: the sources imply 1; the item holds 1; the ledger's total is 1".to_string(),
+        "total: the sources imply 2; the item holds 2; the ledger's total is 2".to_string(),
+    ] {
+        assert!(has(&counter, &line), "missing `{line}` in {:#?}", counter.lines);
+    }
+
+    let bad = ask(&env, "M#bob", &format!("LOAN#{BOOK}")).await;
+    assert_eq!(bad.kind, "bad input", "{:#?}", bad.lines);
+    assert!(
+        has(&bad, "rejected by: check `days > 0 && days <= 60` of loan"),
+        "{:#?}",
+        bad.lines
+    );
+    assert!(
+        bad.lines
+            .iter()
+            .any(|l| l.starts_with("why: ") && l.contains("1..60 days")),
+        "{:#?}",
+        bad.lines
+    );
+    // The bad loan changed nothing: no counter for bob.
+    let none = ask(&env, "M#bob", "COUNT").await;
+    assert!(
+        has(&none, "total: the sources imply 0; the item holds nothing; the ledger's total is not recorded"),
+        "{:#?}",
+        none.lines
+    );
+}

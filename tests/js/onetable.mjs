@@ -1,0 +1,27 @@
+// OneTable writes sample items of onetable-schema.json, for
+// tests/integration/import.rs (key equality with `jobstream import onetable`):
+//   node onetable.mjs write ENDPOINT TABLE
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { Table } from 'dynamodb-onetable';
+import { readFileSync } from 'node:fs';
+
+const schema = JSON.parse(readFileSync(new URL('./onetable-schema.json', import.meta.url), 'utf8'));
+const [cmd, endpoint, name] = process.argv.slice(2);
+if (cmd !== 'write') {
+  process.stderr.write('usage: node onetable.mjs write ENDPOINT TABLE\n');
+  process.exit(2);
+}
+const client = new DynamoDBClient({
+  endpoint,
+  region: 'us-east-1',
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+});
+const table = new Table({ client, name, schema, partial: false });
+const Account = table.getModel('Account');
+const Invoice = table.getModel('Invoice');
+const acme = await Account.create({ name: 'Acme Corp' });
+await Account.create({ name: 'Globex', plan: 'pro' });
+await Invoice.create({ accountId: acme.id, number: 42, amount: 1200, paid: false, due: new Date('2026-03-01T00:00:00Z'), region: 'eu', tags: new Set(['q1']) });
+// No region: no gs2pk (a sparse index).
+await Invoice.create({ accountId: acme.id, number: 1234567, amount: 5, paid: true, due: new Date('2026-04-01T00:00:00Z') });
+process.stdout.write('written\n');
