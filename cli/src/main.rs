@@ -496,6 +496,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut rt = Runtime::start(opts).await?;
             rt.status_every = Some(Duration::from_secs(30));
             rt.emit_metrics = consumer.emit_metrics;
+            rt.metrics_listener = consumer.metrics_listener().await?;
             rt.shutdown_grace = consumer.shutdown_grace;
             announce(None, &rt, sqs.as_deref());
             rt.run_until(terminated()).await?;

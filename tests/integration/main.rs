@@ -13,6 +13,7 @@ mod hr;
 mod jobboard;
 mod joinset;
 mod modelfile;
+mod operations;
 mod pickem;
 mod queues;
 mod redelivery;

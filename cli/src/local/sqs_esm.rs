@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{
-    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry,
-    DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName,
+    BatchResultErrorEntry, DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName,
+    QueueAttributeName,
 };
 use backon::BackoffBuilder as _;
 use backon::ExponentialBuilder;
@@ -147,6 +147,10 @@ pub struct QueueStats {
     pub delete_retries: AtomicU64,
     /// Messages deleted after their handler succeeded.
     pub deleted: AtomicU64,
+    /// Invocations that failed as a whole (error, panic, timeout).
+    pub failed_invocations: AtomicU64,
+    /// Messages whose invocation is running now.
+    pub in_flight: AtomicU64,
 }
 
 /// How a poller waits for messages.
@@ -175,8 +179,14 @@ pub struct QueueMapping {
     pub handler: SqsHandler,
     /// Concurrent pollers, each receiving, invoking and deleting on its own.
     pub concurrency: usize,
+    /// The deployed function timeout (scaled): an invocation past it is
+    /// cancelled, a failed invocation.
+    pub function_timeout: Duration,
     stats: Arc<QueueStats>,
 }
+
+/// Lambda's largest function timeout (until a definition's is set).
+pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Attempts of the entries of a DeleteMessageBatch the service failed.
 pub const DELETE_RETRIES: usize = 3;
@@ -196,8 +206,15 @@ impl QueueMapping {
             batch_size: batch_size.clamp(1, 10) as i32,
             handler,
             concurrency: 1,
+            function_timeout: MAX_FUNCTION_TIMEOUT,
             stats: Arc::default(),
         }
+    }
+
+    /// Sets the function timeout (the definition's, scaled).
+    pub fn with_function_timeout(mut self, timeout: Duration) -> Self {
+        self.function_timeout = timeout;
+        self
     }
 
     /// Messages per invocation (the parity test compares it with the
@@ -222,6 +239,11 @@ impl QueueMapping {
         &self.stats
     }
 
+    /// The mapping's counters, shared (read by the metrics server).
+    pub fn stats_handle(&self) -> Arc<QueueStats> {
+        self.stats.clone()
+    }
+
     /// Receives one batch (short poll) and invokes the handler. Returns the
     /// number of messages completed (deleted).
     pub async fn poll_once(&self) -> anyhow::Result<usize> {
@@ -243,17 +265,27 @@ impl QueueMapping {
         Ok(out.messages.unwrap_or_default())
     }
 
-    /// Invokes the handler with `messages` and deletes what succeeded.
+    /// Invokes the handler with `messages`, as Lambda does, and deletes
+    /// what succeeded. An invocation past the function timeout is cancelled
+    /// and a panic is caught: both are function errors, so the whole batch
+    /// stays in the queue, comes back after the visibility timeout (6 x the
+    /// function timeout, so never while its invocation runs) and reaches the
+    /// DLQ after `maxReceiveCount` receives.
     async fn invoke(&self, messages: Vec<Message>) -> anyhow::Result<usize> {
         if messages.is_empty() {
             return Ok(0);
         }
         let event = self.event(&messages)?;
         self.stats.invocations.fetch_add(1, Ordering::Relaxed);
-        let result = tokio::select! {
-            r = (self.handler)(event) => r,
-            never = self.keep_invisible(&messages) => match never {},
+        let n = messages.len() as u64;
+        self.stats.in_flight.fetch_add(n, Ordering::Relaxed);
+        let timeout = self.function_timeout;
+        let call = crate::local::invoke::unwound(|| (self.handler)(event));
+        let result = match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("function timed out after {timeout:?}").into()),
         };
+        self.stats.in_flight.fetch_sub(n, Ordering::Relaxed);
         let failed: Vec<String> = match result {
             Ok(resp) => resp
                 .batch_item_failures
@@ -261,6 +293,9 @@ impl QueueMapping {
                 .map(|f| f.item_identifier)
                 .collect(),
             Err(e) => {
+                self.stats
+                    .failed_invocations
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(mapping = %self.name, error = %e, "function error: the whole batch returns to the queue");
                 messages
                     .iter()
@@ -276,58 +311,6 @@ impl QueueMapping {
             })
             .collect();
         self.delete(&done).await
-    }
-
-    /// Keeps `messages` invisible while their invocation runs (never
-    /// returns: dropped when the handler completes). Deployed, the
-    /// visibility timeout is 6 x the function timeout, so an invocation
-    /// never outlives it; locally it is short (failed messages come back
-    /// quickly), so with concurrent pollers a long invocation's messages
-    /// would be received again while it runs. Every third of the visibility timeout
-    /// their visibility is extended by one (ChangeMessageVisibilityBatch);
-    /// a failure to do so is logged and retried at the next beat.
-    async fn keep_invisible(&self, messages: &[Message]) -> std::convert::Infallible {
-        let beat = (self.queue.visibility / 3).max(Duration::from_millis(200));
-        loop {
-            tokio::time::sleep(beat).await;
-            let entries: Result<Vec<_>, _> = messages
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(m.receipt_handle().unwrap_or_default())
-                        .visibility_timeout(self.queue.visibility.as_secs() as i32)
-                        .build()
-                })
-                .collect();
-            let sent = match entries {
-                Ok(entries) => self
-                    .client
-                    .change_message_visibility_batch()
-                    .queue_url(&self.queue.url)
-                    .set_entries(Some(entries))
-                    .send()
-                    .await
-                    .map(|out| {
-                        out.failed()
-                            .iter()
-                            .map(|f| f.code().to_string())
-                            .collect::<Vec<_>>()
-                    })
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match sent {
-                Ok(codes) if codes.is_empty() => {}
-                Ok(codes) => {
-                    tracing::warn!(mapping = %self.name, codes = ?codes, "ChangeMessageVisibilityBatch: entries failed; those messages may be received again while their invocation runs (jobs are idempotent)")
-                }
-                Err(e) => {
-                    tracing::warn!(mapping = %self.name, error = %e, "ChangeMessageVisibilityBatch failed; the messages may be received again while their invocation runs")
-                }
-            }
-        }
     }
 
     /// The Lambda SQS event of `messages`, as Lambda builds it.
