@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{
-    BatchResultErrorEntry, DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName,
-    QueueAttributeName,
+    BatchResultErrorEntry, ChangeMessageVisibilityBatchRequestEntry,
+    DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName,
 };
 use backon::BackoffBuilder as _;
 use backon::ExponentialBuilder;
@@ -281,9 +281,12 @@ impl QueueMapping {
         self.stats.in_flight.fetch_add(n, Ordering::Relaxed);
         let timeout = self.function_timeout;
         let call = crate::local::invoke::unwound(|| (self.handler)(event));
-        let result = match tokio::time::timeout(timeout, call).await {
-            Ok(r) => r,
-            Err(_) => Err(format!("function timed out after {timeout:?}").into()),
+        let result = tokio::select! {
+            r = tokio::time::timeout(timeout, call) => match r {
+                Ok(r) => r,
+                Err(_) => Err(format!("function timed out after {timeout:?}").into()),
+            },
+            never = self.keep_invisible(&messages) => match never {},
         };
         self.stats.in_flight.fetch_sub(n, Ordering::Relaxed);
         let failed: Vec<String> = match result {
@@ -311,6 +314,61 @@ impl QueueMapping {
             })
             .collect();
         self.delete(&done).await
+    }
+
+    /// Keeps `messages` invisible while their invocation runs (never
+    /// returns: dropped when the handler completes or is cut). Deployed,
+    /// the visibility timeout is 6 x the function timeout, so the timeout
+    /// cuts an invocation long before the first beat (a third of the
+    /// visibility) and this never sends anything. It matters only where the
+    /// timeout outlives the visibility: tests that scale the visibility but
+    /// keep the deployed timeout ([`crate::local::runtime::RuntimeOptions::queue_timeout_scale`]),
+    /// where a long invocation's messages would otherwise be received
+    /// again while it runs. Every third of the visibility timeout their
+    /// visibility is extended by one (ChangeMessageVisibilityBatch); a
+    /// failure to do so is logged and retried at the next beat.
+    async fn keep_invisible(&self, messages: &[Message]) -> std::convert::Infallible {
+        let beat = (self.queue.visibility / 3).max(Duration::from_millis(200));
+        loop {
+            tokio::time::sleep(beat).await;
+            let entries: Result<Vec<_>, _> = messages
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(m.receipt_handle().unwrap_or_default())
+                        .visibility_timeout(self.queue.visibility.as_secs() as i32)
+                        .build()
+                })
+                .collect();
+            let sent = match entries {
+                Ok(entries) => self
+                    .client
+                    .change_message_visibility_batch()
+                    .queue_url(&self.queue.url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map(|out| {
+                        out.failed()
+                            .iter()
+                            .map(|f| f.code().to_string())
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match sent {
+                Ok(codes) if codes.is_empty() => {}
+                Ok(codes) => {
+                    tracing::warn!(mapping = %self.name, codes = ?codes, "ChangeMessageVisibilityBatch: entries failed; those messages may be received again while their invocation runs (jobs are idempotent)")
+                }
+                Err(e) => {
+                    tracing::warn!(mapping = %self.name, error = %e, "ChangeMessageVisibilityBatch failed; the messages may be received again while their invocation runs")
+                }
+            }
+        }
     }
 
     /// The Lambda SQS event of `messages`, as Lambda builds it.

@@ -32,9 +32,10 @@ pub struct ConsumerArgs {
     /// back at once instead of after --lease-ttl-secs.
     #[arg(long, env = "JOBSTREAM_LEASE_OWNER")]
     pub lease_owner: Option<String>,
-    /// Lease duration; another process takes a shard this long after its
-    /// holder stopped renewing (leases are renewed every third of it, and
-    /// released at once on SIGTERM / SIGINT).
+    /// Lease duration; another process takes a shard once its lease counter
+    /// has not moved for this long, measured on that process's own clock (no
+    /// wall clocks are compared across hosts). Leases are renewed every
+    /// third of it, and released at once on SIGTERM / SIGINT.
     #[arg(long, default_value_t = 20)]
     pub lease_ttl_secs: u64,
     /// On SIGTERM / SIGINT: how long batches in flight may take to finish
