@@ -768,6 +768,7 @@ async fn run_deployed(
     jobstream::local::on_failure::check(&on_failure).await?;
     rt.status_every = Some(Duration::from_secs(30));
     rt.emit_metrics = consumer.emit_metrics;
+    rt.metrics_listener = consumer.metrics_listener().await?;
     rt.shutdown_grace = consumer.shutdown_grace;
     let sqs_said = match (&sqs_endpoint, &sqs_client) {
         (Some(e), _) => Some(e.clone()),

@@ -5,6 +5,7 @@
 //! summary and by tests.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Names of the metrics processors emit.
@@ -31,6 +32,9 @@ pub mod names {
 #[derive(Debug, Default)]
 pub struct Metrics {
     totals: Mutex<BTreeMap<&'static str, u64>>,
+    /// Print each batch's counters as an EMF line outside Lambda too
+    /// (`jobstream run --emit-metrics`).
+    emf: AtomicBool,
 }
 
 /// Counters of one batch, merged into [`Metrics`] at the end of the batch.
@@ -55,15 +59,26 @@ impl Metrics {
             .unwrap_or(0)
     }
 
-    /// Adds a batch's counters to the totals and, in Lambda, prints them as
-    /// one EMF line.
+    /// Prints every batch's counters as an EMF line from now on (`run`
+    /// does so with `--emit-metrics`; in Lambda they always are).
+    pub fn emit_emf(&self, on: bool) {
+        self.emf.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether [`Self::record`] prints EMF lines: in Lambda, or when asked.
+    pub fn emits_emf(&self) -> bool {
+        self.emf.load(Ordering::Relaxed) || std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()
+    }
+
+    /// Adds a batch's counters to the totals and, in Lambda (or when
+    /// [`Self::emit_emf`] asked), prints them as one EMF line.
     pub fn record(&self, processor: &str, batch: &BatchMetrics) {
         if let Ok(mut totals) = self.totals.lock() {
             for (k, v) in &batch.0 {
                 *totals.entry(k).or_default() += v;
             }
         }
-        if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() && !batch.0.is_empty() {
+        if self.emits_emf() && !batch.0.is_empty() {
             println!(
                 "{}",
                 emf_line(processor, batch, chrono::Utc::now().timestamp_millis())
@@ -118,6 +133,16 @@ mod tests {
             "BadInput"
         );
         assert_eq!(v["_aws"]["Timestamp"], 5);
+    }
+
+    #[test]
+    fn emf_lines_are_asked_for_outside_lambda() {
+        let m = Metrics::default();
+        if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_none() {
+            assert!(!m.emits_emf());
+        }
+        m.emit_emf(true);
+        assert!(m.emits_emf());
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod joinset;
 mod js;
 mod limits;
 mod modelfile;
+mod operations;
 mod pickem;
 mod queues;
 mod redelivery;

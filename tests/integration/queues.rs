@@ -341,35 +341,105 @@ async fn a_queue_limited_to_one_invocation_never_runs_two() {
     assert_eq!(gate.bodies.lock().expect("lock").len(), 30);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invocation_longer_than_the_local_visibility_timeout_is_not_received_twice() {
-    let ModelEnv { engine: _e, mut rt } = model_env("social", |_| {}).await;
-    let visibility = rt.queues[0].queue.visibility;
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = calls.clone();
-    rt.queues[0].handler = Arc::new(move |_event: SqsEvent| {
-        let c = c.clone();
+/// A queue handler that never returns: counts its calls and the calls
+/// cancelled (dropped before they finished).
+fn hung(calls: Arc<AtomicUsize>, cancelled: Arc<AtomicUsize>) -> SqsHandler {
+    struct OnDrop(Arc<AtomicUsize>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    Arc::new(move |_event: SqsEvent| {
+        let (calls, cancelled) = (calls.clone(), cancelled.clone());
         Box::pin(async move {
-            c.fetch_add(1, Ordering::SeqCst);
-            // Outlives the (local, short) visibility timeout three times
-            // over, while four other pollers look for work.
-            tokio::time::sleep(visibility * 3).await;
+            calls.fetch_add(1, Ordering::SeqCst);
+            let _guard = OnDrop(cancelled);
+            std::future::pending::<()>().await;
             Ok(SqsBatchResponse::default())
         })
-    });
-    assert!(rt.queues[0].concurrency > 1);
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_queue_handler_is_cut_at_the_deployed_timeout_and_its_message_reaches_the_dlq_after_5_receives(
+) {
+    // The timeout scaled like every duration (0.5 s for the deployed 30 s).
+    let ModelEnv { engine: _e, mut rt } =
+        model_env("social", |o| o.queue_timeout_scale = None).await;
+    let def = rt.model.queues()[0].clone();
+    // The deployed timeout, scaled as every duration of the definition.
+    assert_eq!(
+        rt.queues[0].function_timeout,
+        Duration::from_secs_f64(f64::from(def.consumer_timeout_secs) * crate::support::TIME_SCALE)
+    );
+    let (calls, cancelled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    rt.queues[0].handler = hung(calls.clone(), cancelled.clone());
     let url = rt.queues[0].queue.url.clone();
     send_bodies(rt.sqs.as_ref().expect("sqs"), &url, &["{}".to_string()]).await;
+    // Drained: nothing visible or in flight, so the message left the queue.
     tokio::time::timeout(HANG_GUARD, rt.drain())
         .await
-        .expect("not hung")
+        .expect("the hung invocation held its message")
         .expect("drained");
+    let receives = def.max_receive_count as usize;
+    assert_eq!(receives, 5);
     assert_eq!(
         calls.load(Ordering::SeqCst),
-        1,
-        "received again while it ran"
+        receives,
+        "one invocation per receive"
     );
-    assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
+    assert_eq!(
+        cancelled.load(Ordering::SeqCst),
+        receives,
+        "each invocation was cut at the timeout"
+    );
+    assert_eq!(
+        rt.queues[0]
+            .stats()
+            .failed_invocations
+            .load(Ordering::SeqCst),
+        receives as u64
+    );
+    assert_eq!(
+        rt.dlq_depth(def.consumer).await.expect("DLQ"),
+        1,
+        "in the DLQ"
+    );
+    assert_eq!(queued(&rt).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_pollers_stop_within_the_shutdown_grace_even_with_an_invocation_hung() {
+    let ModelEnv { engine: _e, mut rt } = model_env("social", |_| {}).await;
+    let (calls, cancelled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    rt.queues[0].handler = hung(calls.clone(), cancelled.clone());
+    // Longer than the test's guard: only the grace can end this invocation.
+    rt.queues[0].function_timeout = HANG_GUARD * 10;
+    rt.shutdown_grace = Duration::from_millis(200);
+    let url = rt.queues[0].queue.url.clone();
+    send_bodies(rt.sqs.as_ref().expect("sqs"), &url, &["{}".to_string()]).await;
+    let bg = run_in_background(rt);
+    tokio::time::timeout(HANG_GUARD, async {
+        while calls.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the message reached its handler");
+    let rt = tokio::time::timeout(HANG_GUARD, bg.stop())
+        .await
+        .expect("run waited for the hung invocation past the grace");
+    assert_eq!(
+        cancelled.load(Ordering::SeqCst),
+        1,
+        "abandoned at the grace"
+    );
+    assert_eq!(
+        rt.queues[0].stats().deleted.load(Ordering::SeqCst),
+        0,
+        "its message was not deleted: it comes back after the visibility timeout"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

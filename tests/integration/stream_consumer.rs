@@ -306,10 +306,21 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
     let by_victim: HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
     assert_eq!(by_victim.len(), 2 * BATCH + BATCH.div_ceil(2));
 
-    // Another process: waits out the victim's lease, resumes at its
-    // checkpoint (the end of the second batch).
+    // Another process: waits out the victim's lease (its counter still for
+    // a lease duration, as the successor's own clock measures it), resumes
+    // at its checkpoint (the end of the second batch).
     let mut successor = run_process(&env.engine, "successor", ttl).await;
-    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            successor.drain().await.unwrap();
+            if successor.mappings.iter().all(|m| !m.shards().is_empty()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the victim's lease was never taken over");
     successor.drain().await.unwrap();
     let stream_len = raw_records(&env).await.len() as u64;
     let history = processed(&successor).0;

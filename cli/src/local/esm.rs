@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,7 +47,9 @@ use lambda_runtime::{Context, LambdaEvent};
 use shared::lambda::StreamHandler;
 use tokio::sync::watch;
 
-use crate::local::lease::{now_ms, CheckpointConfig, LeaseError, LeaseItem, LeaseTable, Taken};
+use crate::local::lease::{
+    now_ms, CheckpointConfig, LeaseError, LeaseItem, LeaseTable, Observer, Renewed, Taken,
+};
 use crate::local::on_failure::{Condition, OnFailureConfig};
 pub use crate::local::shards::RecordReader;
 use crate::local::shards::{
@@ -235,26 +237,60 @@ impl OnFailure {
 pub struct MappingStats {
     pub name: String,
     invocations: AtomicU64,
-    /// Per shard: age of the last record read (ms), 0 when caught up.
-    ages: Mutex<BTreeMap<String, i64>>,
+    /// Invocations that failed as a whole or in part (error, panic,
+    /// timeout, a failed record in the partial batch response).
+    pub failed_invocations: AtomicU64,
+    /// Records whose batch took effect.
+    pub records_processed: AtomicU64,
+    /// Records sent to the on-failure destinations (retries exhausted, too
+    /// old).
+    pub records_given_up: AtomicU64,
+    /// Shard leases this process holds now.
+    pub leases_held: AtomicU64,
+    /// The mapping listed its shards and (with leases) read the lease
+    /// table at least once, and has not stopped: it holds leases or
+    /// stands by.
+    pub ready: std::sync::atomic::AtomicBool,
+    /// Per shard held: creation time (epoch ms) of the oldest record not
+    /// yet checkpointed; `None` when caught up.
+    oldest: Mutex<BTreeMap<String, Option<i64>>>,
     pub on_failure: OnFailure,
 }
 
 impl MappingStats {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            ..Self::default()
+        }
+    }
     pub fn invocations(&self) -> u64 {
         self.invocations.load(Ordering::Relaxed)
     }
-    /// Lambda's `IteratorAge` per shard (milliseconds).
+    /// Iterator age per shard (milliseconds): the age, now, of the oldest
+    /// record not yet checkpointed, 0 when caught up. It keeps rising while
+    /// a shard retries a failing record (as Lambda's `IteratorAge` does),
+    /// and while a batch is in flight.
     pub fn iterator_ages(&self) -> BTreeMap<String, i64> {
-        self.ages.lock().map(|a| a.clone()).unwrap_or_default()
+        let now = now_ms();
+        self.oldest
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .map(|(shard, t)| (shard.clone(), t.map_or(0, |t| (now - t).max(0))))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
     /// The largest iterator age of the mapping's shards (ms).
     pub fn iterator_age(&self) -> i64 {
         self.iterator_ages().values().copied().max().unwrap_or(0)
     }
-    fn set_age(&self, shard: &str, age: Option<i64>) {
-        if let Ok(mut a) = self.ages.lock() {
-            match age {
+    /// `Some(created)`: the shard's oldest record not yet checkpointed
+    /// (`None`: caught up); `None`: the shard is no longer held.
+    fn set_oldest(&self, shard: &str, oldest: Option<Option<i64>>) {
+        if let Ok(mut a) = self.oldest.lock() {
+            match oldest {
                 Some(v) => a.insert(shard.to_string(), v),
                 None => a.remove(shard),
             };
@@ -283,23 +319,40 @@ pub fn iterator_age_emf(mapping: &str, age_ms: i64, timestamp_ms: i64) -> String
 /// A lease this process holds: the fencing token its writes carry.
 #[derive(Debug)]
 struct Lease {
-    token: i64,
-    expires_ms: AtomicI64,
+    /// The counter as this process last wrote it. Every write under the
+    /// lease (renewal, checkpoint, completion, release) holds this lock, so
+    /// a renewal and a checkpoint never race on the token.
+    token: tokio::sync::Mutex<i64>,
+    /// Ours until then, on this process's monotonic clock: a lease duration
+    /// after the last successful renewal was sent.
+    valid_until: Mutex<Instant>,
     lost: watch::Sender<bool>,
 }
 
 impl Lease {
     fn new(t: &Taken) -> Arc<Self> {
         Arc::new(Self {
-            token: t.token,
-            expires_ms: AtomicI64::new(t.expires_at_ms),
+            token: tokio::sync::Mutex::new(t.token),
+            valid_until: Mutex::new(t.valid_until),
             lost: watch::channel(false).0,
         })
+    }
+    fn valid_until(&self) -> Instant {
+        self.valid_until
+            .lock()
+            .map(|v| *v)
+            .unwrap_or_else(|_| Instant::now())
+    }
+    fn renewed(&self, token: &mut i64, r: Renewed) {
+        *token = r.token;
+        if let Ok(mut v) = self.valid_until.lock() {
+            *v = (*v).max(r.valid_until);
+        }
     }
     /// Still ours: not lost, not run out (a renewal that keeps failing lets
     /// it run out, and the shard stops before its next invocation).
     fn holds(&self) -> bool {
-        !*self.lost.borrow() && self.expires_ms.load(Ordering::Relaxed) > now_ms()
+        !*self.lost.borrow() && self.valid_until() > Instant::now()
     }
     fn lose(&self) {
         self.lost.send_replace(true);
@@ -478,7 +531,15 @@ impl<S: StreamsApi> Ctx<S> {
         }
         out.pending = s.buffer.len();
         out.ended = s.ended && s.buffer.is_empty();
+        self.note_oldest(id, s);
         out
+    }
+
+    /// The iterator age's reference: the shard's oldest record not yet
+    /// checkpointed.
+    fn note_oldest(&self, id: &str, s: &Shard) {
+        self.stats
+            .set_oldest(id, Some(s.buffer.front().map(created_ms)));
     }
 
     async fn process(&self, id: &str, s: &mut Shard, out: &mut Step) -> Result<(), StepError> {
@@ -548,15 +609,6 @@ impl<S: StreamsApi> Ctx<S> {
             self.report_trimmed(id, after, page.records.first()).await?;
             s.trimmed_after = None;
         }
-        let now = now_ms();
-        self.stats.set_age(
-            id,
-            Some(
-                page.records
-                    .last()
-                    .map_or(0, |r| (now - created_ms(r)).max(0)),
-            ),
-        );
         if let Some(last) = page.records.last() {
             s.read_to = Some(seq_of(last));
         }
@@ -573,6 +625,7 @@ impl<S: StreamsApi> Ctx<S> {
             r.event_source_arn = Some(self.stream_arn.clone());
             r
         }));
+        self.note_oldest(id, s);
         match page.next_iterator {
             Some(next) => s.iterator = Some(next),
             None => {
@@ -663,6 +716,9 @@ impl<S: StreamsApi> Ctx<S> {
         f.function_error = function_error;
         tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, condition = f.condition.as_str(), reason = %f.reason, "records sent to the on-failure destination");
         self.deliver(f).await?;
+        self.stats
+            .records_given_up
+            .fetch_add(n as u64, Ordering::Relaxed);
         s.attempts = 0;
         s.invoke_count = 0;
         s.limit = self.config.batch_size;
@@ -710,7 +766,12 @@ impl<S: StreamsApi> Ctx<S> {
         self.stats.invocations.fetch_add(1, Ordering::Relaxed);
         s.invoke_count += 1;
         let timeout = self.scaled(self.config.function_timeout);
-        let call = tokio::time::timeout(timeout, (self.handler)(event));
+        // A panic in the handler is a function error of this shard's batch
+        // (counted, bisected, retried, given up), as in Lambda.
+        let call = tokio::time::timeout(
+            timeout,
+            crate::local::invoke::unwound(|| (self.handler)(event)),
+        );
         let outcome = match &s.lease {
             Some(lease) => tokio::select! {
                 r = call => r,
@@ -752,6 +813,14 @@ impl<S: StreamsApi> Ctx<S> {
             },
         };
         self.advance(id, s, done).await?;
+        self.stats
+            .records_processed
+            .fetch_add(done as u64, Ordering::Relaxed);
+        if failure.is_some() {
+            self.stats
+                .failed_invocations
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let Some(reason) = failure else {
             s.attempts = 0;
             s.invoke_count = 0;
@@ -804,8 +873,9 @@ impl<S: StreamsApi> Ctx<S> {
         let seq = seq_of(&last);
         s.checkpoint = Some(seq.clone());
         if let (Some(leases), Some(lease)) = (&self.leases, &s.lease) {
-            match leases.checkpoint(id, lease.token, Some(&seq)).await {
-                Ok(expires) => lease.expires_ms.store(expires, Ordering::Relaxed),
+            let mut token = lease.token.lock().await;
+            match leases.checkpoint(id, *token, Some(&seq)).await {
+                Ok(r) => lease.renewed(&mut token, r),
                 Err(LeaseError::Lost { .. }) => {
                     tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the lease was taken by another owner; the shard stops here");
                     lease.lose();
@@ -871,14 +941,14 @@ async fn renew_all(
     live: &Mutex<BTreeMap<String, Arc<Lease>>>,
     only_due: bool,
 ) {
-    let third = i64::try_from(leases.lease_ttl().as_millis() / 3).unwrap_or(0);
-    let now = now_ms();
+    let third = leases.lease_ttl() / 3;
+    let now = Instant::now();
     let due: Vec<(String, Arc<Lease>)> = live
         .lock()
         .map(|l| {
             l.iter()
                 .filter(|(_, lease)| {
-                    !only_due || lease.expires_ms.load(Ordering::Relaxed) - now < 2 * third
+                    !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
                 })
                 .map(|(id, lease)| (id.clone(), lease.clone()))
                 .collect()
@@ -888,8 +958,9 @@ async fn renew_all(
         if *lease.lost.borrow() {
             continue;
         }
-        match leases.renew(&id, lease.token).await {
-            Ok(expires) => lease.expires_ms.store(expires, Ordering::Relaxed),
+        let mut token = lease.token.lock().await;
+        match leases.renew(&id, *token).await {
+            Ok(r) => lease.renewed(&mut token, r),
             Err(LeaseError::Lost { .. }) => {
                 tracing::warn!(shard = %id, owner = leases.owner(), "lease lost: another owner took the shard; stopping it");
                 lease.lose();
@@ -915,7 +986,10 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     /// Shards this process marked `latest` at the mapping's first start.
     marked_latest: HashSet<String>,
     listing: Option<Vec<ShardInfo>>,
-    listed_at_ms: i64,
+    /// When the last listing was asked for (this process's clock).
+    listed_at: Option<Instant>,
+    /// The leases as this process saw them move (expiry is judged here).
+    observer: Observer,
     next_discovery: Option<Instant>,
     last_balance: Option<Instant>,
     rediscover: bool,
@@ -965,10 +1039,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             .checkpoints
             .clone()
             .map(|c| LeaseTable::new(c, &config.name, &stream_arn));
-        let stats = Arc::new(MappingStats {
-            name: config.name.clone(),
-            ..MappingStats::default()
-        });
+        let stats = Arc::new(MappingStats::new(&config.name));
         let on_failure = stats.on_failure.clone();
         Self {
             ctx: Arc::new(Ctx {
@@ -985,7 +1056,8 @@ impl<S: StreamsApi> StreamMapping<S> {
             reset: HashSet::new(),
             marked_latest: HashSet::new(),
             listing: None,
-            listed_at_ms: 0,
+            listed_at: None,
+            observer: Observer::default(),
             next_discovery: None,
             last_balance: None,
             rediscover: true,
@@ -1088,10 +1160,11 @@ impl<S: StreamsApi> StreamMapping<S> {
         if self.discovery_due() {
             self.rediscover = false;
             let interval = self.ctx.scaled(self.ctx.config.discovery_interval);
+            let listed_from = Instant::now();
             match list_shards(&self.ctx.api, &self.ctx.stream_arn).await {
                 Ok(listing) => {
                     self.listing = Some(listing);
-                    self.listed_at_ms = now_ms();
+                    self.listed_at = Some(listed_from);
                     fresh = true;
                     self.next_discovery = Some(Instant::now() + interval);
                 }
@@ -1112,8 +1185,10 @@ impl<S: StreamsApi> StreamMapping<S> {
             }
         } else {
             self.start_unleased();
+            self.ctx.stats.ready.store(true, Ordering::Relaxed);
         }
         self.started = true;
+        self.note_leases();
     }
 
     /// Shards whose turn has come: listed, not completed, parent completed
@@ -1210,16 +1285,30 @@ impl<S: StreamsApi> StreamMapping<S> {
                 Err(_) => return,
             };
         }
+        self.ctx.stats.ready.store(true, Ordering::Relaxed);
         let me = leases.owner().to_string();
-        let now = now_ms();
+        let now = Instant::now();
+        self.observer.observe(&items, now);
+        let ttl = leases.lease_ttl();
+        let live_ids: HashSet<String> = items
+            .iter()
+            .filter(|i| self.observer.live(i, ttl, now))
+            .map(|i| i.shard_id.clone())
+            .collect();
         let by_id: HashMap<String, LeaseItem> =
             items.into_iter().map(|i| (i.shard_id.clone(), i)).collect();
-        // Leases taken from us: stop those shards now.
+        // Leases taken from us: stop those shards now. The counter only
+        // grows: one above our token is someone else's acquisition; one
+        // below is our own renewal after the listing was read. A lease
+        // with a write in flight is judged at the next balance.
         if let Ok(live) = self.live.lock() {
             for (id, lease) in live.iter() {
+                let Ok(token) = lease.token.try_lock() else {
+                    continue;
+                };
                 let ours = by_id
                     .get(id)
-                    .is_some_and(|i| i.owner.as_deref() == Some(&me) && i.counter == lease.token);
+                    .is_some_and(|i| i.owner.as_deref() == Some(&me) && i.counter <= *token);
                 if !ours {
                     lease.lose();
                 }
@@ -1235,7 +1324,7 @@ impl<S: StreamsApi> StreamMapping<S> {
         }
         if fresh {
             self.let_go_of_vanished(&leases).await;
-            self.report_vanished(&leases, &by_id, now).await;
+            self.report_vanished(&leases, &by_id, &live_ids).await;
         }
         let eligible = self.eligible();
         let mine: HashSet<String> = self
@@ -1247,7 +1336,10 @@ impl<S: StreamsApi> StreamMapping<S> {
         // string counts as a worker, never as a victim).
         let mut counts: BTreeMap<String, Vec<&LeaseItem>> = BTreeMap::new();
         for id in &eligible {
-            if let Some(item) = by_id.get(id).filter(|i| i.live(now) && !mine.contains(id)) {
+            if let Some(item) = by_id
+                .get(id)
+                .filter(|i| live_ids.contains(&i.shard_id) && !mine.contains(id))
+            {
                 let owner = item.owner.clone().unwrap_or_default();
                 counts.entry(owner).or_default().push(item);
             }
@@ -1265,8 +1357,10 @@ impl<S: StreamsApi> StreamMapping<S> {
                 continue;
             }
             let item = by_id.get(id);
-            let takeable = item
-                .is_none_or(|i| !i.live(now) || (!self.started && i.owner.as_deref() == Some(&me)));
+            let takeable = item.is_none_or(|i| {
+                !live_ids.contains(&i.shard_id)
+                    || (!self.started && i.owner.as_deref() == Some(&me))
+            });
             if takeable && self.take(&leases, id, item.map(|i| i.counter)).await {
                 need -= 1;
             }
@@ -1322,7 +1416,8 @@ impl<S: StreamsApi> StreamMapping<S> {
             .unwrap_or_default();
         for (id, lease) in gone {
             lease.lose();
-            if let Err(e) = leases.release(&id, lease.token).await {
+            let token = *lease.token.lock().await;
+            if let Err(e) = leases.release(&id, token).await {
                 tracing::warn!(mapping = %self.name(), shard = %id, error = %e, "releasing a vanished shard failed");
             }
             self.lost(&id);
@@ -1337,7 +1432,7 @@ impl<S: StreamsApi> StreamMapping<S> {
         &mut self,
         leases: &LeaseTable,
         by_id: &HashMap<String, LeaseItem>,
-        now: i64,
+        live_ids: &HashSet<String>,
     ) {
         let listed: HashSet<String> = self
             .listing
@@ -1348,8 +1443,10 @@ impl<S: StreamsApi> StreamMapping<S> {
         for item in by_id.values() {
             let gone = !item.checkpoint.shard_end
                 && !listed.contains(&item.shard_id)
-                && !item.live(now)
-                && item.updated_at_ms <= self.listed_at_ms
+                && !live_ids.contains(&item.shard_id)
+                && self
+                    .listed_at
+                    .is_some_and(|at| self.observer.unchanged_since(item, at))
                 && (item.checkpoint.sequence_number.is_some() || item.counter > 0);
             if !gone {
                 continue;
@@ -1419,6 +1516,14 @@ impl<S: StreamsApi> StreamMapping<S> {
         true
     }
 
+    fn note_leases(&self) {
+        let held = self.live.lock().map(|l| l.len()).unwrap_or(0);
+        self.ctx
+            .stats
+            .leases_held
+            .store(held as u64, Ordering::Relaxed);
+    }
+
     /// Forgets a shard whose lease is gone.
     fn lost(&mut self, id: &str) {
         tracing::warn!(mapping = %self.name(), shard = id, "lease lost: another owner reads this shard now");
@@ -1426,7 +1531,8 @@ impl<S: StreamsApi> StreamMapping<S> {
         if let Ok(mut live) = self.live.lock() {
             live.remove(id);
         }
-        self.ctx.stats.set_age(id, None);
+        self.ctx.stats.set_oldest(id, None);
+        self.note_leases();
     }
 
     /// Drops every held shard whose lease is lost or ran out.
@@ -1453,10 +1559,9 @@ impl<S: StreamsApi> StreamMapping<S> {
             return;
         };
         if let (Some(leases), Some(lease)) = (&self.ctx.leases, &s.lease) {
-            match leases
-                .finish(id, lease.token, s.checkpoint.as_deref())
-                .await
-            {
+            let token = *lease.token.lock().await;
+            let finished = leases.finish(id, token, s.checkpoint.as_deref()).await;
+            match finished {
                 Ok(()) => {}
                 Err(LeaseError::Lost { .. }) => {
                     self.lost(id);
@@ -1473,7 +1578,8 @@ impl<S: StreamsApi> StreamMapping<S> {
         if let Ok(mut live) = self.live.lock() {
             live.remove(id);
         }
-        self.ctx.stats.set_age(id, None);
+        self.ctx.stats.set_oldest(id, None);
+        self.note_leases();
         self.finished.insert(id.to_string());
         self.rediscover = true;
     }
@@ -1525,7 +1631,8 @@ impl<S: StreamsApi> StreamMapping<S> {
         let mut failed = None;
         if let Some(leases) = &self.ctx.leases {
             for (id, lease) in live {
-                match leases.release(&id, lease.token).await {
+                let token = *lease.token.lock().await;
+                match leases.release(&id, token).await {
                     Ok(()) | Err(LeaseError::Lost { .. }) => {}
                     Err(e) => failed = Some(e),
                 }
@@ -1535,6 +1642,8 @@ impl<S: StreamsApi> StreamMapping<S> {
         self.held.clear();
         self.next_discovery = None;
         self.last_balance = None;
+        self.ctx.stats.ready.store(false, Ordering::Relaxed);
+        self.note_leases();
         match failed {
             Some(e) => Err(e.into()),
             None => Ok(()),
@@ -1983,3 +2092,7 @@ mod tests {
 #[cfg(test)]
 #[path = "esm_tests.rs"]
 mod consumer_tests;
+
+#[cfg(test)]
+#[path = "esm_ops_tests.rs"]
+mod ops_tests;

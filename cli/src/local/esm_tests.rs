@@ -639,22 +639,37 @@ async fn each_shard_is_polled_at_most_four_times_a_second() {
 }
 
 #[tokio::test]
-async fn iterator_age_is_the_age_of_the_last_record_read_and_zero_when_caught_up() {
+async fn iterator_age_is_the_oldest_record_not_checkpointed_rising_while_it_is_retried() {
     let api = FakeStreams::new(100);
     api.add_shard("s", None);
+    api.add_shard("ok", None);
     *api.clock_ms.lock().unwrap() = Some(now_ms() - 90_000);
-    api.write("s", 2);
+    let bad = api.write("s", 2);
+    api.write("ok", 2);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut c = MappingConfig::new("m");
     c.time_scale = 0.0;
-    let mut m = StreamMapping::with_api(c, api, "arn".into(), recording(calls));
+    c.bisect_on_error = false;
+    c.max_retries = 1_000;
+    let mut m = StreamMapping::with_api(
+        c,
+        api,
+        "arn".into(),
+        failing_shard_handler(calls, vec![bad[0]], false),
+    );
     m.poll_once().await.unwrap();
-    let age = m.stats().iterator_ages()["s"];
-    assert!((90_000..600_000).contains(&age), "{age}");
+    let first = m.stats().iterator_ages()["s"];
+    assert!((90_000..600_000).contains(&first), "{first}");
+    assert_eq!(m.stats().iterator_ages()["ok"], 0, "caught up");
+    // The shard keeps retrying its failing record and reading empty pages:
+    // its age keeps rising (a page's last record would say 0).
+    tokio::time::sleep(Duration::from_millis(30)).await;
     m.poll_once().await.unwrap();
-    assert_eq!(m.stats().iterator_ages()["s"], 0);
-    let emf: serde_json::Value = serde_json::from_str(&iterator_age_emf("m", age, 5)).unwrap();
-    assert_eq!(emf["IteratorAge"], age);
+    let later = m.stats().iterator_ages()["s"];
+    assert!(later >= first + 30, "{first} then {later}");
+    assert_eq!(m.stats().iterator_age(), later);
+    let emf: serde_json::Value = serde_json::from_str(&iterator_age_emf("m", later, 5)).unwrap();
+    assert_eq!(emf["IteratorAge"], later);
     assert_eq!(
         emf["_aws"]["CloudWatchMetrics"][0]["Metrics"][0],
         serde_json::json!({"Name": "IteratorAge", "Unit": "Milliseconds"})

@@ -7,8 +7,8 @@
 //! | `pk`             | `CKPT#<mapping>#<stream ARN>` ([`checkpoint_pk`])              |
 //! | `sk`             | `SHARD#<shard id>` ([`shard_sk`])                              |
 //! | `leaseOwner`     | the process holding the shard                                  |
-//! | `leaseCounter`   | the fencing token: +1 at every acquisition (KCL's lease counter) |
-//! | `leaseExpiresAt` | epoch milliseconds; after it any process may take the shard    |
+//! | `leaseCounter`   | KCL's lease counter: +1 at every acquisition, renewal and checkpoint; the fencing token |
+//! | `leaseExpiresAt` | epoch ms on the holder's clock, for operators to read; 0: released |
 //! | `sequenceNumber` | the last record whose batch took effect (absent: none yet)     |
 //! | `latestFrom`     | epoch ms: `--starting-position latest` began here (first start) |
 //! | `shardEnd`       | true once every record of a closed shard took effect           |
@@ -21,10 +21,20 @@
 //! owner *and* token: a process that lost a shard (expired, stolen, or taken
 //! by a second process with the same owner string) can no longer write its
 //! checkpoint, and an older checkpoint never overwrites a newer one.
-//! Expiry compares wall clocks of the processes: keep `lease_ttl` well above
-//! their skew.
+//!
+//! Expiry is judged as the Kinesis Client Library judges it, never by
+//! comparing wall clocks across hosts: renewals and checkpoints increment
+//! the counter, and an observer ([`Observer`]) deems a lease expired when
+//! its counter (and holder) has not moved for the lease duration, measured
+//! on the observer's own monotonic clock from when it first saw that
+//! counter. A process just started therefore waits one lease duration before
+//! it takes a lease it never saw move. The holder stops using its lease a
+//! lease duration after it *sent* its last successful renewal, which is
+//! before any observer can have seen it still: no two processes both
+//! believe they hold a shard, whatever their clocks say.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -44,6 +54,10 @@ pub struct CheckpointConfig {
     /// Ignore stored checkpoints: read every shard from TRIM_HORIZON again
     /// (and overwrite the checkpoints as processing goes).
     pub from_start: bool,
+    /// Added to this host's wall clock where one is written (`updatedAt`,
+    /// `leaseExpiresAt`): 0 in production; tests of clock skew set it (no
+    /// lease decision reads a wall clock).
+    pub clock_skew_ms: i64,
 }
 
 impl CheckpointConfig {
@@ -54,6 +68,7 @@ impl CheckpointConfig {
             owner: default_owner(),
             lease_ttl: Duration::from_secs(20),
             from_start: false,
+            clock_skew_ms: 0,
         }
     }
 }
@@ -120,9 +135,57 @@ pub struct LeaseItem {
 }
 
 impl LeaseItem {
-    /// Held by someone whose lease has not run out.
-    pub fn live(&self, now_ms: i64) -> bool {
-        self.owner.is_some() && self.expires_at_ms > now_ms && !self.checkpoint.shard_end
+    /// Held (not released, not completed): live unless its counter stopped
+    /// moving ([`Observer::live`]).
+    pub fn held(&self) -> bool {
+        self.owner.is_some() && self.expires_at_ms != 0 && !self.checkpoint.shard_end
+    }
+}
+
+/// What this process saw of each lease: its holder and counter, and when,
+/// on this process's monotonic clock, it first saw them so.
+#[derive(Debug, Default)]
+pub struct Observer {
+    seen: HashMap<String, (Option<String>, i64, Instant)>,
+}
+
+impl Observer {
+    /// Records a listing of the leases made at `now`.
+    pub fn observe(&mut self, items: &[LeaseItem], now: Instant) {
+        for item in items {
+            let state = (item.owner.clone(), item.counter);
+            match self.seen.get(&item.shard_id) {
+                Some((owner, counter, _)) if (owner, *counter) == (&state.0, state.1) => {}
+                _ => {
+                    self.seen
+                        .insert(item.shard_id.clone(), (state.0, state.1, now));
+                }
+            }
+        }
+    }
+
+    /// The lease was observed as it is now (holder, counter) already
+    /// before `at`: it did not change since.
+    pub fn unchanged_since(&self, item: &LeaseItem, at: Instant) -> bool {
+        self.seen
+            .get(&item.shard_id)
+            .is_some_and(|(owner, counter, since)| {
+                *owner == item.owner && *counter == item.counter && *since < at
+            })
+    }
+
+    /// Held, and its counter moved within the last `ttl` as observed here
+    /// (a lease never observed counts as just moved).
+    pub fn live(&self, item: &LeaseItem, ttl: Duration, now: Instant) -> bool {
+        if !item.held() {
+            return false;
+        }
+        match self.seen.get(&item.shard_id) {
+            Some((owner, counter, since)) if *owner == item.owner && *counter == item.counter => {
+                now.saturating_duration_since(*since) < ttl
+            }
+            _ => true,
+        }
     }
 }
 
@@ -130,9 +193,19 @@ impl LeaseItem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taken {
     pub token: i64,
-    pub expires_at_ms: i64,
+    /// This process stops using the lease at this instant unless renewed
+    /// (a lease duration after the acquisition was sent).
+    pub valid_until: Instant,
     pub checkpoint: Checkpoint,
     pub latest_from_ms: Option<i64>,
+}
+
+/// A successful renewal (or checkpoint): the new token and how long the
+/// lease is ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renewed {
+    pub token: i64,
+    pub valid_until: Instant,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,8 +264,13 @@ impl LeaseTable {
         self.config.lease_ttl
     }
 
+    /// This host's wall clock (skewed in tests): written, never compared.
+    fn now_ms(&self) -> i64 {
+        now_ms() + self.config.clock_skew_ms
+    }
+
     fn expiry(&self) -> i64 {
-        now_ms() + i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
+        self.now_ms() + i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
     }
 
     fn update(&self, shard_id: &str) -> Update {
@@ -252,6 +330,7 @@ impl LeaseTable {
         seen: Option<i64>,
         reset: bool,
     ) -> Result<Option<Taken>, LeaseError> {
+        let sent = Instant::now();
         let expires = self.expiry();
         let set = "SET #o = :me, #e = :exp, #u = :now ADD #c :one";
         let req = if reset {
@@ -279,7 +358,7 @@ impl LeaseTable {
             .expression_attribute_names("#se", attr::SHARD_END)
             .expression_attribute_values(":me", s(&self.config.owner))
             .expression_attribute_values(":exp", n(expires))
-            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":now", n(self.now_ms()))
             .expression_attribute_values(":one", n(1))
             .return_values(ReturnValue::AllNew)
             .send()
@@ -289,7 +368,7 @@ impl LeaseTable {
                 let item = out.attributes().and_then(lease_item).unwrap_or_default();
                 Ok(Some(Taken {
                     token: item.counter,
-                    expires_at_ms: expires,
+                    valid_until: sent + self.config.lease_ttl,
                     checkpoint: item.checkpoint,
                     latest_from_ms: item.latest_from_ms,
                 }))
@@ -321,7 +400,7 @@ impl LeaseTable {
             .expression_attribute_names("#l", attr::LATEST_FROM)
             .expression_attribute_names("#u", attr::UPDATED)
             .expression_attribute_values(":at", n(at_ms))
-            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":now", n(self.now_ms()))
             .expression_attribute_values(":zero", n(0));
         req = if closed {
             req.update_expression("SET #c = :zero, #l = :at, #u = :now, #se = :t")
@@ -344,37 +423,44 @@ impl LeaseTable {
             .expression_attribute_names("#u", attr::UPDATED)
             .expression_attribute_values(":me", s(&self.config.owner))
             .expression_attribute_values(":tok", n(token))
-            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":now", n(self.now_ms()))
     }
 
-    /// Renews the lease taken with `token`; returns its new expiry.
-    pub async fn renew(&self, shard_id: &str, token: i64) -> Result<i64, LeaseError> {
+    /// Renews the lease held with `token`: the counter moves (what every
+    /// observer watches), and the new counter is the token from now on.
+    pub async fn renew(&self, shard_id: &str, token: i64) -> Result<Renewed, LeaseError> {
         self.checkpoint(shard_id, token, None).await
     }
 
     /// Writes the checkpoint (the last record whose batch took effect) and
-    /// renews the lease, only while `token` still holds it; `None` renews
-    /// only. Fails with [`LeaseError::Lost`] otherwise.
+    /// renews the lease (the counter moves: the returned token replaces
+    /// `token`), only while `token` still holds it; `None` renews only.
+    /// Fails with [`LeaseError::Lost`] otherwise.
     pub async fn checkpoint(
         &self,
         shard_id: &str,
         token: i64,
         sequence_number: Option<&str>,
-    ) -> Result<i64, LeaseError> {
+    ) -> Result<Renewed, LeaseError> {
+        let sent = Instant::now();
         let expires = self.expiry();
         let req = self
             .fenced(shard_id, token)
             .expression_attribute_names("#e", attr::EXPIRES)
-            .expression_attribute_values(":exp", n(expires));
+            .expression_attribute_values(":exp", n(expires))
+            .expression_attribute_values(":one", n(1));
         let req = match sequence_number {
             Some(seq) => req
-                .update_expression("SET #e = :exp, #u = :now, #s = :seq")
+                .update_expression("SET #e = :exp, #u = :now, #s = :seq ADD #c :one")
                 .expression_attribute_names("#s", attr::SEQ)
                 .expression_attribute_values(":seq", s(seq)),
-            None => req.update_expression("SET #e = :exp, #u = :now"),
+            None => req.update_expression("SET #e = :exp, #u = :now ADD #c :one"),
         };
         self.conditional(req, "checkpoint", shard_id).await?;
-        Ok(expires)
+        Ok(Renewed {
+            token: token + 1,
+            valid_until: sent + self.config.lease_ttl,
+        })
     }
 
     /// Marks the shard completed (every record took effect) and lets the
@@ -435,7 +521,7 @@ impl LeaseTable {
             .expression_attribute_values(":true", AttributeValue::Bool(true))
             .expression_attribute_values(":ttl", n(ttl))
             .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":now", n(now_ms()))
+            .expression_attribute_values(":now", n(self.now_ms()))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":seen", n(seen));
         match self.conditional(req, "mark vanished", shard_id).await {

@@ -9,6 +9,7 @@
 //! - [`shards`] - the Streams API the mapping reads through (SDK, embedded
 //!   engine, an in-process fake in tests).
 //! - [`lease`] - durable checkpoints and shard leases in the ledger table.
+//! - [`metrics`] - `run`'s Prometheus metrics and health probes over HTTP.
 //! - [`on_failure`] - on-failure destinations: JSON-lines file, SQS.
 //! - [`sqs_esm`], [`sqs_server`] - the SQS event source mapping, and the
 //!   local SQS server (fauxqs on Node, from npm).
@@ -17,6 +18,7 @@
 //! - [`iam`] - each processor's calls checked against its grant.
 //! - [`stream_identity`] - GetRecords through the SDK keeps each record's
 //!   `userIdentity` (a TTL expiry stays one).
+//! - [`invoke`] - a panicking handler is a failed invocation, as in Lambda.
 //! - [`runtime`] - a model's tables, queues, processors and mappings, built
 //!   from the model's one definition of each processor.
 
@@ -24,7 +26,9 @@ pub mod deployed;
 pub mod engine;
 pub mod esm;
 pub mod iam;
+pub mod invoke;
 pub mod lease;
+pub mod metrics;
 pub mod on_failure;
 pub mod runtime;
 pub mod shards;

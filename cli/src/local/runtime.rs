@@ -70,6 +70,14 @@ pub struct RuntimeOptions {
     /// window, maximum record age, SQS visibility) is multiplied by this:
     /// 1.0 for `dev`, `demo` and `run`; tests shrink it, never a count.
     pub time_scale: f64,
+    /// The scale of the queue consumers' function timeout; `None`:
+    /// [`Self::time_scale`], like every other duration (`run`, `dev` and
+    /// `demo`: 1.0, the deployed timeout). Integration tests scale time by
+    /// 1/60 but keep this at 1.0 (the deployed 30 s): a job of a thousand
+    /// writes takes seconds on the embedded engine in a debug build, which
+    /// a 0.5 s timeout would cut (the timeout bounds work, which scaling
+    /// does not make faster); the test of the timeout itself scales it.
+    pub queue_timeout_scale: Option<f64>,
     /// Check each processor's calls against its grant (default on).
     pub enforce_grants: bool,
     /// (processor, action) pairs taken out of the grants, on every resource
@@ -112,6 +120,7 @@ impl RuntimeOptions {
             ledger_table: models::table::ledger().name.to_string(),
             queue_prefix: String::new(),
             time_scale: 1.0,
+            queue_timeout_scale: None,
             enforce_grants: true,
             revoke: Vec::new(),
             mapping: MappingConfig::new("stream"),
@@ -152,6 +161,11 @@ pub fn mapping_config(
 pub fn queue_visibility(def: &models::table::QueueDef, time_scale: f64) -> Duration {
     Duration::from_secs_f64(f64::from(def.visibility_timeout_secs) * time_scale)
         .max(Duration::from_secs(1))
+}
+
+/// The function timeout of a queue's consumer: the definition's, scaled.
+pub fn queue_function_timeout(def: &models::table::QueueDef, time_scale: f64) -> Duration {
+    Duration::from_secs_f64(f64::from(def.consumer_timeout_secs) * time_scale.max(0.0))
 }
 
 /// `inner` behind a mapping's event filters, as Lambda applies them: records
@@ -204,6 +218,9 @@ pub struct Runtime {
     pub shutdown_grace: Duration,
     /// [`RuntimeOptions::drain_in_phases`].
     pub drain_in_phases: bool,
+    /// Serve `/metrics`, `/healthz` and `/readyz` here while
+    /// [`Self::run_until`] runs (`run --metrics-listen`).
+    pub metrics_listener: Option<tokio::net::TcpListener>,
 }
 
 impl Runtime {
@@ -359,7 +376,11 @@ impl Runtime {
                     def.batch_size,
                     crate::local::sqs_esm::sqs_handler(consumer.handler.clone()),
                 )
-                .with_concurrency(concurrency),
+                .with_concurrency(concurrency)
+                .with_function_timeout(queue_function_timeout(
+                    &def,
+                    opts.queue_timeout_scale.unwrap_or(opts.time_scale),
+                )),
             );
         }
         Ok(Self {
@@ -378,6 +399,7 @@ impl Runtime {
             emit_metrics: false,
             shutdown_grace: Duration::from_secs(10),
             drain_in_phases: opts.drain_in_phases,
+            metrics_listener: None,
         })
     }
 
@@ -422,7 +444,7 @@ impl Runtime {
         let pollers = self.start_queue_pollers(Polling::Short);
         let deleted_before = self.messages_deleted();
         let streamed = self.drain_streams_and_watch_queues(limit, true).await;
-        pollers.stop().await;
+        pollers.stop_by(None).await;
         Ok(streamed? + (self.messages_deleted() - deleted_before))
     }
 
@@ -437,7 +459,7 @@ impl Runtime {
             let deleted_before = self.messages_deleted();
             let pollers = self.start_queue_pollers(Polling::Short);
             let emptied = self.wait_for_empty_queues(started, limit).await;
-            pollers.stop().await;
+            pollers.stop_by(None).await;
             emptied?;
             let jobs = self.messages_deleted() - deleted_before;
             total += streamed + jobs;
@@ -553,13 +575,85 @@ impl Runtime {
     /// stop no new batch starts, batches in flight get
     /// [`Self::shutdown_grace`], and the leases are released.
     pub async fn run_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+        if self.emit_metrics {
+            // Every processor's counters (BadInput first) as EMF lines, as
+            // in Lambda.
+            for p in self.processors.streams() {
+                p.metrics().emit_emf(true);
+            }
+            for c in &self.processors.consumers {
+                c.handler.metrics().emit_emf(true);
+            }
+        }
+        let (served, serving) = tokio::sync::watch::channel(false);
+        let server = self.metrics_listener.take().map(|listener| {
+            tokio::spawn(crate::local::metrics::serve(
+                listener,
+                self.probe(),
+                serving,
+            ))
+        });
+        let result = self.run_consumers_until(stop).await;
+        let _ = served.send(true);
+        if let Some(server) = server {
+            match server.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = format!("{e:#}"), "the metrics server failed")
+                }
+                Err(e) => tracing::error!(error = %e, "the metrics server panicked"),
+            }
+        }
+        result
+    }
+
+    /// What the metrics server reads: every mapping's and queue's counters
+    /// and every processor's bad-input count, shared.
+    pub fn probe(&self) -> crate::local::metrics::Probe {
+        use shared::metrics::names::BAD_INPUT;
+        let mut bad_input: Vec<(String, crate::local::metrics::Reader)> = Vec::new();
+        for p in self.processors.streams() {
+            let name = p.name().to_string();
+            bad_input.push((name, Arc::new(move || p.metrics().get(BAD_INPUT))));
+        }
+        for c in &self.processors.consumers {
+            let h = c.handler.clone();
+            bad_input.push((
+                h.name().to_string(),
+                Arc::new(move || h.metrics().get(BAD_INPUT)),
+            ));
+        }
+        crate::local::metrics::Probe {
+            streams: self.mappings.iter().map(|m| m.stats()).collect(),
+            queues: self
+                .queues
+                .iter()
+                .map(|q| (q.name.clone(), q.stats_handle()))
+                .collect(),
+            bad_input,
+        }
+    }
+
+    async fn run_consumers_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
         // The queues are consumed by their own pollers (long polls, as
         // Lambda's, up to each queue's maximum concurrency), so a slow queue
         // never delays a stream consumer; at the stop they finish the
         // invocations in flight.
         let pollers = self.start_queue_pollers(Polling::Long(LONG_POLL_SECS));
+        let stopped_at = std::sync::OnceLock::new();
+        let stop = async {
+            stop.await;
+            // The pollers stop with the streams: one grace for both.
+            let _ = pollers.stop.send(true);
+            let _ = stopped_at.set(tokio::time::Instant::now());
+        };
         let result = self.consume_streams_until(stop).await;
-        pollers.stop().await;
+        let deadline = stopped_at
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now)
+            + self.shutdown_grace;
+        pollers.stop_by(Some(deadline)).await;
         result
     }
 
@@ -744,12 +838,29 @@ struct QueuePollers {
 }
 
 impl QueuePollers {
-    /// Tells every poller to stop and waits for them (an invocation in
-    /// flight finishes with its deletes).
-    async fn stop(self) {
+    /// Tells every poller to stop and waits for them: an invocation in
+    /// flight finishes with its deletes, by `deadline` if one is given
+    /// (`run`'s shutdown grace); past it, the pollers still busy are
+    /// aborted, and their messages come back after the visibility timeout
+    /// (to be processed again, idempotently, or reach the DLQ).
+    async fn stop_by(self, deadline: Option<tokio::time::Instant>) {
         let _ = self.stop.send(true);
-        for t in self.tasks {
-            if let Err(e) = t.await {
+        for mut t in self.tasks {
+            let joined = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, &mut t).await {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        tracing::warn!("shutdown grace over: a queue invocation in flight abandoned; its messages return after the visibility timeout");
+                        t.abort();
+                        // Returns once the task is dropped (the invocation
+                        // with it).
+                        let _ = t.await;
+                        continue;
+                    }
+                },
+                None => t.await,
+            };
+            if let Err(e) = joined {
                 tracing::error!(error = %e, "a queue poller panicked");
             }
         }

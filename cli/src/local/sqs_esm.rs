@@ -150,6 +150,10 @@ pub struct QueueStats {
     pub delete_retries: AtomicU64,
     /// Messages deleted after their handler succeeded.
     pub deleted: AtomicU64,
+    /// Invocations that failed as a whole (error, panic, timeout).
+    pub failed_invocations: AtomicU64,
+    /// Messages whose invocation is running now.
+    pub in_flight: AtomicU64,
 }
 
 /// How a poller waits for messages.
@@ -178,8 +182,14 @@ pub struct QueueMapping {
     pub handler: SqsHandler,
     /// Concurrent pollers, each receiving, invoking and deleting on its own.
     pub concurrency: usize,
+    /// The deployed function timeout (scaled): an invocation past it is
+    /// cancelled, a failed invocation.
+    pub function_timeout: Duration,
     stats: Arc<QueueStats>,
 }
+
+/// Lambda's largest function timeout (until a definition's is set).
+pub const MAX_FUNCTION_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Attempts of the entries of a DeleteMessageBatch the service failed.
 pub const DELETE_RETRIES: usize = 3;
@@ -199,8 +209,15 @@ impl QueueMapping {
             batch_size: batch_size.clamp(1, 10) as i32,
             handler,
             concurrency: 1,
+            function_timeout: MAX_FUNCTION_TIMEOUT,
             stats: Arc::default(),
         }
+    }
+
+    /// Sets the function timeout (the definition's, scaled).
+    pub fn with_function_timeout(mut self, timeout: Duration) -> Self {
+        self.function_timeout = timeout;
+        self
     }
 
     /// Messages per invocation (the parity test compares it with the
@@ -225,6 +242,11 @@ impl QueueMapping {
         &self.stats
     }
 
+    /// The mapping's counters, shared (read by the metrics server).
+    pub fn stats_handle(&self) -> Arc<QueueStats> {
+        self.stats.clone()
+    }
+
     /// Receives one batch (short poll) and invokes the handler. Returns the
     /// number of messages completed (deleted).
     pub async fn poll_once(&self) -> anyhow::Result<usize> {
@@ -246,17 +268,30 @@ impl QueueMapping {
         Ok(out.messages.unwrap_or_default())
     }
 
-    /// Invokes the handler with `messages` and deletes what succeeded.
+    /// Invokes the handler with `messages`, as Lambda does, and deletes
+    /// what succeeded. An invocation past the function timeout is cancelled
+    /// and a panic is caught: both are function errors, so the whole batch
+    /// stays in the queue, comes back after the visibility timeout (6 x the
+    /// function timeout, so never while its invocation runs) and reaches the
+    /// DLQ after `maxReceiveCount` receives.
     async fn invoke(&self, messages: Vec<Message>) -> anyhow::Result<usize> {
         if messages.is_empty() {
             return Ok(0);
         }
         let event = self.event(&messages)?;
         self.stats.invocations.fetch_add(1, Ordering::Relaxed);
+        let n = messages.len() as u64;
+        self.stats.in_flight.fetch_add(n, Ordering::Relaxed);
+        let timeout = self.function_timeout;
+        let call = crate::local::invoke::unwound(|| (self.handler)(event));
         let result = tokio::select! {
-            r = (self.handler)(event) => r,
+            r = tokio::time::timeout(timeout, call) => match r {
+                Ok(r) => r,
+                Err(_) => Err(format!("function timed out after {timeout:?}").into()),
+            },
             never = self.keep_invisible(&messages) => match never {},
         };
+        self.stats.in_flight.fetch_sub(n, Ordering::Relaxed);
         let failed: Vec<String> = match result {
             Ok(resp) => resp
                 .batch_item_failures
@@ -264,6 +299,9 @@ impl QueueMapping {
                 .map(|f| f.item_identifier)
                 .collect(),
             Err(e) => {
+                self.stats
+                    .failed_invocations
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(mapping = %self.name, error = %e, "function error: the whole batch returns to the queue");
                 messages
                     .iter()
@@ -282,13 +320,16 @@ impl QueueMapping {
     }
 
     /// Keeps `messages` invisible while their invocation runs (never
-    /// returns: dropped when the handler completes). Deployed, the
-    /// visibility timeout is 6 x the function timeout, so an invocation
-    /// never outlives it; locally it is short (failed messages come back
-    /// quickly), so with concurrent pollers a long invocation's messages
-    /// would be received again while it runs. Every third of the visibility timeout
-    /// their visibility is extended by one (ChangeMessageVisibilityBatch);
-    /// a failure to do so is logged and retried at the next beat.
+    /// returns: dropped when the handler completes or is cut). Deployed,
+    /// the visibility timeout is 6 x the function timeout, so the timeout
+    /// cuts an invocation long before the first beat (a third of the
+    /// visibility) and this never sends anything. It matters only where the
+    /// timeout outlives the visibility: tests that scale the visibility but
+    /// keep the deployed timeout ([`crate::local::runtime::RuntimeOptions::queue_timeout_scale`]),
+    /// where a long invocation's messages would otherwise be received
+    /// again while it runs. Every third of the visibility timeout their
+    /// visibility is extended by one (ChangeMessageVisibilityBatch); a
+    /// failure to do so is logged and retried at the next beat.
     async fn keep_invisible(&self, messages: &[Message]) -> std::convert::Infallible {
         let beat = (self.queue.visibility / 3).max(Duration::from_millis(200));
         loop {

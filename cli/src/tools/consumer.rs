@@ -32,9 +32,10 @@ pub struct ConsumerArgs {
     /// back at once instead of after --lease-ttl-secs.
     #[arg(long, env = "JOBSTREAM_LEASE_OWNER")]
     pub lease_owner: Option<String>,
-    /// Lease duration; another process takes a shard this long after its
-    /// holder stopped renewing (leases are renewed every third of it, and
-    /// released at once on SIGTERM / SIGINT).
+    /// Lease duration; another process takes a shard once its lease counter
+    /// has not moved for this long, measured on that process's own clock (no
+    /// wall clocks are compared across hosts). Leases are renewed every
+    /// third of it, and released at once on SIGTERM / SIGINT.
     #[arg(long, default_value_t = 20)]
     pub lease_ttl_secs: u64,
     /// On SIGTERM / SIGINT: how long batches in flight may take to finish
@@ -43,11 +44,18 @@ pub struct ConsumerArgs {
     /// released and the process exits. `10s`, `500ms`, `2m` or seconds.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
-    /// Print each stream mapping's `IteratorAge` (milliseconds, Lambda's
-    /// metric name) as a CloudWatch Embedded Metric Format line with every
-    /// status line.
+    /// Print CloudWatch Embedded Metric Format lines (namespace
+    /// `jobstream`, dimension `Processor`): each stream mapping's
+    /// `IteratorAge` (milliseconds: the oldest record not yet checkpointed)
+    /// with every status line, and every batch's counters (`BadInput`,
+    /// `Processed`, ...) as the Lambdas print them.
     #[arg(long)]
     pub emit_metrics: bool,
+    /// Serve Prometheus metrics on `http://ADDR/metrics`, and the probes
+    /// `/healthz` (live) and `/readyz` (shards listed and leases read:
+    /// holding leases or standing by), e.g. `0.0.0.0:9090`.
+    #[arg(long, value_name = "ADDR", env = "JOBSTREAM_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
 }
 
 /// `10s`, `500ms`, `2m`, or a number of seconds.
@@ -70,6 +78,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 impl ConsumerArgs {
+    /// The listener of `--metrics-listen` (bound now, so a taken port fails
+    /// the start, naming the address), and the line announcing it.
+    pub async fn metrics_listener(&self) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+        let Some(addr) = &self.metrics_listen else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: cannot listen: {e}"))?;
+        let at = listener.local_addr()?;
+        println!("metrics: http://{at}/metrics (probes: /healthz, /readyz)");
+        Ok(Some(listener))
+    }
+
     /// `base` with durable checkpoints and leases in `ledger_table` (through
     /// `dynamodb`), the starting position and the on-failure destinations.
     /// `sqs` is needed only with `--on-failure-queue-url`.
@@ -137,6 +159,9 @@ mod tests {
         assert_eq!(cli.consumer.shutdown_grace, Duration::from_secs(10));
         let cli = Cli::parse_from(["run", "--shutdown-grace", "1500ms"]);
         assert_eq!(cli.consumer.shutdown_grace, Duration::from_millis(1500));
+        assert_eq!(cli.consumer.metrics_listen, None);
+        let cli = Cli::parse_from(["run", "--metrics-listen", "0.0.0.0:9090"]);
+        assert_eq!(cli.consumer.metrics_listen.as_deref(), Some("0.0.0.0:9090"));
     }
 
     #[test]

@@ -1,0 +1,201 @@
+//! The mapping as operators run it: a panicking invocation is a failed
+//! invocation of its shard only; the iterator age of a shard stuck on a
+//! failing record keeps rising; leases judged by their counter, observed on
+//! each process's own clock (never by comparing wall clocks across hosts).
+//! No timed assertions: counts, orders, the fake's clock and `time_scale`.
+
+use super::*;
+use crate::local::shards::fake::{seq_string, FakeStreams};
+
+fn seqs(event: &Event) -> Vec<u64> {
+    event
+        .records
+        .iter()
+        .map(|r| seq_of(r).parse().unwrap())
+        .collect()
+}
+
+/// Panics on every batch holding `poison` (as a bug in a rule would);
+/// records the batches it completes.
+fn panicking(calls: Arc<Mutex<Vec<Vec<u64>>>>, poison: u64) -> Handler {
+    Arc::new(move |event: Event| {
+        let calls = calls.clone();
+        Box::pin(async move {
+            let got = seqs(&event);
+            calls.lock().unwrap().push(got.clone());
+            assert!(!got.contains(&poison), "a bug in a rule (injected)");
+            Ok(DynamoDbEventResponse::default())
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_panicking_record_is_given_up_after_the_deployed_retries_while_other_shards_go_on() {
+    let api = FakeStreams::new(100);
+    api.add_shard("bad", None);
+    api.add_shard("good", None);
+    let bad = api.write("bad", 4);
+    let good = api.write("good", 6);
+    let poison = bad[2];
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut c = MappingConfig::new("m");
+    c.batch_size = 4;
+    c.max_retries = 2;
+    c.bisect_on_error = true;
+    c.time_scale = 0.0;
+    let mut m = StreamMapping::with_api(c, api, "arn".into(), panicking(calls.clone(), poison));
+    drain(std::slice::from_mut(&mut m)).await.unwrap();
+    let got = calls.lock().unwrap().clone();
+    let done: Vec<u64> = got
+        .iter()
+        .filter(|b| !b.contains(&poison))
+        .flatten()
+        .copied()
+        .collect();
+    let good_done: Vec<u64> = done.iter().copied().filter(|s| good.contains(s)).collect();
+    assert_eq!(good_done, good, "the other shard went on");
+    let bad_done: Vec<u64> = done.iter().copied().filter(|s| bad.contains(s)).collect();
+    assert_eq!(bad_done, vec![bad[0], bad[1], bad[3]]);
+    // Alone, the poison record panics once and twice more (the retries).
+    let alone = got.iter().filter(|b| **b == vec![poison]).count();
+    assert_eq!(alone, 3, "{got:?}");
+    let failed = m.on_failure.take();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].condition, Condition::RetryAttemptsExhausted);
+    assert_eq!(failed[0].start_sequence_number, seq_string(poison));
+    assert_eq!(failed[0].end_sequence_number, seq_string(poison));
+    assert_eq!(failed[0].function_error.as_deref(), Some("Unhandled"));
+    assert!(
+        failed[0].reason.contains("panicked"),
+        "{}",
+        failed[0].reason
+    );
+    assert_eq!(m.checkpoint("bad"), Some(seq_string(bad[3])));
+}
+
+mod leases {
+    use super::*;
+    use crate::local::engine::{ensure_table, sdk_config, LocalEngine};
+
+    const LEDGER: &str = "ledger";
+    /// A guard against hanging: what a test waits for arrives long before.
+    const GUARD: Duration = Duration::from_secs(40);
+
+    async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
+        let engine = LocalEngine::start("127.0.0.1:0", None)
+            .await
+            .expect("engine starts");
+        let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+        ensure_table(&client, &shared::models::table::ledger(), LEDGER)
+            .await
+            .expect("ledger table");
+        (engine, client)
+    }
+
+    fn idle() -> Handler {
+        Arc::new(|_event: Event| Box::pin(async { Ok(DynamoDbEventResponse::default()) }))
+    }
+
+    /// A process whose wall clock is `skew_ms` ahead of the host's.
+    fn process(
+        api: &Arc<FakeStreams>,
+        client: &aws_sdk_dynamodb::Client,
+        owner: &str,
+        skew_ms: i64,
+        ttl: Duration,
+    ) -> StreamMapping<Arc<FakeStreams>> {
+        let mut c = MappingConfig::new("m");
+        c.time_scale = 0.0001;
+        c.discovery_interval = Duration::ZERO;
+        let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+        cp.owner = owner.to_string();
+        cp.lease_ttl = ttl;
+        cp.clock_skew_ms = skew_ms;
+        c.checkpoints = Some(cp);
+        StreamMapping::with_api(c, api.clone(), "arn".into(), idle())
+    }
+
+    async fn poll(m: &mut StreamMapping<Arc<FakeStreams>>) {
+        m.poll_once().await.unwrap();
+    }
+
+    /// Shard -> holder, as the ledger says.
+    async fn holders(client: &aws_sdk_dynamodb::Client) -> BTreeMap<String, String> {
+        let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+        cp.owner = "reader".into();
+        LeaseTable::new(cp, "m", "arn")
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|i| Some((i.shard_id, i.owner?)))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_processes_with_clocks_60_s_apart_share_the_shards_without_stealing_live_leases() {
+        let (_engine, client) = ledger().await;
+        let api = Arc::new(FakeStreams::new(100));
+        for i in 0..10 {
+            api.add_shard(&format!("shard-{i}"), None);
+        }
+        let ttl = Duration::from_secs(2);
+        let mut slow = process(&api, &client, "slow", 0, ttl);
+        let mut fast = process(&api, &client, "fast", 60_000, ttl);
+        // They share the shards ...
+        tokio::time::timeout(GUARD, async {
+            while slow.shards().len() != 5 || fast.shards().len() != 5 {
+                poll(&mut slow).await;
+                poll(&mut fast).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the two processes never shared the shards");
+        let shared = holders(&client).await;
+        // ... and keep them over three lease durations: renewals keep every
+        // lease live whatever the clocks say, and nothing is stolen.
+        let until = Instant::now() + ttl * 3;
+        let mut rounds = 0;
+        while Instant::now() < until {
+            poll(&mut slow).await;
+            poll(&mut fast).await;
+            rounds += 1;
+            assert_eq!(
+                (slow.shards().len(), fast.shards().len()),
+                (5, 5),
+                "round {rounds}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(holders(&client).await, shared, "no lease changed hands");
+        let counters: Vec<i64> = {
+            let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+            cp.owner = "reader".into();
+            LeaseTable::new(cp, "m", "arn")
+                .list()
+                .await
+                .unwrap()
+                .iter()
+                .map(|i| i.counter)
+                .collect()
+        };
+        assert!(
+            counters.iter().all(|c| *c > 1),
+            "renewals move the counter: {counters:?}"
+        );
+        // The fast-clock process dies without releasing: the slow-clock one
+        // takes its shards once their counters stop moving (its own clock
+        // says the dead leases' expiry is a minute away).
+        drop(fast);
+        tokio::time::timeout(GUARD, async {
+            while slow.shards().len() != 10 {
+                poll(&mut slow).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the dead process's leases were never taken");
+        assert!(holders(&client).await.values().all(|o| o == "slow"));
+    }
+}

@@ -1,0 +1,365 @@
+//! `jobstream run --metrics-listen ADDR`: what a self-hosted consumer's
+//! operators expect, over HTTP. `/metrics` serves the consumer's figures in
+//! the Prometheus (OpenMetrics) text format through `prometheus-client`,
+//! read from the runtime's own counters at each scrape; `/healthz` answers
+//! while the process serves (liveness); `/readyz` answers 200 once every
+//! stream mapping has listed its shards and read the lease table (it then
+//! holds leases or stands by), 503 before that and once shutdown began
+//! (readiness). The server is axum, already in the tree under the embedded
+//! engine.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `jobstream_iterator_age_milliseconds` | gauge: age of the oldest record not yet checkpointed (0: caught up) | `processor`, `shard` |
+//! | `jobstream_records_processed_total` | counter: stream records whose batch took effect, queue messages deleted after success | `processor` |
+//! | `jobstream_invocations_total` | counter | `processor` |
+//! | `jobstream_invocations_failed_total` | counter: errors, panics, timeouts, partial failures | `processor` |
+//! | `jobstream_records_bad_input_total` | counter: records skipped as bad input (logged with key and reason) | `processor` |
+//! | `jobstream_records_given_up_total` | counter: records sent to the on-failure destinations | `processor` |
+//! | `jobstream_record_ranges_lost_total` | counter: ranges trimmed from the stream or in vanished shards | `processor` |
+//! | `jobstream_leases_held` | gauge | `processor` |
+//! | `jobstream_queue_messages_in_flight` | gauge: messages whose invocation runs now | `processor` |
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use crate::local::esm::MappingStats;
+use crate::local::sqs_esm::QueueStats;
+
+/// Reads one counter of a processor.
+pub type Reader = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// What `/metrics` and `/readyz` read: the runtime's counters, shared.
+#[derive(Clone, Default)]
+pub struct Probe {
+    pub streams: Vec<Arc<MappingStats>>,
+    /// Queue consumers by name.
+    pub queues: Vec<(String, Arc<QueueStats>)>,
+    /// Records each processor skipped as bad input, by processor name.
+    pub bad_input: Vec<(String, Reader)>,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("streams", &self.streams.len())
+            .field("queues", &self.queues.len())
+            .field("bad_input", &self.bad_input.len())
+            .finish()
+    }
+}
+
+impl Probe {
+    /// Every stream mapping listed its shards and read its leases, and
+    /// none has stopped.
+    pub fn ready(&self) -> bool {
+        self.streams.iter().all(|s| s.ready.load(Ordering::Relaxed))
+    }
+
+    /// Leases held by this process, over every mapping.
+    pub fn leases_held(&self) -> u64 {
+        self.streams
+            .iter()
+            .map(|s| s.leases_held.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The exposition of every metric, as `/metrics` serves it.
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self.clone()));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry)?;
+        Ok(out)
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: &[(&str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (processor, v) in values {
+        ConstCounter::new(*v).encode(family.encode_family(&[("processor", *processor)])?)?;
+    }
+    Ok(())
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: &[(&str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (processor, v) in values {
+        ConstGauge::new(*v).encode(family.encode_family(&[("processor", *processor)])?)?;
+    }
+    Ok(())
+}
+
+impl Collector for Probe {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let streams: Vec<(&str, &MappingStats)> = self
+            .streams
+            .iter()
+            .map(|s| (s.name.as_str(), &**s))
+            .collect();
+        let queues: Vec<(&str, &QueueStats)> = self
+            .queues
+            .iter()
+            .map(|(n, q)| (n.as_str(), &**q))
+            .collect();
+        {
+            let mut family = encoder.encode_descriptor(
+                "jobstream_iterator_age_milliseconds",
+                "Age of the oldest stream record not yet checkpointed, per shard held (0: caught up); rises while a shard retries a failing record",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (name, s) in &streams {
+                for (shard, age) in s.iterator_ages() {
+                    ConstGauge::new(age).encode(
+                        family.encode_family(&[("processor", *name), ("shard", shard.as_str())])?,
+                    )?;
+                }
+            }
+        }
+        let processed: Vec<(&str, u64)> = streams
+            .iter()
+            .map(|(n, s)| (*n, load(&s.records_processed)))
+            .chain(queues.iter().map(|(n, q)| (*n, load(&q.deleted))))
+            .collect();
+        counter(
+            &mut encoder,
+            "jobstream_records_processed",
+            "Stream records whose batch took effect; queue messages deleted after their invocation succeeded",
+            &processed,
+        )?;
+        let invocations: Vec<(&str, u64)> = streams
+            .iter()
+            .map(|(n, s)| (*n, s.invocations()))
+            .chain(queues.iter().map(|(n, q)| (*n, load(&q.invocations))))
+            .collect();
+        counter(
+            &mut encoder,
+            "jobstream_invocations",
+            "Handler invocations",
+            &invocations,
+        )?;
+        let failed: Vec<(&str, u64)> = streams
+            .iter()
+            .map(|(n, s)| (*n, load(&s.failed_invocations)))
+            .chain(
+                queues
+                    .iter()
+                    .map(|(n, q)| (*n, load(&q.failed_invocations))),
+            )
+            .collect();
+        counter(
+            &mut encoder,
+            "jobstream_invocations_failed",
+            "Failed invocations (function error, panic, timeout, a failed record in the partial batch response)",
+            &failed,
+        )?;
+        let bad: Vec<(&str, u64)> = self
+            .bad_input
+            .iter()
+            .map(|(n, read)| (n.as_str(), read()))
+            .collect();
+        counter(
+            &mut encoder,
+            "jobstream_records_bad_input",
+            "Records skipped as bad input (the log names each key and reason)",
+            &bad,
+        )?;
+        let given_up: Vec<(&str, u64)> = streams
+            .iter()
+            .map(|(n, s)| (*n, load(&s.records_given_up)))
+            .collect();
+        counter(
+            &mut encoder,
+            "jobstream_records_given_up",
+            "Stream records sent to the on-failure destinations (retries exhausted, record too old)",
+            &given_up,
+        )?;
+        let lost: Vec<(&str, u64)> = streams
+            .iter()
+            .map(|(n, s)| (*n, s.on_failure.losses()))
+            .collect();
+        counter(
+            &mut encoder,
+            "jobstream_record_ranges_lost",
+            "Ranges of stream records lost before processing (trimmed, or in vanished shards): run `jobstream backfill`",
+            &lost,
+        )?;
+        let leases: Vec<(&str, u64)> = streams
+            .iter()
+            .map(|(n, s)| (*n, load(&s.leases_held)))
+            .collect();
+        gauge(
+            &mut encoder,
+            "jobstream_leases_held",
+            "Shard leases this process holds",
+            &leases,
+        )?;
+        let in_flight: Vec<(&str, u64)> = queues
+            .iter()
+            .map(|(n, q)| (*n, load(&q.in_flight)))
+            .collect();
+        gauge(
+            &mut encoder,
+            "jobstream_queue_messages_in_flight",
+            "Queue messages whose invocation runs now",
+            &in_flight,
+        )?;
+        Ok(())
+    }
+}
+
+/// `/metrics`, `/healthz` and `/readyz` of `probe`.
+pub fn router(probe: Probe) -> axum::Router {
+    axum::Router::new()
+        .route("/metrics", axum::routing::get(metrics))
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/readyz", axum::routing::get(readyz))
+        .with_state(Arc::new(probe))
+}
+
+async fn metrics(State(probe): State<Arc<Probe>>) -> axum::response::Response {
+    match probe.render() {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding the metrics failed: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn readyz(State(probe): State<Arc<Probe>>) -> (StatusCode, String) {
+    if !probe.ready() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: shards not listed or leases not read yet, or shutting down\n".into(),
+        );
+    }
+    match probe.leases_held() {
+        0 => (
+            StatusCode::OK,
+            "ready: standing by (no lease held)\n".into(),
+        ),
+        n => (StatusCode::OK, format!("ready: holding {n} lease(s)\n")),
+    }
+}
+
+/// Serves `probe` on `listener` until `stop` turns true.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    probe: Probe,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router(probe))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("the metrics server failed: {e}"))
+}
+
+/// `GET path` on `addr` (HTTP/1.0, the whole answer): status and body.
+#[cfg(test)]
+pub(crate) async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .expect("request sent");
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.expect("answer read");
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn probes_answer_and_metrics_are_exposed_by_processor() {
+        let stats = Arc::new(MappingStats::new("derive"));
+        stats.records_processed.store(7, Ordering::Relaxed);
+        stats.records_given_up.store(1, Ordering::Relaxed);
+        let queue = Arc::new(QueueStats::default());
+        queue.in_flight.store(3, Ordering::Relaxed);
+        let probe = Probe {
+            streams: vec![stats.clone()],
+            queues: vec![("timeline".into(), queue)],
+            bad_input: vec![("derive".into(), Arc::new(|| 2))],
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(serve(listener, probe, stopped));
+        assert_eq!(get(addr, "/healthz").await, (200, "ok\n".into()));
+        let (status, why) = get(addr, "/readyz").await;
+        assert_eq!(status, 503, "{why}");
+        stats.ready.store(true, Ordering::Relaxed);
+        assert_eq!(
+            get(addr, "/readyz").await,
+            (200, "ready: standing by (no lease held)\n".into())
+        );
+        stats.leases_held.store(2, Ordering::Relaxed);
+        assert_eq!(
+            get(addr, "/readyz").await,
+            (200, "ready: holding 2 lease(s)\n".into())
+        );
+        let (status, text) = get(addr, "/metrics").await;
+        assert_eq!(status, 200);
+        for line in [
+            "jobstream_records_processed_total{processor=\"derive\"} 7",
+            "jobstream_records_processed_total{processor=\"timeline\"} 0",
+            "jobstream_records_given_up_total{processor=\"derive\"} 1",
+            "jobstream_records_bad_input_total{processor=\"derive\"} 2",
+            "jobstream_leases_held{processor=\"derive\"} 2",
+            "jobstream_queue_messages_in_flight{processor=\"timeline\"} 3",
+            "jobstream_invocations_failed_total{processor=\"derive\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        stop.send_replace(true);
+        server.await.unwrap().unwrap();
+    }
+}

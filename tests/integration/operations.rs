@@ -1,0 +1,132 @@
+//! `jobstream run` as operators watch it: Prometheus metrics and the
+//! health probes over HTTP, while a shard retries a failing record.
+
+use std::time::Duration;
+
+use jobstream::local::engine::{sdk_config, LocalEngine};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::lease::CheckpointConfig;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use shared::models::tracker::writer::TrackerWriter;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{run_in_background, TIME_SCALE};
+
+/// A guard against hanging: what a test waits for arrives long before.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// `GET path` (HTTP/1.0): status and body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut conn = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .expect("request sent");
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.expect("answer read");
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of the first sample of `metric` whose labels start with
+/// `labels` (e.g. `processor="history"`).
+fn sample(text: &str, metric: &str, labels: &str) -> Option<i64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{{labels}")))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_retrying_a_failing_record_reports_a_rising_iterator_age_on_metrics() {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let mut opts = RuntimeOptions::new(
+        "tracker",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.time_scale = TIME_SCALE;
+    // History cannot write its entries: each of its invocations fails.
+    opts.revoke = vec![("history".into(), "dynamodb:PutItem".into())];
+    opts.backoff = shared::store::Backoff {
+        max_times: 0,
+        ..Default::default()
+    };
+    // Retries a (scaled) second apart and more: the record is still being
+    // retried across the scrapes below.
+    opts.mapping.retry_delay = Duration::from_secs(60);
+    let mut leases = CheckpointConfig::new(client, &opts.ledger_table);
+    leases.owner = "metrics-test".into();
+    opts.mapping.checkpoints = Some(leases);
+    let mut rt = Runtime::start(opts).await.expect("runtime starts");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.metrics_listener = Some(listener);
+    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let bg = run_in_background(rt);
+    assert_eq!(get(addr, "/healthz").await, (200, "ok\n".to_string()));
+    tokio::time::timeout(HANG_GUARD, async {
+        while get(addr, "/readyz").await.0 != 200 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("never ready");
+    let (_, ready) = get(addr, "/readyz").await;
+    assert!(ready.starts_with("ready: holding"), "{ready}");
+    writer
+        .create_application(
+            "a1",
+            "Acme",
+            "Engineer",
+            "applied",
+            "2026-01-01T00:00:00.000Z",
+        )
+        .await
+        .unwrap();
+    let age = "jobstream_iterator_age_milliseconds";
+    let history = "processor=\"history\"";
+    let (first, text) = tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let (status, text) = get(addr, "/metrics").await;
+            assert_eq!(status, 200);
+            let failed = sample(&text, "jobstream_invocations_failed_total", history);
+            match sample(&text, age, history) {
+                Some(a) if a > 0 && failed > Some(0) => return (a, text),
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await
+    .expect("the failing record never showed in the iterator age");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (_, later_text) = get(addr, "/metrics").await;
+    let later = sample(&later_text, age, history).expect("still held");
+    assert!(
+        later >= first + 100,
+        "the age rises while the record is retried: {first} then {later}\n{text}"
+    );
+    assert_eq!(
+        sample(&later_text, "jobstream_records_processed_total", history),
+        Some(0)
+    );
+    assert_eq!(
+        sample(&later_text, "jobstream_leases_held", history),
+        Some(1)
+    );
+    // The other processor, its grant intact, caught up.
+    assert_eq!(sample(&later_text, age, "processor=\"derive\""), Some(0));
+    let rt = bg.stop().await;
+    drop(rt);
+}
