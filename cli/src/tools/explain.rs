@@ -92,7 +92,18 @@ fn ty_name(t: &Ty) -> String {
         Ty::IsoUtc => "iso-utc".into(),
         Ty::Set => "set".into(),
         Ty::Enum(v) => format!("one of {}", v.join("|")),
+        Ty::IntEnum(v) => format!("one of {}", alternatives(v)),
+        Ty::BoolEnum(v) => format!("one of {}", alternatives(v)),
     }
+}
+
+/// An enum's values as `a|b|c`.
+fn alternatives<T: ToString>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// The rule of a model file that rejects an item, when the error names one.
