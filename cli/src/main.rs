@@ -487,6 +487,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let mut opts = target.options(endpoint, RecordReader::Sdk);
             opts.sqs_endpoint = sqs.clone();
+            opts.enforce_grants = consumer.grants.enforced();
             opts.mapping = consumer.apply(
                 opts.mapping,
                 aws_sdk_dynamodb::Client::new(&sdk),
