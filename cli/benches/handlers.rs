@@ -120,6 +120,23 @@ async fn baseline_put(rt: &Runtime, table: &str, n_puts: usize) -> anyhow::Resul
     Ok(started.elapsed() / n_puts as u32)
 }
 
+/// CPU time (user + system) of this whole process so far: the handler
+/// and the embedded engine it calls, which runs in the same process.
+/// Linux only (`/proc/self/stat`, in clock ticks of 10 ms).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces), from field 3.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Round trips `processor` sent through its grant-checked clients.
+fn round_trips(processor: &str) -> std::collections::BTreeMap<String, u64> {
+    jobstream::local::iam::recorder().requests(processor)
+}
+
 async fn run_handler(
     name: &str,
     p: &dyn shared::lambda::StreamHandler,
@@ -128,13 +145,19 @@ async fn run_handler(
     baseline: Duration,
     writes: impl Fn() -> u64,
 ) -> anyhow::Result<()> {
+    let processor = name.split_whitespace().next().unwrap_or(name);
+    let trips_before = round_trips(processor);
     let before = writes();
+    let cpu_before = process_cpu();
     let started = Instant::now();
     let resp =
         shared::lambda::stream_handler(p, LambdaEvent::new(event.clone(), Context::default()))
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     let elapsed = started.elapsed();
+    let cpu = process_cpu()
+        .zip(cpu_before)
+        .map(|(a, b)| a.saturating_sub(b));
     anyhow::ensure!(
         resp.batch_item_failures.is_empty(),
         "{name} reported failures"
@@ -142,13 +165,36 @@ async fn run_handler(
     let per_record = elapsed / event.records.len() as u32;
     let w = writes() - before;
     println!(
-        "{name:<22} {:>6} records in {:>8.2?}: {:>7.1?}/record = {:>5.2}x one PutItem; {:>5} item writes = {:.2} writes/change",
+        "{name:<38} {:>6} records in {:>8.2?}: {:>7.1?}/record = {:>5.2}x one PutItem; {:>5} item writes = {:.2} writes/change",
         event.records.len(),
         elapsed,
         per_record,
         per_record.as_secs_f64() / baseline.as_secs_f64(),
         w,
         w as f64 / changes as f64
+    );
+    let per_10k = |d: Duration| d.as_secs_f64() * 10_000.0 / event.records.len() as f64;
+    let trips: Vec<String> = round_trips(processor)
+        .into_iter()
+        .map(|(op, n)| (op.clone(), n - trips_before.get(&op).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(op, n)| {
+            format!(
+                "{op} {:.0}",
+                n as f64 * 10_000.0 / event.records.len() as f64
+            )
+        })
+        .collect();
+    println!(
+        "{:<38} per 10k records: process CPU {} (handler + in-process engine), wall {:.2} s; round trips: {}",
+        "",
+        cpu.map_or("n/a".to_string(), |c| format!("{:.2} s", per_10k(c))),
+        per_10k(elapsed),
+        if trips.is_empty() {
+            "not counted (grants unchecked)".to_string()
+        } else {
+            trips.join(", ")
+        }
     );
     Ok(())
 }
@@ -205,6 +251,34 @@ async fn main() -> anyhow::Result<()> {
         changes,
         baseline,
         derive_writes,
+    )
+    .await?;
+    // The same redelivery by a runtime whose processors' calls are not
+    // checked against their grants (`jobstream run --grants unchecked`):
+    // what the local check costs.
+    let mut opts = RuntimeOptions::new(
+        "tracker",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.enforce_grants = false;
+    let unchecked = Runtime::start(opts).await?;
+    let derive = unchecked.stream_processor("derive");
+    let unchecked_writes = || {
+        unchecked
+            .processors
+            .store
+            .stats()
+            .writes
+            .load(Ordering::Relaxed)
+    };
+    run_handler(
+        "derive (redelivered, grants unchecked)",
+        &*derive,
+        &event,
+        changes,
+        baseline,
+        unchecked_writes,
     )
     .await?;
     engine.stop().await;

@@ -11,7 +11,10 @@
 //!    most a call returns), the rate per window;
 //!
 //! each as its last window against its first (1.0x: as fast at the end as
-//! at the start). Dynoxide as it ships writes RAW (20,000) records, as
+//! at the start); and the floor, the same writes into the same table
+//! without a stream in a second engine of the same kind, window by window
+//! in turn with the first (both see the same load): the engine's own
+//! slowdown as its database grows, and the stream's cost beside it. Dynoxide as it ships writes RAW (20,000) records, as
 //! indexed LONG (200,000; 1,000,000 for the figure).
 //!
 //! `cargo bench -p jobstream --bench stream_length` (RAW, LONG, WINDOW).
@@ -37,20 +40,24 @@ fn item(i: usize) -> Value {
     })
 }
 
-fn create_table(db: &dynoxide::Database, name: &str) -> anyhow::Result<()> {
+fn create_table(db: &dynoxide::Database, name: &str, stream: bool) -> anyhow::Result<()> {
     let s = |a: &str| json!({"AttributeName": a, "AttributeType": "S"});
-    db.create_table(req(json!({
+    let mut def = json!({
         "TableName": name,
         "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         "AttributeDefinitions": [s("pk"), s("sk"), s("gpk")],
         "BillingMode": "PAY_PER_REQUEST",
         "GlobalSecondaryIndexes": [{
-            "IndexName": "g",
+            "IndexName": "gsi1",
             "KeySchema": [{"AttributeName": "gpk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
             "Projection": {"ProjectionType": "ALL"}
-        }],
-        "StreamSpecification": {"StreamEnabled": true, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    })))?;
+        }]
+    });
+    if stream {
+        def["StreamSpecification"] =
+            json!({"StreamEnabled": true, "StreamViewType": "NEW_AND_OLD_IMAGES"});
+    }
+    db.create_table(req(def))?;
     Ok(())
 }
 
@@ -63,42 +70,76 @@ struct Run {
     read_rates: Vec<f64>,
 }
 
-fn measure(db: &dynoxide::Database, records: usize, window: usize) -> anyhow::Result<Run> {
-    let table = "stream_bench";
-    create_table(db, table)?;
-    let mut written = 0;
-    let mut run = Run {
+const TABLE: &str = "stream_bench";
+
+/// Writes records `from..to` to `db`: 100 single PutItems (their mean
+/// latency), then BatchWriteItem of 25; returns (records/s, PutItem).
+fn write_window(
+    db: &dynoxide::Database,
+    from: usize,
+    to: usize,
+) -> anyhow::Result<(f64, Duration)> {
+    let mut written = from;
+    let started = Instant::now();
+    while written < (from + 100).min(to) {
+        db.put_item(req(json!({"TableName": TABLE, "Item": item(written)})))?;
+        written += 1;
+    }
+    let put = started.elapsed() / (written - from).max(1) as u32;
+    while written < to {
+        let batch: Vec<Value> = (written..(written + 25).min(to))
+            .map(|i| json!({"PutRequest": {"Item": item(i)}}))
+            .collect();
+        written += batch.len();
+        let out = db.batch_write_item(req(json!({"RequestItems": {TABLE: batch}})))?;
+        anyhow::ensure!(
+            serde_json::to_value(&out)?["UnprocessedItems"]
+                .as_object()
+                .is_none_or(|u| u.is_empty()),
+            "unprocessed items"
+        );
+    }
+    Ok((
+        (to - from) as f64 / (started.elapsed().as_secs_f64() + 1e-9),
+        put,
+    ))
+}
+
+/// `records` written to a table with a stream in `db` and, window by
+/// window in turn (so both see the same load on a shared machine), to the
+/// same table without a stream in `floor_db`; then the stream read back.
+fn measure(
+    db: &dynoxide::Database,
+    floor_db: &dynoxide::Database,
+    records: usize,
+    window: usize,
+) -> anyhow::Result<(Run, Run)> {
+    create_table(db, TABLE, true)?;
+    create_table(floor_db, TABLE, false)?;
+    let empty = || Run {
         write_rates: Vec::new(),
         put_latency: Vec::new(),
         read_rates: Vec::new(),
     };
+    let (mut run, mut floor) = (empty(), empty());
+    let mut written = 0;
     while written < records {
-        let started = Instant::now();
-        for _ in 0..100 {
-            db.put_item(req(json!({"TableName": table, "Item": item(written)})))?;
-            written += 1;
+        let to = (written + window).min(records);
+        for (db, run) in [(db, &mut run), (floor_db, &mut floor)] {
+            let (rate, put) = write_window(db, written, to)?;
+            run.write_rates.push(rate);
+            run.put_latency.push(put);
         }
-        run.put_latency.push(started.elapsed() / 100);
-        let end = (written + window - 100).min(records);
-        let started = Instant::now();
-        let n = end.saturating_sub(written);
-        while written < end {
-            let batch: Vec<Value> = (written..(written + 25).min(end))
-                .map(|i| json!({"PutRequest": {"Item": item(i)}}))
-                .collect();
-            written += batch.len();
-            let out = db.batch_write_item(req(json!({"RequestItems": {table: batch}})))?;
-            anyhow::ensure!(
-                serde_json::to_value(&out)?["UnprocessedItems"]
-                    .as_object()
-                    .is_none_or(|u| u.is_empty()),
-                "unprocessed items"
-            );
-        }
-        run.write_rates
-            .push((n + 100) as f64 / (started.elapsed().as_secs_f64() + 1e-9));
+        written = to;
     }
+    run.read_rates = read_all(db, records, window)?;
+    Ok((run, floor))
+}
 
+/// The stream of [`TABLE`] from TRIM_HORIZON, records/s per window.
+fn read_all(db: &dynoxide::Database, records: usize, window: usize) -> anyhow::Result<Vec<f64>> {
+    let table = TABLE;
+    let mut rates = Vec::new();
     let desc = serde_json::to_value(db.describe_table(req(json!({"TableName": table})))?)?;
     let arn = desc["Table"]["LatestStreamArn"].clone();
     let stream = serde_json::to_value(db.describe_stream(req(json!({"StreamArn": arn})))?)?;
@@ -121,36 +162,44 @@ fn measure(db: &dynoxide::Database, records: usize, window: usize) -> anyhow::Re
         read += out.records.len();
         in_window += out.records.len();
         if in_window >= window || read >= records {
-            run.read_rates
-                .push(in_window as f64 / started.elapsed().as_secs_f64());
+            rates.push(in_window as f64 / started.elapsed().as_secs_f64());
             in_window = 0;
             started = Instant::now();
         }
         iterator = out.next_shard_iterator;
     }
     anyhow::ensure!(read == records, "read {read} of {records} records");
-    Ok(run)
+    Ok(rates)
 }
 
-fn report(name: &str, records: usize, run: &Run) {
+fn report(name: &str, records: usize, run: &Run, floor: &Run) {
     let first_last = |v: &[f64]| (v[0], v[v.len() - 1]);
+    let last = |v: &[Duration]| v[v.len() - 1].as_secs_f64();
+    let us = |d: f64| d * 1e6;
+    println!("{name}: {records} records written, window by window beside the same table without a stream (the floor)");
     let (w0, w1) = first_last(&run.write_rates);
+    let (f0, f1) = first_last(&floor.write_rates);
+    println!(
+        "  writes (BatchWriteItem): {w0:.0} -> {w1:.0} records/s, end / start = {:.2}x the rate (floor: {f0:.0} -> {f1:.0}/s, {:.2}x); with the stream / floor at the end: {:.2}x the time",
+        w1 / w0,
+        f1 / f0,
+        f1 / w1
+    );
+    let (p0, p1) = (run.put_latency[0].as_secs_f64(), last(&run.put_latency));
+    let (q0, q1) = (floor.put_latency[0].as_secs_f64(), last(&floor.put_latency));
+    println!(
+        "  PutItem: {:.0} -> {:.0} us, end / start = {:.2}x the latency (floor: {:.0} -> {:.0} us, {:.2}x); with the stream / floor at the end: {:.2}x",
+        us(p0),
+        us(p1),
+        p1 / p0,
+        us(q0),
+        us(q1),
+        q1 / q0,
+        p1 / q1
+    );
     let (r0, r1) = first_last(&run.read_rates);
-    let p0 = run.put_latency[0];
-    let p1 = run.put_latency[run.put_latency.len() - 1];
-    println!("{name}: a stream of {records} records");
     println!(
-        "  writes (BatchWriteItem): {w0:.0} records/s in the first window, {w1:.0}/s in the last: end / start = {:.2}x the rate",
-        w1 / w0
-    );
-    println!(
-        "  PutItem: {:.0} us at the start, {:.0} us at the end: end / start = {:.2}x the latency",
-        p0.as_secs_f64() * 1e6,
-        p1.as_secs_f64() * 1e6,
-        p1.as_secs_f64() / p0.as_secs_f64()
-    );
-    println!(
-        "  reads (GetRecords of 1,000 from TRIM_HORIZON): {r0:.0} records/s in the first window, {r1:.0}/s in the last: end / start = {:.2}x the rate",
+        "  reads (GetRecords of 1,000 from TRIM_HORIZON): {r0:.0} -> {r1:.0} records/s, end / start = {:.2}x the rate",
         r1 / r0
     );
 }
@@ -160,17 +209,21 @@ fn main() -> anyhow::Result<()> {
     let long = env_usize("LONG", 200_000);
     let window = env_usize("WINDOW", 5_000).max(200);
 
-    let plain = dynoxide::Database::memory()?;
-    let run = measure(&plain, raw, window)?;
-    report("Dynoxide as it ships (no stream index)", raw, &run);
-    drop(plain);
+    let (run, floor) = measure(
+        &dynoxide::Database::memory()?,
+        &dynoxide::Database::memory()?,
+        raw,
+        window,
+    )?;
+    report("Dynoxide as it ships (no stream index)", raw, &run, &floor);
 
-    let indexed = jobstream::local::stream_index::open(None)?;
-    let run = measure(&indexed, long, window)?;
+    let open = || jobstream::local::stream_index::open(None);
+    let (run, floor) = measure(&open()?, &open()?, long, window)?;
     report(
         "jobstream's engine (stream records indexed by sequence number)",
         long,
         &run,
+        &floor,
     );
     Ok(())
 }

@@ -753,6 +753,7 @@ async fn run_deployed(
     let mut opts = target.options(endpoint, RecordReader::Sdk);
     opts.sqs_endpoint = sqs_endpoint.clone();
     opts.provision = Provision::Existing { queues };
+    opts.enforce_grants = consumer.grants.enforced();
     let failure_sqs = sqs_client
         .as_ref()
         .filter(|_| consumer.on_failure_queue_url.is_some())

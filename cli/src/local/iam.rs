@@ -13,6 +13,7 @@
 //! index grant. Every call (allowed or not) is recorded in [`recorder`], so
 //! a test can compare what the code used with what the grants allow.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -24,6 +25,8 @@ use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::models::table::Grant;
 
@@ -74,6 +77,8 @@ pub struct Call {
 #[derive(Debug, Default)]
 pub struct Recorder {
     calls: Mutex<BTreeSet<Call>>,
+    /// Requests (round trips) checked, per processor and operation.
+    requests: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
 }
 
 /// The variable naming the file [`Recorder`] appends to.
@@ -102,6 +107,35 @@ impl Recorder {
     /// The calls recorded so far.
     pub fn calls(&self) -> BTreeSet<Call> {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn count_request(&self, processor: &str, operation: &str) {
+        let Ok(mut all) = self.requests.lock() else {
+            return;
+        };
+        if !all.contains_key(processor) {
+            all.insert(processor.to_string(), BTreeMap::new());
+        }
+        let Some(ops) = all.get_mut(processor) else {
+            return;
+        };
+        match ops.get_mut(operation) {
+            Some(n) => *n += 1,
+            None => {
+                ops.insert(operation.to_string(), 1);
+            }
+        }
+    }
+
+    /// Requests (round trips) `processor`'s grant-checked clients sent in
+    /// this process so far, per operation (`GetItem`, `SendMessageBatch`,
+    /// ...), allowed or not; all runtimes of the process together.
+    pub fn requests(&self, processor: &str) -> BTreeMap<String, u64> {
+        self.requests
+            .lock()
+            .ok()
+            .and_then(|r| r.get(processor).cloned())
+            .unwrap_or_default()
     }
 }
 
@@ -190,6 +224,32 @@ impl Principal {
     }
 }
 
+/// The fields of a request body the check reads, borrowed from it; the
+/// rest (items, expressions, message bodies) is skipped without being
+/// built, so a check costs a scan of the body, not a copy of it.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Body<'a> {
+    #[serde(rename = "TableName", borrow)]
+    table_name: Option<Cow<'a, str>>,
+    #[serde(rename = "IndexName")]
+    index_name: Option<IgnoredAny>,
+    #[serde(rename = "TransactItems", borrow)]
+    transact_items: Vec<BTreeMap<Cow<'a, str>, Named<'a>>>,
+    #[serde(rename = "RequestItems", borrow)]
+    request_items: BTreeMap<Cow<'a, str>, IgnoredAny>,
+    #[serde(rename = "QueueUrl", borrow)]
+    queue_url: Option<Cow<'a, str>>,
+}
+
+/// One action of a transaction: the table it names.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Named<'a> {
+    #[serde(rename = "TableName", borrow)]
+    table_name: Option<Cow<'a, str>>,
+}
+
 /// The (action, resource) pairs a request needs, from its `X-Amz-Target`
 /// and JSON body; `Err` for a request that names no known operation.
 pub fn required(
@@ -200,22 +260,22 @@ pub fn required(
     let (service, op) = target
         .split_once('.')
         .ok_or_else(|| format!("unrecognised X-Amz-Target {target:?}"))?;
-    let body: Value = if body.is_empty() {
-        json!({})
+    let body: Body = if body.is_empty() {
+        Body::default()
     } else {
-        serde_json::from_slice(body).map_err(|e| format!("{op}: body is not JSON: {e}"))?
+        serde_json::from_slice(body).map_err(|e| format!("{op}: body not understood: {e}"))?
     };
-    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let name = |n: &Option<Cow<str>>| n.as_deref().unwrap_or("").to_string();
     let mut out = Vec::new();
     if service.starts_with("DynamoDB_") {
         let dynamo = |a: &str| format!("dynamodb:{a}");
         match op {
             "TransactWriteItems" | "TransactGetItems" => {
-                for item in body["TransactItems"].as_array().into_iter().flatten() {
-                    let Some((kind, inner)) = item.as_object().and_then(|o| o.iter().next()) else {
+                for item in &body.transact_items {
+                    let Some((kind, inner)) = item.iter().next() else {
                         continue;
                     };
-                    let action = match kind.as_str() {
+                    let action = match kind.as_ref() {
                         "Put" => "PutItem",
                         "Update" => "UpdateItem",
                         "Delete" => "DeleteItem",
@@ -223,22 +283,18 @@ pub fn required(
                         "Get" => "GetItem",
                         other => other,
                     };
-                    let table = str_of(inner, "TableName");
+                    let table = name(&inner.table_name);
                     out.push((dynamo(action), principal.table_resource(&table, false)));
                 }
             }
             "BatchWriteItem" | "BatchGetItem" => {
-                for table in body["RequestItems"]
-                    .as_object()
-                    .into_iter()
-                    .flat_map(|o| o.keys())
-                {
+                for table in body.request_items.keys() {
                     out.push((dynamo(op), principal.table_resource(table, false)));
                 }
             }
             _ => {
-                let table = str_of(&body, "TableName");
-                let index = body.get("IndexName").is_some();
+                let table = name(&body.table_name);
+                let index = body.index_name.is_some();
                 out.push((dynamo(op), principal.table_resource(&table, index)));
             }
         }
@@ -249,7 +305,7 @@ pub fn required(
             "ChangeMessageVisibilityBatch" => "ChangeMessageVisibility",
             other => other,
         };
-        let url = str_of(&body, "QueueUrl");
+        let url = name(&body.queue_url);
         let resource = match principal.queues.get(&url) {
             Some(logical) => Resource::Queue(logical.clone()),
             None => Resource::Other(format!("queue {url}")),
@@ -319,6 +375,10 @@ impl HttpConnector for EnforcingConnector {
 fn denial(p: &Principal, request: &HttpRequest) -> Option<HttpResponse> {
     let target = request.headers().get("x-amz-target").unwrap_or("");
     let body = request.body().bytes().unwrap_or(&[]);
+    recorder().count_request(
+        &p.processor,
+        target.split_once('.').map_or(target, |(_, op)| op),
+    );
     let sqs = target.starts_with("AmazonSQS.");
     let needed = match required(p, target, body) {
         Ok(n) => n,
@@ -502,6 +562,26 @@ mod tests {
         );
         assert!(!p.allows(&u[0].0, &u[0].1));
         assert!(required(&p, "nonsense", b"{}").is_err());
+    }
+
+    #[test]
+    fn only_the_names_are_read_whatever_else_the_body_holds() {
+        let p = principal();
+        // An item attribute called TableName, an escaped name, expressions:
+        // only the request's own TableName counts.
+        let body = br#"{"Item":{"TableName":{"S":"l"},"n":{"M":{"x":{"L":[{"S":"\""}]}}}},"ConditionExpression":"attribute_not_exists(#p)","TableName":"\u0074"}"#;
+        let n = required(&p, "DynamoDB_20120810.PutItem", body).unwrap();
+        assert_eq!(n, [("dynamodb:PutItem".to_string(), Resource::Table)]);
+        let n = required(
+            &p,
+            "DynamoDB_20120810.TransactWriteItems",
+            br#"{"TransactItems":[{"Update":{"Key":{"TableName":{"S":"t"}},"TableName":"l"}}],"ClientRequestToken":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(n, [("dynamodb:UpdateItem".to_string(), Resource::Ledger)]);
+        // Not JSON, or a name that is not a string: refused, never allowed.
+        assert!(required(&p, "DynamoDB_20120810.PutItem", b"{\"TableName\":").is_err());
+        assert!(required(&p, "DynamoDB_20120810.PutItem", br#"{"TableName":7}"#).is_err());
     }
 
     #[test]

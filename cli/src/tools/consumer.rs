@@ -56,6 +56,30 @@ pub struct ConsumerArgs {
     /// holding leases or standing by), e.g. `0.0.0.0:9090`.
     #[arg(long, value_name = "ADDR", env = "JOBSTREAM_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// Whether each processor's calls are checked against its grant (the
+    /// IAM policy the stack deploys): `checked` (the default, the deployed
+    /// behaviour: a call outside the grant is answered AccessDenied, as IAM
+    /// answers a Lambda's role) or `unchecked` (against real AWS the
+    /// process's own credentials are what IAM checks; the local check only
+    /// catches a grant that is too narrow before deploying).
+    #[arg(long, env = "JOBSTREAM_GRANTS", value_enum, default_value = "checked")]
+    pub grants: GrantCheck,
+}
+
+/// `--grants`: whether a processor's calls are checked against its grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GrantCheck {
+    /// Checked, as the deployed stack's IAM policies check them (default).
+    Checked,
+    /// Not checked here.
+    Unchecked,
+}
+
+impl GrantCheck {
+    /// For [`crate::local::runtime::RuntimeOptions::enforce_grants`].
+    pub fn enforced(self) -> bool {
+        self == GrantCheck::Checked
+    }
 }
 
 /// `10s`, `500ms`, `2m`, or a number of seconds.
@@ -162,6 +186,16 @@ mod tests {
         assert_eq!(cli.consumer.metrics_listen, None);
         let cli = Cli::parse_from(["run", "--metrics-listen", "0.0.0.0:9090"]);
         assert_eq!(cli.consumer.metrics_listen.as_deref(), Some("0.0.0.0:9090"));
+    }
+
+    #[test]
+    fn grants_are_checked_unless_the_user_says_otherwise() {
+        let cli = Cli::try_parse_from(["run"]).unwrap();
+        assert_eq!(cli.consumer.grants, GrantCheck::Checked);
+        assert!(cli.consumer.grants.enforced());
+        let cli = Cli::try_parse_from(["run", "--grants", "unchecked"]).unwrap();
+        assert!(!cli.consumer.grants.enforced());
+        assert!(Cli::try_parse_from(["run", "--grants", "off"]).is_err());
     }
 
     #[test]
