@@ -139,6 +139,39 @@ pub fn item_id(key: &Item) -> String {
     out
 }
 
+/// The key an [`item_id`] was made of (string and number attributes), or
+/// `None` when `id` is no such id (e.g. a [`bounded_pk`] hash): `verify`
+/// reads the counter key of ledger totals no record refers to any more.
+pub fn parse_item_id(id: &str) -> Option<Item> {
+    // Unescaped parts: `|` separates attributes, the first `=` a name.
+    let mut attrs = vec![(String::new(), None::<String>)];
+    let mut chars = id.chars();
+    while let Some(ch) = chars.next() {
+        let (name, value) = attrs.last_mut()?;
+        match (ch, value) {
+            ('|', _) => attrs.push((String::new(), None)),
+            ('=', value @ None) => *value = Some(String::new()),
+            ('\\', Some(v)) => v.push(chars.next()?),
+            ('\\', None) => name.push(chars.next()?),
+            (_, Some(v)) => v.push(ch),
+            (_, None) => name.push(ch),
+        }
+    }
+    let mut key = Item::new();
+    for (name, value) in attrs {
+        let value = value?;
+        let v = if let Some(v) = value.strip_prefix("S:") {
+            AttributeValue::S(v.to_string())
+        } else {
+            AttributeValue::N(value.strip_prefix("N:")?.to_string())
+        };
+        if name.is_empty() || key.insert(name, v).is_some() {
+            return None;
+        }
+    }
+    Some(key)
+}
+
 pub fn as_s(v: Option<&AttributeValue>) -> Option<&str> {
     match v {
         Some(AttributeValue::S(s)) => Some(s),
@@ -149,6 +182,34 @@ pub fn as_s(v: Option<&AttributeValue>) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_item_id_reads_back_as_its_key() {
+        let keys: Vec<Item> = vec![
+            [
+                ("PK".to_string(), s("M#m1")),
+                ("SK".to_string(), s("COUNT")),
+            ]
+            .into(),
+            [
+                ("pk".to_string(), s(r"a|b=c\d")),
+                ("n|=\\".to_string(), n(-12.5)),
+            ]
+            .into(),
+            [("PK".to_string(), s(""))].into(),
+        ];
+        for key in keys {
+            assert_eq!(parse_item_id(&item_id(&key)), Some(key.clone()), "{key:?}");
+        }
+        // A hashed id (see bounded_pk) and what no key makes.
+        let long = "x".repeat(MAX_PK_BYTES);
+        let hashed = bounded_pk("TOTAL#derive#", &long);
+        let hashed = hashed.strip_prefix("TOTAL#derive#").unwrap();
+        assert_eq!(parse_item_id(hashed), None);
+        for bad in ["", "PK", "PK=X:1", "PK=S:a|PK=S:b", "=S:a"] {
+            assert_eq!(parse_item_id(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn marker_has_ttl_past_stream_retention_and_a_not_exists_guard() {

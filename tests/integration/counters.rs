@@ -291,3 +291,244 @@ async fn nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_b
         assert_eq!(bad_input(&env), 1, "file={file}");
     }
 }
+
+/// The runtime of a second version of a model file on the tables `env`'s
+/// runtime made (a user who edits the file and runs it again). `replay`:
+/// the stream is read again from its start (a `dev` without checkpoints);
+/// else from its end (a deployed stack whose stream has moved on).
+async fn rerun(
+    env: &ModelEnv,
+    model: &str,
+    file: PathBuf,
+    replay: bool,
+) -> jobstream::local::runtime::Runtime {
+    use jobstream::local::esm::{RecordReader, StartingPosition};
+    use jobstream::local::runtime::{Runtime, RuntimeOptions};
+    let mut opts = RuntimeOptions::new(
+        model,
+        Some(env.engine.endpoint()),
+        RecordReader::Embedded(env.engine.database().clone()),
+    );
+    opts.model_file = Some(file);
+    opts.time_scale = crate::support::TIME_SCALE;
+    opts.table = Some(env.rt.config.table.clone());
+    opts.ledger_table = env.rt.config.ledger_table.clone();
+    if !replay {
+        opts.mapping.starting_position = StartingPosition::Latest;
+    }
+    Runtime::start(opts).await.expect("runtime starts")
+}
+
+/// Issue 24, defect 8: a file edit that re-keys a processor-created counter
+/// left the old counter items with their values (reported as bad input,
+/// never repaired) and their ledger totals forever. `verify` reports them,
+/// `--repair` removes them through guarded writes, and nothing a writer
+/// owns is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
+    let library = std::fs::read_to_string(model_file("library.yaml")).expect("reads");
+    let v2 = library.replace(
+        "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
+        "key: { PK: \"M#${memberId}\", SK: \"LOANS\" }",
+    );
+    assert_ne!(v2, library);
+    for replay in [false, true] {
+        // `env.rt` runs the first version; `rt` the edited one, on the
+        // same tables.
+        let mut env = model_env("library", |o| o.model_file = Some(temp_model(&library))).await;
+        put(&env.rt, loan("m1", BOOK, "open")).await;
+        put(&env.rt, loan("m2", BOOK, "returned")).await;
+        env.rt.drain().await.unwrap();
+        assert_rt_verified(&env.rt).await;
+        assert!(get(&env, key("M#m1", "COUNT")).await.is_some());
+        let mut rt = rerun(&env, "library", temp_model(&v2), replay).await;
+        rt.drain().await.unwrap();
+        // A writer's item of the old shape, stamped like the counter but
+        // never counted into by the processor: not the processor's to delete.
+        let mut stray = key("M#m3", "COUNT");
+        stray.insert("type".into(), s("loans"));
+        stray.insert("open".into(), n(7));
+        put(&rt, stray.clone()).await;
+        rt.drain().await.unwrap();
+        let report = rt.verify().await.expect("verify");
+        let said = format!(
+            "replay={replay}: {:#?} {:#?}",
+            report.problems, report.bad_input
+        );
+        for old in ["M#m1", "M#m2"] {
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.starts_with("counter:") && p.contains(old) && p.contains("COUNT")),
+                "{said}"
+            );
+            assert!(
+                !report.bad_input.iter().any(|b| b.contains(old)),
+                "an old counter is no bad input: {said}"
+            );
+        }
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.starts_with("ledger:") && p.contains("COUNT")),
+            "the old totals are reported: {said}"
+        );
+        assert!(
+            report.bad_input.iter().any(|b| b.contains("M#m3")),
+            "{said}"
+        );
+        jobstream::tools::verify::repair(&rt.processors, &report)
+            .await
+            .expect("repair");
+        rt.drain().await.unwrap();
+        let after = rt.verify().await.expect("verify");
+        assert!(after.is_clean(), "replay={replay}: {:#?}", after.problems);
+        assert!(
+            get(&env, key("M#m1", "COUNT")).await.is_none(),
+            "replay={replay}"
+        );
+        assert!(
+            get(&env, key("M#m2", "COUNT")).await.is_none(),
+            "replay={replay}"
+        );
+        assert_eq!(
+            get(&env, key("M#m3", "COUNT")).await,
+            Some(stray),
+            "a writer's item stays: replay={replay}"
+        );
+        let m1 = get(&env, key("M#m1", "LOANS"))
+            .await
+            .expect("the new counter");
+        assert_eq!((m1.i64("open").unwrap(), m1.i64("total").unwrap()), (1, 1));
+        let m2 = get(&env, key("M#m2", "LOANS"))
+            .await
+            .expect("the new counter");
+        assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 1));
+        let totals = ledger_totals(&env).await;
+        assert_eq!(totals.len(), 2, "replay={replay}: {totals:#?}");
+        assert!(
+            totals.iter().all(|t| t.s("pk").unwrap().contains("LOANS")),
+            "replay={replay}: {totals:#?}"
+        );
+        assert!(rt.failed_batches().is_empty());
+    }
+}
+
+/// A writer-owned counter (a department's `headcount`) whose key template a
+/// file edit changed: the old item is the writer's and stays (bad input of
+/// the edited model, never deleted by a repair); its ledger totals go once
+/// the employees count into the department's new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
+    use shared::models::hr::entities::build;
+    let hr = std::fs::read_to_string(model_file("hr.yaml")).expect("reads");
+    let v2 = hr.replace(
+        "key: { PK: \"ORG#${orgId}\", SK: \"DEPT#${deptId}\" }",
+        "key: { PK: \"ORG#${orgId}\", SK: \"D#${deptId}\" }",
+    );
+    assert_ne!(v2, hr);
+    let id = |n: u64| build::ulid(1_767_600_000_000 + n * 86_400_000, u128::from(n) + 7);
+    let (org, dept) = (id(1), id(2));
+    let mut env = model_env("hr", |o| o.model_file = Some(temp_model(&hr))).await;
+    let old_dept = build::dept(&org, &dept, "Dept", &id(9));
+    let old_key = shared::item::key_of(&old_dept, &["PK", "SK"]);
+    put(&env.rt, old_dept).await;
+    put(&env.rt, build::emp(&org, &id(3), "a@acme.co", "A", &dept)).await;
+    env.rt.drain().await.unwrap();
+    let counted = get(&env, old_key.clone()).await.unwrap();
+    assert_eq!(counted.i64("headcount").unwrap(), 1);
+    let mut rt = rerun(&env, "hr", temp_model(&v2), false).await;
+    // The writer moves its department to the new key.
+    let mut moved = build::dept(&org, &dept, "Dept", &id(9));
+    moved.insert("SK".into(), s(format!("D#{dept}")));
+    let new_key = shared::item::key_of(&moved, &["PK", "SK"]);
+    put(&rt, moved).await;
+    rt.drain().await.unwrap();
+    let report = rt.verify().await.expect("verify");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.starts_with("ledger:") && p.contains(&format!("DEPT#{dept}"))),
+        "{:#?}",
+        report.problems
+    );
+    assert!(
+        !report
+            .problems
+            .iter()
+            .any(|p| p.starts_with("counter:") && p.contains(&format!("DEPT#{dept}"))),
+        "{:#?}",
+        report.problems
+    );
+    assert!(
+        report
+            .bad_input
+            .iter()
+            .any(|b| b.contains(&format!("DEPT#{dept}"))),
+        "{:#?}",
+        report.bad_input
+    );
+    jobstream::tools::verify::repair(&rt.processors, &report)
+        .await
+        .expect("repair");
+    rt.drain().await.unwrap();
+    let after = rt.verify().await.expect("verify");
+    assert!(after.is_clean(), "{:#?}", after.problems);
+    assert_eq!(
+        get(&env, old_key).await,
+        Some(counted),
+        "the writer's item is never deleted"
+    );
+    assert_eq!(
+        get(&env, new_key).await.unwrap().i64("headcount").unwrap(),
+        1
+    );
+    let totals = ledger_totals(&env).await;
+    assert_eq!(totals.len(), 1, "{totals:#?}");
+    assert!(totals[0].s("pk").unwrap().contains(&format!("D#{dept}")));
+    assert!(rt.failed_batches().is_empty());
+}
+
+/// A file edit after which a source counts into nothing (a `when` added to
+/// its count) while the counter's key still matches its entity: `--repair`
+/// reconciles the sources the ledger still counts (read from their
+/// records), so the counter comes to the sums, as the stream would leave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sums() {
+    let library = std::fs::read_to_string(model_file("library.yaml")).expect("reads");
+    let v2 = library.replace(
+        "      - counter: loans\n        with: { memberId: memberId }\n",
+        "      - counter: loans\n        with: { memberId: memberId }\n        when: \"state == 'open'\"\n",
+    );
+    assert_ne!(v2, library);
+    let mut env = model_env("library", |o| o.model_file = Some(temp_model(&library))).await;
+    put(&env.rt, loan("m1", BOOK, "open")).await;
+    put(&env.rt, loan("m2", BOOK, "returned")).await;
+    env.rt.drain().await.unwrap();
+    let m2 = get(&env, key("M#m2", "COUNT")).await.unwrap();
+    assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 1));
+    let mut rt = rerun(&env, "library", temp_model(&v2), false).await;
+    let report = rt.verify().await.expect("verify");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.starts_with("counter:") && p.contains("M#m2")),
+        "{:#?}",
+        report.problems
+    );
+    jobstream::tools::verify::repair(&rt.processors, &report)
+        .await
+        .expect("repair");
+    rt.drain().await.unwrap();
+    let after = rt.verify().await.expect("verify");
+    assert!(after.is_clean(), "{:#?}", after.problems);
+    let m2 = get(&env, key("M#m2", "COUNT")).await.unwrap();
+    assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 0));
+    let m1 = get(&env, key("M#m1", "COUNT")).await.unwrap();
+    assert_eq!((m1.i64("open").unwrap(), m1.i64("total").unwrap()), (1, 1));
+    assert!(rt.failed_batches().is_empty());
+}

@@ -13,13 +13,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shared::engine::counts;
 use shared::engine::derive::{
-    checked_contributions, projection_update, rejects, total_attr, total_pk, Implied,
+    checked_contributions, projection_update, rejects, total_attr, total_key, total_pk, Implied,
 };
 use shared::engine::rules::Counter;
 use shared::engine::writable::{self, Writes};
 use shared::item::{display_key, key_of, Item, ItemExt};
 use shared::lambda::{Config, Processors};
-use shared::ledger::item_id;
+use shared::ledger::{item_id, parse_item_id};
 use shared::models::{CheckInput, Drift, Finding, Model, Repair};
 
 /// Drift of one kind of derived datum.
@@ -172,6 +172,11 @@ pub fn verify_items(
             Some((recorded_source(rec)?, Implied::from_record(rec).ok()?))
         })
         .collect();
+    let total_pks: BTreeSet<&str> = ledger
+        .iter()
+        .filter_map(|rec| rec.s(shared::ledger::PK).ok())
+        .filter(|pk| pk.starts_with(TOTALS))
+        .collect();
     let mut bad = BTreeSet::new();
     let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
         if bad.insert(item_id(key)) {
@@ -183,6 +188,21 @@ pub fn verify_items(
     for item in items {
         let key = key_of(item, key_names);
         if rules.ignores(&key) {
+            continue;
+        }
+        // A counter the processor created under an earlier version of the
+        // model (its key template edited since): no source implies it.
+        if rules.stale_counter_item(item) && total_pks.contains(total_pk("derive", &key).as_str()) {
+            report.checked("counter");
+            report.found(Finding {
+                kind: "counter",
+                drift: Drift::Extra,
+                what: format!(
+                    "{}: a counter of an earlier version of the model (no counter has this key any more)",
+                    display_key(&key)
+                ),
+                repair: Some(Repair::DeleteIfUnchanged(item.clone())),
+            });
             continue;
         }
         let projection = rules.projection(item);
@@ -306,6 +326,9 @@ pub fn verify_items(
         }
     }
     let mut recorded_totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    // Per totals' `pk`: the counter key and the sources whose records count
+    // into it.
+    let mut counted_by: BTreeMap<String, (Item, Vec<Item>)> = BTreeMap::new();
     let mut totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for rec in ledger {
         let pk = rec.s(shared::ledger::PK).unwrap_or_default();
@@ -335,14 +358,20 @@ pub fn verify_items(
                 }
             }
             for (_, (ckey, values)) in implied.contributions {
-                let e = recorded_totals
-                    .entry(total_pk("derive", &ckey))
-                    .or_default();
+                let tpk = total_pk("derive", &ckey);
+                if let Some(source) = recorded_source_key(rec) {
+                    counted_by
+                        .entry(tpk.clone())
+                        .or_insert_with(|| (ckey.clone(), Vec::new()))
+                        .1
+                        .push(source);
+                }
+                let e = recorded_totals.entry(tpk).or_default();
                 for (a, v) in values {
                     *e.entry(a).or_insert(0) += v;
                 }
             }
-        } else if pk.starts_with("TOTAL#derive#") {
+        } else if pk.starts_with(TOTALS) {
             let values = rec
                 .keys()
                 .filter_map(|k| k.strip_prefix("t_"))
@@ -372,11 +401,45 @@ pub fn verify_items(
             });
         }
     }
+    // Totals of a key no counter of the model has any more (a counter's
+    // key template edited since): dropped once nothing counts into them.
+    for tpk in totals.keys() {
+        let known = counted_by.get(tpk);
+        let Some(ckey) = known
+            .map(|(k, _)| k.clone())
+            .or_else(|| parse_item_id(tpk.strip_prefix(TOTALS)?))
+        else {
+            continue;
+        };
+        if !rules.stale_counter(&ckey) {
+            continue;
+        }
+        report.checked("ledger");
+        report.found(Finding {
+            kind: "ledger",
+            drift: Drift::Extra,
+            what: format!(
+                "totals of {}: no counter of the model has this key any more",
+                display_key(&ckey)
+            ),
+            repair: Some(Repair::StaleTotals {
+                totals: total_key("derive", &ckey),
+                sources: known.map(|(_, s)| s.clone()).unwrap_or_default(),
+            }),
+        });
+    }
     // Counter items: every attribute = the sum over the source items.
     for item in items {
         if let Some(c) = rules.counter(item) {
             sums.entry(item_id(&c.key_item()))
                 .or_insert_with(|| ExpectedCounter::new(c));
+        }
+    }
+    // A counter's repair reconciles the sources whose records still count
+    // into it too (a model edited since they were derived).
+    for (ckey, sources) in counted_by.values() {
+        if let Some(e) = sums.get_mut(&item_id(ckey)) {
+            e.sources.extend(sources.iter().map(item_id));
         }
     }
     for (
@@ -454,12 +517,28 @@ fn recorded_source(rec: &Item) -> Option<String> {
     }
 }
 
+/// The key of the source item a ledger record is about.
+fn recorded_source_key(rec: &Item) -> Option<Item> {
+    match rec.get("src") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::M(k)) => Some(k.clone()),
+        _ => parse_item_id(
+            rec.s(shared::ledger::PK)
+                .ok()?
+                .strip_prefix("SRC#derive#")?,
+        ),
+    }
+}
+
+/// The `pk` prefix of the derive processor's counter totals.
+const TOTALS: &str = "TOTAL#derive#";
+
 /// Applies the repairs of a report through the live path. Returns how many
 /// repairs ran.
 pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
     let deriver = p.derive.deriver();
     let mut keys: Vec<Item> = Vec::new();
     let mut counters: Vec<Counter> = Vec::new();
+    let mut stale_totals: Vec<&Item> = Vec::new();
     let mut ran = 0;
     for r in &report.repairs {
         match r {
@@ -469,6 +548,10 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                 if let Some(c) = deriver.rules.counter(counter) {
                     counters.push(c);
                 }
+            }
+            Repair::StaleTotals { totals, sources } => {
+                keys.extend(sources.iter().cloned());
+                stale_totals.push(totals);
             }
             Repair::Job { queue, body } => {
                 let consumer = p
@@ -529,6 +612,25 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
     if !counters.is_empty() {
         counts::sync(deriver, counters.clone()).await?;
         ran += counters.len();
+    }
+    // After the reconciles moved what their sources counted elsewhere:
+    // totals still summing to something, or moved since, stay.
+    for key in stale_totals {
+        let ledger = &deriver.ledger_table;
+        let Some(t) = p.store.get(ledger, key.clone()).await? else {
+            continue;
+        };
+        let zero = t
+            .keys()
+            .filter(|k| k.starts_with("t_"))
+            .all(|k| t.opt_i64(k).ok().flatten() == Some(0));
+        let keys = [shared::ledger::PK, shared::ledger::SK];
+        if zero
+            && p.store.delete_if_unchanged(ledger, &keys, &t).await?
+                == shared::store::Written::Applied
+        {
+            ran += 1;
+        }
     }
     Ok(ran)
 }

@@ -150,6 +150,24 @@ pub trait Rules: Send + Sync {
         None
     }
 
+    /// Whether no counter of these rules has this key any more (a model
+    /// file edited since the engine counted into it): `verify` reports the
+    /// ledger totals kept for it, and `--repair` drops them once nothing
+    /// counts into them. Default: never (a compiled model's counters,
+    /// ledger-only ones included, are its code's).
+    fn stale_counter(&self, _key: &Item) -> bool {
+        false
+    }
+
+    /// Whether this item, which matches nothing of these rules, is a
+    /// counter the processor created under an earlier version of them (a
+    /// model file whose counter was re-keyed): `verify` reports it when the
+    /// ledger holds totals for its key, and `--repair` deletes it if still
+    /// unchanged. Never true of an item a writer owns. Default: never.
+    fn stale_counter_item(&self, _item: &Item) -> bool {
+        false
+    }
+
     /// Jobs this change starts, enqueued after its other effects. Consumers
     /// must be idempotent: a redelivered record enqueues again.
     fn messages(&self, _change: &Change) -> Result<Vec<OutMessage>, InputError> {

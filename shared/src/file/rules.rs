@@ -590,6 +590,32 @@ impl Rules for FileRules {
         })
     }
 
+    /// Keys no counter entity of the file matches any more.
+    fn stale_counter(&self, key: &Item) -> bool {
+        self.0
+            .entity_of_key(key)
+            .is_none_or(|e| e.counter.is_none())
+    }
+
+    /// An item no entity matches, stamped (the entity type attribute) as a
+    /// counter the processor creates: a counter of an earlier key template.
+    /// A writer's item is stamped with a writer entity, never this.
+    fn stale_counter_item(&self, item: &Item) -> bool {
+        let m = self.0;
+        let key = key_of(item, &m.key_names());
+        if m.entity_of_key(&key).is_some() {
+            return false;
+        }
+        let Ok(stamp) = item.s(m.entity_type) else {
+            return false;
+        };
+        m.entities.iter().any(|e| {
+            e.name == stamp
+                && !e.writer
+                && e.counter.as_ref().is_some_and(|c| c.created_by_processor)
+        })
+    }
+
     /// The set jobs a change starts (`sets:`).
     fn messages(
         &self,

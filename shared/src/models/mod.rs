@@ -275,6 +275,10 @@ pub enum Repair {
     DeleteIfUnchanged(Item),
     /// A model's own guarded repair (e.g. a lost history entry).
     Model(ModelRepair),
+    /// Reconcile these source items, then delete these ledger totals (their
+    /// ledger key) if every sum is then 0 and nothing moved them since:
+    /// totals of a key no counter of the model has any more.
+    StaleTotals { totals: Item, sources: Vec<Item> },
 }
 
 /// A model-specific repair, guarded by the model like its live writes.
