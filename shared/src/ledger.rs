@@ -73,8 +73,38 @@ const HASHED: &str = "~sha256:";
 /// A data format, not a log format: changing it orphans every record keyed
 /// by it; the tests pin it.
 pub fn bounded_pk(prefix: &str, id: &str) -> String {
+    bounded(prefix, id, MAX_PK_BYTES)
+}
+
+/// Bytes a ledger sort key may take: DynamoDB's sort key limit.
+pub const MAX_SK_BYTES: usize = crate::limits::MAX_SORT_KEY_BYTES;
+
+/// The attribute holding the value a [`bounded_sk`] hashed.
+pub const HASHED_VALUE: &str = "v";
+
+/// The ledger sort key of `value`, within DynamoDB's 1,024 bytes for every
+/// value: the value itself when it fits, else `~sha256:` and the SHA-256 of
+/// the value in lower-case hex (the item then keeps the value in
+/// [`HASHED_VALUE`]; [`sk_value`] reads either back). A value that fits is
+/// never hashed. A data format (the tests pin it), as [`bounded_pk`].
+pub fn bounded_sk(value: &str) -> String {
+    bounded("", value, MAX_SK_BYTES)
+}
+
+/// Whether [`bounded_sk`] hashes `value`.
+pub fn sk_is_hashed(value: &str) -> bool {
+    value.len() > MAX_SK_BYTES
+}
+
+/// The value a ledger item's sort key stands for: [`HASHED_VALUE`] where
+/// [`bounded_sk`] hashed it, else the sort key.
+pub fn sk_value(item: &Item) -> Option<&str> {
+    as_s(item.get(HASHED_VALUE)).or_else(|| as_s(item.get(SK)))
+}
+
+fn bounded(prefix: &str, id: &str, max: usize) -> String {
     use sha2::Digest as _;
-    if prefix.len() + id.len() <= MAX_PK_BYTES {
+    if prefix.len() + id.len() <= max {
         return format!("{prefix}{id}");
     }
     let digest = sha2::Sha256::digest(id.as_bytes());
@@ -182,6 +212,42 @@ pub fn as_s(v: Option<&AttributeValue>) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ledger_sort_keys_are_bounded_and_read_back() {
+        let fits = "s".repeat(MAX_SK_BYTES);
+        assert_eq!(bounded_sk(&fits), fits);
+        assert!(!sk_is_hashed(&fits));
+        let long = format!("{fits}s");
+        assert!(sk_is_hashed(&long));
+        let sk = bounded_sk(&long);
+        // A data format: pinned.
+        assert_eq!(
+            sk,
+            "~sha256:60eda4dab336177a3eebfb74e9fc4429a1079ebd302bc4f00d7b6a3f2e7cd05e"
+        );
+        assert_eq!(bounded_sk(&long), sk, "stable");
+        assert_ne!(bounded_sk(&format!("{long}s")), sk);
+        let mut item = key("IDX#i", sk);
+        assert_eq!(
+            sk_value(&item),
+            item.get(SK).and_then(|v| v.as_s().ok()).map(String::as_str)
+        );
+        item.insert(HASHED_VALUE.into(), s(&long));
+        assert_eq!(sk_value(&item), Some(long.as_str()));
+    }
+
+    #[test]
+    fn once_markers_are_bounded_for_maximal_once_keys() {
+        use crate::engine::once::marker_key as once_key;
+        let short = once_key("matches", "201#101");
+        assert_eq!(as_s(short.get(PK)), Some("ONCE#matches#201#101"));
+        let longest = "k".repeat(MAX_PK_BYTES + crate::limits::MAX_SORT_KEY_BYTES);
+        let m = once_key("matches", &longest);
+        let pk = as_s(m.get(PK)).unwrap();
+        assert!(pk.len() <= MAX_PK_BYTES && pk.starts_with("ONCE#matches#~sha256:"));
+        assert_eq!(once_key("matches", &longest), m, "stable");
+    }
 
     #[test]
     fn an_item_id_reads_back_as_its_key() {

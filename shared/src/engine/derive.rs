@@ -271,14 +271,27 @@ pub fn owners_key(processor: &str, derived_key: &Item) -> Item {
     )
 }
 
-/// `pk` of a ledger index (see [`Rules::memberships`]).
+/// `pk` of a ledger index (see [`Rules::memberships`]), bounded like every
+/// ledger key ([`ledger::bounded_pk`]: an index named after a GSI partition
+/// value may take 2,048 bytes of its own).
 pub fn index_pk(index: &str) -> String {
-    format!("IDX#{index}")
+    ledger::bounded_pk("IDX#", index)
 }
 
-/// Ledger key of one member of a ledger index.
+/// Ledger key of one member of a ledger index (the member bounded to a sort
+/// key's 1,024 bytes: [`ledger::bounded_sk`]).
 pub fn index_key(index: &str, member: &str) -> Item {
-    ledger::key(index_pk(index), member)
+    ledger::key(index_pk(index), ledger::bounded_sk(member))
+}
+
+/// The ledger item of one member of a ledger index: its key, and the member
+/// itself where the key holds its hash.
+pub fn index_item(index: &str, member: &str) -> Item {
+    let mut item = index_key(index, member);
+    if ledger::sk_is_hashed(member) {
+        item.insert(ledger::HASHED_VALUE.into(), crate::item::s(member));
+    }
+    item
 }
 
 /// One page of a ledger index's members after `after` (consistent read),
@@ -302,7 +315,7 @@ pub async fn index_members(
         .await?;
     let members = items
         .iter()
-        .filter_map(|i| ledger::as_s(i.get(ledger::SK)).map(str::to_string))
+        .filter_map(|i| ledger::sk_value(i).map(str::to_string))
         .collect();
     Ok((members, next))
 }
@@ -1045,7 +1058,7 @@ impl Deriver {
                     .put(
                         Put::builder()
                             .table_name(&self.ledger_table)
-                            .set_item(Some(index_key(index, member)))
+                            .set_item(Some(index_item(index, member)))
                             .build()
                             .expect("table and item are set"),
                     )
@@ -1614,6 +1627,38 @@ impl StreamProcessor for DeriveProcessor {
 mod tests {
     use super::*;
     use crate::item::s;
+
+    /// Ledger index keys stay within DynamoDB's key limits for the longest
+    /// index name (a GSI partition value of 2,048 bytes) and the longest
+    /// member; short ones keep their readable, pinned form.
+    #[test]
+    fn ledger_index_keys_are_bounded_for_maximal_values() {
+        let index = format!(
+            "GSI1#{}",
+            "p".repeat(crate::limits::MAX_PARTITION_KEY_BYTES)
+        );
+        for member in [
+            "m".repeat(crate::limits::MAX_SORT_KEY_BYTES),
+            "m".repeat(crate::limits::MAX_SORT_KEY_BYTES + 1),
+            "m".repeat(2 * crate::limits::MAX_PARTITION_KEY_BYTES),
+        ] {
+            let item = index_item(&index, &member);
+            let pk = ledger::as_s(item.get(ledger::PK)).unwrap();
+            let sk = ledger::as_s(item.get(ledger::SK)).unwrap();
+            assert!(pk.len() <= crate::limits::MAX_PARTITION_KEY_BYTES);
+            assert!(sk.len() <= crate::limits::MAX_SORT_KEY_BYTES);
+            assert_eq!(pk, index_pk(&index), "readers find the partition");
+            assert_eq!(ledger::sk_value(&item), Some(member.as_str()));
+            assert_eq!(
+                key_of(&item, &[ledger::PK, ledger::SK]),
+                index_key(&index, &member)
+            );
+        }
+        assert_eq!(index_pk(&index), index_pk(&index), "stable");
+        assert_ne!(index_pk(&index), index_pk(&format!("{index}q")));
+        let short = index_item("GSI1#T#1", "U#2");
+        assert_eq!(short, ledger::key("IDX#GSI1#T#1", "U#2"));
+    }
 
     fn image(pairs: &[(&str, AttributeValue)]) -> Item {
         pairs

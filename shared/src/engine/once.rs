@@ -44,9 +44,13 @@ pub trait Once: Send + Sync {
     ) -> BoxFut<'a, Result<OncePlan, MessageError>>;
 }
 
-/// Ledger key of a once marker.
+/// Ledger key of a once marker (bounded like every ledger key:
+/// [`ledger::bounded_pk`]).
 pub fn marker_key(consumer: &str, once_key: &str) -> Item {
-    ledger::key(format!("ONCE#{consumer}#{once_key}"), "ONCE")
+    ledger::key(
+        ledger::bounded_pk(&format!("ONCE#{consumer}#"), once_key),
+        "ONCE",
+    )
 }
 
 /// The SQS consumer of a [`Once`] rule.
