@@ -602,18 +602,15 @@ impl Rules for FileRules {
     /// A writer's item is stamped with a writer entity, never this.
     fn stale_counter_item(&self, item: &Item) -> bool {
         let m = self.0;
-        let key = key_of(item, &m.key_names());
-        if m.entity_of_key(&key).is_some() {
-            return false;
-        }
         let Ok(stamp) = item.s(m.entity_type) else {
             return false;
         };
-        m.entities.iter().any(|e| {
+        let stamped = m.entities.iter().any(|e| {
             e.name == stamp
                 && !e.writer
                 && e.counter.as_ref().is_some_and(|c| c.created_by_processor)
-        })
+        });
+        stamped && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }
 
     /// The set jobs a change starts (`sets:`).
