@@ -386,6 +386,9 @@ struct Shard {
     lease: Option<Arc<Lease>>,
     /// Not before: the next GetRecords (Lambda's rate), the next retry.
     next_get: Option<Instant>,
+    /// When the last GetRecords that answered began (`drain` waits until
+    /// every shard has been read since it went quiet).
+    read_at: Option<Instant>,
     retry_at: Option<Instant>,
     /// When the first buffered record arrived (batching window).
     buffered_since: Option<Instant>,
@@ -411,6 +414,7 @@ impl Shard {
             limit,
             lease: None,
             next_get: None,
+            read_at: None,
             retry_at: None,
             buffered_since: None,
             skip_before_ms: None,
@@ -453,6 +457,9 @@ struct Step {
     ended: bool,
     /// Nothing more to do before this instant (rate, retry, window).
     wait: Option<Instant>,
+    /// When the last GetRecords of the shard that answered began (`None`:
+    /// never read).
+    read_at: Option<Instant>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -506,9 +513,12 @@ impl<S: StreamsApi> Ctx<S> {
                 Some(t) if t > now => out.wait = Some(t),
                 _ => {
                     s.next_get = Some(now + self.scaled(GET_RECORDS_INTERVAL));
-                    if let Err(e) = self.fetch(id, s).await {
-                        s.iterator = None;
-                        tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "reading the shard failed; retried at its next poll");
+                    match self.fetch(id, s).await {
+                        Ok(()) => s.read_at = Some(now),
+                        Err(e) => {
+                            s.iterator = None;
+                            tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "reading the shard failed; retried at its next poll");
+                        }
                     }
                 }
             }
@@ -531,6 +541,7 @@ impl<S: StreamsApi> Ctx<S> {
         }
         out.pending = s.buffer.len();
         out.ended = s.ended && s.buffer.is_empty();
+        out.read_at = s.read_at;
         self.note_oldest(id, s);
         out
     }
@@ -1010,6 +1021,26 @@ pub struct Round {
     /// rate, a retry delay, a batching window): a round before it is not
     /// proof of quiet.
     pub wait: Option<Instant>,
+    /// The shard read least recently: when its last GetRecords that
+    /// answered began (`None`: no shard).
+    pub least_recent_read: Option<Instant>,
+    /// Shards never read yet.
+    pub unread: usize,
+}
+
+impl Round {
+    /// Adds another mapping's round (as one round of both).
+    pub fn absorb(&mut self, other: Round) {
+        self.done += other.done;
+        self.pending += other.pending;
+        self.unread += other.unread;
+        if let Some(w) = other.wait {
+            self.wait = min_instant(self.wait, w);
+        }
+        if let Some(t) = other.least_recent_read {
+            self.least_recent_read = min_instant(self.least_recent_read, t);
+        }
+    }
 }
 
 impl StreamMapping {
@@ -1607,6 +1638,12 @@ impl<S: StreamsApi> StreamMapping<S> {
             if let Some(w) = step.wait {
                 round.wait = min_instant(round.wait, w);
             }
+            match step.read_at {
+                Some(t) => {
+                    round.least_recent_read = min_instant(round.least_recent_read, t);
+                }
+                None => round.unread += 1,
+            }
             if step.lost {
                 self.lost(&id);
             } else if step.ended {
@@ -1614,8 +1651,11 @@ impl<S: StreamsApi> StreamMapping<S> {
             }
         }
         if self.rediscover {
-            // A shard completed: its children may start right away.
+            // A shard completed: its children may start right away (not
+            // read yet).
+            let before = self.held.len();
             self.coordinate().await;
+            round.unread += self.held.len().saturating_sub(before);
         }
         Ok(round)
     }
@@ -1759,32 +1799,51 @@ pub async fn release_all<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) {
 /// no new ones. Returns the number of records completed.
 pub async fn drain<S: StreamsApi>(mappings: &mut [StreamMapping<S>]) -> anyhow::Result<usize> {
     let mut total = 0;
-    let mut quiet_rounds = 0;
-    while quiet_rounds < 2 {
-        let (mut done, mut pending) = (0, 0);
-        let mut wait: Option<Instant> = None;
+    let mut quiet = Quiet::default();
+    loop {
+        let started = Instant::now();
+        let mut round = Round::default();
         for m in mappings.iter_mut() {
-            let r = m.poll_once().await?;
-            done += r.done;
-            pending += r.pending;
-            if let Some(w) = r.wait {
-                wait = min_instant(wait, w);
-            }
+            round.absorb(m.poll_once().await?);
         }
-        total += done;
-        if done > 0 || pending > 0 {
-            quiet_rounds = 0;
-        } else if wait.is_none() {
-            quiet_rounds += 1;
+        total += round.done;
+        if quiet.drained(started, &round, false) {
+            return Ok(total);
         }
-        if done == 0 {
+        if round.done == 0 {
             // Nothing could happen before then (polling rate, retry, window).
-            if let Some(w) = wait {
+            if let Some(w) = round.wait {
                 tokio::time::sleep_until(w.into()).await;
             }
         }
     }
-    Ok(total)
+}
+
+/// Whether polling rounds prove the streams drained: two rounds in a row
+/// with nothing handled, buffered or retried, once every shard has been
+/// read since the quiet began and found nothing. (Shards read out of phase
+/// put some read off in every round: waiting for a round that reads every
+/// shard, as this once did, may never end.)
+#[derive(Debug, Default)]
+pub struct Quiet {
+    rounds: usize,
+    since: Option<Instant>,
+}
+
+impl Quiet {
+    /// Notes a round that began at `started` (`busy`: other work, e.g. a
+    /// queue, was active); true once drained.
+    pub fn drained(&mut self, started: Instant, round: &Round, busy: bool) -> bool {
+        if busy || round.done > 0 || round.pending > 0 {
+            self.rounds = 0;
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(started);
+        self.rounds += 1;
+        let all_read = round.unread == 0 && round.least_recent_read.is_none_or(|t| t >= since);
+        self.rounds >= 2 && all_read
+    }
 }
 
 /// One polling round of every stream mapping; true if there was work.
@@ -1921,6 +1980,26 @@ mod tests {
         got.sort_unstable();
         assert_eq!(got, written);
         assert_eq!(m.shards().len(), 250);
+    }
+
+    #[tokio::test]
+    async fn drain_ends_when_shards_are_read_out_of_phase() {
+        // Two mappings whose shards are read half a polling interval apart:
+        // every round then finds one of them waiting for its next read, so
+        // no round is without a wait (as 250 shards on a loaded machine).
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (a, b) = (FakeStreams::new(100), FakeStreams::new(100));
+        a.add_shard("a", None);
+        b.add_shard("b", None);
+        let mut ms = [mapping(a, &seen), mapping(b, &seen)];
+        ms[0].poll_once().await.unwrap();
+        tokio::time::sleep(GET_RECORDS_INTERVAL / 2).await;
+        ms[1].poll_once().await.unwrap();
+        ms[0].api().write("a", 2);
+        ms[1].api().write("b", 3);
+        let drained = tokio::time::timeout(Duration::from_secs(20), drain(&mut ms)).await;
+        assert_eq!(drained.expect("drain never ended").unwrap(), 5);
+        assert_eq!(seen_u64(&seen).len(), 5);
     }
 
     #[tokio::test]
