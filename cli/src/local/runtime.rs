@@ -509,31 +509,38 @@ impl Runtime {
     ) -> anyhow::Result<usize> {
         let started = Instant::now();
         let mut total = 0;
-        let mut quiet = super::esm::Quiet::default();
-        loop {
+        let mut quiet = 0;
+        while quiet < 2 {
             anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
-            let round_started = Instant::now();
             // Every mapping polls concurrently, as Lambda runs them: one
             // invocation per shard per mapping at a time. The queues are
             // consumed by their own pollers meanwhile.
             let streams =
                 futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once())).await;
-            let mut round = super::esm::Round::default();
+            let mut active = false;
+            let mut progressed = false;
+            let mut wait: Option<Instant> = None;
             for r in streams {
-                round.absorb(r?);
+                let r = r?;
+                total += r.done;
+                progressed |= r.done > 0;
+                active |= r.done > 0 || r.pending > 0;
+                if let Some(w) = r.wait {
+                    wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
+                }
             }
-            total += round.done;
-            let queues_busy = watch_queues && self.queues_active().await?;
-            if quiet.drained(round_started, &round, queues_busy) {
-                break;
+            if watch_queues {
+                active |= self.queues_active().await?;
             }
-            if (round.done > 0 || round.pending > 0 || queues_busy)
-                && watch_queues
-                && !self.queues.is_empty()
-            {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            if active {
+                quiet = 0;
+                if watch_queues && !self.queues.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } else if wait.is_none() {
+                quiet += 1;
             }
-            if let Some(w) = round.wait.filter(|_| round.done == 0) {
+            if let Some(w) = wait.filter(|_| !progressed) {
                 // Nothing could happen before then (Lambda's polling rate,
                 // a retry delay, a batching window).
                 tokio::time::sleep_until(w.into()).await;
