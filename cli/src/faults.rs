@@ -1,7 +1,8 @@
 //! A fault-injecting HTTP proxy for the AWS JSON protocols (DynamoDB, SQS):
 //! forwards requests to a server, except that it answers chosen operations
 //! with chosen errors (throttling, 5xx) a given number of times, or fails
-//! every entry of a batch request (as SQS reports per-entry failures).
+//! every entry of a batch request (as SQS reports per-entry failures), or
+//! holds chosen requests for a while before forwarding them (latency).
 //! Tests put it between the processors and the engine (or the local SQS) to
 //! prove that throttling is retried and that nothing is lost or doubled
 //! when retries run out.
@@ -37,6 +38,9 @@ pub struct Fault {
     /// Close the connection instead of answering (a reset); with
     /// `after_effect`, after the request took effect.
     pub reset: bool,
+    /// Hold the request this long, then forward it and answer as the
+    /// server did (a slow request, not a failed one).
+    pub delay: Option<std::time::Duration>,
 }
 
 impl Fault {
@@ -50,6 +54,7 @@ impl Fault {
             fail_entries: false,
             after_effect: false,
             reset: false,
+            delay: None,
         }
     }
 
@@ -66,6 +71,7 @@ impl Fault {
             fail_entries: true,
             after_effect: false,
             reset: false,
+            delay: None,
         }
     }
 
@@ -81,6 +87,17 @@ impl Fault {
     pub fn reset(operation: &str, times: u32) -> Self {
         Self {
             reset: true,
+            ..Self::server_error(operation, times)
+        }
+    }
+
+    /// Holds `times` matching requests for `delay` each, then forwards them
+    /// and passes the server's answer on: latency, not an error.
+    pub fn slow(operation: &str, times: u32, delay: std::time::Duration) -> Self {
+        Self {
+            status: 200,
+            error_type: String::new(),
+            delay: Some(delay),
             ..Self::server_error(operation, times)
         }
     }
@@ -101,6 +118,7 @@ impl Fault {
             fail_entries: false,
             after_effect: false,
             reset: false,
+            delay: None,
         }
     }
 }
@@ -245,6 +263,12 @@ async fn serve(
             }
             hit
         };
+        if let Some(delay) = fault.as_ref().and_then(|f| f.delay) {
+            tokio::time::sleep(delay).await;
+            let response = forward(&mut upstream_conn, upstream, &mut ubuf, &request).await?;
+            client.write_all(&response).await?;
+            continue;
+        }
         if let Some(f) = fault.as_ref().filter(|f| f.fail_entries) {
             let body = failed_entries(&request, &f.error_type);
             let resp = format!(

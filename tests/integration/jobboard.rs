@@ -520,7 +520,7 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     opts.processor_endpoint = Some(proxy.endpoint());
     opts.time_scale = crate::support::TIME_SCALE;
-    opts.queue_timeout_scale = Some(1.0); // as support::model_env_on
+    opts.function_timeout_scale = Some(1.0); // as support::model_env_on
     opts.max_attempts = 1;
     opts.backoff = shared::store::Backoff {
         max_times: 0,

@@ -775,7 +775,7 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
     );
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     opts.time_scale = crate::support::TIME_SCALE;
-    opts.queue_timeout_scale = Some(1.0); // as support::model_env_on
+    opts.function_timeout_scale = Some(1.0); // as support::model_env_on
     opts.mapping.starting_position = jobstream::local::esm::StartingPosition::Latest;
     let mut rt = Runtime::start(opts).await.unwrap();
     let opts = jobstream::tools::backfill::ScanOptions::default();

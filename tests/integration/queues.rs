@@ -366,7 +366,7 @@ async fn a_hung_queue_handler_is_cut_at_the_deployed_timeout_and_its_message_rea
 ) {
     // The timeout scaled like every duration (0.5 s for the deployed 30 s).
     let ModelEnv { engine: _e, mut rt } =
-        model_env("social", |o| o.queue_timeout_scale = None).await;
+        model_env("social", |o| o.function_timeout_scale = None).await;
     let def = rt.model.queues()[0].clone();
     // The deployed timeout, scaled as every duration of the definition.
     assert_eq!(

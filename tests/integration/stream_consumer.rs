@@ -507,3 +507,50 @@ async fn run_never_starts_a_local_sqs_for_a_model_with_queues() {
         "nothing started: {stdout}"
     );
 }
+
+/// The function timeout bounds work, which scaling the test clock does
+/// not make faster: a stream batch that takes longer than the scaled
+/// timeout (60 s x 1/60 = 1 s) but far less than the deployed 60 s is never
+/// cut, as Lambda would not cut it. (A cut batch is retried and ends exact,
+/// but what the cut invocation counted is lost with it: the 400 KB snapshot
+/// test once saw `SnapshotTooLarge` short of its omitted entries on a loaded
+/// machine.) Every request the processors send is held 1.5 s once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_batch_within_the_deployed_timeout_is_not_cut_by_the_scaled_clock() {
+    use jobstream::faults::Fault;
+    let (
+        crate::support::ModelEnv {
+            engine: _engine,
+            mut rt,
+        },
+        proxy,
+    ) = crate::support::model_env_behind_proxy("tracker", |_| {}).await;
+    for op in [
+        "TransactWriteItems",
+        "UpdateItem",
+        "PutItem",
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+    ] {
+        proxy.inject(Fault::slow(op, 1, Duration::from_millis(1500)));
+    }
+    let w = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    w.create_application("slow", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    assert!(proxy.injected() > 0, "requests were held");
+    for m in &rt.mappings {
+        let stats = m.stats();
+        assert_eq!(
+            stats
+                .failed_invocations
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "{}: no invocation was cut",
+            stats.name
+        );
+    }
+    assert!(rt.verify().await.unwrap().is_clean());
+}

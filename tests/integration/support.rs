@@ -88,8 +88,8 @@ async fn model_env_on(
     );
     opts.time_scale = TIME_SCALE;
     // The deployed queue timeout, unscaled: jobs of a thousand writes take
-    // seconds here (see `RuntimeOptions::queue_timeout_scale`).
-    opts.queue_timeout_scale = Some(1.0);
+    // seconds here (see `RuntimeOptions::function_timeout_scale`).
+    opts.function_timeout_scale = Some(1.0);
     f(&mut opts);
     // The model the options name (a model file when `f` gave one).
     let source = shared::models::Source::new(model, opts.model_file.as_deref());

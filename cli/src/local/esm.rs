@@ -129,6 +129,11 @@ pub struct MappingConfig {
     /// Every duration above is multiplied by this before it is slept or
     /// timed (1.0 in production; tests shrink it, never the counts).
     pub time_scale: f64,
+    /// The scale of [`Self::function_timeout`] alone; `None`:
+    /// [`Self::time_scale`]. The timeout bounds work, which a faster test
+    /// clock does not make faster (see
+    /// `RuntimeOptions::function_timeout_scale`).
+    pub timeout_scale: Option<f64>,
     /// Where shards without a checkpoint start.
     pub starting_position: StartingPosition,
     /// How often DescribeStream looks for new shards (besides right after a
@@ -154,6 +159,7 @@ impl MappingConfig {
             max_record_age: None,
             batching_window: Duration::ZERO,
             time_scale: 1.0,
+            timeout_scale: None,
             starting_position: StartingPosition::TrimHorizon,
             discovery_interval: Duration::from_secs(60),
             checkpoints: None,
@@ -776,7 +782,12 @@ impl<S: StreamsApi> Ctx<S> {
         let seqs: Vec<String> = event.records.iter().map(seq_of).collect();
         self.stats.invocations.fetch_add(1, Ordering::Relaxed);
         s.invoke_count += 1;
-        let timeout = self.scaled(self.config.function_timeout);
+        let timeout = self.config.function_timeout.mul_f64(
+            self.config
+                .timeout_scale
+                .unwrap_or(self.config.time_scale)
+                .max(0.0),
+        );
         // A panic in the handler is a function error of this shard's batch
         // (counted, bisected, retried, given up), as in Lambda.
         let call = tokio::time::timeout(

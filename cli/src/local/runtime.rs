@@ -70,14 +70,16 @@ pub struct RuntimeOptions {
     /// window, maximum record age, SQS visibility) is multiplied by this:
     /// 1.0 for `dev`, `demo` and `run`; tests shrink it, never a count.
     pub time_scale: f64,
-    /// The scale of the queue consumers' function timeout; `None`:
-    /// [`Self::time_scale`], like every other duration (`run`, `dev` and
-    /// `demo`: 1.0, the deployed timeout). Integration tests scale time by
-    /// 1/60 but keep this at 1.0 (the deployed 30 s): a job of a thousand
-    /// writes takes seconds on the embedded engine in a debug build, which
-    /// a 0.5 s timeout would cut (the timeout bounds work, which scaling
-    /// does not make faster); the test of the timeout itself scales it.
-    pub queue_timeout_scale: Option<f64>,
+    /// The scale of every consumer's function timeout (stream mappings and
+    /// queues); `None`: [`Self::time_scale`], like every other duration
+    /// (`run`, `dev` and `demo`: 1.0, the deployed timeout). Integration
+    /// tests scale time by 1/60 but keep this at 1.0 (the deployed 60 s and
+    /// 30 s): a job of a thousand writes, or a stream batch of 400 KB
+    /// snapshots, takes seconds on the embedded engine in a debug build on
+    /// a loaded machine, which a 1 s timeout would cut (the timeout bounds
+    /// work, which scaling does not make faster); the tests of the timeout
+    /// itself scale it.
+    pub function_timeout_scale: Option<f64>,
     /// Check each processor's calls against its grant (default on).
     pub enforce_grants: bool,
     /// (processor, action) pairs taken out of the grants, on every resource
@@ -120,7 +122,7 @@ impl RuntimeOptions {
             ledger_table: models::table::ledger().name.to_string(),
             queue_prefix: String::new(),
             time_scale: 1.0,
-            queue_timeout_scale: None,
+            function_timeout_scale: None,
             enforce_grants: true,
             revoke: Vec::new(),
             mapping: MappingConfig::new("stream"),
@@ -355,7 +357,10 @@ impl Runtime {
             filtered_out.insert(def.name.to_string(), dropped.clone());
             filters.insert(def.name.to_string(), def.filters.clone());
             mappings.push(StreamMapping::new(
-                mapping_config(&def, &opts.mapping, opts.time_scale),
+                MappingConfig {
+                    timeout_scale: opts.function_timeout_scale,
+                    ..mapping_config(&def, &opts.mapping, opts.time_scale)
+                },
                 streams.clone(),
                 opts.reader.clone(),
                 arn.clone(),
@@ -379,7 +384,7 @@ impl Runtime {
                 .with_concurrency(concurrency)
                 .with_function_timeout(queue_function_timeout(
                     &def,
-                    opts.queue_timeout_scale.unwrap_or(opts.time_scale),
+                    opts.function_timeout_scale.unwrap_or(opts.time_scale),
                 )),
             );
         }

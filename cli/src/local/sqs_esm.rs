@@ -325,7 +325,7 @@ impl QueueMapping {
     /// cuts an invocation long before the first beat (a third of the
     /// visibility) and this never sends anything. It matters only where the
     /// timeout outlives the visibility: tests that scale the visibility but
-    /// keep the deployed timeout ([`crate::local::runtime::RuntimeOptions::queue_timeout_scale`]),
+    /// keep the deployed timeout ([`crate::local::runtime::RuntimeOptions::function_timeout_scale`]),
     /// where a long invocation's messages would otherwise be received
     /// again while it runs. Every third of the visibility timeout their
     /// visibility is extended by one (ChangeMessageVisibilityBatch); a
