@@ -1,0 +1,691 @@
+//! One shard of a mapping: its lease, its buffer and checkpoint, and one
+//! step of reading and invoking (shared by `poll_once` and `consume`).
+
+use super::*;
+
+/// A lease this process holds: the fencing token its writes carry.
+#[derive(Debug)]
+pub(super) struct Lease {
+    /// The counter as this process last wrote it. Every write under the
+    /// lease (renewal, checkpoint, completion, release) holds this lock, so
+    /// a renewal and a checkpoint never race on the token.
+    pub(super) token: tokio::sync::Mutex<i64>,
+    /// Ours until then, on this process's monotonic clock: a lease duration
+    /// after the last successful renewal was sent.
+    pub(super) valid_until: Mutex<Instant>,
+    pub(super) lost: watch::Sender<bool>,
+}
+
+impl Lease {
+    pub(super) fn new(t: &Taken) -> Arc<Self> {
+        Arc::new(Self {
+            token: tokio::sync::Mutex::new(t.token),
+            valid_until: Mutex::new(t.valid_until),
+            lost: watch::channel(false).0,
+        })
+    }
+    pub(super) fn valid_until(&self) -> Instant {
+        self.valid_until
+            .lock()
+            .map(|v| *v)
+            .unwrap_or_else(|_| Instant::now())
+    }
+    pub(super) fn renewed(&self, token: &mut i64, r: Renewed) {
+        *token = r.token;
+        if let Ok(mut v) = self.valid_until.lock() {
+            *v = (*v).max(r.valid_until);
+        }
+    }
+    /// Still ours: not lost, not run out (a renewal that keeps failing lets
+    /// it run out, and the shard stops before its next invocation).
+    pub(super) fn holds(&self) -> bool {
+        !*self.lost.borrow() && self.valid_until() > Instant::now()
+    }
+    pub(super) fn lose(&self) {
+        self.lost.send_replace(true);
+    }
+    /// Resolves when the lease is lost.
+    pub(super) async fn lost(&self) {
+        let mut rx = self.lost.subscribe();
+        let _ = rx.wait_for(|l| *l).await;
+    }
+}
+
+/// A shard this mapping is reading.
+pub(super) struct Shard {
+    /// `None` while a fresh iterator is needed (at start, after an error).
+    pub(super) iterator: Option<String>,
+    /// GetRecords returned no next iterator: the shard is closed and read.
+    pub(super) ended: bool,
+    /// Where a fresh iterator starts when nothing was read yet.
+    pub(super) start: IteratorPosition,
+    /// The last record taken into the buffer.
+    pub(super) read_to: Option<String>,
+    /// The last record that took effect.
+    pub(super) checkpoint: Option<String>,
+    pub(super) buffer: VecDeque<EventRecord>,
+    /// Failed invocations of the records at the front (splits not counted).
+    pub(super) attempts: u32,
+    /// Invocations that included the record at the front.
+    pub(super) invoke_count: u32,
+    /// The current batch size (a bisected batch is smaller).
+    pub(super) limit: usize,
+    pub(super) lease: Option<Arc<Lease>>,
+    /// Not before: the next GetRecords (Lambda's rate), the next retry.
+    pub(super) next_get: Option<Instant>,
+    /// When the last GetRecords that answered began (`drain` waits until
+    /// every shard has been read since it went quiet).
+    pub(super) read_at: Option<Instant>,
+    pub(super) retry_at: Option<Instant>,
+    /// When the first buffered record arrived (batching window).
+    pub(super) buffered_since: Option<Instant>,
+    /// `--starting-position latest` began here (epoch ms): older records
+    /// were not ours to process.
+    pub(super) skip_before_ms: Option<i64>,
+    /// A trim was met: report the records between this checkpoint and the
+    /// first record still there.
+    pub(super) trimmed_after: Option<Option<String>>,
+}
+
+impl Shard {
+    pub(super) fn new(start: IteratorPosition, checkpoint: Option<String>, limit: usize) -> Self {
+        Self {
+            iterator: None,
+            ended: false,
+            start,
+            read_to: checkpoint.clone(),
+            checkpoint,
+            buffer: VecDeque::new(),
+            attempts: 0,
+            invoke_count: 0,
+            limit,
+            lease: None,
+            next_get: None,
+            read_at: None,
+            retry_at: None,
+            buffered_since: None,
+            skip_before_ms: None,
+            trimmed_after: None,
+        }
+    }
+
+    pub(super) fn resume_position(&self) -> IteratorPosition {
+        match &self.read_to {
+            Some(seq) => IteratorPosition::AfterSequenceNumber(seq.clone()),
+            None => self.start.clone(),
+        }
+    }
+
+    pub(super) fn holds(&self) -> bool {
+        self.lease.as_ref().is_none_or(|l| l.holds())
+    }
+}
+
+pub(super) fn seq_of(r: &EventRecord) -> String {
+    r.change.sequence_number.clone().unwrap_or_default()
+}
+
+pub(super) fn created_ms(r: &EventRecord) -> i64 {
+    r.change.approximate_creation_date_time.timestamp_millis()
+}
+
+pub(super) fn min_instant(a: Option<Instant>, b: Instant) -> Option<Instant> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+/// What one step of a shard did.
+#[derive(Debug, Default)]
+pub(super) struct Step {
+    pub(super) done: usize,
+    pub(super) pending: usize,
+    /// The lease is gone: drop the shard.
+    pub(super) lost: bool,
+    /// Read to its end and every record done: complete it.
+    pub(super) ended: bool,
+    /// Nothing more to do before this instant (rate, retry, window).
+    pub(super) wait: Option<Instant>,
+    /// When the last GetRecords of the shard that answered began (`None`:
+    /// never read).
+    pub(super) read_at: Option<Instant>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StepError {
+    #[error("lease lost")]
+    Lost,
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl From<LeaseError> for StepError {
+    fn from(e: LeaseError) -> Self {
+        match e {
+            LeaseError::Lost { .. } => Self::Lost,
+            e => Self::Other(e.into()),
+        }
+    }
+}
+
+/// What the shards of a mapping share.
+pub(super) struct Ctx<S> {
+    pub(super) config: MappingConfig,
+    pub(super) api: S,
+    pub(super) stream_arn: String,
+    pub(super) handler: Handler,
+    pub(super) leases: Option<LeaseTable>,
+    pub(super) stats: Arc<MappingStats>,
+}
+
+impl<S: StreamsApi> Ctx<S> {
+    pub(super) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub(super) fn scaled(&self, d: Duration) -> Duration {
+        self.config.scaled(d)
+    }
+
+    /// One step of a shard: read if due, give up records past their age,
+    /// invoke if a batch is due. Errors are logged and isolated: the shard
+    /// retries at its next step, the others go on.
+    pub(super) async fn step(&self, id: &str, s: &mut Shard) -> Step {
+        let mut out = Step::default();
+        if !s.holds() {
+            out.lost = true;
+            return out;
+        }
+        let now = Instant::now();
+        if !s.ended && s.buffer.len() < self.config.batch_size {
+            match s.next_get {
+                Some(t) if t > now => out.wait = Some(t),
+                _ => {
+                    s.next_get = Some(now + self.scaled(GET_RECORDS_INTERVAL));
+                    match self.fetch(id, s).await {
+                        Ok(()) => s.read_at = Some(now),
+                        Err(e) => {
+                            s.iterator = None;
+                            tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "reading the shard failed; retried at its next poll");
+                        }
+                    }
+                }
+            }
+        }
+        match self.process(id, s, &mut out).await {
+            Ok(()) => {}
+            Err(StepError::Lost) => {
+                out.lost = true;
+                return out;
+            }
+            Err(StepError::Other(e)) => {
+                tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "batch not completed; retried at the shard's next poll");
+                s.retry_at = Some(
+                    Instant::now() + self.scaled(self.config.retry_delay.max(GET_RECORDS_INTERVAL)),
+                );
+            }
+        }
+        if let Some(t) = s.retry_at.filter(|_| !s.buffer.is_empty()) {
+            out.wait = min_instant(out.wait, t);
+        }
+        out.pending = s.buffer.len();
+        out.ended = s.ended && s.buffer.is_empty();
+        out.read_at = s.read_at;
+        self.note_oldest(id, s);
+        out
+    }
+
+    /// The iterator age's reference: the shard's oldest record not yet
+    /// checkpointed.
+    pub(super) fn note_oldest(&self, id: &str, s: &Shard) {
+        self.stats
+            .set_oldest(id, Some(s.buffer.front().map(created_ms)));
+    }
+
+    pub(super) async fn process(
+        &self,
+        id: &str,
+        s: &mut Shard,
+        out: &mut Step,
+    ) -> Result<(), StepError> {
+        out.done += self.expire_old(id, s).await?;
+        if s.buffer.is_empty() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if let Some(t) = s.retry_at {
+            if t > now {
+                return Ok(());
+            }
+        }
+        // Batching window: wait for a full batch up to the window's end.
+        if !s.ended && s.buffer.len() < self.config.batch_size && s.attempts == 0 {
+            if let Some(since) = s.buffered_since {
+                let due = since + self.scaled(self.config.batching_window);
+                if due > now {
+                    out.wait = min_instant(out.wait, due);
+                    return Ok(());
+                }
+            }
+        }
+        out.done += self.invoke(id, s).await?;
+        Ok(())
+    }
+
+    /// Reads the next records of a shard.
+    pub(super) async fn fetch(&self, id: &str, s: &mut Shard) -> anyhow::Result<()> {
+        let iterator = match s.iterator.clone() {
+            Some(it) => it,
+            None => {
+                let position = s.resume_position();
+                let iterator = match self
+                    .api
+                    .shard_iterator(&self.stream_arn, id, &position)
+                    .await
+                {
+                    Err(e) if e.is::<Trimmed>() => {
+                        s.trimmed_after = Some(match &position {
+                            IteratorPosition::AfterSequenceNumber(seq) => Some(seq.clone()),
+                            _ => None,
+                        });
+                        self.api
+                            .shard_iterator(&self.stream_arn, id, &IteratorPosition::TrimHorizon)
+                            .await?
+                    }
+                    other => other?,
+                };
+                match iterator {
+                    Some(it) => it,
+                    None => {
+                        s.ended = true;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let page = match self.api.get_records(&iterator, 1000).await {
+            Ok(page) => page,
+            Err(e) => {
+                s.iterator = None;
+                return Err(e);
+            }
+        };
+        if let Some(after) = s.trimmed_after.clone() {
+            self.report_trimmed(id, after, page.records.first()).await?;
+            s.trimmed_after = None;
+        }
+        if let Some(last) = page.records.last() {
+            s.read_to = Some(seq_of(last));
+        }
+        let mut records = page.records;
+        if let Some(from) = s.skip_before_ms {
+            // Written before `latest` began (a second of slack: replaying a
+            // record is harmless, skipping one is a loss).
+            records.retain(|r| created_ms(r) >= from - 1000);
+        }
+        if s.buffer.is_empty() && !records.is_empty() {
+            s.buffered_since = Some(Instant::now());
+        }
+        s.buffer.extend(records.into_iter().map(|mut r| {
+            r.event_source_arn = Some(self.stream_arn.clone());
+            r
+        }));
+        self.note_oldest(id, s);
+        match page.next_iterator {
+            Some(next) => s.iterator = Some(next),
+            None => {
+                s.iterator = None;
+                s.ended = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers a failed batch to the destinations (before the checkpoint
+    /// passes it). A destination that fails never holds the shard: the
+    /// batch is logged with its range, kept in memory (listed at exit,
+    /// which then fails) and counted as undelivered (status line, metric),
+    /// and processing goes on.
+    pub(super) async fn deliver(&self, f: FailedBatch) -> anyhow::Result<()> {
+        match crate::local::on_failure::deliver(&self.config.on_failure, &f).await {
+            Ok(()) => self.stats.on_failure.push(f),
+            Err(e) => {
+                tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, condition = f.condition.as_str(), error = format!("{e:#}"), "the on-failure destination failed: the batch is kept in memory and listed at exit; processing goes on");
+                self.stats.on_failure.push_undelivered(f);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn failed_batch(
+        &self,
+        id: &str,
+        condition: Condition,
+        reason: String,
+    ) -> FailedBatch {
+        FailedBatch {
+            mapping: self.name().to_string(),
+            stream_arn: self.stream_arn.clone(),
+            shard_id: id.to_string(),
+            start_sequence_number: String::new(),
+            end_sequence_number: String::new(),
+            batch_size: 0,
+            reason,
+            condition,
+            first_arrival: None,
+            last_arrival: None,
+            invoke_count: 0,
+            function_error: None,
+        }
+    }
+
+    /// The records after a shard's checkpoint were trimmed (the consumer was
+    /// stopped longer than the stream's retention): they are lost to the
+    /// stream. Said loudly, sent to the on-failure destination with the
+    /// range, and reading goes on from TRIM_HORIZON; `jobstream backfill`
+    /// adopts what was missed.
+    pub(super) async fn report_trimmed(
+        &self,
+        id: &str,
+        after: Option<String>,
+        first: Option<&EventRecord>,
+    ) -> anyhow::Result<()> {
+        let start = after.unwrap_or_default();
+        let end = first.map(seq_of).unwrap_or_default();
+        let mut f = self.failed_batch(
+            id,
+            Condition::RecordsTrimmed,
+            format!("records after {start} and before {} were trimmed from the stream before they were processed; run `jobstream backfill`", if end.is_empty() { "the shard's end" } else { &end }),
+        );
+        f.start_sequence_number = start;
+        f.end_sequence_number = end;
+        tracing::error!(mapping = %f.mapping, shard = %f.shard_id, after = %f.start_sequence_number, before = %f.end_sequence_number, "records trimmed before they were processed: resuming at TRIM_HORIZON");
+        self.deliver(f).await
+    }
+
+    /// Gives up the first `n` buffered records (destination first, then the
+    /// checkpoint moves past them).
+    pub(super) async fn give_up(
+        &self,
+        id: &str,
+        s: &mut Shard,
+        n: usize,
+        condition: Condition,
+        reason: String,
+        function_error: Option<String>,
+    ) -> Result<(), StepError> {
+        let mut f = self.failed_batch(id, condition, reason);
+        let first = s.buffer.front();
+        let last = s.buffer.get(n - 1);
+        f.start_sequence_number = first.map(seq_of).unwrap_or_default();
+        f.end_sequence_number = last.map(seq_of).unwrap_or_default();
+        f.first_arrival = first.map(|r| r.change.approximate_creation_date_time);
+        f.last_arrival = last.map(|r| r.change.approximate_creation_date_time);
+        f.batch_size = n;
+        f.invoke_count = s.invoke_count;
+        f.function_error = function_error;
+        tracing::error!(mapping = %f.mapping, shard = %f.shard_id, start = %f.start_sequence_number, end = %f.end_sequence_number, condition = f.condition.as_str(), reason = %f.reason, "records sent to the on-failure destination");
+        self.deliver(f).await?;
+        self.stats
+            .records_given_up
+            .fetch_add(n as u64, Ordering::Relaxed);
+        s.attempts = 0;
+        s.invoke_count = 0;
+        s.limit = self.config.batch_size;
+        s.retry_at = None;
+        self.advance(id, s, n).await
+    }
+
+    /// Records at the front older than the maximum record age are given up
+    /// (Lambda's `RecordAgeExceeded`).
+    pub(super) async fn expire_old(&self, id: &str, s: &mut Shard) -> Result<usize, StepError> {
+        let Some(max) = self.config.max_record_age else {
+            return Ok(0);
+        };
+        let cutoff = now_ms() - i64::try_from(self.scaled(max).as_millis()).unwrap_or(i64::MAX / 2);
+        let n = s
+            .buffer
+            .iter()
+            .take_while(|r| created_ms(r) < cutoff)
+            .count();
+        if n == 0 {
+            return Ok(0);
+        }
+        let reason = format!("older than the maximum record age ({max:?})");
+        self.give_up(id, s, n, Condition::RecordAgeExceeded, reason, None)
+            .await?;
+        Ok(n)
+    }
+
+    /// Invokes the handler with the next batch, as Lambda does: cancelled
+    /// past the function timeout (and when the lease is lost), the partial
+    /// batch response moves the checkpoint to the failed record, a failing
+    /// batch is split on each error, a record that fails past its retries is
+    /// given up.
+    pub(super) async fn invoke(&self, id: &str, s: &mut Shard) -> Result<usize, StepError> {
+        let limit = s.buffer.len().min(s.limit).min(self.config.batch_size);
+        if limit == 0 {
+            return Ok(0);
+        }
+        if !s.holds() {
+            return Err(StepError::Lost);
+        }
+        let mut event = Event::default();
+        event.records = s.buffer.iter().take(limit).cloned().collect();
+        let seqs: Vec<String> = event.records.iter().map(seq_of).collect();
+        self.stats.invocations.fetch_add(1, Ordering::Relaxed);
+        s.invoke_count += 1;
+        let timeout = self.config.function_timeout.mul_f64(
+            self.config
+                .timeout_scale
+                .unwrap_or(self.config.time_scale)
+                .max(0.0),
+        );
+        // A panic in the handler is a function error of this shard's batch
+        // (counted, bisected, retried, given up), as in Lambda.
+        let call = tokio::time::timeout(
+            timeout,
+            crate::local::invoke::unwound(|| (self.handler)(event)),
+        );
+        let outcome = match &s.lease {
+            Some(lease) => tokio::select! {
+                r = call => r,
+                () = lease.lost() => {
+                    tracing::warn!(mapping = %self.name(), shard = id, "lease lost during an invocation: cancelled, its batch is not checkpointed");
+                    return Err(StepError::Lost);
+                }
+            },
+            None => call.await,
+        };
+        // How many leading records of the batch are done.
+        let (done, failure, function_error) = match outcome {
+            Err(_) => (
+                0,
+                Some(format!(
+                    "function timed out after {:?}",
+                    self.config.function_timeout
+                )),
+                Some("Unhandled"),
+            ),
+            Ok(Err(e)) => (0, Some(format!("function error: {e}")), Some("Unhandled")),
+            Ok(Ok(resp)) => match resp.batch_item_failures.first() {
+                None => (limit, None, None),
+                Some(f) => match f.item_identifier.as_deref().filter(|s| !s.is_empty()) {
+                    Some(seq) => match seqs.iter().position(|s| s == seq) {
+                        Some(pos) => (pos, Some(format!("record {seq} failed")), None),
+                        None => (
+                            0,
+                            Some(format!("unknown itemIdentifier {seq}: whole batch failed")),
+                            None,
+                        ),
+                    },
+                    None => (
+                        0,
+                        Some("empty itemIdentifier: whole batch failed".to_string()),
+                        None,
+                    ),
+                },
+            },
+        };
+        self.advance(id, s, done).await?;
+        self.stats
+            .records_processed
+            .fetch_add(done as u64, Ordering::Relaxed);
+        if failure.is_some() {
+            self.stats
+                .failed_invocations
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(reason) = failure else {
+            s.attempts = 0;
+            s.invoke_count = 0;
+            s.limit = self.config.batch_size;
+            s.retry_at = None;
+            return Ok(done);
+        };
+        if done > 0 {
+            // The checkpoint moved: the failed record starts a new batch.
+            s.attempts = 0;
+            s.invoke_count = 1;
+        }
+        let remaining = limit - done;
+        if self.config.bisect_on_error && remaining > 1 {
+            // Bisect on each error; splitting does not count as a retry.
+            s.limit = remaining.div_ceil(2);
+            tracing::warn!(mapping = %self.name(), shard = id, %reason, next_batch = s.limit, "batch failed: split in two");
+            return Ok(done);
+        }
+        s.attempts += 1;
+        tracing::warn!(mapping = %self.name(), shard = id, attempt = s.attempts, %reason, "batch failed");
+        if s.attempts > self.config.max_retries {
+            let n = remaining.min(s.limit);
+            let reason = format!("{reason} (retries exhausted)");
+            self.give_up(
+                id,
+                s,
+                n,
+                Condition::RetryAttemptsExhausted,
+                reason,
+                function_error.map(str::to_string),
+            )
+            .await?;
+            return Ok(done + n);
+        }
+        s.retry_at = Some(Instant::now() + self.scaled(self.config.retry_delay * s.attempts));
+        Ok(done)
+    }
+
+    /// Records that the first `done` records of a shard's buffer took
+    /// effect: the checkpoint moves (durably and fenced, with leases) past
+    /// them.
+    pub(super) async fn advance(
+        &self,
+        id: &str,
+        s: &mut Shard,
+        done: usize,
+    ) -> Result<(), StepError> {
+        let Some(last) = s.buffer.drain(..done).next_back() else {
+            return Ok(());
+        };
+        if !s.buffer.is_empty() {
+            s.buffered_since = Some(Instant::now());
+        }
+        let seq = seq_of(&last);
+        s.checkpoint = Some(seq.clone());
+        if let (Some(leases), Some(lease)) = (&self.leases, &s.lease) {
+            let mut token = lease.token.lock().await;
+            match leases.checkpoint(id, *token, Some(&seq)).await {
+                Ok(r) => lease.renewed(&mut token, r),
+                Err(LeaseError::Lost { .. }) => {
+                    tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the lease was taken by another owner; the shard stops here");
+                    lease.lose();
+                    return Err(StepError::Lost);
+                }
+                Err(e) => return Err(StepError::Other(e.into())),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a shard's task ended.
+pub(super) enum Exit {
+    Stopped,
+    Lost,
+    Ended,
+}
+
+/// A shard's own loop under [`StreamMapping::consume`]: steps until the
+/// shard ends, its lease is lost, or `stop` (no new batch after it; the one
+/// in flight finishes).
+pub(super) async fn shard_loop<S: StreamsApi>(
+    ctx: Arc<Ctx<S>>,
+    id: String,
+    mut s: Shard,
+    mut stop: watch::Receiver<bool>,
+) -> (String, Option<Shard>, Exit) {
+    loop {
+        if *stop.borrow() {
+            return (id, Some(s), Exit::Stopped);
+        }
+        let step = ctx.step(&id, &mut s).await;
+        if step.lost {
+            return (id, None, Exit::Lost);
+        }
+        if step.ended {
+            return (id, Some(s), Exit::Ended);
+        }
+        let ready = !s.buffer.is_empty() && step.wait.is_none();
+        if ready {
+            continue;
+        }
+        let until = step
+            .wait
+            .or(s.next_get)
+            .unwrap_or_else(|| Instant::now() + ctx.scaled(GET_RECORDS_INTERVAL));
+        let lease = s.lease.clone();
+        tokio::select! {
+            () = tokio::time::sleep_until(until.into()) => {}
+            r = stop.changed() => if r.is_err() { return (id, Some(s), Exit::Stopped) },
+            () = async { match &lease { Some(l) => l.lost().await, None => std::future::pending().await } } => {
+                return (id, None, Exit::Lost);
+            }
+        }
+    }
+}
+
+/// Renews every lease in `live` (only those past a third of their time
+/// with `only_due`); a lease another owner took is marked lost.
+pub(super) async fn renew_all(
+    leases: &LeaseTable,
+    live: &Mutex<BTreeMap<String, Arc<Lease>>>,
+    only_due: bool,
+) {
+    let third = leases.lease_ttl() / 3;
+    let now = Instant::now();
+    let due: Vec<(String, Arc<Lease>)> = live
+        .lock()
+        .map(|l| {
+            l.iter()
+                .filter(|(_, lease)| {
+                    !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
+                })
+                .map(|(id, lease)| (id.clone(), lease.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (id, lease) in due {
+        if *lease.lost.borrow() {
+            continue;
+        }
+        let mut token = lease.token.lock().await;
+        match leases.renew(&id, *token).await {
+            Ok(r) => lease.renewed(&mut token, r),
+            Err(LeaseError::Lost { .. }) => {
+                tracing::warn!(shard = %id, owner = leases.owner(), "lease lost: another owner took the shard; stopping it");
+                lease.lose();
+            }
+            Err(e) => {
+                tracing::warn!(shard = %id, error = %e, "renewing a lease failed; retried (the shard stops if the lease runs out)");
+            }
+        }
+    }
+}
