@@ -8,7 +8,6 @@ use jobstream::local::esm::RecordReader;
 use jobstream::local::lease::CheckpointConfig;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::models::tracker::writer::TrackerWriter;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{run_in_background, TIME_SCALE};
 
@@ -17,24 +16,9 @@ const HANG_GUARD: Duration = Duration::from_secs(120);
 
 /// `GET path` (HTTP/1.0): status and body.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut conn = tokio::net::TcpStream::connect(addr)
+    jobstream::local::metrics::get(addr, path)
         .await
-        .expect("connects");
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
-        .await
-        .expect("request sent");
-    let mut raw = String::new();
-    conn.read_to_string(&mut raw).await.expect("answer read");
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status line");
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+        .expect("the endpoint answers")
 }
 
 /// The value of the first sample of `metric` whose labels start with

@@ -288,28 +288,31 @@ pub async fn serve(
         .map_err(|e| anyhow::anyhow!("the metrics server failed: {e}"))
 }
 
-/// `GET path` on `addr` (HTTP/1.0, the whole answer): status and body.
-#[cfg(test)]
-pub(crate) async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+/// `GET path` on `addr` (HTTP/1.0, the whole answer): status and body. A
+/// client of the endpoints [`serve`] answers (tests, scripts' checks).
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    use anyhow::Context as _;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = tokio::net::TcpStream::connect(addr)
         .await
-        .expect("connects");
+        .with_context(|| format!("connecting to {addr}"))?;
     conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
         .await
-        .expect("request sent");
+        .context("sending the request")?;
     let mut raw = String::new();
-    conn.read_to_string(&mut raw).await.expect("answer read");
+    conn.read_to_string(&mut raw)
+        .await
+        .context("reading the answer")?;
     let status = raw
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .expect("status line");
+        .context("no status line")?;
     let body = raw
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
-    (status, body)
+    Ok((status, body))
 }
 
 #[cfg(test)]
@@ -332,20 +335,20 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(serve(listener, probe, stopped));
-        assert_eq!(get(addr, "/healthz").await, (200, "ok\n".into()));
-        let (status, why) = get(addr, "/readyz").await;
+        assert_eq!(get(addr, "/healthz").await.unwrap(), (200, "ok\n".into()));
+        let (status, why) = get(addr, "/readyz").await.unwrap();
         assert_eq!(status, 503, "{why}");
         stats.ready.store(true, Ordering::Relaxed);
         assert_eq!(
-            get(addr, "/readyz").await,
+            get(addr, "/readyz").await.unwrap(),
             (200, "ready: standing by (no lease held)\n".into())
         );
         stats.leases_held.store(2, Ordering::Relaxed);
         assert_eq!(
-            get(addr, "/readyz").await,
+            get(addr, "/readyz").await.unwrap(),
             (200, "ready: holding 2 lease(s)\n".into())
         );
-        let (status, text) = get(addr, "/metrics").await;
+        let (status, text) = get(addr, "/metrics").await.unwrap();
         assert_eq!(status, 200);
         for line in [
             "jobstream_records_processed_total{processor=\"derive\"} 7",
