@@ -1,0 +1,382 @@
+//! Adoption of an aggregate met without state (its partition read and one
+//! adoption entry written, guarded like backfill's import), and the state
+//! of an aggregate first seen creating or deleting its root (rolled back
+//! from the partition as read; candidate parts until confirmed).
+
+use super::*;
+
+impl<R: FoldRules> FoldProcessor<R> {
+    /// Backfill: adopts an aggregate that has no state yet, through the same
+    /// guard as the live fold (the HEAD's absence), so running it twice, or
+    /// while the stream processor runs, starts the history once.
+    pub async fn import(&self, aggregate: &str, dry_run: bool) -> Result<Imported, ProcessError> {
+        if self.load(aggregate).await?.version > 0 {
+            return Ok(Imported::AlreadyKnown);
+        }
+        let (pk_name, pk) = self.rules.partition(aggregate);
+        let items = self
+            .store
+            .query_partition(&self.config.table, pk_name, &pk, None)
+            .await?;
+        let tok = token();
+        let adoption = self.rules.adopt(aggregate, &items, (self.now)(), &tok);
+        let Adoption::Entry { state, .. } = &adoption else {
+            return Ok(Imported::Nothing);
+        };
+        if dry_run {
+            return Ok(Imported::Imported);
+        }
+        let seq = state.seq;
+        if self
+            .write_adoption(aggregate, adoption, &tok)
+            .await?
+            .is_none()
+        {
+            return Ok(Imported::AlreadyKnown);
+        }
+        if let Some((key, attr)) = self.rules.sequence_mirror(aggregate) {
+            self.store
+                .update(&self.config.table, self.mirror_update(key, attr, seq))
+                .await?;
+        }
+        Ok(Imported::Imported)
+    }
+
+    /// Writes an adoption: its parts under a new epoch, then, in one
+    /// transaction guarded by the HEAD's absence, the HEAD and the adoption
+    /// entry. `None` when another adopter (or the live fold) won.
+    pub(super) async fn write_adoption(
+        &self,
+        aggregate: &str,
+        adoption: Adoption,
+        epoch: &str,
+    ) -> Result<Option<Loaded>, ProcessError> {
+        let Adoption::Entry { state, entry, id } = adoption else {
+            return Ok(None);
+        };
+        self.put_parts(aggregate, epoch, &state.parts).await?;
+        let mut loaded = Loaded {
+            adopt: Some((state.seq, id)),
+            state,
+            epoch: epoch.to_string(),
+            ..Loaded::default()
+        };
+        let k0 = self.rules.key_names()[0];
+        let actions = vec![
+            self.head_put(aggregate, &loaded),
+            put_action(
+                &self.config.table,
+                entry,
+                Some((
+                    "attribute_not_exists(#k0)".to_string(),
+                    vec![("#k0", k0)],
+                    vec![],
+                )),
+            ),
+        ];
+        match self.store.transact(actions).await {
+            Ok(()) => {
+                loaded.version = 1;
+                loaded.persisted_parts = loaded.state.parts.clone();
+                Ok(Some(loaded))
+            }
+            Err(TxError::ConditionsFailed { .. }) => Ok(None),
+            Err(TxError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    /// Puts parts outside any transaction: they count only once a HEAD
+    /// naming their epoch commits.
+    pub(super) async fn put_parts(
+        &self,
+        aggregate: &str,
+        epoch: &str,
+        parts: &BTreeMap<String, Item>,
+    ) -> Result<(), ProcessError> {
+        let pk = ledger::state_pk(self.name, aggregate);
+        let items = parts
+            .iter()
+            .map(|(name, data)| {
+                let mut item = ledger::key(&pk, part_sk(epoch, name));
+                item.insert("data".into(), AttributeValue::M(data.clone()));
+                item
+            })
+            .collect();
+        Ok(self
+            .store
+            .put_items(&self.config.ledger_table, items)
+            .await?)
+    }
+
+    /// The state of `agg`'s items just before `rest[0]`: the partition as
+    /// it is (strongly consistent Query), rolled back by the batch's records
+    /// from `rest[0]` on. Read only for an aggregate without state.
+    pub(super) async fn state_before(
+        &self,
+        agg: &str,
+        rest: &[&Change],
+    ) -> Result<(FoldState, std::collections::BTreeSet<String>), ProcessError> {
+        let (pk_name, pk) = self.rules.partition(agg);
+        let items = self
+            .store
+            .query_partition(&self.config.table, pk_name, &pk, None)
+            .await?;
+        let mut state = self.rules.table_state(&items);
+        let touched = self.roll_back(&mut state, rest);
+        Ok((state, touched))
+    }
+
+    /// Rolls `state` (items as read, maybe after some of `rest`) back to the
+    /// position of `rest[0]`: the first of these records of each item holds
+    /// the item as it was there (its old image; none for an INSERT).
+    /// Returns the names of the parts these records touch.
+    pub(super) fn roll_back(
+        &self,
+        state: &mut FoldState,
+        rest: &[&Change],
+    ) -> std::collections::BTreeSet<String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut touched = std::collections::BTreeSet::new();
+        for change in rest {
+            if !seen.insert(crate::item::display_key(&change.keys)) {
+                continue;
+            }
+            let gone = Change {
+                kind: crate::change::ChangeKind::Remove,
+                old: None,
+                new: None,
+                ..(*change).clone()
+            };
+            // Errors: not a part of the state (e.g. an entry) or bad input,
+            // which the fold reports when it reaches the record itself.
+            let held: Vec<String> = state.parts.keys().cloned().collect();
+            let _ = self.rules.absorb(state, &gone);
+            touched.extend(held.into_iter().filter(|p| !state.parts.contains_key(p)));
+            let before: std::collections::BTreeSet<String> = state.parts.keys().cloned().collect();
+            if let Some(old) = &change.old {
+                let back = Change {
+                    kind: crate::change::ChangeKind::Modify,
+                    old: None,
+                    new: Some(old.clone()),
+                    ..(*change).clone()
+                };
+                let _ = self.rules.absorb(state, &back);
+                touched.extend(state.parts.keys().filter(|p| !before.contains(*p)).cloned());
+            }
+        }
+        touched
+    }
+
+    /// Settles the candidates of `agg` (items read from the table when its
+    /// root's creation was first seen, that no record of that batch
+    /// placed: they predate the creation, or a change that raced the read
+    /// wrote them). A record of a candidate decides it: its old image is the
+    /// item at the creation (none: it did not exist). A `fence` record,
+    /// after the read (the root showing the sequence mirror the commit wrote
+    /// after it, or the root's deletion), confirms every candidate left as
+    /// read. A confirmed one joins the state and every entry since the
+    /// creation (`correct`: rewritten guarded by their id).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn confirm(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        correct: bool,
+        fence: bool,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        let Some(from) = l.unconfirmed else {
+            return Ok(());
+        };
+        let candidates: BTreeMap<String, Item> = l
+            .state
+            .parts
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(CANDIDATE)?.to_string(), v.clone())))
+            .collect();
+        let mut settled = Vec::new();
+        let mut add = Vec::new();
+        if fence {
+            for (name, v) in candidates {
+                settled.push(name.clone());
+                add.push((name, v));
+            }
+        } else {
+            let mut probe = FoldState {
+                parts: candidates,
+                ..FoldState::default()
+            };
+            for name in self.roll_back(&mut probe, &[change]) {
+                if let Some(v) = probe.parts.get(&name) {
+                    add.push((name.clone(), v.clone()));
+                }
+                settled.push(name);
+            }
+        }
+        if settled.is_empty() {
+            return Ok(());
+        }
+        for name in &settled {
+            l.state.parts.remove(&format!("{CANDIDATE}{name}"));
+        }
+        if !l.state.parts.keys().any(|k| k.starts_with(CANDIDATE)) {
+            l.unconfirmed = None;
+        }
+        for (name, v) in &add {
+            l.state.parts.insert(name.clone(), v.clone());
+        }
+        l.dirty = true;
+        l.first_pending.get_or_insert(index);
+        if !tx.aggregates.iter().any(|a| a == agg) {
+            tx.aggregates.push(agg.to_string());
+        }
+        if !correct || add.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(processor = self.name, aggregate = %agg, parts = add.len(), "items that predate the creation: its entries show them");
+        let fix = |e: &Item| {
+            let mut out: Option<Item> = None;
+            for (name, v) in &add {
+                if let Some(f) = self
+                    .rules
+                    .correct_entry(out.as_ref().unwrap_or(e), name, Some(v))
+                {
+                    out = Some(f);
+                }
+            }
+            out
+        };
+        let keys = self.rules.key_names();
+        let same = |a: &Item, b: &Item| keys.iter().all(|k| a.get(*k) == b.get(*k));
+        let wanted: Vec<Item> = (from..=l.state.seq)
+            .map(|seq| self.rules.entry_key(agg, seq))
+            .collect();
+        let mut missing = Vec::new();
+        for key in &wanted {
+            match l.entries.iter_mut().find(|e| same(e, key)) {
+                Some(e) => {
+                    if let Some(fixed) = fix(e) {
+                        *e = fixed;
+                    }
+                }
+                None => missing.push(key),
+            }
+        }
+        let mut committed = Vec::new();
+        if !missing.is_empty() {
+            // One strongly consistent Query of the partition (the fold's
+            // grant has no GetItem on the table).
+            let (pk_name, pk) = self.rules.partition(agg);
+            let items = self
+                .store
+                .query_partition(&self.config.table, pk_name, &pk, None)
+                .await
+                .map_err(|e| BatchFailure {
+                    index,
+                    error: e.into(),
+                })?;
+            for item in items.iter().filter(|i| missing.iter().any(|k| same(i, k))) {
+                if let Some(fixed) = fix(item) {
+                    let id = fixed.get("id").cloned().unwrap_or_else(|| s(""));
+                    committed.push(put_action(
+                        &self.config.table,
+                        fixed,
+                        Some(("#id = :id".into(), vec![("#id", "id")], vec![(":id", id)])),
+                    ));
+                }
+            }
+        }
+        // Committed entries: rewritten now (the same content on a retry,
+        // as the HEAD still names the candidates until the commit).
+        for chunk in committed.chunks(25) {
+            match self.store.transact(chunk.to_vec()).await {
+                Ok(()) | Err(TxError::ConditionsFailed { .. }) => {}
+                Err(TxError::Store(e)) => {
+                    return Err(BatchFailure {
+                        index,
+                        error: e.into(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adopts `agg` (no HEAD, first change not its root's creation).
+    pub(super) async fn adopt_now(&self, agg: &str) -> Result<Loaded, ProcessError> {
+        let (pk_name, pk) = self.rules.partition(agg);
+        let items = self
+            .store
+            .query_partition(&self.config.table, pk_name, &pk, None)
+            .await?;
+        let tok = token();
+        match self.rules.adopt(agg, &items, (self.now)(), &tok) {
+            a @ Adoption::Entry { .. } => match self.write_adoption(agg, a, &tok).await? {
+                Some(l) => {
+                    tracing::info!(processor = self.name, aggregate = %agg, "adopted");
+                    Ok(l)
+                }
+                // Backfill (or another consumer) adopted it meanwhile.
+                None => self.load(agg).await,
+            },
+            Adoption::Rootless(state) => {
+                self.put_parts(agg, &tok, &state.parts).await?;
+                Ok(Loaded {
+                    persisted_parts: state.parts.clone(),
+                    state,
+                    epoch: tok,
+                    dirty: true,
+                    ..Loaded::default()
+                })
+            }
+        }
+    }
+
+    /// The adoption entry's own record: the adoption's position.
+    pub(super) async fn reach_adoption(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        record: AdoptionRecord,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let l = &states[agg];
+        if l.adopt.as_ref() != Some(&(record.sequence, record.id.clone())) {
+            return Ok(());
+        }
+        let Some(entry) = &change.new else {
+            return Ok(());
+        };
+        let mut next = l.state.clone();
+        let mut rewrite = None;
+        match self.rules.restate(entry, &l.state) {
+            Restated::Same => {}
+            Restated::Rewrite(e) => rewrite = Some(e),
+            Restated::RootGone => {
+                let cascade = self.rules.cascade(agg, &l.state);
+                self.flush(tx, states).await?;
+                self.cascade(&cascade)
+                    .await
+                    .map_err(|error| BatchFailure { index, error })?;
+                next = FoldState {
+                    deleted: true,
+                    ..FoldState::default()
+                };
+            }
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        l.adopt = None;
+        l.rewrite = rewrite.or(l.rewrite.take());
+        self.stage_commit(agg, index, change, next, Vec::new(), true, states, tx)
+            .await
+    }
+}

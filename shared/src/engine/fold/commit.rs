@@ -1,0 +1,270 @@
+//! An aggregate's durable state in the ledger: loading it, and committing
+//! entries, changed parts and the HEAD (guarded by its version) in shared
+//! transactions of up to 100 actions.
+
+use super::*;
+
+impl<R: FoldRules> FoldProcessor<R> {
+    pub(super) async fn load(&self, aggregate: &str) -> Result<Loaded, ProcessError> {
+        let pk = ledger::state_pk(self.name, aggregate);
+        let items = self
+            .store
+            .query_partition(&self.config.ledger_table, ledger::PK, &pk, None)
+            .await?;
+        let mut loaded = Loaded::default();
+        let mut parts = Vec::new();
+        for item in items {
+            let sk = ledger::as_s(item.get(ledger::SK))
+                .unwrap_or_default()
+                .to_string();
+            if sk == "HEAD" {
+                let bad = |e| {
+                    ProcessError::Permanent(format!("ledger HEAD of {aggregate} is corrupt: {e}"))
+                };
+                loaded.state.seq = item.i64("seq").map_err(bad)? as u64;
+                loaded.version = item.i64("version").map_err(bad)? as u64;
+                loaded.state.deleted = item.opt_bool("deleted").map_err(bad)?.unwrap_or(false);
+                loaded.last = item
+                    .opt_s("last")
+                    .map_err(bad)?
+                    .and_then(SequenceNumber::parse);
+                loaded.epoch = item
+                    .opt_s("epoch")
+                    .map_err(bad)?
+                    .unwrap_or_default()
+                    .to_string();
+                let adopt_seq = item.opt_i64("adopt").map_err(bad)?;
+                let adopt_id = item.opt_s("adoptId").map_err(bad)?;
+                if let (Some(seq), Some(id)) = (adopt_seq, adopt_id) {
+                    loaded.adopt = Some((seq as u64, id.to_string()));
+                }
+                loaded.unconfirmed = item.opt_i64("ucFrom").map_err(bad)?.map(|f| f as u64);
+            } else if let Some(AttributeValue::M(data)) = item.get("data") {
+                parts.push((sk, data.clone()));
+            }
+        }
+        for (sk, data) in parts {
+            match part_name(&sk, &loaded.epoch) {
+                Some(name) if loaded.version > 0 && !loaded.state.deleted => {
+                    loaded.state.parts.insert(name.to_string(), data);
+                }
+                _ => loaded.garbage.push(sk),
+            }
+        }
+        if loaded.version == 0 {
+            loaded.epoch = token();
+        }
+        loaded.persisted_parts = loaded.state.parts.clone();
+        Ok(loaded)
+    }
+
+    pub(super) fn head_put(&self, aggregate: &str, l: &Loaded) -> TransactWriteItem {
+        let pk = ledger::state_pk(self.name, aggregate);
+        let mut head = ledger::key(&pk, "HEAD");
+        head.insert("seq".into(), n(l.state.seq));
+        head.insert("version".into(), n(l.version + 1));
+        head.insert("deleted".into(), AttributeValue::Bool(l.state.deleted));
+        if let Some(last) = l.current_last() {
+            head.insert("last".into(), s(last.padded()));
+        }
+        if !l.epoch.is_empty() {
+            head.insert("epoch".into(), s(&l.epoch));
+        }
+        if let Some((seq, id)) = &l.adopt {
+            head.insert("adopt".into(), n(seq));
+            head.insert("adoptId".into(), s(id));
+        }
+        if let Some(from) = l.unconfirmed {
+            head.insert("ucFrom".into(), n(from));
+        }
+        let cond = if l.version == 0 {
+            ("attribute_not_exists(pk)".to_string(), vec![], vec![])
+        } else {
+            (
+                "version = :v".to_string(),
+                vec![],
+                vec![(":v", n(l.version))],
+            )
+        };
+        put_action(&self.config.ledger_table, head, Some(cond))
+    }
+
+    /// The actions of one aggregate's commit.
+    pub(super) fn commit_actions(&self, aggregate: &str, l: &Loaded) -> Vec<TransactWriteItem> {
+        let mut actions: Vec<TransactWriteItem> = l
+            .entries
+            .iter()
+            .map(|e| put_action(&self.config.table, e.clone(), None))
+            .collect();
+        if let Some(entry) = &l.rewrite {
+            let id = entry.get("id").cloned().unwrap_or_else(|| s(""));
+            actions.push(put_action(
+                &self.config.table,
+                entry.clone(),
+                Some(("#id = :id".into(), vec![("#id", "id")], vec![(":id", id)])),
+            ));
+        }
+        actions.push(self.head_put(aggregate, l));
+        let pk = ledger::state_pk(self.name, aggregate);
+        for (name, data) in &l.state.parts {
+            if l.persisted_parts.get(name) != Some(data) {
+                let mut item = ledger::key(&pk, part_sk(&l.epoch, name));
+                item.insert("data".into(), AttributeValue::M(data.clone()));
+                actions.push(put_action(&self.config.ledger_table, item, None));
+            }
+        }
+        for name in l
+            .persisted_parts
+            .keys()
+            .filter(|k| !l.state.parts.contains_key(*k))
+        {
+            let del = Delete::builder()
+                .table_name(&self.config.ledger_table)
+                .set_key(Some(ledger::key(&pk, part_sk(&l.epoch, name))));
+            actions.push(
+                TransactWriteItem::builder()
+                    .delete(del.build().expect("set"))
+                    .build(),
+            );
+        }
+        actions
+    }
+
+    /// Commits every aggregate of `tx`: entries, changed parts and the HEAD
+    /// guarded by its version, in one transaction. On failure nothing took
+    /// effect; the aggregates are forgotten so a retry reloads them.
+    pub(super) async fn flush(
+        &self,
+        tx: &mut Tx,
+        states: &mut HashMap<String, Loaded>,
+    ) -> Result<(), BatchFailure> {
+        let aggregates: Vec<String> = std::mem::take(&mut tx.aggregates)
+            .into_iter()
+            .filter(|a| states.get(a).is_some_and(|l| l.dirty))
+            .collect();
+        if aggregates.is_empty() {
+            return Ok(());
+        }
+        let mut actions = Vec::new();
+        let mut first = usize::MAX;
+        for agg in &aggregates {
+            let l = &states[agg];
+            actions.extend(self.commit_actions(agg, l));
+            first = first.min(l.first_pending.unwrap_or(usize::MAX));
+        }
+        match self.store.transact(actions).await {
+            Ok(()) => {
+                let mut garbage = Vec::new();
+                for agg in &aggregates {
+                    let l = states.get_mut(agg).expect("in tx");
+                    l.version += 1;
+                    l.persisted_parts = l.state.parts.clone();
+                    l.last = l.pending_last.take().or(l.last.take());
+                    l.entries.clear();
+                    l.rewrite = None;
+                    l.first_pending = None;
+                    l.dirty = false;
+                    let pk = ledger::state_pk(self.name, agg);
+                    garbage.extend(l.garbage.drain(..).map(|sk| ledger::key(&pk, sk)));
+                }
+                if !garbage.is_empty() {
+                    if let Err(e) = self
+                        .store
+                        .delete_keys(&self.config.ledger_table, garbage)
+                        .await
+                    {
+                        // Harmless: parts of other epochs are never read as
+                        // state, and the next load collects them again.
+                        tracing::warn!(processor = self.name, error = %e, "ledger garbage left for later");
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for agg in &aggregates {
+                    states.remove(agg);
+                }
+                let error = match e {
+                    TxError::ConditionsFailed { .. } => ProcessError::Conflict(
+                        "a state version changed under this processor; retrying from the ledger"
+                            .into(),
+                    ),
+                    TxError::Store(e) => e.into(),
+                };
+                Err(BatchFailure {
+                    index: first,
+                    error,
+                })
+            }
+        }
+    }
+
+    /// Adds one folded change of `agg` (its next state and entries) to the
+    /// transaction, committing what is pending first if it would not fit.
+    /// `force`: commit even if the state did not change (the HEAD did).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn stage_commit(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        next: FoldState,
+        entries: Vec<Item>,
+        force: bool,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let Some(l) = states.get(agg) else {
+            return Ok(());
+        };
+        // A root deleted: a new epoch, the old parts become garbage.
+        let new_epoch = next.deleted && !l.state.deleted;
+        if entries.is_empty() && next == l.state && !new_epoch && !force {
+            // Nothing changed (e.g. only processor-owned attributes): no
+            // entry, no state write.
+            return Ok(());
+        }
+        let entry_bytes: usize = entries.iter().map(item_size).sum();
+        let cost = |l: &Loaded| {
+            if new_epoch {
+                (1 + l.entries.len() + entries.len(), entry_bytes)
+            } else {
+                l.cost(&next.parts, entries.len(), entry_bytes)
+            }
+        };
+        let (others_actions, others_bytes) = tx
+            .aggregates
+            .iter()
+            .filter(|a| a.as_str() != agg)
+            .filter_map(|a| states.get(a))
+            .filter(|o| o.dirty)
+            .map(|o| o.cost(&o.state.parts, 0, 0))
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+        let (actions, bytes) = cost(l);
+        if (others_actions + actions > MAX_ACTIONS || others_bytes + bytes > MAX_TX_BYTES)
+            && !tx.aggregates.is_empty()
+        {
+            self.flush(tx, states).await?;
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        if new_epoch {
+            let old = std::mem::replace(&mut l.epoch, token());
+            let stale: Vec<String> = l.persisted_parts.keys().map(|p| part_sk(&old, p)).collect();
+            l.garbage.extend(stale);
+            l.persisted_parts.clear();
+            l.adopt = None;
+            l.unconfirmed = None;
+        }
+        l.state = next;
+        l.entries.extend(entries);
+        l.pending_last = Some(change.sequence_number.clone());
+        l.first_pending.get_or_insert(index);
+        l.dirty = true;
+        if !tx.aggregates.iter().any(|a| a == agg) {
+            tx.aggregates.push(agg.to_string());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,524 @@
+//! The fold processor: aggregates folded, in stream order, into a durable
+//! running state, emitting entries (history) as they go.
+//!
+//! State lives in the ledger table, one item per part of the aggregate (the
+//! root item, each child) plus a HEAD (sequence, version, last applied
+//! stream sequence number, epoch, pending adoption). Parts are keyed by the
+//! HEAD's epoch: a new epoch (an adoption, a root deleted) makes the old
+//! parts garbage at once, without deleting them in the HEAD's transaction.
+//!
+//! Each transaction writes, atomically: the entries, the changed parts, and
+//! the HEAD guarded by its version (or by its absence). A record whose
+//! stream sequence number is not above the HEAD's `last` is a redelivery
+//! and is skipped; so no per-record marker is written: the HEAD's version
+//! guard already makes a concurrent or repeated commit fail.
+//!
+//! A batch is folded per aggregate (records of one aggregate in stream
+//! order), and the commits of several aggregates share a transaction of up
+//! to 100 actions: about one HEAD write per aggregate per batch. On a failure
+//! the first record not committed is reported; records after it that were
+//! committed are skipped by the HEAD on redelivery.
+//!
+//! **Adoption.** An aggregate with no HEAD whose first change is not the
+//! creation of its root is adopted: the partition is read (strongly
+//! consistent Query) and its state and one adoption entry are written,
+//! guarded by the HEAD's absence (the same guard as backfill's import, so
+//! exactly one of them starts the history). The adoption entry's own stream
+//! record is the position the adoption stands for: every record of the
+//! aggregate before it is absorbed into the state without an entry, and
+//! when the fold reaches it, the entry's snapshot is made the state at that
+//! position (rewritten, guarded by the entry's id, if a change raced the
+//! read). Records after it fold as usual.
+//!
+//! **First seen creating or deleting its root.** No adoption: the state is
+//! the partition as read, rolled back by the batch's records from the
+//! change on (the first record of an item holds its value there). On a
+//! creation, items the read saw that no record of the batch placed are kept
+//! as candidate parts ([`CANDIDATE`]), outside the rules' view, until their
+//! own record settles them or a record after the read (the root showing the
+//! sequence mirror) confirms them; a confirmed part joins the state and the
+//! entries since the creation.
+//!
+//! So the entries are numbered without gap or duplicate, and their snapshots
+//! are the exact fold of every change before them, however far the processor
+//! lags behind the writers.
+//!
+//! Files: `step.rs` (a batch folded per aggregate), `commit.rs` (the state
+//! in the ledger: load, commit), `adoption.rs` (adoption, first sight of a
+//! creation or deletion), `effects.rs` (the sequence mirror, the cascade);
+//! this file the vocabulary ([`FoldRules`]) and the processor.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+
+use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
+use crate::change::{Change, SequenceNumber};
+use crate::error::{InputError, ProcessError};
+use crate::item::{item_size, n, s, Item, ItemExt};
+use crate::ledger;
+use crate::metrics::{names, BatchMetrics, Metrics};
+use crate::store::{Store, TxError, Update, Written};
+
+mod adoption;
+mod commit;
+mod effects;
+mod step;
+
+/// The running state of one aggregate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FoldState {
+    /// Parts of the aggregate by name (e.g. `APP`, `STAGE#<id>`): the
+    /// attributes the rules keep of each.
+    pub parts: BTreeMap<String, Item>,
+    /// Number of entries written so far.
+    pub seq: u64,
+    /// The aggregate's root was deleted (and its items cascaded).
+    pub deleted: bool,
+}
+
+/// One item the cascade deletes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CascadeDelete {
+    pub key: Item,
+    /// Delete only while the item still holds these values (`NULL` = absent
+    /// or null): an item of a later incarnation under the same key differs
+    /// and is kept. `None`: unconditional.
+    pub unchanged: Option<Item>,
+}
+
+/// Items to delete when an aggregate's root goes away: only what belonged
+/// to the incarnation that was removed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cascade {
+    pub deletes: Vec<CascadeDelete>,
+}
+
+/// What folding one change produced.
+#[derive(Debug, Default, PartialEq)]
+pub struct FoldOutput {
+    /// Items to put into the source table (e.g. history entries).
+    pub entries: Vec<Item>,
+    /// Bad input that did not stop the fold (e.g. a snapshot omitted because
+    /// it would exceed 400 KB): logged and counted.
+    pub notices: Vec<(&'static str, InputError)>,
+}
+
+/// An adoption entry seen on the stream (the INSERT of an entry this fold
+/// wrote when it adopted the aggregate).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptionRecord {
+    pub aggregate: String,
+    pub sequence: u64,
+    pub id: String,
+}
+
+/// How an aggregate without state is adopted from its items as they are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Adoption {
+    /// The root exists: the history starts (or, after entries written by
+    /// someone else, continues) with this adoption entry, whose `id` marks
+    /// its stream record.
+    Entry {
+        state: FoldState,
+        entry: Item,
+        id: String,
+    },
+    /// No root: the state of the items there, and no entry.
+    Rootless(FoldState),
+}
+
+/// What an adoption entry must become at its own stream position.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Restated {
+    /// It already shows the state.
+    Same,
+    /// A change raced the adoption's read: the entry showing the state.
+    Rewrite(Item),
+    /// The root was deleted before the entry's position: nothing to adopt.
+    RootGone,
+}
+
+/// What a model folds. Pure functions: no I/O.
+///
+/// Delivery is at-least-once and in order per aggregate; the processor makes
+/// effects exactly-once (HEAD position and version), the rules only compute.
+pub trait FoldRules: Send + Sync {
+    /// The aggregate this change belongs to, or `None` if it is not this
+    /// fold's business (e.g. the processor's own entries).
+    fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError>;
+
+    /// `Some` when `change` is the INSERT of an adoption entry.
+    fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord>;
+
+    /// True when `change` creates the aggregate's root: an aggregate without
+    /// state starts from nothing there instead of being adopted.
+    fn starts_aggregate(&self, change: &Change) -> bool;
+
+    /// True when `change` deletes the aggregate's root.
+    fn removes_root(&self, change: &Change) -> bool;
+
+    /// What the cascade deletes when the root of the incarnation folded into
+    /// `state` goes away.
+    fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade;
+
+    /// Folds `change` into `state`; returns the entries it implies.
+    fn fold(
+        &self,
+        aggregate: &str,
+        state: &mut FoldState,
+        change: &Change,
+    ) -> Result<FoldOutput, InputError>;
+
+    /// Applies `change` to `state` without entries (a change before the
+    /// adoption's position: already part of the adoption entry).
+    fn absorb(&self, state: &mut FoldState, change: &Change) -> Result<(), InputError>;
+
+    /// Key of the aggregate's root item and the processor-owned attribute on
+    /// it that mirrors `state.seq` (e.g. `historySequence`).
+    fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)>;
+
+    /// The table's key attribute names (partition key first).
+    fn key_names(&self) -> &'static [&'static str];
+
+    /// Adoption of an aggregate from the items of its partition as they
+    /// are now; `token` is unique per attempt (entry id, epoch).
+    fn adopt(
+        &self,
+        aggregate: &str,
+        partition: &[Item],
+        at: DateTime<Utc>,
+        token: &str,
+    ) -> Adoption;
+
+    /// The state of an aggregate's items as they are (its root and children
+    /// that are valid; `seq` the highest entry there), read when a change
+    /// of an aggregate without state creates or deletes its root.
+    fn table_state(&self, partition: &[Item]) -> FoldState;
+
+    /// Key of the aggregate's entry number `seq`.
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item;
+
+    /// Entry `entry` (as written) with part `part` of its snapshot set to
+    /// `value` (absent: `None`); `None` when it already shows that or has no
+    /// snapshot to correct.
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item>;
+
+    /// The adoption entry `entry` (as written) at its own stream position,
+    /// where the state is `state`.
+    fn restate(&self, entry: &Item, state: &FoldState) -> Restated;
+
+    /// The partition (key name, value) holding an aggregate's items.
+    fn partition(&self, aggregate: &str) -> (&'static str, String);
+}
+
+/// What importing an aggregate did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// State and entries written.
+    Imported,
+    /// The aggregate already has state or entries: nothing written.
+    AlreadyKnown,
+    /// Nothing to import (e.g. no root item).
+    Nothing,
+}
+
+#[derive(Debug, Clone)]
+pub struct FoldConfig {
+    pub table: String,
+    pub ledger_table: String,
+}
+
+/// Sort key of a part in the ledger: `P#<epoch>#<name>` (`PART#<name>` for
+/// the epoch-less layout of earlier versions).
+pub fn part_sk(epoch: &str, name: &str) -> String {
+    if epoch.is_empty() {
+        format!("PART#{name}")
+    } else {
+        format!("P#{epoch}#{name}")
+    }
+}
+
+/// The part name of sort key `sk` if it belongs to `epoch`.
+fn part_name<'a>(sk: &'a str, epoch: &str) -> Option<&'a str> {
+    if epoch.is_empty() {
+        sk.strip_prefix("PART#")
+    } else {
+        sk.strip_prefix("P#")?
+            .strip_prefix(epoch)?
+            .strip_prefix('#')
+    }
+}
+
+/// A fresh epoch / adoption token.
+fn token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// An aggregate's state as loaded from / last written to the ledger, plus
+/// what is folded but not committed yet.
+#[derive(Debug, Clone, Default)]
+struct Loaded {
+    state: FoldState,
+    epoch: String,
+    /// Waiting for the adoption entry's record: (sequence, entry id).
+    adopt: Option<(u64, String)>,
+    /// Parts as committed under `epoch`.
+    persisted_parts: BTreeMap<String, Item>,
+    /// Sort keys of part items of other epochs: deleted after a commit.
+    garbage: Vec<String>,
+    /// HEAD version in the ledger (0 = no HEAD yet).
+    version: u64,
+    last: Option<SequenceNumber>,
+    pending_last: Option<SequenceNumber>,
+    /// Entries folded, not committed.
+    entries: Vec<Item>,
+    /// The adoption entry rewritten at its position, not committed.
+    rewrite: Option<Item>,
+    /// Candidates pending (parts named `?<name>`, see [`CANDIDATE`]): the
+    /// first entry that must show those that prove to predate the creation.
+    unconfirmed: Option<u64>,
+
+    first_pending: Option<usize>,
+    dirty: bool,
+    /// The mirror value seen on the root's latest image in this batch
+    /// (from records not folded before: a replayed record's image is older
+    /// than the item).
+    mirror_seen: Option<Option<i64>>,
+    touched: Option<usize>,
+    /// Whether a record not folded before was met in this batch (only
+    /// replayed ones: the mirror is read before it is written, so a replay
+    /// sends no write).
+    advanced: bool,
+    /// The entry count when the batch first met the aggregate: unless the
+    /// batch adds entries, the mirror was written when they were folded (a
+    /// record not folded before, e.g. another writer's change that raced
+    /// the mirror's write, may show an older mirror than the item's).
+    base_seq: Option<u64>,
+}
+
+impl Loaded {
+    fn changed_parts(&self, parts: &BTreeMap<String, Item>) -> (usize, usize) {
+        let puts = parts
+            .iter()
+            .filter(|(k, v)| self.persisted_parts.get(*k) != Some(v))
+            .map(|(_, v)| item_size(v))
+            .fold((0, 0), |(c, b), size| (c + 1, b + size));
+        let deletes = self
+            .persisted_parts
+            .keys()
+            .filter(|k| !parts.contains_key(*k))
+            .count();
+        (puts.0 + deletes, puts.1)
+    }
+
+    /// Actions and bytes of this aggregate's commit if its state were `parts`
+    /// with `extra` more entries of `extra_bytes`.
+    fn cost(
+        &self,
+        parts: &BTreeMap<String, Item>,
+        extra: usize,
+        extra_bytes: usize,
+    ) -> (usize, usize) {
+        let (part_actions, part_bytes) = self.changed_parts(parts);
+        let entry_bytes: usize = self
+            .entries
+            .iter()
+            .chain(&self.rewrite)
+            .map(item_size)
+            .sum();
+        (
+            1 + part_actions + self.entries.len() + usize::from(self.rewrite.is_some()) + extra,
+            part_bytes + entry_bytes + extra_bytes,
+        )
+    }
+
+    fn current_last(&self) -> Option<&SequenceNumber> {
+        self.pending_last.as_ref().or(self.last.as_ref())
+    }
+}
+
+/// Aggregates with uncommitted changes, committed together.
+#[derive(Default)]
+struct Tx {
+    aggregates: Vec<String>,
+}
+
+const MAX_ACTIONS: usize = 100;
+
+/// Prefix of a candidate part's name: an item read from the table when an
+/// aggregate's creation was first seen, not known yet to predate it. Rules
+/// never read such parts (their names are not the rules' names).
+pub const CANDIDATE: &str = "?";
+const MAX_TX_BYTES: usize = 3_500_000;
+
+pub struct FoldProcessor<R> {
+    name: &'static str,
+    rules: R,
+    store: Store,
+    config: FoldConfig,
+    metrics: Metrics,
+    now: fn() -> DateTime<Utc>,
+}
+
+impl<R: FoldRules> FoldProcessor<R> {
+    pub fn new(name: &'static str, rules: R, store: Store, config: FoldConfig) -> Self {
+        Self {
+            name,
+            rules,
+            store,
+            config,
+            metrics: Metrics::default(),
+            now: Utc::now,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn rules(&self) -> &R {
+        &self.rules
+    }
+}
+
+/// A condition expression with its attribute names and values.
+pub type Condition = (String, Vec<(String, String)>, Vec<(String, AttributeValue)>);
+
+/// `(condition, names, values)` holding while an item still has the
+/// attribute values of `expected` (`NULL` = absent or null).
+pub fn unchanged_condition(expected: &Item) -> Condition {
+    let mut parts = Vec::new();
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    for (i, (attr, value)) in expected.iter().enumerate() {
+        names.push((format!("#u{i}"), attr.clone()));
+        if matches!(value, AttributeValue::Null(_)) {
+            parts.push(format!(
+                "(attribute_not_exists(#u{i}) OR attribute_type(#u{i}, :null))"
+            ));
+            if !values
+                .iter()
+                .any(|(k, _): &(String, AttributeValue)| k == ":null")
+            {
+                values.push((":null".to_string(), s("NULL")));
+            }
+        } else {
+            parts.push(format!("#u{i} = :u{i}"));
+            values.push((format!(":u{i}"), value.clone()));
+        }
+    }
+    if parts.is_empty() {
+        parts.push("attribute_exists(#u0)".into());
+    }
+    (parts.join(" AND "), names, values)
+}
+
+type Cond<'a> = (
+    String,
+    Vec<(&'a str, &'a str)>,
+    Vec<(&'a str, AttributeValue)>,
+);
+
+fn put_action(table: &str, item: Item, cond: Option<Cond<'_>>) -> TransactWriteItem {
+    let mut p = Put::builder().table_name(table).set_item(Some(item));
+    if let Some((expr, names, values)) = cond {
+        p = p.condition_expression(expr);
+        for (k, v) in names {
+            p = p.expression_attribute_names(k, v);
+        }
+        for (k, v) in values {
+            p = p.expression_attribute_values(k, v);
+        }
+    }
+    TransactWriteItem::builder()
+        .put(p.build().expect("table and item are set"))
+        .build()
+}
+
+impl<R: FoldRules> StreamProcessor for FoldProcessor<R> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    async fn process(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+    ) -> Result<(), BatchFailure> {
+        let mut states = HashMap::new();
+        let result = self.run(changes, metrics, &mut states).await;
+        let limit = result.as_ref().err().map_or(usize::MAX, |f| f.index);
+        let mirrors = self.write_mirrors(&states, limit).await;
+        match (result, mirrors) {
+            (Err(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
+            (Err(a), Ok(())) | (Ok(()), Err(a)) => Err(a),
+            (Ok(()), Ok(())) => Ok(()),
+        }
+    }
+}
+
+/// Rules behind a shared pointer (the model registry holds `Arc<dyn FoldRules>`).
+impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
+    fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
+        (**self).aggregate(change)
+    }
+    fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
+        (**self).adoption_record(change)
+    }
+    fn starts_aggregate(&self, change: &Change) -> bool {
+        (**self).starts_aggregate(change)
+    }
+    fn removes_root(&self, change: &Change) -> bool {
+        (**self).removes_root(change)
+    }
+    fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
+        (**self).cascade(aggregate, state)
+    }
+    fn fold(
+        &self,
+        aggregate: &str,
+        state: &mut FoldState,
+        change: &Change,
+    ) -> Result<FoldOutput, InputError> {
+        (**self).fold(aggregate, state, change)
+    }
+    fn absorb(&self, state: &mut FoldState, change: &Change) -> Result<(), InputError> {
+        (**self).absorb(state, change)
+    }
+    fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
+        (**self).sequence_mirror(aggregate)
+    }
+    fn key_names(&self) -> &'static [&'static str] {
+        (**self).key_names()
+    }
+    fn adopt(
+        &self,
+        aggregate: &str,
+        partition: &[Item],
+        at: DateTime<Utc>,
+        token: &str,
+    ) -> Adoption {
+        (**self).adopt(aggregate, partition, at, token)
+    }
+    fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
+        (**self).restate(entry, state)
+    }
+    fn table_state(&self, partition: &[Item]) -> FoldState {
+        (**self).table_state(partition)
+    }
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item {
+        (**self).entry_key(aggregate, seq)
+    }
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item> {
+        (**self).correct_entry(entry, part, value)
+    }
+    fn partition(&self, aggregate: &str) -> (&'static str, String) {
+        (**self).partition(aggregate)
+    }
+}

@@ -1,0 +1,230 @@
+//! Folding a batch: records grouped per aggregate in stream order, each
+//! folded into its state, commits staged and flushed.
+
+use super::*;
+
+impl<R: FoldRules> FoldProcessor<R> {
+    /// Folds one change of `agg` into its state (and the transaction).
+    /// `rest`: the batch's records of `agg` from this one on, in order.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn step(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        rest: &[&Change],
+        metrics: &mut BatchMetrics,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let at = |error| BatchFailure { index, error };
+        if !states.contains_key(agg) {
+            let l = self.load(agg).await.map_err(at)?;
+            states.insert(agg.to_string(), l);
+        }
+        let (is_root, root_mirror) = match self.rules.sequence_mirror(agg) {
+            Some((key, attr)) if key.iter().all(|(k, v)| change.keys.get(k) == Some(v)) => (
+                true,
+                change
+                    .new
+                    .as_ref()
+                    .map(|img| img.opt_i64(attr).ok().flatten()),
+            ),
+            _ => (false, None),
+        };
+        let l = states.get_mut(agg).expect("loaded above");
+        l.base_seq.get_or_insert(l.state.seq);
+        l.touched = Some(index);
+        if l.current_last()
+            .is_some_and(|last| change.sequence_number <= *last)
+        {
+            metrics.incr(names::DUPLICATE);
+            tracing::info!(processor = self.name, event_id = %change.event_id, key = %change.key_display(), "already folded; skipping");
+            return Ok(());
+        }
+        l.advanced = true;
+        if is_root {
+            l.mirror_seen = root_mirror;
+        }
+        if let Some(record) = self.rules.adoption_record(change) {
+            return self
+                .reach_adoption(agg, index, change, record, states, tx)
+                .await;
+        }
+        let starts = self.rules.starts_aggregate(change);
+        let removes = self.rules.removes_root(change);
+        if l.version == 0 && !l.dirty && (starts || removes) {
+            // First seen creating or deleting its root: the state is the
+            // items the table held just before this change (children that
+            // predate the stream; the incarnation a deletion removes).
+            let (mut state, touched) = self.state_before(agg, rest).await.map_err(at)?;
+            if starts {
+                // A creation starts the history afresh; parts read that no
+                // record of this batch placed are confirmed later.
+                state.seq = 0;
+                let pending: Vec<String> = state
+                    .parts
+                    .keys()
+                    .filter(|p| !touched.contains(*p))
+                    .cloned()
+                    .collect();
+                for name in &pending {
+                    if let Some(v) = state.parts.remove(name) {
+                        state.parts.insert(format!("{CANDIDATE}{name}"), v);
+                    }
+                }
+                if !pending.is_empty() {
+                    l.unconfirmed = Some(1);
+                    // The parts read are written now under the HEAD's epoch
+                    // (they count once the HEAD commits), so the commit
+                    // stays small however many there are.
+                    self.put_parts(agg, &l.epoch, &state.parts)
+                        .await
+                        .map_err(at)?;
+                    l.persisted_parts = state.parts.clone();
+                }
+            }
+            l.state = state;
+        } else if l.version == 0 && !l.dirty {
+            let mut adopted = self.adopt_now(agg).await.map_err(at)?;
+            adopted.touched = l.touched;
+            adopted.mirror_seen = l.mirror_seen;
+            adopted.advanced = l.advanced;
+            adopted.base_seq = l.base_seq;
+            if adopted.dirty {
+                adopted.first_pending = Some(index);
+                tx.aggregates.push(agg.to_string());
+            }
+            *l = adopted;
+        }
+        if l.unconfirmed.is_some() {
+            let fence = removes
+                || (is_root
+                    && matches!(root_mirror, Some(Some(h)) if l.unconfirmed.is_some_and(|f| h >= f as i64)));
+            self.confirm(agg, index, change, fence && !removes, fence, states, tx)
+                .await?;
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        if l.adopt.is_some() && removes {
+            // The adopted incarnation is deleted before the adoption's
+            // position (a re-creation may follow): cascade it as it stood
+            // here, its adoption entry included; the history starts over.
+            let mut before = l.state.clone();
+            self.roll_back(&mut before, rest);
+            let cascade = self.rules.cascade(agg, &before);
+            self.flush(tx, states).await?;
+            let count = self.cascade(&cascade).await.map_err(at)?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete before the adoption's position");
+            let output = match self.rules.fold(agg, &mut before, change) {
+                Ok(o) => o,
+                Err(e) => {
+                    log_bad_input(self.name, &change.event_id, &e, metrics);
+                    return Ok(());
+                }
+            };
+            return self
+                .stage_commit(agg, index, change, before, output.entries, true, states, tx)
+                .await;
+        }
+        if l.adopt.is_some() {
+            // Before the adoption's position: part of the adoption entry.
+            let mut next = l.state.clone();
+            if let Err(e) = self.rules.absorb(&mut next, change) {
+                log_bad_input(self.name, &change.event_id, &e, metrics);
+                return Ok(());
+            }
+            return self
+                .stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
+                .await;
+        }
+        if removes && !l.state.deleted {
+            let cascade = self.rules.cascade(agg, &l.state);
+            self.flush(tx, states).await?;
+            let count = self.cascade(&cascade).await.map_err(at)?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete");
+        }
+        let l = &states[agg];
+        let mut next = l.state.clone();
+        let output = match self.rules.fold(agg, &mut next, change) {
+            Ok(o) => o,
+            Err(e) => {
+                log_bad_input(self.name, &change.event_id, &e, metrics);
+                return Ok(());
+            }
+        };
+        for (metric, notice) in &output.notices {
+            metrics.incr(metric);
+            tracing::error!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
+        }
+        self.stage_commit(agg, index, change, next, output.entries, false, states, tx)
+            .await
+    }
+
+    pub(super) async fn run(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+        states: &mut HashMap<String, Loaded>,
+    ) -> Result<(), BatchFailure> {
+        // Records of one aggregate stay in stream order; aggregates are
+        // folded one after the other, in order of their first record.
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut position: HashMap<String, usize> = HashMap::new();
+        for (index, change) in changes.iter().enumerate() {
+            let agg = match self.rules.adoption_record(change) {
+                Some(r) => r.aggregate,
+                None => match self.rules.aggregate(change) {
+                    Ok(Some(a)) => a,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        log_bad_input(self.name, &change.event_id, &e, metrics);
+                        continue;
+                    }
+                },
+            };
+            let g = *position.entry(agg.clone()).or_insert_with(|| {
+                groups.push((agg, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(index);
+        }
+        let mut tx = Tx::default();
+        for (g, (agg, indices)) in groups.iter().enumerate() {
+            let records: Vec<&Change> = indices.iter().map(|&i| &changes[i]).collect();
+            for (pos, &index) in indices.iter().enumerate() {
+                if let Err(failure) = self
+                    .step(
+                        agg,
+                        index,
+                        &changes[index],
+                        &records[pos..],
+                        metrics,
+                        states,
+                        &mut tx,
+                    )
+                    .await
+                {
+                    // The first record not committed: this one, anything
+                    // pending, and every aggregate not reached yet.
+                    let pending = states
+                        .values()
+                        .filter(|l| l.dirty)
+                        .filter_map(|l| l.first_pending);
+                    let later = groups[g + 1..].iter().map(|(_, ix)| ix[0]);
+                    let first = pending
+                        .chain(later)
+                        .chain([index, failure.index])
+                        .min()
+                        .expect("non-empty");
+                    return Err(BatchFailure {
+                        index: first,
+                        error: failure.error,
+                    });
+                }
+            }
+        }
+        self.flush(&mut tx, states).await
+    }
+}
