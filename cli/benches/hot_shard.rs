@@ -76,7 +76,8 @@ fn tracker_app(i: usize) -> Item {
 }
 
 fn social_like(i: usize) -> Item {
-    shared::models::social::demo::like_item("hotpost", &format!("u{i:07}"), &now_iso())
+    let post = shared::models::social::keys::ulid(1_764_000_000_000, 1);
+    shared::models::social::demo::like_item(&post, &format!("u{i:07}"), &now_iso())
 }
 
 fn library_loan(i: usize) -> Item {
