@@ -185,6 +185,7 @@ async fn main() -> anyhow::Result<()> {
     );
     opts.sqs_endpoint = Some(sqs.endpoint());
     opts.queue_prefix = format!("b{}-", uuid::Uuid::new_v4().simple());
+    let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
     let mut rt = Runtime::start(opts).await?;
     let table = rt.config.table.clone();
     let at = iso_now();
@@ -198,6 +199,11 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "follows: {followers} of one user by {FLOOR_WRITERS} writers ({written:.2?} to write), processed (mirrors, counts, follow jobs) in {follows_time:.2?}: {:.0} follows/s (goal 500)",
         followers as f64 / follows_time.as_secs_f64()
+    );
+    let follows_bill = meter.bill();
+    println!(
+        "  bill of the processors per follow: {}",
+        follows_bill.per_change(followers)
     );
 
     // 3. One post to every follower.
@@ -243,6 +249,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  write capacity as billed: {units_used} WCU = {:.2} per entry (floor: 1.00)",
         units_used as f64 / followers as f64
+    );
+    println!(
+        "  bill of the processors for the post, per timeline entry (metered): {}",
+        meter.bill().since(&follows_bill).per_change(followers)
     );
     engine.stop().await;
     Ok(())

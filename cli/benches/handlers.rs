@@ -5,9 +5,20 @@
 //! as the baseline measured in the same run on the same engine, the time of
 //! one plain PutItem into the same table at the same stream size (Dynoxide's
 //! writes slow down as a stream grows). Then backfill throughput on a table
-//! loaded without processors. Run:
+//! loaded without processors. Every figure comes with its bill: the read
+//! and write request units DynamoDB would charge per change (a bill meter,
+//! `jobstream::meter`, between the processors and the engine; the
+//! application's own writes through another).
+//!
+//! Then the same batch by jobstream and by its hand-written peers, each in
+//! its own process (`peers/compare.rs`; `cli/benches/peers/setup.sh`
+//! installs the Python and Node peers' dependencies): CPU, RRU and WRU per
+//! change side by side, the tables checked equal. Run:
 //! `cargo bench -p jobstream --bench handlers` (JOBSTREAM_BENCH_APPS=N to
 //! change the size; 10 changes per application).
+
+#[path = "peers/compare.rs"]
+mod peers;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -17,6 +28,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::meter::Meter;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::json;
 use shared::item::{n, s};
@@ -144,9 +156,11 @@ async fn run_handler(
     changes: usize,
     baseline: Duration,
     writes: impl Fn() -> u64,
+    meter: &Meter,
 ) -> anyhow::Result<()> {
     let processor = name.split_whitespace().next().unwrap_or(name);
     let trips_before = round_trips(processor);
+    let bill_before = meter.bill();
     let before = writes();
     let cpu_before = process_cpu();
     let started = Instant::now();
@@ -196,31 +210,51 @@ async fn run_handler(
             trips.join(", ")
         }
     );
+    println!(
+        "{:<38} bill: {}",
+        "",
+        meter.bill().since(&bill_before).per_change(changes)
+    );
     Ok(())
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    if let Some(child) = peers::child_main().await {
+        return child;
+    }
     let apps: usize = std::env::var("JOBSTREAM_BENCH_APPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let opts = RuntimeOptions::new(
+    // The processors' bill and the application's, each through its meter.
+    let meter = Meter::in_front_of(&engine.endpoint()).await?;
+    let app_meter = Meter::in_front_of(&engine.endpoint()).await?;
+    let mut opts = RuntimeOptions::new(
         "tracker",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
+    opts.processor_endpoint = Some(meter.endpoint());
     let rt = Runtime::start(opts).await?;
-    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let app_client = aws_sdk_dynamodb::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&app_meter.endpoint()), 3).await,
+    );
+    let writer = TrackerWriter::new(app_client, &rt.config.table);
     let empty = baseline_put(&rt, &rt.config.ledger_table, 1000).await?;
     let started = Instant::now();
     let changes = write_changes(&writer, apps).await?;
     println!(
-        "wrote {changes} changes for {apps} applications in {:.2?}",
-        started.elapsed()
+        "wrote {changes} changes for {apps} applications in {:.2?}; the application's own writes: {}",
+        started.elapsed(),
+        app_meter.bill().per_change(changes)
     );
     let records = records(&engine, &rt).await?;
+    if std::env::var_os("JOBSTREAM_BENCH_NO_PEERS").is_none() {
+        peers::compare(&engine, &rt, &records, changes).await?;
+        println!();
+    }
     let event: Event = serde_json::from_value(json!({ "Records": records }))?;
     // Dynoxide's writes slow down as a table's stream grows, so the baseline
     // is a PutItem into the same table at the same stream size (those
@@ -232,8 +266,27 @@ async fn main() -> anyhow::Result<()> {
     // One store for both processors: each run is measured on its own.
     let hist_writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
     let derive_writes = hist_writes;
-    run_handler("history", &*history, &event, changes, baseline, hist_writes).await?;
-    run_handler("derive", &*derive, &event, changes, baseline, derive_writes).await?;
+    println!("in this process (handler + engine):");
+    run_handler(
+        "history",
+        &*history,
+        &event,
+        changes,
+        baseline,
+        hist_writes,
+        &meter,
+    )
+    .await?;
+    run_handler(
+        "derive",
+        &*derive,
+        &event,
+        changes,
+        baseline,
+        derive_writes,
+        &meter,
+    )
+    .await?;
     // Redelivery of the same batch: the cost of at-least-once.
     run_handler(
         "history (redelivered)",
@@ -242,6 +295,7 @@ async fn main() -> anyhow::Result<()> {
         changes,
         baseline,
         hist_writes,
+        &meter,
     )
     .await?;
     run_handler(
@@ -251,6 +305,7 @@ async fn main() -> anyhow::Result<()> {
         changes,
         baseline,
         derive_writes,
+        &meter,
     )
     .await?;
     // The same redelivery by a runtime whose processors' calls are not
@@ -262,6 +317,7 @@ async fn main() -> anyhow::Result<()> {
         RecordReader::Embedded(engine.database().clone()),
     );
     opts.enforce_grants = false;
+    opts.processor_endpoint = Some(meter.endpoint());
     let unchecked = Runtime::start(opts).await?;
     let derive = unchecked.stream_processor("derive");
     let unchecked_writes = || {
@@ -279,6 +335,7 @@ async fn main() -> anyhow::Result<()> {
         changes,
         baseline,
         unchecked_writes,
+        &meter,
     )
     .await?;
     engine.stop().await;

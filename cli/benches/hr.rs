@@ -104,6 +104,8 @@ struct Bench {
     iterator: Option<String>,
     /// The writer's items, by employee id.
     emps: BTreeMap<String, Item>,
+    /// The processor's bill (RRU, WRU).
+    meter: jobstream::meter::Meter,
 }
 
 impl Bench {
@@ -192,9 +194,16 @@ impl Bench {
     async fn deliver(
         &mut self,
         records: &[Value],
-    ) -> anyhow::Result<(usize, u64, Vec<Value>, std::time::Duration)> {
+    ) -> anyhow::Result<(
+        usize,
+        u64,
+        Vec<Value>,
+        std::time::Duration,
+        jobstream::meter::Bill,
+    )> {
         let handler = self.rt.stream_processor("derive");
         let before = self.rt.processor_writes();
+        let bill = self.meter.bill();
         let mut produced = Vec::new();
         let started = Instant::now();
         for chunk in records.chunks(BATCH) {
@@ -213,6 +222,7 @@ impl Bench {
             all - produced.len() as u64,
             produced,
             elapsed,
+            self.meter.bill().since(&bill),
         ))
     }
 
@@ -274,8 +284,8 @@ impl Bench {
             }
             min += net.values().filter(|v| **v != 0).count();
         }
-        let (table, ledger, produced, elapsed) = self.deliver(&records).await?;
-        report(name, changes.len(), table, min, ledger, elapsed);
+        let (table, ledger, produced, elapsed, bill) = self.deliver(&records).await?;
+        report(name, changes.len(), table, min, ledger, elapsed, &bill);
         Ok(produced)
     }
 }
@@ -287,6 +297,7 @@ fn report(
     min: usize,
     ledger: u64,
     elapsed: std::time::Duration,
+    bill: &jobstream::meter::Bill,
 ) {
     let per = |x: f64| x / changes.max(1) as f64;
     println!(
@@ -296,6 +307,7 @@ fn report(
         if table == min { ", at the minimum" } else { ", ABOVE THE MINIMUM" },
         elapsed / changes.max(1) as u32,
     );
+    println!("{:<34} bill: {}", "", bill.per_change(changes));
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -309,11 +321,13 @@ async fn main() -> anyhow::Result<()> {
     let n_emps = var("JOBSTREAM_BENCH_EMPS", 400);
     let n_depts = var("JOBSTREAM_BENCH_DEPTS", 10).max(2);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let opts = RuntimeOptions::new(
+    let mut opts = RuntimeOptions::new(
         "hr",
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
     );
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint()).await?;
+    opts.processor_endpoint = Some(meter.endpoint());
     let rt = Runtime::start(opts).await?;
     let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(
@@ -345,6 +359,7 @@ async fn main() -> anyhow::Result<()> {
         seen: Vec::new(),
         iterator,
         emps: BTreeMap::new(),
+        meter,
     };
     let org = ulid(1);
     let depts: Vec<String> = (0..n_depts as u64).map(|d| ulid(10 + d)).collect();
@@ -430,7 +445,7 @@ async fn main() -> anyhow::Result<()> {
         .await?,
     );
     // The processor's own writes come back on the stream: a fixpoint.
-    let (table, ledger, _, elapsed) = b.deliver(&produced).await?;
+    let (table, ledger, _, elapsed, bill) = b.deliver(&produced).await?;
     report(
         "processor's own records (fixpoint)",
         produced.len(),
@@ -438,10 +453,11 @@ async fn main() -> anyhow::Result<()> {
         0,
         ledger,
         elapsed,
+        &bill,
     );
     // A consumer restarted from TRIM_HORIZON: every record again.
     let replay: Vec<Value> = b.seen.clone();
-    let (table, ledger, _, elapsed) = b.deliver(&replay).await?;
+    let (table, ledger, _, elapsed, bill) = b.deliver(&replay).await?;
     report(
         "replay of the whole stream",
         replay.len(),
@@ -449,6 +465,7 @@ async fn main() -> anyhow::Result<()> {
         0,
         ledger,
         elapsed,
+        &bill,
     );
     let _ = b.new_records()?;
     b.phase("delete", Write::Put, |_, _| None).await?;

@@ -109,7 +109,10 @@ fn time_rules(r: &dyn Rules, items: &[Item], rounds: usize) -> (Duration, usize)
     (best, check)
 }
 
-async fn end_to_end(model_file: Option<PathBuf>, emps: usize) -> anyhow::Result<(Duration, u64)> {
+async fn end_to_end(
+    model_file: Option<PathBuf>,
+    emps: usize,
+) -> anyhow::Result<(Duration, u64, jobstream::meter::Bill)> {
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     let mut opts = RuntimeOptions::new(
         "hr",
@@ -117,6 +120,8 @@ async fn end_to_end(model_file: Option<PathBuf>, emps: usize) -> anyhow::Result<
         RecordReader::Embedded(engine.database().clone()),
     );
     opts.model_file = model_file;
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint()).await?;
+    opts.processor_endpoint = Some(meter.endpoint());
     let mut rt = Runtime::start(opts).await?;
     let org = ulid(1);
     let depts: Vec<String> = (0..4).map(|d| ulid(10 + d)).collect();
@@ -146,7 +151,7 @@ async fn end_to_end(model_file: Option<PathBuf>, emps: usize) -> anyhow::Result<
     let took = started.elapsed();
     let writes = rt.processor_writes();
     engine.stop().await;
-    Ok((took, writes))
+    Ok((took, writes, meter.bill()))
 }
 
 #[tokio::main]
@@ -172,8 +177,8 @@ async fn main() -> anyhow::Result<()> {
         ft.as_secs_f64() / rt.as_secs_f64()
     );
     let records = 2 * emps + 4;
-    let (r_took, r_writes) = end_to_end(None, emps).await?;
-    let (f_took, f_writes) = end_to_end(Some(hr_file()), emps).await?;
+    let (r_took, r_writes, r_bill) = end_to_end(None, emps).await?;
+    let (f_took, f_writes, f_bill) = end_to_end(Some(hr_file()), emps).await?;
     println!("end to end, {records} records drained through the local derive mapping:");
     println!(
         "  Rust HR model      {:>8.1} µs/record, {r_writes} processor writes",
@@ -183,6 +188,10 @@ async fn main() -> anyhow::Result<()> {
         "  models/hr.yaml     {:>8.1} µs/record, {f_writes} processor writes",
         f_took.as_secs_f64() * 1e6 / records as f64
     );
+    // 4 departments, then every employee written twice.
+    let changes = 4 + 2 * emps;
+    println!("  bill, Rust HR model: {}", r_bill.per_change(changes));
+    println!("  bill, models/hr.yaml: {}", f_bill.per_change(changes));
     println!(
         "  file / Rust        {:>8.2}x",
         f_took.as_secs_f64() / r_took.as_secs_f64()

@@ -178,8 +178,10 @@ async fn main() -> anyhow::Result<()> {
 
     let mut opts = options("bench-");
     opts.mapping.starting_position = StartingPosition::Latest;
+    let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
     let mut rt = Runtime::start(opts).await?;
     rt.drain().await?;
+    let bill_before = meter.bill();
     let records_before = stream_records(&engine, &rt).await?;
     let writes_before = rt.processors.store.stats().writes.load(Ordering::Relaxed);
 
@@ -227,6 +229,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "time per changed score (prediction + standings): {:.2?}",
         elapsed / changed.max(1) as u32
+    );
+    println!(
+        "bill of the processors per changed score (the application's one transaction apart): {}",
+        meter.bill().since(&bill_before).per_change(changed)
     );
     // The floor: the scored predictions, as they are now, written by plain
     // BatchWriteItem (4 concurrent writers) into a fresh table of the

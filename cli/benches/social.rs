@@ -108,9 +108,14 @@ async fn main() -> anyhow::Result<()> {
     ensure_table(&client, &model.table, tbl).await?;
     ensure_table(&client, &ledger, ledger.name).await?;
     let store = Store::new(client.clone());
+    // The processors' client goes through a bill meter (RRU, WRU).
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint()).await?;
+    let metered = aws_sdk_dynamodb::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await,
+    );
     let derive = DeriveProcessor::new(
         Arc::new(SocialRules),
-        Store::new(client.clone()),
+        Store::new(metered.clone()),
         DeriveConfig {
             table: tbl.to_string(),
             ledger_table: ledger.name.to_string(),
@@ -129,6 +134,7 @@ async fn main() -> anyhow::Result<()> {
     store.put_items(tbl, like_items).await?;
     let burst = records(&engine, &client, tbl).await?;
     let started = Instant::now();
+    let bill_before = meter.bill();
     let mut writes_before = derive.store().stats().writes.load(Ordering::Relaxed);
     for chunk in burst.chunks(like_batch) {
         let event: Event = serde_json::from_value(json!({ "Records": chunk }))?;
@@ -138,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::ensure!(resp.batch_item_failures.is_empty(), "a batch failed");
     }
     let elapsed = started.elapsed();
+    let likes_bill = meter.bill().since(&bill_before);
     let derive_writes = derive.store().stats().writes.load(Ordering::Relaxed) - writes_before;
     let after = records(&engine, &client, tbl).await?;
     let likecount_pk = keys::likecount_pk(&post);
@@ -161,6 +168,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  all derive writes (ledger records and totals, the likecount item): {derive_writes} = {:.2} per like",
         derive_writes as f64 / likes as f64
+    );
+    println!(
+        "  bill of the derive per like: {}",
+        likes_bill.per_change(likes)
     );
     // Redelivery of every batch: nothing moves.
     writes_before = derive.store().stats().writes.load(Ordering::Relaxed);
@@ -198,7 +209,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let job = Timeline::default();
     let reads = Reads {
-        store: Store::new(client.clone()),
+        store: Store::new(metered.clone()),
         table: tbl.to_string(),
         ledger_table: ledger.name.to_string(),
         now: Utc::now(),
@@ -238,9 +249,11 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     let actions_before = reads.store.stats().writes.load(Ordering::Relaxed);
+    let bill_before = meter.bill();
     let started = Instant::now();
     let (jobs, puts, writes, superseded) = run_chain(first.clone()).await?;
     let elapsed = started.elapsed();
+    let post_bill = meter.bill().since(&bill_before);
     let actions = reads.store.stats().writes.load(Ordering::Relaxed) - actions_before;
     let entries = store
         .query(tbl, None, keys::PK, &keys::timeline_pk("f00000"), None)
@@ -259,6 +272,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  transaction actions per entry (puts + follow and post ConditionChecks): {:.3}",
         actions as f64 / puts.max(1) as f64
+    );
+    println!(
+        "  bill of the timeline jobs per entry: {}",
+        post_bill.per_change(puts)
     );
     let started = Instant::now();
     let (_, puts_again, writes_again, _) = run_chain(first).await?;

@@ -41,6 +41,8 @@ async fn main() -> anyhow::Result<()> {
         RecordReader::Embedded(engine.database().clone()),
     );
     opts.sqs_endpoint = Some(sqs.endpoint());
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint()).await?;
+    opts.processor_endpoint = Some(meter.endpoint());
     let rt = Runtime::start(opts).await?;
     let consumer = rt.consumer("suggestions");
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
@@ -77,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let event: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records }))?;
     let writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
+    let bill_before = meter.bill();
 
     let started = Instant::now();
     let resp = shared::lambda::sqs_handler(
@@ -86,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let elapsed = started.elapsed();
+    let bill = meter.bill().since(&bill_before);
     anyhow::ensure!(
         resp.batch_item_failures.is_empty(),
         "failures: {:?}",
@@ -136,6 +140,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "item writes per suggestion: {:.2} ({written} writes)",
         written as f64 / suggestions.max(1) as f64
+    );
+    println!(
+        "bill of the consumer per seeker job (each scores {jobs} jobs): {}",
+        bill.per_change(seekers)
     );
     println!(
         "redelivered batch (same jobs again): {rescore:.2?} = {:.3}x the first",

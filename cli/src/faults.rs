@@ -10,9 +10,10 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::meter::{forward, read_message};
 
 /// One kind of injected failure.
 #[derive(Debug, Clone)]
@@ -189,42 +190,6 @@ impl FaultProxy {
     }
 }
 
-/// Reads one HTTP/1.1 message (head + Content-Length body) from `conn`.
-async fn read_message(
-    conn: &mut TcpStream,
-    buf: &mut Vec<u8>,
-) -> anyhow::Result<Option<(String, Vec<u8>)>> {
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.trim()
-                        .eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())?
-                })
-                .unwrap_or(0);
-            let total = end + 4 + len;
-            while buf.len() < total {
-                let mut chunk = [0u8; 16384];
-                let n = conn.read(&mut chunk).await?;
-                anyhow::ensure!(n > 0, "connection closed mid-body");
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let message: Vec<u8> = buf.drain(..total).collect();
-            return Ok(Some((head, message)));
-        }
-        let mut chunk = [0u8; 16384];
-        let n = conn.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 async fn serve(
     mut client: TcpStream,
     upstream: SocketAddr,
@@ -306,30 +271,6 @@ async fn serve(
         client.write_all(&response).await?;
     }
     Ok(())
-}
-
-/// Sends `request` upstream (connecting on first use) and returns the
-/// whole response.
-async fn forward(
-    conn: &mut Option<TcpStream>,
-    upstream: SocketAddr,
-    buf: &mut Vec<u8>,
-    request: &[u8],
-) -> anyhow::Result<Vec<u8>> {
-    if conn.is_none() {
-        *conn = Some(
-            TcpStream::connect(upstream)
-                .await
-                .context("connecting upstream")?,
-        );
-        buf.clear();
-    }
-    let up = conn.as_mut().expect("connected above");
-    up.write_all(request).await?;
-    match read_message(up, buf).await? {
-        Some((_, response)) => Ok(response),
-        None => anyhow::bail!("upstream closed"),
-    }
 }
 
 /// A batch answer failing every entry of `request` (head + JSON body).

@@ -7,6 +7,8 @@
 //!   import, graph, explain.
 //! - [`progress`] - progress of long-running work on stderr (terminals only).
 //! - `faults` (feature `faults`) - a fault-injecting proxy for tests.
+//! - [`meter`] - the bill meter: a proxy summing the capacity DynamoDB
+//!   would bill (RRU, WRU) per operation, for the benchmarks.
 //!
 //! The commands themselves are in `main.rs`.
 
@@ -15,5 +17,6 @@
 #[cfg(feature = "faults")]
 pub mod faults;
 pub mod local;
+pub mod meter;
 pub mod progress;
 pub mod tools;

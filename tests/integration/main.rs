@@ -20,6 +20,7 @@ mod jobboard;
 mod joinset;
 mod js;
 mod limits;
+mod meter;
 mod modelfile;
 mod operations;
 mod pickem;

@@ -55,6 +55,18 @@ pub async fn batch_write_floor(
     Ok(started.elapsed())
 }
 
+/// Puts a bill meter between the runtime's processors and the engine at
+/// `endpoint`: what they cost as DynamoDB bills it (RRU, WRU), apart from
+/// the application's own writes, which do not go through it.
+pub async fn meter_processors(
+    opts: &mut jobstream::local::runtime::RuntimeOptions,
+    endpoint: &str,
+) -> anyhow::Result<jobstream::meter::Meter> {
+    let meter = jobstream::meter::Meter::in_front_of(endpoint).await?;
+    opts.processor_endpoint = Some(meter.endpoint());
+    Ok(meter)
+}
+
 /// `a` as a multiple of `floor` (`"2.4x"`).
 pub fn ratio(a: Duration, floor: Duration) -> String {
     format!("{:.1}x", a.as_secs_f64() / floor.as_secs_f64().max(1e-9))

@@ -1,0 +1,392 @@
+//! Benchmark (not a test): a hot shard. Sustained writes at fixed rates
+//! (100, 250, 500, 1,000 changes/s by default) into ONE partition, processed
+//! by the model's local runtime (`jobstream dev`'s: the stream mappings with
+//! the deployed batch size, batching window and parallelization factor,
+//! printed), for the tracker (one application updated), social (likes of
+//! one post: one counter) and a model file (models/library.yaml: loans of
+//! one member). Every few seconds it prints the writes accepted, the records
+//! each mapping processed and its iterator age; at the end of each rate,
+//! whether the mappings caught up and how long that took, and the bill
+//! (RRU/WRU per change, processors and application apart).
+//!
+//! The baseline, in the same run and engine: the rate the engine accepts
+//! plain PutItems of the same items (8 concurrent writers, no processors),
+//! the rate above which no derive could keep up here.
+//!
+//! It reports; it asserts nothing about time. Run:
+//! `cargo bench -p jobstream --bench hot_shard` (HOT_RATES=100,250,500,1000,
+//! HOT_SECONDS=15 per rate, HOT_MODELS=tracker,social,library).
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use common::env_usize;
+use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::meter::Meter;
+use shared::item::{s, Item};
+
+/// Seconds between two samples.
+const SAMPLE: Duration = Duration::from_secs(3);
+/// Concurrent writes in flight at most (the writers' connection pool).
+const IN_FLIGHT: usize = 64;
+/// How long the mappings get to catch up once the writes stop.
+const CATCH_UP: Duration = Duration::from_secs(120);
+
+/// One hot-shard workload: a model and the `i`-th change of its hot
+/// partition (a PutItem).
+struct Workload {
+    name: &'static str,
+    model: &'static str,
+    model_file: Option<std::path::PathBuf>,
+    /// Items to put before the run (what the changes refer to).
+    setup: fn() -> Vec<Item>,
+    change: fn(usize) -> Item,
+}
+
+fn now_iso() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn tracker_app(i: usize) -> Item {
+    // One application, updated again and again (each change a new note and
+    // updatedAt: one history entry each).
+    let mut item: Item = [
+        ("PK", s("APP#hot")),
+        ("SK", s("APP#hot")),
+        ("id", s("hot")),
+        ("companyName", s("Hot Co")),
+        ("positionTitle", s("Engineer")),
+        ("status", s("applied")),
+        ("isArchived", AttributeValue::Bool(false)),
+        ("createdAt", s("2026-11-01T09:00:00.000Z")),
+        ("updatedAt", s(now_iso())),
+        ("notes", s(format!("change {i}"))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    item.insert("dateApplied".into(), s("2026-11-01"));
+    item
+}
+
+fn social_like(i: usize) -> Item {
+    let post = shared::models::social::keys::ulid(1_764_000_000_000, 1);
+    shared::models::social::demo::like_item(&post, &format!("u{i:07}"), &now_iso())
+}
+
+fn library_loan(i: usize) -> Item {
+    let book = shared::models::social::keys::ulid(1_764_000_000_000 + i as u64, i as u128);
+    [
+        ("PK", s("M#hot")),
+        ("SK", s(format!("LOAN#{book}"))),
+        ("type", s("loan")),
+        ("memberId", s("hot")),
+        ("bookId", s(book)),
+        ("days", AttributeValue::N("14".into())),
+        ("state", s("open")),
+        ("since", s(now_iso())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn library_member() -> Vec<Item> {
+    vec![[
+        ("PK", s("M#hot")),
+        ("SK", s("PROFILE")),
+        ("type", s("member")),
+        ("memberId", s("hot")),
+        ("name", s("Hot Member")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()]
+}
+
+fn workloads() -> Vec<Workload> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    vec![
+        Workload {
+            name: "tracker (one application updated)",
+            model: "tracker",
+            model_file: None,
+            setup: Vec::new,
+            change: tracker_app,
+        },
+        Workload {
+            name: "social (likes of one post)",
+            model: "social",
+            model_file: None,
+            setup: Vec::new,
+            change: social_like,
+        },
+        Workload {
+            name: "library model file (loans of one member)",
+            model: "library",
+            model_file: Some(root.join("models/library.yaml")),
+            setup: library_member,
+            change: library_loan,
+        },
+    ]
+}
+
+/// Puts `change(i)` for i in `from..` as fast as `writers` concurrent
+/// writers go, for `secs`: PutItems/s.
+async fn put_floor(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    change: fn(usize) -> Item,
+    secs: Duration,
+) -> anyhow::Result<f64> {
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let writers = (0..8).map(|w| {
+        let (client, table, done) = (client.clone(), table.to_string(), done.clone());
+        tokio::spawn(async move {
+            let mut i = w;
+            while started.elapsed() < secs {
+                client
+                    .put_item()
+                    .table_name(&table)
+                    .set_item(Some(change(i)))
+                    .send()
+                    .await?;
+                done.fetch_add(1, Ordering::Relaxed);
+                i += 8;
+            }
+            anyhow::Ok(())
+        })
+    });
+    for w in futures::future::join_all(writers).await {
+        w??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+fn model_of(w: &Workload) -> anyhow::Result<shared::models::Model> {
+    match &w.model_file {
+        Some(path) => shared::file::model(path).map_err(|e| anyhow::anyhow!("{e}")),
+        None => shared::models::find(w.model).map_err(anyhow::Error::msg),
+    }
+}
+
+async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<()> {
+    let engine = LocalEngine::start("127.0.0.1:0", None).await?;
+    let meter = Meter::in_front_of(&engine.endpoint()).await?;
+    let app_meter = Meter::in_front_of(&engine.endpoint()).await?;
+    let mut opts = RuntimeOptions::new(
+        w.model,
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.model_file = w.model_file.clone();
+    opts.processor_endpoint = Some(meter.endpoint());
+    // A local SQS for models with queues (social's jobs), as `dev` starts.
+    let _sqs = if model_of(w)?.queues().is_empty() {
+        None
+    } else {
+        let sqs = jobstream::local::sqs_server::LocalSqs::start()?;
+        opts.sqs_endpoint = Some(sqs.endpoint());
+        opts.queue_prefix = format!("hot{}-", uuid::Uuid::new_v4().simple());
+        Some(sqs)
+    };
+    let mut rt = Runtime::start(opts).await?;
+    let table = rt.config.table.clone();
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&app_meter.endpoint()), 3).await);
+    let plain = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    for item in (w.setup)() {
+        client
+            .put_item()
+            .table_name(&table)
+            .set_item(Some(item))
+            .send()
+            .await?;
+    }
+    let probe = rt.probe();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let runner = tokio::spawn(async move {
+        let r = rt
+            .run_until(async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        (rt, r)
+    });
+
+    // The writer: change i is due at start + i / rate.
+    let written = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut writer = {
+        let (client, table, written) = (client.clone(), table.clone(), written.clone());
+        let change = w.change;
+        tokio::spawn(async move {
+            let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+            let total = (rate as f64 * secs.as_secs_f64()) as usize;
+            for i in 0..total {
+                let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
+                tokio::time::sleep_until(due.into()).await;
+                let permit = slots.clone().acquire_owned().await?;
+                let (client, table, written) = (client.clone(), table.clone(), written.clone());
+                tokio::spawn(async move {
+                    let r = client
+                        .put_item()
+                        .table_name(&table)
+                        .set_item(Some(change(i)))
+                        .send()
+                        .await;
+                    if r.is_ok() {
+                        written.fetch_add(1, Ordering::Relaxed);
+                    }
+                    drop(permit);
+                });
+            }
+            // Every write answered.
+            let _ = slots.acquire_many(IN_FLIGHT as u32).await?;
+            anyhow::Ok(started.elapsed())
+        })
+    };
+
+    let processed = |p: &jobstream::local::metrics::Probe| -> Vec<(String, u64, i64)> {
+        p.streams
+            .iter()
+            .map(|m| {
+                (
+                    m.name.clone(),
+                    m.records_processed.load(Ordering::Relaxed),
+                    m.iterator_age(),
+                )
+            })
+            .collect()
+    };
+    let mut last = (Instant::now(), 0u64, processed(&probe));
+    let mut max_age = 0i64;
+    let mut writing = true;
+    let mut write_time = Duration::ZERO;
+    let mut quiet_since: Option<Instant> = None;
+    let mut caught_up = None;
+    loop {
+        tokio::time::sleep(SAMPLE).await;
+        let now = Instant::now();
+        let dt = now.duration_since(last.0).as_secs_f64();
+        let n = written.load(Ordering::Relaxed);
+        let per = processed(&probe);
+        let mappings: Vec<String> = per
+            .iter()
+            .zip(&last.2)
+            .map(|((name, p, age), (_, p0, _))| {
+                max_age = max_age.max(*age);
+                format!(
+                    "{name} {:.0} rec/s, iterator age {:.1} s",
+                    (p - p0) as f64 / dt,
+                    *age as f64 / 1000.0
+                )
+            })
+            .collect();
+        println!(
+            "  t={:>5.1} s  writes {:>6.0}/s  {}",
+            started.elapsed().as_secs_f64(),
+            (n - last.1) as f64 / dt,
+            mappings.join("; ")
+        );
+        if writing && writer.is_finished() {
+            writing = false;
+            write_time = (&mut writer).await??;
+        }
+        if !writing {
+            let idle = per
+                .iter()
+                .zip(&last.2)
+                .all(|((_, p, age), (_, p0, _))| p == p0 && *age == 0);
+            match (idle, quiet_since) {
+                (true, None) => quiet_since = Some(now),
+                (true, Some(_)) => {
+                    caught_up = quiet_since.map(|q| q.duration_since(started));
+                    break;
+                }
+                (false, _) => quiet_since = None,
+            }
+            if started.elapsed() > write_time + CATCH_UP {
+                break;
+            }
+        }
+        last = (now, n, per);
+    }
+    let writes = written.load(Ordering::Relaxed);
+    let _ = stop_tx.send(());
+    let (_rt, result) = runner.await?;
+    result?;
+    let processed: Vec<String> = processed(&probe)
+        .into_iter()
+        .map(|(name, p, _)| format!("{name} {p}"))
+        .collect();
+    println!(
+        "  rate {rate}/s: {writes} writes in {:.1} s ({:.0}/s accepted); records processed: {}; largest iterator age {:.1} s; {}",
+        write_time.as_secs_f64(),
+        writes as f64 / write_time.as_secs_f64().max(1e-9),
+        processed.join(", "),
+        max_age as f64 / 1000.0,
+        match caught_up {
+            Some(t) => format!("caught up {:.1} s after the writes ended", t.saturating_sub(write_time).as_secs_f64()),
+            None => format!("NOT caught up {CATCH_UP:?} after the writes ended"),
+        }
+    );
+    println!(
+        "  bill: processors {}; application {}",
+        meter.bill().per_change(writes as usize),
+        app_meter.bill().per_change(writes as usize)
+    );
+    // The engine's floor, same run, same engine: plain PutItems of the same
+    // changes into a fresh table of the model's definition (with its stream).
+    let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
+    ensure_table(&plain, &_rt.model.table, &floor_table).await?;
+    let floor = put_floor(&plain, &floor_table, w.change, Duration::from_secs(3)).await?;
+    println!(
+        "  floor: the engine accepts {floor:.0} plain PutItems/s of these items (8 writers, same engine, stream on, no processors); offered rate / floor = {:.2}",
+        rate as f64 / floor
+    );
+    engine.stop().await;
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let rates: Vec<usize> = std::env::var("HOT_RATES")
+        .unwrap_or_else(|_| "100,250,500,1000".into())
+        .split(',')
+        .filter_map(|r| r.trim().parse().ok())
+        .collect();
+    let secs = Duration::from_secs(env_usize("HOT_SECONDS", 15) as u64);
+    let models = std::env::var("HOT_MODELS").unwrap_or_else(|_| "tracker,social,library".into());
+    for w in workloads()
+        .into_iter()
+        .filter(|w| models.split(',').any(|m| m.trim() == w.model))
+    {
+        let defs = model_of(&w)?.stream_defs();
+        let settings: Vec<String> = defs
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}: batch {}, window {} s, parallelization {}, {} MB",
+                    d.name,
+                    d.settings.batch_size,
+                    d.settings.batching_window_secs,
+                    d.settings.parallelization_factor,
+                    d.settings.memory_mb
+                )
+            })
+            .collect();
+        println!("{} — mappings as deployed: {}", w.name, settings.join("; "));
+        for &rate in &rates {
+            println!(" {rate} changes/s for {secs:?} into one partition:");
+            run_rate(&w, rate, secs).await?;
+        }
+    }
+    Ok(())
+}
