@@ -31,4 +31,5 @@ mod stream_consumer;
 mod support;
 mod tables;
 mod tracker;
+mod tracker_file;
 mod ttl;
