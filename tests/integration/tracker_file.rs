@@ -13,7 +13,7 @@ use chrono::Utc;
 use jobstream::tools::backfill::ScanOptions;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
-use shared::engine::fold::{FoldRules, FoldState};
+use shared::engine::fold::{FoldRules, FoldState, Restated};
 use shared::item::{key_of, n, s, Item, ItemExt};
 use shared::models::tracker::keys;
 use shared::models::tracker::scenario::{play, Clock};
@@ -127,6 +127,26 @@ fn changes() -> Vec<Change> {
     ]
 }
 
+/// A value with its maps' keys sorted (items are hash maps).
+fn canon(v: &AttributeValue) -> String {
+    match v {
+        AttributeValue::M(m) => item_text(m),
+        AttributeValue::L(l) => format!("[{}]", l.iter().map(canon).collect::<Vec<_>>().join(", ")),
+        other => format!("{other:?}"),
+    }
+}
+
+fn item_text(i: &Item) -> String {
+    let sorted: BTreeMap<&String, String> = i.iter().map(|(k, v)| (k, canon(v))).collect();
+    format!("{sorted:?}")
+}
+
+fn state_text(st: &FoldState) -> String {
+    let parts: BTreeMap<&String, String> =
+        st.parts.iter().map(|(k, v)| (k, item_text(v))).collect();
+    format!("seq {} deleted {} parts {parts:?}", st.seq, st.deleted)
+}
+
 /// A fold's outputs, errors as their kind.
 fn run(rules: &dyn FoldRules, changes: &[Change]) -> Vec<String> {
     let mut st = FoldState::default();
@@ -140,7 +160,19 @@ fn run(rules: &dyn FoldRules, changes: &[Change]) -> Vec<String> {
             rules.adoption_record(c)
         ));
         if rules.removes_root(c) {
-            out.push(format!("cascade {:?}", rules.cascade("a", &st)));
+            let c = rules.cascade("a", &st);
+            let deletes: Vec<String> = c
+                .deletes
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} {:?}",
+                        item_text(&d.key),
+                        d.unchanged.as_ref().map(item_text)
+                    )
+                })
+                .collect();
+            out.push(format!("cascade {deletes:?}"));
         }
         let mut absorbed = st.clone();
         out.push(format!(
@@ -150,22 +182,26 @@ fn run(rules: &dyn FoldRules, changes: &[Change]) -> Vec<String> {
         match rules.fold("a", &mut st, c) {
             Ok(o) => out.push(format!(
                 "entries {:?} notices {}",
-                o.entries
-                    .iter()
-                    .map(|e| e.iter().collect::<BTreeMap<_, _>>())
-                    .collect::<Vec<_>>(),
+                o.entries.iter().map(item_text).collect::<Vec<_>>(),
                 o.notices.len()
             )),
             Err(e) => out.push(format!("error {}", e.kind())),
         }
-        out.push(format!("state {st:?}"));
+        out.push(format!("state {}", state_text(&st)));
     }
-    let at = Utc::now();
+    let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a time");
     let items: Vec<Item> = changes.iter().filter_map(|c| c.new.clone()).collect();
-    out.push(format!("table state {:?}", rules.table_state(&items)));
+    out.push(format!(
+        "table state {}",
+        state_text(&rules.table_state(&items))
+    ));
     let adopted = rules.adopt("a", &items[..1], at, "tok");
-    out.push(format!("adopt {adopted:?}"));
-    if let shared::engine::fold::Adoption::Entry { entry, state, .. } = adopted {
+    if let shared::engine::fold::Adoption::Entry { entry, state, id } = adopted {
+        out.push(format!(
+            "adopt {} {} {id}",
+            state_text(&state),
+            item_text(&entry)
+        ));
         let mut later = state.clone();
         let s5 = stage("a", "s5", "Late", 3);
         rules
@@ -174,7 +210,12 @@ fn run(rules: &dyn FoldRules, changes: &[Change]) -> Vec<String> {
                 &change(ChangeKind::Insert, None, Some(s5.clone()), "x"),
             )
             .unwrap();
-        out.push(format!("restate {:?}", rules.restate(&entry, &later)));
+        let restated = match rules.restate(&entry, &later) {
+            Restated::Rewrite(e) => format!("rewrite {}", item_text(&e)),
+            other => format!("{other:?}"),
+        };
+        out.push(format!("restate {restated}"));
+        out.push(format!("restate same {:?}", rules.restate(&entry, &state)));
         out.push(format!(
             "restate gone {:?}",
             rules.restate(&entry, &FoldState::default())
@@ -182,10 +223,17 @@ fn run(rules: &dyn FoldRules, changes: &[Change]) -> Vec<String> {
         let part = later.parts.get("STAGE#s5");
         out.push(format!(
             "correct {:?}",
-            rules.correct_entry(&entry, "STAGE#s5", part)
+            rules
+                .correct_entry(&entry, "STAGE#s5", part)
+                .as_ref()
+                .map(item_text)
         ));
-        out.push(format!("mirror {:?}", rules.sequence_mirror("a")));
-        out.push(format!("entry key {:?}", rules.entry_key("a", 12)));
+        let (key, attr) = rules.sequence_mirror("a").expect("a mirror");
+        out.push(format!("mirror {} {attr}", item_text(&key)));
+        out.push(format!(
+            "entry key {}",
+            item_text(&rules.entry_key("a", 12))
+        ));
         out.push(format!("partition {:?}", rules.partition("a")));
     }
     out
