@@ -683,3 +683,25 @@ async fn a_table_loaded_without_processors_is_the_same_after_backfill_through_bo
     .await;
     assert_eq!(out[1].0, ["Imported", "Updated Status"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tracker_scenario_file_plays_alike_through_both_ends() {
+    let path = tracker_file().with_file_name("tracker.scenario.yaml");
+    let scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
+    let mut out = Vec::new();
+    for file in [false, true] {
+        let mut env = end(file).await;
+        let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
+            .await
+            .expect("plays");
+        assert!(diffs.is_empty(), "file={file}: {diffs:#?}");
+        let report = env.rt.verify().await.expect("verify");
+        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
+        out.push((table(&env).await, env.rt.processor_writes()));
+        env.engine.stop().await;
+    }
+    assert_eq!(
+        out[1], out[0],
+        "the same table and writes through both ends"
+    );
+}
