@@ -154,6 +154,9 @@ pub struct HistorySpec {
     pub aggregate_attr: &'static str,
     /// What the processor reads of the stream.
     pub filter: Vec<EventFilter>,
+    /// The root's attributes whose changes the descriptions tell apart
+    /// (what `verify` compares of the latest snapshot); `None`: all.
+    pub described: Option<Vec<&'static str>>,
 }
 
 const DEFAULT_UPDATED: &str = "changes != ''";
@@ -369,6 +372,31 @@ impl Compiler<'_> {
                 }
             }
         }
+        // What the descriptions tell apart: the labelled attributes, those
+        // the `updated` rules read (`old.x`, `new.x`, `x`) and the key's names.
+        let described = (!labels.is_empty()).then(|| {
+            let mut d: Vec<&'static str> = labels.iter().map(|(a, _)| *a).collect();
+            let texts = h.root.value.updated.iter().flat_map(|u| {
+                u.value
+                    .when
+                    .iter()
+                    .map(|w| w.value.0.as_str())
+                    .chain(std::iter::once(u.value.say.value.0.as_str()))
+            });
+            for text in texts {
+                for a in &re.attrs {
+                    if mentions(text, a.name) && !d.contains(&a.name) {
+                        d.push(a.name);
+                    }
+                }
+            }
+            for b in re.key.iter().flat_map(|k| k.template.binders()) {
+                if !d.contains(&b.name.as_str()) {
+                    d.push(leak(&b.name));
+                }
+            }
+            d
+        });
         let mut members: Vec<Member> = Vec::new();
         for (name, m) in &h.members.0 {
             let Some(i) = entities.iter().position(|e| e.name == name) else {
@@ -591,8 +619,25 @@ impl Compiler<'_> {
             mirror: leak(mirror),
             aggregate_attr,
             filter,
+            described,
         })
     }
+}
+
+/// Whether `text` reads attribute `name` (`name`, `old.name`, `new.name`).
+fn mentions(text: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(i) = text[from..].find(name) {
+        let at = from + i;
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        if !before.is_some_and(ident) && !after.is_some_and(ident) {
+            return true;
+        }
+        from = at + name.len();
+    }
+    false
 }
 
 // ---------------------------------------------------------------- the fold
@@ -603,7 +648,7 @@ pub struct FileHistory(pub &'static FileModel);
 
 /// What an item is to the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(super) enum Role {
     Root,
     Member(usize),
     Entry,
@@ -680,7 +725,7 @@ fn sort_val(v: Option<&AttributeValue>) -> SortVal {
 static NULL: Val = Val::Null;
 
 impl FileHistory {
-    fn spec(&self) -> &'static HistorySpec {
+    pub(super) fn spec(&self) -> &'static HistorySpec {
         self.0.history.as_ref().expect("a model with history")
     }
 
@@ -709,7 +754,10 @@ impl FileHistory {
     }
 
     /// An image's role and its aggregate (the partition key's name).
-    fn classify<'i>(&self, image: &'i Item) -> Result<(Role, &'i str, &'i str), InputError> {
+    pub(super) fn classify<'i>(
+        &self,
+        image: &'i Item,
+    ) -> Result<(Role, &'i str, &'i str), InputError> {
         let [pkn, skn] = self.0.key_names();
         let key = || display_key(&key_of(image, &[pkn, skn]));
         let attr = |source| InputError::Attribute {
@@ -729,7 +777,12 @@ impl FileHistory {
             .unwrap_or(Role::Other)
     }
 
-    fn aggregate_of(&self, pk: &str) -> Option<String> {
+    /// The root entity's name.
+    pub(super) fn root_name(&self) -> &'static str {
+        self.0.entities[self.spec().root.entity].name
+    }
+
+    pub(super) fn aggregate_of(&self, pk: &str) -> Option<String> {
         let root = &self.0.entities[self.spec().root.entity];
         root.key[0]
             .template
@@ -1311,6 +1364,10 @@ impl FoldRules for FileHistory {
         let mut fixed = entry.clone();
         fixed.insert("snapshot".to_string(), want);
         (item_size(&fixed) <= MAX_ITEM_BYTES).then_some(fixed)
+    }
+
+    fn verify(&self, items: &[Item]) -> Vec<crate::models::Finding> {
+        self.check(items)
     }
 
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated {

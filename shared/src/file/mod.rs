@@ -16,6 +16,7 @@
 
 pub mod expr;
 pub mod history;
+pub mod history_check;
 pub mod model;
 pub mod raw;
 pub mod rules;
