@@ -498,3 +498,69 @@ fn the_shipped_order_example_and_tracker_file_compile() {
     let m = compile(tracker, "t").unwrap_or_else(|p| panic!("{p:#?}"));
     assert!(m.history.is_some());
 }
+
+#[test]
+fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
+    let h = history(ORDER);
+    let mut st = FoldState::default();
+    let mut entries = Vec::new();
+    for (i, c) in [
+        change(ChangeKind::Insert, None, Some(order("open"))),
+        change(ChangeKind::Insert, None, Some(line("a", 1))),
+        change(ChangeKind::Modify, Some(order("open")), Some(order("paid"))),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = c;
+        c.event_id = format!("ev{i}");
+        entries.extend(h.fold("o1", &mut st, &c).unwrap().entries);
+    }
+    let mut root = order("paid");
+    root.insert("historySequence".into(), n(3));
+    let mut items = vec![root.clone(), line("a", 1)];
+    items.extend(entries.clone());
+    assert!(h.check(&items).is_empty(), "{:#?}", h.check(&items));
+    let what = |items: &[Item]| -> Vec<String> {
+        h.check(items)
+            .iter()
+            .map(|f| format!("{} {:?} {} {}", f.kind, f.drift, f.what, f.repair.is_some()))
+            .collect()
+    };
+    // Entry 2 lost, the mirror behind.
+    let mut behind = root.clone();
+    behind.insert("historySequence".into(), n(2));
+    let lost = vec![behind, line("a", 1), entries[0].clone(), entries[2].clone()];
+    assert_eq!(
+        what(&lost),
+        [
+            "history-sequence Missing ORDER#o1: entry 2 of 1..=3 is missing true",
+            "history-sequence Wrong ORDER#o1: historySequence is 2, expected 3 true",
+        ]
+    );
+    // Entry 1 written again as entry 4, and the line changed since.
+    let mut again = entries[0].clone();
+    again.insert("SK".into(), s("HIST#000004"));
+    again.insert("sequence".into(), n(4));
+    let mut root4 = root.clone();
+    root4.insert("historySequence".into(), n(4));
+    let mut repeated = vec![root4, line("a", 9)];
+    repeated.extend(entries.clone());
+    repeated.push(again);
+    assert_eq!(
+        what(&repeated),
+        [
+            "history-chain Wrong ORDER#o1: entry 4: repeats the change of entry 1 false",
+            "history-snapshot Wrong ORDER#o1: the latest snapshot differs from the current state (not repairable: history is append-only) false",
+        ]
+    );
+    // The root gone: what is left of its partition.
+    let orphans = vec![line("a", 1), entries[0].clone()];
+    assert_eq!(
+        what(&orphans),
+        [
+            "orphans Extra PK=ORDER#o1, SK=LINE#a left behind by a deleted order true",
+            "orphans Extra PK=ORDER#o1, SK=HIST#000001 left behind by a deleted order true",
+        ]
+    );
+}
