@@ -17,6 +17,7 @@
 pub mod expr;
 pub mod history;
 pub mod history_check;
+pub mod history_compile;
 pub mod model;
 pub mod raw;
 pub mod rules;

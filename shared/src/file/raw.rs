@@ -173,7 +173,7 @@ pub struct RawFile {
     /// At-most-once effects (SPEC §8): reserved.
     pub once: Option<Spanned<IgnoredAny>>,
     /// A history of an aggregate (SPEC §3), see [`super::history`].
-    pub history: Option<Spanned<super::history::RawHistory>>,
+    pub history: Option<Spanned<super::history_compile::RawHistory>>,
 }
 
 #[derive(Debug, Deserialize)]
