@@ -32,6 +32,13 @@ for path in files:
         "a wrong type": lambda d: d.update({"jobstream": "one"}),
         "no version key": lambda d: d.pop("jobstream"),
     }
+    if "history" in doc:
+        mutants["a misspelt history field"] = lambda d: d["history"].update(
+            {"entrys": d["history"].pop("entries")}
+        )
+        mutants["history digits out of range"] = lambda d: d["history"]["entries"].update(
+            {"digits": 19}
+        )
     for what, mutate in mutants.items():
         bad = copy.deepcopy(doc)
         mutate(bad)

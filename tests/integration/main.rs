@@ -32,4 +32,5 @@ mod stream_consumer;
 mod support;
 mod tables;
 mod tracker;
+mod tracker_file;
 mod ttl;

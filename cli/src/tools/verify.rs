@@ -501,6 +501,12 @@ pub fn verify_items(
             report.found(f);
         }
     }
+    if let Some(fold) = &model.fold {
+        for f in fold.rules.verify(items) {
+            report.checked(f.kind);
+            report.found(f);
+        }
+    }
     report
 }
 

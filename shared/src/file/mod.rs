@@ -3,6 +3,7 @@
 //! - [`raw`] - the format as written, with positions (`serde-saphyr`).
 //! - [`template`] - key templates that parse back, value templates.
 //! - [`expr`] - the one wrapper of the `cel` crate: expressions compiled once.
+//! - [`history`] - the `history:` block: a fold of an aggregate's changes.
 //! - [`model`] - the file compiled; every problem with its line and column.
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
@@ -14,6 +15,9 @@
 //! as a compiled model.
 
 pub mod expr;
+pub mod history;
+pub mod history_check;
+pub mod history_compile;
 pub mod model;
 pub mod raw;
 pub mod rules;
@@ -327,7 +331,11 @@ impl Loaded {
             about: m.about,
             table: m.table.clone(),
             rules: Arc::new(rules::FileRules(m)),
-            fold: None,
+            fold: m.history.as_ref().map(|h| crate::models::FoldSpec {
+                processor: h.processor,
+                rules: Arc::new(history::FileHistory(m)),
+                filter: h.filter.clone(),
+            }),
             consumers: m
                 .sets
                 .iter()
@@ -391,6 +399,7 @@ mod tests {
             include_str!("../../../models/social.yaml"),
             include_str!("../../../models/hr.yaml"),
             include_str!("../../../models/library.yaml"),
+            include_str!("../../../models/tracker.yaml"),
         ] {
             assert!(boolean_traps(shipped).is_empty());
         }

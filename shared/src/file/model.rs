@@ -30,7 +30,7 @@ impl Problem {
 
 /// Leaks a name once per loaded file (the engine's vocabulary speaks
 /// `&'static str`); a process loads a file once.
-fn leak(s: &str) -> &'static str {
+pub(super) fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
 }
 
@@ -173,6 +173,8 @@ pub struct FileModel {
     pub env: Env,
     /// Join set jobs (`sets:`).
     pub sets: Vec<super::sets::SetSpec>,
+    /// The history fold (`history:`).
+    pub history: Option<super::history::HistorySpec>,
 }
 
 impl FileModel {
@@ -251,30 +253,30 @@ pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileMod
     }
 }
 
-struct Compiler<'s> {
+pub(super) struct Compiler<'s> {
     source: &'s str,
-    problems: Vec<Problem>,
+    pub(super) problems: Vec<Problem>,
 }
 
 /// Where a spanned value is.
-fn at<T>(s: &Spanned<T>) -> (u64, u64) {
+pub(super) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
     (s.referenced.line(), s.referenced.column())
 }
 
 /// The names an entity's expressions may read and their types.
-struct Scope<'a> {
-    entity: &'a str,
-    names: Vec<(String, Option<Ty>)>,
+pub(super) struct Scope<'a> {
+    pub(super) entity: &'a str,
+    pub(super) names: Vec<(String, Option<Ty>)>,
 }
 
 impl Scope<'_> {
-    fn has(&self, n: &str) -> bool {
+    pub(super) fn has(&self, n: &str) -> bool {
         self.names.iter().any(|(k, _)| k == n)
     }
 }
 
 impl Compiler<'_> {
-    fn err(&mut self, pos: (u64, u64), msg: impl Into<String>) {
+    pub(super) fn err(&mut self, pos: (u64, u64), msg: impl Into<String>) {
         self.problems.push(Problem::new(pos.0, pos.1, msg));
     }
 
@@ -383,8 +385,13 @@ impl Compiler<'_> {
             Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
             None => vec![],
         };
+        let history = raw
+            .history
+            .as_ref()
+            .and_then(|h| self.history(h, &entities, &table));
         Some(FileModel {
             sets,
+            history,
             name: leak(&name),
             about: leak(&about),
             keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),
@@ -535,7 +542,7 @@ impl Compiler<'_> {
         }
     }
 
-    fn scope<'a>(&self, e: &'a Entity) -> Scope<'a> {
+    pub(super) fn scope<'a>(&self, e: &'a Entity) -> Scope<'a> {
         let mut names: Vec<(String, Option<Ty>)> = e
             .attrs
             .iter()
@@ -596,7 +603,7 @@ impl Compiler<'_> {
     }
 
     /// A value template (`"EMAIL#${lower(email)}"`).
-    fn template(&mut self, s: &Spanned<Scalar>, scope: &Scope) -> Option<Value> {
+    pub(super) fn template(&mut self, s: &Spanned<Scalar>, scope: &Scope) -> Option<Value> {
         let pos = at(s);
         match split(&s.value.0) {
             Err((off, msg)) => {
@@ -628,7 +635,11 @@ impl Compiler<'_> {
         Some(Value(vec![Part::Hole(e, 0)]))
     }
 
-    fn condition(&mut self, s: &Option<Spanned<Scalar>>, scope: &Scope) -> Option<Option<Expr>> {
+    pub(super) fn condition(
+        &mut self,
+        s: &Option<Spanned<Scalar>>,
+        scope: &Scope,
+    ) -> Option<Option<Expr>> {
         match s {
             None => Some(None),
             Some(s) => self.expr(&s.value.0, at(s), 0, scope).map(Some),

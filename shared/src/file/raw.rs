@@ -172,6 +172,8 @@ pub struct RawFile {
     pub sets: Option<Spanned<Ordered<Spanned<super::sets::RawSet>>>>,
     /// At-most-once effects (SPEC §8): reserved.
     pub once: Option<Spanned<IgnoredAny>>,
+    /// A history of an aggregate (SPEC §3), see [`super::history`].
+    pub history: Option<Spanned<super::history_compile::RawHistory>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -211,6 +211,12 @@ pub trait FoldRules: Send + Sync {
 
     /// The partition (key name, value) holding an aggregate's items.
     fn partition(&self, aggregate: &str) -> (&'static str, String);
+
+    /// What `verify` finds of the fold's entries in the table's items (a
+    /// model whose `checks` verify its history says nothing here).
+    fn verify(&self, _items: &[Item]) -> Vec<crate::models::Finding> {
+        Vec::new()
+    }
 }
 
 /// What importing an aggregate did.
@@ -520,5 +526,8 @@ impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
     }
     fn partition(&self, aggregate: &str) -> (&'static str, String) {
         (**self).partition(aggregate)
+    }
+    fn verify(&self, items: &[Item]) -> Vec<crate::models::Finding> {
+        (**self).verify(items)
     }
 }

@@ -1,0 +1,848 @@
+//! The `history:` block of a model file: a numbered history of an aggregate
+//! (a root entity and the member entities in its partition), each entry
+//! with a snapshot of the aggregate right after its change (SPEC §3). It
+//! compiles to [`HistorySpec`] ([`super::history_compile`]), and [`FileHistory`] is the
+//! [`FoldRules`] the fold engine runs: sequence mirror, cascade when the
+//! root goes, adoption of a live table, restates and the 400 KB limit are
+//! the engine's, the rules only say what the file declares.
+//!
+//! ```yaml
+//! history:
+//!   root: { entity: order, created: "Order ${id} placed" }
+//!   members:
+//!     line: { list: lines, fields: [sku, qty], order: [sku] }
+//!   entries: { entity: order_entry, digits: 6 }
+//!   mirror: historySequence
+//! ```
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use uuid::Uuid;
+
+use super::expr::{Expr, Val};
+use super::model::{Entity, FileModel, Value};
+use super::rules::Parsed;
+use super::template::Part;
+use crate::change::{Change, ChangeKind};
+use crate::engine::fold::{
+    Adoption, AdoptionRecord, Cascade, CascadeDelete, FoldOutput, FoldRules, FoldState, Restated,
+};
+use crate::error::InputError;
+use crate::item::{display_key, item_size, key_of, n, s, Item, ItemExt, MAX_ITEM_BYTES};
+use crate::metrics::names;
+use crate::models::EventFilter;
+
+/// Namespace of entry ids: `uuid v5(namespace, eventID)`, so a retry writes
+/// the same id (the value the compiled folds use: a model moved from Rust
+/// to a file keeps its ids).
+pub const ENTRY_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6a0b_5c4e_1f7d_4c1b_9e53_7b1d_2f30_a8c4);
+
+/// Part name of the root in the fold state (members are named by their
+/// sort key; `check-model` makes sure no member's sort key is this).
+pub const ROOT_PART: &str = "@root";
+
+/// The binder of the entries' sort key: the entry's number.
+pub const SEQUENCE: &str = "sequence";
+
+// ---------------------------------------------------------------- compiled
+
+/// One snapshot shape (the root's or a member's).
+#[derive(Debug)]
+pub struct Shape {
+    pub entity: usize,
+    /// Attributes kept, `NULL` when absent; `None`: all but `excluded`.
+    pub fields: Option<Vec<&'static str>>,
+    /// Keys and processor-owned attributes (never in a snapshot).
+    pub excluded: Vec<&'static str>,
+}
+
+#[derive(Debug)]
+pub struct Member {
+    pub shape: Shape,
+    pub list: &'static str,
+    pub order: Vec<&'static str>,
+    pub added: Option<Value>,
+    pub updated: Option<Value>,
+    pub removed: Option<Value>,
+}
+
+/// A compiled `history:` block.
+#[derive(Debug)]
+pub struct HistorySpec {
+    pub processor: &'static str,
+    pub root: Shape,
+    pub created: Option<Value>,
+    pub updated: Vec<(Option<Expr>, Value)>,
+    pub labels: Vec<(&'static str, String)>,
+    pub members: Vec<Member>,
+    pub entries: usize,
+    pub digits: usize,
+    pub imported: &'static str,
+    pub mirror: &'static str,
+    /// The entry attribute holding the aggregate's id (the name the
+    /// entries' partition key binds).
+    pub aggregate_attr: &'static str,
+    /// What the processor reads of the stream.
+    pub filter: Vec<EventFilter>,
+    /// The root's attributes whose changes the descriptions tell apart
+    /// (what `verify` compares of the latest snapshot); `None`: all.
+    pub described: Option<Vec<&'static str>>,
+}
+
+// ---------------------------------------------------------------- the fold
+
+/// The fold rules of a loaded model file's `history:` block.
+#[derive(Debug, Clone, Copy)]
+pub struct FileHistory(pub &'static FileModel);
+
+/// What an item is to the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Root,
+    Member(usize),
+    Entry,
+    Other,
+}
+
+/// Absent and `NULL` are the same.
+fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
+    match v {
+        Some(AttributeValue::Null(_)) | None => None,
+        other => other,
+    }
+}
+
+/// An attribute value as expressions read it (lists are not read).
+fn val(v: &AttributeValue) -> Option<Val> {
+    Some(match v {
+        AttributeValue::S(s) => Val::Str(s.clone()),
+        AttributeValue::N(n) => match n.parse::<i64>() {
+            Ok(i) => Val::Int(i),
+            Err(_) => Val::Str(n.clone()),
+        },
+        AttributeValue::Bool(b) => Val::Bool(*b),
+        AttributeValue::Ss(v) => {
+            let mut v = v.clone();
+            v.sort();
+            Val::Set(v)
+        }
+        AttributeValue::Null(_) => Val::Null,
+        AttributeValue::M(m) => Val::Map(
+            m.iter()
+                .filter_map(|(k, v)| val(v).map(|v| (k.clone(), v)))
+                .collect(),
+        ),
+        _ => return None,
+    })
+}
+
+/// An image as a map: its attributes, and the entity's declared ones it
+/// lacks as `null`.
+fn image_map(e: &Entity, item: &Item) -> Vec<(String, Val)> {
+    let mut out: Vec<(String, Val)> = item
+        .iter()
+        .filter_map(|(k, v)| val(v).map(|v| (k.clone(), v)))
+        .collect();
+    for a in &e.attrs {
+        if !item.contains_key(a.name) {
+            out.push((a.name.to_string(), Val::Null));
+        }
+    }
+    out
+}
+
+/// Sort key of one attribute of a member's part: numbers, then strings,
+/// then anything else or absent.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SortVal {
+    Num(i128),
+    Str(String),
+    Other,
+}
+
+fn sort_val(v: Option<&AttributeValue>) -> SortVal {
+    match v {
+        Some(AttributeValue::N(n)) => n
+            .parse::<i128>()
+            .map(SortVal::Num)
+            .unwrap_or_else(|_| SortVal::Str(n.clone())),
+        Some(AttributeValue::S(s)) => SortVal::Str(s.clone()),
+        _ => SortVal::Other,
+    }
+}
+
+static NULL: Val = Val::Null;
+
+impl FileHistory {
+    pub(super) fn spec(&self) -> &'static HistorySpec {
+        self.0.history.as_ref().expect("a model with history")
+    }
+
+    fn role(&self, pk: &str, sk: &str) -> Role {
+        let m = self.0;
+        let h = self.spec();
+        let Some((e, _)) = m.classify(pk, sk) else {
+            return Role::Other;
+        };
+        let i = m
+            .entities
+            .iter()
+            .position(|x| std::ptr::eq(x, e))
+            .unwrap_or(usize::MAX);
+        if i == h.root.entity {
+            Role::Root
+        } else if i == h.entries {
+            Role::Entry
+        } else {
+            h.members
+                .iter()
+                .position(|mb| mb.shape.entity == i)
+                .map(Role::Member)
+                .unwrap_or(Role::Other)
+        }
+    }
+
+    /// An image's role and its aggregate (the partition key's name).
+    pub(super) fn classify<'i>(
+        &self,
+        image: &'i Item,
+    ) -> Result<(Role, &'i str, &'i str), InputError> {
+        let [pkn, skn] = self.0.key_names();
+        let key = || display_key(&key_of(image, &[pkn, skn]));
+        let attr = |source| InputError::Attribute {
+            entity: "item",
+            key: key(),
+            source,
+        };
+        let pk = image.s(pkn).map_err(attr)?;
+        let sk = image.s(skn).map_err(attr)?;
+        Ok((self.role(pk, sk), pk, sk))
+    }
+
+    fn role_of(&self, image: Option<&Item>) -> Role {
+        image
+            .and_then(|i| self.classify(i).ok())
+            .map(|(r, _, _)| r)
+            .unwrap_or(Role::Other)
+    }
+
+    /// The root entity's name.
+    pub(super) fn root_name(&self) -> &'static str {
+        self.0.entities[self.spec().root.entity].name
+    }
+
+    pub(super) fn aggregate_of(&self, pk: &str) -> Option<String> {
+        let root = &self.0.entities[self.spec().root.entity];
+        root.key[0]
+            .template
+            .matches(pk)
+            .and_then(|v| v.first().map(|s| s.to_string()))
+    }
+
+    fn pk(&self, aggregate: &str) -> String {
+        let root = &self.0.entities[self.spec().root.entity];
+        root.key[0].template.build(&[aggregate])
+    }
+
+    fn key_text(&self, item: &Item) -> String {
+        display_key(&key_of(item, &self.0.key_names()))
+    }
+
+    /// Validates a writer item (its entity's types, checks and keys).
+    fn validate(&self, item: &Item) -> Result<(), InputError> {
+        match self.0.parse(item)? {
+            Parsed::Writer(_) => Ok(()),
+            Parsed::Processor(e) => Err(InputError::Invalid {
+                key: self.key_text(item),
+                reason: format!("history: `{}` is a processor entity", e.name),
+            }),
+        }
+    }
+
+    /// What a snapshot keeps of an item of `shape`.
+    fn part(&self, shape: &Shape, image: &Item) -> Item {
+        match &shape.fields {
+            Some(fields) => fields
+                .iter()
+                .map(|f| {
+                    (
+                        f.to_string(),
+                        image.get(*f).cloned().unwrap_or(AttributeValue::Null(true)),
+                    )
+                })
+                .collect(),
+            None => image
+                .iter()
+                .filter(|(k, _)| !shape.excluded.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+
+    /// The member a part name (a member's sort key) belongs to.
+    fn member_of_part(&self, part: &str) -> Option<&'static Member> {
+        let m = self.0;
+        self.spec().members.iter().find(|mb| {
+            m.entities[mb.shape.entity].key[1]
+                .template
+                .matches(part)
+                .is_some()
+        })
+    }
+
+    /// The snapshot of a state: the root's part, and each member's list
+    /// sorted by its `order`.
+    pub fn snapshot(&self, state: &FoldState) -> Item {
+        let h = self.spec();
+        let mut snap = state.parts.get(ROOT_PART).cloned().unwrap_or_default();
+        for mb in &h.members {
+            let mut parts: Vec<(&String, &Item)> = state
+                .parts
+                .iter()
+                .filter(|(name, _)| {
+                    name.as_str() != ROOT_PART
+                        && self
+                            .member_of_part(name)
+                            .is_some_and(|x| std::ptr::eq(x, mb))
+                })
+                .collect();
+            parts.sort_by_key(|(_, p)| {
+                mb.order
+                    .iter()
+                    .map(|o| sort_val(p.get(*o)))
+                    .collect::<Vec<_>>()
+            });
+            snap.insert(
+                mb.list.to_string(),
+                AttributeValue::L(
+                    parts
+                        .into_iter()
+                        .map(|(_, p)| AttributeValue::M(p.clone()))
+                        .collect(),
+                ),
+            );
+        }
+        snap
+    }
+
+    /// The state a snapshot shows (members named by their sort keys).
+    fn state_of_snapshot(&self, snap: &Item) -> FoldState {
+        let m = self.0;
+        let mut state = FoldState::default();
+        let mut root = snap.clone();
+        for mb in &self.spec().members {
+            let Some(AttributeValue::L(list)) = root.remove(mb.list) else {
+                continue;
+            };
+            let t = &m.entities[mb.shape.entity].key[1].template;
+            for p in list {
+                if let AttributeValue::M(p) = p {
+                    let vals: Vec<String> = t
+                        .binders()
+                        .map(|b| match p.get(&b.name) {
+                            Some(AttributeValue::S(s)) => s.clone(),
+                            Some(AttributeValue::N(n)) => n.clone(),
+                            _ => String::new(),
+                        })
+                        .collect();
+                    state.parts.insert(t.build(&vals), p);
+                }
+            }
+        }
+        state.parts.insert(ROOT_PART.to_string(), root);
+        state
+    }
+
+    /// Evaluates a description.
+    fn describe(
+        &self,
+        v: &Value,
+        entity: usize,
+        old: Option<&Item>,
+        new: Option<&Item>,
+        changes: Option<&str>,
+        item: &Item,
+    ) -> Result<String, InputError> {
+        let e = &self.0.entities[entity];
+        let bare = new.or(old).map(|i| image_map(e, i)).unwrap_or_default();
+        let old_map = old.map(|i| Val::Map(image_map(e, i)));
+        let new_map = new.map(|i| Val::Map(image_map(e, i)));
+        let changes = changes.map(|c| Val::Str(c.to_string()));
+        let lookup = |name: &str| -> Option<&Val> {
+            match name {
+                "old" if old_map.is_some() => old_map.as_ref(),
+                "new" if new_map.is_some() => new_map.as_ref(),
+                "changes" if changes.is_some() => changes.as_ref(),
+                _ => Some(
+                    bare.iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v)
+                        .unwrap_or(&NULL),
+                ),
+            }
+        };
+        let mut out = String::new();
+        for p in &v.0 {
+            match p {
+                Part::Lit(l) => out.push_str(l),
+                Part::Hole(x, _) => {
+                    let got = self
+                        .0
+                        .env
+                        .eval(x, lookup)
+                        .map_err(|reason| InputError::Invalid {
+                            key: self.key_text(item),
+                            reason: format!("history: description: {reason}"),
+                        })?;
+                    out.push_str(&got.render());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The labels of the root's attributes that changed, in `labels:` order
+    /// (without labels: the names of the snapshot's attributes that changed).
+    fn changes(&self, old: &Item, new: &Item) -> String {
+        let h = self.spec();
+        let changed = |a: &str| normalized(old.get(a)) != normalized(new.get(a));
+        if !h.labels.is_empty() {
+            return h
+                .labels
+                .iter()
+                .filter(|(a, _)| changed(a))
+                .map(|(_, l)| l.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+        }
+        let (po, pn) = (self.part(&h.root, old), self.part(&h.root, new));
+        let mut names: Vec<&String> = po.keys().chain(pn.keys()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .filter(|a| normalized(po.get(*a)) != normalized(pn.get(*a)))
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The description of a root update, `None` when no rule holds.
+    fn root_updated(&self, old: &Item, new: &Item) -> Result<Option<String>, InputError> {
+        let h = self.spec();
+        let changes = self.changes(old, new);
+        let e = &self.0.entities[h.root.entity];
+        let (om, nm) = (Val::Map(image_map(e, old)), Val::Map(image_map(e, new)));
+        let bare = image_map(e, new);
+        let ch = Val::Str(changes.clone());
+        let lookup = |name: &str| -> Option<&Val> {
+            match name {
+                "old" => Some(&om),
+                "new" => Some(&nm),
+                "changes" => Some(&ch),
+                _ => Some(
+                    bare.iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v)
+                        .unwrap_or(&NULL),
+                ),
+            }
+        };
+        for (when, say) in &h.updated {
+            let holds = match when {
+                None => true,
+                // A rule that cannot be evaluated (an old image of another
+                // shape) does not hold.
+                Some(w) => matches!(self.0.env.eval(w, lookup), Ok(Val::Bool(true))),
+            };
+            if holds {
+                return self
+                    .describe(
+                        say,
+                        h.root.entity,
+                        Some(old),
+                        Some(new),
+                        Some(&changes),
+                        new,
+                    )
+                    .map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    fn entry(
+        &self,
+        aggregate: &str,
+        seq: u64,
+        description: String,
+        change: &Change,
+        state: &FoldState,
+    ) -> (Item, Option<InputError>) {
+        let h = self.spec();
+        let id = Uuid::new_v5(&ENTRY_ID_NAMESPACE, change.event_id.as_bytes());
+        let mut item = self.entry_key(aggregate, seq);
+        for (k, v) in [
+            ("id", s(id.to_string())),
+            (h.aggregate_attr, s(aggregate)),
+            ("sequence", n(seq)),
+            ("description", s(description)),
+            ("createdAt", s(change.at_iso())),
+        ] {
+            item.insert(k.to_string(), v);
+        }
+        item.insert(
+            "snapshot".to_string(),
+            AttributeValue::M(self.snapshot(state)),
+        );
+        let size = item_size(&item);
+        if size > MAX_ITEM_BYTES {
+            item.remove("snapshot");
+            let reason = format!(
+                "snapshot omitted: the entry would be {size} bytes, over the 400 KB item limit"
+            );
+            item.insert("snapshotOmitted".to_string(), s(&reason));
+            let key = self.key_text(&item);
+            return (item, Some(InputError::Invalid { key, reason }));
+        }
+        (item, None)
+    }
+}
+
+impl FoldRules for FileHistory {
+    fn key_names(&self) -> &'static [&'static str] {
+        self.0.keys
+    }
+
+    fn partition(&self, aggregate: &str) -> (&'static str, String) {
+        (self.0.table.pk, self.pk(aggregate))
+    }
+
+    fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
+        let image = change.latest_image().unwrap_or(&change.keys);
+        let (role, pk, _) = self.classify(image)?;
+        Ok(match role {
+            Role::Root | Role::Member(_) => self.aggregate_of(pk),
+            Role::Entry | Role::Other => None,
+        })
+    }
+
+    fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
+        let new = change.new.as_ref()?;
+        let (role, pk, _) = self.classify(new).ok()?;
+        let is_adoption = change.kind == ChangeKind::Insert
+            && role == Role::Entry
+            && new.opt_s("description").ok().flatten() == Some(self.spec().imported);
+        is_adoption.then(|| AdoptionRecord {
+            aggregate: self.aggregate_of(pk).unwrap_or_default(),
+            sequence: new.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0).max(0) as u64,
+            id: new
+                .opt_s("id")
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .to_string(),
+        })
+    }
+
+    fn starts_aggregate(&self, change: &Change) -> bool {
+        change.kind == ChangeKind::Insert && self.role_of(change.new.as_ref()) == Role::Root
+    }
+
+    fn removes_root(&self, change: &Change) -> bool {
+        change.kind == ChangeKind::Remove && self.role_of(change.old.as_ref()) == Role::Root
+    }
+
+    fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
+        let pk = self.pk(aggregate);
+        let [pkn, skn] = self.0.key_names();
+        let key =
+            |sk: String| -> Item { [(pkn.to_string(), s(&pk)), (skn.to_string(), s(sk))].into() };
+        // The removed incarnation's members as it last had them (a member
+        // of a later incarnation under the same key differs and stays), and
+        // its entries 1..=seq.
+        let members = state
+            .parts
+            .iter()
+            .filter(|(name, _)| name.as_str() != ROOT_PART)
+            .map(|(name, part)| CascadeDelete {
+                key: key(name.clone()),
+                unchanged: Some(part.clone()),
+            });
+        let entries = (1..=state.seq).map(|seq| CascadeDelete {
+            key: self.entry_key(aggregate, seq),
+            unchanged: None,
+        });
+        Cascade {
+            deletes: members.chain(entries).collect(),
+        }
+    }
+
+    fn fold(
+        &self,
+        aggregate: &str,
+        state: &mut FoldState,
+        change: &Change,
+    ) -> Result<FoldOutput, InputError> {
+        let h = self.spec();
+        let image = change.latest_image().unwrap_or(&change.keys);
+        let (role, _, sk) = self.classify(image)?;
+        let description = match (role, change.kind) {
+            (Role::Root, ChangeKind::Remove) => {
+                // The cascade deleted the members and entries: start afresh.
+                *state = FoldState {
+                    deleted: true,
+                    ..FoldState::default()
+                };
+                return Ok(FoldOutput::default());
+            }
+            (Role::Root, kind) => {
+                let new = change
+                    .new
+                    .as_ref()
+                    .expect("decoded INSERT/MODIFY has a new image");
+                self.validate(new)?;
+                if state.deleted {
+                    *state = FoldState::default();
+                }
+                state
+                    .parts
+                    .insert(ROOT_PART.to_string(), self.part(&h.root, new));
+                match (kind, &change.old) {
+                    (ChangeKind::Modify, Some(old)) => self.root_updated(old, new)?,
+                    _ => Some(match &h.created {
+                        Some(v) => self.describe(v, h.root.entity, None, Some(new), None, new)?,
+                        None => format!("Created {}", self.0.entities[h.root.entity].name),
+                    }),
+                }
+            }
+            // A member of a deleted root: the cascade's own removals.
+            (Role::Member(_), _) if state.deleted => return Ok(FoldOutput::default()),
+            (Role::Member(i), ChangeKind::Remove) => {
+                let mb = &h.members[i];
+                let old = change
+                    .old
+                    .as_ref()
+                    .expect("decoded REMOVE has an old image");
+                // A member this incarnation does not have (e.g. one of a
+                // deleted incarnation, removed by the cascade): no entry.
+                if state.parts.remove(sk).is_none() {
+                    return Ok(FoldOutput::default());
+                }
+                Some(match &mb.removed {
+                    Some(v) => self.describe(v, mb.shape.entity, Some(old), None, None, old)?,
+                    None => format!("Removed {}", self.0.entities[mb.shape.entity].name),
+                })
+            }
+            (Role::Member(i), kind) => {
+                let mb = &h.members[i];
+                let e = &self.0.entities[mb.shape.entity];
+                let new = change
+                    .new
+                    .as_ref()
+                    .expect("decoded INSERT/MODIFY has a new image");
+                self.validate(new)?;
+                // A MODIFY of a member this incarnation does not have (one
+                // of a deleted incarnation overwritten under the same key)
+                // adds it.
+                let known = state
+                    .parts
+                    .insert(sk.to_string(), self.part(&mb.shape, new))
+                    .is_some();
+                match (kind, &change.old) {
+                    (ChangeKind::Modify, Some(old)) if known => {
+                        let mut watched: Vec<&str> = e.attrs.iter().map(|a| a.name).collect();
+                        watched.extend(mb.shape.fields.iter().flatten().copied());
+                        let changed = watched
+                            .iter()
+                            .any(|f| normalized(old.get(*f)) != normalized(new.get(*f)));
+                        match (changed, &mb.updated) {
+                            (false, _) => None,
+                            (true, Some(v)) => Some(self.describe(
+                                v,
+                                mb.shape.entity,
+                                Some(old),
+                                Some(new),
+                                None,
+                                new,
+                            )?),
+                            (true, None) => Some(format!("Updated {}", e.name)),
+                        }
+                    }
+                    _ => Some(match &mb.added {
+                        Some(v) => self.describe(v, mb.shape.entity, None, Some(new), None, new)?,
+                        None => format!("Added {}", e.name),
+                    }),
+                }
+            }
+            (Role::Entry | Role::Other, _) => return Ok(FoldOutput::default()),
+        };
+        // Changes of members of a root this processor has never seen fold
+        // into the state but write no entry.
+        let Some(description) = description.filter(|_| state.parts.contains_key(ROOT_PART)) else {
+            return Ok(FoldOutput::default());
+        };
+        state.seq += 1;
+        let (item, notice) = self.entry(aggregate, state.seq, description, change, state);
+        Ok(FoldOutput {
+            entries: vec![item],
+            notices: notice
+                .map(|n| (names::SNAPSHOT_TOO_LARGE, n))
+                .into_iter()
+                .collect(),
+        })
+    }
+
+    fn absorb(&self, state: &mut FoldState, change: &Change) -> Result<(), InputError> {
+        let h = self.spec();
+        let image = change.latest_image().unwrap_or(&change.keys);
+        let (role, _, sk) = self.classify(image)?;
+        let (part, shape) = match role {
+            Role::Root => (ROOT_PART.to_string(), &h.root),
+            Role::Member(i) => (sk.to_string(), &h.members[i].shape),
+            Role::Entry | Role::Other => return Ok(()),
+        };
+        match &change.new {
+            None => {
+                state.parts.remove(&part);
+            }
+            Some(new) => {
+                self.validate(new)?;
+                state.parts.insert(part, self.part(shape, new));
+            }
+        }
+        Ok(())
+    }
+
+    fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
+        let root = &self.0.entities[self.spec().root.entity];
+        let key: Item = root
+            .key
+            .iter()
+            .map(|k| {
+                let vals: Vec<&str> = k.template.binders().map(|_| aggregate).collect();
+                (k.attr.to_string(), s(k.template.build(&vals)))
+            })
+            .collect();
+        Some((key, self.spec().mirror))
+    }
+
+    fn adopt(
+        &self,
+        aggregate: &str,
+        partition: &[Item],
+        at: chrono::DateTime<chrono::Utc>,
+        token: &str,
+    ) -> Adoption {
+        let mut state = self.table_state(partition);
+        if !state.parts.contains_key(ROOT_PART) {
+            return Adoption::Rootless(state);
+        }
+        state.seq += 1;
+        let change = Change {
+            event_id: format!("adopt:{aggregate}:{token}"),
+            sequence_number: crate::change::SequenceNumber::parse("0")
+                .expect("0 is a sequence number"),
+            kind: ChangeKind::Insert,
+            origin: crate::change::Origin::User,
+            keys: Item::new(),
+            old: None,
+            new: None,
+            at,
+        };
+        let imported = self.spec().imported.to_string();
+        let (entry, _) = self.entry(aggregate, state.seq, imported, &change, &state);
+        let id = entry.s("id").unwrap_or_default().to_string();
+        Adoption::Entry { state, entry, id }
+    }
+
+    fn table_state(&self, partition: &[Item]) -> FoldState {
+        let h = self.spec();
+        let mut state = FoldState::default();
+        for item in partition {
+            let Ok((role, _, sk)) = self.classify(item) else {
+                continue;
+            };
+            match role {
+                Role::Entry => {
+                    let seq = item.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0).max(0) as u64;
+                    state.seq = state.seq.max(seq);
+                }
+                Role::Root if self.validate(item).is_ok() => {
+                    state
+                        .parts
+                        .insert(ROOT_PART.to_string(), self.part(&h.root, item));
+                }
+                Role::Member(i) if self.validate(item).is_ok() => {
+                    state
+                        .parts
+                        .insert(sk.to_string(), self.part(&h.members[i].shape, item));
+                }
+                _ => {}
+            }
+        }
+        state
+    }
+
+    fn entry_key(&self, aggregate: &str, seq: u64) -> Item {
+        let h = self.spec();
+        let e = &self.0.entities[h.entries];
+        let [pkn, skn] = self.0.key_names();
+        let number = format!("{seq:0w$}", w = h.digits);
+        [
+            (pkn.to_string(), s(self.pk(aggregate))),
+            (skn.to_string(), s(e.key[1].template.build(&[number]))),
+        ]
+        .into()
+    }
+
+    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item> {
+        let Some(AttributeValue::M(snap)) = entry.get("snapshot") else {
+            // Omitted (over 400 KB): nothing to correct.
+            return None;
+        };
+        let mut state = self.state_of_snapshot(snap);
+        match value {
+            Some(v) => state.parts.insert(part.to_string(), v.clone()),
+            None => state.parts.remove(part),
+        };
+        let want = AttributeValue::M(self.snapshot(&state));
+        if entry.get("snapshot") == Some(&want) {
+            return None;
+        }
+        let mut fixed = entry.clone();
+        fixed.insert("snapshot".to_string(), want);
+        (item_size(&fixed) <= MAX_ITEM_BYTES).then_some(fixed)
+    }
+
+    fn verify(&self, items: &[Item]) -> Vec<crate::models::Finding> {
+        self.check(items)
+    }
+
+    fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
+        if !state.parts.contains_key(ROOT_PART) {
+            return Restated::RootGone;
+        }
+        let want = AttributeValue::M(self.snapshot(state));
+        if entry.get("snapshot") == Some(&want) {
+            return Restated::Same;
+        }
+        let mut fixed = entry.clone();
+        fixed.remove("snapshotOmitted");
+        fixed.insert("snapshot".to_string(), want);
+        if item_size(&fixed) > MAX_ITEM_BYTES {
+            if entry.contains_key("snapshotOmitted") {
+                return Restated::Same;
+            }
+            fixed.remove("snapshot");
+            fixed.insert(
+                "snapshotOmitted".to_string(),
+                s("snapshot omitted: the entry would exceed the 400 KB item limit"),
+            );
+        }
+        Restated::Rewrite(fixed)
+    }
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;

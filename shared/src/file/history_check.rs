@@ -1,0 +1,326 @@
+//! What `verify` checks of a `history:` block, per aggregate partition
+//! (pure), and its repairs, applied through the same guards as the fold's
+//! own writes: never a blind put.
+//!
+//! - numbering: entries 1..=n without gap, the mirror = n (a lost entry is
+//!   restored as a placeholder only while it is absent and the root's
+//!   mirror has reached it; the mirror is only ever raised);
+//! - no change applied twice (two entries with one id, a second adoption
+//!   entry);
+//! - the latest snapshot is the current state, as far as the descriptions
+//!   tell changes apart (the attributes the root's `labels` and `updated`
+//!   rules name, its key's names and every member; all of them without
+//!   labels);
+//! - items left behind by a deleted root (deleted only while the root is
+//!   still absent).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+
+use super::history::{FileHistory, ENTRY_ID_NAMESPACE, SEQUENCE};
+use crate::engine::fold::{FoldRules, FoldState};
+use crate::engine::setjob::BoxFut;
+use crate::item::{display_key, key_of, n, s, Item, ItemExt};
+use crate::models::{Drift, Finding, GuardedRepair, ModelRepair, Repair};
+use crate::store::{Store, TxError, Update, Written};
+
+/// A repair of history, guarded like the live fold's own writes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistoryRepair {
+    /// A placeholder for a lost entry, put only while the entry is absent
+    /// and the root exists with its mirror at or past it.
+    RestoreEntry {
+        root_key: Item,
+        entry: Item,
+        pk: &'static str,
+        mirror: &'static str,
+    },
+    /// An item left behind by a deleted root, deleted only while the root
+    /// is still absent.
+    DeleteOrphan {
+        root_key: Item,
+        key: Item,
+        pk: &'static str,
+    },
+    /// The mirror raised (never lowered), as the fold writes it.
+    Mirror(Update),
+}
+
+impl GuardedRepair for HistoryRepair {
+    fn describe(&self) -> String {
+        format!("{self:?}")
+    }
+
+    fn apply<'a>(
+        &'a self,
+        store: &'a Store,
+        table: &'a str,
+    ) -> BoxFut<'a, Result<bool, crate::error::StoreError>> {
+        Box::pin(async move {
+            let check = |key: &Item, pk: &str, cond: &str, mirror: Option<(&str, u64)>| {
+                let mut c = ConditionCheck::builder()
+                    .table_name(table)
+                    .set_key(Some(key.clone()))
+                    .condition_expression(cond)
+                    .expression_attribute_names("#pk", pk);
+                if let Some((attr, seq)) = mirror {
+                    c = c
+                        .expression_attribute_names("#hs", attr)
+                        .expression_attribute_values(":seq", n(seq));
+                }
+                TransactWriteItem::builder()
+                    .condition_check(c.build().expect("set"))
+                    .build()
+            };
+            let actions = match self {
+                HistoryRepair::Mirror(u) => {
+                    return Ok(store.update(table, u.clone()).await? == Written::Applied)
+                }
+                HistoryRepair::RestoreEntry {
+                    root_key,
+                    entry,
+                    pk,
+                    mirror,
+                } => {
+                    let seq = entry.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0).max(0) as u64;
+                    let put = Put::builder()
+                        .table_name(table)
+                        .set_item(Some(entry.clone()))
+                        .condition_expression("attribute_not_exists(#pk)")
+                        .expression_attribute_names("#pk", *pk)
+                        .build()
+                        .expect("set");
+                    vec![
+                        check(
+                            root_key,
+                            pk,
+                            "attribute_exists(#pk) AND #hs >= :seq",
+                            Some((mirror, seq)),
+                        ),
+                        TransactWriteItem::builder().put(put).build(),
+                    ]
+                }
+                HistoryRepair::DeleteOrphan { root_key, key, pk } => {
+                    let del = Delete::builder()
+                        .table_name(table)
+                        .set_key(Some(key.clone()))
+                        .build()
+                        .expect("set");
+                    vec![
+                        check(root_key, pk, "attribute_not_exists(#pk)", None),
+                        TransactWriteItem::builder().delete(del).build(),
+                    ]
+                }
+            };
+            match store.transact(actions).await {
+                Ok(()) => Ok(true),
+                Err(TxError::ConditionsFailed { .. }) => Ok(false),
+                Err(TxError::Store(e)) => Err(e),
+            }
+        })
+    }
+}
+
+fn finding(
+    kind: &'static str,
+    drift: Drift,
+    what: String,
+    repair: Option<HistoryRepair>,
+) -> Finding {
+    Finding {
+        kind,
+        drift,
+        what,
+        repair: repair.map(|r| Repair::Model(ModelRepair(Arc::new(r)))),
+    }
+}
+
+#[derive(Default)]
+struct Partition<'i> {
+    root: Option<&'i Item>,
+    members: Vec<&'i Item>,
+    entries: Vec<&'i Item>,
+}
+
+impl FileHistory {
+    /// The part of a snapshot its entries tell apart.
+    fn comparable(&self, snapshot: &Item) -> Item {
+        let h = self.spec();
+        snapshot
+            .iter()
+            .filter(|(k, _)| {
+                h.described.as_ref().is_none_or(|d| d.contains(&k.as_str()))
+                    || h.members.iter().any(|m| m.list == k.as_str())
+            })
+            .filter(|(_, v)| !matches!(v, AttributeValue::Null(_)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Every history finding of the table's items.
+    pub fn check(&self, items: &[Item]) -> Vec<Finding> {
+        let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
+        for item in items {
+            let Ok((role, pk, _)) = self.classify(item) else {
+                continue;
+            };
+            let Some(agg) = self.aggregate_of(pk) else {
+                continue;
+            };
+            let p = parts.entry(agg).or_default();
+            match role {
+                super::history::Role::Root => p.root = Some(item),
+                super::history::Role::Member(_) => p.members.push(item),
+                super::history::Role::Entry => p.entries.push(item),
+                super::history::Role::Other => {}
+            }
+        }
+        let mut out = Vec::new();
+        for (agg, p) in &parts {
+            self.check_partition(agg, p, &mut out);
+        }
+        out
+    }
+
+    fn check_partition(&self, agg: &str, p: &Partition, out: &mut Vec<Finding>) {
+        let h = self.spec();
+        let [pkn, skn] = self.0.key_names();
+        let (root_key, mirror) = self
+            .sequence_mirror(agg)
+            .expect("a file history has a mirror");
+        let pk = self.partition(agg).1;
+        let Some(root) = p.root else {
+            for orphan in p.members.iter().chain(&p.entries) {
+                let key = key_of(orphan, &[pkn, skn]);
+                out.push(finding(
+                    "orphans",
+                    Drift::Extra,
+                    format!(
+                        "{} left behind by a deleted {}",
+                        display_key(&key),
+                        self.root_name()
+                    ),
+                    Some(HistoryRepair::DeleteOrphan {
+                        root_key: root_key.clone(),
+                        key,
+                        pk: pkn,
+                    }),
+                ));
+            }
+            return;
+        };
+        let mut entries: Vec<(u64, &Item)> = p
+            .entries
+            .iter()
+            .filter_map(|e| Some((e.opt_i64(SEQUENCE).ok().flatten()? as u64, *e)))
+            .collect();
+        entries.sort_by_key(|(seq, _)| *seq);
+        // Numbering and the mirror.
+        let seqs: std::collections::BTreeSet<u64> = entries.iter().map(|(q, _)| *q).collect();
+        let mirrored = root.opt_i64(mirror).ok().flatten().unwrap_or(0).max(0) as u64;
+        let last = seqs.iter().max().copied().unwrap_or(0).max(mirrored);
+        for gap in (1..=last).filter(|q| !seqs.contains(q)) {
+            let mut entry = self.entry_key(agg, gap);
+            let id = uuid::Uuid::new_v5(
+                &ENTRY_ID_NAMESPACE,
+                format!("restored:{pk}:{gap}").as_bytes(),
+            );
+            for (k, v) in [
+                ("id", s(id.to_string())),
+                (h.aggregate_attr, s(agg)),
+                (SEQUENCE, n(gap)),
+                (
+                    "description",
+                    s("Entry lost; restored by jobstream verify --repair"),
+                ),
+                (
+                    "createdAt",
+                    s(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+                ),
+                ("snapshotOmitted", s("the original entry was lost")),
+                ("restored", AttributeValue::Bool(true)),
+            ] {
+                entry.insert(k.to_string(), v);
+            }
+            out.push(finding(
+                "history-sequence",
+                Drift::Missing,
+                format!("{pk}: entry {gap} of 1..={last} is missing"),
+                Some(HistoryRepair::RestoreEntry {
+                    root_key: root_key.clone(),
+                    entry,
+                    pk: pkn,
+                    mirror,
+                }),
+            ));
+        }
+        if mirrored != last {
+            let fix = Update {
+                key: key_of(root, &[pkn, skn]),
+                update_expression: "SET #a = :s".into(),
+                condition_expression: Some(
+                    "attribute_exists(#k) AND (attribute_not_exists(#a) OR #a < :s)".into(),
+                ),
+                names: vec![("#a".into(), mirror.into()), ("#k".into(), pkn.into())],
+                values: vec![(":s".into(), n(last))],
+            };
+            out.push(finding(
+                "history-sequence",
+                Drift::Wrong,
+                format!("{pk}: {mirror} is {mirrored}, expected {last}"),
+                Some(HistoryRepair::Mirror(fix)),
+            ));
+        }
+        // No change applied twice.
+        let mut ids: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut adoptions = 0;
+        for (seq, entry) in &entries {
+            let wrong = |what: &str| {
+                finding(
+                    "history-chain",
+                    Drift::Wrong,
+                    format!("{pk}: entry {seq}: {what}"),
+                    None,
+                )
+            };
+            if let Some(first) = entry
+                .opt_s("id")
+                .ok()
+                .flatten()
+                .and_then(|id| ids.insert(id, *seq))
+            {
+                out.push(wrong(&format!("repeats the change of entry {first}")));
+            }
+            if entry.opt_s("description").ok().flatten() == Some(h.imported) {
+                adoptions += 1;
+                if adoptions > 1 {
+                    out.push(wrong("a second adoption entry"));
+                }
+            }
+        }
+        // The latest snapshot is the current state.
+        if let Some((_, latest)) = entries.last() {
+            let mut state = FoldState::default();
+            let partition: Vec<Item> = std::iter::once(root)
+                .chain(p.members.iter().copied())
+                .cloned()
+                .collect();
+            state.parts = self.table_state(&partition).parts;
+            let want = self.comparable(&self.snapshot(&state));
+            let have = match latest.get("snapshot") {
+                Some(AttributeValue::M(m)) => Some(self.comparable(m)),
+                _ => None,
+            };
+            if have.as_ref() != Some(&want) && !latest.contains_key("snapshotOmitted") {
+                out.push(finding(
+                    "history-snapshot",
+                    Drift::Wrong,
+                    format!("{pk}: the latest snapshot differs from the current state (not repairable: history is append-only)"),
+                    None,
+                ));
+            }
+        }
+    }
+}

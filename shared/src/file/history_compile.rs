@@ -1,0 +1,560 @@
+//! Compiling a `history:` block ([`super::history::RawHistory`]) into a
+//! [`HistorySpec`]: every problem with its line and column, and a
+//! suggestion when one exists.
+
+use super::expr::Expr;
+use super::history::{HistorySpec, Member, Shape, ROOT_PART, SEQUENCE};
+use super::model::{at, leak, Compiler, Entity, Scope, Value};
+use serde::Deserialize;
+
+use super::raw::{Ordered, Scalar, Spanned};
+use super::template::{KeyTemplate, Part};
+use crate::models::table::TableDef;
+use crate::models::{EventFilter, KeyRule};
+
+// ---------------------------------------------------------------- raw
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHistory {
+    /// The processor's name (ledger keys, Lambda name); default `history`.
+    pub processor: Option<Spanned<String>>,
+    pub root: Spanned<RawRoot>,
+    /// Member entity -> how it shows in a snapshot.
+    #[serde(default)]
+    pub members: Ordered<Spanned<RawMember>>,
+    pub entries: Spanned<RawEntries>,
+    /// The processor-owned attribute on the root mirroring the last entry's
+    /// number; default `historySequence`.
+    pub mirror: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoot {
+    pub entity: Spanned<String>,
+    /// The root's attributes a snapshot keeps (absent ones as `NULL`);
+    /// default: every attribute but the keys and the processor's.
+    pub fields: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Description of the root's creation (a template).
+    pub created: Option<Spanned<Scalar>>,
+    /// Descriptions of the root's updates: the first rule whose `when`
+    /// holds; none: no entry (the change still folds into the state).
+    #[serde(default)]
+    pub updated: Vec<Spanned<RawSay>>,
+    /// Attribute -> label, in the order `${changes}` lists them.
+    #[serde(default)]
+    pub labels: Ordered<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSay {
+    pub when: Option<Spanned<Scalar>>,
+    pub say: Spanned<Scalar>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMember {
+    /// The snapshot attribute listing the members.
+    pub list: Spanned<String>,
+    pub fields: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Attributes the list is sorted by (default: the sort key's names).
+    #[serde(default)]
+    pub order: Vec<Spanned<String>>,
+    pub added: Option<Spanned<Scalar>>,
+    pub updated: Option<Spanned<Scalar>>,
+    pub removed: Option<Spanned<Scalar>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEntries {
+    /// A processor entity in the root's partition whose sort key binds
+    /// `${sequence}`.
+    pub entity: Spanned<String>,
+    /// Zero padding of the number in the sort key (default 8).
+    pub digits: Option<Spanned<u32>>,
+    /// Description of an adoption entry (default `Imported`).
+    pub imported: Option<Spanned<String>>,
+}
+
+const DEFAULT_UPDATED: &str = "changes != ''";
+
+/// The literal text of a template's parts with the binders blanked: two
+/// templates with the same shape address the same partition.
+fn shape_of(t: &KeyTemplate) -> Vec<Option<&str>> {
+    t.parts
+        .iter()
+        .map(|p| match p {
+            Part::Lit(l) => Some(l.as_str()),
+            Part::Hole(..) => None,
+        })
+        .collect()
+}
+
+fn prefix(t: &KeyTemplate) -> Option<&str> {
+    match t.parts.first() {
+        Some(Part::Lit(l)) => Some(l.as_str()),
+        _ => None,
+    }
+}
+
+impl Compiler<'_> {
+    fn entity_named(
+        &mut self,
+        s: &Spanned<String>,
+        entities: &[Entity],
+        what: &str,
+    ) -> Option<usize> {
+        let i = entities.iter().position(|e| e.name == s.value);
+        if i.is_none() {
+            let hint = super::model::suggest(&s.value, entities.iter().map(|e| e.name))
+                .unwrap_or_default();
+            self.err(
+                at(s),
+                format!("history: {what}: unknown entity `{}`{hint}", s.value),
+            );
+        }
+        i
+    }
+
+    /// Attribute names of `e` a snapshot may name.
+    fn attribute_list(
+        &mut self,
+        list: &Spanned<Vec<Spanned<String>>>,
+        e: &Entity,
+        what: &str,
+    ) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for f in &list.value {
+            match e.attr(&f.value) {
+                Some(a) => out.push(a.name),
+                None => {
+                    let hint = super::model::suggest(&f.value, e.attrs.iter().map(|a| a.name))
+                        .unwrap_or_default();
+                    self.err(
+                        at(f),
+                        format!(
+                            "history: {what}: `{}` is not an attribute of `{}`{hint}",
+                            f.value, e.name
+                        ),
+                    );
+                }
+            }
+        }
+        if out.is_empty() && list.value.is_empty() {
+            self.err(at(list), format!("history: {what}: an empty list"));
+        }
+        out
+    }
+
+    /// The names an entity's description reads: its attributes and key
+    /// names (of the image the change is about), `old` and `new` (maps of
+    /// the images) and, for the root's updates, `changes`.
+    fn history_scope<'a>(&self, e: &'a Entity, changes: bool) -> Scope<'a> {
+        let mut scope = self.scope(e);
+        scope.entity = "history";
+        for extra in ["old", "new"]
+            .into_iter()
+            .chain(changes.then_some("changes"))
+        {
+            if !scope.has(extra) {
+                scope.names.push((extra.to_string(), None));
+            }
+        }
+        scope
+    }
+
+    /// A description template, or `default` when the file gives none.
+    fn say(&mut self, s: &Option<Spanned<Scalar>>, scope: &Scope) -> Result<Option<Value>, ()> {
+        match s {
+            None => Ok(None),
+            Some(s) => self.template(s, scope).map(Some).ok_or(()),
+        }
+    }
+
+    pub(super) fn history(
+        &mut self,
+        raw: &Spanned<RawHistory>,
+        entities: &[Entity],
+        table: &TableDef,
+    ) -> Option<HistorySpec> {
+        let h = &raw.value;
+        let before = self.problems.len();
+        let root = self.entity_named(&h.root.value.entity, entities, "root")?;
+        let re = &entities[root];
+        let root_pos = at(&h.root.value.entity);
+        if !re.writer {
+            self.err(
+                root_pos,
+                format!("history: the root `{}` is a processor entity: a history records a writer's items", re.name),
+            );
+        }
+        // The root's key binds one name, the aggregate's id.
+        let binders: Vec<&str> = re
+            .key
+            .iter()
+            .flat_map(|k| k.template.binders())
+            .map(|b| b.name.as_str())
+            .collect();
+        let id = binders.first().copied();
+        if re.key.len() == 2
+            && (re.key[0].template.binders().count() != 1 || binders.iter().any(|b| Some(*b) != id))
+        {
+            self.err(
+                root_pos,
+                format!(
+                    "history: the root `{}`'s key must bind one name, its id, in the partition key (`{}` = `{}`): an aggregate is the partition of one root",
+                    re.name, re.key[0].attr, re.key[0].template.source
+                ),
+            );
+            return None;
+        }
+        if re.key.len() != 2 {
+            return None;
+        }
+        let partition = shape_of(&re.key[0].template);
+        let mirror = h
+            .mirror
+            .as_ref()
+            .map(|m| m.value.as_str())
+            .unwrap_or("historySequence");
+        if let Some(a) = re.attr(mirror) {
+            self.err(
+                h.mirror.as_ref().map(at).unwrap_or(root_pos),
+                format!("history: `{}` is the processor's (the mirror of the entry count): remove it from `{}`'s attributes", a.name, re.name),
+            );
+        }
+        let processor_owned = |e: &Entity| -> Vec<&'static str> {
+            let mut out = vec![table.pk, table.sk];
+            if let Some(p) = &e.project {
+                out.extend(p.attrs.iter().map(|(n, _)| *n));
+            }
+            out
+        };
+        let mut root_excluded = processor_owned(re);
+        root_excluded.push(leak(mirror));
+        let root_fields = h
+            .root
+            .value
+            .fields
+            .as_ref()
+            .map(|f| self.attribute_list(f, re, "root fields"));
+        let root_scope = self.history_scope(re, false);
+        let created = self.say(&h.root.value.created, &root_scope).ok();
+        let update_scope = self.history_scope(re, true);
+        let mut updated = Vec::new();
+        for u in &h.root.value.updated {
+            let when = self.condition(&u.value.when, &update_scope);
+            let say = self.template(&u.value.say, &update_scope);
+            if let (Some(when), Some(say)) = (when, say) {
+                updated.push((when, say));
+            }
+        }
+        if h.root.value.updated.is_empty() {
+            let when = Expr::compile(DEFAULT_UPDATED).ok();
+            let say = super::template::split("Updated ${changes}")
+                .ok()
+                .map(|parts| {
+                    Value(
+                        parts
+                            .into_iter()
+                            .filter_map(|p| match p {
+                                Part::Lit(l) => Some(Part::Lit(l)),
+                                Part::Hole(src, off) => {
+                                    Expr::compile(&src).ok().map(|e| Part::Hole(e, off))
+                                }
+                            })
+                            .collect(),
+                    )
+                });
+            if let Some(say) = say {
+                updated.push((when, say));
+            }
+        }
+        let mut labels = Vec::new();
+        for (attr, label) in &h.root.value.labels.0 {
+            match re.attr(attr) {
+                Some(a) => labels.push((a.name, label.value.clone())),
+                None => {
+                    let hint = super::model::suggest(attr, re.attrs.iter().map(|a| a.name))
+                        .unwrap_or_default();
+                    self.err(
+                        at(label),
+                        format!(
+                            "history: labels: `{attr}` is not an attribute of `{}`{hint}",
+                            re.name
+                        ),
+                    );
+                }
+            }
+        }
+        // What the descriptions tell apart: the labelled attributes, those
+        // the `updated` rules read (`old.x`, `new.x`, `x`) and the key's names.
+        let described = (!labels.is_empty()).then(|| {
+            let mut d: Vec<&'static str> = labels.iter().map(|(a, _)| *a).collect();
+            let texts = h.root.value.updated.iter().flat_map(|u| {
+                u.value
+                    .when
+                    .iter()
+                    .map(|w| w.value.0.as_str())
+                    .chain(std::iter::once(u.value.say.value.0.as_str()))
+            });
+            for text in texts {
+                for a in &re.attrs {
+                    if mentions(text, a.name) && !d.contains(&a.name) {
+                        d.push(a.name);
+                    }
+                }
+            }
+            for b in re.key.iter().flat_map(|k| k.template.binders()) {
+                if !d.contains(&b.name.as_str()) {
+                    d.push(leak(&b.name));
+                }
+            }
+            d
+        });
+        let mut members: Vec<Member> = Vec::new();
+        for (name, m) in &h.members.0 {
+            let Some(i) = entities.iter().position(|e| e.name == name) else {
+                let hint = super::model::suggest(name, entities.iter().map(|e| e.name))
+                    .unwrap_or_default();
+                self.err(
+                    at(&m.value.list),
+                    format!("history: members: unknown entity `{name}`{hint}"),
+                );
+                continue;
+            };
+            let e = &entities[i];
+            let pos = at(&m.value.list);
+            if i == root {
+                self.err(pos, format!("history: `{name}` is the root: a member is another entity of its partition"));
+                continue;
+            }
+            if !e.writer {
+                self.err(pos, format!("history: member `{name}` is a processor entity: a history records a writer's items"));
+                continue;
+            }
+            if e.key.len() != 2 {
+                continue;
+            }
+            if shape_of(&e.key[0].template) != partition || e.key[0].template.binders().count() != 1
+            {
+                self.err(
+                    pos,
+                    format!(
+                        "history: member `{name}`'s {} `{}` is not the root's partition `{}`: an aggregate's members live in its partition",
+                        e.key[0].attr, e.key[0].template.source, re.key[0].template.source
+                    ),
+                );
+                continue;
+            }
+            if e.key[1].template.matches(ROOT_PART).is_some() {
+                self.err(pos, format!("history: member `{name}`'s sort key matches `{ROOT_PART}`, the root's part name: give it a literal prefix"));
+            }
+            let fields = m
+                .value
+                .fields
+                .as_ref()
+                .map(|f| self.attribute_list(f, e, &format!("member `{name}` fields")));
+            // A snapshot names each member by its sort key's names.
+            for b in e.key[1].template.binders() {
+                let kept = match &fields {
+                    Some(f) => f.contains(&b.name.as_str()),
+                    None => e.attr(&b.name).is_some(),
+                };
+                if !kept {
+                    self.err(
+                        pos,
+                        format!(
+                            "history: member `{name}`: `{}` of its sort key `{}` must be {} (a snapshot names each member by it)",
+                            b.name,
+                            e.key[1].template.source,
+                            if fields.is_some() { "among its `fields`" } else { "one of its attributes" }
+                        ),
+                    );
+                }
+            }
+            let mut order = Vec::new();
+            for o in &m.value.order {
+                match e.attr(&o.value) {
+                    Some(a) => order.push(a.name),
+                    None => {
+                        let hint = super::model::suggest(&o.value, e.attrs.iter().map(|a| a.name))
+                            .unwrap_or_default();
+                        self.err(at(o), format!("history: member `{name}` order: `{}` is not an attribute of `{name}`{hint}", o.value));
+                    }
+                }
+            }
+            if m.value.order.is_empty() {
+                order = e.key[1]
+                    .template
+                    .binders()
+                    .filter_map(|b| e.attr(&b.name))
+                    .map(|a| a.name)
+                    .collect();
+            }
+            let list = &m.value.list.value;
+            if members.iter().any(|o| o.list == list) || re.attr(list).is_some() {
+                self.err(
+                    pos,
+                    format!(
+                        "history: member `{name}`: list `{list}` is already a name of the snapshot"
+                    ),
+                );
+            }
+            let scope = self.history_scope(e, false);
+            let added = self.say(&m.value.added, &scope).ok().flatten();
+            let upd = self.say(&m.value.updated, &scope).ok().flatten();
+            let removed = self.say(&m.value.removed, &scope).ok().flatten();
+            members.push(Member {
+                shape: Shape {
+                    entity: i,
+                    fields,
+                    excluded: processor_owned(e),
+                },
+                list: leak(list),
+                order,
+                added,
+                updated: upd,
+                removed,
+            });
+        }
+        let ent = &h.entries.value;
+        let entries = self.entity_named(&ent.entity, entities, "entries")?;
+        let ee = &entities[entries];
+        let epos = at(&ent.entity);
+        if ee.writer {
+            self.err(
+                epos,
+                format!(
+                    "history: entries `{}` must be `owner: processor` (the processor writes them)",
+                    ee.name
+                ),
+            );
+        }
+        let mut aggregate_attr = "";
+        if ee.key.len() == 2 {
+            if shape_of(&ee.key[0].template) != partition
+                || ee.key[0].template.binders().count() != 1
+            {
+                self.err(
+                    epos,
+                    format!(
+                        "history: entries `{}`'s {} `{}` is not the root's partition `{}`: entries live in their aggregate's partition",
+                        ee.name, ee.key[0].attr, ee.key[0].template.source, re.key[0].template.source
+                    ),
+                );
+            } else if let Some(b) = ee.key[0].template.binders().next() {
+                aggregate_attr = leak(&b.name);
+            }
+            let sk: Vec<&str> = ee.key[1]
+                .template
+                .binders()
+                .map(|b| b.name.as_str())
+                .collect();
+            if sk != [SEQUENCE] || prefix(&ee.key[1].template).is_none() {
+                self.err(
+                    epos,
+                    format!(
+                        "history: entries `{}`'s {} `{}` must be a literal prefix and `${{{SEQUENCE}}}` (e.g. `\"HIST#${{{SEQUENCE}}}\"`): the entry's number",
+                        ee.name, ee.key[1].attr, ee.key[1].template.source
+                    ),
+                );
+            }
+        }
+        let digits = ent.digits.as_ref().map(|d| d.value).unwrap_or(8);
+        if !(1..=18).contains(&digits) {
+            let d = ent.digits.as_ref().expect("given when out of range");
+            self.err(at(d), format!("history: digits {digits}: 1 to 18"));
+        }
+        let imported = ent
+            .imported
+            .as_ref()
+            .map(|s| s.value.as_str())
+            .unwrap_or("Imported");
+        let processor = h
+            .processor
+            .as_ref()
+            .map(|p| p.value.as_str())
+            .unwrap_or("history");
+        if !processor
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            || processor.is_empty()
+        {
+            let pos = h.processor.as_ref().map(at).unwrap_or(at(raw));
+            self.err(
+                pos,
+                format!(
+                    "history: processor `{processor}`: letters, digits and `-` (it names a Lambda)"
+                ),
+            );
+        }
+        if self.problems.len() > before {
+            return None;
+        }
+        // The records the fold needs: its root's and members' (by their sort
+        // key's literal prefix) and the INSERT of its adoption entries.
+        let mut prefixes: Vec<&'static str> = Vec::new();
+        let mut every = false;
+        for e in std::iter::once(root).chain(members.iter().map(|m| m.shape.entity)) {
+            match prefix(&entities[e].key[1].template) {
+                Some(p) if !prefixes.contains(&p) => prefixes.push(leak(p)),
+                Some(_) => {}
+                None => every = true,
+            }
+        }
+        let filter = if every {
+            vec![]
+        } else {
+            let rules: Vec<KeyRule> = prefixes.into_iter().map(KeyRule::Prefix).collect();
+            vec![
+                EventFilter::key(table.sk, &rules),
+                EventFilter::insert_with(
+                    table.sk,
+                    prefix(&ee.key[1].template).unwrap_or_default(),
+                    "description",
+                    imported,
+                ),
+            ]
+        };
+        Some(HistorySpec {
+            processor: leak(processor),
+            root: Shape {
+                entity: root,
+                fields: root_fields,
+                excluded: root_excluded,
+            },
+            created: created.flatten(),
+            updated,
+            labels,
+            members,
+            entries,
+            digits: digits as usize,
+            imported: leak(imported),
+            mirror: leak(mirror),
+            aggregate_attr,
+            filter,
+            described,
+        })
+    }
+}
+
+/// Whether `text` reads attribute `name` (`name`, `old.name`, `new.name`).
+fn mentions(text: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(i) = text[from..].find(name) {
+        let at = from + i;
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        if !before.is_some_and(ident) && !after.is_some_and(ident) {
+            return true;
+        }
+        from = at + name.len();
+    }
+    false
+}

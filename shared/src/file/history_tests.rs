@@ -1,0 +1,566 @@
+//! The `history:` block: an order and its lines folded into numbered
+//! entries with snapshots, and `check-model`'s message for each mistake.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::*;
+use crate::change::test_change as change;
+use crate::file::compile;
+
+/// The README's example: an order and its lines.
+pub const ORDER: &str = r#"jobstream: 1
+name: shop
+table: { name: shop, pk: PK, sk: SK }
+entities:
+  order:
+    key: { PK: "ORDER#${orderId}", SK: ORDER }
+    attributes: { orderId: string, customer: string, status: [open, paid, shipped] }
+  line:
+    key: { PK: "ORDER#${orderId}", SK: "LINE#${sku}" }
+    attributes: { orderId: string, sku: string, qty: int }
+  order_entry:
+    owner: processor
+    key: { PK: "ORDER#${orderId}", SK: "HIST#${sequence}" }
+history:
+  root: { entity: order, created: "Order placed by ${customer}" }
+  members:
+    line: { list: lines, fields: [sku, qty], updated: "${old.qty} -> ${new.qty} of ${sku}" }
+  entries: { entity: order_entry, digits: 6 }
+"#;
+
+fn history(text: &str) -> FileHistory {
+    FileHistory(Box::leak(Box::new(
+        compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
+    )))
+}
+
+fn item(pairs: &[(&str, AttributeValue)]) -> Item {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn order(status: &str) -> Item {
+    item(&[
+        ("PK", s("ORDER#o1")),
+        ("SK", s("ORDER")),
+        ("type", s("order")),
+        ("orderId", s("o1")),
+        ("customer", s("ann")),
+        ("status", s(status)),
+        ("historySequence", n(3)),
+    ])
+}
+
+fn line(sku: &str, qty: i64) -> Item {
+    item(&[
+        ("PK", s("ORDER#o1")),
+        ("SK", s(format!("LINE#{sku}"))),
+        ("type", s("line")),
+        ("orderId", s("o1")),
+        ("sku", s(sku)),
+        ("qty", n(qty)),
+    ])
+}
+
+fn fold(h: &FileHistory, st: &mut FoldState, c: Change) -> Vec<String> {
+    h.fold("o1", st, &c)
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.s("description").unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_order_and_its_lines_fold_into_numbered_entries() {
+    let h = history(ORDER);
+    let mut st = FoldState::default();
+    use ChangeKind::*;
+    assert_eq!(
+        fold(&h, &mut st, change(Insert, None, Some(order("open")))),
+        ["Order placed by ann"]
+    );
+    assert_eq!(
+        fold(&h, &mut st, change(Insert, None, Some(line("b", 1)))),
+        ["Added line"]
+    );
+    assert_eq!(
+        fold(&h, &mut st, change(Insert, None, Some(line("a", 2)))),
+        ["Added line"]
+    );
+    assert_eq!(
+        fold(
+            &h,
+            &mut st,
+            change(Modify, Some(line("a", 2)), Some(line("a", 5)))
+        ),
+        ["2 -> 5 of a"]
+    );
+    assert!(
+        fold(
+            &h,
+            &mut st,
+            change(Modify, Some(line("a", 5)), Some(line("a", 5)))
+        )
+        .is_empty(),
+        "nothing of the line changed"
+    );
+    assert_eq!(
+        fold(
+            &h,
+            &mut st,
+            change(Modify, Some(order("open")), Some(order("paid")))
+        ),
+        ["Updated status"],
+        "without labels, the names of the attributes that changed"
+    );
+    let mut mirrored = order("paid");
+    mirrored.insert("historySequence".into(), n(9));
+    assert!(
+        fold(
+            &h,
+            &mut st,
+            change(Modify, Some(order("paid")), Some(mirrored))
+        )
+        .is_empty(),
+        "the mirror is the processor's: no entry"
+    );
+    let out = h
+        .fold("o1", &mut st, &change(Remove, Some(line("b", 1)), None))
+        .unwrap();
+    let e = &out.entries[0];
+    assert_eq!(e.s("description").unwrap(), "Removed line");
+    assert_eq!(e.s("SK").unwrap(), "HIST#000006");
+    assert_eq!(e.s("PK").unwrap(), "ORDER#o1");
+    assert_eq!(e.s("orderId").unwrap(), "o1");
+    assert_eq!(e.i64("sequence").unwrap(), 6);
+    assert_eq!(e.s("createdAt").unwrap(), "2023-11-14T22:13:20.000Z");
+    assert_eq!(
+        e.s("id").unwrap(),
+        Uuid::new_v5(&ENTRY_ID_NAMESPACE, b"ev").to_string()
+    );
+    assert_eq!(e.len(), 8);
+    let AttributeValue::M(snap) = &e["snapshot"] else {
+        panic!("a map")
+    };
+    assert_eq!(snap["status"], s("paid"));
+    assert_eq!(snap["type"], s("order"));
+    for gone in ["PK", "SK", "historySequence"] {
+        assert!(!snap.contains_key(gone), "{gone}");
+    }
+    assert_eq!(
+        snap["lines"],
+        AttributeValue::L(vec![AttributeValue::M(item(&[
+            ("sku", s("a")),
+            ("qty", n(5))
+        ]))])
+    );
+    assert_eq!(st.seq, 6);
+}
+
+#[test]
+fn members_are_listed_in_their_order_with_absent_fields_null() {
+    let text = ORDER.replace(
+        "line: { list: lines, fields: [sku, qty],",
+        "line: { list: lines, fields: [sku, qty, note], order: [qty, sku],",
+    );
+    let text = text.replace("qty: int }", "qty: int, note: string? }");
+    let h = history(&text);
+    let mut st = FoldState::default();
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Insert, None, Some(order("open"))),
+    );
+    for (sku, qty) in [("c", 10), ("b", 2), ("a", 2)] {
+        fold(
+            &h,
+            &mut st,
+            change(ChangeKind::Insert, None, Some(line(sku, qty))),
+        );
+    }
+    let AttributeValue::L(lines) = &h.snapshot(&st)["lines"] else {
+        panic!("a list")
+    };
+    let skus: Vec<&str> = lines
+        .iter()
+        .map(|l| match l {
+            AttributeValue::M(m) => m.s("sku").unwrap(),
+            _ => "",
+        })
+        .collect();
+    assert_eq!(skus, ["a", "b", "c"], "by qty (a number), then sku");
+    let AttributeValue::M(first) = &lines[0] else {
+        panic!("a map")
+    };
+    assert_eq!(first["note"], AttributeValue::Null(true));
+}
+
+#[test]
+fn a_root_removal_cascades_its_incarnation_and_a_new_one_starts_at_one() {
+    let h = history(ORDER);
+    let mut st = FoldState::default();
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Insert, None, Some(order("open"))),
+    );
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Insert, None, Some(line("a", 1))),
+    );
+    let rm = change(ChangeKind::Remove, Some(order("open")), None);
+    assert!(h.removes_root(&rm));
+    assert!(!h.removes_root(&change(ChangeKind::Remove, Some(line("a", 1)), None)));
+    assert!(h.starts_aggregate(&change(ChangeKind::Insert, None, Some(order("open")))));
+    let c = h.cascade("o1", &st);
+    let sks: Vec<&str> = c.deletes.iter().map(|d| d.key.s("SK").unwrap()).collect();
+    assert_eq!(sks, ["LINE#a", "HIST#000001", "HIST#000002"]);
+    assert_eq!(
+        c.deletes[0].unchanged.as_ref(),
+        st.parts.get("LINE#a"),
+        "a member is deleted only while it is the one this incarnation had"
+    );
+    assert!(fold(&h, &mut st, rm).is_empty());
+    assert!(st.deleted);
+    assert!(
+        fold(
+            &h,
+            &mut st,
+            change(ChangeKind::Remove, Some(line("a", 1)), None)
+        )
+        .is_empty(),
+        "the cascade's own removals write no entry"
+    );
+    assert_eq!(
+        fold(
+            &h,
+            &mut st,
+            change(ChangeKind::Insert, None, Some(order("open")))
+        ),
+        ["Order placed by ann"]
+    );
+    assert_eq!(st.seq, 1);
+    let (key, attr) = h.sequence_mirror("o1").unwrap();
+    assert_eq!(key, item(&[("PK", s("ORDER#o1")), ("SK", s("ORDER"))]));
+    assert_eq!(attr, "historySequence");
+}
+
+#[test]
+fn adoption_reads_the_partition_and_its_entry_is_recognised_on_the_stream() {
+    let h = history(ORDER);
+    let mut old_entry = h.entry_key("o1", 2);
+    old_entry.insert("sequence".into(), n(2));
+    let partition = vec![order("open"), line("a", 1), old_entry];
+    let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+    let Adoption::Entry { state, entry, id } = h.adopt("o1", &partition, at, "tok") else {
+        panic!("the root is there")
+    };
+    assert_eq!(state.seq, 3, "after the entries already there");
+    assert_eq!(entry.s("SK").unwrap(), "HIST#000003");
+    assert_eq!(entry.s("description").unwrap(), "Imported");
+    assert_eq!(entry.s("id").unwrap(), id);
+    let rec = h
+        .adoption_record(&change(ChangeKind::Insert, None, Some(entry.clone())))
+        .expect("an adoption entry");
+    assert_eq!((rec.aggregate.as_str(), rec.sequence), ("o1", 3));
+    assert_eq!(
+        h.aggregate(&change(ChangeKind::Insert, None, Some(entry.clone())))
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        h.aggregate(&change(ChangeKind::Insert, None, Some(line("a", 1))))
+            .unwrap(),
+        Some("o1".to_string())
+    );
+    assert_eq!(h.restate(&entry, &state), Restated::Same);
+    // A line added between the read and the entry's position.
+    let mut later = state.clone();
+    h.absorb(
+        &mut later,
+        &change(ChangeKind::Insert, None, Some(line("b", 4))),
+    )
+    .unwrap();
+    let Restated::Rewrite(fixed) = h.restate(&entry, &later) else {
+        panic!("the snapshot changes")
+    };
+    let AttributeValue::M(snap) = &fixed["snapshot"] else {
+        panic!("a map")
+    };
+    assert!(matches!(&snap["lines"], AttributeValue::L(l) if l.len() == 2));
+    // The same correction through a part.
+    let part = later.parts.get("LINE#b").cloned();
+    assert_eq!(
+        h.correct_entry(&entry, "LINE#b", part.as_ref()),
+        Some(fixed.clone())
+    );
+    assert_eq!(h.correct_entry(&fixed, "LINE#b", part.as_ref()), None);
+    let gone = FoldState::default();
+    assert_eq!(h.restate(&entry, &gone), Restated::RootGone);
+    assert!(matches!(
+        h.adopt("o1", &[line("a", 1)], at, "t"),
+        Adoption::Rootless(_)
+    ));
+}
+
+#[test]
+fn bad_items_are_input_errors_and_an_oversized_snapshot_is_omitted_with_a_notice() {
+    let h = history(ORDER);
+    let mut st = FoldState::default();
+    let mut bad = order("open");
+    bad.insert("status".into(), s("lost"));
+    let err = h
+        .fold("o1", &mut st, &change(ChangeKind::Insert, None, Some(bad)))
+        .unwrap_err();
+    assert!(err.to_string().contains("status"), "{err}");
+    assert!(!err.to_string().contains("lost"), "never the value: {err}");
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Insert, None, Some(order("open"))),
+    );
+    for i in 0..210 {
+        let mut l = line(&format!("s{i:03}"), 1);
+        l.insert("sku".into(), s(format!("s{i:03}{}", "x".repeat(2000))));
+        st.parts.insert(
+            format!("LINE#s{i:03}"),
+            h.part(&h.spec().members[0].shape, &l),
+        );
+    }
+    let out = h
+        .fold(
+            "o1",
+            &mut st,
+            &change(ChangeKind::Insert, None, Some(line("z", 1))),
+        )
+        .unwrap();
+    assert_eq!(out.notices.len(), 1);
+    assert_eq!(out.notices[0].0, names::SNAPSHOT_TOO_LARGE);
+    let e = &out.entries[0];
+    assert!(!e.contains_key("snapshot"));
+    assert!(e.s("snapshotOmitted").unwrap().contains("400 KB"));
+}
+
+#[test]
+fn the_filter_reads_roots_members_and_adoption_entries() {
+    let h = history(ORDER);
+    let f = serde_json::to_value(&h.spec().filter).unwrap();
+    assert_eq!(
+        f,
+        serde_json::json!([
+            { "dynamodb": { "Keys": { "SK": { "S": [{ "prefix": "ORDER" }, { "prefix": "LINE#" }] } } } },
+            { "eventName": ["INSERT"], "dynamodb": {
+                "Keys": { "SK": { "S": [{ "prefix": "HIST#" }] } },
+                "NewImage": { "description": { "S": ["Imported"] } } } }
+        ])
+    );
+    assert_eq!(h.spec().processor, "history");
+}
+
+/// The problems of `ORDER` with `from` replaced by `to`.
+fn problems(from: &str, to: &str) -> Vec<String> {
+    assert!(ORDER.contains(from), "{from}");
+    let text = ORDER.replace(from, to);
+    compile(&text, "t")
+        .expect_err("invalid")
+        .iter()
+        .map(|p| format!("{}:{}: {}", p.line, p.col, p.message))
+        .collect()
+}
+
+thread_local! {
+    static MISSES: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records `want` as missing from `found` (reported together at the end).
+fn has(found: &[String], want: &str) {
+    if !found.iter().any(|l| l.contains(want)) {
+        MISSES.with(|m| m.borrow_mut().push(format!("{want}\n  found {found:#?}")));
+    }
+}
+
+#[test]
+fn check_model_names_each_mistake_of_a_history_block_with_its_place() {
+    has(
+        &problems("root: { entity: order,", "root: { entity: ordr,"),
+        "15:19: history: root: unknown entity `ordr` (did you mean `order`?)",
+    );
+    has(
+        &problems("root: { entity: order,", "root: { entity: order_entry,"),
+        "the root `order_entry` is a processor entity",
+    );
+    has(
+        &problems("SK: ORDER }", "SK: \"ORDER#${customer}\" }"),
+        "the root `order`'s key must bind one name, its id",
+    );
+    has(
+        &problems(
+            "key: { PK: \"ORDER#${orderId}\", SK: \"LINE#${sku}\" }",
+            "key: { PK: \"O#${orderId}\", SK: \"LINE#${sku}\" }",
+        ),
+        "17:19: history: member `line`'s PK `O#${orderId}` is not the root's partition `ORDER#${orderId}`",
+    );
+    has(
+        &problems("fields: [sku, qty]", "fields: [qty]"),
+        "member `line`: `sku` of its sort key `LINE#${sku}` must be among its `fields`",
+    );
+    has(
+        &problems("fields: [sku, qty]", "fields: [sku, qtty]"),
+        "17:40: history: member `line` fields: `qtty` is not an attribute of `line` (did you mean `qty`?)",
+    );
+    has(
+        &problems("fields: [sku, qty]", "fields: [sku, qty], order: [qyt]"),
+        "17:54: history: member `line` order: `qyt` is not an attribute of `line`",
+    );
+    has(
+        &problems("    line: { list", "    lines: { list"),
+        "history: members: unknown entity `lines` (did you mean `line`?)",
+    );
+    has(
+        &problems("    line: { list", "    order: { list"),
+        "`order` is the root: a member is another entity of its partition",
+    );
+    has(
+        &problems("{ list: lines,", "{ list: customer,"),
+        "list `customer` is already a name of the snapshot",
+    );
+    has(
+        &problems("${old.qty} -> ${new.qty} of ${sku}", "${skus}"),
+        "unknown name `skus` in `skus` (did you mean `sku`?)",
+    );
+    has(
+        &problems("Order placed by ${customer}", "Order placed by ${costumer}"),
+        "unknown name `costumer` in `costumer` (did you mean `customer`?)",
+    );
+    has(
+        &problems(
+            "entries: { entity: order_entry,",
+            "entries: { entity: order_entri,",
+        ),
+        "18:22: history: entries: unknown entity `order_entri` (did you mean `order_entry`?)",
+    );
+    has(
+        &problems(
+            "entries: { entity: order_entry,",
+            "entries: { entity: line,",
+        ),
+        "entries `line` must be `owner: processor`",
+    );
+    has(
+        &problems("SK: \"HIST#${sequence}\"", "SK: \"HIST#${seq}\""),
+        "entries `order_entry`'s SK `HIST#${seq}` must be a literal prefix and `${sequence}`",
+    );
+    has(
+        &problems(
+            "PK: \"ORDER#${orderId}\", SK: \"HIST#",
+            "PK: \"H#${orderId}\", SK: \"HIST#",
+        ),
+        "entries `order_entry`'s PK `H#${orderId}` is not the root's partition",
+    );
+    has(
+        &problems("digits: 6", "digits: 19"),
+        "18:43: history: digits 19: 1 to 18",
+    );
+    has(
+        &problems("digits: 6 }", "digits: 6 }\n  mirror: status"),
+        "history: `status` is the processor's (the mirror of the entry count): remove it from `order`'s attributes",
+    );
+    has(
+        &problems(
+            "root: { entity: order,",
+            "processor: \"his tory\"\n  root: { entity: order,",
+        ),
+        "history: processor `his tory`: letters, digits and `-`",
+    );
+    has(
+        &problems(
+            "root: { entity: order,",
+            "root: { entity: order, labels: { custmer: Customer },",
+        ),
+        "history: labels: `custmer` is not an attribute of `order` (did you mean `customer`?)",
+    );
+    has(
+        &problems("entries: {", "entrys: {"),
+        "unknown field `entrys`",
+    );
+    let misses = MISSES.with(|m| m.borrow().clone());
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
+}
+
+#[test]
+fn the_shipped_order_example_and_tracker_file_compile() {
+    compile(ORDER, "t").unwrap_or_else(|p| panic!("{p:#?}"));
+    let tracker = include_str!("../../../models/tracker.yaml");
+    let m = compile(tracker, "t").unwrap_or_else(|p| panic!("{p:#?}"));
+    assert!(m.history.is_some());
+}
+
+#[test]
+fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
+    let h = history(ORDER);
+    let mut st = FoldState::default();
+    let mut entries = Vec::new();
+    for (i, c) in [
+        change(ChangeKind::Insert, None, Some(order("open"))),
+        change(ChangeKind::Insert, None, Some(line("a", 1))),
+        change(ChangeKind::Modify, Some(order("open")), Some(order("paid"))),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = c;
+        c.event_id = format!("ev{i}");
+        entries.extend(h.fold("o1", &mut st, &c).unwrap().entries);
+    }
+    let mut root = order("paid");
+    root.insert("historySequence".into(), n(3));
+    let mut items = vec![root.clone(), line("a", 1)];
+    items.extend(entries.clone());
+    assert!(h.check(&items).is_empty(), "{:#?}", h.check(&items));
+    let what = |items: &[Item]| -> Vec<String> {
+        h.check(items)
+            .iter()
+            .map(|f| format!("{} {:?} {} {}", f.kind, f.drift, f.what, f.repair.is_some()))
+            .collect()
+    };
+    // Entry 2 lost, the mirror behind.
+    let mut behind = root.clone();
+    behind.insert("historySequence".into(), n(2));
+    let lost = vec![behind, line("a", 1), entries[0].clone(), entries[2].clone()];
+    assert_eq!(
+        what(&lost),
+        [
+            "history-sequence Missing ORDER#o1: entry 2 of 1..=3 is missing true",
+            "history-sequence Wrong ORDER#o1: historySequence is 2, expected 3 true",
+        ]
+    );
+    // Entry 1 written again as entry 4, and the line changed since.
+    let mut again = entries[0].clone();
+    again.insert("SK".into(), s("HIST#000004"));
+    again.insert("sequence".into(), n(4));
+    let mut root4 = root.clone();
+    root4.insert("historySequence".into(), n(4));
+    let mut repeated = vec![root4, line("a", 9)];
+    repeated.extend(entries.clone());
+    repeated.push(again);
+    assert_eq!(
+        what(&repeated),
+        [
+            "history-chain Wrong ORDER#o1: entry 4: repeats the change of entry 1 false",
+            "history-snapshot Wrong ORDER#o1: the latest snapshot differs from the current state (not repairable: history is append-only) false",
+        ]
+    );
+    // The root gone: what is left of its partition.
+    let orphans = vec![line("a", 1), entries[0].clone()];
+    assert_eq!(
+        what(&orphans),
+        [
+            "orphans Extra PK=ORDER#o1, SK=LINE#a left behind by a deleted order true",
+            "orphans Extra PK=ORDER#o1, SK=HIST#000001 left behind by a deleted order true",
+        ]
+    );
+}
