@@ -4,6 +4,7 @@
 //! - [`template`] - key templates that parse back, value templates.
 //! - [`expr`] - the one wrapper of the `cel` crate: expressions compiled once.
 //! - [`model`] - the file compiled; every problem with its line and column.
+//! - [`sets`], [`once`] - join set jobs and at-most-once effects (SPEC §8).
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
 //!
@@ -15,6 +16,7 @@
 
 pub mod expr;
 pub mod model;
+pub mod once;
 pub mod raw;
 pub mod rules;
 pub mod scenario;
@@ -335,6 +337,10 @@ impl Loaded {
                     queue: s.queue.clone(),
                     job: crate::models::Job::Set(Arc::new(s.declaration(m))),
                 })
+                .chain(m.once.iter().map(|o| crate::models::Consumer {
+                    queue: o.queue.clone(),
+                    job: crate::models::Job::Once(Arc::new(once::FileOnce { model: m, spec: o })),
+                }))
                 .collect(),
             // Every record: writers' items all need validating; processor
             // items are skipped by `ignores` without a read.
@@ -416,3 +422,6 @@ mod model_tests;
 
 #[cfg(test)]
 mod counter_tests;
+
+#[cfg(test)]
+mod once_tests;

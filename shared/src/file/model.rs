@@ -173,6 +173,8 @@ pub struct FileModel {
     pub env: Env,
     /// Join set jobs (`sets:`).
     pub sets: Vec<super::sets::SetSpec>,
+    /// At-most-once effects (`once:`).
+    pub once: Vec<super::once::OnceSpec>,
 }
 
 impl FileModel {
@@ -298,15 +300,6 @@ impl Compiler<'_> {
                 ),
             );
         }
-        {
-            let what = "once";
-            if let Some(s) = &raw.once {
-                self.err(
-                    at(s),
-                    format!("`{what}:` is reserved: this jobstream does not run {what} blocks from files yet"),
-                );
-            }
-        }
         let t = &raw.table.value;
         let entity_type = t
             .entity_type
@@ -383,7 +376,15 @@ impl Compiler<'_> {
             Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
             None => vec![],
         };
+        let once = match &raw.once {
+            Some(o) => {
+                let set_names: Vec<&str> = sets.iter().map(|s| s.name).collect();
+                super::once::compile(&o.value, &entities, &set_names, &mut self.problems)
+            }
+            None => vec![],
+        };
         Some(FileModel {
+            once,
             sets,
             name: leak(&name),
             about: leak(&about),
