@@ -227,7 +227,7 @@ async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_d
     let m = matches_of(rt, "a").await;
     assert_eq!(m.len(), 1, "exactly one match: {m:?}");
     assert_eq!(m[0].s("matchedAt").unwrap(), DAY1, "the first one stays");
-    let metrics = rt.consumer("matches").metrics();
+    let metrics = consumer.metrics();
     assert_eq!(
         metrics.get(names::DUPLICATE),
         7,
@@ -254,7 +254,8 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
     put(rt, request("j1", "a", "approved", None)).await;
     rt.drain().await.expect("drain");
     assert!(matches_of(rt, "a").await.is_empty());
-    let metrics = rt.consumer("matches").metrics();
+    let consumer = rt.consumer("matches");
+    let metrics = consumer.metrics();
     assert_eq!(metrics.get(names::SKIPPED), 1);
     assert_eq!(metrics.get(names::DUPLICATE), 0);
     assert_eq!(

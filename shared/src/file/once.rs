@@ -702,7 +702,8 @@ fn holds(m: &FileModel, e: &Expr, vals: &Vals) -> Result<bool, String> {
 
 impl FileModel {
     /// The once jobs a change starts: each effect whose `when` the new
-    /// image satisfies and the old one did not (absent, bad input, false).
+    /// image satisfies and the old one did not (absent, bad input, false,
+    /// or an effect that could not be computed).
     /// The effect is computed here first: one that cannot be is bad input.
     pub fn once_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
         if self.once.is_empty() || change.kind == ChangeKind::Remove {
@@ -738,8 +739,11 @@ impl FileModel {
                 continue;
             }
             let held = match change.old.as_ref().map(|o| self.parse(o)) {
+                // An old image whose effect could not be computed was bad
+                // input for it (counted, nothing sent): it counts as nothing.
                 Some(Ok(Parsed::Writer(old))) if std::ptr::eq(old.entity, rec.entity) => {
-                    holds(self, &spec.when, &vals_of(&old)).unwrap_or(false)
+                    let old = vals_of(&old);
+                    holds(self, &spec.when, &old).unwrap_or(false) && plan(self, spec, &old).is_ok()
                 }
                 _ => false,
             };

@@ -167,6 +167,16 @@ fn only_a_change_into_the_condition_starts_the_effect() {
         0
     );
     assert_eq!(count(ChangeKind::Remove, approved(), None), 0);
+    // An old image whose effect could not be computed (no day) counts as
+    // nothing: fixed, it starts the effect.
+    assert_eq!(
+        count(
+            ChangeKind::Modify,
+            Some(request("approved", None)),
+            approved()
+        ),
+        1
+    );
     // An old image that was bad input counts as nothing.
     assert_eq!(
         count(
