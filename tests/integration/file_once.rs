@@ -287,3 +287,64 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
+    use jobstream::faults::Fault;
+    let file = hiring_file();
+    let (mut env, proxy) =
+        crate::support::model_env_behind_proxy("hiring", |o| o.model_file = Some(file.clone()))
+            .await;
+    let rt = &mut env.rt;
+    let seekers: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
+    put(rt, job("j1")).await;
+    for sk in &seekers {
+        put(rt, seeker(sk)).await;
+        put(rt, suggestion("j1", sk)).await;
+    }
+    // Every operation of the consumer fails now and then: before the
+    // engine, throttled, and after the commit (the answer lost).
+    for (i, after) in [1u32, 3, 6, 10].into_iter().enumerate() {
+        for op in ["TransactWriteItems", "GetItem", "BatchGetItem", "Query"] {
+            proxy.inject(match i {
+                0 => Fault::server_error(op, 1).after(after),
+                1 => Fault::throttle(op, 1).after(after),
+                2 => Fault::server_error(op, 1).after(after).after_effect(),
+                _ => Fault::reset(op, 1).after(after).after_effect(),
+            });
+        }
+    }
+    let writes = seekers
+        .iter()
+        .map(|sk| put(rt, request("j1", sk, "approved", Some(DAY1))));
+    futures::future::join_all(writes).await;
+    // One approved twice (pending in between): still one match.
+    put(rt, request("j1", "s0", "pending", None)).await;
+    put(rt, request("j1", "s0", "approved", Some(DAY2))).await;
+    rt.drain().await.expect("drain");
+    assert!(
+        proxy.injected_after_effect() > 0,
+        "answers were lost after their request took effect"
+    );
+    for sk in &seekers {
+        let m = matches_of(rt, sk).await;
+        assert_eq!(m.len(), 1, "{sk}: {m:?}");
+        // Whichever of s0's two jobs commits first (a fault may hold the
+        // first back past the second) is the one match.
+        let day = m[0].s("matchedAt").unwrap();
+        assert!(day == DAY1 || (sk == "s0" && day == DAY2), "{sk}: {day}");
+        assert!(
+            get(rt, &rt.config.table, &format!("S#{sk}"), "SUG#j1")
+                .await
+                .is_none(),
+            "{sk}: suggestion gone"
+        );
+    }
+    let consumer = rt.consumer("matches");
+    assert_eq!(consumer.metrics().get(names::SKIPPED), 0);
+    assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
+}
