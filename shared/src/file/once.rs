@@ -294,7 +294,7 @@ impl Compiling<'_> {
         for (n, v) in &with.0 {
             let is_key = binders.contains(n);
             let is_attr = attr_names.contains(&n.as_str());
-            if !is_key && !(attrs && is_attr) {
+            if !is_key && (!attrs || !is_attr) {
                 let cands: Vec<&str> = binders
                     .iter()
                     .map(String::as_str)
