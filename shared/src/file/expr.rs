@@ -159,7 +159,10 @@ impl Expr {
             }
         })?;
         let refs = program.references();
-        let mut variables: Vec<String> = refs.variables().iter().map(|s| s.to_string()).collect();
+        // Free variables only: a macro's own (`k` in `l.filter(k, k > 1)`)
+        // is bound by the macro, not read from the item.
+        let mut variables = Vec::new();
+        free_variables(program.expression(), &mut Vec::new(), &mut variables);
         variables.sort_by_key(|v| (first_word(source, v).unwrap_or(usize::MAX), v.clone()));
         let mut functions: Vec<String> = refs
             .functions()
@@ -177,6 +180,63 @@ impl Expr {
             functions,
             ident,
         })
+    }
+}
+
+/// The identifiers `e` reads that no enclosing macro binds, in no
+/// particular order (`@`-names are the macros' internals).
+fn free_variables(e: &cel::IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    use cel::common::ast::{EntryExpr, Expr as E};
+    let entry = |x: &EntryExpr, bound: &mut Vec<String>, out: &mut Vec<String>| match x {
+        EntryExpr::StructField(f) => free_variables(&f.value, bound, out),
+        EntryExpr::MapEntry(m) => {
+            free_variables(&m.key, bound, out);
+            free_variables(&m.value, bound, out);
+        }
+    };
+    match &e.expr {
+        E::Unspecified | E::Literal(_) => {}
+        E::Ident(n) => {
+            if !n.starts_with('@') && !bound.contains(n) && !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        E::Call(c) => {
+            if let Some(t) = &c.target {
+                free_variables(t, bound, out);
+            }
+            for a in &c.args {
+                free_variables(a, bound, out);
+            }
+        }
+        E::Comprehension(c) => {
+            free_variables(&c.iter_range, bound, out);
+            free_variables(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
+            bound.push(c.accu_var.clone());
+            free_variables(&c.loop_cond, bound, out);
+            free_variables(&c.loop_step, bound, out);
+            free_variables(&c.result, bound, out);
+            bound.truncate(depth);
+        }
+        E::List(l) => {
+            for x in &l.elements {
+                free_variables(x, bound, out);
+            }
+        }
+        E::Map(m) => {
+            for x in &m.entries {
+                entry(&x.expr, bound, out);
+            }
+        }
+        E::Struct(st) => {
+            for x in &st.entries {
+                entry(&x.expr, bound, out);
+            }
+        }
+        E::Select(sel) => free_variables(&sel.operand, bound, out),
     }
 }
 
@@ -401,6 +461,30 @@ mod tests {
             Ok(Val::Bool(true))
         );
         assert_eq!(eval("trim('  ') != ''", &[]), Ok(Val::Bool(false)));
+    }
+
+    #[test]
+    fn a_macros_own_variable_is_not_read_from_the_item() {
+        let e = Expr::compile("size(job.filter(k, k in other)) + n").unwrap();
+        assert_eq!(e.variables, ["job", "other", "n"]);
+        let set = |v: &[&str]| Val::Set(v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            eval(
+                "size(a.filter(k, k in b))",
+                &[("a", set(&["go", "rust"])), ("b", set(&["aws", "rust"]))]
+            ),
+            Ok(Val::Int(1))
+        );
+        assert_eq!(
+            eval(
+                "a.all(x, x != '') && a.exists(y, y == 'go')",
+                &[("a", set(&["go"]))]
+            ),
+            Ok(Val::Bool(true))
+        );
+        // Outside its macro, the same name is a variable of the item.
+        let e = Expr::compile("k + size(l.filter(k, k == 'a'))").unwrap();
+        assert_eq!(e.variables, ["k", "l"]);
     }
 
     #[test]
