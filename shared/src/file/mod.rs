@@ -425,3 +425,6 @@ mod counter_tests;
 
 #[cfg(test)]
 mod once_tests;
+
+#[cfg(test)]
+mod set_volatile_tests;
