@@ -251,3 +251,67 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescoring_racing_approvals_never_brings_a_matched_pair_back() {
+    let file = board_file();
+    let mut env = model_env("board", |o| o.model_file = Some(file.clone())).await;
+    let rt = &mut env.rt;
+    let ids: Vec<String> = (0..16).map(|i| format!("s{i:02}")).collect();
+    for id in &ids {
+        put(rt, seeker(id, &["aws", "rust"], 100)).await;
+    }
+    put(rt, job("j1", "open", &["aws", "rust"])).await;
+    rt.drain().await.expect("drain");
+    assert_eq!(suggestions(rt).await.len(), ids.len());
+    // Half the pairs approved while the job's skills change back and forth
+    // (each change rescoring every pair) and the processors run.
+    let client = rt.dynamodb.clone();
+    let table = rt.config.table.clone();
+    let bg = crate::support::run_in_background(env.rt);
+    let put_with = |item: Item| {
+        let (client, table) = (client.clone(), table.clone());
+        async move {
+            client
+                .put_item()
+                .table_name(table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .expect("put");
+        }
+    };
+    let approvals = ids
+        .iter()
+        .step_by(2)
+        .map(|id| put_with(request("j1", id, "approved")));
+    let rescorings = (0..6).map(|i| {
+        let skills: &[&str] = if i % 2 == 0 {
+            &["aws"]
+        } else {
+            &["aws", "rust"]
+        };
+        put_with(job("j1", "open", skills))
+    });
+    futures::future::join(
+        futures::future::join_all(approvals),
+        futures::future::join_all(rescorings),
+    )
+    .await;
+    let mut rt = bg.stop().await;
+    rt.drain().await.expect("drain");
+    let left = sks(&suggestions(&rt).await);
+    let expected: Vec<String> = ids
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|id| format!("S#j1#{id}"))
+        .collect();
+    assert_eq!(left, expected, "only the pairs never approved");
+    assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    assert_eq!(rt.dlq_depth("suggestions").await.expect("dlq"), 0);
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
+}
