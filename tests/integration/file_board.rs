@@ -3,7 +3,8 @@
 //! a TTL from the generation time that a rescoring to the same level does
 //! not extend, the anti-join on requests and matches, a level change moving
 //! the item in GSI1, closing a job deleting its suggestions) and matches as
-//! a `once:` effect that deletes the pair's suggestion.
+//! a `once:` effect that deletes the pair's suggestion. Candidates are the
+//! city's seekers and its jobs of the last 30 days.
 
 use std::path::PathBuf;
 
@@ -71,6 +72,7 @@ sets:
       matched: {{ entity: match }}
     when:
       - "job.status == 'open'"
+      - "job.postedAt >= day(now - 30 * 86400)"
       - "{SCORE} >= 3000"
     values:
       GSI1PK: "'seeker#' + seekerId"
@@ -113,7 +115,16 @@ fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
+/// Today (UTC), as jobs are posted.
+fn today() -> String {
+    chrono::Utc::now().date_naive().to_string()
+}
+
 fn job(id: &str, status: &str, skills: &[&str]) -> Item {
+    job_posted(id, status, skills, &today())
+}
+
+fn job_posted(id: &str, status: &str, skills: &[&str], posted: &str) -> Item {
     item(vec![
         ("PK", s("CITY#mtl")),
         ("SK", s(format!("JOB#{id}"))),
@@ -122,7 +133,7 @@ fn job(id: &str, status: &str, skills: &[&str]) -> Item {
         ("skills", ss(skills)),
         ("salaryMax", n(120)),
         ("category", s("tech")),
-        ("postedAt", s("2026-11-01")),
+        ("postedAt", s(posted)),
     ])
 }
 
@@ -187,7 +198,7 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     assert_eq!(sug[0]["score"], n(10000));
     assert_eq!(sug[0]["relevance"], n(1));
     assert_eq!(sug[0]["GSI1PK"], s("seeker#a"));
-    assert_eq!(sug[0]["GSI1SK"], s("j#R1#2026-11-01#j1"));
+    assert_eq!(sug[0]["GSI1SK"], s(format!("j#R1#{}#j1", today())));
     assert_eq!(sug[1]["relevance"], n(2));
     let (generated, ttl) = (sug[0]["generatedAt"].clone(), sug[0]["ttl"].clone());
     // A rescoring to the same score: kept, its TTL not extended (the clock
@@ -203,7 +214,7 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     rt.drain().await.expect("drain");
     let sug = suggestions(rt).await;
     assert_eq!(sug[0]["relevance"], n(2), "3000 + 2500 + 1500");
-    assert_eq!(sug[0]["GSI1SK"], s("j#R2#2026-11-01#j1"));
+    assert_eq!(sug[0]["GSI1SK"], s(format!("j#R2#{}#j1", today())));
     // A request takes the pair out; its approval makes a match, and the
     // request's removal does not bring the suggestion back (matched).
     put(rt, request("j1", "a", "pending")).await;
@@ -230,6 +241,13 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     put(rt, request("j1", "c", "approved")).await;
     rt.drain().await.expect("drain");
     assert!(suggestions(rt).await.is_empty());
+    // A job posted 31 days ago is no candidate.
+    let old = (chrono::Utc::now() - chrono::Duration::days(31))
+        .date_naive()
+        .to_string();
+    put(rt, job_posted("j0", "open", &["aws", "rust"], &old)).await;
+    rt.drain().await.expect("drain");
+    assert!(suggestions(rt).await.is_empty(), "only the last 30 days");
     // A second job, then closed: its suggestions go.
     put(rt, job("j2", "open", &["cobol"])).await;
     rt.drain().await.expect("drain");

@@ -5,7 +5,8 @@
 //! a fresh scope per item ([`Env::eval`]). The built-ins a model may call are
 //! registered once in [`Env::new`]: `lower`, `upper`, `trim`, `slug`,
 //! `pad(n, width)` (zero padding, clamped to the largest value that fits),
-//! `epoch(iso)`, `iso(seconds)`, `isUlid(s)`. CEL errors on integer overflow;
+//! `epoch(iso)`, `iso(seconds)`, `day(seconds)` (the UTC date, `YYYY-MM-DD`),
+//! `isUlid(s)`. CEL errors on integer overflow;
 //! the caller turns any evaluation error into bad input.
 
 use std::sync::Arc;
@@ -122,7 +123,7 @@ pub struct CompileError {
 
 /// The names of the built-in functions a model may call besides CEL's own.
 pub const BUILTINS: &[&str] = &[
-    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "isUlid",
+    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "day", "isUlid",
 ];
 
 /// CEL's own functions and macros a model may call.
@@ -324,6 +325,15 @@ impl Env {
             },
         )
         .map_err(err)?;
+        root.add_function(
+            "day",
+            |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {
+                chrono::DateTime::from_timestamp(secs, 0)
+                    .map(|t| Arc::new(t.format("%Y-%m-%d").to_string()))
+                    .ok_or_else(|| str_err("day", "out of range"))
+            },
+        )
+        .map_err(err)?;
         Ok(Self { root })
     }
 
@@ -461,6 +471,11 @@ mod tests {
             Ok(Val::Bool(true))
         );
         assert_eq!(eval("trim('  ') != ''", &[]), Ok(Val::Bool(false)));
+        assert_eq!(
+            eval("day(1767225601 - 30 * 86400)", &[]),
+            Ok(Val::Str("2025-12-02".into()))
+        );
+        assert!(eval("day(9223372036854775807)", &[]).is_err());
     }
 
     #[test]
