@@ -10,6 +10,8 @@ mod engine;
 mod explain;
 mod faults;
 mod fidelity;
+mod file_board;
+mod file_once;
 mod file_sets;
 mod fixtures;
 mod graph;

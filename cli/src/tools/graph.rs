@@ -4,7 +4,9 @@
 //! A model file shows everything it declares: each entity with its key
 //! templates (writers as rounded boxes, processor-owned items as boxes,
 //! counters as hexagons), what each writer implies (`project` into an index,
-//! `derive`, `count`), the join sets (facts in, target out) and the indexes.
+//! `derive`, `count`), the join sets (facts in, target out), the once
+//! effects (source and preconditions in, puts and deletes out) and the
+//! indexes.
 //! A compiled model's rules are code: its picture is the table, the indexes,
 //! the stream processors (derive, a history fold) and the queue jobs (sets,
 //! once effects).
@@ -224,6 +226,43 @@ pub fn file_graph(m: &FileModel) -> String {
             id("entity", m.entities[s.target].name)
         );
     }
+    for o in &m.once {
+        let node = id("once", o.name);
+        let label = format!(
+            "once {} (queue {})<br/>key {}",
+            o.name,
+            o.queue.name,
+            esc(&value_text(&o.key))
+        );
+        let _ = writeln!(out, "  {node}[/\"{label}\"/]");
+        let _ = writeln!(
+            out,
+            "  {} -->|\"{}\"| {node}",
+            id("entity", m.entities[o.source].name),
+            esc(&format!("when {}", o.when.source))
+        );
+        for r in &o.require {
+            let _ = writeln!(
+                out,
+                "  {} -.->|\"require\"| {node}",
+                id("entity", m.entities[r.entity].name)
+            );
+        }
+        for w in &o.put {
+            let _ = writeln!(
+                out,
+                "  {node} -->|\"put, with a marker\"| {}",
+                id("entity", m.entities[w.entity].name)
+            );
+        }
+        for w in &o.delete {
+            let _ = writeln!(
+                out,
+                "  {node} -->|\"delete\"| {}",
+                id("entity", m.entities[w.entity].name)
+            );
+        }
+    }
     out
 }
 
@@ -333,6 +372,44 @@ mod tests {
             .expect("the loan's projection");
         assert!(project.ends_with("| index_GSI1"), "{project}");
         assert!(project.contains("when state == 'open'"), "{project}");
+    }
+
+    #[test]
+    fn a_file_graph_shows_once_effects() {
+        let text = r#"jobstream: 1
+table: { name: t, pk: PK, sk: SK }
+entities:
+  job:
+    key: { PK: "JOB#${jobId}", SK: "INFO" }
+  request:
+    key: { PK: "JOB#${jobId}", SK: "REQ#${seekerId}" }
+    attributes: { status: [pending, approved] }
+  suggestion:
+    owner: processor
+    key: { PK: "S#${seekerId}", SK: "SUG#${jobId}" }
+  match:
+    owner: processor
+    key: { PK: "S#${seekerId}", SK: "MATCH#${jobId}" }
+once:
+  matches:
+    on: request
+    when: "status == 'approved'"
+    key: "${seekerId}#${jobId}"
+    require: [{ entity: job, with: { jobId: jobId } }]
+    put: [{ entity: match, with: { seekerId: seekerId, jobId: jobId } }]
+    delete: [{ entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }]
+"#;
+        let m = shared::file::compile(text, "t").expect("compiles");
+        let g = file_graph(&m);
+        for line in [
+            "  once_matches[/\"once matches (queue jobstream-matches-jobs)<br/>key ${seekerId}#35;${jobId}\"/]",
+            "  entity_request -->|\"when status == 'approved'\"| once_matches",
+            "  entity_job -.->|\"require\"| once_matches",
+            "  once_matches -->|\"put, with a marker\"| entity_match",
+            "  once_matches -->|\"delete\"| entity_suggestion",
+        ] {
+            assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! a fresh scope per item ([`Env::eval`]). The built-ins a model may call are
 //! registered once in [`Env::new`]: `lower`, `upper`, `trim`, `slug`,
 //! `pad(n, width)` (zero padding, clamped to the largest value that fits),
-//! `epoch(iso)`, `iso(seconds)`, `isUlid(s)`. CEL errors on integer overflow;
+//! `epoch(iso)`, `iso(seconds)`, `day(seconds)` (the UTC date, `YYYY-MM-DD`),
+//! `isUlid(s)`. CEL errors on integer overflow;
 //! the caller turns any evaluation error into bad input.
 
 use std::sync::Arc;
@@ -122,7 +123,7 @@ pub struct CompileError {
 
 /// The names of the built-in functions a model may call besides CEL's own.
 pub const BUILTINS: &[&str] = &[
-    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "isUlid",
+    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "day", "isUlid",
 ];
 
 /// CEL's own functions and macros a model may call.
@@ -159,7 +160,10 @@ impl Expr {
             }
         })?;
         let refs = program.references();
-        let mut variables: Vec<String> = refs.variables().iter().map(|s| s.to_string()).collect();
+        // Free variables only: a macro's own (`k` in `l.filter(k, k > 1)`)
+        // is bound by the macro, not read from the item.
+        let mut variables = Vec::new();
+        free_variables(program.expression(), &mut Vec::new(), &mut variables);
         variables.sort_by_key(|v| (first_word(source, v).unwrap_or(usize::MAX), v.clone()));
         let mut functions: Vec<String> = refs
             .functions()
@@ -177,6 +181,63 @@ impl Expr {
             functions,
             ident,
         })
+    }
+}
+
+/// The identifiers `e` reads that no enclosing macro binds, in no
+/// particular order (`@`-names are the macros' internals).
+fn free_variables(e: &cel::IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    use cel::common::ast::{EntryExpr, Expr as E};
+    let entry = |x: &EntryExpr, bound: &mut Vec<String>, out: &mut Vec<String>| match x {
+        EntryExpr::StructField(f) => free_variables(&f.value, bound, out),
+        EntryExpr::MapEntry(m) => {
+            free_variables(&m.key, bound, out);
+            free_variables(&m.value, bound, out);
+        }
+    };
+    match &e.expr {
+        E::Unspecified | E::Literal(_) => {}
+        E::Ident(n) => {
+            if !n.starts_with('@') && !bound.contains(n) && !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        E::Call(c) => {
+            if let Some(t) = &c.target {
+                free_variables(t, bound, out);
+            }
+            for a in &c.args {
+                free_variables(a, bound, out);
+            }
+        }
+        E::Comprehension(c) => {
+            free_variables(&c.iter_range, bound, out);
+            free_variables(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
+            bound.push(c.accu_var.clone());
+            free_variables(&c.loop_cond, bound, out);
+            free_variables(&c.loop_step, bound, out);
+            free_variables(&c.result, bound, out);
+            bound.truncate(depth);
+        }
+        E::List(l) => {
+            for x in &l.elements {
+                free_variables(x, bound, out);
+            }
+        }
+        E::Map(m) => {
+            for x in &m.entries {
+                entry(&x.expr, bound, out);
+            }
+        }
+        E::Struct(st) => {
+            for x in &st.entries {
+                entry(&x.expr, bound, out);
+            }
+        }
+        E::Select(sel) => free_variables(&sel.operand, bound, out),
     }
 }
 
@@ -261,6 +322,15 @@ impl Env {
                 chrono::DateTime::from_timestamp(secs, 0)
                     .map(|t| Arc::new(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
                     .ok_or_else(|| str_err("iso", "out of range"))
+            },
+        )
+        .map_err(err)?;
+        root.add_function(
+            "day",
+            |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {
+                chrono::DateTime::from_timestamp(secs, 0)
+                    .map(|t| Arc::new(t.format("%Y-%m-%d").to_string()))
+                    .ok_or_else(|| str_err("day", "out of range"))
             },
         )
         .map_err(err)?;
@@ -401,6 +471,35 @@ mod tests {
             Ok(Val::Bool(true))
         );
         assert_eq!(eval("trim('  ') != ''", &[]), Ok(Val::Bool(false)));
+        assert_eq!(
+            eval("day(1767225601 - 30 * 86400)", &[]),
+            Ok(Val::Str("2025-12-02".into()))
+        );
+        assert!(eval("day(9223372036854775807)", &[]).is_err());
+    }
+
+    #[test]
+    fn a_macros_own_variable_is_not_read_from_the_item() {
+        let e = Expr::compile("size(job.filter(k, k in other)) + n").unwrap();
+        assert_eq!(e.variables, ["job", "other", "n"]);
+        let set = |v: &[&str]| Val::Set(v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            eval(
+                "size(a.filter(k, k in b))",
+                &[("a", set(&["go", "rust"])), ("b", set(&["aws", "rust"]))]
+            ),
+            Ok(Val::Int(1))
+        );
+        assert_eq!(
+            eval(
+                "a.all(x, x != '') && a.exists(y, y == 'go')",
+                &[("a", set(&["go"]))]
+            ),
+            Ok(Val::Bool(true))
+        );
+        // Outside its macro, the same name is a variable of the item.
+        let e = Expr::compile("k + size(l.filter(k, k == 'a'))").unwrap();
+        assert_eq!(e.variables, ["k", "l"]);
     }
 
     #[test]

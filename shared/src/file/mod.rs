@@ -5,6 +5,7 @@
 //! - [`expr`] - the one wrapper of the `cel` crate: expressions compiled once.
 //! - [`history`] - the `history:` block: a fold of an aggregate's changes.
 //! - [`model`] - the file compiled; every problem with its line and column.
+//! - [`sets`], [`once`] - join set jobs and at-most-once effects (SPEC §8).
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
 //!
@@ -19,6 +20,7 @@ pub mod history;
 pub mod history_check;
 pub mod history_compile;
 pub mod model;
+pub mod once;
 pub mod raw;
 pub mod rules;
 pub mod scenario;
@@ -343,6 +345,10 @@ impl Loaded {
                     queue: s.queue.clone(),
                     job: crate::models::Job::Set(Arc::new(s.declaration(m))),
                 })
+                .chain(m.once.iter().map(|o| crate::models::Consumer {
+                    queue: o.queue.clone(),
+                    job: crate::models::Job::Once(Arc::new(once::FileOnce { model: m, spec: o })),
+                }))
                 .collect(),
             // Every record: writers' items all need validating; processor
             // items are skipped by `ignores` without a read.
@@ -425,3 +431,9 @@ mod model_tests;
 
 #[cfg(test)]
 mod counter_tests;
+
+#[cfg(test)]
+mod once_tests;
+
+#[cfg(test)]
+mod set_volatile_tests;

@@ -175,6 +175,8 @@ pub struct FileModel {
     pub sets: Vec<super::sets::SetSpec>,
     /// The history fold (`history:`).
     pub history: Option<super::history::HistorySpec>,
+    /// At-most-once effects (`once:`).
+    pub once: Vec<super::once::OnceSpec>,
 }
 
 impl FileModel {
@@ -300,15 +302,6 @@ impl Compiler<'_> {
                 ),
             );
         }
-        {
-            let what = "once";
-            if let Some(s) = &raw.once {
-                self.err(
-                    at(s),
-                    format!("`{what}:` is reserved: this jobstream does not run {what} blocks from files yet"),
-                );
-            }
-        }
         let t = &raw.table.value;
         let entity_type = t
             .entity_type
@@ -389,7 +382,15 @@ impl Compiler<'_> {
             .history
             .as_ref()
             .and_then(|h| self.history(h, &entities, &table));
+        let once = match &raw.once {
+            Some(o) => {
+                let set_names: Vec<&str> = sets.iter().map(|s| s.name).collect();
+                super::once::compile(&o.value, &entities, &set_names, &mut self.problems)
+            }
+            None => vec![],
+        };
         Some(FileModel {
+            once,
             sets,
             history,
             name: leak(&name),

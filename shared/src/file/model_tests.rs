@@ -254,9 +254,10 @@ fn templates_two_entities_both_match_are_reported_with_an_example_key() {
 
 #[test]
 fn reserved_blocks_and_versions_are_refused_clearly() {
+    // `once:` is read now: an entry without its source is refused.
     let p = compile(&format!("{LIBRARY}once:\n  mail: {{}}\n"), "t").unwrap_err();
     assert!(
-        p.iter().any(|p| p.message.contains("`once:` is reserved")),
+        p.iter().any(|p| p.message.contains("missing field `on`")),
         "{p:#?}"
     );
     // `sets:` is read now: an entry without its target is refused.

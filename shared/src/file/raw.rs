@@ -3,9 +3,8 @@
 //! model; nothing here interprets names or expressions.
 //!
 //! Top-level blocks: `jobstream` (the version, 1), `name`, `about`, `table`,
-//! `entities`, `sets` (join set jobs, [`super::sets`]); `once` is reserved
-//! for at-most-once effects (SPEC §8) and rejected with a clear message until the
-//! engine speaks them in files.
+//! `entities`, `sets` (join set jobs, [`super::sets`]), `once` (at-most-once
+//! effects, [`super::once`]).
 
 use std::fmt;
 
@@ -170,10 +169,10 @@ pub struct RawFile {
     pub entities: Spanned<Ordered<Spanned<RawEntity>>>,
     /// Join set jobs (SPEC §8), see [`super::sets`].
     pub sets: Option<Spanned<Ordered<Spanned<super::sets::RawSet>>>>,
-    /// At-most-once effects (SPEC §8): reserved.
-    pub once: Option<Spanned<IgnoredAny>>,
     /// A history of an aggregate (SPEC §3), see [`super::history`].
     pub history: Option<Spanned<super::history_compile::RawHistory>>,
+    /// At-most-once effects (SPEC §8), see [`super::once`].
+    pub once: Option<Spanned<Ordered<Spanned<super::once::RawOnce>>>>,
 }
 
 #[derive(Debug, Deserialize)]

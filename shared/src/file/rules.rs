@@ -26,7 +26,7 @@ pub struct Record<'m> {
 }
 
 impl Record<'_> {
-    fn get(&self, name: &str) -> Option<&Val> {
+    pub(super) fn get(&self, name: &str) -> Option<&Val> {
         self.vals.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 }
@@ -618,7 +618,9 @@ impl Rules for FileRules {
         &self,
         change: &crate::change::Change,
     ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
-        self.0.set_messages(change)
+        let mut out = self.0.set_messages(change)?;
+        out.extend(self.0.once_messages(change)?);
+        Ok(out)
     }
 
     fn ignores(&self, keys: &Item) -> bool {

@@ -14,6 +14,7 @@
 //!     values: { postId: p, authorId: a, createdAt: post.createdAt }
 //!     ttl: "epoch(post.createdAt) + 604800"
 //!     page: 1000
+//!     volatile: []                     # attributes a rewrite ignores (e.g. [ttl] from `now`)
 //! ```
 //!
 //! `via` names an entity whose key lists the fact by another partition (a
@@ -76,6 +77,11 @@ pub struct RawSet {
     pub ttl: Option<Spanned<Scalar>>,
     /// Candidates per message.
     pub page: Option<Spanned<u64>>,
+    /// Target attributes (or the table's TTL attribute) that do not make
+    /// two versions of an item differ (a generation time, a TTL from `now`):
+    /// an existing item equal but for them is kept, not rewritten.
+    #[serde(default)]
+    pub volatile: Vec<Spanned<String>>,
 }
 
 /// A fact (or `unless` fact) as written.
@@ -132,6 +138,8 @@ pub struct SetSpec {
     pub values: Vec<(&'static str, SetExpr)>,
     pub ttl: Option<SetExpr>,
     pub page: usize,
+    /// Attributes an existing item may differ in and still be kept.
+    pub volatile: &'static [&'static str],
     /// The declared type of each set variable that has one (the key name
     /// it renames: the fact entity's attribute, else the binder's format):
     /// expressions read variables typed, as they read the facts.
@@ -587,6 +595,22 @@ fn one(
         }
         Some(t) => c.expr(name, t, &vars, &mut facts, false),
     };
+    let mut volatile: Vec<&'static str> = Vec::new();
+    for v in &raw.volatile {
+        let tent = &c.entities[target];
+        let known = tent.attr(&v.value).is_some() || table_ttl == Some(v.value.as_str());
+        if !known {
+            let cands = tent.attrs.iter().map(|a| a.name).chain(table_ttl);
+            let hint = suggest(&v.value, cands).unwrap_or_default();
+            let msg = format!(
+                "set `{name}`: volatile `{}` is not an attribute of `{}` nor the table's ttl{hint}",
+                v.value, tent.name
+            );
+            c.err(at(v), msg);
+            continue;
+        }
+        volatile.push(leak(v.value.clone()));
+    }
     let page = match &raw.page {
         None => DEFAULT_PAGE,
         Some(p) if p.value == 0 || p.value > 10_000 => {
@@ -633,6 +657,7 @@ fn one(
         values,
         ttl,
         page,
+        volatile: Box::leak(volatile.into_boxed_slice()),
     };
     // Scopes that cannot be listed.
     let draft = spec.declaration_with(None, None);
@@ -798,7 +823,7 @@ impl SetSpec {
                 })
                 .collect(),
             when,
-            volatile: &[],
+            volatile: self.volatile,
             page: self.page,
         }
     }

@@ -140,3 +140,123 @@ mod tests {
         assert_eq!(level(2999), None);
     }
 }
+
+/// The relevance function as CEL over a model file's facts (`job`,
+/// `seeker`), with the built-ins files already have: proven equal to
+/// [`score`] and [`level`] for every value, huge and negative salaries
+/// included (no expression overflows).
+#[cfg(test)]
+mod as_cel {
+    use super::*;
+    use crate::file::expr::{Env, Expr, Val};
+    use crate::models::jobboard::entities::JobStatus;
+
+    pub const SCORE: &str = "(size(job.skills) == 0 ? 6000 : 6000 * size(job.skills.filter(k, k in seeker.skills)) / size(job.skills)) + (seeker.desiredSalary == null || job.salaryMax == null || seeker.desiredSalary <= job.salaryMax ? 2500 : (job.salaryMax >= 0 && seeker.desiredSalary - job.salaryMax <= job.salaryMax / 10 ? 1250 : 0)) + (job.category != null && job.category in seeker.categories ? 1500 : 0)";
+
+    fn level_expr() -> String {
+        format!("({SCORE}) >= 7500 ? 1 : (({SCORE}) >= 5000 ? 2 : (({SCORE}) >= 3000 ? 3 : 0))")
+    }
+
+    fn set(v: &BTreeSet<String>) -> Val {
+        Val::Set(v.iter().cloned().collect())
+    }
+
+    fn opt_int(v: Option<i64>) -> Val {
+        v.map_or(Val::Null, Val::Int)
+    }
+
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_cel_relevance_equals_the_rust_one_everywhere() {
+        let env = Env::new().unwrap();
+        let score_e = Expr::compile(SCORE).unwrap();
+        let level_e = Expr::compile(&level_expr()).unwrap();
+        let skill_sets: &[&[&str]] = &[&[], &["rust"], &["rust", "go"], &["go", "aws", "rust"]];
+        let salaries = [
+            None,
+            Some(0),
+            Some(-5),
+            Some(100),
+            Some(105),
+            Some(110),
+            Some(111),
+            Some(120),
+            Some(i64::MAX),
+            Some(i64::MAX - 1),
+            Some(i64::MAX / 10),
+            Some(i64::MIN),
+        ];
+        let mut cases = 0;
+        for js in skill_sets {
+            for ss in skill_sets {
+                for max in salaries {
+                    for want in salaries {
+                        for (cat, cats) in [
+                            (None, &[][..]),
+                            (Some("tech"), &["tech"][..]),
+                            (Some("tech"), &["food"][..]),
+                        ] {
+                            let job = Job {
+                                job_id: "j".into(),
+                                employer_id: "e".into(),
+                                city: "montreal".into(),
+                                posted_at: "2026-11-01".into(),
+                                zip: "H2X".into(),
+                                title: "t".into(),
+                                skills: js.iter().map(|s| s.to_string()).collect(),
+                                category: cat.map(str::to_string),
+                                salary_min: None,
+                                salary_max: max,
+                                status: JobStatus::Open,
+                            };
+                            let seeker = Seeker {
+                                seeker_id: "s".into(),
+                                name: "n".into(),
+                                city: "Montreal".into(),
+                                skills: ss.iter().map(|s| s.to_string()).collect(),
+                                desired_salary: want,
+                                categories: cats.iter().map(|s| s.to_string()).collect(),
+                            };
+                            let vars = [
+                                (
+                                    "job",
+                                    Val::Map(vec![
+                                        ("skills".into(), set(&job.skills)),
+                                        ("salaryMax".into(), opt_int(job.salary_max)),
+                                        (
+                                            "category".into(),
+                                            job.category.clone().map_or(Val::Null, Val::Str),
+                                        ),
+                                    ]),
+                                ),
+                                (
+                                    "seeker",
+                                    Val::Map(vec![
+                                        ("skills".into(), set(&seeker.skills)),
+                                        ("desiredSalary".into(), opt_int(seeker.desired_salary)),
+                                        ("categories".into(), set(&seeker.categories)),
+                                    ]),
+                                ),
+                            ];
+                            let look = |n: &str| vars.iter().find(|(k, _)| *k == n).map(|(_, v)| v);
+                            let want_score = score(&seeker, &job);
+                            assert_eq!(
+                                env.eval(&score_e, look),
+                                Ok(Val::Int(want_score)),
+                                "{job:?} {seeker:?}"
+                            );
+                            assert_eq!(
+                                env.eval(&level_e, look),
+                                Ok(Val::Int(level(want_score).map_or(0, i64::from))),
+                                "{job:?} {seeker:?}"
+                            );
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 4 * 4 * 12 * 12 * 3);
+    }
+}

@@ -1,0 +1,425 @@
+//! `once:` in a model file: what check-model refuses (each message at its
+//! line and column, with a suggestion where one exists), which changes
+//! start an effect, and what the effect of a job is.
+
+use super::once::FileOnce;
+use super::{compile, FileModel, Problem};
+use crate::change::{test_change, ChangeKind};
+use crate::engine::setjob::Cond;
+use crate::error::InputError;
+use crate::item::{s, Item};
+use crate::sqs::MessageError;
+
+/// A small hiring board: an approved request becomes one match, the
+/// pair's suggestion goes.
+pub const HIRING: &str = r#"jobstream: 1
+name: hiring
+table: { name: hiring, pk: PK, sk: SK }
+entities:
+  job:
+    key: { PK: "JOB#${jobId}", SK: "INFO" }
+    attributes: { title: string }
+  seeker:
+    key: { PK: "S#${seekerId}", SK: "PROFILE" }
+    attributes: { name: string }
+  request:
+    key: { PK: "JOB#${jobId}", SK: "REQ#${seekerId}" }
+    attributes:
+      status: [pending, approved, rejected]
+      approvedAt: iso-utc?
+  suggestion:
+    owner: processor
+    key: { PK: "S#${seekerId}", SK: "SUG#${jobId}" }
+  match:
+    owner: processor
+    key: { PK: "S#${seekerId}", SK: "MATCH#${jobId}" }
+    attributes: { matchedAt: iso-utc, label: string }
+once:
+  matches:
+    on: request
+    when: "status == 'approved'"
+    key: "${seekerId}#${jobId}"
+    require:
+      - entity: request
+        with: { jobId: jobId, seekerId: seekerId }
+        equals: { status: "'approved'" }
+        message: "the request is not approved"
+      - { entity: job, with: { jobId: jobId }, message: "the job is gone" }
+      - { entity: seeker, with: { seekerId: seekerId } }
+    put:
+      - entity: match
+        with: { seekerId: seekerId, jobId: jobId, matchedAt: approvedAt, label: "m-${jobId}" }
+    delete:
+      - { entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }
+"#;
+
+fn model(text: &str) -> &'static FileModel {
+    Box::leak(Box::new(compile(text, "t").expect("compiles")))
+}
+
+fn problems(text: &str) -> Vec<Problem> {
+    compile(text, "t").err().unwrap_or_default()
+}
+
+/// Line (1-based) and column of the first `needle` in `text`.
+fn position(text: &str, needle: &str) -> (u64, u64) {
+    let (i, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle}"));
+    (i as u64 + 1, line.find(needle).expect("found") as u64 + 1)
+}
+
+fn has(p: &[Problem], at: (u64, u64), needle: &str) -> bool {
+    p.iter()
+        .any(|p| (p.line, p.col) == at && p.message.contains(needle))
+}
+
+fn request(status: &str, approved_at: Option<&str>) -> Item {
+    let mut i: Item = [
+        ("PK", s("JOB#j1")),
+        ("SK", s("REQ#s1")),
+        ("type", s("request")),
+        ("status", s(status)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    if let Some(a) = approved_at {
+        i.insert("approvedAt".into(), s(a));
+    }
+    i
+}
+
+const DAY1: &str = "2026-11-03T10:00:00Z";
+
+#[test]
+fn an_approved_request_plans_one_transaction_keyed_by_the_pair() {
+    let m = model(HIRING);
+    let c = test_change(
+        ChangeKind::Insert,
+        None,
+        Some(request("approved", Some(DAY1))),
+    );
+    let msgs = m.once_messages(&c).expect("valid");
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].queue, "matches");
+    let once = FileOnce {
+        model: m,
+        spec: &m.once[0],
+    };
+    let plan = once.plan_of(&msgs[0].body).expect("plan");
+    assert_eq!(plan.once_key, "s1#j1");
+    assert_eq!(plan.checks.len(), 3);
+    let (g, why) = &plan.checks[0];
+    assert_eq!(g.key["PK"], s("JOB#j1"));
+    assert_eq!(g.key["SK"], s("REQ#s1"));
+    assert_eq!(g.cond, Cond::Equals("status", s("approved")));
+    assert_eq!(why, "the request is not approved (PK=JOB#j1, SK=REQ#s1)");
+    assert_eq!(plan.checks[1].0.cond, Cond::Exists);
+    assert_eq!(plan.checks[1].0.key["PK"], s("JOB#j1"));
+    assert!(
+        plan.checks[2].1.starts_with("no `seeker` item"),
+        "a default reason: {}",
+        plan.checks[2].1
+    );
+    let m0 = &plan.puts[0];
+    assert_eq!(m0["PK"], s("S#s1"));
+    assert_eq!(m0["SK"], s("MATCH#j1"));
+    assert_eq!(m0["matchedAt"], s(DAY1));
+    assert_eq!(m0["label"], s("m-j1"));
+    assert_eq!(m0["type"], s("match"), "stamped with its entity");
+    assert_eq!(m0.len(), 5);
+    assert_eq!(plan.deletes.len(), 1);
+    assert_eq!(plan.deletes[0]["SK"], s("SUG#j1"));
+}
+
+#[test]
+fn only_a_change_into_the_condition_starts_the_effect() {
+    let m = model(HIRING);
+    let approved = || Some(request("approved", Some(DAY1)));
+    let count = |kind, old, new| m.once_messages(&test_change(kind, old, new)).unwrap().len();
+    assert_eq!(count(ChangeKind::Insert, None, approved()), 1);
+    assert_eq!(
+        count(ChangeKind::Insert, None, Some(request("pending", None))),
+        0
+    );
+    assert_eq!(
+        count(
+            ChangeKind::Modify,
+            Some(request("pending", None)),
+            approved()
+        ),
+        1
+    );
+    assert_eq!(
+        count(ChangeKind::Modify, approved(), approved()),
+        0,
+        "still approved: nothing new"
+    );
+    assert_eq!(
+        count(
+            ChangeKind::Modify,
+            approved(),
+            Some(request("rejected", None))
+        ),
+        0
+    );
+    assert_eq!(count(ChangeKind::Remove, approved(), None), 0);
+    // An old image whose effect could not be computed (no day) counts as
+    // nothing: fixed, it starts the effect.
+    assert_eq!(
+        count(
+            ChangeKind::Modify,
+            Some(request("approved", None)),
+            approved()
+        ),
+        1
+    );
+    // An old image that was bad input counts as nothing.
+    assert_eq!(
+        count(
+            ChangeKind::Modify,
+            Some(request("approvd", None)),
+            approved()
+        ),
+        1
+    );
+}
+
+#[test]
+fn a_source_whose_effect_cannot_be_computed_is_bad_input() {
+    let m = model(HIRING);
+    // Approved without the day the match needs: refused at the source,
+    // with its key and why, never a poison message.
+    let c = test_change(ChangeKind::Insert, None, Some(request("approved", None)));
+    match m.once_messages(&c) {
+        Err(InputError::Invalid { key, reason }) => {
+            assert!(key.contains("REQ#s1"), "{key}");
+            assert!(
+                reason.contains("once `matches`: `matchedAt` of `match` has no value"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bad_bodies_are_permanent_failures() {
+    let m = model(HIRING);
+    let once = FileOnce {
+        model: m,
+        spec: &m.once[0],
+    };
+    let kind = |body: &str| match once.plan_of(body) {
+        Err(MessageError::Permanent { kind, .. }) => kind,
+        other => panic!("{body}: {other:?}"),
+    };
+    assert_eq!(kind("not json"), "NotJson");
+    assert_eq!(kind(r#"{"once":"matches","values":{}}"#), "NoVersion");
+    assert_eq!(
+        kind(r#"{"version":9,"once":"matches","values":{}}"#),
+        "UnknownVersion"
+    );
+    assert_eq!(
+        kind(r#"{"version":1,"once":"other","values":{}}"#),
+        "InvalidMessage"
+    );
+    assert_eq!(
+        kind(r#"{"version":1,"once":"matches","values":{"nope":"x"}}"#),
+        "InvalidMessage"
+    );
+    // Values missing: the effect cannot be computed.
+    assert_eq!(
+        kind(r#"{"version":1,"once":"matches","values":{"jobId":"j1"}}"#),
+        "InvalidMessage"
+    );
+    assert_eq!(
+        kind(&"x".repeat(super::once::MAX_BODY_BYTES + 1)),
+        "BodyTooLarge"
+    );
+}
+
+#[test]
+fn a_body_carries_only_what_the_effect_reads() {
+    let m = model(HIRING);
+    let c = test_change(
+        ChangeKind::Insert,
+        None,
+        Some(request("approved", Some(DAY1))),
+    );
+    let body = &m.once_messages(&c).unwrap()[0].body;
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["version"], 1);
+    let mut names: Vec<&str> = v["values"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["approvedAt", "jobId", "seekerId"]);
+    assert!(
+        !body.contains("pending"),
+        "`status`, read by `when` only, stays out"
+    );
+}
+
+/// Every check-model message of the block, at its line and column.
+#[test]
+fn check_model_says_what_is_wrong_with_a_once_block_and_where() {
+    // (replace, with, the line holding, the column of, message); an empty
+    // column: the line only.
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "    on: request\n",
+            "    on: requst\n",
+            "on: requst",
+            "requst",
+            "once `matches`: unknown entity `requst` (did you mean `request`?)",
+        ),
+        (
+            "    on: request\n",
+            "    on: match\n",
+            "on: match",
+            "match",
+            "`match` is a processor entity: a once effect starts on changes of a writer entity",
+        ),
+        (
+            "when: \"status == 'approved'\"",
+            "when: \"stauts == 'approved'\"",
+            "stauts",
+            "\"stauts",
+            "unknown name `stauts` in `stauts == 'approved'` (did you mean `status`?)",
+        ),
+        (
+            "key: \"${seekerId}#${jobId}\"",
+            "key: \"${seekerId}#${lowr(jobId)}\"",
+            "lowr",
+            "\"${seekerId}",
+            "once `matches`: unknown function `lowr` (did you mean `lower`?)",
+        ),
+        (
+            "      - entity: match\n",
+            "      - entity: job\n",
+            "- entity: job",
+            "job",
+            "put `job`, a writer entity: a once effect writes `owner: processor` items",
+        ),
+        (
+            "{ entity: job, with: { jobId: jobId }, message: \"the job is gone\" }",
+            "{ entity: job, with: { jobid: jobId }, message: \"the job is gone\" }",
+            "jobid: jobId",
+            "jobId }",
+            "`jobid` is not a key name of `job` (did you mean `jobId`?)",
+        ),
+        (
+            "{ entity: job, with: { jobId: jobId }, message: \"the job is gone\" }",
+            "{ entity: job, with: {}, message: \"the job is gone\" }",
+            "{ entity: job",
+            "{ entity: job",
+            "require `job`: `${jobId}` of its key is unbound: add `jobId:` under `with` (e.g. `jobId: jobId`)",
+        ),
+        (
+            "equals: { status: \"'approved'\" }",
+            "equals: { state: \"'approved'\" }",
+            "state:",
+            "\"'approved'\"",
+            "`state` is not an attribute of `request` (did you mean `status`?)",
+        ),
+        (
+            "equals: { status: \"'approved'\" }",
+            "equals: { status: \"'approved'\", approvedAt: approvedAt }",
+            "approvedAt: approvedAt",
+            "approvedAt }",
+            "one attribute under `equals`",
+        ),
+        (
+            "equals: { status: \"'approved'\" }",
+            "equals: { status: \"'approved'\" }\n        absent: true",
+            "- entity: request",
+            "entity: request",
+            "`absent` and `equals` exclude each other",
+        ),
+        (
+            "matchedAt: approvedAt, label: \"m-${jobId}\"",
+            "matchedAt: approvedAt",
+            "- entity: match",
+            "entity: match",
+            "put `match`: its attribute `label` is unbound: add it under `with`",
+        ),
+        (
+            "{ entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }",
+            "{ entity: suggestion, with: { seekerId: seekerId, jobId: jobId, label: jobId } }",
+            "label: jobId",
+            "jobId } }",
+            "`label` is not a key name of `suggestion` (delete binds the key only)",
+        ),
+        (
+            "    require:\n",
+            "    requires:\n",
+            "requires:",
+            "",
+            "unknown field `requires`",
+        ),
+    ];
+    for (from, to, line_of, col_of, want) in cases {
+        assert!(HIRING.contains(from), "{from}");
+        let text = HIRING.replacen(from, to, 1);
+        let p = problems(&text);
+        let (line, _) = position(&text, line_of);
+        let found = p.iter().find(|p| p.message.contains(want));
+        let Some(found) = found else {
+            panic!("want `{want}` in {p:#?}");
+        };
+        assert_eq!(found.line, line, "`{want}`: {p:#?}");
+        if !col_of.is_empty() {
+            let l = text.lines().nth(line as usize - 1).expect("line");
+            let col = l.find(col_of).expect("column") as u64 + 1;
+            assert_eq!(found.col, col, "`{want}` in `{l}`: {p:#?}");
+        }
+    }
+}
+
+#[test]
+fn check_model_refuses_an_effect_that_writes_nothing_or_takes_a_sets_name() {
+    let text = HIRING.replace(
+        "    put:\n      - entity: match\n        with: { seekerId: seekerId, jobId: jobId, matchedAt: approvedAt, label: \"m-${jobId}\" }\n    delete:\n      - { entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }\n",
+        "",
+    );
+    assert_ne!(text, HIRING);
+    let p = problems(&text);
+    let at = position(&text, "on: request");
+    assert!(
+        has(
+            &p,
+            (at.0, at.1),
+            "once `matches`: it writes nothing: add `put:` or `delete:`"
+        ),
+        "{p:#?}"
+    );
+    // A processor `match` is unwritten now: nothing else is wrong.
+    assert_eq!(p.len(), 1, "{p:#?}");
+    let text = format!(
+        "{}sets:\n  matches:\n    entity: suggestion\n    facts: {{ r: {{ entity: request }} }}\n",
+        HIRING
+    );
+    let p = problems(&text);
+    assert!(
+        p.iter().any(|p| p
+            .message
+            .contains("once `matches`: a set has the same name")),
+        "{p:#?}"
+    );
+}
+
+#[test]
+fn a_once_consumer_is_a_queue_of_the_model() {
+    let m = model(HIRING);
+    assert_eq!(m.once.len(), 1);
+    let spec = &m.once[0];
+    assert_eq!(spec.queue.logical, "matches");
+    assert_eq!(spec.queue.name, "jobstream-matches-jobs");
+}

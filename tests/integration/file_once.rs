@@ -1,0 +1,350 @@
+//! A model file's `once:` effects through the local runtime: an approved
+//! request becomes exactly one match (its suggestion deleted in the same
+//! transaction) under re-approval, redelivery and concurrent delivery; a
+//! failed precondition ends as a logged `Skipped`; a source whose effect
+//! cannot be computed is bad input at the source.
+
+use std::path::PathBuf;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{Context, LambdaEvent};
+use shared::item::{s, Item, ItemExt};
+use shared::metrics::names;
+
+use crate::support::{model_env, put};
+
+/// The README's `once:` example, whole.
+const HIRING: &str = r#"jobstream: 1
+name: hiring
+table: { name: hiring, pk: PK, sk: SK }
+entities:
+  job:
+    key: { PK: "JOB#${jobId}", SK: "INFO" }
+    attributes: { title: string }
+  seeker:
+    key: { PK: "S#${seekerId}", SK: "PROFILE" }
+    attributes: { name: string }
+  request:
+    key: { PK: "JOB#${jobId}", SK: "REQ#${seekerId}" }
+    attributes:
+      status: [pending, approved, rejected]
+      approvedAt: iso-utc?
+  suggestion:
+    owner: processor
+    key: { PK: "S#${seekerId}", SK: "SUG#${jobId}" }
+  match:
+    owner: processor
+    key: { PK: "S#${seekerId}", SK: "MATCH#${jobId}" }
+    attributes: { matchedAt: iso-utc }
+once:
+  matches:
+    on: request
+    when: "status == 'approved'"
+    key: "${seekerId}#${jobId}"
+    require:
+      - entity: request
+        with: { jobId: jobId, seekerId: seekerId }
+        equals: { status: "'approved'" }
+        message: "the request is not approved"
+      - { entity: job, with: { jobId: jobId }, message: "the job is gone" }
+      - { entity: seeker, with: { seekerId: seekerId }, message: "the seeker is gone" }
+    put:
+      - { entity: match, with: { seekerId: seekerId, jobId: jobId, matchedAt: approvedAt } }
+    delete:
+      - { entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }
+"#;
+
+const DAY1: &str = "2026-11-03T10:00:00Z";
+const DAY2: &str = "2026-11-09T10:00:00Z";
+
+fn hiring_file() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("jobstream-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("hiring.yaml");
+    std::fs::write(&path, HIRING).expect("write");
+    path
+}
+
+fn item(pairs: &[(&str, &str)]) -> Item {
+    pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
+}
+
+fn job(id: &str) -> Item {
+    item(&[
+        ("PK", &format!("JOB#{id}")),
+        ("SK", "INFO"),
+        ("type", "job"),
+        ("title", "t"),
+    ])
+}
+
+fn seeker(id: &str) -> Item {
+    item(&[
+        ("PK", &format!("S#{id}")),
+        ("SK", "PROFILE"),
+        ("type", "seeker"),
+        ("name", "n"),
+    ])
+}
+
+fn request(job: &str, seeker: &str, status: &str, approved_at: Option<&str>) -> Item {
+    let mut i = item(&[
+        ("PK", &format!("JOB#{job}")),
+        ("SK", &format!("REQ#{seeker}")),
+        ("type", "request"),
+        ("status", status),
+    ]);
+    if let Some(a) = approved_at {
+        i.insert("approvedAt".into(), s(a));
+    }
+    i
+}
+
+/// The suggestion a set job would have written (processor-owned).
+fn suggestion(job: &str, seeker: &str) -> Item {
+    item(&[
+        ("PK", &format!("S#{seeker}")),
+        ("SK", &format!("SUG#{job}")),
+        ("type", "suggestion"),
+    ])
+}
+
+async fn get(
+    rt: &jobstream::local::runtime::Runtime,
+    table: &str,
+    pk: &str,
+    sk: &str,
+) -> Option<Item> {
+    rt.dynamodb
+        .get_item()
+        .table_name(table)
+        .key(
+            if table == rt.config.ledger_table {
+                "pk"
+            } else {
+                "PK"
+            },
+            s(pk),
+        )
+        .key(
+            if table == rt.config.ledger_table {
+                "sk"
+            } else {
+                "SK"
+            },
+            s(sk),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get")
+        .item
+}
+
+async fn matches_of(rt: &jobstream::local::runtime::Runtime, seeker: &str) -> Vec<Item> {
+    rt.dynamodb
+        .query()
+        .table_name(&rt.config.table)
+        .key_condition_expression("PK = :pk AND begins_with(SK, :m)")
+        .expression_attribute_values(":pk", s(format!("S#{seeker}")))
+        .expression_attribute_values(":m", s("MATCH#"))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query")
+        .items
+        .unwrap_or_default()
+}
+
+fn sqs_event(bodies: &[String]) -> SqsEvent {
+    let records: Vec<serde_json::Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| serde_json::json!({"messageId": format!("m-{i}"), "receiptHandle": "h", "body": b, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}))
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("event")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_delivery() {
+    let file = hiring_file();
+    let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
+    let rt = &mut env.rt;
+    let seekers = ["a", "b", "c", "d"];
+    put(rt, job("j1")).await;
+    for sk in seekers {
+        put(rt, seeker(sk)).await;
+        put(rt, suggestion("j1", sk)).await;
+        put(rt, request("j1", sk, "pending", None)).await;
+    }
+    rt.drain().await.expect("drain");
+    assert!(matches_of(rt, "a").await.is_empty(), "pending: no match");
+    // Every request approved at once.
+    let writes = seekers.map(|sk| put(rt, request("j1", sk, "approved", Some(DAY1))));
+    futures::future::join_all(writes).await;
+    rt.drain().await.expect("drain");
+    for sk in seekers {
+        let m = matches_of(rt, sk).await;
+        assert_eq!(m.len(), 1, "{sk}: {m:?}");
+        assert_eq!(m[0].s("matchedAt").unwrap(), DAY1);
+        assert_eq!(m[0].s("type").unwrap(), "match");
+        assert!(
+            get(rt, &rt.config.table, &format!("S#{sk}"), "SUG#j1")
+                .await
+                .is_none(),
+            "{sk}: the pair's suggestion went with it"
+        );
+    }
+    let ledger = rt.config.ledger_table.clone();
+    assert!(
+        get(rt, &ledger, "ONCE#matches#a#j1", "ONCE")
+            .await
+            .is_some(),
+        "the pair's marker is in the ledger"
+    );
+    // Approved again another day (pending -> approved) and the first job
+    // redelivered twice, concurrently, in two batches.
+    put(rt, request("j1", "a", "pending", None)).await;
+    put(rt, request("j1", "a", "approved", Some(DAY2))).await;
+    let body = serde_json::json!({
+        "version": 1,
+        "once": "matches",
+        "values": { "approvedAt": DAY1, "jobId": "j1", "seekerId": "a" }
+    })
+    .to_string();
+    let event = sqs_event(&[body.clone(), body.clone(), body]);
+    let consumer = rt.consumer("matches");
+    let (r1, r2) = tokio::join!(
+        shared::lambda::sqs_handler(
+            &*consumer,
+            LambdaEvent::new(event.clone(), Context::default())
+        ),
+        shared::lambda::sqs_handler(&*consumer, LambdaEvent::new(event, Context::default())),
+    );
+    assert!(r1.expect("handled").batch_item_failures.is_empty());
+    assert!(r2.expect("handled").batch_item_failures.is_empty());
+    rt.drain().await.expect("drain");
+    let m = matches_of(rt, "a").await;
+    assert_eq!(m.len(), 1, "exactly one match: {m:?}");
+    assert_eq!(m[0].s("matchedAt").unwrap(), DAY1, "the first one stays");
+    let metrics = consumer.metrics();
+    assert_eq!(
+        metrics.get(names::DUPLICATE),
+        7,
+        "six redelivered, one re-approval"
+    );
+    assert_eq!(metrics.get(names::SKIPPED), 0);
+    assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_input() {
+    let file = hiring_file();
+    let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
+    let rt = &mut env.rt;
+    put(rt, seeker("a")).await;
+    // No job j9: the precondition fails, logged, not retried.
+    put(rt, request("j9", "a", "approved", Some(DAY1))).await;
+    // Approved without the day the match needs: bad input at the source.
+    put(rt, job("j1")).await;
+    put(rt, request("j1", "a", "approved", None)).await;
+    rt.drain().await.expect("drain");
+    assert!(matches_of(rt, "a").await.is_empty());
+    let consumer = rt.consumer("matches");
+    let metrics = consumer.metrics();
+    assert_eq!(metrics.get(names::SKIPPED), 1);
+    assert_eq!(metrics.get(names::DUPLICATE), 0);
+    assert_eq!(
+        rt.stream_processor("derive")
+            .metrics()
+            .get(names::BAD_INPUT),
+        1
+    );
+    assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    // Fixed: the request starts its match (a bad old image counts as
+    // nothing).
+    put(rt, request("j1", "a", "approved", Some(DAY2))).await;
+    rt.drain().await.expect("drain");
+    let m = matches_of(rt, "a").await;
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m[0]["SK"], s("MATCH#j1"));
+    // A body that is not a job of this effect is a permanent failure,
+    // reported failed (to the DLQ by redrive), never a write.
+    let resp = shared::lambda::sqs_handler(
+        &*rt.consumer("matches"),
+        LambdaEvent::new(
+            sqs_event(&[r#"{"version":1,"once":"matches","values":{"nope":"x"}}"#.into()]),
+            Context::default(),
+        ),
+    )
+    .await
+    .expect("handled");
+    assert_eq!(resp.batch_item_failures.len(), 1);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
+    use jobstream::faults::Fault;
+    let file = hiring_file();
+    let (mut env, proxy) =
+        crate::support::model_env_behind_proxy("hiring", |o| o.model_file = Some(file.clone()))
+            .await;
+    let rt = &mut env.rt;
+    let seekers: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
+    put(rt, job("j1")).await;
+    for sk in &seekers {
+        put(rt, seeker(sk)).await;
+        put(rt, suggestion("j1", sk)).await;
+    }
+    // Every operation of the consumer fails now and then: before the
+    // engine, throttled, and after the commit (the answer lost).
+    for (i, after) in [1u32, 3, 6, 10].into_iter().enumerate() {
+        for op in ["TransactWriteItems", "GetItem", "BatchGetItem", "Query"] {
+            proxy.inject(match i {
+                0 => Fault::server_error(op, 1).after(after),
+                1 => Fault::throttle(op, 1).after(after),
+                2 => Fault::server_error(op, 1).after(after).after_effect(),
+                _ => Fault::reset(op, 1).after(after).after_effect(),
+            });
+        }
+    }
+    let writes = seekers
+        .iter()
+        .map(|sk| put(rt, request("j1", sk, "approved", Some(DAY1))));
+    futures::future::join_all(writes).await;
+    // One approved twice (pending in between): still one match.
+    put(rt, request("j1", "s0", "pending", None)).await;
+    put(rt, request("j1", "s0", "approved", Some(DAY2))).await;
+    rt.drain().await.expect("drain");
+    assert!(
+        proxy.injected_after_effect() > 0,
+        "answers were lost after their request took effect"
+    );
+    for sk in &seekers {
+        let m = matches_of(rt, sk).await;
+        assert_eq!(m.len(), 1, "{sk}: {m:?}");
+        // Whichever of s0's two jobs commits first (a fault may hold the
+        // first back past the second) is the one match.
+        let day = m[0].s("matchedAt").unwrap();
+        assert!(day == DAY1 || (sk == "s0" && day == DAY2), "{sk}: {day}");
+        assert!(
+            get(rt, &rt.config.table, &format!("S#{sk}"), "SUG#j1")
+                .await
+                .is_none(),
+            "{sk}: suggestion gone"
+        );
+    }
+    let consumer = rt.consumer("matches");
+    assert_eq!(consumer.metrics().get(names::SKIPPED), 0);
+    assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
+}
