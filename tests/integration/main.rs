@@ -16,6 +16,7 @@ mod graph;
 mod history_adoption;
 mod hr;
 mod import;
+mod invoices;
 mod jobboard;
 mod joinset;
 mod js;

@@ -94,6 +94,7 @@ fn ty_name(t: &Ty) -> String {
         Ty::Enum(v) => format!("one of {}", v.join("|")),
         Ty::IntEnum(v) => format!("one of {}", alternatives(v)),
         Ty::BoolEnum(v) => format!("one of {}", alternatives(v)),
+        Ty::Format(f) => f.name.to_string(),
     }
 }
 

@@ -150,6 +150,17 @@ pub trait Rules: Send + Sync {
         None
     }
 
+    /// `Some` when this counter key is a logical identity rather than an
+    /// item's key (a parent its sources do not key, e.g. an invoice under
+    /// its account counted by lines that only carry the invoice id): the
+    /// engine finds the counter item through the items that claim the
+    /// identity (see [`super::locate`]). [`Rules::counter`] of such an item
+    /// gives the logical key; of the logical key, the same counter.
+    /// Default: every counter key is its item's key.
+    fn locate(&self, _counter_key: &Item) -> Option<super::locate::Locate> {
+        None
+    }
+
     /// Whether no counter of these rules has this key any more (a model
     /// file edited since the engine counted into it): `verify` reports the
     /// ledger totals kept for it, and `--repair` drops them once nothing

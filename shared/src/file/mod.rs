@@ -4,6 +4,8 @@
 //! - [`template`] - key templates that parse back, value templates.
 //! - [`expr`] - the one wrapper of the `cel` crate: expressions compiled once.
 //! - [`model`] - the file compiled; every problem with its line and column.
+//! - [`formats`] - `formats:`: named string shapes, compiled once.
+//! - [`locate`] - `unique:`: counters found through an identity.
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
 //!
@@ -14,6 +16,8 @@
 //! as a compiled model.
 
 pub mod expr;
+pub mod formats;
+pub mod locate;
 pub mod model;
 pub mod raw;
 pub mod rules;
@@ -416,3 +420,6 @@ mod model_tests;
 
 #[cfg(test)]
 mod counter_tests;
+
+#[cfg(test)]
+mod locate_tests;

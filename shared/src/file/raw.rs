@@ -172,6 +172,8 @@ pub struct RawFile {
     pub sets: Option<Spanned<Ordered<Spanned<super::sets::RawSet>>>>,
     /// At-most-once effects (SPEC §8): reserved.
     pub once: Option<Spanned<IgnoredAny>>,
+    /// Named formats (SPEC §8), see [`super::formats`].
+    pub formats: Option<Spanned<Ordered<Spanned<super::formats::RawFormat>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -220,6 +222,11 @@ pub struct RawEntity {
     #[serde(default)]
     pub count: Vec<Spanned<RawCount>>,
     pub counter: Option<Spanned<RawCounter>>,
+    /// Attributes whose values identify one item of this entity across the
+    /// table (`unique: [invoiceId]`): a `count:` whose `with` binds them
+    /// counts into the item found through them (SPEC §8, located counters),
+    /// whatever the rest of its key.
+    pub unique: Option<Spanned<Vec<Spanned<String>>>>,
     /// Set jobs this entity's changes start (SPEC §8): reserved.
     pub starts: Option<Spanned<IgnoredAny>>,
 }
