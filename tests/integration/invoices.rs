@@ -257,9 +257,7 @@ async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_st
         records
             .iter()
             .rev()
-            .find(|r| {
-                r["eventName"] == kind && r["dynamodb"]["Keys"]["PK"]["S"] == pk
-            })
+            .find(|r| r["eventName"] == kind && r["dynamodb"]["Keys"]["PK"]["S"] == pk)
             .cloned()
             .unwrap_or_else(|| panic!("{kind} of {pk}"))
     };
@@ -327,10 +325,9 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert!(
-        report
-            .bad_input
-            .iter()
-            .any(|b| b.contains("2 items claim") && b.contains("ACCOUNT#a-1") && b.contains("ACCOUNT#a-2")),
+        report.bad_input.iter().any(|b| b.contains("2 items claim")
+            && b.contains("ACCOUNT#a-1")
+            && b.contains("ACCOUNT#a-2")),
         "{:?}",
         report.bad_input
     );
@@ -372,7 +369,10 @@ async fn bad_lines_are_bad_input_and_move_no_total() {
         totals(&env, invoice_key("a-1", "i-1")).await,
         Some((Some(10), Some(1)))
     );
-    assert!(env.rt.failed_batches().is_empty(), "bad input blocks nothing");
+    assert!(
+        env.rt.failed_batches().is_empty(),
+        "bad input blocks nothing"
+    );
     // A line that was valid and turns bad keeps what it counted.
     let mut was_good = line("i-1", 1, 10);
     was_good.insert("amount".into(), n(-1));
@@ -521,7 +521,11 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill() {
     for inv in [0i64, 2, 4] {
         let sum: i64 = (1..=4).map(|no| inv * 10 + no).sum();
         assert_eq!(
-            totals(&env, invoice_key(&format!("a-{}", inv % 3), &format!("i-{inv}"))).await,
+            totals(
+                &env,
+                invoice_key(&format!("a-{}", inv % 3), &format!("i-{inv}"))
+            )
+            .await,
             Some((Some(sum), Some(4))),
             "i-{inv}"
         );
@@ -606,7 +610,9 @@ async fn expected(env: &ModelEnv) -> BTreeMap<String, (i64, i64)> {
     let mut out: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for i in scan(env).await {
         if i.s("type").ok() == Some("line") {
-            let e = out.entry(i.s("invoiceId").unwrap().to_string()).or_default();
+            let e = out
+                .entry(i.s("invoiceId").unwrap().to_string())
+                .or_default();
             e.0 += i.i64("amount").unwrap();
             e.1 += 1;
         }

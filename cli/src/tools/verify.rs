@@ -464,8 +464,7 @@ pub fn verify_items(
             Some(_) => match located.get(id).map(Vec::as_slice) {
                 Some([one]) => Some(one),
                 Some(several) if several.len() > 1 => {
-                    let keys: Vec<Item> =
-                        several.iter().map(|i| key_of(i, key_names)).collect();
+                    let keys: Vec<Item> = several.iter().map(|i| key_of(i, key_names)).collect();
                     report.bad_input.push(format!(
                         "{}: {}",
                         display_key(&counter.key_item()),

@@ -216,7 +216,10 @@ async fn sync_one(
     for _ in 0..ATTEMPTS {
         let totals = match deriver
             .store
-            .get(&deriver.ledger_table, total_key(deriver.processor, &logical))
+            .get(
+                &deriver.ledger_table,
+                total_key(deriver.processor, &logical),
+            )
             .await?
         {
             Some(t) => match Totals::from_item(&t, counter) {

@@ -161,6 +161,12 @@ pub trait Rules: Send + Sync {
         None
     }
 
+    /// Whether some counter of these rules is located ([`Rules::locate`]):
+    /// the derive processor then queries the ledger (its grant says so).
+    fn locates(&self) -> bool {
+        false
+    }
+
     /// Whether no counter of these rules has this key any more (a model
     /// file edited since the engine counted into it): `verify` reports the
     /// ledger totals kept for it, and `--repair` drops them once nothing

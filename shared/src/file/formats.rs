@@ -67,12 +67,8 @@ impl Format {
                 ));
             }
         }
-        (!self.pattern.is_match(v)).then(|| {
-            format!(
-                "not a `{}` (does not match `{}`)",
-                self.name, self.source
-            )
-        })
+        (!self.pattern.is_match(v))
+            .then(|| format!("not a `{}` (does not match `{}`)", self.name, self.source))
     }
 }
 

@@ -77,7 +77,10 @@ fn a_line_counts_into_its_invoices_identity_and_the_invoice_is_that_counter() {
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].values, vec![("total", 250), ("lines", 1)]);
     let logical = c[0].counter.key_item();
-    assert_eq!(logical, item(&[("PK", s("@invoice")), ("SK", s("[\"i-1\"]"))]));
+    assert_eq!(
+        logical,
+        item(&[("PK", s("@invoice")), ("SK", s("[\"i-1\"]"))])
+    );
     // The logical key is located through the invoice id.
     let l = r.locate(&logical).expect("located");
     assert_eq!(l.identity, vec![("invoiceId", s("i-1"))]);
@@ -88,7 +91,10 @@ fn a_line_counts_into_its_invoices_identity_and_the_invoice_is_that_counter() {
         assert_eq!(inv.key_item(), logical);
         assert!(inv.create.is_none(), "the writer's item");
     }
-    assert_eq!(r.counter(&logical).map(|c| c.key_item()), Some(logical.clone()));
+    assert_eq!(
+        r.counter(&logical).map(|c| c.key_item()),
+        Some(logical.clone())
+    );
     // Another invoice id: another counter.
     let other = r.counter(&invoice("a-1", "i-2")).unwrap().key_item();
     assert_ne!(other, logical);
@@ -117,7 +123,10 @@ fn a_line_whose_invoice_id_breaks_its_format_is_bad_input_naming_the_format() {
 
 #[test]
 fn a_count_into_a_unique_entity_must_bind_its_identity() {
-    let text = INVOICES.replace("with: { invoiceId: invoiceId }", "with: { invoice: invoiceId }");
+    let text = INVOICES.replace(
+        "with: { invoiceId: invoiceId }",
+        "with: { invoice: invoiceId }",
+    );
     let p = problems(&text);
     let at = position(&text, "- counter: invoice");
     assert!(
@@ -141,7 +150,11 @@ fn a_count_binding_the_key_of_a_unique_entity_is_refused() {
     let p = problems(&text);
     let (l, c) = position(&text, "accountId: invoiceId }");
     assert!(
-        has(&p, (l, c + "accountId: ".len() as u64), "`accountId`: a count into `invoice` binds exactly its identity"),
+        has(
+            &p,
+            (l, c + "accountId: ".len() as u64),
+            "`accountId`: a count into `invoice` binds exactly its identity"
+        ),
         "{p:#?}"
     );
     assert_eq!(p.len(), 1, "{p:#?}");
@@ -157,7 +170,11 @@ fn a_unique_name_that_is_not_a_writer_attribute_is_refused_with_a_suggestion() {
         has(&p, (l, c), "invoice: `unique:` names `invoiceID`, not an attribute of `invoice` (did you mean `invoiceId`?)"),
         "{p:#?}"
     );
-    assert_eq!(p.len(), 1, "no second error where it is counted into: {p:#?}");
+    assert_eq!(
+        p.len(),
+        1,
+        "no second error where it is counted into: {p:#?}"
+    );
     // Bound by the key only: declare it.
     let text = INVOICES.replace("      invoiceId: id\n      status", "      status");
     assert_ne!(text, INVOICES);
@@ -169,19 +186,29 @@ fn a_unique_name_that_is_not_a_writer_attribute_is_refused_with_a_suggestion() {
         "{p:#?}"
     );
     // Optional: no identity.
-    let text = INVOICES.replace("      invoiceId: id\n      status", "      invoiceId: id?\n      status");
+    let text = INVOICES.replace(
+        "      invoiceId: id\n      status",
+        "      invoiceId: id?\n      status",
+    );
     let p = problems(&text);
     let (l, c) = position(&text, "    unique: [invoiceId]");
     let c = c + "    unique: [".len() as u64;
     assert!(
-        has(&p, (l, c), "`unique:` attribute `invoiceId` must be a required scalar"),
+        has(
+            &p,
+            (l, c),
+            "`unique:` attribute `invoiceId` must be a required scalar"
+        ),
         "{p:#?}"
     );
 }
 
 #[test]
 fn unique_needs_a_counter_the_writer_creates() {
-    let text = INVOICES.replace("      created_by: writer\n", "      created_by: processor\n");
+    let text = INVOICES.replace(
+        "      created_by: writer\n",
+        "      created_by: processor\n",
+    );
     assert_ne!(text, INVOICES);
     let p = problems(&text);
     let at = position(&text, "    unique: [invoiceId]");
@@ -194,18 +221,27 @@ fn unique_needs_a_counter_the_writer_creates() {
 
 #[test]
 fn an_unknown_format_is_refused_with_a_suggestion() {
-    let text = INVOICES.replace("      invoiceId: id\n      lineNo", "      invoiceId: idd\n      lineNo");
+    let text = INVOICES.replace(
+        "      invoiceId: id\n      lineNo",
+        "      invoiceId: idd\n      lineNo",
+    );
     assert_ne!(text, INVOICES);
     let p = problems(&text);
     let (l, c) = position(&text, "invoiceId: idd");
     assert!(
-        has(&p, (l, c + "invoiceId: ".len() as u64), "line.invoiceId: unknown type `idd` (did you mean `id`?)"),
+        has(
+            &p,
+            (l, c + "invoiceId: ".len() as u64),
+            "line.invoiceId: unknown type `idd` (did you mean `id`?)"
+        ),
         "{p:#?}"
     );
     let text = INVOICES.replace("${accountId:id}", "${accountId:ids}");
     let p = problems(&text);
     assert!(
-        p.iter().any(|p| p.message.contains("account: unknown format `ids` of `${accountId}` (did you mean `id`?)")),
+        p.iter().any(|p| p
+            .message
+            .contains("account: unknown format `ids` of `${accountId}` (did you mean `id`?)")),
         "{p:#?}"
     );
 }
@@ -222,13 +258,17 @@ fn a_format_must_compile_and_not_shadow_a_type() {
     let text = INVOICES.replace("  id: { pattern", "  ulid: { pattern");
     let p = problems(&text);
     assert!(
-        p.iter().any(|p| p.message.contains("format `ulid`: a format's name must not be a built-in type")),
+        p.iter().any(|p| p
+            .message
+            .contains("format `ulid`: a format's name must not be a built-in type")),
         "{p:#?}"
     );
     let text = INVOICES.replace("max_bytes: 64", "max_bytes: 0");
     let p = problems(&text);
     assert!(
-        p.iter().any(|p| p.message.contains("format `id`: max_bytes must be at least 1")),
+        p.iter().any(|p| p
+            .message
+            .contains("format `id`: max_bytes must be at least 1")),
         "{p:#?}"
     );
 }
@@ -243,7 +283,10 @@ fn a_key_binder_of_a_format_rejects_what_does_not_match() {
         ("name", s("Ann")),
     ]);
     let why = r.projection(&bad).unwrap_err().to_string();
-    assert!(why.contains("accountId") && why.contains("not a `id`"), "{why}");
+    assert!(
+        why.contains("accountId") && why.contains("not a `id`"),
+        "{why}"
+    );
     let good = item(&[
         ("PK", s("ACCOUNT#a-b")),
         ("SK", s("#PROFILE")),

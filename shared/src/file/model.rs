@@ -872,7 +872,13 @@ impl Compiler<'_> {
                 with
             } else {
                 // Counted through its identity (`unique:`).
-                super::locate::check_with(&c.value.with, &entities[t], at(c), &scope, &mut self.problems);
+                super::locate::check_with(
+                    &c.value.with,
+                    &entities[t],
+                    at(c),
+                    &scope,
+                    &mut self.problems,
+                );
                 let mut out = Vec::new();
                 for (n, v) in &c.value.with.0 {
                     if entities[t].unique.contains(&n.as_str()) {

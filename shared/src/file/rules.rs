@@ -218,7 +218,11 @@ impl FileModel {
             }
             values.push(v);
         }
-        Ok(super::locate::logical_key(self.key_names(), target, &values))
+        Ok(super::locate::logical_key(
+            self.key_names(),
+            target,
+            &values,
+        ))
     }
 
     /// The key of entity `target` from `with` bindings evaluated on `rec`.
@@ -538,8 +542,7 @@ impl Rules for FileRules {
         let sk = image.s(skn).ok()?;
         // A located counter's logical key (`unique:`), or an item that
         // carries the identity: the counter of that identity.
-        if let Some((e, values)) = super::locate::parse_logical(&m.entities, m.key_names(), image)
-        {
+        if let Some((e, values)) = super::locate::parse_logical(&m.entities, m.key_names(), image) {
             super::locate::identity(e, &values)?;
             return Some(m.counter_of(e, super::locate::logical_key(m.key_names(), e, &values)));
         }
@@ -642,6 +645,10 @@ impl Rules for FileRules {
                     .flat_map(|w| &w.derive)
                     .any(|d| std::ptr::eq(&m.entities[d.target], e))
         })
+    }
+
+    fn locates(&self) -> bool {
+        self.0.entities.iter().any(|e| !e.unique.is_empty())
     }
 
     /// A `unique:` entity's logical counter key: found through the items
