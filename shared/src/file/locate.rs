@@ -189,6 +189,33 @@ pub(super) fn check_with(
     }
 }
 
+/// What to say to a count that cannot bind its counter's key (a parent the
+/// source does not key): the identity it could count through instead.
+pub(super) fn unique_hint(with: &Ordered<Spanned<Scalar>>, target: &Entity) -> String {
+    if !target.writer || target.counter.is_none() {
+        return String::new();
+    }
+    let ids: Vec<&str> = with
+        .0
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| {
+            target
+                .attr(n)
+                .is_some_and(|a| !a.optional && a.ty != Ty::Set)
+        })
+        .collect();
+    let ids = if ids.is_empty() {
+        "<attributes>".to_string()
+    } else {
+        ids.join(", ")
+    };
+    format!(
+        "; or, if the source cannot know it and [{ids}] identify one `{0}` across the table, declare `unique: [{ids}]` on `{0}` and bind only that",
+        target.name
+    )
+}
+
 /// The partition key value of a located counter's logical key.
 fn logical_pk(entity: &str) -> String {
     format!("@{entity}")

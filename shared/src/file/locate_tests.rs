@@ -45,8 +45,8 @@ fn item(pairs: &[(&str, aws_sdk_dynamodb::types::AttributeValue)]) -> Item {
 
 fn invoice(account: &str, id: &str) -> Item {
     item(&[
-        ("PK", s(&format!("ACCOUNT#{account}"))),
-        ("SK", s(&format!("INV#{id}"))),
+        ("PK", s(format!("ACCOUNT#{account}"))),
+        ("SK", s(format!("INV#{id}"))),
         ("type", s("invoice")),
         ("accountId", s(account)),
         ("invoiceId", s(id)),
@@ -56,8 +56,8 @@ fn invoice(account: &str, id: &str) -> Item {
 
 fn line(id: &str, no: i64, amount: i64) -> Item {
     item(&[
-        ("PK", s(&format!("INV#{id}"))),
-        ("SK", s(&format!("LINE#{no}"))),
+        ("PK", s(format!("INV#{id}"))),
+        ("SK", s(format!("LINE#{no}"))),
         ("type", s("line")),
         ("invoiceId", s(id)),
         ("lineNo", n(no)),
@@ -139,6 +139,19 @@ fn a_count_into_a_unique_entity_must_bind_its_identity() {
         "{p:#?}"
     );
     assert_eq!(p.len(), 2, "{p:#?}");
+}
+
+#[test]
+fn a_count_that_cannot_bind_its_parents_key_is_told_about_unique() {
+    let text = INVOICES.replace("    unique: [invoiceId]\n", "");
+    assert_ne!(text, INVOICES);
+    let p = problems(&text);
+    let (l, c) = position(&text, "- counter: invoice");
+    assert!(
+        has(&p, (l, c + 2), "line: count `invoice`: `${accountId}` of its key is unbound: add `accountId:` under `with`; or, if the source cannot know it and [invoiceId] identify one `invoice` across the table, declare `unique: [invoiceId]` on `invoice` and bind only that"),
+        "{p:#?}"
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
 }
 
 #[test]

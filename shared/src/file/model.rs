@@ -679,6 +679,8 @@ impl Compiler<'_> {
             if !with.0.iter().any(|(n, _)| n == b) {
                 let same = if scope.has(b) {
                     format!(" (e.g. `{b}: {b}`)")
+                } else if what == "count" {
+                    super::locate::unique_hint(with, target)
                 } else {
                     String::new()
                 };
