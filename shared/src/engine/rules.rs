@@ -8,6 +8,9 @@
 //!   attributes per counter item);
 //! - whether this item *is* a counter item ([`Counter`]), so the engine keeps
 //!   its attributes equal to the sums even when a writer overwrites it;
+//! - whether a counter key is an identity found through the items that
+//!   carry it ([`Rules::locate`], see [`super::locate`]): a parent its
+//!   sources do not key;
 //! - [`OutMessage`]s: jobs a change starts (work that fans out or is heavy).
 //!
 //! The engine ([`super::derive`]) applies it exactly once, in order and
