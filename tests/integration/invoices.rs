@@ -730,3 +730,63 @@ async fn explain_shows_an_invoices_lines_and_the_totals_of_its_identity() {
         x.lines
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
+    let mut env = invoices_env().await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    put(&env.rt, line("i-1", 2, 20)).await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    // Moved (the ledger index lists the new key), then the writer changes
+    // its id attribute and writes a total; before the stream says so,
+    // i-1's totals are synced: the listed item no longer carries i-1.
+    move_atomically(&env, "a-1", "a-1b", "i-1").await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(30), Some(2)))
+    );
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(invoice_key("a-1b", "i-1")))
+        .update_expression("SET invoiceId = :i, #t = :t")
+        .expression_attribute_names("#t", "total")
+        .expression_attribute_values(":i", s("i-2"))
+        .expression_attribute_values(":t", n(7))
+        .send()
+        .await
+        .expect("update");
+    let deriver = env.rt.processors.derive.deriver();
+    let logical = key("@invoice", "[\"i-1\"]");
+    let counter = deriver
+        .rules
+        .counter(&logical)
+        .expect("the identity's counter");
+    let (writes, notes) = shared::engine::counts::sync(deriver, vec![counter])
+        .await
+        .expect("sync");
+    assert_eq!((writes, notes.len()), (0, 0), "{notes:?}");
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(7), Some(2))),
+        "nothing written onto an item of another identity"
+    );
+    // The stream then: the item is bad input (its key says i-1, its
+    // attribute i-2), nothing is written onto it; fixed, it is i-1's again.
+    env.rt.drain().await.unwrap();
+    assert_eq!(bad_input(&env), 1);
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(7), Some(2)))
+    );
+    put(&env.rt, invoice("a-1b", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(30), Some(2)))
+    );
+    assert_rt_verified(&env.rt).await;
+}
