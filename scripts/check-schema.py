@@ -19,7 +19,11 @@ cls.check_schema(schema)
 validator = cls(schema)
 
 failed = False
-files = sorted(f for f in glob.glob("models/*.yaml") if not f.endswith(".scenario.yaml"))
+files = sorted(
+    f
+    for f in glob.glob("models/*.yaml") + glob.glob("models/examples/*.yaml")
+    if not f.endswith(".scenario.yaml")
+)
 for path in files:
     doc = yaml.safe_load(open(path))
     errors = list(validator.iter_errors(doc))

@@ -18,6 +18,7 @@ mod graph;
 mod history_adoption;
 mod hr;
 mod import;
+mod invoices;
 mod jobboard;
 mod joinset;
 mod js;

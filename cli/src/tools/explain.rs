@@ -94,6 +94,7 @@ fn ty_name(t: &Ty) -> String {
         Ty::Enum(v) => format!("one of {}", v.join("|")),
         Ty::IntEnum(v) => format!("one of {}", alternatives(v)),
         Ty::BoolEnum(v) => format!("one of {}", alternatives(v)),
+        Ty::Format(f) => f.name.to_string(),
     }
 }
 
@@ -179,7 +180,16 @@ pub async fn explain(
             entity.map(|e| format!(" ({e})")).unwrap_or_default(),
             if item.is_some() { "present" } else { "absent" }
         ));
-        return explain_counter(model, file, t, key, item.as_ref(), counter.attrs, x).await;
+        // A counter found through its identity: its sources and totals
+        // are the identity's.
+        let counted = counter.key_item();
+        if rules.locate(&counted).is_some() {
+            x.line(format!(
+                "found by its identity: totals kept under {}",
+                display_key(&counted)
+            ));
+        }
+        return explain_counter(model, file, t, &counted, item.as_ref(), counter.attrs, x).await;
     }
     if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
         x.kind = "derived";

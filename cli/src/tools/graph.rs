@@ -169,8 +169,14 @@ pub fn file_graph(m: &FileModel) -> String {
                 out,
                 "  {node} -->|\"{}\"| {}",
                 esc(&format!(
-                    "count {}{}",
+                    "count {}{}{}",
                     adds.join(", "),
+                    // A parent the source does not key: found by its identity.
+                    if target.unique.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (found by {})", target.unique.join(", "))
+                    },
                     when_suffix(c.when.as_ref())
                 )),
                 id("entity", target.name)
@@ -410,6 +416,15 @@ once:
         ] {
             assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
         }
+    }
+
+    #[test]
+    fn a_count_into_a_parent_found_by_its_identity_says_so() {
+        let text = include_str!("../../../models/examples/invoices.yaml");
+        let m = shared::file::compile(text, "invoices").expect("invoices.yaml compiles");
+        let g = file_graph(&m);
+        let line = "  entity_line -->|\"count total += amount, lines += 1 (found by invoiceId)\"| entity_invoice";
+        assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
     }
 
     #[test]

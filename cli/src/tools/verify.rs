@@ -428,11 +428,17 @@ pub fn verify_items(
             }),
         });
     }
-    // Counter items: every attribute = the sum over the source items.
+    // Counter items: every attribute = the sum over the source items. A
+    // located counter (`Rules::locate`) is the one item carrying its
+    // identity.
+    let mut located: HashMap<String, Vec<&Item>> = HashMap::new();
     for item in items {
         if let Some(c) = rules.counter(item) {
-            sums.entry(item_id(&c.key_item()))
-                .or_insert_with(|| ExpectedCounter::new(c));
+            let id = item_id(&c.key_item());
+            if rules.locate(&c.key_item()).is_some() && !rejects(rules.as_ref(), item) {
+                located.entry(id.clone()).or_default().push(item);
+            }
+            sums.entry(id).or_insert_with(|| ExpectedCounter::new(c));
         }
     }
     // A counter's repair reconciles the sources whose records still count
@@ -453,7 +459,22 @@ pub fn verify_items(
     {
         report.checked("counter");
         let zero = want.values().all(|v| *v == 0);
-        let item = by_id.get(id);
+        let item = match rules.locate(&counter.key_item()) {
+            None => by_id.get(id),
+            Some(_) => match located.get(id).map(Vec::as_slice) {
+                Some([one]) => Some(one),
+                Some(several) if several.len() > 1 => {
+                    let keys: Vec<Item> = several.iter().map(|i| key_of(i, key_names)).collect();
+                    report.bad_input.push(format!(
+                        "{}: {}",
+                        display_key(&counter.key_item()),
+                        shared::engine::locate::contested_reason(&keys)
+                    ));
+                    continue;
+                }
+                _ => None,
+            },
+        };
         let label = display_key(&counter.key_item());
         let repair = Some(Repair::Counter {
             counter: counter.key_item(),

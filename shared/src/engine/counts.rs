@@ -34,6 +34,7 @@ use aws_sdk_dynamodb::types::{
 use futures::stream::{self, StreamExt};
 
 use super::derive::{set_remove, total_attr, total_key, Deriver};
+use super::locate::Located;
 use super::rules::{Counter, Note};
 use crate::error::{Policy, ProcessError};
 use crate::item::{n, Item, ItemExt};
@@ -209,12 +210,16 @@ async fn sync_one(
     deriver: &Deriver,
     counter: &Counter,
 ) -> Result<(usize, Vec<Note>), ProcessError> {
-    let key = counter.key_item();
+    let logical = counter.key_item();
     let k0 = deriver.rules.key_names()[0];
+    let locate = deriver.rules.locate(&logical);
     for _ in 0..ATTEMPTS {
         let totals = match deriver
             .store
-            .get(&deriver.ledger_table, total_key(deriver.processor, &key))
+            .get(
+                &deriver.ledger_table,
+                total_key(deriver.processor, &logical),
+            )
             .await?
         {
             Some(t) => match Totals::from_item(&t, counter) {
@@ -231,7 +236,26 @@ async fn sync_one(
             },
             None => Totals::zero(counter),
         };
-        let item = deriver.store.get(&deriver.table, key.clone()).await?;
+        // The counter item: at its key, or found through its identity.
+        let (key, item) = match &locate {
+            None => (
+                logical.clone(),
+                deriver.store.get(&deriver.table, logical.clone()).await?,
+            ),
+            Some(l) => match super::locate::find(deriver, &logical, l).await? {
+                Located::One(key, item) => (key, Some(item)),
+                Located::Nowhere => (logical.clone(), None),
+                Located::Contested(keys) => {
+                    return Ok((
+                        0,
+                        vec![Note {
+                            metric: crate::metrics::names::BAD_INPUT,
+                            reason: super::locate::contested_reason(&keys),
+                        }],
+                    ))
+                }
+            },
+        };
         let mut notes = Vec::new();
         let write = match target(deriver, counter, item.as_ref(), &totals) {
             // The item is right; the totals learn it if they did not know.
@@ -270,9 +294,17 @@ async fn sync_one(
                     upd = upd.expression_attribute_names(format!("#r{i}"), a);
                 }
                 if counter.create.is_none() {
-                    // Never create a writer's item.
+                    // Never create a writer's item; a located one must
+                    // still carry the identity it was found by.
+                    let mut cond = vec!["attribute_exists(#k0)".to_string()];
+                    for (i, (a, v)) in locate.iter().flat_map(|l| &l.identity).enumerate() {
+                        cond.push(format!("#l{i} = :l{i}"));
+                        upd = upd
+                            .expression_attribute_names(format!("#l{i}"), *a)
+                            .expression_attribute_values(format!(":l{i}"), v.clone());
+                    }
                     upd = upd
-                        .condition_expression("attribute_exists(#k0)")
+                        .condition_expression(cond.join(" AND "))
                         .expression_attribute_names("#k0", k0);
                 }
                 Some(
@@ -293,7 +325,7 @@ async fn sync_one(
                 .condition_check(
                     ConditionCheck::builder()
                         .table_name(&deriver.ledger_table)
-                        .set_key(Some(total_key(deriver.processor, &key)))
+                        .set_key(Some(total_key(deriver.processor, &logical)))
                         .condition_expression("attribute_not_exists(pk)")
                         .build()
                         .expect("table, key and condition are set"),
@@ -304,7 +336,7 @@ async fn sync_one(
                 .update(
                     TxUpdate::builder()
                         .table_name(&deriver.ledger_table)
-                        .set_key(Some(total_key(deriver.processor, &key)))
+                        .set_key(Some(total_key(deriver.processor, &logical)))
                         .update_expression("SET #synced = :v")
                         .condition_expression("ver = :v")
                         .expression_attribute_names("#synced", SYNCED)
@@ -327,7 +359,7 @@ async fn sync_one(
     }
     Err(ProcessError::Conflict(format!(
         "totals of counter {} keep changing",
-        item_id(&key)
+        item_id(&logical)
     )))
 }
 

@@ -672,6 +672,16 @@ impl Deriver {
                                 .map(|u| (pos, u, self.rules.notes(item))),
                         );
                         if let Some(c) = self.rules.counter(item) {
+                            // A located counter's item lists itself under
+                            // its identity (with its own record).
+                            if self.rules.locate(&c.key_item()).is_some() {
+                                if let Some(m) = memberships.as_mut() {
+                                    m.push((
+                                        super::locate::locate_index(&c.key_item()),
+                                        item_id(&key_of(item, key_names)),
+                                    ));
+                                }
+                            }
                             counters.insert(item_id(&c.key_item()), c);
                         }
                     }
@@ -709,6 +719,27 @@ impl Deriver {
                 let k = key_of(d, key_names);
                 let id = item_id(&k);
                 out.derived_keys.insert(id, k);
+            }
+            // An item that stops or starts claiming a located counter's
+            // identity moves where its totals go: that counter is synced.
+            let was = rec.map(|r| &r.implied.indexed);
+            for (index, _) in was
+                .into_iter()
+                .flatten()
+                .filter(|e| !implied.indexed.contains(*e))
+                .chain(
+                    implied
+                        .indexed
+                        .iter()
+                        .filter(|e| !was.is_some_and(|w| w.contains(*e))),
+                )
+            {
+                if let Some(c) = super::locate::located_key(index)
+                    .filter(|k| self.rules.locate(k).is_some())
+                    .and_then(|k| self.rules.counter(&k))
+                {
+                    counters.insert(item_id(&c.key_item()), c);
+                }
             }
             out.wanted.push((pos, implied, derived.unwrap_or_default()));
         }

@@ -10,6 +10,8 @@
 //!   consistent reads imply, with guarded writes.
 //! - [`joinset`] - join set jobs: set jobs declared as data (facts, `when`,
 //!   `unless`, values), their scopes derived from key templates and paged.
+//! - [`locate`] - counters found through another item (a logical key, a
+//!   ledger index of the items that claim it).
 //! - [`once`] - effects that happen at most once per key.
 //! - [`writable`] - whether what an item implies fits DynamoDB's limits.
 //! - [`body`] - versioned job bodies with a size limit.
@@ -21,6 +23,7 @@ pub mod counts;
 pub mod derive;
 pub mod fold;
 pub mod joinset;
+pub mod locate;
 pub mod once;
 pub mod rules;
 pub mod setjob;

@@ -8,6 +8,9 @@
 //!   attributes per counter item);
 //! - whether this item *is* a counter item ([`Counter`]), so the engine keeps
 //!   its attributes equal to the sums even when a writer overwrites it;
+//! - whether a counter key is an identity found through the items that
+//!   carry it ([`Rules::locate`], see [`super::locate`]): a parent its
+//!   sources do not key;
 //! - [`OutMessage`]s: jobs a change starts (work that fans out or is heavy).
 //!
 //! The engine ([`super::derive`]) applies it exactly once, in order and
@@ -148,6 +151,23 @@ pub trait Rules: Send + Sync {
     /// to the contributions even if a writer overwrites them).
     fn counter(&self, _image: &Item) -> Option<Counter> {
         None
+    }
+
+    /// `Some` when this counter key is a logical identity rather than an
+    /// item's key (a parent its sources do not key, e.g. an invoice under
+    /// its account counted by lines that only carry the invoice id): the
+    /// engine finds the counter item through the items that claim the
+    /// identity (see [`super::locate`]). [`Rules::counter`] of such an item
+    /// gives the logical key; of the logical key, the same counter.
+    /// Default: every counter key is its item's key.
+    fn locate(&self, _counter_key: &Item) -> Option<super::locate::Locate> {
+        None
+    }
+
+    /// Whether some counter of these rules is located ([`Rules::locate`]):
+    /// the derive processor then queries the ledger (its grant says so).
+    fn locates(&self) -> bool {
+        false
     }
 
     /// Whether no counter of these rules has this key any more (a model

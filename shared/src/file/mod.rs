@@ -6,6 +6,8 @@
 //! - [`history`] - the `history:` block: a fold of an aggregate's changes.
 //! - [`model`] - the file compiled; every problem with its line and column.
 //! - [`sets`], [`once`] - join set jobs and at-most-once effects (SPEC §8).
+//! - [`formats`] - `formats:`: named string shapes, compiled once.
+//! - [`locate`] - `unique:`: counters found through an identity.
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
 //!
@@ -19,6 +21,8 @@ pub mod expr;
 pub mod history;
 pub mod history_check;
 pub mod history_compile;
+pub mod formats;
+pub mod locate;
 pub mod model;
 pub mod once;
 pub mod raw;
@@ -437,3 +441,6 @@ mod once_tests;
 
 #[cfg(test)]
 mod set_volatile_tests;
+
+#[cfg(test)]
+mod locate_tests;

@@ -49,6 +49,8 @@ pub enum Ty {
     IntEnum(Vec<i64>),
     /// An enum of booleans.
     BoolEnum(Vec<bool>),
+    /// A string of a named format (`formats:`).
+    Format(&'static super::formats::Format),
 }
 
 pub const TYPE_NAMES: &[&str] = &["string", "int", "bool", "ulid", "iso-utc", "set"];
@@ -137,6 +139,9 @@ pub struct Entity {
     pub derive: Vec<DeriveRule>,
     pub count: Vec<CountRule>,
     pub counter: Option<CounterDef>,
+    /// Writer attributes whose values identify one item (`unique:`): its
+    /// counter is located through them (see [`super::locate`]).
+    pub unique: Vec<&'static str>,
 }
 
 impl Entity {
@@ -177,6 +182,8 @@ pub struct FileModel {
     pub history: Option<super::history::HistorySpec>,
     /// At-most-once effects (`once:`).
     pub once: Vec<super::once::OnceSpec>,
+    /// Named formats (`formats:`), compiled once.
+    pub formats: Vec<&'static super::formats::Format>,
 }
 
 impl FileModel {
@@ -191,7 +198,7 @@ impl FileModel {
 
 /// Whether every value of type `have` is a value of type `want` (as a key
 /// part, where every value is rendered as a string).
-fn fits(have: &Ty, want: &Ty) -> bool {
+pub(super) fn fits(have: &Ty, want: &Ty) -> bool {
     match (have, want) {
         (_, Ty::Str) => true,
         (Ty::Enum(a), Ty::Enum(b)) => a.iter().all(|v| b.contains(v)),
@@ -206,7 +213,7 @@ fn fits(have: &Ty, want: &Ty) -> bool {
 }
 
 /// A type as the file writes it.
-fn ty_name(ty: &Ty) -> String {
+pub(super) fn ty_name(ty: &Ty) -> String {
     match ty {
         Ty::Str => "a `string`".into(),
         Ty::Int => "an `int`".into(),
@@ -217,6 +224,7 @@ fn ty_name(ty: &Ty) -> String {
         Ty::Enum(v) => format!("one of [{}]", v.join(", ")),
         Ty::IntEnum(v) => format!("one of [{}]", join(v)),
         Ty::BoolEnum(v) => format!("one of [{}]", join(v)),
+        Ty::Format(f) => format!("a `{}`", f.name),
     }
 }
 
@@ -244,6 +252,7 @@ pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileMod
     let mut c = Compiler {
         source,
         problems: Vec::new(),
+        formats: Vec::new(),
     };
     let m = c.file(raw, default_name);
     let mut problems = c.problems;
@@ -258,6 +267,8 @@ pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileMod
 pub(super) struct Compiler<'s> {
     source: &'s str,
     pub(super) problems: Vec<Problem>,
+    /// Named formats (`formats:`), compiled before the entities.
+    formats: Vec<&'static super::formats::Format>,
 }
 
 /// Where a spanned value is.
@@ -355,6 +366,7 @@ impl Compiler<'_> {
                 return None;
             }
         };
+        self.formats = super::formats::compile(raw.formats.as_ref(), &mut self.problems);
         let raws = &raw.entities.value.0;
         if raws.is_empty() {
             self.err(at(&raw.entities), "no entities");
@@ -367,6 +379,7 @@ impl Compiler<'_> {
             .collect();
         for (e, (_, r)) in entities.iter_mut().zip(raws) {
             e.counter = self.counter(e.name, &r.value);
+            e.unique = super::locate::unique(e, &r.value, &mut self.problems);
         }
         // Pass 2: what each entity implies.
         for (i, (_, e)) in raws.iter().enumerate() {
@@ -401,6 +414,7 @@ impl Compiler<'_> {
             writer_type_checked,
             entities,
             env,
+            formats: self.formats.clone(),
         })
     }
 
@@ -476,15 +490,15 @@ impl Compiler<'_> {
                         Some(t) => (t, true),
                         None => (t.as_str(), false),
                     };
-                    match Ty::named(t) {
+                    match super::formats::named(t, &self.formats) {
                         Some(ty) => (ty, opt),
                         None => {
-                            let hint = suggest(t, TYPE_NAMES.iter().copied()).unwrap_or_default();
+                            let hint = super::formats::hint(t, &self.formats);
                             self.err(
                                 at(spec),
                                 format!(
-                                    "{name}.{n}: unknown type `{t}`{hint} (one of {}, or a list of values)",
-                                    TYPE_NAMES.join(", ")
+                                    "{name}.{n}: unknown type `{t}`{hint} (one of {}, a format of `formats:`, or a list of values)",
+                                    super::formats::names(&self.formats).join(", ")
                                 ),
                             );
                             // Declared anyway: no second error where it is read.
@@ -511,8 +525,8 @@ impl Compiler<'_> {
         for k in &key {
             for b in k.template.binders() {
                 if let Some(f) = &b.format {
-                    if Ty::named(f).is_none() {
-                        let hint = suggest(f, TYPE_NAMES.iter().copied()).unwrap_or_default();
+                    if super::formats::named(f, &self.formats).is_none() {
+                        let hint = super::formats::hint(f, &self.formats);
                         let pos = raw
                             .key
                             .value
@@ -540,6 +554,7 @@ impl Compiler<'_> {
             derive: vec![],
             count: vec![],
             counter: None,
+            unique: vec![],
         }
     }
 
@@ -551,7 +566,8 @@ impl Compiler<'_> {
             .collect();
         for (b, f) in e.binders() {
             if !names.iter().any(|(n, _)| n == b) {
-                names.push((b.to_string(), f.and_then(Ty::named).or(Some(Ty::Str))));
+                let ty = f.and_then(|f| super::formats::named(f, &self.formats));
+                names.push((b.to_string(), ty.or(Some(Ty::Str))));
             }
         }
         Scope {
@@ -675,6 +691,8 @@ impl Compiler<'_> {
             if !with.0.iter().any(|(n, _)| n == b) {
                 let same = if scope.has(b) {
                     format!(" (e.g. `{b}: {b}`)")
+                } else if what == "count" {
+                    super::locate::unique_hint(with, target)
                 } else {
                     String::new()
                 };
@@ -862,8 +880,29 @@ impl Compiler<'_> {
                 );
                 continue;
             };
-            let with = self.bindings(&c.value.with, &entities[t], at(c), &scope, "count");
-            self.binding_types(&c.value.with, &entities[t], &scope);
+            let with = if entities[t].unique.is_empty() {
+                let with = self.bindings(&c.value.with, &entities[t], at(c), &scope, "count");
+                self.binding_types(&c.value.with, &entities[t], &scope);
+                with
+            } else {
+                // Counted through its identity (`unique:`).
+                super::locate::check_with(
+                    &c.value.with,
+                    &entities[t],
+                    at(c),
+                    &scope,
+                    &mut self.problems,
+                );
+                let mut out = Vec::new();
+                for (n, v) in &c.value.with.0 {
+                    if entities[t].unique.contains(&n.as_str()) {
+                        if let Some(v) = self.expression(v, &scope) {
+                            out.push((n.clone(), v));
+                        }
+                    }
+                }
+                out
+            };
             let mut add = Vec::new();
             for (n, v) in &c.value.add.value.0 {
                 match counter_attrs.iter().find(|a| **a == n) {
@@ -912,7 +951,7 @@ impl Compiler<'_> {
             let Some(want) = target
                 .attr(n)
                 .map(|a| a.ty.clone())
-                .or_else(|| format.and_then(Ty::named))
+                .or_else(|| format.and_then(|f| super::formats::named(f, &self.formats)))
             else {
                 continue;
             };

@@ -173,6 +173,8 @@ pub struct RawFile {
     pub history: Option<Spanned<super::history_compile::RawHistory>>,
     /// At-most-once effects (SPEC §8), see [`super::once`].
     pub once: Option<Spanned<Ordered<Spanned<super::once::RawOnce>>>>,
+    /// Named formats (SPEC §8), see [`super::formats`].
+    pub formats: Option<Spanned<Ordered<Spanned<super::formats::RawFormat>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -221,6 +223,11 @@ pub struct RawEntity {
     #[serde(default)]
     pub count: Vec<Spanned<RawCount>>,
     pub counter: Option<Spanned<RawCounter>>,
+    /// Attributes whose values identify one item of this entity across the
+    /// table (`unique: [invoiceId]`): a `count:` whose `with` binds them
+    /// counts into the item found through them (SPEC §8, located counters),
+    /// whatever the rest of its key.
+    pub unique: Option<Spanned<Vec<Spanned<String>>>>,
     /// Set jobs this entity's changes start (SPEC §8): reserved.
     pub starts: Option<Spanned<IgnoredAny>>,
 }

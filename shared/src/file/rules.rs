@@ -117,7 +117,7 @@ impl FileModel {
             if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
                 continue;
             }
-            let ty = format.and_then(Ty::named);
+            let ty = format.and_then(|f| super::formats::named(f, &self.formats));
             vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
@@ -198,6 +198,33 @@ impl FileModel {
         }
     }
 
+    /// The logical key of a `unique:` entity's counter from `with`
+    /// bindings of its identity evaluated on `rec`.
+    fn located_key_for(
+        &self,
+        rec: &Record,
+        target: &Entity,
+        with: &[(String, Value)],
+    ) -> Result<KeyValues, String> {
+        let mut values = Vec::with_capacity(target.unique.len());
+        for u in &target.unique {
+            let (_, v) = with
+                .iter()
+                .find(|(n, _)| n == u)
+                .ok_or_else(|| format!("`{u}` is unbound"))?;
+            let v = self.eval(rec, v)?.render();
+            if v.is_empty() {
+                return Err(format!("`{u}` of {}'s identity is empty", target.name));
+            }
+            values.push(v);
+        }
+        Ok(super::locate::logical_key(
+            self.key_names(),
+            target,
+            &values,
+        ))
+    }
+
     /// The key of entity `target` from `with` bindings evaluated on `rec`.
     fn key_for(
         &self,
@@ -257,6 +284,7 @@ pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
             Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
         }
         Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
+        Ty::Format(f) => f.reject(v).map_or(Ok(()), |why| Err(invalid(name, why))),
         Ty::Int if v.parse::<i64>().is_err() => Err(invalid(name, "not an integer")),
         Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(not_one_of(name, allowed)),
         Ty::IntEnum(allowed) if !v.parse::<i64>().is_ok_and(|i| allowed.contains(&i)) => {
@@ -276,11 +304,12 @@ pub(super) fn key_val(
     name: &str,
     format: Option<&str>,
     value: &str,
+    formats: &[&'static super::formats::Format],
 ) -> Result<Val, AttrError> {
     let ty = entity
         .attr(name)
         .map(|a| a.ty.clone())
-        .or_else(|| format.and_then(Ty::named));
+        .or_else(|| format.and_then(|f| super::formats::named(f, formats)));
     typed_str(name, value, ty.as_ref())
 }
 
@@ -342,7 +371,7 @@ pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
             v.dedup();
             Ok(Val::Set(v))
         }
-        (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_), AttributeValue::S(s)) => {
+        (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_), AttributeValue::S(s)) => {
             check_str(a.name, s, &a.ty)?;
             Ok(Val::Str(s.clone()))
         }
@@ -374,7 +403,10 @@ pub(super) fn to_attr(
         }
         (Some(Ty::Set) | None, Val::Set(v)) if v.is_empty() => return Ok(None),
         (Some(Ty::Set) | None, Val::Set(v)) => AttributeValue::Ss(v),
-        (Some(t @ (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_))), Val::Str(s)) => {
+        (
+            Some(t @ (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_))),
+            Val::Str(s),
+        ) => {
             check_str(name, &s, t).map_err(|e| e.to_string())?;
             AttributeValue::S(s)
         }
@@ -462,9 +494,14 @@ impl Rules for FileRules {
                 continue;
             }
             let target = &m.entities[c.counter];
-            let (key, _) = m
-                .key_for(&rec, target, &c.with)
-                .map_err(|e| m.bad(&rec, image, e))?;
+            let key = if target.unique.is_empty() {
+                m.key_for(&rec, target, &c.with)
+                    .map_err(|e| m.bad(&rec, image, e))?
+                    .0
+            } else {
+                m.located_key_for(&rec, target, &c.with)
+                    .map_err(|e| m.bad(&rec, image, e))?
+            };
             let mut values = Vec::with_capacity(c.add.len());
             for (a, v) in &c.add {
                 match m.eval(&rec, v).map_err(|e| m.bad(&rec, image, e))? {
@@ -503,8 +540,28 @@ impl Rules for FileRules {
         let [pkn, skn] = m.key_names();
         let pk = image.s(pkn).ok()?;
         let sk = image.s(skn).ok()?;
+        // A located counter's logical key (`unique:`), or an item that
+        // carries the identity: the counter of that identity.
+        if let Some((e, values)) = super::locate::parse_logical(&m.entities, m.key_names(), image) {
+            super::locate::identity(e, &values)?;
+            return Some(m.counter_of(e, super::locate::logical_key(m.key_names(), e, &values)));
+        }
         let (entity, bound) = m.classify(pk, sk)?;
         entity.counter.as_ref()?;
+        if !entity.unique.is_empty() {
+            let Ok(Parsed::Writer(rec)) = m.parse(image) else {
+                return None;
+            };
+            let values = entity
+                .unique
+                .iter()
+                .map(|u| rec.get(u).map(Val::render))
+                .collect::<Option<Vec<String>>>()?;
+            return Some(m.counter_of(
+                entity,
+                super::locate::logical_key(m.key_names(), entity, &values),
+            ));
+        }
         // From the key alone: every bound name valid by its type or format.
         let binders: Vec<(&str, Option<&str>)> = entity
             .key
@@ -519,7 +576,7 @@ impl Rules for FileRules {
             let ty = entity
                 .attr(name)
                 .map(|a| a.ty.clone())
-                .or_else(|| format.and_then(Ty::named));
+                .or_else(|| format.and_then(|f| super::formats::named(f, &m.formats)));
             if let Some(ty) = ty {
                 check_str(name, value, &ty).ok()?;
             }
@@ -590,8 +647,24 @@ impl Rules for FileRules {
         })
     }
 
+    fn locates(&self) -> bool {
+        self.0.entities.iter().any(|e| !e.unique.is_empty())
+    }
+
+    /// A `unique:` entity's logical counter key: found through the items
+    /// that carry its identity.
+    fn locate(&self, counter_key: &Item) -> Option<crate::engine::locate::Locate> {
+        let m = self.0;
+        let (e, values) = super::locate::parse_logical(&m.entities, m.key_names(), counter_key)?;
+        super::locate::identity(e, &values)
+    }
+
     /// Keys no counter entity of the file matches any more.
     fn stale_counter(&self, key: &Item) -> bool {
+        let m = self.0;
+        if super::locate::parse_logical(&m.entities, m.key_names(), key).is_some() {
+            return false;
+        }
         self.0
             .entity_of_key(key)
             .is_none_or(|e| e.counter.is_none())

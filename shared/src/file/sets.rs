@@ -886,7 +886,7 @@ impl FileModel {
         if change.kind == ChangeKind::Remove {
             let mut vals: Vec<(&str, Val)> = Vec::with_capacity(binders.len());
             for ((b, format), v) in binders.iter().zip(&bound) {
-                match key_val(entity, b, format.as_deref(), v) {
+                match key_val(entity, b, format.as_deref(), v, &self.formats) {
                     Ok(val) => vals.push((b.as_str(), val)),
                     Err(_) => return Ok(vec![]),
                 }

@@ -148,7 +148,11 @@ impl Model {
             grant: Grant {
                 table_actions: grants::DERIVE_TABLE.to_vec(),
                 index_actions: vec![],
-                ledger_actions: grants::DERIVE_LEDGER.to_vec(),
+                ledger_actions: if self.rules.locates() {
+                    [grants::DERIVE_LEDGER, grants::DERIVE_LEDGER_LOCATE].concat()
+                } else {
+                    grants::DERIVE_LEDGER.to_vec()
+                },
                 sends_to,
             },
         });

@@ -179,6 +179,10 @@ pub mod grants {
         "dynamodb:DeleteItem",
         "dynamodb:ConditionCheckItem",
     ];
+    /// Located counters ([`crate::engine::rules::Rules::locates`]): the
+    /// ledger index of the items claiming a counter's identity, listed
+    /// with consistent reads.
+    pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query"];
     /// A fold (history): entries, cascade, sequence mirror (read first when
     /// a batch holds only replays, so a replay writes nothing).
     pub const FOLD_TABLE: &[&str] = &[

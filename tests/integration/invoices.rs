@@ -1,0 +1,792 @@
+//! `models/examples/invoices.yaml`: lines summed onto an invoice the lines
+//! do not key (`unique: [invoiceId]`, SPEC §8). The invoice is found
+//! through its id in any arrival order: lines before the invoice, the
+//! invoice deleted and re-created, moved to another account, two invoices
+//! claiming one id (bad input until one is left), lines changed while the
+//! invoice is absent; a replay never moves a total backwards; verify and
+//! repair, backfill; concurrent writers under faults and kills. Each ends
+//! exact.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use aws_lambda_events::event::dynamodb::Event;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::json;
+use shared::item::{n, s, Item, ItemExt};
+use shared::metrics::names;
+use shared::store::Store;
+
+use crate::support::{assert_rt_verified, model_env, put, records_of, ModelEnv};
+
+fn invoices_file() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/examples/invoices.yaml"
+    ))
+}
+
+async fn invoices_env() -> ModelEnv {
+    model_env("invoices", |o| o.model_file = Some(invoices_file())).await
+}
+
+fn key(pk: &str, sk: &str) -> Item {
+    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
+}
+
+fn invoice_key(account: &str, id: &str) -> Item {
+    key(&format!("ACCOUNT#{account}"), &format!("INV#{id}"))
+}
+
+/// An invoice as its writer puts it (no totals: they are the processor's).
+fn invoice(account: &str, id: &str) -> Item {
+    let mut i = invoice_key(account, id);
+    i.insert("type".into(), s("invoice"));
+    i.insert("accountId".into(), s(account));
+    i.insert("invoiceId".into(), s(id));
+    i.insert("status".into(), s("draft"));
+    i
+}
+
+fn line_key(id: &str, no: i64) -> Item {
+    key(&format!("INV#{id}"), &format!("LINE#{no}"))
+}
+
+fn line(id: &str, no: i64, amount: i64) -> Item {
+    let mut i = line_key(id, no);
+    i.insert("type".into(), s("line"));
+    i.insert("invoiceId".into(), s(id));
+    i.insert("lineNo".into(), n(no));
+    i.insert("amount".into(), n(amount));
+    i
+}
+
+fn store(env: &ModelEnv) -> Store {
+    Store::new(env.rt.dynamodb.clone())
+}
+
+async fn get(env: &ModelEnv, key: Item) -> Option<Item> {
+    store(env)
+        .get(&env.rt.config.table, key)
+        .await
+        .expect("get")
+}
+
+async fn delete(env: &ModelEnv, key: Item) {
+    store(env)
+        .delete_keys(&env.rt.config.table, vec![key])
+        .await
+        .expect("delete");
+}
+
+/// (total, lines) of the invoice at `key`, `None` when absent; a total not
+/// written yet reads as `(None, None)`.
+async fn totals(env: &ModelEnv, key: Item) -> Option<(Option<i64>, Option<i64>)> {
+    get(env, key).await.map(|i| {
+        (
+            i.opt_i64("total").ok().flatten(),
+            i.opt_i64("lines").ok().flatten(),
+        )
+    })
+}
+
+fn bad_input(env: &ModelEnv) -> u64 {
+    env.rt
+        .stream_processor("derive")
+        .metrics()
+        .get(names::BAD_INPUT)
+}
+
+/// Every item of the table.
+async fn scan(env: &ModelEnv) -> Vec<Item> {
+    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("scan")
+}
+
+/// No item of the table has a logical counter key (`@invoice`): the
+/// ledger's identity is never written as an item.
+async fn assert_no_logical_items(env: &ModelEnv) {
+    let logical: Vec<Item> = scan(env)
+        .await
+        .into_iter()
+        .filter(|i| i.s("PK").unwrap_or_default().starts_with('@'))
+        .collect();
+    assert!(logical.is_empty(), "{logical:?}");
+}
+
+/// A move of an invoice to another account in one transaction (keys are
+/// immutable: a delete and a put).
+async fn move_atomically(env: &ModelEnv, from: &str, to: &str, id: &str) {
+    let table = &env.rt.config.table;
+    store(env)
+        .transact(vec![
+            TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(table)
+                        .set_key(Some(invoice_key(from, id)))
+                        .build()
+                        .expect("delete"),
+                )
+                .build(),
+            TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(table)
+                        .set_item(Some(invoice(to, id)))
+                        .build()
+                        .expect("put"),
+                )
+                .build(),
+        ])
+        .await
+        .expect("move");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears() {
+    let mut env = invoices_env().await;
+    for (no, amount) in [(1, 100), (2, 250), (3, 5)] {
+        put(&env.rt, line("i-1", no, amount)).await;
+    }
+    env.rt.drain().await.unwrap();
+    // Nowhere to write: nothing written, nothing created, verify clean.
+    assert_no_logical_items(&env).await;
+    assert_eq!(scan(&env).await.len(), 3, "only the lines");
+    assert_rt_verified(&env.rt).await;
+    // The invoice appears (its writer knows nothing of the totals).
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(355), Some(3)))
+    );
+    // Lines change, go and come: every change lands.
+    put(&env.rt, line("i-1", 2, 50)).await;
+    delete(&env, line_key("i-1", 3)).await;
+    put(&env.rt, line("i-1", 4, 7)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(157), Some(3)))
+    );
+    // A writer's put of the invoice that drops the totals: written back.
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(157), Some(3)))
+    );
+    // Another invoice's lines never reach this one.
+    put(&env.rt, line("i-2", 1, 1_000)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(157), Some(3)))
+    );
+    assert_no_logical_items(&env).await;
+    assert_rt_verified(&env.rt).await;
+    assert_eq!(bad_input(&env), 0);
+    assert!(env.rt.failed_batches().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then() {
+    let mut env = invoices_env().await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    for (no, amount) in [(1, 10), (2, 20), (3, 30)] {
+        put(&env.rt, line("i-1", no, amount)).await;
+    }
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(60), Some(3)))
+    );
+    delete(&env, invoice_key("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    // Lines deleted, changed and added while the invoice is absent.
+    delete(&env, line_key("i-1", 1)).await;
+    put(&env.rt, line("i-1", 2, 200)).await;
+    put(&env.rt, line("i-1", 4, 4)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        None,
+        "the writer's invoice is never created by the processor"
+    );
+    assert_no_logical_items(&env).await;
+    assert_rt_verified(&env.rt).await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(234), Some(3)))
+    );
+    assert_rt_verified(&env.rt).await;
+    assert_eq!(bad_input(&env), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty() {
+    let mut env = invoices_env().await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    put(&env.rt, line("i-1", 2, 15)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(25), Some(2)))
+    );
+    // Moved in one transaction, a line changing meanwhile.
+    move_atomically(&env, "a-1", "a-2", "i-1").await;
+    put(&env.rt, line("i-1", 3, 5)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+    assert_eq!(
+        totals(&env, invoice_key("a-2", "i-1")).await,
+        Some((Some(30), Some(3)))
+    );
+    assert_rt_verified(&env.rt).await;
+    // Moved again, the new invoice's record handled before the old one's
+    // (records of two items may reach the processor in either order).
+    move_atomically(&env, "a-2", "a-3", "i-1").await;
+    let records = records_of(&env.engine, &env.rt).await;
+    let of = |pk: &str, kind: &str| {
+        records
+            .iter()
+            .rev()
+            .find(|r| r["eventName"] == kind && r["dynamodb"]["Keys"]["PK"]["S"] == pk)
+            .cloned()
+            .unwrap_or_else(|| panic!("{kind} of {pk}"))
+    };
+    let (insert, remove) = (of("ACCOUNT#a-3", "INSERT"), of("ACCOUNT#a-2", "REMOVE"));
+    let derive = env.rt.stream_processor("derive");
+    for r in [insert, remove] {
+        let resp = shared::lambda::stream_handler(&*derive, lambda(&[r]))
+            .await
+            .unwrap();
+        assert!(resp.batch_item_failures.is_empty());
+        assert_eq!(
+            totals(&env, invoice_key("a-3", "i-1")).await,
+            Some((Some(30), Some(3)))
+        );
+        assert_eq!(totals(&env, invoice_key("a-2", "i-1")).await, None);
+    }
+    env.rt.drain().await.unwrap();
+    move_atomically(&env, "a-3", "a-1", "i-1").await;
+    delete(&env, line_key("i-1", 1)).await;
+    env.rt.drain().await.unwrap();
+    for gone in ["a-2", "a-3"] {
+        assert_eq!(totals(&env, invoice_key(gone, "i-1")).await, None, "{gone}");
+    }
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(20), Some(2)))
+    );
+    assert_no_logical_items(&env).await;
+    assert_rt_verified(&env.rt).await;
+    assert_eq!(bad_input(&env), 0);
+    assert!(env.rt.failed_batches().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left() {
+    let mut env = invoices_env().await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(10), Some(1)))
+    );
+    assert_eq!(bad_input(&env), 0);
+    // A second invoice claims the id (a writer's put before its delete of
+    // the first, or a bug): neither is written while both exist.
+    put(&env.rt, invoice("a-2", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    let contested = bad_input(&env);
+    assert!(contested >= 1, "the conflict is bad input");
+    put(&env.rt, line("i-1", 2, 5)).await;
+    env.rt.drain().await.unwrap();
+    assert!(bad_input(&env) > contested, "each sync meets it again");
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(10), Some(1))),
+        "the first keeps what it had"
+    );
+    assert_eq!(
+        totals(&env, invoice_key("a-2", "i-1")).await,
+        Some((None, None)),
+        "the second gets nothing"
+    );
+    // verify names both as bad input, and no drift.
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert!(
+        report.bad_input.iter().any(|b| b.contains("2 items claim")
+            && b.contains("ACCOUNT#a-1")
+            && b.contains("ACCOUNT#a-2")),
+        "{:?}",
+        report.bad_input
+    );
+    // One is deleted: the other is the invoice.
+    delete(&env, invoice_key("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-2", "i-1")).await,
+        Some((Some(15), Some(2)))
+    );
+    assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert!(report.bad_input.is_empty(), "{:?}", report.bad_input);
+    assert!(env.rt.failed_batches().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lines_are_bad_input_and_move_no_total() {
+    let mut env = invoices_env().await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    env.rt.drain().await.unwrap();
+    // Negative (a check), an id that breaks its format, a wrong type.
+    let mut negative = line("i-1", 2, -5);
+    negative.insert("amount".into(), n(-5));
+    put(&env.rt, negative).await;
+    put(&env.rt, line("i 1", 1, 7)).await;
+    let mut text = line("i-1", 3, 1);
+    text.insert("amount".into(), s("12"));
+    put(&env.rt, text).await;
+    // A line whose key disagrees with its invoice id.
+    let mut other = line("i-1", 4, 1);
+    other.insert("invoiceId".into(), s("i-2"));
+    put(&env.rt, other).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(bad_input(&env), 4);
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(10), Some(1)))
+    );
+    assert!(
+        env.rt.failed_batches().is_empty(),
+        "bad input blocks nothing"
+    );
+    // A line that was valid and turns bad keeps what it counted.
+    let mut was_good = line("i-1", 1, 10);
+    was_good.insert("amount".into(), n(-1));
+    put(&env.rt, was_good).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1", "i-1")).await,
+        Some((Some(10), Some(1)))
+    );
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_eq!(report.bad_input.len(), 5, "{:?}", report.bad_input);
+    assert!(
+        report.bad_input.iter().any(|b| b.contains("not a `id`")),
+        "the format by name: {:?}",
+        report.bad_input
+    );
+}
+
+fn lambda(records: &[serde_json::Value]) -> LambdaEvent<Event> {
+    let event: Event =
+        serde_json::from_value(json!({ "Records": records })).expect("a Lambda event");
+    LambdaEvent::new(event, Context::default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_of_the_whole_stream_never_moves_a_total_and_writes_nothing() {
+    let mut env = invoices_env().await;
+    // Lines first, the invoice, a move, a deletion and re-creation.
+    put(&env.rt, line("i-1", 1, 10)).await;
+    put(&env.rt, line("i-1", 2, 20)).await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    put(&env.rt, line("i-1", 2, 25)).await;
+    move_atomically(&env, "a-1", "a-2", "i-1").await;
+    put(&env.rt, line("i-1", 3, 1)).await;
+    delete(&env, invoice_key("a-2", "i-1")).await;
+    delete(&env, line_key("i-1", 1)).await;
+    put(&env.rt, invoice("a-2", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    let truth = Some((Some(26), Some(2)));
+    assert_eq!(totals(&env, invoice_key("a-2", "i-1")).await, truth);
+    // A restarted consumer reading from TRIM_HORIZON: every record again,
+    // in small batches, older images first. The total after each batch.
+    let records = records_of(&env.engine, &env.rt).await;
+    assert!(records.len() > 10, "{}", records.len());
+    let before = env.rt.processor_writes();
+    let derive = env.rt.stream_processor("derive");
+    for chunk in records.chunks(3) {
+        let resp = shared::lambda::stream_handler(&*derive, lambda(chunk))
+            .await
+            .unwrap();
+        assert!(resp.batch_item_failures.is_empty());
+        assert_eq!(
+            totals(&env, invoice_key("a-2", "i-1")).await,
+            truth,
+            "a replayed older record moved the total"
+        );
+        assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+    }
+    assert_eq!(env.rt.processor_writes(), before, "a replay writes nothing");
+    assert_rt_verified(&env.rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it() {
+    let mut env = invoices_env().await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    put(&env.rt, line("i-1", 2, 20)).await;
+    put(&env.rt, invoice("a-7", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_rt_verified(&env.rt).await;
+    // A writer overwrites the totals; verify runs before the stream does.
+    let mut wrong = invoice("a-7", "i-1");
+    wrong.insert("total".into(), n(999));
+    wrong.insert("lines".into(), n(2));
+    put(&env.rt, wrong).await;
+    let report = env.rt.verify().await.expect("verify");
+    assert!(!report.is_clean());
+    let said = format!("{:#?}", report.problems);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("total = Some(999), the sources sum to 30")),
+        "{said}"
+    );
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
+        .await
+        .expect("repair");
+    assert_eq!(
+        totals(&env, invoice_key("a-7", "i-1")).await,
+        Some((Some(30), Some(2)))
+    );
+    assert_rt_verified(&env.rt).await;
+    // Missing totals (a writer dropped them): reported, repaired.
+    put(&env.rt, invoice("a-7", "i-1")).await;
+    let report = env.rt.verify().await.expect("verify");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("total = None, the sources sum to 30")),
+        "{:#?}",
+        report.problems
+    );
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
+        .await
+        .expect("repair");
+    assert_rt_verified(&env.rt).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-7", "i-1")).await,
+        Some((Some(30), Some(2)))
+    );
+    assert_rt_verified(&env.rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_loaded_without_processors_is_exact_after_backfill() {
+    let mut env = invoices_env().await;
+    let table = env.rt.config.table.clone();
+    let mut items = Vec::new();
+    for inv in 0..6 {
+        let id = format!("i-{inv}");
+        items.extend((1..=4).map(|no| line(&id, no, inv * 10 + no)));
+        if inv % 2 == 0 {
+            items.push(invoice(&format!("a-{}", inv % 3), &id));
+        }
+    }
+    store(&env).put_items(&table, items).await.expect("load");
+    // Never read from the stream: backfill alone.
+    let opts = jobstream::tools::backfill::ScanOptions {
+        segments: 2,
+        ..Default::default()
+    };
+    jobstream::tools::backfill::backfill(
+        &env.rt.dynamodb,
+        &env.rt.config,
+        &env.rt.processors,
+        &opts,
+        false,
+    )
+    .await
+    .expect("backfill");
+    for inv in [0i64, 2, 4] {
+        let sum: i64 = (1..=4).map(|no| inv * 10 + no).sum();
+        assert_eq!(
+            totals(
+                &env,
+                invoice_key(&format!("a-{}", inv % 3), &format!("i-{inv}"))
+            )
+            .await,
+            Some((Some(sum), Some(4))),
+            "i-{inv}"
+        );
+    }
+    assert_rt_verified(&env.rt).await;
+    // The stream after it changes nothing.
+    env.rt.drain().await.unwrap();
+    assert_rt_verified(&env.rt).await;
+    // The invoices that were missing appear: their totals land.
+    put(&env.rt, invoice("a-9", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-9", "i-1")).await,
+        Some((Some(50), Some(4)))
+    );
+    assert_rt_verified(&env.rt).await;
+}
+
+/// One writer's share of the concurrent workload: lines of its invoices
+/// written, changed and deleted, its invoices created late, moved (in one
+/// transaction) and deleted and re-created.
+async fn writer(store: Store, table: String, w: usize) {
+    let ids: Vec<String> = (0..3).map(|i| format!("w{w}-{i}")).collect();
+    for round in 0..4i64 {
+        for (k, id) in ids.iter().enumerate() {
+            let lines: Vec<Item> = (1..=3)
+                .map(|no| line(id, no, round * 7 + no + k as i64))
+                .collect();
+            store.put_items(&table, lines).await.expect("lines");
+            let account = format!("a{}", (round as usize + k) % 2);
+            match round {
+                // Lines first; the invoice after.
+                0 => {}
+                1 => store
+                    .put_items(&table, vec![invoice(&account, id)])
+                    .await
+                    .expect("invoice"),
+                2 => {
+                    let from = format!("a{}", (1 + k) % 2);
+                    store
+                        .transact(vec![
+                            TransactWriteItem::builder()
+                                .delete(
+                                    Delete::builder()
+                                        .table_name(&table)
+                                        .set_key(Some(invoice_key(&from, id)))
+                                        .build()
+                                        .expect("delete"),
+                                )
+                                .build(),
+                            TransactWriteItem::builder()
+                                .put(
+                                    Put::builder()
+                                        .table_name(&table)
+                                        .set_item(Some(invoice(&account, id)))
+                                        .build()
+                                        .expect("put"),
+                                )
+                                .build(),
+                        ])
+                        .await
+                        .expect("move");
+                }
+                _ => {
+                    let from = format!("a{}", (2 + k) % 2);
+                    store
+                        .delete_keys(&table, vec![invoice_key(&from, id), line_key(id, 2)])
+                        .await
+                        .expect("delete");
+                    store
+                        .put_items(&table, vec![invoice(&from, id)])
+                        .await
+                        .expect("re-create");
+                }
+            }
+        }
+    }
+}
+
+/// The invoices of the table and what their lines sum to.
+async fn expected(env: &ModelEnv) -> BTreeMap<String, (i64, i64)> {
+    let mut out: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for i in scan(env).await {
+        if i.s("type").ok() == Some("line") {
+            let e = out
+                .entry(i.s("invoiceId").unwrap().to_string())
+                .or_default();
+            e.0 += i.i64("amount").unwrap();
+            e.1 += 1;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_under_faults_and_kills_end_exact() {
+    use jobstream::faults::Fault;
+    let (crate::support::ModelEnv { engine, mut rt }, proxy) =
+        crate::support::model_env_behind_proxy("invoices", |o| {
+            o.model_file = Some(invoices_file())
+        })
+        .await;
+    let table = rt.config.table.clone();
+    let writers_store = Store::new(rt.dynamodb.clone());
+    let ops = [
+        "TransactWriteItems",
+        "UpdateItem",
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+    ];
+    for (i, after) in [2u32, 5, 9, 14, 20].into_iter().enumerate() {
+        for op in ops {
+            proxy.inject(match i {
+                0 => Fault::server_error(op, 1).after(after),
+                1 => Fault::throttle(op, 1).after(after),
+                2 => Fault::server_error(op, 1).after(after).after_effect(),
+                3 => Fault::reset(op, 1).after(after),
+                _ => Fault::reset(op, 1).after(after).after_effect(),
+            });
+        }
+    }
+    let writers: Vec<_> = (0..3)
+        .map(|w| tokio::spawn(writer(writers_store.clone(), table.clone(), w)))
+        .collect();
+    // The consumer killed mid-batch again and again while the writers run
+    // (the invocation dropped at any point), then run to the end.
+    for ms in [30u64, 150, 600, 2000] {
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(ms), rt.drain()).await;
+    }
+    for w in writers {
+        w.await.expect("writer");
+    }
+    for ms in [50u64, 300] {
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(ms), rt.drain()).await;
+    }
+    rt.drain().await.unwrap();
+    assert!(proxy.injected() > 0, "faults were injected");
+    assert!(
+        proxy.injected_after_effect() > 0,
+        "answers were lost after their request took effect"
+    );
+    assert!(rt.failed_batches().is_empty(), "{:?}", rt.failed_batches());
+    let env = ModelEnv { engine, rt };
+    let want = expected(&env).await;
+    let mut seen = 0;
+    for i in scan(&env).await {
+        if i.s("type").ok() != Some("invoice") {
+            continue;
+        }
+        seen += 1;
+        let id = i.s("invoiceId").unwrap();
+        let (total, lines) = want.get(id).copied().unwrap_or_default();
+        assert_eq!(
+            (i.opt_i64("total").unwrap(), i.opt_i64("lines").unwrap()),
+            (Some(total), Some(lines)),
+            "{id}"
+        );
+    }
+    assert_eq!(seen, 9, "every invoice exists once");
+    assert_no_logical_items(&env).await;
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert!(report.bad_input.is_empty(), "{:?}", report.bad_input);
+    assert_eq!(bad_input(&env), 0, "an atomic move is no conflict");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_an_invoices_lines_and_the_totals_of_its_identity() {
+    use jobstream::tools::explain::{explain, Tables};
+    let mut env = invoices_env().await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    put(&env.rt, line("i-1", 2, 20)).await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    let file = &shared::file::load(&invoices_file()).expect("loads").model;
+    let t = Tables {
+        client: &env.rt.dynamodb,
+        table: &env.rt.config.table,
+        ledger: &env.rt.config.ledger_table,
+    };
+    let x = explain(&env.rt.model, Some(file), &t, &invoice_key("a-1", "i-1"))
+        .await
+        .expect("explains");
+    let has = |line: &str| x.lines.iter().any(|l| l == line);
+    assert_eq!(x.kind, "counter", "{:#?}", x.lines);
+    assert!(
+        has("found by its identity: totals kept under PK=@invoice, SK=[\"i-1\"]"),
+        "{:#?}",
+        x.lines
+    );
+    assert!(
+        has(
+            "counted by PK=INV#i-1, SK=LINE#2 (line) through `count:` of line: total +20, lines +1"
+        ),
+        "{:#?}",
+        x.lines
+    );
+    assert!(
+        has("total: the sources imply 30; the item holds 30; the ledger's total is 30"),
+        "{:#?}",
+        x.lines
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
+    let mut env = invoices_env().await;
+    put(&env.rt, line("i-1", 1, 10)).await;
+    put(&env.rt, line("i-1", 2, 20)).await;
+    put(&env.rt, invoice("a-1", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    // Moved (the ledger index lists the new key), then the writer changes
+    // its id attribute and writes a total; before the stream says so,
+    // i-1's totals are synced: the listed item no longer carries i-1.
+    move_atomically(&env, "a-1", "a-1b", "i-1").await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(30), Some(2)))
+    );
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(invoice_key("a-1b", "i-1")))
+        .update_expression("SET invoiceId = :i, #t = :t")
+        .expression_attribute_names("#t", "total")
+        .expression_attribute_values(":i", s("i-2"))
+        .expression_attribute_values(":t", n(7))
+        .send()
+        .await
+        .expect("update");
+    let deriver = env.rt.processors.derive.deriver();
+    let logical = key("@invoice", "[\"i-1\"]");
+    let counter = deriver
+        .rules
+        .counter(&logical)
+        .expect("the identity's counter");
+    let (writes, notes) = shared::engine::counts::sync(deriver, vec![counter])
+        .await
+        .expect("sync");
+    assert_eq!((writes, notes.len()), (0, 0), "{notes:?}");
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(7), Some(2))),
+        "nothing written onto an item of another identity"
+    );
+    // The stream then: the item is bad input (its key says i-1, its
+    // attribute i-2), nothing is written onto it; fixed, it is i-1's again.
+    env.rt.drain().await.unwrap();
+    assert_eq!(bad_input(&env), 1);
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(7), Some(2)))
+    );
+    put(&env.rt, invoice("a-1b", "i-1")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        totals(&env, invoice_key("a-1b", "i-1")).await,
+        Some((Some(30), Some(2)))
+    );
+    assert_rt_verified(&env.rt).await;
+}
