@@ -23,6 +23,7 @@ mod limits;
 mod modelfile;
 mod operations;
 mod pickem;
+mod pickem_file;
 mod queues;
 mod redelivery;
 mod social;

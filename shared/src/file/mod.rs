@@ -13,7 +13,10 @@
 //! the engine, `verify`, `backfill`, the local runtime and the stack treat it
 //! as a compiled model.
 
+pub mod compute;
+pub mod compute_job;
 pub mod expr;
+mod keyed;
 pub mod model;
 pub mod raw;
 pub mod rules;
@@ -335,6 +338,16 @@ impl Loaded {
                     queue: s.queue.clone(),
                     job: crate::models::Job::Set(Arc::new(s.declaration(m))),
                 })
+                .chain(m.entities.iter().enumerate().filter_map(|(i, e)| {
+                    let c = e.compute.as_ref()?;
+                    Some(crate::models::Consumer {
+                        queue: c.queue.clone(),
+                        job: crate::models::Job::Set(Arc::new(compute_job::ComputeJob {
+                            m,
+                            entity: i,
+                        })),
+                    })
+                }))
                 .collect(),
             // Every record: writers' items all need validating; processor
             // items are skipped by `ignores` without a read.
@@ -416,3 +429,6 @@ mod model_tests;
 
 #[cfg(test)]
 mod counter_tests;
+
+#[cfg(test)]
+mod compute_tests;

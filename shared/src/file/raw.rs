@@ -222,6 +222,9 @@ pub struct RawEntity {
     pub counter: Option<Spanned<RawCounter>>,
     /// Set jobs this entity's changes start (SPEC §8): reserved.
     pub starts: Option<Spanned<IgnoredAny>>,
+    /// Processor-owned attributes computed over a partition
+    /// ([`super::compute`]).
+    pub compute: Option<Spanned<super::compute::RawCompute>>,
 }
 
 #[derive(Debug, Deserialize)]
