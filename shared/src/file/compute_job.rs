@@ -197,9 +197,7 @@ impl FileModel {
         let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
             return vec![];
         };
-        let Some((entity, _)) = self.classify(pk, sk) else {
-            return vec![];
-        };
+        let entity = self.classify(pk, sk).map(|(e, _)| e);
         let parse = |i: &Item| match self.parse(i) {
             Ok(Parsed::Writer(r)) => Some(r),
             _ => None,
@@ -211,8 +209,11 @@ impl FileModel {
         let mut out = Vec::new();
         for e in &self.entities {
             let Some(c) = &e.compute else { continue };
-            // A row: its scope, unless what the values read is unchanged.
-            if std::ptr::eq(&self.entities[c.over], entity) {
+            // A row (by its key: a row that is bad input, or whose sort key
+            // binds nothing, starts its scope too): its scope, unless what
+            // the values read is unchanged.
+            let over = &self.entities[c.over];
+            if sk.starts_with(&c.sk_prefix) && self.partition_holds(over, pk) {
                 let old_ok = change.old.as_ref().map(|o| parse(o).is_some());
                 let new_ok = new.map(|n| parse(n).is_some());
                 let same = match (old_ok, new_ok) {
@@ -226,13 +227,13 @@ impl FileModel {
                     _ => false,
                 };
                 if !same {
-                    if let Some(scope) = scope_of_row(c, entity, pk) {
+                    if let Some(scope) = scope_of_row(c, over, pk) {
                         out.push(message(c, &ComputeMsg::Scope { scope }));
                     }
                 }
             }
             // The computing entity's own item.
-            if std::ptr::eq(e, entity) {
+            if entity.is_some_and(|x| std::ptr::eq(e, x)) {
                 let Some(n) = new else { continue };
                 if parse(n).is_none() {
                     continue;
@@ -259,6 +260,39 @@ impl FileModel {
             }
         }
         out
+    }
+
+    /// Whether `pk` is a partition key of `over` whose names pass every
+    /// check of `over` that reads only them (a scope that can hold rows).
+    fn partition_holds(&self, over: &Entity, pk: &str) -> bool {
+        let Some(bound) = over.key[0].template.matches(pk) else {
+            return false;
+        };
+        let binders: Vec<(&str, Option<&str>)> = over.key[0]
+            .template
+            .binders()
+            .map(|b| (b.name.as_str(), b.format.as_deref()))
+            .collect();
+        let mut vals: Vec<(&str, Val)> = Vec::with_capacity(binders.len());
+        for ((b, format), v) in binders.iter().zip(&bound) {
+            match super::rules::key_val(over, b, *format, v) {
+                Ok(val) => vals.push((b, val)),
+                Err(_) => return false,
+            }
+        }
+        over.checks
+            .iter()
+            .filter(|c| {
+                c.expr
+                    .variables
+                    .iter()
+                    .all(|v| binders.iter().any(|(b, _)| b == v))
+            })
+            .all(|c| {
+                self.env.eval(&c.expr, |n| {
+                    vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
+                }) == Ok(Val::Bool(true))
+            })
     }
 
     /// Whether a computed value was written by someone else than the job:
