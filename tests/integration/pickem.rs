@@ -378,7 +378,8 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score_through_the_file() {
+async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score_through_the_file(
+) {
     an_event_with_thousands_of_predictions_costs_one_write_per_changed_score(true).await;
 }
 

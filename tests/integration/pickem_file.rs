@@ -184,9 +184,12 @@ fn counter(c: &Counter) -> String {
             .filter(|a| *a != "belongsto")
             .collect()
     });
-    format!("{:?} {:?} {:?} {}", c.key, c.attrs, create, c.remove_at_zero)
-        .replace("#compute#scoring", "MATCHES")
-        .replace("\"rows\"", "\"matches\"")
+    format!(
+        "{:?} {:?} {:?} {}",
+        c.key, c.attrs, create, c.remove_at_zero
+    )
+    .replace("#compute#scoring", "MATCHES")
+    .replace("\"rows\"", "\"matches\"")
 }
 
 fn contribution(c: &Contribution) -> String {
@@ -198,13 +201,16 @@ fn job(body: &str) -> String {
     if let Ok(j) = decode(body) {
         return match j {
             ScoreJob::Event { event_id } => format!("event {event_id}"),
-            ScoreJob::Predictions { event_id, users } => format!("predictions {event_id} {users:?}"),
+            ScoreJob::Predictions { event_id, users } => {
+                format!("predictions {event_id} {users:?}")
+            }
         };
     }
     let v: serde_json::Value = serde_json::from_str(body).expect("json");
     let mut v = v.as_object().expect("object").clone();
     v.remove("version");
-    let m: ComputeMsg = serde_json::from_value(serde_json::Value::Object(v)).expect("a compute job");
+    let m: ComputeMsg =
+        serde_json::from_value(serde_json::Value::Object(v)).expect("a compute job");
     let event = |scope: &BTreeMap<String, String>| {
         format!(
             "{}-{}-{}-{}",

@@ -247,7 +247,9 @@ pub fn compile(
     let qname = r
         .queue_name
         .as_ref()
-        .map_or(format!("jobstream-{queue_logical}-jobs"), |q| q.value.clone());
+        .map_or(format!("jobstream-{queue_logical}-jobs"), |q| {
+            q.value.clone()
+        });
     let page = match &r.page {
         None => DEFAULT_PAGE,
         Some(p) if (1..=MAX_PAGE as u64).contains(&p.value) => p.value as usize,
@@ -358,10 +360,11 @@ pub fn compile(
     };
     // The version counter's key must be no entity's.
     let vsk = version_sk(&c);
-    if let Some(x) = entities
-        .iter()
-        .find(|x| x.key.get(1).is_some_and(|k| k.template.matches(&vsk).is_some()))
-    {
+    if let Some(x) = entities.iter().find(|x| {
+        x.key
+            .get(1)
+            .is_some_and(|k| k.template.matches(&vsk).is_some())
+    }) {
         err(
             at(raw),
             format!(

@@ -239,9 +239,8 @@ impl FileModel {
                     continue;
                 }
                 let old_valid = change.old.as_ref().filter(|o| parse(o).is_some());
-                let changed = |a: &str| {
-                    !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a))
-                };
+                let changed =
+                    |a: &str| !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a));
                 let start = change.kind == ChangeKind::Insert
                     || old_valid.is_none()
                     || c.item_reads.iter().any(|a| changed(a))
@@ -300,17 +299,14 @@ impl FileModel {
     /// so a value that is no int, or a projection out of step with it,
     /// came from a writer and must be brought back.
     fn stray(&'static self, e: &Entity, item: &Item) -> bool {
-        if e
-            .computed()
+        if e.computed()
             .any(|a| !matches!(item.get(a), Some(AttributeValue::N(n)) if n.parse::<i64>().is_ok()))
         {
             return true;
         }
         let rules = FileRules(self);
         match rules.projection(item) {
-            Ok(Some(p)) => {
-                crate::engine::derive::projection_update(self.keys, item, &p).is_some()
-            }
+            Ok(Some(p)) => crate::engine::derive::projection_update(self.keys, item, &p).is_some(),
             Ok(None) => false,
             Err(_) => true,
         }
@@ -324,7 +320,10 @@ struct Facts {
 }
 
 impl ComputeJob {
-    fn scope_ok(&self, scope: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, MessageError> {
+    fn scope_ok(
+        &self,
+        scope: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, MessageError> {
         let c = self.compute();
         let bad = |reason: String| MessageError::Permanent {
             kind: "InvalidMessage",
@@ -340,8 +339,13 @@ impl ComputeJob {
                     .join(", ")
             )));
         }
-        if scope.values().any(|v| v.is_empty() || v.contains('#') || v.len() > 1024) {
-            return Err(bad("a scope value is empty, holds `#` or is over 1024 bytes".into()));
+        if scope
+            .values()
+            .any(|v| v.is_empty() || v.contains('#') || v.len() > 1024)
+        {
+            return Err(bad(
+                "a scope value is empty, holds `#` or is over 1024 bytes".into(),
+            ));
         }
         Ok(scope_vec(scope))
     }
@@ -493,9 +497,14 @@ impl ComputeJob {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let (page, next) =
-                index_members(&reads.store, &reads.ledger_table, &index, after.as_deref(), 1000)
-                    .await?;
+            let (page, next) = index_members(
+                &reads.store,
+                &reads.ledger_table,
+                &index,
+                after.as_deref(),
+                1000,
+            )
+            .await?;
             for mbr in page {
                 if let Ok(k) = serde_json::from_str::<[String; 2]>(&mbr) {
                     out.push(k);
@@ -529,12 +538,11 @@ impl SetJob for ComputeJob {
             let msg: ComputeMsg = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
             let scope = self.scope_ok(msg.scope())?;
             let e = &m.entities[self.entity];
-            let rpk = rows_pk(&m.entities[c.over], &scope).ok_or_else(|| {
-                MessageError::Permanent {
+            let rpk =
+                rows_pk(&m.entities[c.over], &scope).ok_or_else(|| MessageError::Permanent {
                     kind: "InvalidMessage",
                     reason: "the scope does not build the rows' partition key".into(),
-                }
-            })?;
+                })?;
             let mut plan = Plan::default();
             let keys: Vec<[String; 2]> = match msg {
                 ComputeMsg::Items { keys, .. } => {

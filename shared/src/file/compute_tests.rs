@@ -57,7 +57,12 @@ fn a_compute_over_an_unknown_entity_is_refused_with_a_suggestion() {
         "mtach",
     );
     let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "compute over unknown entity `mtach` (did you mean `match`?)");
+    assert_one(
+        &p,
+        line,
+        col,
+        "compute over unknown entity `mtach` (did you mean `match`?)",
+    );
 }
 
 #[test]
@@ -91,7 +96,12 @@ fn a_partition_key_name_bound_to_nothing_is_refused_saying_how_to_bind_it() {
         "user",
     );
     let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "`matchId` is not a key name of its partition key");
+    assert_one(
+        &p,
+        line,
+        col,
+        "`matchId` is not a key name of its partition key",
+    );
 }
 
 #[test]
@@ -102,21 +112,40 @@ fn a_value_reading_an_unknown_name_or_function_is_refused() {
         "\"size",
     );
     let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "unknown name `predictons` (did you mean `predictions`?)");
+    assert_one(
+        &p,
+        line,
+        col,
+        "unknown name `predictons` (did you mean `predictions`?)",
+    );
     let (text, line, col) = broken(
         "        mcorrect: \"size(",
         "        mcorrect: \"summ(matches) + size(",
         "\"summ",
     );
     let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "unknown function `summ` (did you mean `sum`?)");
+    assert_one(
+        &p,
+        line,
+        col,
+        "unknown function `summ` (did you mean `sum`?)",
+    );
 }
 
 #[test]
 fn a_computed_attribute_named_like_a_writer_attribute_is_refused() {
-    let (text, line, col) = broken("        mcorrect: \"size(", "        predictions: \"size(", "\"size");
+    let (text, line, col) = broken(
+        "        mcorrect: \"size(",
+        "        predictions: \"size(",
+        "\"size",
+    );
     let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "computed `predictions` is a writer attribute");
+    assert_one(
+        &p,
+        line,
+        col,
+        "computed `predictions` is a writer attribute",
+    );
 }
 
 #[test]
@@ -155,7 +184,12 @@ fn a_projection_may_not_write_a_computed_value_or_a_sum() {
 fn a_projection_on_a_processor_entity_that_is_no_counter_is_refused() {
     let text = "jobstream: 1\ntable: { name: t, pk: PK, sk: SK }\nentities:\n  a:\n    key: { PK: \"A#${id}\", SK: A }\n    derive: [{ entity: b, with: { id: id } }]\n  b:\n    owner: processor\n    key: { PK: \"B#${id}\", SK: B }\n    project:\n      attributes: { x: \"1\" }\n";
     let p = compile(text, "t").unwrap_err();
-    assert_one(&p, 11, 7, "`project` belongs on a writer entity (or on a counter, whose keys may come from its sums)");
+    assert_one(
+        &p,
+        11,
+        7,
+        "`project` belongs on a writer entity (or on a counter, whose keys may come from its sums)",
+    );
 }
 
 #[test]
@@ -186,8 +220,12 @@ fn map_and_list_types_are_read_and_checked() {
         }
         i
     };
-    assert!(r.projection(&a_match(vec![team(&["a"]), team(&["b"])], Some(1))).is_ok());
-    assert!(r.projection(&a_match(vec![team(&["a"]), team(&["b"])], None)).is_ok());
+    assert!(r
+        .projection(&a_match(vec![team(&["a"]), team(&["b"])], Some(1)))
+        .is_ok());
+    assert!(r
+        .projection(&a_match(vec![team(&["a"]), team(&["b"])], None))
+        .is_ok());
     for bad in [
         a_match(vec![team(&["a"])], None),
         a_match(vec![team(&["a"]), team(&[])], None),
@@ -217,11 +255,18 @@ fn computed_values_are_read_as_stored_and_keyed_with_their_clamp_noted() {
         ),
     ]);
     let proj = r.projection(&p).unwrap().unwrap();
-    assert_eq!(proj.attrs[1], ("GSI_SK", Some(s("SCORE#000#sam"))), "unset: 0");
+    assert_eq!(
+        proj.attrs[1],
+        ("GSI_SK", Some(s("SCORE#000#sam"))),
+        "unset: 0"
+    );
     assert_eq!(proj.sources, vec!["points"]);
     assert!(r.notes(&p).is_empty());
     let c = r.contributions(&p).unwrap();
-    assert_eq!(c[0].values, vec![("points", 0), ("mcorrect", 0), ("eplayed", 1)]);
+    assert_eq!(
+        c[0].values,
+        vec![("points", 0), ("mcorrect", 0), ("eplayed", 1)]
+    );
     assert_eq!(c.len(), 1, "a prediction is no row");
     p.insert("points".into(), n(1500));
     p.insert("mcorrect".into(), n(2));
@@ -230,7 +275,10 @@ fn computed_values_are_read_as_stored_and_keyed_with_their_clamp_noted() {
     let notes = r.notes(&p);
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert_eq!(notes[0].metric, "ScoreOverflow");
-    assert!(notes[0].reason.contains("1500 does not fit 3 digits"), "{notes:?}");
+    assert!(
+        notes[0].reason.contains("1500 does not fit 3 digits"),
+        "{notes:?}"
+    );
     assert_eq!(
         r.contributions(&p).unwrap()[0].values,
         vec![("points", 1500), ("mcorrect", 2), ("eplayed", 1)],
@@ -269,7 +317,10 @@ fn a_counter_projection_keys_it_from_its_sums_and_notes_the_clamp() {
     assert_eq!(p.sources, vec!["points"]);
     let notes = r.notes(&st);
     assert_eq!(notes.len(), 1);
-    assert!(notes[0].reason.contains("standings.GSI_SK: 123456"), "{notes:?}");
+    assert!(
+        notes[0].reason.contains("standings.GSI_SK: 123456"),
+        "{notes:?}"
+    );
     // Unset sums read as 0; the key alone is enough.
     let key = item(&[("PK", s("USER#sam")), ("SK", s("STANDINGS#2024"))]);
     let p = r.projection(&key).unwrap().unwrap();
@@ -292,8 +343,12 @@ fn a_match_counts_into_the_ledger_only_version_of_its_event() {
         (
             "teams",
             AttributeValue::L(vec![
-                AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s("a")]))].into()),
-                AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s("b")]))].into()),
+                AttributeValue::M(
+                    [("members".to_string(), AttributeValue::L(vec![s("a")]))].into(),
+                ),
+                AttributeValue::M(
+                    [("members".to_string(), AttributeValue::L(vec![s("b")]))].into(),
+                ),
             ]),
         ),
     ]);

@@ -557,13 +557,26 @@ mod tests {
             eval("get(p, 'zz', -1)", &[("p", picks.clone())]),
             Ok(Val::Int(-1))
         );
-        assert_eq!(eval("get(p, 'm1', -1)", &[("p", Val::Null)]), Ok(Val::Int(-1)));
-        assert!(eval("get('x', 'm1', -1)", &[]).unwrap_err().contains("not a map"));
+        assert_eq!(
+            eval("get(p, 'm1', -1)", &[("p", Val::Null)]),
+            Ok(Val::Int(-1))
+        );
+        assert!(eval("get('x', 'm1', -1)", &[])
+            .unwrap_err()
+            .contains("not a map"));
         // A sum over a partition: the points of the rows whose result is
         // the pick.
         let rows = Val::List(vec![
-            Val::Map(vec![("id".into(), Val::Str("m1".into())), ("result".into(), Val::Int(0)), ("points".into(), Val::Int(10))]),
-            Val::Map(vec![("id".into(), Val::Str("m2".into())), ("result".into(), Val::Int(0)), ("points".into(), Val::Int(25))]),
+            Val::Map(vec![
+                ("id".into(), Val::Str("m1".into())),
+                ("result".into(), Val::Int(0)),
+                ("points".into(), Val::Int(10)),
+            ]),
+            Val::Map(vec![
+                ("id".into(), Val::Str("m2".into())),
+                ("result".into(), Val::Int(0)),
+                ("points".into(), Val::Int(25)),
+            ]),
         ]);
         assert_eq!(
             eval(
@@ -576,14 +589,22 @@ mod tests {
 
     #[test]
     fn day_of_dates_and_date_times() {
-        for written in ["2024-03-03", "2024/03/03", "2024-03-03T20:00:00Z", "2024/03/03 8pm"] {
+        for written in [
+            "2024-03-03",
+            "2024/03/03",
+            "2024-03-03T20:00:00Z",
+            "2024/03/03 8pm",
+        ] {
             assert_eq!(day(written), Ok("2024-03-03".to_string()), "{written}");
         }
         for bad in ["2024-02-30", "24-03-03", "yesterday", "", "2024-3-3"] {
             assert!(day(bad).is_err(), "{bad}");
         }
         assert_eq!(
-            eval("day(d) == '2024-03-03'", &[("d", Val::Str("2024/03/03".into()))]),
+            eval(
+                "day(d) == '2024-03-03'",
+                &[("d", Val::Str("2024/03/03".into()))]
+            ),
             Ok(Val::Bool(true))
         );
     }
@@ -592,7 +613,13 @@ mod tests {
     fn clamps_are_recorded_where_asked() {
         let (v, c) = recording_clamps(|| eval("pad(123456, 5) + pad(7, 3)", &[]));
         assert_eq!(v, Ok(Val::Str("99999007".into())));
-        assert_eq!(c, vec![Clamp { value: 123456, width: 5 }]);
+        assert_eq!(
+            c,
+            vec![Clamp {
+                value: 123456,
+                width: 5
+            }]
+        );
         let (_, c) = recording_clamps(|| eval("pad(99999, 5)", &[]));
         assert!(c.is_empty(), "fits: no clamp");
         // Outside a recording nothing is kept.
@@ -617,7 +644,11 @@ mod tests {
         );
         assert_eq!(Expr::compile("orgId + 'x'").unwrap().ident, None);
         let e = Expr::compile("xs.all(x, x > n) && xs.map(y, y + 1).size() > 0").unwrap();
-        assert_eq!(e.variables, vec!["xs", "n"], "a macro's own names are not read");
+        assert_eq!(
+            e.variables,
+            vec!["xs", "n"],
+            "a macro's own names are not read"
+        );
         let e = Expr::compile("status == 'open' && size(orgId) > 0").unwrap();
         assert_eq!(e.variables, vec!["status", "orgId"]);
         assert_eq!(e.functions, vec!["size"]);

@@ -153,7 +153,9 @@ pub struct Entity {
 impl Entity {
     /// The attributes `compute:` writes.
     pub fn computed(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.compute.iter().flat_map(|c| c.values.iter().map(|(a, _)| *a))
+        self.compute
+            .iter()
+            .flat_map(|c| c.values.iter().map(|(a, _)| *a))
     }
 
     pub fn attr(&self, name: &str) -> Option<&Attr> {
@@ -394,8 +396,7 @@ impl Compiler<'_> {
         // Pass 1b: computed attributes (read by the rules below).
         for (i, (_, r)) in raws.iter().enumerate() {
             if let Some(c) = &r.value.compute {
-                let compiled =
-                    super::compute::compile(c, i, &entities, &mut self.problems);
+                let compiled = super::compute::compile(c, i, &entities, &mut self.problems);
                 entities[i].compute = compiled;
             }
         }

@@ -182,7 +182,11 @@ impl FileModel {
         Ok(Val::Str(out))
     }
 
-    pub(super) fn holds(&self, rec: &Record, when: &Option<super::expr::Expr>) -> Result<bool, String> {
+    pub(super) fn holds(
+        &self,
+        rec: &Record,
+        when: &Option<super::expr::Expr>,
+    ) -> Result<bool, String> {
         match when {
             None => Ok(true),
             Some(e) => match self.env.eval(e, |n| rec.get(n))? {
