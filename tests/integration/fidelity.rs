@@ -649,7 +649,10 @@ async fn every_models_template_has_the_settings_the_local_runtime_builds() {
         assert_template_has_the_runtimes_settings(&t, &m, &env.rt).await;
         compared += 1;
     }
-    assert_eq!(compared, models::registry().len() + shipped_model_files().len());
+    assert_eq!(
+        compared,
+        models::registry().len() + shipped_model_files().len()
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
