@@ -399,3 +399,71 @@ async fn the_pickem_demo_through_both_ends_gives_the_same_table_verify_and_write
     assert_eq!(file.2, rust.2, "the same verify report");
     assert_eq!(file.3, rust.3, "the same bad input");
 }
+
+/// A score a writer overwrote together with a key that agrees with it
+/// (nothing in the stream says it is stale): `verify` finds it through
+/// both ends, and its repair (the scoring job, through its guards) brings
+/// the score and the standings back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_finds_a_forged_score_and_repairs_it_through_both_ends() {
+    for file in [false, true] {
+        let mut env = model_env("pickem", |o| {
+            if file {
+                o.model_file = Some(pickem_file());
+            }
+        })
+        .await;
+        let rt = &mut env.rt;
+        let (date, slug) = EV.split_at(10);
+        crate::support::put(rt, write::event(date, &slug[1..], "Rev", "upcoming")).await;
+        crate::support::put(
+            rt,
+            write::a_match(EV, "m1", "Opener", 1, 10, false, &["A", "B"], Some(0)),
+        )
+        .await;
+        crate::support::put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
+        rt.drain().await.unwrap();
+        let report = rt.verify().await.unwrap();
+        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
+        let key: Item = [
+            ("PK".to_string(), s("USER#sam")),
+            ("SK".to_string(), s(format!("EVENT#{EV}"))),
+        ]
+        .into();
+        rt.dynamodb
+            .update_item()
+            .table_name(&rt.config.table)
+            .set_key(Some(key.clone()))
+            .update_expression("SET points = :p, GSI_SK = :k")
+            .expression_attribute_values(":p", n(500))
+            .expression_attribute_values(":k", s("SCORE#500#sam"))
+            .send()
+            .await
+            .unwrap();
+        rt.drain().await.unwrap();
+        let report = rt.verify().await.unwrap();
+        assert_eq!(
+            report.problems.len(),
+            1,
+            "file={file}: {:#?}",
+            report.problems
+        );
+        let what = format!("{:?}", report.problems[0]);
+        assert!(
+            what.contains("500") && what.contains("10"),
+            "file={file}: {what}"
+        );
+        jobstream::tools::verify::repair(&rt.processors, &report)
+            .await
+            .unwrap();
+        rt.drain().await.unwrap();
+        let p = scan(rt).await[&("USER#sam".to_string(), format!("EVENT#{EV}"))].clone();
+        assert_eq!(p.get("points"), Some(&n(10)), "file={file}");
+        assert_eq!(p.get("GSI_SK"), Some(&s("SCORE#010#sam")), "file={file}");
+        let st = scan(rt).await[&("USER#sam".to_string(), "STANDINGS#2024".to_string())].clone();
+        assert_eq!(st.get("points"), Some(&n(10)), "file={file}");
+        let report = rt.verify().await.unwrap();
+        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
+        env.engine.stop().await;
+    }
+}

@@ -313,6 +313,113 @@ impl FileModel {
     }
 }
 
+/// Kind of `verify`'s findings of computed values.
+pub const COMPUTED_VALUE: &str = "computed value";
+
+impl FileModel {
+    /// `verify`: every item of a computing entity whose stored values
+    /// differ from what the table's rows imply, each repaired by its job
+    /// (through the job's guards). A scope with a row that is bad input is
+    /// not judged (its values wait for the row, as the job does).
+    pub(super) fn compute_checks(&'static self, items: &[Item]) -> Vec<crate::models::Finding> {
+        let [pkn, skn] = self.key_names();
+        let mut out = Vec::new();
+        for (ei, e) in self.entities.iter().enumerate() {
+            let Some(c) = &e.compute else { continue };
+            let over = &self.entities[c.over];
+            // The rows of every partition, or `None` where one is bad input.
+            let mut rows: BTreeMap<&str, Option<Vec<Val>>> = BTreeMap::new();
+            for i in items {
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                    continue;
+                };
+                if !sk.starts_with(&c.sk_prefix) || over.key[0].template.matches(pk).is_none() {
+                    continue;
+                }
+                let entry = rows.entry(pk).or_insert_with(|| Some(vec![]));
+                match self.parse(i) {
+                    Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
+                        if let Some(v) = entry {
+                            v.push(row_val(&rec.vals));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => *entry = None,
+                }
+            }
+            let job = ComputeJob {
+                m: self,
+                entity: ei,
+            };
+            for i in items {
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                    continue;
+                };
+                if !self
+                    .classify(pk, sk)
+                    .is_some_and(|(x, _)| std::ptr::eq(x, e))
+                {
+                    continue;
+                }
+                let Some(scope) = scope_of_item(c, e, pk, sk) else {
+                    continue;
+                };
+                let Some(rpk) = rows_pk(over, &scope_vec(&scope)) else {
+                    continue;
+                };
+                let r = match rows.get(rpk.as_str()) {
+                    // A row that is bad input: not judged.
+                    Some(None) => continue,
+                    Some(Some(r)) => r.clone(),
+                    None => vec![],
+                };
+                let facts = Facts {
+                    rows: Val::List(r),
+                    guards: vec![],
+                };
+                let Some(want) = job.values(i, &facts) else {
+                    continue;
+                };
+                let stored: Vec<String> = want
+                    .iter()
+                    .filter(|(a, v)| i.get(*a) != Some(&AttributeValue::N(v.to_string())))
+                    .map(|(a, v)| {
+                        let have = match i.get(*a) {
+                            Some(AttributeValue::N(x)) => x.clone(),
+                            Some(_) => "not a number".to_string(),
+                            None => "absent".to_string(),
+                        };
+                        format!("{a} is {have}, the rows imply {v}")
+                    })
+                    .collect();
+                if stored.is_empty() {
+                    continue;
+                }
+                out.push(crate::models::Finding {
+                    kind: COMPUTED_VALUE,
+                    drift: crate::models::Drift::Wrong,
+                    what: format!(
+                        "{}: {}",
+                        display_key(&key_of(i, &self.key_names())),
+                        stored.join(", ")
+                    ),
+                    repair: Some(crate::models::Repair::Job {
+                        queue: c.queue.logical,
+                        body: crate::engine::body::encode(
+                            &ComputeMsg::Items {
+                                scope,
+                                keys: vec![[pk.to_string(), sk.to_string()]],
+                            },
+                            VERSION,
+                        ),
+                    }),
+                });
+            }
+        }
+        out
+    }
+}
+
 /// The rows of a scope as read, and the guards that pin them.
 struct Facts {
     rows: Val,
@@ -395,9 +502,9 @@ impl ComputeJob {
         }))
     }
 
-    /// The update of one item as read (`None`: already right, or bad input
-    /// left as it is).
-    fn update(&self, item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
+    /// The values an item should carry given the rows (`None`: bad input,
+    /// logged with the item's key and left as it is).
+    fn values(&self, item: &Item, facts: &Facts) -> Option<Vec<(&'static str, i64)>> {
         let m = self.m;
         let c = self.compute();
         let e = &m.entities[self.entity];
@@ -405,8 +512,7 @@ impl ComputeJob {
             Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, e) => rec,
             _ => return None,
         };
-        let key = key_of(item, &m.key_names());
-        let mut prospective = item.clone();
+        let mut out = Vec::with_capacity(c.values.len());
         for (a, x) in &c.values {
             let v = m.env.eval(x, |n| {
                 if n == c.rows {
@@ -416,18 +522,30 @@ impl ComputeJob {
                 }
             });
             match v {
-                Ok(Val::Int(i)) => {
-                    prospective.insert(a.to_string(), AttributeValue::N(i.to_string()));
-                }
+                Ok(Val::Int(i)) => out.push((*a, i)),
                 other => {
                     let reason = match other {
                         Err(e) => e,
                         Ok(v) => format!("gave a {}, not an int", v.kind()),
                     };
-                    tracing::warn!(processor = c.name, key = %display_key(&key), kind = "Invalid", reason = %format!("computed `{a}`: {reason}"), "bad input");
+                    tracing::warn!(processor = c.name, key = %display_key(&key_of(item, &m.key_names())), kind = "Invalid", reason = %format!("computed `{a}`: {reason}"), "bad input");
                     return None;
                 }
             }
+        }
+        Some(out)
+    }
+
+    /// The update of one item as read (`None`: already right, or bad input
+    /// left as it is).
+    fn update(&self, item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
+        let m = self.m;
+        let c = self.compute();
+        let e = &m.entities[self.entity];
+        let key = key_of(item, &m.key_names());
+        let mut prospective = item.clone();
+        for (a, v) in self.values(item, facts)? {
+            prospective.insert(a.to_string(), AttributeValue::N(v.to_string()));
         }
         let rules = FileRules(m);
         let projection = match rules.projection(&prospective) {

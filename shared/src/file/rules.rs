@@ -695,6 +695,11 @@ impl Rules for FileRules {
         Ok(out)
     }
 
+    /// Every computed value (`compute:`) against what its rows imply.
+    fn checks(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
+        self.0.compute_checks(input.items)
+    }
+
     fn ignores(&self, keys: &Item) -> bool {
         let m = self.0;
         let [pkn, skn] = m.key_names();
