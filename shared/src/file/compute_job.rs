@@ -313,6 +313,30 @@ impl FileModel {
     }
 }
 
+/// A page's keys are cut so that its body stays under this size.
+const PAGE_BODY_BYTES: usize = 48 * 1024;
+
+/// The keys in pages of at most `page` keys whose bodies stay under
+/// [`PAGE_BODY_BYTES`] (a key is up to 2 KB: 200 of them would not).
+fn pages(keys: Vec<[String; 2]>, page: usize) -> Vec<Vec<[String; 2]>> {
+    let mut out = Vec::new();
+    let mut current: Vec<[String; 2]> = Vec::new();
+    let mut size = 0;
+    for k in keys {
+        let extra = serde_json::to_string(&k).map_or(0, |j| j.len()) + 1;
+        if !current.is_empty() && (current.len() == page || size + extra > PAGE_BODY_BYTES) {
+            out.push(std::mem::take(&mut current));
+            size = 0;
+        }
+        size += extra;
+        current.push(k);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 /// Kind of `verify`'s findings of computed values.
 pub const COMPUTED_VALUE: &str = "computed value";
 
@@ -685,15 +709,15 @@ impl SetJob for ComputeJob {
                 }
                 ComputeMsg::Scope { scope: s } => {
                     let all = self.listed(reads, &rpk).await?;
-                    let mut pages = all.chunks(c.page);
-                    let first = pages.next().map(<[_]>::to_vec).unwrap_or_default();
+                    let mut pages = pages(all, c.page).into_iter();
+                    let first = pages.next().unwrap_or_default();
                     plan.then = pages
-                        .map(|p| {
+                        .map(|keys| {
                             message(
                                 c,
                                 &ComputeMsg::Items {
                                     scope: s.clone(),
-                                    keys: p.to_vec(),
+                                    keys,
                                 },
                             )
                         })
@@ -717,5 +741,41 @@ impl SetJob for ComputeJob {
             }
             Ok(plan)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_hold_every_key_once_and_fit_the_body_limit() {
+        let keys: Vec<[String; 2]> = (0..450)
+            .map(|i| [format!("USER#u{i:05}"), "EVENT#2024-03-03-x".to_string()])
+            .collect();
+        let p = pages(keys.clone(), 200);
+        assert_eq!(
+            p.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![200, 200, 50]
+        );
+        assert_eq!(p.concat(), keys);
+        // Long keys: cut by size, each body within the limit a job reads.
+        let long: Vec<[String; 2]> = (0..200)
+            .map(|i| [format!("USER#{i:0>1000}"), format!("EVENT#{:0>1000}", 1)])
+            .collect();
+        let p = pages(long.clone(), 200);
+        assert!(p.len() > 1, "{}", p.len());
+        assert_eq!(p.concat(), long);
+        for keys in p {
+            let body = crate::engine::body::encode(
+                &ComputeMsg::Items {
+                    scope: BTreeMap::from([("slug".to_string(), "x".to_string())]),
+                    keys,
+                },
+                VERSION,
+            );
+            assert!(body.len() <= MAX_BODY_BYTES, "{}", body.len());
+        }
+        assert!(pages(vec![], 200).is_empty());
     }
 }
