@@ -548,7 +548,7 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
 /// compared as the registry's are.
 fn shipped_model_files() -> Vec<PathBuf> {
     let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models");
-    ["hr.yaml", "social.yaml", "library.yaml"]
+    ["hr.yaml", "social.yaml", "library.yaml", "pickem.yaml"]
         .iter()
         .map(|f| models.join(f))
         .collect()
@@ -649,7 +649,10 @@ async fn every_models_template_has_the_settings_the_local_runtime_builds() {
         assert_template_has_the_runtimes_settings(&t, &m, &env.rt).await;
         compared += 1;
     }
-    assert_eq!(compared, models::registry().len() + 3);
+    assert_eq!(
+        compared,
+        models::registry().len() + shipped_model_files().len()
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -27,6 +27,7 @@ mod meter;
 mod modelfile;
 mod operations;
 mod pickem;
+mod pickem_file;
 mod queues;
 mod redelivery;
 mod social;

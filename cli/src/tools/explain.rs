@@ -91,6 +91,8 @@ fn ty_name(t: &Ty) -> String {
         Ty::Ulid => "ulid".into(),
         Ty::IsoUtc => "iso-utc".into(),
         Ty::Set => "set".into(),
+        Ty::Map => "map".into(),
+        Ty::List => "list".into(),
         Ty::Enum(v) => format!("one of {}", v.join("|")),
         Ty::IntEnum(v) => format!("one of {}", alternatives(v)),
         Ty::BoolEnum(v) => format!("one of {}", alternatives(v)),

@@ -158,6 +158,20 @@ pub fn file_graph(m: &FileModel) -> String {
                 id("entity", target.name)
             );
         }
+        if let Some(c) = &e.compute {
+            // The rows feed the item's computed values through a job.
+            let values: Vec<&str> = c.values.iter().map(|(a, _)| *a).collect();
+            let _ = writeln!(
+                out,
+                "  {} -->|\"{}\"| {node}",
+                id("entity", m.entities[c.over].name),
+                esc(&format!(
+                    "compute {} (queue {})",
+                    values.join(", "),
+                    c.queue.name
+                ))
+            );
+        }
         for c in &e.count {
             let target = &m.entities[c.counter];
             let adds: Vec<String> = c
@@ -425,6 +439,21 @@ once:
         let g = file_graph(&m);
         let line = "  entity_line -->|\"count total += amount, lines += 1 (found by invoiceId)\"| entity_invoice";
         assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+    }
+
+    #[test]
+    fn a_compute_block_is_an_edge_from_its_rows_to_the_item() {
+        let m = shared::file::compile(include_str!("../../../models/pickem.yaml"), "pickem")
+            .expect("pickem.yaml compiles");
+        let g = file_graph(&m);
+        let line = "  entity_match -->|\"compute points, mcorrect (queue jobstream-pickem-scoring-jobs)\"| entity_prediction";
+        assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+        assert!(
+            g.lines()
+                .any(|l| l.starts_with("  entity_standings -->|\"project ")
+                    && l.ends_with("| index_GSI")),
+            "a counter's projection into the index:\n{g}"
+        );
     }
 
     #[test]

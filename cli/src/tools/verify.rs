@@ -528,6 +528,10 @@ pub fn verify_items(
             report.found(f);
         }
     }
+    for f in model.rules.checks(&CheckInput { items, ledger, now }) {
+        report.checked(f.kind);
+        report.found(f);
+    }
     report
 }
 

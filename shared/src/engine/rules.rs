@@ -199,4 +199,11 @@ pub trait Rules: Send + Sync {
     fn ignores(&self, _keys: &Item) -> bool {
         false
     }
+
+    /// `verify`'s checks of what these rules' jobs keep (e.g. values a
+    /// model file computes over a partition), beyond the generic
+    /// projection and counter checks. Default: none.
+    fn checks(&self, _input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
+        vec![]
+    }
 }

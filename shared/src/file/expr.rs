@@ -19,8 +19,11 @@ pub enum Val {
     Bool(bool),
     /// A string set (`SS`), sorted.
     Set(Vec<String>),
-    /// A fact's attributes by name (set jobs: `post.createdAt`).
+    /// A fact's attributes by name (set jobs: `post.createdAt`), or a
+    /// `map` attribute (string keys).
     Map(Vec<(String, Val)>),
+    /// Rows of a partition (`compute:`), or a list read by an expression.
+    List(Vec<Val>),
     Null,
 }
 
@@ -33,6 +36,7 @@ impl Val {
             Val::Bool(_) => "bool",
             Val::Set(_) => "set",
             Val::Map(_) => "map",
+            Val::List(_) => "list",
             Val::Null => "null",
         }
     }
@@ -44,7 +48,7 @@ impl Val {
             Val::Int(i) => i.to_string(),
             Val::Bool(b) => b.to_string(),
             Val::Set(v) => v.join(","),
-            Val::Map(_) => String::new(),
+            Val::Map(_) | Val::List(_) => String::new(),
             Val::Null => String::new(),
         }
     }
@@ -64,6 +68,7 @@ impl Val {
                 .map(|(k, v)| (k.clone(), v.to_cel()))
                 .collect::<std::collections::HashMap<String, cel::Value>>()
                 .into(),
+            Val::List(l) => cel::Value::List(Arc::new(l.iter().map(Val::to_cel).collect())),
             Val::Null => cel::Value::Null,
         }
     }
@@ -123,7 +128,7 @@ pub struct CompileError {
 
 /// The names of the built-in functions a model may call besides CEL's own.
 pub const BUILTINS: &[&str] = &[
-    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "day", "isUlid",
+    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "day", "isUlid", "sum", "get",
 ];
 
 /// CEL's own functions and macros a model may call.
@@ -303,7 +308,42 @@ impl Env {
         root.add_function(
             "pad",
             |n: i64, width: i64| -> Result<Arc<String>, cel::ExecutionError> {
-                pad(n, width).map(Arc::new).map_err(|e| str_err("pad", e))
+                let out = pad(n, width).map_err(|e| str_err("pad", e))?;
+                if out.parse::<i64>().is_ok_and(|v| v != n) {
+                    note_clamp(n, width);
+                }
+                Ok(Arc::new(out))
+            },
+        )
+        .map_err(err)?;
+        // `day(d)`: the UTC date of a date, a date-time, or epoch seconds.
+        root.add_function(
+            "day",
+            |v: cel::Value| -> Result<Arc<String>, cel::ExecutionError> {
+                match v {
+                    cel::Value::String(s) => day(&s).map(Arc::new).map_err(|e| str_err("day", e)),
+                    cel::Value::Int(secs) => chrono::DateTime::from_timestamp(secs, 0)
+                        .map(|t| Arc::new(t.format("%Y-%m-%d").to_string()))
+                        .ok_or_else(|| str_err("day", "out of range")),
+                    _ => Err(str_err("day", "not a date, a date-time or epoch seconds")),
+                }
+            },
+        )
+        .map_err(err)?;
+        root.add_function(
+            "sum",
+            |list: Arc<Vec<cel::Value>>| -> Result<i64, cel::ExecutionError> {
+                sum(&list).map_err(|e| str_err("sum", e))
+            },
+        )
+        .map_err(err)?;
+        root.add_function(
+            "get",
+            |map: cel::Value,
+             key: cel::Value,
+             default: cel::Value|
+             -> Result<cel::Value, cel::ExecutionError> {
+                get(&map, &key, default).map_err(|e| str_err("get", e))
             },
         )
         .map_err(err)?;
@@ -322,15 +362,6 @@ impl Env {
                 chrono::DateTime::from_timestamp(secs, 0)
                     .map(|t| Arc::new(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
                     .ok_or_else(|| str_err("iso", "out of range"))
-            },
-        )
-        .map_err(err)?;
-        root.add_function(
-            "day",
-            |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {
-                chrono::DateTime::from_timestamp(secs, 0)
-                    .map(|t| Arc::new(t.format("%Y-%m-%d").to_string()))
-                    .ok_or_else(|| str_err("day", "out of range"))
             },
         )
         .map_err(err)?;
@@ -399,6 +430,83 @@ fn reason(e: &cel::ExecutionError) -> String {
         | E::MissingArgumentOrTarget => e.to_string(),
         _ => "the expression could not be evaluated".to_string(),
     }
+}
+
+/// The calendar day (`YYYY-MM-DD`) of a date written `YYYY-MM-DD` or
+/// `YYYY/MM/DD`, or of a date-time starting with one.
+pub fn day(s: &str) -> Result<String, String> {
+    let d = s
+        .get(..10)
+        .map(|d| d.replace('/', "-"))
+        .filter(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").is_ok())
+        .ok_or_else(|| "not a date (YYYY-MM-DD, YYYY/MM/DD or a date-time)".to_string())?;
+    Ok(d)
+}
+
+/// The sum of a list of ints; an overflow is an error (bad input), never a
+/// wrapped sum.
+pub fn sum(list: &[cel::Value]) -> Result<i64, String> {
+    let mut total: i64 = 0;
+    for v in list {
+        let n = match v {
+            cel::Value::Int(i) => *i,
+            cel::Value::UInt(u) => {
+                i64::try_from(*u).map_err(|_| "a number does not fit an int".to_string())?
+            }
+            other => return Err(format!("a {} in the list is not an int", kind(other))),
+        };
+        total = total
+            .checked_add(n)
+            .ok_or_else(|| "integer overflow".to_string())?;
+    }
+    Ok(total)
+}
+
+/// `map[key]`, or `default` when the map has no such key (a map that is
+/// null, e.g. an optional attribute that is absent, has no keys).
+pub fn get(map: &cel::Value, key: &cel::Value, default: cel::Value) -> Result<cel::Value, String> {
+    use cel::objects::Key;
+    let m = match map {
+        cel::Value::Map(m) => m,
+        cel::Value::Null => return Ok(default),
+        other => return Err(format!("a {} is not a map", kind(other))),
+    };
+    let k = match key {
+        cel::Value::String(s) => Key::String(s.clone()),
+        cel::Value::Int(i) => Key::Int(*i),
+        cel::Value::UInt(u) => Key::Uint(*u),
+        cel::Value::Bool(b) => Key::Bool(*b),
+        other => return Err(format!("a {} cannot be a key", kind(other))),
+    };
+    Ok(m.get(&k).cloned().unwrap_or(default))
+}
+
+/// A number `pad` clamped (its value and the width it did not fit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clamp {
+    pub value: i64,
+    pub width: i64,
+}
+
+thread_local! {
+    static CLAMPS: std::cell::RefCell<Option<Vec<Clamp>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn note_clamp(value: i64, width: i64) {
+    CLAMPS.with(|c| {
+        if let Some(v) = c.borrow_mut().as_mut() {
+            v.push(Clamp { value, width });
+        }
+    });
+}
+
+/// Runs `f` (evaluations on this thread) and returns what it returned with
+/// every number `pad` clamped meanwhile.
+pub fn recording_clamps<T>(f: impl FnOnce() -> T) -> (T, Vec<Clamp>) {
+    let before = CLAMPS.with(|c| c.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let clamps = CLAMPS.with(|c| std::mem::replace(&mut *c.borrow_mut(), before));
+    (out, clamps.unwrap_or_default())
 }
 
 /// Lower case, runs of anything but letters and digits to one `-`.
@@ -503,6 +611,95 @@ mod tests {
     }
 
     #[test]
+    fn sums_and_map_lookups() {
+        let picks = Val::Map(vec![("m1".into(), Val::Int(0)), ("m2".into(), Val::Int(1))]);
+        assert_eq!(eval("sum([1, 2, 39])", &[]), Ok(Val::Int(42)));
+        assert_eq!(eval("sum([])", &[]), Ok(Val::Int(0)));
+        let big = Val::Int(i64::MAX);
+        let err = eval("sum([n, 1])", &[("n", big)]).unwrap_err();
+        assert!(err.contains("`sum`: integer overflow"), "{err}");
+        let err = eval("sum(['a'])", &[]).unwrap_err();
+        assert!(err.contains("not an int"), "{err}");
+        assert_eq!(
+            eval("get(p, 'm2', -1)", &[("p", picks.clone())]),
+            Ok(Val::Int(1))
+        );
+        assert_eq!(
+            eval("get(p, 'zz', -1)", &[("p", picks.clone())]),
+            Ok(Val::Int(-1))
+        );
+        assert_eq!(
+            eval("get(p, 'm1', -1)", &[("p", Val::Null)]),
+            Ok(Val::Int(-1))
+        );
+        assert!(eval("get('x', 'm1', -1)", &[])
+            .unwrap_err()
+            .contains("not a map"));
+        // A sum over a partition: the points of the rows whose result is
+        // the pick.
+        let rows = Val::List(vec![
+            Val::Map(vec![
+                ("id".into(), Val::Str("m1".into())),
+                ("result".into(), Val::Int(0)),
+                ("points".into(), Val::Int(10)),
+            ]),
+            Val::Map(vec![
+                ("id".into(), Val::Str("m2".into())),
+                ("result".into(), Val::Int(0)),
+                ("points".into(), Val::Int(25)),
+            ]),
+        ]);
+        assert_eq!(
+            eval(
+                "sum(rows.filter(r, get(p, r.id, -1) == r.result).map(r, r.points))",
+                &[("rows", rows), ("p", picks)]
+            ),
+            Ok(Val::Int(10))
+        );
+    }
+
+    #[test]
+    fn day_of_dates_and_date_times() {
+        for written in [
+            "2024-03-03",
+            "2024/03/03",
+            "2024-03-03T20:00:00Z",
+            "2024/03/03 8pm",
+        ] {
+            assert_eq!(day(written), Ok("2024-03-03".to_string()), "{written}");
+        }
+        for bad in ["2024-02-30", "24-03-03", "yesterday", "", "2024-3-3"] {
+            assert!(day(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            eval(
+                "day(d) == '2024-03-03'",
+                &[("d", Val::Str("2024/03/03".into()))]
+            ),
+            Ok(Val::Bool(true))
+        );
+    }
+
+    #[test]
+    fn clamps_are_recorded_where_asked() {
+        let (v, c) = recording_clamps(|| eval("pad(123456, 5) + pad(7, 3)", &[]));
+        assert_eq!(v, Ok(Val::Str("99999007".into())));
+        assert_eq!(
+            c,
+            vec![Clamp {
+                value: 123456,
+                width: 5
+            }]
+        );
+        let (_, c) = recording_clamps(|| eval("pad(99999, 5)", &[]));
+        assert!(c.is_empty(), "fits: no clamp");
+        // Outside a recording nothing is kept.
+        eval("pad(123456, 5)", &[]).unwrap();
+        let (_, c) = recording_clamps(|| ());
+        assert!(c.is_empty());
+    }
+
+    #[test]
     fn overflow_and_unbound_names_are_errors() {
         let big = Val::Int(i64::MAX);
         assert!(eval("n + 1", &[("n", big)]).is_err());
@@ -517,6 +714,12 @@ mod tests {
             Some("orgId")
         );
         assert_eq!(Expr::compile("orgId + 'x'").unwrap().ident, None);
+        let e = Expr::compile("xs.all(x, x > n) && xs.map(y, y + 1).size() > 0").unwrap();
+        assert_eq!(
+            e.variables,
+            vec!["xs", "n"],
+            "a macro's own names are not read"
+        );
         let e = Expr::compile("status == 'open' && size(orgId) > 0").unwrap();
         assert_eq!(e.variables, vec!["status", "orgId"]);
         assert_eq!(e.functions, vec!["size"]);

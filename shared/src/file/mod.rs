@@ -17,12 +17,15 @@
 //! the engine, `verify`, `backfill`, the local runtime and the stack treat it
 //! as a compiled model.
 
+pub mod compute;
+pub mod compute_job;
 pub mod expr;
 pub mod history;
 pub mod history_check;
 pub mod history_compile;
 pub mod formats;
 pub mod locate;
+mod keyed;
 pub mod model;
 pub mod once;
 pub mod raw;
@@ -353,6 +356,16 @@ impl Loaded {
                     queue: o.queue.clone(),
                     job: crate::models::Job::Once(Arc::new(once::FileOnce { model: m, spec: o })),
                 }))
+                .chain(m.entities.iter().enumerate().filter_map(|(i, e)| {
+                    let c = e.compute.as_ref()?;
+                    Some(crate::models::Consumer {
+                        queue: c.queue.clone(),
+                        job: crate::models::Job::Set(Arc::new(compute_job::ComputeJob {
+                            m,
+                            entity: i,
+                        })),
+                    })
+                }))
                 .collect(),
             // Every record: writers' items all need validating; processor
             // items are skipped by `ignores` without a read.
@@ -444,3 +457,6 @@ mod set_volatile_tests;
 
 #[cfg(test)]
 mod locate_tests;
+
+#[cfg(test)]
+mod compute_tests;

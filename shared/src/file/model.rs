@@ -43,6 +43,11 @@ pub enum Ty {
     Ulid,
     IsoUtc,
     Set,
+    /// A map (`M`): strings, integers, booleans, lists and maps inside,
+    /// read by expressions (`get(picks, id, -1)`).
+    Map,
+    /// A list (`L`) of the same.
+    List,
     /// An enum of strings.
     Enum(Vec<String>),
     /// An enum of integers (stored as numbers).
@@ -53,7 +58,9 @@ pub enum Ty {
     Format(&'static super::formats::Format),
 }
 
-pub const TYPE_NAMES: &[&str] = &["string", "int", "bool", "ulid", "iso-utc", "set"];
+pub const TYPE_NAMES: &[&str] = &[
+    "string", "int", "bool", "ulid", "iso-utc", "set", "map", "list",
+];
 
 impl Ty {
     /// A type (or key format) by its name.
@@ -65,6 +72,8 @@ impl Ty {
             "ulid" => Ty::Ulid,
             "iso-utc" => Ty::IsoUtc,
             "set" => Ty::Set,
+            "map" => Ty::Map,
+            "list" => Ty::List,
             _ => return None,
         })
     }
@@ -142,9 +151,18 @@ pub struct Entity {
     /// Writer attributes whose values identify one item (`unique:`): its
     /// counter is located through them (see [`super::locate`]).
     pub unique: Vec<&'static str>,
+    /// Processor-owned attributes computed over a partition (`compute:`).
+    pub compute: Option<super::compute::Compute>,
 }
 
 impl Entity {
+    /// The attributes `compute:` writes.
+    pub fn computed(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.compute
+            .iter()
+            .flat_map(|c| c.values.iter().map(|(a, _)| *a))
+    }
+
     pub fn attr(&self, name: &str) -> Option<&Attr> {
         self.attrs.iter().find(|a| a.name == name)
     }
@@ -221,6 +239,8 @@ pub(super) fn ty_name(ty: &Ty) -> String {
         Ty::Ulid => "a `ulid`".into(),
         Ty::IsoUtc => "an `iso-utc`".into(),
         Ty::Set => "a `set`".into(),
+        Ty::Map => "a `map`".into(),
+        Ty::List => "a `list`".into(),
         Ty::Enum(v) => format!("one of [{}]", v.join(", ")),
         Ty::IntEnum(v) => format!("one of [{}]", join(v)),
         Ty::BoolEnum(v) => format!("one of [{}]", join(v)),
@@ -380,6 +400,13 @@ impl Compiler<'_> {
         for (e, (_, r)) in entities.iter_mut().zip(raws) {
             e.counter = self.counter(e.name, &r.value);
             e.unique = super::locate::unique(e, &r.value, &mut self.problems);
+        }
+        // Pass 1b: computed attributes (read by the rules below).
+        for (i, (_, r)) in raws.iter().enumerate() {
+            if let Some(c) = &r.value.compute {
+                let compiled = super::compute::compile(c, i, &entities, &mut self.problems);
+                entities[i].compute = compiled;
+            }
         }
         // Pass 2: what each entity implies.
         for (i, (_, e)) in raws.iter().enumerate() {
@@ -555,6 +582,7 @@ impl Compiler<'_> {
             count: vec![],
             counter: None,
             unique: vec![],
+            compute: None,
         }
     }
 
@@ -564,6 +592,18 @@ impl Compiler<'_> {
             .iter()
             .map(|a| (a.name.to_string(), Some(a.ty.clone())))
             .collect();
+        // A counter's expressions (its `project:`) read its sums as ints,
+        // a writer's its computed attributes.
+        for a in e
+            .counter
+            .iter()
+            .flat_map(|c| c.attrs.iter().copied())
+            .chain(e.computed())
+        {
+            if !names.iter().any(|(n, _)| n == a) {
+                names.push((a.to_string(), Some(Ty::Int)));
+            }
+        }
         for (b, f) in e.binders() {
             if !names.iter().any(|(n, _)| n == b) {
                 let ty = f.and_then(|f| super::formats::named(f, &self.formats));
@@ -748,10 +788,12 @@ impl Compiler<'_> {
                 format!("{name}: `starts:` (set jobs) is reserved: not run from files yet"),
             );
         }
+        let counter = entities[i].counter.is_some();
         if !writer {
             for (has, what, pos) in [
                 (
-                    raw.project.is_some(),
+                    // A counter's keys may come from its sums (`project:`).
+                    raw.project.is_some() && !counter,
                     "project",
                     raw.project.as_ref().map(at),
                 ),
@@ -762,7 +804,10 @@ impl Compiler<'_> {
                 if has {
                     self.err(
                         pos.unwrap_or((1, 1)),
-                        format!("{name}: a processor entity implies nothing: `{what}` belongs on a writer entity"),
+                        format!(
+                            "{name}: a processor entity implies nothing: `{what}` belongs on a writer entity{}",
+                            if what == "project" { " (or on a counter, whose keys may come from its sums)" } else { "" }
+                        ),
                     );
                 }
             }
@@ -807,16 +852,31 @@ impl Compiler<'_> {
                     self.err(at(v), format!("{name}: `{n}` is a writer attribute; a projection writes processor-owned attributes"));
                     continue;
                 }
+                let sums = entities[i].counter.as_ref().map_or(&[][..], |c| c.attrs);
+                if entities[i].computed().any(|c| c == n.as_str()) {
+                    self.err(at(v), format!("{name}: `{n}` is computed (`compute:`); a projection writes other attributes (e.g. an index key from it)"));
+                    continue;
+                }
+                if sums.contains(&n.as_str()) {
+                    self.err(at(v), format!("{name}: `{n}` is a sum of the counter; a counter's projection writes other attributes (e.g. an index key from the sums)"));
+                    continue;
+                }
                 if let Some(v) = self.template(v, &scope) {
                     attrs.push((leak(n), v));
                 }
             }
             let mut sources: Vec<&'static str> = Vec::new();
+            let sums = entities[i].counter.as_ref().map_or(&[][..], |c| c.attrs);
             let mut read = |e: &Expr| {
                 for v in &e.variables {
-                    if let Some(a) = entities[i].attr(v) {
-                        if !sources.contains(&a.name) {
-                            sources.push(a.name);
+                    let source = entities[i]
+                        .attr(v)
+                        .map(|a| a.name)
+                        .or_else(|| sums.iter().copied().find(|s| *s == v.as_str()))
+                        .or_else(|| entities[i].computed().find(|s| *s == v.as_str()));
+                    if let Some(a) = source {
+                        if !sources.contains(&a) {
+                            sources.push(a);
                         }
                     }
                 }

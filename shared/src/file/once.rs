@@ -522,6 +522,7 @@ fn to_json(v: &Val) -> serde_json::Value {
         Val::Int(i) => (*i).into(),
         Val::Bool(b) => (*b).into(),
         Val::Set(v) => v.clone().into(),
+        Val::List(l) => serde_json::Value::Array(l.iter().map(to_json).collect()),
         Val::Map(_) | Val::Null => serde_json::Value::Null,
     }
 }

@@ -230,6 +230,9 @@ pub struct RawEntity {
     pub unique: Option<Spanned<Vec<Spanned<String>>>>,
     /// Set jobs this entity's changes start (SPEC §8): reserved.
     pub starts: Option<Spanned<IgnoredAny>>,
+    /// Processor-owned attributes computed over a partition
+    /// ([`super::compute`]).
+    pub compute: Option<Spanned<super::compute::RawCompute>>,
 }
 
 #[derive(Debug, Deserialize)]

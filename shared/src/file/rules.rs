@@ -22,7 +22,7 @@ pub struct FileRules(pub &'static FileModel);
 /// A validated writer item: its entity and the values expressions read.
 pub struct Record<'m> {
     pub entity: &'m Entity,
-    vals: Vec<(&'m str, Val)>,
+    pub(super) vals: Vec<(&'m str, Val)>,
 }
 
 impl Record<'_> {
@@ -55,7 +55,7 @@ impl FileModel {
         self.classify(pk, sk).map(|(e, _)| e)
     }
 
-    fn key_display(&self, item: &Item) -> String {
+    pub(super) fn key_display(&self, item: &Item) -> String {
         display_key(&key_of(item, &self.key_names()))
     }
 
@@ -102,6 +102,11 @@ impl FileModel {
         let mut vals: Vec<(&str, Val)> = Vec::with_capacity(entity.attrs.len() + bound.len());
         for a in &entity.attrs {
             vals.push((a.name, read_attr(item, a).map_err(err)?));
+        }
+        // Computed attributes as stored: an int, else 0 (unset, or a
+        // writer's stray value the compute job brings back).
+        for a in entity.computed() {
+            vals.push((a, Val::Int(stored_int(item, a))));
         }
         // Names bound only by the key: validated by their format.
         let binders: Vec<(&str, Option<&str>)> = entity
@@ -163,7 +168,7 @@ impl FileModel {
         Ok(Parsed::Writer(record))
     }
 
-    fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
+    pub(super) fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
         if let [Part::Hole(e, _)] = v.0.as_slice() {
             return self.env.eval(e, |n| rec.get(n));
         }
@@ -177,7 +182,11 @@ impl FileModel {
         Ok(Val::Str(out))
     }
 
-    fn holds(&self, rec: &Record, when: &Option<super::expr::Expr>) -> Result<bool, String> {
+    pub(super) fn holds(
+        &self,
+        rec: &Record,
+        when: &Option<super::expr::Expr>,
+    ) -> Result<bool, String> {
         match when {
             None => Ok(true),
             Some(e) => match self.env.eval(e, |n| rec.get(n))? {
@@ -191,7 +200,7 @@ impl FileModel {
         }
     }
 
-    fn bad(&self, rec: &Record, item: &Item, reason: String) -> InputError {
+    pub(super) fn bad(&self, rec: &Record, item: &Item, reason: String) -> InputError {
         InputError::Invalid {
             key: self.key_display(item),
             reason: format!("{}: {reason}", rec.entity.name),
@@ -262,8 +271,53 @@ impl Ty {
             Ty::Int | Ty::IntEnum(_) => "N",
             Ty::Bool | Ty::BoolEnum(_) => "BOOL",
             Ty::Set => "SS",
+            Ty::Map => "M",
+            Ty::List => "L",
             _ => "S",
         }
+    }
+}
+
+/// A map or list attribute as expressions read it: numbers must be
+/// integers; binary values are refused.
+pub(super) fn from_dynamo(v: &AttributeValue) -> Result<Val, String> {
+    Ok(match v {
+        AttributeValue::S(s) => Val::Str(s.clone()),
+        AttributeValue::N(n) => Val::Int(
+            n.parse::<i64>()
+                .map_err(|_| "holds a number that is not a 64-bit integer".to_string())?,
+        ),
+        AttributeValue::Bool(b) => Val::Bool(*b),
+        AttributeValue::Null(_) => Val::Null,
+        AttributeValue::Ss(v) => {
+            let mut v = v.clone();
+            v.sort();
+            v.dedup();
+            Val::Set(v)
+        }
+        AttributeValue::M(m) => {
+            let mut out = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                out.push((k.clone(), from_dynamo(v)?));
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Val::Map(out)
+        }
+        AttributeValue::L(l) => Val::List(l.iter().map(from_dynamo).collect::<Result<_, _>>()?),
+        other => {
+            return Err(format!(
+                "holds a {} value, which expressions do not read",
+                crate::item::type_name(other)
+            ))
+        }
+    })
+}
+
+/// A processor-owned number as stored: an int, else 0.
+pub(super) fn stored_int(item: &Item, name: &str) -> i64 {
+    match item.get(name) {
+        Some(AttributeValue::N(n)) => n.parse::<i64>().unwrap_or(0),
+        _ => 0,
     }
 }
 
@@ -365,6 +419,9 @@ pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
             Ok(Val::Bool(*b))
         }
         (Ty::BoolEnum(allowed), AttributeValue::Bool(_)) => Err(not_one_of(a.name, allowed)),
+        (Ty::Map, AttributeValue::M(_)) | (Ty::List, AttributeValue::L(_)) => {
+            from_dynamo(v).map_err(|e| invalid(a.name, e))
+        }
         (Ty::Set, AttributeValue::Ss(v)) => {
             let mut v = v.clone();
             v.sort();
@@ -412,6 +469,7 @@ pub(super) fn to_attr(
         }
         (None, Val::Str(s)) => AttributeValue::S(s),
         (None, Val::Map(_)) => return Err(format!("`{name}`: a map is not an attribute value")),
+        (None, Val::List(_)) => return Err(format!("`{name}`: a list is not an attribute value")),
         (Some(t), v) => return Err(format!("`{name}`: a {} is not a {}", v.kind(), t.dynamo())),
     }))
 }
@@ -424,8 +482,13 @@ impl Rules for FileRules {
 
     fn projection(&self, image: &Item) -> Result<Option<Projection>, InputError> {
         let m = self.0;
-        let Parsed::Writer(rec) = m.parse(image)? else {
-            return Ok(None);
+        let rec = match m.parse(image)? {
+            Parsed::Writer(rec) => rec,
+            // A counter whose keys come from its sums.
+            Parsed::Processor(e) if e.counter.is_some() && e.project.is_some() => {
+                m.counter_record(e, image)?
+            }
+            Parsed::Processor(_) => return Ok(None),
         };
         let Some(p) = &rec.entity.project else {
             return Ok(None);
@@ -445,6 +508,11 @@ impl Rules for FileRules {
             attrs,
             sources: p.sources.clone(),
         }))
+    }
+
+    /// A number `pad` clamped into a projected key ([`FileModel::clamp_notes`]).
+    fn notes(&self, image: &Item) -> Vec<crate::engine::rules::Note> {
+        self.0.clamp_notes(image)
     }
 
     fn derived(&self, image: &Item) -> Result<Vec<Item>, InputError> {
@@ -532,6 +600,7 @@ impl Rules for FileRules {
             }
             out.push(Contribution { counter, values });
         }
+        out.extend(m.compute_contributions(&rec, image));
         Ok(out)
     }
 
@@ -595,13 +664,14 @@ impl Rules for FileRules {
             .flat_map(|s| &s.facts)
             .filter(|f| f.via_index.is_some())
             .collect();
-        if facts.is_empty() {
+        let computes = m.entities.iter().any(|e| e.compute.is_some());
+        if facts.is_empty() && !computes {
             return Ok(vec![]);
         }
         let Parsed::Writer(rec) = m.parse(image)? else {
             return Ok(vec![]);
         };
-        let mut out = Vec::new();
+        let mut out = m.compute_memberships(&rec, image);
         for f in facts {
             let Some((index, pk, sk)) = &f.via_index else {
                 continue;
@@ -665,9 +735,7 @@ impl Rules for FileRules {
         if super::locate::parse_logical(&m.entities, m.key_names(), key).is_some() {
             return false;
         }
-        self.0
-            .entity_of_key(key)
-            .is_none_or(|e| e.counter.is_none())
+        !m.is_compute_version(key) && m.entity_of_key(key).is_none_or(|e| e.counter.is_none())
     }
 
     /// An item no entity matches, stamped (the entity type attribute) as a
@@ -693,7 +761,13 @@ impl Rules for FileRules {
     ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
         let mut out = self.0.set_messages(change)?;
         out.extend(self.0.once_messages(change)?);
+        out.extend(self.0.compute_messages(change));
         Ok(out)
+    }
+
+    /// Every computed value (`compute:`) against what its rows imply.
+    fn checks(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
+        self.0.compute_checks(input.items)
     }
 
     fn ignores(&self, keys: &Item) -> bool {

@@ -1,0 +1,423 @@
+//! A writer entity's `compute:` block: processor-owned attributes of a
+//! writer's item computed over a partition of other items and the item
+//! itself (SPEC §8), kept exact by a set job ([`super::compute_job`]).
+//!
+//! ```yaml
+//! prediction:
+//!   key: { PK: "USER#${user}", SK: "EVENT#${eventId}" }
+//!   attributes: { predictions: map }
+//!   compute:
+//!     over: { entity: match, as: matches }   # the partition: every `match` whose PK
+//!                                            # binds as this item's key names
+//!     values:                                # processor-owned ints of this item
+//!       points: "sum(matches.filter(m, has(m.result) && get(predictions, m.id, -1) == m.result).map(m, m.points))"
+//!       mcorrect: "size(matches.filter(m, has(m.result) && get(predictions, m.id, -1) == m.result))"
+//!     queue: scoring
+//!     page: 200
+//! ```
+//!
+//! - `over.entity`'s partition key is built from its key names, each bound
+//!   (`over.bind`, default the same name) to a key name of this entity; the
+//!   rows are the items of that partition whose sort key starts with the
+//!   literal its template starts with, each a map of its attributes and key
+//!   names (an absent optional attribute is absent: `has(m.result)`).
+//! - `values` are CEL expressions reading this item (attributes, key names)
+//!   and the rows (`as`, default the entity's name); each gives an int,
+//!   stored as a number. An overflow is bad input, never a wrapped value.
+//! - The computed attributes are readable by this entity's `project:` and
+//!   `count:` (stored value: an int, else 0) and nobody else writes them: a
+//!   writer's stray value is brought back.
+//! - Jobs: a row inserted, removed, made valid or invalid, or whose
+//!   attributes the values read changed -> the whole scope (listed from a
+//!   ledger index the engine keeps exactly, paged); this item inserted,
+//!   whose attributes the values read changed, or whose computed value a
+//!   writer overwrote -> this item alone.
+//! - Every write is guarded by the facts read: the version of the scope's
+//!   set of rows (a ledger-only counter each row adds 1 to), each row's
+//!   attributes read, the item's attributes read and its stored values. A
+//!   late or racing job whose facts no longer hold writes nothing; the newer
+//!   fact's job writes the right value. A scope with a row that is bad input
+//!   is not computed until the row is fixed.
+
+use serde::Deserialize;
+
+use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
+use super::model::{suggest, Entity, Problem};
+use super::raw::{Ordered, Scalar, Spanned};
+use super::template::{KeyTemplate, Part};
+use crate::models::table::QueueDef;
+
+/// Rows read per scope job page at most (predictions per message).
+pub const DEFAULT_PAGE: usize = 200;
+/// A page's items at most (a message body stays small).
+pub const MAX_PAGE: usize = 200;
+
+/// The block as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCompute {
+    pub over: Spanned<RawOver>,
+    /// Processor-owned attribute -> a CEL expression (an int).
+    pub values: Spanned<Ordered<Spanned<Scalar>>>,
+    /// The job queue's logical name (default `<entity>-compute`).
+    pub queue: Option<Spanned<String>>,
+    /// The SQS queue's name (default `jobstream-<queue>-jobs`; its DLQ
+    /// `<name>-dlq`).
+    pub queue_name: Option<Spanned<String>>,
+    /// Items per job at most (default and limit 200).
+    pub page: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOver {
+    pub entity: Spanned<String>,
+    /// The row entity's partition key names -> this entity's key names.
+    #[serde(default)]
+    pub bind: Ordered<Spanned<String>>,
+    /// The rows' name in expressions (default: the entity's name).
+    #[serde(rename = "as")]
+    pub name: Option<Spanned<String>>,
+}
+
+/// A compiled `compute:` block.
+#[derive(Debug)]
+pub struct Compute {
+    /// The job's name (the consumer; the ledger index's prefix).
+    pub name: &'static str,
+    pub queue: QueueDef,
+    /// The row entity.
+    pub over: usize,
+    /// The rows' name in expressions.
+    pub rows: String,
+    /// Row entity partition key name -> this entity's key name.
+    pub scope: Vec<(String, String)>,
+    /// The literal the rows' sort keys start with.
+    pub sk_prefix: String,
+    /// The computed attributes and their expressions.
+    pub values: Vec<(&'static str, Expr)>,
+    /// Attributes of the rows the values read (guards, jobs).
+    pub row_reads: Vec<&'static str>,
+    /// Attributes of this entity the values read (guards, jobs).
+    pub item_reads: Vec<&'static str>,
+    pub page: usize,
+}
+
+/// The sort key of the ledger-only version of a scope's set of rows: no
+/// entity's key template may match it (checked at load).
+pub fn version_sk(c: &Compute) -> String {
+    format!("#compute#{}", c.name)
+}
+
+/// The attribute of the version counter.
+pub const VERSION_ATTR: &str = "rows";
+
+fn at<T>(s: &Spanned<T>) -> (u64, u64) {
+    (s.referenced.line(), s.referenced.column())
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// Names of attributes read as `<var>.<attr>` anywhere in `src` (an
+/// over-approximation of what an expression reads of its rows: a guard
+/// too many costs a retry, a guard too few a stale value).
+fn fields_read(src: &str, candidates: &[&'static str]) -> Vec<&'static str> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    for (i, _) in src.match_indices('.') {
+        let rest = &src[i + 1..];
+        let word: String = rest.chars().take_while(|c| ident(*c)).collect();
+        if let Some(c) = candidates.iter().find(|c| **c == word) {
+            if !out.contains(c) {
+                out.push(*c);
+            }
+        }
+    }
+    out
+}
+
+/// Compiles the block of entity `i` (after every entity's shape is known).
+pub fn compile(
+    raw: &Spanned<RawCompute>,
+    i: usize,
+    entities: &[Entity],
+    problems: &mut Vec<Problem>,
+) -> Option<Compute> {
+    let mut err = |pos: (u64, u64), msg: String| problems.push(Problem::new(pos.0, pos.1, msg));
+    let e = &entities[i];
+    let name = e.name;
+    let r = &raw.value;
+    if !e.writer {
+        err(
+            at(raw),
+            format!("{name}: `compute:` writes processor-owned attributes of a writer's item: it belongs on a writer entity"),
+        );
+        return None;
+    }
+    let names: Vec<&str> = entities.iter().map(|e| e.name).collect();
+    let Some(over) = names.iter().position(|n| *n == r.over.value.entity.value) else {
+        let hint = suggest(&r.over.value.entity.value, names.iter().copied()).unwrap_or_default();
+        err(
+            at(&r.over.value.entity),
+            format!(
+                "{name}: compute over unknown entity `{}`{hint}",
+                r.over.value.entity.value
+            ),
+        );
+        return None;
+    };
+    let o = &entities[over];
+    if e.key.len() != 2 || o.key.len() != 2 {
+        // Their keys are reported where they are written.
+        return None;
+    }
+    if !o.writer || over == i {
+        err(
+            at(&r.over.value.entity),
+            format!(
+                "{name}: compute over `{}`: the rows must be another writer entity",
+                o.name
+            ),
+        );
+        return None;
+    }
+    let own: Vec<&str> = e.binders().iter().map(|(n, _)| *n).collect();
+    let pk_binders: Vec<String> = o.key[0]
+        .template
+        .binders()
+        .map(|b| b.name.clone())
+        .collect();
+    for (k, v) in &r.over.value.bind.0 {
+        if !pk_binders.contains(k) {
+            let hint = suggest(k, pk_binders.iter().map(String::as_str)).unwrap_or_default();
+            err(
+                at(v),
+                format!(
+                    "{name}: compute over `{}`: `{k}` is not a key name of its partition key{hint}",
+                    o.name
+                ),
+            );
+        }
+    }
+    let mut scope = Vec::new();
+    for b in &pk_binders {
+        let (to, pos) = match r.over.value.bind.0.iter().find(|(k, _)| k == b) {
+            Some((_, v)) => (v.value.clone(), at(v)),
+            None => (b.clone(), at(&r.over)),
+        };
+        if !own.contains(&to.as_str()) {
+            let hint = suggest(&to, own.iter().copied()).unwrap_or_default();
+            err(
+                pos,
+                format!(
+                    "{name}: compute over `{}`: `${{{b}}}` of its partition key must be bound to a key name of `{name}`; `{to}` is not one{hint} (add `bind: {{ {b}: <key name> }}`)",
+                    o.name
+                ),
+            );
+            continue;
+        }
+        scope.push((b.clone(), to));
+    }
+    let sk_prefix = match o.key[1].template.parts.first() {
+        Some(Part::Lit(l)) => l.clone(),
+        _ => String::new(),
+    };
+    if sk_prefix.is_empty() {
+        err(
+            at(&r.over.value.entity),
+            format!(
+                "{name}: compute over `{}`: its sort key template must start with a literal (the rows are the items of the partition whose sort key starts with it)",
+                o.name
+            ),
+        );
+    }
+    let rows = r
+        .over
+        .value
+        .name
+        .as_ref()
+        .map_or(o.name.to_string(), |n| n.value.clone());
+    let queue_logical = r
+        .queue
+        .as_ref()
+        .map_or(format!("{name}-compute"), |q| q.value.clone());
+    let cname = leak(queue_logical.clone());
+    let qname = r
+        .queue_name
+        .as_ref()
+        .map_or(format!("jobstream-{queue_logical}-jobs"), |q| {
+            q.value.clone()
+        });
+    let page = match &r.page {
+        None => DEFAULT_PAGE,
+        Some(p) if (1..=MAX_PAGE as u64).contains(&p.value) => p.value as usize,
+        Some(p) => {
+            err(
+                at(p),
+                format!("{name}: compute page {}: 1..={MAX_PAGE}", p.value),
+            );
+            DEFAULT_PAGE
+        }
+    };
+    // What the values may read: this item's attributes and key names, the
+    // rows; never another computed value.
+    let mut readable: Vec<String> = e.attrs.iter().map(|a| a.name.to_string()).collect();
+    readable.extend(own.iter().map(|s| s.to_string()));
+    readable.push(rows.clone());
+    let row_names: Vec<&'static str> = o
+        .attrs
+        .iter()
+        .map(|a| a.name)
+        .chain(
+            o.key
+                .iter()
+                .flat_map(|k| k.template.binders())
+                .map(|b| leak(b.name.clone())),
+        )
+        .collect();
+    let mut values = Vec::new();
+    let mut row_reads: Vec<&'static str> = Vec::new();
+    let mut item_reads: Vec<&'static str> = Vec::new();
+    for (a, v) in &r.values.value.0 {
+        if e.attr(a).is_some() || own.contains(&a.as_str()) {
+            err(
+                at(v),
+                format!("{name}: computed `{a}` is a writer attribute or a key name of `{name}`: a computed attribute is the processor's"),
+            );
+            continue;
+        }
+        match Expr::compile(&v.value.0) {
+            Err(ce) => err(
+                at(v),
+                format!("{name}: cannot parse `{}`: {}", v.value.0, ce.message),
+            ),
+            Ok(x) => {
+                let mut ok = true;
+                for var in &x.variables {
+                    if !readable.contains(var) {
+                        let hint =
+                            suggest(var, readable.iter().map(String::as_str)).unwrap_or_default();
+                        err(
+                            at(v),
+                            format!(
+                                "{name}: computed `{a}`: unknown name `{var}`{hint} (it reads `{name}`'s attributes and key names and the rows, `{rows}`)"
+                            ),
+                        );
+                        ok = false;
+                    }
+                }
+                for f in &x.functions {
+                    if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+                        let hint = suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied())
+                            .unwrap_or_default();
+                        err(at(v), format!("{name}: unknown function `{f}`{hint}"));
+                        ok = false;
+                    }
+                }
+                if !ok {
+                    continue;
+                }
+                for f in fields_read(&x.source, &row_names) {
+                    if !row_reads.contains(&f) && o.attr(f).is_some() {
+                        row_reads.push(o.attr(f).map(|a| a.name).unwrap_or(f));
+                    }
+                }
+                for var in &x.variables {
+                    if let Some(attr) = e.attr(var) {
+                        if !item_reads.contains(&attr.name) {
+                            item_reads.push(attr.name);
+                        }
+                    }
+                }
+                values.push((leak(a.clone()), x));
+            }
+        }
+    }
+    if values.is_empty() && r.values.value.0.is_empty() {
+        err(
+            at(&r.values),
+            format!("{name}: `compute:` needs at least one value"),
+        );
+    }
+    let c = Compute {
+        name: cname,
+        queue: QueueDef::standard(
+            cname,
+            leak(qname.clone()),
+            leak(format!("{qname}-dlq")),
+            cname,
+        ),
+        over,
+        rows,
+        scope,
+        sk_prefix,
+        values,
+        row_reads,
+        item_reads,
+        page,
+    };
+    // The version counter's key must be no entity's.
+    let vsk = version_sk(&c);
+    if let Some(x) = entities.iter().find(|x| {
+        x.key
+            .get(1)
+            .is_some_and(|k| k.template.matches(&vsk).is_some())
+    }) {
+        err(
+            at(raw),
+            format!(
+                "{name}: the ledger-only version of the compute's rows has the sort key `{vsk}`, which `{}`'s template matches: give `{}`'s sort key a literal prefix",
+                x.name, x.name
+            ),
+        );
+    }
+    Some(c)
+}
+
+/// The partition key value of the rows of a scope (row key name -> value).
+pub fn rows_pk(over: &Entity, scope: &[(String, String)]) -> Option<String> {
+    let t: &KeyTemplate = &over.key[0].template;
+    let vals: Option<Vec<&str>> = t
+        .binders()
+        .map(|b| {
+            scope
+                .iter()
+                .find(|(k, _)| *k == b.name)
+                .map(|(_, v)| v.as_str())
+        })
+        .collect();
+    Some(t.build(&vals?))
+}
+
+/// A row as expressions read it: its attributes (absent optional ones
+/// left out, so `has(m.result)` says whether it is set) and key names.
+pub fn row_val(rec_vals: &[(&str, Val)]) -> Val {
+    Val::Map(
+        rec_vals
+            .iter()
+            .filter(|(_, v)| *v != Val::Null)
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_finds_row_attributes_after_a_dot() {
+        let c = ["result", "points", "id", "order"];
+        assert_eq!(
+            fields_read(
+                "sum(ms.filter(m, has(m.result) && get(p, m.id, -1) == m.result).map(m, m.points))",
+                &c
+            ),
+            vec!["result", "id", "points"]
+        );
+        assert!(fields_read("size(ms)", &c).is_empty());
+        assert!(fields_read("m.resultx + m.ord", &c).is_empty());
+    }
+}

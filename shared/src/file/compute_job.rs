@@ -1,0 +1,781 @@
+//! The set job of a `compute:` block ([`super::compute`]) and what the
+//! stream rules add for it: the ledger-only version of a scope's rows, the
+//! ledger index of the scope's items, the jobs a change starts.
+//!
+//! A job names a scope (the rows' partition key names) and either every
+//! item of it (`scope`: listed from the ledger index, paged, the first page
+//! inline and the others as `items` jobs) or some items (`items`). It
+//! reads, consistently: the version of the scope's rows (first: a row added
+//! after the rows were read bumps it), the rows, then the items. It writes,
+//! only where they differ, each item's computed attributes and the
+//! projection of the item as it will be (so the stream record of that write
+//! is a fixpoint): one write per item whose value changed, each guarded by
+//! every fact it read.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+
+use super::compute::{row_val, rows_pk, version_sk, Compute, VERSION_ATTR};
+use super::expr::Val;
+use super::model::{Entity, FileModel};
+use super::rules::{FileRules, Parsed, Record};
+use crate::change::{Change, ChangeKind};
+use crate::engine::derive::{index_members, total_key};
+use crate::engine::rules::{Contribution, Counter, OutMessage, Rules};
+use crate::engine::setjob::{BoxFut, Guard, GuardedUpdate, Plan, Reads, SetJob};
+use crate::item::{display_key, key_of, same_opt, Item, ItemExt};
+use crate::metrics::{BatchMetrics, Metrics};
+use crate::sqs::MessageError;
+
+/// The derive processor (the ledger namespace of its totals).
+const DERIVE: &str = "derive";
+/// The only message version this build reads and writes.
+const VERSION: u64 = 1;
+/// Bodies above this size are refused.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A compute job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum ComputeMsg {
+    /// The scope's rows changed: every item of the scope.
+    Scope { scope: BTreeMap<String, String> },
+    /// These items of the scope (keys as [PK, SK]).
+    Items {
+        scope: BTreeMap<String, String>,
+        keys: Vec<[String; 2]>,
+    },
+}
+
+impl ComputeMsg {
+    fn scope(&self) -> &BTreeMap<String, String> {
+        match self {
+            ComputeMsg::Scope { scope } | ComputeMsg::Items { scope, .. } => scope,
+        }
+    }
+}
+
+/// A `compute:` block's set job.
+pub struct ComputeJob {
+    pub m: &'static FileModel,
+    pub entity: usize,
+}
+
+impl ComputeJob {
+    fn compute(&self) -> &'static Compute {
+        self.m.entities[self.entity]
+            .compute
+            .as_ref()
+            .expect("a compute job is built for an entity with `compute:`")
+    }
+}
+
+fn message(c: &Compute, msg: &ComputeMsg) -> OutMessage {
+    OutMessage {
+        queue: c.queue.logical,
+        body: crate::engine::body::encode(msg, VERSION),
+    }
+}
+
+/// The scope of the rows of a row's key (row key name -> value).
+fn scope_of_row(c: &Compute, over: &Entity, pk: &str) -> Option<BTreeMap<String, String>> {
+    let bound = over.key[0].template.matches(pk)?;
+    let names: Vec<&str> = over.key[0]
+        .template
+        .binders()
+        .map(|b| b.name.as_str())
+        .collect();
+    Some(
+        c.scope
+            .iter()
+            .filter_map(|(row, _)| {
+                let i = names.iter().position(|n| n == row)?;
+                Some((row.clone(), bound[i].to_string()))
+            })
+            .collect(),
+    )
+}
+
+/// The scope of an item of the computing entity (from its key names).
+fn scope_of_item(c: &Compute, e: &Entity, pk: &str, sk: &str) -> Option<BTreeMap<String, String>> {
+    let mut bound = e.key[0].template.matches(pk)?;
+    bound.extend(e.key[1].template.matches(sk)?);
+    let names: Vec<&str> = e
+        .key
+        .iter()
+        .flat_map(|k| k.template.binders())
+        .map(|b| b.name.as_str())
+        .collect();
+    Some(
+        c.scope
+            .iter()
+            .filter_map(|(row, own)| {
+                let i = names.iter().position(|n| n == own)?;
+                Some((row.clone(), bound[i].to_string()))
+            })
+            .collect(),
+    )
+}
+
+fn scope_vec(scope: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    scope.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// The ledger index of a scope's items.
+fn index_name(c: &Compute, rows_pk: &str) -> String {
+    format!("compute#{}#{rows_pk}", c.name)
+}
+
+fn member(pk: &str, sk: &str) -> String {
+    serde_json::to_string(&[pk, sk]).unwrap_or_default()
+}
+
+impl FileModel {
+    /// The ledger-only version counter of the scope whose rows have the
+    /// partition key `rows_pk`.
+    pub(super) fn version_counter(&self, c: &Compute, rows_pk: &str) -> Counter {
+        let [pkn, skn] = self.key_names();
+        Counter {
+            key: vec![(pkn, rows_pk.to_string()), (skn, version_sk(c))],
+            attrs: &[VERSION_ATTR],
+            create: None,
+            remove_at_zero: false,
+        }
+    }
+
+    /// What a valid row adds to the versions of the scopes it is a row of.
+    pub(super) fn compute_contributions(&self, rec: &Record, item: &Item) -> Vec<Contribution> {
+        let [pkn, _] = self.key_names();
+        let Ok(pk) = item.s(pkn) else {
+            return vec![];
+        };
+        self.entities
+            .iter()
+            .filter_map(|e| e.compute.as_ref())
+            .filter(|c| std::ptr::eq(&self.entities[c.over], rec.entity))
+            .map(|c| Contribution {
+                counter: self.version_counter(c, pk),
+                values: vec![(VERSION_ATTR, 1)],
+            })
+            .collect()
+    }
+
+    /// A valid item of a computing entity is a member of its scope's index.
+    pub(super) fn compute_memberships(&self, rec: &Record, item: &Item) -> Vec<(String, String)> {
+        let Some(c) = &rec.entity.compute else {
+            return vec![];
+        };
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (item.s(pkn), item.s(skn)) else {
+            return vec![];
+        };
+        let Some(rpk) = scope_of_item(c, rec.entity, pk, sk)
+            .and_then(|s| rows_pk(&self.entities[c.over], &scope_vec(&s)))
+        else {
+            return vec![];
+        };
+        vec![(index_name(c, &rpk), member(pk, sk))]
+    }
+
+    /// Whether a counter key is the ledger-only version of a compute scope.
+    pub(super) fn is_compute_version(&self, key: &Item) -> bool {
+        let [_, skn] = self.key_names();
+        let Ok(sk) = key.s(skn) else {
+            return false;
+        };
+        self.entities
+            .iter()
+            .filter_map(|e| e.compute.as_ref())
+            .any(|c| version_sk(c) == sk)
+    }
+
+    /// The compute jobs a change starts (bad input starts nothing here).
+    pub(super) fn compute_messages(&'static self, change: &Change) -> Vec<OutMessage> {
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
+            return vec![];
+        };
+        let entity = self.classify(pk, sk).map(|(e, _)| e);
+        let parse = |i: &Item| match self.parse(i) {
+            Ok(Parsed::Writer(r)) => Some(r),
+            _ => None,
+        };
+        let new = change
+            .new
+            .as_ref()
+            .filter(|_| change.kind != ChangeKind::Remove);
+        let mut out = Vec::new();
+        for e in &self.entities {
+            let Some(c) = &e.compute else { continue };
+            // A row (by its key: a row that is bad input, or whose sort key
+            // binds nothing, starts its scope too): its scope, unless what
+            // the values read is unchanged.
+            let over = &self.entities[c.over];
+            if sk.starts_with(&c.sk_prefix) && self.partition_holds(over, pk) {
+                let old_ok = change.old.as_ref().map(|o| parse(o).is_some());
+                let new_ok = new.map(|n| parse(n).is_some());
+                let same = match (old_ok, new_ok) {
+                    (Some(true), Some(true)) => {
+                        let (o, n) = (change.old.as_ref(), new);
+                        c.row_reads
+                            .iter()
+                            .all(|a| same_opt(o.and_then(|o| o.get(*a)), n.and_then(|n| n.get(*a))))
+                    }
+                    (Some(false), Some(false)) => true,
+                    _ => false,
+                };
+                if !same {
+                    if let Some(scope) = scope_of_row(c, over, pk) {
+                        out.push(message(c, &ComputeMsg::Scope { scope }));
+                    }
+                }
+            }
+            // The computing entity's own item.
+            if entity.is_some_and(|x| std::ptr::eq(e, x)) {
+                let Some(n) = new else { continue };
+                if parse(n).is_none() {
+                    continue;
+                }
+                let old_valid = change.old.as_ref().filter(|o| parse(o).is_some());
+                let changed =
+                    |a: &str| !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a));
+                let start = change.kind == ChangeKind::Insert
+                    || old_valid.is_none()
+                    || c.item_reads.iter().any(|a| changed(a))
+                    || (e.computed().any(changed) && self.stray(e, n));
+                if start {
+                    if let Some(scope) = scope_of_item(c, e, pk, sk) {
+                        out.push(message(
+                            c,
+                            &ComputeMsg::Items {
+                                scope,
+                                keys: vec![[pk.to_string(), sk.to_string()]],
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `pk` is a partition key of `over` whose names pass every
+    /// check of `over` that reads only them (a scope that can hold rows).
+    fn partition_holds(&self, over: &Entity, pk: &str) -> bool {
+        let Some(bound) = over.key[0].template.matches(pk) else {
+            return false;
+        };
+        let binders: Vec<(&str, Option<&str>)> = over.key[0]
+            .template
+            .binders()
+            .map(|b| (b.name.as_str(), b.format.as_deref()))
+            .collect();
+        let mut vals: Vec<(&str, Val)> = Vec::with_capacity(binders.len());
+        for ((b, format), v) in binders.iter().zip(&bound) {
+            match super::rules::key_val(over, b, *format, v, &self.formats) {
+                Ok(val) => vals.push((b, val)),
+                Err(_) => return false,
+            }
+        }
+        over.checks
+            .iter()
+            .filter(|c| {
+                c.expr
+                    .variables
+                    .iter()
+                    .all(|v| binders.iter().any(|(b, _)| b == v))
+            })
+            .all(|c| {
+                self.env.eval(&c.expr, |n| {
+                    vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
+                }) == Ok(Val::Bool(true))
+            })
+    }
+
+    /// Whether a computed value was written by someone else than the job:
+    /// the job writes the values and the projection they imply together,
+    /// so a value that is no int, or a projection out of step with it,
+    /// came from a writer and must be brought back.
+    fn stray(&'static self, e: &Entity, item: &Item) -> bool {
+        if e.computed()
+            .any(|a| !matches!(item.get(a), Some(AttributeValue::N(n)) if n.parse::<i64>().is_ok()))
+        {
+            return true;
+        }
+        let rules = FileRules(self);
+        match rules.projection(item) {
+            Ok(Some(p)) => crate::engine::derive::projection_update(self.keys, item, &p).is_some(),
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+}
+
+/// A page's keys are cut so that its body stays under this size.
+const PAGE_BODY_BYTES: usize = 48 * 1024;
+
+/// The keys in pages of at most `page` keys whose bodies stay under
+/// [`PAGE_BODY_BYTES`] (a key is up to 2 KB: 200 of them would not).
+fn pages(keys: Vec<[String; 2]>, page: usize) -> Vec<Vec<[String; 2]>> {
+    let mut out = Vec::new();
+    let mut current: Vec<[String; 2]> = Vec::new();
+    let mut size = 0;
+    for k in keys {
+        let extra = serde_json::to_string(&k).map_or(0, |j| j.len()) + 1;
+        if !current.is_empty() && (current.len() == page || size + extra > PAGE_BODY_BYTES) {
+            out.push(std::mem::take(&mut current));
+            size = 0;
+        }
+        size += extra;
+        current.push(k);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Kind of `verify`'s findings of computed values.
+pub const COMPUTED_VALUE: &str = "computed value";
+
+impl FileModel {
+    /// `verify`: every item of a computing entity whose stored values
+    /// differ from what the table's rows imply, each repaired by its job
+    /// (through the job's guards). A scope with a row that is bad input is
+    /// not judged (its values wait for the row, as the job does).
+    pub(super) fn compute_checks(&'static self, items: &[Item]) -> Vec<crate::models::Finding> {
+        let [pkn, skn] = self.key_names();
+        let mut out = Vec::new();
+        for (ei, e) in self.entities.iter().enumerate() {
+            let Some(c) = &e.compute else { continue };
+            let over = &self.entities[c.over];
+            // The rows of every partition, or `None` where one is bad input.
+            let mut rows: BTreeMap<&str, Option<Vec<Val>>> = BTreeMap::new();
+            for i in items {
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                    continue;
+                };
+                if !sk.starts_with(&c.sk_prefix) || over.key[0].template.matches(pk).is_none() {
+                    continue;
+                }
+                let entry = rows.entry(pk).or_insert_with(|| Some(vec![]));
+                match self.parse(i) {
+                    Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
+                        if let Some(v) = entry {
+                            v.push(row_val(&rec.vals));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => *entry = None,
+                }
+            }
+            let job = ComputeJob {
+                m: self,
+                entity: ei,
+            };
+            for i in items {
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                    continue;
+                };
+                if !self
+                    .classify(pk, sk)
+                    .is_some_and(|(x, _)| std::ptr::eq(x, e))
+                {
+                    continue;
+                }
+                let Some(scope) = scope_of_item(c, e, pk, sk) else {
+                    continue;
+                };
+                let Some(rpk) = rows_pk(over, &scope_vec(&scope)) else {
+                    continue;
+                };
+                let r = match rows.get(rpk.as_str()) {
+                    // A row that is bad input: not judged.
+                    Some(None) => continue,
+                    Some(Some(r)) => r.clone(),
+                    None => vec![],
+                };
+                let facts = Facts {
+                    rows: Val::List(r),
+                    guards: vec![],
+                };
+                let Some(want) = job.values(i, &facts) else {
+                    continue;
+                };
+                let stored: Vec<String> = want
+                    .iter()
+                    .filter(|(a, v)| i.get(*a) != Some(&AttributeValue::N(v.to_string())))
+                    .map(|(a, v)| {
+                        let have = match i.get(*a) {
+                            Some(AttributeValue::N(x)) => x.clone(),
+                            Some(_) => "not a number".to_string(),
+                            None => "absent".to_string(),
+                        };
+                        format!("{a} is {have}, the rows imply {v}")
+                    })
+                    .collect();
+                if stored.is_empty() {
+                    continue;
+                }
+                out.push(crate::models::Finding {
+                    kind: COMPUTED_VALUE,
+                    drift: crate::models::Drift::Wrong,
+                    what: format!(
+                        "{}: {}",
+                        display_key(&key_of(i, &self.key_names())),
+                        stored.join(", ")
+                    ),
+                    repair: Some(crate::models::Repair::Job {
+                        queue: c.queue.logical,
+                        body: crate::engine::body::encode(
+                            &ComputeMsg::Items {
+                                scope,
+                                keys: vec![[pk.to_string(), sk.to_string()]],
+                            },
+                            VERSION,
+                        ),
+                    }),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The rows of a scope as read, and the guards that pin them.
+struct Facts {
+    rows: Val,
+    guards: Vec<Guard>,
+}
+
+impl ComputeJob {
+    fn scope_ok(
+        &self,
+        scope: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, MessageError> {
+        let c = self.compute();
+        let bad = |reason: String| MessageError::Permanent {
+            kind: "InvalidMessage",
+            reason,
+        };
+        if scope.len() != c.scope.len() || !c.scope.iter().all(|(k, _)| scope.contains_key(k)) {
+            return Err(bad(format!(
+                "scope must name exactly {}",
+                c.scope
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        if scope
+            .values()
+            .any(|v| v.is_empty() || v.contains('#') || v.len() > 1024)
+        {
+            return Err(bad(
+                "a scope value is empty, holds `#` or is over 1024 bytes".into(),
+            ));
+        }
+        Ok(scope_vec(scope))
+    }
+
+    /// Reads the version of the scope's rows, then the rows; `None` when a
+    /// row is bad input (the scope waits until it is fixed).
+    async fn facts(&self, reads: &Reads, rpk: &str) -> Result<Option<Facts>, MessageError> {
+        let m = self.m;
+        let c = self.compute();
+        let [pkn, skn] = m.key_names();
+        let vkey = total_key(DERIVE, &m.version_counter(c, rpk).key_item());
+        let version = reads.store.get(&reads.ledger_table, vkey.clone()).await?;
+        let mut guards = vec![match version.as_ref().and_then(|v| v.get("ver")) {
+            Some(ver) => Guard::equals(vkey, "ver", ver.clone()).in_ledger(),
+            None => Guard::absent(vkey).in_ledger(),
+        }];
+        let items = reads
+            .store
+            .query_partition(&reads.table, pkn, rpk, Some((skn, &c.sk_prefix)))
+            .await?;
+        let over = &m.entities[c.over];
+        let mut rows = Vec::with_capacity(items.len());
+        for item in &items {
+            match m.parse(item) {
+                Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
+                    let key = key_of(item, &m.key_names());
+                    for a in c.row_reads.iter().copied() {
+                        guards.push(Guard::same(key.clone(), a, item.get(a)));
+                    }
+                    rows.push(row_val(&rec.vals));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(
+                        processor = c.name,
+                        key = %display_key(&key_of(item, &m.key_names())),
+                        reason = %e,
+                        "a row of the scope is bad input: not computed until it is fixed"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(Facts {
+            rows: Val::List(rows),
+            guards,
+        }))
+    }
+
+    /// The values an item should carry given the rows (`None`: bad input,
+    /// logged with the item's key and left as it is).
+    fn values(&self, item: &Item, facts: &Facts) -> Option<Vec<(&'static str, i64)>> {
+        let m = self.m;
+        let c = self.compute();
+        let e = &m.entities[self.entity];
+        let rec = match m.parse(item) {
+            Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, e) => rec,
+            _ => return None,
+        };
+        let mut out = Vec::with_capacity(c.values.len());
+        for (a, x) in &c.values {
+            let v = m.env.eval(x, |n| {
+                if n == c.rows {
+                    Some(&facts.rows)
+                } else {
+                    rec.vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
+                }
+            });
+            match v {
+                Ok(Val::Int(i)) => out.push((*a, i)),
+                other => {
+                    let reason = match other {
+                        Err(e) => e,
+                        Ok(v) => format!("gave a {}, not an int", v.kind()),
+                    };
+                    tracing::warn!(processor = c.name, key = %display_key(&key_of(item, &m.key_names())), kind = "Invalid", reason = %format!("computed `{a}`: {reason}"), "bad input");
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The update of one item as read (`None`: already right, or bad input
+    /// left as it is).
+    fn update(&self, item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
+        let m = self.m;
+        let c = self.compute();
+        let e = &m.entities[self.entity];
+        let key = key_of(item, &m.key_names());
+        let mut prospective = item.clone();
+        for (a, v) in self.values(item, facts)? {
+            prospective.insert(a.to_string(), AttributeValue::N(v.to_string()));
+        }
+        let rules = FileRules(m);
+        let projection = match rules.projection(&prospective) {
+            Ok(p) => p,
+            Err(err) => {
+                tracing::warn!(processor = c.name, key = %display_key(&key), kind = err.kind(), reason = %err, "bad input");
+                return None;
+            }
+        };
+        let mut attrs: Vec<(&'static str, Option<AttributeValue>)> = c
+            .values
+            .iter()
+            .map(|(a, _)| (*a, prospective.get(*a).cloned()))
+            .collect();
+        let projected: Vec<&'static str> = projection
+            .as_ref()
+            .map(|p| p.attrs.iter().map(|(a, _)| *a).collect())
+            .unwrap_or_default();
+        for (a, v) in projection.into_iter().flat_map(|p| p.attrs) {
+            if !attrs.iter().any(|(n, _)| *n == a) {
+                attrs.push((a, v));
+            }
+        }
+        attrs.retain(|(a, v)| item.get(*a) != v.as_ref());
+        if attrs.is_empty() {
+            return None;
+        }
+        // A number clamped into a key this write stores: logged and counted.
+        if attrs.iter().any(|(a, _)| projected.contains(a)) {
+            for note in rules.notes(&prospective) {
+                tracing::warn!(processor = c.name, key = %display_key(&key), metric = note.metric, reason = %note.reason, "noted");
+                let mut batch = BatchMetrics::default();
+                batch.incr(note.metric);
+                Metrics::default().record(c.name, &batch);
+            }
+        }
+        let mut guards = facts.guards.clone();
+        for a in c.item_reads.iter().copied().chain(e.computed()) {
+            guards.push(Guard::same(key.clone(), a, item.get(a)));
+        }
+        Some(GuardedUpdate { key, attrs, guards })
+    }
+
+    async fn compute_items(
+        &self,
+        reads: &Reads,
+        rpk: &str,
+        keys: Vec<Item>,
+    ) -> Result<Vec<GuardedUpdate>, MessageError> {
+        let Some(facts) = self.facts(reads, rpk).await? else {
+            return Ok(vec![]);
+        };
+        let items = reads.store.batch_get(&reads.table, keys).await?;
+        let mut by_key: Vec<(String, Item)> = items
+            .into_iter()
+            .map(|i| (display_key(&key_of(&i, &self.m.key_names())), i))
+            .collect();
+        by_key.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(by_key
+            .iter()
+            .filter_map(|(_, i)| self.update(i, &facts))
+            .collect())
+    }
+
+    async fn listed(&self, reads: &Reads, rpk: &str) -> Result<Vec<[String; 2]>, MessageError> {
+        let index = index_name(self.compute(), rpk);
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let (page, next) = index_members(
+                &reads.store,
+                &reads.ledger_table,
+                &index,
+                after.as_deref(),
+                1000,
+            )
+            .await?;
+            for mbr in page {
+                if let Ok(k) = serde_json::from_str::<[String; 2]>(&mbr) {
+                    out.push(k);
+                }
+            }
+            match next {
+                Some(n) => after = Some(n),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+impl SetJob for ComputeJob {
+    fn name(&self) -> &'static str {
+        self.compute().name
+    }
+
+    fn key_names(&self) -> &'static [&'static str] {
+        self.m.keys
+    }
+
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        reads: &'a Reads,
+    ) -> BoxFut<'a, Result<Plan, MessageError>> {
+        Box::pin(async move {
+            let c = self.compute();
+            let m = self.m;
+            let msg: ComputeMsg = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
+            let scope = self.scope_ok(msg.scope())?;
+            let e = &m.entities[self.entity];
+            let rpk =
+                rows_pk(&m.entities[c.over], &scope).ok_or_else(|| MessageError::Permanent {
+                    kind: "InvalidMessage",
+                    reason: "the scope does not build the rows' partition key".into(),
+                })?;
+            let mut plan = Plan::default();
+            let keys: Vec<[String; 2]> = match msg {
+                ComputeMsg::Items { keys, .. } => {
+                    if keys.is_empty() || keys.len() > c.page {
+                        return Err(MessageError::Permanent {
+                            kind: "InvalidMessage",
+                            reason: format!("keys must be 1..={} items", c.page),
+                        });
+                    }
+                    for [pk, sk] in &keys {
+                        let ok = m.classify(pk, sk).is_some_and(|(x, _)| std::ptr::eq(x, e))
+                            && scope_of_item(c, e, pk, sk).map(|s| scope_vec(&s)).as_ref()
+                                == Some(&scope);
+                        if !ok {
+                            return Err(MessageError::Permanent {
+                                kind: "InvalidMessage",
+                                reason: format!("a key is not a `{}` of the scope", e.name),
+                            });
+                        }
+                    }
+                    keys
+                }
+                ComputeMsg::Scope { scope: s } => {
+                    let all = self.listed(reads, &rpk).await?;
+                    let mut pages = pages(all, c.page).into_iter();
+                    let first = pages.next().unwrap_or_default();
+                    plan.then = pages
+                        .map(|keys| {
+                            message(
+                                c,
+                                &ComputeMsg::Items {
+                                    scope: s.clone(),
+                                    keys,
+                                },
+                            )
+                        })
+                        .collect();
+                    first
+                }
+            };
+            if !keys.is_empty() {
+                let [pkn, skn] = m.key_names();
+                let items: Vec<Item> = keys
+                    .into_iter()
+                    .map(|[pk, sk]| {
+                        [
+                            (pkn.to_string(), AttributeValue::S(pk)),
+                            (skn.to_string(), AttributeValue::S(sk)),
+                        ]
+                        .into()
+                    })
+                    .collect();
+                plan.updates = self.compute_items(reads, &rpk, items).await?;
+            }
+            Ok(plan)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_hold_every_key_once_and_fit_the_body_limit() {
+        let keys: Vec<[String; 2]> = (0..450)
+            .map(|i| [format!("USER#u{i:05}"), "EVENT#2024-03-03-x".to_string()])
+            .collect();
+        let p = pages(keys.clone(), 200);
+        assert_eq!(
+            p.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![200, 200, 50]
+        );
+        assert_eq!(p.concat(), keys);
+        // Long keys: cut by size, each body within the limit a job reads.
+        let long: Vec<[String; 2]> = (0..200)
+            .map(|i| [format!("USER#{i:0>1000}"), format!("EVENT#{:0>1000}", 1)])
+            .collect();
+        let p = pages(long.clone(), 200);
+        assert!(p.len() > 1, "{}", p.len());
+        assert_eq!(p.concat(), long);
+        for keys in p {
+            let body = crate::engine::body::encode(
+                &ComputeMsg::Items {
+                    scope: BTreeMap::from([("slug".to_string(), "x".to_string())]),
+                    keys,
+                },
+                VERSION,
+            );
+            assert!(body.len() <= MAX_BODY_BYTES, "{}", body.len());
+        }
+        assert!(pages(vec![], 200).is_empty());
+    }
+}

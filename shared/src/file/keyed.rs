@@ -1,0 +1,105 @@
+//! Keys computed from numbers: a counter's `project:` (its index keys from
+//! its sums, written by the engine in the same update as the sums) and the
+//! notes of a number `pad` clamped into a key (logged with the item's key
+//! and counted as `ScoreOverflow` when the write that stores it commits).
+
+use super::expr::{recording_clamps, Val};
+use super::model::{Entity, FileModel};
+use super::rules::{key_val, stored_int, Parsed, Record};
+use crate::engine::rules::Note;
+use crate::error::InputError;
+use crate::item::{Item, ItemExt};
+use crate::metrics::names;
+
+impl FileModel {
+    /// What a counter item's expressions read: its key names (typed by
+    /// their format) and its sums as stored (an integer, else 0: a
+    /// writer's stray value, which the engine brings back to the sum).
+    pub(super) fn counter_record<'m>(
+        &'m self,
+        entity: &'m Entity,
+        image: &Item,
+    ) -> Result<Record<'m>, InputError> {
+        let [pkn, skn] = self.key_names();
+        let err = |source| InputError::Attribute {
+            entity: entity.name,
+            key: self.key_display(image),
+            source,
+        };
+        let pk = image.s(pkn).map_err(err)?;
+        let sk = image.s(skn).map_err(err)?;
+        let bound = entity.key[0]
+            .template
+            .matches(pk)
+            .zip(entity.key[1].template.matches(sk))
+            .map(|(mut a, b)| {
+                a.extend(b);
+                a
+            })
+            .ok_or_else(|| InputError::UnknownEntity {
+                key: self.key_display(image),
+            })?;
+        let mut vals: Vec<(&str, Val)> = Vec::new();
+        let binders: Vec<(&str, Option<&str>)> = entity
+            .key
+            .iter()
+            .flat_map(|k| {
+                k.template
+                    .binders()
+                    .map(|b| (b.name.as_str(), b.format.as_deref()))
+            })
+            .collect();
+        for ((name, format), value) in binders.iter().zip(&bound) {
+            if vals.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            vals.push((name, key_val(entity, name, *format, value, &self.formats).map_err(err)?));
+        }
+        for a in entity.counter.iter().flat_map(|c| c.attrs.iter()) {
+            vals.push((a, Val::Int(stored_int(image, a))));
+        }
+        Ok(Record { entity, vals })
+    }
+
+    /// The numbers `pad` clamps in this item's projection, one note each
+    /// (pure: the engine logs and counts a note when it writes the
+    /// projection, never when the key is already stored).
+    pub(super) fn clamp_notes(&self, image: &Item) -> Vec<Note> {
+        let rec = match self.parse(image) {
+            Ok(Parsed::Writer(rec)) => rec,
+            Ok(Parsed::Processor(e)) if e.counter.is_some() && e.project.is_some() => {
+                match self.counter_record(e, image) {
+                    Ok(rec) => rec,
+                    Err(_) => return vec![],
+                }
+            }
+            _ => return vec![],
+        };
+        let Some(p) = &rec.entity.project else {
+            return vec![];
+        };
+        if !matches!(self.holds(&rec, &p.when), Ok(true)) {
+            return vec![];
+        }
+        let mut out = Vec::new();
+        for (name, v) in &p.attrs {
+            let (value, clamps) = recording_clamps(|| self.eval(&rec, v));
+            let Ok(value) = value else {
+                continue;
+            };
+            for c in clamps {
+                out.push(Note {
+                    metric: names::SCORE_OVERFLOW,
+                    reason: format!(
+                        "{}.{name}: {} does not fit {} digits: clamped in the key only ({})",
+                        rec.entity.name,
+                        c.value,
+                        c.width,
+                        value.render()
+                    ),
+                });
+            }
+        }
+        out
+    }
+}
