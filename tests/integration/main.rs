@@ -23,6 +23,7 @@ mod limits;
 mod modelfile;
 mod operations;
 mod pickem;
+mod queries;
 mod queues;
 mod redelivery;
 mod social;

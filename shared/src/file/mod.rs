@@ -6,6 +6,7 @@
 //! - [`model`] - the file compiled; every problem with its line and column.
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
+//! - [`queries`] - access patterns (`queries:`); [`query_run`] runs them.
 //!
 //! [`load`] reads, checks and compiles a file once per process (the engine's
 //! vocabulary speaks `&'static str`: the names are leaked once, never per
@@ -15,6 +16,8 @@
 
 pub mod expr;
 pub mod model;
+pub mod queries;
+pub mod query_run;
 pub mod raw;
 pub mod rules;
 pub mod scenario;

@@ -173,6 +173,8 @@ pub struct FileModel {
     pub env: Env,
     /// Join set jobs (`sets:`).
     pub sets: Vec<super::sets::SetSpec>,
+    /// Access patterns (`queries:`).
+    pub queries: Vec<super::queries::Query>,
 }
 
 impl FileModel {
@@ -383,8 +385,19 @@ impl Compiler<'_> {
             Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
             None => vec![],
         };
+        let queries = match &raw.queries {
+            Some(q) => super::queries::compile(
+                &q.value,
+                &entities,
+                &table,
+                self.source,
+                &mut self.problems,
+            ),
+            None => vec![],
+        };
         Some(FileModel {
             sets,
+            queries,
             name: leak(&name),
             about: leak(&about),
             keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),
@@ -1022,7 +1035,7 @@ impl Compiler<'_> {
 }
 
 /// The type of an enum written as a list: one kind of value throughout.
-fn enum_type(values: &[EnumValue]) -> Option<Ty> {
+pub(super) fn enum_type(values: &[EnumValue]) -> Option<Ty> {
     let strs: Option<Vec<String>> = values
         .iter()
         .map(|v| match v {

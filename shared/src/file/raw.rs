@@ -172,6 +172,8 @@ pub struct RawFile {
     pub sets: Option<Spanned<Ordered<Spanned<super::sets::RawSet>>>>,
     /// At-most-once effects (SPEC §8): reserved.
     pub once: Option<Spanned<IgnoredAny>>,
+    /// Access patterns (SPEC §8), see [`super::queries`].
+    pub queries: Option<Spanned<Ordered<Spanned<super::queries::RawQuery>>>>,
 }
 
 #[derive(Debug, Deserialize)]
