@@ -733,9 +733,8 @@ async fn run_query(
         Some(f) => &shared::file::load(f).map_err(anyhow::Error::msg)?.model,
         None => {
             let m = model.load()?;
-            owned = jobstream::tools::query::shipped_for(m.table.name).map_err(|e| {
-                anyhow::anyhow!("model {}: {e}", m.name)
-            })?;
+            owned = jobstream::tools::query::shipped_for(m.table.name)
+                .map_err(|e| anyhow::anyhow!("model {}: {e}", m.name))?;
             &owned
         }
     };

@@ -55,20 +55,45 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     let client = &env.rt.dynamodb;
     // AP3 one item per page: the same items, in the same order, over
     // more than one page.
-    let whole = query(client, &table, m, "employees", &[format!("org={ORG}")], None)
-        .await
-        .expect("runs");
-    let paged = query(client, &table, m, "employees", &[format!("org={ORG}")], Some(1))
-        .await
-        .expect("runs");
+    let whole = query(
+        client,
+        &table,
+        m,
+        "employees",
+        &[format!("org={ORG}")],
+        None,
+    )
+    .await
+    .expect("runs");
+    let paged = query(
+        client,
+        &table,
+        m,
+        "employees",
+        &[format!("org={ORG}")],
+        Some(1),
+    )
+    .await
+    .expect("runs");
     assert_eq!(whole.items.len(), 6);
     assert!(paged.pages >= 6, "one item per page: {} pages", paged.pages);
     assert_eq!(sks(&paged.items), sks(&whole.items));
-    assert_eq!(whole.items[1].s("firstName").ok(), Some("Gina"), "latest hire first");
+    assert_eq!(
+        whole.items[1].s("firstName").ok(),
+        Some("Gina"),
+        "latest hire first"
+    );
     // The email index lower-cases any parameter's case.
-    let by_email = query(client, &table, m, "employees_by_email", &["email=BOB@Acme.Co".into()], None)
-        .await
-        .expect("runs");
+    let by_email = query(
+        client,
+        &table,
+        m,
+        "employees_by_email",
+        &["email=BOB@Acme.Co".into()],
+        None,
+    )
+    .await
+    .expect("runs");
     let names: Vec<&str> = by_email
         .items
         .iter()
@@ -84,15 +109,32 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     let e = query(client, &table, m, "employee", &[format!("org={ORG}")], None)
         .await
         .expect_err("missing");
-    assert!(matches!(e, QueryError::Missing { ref param, .. } if param == "emp"), "{e}");
-    let e = query(client, &table, m, "employees", &["org=not-a-ulid".into()], None)
-        .await
-        .expect_err("invalid");
+    assert!(
+        matches!(e, QueryError::Missing { ref param, .. } if param == "emp"),
+        "{e}"
+    );
+    let e = query(
+        client,
+        &table,
+        m,
+        "employees",
+        &["org=not-a-ulid".into()],
+        None,
+    )
+    .await
+    .expect_err("invalid");
     assert!(e.to_string().contains("not a ULID"), "{e}");
     // DynamoDB's own refusal is not a usage error.
-    let e = query(client, "no-such-table", m, "employees", &[format!("org={ORG}")], None)
-        .await
-        .expect_err("no table");
+    let e = query(
+        client,
+        "no-such-table",
+        m,
+        "employees",
+        &[format!("org={ORG}")],
+        None,
+    )
+    .await
+    .expect_err("no table");
     assert!(!e.is_usage(), "{e}");
     assert!(e.to_string().contains("no-such-table"), "{e}");
 
@@ -109,20 +151,42 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     );
     let endpoint = env.engine.endpoint();
     let out = run(&[
-        "query", "--model-file", hr, "--endpoint", &endpoint, "--json", "--page-size", "2",
-        "open_jobs", &format!("org={ORG}"),
+        "query",
+        "--model-file",
+        hr,
+        "--endpoint",
+        &endpoint,
+        "--json",
+        "--page-size",
+        "2",
+        "open_jobs",
+        &format!("org={ORG}"),
     ]);
     assert!(out.status.success(), "{out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(json, serde_json::json!([]), "the closed posting left AP8");
     let out = run(&[
-        "query", "--model-file", hr, "--endpoint", &endpoint, "departments", &format!("org={ORG}"),
+        "query",
+        "--model-file",
+        hr,
+        "--endpoint",
+        &endpoint,
+        "departments",
+        &format!("org={ORG}"),
     ]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("People Ops"), "{text}");
     assert!(text.ends_with("(3 items, 1 page)\n"), "{text}");
-    let out = run(&["query", "--model-file", hr, "--endpoint", &endpoint, "employee", &format!("org={ORG}")]);
+    let out = run(&[
+        "query",
+        "--model-file",
+        hr,
+        "--endpoint",
+        &endpoint,
+        "employee",
+        &format!("org={ORG}"),
+    ]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("missing parameter `emp`"), "{err}");
@@ -150,9 +214,16 @@ async fn the_social_access_patterns_return_what_the_scenario_implies() {
         .model;
     assert_eq!(m.queries.len(), 7, "the seed's seven");
     let table = env.rt.config.table.clone();
-    let followers = query(&env.rt.dynamodb, &table, m, "followers", &["user=star".into()], Some(2))
-        .await
-        .expect("runs");
+    let followers = query(
+        &env.rt.dynamodb,
+        &table,
+        m,
+        "followers",
+        &["user=star".into()],
+        Some(2),
+    )
+    .await
+    .expect("runs");
     assert_eq!(followers.items.len(), 6);
     assert!(followers.pages >= 3, "{} pages", followers.pages);
     env.engine.stop().await;
@@ -236,8 +307,12 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     let client = &env.rt.dynamodb;
 
     let args = ["event=e1".to_string(), "user=u3".to_string()];
-    let one_page = query(client, &table, m, "event", &args, None).await.expect("runs");
-    let paged = query(client, &table, m, "event", &args, Some(2)).await.expect("runs");
+    let one_page = query(client, &table, m, "event", &args, None)
+        .await
+        .expect("runs");
+    let paged = query(client, &table, m, "event", &args, Some(2))
+        .await
+        .expect("runs");
     let want = ["MATCH#m1", "MATCH#m2", "MATCH#m3", "EVENT#e1"];
     assert_eq!(sks(&one_page.items), want);
     assert_eq!(one_page.items[3].s("belongsto").ok(), Some("USER#u3"));
@@ -245,8 +320,14 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     assert!(paged.pages >= 4, "8 items 2 a page: {} pages", paged.pages);
 
     // Descending, limited: the three best, across pages of two.
-    let top = query(client, &table, m, "top", &["event=e1".into()], Some(2)).await.expect("runs");
-    let users: Vec<&str> = top.items.iter().map(|i| i.s("PK").unwrap_or_default()).collect();
+    let top = query(client, &table, m, "top", &["event=e1".into()], Some(2))
+        .await
+        .expect("runs");
+    let users: Vec<&str> = top
+        .items
+        .iter()
+        .map(|i| i.s("PK").unwrap_or_default())
+        .collect();
     assert_eq!(users, ["USER#u2", "USER#u5", "USER#u3"]);
     assert_eq!(top.pages, 2, "stops once the limit is reached");
 
@@ -261,16 +342,62 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     )
     .await
     .expect("runs");
-    let users: Vec<&str> = mid.items.iter().map(|i| i.s("PK").unwrap_or_default()).collect();
+    let users: Vec<&str> = mid
+        .items
+        .iter()
+        .map(|i| i.s("PK").unwrap_or_default())
+        .collect();
     assert_eq!(users, ["USER#u4", "USER#u3", "USER#u5"]);
-    let e = prepare(m, "scores_between", &["event=e1".into(), "low=x".into(), "high=1".into()])
-        .expect_err("an int");
+    let e = prepare(
+        m,
+        "scores_between",
+        &["event=e1".into(), "low=x".into(), "high=1".into()],
+    )
+    .expect_err("an int");
     assert!(e.to_string().contains("`low`"), "{e}");
-    let e = prepare(m, "event", &["event=e1".into(), "user=u1".into(), "usr=u2".into()])
-        .expect_err("unknown parameter");
+    let e = prepare(
+        m,
+        "event",
+        &["event=e1".into(), "user=u1".into(), "usr=u2".into()],
+    )
+    .expect_err("unknown parameter");
     assert!(e.to_string().contains("did you mean `user`"), "{e}");
     let e = prepare(m, "event", &["event=e1".into(), "user".into()]).expect_err("syntax");
     assert!(e.to_string().contains("is not `param=value`"), "{e}");
+
+    // A scenario's expectations that the items do not meet: each named.
+    let wrong_file = dir.join("wrong.scenario.yaml");
+    std::fs::write(
+        &wrong_file,
+        "queries:\n  - query: top\n    params: { event: e1 }\n    expect:\n      - { PK: \"USER#u5\" }\n      - { PK: \"USER#u2\" }\n  - query: event\n    params: { event: e1, user: u9 }\n    expect: []\n  - query: nope\n",
+    )
+    .expect("writes");
+    let wrong = Scenario::read(&wrong_file).expect("reads");
+    let diffs = play_model(&mut env.rt, &wrong, m, false)
+        .await
+        .expect("plays");
+    assert_eq!(diffs.len(), 5, "{diffs:#?}");
+    assert!(
+        diffs[0].starts_with("query top(event=e1): 3 item(s), expected 2"),
+        "{}",
+        diffs[0]
+    );
+    assert!(
+        diffs[1].contains("item 1: `PK` is USER#u2, expected USER#u5"),
+        "{}",
+        diffs[1]
+    );
+    assert!(
+        diffs[2].contains("item 2: `PK` is USER#u5, expected USER#u2"),
+        "{}",
+        diffs[2]
+    );
+    assert!(
+        diffs[3].starts_with("query event(event=e1, user=u9): 3 item(s), expected 0"),
+        "{}",
+        diffs[3]
+    );
+    assert!(diffs[4].contains("unknown query `nope`"), "{}", diffs[4]);
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }

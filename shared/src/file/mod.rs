@@ -17,6 +17,7 @@
 pub mod expr;
 pub mod model;
 pub mod queries;
+pub mod query_filter;
 pub mod query_run;
 pub mod raw;
 pub mod rules;

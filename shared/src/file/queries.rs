@@ -32,6 +32,7 @@ use serde::Deserialize;
 
 use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
 use super::model::{suggest, Entity, Problem, Ty, Value, TYPE_NAMES};
+pub use super::query_filter::{parse_filter, Filter};
 use super::raw::{AttrSpec, Ordered, Scalar, Spanned};
 use super::template::{split, Binder, KeyTemplate, Part};
 use crate::models::table::TableDef;
@@ -118,7 +119,9 @@ impl<'de> Deserialize<'de> for RawCond {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawCond, A::Error> {
                 let Some((op, Operand(args))) = map.next_entry::<String, Operand>()? else {
-                    return Err(de::Error::custom("an empty condition: `{ begins_with: \"EMP#\" }`"));
+                    return Err(de::Error::custom(
+                        "an empty condition: `{ begins_with: \"EMP#\" }`",
+                    ));
                 };
                 if map.next_key::<String>()?.is_some() {
                     return Err(de::Error::custom(
@@ -183,18 +186,6 @@ pub struct Param {
     pub written: String,
 }
 
-/// A filter expression ready to send: attribute names aliased (`#f0`),
-/// placeholders renamed (`:v_<name>`).
-#[derive(Debug)]
-pub struct Filter {
-    pub source: String,
-    pub expression: String,
-    /// Alias -> attribute name.
-    pub names: Vec<(String, String)>,
-    /// The placeholders it reads (parameters or `values:`), without `:`.
-    pub placeholders: Vec<String>,
-}
-
 /// A compiled query.
 #[derive(Debug)]
 pub struct Query {
@@ -218,7 +209,10 @@ pub struct Query {
 impl Query {
     /// The key attributes of what it queries (partition, sort).
     pub fn key_names(&self, table: &TableDef) -> [&'static str; 2] {
-        match self.index.and_then(|i| table.gsis.iter().find(|g| g.name == i)) {
+        match self
+            .index
+            .and_then(|i| table.gsis.iter().find(|g| g.name == i))
+        {
             Some(g) => [g.pk, g.sk],
             None => [table.pk, table.sk],
         }
@@ -388,148 +382,6 @@ fn is_ident(s: &str) -> bool {
         && c.all(|c| c.is_alphanumeric() || c == '_')
 }
 
-/// The functions of DynamoDB's filter expressions.
-const FILTER_FUNCTIONS: &[&str] = &[
-    "attribute_exists",
-    "attribute_not_exists",
-    "attribute_type",
-    "begins_with",
-    "contains",
-    "size",
-];
-const FILTER_KEYWORDS: &[&str] = &["AND", "OR", "NOT", "BETWEEN", "IN"];
-
-/// Parses a filter expression: attribute names aliased, placeholders
-/// renamed. Errors: (character offset, message).
-pub fn parse_filter(src: &str) -> Result<Filter, (usize, String)> {
-    let chars: Vec<char> = src.chars().collect();
-    let mut out = String::new();
-    let mut names: Vec<(String, String)> = Vec::new();
-    let mut placeholders: Vec<String> = Vec::new();
-    let mut depth = 0i32;
-    let mut i = 0;
-    let word_at = |from: usize| -> usize {
-        let mut j = from;
-        while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
-            j += 1;
-        }
-        j
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() {
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        if c == ':' {
-            let end = word_at(i + 1);
-            if end == i + 1 {
-                return Err((i, "`:` starts a placeholder (`:name`)".into()));
-            }
-            let name: String = chars[i + 1..end].iter().collect();
-            out.push_str(&format!(":v_{name}"));
-            if !placeholders.contains(&name) {
-                placeholders.push(name);
-            }
-            i = end;
-            continue;
-        }
-        if c == '#' {
-            return Err((
-                i,
-                "write the attribute's name as is (`status`, not `#status`): names are aliased when the query runs".into(),
-            ));
-        }
-        if c.is_ascii_digit() {
-            return Err((
-                i,
-                "a literal value: values are placeholders (`:name`, a parameter or a `values:` entry)".into(),
-            ));
-        }
-        if c.is_alphabetic() || c == '_' {
-            let end = word_at(i);
-            let word: String = chars[i..end].iter().collect();
-            let next = chars[end..].iter().find(|c| !c.is_whitespace());
-            if FILTER_KEYWORDS.contains(&word.to_uppercase().as_str()) && !operand_expected(&out)
-            {
-                out.push_str(&word.to_uppercase());
-            } else if next == Some(&'(') {
-                if !FILTER_FUNCTIONS.contains(&word.as_str()) {
-                    let hint = suggest(&word, FILTER_FUNCTIONS.iter().copied()).unwrap_or_default();
-                    return Err((
-                        i,
-                        format!(
-                            "unknown function `{word}`{hint} (one of {})",
-                            FILTER_FUNCTIONS.join(", ")
-                        ),
-                    ));
-                }
-                out.push_str(&word);
-            } else {
-                // An attribute path: `a`, `a.b`, `a[0].b`.
-                let alias = match names.iter().find(|(_, n)| *n == word) {
-                    Some((a, _)) => a.clone(),
-                    None => {
-                        let a = format!("#f{}", names.len());
-                        names.push((a.clone(), word.clone()));
-                        a
-                    }
-                };
-                out.push_str(&alias);
-            }
-            i = end;
-            continue;
-        }
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err((i, "a `)` without its `(`".into()));
-                }
-            }
-            '=' | '<' | '>' | ',' | '.' | '[' | ']' => {}
-            _ => return Err((i, format!("`{c}` is not part of a filter expression"))),
-        }
-        if c == '[' {
-            // A list index: digits up to `]`.
-            let end = (i + 1..chars.len()).find(|k| chars[*k] == ']');
-            let Some(end) = end else {
-                return Err((i, "a `[` without its `]`".into()));
-            };
-            let inner: String = chars[i + 1..end].iter().collect();
-            if inner.is_empty() || !inner.chars().all(|c| c.is_ascii_digit()) {
-                return Err((i, "a list index is a number (`a[0]`)".into()));
-            }
-            out.push('[');
-            out.push_str(&inner);
-            out.push(']');
-            i = end + 1;
-            continue;
-        }
-        out.push(c);
-        i += 1;
-    }
-    if depth != 0 {
-        return Err((chars.len(), "a `(` without its `)`".into()));
-    }
-    if names.is_empty() {
-        return Err((0, "a filter reads at least one attribute".into()));
-    }
-    Ok(Filter {
-        source: src.to_string(),
-        expression: out.trim().to_string(),
-        names,
-        placeholders,
-    })
-}
-
-/// After `.`, a keyword-like word is an attribute (`a.status`... `a.in`).
-fn operand_expected(out: &str) -> bool {
-    out.ends_with('.')
-}
-
 /// A key template made of a value template (holes become binders), to
 /// find which entities' items it can address.
 fn as_key_template(v: &Value) -> KeyTemplate {
@@ -579,7 +431,10 @@ fn one(
 ) -> Option<Query> {
     let r = &rq.value;
     let before = c.problems.len();
-    if !name.chars().all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '-') {
+    if !name
+        .chars()
+        .all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '-')
+    {
         c.err(
             at(rq),
             format!("query `{name}`: a name of letters, digits, `_` and `-`"),
@@ -597,7 +452,12 @@ fn one(
                 } else {
                     format!(
                         "the table's GSIs: {}",
-                        table.gsis.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
+                        table
+                            .gsis
+                            .iter()
+                            .map(|g| g.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )
                 };
                 c.err(
@@ -620,7 +480,9 @@ fn one(
             if cond.value.op.as_deref().is_some_and(|o| o != "=") {
                 c.err(
                     pos,
-                    format!("query `{name}`: the partition key `{k}` takes equality only (a template)"),
+                    format!(
+                        "query `{name}`: the partition key `{k}` takes equality only (a template)"
+                    ),
                 );
                 continue;
             }
@@ -782,13 +644,12 @@ fn one(
         },
     };
     for (vn, t) in &r.values.0 {
-        if !filter
-            .as_ref()
-            .is_some_and(|f| f.placeholders.contains(vn))
-        {
+        if !filter.as_ref().is_some_and(|f| f.placeholders.contains(vn)) {
             c.err(
                 at(t),
-                format!("query `{name}`: `values: {vn}` is read by no filter placeholder (`:{vn}`)"),
+                format!(
+                    "query `{name}`: `values: {vn}` is read by no filter placeholder (`:{vn}`)"
+                ),
             );
         }
     }

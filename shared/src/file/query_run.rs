@@ -366,11 +366,7 @@ pub fn to_json(items: &[Item]) -> serde_json::Value {
         items
             .iter()
             .map(|i| {
-                serde_json::Value::Object(
-                    i.iter()
-                        .map(|(k, v)| (k.clone(), json_of(v)))
-                        .collect(),
-                )
+                serde_json::Value::Object(i.iter().map(|(k, v)| (k.clone(), json_of(v))).collect())
             })
             .collect(),
     )
@@ -462,11 +458,18 @@ queries:
         assert!(e.is_usage());
         assert!(e.to_string().contains("did you mean `by_email`"), "{e}");
         let e = bind(&m, "staff", &args(&[("org", "01HXAA0000000000000000000A")])).unwrap_err();
-        assert!(matches!(e, QueryError::Missing { ref param, .. } if param == "state"), "{e}");
+        assert!(
+            matches!(e, QueryError::Missing { ref param, .. } if param == "state"),
+            "{e}"
+        );
         let e = bind(&m, "staff", &args(&[("org", "nope"), ("state", "active")])).unwrap_err();
         assert!(e.to_string().contains("not a ULID"), "{e}");
-        let e = bind(&m, "staff", &args(&[("org", "01HXAA0000000000000000000A"), ("state", "gone")]))
-            .unwrap_err();
+        let e = bind(
+            &m,
+            "staff",
+            &args(&[("org", "01HXAA0000000000000000000A"), ("state", "gone")]),
+        )
+        .unwrap_err();
         assert!(matches!(e, QueryError::Invalid { .. }), "{e}");
         let e = bind(&m, "by_email", &args(&[("emial", "a")])).unwrap_err();
         assert!(e.to_string().contains("did you mean `email`"), "{e}");

@@ -3,7 +3,8 @@
 //! model; nothing here interprets names or expressions.
 //!
 //! Top-level blocks: `jobstream` (the version, 1), `name`, `about`, `table`,
-//! `entities`, `sets` (join set jobs, [`super::sets`]); `once` is reserved
+//! `entities`, `sets` (join set jobs, [`super::sets`]), `queries` (access
+//! patterns, [`super::queries`]); `once` is reserved
 //! for at-most-once effects (SPEC §8) and rejected with a clear message until the
 //! engine speaks them in files.
 

@@ -180,7 +180,8 @@ impl Scenario {
         let env = Env::new()?;
         let mut vals: Vec<(String, Val)> = vec![("now".into(), Val::Int(now))];
         for (name, src) in &self.vars.0 {
-            let e = Expr::compile(src).map_err(|e| format!("vars: {name}: `{src}`: {}", e.message))?;
+            let e =
+                Expr::compile(src).map_err(|e| format!("vars: {name}: `{src}`: {}", e.message))?;
             let v = env
                 .eval(&e, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))
                 .map_err(|e| format!("vars: {name}: {e}"))?;
@@ -188,12 +189,10 @@ impl Scenario {
         }
         let vals = &vals[1..];
         let fix = |m: &mut Map| substitute_map(m, vals);
-        let mut steps: Vec<(&mut Vec<Write>, &mut Vec<Map>, &mut Vec<Map>, &mut Vec<ScenarioQuery>)> =
-            vec![(&mut self.writes, &mut self.expect, &mut self.absent, &mut self.queries)];
-        for st in &mut self.steps {
-            steps.push((&mut st.writes, &mut st.expect, &mut st.absent, &mut st.queries));
-        }
-        for (writes, expect, absent, queries) in steps {
+        let fix_step = |writes: &mut Vec<Write>,
+                        expect: &mut Vec<Map>,
+                        absent: &mut Vec<Map>,
+                        queries: &mut Vec<ScenarioQuery>| {
             for w in writes.iter_mut() {
                 match w {
                     Write::Put(m) | Write::Delete(m) => fix(m),
@@ -204,6 +203,20 @@ impl Scenario {
                 fix(&mut q.params);
                 q.expect.iter_mut().flatten().for_each(fix);
             }
+        };
+        fix_step(
+            &mut self.writes,
+            &mut self.expect,
+            &mut self.absent,
+            &mut self.queries,
+        );
+        for st in &mut self.steps {
+            fix_step(
+                &mut st.writes,
+                &mut st.expect,
+                &mut st.absent,
+                &mut st.queries,
+            );
         }
         Ok(())
     }
@@ -495,7 +508,10 @@ mod tests {
         assert_eq!(s.queries[0].title(), "q(n=3, org=01HX)");
         assert_eq!(
             s.queries[0].args(),
-            [("n".to_string(), "3".to_string()), ("org".to_string(), "01HX".to_string())]
+            [
+                ("n".to_string(), "3".to_string()),
+                ("org".to_string(), "01HX".to_string())
+            ]
         );
         assert!(serde_saphyr::from_str::<Scenario>("steps:\n  - sey: x\n").is_err());
     }
@@ -515,7 +531,10 @@ mod tests {
         assert_eq!(i["at"], AttributeValue::S("2026-01-05T08:00:00Z".into()));
         assert_eq!(i["ttl"], AttributeValue::N("1768204800".into()));
         let q = &s.steps[0].queries[0];
-        assert_eq!(q.args(), [("since".to_string(), "2026-01-05T08:00:00Z".to_string())]);
+        assert_eq!(
+            q.args(),
+            [("since".to_string(), "2026-01-05T08:00:00Z".to_string())]
+        );
         let want = item(&q.expect.as_ref().unwrap()[0]);
         assert_eq!(want["ttl"], AttributeValue::N("1768204800".into()));
         let mut bad: Scenario = serde_saphyr::from_str("vars:\n  t: \"nope(now)\"\n").unwrap();
