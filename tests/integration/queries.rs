@@ -401,3 +401,140 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time() {
+    let file = models_dir().join("library.yaml");
+    let m = &shared::file::load(&file).expect("loads").model;
+    let mut env = model_env("library", |o| o.model_file = Some(file.clone())).await;
+    let loan = |book: &str, since: &str, state: &str| {
+        let mut l = item(&[
+            ("PK", "M#ann"),
+            ("SK", &format!("LOAN#{book}")),
+            ("type", "loan"),
+            ("memberId", "ann"),
+            ("bookId", book),
+            ("state", state),
+            ("since", since),
+        ]);
+        l.insert("days".into(), shared::item::n(14));
+        l
+    };
+    put(
+        &env.rt,
+        loan("01HXAA0000000000000000000A", "2026-01-01T00:00:00Z", "open"),
+    )
+    .await;
+    put(
+        &env.rt,
+        loan(
+            "01HXAB0000000000000000000B",
+            "2026-01-02T00:00:00Z",
+            "returned",
+        ),
+    )
+    .await;
+    put(
+        &env.rt,
+        loan("01HXAC0000000000000000000C", "2026-01-03T00:00:00Z", "open"),
+    )
+    .await;
+    env.rt.drain().await.expect("drains");
+    let table = env.rt.config.table.clone();
+    let client = &env.rt.dynamodb;
+    let open = query(
+        client,
+        &table,
+        m,
+        "member_loans",
+        &["member=ann".into(), "state=open".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(
+        sks(&open.items),
+        [
+            "LOAN#01HXAA0000000000000000000A",
+            "LOAN#01HXAC0000000000000000000C"
+        ]
+    );
+    let returned = query(
+        client,
+        &table,
+        m,
+        "member_loans",
+        &["member=ann".into(), "state=returned".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(sks(&returned.items), ["LOAN#01HXAB0000000000000000000B"]);
+    let since = query(
+        client,
+        &table,
+        m,
+        "open_loans_since",
+        &["since=2026-01-02T00:00:00Z".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(
+        sks(&since.items),
+        ["LOAN#01HXAC0000000000000000000C"],
+        "the returned loan left the index"
+    );
+    let e = prepare(m, "open_loans_since", &["since=yesterday".into()]).expect_err("not a time");
+    assert!(e.to_string().contains("ISO-8601"), "{e}");
+    let e = prepare(
+        m,
+        "member_loans",
+        &["member=ann".into(), "state=lost".into()],
+    )
+    .expect_err("enum");
+    assert!(e.to_string().contains("`state`"), "{e}");
+    // The whole partition: the profile is absent, the counts are there.
+    let all = query(client, &table, m, "member", &["member=ann".into()], None)
+        .await
+        .expect("runs");
+    let counts = all
+        .items
+        .iter()
+        .find(|i| i.s("SK").ok() == Some("COUNT"))
+        .expect("counts");
+    assert_eq!(counts.get("open"), Some(&shared::item::n(2)));
+    env.engine.stop().await;
+}
+
+#[test]
+fn check_model_places_a_query_mistake() {
+    let text = std::fs::read_to_string(models_dir().join("hr.yaml")).expect("reads");
+    let broken = text.replacen(
+        "index: GSI1\n    params: { org: ulid }",
+        "index: GSI2\n    params: { org: ulid }",
+        1,
+    );
+    assert_ne!(broken, text, "the mistake is seeded");
+    let line = broken
+        .lines()
+        .position(|l| l.contains("GSI2"))
+        .expect("line")
+        + 1;
+    let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("hr.yaml");
+    std::fs::write(&path, broken).expect("writes");
+    let out = run(&["check-model", path.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let place = format!(
+        "{}:{line}:12: query `open_jobs`: unknown index `GSI2` (did you mean `GSI1`?)",
+        path.display()
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with(&place)),
+        "{place}\n{text}"
+    );
+}
