@@ -487,7 +487,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         "scenario {}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
                         path.display(),
                         steps.len(),
-                        steps.iter().map(|s| s.writes.len()).sum::<usize>(),
+                        steps.iter().map(|s| s.write_count()).sum::<usize>(),
                         steps.iter().map(|s| s.expect.len()).sum::<usize>(),
                         steps.iter().map(|s| s.absent.len()).sum::<usize>(),
                         s.query_count(),
@@ -500,6 +500,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let mut diffs = shared::file::scenario::play_model(&mut rt, &s, file, true)
                         .await
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let dead = shared::models::Harness::dead_letters(&mut rt)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    diffs.extend(dead.into_iter().map(|d| format!("dead letters: {d}")));
                     println!("processor writes: {}", rt.processor_writes());
                     diffs.extend(demo_verify(&mut rt).await?);
                     diffs

@@ -224,8 +224,8 @@ async fn the_social_access_patterns_return_what_the_scenario_implies() {
     )
     .await
     .expect("runs");
-    assert_eq!(followers.items.len(), 6);
-    assert!(followers.pages >= 3, "{} pages", followers.pages);
+    assert_eq!(followers.items.len(), 153, "three users and 150 fans");
+    assert!(followers.pages >= 77, "{} pages", followers.pages);
     env.engine.stop().await;
 }
 

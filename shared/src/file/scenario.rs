@@ -6,6 +6,7 @@
 //! writes:                       # applied in order, one request each
 //!   - put: { PK: "ORG#1", SK: "#METADATA", name: Acme, seats: 3 }
 //!   - delete: { PK: "ORG#1", SK: "EMP#2" }
+//!   - repeat: { times: 3, put: { PK: "ORG#1", SK: "EMP#${i}" } }   # EMP#1..EMP#3
 //! expect:                       # these items exist with (at least) these attributes
 //!   - { PK: "DEPT#1", SK: "EMP#2", orgId: "1", GSI1PK: null }   # null: absent
 //! absent:                       # these keys do not exist
@@ -27,6 +28,9 @@
 //!     params: { org: 01HXAA0000000000000000000A }
 //!     expect:                   # the items in this order, each with (at least) these attributes
 //!       - { jobId: 01HXAG0000000000000000000G, title: Rust engineer }
+//!   - query: open_jobs
+//!     params: { org: 01HXAA0000000000000000000A }
+//!     count: 40                 # how many; `expect` then lists the first ones
 //! steps:
 //!   - say: "the posting closes"
 //!     writes: [...]
@@ -91,6 +95,8 @@ pub struct ScenarioQuery {
     #[serde(default)]
     pub params: Map,
     pub expect: Option<Vec<Map>>,
+    /// How many items it returns; with it, `expect` lists the first ones.
+    pub count: Option<usize>,
 }
 
 impl ScenarioQuery {
@@ -125,6 +131,51 @@ impl ScenarioQuery {
 pub enum Write {
     Put(serde_json::Map<String, serde_json::Value>),
     Delete(serde_json::Map<String, serde_json::Value>),
+    /// One put or delete `times` times, `${i}` (1, 2, ...) in its strings
+    /// replaced by the round's number: a celebrity's thousand followers, a
+    /// burst of likes.
+    Repeat(Repeat),
+}
+
+/// `repeat: { times: 150, put: { PK: "u#fan${i}#following", ... } }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    pub times: u32,
+    pub put: Option<Map>,
+    pub delete: Option<Map>,
+}
+
+/// The most rounds a `repeat` may have.
+pub const MAX_REPEAT: u32 = 100_000;
+
+impl Repeat {
+    /// The writes, each round's `${i}` in place; an error when it is not
+    /// exactly one put or one delete, or too many rounds.
+    pub fn expand(&self) -> Result<Vec<Write>, String> {
+        if self.times == 0 || self.times > MAX_REPEAT {
+            return Err(format!("repeat: `times` is 1..={MAX_REPEAT}"));
+        }
+        let (m, put) = match (&self.put, &self.delete) {
+            (Some(m), None) => (m, true),
+            (None, Some(m)) => (m, false),
+            _ => return Err("repeat: one `put` or one `delete`".to_string()),
+        };
+        Ok((1..=self.times)
+            .map(|i| {
+                let mut m = m.clone();
+                substitute_map(
+                    &mut m,
+                    &[("i".to_string(), super::expr::Val::Int(i64::from(i)))],
+                );
+                if put {
+                    Write::Put(m)
+                } else {
+                    Write::Delete(m)
+                }
+            })
+            .collect())
+    }
 }
 
 /// A YAML value as a DynamoDB attribute.
@@ -196,6 +247,7 @@ impl Scenario {
             for w in writes.iter_mut() {
                 match w {
                     Write::Put(m) | Write::Delete(m) => fix(m),
+                    Write::Repeat(r) => r.put.iter_mut().chain(r.delete.iter_mut()).for_each(fix),
                 }
             }
             expect.iter_mut().chain(absent.iter_mut()).for_each(fix);
@@ -292,6 +344,19 @@ pub struct StepRef<'a> {
     pub queries: &'a [ScenarioQuery],
 }
 
+impl StepRef<'_> {
+    /// The requests its writes make (a `repeat` counts its rounds).
+    pub fn write_count(&self) -> usize {
+        self.writes
+            .iter()
+            .map(|w| match w {
+                Write::Repeat(r) => r.times as usize,
+                _ => 1,
+            })
+            .sum()
+    }
+}
+
 /// Plays every step (writes in order, drain), then returns what differs
 /// from `expect` and `absent`; its queries need the model file and are not
 /// run here ([`play_model`] runs them).
@@ -331,6 +396,9 @@ pub async fn play_model(
     Ok(diffs)
 }
 
+/// Items a demo prints of one query (the rest are counted).
+const SHOWN: usize = 12;
+
 /// Runs one scenario query; its differences from `expect`.
 pub async fn run_query(
     h: &mut dyn Harness,
@@ -354,17 +422,32 @@ pub async fn run_query(
             .unwrap_or_default();
         println!("\nquery {title}{about}");
         if let Ok(d) = query_run::find(m, &q.query) {
-            println!("{}", query_run::render(m, d, &out.items));
+            let shown = out.items.len().min(SHOWN);
+            println!("{}", query_run::render(m, d, &out.items[..shown]));
+            if out.items.len() > shown {
+                println!("... and {} more", out.items.len() - shown);
+            }
         }
         if out.items.is_empty() {
             println!("(no items)");
         }
     }
-    let Some(want) = &q.expect else {
-        return Ok(vec![]);
-    };
     let mut diffs = Vec::new();
-    if want.len() != out.items.len() {
+    if let Some(n) = q.count {
+        if n != out.items.len() {
+            diffs.push(format!(
+                "query {title}: {} item(s), expected {n}",
+                out.items.len()
+            ));
+        }
+    } else if print {
+        println!("({} item(s))", out.items.len());
+    }
+    let Some(want) = &q.expect else {
+        return Ok(diffs);
+    };
+    // With `count`, `expect` lists the first items; without, all of them.
+    if q.count.is_none() && want.len() != out.items.len() {
         diffs.push(format!(
             "query {title}: {} item(s), expected {}",
             out.items.len(),
@@ -396,24 +479,36 @@ async fn play_step(
 ) -> Result<Vec<String>, BoxError> {
     let table = h.table().to_string();
     for w in s.writes {
-        match w {
-            Write::Put(m) => {
-                h.dynamodb()
-                    .put_item()
-                    .table_name(&table)
-                    .set_item(Some(item(m)))
-                    .send()
-                    .await
-                    .context("scenario put")?;
+        let expanded;
+        let writes: &[Write] = match w {
+            Write::Repeat(r) => {
+                expanded = r.expand().map_err(crate::models::Failed)?;
+                &expanded
             }
-            Write::Delete(m) => {
-                h.dynamodb()
-                    .delete_item()
-                    .table_name(&table)
-                    .set_key(Some(key_of(&item(m), key_names)))
-                    .send()
-                    .await
-                    .context("scenario delete")?;
+            one => std::slice::from_ref(one),
+        };
+        for w in writes {
+            match w {
+                Write::Put(m) => {
+                    h.dynamodb()
+                        .put_item()
+                        .table_name(&table)
+                        .set_item(Some(item(m)))
+                        .send()
+                        .await
+                        .context("scenario put")?;
+                }
+                Write::Delete(m) => {
+                    h.dynamodb()
+                        .delete_item()
+                        .table_name(&table)
+                        .set_key(Some(key_of(&item(m), key_names)))
+                        .send()
+                        .await
+                        .context("scenario delete")?;
+                }
+                // `expand` gives puts and deletes only.
+                Write::Repeat(_) => {}
             }
         }
     }
@@ -539,5 +634,34 @@ mod tests {
         assert_eq!(want["ttl"], AttributeValue::N("1768204800".into()));
         let mut bad: Scenario = serde_saphyr::from_str("vars:\n  t: \"nope(now)\"\n").unwrap();
         assert!(bad.resolve(0).is_err());
+    }
+
+    #[test]
+    fn a_repeat_expands_to_numbered_writes() {
+        let s: Scenario = serde_saphyr::from_str(
+            "writes:\n  - repeat: { times: 3, put: { PK: \"u#fan${i}#following\", SK: \"u#star\", n: \"${i}\" } }\n  - repeat: { times: 2, put: { PK: a }, delete: { PK: a } }\n  - repeat: { times: 0, delete: { PK: a } }\n",
+        )
+        .unwrap();
+        let Write::Repeat(r) = &s.writes[0] else {
+            panic!("a repeat")
+        };
+        let w = r.expand().unwrap();
+        assert_eq!(w.len(), 3);
+        let Write::Put(m) = &w[2] else {
+            panic!("a put")
+        };
+        let i = item(m);
+        assert_eq!(i["PK"], AttributeValue::S("u#fan3#following".into()));
+        assert_eq!(
+            i["n"],
+            AttributeValue::N("3".into()),
+            "only `${{i}}`: a number"
+        );
+        for bad in &s.writes[1..] {
+            let Write::Repeat(r) = bad else {
+                panic!("a repeat")
+            };
+            assert!(r.expand().is_err());
+        }
     }
 }
