@@ -286,6 +286,36 @@ enum Command {
         /// The item's sort key value.
         sk: String,
     },
+    /// Run one of a model file's declared access patterns (`queries:`)
+    /// against a table: its items as a table (keys, then attributes) or
+    /// JSON, every page read. Without a query name: list the queries and
+    /// their parameters. Usage errors (unknown query, missing or invalid
+    /// parameter) exit 2.
+    #[command(
+        after_help = "Examples:\n  jobstream query --model-file models/hr.yaml\n  jobstream query --model-file models/hr.yaml --endpoint http://127.0.0.1:8000 \\\n    employees_by_email email=alice@acme.co\n  jobstream query --model hr --endpoint http://127.0.0.1:8000 --json \\\n    open_jobs org=01HXAA0000000000000000000A"
+    )]
+    Query {
+        /// DynamoDB endpoint (e.g. `jobstream dev`'s http://127.0.0.1:8000);
+        /// default: the SDK's own (AWS).
+        #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+        endpoint: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The model's table (default: the model's own table name).
+        #[arg(long, env = "TABLE_NAME")]
+        table: Option<String>,
+        /// Print the items as JSON (an array of objects).
+        #[arg(long)]
+        json: bool,
+        /// Items read per request (default: DynamoDB's 1 MB pages).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
+        page_size: Option<i32>,
+        /// The query (see `jobstream query --model-file F` for the list).
+        name: Option<String>,
+        /// The query's parameters, `param=value`.
+        #[arg(value_name = "PARAM=VALUE")]
+        params: Vec<String>,
+    },
     /// List the models.
     Models,
 }
@@ -452,17 +482,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let diffs = match (demo, scenario) {
                 (Some(demo), _) => demo(&mut rt).await.map_err(|e| anyhow::anyhow!("{e}"))?,
                 (None, Some((path, s))) => {
+                    let steps = s.all_steps();
                     println!(
-                        "scenario {}: {} write(s), {} expected item(s), {} absent",
+                        "scenario {}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
                         path.display(),
-                        s.writes.len(),
-                        s.expect.len(),
-                        s.absent.len()
+                        steps.len(),
+                        steps.iter().map(|s| s.write_count()).sum::<usize>(),
+                        steps.iter().map(|s| s.expect.len()).sum::<usize>(),
+                        steps.iter().map(|s| s.absent.len()).sum::<usize>(),
+                        s.query_count(),
+                        if s.query_count() == 1 { "y" } else { "ies" }
                     );
-                    let keys = [m.table.pk, m.table.sk];
-                    let mut diffs = shared::file::scenario::play(&mut rt, &s, &keys)
+                    let file = match &model.model_file {
+                        Some(f) => &shared::file::load(f).map_err(anyhow::Error::msg)?.model,
+                        None => anyhow::bail!("a scenario needs a model file"),
+                    };
+                    let mut diffs = shared::file::scenario::play_model(&mut rt, &s, file, true)
                         .await
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let dead = shared::models::Harness::dead_letters(&mut rt)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    diffs.extend(dead.into_iter().map(|d| format!("dead letters: {d}")));
                     println!("processor writes: {}", rt.processor_writes());
                     diffs.extend(demo_verify(&mut rt).await?);
                     diffs
@@ -663,6 +704,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{graph}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Query {
+            endpoint,
+            model,
+            table,
+            json,
+            page_size,
+            name,
+            params,
+        } => run_query(endpoint, model, table, json, page_size, name, params).await,
         Command::Models => {
             for m in models::registry() {
                 println!("{:<10} {}", m.name, m.about);
@@ -670,6 +720,48 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `jobstream query`: list the queries, or run one (usage errors exit 2).
+async fn run_query(
+    endpoint: Option<String>,
+    model: ModelArgs,
+    table: Option<String>,
+    json: bool,
+    page_size: Option<i32>,
+    name: Option<String>,
+    params: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let owned;
+    let file = match &model.model_file {
+        Some(f) => &shared::file::load(f).map_err(anyhow::Error::msg)?.model,
+        None => {
+            let m = model.load()?;
+            owned = jobstream::tools::query::shipped_for(m.table.name)
+                .map_err(|e| anyhow::anyhow!("model {}: {e}", m.name))?;
+            &owned
+        }
+    };
+    let mut stdout = std::io::stdout();
+    let Some(name) = name else {
+        jobstream::tools::query::list(file, &mut stdout)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    // Usage errors first, before any request.
+    let bound = match jobstream::tools::query::prepare(file, &name, &params) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let table = table.unwrap_or_else(|| file.table.name.to_string());
+    let sdk = sdk_config(endpoint.as_deref(), 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
+    jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A tool's configuration: [`Target::config`], with `--stack` the stack's

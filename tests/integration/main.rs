@@ -28,6 +28,7 @@ mod modelfile;
 mod operations;
 mod pickem;
 mod pickem_file;
+mod queries;
 mod queues;
 mod redelivery;
 mod social;

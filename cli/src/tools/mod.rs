@@ -8,6 +8,7 @@
 //! - [`explain`] - what one item means to the model, and what the ledger recorded.
 //! - [`graph`] - a model as a Mermaid flowchart.
 //! - [`import`] - a model file from a OneTable or ElectroDB schema.
+//! - [`query`] - a model file's declared access patterns, run.
 
 pub mod backfill;
 pub mod consumer;
@@ -15,4 +16,5 @@ pub mod deploy;
 pub mod explain;
 pub mod graph;
 pub mod import;
+pub mod query;
 pub mod verify;

@@ -10,6 +10,7 @@
 //! - [`locate`] - `unique:`: counters found through an identity.
 //! - [`rules`] - the [`crate::engine::rules::Rules`] a file produces.
 //! - [`scenario`] - scenario files for `jobstream demo --model-file`.
+//! - [`queries`] - access patterns (`queries:`); [`query_run`] runs them.
 //!
 //! [`load`] reads, checks and compiles a file once per process (the engine's
 //! vocabulary speaks `&'static str`: the names are leaked once, never per
@@ -28,6 +29,9 @@ pub mod locate;
 mod keyed;
 pub mod model;
 pub mod once;
+pub mod queries;
+pub mod query_filter;
+pub mod query_run;
 pub mod raw;
 pub mod rules;
 pub mod scenario;

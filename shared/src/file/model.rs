@@ -202,6 +202,8 @@ pub struct FileModel {
     pub once: Vec<super::once::OnceSpec>,
     /// Named formats (`formats:`), compiled once.
     pub formats: Vec<&'static super::formats::Format>,
+    /// Access patterns (`queries:`).
+    pub queries: Vec<super::queries::Query>,
 }
 
 impl FileModel {
@@ -429,10 +431,21 @@ impl Compiler<'_> {
             }
             None => vec![],
         };
+        let queries = match &raw.queries {
+            Some(q) => super::queries::compile(
+                &q.value,
+                &entities,
+                &table,
+                self.source,
+                &mut self.problems,
+            ),
+            None => vec![],
+        };
         Some(FileModel {
             once,
             sets,
             history,
+            queries,
             name: leak(&name),
             about: leak(&about),
             keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),
@@ -1133,7 +1146,7 @@ impl Compiler<'_> {
 }
 
 /// The type of an enum written as a list: one kind of value throughout.
-fn enum_type(values: &[EnumValue]) -> Option<Ty> {
+pub(super) fn enum_type(values: &[EnumValue]) -> Option<Ty> {
     let strs: Option<Vec<String>> = values
         .iter()
         .map(|v| match v {

@@ -4,7 +4,8 @@
 //!
 //! Top-level blocks: `jobstream` (the version, 1), `name`, `about`, `table`,
 //! `entities`, `sets` (join set jobs, [`super::sets`]), `once` (at-most-once
-//! effects, [`super::once`]).
+//! effects, [`super::once`]), `history` ([`super::history`]), `formats`
+//! ([`super::formats`]), `queries` (access patterns, [`super::queries`]).
 
 use std::fmt;
 
@@ -175,6 +176,8 @@ pub struct RawFile {
     pub once: Option<Spanned<Ordered<Spanned<super::once::RawOnce>>>>,
     /// Named formats (SPEC §8), see [`super::formats`].
     pub formats: Option<Spanned<Ordered<Spanned<super::formats::RawFormat>>>>,
+    /// Access patterns (SPEC §8), see [`super::queries`].
+    pub queries: Option<Spanned<Ordered<Spanned<super::queries::RawQuery>>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,6 +6,7 @@
 //! writes:                       # applied in order, one request each
 //!   - put: { PK: "ORG#1", SK: "#METADATA", name: Acme, seats: 3 }
 //!   - delete: { PK: "ORG#1", SK: "EMP#2" }
+//!   - repeat: { times: 3, put: { PK: "ORG#1", SK: "EMP#${i}" } }   # EMP#1..EMP#3
 //! expect:                       # these items exist with (at least) these attributes
 //!   - { PK: "DEPT#1", SK: "EMP#2", orgId: "1", GSI1PK: null }   # null: absent
 //! absent:                       # these keys do not exist
@@ -15,22 +16,114 @@
 //! Values: a string is `S`, an integer or a decimal `N`, `true`/`false`
 //! `BOOL`, `null` `NULL`, a list of strings `SS`, another list `L`, a
 //! mapping `M`.
+//!
+//! A scenario can also run the model's declared queries (`queries:` of the
+//! model file) and compare what they return, and go on in `steps` (each
+//! with its own writes, expected items and queries, played after the
+//! ones above, in order):
+//!
+//! ```yaml
+//! queries:                      # run after the writes; printed by `jobstream demo`
+//!   - query: open_jobs
+//!     params: { org: 01HXAA0000000000000000000A }
+//!     expect:                   # the items in this order, each with (at least) these attributes
+//!       - { jobId: 01HXAG0000000000000000000G, title: Rust engineer }
+//!   - query: open_jobs
+//!     params: { org: 01HXAA0000000000000000000A }
+//!     count: 40                 # how many; `expect` then lists the first ones
+//! steps:
+//!   - say: "the posting closes"
+//!     writes: [...]
+//!     queries: [...]
+//! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Deserialize;
 
+use super::FileModel;
 use crate::item::{display_key, key_of, Item};
 use crate::models::{BoxError, Context as _, Harness};
+
+type Map = serde_json::Map<String, serde_json::Value>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// Values computed when the scenario is read (CEL over `now`, epoch
+    /// seconds, and the vars before): `${name}` in any string of the
+    /// scenario is replaced by it (a string that is only `${name}` takes
+    /// its type: an int is a number).
+    #[serde(default)]
+    pub vars: super::raw::Ordered<String>,
     #[serde(default)]
     pub writes: Vec<Write>,
     #[serde(default)]
-    pub expect: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub expect: Vec<Map>,
     #[serde(default)]
-    pub absent: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub absent: Vec<Map>,
+    /// The model's queries to run after the writes, with what they return.
+    #[serde(default)]
+    pub queries: Vec<ScenarioQuery>,
+    /// More steps, played in order after the above.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+}
+
+/// One step of a scenario: what it says, its writes, the items then
+/// expected, the queries then run.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub say: Option<String>,
+    #[serde(default)]
+    pub writes: Vec<Write>,
+    #[serde(default)]
+    pub expect: Vec<Map>,
+    #[serde(default)]
+    pub absent: Vec<Map>,
+    #[serde(default)]
+    pub queries: Vec<ScenarioQuery>,
+}
+
+/// A declared query run by a scenario: its parameters, and (optionally) the
+/// items it must return, in order, each with at least these attributes
+/// (`null`: absent).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioQuery {
+    pub query: String,
+    #[serde(default)]
+    pub params: Map,
+    pub expect: Option<Vec<Map>>,
+    /// How many items it returns; with it, `expect` lists the first ones.
+    pub count: Option<usize>,
+}
+
+impl ScenarioQuery {
+    /// The parameters as `param=value` text (YAML numbers and booleans as
+    /// written).
+    pub fn args(&self) -> Vec<(String, String)> {
+        self.params
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), v)
+            })
+            .collect()
+    }
+
+    /// `name(p=v, ...)` for titles.
+    pub fn title(&self) -> String {
+        let args: Vec<String> = self
+            .args()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{}({})", self.query, args.join(", "))
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -38,6 +131,51 @@ pub struct Scenario {
 pub enum Write {
     Put(serde_json::Map<String, serde_json::Value>),
     Delete(serde_json::Map<String, serde_json::Value>),
+    /// One put or delete `times` times, `${i}` (1, 2, ...) in its strings
+    /// replaced by the round's number: a celebrity's thousand followers, a
+    /// burst of likes.
+    Repeat(Repeat),
+}
+
+/// `repeat: { times: 150, put: { PK: "u#fan${i}#following", ... } }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    pub times: u32,
+    pub put: Option<Map>,
+    pub delete: Option<Map>,
+}
+
+/// The most rounds a `repeat` may have.
+pub const MAX_REPEAT: u32 = 100_000;
+
+impl Repeat {
+    /// The writes, each round's `${i}` in place; an error when it is not
+    /// exactly one put or one delete, or too many rounds.
+    pub fn expand(&self) -> Result<Vec<Write>, String> {
+        if self.times == 0 || self.times > MAX_REPEAT {
+            return Err(format!("repeat: `times` is 1..={MAX_REPEAT}"));
+        }
+        let (m, put) = match (&self.put, &self.delete) {
+            (Some(m), None) => (m, true),
+            (None, Some(m)) => (m, false),
+            _ => return Err("repeat: one `put` or one `delete`".to_string()),
+        };
+        Ok((1..=self.times)
+            .map(|i| {
+                let mut m = m.clone();
+                substitute_map(
+                    &mut m,
+                    &[("i".to_string(), super::expr::Val::Int(i64::from(i)))],
+                );
+                if put {
+                    Write::Put(m)
+                } else {
+                    Write::Delete(m)
+                }
+            })
+            .collect())
+    }
 }
 
 /// A YAML value as a DynamoDB attribute.
@@ -67,7 +205,7 @@ impl Scenario {
     /// Reads a scenario file; errors name the line and column.
     pub fn read(path: &std::path::Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_saphyr::from_str(&text).map_err(|e| {
+        let mut s: Scenario = serde_saphyr::from_str(&text).map_err(|e| {
             let (l, c) = e
                 .location()
                 .map(|l| (l.line(), l.column()))
@@ -78,37 +216,299 @@ impl Scenario {
                 path.display(),
                 msg.lines().next().unwrap_or("invalid scenario")
             )
-        })
+        })?;
+        s.resolve(chrono::Utc::now().timestamp())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(s)
+    }
+
+    /// Computes `vars` at `now` (epoch seconds) and puts them in place.
+    pub fn resolve(&mut self, now: i64) -> Result<(), String> {
+        use super::expr::{Env, Expr, Val};
+        if self.vars.0.is_empty() {
+            return Ok(());
+        }
+        let env = Env::new()?;
+        let mut vals: Vec<(String, Val)> = vec![("now".into(), Val::Int(now))];
+        for (name, src) in &self.vars.0 {
+            let e =
+                Expr::compile(src).map_err(|e| format!("vars: {name}: `{src}`: {}", e.message))?;
+            let v = env
+                .eval(&e, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))
+                .map_err(|e| format!("vars: {name}: {e}"))?;
+            vals.push((name.clone(), v));
+        }
+        let vals = &vals[1..];
+        let fix = |m: &mut Map| substitute_map(m, vals);
+        let fix_step = |writes: &mut Vec<Write>,
+                        expect: &mut Vec<Map>,
+                        absent: &mut Vec<Map>,
+                        queries: &mut Vec<ScenarioQuery>| {
+            for w in writes.iter_mut() {
+                match w {
+                    Write::Put(m) | Write::Delete(m) => fix(m),
+                    Write::Repeat(r) => r.put.iter_mut().chain(r.delete.iter_mut()).for_each(fix),
+                }
+            }
+            expect.iter_mut().chain(absent.iter_mut()).for_each(fix);
+            for q in queries.iter_mut() {
+                fix(&mut q.params);
+                q.expect.iter_mut().flatten().for_each(fix);
+            }
+        };
+        fix_step(
+            &mut self.writes,
+            &mut self.expect,
+            &mut self.absent,
+            &mut self.queries,
+        );
+        for st in &mut self.steps {
+            fix_step(
+                &mut st.writes,
+                &mut st.expect,
+                &mut st.absent,
+                &mut st.queries,
+            );
+        }
+        Ok(())
     }
 }
 
-/// Plays the writes in order, drains every processor, then returns what
-/// differs from `expect` and `absent`.
+fn substitute_map(m: &mut Map, vals: &[(String, super::expr::Val)]) {
+    for v in m.values_mut() {
+        substitute(v, vals);
+    }
+}
+
+/// `${name}` of a var in a value: a string that is only that takes the
+/// var's type; inside a longer string, its text.
+fn substitute(v: &mut serde_json::Value, vals: &[(String, super::expr::Val)]) {
+    use super::expr::Val;
+    use serde_json::Value as J;
+    match v {
+        J::String(s) if s.contains("${") => {
+            for (name, val) in vals {
+                let hole = format!("${{{name}}}");
+                if *s == hole {
+                    *v = match val {
+                        Val::Int(i) => J::from(*i),
+                        Val::Bool(b) => J::Bool(*b),
+                        other => J::String(other.render()),
+                    };
+                    return;
+                }
+                if s.contains(&hole) {
+                    *s = s.replace(&hole, &val.render());
+                }
+            }
+        }
+        J::Array(a) => a.iter_mut().for_each(|v| substitute(v, vals)),
+        J::Object(m) => substitute_map(m, vals),
+        _ => {}
+    }
+}
+
+impl Scenario {
+    /// The top-level step, then `steps`, in play order.
+    pub fn all_steps(&self) -> Vec<StepRef<'_>> {
+        let mut out = vec![StepRef {
+            say: None,
+            writes: &self.writes,
+            expect: &self.expect,
+            absent: &self.absent,
+            queries: &self.queries,
+        }];
+        out.extend(self.steps.iter().map(|s| StepRef {
+            say: s.say.as_deref(),
+            writes: &s.writes,
+            expect: &s.expect,
+            absent: &s.absent,
+            queries: &s.queries,
+        }));
+        out
+    }
+
+    /// Every query the scenario runs.
+    pub fn query_count(&self) -> usize {
+        self.all_steps().iter().map(|s| s.queries.len()).sum()
+    }
+}
+
+/// A step, borrowed (the top level is one too).
+#[derive(Debug, Clone, Copy)]
+pub struct StepRef<'a> {
+    pub say: Option<&'a str>,
+    pub writes: &'a [Write],
+    pub expect: &'a [Map],
+    pub absent: &'a [Map],
+    pub queries: &'a [ScenarioQuery],
+}
+
+impl StepRef<'_> {
+    /// The requests its writes make (a `repeat` counts its rounds).
+    pub fn write_count(&self) -> usize {
+        self.writes
+            .iter()
+            .map(|w| match w {
+                Write::Repeat(r) => r.times as usize,
+                _ => 1,
+            })
+            .sum()
+    }
+}
+
+/// Plays every step (writes in order, drain), then returns what differs
+/// from `expect` and `absent`; its queries need the model file and are not
+/// run here ([`play_model`] runs them).
 pub async fn play(
     h: &mut dyn Harness,
     s: &Scenario,
     key_names: &[&str],
 ) -> Result<Vec<String>, BoxError> {
-    let table = h.table().to_string();
-    for w in &s.writes {
-        match w {
-            Write::Put(m) => {
-                h.dynamodb()
-                    .put_item()
-                    .table_name(&table)
-                    .set_item(Some(item(m)))
-                    .send()
-                    .await
-                    .context("scenario put")?;
+    let mut diffs = Vec::new();
+    for step in s.all_steps() {
+        diffs.extend(play_step(h, &step, key_names).await?);
+    }
+    Ok(diffs)
+}
+
+/// Plays every step and runs its queries through `m`'s declarations,
+/// printing each query's items (`print`); returns every difference.
+pub async fn play_model(
+    h: &mut dyn Harness,
+    s: &Scenario,
+    m: &FileModel,
+    print: bool,
+) -> Result<Vec<String>, BoxError> {
+    let keys = m.key_names();
+    let mut diffs = Vec::new();
+    for (i, step) in s.all_steps().into_iter().enumerate() {
+        if print {
+            if let Some(say) = step.say {
+                println!("\n== step {i}: {say}");
             }
-            Write::Delete(m) => {
-                h.dynamodb()
-                    .delete_item()
-                    .table_name(&table)
-                    .set_key(Some(key_of(&item(m), key_names)))
-                    .send()
-                    .await
-                    .context("scenario delete")?;
+        }
+        diffs.extend(play_step(h, &step, &keys).await?);
+        for q in step.queries {
+            diffs.extend(run_query(h, m, q, print).await?);
+        }
+    }
+    Ok(diffs)
+}
+
+/// Items a demo prints of one query (the rest are counted).
+const SHOWN: usize = 12;
+
+/// Runs one scenario query; its differences from `expect`.
+pub async fn run_query(
+    h: &mut dyn Harness,
+    m: &FileModel,
+    q: &ScenarioQuery,
+    print: bool,
+) -> Result<Vec<String>, BoxError> {
+    use super::query_run;
+    let title = q.title();
+    let bound = match query_run::bind(m, &q.query, &q.args()) {
+        Ok(b) => b,
+        Err(e) => return Ok(vec![format!("query {title}: {e}")]),
+    };
+    let table = h.table().to_string();
+    let out = query_run::run(h.dynamodb(), &table, &bound, None).await?;
+    if print {
+        let about = query_run::find(m, &q.query)
+            .ok()
+            .and_then(|d| d.about.clone())
+            .map(|a| format!("  ({a})"))
+            .unwrap_or_default();
+        println!("\nquery {title}{about}");
+        if let Ok(d) = query_run::find(m, &q.query) {
+            let shown = out.items.len().min(SHOWN);
+            println!("{}", query_run::render(m, d, &out.items[..shown]));
+            if out.items.len() > shown {
+                println!("... and {} more", out.items.len() - shown);
+            }
+        }
+        if out.items.is_empty() {
+            println!("(no items)");
+        }
+    }
+    let mut diffs = Vec::new();
+    if let Some(n) = q.count {
+        if n != out.items.len() {
+            diffs.push(format!(
+                "query {title}: {} item(s), expected {n}",
+                out.items.len()
+            ));
+        }
+    } else if print {
+        println!("({} item(s))", out.items.len());
+    }
+    let Some(want) = &q.expect else {
+        return Ok(diffs);
+    };
+    // With `count`, `expect` lists the first items; without, all of them.
+    if q.count.is_none() && want.len() != out.items.len() {
+        diffs.push(format!(
+            "query {title}: {} item(s), expected {}",
+            out.items.len(),
+            want.len()
+        ));
+    }
+    for (n, (w, got)) in want.iter().map(item).zip(&out.items).enumerate() {
+        for (a, v) in &w {
+            let absent = matches!(v, AttributeValue::Null(_)) && !got.contains_key(a);
+            if !absent && got.get(a) != Some(v) {
+                diffs.push(format!(
+                    "query {title}: item {}: `{a}` is {}, expected {}",
+                    n + 1,
+                    query_run::cell(got.get(a)),
+                    query_run::cell(Some(v))
+                ));
+            }
+        }
+    }
+    Ok(diffs)
+}
+
+/// One step: the writes in order, a drain, then the expected and absent
+/// items read back.
+async fn play_step(
+    h: &mut dyn Harness,
+    s: &StepRef<'_>,
+    key_names: &[&str],
+) -> Result<Vec<String>, BoxError> {
+    let table = h.table().to_string();
+    for w in s.writes {
+        let expanded;
+        let writes: &[Write] = match w {
+            Write::Repeat(r) => {
+                expanded = r.expand().map_err(crate::models::Failed)?;
+                &expanded
+            }
+            one => std::slice::from_ref(one),
+        };
+        for w in writes {
+            match w {
+                Write::Put(m) => {
+                    h.dynamodb()
+                        .put_item()
+                        .table_name(&table)
+                        .set_item(Some(item(m)))
+                        .send()
+                        .await
+                        .context("scenario put")?;
+                }
+                Write::Delete(m) => {
+                    h.dynamodb()
+                        .delete_item()
+                        .table_name(&table)
+                        .set_key(Some(key_of(&item(m), key_names)))
+                        .send()
+                        .await
+                        .context("scenario delete")?;
+                }
+                // `expand` gives puts and deletes only.
+                Write::Repeat(_) => {}
             }
         }
     }
@@ -187,5 +587,81 @@ mod tests {
     #[test]
     fn unknown_write_kinds_are_errors() {
         assert!(serde_saphyr::from_str::<Scenario>("writes:\n  - upsert: { PK: a }\n").is_err());
+    }
+
+    #[test]
+    fn steps_and_queries_parse() {
+        let s: Scenario = serde_saphyr::from_str(
+            "writes:\n  - put: { PK: a, SK: b }\nqueries:\n  - query: q\n    params: { org: 01HX, n: 3 }\n    expect:\n      - { SK: b }\nsteps:\n  - say: later\n    writes:\n      - delete: { PK: a, SK: b }\n    queries:\n      - { query: q, expect: [] }\n",
+        )
+        .unwrap();
+        let steps = s.all_steps();
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[1].say, Some("later"));
+        assert_eq!(s.query_count(), 2);
+        // Parameters in name order (a JSON map).
+        assert_eq!(s.queries[0].title(), "q(n=3, org=01HX)");
+        assert_eq!(
+            s.queries[0].args(),
+            [
+                ("n".to_string(), "3".to_string()),
+                ("org".to_string(), "01HX".to_string())
+            ]
+        );
+        assert!(serde_saphyr::from_str::<Scenario>("steps:\n  - sey: x\n").is_err());
+    }
+
+    #[test]
+    fn vars_are_computed_from_now_and_put_in_place() {
+        let mut s: Scenario = serde_saphyr::from_str(
+            "vars:\n  t: \"iso(now - 60)\"\n  ttl: \"epoch(t) + 604800\"\nwrites:\n  - put: { PK: \"p#${t}\", SK: b, at: \"${t}\", ttl: \"${ttl}\" }\nsteps:\n  - queries:\n      - { query: q, params: { since: \"${t}\" }, expect: [{ ttl: \"${ttl}\" }] }\n",
+        )
+        .unwrap();
+        s.resolve(1_767_600_060).unwrap();
+        let Write::Put(m) = &s.writes[0] else {
+            panic!("a put")
+        };
+        let i = item(m);
+        assert_eq!(i["PK"], AttributeValue::S("p#2026-01-05T08:00:00Z".into()));
+        assert_eq!(i["at"], AttributeValue::S("2026-01-05T08:00:00Z".into()));
+        assert_eq!(i["ttl"], AttributeValue::N("1768204800".into()));
+        let q = &s.steps[0].queries[0];
+        assert_eq!(
+            q.args(),
+            [("since".to_string(), "2026-01-05T08:00:00Z".to_string())]
+        );
+        let want = item(&q.expect.as_ref().unwrap()[0]);
+        assert_eq!(want["ttl"], AttributeValue::N("1768204800".into()));
+        let mut bad: Scenario = serde_saphyr::from_str("vars:\n  t: \"nope(now)\"\n").unwrap();
+        assert!(bad.resolve(0).is_err());
+    }
+
+    #[test]
+    fn a_repeat_expands_to_numbered_writes() {
+        let s: Scenario = serde_saphyr::from_str(
+            "writes:\n  - repeat: { times: 3, put: { PK: \"u#fan${i}#following\", SK: \"u#star\", n: \"${i}\" } }\n  - repeat: { times: 2, put: { PK: a }, delete: { PK: a } }\n  - repeat: { times: 0, delete: { PK: a } }\n",
+        )
+        .unwrap();
+        let Write::Repeat(r) = &s.writes[0] else {
+            panic!("a repeat")
+        };
+        let w = r.expand().unwrap();
+        assert_eq!(w.len(), 3);
+        let Write::Put(m) = &w[2] else {
+            panic!("a put")
+        };
+        let i = item(m);
+        assert_eq!(i["PK"], AttributeValue::S("u#fan3#following".into()));
+        assert_eq!(
+            i["n"],
+            AttributeValue::N("3".into()),
+            "only `${{i}}`: a number"
+        );
+        for bad in &s.writes[1..] {
+            let Write::Repeat(r) = bad else {
+                panic!("a repeat")
+            };
+            assert!(r.expand().is_err());
+        }
     }
 }

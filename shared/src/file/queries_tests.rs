@@ -1,0 +1,151 @@
+//! `queries:` compiled: filters, and what `check-model` reports.
+
+use super::*;
+
+#[test]
+fn the_pickem_filter_is_sayable() {
+    let f = parse_filter("attribute_not_exists(belongsto) OR belongsto = :u").unwrap();
+    assert_eq!(f.expression, "attribute_not_exists(#f0) OR #f0 = :v_u");
+    assert_eq!(f.names, [("#f0".to_string(), "belongsto".to_string())]);
+    assert_eq!(f.placeholders, ["u"]);
+}
+
+#[test]
+fn reserved_words_and_paths_are_aliased() {
+    let f = parse_filter("status = :s and size(tags) > :n AND a.b[2].status IN (:x, :y)").unwrap();
+    assert_eq!(
+        f.expression,
+        "#f0 = :v_s AND size(#f1) > :v_n AND #f2.#f3[2].#f0 IN (:v_x, :v_y)"
+    );
+    assert_eq!(f.placeholders, ["s", "n", "x", "y"]);
+}
+
+#[test]
+fn bad_filters_say_where() {
+    assert_eq!(parse_filter("a = 1").unwrap_err().0, 4);
+    assert_eq!(parse_filter("#a = :b").unwrap_err().0, 0);
+    let (off, msg) = parse_filter("atribute_exists(a)").unwrap_err();
+    assert_eq!(off, 0);
+    assert!(msg.contains("did you mean `attribute_exists`"), "{msg}");
+    assert!(parse_filter("(a = :b").is_err());
+    assert!(parse_filter("a = :b)").is_err());
+    assert!(parse_filter("a = 'x'").is_err());
+}
+
+const BASE: &str = r#"jobstream: 1
+table: { name: t, pk: PK, sk: SK, gsis: [{ name: GSI1, pk: G1PK, sk: G1SK }] }
+entities:
+  emp:
+    key: { PK: "ORG#${orgId}", SK: "EMP#${empId}" }
+    attributes: { email: string }
+    project:
+      attributes: { G1PK: "EMAIL#${lower(email)}", G1SK: "EMP#${empId}" }
+queries:
+"#;
+
+fn problems(queries: &str) -> Vec<String> {
+    match crate::file::compile(&format!("{BASE}{queries}"), "t") {
+        Ok(_) => vec![],
+        Err(p) => p
+            .iter()
+            .map(|p| format!("{}:{}: {}", p.line, p.col, p.message))
+            .collect(),
+    }
+}
+
+fn one_problem(queries: &str, want: &str) {
+    let p = problems(queries);
+    assert!(
+        p.iter().any(|m| m.contains(want)),
+        "expected a problem with `{want}`, got {p:#?}"
+    );
+}
+
+#[test]
+fn a_good_query_compiles() {
+    let p = problems(
+            "  q:\n    params: { org: ulid }\n    key: { PK: \"ORG#${org}\", SK: { begins_with: \"EMP#\" } }\n",
+        );
+    assert!(p.is_empty(), "{p:#?}");
+}
+
+#[test]
+fn check_model_finds_what_a_query_gets_wrong() {
+    // Never a scan: the partition key is required.
+    one_problem(
+        "  q:\n    key: { SK: \"EMP#1\" }\n",
+        "needs the partition key `PK` (an equality): without it the query would be a scan",
+    );
+    one_problem(
+        "  q:\n    index: GSI2\n    key: { G1PK: x }\n",
+        "unknown index `GSI2` (did you mean `GSI1`?)",
+    );
+    one_problem(
+        "  q:\n    params: { org: ulid }\n    key: { PK: \"ORG#${orgg}\" }\n",
+        "unknown name `orgg` in `orgg` (did you mean `org`?)",
+    );
+    one_problem(
+        "  q:\n    params: { org: ulid, x: string }\n    key: { PK: \"ORG#${org}\" }\n",
+        "parameter `x` is used nowhere",
+    );
+    one_problem(
+        "  q:\n    params: { org: uild }\n    key: { PK: \"ORG#${org}\" }\n",
+        "unknown type `uild` (did you mean `ulid`?)",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\", SK: { begins: \"EMP#\" } }\n",
+        "unknown operator `begins` (did you mean `begins_with`?)",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\", SK: { between: [\"A\"] } }\n",
+        "`between` takes a list of two",
+    );
+    one_problem(
+        "  q:\n    key: { PK: { begins_with: \"ORG#\" } }\n",
+        "the partition key `PK` takes equality only",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\", email: x }\n",
+        "`email` is not a key attribute of the table",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"USER#1\" }\n",
+        "no entity's `PK` template matches this partition key",
+    );
+    one_problem(
+        "  q:\n    index: GSI1\n    key: { G1PK: \"ORG#1\" }\n",
+        "no entity projects a `G1PK` this partition key matches",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\" }\n    filter: \"email = :e\"\n",
+        "filter: `:e` is not bound",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\" }\n    filter: \"SK = :e\"\n    values: { e: x }\n",
+        "`SK` is a key attribute of what is queried",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\" }\n    order: down\n",
+        "order `down`: `asc` or `desc`",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\" }\n    limit: 0\n",
+        "`limit` is at least 1",
+    );
+    one_problem("  q:\n    key: { PK: \"ORG#${\" }\n", "without its closing");
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\" }\n    values: { u: x }\n",
+        "`values: u` is read by no filter placeholder",
+    );
+    one_problem(
+        "  q:\n    key: { PK: \"ORG#1\" }\n    sort: desc\n",
+        "unknown field `sort`",
+    );
+}
+
+#[test]
+fn problems_say_line_and_column() {
+    let p = problems("  q:\n    params: { org: ulid }\n    key: { PK: \"ORG#${orgg}\" }\n");
+    // Line 12 of the file, at `orgg` inside the quoted template.
+    assert!(p.iter().any(|m| m.starts_with("12:23:")), "{p:#?}");
+}

@@ -1,0 +1,540 @@
+//! Declared access patterns (`queries:`, SPEC §8) run through `jobstream
+//! query`'s library function against what the processors maintained: the
+//! seeds' scenarios (every query's items, in order), a filter (the Pick'Em
+//! `attribute_not_exists(belongsto) OR belongsto = :u`), a limit, results
+//! over many pages, and the structured errors; the binary as a user runs it.
+
+use std::path::PathBuf;
+
+use jobstream::tools::query::{prepare, query};
+use shared::file::query_run::QueryError;
+use shared::file::scenario::{play_model, Scenario};
+use shared::item::{s, Item, ItemExt};
+
+use crate::support::{assert_rt_verified, jobstream_bin, model_env, put};
+
+fn models_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models"))
+}
+
+const ORG: &str = "01HXAA0000000000000000000A";
+
+/// The items' sort keys, in order.
+fn sks(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i.s("SK").unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Plays a shipped model's scenario file through the file's runtime, then
+/// every query the scenario names against what the processors made.
+async fn play_shipped(model: &str) -> crate::support::ModelEnv {
+    let file = models_dir().join(format!("{model}.yaml"));
+    let loaded = shared::file::load(&file).expect("the model file loads");
+    let scenario = Scenario::read(&models_dir().join(format!("{model}.scenario.yaml")))
+        .expect("the scenario reads");
+    assert!(scenario.query_count() >= 3, "the scenario runs queries");
+    let mut env = model_env(model, |o| o.model_file = Some(file.clone())).await;
+    let diffs = play_model(&mut env.rt, &scenario, &loaded.model, false)
+        .await
+        .expect("plays");
+    assert!(diffs.is_empty(), "{model}: {diffs:#?}");
+    assert_rt_verified(&env.rt).await;
+    env
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hr_access_patterns_return_what_the_scenario_implies() {
+    let env = play_shipped("hr").await;
+    let m = &shared::file::load(&models_dir().join("hr.yaml"))
+        .expect("loads")
+        .model;
+    assert_eq!(m.queries.len(), 13, "AP1-AP12, AP9 in two steps");
+    let table = env.rt.config.table.clone();
+    let client = &env.rt.dynamodb;
+    // AP3 one item per page: the same items, in the same order, over
+    // more than one page.
+    let whole = query(
+        client,
+        &table,
+        m,
+        "employees",
+        &[format!("org={ORG}")],
+        None,
+    )
+    .await
+    .expect("runs");
+    let paged = query(
+        client,
+        &table,
+        m,
+        "employees",
+        &[format!("org={ORG}")],
+        Some(1),
+    )
+    .await
+    .expect("runs");
+    assert_eq!(whole.items.len(), 6);
+    assert!(paged.pages >= 6, "one item per page: {} pages", paged.pages);
+    assert_eq!(sks(&paged.items), sks(&whole.items));
+    assert_eq!(
+        whole.items[1].s("firstName").ok(),
+        Some("Gina"),
+        "latest hire first"
+    );
+    // The email index lower-cases any parameter's case.
+    let by_email = query(
+        client,
+        &table,
+        m,
+        "employees_by_email",
+        &["email=BOB@Acme.Co".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    let names: Vec<&str> = by_email
+        .items
+        .iter()
+        .map(|i| i.s("firstName").unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["Bob", "Alex"]);
+    // Usage errors name what is wrong, before any request.
+    let e = query(client, &table, m, "open_job", &[format!("org={ORG}")], None)
+        .await
+        .expect_err("unknown");
+    assert!(e.is_usage());
+    assert!(e.to_string().contains("did you mean `open_jobs`"), "{e}");
+    let e = query(client, &table, m, "employee", &[format!("org={ORG}")], None)
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(e, QueryError::Missing { ref param, .. } if param == "emp"),
+        "{e}"
+    );
+    let e = query(
+        client,
+        &table,
+        m,
+        "employees",
+        &["org=not-a-ulid".into()],
+        None,
+    )
+    .await
+    .expect_err("invalid");
+    assert!(e.to_string().contains("not a ULID"), "{e}");
+    // DynamoDB's own refusal is not a usage error.
+    let e = query(
+        client,
+        "no-such-table",
+        m,
+        "employees",
+        &[format!("org={ORG}")],
+        None,
+    )
+    .await
+    .expect_err("no table");
+    assert!(!e.is_usage(), "{e}");
+    assert!(e.to_string().contains("no-such-table"), "{e}");
+
+    // The binary: the listing, a run against the engine as JSON, exit 2.
+    let hr = models_dir().join("hr.yaml");
+    let hr = hr.to_str().expect("utf-8 path");
+    let list = run(&["query", "--model-file", hr]);
+    assert!(list.status.success(), "{list:?}");
+    let text = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("employee org=ulid emp=ulid  [table]")),
+        "{text}"
+    );
+    let endpoint = env.engine.endpoint();
+    let out = run(&[
+        "query",
+        "--model-file",
+        hr,
+        "--endpoint",
+        &endpoint,
+        "--json",
+        "--page-size",
+        "2",
+        "open_jobs",
+        &format!("org={ORG}"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json, serde_json::json!([]), "the closed posting left AP8");
+    let out = run(&[
+        "query",
+        "--model-file",
+        hr,
+        "--endpoint",
+        &endpoint,
+        "departments",
+        &format!("org={ORG}"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("People Ops"), "{text}");
+    assert!(text.ends_with("(3 items, 1 page)\n"), "{text}");
+    let out = run(&[
+        "query",
+        "--model-file",
+        hr,
+        "--endpoint",
+        &endpoint,
+        "employee",
+        &format!("org={ORG}"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("missing parameter `emp`"), "{err}");
+    let out = run(&["query", "--model-file", hr, "departmens"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did you mean `departments`"),
+        "{out:?}"
+    );
+    env.engine.stop().await;
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(jobstream_bin())
+        .args(args)
+        .output()
+        .expect("jobstream runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_social_access_patterns_return_what_the_scenario_implies() {
+    let env = play_shipped("social").await;
+    let m = &shared::file::load(&models_dir().join("social.yaml"))
+        .expect("loads")
+        .model;
+    assert_eq!(m.queries.len(), 7, "the seed's seven");
+    let table = env.rt.config.table.clone();
+    let followers = query(
+        &env.rt.dynamodb,
+        &table,
+        m,
+        "followers",
+        &["user=star".into()],
+        Some(2),
+    )
+    .await
+    .expect("runs");
+    assert_eq!(followers.items.len(), 153, "three users and 150 fans");
+    assert!(followers.pages >= 77, "{} pages", followers.pages);
+    env.engine.stop().await;
+}
+
+/// A Pick'Em-like event listing: matches (no `belongsto`) and every
+/// user's prediction on one index partition; the filter keeps the matches
+/// and one user's prediction.
+const LEAGUE: &str = r#"jobstream: 1
+name: league
+table:
+  name: league
+  pk: PK
+  sk: SK
+  gsis: [{ name: GSI, pk: GSI_PK, sk: GSI_SK }]
+  writer_type: free
+entities:
+  match:
+    key: { PK: "EVENT#${eventId}", SK: "MATCH#${matchId}" }
+    attributes: { order: int }
+    project:
+      attributes: { GSI_PK: "EVENT#${eventId}", GSI_SK: "MATCH#${pad(order, 2)}" }
+  prediction:
+    key: { PK: "USER#${user}", SK: "EVENT#${eventId}" }
+    attributes: { belongsto: string, points: int }
+    project:
+      attributes: { GSI_PK: "EVENT#${eventId}", GSI_SK: "SCORE#${pad(points, 3)}#${user}" }
+queries:
+  event:
+    about: "an event's matches and one user's prediction"
+    index: GSI
+    params: { event: string, user: string }
+    key: { GSI_PK: "EVENT#${event}" }
+    filter: "attribute_not_exists(belongsto) OR belongsto = :u"
+    values: { u: "USER#${user}" }
+  top:
+    about: "the best predictions of an event"
+    index: GSI
+    params: { event: string }
+    key: { GSI_PK: "EVENT#${event}", GSI_SK: { begins_with: "SCORE#" } }
+    order: desc
+    limit: 3
+  scores_between:
+    index: GSI
+    params: { event: string, low: int, high: int }
+    key: { GSI_PK: "EVENT#${event}", GSI_SK: { between: ["SCORE#${pad(low, 3)}", "SCORE#${pad(high, 3)}~"] } }
+"#;
+
+fn item(pairs: &[(&str, &str)]) -> Item {
+    pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
+    let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("league.yaml");
+    std::fs::write(&file, LEAGUE).expect("writes");
+    let m = &shared::file::load(&file).expect("loads").model;
+    let mut env = model_env("league", |o| o.model_file = Some(file.clone())).await;
+    for (i, id) in ["m1", "m2", "m3"].iter().enumerate() {
+        let mut x = item(&[("PK", "EVENT#e1"), ("SK", &format!("MATCH#{id}"))]);
+        x.insert("order".into(), shared::item::n(i as i64 + 1));
+        put(&env.rt, x).await;
+    }
+    for (u, points) in [("u1", 5), ("u2", 40), ("u3", 12), ("u4", 7), ("u5", 30)] {
+        let mut p = item(&[
+            ("PK", &format!("USER#{u}")),
+            ("SK", "EVENT#e1"),
+            ("belongsto", &format!("USER#{u}")),
+        ]);
+        p.insert("points".into(), shared::item::n(points));
+        put(&env.rt, p).await;
+    }
+    // Another event's items share no partition with e1's.
+    let mut other = item(&[("PK", "EVENT#e2"), ("SK", "MATCH#m9")]);
+    other.insert("order".into(), shared::item::n(1));
+    put(&env.rt, other).await;
+    env.rt.drain().await.expect("drains");
+    let table = env.rt.config.table.clone();
+    let client = &env.rt.dynamodb;
+
+    let args = ["event=e1".to_string(), "user=u3".to_string()];
+    let one_page = query(client, &table, m, "event", &args, None)
+        .await
+        .expect("runs");
+    let paged = query(client, &table, m, "event", &args, Some(2))
+        .await
+        .expect("runs");
+    let want = ["MATCH#m1", "MATCH#m2", "MATCH#m3", "EVENT#e1"];
+    assert_eq!(sks(&one_page.items), want);
+    assert_eq!(one_page.items[3].s("belongsto").ok(), Some("USER#u3"));
+    assert_eq!(sks(&paged.items), want, "the same items over pages");
+    assert!(paged.pages >= 4, "8 items 2 a page: {} pages", paged.pages);
+
+    // Descending, limited: the three best, across pages of two.
+    let top = query(client, &table, m, "top", &["event=e1".into()], Some(2))
+        .await
+        .expect("runs");
+    let users: Vec<&str> = top
+        .items
+        .iter()
+        .map(|i| i.s("PK").unwrap_or_default())
+        .collect();
+    assert_eq!(users, ["USER#u2", "USER#u5", "USER#u3"]);
+    assert_eq!(top.pages, 2, "stops once the limit is reached");
+
+    // `between`, with int parameters padded in the template.
+    let mid = query(
+        client,
+        &table,
+        m,
+        "scores_between",
+        &["event=e1".into(), "low=7".into(), "high=30".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    let users: Vec<&str> = mid
+        .items
+        .iter()
+        .map(|i| i.s("PK").unwrap_or_default())
+        .collect();
+    assert_eq!(users, ["USER#u4", "USER#u3", "USER#u5"]);
+    let e = prepare(
+        m,
+        "scores_between",
+        &["event=e1".into(), "low=x".into(), "high=1".into()],
+    )
+    .expect_err("an int");
+    assert!(e.to_string().contains("`low`"), "{e}");
+    let e = prepare(
+        m,
+        "event",
+        &["event=e1".into(), "user=u1".into(), "usr=u2".into()],
+    )
+    .expect_err("unknown parameter");
+    assert!(e.to_string().contains("did you mean `user`"), "{e}");
+    let e = prepare(m, "event", &["event=e1".into(), "user".into()]).expect_err("syntax");
+    assert!(e.to_string().contains("is not `param=value`"), "{e}");
+
+    // A scenario's expectations that the items do not meet: each named.
+    let wrong_file = dir.join("wrong.scenario.yaml");
+    std::fs::write(
+        &wrong_file,
+        "queries:\n  - query: top\n    params: { event: e1 }\n    expect:\n      - { PK: \"USER#u5\" }\n      - { PK: \"USER#u2\" }\n  - query: event\n    params: { event: e1, user: u9 }\n    expect: []\n  - query: nope\n",
+    )
+    .expect("writes");
+    let wrong = Scenario::read(&wrong_file).expect("reads");
+    let diffs = play_model(&mut env.rt, &wrong, m, false)
+        .await
+        .expect("plays");
+    assert_eq!(diffs.len(), 5, "{diffs:#?}");
+    assert!(
+        diffs[0].starts_with("query top(event=e1): 3 item(s), expected 2"),
+        "{}",
+        diffs[0]
+    );
+    assert!(
+        diffs[1].contains("item 1: `PK` is USER#u2, expected USER#u5"),
+        "{}",
+        diffs[1]
+    );
+    assert!(
+        diffs[2].contains("item 2: `PK` is USER#u5, expected USER#u2"),
+        "{}",
+        diffs[2]
+    );
+    assert!(
+        diffs[3].starts_with("query event(event=e1, user=u9): 3 item(s), expected 0"),
+        "{}",
+        diffs[3]
+    );
+    assert!(diffs[4].contains("unknown query `nope`"), "{}", diffs[4]);
+    env.engine.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time() {
+    let file = models_dir().join("library.yaml");
+    let m = &shared::file::load(&file).expect("loads").model;
+    let mut env = model_env("library", |o| o.model_file = Some(file.clone())).await;
+    let loan = |book: &str, since: &str, state: &str| {
+        let mut l = item(&[
+            ("PK", "M#ann"),
+            ("SK", &format!("LOAN#{book}")),
+            ("type", "loan"),
+            ("memberId", "ann"),
+            ("bookId", book),
+            ("state", state),
+            ("since", since),
+        ]);
+        l.insert("days".into(), shared::item::n(14));
+        l
+    };
+    put(
+        &env.rt,
+        loan("01HXAA0000000000000000000A", "2026-01-01T00:00:00Z", "open"),
+    )
+    .await;
+    put(
+        &env.rt,
+        loan(
+            "01HXAB0000000000000000000B",
+            "2026-01-02T00:00:00Z",
+            "returned",
+        ),
+    )
+    .await;
+    put(
+        &env.rt,
+        loan("01HXAC0000000000000000000C", "2026-01-03T00:00:00Z", "open"),
+    )
+    .await;
+    env.rt.drain().await.expect("drains");
+    let table = env.rt.config.table.clone();
+    let client = &env.rt.dynamodb;
+    let open = query(
+        client,
+        &table,
+        m,
+        "member_loans",
+        &["member=ann".into(), "state=open".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(
+        sks(&open.items),
+        [
+            "LOAN#01HXAA0000000000000000000A",
+            "LOAN#01HXAC0000000000000000000C"
+        ]
+    );
+    let returned = query(
+        client,
+        &table,
+        m,
+        "member_loans",
+        &["member=ann".into(), "state=returned".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(sks(&returned.items), ["LOAN#01HXAB0000000000000000000B"]);
+    let since = query(
+        client,
+        &table,
+        m,
+        "open_loans_since",
+        &["since=2026-01-02T00:00:00Z".into()],
+        None,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(
+        sks(&since.items),
+        ["LOAN#01HXAC0000000000000000000C"],
+        "the returned loan left the index"
+    );
+    let e = prepare(m, "open_loans_since", &["since=yesterday".into()]).expect_err("not a time");
+    assert!(e.to_string().contains("ISO-8601"), "{e}");
+    let e = prepare(
+        m,
+        "member_loans",
+        &["member=ann".into(), "state=lost".into()],
+    )
+    .expect_err("enum");
+    assert!(e.to_string().contains("`state`"), "{e}");
+    // The whole partition: the profile is absent, the counts are there.
+    let all = query(client, &table, m, "member", &["member=ann".into()], None)
+        .await
+        .expect("runs");
+    let counts = all
+        .items
+        .iter()
+        .find(|i| i.s("SK").ok() == Some("COUNT"))
+        .expect("counts");
+    assert_eq!(counts.get("open"), Some(&shared::item::n(2)));
+    env.engine.stop().await;
+}
+
+#[test]
+fn check_model_places_a_query_mistake() {
+    let text = std::fs::read_to_string(models_dir().join("hr.yaml")).expect("reads");
+    let broken = text.replacen(
+        "index: GSI1\n    params: { org: ulid }",
+        "index: GSI2\n    params: { org: ulid }",
+        1,
+    );
+    assert_ne!(broken, text, "the mistake is seeded");
+    let line = broken
+        .lines()
+        .position(|l| l.contains("GSI2"))
+        .expect("line")
+        + 1;
+    let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("hr.yaml");
+    std::fs::write(&path, broken).expect("writes");
+    let out = run(&["check-model", path.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let place = format!(
+        "{}:{line}:12: query `open_jobs`: unknown index `GSI2` (did you mean `GSI1`?)",
+        path.display()
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with(&place)),
+        "{place}\n{text}"
+    );
+}
