@@ -786,3 +786,79 @@ async fn verify_finds_the_same_history_drift_through_both_ends_and_repairs_it() 
     assert_eq!(out[1].1, out[0].1, "the same repairs");
     assert_eq!(out[1].2, out[0].2, "the same drift left after repair");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_while_processors_run_end_alike_through_both_ends() {
+    let mut tables = Vec::new();
+    for file in [false, true] {
+        let Env { engine, rt, writer } = end(file).await;
+        let runner = crate::support::run_in_background(rt);
+        // 4 writers x 3 applications x 8 writes, each writer its own keys.
+        let mut tasks = Vec::new();
+        for wi in 0..4 {
+            let w = writer.clone();
+            tasks.push(tokio::spawn(async move {
+                for ai in 0..3 {
+                    let id = format!("w{wi}a{ai}");
+                    let mut t = Clock::new();
+                    w.create_application(&id, "Co", "Role", "applied", &t.next())
+                        .await
+                        .unwrap();
+                    w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
+                    w.update_application(&id, &[("status", s("interviewing"))], &t.next())
+                        .await
+                        .unwrap();
+                    w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))])
+                        .await
+                        .unwrap();
+                    w.set_archived(&id, true, &t.next()).await.unwrap();
+                    if ai % 2 == 0 {
+                        w.set_archived(&id, false, &t.next()).await.unwrap();
+                    } else {
+                        w.update_application(&id, &[], &t.next()).await.unwrap();
+                    }
+                    w.add_stage(&id, "s2", "Final", 2).await.unwrap();
+                    if ai == 2 {
+                        w.delete_application(&id).await.unwrap();
+                    } else {
+                        w.remove_stage(&id, "s2").await.unwrap();
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let mut rt = runner.stop().await;
+        rt.drain().await.unwrap();
+        let env = Env { engine, rt, writer };
+        let report = env.rt.verify().await.expect("verify");
+        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
+        assert!(env.rt.failed_batches().is_empty());
+        for wi in 0..4 {
+            assert_eq!(
+                descriptions(&env, &format!("w{wi}a0")).await.len(),
+                8,
+                "file={file}"
+            );
+            assert!(partition(&env, &format!("APP#w{wi}a2")).await.is_empty());
+        }
+        // The times the writers' clock gives the applications differ
+        // between runs (each writer's clock starts at its start).
+        let mut t = table(&env).await;
+        for attrs in t.values_mut() {
+            for k in ["createdAt", "updatedAt", "GSI1SK", "GSI2SK"] {
+                if attrs.contains_key(k) {
+                    attrs.insert(k.to_string(), s("T"));
+                }
+            }
+            if let Some(AttributeValue::M(snap)) = attrs.get_mut("snapshot") {
+                snap.insert("createdAt".into(), s("T"));
+                snap.insert("updatedAt".into(), s("T"));
+            }
+        }
+        tables.push(t);
+        env.engine.stop().await;
+    }
+    assert_eq!(tables[1], tables[0], "the same table through both ends");
+}
