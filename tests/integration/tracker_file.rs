@@ -862,3 +862,46 @@ async fn concurrent_writers_while_processors_run_end_alike_through_both_ends() {
     }
     assert_eq!(tables[1], tables[0], "the same table through both ends");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_commits_fail_records_that_succeed_on_redelivery_alike_through_both_ends() {
+    let mut tables = Vec::new();
+    for file in [false, true] {
+        // 2 SDK attempts, no extra backoff: 3 throttles outlast one invocation.
+        let (crate::support::ModelEnv { engine, mut rt }, proxy) =
+            crate::support::model_env_behind_proxy("tracker", |o| {
+                o.max_attempts = 2;
+                if file {
+                    o.model_file = Some(tracker_file());
+                }
+            })
+            .await;
+        let writer = shared::models::tracker::writer::TrackerWriter::new(
+            rt.dynamodb.clone(),
+            &rt.config.table,
+        );
+        play(&writer).await.expect("scenario");
+        proxy.inject(jobstream::faults::Fault::throttle("TransactWriteItems", 3));
+        rt.drain().await.unwrap();
+        assert_eq!(proxy.injected(), 3, "file={file}");
+        let failed: u64 = ["history", "derive"]
+            .iter()
+            .map(|p| {
+                rt.stream_processor(p)
+                    .metrics()
+                    .get(shared::metrics::names::FAILED_RECORD)
+            })
+            .sum();
+        assert!(failed >= 1, "file={file}: a record was reported as failed");
+        assert!(
+            rt.failed_batches().is_empty(),
+            "and succeeded on redelivery"
+        );
+        let env = Env { engine, rt, writer };
+        let report = env.rt.verify().await.expect("verify");
+        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
+        tables.push(table(&env).await);
+        env.engine.stop().await;
+    }
+    assert_eq!(tables[1], tables[0], "the same table through both ends");
+}
