@@ -38,4 +38,5 @@ mod support;
 mod tables;
 mod tracker;
 mod tracker_file;
+mod tracker_file_races;
 mod ttl;

@@ -1,27 +1,23 @@
 //! `models/tracker.yaml` (a model file with a `history:` block) against the
 //! Rust tracker: the demo through both ends ends in the same table, the same
 //! `verify` and the same processor writes; the pure fold rules agree change
-//! by change; and the adoption, backfill and replay races of the tracker's
-//! own tests (history_adoption.rs, backfill.rs) end alike through both ends.
+//! by change; the scenario file plays alike; `verify` finds the same drift
+//! (races and faults: tracker_file_races.rs).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::Utc;
-use jobstream::tools::backfill::ScanOptions;
-use lambda_runtime::{Context, LambdaEvent};
 use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
 use shared::engine::fold::{FoldRules, FoldState, Restated};
 use shared::item::{key_of, n, s, Item, ItemExt};
-use shared::models::tracker::keys;
 use shared::models::tracker::scenario::{play, Clock};
 use shared::models::tracker::writer::{application, stage};
 
-use crate::support::{descriptions, env_with, partition, raw_records, Env};
+use crate::support::{descriptions, env_with, partition, Env};
 
-fn tracker_file() -> PathBuf {
+pub(crate) fn tracker_file() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../models/tracker.yaml"
@@ -29,7 +25,7 @@ fn tracker_file() -> PathBuf {
 }
 
 /// One end: the Rust tracker (`false`) or its file (`true`).
-async fn end(file: bool) -> Env {
+pub(crate) async fn end(file: bool) -> Env {
     env_with(|o| {
         if file {
             o.model_file = Some(tracker_file());
@@ -284,7 +280,9 @@ fn normalized(items: Vec<Item>) -> BTreeMap<(String, String), BTreeMap<String, A
         .collect()
 }
 
-async fn table(env: &Env) -> BTreeMap<(String, String), BTreeMap<String, AttributeValue>> {
+pub(crate) async fn table(
+    env: &Env,
+) -> BTreeMap<(String, String), BTreeMap<String, AttributeValue>> {
     normalized(
         jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
             .await
@@ -366,322 +364,6 @@ async fn the_scenario_with_bad_input_ends_alike_through_both_ends() {
         t
     };
     assert_eq!(strip(&out[1].0), strip(&out[0].0));
-}
-
-// ------------------------------------------------ adoption and backfill races
-
-/// Delivers the stream records from `from` on to both processors as one
-/// batch each (a consumer that lagged until now); returns the new position.
-async fn deliver(env: &Env, from: usize) -> usize {
-    let records = raw_records(env).await;
-    let to = records.len();
-    if from < to {
-        let event: Event =
-            serde_json::from_value(serde_json::json!({ "Records": records[from..].to_vec() }))
-                .expect("a Lambda event");
-        for p in ["history", "derive"] {
-            let failures = shared::lambda::stream_handler(
-                &*env.rt.stream_processor(p),
-                LambdaEvent::new(event.clone(), Context::default()),
-            )
-            .await
-            .expect("handler")
-            .batch_item_failures;
-            assert!(failures.is_empty(), "a batch failed: {failures:?}");
-        }
-    }
-    to
-}
-
-async fn settle(env: &Env, mut from: usize) -> usize {
-    loop {
-        let to = deliver(env, from).await;
-        if to == from {
-            return to;
-        }
-        from = to;
-    }
-}
-
-async fn backfill(env: &Env) -> u64 {
-    let (_, totals) = jobstream::tools::backfill::backfill(
-        &env.rt.dynamodb,
-        &env.rt.config,
-        &env.rt.processors,
-        &ScanOptions::default(),
-        false,
-    )
-    .await
-    .expect("backfill runs");
-    totals.imported.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Stage names of each entry of an application, in sequence order.
-async fn stage_names(env: &Env, app: &str) -> Vec<Vec<String>> {
-    partition(env, &keys::app_pk(app))
-        .await
-        .into_iter()
-        .filter(|i| i.s(keys::SK).unwrap_or_default().starts_with("HIST#"))
-        .map(|e| match e.get("snapshot") {
-            Some(AttributeValue::M(m)) => match m.get("interviewStages") {
-                Some(AttributeValue::L(l)) => l
-                    .iter()
-                    .map(|v| match v {
-                        AttributeValue::M(m) => m.s("name").unwrap_or_default().to_string(),
-                        _ => String::new(),
-                    })
-                    .collect(),
-                _ => vec!["no stages".to_string()],
-            },
-            _ => vec!["no snapshot".to_string()],
-        })
-        .collect()
-}
-
-/// Runs `scenario` through both ends; each must end verified, and both in
-/// the same table with the same histories.
-async fn both<F, Fut>(scenario: F) -> Vec<(Vec<String>, Vec<Vec<String>>)>
-where
-    F: Fn(Env) -> Fut,
-    Fut: std::future::Future<Output = (Env, &'static str)>,
-{
-    let mut out = Vec::new();
-    let mut tables = Vec::new();
-    for file in [false, true] {
-        let (env, app) = scenario(end(file).await).await;
-        let report = env.rt.verify().await.expect("verify");
-        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
-        out.push((descriptions(&env, app).await, stage_names(&env, app).await));
-        tables.push(table(&env).await);
-        env.engine.stop().await;
-    }
-    assert_eq!(out[1], out[0], "the same history through both ends");
-    assert_eq!(tables[1], tables[0], "the same table through both ends");
-    out
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn adopt_then_modify_then_backfill_through_both_ends() {
-    let out = both(|env| async move {
-        let mut t = Clock::new();
-        let w = &env.writer;
-        w.create_application("pre", "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
-        w.add_stage("pre", "s1", "Screen", 1).await.unwrap();
-        w.add_stage("pre", "s2", "Onsite", 2).await.unwrap();
-        let deployed = raw_records(&env).await.len();
-        w.update_application("pre", &[("notes", s("called back"))], &t.next())
-            .await
-            .unwrap();
-        let at = settle(&env, deployed).await;
-        assert_eq!(backfill(&env).await, 0, "the fold adopted it already");
-        w.update_application("pre", &[("status", s("interviewing"))], &t.next())
-            .await
-            .unwrap();
-        settle(&env, at).await;
-        (env, "pre")
-    })
-    .await;
-    assert_eq!(out[1].0, ["Imported", "Updated Status"]);
-    assert_eq!(out[1].1[0], ["Screen", "Onsite"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backfill_racing_a_lagging_consumer_through_both_ends() {
-    let out = both(|env| async move {
-        let w = &env.writer;
-        let mut t = Clock::new();
-        w.create_application("lag", "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
-        w.add_stage("lag", "s1", "Screen", 1).await.unwrap();
-        assert_eq!(backfill(&env).await, 1);
-        // A second backfill and the consumer reaching the older INSERTs,
-        // then the import's entry: neither duplicates nor re-applies.
-        assert_eq!(backfill(&env).await, 0);
-        let at = settle(&env, 0).await;
-        w.update_stage("lag", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-            .await
-            .unwrap();
-        // Redelivered from the start: skipped by the HEAD.
-        settle(&env, 0).await;
-        settle(&env, at).await;
-        (env, "lag")
-    })
-    .await;
-    assert_eq!(out[1].0, ["Imported", "Updated interview stage \"Screen\""]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_adoption_racing_a_change_through_both_ends() {
-    let out = both(|mut env| async move {
-        let mut t = Clock::new();
-        env.writer
-            .create_application("race", "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
-        assert_eq!(backfill(&env).await, 1);
-        env.writer
-            .add_stage("race", "s1", "Screen", 1)
-            .await
-            .unwrap();
-        // The import read the partition, then the stage was added before
-        // its entry committed: the stage's INSERT before the entry's.
-        let mut records = raw_records(&env).await;
-        let sk_of = |r: &serde_json::Value| {
-            r["dynamodb"]["Keys"]["SK"]["S"]
-                .as_str()
-                .map(str::to_string)
-        };
-        let fence = records
-            .iter()
-            .position(|r| sk_of(r).as_deref() == Some("HIST#00000001"))
-            .expect("the import's entry");
-        let stage = records
-            .iter()
-            .position(|r| sk_of(r).as_deref() == Some("STAGE#s1"))
-            .expect("the stage's INSERT");
-        let (fs, ss) = (
-            records[fence]["dynamodb"]["SequenceNumber"].clone(),
-            records[stage]["dynamodb"]["SequenceNumber"].clone(),
-        );
-        records.swap(fence, stage);
-        records[fence]["dynamodb"]["SequenceNumber"] = fs;
-        records[stage]["dynamodb"]["SequenceNumber"] = ss;
-        let delivered = records.len();
-        let event: Event = serde_json::from_value(serde_json::json!({ "Records": records }))
-            .expect("a Lambda event");
-        let resp = shared::lambda::stream_handler(
-            &*env.rt.stream_processor("history"),
-            LambdaEvent::new(event, Context::default()),
-        )
-        .await
-        .unwrap();
-        assert!(resp.batch_item_failures.is_empty());
-        settle(&env, delivered).await;
-        env.rt.drain().await.unwrap();
-        (env, "race")
-    })
-    .await;
-    assert_eq!(out[1].0, ["Imported"]);
-    assert_eq!(out[1].1, [["Screen"]]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_created_application_shows_the_stages_the_table_held_before_the_stream_through_both_ends()
-{
-    let out = both(|env| async move {
-        let w = &env.writer;
-        let mut t = Clock::new();
-        w.add_stage("orph", "s1", "Screen", 1).await.unwrap();
-        w.add_stage("orph", "s3", "Take-home", 3).await.unwrap();
-        let deployed = raw_records(&env).await.len();
-        w.create_application("orph", "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
-        w.add_stage("orph", "s2", "Onsite", 2).await.unwrap();
-        w.update_stage("orph", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-            .await
-            .unwrap();
-        w.remove_stage("orph", "s3").await.unwrap();
-        let at = settle(&env, deployed).await;
-        w.update_application("orph", &[("notes", s("called"))], &t.next())
-            .await
-            .unwrap();
-        settle(&env, at).await;
-        (env, "orph")
-    })
-    .await;
-    assert_eq!(
-        out[1].0,
-        [
-            "Created application Acme - Engineer",
-            "Added interview stage \"Onsite\"",
-            "Updated interview stage \"Screen\"",
-            "Removed interview stage \"Take-home\"",
-            "Updated Notes",
-        ]
-    );
-    assert_eq!(out[1].1[0], ["Screen", "Take-home"]);
-    assert_eq!(out[1].1[4], ["Screen", "Onsite"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleted_and_recreated_before_the_consumer_saw_either_through_both_ends() {
-    let out = both(|env| async move {
-        let w = &env.writer;
-        let mut t = Clock::new();
-        w.create_application("rc", "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
-        for (id, name, order) in [
-            ("old", "Old screen", 1),
-            ("same", "Phone", 2),
-            ("rm", "Gone", 3),
-        ] {
-            w.add_stage("rc", id, name, order).await.unwrap();
-        }
-        let deployed = raw_records(&env).await.len();
-        w.remove_stage("rc", "rm").await.unwrap();
-        w.delete_application("rc").await.unwrap();
-        w.create_application("rc", "Globex", "Manager", "applied", &t.next())
-            .await
-            .unwrap();
-        w.add_stage("rc", "new", "New screen", 1).await.unwrap();
-        w.add_stage("rc", "same", "Onsite", 2).await.unwrap();
-        settle(&env, deployed).await;
-        assert_eq!(backfill(&env).await, 0);
-        (env, "rc")
-    })
-    .await;
-    assert_eq!(
-        out[1].0,
-        [
-            "Created application Globex - Manager",
-            "Added interview stage \"New screen\"",
-            "Added interview stage \"Onsite\""
-        ]
-    );
-    assert!(out[1].1[0].is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_table_loaded_without_processors_is_the_same_after_backfill_through_both_ends() {
-    let out = both(|mut env| async move {
-        let w = &env.writer;
-        let mut t = Clock::new();
-        for i in 0..6 {
-            let id = format!("old{i}");
-            w.create_application(&id, "Old Co", "Role", "applied", &t.next())
-                .await
-                .unwrap();
-            w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
-            if i % 2 == 0 {
-                w.update_application(
-                    &id,
-                    &[("isArchived", AttributeValue::Bool(true))],
-                    &t.next(),
-                )
-                .await
-                .unwrap();
-            }
-        }
-        let at = raw_records(&env).await.len();
-        assert_eq!(backfill(&env).await, 6);
-        assert_eq!(backfill(&env).await, 0, "a second run imports nothing");
-        // The consumer then reads only what came after (the imports' own
-        // writes): nothing re-applied.
-        settle(&env, at).await;
-        env.writer
-            .update_application("old1", &[("status", s("rejected"))], &t.next())
-            .await
-            .unwrap();
-        env.rt.drain().await.unwrap();
-        (env, "old1")
-    })
-    .await;
-    assert_eq!(out[1].0, ["Imported", "Updated Status"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -283,6 +283,34 @@ pub fn file_graph(m: &FileModel) -> String {
             );
         }
     }
+    if let Some(h) = &m.history {
+        let node = id("history", h.processor);
+        let _ = writeln!(
+            out,
+            "  {node}[/\"{}: history fold<br/>mirror {} on the root\"/]",
+            esc(h.processor),
+            esc(h.mirror)
+        );
+        let _ = writeln!(
+            out,
+            "  {} -->|\"root\"| {node}",
+            id("entity", m.entities[h.root.entity].name)
+        );
+        for mb in &h.members {
+            let _ = writeln!(
+                out,
+                "  {} -->|\"{}\"| {node}",
+                id("entity", m.entities[mb.shape.entity].name),
+                esc(&format!("member (snapshot list {})", mb.list))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {node} -->|\"{}\"| {}",
+            esc(&format!("entries, {} digits", h.digits)),
+            id("entity", m.entities[h.entries].name)
+        );
+    }
     out
 }
 
