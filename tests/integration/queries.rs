@@ -538,3 +538,107 @@ fn check_model_places_a_query_mistake() {
         "{place}\n{text}"
     );
 }
+
+/// The tracker's access patterns (`models/tracker.yaml`) after its
+/// scenario: the sparse GSI2, GSI1 by status, a history newest first, the
+/// stages, META/COUNT and a deleted application's empty partition, each
+/// compared by the scenario file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tracker_access_patterns_return_what_the_scenario_implies() {
+    let env = play_shipped("tracker").await;
+    env.engine.stop().await;
+}
+
+/// The Pick'Em access patterns (`models/pickem.yaml`, the seed's five)
+/// after the Pick'Em demo through the file: events newest first, standings
+/// highest first, an event listing with one user's predictions only (the
+/// seed's `attribute_not_exists(belongsto) OR belongsto = :u` filter), the
+/// event's scores highest first, and a user's partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pickem_access_patterns_answer_the_seeds_screens() {
+    let file = models_dir().join("pickem.yaml");
+    let m = &shared::file::load(&file).expect("loads").model;
+    assert_eq!(m.queries.len(), 5, "the seed's five access patterns");
+    let mut env = model_env("pickem", |o| o.model_file = Some(file.clone())).await;
+    let demo = shared::models::find("pickem")
+        .expect("registered")
+        .demo
+        .expect("pickem demo");
+    let diffs = demo(&mut env.rt).await.expect("demo runs");
+    assert!(diffs.is_empty(), "{diffs:#?}");
+    let (client, table) = (&env.rt.dynamodb, env.rt.config.table.clone());
+    let run = |name: &'static str, args: Vec<String>| {
+        let table = table.clone();
+        async move {
+            query(client, &table, m, name, &args, Some(7))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .items
+        }
+    };
+    let events = run("events", vec![]).await;
+    assert!(events.len() >= 2, "{} events", events.len());
+    let event_sks = sks(&events);
+    let mut newest_first = event_sks.clone();
+    newest_first.sort();
+    newest_first.reverse();
+    assert_eq!(event_sks, newest_first, "events newest first");
+    // The newest event: its id from its sort key EVENT#<date>#<slug>.
+    let sk = &event_sks[0];
+    let rest = sk.strip_prefix("EVENT#").expect("an event's sort key");
+    let (date, slug) = rest.split_once('#').expect("date#slug");
+    let event = format!("{date}-{slug}");
+    let year = &date[..4];
+    let points = |items: &[Item]| -> Vec<i64> {
+        items
+            .iter()
+            .filter_map(|i| i.i64("points").ok())
+            .collect()
+    };
+    let standings = run("standings", vec![format!("year={year}")]).await;
+    assert!(!standings.is_empty(), "standings of {year}");
+    let pts = points(&standings);
+    assert!(pts.windows(2).all(|w| w[0] >= w[1]), "highest first: {pts:?}");
+    let scores = run("event_scores", vec![format!("event={event}")]).await;
+    let predictions: Vec<Item> = scores
+        .iter()
+        .filter(|i| i.s("type").ok() == Some("prediction"))
+        .cloned()
+        .collect();
+    assert!(predictions.len() >= 2, "several predictions of {event}");
+    let pts = points(&predictions);
+    assert!(pts.windows(2).all(|w| w[0] >= w[1]), "highest first: {pts:?}");
+    let user = predictions[0]
+        .s("belongsto")
+        .expect("a prediction belongs to a user")
+        .strip_prefix("USER#")
+        .expect("USER#<user>")
+        .to_string();
+    let listing = run(
+        "event_predictions",
+        vec![format!("event={event}"), format!("user={user}")],
+    )
+    .await;
+    let mine: Vec<&Item> = listing
+        .iter()
+        .filter(|i| i.contains_key("belongsto"))
+        .collect();
+    assert_eq!(mine.len(), 1, "that user's prediction only");
+    assert_eq!(mine[0].s("belongsto").ok(), Some(format!("USER#{user}").as_str()));
+    assert!(
+        listing.iter().any(|i| i.s("type").ok() == Some("event"))
+            && listing.iter().any(|i| i.s("type").ok() == Some("match")),
+        "the event and its matches pass the filter"
+    );
+    assert_eq!(
+        listing.len(),
+        scores.len() - predictions.len() + 1,
+        "everything but the other users' predictions"
+    );
+    let details = run("user", vec![format!("user={user}")]).await;
+    assert!(details
+        .iter()
+        .all(|i| i.s("PK").ok() == Some(format!("USER#{user}").as_str())));
+    assert!(details.iter().any(|i| i.s("type").ok() == Some("standings")));
+    env.engine.stop().await;
+}

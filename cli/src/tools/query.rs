@@ -19,6 +19,14 @@ const SHIPPED: &[(&str, &str)] = &[
         "models/library.yaml",
         include_str!("../../../models/library.yaml"),
     ),
+    (
+        "models/tracker.yaml",
+        include_str!("../../../models/tracker.yaml"),
+    ),
+    (
+        "models/pickem.yaml",
+        include_str!("../../../models/pickem.yaml"),
+    ),
 ];
 
 /// The shipped model file for a registered model's table, compiled.
