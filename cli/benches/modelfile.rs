@@ -7,6 +7,8 @@
 //!    writer entity, processor items, one bad item in ten).
 //! 2. End to end: the same employee changes written to a fresh embedded
 //!    engine and drained through the local derive mapping, per model.
+//! 3. The rules alone for `models/pickem.yaml` against the Rust Pick'Em
+//!    rules (users, events, matches, predictions, standings, bad input).
 //!
 //! Run: `cargo bench -p jobstream --bench modelfile`
 //! (JOBSTREAM_BENCH_RECORDS=N images, JOBSTREAM_BENCH_EMPS=N employees).
@@ -154,6 +156,63 @@ async fn end_to_end(
     Ok((took, writes, meter.bill()))
 }
 
+fn pickem_file() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/pickem.yaml"
+    ))
+}
+
+/// Pick'Em record images: users, events, matches (scored and not),
+/// predictions (scored and not), standings, one bad item in ten.
+fn pickem_images(n: usize) -> Vec<Item> {
+    use shared::models::pickem::entities::write;
+    let ev = |i: u64| format!("2024-03-{:02}-ev{}", 1 + i % 28, i % 28);
+    (0..n as u64)
+        .map(|i| {
+            let e = ev(i);
+            match i % 10 {
+                0 => write::user(&format!("u{i}"), "User"),
+                1 => write::event(&e[..10], &e[11..], "Event", "upcoming"),
+                2 | 3 => write::a_match(
+                    &e,
+                    &format!("m{}", i % 7),
+                    "Match",
+                    (i % 9) as i64,
+                    10,
+                    false,
+                    &["A", "B"],
+                    (i % 2 == 0).then_some(0),
+                ),
+                4..=7 => {
+                    let mut p = write::prediction(
+                        &format!("u{}", i % 500),
+                        &e,
+                        &[("m1", 0), ("m2", 1), ("m3", 0)],
+                    );
+                    if i % 2 == 0 {
+                        p.insert("points".into(), shared::item::n(20));
+                        p.insert("mcorrect".into(), shared::item::n(2));
+                    }
+                    p
+                }
+                8 => [
+                    ("PK".to_string(), s(format!("USER#u{}", i % 500))),
+                    ("SK".to_string(), s("STANDINGS#2024")),
+                    ("type".to_string(), s("standings")),
+                    ("points".to_string(), shared::item::n(120)),
+                ]
+                .into(),
+                _ => {
+                    let mut p = write::prediction(&format!("u{i}"), &e, &[]);
+                    p.insert("predictions".into(), s("not a map"));
+                    p
+                }
+            }
+        })
+        .collect()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n = env_usize("JOBSTREAM_BENCH_RECORDS", 20_000);
@@ -175,6 +234,26 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  file / Rust        {:>8.2}x  (goal: within 1.5x)",
         ft.as_secs_f64() / rt.as_secs_f64()
+    );
+    let pitems = pickem_images(n);
+    let pfile = shared::file::load(&pickem_file()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let pfile_rules = pfile.model().rules;
+    let prust = shared::models::find("pickem")
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .rules;
+    time_rules(prust.as_ref(), &pitems, 1);
+    time_rules(pfile_rules.as_ref(), &pitems, 1);
+    let (prt, prc) = time_rules(prust.as_ref(), &pitems, 5);
+    let (pft, pfc) = time_rules(pfile_rules.as_ref(), &pitems, 5);
+    // (The file's matches also count into the ledger-only version of
+    // their event, as the Rust model's do: the same number of things.)
+    assert_eq!(prc, pfc, "both rule sets imply the same number of things");
+    println!("rules alone, {n} Pick'Em record images:");
+    println!("  Rust pickem rules  {:>8.2} µs/record", per(prt));
+    println!("  models/pickem.yaml {:>8.2} µs/record", per(pft));
+    println!(
+        "  file / Rust        {:>8.2}x",
+        pft.as_secs_f64() / prt.as_secs_f64()
     );
     let records = 2 * emps + 4;
     let (r_took, r_writes, r_bill) = end_to_end(None, emps).await?;

@@ -307,11 +307,10 @@ fn the_file_rules_agree_with_the_rust_pickem_rules_on_fixtures_and_mutations() {
                     && a[2] == "projection Err(\"bad\")"
                     && b[2].starts_with("projection Ok(Some(");
                 // Known: a writer's stray *negative* number in a processor-owned
-                // `points`: the Rust model reads it as 0, the file as it is,
-                // which `pad` refuses (bad input until the job or the
-                // counter brings the value back).
+                // `points`: the Rust model reads it as 0, the file as it is
+                // (`pad` keys it at 0 and notes the clamp; the sums see it
+                // until the job or the counter brings the value back).
                 let negative = item.get("points") == Some(&n(-5))
-                    && b[2] == "projection Err(\"bad\")"
                     && !item.s("type").is_ok_and(|t| t == "match");
                 // Both call the item bad input: what the aspects the Rust
                 // model leaves at their default say of it does not matter.
@@ -393,9 +392,23 @@ async fn the_pickem_demo_through_both_ends_gives_the_same_table_verify_and_write
         env.engine.stop().await;
     }
     let (rust, file) = (&out[0], &out[1]);
+    println!("processor writes: rust {}, file {}", rust.1, file.1);
     assert!(rust.0.len() > 10, "{}", rust.0.len());
     assert_eq!(file.0, rust.0, "the same items, attribute for attribute");
-    assert_eq!(file.1, rust.1, "the same processor writes");
+    // The processor writes of this demo vary run to run at *both* ends
+    // (measured: Rust 108, 112, 116; the file 112, 116): the order the
+    // local SQS hands out the scoring jobs decides how their writes' stream
+    // records fall into derive batches of 100, and a user's standings are
+    // written once per batch. So the two ends agree up to that regrouping
+    // here; the exact count (one write per changed score and one per
+    // standings item) is proven through the file, deterministically, by
+    // `pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score_through_the_file`.
+    assert!(
+        file.1.abs_diff(rust.1) <= 8,
+        "the same processor writes, up to the batches' regrouping: rust {}, file {}",
+        rust.1,
+        file.1
+    );
     assert_eq!(file.2, rust.2, "the same verify report");
     assert_eq!(file.3, rust.3, "the same bad input");
 }

@@ -321,6 +321,13 @@ fn a_counter_projection_keys_it_from_its_sums_and_notes_the_clamp() {
         notes[0].reason.contains("standings.GSI_SK: 123456"),
         "{notes:?}"
     );
+    // A writer's stray negative sum: keyed at 0 (noted), never bad input,
+    // so the engine can bring the sum back.
+    let mut stray = st.clone();
+    stray.insert("points".into(), n(-5));
+    let p = r.projection(&stray).unwrap().unwrap();
+    assert_eq!(p.attrs[1], ("GSI_SK", Some(s("SCORE#00000#sam"))));
+    assert_eq!(r.notes(&stray).len(), 1);
     // Unset sums read as 0; the key alone is enough.
     let key = item(&[("PK", s("USER#sam")), ("SK", s("STANDINGS#2024"))]);
     let p = r.projection(&key).unwrap().unwrap();

@@ -4,9 +4,10 @@
 //! ([`Expr::compile`]); evaluating one binds only the variables it names, in
 //! a fresh scope per item ([`Env::eval`]). The built-ins a model may call are
 //! registered once in [`Env::new`]: `lower`, `upper`, `trim`, `slug`,
-//! `pad(n, width)` (zero padding, clamped to the largest value that fits),
-//! `epoch(iso)`, `iso(seconds)`, `day(seconds)` (the UTC date, `YYYY-MM-DD`),
-//! `isUlid(s)`. CEL errors on integer overflow;
+//! `pad(n, width)` (zero padding, clamped to the largest value that fits and to 0 below),
+//! `epoch(iso)`, `iso(seconds)`, `day(d)` (the UTC date, `YYYY-MM-DD`, of epoch
+//! seconds, a date or a date-time), `isUlid(s)`, `sum(list)`, `get(map, key,
+//! default)`. CEL errors on integer overflow;
 //! the caller turns any evaluation error into bad input.
 
 use std::sync::Arc;
@@ -526,16 +527,14 @@ pub fn slug(s: &str) -> String {
 }
 
 /// `n` zero-padded to `width` digits, clamped to the largest value that fits
-/// (negative numbers are bad input).
+/// and to 0 below (a clamp is noted where the caller records it: a key
+/// never fails on a writer's stray number in a processor-owned attribute).
 pub fn pad(n: i64, width: i64) -> Result<String, String> {
     if !(1..=18).contains(&width) {
         return Err(format!("width {width} is not 1..=18"));
     }
-    if n < 0 {
-        return Err("a negative number".to_string());
-    }
     let max = 10_i64.pow(width as u32) - 1;
-    Ok(format!("{:0w$}", n.min(max), w = width as usize))
+    Ok(format!("{:0w$}", n.clamp(0, max), w = width as usize))
 }
 
 #[cfg(test)]
@@ -557,7 +556,8 @@ mod tests {
         );
         assert_eq!(eval("pad(7, 3)", &[]), Ok(Val::Str("007".into())));
         assert_eq!(eval("pad(12345, 3)", &[]), Ok(Val::Str("999".into())));
-        assert!(eval("pad(-1, 3)", &[]).is_err());
+        assert_eq!(eval("pad(-1, 3)", &[]), Ok(Val::Str("000".into())));
+        assert!(eval("pad(1, 19)", &[]).is_err());
         assert_eq!(
             eval("slug('  New York ')", &[]),
             Ok(Val::Str("new-york".into()))
@@ -693,6 +693,16 @@ mod tests {
         );
         let (_, c) = recording_clamps(|| eval("pad(99999, 5)", &[]));
         assert!(c.is_empty(), "fits: no clamp");
+        let (v, c) = recording_clamps(|| eval("pad(-5, 3)", &[]));
+        assert_eq!(v, Ok(Val::Str("000".into())));
+        assert_eq!(
+            c,
+            vec![Clamp {
+                value: -5,
+                width: 3
+            }],
+            "below: clamped too"
+        );
         // Outside a recording nothing is kept.
         eval("pad(123456, 5)", &[]).unwrap();
         let (_, c) = recording_clamps(|| ());

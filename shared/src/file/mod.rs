@@ -427,6 +427,7 @@ mod tests {
             include_str!("../../../models/hr.yaml"),
             include_str!("../../../models/library.yaml"),
             include_str!("../../../models/tracker.yaml"),
+            include_str!("../../../models/pickem.yaml"),
         ] {
             assert!(boolean_traps(shipped).is_empty());
         }
