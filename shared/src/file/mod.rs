@@ -17,6 +17,7 @@
 pub mod expr;
 pub mod model;
 pub mod once;
+pub mod once_run;
 pub mod raw;
 pub mod rules;
 pub mod scenario;

@@ -207,6 +207,22 @@ fn a_source_whose_effect_cannot_be_computed_is_bad_input() {
 }
 
 #[test]
+fn a_key_value_holding_its_templates_separator_is_bad_input() {
+    let m = model(HIRING);
+    // `JOB#${jobId}` reads `a#b` as the job id: `s1#a#b` would also be
+    // the key of seeker `s1#a` and job `b`.
+    let mut r = request("approved", Some(DAY1));
+    r.insert("PK".into(), s("JOB#a#b"));
+    match m.once_messages(&test_change(ChangeKind::Insert, None, Some(r))) {
+        Err(InputError::Invalid { reason, .. }) => assert_eq!(
+            reason,
+            "once `matches`: `jobId` of the key holds `#`, a separator of its template: two effects could share one key"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn bad_bodies_are_permanent_failures() {
     let m = model(HIRING);
     let once = FileOnce {
