@@ -439,3 +439,23 @@ fn a_once_consumer_is_a_queue_of_the_model() {
     assert_eq!(spec.queue.logical, "matches");
     assert_eq!(spec.queue.name, "jobstream-matches-jobs");
 }
+
+#[test]
+fn check_model_refuses_a_name_no_queue_can_carry() {
+    let text = HIRING.replace(
+        "  matches:\n    on: request",
+        "  \"match es\":\n    on: request",
+    );
+    assert_ne!(text, HIRING);
+    let p = problems(&text);
+    let (line, _) = position(&text, "on: request");
+    assert!(
+        has(
+            &p,
+            (line, 5),
+            "once `match es`: a name of letters, digits, `-` and `_` (it names a queue)"
+        ),
+        "{p:#?}"
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+}
