@@ -32,6 +32,7 @@ pub mod once;
 pub mod queries;
 pub mod query_filter;
 pub mod query_run;
+pub mod once_run;
 pub mod raw;
 pub mod rules;
 pub mod scenario;

@@ -207,6 +207,22 @@ fn a_source_whose_effect_cannot_be_computed_is_bad_input() {
 }
 
 #[test]
+fn a_key_value_holding_its_templates_separator_is_bad_input() {
+    let m = model(HIRING);
+    // `JOB#${jobId}` reads `a#b` as the job id: `s1#a#b` would also be
+    // the key of seeker `s1#a` and job `b`.
+    let mut r = request("approved", Some(DAY1));
+    r.insert("PK".into(), s("JOB#a#b"));
+    match m.once_messages(&test_change(ChangeKind::Insert, None, Some(r))) {
+        Err(InputError::Invalid { reason, .. }) => assert_eq!(
+            reason,
+            "once `matches`: `jobId` of the key holds `#`, a separator of its template: two effects could share one key"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn bad_bodies_are_permanent_failures() {
     let m = model(HIRING);
     let once = FileOnce {
@@ -422,4 +438,24 @@ fn a_once_consumer_is_a_queue_of_the_model() {
     let spec = &m.once[0];
     assert_eq!(spec.queue.logical, "matches");
     assert_eq!(spec.queue.name, "jobstream-matches-jobs");
+}
+
+#[test]
+fn check_model_refuses_a_name_no_queue_can_carry() {
+    let text = HIRING.replace(
+        "  matches:\n    on: request",
+        "  \"match es\":\n    on: request",
+    );
+    assert_ne!(text, HIRING);
+    let p = problems(&text);
+    let (line, _) = position(&text, "on: request");
+    assert!(
+        has(
+            &p,
+            (line, 5),
+            "once `match es`: a name of letters, digits, `-` and `_` (it names a queue)"
+        ),
+        "{p:#?}"
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
 }

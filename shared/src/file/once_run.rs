@@ -1,0 +1,395 @@
+//! Running a model file's `once:` effects: the jobs a change starts
+//! ([`FileModel::once_messages`]), the effect of a job ([`plan`]) and its
+//! consumer ([`FileOnce`]). What they mean: [`super::once`].
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::expr::{Expr, Val};
+use super::model::{Entity, FileModel, Value};
+use super::once::{OnceSpec, RequireCond};
+use super::rules::{to_attr, Parsed};
+use super::template::Part;
+use crate::change::{Change, ChangeKind};
+use crate::engine::once::{Once, OncePlan};
+use crate::engine::rules::OutMessage;
+use crate::engine::setjob::{BoxFut, Guard, Reads};
+use crate::error::InputError;
+use crate::item::{display_key, Item, ItemExt};
+use crate::sqs::MessageError;
+
+/// The job body version this build reads and writes.
+pub const VERSION: u64 = 1;
+/// Bodies above this size are refused (and never sent).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// A once job: the effect's name and the source's values it reads.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OnceJob {
+    once: String,
+    values: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A value of the source as a message carries it.
+fn to_json(v: &Val) -> serde_json::Value {
+    match v {
+        Val::Str(s) => s.clone().into(),
+        Val::Int(i) => (*i).into(),
+        Val::Bool(b) => (*b).into(),
+        Val::Set(v) => v.clone().into(),
+        Val::List(l) => serde_json::Value::Array(l.iter().map(to_json).collect()),
+        Val::Map(_) | Val::Null => serde_json::Value::Null,
+    }
+}
+
+fn from_json(name: &str, v: &serde_json::Value) -> Result<Val, String> {
+    Ok(match v {
+        serde_json::Value::String(s) => Val::Str(s.clone()),
+        serde_json::Value::Bool(b) => Val::Bool(*b),
+        serde_json::Value::Null => Val::Null,
+        serde_json::Value::Number(n) => Val::Int(
+            n.as_i64()
+                .ok_or_else(|| format!("`{name}` is not an integer"))?,
+        ),
+        serde_json::Value::Array(a) => {
+            let mut out = Vec::with_capacity(a.len());
+            for x in a {
+                out.push(
+                    x.as_str()
+                        .ok_or_else(|| format!("`{name}` is not a string set"))?
+                        .to_string(),
+                );
+            }
+            out.sort();
+            out.dedup();
+            Val::Set(out)
+        }
+        serde_json::Value::Object(_) => return Err(format!("`{name}` is a map")),
+    })
+}
+
+type Vals = Vec<(String, Val)>;
+
+fn eval(m: &FileModel, v: &Value, vals: &Vals) -> Result<Val, String> {
+    let look = |n: &str| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v);
+    if let [Part::Hole(e, _)] = v.0.as_slice() {
+        return m.env.eval(e, look);
+    }
+    let mut out = String::new();
+    for p in &v.0 {
+        match p {
+            Part::Lit(l) => out.push_str(l),
+            Part::Hole(e, _) => out.push_str(&m.env.eval(e, look)?.render()),
+        }
+    }
+    Ok(Val::Str(out))
+}
+
+/// The key of entity `t` from `with`, which must read back as that entity;
+/// and every value bound.
+fn key_of(
+    m: &FileModel,
+    t: &Entity,
+    with: &[(String, Value)],
+    vals: &Vals,
+) -> Result<(Item, Vals), String> {
+    let mut bound: Vals = Vec::with_capacity(with.len());
+    for (n, v) in with {
+        bound.push((n.clone(), eval(m, v, vals)?));
+    }
+    let mut key = Item::new();
+    for k in &t.key {
+        let mut parts = Vec::new();
+        for b in k.template.binders() {
+            let v = bound
+                .iter()
+                .find(|(n, _)| *n == b.name)
+                .map(|(_, v)| v.render())
+                .ok_or_else(|| format!("`{}` is unbound", b.name))?;
+            if v.is_empty() {
+                return Err(format!("`{}` of {}'s key is empty", b.name, t.name));
+            }
+            parts.push(v);
+        }
+        key.insert(
+            k.attr.to_string(),
+            AttributeValue::S(k.template.build(&parts)),
+        );
+    }
+    let [pkn, skn] = m.key_names();
+    let reads_back = match (key.s(pkn), key.s(skn)) {
+        (Ok(pk), Ok(sk)) => m.classify(pk, sk).is_some_and(|(e, _)| std::ptr::eq(e, t)),
+        _ => false,
+    };
+    if !reads_back {
+        return Err(format!(
+            "the key {} built for `{}` is not one of its keys (a value holds a separator of its template?)",
+            display_key(&key),
+            t.name
+        ));
+    }
+    Ok((key, bound))
+}
+
+/// The once key. With two or more values in it, none may hold a literal
+/// of its template (`#` in `${seekerId}#${jobId}`): else two effects could
+/// render one key (`a#b` + `c`, `a` + `b#c`) and the second would be taken
+/// for a duplicate.
+fn once_key(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<String, String> {
+    let holes = spec
+        .key
+        .0
+        .iter()
+        .filter(|p| matches!(p, Part::Hole(..)))
+        .count();
+    if holes < 2 {
+        let key = eval(m, &spec.key, vals)?.render();
+        if key.is_empty() {
+            return Err("the key is empty".to_string());
+        }
+        return Ok(key);
+    }
+    let look = |n: &str| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v);
+    let mut out = String::new();
+    for p in &spec.key.0 {
+        match p {
+            Part::Lit(l) => out.push_str(l),
+            Part::Hole(e, _) => {
+                let v = m.env.eval(e, look)?.render();
+                if v.is_empty() {
+                    return Err(format!("`{}` of the key is empty", e.source));
+                }
+                for p in &spec.key.0 {
+                    if let Part::Lit(l) = p {
+                        if !l.is_empty() && v.contains(l.as_str()) {
+                            return Err(format!(
+                                "`{}` of the key holds `{l}`, a separator of its template: two effects could share one key",
+                                e.source
+                            ));
+                        }
+                    }
+                }
+                out.push_str(&v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The effect of one job, from the source's values (an error says why
+/// not, prefixed with the effect's name).
+pub fn plan(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePlan, String> {
+    plan_of_values(m, spec, vals).map_err(|e| format!("once `{}`: {e}", spec.name))
+}
+
+fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePlan, String> {
+    let once_key = once_key(m, spec, vals)?;
+    let mut plan = OncePlan {
+        once_key,
+        ..OncePlan::default()
+    };
+    let mut touched: Vec<Item> = Vec::new();
+    let mut touch = |k: &Item| -> Result<(), String> {
+        if touched.contains(k) {
+            return Err(format!(
+                "{} is written or checked twice in one transaction",
+                display_key(k)
+            ));
+        }
+        touched.push(k.clone());
+        Ok(())
+    };
+    for r in &spec.require {
+        let t = &m.entities[r.entity];
+        let (key, _) = key_of(m, t, &r.with, vals)?;
+        touch(&key)?;
+        let reason = format!("{} ({})", r.message, display_key(&key));
+        let g = match &r.cond {
+            RequireCond::Exists => Guard::exists(key),
+            RequireCond::Absent => Guard::absent(key),
+            RequireCond::Equals(a, v) => {
+                let ty = t.attr(a).map(|a| &a.ty);
+                let v = to_attr(a, eval(m, v, vals)?, ty)?
+                    .ok_or_else(|| format!("`{a}` has no value to compare"))?;
+                Guard::equals(key, a, v)
+            }
+        };
+        plan.checks.push((g, reason));
+    }
+    for w in &spec.put {
+        let t = &m.entities[w.entity];
+        let (mut item, bound) = key_of(m, t, &w.with, vals)?;
+        touch(&item)?;
+        for a in &t.attrs {
+            let v = match bound.iter().find(|(n, _)| n == a.name) {
+                Some((_, v)) => to_attr(a.name, v.clone(), Some(&a.ty))?,
+                None => None,
+            };
+            match v {
+                Some(v) => {
+                    item.insert(a.name.to_string(), v);
+                }
+                None if a.optional => {}
+                None => return Err(format!("`{}` of `{}` has no value", a.name, t.name)),
+            }
+        }
+        item.insert(
+            m.entity_type.to_string(),
+            AttributeValue::S(t.name.to_string()),
+        );
+        plan.puts.push(item);
+    }
+    for w in &spec.delete {
+        let (key, _) = key_of(m, &m.entities[w.entity], &w.with, vals)?;
+        touch(&key)?;
+        plan.deletes.push(key);
+    }
+    Ok(plan)
+}
+
+fn holds(m: &FileModel, e: &Expr, vals: &Vals) -> Result<bool, String> {
+    match m
+        .env
+        .eval(e, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))?
+    {
+        Val::Bool(b) => Ok(b),
+        other => Err(format!(
+            "`{}` gave a {}, not a bool",
+            e.source,
+            other.kind()
+        )),
+    }
+}
+
+impl FileModel {
+    /// The once jobs a change starts: each effect whose `when` the new
+    /// image satisfies and the old one did not (absent, bad input, false,
+    /// or an effect that could not be computed).
+    /// The effect is computed here first: one that cannot be is bad input.
+    pub fn once_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
+        if self.once.is_empty() || change.kind == ChangeKind::Remove {
+            return Ok(vec![]);
+        }
+        let Some(new) = &change.new else {
+            return Ok(vec![]);
+        };
+        let Parsed::Writer(rec) = self.parse(new)? else {
+            return Ok(vec![]);
+        };
+        let bad = |reason: String| InputError::Invalid {
+            key: change.key_display(),
+            reason,
+        };
+        let mut out = Vec::new();
+        for spec in &self.once {
+            if !std::ptr::eq(&self.entities[spec.source], rec.entity) {
+                continue;
+            }
+            let vals_of = |r: &super::rules::Record| -> Vals {
+                spec.when
+                    .variables
+                    .iter()
+                    .chain(&spec.reads)
+                    .filter_map(|n| r.get(n).map(|v| (n.clone(), v.clone())))
+                    .collect()
+            };
+            let vals = vals_of(&rec);
+            if !holds(self, &spec.when, &vals)
+                .map_err(|e| bad(format!("once `{}`: {e}", spec.name)))?
+            {
+                continue;
+            }
+            let held = match change.old.as_ref().map(|o| self.parse(o)) {
+                // An old image whose effect could not be computed was bad
+                // input for it (counted, nothing sent): it counts as nothing.
+                Some(Ok(Parsed::Writer(old))) if std::ptr::eq(old.entity, rec.entity) => {
+                    let old = vals_of(&old);
+                    holds(self, &spec.when, &old).unwrap_or(false) && plan(self, spec, &old).is_ok()
+                }
+                _ => false,
+            };
+            if held {
+                continue;
+            }
+            plan(self, spec, &vals).map_err(bad)?;
+            let values = spec
+                .reads
+                .iter()
+                .filter_map(|n| vals.iter().find(|(k, _)| k == n))
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect();
+            let body = crate::engine::body::encode(
+                &OnceJob {
+                    once: spec.name.to_string(),
+                    values,
+                },
+                VERSION,
+            );
+            if body.len() > MAX_BODY_BYTES {
+                return Err(bad(format!(
+                    "once `{}`: its job is {} bytes, over the {MAX_BODY_BYTES}-byte limit",
+                    spec.name,
+                    body.len()
+                )));
+            }
+            out.push(OutMessage {
+                queue: spec.queue.logical,
+                body,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The consumer of one `once:` entry.
+#[derive(Debug, Clone, Copy)]
+pub struct FileOnce {
+    pub model: &'static FileModel,
+    pub spec: &'static OnceSpec,
+}
+
+fn invalid_message(reason: String) -> MessageError {
+    MessageError::Permanent {
+        kind: "InvalidMessage",
+        reason,
+    }
+}
+
+impl FileOnce {
+    /// The effect of a body (bad body: a permanent failure).
+    pub fn plan_of(&self, body: &str) -> Result<OncePlan, MessageError> {
+        let job: OnceJob = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
+        if job.once != self.spec.name {
+            return Err(invalid_message(format!(
+                "a job of `{}` on the queue of `{}`",
+                job.once, self.spec.name
+            )));
+        }
+        let mut vals: Vals = Vec::with_capacity(job.values.len());
+        for (k, v) in &job.values {
+            if !self.spec.reads.contains(k) {
+                return Err(invalid_message(format!("unknown value `{k}`")));
+            }
+            vals.push((k.clone(), from_json(k, v).map_err(invalid_message)?));
+        }
+        plan(self.model, self.spec, &vals).map_err(invalid_message)
+    }
+}
+
+impl Once for FileOnce {
+    fn name(&self) -> &'static str {
+        self.spec.name
+    }
+
+    fn key_names(&self) -> &'static [&'static str] {
+        self.model.keys
+    }
+
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        _reads: &'a Reads,
+    ) -> BoxFut<'a, Result<OncePlan, MessageError>> {
+        Box::pin(async move { self.plan_of(body) })
+    }
+}
