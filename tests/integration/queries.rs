@@ -590,15 +590,15 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
     let event = format!("{date}-{slug}");
     let year = &date[..4];
     let points = |items: &[Item]| -> Vec<i64> {
-        items
-            .iter()
-            .filter_map(|i| i.i64("points").ok())
-            .collect()
+        items.iter().filter_map(|i| i.i64("points").ok()).collect()
     };
     let standings = run("standings", vec![format!("year={year}")]).await;
     assert!(!standings.is_empty(), "standings of {year}");
     let pts = points(&standings);
-    assert!(pts.windows(2).all(|w| w[0] >= w[1]), "highest first: {pts:?}");
+    assert!(
+        pts.windows(2).all(|w| w[0] >= w[1]),
+        "highest first: {pts:?}"
+    );
     let scores = run("event_scores", vec![format!("event={event}")]).await;
     let predictions: Vec<Item> = scores
         .iter()
@@ -607,7 +607,10 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
         .collect();
     assert!(predictions.len() >= 2, "several predictions of {event}");
     let pts = points(&predictions);
-    assert!(pts.windows(2).all(|w| w[0] >= w[1]), "highest first: {pts:?}");
+    assert!(
+        pts.windows(2).all(|w| w[0] >= w[1]),
+        "highest first: {pts:?}"
+    );
     let user = predictions[0]
         .s("belongsto")
         .expect("a prediction belongs to a user")
@@ -624,7 +627,10 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
         .filter(|i| i.contains_key("belongsto"))
         .collect();
     assert_eq!(mine.len(), 1, "that user's prediction only");
-    assert_eq!(mine[0].s("belongsto").ok(), Some(format!("USER#{user}").as_str()));
+    assert_eq!(
+        mine[0].s("belongsto").ok(),
+        Some(format!("USER#{user}").as_str())
+    );
     assert!(
         listing.iter().any(|i| i.s("type").ok() == Some("event"))
             && listing.iter().any(|i| i.s("type").ok() == Some("match")),
@@ -639,6 +645,8 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
     assert!(details
         .iter()
         .all(|i| i.s("PK").ok() == Some(format!("USER#{user}").as_str())));
-    assert!(details.iter().any(|i| i.s("type").ok() == Some("standings")));
+    assert!(details
+        .iter()
+        .any(|i| i.s("type").ok() == Some("standings")));
     env.engine.stop().await;
 }

@@ -53,7 +53,10 @@ impl FileModel {
             if vals.iter().any(|(n, _)| n == name) {
                 continue;
             }
-            vals.push((name, key_val(entity, name, *format, value, &self.formats).map_err(err)?));
+            vals.push((
+                name,
+                key_val(entity, name, *format, value, &self.formats).map_err(err)?,
+            ));
         }
         for a in entity.counter.iter().flat_map(|c| c.attrs.iter()) {
             vals.push((a, Val::Int(stored_int(image, a))));
