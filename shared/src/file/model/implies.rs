@@ -1,0 +1,339 @@
+//! What a writer entity implies: `project`, `derive`, `count` (with the
+//! bindings of the target's key and their types).
+
+use super::*;
+
+impl Compiler<'_> {
+    /// `with` bindings: every key name of the target must be bound; other
+    /// names must be the target's attributes.
+    pub(super) fn bindings(
+        &mut self,
+        with: &Ordered<Spanned<Scalar>>,
+        target: &Entity,
+        pos: (u64, u64),
+        scope: &Scope,
+        what: &str,
+    ) -> Vec<(String, Value)> {
+        let binders: Vec<String> = target
+            .binders()
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        for b in &binders {
+            if !with.0.iter().any(|(n, _)| n == b) {
+                let same = if scope.has(b) {
+                    format!(" (e.g. `{b}: {b}`)")
+                } else if what == "count" {
+                    crate::file::locate::unique_hint(with, target)
+                } else {
+                    String::new()
+                };
+                self.err(
+                    pos,
+                    format!(
+                        "{}: {what} `{}`: `${{{b}}}` of its key is unbound: add `{b}:` under `with`{same}",
+                        scope.entity, target.name
+                    ),
+                );
+            }
+        }
+        let mut out = Vec::new();
+        for (n, v) in &with.0 {
+            if !binders.contains(n) && target.attr(n).is_none() {
+                let cands: Vec<&str> = binders
+                    .iter()
+                    .map(String::as_str)
+                    .chain(target.attrs.iter().map(|a| a.name))
+                    .collect();
+                let hint = suggest(n, cands).unwrap_or_default();
+                self.err(
+                    at(v),
+                    format!(
+                        "{}: `{n}` is neither a key name nor an attribute of `{}`{hint}",
+                        scope.entity, target.name
+                    ),
+                );
+                continue;
+            }
+            if let Some(v) = self.expression(v, scope) {
+                out.push((n.clone(), v));
+            }
+        }
+        out
+    }
+
+    pub(super) fn entity_rules(
+        &mut self,
+        i: usize,
+        raw: &RawEntity,
+        entities: &mut [Entity],
+        names: &[&str],
+        table: &TableDef,
+        entity_type: &str,
+    ) {
+        let scope = self.scope(&entities[i]);
+        let name = entities[i].name;
+        let writer = entities[i].writer;
+        if let Some(s) = &raw.starts {
+            self.err(
+                at(s),
+                format!("{name}: `starts:` (set jobs) is reserved: not run from files yet"),
+            );
+        }
+        let counter = entities[i].counter.is_some();
+        if !writer {
+            for (has, what, pos) in [
+                (
+                    // A counter's keys may come from its sums (`project:`).
+                    raw.project.is_some() && !counter,
+                    "project",
+                    raw.project.as_ref().map(at),
+                ),
+                (!raw.derive.is_empty(), "derive", raw.derive.first().map(at)),
+                (!raw.count.is_empty(), "count", raw.count.first().map(at)),
+                (!raw.check.is_empty(), "check", raw.check.first().map(at)),
+            ] {
+                if has {
+                    self.err(
+                        pos.unwrap_or((1, 1)),
+                        format!(
+                            "{name}: a processor entity implies nothing: `{what}` belongs on a writer entity{}",
+                            if what == "project" { " (or on a counter, whose keys may come from its sums)" } else { "" }
+                        ),
+                    );
+                }
+            }
+        }
+        let mut checks = Vec::new();
+        for c in &raw.check {
+            let attribute = match &c.value.attribute {
+                Some(a) if !scope.has(&a.value) => {
+                    let hint = suggest(&a.value, scope.names.iter().map(|(n, _)| n.as_str()))
+                        .unwrap_or_default();
+                    self.err(
+                        at(a),
+                        format!("{name}: unknown attribute `{}`{hint}", a.value),
+                    );
+                    continue;
+                }
+                Some(a) => leak(&a.value),
+                None => "check",
+            };
+            if let Some(expr) = self.expr(&c.value.expr.value, at(&c.value.expr), 0, &scope) {
+                checks.push(Check {
+                    expr,
+                    message: c.value.message.clone(),
+                    attribute,
+                });
+            }
+        }
+        let mut project = None;
+        if let Some(p) = &raw.project {
+            let when = self.condition(&p.value.when, &scope).unwrap_or(None);
+            let mut attrs = Vec::new();
+            let owned: BTreeSet<&str> = entities[i].attrs.iter().map(|a| a.name).collect();
+            for (n, v) in &p.value.attributes.value.0 {
+                if n == table.pk || n == table.sk || n == entity_type {
+                    self.err(
+                        at(v),
+                        format!("{name}: `{n}` cannot be projected (a key or the entity type)"),
+                    );
+                    continue;
+                }
+                if owned.contains(n.as_str()) {
+                    self.err(at(v), format!("{name}: `{n}` is a writer attribute; a projection writes processor-owned attributes"));
+                    continue;
+                }
+                let sums = entities[i].counter.as_ref().map_or(&[][..], |c| c.attrs);
+                if entities[i].computed().any(|c| c == n.as_str()) {
+                    self.err(at(v), format!("{name}: `{n}` is computed (`compute:`); a projection writes other attributes (e.g. an index key from it)"));
+                    continue;
+                }
+                if sums.contains(&n.as_str()) {
+                    self.err(at(v), format!("{name}: `{n}` is a sum of the counter; a counter's projection writes other attributes (e.g. an index key from the sums)"));
+                    continue;
+                }
+                if let Some(v) = self.template(v, &scope) {
+                    attrs.push((leak(n), v));
+                }
+            }
+            let mut sources: Vec<&'static str> = Vec::new();
+            let sums = entities[i].counter.as_ref().map_or(&[][..], |c| c.attrs);
+            let mut read = |e: &Expr| {
+                for v in &e.variables {
+                    let source = entities[i]
+                        .attr(v)
+                        .map(|a| a.name)
+                        .or_else(|| sums.iter().copied().find(|s| *s == v.as_str()))
+                        .or_else(|| entities[i].computed().find(|s| *s == v.as_str()));
+                    if let Some(a) = source {
+                        if !sources.contains(&a) {
+                            sources.push(a);
+                        }
+                    }
+                }
+            };
+            if let Some(w) = &when {
+                read(w);
+            }
+            for (_, v) in &attrs {
+                for p in &v.0 {
+                    if let Part::Hole(e, _) = p {
+                        read(e);
+                    }
+                }
+            }
+            project = Some(Project {
+                when,
+                attrs,
+                sources,
+            });
+        }
+        let mut derive = Vec::new();
+        for d in &raw.derive {
+            let Some(t) = self.entity_ref(&d.value.entity, names, name) else {
+                continue;
+            };
+            if entities[t].writer {
+                self.err(
+                    at(&d.value.entity),
+                    format!("{name}: derives `{}`, a writer entity: derived items must be `owner: processor`", entities[t].name),
+                );
+                continue;
+            }
+            let with = self.bindings(&d.value.with, &entities[t], at(d), &scope, "derive");
+            for a in &entities[t].attrs {
+                if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
+                    self.err(
+                        at(d),
+                        format!("{name}: derive `{}`: its attribute `{}` is unbound: add it under `with`", entities[t].name, a.name),
+                    );
+                }
+            }
+            let when = self.condition(&d.value.when, &scope).unwrap_or(None);
+            derive.push(DeriveRule {
+                target: t,
+                with,
+                when,
+            });
+        }
+        let mut count = Vec::new();
+        for c in &raw.count {
+            let Some(t) = self.entity_ref(&c.value.counter, names, name) else {
+                continue;
+            };
+            let Some(counter_attrs) = entities[t].counter.as_ref().map(|c| c.attrs) else {
+                self.err(
+                    at(&c.value.counter),
+                    format!(
+                        "{name}: `{}` is not a counter (give it a `counter:` block)",
+                        entities[t].name
+                    ),
+                );
+                continue;
+            };
+            let with = if entities[t].unique.is_empty() {
+                let with = self.bindings(&c.value.with, &entities[t], at(c), &scope, "count");
+                self.binding_types(&c.value.with, &entities[t], &scope);
+                with
+            } else {
+                // Counted through its identity (`unique:`).
+                crate::file::locate::check_with(
+                    &c.value.with,
+                    &entities[t],
+                    at(c),
+                    &scope,
+                    &mut self.problems,
+                );
+                let mut out = Vec::new();
+                for (n, v) in &c.value.with.0 {
+                    if entities[t].unique.contains(&n.as_str()) {
+                        if let Some(v) = self.expression(v, &scope) {
+                            out.push((n.clone(), v));
+                        }
+                    }
+                }
+                out
+            };
+            let mut add = Vec::new();
+            for (n, v) in &c.value.add.value.0 {
+                match counter_attrs.iter().find(|a| **a == n) {
+                    None => {
+                        let hint = suggest(n, counter_attrs.iter().copied()).unwrap_or_default();
+                        self.err(
+                            at(v),
+                            format!(
+                                "{name}: `{n}` is not an attribute of counter `{}`{hint}",
+                                entities[t].name
+                            ),
+                        );
+                    }
+                    Some(a) => {
+                        if let Some(v) = self.expression(v, &scope) {
+                            add.push((*a, v));
+                        }
+                    }
+                }
+            }
+            let when = self.condition(&c.value.when, &scope).unwrap_or(None);
+            count.push(CountRule {
+                counter: t,
+                with,
+                add,
+                when,
+            });
+        }
+        let e = &mut entities[i];
+        e.checks = checks;
+        e.project = project;
+        e.derive = derive;
+        e.count = count;
+    }
+
+    /// `with` values whose declared type may not be what the target's key
+    /// accepts (`${userId:ulid}` bound to a `string`): the counter's key
+    /// would reject what the source computes. Checked where both types are
+    /// known (the value is a name of the source with a declared type).
+    pub(super) fn binding_types(
+        &mut self,
+        with: &Ordered<Spanned<Scalar>>,
+        target: &Entity,
+        scope: &Scope,
+    ) {
+        for (n, v) in &with.0 {
+            let Some((_, format)) = target.binders().into_iter().find(|(b, _)| *b == n.as_str())
+            else {
+                continue;
+            };
+            let Some(want) = target
+                .attr(n)
+                .map(|a| a.ty.clone())
+                .or_else(|| format.and_then(|f| crate::file::formats::named(f, &self.formats)))
+            else {
+                continue;
+            };
+            let src = v.value.0.trim();
+            let Some(Some(have)) = scope
+                .names
+                .iter()
+                .find(|(k, _)| k == src)
+                .map(|(_, t)| t.clone())
+            else {
+                continue;
+            };
+            if !fits(&have, &want) {
+                self.err(
+                    at(v),
+                    format!(
+                        "{}: `{n}` of `{}`'s key must be {}, but `{src}` is {}: the counter's key would reject it; declare `{src}` as {} or bind a value that is one",
+                        scope.entity,
+                        target.name,
+                        ty_name(&want),
+                        ty_name(&have),
+                        ty_name(&want)
+                    ),
+                );
+            }
+        }
+    }
+}

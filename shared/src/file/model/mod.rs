@@ -1,0 +1,625 @@
+//! A model file compiled: entities with their key templates, typed
+//! attributes, checks and what they imply, every expression compiled once.
+//! [`compile`] reports every problem it finds with its line and column.
+//!
+//! Files: this one (the compiled types, the compiler's passes and its
+//! expressions), `shape.rs` (an entity's keys, attributes, checks),
+//! `implies.rs` (`project`, `derive`, `count` and their bindings),
+//! `counters.rs` (counters, uncounted counters, overlapping templates). The
+//! other blocks compile in their own modules of `file/` (sets, once,
+//! history, compute, queries, formats, locate).
+
+use std::collections::BTreeSet;
+
+use super::expr::{Env, Expr, BUILTINS, CEL_FUNCTIONS};
+use super::raw::{AttrSpec, EnumValue, Ordered, RawEntity, RawFile, Scalar, Spanned};
+use super::template::{split, KeyTemplate, Part};
+use crate::models::table::{Gsi, TableDef};
+
+mod counters;
+mod implies;
+mod shape;
+
+/// One problem of a model file: where and what, with a suggestion when one
+/// exists.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    pub line: u64,
+    pub col: u64,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(line: u64, col: u64, message: impl Into<String>) -> Self {
+        Self {
+            line,
+            col,
+            message: message.into(),
+        }
+    }
+}
+
+/// Leaks a name once per loaded file (the engine's vocabulary speaks
+/// `&'static str`); a process loads a file once.
+pub(super) fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// An attribute type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ty {
+    Str,
+    Int,
+    Bool,
+    Ulid,
+    IsoUtc,
+    Set,
+    /// A map (`M`): strings, integers, booleans, lists and maps inside,
+    /// read by expressions (`get(picks, id, -1)`).
+    Map,
+    /// A list (`L`) of the same.
+    List,
+    /// An enum of strings.
+    Enum(Vec<String>),
+    /// An enum of integers (stored as numbers).
+    IntEnum(Vec<i64>),
+    /// An enum of booleans.
+    BoolEnum(Vec<bool>),
+    /// A string of a named format (`formats:`).
+    Format(&'static super::formats::Format),
+}
+
+pub const TYPE_NAMES: &[&str] = &[
+    "string", "int", "bool", "ulid", "iso-utc", "set", "map", "list",
+];
+
+impl Ty {
+    /// A type (or key format) by its name.
+    pub fn named(name: &str) -> Option<Ty> {
+        Some(match name {
+            "string" => Ty::Str,
+            "int" => Ty::Int,
+            "bool" => Ty::Bool,
+            "ulid" => Ty::Ulid,
+            "iso-utc" => Ty::IsoUtc,
+            "set" => Ty::Set,
+            "map" => Ty::Map,
+            "list" => Ty::List,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct Attr {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub optional: bool,
+}
+
+/// A key attribute and its template.
+#[derive(Debug)]
+pub struct KeyPart {
+    pub attr: &'static str,
+    pub template: KeyTemplate,
+}
+
+/// A value: a template of literals and expressions (a single expression
+/// keeps its type), or one expression.
+#[derive(Debug)]
+pub struct Value(pub Vec<Part<Expr>>);
+
+#[derive(Debug)]
+pub struct Check {
+    pub expr: Expr,
+    pub message: String,
+    pub attribute: &'static str,
+}
+
+#[derive(Debug)]
+pub struct Project {
+    pub when: Option<Expr>,
+    pub attrs: Vec<(&'static str, Value)>,
+    /// Attributes of the item the values were computed from (the guard).
+    pub sources: Vec<&'static str>,
+}
+
+#[derive(Debug)]
+pub struct DeriveRule {
+    pub target: usize,
+    pub with: Vec<(String, Value)>,
+    pub when: Option<Expr>,
+}
+
+#[derive(Debug)]
+pub struct CountRule {
+    pub counter: usize,
+    pub with: Vec<(String, Value)>,
+    pub add: Vec<(&'static str, Value)>,
+    pub when: Option<Expr>,
+}
+
+#[derive(Debug)]
+pub struct CounterDef {
+    pub attrs: &'static [&'static str],
+    pub created_by_processor: bool,
+    pub remove_at_zero: bool,
+}
+
+#[derive(Debug)]
+pub struct Entity {
+    pub name: &'static str,
+    pub writer: bool,
+    /// Several sources may imply one item at once (`shared: true`).
+    pub shared: bool,
+    pub key: Vec<KeyPart>,
+    pub attrs: Vec<Attr>,
+    pub checks: Vec<Check>,
+    pub project: Option<Project>,
+    pub derive: Vec<DeriveRule>,
+    pub count: Vec<CountRule>,
+    pub counter: Option<CounterDef>,
+    /// Writer attributes whose values identify one item (`unique:`): its
+    /// counter is located through them (see [`super::locate`]).
+    pub unique: Vec<&'static str>,
+    /// Processor-owned attributes computed over a partition (`compute:`).
+    pub compute: Option<super::compute::Compute>,
+}
+
+impl Entity {
+    /// The attributes `compute:` writes.
+    pub fn computed(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.compute
+            .iter()
+            .flat_map(|c| c.values.iter().map(|(a, _)| *a))
+    }
+
+    pub fn attr(&self, name: &str) -> Option<&Attr> {
+        self.attrs.iter().find(|a| a.name == name)
+    }
+
+    /// Every name bound by the key templates (first occurrence), with its
+    /// format.
+    pub fn binders(&self) -> Vec<(&str, Option<&str>)> {
+        let mut out: Vec<(&str, Option<&str>)> = Vec::new();
+        for k in &self.key {
+            for b in k.template.binders() {
+                if !out.iter().any(|(n, _)| *n == b.name) {
+                    out.push((b.name.as_str(), b.format.as_deref()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A compiled model file.
+#[derive(Debug)]
+pub struct FileModel {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub table: TableDef,
+    /// The table's key names (partition key first).
+    pub keys: &'static [&'static str],
+    pub entity_type: &'static str,
+    pub writer_type_checked: bool,
+    pub entities: Vec<Entity>,
+    pub env: Env,
+    /// Join set jobs (`sets:`).
+    pub sets: Vec<super::sets::SetSpec>,
+    /// The history fold (`history:`).
+    pub history: Option<super::history::HistorySpec>,
+    /// At-most-once effects (`once:`).
+    pub once: Vec<super::once::OnceSpec>,
+    /// Named formats (`formats:`), compiled once.
+    pub formats: Vec<&'static super::formats::Format>,
+    /// Access patterns (`queries:`).
+    pub queries: Vec<super::queries::Query>,
+}
+
+impl FileModel {
+    pub fn key_names(&self) -> [&'static str; 2] {
+        [self.table.pk, self.table.sk]
+    }
+
+    pub fn entity(&self, name: &str) -> Option<usize> {
+        self.entities.iter().position(|e| e.name == name)
+    }
+}
+
+/// Whether every value of type `have` is a value of type `want` (as a key
+/// part, where every value is rendered as a string).
+pub(super) fn fits(have: &Ty, want: &Ty) -> bool {
+    match (have, want) {
+        (_, Ty::Str) => true,
+        (Ty::Enum(a), Ty::Enum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::IntEnum(a), Ty::IntEnum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::BoolEnum(a), Ty::BoolEnum(b)) => a.iter().all(|v| b.contains(v)),
+        (Ty::IntEnum(_), Ty::Int) | (Ty::BoolEnum(_), Ty::Bool) => true,
+        (Ty::Enum(a), w) => a
+            .iter()
+            .all(|v| super::rules::check_str("value", v, w).is_ok()),
+        (h, w) => h == w,
+    }
+}
+
+/// A type as the file writes it.
+pub(super) fn ty_name(ty: &Ty) -> String {
+    match ty {
+        Ty::Str => "a `string`".into(),
+        Ty::Int => "an `int`".into(),
+        Ty::Bool => "a `bool`".into(),
+        Ty::Ulid => "a `ulid`".into(),
+        Ty::IsoUtc => "an `iso-utc`".into(),
+        Ty::Set => "a `set`".into(),
+        Ty::Map => "a `map`".into(),
+        Ty::List => "a `list`".into(),
+        Ty::Enum(v) => format!("one of [{}]", v.join(", ")),
+        Ty::IntEnum(v) => format!("one of [{}]", join(v)),
+        Ty::BoolEnum(v) => format!("one of [{}]", join(v)),
+        Ty::Format(f) => format!("a `{}`", f.name),
+    }
+}
+
+/// Values written as a YAML list's items.
+fn join<T: ToString>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The closest of `candidates` to `name`, when it is close.
+pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(name, c), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+}
+
+/// Builds a model from its parsed file, or every problem found.
+pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
+    let mut c = Compiler {
+        source,
+        problems: Vec::new(),
+        formats: Vec::new(),
+    };
+    let m = c.file(raw, default_name);
+    let mut problems = c.problems;
+    problems.sort();
+    problems.dedup();
+    match m {
+        Some(m) if problems.is_empty() => Ok(m),
+        _ => Err(problems),
+    }
+}
+
+pub(super) struct Compiler<'s> {
+    source: &'s str,
+    pub(super) problems: Vec<Problem>,
+    /// Named formats (`formats:`), compiled before the entities.
+    formats: Vec<&'static super::formats::Format>,
+}
+
+/// Where a spanned value is.
+pub(super) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
+    (s.referenced.line(), s.referenced.column())
+}
+
+/// The names an entity's expressions may read and their types.
+pub(super) struct Scope<'a> {
+    pub(super) entity: &'a str,
+    pub(super) names: Vec<(String, Option<Ty>)>,
+}
+
+impl Scope<'_> {
+    pub(super) fn has(&self, n: &str) -> bool {
+        self.names.iter().any(|(k, _)| k == n)
+    }
+}
+
+impl Compiler<'_> {
+    pub(super) fn err(&mut self, pos: (u64, u64), msg: impl Into<String>) {
+        self.problems.push(Problem::new(pos.0, pos.1, msg));
+    }
+
+    /// Position of the character `offset` inside the scalar at `pos`
+    /// (quoted scalars start one column later).
+    fn inner(&self, pos: (u64, u64), offset: usize) -> (u64, u64) {
+        let line = self.source.lines().nth(pos.0.saturating_sub(1) as usize);
+        let quoted = line
+            .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
+            .is_some_and(|c| c == '"' || c == '\'');
+        (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+    }
+
+    fn file(&mut self, raw: RawFile, default_name: &str) -> Option<FileModel> {
+        if raw.jobstream.value != 1 {
+            self.err(
+                at(&raw.jobstream),
+                format!(
+                    "unsupported format version {} (this jobstream reads `jobstream: 1`)",
+                    raw.jobstream.value
+                ),
+            );
+        }
+        let t = &raw.table.value;
+        let entity_type = t
+            .entity_type
+            .as_ref()
+            .map(|s| s.value.as_str())
+            .unwrap_or("type");
+        let writer_type_checked = match &t.writer_type {
+            None => true,
+            Some(s) if s.value == "checked" => true,
+            Some(s) if s.value == "free" => false,
+            Some(s) => {
+                self.err(
+                    at(s),
+                    format!("writer_type `{}`: `checked` or `free`", s.value),
+                );
+                true
+            }
+        };
+        if t.pk.value == t.sk.value {
+            self.err(at(&t.sk), "the sort key must differ from the partition key");
+        }
+        let table = TableDef {
+            name: leak(&t.name.value),
+            pk: leak(&t.pk.value),
+            sk: leak(&t.sk.value),
+            gsis: t
+                .gsis
+                .iter()
+                .map(|g| Gsi {
+                    name: leak(&g.value.name.value),
+                    pk: leak(&g.value.pk.value),
+                    sk: leak(&g.value.sk.value),
+                })
+                .collect(),
+            ttl_attribute: t.ttl.as_ref().map(|s| leak(&s.value)),
+            stream: true,
+        };
+        let name = raw
+            .name
+            .as_ref()
+            .map(|s| s.value.clone())
+            .unwrap_or_else(|| default_name.to_string());
+        let about = raw
+            .about
+            .clone()
+            .unwrap_or_else(|| format!("model file {name}"));
+        let env = match Env::new() {
+            Ok(e) => e,
+            Err(e) => {
+                self.err((1, 1), format!("expression built-ins: {e}"));
+                return None;
+            }
+        };
+        self.formats = super::formats::compile(raw.formats.as_ref(), &mut self.problems);
+        let raws = &raw.entities.value.0;
+        if raws.is_empty() {
+            self.err(at(&raw.entities), "no entities");
+        }
+        let names: Vec<&str> = raws.iter().map(|(n, _)| n.as_str()).collect();
+        // Pass 1: keys and attributes (what every rule may refer to).
+        let mut entities: Vec<Entity> = raws
+            .iter()
+            .map(|(n, e)| self.entity_shape(n, e, &table))
+            .collect();
+        for (e, (_, r)) in entities.iter_mut().zip(raws) {
+            e.counter = self.counter(e.name, &r.value);
+            e.unique = super::locate::unique(e, &r.value, &mut self.problems);
+        }
+        // Pass 1b: computed attributes (read by the rules below).
+        for (i, (_, r)) in raws.iter().enumerate() {
+            if let Some(c) = &r.value.compute {
+                let compiled = super::compute::compile(c, i, &entities, &mut self.problems);
+                entities[i].compute = compiled;
+            }
+        }
+        // Pass 2: what each entity implies.
+        for (i, (_, e)) in raws.iter().enumerate() {
+            self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
+        }
+        self.overlaps(&entities, raws);
+        self.uncounted(&entities, raws);
+        let sets = match &raw.sets {
+            Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
+            None => vec![],
+        };
+        let history = raw
+            .history
+            .as_ref()
+            .and_then(|h| self.history(h, &entities, &table));
+        let once = match &raw.once {
+            Some(o) => {
+                let set_names: Vec<&str> = sets.iter().map(|s| s.name).collect();
+                super::once::compile(&o.value, &entities, &set_names, &mut self.problems)
+            }
+            None => vec![],
+        };
+        let queries = match &raw.queries {
+            Some(q) => super::queries::compile(
+                &q.value,
+                &entities,
+                &table,
+                self.source,
+                &mut self.problems,
+            ),
+            None => vec![],
+        };
+        Some(FileModel {
+            once,
+            sets,
+            history,
+            queries,
+            name: leak(&name),
+            about: leak(&about),
+            keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),
+            table,
+            entity_type: leak(entity_type),
+            writer_type_checked,
+            entities,
+            env,
+            formats: self.formats.clone(),
+        })
+    }
+
+    pub(super) fn scope<'a>(&self, e: &'a Entity) -> Scope<'a> {
+        let mut names: Vec<(String, Option<Ty>)> = e
+            .attrs
+            .iter()
+            .map(|a| (a.name.to_string(), Some(a.ty.clone())))
+            .collect();
+        // A counter's expressions (its `project:`) read its sums as ints,
+        // a writer's its computed attributes.
+        for a in e
+            .counter
+            .iter()
+            .flat_map(|c| c.attrs.iter().copied())
+            .chain(e.computed())
+        {
+            if !names.iter().any(|(n, _)| n == a) {
+                names.push((a.to_string(), Some(Ty::Int)));
+            }
+        }
+        for (b, f) in e.binders() {
+            if !names.iter().any(|(n, _)| n == b) {
+                let ty = f.and_then(|f| super::formats::named(f, &self.formats));
+                names.push((b.to_string(), ty.or(Some(Ty::Str))));
+            }
+        }
+        Scope {
+            entity: e.name,
+            names,
+        }
+    }
+
+    /// Compiles one CEL expression read in `scope`; reports unknown names
+    /// and functions with suggestions.
+    fn expr(&mut self, src: &str, pos: (u64, u64), offset: usize, scope: &Scope) -> Option<Expr> {
+        match Expr::compile(src) {
+            Err(e) => {
+                let p = self.inner(pos, offset + e.offset);
+                self.err(
+                    p,
+                    format!("{}: cannot parse `{src}`: {}", scope.entity, e.message),
+                );
+                None
+            }
+            Ok(x) => {
+                let mut ok = true;
+                for v in &x.variables {
+                    if !scope.has(v) {
+                        let hint = suggest(v, scope.names.iter().map(|(n, _)| n.as_str()))
+                            .unwrap_or_default();
+                        let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
+                        self.err(
+                            p,
+                            format!(
+                                "{}: unknown name `{v}` in `{src}`{hint} (an expression reads the entity's attributes and key names)",
+                                scope.entity
+                            ),
+                        );
+                        ok = false;
+                    }
+                }
+                for f in &x.functions {
+                    if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+                        let hint = suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied())
+                            .unwrap_or_default();
+                        let p = self.inner(pos, offset + src.find(f.as_str()).unwrap_or(0));
+                        self.err(p, format!("{}: unknown function `{f}`{hint}", scope.entity));
+                        ok = false;
+                    }
+                }
+                ok.then_some(x)
+            }
+        }
+    }
+
+    /// A value template (`"EMAIL#${lower(email)}"`).
+    pub(super) fn template(&mut self, s: &Spanned<Scalar>, scope: &Scope) -> Option<Value> {
+        let pos = at(s);
+        match split(&s.value.0) {
+            Err((off, msg)) => {
+                let p = self.inner(pos, off);
+                self.err(p, format!("{}: {msg}", scope.entity));
+                None
+            }
+            Ok(parts) => {
+                let mut out = Vec::new();
+                for p in parts {
+                    match p {
+                        Part::Lit(l) => out.push(Part::Lit(l)),
+                        Part::Hole(src, off) => {
+                            out.push(Part::Hole(self.expr(&src, pos, off, scope)?, off))
+                        }
+                    }
+                }
+                Some(Value(out))
+            }
+        }
+    }
+
+    /// A value written as one expression (`with`, `add`).
+    fn expression(&mut self, s: &Spanned<Scalar>, scope: &Scope) -> Option<Value> {
+        if s.value.0.contains("${") {
+            return self.template(s, scope);
+        }
+        let e = self.expr(&s.value.0, at(s), 0, scope)?;
+        Some(Value(vec![Part::Hole(e, 0)]))
+    }
+
+    pub(super) fn condition(
+        &mut self,
+        s: &Option<Spanned<Scalar>>,
+        scope: &Scope,
+    ) -> Option<Option<Expr>> {
+        match s {
+            None => Some(None),
+            Some(s) => self.expr(&s.value.0, at(s), 0, scope).map(Some),
+        }
+    }
+
+    fn entity_ref(&mut self, s: &Spanned<String>, names: &[&str], from: &str) -> Option<usize> {
+        let i = names.iter().position(|n| *n == s.value);
+        if i.is_none() {
+            let hint = suggest(&s.value, names.iter().copied()).unwrap_or_default();
+            self.err(at(s), format!("{from}: unknown entity `{}`{hint}", s.value));
+        }
+        i
+    }
+}
+
+/// The type of an enum written as a list: one kind of value throughout.
+pub(super) fn enum_type(values: &[EnumValue]) -> Option<Ty> {
+    let strs: Option<Vec<String>> = values
+        .iter()
+        .map(|v| match v {
+            EnumValue::Str(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    let ints: Option<Vec<i64>> = values
+        .iter()
+        .map(|v| match v {
+            EnumValue::Int(i) => Some(*i),
+            _ => None,
+        })
+        .collect();
+    let bools: Option<Vec<bool>> = values
+        .iter()
+        .map(|v| match v {
+            EnumValue::Bool(b) => Some(*b),
+            _ => None,
+        })
+        .collect();
+    strs.map(Ty::Enum)
+        .or(ints.map(Ty::IntEnum))
+        .or(bools.map(Ty::BoolEnum))
+}

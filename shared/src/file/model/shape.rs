@@ -1,0 +1,151 @@
+//! An entity's shape: its key templates, attributes and types, checks.
+
+use super::*;
+
+impl Compiler<'_> {
+    pub(super) fn entity_shape(
+        &mut self,
+        name: &str,
+        e: &Spanned<RawEntity>,
+        table: &TableDef,
+    ) -> Entity {
+        let raw = &e.value;
+        let writer = match &raw.owner {
+            None => true,
+            Some(o) if o.value == "writer" => true,
+            Some(o) if o.value == "processor" => false,
+            Some(o) => {
+                let hint = suggest(&o.value, ["writer", "processor"]).unwrap_or_default();
+                self.err(
+                    at(o),
+                    format!("owner `{}`: `writer` or `processor`{hint}", o.value),
+                );
+                true
+            }
+        };
+        let mut key = Vec::new();
+        for want in [table.pk, table.sk] {
+            match raw.key.value.0.iter().find(|(k, _)| k == want) {
+                Some((_, t)) => match KeyTemplate::parse(&t.value.0) {
+                    Ok(template) => key.push(KeyPart {
+                        attr: want,
+                        template,
+                    }),
+                    Err((off, msg)) => {
+                        let pos = self.inner(at(t), off);
+                        self.err(pos, format!("{name}: key {want}: {msg}"));
+                    }
+                },
+                None => self.err(
+                    at(&raw.key),
+                    format!("{name}: the key has no `{want}` template"),
+                ),
+            }
+        }
+        for (k, t) in &raw.key.value.0 {
+            if k != table.pk && k != table.sk {
+                let hint = suggest(k, [table.pk, table.sk]).unwrap_or_default();
+                self.err(
+                    at(t),
+                    format!("{name}: `{k}` is not a key attribute of the table{hint}"),
+                );
+            }
+        }
+        let mut attrs = Vec::new();
+        for (n, spec) in &raw.attributes.0 {
+            let (n, name_optional) = match n.strip_suffix('?') {
+                Some(n) => (n, true),
+                None => (n.as_str(), false),
+            };
+            let (ty, optional) = match &spec.value {
+                AttrSpec::Enum(v) if v.is_empty() => {
+                    self.err(
+                        at(spec),
+                        format!("{name}.{n}: an enum needs at least one value"),
+                    );
+                    continue;
+                }
+                AttrSpec::Enum(v) => match enum_type(v) {
+                    Some(ty) => (ty, false),
+                    None => {
+                        self.err(
+                            at(spec),
+                            format!("{name}.{n}: an enum's values are all strings, all integers or all booleans (quote a value to make it a string)"),
+                        );
+                        continue;
+                    }
+                },
+                AttrSpec::Named(t) => {
+                    let (t, opt) = match t.strip_suffix('?') {
+                        Some(t) => (t, true),
+                        None => (t.as_str(), false),
+                    };
+                    match crate::file::formats::named(t, &self.formats) {
+                        Some(ty) => (ty, opt),
+                        None => {
+                            let hint = crate::file::formats::hint(t, &self.formats);
+                            self.err(
+                                at(spec),
+                                format!(
+                                    "{name}.{n}: unknown type `{t}`{hint} (one of {}, a format of `formats:`, or a list of values)",
+                                    crate::file::formats::names(&self.formats).join(", ")
+                                ),
+                            );
+                            // Declared anyway: no second error where it is read.
+                            (Ty::Str, opt)
+                        }
+                    }
+                }
+            };
+            if [table.pk, table.sk].contains(&n) {
+                self.err(
+                    at(spec),
+                    format!("{name}: `{n}` is a key attribute: its template says what it holds"),
+                );
+                continue;
+            }
+            attrs.push(Attr {
+                name: leak(n),
+                ty,
+                optional: optional || name_optional,
+            });
+        }
+        // Binder formats must be types; binders named like attributes take
+        // the attribute's type.
+        for k in &key {
+            for b in k.template.binders() {
+                if let Some(f) = &b.format {
+                    if crate::file::formats::named(f, &self.formats).is_none() {
+                        let hint = crate::file::formats::hint(f, &self.formats);
+                        let pos = raw
+                            .key
+                            .value
+                            .0
+                            .iter()
+                            .find(|(n, _)| n == k.attr)
+                            .map(|(_, t)| at(t))
+                            .unwrap_or(at(&raw.key));
+                        self.err(
+                            pos,
+                            format!("{name}: unknown format `{f}` of `${{{}}}`{hint}", b.name),
+                        );
+                    }
+                }
+            }
+        }
+        Entity {
+            name: leak(name),
+            writer,
+            shared: raw.shared,
+            key,
+            attrs,
+            checks: vec![],
+            project: None,
+            derive: vec![],
+            count: vec![],
+            counter: None,
+            unique: vec![],
+            compute: None,
+        }
+    }
+}
