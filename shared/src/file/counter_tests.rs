@@ -4,29 +4,11 @@
 
 use super::model_tests::LIBRARY;
 use super::rules::FileRules;
-use super::{compile, Problem};
+use super::test_support::{has, position, problems};
+use super::compile;
 use crate::engine::derive::checked_contributions;
 use crate::engine::rules::Rules;
 use crate::item::{n, s, Item};
-
-fn problems(text: &str) -> Vec<Problem> {
-    compile(text, "t").err().unwrap_or_default()
-}
-
-/// Line (1-based) and column of the first `needle` in `text`.
-fn position(text: &str, needle: &str) -> (u64, u64) {
-    let (i, line) = text
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle}"));
-    (i as u64 + 1, line.find(needle).expect("found") as u64 + 1)
-}
-
-fn has(p: &[Problem], at: (u64, u64), needle: &str) -> bool {
-    p.iter()
-        .any(|p| (p.line, p.col) == at && p.message.contains(needle))
-}
 
 #[test]
 fn a_counter_block_nothing_counts_into_is_a_check_model_error() {

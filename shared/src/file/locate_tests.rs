@@ -3,7 +3,8 @@
 //! and what the rules make of items.
 
 use super::rules::FileRules;
-use super::{compile, Problem};
+use super::test_support::{has, position, problems};
+use super::compile;
 use crate::engine::derive::checked_contributions;
 use crate::engine::locate::locate_index;
 use crate::engine::rules::Rules;
@@ -11,25 +12,6 @@ use crate::item::{n, s, Item};
 
 /// The invoice example (models/examples/invoices.yaml).
 pub const INVOICES: &str = include_str!("../../../models/examples/invoices.yaml");
-
-fn problems(text: &str) -> Vec<Problem> {
-    compile(text, "t").err().unwrap_or_default()
-}
-
-/// Line (1-based) and column of the first `needle` in `text`.
-fn position(text: &str, needle: &str) -> (u64, u64) {
-    let (i, line) = text
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle}"));
-    (i as u64 + 1, line.find(needle).expect("found") as u64 + 1)
-}
-
-fn has(p: &[Problem], at: (u64, u64), needle: &str) -> bool {
-    p.iter()
-        .any(|p| (p.line, p.col) == at && p.message.contains(needle))
-}
 
 fn rules(text: &str) -> FileRules {
     let m = compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}"));

@@ -453,6 +453,9 @@ mod tests {
 mod model_tests;
 
 #[cfg(test)]
+mod test_support;
+
+#[cfg(test)]
 mod counter_tests;
 
 #[cfg(test)]

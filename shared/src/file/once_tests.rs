@@ -3,7 +3,8 @@
 //! start an effect, and what the effect of a job is.
 
 use super::once::FileOnce;
-use super::{compile, FileModel, Problem};
+use super::test_support::{has, position, problems};
+use super::{compile, FileModel};
 use crate::change::{test_change, ChangeKind};
 use crate::engine::setjob::Cond;
 use crate::error::InputError;
@@ -55,25 +56,6 @@ once:
 
 fn model(text: &str) -> &'static FileModel {
     Box::leak(Box::new(compile(text, "t").expect("compiles")))
-}
-
-fn problems(text: &str) -> Vec<Problem> {
-    compile(text, "t").err().unwrap_or_default()
-}
-
-/// Line (1-based) and column of the first `needle` in `text`.
-fn position(text: &str, needle: &str) -> (u64, u64) {
-    let (i, line) = text
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle}"));
-    (i as u64 + 1, line.find(needle).expect("found") as u64 + 1)
-}
-
-fn has(p: &[Problem], at: (u64, u64), needle: &str) -> bool {
-    p.iter()
-        .any(|p| (p.line, p.col) == at && p.message.contains(needle))
 }
 
 fn request(status: &str, approved_at: Option<&str>) -> Item {
