@@ -91,18 +91,7 @@ async fn delete(rt: &Runtime, pk: &str, sk: &str) {
 }
 
 async fn scan(rt: &Runtime) -> BTreeMap<(String, String), Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .map(|i| {
-            let k = (
-                i.s("PK").unwrap_or_default().to_string(),
-                i.s("SK").unwrap_or_default().to_string(),
-            );
-            (k, i)
-        })
-        .collect()
+    crate::support::table_by_key(rt).await
 }
 
 async fn assert_clean(rt: &Runtime) {

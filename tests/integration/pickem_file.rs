@@ -346,18 +346,7 @@ fn the_pickem_file_declares_what_the_rust_model_deploys() {
 }
 
 async fn scan(rt: &Runtime) -> BTreeMap<(String, String), Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .map(|i| {
-            let k = (
-                i.s("PK").unwrap_or_default().to_string(),
-                i.s("SK").unwrap_or_default().to_string(),
-            );
-            (k, i)
-        })
-        .collect()
+    crate::support::table_by_key(rt).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -302,3 +302,20 @@ pub fn jobstream_bin() -> std::path::PathBuf {
     })
     .clone()
 }
+
+/// Every item of the runtime's table by (PK, SK): two runs of one scenario
+/// (a model file and its Rust twin) compare as maps.
+pub async fn table_by_key(rt: &Runtime) -> std::collections::BTreeMap<(String, String), Item> {
+    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
+        .await
+        .expect("scan")
+        .into_iter()
+        .map(|i| {
+            let k = (
+                i.s("PK").unwrap_or_default().to_string(),
+                i.s("SK").unwrap_or_default().to_string(),
+            );
+            (k, i)
+        })
+        .collect()
+}

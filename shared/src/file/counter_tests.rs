@@ -2,10 +2,10 @@
 //! counts into, a `with` value of a type the counter's key rejects) and
 //! what the rules make of a counter key the counter rejects at run time.
 
+use super::compile;
 use super::model_tests::LIBRARY;
 use super::rules::FileRules;
 use super::test_support::{has, position, problems};
-use super::compile;
 use crate::engine::derive::checked_contributions;
 use crate::engine::rules::Rules;
 use crate::item::{n, s, Item};

@@ -2,9 +2,9 @@
 //! model file: what check-model refuses, with line:col and suggestions,
 //! and what the rules make of items.
 
+use super::compile;
 use super::rules::FileRules;
 use super::test_support::{has, position, problems};
-use super::compile;
 use crate::engine::derive::checked_contributions;
 use crate::engine::locate::locate_index;
 use crate::engine::rules::Rules;
