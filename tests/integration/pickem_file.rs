@@ -231,6 +231,18 @@ fn job(body: &str) -> String {
 
 /// What one end's rules make of an item: each aspect, errors as "bad".
 fn aspects(r: &dyn Rules, item: &Item, old: Option<&Item>) -> Vec<String> {
+    // The derive processor asks every aspect at once (one parse of a
+    // file's image): the same as each asked on its own.
+    assert_eq!(
+        r.aspects(item),
+        shared::engine::rules::Aspects {
+            projection: r.projection(item),
+            derived: r.derived(item),
+            contributions: r.contributions(item),
+            memberships: r.memberships(item),
+        },
+        "aspects at once differ from each on its own"
+    );
     let mut out = vec![
         format!("derived {:?}", r.derived(item).map_err(|_| "bad")),
         format!(

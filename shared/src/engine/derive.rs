@@ -626,25 +626,17 @@ impl Deriver {
             let mut memberships = Some(vec![]);
             if let Some(item) = current.get(&item_id(key)) {
                 let bad_before = out.bad.len();
-                let projection = self
-                    .rules
-                    .projection(item)
+                let aspects = self.rules.aspects(item);
+                let projection = aspects
+                    .projection
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok()
                     .flatten();
-                derived = self
-                    .rules
-                    .derived(item)
+                derived = aspects.derived.map_err(|e| out.bad.push((pos, e))).ok();
+                contributions = checked_sums(aspects.contributions, item, key_names)
                     .map_err(|e| out.bad.push((pos, e)))
                     .ok();
-                contributions = checked_contributions(self.rules.as_ref(), item)
-                    .map_err(|e| out.bad.push((pos, e)))
-                    .ok();
-                memberships = self
-                    .rules
-                    .memberships(item)
-                    .map_err(|e| out.bad.push((pos, e)))
-                    .ok();
+                memberships = aspects.memberships.map_err(|e| out.bad.push((pos, e))).ok();
                 // Writes that cannot exist: the whole item is bad input,
                 // nothing is written for it, what it implied stays.
                 let writes = Writes {
@@ -1383,9 +1375,18 @@ pub fn checked_contributions(
     rules: &dyn Rules,
     image: &Item,
 ) -> Result<Vec<Contribution>, InputError> {
-    let contributions = rules.contributions(image)?;
+    checked_sums(rules.contributions(image), image, rules.key_names())
+}
+
+/// `contributions` of `image`, unless their sums overflow (bad input).
+fn checked_sums(
+    contributions: Result<Vec<Contribution>, InputError>,
+    image: &Item,
+    key_names: &[&str],
+) -> Result<Vec<Contribution>, InputError> {
+    let contributions = contributions?;
     sum_contributions(&contributions).map_err(|reason| InputError::Invalid {
-        key: crate::item::display_key(&key_of(image, rules.key_names())),
+        key: crate::item::display_key(&key_of(image, key_names)),
         reason,
     })?;
     Ok(contributions)

@@ -79,6 +79,18 @@ pub struct Contribution {
     pub values: Vec<(&'static str, i64)>,
 }
 
+/// Every aspect of one image the derive processor applies to it, asked at
+/// once ([`Rules::aspects`]): each computed on its own, so an aspect that
+/// meets bad input keeps what earlier valid states implied while the others
+/// still apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aspects {
+    pub projection: Result<Option<Projection>, InputError>,
+    pub derived: Result<Vec<Item>, InputError>,
+    pub contributions: Result<Vec<Contribution>, InputError>,
+    pub memberships: Result<Vec<(String, String)>, InputError>,
+}
+
 /// An asynchronous job to enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutMessage {
@@ -118,6 +130,20 @@ pub trait Rules: Send + Sync {
     /// What this item, in this state, contributes to counters.
     fn contributions(&self, _image: &Item) -> Result<Vec<Contribution>, InputError> {
         Ok(vec![])
+    }
+
+    /// [`Rules::projection`], [`Rules::derived`], [`Rules::contributions`]
+    /// and [`Rules::memberships`] of one image, asked at once (the derive
+    /// processor's one call per record). The default asks each on its own;
+    /// rules that parse and validate an image first (a model file) answer
+    /// all four from one parse.
+    fn aspects(&self, image: &Item) -> Aspects {
+        Aspects {
+            projection: self.projection(image),
+            derived: self.derived(image),
+            contributions: self.contributions(image),
+            memberships: self.memberships(image),
+        }
     }
 
     /// Ledger indexes this item belongs to, as (index, member) pairs. The
