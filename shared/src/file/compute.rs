@@ -244,12 +244,15 @@ pub fn compile(
         .as_ref()
         .map_or(format!("{name}-compute"), |q| q.value.clone());
     let cname = leak(queue_logical.clone());
-    let qname = r
-        .queue_name
-        .as_ref()
-        .map_or(format!("jobstream-{queue_logical}-jobs"), |q| {
-            q.value.clone()
-        });
+    let written = r.queue_name.as_ref();
+    let qname =
+        match super::model::job_queue_name(&queue_logical, written.map(|q| q.value.as_str())) {
+            Ok(q) => q,
+            Err(why) => {
+                err(written.map_or(at(raw), at), format!("{name}: {why}"));
+                format!("jobstream-{queue_logical}-jobs")
+            }
+        };
     let page = match &r.page {
         None => DEFAULT_PAGE,
         Some(p) if (1..=MAX_PAGE as u64).contains(&p.value) => p.value as usize,

@@ -62,6 +62,9 @@ pub struct RawOnce {
     pub put: Vec<Spanned<RawWrite>>,
     #[serde(default)]
     pub delete: Vec<Spanned<RawWrite>>,
+    /// The SQS queue's name (default `jobstream-<name>-jobs`; its DLQ
+    /// `<name>-dlq`): a table that already has its queues keeps them.
+    pub queue_name: Option<Spanned<String>>,
 }
 
 /// A precondition as written: the item exists (default), is absent, or
@@ -481,12 +484,20 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
         );
     }
     let lname = leak(name.to_string());
+    let written = o.value.queue_name.as_ref();
+    let qname = match super::model::job_queue_name(name, written.map(|q| q.value.as_str())) {
+        Ok(q) => q,
+        Err(why) => {
+            c.err(written.map_or(at(o), at), format!("once `{name}`: {why}"));
+            return None;
+        }
+    };
     Some(OnceSpec {
         name: lname,
         queue: QueueDef::standard(
             lname,
-            leak(format!("jobstream-{name}-jobs")),
-            leak(format!("jobstream-{name}-jobs-dlq")),
+            leak(qname.clone()),
+            leak(format!("{qname}-dlq")),
             lname,
         ),
         source,

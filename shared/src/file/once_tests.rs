@@ -441,3 +441,49 @@ fn check_model_refuses_a_name_no_queue_can_carry() {
     );
     assert_eq!(p.len(), 1, "{p:#?}");
 }
+
+/// A table whose queues exist already keeps them: `queue_name:` names the
+/// SQS queue (and so its DLQ); a name SQS would refuse is a check-model
+/// problem at the name, for `once:`, `sets:` and `compute:` alike.
+#[test]
+fn queue_name_names_the_sqs_queue_and_a_name_sqs_refuses_is_placed() {
+    let named = HIRING.replace(
+        "    delete:\n      - { entity: suggestion",
+        "    queue_name: jobstream-match-jobs\n    delete:\n      - { entity: suggestion",
+    );
+    let spec = &model(&named).once[0];
+    assert_eq!(spec.queue.logical, "matches", "the logical name stays");
+    assert_eq!(spec.queue.name, "jobstream-match-jobs");
+    assert_eq!(spec.queue.dlq_name, "jobstream-match-jobs-dlq");
+    let bad = HIRING.replace(
+        "    delete:\n      - { entity: suggestion",
+        "    queue_name: \"match jobs\"\n    delete:\n      - { entity: suggestion",
+    );
+    let p = problems(&bad);
+    assert!(
+        has(
+            &p,
+            position(&bad, "\"match jobs\""),
+            "queue name `match jobs`"
+        ),
+        "{p:#?}"
+    );
+    let long = HIRING.replace(
+        "    delete:\n      - { entity: suggestion",
+        &format!(
+            "    queue_name: {}\n    delete:\n      - {{ entity: suggestion",
+            "q".repeat(77)
+        ),
+    );
+    assert!(problems(&long)
+        .iter()
+        .any(|p| p.message.contains("at most 76 characters")));
+    // A join set's queue alike.
+    let social = include_str!("../../../models/social.yaml").replace(
+        "  timeline:\n    entity: timeline\n",
+        "  timeline:\n    entity: timeline\n    queue_name: jobstream-timeline-jobs-v2\n",
+    );
+    let m = model(&social);
+    assert_eq!(m.sets[0].queue.name, "jobstream-timeline-jobs-v2");
+    assert_eq!(m.sets[0].queue.dlq_name, "jobstream-timeline-jobs-v2-dlq");
+}

@@ -82,6 +82,9 @@ pub struct RawSet {
     /// an existing item equal but for them is kept, not rewritten.
     #[serde(default)]
     pub volatile: Vec<Spanned<String>>,
+    /// The SQS queue's name (default `jobstream-<name>-jobs`; its DLQ
+    /// `<name>-dlq`): a table that already has its queues keeps them.
+    pub queue_name: Option<Spanned<String>>,
 }
 
 /// A fact (or `unless` fact) as written.
@@ -640,13 +643,21 @@ fn one(
         }
     }
     let lname = leak(name.to_string());
+    let written = raw.queue_name.as_ref();
+    let qname = match super::model::job_queue_name(name, written.map(|q| q.value.as_str())) {
+        Ok(q) => q,
+        Err(why) => {
+            c.err(written.map_or(at(s), at), format!("set `{name}`: {why}"));
+            return None;
+        }
+    };
     let spec = SetSpec {
         var_types,
         name: lname,
         queue: QueueDef::standard(
             lname,
-            leak(format!("jobstream-{name}-jobs")),
-            leak(format!("jobstream-{name}-jobs-dlq")),
+            leak(qname.clone()),
+            leak(format!("{qname}-dlq")),
             lname,
         ),
         target,

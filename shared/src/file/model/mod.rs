@@ -305,6 +305,25 @@ pub(super) struct Compiler<'s> {
 }
 
 /// Where a spanned value is.
+/// The SQS queue name of job `name`: `written` (a `queue_name:`), else
+/// `jobstream-<name>-jobs`; its DLQ adds `-dlq`. Err: why SQS would refuse
+/// it (letters, digits, `-` and `_`, at most 76 characters so that the DLQ's
+/// name fits SQS's 80).
+pub(in crate::file) fn job_queue_name(name: &str, written: Option<&str>) -> Result<String, String> {
+    let q = written.map_or_else(|| format!("jobstream-{name}-jobs"), str::to_string);
+    if q.is_empty()
+        || q.len() > 76
+        || !q
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "queue name `{q}`: SQS takes letters, digits, `-` and `_`, at most 76 characters here (the DLQ adds `-dlq`)"
+        ));
+    }
+    Ok(q)
+}
+
 pub(super) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
     (s.referenced.line(), s.referenced.column())
 }
