@@ -42,6 +42,7 @@
 use serde::Deserialize;
 
 use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
+use super::model::at;
 use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{KeyTemplate, Part};
@@ -111,10 +112,6 @@ pub fn version_sk(c: &Compute) -> String {
 
 /// The attribute of the version counter.
 pub const VERSION_ATTR: &str = "rows";
-
-fn at<T>(s: &Spanned<T>) -> (u64, u64) {
-    (s.referenced.line(), s.referenced.column())
-}
 
 fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())

@@ -38,6 +38,7 @@
 use serde::Deserialize;
 
 use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
+use super::model::at;
 use super::model::{suggest, Entity, Problem, Value};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{split, Part};
@@ -136,10 +137,6 @@ pub struct OnceSpec {
 
 fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
-}
-
-fn at<T>(s: &Spanned<T>) -> (u64, u64) {
-    (s.referenced.line(), s.referenced.column())
 }
 
 struct Compiling<'a> {

@@ -31,6 +31,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
+use super::model::at;
 use super::model::{suggest, Entity, Problem, Ty, Value, TYPE_NAMES};
 pub use super::query_filter::{parse_filter, Filter};
 use super::raw::{AttrSpec, Ordered, Scalar, Spanned};
@@ -226,10 +227,6 @@ impl Query {
             .collect::<Vec<_>>()
             .join(" ")
     }
-}
-
-fn at<T>(s: &Spanned<T>) -> (u64, u64) {
-    (s.referenced.line(), s.referenced.column())
 }
 
 struct Checker<'a> {

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
+use super::model::at;
 use super::model::{suggest, Entity, FileModel, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::rules::{key_val, read_attr, to_attr, typed_str, Parsed};
@@ -151,10 +152,6 @@ pub struct SetSpec {
 
 fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
-}
-
-fn at<T>(s: &Spanned<T>) -> (u64, u64) {
-    (s.referenced.line(), s.referenced.column())
 }
 
 /// The entity's key as a join set template, its names renamed.

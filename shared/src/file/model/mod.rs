@@ -324,7 +324,7 @@ pub(in crate::file) fn job_queue_name(name: &str, written: Option<&str>) -> Resu
     Ok(q)
 }
 
-pub(super) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
+pub(in crate::file) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
     (s.referenced.line(), s.referenced.column())
 }
 
