@@ -292,7 +292,7 @@ enum Command {
     /// their parameters. Usage errors (unknown query, missing or invalid
     /// parameter) exit 2.
     #[command(
-        after_help = "Examples:\n  jobstream query --model-file models/hr.yaml\n  jobstream query --model-file models/hr.yaml --endpoint http://127.0.0.1:8000 \\\n    employees_by_email email=alice@acme.co\n  jobstream query --model hr --endpoint http://127.0.0.1:8000 --json \\\n    open_jobs org=01HXAA0000000000000000000A"
+        after_help = "Examples:\n  jobstream query --model-file my-table.yaml            # its queries and their parameters\n  jobstream query --model-file my-table.yaml --endpoint http://127.0.0.1:8000 \\\n    QUERY param=value ...\n  jobstream query --model NAME --endpoint http://127.0.0.1:8000 --json \\\n    QUERY param=value ...           # a shipped model's file (models/)"
     )]
     Query {
         /// DynamoDB endpoint (e.g. `jobstream dev`'s http://127.0.0.1:8000);

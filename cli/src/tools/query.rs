@@ -7,31 +7,9 @@ use std::io::Write;
 use shared::file::query_run::{self, Bound, Outcome, QueryError};
 use shared::file::FileModel;
 
-/// The model files shipped in `models/`, embedded: `--model NAME` finds
-/// its queries in the shipped file of the same table.
-const SHIPPED: &[(&str, &str)] = &[
-    ("models/hr.yaml", include_str!("../../../models/hr.yaml")),
-    (
-        "models/social.yaml",
-        include_str!("../../../models/social.yaml"),
-    ),
-    (
-        "models/library.yaml",
-        include_str!("../../../models/library.yaml"),
-    ),
-    (
-        "models/tracker.yaml",
-        include_str!("../../../models/tracker.yaml"),
-    ),
-    (
-        "models/pickem.yaml",
-        include_str!("../../../models/pickem.yaml"),
-    ),
-];
-
 /// The shipped model file for a registered model's table, compiled.
 pub fn shipped_for(table: &str) -> Result<FileModel, String> {
-    for (path, text) in SHIPPED {
+    for (path, text) in shared::file::SHIPPED {
         let m = shared::file::compile(text, "shipped").map_err(|p| {
             format!(
                 "{path}: {}",
@@ -113,7 +91,7 @@ mod tests {
 
     #[test]
     fn every_shipped_file_compiles() {
-        for (path, text) in SHIPPED {
+        for (path, text) in shared::file::SHIPPED {
             if let Err(p) = shared::file::compile(text, "shipped") {
                 panic!("{path}: {p:#?}");
             }

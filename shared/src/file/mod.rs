@@ -48,6 +48,11 @@ use sha2::Digest;
 use crate::models::Model;
 pub use model::{FileModel, Problem};
 
+/// The model files shipped in the repository's `models/` (every `*.yaml`
+/// there but the scenarios), as (path, text), embedded at build time
+/// (`shared/build.rs`).
+pub const SHIPPED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/shipped_models.rs"));
+
 /// A model file that could not be used: every problem, each with its place.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -423,15 +428,33 @@ mod tests {
             "{}",
             p[0].message
         );
-        for shipped in [
-            include_str!("../../../models/social.yaml"),
-            include_str!("../../../models/hr.yaml"),
-            include_str!("../../../models/library.yaml"),
-            include_str!("../../../models/tracker.yaml"),
-            include_str!("../../../models/pickem.yaml"),
-        ] {
-            assert!(boolean_traps(shipped).is_empty());
+        for (path, shipped) in SHIPPED {
+            assert!(boolean_traps(shipped).is_empty(), "{path}");
         }
+    }
+
+    /// The embedded list is the folder as it is: every model file of
+    /// `models/` (scenarios aside), each with its text.
+    #[test]
+    fn shipped_is_every_model_file_of_the_models_folder() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
+        let mut on_disk: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .expect("models/")
+            .filter_map(|e| {
+                let p = e.ok()?.path();
+                let name = p.file_name()?.to_str()?.to_string();
+                (name.ends_with(".yaml") && !name.ends_with(".scenario.yaml"))
+                    .then(|| (format!("models/{name}"), std::fs::read_to_string(&p).ok()))
+                    .and_then(|(n, t)| Some((n, t?)))
+            })
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<(String, String)> = SHIPPED
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect();
+        assert!(on_disk.len() >= 2, "{on_disk:?}");
+        assert_eq!(embedded, on_disk);
     }
 
     #[test]
