@@ -43,6 +43,7 @@ use serde::Deserialize;
 
 use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
 use super::model::at;
+use super::model::leak;
 use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{KeyTemplate, Part};
@@ -112,10 +113,6 @@ pub fn version_sk(c: &Compute) -> String {
 
 /// The attribute of the version counter.
 pub const VERSION_ATTR: &str = "rows";
-
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
-}
 
 /// Names of attributes read as `<var>.<attr>` anywhere in `src` (an
 /// over-approximation of what an expression reads of its rows: a guard
@@ -240,16 +237,13 @@ pub fn compile(
         .queue
         .as_ref()
         .map_or(format!("{name}-compute"), |q| q.value.clone());
-    let cname = leak(queue_logical.clone());
+    let cname = leak(&queue_logical);
     let written = r.queue_name.as_ref();
-    let qname =
-        match super::model::job_queue_name(&queue_logical, written.map(|q| q.value.as_str())) {
-            Ok(q) => q,
-            Err(why) => {
-                err(written.map_or(at(raw), at), format!("{name}: {why}"));
-                format!("jobstream-{queue_logical}-jobs")
-            }
-        };
+    let queue =
+        super::model::job_queue(cname, written.map(|q| q.value.as_str())).unwrap_or_else(|why| {
+            err(written.map_or(at(raw), at), format!("{name}: {why}"));
+            super::model::job_queue(cname, None).expect("the default name fits SQS")
+        });
     let page = match &r.page {
         None => DEFAULT_PAGE,
         Some(p) if (1..=MAX_PAGE as u64).contains(&p.value) => p.value as usize,
@@ -274,7 +268,7 @@ pub fn compile(
             o.key
                 .iter()
                 .flat_map(|k| k.template.binders())
-                .map(|b| leak(b.name.clone())),
+                .map(|b| leak(&b.name)),
         )
         .collect();
     let mut values = Vec::new();
@@ -331,7 +325,7 @@ pub fn compile(
                         }
                     }
                 }
-                values.push((leak(a.clone()), x));
+                values.push((leak(a), x));
             }
         }
     }
@@ -343,12 +337,7 @@ pub fn compile(
     }
     let c = Compute {
         name: cname,
-        queue: QueueDef::standard(
-            cname,
-            leak(qname.clone()),
-            leak(format!("{qname}-dlq")),
-            cname,
-        ),
+        queue,
         over,
         rows,
         scope,

@@ -39,6 +39,7 @@ use serde::Deserialize;
 
 use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
 use super::model::at;
+use super::model::leak;
 use super::model::{suggest, Entity, Problem, Value};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{split, Part};
@@ -133,10 +134,6 @@ pub struct OnceSpec {
     pub delete: Vec<Write>,
     /// The source's names the effect reads: what a message carries.
     pub reads: Vec<String>,
-}
-
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
 }
 
 struct Compiling<'a> {
@@ -480,9 +477,9 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
             format!("once `{name}`: it writes nothing: add `put:` or `delete:`"),
         );
     }
-    let lname = leak(name.to_string());
+    let lname = leak(name);
     let written = o.value.queue_name.as_ref();
-    let qname = match super::model::job_queue_name(name, written.map(|q| q.value.as_str())) {
+    let queue = match super::model::job_queue(lname, written.map(|q| q.value.as_str())) {
         Ok(q) => q,
         Err(why) => {
             c.err(written.map_or(at(o), at), format!("once `{name}`: {why}"));
@@ -491,12 +488,7 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
     };
     Some(OnceSpec {
         name: lname,
-        queue: QueueDef::standard(
-            lname,
-            leak(qname.clone()),
-            leak(format!("{qname}-dlq")),
-            lname,
-        ),
+        queue,
         source,
         when: when?,
         key: key?,

@@ -43,6 +43,7 @@ use serde::Deserialize;
 
 use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
 use super::model::at;
+use super::model::leak;
 use super::model::{suggest, Entity, FileModel, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::rules::{key_val, read_attr, to_attr, typed_str, Parsed};
@@ -148,10 +149,6 @@ pub struct SetSpec {
     /// it renames: the fact entity's attribute, else the binder's format):
     /// expressions read variables typed, as they read the facts.
     pub var_types: Vec<(String, super::model::Ty)>,
-}
-
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
 }
 
 /// The entity's key as a join set template, its names renamed.
@@ -609,7 +606,7 @@ fn one(
             c.err(at(v), msg);
             continue;
         }
-        volatile.push(leak(v.value.clone()));
+        volatile.push(leak(&v.value));
     }
     let page = match &raw.page {
         None => DEFAULT_PAGE,
@@ -639,9 +636,9 @@ fn one(
             }
         }
     }
-    let lname = leak(name.to_string());
+    let lname = leak(name);
     let written = raw.queue_name.as_ref();
-    let qname = match super::model::job_queue_name(name, written.map(|q| q.value.as_str())) {
+    let queue = match super::model::job_queue(lname, written.map(|q| q.value.as_str())) {
         Ok(q) => q,
         Err(why) => {
             c.err(written.map_or(at(s), at), format!("set `{name}`: {why}"));
@@ -651,12 +648,7 @@ fn one(
     let spec = SetSpec {
         var_types,
         name: lname,
-        queue: QueueDef::standard(
-            lname,
-            leak(qname.clone()),
-            leak(format!("{qname}-dlq")),
-            lname,
-        ),
+        queue,
         target,
         target_key,
         facts,

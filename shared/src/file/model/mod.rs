@@ -41,7 +41,7 @@ impl Problem {
 
 /// Leaks a name once per loaded file (the engine's vocabulary speaks
 /// `&'static str`); a process loads a file once.
-pub(super) fn leak(s: &str) -> &'static str {
+pub(in crate::file) fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
 }
 
@@ -305,12 +305,15 @@ pub(super) struct Compiler<'s> {
 }
 
 /// Where a spanned value is.
-/// The SQS queue name of job `name`: `written` (a `queue_name:`), else
-/// `jobstream-<name>-jobs`; its DLQ adds `-dlq`. Err: why SQS would refuse
-/// it (letters, digits, `-` and `_`, at most 76 characters so that the DLQ's
-/// name fits SQS's 80).
-pub(in crate::file) fn job_queue_name(name: &str, written: Option<&str>) -> Result<String, String> {
-    let q = written.map_or_else(|| format!("jobstream-{name}-jobs"), str::to_string);
+/// The queue of job `logical` (its consumer has the same name): SQS name
+/// `written` (a `queue_name:`), else `jobstream-<logical>-jobs`, its DLQ
+/// with `-dlq`. Err: why SQS would refuse the name (letters, digits, `-`
+/// and `_`, at most 76 characters so that the DLQ's name fits SQS's 80).
+pub(in crate::file) fn job_queue(
+    logical: &'static str,
+    written: Option<&str>,
+) -> Result<crate::models::table::QueueDef, String> {
+    let q = written.map_or_else(|| format!("jobstream-{logical}-jobs"), str::to_string);
     if q.is_empty()
         || q.len() > 76
         || !q
@@ -321,7 +324,12 @@ pub(in crate::file) fn job_queue_name(name: &str, written: Option<&str>) -> Resu
             "queue name `{q}`: SQS takes letters, digits, `-` and `_`, at most 76 characters here (the DLQ adds `-dlq`)"
         ));
     }
-    Ok(q)
+    Ok(crate::models::table::QueueDef::standard(
+        logical,
+        leak(&q),
+        leak(&format!("{q}-dlq")),
+        logical,
+    ))
 }
 
 pub(in crate::file) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
