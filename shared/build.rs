@@ -1,6 +1,7 @@
-//! Embeds the model files shipped in the repository's `models/` (every
-//! `*.yaml` there but the scenarios): `shared::file::SHIPPED` lists them
-//! without any Rust naming a model (SPEC §8.1).
+//! Embeds the models shipped in the repository's `models/`: every `*.yaml`
+//! there as `shared::file::SHIPPED`, and their `*.scenario.yaml` demos as
+//! `shared::file::SHIPPED_SCENARIOS`, without any Rust naming a model
+//! (SPEC §8.1). `models/examples/` is not shipped.
 
 use std::path::{Path, PathBuf};
 
@@ -14,16 +15,27 @@ fn main() {
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    name.ends_with(".yaml") && !name.ends_with(".scenario.yaml")
-                })
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
                 .collect()
         })
         .unwrap_or_default();
     files.sort();
+    let (scenarios, models): (Vec<PathBuf>, Vec<PathBuf>) = files
+        .into_iter()
+        .partition(|p| p.to_string_lossy().ends_with(".scenario.yaml"));
+    let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).to_path_buf();
+    for (list, target) in [
+        (&models, "shipped_models.rs"),
+        (&scenarios, "shipped_scenarios.rs"),
+    ] {
+        std::fs::write(out.join(target), embed(list)).expect("writes the shipped list");
+    }
+}
+
+/// `&[("models/NAME", include_str!(ABSOLUTE PATH)), ...]`
+fn embed(files: &[PathBuf]) -> String {
     let mut out = String::from("&[\n");
-    for f in &files {
+    for f in files {
         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let abs = f.canonicalize().unwrap_or_else(|_| f.clone());
         out.push_str(&format!(
@@ -33,6 +45,5 @@ fn main() {
         ));
     }
     out.push(']');
-    let target = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("shipped_models.rs");
-    std::fs::write(target, out).expect("writes the shipped model list");
+    out
 }

@@ -3,7 +3,7 @@
 //! by the model's local runtime (`jobstream dev`'s: the stream mappings with
 //! the deployed batch size, batching window and parallelization factor,
 //! printed), for the tracker (one application updated), social (likes of
-//! one post: one counter) and a model file (models/library.yaml: loans of
+//! one post: one counter) and a model file (models/examples/library.yaml: loans of
 //! one member). Every few seconds it prints the writes accepted, the records
 //! each mapping processed and its iterator age; at the end of each rate,
 //! whether the mappings caught up and how long that took, and the bill
@@ -130,7 +130,7 @@ fn workloads() -> Vec<Workload> {
         Workload {
             name: "library model file (loans of one member)",
             model: "library",
-            model_file: Some(root.join("models/library.yaml")),
+            model_file: Some(root.join("models/examples/library.yaml")),
             setup: library_member,
             change: library_loan,
         },

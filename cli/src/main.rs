@@ -60,6 +60,12 @@ impl ModelArgs {
     fn load(&self) -> anyhow::Result<Model> {
         models::load(&self.source()).map_err(anyhow::Error::msg)
     }
+
+    /// The model's file: `--model-file`, or the shipped file `--model`
+    /// names (`None` while the model is still compiled from Rust).
+    fn file(&self) -> anyhow::Result<Option<&'static shared::file::Loaded>> {
+        models::file_of(&self.source()).map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -150,11 +156,12 @@ enum Command {
         listen: String,
         #[command(flatten)]
         model: ModelArgs,
-        /// With --model-file: a scenario file (YAML: `writes` in order, then
-        /// the `expect`ed items); default: `<model file stem>.scenario.yaml`
-        /// next to it, if present. Without one, nothing is written and
-        /// `verify` runs.
-        #[arg(long, value_name = "PATH", requires = "model_file")]
+        /// A scenario file (YAML: `writes` in order, then the `expect`ed
+        /// items); default: `<model file stem>.scenario.yaml` next to
+        /// --model-file if present, or a shipped model's own
+        /// (`models/NAME.scenario.yaml`). Without one, nothing is written
+        /// and `verify` runs.
+        #[arg(long, value_name = "PATH")]
         scenario: Option<std::path::PathBuf>,
         /// SQS endpoint for models with queues (default: a local SQS server, started here).
         #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
@@ -452,13 +459,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             sqs_endpoint,
         } => {
             let m = model.load()?;
-            // A registered model plays its own demo; a model file plays its
-            // scenario file, or (without one) writes nothing and verifies.
-            let scenario = match &model.model_file {
-                Some(file) => scenario_for(file, scenario.as_deref())?,
-                None => None,
+            let file = model.file()?;
+            // A compiled model plays its own demo; a model file (given or
+            // shipped) plays its scenario, or (without one) writes nothing
+            // and verifies.
+            let scenario = match (file, scenario) {
+                (Some(_), given) => scenario_for(&model, given.as_deref())?,
+                (None, None) => None,
+                (None, Some(_)) => anyhow::bail!(
+                    "model {} is compiled, not a file: --scenario needs a model file",
+                    m.name
+                ),
             };
-            let demo = match (&model.model_file, m.demo) {
+            let demo = match (file, m.demo) {
                 (Some(_), _) => None,
                 (None, Some(d)) => Some(d),
                 (None, None) => anyhow::bail!("model {} has no demo", m.name),
@@ -484,8 +497,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (None, Some((path, s))) => {
                     let steps = s.all_steps();
                     println!(
-                        "scenario {}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
-                        path.display(),
+                        "scenario {path}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
                         steps.len(),
                         steps.iter().map(|s| s.write_count()).sum::<usize>(),
                         steps.iter().map(|s| s.expect.len()).sum::<usize>(),
@@ -493,13 +505,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         s.query_count(),
                         if s.query_count() == 1 { "y" } else { "ies" }
                     );
-                    let file = match &model.model_file {
-                        Some(f) => &shared::file::load(f).map_err(anyhow::Error::msg)?.model,
-                        None => anyhow::bail!("a scenario needs a model file"),
+                    let Some(file) = file else {
+                        anyhow::bail!("a scenario needs a model file");
                     };
-                    let mut diffs = shared::file::scenario::play_model(&mut rt, &s, file, true)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let mut diffs =
+                        shared::file::scenario::play_model(&mut rt, &s, &file.model, true)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
                     let dead = shared::models::Harness::dead_letters(&mut rt)
                         .await
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -677,10 +689,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let model = target.model()?;
             let config = target.config(&model);
-            let file = match &target.model.model_file {
-                Some(f) => Some(&shared::file::load(f).map_err(anyhow::Error::msg)?.model),
-                None => None,
-            };
+            let file = target.model.file()?.map(|l| &l.model);
             let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 5).await);
             let key = jobstream::tools::explain::key(&model, pk, sk);
             let tables = jobstream::tools::explain::Tables {
@@ -695,10 +704,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Graph { model } => {
-            let graph = match &model.model_file {
-                Some(file) => jobstream::tools::graph::file_graph(
-                    &shared::file::load(file).map_err(anyhow::Error::msg)?.model,
-                ),
+            let graph = match model.file()? {
+                Some(file) => jobstream::tools::graph::file_graph(&file.model),
                 None => jobstream::tools::graph::model_graph(&model.load()?),
             };
             print!("{graph}");
@@ -733,8 +740,8 @@ async fn run_query(
     params: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     let owned;
-    let file = match &model.model_file {
-        Some(f) => &shared::file::load(f).map_err(anyhow::Error::msg)?.model,
+    let file = match model.file()? {
+        Some(f) => &f.model,
         None => {
             let m = model.load()?;
             owned = jobstream::tools::query::shipped_for(m.table.name)
@@ -907,14 +914,17 @@ fn print_report(report: &jobstream::tools::verify::Report) {
 }
 
 /// The scenario of a model file: `--scenario`, else
-/// `<stem>.scenario.yaml` next to the file when it exists.
+/// `<stem>.scenario.yaml` next to the file when it exists, else a shipped
+/// model's own (`models/NAME.scenario.yaml`, embedded); with the path it
+/// came from.
 fn scenario_for(
-    model_file: &std::path::Path,
+    model: &ModelArgs,
     given: Option<&std::path::Path>,
-) -> anyhow::Result<Option<(std::path::PathBuf, shared::file::scenario::Scenario)>> {
-    let path = match given {
-        Some(p) => p.to_path_buf(),
-        None => {
+) -> anyhow::Result<Option<(String, shared::file::scenario::Scenario)>> {
+    use shared::file::scenario::Scenario;
+    let path = match (given, &model.model_file) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, Some(model_file)) => {
             let stem = model_file
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -925,9 +935,18 @@ fn scenario_for(
             }
             p
         }
+        (None, None) => {
+            return match shared::file::shipped_scenario(&model.model) {
+                Some((path, text)) => Ok(Some((
+                    path.to_string(),
+                    Scenario::parse(text, path).map_err(anyhow::Error::msg)?,
+                ))),
+                None => Ok(None),
+            };
+        }
     };
-    let s = shared::file::scenario::Scenario::read(&path).map_err(anyhow::Error::msg)?;
-    Ok(Some((path, s)))
+    let s = Scenario::read(&path).map_err(anyhow::Error::msg)?;
+    Ok(Some((path.display().to_string(), s)))
 }
 
 /// `verify` of a demo run: its drift and bad input, printed.

@@ -65,9 +65,14 @@ impl Config {
     /// `LEDGER_TABLE_NAME` and the queue URLs of the model's queues.
     pub fn from_env() -> Result<(Self, Model), ConfigError> {
         let var = |k: &str| std::env::var(k).map_err(|_| ConfigError::Missing(k.to_string()));
-        let model = match std::env::var_os("MODEL_FILE") {
-            Some(path) => {
-                let loaded = crate::file::load(std::path::Path::new(&path))?;
+        let loaded = match std::env::var_os("MODEL_FILE") {
+            Some(path) => Some(crate::file::load(std::path::Path::new(&path))?),
+            None => crate::models::file_of(&crate::models::Source::Name(var("MODEL")?))
+                .map_err(ConfigError::Model)?,
+        };
+        let model = match loaded {
+            // A bundled file or a shipped one (`MODEL=NAME`): which bytes run.
+            Some(loaded) => {
                 tracing::info!(
                     model_file = %loaded.path.display(),
                     sha256 = %loaded.sha256,

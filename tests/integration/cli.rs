@@ -26,7 +26,7 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
-    let library = models_dir().join("library.yaml");
+    let library = models_dir().join("examples/library.yaml");
     let ok = jobstream(&["check-model", library.to_str().unwrap()]);
     assert!(ok.status.success(), "{ok:?}");
     assert!(stdout(&ok).ends_with(": OK\n"), "{}", stdout(&ok));
@@ -69,7 +69,7 @@ fn demo_of_a_model_file_plays_its_scenario_or_only_verifies() {
     let library = jobstream(&[
         "demo",
         "--model-file",
-        models_dir().join("library.yaml").to_str().unwrap(),
+        models_dir().join("examples/library.yaml").to_str().unwrap(),
     ]);
     assert!(library.status.success(), "{}", stdout(&library));
     assert!(
@@ -83,7 +83,7 @@ fn demo_of_a_model_file_plays_its_scenario_or_only_verifies() {
 /// parity test synthesises (`deploy::definitions_of` of the loaded file).
 #[test]
 fn tables_of_a_model_file_prints_the_definition_the_stack_reads() {
-    let file = models_dir().join("library.yaml");
+    let file = models_dir().join("examples/library.yaml");
     let out = jobstream(&["tables", "--model-file", file.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");

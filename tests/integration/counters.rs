@@ -155,7 +155,7 @@ fn loan(member: &str, book: &str, state: &str) -> Item {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_files_counter_deleted_by_a_writer_or_by_ttl_comes_back() {
     let mut env = model_env("library", |o| {
-        o.model_file = Some(model_file("library.yaml"));
+        o.model_file = Some(model_file("examples/library.yaml"));
     })
     .await;
     put(&env.rt, loan("m1", BOOK, "open")).await;
@@ -212,7 +212,7 @@ async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
 async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_nothing() {
     // The counter's key takes a ULID; the loan binds it through a template
     // (a type check-model cannot know), and a member id is no ULID.
-    let library = std::fs::read_to_string(model_file("library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
     let text = library
         .replace(
             "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
@@ -326,7 +326,7 @@ async fn rerun(
 /// owns is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
-    let library = std::fs::read_to_string(model_file("library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
     let v2 = library.replace(
         "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
         "key: { PK: \"M#${memberId}\", SK: \"LOANS\" }",
@@ -498,7 +498,7 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
 /// records), so the counter comes to the sums, as the stream would leave it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sums() {
-    let library = std::fs::read_to_string(model_file("library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
     let v2 = library.replace(
         "      - counter: loans\n        with: { memberId: memberId }\n",
         "      - counter: loans\n        with: { memberId: memberId }\n        when: \"state == 'open'\"\n",

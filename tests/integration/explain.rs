@@ -1,4 +1,4 @@
-//! `jobstream explain`: for the library model file (models/library.yaml),
+//! `jobstream explain`: for the library model file (models/examples/library.yaml),
 //! after its processors ran, what a source loan implies and what the ledger
 //! recorded; which loans a derived book_loan and the member's loans counter
 //! come from, by which rule; and the rule that rejects a bad loan.
@@ -13,7 +13,7 @@ use crate::support::{model_env, put, ModelEnv};
 fn library() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../models/library.yaml"
+        "/../models/examples/library.yaml"
     ))
 }
 

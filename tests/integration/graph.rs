@@ -118,11 +118,11 @@ fn the_readme_shows_every_shipped_model_graph_as_printed_today() {
 fn the_graph_command_prints_the_same_picture() {
     let out = Command::new(crate::support::jobstream_bin())
         .args(["graph", "--model-file"])
-        .arg(root().join("models/library.yaml"))
+        .arg(root().join("models/examples/library.yaml"))
         .output()
         .expect("jobstream runs");
     assert!(out.status.success(), "{out:?}");
-    let loaded = shared::file::load(&root().join("models/library.yaml")).expect("loads");
+    let loaded = shared::file::load(&root().join("models/examples/library.yaml")).expect("loads");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         file_graph(&loaded.model)

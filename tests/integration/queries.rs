@@ -404,7 +404,7 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time() {
-    let file = models_dir().join("library.yaml");
+    let file = models_dir().join("examples/library.yaml");
     let m = &shared::file::load(&file).expect("loads").model;
     let mut env = model_env("library", |o| o.model_file = Some(file.clone())).await;
     let loan = |book: &str, since: &str, state: &str| {

@@ -399,7 +399,7 @@ pub fn model_graph(m: &Model) -> String {
 mod tests {
     use super::*;
 
-    const LIBRARY: &str = include_str!("../../../models/library.yaml");
+    const LIBRARY: &str = include_str!("../../../models/examples/library.yaml");
 
     #[test]
     fn a_file_graph_shows_entities_what_they_imply_and_the_indexes() {

@@ -50,8 +50,56 @@ pub use model::{FileModel, Problem};
 
 /// The model files shipped in the repository's `models/` (every `*.yaml`
 /// there but the scenarios), as (path, text), embedded at build time
-/// (`shared/build.rs`).
+/// (`shared/build.rs`): `--model NAME` is `models/NAME.yaml`.
 pub const SHIPPED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/shipped_models.rs"));
+
+/// The shipped models' demos (`models/NAME.scenario.yaml`), as (path, text).
+pub const SHIPPED_SCENARIOS: &[(&str, &str)] =
+    include!(concat!(env!("OUT_DIR"), "/shipped_scenarios.rs"));
+
+/// The names of the shipped models (`models/NAME.yaml`), sorted.
+pub fn shipped_names() -> impl Iterator<Item = &'static str> {
+    SHIPPED.iter().filter_map(|(path, _)| {
+        path.strip_prefix("models/")
+            .and_then(|p| p.strip_suffix(".yaml"))
+    })
+}
+
+/// The shipped model called `name`, compiled once per process; `None` when
+/// no `models/NAME.yaml` is shipped.
+pub fn shipped(name: &str) -> Option<Result<&'static Loaded, LoadError>> {
+    static LOADED: Mutex<Option<HashMap<String, &'static Loaded>>> = Mutex::new(None);
+    let path = format!("models/{name}.yaml");
+    let (_, text) = SHIPPED.iter().find(|(p, _)| *p == path)?;
+    let mut cache = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(l) = cache.get(name) {
+        return Some(Ok(l));
+    }
+    let loaded = compile(text, name)
+        .map_err(|problems| LoadError::Invalid {
+            path: path.clone(),
+            problems,
+        })
+        .map(|model| -> &'static Loaded {
+            Box::leak(Box::new(Loaded {
+                path: PathBuf::from(&path),
+                sha256: hex(sha2::Sha256::digest(text.as_bytes()).as_slice()),
+                model,
+            }))
+        });
+    if let Ok(l) = loaded {
+        cache.insert(name.to_string(), l);
+    }
+    Some(loaded)
+}
+
+/// The demo of the shipped model `name` (`models/NAME.scenario.yaml`), if
+/// one is shipped: its path (for messages) and text.
+pub fn shipped_scenario(name: &str) -> Option<(&'static str, &'static str)> {
+    let path = format!("models/{name}.scenario.yaml");
+    SHIPPED_SCENARIOS.iter().find(|(p, _)| *p == path).copied()
+}
 
 /// A model file that could not be used: every problem, each with its place.
 #[derive(Debug, thiserror::Error)]
@@ -433,8 +481,9 @@ mod tests {
         }
     }
 
-    /// The embedded list is the folder as it is: every model file of
-    /// `models/` (scenarios aside), each with its text.
+    /// The embedded lists are the folder as it is: every model file of
+    /// `models/` and every scenario, each with its text; each shipped model
+    /// compiles and loads by name, the scenarios parse.
     #[test]
     fn shipped_is_every_model_file_of_the_models_folder() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
@@ -443,18 +492,31 @@ mod tests {
             .filter_map(|e| {
                 let p = e.ok()?.path();
                 let name = p.file_name()?.to_str()?.to_string();
-                (name.ends_with(".yaml") && !name.ends_with(".scenario.yaml"))
+                name.ends_with(".yaml")
                     .then(|| (format!("models/{name}"), std::fs::read_to_string(&p).ok()))
                     .and_then(|(n, t)| Some((n, t?)))
             })
             .collect();
         on_disk.sort();
-        let embedded: Vec<(String, String)> = SHIPPED
+        let mut embedded: Vec<(String, String)> = SHIPPED
             .iter()
+            .chain(SHIPPED_SCENARIOS)
             .map(|(p, t)| (p.to_string(), t.to_string()))
             .collect();
+        embedded.sort();
         assert!(on_disk.len() >= 2, "{on_disk:?}");
         assert_eq!(embedded, on_disk);
+        for name in shipped_names() {
+            let loaded = shipped(name).expect("listed").expect("compiles");
+            assert!(
+                std::ptr::eq(loaded, shipped(name).unwrap().unwrap()),
+                "once"
+            );
+        }
+        assert!(shipped("no-such-model").is_none());
+        for (path, text) in SHIPPED_SCENARIOS {
+            scenario::Scenario::parse(text, path).expect("a shipped scenario parses");
+        }
     }
 
     #[test]

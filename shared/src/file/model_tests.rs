@@ -11,7 +11,7 @@ use crate::item::{n, s, Item};
 /// A small library: members borrow books; a member's loans are counted on
 /// the member (processor-created counter item), a loan is mirrored under
 /// its book, and open loans are in a sparse index.
-pub const LIBRARY: &str = include_str!("../../../models/library.yaml");
+pub const LIBRARY: &str = include_str!("../../../models/examples/library.yaml");
 
 const B: &str = "01HXAA0000000000000000000A";
 

@@ -205,20 +205,24 @@ impl Scenario {
     /// Reads a scenario file; errors name the line and column.
     pub fn read(path: &std::path::Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut s: Scenario = serde_saphyr::from_str(&text).map_err(|e| {
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// A scenario from its text; `origin` (a path) prefixes every error.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+        let mut s: Scenario = serde_saphyr::from_str(text).map_err(|e| {
             let (l, c) = e
                 .location()
                 .map(|l| (l.line(), l.column()))
                 .unwrap_or((1, 1));
             let msg = e.without_snippet().to_string();
             format!(
-                "{}:{l}:{c}: {}",
-                path.display(),
+                "{origin}:{l}:{c}: {}",
                 msg.lines().next().unwrap_or("invalid scenario")
             )
         })?;
         s.resolve(chrono::Utc::now().timestamp())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| format!("{origin}: {e}"))?;
         Ok(s)
     }
 

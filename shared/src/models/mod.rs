@@ -27,8 +27,10 @@ use table::{grants, Grant, QueueDef, StreamSettings, TableDef};
 /// The model commands and the stack use when none is named.
 pub const DEFAULT_MODEL: &str = "tracker";
 
-/// Every model jobstream ships, by name.
-pub fn registry() -> Vec<Model> {
+/// The models still compiled from Rust (retiring: SPEC §8.1). A shipped
+/// model file of the same name yields to its compiled twin until the twin
+/// is deleted.
+fn compiled() -> Vec<Model> {
     vec![
         tracker::model(),
         jobboard::model(),
@@ -38,14 +40,58 @@ pub fn registry() -> Vec<Model> {
     ]
 }
 
+/// Every model jobstream ships, by name: the compiled ones, then every
+/// shipped model file (`models/NAME.yaml`, embedded) without a twin.
+pub fn registry() -> Vec<Model> {
+    let mut all = compiled();
+    for name in crate::file::shipped_names() {
+        if all.iter().any(|m| m.name == name) {
+            continue;
+        }
+        match crate::file::shipped(name) {
+            Some(Ok(loaded)) => all.push(loaded.model()),
+            // Every shipped file compiles (a unit test of `file` checks).
+            Some(Err(e)) => {
+                tracing::error!(model = name, error = %e, "a shipped model file does not compile")
+            }
+            None => {}
+        }
+    }
+    all
+}
+
 /// The model called `name`.
 pub fn find(name: &str) -> Result<Model, String> {
-    let all = registry();
-    let names: Vec<&str> = all.iter().map(|m| m.name).collect();
-    let list = names.join(", ");
-    all.into_iter()
-        .find(|m| m.name == name)
-        .ok_or_else(|| format!("unknown model `{name}` (one of: {list})"))
+    if let Some(m) = compiled().into_iter().find(|m| m.name == name) {
+        return Ok(m);
+    }
+    match crate::file::shipped(name) {
+        Some(loaded) => loaded.map(|l| l.model()).map_err(|e| e.to_string()),
+        None => {
+            let names: Vec<&str> = registry().iter().map(|m| m.name).collect();
+            Err(format!(
+                "unknown model `{name}` (one of: {})",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// The model file behind a source: the file itself, or the shipped file a
+/// name loads (`None` for a model still compiled from Rust).
+pub fn file_of(source: &Source) -> Result<Option<&'static crate::file::Loaded>, String> {
+    match source {
+        Source::File(p) => crate::file::load(p).map(Some).map_err(|e| e.to_string()),
+        Source::Name(n) => {
+            if compiled().iter().any(|m| m.name == n.as_str()) {
+                return Ok(None);
+            }
+            match crate::file::shipped(n) {
+                Some(l) => l.map(Some).map_err(|e| e.to_string()),
+                None => find(n).map(|_| None),
+            }
+        }
+    }
 }
 
 /// Where a model comes from: the registry (`--model NAME`, `MODEL`) or a
@@ -357,5 +403,27 @@ impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E
                 aws_smithy_types::error::display::DisplayErrorContext(&e)
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One path (SPEC §8.1): `--model NAME` is `models/NAME.yaml`, whose
+    /// `name:` is NAME; every registered model has its own name.
+    #[test]
+    fn every_shipped_model_is_found_by_its_stem() {
+        for stem in crate::file::shipped_names() {
+            let m = find(stem).expect("a shipped model loads by name");
+            assert_eq!(m.name, stem, "models/{stem}.yaml is `--model {stem}`");
+        }
+        let mut names: Vec<&str> = registry().iter().map(|m| m.name).collect();
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "{names:?}");
+        let e = find("no-such-model").err().expect("unknown");
+        assert!(e.contains("one of: ") && e.contains(DEFAULT_MODEL), "{e}");
     }
 }
