@@ -357,6 +357,12 @@ impl Env {
             },
         )
         .map_err(err)?;
+        // CEL's stdlib here lists `max`/`min` among its functions but does
+        // not declare them: the crate's own, declared (a list or arguments).
+        root.add_function("max", cel::functions::max)
+            .map_err(err)?;
+        root.add_function("min", cel::functions::min)
+            .map_err(err)?;
         root.add_function(
             "iso",
             |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {
@@ -735,6 +741,52 @@ mod tests {
         assert_eq!(e.functions, vec!["size"]);
         let err = Expr::compile("status == ").unwrap_err();
         assert!(err.offset <= 11, "{err:?}");
+    }
+
+    /// Every function `check-model` accepts runs: a name listed but not
+    /// declared passed the check and failed every item at run time.
+    #[test]
+    fn every_accepted_function_evaluates() {
+        let calls = [
+            ("size", "size(s) == 3"),
+            ("contains", "s.contains('b')"),
+            ("startsWith", "s.startsWith('a')"),
+            ("endsWith", "s.endsWith('c')"),
+            ("has", "has(m.k)"),
+            ("all", "xs.all(x, x > 0)"),
+            ("exists", "xs.exists(x, x == 2)"),
+            ("exists_one", "xs.exists_one(x, x == 2)"),
+            ("map", "xs.map(x, x * 2)[0] == 2"),
+            ("filter", "size(xs.filter(x, x > 1)) == 2"),
+            ("int", "int('7') == 7"),
+            ("string", "string(7) == '7'"),
+            ("bool", "bool('true')"),
+            ("max", "max(xs) == 3 && max(1, 5, 2) == 5"),
+            ("min", "min(xs) == 1 && min(4, 2) == 2"),
+            ("lower", "lower('AB') == 'ab'"),
+            ("upper", "upper('ab') == 'AB'"),
+            ("trim", "trim(' a ') == 'a'"),
+            ("slug", "slug('A b') == 'a-b'"),
+            ("pad", "pad(7, 3) == '007'"),
+            ("epoch", "epoch('1970-01-01T00:01:00Z') == 60"),
+            ("iso", "iso(60) == '1970-01-01T00:01:00Z'"),
+            ("day", "day(86400) == '1970-01-02'"),
+            ("isUlid", "isUlid('01ARZ3NDEKTSV4RRFFQ69G5FAV')"),
+            ("sum", "sum(xs) == 6"),
+            ("get", "get(m, 'k', 0) == 1 && get(m, 'z', 0) == 0"),
+        ];
+        let vars = [
+            ("s", Val::Str("abc".into())),
+            ("xs", Val::List(vec![Val::Int(1), Val::Int(2), Val::Int(3)])),
+            ("m", Val::Map(vec![("k".to_string(), Val::Int(1))])),
+        ];
+        for name in BUILTINS.iter().chain(CEL_FUNCTIONS) {
+            let (_, src) = calls
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("no call of `{name}` in this test"));
+            assert_eq!(eval(src, &vars), Ok(Val::Bool(true)), "{name}: {src}");
+        }
     }
 
     #[test]
