@@ -482,3 +482,50 @@ fn a_via_an_index_needs_the_index_keys_projected_from_key_names() {
         "{p:#?}"
     );
 }
+
+/// A count, check or derive reading its own entity's counter sum passed
+/// `check-model` and then failed every item at run time (`total` has no
+/// value): sums are kept by jobstream after the record that changed them,
+/// so they cannot feed another count.
+#[test]
+fn a_count_reading_its_own_counter_sum_is_refused_at_load() {
+    let text = r#"jobstream: 1
+name: shop
+table: { name: shop, pk: PK, sk: SK }
+entities:
+  customer:
+    key: { PK: "CUST#${customerId}", SK: "PROFILE" }
+    attributes: { name: string }
+    counter: { attributes: [spend], created_by: writer }
+  order:
+    key: { PK: "CUST#${customerId}", SK: "ORDER#${orderId}" }
+    attributes: { orderId: string, status: [placed, cancelled] }
+    unique: [orderId]
+    counter: { attributes: [total], created_by: writer }
+    check:
+      - { expr: "total >= 0", message: "no negative total" }
+    count:
+      - counter: customer
+        with: { customerId: customerId }
+        add: { spend: "status != 'cancelled' ? total : 0" }
+  line:
+    key: { PK: "ORDER#${orderId}", SK: "LINE#${lineNo}" }
+    attributes: { qty: int }
+    count:
+      - counter: order
+        with: { orderId: orderId }
+        add: { total: qty }
+"#;
+    let p = compile(text, "t").err().unwrap_or_default();
+    let needle = "is a sum jobstream keeps on `order`";
+    assert_eq!(
+        p.iter().filter(|p| p.message.contains(needle)).count(),
+        2,
+        "{p:#?}"
+    );
+    assert_one(&p, 15, 18, "`total` in `total >= 0`");
+    assert_one(&p, 19, 48, "a `compute:` value");
+    // The same file reading an attribute instead compiles.
+    let fixed = text.replace("? total : 0", "? 1 : 0").replace("total >= 0", "true");
+    assert_eq!(compile(&fixed, "t").err(), None);
+}

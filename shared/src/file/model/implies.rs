@@ -72,6 +72,8 @@ impl Compiler<'_> {
         entity_type: &str,
     ) {
         let scope = self.scope(&entities[i]);
+        // What a writer's checks, derives and counts may read (no sums).
+        let reads = self.writer_scope(&entities[i]);
         let name = entities[i].name;
         let writer = entities[i].writer;
         if let Some(s) = &raw.starts {
@@ -107,8 +109,8 @@ impl Compiler<'_> {
         let mut checks = Vec::new();
         for c in &raw.check {
             let attribute = match &c.value.attribute {
-                Some(a) if !scope.has(&a.value) => {
-                    let hint = suggest(&a.value, scope.names.iter().map(|(n, _)| n.as_str()))
+                Some(a) if !reads.has(&a.value) => {
+                    let hint = suggest(&a.value, reads.names.iter().map(|(n, _)| n.as_str()))
                         .unwrap_or_default();
                     self.err(
                         at(a),
@@ -119,7 +121,7 @@ impl Compiler<'_> {
                 Some(a) => leak(&a.value),
                 None => "check",
             };
-            if let Some(expr) = self.expr(&c.value.expr.value, at(&c.value.expr), 0, &scope) {
+            if let Some(expr) = self.expr(&c.value.expr.value, at(&c.value.expr), 0, &reads) {
                 checks.push(Check {
                     expr,
                     message: c.value.message.clone(),
@@ -201,7 +203,7 @@ impl Compiler<'_> {
                 );
                 continue;
             }
-            let with = self.bindings(&d.value.with, &entities[t], at(d), &scope, "derive");
+            let with = self.bindings(&d.value.with, &entities[t], at(d), &reads, "derive");
             for a in &entities[t].attrs {
                 if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
                     self.err(
@@ -210,7 +212,7 @@ impl Compiler<'_> {
                     );
                 }
             }
-            let when = self.condition(&d.value.when, &scope).unwrap_or(None);
+            let when = self.condition(&d.value.when, &reads).unwrap_or(None);
             derive.push(DeriveRule {
                 target: t,
                 with,
@@ -233,8 +235,8 @@ impl Compiler<'_> {
                 continue;
             };
             let with = if entities[t].unique.is_empty() {
-                let with = self.bindings(&c.value.with, &entities[t], at(c), &scope, "count");
-                self.binding_types(&c.value.with, &entities[t], &scope);
+                let with = self.bindings(&c.value.with, &entities[t], at(c), &reads, "count");
+                self.binding_types(&c.value.with, &entities[t], &reads);
                 with
             } else {
                 // Counted through its identity (`unique:`).
@@ -242,13 +244,13 @@ impl Compiler<'_> {
                     &c.value.with,
                     &entities[t],
                     at(c),
-                    &scope,
+                    &reads,
                     &mut self.problems,
                 );
                 let mut out = Vec::new();
                 for (n, v) in &c.value.with.0 {
                     if entities[t].unique.contains(&n.as_str()) {
-                        if let Some(v) = self.expression(v, &scope) {
+                        if let Some(v) = self.expression(v, &reads) {
                             out.push((n.clone(), v));
                         }
                     }
@@ -269,13 +271,13 @@ impl Compiler<'_> {
                         );
                     }
                     Some(a) => {
-                        if let Some(v) = self.expression(v, &scope) {
+                        if let Some(v) = self.expression(v, &reads) {
                             add.push((*a, v));
                         }
                     }
                 }
             }
-            let when = self.condition(&c.value.when, &scope).unwrap_or(None);
+            let when = self.condition(&c.value.when, &reads).unwrap_or(None);
             count.push(CountRule {
                 counter: t,
                 with,

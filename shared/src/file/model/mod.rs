@@ -340,6 +340,9 @@ pub(in crate::file) fn at<T>(s: &Spanned<T>) -> (u64, u64) {
 pub(super) struct Scope<'a> {
     pub(super) entity: &'a str,
     pub(super) names: Vec<(String, Option<Ty>)>,
+    /// The entity's counter sums when they may not be read here (a writer's
+    /// checks, derives and counts): named in the error.
+    pub(super) sums: Vec<&'a str>,
 }
 
 impl Scope<'_> {
@@ -523,7 +526,30 @@ impl Compiler<'_> {
         Scope {
             entity: e.name,
             names,
+            sums: vec![],
         }
+    }
+
+    /// The scope of a writer's checks, derives and counts: its attributes
+    /// and key names, never its counter sums (the sums are written by the
+    /// counter's sync, after the record that changed them: a count reading
+    /// one would chain aggregates out of order).
+    pub(super) fn writer_scope<'a>(&self, e: &'a Entity) -> Scope<'a> {
+        let mut scope = self.scope(e);
+        let declared = |n: &str| {
+            e.attrs.iter().any(|a| a.name == n)
+                || e.computed().any(|c| c == n)
+                || e.binders().iter().any(|(b, _)| *b == n)
+        };
+        let sums: Vec<&'a str> = e
+            .counter
+            .iter()
+            .flat_map(|c| c.attrs.iter().copied())
+            .filter(|s| !declared(s))
+            .collect();
+        scope.names.retain(|(n, _)| !sums.contains(&n.as_str()));
+        scope.sums = sums;
+        scope
     }
 
     /// Compiles one CEL expression read in `scope`; reports unknown names
@@ -541,7 +567,17 @@ impl Compiler<'_> {
             Ok(x) => {
                 let mut ok = true;
                 for v in &x.variables {
-                    if !scope.has(v) {
+                    if scope.sums.contains(&v.as_str()) {
+                        let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
+                        self.err(
+                            p,
+                            format!(
+                                "{}: `{v}` in `{src}` is a sum jobstream keeps on `{}` (its `counter:`): checks, derives and counts read what the application writes, never a sum (sums do not chain); a parent's total that feeds another count is a `compute:` value",
+                                scope.entity, scope.entity
+                            ),
+                        );
+                        ok = false;
+                    } else if !scope.has(v) {
                         let hint = suggest(v, scope.names.iter().map(|(n, _)| n.as_str()))
                             .unwrap_or_default();
                         let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
