@@ -232,6 +232,8 @@ impl Query {
 struct Checker<'a> {
     source: &'a str,
     problems: &'a mut Vec<Problem>,
+    /// Named formats (`formats:`): a parameter may be of one.
+    formats: &'a [&'static super::formats::Format],
 }
 
 impl Checker<'_> {
@@ -318,15 +320,19 @@ impl Checker<'_> {
         let mut out = Vec::new();
         for (n, spec) in &raw.0 {
             let (ty, written) = match &spec.value {
-                AttrSpec::Named(t) => match Ty::named(t) {
+                AttrSpec::Named(t) => match super::formats::named(t, self.formats) {
                     Some(Ty::Set) | None => {
-                        let names = TYPE_NAMES.iter().filter(|t| **t != "set");
-                        let hint = suggest(t, names.clone().copied()).unwrap_or_default();
+                        let names = TYPE_NAMES
+                            .iter()
+                            .copied()
+                            .chain(self.formats.iter().map(|f| f.name))
+                            .filter(|t| *t != "set");
+                        let hint = suggest(t, names.clone()).unwrap_or_default();
                         self.err(
                             at(spec),
                             format!(
                                 "query `{q}`: parameter `{n}`: unknown type `{t}`{hint} (one of {}, or a list of values)",
-                                names.copied().collect::<Vec<_>>().join(", ")
+                                names.collect::<Vec<_>>().join(", ")
                             ),
                         );
                         continue;
@@ -406,10 +412,15 @@ pub fn compile(
     raw: &Ordered<Spanned<RawQuery>>,
     entities: &[Entity],
     table: &TableDef,
+    formats: &[&'static super::formats::Format],
     source: &str,
     problems: &mut Vec<Problem>,
 ) -> Vec<Query> {
-    let mut c = Checker { source, problems };
+    let mut c = Checker {
+        source,
+        problems,
+        formats,
+    };
     let mut out = Vec::new();
     for (name, rq) in &raw.0 {
         if let Some(q) = one(&mut c, name, rq, entities, table) {

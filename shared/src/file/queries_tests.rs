@@ -149,3 +149,24 @@ fn problems_say_line_and_column() {
     // Line 12 of the file, at `orgg` inside the quoted template.
     assert!(p.iter().any(|m| m.starts_with("12:23:")), "{p:#?}");
 }
+
+/// A named format is "used like a type" (README): as a query parameter's
+/// type too, checked on the value given (it was refused: unknown type).
+#[test]
+fn a_parameter_may_be_of_a_named_format() {
+    let text = BASE.replace(
+        "entities:",
+        "formats: { uid: { pattern: \"^[a-z0-9]+$\", max_bytes: 8 } }\nentities:",
+    ) + "  by_org:\n    params: { org: uid }\n    key: { PK: \"ORG#${org}\" }\n";
+    let m = crate::file::compile(&text, "t").unwrap_or_else(|p| panic!("{p:#?}"));
+    let arg = |v: &str| vec![("org".to_string(), v.to_string())];
+    assert!(super::super::query_run::bind(&m, "by_org", &arg("acme1")).is_ok());
+    let e = super::super::query_run::bind(&m, "by_org", &arg("Acme#1"))
+        .err()
+        .expect("not a uid");
+    assert!(e.to_string().contains("uid"), "{e}");
+    one_problem(
+        "  q:\n    params: { org: uidd }\n    key: { PK: \"ORG#${org}\" }\n",
+        "unknown type `uidd`",
+    );
+}

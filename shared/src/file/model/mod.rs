@@ -477,6 +477,7 @@ impl Compiler<'_> {
                 &q.value,
                 &entities,
                 &table,
+                &self.formats,
                 self.source,
                 &mut self.problems,
             ),
