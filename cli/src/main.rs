@@ -134,6 +134,17 @@ impl Target {
     }
 }
 
+/// Where `verify --repair` and `backfill` send a model's queue jobs.
+#[derive(clap::Args, Clone)]
+struct ToolSqs {
+    /// An SQS endpoint whose queues carry the definition's names, as
+    /// `jobstream dev` creates them (it prints `SQS endpoint:`); with
+    /// --stack, the stack's queues at this endpoint. Default: the region's
+    /// SQS, for --stack or QUEUE_URL_<LOGICAL>.
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS", value_name = "URL")]
+    sqs_endpoint: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Embedded engine + tables (+ queues on the local SQS) + the model's processors, until Ctrl-C.
@@ -220,6 +231,8 @@ enum Command {
         /// With --repair: show the repairs without applying them.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        sqs: ToolSqs,
     },
     /// Feed every existing item through the model's rules (adopting an
     /// existing table, a new rule, or a lost day of processing).
@@ -240,6 +253,8 @@ enum Command {
         /// Count what would be written, write nothing.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        sqs: ToolSqs,
     },
     /// Print the definitions the CDK stack deploys (JSON): tables, queues,
     /// processors and filters of every model (or of one model file).
@@ -576,10 +591,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             target,
             repair,
             dry_run,
+            sqs,
         } => {
             let model = target.model()?;
-            let config = tool_config(&target, &model).await?;
-            let p = tool_processors(&model, &config, endpoint.as_deref()).await?;
+            let config = tool_config(&target, &model, &sqs, repair && !dry_run).await?;
+            let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
             let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
             print_report(&report);
             if repair && !report.is_clean() {
@@ -616,10 +632,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rate,
             checkpoint,
             dry_run,
+            sqs,
         } => {
             let model = target.model()?;
-            let config = tool_config(&target, &model).await?;
-            let p = tool_processors(&model, &config, endpoint.as_deref()).await?;
+            let config = tool_config(&target, &model, &sqs, !dry_run).await?;
+            let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
             let opts = jobstream::tools::backfill::ScanOptions {
                 segments,
                 rate,
@@ -773,16 +790,49 @@ async fn run_query(
 
 /// A tool's configuration: [`Target::config`], with `--stack` the stack's
 /// queues for those `QUEUE_URL_<LOGICAL>` does not give.
-async fn tool_config(target: &Target, model: &Model) -> anyhow::Result<Config> {
+/// A tool's configuration. Its queues (`--stack`'s, `--sqs-endpoint`'s by
+/// name, or `QUEUE_URL_<LOGICAL>`) are resolved before anything is read;
+/// when the tool will enqueue (`writes`), a model queue without a URL is an
+/// error then, never after half the work.
+async fn tool_config(
+    target: &Target,
+    model: &Model,
+    sqs: &ToolSqs,
+    writes: bool,
+) -> anyhow::Result<Config> {
     let mut config = target.config(model);
-    if let (Some(stack), false) = (&target.stack, model.consumers.is_empty()) {
-        let e = std::env::var("AWS_ENDPOINT_URL_SQS").ok();
-        let c = sdk_config(e.as_deref(), 5).await;
+    if model.consumers.is_empty() {
+        return Ok(config);
+    }
+    let naming = match (&target.stack, &sqs.sqs_endpoint) {
+        (Some(stack), _) => Some(jobstream::local::deployed::QueueNames::Stack(stack)),
+        (None, Some(_)) => Some(jobstream::local::deployed::QueueNames::AsDefined),
+        (None, None) => None,
+    };
+    if let Some(naming) = naming {
+        let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
         require_region(&c, "SQS")?;
-        config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), model, Some(stack), |v| {
+        config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), model, naming, |v| {
             std::env::var(v).ok()
         })
         .await?;
+    }
+    let missing: Vec<String> = model
+        .queues()
+        .iter()
+        .filter(|q| !config.queues.contains_key(q.logical))
+        .map(|q| shared::lambda::queue_env(q.logical))
+        .collect();
+    if writes && !missing.is_empty() {
+        anyhow::bail!(
+            "model {} sends jobs to its queues, and {} ha{} no URL: give --stack S (the deployed \
+             queues), --sqs-endpoint URL (the queues by their names, as `jobstream dev` creates \
+             them: it prints `SQS endpoint:`), or {}; nothing was written",
+            model.name,
+            missing.join(", "),
+            if missing.len() == 1 { "s" } else { "ve" },
+            missing.join(" / ")
+        );
     }
     Ok(config)
 }
@@ -794,17 +844,19 @@ async fn tool_processors(
     model: &Model,
     config: &Config,
     endpoint: Option<&str>,
+    sqs: &ToolSqs,
 ) -> anyhow::Result<Processors> {
     let sdk = sdk_config(endpoint, 5).await;
     require_region(&sdk, "DynamoDB")?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     require_tables(&client, model, &config.table, &config.ledger_table).await?;
     let store = shared::store::Store::new(client);
-    let sqs = if model.consumers.is_empty() {
+    // An SQS client only where a queue has a URL: a `verify` that sends no
+    // job needs no SQS region.
+    let sqs = if config.queues.is_empty() {
         None
     } else {
-        let e = std::env::var("AWS_ENDPOINT_URL_SQS").ok();
-        let c = sdk_config(e.as_deref(), 5).await;
+        let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
         require_region(&c, "SQS")?;
         Some(aws_sdk_sqs::Client::new(&c))
     };
@@ -842,9 +894,12 @@ async fn run_deployed(
     };
     let queues = match &sqs_client {
         Some((c, _)) if has_queues => {
-            queue_urls(c, &model, target.stack.as_deref(), |v| {
-                std::env::var(v).ok()
-            })
+            queue_urls(
+                c,
+                &model,
+                jobstream::local::deployed::QueueNames::stack_or_env(target.stack.as_deref()),
+                |v| std::env::var(v).ok(),
+            )
             .await?
         }
         _ => Default::default(),

@@ -541,3 +541,82 @@ async fn a_remote_endpoint_without_a_region_is_a_startup_error() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("no AWS region for DynamoDB"), "{err}");
 }
+
+/// `backfill` of a model with queues and no queue URL stops before it
+/// reads or writes anything, saying how to give them (it used to apply half
+/// the table, then fail on the first job it had to send); `verify`, which
+/// sends no job, needs no SQS region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none() {
+    let (engine, client) = engine().await;
+    let social = shared::models::find("social").expect("social");
+    assert!(!social.consumers.is_empty(), "a model with queues");
+    ensure_table(&client, &social.table, social.table.name)
+        .await
+        .unwrap();
+    ensure_table(&client, &table::ledger(), "jobstream-ledger")
+        .await
+        .unwrap();
+    client
+        .put_item()
+        .table_name(social.table.name)
+        .set_item(Some(follow_item(
+            "ann",
+            "bob",
+            &Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+        )))
+        .send()
+        .await
+        .unwrap();
+    let no_region = || {
+        vec![
+            ("AWS_CONFIG_FILE".into(), "/nonexistent/config".into()),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+            ("AWS_REGION".into(), String::new()),
+            ("AWS_DEFAULT_REGION".into(), String::new()),
+        ]
+    };
+    let endpoint = engine.endpoint();
+    let out = jobstream(
+        args(&["backfill", "--endpoint", &endpoint, "--model", "social"]),
+        no_region(),
+    )
+    .await;
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("sends jobs to its queues") && err.contains("--sqs-endpoint"),
+        "{err}"
+    );
+    let scan = client
+        .scan()
+        .table_name(social.table.name)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scan.count(), 1, "nothing derived: only the follow");
+    let ledger = client
+        .scan()
+        .table_name("jobstream-ledger")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ledger.count(), 0, "nothing recorded");
+
+    let out = jobstream(
+        args(&["verify", "--endpoint", &endpoint, "--model", "social"]),
+        no_region(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        !stderr(&out).contains("no AWS region for SQS"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        text.contains("drift"),
+        "verify ran: {text} {}",
+        stderr(&out)
+    );
+}

@@ -149,14 +149,31 @@ pub async fn require_tables(
     )
 }
 
+/// How a model's queues are named where [`queue_urls`] looks them up.
+#[derive(Debug, Clone, Copy)]
+pub enum QueueNames<'a> {
+    /// `QUEUE_URL_<LOGICAL>` only.
+    EnvOnly,
+    /// A deployed stack's, named by [`STACK_NAMES`].
+    Stack(&'a str),
+    /// The definition's own names, as `jobstream dev` creates them.
+    AsDefined,
+}
+
+impl<'a> QueueNames<'a> {
+    pub fn stack_or_env(stack: Option<&'a str>) -> Self {
+        stack.map_or(QueueNames::EnvOnly, QueueNames::Stack)
+    }
+}
+
 /// Where each of a model's queues is: `QUEUE_URL_<LOGICAL>` (what the
-/// Lambdas get; `env` looks a variable up), else the stack's queue named by
-/// [`STACK_NAMES`] (resolved with GetQueueUrl). A queue with neither is an
-/// error naming its variable.
+/// Lambdas get; `env` looks a variable up), else the queue `naming` names
+/// (resolved with GetQueueUrl). A queue with neither is an error naming its
+/// variable.
 pub async fn queue_urls(
     sqs: &aws_sdk_sqs::Client,
     model: &Model,
-    stack: Option<&str>,
+    naming: QueueNames<'_>,
     env: impl Fn(&str) -> Option<String>,
 ) -> anyhow::Result<BTreeMap<String, String>> {
     let mut urls = BTreeMap::new();
@@ -167,14 +184,19 @@ pub async fn queue_urls(
             urls.insert(def.logical.to_string(), url);
             continue;
         }
-        let Some(stack) = stack else {
-            problems.push(format!(
-                "queue {} (consumer {}): no URL; set {var} (as the stack's functions get it) or --stack",
-                def.logical, def.consumer
-            ));
-            continue;
+        let (name, at) = match naming {
+            QueueNames::EnvOnly => {
+                problems.push(format!(
+                    "queue {} (consumer {}): no URL; set {var} (as the stack's functions get it) or --stack",
+                    def.logical, def.consumer
+                ));
+                continue;
+            }
+            QueueNames::Stack(stack) => {
+                (STACK_NAMES.queue(stack, def.name), format!("stack {stack}"))
+            }
+            QueueNames::AsDefined => (def.name.to_string(), "the SQS endpoint".to_string()),
         };
-        let name = STACK_NAMES.queue(stack, def.name);
         match sqs.get_queue_url().queue_name(&name).send().await {
             Ok(out) => {
                 let url = out.queue_url().context("GetQueueUrl without a URL")?;
@@ -185,7 +207,7 @@ pub async fn queue_urls(
                     .is_some_and(|e| e.is_queue_does_not_exist()) =>
             {
                 problems.push(format!(
-                    "queue {} (consumer {}): stack {stack} has no queue {name}",
+                    "queue {} (consumer {}): {at} has no queue {name}",
                     def.logical, def.consumer
                 ));
             }

@@ -359,10 +359,8 @@ impl Env {
         .map_err(err)?;
         // CEL's stdlib here lists `max`/`min` among its functions but does
         // not declare them: the crate's own, declared (a list or arguments).
-        root.add_function("max", cel::functions::max)
-            .map_err(err)?;
-        root.add_function("min", cel::functions::min)
-            .map_err(err)?;
+        root.add_function("max", cel::functions::max).map_err(err)?;
+        root.add_function("min", cel::functions::min).map_err(err)?;
         root.add_function(
             "iso",
             |secs: i64| -> Result<Arc<String>, cel::ExecutionError> {

@@ -526,6 +526,8 @@ entities:
     assert_one(&p, 15, 18, "`total` in `total >= 0`");
     assert_one(&p, 19, 48, "a `compute:` value");
     // The same file reading an attribute instead compiles.
-    let fixed = text.replace("? total : 0", "? 1 : 0").replace("total >= 0", "true");
+    let fixed = text
+        .replace("? total : 0", "? 1 : 0")
+        .replace("total >= 0", "true");
     assert_eq!(compile(&fixed, "t").err(), None);
 }
