@@ -1031,10 +1031,31 @@ fn report(diffs: Vec<String>) -> ExitCode {
     }
 }
 
+/// The commands that print and exit end quietly when their reader goes
+/// (`jobstream tables | head -1`), as Unix filters do, instead of panicking
+/// in `println!`: SIGPIPE gets its default action back. The long-running
+/// ones keep Rust's (ignored), which their sockets need.
+fn quiet_on_a_closed_pipe(command: &Command) {
+    #[cfg(unix)]
+    if matches!(
+        command,
+        Command::Tables { .. }
+            | Command::Graph { .. }
+            | Command::Models
+            | Command::Query { .. }
+            | Command::CheckModel { .. }
+            | Command::Import { .. }
+            | Command::Explain { .. }
+    ) {
+        sigpipe::reset();
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logs();
     let cli = Cli::parse();
+    quiet_on_a_closed_pipe(&cli.command);
     if let Command::Dev { target, .. } | Command::Run { target, .. } = &cli.command {
         if target.model.model_file.is_none() && models::find(&target.model.model).is_err() {
             eprintln!(

@@ -131,3 +131,22 @@ fn demo_prints_only_its_report_on_stdout_even_while_installing_the_local_sqs() {
         "{text}"
     );
 }
+
+/// `jobstream tables | head -1`: the reader goes before the output is
+/// written; the command ends without a panic (it printed one with a
+/// backtrace: `failed printing to stdout: Broken pipe`).
+#[test]
+fn a_printing_command_whose_reader_is_gone_ends_quietly() {
+    let mut child = std::process::Command::new(jobstream_bin())
+        .args(["tables"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jobstream runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.status.success(), "the write failed: {:?}", out.status);
+}
