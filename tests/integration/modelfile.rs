@@ -380,7 +380,11 @@ async fn a_scenario_that_is_not_met_says_what_differs() {
         .await
         .expect("plays");
     assert_eq!(diffs.len(), 3, "{diffs:#?}");
-    assert!(diffs[0].contains("headcount"), "{}", diffs[0]);
+    assert!(
+        diffs[0].ends_with("`headcount` is 0, expected 3"),
+        "values as JSON: {}",
+        diffs[0]
+    );
     assert!(diffs[1].starts_with("missing"), "{}", diffs[1]);
     assert!(
         diffs[2].starts_with("present, expected absent"),

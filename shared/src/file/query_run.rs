@@ -305,6 +305,13 @@ pub fn cell(v: Option<&AttributeValue>) -> String {
     }
 }
 
+/// One attribute in a message: JSON (`"bob"`, `12`, `null`, `["a","b"]`),
+/// or `absent`.
+pub fn shown(v: Option<&AttributeValue>) -> String {
+    v.map(|v| serde_json::to_string(&json_of(v)).unwrap_or_else(|_| "?".into()))
+        .unwrap_or_else(|| "absent".into())
+}
+
 /// The columns of a query's items: the table's keys, the index's keys,
 /// then the query's `attributes` (or every other attribute, sorted).
 pub fn columns(m: &FileModel, q: &Query, items: &[Item]) -> Vec<String> {

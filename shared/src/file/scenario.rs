@@ -482,6 +482,7 @@ async fn play_step(
     key_names: &[&str],
 ) -> Result<Vec<String>, BoxError> {
     let table = h.table().to_string();
+    let mut written = 0usize;
     for w in s.writes {
         let expanded;
         let writes: &[Write] = match w {
@@ -492,24 +493,32 @@ async fn play_step(
             one => std::slice::from_ref(one),
         };
         for w in writes {
+            written += 1;
             match w {
                 Write::Put(m) => {
+                    let it = item(m);
+                    let what = format!(
+                        "scenario write {written} (put {})",
+                        display_key(&key_of(&it, key_names))
+                    );
                     h.dynamodb()
                         .put_item()
                         .table_name(&table)
-                        .set_item(Some(item(m)))
+                        .set_item(Some(it))
                         .send()
                         .await
-                        .context("scenario put")?;
+                        .context(&what)?;
                 }
                 Write::Delete(m) => {
+                    let key = key_of(&item(m), key_names);
+                    let what = format!("scenario write {written} (delete {})", display_key(&key));
                     h.dynamodb()
                         .delete_item()
                         .table_name(&table)
-                        .set_key(Some(key_of(&item(m), key_names)))
+                        .set_key(Some(key))
                         .send()
                         .await
-                        .context("scenario delete")?;
+                        .context(&what)?;
                 }
                 // `expand` gives puts and deletes only.
                 Write::Repeat(_) => {}
@@ -538,9 +547,10 @@ async fn play_step(
                     let absent = matches!(v, AttributeValue::Null(_)) && !got.contains_key(a);
                     if !absent && got.get(a) != Some(v) {
                         diffs.push(format!(
-                            "{}: `{a}` is {:?}, expected {v:?}",
+                            "{}: `{a}` is {}, expected {}",
                             display_key(&key),
-                            got.get(a)
+                            super::query_run::shown(got.get(a)),
+                            super::query_run::shown(Some(v))
                         ));
                     }
                 }
