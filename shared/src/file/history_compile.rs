@@ -227,11 +227,15 @@ impl Compiler<'_> {
                 format!("history: `{}` is the processor's (the mirror of the entry count): remove it from `{}`'s attributes", a.name, re.name),
             );
         }
+        // What the processor writes onto a writer's item: its projection,
+        // its `compute:` values and its counter sums.
         let processor_owned = |e: &Entity| -> Vec<&'static str> {
             let mut out = vec![table.pk, table.sk];
             if let Some(p) = &e.project {
                 out.extend(p.attrs.iter().map(|(n, _)| *n));
             }
+            out.extend(e.computed());
+            out.extend(e.counter.iter().flat_map(|c| c.attrs.iter().copied()));
             out
         };
         let mut root_excluded = processor_owned(re);
