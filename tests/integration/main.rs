@@ -11,6 +11,7 @@ mod explain;
 mod faults;
 mod fidelity;
 mod file_board;
+mod file_history;
 mod file_once;
 mod file_sets;
 mod fixtures;

@@ -53,10 +53,16 @@ impl<R: FoldRules> FoldProcessor<R> {
         }
         let starts = self.rules.starts_aggregate(change);
         let removes = self.rules.removes_root(change);
-        if l.version == 0 && !l.dirty && (starts || removes) {
-            // First seen creating or deleting its root: the state is the
-            // items the table held just before this change (children that
-            // predate the stream; the incarnation a deletion removes).
+        // A member written just before its root: the root's creation is
+        // still ahead in this batch, so the root the table holds now is not
+        // one that predates the stream: nothing to adopt.
+        let created_later =
+            !starts && !removes && rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c));
+        if l.version == 0 && !l.dirty && (starts || removes || created_later) {
+            // First seen creating or deleting its root, or before its
+            // creation: the state is the items the table held just before
+            // this change (children that predate the stream; the
+            // incarnation a deletion removes).
             let (mut state, touched) = self.state_before(agg, rest).await.map_err(at)?;
             if starts {
                 // A creation starts the history afresh; parts read that no
