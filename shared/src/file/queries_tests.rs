@@ -163,7 +163,7 @@ fn a_parameter_may_be_of_a_named_format() {
     assert!(super::super::query_run::bind(&m, "by_org", &arg("acme1")).is_ok());
     let e = super::super::query_run::bind(&m, "by_org", &arg("Acme#1"))
         .err()
-        .expect("not a uid");
+        .unwrap_or_else(|| panic!("not a uid"));
     assert!(e.to_string().contains("uid"), "{e}");
     one_problem(
         "  q:\n    params: { org: uidd }\n    key: { PK: \"ORG#${org}\" }\n",
