@@ -128,4 +128,18 @@ async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
         "{:#?}",
         none.lines
     );
+
+    // A counted loan that turns into bad input keeps what it counted (the
+    // engine and verify agree); explain said the sources imply 0 of it.
+    put(&env.rt, loan("ann", BOOK, 90, "open")).await;
+    env.rt.drain().await.expect("drains");
+    assert!(env.rt.verify().await.expect("verify").problems.is_empty());
+    let kept = ask(&env, "M#ann", "COUNT").await;
+    for line in [
+        format!("counted by PK=M#ann, SK=LOAN#{BOOK} (loan) through `count:` of loan: open +1, total +1 (bad input now: what its last valid state counted)"),
+        "open: the sources imply 1; the item holds 1; the ledger's total is 1".to_string(),
+        "total: the sources imply 2; the item holds 2; the ledger's total is 2".to_string(),
+    ] {
+        assert!(has(&kept, &line), "missing `{line}` in {:#?}", kept.lines);
+    }
 }

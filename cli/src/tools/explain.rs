@@ -441,30 +441,58 @@ async fn explain_counter(
     let id = item_id(key);
     let mut sums: BTreeMap<String, i64> = attrs.iter().map(|a| (a.to_string(), 0)).collect();
     for src in crate::tools::verify::scan_all(t.client, t.table).await? {
-        let Ok(cs) = model.rules.contributions(&src) else {
-            continue;
+        let sk = key_of(&src, names);
+        // A source that is bad input now keeps what its last valid state
+        // counted (as the engine and `verify` count it): the ledger's record.
+        let (values, bad): (Vec<(String, i64)>, bool) = match model.rules.contributions(&src) {
+            Ok(cs) => (
+                cs.iter()
+                    .filter(|c| item_id(&c.counter.key_item()) == id)
+                    .flat_map(|c| c.values.iter().map(|(a, v)| (a.to_string(), *v)))
+                    .collect(),
+                false,
+            ),
+            Err(_) => match get(t, t.ledger, &source_key("derive", &sk)).await? {
+                Some(rec) => (
+                    Implied::from_record(&rec)
+                        .map(|i| {
+                            i.contributions
+                                .get(&id)
+                                .map(|(_, amounts)| amounts.clone().into_iter().collect())
+                                .unwrap_or_default()
+                        })
+                        .unwrap_or_default(),
+                    true,
+                ),
+                None => (vec![], true),
+            },
         };
-        for c in cs.iter().filter(|c| item_id(&c.counter.key_item()) == id) {
-            let sk = key_of(&src, names);
-            let e = entity_of(file, &sk);
-            for (a, v) in &c.values {
-                *sums.entry(a.to_string()).or_default() += v;
-            }
-            x.line(format!(
-                "counted by {} ({}) through {}: {}",
-                display_key(&sk),
-                e.unwrap_or("source"),
-                match e {
-                    Some(e) if file.is_some() => format!("`count:` of {e}"),
-                    _ => "the model's count rule".into(),
-                },
-                c.values
-                    .iter()
-                    .map(|(a, v)| format!("{a} {v:+}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+        if values.is_empty() {
+            continue;
         }
+        let e = entity_of(file, &sk);
+        for (a, v) in &values {
+            *sums.entry(a.clone()).or_default() += v;
+        }
+        x.line(format!(
+            "counted by {} ({}) through {}: {}{}",
+            display_key(&sk),
+            e.unwrap_or("source"),
+            match e {
+                Some(e) if file.is_some() => format!("`count:` of {e}"),
+                _ => "the model's count rule".into(),
+            },
+            values
+                .iter()
+                .map(|(a, v)| format!("{a} {v:+}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if bad {
+                " (bad input now: what its last valid state counted)"
+            } else {
+                ""
+            }
+        ));
     }
     let totals = get(t, t.ledger, &total_key("derive", key)).await?;
     for (a, sum) in &sums {
