@@ -306,7 +306,10 @@ async fn a_count_the_compiled_tracker_left_is_counted_on() {
         .create_application("a3", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer.set_archived("a1", true, &t.next()).await.unwrap();
+    env.writer
+        .set_archived("a1", true, &t.next())
+        .await
+        .unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(count(&env).await, Some(2));
     assert_verified(&env).await;
