@@ -595,6 +595,15 @@ async fn the_tracker_access_patterns_return_what_the_scenario_implies() {
     env.engine.stop().await;
 }
 
+/// models/pickem.scenario.yaml (the compiled Pick'Em demo as a scenario):
+/// every score and standing after each round, and the five screens (and
+/// every other partition, whole) as the facts imply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pickem_scenario_file_plays_clean() {
+    let env = play_shipped("pickem").await;
+    env.engine.stop().await;
+}
+
 /// The Pick'Em access patterns (`models/pickem.yaml`, the seed's five)
 /// after the Pick'Em demo through the file: events newest first, standings
 /// highest first, an event listing with one user's predictions only (the
