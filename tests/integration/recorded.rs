@@ -71,6 +71,12 @@ pub fn check(name: &str, got: &Value) {
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let want: Value = serde_json::from_str(&text).expect("recorded json");
     if &want != got {
+        if let (Value::Array(w), Value::Array(g)) = (&want, got) {
+            for (i, (w, g)) in w.iter().zip(g).enumerate() {
+                assert_eq!(g, w, "{name}: entry {i} differs from the recording");
+            }
+            assert_eq!(g.len(), w.len(), "{name}: entries recorded");
+        }
         if let (Value::Object(w), Value::Object(g)) = (&want, got) {
             for (k, v) in w {
                 assert_eq!(
