@@ -1,6 +1,7 @@
 //! Embeds the models shipped in the repository's `models/`: every `*.yaml`
 //! there as `shared::file::SHIPPED`, and their `*.scenario.yaml` demos as
-//! `shared::file::SHIPPED_SCENARIOS`, without any Rust naming a model
+//! `shared::file::SHIPPED_SCENARIOS`, and the one-line `models/default` as
+//! `shared::models::DEFAULT_MODEL`, without any Rust naming a model
 //! (SPEC §8.1). `models/examples/` is not shipped.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,18 @@ fn main() {
         .into_iter()
         .partition(|p| p.to_string_lossy().ends_with(".scenario.yaml"));
     let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).to_path_buf();
+    // `models/default`: one line, the model commands and the stack use
+    // when none is named (`shared::models::DEFAULT_MODEL`).
+    let default = std::fs::read_to_string(dir.join("default")).unwrap_or_default();
+    let default = default.trim();
+    assert!(
+        models
+            .iter()
+            .any(|p| p.file_stem().is_some_and(|s| s == default)),
+        "models/default names `{default}`, which is no models/NAME.yaml"
+    );
+    std::fs::write(out.join("default_model.rs"), format!("{default:?}"))
+        .expect("writes the default model");
     for (list, target) in [
         (&models, "shipped_models.rs"),
         (&scenarios, "shipped_scenarios.rs"),

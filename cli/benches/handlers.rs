@@ -32,8 +32,13 @@ use jobstream::meter::Meter;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::json;
 use shared::item::{n, s};
-use shared::models::tracker::scenario::Clock;
-use shared::models::tracker::writer::TrackerWriter;
+
+/// The tracker's writes as an application makes them (shared with the
+/// integration tests).
+#[allow(dead_code)]
+#[path = "../../tests/integration/apps.rs"]
+mod apps;
+use apps::{AppWriter as TrackerWriter, Clock};
 
 async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> {
     let mut tasks = Vec::new();

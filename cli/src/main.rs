@@ -531,7 +531,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         .await
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                     diffs.extend(dead.into_iter().map(|d| format!("dead letters: {d}")));
-                    println!("processor writes: {}", rt.processor_writes());
+                    let writes = rt.processor_writes();
+                    println!("processor writes: {writes}");
+                    // A second drain proves the fixpoint: no record, no write.
+                    let more = rt.drain().await?;
+                    if more != 0 || rt.processor_writes() != writes {
+                        diffs.push(format!(
+                            "no fixpoint: {more} more record(s), {} more write(s) after draining",
+                            rt.processor_writes() - writes
+                        ));
+                    }
+                    if let Some(want) = s.processor_writes.filter(|w| *w != writes) {
+                        diffs.push(format!("processor writes: {writes}, expected {want}"));
+                    }
                     diffs.extend(demo_verify(&mut rt).await?);
                     diffs
                 }

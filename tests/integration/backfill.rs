@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use crate::apps::IMPORTED;
+use crate::apps::{play, Clock};
 use jobstream::tools::backfill::{BackfillTotals, ScanOptions, ScanReport};
 use jobstream::tools::verify::repair;
 use shared::item::{n, s, ItemExt};
-use shared::models::tracker::history::IMPORTED;
-use shared::models::tracker::scenario::{play, Clock};
 
 use crate::support::{count, descriptions, env, partition, Env};
 

@@ -32,13 +32,15 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
             "retrying cannot help: skip with log"
         );
     }
-    // missing image, wrong type, invalid enum, unknown entity
+    // missing image, wrong type, invalid enum; the unknown entity is
+    // derive's to count (the history reads only its aggregates' keys, and
+    // its deployed filter drops every other key before it runs).
     assert_eq!(
         env.rt
             .stream_processor("history")
             .metrics()
             .get(names::BAD_INPUT),
-        4
+        3
     );
     assert_eq!(
         env.rt
@@ -58,8 +60,8 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
     assert!(!unknown[0].contains_key("GSI1PK"));
     assert_eq!(
         count(&env).await,
-        Some(2),
-        "the good application, and the one whose status is invalid: counting needs only isArchived"
+        Some(1),
+        "the good application only: one whose status is invalid is bad input whole (SPEC §2.7)"
     );
 }
 
@@ -87,22 +89,12 @@ async fn a_record_without_sequence_number_fails_the_whole_batch_deliberately() {
 async fn invalid_items_written_to_the_table_get_no_derived_data() {
     let mut env = env().await;
     let w = env.writer.clone();
-    let mut bad_enum = shared::models::tracker::writer::application(
-        "e",
-        "Co",
-        "Role",
-        "ghosted",
-        "2026-11-01T09:00:00.000Z",
-    );
+    let mut bad_enum =
+        crate::apps::application("e", "Co", "Role", "ghosted", "2026-11-01T09:00:00.000Z");
     bad_enum.insert("notes".into(), s("kept private"));
     w.put(bad_enum).await.unwrap();
-    let mut wrong_type = shared::models::tracker::writer::application(
-        "t",
-        "Co",
-        "Role",
-        "applied",
-        "2026-11-01T09:00:00.000Z",
-    );
+    let mut wrong_type =
+        crate::apps::application("t", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
     wrong_type.insert("isArchived".into(), s("no"));
     w.put(wrong_type).await.unwrap();
     w.create_application("ok", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
@@ -114,9 +106,10 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
         assert_eq!(items.len(), 1, "no history for {id}");
         assert!(!items[0].contains_key("GSI1PK"), "no GSI keys for {id}");
     }
-    // An invalid status is bad input for the GSI keys (none written) but
-    // not for the count, which needs only `isArchived`: "e" counts.
-    assert_eq!(count(&env).await, Some(2));
+    // An invalid status is bad input whole (SPEC §2.7): no GSI keys, no
+    // history, not counted ("ok" alone counts; the compiled tracker counted
+    // "e" too, as models/tracker.md says).
+    assert_eq!(count(&env).await, Some(1));
     assert!(env.rt.failed_batches().is_empty());
     assert_eq!(
         env.rt
@@ -135,8 +128,7 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
         .await
         .unwrap();
     for i in 0..210 {
-        let mut st =
-            shared::models::tracker::writer::stage("huge", &format!("s{i:03}"), "Round", i);
+        let mut st = crate::apps::stage("huge", &format!("s{i:03}"), "Round", i);
         st.insert("notes".into(), s("n".repeat(2000)));
         w.put(st).await.unwrap();
     }

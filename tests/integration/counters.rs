@@ -64,9 +64,9 @@ fn bad_input(env: &ModelEnv) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trackers_meta_count_deleted_by_a_writer_comes_back_from_the_stream_alone() {
-    use shared::models::tracker::{keys, writer::TrackerWriter};
+    use crate::apps::{keys, AppWriter};
     let mut env = model_env("tracker", |_| {}).await;
-    let w = TrackerWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
+    let w = AppWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
     for id in ["a", "b"] {
         w.create_application(id, "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
             .await

@@ -101,7 +101,7 @@ fn failures_file() -> String {
 async fn run_verify_and_backfill_never_create_a_missing_table_and_name_it() {
     let (engine, client) = engine().await;
     let endpoint = engine.endpoint();
-    let tracker = shared::models::tracker::table().name;
+    let tracker = shared::models::find("tracker").expect("shipped").table.name;
     let file = failures_file();
     let run = jobstream(
         args(&[
@@ -174,7 +174,7 @@ async fn run_verify_and_backfill_never_create_a_missing_table_and_name_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_refuses_a_table_without_its_stream_and_a_ledger_without_ttl() {
     let (engine, client) = engine().await;
-    let model = shared::models::tracker::table();
+    let model = shared::models::find("tracker").expect("shipped").table;
     let no_stream = TableDef {
         stream: false,
         ..model.clone()
@@ -478,13 +478,8 @@ async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unwritable_on_failure_file_is_refused_at_startup() {
     let (engine, client) = engine().await;
-    ensure_table(
-        &client,
-        &shared::models::tracker::table(),
-        shared::models::tracker::table().name,
-    )
-    .await
-    .unwrap();
+    let tracker = shared::models::find("tracker").expect("shipped").table;
+    ensure_table(&client, &tracker, tracker.name).await.unwrap();
     ensure_table(&client, &table::ledger(), "jobstream-ledger")
         .await
         .unwrap();

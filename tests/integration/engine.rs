@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::apps::Clock;
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::engine::setjob::{apply, Reads, SetJob as _};
@@ -13,7 +14,6 @@ use shared::models::jobboard::keys as bkeys;
 use shared::models::jobboard::messages::{encode, SuggestionJob};
 use shared::models::jobboard::suggestions::Suggestions;
 use shared::models::jobboard::writer::{days_ago, JobBoardWriter};
-use shared::models::tracker::scenario::Clock;
 
 use crate::support::{count, env, model_env, records_of, stream_event, Env, ModelEnv};
 
@@ -126,13 +126,8 @@ async fn an_item_inserted_and_removed_in_one_batch_leaves_a_tombstone_a_stale_ba
     w.create_application("gone", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
         .await
         .unwrap();
-    let stale = shared::models::tracker::writer::application(
-        "gone",
-        "Co",
-        "Role",
-        "applied",
-        "2026-11-01T09:00:00.000Z",
-    );
+    let stale =
+        crate::apps::application("gone", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
     w.delete_application("gone").await.unwrap();
     env.rt.drain().await.unwrap();
     // The engine recorded that the item implies nothing now (with a TTL).
@@ -297,10 +292,7 @@ async fn behind_proxy(model: &str) -> (ModelEnv, jobstream::faults::FaultProxy) 
 async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery() {
     use jobstream::faults::Fault;
     let (menv, proxy) = behind_proxy("tracker").await;
-    let writer = shared::models::tracker::writer::TrackerWriter::new(
-        menv.rt.dynamodb.clone(),
-        &menv.rt.config.table,
-    );
+    let writer = crate::apps::AppWriter::new(menv.rt.dynamodb.clone(), &menv.rt.config.table);
     let env = Env {
         engine: menv.engine,
         rt: menv.rt,
@@ -351,8 +343,7 @@ async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery(
 async fn a_replay_sends_no_write_request_from_any_processor() {
     use jobstream::faults::Fault;
     let (ModelEnv { engine, mut rt }, proxy) = behind_proxy("tracker").await;
-    let writer =
-        shared::models::tracker::writer::TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let writer = crate::apps::AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let mut t = Clock::new();
     for i in 0..4 {
         let id = format!("r{i}");

@@ -2,10 +2,10 @@
 //! when retries run out the record is reported and succeeds on redelivery;
 //! when redelivery keeps failing, records reach the on-failure destination.
 
+use crate::apps::play;
+use crate::apps::{differences, observe};
 use jobstream::faults::Fault;
 use shared::metrics::names;
-use shared::models::tracker::demo::{differences, observe};
-use shared::models::tracker::scenario::play;
 
 use crate::support::{assert_verified, env_behind_proxy, raw_records};
 

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::apps::keys;
+use crate::apps::Clock;
 use aws_sdk_sqs::types::QueueAttributeName;
 use jobstream::local::esm::StartingPosition;
 use jobstream::local::iam::{recorder, Resource};
@@ -19,8 +21,6 @@ use shared::item::{n, s, Item, ItemExt};
 use shared::lambda::StreamHandler;
 use shared::metrics::names;
 use shared::models;
-use shared::models::tracker::keys;
-use shared::models::tracker::scenario::Clock;
 
 use crate::support::{assert_verified, count, descriptions, env_with, model_env, partition, Env};
 
@@ -369,16 +369,9 @@ async fn adoption_calls(rt: &mut Runtime) {
     if rt.model.fold.is_none() {
         return;
     }
-    let writer =
-        shared::models::tracker::writer::TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let writer = crate::apps::AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let mut t = Clock::new();
-    let item = shared::models::tracker::writer::application(
-        "adopt-me",
-        "Acme",
-        "Engineer",
-        "applied",
-        &t.next(),
-    );
+    let item = crate::apps::application("adopt-me", "Acme", "Engineer", "applied", &t.next());
     // Written, then its stream records forgotten by the fold's state: the
     // HEAD is deleted as if the fold had never seen it.
     writer.put(item).await.unwrap();

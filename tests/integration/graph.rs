@@ -34,7 +34,12 @@ fn shipped() -> Vec<(String, String, String)> {
             file_graph(&loaded.model),
         ));
     }
+    // The models still compiled from Rust (a shipped file is shown above).
     for m in shared::models::registry() {
+        let source = shared::models::Source::Name(m.name.to_string());
+        if matches!(shared::models::file_of(&source), Ok(Some(_))) {
+            continue;
+        }
         out.push((
             format!("<code>{}</code> (Rust)", m.name),
             format!("jobstream graph --model {}", m.name),

@@ -3,15 +3,15 @@
 //! repairs racing commits, an application deleted and re-created under the
 //! same id, and a removal of an application with many stages.
 
+use crate::apps::keys;
+use crate::apps::Clock;
+use crate::apps::IMPORTED;
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::tools::backfill::ScanOptions;
 use jobstream::tools::verify::{repair, scan_all};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{s, Item, ItemExt};
-use shared::models::tracker::history::IMPORTED;
-use shared::models::tracker::keys;
-use shared::models::tracker::scenario::Clock;
 
 use crate::support::{descriptions, env, partition, raw_records, Env};
 

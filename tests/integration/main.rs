@@ -1,6 +1,7 @@
 //! Integration tests: the processors against the embedded DynamoDB engine
 //! (Dynoxide over HTTP, through the AWS SDK), one fresh engine per test.
 
+mod apps;
 mod backfill;
 mod bad_input;
 mod cli;
@@ -31,6 +32,7 @@ mod pickem;
 mod pickem_file;
 mod queries;
 mod queues;
+mod recorded;
 mod redelivery;
 mod social;
 mod social_file;
@@ -38,6 +40,6 @@ mod stream_consumer;
 mod support;
 mod tables;
 mod tracker;
-mod tracker_file;
-mod tracker_file_races;
+mod tracker_races;
+mod tracker_recorded;
 mod ttl;

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use crate::apps::AppWriter;
 use jobstream::local::engine::{sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
 use jobstream::local::lease::CheckpointConfig;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
-use shared::models::tracker::writer::TrackerWriter;
 
 use crate::support::{run_in_background, TIME_SCALE};
 
@@ -57,7 +57,7 @@ async fn a_shard_retrying_a_failing_record_reports_a_rising_iterator_age_on_metr
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     rt.metrics_listener = Some(listener);
-    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let bg = run_in_background(rt);
     assert_eq!(get(addr, "/healthz").await, (200, "ok\n".to_string()));
     tokio::time::timeout(HANG_GUARD, async {

@@ -546,6 +546,61 @@ fn check_model_places_a_query_mistake() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tracker_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("tracker").await;
+    // The binary, by the model's name, each access pattern as JSON.
+    let endpoint = env.engine.endpoint();
+    let ask = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec![
+            "query",
+            "--model",
+            "tracker",
+            "--endpoint",
+            &endpoint,
+            "--json",
+        ];
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        v.as_array().expect("a list").clone()
+    };
+    let field = |items: &[serde_json::Value], a: &str| -> Vec<serde_json::Value> {
+        items.iter().map(|i| i[a].clone()).collect()
+    };
+    let app = ask(&["application", "id=acme"]);
+    assert_eq!(field(&app, "SK")[0], "APP#acme", "the application first");
+    assert_eq!(
+        app.len(),
+        1 + 1 + 8,
+        "the application, its stage, 8 entries"
+    );
+    assert_eq!(
+        field(&ask(&["stages", "id=acme"]), "name"),
+        ["Phone screen"]
+    );
+    let history = ask(&["history", "id=initech"]);
+    assert_eq!(field(&history, "sequence"), [3, 2, 1], "newest first");
+    assert_eq!(
+        field(
+            &ask(&["by_status", "status=unsubmitted", "archived=1"]),
+            "companyName"
+        ),
+        ["Globex"]
+    );
+    assert_eq!(
+        field(&ask(&["active"]), "companyName"),
+        ["Acme", "Initech"],
+        "latest update first"
+    );
+    assert_eq!(field(&ask(&["count"]), "count"), [2]);
+    env.engine.stop().await;
+}
+
+/// models/pickem.scenario.yaml (the compiled Pick'Em demo as a scenario):
+/// every score and standing after each round, and the five screens (and
+/// every other partition, whole) as the facts imply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pickem_scenario_file_plays_clean() {
+    let env = play_shipped("pickem").await;
     env.engine.stop().await;
 }
 

@@ -1,12 +1,12 @@
 //! At-least-once delivery: duplicates and retries after a failure in the
 //! middle of a batch leave exactly the state of a single delivery.
 
+use crate::apps::play;
+use crate::apps::{differences, observe};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::Fault;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::metrics::names;
-use shared::models::tracker::demo::{differences, observe};
-use shared::models::tracker::scenario::play;
 
 use crate::support::{assert_verified, env, env_behind_proxy, stream_event, Env};
 
@@ -27,10 +27,7 @@ fn from_sequence(event: &Event, seq: &str) -> Event {
     e
 }
 
-async fn assert_scenario_exact(
-    env: &mut Env,
-    expected: &shared::models::tracker::scenario::Expected,
-) {
+async fn assert_scenario_exact(env: &mut Env, expected: &crate::apps::Expected) {
     env.rt.drain().await.unwrap();
     let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
         .await

@@ -7,6 +7,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::apps::AppWriter;
+use crate::apps::{differences, observe};
+use crate::apps::{play, Expected};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::local::engine::{sdk_config, LocalEngine};
 use jobstream::local::esm::{
@@ -15,9 +18,6 @@ use jobstream::local::esm::{
 use jobstream::local::lease::{checkpoint_pk, CheckpointConfig};
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::metrics::names;
-use shared::models::tracker::demo::{differences, observe};
-use shared::models::tracker::scenario::{play, Expected};
-use shared::models::tracker::writer::TrackerWriter;
 
 use crate::support::{raw_records, run_in_background, Env};
 
@@ -57,7 +57,7 @@ async fn env(owner: &str, lease_ttl: Duration) -> Env {
         .await
         .expect("engine starts");
     let rt = run_process(&engine, owner, lease_ttl).await;
-    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Env { engine, rt, writer }
 }
 
@@ -535,7 +535,7 @@ async fn a_stream_batch_within_the_deployed_timeout_is_not_cut_by_the_scaled_clo
     ] {
         proxy.inject(Fault::slow(op, 1, Duration::from_millis(1500)));
     }
-    let w = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let w = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     w.create_application("slow", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
         .await
         .unwrap();

@@ -2,6 +2,8 @@
 
 use std::sync::OnceLock;
 
+use crate::apps::keys;
+use crate::apps::AppWriter;
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::FaultProxy;
 use jobstream::local::engine::LocalEngine;
@@ -10,8 +12,6 @@ use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use jobstream::local::sqs_server::LocalSqs;
 use serde_json::{json, Value};
 use shared::item::{Item, ItemExt};
-use shared::models::tracker::keys;
-use shared::models::tracker::writer::TrackerWriter;
 use shared::store::Backoff;
 
 /// Every duration of the deployed definition (function timeouts, SQS
@@ -116,7 +116,7 @@ pub async fn put(rt: &Runtime, item: Item) {
 pub struct Env {
     pub engine: LocalEngine,
     pub rt: Runtime,
-    pub writer: TrackerWriter,
+    pub writer: AppWriter,
 }
 
 /// Engine + tracker runtime with default settings.
@@ -127,7 +127,7 @@ pub async fn env() -> Env {
 /// Engine + tracker runtime, options adjusted by `f`.
 pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
     let ModelEnv { engine, rt } = model_env("tracker", f).await;
-    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Env { engine, rt, writer }
 }
 
@@ -143,7 +143,7 @@ pub async fn env_behind_proxy(max_attempts: u32, backoff_times: usize) -> (Env, 
         };
     })
     .await;
-    let writer = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     (Env { engine, rt, writer }, proxy)
 }
 

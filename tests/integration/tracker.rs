@@ -1,13 +1,11 @@
 //! The application tracker end to end: descriptions, snapshots, sequences,
 //! META/COUNT, sparse GSI2, cascade, fixpoint, concurrent writers.
 
+use crate::apps::keys;
+use crate::apps::{differences, observe};
+use crate::apps::{play, Clock};
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::engine::fold::FoldState;
 use shared::item::{n, s, Item, ItemExt};
-use shared::models::tracker::demo::{differences, observe};
-use shared::models::tracker::history::{snapshot, snapshot_attributes, stage_snapshot};
-use shared::models::tracker::keys;
-use shared::models::tracker::scenario::{play, Clock};
 
 use crate::support::{assert_verified, count, descriptions, env, partition, Env};
 
@@ -33,17 +31,7 @@ async fn scenario_produces_exactly_the_implied_derived_state() {
 
 /// The application and its stages as stored right now, as a snapshot.
 async fn table_snapshot(env: &Env, app_id: &str) -> Item {
-    let items = partition(env, &keys::app_pk(app_id)).await;
-    let mut state = FoldState::default();
-    for i in items {
-        let sk = i.s("SK").unwrap().to_string();
-        if sk.starts_with("APP#") {
-            state.parts.insert("APP".into(), snapshot_attributes(&i));
-        } else if sk.starts_with("STAGE#") {
-            state.parts.insert(sk, stage_snapshot(&i));
-        }
-    }
-    snapshot(&state)
+    crate::apps::spec_snapshot(&partition(env, &keys::app_pk(app_id)).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,4 +258,60 @@ async fn processors_reading_the_stream_through_the_sdk_reach_the_same_state() {
         .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
     assert_verified(&env).await;
+}
+
+/// `jobstream demo --model tracker` (the binary) plays the shipped
+/// scenario: every expected item, the queries printed, the pinned processor
+/// writes, a fixpoint, `verify` clean.
+#[test]
+fn the_demo_plays_the_shipped_scenario_through_the_binary() {
+    let out = std::process::Command::new(crate::support::jobstream_bin())
+        .args(["demo", "--model", "tracker"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("jobstream runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    for line in [
+        "scenario models/tracker.scenario.yaml: 2 step(s)",
+        "query history(id=acme)",
+        "query active()",
+        "processor writes: 53",
+        "OK: every derived item is what the scenario implies.",
+    ] {
+        assert!(text.contains(line), "`{line}` in:\n{text}");
+    }
+}
+
+/// A META/COUNT as the compiled tracker left it (no `type`): the file's
+/// processors count on from it, and `verify` finds it right (a deployed
+/// stack switches to the file without migration).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_the_compiled_tracker_left_is_counted_on() {
+    let mut env = env().await;
+    let mut t = Clock::new();
+    for id in ["a1", "a2"] {
+        env.writer
+            .create_application(id, "Acme", "Engineer", "applied", &t.next())
+            .await
+            .unwrap();
+    }
+    env.rt.drain().await.unwrap();
+    let meta = partition(&env, keys::META_PK).await;
+    assert_eq!(meta[0].s("type").unwrap(), "application_count");
+    let mut left: Item = meta[0].clone();
+    left.remove("type");
+    env.writer.put(left).await.unwrap();
+    env.writer
+        .create_application("a3", "Acme", "Engineer", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .set_archived("a1", true, &t.next())
+        .await
+        .unwrap();
+    env.rt.drain().await.unwrap();
+    assert_eq!(count(&env).await, Some(2));
+    assert_verified(&env).await;
+    assert!(env.rt.failed_batches().is_empty());
 }

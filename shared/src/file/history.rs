@@ -36,9 +36,21 @@ use crate::models::EventFilter;
 /// to a file keeps its ids).
 pub const ENTRY_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6a0b_5c4e_1f7d_4c1b_9e53_7b1d_2f30_a8c4);
 
-/// Part name of the root in the fold state (members are named by their
-/// sort key; `check-model` makes sure no member's sort key is this).
+/// Part name of the root in the fold state when its sort key starts with a
+/// hole (otherwise [`root_part`]; members are named by their sort key, and
+/// `check-model` makes sure no member's sort key is the root's name).
 pub const ROOT_PART: &str = "@root";
+
+/// The root's part name in the fold state (kept in the ledger): its sort
+/// key's literal prefix without a trailing `#` (`APP#${id}` -> `APP`, the
+/// name the compiled tracker's ledger used, so a deployed stack needs no
+/// migration), else [`ROOT_PART`].
+pub fn root_part(sk_prefix: Option<&str>) -> String {
+    match sk_prefix.map(|p| p.trim_end_matches('#')) {
+        Some(p) if !p.is_empty() => p.to_string(),
+        _ => ROOT_PART.to_string(),
+    }
+}
 
 /// The binder of the entries' sort key: the entry's number.
 pub const SEQUENCE: &str = "sequence";
@@ -78,6 +90,8 @@ pub struct HistorySpec {
     pub digits: usize,
     pub imported: &'static str,
     pub mirror: &'static str,
+    /// The root's part name in the fold state ([`root_part`]).
+    pub root_part: &'static str,
     /// The entry attribute holding the aggregate's id (the name the
     /// entries' partition key binds).
     pub aggregate_attr: &'static str,
@@ -293,13 +307,13 @@ impl FileHistory {
     /// sorted by its `order`.
     pub fn snapshot(&self, state: &FoldState) -> Item {
         let h = self.spec();
-        let mut snap = state.parts.get(ROOT_PART).cloned().unwrap_or_default();
+        let mut snap = state.parts.get(h.root_part).cloned().unwrap_or_default();
         for mb in &h.members {
             let mut parts: Vec<(&String, &Item)> = state
                 .parts
                 .iter()
                 .filter(|(name, _)| {
-                    name.as_str() != ROOT_PART
+                    name.as_str() != h.root_part
                         && self
                             .member_of_part(name)
                             .is_some_and(|x| std::ptr::eq(x, mb))
@@ -348,7 +362,7 @@ impl FileHistory {
                 }
             }
         }
-        state.parts.insert(ROOT_PART.to_string(), root);
+        state.parts.insert(self.spec().root_part.to_string(), root);
         state
     }
 
@@ -563,7 +577,7 @@ impl FoldRules for FileHistory {
         let members = state
             .parts
             .iter()
-            .filter(|(name, _)| name.as_str() != ROOT_PART)
+            .filter(|(name, _)| name.as_str() != self.spec().root_part)
             .map(|(name, part)| CascadeDelete {
                 key: key(name.clone()),
                 unchanged: Some(part.clone()),
@@ -606,7 +620,7 @@ impl FoldRules for FileHistory {
                 }
                 state
                     .parts
-                    .insert(ROOT_PART.to_string(), self.part(&h.root, new));
+                    .insert(h.root_part.to_string(), self.part(&h.root, new));
                 match (kind, &change.old) {
                     (ChangeKind::Modify, Some(old)) => self.root_updated(old, new)?,
                     _ => Some(match &h.created {
@@ -678,7 +692,8 @@ impl FoldRules for FileHistory {
         };
         // Changes of members of a root this processor has never seen fold
         // into the state but write no entry.
-        let Some(description) = description.filter(|_| state.parts.contains_key(ROOT_PART)) else {
+        let Some(description) = description.filter(|_| state.parts.contains_key(h.root_part))
+        else {
             return Ok(FoldOutput::default());
         };
         state.seq += 1;
@@ -697,7 +712,7 @@ impl FoldRules for FileHistory {
         let image = change.latest_image().unwrap_or(&change.keys);
         let (role, _, sk) = self.classify(image)?;
         let (part, shape) = match role {
-            Role::Root => (ROOT_PART.to_string(), &h.root),
+            Role::Root => (h.root_part.to_string(), &h.root),
             Role::Member(i) => (sk.to_string(), &h.members[i].shape),
             Role::Entry | Role::Other => return Ok(()),
         };
@@ -734,7 +749,7 @@ impl FoldRules for FileHistory {
         token: &str,
     ) -> Adoption {
         let mut state = self.table_state(partition);
-        if !state.parts.contains_key(ROOT_PART) {
+        if !state.parts.contains_key(self.spec().root_part) {
             return Adoption::Rootless(state);
         }
         state.seq += 1;
@@ -770,7 +785,7 @@ impl FoldRules for FileHistory {
                 Role::Root if self.validate(item).is_ok() => {
                     state
                         .parts
-                        .insert(ROOT_PART.to_string(), self.part(&h.root, item));
+                        .insert(h.root_part.to_string(), self.part(&h.root, item));
                 }
                 Role::Member(i) if self.validate(item).is_ok() => {
                     state
@@ -819,7 +834,7 @@ impl FoldRules for FileHistory {
     }
 
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
-        if !state.parts.contains_key(ROOT_PART) {
+        if !state.parts.contains_key(self.spec().root_part) {
             return Restated::RootGone;
         }
         let want = AttributeValue::M(self.snapshot(state));

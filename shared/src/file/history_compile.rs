@@ -3,7 +3,7 @@
 //! suggestion when one exists.
 
 use super::expr::Expr;
-use super::history::{HistorySpec, Member, Shape, ROOT_PART, SEQUENCE};
+use super::history::{root_part, HistorySpec, Member, Shape, SEQUENCE};
 use super::model::{at, leak, Compiler, Entity, Scope, Value};
 use serde::Deserialize;
 
@@ -186,6 +186,7 @@ impl Compiler<'_> {
         let root = self.entity_named(&h.root.value.entity, entities, "root")?;
         let re = &entities[root];
         let root_pos = at(&h.root.value.entity);
+        let root_name = root_part(re.key.get(1).and_then(|k| prefix(&k.template)));
         if !re.writer {
             self.err(
                 root_pos,
@@ -355,8 +356,8 @@ impl Compiler<'_> {
                 );
                 continue;
             }
-            if e.key[1].template.matches(ROOT_PART).is_some() {
-                self.err(pos, format!("history: member `{name}`'s sort key matches `{ROOT_PART}`, the root's part name: give it a literal prefix"));
+            if e.key[1].template.matches(&root_name).is_some() {
+                self.err(pos, format!("history: member `{name}`'s sort key matches `{root_name}`, the root's part name: give it a literal prefix"));
             }
             let fields = m
                 .value
@@ -540,6 +541,7 @@ impl Compiler<'_> {
             digits: digits as usize,
             imported: leak(imported),
             mirror: leak(mirror),
+            root_part: leak(&root_name),
             aggregate_attr,
             filter,
             described,

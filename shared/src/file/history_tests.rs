@@ -492,11 +492,30 @@ fn check_model_names_each_mistake_of_a_history_block_with_its_place() {
 }
 
 #[test]
-fn the_shipped_order_example_and_tracker_file_compile() {
+fn the_order_example_and_every_shipped_history_compile() {
     compile(ORDER, "t").unwrap_or_else(|p| panic!("{p:#?}"));
-    let tracker = include_str!("../../../models/tracker.yaml");
-    let m = compile(tracker, "t").unwrap_or_else(|p| panic!("{p:#?}"));
-    assert!(m.history.is_some());
+    let with_history = crate::file::SHIPPED
+        .iter()
+        .filter(|(_, text)| text.contains("\nhistory:"))
+        .map(|(path, text)| {
+            let m = compile(text, "t").unwrap_or_else(|p| panic!("{path}: {p:#?}"));
+            assert!(m.history.is_some(), "{path}");
+        })
+        .count();
+    assert!(with_history >= 1, "a shipped model keeps a history");
+}
+
+/// The root's part in the fold state (the ledger) is named by its sort
+/// key's literal prefix, as the compiled folds named it (a stack moved from
+/// one to a file needs no migration); `@root` when there is none.
+#[test]
+fn the_roots_part_is_named_by_its_sort_key_prefix() {
+    use crate::file::history::root_part;
+    assert_eq!(root_part(Some("APP#")), "APP");
+    assert_eq!(root_part(Some("ORDER#")), "ORDER");
+    assert_eq!(root_part(Some("#METADATA")), "#METADATA");
+    assert_eq!(root_part(Some("#")), "@root");
+    assert_eq!(root_part(None), "@root");
 }
 
 #[test]

@@ -35,7 +35,11 @@
 //!   - say: "the posting closes"
 //!     writes: [...]
 //!     queries: [...]
+//! processor_writes: 23          # the processors' item writes in all
 //! ```
+//!
+//! `jobstream demo` then drains once more: the processors must have reached
+//! a fixpoint (no record, no write).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Deserialize;
@@ -67,6 +71,9 @@ pub struct Scenario {
     /// More steps, played in order after the above.
     #[serde(default)]
     pub steps: Vec<Step>,
+    /// The item writes the processors make in all (checked by `jobstream
+    /// demo`): what the model costs, pinned.
+    pub processor_writes: Option<u64>,
 }
 
 /// One step of a scenario: what it says, its writes, the items then

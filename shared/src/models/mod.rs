@@ -10,7 +10,6 @@ pub mod jobboard;
 pub mod pickem;
 pub mod social;
 pub mod table;
-pub mod tracker;
 
 use std::sync::Arc;
 
@@ -24,15 +23,15 @@ use crate::item::Item;
 pub use filter::{EventFilter, KeyRule};
 use table::{grants, Grant, QueueDef, StreamSettings, TableDef};
 
-/// The model commands and the stack use when none is named.
-pub const DEFAULT_MODEL: &str = "tracker";
+/// The model commands and the stack use when none is named: the one line
+/// of `models/default` (embedded by `shared/build.rs`).
+pub const DEFAULT_MODEL: &str = include!(concat!(env!("OUT_DIR"), "/default_model.rs"));
 
 /// The models still compiled from Rust (retiring: SPEC §8.1). A shipped
 /// model file of the same name yields to its compiled twin until the twin
 /// is deleted.
 fn compiled() -> Vec<Model> {
     vec![
-        tracker::model(),
         jobboard::model(),
         social::model(),
         hr::model(),

@@ -1,22 +1,23 @@
-//! `models/tracker.yaml` (a model file with a `history:` block) against the
-//! Rust tracker: the demo through both ends ends in the same table, the same
-//! `verify` and the same processor writes; the pure fold rules agree change
-//! by change; the scenario file plays alike; `verify` finds the same drift
-//! (races and faults: tracker_file_races.rs).
+//! `models/tracker.yaml` (a model file with a `history:` block) against what
+//! the compiled tracker did before it retired (recorded, see
+//! [`crate::recorded`]): the same deployed definitions; the pure fold rules
+//! change by change; the scripted scenario ending in the same table, `verify`
+//! and processor writes; bad input; the scenario file; `verify` finding and
+//! repairing the same drift (races and faults: tracker_races.rs).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::Utc;
 use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
 use shared::engine::fold::{FoldRules, FoldState, Restated};
 use shared::item::{key_of, n, s, Item, ItemExt};
-use shared::models::tracker::scenario::{play, Clock};
-use shared::models::tracker::writer::{application, stage};
 
-use crate::support::{descriptions, env_with, partition, Env};
+use crate::apps::{application, play, stage, Clock};
+use crate::recorded::{check, table_json};
+use crate::support::{descriptions, env, partition, Env};
 
+/// The shipped tracker: `models/tracker.yaml`.
 pub(crate) fn tracker_file() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -24,26 +25,16 @@ pub(crate) fn tracker_file() -> PathBuf {
     ))
 }
 
-/// One end: the Rust tracker (`false`) or its file (`true`).
-pub(crate) async fn end(file: bool) -> Env {
-    env_with(|o| {
-        if file {
-            o.model_file = Some(tracker_file());
-        }
-    })
-    .await
-}
-
 #[test]
-fn the_tracker_file_declares_what_the_rust_model_deploys() {
+fn the_tracker_deploys_what_the_compiled_tracker_deployed() {
     shared::file::check(&tracker_file()).expect("checks");
-    let rust = shared::models::find("tracker").expect("registered");
-    let file = shared::models::load(&shared::models::Source::File(tracker_file())).expect("loads");
-    assert_eq!(file.table, rust.table);
-    assert_eq!(file.stream_defs(), rust.stream_defs());
-    let (rf, ff) = (rust.fold.expect("a fold"), file.fold.expect("a fold"));
-    assert_eq!(ff.processor, rf.processor);
-    assert_eq!(ff.filter, rf.filter);
+    let m = shared::models::find("tracker").expect("shipped");
+    let fold = m.fold.as_ref().expect("a fold");
+    assert_eq!(fold.processor, "history");
+    check(
+        "tracker-deploys",
+        &serde_json::json!({ "table": m.table, "stream": m.stream_defs(), "queues": m.queue_defs() }),
+    );
 }
 
 fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>, ev: &str) -> Change {
@@ -56,7 +47,7 @@ fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>, ev: &str) -> C
         keys: key_of(image, &["PK", "SK"]),
         old,
         new,
-        at: Utc::now(),
+        at: chrono::DateTime::from_timestamp(1_767_225_600, 0).expect("a time"),
     }
 }
 
@@ -236,25 +227,11 @@ fn run(rules: &dyn FoldRules, changes: &[Change]) -> Vec<String> {
 }
 
 #[test]
-fn the_file_fold_agrees_with_the_rust_fold_change_by_change() {
-    let rust = shared::models::find("tracker").expect("registered");
-    let file = shared::models::load(&shared::models::Source::File(tracker_file())).expect("loads");
-    let cs = changes();
-    let (a, b) = (
-        run(rust.fold.as_ref().unwrap().rules.as_ref(), &cs),
-        run(file.fold.as_ref().unwrap().rules.as_ref(), &cs),
-    );
-    // The state's part of the root is named `APP` by the Rust fold and
-    // `@root` by the file's (ledger-internal, never in the table).
-    let b: Vec<String> = b
-        .iter()
-        .map(|l| l.replace("\"@root\"", "\"APP\""))
-        .collect();
-    assert!(a.len() > 60, "{}", a.len());
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert_eq!(x, y, "line {i}");
-    }
-    assert_eq!(a.len(), b.len());
+fn the_fold_gives_what_the_compiled_fold_gave_change_by_change() {
+    let m = shared::models::find("tracker").expect("shipped");
+    let lines = run(m.fold.as_ref().expect("a fold").rules.as_ref(), &changes());
+    assert!(lines.len() > 60, "{}", lines.len());
+    check("tracker-fold", &serde_json::json!(lines));
 }
 
 /// A table with what differs between two runs blanked out: entry ids (from
@@ -271,7 +248,8 @@ fn normalized(items: Vec<Item>) -> BTreeMap<(String, String), BTreeMap<String, A
                 attrs.insert("createdAt".into(), s("T"));
             }
             // The file stamps the counter it creates with its entity
-            // (`type`); the Rust tracker's META/COUNT has no type.
+            // (`type`); the compiled tracker's META/COUNT had no type (the
+            // count is the same either way).
             if pk == "META" {
                 attrs.remove("type");
             }
@@ -290,115 +268,122 @@ pub(crate) async fn table(
     )
 }
 
+/// The scripted scenario (the compiled tracker's demo) drained to a
+/// fixpoint: what it implies, `verify` clean, and the same table, processor
+/// writes, report and bad input as the compiled tracker gave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tracker_demo_through_both_ends_gives_the_same_table_verify_and_writes() {
-    let demo = shared::models::find("tracker")
-        .expect("registered")
-        .demo
-        .expect("tracker demo");
-    let mut out = Vec::new();
-    for file in [false, true] {
-        let mut env = end(file).await;
-        let diffs = demo(&mut env.rt).await.expect("demo runs");
-        assert!(diffs.is_empty(), "file={file}: {diffs:#?}");
-        let report = env.rt.verify().await.expect("verify");
-        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
-        out.push((
-            table(&env).await,
-            env.rt.processor_writes(),
-            report.render(),
-            report.bad_input.len(),
-        ));
-        env.engine.stop().await;
-    }
-    let (rust, file) = (&out[0], &out[1]);
-    assert!(rust.0.len() > 10, "{}", rust.0.len());
+async fn the_scripted_scenario_gives_the_recorded_table_verify_and_writes() {
+    let mut env = env().await;
+    let expected = play(&env.writer).await.expect("scenario");
+    env.rt.drain().await.expect("drains");
+    let writes = env.rt.processor_writes();
+    assert_eq!(env.rt.drain().await.expect("drains"), 0, "a fixpoint");
+    assert_eq!(env.rt.processor_writes(), writes, "no write after it");
+    let observed = crate::apps::observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
+        .await
+        .expect("reads");
     assert_eq!(
-        file.0, rust.0,
-        "the same items, attribute for attribute (entry ids and times aside)"
+        crate::apps::differences(&expected, &observed),
+        Vec::<String>::new()
     );
-    assert_eq!(file.1, rust.1, "the same processor writes");
-    assert_eq!(file.2, rust.2, "the same verify report");
-    assert_eq!(file.3, rust.3, "the same bad input");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    let t = table(&env).await;
+    assert!(t.len() > 10, "{}", t.len());
+    check(
+        "tracker-demo",
+        &serde_json::json!({ "table": table_json(&t), "writes": writes, "verify": report.render(), "bad_input": report.bad_input.len() }),
+    );
+    env.engine.stop().await;
 }
 
+/// Bad input next to good (an unknown status, a negative order): the good
+/// application's history is whole, and the table is the recorded one.
+/// The compiled tracker counted an application whose status is invalid in
+/// META/COUNT (it needed only `isArchived`); the file does not (an item is
+/// valid whole or bad input, SPEC §2.7), so the count is compared apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_scenario_with_bad_input_ends_alike_through_both_ends() {
-    let mut out = Vec::new();
-    for file in [false, true] {
-        let mut env = end(file).await;
-        play(&env.writer).await.expect("scenario");
-        // Bad input next to good: an unknown status, a negative order.
-        let mut t = Clock::new();
-        env.writer
-            .create_application("bad", "Acme", "Engineer", "ghosted", &t.next())
-            .await
-            .unwrap();
-        env.writer
-            .put(with(stage("bad", "s", "X", 1), &[("order", n(-1))]))
-            .await
-            .unwrap();
-        env.writer
-            .create_application("ok", "Initech", "Dev", "applied", &t.next())
-            .await
-            .unwrap();
-        env.writer.add_stage("ok", "s", "Phone", 1).await.unwrap();
-        env.rt.drain().await.unwrap();
-        out.push((table(&env).await, descriptions(&env, "ok").await));
-        env.engine.stop().await;
-    }
+async fn the_scenario_with_bad_input_gives_the_recorded_table() {
+    let env = env().await;
+    play(&env.writer).await.expect("scenario");
+    let mut t = Clock::new();
+    env.writer
+        .create_application("bad", "Acme", "Engineer", "ghosted", &t.next())
+        .await
+        .unwrap();
+    env.writer
+        .put(with(stage("bad", "s", "X", 1), &[("order", n(-1))]))
+        .await
+        .unwrap();
+    env.writer
+        .create_application("ok", "Initech", "Dev", "applied", &t.next())
+        .await
+        .unwrap();
+    env.writer.add_stage("ok", "s", "Phone", 1).await.unwrap();
+    let mut rt = env.rt;
+    rt.drain().await.unwrap();
+    let env = Env {
+        rt,
+        engine: env.engine,
+        writer: env.writer,
+    };
     assert_eq!(
-        out[1].1,
+        descriptions(&env, "ok").await,
         [
             "Created application Initech - Dev",
             "Added interview stage \"Phone\""
         ]
     );
-    // The Rust tracker counts an application whose status is invalid in
-    // META/COUNT (only `isArchived` must be readable) and the file does not
-    // (a file's item is valid whole or bad input): that item and the count
-    // aside, the tables are the same.
-    let strip = |t: &BTreeMap<(String, String), BTreeMap<String, AttributeValue>>| {
-        let mut t = t.clone();
-        t.remove(&("META".to_string(), "COUNT".to_string()));
-        t
-    };
-    assert_eq!(strip(&out[1].0), strip(&out[0].0));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tracker_scenario_file_plays_alike_through_both_ends() {
-    let path = tracker_file().with_file_name("tracker.scenario.yaml");
-    let scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
-    let mut out = Vec::new();
-    for file in [false, true] {
-        let mut env = end(file).await;
-        let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
-            .await
-            .expect("plays");
-        assert!(diffs.is_empty(), "file={file}: {diffs:#?}");
-        let report = env.rt.verify().await.expect("verify");
-        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
-        out.push((table(&env).await, env.rt.processor_writes()));
-        env.engine.stop().await;
-    }
     assert_eq!(
-        out[1], out[0],
-        "the same table and writes through both ends"
+        crate::support::count(&env).await,
+        Some(3),
+        "acme, initech, ok"
     );
+    let mut t = table(&env).await;
+    t.remove(&("META".to_string(), "COUNT".to_string()));
+    check("tracker-bad-input", &table_json(&t));
+    env.engine.stop().await;
 }
 
+/// models/tracker.scenario.yaml (its first part) plays clean and gives the
+/// recorded table and writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_finds_the_same_history_drift_through_both_ends_and_repairs_it() {
+async fn the_tracker_scenario_file_gives_the_recorded_table_and_writes() {
     let path = tracker_file().with_file_name("tracker.scenario.yaml");
-    let scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
-    let mut out = Vec::new();
-    for file in [false, true] {
-        let mut env = end(file).await;
+    let mut scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
+    // Its first part: what was recorded (the later steps came with the
+    // file's demo; `jobstream demo` and queries.rs play them).
+    scenario.steps.clear();
+    let mut env = env().await;
+    let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
+        .await
+        .expect("plays");
+    assert!(diffs.is_empty(), "{diffs:#?}");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    check(
+        "tracker-scenario",
+        &serde_json::json!({ "table": table_json(&table(&env).await), "writes": env.rt.processor_writes() }),
+    );
+    env.engine.stop().await;
+}
+
+/// A lost entry, a mirror behind, an orphan entry and one change applied
+/// twice: `verify` finds what the compiled tracker found and repairs it
+/// alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_finds_the_recorded_history_drift_and_repairs_it() {
+    let path = tracker_file().with_file_name("tracker.scenario.yaml");
+    let mut scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
+    // Its first part: what was recorded (the later steps came with the
+    // file's demo; `jobstream demo` and queries.rs play them).
+    scenario.steps.clear();
+    {
+        let mut env = env().await;
         let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
             .await
             .expect("plays");
-        assert!(diffs.is_empty(), "file={file}: {diffs:#?}");
+        assert!(diffs.is_empty(), "{diffs:#?}");
         let db = &env.rt.dynamodb;
         let t = &env.rt.config.table;
         let key = |pk: &str, sk: &str| -> Item {
@@ -442,9 +427,9 @@ async fn verify_finds_the_same_history_drift_through_both_ends_and_repairs_it() 
             .await
             .unwrap();
         let report = env.rt.verify().await.expect("verify");
-        // The Rust tracker also checks each entry against the previous one
-        // by its description's wording (`transition_error`): the file's
-        // check has no such rule (descriptions are templates).
+        // The compiled tracker also checked each entry against the previous
+        // one by its description's wording: the file's check has no such
+        // rule (descriptions are templates; models/tracker.md).
         let comparable = |problems: &[String]| -> Vec<String> {
             let mut v: Vec<String> = problems
                 .iter()
@@ -460,11 +445,11 @@ async fn verify_finds_the_same_history_drift_through_both_ends_and_repairs_it() 
             .expect("repairs");
         let after = env.rt.verify().await.expect("verify");
         let left = comparable(&after.problems);
-        out.push((found, repaired, left));
+        assert!(found.len() >= 4, "{found:#?}");
+        check(
+            "tracker-drift",
+            &serde_json::json!({ "found": found, "repaired": repaired, "left": left }),
+        );
         env.engine.stop().await;
     }
-    assert!(out[0].0.len() >= 4, "{:#?}", out[0].0);
-    assert_eq!(out[1].0, out[0].0, "the same findings");
-    assert_eq!(out[1].1, out[0].1, "the same repairs");
-    assert_eq!(out[1].2, out[0].2, "the same drift left after repair");
 }
