@@ -491,4 +491,7 @@ mod set_volatile_tests;
 mod locate_tests;
 
 #[cfg(test)]
+mod normalize_tests;
+
+#[cfg(test)]
 mod compute_tests;
