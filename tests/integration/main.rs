@@ -20,6 +20,7 @@ mod hr;
 mod import;
 mod invoices;
 mod jobboard;
+mod jobboard_file;
 mod joinset;
 mod js;
 mod limits;

@@ -129,7 +129,8 @@ pub struct CompileError {
 
 /// The names of the built-in functions a model may call besides CEL's own.
 pub const BUILTINS: &[&str] = &[
-    "lower", "upper", "trim", "slug", "dashed", "pad", "epoch", "iso", "day", "isUlid", "sum", "get",
+    "lower", "upper", "trim", "slug", "dashed", "pad", "epoch", "iso", "day", "isUlid", "sum",
+    "get",
 ];
 
 /// CEL's own functions and macros a model may call.

@@ -164,7 +164,8 @@ pub(super) fn compile(
                 Some(n) => Some(n),
                 None => {
                     let p = at(n);
-                    let hint = suggest(&n.value, Normalize::NAMES.iter().copied()).unwrap_or_default();
+                    let hint =
+                        suggest(&n.value, Normalize::NAMES.iter().copied()).unwrap_or_default();
                     problems.push(Problem::new(
                         p.0,
                         p.1,

@@ -494,4 +494,7 @@ mod locate_tests;
 mod normalize_tests;
 
 #[cfg(test)]
+mod set_also_tests;
+
+#[cfg(test)]
 mod compute_tests;

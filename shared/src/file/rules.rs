@@ -133,7 +133,9 @@ impl FileModel {
         for ((name, format), value) in binders.iter().zip(&bound) {
             if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
                 // The key's part is still of the binder's format.
-                if let Some(Ty::Format(f)) = format.and_then(|f| super::formats::named(f, &self.formats)) {
+                if let Some(Ty::Format(f)) =
+                    format.and_then(|f| super::formats::named(f, &self.formats))
+                {
                     if let Some(why) = f.reject(value) {
                         return Err(err(invalid(name, why)));
                     }

@@ -93,12 +93,19 @@ pub struct RawSet {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFact {
-    pub entity: Spanned<String>,
+    /// The fact's entity (an `unless` fact may name a `once` instead).
+    pub entity: Option<Spanned<String>>,
     /// The entity's key names -> set variables (default: the same name).
     #[serde(default)]
     pub bind: Ordered<Spanned<String>>,
     /// Another entity whose key lists this fact by another partition.
     pub via: Option<Spanned<String>>,
+    /// Set variables its item binds besides its key: variable -> an
+    /// expression over the entity's attributes (`city: "dashed(city)"`).
+    #[serde(default)]
+    pub also: Ordered<Spanned<Scalar>>,
+    /// (`unless` only) the once effect whose marker excludes the target.
+    pub once: Option<Spanned<String>>,
 }
 
 /// A value or condition of a set, compiled.
@@ -128,6 +135,11 @@ pub struct SetFact {
     /// Entity key name -> set variable.
     pub rename: Vec<(String, String)>,
     pub reads: Vec<&'static str>,
+    /// Set variables its item binds besides its key, by expression.
+    pub also: Vec<(String, Expr)>,
+    /// (`unless`) the once effect whose marker excludes: `key.pk` is its
+    /// key over the set's variables.
+    pub once: Option<String>,
 }
 
 /// A compiled `sets:` entry.
@@ -225,7 +237,25 @@ impl Compiling<'_> {
     }
 
     fn fact(&mut self, set: &str, name: &str, f: &Spanned<RawFact>) -> Option<SetFact> {
-        let e = self.entity(&f.value.entity, set)?;
+        if let Some(o) = &f.value.once {
+            self.err(
+                at(o),
+                format!("set `{set}`: fact `{name}`: `once` names an `unless` fact only"),
+            );
+        }
+        let Some(entity) = &f.value.entity else {
+            self.err(
+                at(f),
+                format!("set `{set}`: fact `{name}` needs an `entity`"),
+            );
+            return None;
+        };
+        let e = self.entity(entity, set)?;
+        let also = self.also(set, name, e, &f.value.also);
+        let also_src: Vec<(String, String)> = also
+            .iter()
+            .map(|(v, x)| (v.clone(), x.source.trim().to_string()))
+            .collect();
         let rename = self.rename(set, e, &f.value.bind);
         let key = match renamed(&self.entities[e], &rename) {
             Ok(k) => k,
@@ -238,14 +268,19 @@ impl Compiling<'_> {
         let mut via_index = None;
         if let Some(v) = &f.value.via {
             if let Some(g) = self.gsis.iter().find(|g| g.name == v.value) {
-                match self.index_listing(&self.entities[e], g, &rename) {
-                    Ok(k) if k.vars() == key.vars() => {
+                match self.index_listing(&self.entities[e], g, &rename, &also_src) {
+                    Ok(k)
+                        if key.vars().is_subset(&k.vars())
+                            && k.vars().iter().all(|v| {
+                                key.vars().contains(v) || also.iter().any(|(a, _)| a == v)
+                            }) =>
+                    {
                         via = Some(k);
                         via_index = Some((format!("{set}#{name}"), g.pk, g.sk));
                     }
                     Ok(k) => {
                         let msg = format!(
-                            "set `{set}`: index `{}` lists `{name}` by the variables {}, the fact's key has {}: its keys must hold the same key names",
+                            "set `{set}`: index `{}` lists `{name}` by the variables {}, the fact's key has {}: its keys must hold the key names (and may hold `also` variables)",
                             v.value,
                             var_names(k.vars()),
                             var_names(key.vars())
@@ -254,6 +289,7 @@ impl Compiling<'_> {
                     }
                     Err(why) => self.err(at(v), format!("set `{set}`: via `{}`: {why}", v.value)),
                 }
+                let reads = also_reads(&self.entities[e], &also);
                 return Some(SetFact {
                     name: name.to_string(),
                     entity: e,
@@ -261,7 +297,9 @@ impl Compiling<'_> {
                     via,
                     via_index,
                     rename,
-                    reads: vec![],
+                    reads,
+                    also,
+                    once: None,
                 });
             }
             let ve = self.entity(v, set)?;
@@ -293,6 +331,7 @@ impl Compiling<'_> {
                 Err(err) => self.err(at(v), format!("set `{set}`: via `{}`: {err}", v.value)),
             }
         }
+        let reads = also_reads(&self.entities[e], &also);
         Some(SetFact {
             name: name.to_string(),
             entity: e,
@@ -300,7 +339,150 @@ impl Compiling<'_> {
             via,
             via_index,
             rename,
+            reads,
+            also,
+            once: None,
+        })
+    }
+
+    /// `also:` of a fact: each an expression over its entity's attributes
+    /// and key names (a writer entity's: they are parsed to be read).
+    fn also(
+        &mut self,
+        set: &str,
+        name: &str,
+        e: usize,
+        raw: &Ordered<Spanned<Scalar>>,
+    ) -> Vec<(String, Expr)> {
+        let mut out = Vec::new();
+        let ent = &self.entities[e];
+        if !raw.0.is_empty() && !ent.writer {
+            let (entity, pos) = (ent.name, at(&raw.0[0].1));
+            self.err(
+                pos,
+                format!("set `{set}`: fact `{name}`: `also` reads a writer entity's attributes, and `{entity}` is `owner: processor`"),
+            );
+            return out;
+        }
+        for (var, v) in &raw.0 {
+            let src = v.value.0.trim();
+            let x = match Expr::compile(src) {
+                Ok(x) => x,
+                Err(err) => {
+                    self.err(
+                        at(v),
+                        format!(
+                            "set `{set}`: fact `{name}`: also `{var}`: `{src}`: {}",
+                            err.message
+                        ),
+                    );
+                    continue;
+                }
+            };
+            let ent = &self.entities[e];
+            let known: Vec<&str> = ent
+                .attrs
+                .iter()
+                .map(|a| a.name)
+                .chain(ent.binders().into_iter().map(|(b, _)| b))
+                .collect();
+            let mut ok = true;
+            for n in &x.variables {
+                if !known.contains(&n.as_str()) {
+                    let hint = suggest(n, known.iter().copied()).unwrap_or_default();
+                    let msg = format!(
+                        "set `{set}`: fact `{name}`: also `{var}`: unknown name `{n}` in `{src}`{hint} (it reads the attributes and key names of `{}`)",
+                        ent.name
+                    );
+                    self.err(at(v), msg);
+                    ok = false;
+                }
+            }
+            for f in &x.functions {
+                if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+                    self.err(
+                        at(v),
+                        format!("set `{set}`: fact `{name}`: unknown function `{f}`"),
+                    );
+                    ok = false;
+                }
+            }
+            if ok {
+                out.push((var.clone(), x));
+            }
+        }
+        out
+    }
+
+    /// An `unless` fact naming a once effect: its key over the set's
+    /// variables (`${seekerId}#${jobId}`, names only).
+    fn once_unless(
+        &mut self,
+        set: &str,
+        name: &str,
+        f: &Spanned<RawFact>,
+        once: &Spanned<String>,
+        raw_once: Option<&Ordered<Spanned<super::once::RawOnce>>>,
+        target: &str,
+    ) -> Option<SetFact> {
+        if f.value.entity.is_some() || f.value.via.is_some() || !f.value.also.0.is_empty() {
+            self.err(
+                at(once),
+                format!("set `{set}`: unless `{name}`: `once` stands alone (no `entity`, `via` nor `also`): the marker is keyed by the once's key"),
+            );
+            return None;
+        }
+        let known: Vec<&str> =
+            raw_once.map_or(vec![], |o| o.0.iter().map(|(n, _)| n.as_str()).collect());
+        let Some((_, o)) = raw_once.and_then(|o| o.0.iter().find(|(n, _)| *n == once.value)) else {
+            let hint = suggest(&once.value, known.iter().copied()).unwrap_or_default();
+            self.err(
+                at(once),
+                format!(
+                    "set `{set}`: unless `{name}`: no once effect `{}`{hint}",
+                    once.value
+                ),
+            );
+            return None;
+        };
+        // Nothing starts the set when the effect happens: it must delete
+        // the target itself, in its transaction.
+        if !o
+            .value
+            .delete
+            .iter()
+            .any(|d| d.value.entity.value == target)
+        {
+            self.err(
+                at(once),
+                format!("set `{set}`: unless `{name}`: once `{}` does not delete the set's `{target}`, and nothing else starts the set when it happens: add `delete: [{{ entity: {target}, with: {{ ... }} }}]` to it", once.value),
+            );
+            return None;
+        }
+        let src = o.value.key.value.0.as_str();
+        let pk = match crate::engine::joinset::Template::parse(src) {
+            Ok(t) => t,
+            Err(_) => {
+                self.err(
+                    at(once),
+                    format!("set `{set}`: unless `{name}`: the key of once `{}` (`{src}`) must be plain names (`${{seekerId}}#${{jobId}}`) that are variables of the set", once.value),
+                );
+                return None;
+            }
+        };
+        Some(SetFact {
+            name: name.to_string(),
+            entity: usize::MAX,
+            key: KeyTemplate {
+                pk,
+                sk: crate::engine::joinset::Template(vec![]),
+            },
+            via: None,
+            via_index: None,
+            rename: vec![],
             reads: vec![],
+            also: vec![],
+            once: Some(once.value.clone()),
         })
     }
 
@@ -311,6 +493,7 @@ impl Compiling<'_> {
         e: &Entity,
         g: &crate::models::table::Gsi,
         rename: &[(String, String)],
+        also: &[(String, String)],
     ) -> Result<KeyTemplate, String> {
         let binders: Vec<&str> = e.binders().iter().map(|(n, _)| *n).collect();
         let text = |attr: &str| -> Result<String, String> {
@@ -331,9 +514,13 @@ impl Compiling<'_> {
                     FilePart::Lit(l) => out.push_str(l),
                     FilePart::Hole(x, _) => {
                         let name = x.source.trim();
+                        if let Some((var, _)) = also.iter().find(|(_, src)| src == name) {
+                            out.push_str(&format!("${{{var}}}"));
+                            continue;
+                        }
                         if !binders.contains(&name) {
                             return Err(format!(
-                                "`{attr}` of `{}`: `${{{name}}}` is not one of its key names: a listing by an index binds key names only",
+                                "`{attr}` of `{}`: `${{{name}}}` is not one of its key names nor an `also` expression of the fact: a listing by an index binds those only",
                                 e.name
                             ));
                         }
@@ -450,6 +637,7 @@ impl Compiling<'_> {
 /// Compiles the `sets:` block against the compiled entities.
 pub fn compile(
     raw: &Ordered<Spanned<RawSet>>,
+    raw_once: Option<&Ordered<Spanned<super::once::RawOnce>>>,
     entities: &[Entity],
     table: &crate::models::table::TableDef,
     problems: &mut Vec<Problem>,
@@ -463,7 +651,7 @@ pub fn compile(
     };
     let mut out = Vec::new();
     for (name, s) in &raw.0 {
-        if let Some(spec) = one(&mut c, name, s, table_ttl) {
+        if let Some(spec) = one(&mut c, name, s, table_ttl, raw_once) {
             out.push(spec);
         }
     }
@@ -476,6 +664,7 @@ fn one(
     name: &str,
     s: &Spanned<RawSet>,
     table_ttl: Option<&'static str>,
+    raw_once: Option<&Ordered<Spanned<super::once::RawOnce>>>,
 ) -> Option<SetSpec> {
     let raw = &s.value;
     let target = c.entity(&raw.entity, name)?;
@@ -507,13 +696,25 @@ fn one(
     }
     let mut unless = Vec::new();
     for (fname, f) in &raw.unless.0 {
-        if let Some(f) = c.fact(name, fname, f) {
-            unless.push(f);
+        let u = match &f.value.once {
+            Some(o) => {
+                let t = c.entities[target].name;
+                c.once_unless(name, fname, f, o, raw_once, t)
+            }
+            None => c.fact(name, fname, f),
+        };
+        if let Some(u) = u {
+            unless.push(u);
         }
     }
     let mut vars: Vec<String> = Vec::new();
     for f in &facts {
-        for v in f.key.vars() {
+        for v in f
+            .key
+            .vars()
+            .into_iter()
+            .chain(f.also.iter().map(|(v, _)| v.as_str()))
+        {
             if !vars.iter().any(|x| x == v) {
                 vars.push(v.to_string());
             }
@@ -528,7 +729,12 @@ fn one(
         }
     }
     for u in &unless {
-        for v in u.key.vars() {
+        for v in u
+            .key
+            .vars()
+            .into_iter()
+            .chain(u.also.iter().map(|(v, _)| v.as_str()))
+        {
             if !vars.iter().any(|x| x == v) {
                 c.err(
                     at(&raw.entity),
@@ -617,7 +823,7 @@ fn one(
         Some(p) => p.value as usize,
     };
     let mut var_types: Vec<(String, super::model::Ty)> = Vec::new();
-    for f in facts.iter().chain(&unless) {
+    for f in facts.iter().chain(&unless).filter(|f| f.once.is_none()) {
         let e = &c.entities[f.entity];
         for (b, format) in e.binders() {
             let var = f
@@ -665,6 +871,21 @@ fn one(
         c.err(at(s), format!("{e}"));
     }
     Some(spec)
+}
+
+/// The attributes (not key names) the `also` expressions of a fact read.
+fn also_reads(e: &Entity, also: &[(String, Expr)]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for (_, x) in also {
+        for n in &x.variables {
+            if let Some(a) = e.attr(n) {
+                if !out.contains(&a.name) {
+                    out.push(a.name);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A fact's item as expressions read it (typed by its entity).
@@ -752,9 +973,11 @@ impl SetSpec {
         let facts = self
             .facts
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let entity = f.entity;
                 FactDecl {
+                    also: also_decls(m, me.map(|me| &me.facts[i]), f),
                     name: f.name.clone(),
                     key: f.key.clone(),
                     via: f.via.clone(),
@@ -801,7 +1024,18 @@ impl SetSpec {
                     .collect();
                 (values, ttl, when)
             }
-            _ => (vec![], None, vec![]),
+            // A draft knows the values that carry a variable (scopes).
+            _ => {
+                let carried = self
+                    .values
+                    .iter()
+                    .filter_map(|(a, v)| match v {
+                        SetExpr::Var(x) => Some((a.to_string(), Value::Var(x.clone()))),
+                        _ => None,
+                    })
+                    .collect();
+                (carried, None, vec![])
+            }
         };
         JoinSet {
             name: self.name,
@@ -817,9 +1051,12 @@ impl SetSpec {
             unless: self
                 .unless
                 .iter()
-                .map(|u| UnlessDecl {
+                .enumerate()
+                .map(|(i, u)| UnlessDecl {
                     name: u.name.clone(),
                     key: u.key.clone(),
+                    also: also_decls(m, me.map(|me| &me.unless[i]), u),
+                    once: u.once.clone(),
                 })
                 .collect(),
             when,
@@ -832,6 +1069,37 @@ impl SetSpec {
     pub fn declaration(&'static self, m: &'static FileModel) -> JoinSet {
         self.declaration_with(Some(m), Some(self))
     }
+}
+
+/// An `also` variable's value from a fact's item.
+fn also_value(m: &FileModel, x: &Expr, item: &Item) -> Result<String, String> {
+    match m.parse(item).map_err(|e| e.to_string())? {
+        Parsed::Writer(rec) => Ok(m.env.eval(x, |n| rec.get(n))?.render()),
+        Parsed::Processor(_) => Err("not a writer's item".to_string()),
+    }
+}
+
+/// The engine's `also` of a fact: closures over the loaded model (a
+/// draft's never run).
+fn also_decls(
+    m: Option<&'static FileModel>,
+    me: Option<&'static SetFact>,
+    f: &SetFact,
+) -> Vec<crate::engine::joinset::Also> {
+    f.also
+        .iter()
+        .enumerate()
+        .map(|(j, (var, _))| crate::engine::joinset::Also {
+            var: var.clone(),
+            of: match (m, me) {
+                (Some(m), Some(me)) => {
+                    let x: &'static Expr = &me.also[j].1;
+                    Arc::new(move |item: &Item| also_value(m, x, item))
+                }
+                _ => Arc::new(|_: &Item| Err("a draft".to_string())),
+            },
+        })
+        .collect()
 }
 
 fn valid(m: &FileModel, entity: usize, item: &Item) -> Result<(), String> {
@@ -913,6 +1181,7 @@ impl FileModel {
                 .iter()
                 .map(|f| (f, false))
                 .chain(set.unless.iter().map(|f| (f, true)))
+                .filter(|(f, _)| f.once.is_none())
             {
                 if !std::ptr::eq(&self.entities[f.entity], entity) {
                     continue;
@@ -951,18 +1220,46 @@ impl FileModel {
                     }
                     bind.insert(var, v.to_string());
                 }
-                let body = JoinJob {
-                    set: set.name.to_string(),
-                    scope: f.name.clone(),
-                    bind,
-                    step: 0,
-                    after: None,
+                // `also`: the new image's variables, and the old one's when
+                // they differ (a seeker who moved: both cities' scopes).
+                let mut binds = Vec::new();
+                if f.also.is_empty() {
+                    binds.push(bind);
+                } else {
+                    let also_of = |item: &Item| -> Option<Vars> {
+                        let mut b = bind.clone();
+                        for (var, x) in &f.also {
+                            let v = also_value(self, x, item).ok()?;
+                            if !valid_var_value(&v) || b.get(var).is_some_and(|o| *o != v) {
+                                return None;
+                            }
+                            b.insert(var.clone(), v);
+                        }
+                        Some(b)
+                    };
+                    if change.kind != ChangeKind::Remove {
+                        binds.extend(change.new.as_ref().and_then(also_of));
+                    }
+                    if let Some(b) = change.old.as_ref().and_then(also_of) {
+                        if !binds.contains(&b) {
+                            binds.push(b);
+                        }
+                    }
                 }
-                .encode();
-                out.push(OutMessage {
-                    queue: set.queue.logical,
-                    body,
-                });
+                for bind in binds {
+                    let body = JoinJob {
+                        set: set.name.to_string(),
+                        scope: f.name.clone(),
+                        bind,
+                        step: 0,
+                        after: None,
+                    }
+                    .encode();
+                    out.push(OutMessage {
+                        queue: set.queue.logical,
+                        body,
+                    });
+                }
             }
         }
         Ok(out)
