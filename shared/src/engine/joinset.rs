@@ -774,7 +774,7 @@ impl JoinSet {
         now: DateTime<Utc>,
     ) -> Option<Decision> {
         self.decide_row(scope, vars, read, &|_| None, now)
-            .map(|(d, _)| d)
+            .map(|(d, _, _)| d)
     }
 
     /// [`JoinSet::decide`], and whether evaluating `when`, the values or
@@ -787,16 +787,16 @@ impl JoinSet {
         read: &dyn Fn(&Item) -> Option<Item>,
         read_ledger: &dyn Fn(&Item) -> Option<Item>,
         now: DateTime<Utc>,
-    ) -> Option<(Decision, bool)> {
+    ) -> Option<(Decision, bool, Option<(Item, String)>)> {
         let names = self.key_names;
         let target_key = self.target.key.key(names, vars)?;
         let existing = read(&target_key).filter(|e| !self.expired(e, now));
-        let keep = |existing: Option<Item>, bad: bool| {
+        let keep = |existing: Option<Item>, bad: bool, fact: Option<(Item, String)>| {
             let g = existing.map(|item| Guarded {
                 item,
                 guards: vec![],
             });
-            Some(((g.clone(), g), bad))
+            Some(((g.clone(), g), bad, fact))
         };
         let mut items: Vec<(&FactDecl, Item, Option<Item>)> = Vec::new();
         for f in &self.facts {
@@ -822,12 +822,18 @@ impl JoinSet {
                 },
             });
         }
-        if let Some(reason) = states.iter().find_map(|s| match s {
-            State::Bad(r) => Some(r),
-            _ => None,
-        }) {
-            tracing::debug!(set = self.name, reason = %reason, "a fact is bad input: the target is kept");
-            return keep(existing, false);
+        // A fact that is bad input: the target keeps what its earlier
+        // valid states implied; the fact is logged and counted once per
+        // job (by the caller).
+        if let Some((key, reason)) = items
+            .iter()
+            .zip(&states)
+            .find_map(|((_, k, _), s)| match s {
+                State::Bad(r) => Some((k.clone(), r.clone())),
+                _ => None,
+            })
+        {
+            return keep(existing, false, Some((key, reason)));
         }
         let mut unless = Vec::new();
         for u in &self.unless {
@@ -892,7 +898,7 @@ impl JoinSet {
                         reason = %reason,
                         "bad input: the target is kept"
                     );
-                    return keep(existing, true);
+                    return keep(existing, true, None);
                 }
             }
         } else {
@@ -930,7 +936,7 @@ impl JoinSet {
             };
             Guarded { item, guards }
         });
-        Some(((desired, existing), false))
+        Some(((desired, existing), false, None))
     }
 
     fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
@@ -1160,16 +1166,24 @@ impl JoinSet {
         let read = |k: &Item| known.get(&item_id(k)).cloned();
         let read_ledger = |k: &Item| ledger_known.get(&item_id(k)).cloned();
         let mut seen = BTreeSet::new();
+        let mut bad_facts = BTreeSet::new();
         for vars in &candidates {
             if !seen.insert(vars.clone()) {
                 continue;
             }
-            if let Some(((desired, existing), bad)) =
+            if let Some(((desired, existing), bad, bad_fact)) =
                 self.decide_row(&scope.on, vars, &read, &read_ledger, reads.now)
             {
                 plan.desired.extend(desired);
                 plan.existing.extend(existing);
                 plan.bad_input_logged += usize::from(bad);
+                if let Some((key, reason)) = bad_fact {
+                    let label = crate::item::display_key(&key);
+                    if bad_facts.insert(label.clone()) {
+                        tracing::warn!(set = self.name, key = %label, reason = %reason, "a fact is bad input: what it implied is kept");
+                        plan.bad_input_logged += 1;
+                    }
+                }
             }
         }
         Ok(plan)
