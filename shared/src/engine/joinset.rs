@@ -186,6 +186,24 @@ impl Template {
         Some(out)
     }
 
+    /// The literal start every value has with `vars` bound: the parts up
+    /// to the first unbound variable (`s#j1#` of `s#${jobId}#${seekerId}`
+    /// with `jobId` bound). `None` when every variable is bound (the value
+    /// itself) or the start is empty.
+    pub fn bound_prefix(&self, vars: &Vars) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.0 {
+            match p {
+                Part::Lit(l) => out.push_str(l),
+                Part::Var(v) => match vars.get(v) {
+                    Some(x) => out.push_str(x),
+                    None => return (!out.is_empty()).then_some(out),
+                },
+            }
+        }
+        None
+    }
+
     /// Reads `value` back, binding its variables into `vars`; a variable
     /// already bound must have the same value. `false`: no match.
     pub fn read(&self, value: &str, vars: &mut Vars) -> bool {
@@ -1057,17 +1075,28 @@ impl JoinSet {
                 .pk
                 .render(&job.bind)
                 .ok_or_else(|| permanent("the listing's partition is not bound"))?;
-            let (items, next) = store
+            // Only the sort keys that can match: from the template's bound
+            // start (`s#<jobId>#` of one job's targets) to where it ends.
+            let prefix = listing.sk.bound_prefix(&job.bind);
+            let start = after.clone().or_else(|| prefix.clone());
+            let (mut items, mut next) = store
                 .query_page(
                     &reads.table,
                     names[0],
                     &pk,
                     names[1],
-                    after.as_deref(),
+                    start.as_deref(),
                     self.page - listed,
                 )
                 .await?;
             listed += items.len();
+            if let Some(p) = &prefix {
+                let within = |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
+                if let Some(end) = items.iter().position(|i| !within(i)) {
+                    items.truncate(end);
+                    next = None;
+                }
+            }
             for item in items {
                 let mut vars = job.bind.clone();
                 if !listing.read(names, &item, &mut vars) {

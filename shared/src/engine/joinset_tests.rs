@@ -39,6 +39,27 @@ fn templates_render_and_parse_back() {
 }
 
 #[test]
+fn a_listing_starts_at_the_bound_start_of_its_template() {
+    let t = Template::parse("s#${j}#${s}").unwrap();
+    assert_eq!(t.bound_prefix(&vars(&[("j", "j1")])), Some("s#j1#".into()));
+    assert_eq!(t.bound_prefix(&vars(&[])), Some("s#".into()));
+    assert_eq!(t.bound_prefix(&vars(&[("s", "x")])), Some("s#".into()));
+    assert_eq!(
+        t.bound_prefix(&vars(&[("j", "j1"), ("s", "x")])),
+        None,
+        "one value"
+    );
+    assert_eq!(
+        Template::parse("${a}#x").unwrap().bound_prefix(&vars(&[])),
+        None
+    );
+    assert_eq!(
+        Template::parse("profile").unwrap().bound_prefix(&vars(&[])),
+        None
+    );
+}
+
+#[test]
 fn templates_that_cannot_parse_back_are_refused() {
     for bad in ["u#${a}${b}", "u#${a}x", "u#${a", "u#${}", "u#${a-b}"] {
         assert!(Template::parse(bad).is_err(), "{bad}");
