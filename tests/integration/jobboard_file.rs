@@ -134,3 +134,161 @@ async fn the_jobboard_demo_through_both_ends_gives_the_same_table_verify_and_wri
     assert_eq!(file.2, rust.2, "the same verify findings");
     assert_eq!(file.3, rust.3, "the same bad input");
 }
+
+/// One end of the workload below: its table, its verify findings, its bad
+/// input, after faults, races and a redelivery of the whole stream.
+async fn board_under_faults(file: bool) -> (BTreeMap<(String, String), Item>, usize, usize) {
+    use jobstream::faults::Fault;
+    use shared::models::jobboard::writer::{days_ago, JobBoardWriter, NewJob};
+    let end = if file { "file" } else { "rust" };
+    let (env, proxy) = crate::support::model_env_behind_proxy("jobboard", |o| {
+        if file {
+            o.model_file = Some(jobboard_file());
+        }
+    })
+    .await;
+    let crate::support::ModelEnv { engine, rt } = env;
+    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let cities = ["Montreal", "New York"];
+    let skills: [&[&str]; 3] = [&["aws", "rust"], &["go", "k8s"], &["rust"]];
+    let jobs: std::sync::Arc<Vec<NewJob<'static>>> = (0..8)
+        .map(|i| NewJob {
+            job_id: ["j0", "j1", "j2", "j3", "j4", "j5", "j6", "j7"][i],
+            employer_id: ["e1", "e2"][i % 2],
+            city: cities[i % 2],
+            posted_at: days_ago(i as i64 * 3),
+            zip: ["H2X", "10001"][i % 2],
+            title: "Engineer",
+            skills: skills[i % 3],
+            category: "tech",
+            salary_max: 100_000 + 10_000 * i as i64,
+        })
+        .collect::<Vec<_>>()
+        .into();
+    let seekers: Vec<String> = (0..16).map(|i| format!("s{i:02}")).collect();
+    w.employer("e1", "Acme").await.unwrap();
+    w.employer("e2", "Globex").await.unwrap();
+    // Faults on every kind of call the processors make, some after the
+    // request took effect (its answer lost).
+    proxy.inject(Fault::throttle("TransactWriteItems", 3).after(2));
+    proxy.inject(Fault::server_error("TransactWriteItems", 2).after(8));
+    proxy.inject(
+        Fault::server_error("TransactWriteItems", 1)
+            .after(5)
+            .after_effect(),
+    );
+    proxy.inject(Fault::server_error("UpdateItem", 2).after(3));
+    proxy.inject(Fault::reset("UpdateItem", 1).after(4).after_effect());
+    proxy.inject(Fault::throttle("BatchGetItem", 2).after(1));
+    proxy.inject(Fault::server_error("Query", 2).after(3));
+    let bg = crate::support::run_in_background(rt);
+    // Jobs posted, one closed, one re-posted with other skills; seekers
+    // signing up in either city (written as people type them), half of
+    // them moving to the other; requests and approvals; all at once.
+    let job_writer = {
+        let (w, jobs) = (w.clone(), jobs.clone());
+        tokio::spawn(async move {
+            for j in jobs.iter() {
+                w.create_job(j).await.unwrap();
+            }
+            w.close_job(&jobs[1]).await.unwrap();
+            let mut j2 = jobs[2].item();
+            j2.insert(
+                "skills".into(),
+                aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["go".into(), "rust".into()]),
+            );
+            w.put(j2).await.unwrap();
+        })
+    };
+    let seeker_writer = {
+        let (w, seekers) = (w.clone(), seekers.clone());
+        tokio::spawn(async move {
+            let typed = ["Montreal", " new  york ", "MONTREAL", "New York"];
+            for (i, s) in seekers.iter().enumerate() {
+                w.seeker(s, "S", typed[i % 4], skills[i % 3], 105_000, &["tech"])
+                    .await
+                    .unwrap();
+            }
+            for (i, s) in seekers.iter().enumerate().step_by(2) {
+                w.seeker(s, "S", typed[(i + 1) % 4], skills[(i + 1) % 3], 95_000, &[])
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let requester = {
+        let (w, jobs) = (w.clone(), jobs.clone());
+        tokio::spawn(async move {
+            for (i, j) in jobs.iter().enumerate().take(6) {
+                let s = format!("s{:02}", i + 1);
+                w.request(j, &s, &days_ago(0)).await.unwrap();
+                if i % 2 == 0 {
+                    w.set_request_status(j.employer_id, j.job_id, &s, "approved", &days_ago(0))
+                        .await
+                        .unwrap();
+                }
+            }
+        })
+    };
+    for t in [job_writer, seeker_writer, requester] {
+        t.await.expect("writer");
+    }
+    let mut rt = bg.stop().await;
+    rt.drain().await.expect("drain");
+    assert!(proxy.injected() > 0, "{end}: faults were injected");
+    proxy.clear();
+    let want = scan(&rt).await;
+    // The whole stream delivered again (at-least-once): nothing changes.
+    let records = crate::support::records_of(&engine, &rt).await;
+    let event: aws_lambda_events::event::dynamodb::Event =
+        serde_json::from_value(serde_json::json!({ "Records": records })).expect("event");
+    let resp = rt
+        .stream_processor("derive")
+        .handle(event)
+        .await
+        .expect("handled");
+    assert!(resp.batch_item_failures.is_empty(), "{end}");
+    rt.drain().await.expect("drain");
+    assert_eq!(scan(&rt).await, want, "{end}: redelivery changes nothing");
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{end}: {:#?}", report.problems);
+    use shared::models::Harness as _;
+    let dead = rt.dead_letters().await.expect("dead letters");
+    assert!(dead.is_empty(), "{end}: dead letters: {dead:?}");
+    assert!(rt.failed_batches().is_empty(), "{end}");
+    let out = (want, report.problems.len(), report.bad_input.len());
+    engine.stop().await;
+    out
+}
+
+/// `--model-file models/jobboard.yaml` behaves as `--model jobboard` under
+/// concurrent writers (seekers moving between cities typed in any case,
+/// jobs closing and rescored, requests and approvals), faults and the
+/// whole stream redelivered: the same table, attribute for attribute (the
+/// clock aside), both exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn races_faults_and_redelivery_end_alike_through_both_ends() {
+    let rust = board_under_faults(false).await;
+    let file = board_under_faults(true).await;
+    let suggestions = |t: &BTreeMap<(String, String), Item>| {
+        t.keys().filter(|(_, sk)| sk.starts_with("s#")).count()
+    };
+    assert!(suggestions(&rust.0) > 10, "{}", suggestions(&rust.0));
+    assert!(
+        rust.0.keys().any(|(pk, _)| pk == "job#new-york"),
+        "cities normalised"
+    );
+    let matches = |t: &BTreeMap<(String, String), Item>| {
+        t.values()
+            .filter(|i| i.s("entityType").ok() == Some("match"))
+            .count()
+    };
+    assert_eq!(matches(&rust.0), 3, "each approval matched once");
+    assert_eq!(
+        normalized(&file.0),
+        normalized(&rust.0),
+        "the same items, attribute for attribute (the clock aside)"
+    );
+    assert_eq!(file.1, rust.1, "the same verify findings");
+    assert_eq!(file.2, rust.2, "the same bad input");
+}
