@@ -70,6 +70,20 @@ fn the_jobboard_file_declares_what_the_rust_model_deploys() {
     assert_eq!(file.queues(), rust.queues());
     assert_eq!(file.stream_defs(), rust.stream_defs());
     assert_eq!(file.queue_defs(), rust.queue_defs());
+    // What `jobstream tables --model-file models/jobboard.yaml` prints for
+    // the stack: the Rust model's definition but for its name.
+    let named = |m: shared::models::Model| {
+        let mut v = jobstream::tools::deploy::definitions_of(&[m]);
+        v["defaultModel"] = serde_json::Value::Null;
+        for m in v["models"].as_array_mut().expect("models") {
+            m["name"] = serde_json::Value::Null;
+            m["about"] = serde_json::Value::Null;
+        }
+        v
+    };
+    let reloaded =
+        shared::models::load(&shared::models::Source::File(jobboard_file())).expect("loads");
+    assert_eq!(named(reloaded), named(rust));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
