@@ -548,10 +548,16 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
 /// compared as the registry's are.
 fn shipped_model_files() -> Vec<PathBuf> {
     let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models");
-    ["hr.yaml", "social.yaml", "library.yaml", "pickem.yaml", "jobboard.yaml"]
-        .iter()
-        .map(|f| models.join(f))
-        .collect()
+    [
+        "hr.yaml",
+        "social.yaml",
+        "library.yaml",
+        "pickem.yaml",
+        "jobboard.yaml",
+    ]
+    .iter()
+    .map(|f| models.join(f))
+    .collect()
 }
 
 /// A shipped model file's model, as `--model-file PATH` loads it.
