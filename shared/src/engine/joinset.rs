@@ -308,12 +308,15 @@ impl KeyTemplate {
 /// bad input, what the fact implied before stays).
 pub type Validate = Arc<dyn Fn(&Item) -> Result<(), String> + Send + Sync>;
 
+/// Computes a variable's value from a fact's item.
+pub type AlsoFn = Arc<dyn Fn(&Item) -> Result<String, String> + Send + Sync>;
+
 /// A variable a fact's item binds besides its key (`employerId` of a job,
 /// a seeker's city normalised): its value from the item.
 #[derive(Clone)]
 pub struct Also {
     pub var: String,
-    pub of: Arc<dyn Fn(&Item) -> Result<String, String> + Send + Sync>,
+    pub of: AlsoFn,
 }
 
 impl fmt::Debug for Also {
@@ -624,6 +627,10 @@ enum State {
 /// have and the target it has, each with its guards (see [`Plan`]).
 pub type Decision = (Option<Guarded>, Option<Guarded>);
 
+/// A row's decision, whether evaluating it failed on valid facts, and the
+/// key of a fact that is bad input (with why).
+type RowDecision = (Decision, bool, Option<(Item, String)>);
+
 impl JoinSet {
     fn set_err(&self, reason: impl Into<String>) -> DeclError {
         DeclError::Set {
@@ -805,7 +812,7 @@ impl JoinSet {
         read: &dyn Fn(&Item) -> Option<Item>,
         read_ledger: &dyn Fn(&Item) -> Option<Item>,
         now: DateTime<Utc>,
-    ) -> Option<(Decision, bool, Option<(Item, String)>)> {
+    ) -> Option<RowDecision> {
         let names = self.key_names;
         let target_key = self.target.key.key(names, vars)?;
         let existing = read(&target_key).filter(|e| !self.expired(e, now));
