@@ -802,6 +802,20 @@ impl JoinSet {
             .map(|(d, _, _)| d)
     }
 
+    /// [`JoinSet::decide`] with the ledger's items too (the once markers
+    /// `unless` facts name): what `verify` compares the table with.
+    pub fn decide_in(
+        &self,
+        scope: &str,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+        read_ledger: &dyn Fn(&Item) -> Option<Item>,
+        now: DateTime<Utc>,
+    ) -> Option<Decision> {
+        self.decide_row(scope, vars, read, read_ledger, now)
+            .map(|(d, _, _)| d)
+    }
+
     /// [`JoinSet::decide`], and whether evaluating `when`, the values or
     /// the TTL failed on valid facts (bad input the stream rules did not
     /// see, e.g. an overflow: counted by the consumer).

@@ -38,6 +38,7 @@ pub mod rules;
 pub mod scenario;
 pub mod sets;
 pub mod template;
+pub mod verify_jobs;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -677,9 +677,12 @@ impl Rules for FileRules {
         Ok(out)
     }
 
-    /// Every computed value (`compute:`) against what its rows imply.
+    /// Every computed value (`compute:`) against what its rows imply, every
+    /// join set's targets and once effect (see [`super::verify_jobs`]).
     fn checks(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
-        self.0.compute_checks(input.items)
+        let mut out = self.0.compute_checks(input.items);
+        out.extend(self.0.job_checks(input));
+        out
     }
 
     fn ignores(&self, keys: &Item) -> bool {

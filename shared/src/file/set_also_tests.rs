@@ -207,3 +207,21 @@ fn a_variable_of_a_fact_must_be_in_the_targets_key_or_carried() {
         "{p:#?}"
     );
 }
+
+#[test]
+fn missing_when_is_a_set_expression_placed_with_a_suggestion() {
+    let text = replaced(
+        "missing_when: \"job.postedAt >= day(now - 6 * 86400)\"",
+        "missing_when: \"jobb.postedAt >= day(now - 6 * 86400)\"",
+    );
+    let p = problems(&text);
+    let (l, c) = position(&text, "\"jobb.postedAt");
+    assert!(
+        has(
+            &p,
+            (l, c),
+            "set `suggestions`: unknown name `jobb` in `jobb.postedAt >= day(now - 6 * 86400)` (did you mean `job`?)"
+        ),
+        "{p:#?}"
+    );
+}

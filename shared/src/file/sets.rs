@@ -87,6 +87,10 @@ pub struct RawSet {
     /// The SQS queue's name (default `jobstream-<name>-jobs`; its DLQ
     /// `<name>-dlq`): a table that already has its queues keeps them.
     pub queue_name: Option<Spanned<String>>,
+    /// `verify`: when a target its facts imply is drift if absent (a CEL
+    /// condition of the set). Default: always, but for a TTL from `now`
+    /// (the target may have expired): never.
+    pub missing_when: Option<Spanned<Scalar>>,
 }
 
 /// A fact (or `unless` fact) as written.
@@ -157,6 +161,8 @@ pub struct SetSpec {
     pub page: usize,
     /// Attributes an existing item may differ in and still be kept.
     pub volatile: &'static [&'static str],
+    /// When an absent target its facts imply is drift (`missing_when`).
+    pub missing_when: Option<Expr>,
     /// The declared type of each set variable that has one (the key name
     /// it renames: the fact entity's attribute, else the binder's format):
     /// expressions read variables typed, as they read the facts.
@@ -787,6 +793,13 @@ fn one(
             c.err(at(&raw.entity), msg);
         }
     }
+    let missing_when = match &raw.missing_when {
+        None => None,
+        Some(w) => match c.expr(name, w, &vars, &mut facts, false) {
+            Some(SetExpr::Expr(e)) => Some(e),
+            _ => None,
+        },
+    };
     let ttl = match &raw.ttl {
         None => None,
         Some(t) if table_ttl.is_none() => {
@@ -852,6 +865,7 @@ fn one(
         }
     };
     let spec = SetSpec {
+        missing_when,
         var_types,
         name: lname,
         queue,
@@ -963,6 +977,34 @@ fn value(
 }
 
 impl SetSpec {
+    /// Whether a target its facts imply is drift when absent (`verify`):
+    /// `missing_when` over the row as read; without it, unless the TTL
+    /// runs from `now` (it may have expired, and nothing regenerates it
+    /// until a fact changes).
+    pub fn missing_is_drift(
+        &'static self,
+        m: &'static FileModel,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> bool {
+        let Some(e) = &self.missing_when else {
+            return !matches!(&self.ttl, Some(SetExpr::Expr(e)) if e.variables.iter().any(|v| v == "now"));
+        };
+        let items: Vec<(&str, Item)> = self
+            .facts
+            .iter()
+            .filter_map(|f| Some((f.name.as_str(), read(&f.key.key(m.keys, vars)?)?)))
+            .collect();
+        let facts = items.iter().map(|(n, i)| (*n, i)).collect();
+        let row = Row {
+            vars,
+            facts: &facts,
+            now,
+        };
+        matches!(eval(m, self, e, &row), Ok(Val::Bool(true)))
+    }
+
     /// The join set, its validation and expressions over the loaded model
     /// (`None`: a draft, for checking the scopes at load).
     fn declaration_with(
