@@ -306,3 +306,140 @@ async fn races_faults_and_redelivery_end_alike_through_both_ends() {
     assert_eq!(file.1, rust.1, "the same verify findings");
     assert_eq!(file.2, rust.2, "the same bad input");
 }
+
+/// Valid writer items of every kind, as the Rust writer writes them.
+fn fixtures() -> Vec<Item> {
+    use shared::item::s;
+    use shared::models::jobboard::demo::jobs;
+    let jobs = jobs();
+    let mut request = jobs[0].item();
+    request.clear();
+    for (k, v) in [
+        ("pk", "employer#e1"),
+        ("sk", "r#j1#s1"),
+        ("entityType", "request"),
+        ("employerId", "e1"),
+        ("jobId", "j1"),
+        ("seekerId", "s1"),
+        ("status", "pending"),
+        ("requestedAt", "2026-11-02"),
+        ("jobCity", "Montreal"),
+        ("jobPostedAt", "2026-11-01"),
+        ("jobZip", "H2X"),
+    ] {
+        request.insert(k.into(), s(v));
+    }
+    let mut approved = request.clone();
+    approved.insert("status".into(), s("approved"));
+    approved.insert("approvedAt".into(), s("2026-11-03"));
+    let seeker: Item = [
+        ("pk", s("seeker#s1")),
+        ("sk", s("profile")),
+        ("entityType", s("seeker")),
+        ("seekerId", s("s1")),
+        ("name", s("Ada")),
+        ("city", s(" San  Francisco ")),
+        (
+            "skills",
+            aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["rust".into()]),
+        ),
+        ("desiredSalary", shared::item::n(100_000)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let employer: Item = [
+        ("pk", "employer#e1"),
+        ("sk", "profile"),
+        ("entityType", "employer"),
+        ("employerId", "e1"),
+        ("name", "Acme"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), s(v)))
+    .collect();
+    let mut out: Vec<Item> = jobs.iter().map(|j| j.item()).collect();
+    out.extend([request, approved, seeker, employer]);
+    out
+}
+
+/// Each fixture with one thing wrong (or different) at a time.
+fn mutations(item: &Item) -> Vec<Item> {
+    use shared::item::{n, s};
+    let mut out = Vec::new();
+    for attr in item.keys().filter(|k| !["pk", "sk"].contains(&k.as_str())) {
+        let mut gone = item.clone();
+        gone.remove(attr);
+        out.push(gone);
+        let mut wrong = item.clone();
+        wrong.insert(attr.clone(), n(7));
+        out.push(wrong);
+        let mut text = item.clone();
+        text.insert(attr.clone(), s("not-a-value"));
+        out.push(text);
+    }
+    for (attr, v) in [
+        ("status", "approved"),
+        ("status", "maybe"),
+        ("postedAt", "2026-13-01"),
+        ("requestedAt", "2026-11-31"),
+        ("approvedAt", "yesterday"),
+        ("city", "montreal"),
+        ("city", "MONTREAL  "),
+        ("entityType", "seeker"),
+        ("zip", "OTHER"),
+    ] {
+        let mut i = item.clone();
+        i.insert(attr.into(), s(v));
+        out.push(i);
+    }
+    out
+}
+
+/// The file's rules and the Rust job board's agree on every fixture and
+/// mutation: the same GSI1 keys, bad input alike (a key that does not
+/// match its attributes, a missing or mistyped attribute, a date that is
+/// not one, an unknown status, a city keyed other than normalised).
+#[test]
+fn the_file_rules_agree_with_the_rust_job_board_rules_on_fixtures_and_mutations() {
+    let rust = shared::models::find("jobboard").expect("registered");
+    let file = shared::models::load(&shared::models::Source::File(jobboard_file())).expect("loads");
+    let mut cases = 0;
+    let mut differ = Vec::new();
+    let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in fixtures() {
+        let mut items = vec![f.clone()];
+        items.extend(mutations(&f));
+        for item in items {
+            cases += 1;
+            let show = |p: Result<Option<shared::engine::rules::Projection>, _>| match p {
+                Ok(Some(p)) => format!("{:?}", p.attrs),
+                Ok(None) => "none".to_string(),
+                Err(_) => "bad".to_string(),
+            };
+            let (a, b) = (
+                show(rust.rules.projection(&item)),
+                show(file.rules.projection(&item)),
+            );
+            let outcome = match a.as_str() {
+                "bad" => "bad",
+                "none" => "none",
+                _ => "keys",
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+            if a != b {
+                differ.push(format!("{item:?}\n  rust: {a}\n  file: {b}"));
+            }
+        }
+    }
+    assert!(cases > 150, "{cases}");
+    assert!(outcomes["bad"] > 50, "{outcomes:?}");
+    assert!(outcomes["keys"] > 50, "{outcomes:?}");
+    assert!(outcomes["none"] > 5, "{outcomes:?}");
+    assert!(
+        differ.is_empty(),
+        "{} of {cases} differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+}
