@@ -37,6 +37,7 @@ pub mod raw;
 pub mod rules;
 pub mod scenario;
 pub mod sets;
+pub mod sets_run;
 pub mod template;
 pub mod verify_jobs;
 
