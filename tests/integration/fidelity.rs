@@ -546,6 +546,7 @@ fn shipped_model_files() -> Vec<PathBuf> {
         "social.yaml",
         "examples/library.yaml",
         "pickem.yaml",
+        "jobboard.yaml",
     ]
     .iter()
     .map(|f| models.join(f))

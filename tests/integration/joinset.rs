@@ -232,6 +232,7 @@ fn follow_fact(reads: Vec<&'static str>) -> FactDecl {
         via_ledger: None,
         valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
         reads,
+        also: vec![],
     }
 }
 
@@ -270,6 +271,8 @@ fn pending_set() -> JoinSet {
         unless: vec![UnlessDecl {
             name: "back".into(),
             key: template("u#${b}#following", "u#${a}"),
+            also: vec![],
+            once: None,
         }],
         when: vec![],
         volatile: &[],
@@ -304,6 +307,7 @@ fn greetings_set(page: usize) -> JoinSet {
                 via_ledger: None,
                 valid: Arc::new(|i| entities::parse(i).map(|_| ()).map_err(|e| e.to_string())),
                 reads: vec!["name"],
+                also: vec![],
             },
             follow_fact(vec![]),
         ],

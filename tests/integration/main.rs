@@ -22,6 +22,7 @@ mod hr;
 mod import;
 mod invoices;
 mod jobboard;
+mod jobboard_file;
 mod joinset;
 mod js;
 mod limits;

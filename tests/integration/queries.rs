@@ -705,3 +705,34 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
         .any(|i| i.s("type").ok() == Some("standings")));
     env.engine.stop().await;
 }
+
+/// The job board's scenario (models/jobboard.scenario.yaml, the Rust
+/// demo's) through `models/jobboard.yaml`: every access pattern returns
+/// what it implies (cities written in any case read by their normalised
+/// key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
+    let env = play_shipped("jobboard").await;
+    let m = &shared::file::load(&models_dir().join("jobboard.yaml"))
+        .expect("loads")
+        .model;
+    assert_eq!(
+        m.queries.len(),
+        6,
+        "the seed's five queries and an employer's matches"
+    );
+    for city in ["Montreal", " montreal ", "MONTREAL"] {
+        let jobs = query(
+            &env.rt.dynamodb,
+            &env.rt.config.table,
+            m,
+            "jobs_by_city",
+            &[format!("city={city}")],
+            None,
+        )
+        .await
+        .expect("runs");
+        assert_eq!(jobs.items.len(), 3, "{city:?}");
+    }
+    env.engine.stop().await;
+}

@@ -233,10 +233,14 @@ pub fn file_graph(m: &FileModel) -> String {
             );
         }
         for f in &s.unless {
+            // An `unless` on a once effect's marker: from the effect.
+            let from = match &f.once {
+                Some(o) => id("once", o),
+                None => id("entity", m.entities[f.entity].name),
+            };
             let _ = writeln!(
                 out,
-                "  {} -.->|\"{}\"| {node}",
-                id("entity", m.entities[f.entity].name),
+                "  {from} -.->|\"{}\"| {node}",
                 esc(&format!("unless {}", f.name))
             );
         }

@@ -186,6 +186,24 @@ impl Template {
         Some(out)
     }
 
+    /// The literal start every value has with `vars` bound: the parts up
+    /// to the first unbound variable (`s#j1#` of `s#${jobId}#${seekerId}`
+    /// with `jobId` bound). `None` when every variable is bound (the value
+    /// itself) or the start is empty.
+    pub fn bound_prefix(&self, vars: &Vars) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.0 {
+            match p {
+                Part::Lit(l) => out.push_str(l),
+                Part::Var(v) => match vars.get(v) {
+                    Some(x) => out.push_str(x),
+                    None => return (!out.is_empty()).then_some(out),
+                },
+            }
+        }
+        None
+    }
+
     /// Reads `value` back, binding its variables into `vars`; a variable
     /// already bound must have the same value. `false`: no match.
     pub fn read(&self, value: &str, vars: &mut Vars) -> bool {
@@ -290,6 +308,40 @@ impl KeyTemplate {
 /// bad input, what the fact implied before stays).
 pub type Validate = Arc<dyn Fn(&Item) -> Result<(), String> + Send + Sync>;
 
+/// Computes a variable's value from a fact's item.
+pub type AlsoFn = Arc<dyn Fn(&Item) -> Result<String, String> + Send + Sync>;
+
+/// A variable a fact's item binds besides its key (`employerId` of a job,
+/// a seeker's city normalised): its value from the item.
+#[derive(Clone)]
+pub struct Also {
+    pub var: String,
+    pub of: AlsoFn,
+}
+
+impl fmt::Debug for Also {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Also({})", self.var)
+    }
+}
+
+/// Binds `also` from `item` into `vars`: `false` if a value disagrees
+/// with one bound, cannot be part of a key, or cannot be computed.
+pub fn bind_also(also: &[Also], item: &Item, vars: &mut Vars) -> bool {
+    let mut out = vars.clone();
+    for a in also {
+        let Ok(v) = (a.of)(item) else {
+            return false;
+        };
+        if !valid_var_value(&v) || out.get(&a.var).is_some_and(|old| *old != v) {
+            return false;
+        }
+        out.insert(a.var.clone(), v);
+    }
+    *vars = out;
+    true
+}
+
 /// A fact of the join: an item that must exist and be valid.
 #[derive(Clone)]
 pub struct FactDecl {
@@ -308,6 +360,10 @@ pub struct FactDecl {
     /// The attributes `when` and the values read: guarded equal to what was
     /// read. A fact without any is guarded by its existence.
     pub reads: Vec<&'static str>,
+    /// Variables its item binds besides its key. A row whose variables
+    /// disagree with them is not this fact's (a seeker of another city):
+    /// no target, an existing one deleted while the fact is as read.
+    pub also: Vec<Also>,
 }
 
 impl fmt::Debug for FactDecl {
@@ -318,6 +374,7 @@ impl fmt::Debug for FactDecl {
             .field("via", &self.via)
             .field("via_ledger", &self.via_ledger)
             .field("reads", &self.reads)
+            .field("also", &self.also)
             .finish_non_exhaustive()
     }
 }
@@ -327,6 +384,36 @@ impl fmt::Debug for FactDecl {
 pub struct UnlessDecl {
     pub name: String,
     pub key: KeyTemplate,
+    /// Variables its item binds besides its key, for the scope its change
+    /// starts (its presence alone excludes).
+    pub also: Vec<Also>,
+    /// `Some(once)`: the marker of that once effect in the ledger, its key
+    /// `key.pk` rendered (`${seekerId}#${jobId}`): the effect happened. It
+    /// starts no scope (the effect itself must delete the target).
+    pub once: Option<String>,
+}
+
+impl UnlessDecl {
+    /// The key read for `vars`, and whether it is in the ledger.
+    pub fn key_of(&self, names: &[&str], vars: &Vars) -> Option<(Item, bool)> {
+        match &self.once {
+            Some(once) => Some((
+                super::once::marker_key(once, &self.key.pk.render(vars)?),
+                true,
+            )),
+            None => Some((self.key.key(names, vars)?, false)),
+        }
+    }
+
+    fn vars(&self) -> BTreeSet<&str> {
+        match &self.once {
+            Some(_) => self.key.pk.vars().collect(),
+            None => self.key.vars(),
+        }
+        .into_iter()
+        .chain(self.also.iter().map(|a| a.var.as_str()))
+        .collect()
+    }
 }
 
 /// What a row of the join offers expressions: the variables, the valid
@@ -415,6 +502,29 @@ pub struct TargetDecl {
     /// The TTL attribute and its value (epoch seconds): an item is written
     /// only while it is ahead, and an item past it is DynamoDB's.
     pub ttl: Option<(&'static str, Value)>,
+}
+
+impl TargetDecl {
+    /// Variables the target carries as attributes besides its key
+    /// (`postedAt: postedAt`): (attribute, variable). A sweep reads them
+    /// back, so a target is found whole even when its facts are gone.
+    pub fn carried(&self) -> Vec<(&str, &str)> {
+        let key = self.key.vars();
+        self.values
+            .iter()
+            .filter_map(|(a, v)| match v {
+                Value::Var(x) if !key.contains(x.as_str()) => Some((a.as_str(), x.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The set's variables: the key's and the carried ones.
+    pub fn vars(&self) -> BTreeSet<&str> {
+        let mut v = self.key.vars();
+        v.extend(self.carried().into_iter().map(|(_, x)| x));
+        v
+    }
 }
 
 /// A join set job: the declaration and its consumer.
@@ -517,6 +627,10 @@ enum State {
 /// have and the target it has, each with its guards (see [`Plan`]).
 pub type Decision = (Option<Guarded>, Option<Guarded>);
 
+/// A row's decision, whether evaluating it failed on valid facts, and the
+/// key of a fact that is bad input (with why).
+type RowDecision = (Decision, bool, Option<(Item, String)>);
+
 impl JoinSet {
     fn set_err(&self, reason: impl Into<String>) -> DeclError {
         DeclError::Set {
@@ -530,27 +644,37 @@ impl JoinSet {
     }
 
     /// Checks the declaration and derives every scope from the key
-    /// templates: one per fact and per `unless` fact.
+    /// templates: one per fact and per `unless` fact (but a once marker).
     pub fn scopes(&self) -> Result<Vec<Scope>, DeclError> {
-        let target_vars = self.target.key.vars();
+        let target_vars = self.target.vars();
         let mut names = BTreeSet::new();
-        for (name, key) in self
-            .facts
-            .iter()
-            .map(|f| (&f.name, &f.key))
-            .chain(self.unless.iter().map(|u| (&u.name, &u.key)))
-        {
+        // Each fact's name, the variables its change binds (key and
+        // `also`), whether it starts a scope.
+        let mut decls: Vec<(&String, BTreeSet<&str>, bool)> = Vec::new();
+        for f in &self.facts {
+            let mut v = f.key.vars();
+            v.extend(f.also.iter().map(|a| a.var.as_str()));
+            decls.push((&f.name, v, true));
+        }
+        for u in &self.unless {
+            decls.push((&u.name, u.vars(), u.once.is_none()));
+        }
+        for (name, vars, _) in &decls {
             if !names.insert(name.as_str()) {
                 return Err(self.set_err(format!("two facts are named `{name}`")));
             }
-            if let Some(v) = key.vars().iter().find(|v| !target_vars.contains(*v)) {
+            if let Some(v) = vars.iter().find(|v| !target_vars.contains(*v)) {
                 return Err(self.set_err(format!(
-                    "fact `{name}`: variable `{v}` is not in the target's key {}",
+                    "fact `{name}`: variable `{v}` is not in the target's key {} (nor a value of it)",
                     self.target.key.pk
                 )));
             }
         }
-        let fact_vars: BTreeSet<&str> = self.facts.iter().flat_map(|f| f.key.vars()).collect();
+        let fact_vars: BTreeSet<&str> = decls
+            .iter()
+            .take(self.facts.len())
+            .flat_map(|(_, v, _)| v.iter().copied())
+            .collect();
         if let Some(v) = target_vars.iter().find(|v| !fact_vars.contains(*v)) {
             return Err(self.set_err(format!("target variable `{v}` is bound by no fact")));
         }
@@ -558,31 +682,30 @@ impl JoinSet {
             return Err(self.set_err("a join set needs at least one fact"));
         }
         let mut scopes = Vec::new();
-        for (name, key) in self
-            .facts
-            .iter()
-            .map(|f| (&f.name, &f.key))
-            .chain(self.unless.iter().map(|u| (&u.name, &u.key)))
-        {
-            let bound: BTreeSet<&str> = key.vars();
-            let missing: BTreeSet<&str> = target_vars.difference(&bound).copied().collect();
+        for (name, bound, starts) in &decls {
+            if !starts {
+                continue;
+            }
+            let missing: BTreeSet<&str> = target_vars.difference(bound).copied().collect();
             let mut steps = Vec::new();
             if !missing.is_empty() {
-                let lists = |k: &KeyTemplate| {
+                let lists = |k: &KeyTemplate, also: &[Also]| {
+                    let mut binds = k.vars();
+                    binds.extend(also.iter().map(|a| a.var.as_str()));
                     k.pk.vars().all(|v| bound.contains(v))
-                        && missing.iter().all(|m| k.vars().contains(m))
+                        && missing.iter().all(|m| binds.contains(m))
                 };
                 let step = self
                     .facts
                     .iter()
-                    .filter(|f| &f.name != name)
+                    .filter(|f| &f.name != *name)
                     .find_map(|f| {
-                        if lists(&f.key) {
+                        if lists(&f.key, &f.also) {
                             Some(Step::List {
                                 fact: f.name.clone(),
                                 via: false,
                             })
-                        } else if f.via.as_ref().is_some_and(lists) {
+                        } else if f.via.as_ref().is_some_and(|v| lists(v, &[])) {
                             Some(Step::List {
                                 fact: f.name.clone(),
                                 via: true,
@@ -605,7 +728,7 @@ impl JoinSet {
                 }
             }
             scopes.push(Scope {
-                on: name.clone(),
+                on: name.to_string(),
                 bound: bound.iter().map(|v| v.to_string()).collect(),
                 steps,
             });
@@ -665,619 +788,12 @@ impl JoinSet {
         }
         Ok((job, scope))
     }
-
-    /// What one row implies. `read` gives the item at a key as read
-    /// consistently (`None`: absent). Pure.
-    pub fn decide(
-        &self,
-        scope: &str,
-        vars: &Vars,
-        read: &dyn Fn(&Item) -> Option<Item>,
-        now: DateTime<Utc>,
-    ) -> Option<Decision> {
-        self.decide_row(scope, vars, read, now).map(|(d, _)| d)
-    }
-
-    /// [`JoinSet::decide`], and whether evaluating `when`, the values or
-    /// the TTL failed on valid facts (bad input the stream rules did not
-    /// see, e.g. an overflow: counted by the consumer).
-    fn decide_row(
-        &self,
-        scope: &str,
-        vars: &Vars,
-        read: &dyn Fn(&Item) -> Option<Item>,
-        now: DateTime<Utc>,
-    ) -> Option<(Decision, bool)> {
-        let names = self.key_names;
-        let target_key = self.target.key.key(names, vars)?;
-        let existing = read(&target_key).filter(|e| !self.expired(e, now));
-        let keep = |existing: Option<Item>, bad: bool| {
-            let g = existing.map(|item| Guarded {
-                item,
-                guards: vec![],
-            });
-            Some(((g.clone(), g), bad))
-        };
-        let mut items: Vec<(&FactDecl, Item, Option<Item>)> = Vec::new();
-        for f in &self.facts {
-            let key = f.key.key(names, vars)?;
-            let item = read(&key);
-            items.push((f, key, item));
-        }
-        let mut states = Vec::new();
-        for (f, _, item) in &items {
-            states.push(match item {
-                None => State::Absent,
-                Some(i) => match (f.valid)(i) {
-                    Ok(()) => State::Valid,
-                    Err(reason) => State::Bad(reason),
-                },
-            });
-        }
-        if let Some(reason) = states.iter().find_map(|s| match s {
-            State::Bad(r) => Some(r),
-            _ => None,
-        }) {
-            tracing::debug!(set = self.name, reason = %reason, "a fact is bad input: the target is kept");
-            return keep(existing, false);
-        }
-        let mut unless = Vec::new();
-        for u in &self.unless {
-            let key = u.key.key(names, vars)?;
-            let present = read(&key).is_some();
-            unless.push((u, key, present));
-        }
-        let facts: BTreeMap<&str, &Item> = items
-            .iter()
-            .filter_map(|(f, _, i)| i.as_ref().map(|i| (f.name.as_str(), i)))
-            .collect();
-        // The facts as read: a put depends on all of them.
-        let as_read = |attrs_only: bool| -> Vec<Guard> {
-            let mut g = Vec::new();
-            for (f, key, item) in &items {
-                if f.reads.is_empty() {
-                    if !attrs_only {
-                        g.push(Guard::exists(key.clone()));
-                    }
-                } else {
-                    for a in &f.reads {
-                        g.push(Guard::same(
-                            key.clone(),
-                            a,
-                            item.as_ref().and_then(|i| i.get(*a)),
-                        ));
-                    }
-                }
-            }
-            if !attrs_only {
-                g.extend(unless.iter().map(|(_, k, _)| Guard::absent(k.clone())));
-            }
-            g
-        };
-        let all_valid = states.iter().all(|s| matches!(s, State::Valid));
-        let excluded = unless.iter().any(|(_, _, present)| *present);
-        let row = Row {
-            vars,
-            facts: &facts,
-            now,
-        };
-        let desired = if all_valid && !excluded {
-            match self.build(&row, &target_key) {
-                Ok(Some(item)) => Some(Guarded {
-                    item,
-                    guards: as_read(false),
-                }),
-                Ok(None) => None,
-                Err(reason) => {
-                    tracing::warn!(
-                        set = self.name,
-                        key = %crate::item::display_key(&target_key),
-                        reason = %reason,
-                        "bad input: the target is kept"
-                    );
-                    return keep(existing, true);
-                }
-            }
-        } else {
-            None
-        };
-        let existing = existing.map(|item| {
-            let prefer = |name: &str| name == scope;
-            let absent: Vec<&Item> = {
-                let mut v: Vec<(bool, &Item)> = items
-                    .iter()
-                    .filter(|(_, _, i)| i.is_none())
-                    .map(|(f, k, _)| (!prefer(&f.name), k))
-                    .collect();
-                v.sort_by_key(|(p, _)| *p);
-                v.into_iter().map(|(_, k)| k).collect()
-            };
-            let present: Vec<&Item> = {
-                let mut v: Vec<(bool, &Item)> = unless
-                    .iter()
-                    .filter(|(_, _, p)| *p)
-                    .map(|(u, k, _)| (!prefer(&u.name), k))
-                    .collect();
-                v.sort_by_key(|(p, _)| *p);
-                v.into_iter().map(|(_, k)| k).collect()
-            };
-            let guards = if let Some(k) = absent.first() {
-                vec![Guard::absent((*k).clone())]
-            } else if let Some(k) = present.first() {
-                vec![Guard::exists((*k).clone())]
-            } else {
-                // Only `when` or the TTL says no: the delete holds while the
-                // attributes they read are as read (a fact that goes meanwhile
-                // only confirms it).
-                as_read(true)
-            };
-            Guarded { item, guards }
-        });
-        Some(((desired, existing), false))
-    }
-
-    fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
-        self.target.ttl.as_ref().is_some_and(|(attr, _)| {
-            item.opt_i64(attr)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t <= now.timestamp())
-        })
-    }
-
-    /// The target of a row whose facts hold, if `when` and the TTL say so.
-    fn build(&self, row: &Row<'_>, key: &Item) -> Result<Option<Item>, String> {
-        for w in &self.when {
-            let holds = match w {
-                When::Distinct(a, b) => row.vars.get(a) != row.vars.get(b),
-                When::Expr(p) => p(row)?,
-            };
-            if !holds {
-                return Ok(None);
-            }
-        }
-        let mut item = key.clone();
-        if let Some((attr, value)) = &self.target.type_attr {
-            item.insert(attr.to_string(), s(value));
-        }
-        for (attr, v) in &self.target.values {
-            item.insert(attr.clone(), v.eval(row)?);
-        }
-        if let Some((attr, v)) = &self.target.ttl {
-            let ttl = v.eval(row)?;
-            let secs: i64 = ttl
-                .as_n()
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| format!("ttl `{attr}` is not an integer"))?;
-            if secs <= row.now.timestamp() {
-                return Ok(None);
-            }
-            item.insert(attr.to_string(), ttl);
-        }
-        Ok(Some(item))
-    }
-
-    /// Reads the facts of one page of `job` and plans it.
-    pub async fn plan_job(
-        &self,
-        job: &JoinJob,
-        scope: &Scope,
-        reads: &Reads,
-    ) -> Result<Plan, MessageError> {
-        let names = self.key_names;
-        let store = &reads.store;
-        let mut plan = Plan::default();
-        // Items already read (by key id) and the candidates' variables.
-        let mut known: HashMap<String, Item> = HashMap::new();
-        let mut candidates: Vec<Vars> = Vec::new();
-        if scope.steps.is_empty() {
-            candidates.push(job.bind.clone());
-        }
-        // The listing steps from the job's cursor on, within one page of
-        // candidates: a small scope is one message, a large one continues
-        // where the page ends.
-        let (mut step_no, mut after) = (job.step, job.after.clone());
-        let mut listed = 0;
-        while let Some(step) = scope.steps.get(step_no) {
-            // A listing kept in the ledger (an index's keys): its members.
-            if let Step::List { fact, via: true } = step {
-                let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
-                if let (Some(index), Some(v)) = (&f.via_ledger, &f.via) {
-                    let pk =
-                        v.pk.render(&job.bind)
-                            .ok_or_else(|| permanent("the listing's partition is not bound"))?;
-                    let (members, next) = super::derive::index_members(
-                        store,
-                        &reads.ledger_table,
-                        &format!("{index}#{pk}"),
-                        after.as_deref(),
-                        self.page - listed,
-                    )
-                    .await?;
-                    listed += members.len();
-                    for m in members {
-                        let mut vars = job.bind.clone();
-                        if v.sk.read(&m, &mut vars) {
-                            candidates.push(vars);
-                        }
-                    }
-                    match next {
-                        Some(a) => after = Some(a),
-                        None => {
-                            step_no += 1;
-                            after = None;
-                        }
-                    }
-                    if listed >= self.page || after.is_some() {
-                        break;
-                    }
-                    continue;
-                }
-            }
-            let (listing, is_fact, is_target) = match step {
-                Step::List { fact, via } => {
-                    let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
-                    match (&f.via, via) {
-                        (Some(v), true) => (v, false, false),
-                        _ => (&f.key, true, false),
-                    }
-                }
-                Step::Sweep => (&self.target.key, false, true),
-            };
-            let pk = listing
-                .pk
-                .render(&job.bind)
-                .ok_or_else(|| permanent("the listing's partition is not bound"))?;
-            let (items, next) = store
-                .query_page(
-                    &reads.table,
-                    names[0],
-                    &pk,
-                    names[1],
-                    after.as_deref(),
-                    self.page - listed,
-                )
-                .await?;
-            listed += items.len();
-            for item in items {
-                let mut vars = job.bind.clone();
-                if !listing.read(names, &item, &mut vars) {
-                    continue;
-                }
-                if is_target && self.expired(&item, reads.now) {
-                    continue;
-                }
-                if is_fact || is_target {
-                    known.insert(item_id(&crate::item::key_of(&item, names)), item);
-                }
-                candidates.push(vars);
-            }
-            match next {
-                Some(a) => {
-                    after = Some(a);
-                }
-                None => {
-                    step_no += 1;
-                    after = None;
-                }
-            }
-            if listed >= self.page || after.is_some() {
-                break;
-            }
-        }
-        if step_no < scope.steps.len() {
-            plan.ahead.push(OutMessage {
-                queue: self.queue,
-                body: JoinJob {
-                    step: step_no,
-                    after,
-                    ..job.clone()
-                }
-                .encode(),
-            });
-        }
-        // Every fact, unless fact and target of the page, each read once.
-        let mut wanted: BTreeMap<String, Item> = BTreeMap::new();
-        for vars in &candidates {
-            let keys = self
-                .facts
-                .iter()
-                .map(|f| &f.key)
-                .chain(self.unless.iter().map(|u| &u.key))
-                .chain(std::iter::once(&self.target.key))
-                .filter_map(|k| k.key(names, vars));
-            for k in keys {
-                let id = item_id(&k);
-                if !known.contains_key(&id) {
-                    wanted.insert(id, k);
-                }
-            }
-        }
-        // BatchGetItem requests of 100 keys, a few in flight at once.
-        let keys: Vec<Item> = wanted.into_values().collect();
-        let chunks: Vec<Vec<Item>> = keys.chunks(100).map(<[Item]>::to_vec).collect();
-        let table = reads.table.as_str();
-        let mut gets = futures::stream::iter(chunks)
-            .map(|c| store.batch_get(table, c))
-            .buffer_unordered(READ_CONCURRENCY);
-        while let Some(items) = gets.next().await {
-            for item in items? {
-                known.insert(item_id(&crate::item::key_of(&item, names)), item);
-            }
-        }
-        let read = |k: &Item| known.get(&item_id(k)).cloned();
-        let mut seen = BTreeSet::new();
-        for vars in &candidates {
-            if !seen.insert(vars.clone()) {
-                continue;
-            }
-            if let Some(((desired, existing), bad)) =
-                self.decide_row(&scope.on, vars, &read, reads.now)
-            {
-                plan.desired.extend(desired);
-                plan.existing.extend(existing);
-                plan.bad_input_logged += usize::from(bad);
-            }
-        }
-        Ok(plan)
-    }
 }
 
-impl SetJob for JoinSet {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn key_names(&self) -> &'static [&'static str] {
-        self.key_names
-    }
-
-    fn volatile(&self) -> &'static [&'static str] {
-        self.volatile
-    }
-
-    fn plan<'a>(
-        &'a self,
-        body: &'a str,
-        reads: &'a Reads,
-    ) -> BoxFut<'a, Result<Plan, MessageError>> {
-        Box::pin(async move {
-            let (job, scope) = self.job(body)?;
-            self.plan_job(&job, &scope, reads).await
-        })
-    }
-}
-
-/// Plans a job already decoded (for models whose own start bodies map onto
-/// a scope, e.g. the social timeline's versioned jobs).
-pub async fn plan_scope(set: &JoinSet, job: JoinJob, reads: &Reads) -> Result<Plan, MessageError> {
-    let (job, scope) = set.check_job(job)?;
-    set.plan_job(&job, &scope, reads).await
-}
+#[path = "joinset_plan.rs"]
+mod plan;
+pub use plan::plan_scope;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> Vars {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn kt(pk: &str, sk: &str) -> KeyTemplate {
-        KeyTemplate::parse(pk, sk).unwrap()
-    }
-
-    const NAMES: &[&str] = &["PK", "SK"];
-
-    #[test]
-    fn templates_render_and_parse_back() {
-        let t = Template::parse("p#${p}#u#${a}").unwrap();
-        assert_eq!(t.to_string(), "p#${p}#u#${a}");
-        assert_eq!(t.vars().collect::<Vec<_>>(), vec!["p", "a"]);
-        let v = vars(&[("p", "01H"), ("a", "ann")]);
-        assert_eq!(t.render(&v).unwrap(), "p#01H#u#ann");
-        let mut back = Vars::new();
-        assert!(t.read("p#01H#u#ann", &mut back));
-        assert_eq!(back, v);
-        // A bound variable must agree; no match leaves `vars` untouched.
-        let mut other = vars(&[("a", "bob")]);
-        assert!(!t.read("p#01H#u#ann", &mut other));
-        assert_eq!(other, vars(&[("a", "bob")]));
-        for bad in ["p#01H", "p##u#ann", "q#01H#u#ann", "p#01H#u#ann#x"] {
-            assert!(!t.read(bad, &mut Vars::new()), "{bad}");
-        }
-        assert!(Template::parse("info")
-            .unwrap()
-            .read("info", &mut Vars::new()));
-        assert!(t.render(&vars(&[("p", "x")])).is_none(), "a is unbound");
-    }
-
-    #[test]
-    fn templates_that_cannot_parse_back_are_refused() {
-        for bad in ["u#${a}${b}", "u#${a}x", "u#${a", "u#${}", "u#${a-b}"] {
-            assert!(Template::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    fn valid() -> Validate {
-        Arc::new(|_| Ok(()))
-    }
-
-    fn fact(name: &str, key: KeyTemplate, via: Option<KeyTemplate>) -> FactDecl {
-        FactDecl {
-            name: name.into(),
-            key,
-            via,
-            via_ledger: None,
-            valid: valid(),
-            reads: vec![],
-        }
-    }
-
-    fn set(facts: Vec<FactDecl>, unless: Vec<UnlessDecl>) -> JoinSet {
-        JoinSet {
-            name: "s",
-            queue: "q",
-            key_names: NAMES,
-            target: TargetDecl {
-                key: kt("t#${x}", "y#${y}"),
-                type_attr: None,
-                values: vec![],
-                ttl: None,
-            },
-            facts,
-            unless,
-            when: vec![],
-            volatile: &[],
-            page: 10,
-        }
-    }
-
-    #[test]
-    fn scopes_need_a_listing_keyed_by_what_the_change_binds() {
-        // x's facts list the y's: fine both ways.
-        let ok = set(
-            vec![
-                fact("xs", kt("x#${x}", "info"), None),
-                fact(
-                    "pair",
-                    kt("x#${x}#pairs", "y#${y}"),
-                    Some(kt("y#${y}#pairs", "x#${x}")),
-                ),
-            ],
-            vec![],
-        );
-        let scopes = ok.scopes().unwrap();
-        assert_eq!(
-            scopes[0].steps,
-            vec![
-                Step::List {
-                    fact: "pair".into(),
-                    via: false
-                },
-                Step::Sweep
-            ]
-        );
-        assert!(scopes[1].steps.is_empty());
-        // Without the pair fact nothing lists y for a change of xs.
-        let err = set(
-            vec![
-                fact("xs", kt("x#${x}", "info"), None),
-                fact("ys", kt("y#${y}", "info"), None),
-            ],
-            vec![],
-        )
-        .scopes()
-        .unwrap_err();
-        assert!(err.to_string().contains("lists"), "{err}");
-        // A fact variable the target does not have.
-        let err = set(vec![fact("z", kt("x#${x}#${z}", "y#${y}"), None)], vec![])
-            .scopes()
-            .unwrap_err();
-        assert!(err.to_string().contains("`z`"), "{err}");
-        // A target variable no fact binds.
-        let err = set(vec![fact("xs", kt("x#${x}", "info"), None)], vec![])
-            .scopes()
-            .unwrap_err();
-        assert!(err.to_string().contains("`y`"), "{err}");
-        // An unless fact is a scope of its own.
-        let with_unless = set(
-            vec![fact("pair", kt("x#${x}#pairs", "y#${y}"), None)],
-            vec![UnlessDecl {
-                name: "block".into(),
-                key: kt("y#${y}#blocks", "x#${x}"),
-            }],
-        );
-        let on: Vec<String> = with_unless
-            .scopes()
-            .unwrap()
-            .into_iter()
-            .map(|s| s.on)
-            .collect();
-        assert_eq!(on, vec!["pair".to_string(), "block".to_string()]);
-    }
-
-    #[test]
-    fn unless_facts_exclude_and_guard() {
-        let s = set(
-            vec![FactDecl {
-                reads: vec!["n"],
-                ..fact("pair", kt("x#${x}#pairs", "y#${y}"), None)
-            }],
-            vec![UnlessDecl {
-                name: "block".into(),
-                key: kt("y#${y}#blocks", "x#${x}"),
-            }],
-        );
-        let v = vars(&[("x", "1"), ("y", "2")]);
-        let pair_key = kt("x#${x}#pairs", "y#${y}").key(NAMES, &v).unwrap();
-        let block_key = kt("y#${y}#blocks", "x#${x}").key(NAMES, &v).unwrap();
-        let target_key = kt("t#${x}", "y#${y}").key(NAMES, &v).unwrap();
-        let mut pair = pair_key.clone();
-        pair.insert("n".into(), AttributeValue::N("7".into()));
-        let now = Utc::now();
-        let table = |items: Vec<Item>| {
-            move |k: &Item| {
-                items
-                    .iter()
-                    .find(|i| crate::item::key_of(i, NAMES) == *k)
-                    .cloned()
-            }
-        };
-        let (d, x) = s
-            .decide("pair", &v, &table(vec![pair.clone()]), now)
-            .unwrap();
-        let d = d.unwrap();
-        assert_eq!(d.item, target_key);
-        assert_eq!(
-            d.guards,
-            vec![
-                Guard::equals(pair_key.clone(), "n", AttributeValue::N("7".into())),
-                Guard::absent(block_key.clone()),
-            ]
-        );
-        assert!(x.is_none());
-        // Blocked: the target goes, guarded by the block's existence.
-        let (d, x) = s
-            .decide(
-                "block",
-                &v,
-                &table(vec![pair.clone(), block_key.clone(), target_key.clone()]),
-                now,
-            )
-            .unwrap();
-        assert!(d.is_none());
-        assert_eq!(x.unwrap().guards, vec![Guard::exists(block_key.clone())]);
-        // The pair gone and blocked: the absence of the scope's own fact
-        // is preferred when it is the pair's scope.
-        let (_, x) = s
-            .decide("pair", &v, &table(vec![block_key, target_key]), now)
-            .unwrap();
-        assert_eq!(x.unwrap().guards, vec![Guard::absent(pair_key)]);
-    }
-
-    #[test]
-    fn job_bodies_round_trip_with_their_version() {
-        let j = JoinJob {
-            set: "s".into(),
-            scope: "pair".into(),
-            bind: vars(&[("x", "1")]),
-            step: 1,
-            after: Some("y#2".into()),
-        };
-        let body = j.encode();
-        assert_eq!(
-            body,
-            r#"{"after":"y#2","bind":{"x":"1"},"scope":"pair","set":"s","step":1,"version":1}"#
-        );
-        assert_eq!(JoinJob::decode(&body).unwrap(), j);
-        assert!(matches!(
-            JoinJob::decode(r#"{"version":1,"set":"s","scope":"p","bind":{},"extra":1}"#),
-            Err(MessageError::Permanent { .. })
-        ));
-    }
-}
+#[path = "joinset_tests.rs"]
+mod tests;

@@ -129,7 +129,8 @@ pub struct CompileError {
 
 /// The names of the built-in functions a model may call besides CEL's own.
 pub const BUILTINS: &[&str] = &[
-    "lower", "upper", "trim", "slug", "pad", "epoch", "iso", "day", "isUlid", "sum", "get",
+    "lower", "upper", "trim", "slug", "dashed", "pad", "epoch", "iso", "day", "isUlid", "sum",
+    "get",
 ];
 
 /// CEL's own functions and macros a model may call.
@@ -301,6 +302,8 @@ impl Env {
         root.add_function("trim", |s: Arc<String>| s.trim().to_string())
             .map_err(err)?;
         root.add_function("slug", |s: Arc<String>| slug(&s))
+            .map_err(err)?;
+        root.add_function("dashed", |s: Arc<String>| dashed(&s))
             .map_err(err)?;
         root.add_function("isUlid", |s: Arc<String>| {
             ulid::Ulid::from_string(&s).is_ok()
@@ -514,6 +517,16 @@ pub fn recording_clamps<T>(f: impl FnOnce() -> T) -> (T, Vec<Clamp>) {
     (out, clamps.unwrap_or_default())
 }
 
+/// Trimmed, lower case, each run of white space one `-` (`" New  York "`
+/// is `new-york`; punctuation is kept: `st.-john's`).
+pub fn dashed(s: &str) -> String {
+    s.trim()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 /// Lower case, runs of anything but letters and digits to one `-`.
 pub fn slug(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -565,6 +578,10 @@ mod tests {
         assert_eq!(
             eval("slug('  New York ')", &[]),
             Ok(Val::Str("new-york".into()))
+        );
+        assert_eq!(
+            eval("dashed(' St. John\\'s  Harbour ')", &[]),
+            Ok(Val::Str("st.-john's-harbour".into()))
         );
         assert_eq!(
             eval("epoch('2026-01-01T00:00:01Z') + 604800", &[]),

@@ -26,8 +26,52 @@ use super::raw::{Ordered, Spanned};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFormat {
-    pub pattern: Spanned<String>,
+    pub pattern: Option<Spanned<String>>,
     pub max_bytes: Option<Spanned<u64>>,
+    /// A string built-in the value is normalised by in keys (`dashed`).
+    pub normalize: Option<Spanned<String>>,
+}
+
+/// How a format's values are normalised in keys: one of the string
+/// built-ins of expressions (the same function, the same name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Normalize {
+    Lower,
+    Upper,
+    Trim,
+    Slug,
+    Dashed,
+}
+
+impl Normalize {
+    /// Every name, as written in a file.
+    pub const NAMES: &'static [&'static str] = &["lower", "upper", "trim", "slug", "dashed"];
+
+    pub fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "lower" => Self::Lower,
+            "upper" => Self::Upper,
+            "trim" => Self::Trim,
+            "slug" => Self::Slug,
+            "dashed" => Self::Dashed,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The value normalised (every normaliser is idempotent).
+    pub fn apply(self, v: &str) -> String {
+        match self {
+            Self::Lower => v.to_lowercase(),
+            Self::Upper => v.to_uppercase(),
+            Self::Trim => v.trim().to_string(),
+            Self::Slug => super::expr::slug(v),
+            Self::Dashed => super::expr::dashed(v),
+        }
+    }
 }
 
 /// A compiled named format.
@@ -35,8 +79,11 @@ pub struct Format {
     pub name: &'static str,
     /// The pattern as written.
     pub source: &'static str,
-    pub pattern: regex_lite::Regex,
+    pub pattern: Option<regex_lite::Regex>,
     pub max_bytes: Option<usize>,
+    /// Keys hold the value normalised (`${city:city}` of `New York` is
+    /// `new-york`); an attribute keeps its value as written.
+    pub normalize: Option<Normalize>,
 }
 
 impl fmt::Debug for Format {
@@ -45,19 +92,34 @@ impl fmt::Debug for Format {
             .field("name", &self.name)
             .field("pattern", &self.source)
             .field("max_bytes", &self.max_bytes)
+            .field("normalize", &self.normalize)
             .finish()
     }
 }
 
 impl PartialEq for Format {
     fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && self.source == other.source && self.max_bytes == other.max_bytes
+        self.name == other.name
+            && self.source == other.source
+            && self.max_bytes == other.max_bytes
+            && self.normalize == other.normalize
     }
 }
 
 impl Format {
-    /// Why `v` is not of this format (the value itself is never quoted).
+    /// The value as keys hold it.
+    pub fn key_form<'a>(&self, v: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.normalize {
+            Some(n) => std::borrow::Cow::Owned(n.apply(v)),
+            None => std::borrow::Cow::Borrowed(v),
+        }
+    }
+
+    /// Why `v` is not of this format (the value itself is never quoted):
+    /// its normalised form (when the format normalises) is what must match.
     pub fn reject(&self, v: &str) -> Option<String> {
+        let v = self.key_form(v);
+        let v = v.as_ref();
         if let Some(max) = self.max_bytes {
             if v.len() > max {
                 return Some(format!(
@@ -67,7 +129,8 @@ impl Format {
                 ));
             }
         }
-        (!self.pattern.is_match(v))
+        let pattern = self.pattern.as_ref()?;
+        (!pattern.is_match(v))
             .then(|| format!("not a `{}` (does not match `{}`)", self.name, self.source))
     }
 }
@@ -95,20 +158,52 @@ pub(super) fn compile(
             ));
             continue;
         }
-        let pattern = match regex_lite::Regex::new(&f.value.pattern.value) {
-            Ok(p) => p,
-            Err(e) => {
-                let p = at(&f.value.pattern);
-                problems.push(Problem::new(
-                    p.0,
-                    p.1,
-                    format!(
-                        "format `{name}`: pattern does not compile: {}",
-                        e.to_string().lines().last().unwrap_or_default().trim()
-                    ),
-                ));
-                continue;
-            }
+        let normalize = match &f.value.normalize {
+            None => None,
+            Some(n) => match Normalize::named(&n.value) {
+                Some(n) => Some(n),
+                None => {
+                    let p = at(n);
+                    let hint =
+                        suggest(&n.value, Normalize::NAMES.iter().copied()).unwrap_or_default();
+                    problems.push(Problem::new(
+                        p.0,
+                        p.1,
+                        format!(
+                            "format `{name}`: normalize `{}` is not one of {}{hint}",
+                            n.value,
+                            Normalize::NAMES.join(", ")
+                        ),
+                    ));
+                    continue;
+                }
+            },
+        };
+        if f.value.pattern.is_none() && normalize.is_none() {
+            problems.push(Problem::new(
+                pos.0,
+                pos.1,
+                format!("format `{name}`: give it a `pattern`, a `normalize`, or both"),
+            ));
+            continue;
+        }
+        let pattern = match &f.value.pattern {
+            None => None,
+            Some(raw) => match regex_lite::Regex::new(&raw.value) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let p = at(raw);
+                    problems.push(Problem::new(
+                        p.0,
+                        p.1,
+                        format!(
+                            "format `{name}`: pattern does not compile: {}",
+                            e.to_string().lines().last().unwrap_or_default().trim()
+                        ),
+                    ));
+                    continue;
+                }
+            },
         };
         let max_bytes = match &f.value.max_bytes {
             Some(m) if m.value == 0 => {
@@ -123,11 +218,13 @@ pub(super) fn compile(
             Some(m) => Some(usize::try_from(m.value).unwrap_or(usize::MAX)),
             None => None,
         };
+        let source = f.value.pattern.as_ref().map_or("", |p| p.value.as_str());
         out.push(Box::leak(Box::new(Format {
             name: Box::leak(name.clone().into_boxed_str()),
-            source: Box::leak(f.value.pattern.value.clone().into_boxed_str()),
+            source: Box::leak(source.to_string().into_boxed_str()),
             pattern,
             max_bytes,
+            normalize,
         })));
     }
     out

@@ -37,7 +37,9 @@ pub mod raw;
 pub mod rules;
 pub mod scenario;
 pub mod sets;
+pub mod sets_run;
 pub mod template;
+pub mod verify_jobs;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -551,6 +553,12 @@ mod set_volatile_tests;
 
 #[cfg(test)]
 mod locate_tests;
+
+#[cfg(test)]
+mod normalize_tests;
+
+#[cfg(test)]
+mod set_also_tests;
 
 #[cfg(test)]
 mod compute_tests;

@@ -104,7 +104,7 @@ fn key_of(
             let v = bound
                 .iter()
                 .find(|(n, _)| *n == b.name)
-                .map(|(_, v)| v.render())
+                .map(|(_, v)| m.key_part(b.format.as_deref(), v.render()))
                 .ok_or_else(|| format!("`{}` is unbound", b.name))?;
             if v.is_empty() {
                 return Err(format!("`{}` of {}'s key is empty", b.name, t.name));

@@ -67,6 +67,18 @@ impl FileModel {
         }
     }
 
+    /// A key binder's value as keys hold it: normalised when its format
+    /// says so (`${city:city}` of `New York` is `new-york`).
+    pub(super) fn key_part(&self, format: Option<&str>, v: String) -> String {
+        let norm = format
+            .and_then(|f| self.formats.iter().find(|x| x.name == f))
+            .and_then(|f| f.normalize);
+        match norm {
+            Some(n) => n.apply(&v),
+            None => v,
+        }
+    }
+
     /// The entity whose key templates match `pk`/`sk`, with the bound values.
     pub fn classify<'k>(&self, pk: &'k str, sk: &'k str) -> Option<(&Entity, Vec<&'k str>)> {
         self.entities.iter().find_map(|e| {
@@ -120,6 +132,14 @@ impl FileModel {
             .collect();
         for ((name, format), value) in binders.iter().zip(&bound) {
             if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
+                // The key's part is still of the binder's format.
+                if let Some(Ty::Format(f)) =
+                    format.and_then(|f| super::formats::named(f, &self.formats))
+                {
+                    if let Some(why) = f.reject(value) {
+                        return Err(err(invalid(name, why)));
+                    }
+                }
                 continue;
             }
             let ty = format.and_then(|f| super::formats::named(f, &self.formats));
@@ -151,7 +171,10 @@ impl FileModel {
                 let vals: Vec<String> = k
                     .template
                     .binders()
-                    .map(|b| record.get(&b.name).map(Val::render).unwrap_or_default())
+                    .map(|b| {
+                        let v = record.get(&b.name).map(Val::render).unwrap_or_default();
+                        self.key_part(b.format.as_deref(), v)
+                    })
                     .collect();
                 k.template.build(&vals)
             })
@@ -252,7 +275,7 @@ impl FileModel {
                 let v = bound
                     .iter()
                     .find(|(n, _)| *n == b.name)
-                    .map(|(_, v)| v.render())
+                    .map(|(_, v)| self.key_part(b.format.as_deref(), v.render()))
                     .ok_or_else(|| format!("`{}` is unbound", b.name))?;
                 if v.is_empty() {
                     return Err(format!("`{}` of {}'s key is empty", b.name, target.name));
@@ -654,9 +677,12 @@ impl Rules for FileRules {
         Ok(out)
     }
 
-    /// Every computed value (`compute:`) against what its rows imply.
+    /// Every computed value (`compute:`) against what its rows imply, every
+    /// join set's targets and once effect (see [`super::verify_jobs`]).
     fn checks(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
-        self.0.compute_checks(input.items)
+        let mut out = self.0.compute_checks(input.items);
+        out.extend(self.0.job_checks(input));
+        out
     }
 
     fn ignores(&self, keys: &Item) -> bool {

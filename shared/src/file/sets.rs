@@ -1,4 +1,5 @@
 //! A model file's `sets:` block: join set jobs (SPEC §8, the mapping is
+//! compiled here and run by [`super::sets_run`]; the engine side is
 //! described in [`crate::engine::joinset`]).
 //!
 //! ```yaml
@@ -37,25 +38,15 @@
 //! alter the set: an insert, a remove, a modify of an attribute the set
 //! reads (the `starts:` of the engine, derived, not declared).
 
-use std::sync::Arc;
-
 use serde::Deserialize;
 
-use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
+use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
 use super::model::at;
 use super::model::leak;
-use super::model::{suggest, Entity, FileModel, Problem};
+use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
-use super::rules::{key_val, read_attr, to_attr, typed_str, Parsed};
 use super::template::Part as FilePart;
-use crate::change::{Change, ChangeKind};
-use crate::engine::joinset::{
-    valid_var_value, var_names, FactDecl, JoinJob, JoinSet, KeyTemplate, Row, TargetDecl,
-    UnlessDecl, Value, Vars, When, DEFAULT_PAGE,
-};
-use crate::engine::rules::OutMessage;
-use crate::error::InputError;
-use crate::item::{Item, ItemExt};
+use crate::engine::joinset::{var_names, KeyTemplate, DEFAULT_PAGE};
 use crate::models::table::QueueDef;
 
 /// One set as written.
@@ -87,18 +78,29 @@ pub struct RawSet {
     /// The SQS queue's name (default `jobstream-<name>-jobs`; its DLQ
     /// `<name>-dlq`): a table that already has its queues keeps them.
     pub queue_name: Option<Spanned<String>>,
+    /// `verify`: when a target its facts imply is drift if absent (a CEL
+    /// condition of the set). Default: always, but for a TTL from `now`
+    /// (the target may have expired): never.
+    pub missing_when: Option<Spanned<Scalar>>,
 }
 
 /// A fact (or `unless` fact) as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFact {
-    pub entity: Spanned<String>,
+    /// The fact's entity (an `unless` fact may name a `once` instead).
+    pub entity: Option<Spanned<String>>,
     /// The entity's key names -> set variables (default: the same name).
     #[serde(default)]
     pub bind: Ordered<Spanned<String>>,
     /// Another entity whose key lists this fact by another partition.
     pub via: Option<Spanned<String>>,
+    /// Set variables its item binds besides its key: variable -> an
+    /// expression over the entity's attributes (`city: "dashed(city)"`).
+    #[serde(default)]
+    pub also: Ordered<Spanned<Scalar>>,
+    /// (`unless` only) the once effect whose marker excludes the target.
+    pub once: Option<Spanned<String>>,
 }
 
 /// A value or condition of a set, compiled.
@@ -128,6 +130,11 @@ pub struct SetFact {
     /// Entity key name -> set variable.
     pub rename: Vec<(String, String)>,
     pub reads: Vec<&'static str>,
+    /// Set variables its item binds besides its key, by expression.
+    pub also: Vec<(String, Expr)>,
+    /// (`unless`) the once effect whose marker excludes: `key.pk` is its
+    /// key over the set's variables.
+    pub once: Option<String>,
 }
 
 /// A compiled `sets:` entry.
@@ -145,6 +152,8 @@ pub struct SetSpec {
     pub page: usize,
     /// Attributes an existing item may differ in and still be kept.
     pub volatile: &'static [&'static str],
+    /// When an absent target its facts imply is drift (`missing_when`).
+    pub missing_when: Option<Expr>,
     /// The declared type of each set variable that has one (the key name
     /// it renames: the fact entity's attribute, else the binder's format):
     /// expressions read variables typed, as they read the facts.
@@ -225,7 +234,25 @@ impl Compiling<'_> {
     }
 
     fn fact(&mut self, set: &str, name: &str, f: &Spanned<RawFact>) -> Option<SetFact> {
-        let e = self.entity(&f.value.entity, set)?;
+        if let Some(o) = &f.value.once {
+            self.err(
+                at(o),
+                format!("set `{set}`: fact `{name}`: `once` names an `unless` fact only"),
+            );
+        }
+        let Some(entity) = &f.value.entity else {
+            self.err(
+                at(f),
+                format!("set `{set}`: fact `{name}` needs an `entity`"),
+            );
+            return None;
+        };
+        let e = self.entity(entity, set)?;
+        let also = self.also(set, name, e, &f.value.also);
+        let also_src: Vec<(String, String)> = also
+            .iter()
+            .map(|(v, x)| (v.clone(), x.source.trim().to_string()))
+            .collect();
         let rename = self.rename(set, e, &f.value.bind);
         let key = match renamed(&self.entities[e], &rename) {
             Ok(k) => k,
@@ -238,14 +265,19 @@ impl Compiling<'_> {
         let mut via_index = None;
         if let Some(v) = &f.value.via {
             if let Some(g) = self.gsis.iter().find(|g| g.name == v.value) {
-                match self.index_listing(&self.entities[e], g, &rename) {
-                    Ok(k) if k.vars() == key.vars() => {
+                match self.index_listing(&self.entities[e], g, &rename, &also_src) {
+                    Ok(k)
+                        if key.vars().is_subset(&k.vars())
+                            && k.vars().iter().all(|v| {
+                                key.vars().contains(v) || also.iter().any(|(a, _)| a == v)
+                            }) =>
+                    {
                         via = Some(k);
                         via_index = Some((format!("{set}#{name}"), g.pk, g.sk));
                     }
                     Ok(k) => {
                         let msg = format!(
-                            "set `{set}`: index `{}` lists `{name}` by the variables {}, the fact's key has {}: its keys must hold the same key names",
+                            "set `{set}`: index `{}` lists `{name}` by the variables {}, the fact's key has {}: its keys must hold the key names (and may hold `also` variables)",
                             v.value,
                             var_names(k.vars()),
                             var_names(key.vars())
@@ -254,6 +286,7 @@ impl Compiling<'_> {
                     }
                     Err(why) => self.err(at(v), format!("set `{set}`: via `{}`: {why}", v.value)),
                 }
+                let reads = also_reads(&self.entities[e], &also);
                 return Some(SetFact {
                     name: name.to_string(),
                     entity: e,
@@ -261,7 +294,9 @@ impl Compiling<'_> {
                     via,
                     via_index,
                     rename,
-                    reads: vec![],
+                    reads,
+                    also,
+                    once: None,
                 });
             }
             let ve = self.entity(v, set)?;
@@ -293,6 +328,7 @@ impl Compiling<'_> {
                 Err(err) => self.err(at(v), format!("set `{set}`: via `{}`: {err}", v.value)),
             }
         }
+        let reads = also_reads(&self.entities[e], &also);
         Some(SetFact {
             name: name.to_string(),
             entity: e,
@@ -300,7 +336,150 @@ impl Compiling<'_> {
             via,
             via_index,
             rename,
+            reads,
+            also,
+            once: None,
+        })
+    }
+
+    /// `also:` of a fact: each an expression over its entity's attributes
+    /// and key names (a writer entity's: they are parsed to be read).
+    fn also(
+        &mut self,
+        set: &str,
+        name: &str,
+        e: usize,
+        raw: &Ordered<Spanned<Scalar>>,
+    ) -> Vec<(String, Expr)> {
+        let mut out = Vec::new();
+        let ent = &self.entities[e];
+        if !raw.0.is_empty() && !ent.writer {
+            let (entity, pos) = (ent.name, at(&raw.0[0].1));
+            self.err(
+                pos,
+                format!("set `{set}`: fact `{name}`: `also` reads a writer entity's attributes, and `{entity}` is `owner: processor`"),
+            );
+            return out;
+        }
+        for (var, v) in &raw.0 {
+            let src = v.value.0.trim();
+            let x = match Expr::compile(src) {
+                Ok(x) => x,
+                Err(err) => {
+                    self.err(
+                        at(v),
+                        format!(
+                            "set `{set}`: fact `{name}`: also `{var}`: `{src}`: {}",
+                            err.message
+                        ),
+                    );
+                    continue;
+                }
+            };
+            let ent = &self.entities[e];
+            let known: Vec<&str> = ent
+                .attrs
+                .iter()
+                .map(|a| a.name)
+                .chain(ent.binders().into_iter().map(|(b, _)| b))
+                .collect();
+            let mut ok = true;
+            for n in &x.variables {
+                if !known.contains(&n.as_str()) {
+                    let hint = suggest(n, known.iter().copied()).unwrap_or_default();
+                    let msg = format!(
+                        "set `{set}`: fact `{name}`: also `{var}`: unknown name `{n}` in `{src}`{hint} (it reads the attributes and key names of `{}`)",
+                        ent.name
+                    );
+                    self.err(at(v), msg);
+                    ok = false;
+                }
+            }
+            for f in &x.functions {
+                if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+                    self.err(
+                        at(v),
+                        format!("set `{set}`: fact `{name}`: unknown function `{f}`"),
+                    );
+                    ok = false;
+                }
+            }
+            if ok {
+                out.push((var.clone(), x));
+            }
+        }
+        out
+    }
+
+    /// An `unless` fact naming a once effect: its key over the set's
+    /// variables (`${seekerId}#${jobId}`, names only).
+    fn once_unless(
+        &mut self,
+        set: &str,
+        name: &str,
+        f: &Spanned<RawFact>,
+        once: &Spanned<String>,
+        raw_once: Option<&Ordered<Spanned<super::once::RawOnce>>>,
+        target: &str,
+    ) -> Option<SetFact> {
+        if f.value.entity.is_some() || f.value.via.is_some() || !f.value.also.0.is_empty() {
+            self.err(
+                at(once),
+                format!("set `{set}`: unless `{name}`: `once` stands alone (no `entity`, `via` nor `also`): the marker is keyed by the once's key"),
+            );
+            return None;
+        }
+        let known: Vec<&str> =
+            raw_once.map_or(vec![], |o| o.0.iter().map(|(n, _)| n.as_str()).collect());
+        let Some((_, o)) = raw_once.and_then(|o| o.0.iter().find(|(n, _)| *n == once.value)) else {
+            let hint = suggest(&once.value, known.iter().copied()).unwrap_or_default();
+            self.err(
+                at(once),
+                format!(
+                    "set `{set}`: unless `{name}`: no once effect `{}`{hint}",
+                    once.value
+                ),
+            );
+            return None;
+        };
+        // Nothing starts the set when the effect happens: it must delete
+        // the target itself, in its transaction.
+        if !o
+            .value
+            .delete
+            .iter()
+            .any(|d| d.value.entity.value == target)
+        {
+            self.err(
+                at(once),
+                format!("set `{set}`: unless `{name}`: once `{}` does not delete the set's `{target}`, and nothing else starts the set when it happens: add `delete: [{{ entity: {target}, with: {{ ... }} }}]` to it", once.value),
+            );
+            return None;
+        }
+        let src = o.value.key.value.0.as_str();
+        let pk = match crate::engine::joinset::Template::parse(src) {
+            Ok(t) => t,
+            Err(_) => {
+                self.err(
+                    at(once),
+                    format!("set `{set}`: unless `{name}`: the key of once `{}` (`{src}`) must be plain names (`${{seekerId}}#${{jobId}}`) that are variables of the set", once.value),
+                );
+                return None;
+            }
+        };
+        Some(SetFact {
+            name: name.to_string(),
+            entity: usize::MAX,
+            key: KeyTemplate {
+                pk,
+                sk: crate::engine::joinset::Template(vec![]),
+            },
+            via: None,
+            via_index: None,
+            rename: vec![],
             reads: vec![],
+            also: vec![],
+            once: Some(once.value.clone()),
         })
     }
 
@@ -311,6 +490,7 @@ impl Compiling<'_> {
         e: &Entity,
         g: &crate::models::table::Gsi,
         rename: &[(String, String)],
+        also: &[(String, String)],
     ) -> Result<KeyTemplate, String> {
         let binders: Vec<&str> = e.binders().iter().map(|(n, _)| *n).collect();
         let text = |attr: &str| -> Result<String, String> {
@@ -331,9 +511,13 @@ impl Compiling<'_> {
                     FilePart::Lit(l) => out.push_str(l),
                     FilePart::Hole(x, _) => {
                         let name = x.source.trim();
+                        if let Some((var, _)) = also.iter().find(|(_, src)| src == name) {
+                            out.push_str(&format!("${{{var}}}"));
+                            continue;
+                        }
                         if !binders.contains(&name) {
                             return Err(format!(
-                                "`{attr}` of `{}`: `${{{name}}}` is not one of its key names: a listing by an index binds key names only",
+                                "`{attr}` of `{}`: `${{{name}}}` is not one of its key names nor an `also` expression of the fact: a listing by an index binds those only",
                                 e.name
                             ));
                         }
@@ -450,6 +634,7 @@ impl Compiling<'_> {
 /// Compiles the `sets:` block against the compiled entities.
 pub fn compile(
     raw: &Ordered<Spanned<RawSet>>,
+    raw_once: Option<&Ordered<Spanned<super::once::RawOnce>>>,
     entities: &[Entity],
     table: &crate::models::table::TableDef,
     problems: &mut Vec<Problem>,
@@ -463,7 +648,7 @@ pub fn compile(
     };
     let mut out = Vec::new();
     for (name, s) in &raw.0 {
-        if let Some(spec) = one(&mut c, name, s, table_ttl) {
+        if let Some(spec) = one(&mut c, name, s, table_ttl, raw_once) {
             out.push(spec);
         }
     }
@@ -476,6 +661,7 @@ fn one(
     name: &str,
     s: &Spanned<RawSet>,
     table_ttl: Option<&'static str>,
+    raw_once: Option<&Ordered<Spanned<super::once::RawOnce>>>,
 ) -> Option<SetSpec> {
     let raw = &s.value;
     let target = c.entity(&raw.entity, name)?;
@@ -507,13 +693,25 @@ fn one(
     }
     let mut unless = Vec::new();
     for (fname, f) in &raw.unless.0 {
-        if let Some(f) = c.fact(name, fname, f) {
-            unless.push(f);
+        let u = match &f.value.once {
+            Some(o) => {
+                let t = c.entities[target].name;
+                c.once_unless(name, fname, f, o, raw_once, t)
+            }
+            None => c.fact(name, fname, f),
+        };
+        if let Some(u) = u {
+            unless.push(u);
         }
     }
     let mut vars: Vec<String> = Vec::new();
     for f in &facts {
-        for v in f.key.vars() {
+        for v in f
+            .key
+            .vars()
+            .into_iter()
+            .chain(f.also.iter().map(|(v, _)| v.as_str()))
+        {
             if !vars.iter().any(|x| x == v) {
                 vars.push(v.to_string());
             }
@@ -528,7 +726,12 @@ fn one(
         }
     }
     for u in &unless {
-        for v in u.key.vars() {
+        for v in u
+            .key
+            .vars()
+            .into_iter()
+            .chain(u.also.iter().map(|(v, _)| v.as_str()))
+        {
             if !vars.iter().any(|x| x == v) {
                 c.err(
                     at(&raw.entity),
@@ -581,6 +784,13 @@ fn one(
             c.err(at(&raw.entity), msg);
         }
     }
+    let missing_when = match &raw.missing_when {
+        None => None,
+        Some(w) => match c.expr(name, w, &vars, &mut facts, false) {
+            Some(SetExpr::Expr(e)) => Some(e),
+            _ => None,
+        },
+    };
     let ttl = match &raw.ttl {
         None => None,
         Some(t) if table_ttl.is_none() => {
@@ -617,7 +827,7 @@ fn one(
         Some(p) => p.value as usize,
     };
     let mut var_types: Vec<(String, super::model::Ty)> = Vec::new();
-    for f in facts.iter().chain(&unless) {
+    for f in facts.iter().chain(&unless).filter(|f| f.once.is_none()) {
         let e = &c.entities[f.entity];
         for (b, format) in e.binders() {
             let var = f
@@ -646,6 +856,7 @@ fn one(
         }
     };
     let spec = SetSpec {
+        missing_when,
         var_types,
         name: lname,
         queue,
@@ -667,304 +878,17 @@ fn one(
     Some(spec)
 }
 
-/// A fact's item as expressions read it (typed by its entity).
-fn fact_val(m: &FileModel, entity: usize, item: &Item) -> Result<Val, String> {
-    let e = &m.entities[entity];
-    let mut out = Vec::with_capacity(e.attrs.len());
-    for a in &e.attrs {
-        out.push((
-            a.name.to_string(),
-            read_attr(item, a).map_err(|e| e.to_string())?,
-        ));
-    }
-    Ok(Val::Map(out))
-}
-
-fn row_lookup(
-    m: &'static FileModel,
-    set: &'static SetSpec,
-    row: &Row<'_>,
-) -> Result<Vec<(String, Val)>, String> {
-    let mut env: Vec<(String, Val)> = Vec::with_capacity(row.vars.len() + set.facts.len() + 1);
-    for (k, v) in row.vars.iter() {
-        let ty = set.var_types.iter().find(|(n, _)| n == k).map(|(_, t)| t);
-        env.push((k.clone(), typed_str(k, v, ty).map_err(|e| e.to_string())?));
-    }
-    for f in &set.facts {
-        if let Some(item) = row.facts.get(f.name.as_str()) {
-            env.push((f.name.clone(), fact_val(m, f.entity, item)?));
-        }
-    }
-    env.push(("now".to_string(), Val::Int(row.now.timestamp())));
-    Ok(env)
-}
-
-fn eval(
-    m: &'static FileModel,
-    set: &'static SetSpec,
-    e: &'static Expr,
-    row: &Row<'_>,
-) -> Result<Val, String> {
-    let env = row_lookup(m, set, row)?;
-    m.env
-        .eval(e, |n| env.iter().find(|(k, _)| k == n).map(|(_, v)| v))
-}
-
-fn value(
-    m: &'static FileModel,
-    set: &'static SetSpec,
-    attr: &'static str,
-    v: &'static SetExpr,
-    ty: Option<&'static super::model::Ty>,
-) -> Value {
-    match v {
-        // A variable into an int or bool attribute: typed as declared.
-        SetExpr::Var(var) if matches!(ty, Some(super::model::Ty::Int | super::model::Ty::Bool)) => {
-            Value::Computed(Arc::new(move |row| {
-                let raw = row
-                    .vars
-                    .get(var)
-                    .ok_or_else(|| format!("variable `{var}` is unbound"))?;
-                let v = typed_str(var, raw, ty).map_err(|e| e.to_string())?;
-                to_attr(attr, v, ty)?.ok_or_else(|| format!("`{attr}` has no value"))
-            }))
-        }
-        SetExpr::Var(v) => Value::Var(v.clone()),
-        SetExpr::Attr { fact, attr } => Value::Attr {
-            fact: fact.clone(),
-            attr: attr.clone(),
-        },
-        SetExpr::Expr(e) => Value::Computed(Arc::new(move |row| {
-            let v = eval(m, set, e, row)?;
-            to_attr(attr, v, ty)?.ok_or_else(|| format!("`{attr}` has no value"))
-        })),
-    }
-}
-
-impl SetSpec {
-    /// The join set, its validation and expressions over the loaded model
-    /// (`None`: a draft, for checking the scopes at load).
-    fn declaration_with(
-        &self,
-        m: Option<&'static FileModel>,
-        me: Option<&'static SetSpec>,
-    ) -> JoinSet {
-        let facts = self
-            .facts
-            .iter()
-            .map(|f| {
-                let entity = f.entity;
-                FactDecl {
-                    name: f.name.clone(),
-                    key: f.key.clone(),
-                    via: f.via.clone(),
-                    via_ledger: f.via_index.as_ref().map(|(ix, _, _)| ix.clone()),
-                    valid: match m {
-                        Some(m) => Arc::new(move |item: &Item| valid(m, entity, item)),
-                        None => Arc::new(|_: &Item| Ok(())),
-                    },
-                    reads: f.reads.clone(),
-                }
-            })
-            .collect();
-        let (values, ttl, when) = match (m, me) {
-            (Some(m), Some(me)) => {
-                let t = &m.entities[me.target];
-                let values = me
-                    .values
-                    .iter()
-                    .map(|(a, v)| {
-                        let ty = t.attr(a).map(|a| &a.ty);
-                        (a.to_string(), value(m, me, a, v, ty))
-                    })
-                    .collect();
-                let ttl = match (m.table.ttl_attribute, &me.ttl) {
-                    (Some(attr), Some(v)) => Some((attr, value(m, me, attr, v, None))),
-                    _ => None,
-                };
-                let when = me
-                    .when
-                    .iter()
-                    .map(|w| match w {
-                        SetWhen::Distinct(a, b) => When::Distinct(a.clone(), b.clone()),
-                        SetWhen::Expr(e) => {
-                            When::Expr(Arc::new(move |row| match eval(m, me, e, row)? {
-                                Val::Bool(b) => Ok(b),
-                                other => Err(format!(
-                                    "`{}` gave a {}, not a bool",
-                                    e.source,
-                                    other.kind()
-                                )),
-                            }))
-                        }
-                    })
-                    .collect();
-                (values, ttl, when)
-            }
-            _ => (vec![], None, vec![]),
-        };
-        JoinSet {
-            name: self.name,
-            queue: self.queue.logical,
-            key_names: m.map(|m| m.keys).unwrap_or(&["PK", "SK"]),
-            target: TargetDecl {
-                key: self.target_key.clone(),
-                type_attr: m.map(|m| (m.entity_type, m.entities[self.target].name.to_string())),
-                values,
-                ttl,
-            },
-            facts,
-            unless: self
-                .unless
-                .iter()
-                .map(|u| UnlessDecl {
-                    name: u.name.clone(),
-                    key: u.key.clone(),
-                })
-                .collect(),
-            when,
-            volatile: self.volatile,
-            page: self.page,
-        }
-    }
-
-    /// The join set this entry declares, over the loaded model.
-    pub fn declaration(&'static self, m: &'static FileModel) -> JoinSet {
-        self.declaration_with(Some(m), Some(self))
-    }
-}
-
-fn valid(m: &FileModel, entity: usize, item: &Item) -> Result<(), String> {
-    match m.parse(item).map_err(|e| e.to_string())? {
-        Parsed::Writer(r) if std::ptr::eq(r.entity, &m.entities[entity]) => Ok(()),
-        Parsed::Processor(e) if std::ptr::eq(e, &m.entities[entity]) => Ok(()),
-        _ => Err(format!("not a `{}`", m.entities[entity].name)),
-    }
-}
-
-fn attrs_equal(a: &Item, b: &Item, reads: &[&str]) -> bool {
-    reads
-        .iter()
-        .all(|r| crate::item::same_opt(a.get(*r), b.get(*r)))
-}
-
-impl FileModel {
-    /// The set jobs a change starts: for each fact (and `unless` fact) of
-    /// the changed item's entity, its scope, unless a modify left what the
-    /// set reads unchanged (and the old image was valid).
-    pub fn set_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
-        if self.sets.is_empty() {
-            return Ok(vec![]);
-        }
-        let [pkn, skn] = self.key_names();
-        let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
-            return Ok(vec![]);
-        };
-        let Some((entity, bound)) = self.classify(pk, sk) else {
-            return Err(InputError::UnknownEntity {
-                key: change.key_display(),
-            });
-        };
-        // Bad input errs in this aspect too (as in every other).
-        if change.kind != ChangeKind::Remove {
-            if let Some(new) = &change.new {
-                self.parse(new)?;
-            }
-        }
-        let binders: Vec<(String, Option<String>)> = entity
-            .key
-            .iter()
-            .flat_map(|k| {
-                k.template
-                    .binders()
-                    .map(|b| (b.name.clone(), b.format.clone()))
-            })
-            .collect();
-        // A remove carries no image to validate: its key must pass the
-        // checks that read only key names (each typed as declared), or it
-        // was never a valid item and starts nothing.
-        if change.kind == ChangeKind::Remove {
-            let mut vals: Vec<(&str, Val)> = Vec::with_capacity(binders.len());
-            for ((b, format), v) in binders.iter().zip(&bound) {
-                match key_val(entity, b, format.as_deref(), v, &self.formats) {
-                    Ok(val) => vals.push((b.as_str(), val)),
-                    Err(_) => return Ok(vec![]),
-                }
-            }
-            let key_only = entity.checks.iter().filter(|c| {
-                c.expr
-                    .variables
-                    .iter()
-                    .all(|v| binders.iter().any(|(b, _)| b == v))
-            });
-            for c in key_only {
-                let ok = self.env.eval(&c.expr, |n| {
-                    vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
-                });
-                if ok != Ok(Val::Bool(true)) {
-                    return Ok(vec![]);
+/// The attributes (not key names) the `also` expressions of a fact read.
+fn also_reads(e: &Entity, also: &[(String, Expr)]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for (_, x) in also {
+        for n in &x.variables {
+            if let Some(a) = e.attr(n) {
+                if !out.contains(&a.name) {
+                    out.push(a.name);
                 }
             }
         }
-        let mut out = Vec::new();
-        for set in &self.sets {
-            for (f, is_unless) in set
-                .facts
-                .iter()
-                .map(|f| (f, false))
-                .chain(set.unless.iter().map(|f| (f, true)))
-            {
-                if !std::ptr::eq(&self.entities[f.entity], entity) {
-                    continue;
-                }
-                if change.kind != ChangeKind::Remove {
-                    let new = change.new.as_ref().ok_or_else(|| InputError::Invalid {
-                        key: change.key_display(),
-                        reason: "no new image".into(),
-                    })?;
-                    self.parse(new)?;
-                    let old_valid = change.old.as_ref().filter(|o| self.parse(o).is_ok());
-                    if let Some(old) = old_valid {
-                        if is_unless || attrs_equal(old, new, &f.reads) {
-                            continue;
-                        }
-                    }
-                }
-                let mut bind = Vars::new();
-                for ((b, _), v) in binders.iter().zip(&bound) {
-                    let var = f
-                        .rename
-                        .iter()
-                        .find(|(k, _)| k == b)
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or_else(|| b.clone());
-                    if !valid_var_value(v) {
-                        // Never silence: the item is valid for everything
-                        // else but cannot join (SPEC §8, `sets:`).
-                        return Err(InputError::Invalid {
-                            key: change.key_display(),
-                            reason: format!(
-                                "set `{}`: the key name `{b}` of `{}` holds a `#` (or is over 1024 bytes): a join set's key names cannot, so the item joins nothing",
-                                set.name, entity.name
-                            ),
-                        });
-                    }
-                    bind.insert(var, v.to_string());
-                }
-                let body = JoinJob {
-                    set: set.name.to_string(),
-                    scope: f.name.clone(),
-                    bind,
-                    step: 0,
-                    after: None,
-                }
-                .encode();
-                out.push(OutMessage {
-                    queue: set.queue.logical,
-                    body,
-                });
-            }
-        }
-        Ok(out)
     }
+    out
 }

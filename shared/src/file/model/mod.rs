@@ -458,7 +458,13 @@ impl Compiler<'_> {
         self.overlaps(&entities, raws);
         self.uncounted(&entities, raws);
         let sets = match &raw.sets {
-            Some(s) => super::sets::compile(&s.value, &entities, &table, &mut self.problems),
+            Some(s) => super::sets::compile(
+                &s.value,
+                raw.once.as_ref().map(|o| &o.value),
+                &entities,
+                &table,
+                &mut self.problems,
+            ),
             None => vec![],
         };
         let history = raw

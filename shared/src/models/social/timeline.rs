@@ -99,6 +99,7 @@ pub fn declaration(page: usize) -> JoinSet {
                 via_ledger: None,
                 valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
                 reads: vec![],
+                also: vec![],
             },
             FactDecl {
                 name: "post".into(),
@@ -107,6 +108,7 @@ pub fn declaration(page: usize) -> JoinSet {
                 via_ledger: None,
                 valid: Arc::new(|i| entities::post(i).map(|_| ()).map_err(|e| e.to_string())),
                 reads: vec!["createdAt"],
+                also: vec![],
             },
         ],
         unless: vec![],

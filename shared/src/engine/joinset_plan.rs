@@ -1,0 +1,489 @@
+//! Deciding and planning join set jobs (see [`super`]): what one row
+//! implies, and the reads of one page of a job (its listings, each fact,
+//! `unless` fact and target read once) planned into guarded writes.
+
+use super::*;
+
+impl JoinSet {
+    /// What one row implies. `read` gives the item at a key as read
+    /// consistently (`None`: absent). Pure.
+    pub fn decide(
+        &self,
+        scope: &str,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+        now: DateTime<Utc>,
+    ) -> Option<Decision> {
+        self.decide_row(scope, vars, read, &|_| None, now)
+            .map(|(d, _, _)| d)
+    }
+
+    /// [`JoinSet::decide`] with the ledger's items too (the once markers
+    /// `unless` facts name): what `verify` compares the table with.
+    pub fn decide_in(
+        &self,
+        scope: &str,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+        read_ledger: &dyn Fn(&Item) -> Option<Item>,
+        now: DateTime<Utc>,
+    ) -> Option<Decision> {
+        self.decide_row(scope, vars, read, read_ledger, now)
+            .map(|(d, _, _)| d)
+    }
+
+    /// [`JoinSet::decide`], and whether evaluating `when`, the values or
+    /// the TTL failed on valid facts (bad input the stream rules did not
+    /// see, e.g. an overflow: counted by the consumer).
+    fn decide_row(
+        &self,
+        scope: &str,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+        read_ledger: &dyn Fn(&Item) -> Option<Item>,
+        now: DateTime<Utc>,
+    ) -> Option<RowDecision> {
+        let names = self.key_names;
+        let target_key = self.target.key.key(names, vars)?;
+        let existing = read(&target_key).filter(|e| !self.expired(e, now));
+        let keep = |existing: Option<Item>, bad: bool, fact: Option<(Item, String)>| {
+            let g = existing.map(|item| Guarded {
+                item,
+                guards: vec![],
+            });
+            Some(((g.clone(), g), bad, fact))
+        };
+        let mut items: Vec<(&FactDecl, Item, Option<Item>)> = Vec::new();
+        for f in &self.facts {
+            let key = f.key.key(names, vars)?;
+            let item = read(&key);
+            items.push((f, key, item));
+        }
+        let mut states = Vec::new();
+        // A valid fact whose `also` disagrees with the row: not this row's.
+        let mut elsewhere = false;
+        for (f, _, item) in &items {
+            states.push(match item {
+                None => State::Absent,
+                Some(i) => match (f.valid)(i) {
+                    Ok(()) => {
+                        let mut own = vars.clone();
+                        if !f.also.is_empty() && !bind_also(&f.also, i, &mut own) {
+                            elsewhere = true;
+                        }
+                        State::Valid
+                    }
+                    Err(reason) => State::Bad(reason),
+                },
+            });
+        }
+        // A fact that is bad input: the target keeps what its earlier
+        // valid states implied; the fact is logged and counted once per
+        // job (by the caller).
+        if let Some((key, reason)) = items
+            .iter()
+            .zip(&states)
+            .find_map(|((_, k, _), s)| match s {
+                State::Bad(r) => Some((k.clone(), r.clone())),
+                _ => None,
+            })
+        {
+            return keep(existing, false, Some((key, reason)));
+        }
+        let mut unless = Vec::new();
+        for u in &self.unless {
+            let (key, ledger) = u.key_of(names, vars)?;
+            let present = if ledger {
+                read_ledger(&key).is_some()
+            } else {
+                read(&key).is_some()
+            };
+            unless.push((u, key, present, ledger));
+        }
+        let in_table = |g: Guard, ledger: bool| if ledger { g.in_ledger() } else { g };
+        let facts: BTreeMap<&str, &Item> = items
+            .iter()
+            .filter_map(|(f, _, i)| i.as_ref().map(|i| (f.name.as_str(), i)))
+            .collect();
+        // The facts as read: a put depends on all of them.
+        let as_read = |attrs_only: bool| -> Vec<Guard> {
+            let mut g = Vec::new();
+            for (f, key, item) in &items {
+                if f.reads.is_empty() {
+                    if !attrs_only {
+                        g.push(Guard::exists(key.clone()));
+                    }
+                } else {
+                    for a in &f.reads {
+                        g.push(Guard::same(
+                            key.clone(),
+                            a,
+                            item.as_ref().and_then(|i| i.get(*a)),
+                        ));
+                    }
+                }
+            }
+            if !attrs_only {
+                g.extend(
+                    unless
+                        .iter()
+                        .map(|(_, k, _, l)| in_table(Guard::absent(k.clone()), *l)),
+                );
+            }
+            g
+        };
+        let all_valid = states.iter().all(|s| matches!(s, State::Valid));
+        let excluded = elsewhere || unless.iter().any(|(_, _, present, _)| *present);
+        let row = Row {
+            vars,
+            facts: &facts,
+            now,
+        };
+        let desired = if all_valid && !excluded {
+            match self.build(&row, &target_key) {
+                Ok(Some(item)) => Some(Guarded {
+                    item,
+                    guards: as_read(false),
+                }),
+                Ok(None) => None,
+                Err(reason) => {
+                    tracing::warn!(
+                        set = self.name,
+                        key = %crate::item::display_key(&target_key),
+                        reason = %reason,
+                        "bad input: the target is kept"
+                    );
+                    return keep(existing, true, None);
+                }
+            }
+        } else {
+            None
+        };
+        let existing = existing.map(|item| {
+            let prefer = |name: &str| name == scope;
+            let absent: Vec<&Item> = {
+                let mut v: Vec<(bool, &Item)> = items
+                    .iter()
+                    .filter(|(_, _, i)| i.is_none())
+                    .map(|(f, k, _)| (!prefer(&f.name), k))
+                    .collect();
+                v.sort_by_key(|(p, _)| *p);
+                v.into_iter().map(|(_, k)| k).collect()
+            };
+            let present: Vec<(&Item, bool)> = {
+                let mut v: Vec<(bool, (&Item, bool))> = unless
+                    .iter()
+                    .filter(|(_, _, p, _)| *p)
+                    .map(|(u, k, _, l)| (!prefer(&u.name), (k, *l)))
+                    .collect();
+                v.sort_by_key(|(p, _)| *p);
+                v.into_iter().map(|(_, k)| k).collect()
+            };
+            let guards = if let Some(k) = absent.first() {
+                vec![Guard::absent((*k).clone())]
+            } else if let Some((k, l)) = present.first() {
+                vec![in_table(Guard::exists((*k).clone()), *l)]
+            } else {
+                // Only `when` or the TTL says no: the delete holds while the
+                // attributes they read are as read (a fact that goes meanwhile
+                // only confirms it).
+                as_read(true)
+            };
+            Guarded { item, guards }
+        });
+        Some(((desired, existing), false, None))
+    }
+
+    fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
+        self.target.ttl.as_ref().is_some_and(|(attr, _)| {
+            item.opt_i64(attr)
+                .ok()
+                .flatten()
+                .is_some_and(|t| t <= now.timestamp())
+        })
+    }
+
+    /// The target of a row whose facts hold, if `when` and the TTL say so.
+    fn build(&self, row: &Row<'_>, key: &Item) -> Result<Option<Item>, String> {
+        for w in &self.when {
+            let holds = match w {
+                When::Distinct(a, b) => row.vars.get(a) != row.vars.get(b),
+                When::Expr(p) => p(row)?,
+            };
+            if !holds {
+                return Ok(None);
+            }
+        }
+        let mut item = key.clone();
+        if let Some((attr, value)) = &self.target.type_attr {
+            item.insert(attr.to_string(), s(value));
+        }
+        for (attr, v) in &self.target.values {
+            item.insert(attr.clone(), v.eval(row)?);
+        }
+        if let Some((attr, v)) = &self.target.ttl {
+            let ttl = v.eval(row)?;
+            let secs: i64 = ttl
+                .as_n()
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("ttl `{attr}` is not an integer"))?;
+            if secs <= row.now.timestamp() {
+                return Ok(None);
+            }
+            item.insert(attr.to_string(), ttl);
+        }
+        Ok(Some(item))
+    }
+
+    /// Reads the facts of one page of `job` and plans it.
+    pub async fn plan_job(
+        &self,
+        job: &JoinJob,
+        scope: &Scope,
+        reads: &Reads,
+    ) -> Result<Plan, MessageError> {
+        let names = self.key_names;
+        let store = &reads.store;
+        let mut plan = Plan::default();
+        // Items already read (by key id) and the candidates' variables.
+        let mut known: HashMap<String, Item> = HashMap::new();
+        let mut candidates: Vec<Vars> = Vec::new();
+        if scope.steps.is_empty() {
+            candidates.push(job.bind.clone());
+        }
+        // The listing steps from the job's cursor on, within one page of
+        // candidates: a small scope is one message, a large one continues
+        // where the page ends.
+        let (mut step_no, mut after) = (job.step, job.after.clone());
+        let mut listed = 0;
+        while let Some(step) = scope.steps.get(step_no) {
+            // A listing kept in the ledger (an index's keys): its members.
+            if let Step::List { fact, via: true } = step {
+                let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
+                if let (Some(index), Some(v)) = (&f.via_ledger, &f.via) {
+                    let pk =
+                        v.pk.render(&job.bind)
+                            .ok_or_else(|| permanent("the listing's partition is not bound"))?;
+                    let (members, next) = crate::engine::derive::index_members(
+                        store,
+                        &reads.ledger_table,
+                        &format!("{index}#{pk}"),
+                        after.as_deref(),
+                        self.page - listed,
+                    )
+                    .await?;
+                    listed += members.len();
+                    for m in members {
+                        let mut vars = job.bind.clone();
+                        if v.sk.read(&m, &mut vars) {
+                            candidates.push(vars);
+                        }
+                    }
+                    match next {
+                        Some(a) => after = Some(a),
+                        None => {
+                            step_no += 1;
+                            after = None;
+                        }
+                    }
+                    if listed >= self.page || after.is_some() {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            let (listing, is_fact, is_target, also) = match step {
+                Step::List { fact, via } => {
+                    let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
+                    match (&f.via, via) {
+                        (Some(v), true) => (v, false, false, &[][..]),
+                        _ => (&f.key, true, false, &f.also[..]),
+                    }
+                }
+                Step::Sweep => (&self.target.key, false, true, &[][..]),
+            };
+            let carried = if is_target {
+                self.target.carried()
+            } else {
+                vec![]
+            };
+            let pk = listing
+                .pk
+                .render(&job.bind)
+                .ok_or_else(|| permanent("the listing's partition is not bound"))?;
+            // Only the sort keys that can match: from the template's bound
+            // start (`s#<jobId>#` of one job's targets) to where it ends.
+            let prefix = listing.sk.bound_prefix(&job.bind);
+            let start = after.clone().or_else(|| prefix.clone());
+            let (mut items, mut next) = store
+                .query_page(
+                    &reads.table,
+                    names[0],
+                    &pk,
+                    names[1],
+                    start.as_deref(),
+                    self.page - listed,
+                )
+                .await?;
+            listed += items.len();
+            if let Some(p) = &prefix {
+                let within = |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
+                if let Some(end) = items.iter().position(|i| !within(i)) {
+                    items.truncate(end);
+                    next = None;
+                }
+            }
+            for item in items {
+                let mut vars = job.bind.clone();
+                if !listing.read(names, &item, &mut vars) {
+                    continue;
+                }
+                if is_target && self.expired(&item, reads.now) {
+                    continue;
+                }
+                // A fact listed binds its `also` (one that cannot is not a
+                // candidate: a sweep finds its target); a target its
+                // carried variables.
+                if is_fact && !bind_also(also, &item, &mut vars) {
+                    continue;
+                }
+                let carried_ok = carried.iter().all(|(attr, var)| match item.s(attr) {
+                    Ok(v) if valid_var_value(v) && vars.get(*var).is_none_or(|b| b == v) => {
+                        vars.insert(var.to_string(), v.to_string());
+                        true
+                    }
+                    _ => false,
+                });
+                if !carried_ok {
+                    continue;
+                }
+                if is_fact || is_target {
+                    known.insert(item_id(&crate::item::key_of(&item, names)), item);
+                }
+                candidates.push(vars);
+            }
+            match next {
+                Some(a) => {
+                    after = Some(a);
+                }
+                None => {
+                    step_no += 1;
+                    after = None;
+                }
+            }
+            if listed >= self.page || after.is_some() {
+                break;
+            }
+        }
+        if step_no < scope.steps.len() {
+            plan.ahead.push(OutMessage {
+                queue: self.queue,
+                body: JoinJob {
+                    step: step_no,
+                    after,
+                    ..job.clone()
+                }
+                .encode(),
+            });
+        }
+        // Every fact, unless fact and target of the page, each read once.
+        let mut wanted: BTreeMap<String, Item> = BTreeMap::new();
+        let mut markers: BTreeMap<String, Item> = BTreeMap::new();
+        for vars in &candidates {
+            let keys = self
+                .facts
+                .iter()
+                .map(|f| &f.key)
+                .chain(std::iter::once(&self.target.key))
+                .filter_map(|k| k.key(names, vars))
+                .map(|k| (k, false))
+                .chain(self.unless.iter().filter_map(|u| u.key_of(names, vars)));
+            for (k, ledger) in keys {
+                let id = item_id(&k);
+                if ledger {
+                    markers.insert(id, k);
+                } else if !known.contains_key(&id) {
+                    wanted.insert(id, k);
+                }
+            }
+        }
+        // BatchGetItem requests of 100 keys, a few in flight at once.
+        let keys: Vec<Item> = wanted.into_values().collect();
+        let chunks: Vec<Vec<Item>> = keys.chunks(100).map(<[Item]>::to_vec).collect();
+        let table = reads.table.as_str();
+        let mut gets = futures::stream::iter(chunks)
+            .map(|c| store.batch_get(table, c))
+            .buffer_unordered(READ_CONCURRENCY);
+        while let Some(items) = gets.next().await {
+            for item in items? {
+                known.insert(item_id(&crate::item::key_of(&item, names)), item);
+            }
+        }
+        // Once markers the `unless` facts name, from the ledger.
+        let mut ledger_known: HashMap<String, Item> = HashMap::new();
+        let marker_keys: Vec<Item> = markers.into_values().collect();
+        for chunk in marker_keys.chunks(100) {
+            for item in store.batch_get(&reads.ledger_table, chunk.to_vec()).await? {
+                let key = crate::item::key_of(&item, &[crate::ledger::PK, crate::ledger::SK]);
+                ledger_known.insert(item_id(&key), item);
+            }
+        }
+        let read = |k: &Item| known.get(&item_id(k)).cloned();
+        let read_ledger = |k: &Item| ledger_known.get(&item_id(k)).cloned();
+        let mut seen = BTreeSet::new();
+        let mut bad_facts = BTreeSet::new();
+        for vars in &candidates {
+            if !seen.insert(vars.clone()) {
+                continue;
+            }
+            if let Some(((desired, existing), bad, bad_fact)) =
+                self.decide_row(&scope.on, vars, &read, &read_ledger, reads.now)
+            {
+                plan.desired.extend(desired);
+                plan.existing.extend(existing);
+                plan.bad_input_logged += usize::from(bad);
+                if let Some((key, reason)) = bad_fact {
+                    let label = crate::item::display_key(&key);
+                    if bad_facts.insert(label.clone()) {
+                        tracing::warn!(set = self.name, key = %label, reason = %reason, "a fact is bad input: what it implied is kept");
+                        plan.bad_input_logged += 1;
+                    }
+                }
+            }
+        }
+        Ok(plan)
+    }
+}
+
+impl SetJob for JoinSet {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn key_names(&self) -> &'static [&'static str] {
+        self.key_names
+    }
+
+    fn volatile(&self) -> &'static [&'static str] {
+        self.volatile
+    }
+
+    fn plan<'a>(
+        &'a self,
+        body: &'a str,
+        reads: &'a Reads,
+    ) -> BoxFut<'a, Result<Plan, MessageError>> {
+        Box::pin(async move {
+            let (job, scope) = self.job(body)?;
+            self.plan_job(&job, &scope, reads).await
+        })
+    }
+}
+
+/// Plans a job already decoded (for models whose own start bodies map onto
+/// a scope, e.g. the social timeline's versioned jobs).
+pub async fn plan_scope(set: &JoinSet, job: JoinJob, reads: &Reads) -> Result<Plan, MessageError> {
+    let (job, scope) = set.check_job(job)?;
+    set.plan_job(&job, &scope, reads).await
+}

@@ -1,0 +1,277 @@
+//! What `verify` checks of a model file's queue jobs, from the table and
+//! the ledger as they are: each join set's targets (`sets:`) against what
+//! their facts imply, and each `once:` effect made for every source item
+//! that asks for it.
+//!
+//! A join set's rows are the facts' items joined on their shared variables
+//! (keys and `also`), and the targets' own items (carrying the variables
+//! they were written with): each row is decided as the job decides it
+//! ([`crate::engine::joinset::JoinSet::decide_in`]). A target that should
+//! not exist is extra, one that differs (but for its `volatile`
+//! attributes; a TTL from `now` may only be earlier than a fresh one) is
+//! wrong, one that should exist and does not is missing, unless its TTL
+//! runs from `now` (it may have expired, and nothing regenerates it until
+//! a fact changes). Repairs run the narrowest scope of the row through the
+//! set's consumer (its guards), or delete an item no scope reaches.
+//!
+//! A once effect is missing when its source item satisfies `when` (as a
+//! new item would start it), its preconditions hold, and one of its puts is
+//! absent; the repair runs its job (its marker makes it at most once).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::model::FileModel;
+use super::once_run::FileOnce;
+use super::sets::SetSpec;
+use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
+use crate::engine::joinset::{bind_also, JoinSet, Vars};
+use crate::item::{display_key, key_of, Item, ItemExt};
+use crate::ledger::item_id;
+use crate::models::{CheckInput, Drift, Finding, Repair};
+
+impl FileModel {
+    /// Every set's and once effect's findings.
+    pub fn job_checks(&'static self, input: &CheckInput<'_>) -> Vec<Finding> {
+        if self.sets.is_empty() && self.once.is_empty() {
+            return vec![];
+        }
+        let names = self.keys;
+        let table: HashMap<String, &Item> = input
+            .items
+            .iter()
+            .map(|i| (item_id(&key_of(i, names)), i))
+            .collect();
+        let ledger: HashMap<String, &Item> = input
+            .ledger
+            .iter()
+            .map(|i| {
+                let k = key_of(i, &[crate::ledger::PK, crate::ledger::SK]);
+                (item_id(&k), i)
+            })
+            .collect();
+        let mut out = Vec::new();
+        for set in &self.sets {
+            out.extend(self.set_checks(set, input, &table, &ledger));
+        }
+        for spec in &self.once {
+            out.extend(self.once_checks(spec, input, &table));
+        }
+        out
+    }
+
+    fn set_checks(
+        &'static self,
+        spec: &'static SetSpec,
+        input: &CheckInput<'_>,
+        table: &HashMap<String, &Item>,
+        ledger: &HashMap<String, &Item>,
+    ) -> Vec<Finding> {
+        let set = spec.declaration(self);
+        let names = self.keys;
+        let now = input.now;
+        // Each fact's bindings, from its items (key and `also`).
+        let mut per_fact: Vec<Vec<Vars>> = Vec::new();
+        for f in &set.facts {
+            let mut rows = Vec::new();
+            for item in input.items {
+                let mut vars = Vars::new();
+                if f.key.read(names, item, &mut vars) && bind_also(&f.also, item, &mut vars) {
+                    rows.push(vars);
+                }
+            }
+            per_fact.push(rows);
+        }
+        let mut rows: BTreeSet<Vars> = join(per_fact).into_iter().collect();
+        // The targets as they are, with the variables they carry.
+        let carried = set.target.carried();
+        for item in input.items {
+            let mut vars = Vars::new();
+            if !set.target.key.read(names, item, &mut vars) {
+                continue;
+            }
+            let whole = carried.iter().all(|(attr, var)| match item.s(attr) {
+                Ok(v) => {
+                    vars.insert(var.to_string(), v.to_string());
+                    true
+                }
+                Err(_) => false,
+            });
+            if whole {
+                rows.insert(vars);
+            }
+        }
+        let read = |k: &Item| table.get(&item_id(k)).map(|i| (*i).clone());
+        let read_ledger = |k: &Item| ledger.get(&item_id(k)).map(|i| (*i).clone());
+        let ttl_attr = self.table.ttl_attribute;
+        let scopes = set.scopes().unwrap_or_default();
+        let repair = |vars: &Vars, item: Option<&Item>| -> Option<Repair> {
+            let narrowest = scopes
+                .iter()
+                .filter(|s| s.bound.iter().all(|v| vars.contains_key(v)))
+                .min_by_key(|s| s.steps.len());
+            match (narrowest, item) {
+                (Some(s), _) => {
+                    let bind = s
+                        .bound
+                        .iter()
+                        .map(|v| (v.clone(), vars[v].clone()))
+                        .collect();
+                    Some(Repair::Job {
+                        queue: spec.queue.logical,
+                        body: set.start(&s.on, bind),
+                    })
+                }
+                (None, Some(i)) => Some(Repair::DeleteIfUnchanged(i.clone())),
+                (None, None) => None,
+            }
+        };
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for vars in &rows {
+            let Some(key) = set.target.key.key(names, vars) else {
+                continue;
+            };
+            if !seen.insert(item_id(&key)) {
+                continue;
+            }
+            let Some((desired, existing)) = set.decide_in("", vars, &read, &read_ledger, now)
+            else {
+                continue;
+            };
+            let label = display_key(&key);
+            let finding = match (&desired, &existing) {
+                (None, Some(x)) => {
+                    Some((Drift::Extra, "its facts no longer imply it", Some(&x.item)))
+                }
+                (Some(_), None) if !spec.missing_is_drift(self, vars, &read, now) => None,
+                (Some(_), None) => Some((Drift::Missing, "its facts imply it", None)),
+                (Some(d), Some(x)) if differs(&set, ttl_attr, &d.item, &x.item) => Some((
+                    Drift::Wrong,
+                    "its attributes differ from what its facts imply",
+                    Some(&x.item),
+                )),
+                _ => None,
+            };
+            if let Some((drift, why, item)) = finding {
+                out.push(Finding {
+                    kind: spec.name,
+                    drift,
+                    what: format!("{label}: {why}"),
+                    repair: repair(vars, item),
+                });
+            }
+        }
+        out
+    }
+
+    fn once_checks(
+        &'static self,
+        spec: &'static super::once::OnceSpec,
+        input: &CheckInput<'_>,
+        table: &HashMap<String, &Item>,
+    ) -> Vec<Finding> {
+        let runner = FileOnce { model: self, spec };
+        let names = self.keys;
+        let mut out = Vec::new();
+        for item in input.items {
+            let change = Change {
+                event_id: "verify".into(),
+                sequence_number: SequenceNumber::parse("1").expect("a number"),
+                kind: ChangeKind::Insert,
+                origin: Origin::User,
+                keys: key_of(item, names),
+                old: None,
+                new: Some(item.clone()),
+                at: input.now,
+            };
+            let Ok(messages) = self.once_messages(&change) else {
+                continue;
+            };
+            for m in messages.iter().filter(|m| m.queue == spec.queue.logical) {
+                let Ok(plan) = runner.plan_of(&m.body) else {
+                    continue;
+                };
+                let holds = plan
+                    .checks
+                    .iter()
+                    .all(|(g, _)| g.ledger || g.holds(table.get(&item_id(&g.key)).copied()));
+                let lost = plan
+                    .puts
+                    .iter()
+                    .find(|p| !table.contains_key(&item_id(&key_of(p, names))));
+                if let (true, Some(put)) = (holds, lost) {
+                    out.push(Finding {
+                        kind: spec.name,
+                        drift: Drift::Missing,
+                        what: format!(
+                            "{}: asks for once `{}` ({}), whose {} is absent",
+                            display_key(&key_of(item, names)),
+                            spec.name,
+                            plan.once_key,
+                            display_key(&key_of(put, names))
+                        ),
+                        repair: Some(Repair::Job {
+                            queue: spec.queue.logical,
+                            body: m.body.clone(),
+                        }),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether an existing target differs from the one its facts imply: any
+/// attribute but the volatile ones; a volatile TTL only when it outlives
+/// a fresh one.
+fn differs(set: &JoinSet, ttl: Option<&str>, want: &Item, have: &Item) -> bool {
+    let attrs: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
+    attrs.into_iter().any(|a| {
+        let volatile = set.volatile.contains(&a.as_str());
+        if volatile && Some(a.as_str()) == ttl {
+            let n = |i: &Item| i.opt_i64(a).ok().flatten();
+            return match (n(want), n(have)) {
+                (Some(w), Some(h)) => h > w,
+                (w, h) => w.is_some() != h.is_some(),
+            };
+        }
+        !volatile && !crate::item::same_opt(want.get(a), have.get(a))
+    })
+}
+
+/// The facts' bindings joined on the variables they share.
+fn join(per_fact: Vec<Vec<Vars>>) -> Vec<Vars> {
+    let mut facts = per_fact.into_iter();
+    let Some(mut rows) = facts.next() else {
+        return vec![];
+    };
+    for next in facts {
+        let Some(first) = next.first() else {
+            return vec![];
+        };
+        let shared: Vec<String> = first
+            .keys()
+            .filter(|k| rows.first().is_some_and(|r| r.contains_key(*k)))
+            .cloned()
+            .collect();
+        let mut by: BTreeMap<Vec<&String>, Vec<&Vars>> = BTreeMap::new();
+        for b in &next {
+            let k: Option<Vec<&String>> = shared.iter().map(|v| b.get(v)).collect();
+            if let Some(k) = k {
+                by.entry(k).or_default().push(b);
+            }
+        }
+        let mut joined = Vec::new();
+        for r in &rows {
+            let k: Option<Vec<&String>> = shared.iter().map(|v| r.get(v)).collect();
+            for b in k.and_then(|k| by.get(&k)).into_iter().flatten() {
+                let mut m = r.clone();
+                m.extend(b.iter().map(|(k, v)| (k.clone(), v.clone())));
+                joined.push(m);
+            }
+        }
+        rows = joined;
+    }
+    rows
+}
