@@ -782,6 +782,7 @@ mod tests {
             ("upper", "upper('ab') == 'AB'"),
             ("trim", "trim(' a ') == 'a'"),
             ("slug", "slug('A b') == 'a-b'"),
+            ("dashed", "dashed('New York') == 'new-york'"),
             ("pad", "pad(7, 3) == '007'"),
             ("epoch", "epoch('1970-01-01T00:01:00Z') == 60"),
             ("iso", "iso(60) == '1970-01-01T00:01:00Z'"),
