@@ -221,7 +221,7 @@ fn report(name: &str, records: usize, run: &Run, floor: &Run) {
         "  reads (GetRecords of 1,000 from TRIM_HORIZON): {r0:.0} -> {r1:.0} records/s, end / start = {:.2}x the rate",
         r1 / r0
     );
-    let window = records / run.sweeps.len().max(1);
+    let window = records.div_ceil(run.write_rates.len().max(1));
     let (s0, s1) = (run.sweeps[0], run.sweeps[run.sweeps.len() - 1]);
     println!(
         "  one TTL sweep, nothing expired (Dynoxide reads every item of the table): {:.1} ms at {window} items -> {:.1} ms at {records} ({:.2} us per item at the end)",
