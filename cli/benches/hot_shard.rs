@@ -1,13 +1,22 @@
 //! Benchmark (not a test): a hot shard. Sustained writes at fixed rates
 //! (100, 250, 500, 1,000 changes/s by default) into ONE partition, processed
-//! by the model's local runtime (`jobstream dev`'s: the stream mappings with
-//! the deployed batch size, batching window and parallelization factor,
-//! printed), for the tracker (one application updated), social (likes of
-//! one post: one counter) and a model file (models/examples/library.yaml: loans of
-//! one member). Every few seconds it prints the writes accepted, the records
-//! each mapping processed and its iterator age; at the end of each rate,
-//! whether the mappings caught up and how long that took, and the bill
-//! (RRU/WRU per change, processors and application apart).
+//! by the model's stream mappings with the deployed batch size, batching
+//! window and parallelization factor (printed), for the tracker (one
+//! application updated), social (likes of one post: one counter) and a
+//! model file (models/examples/library.yaml: loans of one member), two ways
+//! (`HOT_VIA`):
+//!
+//! - `dev`: `jobstream dev`'s runtime in this process (the embedded engine
+//!   with its TTL sweeper, records read through the engine's own API);
+//! - `run`: two processes, `jobstream serve` (the engine) and `jobstream run
+//!   --endpoint` against it (GetRecords over HTTP, durable checkpoints and
+//!   fenced leases in the ledger, as a self-hosted consumer runs), read
+//!   through `run --metrics-listen`'s `/metrics`.
+//!
+//! Every few seconds it prints the writes accepted, the records each
+//! mapping processed and its iterator age; at the end of each rate, whether
+//! the mappings caught up and how long that took, and the bill (RRU/WRU per
+//! change, processors and application apart).
 //!
 //! The baseline, in the same run and engine: the rate the engine accepts
 //! plain PutItems of the same items (8 concurrent writers, no processors),
@@ -15,7 +24,8 @@
 //!
 //! It reports; it asserts nothing about time. Run:
 //! `cargo bench -p jobstream --bench hot_shard` (HOT_RATES=100,250,500,1000,
-//! HOT_SECONDS=15 per rate, HOT_MODELS=tracker,social,library).
+//! HOT_SECONDS=15 per rate, HOT_MODELS=tracker,social,library,
+//! HOT_VIA=dev,run).
 
 mod common;
 
@@ -23,11 +33,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::process::Stdio;
+
+use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::env_usize;
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::sqs_server::LocalSqs;
 use jobstream::meter::Meter;
 use shared::item::{s, Item};
 
@@ -177,30 +191,324 @@ fn model_of(w: &Workload) -> anyhow::Result<shared::models::Model> {
     }
 }
 
-async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<()> {
-    let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let meter = Meter::in_front_of(&engine.endpoint()).await?;
-    let app_meter = Meter::in_front_of(&engine.endpoint()).await?;
-    let mut opts = RuntimeOptions::new(
-        w.model,
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.model_file = w.model_file.clone();
-    opts.processor_endpoint = Some(meter.endpoint());
+/// How the processors run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// `jobstream dev`'s runtime in this process: the embedded engine (with
+    /// its TTL sweeper), records read through the engine's own API.
+    Dev,
+    /// Two processes, as a self-hosted consumer runs: `jobstream serve`
+    /// (the engine) and `jobstream run --endpoint` against it (GetRecords
+    /// over HTTP, durable checkpoints and leases in the ledger), observed
+    /// through `run --metrics-listen`.
+    Run,
+}
+
+impl Via {
+    fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "dev" => Some(Self::Dev),
+            "run" => Some(Self::Run),
+            _ => None,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Self::Dev => "dev (in process)",
+            Self::Run => "run (jobstream serve + jobstream run, two processes)",
+        }
+    }
+}
+
+/// A child process, killed however the benchmark ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The processors under measurement and how to read their counters.
+enum Consumer {
+    InProcess {
+        probe: jobstream::local::metrics::Probe,
+        stop: tokio::sync::oneshot::Sender<()>,
+        runner: tokio::task::JoinHandle<anyhow::Result<()>>,
+        engine: LocalEngine,
+    },
+    Processes {
+        /// `run`'s `--metrics-listen` address.
+        metrics: String,
+        /// The stream processors, as `/metrics` labels them.
+        mappings: Vec<String>,
+        _run: Child,
+        _serve: Child,
+        _dir: TempDir,
+    },
+}
+
+/// A directory removed at the end (the on-failure file of `run`).
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// (mapping, records processed, iterator age in ms) per stream mapping.
+type Counters = Vec<(String, u64, i64)>;
+
+impl Consumer {
+    async fn counters(&self) -> anyhow::Result<Counters> {
+        match self {
+            Self::InProcess { probe, .. } => Ok(probe
+                .streams
+                .iter()
+                .map(|m| {
+                    (
+                        m.name.clone(),
+                        m.records_processed.load(Ordering::Relaxed),
+                        m.iterator_age(),
+                    )
+                })
+                .collect()),
+            Self::Processes {
+                metrics, mappings, ..
+            } => {
+                let (status, body) = http_get(metrics, "/metrics").await?;
+                anyhow::ensure!(status == 200, "GET /metrics: {status}");
+                Ok(parse_metrics(&body, mappings))
+            }
+        }
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        match self {
+            Self::InProcess {
+                stop,
+                runner,
+                engine,
+                ..
+            } => {
+                let _ = stop.send(());
+                runner.await??;
+                engine.stop().await;
+                Ok(())
+            }
+            Self::Processes { .. } => Ok(()),
+        }
+    }
+}
+
+/// `GET path` on `addr` (HTTP/1.1, one request): (status, body).
+async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(addr).await?;
+    conn.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
+    let mut buf = Vec::new();
+    conn.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Each mapping's records processed and largest iterator age, from `run`'s
+/// Prometheus exposition.
+fn parse_metrics(text: &str, mappings: &[String]) -> Counters {
+    mappings
+        .iter()
+        .map(|name| {
+            let label = format!("{{processor=\"{name}\"");
+            let value = |line: &str| {
+                line.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let processed = text
+                .lines()
+                .filter(|l| l.starts_with(&format!("jobstream_records_processed_total{label}")))
+                .map(value)
+                .sum::<f64>();
+            let age = text
+                .lines()
+                .filter(|l| l.starts_with(&format!("jobstream_iterator_age_milliseconds{label}")))
+                .map(value)
+                .fold(0.0, f64::max);
+            (name.clone(), processed as u64, age as i64)
+        })
+        .collect()
+}
+
+/// Reads a child's stdout until `last` starts a line; returns the value of
+/// the `DynamoDB endpoint: ` line. The rest is read away (never blocks).
+fn endpoint_from(child: &mut std::process::Child, last: &str) -> anyhow::Result<String> {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().context("stdout")?;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let mut endpoint = None;
+    for line in lines.by_ref() {
+        let line = line?;
+        if let Some(e) = line.strip_prefix("DynamoDB endpoint: ") {
+            endpoint = Some(e.trim().to_string());
+        }
+        if line.starts_with(last) {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    endpoint.context("no `DynamoDB endpoint:` line")
+}
+
+/// The runtime of `w` started as `via`, with its bill meter in front:
+/// (consumer, processors' meter, engine endpoint, model table).
+async fn start(
+    w: &Workload,
+    via: Via,
+) -> anyhow::Result<(Consumer, Meter, String, String, Option<LocalSqs>)> {
+    let model = model_of(w)?;
+    let has_queues = !model.queues().is_empty();
     // A local SQS for models with queues (social's jobs), as `dev` starts.
-    let _sqs = if model_of(w)?.queues().is_empty() {
-        None
+    let sqs = if has_queues {
+        Some(LocalSqs::start()?)
     } else {
-        let sqs = jobstream::local::sqs_server::LocalSqs::start()?;
-        opts.sqs_endpoint = Some(sqs.endpoint());
-        opts.queue_prefix = format!("hot{}-", uuid::Uuid::new_v4().simple());
-        Some(sqs)
+        None
     };
-    let mut rt = Runtime::start(opts).await?;
-    let table = rt.config.table.clone();
+    match via {
+        Via::Dev => {
+            let mut engine = LocalEngine::start("127.0.0.1:0", None).await?;
+            engine.start_ttl_sweeper(Duration::from_secs(1));
+            let meter = Meter::in_front_of(&engine.endpoint()).await?;
+            let mut opts = RuntimeOptions::new(
+                w.model,
+                Some(engine.endpoint()),
+                RecordReader::Embedded(engine.database().clone()),
+            );
+            opts.model_file = w.model_file.clone();
+            opts.processor_endpoint = Some(meter.endpoint());
+            if let Some(sqs) = &sqs {
+                opts.sqs_endpoint = Some(sqs.endpoint());
+                opts.queue_prefix = format!("hot{}-", uuid::Uuid::new_v4().simple());
+            }
+            let mut rt = Runtime::start(opts).await?;
+            let table = rt.config.table.clone();
+            let endpoint = engine.endpoint();
+            let probe = rt.probe();
+            let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let runner = tokio::spawn(async move {
+                rt.run_until(async {
+                    let _ = stop_rx.await;
+                })
+                .await
+            });
+            let consumer = Consumer::InProcess {
+                probe,
+                stop,
+                runner,
+                engine,
+            };
+            Ok((consumer, meter, endpoint, table, sqs))
+        }
+        Via::Run => {
+            let exe = env!("CARGO_BIN_EXE_jobstream");
+            let model_args: Vec<String> = match &w.model_file {
+                Some(f) => vec!["--model-file".into(), f.display().to_string()],
+                None => vec!["--model".into(), w.model.into()],
+            };
+            let mut serve = Child(
+                std::process::Command::new(exe)
+                    .arg("serve")
+                    .args(&model_args)
+                    .args(["--listen", "127.0.0.1:0"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .context("starting jobstream serve")?,
+            );
+            let endpoint = endpoint_from(&mut serve.0, "tables:")?;
+            let meter = Meter::in_front_of(&endpoint).await?;
+            let mut queue_env = Vec::new();
+            if let Some(sqs) = &sqs {
+                let client = aws_sdk_sqs::Client::new(&sdk_config(Some(&sqs.endpoint()), 3).await);
+                let prefix = format!("hot{}-", uuid::Uuid::new_v4().simple());
+                for def in model.queues() {
+                    let visibility = jobstream::local::runtime::queue_visibility(&def, 1.0);
+                    let q =
+                        jobstream::local::sqs_esm::create_queue(&client, &def, &prefix, visibility)
+                            .await?;
+                    queue_env.push((shared::lambda::queue_env(def.logical), q.url));
+                }
+            }
+            let metrics = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .to_string();
+            let dir = TempDir(
+                std::env::temp_dir().join(format!("hot-shard-{}", uuid::Uuid::new_v4().simple())),
+            );
+            std::fs::create_dir_all(&dir.0)?;
+            let mut cmd = std::process::Command::new(exe);
+            cmd.arg("run")
+                .args(&model_args)
+                .args(["--endpoint", &meter.endpoint()])
+                .args(["--metrics-listen", &metrics])
+                .arg("--on-failure-file")
+                .arg(dir.0.join("failures.jsonl"))
+                .envs(queue_env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+            if let Some(sqs) = &sqs {
+                cmd.args(["--sqs-endpoint", &sqs.endpoint()]);
+            }
+            let run = Child(cmd.spawn().context("starting jobstream run")?);
+            let started = Instant::now();
+            while http_get(&metrics, "/readyz")
+                .await
+                .map(|r| r.0)
+                .unwrap_or(0)
+                != 200
+            {
+                anyhow::ensure!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "jobstream run not ready within 120 s"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let consumer = Consumer::Processes {
+                metrics,
+                mappings: model
+                    .stream_defs()
+                    .iter()
+                    .map(|d| d.name.to_string())
+                    .collect(),
+                _run: run,
+                _serve: serve,
+                _dir: dir,
+            };
+            let table = model.table.name.to_string();
+            Ok((consumer, meter, endpoint, table, sqs))
+        }
+    }
+}
+
+async fn run_rate(w: &Workload, via: Via, rate: usize, secs: Duration) -> anyhow::Result<()> {
+    let (consumer, meter, endpoint, table, _sqs) = start(w, via).await?;
+    let app_meter = Meter::in_front_of(&endpoint).await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&app_meter.endpoint()), 3).await);
-    let plain = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let plain = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
     for item in (w.setup)() {
         client
             .put_item()
@@ -209,16 +517,6 @@ async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<(
             .send()
             .await?;
     }
-    let probe = rt.probe();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let runner = tokio::spawn(async move {
-        let r = rt
-            .run_until(async {
-                let _ = stop_rx.await;
-            })
-            .await;
-        (rt, r)
-    });
 
     // The writer: change i is due at start + i / rate.
     let written = Arc::new(AtomicU64::new(0));
@@ -253,19 +551,7 @@ async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<(
         })
     };
 
-    let processed = |p: &jobstream::local::metrics::Probe| -> Vec<(String, u64, i64)> {
-        p.streams
-            .iter()
-            .map(|m| {
-                (
-                    m.name.clone(),
-                    m.records_processed.load(Ordering::Relaxed),
-                    m.iterator_age(),
-                )
-            })
-            .collect()
-    };
-    let mut last = (Instant::now(), 0u64, processed(&probe));
+    let mut last = (Instant::now(), 0u64, consumer.counters().await?);
     let mut max_age = 0i64;
     let mut writing = true;
     let mut write_time = Duration::ZERO;
@@ -276,7 +562,7 @@ async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<(
         let now = Instant::now();
         let dt = now.duration_since(last.0).as_secs_f64();
         let n = written.load(Ordering::Relaxed);
-        let per = processed(&probe);
+        let per = consumer.counters().await?;
         let mappings: Vec<String> = per
             .iter()
             .zip(&last.2)
@@ -284,7 +570,7 @@ async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<(
                 max_age = max_age.max(*age);
                 format!(
                     "{name} {:.0} rec/s, iterator age {:.1} s",
-                    (p - p0) as f64 / dt,
+                    p.saturating_sub(*p0) as f64 / dt,
                     *age as f64 / 1000.0
                 )
             })
@@ -319,10 +605,9 @@ async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<(
         last = (now, n, per);
     }
     let writes = written.load(Ordering::Relaxed);
-    let _ = stop_tx.send(());
-    let (_rt, result) = runner.await?;
-    result?;
-    let processed: Vec<String> = processed(&probe)
+    let processed: Vec<String> = consumer
+        .counters()
+        .await?
         .into_iter()
         .map(|(name, p, _)| format!("{name} {p}"))
         .collect();
@@ -338,20 +623,25 @@ async fn run_rate(w: &Workload, rate: usize, secs: Duration) -> anyhow::Result<(
         }
     );
     println!(
-        "  bill: processors {}; application {}",
+        "  bill: processors {}{}; application {}",
         meter.bill().per_change(writes as usize),
+        if via == Via::Run {
+            " (run's own checkpoints and leases in the ledger included)"
+        } else {
+            ""
+        },
         app_meter.bill().per_change(writes as usize)
     );
     // The engine's floor, same run, same engine: plain PutItems of the same
     // changes into a fresh table of the model's definition (with its stream).
     let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
-    ensure_table(&plain, &_rt.model.table, &floor_table).await?;
+    ensure_table(&plain, &model_of(w)?.table, &floor_table).await?;
     let floor = put_floor(&plain, &floor_table, w.change, Duration::from_secs(3)).await?;
     println!(
         "  floor: the engine accepts {floor:.0} plain PutItems/s of these items (8 writers, same engine, stream on, no processors); offered rate / floor = {:.2}",
         rate as f64 / floor
     );
-    engine.stop().await;
+    consumer.stop().await?;
     Ok(())
 }
 
@@ -364,6 +654,11 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let secs = Duration::from_secs(env_usize("HOT_SECONDS", 15) as u64);
     let models = std::env::var("HOT_MODELS").unwrap_or_else(|_| "tracker,social,library".into());
+    let vias: Vec<Via> = std::env::var("HOT_VIA")
+        .unwrap_or_else(|_| "dev,run".into())
+        .split(',')
+        .filter_map(Via::parse)
+        .collect();
     for w in workloads()
         .into_iter()
         .filter(|w| models.split(',').any(|m| m.trim() == w.model))
@@ -383,9 +678,14 @@ async fn main() -> anyhow::Result<()> {
             })
             .collect();
         println!("{} — mappings as deployed: {}", w.name, settings.join("; "));
-        for &rate in &rates {
-            println!(" {rate} changes/s for {secs:?} into one partition:");
-            run_rate(&w, rate, secs).await?;
+        for &via in &vias {
+            for &rate in &rates {
+                println!(
+                    " {rate} changes/s for {secs:?} into one partition, through {}:",
+                    via.name()
+                );
+                run_rate(&w, via, rate, secs).await?;
+            }
         }
     }
     Ok(())

@@ -9,6 +9,9 @@
 //!    100 single puts at the start of each window;
 //! 2. reads: the whole stream from TRIM_HORIZON by GetRecords of 1,000 (the
 //!    most a call returns), the rate per window;
+//! 3. a TTL sweep (TTL on, nothing expired) after the first and the last
+//!    window: what each periodic sweep of `jobstream dev` and `serve` costs
+//!    the engine as the table grows;
 //!
 //! each as its last window against its first (1.0x: as fast at the end as
 //! at the start); and the floor, the same writes into the same table
@@ -68,6 +71,9 @@ struct Run {
     put_latency: Vec<Duration>,
     /// Records/s read, per window.
     read_rates: Vec<f64>,
+    /// One TTL sweep (nothing expired) at the end of the first and of the
+    /// last window: what `jobstream dev` and `serve` pay on every sweep.
+    sweeps: Vec<Duration>,
 }
 
 const TABLE: &str = "stream_bench";
@@ -116,10 +122,17 @@ fn measure(
 ) -> anyhow::Result<(Run, Run)> {
     create_table(db, TABLE, true)?;
     create_table(floor_db, TABLE, false)?;
+    // TTL on (no item carries the attribute): the first and the last window
+    // end with one sweep, as `jobstream dev` and `serve` run them.
+    db.update_time_to_live(req(json!({
+        "TableName": TABLE,
+        "TimeToLiveSpecification": {"Enabled": true, "AttributeName": "ttl"}
+    })))?;
     let empty = || Run {
         write_rates: Vec::new(),
         put_latency: Vec::new(),
         read_rates: Vec::new(),
+        sweeps: Vec::new(),
     };
     let (mut run, mut floor) = (empty(), empty());
     let mut written = 0;
@@ -129,6 +142,12 @@ fn measure(
             let (rate, put) = write_window(db, written, to)?;
             run.write_rates.push(rate);
             run.put_latency.push(put);
+        }
+        if written == 0 || to == records {
+            let started = Instant::now();
+            let expired = db.sweep_ttl()?;
+            anyhow::ensure!(expired == 0, "{expired} items expired");
+            run.sweeps.push(started.elapsed());
         }
         written = to;
     }
@@ -201,6 +220,14 @@ fn report(name: &str, records: usize, run: &Run, floor: &Run) {
     println!(
         "  reads (GetRecords of 1,000 from TRIM_HORIZON): {r0:.0} -> {r1:.0} records/s, end / start = {:.2}x the rate",
         r1 / r0
+    );
+    let window = records.div_ceil(run.write_rates.len().max(1));
+    let (s0, s1) = (run.sweeps[0], run.sweeps[run.sweeps.len() - 1]);
+    println!(
+        "  one TTL sweep, nothing expired (Dynoxide reads every item of the table): {:.1} ms at {window} items -> {:.1} ms at {records} ({:.2} us per item at the end)",
+        s0.as_secs_f64() * 1e3,
+        s1.as_secs_f64() * 1e3,
+        s1.as_secs_f64() * 1e6 / records as f64
     );
 }
 

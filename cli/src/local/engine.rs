@@ -68,19 +68,27 @@ impl LocalEngine {
         Ok(tokio::task::spawn_blocking(move || db.sweep_ttl()).await??)
     }
 
-    /// Sweeps TTL every `every` in the background.
+    /// Sweeps TTL in the background, as DynamoDB's TTL process deletes
+    /// expired items (within days of their expiry, AWS says; any cadence is
+    /// faithful): a sweep every `every`, but never more than
+    /// [`SWEEP_SHARE`] of the engine's time. Dynoxide's sweep reads every
+    /// item of every table with TTL on (the model's table and the ledger),
+    /// under the engine's lock a page at a time, so one sweep costs as
+    /// much as the tables are large: at a fixed cadence it took a growing
+    /// share of the engine from the writers and the processors ([`sweep_pause`]).
     pub fn start_ttl_sweeper(&mut self, every: Duration) {
         let db = self.db.clone();
         self.sweeper = Some(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
             loop {
-                tick.tick().await;
+                let started = std::time::Instant::now();
                 let db = db.clone();
                 match tokio::task::spawn_blocking(move || db.sweep_ttl()).await {
                     Ok(Ok(n)) if n > 0 => tracing::info!(expired = n, "TTL sweep"),
                     Ok(Err(e)) => tracing::warn!(error = %e, "TTL sweep failed"),
                     _ => {}
                 }
+                let took = started.elapsed();
+                tokio::time::sleep(sweep_pause(every, took)).await;
             }
         }));
     }
@@ -108,6 +116,16 @@ impl Drop for LocalEngine {
             let _ = tx.send(());
         }
     }
+}
+
+/// The most of the engine's time the periodic TTL sweep takes.
+pub const SWEEP_SHARE: f64 = 0.05;
+
+/// The pause after a sweep that took `took`, so that sweeps start every
+/// `every` at most and take at most [`SWEEP_SHARE`] of the time.
+pub fn sweep_pause(every: Duration, took: Duration) -> Duration {
+    let cycle = every.max(took.div_f64(SWEEP_SHARE));
+    cycle.saturating_sub(took)
 }
 
 /// SDK configuration for an endpoint: explicit `endpoint`, else the standard
@@ -376,6 +394,69 @@ mod tests {
                 "UpdateTimeToLive"
             ]
         );
+    }
+
+    #[test]
+    fn the_ttl_sweep_keeps_its_cadence_while_cheap_and_its_share_when_not() {
+        let second = Duration::from_secs(1);
+        // A sweep of a small table: once a second, as before.
+        assert_eq!(
+            sweep_pause(second, Duration::from_millis(10)),
+            Duration::from_millis(990)
+        );
+        // A sweep of large tables (Dynoxide reads every item): 5% of the
+        // engine's time, not 50%.
+        assert_eq!(
+            sweep_pause(second, Duration::from_millis(500)),
+            Duration::from_millis(9_500)
+        );
+        let took = Duration::from_millis(2_000);
+        let share = took.as_secs_f64() / (took + sweep_pause(second, took)).as_secs_f64();
+        assert!((share - SWEEP_SHARE).abs() < 1e-9, "{share}");
+    }
+
+    #[tokio::test]
+    async fn the_background_sweep_deletes_what_expired() {
+        let mut engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
+        let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+        let def = shared::models::table::ledger();
+        ensure_table(&client, &def, "swept").await.unwrap();
+        let expired = (chrono::Utc::now().timestamp() - 10).to_string();
+        client
+            .put_item()
+            .table_name("swept")
+            .item(
+                def.pk,
+                aws_sdk_dynamodb::types::AttributeValue::S("p".into()),
+            )
+            .item(
+                def.sk,
+                aws_sdk_dynamodb::types::AttributeValue::S("s".into()),
+            )
+            .item(
+                def.ttl_attribute.unwrap(),
+                aws_sdk_dynamodb::types::AttributeValue::N(expired),
+            )
+            .send()
+            .await
+            .unwrap();
+        engine.start_ttl_sweeper(Duration::from_millis(20));
+        let mut left = 1;
+        for _ in 0..500 {
+            left = client
+                .scan()
+                .table_name("swept")
+                .send()
+                .await
+                .unwrap()
+                .count();
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(left, 0, "the expired item was swept");
+        engine.stop().await;
     }
 
     #[test]
