@@ -532,8 +532,8 @@ fn shipped_queue_model_files() -> Vec<(String, std::path::PathBuf)> {
 /// leaves the application out of its GSI1 once the stream is drained.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_projection_that_failed_before_a_failed_commit_is_written_by_the_retry() {
+    use crate::seed_items::hr as build;
     use jobstream::faults::Fault;
-    use shared::models::hr::entities::build;
     let (ModelEnv { engine, mut rt }, proxy) = behind_proxy("hr").await;
     let id = |n: u64| build::ulid(1_767_600_000_000 + n * 86_400_000, u128::from(n) + 7);
     let (org, dept, job, emp) = (id(1), id(2), id(3), id(4));

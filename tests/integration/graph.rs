@@ -35,6 +35,11 @@ fn shipped() -> Vec<(String, String, String)> {
         ));
     }
     for m in shared::models::registry() {
+        // A shipped file is drawn above, from its file.
+        let source = shared::models::Source::Name(m.name.to_string());
+        if matches!(shared::models::file_of(&source), Ok(Some(_))) {
+            continue;
+        }
         out.push((
             format!("<code>{}</code> (Rust)", m.name),
             format!("jobstream graph --model {}", m.name),

@@ -17,6 +17,7 @@ mod fixtures;
 mod graph;
 mod history_adoption;
 mod hr;
+mod hr_rules;
 mod import;
 mod invoices;
 mod jobboard;
@@ -31,6 +32,8 @@ mod pickem_file;
 mod queries;
 mod queues;
 mod redelivery;
+#[path = "../../cli/benches/common/seed_items.rs"]
+mod seed_items;
 mod social;
 mod social_file;
 mod stream_consumer;

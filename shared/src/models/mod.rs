@@ -5,7 +5,6 @@
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
 pub mod filter;
-pub mod hr;
 pub mod jobboard;
 pub mod pickem;
 pub mod social;
@@ -35,7 +34,6 @@ fn compiled() -> Vec<Model> {
         tracker::model(),
         jobboard::model(),
         social::model(),
-        hr::model(),
         pickem::model(),
     ]
 }
