@@ -94,8 +94,8 @@ async fn trackers_meta_count_deleted_by_a_writer_comes_back_from_the_stream_alon
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socials_user_counts_and_like_count_deleted_by_a_writer_come_back() {
-    use shared::models::social::demo::{like_item, post_item, user_item};
-    use shared::models::social::keys;
+    use crate::seed_items::social as keys;
+    use crate::seed_items::social::{like_item, post_item, user_item};
     let mut env = model_env("social", |_| {}).await;
     let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
     let post = keys::ulid(Utc::now().timestamp_millis() as u64, 1);

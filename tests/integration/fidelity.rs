@@ -527,7 +527,7 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     if rt.model.name != "social" {
         return;
     }
-    use shared::models::social::keys as sk;
+    use crate::seed_items::social as sk;
     let items = jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
         .await
         .unwrap();

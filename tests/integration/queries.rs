@@ -269,6 +269,8 @@ async fn the_social_access_patterns_return_what_the_scenario_implies() {
     .expect("runs");
     assert_eq!(followers.items.len(), 153, "three users and 150 fans");
     assert!(followers.pages >= 77, "{} pages", followers.pages);
+    // The binary: every access pattern by the model's name.
+    every_access_pattern_through_the_binary("social", &env).await;
     env.engine.stop().await;
 }
 

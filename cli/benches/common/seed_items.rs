@@ -3,7 +3,7 @@
 //! integration tests (which include this file by path): what an
 //! application of each seed writes, built without the model's own code.
 
-#![allow(dead_code)] // each benchmark and test uses part of it
+#![allow(dead_code, unused_imports)] // each benchmark and test uses part of it
 
 use shared::item::{s, Item};
 
@@ -134,5 +134,158 @@ pub mod hr {
             ("status", status),
             ("submittedAt", submitted_at),
         ])
+    }
+}
+
+/// The social network of seed 002 (`models/social.yaml`).
+pub mod social {
+    pub use super::ulid;
+    use shared::item::{s, Item};
+
+    pub const PK: &str = "PK";
+    pub const SK: &str = "SK";
+    pub const TTL: &str = "ttl";
+    /// The entity type attribute of processor items.
+    pub const TYPE: &str = "type";
+    pub const TYPE_FOLLOWER: &str = "follower";
+    pub const COUNT_SK: &str = "count";
+    pub const FOLLOWERS: &str = "followers";
+    pub const FOLLOWING: &str = "following";
+    pub const POSTS: &str = "posts";
+    pub const LIKES: &str = "likes";
+    /// A post's (and its timeline entries') lifetime: ttl = createdAt + this.
+    pub const POST_TTL_SECS: i64 = 604_800;
+
+    /// `u#<userId>`.
+    pub fn user(user: &str) -> String {
+        format!("u#{user}")
+    }
+    /// `u#<A>#following`: whom A follows.
+    pub fn following_pk(user: &str) -> String {
+        format!("u#{user}#following")
+    }
+    /// `u#<B>#follower`: who follows B (the processor's mirrors).
+    pub fn follower_pk(user: &str) -> String {
+        format!("u#{user}#follower")
+    }
+    /// `u#<userId>#post`: a user's posts.
+    pub fn post_pk(user: &str) -> String {
+        format!("u#{user}#post")
+    }
+    /// `p#<postId>#likelist`: who liked a post.
+    pub fn likelist_pk(post: &str) -> String {
+        format!("p#{post}#likelist")
+    }
+    /// `u#<followerId>#timeline`: a user's timeline.
+    pub fn timeline_pk(user: &str) -> String {
+        format!("u#{user}#timeline")
+    }
+    /// `p#<postId>#u#<authorId>`: a timeline entry's sort key.
+    pub fn timeline_sk(post: &str, author: &str) -> String {
+        format!("p#{post}#u#{author}")
+    }
+
+    /// A `PK`/`SK` key item.
+    pub fn key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
+        [(PK.to_string(), s(pk)), (SK.to_string(), s(sk))].into()
+    }
+    pub fn user_counts_key(user: &str) -> Item {
+        key(self::user(user), COUNT_SK)
+    }
+    /// The follow item of "`follower` follows `followed`".
+    pub fn follow_key(follower: &str, followed: &str) -> Item {
+        key(following_pk(follower), user(followed))
+    }
+    /// The follower mirror of "`follower` follows `followed`".
+    pub fn mirror_key(follower: &str, followed: &str) -> Item {
+        key(follower_pk(followed), user(follower))
+    }
+    pub fn post_key(author: &str, post: &str) -> Item {
+        key(post_pk(author), format!("p#{post}"))
+    }
+    pub fn like_key(post: &str, user: &str) -> Item {
+        key(likelist_pk(post), self::user(user))
+    }
+    /// `p#<postId>#likecount`: a post's like count (SK `count`).
+    pub fn likecount_pk(post: &str) -> String {
+        format!("p#{post}#likecount")
+    }
+    pub fn likecount_key(post: &str) -> Item {
+        key(likecount_pk(post), COUNT_SK)
+    }
+    pub fn timeline_key(follower: &str, post: &str, author: &str) -> Item {
+        key(timeline_pk(follower), timeline_sk(post, author))
+    }
+
+    pub fn user_item(id: &str, name: &str) -> Item {
+        let mut i = key(user(id), "info");
+        i.insert("name".into(), s(name));
+        i
+    }
+    pub fn follow_item(follower: &str, followed: &str, at: &str) -> Item {
+        let mut i = follow_key(follower, followed);
+        i.insert("createdAt".into(), s(at));
+        i
+    }
+    pub fn post_item(author: &str, post: &str, at: &str, body: &str) -> Item {
+        let mut i = post_key(author, post);
+        i.insert("postId".into(), s(post));
+        i.insert("createdAt".into(), s(at));
+        i.insert("body".into(), s(body));
+        i
+    }
+    pub fn like_item(post: &str, user: &str, at: &str) -> Item {
+        let mut i = like_key(post, user);
+        i.insert("createdAt".into(), s(at));
+        i
+    }
+}
+
+/// The timeline of `--model social`: the file's join set (`sets:
+/// timeline`) and the bodies of its jobs.
+pub mod timeline {
+    use shared::engine::joinset::{JoinJob, JoinSet, Vars};
+
+    /// The timeline join set of the shipped models/social.yaml, `page`
+    /// candidates per job.
+    pub fn set(page: usize) -> JoinSet {
+        let loaded = shared::file::shipped("social")
+            .expect("models/social.yaml is shipped")
+            .expect("models/social.yaml loads");
+        let spec = loaded
+            .model
+            .sets
+            .iter()
+            .find(|s| s.name == "timeline")
+            .expect("the timeline set");
+        let mut set = spec.declaration(&loaded.model);
+        set.page = page;
+        set
+    }
+
+    fn job(scope: &str, bind: &[(&str, &str)]) -> String {
+        JoinJob {
+            set: "timeline".into(),
+            scope: scope.into(),
+            bind: bind
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vars>(),
+            step: 0,
+            after: None,
+        }
+        .encode()
+    }
+
+    /// The job a post (created, deleted) starts: its entries on every
+    /// follower's timeline.
+    pub fn post_job(author: &str, post: &str) -> String {
+        job("post", &[("a", author), ("p", post)])
+    }
+
+    /// The job a follow (created, deleted) starts: the author's entries on
+    /// the follower's timeline.
+    pub fn follow_job(follower: &str, author: &str) -> String {
+        job("follow", &[("f", follower), ("a", author)])
     }
 }

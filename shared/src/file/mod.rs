@@ -36,6 +36,7 @@ pub mod query_run;
 pub mod raw;
 pub mod rules;
 pub mod scenario;
+mod set_check;
 pub mod sets;
 pub mod template;
 

@@ -654,9 +654,12 @@ impl Rules for FileRules {
         Ok(out)
     }
 
-    /// Every computed value (`compute:`) against what its rows imply.
+    /// Every computed value (`compute:`) against what its rows imply, and
+    /// every join set (`sets:`) against what its facts imply.
     fn checks(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
-        self.0.compute_checks(input.items)
+        let mut out = self.0.compute_checks(input.items);
+        out.extend(self.0.set_checks(input));
+        out
     }
 
     fn ignores(&self, keys: &Item) -> bool {

@@ -7,7 +7,6 @@
 pub mod filter;
 pub mod jobboard;
 pub mod pickem;
-pub mod social;
 pub mod table;
 pub mod tracker;
 
@@ -30,12 +29,7 @@ pub const DEFAULT_MODEL: &str = "tracker";
 /// model file of the same name yields to its compiled twin until the twin
 /// is deleted.
 fn compiled() -> Vec<Model> {
-    vec![
-        tracker::model(),
-        jobboard::model(),
-        social::model(),
-        pickem::model(),
-    ]
+    vec![tracker::model(), jobboard::model(), pickem::model()]
 }
 
 /// Every model jobstream ships, by name: the compiled ones, then every
