@@ -502,6 +502,10 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     env.rt.drain().await.unwrap();
     assert_eq!(timeline(&env, "f").await.len(), 1, "written while ahead");
     tokio::time::sleep(StdDuration::from_secs(4)).await;
+    // Past its ttl, not yet removed: DynamoDB's to delete, not drift.
+    assert_eq!(timeline(&env, "f").await.len(), 1);
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
     let before: Vec<Item> = scan(&env)
         .await
         .into_iter()
