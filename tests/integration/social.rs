@@ -689,7 +689,17 @@ async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
         .unwrap();
     assert_eq!(
         timeline(&env, "f").await,
-        BTreeSet::from([(p1, "a".to_string()), (p2, "a".to_string())])
+        BTreeSet::from([(p1.clone(), "a".to_string()), (p2.clone(), "a".to_string())])
     );
     assert_exact(&mut env).await;
+    // The follow turned bad input: its entries stay, and are not drift.
+    put(&env, vec![follow_item("f", "a", "yesterday")]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        timeline(&env, "f").await,
+        BTreeSet::from([(p1, "a".to_string()), (p2, "a".to_string())])
+    );
+    let report = env.rt.verify().await.unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_eq!(report.bad_input.len(), 1, "{:#?}", report.bad_input);
 }
