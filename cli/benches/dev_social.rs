@@ -32,8 +32,11 @@ use chrono::{SecondsFormat, Utc};
 use common::{batch_write_floor, env_usize, ratio, FLOOR_WRITERS};
 use jobstream::local::engine::{ensure_table, sdk_config};
 use shared::item::Item;
-use shared::models::social::demo::{follow_item, post_item};
-use shared::models::social::keys;
+
+#[path = "common/seed_items.rs"]
+mod seed_items;
+use seed_items::social as keys;
+use seed_items::social::{follow_item, post_item};
 
 /// The `jobstream dev` process, stopped however the benchmark ends.
 struct Dev(std::process::Child);

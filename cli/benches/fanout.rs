@@ -35,8 +35,11 @@ use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use jobstream::local::sqs_server::LocalSqs;
 use shared::item::{Item, ItemExt};
-use shared::models::social::demo::{follow_item, post_item};
-use shared::models::social::keys;
+
+#[path = "common/seed_items.rs"]
+mod seed_items;
+use seed_items::social as keys;
+use seed_items::social::{follow_item, post_item};
 
 /// Receive + delete rate of `take` messages at a depth of `depth` (300-byte
 /// bodies), one consumer; returns (messages/s, send messages/s).

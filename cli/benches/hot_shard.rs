@@ -28,6 +28,8 @@
 //! HOT_VIA=dev,run).
 
 mod common;
+#[path = "common/seed_items.rs"]
+mod seed_items;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -90,12 +92,12 @@ fn tracker_app(i: usize) -> Item {
 }
 
 fn social_like(i: usize) -> Item {
-    let post = shared::models::social::keys::ulid(1_764_000_000_000, 1);
-    shared::models::social::demo::like_item(&post, &format!("u{i:07}"), &now_iso())
+    let post = seed_items::ulid(1_764_000_000_000, 1);
+    seed_items::social::like_item(&post, &format!("u{i:07}"), &now_iso())
 }
 
 fn library_loan(i: usize) -> Item {
-    let book = shared::models::social::keys::ulid(1_764_000_000_000 + i as u64, i as u128);
+    let book = seed_items::ulid(1_764_000_000_000 + i as u64, i as u128);
     [
         ("PK", s("M#hot")),
         ("SK", s(format!("LOAN#{book}"))),

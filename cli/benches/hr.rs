@@ -25,9 +25,23 @@ use serde_json::{json, Value};
 use shared::engine::derive::projection_update;
 use shared::engine::rules::Rules;
 use shared::item::{s, Item};
-use shared::models::hr::entities::build;
-use shared::models::hr::keys;
-use shared::models::hr::rules::HrRules;
+
+#[path = "common/seed_items.rs"]
+mod seed_items;
+use seed_items::hr as build;
+use seed_items::hr as keys;
+
+/// The rules of `--model hr` (the shipped models/hr.yaml).
+fn hr_rules() -> &'static dyn Rules {
+    static RULES: std::sync::OnceLock<std::sync::Arc<dyn Rules>> = std::sync::OnceLock::new();
+    RULES
+        .get_or_init(|| {
+            shared::models::find("hr")
+                .expect("the hr model loads")
+                .rules
+        })
+        .as_ref()
+}
 
 const BATCH: usize = 100;
 
@@ -48,7 +62,7 @@ fn ulid(n: u64) -> String {
 /// The item as stored once the processor set its projection.
 fn projected(item: &Item) -> Item {
     let mut out = item.clone();
-    if let Ok(Some(p)) = HrRules.projection(item) {
+    if let Ok(Some(p)) = hr_rules().projection(item) {
         for (a, v) in p.attrs {
             match v {
                 Some(v) => out.insert(a.to_string(), v),
@@ -64,7 +78,7 @@ fn projected(item: &Item) -> Item {
 /// new item does not carry its processor-owned attributes, one write per
 /// derived item that changes; and the counter deltas it causes.
 fn minimum(old: Option<&Item>, new: Option<&Item>) -> (usize, BTreeMap<String, i64>) {
-    let r = HrRules;
+    let r = hr_rules();
     let needs_projection = new
         .and_then(|n| Some(projection_update(r.key_names(), n, &r.projection(n).ok()??)))
         .flatten()

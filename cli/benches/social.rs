@@ -18,7 +18,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 use aws_lambda_events::event::dynamodb::Event;
@@ -28,11 +27,12 @@ use serde_json::json;
 use shared::engine::derive::{DeriveConfig, DeriveProcessor};
 use shared::engine::setjob::{apply, Reads, SetJob};
 use shared::item::Item;
-use shared::models::social::demo::{follow_item, like_item, post_item};
-use shared::models::social::keys;
-use shared::models::social::messages::{encode, TimelineJob};
-use shared::models::social::rules::SocialRules;
-use shared::models::social::timeline::Timeline;
+
+#[path = "common/seed_items.rs"]
+mod seed_items;
+use seed_items::social as keys;
+use seed_items::social::{follow_item, like_item, post_item};
+use seed_items::timeline;
 use shared::models::table;
 use shared::store::Store;
 
@@ -102,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
     let client = aws_sdk_dynamodb::Client::new(
         &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
-    let model = shared::models::social::model();
+    let model = shared::models::find("social").map_err(anyhow::Error::msg)?;
     let tbl = model.table.name;
     let ledger = table::ledger();
     ensure_table(&client, &model.table, tbl).await?;
@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
         &jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await,
     );
     let derive = DeriveProcessor::new(
-        Arc::new(SocialRules),
+        model.rules.clone(),
         Store::new(metered.clone()),
         DeriveConfig {
             table: tbl.to_string(),
@@ -207,18 +207,14 @@ async fn main() -> anyhow::Result<()> {
     store
         .put_items(tbl, vec![post_item(star, &post_id, &at, "to all my fans")])
         .await?;
-    let job = Timeline::default();
+    let job = &timeline::set(shared::engine::joinset::DEFAULT_PAGE);
     let reads = Reads {
         store: Store::new(metered.clone()),
         table: tbl.to_string(),
         ledger_table: ledger.name.to_string(),
         now: Utc::now(),
     };
-    let first = encode(&TimelineJob::Post {
-        author_id: star.into(),
-        post_id: post_id.clone(),
-        after: None,
-    });
+    let first = timeline::post_job(star, &post_id);
     let run_chain = |first: String| {
         let reads = reads.clone();
         async move {

@@ -8,6 +8,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::seed_items::social;
+use crate::seed_items::social::{follow_item, post_item};
 use aws_sdk_sqs::types::QueueAttributeName;
 use chrono::{SecondsFormat, Utc};
 use jobstream::local::deployed::require_queue;
@@ -15,8 +17,6 @@ use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{queue_visibility, Provision, Runtime, RuntimeOptions};
 use jobstream::local::sqs_esm::create_queue;
-use shared::models::social::demo::{follow_item, post_item};
-use shared::models::social::keys as social;
 use shared::models::table::{self, TableDef};
 use shared::store::Store;
 
@@ -217,9 +217,13 @@ async fn run_refuses_a_table_without_its_stream_and_a_ledger_without_ttl() {
 /// The social model's tables, on `engine`, under `prefix`.
 async fn social_tables(client: &aws_sdk_dynamodb::Client, prefix: &str) -> (String, String) {
     let (t, l) = (format!("{prefix}social"), format!("{prefix}ledger"));
-    ensure_table(client, &shared::models::social::table(), &t)
-        .await
-        .unwrap();
+    ensure_table(
+        client,
+        &shared::models::find("social").expect("social").table,
+        &t,
+    )
+    .await
+    .unwrap();
     ensure_table(client, &table::ledger(), &l).await.unwrap();
     (t, l)
 }
@@ -248,7 +252,7 @@ async fn run_never_creates_a_missing_queue_and_names_it() {
     let (sqs_endpoint, sqs) = sqs_client().await;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (t, l) = social_tables(&client, &format!("q{id}-")).await;
-    let var = shared::lambda::queue_env(shared::models::social::rules::TIMELINE_QUEUE);
+    let var = shared::lambda::queue_env("timeline");
     let file = failures_file();
     let base = |extra: &[&str]| {
         let mut a = args(&[

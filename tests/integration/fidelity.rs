@@ -235,9 +235,23 @@ async fn a_removed_grant_surfaces_as_access_denied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_demo_runs_under_enforced_grants() {
     for m in models::registry() {
-        let Some(demo) = m.demo else { continue };
+        // A shipped file's demo is its shipped scenario.
+        let file = models::file_of(&models::Source::Name(m.name.to_string())).expect("loads");
+        let scenario = shared::file::shipped_scenario(m.name);
+        if m.demo.is_none() && scenario.is_none() {
+            continue;
+        }
         let mut env = model_env(m.name, |_| {}).await;
-        let differences = demo(&mut env.rt).await.expect("demo runs");
+        let differences = match (m.demo, file, scenario) {
+            (Some(demo), _, _) => demo(&mut env.rt).await.expect("demo runs"),
+            (None, Some(file), Some((path, text))) => {
+                let s = shared::file::scenario::Scenario::parse(text, path).expect("parses");
+                shared::file::scenario::play_model(&mut env.rt, &s, &file.model, false)
+                    .await
+                    .expect("the scenario plays")
+            }
+            _ => panic!("{}: a scenario without its model file", m.name),
+        };
         assert_eq!(differences, Vec::<String>::new(), "{}", m.name);
         adoption_calls(&mut env.rt).await;
         own_timeline_repair_calls(&env.rt).await;
@@ -506,7 +520,7 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     if rt.model.name != "social" {
         return;
     }
-    use shared::models::social::keys as sk;
+    use crate::seed_items::social as sk;
     let items = jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
         .await
         .unwrap();
@@ -537,9 +551,18 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     assert!(rt.verify().await.unwrap().is_clean());
 }
 
-/// The model files the project ships: their stacks are synthesised and
-/// compared as the registry's are.
+/// The model files the project ships that are not registry models (a
+/// shipped file `--model NAME` loads is the registry's): their stacks are
+/// synthesised and compared as the registry's are.
 fn shipped_model_files() -> Vec<PathBuf> {
+    let registry: Vec<&str> = models::registry().iter().map(|m| m.name).collect();
+    every_shipped_model_file()
+        .into_iter()
+        .filter(|p| !registry.contains(&load_model_file(p).name))
+        .collect()
+}
+
+fn every_shipped_model_file() -> Vec<PathBuf> {
     let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models");
     [
         "hr.yaml",

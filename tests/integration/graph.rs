@@ -36,6 +36,7 @@ fn shipped() -> Vec<(String, String, String)> {
     }
     // The models still compiled from Rust (a shipped file is shown above).
     for m in shared::models::registry() {
+        // A shipped file is drawn above, from its file.
         let source = shared::models::Source::Name(m.name.to_string());
         if matches!(shared::models::file_of(&source), Ok(Some(_))) {
             continue;

@@ -4,16 +4,15 @@
 
 use std::sync::Arc;
 
+use crate::seed_items::social as keys;
+use crate::seed_items::social::{follow_item, post_item, user_item};
+use crate::seed_items::timeline;
 use chrono::{Duration, SecondsFormat, Utc};
 use shared::engine::joinset::{
     FactDecl, JoinSet, KeyTemplate, TargetDecl, UnlessDecl, Value, Vars,
 };
 use shared::engine::setjob::{apply, Applied, Reads, SetJob};
 use shared::item::{s, Item};
-use shared::models::social::demo::{follow_item, post_item, user_item};
-use shared::models::social::messages::{encode, TimelineJob};
-use shared::models::social::timeline::Timeline;
-use shared::models::social::{entities, keys};
 use shared::store::Store;
 
 use crate::support::{model_env, ModelEnv};
@@ -96,7 +95,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
         items.push(post_item("bob", p, &iso(30), "b"));
     }
     store.put_items(&table, items).await.unwrap();
-    let job = Timeline { page: 50 };
+    let job = timeline::set(50);
     let r = reads(&env, &store);
     let writes = || {
         store
@@ -107,11 +106,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     let mut figures: Vec<(&str, usize, usize, usize, u64)> = Vec::new();
 
     // 1. The post fans out to 120 followers: three pages.
-    let post_job = encode(&TimelineJob::Post {
-        author_id: "star".into(),
-        post_id: star_post.clone(),
-        after: None,
-    });
+    let post_job = timeline::post_job("star", &star_post);
     let w0 = writes();
     let (a, jobs) = run_pages(&job, &r, post_job.clone()).await;
     figures.push(("post", a.puts, a.deletes, jobs, writes() - w0));
@@ -134,10 +129,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
         )
         .await
         .unwrap();
-    let follow_job = encode(&TimelineJob::Follow {
-        follower_id: "fan0000".into(),
-        author_id: "bob".into(),
-    });
+    let follow_job = timeline::follow_job("fan0000", "bob");
     let w0 = writes();
     let (a, jobs) = run_pages(&job, &r, follow_job.clone()).await;
     figures.push(("follow", a.puts, a.deletes, jobs, writes() - w0));
@@ -224,13 +216,25 @@ fn template(pk: &str, sk: &str) -> KeyTemplate {
     KeyTemplate::parse(pk, sk).unwrap()
 }
 
+/// Whether `--model social`'s rules accept an item (else why not: bad
+/// input).
+fn accepted(i: &Item) -> Result<(), String> {
+    static RULES: std::sync::OnceLock<Arc<dyn shared::engine::rules::Rules>> =
+        std::sync::OnceLock::new();
+    RULES
+        .get_or_init(|| shared::models::find("social").expect("social").rules)
+        .derived(i)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 fn follow_fact(reads: Vec<&'static str>) -> FactDecl {
     FactDecl {
         name: "follow".into(),
         key: template("u#${a}#following", "u#${b}"),
         via: Some(template("u#${b}#follower", "u#${a}")),
         via_ledger: None,
-        valid: Arc::new(|i| entities::follow(i).map(|_| ()).map_err(|e| e.to_string())),
+        valid: Arc::new(accepted),
         reads,
         also: vec![],
     }
@@ -305,7 +309,7 @@ fn greetings_set(page: usize) -> JoinSet {
                 key: template("u#${b}", "info"),
                 via: None,
                 via_ledger: None,
-                valid: Arc::new(|i| entities::parse(i).map(|_| ()).map_err(|e| e.to_string())),
+                valid: Arc::new(accepted),
                 reads: vec!["name"],
                 also: vec![],
             },
@@ -511,7 +515,7 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     );
     // The user's info goes: every greeting goes, guarded by its absence.
     store
-        .delete_keys(&table, vec![keys::user_info_key("ann")])
+        .delete_keys(&table, vec![keys::key("u#ann", "info")])
         .await
         .unwrap();
     let (a, _) = run_pages(&set, &r, start).await;
@@ -540,14 +544,9 @@ async fn the_timeline_follow_scope_is_paged() {
     items.push(post_item("cid", &other, &iso(30), "c"));
     items.push(follow_item("fan", "cid", &at));
     store.put_items(&table, items).await.unwrap();
-    let job = Timeline { page: 10 };
+    let job = timeline::set(10);
     let r = reads(&env, &store);
-    let follow = |f: &str, a: &str| {
-        encode(&TimelineJob::Follow {
-            follower_id: f.into(),
-            author_id: a.into(),
-        })
-    };
+    let follow = |f: &str, a: &str| timeline::follow_job(f, a);
     run_pages(&job, &r, follow("fan", "cid")).await;
     let (a, jobs) = run_pages(&job, &r, follow("fan", "bob")).await;
     // 3 pages of posts, then 3 pages of fan's 26 entries.
@@ -611,13 +610,9 @@ async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(5), "x"));
     direct.put_items(&table, items).await.unwrap();
-    let job = Timeline { page: 100 };
+    let job = &timeline::set(100);
     let r = reads(&env, &faulty);
-    let body = encode(&TimelineJob::Post {
-        author_id: "star".into(),
-        post_id: p.clone(),
-        after: None,
-    });
+    let body = timeline::post_job("star", &p);
     // Runs the chain; a job that fails is delivered again.
     let run = |body: String| {
         let r = r.clone();
@@ -712,13 +707,9 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(5), "x"));
     store.put_items(&table, items).await.unwrap();
-    let job = Timeline { page: 100 };
+    let job = timeline::set(100);
     let r = reads(&env, &store);
-    let mut body = Some(encode(&TimelineJob::Post {
-        author_id: "star".into(),
-        post_id: p.clone(),
-        after: None,
-    }));
+    let mut body = Some(timeline::post_job("star", &p));
     let mut plans = Vec::new();
     while let Some(b) = body.take() {
         let plan = job.plan(&b, &r).await.unwrap();
@@ -735,15 +726,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     }
     store.delete_keys(&table, keys_gone).await.unwrap();
     for f in &gone {
-        let (a, _) = run_pages(
-            &job,
-            &r,
-            encode(&TimelineJob::Follow {
-                follower_id: f.to_string(),
-                author_id: "star".into(),
-            }),
-        )
-        .await;
+        let (a, _) = run_pages(&job, &r, timeline::follow_job(f, "star")).await;
         assert_eq!(a.writes(), 0);
     }
     let mut total = Applied::default();

@@ -19,6 +19,7 @@ mod fixtures;
 mod graph;
 mod history_adoption;
 mod hr;
+mod hr_rules;
 mod import;
 mod invoices;
 mod jobboard;
@@ -35,6 +36,8 @@ mod queries;
 mod queues;
 mod recorded;
 mod redelivery;
+#[path = "../../cli/benches/common/seed_items.rs"]
+mod seed_items;
 mod social;
 mod social_file;
 mod stream_consumer;

@@ -138,10 +138,12 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     assert!(!e.is_usage(), "{e}");
     assert!(e.to_string().contains("no-such-table"), "{e}");
 
-    // The binary: the listing, a run against the engine as JSON, exit 2.
+    // The binary: every access pattern by the model's name, the listing,
+    // a run against the engine as JSON, exit 2.
+    every_access_pattern_through_the_binary("hr", &env).await;
     let hr = models_dir().join("hr.yaml");
     let hr = hr.to_str().expect("utf-8 path");
-    let list = run(&["query", "--model-file", hr]);
+    let list = run(&["query", "--model", "hr"]);
     assert!(list.status.success(), "{list:?}");
     let text = String::from_utf8_lossy(&list.stdout).to_string();
     assert!(
@@ -199,6 +201,47 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     env.engine.stop().await;
 }
 
+/// `jobstream query --model NAME QUERY param=value... --json` (the binary,
+/// the shipped model by its name) for every access pattern the model
+/// declares, with the parameters its scenario last runs it with: each
+/// answers (exit 0) with exactly what the library returns on the table the
+/// scenario left. Every declared query is in the scenario.
+async fn every_access_pattern_through_the_binary(model: &str, env: &crate::support::ModelEnv) {
+    let m = &shared::file::load(&models_dir().join(format!("{model}.yaml")))
+        .expect("loads")
+        .model;
+    let scenario = Scenario::read(&models_dir().join(format!("{model}.scenario.yaml")))
+        .expect("the scenario reads");
+    let mut params = std::collections::BTreeMap::new();
+    for step in scenario.all_steps() {
+        for q in step.queries {
+            let args: Vec<String> = q.args().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            params.insert(q.query.clone(), args);
+        }
+    }
+    let endpoint = env.engine.endpoint();
+    let table = env.rt.config.table.clone();
+    for decl in &m.queries {
+        let args = params
+            .get(&decl.name)
+            .unwrap_or_else(|| panic!("{model}: the scenario runs `{}`", decl.name));
+        let mut argv = vec!["query", "--model", model, "--endpoint", &endpoint, "--json"];
+        argv.push(&decl.name);
+        argv.extend(args.iter().map(String::as_str));
+        let out = run(&argv);
+        assert!(out.status.success(), "{argv:?}: {out:?}");
+        let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let want = query(&env.rt.dynamodb, &table, m, &decl.name, args, None)
+            .await
+            .expect("runs");
+        assert_eq!(
+            got,
+            shared::file::query_run::to_json(&want.items),
+            "{argv:?}"
+        );
+    }
+}
+
 fn run(args: &[&str]) -> std::process::Output {
     std::process::Command::new(jobstream_bin())
         .args(args)
@@ -226,6 +269,8 @@ async fn the_social_access_patterns_return_what_the_scenario_implies() {
     .expect("runs");
     assert_eq!(followers.items.len(), 153, "three users and 150 fans");
     assert!(followers.pages >= 77, "{} pages", followers.pages);
+    // The binary: every access pattern by the model's name.
+    every_access_pattern_through_the_binary("social", &env).await;
     env.engine.stop().await;
 }
 

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::seed_items::social;
+use crate::seed_items::social::{follow_item, post_item};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, SendMessageBatchRequestEntry,
@@ -21,8 +23,6 @@ use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use jobstream::local::sqs_esm::{create_queue, depth, SqsHandler, DELETE_RETRIES};
 use shared::item::Item;
-use shared::models::social::demo::{follow_item, post_item};
-use shared::models::social::keys as social;
 use shared::store::Store;
 
 use crate::support::{assert_rt_verified, model_env, run_in_background, ModelEnv};

@@ -6,6 +6,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
 
+use crate::seed_items::social as keys;
+use crate::seed_items::social::{follow_item, like_item, post_item, user_item};
+use crate::seed_items::timeline;
 use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{Duration, SecondsFormat, Utc};
 use lambda_runtime::{Context, LambdaEvent};
@@ -13,10 +16,6 @@ use shared::batch::StreamProcessor as _;
 use shared::engine::setjob::{apply, Reads, SetJob};
 use shared::item::{Item, ItemExt};
 use shared::metrics::names;
-use shared::models::social::demo::{follow_item, like_item, post_item, user_item};
-use shared::models::social::keys;
-use shared::models::social::messages::{encode, TimelineJob};
-use shared::models::social::timeline::Timeline;
 use shared::store::Store;
 
 use crate::support::{model_env, run_in_background, ModelEnv};
@@ -138,16 +137,54 @@ fn reads(env: &ModelEnv) -> Reads {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_scenario_gives_every_access_pattern_exactly() {
-    let mut env = social().await;
-    let demo = shared::models::find("social").unwrap().demo.unwrap();
-    let diffs = demo(&mut env.rt).await.expect("demo runs");
-    assert!(diffs.is_empty(), "{diffs:#?}");
-    // Once quiet, nothing moves (fixpoint).
-    let before = scan(&env).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(scan(&env).await, before);
+/// `jobstream demo --model social`, the binary as a user runs it (with the
+/// local SQS): the shipped scenario through the shipped file, each of the
+/// seed's seven access patterns printed and compared, the two bad items
+/// counted and listed by `verify`, nothing dead-lettered, OK. (Its exact
+/// items, writes and fixpoint: social_file.rs.)
+#[test]
+fn the_demo_plays_the_shipped_scenario_through_the_binary() {
+    let out = std::process::Command::new(crate::support::jobstream_bin())
+        .args(["demo", "--model", "social"])
+        .output()
+        .expect("jobstream runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("jobstream demo: social network (seed 002)"),
+        "{text}"
+    );
+    assert!(text.contains(" and SQS at http://"), "{text}");
+    assert!(
+        text.contains("scenario models/social.scenario.yaml: 2 step(s)"),
+        "{text}"
+    );
+    for q in [
+        "user_info",
+        "followers",
+        "following",
+        "posts",
+        "likes",
+        "like_count",
+        "timeline",
+    ] {
+        assert!(text.contains(&format!("\nquery {q}(")), "{q}: {text}");
+    }
+    assert!(text.contains("\nprocessor writes: "), "{text}");
+    assert_eq!(
+        text.matches("bad input (not drift): ").count(),
+        2,
+        "the self-follow and the post id that is no ULID: {text}"
+    );
+    assert!(!text.contains("FAILED"), "{text}");
+    assert!(
+        text.ends_with("OK: every derived item is what the scenario implies.\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,12 +350,8 @@ async fn late_and_duplicated_jobs_never_resurrect_an_entry() {
     // its guard fails, nothing is written.
     let p = post_id(1);
     put(&env, vec![post_item("a", &p, &iso(5), "x")]).await;
-    let job = Timeline::default();
-    let body = encode(&TimelineJob::Post {
-        author_id: "a".into(),
-        post_id: p.clone(),
-        after: None,
-    });
+    let job = timeline::set(shared::engine::joinset::DEFAULT_PAGE);
+    let body = timeline::post_job("a", &p);
     let r = reads(&env);
     let stale = job.plan(&body, &r).await.unwrap();
     assert_eq!(stale.desired.len(), 1);
@@ -344,10 +377,7 @@ async fn late_and_duplicated_jobs_never_resurrect_an_entry() {
     put(&env, vec![follow_item("f", "a", &iso(1))]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(timeline(&env, "f").await.len(), 1);
-    let unfollow = encode(&TimelineJob::Follow {
-        follower_id: "f".into(),
-        author_id: "a".into(),
-    });
+    let unfollow = timeline::follow_job("f", "a");
     delete(&env, vec![keys::follow_key("f", "a")]).await;
     let r = reads(&env);
     let stale = job.plan(&unfollow, &r).await.unwrap();
@@ -472,6 +502,10 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     env.rt.drain().await.unwrap();
     assert_eq!(timeline(&env, "f").await.len(), 1, "written while ahead");
     tokio::time::sleep(StdDuration::from_secs(4)).await;
+    // Past its ttl, not yet removed: DynamoDB's to delete, not drift.
+    assert_eq!(timeline(&env, "f").await.len(), 1);
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
     let before: Vec<Item> = scan(&env)
         .await
         .into_iter()
@@ -542,12 +576,8 @@ async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(1), "x"));
     put(&env, items).await;
-    let job = Timeline::default();
-    let body = encode(&TimelineJob::Post {
-        author_id: "star".into(),
-        post_id: p,
-        after: None,
-    });
+    let job = timeline::set(shared::engine::joinset::DEFAULT_PAGE);
+    let body = timeline::post_job("star", &p);
     let r = reads(&env);
     let plan = job.plan(&body, &r).await.unwrap();
     assert_eq!(plan.desired.len(), 1000);
@@ -659,7 +689,17 @@ async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
         .unwrap();
     assert_eq!(
         timeline(&env, "f").await,
-        BTreeSet::from([(p1, "a".to_string()), (p2, "a".to_string())])
+        BTreeSet::from([(p1.clone(), "a".to_string()), (p2.clone(), "a".to_string())])
     );
     assert_exact(&mut env).await;
+    // The follow turned bad input: its entries stay, and are not drift.
+    put(&env, vec![follow_item("f", "a", "yesterday")]).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(
+        timeline(&env, "f").await,
+        BTreeSet::from([(p1, "a".to_string()), (p2, "a".to_string())])
+    );
+    let report = env.rt.verify().await.unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_eq!(report.bad_input.len(), 1, "{:#?}", report.bad_input);
 }

@@ -5,10 +5,8 @@
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
 pub mod filter;
-pub mod hr;
 pub mod jobboard;
 pub mod pickem;
-pub mod social;
 pub mod table;
 
 use std::sync::Arc;
@@ -31,12 +29,7 @@ pub const DEFAULT_MODEL: &str = include!(concat!(env!("OUT_DIR"), "/default_mode
 /// model file of the same name yields to its compiled twin until the twin
 /// is deleted.
 fn compiled() -> Vec<Model> {
-    vec![
-        jobboard::model(),
-        social::model(),
-        hr::model(),
-        pickem::model(),
-    ]
+    vec![jobboard::model(), pickem::model()]
 }
 
 /// Every model jobstream ships, by name: the compiled ones, then every
