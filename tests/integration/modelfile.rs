@@ -133,6 +133,7 @@ async fn the_hr_scenario_plays_exactly_with_the_rust_models_writes() {
         expect: Vec::new(),
         absent: Vec::new(),
         queries: Vec::new(),
+        processor_writes: None,
         steps: first_two.steps.split_off(1),
     };
     let file = shared::file::load(&hr_file()).expect("loads");
