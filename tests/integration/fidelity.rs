@@ -548,7 +548,14 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     jobstream::tools::verify::repair(&rt.processors, &report)
         .await
         .unwrap();
-    assert!(rt.verify().await.unwrap().is_clean());
+    let after = rt.verify().await.unwrap();
+    assert!(
+        after.is_clean(),
+        "{}\n{:#?}\nbefore: {:#?}",
+        after.render(),
+        after.problems,
+        report.problems
+    );
 }
 
 /// The model files the project ships that are not registry models (a

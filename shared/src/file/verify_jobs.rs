@@ -153,11 +153,18 @@ impl FileModel {
                 _ => None,
             };
             if let Some((drift, why, item)) = finding {
+                // An item its facts do not imply goes (if still as read):
+                // the narrowest scope's job need not list it (a forged
+                // entry in its author's own timeline is in no follower's).
+                let repair = match (&drift, item) {
+                    (Drift::Extra, Some(i)) => Some(Repair::DeleteIfUnchanged(i.clone())),
+                    _ => repair(vars, item),
+                };
                 out.push(Finding {
                     kind: spec.name,
                     drift,
                     what: format!("{label}: {why}"),
-                    repair: repair(vars, item),
+                    repair,
                 });
             }
         }
