@@ -3,6 +3,7 @@
 
 mod backfill;
 mod bad_input;
+mod bill;
 mod cli;
 mod counters;
 mod deployed;
