@@ -4,6 +4,7 @@
 mod apps;
 mod backfill;
 mod bad_input;
+mod bill;
 mod cli;
 mod counters;
 mod deployed;

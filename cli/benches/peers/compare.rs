@@ -29,6 +29,8 @@ const CHILD_ENV: &str = "JOBSTREAM_BENCH_CHILD";
 #[derive(Debug, Clone)]
 struct Round {
     cpu: f64,
+    /// jobstream only: the CPU of each processor (history, derive).
+    parts: Vec<(String, f64)>,
     wall: f64,
     failures: u64,
     bill: Bill,
@@ -214,6 +216,14 @@ fn run_child(
             .map_err(|e| anyhow::anyhow!("{}: {line:?}: {e}", peer.name))?;
         out.push(Round {
             cpu: v["cpu"].as_f64().unwrap_or(f64::NAN),
+            parts: v["parts"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(f64::NAN)))
+                        .collect()
+                })
+                .unwrap_or_default(),
             wall: v["wall"].as_f64().unwrap_or(f64::NAN),
             failures: v["failures"].as_u64().unwrap_or(0),
             bill: meter.bill().since(&before),
@@ -253,27 +263,38 @@ async fn child() -> anyhow::Result<()> {
     let mut stdin = std::io::stdin().lock().lines();
     for _ in 0..rounds {
         stdin.next();
+        // Lambda hands each function its own decoded event: the copies are
+        // made before the clock starts (the peers' parsing is outside
+        // theirs too).
+        let events = [event.clone(), event.clone()];
         let cpu = crate::process_cpu();
         let started = Instant::now();
         let mut failures = 0;
-        for p in [
+        let mut parts = serde_json::Map::new();
+        for (p, event) in [
             &*fold as &dyn shared::lambda::StreamHandler,
             &*processors.derive,
-        ] {
-            let resp = shared::lambda::stream_handler(
-                p,
-                LambdaEvent::new(event.clone(), Context::default()),
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        ]
+        .into_iter()
+        .zip(events)
+        {
+            let before = crate::process_cpu();
+            let resp =
+                shared::lambda::stream_handler(p, LambdaEvent::new(event, Context::default()))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
             failures += resp.batch_item_failures.len();
+            let used = crate::process_cpu()
+                .zip(before)
+                .map_or(f64::NAN, |(a, b)| a.saturating_sub(b).as_secs_f64());
+            parts.insert(p.name().to_string(), used.into());
         }
         let cpu = crate::process_cpu()
             .zip(cpu)
             .map_or(f64::NAN, |(a, b)| a.saturating_sub(b).as_secs_f64());
         println!(
             "{}",
-            serde_json::json!({ "cpu": cpu, "wall": started.elapsed().as_secs_f64(), "failures": failures })
+            serde_json::json!({ "cpu": cpu, "parts": parts, "wall": started.elapsed().as_secs_f64(), "failures": failures })
         );
     }
     Ok(())
@@ -358,6 +379,21 @@ pub async fn compare(
             again.bill.rru() / changes as f64,
             again.bill.wru() / changes as f64,
         );
+        if !first.parts.is_empty() {
+            let parts = |r: &Round| {
+                r.parts
+                    .iter()
+                    .map(|(p, c)| format!("{p} {:.2} s", per_10k(*c)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            println!(
+                "{:<14} CPU by processor: {} (redelivered: {})",
+                "",
+                parts(first),
+                parts(again)
+            );
+        }
         println!("{:<14} bill: {}", "", first.bill.per_change(changes));
     }
     let (_, js_rounds, js_items) = &results[0];

@@ -47,8 +47,9 @@ use crate::store::{Store, TxError, Update, Written};
 /// kept (so that a stale backfill cannot count a deleted item).
 pub const TOMBSTONE_TTL_SECS: i64 = 7 * 24 * 3600;
 
-/// Source items reconciled per transaction group.
-const GROUP: usize = 25;
+/// Source items reconciled per group: each table read in one BatchGetItem
+/// (its limit: 100 keys), the writes in transactions of up to 100 actions.
+const GROUP: usize = 100;
 const ATTEMPTS: usize = 5;
 
 /// The SET/REMOVE needed to bring `image` to `projection`, or `None` when the
@@ -1342,29 +1343,51 @@ struct Committed {
     bad: Vec<(usize, InputError)>,
 }
 
-/// What a record's image says, each aspect computed once: whether it
-/// implies anything (contributions or derived items), and the first bad
-/// input any aspect meets in it.
-fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
-    let derived = rules.derived(image);
-    let contributions = checked_contributions(rules, image);
-    let memberships = rules.memberships(image);
-    let implies = derived.as_ref().is_ok_and(|d| !d.is_empty())
+/// What a record's image says, every aspect asked at once
+/// ([`Rules::aspects`]).
+#[derive(Debug, Default)]
+struct ImageSays {
+    /// It implies something: contributions, derived items or memberships.
+    implies: bool,
+    /// It carries processor-owned attributes (a projection).
+    projects: bool,
+    /// The first bad input any aspect meets in it.
+    bad: Option<InputError>,
+}
+
+impl ImageSays {
+    /// Whether the item needs reading: what an image of it says may have to
+    /// be applied, or undone (`false`: valid, implying and projecting
+    /// nothing).
+    fn matters(&self) -> bool {
+        self.implies || self.projects || self.bad.is_some()
+    }
+}
+
+fn read_image(rules: &dyn Rules, image: &Item) -> ImageSays {
+    let a = rules.aspects(image);
+    let contributions = checked_sums(a.contributions, image, rules.key_names());
+    let implies = a.derived.as_ref().is_ok_and(|d| !d.is_empty())
         || contributions.as_ref().is_ok_and(|c| !c.is_empty())
-        || memberships.as_ref().is_ok_and(|m| !m.is_empty());
-    let bad = rules
-        .projection(image)
+        || a.memberships.as_ref().is_ok_and(|m| !m.is_empty());
+    let projects = matches!(a.projection, Ok(Some(_)));
+    let bad = a
+        .projection
         .err()
-        .or(derived.err())
+        .or(a.derived.err())
         .or(contributions.err())
-        .or(memberships.err());
-    (implies, bad)
+        .or(a.memberships.err());
+    ImageSays {
+        implies,
+        projects,
+        bad,
+    }
 }
 
 /// Whether the rules reject this item (some aspect meets bad input): the
 /// processor then writes nothing onto it, counter sums included.
 pub fn rejects(rules: &dyn Rules, image: &Item) -> bool {
-    read_image(rules, image).1.is_some()
+    read_image(rules, image).bad.is_some()
 }
 
 /// What an item contributes, checked: the sums fit an i64, else the item is
@@ -1565,6 +1588,9 @@ impl StreamProcessor for DeriveProcessor {
         let rules = &self.deriver.rules;
         let mut keys: Vec<Item> = Vec::new();
         let mut first_index: Vec<usize> = Vec::new();
+        // Per key (by position): whether some record of it in the batch
+        // needs the item read (see below).
+        let mut needed: Vec<bool> = Vec::new();
         let mut position: HashMap<String, usize> = HashMap::new();
         let mut hints: HashMap<String, Hint> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
@@ -1590,26 +1616,52 @@ impl StreamProcessor for DeriveProcessor {
                 .new
                 .as_ref()
                 .filter(|_| change.kind != ChangeKind::Remove);
-            let (old_implies, _) = change
+            let old = change
                 .old
                 .as_ref()
-                .map_or((false, None), |img| read_image(rules.as_ref(), img));
-            let (new_implies, bad) =
-                new.map_or((false, None), |img| read_image(rules.as_ref(), img));
-            if let Some(e) = bad {
+                .map(|img| read_image(rules.as_ref(), img))
+                .unwrap_or_default();
+            let mut new = new
+                .map(|img| read_image(rules.as_ref(), img))
+                .unwrap_or_default();
+            // A record whose images are valid and imply and project nothing,
+            // of an item that is no counter, changes nothing the engine
+            // keeps: records arrive in order per item, so the item's
+            // previous state (the old image) implied nothing either, and
+            // a later state that implies something comes with its own
+            // record. Such an item is not read at all (a tracker's stage
+            // costs the derive nothing). Any other record of the item in
+            // the batch makes it read.
+            let matters = old.matters()
+                || new.matters()
+                || rules.counter(&change.keys).is_some()
+                || change
+                    .latest_image()
+                    .is_some_and(|img| rules.counter(img).is_some());
+            if let Some(e) = new.bad.take() {
                 if bad_keys.insert(id.clone()) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
                 }
             }
-            if old_implies || new_implies {
+            if old.implies || new.implies {
                 hints.entry(id.clone()).or_default().implied_something = true;
             }
-            if let std::collections::hash_map::Entry::Vacant(e) = position.entry(id) {
-                e.insert(keys.len());
-                keys.push(change.keys.clone());
-                first_index.push(index);
+            match position.entry(id) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(keys.len());
+                    keys.push(change.keys.clone());
+                    first_index.push(index);
+                    needed.push(matters);
+                }
+                std::collections::hash_map::Entry::Occupied(e) => needed[*e.get()] |= matters,
             }
         }
+        let (keys, first_index): (Vec<Item>, Vec<usize>) = keys
+            .into_iter()
+            .zip(first_index)
+            .zip(needed)
+            .filter_map(|(k, needed)| needed.then_some(k))
+            .unzip();
         let result = self.deriver.reconcile(&keys, &hints).await;
         let (done, failure) = match result {
             Ok(d) => (d, None),

@@ -183,19 +183,22 @@ pub mod grants {
     /// ledger index of the items claiming a counter's identity, listed
     /// with consistent reads.
     pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query"];
-    /// A fold (history): entries, cascade, sequence mirror (read first when
-    /// a batch holds only replays, so a replay writes nothing).
+    /// A fold (history): entries, cascade, sequence mirror (the roots read
+    /// first, 100 per call, when a batch holds only replays, so a replay
+    /// writes nothing).
     pub const FOLD_TABLE: &[&str] = &[
-        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:Query",
         "dynamodb:BatchWriteItem",
         "dynamodb:DeleteItem",
     ];
-    /// The fold's state: HEAD and parts (parts written in batches on an
-    /// adoption, old epochs' parts deleted in batches).
+    /// The fold's state: HEAD and parts (a batch's HEADs read 100 per call,
+    /// a partition queried where the parts are items; parts written in
+    /// batches on an adoption, old epochs' parts deleted in batches).
     pub const FOLD_LEDGER: &[&str] = &[
+        "dynamodb:BatchGetItem",
         "dynamodb:Query",
         "dynamodb:PutItem",
         "dynamodb:BatchWriteItem",

@@ -63,7 +63,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         };
         let k0 = self.rules.key_names()[0];
         let actions = vec![
-            self.head_put(aggregate, &loaded),
+            self.head_put(aggregate, &loaded, None),
             put_action(
                 &self.config.table,
                 entry,

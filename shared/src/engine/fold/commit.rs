@@ -11,8 +11,24 @@ impl<R: FoldRules> FoldProcessor<R> {
             .store
             .query_partition(&self.config.ledger_table, ledger::PK, &pk, None)
             .await?;
+        self.loaded_from(aggregate, items)
+    }
+
+    /// The key of an aggregate's HEAD in the ledger.
+    pub(super) fn head_key(&self, aggregate: &str) -> Item {
+        ledger::key(ledger::state_pk(self.name, aggregate), "HEAD")
+    }
+
+    /// An aggregate's state from its ledger items as read (the HEAD and
+    /// part items; none: no state yet).
+    pub(super) fn loaded_from(
+        &self,
+        aggregate: &str,
+        items: Vec<Item>,
+    ) -> Result<Loaded, ProcessError> {
         let mut loaded = Loaded::default();
         let mut parts = Vec::new();
+        let mut inline: Option<Item> = None;
         for item in items {
             let sk = ledger::as_s(item.get(ledger::SK))
                 .unwrap_or_default()
@@ -39,13 +55,45 @@ impl<R: FoldRules> FoldProcessor<R> {
                     loaded.adopt = Some((seq as u64, id.to_string()));
                 }
                 loaded.unconfirmed = item.opt_i64("ucFrom").map_err(bad)?.map(|f| f as u64);
+                match item.get(INLINE) {
+                    Some(AttributeValue::M(p)) => inline = Some(p.clone()),
+                    Some(_) => {
+                        return Err(bad(crate::item::AttrError::Invalid {
+                            name: INLINE.into(),
+                            reason: "not a map".into(),
+                        }))
+                    }
+                    None => {}
+                }
             } else if let Some(AttributeValue::M(data)) = item.get("data") {
                 parts.push((sk, data.clone()));
             }
         }
+        let live = loaded.version > 0 && !loaded.state.deleted;
+        if let Some(inline) = inline {
+            // Parts in the HEAD: any part item is left over from before.
+            loaded.inline = true;
+            loaded.garbage = std::mem::take(&mut parts)
+                .into_iter()
+                .map(|(sk, _)| sk)
+                .collect();
+            for (name, data) in inline {
+                match data {
+                    AttributeValue::M(data) if live => {
+                        loaded.state.parts.insert(name, data);
+                    }
+                    AttributeValue::M(_) => {}
+                    _ => {
+                        return Err(ProcessError::Permanent(format!(
+                            "ledger HEAD of {aggregate} is corrupt: part {name} is not a map"
+                        )))
+                    }
+                }
+            }
+        }
         for (sk, data) in parts {
             match part_name(&sk, &loaded.epoch) {
-                Some(name) if loaded.version > 0 && !loaded.state.deleted => {
+                Some(name) if live => {
                     loaded.state.parts.insert(name.to_string(), data);
                 }
                 _ => loaded.garbage.push(sk),
@@ -58,7 +106,13 @@ impl<R: FoldRules> FoldProcessor<R> {
         Ok(loaded)
     }
 
-    pub(super) fn head_put(&self, aggregate: &str, l: &Loaded) -> TransactWriteItem {
+    /// The HEAD's write, holding `inline` parts when given.
+    pub(super) fn head_put(
+        &self,
+        aggregate: &str,
+        l: &Loaded,
+        inline: Option<&BTreeMap<String, Item>>,
+    ) -> TransactWriteItem {
         let pk = ledger::state_pk(self.name, aggregate);
         let mut head = ledger::key(&pk, "HEAD");
         head.insert("seq".into(), n(l.state.seq));
@@ -76,6 +130,13 @@ impl<R: FoldRules> FoldProcessor<R> {
         }
         if let Some(from) = l.unconfirmed {
             head.insert("ucFrom".into(), n(from));
+        }
+        if let Some(parts) = inline {
+            let parts = parts
+                .iter()
+                .map(|(name, data)| (name.clone(), AttributeValue::M(data.clone())))
+                .collect();
+            head.insert(INLINE.into(), AttributeValue::M(parts));
         }
         let cond = if l.version == 0 {
             ("attribute_not_exists(pk)".to_string(), vec![], vec![])
@@ -104,7 +165,13 @@ impl<R: FoldRules> FoldProcessor<R> {
                 Some(("#id = :id".into(), vec![("#id", "id")], vec![(":id", id)])),
             ));
         }
-        actions.push(self.head_put(aggregate, l));
+        if fits_inline(&l.state.parts) {
+            // The parts go in the HEAD; part items left (`persisted_parts`
+            // when not `inline`) are deleted once it commits.
+            actions.push(self.head_put(aggregate, l, Some(&l.state.parts)));
+            return actions;
+        }
+        actions.push(self.head_put(aggregate, l, None));
         let pk = ledger::state_pk(self.name, aggregate);
         for (name, data) in &l.state.parts {
             if l.persisted_parts.get(name) != Some(data) {
@@ -148,6 +215,14 @@ impl<R: FoldRules> FoldProcessor<R> {
         let mut actions = Vec::new();
         let mut first = usize::MAX;
         for agg in &aggregates {
+            let l = states.get_mut(agg).expect("in tx");
+            if l.inline && !fits_inline(&l.state.parts) {
+                // The parts outgrow the HEAD: written as items under a new
+                // epoch (no item of an older one is ever read as state).
+                l.epoch = token();
+                l.persisted_parts.clear();
+                l.inline = false;
+            }
             let l = &states[agg];
             actions.extend(self.commit_actions(agg, l));
             first = first.min(l.first_pending.unwrap_or(usize::MAX));
@@ -158,13 +233,24 @@ impl<R: FoldRules> FoldProcessor<R> {
                 for agg in &aggregates {
                     let l = states.get_mut(agg).expect("in tx");
                     l.version += 1;
+                    let pk = ledger::state_pk(self.name, agg);
+                    let inline = fits_inline(&l.state.parts);
+                    if inline && !l.inline {
+                        // Part items the HEAD now replaces.
+                        let left: Vec<Item> = l
+                            .persisted_parts
+                            .keys()
+                            .map(|name| ledger::key(&pk, part_sk(&l.epoch, name)))
+                            .collect();
+                        garbage.extend(left);
+                    }
+                    l.inline = inline;
                     l.persisted_parts = l.state.parts.clone();
                     l.last = l.pending_last.take().or(l.last.take());
                     l.entries.clear();
                     l.rewrite = None;
                     l.first_pending = None;
                     l.dirty = false;
-                    let pk = ledger::state_pk(self.name, agg);
                     garbage.extend(l.garbage.drain(..).map(|sk| ledger::key(&pk, sk)));
                 }
                 if !garbage.is_empty() {
@@ -251,9 +337,13 @@ impl<R: FoldRules> FoldProcessor<R> {
         };
         if new_epoch {
             let old = std::mem::replace(&mut l.epoch, token());
-            let stale: Vec<String> = l.persisted_parts.keys().map(|p| part_sk(&old, p)).collect();
-            l.garbage.extend(stale);
+            if !l.inline {
+                let stale: Vec<String> =
+                    l.persisted_parts.keys().map(|p| part_sk(&old, p)).collect();
+                l.garbage.extend(stale);
+            }
             l.persisted_parts.clear();
+            l.inline = false;
             l.adopt = None;
             l.unconfirmed = None;
         }

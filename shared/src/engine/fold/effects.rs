@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// Sequence mirror writes in flight at once.
+const MIRRORS_IN_FLIGHT: usize = 8;
+
+/// A sequence mirror to write: the first record touching the aggregate, the
+/// root's key, the mirror attribute, the entries so far, and whether the
+/// root is read first.
+type Due = (usize, Item, &'static str, u64, bool);
+
 impl<R: FoldRules> FoldProcessor<R> {
     pub(super) fn mirror_update(&self, key: Item, attr: &'static str, seq: u64) -> Update {
         let k0 = self.rules.key_names()[0];
@@ -44,13 +52,23 @@ impl<R: FoldRules> FoldProcessor<R> {
     }
 
     /// Writes the sequence mirror of every aggregate the batch touched, where
-    /// the root's latest image does not already show it.
+    /// the root's latest image does not already show it. Roots that may
+    /// already show it are read first, 100 per BatchGetItem (strongly
+    /// consistent, one read unit each as a GetItem); the writes go out
+    /// [`MIRRORS_IN_FLIGHT`] at a time (distinct items, each guarded).
     pub(super) async fn write_mirrors(
         &self,
         states: &HashMap<String, Loaded>,
         limit: usize,
     ) -> Result<(), BatchFailure> {
+        use futures::stream::{self, StreamExt};
         let mut first: Option<BatchFailure> = None;
+        let mut fail = |index: usize, error: ProcessError| {
+            if first.as_ref().is_none_or(|f| index < f.index) {
+                first = Some(BatchFailure { index, error });
+            }
+        };
+        let mut due: Vec<Due> = Vec::new();
         for (agg, l) in states {
             let Some(touched) = l.touched.filter(|t| *t < limit) else {
                 continue;
@@ -61,51 +79,57 @@ impl<R: FoldRules> FoldProcessor<R> {
             let Some((key, attr)) = self.rules.sequence_mirror(agg) else {
                 continue;
             };
-            let want = l.state.seq as i64;
-            if l.mirror_seen == Some(Some(want)) {
+            if l.mirror_seen == Some(Some(l.state.seq as i64)) {
                 continue;
             }
-            if !l.advanced || l.base_seq.is_some_and(|b| l.state.seq <= b) {
-                // Only replayed records, or no entry added by this batch:
-                // the mirror was most likely written when the entries were
-                // folded (unless that write was lost).
-                match self.store.get(&self.config.table, key.clone()).await {
-                    Ok(root) => {
-                        let lags = root.is_some_and(|r| {
-                            r.opt_i64(attr).ok().flatten().is_none_or(|h| h < want)
-                        });
-                        if !lags {
-                            continue;
-                        }
-                    }
-                    Err(e) => {
-                        if first.as_ref().is_none_or(|f| touched < f.index) {
-                            first = Some(BatchFailure {
-                                index: touched,
-                                error: e.into(),
-                            });
-                        }
-                        continue;
-                    }
+            // Only replayed records, or no entry added by this batch: the
+            // mirror was most likely written when the entries were folded
+            // (unless that write was lost).
+            let check = !l.advanced || l.base_seq.is_some_and(|b| l.state.seq <= b);
+            due.push((touched, key, attr, l.state.seq, check));
+        }
+        let key_names = self.rules.key_names();
+        let to_read: Vec<Item> = due.iter().filter(|d| d.4).map(|d| d.1.clone()).collect();
+        let roots: HashMap<String, Item> = if to_read.is_empty() {
+            HashMap::new()
+        } else {
+            match self.store.batch_get(&self.config.table, to_read).await {
+                Ok(items) => items
+                    .into_iter()
+                    .map(|i| (ledger::item_id(&crate::item::key_of(&i, key_names)), i))
+                    .collect(),
+                Err(e) => {
+                    let at = due.iter().filter(|d| d.4).map(|d| d.0).min();
+                    fail(at.unwrap_or(0), e.into());
+                    due.retain(|d| !d.4);
+                    HashMap::new()
                 }
             }
-            match self
-                .store
-                .update(
-                    &self.config.table,
-                    self.mirror_update(key, attr, l.state.seq),
-                )
-                .await
-            {
-                Ok(Written::Applied | Written::ConditionFailed) => {}
-                Err(e) => {
-                    if first.as_ref().is_none_or(|f| touched < f.index) {
-                        first = Some(BatchFailure {
-                            index: touched,
-                            error: e.into(),
-                        });
-                    }
-                }
+        };
+        due.retain(|(_, key, attr, seq, check)| {
+            !check
+                || roots.get(&ledger::item_id(key)).is_some_and(|r| {
+                    r.opt_i64(attr)
+                        .ok()
+                        .flatten()
+                        .is_none_or(|h| h < *seq as i64)
+                })
+        });
+        let table = &self.config.table;
+        let writes: Vec<_> = due
+            .into_iter()
+            .map(|(touched, key, attr, seq, _)| {
+                let update = self.mirror_update(key, attr, seq);
+                async move { (touched, self.store.update(table, update).await) }
+            })
+            .collect();
+        let written: Vec<(usize, Result<Written, crate::error::StoreError>)> = stream::iter(writes)
+            .buffer_unordered(MIRRORS_IN_FLIGHT)
+            .collect()
+            .await;
+        for (touched, r) in written {
+            if let Err(e) = r {
+                fail(touched, e.into());
             }
         }
         first.map_or(Ok(()), Err)

@@ -1,11 +1,17 @@
 //! The fold processor: aggregates folded, in stream order, into a durable
 //! running state, emitting entries (history) as they go.
 //!
-//! State lives in the ledger table, one item per part of the aggregate (the
-//! root item, each child) plus a HEAD (sequence, version, last applied
-//! stream sequence number, epoch, pending adoption). Parts are keyed by the
-//! HEAD's epoch: a new epoch (an adoption, a root deleted) makes the old
-//! parts garbage at once, without deleting them in the HEAD's transaction.
+//! State lives in the ledger table: a HEAD (sequence, version, last applied
+//! stream sequence number, epoch, pending adoption) and the parts of the
+//! aggregate (the root item, each child). While the parts are small
+//! (up to 1.5 KB, [`INLINE`]) the HEAD holds them: a commit writes one
+//! state item, as a hand-written handler keeps its state. Larger ones are
+//! one item per part, keyed by the HEAD's epoch, and a commit writes only
+//! the parts that changed: a new epoch (an adoption, a root deleted, parts
+//! leaving the HEAD) makes the old parts garbage at once, without deleting
+//! them in the HEAD's transaction. A batch reads its aggregates' HEADs in
+//! BatchGetItem calls of 100, and queries a partition only where the parts
+//! are items.
 //!
 //! Each transaction writes, atomically: the entries, the changed parts, and
 //! the HEAD guarded by its version (or by its absence). A record whose
@@ -270,8 +276,11 @@ struct Loaded {
     epoch: String,
     /// Waiting for the adoption entry's record: (sequence, entry id).
     adopt: Option<(u64, String)>,
-    /// Parts as committed under `epoch`.
+    /// Parts as committed: in the HEAD when `inline`, else as part items
+    /// under `epoch`.
     persisted_parts: BTreeMap<String, Item>,
+    /// The committed parts live in the HEAD ([`INLINE`]), not in items.
+    inline: bool,
     /// Sort keys of part items of other epochs: deleted after a commit.
     garbage: Vec<String>,
     /// HEAD version in the ledger (0 = no HEAD yet).
@@ -305,7 +314,16 @@ struct Loaded {
 }
 
 impl Loaded {
+    /// Part writes (actions, bytes) of a commit of `parts`: none but the
+    /// HEAD's when they fit in it; every part under a new epoch when they
+    /// leave it; else the parts that changed.
     fn changed_parts(&self, parts: &BTreeMap<String, Item>) -> (usize, usize) {
+        if fits_inline(parts) {
+            return (0, inline_bytes(parts));
+        }
+        if self.inline {
+            return (parts.len(), parts.values().map(item_size).sum());
+        }
         let puts = parts
             .iter()
             .filter(|(k, v)| self.persisted_parts.get(*k) != Some(v))
@@ -343,6 +361,29 @@ impl Loaded {
     fn current_last(&self) -> Option<&SequenceNumber> {
         self.pending_last.as_ref().or(self.last.as_ref())
     }
+}
+
+/// The HEAD attribute holding the parts when they are small enough
+/// ([`fits_inline`]): one item to write per commit instead of the HEAD and
+/// each changed part, each billed at least 1 KB (twice, in a transaction).
+pub const INLINE: &str = "parts";
+
+/// Parts that take up to this many bytes live in the HEAD: with its own
+/// fields it stays within 2 KB, what a HEAD and one changed part item cost
+/// at least.
+const INLINE_MAX_BYTES: usize = 1_536;
+
+/// What `parts` add to the HEAD that holds them.
+fn inline_bytes(parts: &BTreeMap<String, Item>) -> usize {
+    parts
+        .iter()
+        .map(|(name, data)| name.len() + item_size(data) + 3)
+        .sum()
+}
+
+/// Whether `parts` are kept in the HEAD ([`INLINE`]) rather than in items.
+fn fits_inline(parts: &BTreeMap<String, Item>) -> bool {
+    inline_bytes(parts) <= INLINE_MAX_BYTES
 }
 
 /// Aggregates with uncommitted changes, committed together.

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Partitions queried at once when a batch's states are loaded.
+const PREFETCH: usize = 8;
+
 impl<R: FoldRules> FoldProcessor<R> {
     /// Folds one change of `agg` into its state (and the transaction).
     /// `rest`: the batch's records of `agg` from this one on, in order.
@@ -168,6 +171,62 @@ impl<R: FoldRules> FoldProcessor<R> {
             .await
     }
 
+    /// Loads the state of the batch's aggregates before they are folded:
+    /// their HEADs in BatchGetItem calls of 100 (strongly consistent, as a
+    /// Query would read them: one read unit each), a HEAD holding its parts
+    /// ([`INLINE`]) or none being the whole state; the partition is queried
+    /// only where the parts are items, [`PREFETCH`] at a time. An aggregate
+    /// whose load fails is loaded again by its first step, which reports
+    /// the failure at its record. (Part items of an epoch whose HEAD never
+    /// committed, e.g. a lost adoption race, are never read; a Query of the
+    /// partition collects them.)
+    async fn prefetch<'a>(
+        &self,
+        aggregates: impl Iterator<Item = &'a str>,
+        states: &mut HashMap<String, Loaded>,
+    ) {
+        use futures::stream::{self, StreamExt};
+        let wanted: Vec<&str> = aggregates.filter(|a| !states.contains_key(*a)).collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let keys = wanted.iter().map(|a| self.head_key(a)).collect();
+        let Ok(heads) = self.store.batch_get(&self.config.ledger_table, keys).await else {
+            return;
+        };
+        let mut heads: HashMap<String, Item> = heads
+            .into_iter()
+            .filter_map(|h| Some((ledger::as_s(h.get(ledger::PK))?.to_string(), h)))
+            .collect();
+        let mut query = Vec::new();
+        for agg in wanted {
+            let head = heads.remove(&ledger::state_pk(self.name, agg));
+            let items = match head {
+                Some(h) if !h.contains_key(INLINE) => {
+                    query.push(agg.to_string());
+                    continue;
+                }
+                h => h.into_iter().collect(),
+            };
+            if let Ok(l) = self.loaded_from(agg, items) {
+                states.insert(agg.to_string(), l);
+            }
+        }
+        let loaded: Vec<(String, Result<Loaded, ProcessError>)> = stream::iter(query)
+            .map(|agg: String| async move {
+                let l = self.load(&agg).await;
+                (agg, l)
+            })
+            .buffer_unordered(PREFETCH)
+            .collect()
+            .await;
+        for (agg, l) in loaded {
+            if let Ok(l) = l {
+                states.insert(agg, l);
+            }
+        }
+    }
+
     pub(super) async fn run(
         &self,
         changes: &[Change],
@@ -196,6 +255,8 @@ impl<R: FoldRules> FoldProcessor<R> {
             });
             groups[g].1.push(index);
         }
+        self.prefetch(groups.iter().map(|(agg, _)| agg.as_str()), states)
+            .await;
         let mut tx = Tx::default();
         for (g, (agg, indices)) in groups.iter().enumerate() {
             let records: Vec<&Change> = indices.iter().map(|&i| &changes[i]).collect();

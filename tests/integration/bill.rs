@@ -1,0 +1,192 @@
+//! What the processors cost as DynamoDB bills it, where the engine saves a
+//! read or a write: each measured through a bill meter (the processors'
+//! requests, as the handlers benchmark counts them), with the outcome
+//! checked exact.
+
+use aws_lambda_events::event::dynamodb::Event;
+use aws_sdk_dynamodb::types::AttributeValue;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::meter::{Bill, Meter};
+use lambda_runtime::{Context, LambdaEvent};
+use shared::item::{s, Item, ItemExt};
+
+use crate::support::{assert_verified, count, descriptions, env, raw_records, stream_event, Env};
+
+/// A second runtime on `env`'s engine and tables whose processors reach the
+/// engine through a bill meter.
+async fn metered(env: &Env) -> (Meter, Runtime) {
+    let meter = Meter::in_front_of(&env.engine.endpoint())
+        .await
+        .expect("meter starts");
+    let mut opts = RuntimeOptions::new(
+        "tracker",
+        Some(env.engine.endpoint()),
+        RecordReader::Embedded(env.engine.database().clone()),
+    );
+    opts.table = Some(env.rt.config.table.clone());
+    opts.ledger_table = env.rt.config.ledger_table.clone();
+    opts.processor_endpoint = Some(meter.endpoint());
+    let rt = Runtime::start(opts).await.expect("runtime starts");
+    (meter, rt)
+}
+
+/// Runs `processor` of `rt` on `event`; returns what it was billed.
+async fn billed(rt: &Runtime, meter: &Meter, processor: &str, event: &Event) -> Bill {
+    let before = meter.bill();
+    let resp = shared::lambda::stream_handler(
+        &*rt.stream_processor(processor),
+        LambdaEvent::new(event.clone(), Context::default()),
+    )
+    .await
+    .expect("handled");
+    assert!(resp.batch_item_failures.is_empty(), "{processor} failed");
+    meter.bill().since(&before)
+}
+
+/// The stream's records whose sort key `keep` accepts, as one event.
+async fn only(env: &Env, keep: impl Fn(&str) -> bool) -> Event {
+    let records: Vec<serde_json::Value> = raw_records(env)
+        .await
+        .into_iter()
+        .filter(|r| r["dynamodb"]["Keys"]["SK"]["S"].as_str().is_some_and(&keep))
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("an event")
+}
+
+/// A tracker's interview stage implies nothing the derive keeps (no
+/// projection, count or derived item): its records cost the derive no read,
+/// alone or beside its application's, whose reads are two (its ledger record
+/// and the item) however many stage records come with it; the count is
+/// exact, and the same batch again writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_that_imply_nothing_cost_the_derive_no_read() {
+    let mut env = env().await;
+    let (meter, rt) = metered(&env).await;
+    let w = &env.writer;
+    w.create_application("a", "Co", "Engineer", "applied", "2026-01-01T00:00:00.000Z")
+        .await
+        .unwrap();
+    w.add_stage("a", "s1", "Screen", 1).await.unwrap();
+    w.add_stage("a", "s2", "Onsite", 2).await.unwrap();
+    w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true))])
+        .await
+        .unwrap();
+    w.remove_stage("a", "s2").await.unwrap();
+    let event = stream_event(&env).await;
+    let stages = only(&env, |sk| sk.starts_with("STAGE#")).await;
+    assert_eq!(stages.records.len(), 4);
+
+    let bill = billed(&rt, &meter, "derive", &stages).await;
+    assert_eq!(bill.requests(), 0, "stage records alone: {bill:?}");
+
+    let bill = billed(&rt, &meter, "derive", &event).await;
+    let reads = &bill.ops["BatchGetItem"];
+    assert_eq!(
+        (reads.requests, reads.rru),
+        (2, 2.0),
+        "one ledger record and one item read: {bill:?}"
+    );
+    assert_eq!(count(&env).await, Some(1));
+
+    let again = billed(&rt, &meter, "derive", &event).await;
+    assert_eq!(again.wru(), 0.0, "a redelivery writes nothing: {again:?}");
+    // The record, the item, and the count's totals (the record still lists
+    // the count as moved by its change, until it changes again).
+    assert_eq!(again.ops["BatchGetItem"].rru, 3.0, "{again:?}");
+    env.rt.drain().await.unwrap();
+    assert_verified(&env).await;
+}
+
+/// The fold's state items of one application, in the ledger.
+async fn state_items(env: &Env, app: &str) -> Vec<Item> {
+    let pk = shared::ledger::state_pk("history", app);
+    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
+        .await
+        .expect("scan")
+        .into_iter()
+        .filter(|i| i.s(shared::ledger::PK).ok() == Some(pk.as_str()))
+        .collect()
+}
+
+/// While an aggregate's state is small, the fold keeps it in its HEAD: one
+/// item written per commit (the HEAD and each changed part item before,
+/// each billed at least 1 KB, twice in a transaction). A state that
+/// outgrows it moves to part items under a new epoch, and back once small
+/// again (the items left are deleted); each batch loads the state from
+/// whichever layout, and the history stays exact throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fold_keeps_a_small_state_in_one_item() {
+    let mut env = env().await;
+    let (meter, rt) = metered(&env).await;
+    let w = env.writer.clone();
+    w.create_application("a", "Co", "Engineer", "applied", "2026-01-01T00:00:00.000Z")
+        .await
+        .unwrap();
+    w.add_stage("a", "s1", "Screen", 1).await.unwrap();
+    w.add_stage("a", "s2", "Onsite", 2).await.unwrap();
+    let event = stream_event(&env).await;
+    let bill = billed(&rt, &meter, "history", &event).await;
+    let tx = &bill.ops["TransactWriteItems"];
+    // Three entries (about 1 KB each with their snapshots) and one state
+    // item, each billed twice: before, the HEAD and three part items.
+    assert!(tx.wru <= 12.0, "{bill:?}");
+    env.rt.drain().await.unwrap();
+    let items = state_items(&env, "a").await;
+    assert_eq!(items.len(), 1, "the HEAD alone: {items:?}");
+    let AttributeValue::M(parts) = &items[0]["parts"] else {
+        panic!("parts in the HEAD: {items:?}")
+    };
+    assert_eq!(parts.len(), 3, "the application and its two stages");
+    assert_verified(&env).await;
+
+    // Notes of 3 KB: the parts leave the HEAD.
+    w.update_application(
+        "a",
+        &[("notes", s("n".repeat(3000)))],
+        "2026-01-02T00:00:00.000Z",
+    )
+    .await
+    .unwrap();
+    env.rt.drain().await.unwrap();
+    let items = state_items(&env, "a").await;
+    assert_eq!(items.len(), 4, "the HEAD and three parts: {items:?}");
+    let head = items
+        .iter()
+        .find(|i| i[shared::ledger::SK] == s("HEAD"))
+        .unwrap();
+    assert!(!head.contains_key("parts"));
+    assert_verified(&env).await;
+
+    // Still large: only the changed part is written, and the history goes on.
+    w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true))])
+        .await
+        .unwrap();
+    env.rt.drain().await.unwrap();
+    assert_eq!(state_items(&env, "a").await.len(), 4);
+    assert_verified(&env).await;
+
+    // Small again: back in the HEAD, the part items deleted.
+    w.update_application("a", &[("notes", s("short"))], "2026-01-03T00:00:00.000Z")
+        .await
+        .unwrap();
+    w.remove_stage("a", "s2").await.unwrap();
+    env.rt.drain().await.unwrap();
+    let items = state_items(&env, "a").await;
+    assert_eq!(items.len(), 1, "the HEAD alone again: {items:?}");
+    assert_verified(&env).await;
+    assert_eq!(
+        descriptions(&env, "a").await,
+        [
+            "Created application Co - Engineer",
+            "Added interview stage \"Screen\"",
+            "Added interview stage \"Onsite\"",
+            "Updated Notes",
+            "Updated interview stage \"Screen\"",
+            "Updated Notes",
+            "Removed interview stage \"Onsite\"",
+        ]
+    );
+    let head = &items[0];
+    assert_eq!(head.i64("seq").unwrap(), 7);
+}
