@@ -276,7 +276,7 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
         "scenario models/tracker.scenario.yaml: 2 step(s)",
         "query history(id=acme)",
         "query active()",
-        "processor writes: 53",
+        "processor writes: 42",
         "OK: every derived item is what the scenario implies.",
     ] {
         assert!(text.contains(line), "`{line}` in:\n{text}");
