@@ -1346,14 +1346,17 @@ struct Committed {
 /// implies anything (contributions or derived items), and the first bad
 /// input any aspect meets in it.
 fn read_image(rules: &dyn Rules, image: &Item) -> (bool, Option<InputError>) {
-    let derived = rules.derived(image);
-    let contributions = checked_contributions(rules, image);
-    let memberships = rules.memberships(image);
+    // One call: rules that parse and validate an image first (a model
+    // file) answer every aspect from one parse.
+    let aspects = rules.aspects(image);
+    let derived = aspects.derived;
+    let contributions = checked_sums(aspects.contributions, image, rules.key_names());
+    let memberships = aspects.memberships;
     let implies = derived.as_ref().is_ok_and(|d| !d.is_empty())
         || contributions.as_ref().is_ok_and(|c| !c.is_empty())
         || memberships.as_ref().is_ok_and(|m| !m.is_empty());
-    let bad = rules
-        .projection(image)
+    let bad = aspects
+        .projection
         .err()
         .or(derived.err())
         .or(contributions.err())
