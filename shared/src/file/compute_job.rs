@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::compute::{row_val, rows_pk, version_sk, Compute, VERSION_ATTR};
-use super::expr::Val;
+use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
 use super::rules::{FileRules, Parsed, Record};
 use crate::change::{Change, ChangeKind};
@@ -398,7 +398,7 @@ impl FileModel {
                     None => vec![],
                 };
                 let facts = Facts {
-                    rows: Val::List(r),
+                    rows: Val::List(r).prepare(),
                     guards: vec![],
                 };
                 let Some(want) = job.values(i, &facts) else {
@@ -446,7 +446,8 @@ impl FileModel {
 
 /// The rows of a scope as read, and the guards that pin them.
 struct Facts {
-    rows: Val,
+    /// The rows, converted once for every item's evaluation.
+    rows: Prepared,
     guards: Vec<Guard>,
 }
 
@@ -521,7 +522,7 @@ impl ComputeJob {
             }
         }
         Ok(Some(Facts {
-            rows: Val::List(rows),
+            rows: Val::List(rows).prepare(),
             guards,
         }))
     }
@@ -538,11 +539,11 @@ impl ComputeJob {
         };
         let mut out = Vec::with_capacity(c.values.len());
         for (a, x) in &c.values {
-            let v = m.env.eval(x, |n| {
+            let v = m.env.eval_with(x, |n| {
                 if n == c.rows {
-                    Some(&facts.rows)
+                    Some(Arg::Prepared(&facts.rows))
                 } else {
-                    rec.vals.iter().find(|(k, _)| *k == n).map(|(_, v)| v)
+                    rec.get(n).map(Arg::Val)
                 }
             });
             match v {

@@ -102,6 +102,38 @@ impl Val {
     }
 }
 
+/// A value converted for the interpreter once and read by many
+/// evaluations (cloning it is cheap: its strings, lists and maps are
+/// shared), e.g. a partition's rows read for each of its items.
+#[derive(Debug, Clone)]
+pub struct Prepared(cel::Value);
+
+impl Val {
+    /// This value, converted once for many evaluations.
+    pub fn prepare(&self) -> Prepared {
+        Prepared(self.to_cel())
+    }
+}
+
+/// The variables of one evaluation by name.
+struct Vars<'e>(Vec<(&'e str, Box<dyn cel::common::value::Val>)>);
+
+impl cel::context::VariableResolver for Vars<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == variable)
+            .map(|(_, v)| cel::common::value::CowVal::Borrowed(v.as_ref()))
+    }
+}
+
+/// A variable's value as [`Env::eval_with`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    Val(&'a Val),
+    Prepared(&'a Prepared),
+}
+
 fn kind(v: &cel::Value) -> String {
     v.type_of().to_string()
 }
@@ -383,17 +415,43 @@ impl Env {
         expr: &Expr,
         lookup: impl Fn(&str) -> Option<&'a Val>,
     ) -> Result<Val, String> {
+        self.eval_with(expr, |n| lookup(n).map(Arg::Val))
+    }
+
+    /// [`Env::eval`] where a variable may be a value [`Prepared`] once for
+    /// many evaluations (a partition's rows, an image's map).
+    pub fn eval_with<'a>(
+        &self,
+        expr: &Expr,
+        lookup: impl Fn(&str) -> Option<Arg<'a>>,
+    ) -> Result<Val, String> {
         // A bare name (most template holes and bindings) needs no interpreter.
         if let Some(name) = &expr.ident {
-            return lookup(name)
-                .cloned()
-                .ok_or_else(|| format!("`{name}` has no value"));
+            return match lookup(name) {
+                Some(Arg::Val(v)) => Ok(v.clone()),
+                Some(Arg::Prepared(p)) => {
+                    Val::from_cel(p.0.clone()).map_err(|e| format!("`{}`: {e}", expr.source))
+                }
+                None => Err(format!("`{name}` has no value")),
+            };
         }
-        let mut scope = self.root.new_inner_scope();
+        // The variables it reads, each converted once, resolved by name
+        // (no scope map is built per evaluation).
+        let mut vars = Vec::with_capacity(expr.variables.len());
         for v in &expr.variables {
-            let value = lookup(v).ok_or_else(|| format!("`{v}` has no value"))?;
-            scope.add_variable_from_value(v.as_str(), value.to_cel());
+            let value = match lookup(v).ok_or_else(|| format!("`{v}` has no value"))? {
+                Arg::Val(v) => v.to_cel(),
+                Arg::Prepared(p) => p.0.clone(),
+            };
+            let value: Box<dyn cel::common::value::Val> = value
+                .try_into()
+                .map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?;
+            vars.push((v.as_str(), value));
         }
+        let vars = Vars(vars);
+        let root: &cel::Context<'_, '_> = &self.root;
+        let mut scope = root.new_inner_scope();
+        scope.set_variable_resolver(&vars);
         let out = expr
             .program
             .execute(&scope)
@@ -677,6 +735,42 @@ mod tests {
             ),
             Ok(Val::Int(10))
         );
+    }
+
+    #[test]
+    fn a_prepared_value_reads_as_the_value_it_was_prepared_from() {
+        let env = Env::new().unwrap();
+        let rows = Val::List(vec![
+            Val::Map(vec![("points".into(), Val::Int(10))]),
+            Val::Map(vec![("points".into(), Val::Int(25))]),
+        ]);
+        let prepared = rows.prepare();
+        let sum = Expr::compile("sum(rows.map(r, r.points)) + n").unwrap();
+        let n = Val::Int(7);
+        let plain = env.eval(&sum, |v| match v {
+            "rows" => Some(&rows),
+            "n" => Some(&n),
+            _ => None,
+        });
+        assert_eq!(plain, Ok(Val::Int(42)));
+        // The same rows prepared once, read by two evaluations.
+        for _ in 0..2 {
+            let got = env.eval_with(&sum, |v| match v {
+                "rows" => Some(Arg::Prepared(&prepared)),
+                "n" => Some(Arg::Val(&n)),
+                _ => None,
+            });
+            assert_eq!(got, plain);
+        }
+        // A bare name of a prepared value, and an unbound name.
+        let set = Val::Set(vec!["a".into(), "b".into()]).prepare();
+        let bare = Expr::compile("s").unwrap();
+        assert_eq!(
+            env.eval_with(&bare, |_| Some(Arg::Prepared(&set))),
+            Ok(Val::Set(vec!["a".into(), "b".into()]))
+        );
+        let err = env.eval_with(&sum, |_| None).unwrap_err();
+        assert!(err.contains("has no value"), "{err}");
     }
 
     #[test]

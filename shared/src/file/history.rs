@@ -18,7 +18,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use uuid::Uuid;
 
-use super::expr::{Expr, Val};
+use super::expr::{Arg, Expr, Prepared, Val};
 use super::model::{Entity, FileModel, Value};
 use super::rules::Parsed;
 use super::template::Part;
@@ -185,6 +185,82 @@ fn sort_val(v: Option<&AttributeValue>) -> SortVal {
 }
 
 static NULL: Val = Val::Null;
+
+/// What a description reads: `old` and `new` (the images as maps, each
+/// converted once however many expressions read it), `changes`, and the
+/// attributes of the latest image by their bare names (the entity's
+/// declared ones it lacks are `null`).
+pub(super) struct Images<'i> {
+    entity: &'i Entity,
+    latest: Option<&'i Item>,
+    old: Option<&'i Item>,
+    new: Option<&'i Item>,
+    old_map: std::cell::OnceCell<Prepared>,
+    new_map: std::cell::OnceCell<Prepared>,
+    changes: Option<Val>,
+}
+
+impl<'i> Images<'i> {
+    fn new(
+        entity: &'i Entity,
+        old: Option<&'i Item>,
+        new: Option<&'i Item>,
+        changes: Option<&str>,
+    ) -> Self {
+        Self {
+            entity,
+            latest: new.or(old),
+            old,
+            new,
+            old_map: std::cell::OnceCell::new(),
+            new_map: std::cell::OnceCell::new(),
+            changes: changes.map(|c| Val::Str(c.to_string())),
+        }
+    }
+
+    fn eval(&self, env: &super::expr::Env, x: &Expr) -> Result<Val, String> {
+        // The bare names `x` reads, each read once.
+        let bare: Vec<(&str, Val)> = x
+            .variables
+            .iter()
+            .filter(|n| match n.as_str() {
+                "old" => self.old.is_none(),
+                "new" => self.new.is_none(),
+                "changes" => self.changes.is_none(),
+                _ => true,
+            })
+            .map(|n| {
+                let v = match self.latest {
+                    Some(i) => match i.get(n.as_str()) {
+                        Some(v) => val(v).unwrap_or(Val::Null),
+                        None => Val::Null,
+                    },
+                    None => Val::Null,
+                };
+                (n.as_str(), v)
+            })
+            .collect();
+        env.eval_with(x, |name| match name {
+            "old" if self.old.is_some() => self
+                .old
+                .map(|i| Arg::Prepared(self.old_map.get_or_init(|| prepare_map(self.entity, i)))),
+            "new" if self.new.is_some() => self
+                .new
+                .map(|i| Arg::Prepared(self.new_map.get_or_init(|| prepare_map(self.entity, i)))),
+            "changes" if self.changes.is_some() => self.changes.as_ref().map(Arg::Val),
+            _ => Some(Arg::Val(
+                bare.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v)
+                    .unwrap_or(&NULL),
+            )),
+        })
+    }
+}
+
+fn prepare_map(e: &Entity, image: &Item) -> Prepared {
+    Val::Map(image_map(e, image)).prepare()
+}
 
 impl FileHistory {
     pub(super) fn spec(&self) -> &'static HistorySpec {
@@ -376,37 +452,29 @@ impl FileHistory {
         changes: Option<&str>,
         item: &Item,
     ) -> Result<String, InputError> {
-        let e = &self.0.entities[entity];
-        let bare = new.or(old).map(|i| image_map(e, i)).unwrap_or_default();
-        let old_map = old.map(|i| Val::Map(image_map(e, i)));
-        let new_map = new.map(|i| Val::Map(image_map(e, i)));
-        let changes = changes.map(|c| Val::Str(c.to_string()));
-        let lookup = |name: &str| -> Option<&Val> {
-            match name {
-                "old" if old_map.is_some() => old_map.as_ref(),
-                "new" if new_map.is_some() => new_map.as_ref(),
-                "changes" if changes.is_some() => changes.as_ref(),
-                _ => Some(
-                    bare.iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v)
-                        .unwrap_or(&NULL),
-                ),
-            }
-        };
+        let images = Images::new(&self.0.entities[entity], old, new, changes);
+        self.describe_with(v, &images, item)
+    }
+
+    /// Evaluates a description over images read once.
+    fn describe_with(
+        &self,
+        v: &Value,
+        images: &Images<'_>,
+        item: &Item,
+    ) -> Result<String, InputError> {
         let mut out = String::new();
         for p in &v.0 {
             match p {
                 Part::Lit(l) => out.push_str(l),
                 Part::Hole(x, _) => {
-                    let got = self
-                        .0
-                        .env
-                        .eval(x, lookup)
-                        .map_err(|reason| InputError::Invalid {
-                            key: self.key_text(item),
-                            reason: format!("history: description: {reason}"),
-                        })?;
+                    let got =
+                        images
+                            .eval(&self.0.env, x)
+                            .map_err(|reason| InputError::Invalid {
+                                key: self.key_text(item),
+                                reason: format!("history: description: {reason}"),
+                            })?;
                     out.push_str(&got.render());
                 }
             }
@@ -445,40 +513,17 @@ impl FileHistory {
         let h = self.spec();
         let changes = self.changes(old, new);
         let e = &self.0.entities[h.root.entity];
-        let (om, nm) = (Val::Map(image_map(e, old)), Val::Map(image_map(e, new)));
-        let bare = image_map(e, new);
-        let ch = Val::Str(changes.clone());
-        let lookup = |name: &str| -> Option<&Val> {
-            match name {
-                "old" => Some(&om),
-                "new" => Some(&nm),
-                "changes" => Some(&ch),
-                _ => Some(
-                    bare.iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v)
-                        .unwrap_or(&NULL),
-                ),
-            }
-        };
+        // Each image converted once, for every rule and the description.
+        let images = Images::new(e, Some(old), Some(new), Some(&changes));
         for (when, say) in &h.updated {
             let holds = match when {
                 None => true,
                 // A rule that cannot be evaluated (an old image of another
                 // shape) does not hold.
-                Some(w) => matches!(self.0.env.eval(w, lookup), Ok(Val::Bool(true))),
+                Some(w) => matches!(images.eval(&self.0.env, w), Ok(Val::Bool(true))),
             };
             if holds {
-                return self
-                    .describe(
-                        say,
-                        h.root.entity,
-                        Some(old),
-                        Some(new),
-                        Some(&changes),
-                        new,
-                    )
-                    .map(Some);
+                return self.describe_with(say, &images, new).map(Some);
             }
         }
         Ok(None)

@@ -68,6 +68,24 @@ impl FileModel {
     /// (pure: the engine logs and counts a note when it writes the
     /// projection, never when the key is already stored).
     pub(super) fn clamp_notes(&self, image: &Item) -> Vec<Note> {
+        // Only `pad` clamps: an item whose projection calls it nowhere has
+        // nothing to note (and is not parsed again for it).
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (image.s(pkn), image.s(skn)) else {
+            return vec![];
+        };
+        let pads = self.classify(pk, sk).is_some_and(|(e, _)| {
+            e.project.as_ref().is_some_and(|p| {
+                p.attrs.iter().any(|(_, v)| {
+                    v.0.iter().any(|part| {
+                        matches!(part, super::template::Part::Hole(x, _) if x.functions.iter().any(|f| f == "pad"))
+                    })
+                })
+            })
+        });
+        if !pads {
+            return vec![];
+        }
         let rec = match self.parse(image) {
             Ok(Parsed::Writer(rec)) => rec,
             Ok(Parsed::Processor(e)) if e.counter.is_some() && e.project.is_some() => {
