@@ -20,6 +20,8 @@
 #[path = "peers/compare.rs"]
 mod peers;
 
+mod common;
+
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -74,48 +76,6 @@ async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> 
         total += t.await??;
     }
     Ok(total)
-}
-
-async fn records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<Vec<serde_json::Value>> {
-    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
-    );
-    let shard = streams.describe_stream().stream_arn(&arn).send().await?;
-    let shard_id = shard
-        .stream_description()
-        .and_then(|d| d.shards().first())
-        .and_then(|s| s.shard_id())
-        .unwrap_or_default()
-        .to_string();
-    let it = streams
-        .get_shard_iterator()
-        .stream_arn(&arn)
-        .shard_id(shard_id)
-        .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-        .send()
-        .await?;
-    let mut out = Vec::new();
-    let mut iterator = it.shard_iterator().map(str::to_string);
-    while let Some(i) = iterator.take() {
-        let resp =
-            engine
-                .database()
-                .get_records(dynoxide::actions::get_records::GetRecordsRequest {
-                    shard_iterator: i,
-                    limit: Some(1000),
-                })?;
-        if resp.records.is_empty() {
-            break;
-        }
-        for r in &resp.records {
-            let mut v = serde_json::to_value(r)?;
-            v["eventSourceARN"] = json!(arn);
-            out.push(v);
-        }
-        iterator = resp.next_shard_iterator;
-    }
-    Ok(out)
 }
 
 /// Time of one plain PutItem into `table`.
@@ -255,7 +215,7 @@ async fn main() -> anyhow::Result<()> {
         started.elapsed(),
         app_meter.bill().per_change(changes)
     );
-    let records = records(&engine, &rt).await?;
+    let records = common::stream_records(&engine, &rt).await?;
     if std::env::var_os("JOBSTREAM_BENCH_NO_PEERS").is_none() {
         peers::compare(&engine, &rt, &records, changes).await?;
         println!();

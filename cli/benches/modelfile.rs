@@ -32,6 +32,8 @@
 #[path = "modelfile/work.rs"]
 mod work;
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -283,44 +285,7 @@ async fn end_to_end(w: &Workload, rounds: usize) -> anyhow::Result<()> {
 
 /// Every record of the model table's stream, as one Lambda event.
 async fn stream_event(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<Event> {
-    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
-    );
-    let desc = streams.describe_stream().stream_arn(&arn).send().await?;
-    let shard_id = desc
-        .stream_description()
-        .and_then(|d| d.shards().first())
-        .and_then(|s| s.shard_id())
-        .unwrap_or_default()
-        .to_string();
-    let it = streams
-        .get_shard_iterator()
-        .stream_arn(&arn)
-        .shard_id(shard_id)
-        .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-        .send()
-        .await?;
-    let mut records = Vec::new();
-    let mut iterator = it.shard_iterator().map(str::to_string);
-    while let Some(i) = iterator.take() {
-        let resp =
-            engine
-                .database()
-                .get_records(dynoxide::actions::get_records::GetRecordsRequest {
-                    shard_iterator: i,
-                    limit: Some(1000),
-                })?;
-        if resp.records.is_empty() {
-            break;
-        }
-        for r in &resp.records {
-            let mut v = serde_json::to_value(r)?;
-            v["eventSourceARN"] = json!(arn);
-            records.push(v);
-        }
-        iterator = resp.next_shard_iterator;
-    }
+    let records = common::stream_records(engine, rt).await?;
     Ok(serde_json::from_value(json!({ "Records": records }))?)
 }
 

@@ -8,25 +8,7 @@ use shared::item::{n, s, Item, ItemExt};
 
 use crate::support::{model_env, put};
 
-const ORDER: &str = r#"jobstream: 1
-name: shop
-table: { name: shop, pk: PK, sk: SK }
-entities:
-  order:
-    key: { PK: "ORDER#${orderId}", SK: ORDER }
-    attributes: { orderId: string, customer: string, status: [open, paid, shipped] }
-  line:
-    key: { PK: "ORDER#${orderId}", SK: "LINE#${sku}" }
-    attributes: { orderId: string, sku: string, qty: int }
-  order_entry:
-    owner: processor
-    key: { PK: "ORDER#${orderId}", SK: "HIST#${sequence}" }
-history:
-  root: { entity: order, created: "Order placed by ${customer}" }
-  members:
-    line: { list: lines, fields: [sku, qty], updated: "${old.qty} -> ${new.qty} of ${sku}" }
-  entries: { entity: order_entry, digits: 6 }
-"#;
+const ORDER: &str = include_str!("../../models/examples/orders.yaml");
 
 fn model() -> PathBuf {
     let path = std::env::temp_dir().join(format!(

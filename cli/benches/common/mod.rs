@@ -78,3 +78,50 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Every record of `rt`'s model table stream so far (its first shard, from
+/// TRIM_HORIZON), as Lambda's event records (`eventSourceARN` set).
+pub async fn stream_records(
+    engine: &jobstream::local::engine::LocalEngine,
+    rt: &jobstream::local::runtime::Runtime,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
+    let streams = aws_sdk_dynamodbstreams::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+    );
+    let desc = streams.describe_stream().stream_arn(&arn).send().await?;
+    let shard_id = desc
+        .stream_description()
+        .and_then(|d| d.shards().first())
+        .and_then(|s| s.shard_id())
+        .unwrap_or_default()
+        .to_string();
+    let it = streams
+        .get_shard_iterator()
+        .stream_arn(&arn)
+        .shard_id(shard_id)
+        .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+        .send()
+        .await?;
+    let mut out = Vec::new();
+    let mut iterator = it.shard_iterator().map(str::to_string);
+    while let Some(i) = iterator.take() {
+        let resp =
+            engine
+                .database()
+                .get_records(dynoxide::actions::get_records::GetRecordsRequest {
+                    shard_iterator: i,
+                    limit: Some(1000),
+                })?;
+        if resp.records.is_empty() {
+            break;
+        }
+        for r in &resp.records {
+            let mut v = serde_json::to_value(r)?;
+            v["eventSourceARN"] = serde_json::json!(arn);
+            out.push(v);
+        }
+        iterator = resp.next_shard_iterator;
+    }
+    Ok(out)
+}

@@ -8,25 +8,7 @@ use crate::change::test_change as change;
 use crate::file::compile;
 
 /// The README's example: an order and its lines.
-pub const ORDER: &str = r#"jobstream: 1
-name: shop
-table: { name: shop, pk: PK, sk: SK }
-entities:
-  order:
-    key: { PK: "ORDER#${orderId}", SK: ORDER }
-    attributes: { orderId: string, customer: string, status: [open, paid, shipped] }
-  line:
-    key: { PK: "ORDER#${orderId}", SK: "LINE#${sku}" }
-    attributes: { orderId: string, sku: string, qty: int }
-  order_entry:
-    owner: processor
-    key: { PK: "ORDER#${orderId}", SK: "HIST#${sequence}" }
-history:
-  root: { entity: order, created: "Order placed by ${customer}" }
-  members:
-    line: { list: lines, fields: [sku, qty], updated: "${old.qty} -> ${new.qty} of ${sku}" }
-  entries: { entity: order_entry, digits: 6 }
-"#;
+pub const ORDER: &str = include_str!("../../../models/examples/orders.yaml");
 
 fn history(text: &str) -> FileHistory {
     FileHistory(Box::leak(Box::new(
