@@ -326,7 +326,8 @@ enum Command {
         /// The model's table (default: the model's own table name).
         #[arg(long, env = "TABLE_NAME")]
         table: Option<String>,
-        /// Print the items as JSON (an array of objects).
+        /// Print the items as JSON (an array of objects), every attribute of each
+        /// (the table view shows the query's `attributes:`).
         #[arg(long)]
         json: bool,
         /// Items read per request (default: DynamoDB's 1 MB pages).
