@@ -475,8 +475,12 @@ once:
 
     #[test]
     fn a_compute_block_is_an_edge_from_its_rows_to_the_item() {
-        let m = shared::file::compile(include_str!("../../../models/pickem.yaml"), "pickem")
-            .expect("pickem.yaml compiles");
+        // The shipped file that computes values over a partition.
+        let (path, text) = shared::file::SHIPPED
+            .iter()
+            .find(|(_, t)| t.contains("\n    compute:"))
+            .expect("a shipped file with compute:");
+        let m = shared::file::compile(text, "t").unwrap_or_else(|p| panic!("{path}: {p:?}"));
         let g = file_graph(&m);
         let line = "  entity_match -->|\"compute points, mcorrect (queue jobstream-pickem-scoring-jobs)\"| entity_prediction";
         assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
