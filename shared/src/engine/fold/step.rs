@@ -59,9 +59,13 @@ impl<R: FoldRules> FoldProcessor<R> {
         // A member written just before its root: the root's creation is
         // still ahead in this batch, so the root the table holds now is not
         // one that predates the stream: nothing to adopt.
-        let created_later =
-            !starts && !removes && rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c));
-        if l.version == 0 && !l.dirty && (starts || removes || created_later) {
+        // (Asked only of an aggregate's first record: no scan per record.)
+        let unseen = l.version == 0 && !l.dirty;
+        let created_later = unseen
+            && !starts
+            && !removes
+            && rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c));
+        if unseen && (starts || removes || created_later) {
             // First seen creating or deleting its root, or before its
             // creation: the state is the items the table held just before
             // this change (children that predate the stream; the
@@ -94,7 +98,7 @@ impl<R: FoldRules> FoldProcessor<R> {
                 }
             }
             l.state = state;
-        } else if l.version == 0 && !l.dirty {
+        } else if unseen {
             let mut adopted = self.adopt_now(agg).await.map_err(at)?;
             adopted.touched = l.touched;
             adopted.mirror_seen = l.mirror_seen;
