@@ -45,6 +45,5 @@ mod stream_consumer;
 mod support;
 mod tables;
 mod tracker;
-mod tracker_races;
 mod tracker_recorded;
 mod ttl;

@@ -3,7 +3,7 @@
 //! [`crate::recorded`]): the same deployed definitions; the pure fold rules
 //! change by change; the scripted scenario ending in the same table, `verify`
 //! and processor writes; bad input; the scenario file; `verify` finding and
-//! repairing the same drift (races and faults: tracker_races.rs).
+//! repairing the same drift (races: history_adoption.rs; concurrent writers and throttling: tracker.rs).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
