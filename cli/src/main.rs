@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use jobstream::local::deployed::{queue_urls, require_tables};
 use jobstream::local::engine::{ensure_table, require_region, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
+use jobstream::local::iam::Principal;
 use jobstream::local::runtime::{Provision, Runtime, RuntimeOptions};
 use jobstream::local::sqs_server::LocalSqs;
 use jobstream::tools::consumer::ConsumerArgs;
@@ -886,8 +887,25 @@ async fn run_deployed(
     consumer: ConsumerArgs,
 ) -> anyhow::Result<ExitCode> {
     let model = target.model()?;
+    // Every call of the process's own (startup checks, the stream, the
+    // queues, leases) is checked against the stack's RunnerPolicy, as the
+    // processors' against their grants.
+    let runner = consumer.grants.enforced().then(|| {
+        Principal::runner(
+            &model,
+            &target.table_name(&model),
+            &target.ledger(),
+            &Default::default(),
+            consumer.on_failure_queue_url.clone(),
+        )
+    });
+    let checked = |c: aws_config::SdkConfig| match &runner {
+        Some(r) => r.checked(&c),
+        None => c,
+    };
     let sdk = sdk_config(endpoint.as_deref(), 5).await;
     require_region(&sdk, "DynamoDB")?;
+    let sdk = checked(sdk);
     // Tables first (the same check runs in `Runtime::start`): what is
     // missing is named before anything else is looked up.
     require_tables(
@@ -901,6 +919,7 @@ async fn run_deployed(
     let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
         require_region(&c, "SQS")?;
+        let c = checked(c);
         Some((aws_sdk_sqs::Client::new(&c), c))
     } else {
         None
@@ -921,6 +940,7 @@ async fn run_deployed(
     opts.sqs_endpoint = sqs_endpoint.clone();
     opts.provision = Provision::Existing { queues };
     opts.enforce_grants = consumer.grants.enforced();
+    opts.runner = runner;
     let failure_sqs = sqs_client
         .as_ref()
         .filter(|_| consumer.on_failure_queue_url.is_some())

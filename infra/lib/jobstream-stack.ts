@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -26,6 +26,7 @@ import {
   type ModelDef,
   type QueueConsumerDef,
   type QueueDef,
+  type RunnerGrant,
   type StreamConsumerDef,
   type TableDef,
   type TableDefs,
@@ -182,6 +183,8 @@ export class JobstreamStack extends Stack {
   readonly metrics: TableDefs['metrics'];
   /** The model file bundled with the functions, if any. */
   readonly modelFile?: string;
+  /** What a `jobstream run` process may do (attach to its role). */
+  readonly runnerPolicy: iam.ManagedPolicy;
 
   constructor(scope: Construct, id: string, props: JobstreamStackProps = {}) {
     super(scope, id, props);
@@ -249,6 +252,50 @@ export class JobstreamStack extends Stack {
     for (const c of def.streamConsumers) {
       this.addStreamConsumer(c, architecture, manifestPath);
     }
+    this.runnerPolicy = this.addRunnerPolicy(def.runner);
+  }
+
+  /**
+   * `jobstream run` outside Lambda (a container, a pod, an instance): one
+   * managed policy with exactly what the process does (tables.json's
+   * `runner`: the functions' grants together and the event source
+   * mappings' own calls), for the operator to attach to its role.
+   */
+  private addRunnerPolicy(g: RunnerGrant): iam.ManagedPolicy {
+    const statements: iam.PolicyStatement[] = [];
+    const allow = (actions: string[], resources: string[]): void => {
+      if (actions.length > 0 && resources.length > 0) {
+        statements.push(new iam.PolicyStatement({ actions, resources }));
+      }
+    };
+    allow(g.tableActions, [this.table.tableArn]);
+    if (this.model.table.gsis.length > 0) {
+      allow(g.indexActions, [`${this.table.tableArn}/index/*`]);
+    }
+    allow(g.streamActions, this.table.tableStreamArn ? [this.table.tableStreamArn] : []);
+    allow(g.ledgerActions, [this.ledger.tableArn]);
+    allow(g.queueActions, Object.values(this.queues).map((q) => q.queueArn));
+    allow(['sqs:SendMessage'], g.sendsTo.map((logical) => this.queues[logical].queueArn));
+    allow(g.deadLetterActions, Object.values(this.deadLetterQueues).map((q) => q.queueArn));
+    allow(g.onFailureActions, Object.values(this.onFailureQueues).map((q) => q.queueArn));
+    const policy = new iam.ManagedPolicy(this, 'RunnerPolicy', {
+      description: `jobstream ${this.model.name}: what \`jobstream run\` does outside Lambda (attach to its role)`,
+      statements,
+    });
+    if (this.model.table.gsis.length > 0 && g.indexActions.length > 0) {
+      NagSuppressions.addResourceSuppressions(policy, [
+        {
+          id: 'AwsSolutions-IAM5',
+          reason: `${g.indexActions.join(', ')} on the model table's own GSIs (index/*), the only actions granted on them.`,
+          appliesTo: [{ regex: '/^Resource::.*\\/index\\/\\*$/g' }],
+        },
+      ]);
+    }
+    new CfnOutput(this, 'RunnerPolicyArn', {
+      value: policy.managedPolicyArn,
+      description: 'Attach to the role of a `jobstream run` process (ECS task, EKS pod, EC2 instance)',
+    });
+    return policy;
   }
 
   /**

@@ -81,12 +81,30 @@ export interface QueueConsumerDef extends ConsumerDef {
   readonly queue: QueueDef;
 }
 
+/**
+ * What one process running every processor of the model and their event
+ * source mappings may do (`jobstream run` outside Lambda): the processors'
+ * grants together and the mappings' own calls. Deployed as the managed
+ * policy `RunnerPolicy`; enforced locally on `run`'s own calls.
+ */
+export interface RunnerGrant extends Grant {
+  /** On the model table's stream. */
+  readonly streamActions: string[];
+  /** On every work queue of the model. */
+  readonly queueActions: string[];
+  /** On every work queue's dead-letter queue. */
+  readonly deadLetterActions: string[];
+  /** On every stream consumer's on-failure queue. */
+  readonly onFailureActions: string[];
+}
+
 export interface ModelDef {
   readonly name: string;
   readonly about: string;
   readonly table: TableDef;
   readonly streamConsumers: StreamConsumerDef[];
   readonly queueConsumers: QueueConsumerDef[];
+  readonly runner: RunnerGrant;
 }
 
 /** The processors' Embedded Metric Format metrics (namespace, dimension, names). */

@@ -182,6 +182,16 @@ const probeModel: ModelDef = {
       grant: { tableActions: ['dynamodb:Query', 'dynamodb:PutItem'], indexActions: ['dynamodb:Query'], ledgerActions: ['dynamodb:PutItem'], sendsTo: ['timeline-fanout'] },
     },
   ],
+  runner: {
+    tableActions: ['dynamodb:DescribeTable', 'dynamodb:DescribeTimeToLive', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:PutItem'],
+    indexActions: ['dynamodb:Query'],
+    streamActions: ['dynamodb:DescribeStream', 'dynamodb:GetShardIterator', 'dynamodb:GetRecords'],
+    ledgerActions: ['dynamodb:DescribeTable', 'dynamodb:DescribeTimeToLive', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:PutItem'],
+    queueActions: ['sqs:GetQueueUrl', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'],
+    sendsTo: ['timeline-fanout'],
+    deadLetterActions: ['sqs:GetQueueUrl'],
+    onFailureActions: ['sqs:GetQueueAttributes', 'sqs:SendMessage'],
+  },
 };
 const probeDefs: TableDefs = { ...defs, models: [...defs.models, probeModel] };
 
@@ -400,6 +410,35 @@ for (const [label, def, modelDefs] of cases) {
         if ('queue' in c) expected.QUEUE = c.queue.logical;
         assert.deepEqual(vars, expected, c.name);
       }
+    });
+
+    test('RunnerPolicy: exactly the definition\'s runner grant on this stack\'s own resources, its ARN an output', () => {
+      const policies = resources('AWS::IAM::ManagedPolicy');
+      assert.equal(policies.length, 1, 'one managed policy: the runner\'s');
+      const uniq = (xs: string[]): string[] => sorted([...new Set(xs)]);
+      const got = new Map([...grants(policies[0].Properties.PolicyDocument.Statement)].map(([k, v]) => [k, uniq(v)]));
+      const r = def.runner;
+      const want = new Map<string, string[]>();
+      const add = (resource: unknown, actions: string[]): void => {
+        if (actions.length === 0) return;
+        const key = JSON.stringify(resource);
+        want.set(key, uniq([...(want.get(key) ?? []), ...actions]));
+      };
+      add(tableArn, r.tableActions);
+      if (def.table.gsis.length > 0) add({ 'Fn::Join': ['', [tableArn, '/index/*']] }, r.indexActions);
+      add(s.arn(stack.table, 'StreamArn'), r.streamActions);
+      add(ledgerArn, r.ledgerActions);
+      for (const q of Object.values(stack.queues)) add(s.arn(q), r.queueActions);
+      for (const logical of r.sendsTo) add(s.arn(stack.queues[logical]), ['sqs:SendMessage']);
+      for (const q of Object.values(stack.deadLetterQueues)) add(s.arn(q), r.deadLetterActions);
+      for (const q of Object.values(stack.onFailureQueues)) add(s.arn(q), r.onFailureActions);
+      assert.deepEqual(got, want);
+      // Never wider than the functions and their mappings together.
+      for (const c of consumers) {
+        for (const a of c.grant.tableActions) assert.ok(r.tableActions.includes(a), `${c.name}: ${a} in the runner's table actions`);
+        for (const a of c.grant.ledgerActions) assert.ok(r.ledgerActions.includes(a), `${c.name}: ${a} in the runner's ledger actions`);
+      }
+      template.hasOutput('RunnerPolicyArn', { Value: s.ref(stack.runnerPolicy) });
     });
 
     test('least privilege: each role gets exactly what its definition lists, no wildcard actions', () => {

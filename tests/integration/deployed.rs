@@ -619,3 +619,74 @@ async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none(
         stderr(&out)
     );
 }
+
+/// `jobstream run`'s own calls (the startup checks, the stream read through
+/// the SDK, leases and checkpoints, polling the queues and finding their
+/// dead-letter queues) go through the check of the stack's `RunnerPolicy`,
+/// as the processors' go through their grants: none is denied, and each
+/// kind the policy grants the mappings is used (`fidelity`'s grants test
+/// compares the whole suite's with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_own_calls_are_checked_against_the_runner_policy() {
+    use jobstream::local::iam::{recorder, Principal, Resource, RUNNER};
+    let (engine, client) = engine().await;
+    let (sqs_endpoint, sqs) = sqs_client().await;
+    let prefix = format!("runner{}-", uuid::Uuid::new_v4().simple());
+    let (t, l) = social_tables(&client, &prefix).await;
+    let model = shared::models::find("social").unwrap();
+    let mut queues = std::collections::BTreeMap::new();
+    for def in model.queues() {
+        let q = create_queue(&sqs, &def, &prefix, queue_visibility(&def, TIME_SCALE))
+            .await
+            .expect("the stack's queue");
+        queues.insert(def.logical.to_string(), q.url);
+    }
+    let mut opts = RuntimeOptions::new("social", Some(engine.endpoint()), RecordReader::Sdk);
+    opts.time_scale = TIME_SCALE;
+    opts.table = Some(t.clone());
+    opts.ledger_table = l.clone();
+    opts.sqs_endpoint = Some(sqs_endpoint);
+    opts.provision = Provision::Existing { queues };
+    let runner = Principal::runner(&model, &t, &l, &Default::default(), None);
+    // Leases and checkpoints in the ledger, through the runner's client.
+    let sdk = runner.checked(&sdk_config(Some(&engine.endpoint()), 3).await);
+    opts.mapping.checkpoints = Some(jobstream::local::lease::CheckpointConfig::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &l,
+    ));
+    opts.runner = Some(runner);
+    let mut rt = Runtime::start(opts).await.expect("runs on what exists");
+    let at = now_iso();
+    let post = social::ulid(Utc::now().timestamp_millis() as u64, 1);
+    crate::support::put(&rt, post_item("star", &post, &at, "hi")).await;
+    crate::support::put(&rt, follow_item("ann", "star", &at)).await;
+    rt.drain().await.expect("drains");
+    assert_eq!(timeline_len(&rt, "ann").await, 1, "the fan-out job ran");
+    crate::support::assert_rt_verified(&rt).await;
+
+    let calls: Vec<_> = recorder()
+        .calls()
+        .into_iter()
+        .filter(|c| c.processor == RUNNER && c.model == "social")
+        .collect();
+    let denied: Vec<_> = calls.iter().filter(|c| !c.allowed).collect();
+    assert!(denied.is_empty(), "denied: {denied:#?}");
+    let ours: Vec<_> = calls.iter().filter(|c| c.session == rt.session).collect();
+    for (action, resource) in [
+        ("dynamodb:DescribeTable", Resource::Table),
+        ("dynamodb:DescribeStream", Resource::Stream),
+        ("dynamodb:GetShardIterator", Resource::Stream),
+        ("dynamodb:GetRecords", Resource::Stream),
+        ("dynamodb:UpdateItem", Resource::Ledger),
+        ("sqs:GetQueueAttributes", Resource::Queue("timeline".into())),
+        ("sqs:ReceiveMessage", Resource::Queue("timeline".into())),
+        ("sqs:DeleteMessage", Resource::Queue("timeline".into())),
+        ("sqs:GetQueueUrl", Resource::DeadLetters("timeline".into())),
+    ] {
+        assert!(
+            ours.iter()
+                .any(|c| c.action == action && c.resource == resource),
+            "{action} on {resource} was not checked: {ours:#?}"
+        );
+    }
+}

@@ -28,7 +28,7 @@ use aws_smithy_types::body::SdkBody;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use shared::models::table::Grant;
+use shared::models::table::{Grant, RunnerGrant};
 
 /// What a call touched, as its grant names it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -39,8 +39,14 @@ pub enum Resource {
     Index,
     /// The ledger table.
     Ledger,
+    /// The model table's stream.
+    Stream,
     /// A queue, by logical name.
     Queue(String),
+    /// A queue's dead-letter queue, by the queue's logical name.
+    DeadLetters(String),
+    /// A stream processor's on-failure queue (`--on-failure-queue-url`).
+    OnFailure,
     /// Anything else (another table, an unknown queue URL, no resource).
     Other(String),
 }
@@ -51,7 +57,10 @@ impl std::fmt::Display for Resource {
             Resource::Table => write!(f, "table"),
             Resource::Index => write!(f, "table/index"),
             Resource::Ledger => write!(f, "ledger"),
+            Resource::Stream => write!(f, "table/stream"),
             Resource::Queue(q) => write!(f, "queue {q}"),
+            Resource::DeadLetters(q) => write!(f, "dead-letter queue {q}"),
+            Resource::OnFailure => write!(f, "on-failure queue"),
             Resource::Other(o) => write!(f, "{o}"),
         }
     }
@@ -159,7 +168,13 @@ pub fn recorder() -> &'static Recorder {
     R.get_or_init(Recorder::default)
 }
 
-/// One processor's grant and the names its resources have here.
+/// The processor name `jobstream run`'s own calls are checked and recorded
+/// under (the event source mappings' work: the stream, polling the queues,
+/// leases, startup checks).
+pub const RUNNER: &str = "runner";
+
+/// One processor's grant (or `jobstream run`'s own: [`RUNNER`]) and the
+/// names its resources have here.
 #[derive(Debug, Clone)]
 pub struct Principal {
     /// Which runtime this is (the recorder keeps it with each call).
@@ -167,16 +182,96 @@ pub struct Principal {
     pub model: String,
     pub processor: String,
     pub grant: Grant,
+    /// The event source mappings' own calls (the stream, polling the
+    /// queues, leases, startup checks), for [`RUNNER`].
+    pub mappings: Option<RunnerGrant>,
     pub table: String,
     pub ledger: String,
     /// Queue URL -> logical name.
     pub queues: BTreeMap<String, String>,
+    /// (name, dead-letter queue's name, logical name) of each queue as the
+    /// model defines it: GetQueueUrl names a queue by name (a stack's
+    /// queue names end with the defined name).
+    pub queue_names: Vec<(String, String, String)>,
+    /// The on-failure queue's URL, if any.
+    pub on_failure: Option<String>,
     /// Whether its calls go to the [`RECORD_ENV`] file (not for a grant a
     /// test deliberately cut down).
     pub record: bool,
 }
 
 impl Principal {
+    /// `jobstream run`'s own calls, checked against the mappings' part of
+    /// the model's [`RunnerGrant`] (the processors keep their own grants):
+    /// `queues` maps logical names to URLs (empty before they are looked
+    /// up).
+    pub fn runner(
+        model: &shared::models::Model,
+        table: &str,
+        ledger: &str,
+        queues: &BTreeMap<String, String>,
+        on_failure: Option<String>,
+    ) -> Self {
+        Self {
+            session: uuid::Uuid::new_v4().simple().to_string(),
+            model: model.name.to_string(),
+            processor: RUNNER.to_string(),
+            grant: Grant {
+                table_actions: vec![],
+                index_actions: vec![],
+                ledger_actions: vec![],
+                sends_to: vec![],
+            },
+            mappings: Some(RunnerGrant::mappings(!model.consumers.is_empty())),
+            table: table.to_string(),
+            ledger: ledger.to_string(),
+            queues: queues
+                .iter()
+                .map(|(logical, url)| (url.clone(), logical.clone()))
+                .collect(),
+            queue_names: model
+                .queues()
+                .iter()
+                .map(|q| {
+                    (
+                        q.name.to_string(),
+                        q.dlq_name.to_string(),
+                        q.logical.to_string(),
+                    )
+                })
+                .collect(),
+            on_failure,
+            record: true,
+        }
+    }
+
+    /// `sdk` with every request checked against this principal (in front
+    /// of the SDK's default HTTPS client).
+    pub fn checked(&self, sdk: &aws_config::SdkConfig) -> aws_config::SdkConfig {
+        sdk.to_builder()
+            .http_client(EnforcingClient::new(self.clone()))
+            .build()
+    }
+
+    /// The queue GetQueueUrl names: one of the model's (or its dead-letter
+    /// queue), as defined or prefixed by a stack's name.
+    fn queue_named(&self, queue_name: &str) -> Resource {
+        let is =
+            |defined: &str| queue_name == defined || queue_name.ends_with(&format!("-{defined}"));
+        self.queue_names
+            .iter()
+            .find_map(|(name, dlq, logical)| {
+                if is(name) {
+                    Some(Resource::Queue(logical.clone()))
+                } else if is(dlq) {
+                    Some(Resource::DeadLetters(logical.clone()))
+                } else {
+                    None
+                }
+            })
+            .unwrap_or_else(|| Resource::Other(format!("queue named {queue_name}")))
+    }
+
     fn table_resource(&self, name: &str, index: bool) -> Resource {
         if name == self.table {
             if index {
@@ -197,13 +292,20 @@ impl Principal {
 
     fn allows(&self, action: &str, resource: &Resource) -> bool {
         let has = |list: &[&str]| list.contains(&action);
+        let mapping = |pick: fn(&RunnerGrant) -> &Vec<&'static str>| {
+            self.mappings.as_ref().is_some_and(|m| has(pick(m)))
+        };
         match resource {
-            Resource::Table => has(&self.grant.table_actions),
+            Resource::Table => has(&self.grant.table_actions) || mapping(|m| &m.table_actions),
             Resource::Index => has(&self.grant.index_actions),
-            Resource::Ledger => has(&self.grant.ledger_actions),
+            Resource::Ledger => has(&self.grant.ledger_actions) || mapping(|m| &m.ledger_actions),
+            Resource::Stream => mapping(|m| &m.stream_actions),
             Resource::Queue(q) => {
-                action == "sqs:SendMessage" && self.grant.sends_to.iter().any(|s| s == q)
+                (action == "sqs:SendMessage" && self.grant.sends_to.iter().any(|s| s == q))
+                    || mapping(|m| &m.queue_actions)
             }
+            Resource::DeadLetters(_) => mapping(|m| &m.dead_letter_actions),
+            Resource::OnFailure => mapping(|m| &m.on_failure_actions),
             Resource::Other(_) => false,
         }
     }
@@ -218,7 +320,13 @@ impl Principal {
             Resource::Ledger => {
                 format!("arn:aws:dynamodb:local:000000000000:table/{}", self.ledger)
             }
+            Resource::Stream => format!(
+                "arn:aws:dynamodb:local:000000000000:table/{}/stream/*",
+                self.table
+            ),
             Resource::Queue(q) => format!("arn:aws:sqs:local:000000000000:{q}"),
+            Resource::DeadLetters(q) => format!("arn:aws:sqs:local:000000000000:{q}-dlq"),
+            Resource::OnFailure => "arn:aws:sqs:local:000000000000:on-failure".to_string(),
             Resource::Other(o) => o.clone(),
         }
     }
@@ -240,6 +348,10 @@ struct Body<'a> {
     request_items: BTreeMap<Cow<'a, str>, IgnoredAny>,
     #[serde(rename = "QueueUrl", borrow)]
     queue_url: Option<Cow<'a, str>>,
+    #[serde(rename = "StreamArn", borrow)]
+    stream_arn: Option<Cow<'a, str>>,
+    #[serde(rename = "QueueName", borrow)]
+    queue_name: Option<Cow<'a, str>>,
 }
 
 /// One action of a transaction: the table it names.
@@ -298,6 +410,16 @@ pub fn required(
                 out.push((dynamo(op), principal.table_resource(&table, index)));
             }
         }
+    } else if service.starts_with("DynamoDBStreams_") {
+        // GetRecords names only its iterator, which names the stream it
+        // came from: the stream of a GetShardIterator the check allowed.
+        let resource = match body.stream_arn.as_deref() {
+            Some(arn) if !arn.contains(&format!(":table/{}/stream/", principal.table)) => {
+                Resource::Other(format!("stream {arn}"))
+            }
+            _ => Resource::Stream,
+        };
+        out.push((format!("dynamodb:{op}"), resource));
     } else if service == "AmazonSQS" {
         let action = match op {
             "SendMessageBatch" => "SendMessage",
@@ -305,10 +427,18 @@ pub fn required(
             "ChangeMessageVisibilityBatch" => "ChangeMessageVisibility",
             other => other,
         };
-        let url = name(&body.queue_url);
-        let resource = match principal.queues.get(&url) {
-            Some(logical) => Resource::Queue(logical.clone()),
-            None => Resource::Other(format!("queue {url}")),
+        let resource = match body.queue_name.as_deref() {
+            Some(queue_name) => principal.queue_named(queue_name),
+            None => {
+                let url = name(&body.queue_url);
+                match principal.queues.get(&url) {
+                    Some(logical) => Resource::Queue(logical.clone()),
+                    None if principal.on_failure.as_deref() == Some(url.as_str()) => {
+                        Resource::OnFailure
+                    }
+                    None => Resource::Other(format!("queue {url}")),
+                }
+            }
         };
         out.push((format!("sqs:{action}"), resource));
     } else {
@@ -449,9 +579,12 @@ mod tests {
                 ledger_actions: vec!["dynamodb:PutItem"],
                 sends_to: vec!["work"],
             },
+            mappings: None,
             table: "t".into(),
             ledger: "l".into(),
             queues: [("http://q/work".to_string(), "work".to_string())].into(),
+            queue_names: vec![("work".into(), "work-dlq".into(), "work".into())],
+            on_failure: None,
             record: false,
         }
     }
@@ -493,6 +626,123 @@ mod tests {
             let v: Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("a whole JSON line, not {line:?}: {e}"));
             assert_eq!(v["resource"], "table/index", "{line}");
+        }
+    }
+
+    /// `jobstream run`'s own principal: the stream of its table, its queues
+    /// (by URL, or by name as a stack prefixes it), their dead-letter queues
+    /// and the on-failure queue, with the mappings' actions only; a
+    /// processor's principal has none of them.
+    #[test]
+    fn the_runner_may_do_what_the_mappings_do_and_nothing_else() {
+        let mut runner = principal();
+        runner.processor = RUNNER.into();
+        runner.grant = Grant {
+            table_actions: vec![],
+            index_actions: vec![],
+            ledger_actions: vec![],
+            sends_to: vec![],
+        };
+        runner.mappings = Some(RunnerGrant::mappings(true));
+        runner.on_failure = Some("http://q/failed".into());
+        let check = |p: &Principal, target: &str, body: Value| -> Vec<(String, bool)> {
+            required(p, target, body.to_string().as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|(a, r)| (format!("{a} on {r}"), p.allows(&a, &r)))
+                .collect()
+        };
+        let stream = json!({"StreamArn": "arn:aws:dynamodb:r:1:table/t/stream/2026"});
+        let other = json!({"StreamArn": "arn:aws:dynamodb:r:1:table/x/stream/2026"});
+        let cases = [
+            (
+                "DynamoDBStreams_20120810.DescribeStream",
+                stream.clone(),
+                true,
+            ),
+            ("DynamoDBStreams_20120810.GetShardIterator", stream, true),
+            (
+                "DynamoDBStreams_20120810.GetRecords",
+                json!({"ShardIterator": "i"}),
+                true,
+            ),
+            ("DynamoDBStreams_20120810.DescribeStream", other, false),
+            (
+                "DynamoDB_20120810.DescribeTable",
+                json!({"TableName": "t"}),
+                true,
+            ),
+            (
+                "DynamoDB_20120810.DescribeTable",
+                json!({"TableName": "x"}),
+                false,
+            ),
+            (
+                "DynamoDB_20120810.UpdateItem",
+                json!({"TableName": "l"}),
+                true,
+            ),
+            (
+                "DynamoDB_20120810.PutItem",
+                json!({"TableName": "l"}),
+                false,
+            ),
+            (
+                "DynamoDB_20120810.GetItem",
+                json!({"TableName": "t"}),
+                false,
+            ),
+            (
+                "AmazonSQS.ReceiveMessage",
+                json!({"QueueUrl": "http://q/work"}),
+                true,
+            ),
+            (
+                "AmazonSQS.DeleteMessageBatch",
+                json!({"QueueUrl": "http://q/work"}),
+                true,
+            ),
+            (
+                "AmazonSQS.SendMessage",
+                json!({"QueueUrl": "http://q/work"}),
+                false,
+            ),
+            (
+                "AmazonSQS.GetQueueUrl",
+                json!({"QueueName": "Social-work"}),
+                true,
+            ),
+            (
+                "AmazonSQS.GetQueueUrl",
+                json!({"QueueName": "Social-work-dlq"}),
+                true,
+            ),
+            (
+                "AmazonSQS.GetQueueUrl",
+                json!({"QueueName": "elsewhere"}),
+                false,
+            ),
+            (
+                "AmazonSQS.SendMessage",
+                json!({"QueueUrl": "http://q/failed"}),
+                true,
+            ),
+            (
+                "AmazonSQS.ReceiveMessage",
+                json!({"QueueUrl": "http://q/failed"}),
+                false,
+            ),
+        ];
+        for (target, body, allowed) in cases {
+            let got = check(&runner, target, body.clone());
+            assert!(
+                got.iter().all(|(_, a)| *a == allowed),
+                "{target} {body}: {got:?}, expected allowed={allowed}"
+            );
+            if allowed && target.starts_with("DynamoDBStreams") {
+                let as_processor = check(&principal(), target, body);
+                assert!(as_processor.iter().all(|(_, a)| !a), "{as_processor:?}");
+            }
         }
     }
 

@@ -85,6 +85,10 @@ pub struct RuntimeOptions {
     /// (processor, action) pairs taken out of the grants, on every resource
     /// (a test proving that a missing grant surfaces as AccessDenied).
     pub revoke: Vec<(String, String)>,
+    /// `jobstream run`'s own calls (the stream, polling the queues, the
+    /// startup checks) checked against the stack's `RunnerPolicy`: the
+    /// principal ([`Principal::runner`]), its queues filled in here.
+    pub runner: Option<Principal>,
     /// What a stream mapping has beyond the definition's settings
     /// (checkpoints, starting position, on-failure destinations, retry
     /// pacing); the name and every SPEC §6.1 setting are set per processor
@@ -125,6 +129,7 @@ impl RuntimeOptions {
             function_timeout_scale: None,
             enforce_grants: true,
             revoke: Vec::new(),
+            runner: None,
             mapping: MappingConfig::new("stream"),
             max_attempts: 5,
             backoff: Backoff::default(),
@@ -232,9 +237,23 @@ impl Runtime {
     pub async fn start(opts: RuntimeOptions) -> anyhow::Result<Self> {
         let source = models::Source::new(&opts.model, opts.model_file.as_deref());
         let model = models::load(&source).map_err(anyhow::Error::msg)?;
-        let sdk = sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
-        require_region(&sdk, "DynamoDB")?;
-        let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+        // `run`'s own principal names the session (its leases' client,
+        // built before, records under it too).
+        let mut runner = opts.runner.clone();
+        let session = runner
+            .as_ref()
+            .map(|r| r.session.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let plain_sdk = sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
+        require_region(&plain_sdk, "DynamoDB")?;
+        let sdk = match &runner {
+            Some(r) => r.checked(&plain_sdk),
+            None => plain_sdk.clone(),
+        };
+        // Writers' and readers' client (tests, tools); the runtime's own
+        // startup checks go through `sdk` (checked under `run`).
+        let dynamodb = aws_sdk_dynamodb::Client::new(&plain_sdk);
+        let own = aws_sdk_dynamodb::Client::new(&sdk);
         let table = opts
             .table
             .clone()
@@ -245,7 +264,7 @@ impl Runtime {
                 ensure_table(&dynamodb, &models::table::ledger(), &opts.ledger_table).await?;
             }
             Provision::Existing { .. } => {
-                require_tables(&dynamodb, &model, &table, &opts.ledger_table).await?;
+                require_tables(&own, &model, &table, &opts.ledger_table).await?;
             }
         }
         let mut config = Config {
@@ -267,7 +286,16 @@ impl Runtime {
         if let Some(c) = &sqs_sdk {
             require_region(c, "SQS")?;
         }
-        let sqs = sqs_sdk.as_ref().map(aws_sdk_sqs::Client::new);
+        if let (Some(r), Provision::Existing { queues }) = (&mut runner, &opts.provision) {
+            r.queues = queues
+                .iter()
+                .map(|(logical, url)| (url.clone(), logical.clone()))
+                .collect();
+        }
+        let sqs = sqs_sdk.as_ref().map(|c| match &runner {
+            Some(r) => aws_sdk_sqs::Client::new(&r.checked(c)),
+            None => aws_sdk_sqs::Client::new(c),
+        });
         let mut created = Vec::new();
         if let Some(sqs) = &sqs {
             for def in model.queues() {
@@ -293,7 +321,7 @@ impl Runtime {
         }
         let proc_sdk = match &opts.processor_endpoint {
             Some(e) => sdk_config(Some(e), opts.max_attempts).await,
-            None => sdk.clone(),
+            None => plain_sdk.clone(),
         };
         let store = Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);
         let queue_names: BTreeMap<String, String> = config
@@ -301,7 +329,6 @@ impl Runtime {
             .iter()
             .map(|(logical, url)| (url.clone(), logical.clone()))
             .collect();
-        let session = uuid::Uuid::new_v4().simple().to_string();
         let clients = |name: &str| -> (Store, Option<aws_sdk_sqs::Client>) {
             let grant = model.grant(name).filter(|_| opts.enforce_grants);
             let Some(mut grant) = grant else {
@@ -323,9 +350,12 @@ impl Runtime {
                 model: model.name.to_string(),
                 processor: name.to_string(),
                 grant,
+                mappings: None,
                 table: config.table.clone(),
                 ledger: config.ledger_table.clone(),
                 queues: queue_names.clone(),
+                queue_names: Vec::new(),
+                on_failure: None,
                 record: opts.revoke.is_empty(),
             });
             let ddb = aws_sdk_dynamodb::config::Builder::from(&proc_sdk)
@@ -344,8 +374,16 @@ impl Runtime {
             )
         };
         let processors = Processors::with_clients(&model, &config, store.clone(), &clients);
-        let streams = crate::local::stream_identity::streams_client(&sdk);
-        let arn = stream_arn(&dynamodb, &config.table).await?;
+        let streams = match &runner {
+            Some(r) => crate::local::stream_identity::streams_client_through(
+                &sdk,
+                aws_smithy_runtime_api::client::http::SharedHttpClient::new(
+                    crate::local::iam::EnforcingClient::new(r.clone()),
+                ),
+            ),
+            None => crate::local::stream_identity::streams_client(&sdk),
+        };
+        let arn = stream_arn(&own, &config.table).await?;
         let mut filtered_out = BTreeMap::new();
         let mut filters = BTreeMap::new();
         let mut mappings = Vec::new();

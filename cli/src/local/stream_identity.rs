@@ -32,6 +32,18 @@ pub fn streams_client(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodbstreams::C
     aws_sdk_dynamodbstreams::Client::from_conf(config)
 }
 
+/// [`streams_client`] with [`IdentityClient`] in front of `inner` instead
+/// of the default HTTPS client (`jobstream run`'s grant check).
+pub fn streams_client_through(
+    sdk: &aws_config::SdkConfig,
+    inner: SharedHttpClient,
+) -> aws_sdk_dynamodbstreams::Client {
+    let config = aws_sdk_dynamodbstreams::config::Builder::from(sdk)
+        .http_client(IdentityClient::wrapping(inner))
+        .build();
+    aws_sdk_dynamodbstreams::Client::from_conf(config)
+}
+
 /// An HTTP client that renames `userIdentity.type` / `.principalId` to the
 /// SDK's `Type` / `PrincipalId` in GetRecords responses.
 #[derive(Debug, Clone)]

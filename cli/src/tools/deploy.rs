@@ -16,6 +16,7 @@ pub fn model(m: &Model) -> Value {
         "table": m.table,
         "streamConsumers": m.stream_defs(),
         "queueConsumers": m.queue_defs(),
+        "runner": m.runner_grant(),
     })
 }
 

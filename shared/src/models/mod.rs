@@ -19,7 +19,7 @@ use crate::engine::rules::Rules;
 use crate::engine::setjob::{BoxFut, SetJob};
 use crate::item::Item;
 pub use filter::{EventFilter, KeyRule};
-use table::{grants, Grant, QueueDef, StreamSettings, TableDef};
+use table::{grants, Grant, QueueDef, RunnerGrant, StreamSettings, TableDef};
 
 /// The model commands and the stack use when none is named: the one line
 /// of `models/default` (embedded by `shared/build.rs`).
@@ -219,6 +219,19 @@ impl Model {
                 },
             })
             .collect()
+    }
+
+    /// What `jobstream run` needs to run every processor of the model with
+    /// its mappings in one process ([`RunnerGrant`]).
+    pub fn runner_grant(&self) -> RunnerGrant {
+        let (streams, queues) = (self.stream_defs(), self.queue_defs());
+        streams
+            .iter()
+            .map(|d| &d.grant)
+            .chain(queues.iter().map(|d| &d.grant))
+            .fold(RunnerGrant::mappings(!self.consumers.is_empty()), |r, g| {
+                r.with(g)
+            })
     }
 
     /// The grant of the processor called `name` (stream or queue consumer).

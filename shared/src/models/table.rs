@@ -228,6 +228,106 @@ pub mod grants {
     ];
 }
 
+/// What the event source mappings themselves call, beyond their functions'
+/// grants: in AWS the Lambda service's (the stream read with the function's
+/// role), under `jobstream run` the process's own. Deployed as part of the
+/// stack's `RunnerPolicy`; enforced locally on `run`'s own calls
+/// (`cli/src/local/iam.rs`).
+pub mod mapping {
+    /// The startup checks of the model table (key schema, stream, TTL).
+    pub const TABLE: &[&str] = &["dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive"];
+    /// The table's stream: shards, iterators, records.
+    pub const STREAM: &[&str] = &[
+        "dynamodb:DescribeStream",
+        "dynamodb:GetShardIterator",
+        "dynamodb:GetRecords",
+    ];
+    /// The ledger's startup checks, and the shard leases and checkpoints
+    /// kept in it (taken, renewed, released by conditional updates; listed
+    /// by query).
+    pub const LEDGER: &[&str] = &[
+        "dynamodb:DescribeTable",
+        "dynamodb:DescribeTimeToLive",
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",
+    ];
+    /// Each of the model's queues: found by name, checked, polled.
+    pub const QUEUE: &[&str] = &[
+        "sqs:GetQueueUrl",
+        "sqs:GetQueueAttributes",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+    ];
+    /// Each queue's dead-letter queue: found (the queue's redrive policy
+    /// names it).
+    pub const DEAD_LETTERS: &[&str] = &["sqs:GetQueueUrl"];
+    /// A stream processor's on-failure queue: checked, then sent the
+    /// batches given up.
+    pub const ON_FAILURE: &[&str] = &["sqs:GetQueueAttributes", "sqs:SendMessage"];
+}
+
+/// Everything one process running all of a model's processors and their
+/// mappings may do (`jobstream run` outside Lambda): the union of the
+/// processors' grants and the mappings' own calls ([`mapping`]). The stack
+/// deploys it as the managed policy `RunnerPolicy`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerGrant {
+    pub table_actions: Vec<&'static str>,
+    pub index_actions: Vec<&'static str>,
+    /// On the model table's stream (`<table arn>/stream/*`).
+    pub stream_actions: Vec<&'static str>,
+    pub ledger_actions: Vec<&'static str>,
+    /// On every queue of the model.
+    pub queue_actions: Vec<&'static str>,
+    /// Logical queues it may send to (`sqs:SendMessage`).
+    pub sends_to: Vec<&'static str>,
+    /// On every queue's dead-letter queue.
+    pub dead_letter_actions: Vec<&'static str>,
+    /// On every stream processor's on-failure queue.
+    pub on_failure_actions: Vec<&'static str>,
+}
+
+impl RunnerGrant {
+    /// The mappings' own calls, for a model with queues or without.
+    pub fn mappings(has_queues: bool) -> Self {
+        Self {
+            table_actions: mapping::TABLE.to_vec(),
+            stream_actions: mapping::STREAM.to_vec(),
+            ledger_actions: mapping::LEDGER.to_vec(),
+            queue_actions: if has_queues {
+                mapping::QUEUE.to_vec()
+            } else {
+                Vec::new()
+            },
+            dead_letter_actions: if has_queues {
+                mapping::DEAD_LETTERS.to_vec()
+            } else {
+                Vec::new()
+            },
+            on_failure_actions: mapping::ON_FAILURE.to_vec(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds `g`'s actions (each once, in first-seen order).
+    pub fn with(mut self, g: &Grant) -> Self {
+        let merge = |into: &mut Vec<&'static str>, from: &[&'static str]| {
+            for a in from {
+                if !into.contains(a) {
+                    into.push(a);
+                }
+            }
+        };
+        merge(&mut self.table_actions, &g.table_actions);
+        merge(&mut self.index_actions, &g.index_actions);
+        merge(&mut self.ledger_actions, &g.ledger_actions);
+        merge(&mut self.sends_to, &g.sends_to);
+        self
+    }
+}
+
 const CONSUMER_TIMEOUT: u32 = 30;
 
 impl QueueDef {
