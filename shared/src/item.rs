@@ -155,6 +155,19 @@ pub trait ItemExt {
         }
     }
 
+    /// A counter's sum: DynamoDB adds numbers of up to 38 digits, past
+    /// what an i64 holds (sums of i64 contributions are i128).
+    fn opt_i128(&self, name: &str) -> Result<Option<i128>, AttrError> {
+        match self.attr(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| AttrError::Invalid {
+                name: name.to_string(),
+                reason: "not an integer of at most 38 digits".to_string(),
+            }),
+            Some(v) => Err(wrong(name, "N", v)),
+        }
+    }
+
     /// A string set (`SS`); absent or `NULL` is the empty set.
     fn opt_ss(&self, name: &str) -> Result<std::collections::BTreeSet<String>, AttrError> {
         match self.attr(name) {

@@ -518,3 +518,78 @@ async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sum
     assert_eq!((m1.i64("open").unwrap(), m1.i64("total").unwrap()), (1, 1));
     assert!(rt.failed_batches().is_empty());
 }
+
+/// A sum past 64 bits (two contributions of 2^62 and one of 5) is exact on
+/// the counter item, as DynamoDB's numbers hold it (38 digits); the other
+/// sums of the counter keep moving; `verify` agrees and `explain` shows it
+/// (both panicked on the addition; the counter item froze, every
+/// attribute of it, at the first sum past 2^63).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
+    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let text = library
+        .replace(
+            "      since: iso-utc\n    check:",
+            "      since: iso-utc\n      fee?: int\n    check:",
+        )
+        .replace(
+            "add: { open: \"state == 'open' ? 1 : 0\", total: 1 }",
+            "add: { open: \"state == 'open' ? 1 : 0\", total: 1, fees: \"fee == null ? 0 : fee\" }",
+        )
+        .replace(
+            "attributes: [open, total]",
+            "attributes: [open, total, fees]",
+        );
+    assert_eq!(text.matches("fee").count(), 5, "{text}");
+    let path = temp_model(&text);
+    let mut env = model_env("library", |o| o.model_file = Some(path.clone())).await;
+    let big: i64 = 1 << 62;
+    for (book, fee) in [
+        (BOOK, big),
+        ("01JD0000000000000000000002", big),
+        ("01JD0000000000000000000003", 5),
+    ] {
+        let mut l = loan("m1", book, "open");
+        l.insert("fee".into(), n(fee));
+        put(&env.rt, l).await;
+        env.rt.drain().await.unwrap();
+    }
+    let counter = get(&env, key("M#m1", "COUNT")).await.expect("counter");
+    assert_eq!(counter.i64("total").unwrap(), 3, "{counter:?}");
+    assert_eq!(counter.i64("open").unwrap(), 3);
+    assert_eq!(
+        counter.get("fees"),
+        Some(&n("9223372036854775813")),
+        "2^63 + 5, exact"
+    );
+    assert_eq!(bad_input(&env), 0);
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    let file = &shared::file::load(&path).expect("loads").model;
+    let t = jobstream::tools::explain::Tables {
+        client: &env.rt.dynamodb,
+        table: &env.rt.config.table,
+        ledger: &env.rt.config.ledger_table,
+    };
+    let x =
+        jobstream::tools::explain::explain(&env.rt.model, Some(file), &t, &key("M#m1", "COUNT"))
+            .await
+            .expect("explains");
+    assert!(
+        x.lines.iter().any(|l| l.contains("9223372036854775813")),
+        "{:#?}",
+        x.lines
+    );
+    // One returned: the sums fall back, exactly.
+    put(&env.rt, {
+        let mut l = loan("m1", BOOK, "returned");
+        l.insert("fee".into(), n(big));
+        l
+    })
+    .await;
+    env.rt.drain().await.unwrap();
+    let counter = get(&env, key("M#m1", "COUNT")).await.expect("counter");
+    assert_eq!(counter.i64("open").unwrap(), 2);
+    assert_eq!(counter.get("fees"), Some(&n("9223372036854775813")));
+    assert_rt_verified(&env.rt).await;
+}

@@ -439,7 +439,8 @@ async fn explain_counter(
 ) -> anyhow::Result<Explanation> {
     let names = model.rules.key_names();
     let id = item_id(key);
-    let mut sums: BTreeMap<String, i64> = attrs.iter().map(|a| (a.to_string(), 0)).collect();
+    // Exact past 64 bits, as DynamoDB adds them.
+    let mut sums: BTreeMap<String, i128> = attrs.iter().map(|a| (a.to_string(), 0)).collect();
     for src in crate::tools::verify::scan_all(t.client, t.table).await? {
         let sk = key_of(&src, names);
         // A source that is bad input now keeps what its last valid state
@@ -472,7 +473,7 @@ async fn explain_counter(
         }
         let e = entity_of(file, &sk);
         for (a, v) in &values {
-            *sums.entry(a.clone()).or_default() += v;
+            *sums.entry(a.clone()).or_default() += i128::from(*v);
         }
         x.line(format!(
             "counted by {} ({}) through {}: {}{}",

@@ -103,7 +103,8 @@ impl Report {
 /// What a counter item should hold: the sums over its source items.
 struct ExpectedCounter {
     counter: Counter,
-    sums: BTreeMap<String, i64>,
+    /// Exact past 64 bits (DynamoDB's numbers hold 38 digits).
+    sums: BTreeMap<String, i128>,
     /// Ids of the source items that contribute.
     sources: BTreeSet<String>,
 }
@@ -263,7 +264,7 @@ pub fn verify_items(
                         .entry(id)
                         .or_insert_with(|| ExpectedCounter::new(c.counter.clone()));
                     for (a, v) in &c.values {
-                        *e.sums.entry(a.to_string()).or_insert(0) += v;
+                        *e.sums.entry(a.to_string()).or_insert(0) += i128::from(*v);
                     }
                     e.sources.insert(item_id(&key));
                 }
@@ -278,7 +279,7 @@ pub fn verify_items(
                         .entry(cid.clone())
                         .or_insert_with(|| ExpectedCounter::new(counter));
                     for (a, v) in values {
-                        *e.sums.entry(a.clone()).or_insert(0) += v;
+                        *e.sums.entry(a.clone()).or_insert(0) += i128::from(*v);
                     }
                     e.sources.insert(item_id(&key));
                 }
@@ -325,11 +326,11 @@ pub fn verify_items(
             });
         }
     }
-    let mut recorded_totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut recorded_totals: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();
     // Per totals' `pk`: the counter key and the sources whose records count
     // into it.
     let mut counted_by: BTreeMap<String, (Item, Vec<Item>)> = BTreeMap::new();
-    let mut totals: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut totals: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();
     for rec in ledger {
         let pk = rec.s(shared::ledger::PK).unwrap_or_default();
         if let Some(id) = pk.strip_prefix("SRC#derive#") {
@@ -368,20 +369,20 @@ pub fn verify_items(
                 }
                 let e = recorded_totals.entry(tpk).or_default();
                 for (a, v) in values {
-                    *e.entry(a).or_insert(0) += v;
+                    *e.entry(a).or_insert(0) += i128::from(v);
                 }
             }
         } else if pk.starts_with(TOTALS) {
             let values = rec
                 .keys()
                 .filter_map(|k| k.strip_prefix("t_"))
-                .filter_map(|a| Some((a.to_string(), rec.i64(&total_attr(a)).ok()?)))
+                .filter_map(|a| Some((a.to_string(), rec.opt_i128(&total_attr(a)).ok()??)))
                 .collect();
             totals.insert(pk.to_string(), values);
         }
     }
     // The ledger's own consistency: totals = sums of the records.
-    let nonzero = |m: &BTreeMap<String, i64>| -> BTreeMap<String, i64> {
+    let nonzero = |m: &BTreeMap<String, i128>| -> BTreeMap<String, i128> {
         m.iter()
             .filter(|(_, v)| **v != 0)
             .map(|(k, v)| (k.clone(), *v))
@@ -495,13 +496,13 @@ pub fn verify_items(
             Some(i) => counter
                 .attrs
                 .iter()
-                .find(|a| i.opt_i64(a).ok().flatten() != Some(want.get(**a).copied().unwrap_or(0)))
+                .find(|a| i.opt_i128(a).ok().flatten() != Some(want.get(**a).copied().unwrap_or(0)))
                 .map(|a| {
                     (
                         Drift::Wrong,
                         format!(
                             "{a} = {:?}, the sources sum to {}",
-                            i.opt_i64(a).ok().flatten(),
+                            i.opt_i128(a).ok().flatten(),
                             want.get(*a).copied().unwrap_or(0)
                         ),
                     )

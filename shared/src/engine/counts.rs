@@ -46,7 +46,9 @@ const ATTEMPTS: usize = 5;
 /// Ledger totals of a counter item, and their version (0 = no totals yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Totals {
-    pub sums: BTreeMap<String, i64>,
+    /// Sums of i64 contributions: exact past 64 bits, as DynamoDB adds
+    /// them (38 digits).
+    pub sums: BTreeMap<String, i128>,
     pub ver: i64,
     /// The `ver` the counter item was last brought to.
     pub synced: i64,
@@ -63,14 +65,15 @@ pub fn is_synced(totals: &Item) -> bool {
 }
 
 impl Totals {
-    /// The totals of a ledger item; a sum that does not fit an i64 (the
-    /// ledger adds without bound) is an error, never a wrapped number or 0.
+    /// The totals of a ledger item; a sum DynamoDB holds and an i128 does
+    /// not (it refuses to add past 38 digits) is an error, never a wrapped
+    /// number or 0.
     fn from_item(item: &Item, counter: &Counter) -> Result<Self, String> {
         let mut sums = BTreeMap::new();
         for a in counter.attrs {
             let v = item
-                .opt_i64(&total_attr(a))
-                .map_err(|_| format!("the sum of {a} does not fit a 64-bit integer"))?
+                .opt_i128(&total_attr(a))
+                .map_err(|_| format!("the sum of {a} does not fit 38 digits"))?
                 .unwrap_or(0);
             sums.insert(a.to_string(), v);
         }
@@ -398,7 +401,7 @@ mod tests {
     use crate::item::s;
 
     #[test]
-    fn totals_above_an_i64_are_an_error_not_zero() {
+    fn totals_past_an_i64_are_exact_and_past_38_digits_an_error_not_zero() {
         let counter = Counter {
             key: vec![("PK", "u#1".into()), ("SK", "count".into())],
             attrs: &["a"],
@@ -411,6 +414,9 @@ mod tests {
             total_attr("a"),
             AttributeValue::N("9223372036854775808".into()),
         );
+        let t = Totals::from_item(&item, &counter).unwrap();
+        assert_eq!(t.sums["a"], 1 << 63);
+        item.insert(total_attr("a"), AttributeValue::N("9".repeat(40)));
         assert!(Totals::from_item(&item, &counter).is_err());
         item.insert(total_attr("a"), n(-7));
         let t = Totals::from_item(&item, &counter).unwrap();
