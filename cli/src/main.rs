@@ -401,7 +401,7 @@ fn sqs_for(
 }
 
 /// The lines scripts read: endpoint, tables, SQS, processors.
-fn announce(engine: Option<&LocalEngine>, rt: &Runtime, sqs: Option<&str>) {
+fn announce(engine: Option<&LocalEngine>, rt: &Runtime, sqs: Option<&str>, model: &ModelArgs) {
     if let Some(engine) = engine {
         println!("DynamoDB endpoint: {}", engine.endpoint());
     }
@@ -414,6 +414,18 @@ fn announce(engine: Option<&LocalEngine>, rt: &Runtime, sqs: Option<&str>) {
         for (logical, url) in &rt.config.queues {
             println!("queue {logical}: {url}");
         }
+    }
+    // Which version of the model runs (as the Lambdas log it): two versions
+    // on one stream (a rolling deploy) each count by their own rules.
+    if let Ok(Some(file)) = model.file() {
+        println!(
+            "model file: {} (sha256 {})",
+            model.model_file.as_ref().map_or_else(
+                || format!("models/{}.yaml, shipped", model.model),
+                |p| p.display().to_string()
+            ),
+            file.sha256
+        );
     }
     let consumers: Vec<String> = rt.queues.iter().map(|q| q.name.clone()).collect();
     println!(
@@ -463,7 +475,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             opts.sqs_endpoint = sqs.clone();
             let mut rt = Runtime::start(opts).await?;
             engine.start_ttl_sweeper(Duration::from_secs(1));
-            announce(Some(&engine), &rt, sqs.as_deref());
+            announce(Some(&engine), &rt, sqs.as_deref(), &target.model);
             rt.run_until(ctrl_c()).await?;
             report_failures(&rt);
             engine.stop().await;
@@ -966,7 +978,7 @@ async fn run_deployed(
         )),
         _ => None,
     };
-    announce(None, &rt, sqs_said.as_deref());
+    announce(None, &rt, sqs_said.as_deref(), &target.model);
     rt.run_until(terminated()).await?;
     println!("{}", rt.status());
     let losses = rt.losses();

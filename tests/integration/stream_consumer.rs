@@ -424,6 +424,18 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
     assert!(stderr.contains("SIGTERM"), "{stderr}");
+    // Which version of the model ran, as the Lambdas log it.
+    let shipped = shared::models::file_of(&shared::models::Source::Name("tracker".into()))
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "model file: models/tracker.yaml, shipped (sha256 {})",
+            shipped.sha256
+        )),
+        "{stdout}"
+    );
     // Released: expired now, checkpoint kept.
     for mapping in ["history", "derive"] {
         for item in leases_of(&env, mapping).await {
