@@ -1,0 +1,164 @@
+//! `models/jobboard.yaml` (through `--model-file`) where the file once fell
+//! short of the Rust job board: `verify` finds a second match for one pair
+//! (a `once:` effect's item beside the one its key made) and repairs it; a
+//! seeker's scope reads its city's jobs of the window only (`from:` on the
+//! job fact), with the same suggestions.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use jobstream::local::runtime::Runtime;
+use jobstream::meter::Meter;
+use shared::item::{n, s, Item, ItemExt};
+use shared::store::SortKey;
+
+use crate::support::{model_env, put, ModelEnv};
+
+fn jobboard_yaml() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../models/jobboard.yaml"
+    ))
+}
+
+async fn board() -> ModelEnv {
+    model_env("jobboard", |o| o.model_file = Some(jobboard_yaml())).await
+}
+
+fn day(days_ago: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::days(days_ago))
+        .date_naive()
+        .to_string()
+}
+
+fn set(v: &[&str]) -> AttributeValue {
+    AttributeValue::Ss(v.iter().map(|x| x.to_string()).collect())
+}
+
+fn job(id: &str, city: &str, posted: &str, title: &str) -> Item {
+    let zip = "M5V";
+    [
+        ("pk", s(format!("job#{}", city.to_lowercase()))),
+        ("sk", s(format!("j#{posted}#{zip}#{id}"))),
+        ("entityType", s("job")),
+        ("jobId", s(id)),
+        ("employerId", s("e1")),
+        ("city", s(city)),
+        ("postedAt", s(posted)),
+        ("zip", s(zip)),
+        ("title", s(title)),
+        ("skills", set(&["rust", "aws"])),
+        ("salaryMax", n(150_000)),
+        ("status", s("open")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn seeker(id: &str, city: &str) -> Item {
+    [
+        ("pk", s(format!("seeker#{id}"))),
+        ("sk", s("profile")),
+        ("entityType", s("seeker")),
+        ("seekerId", s(id)),
+        ("name", s("Sam")),
+        ("city", s(city)),
+        ("skills", set(&["rust", "aws"])),
+        ("desiredSalary", n(120_000)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn approved(job: &Item, seeker_id: &str, on: &str) -> Item {
+    let job_id = job.s("jobId").unwrap();
+    [
+        ("pk", s("employer#e1")),
+        ("sk", s(format!("r#{job_id}#{seeker_id}"))),
+        ("entityType", s("request")),
+        ("employerId", s("e1")),
+        ("jobId", s(job_id)),
+        ("seekerId", s(seeker_id)),
+        ("status", s("approved")),
+        ("requestedAt", s(on)),
+        ("jobCity", job["city"].clone()),
+        ("jobPostedAt", job["postedAt"].clone()),
+        ("jobZip", job["zip"].clone()),
+        ("approvedAt", s(on)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn extra(r: &jobstream::tools::verify::Report, kind: &str) -> u64 {
+    r.kinds.get(kind).map_or(0, |k| k.extra)
+}
+
+async fn partition(rt: &Runtime, pk: &str, prefix: &str) -> Vec<Item> {
+    rt.processors
+        .store
+        .query(
+            &rt.config.table,
+            None,
+            "pk",
+            pk,
+            Some(SortKey::BeginsWith("sk".into(), prefix.into())),
+        )
+        .await
+        .expect("query")
+}
+
+/// A match written a second time for one (seeker, job), under another
+/// date of its key (as a forged or replayed write would): `verify` reports
+/// it with both keys, `--repair` deletes it and keeps the one the approval
+/// made (although the extra sorts first), and `verify` is then clean. A
+/// clean board reports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
+    let ModelEnv { engine: _e, mut rt } = board().await;
+    let today = day(0);
+    let j1 = job("j1", "Toronto", &day(2), "Engineer");
+    put(&rt, j1.clone()).await;
+    put(&rt, seeker("s1", "Toronto")).await;
+    put(&rt, seeker("s2", "Toronto")).await;
+    put(&rt, approved(&j1, "s1", &today)).await;
+    put(&rt, approved(&j1, "s2", &today)).await;
+    rt.drain().await.unwrap();
+    let made = partition(&rt, "seeker#s1", "j#").await;
+    assert_eq!(made.len(), 1, "the approval made one match: {made:?}");
+    assert_eq!(made[0].s("sk").unwrap(), format!("j#{today}#j1"));
+
+    let clean = rt.verify().await.unwrap();
+    assert!(clean.is_clean(), "{:#?}", clean.problems);
+    assert_eq!(extra(&clean, "matches"), 0);
+
+    let mut forged = made[0].clone();
+    forged.insert("sk".into(), s("j#2000-01-01#j1"));
+    forged.insert("matchedAt".into(), s("2000-01-01"));
+    put(&rt, forged).await;
+    rt.drain().await.unwrap();
+
+    let report = rt.verify().await.unwrap();
+    assert_eq!(extra(&report, "matches"), 1, "{:#?}", report.problems);
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let p = &report.problems[0];
+    assert!(
+        p.contains("j#2000-01-01#j1") && p.contains(&format!("j#{today}#j1")),
+        "names both keys: {p}"
+    );
+    assert!(p.contains("s1#j1"), "names the once key: {p}");
+
+    jobstream::tools::verify::repair(&rt.processors, &report)
+        .await
+        .unwrap();
+    let left = partition(&rt, "seeker#s1", "j#").await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].s("sk").unwrap(), format!("j#{today}#j1"), "kept");
+    assert_eq!(partition(&rt, "seeker#s2", "j#").await.len(), 1);
+    let after = rt.verify().await.unwrap();
+    assert!(after.is_clean(), "{:#?}", after.problems);
+}
