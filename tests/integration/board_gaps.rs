@@ -162,3 +162,127 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     let after = rt.verify().await.unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
 }
+
+/// What a read of the table through `meter` is billed (RRU), per op.
+fn read_units(meter: &Meter, op: &str) -> f64 {
+    meter.bill().ops.get(op).map_or(0.0, |o| o.rru)
+}
+
+/// A city with 40 jobs older than the window and 3 of its last days (each
+/// job near 4 KB, so that every one read shows in the bill): a seeker's
+/// scope queries the jobs of the window only (and its city's suggestions),
+/// its reads billed no more than reading those items one by one; the
+/// suggestions are those of the recent jobs, the same as the jobs' own
+/// scopes made, and `verify` is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
+    let ModelEnv { engine, mut rt } = board().await;
+    let title = "T".repeat(3500);
+    let old: Vec<Item> = (0..40)
+        .map(|i| job(&format!("old{i:02}"), "Toronto", &day(40 + i), &title))
+        .collect();
+    let recent: Vec<Item> = (1..=3)
+        .map(|i| job(&format!("new{i}"), "Toronto", &day(i), &title))
+        .collect();
+    rt.processors
+        .store
+        .put_items(
+            &rt.config.table,
+            old.iter().chain(&recent).cloned().collect(),
+        )
+        .await
+        .unwrap();
+    put(&rt, seeker("s1", "Toronto")).await;
+    rt.drain().await.unwrap();
+    let wanted: BTreeSet<String> = ["new1", "new2", "new3"]
+        .iter()
+        .map(|j| format!("s#{j}#s1"))
+        .collect();
+    let made: BTreeSet<String> = partition(&rt, "job#toronto", "s#")
+        .await
+        .iter()
+        .map(|i| i.s("sk").unwrap().to_string())
+        .collect();
+    assert_eq!(made, wanted, "the recent jobs' suggestions");
+
+    // The seeker's scope, planned through a bill meter.
+    let meter = Meter::in_front_of(&engine.endpoint()).await.unwrap();
+    let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
+    let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
+    let reads = shared::engine::setjob::Reads {
+        store: store.clone(),
+        table: rt.config.table.clone(),
+        ledger_table: rt.config.ledger_table.clone(),
+        now: chrono::Utc::now(),
+    };
+    let model = shared::models::load(&shared::models::Source::File(jobboard_yaml())).unwrap();
+    let Some(shared::models::Job::Set(suggestions)) = model
+        .consumers
+        .iter()
+        .find(|c| c.queue.logical == "suggestions")
+        .map(|c| &c.job)
+    else {
+        panic!("a suggestions set job");
+    };
+    let body = shared::engine::joinset::JoinJob {
+        set: "suggestions".into(),
+        scope: "seeker".into(),
+        bind: [("seekerId", "s1"), ("city", "toronto")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        step: 0,
+        after: None,
+    }
+    .encode();
+    let plan = suggestions.plan(&body, &reads).await.unwrap();
+    let queried = read_units(&meter, "Query");
+    assert!(plan.ahead.is_empty() && plan.then.is_empty(), "one page");
+    let desired: BTreeSet<String> = plan
+        .desired
+        .iter()
+        .map(|g| g.item.s("sk").unwrap().to_string())
+        .collect();
+    assert_eq!(desired, wanted, "the same suggestions");
+
+    // What the window's jobs and the seeker's suggestions cost read one
+    // by one (consistently, as the scope reads).
+    let before = read_units(&meter, "GetItem");
+    let client = aws_sdk_dynamodb::Client::new(&cfg);
+    for sk in recent
+        .iter()
+        .map(|j| j.s("sk").unwrap().to_string())
+        .chain(wanted.iter().cloned())
+    {
+        client
+            .get_item()
+            .table_name(&rt.config.table)
+            .key("pk", s("job#toronto"))
+            .key("sk", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
+    }
+    let window = read_units(&meter, "GetItem") - before;
+    let one_old = {
+        let before = read_units(&meter, "GetItem");
+        client
+            .get_item()
+            .table_name(&rt.config.table)
+            .key("pk", s("job#toronto"))
+            .key("sk", old[0]["sk"].clone())
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
+        read_units(&meter, "GetItem") - before
+    };
+    println!("seeker scope: Query {queried} RRU; the window's items one by one {window} RRU; one old job {one_old} RRU");
+    assert!(one_old >= 1.0, "an old job shows in the bill");
+    assert!(
+        queried <= window,
+        "the scope's queries ({queried} RRU) read more than the window ({window} RRU)"
+    );
+    assert!(rt.verify().await.unwrap().is_clean());
+}
