@@ -286,3 +286,95 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
     );
     assert!(rt.verify().await.unwrap().is_clean());
 }
+
+/// The plan of a job's scope for `job`, through a fresh bill meter: the
+/// suggestions' keys it wants, and its bill.
+async fn job_scope_billed(
+    engine: &jobstream::local::engine::LocalEngine,
+    rt: &Runtime,
+    job: &Item,
+) -> (BTreeSet<String>, jobstream::meter::Bill) {
+    let meter = Meter::in_front_of(&engine.endpoint()).await.unwrap();
+    let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
+    let reads = shared::engine::setjob::Reads {
+        store: shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg)),
+        table: rt.config.table.clone(),
+        ledger_table: rt.config.ledger_table.clone(),
+        now: chrono::Utc::now(),
+    };
+    let model = shared::models::load(&shared::models::Source::File(jobboard_yaml())).unwrap();
+    let Some(shared::models::Job::Set(suggestions)) = model
+        .consumers
+        .iter()
+        .find(|c| c.queue.logical == "suggestions")
+        .map(|c| &c.job)
+    else {
+        panic!("a suggestions set job");
+    };
+    let bind = ["employerId", "jobId", "postedAt", "zip"]
+        .iter()
+        .map(|k| (k.to_string(), job.s(k).unwrap().to_string()))
+        .chain([("city".to_string(), "toronto".to_string())])
+        .collect();
+    let body = shared::engine::joinset::JoinJob {
+        set: "suggestions".into(),
+        scope: "job".into(),
+        bind,
+        step: 0,
+        after: None,
+    }
+    .encode();
+    let plan = suggestions.plan(&body, &reads).await.unwrap();
+    let wanted = plan
+        .desired
+        .iter()
+        .map(|g| g.item.s("sk").unwrap().to_string())
+        .collect();
+    (wanted, meter.bill())
+}
+
+/// A job's scope lists its city's seekers from the ledger's exact listing
+/// of GSI1's `city#<city>` keys (as the Rust twin queried GSI1), never the
+/// table: 60 seekers of another city (each near 4 KB) change nothing it
+/// reads, request for request and unit for unit, and nothing is scanned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_scope_lists_the_seekers_of_its_city_only() {
+    let ModelEnv { engine, mut rt } = board().await;
+    let j1 = job("j1", "Toronto", &day(1), "Engineer");
+    put(&rt, j1.clone()).await;
+    for i in 0..3 {
+        put(&rt, seeker(&format!("t{i}"), "Toronto")).await;
+    }
+    rt.drain().await.unwrap();
+    let (wanted, alone) = job_scope_billed(&engine, &rt, &j1).await;
+    let toronto: BTreeSet<String> = (0..3).map(|i| format!("s#j1#t{i}")).collect();
+    assert_eq!(wanted, toronto);
+
+    let name = "N".repeat(3500);
+    let montreal: Vec<Item> = (0..60)
+        .map(|i| {
+            let mut s = seeker(&format!("m{i:02}"), "Montreal");
+            s.insert("name".into(), shared::item::s(&name));
+            s
+        })
+        .collect();
+    rt.processors
+        .store
+        .put_items(&rt.config.table, montreal)
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    let (wanted, beside) = job_scope_billed(&engine, &rt, &j1).await;
+    assert_eq!(wanted, toronto, "the same suggestions");
+    println!(
+        "job scope: {} requests, {} RRU alone; {} requests, {} RRU beside 60 seekers of another city",
+        alone.requests(),
+        alone.rru(),
+        beside.requests(),
+        beside.rru()
+    );
+    assert!(!beside.ops.contains_key("Scan"), "{beside:?}");
+    assert_eq!(beside.requests(), alone.requests(), "{beside:?}");
+    assert_eq!(beside.rru(), alone.rru(), "{beside:?}");
+    assert!(rt.verify().await.unwrap().is_clean());
+}
