@@ -544,6 +544,67 @@ impl Store {
         }
     }
 
+    /// [`Store::query_page`] of the sort keys that begin with `prefix`
+    /// only (`begins_with`, the next page from `after` as the exclusive
+    /// start key, which need not be an item's but must begin with `prefix`:
+    /// DynamoDB refuses a start key outside the key condition, so another
+    /// `after` reads from the prefix's first item): a listing of one kind of
+    /// item reads nothing past its last one.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn query_page_within(
+        &self,
+        table: &str,
+        pk_name: &str,
+        pk: &str,
+        sk_name: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Item>, Option<String>), StoreError> {
+        let limit = limit.max(1);
+        let mut items: Vec<Item> = Vec::new();
+        let mut cursor = after
+            .filter(|a| a.starts_with(prefix) && *a != prefix)
+            .map(str::to_string);
+        loop {
+            let start = cursor.as_ref().map(|c| {
+                [
+                    (pk_name.to_string(), AttributeValue::S(pk.to_string())),
+                    (sk_name.to_string(), AttributeValue::S(c.clone())),
+                ]
+                .into()
+            });
+            let out = self
+                .client
+                .query()
+                .table_name(table)
+                .consistent_read(true)
+                .limit(i32::try_from(limit - items.len()).unwrap_or(i32::MAX))
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", pk_name)
+                .expression_attribute_names("#sk", sk_name)
+                .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| classify("Query", table, e))?;
+            items.extend(out.items().iter().cloned());
+            let last = out
+                .last_evaluated_key()
+                .and_then(|k| k.get(sk_name))
+                .and_then(|v| v.as_s().ok())
+                .cloned();
+            match last {
+                // A full page: the next one starts after its last item.
+                Some(last) if items.len() >= limit => return Ok((items, Some(last))),
+                // A page cut short by the 1 MB limit: read on.
+                Some(last) => cursor = Some(last),
+                None => return Ok((items, None)),
+            }
+        }
+    }
+
     /// BatchGetItem (strongly consistent), 100 keys per request, retrying
     /// UnprocessedKeys with backoff. Absent items are simply not returned.
     pub async fn batch_get(&self, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {

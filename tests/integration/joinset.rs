@@ -237,6 +237,7 @@ fn follow_fact(reads: Vec<&'static str>) -> FactDecl {
         valid: Arc::new(accepted),
         reads,
         also: vec![],
+        from: None,
     }
 }
 
@@ -312,6 +313,7 @@ fn greetings_set(page: usize) -> JoinSet {
                 valid: Arc::new(accepted),
                 reads: vec!["name"],
                 also: vec![],
+                from: None,
             },
             follow_fact(vec![]),
         ],

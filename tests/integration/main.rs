@@ -5,6 +5,7 @@ mod apps;
 mod backfill;
 mod bad_input;
 mod bill;
+mod board_gaps;
 mod cli;
 mod counters;
 mod deployed;

@@ -225,11 +225,16 @@ pub fn file_graph(m: &FileModel) -> String {
                 .as_ref()
                 .map(|v| format!(" via {}/{}", v.pk, v.sk))
                 .unwrap_or_default();
+            let from = f
+                .from
+                .as_ref()
+                .map(|(v, x)| format!(" from {v} >= {}", x.source))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "  {} -->|\"{}\"| {node}",
                 id("entity", m.entities[f.entity].name),
-                esc(&format!("fact {}{via}", f.name))
+                esc(&format!("fact {}{via}{from}", f.name))
             );
         }
         for f in &s.unless {

@@ -364,6 +364,10 @@ pub struct FactDecl {
     /// disagree with them is not this fact's (a seeker of another city):
     /// no target, an existing one deleted while the fact is as read.
     pub also: Vec<Also>,
+    /// A lower bound on one of its key's variables (jobs of the last 30
+    /// days): a row below it has no target, and a listing of the fact's
+    /// partition starts there ([`ListFrom`]).
+    pub from: Option<ListFrom>,
 }
 
 impl fmt::Debug for FactDecl {
@@ -375,6 +379,7 @@ impl fmt::Debug for FactDecl {
             .field("via_ledger", &self.via_ledger)
             .field("reads", &self.reads)
             .field("also", &self.also)
+            .field("from", &self.from)
             .finish_non_exhaustive()
     }
 }
@@ -792,7 +797,7 @@ impl JoinSet {
 
 #[path = "joinset_plan.rs"]
 mod plan;
-pub use plan::plan_scope;
+pub use plan::{plan_scope, FromFn, ListFrom};
 
 #[cfg(test)]
 #[path = "joinset_tests.rs"]

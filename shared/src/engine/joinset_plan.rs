@@ -4,6 +4,57 @@
 
 use super::*;
 
+/// A fact's lowest value of a variable (a string, as its key sorts), from
+/// the job's clock.
+pub type FromFn = Arc<dyn Fn(DateTime<Utc>) -> Result<String, String> + Send + Sync>;
+
+/// A lower bound on a variable of a fact's key: a row whose value sorts
+/// below [`ListFrom::start`] is not the fact's (no target; an existing one
+/// goes while the fact is as read), and a listing of the fact's partition
+/// whose first unbound variable it is starts at it: items before it are
+/// never read.
+#[derive(Clone)]
+pub struct ListFrom {
+    pub var: String,
+    pub start: FromFn,
+}
+
+impl fmt::Debug for ListFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ListFrom({})", self.var)
+    }
+}
+
+/// Where a listing of sort keys `sk` (its variables bound by `vars` up to
+/// the first unbound one, `var`) can start, exclusively, so that every key
+/// whose `var` is at least `min` follows: the bound prefix and `min`, when
+/// a literal follows `var` (`j#2026-10-28` for `j#${postedAt}#...`), else
+/// `min` but its last character. `None`: the bound does not apply (`var`
+/// is bound or not the first unbound variable).
+pub(super) fn listing_start(sk: &Template, vars: &Vars, var: &str, min: &str) -> Option<String> {
+    let mut out = String::new();
+    for (i, p) in sk.0.iter().enumerate() {
+        match p {
+            Part::Lit(l) => out.push_str(l),
+            Part::Var(v) => match vars.get(v) {
+                Some(x) => out.push_str(x),
+                None if v != var => return None,
+                None => {
+                    return match sk.0.get(i + 1) {
+                        Some(Part::Lit(l)) if !l.is_empty() => Some(out + min),
+                        _ => {
+                            let mut m = min.to_string();
+                            m.pop()?;
+                            Some(out + &m)
+                        }
+                    };
+                }
+            },
+        }
+    }
+    None
+}
+
 impl JoinSet {
     /// What one row implies. `read` gives the item at a key as read
     /// consistently (`None`: absent). Pure.
@@ -205,6 +256,12 @@ impl JoinSet {
 
     /// The target of a row whose facts hold, if `when` and the TTL say so.
     fn build(&self, row: &Row<'_>, key: &Item) -> Result<Option<Item>, String> {
+        for b in self.facts.iter().filter_map(|f| f.from.as_ref()) {
+            let min = (b.start)(row.now)?;
+            if row.vars.get(&b.var).is_some_and(|v| *v < min) {
+                return Ok(None);
+            }
+        }
         for w in &self.when {
             let holds = match w {
                 When::Distinct(a, b) => row.vars.get(a) != row.vars.get(b),
@@ -315,17 +372,47 @@ impl JoinSet {
             // Only the sort keys that can match: from the template's bound
             // start (`s#<jobId>#` of one job's targets) to where it ends.
             let prefix = listing.sk.bound_prefix(&job.bind);
-            let start = after.clone().or_else(|| prefix.clone());
-            let (mut items, mut next) = store
-                .query_page(
-                    &reads.table,
-                    names[0],
-                    &pk,
-                    names[1],
-                    start.as_deref(),
-                    self.page - listed,
-                )
-                .await?;
+            let mut start = after.clone().or_else(|| prefix.clone());
+            // A fact's lower bound: its listing starts there.
+            let from = match step {
+                Step::List { fact, .. } if is_fact => self.fact(fact).and_then(|f| f.from.as_ref()),
+                _ => None,
+            };
+            if let Some(b) = from {
+                let lower = (b.start)(reads.now)
+                    .ok()
+                    .and_then(|min| listing_start(&listing.sk, &job.bind, &b.var, &min));
+                if lower > start {
+                    start = lower;
+                }
+            }
+            let (mut items, mut next) = match &prefix {
+                Some(p) => {
+                    store
+                        .query_page_within(
+                            &reads.table,
+                            names[0],
+                            &pk,
+                            names[1],
+                            p,
+                            start.as_deref(),
+                            self.page - listed,
+                        )
+                        .await?
+                }
+                None => {
+                    store
+                        .query_page(
+                            &reads.table,
+                            names[0],
+                            &pk,
+                            names[1],
+                            start.as_deref(),
+                            self.page - listed,
+                        )
+                        .await?
+                }
+            };
             listed += items.len();
             if let Some(p) = &prefix {
                 let within = |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));

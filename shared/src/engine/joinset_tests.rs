@@ -79,6 +79,7 @@ fn fact(name: &str, key: KeyTemplate, via: Option<KeyTemplate>) -> FactDecl {
         valid: valid(),
         reads: vec![],
         also: vec![],
+        from: None,
     }
 }
 
@@ -247,4 +248,32 @@ fn job_bodies_round_trip_with_their_version() {
         JoinJob::decode(r#"{"version":1,"set":"s","scope":"p","bind":{},"extra":1}"#),
         Err(MessageError::Permanent { .. })
     ));
+}
+
+#[test]
+fn a_lower_bound_starts_the_listing_of_its_first_unbound_variable() {
+    use super::plan::listing_start;
+    let sk = Template::parse("j#${postedAt}#${zip}#${jobId}").unwrap();
+    // Every key of a job posted on that day or later follows the start
+    // (exclusive): the literal after the variable sorts past the bound.
+    assert_eq!(
+        listing_start(&sk, &vars(&[]), "postedAt", "2026-10-28").as_deref(),
+        Some("j#2026-10-28")
+    );
+    // The variable last in its key: the bound but its last character.
+    let last = Template::parse("d#${day}").unwrap();
+    assert_eq!(
+        listing_start(&last, &vars(&[]), "day", "2026-10-28").as_deref(),
+        Some("d#2026-10-2")
+    );
+    assert_eq!(listing_start(&last, &vars(&[]), "day", ""), None);
+    // Bound already, or not the first unbound variable: no start.
+    let bound = vars(&[("postedAt", "2026-11-01")]);
+    assert_eq!(listing_start(&sk, &bound, "postedAt", "2026-10-28"), None);
+    assert_eq!(listing_start(&sk, &vars(&[]), "zip", "M5V"), None);
+    let by_zip = Template::parse("z#${zip}#${postedAt}").unwrap();
+    assert_eq!(
+        listing_start(&by_zip, &vars(&[("zip", "M5V")]), "postedAt", "2026-10-28").as_deref(),
+        Some("z#M5V#2026-10-2")
+    );
 }

@@ -561,4 +561,7 @@ mod normalize_tests;
 mod set_also_tests;
 
 #[cfg(test)]
+mod set_from_tests;
+
+#[cfg(test)]
 mod compute_tests;

@@ -68,7 +68,7 @@ fn from_json(name: &str, v: &serde_json::Value) -> Result<Val, String> {
     })
 }
 
-type Vals = Vec<(String, Val)>;
+pub(super) type Vals = Vec<(String, Val)>;
 
 fn eval(m: &FileModel, v: &Value, vals: &Vals) -> Result<Val, String> {
     let look = |n: &str| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v);
@@ -135,7 +135,7 @@ fn key_of(
 /// of its template (`#` in `${seekerId}#${jobId}`): else two effects could
 /// render one key (`a#b` + `c`, `a` + `b#c`) and the second would be taken
 /// for a duplicate.
-fn once_key(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<String, String> {
+pub(super) fn once_key(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<String, String> {
     let holes = spec
         .key
         .0

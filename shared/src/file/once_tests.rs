@@ -487,3 +487,75 @@ fn queue_name_names_the_sqs_queue_and_a_name_sqs_refuses_is_placed() {
     assert_eq!(m.sets[0].queue.name, "jobstream-timeline-jobs-v2");
     assert_eq!(m.sets[0].queue.dlq_name, "jobstream-timeline-jobs-v2-dlq");
 }
+
+/// A once effect whose item is keyed by a date besides the once key (one
+/// award per user, ever, filed under the day it was reached): `verify`
+/// finds a second award of one user, keeps the one the user's score asks
+/// for (though the extra sorts first) and deletes the extra; awards of
+/// other users, one each, are clean. The user is read back from the
+/// award's key (it carries no attribute).
+#[test]
+fn verify_finds_a_second_item_of_one_once_key_by_its_key_names() {
+    use crate::models::{CheckInput, Drift, Repair};
+    let m = model(
+        r#"jobstream: 1
+name: awards
+table: { name: awards, pk: PK, sk: SK }
+entities:
+  score:
+    key: { PK: "U#${userId}", SK: "SCORE" }
+    attributes: { points: int, reachedAt: string }
+  award:
+    owner: processor
+    key: { PK: "AWARDS", SK: "A#${reachedAt}#${userId}" }
+once:
+  gold:
+    on: score
+    when: "points >= 100"
+    key: "${userId}"
+    put:
+      - { entity: award, with: { reachedAt: reachedAt, userId: userId } }
+"#,
+    );
+    let item = |pairs: &[(&str, aws_sdk_dynamodb::types::AttributeValue)]| -> Item {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    };
+    let score = item(&[
+        ("PK", s("U#a")),
+        ("SK", s("SCORE")),
+        ("type", s("score")),
+        ("points", crate::item::n(150)),
+        ("reachedAt", s("2026-01-02")),
+    ]);
+    let award = |sk: &str| item(&[("PK", s("AWARDS")), ("SK", s(sk))]);
+    let clean = vec![
+        score.clone(),
+        award("A#2026-01-02#a"),
+        award("A#2026-01-03#b"),
+    ];
+    let check = |items: &[Item]| {
+        m.job_checks(&CheckInput {
+            items,
+            ledger: &[],
+            now: chrono::Utc::now(),
+        })
+    };
+    assert!(check(&clean).is_empty(), "{:#?}", check(&clean));
+    let mut twice = clean.clone();
+    twice.push(award("A#2025-01-01#a"));
+    let found = check(&twice);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].drift, Drift::Extra);
+    assert!(
+        found[0].what.contains("A#2025-01-01#a") && found[0].what.contains("A#2026-01-02#a"),
+        "{}",
+        found[0].what
+    );
+    assert!(
+        matches!(&found[0].repair, Some(Repair::DeleteIfUnchanged(i)) if *i == award("A#2025-01-01#a")),
+        "{found:#?}"
+    );
+}

@@ -150,8 +150,8 @@ fn an_unless_once_must_name_an_effect_that_deletes_the_target() {
 #[test]
 fn a_fact_needs_an_entity_and_once_is_for_unless_only() {
     let text = replaced(
-        "job: { entity: job, also: { employerId: employerId } }",
-        "job: { also: { employerId: employerId } }",
+        "job: { entity: job, also: { employerId: employerId }",
+        "job: { also: { employerId: employerId }",
     );
     let p = problems(&text);
     let (l, c) = position(&text, "job: { also");
@@ -164,8 +164,8 @@ fn a_fact_needs_an_entity_and_once_is_for_unless_only() {
         "{p:#?}"
     );
     let text = replaced(
-        "job: { entity: job, also: { employerId: employerId } }",
-        "job: { entity: job, once: matches, also: { employerId: employerId } }",
+        "job: { entity: job, also: { employerId: employerId }",
+        "job: { entity: job, once: matches, also: { employerId: employerId }",
     );
     let p = problems(&text);
     assert!(

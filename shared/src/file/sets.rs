@@ -101,6 +101,11 @@ pub struct RawFact {
     pub also: Ordered<Spanned<Scalar>>,
     /// (`unless` only) the once effect whose marker excludes the target.
     pub once: Option<Spanned<String>>,
+    /// (facts only) a lower bound on one variable of its sort key, an
+    /// expression of `now` (`postedAt: "day(now - 30 * 86400)"`): rows
+    /// below it are not the fact's, and listing its partition starts there.
+    #[serde(default)]
+    pub from: Ordered<Spanned<Scalar>>,
 }
 
 /// A value or condition of a set, compiled.
@@ -135,6 +140,8 @@ pub struct SetFact {
     /// (`unless`) the once effect whose marker excludes: `key.pk` is its
     /// key over the set's variables.
     pub once: Option<String>,
+    /// `from:` the variable and its lowest value (an expression of `now`).
+    pub from: Option<(String, Expr)>,
 }
 
 /// A compiled `sets:` entry.
@@ -261,6 +268,7 @@ impl Compiling<'_> {
                 return None;
             }
         };
+        let from = self.from(set, name, f, &key);
         let mut via = None;
         let mut via_index = None;
         if let Some(v) = &f.value.via {
@@ -297,6 +305,7 @@ impl Compiling<'_> {
                     reads,
                     also,
                     once: None,
+                    from,
                 });
             }
             let ve = self.entity(v, set)?;
@@ -339,7 +348,77 @@ impl Compiling<'_> {
             reads,
             also,
             once: None,
+            from,
         })
+    }
+
+    /// `from:` of a fact: one variable of its sort key and an expression
+    /// of `now`; not with `via` (the listing it bounds is the fact's own
+    /// partition).
+    fn from(
+        &mut self,
+        set: &str,
+        name: &str,
+        f: &Spanned<RawFact>,
+        key: &KeyTemplate,
+    ) -> Option<(String, Expr)> {
+        let raw = &f.value.from.0;
+        let (var, v) = raw.first()?;
+        if let Some((_, second)) = raw.get(1) {
+            self.err(
+                at(second),
+                format!("set `{set}`: fact `{name}`: one variable under `from` (a listing starts at one place)"),
+            );
+            return None;
+        }
+        if f.value.via.is_some() {
+            self.err(
+                at(v),
+                format!("set `{set}`: fact `{name}`: `from` bounds the listing of the fact's own partition, and `via` lists it elsewhere: drop one"),
+            );
+            return None;
+        }
+        let sk_vars: Vec<&str> = key.sk.vars().collect();
+        if !sk_vars.contains(&var.as_str()) {
+            let hint = suggest(var, sk_vars.iter().copied()).unwrap_or_default();
+            self.err(
+                at(v),
+                format!("set `{set}`: fact `{name}`: from `{var}` is not a variable of its sort key `{}`{hint} (`from` bounds where a listing of the partition starts)", key.sk),
+            );
+            return None;
+        }
+        let src = v.value.0.trim();
+        let x = match Expr::compile(src) {
+            Ok(x) => x,
+            Err(err) => {
+                self.err(
+                    at(v),
+                    format!(
+                        "set `{set}`: fact `{name}`: from `{var}`: `{src}`: {}",
+                        err.message
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut ok = true;
+        for n in x.variables.iter().filter(|n| *n != "now") {
+            self.err(
+                at(v),
+                format!("set `{set}`: fact `{name}`: from `{var}`: unknown name `{n}` in `{src}` (it reads `now` only: the job's clock, epoch seconds)"),
+            );
+            ok = false;
+        }
+        for fun in &x.functions {
+            if !BUILTINS.contains(&fun.as_str()) && !CEL_FUNCTIONS.contains(&fun.as_str()) {
+                self.err(
+                    at(v),
+                    format!("set `{set}`: fact `{name}`: unknown function `{fun}`"),
+                );
+                ok = false;
+            }
+        }
+        ok.then(|| (var.clone(), x))
     }
 
     /// `also:` of a fact: each an expression over its entity's attributes
@@ -480,6 +559,7 @@ impl Compiling<'_> {
             reads: vec![],
             also: vec![],
             once: Some(once.value.clone()),
+            from: None,
         })
     }
 
@@ -693,6 +773,12 @@ fn one(
     }
     let mut unless = Vec::new();
     for (fname, f) in &raw.unless.0 {
+        if let Some((_, v)) = f.value.from.0.first() {
+            c.err(
+                at(v),
+                format!("set `{name}`: unless `{fname}`: `from` bounds a fact's listing; an `unless` fact is read by its key"),
+            );
+        }
         let u = match &f.value.once {
             Some(o) => {
                 let t = c.entities[target].name;

@@ -143,6 +143,15 @@ impl SetSpec {
                         None => Arc::new(|_: &Item| Ok(())),
                     },
                     reads: f.reads.clone(),
+                    from: match (m, me) {
+                        (Some(m), Some(me)) => me.facts[i].from.as_ref().map(|(var, x)| {
+                            crate::engine::joinset::ListFrom {
+                                var: var.clone(),
+                                start: Arc::new(move |now| from_value(m, x, now)),
+                            }
+                        }),
+                        _ => None,
+                    },
                 }
             })
             .collect();
@@ -224,6 +233,23 @@ impl SetSpec {
     /// The join set this entry declares, over the loaded model.
     pub fn declaration(&'static self, m: &'static FileModel) -> JoinSet {
         self.declaration_with(Some(m), Some(self))
+    }
+}
+
+/// A fact's `from:` value at `now`: a string (a key sorts as strings).
+fn from_value(
+    m: &FileModel,
+    x: &Expr,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, String> {
+    let now = Val::Int(now.timestamp());
+    match m.env.eval(x, |n| (n == "now").then_some(&now))? {
+        Val::Str(s) => Ok(s),
+        other => Err(format!(
+            "from `{}` gave a {}, not a string (a key's part)",
+            x.source,
+            other.kind()
+        )),
     }
 }
 

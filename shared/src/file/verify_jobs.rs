@@ -17,12 +17,20 @@
 //! A once effect is missing when its source item satisfies `when` (as a
 //! new item would start it), its preconditions hold, and one of its puts is
 //! absent; the repair runs its job (its marker makes it at most once).
+//! An effect happens at most once per key: two items of one put for one
+//! once key (one written under another date of its key, or forged by a
+//! writer) are one too many; the item the key's source asks for stays (else
+//! the first by key), each other is extra and goes if unchanged.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::expr::Val;
 use super::model::FileModel;
-use super::once_run::FileOnce;
+use super::once::OnceSpec;
+use super::once_run::{once_key, FileOnce, Vals};
+use super::rules::read_attr;
 use super::sets::SetSpec;
+use super::template::Part;
 use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
 use crate::engine::joinset::{bind_also, JoinSet, Vars};
 use crate::item::{display_key, key_of, Item, ItemExt};
@@ -173,13 +181,16 @@ impl FileModel {
 
     fn once_checks(
         &'static self,
-        spec: &'static super::once::OnceSpec,
+        spec: &'static OnceSpec,
         input: &CheckInput<'_>,
         table: &HashMap<String, &Item>,
     ) -> Vec<Finding> {
         let runner = FileOnce { model: self, spec };
         let names = self.keys;
         let mut out = Vec::new();
+        // The put each source item asks for, by once key: the one a
+        // second item of the same key is an extra beside.
+        let mut asked: BTreeMap<(usize, String), String> = BTreeMap::new();
         for item in input.items {
             let change = Change {
                 event_id: "verify".into(),
@@ -198,6 +209,9 @@ impl FileModel {
                 let Ok(plan) = runner.plan_of(&m.body) else {
                     continue;
                 };
+                for (i, p) in plan.puts.iter().enumerate() {
+                    asked.insert((i, plan.once_key.clone()), item_id(&key_of(p, names)));
+                }
                 let holds = plan
                     .checks
                     .iter()
@@ -221,6 +235,117 @@ impl FileModel {
                             queue: spec.queue.logical,
                             body: m.body.clone(),
                         }),
+                    });
+                }
+            }
+        }
+        out.extend(self.once_extras(spec, input, &asked));
+        out
+    }
+
+    /// Every once key with more than one item of a put (at most one effect
+    /// per key): the item the key's source asks for is kept (else the first
+    /// by key), each other is extra, deleted if unchanged. A put is checked
+    /// when its item carries every name the once key reads (`with:
+    /// { seekerId: seekerId }`, as an attribute or a key name) and no other
+    /// put writes its entity.
+    fn once_extras(
+        &'static self,
+        spec: &'static OnceSpec,
+        input: &CheckInput<'_>,
+        asked: &BTreeMap<(usize, String), String>,
+    ) -> Vec<Finding> {
+        let names = self.keys;
+        let [pkn, skn] = self.key_names();
+        let mut out = Vec::new();
+        let key_reads: BTreeSet<&str> = spec
+            .key
+            .0
+            .iter()
+            .filter_map(|p| match p {
+                Part::Hole(e, _) => Some(e.variables.iter().map(String::as_str)),
+                Part::Lit(_) => None,
+            })
+            .flatten()
+            .collect();
+        for (i, w) in spec.put.iter().enumerate() {
+            if spec.put.iter().filter(|o| o.entity == w.entity).count() > 1 {
+                continue;
+            }
+            let entity = &self.entities[w.entity];
+            // Source name -> the put's attribute or key name carrying it.
+            let carried: Vec<(&str, &str)> = key_reads
+                .iter()
+                .filter_map(|v| {
+                    w.with.iter().find_map(|(n, val)| match val.0.as_slice() {
+                        [Part::Hole(e, _)] if e.source.trim() == *v => Some((*v, n.as_str())),
+                        _ => None,
+                    })
+                })
+                .collect();
+            if carried.len() != key_reads.len() {
+                continue;
+            }
+            let mut by_key: BTreeMap<String, Vec<&Item>> = BTreeMap::new();
+            for item in input.items {
+                let (Ok(pk), Ok(sk)) = (item.s(pkn), item.s(skn)) else {
+                    continue;
+                };
+                let Some((e, bound)) = self.classify(pk, sk) else {
+                    continue;
+                };
+                if !std::ptr::eq(e, entity) {
+                    continue;
+                }
+                let binders: Vec<&str> = e
+                    .key
+                    .iter()
+                    .flat_map(|k| k.template.binders().map(|b| b.name.as_str()))
+                    .collect();
+                let mut vals: Vals = Vec::with_capacity(carried.len());
+                for (v, n) in &carried {
+                    let from_attr = e.attr(n).and_then(|a| read_attr(item, a).ok());
+                    let from_key = || {
+                        binders
+                            .iter()
+                            .position(|b| b == n)
+                            .and_then(|p| bound.get(p))
+                            .map(|x| Val::Str(x.to_string()))
+                    };
+                    match from_attr.filter(|x| *x != Val::Null).or_else(from_key) {
+                        Some(x) => vals.push((v.to_string(), x)),
+                        None => break,
+                    }
+                }
+                if vals.len() != carried.len() {
+                    continue;
+                }
+                if let Ok(k) = once_key(self, spec, &vals) {
+                    by_key.entry(k).or_default().push(item);
+                }
+            }
+            for (k, mut items) in by_key {
+                if items.len() < 2 {
+                    continue;
+                }
+                let id = |i: &Item| item_id(&key_of(i, names));
+                items.sort_by_key(|i| id(i));
+                let kept = asked
+                    .get(&(i, k.clone()))
+                    .and_then(|want| items.iter().position(|i| id(i) == *want))
+                    .unwrap_or(0);
+                let keep = display_key(&key_of(items[kept], names));
+                for (_, extra) in items.iter().enumerate().filter(|(j, _)| *j != kept) {
+                    out.push(Finding {
+                        kind: spec.name,
+                        drift: Drift::Extra,
+                        what: format!(
+                            "{}: a second `{}` of once `{}` ({k}) beside {keep}: an effect happens at most once per key",
+                            display_key(&key_of(extra, names)),
+                            entity.name,
+                            spec.name,
+                        ),
+                        repair: Some(Repair::DeleteIfUnchanged((*extra).clone())),
                     });
                 }
             }
