@@ -83,7 +83,38 @@ fn the_jobboard_file_declares_what_the_rust_model_deploys() {
     };
     let reloaded =
         shared::models::load(&shared::models::Source::File(jobboard_file())).expect("loads");
-    assert_eq!(named(reloaded), named(rust));
+    let rust = named(rust);
+    assert_eq!(named(reloaded), rust);
+    crate::recorded::check("jobboard-deploys", &rust);
+}
+
+/// A table as JSON with the clock's attributes blanked and every day of
+/// the last 60 written as `D-<n>` (the recordings are of any day).
+pub fn dated_json(t: &BTreeMap<(String, String), Item>) -> serde_json::Value {
+    let by_key = t
+        .iter()
+        .map(|(k, i)| {
+            let mut attrs: BTreeMap<String, aws_sdk_dynamodb::types::AttributeValue> =
+                i.clone().into_iter().collect();
+            for a in ["generatedAt", "ttl"] {
+                if attrs.contains_key(a) {
+                    attrs.insert(a.into(), shared::item::s("T"));
+                }
+            }
+            (k.clone(), attrs)
+        })
+        .collect();
+    dated(crate::recorded::table_json(&by_key))
+}
+
+/// `v` with every day of the last 60 written as `D-<n>`.
+pub fn dated(v: serde_json::Value) -> serde_json::Value {
+    let mut text = v.to_string();
+    for n in 0..=60 {
+        let day = (chrono::Utc::now().date_naive() - chrono::Duration::days(n)).to_string();
+        text = text.replace(&day, &format!("D-{n}"));
+    }
+    serde_json::from_str(&text).expect("json")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,6 +178,21 @@ async fn the_jobboard_demo_through_both_ends_gives_the_same_table_verify_and_wri
     // with the match in its once transaction, a processor item.)
     assert_eq!(file.2, rust.2, "the same verify findings");
     assert_eq!(file.3, rust.3, "the same bad input");
+    let recorded = serde_json::json!({
+        "table": dated_json(&rust.0),
+        "problems": rust.2,
+        "badInput": rust.3,
+    });
+    crate::recorded::check("jobboard-demo", &recorded);
+    // The shipped scenario through the file ends in the same table.
+    let env = crate::queries::play_shipped("jobboard").await;
+    let played = scan(&env.rt).await;
+    assert_eq!(
+        dated_json(&played),
+        recorded["table"],
+        "the scenario's table is the Rust demo's"
+    );
+    env.engine.stop().await;
 }
 
 /// One end of the workload below: its table, its verify findings, its bad
@@ -305,13 +351,24 @@ async fn races_faults_and_redelivery_end_alike_through_both_ends() {
     );
     assert_eq!(file.1, rust.1, "the same verify findings");
     assert_eq!(file.2, rust.2, "the same bad input");
+    crate::recorded::check(
+        "jobboard-faults",
+        &serde_json::json!({
+            "table": dated_json(&rust.0),
+            "problems": rust.1,
+            "badInput": rust.2,
+        }),
+    );
 }
 
 /// Valid writer items of every kind, as the Rust writer writes them.
 fn fixtures() -> Vec<Item> {
     use shared::item::s;
     use shared::models::jobboard::demo::jobs;
-    let jobs = jobs();
+    let mut jobs = jobs();
+    for (j, day) in jobs.iter_mut().zip(["2026-11-01", "2026-10-28", "2026-11-02", "2026-09-18"]) {
+        j.posted_at = day.to_string();
+    }
     let mut request = jobs[0].item();
     request.clear();
     for (k, v) in [
@@ -407,6 +464,7 @@ fn the_file_rules_agree_with_the_rust_job_board_rules_on_fixtures_and_mutations(
     let mut cases = 0;
     let mut differ = Vec::new();
     let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut lines = Vec::new();
     for f in fixtures() {
         let mut items = vec![f.clone()];
         items.extend(mutations(&f));
@@ -427,6 +485,9 @@ fn the_file_rules_agree_with_the_rust_job_board_rules_on_fixtures_and_mutations(
                 _ => "keys",
             };
             *outcomes.entry(outcome).or_default() += 1;
+            let mut sorted: Vec<_> = item.iter().collect();
+            sorted.sort_by(|x, y| x.0.cmp(y.0));
+            lines.push(format!("{sorted:?} => {a}"));
             if a != b {
                 differ.push(format!("{item:?}\n  rust: {a}\n  file: {b}"));
             }
@@ -442,4 +503,6 @@ fn the_file_rules_agree_with_the_rust_job_board_rules_on_fixtures_and_mutations(
         differ.len(),
         differ.join("\n")
     );
+    lines.sort();
+    crate::recorded::check("jobboard-rules", &serde_json::json!(lines));
 }

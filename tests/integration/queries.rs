@@ -29,7 +29,7 @@ fn sks(items: &[Item]) -> Vec<String> {
 
 /// Plays a shipped model's scenario file through the file's runtime, then
 /// every query the scenario names against what the processors made.
-async fn play_shipped(model: &str) -> crate::support::ModelEnv {
+pub(crate) async fn play_shipped(model: &str) -> crate::support::ModelEnv {
     let file = models_dir().join(format!("{model}.yaml"));
     let loaded = shared::file::load(&file).expect("the model file loads");
     let scenario = Scenario::read(&models_dir().join(format!("{model}.scenario.yaml")))
