@@ -751,10 +751,10 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
     env.engine.stop().await;
 }
 
-/// The job board's scenario (models/jobboard.scenario.yaml, the Rust
+/// The job board's scenario (models/jobboard.scenario.yaml, the compiled
 /// demo's) through `models/jobboard.yaml`: every access pattern returns
 /// what it implies (cities written in any case read by their normalised
-/// key).
+/// key), by the library and by `jobstream query --model jobboard`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("jobboard").await;
@@ -779,5 +779,7 @@ async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
         .expect("runs");
         assert_eq!(jobs.items.len(), 3, "{city:?}");
     }
+    // The binary: every access pattern by the model's name.
+    every_access_pattern_through_the_binary("jobboard", &env).await;
     env.engine.stop().await;
 }
