@@ -1,6 +1,6 @@
 //! Benchmark (not a test): the suggestions Lambda's handler on the embedded
 //! engine, called in-process (never through SQS). One city with JOBS open
-//! jobs and SEEKERS seekers; one SQS batch of `seekerChanged` jobs, each
+//! jobs and SEEKERS seekers; one SQS batch of seeker jobs (the join set's `seeker` scope), each
 //! scoring the seeker against every job. Prints time per scored pair and
 //! DynamoDB item writes per suggestion, against a plain PutItem measured in
 //! the same run. `cargo bench -p jobstream --bench suggestions`.
@@ -15,9 +15,10 @@ use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use jobstream::local::sqs_server::LocalSqs;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::s;
-use shared::models::jobboard::keys;
-use shared::models::jobboard::messages::{encode, SuggestionJob};
-use shared::models::jobboard::writer::{days_ago, JobBoardWriter, NewJob};
+
+#[path = "common/seed_items.rs"]
+mod seed_items;
+use seed_items::jobboard::{self as keys, days_ago, seeker_changed, NewJob, Writer};
 use shared::store::SortKey;
 
 const SKILLS: [&str; 6] = ["rust", "aws", "go", "k8s", "sql", "python"];
@@ -45,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     opts.processor_endpoint = Some(meter.endpoint());
     let rt = Runtime::start(opts).await?;
     let consumer = rt.consumer("suggestions");
-    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let w = Writer::new(rt.dynamodb.clone(), &rt.config.table);
     for j in 0..jobs {
         let skills = [SKILLS[j % 6], SKILLS[(j + 1) % 6]];
         let id = format!("job{j:04}");
@@ -60,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
             category: "tech",
             salary_max: 100_000 + (j as i64 % 5) * 10_000,
         };
-        w.create_job(&job).await?;
+        w.create_job(&job).await.map_err(anyhow::Error::msg)?;
     }
     for k in 0..seekers {
         let skills = [SKILLS[k % 6], SKILLS[(k + 2) % 6]];
@@ -72,10 +73,11 @@ async fn main() -> anyhow::Result<()> {
             90_000 + (k as i64 % 7) * 10_000,
             &["tech"],
         )
-        .await?;
+        .await
+        .map_err(anyhow::Error::msg)?;
     }
     let records: Vec<serde_json::Value> = (0..seekers)
-        .map(|k| serde_json::json!({"messageId": format!("m{k}"), "receiptHandle": "h", "body": encode(&SuggestionJob::SeekerChanged { seeker_id: format!("s{k:04}") }), "attributes": {}, "messageAttributes": {}}))
+        .map(|k| serde_json::json!({"messageId": format!("m{k}"), "receiptHandle": "h", "body": seeker_changed(&format!("s{k:04}"), "montreal"), "attributes": {}, "messageAttributes": {}}))
         .collect();
     let event: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records }))?;
     let writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
@@ -104,9 +106,9 @@ async fn main() -> anyhow::Result<()> {
             .query(
                 &rt.config.table,
                 Some("GSI1"),
-                keys::GSI1PK,
+                "GSI1PK",
                 &keys::seeker_pk(&format!("s{k:04}")),
-                Some(SortKey::BeginsWith(keys::GSI1SK.into(), "j#R".into())),
+                Some(SortKey::BeginsWith("GSI1SK".into(), "j#R".into())),
             )
             .await?
             .len();

@@ -5,15 +5,13 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::apps::Clock;
+use crate::seed_items::jobboard::{
+    self as bkeys, days_ago, job_opened, jobs, seeker_changed, Writer as JobBoardWriter,
+};
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::{Context, LambdaEvent};
-use shared::engine::setjob::{apply, Reads, SetJob as _};
+use shared::engine::setjob::{apply, Reads};
 use shared::item::{s, ItemExt};
-use shared::models::jobboard::demo::{jobs, suggestions_of};
-use shared::models::jobboard::keys as bkeys;
-use shared::models::jobboard::messages::{encode, SuggestionJob};
-use shared::models::jobboard::suggestions::Suggestions;
-use shared::models::jobboard::writer::{days_ago, JobBoardWriter};
 
 use crate::support::{count, env, model_env, records_of, stream_event, Env, ModelEnv};
 
@@ -207,22 +205,19 @@ async fn board_with_one_pair() -> (
 async fn a_late_job_closed_never_wipes_a_job_reopened_since() {
     let (_engine, mut rt, w) = board_with_one_pair().await;
     let jobs = jobs();
-    assert_eq!(suggestions_of(&rt, "a").await.unwrap(), ["j1 R1"]);
+    assert_eq!(w.suggestions_of("a").await.unwrap(), ["j1 R1"]);
     // Closed, then reopened; the close's job arrives after both (a standard
     // queue with concurrent consumers reorders them).
     w.close_job(&jobs[0]).await.unwrap();
     w.create_job(&jobs[0]).await.unwrap_err();
     w.put(jobs[0].item()).await.unwrap();
     rt.drain().await.unwrap();
-    assert_eq!(suggestions_of(&rt, "a").await.unwrap(), ["j1 R1"]);
-    let late = encode(&SuggestionJob::JobClosed {
-        city: "montreal".into(),
-        job_id: "j1".into(),
-    });
+    assert_eq!(w.suggestions_of("a").await.unwrap(), ["j1 R1"]);
+    let late = job_opened(&jobs[0]);
     let consumer = rt.processors.consumer("suggestions").unwrap();
     consumer.set_job.as_ref().unwrap().run(&late).await.unwrap();
     assert_eq!(
-        suggestions_of(&rt, "a").await.unwrap(),
+        w.suggestions_of("a").await.unwrap(),
         ["j1 R1"],
         "the late close re-read the job: still open"
     );
@@ -239,16 +234,23 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
         ledger_table: rt.config.ledger_table.clone(),
         now: chrono::Utc::now(),
     };
-    let body = encode(&SuggestionJob::SeekerChanged {
-        seeker_id: "a".into(),
-    });
-    let plan = Suggestions.plan(&body, &reads).await.unwrap();
+    let model = shared::models::find("jobboard").unwrap();
+    let Some(shared::models::Job::Set(suggestions)) = model
+        .consumers
+        .iter()
+        .find(|c| c.queue.logical == "suggestions")
+        .map(|c| &c.job)
+    else {
+        panic!("a suggestions set job");
+    };
+    let body = seeker_changed("a", "montreal");
+    let plan = suggestions.plan(&body, &reads).await.unwrap();
     assert_eq!(plan.desired.len(), 1);
     // ...the seeker requests the job and the request's job removes the
     // suggestion...
     w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
     rt.drain().await.unwrap();
-    assert!(suggestions_of(&rt, "a").await.unwrap().is_empty());
+    assert!(w.suggestions_of("a").await.unwrap().is_empty());
     // ...then the stale rescoring writes: its guard (no request) fails.
     let mut stale = plan.clone();
     for d in &mut stale.desired {
@@ -258,8 +260,8 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
         &reads.store,
         &reads.table,
         &reads.ledger_table,
-        Suggestions.key_names(),
-        Suggestions.volatile(),
+        suggestions.key_names(),
+        suggestions.volatile(),
         &stale,
     )
     .await

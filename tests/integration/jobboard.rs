@@ -1,6 +1,10 @@
 //! The job board against the embedded engine and the local SQS: access
 //! patterns, suggestions, matches, bad messages, TTL expiry.
 
+use crate::seed_items::jobboard::{
+    self as keys, days_ago, job_opened, jobs, level, match_job, score, seeker_changed,
+    Writer as JobBoardWriter,
+};
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::engine::LocalEngine;
@@ -9,12 +13,6 @@ use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
-use shared::models::jobboard::demo::{jobs, suggestions_of};
-use shared::models::jobboard::entities::{Job, Seeker};
-use shared::models::jobboard::keys;
-use shared::models::jobboard::messages::{encode, MatchJob, SuggestionJob, MAX_BODY_BYTES};
-use shared::models::jobboard::relevance::{level, score};
-use shared::models::jobboard::writer::{days_ago, JobBoardWriter};
 use shared::store::SortKey;
 
 struct Board {
@@ -23,18 +21,10 @@ struct Board {
     w: JobBoardWriter,
 }
 
+/// `--model jobboard` (models/jobboard.yaml).
 async fn board() -> Board {
-    board_of(false).await
-}
-
-/// The job board, the Rust model's or `models/jobboard.yaml`'s.
-async fn board_of(file: bool) -> Board {
-    let crate::support::ModelEnv { engine, rt } = crate::support::model_env("jobboard", |o| {
-        if file {
-            o.model_file = Some(crate::jobboard_file::jobboard_file());
-        }
-    })
-    .await;
+    let crate::support::ModelEnv { engine, rt } =
+        crate::support::model_env("jobboard", |_| {}).await;
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Board {
         _engine: engine,
@@ -70,42 +60,70 @@ async fn partition(b: &Board, pk: &str, prefix: &str) -> Vec<Item> {
         .expect("query")
 }
 
+/// `jobstream demo --model jobboard`, the binary as a user runs it (with
+/// the local SQS): the shipped scenario through the shipped file, each
+/// access pattern printed and compared, the processors' writes printed,
+/// nothing dead-lettered, OK.
+#[test]
+fn the_demo_plays_the_shipped_scenario_through_the_binary() {
+    let out = std::process::Command::new(crate::support::jobstream_bin())
+        .args(["demo", "--model", "jobboard"])
+        .output()
+        .expect("jobstream runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("jobstream demo: job board (seed 000)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("scenario models/jobboard.scenario.yaml: 3 step(s)"),
+        "{text}"
+    );
+    for q in [
+        "jobs_by_city",
+        "recent_jobs",
+        "suggestions",
+        "matches",
+        "postings",
+        "employer_matches",
+    ] {
+        assert!(text.contains(&format!("\nquery {q}(")), "{q}: {text}");
+    }
+    assert!(text.contains("\nprocessor writes: "), "{text}");
+    assert!(!text.contains("bad input (not drift)"), "{text}");
+    assert!(!text.contains("FAILED"), "{text}");
+    assert!(
+        text.ends_with("OK: every derived item is what the scenario implies.\n"),
+        "{text}"
+    );
+}
+
+/// The shipped scenario (models/jobboard.scenario.yaml) checks access
+/// patterns 1-5 step by step; the sixth, creating a job that exists, is
+/// refused by its condition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_six_access_patterns_work_on_processor_maintained_data() {
-    the_six_access_patterns_work_on_processor_maintained_data_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_six_access_patterns_work_on_processor_maintained_data_through_the_file() {
-    the_six_access_patterns_work_on_processor_maintained_data_of(true).await;
-}
-
-async fn the_six_access_patterns_work_on_processor_maintained_data_of(file: bool) {
-    let mut b = board_of(file).await;
-    let diffs = shared::models::jobboard::demo::demo(&mut b.rt)
-        .await
-        .expect("scenario runs");
-    assert_eq!(diffs, Vec::<String>::new());
-    assert!(b.rt.failed_batches().is_empty());
+    let env = crate::queries::play_shipped("jobboard").await;
+    assert!(env.rt.failed_batches().is_empty());
+    let w = JobBoardWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
+    let again = w.create_job(&jobs()[2]).await;
+    assert!(
+        again
+            .as_ref()
+            .is_err_and(|e| e.contains("ConditionalCheckFailed")),
+        "creating j3 again: {again:?}"
+    );
+    env.engine.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored() {
-    suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored_of(false)
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored_through_the_file(
-) {
-    suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored_of(true)
-        .await;
-}
-
-async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored_of(
-    file: bool,
-) {
-    let mut b = board_of(file).await;
+    let mut b = board().await;
     let jobs = jobs();
     b.w.create_job(&jobs[0]).await.unwrap();
     b.w.seeker("s9", "Dee", "montreal", &["rust"], 125_000, &[])
@@ -114,12 +132,17 @@ async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_w
     let before = chrono::Utc::now().timestamp();
     b.rt.drain().await.unwrap();
     // The level the documented function gives, computed here from the items.
-    let job = Job::parse(&jobs[0].item()).unwrap();
     let seeker_item = get(&b, keys::seeker_pk("s9"), keys::PROFILE_SK.into())
         .await
         .unwrap();
-    let seeker = Seeker::parse(&seeker_item).unwrap();
-    let points = score(&seeker, &job);
+    let points = score(
+        jobs[0].skills,
+        Some(jobs[0].salary_max),
+        Some(jobs[0].category),
+        &["rust"],
+        Some(125_000),
+        &[],
+    );
     assert_eq!(
         points,
         3000 + 2500,
@@ -153,7 +176,7 @@ async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_w
     b.rt.drain().await.unwrap();
     assert_eq!(want, 2);
     assert_eq!(
-        suggestions_of(&b.rt, "s9").await.unwrap(),
+        b.w.suggestions_of("s9").await.unwrap(),
         ["j1 R1"],
         "6000 + 2500 = 8500: R1"
     );
@@ -166,17 +189,7 @@ async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_w
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all() {
-    requested_and_matched_pairs_are_never_suggested_and_closing_removes_all_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all_through_the_file()
-{
-    requested_and_matched_pairs_are_never_suggested_and_closing_removes_all_of(true).await;
-}
-
-async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all_of(file: bool) {
-    let mut b = board_of(file).await;
+    let mut b = board().await;
     let jobs = jobs();
     for j in &jobs[..2] {
         b.w.create_job(j).await.unwrap();
@@ -189,14 +202,8 @@ async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all
         .unwrap();
     b.rt.drain().await.unwrap();
     // a: j1 6000+2500+1500, j2 0+2500+1500; g: j2 6000+2500+1500, j1 0+2500+1500
-    assert_eq!(
-        suggestions_of(&b.rt, "a").await.unwrap(),
-        ["j1 R1", "j2 R3"]
-    );
-    assert_eq!(
-        suggestions_of(&b.rt, "g").await.unwrap(),
-        ["j2 R1", "j1 R3"]
-    );
+    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1", "j2 R3"]);
+    assert_eq!(b.w.suggestions_of("g").await.unwrap(), ["j2 R1", "j1 R3"]);
     b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
     b.w.request(&jobs[1], "g", &days_ago(0)).await.unwrap();
     b.w.set_request_status("e1", "j2", "g", "approved", &days_ago(0))
@@ -204,12 +211,12 @@ async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all
         .unwrap();
     b.rt.drain().await.unwrap();
     assert_eq!(
-        suggestions_of(&b.rt, "a").await.unwrap(),
+        b.w.suggestions_of("a").await.unwrap(),
         ["j2 R3"],
         "requested pair gone"
     );
     assert_eq!(
-        suggestions_of(&b.rt, "g").await.unwrap(),
+        b.w.suggestions_of("g").await.unwrap(),
         ["j1 R3"],
         "matched pair gone, the other stays"
     );
@@ -236,15 +243,15 @@ async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all
     .await
     .unwrap();
     b.rt.drain().await.unwrap();
-    assert_eq!(suggestions_of(&b.rt, "a").await.unwrap(), ["j2 R2"]);
-    assert_eq!(suggestions_of(&b.rt, "g").await.unwrap(), ["j1 R2"]);
+    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j2 R2"]);
+    assert_eq!(b.w.suggestions_of("g").await.unwrap(), ["j1 R2"]);
     // Closing j1 removes every suggestion of it.
     b.w.close_job(&jobs[0]).await.unwrap();
     b.rt.drain().await.unwrap();
     assert!(partition(&b, &keys::job_pk("Montreal"), "s#j1#")
         .await
         .is_empty());
-    assert!(suggestions_of(&b.rt, "g").await.unwrap().is_empty());
+    assert!(b.w.suggestions_of("g").await.unwrap().is_empty());
 }
 
 fn sqs_event(bodies: &[String]) -> SqsEvent {
@@ -279,16 +286,15 @@ async fn exactly_one_match_per_pair_under_duplicates_redelivery_and_concurrent_a
     b.w.set_request_status("e1", "j1", "a", "approved", &days_ago(0))
         .await
         .unwrap();
-    let job = MatchJob {
-        employer_id: "e1".into(),
-        job_id: "j1".into(),
-        seeker_id: "a".into(),
-        city: "montreal".into(),
-        posted_at: jobs[0].posted_at.clone(),
-        zip: "H2X".into(),
-        matched_at: days_ago(1),
-    };
-    let body = encode(&job);
+    let body = match_job(&[
+        ("employerId", "e1"),
+        ("jobId", "j1"),
+        ("seekerId", "a"),
+        ("jobCity", "Montreal"),
+        ("jobPostedAt", &jobs[0].posted_at),
+        ("jobZip", "H2X"),
+        ("approvedAt", &days_ago(1)),
+    ]);
     let event = sqs_event(&[body.clone(), body.clone(), body]);
     let matches = b.rt.consumer("matches");
     let (r1, r2) = tokio::join!(
@@ -317,18 +323,18 @@ async fn exactly_one_match_per_pair_under_duplicates_redelivery_and_concurrent_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_match_for_a_job_that_no_longer_exists_ends_with_a_logged_outcome() {
     let mut b = board().await;
-    let job = MatchJob {
-        employer_id: "e1".into(),
-        job_id: "gone".into(),
-        seeker_id: "a".into(),
-        city: "montreal".into(),
-        posted_at: days_ago(1),
-        zip: "H2X".into(),
-        matched_at: days_ago(0),
-    };
+    let job = match_job(&[
+        ("employerId", "e1"),
+        ("jobId", "gone"),
+        ("seekerId", "a"),
+        ("jobCity", "Montreal"),
+        ("jobPostedAt", &days_ago(1)),
+        ("jobZip", "H2X"),
+        ("approvedAt", &days_ago(0)),
+    ]);
     let resp = shared::lambda::sqs_handler(
         &*b.rt.consumer("matches"),
-        LambdaEvent::new(sqs_event(&[encode(&job)]), Context::default()),
+        LambdaEvent::new(sqs_event(&[job]), Context::default()),
     )
     .await
     .unwrap();
@@ -343,19 +349,22 @@ async fn a_match_for_a_job_that_no_longer_exists_ends_with_a_logged_outcome() {
 async fn bad_messages_reach_the_dlq_after_the_configured_receives_and_good_ones_succeed() {
     let mut b = board().await;
     let url = b.rt.queue_url("suggestions").unwrap();
-    let good = encode(&SuggestionJob::PairRequested {
-        city: "montreal".into(),
-        job_id: "j".into(),
-        seeker_id: "s".into(),
-    });
+    // The join set's job of a seeker that does not exist (nothing to do),
+    // and four bodies that are not a job of this build.
+    let good = seeker_changed("s", "montreal");
+    let body: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let with = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut b = body.clone();
+        f(&mut b);
+        b.to_string()
+    };
     let bodies = [
-        r#"{"version":2,"kind":"seekerChanged","seekerId":"x"}"#.to_string(),
-        r#"{"kind":"seekerChanged","seekerId":"x"}"#.to_string(),
-        r#"{"version":1,"kind":"seekerChanged"}"#.to_string(),
-        format!(
-            r#"{{"version":1,"kind":"seekerChanged","seekerId":"{}"}}"#,
-            "x".repeat(MAX_BODY_BYTES)
-        ),
+        with(&|b| b["version"] = 2.into()),
+        with(&|b| {
+            b.as_object_mut().unwrap().remove("version");
+        }),
+        with(&|b| b["bogus"] = 1.into()),
+        with(&|b| b["bind"]["seekerId"] = "x".repeat(8 * 1024).into()),
         good,
     ];
     for body in &bodies {
@@ -388,16 +397,7 @@ async fn bad_messages_reach_the_dlq_after_the_configured_receives_and_good_ones_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_suggestion_is_no_user_action() {
-    an_expired_suggestion_is_no_user_action_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_suggestion_is_no_user_action_through_the_file() {
-    an_expired_suggestion_is_no_user_action_of(true).await;
-}
-
-async fn an_expired_suggestion_is_no_user_action_of(file: bool) {
-    let mut b = board_of(file).await;
+    let mut b = board().await;
     let jobs = jobs();
     b.w.create_job(&jobs[0]).await.unwrap();
     b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
@@ -430,9 +430,9 @@ async fn an_expired_suggestion_is_no_user_action_of(file: bool) {
         + b.rt.consumer("suggestions").metrics().get(names::DUPLICATE);
     assert_eq!(b._engine.sweep_ttl().await.unwrap(), 1);
     b.rt.drain().await.unwrap();
-    assert!(suggestions_of(&b.rt, "a").await.unwrap().is_empty());
+    assert!(b.w.suggestions_of("a").await.unwrap().is_empty());
     assert_eq!(
-        suggestions_of(&b.rt, "z").await.unwrap(),
+        b.w.suggestions_of("z").await.unwrap(),
         ["j1 R1"],
         "others untouched"
     );
@@ -470,52 +470,61 @@ async fn sqs_fixture_through_the_matches_handler() {
     assert_eq!(b.rt.consumer("matches").metrics().get(names::BAD_INPUT), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_finds_extra_and_wrong_suggestions_and_duplicate_matches_and_repairs_them() {
-    verify_finds_extra_and_wrong_suggestions_and_repairs_them(false).await;
+/// The board after the shipped scenario (models/jobboard.scenario.yaml):
+/// s2 matched with j2, j1 closed, s3's suggestion of j3.
+async fn board_after_the_scenario() -> Board {
+    let crate::support::ModelEnv { engine, rt } = crate::queries::play_shipped("jobboard").await;
+    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    Board {
+        _engine: engine,
+        rt,
+        w,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them_through_the_file() {
-    verify_finds_extra_and_wrong_suggestions_and_repairs_them(true).await;
-}
-
-async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them(file: bool) {
-    let mut b = board_of(file).await;
-    let diffs = shared::models::jobboard::demo::demo(&mut b.rt)
-        .await
-        .expect("scenario runs");
-    assert!(diffs.is_empty(), "{diffs:?}");
+async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
+    let b = board_after_the_scenario().await;
     let now = chrono::Utc::now();
     let clean = b.rt.verify().await.unwrap();
     assert!(clean.is_clean(), "{:#?}", clean.problems);
     // An extra suggestion for the matched pair (s2, j2), a wrong level on
-    // s3's, a second match for (s2, j2), a stale GSI1 key on a job.
+    // s3's, a stale GSI1 key on a job.
     let jobs = jobs();
-    let seeker = Seeker::parse(
-        &get(&b, keys::seeker_pk("s2"), keys::PROFILE_SK.into())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
-    let job2 = Job::parse(&jobs[1].item()).unwrap();
-    b.w.put(shared::models::jobboard::suggestions::suggestion_item(
-        &seeker, &job2, 1, 9999, now,
-    ))
-    .await
-    .unwrap();
+    let j2 = &jobs[1];
+    let extra: Item = [
+        (keys::PK, s(keys::job_pk("Montreal"))),
+        (keys::SK, s(keys::suggestion_sk("j2", "s2"))),
+        ("entityType", s("suggestion")),
+        ("jobId", s("j2")),
+        ("seekerId", s("s2")),
+        ("GSI1PK", s(keys::seeker_pk("s2"))),
+        (
+            "GSI1SK",
+            s(keys::suggestion_gsi1sk(1, &j2.posted_at, j2.zip, "j2")),
+        ),
+        ("employerId", s("e1")),
+        ("city", s("montreal")),
+        ("postedAt", s(&j2.posted_at)),
+        ("zip", s(j2.zip)),
+        ("title", s(j2.title)),
+        ("relevance", n(1)),
+        ("score", n(9999)),
+        (
+            "generatedAt",
+            s(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        ),
+        ("ttl", n(now.timestamp() + 7 * 86400)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    b.w.put(extra).await.unwrap();
     let mut s3 = get(&b, keys::job_pk("Toronto"), keys::suggestion_sk("j3", "s3"))
         .await
         .unwrap();
     s3.insert("relevance".into(), n(3));
     b.w.put(s3).await.unwrap();
-    // (A second match is the Rust model's check: a file's verify knows a
-    // once effect's puts, not every item of their entity.)
-    if !file {
-        let mut dup = partition(&b, &keys::seeker_pk("s2"), "j#").await.remove(0);
-        dup.insert(keys::SK.into(), s(keys::match_sk("2000-01-01", "j2")));
-        b.w.put(dup).await.unwrap();
-    }
     b.rt.dynamodb
         .update_item()
         .table_name(&b.rt.config.table)
@@ -533,9 +542,6 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them(file: bool) {
         report.problems
     );
     assert_eq!(report.kinds["suggestions"].wrong, 1);
-    if !file {
-        assert_eq!(report.kinds["matches"].extra, 1);
-    }
     assert_eq!(report.kinds["projection"].wrong, 1);
     jobstream::tools::verify::repair(&b.rt.processors, &report)
         .await
@@ -557,20 +563,11 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them(file: bool) {
     jobstream::tools::verify::repair(&b.rt.processors, &lost)
         .await
         .unwrap();
-    assert_eq!(suggestions_of(&b.rt, "s3").await.unwrap(), ["j3 R1"]);
+    assert_eq!(b.w.suggestions_of("s3").await.unwrap(), ["j3 R1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
-    a_match_that_fails_is_redelivered_and_created_exactly_once_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_match_that_fails_is_redelivered_and_created_exactly_once_through_the_file() {
-    a_match_that_fails_is_redelivered_and_created_exactly_once_of(true).await;
-}
-
-async fn a_match_that_fails_is_redelivered_and_created_exactly_once_of(file: bool) {
     let sqs = tokio::task::spawn_blocking(crate::support::sqs)
         .await
         .expect("local SQS");
@@ -597,9 +594,6 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once_of(file: boo
     opts.time_scale = crate::support::TIME_SCALE;
     opts.function_timeout_scale = Some(1.0); // as support::model_env_on
     opts.max_attempts = 1;
-    if file {
-        opts.model_file = Some(crate::jobboard_file::jobboard_file());
-    }
     opts.backoff = shared::store::Backoff {
         max_times: 0,
         ..Default::default()
@@ -667,56 +661,6 @@ async fn sqs_fixture_through_the_suggestions_handler() {
     );
 }
 
-/// The body that scores a job against its city's seekers: the Rust
-/// model's `jobOpened`, the file's join set scope of the job.
-fn job_opened(file: bool, job: &shared::models::jobboard::writer::NewJob<'_>) -> String {
-    if !file {
-        return encode(&SuggestionJob::JobOpened {
-            city: keys::normalize_city(job.city),
-            job_sk: keys::job_sk(&job.posted_at, job.zip, job.job_id),
-        });
-    }
-    let bind = [
-        ("city", keys::normalize_city(job.city)),
-        ("postedAt", job.posted_at.clone()),
-        ("zip", job.zip.to_string()),
-        ("jobId", job.job_id.to_string()),
-        ("employerId", job.employer_id.to_string()),
-    ];
-    shared::engine::joinset::JoinJob {
-        set: "suggestions".into(),
-        scope: "job".into(),
-        bind: bind
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        step: 0,
-        after: None,
-    }
-    .encode()
-}
-
-/// The body that rescores a seeker against its city's jobs.
-fn seeker_changed(file: bool, seeker: &str, city: &str) -> String {
-    if !file {
-        return encode(&SuggestionJob::SeekerChanged {
-            seeker_id: seeker.into(),
-        });
-    }
-    shared::engine::joinset::JoinJob {
-        set: "suggestions".into(),
-        scope: "seeker".into(),
-        bind: [
-            ("seekerId".to_string(), seeker.to_string()),
-            ("city".to_string(), city.to_string()),
-        ]
-        .into(),
-        step: 0,
-        after: None,
-    }
-    .encode()
-}
-
 async fn assert_board_exact(b: &mut Board) {
     let report = b.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "drift: {:#?}", report.problems);
@@ -738,17 +682,7 @@ fn bad(mut item: Item, attr: &str) -> Item {
 /// defect 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes() {
-    job_board_triggers_follow_their_guards_from_bad_input_and_title_changes_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes_through_the_file()
-{
-    job_board_triggers_follow_their_guards_from_bad_input_and_title_changes_of(true).await;
-}
-
-async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes_of(file: bool) {
-    let mut b = board_of(file).await;
+    let mut b = board().await;
     let jobs = jobs();
     b.w.employer("e1", "Acme").await.unwrap();
     b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
@@ -757,10 +691,10 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
     // A job that is bad input, then fixed.
     b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
     b.rt.drain().await.unwrap();
-    assert!(suggestions_of(&b.rt, "a").await.unwrap().is_empty());
+    assert!(b.w.suggestions_of("a").await.unwrap().is_empty());
     b.w.put(jobs[0].item()).await.unwrap();
     b.rt.drain().await.unwrap();
-    assert_eq!(suggestions_of(&b.rt, "a").await.unwrap(), ["j1 R1"]);
+    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1"]);
     // A new title reaches the suggestion.
     let mut retitled = jobs[0].item();
     retitled.insert("title".into(), s("Staff Rust engineer"));
@@ -811,12 +745,7 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
         .await
         .unwrap();
     let report = b.rt.verify().await.unwrap();
-    // (The Rust model's words, then the file's.)
-    let lost = if file {
-        "asks for once `matches`"
-    } else {
-        "approved, no match"
-    };
+    let lost = "asks for once `matches`";
     assert!(
         report.problems.iter().any(|p| p.contains(lost)),
         "{:#?}",
@@ -835,16 +764,7 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
 /// it and complete (no failure, no dead letter) (issue 17, defect 7).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
-    a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_through_the_file() {
-    a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(true).await;
-}
-
-async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(file: bool) {
-    let mut b = board_of(file).await;
+    let mut b = board().await;
     let jobs = jobs();
     b.w.employer("e1", "Acme").await.unwrap();
     for j in &jobs[..2] {
@@ -857,10 +777,7 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(file: bo
         .await
         .unwrap();
     b.rt.drain().await.unwrap();
-    assert_eq!(
-        suggestions_of(&b.rt, "a").await.unwrap(),
-        ["j1 R1", "j2 R3"]
-    );
+    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1", "j2 R3"]);
     // j1 turns bad; g changes (a seeker job reads j1).
     b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
     b.w.seeker(
@@ -889,10 +806,7 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(file: bo
     // And the jobs of the bad items themselves.
     let consumer = b.rt.processors.consumer("suggestions").unwrap();
     let job = consumer.set_job.as_ref().unwrap();
-    for body in [
-        job_opened(file, &jobs[0]),
-        seeker_changed(file, "a", "montreal"),
-    ] {
+    for body in [job_opened(&jobs[0]), seeker_changed("a", "montreal")] {
         job.run(&body).await.expect("the job completes");
     }
     assert!(
@@ -900,7 +814,7 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(file: bo
         "counted"
     );
     assert_eq!(
-        suggestions_of(&b.rt, "a").await.unwrap(),
+        b.w.suggestions_of("a").await.unwrap(),
         ["j1 R1", "j2 R3"],
         "what the earlier valid states implied"
     );
@@ -914,17 +828,9 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job_of(file: bo
 /// the ledger's exact index, not from GSI1 (defect 6).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_suggestion_scopes_are_paged_and_end_exact() {
-    large_suggestion_scopes_are_paged_and_end_exact_of(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_suggestion_scopes_are_paged_and_end_exact_through_the_file() {
-    large_suggestion_scopes_are_paged_and_end_exact_of(true).await;
-}
-
-async fn large_suggestion_scopes_are_paged_and_end_exact_of(file: bool) {
-    use shared::models::jobboard::suggestions::SEEKERS_PER_PAGE;
-    let mut b = board_of(file).await;
+    // The file's `page: 100`.
+    const SEEKERS_PER_PAGE: usize = 100;
+    let mut b = board().await;
     let jobs = jobs();
     b.w.employer("e1", "Acme").await.unwrap();
     let n_seekers = SEEKERS_PER_PAGE * 2 + 7;
@@ -963,14 +869,7 @@ async fn large_suggestion_scopes_are_paged_and_end_exact_of(file: bool) {
         ledger_table: b.rt.config.ledger_table.clone(),
         now: chrono::Utc::now(),
     };
-    let model = if file {
-        shared::models::load(&shared::models::Source::File(
-            crate::jobboard_file::jobboard_file(),
-        ))
-        .unwrap()
-    } else {
-        shared::models::find("jobboard").unwrap()
-    };
+    let model = shared::models::find("jobboard").unwrap();
     let Some(shared::models::Job::Set(suggestions)) = model
         .consumers
         .iter()
@@ -980,10 +879,9 @@ async fn large_suggestion_scopes_are_paged_and_end_exact_of(file: bool) {
         panic!("a suggestions set job");
     };
     let first = suggestions
-        .plan(&job_opened(file, &jobs[0]), &reads)
+        .plan(&job_opened(&jobs[0]), &reads)
         .await
         .unwrap();
-    // (The file's page is `page: 100`, the Rust's SEEKERS_PER_PAGE.)
     assert_eq!(first.desired.len(), SEEKERS_PER_PAGE);
     assert_eq!(first.then.len() + first.ahead.len(), 1, "the next page");
     b.rt.drain().await.unwrap();

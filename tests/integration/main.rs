@@ -25,7 +25,7 @@ mod hr_rules;
 mod import;
 mod invoices;
 mod jobboard;
-mod jobboard_file;
+mod jobboard_recorded;
 mod joinset;
 mod js;
 mod limits;

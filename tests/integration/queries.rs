@@ -29,7 +29,7 @@ fn sks(items: &[Item]) -> Vec<String> {
 
 /// Plays a shipped model's scenario file through the file's runtime, then
 /// every query the scenario names against what the processors made.
-async fn play_shipped(model: &str) -> crate::support::ModelEnv {
+pub(crate) async fn play_shipped(model: &str) -> crate::support::ModelEnv {
     let file = models_dir().join(format!("{model}.yaml"));
     let loaded = shared::file::load(&file).expect("the model file loads");
     let scenario = Scenario::read(&models_dir().join(format!("{model}.scenario.yaml")))
@@ -751,10 +751,10 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
     env.engine.stop().await;
 }
 
-/// The job board's scenario (models/jobboard.scenario.yaml, the Rust
+/// The job board's scenario (models/jobboard.scenario.yaml, the compiled
 /// demo's) through `models/jobboard.yaml`: every access pattern returns
 /// what it implies (cities written in any case read by their normalised
-/// key).
+/// key), by the library and by `jobstream query --model jobboard`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("jobboard").await;
@@ -779,5 +779,7 @@ async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
         .expect("runs");
         assert_eq!(jobs.items.len(), 3, "{city:?}");
     }
+    // The binary: every access pattern by the model's name.
+    every_access_pattern_through_the_binary("jobboard", &env).await;
     env.engine.stop().await;
 }

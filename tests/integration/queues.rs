@@ -627,7 +627,7 @@ async fn social_identical_timeline_jobs_of_a_batch_are_sent_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobboard_identical_suggestion_jobs_of_a_batch_are_sent_once() {
-    use shared::models::jobboard::writer::{days_ago, NewJob};
+    use crate::seed_items::jobboard::{days_ago, NewJob};
     let n = jobs_of_one_batch("jobboard", async |_, db| {
         // One open job written twice with different skills: two records,
         // one "job opened" job between them.

@@ -289,3 +289,453 @@ pub mod timeline {
         job("follow", &[("f", follower), ("a", author)])
     }
 }
+
+/// The job board of `--model jobboard` (models/jobboard.yaml): its key
+/// formats, what an application writes (jobs, seekers, employers,
+/// requests, approvals, closings) and the bodies of its jobs.
+pub mod jobboard {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use shared::item::{n, s, Item, ItemExt};
+
+    pub const PK: &str = "pk";
+    pub const SK: &str = "sk";
+    pub const PROFILE_SK: &str = "profile";
+
+    /// `<city>` in keys: trimmed, lower case, each run of white space one
+    /// `-` (the file's `formats: city: { normalize: dashed }`).
+    pub fn normalize_city(city: &str) -> String {
+        city.split_whitespace()
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join("-")
+    }
+
+    pub fn job_pk(city: &str) -> String {
+        format!("job#{}", normalize_city(city))
+    }
+
+    pub fn job_sk(posted: &str, zip: &str, job_id: &str) -> String {
+        format!("j#{posted}#{zip}#{job_id}")
+    }
+
+    pub fn employer_pk(employer_id: &str) -> String {
+        format!("employer#{employer_id}")
+    }
+
+    pub fn seeker_pk(seeker_id: &str) -> String {
+        format!("seeker#{seeker_id}")
+    }
+
+    pub fn request_sk(job_id: &str, seeker_id: &str) -> String {
+        format!("r#{job_id}#{seeker_id}")
+    }
+
+    pub fn suggestion_sk(job_id: &str, seeker_id: &str) -> String {
+        format!("s#{job_id}#{seeker_id}")
+    }
+
+    /// `j#R<level>#<posted>#<zip>#<jobId>`: a suggestion's GSI1SK.
+    pub fn suggestion_gsi1sk(level: u8, posted: &str, zip: &str, job_id: &str) -> String {
+        format!("j#R{level}#{posted}#{zip}#{job_id}")
+    }
+
+    pub fn match_sk(matched: &str, job_id: &str) -> String {
+        format!("j#{matched}#{job_id}")
+    }
+
+    /// `days` days before today (UTC), as `YYYY-MM-DD`.
+    pub fn days_ago(days: i64) -> String {
+        (chrono::Utc::now().date_naive() - chrono::Duration::days(days)).to_string()
+    }
+
+    /// Relevance in basis points as SPEC §4 defines it (the oracle the
+    /// tests hold the file's `sets: suggestions` to): 6000 x the share of
+    /// the job's skills the seeker has (6000 without skills), 2500 when
+    /// the desired salary is within the maximum (1250 within 10 % above),
+    /// 1500 when the job's category is one of the seeker's.
+    pub fn score(
+        job_skills: &[&str],
+        salary_max: Option<i64>,
+        category: Option<&str>,
+        seeker_skills: &[&str],
+        desired: Option<i64>,
+        categories: &[&str],
+    ) -> i64 {
+        let skills = if job_skills.is_empty() {
+            6000
+        } else {
+            let have = job_skills
+                .iter()
+                .filter(|k| seeker_skills.contains(k))
+                .count() as i64;
+            6000 * have / job_skills.len() as i64
+        };
+        let salary = match (desired, salary_max) {
+            (Some(d), Some(m)) if d > m => {
+                if m >= 0 && d - m <= m / 10 {
+                    1250
+                } else {
+                    0
+                }
+            }
+            _ => 2500,
+        };
+        let category = match category {
+            Some(c) if categories.contains(&c) => 1500,
+            _ => 0,
+        };
+        skills + salary + category
+    }
+
+    /// R1 from 7500, R2 from 5000, R3 from 3000; below, no suggestion.
+    pub fn level(score: i64) -> Option<u8> {
+        match score {
+            s if s >= 7500 => Some(1),
+            s if s >= 5000 => Some(2),
+            s if s >= 3000 => Some(3),
+            _ => None,
+        }
+    }
+
+    /// A job posting.
+    #[derive(Clone)]
+    pub struct NewJob<'a> {
+        pub job_id: &'a str,
+        pub employer_id: &'a str,
+        pub city: &'a str,
+        pub posted_at: String,
+        pub zip: &'a str,
+        pub title: &'a str,
+        pub skills: &'a [&'a str],
+        pub category: &'a str,
+        pub salary_max: i64,
+    }
+
+    fn ss(v: &[&str]) -> AttributeValue {
+        AttributeValue::Ss(v.iter().map(|s| s.to_string()).collect())
+    }
+
+    impl NewJob<'_> {
+        pub fn sk(&self) -> String {
+            job_sk(&self.posted_at, self.zip, self.job_id)
+        }
+
+        pub fn item(&self) -> Item {
+            [
+                (PK, s(job_pk(self.city))),
+                (SK, s(self.sk())),
+                ("entityType", s("job")),
+                ("jobId", s(self.job_id)),
+                ("employerId", s(self.employer_id)),
+                ("city", s(self.city)),
+                ("postedAt", s(&self.posted_at)),
+                ("zip", s(self.zip)),
+                ("title", s(self.title)),
+                (
+                    "description",
+                    s(format!("{} at {}", self.title, self.employer_id)),
+                ),
+                ("skills", ss(self.skills)),
+                ("category", s(self.category)),
+                ("salaryMin", n(self.salary_max * 8 / 10)),
+                ("salaryMax", n(self.salary_max)),
+                ("status", s("open")),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+        }
+    }
+
+    /// The jobs of models/jobboard.scenario.yaml: j1, j2 in Montreal
+    /// (2 and 5 days old), j3 in Toronto (1 day), j4 in Montreal (45
+    /// days: no candidate).
+    pub fn jobs() -> Vec<NewJob<'static>> {
+        let job = |job_id, city, days, zip, title, skills, salary_max| NewJob {
+            job_id,
+            employer_id: if job_id == "j3" { "e2" } else { "e1" },
+            city,
+            posted_at: days_ago(days),
+            zip,
+            title,
+            skills,
+            category: "tech",
+            salary_max,
+        };
+        vec![
+            job(
+                "j1",
+                "Montreal",
+                2,
+                "H2X",
+                "Rust engineer",
+                &["aws", "rust"],
+                130_000,
+            ),
+            job(
+                "j2",
+                "Montreal",
+                5,
+                "H3B",
+                "Go engineer",
+                &["go", "k8s"],
+                110_000,
+            ),
+            job(
+                "j3",
+                "Toronto",
+                1,
+                "M5V",
+                "Systems engineer",
+                &["rust"],
+                150_000,
+            ),
+            job(
+                "j4",
+                "Montreal",
+                45,
+                "H2X",
+                "Old Rust role",
+                &["rust"],
+                130_000,
+            ),
+        ]
+    }
+
+    /// What an application of the job board writes (GSI1 keys, suggestions
+    /// and matches are the processors').
+    #[derive(Clone)]
+    pub struct Writer {
+        pub client: aws_sdk_dynamodb::Client,
+        pub table: String,
+    }
+
+    fn failed(what: &str, e: impl std::fmt::Debug) -> String {
+        format!("{what}: {e:?}")
+    }
+
+    impl Writer {
+        pub fn new(client: aws_sdk_dynamodb::Client, table: &str) -> Self {
+            Self {
+                client,
+                table: table.into(),
+            }
+        }
+
+        pub async fn put(&self, i: Item) -> Result<(), String> {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(i))
+                .send()
+                .await
+                .map_err(|e| failed("PutItem", e))?;
+            Ok(())
+        }
+
+        pub async fn employer(&self, id: &str, name: &str) -> Result<(), String> {
+            self.put(
+                [
+                    (PK, s(employer_pk(id))),
+                    (SK, s(PROFILE_SK)),
+                    ("entityType", s("employer")),
+                    ("employerId", s(id)),
+                    ("name", s(name)),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            )
+            .await
+        }
+
+        /// Access pattern 6: create a job, refusing to overwrite one.
+        pub async fn create_job(&self, job: &NewJob<'_>) -> Result<(), String> {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(job.item()))
+                .condition_expression("attribute_not_exists(pk) AND attribute_not_exists(sk)")
+                .send()
+                .await
+                .map_err(|e| failed("creating a job", e))?;
+            Ok(())
+        }
+
+        pub async fn seeker(
+            &self,
+            id: &str,
+            name: &str,
+            city: &str,
+            skills: &[&str],
+            desired: i64,
+            categories: &[&str],
+        ) -> Result<(), String> {
+            let mut i: Item = [
+                (PK, s(seeker_pk(id))),
+                (SK, s(PROFILE_SK)),
+                ("entityType", s("seeker")),
+                ("seekerId", s(id)),
+                ("name", s(name)),
+                ("city", s(city)),
+                ("skills", ss(skills)),
+                ("desiredSalary", n(desired)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            if !categories.is_empty() {
+                i.insert("categories".into(), ss(categories));
+            }
+            self.put(i).await
+        }
+
+        /// A seeker's swipe right.
+        pub async fn request(
+            &self,
+            job: &NewJob<'_>,
+            seeker_id: &str,
+            requested_at: &str,
+        ) -> Result<(), String> {
+            self.put(
+                [
+                    (PK, s(employer_pk(job.employer_id))),
+                    (SK, s(request_sk(job.job_id, seeker_id))),
+                    ("entityType", s("request")),
+                    ("employerId", s(job.employer_id)),
+                    ("jobId", s(job.job_id)),
+                    ("seekerId", s(seeker_id)),
+                    ("status", s("pending")),
+                    ("requestedAt", s(requested_at)),
+                    ("jobCity", s(job.city)),
+                    ("jobPostedAt", s(&job.posted_at)),
+                    ("jobZip", s(job.zip)),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            )
+            .await
+        }
+
+        /// A request's status (and the day: `approvedAt`).
+        pub async fn set_request_status(
+            &self,
+            employer_id: &str,
+            job_id: &str,
+            seeker_id: &str,
+            status: &str,
+            day: &str,
+        ) -> Result<(), String> {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key(PK, s(employer_pk(employer_id)))
+                .key(SK, s(request_sk(job_id, seeker_id)))
+                .update_expression("SET #s = :s, approvedAt = :d")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":s", s(status))
+                .expression_attribute_values(":d", s(day))
+                .send()
+                .await
+                .map_err(|e| failed("updating a request", e))?;
+            Ok(())
+        }
+
+        pub async fn close_job(&self, job: &NewJob<'_>) -> Result<(), String> {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key(PK, s(job_pk(job.city)))
+                .key(SK, s(job.sk()))
+                .update_expression("SET #s = :closed")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":closed", s("closed"))
+                .send()
+                .await
+                .map_err(|e| failed("closing a job", e))?;
+            Ok(())
+        }
+
+        /// A seeker's suggestions by relevance, best first (GSI1,
+        /// `begins_with(GSI1SK, 'j#R')`), as `<jobId> R<level>`.
+        pub async fn suggestions_of(&self, seeker: &str) -> Result<Vec<String>, String> {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name("GSI1")
+                .key_condition_expression("GSI1PK = :pk AND begins_with(GSI1SK, :r)")
+                .expression_attribute_values(":pk", s(seeker_pk(seeker)))
+                .expression_attribute_values(":r", s("j#R"))
+                .send()
+                .await
+                .map_err(|e| failed("Query", e))?;
+            Ok(out
+                .items()
+                .iter()
+                .map(|i| {
+                    let level = i.s("GSI1SK").unwrap_or_default().chars().nth(3);
+                    format!(
+                        "{} R{}",
+                        i.s("jobId").unwrap_or_default(),
+                        level.unwrap_or('?')
+                    )
+                })
+                .collect())
+        }
+    }
+
+    fn join_job(scope: &str, bind: &[(&str, String)]) -> String {
+        shared::engine::joinset::JoinJob {
+            set: "suggestions".into(),
+            scope: scope.into(),
+            bind: bind
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            step: 0,
+            after: None,
+        }
+        .encode()
+    }
+
+    /// The job that scores a job against its city's seekers (the join
+    /// set's `job` scope).
+    pub fn job_opened(job: &NewJob<'_>) -> String {
+        join_job(
+            "job",
+            &[
+                ("city", normalize_city(job.city)),
+                ("postedAt", job.posted_at.clone()),
+                ("zip", job.zip.to_string()),
+                ("jobId", job.job_id.to_string()),
+                ("employerId", job.employer_id.to_string()),
+            ],
+        )
+    }
+
+    /// The job that rescores a seeker against the jobs of its city
+    /// (normalised) (the join set's `seeker` scope).
+    pub fn seeker_changed(seeker: &str, city: &str) -> String {
+        join_job(
+            "seeker",
+            &[("seekerId", seeker.to_string()), ("city", city.to_string())],
+        )
+    }
+
+    /// The job that makes a pair's match once (`once: matches`): the
+    /// request's values it reads.
+    pub fn match_job(values: &[(&str, &str)]) -> String {
+        serde_json::json!({
+            "version": 1,
+            "once": "matches",
+            "values": values
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+                .collect::<serde_json::Map<_, _>>(),
+        })
+        .to_string()
+    }
+}
