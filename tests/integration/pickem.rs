@@ -28,7 +28,7 @@ async fn env() -> ModelEnv {
 async fn env_of(file: bool) -> ModelEnv {
     model_env("pickem", |o| {
         if file {
-            o.model_file = Some(crate::pickem_file::pickem_file());
+            o.model_file = Some(crate::pickem_recorded::pickem_file());
         }
     })
     .await
