@@ -31,11 +31,7 @@ pub fn standings_key(year: &str) -> String {
 /// `value` zero-padded to `digits`, clamped to what fits (and to 0).
 pub fn pad(value: i64, digits: u32) -> String {
     let max = 10_i64.pow(digits) - 1;
-    format!(
-        "{:0width$}",
-        value.clamp(0, max),
-        width = digits as usize
-    )
+    format!("{:0width$}", value.clamp(0, max), width = digits as usize)
 }
 
 /// A prediction's GSI sort key: `SCORE#<points, 3 digits>#<user>`.
@@ -85,9 +81,7 @@ pub fn a_match(
     let teams = teams
         .iter()
         .map(|t| {
-            AttributeValue::M(
-                [("members".to_string(), AttributeValue::L(vec![s(*t)]))].into(),
-            )
+            AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(*t)]))].into())
         })
         .collect();
     let mut m = item(vec![

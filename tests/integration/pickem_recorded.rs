@@ -212,7 +212,11 @@ fn job(body: &str) -> String {
         let users: Vec<String> = v
             .get("users")
             .and_then(|u| u.as_array())
-            .map(|u| u.iter().map(|x| x.as_str().unwrap_or("?").to_string()).collect())
+            .map(|u| {
+                u.iter()
+                    .map(|x| x.as_str().unwrap_or("?").to_string())
+                    .collect()
+            })
             .unwrap_or_default();
         return match v.get("kind").and_then(|k| k.as_str()) {
             Some("event") => format!("event {event}"),
@@ -349,8 +353,8 @@ fn the_file_rules_give_the_recorded_aspects_on_fixtures_and_mutations() {
         // `points`: the compiled model read it as 0, the file as it is
         // (`pad` keys it at 0 and notes the clamp; the sums see it until
         // the job or the counter brings the value back).
-        let negative = item.get("points") == Some(&n(-5))
-            && !item.s("type").is_ok_and(|t| t == "match");
+        let negative =
+            item.get("points") == Some(&n(-5)) && !item.s("type").is_ok_and(|t| t == "match");
         // Both call the item bad input: what the aspects the compiled
         // model left at their default say of it does not matter.
         let both_bad = a[2] == b[2] && a[2] == "projection Err(\"bad\")";
@@ -450,7 +454,9 @@ async fn the_pickem_scenario_gives_the_recorded_table_verify_and_writes() {
     if recording() {
         check("pickem-scenario-writes", &serde_json::json!(writes));
     } else {
-        let want = recorded("pickem-scenario-writes").as_u64().expect("a count");
+        let want = recorded("pickem-scenario-writes")
+            .as_u64()
+            .expect("a count");
         println!("processor writes: recorded {want}, now {writes}");
         assert!(
             writes.abs_diff(want) <= 8,

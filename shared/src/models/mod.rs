@@ -29,7 +29,7 @@ pub const DEFAULT_MODEL: &str = include!(concat!(env!("OUT_DIR"), "/default_mode
 /// model file of the same name yields to its compiled twin until the twin
 /// is deleted.
 fn compiled() -> Vec<Model> {
-    vec![jobboard::model(), pickem::model()]
+    vec![jobboard::model()]
 }
 
 /// Every model jobstream ships, by name: the compiled ones, then every

@@ -157,6 +157,7 @@ pub fn prediction_update(item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
         key: pkey,
         attrs,
         guards,
+        notes: Vec::new(),
     })
 }
 
