@@ -6,7 +6,6 @@
 
 pub mod filter;
 pub mod jobboard;
-pub mod pickem;
 pub mod table;
 
 use std::sync::Arc;
