@@ -7,7 +7,8 @@
 //! brings them to their derived state in process (reconcile + one in-process
 //! scoring of the event: every prediction scored 0, standings created). The
 //! timed step writes the 3 results in one transaction and drains: the event
-//! job lists the predictions through the GSI, scores them in chunks, each
+//! job (`models/pickem.yaml`'s `compute:`) lists the predictions from the
+//! ledger, scores them in pages, each
 //! changed score is one write, and the derive processor sums the standings
 //! (one write per standings item per batch).
 //!
@@ -22,22 +23,56 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::{RecordReader, StartingPosition};
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use jobstream::local::sqs_server::LocalSqs;
-use shared::engine::setjob::{apply, Reads, SetJob};
+use shared::engine::setjob::{apply, Reads};
 use shared::item::{n, s, Item};
-use shared::models::pickem::entities::write;
-use shared::models::pickem::keys;
-use shared::models::pickem::messages::{encode, ScoreJob};
-use shared::models::pickem::scoring::Scoring;
+use shared::models::Job;
 
 const EV: &str = "2024-03-03-aew-revolution";
 
+fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// A match of the event (`models/pickem.yaml`), single-member teams A and B.
 fn a_match(id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
-    write::a_match(EV, id, id, order, points, false, &["A", "B"], result)
+    let team = |m: &str| {
+        AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
+    };
+    let mut m = item(vec![
+        ("PK", s(format!("EVENT#{EV}"))),
+        ("SK", s(format!("MATCH#{id}"))),
+        ("type", s("match")),
+        ("id", s(id)),
+        ("name", s(id)),
+        ("order", n(order)),
+        ("points", n(points)),
+        ("preshow", AttributeValue::Bool(false)),
+        ("championships", AttributeValue::L(vec![])),
+        ("teams", AttributeValue::L(vec![team("A"), team("B")])),
+    ]);
+    if let Some(r) = result {
+        m.insert("result".into(), n(r));
+    }
+    m
+}
+
+/// A user's picks for the event.
+fn prediction(user: &str, picks: &[(&str, i64)]) -> Item {
+    item(vec![
+        ("PK", s(format!("USER#{user}"))),
+        ("SK", s(format!("EVENT#{EV}"))),
+        ("type", s("prediction")),
+        (
+            "predictions",
+            AttributeValue::M(picks.iter().map(|(m, t)| (m.to_string(), n(t))).collect()),
+        ),
+    ])
 }
 
 /// Model-table item changes so far (stream records, read through the
@@ -103,21 +138,22 @@ async fn main() -> anyhow::Result<()> {
     let table = setup.config.table.clone();
     let started = Instant::now();
     let mut facts: Vec<Item> = vec![
-        write::event(
-            "2024-03-03",
-            "aew-revolution",
-            "AEW Revolution",
-            "broadcast",
-        ),
+        item(vec![
+            ("PK", s("EVENT")),
+            ("SK", s("EVENT#2024-03-03#aew-revolution")),
+            ("type", s("event")),
+            ("date", s("2024/03/03")),
+            ("name", s("AEW Revolution")),
+            ("state", s("broadcast")),
+        ]),
         a_match("m1", 1, 10, None),
         a_match("m2", 2, 25, None),
         a_match("m3", 3, 40, None),
     ];
     for i in 0..count {
         let i64i = i as i64;
-        facts.push(write::prediction(
+        facts.push(prediction(
             &format!("user{i:06}"),
-            EV,
             &[("m1", i64i % 2), ("m2", i64i / 2 % 2), ("m3", i64i / 4 % 2)],
         ));
     }
@@ -136,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let keys_of: Vec<Item> = facts
         .iter()
-        .map(|i| shared::item::key_of(i, &[keys::PK, keys::SK]))
+        .map(|i| shared::item::key_of(i, &["PK", "SK"]))
         .collect();
     let deriver = setup.processors.derive.deriver().clone();
     for chunk in keys_of.chunks(1000) {
@@ -151,11 +187,24 @@ async fn main() -> anyhow::Result<()> {
         ledger_table: setup.config.ledger_table.clone(),
         now: chrono::Utc::now(),
     };
-    let mut bodies = vec![encode(&ScoreJob::Event {
-        event_id: EV.into(),
-    })];
+    // The model's scoring job (its `compute:` consumer), on the event.
+    let scoring = setup
+        .model
+        .consumers
+        .iter()
+        .find_map(|c| match &c.job {
+            Job::Set(j) if c.queue.logical == "scoring" => Some(j.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow::anyhow!("the model has no scoring consumer"))?;
+    let mut bodies = vec![serde_json::json!({
+        "version": 1,
+        "kind": "scope",
+        "scope": { "year": "2024", "month": "03", "dd": "03", "slug": "aew-revolution" },
+    })
+    .to_string()];
     while let Some(body) = bodies.pop() {
-        let plan = Scoring
+        let plan = scoring
             .plan(&body, &reads)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -163,7 +212,7 @@ async fn main() -> anyhow::Result<()> {
             &reads.store,
             &table,
             &reads.ledger_table,
-            &[keys::PK, keys::SK],
+            &["PK", "SK"],
             &[],
             &plan,
         )
@@ -190,8 +239,8 @@ async fn main() -> anyhow::Result<()> {
     let mut tx = rt.dynamodb.transact_write_items();
     for (id, result) in [("m1", 0), ("m2", 1), ("m3", 1)] {
         let mut k = Item::new();
-        k.insert(keys::PK.into(), s(keys::event_key(EV)));
-        k.insert(keys::SK.into(), s(keys::match_sk(id)));
+        k.insert("PK".into(), s(format!("EVENT#{EV}")));
+        k.insert("SK".into(), s(format!("MATCH#{id}")));
         tx = tx.transact_items(
             TransactWriteItem::builder()
                 .update(
@@ -240,8 +289,8 @@ async fn main() -> anyhow::Result<()> {
     let pk_sk = |i: &Item| {
         use shared::item::ItemExt as _;
         (
-            i.s(keys::PK).unwrap_or_default().to_string(),
-            i.s(keys::SK).unwrap_or_default().to_string(),
+            i.s("PK").unwrap_or_default().to_string(),
+            i.s("SK").unwrap_or_default().to_string(),
         )
     };
     let predictions: std::collections::HashSet<(String, String)> =

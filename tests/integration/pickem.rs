@@ -1,7 +1,9 @@
 //! The Pick'Em league (SPEC §5.3) against the embedded engine and the local SQS:
 //! the seed's screens, corrections and removals, an event with thousands of
 //! predictions, late and duplicated scoring jobs, concurrent result and pick
-//! changes, redelivery, padding and clamping, bad input.
+//! changes, redelivery, padding and clamping, bad input, backfill adoption.
+//! `--model pickem` is `models/pickem.yaml` (SPEC §8.1); the league's items
+//! are literals (`crate::league`), the scores what the facts imply.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,10 +12,10 @@ use jobstream::local::runtime::Runtime;
 use serde_json::{json, Value};
 use shared::engine::setjob::{apply, Plan, Reads, SetJob};
 use shared::item::{n, s, Item, ItemExt};
-use shared::models::pickem::entities::write;
-use shared::models::pickem::messages::{encode, ScoreJob};
-use shared::models::pickem::scoring::{expected_scores, Scoring};
-use shared::models::pickem::{keys, rules};
+use shared::models::Job;
+
+use crate::league as keys;
+use crate::league::{self as write, expected_scores};
 
 use crate::support::{assert_rt_verified, model_env, put, run_in_background, ModelEnv};
 
@@ -21,17 +23,7 @@ const EV: &str = "2024-03-03-revolution";
 const EV2: &str = "2024-05-26-double-or-nothing";
 
 async fn env() -> ModelEnv {
-    env_of(false).await
-}
-
-/// The Rust model, or `models/pickem.yaml` (its twin) when `file`.
-async fn env_of(file: bool) -> ModelEnv {
-    model_env("pickem", |o| {
-        if file {
-            o.model_file = Some(crate::pickem_file::pickem_file());
-        }
-    })
-    .await
+    model_env("pickem", |_| {}).await
 }
 
 fn key(pk: &str, sk: &str) -> Item {
@@ -156,7 +148,7 @@ fn truth_differences(items: &[Item]) -> Vec<String> {
     for (p, sc) in expected_scores(items) {
         let user = p.s("PK").unwrap().trim_start_matches("USER#").to_string();
         let event = p.s("SK").unwrap().trim_start_matches("EVENT#").to_string();
-        let (gsi_sk, _) = keys::prediction_gsi_sk(sc.points, &user);
+        let gsi_sk = keys::prediction_gsi_sk(sc.points, &user);
         if (num(&p, "points"), num(&p, "mcorrect")) != (sc.points, sc.mcorrect)
             || p.s("GSI_SK").ok() != Some(gsi_sk.as_str())
             || p.s("GSI_PK").ok() != Some(keys::event_key(&event).as_str())
@@ -164,9 +156,7 @@ fn truth_differences(items: &[Item]) -> Vec<String> {
         {
             out.push(format!("{user}/{event}: expected {sc:?}, {gsi_sk}"));
         }
-        let e = sums
-            .entry((user, keys::year_of(&event).to_string()))
-            .or_default();
+        let e = sums.entry((user, event[..4].to_string())).or_default();
         *e = (e.0 + sc.points, e.1 + sc.mcorrect, e.2 + 1);
     }
     let mut seen = 0;
@@ -182,7 +172,7 @@ fn truth_differences(items: &[Item]) -> Vec<String> {
         let want = sums.get(&(user.clone(), year.to_string()));
         let have = (num(i, "points"), num(i, "mcorrect"), num(i, "eplayed"));
         if want != Some(&have)
-            || i.s("GSI_SK").ok() != Some(keys::standings_gsi_sk(have.0, &user).0.as_str())
+            || i.s("GSI_SK").ok() != Some(keys::standings_gsi_sk(have.0, &user).as_str())
         {
             out.push(format!(
                 "standings {user}/{year}: {have:?}, expected {want:?}"
@@ -227,8 +217,40 @@ fn reads(rt: &Runtime) -> Reads {
     }
 }
 
-async fn plan(rt: &Runtime, job: &ScoreJob) -> Plan {
-    Scoring.plan(&encode(job), &reads(rt)).await.expect("plan")
+/// The scoring job of `models/pickem.yaml` (its `compute:` consumer).
+fn scoring(rt: &Runtime) -> std::sync::Arc<dyn SetJob> {
+    rt.model
+        .consumers
+        .iter()
+        .find_map(|c| match &c.job {
+            Job::Set(j) if c.queue.logical == "scoring" => Some(j.clone()),
+            _ => None,
+        })
+        .expect("a scoring consumer")
+}
+
+/// A job scoring every prediction of `event` (the event's matches changed).
+fn event_job(event: &str) -> String {
+    let (y, rest) = event.split_at(4);
+    let (m, rest) = rest[1..].split_at(2);
+    let (d, slug) = rest[1..].split_at(2);
+    json!({ "version": 1, "kind": "scope", "scope": { "year": y, "month": m, "dd": d, "slug": &slug[1..] } })
+        .to_string()
+}
+
+/// A job scoring these users' predictions for `event`.
+fn predictions_job(event: &str, users: &[&str]) -> String {
+    let mut v: Value = serde_json::from_str(&event_job(event)).expect("json");
+    v["kind"] = json!("items");
+    v["keys"] = json!(users
+        .iter()
+        .map(|u| [keys::user_pk(u), keys::event_key(event)])
+        .collect::<Vec<_>>());
+    v.to_string()
+}
+
+async fn plan(rt: &Runtime, body: &str) -> Plan {
+    scoring(rt).plan(body, &reads(rt)).await.expect("plan")
 }
 
 async fn apply_plan(rt: &Runtime, plan: &Plan) -> shared::engine::setjob::Applied {
@@ -236,7 +258,7 @@ async fn apply_plan(rt: &Runtime, plan: &Plan) -> shared::engine::setjob::Applie
         &rt.processors.store,
         &rt.config.table,
         &rt.config.ledger_table,
-        &[keys::PK, keys::SK],
+        &["PK", "SK"],
         &[],
         plan,
     )
@@ -244,27 +266,40 @@ async fn apply_plan(rt: &Runtime, plan: &Plan) -> shared::engine::setjob::Applie
     .expect("apply")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_demo_screens_are_exact() {
-    let mut env = env().await;
-    let demo = env.rt.model.demo.expect("the model has a demo");
-    let differences = demo(&mut env.rt).await.expect("demo runs");
-    assert!(differences.is_empty(), "{differences:#?}");
-    assert_eq!(env.rt.dlq_depth("scoring").await.unwrap(), 0);
+/// `jobstream demo --model pickem` (the binary) plays the shipped scenario
+/// (the compiled demo's three rounds): every expected item and absent
+/// item, the seed's five screens printed and compared (every partition
+/// whole), a fixpoint, `verify` clean. (Its processor writes vary with how
+/// the scoring jobs' writes fall into stream batches, so they are printed,
+/// not pinned; the exact count is proven by
+/// `pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score`.)
+#[test]
+fn the_demo_plays_the_shipped_scenario_through_the_binary() {
+    let out = std::process::Command::new(crate::support::jobstream_bin())
+        .args(["demo", "--model", "pickem"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("jobstream runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    for line in [
+        "scenario models/pickem.scenario.yaml: 3 step(s)",
+        "query events()",
+        "query standings(year=2024)",
+        "query event_predictions(event=2024-05-26-aew-double-or-nothing, user=sam)",
+        "query event_scores(event=2024-03-03-aew-revolution)",
+        "query user(user=sam)",
+        "USER#alex | STANDINGS#2024 | STANDINGS#2024 | SCORE#00095#alex",
+        "processor writes: ",
+        "OK: every derived item is what the scenario implies.",
+    ] {
+        assert!(text.contains(line), "`{line}` in:\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_corrections_and_removals_rescore_and_resum() {
-    corrections_and_removals_rescore_and_resum(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_corrections_and_removals_rescore_and_resum_through_the_file() {
-    corrections_and_removals_rescore_and_resum(true).await;
-}
-
-async fn corrections_and_removals_rescore_and_resum(file: bool) {
-    let mut env = env_of(file).await;
+    let mut env = env().await;
     let rt = &mut env.rt;
     event_with_matches(
         rt,
@@ -374,21 +409,11 @@ async fn corrections_and_removals_rescore_and_resum(file: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score() {
-    an_event_with_thousands_of_predictions_costs_one_write_per_changed_score(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score_through_the_file(
-) {
-    an_event_with_thousands_of_predictions_costs_one_write_per_changed_score(true).await;
-}
-
-async fn an_event_with_thousands_of_predictions_costs_one_write_per_changed_score(file: bool) {
     let count: usize = std::env::var("PICKEM_PREDICTIONS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1200);
-    let mut env = env_of(file).await;
+    let mut env = env().await;
     event_with_matches(&env.rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
     let predictions: Vec<Item> = (0..count)
         .map(|i| {
@@ -447,9 +472,7 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     .await;
     env.rt.drain().await.unwrap();
     assert_eq!(score_of(&env.rt, "sam", EV).await.0, 10);
-    let event_job = ScoreJob::Event {
-        event_id: EV.into(),
-    };
+    let event_job = event_job(EV);
     let rt = &env.rt;
 
     // Duplicate: nothing to write.
@@ -471,14 +494,7 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     // Late: planned before a match was added (the set of matches changed).
     let stale = {
         put(rt, write::prediction("sam", EV, &[("m1", 1), ("m2", 1)])).await;
-        plan(
-            rt,
-            &ScoreJob::Predictions {
-                event_id: EV.into(),
-                users: vec!["sam".into()],
-            },
-        )
-        .await
+        plan(rt, &predictions_job(EV, &["sam"])).await
     };
     assert_eq!(stale.updates.len(), 1, "would score sam 0 without m2");
     put(rt, m(EV, "m2", 2, 7, Some(1))).await;
@@ -503,13 +519,7 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     );
     // Every job again, in any order: nothing moves.
     let before = records(&env).await.len();
-    for job in [
-        ScoreJob::Predictions {
-            event_id: EV.into(),
-            users: vec!["sam".into(), "nobody".into()],
-        },
-        event_job.clone(),
-    ] {
+    for job in [predictions_job(EV, &["sam", "nobody"]), event_job.clone()] {
         let p = plan(&env.rt, &job).await;
         assert_eq!(apply_plan(&env.rt, &p).await.writes(), 0);
     }
@@ -532,16 +542,7 @@ impl Lcg {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_concurrent_result_and_pick_changes_end_exact() {
-    concurrent_result_and_pick_changes_end_exact(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_concurrent_result_and_pick_changes_end_exact_through_the_file() {
-    concurrent_result_and_pick_changes_end_exact(true).await;
-}
-
-async fn concurrent_result_and_pick_changes_end_exact(file: bool) {
-    let env = env_of(file).await;
+    let env = env().await;
     let rt = env.rt;
     let events = [EV, EV2, "2025-01-10-new-year"];
     for e in events {
@@ -621,16 +622,7 @@ async fn concurrent_result_and_pick_changes_end_exact(file: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
-    redelivery_never_moves_standings_away_from_the_truth(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_redelivery_never_moves_standings_away_from_the_truth_through_the_file() {
-    redelivery_never_moves_standings_away_from_the_truth(true).await;
-}
-
-async fn redelivery_never_moves_standings_away_from_the_truth(file: bool) {
-    let mut env = env_of(file).await;
+    let mut env = env().await;
     event_with_matches(&env.rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
     for (u, picks) in [("sam", [0, 1]), ("jo", [1, 1]), ("al", [0, 0])] {
         put(
@@ -686,18 +678,8 @@ async fn redelivery_never_moves_standings_away_from_the_truth(file: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_padding_and_clamping_keep_true_values() {
-    padding_and_clamping_keep_true_values(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_padding_and_clamping_keep_true_values_through_the_file() {
-    padding_and_clamping_keep_true_values(true).await;
-}
-
-async fn padding_and_clamping_keep_true_values(file: bool) {
-    let mut env = env_of(file).await;
+    let mut env = env().await;
     let rt = &mut env.rt;
-    let before = rules::overflows();
     event_with_matches(
         rt,
         EV,
@@ -734,32 +716,24 @@ async fn padding_and_clamping_keep_true_values(file: bool) {
         Some((1500, 1, 1, "SCORE#01500#jo".into()))
     );
     // The match's and the standings' clamps, counted by the engine from
-    // what the rules note; the predictions' by the scoring job.
+    // what the rules note; the predictions' by the scoring job, as metrics
+    // of its consumer (`ScoreOverflow`).
     let derive = rt
         .stream_processor("derive")
         .metrics()
         .get(shared::metrics::names::SCORE_OVERFLOW);
     assert!(derive >= 2, "clamps are counted: {derive}");
-    if !file {
-        // The scoring job's clamps (the file's job counts them as metrics
-        // of its consumer, as the engine does the rules' notes).
-        assert!(rules::overflows() >= before + 2, "clamps are counted");
-    }
+    let scoring = rt
+        .consumer("scoring")
+        .metrics()
+        .get(shared::metrics::names::SCORE_OVERFLOW);
+    assert!(scoring >= 2, "the scores' clamps are counted: {scoring}");
     assert_truth(rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_bad_input_changes_nothing_and_blocks_nothing() {
-    bad_input_changes_nothing_and_blocks_nothing(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_bad_input_changes_nothing_and_blocks_nothing_through_the_file() {
-    bad_input_changes_nothing_and_blocks_nothing(true).await;
-}
-
-async fn bad_input_changes_nothing_and_blocks_nothing(file: bool) {
-    let mut env = env_of(file).await;
+    let mut env = env().await;
     let rt = &mut env.rt;
     event_with_matches(rt, EV, &[("m1", 1, 10, Some(0))]).await;
     let mut bad = write::prediction("sam", EV, &[]);
@@ -827,7 +801,7 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
         report
             .problems
             .iter()
-            .any(|p| p.contains("USER#jo") && p.contains("500/2")),
+            .any(|p| p.contains("USER#jo") && p.contains("points is 500, the rows imply 20")),
         "{:#?}",
         report.problems
     );
@@ -867,6 +841,29 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
     assert_truth(&rt).await;
 }
 
+/// The users whose predictions the event's GSI partition lists.
+async fn gsi_users(rt: &Runtime) -> Vec<String> {
+    let out = rt
+        .dynamodb
+        .query()
+        .table_name(&rt.config.table)
+        .index_name("GSI")
+        .key_condition_expression("GSI_PK = :e AND begins_with(GSI_SK, :s)")
+        .expression_attribute_values(":e", s(keys::event_key(EV)))
+        .expression_attribute_values(":s", s("SCORE#"))
+        .send()
+        .await
+        .expect("query");
+    let mut users: Vec<String> = out
+        .items()
+        .iter()
+        .filter_map(|i| i.s("PK").ok())
+        .map(|pk| pk.trim_start_matches("USER#").to_string())
+        .collect();
+    users.sort();
+    users
+}
+
 /// The event's set of predictions is exact whatever the GSI shows: a
 /// prediction whose index entry lags (simulated: its GSI keys are not there
 /// yet when the event's scoring job lists the event) is still scored
@@ -879,13 +876,7 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
         put(&env.rt, write::prediction(u, EV, &[("m1", 0), ("m2", 1)])).await;
     }
     env.rt.drain().await.unwrap();
-    let listed = shared::models::pickem::scoring::listed_users(
-        &reads(&env.rt),
-        &shared::models::pickem::entities::EventId::parse(EV).unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(listed, ["u1", "u2", "u3"]);
+    assert_eq!(gsi_users(&env.rt).await, ["u1", "u2", "u3"]);
     // u2's GSI entry lags (the index has not caught up).
     update(
         &env.rt,
@@ -894,21 +885,16 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
         &[],
     )
     .await;
+    assert_eq!(gsi_users(&env.rt).await, ["u1", "u3"], "u2 not listed");
     // A result is set; the event's job runs before the stream is read.
     update(
         &env.rt,
-        key(&keys::event_key(EV), &keys::match_sk("m1")),
+        key(&keys::event_key(EV), "MATCH#m1"),
         "SET #a = :r",
         &[(":r", n(0))],
     )
     .await;
-    let p = plan(
-        &env.rt,
-        &ScoreJob::Event {
-            event_id: EV.into(),
-        },
-    )
-    .await;
+    let p = plan(&env.rt, &event_job(EV)).await;
     apply_plan(&env.rt, &p).await;
     for u in ["u1", "u2", "u3"] {
         assert_eq!(score_of(&env.rt, u, EV).await.0, 10, "{u} scored");

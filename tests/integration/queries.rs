@@ -650,22 +650,18 @@ async fn the_pickem_scenario_file_plays_clean() {
 }
 
 /// The Pick'Em access patterns (`models/pickem.yaml`, the seed's five)
-/// after the Pick'Em demo through the file: events newest first, standings
-/// highest first, an event listing with one user's predictions only (the
-/// seed's `attribute_not_exists(belongsto) OR belongsto = :u` filter), the
-/// event's scores highest first, and a user's partition.
+/// after the Pick'Em scenario (the compiled demo's): events newest first,
+/// standings highest first, an event listing with one user's predictions
+/// only (the seed's `attribute_not_exists(belongsto) OR belongsto = :u`
+/// filter), the event's scores highest first, and a user's partition; each
+/// through the binary (`jobstream query --model pickem NAME ...`) as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pickem_access_patterns_answer_the_seeds_screens() {
     let file = models_dir().join("pickem.yaml");
     let m = &shared::file::load(&file).expect("loads").model;
     assert_eq!(m.queries.len(), 5, "the seed's five access patterns");
-    let mut env = model_env("pickem", |o| o.model_file = Some(file.clone())).await;
-    let demo = shared::models::find("pickem")
-        .expect("registered")
-        .demo
-        .expect("pickem demo");
-    let diffs = demo(&mut env.rt).await.expect("demo runs");
-    assert!(diffs.is_empty(), "{diffs:#?}");
+    let env = play_shipped("pickem").await;
+    every_access_pattern_through_the_binary("pickem", &env).await;
     let (client, table) = (&env.rt.dynamodb, env.rt.config.table.clone());
     let run = |name: &'static str, args: Vec<String>| {
         let table = table.clone();

@@ -652,7 +652,7 @@ async fn jobboard_identical_suggestion_jobs_of_a_batch_are_sent_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_identical_scoring_jobs_of_a_batch_are_sent_once() {
-    use shared::models::pickem::entities::write;
+    use crate::league as write;
     let n = jobs_of_one_batch("pickem", async |_, db| {
         let ev = "2024-03-03-aew-revolution";
         let (date, slug) = ev.split_at(10);

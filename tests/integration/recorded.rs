@@ -1,6 +1,6 @@
 //! Outcomes recorded under `tests/fixtures/recorded/`: what the compiled
-//! tracker produced before it retired (SPEC §8.1), which its file must
-//! still produce (the same table attribute for attribute, the same writes,
+//! tracker and Pick'Em produced before they retired (SPEC §8.1), which their
+//! files must still produce (the same table attribute for attribute, the same writes,
 //! the same `verify` findings and repairs).
 //!
 //! `JOBSTREAM_RECORD=1 cargo test ...` writes the outcomes instead of
@@ -45,18 +45,28 @@ pub fn attr_json(v: &AttributeValue) -> Value {
 }
 
 /// A table by key (`PK SK`), each item's attributes as JSON.
-pub fn table_json(t: &BTreeMap<(String, String), BTreeMap<String, AttributeValue>>) -> Value {
+pub fn table_json<M>(t: &BTreeMap<(String, String), M>) -> Value
+where
+    for<'a> &'a M: IntoIterator<Item = (&'a String, &'a AttributeValue)>,
+{
     Value::Object(
         t.iter()
             .map(|((pk, sk), attrs)| {
                 let item = attrs
-                    .iter()
+                    .into_iter()
                     .map(|(k, v)| (k.clone(), attr_json(v)))
                     .collect();
                 (format!("{pk} {sk}"), Value::Object(item))
             })
             .collect(),
     )
+}
+
+/// What was recorded as `name`.
+pub fn recorded(name: &str) -> Value {
+    let p = path(name);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).expect("recorded json")
 }
 
 /// Records `got` as `name` (when [`recording`]) or asserts it equals what
@@ -68,8 +78,7 @@ pub fn check(name: &str, got: &Value) {
         std::fs::write(&p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         return;
     }
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let want: Value = serde_json::from_str(&text).expect("recorded json");
+    let want = recorded(name);
     if &want != got {
         if let (Value::Array(w), Value::Array(g)) = (&want, got) {
             for (i, (w, g)) in w.iter().zip(g).enumerate() {

@@ -206,6 +206,9 @@ pub struct GuardedUpdate {
     pub key: Item,
     pub attrs: Vec<(&'static str, Option<AttributeValue>)>,
     pub guards: Vec<Guard>,
+    /// Metrics the update counts when it commits (e.g. `ScoreOverflow`: a
+    /// number it stores clamped into a key); nothing when a newer fact wins.
+    pub notes: Vec<&'static str>,
 }
 
 /// What a set job found.
@@ -272,6 +275,8 @@ struct Op {
     /// The size of the item written or deleted (bytes, as DynamoDB counts
     /// them), for the capacity it is billed.
     size: usize,
+    /// Metrics counted when the op commits.
+    notes: Vec<&'static str>,
 }
 
 /// Transaction chunks of one plan in flight at once. Chunks that share a
@@ -294,7 +299,7 @@ enum Write {
 }
 
 /// What applying a plan did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub puts: usize,
     pub deletes: usize,
@@ -308,6 +313,8 @@ pub struct Applied {
     pub write_units: u64,
     /// TransactWriteItems actions committed (writes and condition checks).
     pub actions: usize,
+    /// The notes of the committed updates ([`GuardedUpdate::notes`]).
+    pub noted: crate::metrics::BatchMetrics,
 }
 
 impl Applied {
@@ -331,6 +338,9 @@ impl Applied {
         self.superseded += o.superseded;
         self.write_units += o.write_units;
         self.actions += o.actions;
+        for (k, v) in &o.noted.0 {
+            *self.noted.0.entry(k).or_default() += v;
+        }
     }
 }
 
@@ -396,6 +406,7 @@ pub async fn apply_with(
             key,
             guards: d.guards.clone(),
             size: crate::item::item_size(&d.item),
+            notes: Vec::new(),
         });
     }
     for (id, e) in &existing {
@@ -405,6 +416,7 @@ pub async fn apply_with(
                 key: key_of(&e.item, key_names),
                 guards: e.guards.clone(),
                 size: crate::item::item_size(&e.item),
+                notes: Vec::new(),
             });
         }
     }
@@ -418,6 +430,7 @@ pub async fn apply_with(
             guards,
             // The updated item's size is not known: billed as at least 1 KB.
             size: 0,
+            notes: u.notes.clone(),
         });
     }
     let mut applied = Applied::default();
@@ -470,6 +483,9 @@ async fn write_chunk(
             Ok(()) => {
                 for o in &taken {
                     applied.count(&o.write);
+                    for note in &o.notes {
+                        applied.noted.incr(note);
+                    }
                 }
                 applied.write_units += units;
                 applied.actions += n;
@@ -782,6 +798,9 @@ impl SetJobProcessor {
             &plan,
         )
         .await?;
+        if !applied.noted.0.is_empty() {
+            self.metrics.record(self.job.name(), &applied.noted);
+        }
         if !plan.then.is_empty() {
             let msgs: Vec<(usize, OutMessage)> = plan.then.into_iter().map(|m| (0, m)).collect();
             crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
@@ -886,12 +905,14 @@ mod tests {
                 key: key("e1"),
                 guards: vec![post.clone(), Guard::exists(key("f1"))],
                 size: 10,
+                notes: Vec::new(),
             },
             Op {
                 write: Write::Put(key("e2")),
                 key: key("e2"),
                 guards: vec![post.clone(), Guard::absent(key("e2"))],
                 size: 2000,
+                notes: Vec::new(),
             },
         ];
         let Packed {

@@ -26,7 +26,6 @@ use crate::engine::derive::{index_members, total_key};
 use crate::engine::rules::{Contribution, Counter, OutMessage, Rules};
 use crate::engine::setjob::{BoxFut, Guard, GuardedUpdate, Plan, Reads, SetJob};
 use crate::item::{display_key, key_of, same_opt, Item, ItemExt};
-use crate::metrics::{BatchMetrics, Metrics};
 use crate::sqs::MessageError;
 
 /// The derive processor (the ledger namespace of its totals).
@@ -598,20 +597,25 @@ impl ComputeJob {
         if attrs.is_empty() {
             return None;
         }
-        // A number clamped into a key this write stores: logged and counted.
+        // A number clamped into a key this write stores: logged, and counted
+        // by the consumer when the write commits.
+        let mut notes = Vec::new();
         if attrs.iter().any(|(a, _)| projected.contains(a)) {
             for note in rules.notes(&prospective) {
                 tracing::warn!(processor = c.name, key = %display_key(&key), metric = note.metric, reason = %note.reason, "noted");
-                let mut batch = BatchMetrics::default();
-                batch.incr(note.metric);
-                Metrics::default().record(c.name, &batch);
+                notes.push(note.metric);
             }
         }
         let mut guards = facts.guards.clone();
         for a in c.item_reads.iter().copied().chain(e.computed()) {
             guards.push(Guard::same(key.clone(), a, item.get(a)));
         }
-        Some(GuardedUpdate { key, attrs, guards })
+        Some(GuardedUpdate {
+            key,
+            attrs,
+            guards,
+            notes,
+        })
     }
 
     async fn compute_items(

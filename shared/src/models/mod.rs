@@ -5,7 +5,6 @@
 //! [`Model`]. Adding a model is its folder plus one line in [`registry`].
 
 pub mod filter;
-pub mod pickem;
 pub mod table;
 
 use std::sync::Arc;
@@ -28,7 +27,7 @@ pub const DEFAULT_MODEL: &str = include!(concat!(env!("OUT_DIR"), "/default_mode
 /// model file of the same name yields to its compiled twin until the twin
 /// is deleted.
 fn compiled() -> Vec<Model> {
-    vec![pickem::model()]
+    vec![]
 }
 
 /// Every model jobstream ships, by name: the compiled ones, then every

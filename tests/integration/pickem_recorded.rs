@@ -1,10 +1,13 @@
 //! `models/pickem.yaml` (a model file with a `compute:` block and a counter
-//! whose keys come from its sums) against the Rust Pick'Em model: the same
-//! pure rules on fixtures and their mutations, the same deployment, and the
-//! demo through both ends ends in the same table, the same `verify` and the
-//! same processor writes. The races, redelivery, clamping, bad input and an
-//! event with thousands of predictions run through both ends in
-//! `tests/integration/pickem.rs` (`*_through_the_file`), faults and kills in
+//! whose keys come from its sums) against what the compiled Pick'Em model
+//! did before it retired (recorded, see [`crate::recorded`]; recorded while
+//! both ran, the file compared live with its twin in the same run): the
+//! same deployed definitions; the same pure rules on fixtures and their
+//! mutations (projection, derived values, contributions, the scoring jobs
+//! a change sends); the scenario file ending in the same table, `verify` and
+//! processor writes; `verify` finding and repairing a forged score. The
+//! races, redelivery, clamping, bad input and an event with thousands of
+//! predictions run in `tests/integration/pickem.rs`, faults and kills in
 //! `every_queue_model_ends_exact_under_faults_and_kills`.
 
 use std::collections::BTreeMap;
@@ -16,12 +19,14 @@ use jobstream::local::runtime::Runtime;
 use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
 use shared::engine::rules::{Contribution, Counter, Rules};
 use shared::file::compute_job::ComputeMsg;
+use shared::file::scenario::{play_model, Scenario};
 use shared::item::{key_of, n, s, Item, ItemExt};
-use shared::models::pickem::entities::write;
-use shared::models::pickem::messages::{decode, ScoreJob};
 
+use crate::league as write;
+use crate::recorded::{check, recorded, recording, table_json};
 use crate::support::model_env;
 
+/// The shipped Pick'Em: `models/pickem.yaml`.
 pub fn pickem_file() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -196,19 +201,28 @@ fn contribution(c: &Contribution) -> String {
     format!("{} {:?}", counter(&c.counter), c.values).replace("(\"rows\"", "(\"matches\"")
 }
 
-/// A job as both ends say it: (kind, event, users).
+/// A job as both ends say it: (kind, event, users). The compiled model's
+/// bodies were `{"kind":"event"|"predictions","eventId",...}` (as
+/// recorded), the file's are [`ComputeMsg`]s.
 fn job(body: &str) -> String {
-    if let Ok(j) = decode(body) {
-        return match j {
-            ScoreJob::Event { event_id } => format!("event {event_id}"),
-            ScoreJob::Predictions { event_id, users } => {
-                format!("predictions {event_id} {users:?}")
-            }
-        };
-    }
     let v: serde_json::Value = serde_json::from_str(body).expect("json");
     let mut v = v.as_object().expect("object").clone();
     v.remove("version");
+    if let Some(event) = v.get("eventId").and_then(|e| e.as_str()) {
+        let users: Vec<String> = v
+            .get("users")
+            .and_then(|u| u.as_array())
+            .map(|u| {
+                u.iter()
+                    .map(|x| x.as_str().unwrap_or("?").to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        return match v.get("kind").and_then(|k| k.as_str()) {
+            Some("event") => format!("event {event}"),
+            _ => format!("predictions {event} {users:?}"),
+        };
+    }
     let m: ComputeMsg =
         serde_json::from_value(serde_json::Value::Object(v)).expect("a compute job");
     let event = |scope: &BTreeMap<String, String>| {
@@ -294,190 +308,215 @@ fn aspects(r: &dyn Rules, item: &Item, old: Option<&Item>) -> Vec<String> {
     out
 }
 
+/// The recorded aspects of every case (the compiled model's, recorded
+/// while it ran: `find("pickem")` was the compiled model then).
+fn recorded_aspects(cases: &[(Item, Option<Item>)]) -> Vec<Vec<String>> {
+    if recording() {
+        let m = shared::models::find("pickem").expect("registered");
+        let got: Vec<Vec<String>> = cases
+            .iter()
+            .map(|(item, old)| aspects(m.rules.as_ref(), item, old.as_ref()))
+            .collect();
+        check("pickem-rules", &serde_json::json!(got));
+        return got;
+    }
+    serde_json::from_value(recorded("pickem-rules")).expect("a list of aspects")
+}
+
 #[test]
-fn the_file_rules_agree_with_the_rust_pickem_rules_on_fixtures_and_mutations() {
-    let rust = shared::models::find("pickem").expect("registered");
+fn the_file_rules_give_the_recorded_aspects_on_fixtures_and_mutations() {
     let file = shared::models::load(&shared::models::Source::File(pickem_file())).expect("loads");
-    let mut cases = 0;
-    let mut differ = Vec::new();
-    let mut known = 0;
+    let mut cases = Vec::new();
     for f in fixtures() {
         let mut items = vec![f.clone()];
         items.extend(mutations(&f));
         for item in items {
-            for old in [None, Some(&f)] {
-                cases += 1;
-                let (a, b) = (
-                    aspects(rust.rules.as_ref(), &item, old),
-                    aspects(file.rules.as_ref(), &item, old),
-                );
-                // Known: a standings key with an invalid user id or year
-                // (`#`, a space, not 4 digits): the Rust model calls it bad
-                // input, the file a counter item (a file has no checks on
-                // processor entities; nothing ever counts into such a key).
-                let standings_shape = item.s("SK").is_ok_and(|sk| sk.starts_with("STANDINGS#"))
-                    && a[2] == "projection Err(\"bad\")"
-                    && b[2].starts_with("projection Ok(Some(");
-                // Known: a writer's stray *negative* number in a processor-owned
-                // `points`: the Rust model reads it as 0, the file as it is
-                // (`pad` keys it at 0 and notes the clamp; the sums see it
-                // until the job or the counter brings the value back).
-                let negative = item.get("points") == Some(&n(-5))
-                    && !item.s("type").is_ok_and(|t| t == "match");
-                // Both call the item bad input: what the aspects the Rust
-                // model leaves at their default say of it does not matter.
-                let both_bad = a[2] == b[2] && a[2] == "projection Err(\"bad\")";
-                let same = |i: usize| a[i] == b[i] || (both_bad && [1].contains(&i));
-                if standings_shape || negative {
-                    known += 1;
-                } else if !(0..a.len()).all(same) {
-                    differ.push(format!("{item:?}\n  rust: {a:#?}\n  file: {b:#?}"));
-                }
+            for old in [None, Some(f.clone())] {
+                cases.push((item.clone(), old));
             }
         }
     }
-    assert!(cases > 400, "{cases}");
+    let want = recorded_aspects(&cases);
+    assert_eq!(want.len(), cases.len(), "cases recorded");
+    let mut differ = Vec::new();
+    let mut known = 0;
+    for ((item, old), a) in cases.iter().zip(&want) {
+        let b = aspects(file.rules.as_ref(), item, old.as_ref());
+        // Known: a standings key with an invalid user id or year (`#`, a
+        // space, not 4 digits): the compiled model called it bad input,
+        // the file a counter item (a file has no checks on processor
+        // entities; nothing ever counts into such a key).
+        let standings_shape = item.s("SK").is_ok_and(|sk| sk.starts_with("STANDINGS#"))
+            && a[2] == "projection Err(\"bad\")"
+            && b[2].starts_with("projection Ok(Some(");
+        // Known: a writer's stray *negative* number in a processor-owned
+        // `points`: the compiled model read it as 0, the file as it is
+        // (`pad` keys it at 0 and notes the clamp; the sums see it until
+        // the job or the counter brings the value back).
+        let negative =
+            item.get("points") == Some(&n(-5)) && !item.s("type").is_ok_and(|t| t == "match");
+        // Both call the item bad input: what the aspects the compiled
+        // model left at their default say of it does not matter.
+        let both_bad = a[2] == b[2] && a[2] == "projection Err(\"bad\")";
+        let same = |i: usize| a[i] == b[i] || (both_bad && [1].contains(&i));
+        if standings_shape || negative {
+            known += 1;
+        } else if !(0..a.len()).all(same) {
+            differ.push(format!("{item:?}\n  recorded: {a:#?}\n  file: {b:#?}"));
+        }
+    }
+    assert!(cases.len() > 400, "{}", cases.len());
     assert!(known <= 20, "known differences: {known}");
     assert!(
         differ.is_empty(),
-        "{} of {cases} differ:\n{}",
+        "{} of {} differ:\n{}",
         differ.len(),
+        cases.len(),
         differ.join("\n")
     );
 }
 
 #[test]
-fn the_pickem_file_declares_what_the_rust_model_deploys() {
+fn the_pickem_file_deploys_what_the_compiled_model_deployed() {
     shared::file::check(&pickem_file()).expect("checks");
-    let rust = shared::models::find("pickem").expect("registered");
     let file = shared::models::load(&shared::models::Source::File(pickem_file())).expect("loads");
-    assert_eq!(file.table, rust.table);
-    assert_eq!(file.queues(), rust.queues());
-    assert_eq!(file.stream_defs(), rust.stream_defs());
-    assert_eq!(file.queue_defs(), rust.queue_defs());
+    let m = shared::models::find("pickem").expect("shipped");
+    let deployed = |m: &shared::models::Model| {
+        serde_json::json!({
+            "table": m.table,
+            "stream": m.stream_defs(),
+            "queues": m.queue_defs(),
+        })
+    };
+    if recording() {
+        // Live, while both ran: the file against the compiled twin.
+        assert_eq!(file.table, m.table);
+        assert_eq!(file.queues(), m.queues());
+        assert_eq!(file.stream_defs(), m.stream_defs());
+        assert_eq!(file.queue_defs(), m.queue_defs());
+        check("pickem-deploys", &deployed(&m));
+    } else {
+        check("pickem-deploys", &deployed(&m));
+        check("pickem-deploys", &deployed(&file));
+    }
 }
 
 async fn scan(rt: &Runtime) -> BTreeMap<(String, String), Item> {
     crate::support::table_by_key(rt).await
 }
 
+/// `models/pickem.scenario.yaml` (the compiled demo as a scenario: three
+/// rounds, every score and standing, the five screens) played through
+/// `--model pickem`: the compiled demo's recorded table attribute for attribute, the same
+/// `verify`, the same bad input, the processor writes up to the batches'
+/// regrouping.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_pickem_demo_through_both_ends_gives_the_same_table_verify_and_writes() {
-    let demo = shared::models::find("pickem")
-        .expect("registered")
-        .demo
-        .expect("pickem demo");
-    let mut out = Vec::new();
-    for file in [false, true] {
-        let mut env = model_env("pickem", |o| {
-            // One poller per queue, the streams drained before the queues
-            // (the comparison is of the models, not of an interleaving: the
-            // races run in pickem.rs through both ends).
-            o.queue_concurrency = Some(1);
-            o.drain_in_phases = true;
-            if file {
-                o.model_file = Some(pickem_file());
-            }
-        })
-        .await;
-        let diffs = demo(&mut env.rt).await.expect("demo runs");
-        assert!(diffs.is_empty(), "file={file}: {diffs:#?}");
-        let report = env.rt.verify().await.expect("verify");
-        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
-        out.push((
-            scan(&env.rt).await,
-            env.rt.processor_writes(),
-            report.render(),
-            report.bad_input.len(),
-        ));
-        env.engine.stop().await;
-    }
-    let (rust, file) = (&out[0], &out[1]);
-    println!("processor writes: rust {}, file {}", rust.1, file.1);
-    assert!(rust.0.len() > 10, "{}", rust.0.len());
-    assert_eq!(file.0, rust.0, "the same items, attribute for attribute");
-    // The processor writes of this demo vary run to run at *both* ends
-    // (measured: Rust 108, 112, 116; the file 112, 116): the order the
-    // local SQS hands out the scoring jobs decides how their writes' stream
-    // records fall into derive batches of 100, and a user's standings are
-    // written once per batch. So the two ends agree up to that regrouping
-    // here; the exact count (one write per changed score and one per
-    // standings item) is proven through the file, deterministically, by
-    // `pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score_through_the_file`.
-    assert!(
-        file.1.abs_diff(rust.1) <= 8,
-        "the same processor writes, up to the batches' regrouping: rust {}, file {}",
-        rust.1,
-        file.1
+async fn the_pickem_scenario_gives_the_recorded_table_verify_and_writes() {
+    let loaded = shared::file::load(&pickem_file()).expect("loads");
+    let scenario = Scenario::read(&pickem_file().with_file_name("pickem.scenario.yaml"))
+        .expect("the scenario reads");
+    let mut env = model_env("pickem", |o| {
+        // One poller per queue, the streams drained before the queues.
+        o.queue_concurrency = Some(1);
+        o.drain_in_phases = true;
+    })
+    .await;
+    let diffs = if recording() {
+        // The compiled model's own demo, whose writes the scenario repeats
+        // (a team's `members` a list there, a string set in the scenario:
+        // both recorded as a JSON list).
+        let demo = env.rt.model.demo.expect("the compiled demo");
+        demo(&mut env.rt).await.expect("demo runs")
+    } else {
+        play_model(&mut env.rt, &scenario, &loaded.model, false)
+            .await
+            .expect("plays")
+    };
+    assert!(diffs.is_empty(), "{diffs:#?}");
+    let writes = env.rt.processor_writes();
+    assert_eq!(env.rt.drain().await.expect("drains"), 0, "a fixpoint");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    let t = scan(&env.rt).await;
+    assert!(t.len() > 10, "{}", t.len());
+    check("pickem-scenario-table", &table_json(&t));
+    check(
+        "pickem-scenario-verify",
+        &serde_json::json!({ "verify": report.render(), "bad_input": report.bad_input.len() }),
     );
-    assert_eq!(file.2, rust.2, "the same verify report");
-    assert_eq!(file.3, rust.3, "the same bad input");
+    // The processor writes vary run to run (measured on the compiled model
+    // 108-116 for its demo): the order the local SQS hands out scoring jobs
+    // decides how their writes' stream records fall into derive batches,
+    // and a user's standings are written once per batch. The exact count
+    // (one write per changed score and per standings item) is proven
+    // deterministically by
+    // `pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score`.
+    if recording() {
+        check("pickem-scenario-writes", &serde_json::json!(writes));
+    } else {
+        let want = recorded("pickem-scenario-writes")
+            .as_u64()
+            .expect("a count");
+        println!("processor writes: recorded {want}, now {writes}");
+        assert!(
+            writes.abs_diff(want) <= 8,
+            "the recorded processor writes, up to the batches' regrouping: recorded {want}, now {writes}"
+        );
+    }
+    env.engine.stop().await;
 }
 
 /// A score a writer overwrote together with a key that agrees with it
-/// (nothing in the stream says it is stale): `verify` finds it through
-/// both ends, and its repair (the scoring job, through its guards) brings
-/// the score and the standings back.
+/// (nothing in the stream says it is stale): `verify` finds it (the
+/// recorded finding), and its repair (the scoring job, through its guards)
+/// brings the score and the standings back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_finds_a_forged_score_and_repairs_it_through_both_ends() {
-    for file in [false, true] {
-        let mut env = model_env("pickem", |o| {
-            if file {
-                o.model_file = Some(pickem_file());
-            }
-        })
-        .await;
-        let rt = &mut env.rt;
-        let (date, slug) = EV.split_at(10);
-        crate::support::put(rt, write::event(date, &slug[1..], "Rev", "upcoming")).await;
-        crate::support::put(
-            rt,
-            write::a_match(EV, "m1", "Opener", 1, 10, false, &["A", "B"], Some(0)),
-        )
-        .await;
-        crate::support::put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
-        rt.drain().await.unwrap();
-        let report = rt.verify().await.unwrap();
-        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
-        let key: Item = [
-            ("PK".to_string(), s("USER#sam")),
-            ("SK".to_string(), s(format!("EVENT#{EV}"))),
-        ]
-        .into();
-        rt.dynamodb
-            .update_item()
-            .table_name(&rt.config.table)
-            .set_key(Some(key.clone()))
-            .update_expression("SET points = :p, GSI_SK = :k")
-            .expression_attribute_values(":p", n(500))
-            .expression_attribute_values(":k", s("SCORE#500#sam"))
-            .send()
-            .await
-            .unwrap();
-        rt.drain().await.unwrap();
-        let report = rt.verify().await.unwrap();
-        assert_eq!(
-            report.problems.len(),
-            1,
-            "file={file}: {:#?}",
-            report.problems
-        );
-        let what = format!("{:?}", report.problems[0]);
-        assert!(
-            what.contains("500") && what.contains("10"),
-            "file={file}: {what}"
-        );
-        jobstream::tools::verify::repair(&rt.processors, &report)
-            .await
-            .unwrap();
-        rt.drain().await.unwrap();
-        let p = scan(rt).await[&("USER#sam".to_string(), format!("EVENT#{EV}"))].clone();
-        assert_eq!(p.get("points"), Some(&n(10)), "file={file}");
-        assert_eq!(p.get("GSI_SK"), Some(&s("SCORE#010#sam")), "file={file}");
-        let st = scan(rt).await[&("USER#sam".to_string(), "STANDINGS#2024".to_string())].clone();
-        assert_eq!(st.get("points"), Some(&n(10)), "file={file}");
-        let report = rt.verify().await.unwrap();
-        assert!(report.is_clean(), "file={file}: {:#?}", report.problems);
-        env.engine.stop().await;
-    }
+async fn verify_finds_a_forged_score_and_repairs_it() {
+    let mut env = model_env("pickem", |_| {}).await;
+    let rt = &mut env.rt;
+    let (date, slug) = EV.split_at(10);
+    crate::support::put(rt, write::event(date, &slug[1..], "Rev", "upcoming")).await;
+    crate::support::put(
+        rt,
+        write::a_match(EV, "m1", "Opener", 1, 10, false, &["A", "B"], Some(0)),
+    )
+    .await;
+    crate::support::put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
+    rt.drain().await.unwrap();
+    let report = rt.verify().await.unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    let key: Item = [
+        ("PK".to_string(), s("USER#sam")),
+        ("SK".to_string(), s(format!("EVENT#{EV}"))),
+    ]
+    .into();
+    rt.dynamodb
+        .update_item()
+        .table_name(&rt.config.table)
+        .set_key(Some(key.clone()))
+        .update_expression("SET points = :p, GSI_SK = :k")
+        .expression_attribute_values(":p", n(500))
+        .expression_attribute_values(":k", s("SCORE#500#sam"))
+        .send()
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    let report = rt.verify().await.unwrap();
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let what = format!("{:?}", report.problems[0]);
+    assert!(what.contains("500") && what.contains("10"), "{what}");
+    jobstream::tools::verify::repair(&rt.processors, &report)
+        .await
+        .unwrap();
+    rt.drain().await.unwrap();
+    let t = scan(rt).await;
+    let p = &t[&("USER#sam".to_string(), format!("EVENT#{EV}"))];
+    assert_eq!(p.get("points"), Some(&n(10)));
+    assert_eq!(p.get("GSI_SK"), Some(&s("SCORE#010#sam")));
+    let st = &t[&("USER#sam".to_string(), "STANDINGS#2024".to_string())];
+    assert_eq!(st.get("points"), Some(&n(10)));
+    check("pickem-forged-score-repaired", &table_json(&t));
+    let report = rt.verify().await.unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    env.engine.stop().await;
 }
