@@ -92,9 +92,15 @@ pub struct HistorySpec {
     pub mirror: &'static str,
     /// The root's part name in the fold state ([`root_part`]).
     pub root_part: &'static str,
-    /// The entry attribute holding the aggregate's id (the name the
-    /// entries' partition key binds).
-    pub aggregate_attr: &'static str,
+    /// The entry attributes holding the aggregate's id (the names the
+    /// entries' key binds but `sequence`), in the order of its values.
+    pub aggregate_attrs: Vec<&'static str>,
+    /// How many values of the aggregate's id the partition key binds.
+    pub pk_arity: usize,
+    /// How many the root's sort key binds: 0 unless the root is keyed under
+    /// its owner (`CUST#${customerId}` / `ORDER#${orderId}`), whose
+    /// aggregate is the items whose sort keys start with its own.
+    pub sk_arity: usize,
     /// What the processor reads of the stream.
     pub filter: Vec<EventFilter>,
     /// The root's attributes whose changes the descriptions tell apart
@@ -320,17 +326,51 @@ impl FileHistory {
         self.0.entities[self.spec().root.entity].name
     }
 
-    pub(super) fn aggregate_of(&self, pk: &str) -> Option<String> {
-        let root = &self.0.entities[self.spec().root.entity];
-        root.key[0]
-            .template
-            .matches(pk)
-            .and_then(|v| v.first().map(|s| s.to_string()))
+    /// The aggregate of an item of the history (root, member or entry):
+    /// the values its key binds for the aggregate's id (one value: the
+    /// value itself; several, keyed under an owner: a JSON list).
+    pub(super) fn aggregate_of(&self, pk: &str, sk: &str) -> Option<String> {
+        let h = self.spec();
+        let (_, bound) = self.0.classify(pk, sk)?;
+        let n = h.pk_arity + h.sk_arity;
+        (bound.len() >= n).then(|| encode(&bound[..n]))
+    }
+
+    /// The values of an aggregate's id.
+    pub(super) fn values(&self, aggregate: &str) -> Vec<String> {
+        let h = self.spec();
+        if h.pk_arity + h.sk_arity == 1 {
+            return vec![aggregate.to_string()];
+        }
+        serde_json::from_str(aggregate).unwrap_or_default()
     }
 
     fn pk(&self, aggregate: &str) -> String {
-        let root = &self.0.entities[self.spec().root.entity];
-        root.key[0].template.build(&[aggregate])
+        let h = self.spec();
+        let root = &self.0.entities[h.root.entity];
+        let v = self.values(aggregate);
+        root.key[0].template.build(&v[..h.pk_arity.min(v.len())])
+    }
+
+    /// The root's sort key, keyed under its owner (`None`: the partition
+    /// is the aggregate's).
+    fn root_sk(&self, aggregate: &str) -> Option<String> {
+        let h = self.spec();
+        if h.sk_arity == 0 {
+            return None;
+        }
+        let root = &self.0.entities[h.root.entity];
+        let v = self.values(aggregate);
+        Some(root.key[1].template.build(&v[h.pk_arity.min(v.len())..]))
+    }
+
+    /// How verify's findings name an aggregate: its partition, or its
+    /// root's key where the partition holds several.
+    pub(super) fn label(&self, aggregate: &str) -> String {
+        match self.root_sk(aggregate) {
+            Some(sk) => format!("{}/{sk}", self.pk(aggregate)),
+            None => self.pk(aggregate),
+        }
     }
 
     fn key_text(&self, item: &Item) -> String {
@@ -414,8 +454,9 @@ impl FileHistory {
         snap
     }
 
-    /// The state a snapshot shows (members named by their sort keys).
-    fn state_of_snapshot(&self, snap: &Item) -> FoldState {
+    /// The state a snapshot shows (members named by their sort keys, the
+    /// aggregate's own names in them its values `agg_sk`).
+    fn state_of_snapshot(&self, snap: &Item, agg_sk: &[String]) -> FoldState {
         let m = self.0;
         let mut state = FoldState::default();
         let mut root = snap.clone();
@@ -426,13 +467,18 @@ impl FileHistory {
             let t = &m.entities[mb.shape.entity].key[1].template;
             for p in list {
                 if let AttributeValue::M(p) = p {
-                    let vals: Vec<String> = t
-                        .binders()
-                        .map(|b| match p.get(&b.name) {
-                            Some(AttributeValue::S(s)) => s.clone(),
-                            Some(AttributeValue::N(n)) => n.clone(),
-                            _ => String::new(),
-                        })
+                    let vals: Vec<String> = agg_sk
+                        .iter()
+                        .cloned()
+                        .chain(
+                            t.binders()
+                                .skip(agg_sk.len())
+                                .map(|b| match p.get(&b.name) {
+                                    Some(AttributeValue::S(s)) => s.clone(),
+                                    Some(AttributeValue::N(n)) => n.clone(),
+                                    _ => String::new(),
+                                }),
+                        )
                         .collect();
                     state.parts.insert(t.build(&vals), p);
                 }
@@ -540,9 +586,11 @@ impl FileHistory {
         let h = self.spec();
         let id = Uuid::new_v5(&ENTRY_ID_NAMESPACE, change.event_id.as_bytes());
         let mut item = self.entry_key(aggregate, seq);
+        for (k, v) in h.aggregate_attrs.iter().zip(self.values(aggregate)) {
+            item.insert(k.to_string(), s(v));
+        }
         for (k, v) in [
             ("id", s(id.to_string())),
-            (h.aggregate_attr, s(aggregate)),
             ("sequence", n(seq)),
             ("description", s(description)),
             ("createdAt", s(change.at_iso())),
@@ -576,23 +624,37 @@ impl FoldRules for FileHistory {
         (self.0.table.pk, self.pk(aggregate))
     }
 
+    fn sort_prefix(&self, aggregate: &str) -> Option<(&'static str, String)> {
+        self.root_sk(aggregate).map(|sk| (self.0.table.sk, sk))
+    }
+
+    fn is_of(&self, aggregate: &str, item: &Item) -> bool {
+        if self.spec().sk_arity == 0 {
+            return true;
+        }
+        self.classify(item)
+            .ok()
+            .and_then(|(_, pk, sk)| self.aggregate_of(pk, sk))
+            .is_some_and(|a| a == aggregate)
+    }
+
     fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
         let image = change.latest_image().unwrap_or(&change.keys);
-        let (role, pk, _) = self.classify(image)?;
+        let (role, pk, sk) = self.classify(image)?;
         Ok(match role {
-            Role::Root | Role::Member(_) => self.aggregate_of(pk),
+            Role::Root | Role::Member(_) => self.aggregate_of(pk, sk),
             Role::Entry | Role::Other => None,
         })
     }
 
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
         let new = change.new.as_ref()?;
-        let (role, pk, _) = self.classify(new).ok()?;
+        let (role, pk, sk) = self.classify(new).ok()?;
         let is_adoption = change.kind == ChangeKind::Insert
             && role == Role::Entry
             && new.opt_s("description").ok().flatten() == Some(self.spec().imported);
         is_adoption.then(|| AdoptionRecord {
-            aggregate: self.aggregate_of(pk).unwrap_or_default(),
+            aggregate: self.aggregate_of(pk, sk).unwrap_or_default(),
             sequence: new.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0).max(0) as u64,
             id: new
                 .opt_s("id")
@@ -775,6 +837,14 @@ impl FoldRules for FileHistory {
 
     fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
         let root = &self.0.entities[self.spec().root.entity];
+        if let Some(sk) = self.root_sk(aggregate) {
+            let key: Item = [
+                (root.key[0].attr.to_string(), s(self.pk(aggregate))),
+                (root.key[1].attr.to_string(), s(sk)),
+            ]
+            .into();
+            return Some((key, self.spec().mirror));
+        }
         let key: Item = root
             .key
             .iter()
@@ -848,9 +918,16 @@ impl FoldRules for FileHistory {
         let e = &self.0.entities[h.entries];
         let [pkn, skn] = self.0.key_names();
         let number = format!("{seq:0w$}", w = h.digits);
+        let v = self.values(aggregate);
+        let sk_vals: Vec<String> = v[h.pk_arity.min(v.len())..]
+            .iter()
+            .take(h.sk_arity)
+            .cloned()
+            .chain(std::iter::once(number))
+            .collect();
         [
             (pkn.to_string(), s(self.pk(aggregate))),
-            (skn.to_string(), s(e.key[1].template.build(&[number]))),
+            (skn.to_string(), s(e.key[1].template.build(&sk_vals))),
         ]
         .into()
     }
@@ -860,7 +937,16 @@ impl FoldRules for FileHistory {
             // Omitted (over 400 KB): nothing to correct.
             return None;
         };
-        let mut state = self.state_of_snapshot(snap);
+        let h = self.spec();
+        let [pkn, skn] = self.0.key_names();
+        let agg_sk = match (entry.opt_s(pkn), entry.opt_s(skn)) {
+            (Ok(Some(pk)), Ok(Some(sk))) => self
+                .aggregate_of(pk, sk)
+                .map(|a| self.values(&a).split_off(h.pk_arity))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let mut state = self.state_of_snapshot(snap, &agg_sk);
         match value {
             Some(v) => state.parts.insert(part.to_string(), v.clone()),
             None => state.parts.remove(part),
@@ -900,6 +986,15 @@ impl FoldRules for FileHistory {
             );
         }
         Restated::Rewrite(fixed)
+    }
+}
+
+/// An aggregate's id from its values: one value as it is (the ledger keys
+/// of a history whose partition is its aggregate's), several as a JSON list.
+fn encode(values: &[&str]) -> String {
+    match values {
+        [one] => one.to_string(),
+        _ => serde_json::to_string(values).expect("strings serialise"),
     }
 }
 
