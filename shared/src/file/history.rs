@@ -18,8 +18,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use uuid::Uuid;
 
-use super::expr::{Arg, Expr, Prepared, Val};
-use super::model::{Entity, FileModel, Value};
+use super::expr::{Expr, Val};
+use super::history_images::Images;
+use super::model::{FileModel, Value};
 use super::rules::Parsed;
 use super::template::Part;
 use crate::change::{Change, ChangeKind};
@@ -131,45 +132,6 @@ fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
     }
 }
 
-/// An attribute value as expressions read it (lists are not read).
-fn val(v: &AttributeValue) -> Option<Val> {
-    Some(match v {
-        AttributeValue::S(s) => Val::Str(s.clone()),
-        AttributeValue::N(n) => match n.parse::<i64>() {
-            Ok(i) => Val::Int(i),
-            Err(_) => Val::Str(n.clone()),
-        },
-        AttributeValue::Bool(b) => Val::Bool(*b),
-        AttributeValue::Ss(v) => {
-            let mut v = v.clone();
-            v.sort();
-            Val::Set(v)
-        }
-        AttributeValue::Null(_) => Val::Null,
-        AttributeValue::M(m) => Val::Map(
-            m.iter()
-                .filter_map(|(k, v)| val(v).map(|v| (k.clone(), v)))
-                .collect(),
-        ),
-        _ => return None,
-    })
-}
-
-/// An image as a map: its attributes, and the entity's declared ones it
-/// lacks as `null`.
-fn image_map(e: &Entity, item: &Item) -> Vec<(String, Val)> {
-    let mut out: Vec<(String, Val)> = item
-        .iter()
-        .filter_map(|(k, v)| val(v).map(|v| (k.clone(), v)))
-        .collect();
-    for a in &e.attrs {
-        if !item.contains_key(a.name) {
-            out.push((a.name.to_string(), Val::Null));
-        }
-    }
-    out
-}
-
 /// Sort key of one attribute of a member's part: numbers, then strings,
 /// then anything else or absent.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -188,84 +150,6 @@ fn sort_val(v: Option<&AttributeValue>) -> SortVal {
         Some(AttributeValue::S(s)) => SortVal::Str(s.clone()),
         _ => SortVal::Other,
     }
-}
-
-static NULL: Val = Val::Null;
-
-/// What a description reads: `old` and `new` (the images as maps, each
-/// converted once however many expressions read it), `changes`, and the
-/// attributes of the latest image by their bare names (the entity's
-/// declared ones it lacks are `null`).
-pub(super) struct Images<'i> {
-    entity: &'i Entity,
-    latest: Option<&'i Item>,
-    old: Option<&'i Item>,
-    new: Option<&'i Item>,
-    old_map: std::cell::OnceCell<Prepared>,
-    new_map: std::cell::OnceCell<Prepared>,
-    changes: Option<Val>,
-}
-
-impl<'i> Images<'i> {
-    fn new(
-        entity: &'i Entity,
-        old: Option<&'i Item>,
-        new: Option<&'i Item>,
-        changes: Option<&str>,
-    ) -> Self {
-        Self {
-            entity,
-            latest: new.or(old),
-            old,
-            new,
-            old_map: std::cell::OnceCell::new(),
-            new_map: std::cell::OnceCell::new(),
-            changes: changes.map(|c| Val::Str(c.to_string())),
-        }
-    }
-
-    fn eval(&self, env: &super::expr::Env, x: &Expr) -> Result<Val, String> {
-        // The bare names `x` reads, each read once.
-        let bare: Vec<(&str, Val)> = x
-            .variables
-            .iter()
-            .filter(|n| match n.as_str() {
-                "old" => self.old.is_none(),
-                "new" => self.new.is_none(),
-                "changes" => self.changes.is_none(),
-                _ => true,
-            })
-            .map(|n| {
-                let v = match self.latest {
-                    Some(i) => match i.get(n.as_str()) {
-                        Some(v) => val(v).unwrap_or(Val::Null),
-                        None => Val::Null,
-                    },
-                    None => Val::Null,
-                };
-                (n.as_str(), v)
-            })
-            .collect();
-        env.eval_with(x, |name| match name {
-            "old" if self.old.is_some() => self
-                .old
-                .map(|i| Arg::Prepared(self.old_map.get_or_init(|| prepare_map(self.entity, i)))),
-            "new" if self.new.is_some() => self
-                .new
-                .map(|i| Arg::Prepared(self.new_map.get_or_init(|| prepare_map(self.entity, i)))),
-            "changes" if self.changes.is_some() => self.changes.as_ref().map(Arg::Val),
-            _ => Some(Arg::Val(
-                bare.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v)
-                    .unwrap_or(&NULL),
-            )),
-        })
-    }
-}
-
-fn prepare_map(e: &Entity, image: &Item) -> Prepared {
-    Val::Map(image_map(e, image)).prepare()
 }
 
 impl FileHistory {
@@ -324,53 +208,6 @@ impl FileHistory {
     /// The root entity's name.
     pub(super) fn root_name(&self) -> &'static str {
         self.0.entities[self.spec().root.entity].name
-    }
-
-    /// The aggregate of an item of the history (root, member or entry):
-    /// the values its key binds for the aggregate's id (one value: the
-    /// value itself; several, keyed under an owner: a JSON list).
-    pub(super) fn aggregate_of(&self, pk: &str, sk: &str) -> Option<String> {
-        let h = self.spec();
-        let (_, bound) = self.0.classify(pk, sk)?;
-        let n = h.pk_arity + h.sk_arity;
-        (bound.len() >= n).then(|| encode(&bound[..n]))
-    }
-
-    /// The values of an aggregate's id.
-    pub(super) fn values(&self, aggregate: &str) -> Vec<String> {
-        let h = self.spec();
-        if h.pk_arity + h.sk_arity == 1 {
-            return vec![aggregate.to_string()];
-        }
-        serde_json::from_str(aggregate).unwrap_or_default()
-    }
-
-    fn pk(&self, aggregate: &str) -> String {
-        let h = self.spec();
-        let root = &self.0.entities[h.root.entity];
-        let v = self.values(aggregate);
-        root.key[0].template.build(&v[..h.pk_arity.min(v.len())])
-    }
-
-    /// The root's sort key, keyed under its owner (`None`: the partition
-    /// is the aggregate's).
-    fn root_sk(&self, aggregate: &str) -> Option<String> {
-        let h = self.spec();
-        if h.sk_arity == 0 {
-            return None;
-        }
-        let root = &self.0.entities[h.root.entity];
-        let v = self.values(aggregate);
-        Some(root.key[1].template.build(&v[h.pk_arity.min(v.len())..]))
-    }
-
-    /// How verify's findings name an aggregate: its partition, or its
-    /// root's key where the partition holds several.
-    pub(super) fn label(&self, aggregate: &str) -> String {
-        match self.root_sk(aggregate) {
-            Some(sk) => format!("{}/{sk}", self.pk(aggregate)),
-            None => self.pk(aggregate),
-        }
     }
 
     fn key_text(&self, item: &Item) -> String {
@@ -986,15 +823,6 @@ impl FoldRules for FileHistory {
             );
         }
         Restated::Rewrite(fixed)
-    }
-}
-
-/// An aggregate's id from its values: one value as it is (the ledger keys
-/// of a history whose partition is its aggregate's), several as a JSON list.
-fn encode(values: &[&str]) -> String {
-    match values {
-        [one] => one.to_string(),
-        _ => serde_json::to_string(values).expect("strings serialise"),
     }
 }
 
