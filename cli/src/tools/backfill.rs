@@ -314,14 +314,13 @@ async fn adopt(
                 let Some((root, _)) = rules.sequence_mirror(&agg) else {
                     continue;
                 };
-                let (pk_name, pk) = rules.partition(&agg);
-                let left: Vec<Item> = store
-                    .query_partition(table, pk_name, &pk, None)
-                    .await?
-                    .into_iter()
-                    .map(|i| key_of(&i, key_names))
-                    .filter(|k| *k != root)
-                    .collect();
+                let left: Vec<Item> =
+                    shared::engine::fold::aggregate_items(rules, store, table, &agg)
+                        .await?
+                        .into_iter()
+                        .map(|i| key_of(&i, key_names))
+                        .filter(|k| *k != root)
+                        .collect();
                 for key in left {
                     if dry_run || store.delete_while_absent(table, key, &root).await? {
                         cascaded += 1;

@@ -18,8 +18,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use uuid::Uuid;
 
-use super::expr::{Arg, Expr, Prepared, Val};
-use super::model::{Entity, FileModel, Value};
+use super::expr::{Expr, Val};
+use super::history_images::Images;
+use super::model::{FileModel, Value};
 use super::rules::Parsed;
 use super::template::Part;
 use crate::change::{Change, ChangeKind};
@@ -92,9 +93,15 @@ pub struct HistorySpec {
     pub mirror: &'static str,
     /// The root's part name in the fold state ([`root_part`]).
     pub root_part: &'static str,
-    /// The entry attribute holding the aggregate's id (the name the
-    /// entries' partition key binds).
-    pub aggregate_attr: &'static str,
+    /// The entry attributes holding the aggregate's id (the names the
+    /// entries' key binds but `sequence`), in the order of its values.
+    pub aggregate_attrs: Vec<&'static str>,
+    /// How many values of the aggregate's id the partition key binds.
+    pub pk_arity: usize,
+    /// How many the root's sort key binds: 0 unless the root is keyed under
+    /// its owner (`CUST#${customerId}` / `ORDER#${orderId}`), whose
+    /// aggregate is the items whose sort keys start with its own.
+    pub sk_arity: usize,
     /// What the processor reads of the stream.
     pub filter: Vec<EventFilter>,
     /// The root's attributes whose changes the descriptions tell apart
@@ -125,45 +132,6 @@ fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
     }
 }
 
-/// An attribute value as expressions read it (lists are not read).
-fn val(v: &AttributeValue) -> Option<Val> {
-    Some(match v {
-        AttributeValue::S(s) => Val::Str(s.clone()),
-        AttributeValue::N(n) => match n.parse::<i64>() {
-            Ok(i) => Val::Int(i),
-            Err(_) => Val::Str(n.clone()),
-        },
-        AttributeValue::Bool(b) => Val::Bool(*b),
-        AttributeValue::Ss(v) => {
-            let mut v = v.clone();
-            v.sort();
-            Val::Set(v)
-        }
-        AttributeValue::Null(_) => Val::Null,
-        AttributeValue::M(m) => Val::Map(
-            m.iter()
-                .filter_map(|(k, v)| val(v).map(|v| (k.clone(), v)))
-                .collect(),
-        ),
-        _ => return None,
-    })
-}
-
-/// An image as a map: its attributes, and the entity's declared ones it
-/// lacks as `null`.
-fn image_map(e: &Entity, item: &Item) -> Vec<(String, Val)> {
-    let mut out: Vec<(String, Val)> = item
-        .iter()
-        .filter_map(|(k, v)| val(v).map(|v| (k.clone(), v)))
-        .collect();
-    for a in &e.attrs {
-        if !item.contains_key(a.name) {
-            out.push((a.name.to_string(), Val::Null));
-        }
-    }
-    out
-}
-
 /// Sort key of one attribute of a member's part: numbers, then strings,
 /// then anything else or absent.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -182,84 +150,6 @@ fn sort_val(v: Option<&AttributeValue>) -> SortVal {
         Some(AttributeValue::S(s)) => SortVal::Str(s.clone()),
         _ => SortVal::Other,
     }
-}
-
-static NULL: Val = Val::Null;
-
-/// What a description reads: `old` and `new` (the images as maps, each
-/// converted once however many expressions read it), `changes`, and the
-/// attributes of the latest image by their bare names (the entity's
-/// declared ones it lacks are `null`).
-pub(super) struct Images<'i> {
-    entity: &'i Entity,
-    latest: Option<&'i Item>,
-    old: Option<&'i Item>,
-    new: Option<&'i Item>,
-    old_map: std::cell::OnceCell<Prepared>,
-    new_map: std::cell::OnceCell<Prepared>,
-    changes: Option<Val>,
-}
-
-impl<'i> Images<'i> {
-    fn new(
-        entity: &'i Entity,
-        old: Option<&'i Item>,
-        new: Option<&'i Item>,
-        changes: Option<&str>,
-    ) -> Self {
-        Self {
-            entity,
-            latest: new.or(old),
-            old,
-            new,
-            old_map: std::cell::OnceCell::new(),
-            new_map: std::cell::OnceCell::new(),
-            changes: changes.map(|c| Val::Str(c.to_string())),
-        }
-    }
-
-    fn eval(&self, env: &super::expr::Env, x: &Expr) -> Result<Val, String> {
-        // The bare names `x` reads, each read once.
-        let bare: Vec<(&str, Val)> = x
-            .variables
-            .iter()
-            .filter(|n| match n.as_str() {
-                "old" => self.old.is_none(),
-                "new" => self.new.is_none(),
-                "changes" => self.changes.is_none(),
-                _ => true,
-            })
-            .map(|n| {
-                let v = match self.latest {
-                    Some(i) => match i.get(n.as_str()) {
-                        Some(v) => val(v).unwrap_or(Val::Null),
-                        None => Val::Null,
-                    },
-                    None => Val::Null,
-                };
-                (n.as_str(), v)
-            })
-            .collect();
-        env.eval_with(x, |name| match name {
-            "old" if self.old.is_some() => self
-                .old
-                .map(|i| Arg::Prepared(self.old_map.get_or_init(|| prepare_map(self.entity, i)))),
-            "new" if self.new.is_some() => self
-                .new
-                .map(|i| Arg::Prepared(self.new_map.get_or_init(|| prepare_map(self.entity, i)))),
-            "changes" if self.changes.is_some() => self.changes.as_ref().map(Arg::Val),
-            _ => Some(Arg::Val(
-                bare.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v)
-                    .unwrap_or(&NULL),
-            )),
-        })
-    }
-}
-
-fn prepare_map(e: &Entity, image: &Item) -> Prepared {
-    Val::Map(image_map(e, image)).prepare()
 }
 
 impl FileHistory {
@@ -318,19 +208,6 @@ impl FileHistory {
     /// The root entity's name.
     pub(super) fn root_name(&self) -> &'static str {
         self.0.entities[self.spec().root.entity].name
-    }
-
-    pub(super) fn aggregate_of(&self, pk: &str) -> Option<String> {
-        let root = &self.0.entities[self.spec().root.entity];
-        root.key[0]
-            .template
-            .matches(pk)
-            .and_then(|v| v.first().map(|s| s.to_string()))
-    }
-
-    fn pk(&self, aggregate: &str) -> String {
-        let root = &self.0.entities[self.spec().root.entity];
-        root.key[0].template.build(&[aggregate])
     }
 
     fn key_text(&self, item: &Item) -> String {
@@ -414,8 +291,9 @@ impl FileHistory {
         snap
     }
 
-    /// The state a snapshot shows (members named by their sort keys).
-    fn state_of_snapshot(&self, snap: &Item) -> FoldState {
+    /// The state a snapshot shows (members named by their sort keys, the
+    /// aggregate's own names in them its values `agg_sk`).
+    fn state_of_snapshot(&self, snap: &Item, agg_sk: &[String]) -> FoldState {
         let m = self.0;
         let mut state = FoldState::default();
         let mut root = snap.clone();
@@ -426,13 +304,18 @@ impl FileHistory {
             let t = &m.entities[mb.shape.entity].key[1].template;
             for p in list {
                 if let AttributeValue::M(p) = p {
-                    let vals: Vec<String> = t
-                        .binders()
-                        .map(|b| match p.get(&b.name) {
-                            Some(AttributeValue::S(s)) => s.clone(),
-                            Some(AttributeValue::N(n)) => n.clone(),
-                            _ => String::new(),
-                        })
+                    let vals: Vec<String> = agg_sk
+                        .iter()
+                        .cloned()
+                        .chain(
+                            t.binders()
+                                .skip(agg_sk.len())
+                                .map(|b| match p.get(&b.name) {
+                                    Some(AttributeValue::S(s)) => s.clone(),
+                                    Some(AttributeValue::N(n)) => n.clone(),
+                                    _ => String::new(),
+                                }),
+                        )
                         .collect();
                     state.parts.insert(t.build(&vals), p);
                 }
@@ -540,9 +423,11 @@ impl FileHistory {
         let h = self.spec();
         let id = Uuid::new_v5(&ENTRY_ID_NAMESPACE, change.event_id.as_bytes());
         let mut item = self.entry_key(aggregate, seq);
+        for (k, v) in h.aggregate_attrs.iter().zip(self.values(aggregate)) {
+            item.insert(k.to_string(), s(v));
+        }
         for (k, v) in [
             ("id", s(id.to_string())),
-            (h.aggregate_attr, s(aggregate)),
             ("sequence", n(seq)),
             ("description", s(description)),
             ("createdAt", s(change.at_iso())),
@@ -576,23 +461,37 @@ impl FoldRules for FileHistory {
         (self.0.table.pk, self.pk(aggregate))
     }
 
+    fn sort_prefix(&self, aggregate: &str) -> Option<(&'static str, String)> {
+        self.root_sk(aggregate).map(|sk| (self.0.table.sk, sk))
+    }
+
+    fn is_of(&self, aggregate: &str, item: &Item) -> bool {
+        if self.spec().sk_arity == 0 {
+            return true;
+        }
+        self.classify(item)
+            .ok()
+            .and_then(|(_, pk, sk)| self.aggregate_of(pk, sk))
+            .is_some_and(|a| a == aggregate)
+    }
+
     fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
         let image = change.latest_image().unwrap_or(&change.keys);
-        let (role, pk, _) = self.classify(image)?;
+        let (role, pk, sk) = self.classify(image)?;
         Ok(match role {
-            Role::Root | Role::Member(_) => self.aggregate_of(pk),
+            Role::Root | Role::Member(_) => self.aggregate_of(pk, sk),
             Role::Entry | Role::Other => None,
         })
     }
 
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
         let new = change.new.as_ref()?;
-        let (role, pk, _) = self.classify(new).ok()?;
+        let (role, pk, sk) = self.classify(new).ok()?;
         let is_adoption = change.kind == ChangeKind::Insert
             && role == Role::Entry
             && new.opt_s("description").ok().flatten() == Some(self.spec().imported);
         is_adoption.then(|| AdoptionRecord {
-            aggregate: self.aggregate_of(pk).unwrap_or_default(),
+            aggregate: self.aggregate_of(pk, sk).unwrap_or_default(),
             sequence: new.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0).max(0) as u64,
             id: new
                 .opt_s("id")
@@ -775,6 +674,14 @@ impl FoldRules for FileHistory {
 
     fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
         let root = &self.0.entities[self.spec().root.entity];
+        if let Some(sk) = self.root_sk(aggregate) {
+            let key: Item = [
+                (root.key[0].attr.to_string(), s(self.pk(aggregate))),
+                (root.key[1].attr.to_string(), s(sk)),
+            ]
+            .into();
+            return Some((key, self.spec().mirror));
+        }
         let key: Item = root
             .key
             .iter()
@@ -848,9 +755,16 @@ impl FoldRules for FileHistory {
         let e = &self.0.entities[h.entries];
         let [pkn, skn] = self.0.key_names();
         let number = format!("{seq:0w$}", w = h.digits);
+        let v = self.values(aggregate);
+        let sk_vals: Vec<String> = v[h.pk_arity.min(v.len())..]
+            .iter()
+            .take(h.sk_arity)
+            .cloned()
+            .chain(std::iter::once(number))
+            .collect();
         [
             (pkn.to_string(), s(self.pk(aggregate))),
-            (skn.to_string(), s(e.key[1].template.build(&[number]))),
+            (skn.to_string(), s(e.key[1].template.build(&sk_vals))),
         ]
         .into()
     }
@@ -860,7 +774,16 @@ impl FoldRules for FileHistory {
             // Omitted (over 400 KB): nothing to correct.
             return None;
         };
-        let mut state = self.state_of_snapshot(snap);
+        let h = self.spec();
+        let [pkn, skn] = self.0.key_names();
+        let agg_sk = match (entry.opt_s(pkn), entry.opt_s(skn)) {
+            (Ok(Some(pk)), Ok(Some(sk))) => self
+                .aggregate_of(pk, sk)
+                .map(|a| self.values(&a).split_off(h.pk_arity))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let mut state = self.state_of_snapshot(snap, &agg_sk);
         match value {
             Some(v) => state.parts.insert(part.to_string(), v.clone()),
             None => state.parts.remove(part),

@@ -163,10 +163,10 @@ impl FileHistory {
     pub fn check(&self, items: &[Item]) -> Vec<Finding> {
         let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
         for item in items {
-            let Ok((role, pk, _)) = self.classify(item) else {
+            let Ok((role, pk, sk)) = self.classify(item) else {
                 continue;
             };
-            let Some(agg) = self.aggregate_of(pk) else {
+            let Some(agg) = self.aggregate_of(pk, sk) else {
                 continue;
             };
             let p = parts.entry(agg).or_default();
@@ -190,7 +190,7 @@ impl FileHistory {
         let (root_key, mirror) = self
             .sequence_mirror(agg)
             .expect("a file history has a mirror");
-        let pk = self.partition(agg).1;
+        let pk = self.label(agg);
         let Some(root) = p.root else {
             for orphan in p.members.iter().chain(&p.entries) {
                 let key = key_of(orphan, &[pkn, skn]);
@@ -227,9 +227,11 @@ impl FileHistory {
                 &ENTRY_ID_NAMESPACE,
                 format!("restored:{pk}:{gap}").as_bytes(),
             );
+            for (k, v) in h.aggregate_attrs.iter().zip(self.values(agg)) {
+                entry.insert(k.to_string(), s(v));
+            }
             for (k, v) in [
                 ("id", s(id.to_string())),
-                (h.aggregate_attr, s(agg)),
                 (SEQUENCE, n(gap)),
                 (
                     "description",

@@ -193,29 +193,57 @@ impl Compiler<'_> {
                 format!("history: the root `{}` is a processor entity: a history records a writer's items", re.name),
             );
         }
-        // The root's key binds one name, the aggregate's id.
-        let binders: Vec<&str> = re
-            .key
-            .iter()
-            .flat_map(|k| k.template.binders())
+        // The root's key binds one name, the aggregate's id, in the
+        // partition key; or (keyed under its owner) names in the partition
+        // key and names of its own ending the sort key.
+        if re.key.len() != 2 {
+            return None;
+        }
+        let pk_names: Vec<&str> = re.key[0]
+            .template
+            .binders()
             .map(|b| b.name.as_str())
             .collect();
-        let id = binders.first().copied();
-        if re.key.len() == 2
-            && (re.key[0].template.binders().count() != 1 || binders.iter().any(|b| Some(*b) != id))
-        {
+        let sk_names: Vec<&str> = re.key[1]
+            .template
+            .binders()
+            .map(|b| b.name.as_str())
+            .collect();
+        let owned = sk_names.iter().any(|b| !pk_names.contains(b));
+        let distinct = |v: &[&str]| v.iter().enumerate().all(|(i, b)| !v[..i].contains(b));
+        let owned_ok = sk_names.iter().all(|b| !pk_names.contains(b))
+            && distinct(&pk_names)
+            && distinct(&sk_names)
+            && matches!(re.key[1].template.parts.last(), Some(Part::Hole(..)));
+        let legacy_ok = pk_names.len() == 1 && sk_names.iter().all(|b| *b == pk_names[0]);
+        if (owned && !owned_ok) || (!owned && !legacy_ok) {
             self.err(
                 root_pos,
                 format!(
-                    "history: the root `{}`'s key must bind one name, its id, in the partition key (`{}` = `{}`): an aggregate is the partition of one root",
-                    re.name, re.key[0].attr, re.key[0].template.source
+                    "history: the root `{}`'s key must bind its id in the partition key (`{}` = `{}`: an aggregate is the partition of one root), or, keyed under its owner, its owner's names in the partition key and its own names ending the sort key (`{}` = `ORDER#${{orderId}}` under `CUST#${{customerId}}`: an aggregate is the items whose sort keys start with its root's)",
+                    re.name, re.key[0].attr, re.key[0].template.source, re.key[1].attr
                 ),
             );
             return None;
         }
-        if re.key.len() != 2 {
-            return None;
-        }
+        let pk_arity = pk_names.len();
+        let sk_arity = if owned { sk_names.len() } else { 0 };
+        // Keyed under its owner: a member's or the entries' sort key starts
+        // with the root's and a literal.
+        let root_sk = &re.key[1].template;
+        let extends = |t: &KeyTemplate| -> bool {
+            let n = root_sk.parts.len();
+            t.parts.len() > n
+                && t.parts
+                    .iter()
+                    .zip(&root_sk.parts)
+                    .all(|(a, b)| match (a, b) {
+                        (Part::Lit(x), Part::Lit(y)) => x == y,
+                        (Part::Hole(..), Part::Hole(..)) => true,
+                        _ => false,
+                    })
+                && matches!(t.parts[n], Part::Lit(_))
+        };
         let partition = shape_of(&re.key[0].template);
         let mirror = h
             .mirror
@@ -345,13 +373,24 @@ impl Compiler<'_> {
             if e.key.len() != 2 {
                 continue;
             }
-            if shape_of(&e.key[0].template) != partition || e.key[0].template.binders().count() != 1
+            if shape_of(&e.key[0].template) != partition
+                || e.key[0].template.binders().count() != pk_arity
             {
                 self.err(
                     pos,
                     format!(
                         "history: member `{name}`'s {} `{}` is not the root's partition `{}`: an aggregate's members live in its partition",
                         e.key[0].attr, e.key[0].template.source, re.key[0].template.source
+                    ),
+                );
+                continue;
+            }
+            if owned && !extends(&e.key[1].template) {
+                self.err(
+                    pos,
+                    format!(
+                        "history: member `{name}`'s {} `{}` does not start with the root's `{}` and a literal (e.g. `{}#LINE#${{sku}}`): an aggregate keyed under its owner is the items whose sort keys start with its root's",
+                        e.key[1].attr, e.key[1].template.source, root_sk.source, root_sk.source
                     ),
                 );
                 continue;
@@ -364,8 +403,9 @@ impl Compiler<'_> {
                 .fields
                 .as_ref()
                 .map(|f| self.attribute_list(f, e, &format!("member `{name}` fields")));
-            // A snapshot names each member by its sort key's names.
-            for b in e.key[1].template.binders() {
+            // A snapshot names each member by its sort key's names (those
+            // of its aggregate's are the entry's).
+            for b in e.key[1].template.binders().skip(sk_arity) {
                 let kept = match &fields {
                     Some(f) => f.contains(&b.name.as_str()),
                     None => e.attr(&b.name).is_some(),
@@ -397,6 +437,7 @@ impl Compiler<'_> {
                 order = e.key[1]
                     .template
                     .binders()
+                    .skip(sk_arity)
                     .filter_map(|b| e.attr(&b.name))
                     .map(|a| a.name)
                     .collect();
@@ -440,10 +481,10 @@ impl Compiler<'_> {
                 ),
             );
         }
-        let mut aggregate_attr = "";
+        let mut aggregate_attrs: Vec<&'static str> = Vec::new();
         if ee.key.len() == 2 {
             if shape_of(&ee.key[0].template) != partition
-                || ee.key[0].template.binders().count() != 1
+                || ee.key[0].template.binders().count() != pk_arity
             {
                 self.err(
                     epos,
@@ -452,21 +493,45 @@ impl Compiler<'_> {
                         ee.name, ee.key[0].attr, ee.key[0].template.source, re.key[0].template.source
                     ),
                 );
-            } else if let Some(b) = ee.key[0].template.binders().next() {
-                aggregate_attr = leak(&b.name);
+            } else {
+                aggregate_attrs.extend(ee.key[0].template.binders().map(|b| leak(&b.name)));
             }
             let sk: Vec<&str> = ee.key[1]
                 .template
                 .binders()
                 .map(|b| b.name.as_str())
                 .collect();
-            if sk != [SEQUENCE] || prefix(&ee.key[1].template).is_none() {
+            let shaped = if owned {
+                extends(&ee.key[1].template)
+                    && sk.len() == sk_arity + 1
+                    && sk.last() == Some(&SEQUENCE)
+                    && matches!(ee.key[1].template.parts.last(), Some(Part::Hole(..)))
+            } else {
+                sk == [SEQUENCE] && prefix(&ee.key[1].template).is_some()
+            };
+            if !shaped {
+                let example = if owned {
+                    format!("`\"{}#HIST#${{{SEQUENCE}}}\"`", root_sk.source)
+                } else {
+                    format!("`\"HIST#${{{SEQUENCE}}}\"`")
+                };
                 self.err(
                     epos,
                     format!(
-                        "history: entries `{}`'s {} `{}` must be a literal prefix and `${{{SEQUENCE}}}` (e.g. `\"HIST#${{{SEQUENCE}}}\"`): the entry's number",
-                        ee.name, ee.key[1].attr, ee.key[1].template.source
+                        "history: entries `{}`'s {} `{}` must be {}a literal prefix and `${{{SEQUENCE}}}` (e.g. {example}): the entry's number",
+                        ee.name,
+                        ee.key[1].attr,
+                        ee.key[1].template.source,
+                        if owned { "the root's sort key, " } else { "" }
                     ),
+                );
+            } else if owned {
+                aggregate_attrs.extend(
+                    ee.key[1]
+                        .template
+                        .binders()
+                        .take(sk_arity)
+                        .map(|b| leak(&b.name)),
                 );
             }
         }
@@ -542,7 +607,9 @@ impl Compiler<'_> {
             imported: leak(imported),
             mirror: leak(mirror),
             root_part: leak(&root_name),
-            aggregate_attr,
+            aggregate_attrs,
+            pk_arity,
+            sk_arity,
             filter,
             described,
         })

@@ -531,3 +531,66 @@ entities:
         .replace("total >= 0", "true");
     assert_eq!(compile(&fixed, "t").err(), None);
 }
+
+/// A derived item whose key does not bind its source's whole key (a task's
+/// mirror under its assignee, without the task's project) can be implied by
+/// two tasks at once: refused at the derive's entity with what to do; the
+/// same file with the project in the mirror's key, or the mirror `shared:
+/// true`, compiles.
+#[test]
+fn a_derived_key_that_does_not_bind_its_sources_key_is_refused_unless_shared() {
+    let text = r#"jobstream: 1
+name: tasks
+table: { name: tasks, pk: PK, sk: SK }
+entities:
+  task:
+    key: { PK: "PROJECT#${projectId}", SK: "TASK#${taskId}" }
+    attributes: { projectId: string, taskId: string, assignee: string }
+    derive:
+      - entity: assigned
+        with: { assignee: assignee, taskId: taskId, project: projectId }
+  assigned:
+    owner: processor
+    key: { PK: "USER#${assignee}", SK: "TASK#${taskId}" }
+    attributes: { project: string }
+"#;
+    let p = compile(text, "t").err().unwrap_or_default();
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_one(
+        &p,
+        9,
+        17,
+        "derive `assigned`: its key does not bind `projectId` of `task`'s key",
+    );
+    assert_one(&p, 9, 17, "mark `assigned` `shared: true`");
+    // An expression of the name is not the name (`lower(x)` maps two to one).
+    let lowered = text
+        .replace("USER#${assignee}\"", "USER#${assignee}#${p}\"")
+        .replace(
+            "project: projectId }",
+            "project: projectId, p: \"lower(projectId)\" }",
+        );
+    let p = compile(&lowered, "t").err().unwrap_or_default();
+    assert_one(&p, 9, 17, "does not bind `projectId`");
+    let keyed = lowered.replace("lower(projectId)", "projectId");
+    assert_eq!(compile(&keyed, "t").err(), None);
+    let shared = text.replace("owner: processor", "owner: processor\n    shared: true");
+    assert_eq!(compile(&shared, "t").err(), None);
+}
+
+/// Every shipped model file and example passes the rule above.
+#[test]
+fn the_shipped_files_bind_their_sources_keys_or_are_shared() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../models");
+    for sub in ["", "/examples"] {
+        for f in std::fs::read_dir(format!("{dir}{sub}")).unwrap() {
+            let path = f.unwrap().path();
+            let name = path.to_string_lossy().to_string();
+            if !name.ends_with(".yaml") || name.ends_with(".scenario.yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(compile(&text, "t").err(), None, "{name}");
+        }
+    }
+}

@@ -81,11 +81,35 @@ impl FileModel {
 
     /// The entity whose key templates match `pk`/`sk`, with the bound values.
     pub fn classify<'k>(&self, pk: &'k str, sk: &'k str) -> Option<(&Entity, Vec<&'k str>)> {
-        self.entities.iter().find_map(|e| {
+        let matching = |e: &'_ Entity| -> Option<Vec<&'k str>> {
             let mut bound = e.key[0].template.matches(pk)?;
             bound.extend(e.key[1].template.matches(sk)?);
-            Some((e, bound))
-        })
+            Some(bound)
+        };
+        let mut entities = self.entities.iter();
+        let (first, bound) = entities.find_map(|e| matching(e).map(|b| (e, b)))?;
+        // An entity told apart from another only by its values' types
+        // (`ORDER#${orderId:uid}` and `ORDER#${orderId:uid}#LINE#${sku}`):
+        // the first whose values fit, else the first that matches (whose
+        // parse then says which value does not fit).
+        if first.by_type && !self.fits(first, &bound) {
+            if let Some(found) = entities
+                .filter(|e| e.by_type)
+                .find_map(|e| matching(e).filter(|b| self.fits(e, b)).map(|b| (e, b)))
+            {
+                return Some(found);
+            }
+        }
+        Some((first, bound))
+    }
+
+    /// Whether the values a key binds fit their binders' types.
+    fn fits(&self, e: &Entity, bound: &[&str]) -> bool {
+        e.key
+            .iter()
+            .flat_map(|k| k.template.binders())
+            .zip(bound)
+            .all(|(b, v)| super::model::binder_fits(e, b, v, &self.formats))
     }
 
     /// Classifies and validates a whole item.

@@ -208,16 +208,30 @@ fn binder_samples(other: &KeyTemplate) -> Vec<String> {
     out
 }
 
-/// Keys built from `t`: every binder `x`, then each binder (and all of
-/// them at once) with each sample.
-fn template_examples(t: &KeyTemplate, samples: &[String]) -> Vec<String> {
-    let n = t.binders().count();
+/// Keys built from `t`: every binder `x` (or, where `fits` refuses `x`, a
+/// ULID or `1`), then each binder (and all of them at once) with each
+/// sample.
+fn template_examples(
+    t: &KeyTemplate,
+    samples: &[String],
+    fits: &dyn Fn(&Binder, &str) -> bool,
+) -> Vec<String> {
+    let fill: Vec<&str> = t
+        .binders()
+        .map(|b| {
+            ["x", "01HXAA0000000000000000000A", "1"]
+                .into_iter()
+                .find(|v| fits(b, v))
+                .unwrap_or("x")
+        })
+        .collect();
+    let n = fill.len();
     let mut out = Vec::new();
     for s in samples {
         out.push(t.build(&vec![s.as_str(); n]));
         for at in 0..n {
             let vals: Vec<&str> = (0..n)
-                .map(|k| if k == at { s.as_str() } else { "x" })
+                .map(|k| if k == at { s.as_str() } else { fill[k] })
                 .collect();
             out.push(t.build(&vals));
         }
@@ -230,10 +244,28 @@ impl KeyTemplate {
     /// symmetrically: each template's examples, binders also holding the
     /// other's literals, are tried against the other).
     pub fn overlap(&self, other: &KeyTemplate) -> Option<String> {
-        template_examples(self, &binder_samples(other))
+        self.overlap_fitting(other, &|_, _| true, &|_, _| true)
+    }
+
+    /// [`Self::overlap`] where a binder holds only the values its type
+    /// accepts (`fits` for this template's binders, `fits_other` for
+    /// `other`'s): `ORDER#${orderId:uid}` and
+    /// `ORDER#${orderId:uid}#LINE#${sku}` do not overlap when a `uid`
+    /// holds no `#`.
+    pub fn overlap_fitting(
+        &self,
+        other: &KeyTemplate,
+        fits: &dyn Fn(&Binder, &str) -> bool,
+        fits_other: &dyn Fn(&Binder, &str) -> bool,
+    ) -> Option<String> {
+        let fit = |t: &KeyTemplate, f: &dyn Fn(&Binder, &str) -> bool, k: &str| {
+            t.matches(k)
+                .is_some_and(|vals| t.binders().zip(vals).all(|(b, v)| f(b, v)))
+        };
+        template_examples(self, &binder_samples(other), fits)
             .into_iter()
-            .chain(template_examples(other, &binder_samples(self)))
-            .find(|k| self.matches(k).is_some() && other.matches(k).is_some())
+            .chain(template_examples(other, &binder_samples(self), fits_other))
+            .find(|k| fit(self, fits, k) && fit(other, fits_other, k))
     }
 }
 

@@ -13,11 +13,8 @@ impl<R: FoldRules> FoldProcessor<R> {
         if self.load(aggregate).await?.version > 0 {
             return Ok(Imported::AlreadyKnown);
         }
-        let (pk_name, pk) = self.rules.partition(aggregate);
-        let items = self
-            .store
-            .query_partition(&self.config.table, pk_name, &pk, None)
-            .await?;
+        let items =
+            aggregate_items(&self.rules, &self.store, &self.config.table, aggregate).await?;
         let tok = token();
         let adoption = self.rules.adopt(aggregate, &items, (self.now)(), &tok);
         let Adoption::Entry { state, .. } = &adoption else {
@@ -116,11 +113,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         agg: &str,
         rest: &[&Change],
     ) -> Result<(FoldState, std::collections::BTreeSet<String>), ProcessError> {
-        let (pk_name, pk) = self.rules.partition(agg);
-        let items = self
-            .store
-            .query_partition(&self.config.table, pk_name, &pk, None)
-            .await?;
+        let items = aggregate_items(&self.rules, &self.store, &self.config.table, agg).await?;
         let mut state = self.rules.table_state(&items);
         let touched = self.roll_back(&mut state, rest);
         Ok((state, touched))
@@ -271,10 +264,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         if !missing.is_empty() {
             // One strongly consistent Query of the partition (the fold's
             // grant has no GetItem on the table).
-            let (pk_name, pk) = self.rules.partition(agg);
-            let items = self
-                .store
-                .query_partition(&self.config.table, pk_name, &pk, None)
+            let items = aggregate_items(&self.rules, &self.store, &self.config.table, agg)
                 .await
                 .map_err(|e| BatchFailure {
                     index,
@@ -309,11 +299,7 @@ impl<R: FoldRules> FoldProcessor<R> {
 
     /// Adopts `agg` (no HEAD, first change not its root's creation).
     pub(super) async fn adopt_now(&self, agg: &str) -> Result<Loaded, ProcessError> {
-        let (pk_name, pk) = self.rules.partition(agg);
-        let items = self
-            .store
-            .query_partition(&self.config.table, pk_name, &pk, None)
-            .await?;
+        let items = aggregate_items(&self.rules, &self.store, &self.config.table, agg).await?;
         let tok = token();
         match self.rules.adopt(agg, &items, (self.now)(), &tok) {
             a @ Adoption::Entry { .. } => match self.write_adoption(agg, a, &tok).await? {

@@ -218,11 +218,49 @@ pub trait FoldRules: Send + Sync {
     /// The partition (key name, value) holding an aggregate's items.
     fn partition(&self, aggregate: &str) -> (&'static str, String);
 
+    /// The sort key prefix (key name, prefix) every item of the aggregate
+    /// starts with, when its partition holds other aggregates too (an
+    /// order keyed under its customer); `None`: the whole partition.
+    fn sort_prefix(&self, _aggregate: &str) -> Option<(&'static str, String)> {
+        None
+    }
+
+    /// Whether an item read under the aggregate's partition and prefix is
+    /// the aggregate's (`ORDER#o1` is a prefix of order `o10`'s items too).
+    fn is_of(&self, _aggregate: &str, _item: &Item) -> bool {
+        true
+    }
+
     /// What `verify` finds of the fold's entries in the table's items (a
     /// model whose `checks` verify its history says nothing here).
     fn verify(&self, _items: &[Item]) -> Vec<crate::models::Finding> {
         Vec::new()
     }
+}
+
+/// The items of an aggregate as they are (strongly consistent Query): its
+/// partition, under its sort key prefix where the partition holds other
+/// aggregates too, and only the aggregate's items.
+pub async fn aggregate_items<R: FoldRules + ?Sized>(
+    rules: &R,
+    store: &Store,
+    table: &str,
+    aggregate: &str,
+) -> Result<Vec<Item>, crate::error::StoreError> {
+    let (pk_name, pk) = rules.partition(aggregate);
+    let prefix = rules.sort_prefix(aggregate);
+    let items = store
+        .query_partition(
+            table,
+            pk_name,
+            &pk,
+            prefix.as_ref().map(|(n, p)| (*n, p.as_str())),
+        )
+        .await?;
+    Ok(items
+        .into_iter()
+        .filter(|i| rules.is_of(aggregate, i))
+        .collect())
 }
 
 /// What importing an aggregate did.
@@ -567,6 +605,12 @@ impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
     }
     fn partition(&self, aggregate: &str) -> (&'static str, String) {
         (**self).partition(aggregate)
+    }
+    fn sort_prefix(&self, aggregate: &str) -> Option<(&'static str, String)> {
+        (**self).sort_prefix(aggregate)
+    }
+    fn is_of(&self, aggregate: &str, item: &Item) -> bool {
+        (**self).is_of(aggregate, item)
     }
     fn verify(&self, items: &[Item]) -> Vec<crate::models::Finding> {
         (**self).verify(items)

@@ -2,6 +2,7 @@
 //! two entities both match.
 
 use super::*;
+use crate::file::template::Binder;
 
 impl Compiler<'_> {
     /// A `counter:` block on an entity no `count:` rule counts into: the
@@ -68,19 +69,38 @@ impl Compiler<'_> {
     /// decided symmetrically: each template's examples are tried against the
     /// other, binders holding the other template's literals), reported at the
     /// key of the one declared later.
-    pub(super) fn overlaps(&mut self, entities: &[Entity], raws: &[(String, Spanned<RawEntity>)]) {
-        for (i, a) in entities.iter().enumerate() {
-            for (j, b) in entities.iter().enumerate().skip(i + 1) {
+    pub(super) fn overlaps(
+        &mut self,
+        entities: &mut [Entity],
+        raws: &[(String, Spanned<RawEntity>)],
+    ) {
+        for i in 0..entities.len() {
+            for j in i + 1..entities.len() {
+                let (a, b) = (&entities[i], &entities[j]);
                 if a.key.len() != 2 || b.key.len() != 2 {
                     continue;
                 }
-                let Some(example) = a
+                let formats = &self.formats;
+                let fits_a = |x: &Binder, v: &str| binder_fits(a, x, v, formats);
+                let fits_b = |x: &Binder, v: &str| binder_fits(b, x, v, formats);
+                let typed: Option<Vec<String>> = a
                     .key
                     .iter()
                     .zip(&b.key)
-                    .map(|(x, y)| x.template.overlap(&y.template))
-                    .collect::<Option<Vec<String>>>()
-                else {
+                    .map(|(x, y)| x.template.overlap_fitting(&y.template, &fits_a, &fits_b))
+                    .collect();
+                let Some(example) = typed else {
+                    // Told apart by their values' types only: a key's
+                    // entity is found checking them.
+                    let textual = a
+                        .key
+                        .iter()
+                        .zip(&b.key)
+                        .all(|(x, y)| x.template.overlap(&y.template).is_some());
+                    if textual {
+                        entities[i].by_type = true;
+                        entities[j].by_type = true;
+                    }
                     continue;
                 };
                 let first_line = raws[i].1.value.key.referenced.line();
@@ -94,4 +114,19 @@ impl Compiler<'_> {
             }
         }
     }
+}
+
+/// Whether `v` is a value binder `b` of entity `e`'s key may hold: of its
+/// format, else of the type of `e`'s attribute of its name.
+pub(in crate::file) fn binder_fits(
+    e: &Entity,
+    b: &Binder,
+    v: &str,
+    formats: &[&'static super::super::formats::Format],
+) -> bool {
+    let ty = match &b.format {
+        Some(f) => super::super::formats::named(f, formats),
+        None => e.attr(&b.name).map(|a| a.ty.clone()),
+    };
+    ty.is_none_or(|ty| super::super::rules::check_str(&b.name, v, &ty).is_ok())
 }

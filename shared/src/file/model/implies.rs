@@ -212,6 +212,9 @@ impl Compiler<'_> {
                     );
                 }
             }
+            if !entities[t].shared {
+                self.derived_key_binds_source(name, &entities[i], &entities[t], d);
+            }
             let when = self.condition(&d.value.when, &reads).unwrap_or(None);
             derive.push(DeriveRule {
                 target: t,
@@ -290,6 +293,54 @@ impl Compiler<'_> {
         e.project = project;
         e.derive = derive;
         e.count = count;
+    }
+
+    /// A derived item of an entity that is not `shared: true` must have a
+    /// key that binds every name of its source's key (each as a name bound
+    /// as is under `with`, not an expression of it): otherwise two source
+    /// items imply one derived item (a source moved by writing its new item
+    /// before deleting the old one), and the old one's delete would take
+    /// the item the new one still implies.
+    fn derived_key_binds_source(
+        &mut self,
+        name: &str,
+        source: &Entity,
+        target: &Entity,
+        d: &Spanned<super::super::raw::RawDerive>,
+    ) {
+        let bound: Vec<&str> = target
+            .binders()
+            .iter()
+            .filter_map(|(b, _)| {
+                d.value
+                    .with
+                    .0
+                    .iter()
+                    .find(|(n, _)| n == b)
+                    .map(|(_, v)| v.value.0.trim())
+            })
+            .collect();
+        let missing: Vec<&str> = source
+            .binders()
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !bound.contains(n))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let names = missing
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.err(
+            at(&d.value.entity),
+            format!(
+                "{name}: derive `{t}`: its key does not bind {names} of `{name}`'s key, so two `{name}` items can imply one `{t}` item (one moved: its new item written, then the old one deleted), and the old one's delete would take the `{t}` the new one still implies: put {names} in `{t}`'s key (bound under `with` as is), or mark `{t}` `shared: true` (it then lives while any `{name}` implies it, with the values of the one whose key sorts last)",
+                t = target.name
+            ),
+        );
     }
 
     /// `with` values whose declared type may not be what the target's key

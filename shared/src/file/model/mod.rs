@@ -17,6 +17,7 @@ use super::template::{split, KeyTemplate, Part};
 use crate::models::table::{Gsi, TableDef};
 
 mod counters;
+pub(in crate::file) use counters::binder_fits;
 mod implies;
 mod shape;
 
@@ -164,6 +165,11 @@ pub struct Entity {
     pub unique: Vec<&'static str>,
     /// Processor-owned attributes computed over a partition (`compute:`).
     pub compute: Option<super::compute::Compute>,
+    /// Its key templates match a key of another entity's only with values
+    /// their types refuse (`ORDER#${orderId:uid}` and
+    /// `ORDER#${orderId:uid}#LINE#${sku}`): classifying a key checks the
+    /// values' types (see [`super::rules`]'s `classify`).
+    pub by_type: bool,
 }
 
 impl Entity {
@@ -455,7 +461,7 @@ impl Compiler<'_> {
         for (i, (_, e)) in raws.iter().enumerate() {
             self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
         }
-        self.overlaps(&entities, raws);
+        self.overlaps(&mut entities, raws);
         self.uncounted(&entities, raws);
         let sets = match &raw.sets {
             Some(s) => super::sets::compile(

@@ -145,6 +145,7 @@ impl Compiler<'_> {
             count: vec![],
             counter: None,
             unique: vec![],
+            by_type: false,
             compute: None,
         }
     }
