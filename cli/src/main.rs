@@ -63,8 +63,8 @@ impl ModelArgs {
     }
 
     /// The model's file: `--model-file`, or the shipped file `--model`
-    /// names (`None` while the model is still compiled from Rust).
-    fn file(&self) -> anyhow::Result<Option<&'static shared::file::Loaded>> {
+    /// names.
+    fn file(&self) -> anyhow::Result<&'static shared::file::Loaded> {
         models::file_of(&self.source()).map_err(anyhow::Error::msg)
     }
 }
@@ -417,7 +417,7 @@ fn announce(engine: Option<&LocalEngine>, rt: &Runtime, sqs: Option<&str>, model
     }
     // Which version of the model runs (as the Lambdas log it): two versions
     // on one stream (a rolling deploy) each count by their own rules.
-    if let Ok(Some(file)) = model.file() {
+    if let Ok(file) = model.file() {
         println!(
             "model file: {} (sha256 {})",
             model.model_file.as_ref().map_or_else(
@@ -489,22 +489,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let m = model.load()?;
             let file = model.file()?;
-            // A compiled model plays its own demo; a model file (given or
-            // shipped) plays its scenario, or (without one) writes nothing
-            // and verifies.
-            let scenario = match (file, scenario) {
-                (Some(_), given) => scenario_for(&model, given.as_deref())?,
-                (None, None) => None,
-                (None, Some(_)) => anyhow::bail!(
-                    "model {} is compiled, not a file: --scenario needs a model file",
-                    m.name
-                ),
-            };
-            let demo = match (file, m.demo) {
-                (Some(_), _) => None,
-                (None, Some(d)) => Some(d),
-                (None, None) => anyhow::bail!("model {} has no demo", m.name),
-            };
+            // The file's scenario (given, next to it, or shipped), or
+            // (without one) nothing written and a verify.
+            let scenario = scenario_for(&model, scenario.as_deref())?;
             let engine = LocalEngine::start(&listen, None).await?;
             let (_local_sqs, sqs) = sqs_for(&m, sqs_endpoint)?;
             let mut opts = RuntimeOptions::new(
@@ -521,9 +508,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 engine.endpoint(),
                 sqs.map(|s| format!(" and SQS at {s}")).unwrap_or_default()
             );
-            let diffs = match (demo, scenario) {
-                (Some(demo), _) => demo(&mut rt).await.map_err(|e| anyhow::anyhow!("{e}"))?,
-                (None, Some((path, s))) => {
+            let diffs = match scenario {
+                Some((path, s)) => {
                     let steps = s.all_steps();
                     println!(
                         "scenario {path}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
@@ -534,9 +520,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         s.query_count(),
                         if s.query_count() == 1 { "y" } else { "ies" }
                     );
-                    let Some(file) = file else {
-                        anyhow::bail!("a scenario needs a model file");
-                    };
                     let mut diffs =
                         shared::file::scenario::play_model(&mut rt, &s, &file.model, true)
                             .await
@@ -561,7 +544,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     diffs.extend(demo_verify(&mut rt).await?);
                     diffs
                 }
-                (None, None) => {
+                None => {
                     println!("no scenario file: nothing written; verify only");
                     demo_verify(&mut rt).await?
                 }
@@ -732,7 +715,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let model = target.model()?;
             let config = target.config(&model);
-            let file = target.model.file()?.map(|l| &l.model);
+            let file = Some(&target.model.file()?.model);
             let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 5).await);
             let key = jobstream::tools::explain::key(&model, pk, sk);
             let tables = jobstream::tools::explain::Tables {
@@ -747,10 +730,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Graph { model } => {
-            let graph = match model.file()? {
-                Some(file) => jobstream::tools::graph::file_graph(&file.model),
-                None => jobstream::tools::graph::model_graph(&model.load()?),
-            };
+            let graph = jobstream::tools::graph::file_graph(&model.file()?.model);
             print!("{graph}");
             Ok(ExitCode::SUCCESS)
         }
@@ -782,16 +762,7 @@ async fn run_query(
     name: Option<String>,
     params: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
-    let owned;
-    let file = match model.file()? {
-        Some(f) => &f.model,
-        None => {
-            let m = model.load()?;
-            owned = jobstream::tools::query::shipped_for(m.table.name)
-                .map_err(|e| anyhow::anyhow!("model {}: {e}", m.name))?;
-            &owned
-        }
-    };
+    let file = &model.file()?.model;
     let mut stdout = std::io::stdout();
     let Some(name) = name else {
         jobstream::tools::query::list(file, &mut stdout)?;

@@ -66,23 +66,18 @@ impl Config {
     pub fn from_env() -> Result<(Self, Model), ConfigError> {
         let var = |k: &str| std::env::var(k).map_err(|_| ConfigError::Missing(k.to_string()));
         let loaded = match std::env::var_os("MODEL_FILE") {
-            Some(path) => Some(crate::file::load(std::path::Path::new(&path))?),
+            Some(path) => crate::file::load(std::path::Path::new(&path))?,
             None => crate::models::file_of(&crate::models::Source::Name(var("MODEL")?))
                 .map_err(ConfigError::Model)?,
         };
-        let model = match loaded {
-            // A bundled file or a shipped one (`MODEL=NAME`): which bytes run.
-            Some(loaded) => {
-                tracing::info!(
-                    model_file = %loaded.path.display(),
-                    sha256 = %loaded.sha256,
-                    model = loaded.model.name,
-                    "model file loaded"
-                );
-                loaded.model()
-            }
-            None => crate::models::find(&var("MODEL")?).map_err(ConfigError::Model)?,
-        };
+        // A bundled file or a shipped one (`MODEL=NAME`): which bytes run.
+        tracing::info!(
+            model_file = %loaded.path.display(),
+            sha256 = %loaded.sha256,
+            model = loaded.model.name,
+            "model file loaded"
+        );
+        let model = loaded.model();
         let queues = model
             .queues()
             .iter()

@@ -406,35 +406,22 @@ async fn a_replay_sends_no_write_request_from_any_processor() {
 async fn every_queue_model_ends_exact_under_faults_and_kills() {
     use jobstream::faults::Fault;
     use shared::models::Harness as _;
-    let mut runs: Vec<(String, Option<std::path::PathBuf>)> = ["social", "jobboard", "pickem"]
-        .iter()
-        .map(|m| (m.to_string(), None))
+    // Every shipped model with queues (social, jobboard, pickem today).
+    let runs: Vec<String> = shared::models::registry()
+        .into_iter()
+        .filter(|m| !m.consumers.is_empty())
+        .map(|m| m.name.to_string())
         .collect();
-    let files = shipped_queue_model_files();
-    assert!(!files.is_empty(), "models/social.yaml has a join set");
-    // A file its twin's name already loads runs once, by that name.
-    runs.extend(
-        files
-            .into_iter()
-            .filter(|(twin, _)| {
-                let by_name = shared::models::Source::Name(twin.clone());
-                !matches!(shared::models::file_of(&by_name), Ok(Some(_)))
-            })
-            .map(|(twin, f)| (twin, Some(f))),
-    );
-    for (model, file) in runs {
-        let demo = DemoOf::new(&model);
+    assert!(runs.len() >= 3, "{runs:?}");
+    for model in runs {
+        let demo = Demo::new(&model);
         let (
             ModelEnv {
                 engine: _engine,
                 mut rt,
             },
             proxy,
-        ) = crate::support::model_env_behind_proxy(&model, |o| o.model_file = file.clone()).await;
-        let model = match &file {
-            Some(f) => format!("{model} ({})", f.display()),
-            None => model,
-        };
+        ) = crate::support::model_env_behind_proxy(&model, |_| {}).await;
         let ops = [
             "TransactWriteItems",
             "UpdateItem",
@@ -500,66 +487,30 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
     }
 }
 
-/// A model's demo: its compiled one, or (a shipped model file) its shipped
-/// scenario.
-enum DemoOf {
-    Compiled(shared::models::Demo),
-    Scenario(
-        shared::file::scenario::Scenario,
-        &'static shared::file::Loaded,
-    ),
-}
+/// A shipped model's demo: its shipped scenario.
+struct Demo(
+    shared::file::scenario::Scenario,
+    &'static shared::file::Loaded,
+);
 
-impl DemoOf {
+impl Demo {
     fn new(model: &str) -> Self {
-        let m = shared::models::find(model).unwrap_or_else(|e| panic!("{model}: {e}"));
-        if let Some(d) = m.demo {
-            return DemoOf::Compiled(d);
-        }
         let file = shared::models::file_of(&shared::models::Source::Name(model.to_string()))
-            .expect("loads")
-            .unwrap_or_else(|| panic!("{model}: a demo"));
+            .unwrap_or_else(|e| panic!("{model}: {e}"));
         let (path, text) =
             shared::file::shipped_scenario(model).unwrap_or_else(|| panic!("{model}: a scenario"));
-        let s = shared::file::scenario::Scenario::parse(text, path).expect("parses");
-        DemoOf::Scenario(s, file)
+        Demo(
+            shared::file::scenario::Scenario::parse(text, path).expect("parses"),
+            file,
+        )
     }
 
     async fn play(
         &self,
         rt: &mut jobstream::local::runtime::Runtime,
     ) -> Result<Vec<String>, shared::models::BoxError> {
-        match self {
-            DemoOf::Compiled(d) => d(rt).await,
-            DemoOf::Scenario(s, file) => {
-                shared::file::scenario::play_model(rt, s, &file.model, false).await
-            }
-        }
+        shared::file::scenario::play_model(rt, &self.0, &self.1.model, false).await
     }
-}
-
-/// The shipped model files (`models/*.yaml`) that have queues, each with
-/// the name of the registered model it mirrors (its file name).
-fn shipped_queue_model_files() -> Vec<(String, std::path::PathBuf)> {
-    let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models"));
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("models/") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if !name.ends_with(".yaml") || name.ends_with(".scenario.yaml") {
-            continue;
-        }
-        let m = shared::models::load(&shared::models::Source::File(path.clone()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        if !m.consumers.is_empty() {
-            out.push((name.trim_end_matches(".yaml").to_string(), path));
-        }
-    }
-    out.sort();
-    out
 }
 
 /// A batch whose first item only needs its projection (an HR application)

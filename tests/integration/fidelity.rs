@@ -235,23 +235,16 @@ async fn a_removed_grant_surfaces_as_access_denied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_demo_runs_under_enforced_grants() {
     for m in models::registry() {
-        // A shipped file's demo is its shipped scenario.
+        // A shipped model's demo is its shipped scenario.
         let file = models::file_of(&models::Source::Name(m.name.to_string())).expect("loads");
-        let scenario = shared::file::shipped_scenario(m.name);
-        if m.demo.is_none() && scenario.is_none() {
+        let Some((path, text)) = shared::file::shipped_scenario(m.name) else {
             continue;
-        }
-        let mut env = model_env(m.name, |_| {}).await;
-        let differences = match (m.demo, file, scenario) {
-            (Some(demo), _, _) => demo(&mut env.rt).await.expect("demo runs"),
-            (None, Some(file), Some((path, text))) => {
-                let s = shared::file::scenario::Scenario::parse(text, path).expect("parses");
-                shared::file::scenario::play_model(&mut env.rt, &s, &file.model, false)
-                    .await
-                    .expect("the scenario plays")
-            }
-            _ => panic!("{}: a scenario without its model file", m.name),
         };
+        let mut env = model_env(m.name, |_| {}).await;
+        let s = shared::file::scenario::Scenario::parse(text, path).expect("parses");
+        let differences = shared::file::scenario::play_model(&mut env.rt, &s, &file.model, false)
+            .await
+            .expect("the scenario plays");
         assert_eq!(differences, Vec::<String>::new(), "{}", m.name);
         adoption_calls(&mut env.rt).await;
         own_timeline_repair_calls(&env.rt).await;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use jobstream::tools::graph::{file_graph, model_graph};
+use jobstream::tools::graph::file_graph;
 
 use crate::js::{ensure_installed, js_dir, node};
 
@@ -32,19 +32,6 @@ fn shipped() -> Vec<(String, String, String)> {
             format!("<code>{rel}</code>"),
             format!("jobstream graph --model-file {rel}"),
             file_graph(&loaded.model),
-        ));
-    }
-    // The models still compiled from Rust (a shipped file is shown above).
-    for m in shared::models::registry() {
-        // A shipped file is drawn above, from its file.
-        let source = shared::models::Source::Name(m.name.to_string());
-        if matches!(shared::models::file_of(&source), Ok(Some(_))) {
-            continue;
-        }
-        out.push((
-            format!("<code>{}</code> (Rust)", m.name),
-            format!("jobstream graph --model {}", m.name),
-            model_graph(&m),
         ));
     }
     out

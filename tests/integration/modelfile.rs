@@ -101,7 +101,6 @@ async fn the_model_name_runs_the_shipped_file() {
     assert_eq!(run.rt.model.stream_processors(), ["derive"]);
     // `--model hr` is the embedded copy of models/hr.yaml, byte for byte.
     let shipped = shared::models::file_of(&shared::models::Source::Name("hr".into()))
-        .expect("loads")
         .expect("hr is a model file");
     // Loaded once per process: the same compiled model every time.
     let a = shared::file::load(&hr_file()).expect("loads");

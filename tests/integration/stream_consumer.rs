@@ -425,9 +425,7 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
     assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
     assert!(stderr.contains("SIGTERM"), "{stderr}");
     // Which version of the model ran, as the Lambdas log it.
-    let shipped = shared::models::file_of(&shared::models::Source::Name("tracker".into()))
-        .unwrap()
-        .unwrap();
+    let shipped = shared::models::file_of(&shared::models::Source::Name("tracker".into())).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(&format!(

@@ -16,7 +16,6 @@ use std::fmt::Write as _;
 use shared::file::model::{Entity, FileModel, Value};
 use shared::file::sets::{SetExpr, SetWhen};
 use shared::file::template::Part;
-use shared::models::{Job, Model};
 
 /// Text for a quoted Mermaid label: the characters its grammar reads
 /// (quotes, `#`, angle brackets, pipes) as entity codes.
@@ -319,87 +318,6 @@ pub fn file_graph(m: &FileModel) -> String {
             esc(&format!("entries, {} digits", h.digits)),
             id("entity", m.entities[h.entries].name)
         );
-    }
-    out
-}
-
-/// The Mermaid flowchart of a compiled model: its table, indexes, stream
-/// processors and queue jobs (its rules are code, not declarations).
-pub fn model_graph(m: &Model) -> String {
-    let mut out = String::from("flowchart LR\n");
-    let t = &m.table;
-    let _ = writeln!(
-        out,
-        "  table[(\"{}\")]",
-        esc(&format!(
-            "table {} ({}, {}){}, stream",
-            t.name,
-            t.pk,
-            t.sk,
-            t.ttl_attribute
-                .map(|a| format!(", TTL {a}"))
-                .unwrap_or_default()
-        ))
-    );
-    let _ = writeln!(out, "  ledger[(\"ledger (markers, records, fold state)\")]");
-    for g in &t.gsis {
-        let _ = writeln!(
-            out,
-            "  {}[(\"{}\")]",
-            id("index", g.name),
-            esc(&format!("index {} ({}, {})", g.name, g.pk, g.sk))
-        );
-        let _ = writeln!(out, "  table -.- {}", id("index", g.name));
-    }
-    let _ = writeln!(
-        out,
-        "  proc_derive[\"derive: projections, derived items, counters\"]"
-    );
-    let _ = writeln!(out, "  table -->|\"stream\"| proc_derive");
-    let _ = writeln!(out, "  proc_derive -->|\"writes\"| table");
-    let _ = writeln!(out, "  proc_derive -.- ledger");
-    if let Some(f) = &m.fold {
-        let node = id("proc", f.processor);
-        let _ = writeln!(
-            out,
-            "  {node}[\"{}\"]",
-            esc(&format!("{}: history fold", f.processor))
-        );
-        let _ = writeln!(out, "  table -->|\"stream\"| {node}");
-        let _ = writeln!(out, "  {node} -->|\"history entries\"| table");
-        let _ = writeln!(out, "  {node} -.- ledger");
-    }
-    for c in &m.consumers {
-        let q = id("queue", c.queue.logical);
-        let w = id("worker", c.queue.consumer);
-        let kind = match &c.job {
-            Job::Set(_) => "set job",
-            Job::Once(_) => "once effect",
-        };
-        let _ = writeln!(
-            out,
-            "  {q}[/\"{}\"/]",
-            esc(&format!(
-                "queue {} (DLQ {})",
-                c.queue.name, c.queue.dlq_name
-            ))
-        );
-        let _ = writeln!(
-            out,
-            "  {w}[\"{}\"]",
-            esc(&format!("{}: {kind}", c.queue.consumer))
-        );
-        let _ = writeln!(out, "  proc_derive -->|\"jobs\"| {q}");
-        let _ = writeln!(out, "  {q} --> {w}");
-        let _ = writeln!(
-            out,
-            "  {w} -->|\"{}\"| table",
-            match &c.job {
-                Job::Set(_) => "set items",
-                Job::Once(_) => "once, with a marker",
-            }
-        );
-        let _ = writeln!(out, "  {w} -.- ledger");
     }
     out
 }

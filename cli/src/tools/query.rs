@@ -7,24 +7,6 @@ use std::io::Write;
 use shared::file::query_run::{self, Bound, Outcome, QueryError};
 use shared::file::FileModel;
 
-/// The shipped model file for a registered model's table, compiled.
-pub fn shipped_for(table: &str) -> Result<FileModel, String> {
-    for (path, text) in shared::file::SHIPPED {
-        let m = shared::file::compile(text, "shipped").map_err(|p| {
-            format!(
-                "{path}: {}",
-                p.first().map(|p| p.message.as_str()).unwrap_or("invalid")
-            )
-        })?;
-        if m.table.name == table && !m.queries.is_empty() {
-            return Ok(m);
-        }
-    }
-    Err(format!(
-        "no shipped model file declares queries for table {table}: use --model-file PATH"
-    ))
-}
-
 /// Binds query `name` of `m` to `args` (`param=value`): every usage error
 /// before any request.
 pub fn prepare(m: &FileModel, name: &str, args: &[String]) -> Result<Bound, QueryError> {
@@ -111,6 +93,5 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "model t declares no queries (`queries:`)\n"
         );
-        assert!(shipped_for("no-such-table").is_err());
     }
 }

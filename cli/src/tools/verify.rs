@@ -517,12 +517,6 @@ pub fn verify_items(
             });
         }
     }
-    if let Some(checks) = model.checks {
-        for f in checks(&CheckInput { items, ledger, now }) {
-            report.checked(f.kind);
-            report.found(f);
-        }
-    }
     if let Some(fold) = &model.fold {
         for f in fold.rules.verify(items) {
             report.checked(f.kind);

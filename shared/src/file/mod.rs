@@ -432,8 +432,6 @@ impl Loaded {
             // Every record: writers' items all need validating; processor
             // items are skipped by `ignores` without a read.
             derive_filter: vec![],
-            checks: None,
-            demo: None,
         }
     }
 }

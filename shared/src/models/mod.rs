@@ -1,8 +1,10 @@
-//! The models: one folder of rules each, listed once in [`registry`].
+//! A model as the engine runs it ([`Model`]: its table, rules, queues and
+//! consumers), compiled from a model file (`shared/src/file/`); the shipped
+//! ones are `models/NAME.yaml`, listed by [`registry`].
 //!
 //! Everything else (the Lambda binaries, every CLI command, the local event
 //! source mappings, the CDK stack through `jobstream tables`) is generic over
-//! [`Model`]. Adding a model is its folder plus one line in [`registry`].
+//! [`Model`]. Adding a model is adding its file under `models/`.
 
 pub mod filter;
 pub mod table;
@@ -23,21 +25,11 @@ use table::{grants, Grant, QueueDef, RunnerGrant, StreamSettings, TableDef};
 /// of `models/default` (embedded by `shared/build.rs`).
 pub const DEFAULT_MODEL: &str = include!(concat!(env!("OUT_DIR"), "/default_model.rs"));
 
-/// The models still compiled from Rust (retiring: SPEC §8.1). A shipped
-/// model file of the same name yields to its compiled twin until the twin
-/// is deleted.
-fn compiled() -> Vec<Model> {
-    vec![]
-}
-
-/// Every model jobstream ships, by name: the compiled ones, then every
-/// shipped model file (`models/NAME.yaml`, embedded) without a twin.
+/// Every model jobstream ships, by name: the model files under `models/`
+/// (`models/NAME.yaml`, embedded by `shared/build.rs`).
 pub fn registry() -> Vec<Model> {
-    let mut all = compiled();
+    let mut all = Vec::new();
     for name in crate::file::shipped_names() {
-        if all.iter().any(|m| m.name == name) {
-            continue;
-        }
         match crate::file::shipped(name) {
             Some(Ok(loaded)) => all.push(loaded.model()),
             // Every shipped file compiles (a unit test of `file` checks).
@@ -50,37 +42,23 @@ pub fn registry() -> Vec<Model> {
     all
 }
 
-/// The model called `name`.
+/// The shipped model called `name`.
 pub fn find(name: &str) -> Result<Model, String> {
-    if let Some(m) = compiled().into_iter().find(|m| m.name == name) {
-        return Ok(m);
-    }
-    match crate::file::shipped(name) {
-        Some(loaded) => loaded.map(|l| l.model()).map_err(|e| e.to_string()),
-        None => {
-            let names: Vec<&str> = registry().iter().map(|m| m.name).collect();
-            Err(format!(
-                "unknown model `{name}` (one of: {})",
-                names.join(", ")
-            ))
-        }
-    }
+    file_of(&Source::Name(name.to_string())).map(|l| l.model())
 }
 
 /// The model file behind a source: the file itself, or the shipped file a
-/// name loads (`None` for a model still compiled from Rust).
-pub fn file_of(source: &Source) -> Result<Option<&'static crate::file::Loaded>, String> {
+/// name loads.
+pub fn file_of(source: &Source) -> Result<&'static crate::file::Loaded, String> {
     match source {
-        Source::File(p) => crate::file::load(p).map(Some).map_err(|e| e.to_string()),
-        Source::Name(n) => {
-            if compiled().iter().any(|m| m.name == n.as_str()) {
-                return Ok(None);
-            }
-            match crate::file::shipped(n) {
-                Some(l) => l.map(Some).map_err(|e| e.to_string()),
-                None => find(n).map(|_| None),
-            }
-        }
+        Source::File(p) => crate::file::load(p).map_err(|e| e.to_string()),
+        Source::Name(n) => match crate::file::shipped(n) {
+            Some(l) => l.map_err(|e| e.to_string()),
+            None => Err(format!(
+                "unknown model `{n}` (one of: {})",
+                crate::file::shipped_names().collect::<Vec<_>>().join(", ")
+            )),
+        },
     }
 }
 
@@ -139,10 +117,6 @@ pub struct Model {
     /// records no processor needs or waits for: never an unknown key shape
     /// (bad input, counted) nor an item whose overwrite must be repaired.
     pub derive_filter: Vec<EventFilter>,
-    /// Model-specific checks for `verify` (beyond what the rules imply).
-    pub checks: Option<Checks>,
-    /// The `jobstream demo` scenario.
-    pub demo: Option<Demo>,
 }
 
 impl Model {
@@ -365,14 +339,7 @@ pub struct Finding {
     pub repair: Option<Repair>,
 }
 
-/// Model-specific checks.
-pub type Checks = fn(&CheckInput<'_>) -> Vec<Finding>;
-
-/// A demo run: plays a scenario through a harness, prints the access
-/// patterns, returns the differences from what the scenario implies.
-pub type Demo = for<'a> fn(&'a mut dyn Harness) -> BoxFut<'a, Result<Vec<String>, BoxError>>;
-
-/// What a demo (or a test) drives: the model's tables and processors.
+/// What a scenario (or a test) drives: the model's tables and processors.
 pub trait Harness: Send + Sync {
     /// A client for the application's own writes and reads.
     fn dynamodb(&self) -> &aws_sdk_dynamodb::Client;
