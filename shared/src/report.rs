@@ -56,12 +56,6 @@ pub fn rows(items: &[Item], attrs: &[&str]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Prints a titled table of items.
-pub fn print_items(title: &str, items: &[Item], attrs: &[&str]) {
-    println!("\n{title}");
-    println!("{}", render_table(attrs, &rows(items, attrs)));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

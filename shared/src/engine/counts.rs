@@ -26,7 +26,7 @@
 //! so the redelivery of the batch makes the write although it finds every
 //! source unchanged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update as TxUpdate,
@@ -364,35 +364,6 @@ async fn sync_one(
         "totals of counter {} keep changing",
         item_id(&logical)
     )))
-}
-
-/// Reads the ledger totals of counters (for `verify`).
-pub async fn read_totals(
-    deriver: &Deriver,
-    counters: &[Counter],
-) -> Result<HashMap<String, Totals>, ProcessError> {
-    let keys: Vec<Item> = counters
-        .iter()
-        .map(|c| total_key(deriver.processor, &c.key_item()))
-        .collect();
-    let items = deriver.store.batch_get(&deriver.ledger_table, keys).await?;
-    let by_pk: HashMap<String, Item> = items
-        .into_iter()
-        .filter_map(|i| Some((crate::ledger::as_s(i.get("pk"))?.to_string(), i)))
-        .collect();
-    let mut out = HashMap::new();
-    for c in counters {
-        let k = total_key(deriver.processor, &c.key_item());
-        let pk = crate::ledger::as_s(k.get("pk"))
-            .unwrap_or_default()
-            .to_string();
-        let t = by_pk
-            .get(&pk)
-            .map(|i| Totals::from_item(i, c).unwrap_or_else(|_| Totals::zero(c)))
-            .unwrap_or_else(|| Totals::zero(c));
-        out.insert(item_id(&c.key_item()), t);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

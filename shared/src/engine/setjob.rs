@@ -729,12 +729,6 @@ impl SetJobProcessor {
         }
     }
 
-    /// Uses `now` as the clock (tests, demos).
-    pub fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Self {
-        self.now = now;
-        self
-    }
-
     pub fn store(&self) -> &Store {
         &self.reads.store
     }
