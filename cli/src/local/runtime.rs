@@ -25,7 +25,7 @@ use shared::models::{self, BoxError, EventFilter, Harness, Model, StreamProcesso
 use shared::store::{Backoff, Store};
 
 use crate::local::deployed::{require_queue, require_tables};
-use crate::local::engine::{ensure_table, require_region, sdk_config};
+use crate::local::engine::{ensure_table, require_region, runtime_sdk_config, sdk_config};
 use crate::local::esm::{
     stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
@@ -232,7 +232,7 @@ impl Runtime {
     pub async fn start(opts: RuntimeOptions) -> anyhow::Result<Self> {
         let source = models::Source::new(&opts.model, opts.model_file.as_deref());
         let model = models::load(&source).map_err(anyhow::Error::msg)?;
-        let sdk = sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
+        let sdk = runtime_sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
         require_region(&sdk, "DynamoDB")?;
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let table = opts
@@ -292,7 +292,7 @@ impl Runtime {
             }
         }
         let proc_sdk = match &opts.processor_endpoint {
-            Some(e) => sdk_config(Some(e), opts.max_attempts).await,
+            Some(e) => runtime_sdk_config(Some(e), opts.max_attempts).await,
             None => sdk.clone(),
         };
         let store = Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);
