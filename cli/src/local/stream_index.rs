@@ -12,8 +12,8 @@
 //! number becomes one index lookup and a read a range scan of the batch it
 //! returns. The index is created through a second connection to the
 //! database (SQLite's locking, Dynoxide's schema untouched): a file's, or
-//! the in-memory engine's, which is a database of SQLite's `memdb` VFS so
-//! that a second connection of the process reaches it.
+//! the in-memory engine's, which is a named in-memory database in SQLite's
+//! shared cache so that a second connection of the process reaches it.
 //! Dynoxide's later migrations leave an index they did not create alone.
 //!
 //! DescribeStream still reads the shard's first and last number in one
@@ -48,17 +48,21 @@ pub fn open(path: Option<&str>) -> anyhow::Result<dynoxide::Database> {
 
 /// [`open`], and a second connection to the same database (the engine's
 /// housekeeping: the stream's trim, `stream_trim`). An in-memory engine is
-/// a private database of SQLite's `memdb` VFS (`file:/<unique>?vfs=memdb`):
-/// in memory as before, and reachable by a second connection of this
-/// process with SQLite's ordinary locking (a busy connection waits, as on a
-/// file). It lives as long as a connection to it is open.
+/// a named in-memory database in SQLite's shared cache
+/// (`file:<unique>?mode=memory&cache=shared`): in memory and unbounded as
+/// before, reachable by a second connection of this process, and alive as
+/// long as a connection to it is open. (SQLite's `memdb` VFS would give
+/// ordinary locking, but caps a database at 1 GiB.) In the shared cache a
+/// table another connection is writing is locked (`SQLITE_LOCKED`) rather
+/// than waited for, so the second connection writes only while the
+/// engine's fair front admits nothing else.
 pub fn open_with_side(
     path: Option<&str>,
 ) -> anyhow::Result<(dynoxide::Database, rusqlite::Connection)> {
     let target = match path {
         Some(p) => p.to_string(),
         None => format!(
-            "file:/jobstream-engine-{}?vfs=memdb",
+            "file:jobstream-engine-{}?mode=memory&cache=shared",
             uuid::Uuid::new_v4().simple()
         ),
     };
