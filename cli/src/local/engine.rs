@@ -2,6 +2,7 @@
 //! processors and any other client reach it through the ordinary AWS SDK.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -12,12 +13,18 @@ use aws_sdk_dynamodb::types::{
 };
 use shared::models::table::TableDef;
 use tokio::sync::oneshot;
+
+use super::front::{FairGate, Front, PROCESSORS_ACCESS_KEY};
+use super::stream_trim::{Trimmer, RETENTION};
 use tokio::task::JoinHandle;
 
-/// A running embedded engine.
+/// A running embedded engine: Dynoxide's server on a private loopback port,
+/// reached through the fair front ([`super::front`]) on the public one.
 pub struct LocalEngine {
     db: dynoxide::Database,
     addr: SocketAddr,
+    gate: Arc<FairGate>,
+    trimmer: Arc<Trimmer>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
     sweeper: Option<JoinHandle<()>>,
@@ -27,29 +34,64 @@ impl LocalEngine {
     /// Starts an engine on `addr` (`127.0.0.1:0` for an ephemeral port), in
     /// memory or persisted to the SQLite file `path`.
     pub async fn start(addr: &str, path: Option<&str>) -> anyhow::Result<Self> {
-        let db = super::stream_index::open(path)?;
+        let (db, side) = super::stream_index::open_with_side(path)?;
+        let trimmer = Arc::new(Trimmer::new(side));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
         let addr = listener.local_addr()?;
+        // Dynoxide's own server, reached only through the front.
+        let inner = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the engine's private port")?;
+        let inner_addr = inner.local_addr()?;
+        let gate = FairGate::new();
+        let front = Front::new(
+            gate.clone(),
+            trimmer.horizons.clone(),
+            format!("http://{inner_addr}"),
+        )
+        .router();
         let (tx, rx) = oneshot::channel::<()>();
+        let (inner_tx, inner_rx) = oneshot::channel::<()>();
         let served = db.clone();
         let server = tokio::spawn(async move {
+            let engine = tokio::spawn(async move {
+                let shutdown = async {
+                    let _ = inner_rx.await;
+                };
+                if let Err(e) = dynoxide::server::serve_with_shutdown(inner, served, shutdown).await
+                {
+                    tracing::error!(error = %e, "embedded engine stopped");
+                }
+            });
             let shutdown = async {
                 let _ = rx.await;
             };
-            if let Err(e) = dynoxide::server::serve_with_shutdown(listener, served, shutdown).await
+            if let Err(e) = axum::serve(listener, front)
+                .with_graceful_shutdown(shutdown)
+                .await
             {
-                tracing::error!(error = %e, "embedded engine stopped");
+                tracing::error!(error = %e, "embedded engine's front stopped");
             }
+            let _ = inner_tx.send(());
+            let _ = engine.await;
         });
         Ok(Self {
             db,
             addr,
+            gate,
+            trimmer,
             shutdown: Some(tx),
             server: Some(server),
             sweeper: None,
         })
+    }
+
+    /// Requests the front admitted into the engine so far, per caller
+    /// (access key id).
+    pub fn admitted(&self) -> std::collections::HashMap<String, u64> {
+        self.gate.admitted()
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -68,6 +110,14 @@ impl LocalEngine {
         Ok(tokio::task::spawn_blocking(move || db.sweep_ttl()).await??)
     }
 
+    /// Trims every table's stream of the records created before `cutoff`
+    /// (Unix seconds, the engine's clock), a chunk at a time under the
+    /// engine's gate; returns how many went. Iterators into what went are
+    /// answered `TrimmedDataAccessException` ([`super::stream_trim`]).
+    pub async fn trim_stream(&self, cutoff: i64) -> anyhow::Result<usize> {
+        trim_stream(&self.gate, &self.trimmer, cutoff).await
+    }
+
     /// Sweeps TTL in the background, as DynamoDB's TTL process deletes
     /// expired items (within days of their expiry, AWS says; any cadence is
     /// faithful): a sweep every `every`, but never more than
@@ -76,8 +126,12 @@ impl LocalEngine {
     /// under the engine's lock a page at a time, so one sweep costs as
     /// much as the tables are large: at a fixed cadence it took a growing
     /// share of the engine from the writers and the processors ([`sweep_pause`]).
+    /// After each sweep, the streams are trimmed of what is older than
+    /// DynamoDB's 24 hours ([`RETENTION`]).
     pub fn start_ttl_sweeper(&mut self, every: Duration) {
         let db = self.db.clone();
+        let gate = self.gate.clone();
+        let trimmer = self.trimmer.clone();
         self.sweeper = Some(tokio::spawn(async move {
             loop {
                 let started = std::time::Instant::now();
@@ -85,6 +139,14 @@ impl LocalEngine {
                 match tokio::task::spawn_blocking(move || db.sweep_ttl()).await {
                     Ok(Ok(n)) if n > 0 => tracing::info!(expired = n, "TTL sweep"),
                     Ok(Err(e)) => tracing::warn!(error = %e, "TTL sweep failed"),
+                    _ => {}
+                }
+                let cutoff = chrono::Utc::now().timestamp() - RETENTION.as_secs() as i64;
+                match trim_stream(&gate, &trimmer, cutoff).await {
+                    Ok(n) if n > 0 => {
+                        tracing::info!(records = n, "stream trimmed (older than 24 h)")
+                    }
+                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "stream trim failed"),
                     _ => {}
                 }
                 let took = started.elapsed();
@@ -118,6 +180,36 @@ impl Drop for LocalEngine {
     }
 }
 
+/// The caller the stream's trim queues as at the engine's gate.
+const HOUSEKEEPING: &str = "jobstream-housekeeping";
+
+async fn trim_stream(
+    gate: &Arc<FairGate>,
+    trimmer: &Arc<Trimmer>,
+    cutoff: i64,
+) -> anyhow::Result<usize> {
+    let tables = {
+        let _turn = gate.acquire(HOUSEKEEPING).await;
+        let t = trimmer.clone();
+        tokio::task::spawn_blocking(move || t.tables()).await??
+    };
+    let mut total = 0;
+    for table in tables {
+        loop {
+            let _turn = gate.acquire(HOUSEKEEPING).await;
+            let t = trimmer.clone();
+            let name = table.clone();
+            let (n, more) =
+                tokio::task::spawn_blocking(move || t.trim_step(&name, cutoff)).await??;
+            total += n;
+            if !more {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// The most of the engine's time the periodic TTL sweep takes.
 pub const SWEEP_SHARE: f64 = 0.05;
 
@@ -149,6 +241,34 @@ pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config
         loader = loader.region(region);
     }
     loader.load().await
+}
+
+/// [`sdk_config`] for the local runtime's own clients (provisioning, stream
+/// reads, the processors): against a loopback endpoint they sign as
+/// [`PROCESSORS_ACCESS_KEY`], so the embedded engine's fair front queues
+/// them as a caller of their own beside the application's requests (a
+/// writer's backlog does not take their turns). Elsewhere, exactly
+/// [`sdk_config`].
+pub async fn runtime_sdk_config(
+    endpoint: Option<&str>,
+    max_attempts: u32,
+) -> aws_config::SdkConfig {
+    let sdk = sdk_config(endpoint, max_attempts).await;
+    match endpoint {
+        Some(url) if is_loopback(url) => sdk
+            .into_builder()
+            .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+                aws_sdk_dynamodb::config::Credentials::new(
+                    PROCESSORS_ACCESS_KEY,
+                    "local",
+                    None,
+                    None,
+                    "jobstream-local",
+                ),
+            ))
+            .build(),
+        _ => sdk,
+    }
 }
 
 /// The region an endpoint gets when none is configured: `us-east-1` for a
@@ -456,6 +576,226 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(left, 0, "the expired item was swept");
+        engine.stop().await;
+    }
+
+    /// A table with a stream, created through the engine's front.
+    async fn streamed_table(client: &aws_sdk_dynamodb::Client, name: &str) -> String {
+        use aws_sdk_dynamodb::types::*;
+        let out = client
+            .create_table()
+            .table_name(name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("pk")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .unwrap(),
+            )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("pk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
+            .stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewAndOldImages)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        out.table_description()
+            .and_then(|t| t.latest_stream_arn())
+            .unwrap()
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn records_older_than_the_retention_are_trimmed_and_iterators_into_them_refused() {
+        use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+        let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
+        let sdk = sdk_config(Some(&engine.endpoint()), 1).await;
+        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+        let arn = streamed_table(&client, "trimmed").await;
+        let put = |pk: &'static str| {
+            client
+                .put_item()
+                .table_name("trimmed")
+                .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
+                .send()
+        };
+        put("old1").await.unwrap();
+        put("old2").await.unwrap();
+        // The next record in a later second of the engine's clock.
+        let old_second = chrono::Utc::now().timestamp();
+        while chrono::Utc::now().timestamp() <= old_second {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        put("new").await.unwrap();
+        let shard = streams
+            .describe_stream()
+            .stream_arn(&arn)
+            .send()
+            .await
+            .unwrap()
+            .stream_description()
+            .unwrap()
+            .shards()[0]
+            .shard_id()
+            .unwrap()
+            .to_string();
+        let iterator = |kind: ShardIteratorType, seq: Option<String>| {
+            streams
+                .get_shard_iterator()
+                .stream_arn(&arn)
+                .shard_id(&shard)
+                .shard_iterator_type(kind)
+                .set_sequence_number(seq)
+                .send()
+        };
+        let first = iterator(ShardIteratorType::TrimHorizon, None)
+            .await
+            .unwrap()
+            .shard_iterator()
+            .unwrap()
+            .to_string();
+        let before = streams
+            .get_records()
+            .shard_iterator(&first)
+            .send()
+            .await
+            .unwrap();
+        let records = before.records();
+        let key = |r: &aws_sdk_dynamodbstreams::types::Record| {
+            r.dynamodb().unwrap().keys().unwrap()["pk"]
+                .as_s()
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            records.iter().map(key).collect::<Vec<_>>(),
+            ["old1", "old2", "new"]
+        );
+        let seq = |i: usize| {
+            records[i]
+                .dynamodb()
+                .unwrap()
+                .sequence_number()
+                .unwrap()
+                .to_string()
+        };
+        let new_at = records[2]
+            .dynamodb()
+            .unwrap()
+            .approximate_creation_date_time()
+            .unwrap()
+            .secs();
+        // An iterator after the first record, taken before the trim.
+        let held = iterator(ShardIteratorType::AfterSequenceNumber, Some(seq(0)))
+            .await
+            .unwrap()
+            .shard_iterator()
+            .unwrap()
+            .to_string();
+
+        // Everything created before the new record's second: the old two.
+        assert_eq!(engine.trim_stream(new_at).await.unwrap(), 2);
+
+        let horizon = iterator(ShardIteratorType::TrimHorizon, None)
+            .await
+            .unwrap()
+            .shard_iterator()
+            .unwrap()
+            .to_string();
+        let kept = streams
+            .get_records()
+            .shard_iterator(&horizon)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(kept.records().iter().map(key).collect::<Vec<_>>(), ["new"]);
+        // After the first old record: the second is gone, as DynamoDB answers.
+        let e = iterator(ShardIteratorType::AfterSequenceNumber, Some(seq(0)))
+            .await
+            .unwrap_err();
+        assert!(
+            e.as_service_error()
+                .is_some_and(|e| e.is_trimmed_data_access_exception()),
+            "{e:?}"
+        );
+        let e = iterator(ShardIteratorType::AtSequenceNumber, Some(seq(1)))
+            .await
+            .unwrap_err();
+        assert!(e
+            .as_service_error()
+            .is_some_and(|e| e.is_trimmed_data_access_exception()));
+        let e = streams
+            .get_records()
+            .shard_iterator(&held)
+            .send()
+            .await
+            .unwrap_err();
+        assert!(
+            e.as_service_error()
+                .is_some_and(|e| e.is_trimmed_data_access_exception()),
+            "{e:?}"
+        );
+        // After the last trimmed record: nothing unread is missing.
+        let after_last = iterator(ShardIteratorType::AfterSequenceNumber, Some(seq(1)))
+            .await
+            .unwrap()
+            .shard_iterator()
+            .unwrap()
+            .to_string();
+        let rest = streams
+            .get_records()
+            .shard_iterator(&after_last)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.records().iter().map(key).collect::<Vec<_>>(), ["new"]);
+        // The stream mapping's reader sees the trim as the mapping expects.
+        let api = crate::local::shards::SdkStreams {
+            client: streams.clone(),
+            reader: crate::local::shards::RecordReader::Sdk,
+        };
+        let e = crate::local::shards::StreamsApi::shard_iterator(
+            &api,
+            &arn,
+            &shard,
+            &crate::local::shards::IteratorPosition::AfterSequenceNumber(seq(0)),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.is::<crate::local::shards::Trimmed>(), "{e:#}");
+        // Nothing younger than the cutoff goes.
+        assert_eq!(engine.trim_stream(new_at).await.unwrap(), 0);
+        engine.stop().await;
+    }
+
+    #[tokio::test]
+    async fn the_runtimes_requests_reach_the_engine_as_a_caller_of_their_own() {
+        let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
+        let app = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 1).await);
+        let runtime =
+            aws_sdk_dynamodb::Client::new(&runtime_sdk_config(Some(&engine.endpoint()), 1).await);
+        app.list_tables().send().await.unwrap();
+        app.list_tables().send().await.unwrap();
+        runtime.list_tables().send().await.unwrap();
+        let admitted = engine.admitted();
+        assert_eq!(admitted.get("local"), Some(&2), "{admitted:?}");
+        assert_eq!(
+            admitted.get(PROCESSORS_ACCESS_KEY),
+            Some(&1),
+            "{admitted:?}"
+        );
         engine.stop().await;
     }
 

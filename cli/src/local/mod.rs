@@ -2,6 +2,8 @@
 //! source mappings, the local SQS server, and a model's runtime.
 //!
 //! - [`engine`] - embedded Dynoxide served on loopback, table creation.
+//! - [`front`] - the engine's fair front: one request at a time, callers in
+//!   turn (a writer's backlog does not starve the processors).
 //! - [`deployed`] - the tables and queues `run` requires as deployed (never
 //!   created), checked against the model's definition.
 //! - [`esm`] - the stream event source mapping (shard lineage, partial batch
@@ -15,6 +17,7 @@
 //!   local SQS server (fauxqs on Node, from npm).
 //! - [`stream_index`] - the engine's stream records indexed by sequence
 //!   number (Dynoxide scans them otherwise).
+//! - [`stream_trim`] - the engine's stream trimmed after 24 h, as DynamoDB's.
 //! - [`iam`] - each processor's calls checked against its grant.
 //! - [`stream_identity`] - GetRecords through the SDK keeps each record's
 //!   `userIdentity` (a TTL expiry stays one).
@@ -25,6 +28,7 @@
 pub mod deployed;
 pub mod engine;
 pub mod esm;
+pub mod front;
 pub mod iam;
 pub mod invoke;
 pub mod lease;
@@ -36,3 +40,4 @@ pub mod sqs_esm;
 pub mod sqs_server;
 pub mod stream_identity;
 pub mod stream_index;
+pub mod stream_trim;

@@ -25,7 +25,7 @@ use shared::models::{self, BoxError, EventFilter, Harness, Model, StreamProcesso
 use shared::store::{Backoff, Store};
 
 use crate::local::deployed::{require_queue, require_tables};
-use crate::local::engine::{ensure_table, require_region, sdk_config};
+use crate::local::engine::{ensure_table, require_region, runtime_sdk_config, sdk_config};
 use crate::local::esm::{
     stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
@@ -244,7 +244,7 @@ impl Runtime {
             .as_ref()
             .map(|r| r.session.clone())
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-        let plain_sdk = sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
+        let plain_sdk = runtime_sdk_config(opts.endpoint.as_deref(), opts.max_attempts).await;
         require_region(&plain_sdk, "DynamoDB")?;
         let sdk = match &runner {
             Some(r) => r.checked(&plain_sdk),
@@ -320,7 +320,7 @@ impl Runtime {
             }
         }
         let proc_sdk = match &opts.processor_endpoint {
-            Some(e) => sdk_config(Some(e), opts.max_attempts).await,
+            Some(e) => runtime_sdk_config(Some(e), opts.max_attempts).await,
             None => plain_sdk.clone(),
         };
         let store = Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);

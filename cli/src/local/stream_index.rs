@@ -10,13 +10,10 @@
 //!
 //! SQLite uses an index on that same expression for both: the highest
 //! number becomes one index lookup and a read a range scan of the batch it
-//! returns. The index is created through Dynoxide's own APIs and SQLite's
-//! file format: a file database gets it through a second connection to the
-//! file (SQLite's locking, Dynoxide's schema untouched); an in-memory one is
-//! snapshotted to a private file (`Database::vacuum_into`), indexed there
-//! and restored (`Database::restore_from`) before anything is written
-//! (without a writable temporary directory it starts unindexed, with a
-//! warning).
+//! returns. The index is created through a second connection to the
+//! database (SQLite's locking, Dynoxide's schema untouched): a file's, or
+//! the in-memory engine's, which is a named in-memory database in SQLite's
+//! shared cache so that a second connection of the process reaches it.
 //! Dynoxide's later migrations leave an index they did not create alone.
 //!
 //! DescribeStream still reads the shard's first and last number in one
@@ -27,7 +24,6 @@
 //! reproduction); this stays correct after it (`IF NOT EXISTS`, its own
 //! name).
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -47,54 +43,43 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Opens the engine's database, in memory or persisted to the SQLite file
 /// `path`, with its stream records indexed by sequence number.
 pub fn open(path: Option<&str>) -> anyhow::Result<dynoxide::Database> {
-    match path {
-        Some(p) => {
-            let db = dynoxide::Database::new(p).with_context(|| format!("opening {p}"))?;
-            index_file(Path::new(p)).with_context(|| format!("indexing the stream of {p}"))?;
-            Ok(db)
-        }
-        None => {
-            let db = dynoxide::Database::memory().context("opening in-memory database")?;
-            // Without a writable temporary directory the engine still
-            // works, only slower as its stream grows: said, not fatal.
-            if let Err(e) = index_in_memory(&db) {
-                tracing::warn!(
-                    error = %format!("{e:#}"),
-                    "the in-memory engine's stream is not indexed: writes and reads slow down as it grows"
-                );
-            }
-            Ok(db)
-        }
-    }
+    Ok(open_with_side(path)?.0)
 }
 
-/// Adds the index to a database file Dynoxide has initialised.
-fn index_file(path: &Path) -> anyhow::Result<()> {
-    let conn = rusqlite::Connection::open(path)?;
+/// [`open`], and a second connection to the same database (the engine's
+/// housekeeping: the stream's trim, `stream_trim`). An in-memory engine is
+/// a named in-memory database in SQLite's shared cache
+/// (`file:<unique>?mode=memory&cache=shared`): in memory and unbounded as
+/// before, reachable by a second connection of this process, and alive as
+/// long as a connection to it is open. (SQLite's `memdb` VFS would give
+/// ordinary locking, but caps a database at 1 GiB.) In the shared cache a
+/// table another connection is writing is locked (`SQLITE_LOCKED`) rather
+/// than waited for, so the second connection writes only while the
+/// engine's fair front admits nothing else.
+pub fn open_with_side(
+    path: Option<&str>,
+) -> anyhow::Result<(dynoxide::Database, rusqlite::Connection)> {
+    let target = match path {
+        Some(p) => p.to_string(),
+        None => format!(
+            "file:jobstream-engine-{}?mode=memory&cache=shared",
+            uuid::Uuid::new_v4().simple()
+        ),
+    };
+    let what = path.unwrap_or("the in-memory engine");
+    let db = dynoxide::Database::new(&target).with_context(|| format!("opening {what}"))?;
+    let side =
+        side_connection(&target).with_context(|| format!("indexing the stream of {what}"))?;
+    Ok((db, side))
+}
+
+/// A second connection to a database Dynoxide has initialised, with the
+/// index added.
+fn side_connection(target: &str) -> anyhow::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(target)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(CREATE_INDEX)?;
-    Ok(())
-}
-
-/// Adds the index to a fresh in-memory database: snapshot, index, restore.
-fn index_in_memory(db: &dynoxide::Database) -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!(
-        "jobstream-engine-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = (|| {
-        let snapshot = dir.join("engine.sqlite");
-        let snapshot_str = snapshot
-            .to_str()
-            .context("the temporary directory's path is not UTF-8")?;
-        db.vacuum_into(snapshot_str)?;
-        index_file(&snapshot)?;
-        db.restore_from(snapshot_str)?;
-        anyhow::Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    Ok(conn)
 }
 
 #[cfg(test)]
@@ -118,13 +103,6 @@ mod tests {
             .collect::<Result<Vec<_>, _>>()
             .unwrap()
             .join("; ")
-    }
-
-    /// A copy of `db` to read with SQLite directly.
-    fn snapshot(db: &dynoxide::Database, dir: &Path) -> rusqlite::Connection {
-        let file = dir.join("copy.sqlite");
-        db.vacuum_into(file.to_str().unwrap()).unwrap();
-        rusqlite::Connection::open(file).unwrap()
     }
 
     fn temp_dir() -> std::path::PathBuf {
@@ -213,17 +191,22 @@ mod tests {
 
     #[test]
     fn an_in_memory_engine_reads_and_numbers_its_stream_through_the_index() {
-        let db = open(None).unwrap();
-        let dir = temp_dir();
-        let conn = snapshot(&db, &dir);
-        let get = plan(&conn, GET_RECORDS, &[&"T", &"s", &0, &100]);
-        let next = plan(&conn, NEXT_SEQUENCE, &[&"T"]);
-        std::fs::remove_dir_all(&dir).unwrap();
+        // The second connection reaches the in-memory engine's database.
+        let (db, side) = open_with_side(None).unwrap();
+        create_streamed_table(&db, "TTT");
+        put(&db, "TTT", "a");
+        let get = plan(&side, GET_RECORDS, &[&"T", &"s", &0, &100]);
+        let next = plan(&side, NEXT_SEQUENCE, &[&"T"]);
         assert!(
             get.contains(INDEX_NAME) && !get.contains("TEMP B-TREE"),
             "{get}"
         );
         assert!(next.contains(INDEX_NAME), "{next}");
+        let n: i64 = side
+            .query_row("SELECT COUNT(*) FROM _stream_records", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1, "the side connection sees the engine's records");
+        assert_eq!(read_all(&db, "TTT"), ["a"]);
     }
 
     #[test]
