@@ -230,9 +230,10 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
     assert_eq!(bad_input(&env), 1, "the loan is bad input, once");
     assert!(ledger_totals(&env).await.is_empty(), "no totals moved");
     assert!(get(&env, key("M#m1", "COUNT")).await.is_none());
-    // What else the loan implies still holds (another aspect), and verify
-    // agrees with the engine: the loan is reported as bad input, no drift.
-    assert!(get(&env, key(&format!("B#{BOOK}"), "M#m1")).await.is_some());
+    // Nothing else the loan implies applies either (bad input as a whole:
+    // not its derived item while its count is refused), and verify agrees
+    // with the engine: the loan is reported as bad input, no drift.
+    assert!(get(&env, key(&format!("B#{BOOK}"), "M#m1")).await.is_none());
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.bad_input.len(), 1, "{:?}", report.bad_input);
@@ -592,4 +593,54 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
     assert_eq!(counter.i64("open").unwrap(), 2);
     assert_eq!(counter.get("fees"), Some(&n("9223372036854775813")));
     assert_rt_verified(&env.rt).await;
+}
+
+/// R03: an expression that fails on one item at run time (here `size(note)`
+/// while the optional `note` is absent: no load-time check can rule it
+/// out) makes the item bad input as a whole through the engine: its count
+/// does not move while its derived item is refused; once valid, all apply;
+/// bad again, all that its last valid state implied stays; verify agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
+    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let text = library
+        .replace(
+            "      since: iso-utc\n    check:",
+            "      since: iso-utc\n      note?: string\n    check:",
+        )
+        .replace(
+            "      - entity: book_loan\n",
+            "      - entity: book_loan\n        when: \"size(note) > 0\"\n",
+        );
+    assert_ne!(text, library);
+    let mut env = model_env("library", |o| o.model_file = Some(temp_model(&text))).await;
+    let derived = key(&format!("B#{BOOK}"), "M#m1");
+    put(&env.rt, loan("m1", BOOK, "open")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(bad_input(&env), 1, "one bad record, one BadInput");
+    assert!(
+        get(&env, key("M#m1", "COUNT")).await.is_none(),
+        "no count moved"
+    );
+    assert!(get(&env, derived.clone()).await.is_none());
+    assert!(ledger_totals(&env).await.is_empty());
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    // Valid: every effect applies.
+    let mut noted = loan("m1", BOOK, "open");
+    noted.insert("note".into(), s("x"));
+    put(&env.rt, noted).await;
+    env.rt.drain().await.unwrap();
+    let counted = get(&env, key("M#m1", "COUNT")).await.expect("counter");
+    assert_eq!(counted.i64("total").unwrap(), 1);
+    assert!(get(&env, derived.clone()).await.is_some());
+    // Bad again (the note removed, returned meanwhile): what its last valid
+    // state implied stays, whole.
+    put(&env.rt, loan("m1", BOOK, "returned")).await;
+    env.rt.drain().await.unwrap();
+    let counted = get(&env, key("M#m1", "COUNT")).await.expect("counter");
+    assert_eq!(counted.i64("open").unwrap(), 1, "the open count stays");
+    assert!(get(&env, derived).await.is_some(), "the derived item stays");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
 }

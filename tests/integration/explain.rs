@@ -37,7 +37,11 @@ fn loan(member: &str, book: &str, days: i64, state: &str) -> Item {
 }
 
 async fn ask(env: &ModelEnv, pk: &str, sk: &str) -> Explanation {
-    let file = &shared::file::load(&library()).expect("loads").model;
+    ask_in(env, &library(), pk, sk).await
+}
+
+async fn ask_in(env: &ModelEnv, path: &std::path::Path, pk: &str, sk: &str) -> Explanation {
+    let file = &shared::file::load(path).expect("loads").model;
     let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into();
     let t = Tables {
         client: &env.rt.dynamodb,
@@ -142,4 +146,136 @@ async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
     ] {
         assert!(has(&kept, &line), "missing `{line}` in {:#?}", kept.lines);
     }
+}
+
+/// A board is a writer's item that is a counter too (its cards count into
+/// it) and a source (it projects an index key and counts into its owner's
+/// counter).
+const BOARDS: &str = r#"jobstream: 1
+name: boards
+table:
+  name: boards
+  pk: PK
+  sk: SK
+  gsis:
+    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
+entities:
+  board:
+    key: { PK: "B#${boardId}", SK: "BOARD" }
+    attributes:
+      boardId: string
+      owner: string
+      size: int
+    check:
+      - { expr: "size >= 0", attribute: size, message: "not negative" }
+    project:
+      attributes:
+        GSI1PK: "OWNER#${owner}"
+        GSI1SK: "${boardId}"
+    counter:
+      attributes: [cards]
+      created_by: writer
+    count:
+      - counter: owner_boards
+        with: { owner: owner }
+        add: { boards: 1 }
+  card:
+    key: { PK: "B#${boardId}", SK: "CARD#${cardId}" }
+    attributes:
+      boardId: string
+      cardId: string
+    count:
+      - counter: board
+        with: { boardId: boardId }
+        add: { cards: 1 }
+  owner_boards:
+    owner: processor
+    key: { PK: "O#${owner}", SK: "COUNT" }
+    counter:
+      attributes: [boards]
+      created_by: processor
+"#;
+
+fn board(size: i64) -> Item {
+    [
+        ("PK", s("B#b1")),
+        ("SK", s("BOARD")),
+        ("type", s("board")),
+        ("boardId", s("b1")),
+        ("owner", s("ann")),
+        ("size", n(size)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// R08: an item that is both a counter and a source shows both roles; once
+/// its rules reject it, the rule, and what its last valid state still
+/// counts (never "it changes nothing" while it does).
+#[tokio::test]
+async fn explain_shows_every_role_of_an_item_and_what_a_rejected_source_still_counts() {
+    let path = std::env::temp_dir().join(format!(
+        "jobstream-explain-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&path, BOARDS).expect("writes");
+    let mut env = model_env("boards", |o| o.model_file = Some(path.clone())).await;
+    put(&env.rt, board(1)).await;
+    let card: Item = [
+        ("PK", s("B#b1")),
+        ("SK", s("CARD#c1")),
+        ("type", s("card")),
+        ("boardId", s("b1")),
+        ("cardId", s("c1")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    put(&env.rt, card).await;
+    env.rt.drain().await.expect("drains");
+    let both = ask_in(&env, &path, "B#b1", "BOARD").await;
+    for line in [
+        "counted by PK=B#b1, SK=CARD#c1 (card) through `count:` of card: cards +1",
+        "PK=B#b1, SK=BOARD: also a source item (board)",
+        "projects GSI1PK = \"OWNER#ann\"",
+        "counts into PK=O#ann, SK=COUNT (owner_boards): boards +1",
+        "ledger: agrees with what the rules imply now",
+    ] {
+        assert!(has(&both, line), "missing `{line}` in {:#?}", both.lines);
+    }
+    // Rejected now: the rule and what it still counts.
+    put(&env.rt, board(-1)).await;
+    env.rt.drain().await.expect("drains");
+    let bad = ask_in(&env, &path, "B#b1", "BOARD").await;
+    for line in [
+        "counted by PK=B#b1, SK=CARD#c1 (card) through `count:` of card: cards +1",
+        "rejected by: check `size >= 0` of board",
+        "still counted into PK=O#ann, SK=COUNT: boards +1",
+    ] {
+        assert!(has(&bad, line), "missing `{line}` in {:#?}", bad.lines);
+    }
+    assert!(
+        !bad.lines.iter().any(|l| l.contains("it changes nothing")),
+        "{:#?}",
+        bad.lines
+    );
+    // A bad source never counted says it changes nothing.
+    put(&env.rt, {
+        let mut b = board(-1);
+        b.insert("PK".into(), s("B#b2"));
+        b.insert("boardId".into(), s("b2"));
+        b
+    })
+    .await;
+    env.rt.drain().await.expect("drains");
+    let never = ask_in(&env, &path, "B#b2", "BOARD").await;
+    assert!(
+        has(
+            &never,
+            "it changes nothing: no earlier valid state of it is recorded"
+        ),
+        "{:#?}",
+        never.lines
+    );
 }

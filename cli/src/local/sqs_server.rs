@@ -28,15 +28,32 @@ pub struct LocalSqs {
     endpoint: String,
 }
 
-/// `scripts/local-sqs` of this workspace (or `JOBSTREAM_LOCAL_SQS_DIR`).
+/// Where the local SQS is: `JOBSTREAM_LOCAL_SQS_DIR`, else `local-sqs/`
+/// next to the binary (a binary-only install: the repository's
+/// `scripts/local-sqs` copied there), else `scripts/local-sqs` of the
+/// checkout the binary was built from.
 pub fn install_dir() -> PathBuf {
-    if let Some(v) = std::env::var_os("JOBSTREAM_LOCAL_SQS_DIR") {
-        return PathBuf::from(v);
+    let exe = std::env::current_exe().ok();
+    pick_dir(
+        std::env::var_os("JOBSTREAM_LOCAL_SQS_DIR").map(PathBuf::from),
+        exe.as_deref().and_then(Path::parent),
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("scripts")
+            .join("local-sqs"),
+    )
+}
+
+/// [`install_dir`]'s choice: the variable, else `local-sqs` beside the
+/// binary when it holds the lockfile, else the build checkout's.
+fn pick_dir(var: Option<PathBuf>, exe_dir: Option<&Path>, built: &Path) -> PathBuf {
+    if let Some(v) = var {
+        return v;
     }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("scripts")
-        .join("local-sqs")
+    match exe_dir.map(|d| d.join("local-sqs")) {
+        Some(beside) if beside.join("package-lock.json").exists() => beside,
+        _ => built.to_path_buf(),
+    }
 }
 
 /// The Node binary the `node` package installs.
@@ -59,7 +76,7 @@ pub fn ensure_installed() -> anyhow::Result<PathBuf> {
     }
     anyhow::ensure!(
         dir.join("package-lock.json").exists(),
-        "{} has no package-lock.json (set JOBSTREAM_LOCAL_SQS_DIR to the repository's scripts/local-sqs)",
+        "{} has no package-lock.json: the local SQS (queues of `once:`, `sets:`, `compute:`) runs from the repository's scripts/local-sqs (package.json, package-lock.json, server.mjs; Node.js and npm on PATH); with the binary alone, copy that folder next to it as `local-sqs/`, or set JOBSTREAM_LOCAL_SQS_DIR to it",
         dir.display()
     );
     eprintln!(
@@ -146,7 +163,33 @@ impl Drop for LocalSqs {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_listening;
+    use super::{parse_listening, pick_dir};
+    use std::path::{Path, PathBuf};
+
+    /// R09: a binary-only install finds `local-sqs/` next to the binary;
+    /// the variable wins; without either, the build checkout's.
+    #[test]
+    fn the_local_sqs_is_found_beside_the_binary() {
+        let exe_dir = std::env::temp_dir().join(format!("jobstream-bin-{}", std::process::id()));
+        let built = Path::new("/checkout/scripts/local-sqs");
+        std::fs::create_dir_all(exe_dir.join("local-sqs")).unwrap();
+        assert_eq!(
+            pick_dir(None, Some(&exe_dir), built),
+            built,
+            "no lockfile there"
+        );
+        std::fs::write(exe_dir.join("local-sqs").join("package-lock.json"), "{}").unwrap();
+        assert_eq!(
+            pick_dir(None, Some(&exe_dir), built),
+            exe_dir.join("local-sqs")
+        );
+        assert_eq!(
+            pick_dir(Some(PathBuf::from("/x")), Some(&exe_dir), built),
+            PathBuf::from("/x")
+        );
+        assert_eq!(pick_dir(None, None, built), built);
+        std::fs::remove_dir_all(&exe_dir).unwrap();
+    }
 
     #[test]
     fn the_servers_address_line_is_parsed_or_refused() {

@@ -169,7 +169,6 @@ pub async fn explain(
     key: &Item,
 ) -> anyhow::Result<Explanation> {
     let rules = &model.rules;
-    let names = rules.key_names();
     let mut x = Explanation::default();
     let item = get(t, t.table, key).await?;
     let shown_key = display_key(key);
@@ -191,7 +190,18 @@ pub async fn explain(
                 display_key(&counted)
             ));
         }
-        return explain_counter(model, file, t, &counted, item.as_ref(), counter.attrs, x).await;
+        let mut x =
+            explain_counter(model, file, t, &counted, item.as_ref(), counter.attrs, x).await?;
+        // A writer's item others count into is also a source: what it
+        // implies (or the rule rejecting it) follows.
+        if let Some(item) = item.filter(|i| also_source(model, file, entity, i)) {
+            x.line(format!(
+                "{shown_key}: also a source item{}",
+                entity.map(|e| format!(" ({e})")).unwrap_or_default()
+            ));
+            explain_source(model, file, t, key, &item, entity, &mut x).await?;
+        }
+        return Ok(x);
     }
     if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
         x.kind = "derived";
@@ -220,26 +230,67 @@ pub async fn explain(
         ));
         return Ok(x);
     }
+    if rules.projection(&item).is_err() {
+        x.kind = "bad input";
+    } else {
+        x.kind = "source";
+        x.line(format!(
+            "{shown_key}: a source item{}",
+            entity.map(|e| format!(" ({e})")).unwrap_or_default()
+        ));
+    }
+    explain_source(model, file, t, key, &item, entity, &mut x).await?;
+    Ok(x)
+}
+
+/// Whether a counter item is also a source (a writer's item: its own
+/// projection, derived items and counts), not only a sum others keep.
+fn also_source(model: &Model, file: Option<&FileModel>, entity: Option<&str>, item: &Item) -> bool {
+    if model.rules.ignores(&key_of(item, model.rules.key_names())) {
+        return false;
+    }
+    match (file, entity) {
+        (Some(f), Some(e)) => f.entities.iter().any(|x| x.name == e && x.writer),
+        _ => {
+            let a = model.rules.aspects(item);
+            a.projection.map_or(true, |p| p.is_some())
+                || a.derived.map_or(true, |d| !d.is_empty())
+                || a.contributions.map_or(true, |c| !c.is_empty())
+        }
+    }
+}
+
+/// What a source item implies now and what the ledger recorded for it; a
+/// source the rules reject: the rule, why, and what its last valid state
+/// still implies (kept by the ledger).
+async fn explain_source(
+    model: &Model,
+    file: Option<&FileModel>,
+    t: &Tables<'_>,
+    key: &Item,
+    item: &Item,
+    entity: Option<&'static str>,
+    x: &mut Explanation,
+) -> anyhow::Result<()> {
+    let rules = &model.rules;
+    let names = rules.key_names();
+    let shown_key = display_key(key);
+    let item = item.clone();
     let projection = match rules.projection(&item) {
         Ok(p) => p,
         Err(e) => {
-            x.kind = "bad input";
             x.line(format!(
-                "{shown_key}: bad input ({}): it changes nothing",
+                "{shown_key}: bad input ({}): the rules reject it now; nothing is written onto it",
                 e.kind()
             ));
             if let Some(rule) = entity.and_then(|en| rejecting_rule(file, en, &e)) {
                 x.line(format!("rejected by: {rule}"));
             }
             x.line(format!("why: {e}"));
-            return Ok(x);
+            kept_by_the_ledger(t, names, key, x).await?;
+            return Ok(());
         }
     };
-    x.kind = "source";
-    x.line(format!(
-        "{shown_key}: a source item{}",
-        entity.map(|e| format!(" ({e})")).unwrap_or_default()
-    ));
     // Projected attributes and the indexes they put the item in.
     let mut after = item.clone();
     if let Some(p) = &projection {
@@ -375,7 +426,49 @@ pub async fn explain(
             }
         },
     }
-    Ok(x)
+    Ok(())
+}
+
+/// What a source that is bad input now still implies: what the ledger
+/// recorded for its last valid state (the engine keeps it until the item
+/// is fixed or deleted).
+async fn kept_by_the_ledger(
+    t: &Tables<'_>,
+    names: &[&str],
+    key: &Item,
+    x: &mut Explanation,
+) -> anyhow::Result<()> {
+    let recorded = match get(t, t.ledger, &source_key("derive", key)).await? {
+        None => None,
+        Some(record) => Some(Implied::from_record(&record).map_err(|e| anyhow::anyhow!(e))?),
+    };
+    let Some(rec) = recorded
+        .filter(|r| !(r.derived.is_empty() && r.contributions.is_empty() && r.indexed.is_empty()))
+    else {
+        x.line("it changes nothing: no earlier valid state of it is recorded");
+        return Ok(());
+    };
+    x.line("what its last valid state implied stays until it is fixed or deleted:");
+    for (k, v) in rec.contributions.values() {
+        x.line(format!(
+            "still counted into {}: {}",
+            display_key(k),
+            v.iter()
+                .map(|(a, n)| format!("{a} {n:+}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for d in rec.derived.values() {
+        x.line(format!("still derives {}", display_key(&key_of(d, names))));
+    }
+    if !rec.indexed.is_empty() {
+        x.line(format!(
+            "still listed in {} ledger index entr(ies)",
+            rec.indexed.len()
+        ));
+    }
+    Ok(())
 }
 
 async fn explain_derived(

@@ -80,15 +80,43 @@ pub struct Contribution {
 }
 
 /// Every aspect of one image the derive processor applies to it, asked at
-/// once ([`Rules::aspects`]): each computed on its own, so an aspect that
-/// meets bad input keeps what earlier valid states implied while the others
-/// still apply.
+/// once ([`Rules::aspects`]). An aspect that meets bad input keeps what
+/// earlier valid states implied; rules that want an item bad input as a
+/// whole (a model file: none of its effects applies when one fails) answer
+/// [`Aspects::whole`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aspects {
     pub projection: Result<Option<Projection>, InputError>,
     pub derived: Result<Vec<Item>, InputError>,
     pub contributions: Result<Vec<Contribution>, InputError>,
     pub memberships: Result<Vec<(String, String)>, InputError>,
+}
+
+impl Aspects {
+    /// All or nothing: the first bad input met (projection, derived,
+    /// contributions, memberships, in that order) is every aspect's answer,
+    /// so no effect of the item applies while another is refused.
+    pub fn whole(self) -> Aspects {
+        let bad = [
+            self.projection.as_ref().err(),
+            self.derived.as_ref().err(),
+            self.contributions.as_ref().err(),
+            self.memberships.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        .cloned();
+        match bad {
+            None => self,
+            Some(e) => Aspects {
+                projection: Err(e.clone()),
+                derived: Err(e.clone()),
+                contributions: Err(e.clone()),
+                memberships: Err(e),
+            },
+        }
+    }
 }
 
 /// An asynchronous job to enqueue.

@@ -92,6 +92,7 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
         why.contains("loan: it counts into PK=M#ann, SK=COUNT, a key `loans` rejects"),
         "{why}"
     );
-    // Other aspects are untouched.
-    assert_eq!(r.derived(&loan).unwrap().len(), 1);
+    // The item is bad input as a whole: its other aspects do not apply
+    // either (R03: never its derived items while its counts are refused).
+    assert_eq!(r.derived(&loan).unwrap_err(), e);
 }

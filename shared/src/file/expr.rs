@@ -185,6 +185,12 @@ pub const CEL_FUNCTIONS: &[&str] = &[
 ];
 
 impl Expr {
+    /// The parsed expression and where each node was written (read by the
+    /// load-time type check, [`super::typecheck`]).
+    pub fn ast(&self) -> (&cel::IdedExpr, &cel::common::ast::SourceInfo) {
+        (self.program.expression(), self.program.source_info())
+    }
+
     /// Compiles `source` (once, at load).
     pub fn compile(source: &str) -> Result<Expr, CompileError> {
         let program = cel::Program::compile(source).map_err(|errs| {

@@ -41,6 +41,7 @@ pub mod scenario;
 pub mod sets;
 pub mod sets_run;
 pub mod template;
+pub mod typecheck;
 pub mod verify_jobs;
 
 use std::collections::HashMap;

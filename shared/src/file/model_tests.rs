@@ -369,7 +369,7 @@ entities:
       label: string
     project:
       attributes:
-        tag: "${label + 1}"
+        tag: "${int(label) + 1}"
 "#;
 
 fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
@@ -391,7 +391,9 @@ fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
 #[test]
 fn enums_of_numbers_and_booleans_are_typed_as_written() {
     let r = rules(TYPED);
-    let ok = seat(n(2), AttributeValue::Bool(true), "1");
+    let mut ok = seat(n(2), AttributeValue::Bool(true), "1");
+    // A label its projection can read (`int(label)`).
+    ok.insert("label".into(), s("7"));
     assert!(r.derived(&ok).is_ok(), "{:?}", r.derived(&ok));
     let kind = |i: &Item| r.derived(i).unwrap_err().kind();
     assert_eq!(
@@ -423,12 +425,12 @@ fn enums_of_numbers_and_booleans_are_typed_as_written() {
 #[test]
 fn error_messages_name_keys_and_reasons_never_values() {
     let r = rules(TYPED);
-    // A CEL error over a value (a string plus an int).
+    // A CEL error over a value (a string that is not a number).
     let e = r
         .projection(&seat(n(2), AttributeValue::Bool(true), "1"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("PK=S#a") && e.contains("string"), "{e}");
+    assert!(e.contains("PK=S#a") && e.contains("`int` failed"), "{e}");
     assert!(!e.contains("secret-label"), "never a value: {e}");
     // A value outside its enum, a wrong entity type.
     let r = rules(LIBRARY);
@@ -593,4 +595,108 @@ fn the_shipped_files_bind_their_sources_keys_or_are_shared() {
             assert_eq!(compile(&text, "t").err(), None, "{name}");
         }
     }
+}
+
+/// R03: an expression that cannot work on the declared types (a number
+/// ordered against a time, a sum of text, a condition that is a number, a
+/// function on the wrong type) is refused at load, at its line and column,
+/// with a way out; at run time each would make every item bad input.
+#[test]
+fn expressions_are_type_checked_against_the_declared_attributes() {
+    let refused = [
+        (
+            "state == 'open' && days > since",
+            "when: \"state == 'open'\"",
+            "> since",
+            "`>` compares an int with a string",
+        ),
+        (
+            "days",
+            "when: \"state == 'open'\"",
+            "days",
+            "a condition must be a bool, but `days` is an int",
+        ),
+        (
+            "lower(days) != ''",
+            "when: \"state == 'open'\"",
+            "days)",
+            "`lower` takes a string, but it is given an int",
+        ),
+    ];
+    for (expr, at, needle, why) in refused {
+        let text = LIBRARY.replace(at, &format!("when: \"{expr}\""));
+        let p = compile(&text, "t").unwrap_err();
+        let written = format!("when: \"{expr}\"");
+        let line = text.lines().position(|l| l.contains(&written)).unwrap() + 1;
+        let col = text.lines().nth(line - 1).unwrap().find(needle).unwrap() + 1;
+        assert_one(&p, line, col as u64, why);
+        assert_eq!(p.len(), 1, "{p:#?}");
+    }
+    // A sum that is text: named with the attribute it feeds.
+    let text = LIBRARY.replace("total: 1 }", "total: since }");
+    let p = compile(&text, "t").unwrap_err();
+    let line = text
+        .lines()
+        .position(|l| l.contains("total: since"))
+        .unwrap()
+        + 1;
+    let col = text.lines().nth(line - 1).unwrap().find("since }").unwrap() + 1;
+    assert_one(
+        &p,
+        line,
+        col as u64,
+        "`add: { total: ... }` (a sum) must be an int, but `since` is a string",
+    );
+    let text = LIBRARY.replace("total: 1 }", "total: \"n${days}\" }");
+    let p = compile(&text, "t").unwrap_err();
+    assert!(p[0].message.contains("not a template"), "{p:#?}");
+    // What works on its types still loads.
+    let text = LIBRARY.replace("total: 1 }", "total: \"days > 7 ? days : 0\" }");
+    assert_eq!(compile(&text, "t").err(), None);
+}
+
+/// R03: an expression that fails on one item (here an optional attribute
+/// absent, which no load-time check can rule out) makes the item bad input
+/// as a whole: none of its aspects applies (not its counts while its
+/// derived item is refused), and each aspect asked alone says so too
+/// (`verify` asks them one by one).
+#[test]
+fn an_item_an_expression_fails_on_is_bad_input_in_every_aspect() {
+    let text = LIBRARY
+        .replace(
+            "      since: iso-utc\n    check:",
+            "      since: iso-utc\n      note?: string\n    check:",
+        )
+        .replace(
+            "      - entity: book_loan\n",
+            "      - entity: book_loan\n        when: \"size(note) > 0\"\n",
+        );
+    let r = rules(&text);
+    let mut noted = loan("ann", B, "open");
+    noted.insert("note".into(), s("x"));
+    let a = r.aspects(&noted);
+    assert_eq!(a.derived.as_ref().map(Vec::len), Ok(1), "{a:?}");
+    assert_eq!(a.contributions.as_ref().map(Vec::len), Ok(1), "{a:?}");
+    let bare = loan("ann", B, "open");
+    let a = r.aspects(&bare);
+    let why = a.derived.as_ref().unwrap_err().to_string();
+    assert!(why.contains("size"), "{why}");
+    assert_eq!(
+        a.contributions.as_ref().err(),
+        a.derived.as_ref().err(),
+        "{a:?}"
+    );
+    assert_eq!(
+        a.projection.as_ref().err(),
+        a.derived.as_ref().err(),
+        "{a:?}"
+    );
+    assert_eq!(
+        a.memberships.as_ref().err(),
+        a.derived.as_ref().err(),
+        "{a:?}"
+    );
+    assert!(r.contributions(&bare).is_err());
+    assert!(r.projection(&bare).is_err());
+    assert!(r.derived(&bare).is_err());
 }

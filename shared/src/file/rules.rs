@@ -527,8 +527,10 @@ impl Rules for FileRules {
         self.0.keys
     }
 
+    /// Each aspect is the whole item's answer ([`Aspects::whole`]): an
+    /// item one expression fails on is bad input in all of them.
     fn projection(&self, image: &Item) -> Result<Option<Projection>, InputError> {
-        self.projection_of(&self.0.parse(image)?, image)
+        self.aspects(image).projection
     }
 
     /// A number `pad` clamped into a projected key ([`FileModel::clamp_notes`]).
@@ -537,11 +539,11 @@ impl Rules for FileRules {
     }
 
     fn derived(&self, image: &Item) -> Result<Vec<Item>, InputError> {
-        self.derived_of(&self.0.parse(image)?, image)
+        self.aspects(image).derived
     }
 
     fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, InputError> {
-        self.contributions_of(&self.0.parse(image)?, image)
+        self.aspects(image).contributions
     }
 
     /// Every aspect from one parse of the image (validation and checks run
@@ -567,6 +569,7 @@ impl Rules for FileRules {
             contributions,
             memberships,
         }
+        .whole()
     }
 
     fn counter(&self, image: &Item) -> Option<Counter> {
@@ -622,15 +625,7 @@ impl Rules for FileRules {
     /// item projects, while its projection holds them (exact and read
     /// consistently, where the GSI itself may lag).
     fn memberships(&self, image: &Item) -> Result<Vec<(String, String)>, InputError> {
-        if !self.0.has_memberships() {
-            return Ok(vec![]);
-        }
-        let parsed = self.0.parse(image);
-        let projection = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.projection_of(p, image));
-        self.memberships_of(&parsed, image, &projection)
+        self.aspects(image).memberships
     }
 
     /// Items of a processor entity declared `shared: true`.
@@ -731,19 +726,6 @@ impl FileModel {
                 .map(|_| vec![(self.entity_type, AttributeValue::S(entity.name.to_string()))]),
             remove_at_zero: def.is_some_and(|d| d.remove_at_zero),
         }
-    }
-}
-
-impl FileModel {
-    /// Whether any item of this model can belong to a ledger index (a set
-    /// fact listed through one, a `compute:` partition).
-    fn has_memberships(&self) -> bool {
-        self.entities.iter().any(|e| e.compute.is_some())
-            || self
-                .sets
-                .iter()
-                .flat_map(|s| &s.facts)
-                .any(|f| f.via_index.is_some())
     }
 }
 

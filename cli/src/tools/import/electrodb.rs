@@ -388,7 +388,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 e.attributes.push(d);
             } else {
                 e.notes.push(format!(
-                    "`{}` ({}) is not typed: model files type scalars and string sets",
+                    "`{}` ({}) is not typed: model files type scalars, string sets, lists and maps",
                     a.field,
                     a.kind()
                 ));
@@ -447,6 +447,8 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
         "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
             DraftTy::Named("set")
         }
+        "list" => DraftTy::Named("list"),
+        "map" => DraftTy::Named("map"),
         _ => return None,
     };
     if a.field != a.name {
@@ -621,6 +623,31 @@ mod tests {
                 String::new()
             )
         );
+    }
+
+    /// R06: lists and maps are typed (the format has `list` and `map`).
+    #[test]
+    fn lists_and_maps_are_typed() {
+        let d = import(
+            r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"tags":{"type":"list","items":{"type":"string"}},"prefs":{"type":"map","properties":{}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+            "e.json",
+            "e",
+            "t",
+        )
+        .expect("imports");
+        let ty = |n: &str| {
+            d.entities[0]
+                .attributes
+                .iter()
+                .find(|a| a.name == n)
+                .map(|a| a.ty.clone())
+        };
+        assert_eq!(ty("tags"), Some(DraftTy::Named("list")));
+        assert_eq!(ty("prefs"), Some(DraftTy::Named("map")));
+        let yaml = d.render("e.json");
+        if let Err(p) = shared::file::compile(&yaml, "e") {
+            panic!("{p:#?}\n{yaml}");
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub fn run(
 /// Why a schema could not be imported: what and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: not JSON: {source}")]
+    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, null, 2)))\" > schema.json`)")]
     Json {
         path: String,
         #[source]
@@ -93,7 +93,7 @@ pub enum ImportError {
 /// An attribute's type in the model file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DraftTy {
-    /// `string`, `int`, `bool`, `ulid`, `iso-utc`, `set`.
+    /// `string`, `int`, `bool`, `ulid`, `iso-utc`, `set`, `list`, `map`.
     Named(&'static str),
     Enum(Vec<String>),
 }

@@ -63,6 +63,13 @@ fn pieces(template: &str) -> Vec<Piece> {
     out
 }
 
+/// Whether a template hole is a field name (not an expression).
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+}
+
 struct Field<'a> {
     name: &'a str,
     def: &'a Map<String, Json>,
@@ -105,10 +112,13 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         .and_then(Json::as_object)
         .ok_or_else(|| err("indexes", "missing (an object of indexes)".into()))?;
     let index_keys = |name: &str, i: &Json| -> Result<(String, Option<String>), ImportError> {
-        let hash = i
-            .get("hash")
-            .and_then(Json::as_str)
-            .ok_or_else(|| err(&format!("indexes.{name}.hash"), "missing".into()))?;
+        // A local index shares the table's hash key (OneTable leaves it out).
+        let local = i.get("type").and_then(Json::as_str) == Some("local");
+        let hash = match i.get("hash").and_then(Json::as_str) {
+            Some(h) => h,
+            None if local => "",
+            None => return Err(err(&format!("indexes.{name}.hash"), "missing".into())),
+        };
         Ok((
             hash.to_string(),
             i.get("sort").and_then(Json::as_str).map(str::to_string),
@@ -133,7 +143,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         let (hash, sort) = index_keys(n, i)?;
         if i.get("type").and_then(Json::as_str) == Some("local") {
             notes.push(format!(
-                "local index `{n}` ({hash}, {}) is not declared: model files declare global indexes only",
+                "local index `{n}` (sort key {}) is not declared: model files declare global indexes only (queries on it are written by hand)",
                 sort.unwrap_or_default()
             ));
             continue;
@@ -237,7 +247,9 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
             note = Some("a string set; sets of numbers or binaries are not typed here".to_string());
             DraftTy::Named("set")
         }
-        "object" | "array" | "binary" | "buffer" | "arraybuffer" => return Ok(None),
+        "array" => DraftTy::Named("list"),
+        "object" => DraftTy::Named("map"),
+        "binary" | "buffer" | "arraybuffer" => return Ok(None),
         other => return Err(format!("unknown type `{other}`")),
     };
     let ty = match f.def.get("enum").and_then(Json::as_array) {
@@ -260,7 +272,7 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
     }
     if let Some(v) = f.def.get("validate") {
         notes.push(format!(
-            "validate {v}: write it as a `check:` (CEL `matches()` or a comparison)"
+            "validate {v}: write it as a `check:` (a comparison, `size()`, `startsWith`/`endsWith`/`contains`; regular expressions are not available)"
         ));
     }
     if f.def.get("map").is_some() {
@@ -275,7 +287,9 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
     Ok(Some(DraftAttr {
         name: f.name.to_string(),
         ty,
-        optional: !f.required(),
+        // A generated id is always present once written (OneTable sets it
+        // on create).
+        optional: !f.required() && f.str("generate").is_none(),
         note: (!notes.is_empty()).then(|| notes.join("; ")),
     }))
 }
@@ -350,6 +364,18 @@ fn entity(
             continue;
         }
         if let Some(value) = f.str("value") {
+            // A template holding an expression (`${a != null ? 'x' + a :
+            // null}`) is JavaScript the importer does not translate.
+            if pieces(value)
+                .iter()
+                .any(|p| matches!(p, Piece::Var { name, .. } if !is_name(name)))
+            {
+                notes.push(format!(
+                    "`{}`: its value template holds an expression ({value}): write it as a projection by hand",
+                    f.name
+                ));
+                continue;
+            }
             project.push(projection(f.name, value, fields));
             continue;
         }
@@ -363,7 +389,7 @@ fn entity(
         match attr_of(f, keys.iso_dates).map_err(|why| err(f.name, why))? {
             Some(a) => attributes.push(a),
             None => notes.push(format!(
-                "`{}` ({}) is not typed: model files type scalars and string sets",
+                "`{}` ({}) is not typed: binary values are not read by model files",
                 f.name,
                 f.ty()
             )),
@@ -511,5 +537,68 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("indexes.primary.sort"), "{e}");
+    }
+
+    /// R06: a schema a README-only user wrote: a local index, a `validate`,
+    /// an array and an object, a template holding an expression, a
+    /// generated id. What the importer writes loads, or says what to do in
+    /// TODOs; never a file it cannot parse.
+    #[test]
+    fn what_a_user_writes_imports_into_a_file_that_loads() {
+        let schema = r#"{"format":"onetable:1.1.0","version":"0.0.1",
+          "indexes":{"primary":{"hash":"pk","sort":"sk"},
+                     "gs1":{"hash":"gs1pk","sort":"gs1sk"},
+                     "ls1":{"sort":"created","type":"local"}},
+          "models":{"User":{
+            "pk":{"type":"string","value":"user#${id}"},
+            "sk":{"type":"string","value":"user#"},
+            "id":{"type":"string","generate":"ulid"},
+            "email":{"type":"string","required":true,"validate":"/^[^@]+@[^@]+$/"},
+            "roles":{"type":"array"},
+            "prefs":{"type":"object"},
+            "team":{"type":"string"},
+            "gs1pk":{"type":"string","value":"${team != null ? 'team#' + team : null}"},
+            "gs1sk":{"type":"string","value":"user#${id}"}}}}"#;
+        let d = import(schema, "s.json", "s", "t").expect("imports");
+        assert!(
+            d.notes.iter().any(|n| n.contains("local index `ls1`")),
+            "{:?}",
+            d.notes
+        );
+        let u = &d.entities[0];
+        let attr = |n: &str| u.attributes.iter().find(|a| a.name == n).unwrap();
+        assert!(!attr("id").optional, "a generated id is always present");
+        assert_eq!(attr("roles").ty, DraftTy::Named("list"));
+        assert_eq!(attr("prefs").ty, DraftTy::Named("map"));
+        let validate = attr("email").note.clone().unwrap_or_default();
+        assert!(
+            validate.contains("validate") && !validate.contains("matches"),
+            "{validate}"
+        );
+        assert!(
+            u.notes
+                .iter()
+                .any(|n| n.contains("`gs1pk`") && n.contains("expression")),
+            "{:?}",
+            u.notes
+        );
+        assert!(u.project.iter().all(|p| p.attr != "gs1pk"));
+        let yaml = d.render("s.json");
+        if let Err(p) = shared::file::compile(&yaml, "s") {
+            panic!("{p:#?}\n{yaml}");
+        }
+    }
+
+    #[test]
+    fn a_javascript_schema_is_refused_saying_how_to_export_it() {
+        let e = import(
+            "export default { format: 'onetable:1.1.0' }",
+            "s.mjs",
+            "s",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("JSON.stringify"), "{e}");
     }
 }

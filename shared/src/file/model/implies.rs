@@ -274,8 +274,10 @@ impl Compiler<'_> {
                         );
                     }
                     Some(a) => {
-                        if let Some(v) = self.expression(v, &reads) {
-                            add.push((*a, v));
+                        if let Some(x) = self.expression(v, &reads) {
+                            if self.sum_is_int(&x, v, &reads, n).is_some() {
+                                add.push((*a, x));
+                            }
                         }
                     }
                 }
@@ -341,6 +343,33 @@ impl Compiler<'_> {
                 t = target.name
             ),
         );
+    }
+
+    /// A count's `add:` value must be an int: a template (text) or an
+    /// expression of another declared type would make every item bad input.
+    fn sum_is_int(
+        &mut self,
+        x: &Value,
+        v: &Spanned<Scalar>,
+        scope: &Scope,
+        attr: &str,
+    ) -> Option<()> {
+        let what = format!("`add: {{ {attr}: ... }}` (a sum)");
+        match x.0.as_slice() {
+            [Part::Hole(e, _)] if !v.value.0.contains("${") => {
+                self.expect(e, at(v), scope, crate::file::typecheck::T::Int, &what)
+            }
+            _ => {
+                self.err(
+                    at(v),
+                    format!(
+                        "{}: {what} must be an int expression (`1`, `estimate`, `status == 'open' ? 1 : 0`), not a template",
+                        scope.entity
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// `with` values whose declared type may not be what the target's key

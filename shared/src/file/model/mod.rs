@@ -355,6 +355,12 @@ impl Scope<'_> {
     pub(super) fn has(&self, n: &str) -> bool {
         self.names.iter().any(|(k, _)| k == n)
     }
+
+    /// A name's type as the type check sees it.
+    pub(super) fn ty(&self, n: &str) -> super::typecheck::T {
+        let declared = self.names.iter().find(|(k, _)| k == n);
+        super::typecheck::T::of(declared.and_then(|(_, t)| t.as_ref()))
+    }
 }
 
 impl Compiler<'_> {
@@ -613,6 +619,13 @@ impl Compiler<'_> {
                         ok = false;
                     }
                 }
+                if ok {
+                    if let Err(e) = super::typecheck::check(&x, &|n| scope.ty(n)) {
+                        let p = self.inner(pos, offset + e.offset);
+                        self.err(p, format!("{}: `{src}`: {}", scope.entity, e.message));
+                        ok = false;
+                    }
+                }
                 ok.then_some(x)
             }
         }
@@ -658,7 +671,31 @@ impl Compiler<'_> {
     ) -> Option<Option<Expr>> {
         match s {
             None => Some(None),
-            Some(s) => self.expr(&s.value.0, at(s), 0, scope).map(Some),
+            Some(s) => {
+                let e = self.expr(&s.value.0, at(s), 0, scope)?;
+                self.expect(&e, at(s), scope, super::typecheck::T::Bool, "a condition")?;
+                Some(Some(e))
+            }
+        }
+    }
+
+    /// `e` (compiled at `pos`) must give a `want` (a condition a bool, a
+    /// sum an int): else reported, `None`.
+    pub(super) fn expect(
+        &mut self,
+        e: &Expr,
+        pos: (u64, u64),
+        scope: &Scope,
+        want: super::typecheck::T,
+        what: &str,
+    ) -> Option<()> {
+        match super::typecheck::expect(e, &|n| scope.ty(n), want, what) {
+            Ok(()) => Some(()),
+            Err(err) => {
+                let p = self.inner(pos, err.offset);
+                self.err(p, format!("{}: {}", scope.entity, err.message));
+                None
+            }
         }
     }
 

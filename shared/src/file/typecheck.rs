@@ -1,0 +1,555 @@
+//! Type-checks a compiled expression against the declared types of the
+//! names it reads, at load: a comparison or arithmetic between values of
+//! incompatible types, a function called on the wrong type, a condition that
+//! is not a `bool` or a sum (`add:`) that is not an `int` would fail (or be
+//! always false) on every item at run time, so the file is refused instead.
+//!
+//! The check is conservative: what it cannot know (a name of unknown type,
+//! a map's field, a list's element, a macro's variable, a double) is
+//! `dyn` and passes; an optional attribute that is absent (`null`) is left
+//! to run time (the item is then bad input as a whole).
+
+use cel::common::ast::{operators as op, Expr as E, LiteralValue};
+use cel::IdedExpr;
+
+use super::expr::Expr;
+use super::model::Ty;
+
+/// What the check knows of a value's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum T {
+    Int,
+    Str,
+    Bool,
+    List,
+    Map,
+    Null,
+    /// Unknown: anything passes.
+    Dyn,
+}
+
+impl T {
+    /// The check's view of a declared attribute type (`None`: undeclared).
+    pub fn of(ty: Option<&Ty>) -> T {
+        match ty {
+            Some(Ty::Int | Ty::IntEnum(_)) => T::Int,
+            Some(Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_)) => T::Str,
+            Some(Ty::Bool | Ty::BoolEnum(_)) => T::Bool,
+            Some(Ty::Set | Ty::List) => T::List,
+            Some(Ty::Map) => T::Map,
+            None => T::Dyn,
+        }
+    }
+
+    /// The type's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            T::Int => "an int",
+            T::Str => "a string",
+            T::Bool => "a bool",
+            T::List => "a list",
+            T::Map => "a map",
+            T::Null => "null",
+            T::Dyn => "a value",
+        }
+    }
+
+    fn known(self) -> bool {
+        !matches!(self, T::Dyn | T::Null)
+    }
+}
+
+/// A type error: where in the expression (0-based character offset) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeError {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// The type of `expr` with `names` giving each name's declared type, or the
+/// first type error met.
+pub fn check(expr: &Expr, names: &dyn Fn(&str) -> T) -> Result<T, TypeError> {
+    let (ast, info) = expr.ast();
+    let cx = Cx {
+        source: &expr.source,
+        info,
+        names,
+    };
+    cx.infer(ast, &mut Vec::new())
+}
+
+/// `check`, then the result must be `want` (a condition a `bool`, a sum an
+/// `int`); `what` names the place in the message.
+pub fn expect(
+    expr: &Expr,
+    names: &dyn Fn(&str) -> T,
+    want: T,
+    what: &str,
+) -> Result<(), TypeError> {
+    let got = check(expr, names)?;
+    if got.known() && got != want {
+        return Err(TypeError {
+            offset: 0,
+            message: format!(
+                "{what} must be {}, but `{}` is {}",
+                want.name(),
+                expr.source.trim(),
+                got.name()
+            ),
+        });
+    }
+    Ok(())
+}
+
+struct Cx<'a> {
+    source: &'a str,
+    info: &'a cel::common::ast::SourceInfo,
+    names: &'a dyn Fn(&str) -> T,
+}
+
+impl Cx<'_> {
+    fn at(&self, e: &IdedExpr) -> usize {
+        let byte = self
+            .info
+            .offset_for(e.id)
+            .map_or(0, |(start, _)| start as usize);
+        self.source
+            .get(..byte.min(self.source.len()))
+            .map_or(0, |s| s.chars().count())
+    }
+
+    fn err(&self, e: &IdedExpr, message: String) -> Result<T, TypeError> {
+        Err(TypeError {
+            offset: self.at(e),
+            message,
+        })
+    }
+
+    fn infer(&self, e: &IdedExpr, bound: &mut Vec<String>) -> Result<T, TypeError> {
+        match &e.expr {
+            E::Unspecified => Ok(T::Dyn),
+            E::Literal(l) => Ok(match l {
+                LiteralValue::Boolean(_) => T::Bool,
+                LiteralValue::Int(_) => T::Int,
+                LiteralValue::String(_) => T::Str,
+                LiteralValue::Null => T::Null,
+                LiteralValue::Bytes(_) | LiteralValue::Double(_) | LiteralValue::UInt(_) => T::Dyn,
+            }),
+            E::Ident(n) => Ok(if bound.contains(n) || n.starts_with('@') {
+                T::Dyn
+            } else {
+                (self.names)(n)
+            }),
+            E::List(l) => {
+                for x in &l.elements {
+                    self.infer(x, bound)?;
+                }
+                Ok(T::List)
+            }
+            E::Map(m) => {
+                for x in &m.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(me) = &x.expr {
+                        self.infer(&me.key, bound)?;
+                        self.infer(&me.value, bound)?;
+                    }
+                }
+                Ok(T::Map)
+            }
+            E::Struct(_) => Ok(T::Dyn),
+            E::Select(s) => {
+                let t = self.infer(&s.operand, bound)?;
+                if s.test {
+                    return Ok(T::Bool);
+                }
+                if t.known() && t != T::Map {
+                    return self.err(
+                        e,
+                        format!(
+                            "`.{}` reads a field, but its operand is {}",
+                            s.field,
+                            t.name()
+                        ),
+                    );
+                }
+                Ok(T::Dyn)
+            }
+            E::Comprehension(c) => {
+                self.infer(&c.iter_range, bound)?;
+                let depth = bound.len();
+                bound.push(c.iter_var.clone());
+                bound.extend(c.iter_var2.clone());
+                bound.push(c.accu_var.clone());
+                let out = self.infer(&c.loop_step, bound).and_then(|_| {
+                    self.infer(&c.loop_cond, bound)?;
+                    self.infer(&c.result, bound)
+                });
+                bound.truncate(depth);
+                out.map(|_| T::Dyn)
+            }
+            E::Call(call) => {
+                let target = match &call.target {
+                    Some(t) => Some(self.infer(t, bound)?),
+                    None => None,
+                };
+                let mut args = Vec::with_capacity(call.args.len());
+                for a in &call.args {
+                    args.push(self.infer(a, bound)?);
+                }
+                self.call(e, &call.func_name, target, &args, &call.args)
+            }
+        }
+    }
+
+    fn call(
+        &self,
+        e: &IdedExpr,
+        f: &str,
+        target: Option<T>,
+        args: &[T],
+        arg_exprs: &[IdedExpr],
+    ) -> Result<T, TypeError> {
+        let symbol = |f: &str| f.trim_matches('_').replace('_', " ").trim().to_string();
+        // One argument must be of a kind (`Dyn`/`Null` pass: unknown or left
+        // to run time).
+        let must = |i: usize, t: T, allowed: &[T], what: &str| -> Result<(), TypeError> {
+            if t.known() && !allowed.contains(&t) {
+                let at = arg_exprs.get(i).map_or(self.at(e), |a| self.at(a));
+                return Err(TypeError {
+                    offset: at,
+                    message: format!("{what}, but it is given {}", t.name()),
+                });
+            }
+            Ok(())
+        };
+        match f {
+            op::LESS | op::LESS_EQUALS | op::GREATER | op::GREATER_EQUALS => {
+                let (a, b) = (args[0], args[1]);
+                for (i, t) in [(0, a), (1, b)] {
+                    must(
+                        i,
+                        t,
+                        &[T::Int, T::Str, T::Bool],
+                        &format!("`{}` orders ints, strings or bools", symbol(f)),
+                    )?;
+                }
+                if a.known() && b.known() && a != b {
+                    return self.err(
+                        e,
+                        format!(
+                            "`{}` compares {} with {}: they cannot be ordered (every item would be bad input); convert one side (`int(...)`, `string(...)`)",
+                            symbol(f),
+                            a.name(),
+                            b.name()
+                        ),
+                    );
+                }
+                Ok(T::Bool)
+            }
+            op::EQUALS | op::NOT_EQUALS => {
+                let (a, b) = (args[0], args[1]);
+                if a.known() && b.known() && a != b {
+                    return self.err(
+                        e,
+                        format!(
+                            "`{}` compares {} with {}: never equal; convert one side (`int(...)`, `string(...)`)",
+                            symbol(f),
+                            a.name(),
+                            b.name()
+                        ),
+                    );
+                }
+                Ok(T::Bool)
+            }
+            op::LOGICAL_AND | op::LOGICAL_OR => {
+                for (i, t) in args.iter().enumerate() {
+                    must(i, *t, &[T::Bool], &format!("`{}` joins bools", symbol(f)))?;
+                }
+                Ok(T::Bool)
+            }
+            op::LOGICAL_NOT | op::NOT_STRICTLY_FALSE => {
+                must(0, args[0], &[T::Bool], "`!` negates a bool")?;
+                Ok(T::Bool)
+            }
+            op::CONDITIONAL => {
+                must(
+                    0,
+                    args[0],
+                    &[T::Bool],
+                    "the condition of `? :` must be a bool",
+                )?;
+                let (a, b) = (args[1], args[2]);
+                Ok(match (a, b) {
+                    _ if a == b => a,
+                    (T::Null, t) | (t, T::Null) => t,
+                    _ => T::Dyn,
+                })
+            }
+            op::ADD => {
+                let (a, b) = (args[0], args[1]);
+                for (i, t) in [(0, a), (1, b)] {
+                    must(
+                        i,
+                        t,
+                        &[T::Int, T::Str, T::List],
+                        "`+` adds ints, strings or lists",
+                    )?;
+                }
+                if a.known() && b.known() && a != b {
+                    return self.err(
+                        e,
+                        format!(
+                            "`+` adds {} and {}: convert one side (`string(...)` to join text, `int(...)` to add numbers)",
+                            a.name(),
+                            b.name()
+                        ),
+                    );
+                }
+                Ok(if a.known() { a } else { b })
+            }
+            op::SUBSTRACT | op::MULTIPLY | op::DIVIDE | op::MODULO => {
+                for (i, t) in args.iter().enumerate() {
+                    must(
+                        i,
+                        *t,
+                        &[T::Int],
+                        &format!("`{}` is arithmetic on ints", symbol(f)),
+                    )?;
+                }
+                Ok(if args.iter().all(|t| *t == T::Int) {
+                    T::Int
+                } else {
+                    T::Dyn
+                })
+            }
+            op::NEGATE => {
+                must(0, args[0], &[T::Int], "`-` negates an int")?;
+                Ok(args[0])
+            }
+            op::IN => {
+                must(
+                    1,
+                    args[1],
+                    &[T::List, T::Map],
+                    "`in` looks in a list or a map",
+                )?;
+                Ok(T::Bool)
+            }
+            op::INDEX | op::OPT_INDEX => {
+                must(
+                    0,
+                    args[0],
+                    &[T::List, T::Map],
+                    "`[...]` indexes a list or a map",
+                )?;
+                Ok(T::Dyn)
+            }
+            "lower" | "upper" | "trim" | "slug" | "dashed" => {
+                must(0, args[0], &[T::Str], &format!("`{f}` takes a string"))?;
+                Ok(T::Str)
+            }
+            "isUlid" => {
+                must(0, args[0], &[T::Str], "`isUlid` takes a string")?;
+                Ok(T::Bool)
+            }
+            "epoch" => {
+                must(0, args[0], &[T::Str], "`epoch` takes an ISO-8601 string")?;
+                Ok(T::Int)
+            }
+            "iso" => {
+                must(0, args[0], &[T::Int], "`iso` takes epoch seconds (an int)")?;
+                Ok(T::Str)
+            }
+            "pad" => {
+                must(0, args[0], &[T::Int], "`pad(n, width)` pads an int")?;
+                if let Some(w) = args.get(1) {
+                    must(1, *w, &[T::Int], "`pad`'s width is an int")?;
+                }
+                Ok(T::Str)
+            }
+            "day" => {
+                must(
+                    0,
+                    args[0],
+                    &[T::Str, T::Int],
+                    "`day` takes a date, a date-time or epoch seconds",
+                )?;
+                Ok(T::Str)
+            }
+            "sum" => {
+                must(0, args[0], &[T::List], "`sum` takes a list of ints")?;
+                Ok(T::Int)
+            }
+            "get" => {
+                must(
+                    0,
+                    args[0],
+                    &[T::Map],
+                    "`get(map, key, default)` reads a map",
+                )?;
+                Ok(T::Dyn)
+            }
+            "size" => {
+                let t = target.unwrap_or(args.first().copied().unwrap_or(T::Dyn));
+                if t.known() && ![T::Str, T::List, T::Map].contains(&t) {
+                    return self.err(
+                        e,
+                        format!(
+                            "`size` takes a string, a list or a map, but it is given {}",
+                            t.name()
+                        ),
+                    );
+                }
+                Ok(T::Int)
+            }
+            "startsWith" | "endsWith" => {
+                if let Some(t) = target {
+                    if t.known() && t != T::Str {
+                        return self.err(
+                            e,
+                            format!("`{f}` is a method of a string, not of {}", t.name()),
+                        );
+                    }
+                }
+                must(0, args[0], &[T::Str], &format!("`{f}` takes a string"))?;
+                Ok(T::Bool)
+            }
+            "contains" => {
+                if let Some(t) = target {
+                    if t.known() && ![T::Str, T::List, T::Map].contains(&t) {
+                        return self.err(
+                            e,
+                            format!(
+                                "`contains` is a method of a string or a list, not of {}",
+                                t.name()
+                            ),
+                        );
+                    }
+                    if t == T::Str {
+                        must(0, args[0], &[T::Str], "a string `contains` a string")?;
+                    }
+                }
+                Ok(T::Bool)
+            }
+            "int" => Ok(T::Int),
+            "string" => Ok(T::Str),
+            "bool" => Ok(T::Bool),
+            "max" | "min" => Ok(
+                if !args.is_empty() && args.iter().all(|t| *t == T::Int) && args.len() > 1 {
+                    T::Int
+                } else {
+                    T::Dyn
+                },
+            ),
+            _ => Ok(T::Dyn),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::expr::{Env, Val};
+
+    fn names(n: &str) -> T {
+        match n {
+            "estimate" | "seq" => T::Int,
+            "title" | "due" | "id" => T::Str,
+            "done" => T::Bool,
+            "tags" => T::List,
+            "picks" => T::Map,
+            _ => T::Dyn,
+        }
+    }
+
+    fn value(n: &str) -> Option<Val> {
+        Some(match names(n) {
+            T::Int => Val::Int(5),
+            T::Str => Val::Str("x".into()),
+            T::Bool => Val::Bool(true),
+            T::List => Val::Set(vec!["a".into()]),
+            T::Map => Val::Map(vec![("k".into(), Val::Int(1))]),
+            _ => return None,
+        })
+    }
+
+    fn check_src(src: &str) -> Result<T, TypeError> {
+        check(&Expr::compile(src).unwrap(), &names)
+    }
+
+    /// Each refused expression fails (or is never true) on values of the
+    /// declared types at run time: the check refuses nothing that works.
+    #[test]
+    fn what_the_check_refuses_fails_at_run_time() {
+        let env = Env::new().unwrap();
+        let refused = [
+            ("estimate > title", "`>` compares an int with a string"),
+            ("status == 'open' && estimate >= due", "`>=` compares"),
+            ("estimate + title", "`+` adds an int and a string"),
+            ("title - 1", "`-` is arithmetic on ints"),
+            ("lower(estimate)", "`lower` takes a string"),
+            ("pad(title, 6)", "`pad(n, width)` pads an int"),
+            ("done && title", "`&&` joins bools"),
+            ("size(estimate) > 0", "`size` takes"),
+            ("title.startsWith(1)", "`startsWith` takes a string"),
+            ("estimate.startsWith('a')", "a method of a string"),
+            ("iso(due)", "`iso` takes epoch seconds"),
+            ("(done ? 1 : 2) + 'a'", "`+` adds an int and a string"),
+        ];
+        for (src, why) in refused {
+            let err = check_src(src).unwrap_err();
+            assert!(err.message.contains(why), "{src}: {err:?}");
+            let e = Expr::compile(src).unwrap();
+            let vars: Vec<(String, Val)> = e
+                .variables
+                .iter()
+                .filter_map(|v| value(v).map(|x| (v.clone(), x)))
+                .collect();
+            let got = env.eval(&e, |n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v));
+            assert!(got.is_err(), "{src} runs: {got:?}");
+        }
+        // A comparison of different types is never true.
+        let err = check_src("estimate == title").unwrap_err();
+        assert!(err.message.contains("never equal"), "{err:?}");
+        // The offset points into the expression at the operator's node.
+        let err = check_src("status == 'open' && estimate > title").unwrap_err();
+        assert!(err.offset >= 20, "{err:?}");
+    }
+
+    #[test]
+    fn what_the_check_accepts() {
+        for src in [
+            "estimate > 0 && title != ''",
+            "due != null && due < '2026'",
+            "title + string(estimate)",
+            "pad(seq, 6) == id",
+            "(size(string(seq)) >= 6 ? string(seq) : pad(seq, 6)) == id",
+            "tags.exists(t, t == 'a') && 'a' in tags",
+            "get(picks, id, -1) == estimate",
+            "picks.k > 1 && has(picks.k)",
+            "unknown > 1 && unknown + 'a' != ''",
+            "day(due) == day(estimate)",
+            "title.contains('a') && tags.contains('b')",
+            "max(estimate, 3) - 1 > 0",
+            "done ? 'x' + title : null",
+        ] {
+            assert!(check_src(src).is_ok(), "{src}: {:?}", check_src(src));
+        }
+    }
+
+    #[test]
+    fn a_result_of_the_wrong_type_is_refused_where_one_is_wanted() {
+        let e = Expr::compile("due").unwrap();
+        let err = expect(&e, &names, T::Int, "a sum (`add:`)").unwrap_err();
+        assert_eq!(
+            err.message,
+            "a sum (`add:`) must be an int, but `due` is a string"
+        );
+        let e = Expr::compile("estimate").unwrap();
+        assert!(expect(&e, &names, T::Int, "a sum").is_ok());
+        let e = Expr::compile("done ? 1 : 0").unwrap();
+        assert!(expect(&e, &names, T::Int, "a sum").is_ok());
+        let e = Expr::compile("estimate + 1").unwrap();
+        let err = expect(&e, &names, T::Bool, "a condition (`when:`)").unwrap_err();
+        assert!(err.message.contains("must be a bool"), "{err:?}");
+    }
+}
