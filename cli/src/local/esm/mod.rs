@@ -115,6 +115,9 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     /// The first coordination is done (a live lease under our own owner
     /// string is taken back only then: a restart in place).
     started: bool,
+    /// When the mapping was created (epoch ms): where LATEST starts, as
+    /// for Lambda's mapping (not where the stream stands at the first poll).
+    created_ms: i64,
     pub on_failure: OnFailure,
 }
 
@@ -201,6 +204,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             last_balance: None,
             rediscover: true,
             started: false,
+            created_ms: now_ms(),
             on_failure,
         }
     }
