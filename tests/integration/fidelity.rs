@@ -52,7 +52,8 @@ fn app(i: usize) -> String {
 /// change made after the processors started, under the deployed filters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
-    let mut env = env_with(|o| o.mapping.starting_position = StartingPosition::Latest).await;
+    // The tables and their writers; the processors are deployed later.
+    let env = env_with(|_| {}).await;
     let mut t = Clock::new();
     // Writers first: applications with stages, before the processors read.
     for i in 0..APPS {
@@ -64,6 +65,10 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
         env.writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
     }
     // The processors start (LATEST: nothing written so far is read)...
+    let mut env = crate::support::redeploy(env, |o| {
+        o.mapping.starting_position = StartingPosition::Latest;
+    })
+    .await;
     env.rt.drain().await.unwrap();
     // ...and the writers go on: the first change of each application
     // adopts it.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Context, LambdaEvent};
-use shared::item::{s, Item, ItemExt};
+use shared::item::{key_of, s, Item, ItemExt};
 use shared::metrics::names;
 
 use crate::support::{model_env, put};
@@ -235,6 +235,21 @@ async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_d
     );
     assert_eq!(metrics.get(names::SKIPPED), 0);
     assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    let report = rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{:#?}", report.problems);
+    // The application deletes a match the effect made: at most once, so it
+    // is not made again, and verify does not call it missing (a repair
+    // could never clear it: verify would exit 1 forever).
+    let m = matches_of(rt, "b").await.remove(0);
+    rt.dynamodb
+        .delete_item()
+        .table_name(&rt.config.table)
+        .set_key(Some(key_of(&m, &["PK", "SK"])))
+        .send()
+        .await
+        .expect("delete");
+    rt.drain().await.expect("drain");
+    assert!(matches_of(rt, "b").await.is_empty(), "not redone");
     let report = rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     env.engine.stop().await;

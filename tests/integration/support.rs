@@ -131,6 +131,15 @@ pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
     Env { engine, rt, writer }
 }
 
+/// The processors deployed anew next to `env`'s tables (the same engine), options
+/// adjusted by `f`: a stack deployed next to a table in use.
+pub async fn redeploy(env: Env, f: impl FnOnce(&mut RuntimeOptions)) -> Env {
+    let Env { engine, rt, writer } = env;
+    drop(rt);
+    let ModelEnv { engine, rt } = model_env_on(engine, "tracker", f).await;
+    Env { engine, rt, writer }
+}
+
 /// Engine + tracker runtime whose processors write through a fault proxy,
 /// with `max_attempts` SDK attempts and `backoff_times` retries of our own
 /// backoff; the mapping retries as deployed.

@@ -119,9 +119,10 @@ async function commit(appId, state, actions, delta) {
     actions.push({ Update: {
       TableName: TABLE,
       Key: { PK: { S: "META" }, SK: { S: "COUNT" } },
-      UpdateExpression: "ADD #c :d",
-      ExpressionAttributeNames: { "#c": "count" },
-      ExpressionAttributeValues: { ":d": { N: String(delta) } },
+      // The type stamp jobstream's tracker file writes on what it creates.
+      UpdateExpression: "ADD #c :d SET #t = :t",
+      ExpressionAttributeNames: { "#c": "count", "#t": "type" },
+      ExpressionAttributeValues: { ":d": { N: String(delta) }, ":t": { S: "application_count" } },
     } });
   }
   const put = { TableName: STATE_TABLE, Item: stateItem(appId, state) };

@@ -150,9 +150,10 @@ def commit(app_id, state, actions, delta):
         actions.append({"Update": {
             "TableName": TABLE,
             "Key": {"PK": {"S": "META"}, "SK": {"S": "COUNT"}},
-            "UpdateExpression": "ADD #c :d",
-            "ExpressionAttributeNames": {"#c": "count"},
-            "ExpressionAttributeValues": {":d": {"N": str(delta)}},
+            # The type stamp jobstream's tracker file writes on what it creates.
+            "UpdateExpression": "ADD #c :d SET #t = :t",
+            "ExpressionAttributeNames": {"#c": "count", "#t": "type"},
+            "ExpressionAttributeValues": {":d": {"N": str(delta)}, ":t": {"S": "application_count"}},
         }})
     put = {"TableName": STATE_TABLE, "Item": state_item(app_id, state)}
     if state["read_at"] is None:

@@ -405,6 +405,11 @@ impl Runtime {
                 filtered(def.filters.clone(), dropped, crate::local::esm::handler(p)),
             ));
         }
+        // LATEST is where the stream stands now, as a mapping's creation
+        // fixes it in Lambda.
+        for m in &mut mappings {
+            m.pin_latest().await;
+        }
         let mut queues = Vec::new();
         for (def, q) in created {
             let consumer = processors

@@ -15,8 +15,10 @@
 //! set's consumer (its guards), or delete an item no scope reaches.
 //!
 //! A once effect is missing when its source item satisfies `when` (as a
-//! new item would start it), its preconditions hold, and one of its puts is
-//! absent; the repair runs its job (its marker makes it at most once).
+//! new item would start it), its preconditions hold, one of its puts is
+//! absent and its marker is too (it never happened); the repair runs its
+//! job (its marker makes it at most once). An effect that happened is not
+//! redone: an item of it deleted since (by the application) is not drift.
 //! An effect happens at most once per key: two items of one put for one
 //! once key (one written under another date of its key, or forged by a
 //! writer) are one too many; the item the key's source asks for stays (else
@@ -188,6 +190,18 @@ impl FileModel {
         let runner = FileOnce { model: self, spec };
         let names = self.keys;
         let mut out = Vec::new();
+        // Effects that happened: their markers (at most once, so an item of
+        // theirs deleted since is not redone, and not drift).
+        let happened: BTreeSet<String> = input
+            .ledger
+            .iter()
+            .map(|i| item_id(&key_of(i, &["pk", "sk"])))
+            .collect();
+        let marked = |once_key: &str| {
+            happened.contains(&item_id(&crate::engine::once::marker_key(
+                spec.name, once_key,
+            )))
+        };
         // The put each source item asks for, by once key: the one a
         // second item of the same key is an extra beside.
         let mut asked: BTreeMap<(usize, String), String> = BTreeMap::new();
@@ -220,7 +234,7 @@ impl FileModel {
                     .puts
                     .iter()
                     .find(|p| !table.contains_key(&item_id(&key_of(p, names))));
-                if let (true, Some(put)) = (holds, lost) {
+                if let (true, Some(put), false) = (holds, lost, marked(&plan.once_key)) {
                     out.push(Finding {
                         kind: spec.name,
                         drift: Drift::Missing,

@@ -119,13 +119,12 @@ impl<S: StreamsApi> StreamMapping<S> {
                     progressed = true;
                     continue;
                 }
-                // LATEST: from the horizon, skipping what was written
-                // before the mapping was created.
-                let mut shard = Shard::new(IteratorPosition::TrimHorizon, None, limit);
-                if latest {
-                    shard.skip_before_ms = Some(self.created_ms);
-                }
-                self.held.insert(id, shard);
+                let start = if latest {
+                    IteratorPosition::Latest
+                } else {
+                    IteratorPosition::TrimHorizon
+                };
+                self.held.insert(id, Shard::new(start, None, limit));
             }
             if !progressed {
                 break;

@@ -115,9 +115,6 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     /// The first coordination is done (a live lease under our own owner
     /// string is taken back only then: a restart in place).
     started: bool,
-    /// When the mapping was created (epoch ms): where LATEST starts, as
-    /// for Lambda's mapping (not where the stream stands at the first poll).
-    created_ms: i64,
     pub on_failure: OnFailure,
 }
 
@@ -204,7 +201,6 @@ impl<S: StreamsApi> StreamMapping<S> {
             last_balance: None,
             rediscover: true,
             started: false,
-            created_ms: now_ms(),
             on_failure,
         }
     }
@@ -261,6 +257,39 @@ impl<S: StreamsApi> StreamMapping<S> {
     /// The last record of `shard` that took effect, as this mapping knows it.
     pub fn checkpoint(&self, shard: &str) -> Option<String> {
         self.held.get(shard).and_then(|s| s.checkpoint.clone())
+    }
+
+    /// Fixes where LATEST starts, now: the mapping lists its shards and
+    /// takes each shard's LATEST iterator at once, as Lambda's mapping
+    /// starts where the stream stood when it was created (lazily, a record
+    /// written before the first poll was lost). Without leases only (with
+    /// leases the first owner records where LATEST began in the lease
+    /// table); a failure leaves the iterators to the first poll.
+    pub async fn pin_latest(&mut self) {
+        if self.ctx.leases.is_some()
+            || self.started
+            || self.ctx.config.starting_position != StartingPosition::Latest
+        {
+            return;
+        }
+        self.coordinate().await;
+        for (id, s) in self.held.iter_mut() {
+            if s.iterator.is_some() || s.start != IteratorPosition::Latest {
+                continue;
+            }
+            match self
+                .ctx
+                .api
+                .shard_iterator(&self.ctx.stream_arn, id, &IteratorPosition::Latest)
+                .await
+            {
+                Ok(Some(it)) => s.iterator = Some(it),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(mapping = %self.ctx.name(), shard = %id, error = format!("{e:#}"), "taking the LATEST iterator failed; taken at the first poll");
+                }
+            }
+        }
     }
 
     /// One round: coordination when due, lease renewal, then one step of

@@ -191,7 +191,7 @@ async fn new_shards_are_discovered_on_the_timer_not_every_round() {
 
 /// LATEST is where the stream stood when the mapping was created (as
 /// Lambda's event source mapping), not where it stands at the first poll: a
-/// record written in between is read. (Pick'Em's backfill test lost a
+/// record written in between is read, none written before. (Pick'Em's backfill test lost a
 /// scoring write that way, now and then: its runtime polled the stream only
 /// after the queue consumer had written.)
 #[tokio::test]
@@ -204,6 +204,8 @@ async fn latest_starts_where_the_stream_stood_when_the_mapping_was_created() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut m = mapping(api, &seen);
     m.config_mut().starting_position = StartingPosition::Latest;
+    // Created (the runtime pins LATEST as it builds its mappings).
+    m.pin_latest().await;
     // Written after the mapping exists, before it first polls.
     let between = m.api().write("open", 2);
     drain(std::slice::from_mut(&mut m)).await.unwrap();
