@@ -1,0 +1,90 @@
+//! The ledger's keys: a source's record, a shared derived item's owners,
+//! a counter's totals, the members of a ledger index.
+
+use crate::item::Item;
+use crate::ledger::{self, item_id};
+use crate::store::Store;
+
+/// Ledger key of what a source item implies.
+pub fn source_key(processor: &str, item_key: &Item) -> Item {
+    ledger::key(source_key_pk(processor, item_key), "S")
+}
+
+/// Ledger key of the owners of a derived item several sources may imply
+/// (see [`Rules::shared`]).
+pub fn owners_key(processor: &str, derived_key: &Item) -> Item {
+    ledger::key(
+        ledger::bounded_pk(&format!("OWN#{processor}#"), &item_id(derived_key)),
+        "O",
+    )
+}
+
+/// `pk` of a ledger index (see [`Rules::memberships`]), bounded like every
+/// ledger key ([`ledger::bounded_pk`]: an index named after a GSI partition
+/// value may take 2,048 bytes of its own).
+pub fn index_pk(index: &str) -> String {
+    ledger::bounded_pk("IDX#", index)
+}
+
+/// Ledger key of one member of a ledger index (the member bounded to a sort
+/// key's 1,024 bytes: [`ledger::bounded_sk`]).
+pub fn index_key(index: &str, member: &str) -> Item {
+    ledger::key(index_pk(index), ledger::bounded_sk(member))
+}
+
+/// The ledger item of one member of a ledger index: its key, and the member
+/// itself where the key holds its hash.
+pub fn index_item(index: &str, member: &str) -> Item {
+    let mut item = index_key(index, member);
+    if ledger::sk_is_hashed(member) {
+        item.insert(ledger::HASHED_VALUE.into(), crate::item::s(member));
+    }
+    item
+}
+
+/// One page of a ledger index's members after `after` (consistent read),
+/// and where the next page starts (`None`: this is the last).
+pub async fn index_members(
+    store: &Store,
+    ledger_table: &str,
+    index: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<String>, Option<String>), crate::error::StoreError> {
+    let (items, next) = store
+        .query_page(
+            ledger_table,
+            ledger::PK,
+            &index_pk(index),
+            ledger::SK,
+            after,
+            limit,
+        )
+        .await?;
+    let members = items
+        .iter()
+        .filter_map(|i| ledger::sk_value(i).map(str::to_string))
+        .collect();
+    Ok((members, next))
+}
+
+/// Ledger key of a counter item's totals.
+pub fn total_key(processor: &str, counter_key: &Item) -> Item {
+    ledger::key(total_pk(processor, counter_key), "T")
+}
+
+/// The ledger attribute holding a counter attribute's total.
+pub fn total_attr(attr: &str) -> String {
+    format!("t_{attr}")
+}
+
+/// `pk` of the ledger record of what a source item implies (within
+/// DynamoDB's key limit for every legal key: see [`ledger::bounded_pk`]).
+pub fn source_key_pk(processor: &str, key: &Item) -> String {
+    ledger::bounded_pk(&format!("SRC#{processor}#"), &item_id(key))
+}
+
+/// `pk` of a counter item's ledger totals.
+pub fn total_pk(processor: &str, counter_key: &Item) -> String {
+    ledger::bounded_pk(&format!("TOTAL#{processor}#"), &item_id(counter_key))
+}

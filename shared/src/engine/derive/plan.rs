@@ -1,0 +1,496 @@
+//! The plan of a group: what each source item implies as it is, the
+//! derived items' writes, and the transaction actions of each source.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+
+use super::implied::{checked_sums, contribution_deltas, projection_update, Implied};
+use super::keys::{index_item, index_key, owners_key, source_key, source_key_pk};
+use super::reads::{Owners, Recorded, OWED};
+use super::{Counter, Deriver, Hint, Note, TOMBSTONE_TTL_SECS};
+use crate::engine::writable::{self, Writes};
+use crate::error::InputError;
+use crate::item::{item_size, key_of, n, Item};
+use crate::ledger::{self, item_id};
+use crate::store::Update;
+
+/// The plan for one source item.
+pub(super) struct KeyPlan {
+    pub(super) pos: usize,
+    /// The record write (put or, when unchanged but derived items must be
+    /// written, a condition check) and the derived items' writes.
+    pub(super) actions: Vec<TransactWriteItem>,
+    pub(super) record_written: bool,
+    /// Ledger actions among `actions` besides the head (owner records).
+    pub(super) extra_ledger: usize,
+    pub(super) deltas: BTreeMap<String, (Item, BTreeMap<String, i128>)>,
+    /// The source item's key (for the log when DynamoDB rejects its writes).
+    pub(super) key: Item,
+    /// What its actions weigh in a transaction (bytes, approximately).
+    pub(super) bytes: usize,
+}
+
+/// What a transaction action weighs toward the 4 MB of a transaction.
+pub(super) fn action_bytes(a: &TransactWriteItem) -> usize {
+    if let Some(p) = a.put() {
+        return item_size(p.item());
+    }
+    let key = a
+        .update()
+        .map(|u| u.key())
+        .or(a.delete().map(|d| d.key()))
+        .or(a.condition_check().map(|c| c.key()));
+    key.map_or(0, item_size) + 256
+}
+
+/// Writes of derived items (and their owner records) a source carries into
+/// its transaction on behalf of its group.
+#[derive(Default)]
+pub(super) struct Carried {
+    pub(super) actions: Vec<TransactWriteItem>,
+    /// How many of `actions` are ledger writes.
+    pub(super) ledger: usize,
+}
+
+/// What the items of a group imply now (see [`Deriver::assess`]).
+#[derive(Default)]
+pub(super) struct Assessment {
+    /// Projection writes, by position.
+    pub(super) updates: Vec<(usize, Update, Vec<Note>)>,
+    /// Per item: its position, what it implies, the derived items it implies.
+    pub(super) wanted: Vec<(usize, Implied, Vec<Item>)>,
+    /// Keys of the derived items to read (implied now, or recorded).
+    pub(super) derived_keys: BTreeMap<String, Item>,
+    pub(super) bad: Vec<(usize, InputError)>,
+}
+
+/// What the group's reads saw, for planning one source item.
+#[derive(Clone, Copy)]
+pub(super) struct Seen<'a> {
+    /// Counters whose items lag their totals, by id.
+    pub(super) lagging: &'a BTreeMap<String, Item>,
+}
+
+impl Deriver {
+    /// What each item of a group implies as it is (absent: nothing), the
+    /// projections to write, and the bad input met. An aspect that meets bad
+    /// input keeps what was recorded.
+    pub(super) fn assess(
+        &self,
+        group: &[Item],
+        base: usize,
+        recorded: &HashMap<String, Recorded>,
+        current: &HashMap<String, Item>,
+        counters: &mut BTreeMap<String, Counter>,
+    ) -> Assessment {
+        let key_names = self.rules.key_names();
+        let mut out = Assessment::default();
+        for (i, key) in group.iter().enumerate() {
+            let pos = base + i;
+            let rec = recorded.get(&source_key_pk(self.processor, key));
+            let (mut contributions, mut derived) = (Some(vec![]), Some(vec![]));
+            let mut memberships = Some(vec![]);
+            if let Some(item) = current.get(&item_id(key)) {
+                let bad_before = out.bad.len();
+                let aspects = self.rules.aspects(item);
+                let projection = aspects
+                    .projection
+                    .map_err(|e| out.bad.push((pos, e)))
+                    .ok()
+                    .flatten();
+                derived = aspects.derived.map_err(|e| out.bad.push((pos, e))).ok();
+                contributions = checked_sums(aspects.contributions, item, key_names)
+                    .map_err(|e| out.bad.push((pos, e)))
+                    .ok();
+                memberships = aspects.memberships.map_err(|e| out.bad.push((pos, e))).ok();
+                // Writes that cannot exist: the whole item is bad input,
+                // nothing is written for it, what it implied stays.
+                let writes = Writes {
+                    projection: projection.as_ref(),
+                    derived: derived.as_deref().unwrap_or_default(),
+                    contributions: contributions.as_deref().unwrap_or_default(),
+                    memberships: memberships.as_deref().map_or(0, <[_]>::len),
+                };
+                match writable::check(
+                    self.rules.as_ref(),
+                    &self.limits,
+                    self.processor,
+                    item,
+                    &writes,
+                ) {
+                    // Nothing is written onto an item some aspect of its
+                    // rules rejects (its projection stays as its last valid
+                    // state left it; a write would only bring its record
+                    // back as bad input again).
+                    Ok(()) if out.bad.len() > bad_before => {}
+                    Ok(()) => {
+                        out.updates.extend(
+                            projection
+                                .and_then(|p| projection_update(key_names, item, &p))
+                                .map(|u| (pos, u, self.rules.notes(item))),
+                        );
+                        if let Some(c) = self.rules.counter(item) {
+                            // A located counter's item lists itself under
+                            // its identity (with its own record).
+                            if self.rules.locate(&c.key_item()).is_some() {
+                                if let Some(m) = memberships.as_mut() {
+                                    m.push((
+                                        crate::engine::locate::locate_index(&c.key_item()),
+                                        item_id(&key_of(item, key_names)),
+                                    ));
+                                }
+                            }
+                            counters.insert(item_id(&c.key_item()), c);
+                        }
+                    }
+                    Err(e) => {
+                        out.bad.push((pos, e));
+                        (contributions, derived, memberships) = (None, None, None);
+                    }
+                }
+            } else if let Some(c) = self.rules.counter(key) {
+                // A counter item deleted (by a writer, by TTL) is brought
+                // back from its key alone when its totals say it exists.
+                counters.insert(item_id(&c.key_item()), c);
+            }
+            let mut implied = Implied::from_rules(
+                contributions.as_deref().unwrap_or_default(),
+                derived.as_deref().unwrap_or_default(),
+                key_names,
+            );
+            implied.indexed = memberships.iter().flatten().cloned().collect();
+            if let Some(r) = rec {
+                if contributions.is_none() {
+                    implied.contributions = r.implied.contributions.clone();
+                }
+                if derived.is_none() {
+                    implied.derived = r.implied.derived.clone();
+                }
+                if memberships.is_none() {
+                    implied.indexed = r.implied.indexed.clone();
+                }
+                for (id, d) in &r.implied.derived {
+                    out.derived_keys.insert(id.clone(), key_of(d, key_names));
+                }
+            }
+            for d in derived.iter().flatten() {
+                let k = key_of(d, key_names);
+                let id = item_id(&k);
+                out.derived_keys.insert(id, k);
+            }
+            // An item that stops or starts claiming a located counter's
+            // identity moves where its totals go: that counter is synced.
+            let was = rec.map(|r| &r.implied.indexed);
+            for (index, _) in was
+                .into_iter()
+                .flatten()
+                .filter(|e| !implied.indexed.contains(*e))
+                .chain(
+                    implied
+                        .indexed
+                        .iter()
+                        .filter(|e| !was.is_some_and(|w| w.contains(*e))),
+                )
+            {
+                if let Some(c) = crate::engine::locate::located_key(index)
+                    .filter(|k| self.rules.locate(k).is_some())
+                    .and_then(|k| self.rules.counter(&k))
+                {
+                    counters.insert(item_id(&c.key_item()), c);
+                }
+            }
+            out.wanted.push((pos, implied, derived.unwrap_or_default()));
+        }
+        out
+    }
+
+    /// The writes that bring each derived item the group's sources touch
+    /// (implied now or recorded) to what its sources imply, each carried by
+    /// the first of those sources (by position), so that no transaction
+    /// writes one item twice:
+    ///
+    /// - an item some source implies is put when it differs (an edited one
+    ///   is brought back); a shared item ([`Rules::shared`]) takes the
+    ///   content of its greatest owner, whichever source changed last;
+    /// - an item no source implies any more is deleted whatever its content
+    ///   (it is processor-owned): the owner record of a shared item says
+    ///   whether a source outside the group still implies it.
+    pub(super) fn plan_derived(
+        &self,
+        group: &[Item],
+        base: usize,
+        recorded: &HashMap<String, Recorded>,
+        wanted: &[(usize, Implied, Vec<Item>)],
+        existing: &HashMap<String, Item>,
+        owners: &HashMap<String, Owners>,
+    ) -> BTreeMap<usize, Carried> {
+        let key_names = self.rules.key_names();
+        // derived id -> (derived key, [(pos, source id, Some(content now) |
+        // None = no longer implied, recorded content)])
+        type Touch = (usize, String, Option<Item>, Option<Item>);
+        let mut touched: BTreeMap<String, (Item, Vec<Touch>)> = BTreeMap::new();
+        for (pos, implied, derived) in wanted {
+            let key = &group[*pos - base];
+            let src = item_id(key);
+            let rec = recorded.get(&source_key_pk(self.processor, key));
+            let was = |id: &str| rec.and_then(|r| r.implied.derived.get(id)).cloned();
+            let mut ids: BTreeSet<String> = implied.derived.keys().cloned().collect();
+            ids.extend(rec.iter().flat_map(|r| r.implied.derived.keys().cloned()));
+            for id in ids {
+                // Fresh content, or what is recorded when the rule met bad
+                // input (kept as earlier valid states implied).
+                let now = derived
+                    .iter()
+                    .find(|d| item_id(&key_of(d, key_names)) == id)
+                    .cloned()
+                    .or_else(|| implied.derived.get(&id).cloned());
+                let dkey = now
+                    .as_ref()
+                    .or(was(&id).as_ref())
+                    .map(|d| key_of(d, key_names))
+                    .unwrap_or_default();
+                touched
+                    .entry(id.clone())
+                    .or_insert_with(|| (dkey, Vec::new()))
+                    .1
+                    .push((*pos, src.clone(), now, was(&id)));
+            }
+        }
+        let mut out: BTreeMap<usize, Carried> = BTreeMap::new();
+        for (id, (dkey, touches)) in touched {
+            let carrier = touches.iter().map(|t| t.0).min().unwrap_or(base);
+            let have = existing.get(&id);
+            let mut carried = Carried::default();
+            let want: Option<Item> = match owners.get(&id) {
+                Some(o) => {
+                    let mut by_source = o.by_source.clone();
+                    for (_, src, now, _) in &touches {
+                        match now {
+                            Some(d) => by_source.insert(src.clone(), d.clone()),
+                            None => by_source.remove(src),
+                        };
+                    }
+                    if by_source != o.by_source {
+                        carried
+                            .actions
+                            .push(self.owners_write(&dkey, &by_source, o.ver));
+                        carried.ledger += 1;
+                    }
+                    match by_source.values().next_back() {
+                        Some(d) => Some(d.clone()),
+                        // Owners recorded before this record existed
+                        // cannot be told apart: the item goes only while it
+                        // is what a source of the group wrote.
+                        None if o.ver == 0
+                            && !touches
+                                .iter()
+                                .any(|t| t.3.is_some() && t.3.as_ref() == have) =>
+                        {
+                            have.cloned()
+                        }
+                        None => None,
+                    }
+                }
+                None => touches.iter().rev().find_map(|t| t.2.clone()),
+            };
+            match (want, have) {
+                (Some(d), h) if !h.is_some_and(|h| crate::item::same_items(h, &d)) => {
+                    carried.actions.push(
+                        TransactWriteItem::builder()
+                            .put(
+                                Put::builder()
+                                    .table_name(&self.table)
+                                    .set_item(Some(d))
+                                    .build()
+                                    .expect("table and item are set"),
+                            )
+                            .build(),
+                    )
+                }
+                (None, Some(_)) => carried.actions.push(
+                    TransactWriteItem::builder()
+                        .delete(
+                            Delete::builder()
+                                .table_name(&self.table)
+                                .set_key(Some(dkey.clone()))
+                                .build()
+                                .expect("table and key are set"),
+                        )
+                        .build(),
+                ),
+                _ => {}
+            }
+            if !carried.actions.is_empty() {
+                let c = out.entry(carrier).or_default();
+                c.actions.extend(carried.actions);
+                c.ledger += carried.ledger;
+            }
+        }
+        out
+    }
+
+    /// The write of a shared derived item's owner record (deleted when no
+    /// source owns it), conditioned on the version read.
+    pub(super) fn owners_write(
+        &self,
+        dkey: &Item,
+        by_source: &BTreeMap<String, Item>,
+        ver: i64,
+    ) -> TransactWriteItem {
+        let key = owners_key(self.processor, dkey);
+        let (cond, vals) = if ver == 0 {
+            ("attribute_not_exists(pk)", None)
+        } else {
+            ("ver = :v", Some([(":v".to_string(), n(ver))].into()))
+        };
+        if by_source.is_empty() {
+            return TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&self.ledger_table)
+                        .set_key(Some(key))
+                        .condition_expression(cond)
+                        .set_expression_attribute_values(vals)
+                        .build()
+                        .expect("table and key are set"),
+                )
+                .build();
+        }
+        let mut item = key;
+        item.insert(
+            "s".into(),
+            AttributeValue::M(
+                by_source
+                    .iter()
+                    .map(|(s, d)| (s.clone(), AttributeValue::M(d.clone())))
+                    .collect(),
+            ),
+        );
+        item.insert("ver".into(), n(ver + 1));
+        TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.ledger_table)
+                    .set_item(Some(item))
+                    .condition_expression(cond)
+                    .set_expression_attribute_values(vals)
+                    .build()
+                    .expect("table and item are set"),
+            )
+            .build()
+    }
+
+    /// The transaction actions of one source item, or `None` when nothing
+    /// differs from what is recorded and exists.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan_key(
+        &self,
+        pos: usize,
+        key: &Item,
+        rec: &Recorded,
+        implied: &Implied,
+        extra: Carried,
+        seen: Seen<'_>,
+        hint: Hint,
+    ) -> Option<KeyPlan> {
+        let mut writes = extra.actions;
+        let mut extra_ledger = extra.ledger;
+        for (index, member) in implied.indexed.difference(&rec.implied.indexed) {
+            writes.push(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.ledger_table)
+                            .set_item(Some(index_item(index, member)))
+                            .build()
+                            .expect("table and item are set"),
+                    )
+                    .build(),
+            );
+            extra_ledger += 1;
+        }
+        for (index, member) in rec.implied.indexed.difference(&implied.indexed) {
+            writes.push(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.ledger_table)
+                            .set_key(Some(index_key(index, member)))
+                            .build()
+                            .expect("table and key are set"),
+                    )
+                    .build(),
+            );
+            extra_ledger += 1;
+        }
+        let deltas = contribution_deltas(implied, &rec.implied);
+        let changed = *implied != rec.implied;
+        let tombstone = rec.ver == 0 && implied.is_empty() && hint.implied_something;
+        if !changed && !tombstone && writes.is_empty() {
+            return None;
+        }
+        let src = source_key(self.processor, key);
+        let record_written = changed || tombstone;
+        let guard = if rec.ver == 0 {
+            ("attribute_not_exists(pk)".to_string(), None)
+        } else {
+            ("ver = :v".to_string(), Some(n(rec.ver)))
+        };
+        let head = if record_written {
+            let mut item = src;
+            item.extend(implied.to_attrs());
+            item.insert("src".into(), AttributeValue::M(key.clone()));
+            item.insert("ver".into(), n(rec.ver + 1));
+            // What this change moved, and what earlier changes still owe.
+            let owed: Item = deltas
+                .iter()
+                .map(|(id, (key, _))| (id.clone(), key.clone()))
+                .chain(
+                    rec.owed
+                        .iter()
+                        .filter(|(id, _)| seen.lagging.contains_key(*id))
+                        .map(|(id, key)| (id.clone(), key.clone())),
+                )
+                .map(|(id, key)| (id, AttributeValue::M(key)))
+                .collect();
+            if !owed.is_empty() {
+                item.insert(OWED.into(), AttributeValue::M(owed));
+            }
+            if implied.is_empty() {
+                item.insert(
+                    ledger::TTL.into(),
+                    n((self.now)().timestamp() + TOMBSTONE_TTL_SECS),
+                );
+            }
+            let put = Put::builder()
+                .table_name(&self.ledger_table)
+                .set_item(Some(item))
+                .condition_expression(guard.0)
+                .set_expression_attribute_values(guard.1.map(|v| [(":v".to_string(), v)].into()));
+            TransactWriteItem::builder()
+                .put(put.build().expect("table and item are set"))
+                .build()
+        } else {
+            let check = ConditionCheck::builder()
+                .table_name(&self.ledger_table)
+                .set_key(Some(src))
+                .condition_expression(guard.0)
+                .set_expression_attribute_values(guard.1.map(|v| [(":v".to_string(), v)].into()));
+            TransactWriteItem::builder()
+                .condition_check(check.build().expect("table, key and condition are set"))
+                .build()
+        };
+        let mut actions = vec![head];
+        actions.extend(writes);
+        Some(KeyPlan {
+            pos,
+            bytes: actions.iter().map(action_bytes).sum(),
+            actions,
+            record_written,
+            extra_ledger,
+            deltas,
+            key: key.clone(),
+        })
+    }
+}

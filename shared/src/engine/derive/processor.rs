@@ -1,0 +1,309 @@
+//! The derive stream processor: which records need their item read
+//! (the record classification), the reconcile, then the jobs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use super::implied::checked_sums;
+use super::{Deriver, Hint, OutMessage, Rules};
+use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
+use crate::change::{Change, ChangeKind};
+use crate::error::{InputError, ProcessError};
+use crate::item::{key_of, Item};
+use crate::ledger::item_id;
+use crate::limits::KeyLimits;
+use crate::metrics::{names, BatchMetrics, Metrics};
+use crate::store::Store;
+
+/// What a record's image says, every aspect asked at once
+/// ([`Rules::aspects`]).
+#[derive(Debug, Default)]
+pub(super) struct ImageSays {
+    /// It implies something: contributions, derived items or memberships.
+    pub(super) implies: bool,
+    /// It carries processor-owned attributes (a projection).
+    pub(super) projects: bool,
+    /// The first bad input any aspect meets in it.
+    pub(super) bad: Option<InputError>,
+}
+
+impl ImageSays {
+    /// Whether the item needs reading: what an image of it says may have to
+    /// be applied, or undone (`false`: valid, implying and projecting
+    /// nothing).
+    pub(super) fn matters(&self) -> bool {
+        self.implies || self.projects || self.bad.is_some()
+    }
+}
+
+pub(super) fn read_image(rules: &dyn Rules, image: &Item) -> ImageSays {
+    let a = rules.aspects(image);
+    let contributions = checked_sums(a.contributions, image, rules.key_names());
+    let implies = a.derived.as_ref().is_ok_and(|d| !d.is_empty())
+        || contributions.as_ref().is_ok_and(|c| !c.is_empty())
+        || a.memberships.as_ref().is_ok_and(|m| !m.is_empty());
+    let projects = matches!(a.projection, Ok(Some(_)));
+    let bad = a
+        .projection
+        .err()
+        .or(a.derived.err())
+        .or(contributions.err())
+        .or(a.memberships.err());
+    ImageSays {
+        implies,
+        projects,
+        bad,
+    }
+}
+
+/// Whether the rules reject this item (some aspect meets bad input): the
+/// processor then writes nothing onto it, counter sums included.
+pub fn rejects(rules: &dyn Rules, image: &Item) -> bool {
+    read_image(rules, image).bad.is_some()
+}
+
+/// Configuration of a derive processor.
+#[derive(Debug, Clone)]
+pub struct DeriveConfig {
+    pub table: String,
+    pub ledger_table: String,
+    /// Guarded projection writes in flight at once (distinct items).
+    pub concurrency: usize,
+    /// Logical queue name -> queue URL, for [`Rules::messages`].
+    pub queues: BTreeMap<String, String>,
+    /// The table's key and index key limits ([`KeyLimits::of`] its
+    /// definition).
+    pub limits: KeyLimits,
+}
+
+/// The derive stream processor over any [`Rules`].
+pub struct DeriveProcessor {
+    pub(super) deriver: Deriver,
+    pub(super) sqs: Option<aws_sdk_sqs::Client>,
+    pub(super) queues: BTreeMap<String, String>,
+    pub(super) metrics: Metrics,
+}
+
+impl DeriveProcessor {
+    pub fn new(rules: Arc<dyn Rules>, store: Store, config: DeriveConfig) -> Self {
+        Self {
+            deriver: Deriver {
+                rules,
+                store,
+                table: config.table,
+                ledger_table: config.ledger_table,
+                processor: "derive",
+                concurrency: config.concurrency,
+                now: Utc::now,
+                limits: config.limits,
+            },
+            sqs: None,
+            queues: config.queues,
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// Enables [`Rules::messages`] through this SQS client.
+    pub fn with_sqs(mut self, client: aws_sdk_sqs::Client) -> Self {
+        self.sqs = Some(client);
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.deriver.store
+    }
+
+    pub fn deriver(&self) -> &Deriver {
+        &self.deriver
+    }
+
+    /// Sends the messages of records before `limit`, in record order.
+    /// Returns the index of the first record whose message was not sent.
+    pub async fn send_messages(
+        &self,
+        messages: &[(usize, OutMessage)],
+        limit: usize,
+    ) -> Result<(), BatchFailure> {
+        crate::sqs::send_out(self.sqs.as_ref(), &self.queues, messages, limit).await
+    }
+
+    /// Backfill of existing items: the same reconcile as the stream, plus
+    /// the jobs an INSERT of each item starts. Returns (table writes, ledger
+    /// writes, messages).
+    pub async fn backfill(
+        &self,
+        items: &[Item],
+        dry_run: bool,
+    ) -> Result<(usize, usize, usize), ProcessError> {
+        let key_names = self.deriver.rules.key_names();
+        let mut messages = Vec::new();
+        let mut keys = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let key = key_of(item, key_names);
+            if self.deriver.rules.ignores(&key) {
+                continue;
+            }
+            let change = Change::synthetic_insert(key.clone(), item.clone(), (self.deriver.now)());
+            match self.deriver.rules.messages(&change) {
+                Ok(m) => messages.extend(m.into_iter().map(|m| (i, m))),
+                Err(e) => {
+                    tracing::warn!(key = %change.key_display(), kind = e.kind(), reason = %e, "backfill: no jobs for item")
+                }
+            }
+            keys.push(key);
+        }
+        if dry_run {
+            return Ok((0, 0, messages.len()));
+        }
+        let done = self
+            .deriver
+            .reconcile(&keys, &HashMap::new())
+            .await
+            .map_err(|(_, _, e)| e)?;
+        for (pos, e) in &done.bad {
+            tracing::warn!(key = %crate::item::display_key(&keys[*pos]), kind = e.kind(), reason = %e, "backfill: bad input");
+        }
+        self.send_messages(&messages, usize::MAX)
+            .await
+            .map_err(|f| f.error)?;
+        Ok((done.table_writes, done.ledger_writes, messages.len()))
+    }
+}
+
+impl StreamProcessor for DeriveProcessor {
+    fn name(&self) -> &'static str {
+        self.deriver.processor
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    async fn process(
+        &self,
+        changes: &[Change],
+        metrics: &mut BatchMetrics,
+    ) -> Result<(), BatchFailure> {
+        let rules = &self.deriver.rules;
+        let mut keys: Vec<Item> = Vec::new();
+        let mut first_index: Vec<usize> = Vec::new();
+        // Per key (by position): whether some record of it in the batch
+        // needs the item read (see below).
+        let mut needed: Vec<bool> = Vec::new();
+        let mut position: HashMap<String, usize> = HashMap::new();
+        let mut hints: HashMap<String, Hint> = HashMap::new();
+        let mut messages: Vec<(usize, OutMessage)> = Vec::new();
+        // Bad input is logged and counted once per item per batch.
+        let mut bad_keys = BTreeSet::new();
+        for (index, change) in changes.iter().enumerate() {
+            if rules.ignores(&change.keys) {
+                continue;
+            }
+            match rules.messages(change) {
+                Ok(out) => messages.extend(out.into_iter().map(|m| (index, m))),
+                Err(e) => {
+                    if bad_keys.insert(item_id(&change.keys)) {
+                        log_bad_input(self.name(), &change.event_id, &e, metrics);
+                    }
+                }
+            }
+            // What the record says is validated too, so that every bad
+            // record is logged and counted even if the item has changed (or
+            // gone) since; its effects follow the item as it is.
+            let id = item_id(&change.keys);
+            let new = change
+                .new
+                .as_ref()
+                .filter(|_| change.kind != ChangeKind::Remove);
+            let old = change
+                .old
+                .as_ref()
+                .map(|img| read_image(rules.as_ref(), img))
+                .unwrap_or_default();
+            let mut new = new
+                .map(|img| read_image(rules.as_ref(), img))
+                .unwrap_or_default();
+            // A record whose images are valid and imply and project nothing,
+            // of an item that is no counter, changes nothing the engine
+            // keeps: records arrive in order per item, so the item's
+            // previous state (the old image) implied nothing either, and
+            // a later state that implies something comes with its own
+            // record. Such an item is not read at all (a tracker's stage
+            // costs the derive nothing). Any other record of the item in
+            // the batch makes it read.
+            let matters = old.matters()
+                || new.matters()
+                || rules.counter(&change.keys).is_some()
+                || change
+                    .latest_image()
+                    .is_some_and(|img| rules.counter(img).is_some());
+            if let Some(e) = new.bad.take() {
+                if bad_keys.insert(id.clone()) {
+                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                }
+            }
+            if old.implies || new.implies {
+                hints.entry(id.clone()).or_default().implied_something = true;
+            }
+            match position.entry(id) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(keys.len());
+                    keys.push(change.keys.clone());
+                    first_index.push(index);
+                    needed.push(matters);
+                }
+                std::collections::hash_map::Entry::Occupied(e) => needed[*e.get()] |= matters,
+            }
+        }
+        let (keys, first_index): (Vec<Item>, Vec<usize>) = keys
+            .into_iter()
+            .zip(first_index)
+            .zip(needed)
+            .filter_map(|(k, needed)| needed.then_some(k))
+            .unzip();
+        let result = self.deriver.reconcile(&keys, &hints).await;
+        let (done, failure) = match result {
+            Ok(d) => (d, None),
+            Err((d, pos, error)) => (
+                d,
+                Some(BatchFailure {
+                    index: first_index[pos],
+                    error,
+                }),
+            ),
+        };
+        for (pos, e) in &done.bad {
+            if bad_keys.insert(item_id(&keys[*pos])) {
+                log_bad_input(
+                    self.name(),
+                    &changes[first_index[*pos]].event_id,
+                    e,
+                    metrics,
+                );
+            }
+        }
+        for _ in 0..done.unchanged {
+            metrics.incr(names::DUPLICATE);
+        }
+        for (key, note) in &done.notes {
+            tracing::warn!(processor = self.name(), key = %crate::item::display_key(key), metric = note.metric, reason = %note.reason, "noted");
+            metrics.incr(note.metric);
+        }
+        // Jobs go last (a consumer that runs before our effects landed would
+        // see stale state), and are sent for every record before a failure
+        // even when a later effect failed.
+        let limit = failure.as_ref().map_or(usize::MAX, |f| f.index);
+        // Identical jobs of one batch are sent once: a job re-reads the
+        // facts, and all of them are in place by now.
+        let mut seen = BTreeSet::new();
+        messages.retain(|(_, m)| seen.insert((m.queue, m.body.clone())));
+        let sent = self.send_messages(&messages, limit).await;
+        match (failure, sent) {
+            (Some(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
+            (Some(f), Ok(())) | (None, Err(f)) => Err(f),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! What a group's reads bring: the sources' ledger records, the owners of
+//! shared derived items, and the counters whose items lag their totals.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::implied::Implied;
+use super::keys::{owners_key, total_key};
+use super::Deriver;
+use crate::error::ProcessError;
+use crate::item::{Item, ItemExt};
+use crate::ledger::{self, item_id};
+
+/// A source item's recorded state: what it implies, the record version,
+/// and the counters its changes may still owe a write.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Recorded {
+    pub(super) implied: Implied,
+    /// 0 = no record.
+    pub(super) ver: i64,
+    /// counter id -> counter key: the counters whose totals this source's
+    /// last change(s) moved. Each is synced whenever the source is
+    /// reconciled and its totals show a counter item that lags, so a
+    /// counter write lost after the ledger commit (a crash, throttling past
+    /// the retries) is made by the redelivery, which finds the source
+    /// itself unchanged.
+    pub(super) owed: BTreeMap<String, Item>,
+}
+
+/// The record attribute listing the counters a source's change still owes.
+pub(super) const OWED: &str = "o";
+
+/// The owners of a derived item that several sources may imply: who
+/// implies it with what content, and the record version (0 = no record).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Owners {
+    pub(super) by_source: BTreeMap<String, Item>,
+    pub(super) ver: i64,
+}
+
+impl Deriver {
+    pub(super) async fn read_recorded(
+        &self,
+        keys: Vec<Item>,
+    ) -> Result<HashMap<String, Recorded>, ProcessError> {
+        let mut out = HashMap::new();
+        for item in self.store.batch_get(&self.ledger_table, keys).await? {
+            let pk = ledger::as_s(item.get(ledger::PK))
+                .unwrap_or_default()
+                .to_string();
+            let implied = Implied::from_record(&item).map_err(|e| {
+                ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"))
+            })?;
+            let ver = item.opt_i64("ver").ok().flatten().unwrap_or(1);
+            let mut owed = BTreeMap::new();
+            if let Some(AttributeValue::M(o)) = item.get(OWED) {
+                for (id, key) in o {
+                    if let AttributeValue::M(key) = key {
+                        owed.insert(id.clone(), key.clone());
+                    }
+                }
+            }
+            out.insert(pk, Recorded { implied, ver, owed });
+        }
+        Ok(out)
+    }
+
+    /// The owner records of the shared derived items among `keys`, by
+    /// derived item id.
+    pub(super) async fn read_owners(
+        &self,
+        keys: &[Item],
+    ) -> Result<HashMap<String, Owners>, ProcessError> {
+        let shared: HashMap<String, String> = keys
+            .iter()
+            .filter(|k| self.rules.shared(k))
+            .map(|k| {
+                let pk = ledger::as_s(owners_key(self.processor, k).get(ledger::PK))
+                    .unwrap_or_default()
+                    .to_string();
+                (pk, item_id(k))
+            })
+            .collect();
+        let mut out: HashMap<String, Owners> = shared
+            .values()
+            .map(|id| (id.clone(), Owners::default()))
+            .collect();
+        if shared.is_empty() {
+            return Ok(out);
+        }
+        let keys = keys
+            .iter()
+            .filter(|k| self.rules.shared(k))
+            .map(|k| owners_key(self.processor, k))
+            .collect();
+        for rec in self.store.batch_get(&self.ledger_table, keys).await? {
+            let pk = ledger::as_s(rec.get(ledger::PK)).unwrap_or_default();
+            let Some(id) = shared.get(pk) else { continue };
+            let mut o = Owners {
+                by_source: BTreeMap::new(),
+                ver: rec.opt_i64("ver").ok().flatten().unwrap_or(1),
+            };
+            if let Some(AttributeValue::M(m)) = rec.get("s") {
+                for (src, item) in m {
+                    if let AttributeValue::M(item) = item {
+                        o.by_source.insert(src.clone(), item.clone());
+                    }
+                }
+            }
+            out.insert(id.clone(), o);
+        }
+        Ok(out)
+    }
+
+    /// The counters the recorded changes moved whose items lag their
+    /// totals (the totals' `synced` version behind their `ver`).
+    pub(super) async fn lagging(
+        &self,
+        recorded: &HashMap<String, Recorded>,
+    ) -> Result<BTreeMap<String, Item>, ProcessError> {
+        let owed: BTreeMap<String, Item> = recorded
+            .values()
+            .flat_map(|r| r.owed.iter().map(|(id, k)| (id.clone(), k.clone())))
+            .collect();
+        if owed.is_empty() {
+            return Ok(owed);
+        }
+        let keys = owed
+            .values()
+            .map(|k| total_key(self.processor, k))
+            .collect();
+        let in_sync: BTreeSet<String> = self
+            .store
+            .batch_get(&self.ledger_table, keys)
+            .await?
+            .into_iter()
+            .filter(crate::engine::counts::is_synced)
+            .filter_map(|t| ledger::as_s(t.get(ledger::PK)).map(str::to_string))
+            .collect();
+        Ok(owed
+            .into_iter()
+            .filter(|(_, k)| {
+                let pk = total_key(self.processor, k);
+                !ledger::as_s(pk.get(ledger::PK)).is_some_and(|pk| in_sync.contains(pk))
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,147 @@
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::implied::{contribution_deltas, sum_contributions};
+use super::*;
+use crate::item::s;
+use crate::ledger;
+
+/// Ledger index keys stay within DynamoDB's key limits for the longest
+/// index name (a GSI partition value of 2,048 bytes) and the longest
+/// member; short ones keep their readable, pinned form.
+#[test]
+fn ledger_index_keys_are_bounded_for_maximal_values() {
+    let index = format!(
+        "GSI1#{}",
+        "p".repeat(crate::limits::MAX_PARTITION_KEY_BYTES)
+    );
+    for member in [
+        "m".repeat(crate::limits::MAX_SORT_KEY_BYTES),
+        "m".repeat(crate::limits::MAX_SORT_KEY_BYTES + 1),
+        "m".repeat(2 * crate::limits::MAX_PARTITION_KEY_BYTES),
+    ] {
+        let item = index_item(&index, &member);
+        let pk = ledger::as_s(item.get(ledger::PK)).unwrap();
+        let sk = ledger::as_s(item.get(ledger::SK)).unwrap();
+        assert!(pk.len() <= crate::limits::MAX_PARTITION_KEY_BYTES);
+        assert!(sk.len() <= crate::limits::MAX_SORT_KEY_BYTES);
+        assert_eq!(pk, index_pk(&index), "readers find the partition");
+        assert_eq!(ledger::sk_value(&item), Some(member.as_str()));
+        assert_eq!(
+            key_of(&item, &[ledger::PK, ledger::SK]),
+            index_key(&index, &member)
+        );
+    }
+    assert_eq!(index_pk(&index), index_pk(&index), "stable");
+    assert_ne!(index_pk(&index), index_pk(&format!("{index}q")));
+    let short = index_item("GSI1#T#1", "U#2");
+    assert_eq!(short, ledger::key("IDX#GSI1#T#1", "U#2"));
+}
+
+fn image(pairs: &[(&str, AttributeValue)]) -> Item {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn projection() -> Projection {
+    Projection {
+        attrs: vec![("G", Some(s("x#1"))), ("H", None)],
+        sources: vec!["x", "y"],
+    }
+}
+
+#[test]
+fn no_update_when_image_already_projected() {
+    let img = image(&[("PK", s("a")), ("x", s("1")), ("G", s("x#1"))]);
+    assert!(projection_update(&["PK", "SK"], &img, &projection()).is_none());
+}
+
+#[test]
+fn update_sets_removes_and_guards_sources() {
+    let img = image(&[
+        ("PK", s("a")),
+        ("SK", s("b")),
+        ("x", s("1")),
+        ("H", s("old")),
+    ]);
+    let u = projection_update(&["PK", "SK"], &img, &projection()).unwrap();
+    assert_eq!(u.update_expression, "SET #p0 = :p0 REMOVE #p1");
+    assert_eq!(
+        u.condition_expression.as_deref(),
+        Some("attribute_exists(#k0) AND #s0 = :s0 AND attribute_not_exists(#s1)")
+    );
+    assert_eq!(u.key.len(), 2);
+    assert!(u.values.contains(&(":s0".to_string(), s("1"))));
+    assert!(u.values.contains(&(":p0".to_string(), s("x#1"))));
+}
+
+fn counter(pk: &str) -> Counter {
+    Counter {
+        key: vec![("PK", pk.to_string()), ("SK", "count".to_string())],
+        attrs: &["a", "b"],
+        create: Some(vec![]),
+        remove_at_zero: false,
+    }
+}
+
+#[test]
+fn sums_that_overflow_an_i64_are_errors_never_wrapped() {
+    let c = |v: i64| Contribution {
+        counter: counter("u#1"),
+        values: vec![("a", v)],
+    };
+    assert!(sum_contributions(&[c(i64::MAX), c(1)]).is_err());
+    assert!(sum_contributions(&[c(i64::MIN), c(-1)]).is_err());
+    let ok = sum_contributions(&[c(i64::MAX), c(-1)]).unwrap();
+    assert_eq!(ok["PK=S:u#1|SK=S:count"].1["a"], i64::MAX - 1);
+    // Deltas between any two i64 sums fit.
+    let new = Implied {
+        contributions: sum_contributions(&[c(i64::MAX)]).unwrap(),
+        ..Implied::default()
+    };
+    let old = Implied {
+        contributions: sum_contributions(&[c(i64::MIN)]).unwrap(),
+        ..Implied::default()
+    };
+    let d = contribution_deltas(&new, &old);
+    assert_eq!(
+        d["PK=S:u#1|SK=S:count"].1["a"],
+        i128::from(i64::MAX) - i128::from(i64::MIN)
+    );
+}
+
+#[test]
+fn implied_round_trips_through_its_ledger_record() {
+    let implied = Implied::from_rules(
+        &[
+            Contribution {
+                counter: counter("u#1"),
+                values: vec![("a", 1), ("b", 2)],
+            },
+            Contribution {
+                counter: counter("u#1"),
+                values: vec![("a", 3)],
+            },
+            Contribution {
+                counter: counter("u#2"),
+                values: vec![("b", -1)],
+            },
+        ],
+        &[image(&[("PK", s("d")), ("SK", s("1")), ("x", s("y"))])],
+        &["PK", "SK"],
+    );
+    assert_eq!(implied.contributions.len(), 2);
+    let one = &implied.contributions["PK=S:u#1|SK=S:count"].1;
+    assert_eq!(one["a"], 4, "contributions to one attribute add up");
+    assert_eq!(one["b"], 2);
+    assert_eq!(implied.derived.len(), 1);
+    assert_eq!(
+        implied.derived["PK=S:d|SK=S:1"].len(),
+        3,
+        "the item as written"
+    );
+    let back = Implied::from_record(&implied.to_attrs()).unwrap();
+    assert_eq!(back, implied);
+    assert!(Implied::from_record(&Item::new()).unwrap().is_empty());
+}
