@@ -158,50 +158,13 @@ async fn deliver(env: &ModelEnv, records: &[serde_json::Value]) {
 /// DeptEmployee items, `shared: true` since its key does not bind `orgId`).
 #[test]
 fn the_demo_plays_the_shipped_scenario_through_the_binary() {
-    let out = std::process::Command::new(crate::support::jobstream_bin())
-        .args(["demo", "--model", "hr"])
-        .output()
-        .expect("jobstream runs");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.starts_with("jobstream demo: HR SaaS (seed 003)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("scenario models/hr.scenario.yaml: 3 step(s), 23 write(s)"),
-        "{text}"
-    );
-    // Every access pattern of the seed (SPEC §5.2), AP9 in two steps.
-    for q in [
-        "org",
-        "employee",
-        "employees",
-        "employees_by_email",
-        "departments",
-        "department",
-        "department_employees",
-        "open_jobs",
-        "job_lookup",
-        "job",
-        "applications",
-        "employee_applications",
-        "jobs",
-    ] {
-        assert!(text.contains(&format!("\nquery {q}(")), "{q}: {text}");
-    }
+    // Every access pattern of the seed (SPEC §5.2, AP9 in two steps) is
+    // among the file's queries, each printed.
+    let text = crate::support::demo_through_the_binary("hr");
+    assert!(text.contains(": 3 step(s), 23 write(s)"), "{text}");
     assert!(text.contains("\nprocessor writes: 49\n"), "{text}");
     assert!(
         text.contains("bad input (not drift): PK=ORG#01HXAA0000000000000000000A, SK=EMP#dave"),
-        "{text}"
-    );
-    assert!(!text.contains("FAILED"), "{text}");
-    assert!(
-        text.ends_with("OK: every derived item is what the scenario implies.\n"),
         "{text}"
     );
 }

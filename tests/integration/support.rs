@@ -328,3 +328,48 @@ pub async fn table_by_key(rt: &Runtime) -> std::collections::BTreeMap<(String, S
         })
         .collect()
 }
+
+/// `jobstream demo --model MODEL` through the binary: it succeeds, says
+/// which model, plays the shipped scenario, prints every access pattern the
+/// file declares (`query NAME(`), fails nothing and ends OK; its output.
+pub fn demo_through_the_binary(model: &str) -> String {
+    let out = std::process::Command::new(jobstream_bin())
+        .args(["demo", "--model", model])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("jobstream runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file =
+        shared::models::file_of(&shared::models::Source::Name(model.into())).expect("a model");
+    assert!(
+        text.starts_with(&format!("jobstream demo: {}", file.model.about)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("scenario models/{model}.scenario.yaml: ")),
+        "{text}"
+    );
+    assert!(
+        !file.model.queries.is_empty(),
+        "{model} declares its access patterns"
+    );
+    for q in &file.model.queries {
+        assert!(
+            text.contains(&format!("\nquery {}(", q.name)),
+            "{}: {text}",
+            q.name
+        );
+    }
+    assert!(text.contains("\nprocessor writes: "), "{text}");
+    assert!(!text.contains("FAILED"), "{text}");
+    assert!(
+        text.ends_with("OK: every derived item is what the scenario implies.\n"),
+        "{text}"
+    );
+    text
+}

@@ -181,11 +181,7 @@ impl Model {
                 queue: c.queue.clone(),
                 grant: Grant {
                     table_actions: grants::CONSUMER_TABLE.to_vec(),
-                    index_actions: if self.table.gsis.is_empty() {
-                        vec![]
-                    } else {
-                        grants::CONSUMER_INDEX.to_vec()
-                    },
+                    index_actions: vec![],
                     ledger_actions: grants::CONSUMER_LEDGER.to_vec(),
                     sends_to: sends_to.clone(),
                 },

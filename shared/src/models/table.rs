@@ -204,10 +204,10 @@ pub mod grants {
         "dynamodb:BatchWriteItem",
         "dynamodb:DeleteItem",
     ];
-    /// Queue consumers (set jobs, once effects): consistent reads, guarded
-    /// writes.
+    /// Queue consumers (set jobs, once effects, compute jobs): consistent
+    /// batch reads and listings of the table (never its indexes: a
+    /// listing a GSI might lag comes from the ledger), guarded writes.
     pub const CONSUMER_TABLE: &[&str] = &[
-        "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:Query",
         "dynamodb:PutItem",
@@ -215,8 +215,6 @@ pub mod grants {
         "dynamodb:DeleteItem",
         "dynamodb:ConditionCheckItem",
     ];
-    /// Queue consumers query the model's indexes.
-    pub const CONSUMER_INDEX: &[&str] = &["dynamodb:Query"];
     /// Markers, and the exact listings of ledger indexes (`IDX#`, queried
     /// with consistent reads).
     pub const CONSUMER_LEDGER: &[&str] = &[
