@@ -345,20 +345,26 @@ async fn the_scenario_with_bad_input_gives_the_recorded_table() {
     env.engine.stop().await;
 }
 
-/// models/tracker.scenario.yaml (its first part) plays clean and gives the
-/// recorded table and writes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tracker_scenario_file_gives_the_recorded_table_and_writes() {
+/// A tracker whose table holds models/tracker.scenario.yaml's first part,
+/// played clean: what was recorded (the later steps came with the file's
+/// demo; `jobstream demo` and queries.rs play them).
+async fn first_part_played() -> Env {
     let path = tracker_file().with_file_name("tracker.scenario.yaml");
     let mut scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
-    // Its first part: what was recorded (the later steps came with the
-    // file's demo; `jobstream demo` and queries.rs play them).
     scenario.steps.clear();
     let mut env = env().await;
     let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
         .await
         .expect("plays");
     assert!(diffs.is_empty(), "{diffs:#?}");
+    env
+}
+
+/// models/tracker.scenario.yaml (its first part) plays clean and gives the
+/// recorded table and writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tracker_scenario_file_gives_the_recorded_table_and_writes() {
+    let env = first_part_played().await;
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     check(
@@ -373,17 +379,8 @@ async fn the_tracker_scenario_file_gives_the_recorded_table_and_writes() {
 /// alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_finds_the_recorded_history_drift_and_repairs_it() {
-    let path = tracker_file().with_file_name("tracker.scenario.yaml");
-    let mut scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
-    // Its first part: what was recorded (the later steps came with the
-    // file's demo; `jobstream demo` and queries.rs play them).
-    scenario.steps.clear();
     {
-        let mut env = env().await;
-        let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
-            .await
-            .expect("plays");
-        assert!(diffs.is_empty(), "{diffs:#?}");
+        let env = first_part_played().await;
         let db = &env.rt.dynamodb;
         let t = &env.rt.config.table;
         let key = |pk: &str, sk: &str| -> Item {

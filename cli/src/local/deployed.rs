@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn a_redrive_policy_reads_with_the_count_as_a_number_or_a_string() {
-        let arn = "arn:aws:sqs:eu-west-1:123456789012:Hr-hr-jobs-dlq";
+        let arn = "arn:aws:sqs:eu-west-1:123456789012:Shop-orders-jobs-dlq";
         assert_eq!(
             redrive_policy(&format!(
                 r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":5}}"#

@@ -405,7 +405,14 @@ once:
             .expect("a shipped file with compute:");
         let m = shared::file::compile(text, "t").unwrap_or_else(|p| panic!("{path}: {p:?}"));
         let g = file_graph(&m);
-        let line = "  entity_match -->|\"compute points, mcorrect (queue jobstream-pickem-scoring-jobs)\"| entity_prediction";
+        // The queue the file names for its compute job (`queue_name:`).
+        let queue = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("queue_name: "))
+            .expect("the compute job's queue_name");
+        let line = format!(
+            "  entity_match -->|\"compute points, mcorrect (queue {queue})\"| entity_prediction"
+        );
         assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
         assert!(
             g.lines()

@@ -195,6 +195,7 @@ impl FileModel {
         let happened: BTreeSet<String> = input
             .ledger
             .iter()
+            .filter(|i| i.s("sk").ok() == Some("ONCE"))
             .map(|i| item_id(&key_of(i, &["pk", "sk"])))
             .collect();
         let marked = |once_key: &str| {
