@@ -41,12 +41,13 @@
 
 use serde::Deserialize;
 
-use super::expr::{Expr, Val, BUILTINS, CEL_FUNCTIONS};
+use super::expr::{Expr, Val};
 use super::model::at;
 use super::model::leak;
 use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{KeyTemplate, Part};
+use super::typecheck::{checked, Readable, T};
 use crate::models::table::QueueDef;
 
 /// Rows read per scope job page at most (predictions per message).
@@ -257,9 +258,14 @@ pub fn compile(
     };
     // What the values may read: this item's attributes and key names, the
     // rows; never another computed value.
-    let mut readable: Vec<String> = e.attrs.iter().map(|a| a.name.to_string()).collect();
-    readable.extend(own.iter().map(|s| s.to_string()));
-    readable.push(rows.clone());
+    let says = format!("it reads `{name}`'s attributes and key names and the rows, `{rows}`");
+    let readable = Readable {
+        names: (e.attrs.iter().map(|a| (a.name, T::of(Some(&a.ty)))))
+            .chain(own.iter().map(|s| (*s, T::Dyn)))
+            .chain([(rows.as_str(), T::List)])
+            .collect(),
+        says: &says,
+    };
     let row_names: Vec<&'static str> = o
         .attrs
         .iter()
@@ -282,37 +288,13 @@ pub fn compile(
             );
             continue;
         }
-        match Expr::compile(&v.value.0) {
-            Err(ce) => err(
-                at(v),
-                format!("{name}: cannot parse `{}`: {}", v.value.0, ce.message),
-            ),
+        match checked(&v.value.0, &readable, None) {
+            Err(flaws) => {
+                for f in flaws {
+                    err(at(v), format!("{name}: computed `{a}`: {}", f.message));
+                }
+            }
             Ok(x) => {
-                let mut ok = true;
-                for var in &x.variables {
-                    if !readable.contains(var) {
-                        let hint =
-                            suggest(var, readable.iter().map(String::as_str)).unwrap_or_default();
-                        err(
-                            at(v),
-                            format!(
-                                "{name}: computed `{a}`: unknown name `{var}`{hint} (it reads `{name}`'s attributes and key names and the rows, `{rows}`)"
-                            ),
-                        );
-                        ok = false;
-                    }
-                }
-                for f in &x.functions {
-                    if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
-                        let hint = suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied())
-                            .unwrap_or_default();
-                        err(at(v), format!("{name}: unknown function `{f}`{hint}"));
-                        ok = false;
-                    }
-                }
-                if !ok {
-                    continue;
-                }
                 for f in fields_read(&x.source, &row_names) {
                     if !row_reads.contains(&f) && o.attr(f).is_some() {
                         row_reads.push(o.attr(f).map(|a| a.name).unwrap_or(f));

@@ -116,7 +116,7 @@ fn a_value_reading_an_unknown_name_or_function_is_refused() {
         &p,
         line,
         col,
-        "unknown name `predictons` (did you mean `predictions`?)",
+        "unknown name `predictons` in `size(predictons) + size(matches.filter(m, has(m.result) && get(predictions, m.id, -1) == m.result))` (did you mean `predictions`?)",
     );
     let (text, line, col) = broken(
         "        mcorrect: \"size(",
@@ -130,6 +130,13 @@ fn a_value_reading_an_unknown_name_or_function_is_refused() {
         col,
         "unknown function `summ` (did you mean `sum`?)",
     );
+    let (text, line, col) = broken(
+        "        mcorrect: \"size(",
+        "        mcorrect: \"matches + size(",
+        "\"matches",
+    );
+    let p = compile(&text, "t").unwrap_err();
+    assert_one(&p, line, col, "computed `mcorrect`: `matches + size(");
 }
 
 #[test]

@@ -37,12 +37,13 @@
 
 use serde::Deserialize;
 
-use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
+use super::expr::Expr;
 use super::model::at;
 use super::model::leak;
 use super::model::{suggest, Entity, Problem, Value};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{split, Part};
+use super::typecheck::{checked, Readable, T};
 use crate::models::table::QueueDef;
 
 pub use super::once_run::{plan, FileOnce, MAX_BODY_BYTES, VERSION};
@@ -159,46 +160,33 @@ impl Compiling<'_> {
         i
     }
 
-    /// One CEL expression over the source's names.
+    /// One CEL expression over the source's names (`want`: the type its
+    /// result must have).
     fn expr(
         &mut self,
         once: &str,
         src: &str,
         pos: (u64, u64),
-        scope: &[&str],
+        scope: &Readable,
+        want: Option<(T, &str)>,
         reads: &mut Vec<String>,
     ) -> Option<Expr> {
-        let e = match Expr::compile(src) {
-            Ok(e) => e,
-            Err(err) => {
-                self.err(pos, format!("once `{once}`: `{src}`: {}", err.message));
-                return None;
-            }
-        };
-        let mut ok = true;
-        for v in &e.variables {
-            if scope.contains(&v.as_str()) {
-                if !reads.contains(v) {
-                    reads.push(v.clone());
+        match checked(src, scope, want) {
+            Ok(e) => {
+                for v in &e.variables {
+                    if !reads.contains(v) {
+                        reads.push(v.clone());
+                    }
                 }
-                continue;
+                Some(e)
             }
-            let hint = suggest(v, scope.iter().copied()).unwrap_or_default();
-            self.err(
-                pos,
-                format!("once `{once}`: unknown name `{v}` in `{src}`{hint} (a once effect reads the attributes and key names of its `on` entity)"),
-            );
-            ok = false;
-        }
-        for f in &e.functions {
-            if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
-                let hint =
-                    suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied()).unwrap_or_default();
-                self.err(pos, format!("once `{once}`: unknown function `{f}`{hint}"));
-                ok = false;
+            Err(flaws) => {
+                for f in flaws {
+                    self.err(pos, format!("once `{once}`: {}", f.message));
+                }
+                None
             }
         }
-        ok.then_some(e)
     }
 
     /// A value: a template of literals and `${...}` expressions, or one
@@ -207,12 +195,12 @@ impl Compiling<'_> {
         &mut self,
         once: &str,
         s: &Spanned<Scalar>,
-        scope: &[&str],
+        scope: &Readable,
         reads: &mut Vec<String>,
     ) -> Option<Value> {
         let src = s.value.0.trim();
         if !src.contains("${") {
-            let e = self.expr(once, src, at(s), scope, reads)?;
+            let e = self.expr(once, src, at(s), scope, None, reads)?;
             return Some(Value(vec![Part::Hole(e, 0)]));
         }
         match split(src) {
@@ -225,9 +213,10 @@ impl Compiling<'_> {
                 for p in parts {
                     match p {
                         Part::Lit(l) => out.push(Part::Lit(l)),
-                        Part::Hole(h, off) => {
-                            out.push(Part::Hole(self.expr(once, &h, at(s), scope, reads)?, off))
-                        }
+                        Part::Hole(h, off) => out.push(Part::Hole(
+                            self.expr(once, &h, at(s), scope, None, reads)?,
+                            off,
+                        )),
                     }
                 }
                 Some(Value(out))
@@ -246,7 +235,7 @@ impl Compiling<'_> {
         t: usize,
         with: &Ordered<Spanned<Scalar>>,
         attrs: bool,
-        scope: &[&str],
+        scope: &Readable,
         reads: &mut Vec<String>,
     ) -> Vec<(String, Value)> {
         let entities = self.entities;
@@ -260,7 +249,7 @@ impl Compiling<'_> {
         let attr_names: Vec<&str> = target.attrs.iter().map(|a| a.name).collect();
         for b in &binders {
             if !with.0.iter().any(|(n, _)| n == b) {
-                let same = if scope.contains(&b.as_str()) {
+                let same = if scope.names.iter().any(|(n, _)| n == b) {
                     format!(" (e.g. `{b}: {b}`)")
                 } else {
                     String::new()
@@ -352,12 +341,18 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
         );
         return None;
     }
-    let mut scope: Vec<&str> = src.attrs.iter().map(|a| a.name).collect();
+    let mut names: Vec<(&str, T)> = (src.attrs.iter())
+        .map(|a| (a.name, T::of(Some(&a.ty))))
+        .collect();
     for (b, _) in src.binders() {
-        if !scope.contains(&b) {
-            scope.push(b);
+        if !names.iter().any(|(n, _)| *n == b) {
+            names.push((b, T::Dyn));
         }
     }
+    let scope = Readable {
+        names,
+        says: "a once effect reads the attributes and key names of its `on` entity",
+    };
     let mut reads = Vec::new();
     let mut when_reads = Vec::new();
     let when = c.expr(
@@ -365,6 +360,7 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
         raw.when.value.0.trim(),
         at(&raw.when),
         &scope,
+        Some((T::Bool, "a condition (`when:`)")),
         &mut when_reads,
     );
     let key = c.value(name, &raw.key, &scope, &mut reads);

@@ -356,6 +356,20 @@ fn check_model_says_what_is_wrong_with_a_once_block_and_where() {
             "`label` is not a key name of `suggestion` (delete binds the key only)",
         ),
         (
+            "when: \"status == 'approved'\"",
+            "when: \"size(status)\"",
+            "size(status)",
+            "\"size",
+            "once `matches`: a condition (`when:`) must be a bool, but `size(status)` is an int",
+        ),
+        (
+            "key: \"${seekerId}#${jobId}\"",
+            "key: \"${seekerId}#${status + 1}\"",
+            "status + 1",
+            "\"${seekerId}",
+            "once `matches`: `status + 1`:",
+        ),
+        (
             "    require:\n",
             "    requires:\n",
             "requires:",

@@ -30,12 +30,12 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
 use super::model::at;
 use super::model::{suggest, Entity, Problem, Ty, Value, TYPE_NAMES};
 pub use super::query_filter::{parse_filter, Filter};
 use super::raw::{AttrSpec, Ordered, Scalar, Spanned};
 use super::template::{split, Binder, KeyTemplate, Part};
+use super::typecheck::{checked, Readable, T};
 use crate::models::table::TableDef;
 
 /// One query as written.
@@ -272,45 +272,27 @@ impl Checker<'_> {
         for part in parts {
             match part {
                 Part::Lit(l) => out.push(Part::Lit(l)),
-                Part::Hole(src, off) => match Expr::compile(&src) {
-                    Err(e) => {
-                        let p = self.inner(pos, off + e.offset);
-                        self.err(
-                            p,
-                            format!("query `{q}`: cannot parse `{src}`: {}", e.message),
-                        );
-                        ok = false;
-                    }
-                    Ok(x) => {
-                        for v in &x.variables {
-                            if params.iter().any(|p| p.name == *v) {
-                                used.push(v.clone());
-                                continue;
+                Part::Hole(src, off) => {
+                    let reads = Readable {
+                        names: (params.iter())
+                            .map(|p| (p.name.as_str(), T::of(Some(&p.ty))))
+                            .collect(),
+                        says: "a query's templates read its `params`",
+                    };
+                    match checked(&src, &reads, None) {
+                        Err(flaws) => {
+                            for f in flaws {
+                                let p = self.inner(pos, off + f.offset);
+                                self.err(p, format!("query `{q}`: {}", f.message));
                             }
-                            let hint = suggest(v, params.iter().map(|p| p.name.as_str()))
-                                .unwrap_or_default();
-                            let p = self.inner(pos, off + src.find(v.as_str()).unwrap_or(0));
-                            self.err(
-                                p,
-                                format!("query `{q}`: unknown name `{v}` in `{src}`{hint} (a query's templates read its `params`)"),
-                            );
                             ok = false;
                         }
-                        for f in &x.functions {
-                            if !BUILTINS.contains(&f.as_str())
-                                && !CEL_FUNCTIONS.contains(&f.as_str())
-                            {
-                                let hint =
-                                    suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied())
-                                        .unwrap_or_default();
-                                let p = self.inner(pos, off + src.find(f.as_str()).unwrap_or(0));
-                                self.err(p, format!("query `{q}`: unknown function `{f}`{hint}"));
-                                ok = false;
-                            }
+                        Ok(x) => {
+                            used.extend(x.variables.iter().cloned());
+                            out.push(Part::Hole(x, off));
                         }
-                        out.push(Part::Hole(x, off));
                     }
-                },
+                }
             }
         }
         ok.then_some(Value(out))

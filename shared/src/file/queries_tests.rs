@@ -85,6 +85,10 @@ fn check_model_finds_what_a_query_gets_wrong() {
         "unknown name `orgg` in `orgg` (did you mean `org`?)",
     );
     one_problem(
+        "  q:\n    params: { n: int }\n    key: { PK: \"ORG#${n + 'x'}\" }\n",
+        "query `q`: `n + 'x'`:",
+    );
+    one_problem(
         "  q:\n    params: { org: ulid, x: string }\n    key: { PK: \"ORG#${org}\" }\n",
         "parameter `x` is used nowhere",
     );

@@ -40,6 +40,13 @@ fn from_reads_now_only_and_one_variable() {
         ),
         "{p:#?}"
     );
+    let text = replaced(FROM, "from: { postedAt: \"day(now - '30')\" }");
+    let p = problems(&text);
+    let (l, c) = position(&text, "\"day(now - '30')");
+    assert!(
+        has(&p, (l, c), "from `postedAt`: `day(now - '30')`:"),
+        "{p:#?}"
+    );
     let text = replaced(
         FROM,
         "from: { postedAt: \"day(now - 30 * 86400)\", zip: \"'A'\" }",

@@ -40,12 +40,13 @@
 
 use serde::Deserialize;
 
-use super::expr::{Expr, BUILTINS, CEL_FUNCTIONS};
+use super::expr::Expr;
 use super::model::at;
 use super::model::leak;
 use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::Part as FilePart;
+use super::typecheck::{checked, Readable, T};
 use crate::engine::joinset::{var_names, KeyTemplate, DEFAULT_PAGE};
 use crate::models::table::QueueDef;
 
@@ -387,38 +388,20 @@ impl Compiling<'_> {
             );
             return None;
         }
-        let src = v.value.0.trim();
-        let x = match Expr::compile(src) {
-            Ok(x) => x,
-            Err(err) => {
-                self.err(
-                    at(v),
-                    format!(
-                        "set `{set}`: fact `{name}`: from `{var}`: `{src}`: {}",
-                        err.message
-                    ),
-                );
-                return None;
-            }
+        let reads = Readable {
+            names: vec![("now", T::Int)],
+            says: "it reads `now` only: the job's clock, epoch seconds",
         };
-        let mut ok = true;
-        for n in x.variables.iter().filter(|n| *n != "now") {
-            self.err(
-                at(v),
-                format!("set `{set}`: fact `{name}`: from `{var}`: unknown name `{n}` in `{src}` (it reads `now` only: the job's clock, epoch seconds)"),
-            );
-            ok = false;
-        }
-        for fun in &x.functions {
-            if !BUILTINS.contains(&fun.as_str()) && !CEL_FUNCTIONS.contains(&fun.as_str()) {
-                self.err(
-                    at(v),
-                    format!("set `{set}`: fact `{name}`: unknown function `{fun}`"),
-                );
-                ok = false;
+        match checked(v.value.0.trim(), &reads, None) {
+            Ok(x) => Some((var.clone(), x)),
+            Err(flaws) => {
+                for f in flaws {
+                    let msg = format!("set `{set}`: fact `{name}`: from `{var}`: {}", f.message);
+                    self.err(at(v), msg);
+                }
+                None
             }
         }
-        ok.then(|| (var.clone(), x))
     }
 
     /// `also:` of a fact: each an expression over its entity's attributes
@@ -440,51 +423,24 @@ impl Compiling<'_> {
             );
             return out;
         }
+        let ent = &self.entities[e];
+        let reads = Readable {
+            names: (ent.attrs.iter())
+                .map(|a| (a.name, T::of(Some(&a.ty))))
+                .chain(ent.binders().into_iter().map(|(b, _)| (b, T::Dyn)))
+                .collect(),
+            says: &format!("it reads the attributes and key names of `{}`", ent.name),
+        };
         for (var, v) in &raw.0 {
-            let src = v.value.0.trim();
-            let x = match Expr::compile(src) {
-                Ok(x) => x,
-                Err(err) => {
-                    self.err(
-                        at(v),
-                        format!(
-                            "set `{set}`: fact `{name}`: also `{var}`: `{src}`: {}",
-                            err.message
-                        ),
-                    );
-                    continue;
+            match checked(v.value.0.trim(), &reads, None) {
+                Ok(x) => out.push((var.clone(), x)),
+                Err(flaws) => {
+                    for f in flaws {
+                        let msg =
+                            format!("set `{set}`: fact `{name}`: also `{var}`: {}", f.message);
+                        self.err(at(v), msg);
+                    }
                 }
-            };
-            let ent = &self.entities[e];
-            let known: Vec<&str> = ent
-                .attrs
-                .iter()
-                .map(|a| a.name)
-                .chain(ent.binders().into_iter().map(|(b, _)| b))
-                .collect();
-            let mut ok = true;
-            for n in &x.variables {
-                if !known.contains(&n.as_str()) {
-                    let hint = suggest(n, known.iter().copied()).unwrap_or_default();
-                    let msg = format!(
-                        "set `{set}`: fact `{name}`: also `{var}`: unknown name `{n}` in `{src}`{hint} (it reads the attributes and key names of `{}`)",
-                        ent.name
-                    );
-                    self.err(at(v), msg);
-                    ok = false;
-                }
-            }
-            for f in &x.functions {
-                if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
-                    self.err(
-                        at(v),
-                        format!("set `{set}`: fact `{name}`: unknown function `{f}`"),
-                    );
-                    ok = false;
-                }
-            }
-            if ok {
-                out.push((var.clone(), x));
             }
         }
         out
@@ -628,36 +584,23 @@ impl Compiling<'_> {
         if as_value && vars.iter().any(|v| v == src) {
             return Some(SetExpr::Var(src.to_string()));
         }
-        let e = match Expr::compile(src) {
+        let readable = Readable {
+            names: (vars.iter().map(|v| (v.as_str(), T::Dyn)))
+                .chain(facts.iter().map(|f| (f.name.as_str(), T::Dyn)))
+                .chain([("now", T::Int)])
+                .collect(),
+            says: "a set expression reads its variables, its facts and `now`",
+        };
+        let e = match checked(src, &readable, None) {
             Ok(e) => e,
-            Err(err) => {
-                self.err(at(s), format!("set `{set}`: `{src}`: {}", err.message));
+            Err(flaws) => {
+                for f in flaws {
+                    self.err(at(s), format!("set `{set}`: {}", f.message));
+                }
                 return None;
             }
         };
         let mut ok = true;
-        for v in &e.variables {
-            if v == "now" || vars.contains(v) || facts.iter().any(|f| f.name == *v) {
-                continue;
-            }
-            let cands = vars
-                .iter()
-                .map(String::as_str)
-                .chain(facts.iter().map(|f| f.name.as_str()))
-                .chain(["now"]);
-            let hint = suggest(v, cands).unwrap_or_default();
-            self.err(
-                at(s),
-                format!("set `{set}`: unknown name `{v}` in `{src}`{hint} (a set expression reads its variables, its facts and `now`)"),
-            );
-            ok = false;
-        }
-        for f in &e.functions {
-            if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
-                self.err(at(s), format!("set `{set}`: unknown function `{f}`"));
-                ok = false;
-            }
-        }
         // `fact.attr`: the attribute must exist; it is read (guarded).
         let mut attr_ref = None;
         for f in facts.iter_mut() {

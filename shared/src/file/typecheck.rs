@@ -59,16 +59,18 @@ impl T {
     }
 }
 
-/// A type error: where in the expression (0-based character offset) and why.
+/// A flaw in an expression found at load: where (0-based character offset
+/// in its source) and why, without the place it stands (the caller says
+/// which block, entity or query it is).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TypeError {
+pub struct Flaw {
     pub offset: usize,
     pub message: String,
 }
 
 /// The type of `expr` with `names` giving each name's declared type, or the
 /// first type error met.
-pub fn check(expr: &Expr, names: &dyn Fn(&str) -> T) -> Result<T, TypeError> {
+pub fn check(expr: &Expr, names: &dyn Fn(&str) -> T) -> Result<T, Flaw> {
     let (ast, info) = expr.ast();
     let cx = Cx {
         source: &expr.source,
@@ -80,15 +82,15 @@ pub fn check(expr: &Expr, names: &dyn Fn(&str) -> T) -> Result<T, TypeError> {
 
 /// `check`, then the result must be `want` (a condition a `bool`, a sum an
 /// `int`); `what` names the place in the message.
-pub fn expect(
-    expr: &Expr,
-    names: &dyn Fn(&str) -> T,
-    want: T,
-    what: &str,
-) -> Result<(), TypeError> {
+pub fn expect(expr: &Expr, names: &dyn Fn(&str) -> T, want: T, what: &str) -> Result<(), Flaw> {
     let got = check(expr, names)?;
+    mismatch(expr, got, want, what)
+}
+
+/// A result of type `got` where `want` is wanted: refused when both are known.
+fn mismatch(expr: &Expr, got: T, want: T, what: &str) -> Result<(), Flaw> {
     if got.known() && got != want {
-        return Err(TypeError {
+        return Err(Flaw {
             offset: 0,
             message: format!(
                 "{what} must be {}, but `{}` is {}",
@@ -99,6 +101,67 @@ pub fn expect(
         });
     }
     Ok(())
+}
+
+/// The names an expression may read where it stands, each with its type
+/// as the check sees it, and what the place reads (said after an unknown
+/// name: "a query's templates read its `params`").
+pub struct Readable<'a> {
+    pub names: Vec<(&'a str, T)>,
+    pub says: &'a str,
+}
+
+/// `src` compiled and checked where it stands: every name it reads is one
+/// of `reads` (an unknown one with the closest known one), every function
+/// is one a model may call, and its types agree (`want`: the type its
+/// result must have, a condition's `bool`). Every flaw is reported, not the
+/// first only; the type check runs once the names and functions are known.
+pub fn checked(src: &str, reads: &Readable, want: Option<(T, &str)>) -> Result<Expr, Vec<Flaw>> {
+    use super::expr::{BUILTINS, CEL_FUNCTIONS};
+    use super::model::suggest;
+    let x = Expr::compile(src).map_err(|e| {
+        vec![Flaw {
+            offset: e.offset,
+            message: format!("cannot parse `{src}`: {}", e.message),
+        }]
+    })?;
+    let mut flaws = Vec::new();
+    for v in &x.variables {
+        if !reads.names.iter().any(|(n, _)| n == v) {
+            let hint = suggest(v, reads.names.iter().map(|(n, _)| *n)).unwrap_or_default();
+            flaws.push(Flaw {
+                offset: src.find(v.as_str()).unwrap_or(0),
+                message: format!("unknown name `{v}` in `{src}`{hint} ({})", reads.says),
+            });
+        }
+    }
+    for f in &x.functions {
+        if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
+            let hint =
+                suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied()).unwrap_or_default();
+            flaws.push(Flaw {
+                offset: src.find(f.as_str()).unwrap_or(0),
+                message: format!("unknown function `{f}`{hint}"),
+            });
+        }
+    }
+    if !flaws.is_empty() {
+        return Err(flaws);
+    }
+    let names = |n: &str| {
+        let found = reads.names.iter().find(|(k, _)| *k == n);
+        found.map_or(T::Dyn, |(_, t)| *t)
+    };
+    let got = check(&x, &names).map_err(|e| {
+        vec![Flaw {
+            offset: e.offset,
+            message: format!("`{}`: {}", src.trim(), e.message),
+        }]
+    })?;
+    if let Some((want, what)) = want {
+        mismatch(&x, got, want, what).map_err(|e| vec![e])?;
+    }
+    Ok(x)
 }
 
 struct Cx<'a> {
@@ -118,14 +181,14 @@ impl Cx<'_> {
             .map_or(0, |s| s.chars().count())
     }
 
-    fn err(&self, e: &IdedExpr, message: String) -> Result<T, TypeError> {
-        Err(TypeError {
+    fn err(&self, e: &IdedExpr, message: String) -> Result<T, Flaw> {
+        Err(Flaw {
             offset: self.at(e),
             message,
         })
     }
 
-    fn infer(&self, e: &IdedExpr, bound: &mut Vec<String>) -> Result<T, TypeError> {
+    fn infer(&self, e: &IdedExpr, bound: &mut Vec<String>) -> Result<T, Flaw> {
         match &e.expr {
             E::Unspecified => Ok(T::Dyn),
             E::Literal(l) => Ok(match l {
@@ -207,14 +270,14 @@ impl Cx<'_> {
         target: Option<T>,
         args: &[T],
         arg_exprs: &[IdedExpr],
-    ) -> Result<T, TypeError> {
+    ) -> Result<T, Flaw> {
         let symbol = |f: &str| f.trim_matches('_').replace('_', " ").trim().to_string();
         // One argument must be of a kind (`Dyn`/`Null` pass: unknown or left
         // to run time).
-        let must = |i: usize, t: T, allowed: &[T], what: &str| -> Result<(), TypeError> {
+        let must = |i: usize, t: T, allowed: &[T], what: &str| -> Result<(), Flaw> {
             if t.known() && !allowed.contains(&t) {
                 let at = arg_exprs.get(i).map_or(self.at(e), |a| self.at(a));
-                return Err(TypeError {
+                return Err(Flaw {
                     offset: at,
                     message: format!("{what}, but it is given {}", t.name()),
                 });
@@ -472,7 +535,7 @@ mod tests {
         })
     }
 
-    fn check_src(src: &str) -> Result<T, TypeError> {
+    fn check_src(src: &str) -> Result<T, Flaw> {
         check(&Expr::compile(src).unwrap(), &names)
     }
 

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use super::expr::{Env, Expr, BUILTINS, CEL_FUNCTIONS};
+use super::expr::{Env, Expr};
 use super::raw::{AttrSpec, EnumValue, Ordered, RawEntity, RawFile, Scalar, Spanned};
 use super::template::{split, KeyTemplate, Part};
 use crate::models::table::{Gsi, TableDef};
@@ -572,63 +572,46 @@ impl Compiler<'_> {
     }
 
     /// Compiles one CEL expression read in `scope`; reports unknown names
-    /// and functions with suggestions.
+    /// and functions with suggestions, type errors, and a counter's sum read
+    /// where sums may not be.
     fn expr(&mut self, src: &str, pos: (u64, u64), offset: usize, scope: &Scope) -> Option<Expr> {
-        match Expr::compile(src) {
-            Err(e) => {
-                let p = self.inner(pos, offset + e.offset);
-                self.err(
-                    p,
-                    format!("{}: cannot parse `{src}`: {}", scope.entity, e.message),
-                );
-                None
+        use super::typecheck::{checked, Readable, T};
+        let reads = Readable {
+            names: (scope
+                .names
+                .iter()
+                .map(|(n, t)| (n.as_str(), T::of(t.as_ref()))))
+            .chain(scope.sums.iter().map(|n| (*n, T::Dyn)))
+            .collect(),
+            says: "an expression reads the entity's attributes and key names",
+        };
+        let x = match checked(src, &reads, None) {
+            Ok(x) => x,
+            Err(flaws) => {
+                for f in flaws {
+                    let p = self.inner(pos, offset + f.offset);
+                    self.err(p, format!("{}: {}", scope.entity, f.message));
+                }
+                return None;
             }
-            Ok(x) => {
-                let mut ok = true;
-                for v in &x.variables {
-                    if scope.sums.contains(&v.as_str()) {
-                        let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
-                        self.err(
-                            p,
-                            format!(
-                                "{}: `{v}` in `{src}` is a sum jobstream keeps on `{}` (its `counter:`): checks, derives and counts read what the application writes, never a sum (sums do not chain); a parent's total that feeds another count is a `compute:` value",
-                                scope.entity, scope.entity
-                            ),
-                        );
-                        ok = false;
-                    } else if !scope.has(v) {
-                        let hint = suggest(v, scope.names.iter().map(|(n, _)| n.as_str()))
-                            .unwrap_or_default();
-                        let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
-                        self.err(
-                            p,
-                            format!(
-                                "{}: unknown name `{v}` in `{src}`{hint} (an expression reads the entity's attributes and key names)",
-                                scope.entity
-                            ),
-                        );
-                        ok = false;
-                    }
-                }
-                for f in &x.functions {
-                    if !BUILTINS.contains(&f.as_str()) && !CEL_FUNCTIONS.contains(&f.as_str()) {
-                        let hint = suggest(f, BUILTINS.iter().chain(CEL_FUNCTIONS).copied())
-                            .unwrap_or_default();
-                        let p = self.inner(pos, offset + src.find(f.as_str()).unwrap_or(0));
-                        self.err(p, format!("{}: unknown function `{f}`{hint}", scope.entity));
-                        ok = false;
-                    }
-                }
-                if ok {
-                    if let Err(e) = super::typecheck::check(&x, &|n| scope.ty(n)) {
-                        let p = self.inner(pos, offset + e.offset);
-                        self.err(p, format!("{}: `{src}`: {}", scope.entity, e.message));
-                        ok = false;
-                    }
-                }
-                ok.then_some(x)
-            }
+        };
+        let mut ok = true;
+        for v in x
+            .variables
+            .iter()
+            .filter(|v| scope.sums.contains(&v.as_str()))
+        {
+            let p = self.inner(pos, offset + src.find(v.as_str()).unwrap_or(0));
+            self.err(
+                p,
+                format!(
+                    "{}: `{v}` in `{src}` is a sum jobstream keeps on `{}` (its `counter:`): checks, derives and counts read what the application writes, never a sum (sums do not chain); a parent's total that feeds another count is a `compute:` value",
+                    scope.entity, scope.entity
+                ),
+            );
+            ok = false;
         }
+        ok.then_some(x)
     }
 
     /// A value template (`"EMAIL#${lower(email)}"`).
