@@ -1,0 +1,212 @@
+//! The local runtime's commands: `dev` (engine, tables, queues and the
+//! processors), `demo` (a scenario played and checked) and `serve` (the
+//! engine alone).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use shared::models::{self, Model};
+
+use super::{announce, ctrl_c, report_failures, sqs_for};
+use crate::args::{DemoArgs, DevArgs, ModelArgs, ServeArgs};
+
+pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let DevArgs {
+        target,
+        sqs_endpoint,
+        listen,
+        db,
+    } = args;
+    let model = target.model()?;
+    let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
+    let (_local_sqs, sqs) = sqs_for(&model, sqs_endpoint)?;
+    let mut opts = target.options(
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.sqs_endpoint = sqs.clone();
+    let mut rt = Runtime::start(opts).await?;
+    engine.start_ttl_sweeper(Duration::from_secs(1));
+    announce(Some(&engine), &rt, sqs.as_deref(), &target.model);
+    rt.run_until(ctrl_c()).await?;
+    report_failures(&rt);
+    engine.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let DemoArgs {
+        listen,
+        model,
+        scenario,
+        sqs_endpoint,
+    } = args;
+    let m = model.load()?;
+    let file = model.file()?;
+    // The file's scenario (given, next to it, or shipped), or
+    // (without one) nothing written and a verify.
+    let scenario = scenario_for(&model, scenario.as_deref())?;
+    let engine = LocalEngine::start(&listen, None).await?;
+    let (_local_sqs, sqs) = sqs_for(&m, sqs_endpoint)?;
+    let mut opts = RuntimeOptions::new(
+        &model.model,
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.model_file = model.model_file.clone();
+    opts.sqs_endpoint = sqs.clone();
+    let mut rt = Runtime::start(opts).await?;
+    println!(
+        "jobstream demo: {} on an embedded DynamoDB at {}{}",
+        m.about,
+        engine.endpoint(),
+        sqs.map(|s| format!(" and SQS at {s}")).unwrap_or_default()
+    );
+    let diffs = match scenario {
+        Some((path, s)) => {
+            let steps = s.all_steps();
+            println!(
+                "scenario {path}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
+                steps.len(),
+                steps.iter().map(|s| s.write_count()).sum::<usize>(),
+                steps.iter().map(|s| s.expect.len()).sum::<usize>(),
+                steps.iter().map(|s| s.absent.len()).sum::<usize>(),
+                s.query_count(),
+                if s.query_count() == 1 { "y" } else { "ies" }
+            );
+            let mut diffs = shared::file::scenario::play_model(&mut rt, &s, &file.model, true)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let dead = shared::models::Harness::dead_letters(&mut rt)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            diffs.extend(dead.into_iter().map(|d| format!("dead letters: {d}")));
+            let writes = rt.processor_writes();
+            println!("processor writes: {writes}");
+            // A second drain proves the fixpoint: no record, no write.
+            let more = rt.drain().await?;
+            if more != 0 || rt.processor_writes() != writes {
+                diffs.push(format!(
+                    "no fixpoint: {more} more record(s), {} more write(s) after draining",
+                    rt.processor_writes() - writes
+                ));
+            }
+            if let Some(want) = s.processor_writes.filter(|w| *w != writes) {
+                diffs.push(format!("processor writes: {writes}, expected {want}"));
+            }
+            diffs.extend(demo_verify(&mut rt).await?);
+            diffs
+        }
+        None => {
+            println!("no scenario file: nothing written; verify only");
+            demo_verify(&mut rt).await?
+        }
+    };
+    engine.stop().await;
+    Ok(report(diffs))
+}
+
+pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let ServeArgs {
+        listen,
+        db,
+        model,
+        model_file,
+        table,
+        ledger_table,
+    } = args;
+    if table.is_some() && model.is_none() && model_file.is_none() {
+        anyhow::bail!("--table needs --model or --model-file");
+    }
+    let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
+    engine.start_ttl_sweeper(Duration::from_secs(1));
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let chosen: Vec<Model> = match (&model, &model_file) {
+        (_, Some(file)) => {
+            vec![models::load(&models::Source::File(file.clone())).map_err(anyhow::Error::msg)?]
+        }
+        (Some(name), None) => vec![models::find(name).map_err(anyhow::Error::msg)?],
+        (None, None) => models::registry(),
+    };
+    let mut names = Vec::new();
+    for m in &chosen {
+        let name = table.clone().unwrap_or_else(|| m.table.name.to_string());
+        ensure_table(&client, &m.table, &name).await?;
+        names.push(format!("{name} ({})", m.name));
+    }
+    ensure_table(&client, &models::table::ledger(), &ledger_table).await?;
+    println!("DynamoDB endpoint: {}", engine.endpoint());
+    println!(
+        "tables: {} (stream: NEW_AND_OLD_IMAGES), {ledger_table} (ledger)",
+        names.join(", ")
+    );
+    ctrl_c().await;
+    engine.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario of a model file: `--scenario`, else
+/// `<stem>.scenario.yaml` next to the file when it exists, else a shipped
+/// model's own (`models/NAME.scenario.yaml`, embedded); with the path it
+/// came from.
+fn scenario_for(
+    model: &ModelArgs,
+    given: Option<&std::path::Path>,
+) -> anyhow::Result<Option<(String, shared::file::scenario::Scenario)>> {
+    use shared::file::scenario::Scenario;
+    let path = match (given, &model.model_file) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, Some(model_file)) => {
+            let stem = model_file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let p = model_file.with_file_name(format!("{stem}.scenario.yaml"));
+            if !p.exists() {
+                return Ok(None);
+            }
+            p
+        }
+        (None, None) => {
+            return match shared::file::shipped_scenario(&model.model) {
+                Some((path, text)) => Ok(Some((
+                    path.to_string(),
+                    Scenario::parse(text, path).map_err(anyhow::Error::msg)?,
+                ))),
+                None => Ok(None),
+            };
+        }
+    };
+    let s = Scenario::read(&path).map_err(anyhow::Error::msg)?;
+    Ok(Some((path.display().to_string(), s)))
+}
+
+/// `verify` of a demo run: its drift and bad input, printed.
+async fn demo_verify(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
+    let report = rt.verify().await?;
+    println!("{}", report.render());
+    for b in report.bad_input.iter().take(20) {
+        println!("bad input (not drift): {b}");
+    }
+    Ok(report
+        .problems
+        .iter()
+        .map(|p| format!("drift: {p}"))
+        .collect())
+}
+
+fn report(diffs: Vec<String>) -> ExitCode {
+    if diffs.is_empty() {
+        println!("\nOK: every derived item is what the scenario implies.");
+        ExitCode::SUCCESS
+    } else {
+        println!("\nFAILED:");
+        for d in diffs {
+            println!("- {d}");
+        }
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,119 @@
+//! What each command does (the flags are in `args.rs`): the local runtime
+//! (`local.rs`: dev, demo, serve), the production consumer (`run.rs`) and
+//! the tools (`tools.rs`: verify, backfill, explain, query, tables, ...),
+//! with the lines they print that scripts read.
+
+pub(crate) mod local;
+pub(crate) mod run;
+pub(crate) mod tools;
+
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::runtime::Runtime;
+use jobstream::local::sqs_server::LocalSqs;
+use shared::models::Model;
+
+use crate::args::ModelArgs;
+
+pub(crate) async fn ctrl_c() {
+    if let Err(e) = tokio::signal::ctrl_c().await {
+        tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
+    }
+}
+/// SIGTERM (`docker stop`, Kubernetes) or SIGINT (Ctrl-C). A handler is
+/// installed, so this holds as PID 1 too.
+pub(crate) async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => eprintln!("SIGTERM: finishing batches in flight, releasing leases"),
+                    () = ctrl_c() => eprintln!("SIGINT: finishing batches in flight, releasing leases"),
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c().await;
+}
+/// The configured SQS endpoint, or the local SQS server started (and
+/// installed, once) for this process, for models with queues.
+pub(crate) fn sqs_for(
+    model: &Model,
+    configured: Option<String>,
+) -> anyhow::Result<(Option<LocalSqs>, Option<String>)> {
+    match configured {
+        Some(e) => Ok((None, Some(e))),
+        None if model.consumers.is_empty() => Ok((None, None)),
+        None => {
+            let server = LocalSqs::start()?;
+            let endpoint = server.endpoint();
+            Ok((Some(server), Some(endpoint)))
+        }
+    }
+}
+/// The lines scripts read: endpoint, tables, SQS, processors.
+pub(crate) fn announce(
+    engine: Option<&LocalEngine>,
+    rt: &Runtime,
+    sqs: Option<&str>,
+    model: &ModelArgs,
+) {
+    if let Some(engine) = engine {
+        println!("DynamoDB endpoint: {}", engine.endpoint());
+    }
+    println!(
+        "tables: {} (stream: NEW_AND_OLD_IMAGES), {} (ledger)",
+        rt.config.table, rt.config.ledger_table
+    );
+    if let Some(sqs) = sqs {
+        println!("SQS endpoint: {sqs}");
+        for (logical, url) in &rt.config.queues {
+            println!("queue {logical}: {url}");
+        }
+    }
+    // Which version of the model runs (as the Lambdas log it): two versions
+    // on one stream (a rolling deploy) each count by their own rules.
+    if let Ok(file) = model.file() {
+        println!(
+            "model file: {} (sha256 {})",
+            model.model_file.as_ref().map_or_else(
+                || format!("models/{}.yaml, shipped", model.model),
+                |p| p.display().to_string()
+            ),
+            file.sha256
+        );
+    }
+    let consumers: Vec<String> = rt.queues.iter().map(|q| q.name.clone()).collect();
+    println!(
+        "processors: {} (stream){}; model {}; Ctrl-C to stop",
+        rt.model.stream_processors().join(", "),
+        if consumers.is_empty() {
+            String::new()
+        } else {
+            format!(", {} (queues)", consumers.join(", "))
+        },
+        rt.model.name
+    );
+}
+pub(crate) fn report_failures(rt: &Runtime) -> bool {
+    let failed = rt.failed_batches();
+    for f in &failed {
+        println!(
+            "on-failure: {} {} shard {} records {}..{} ({}): {}",
+            f.condition.as_str(),
+            f.mapping,
+            f.shard_id,
+            f.start_sequence_number,
+            f.end_sequence_number,
+            f.batch_size,
+            f.reason
+        );
+    }
+    failed.is_empty()
+}

@@ -1,0 +1,129 @@
+//! `jobstream run`: the model's processors as a production consumer
+//! against deployed tables and queues.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use jobstream::local::deployed::{queue_urls, require_tables};
+use jobstream::local::engine::{require_region, sdk_config};
+use jobstream::local::esm::RecordReader;
+use jobstream::local::iam::Principal;
+use jobstream::local::runtime::{Provision, Runtime};
+
+use super::{announce, report_failures, terminated};
+use crate::args::RunArgs;
+
+/// `jobstream run`: the model's processors against deployed tables and
+/// queues (never created: each is checked against the definition), with
+/// every on-failure destination checked before the first record.
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let RunArgs {
+        endpoint,
+        target,
+        sqs_endpoint,
+        consumer,
+    } = args;
+    let model = target.model()?;
+    // Every call of the process's own (startup checks, the stream, the
+    // queues, leases) is checked against the stack's RunnerPolicy, as the
+    // processors' against their grants.
+    let runner = consumer.grants.enforced().then(|| {
+        Principal::runner(
+            &model,
+            &target.table_name(&model),
+            &target.ledger(),
+            &Default::default(),
+            consumer.on_failure_queue_url.clone(),
+        )
+    });
+    let checked = |c: aws_config::SdkConfig| match &runner {
+        Some(r) => r.checked(&c),
+        None => c,
+    };
+    let sdk = sdk_config(endpoint.as_deref(), 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    let sdk = checked(sdk);
+    // Tables first (the same check runs in `Runtime::start`): what is
+    // missing is named before anything else is looked up.
+    require_tables(
+        &aws_sdk_dynamodb::Client::new(&sdk),
+        &model,
+        &target.table_name(&model),
+        &target.ledger(),
+    )
+    .await?;
+    let has_queues = !model.consumers.is_empty();
+    let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
+        let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
+        require_region(&c, "SQS")?;
+        let c = checked(c);
+        Some((aws_sdk_sqs::Client::new(&c), c))
+    } else {
+        None
+    };
+    let queues = match &sqs_client {
+        Some((c, _)) if has_queues => {
+            queue_urls(
+                c,
+                &model,
+                jobstream::local::deployed::QueueNames::stack_or_env(target.stack.as_deref()),
+                |v| std::env::var(v).ok(),
+            )
+            .await?
+        }
+        _ => Default::default(),
+    };
+    let mut opts = target.options(endpoint, RecordReader::Sdk);
+    opts.sqs_endpoint = sqs_endpoint.clone();
+    opts.provision = Provision::Existing { queues };
+    opts.enforce_grants = consumer.grants.enforced();
+    opts.runner = runner;
+    let failure_sqs = sqs_client
+        .as_ref()
+        .filter(|_| consumer.on_failure_queue_url.is_some())
+        .map(|(c, _)| c.clone());
+    opts.mapping = consumer.apply(
+        opts.mapping,
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &target.ledger(),
+        failure_sqs,
+    )?;
+    let on_failure = opts.mapping.on_failure.clone();
+    let mut rt = Runtime::start(opts).await?;
+    jobstream::local::on_failure::check(&on_failure).await?;
+    rt.status_every = Some(Duration::from_secs(30));
+    rt.emit_metrics = consumer.emit_metrics;
+    rt.metrics_listener = consumer.metrics_listener().await?;
+    rt.shutdown_grace = consumer.shutdown_grace;
+    let sqs_said = match (&sqs_endpoint, &sqs_client) {
+        (Some(e), _) => Some(e.clone()),
+        (None, Some((_, c))) if has_queues => Some(format!(
+            "the SDK's own for region {}",
+            c.region().map(|r| r.to_string()).unwrap_or_default()
+        )),
+        _ => None,
+    };
+    announce(None, &rt, sqs_said.as_deref(), &target.model);
+    rt.run_until(terminated()).await?;
+    println!("{}", rt.status());
+    let losses = rt.losses();
+    let undelivered = rt.undelivered();
+    if !report_failures(&rt) {
+        eprintln!(
+            "records were given up{}{}; listed in {}",
+            if losses > 0 {
+                format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
+            } else {
+                String::new()
+            },
+            if undelivered > 0 {
+                format!("; the on-failure destination FAILED for {undelivered} batch(es), listed above only")
+            } else {
+                String::new()
+            },
+            consumer.on_failure_file.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}

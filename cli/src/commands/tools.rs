@@ -1,0 +1,292 @@
+//! The tools: `verify`, `backfill`, `explain`, `query`, `tables`,
+//! `check-model`, `import`, `graph` and `models`.
+
+use std::process::ExitCode;
+
+use jobstream::local::deployed::{queue_urls, require_tables};
+use jobstream::local::engine::{require_region, sdk_config};
+use shared::lambda::{Config, Processors};
+use shared::models::{self, Model};
+
+use crate::args::{
+    BackfillArgs, CheckModelArgs, ExplainArgs, GraphArgs, ImportArgs, QueryArgs, TablesArgs,
+    Target, ToolSqs, VerifyArgs,
+};
+
+pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let VerifyArgs {
+        endpoint,
+        target,
+        repair,
+        dry_run,
+        sqs,
+    } = args;
+    let model = target.model()?;
+    let config = tool_config(&target, &model, &sqs, repair && !dry_run).await?;
+    let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
+    let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
+    print_report(&report);
+    if repair && !report.is_clean() {
+        if dry_run {
+            println!("dry run: {} repair(s) would run", report.repairs.len());
+            for r in &report.repairs {
+                println!("repair: {r:?}");
+            }
+        } else {
+            let ran = jobstream::tools::verify::repair(&p, &report).await?;
+            println!("repair: {ran} repair(s) ran through the live path");
+            report = jobstream::tools::verify::verify(&model, &p, &config).await?;
+            print_report(&report);
+        }
+    }
+    println!(
+        "{}",
+        if report.is_clean() {
+            "no drift"
+        } else {
+            "drift remains"
+        }
+    );
+    Ok(if report.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
+    let BackfillArgs {
+        endpoint,
+        target,
+        segments,
+        rate,
+        checkpoint,
+        dry_run,
+        sqs,
+    } = args;
+    let model = target.model()?;
+    let config = tool_config(&target, &model, &sqs, !dry_run).await?;
+    let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
+    let opts = jobstream::tools::backfill::ScanOptions {
+        segments,
+        rate,
+        checkpoint,
+        ..Default::default()
+    };
+    let client = p.store.client().clone();
+    let (report, totals) =
+        jobstream::tools::backfill::backfill(&client, &config, &p, &opts, dry_run).await?;
+    println!(
+        "backfill of {}: {} items scanned in {:.2?} ({:.0} items/s){}",
+        config.table,
+        report.scanned,
+        report.elapsed,
+        report.items_per_sec(),
+        if dry_run { " [dry run]" } else { "" }
+    );
+    println!("{}", totals.line(dry_run));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn tables(args: TablesArgs) -> anyhow::Result<ExitCode> {
+    let TablesArgs { model_file } = args;
+    let defs = match model_file {
+        Some(file) => {
+            jobstream::tools::deploy::definitions_of(&[
+                models::load(&models::Source::File(file)).map_err(anyhow::Error::msg)?
+            ])
+        }
+        None => jobstream::tools::deploy::definitions(),
+    };
+    println!("{}", serde_json::to_string_pretty(&defs)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn check_model(args: CheckModelArgs) -> anyhow::Result<ExitCode> {
+    let path = args.path;
+    match shared::file::check(&path) {
+        Ok(()) => {
+            println!("{}: OK", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            for line in e.lines() {
+                println!("{line}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+pub(crate) fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let ImportArgs {
+        from,
+        schema,
+        name,
+        table,
+        out,
+    } = args;
+    let problems = jobstream::tools::import::run(from, &schema, name, table, out.as_deref())?;
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let ExplainArgs {
+        endpoint,
+        target,
+        pk,
+        sk,
+    } = args;
+    let model = target.model()?;
+    let config = target.config(&model);
+    let file = Some(&target.model.file()?.model);
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 5).await);
+    let key = jobstream::tools::explain::key(&model, pk, sk);
+    let tables = jobstream::tools::explain::Tables {
+        client: &client,
+        table: &config.table,
+        ledger: &config.ledger_table,
+    };
+    let x = jobstream::tools::explain::explain(&model, file, &tables, &key).await?;
+    for line in &x.lines {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn graph(args: GraphArgs) -> anyhow::Result<ExitCode> {
+    let graph = jobstream::tools::graph::file_graph(&args.model.file()?.model);
+    print!("{graph}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn models() -> ExitCode {
+    for m in models::registry() {
+        println!("{:<10} {}", m.name, m.about);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `jobstream query`: list the queries, or run one (usage errors exit 2).
+pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
+    let QueryArgs {
+        endpoint,
+        model,
+        table,
+        json,
+        page_size,
+        name,
+        params,
+    } = args;
+    let file = &model.file()?.model;
+    let mut stdout = std::io::stdout();
+    let Some(name) = name else {
+        jobstream::tools::query::list(file, &mut stdout)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    // Usage errors first, before any request.
+    let bound = match jobstream::tools::query::prepare(file, &name, &params) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let table = table.unwrap_or_else(|| file.table.name.to_string());
+    let sdk = sdk_config(endpoint.as_deref(), 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
+    jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A tool's configuration. Its queues (`--stack`'s, `--sqs-endpoint`'s by
+/// name, or `QUEUE_URL_<LOGICAL>`) are resolved before anything is read;
+/// when the tool will enqueue (`writes`), a model queue without a URL is an
+/// error then, never after half the work.
+async fn tool_config(
+    target: &Target,
+    model: &Model,
+    sqs: &ToolSqs,
+    writes: bool,
+) -> anyhow::Result<Config> {
+    let mut config = target.config(model);
+    if model.consumers.is_empty() {
+        return Ok(config);
+    }
+    let naming = match (&target.stack, &sqs.sqs_endpoint) {
+        (Some(stack), _) => Some(jobstream::local::deployed::QueueNames::Stack(stack)),
+        (None, Some(_)) => Some(jobstream::local::deployed::QueueNames::AsDefined),
+        (None, None) => None,
+    };
+    if let Some(naming) = naming {
+        let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
+        require_region(&c, "SQS")?;
+        config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), model, naming, |v| {
+            std::env::var(v).ok()
+        })
+        .await?;
+    }
+    let missing: Vec<String> = model
+        .queues()
+        .iter()
+        .filter(|q| !config.queues.contains_key(q.logical))
+        .map(|q| shared::lambda::queue_env(q.logical))
+        .collect();
+    if writes && !missing.is_empty() {
+        anyhow::bail!(
+            "model {} sends jobs to its queues, and {} ha{} no URL: give --stack S (the deployed \
+             queues), --sqs-endpoint URL (the queues by their names, as `jobstream dev` creates \
+             them: it prints `SQS endpoint:`), or {}; nothing was written",
+            model.name,
+            missing.join(", "),
+            if missing.len() == 1 { "s" } else { "ve" },
+            missing.join(" / ")
+        );
+    }
+    Ok(config)
+}
+
+/// The processors a tool uses (verify, backfill): the live path's, through
+/// the given endpoint; SQS through `AWS_ENDPOINT_URL_SQS` or the default
+/// chain. The tables must exist as deployed (nothing is created).
+async fn tool_processors(
+    model: &Model,
+    config: &Config,
+    endpoint: Option<&str>,
+    sqs: &ToolSqs,
+) -> anyhow::Result<Processors> {
+    let sdk = sdk_config(endpoint, 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    require_tables(&client, model, &config.table, &config.ledger_table).await?;
+    let store = shared::store::Store::new(client);
+    // An SQS client only where a queue has a URL: a `verify` that sends no
+    // job needs no SQS region.
+    let sqs = if config.queues.is_empty() {
+        None
+    } else {
+        let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
+        require_region(&c, "SQS")?;
+        Some(aws_sdk_sqs::Client::new(&c))
+    };
+    Ok(Processors::new(model, config, store, sqs))
+}
+
+fn print_report(report: &jobstream::tools::verify::Report) {
+    println!("{}", report.render());
+    for p in report.problems.iter().take(20) {
+        println!("drift: {p}");
+    }
+    for b in report.bad_input.iter().take(20) {
+        println!("bad input (not drift): {b}");
+    }
+}
