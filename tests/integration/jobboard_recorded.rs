@@ -10,11 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use shared::item::{Item, ItemExt};
+use shared::item::ItemExt;
 use shared::metrics::names;
 
 use crate::recorded::{
-    inject_faults, model_file, redelivered, scan, scenario, settled, Mutations, Play, Table,
+    inject_faults, model_file, redelivered, scan, scenario, settled, Play, Table,
 };
 use crate::support::model_env;
 
@@ -251,68 +251,6 @@ async fn races_faults_and_redelivery_end_in_the_recorded_table() {
     );
 }
 
-/// Valid writer items of every kind, as the Rust writer writes them.
-fn fixtures() -> Vec<Item> {
-    use crate::seed_items::jobboard::jobs;
-    use shared::item::s;
-    let mut jobs = jobs();
-    for (j, day) in jobs
-        .iter_mut()
-        .zip(["2026-11-01", "2026-10-28", "2026-11-02", "2026-09-18"])
-    {
-        j.posted_at = day.to_string();
-    }
-    let mut request = jobs[0].item();
-    request.clear();
-    for (k, v) in [
-        ("pk", "employer#e1"),
-        ("sk", "r#j1#s1"),
-        ("entityType", "request"),
-        ("employerId", "e1"),
-        ("jobId", "j1"),
-        ("seekerId", "s1"),
-        ("status", "pending"),
-        ("requestedAt", "2026-11-02"),
-        ("jobCity", "Montreal"),
-        ("jobPostedAt", "2026-11-01"),
-        ("jobZip", "H2X"),
-    ] {
-        request.insert(k.into(), s(v));
-    }
-    let mut approved = request.clone();
-    approved.insert("status".into(), s("approved"));
-    approved.insert("approvedAt".into(), s("2026-11-03"));
-    let seeker: Item = [
-        ("pk", s("seeker#s1")),
-        ("sk", s("profile")),
-        ("entityType", s("seeker")),
-        ("seekerId", s("s1")),
-        ("name", s("Ada")),
-        ("city", s(" San  Francisco ")),
-        (
-            "skills",
-            aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["rust".into()]),
-        ),
-        ("desiredSalary", shared::item::n(100_000)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let employer: Item = [
-        ("pk", "employer#e1"),
-        ("sk", "profile"),
-        ("entityType", "employer"),
-        ("employerId", "e1"),
-        ("name", "Acme"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), s(v)))
-    .collect();
-    let mut out: Vec<Item> = jobs.iter().map(|j| j.item()).collect();
-    out.extend([request, approved, seeker, employer]);
-    out
-}
-
 /// The job board's rules on every fixture and each variation (every
 /// attribute removed, a number, a text; a status, date or city of every
 /// kind): the GSI1 keys and bad input (a key that does not match its
@@ -321,26 +259,7 @@ fn fixtures() -> Vec<Item> {
 /// gave, as recorded (the file equalled them case by case).
 #[test]
 fn the_rules_on_fixtures_and_mutations_are_the_recorded_ones() {
-    let sets = [
-        ("status", "approved"),
-        ("status", "maybe"),
-        ("postedAt", "2026-13-01"),
-        ("requestedAt", "2026-11-31"),
-        ("approvedAt", "yesterday"),
-        ("city", "montreal"),
-        ("city", "MONTREAL  "),
-        ("entityType", "seeker"),
-        ("zip", "OTHER"),
-    ];
-    let mutations = Mutations {
-        values: vec![shared::item::n(7), shared::item::s("not-a-value")],
-        sets: sets
-            .iter()
-            .map(|(a, v)| (*a, shared::item::s(*v)))
-            .collect(),
-        keys: Vec::new(),
-    };
-    crate::recorded::rules("jobboard", fixtures(), &mutations);
+    crate::recorded::rules("jobboard", crate::recorded::cases("jobboard"));
 }
 
 /// The expression of `name:` under the suggestions set's `values:` in

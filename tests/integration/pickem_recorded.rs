@@ -98,7 +98,7 @@ fn mutations() -> Mutations {
     ];
     Mutations {
         values: vec![s("x")],
-        sets: sets.into(),
+        sets: sets.map(|(a, v)| (a.to_string(), v)).into(),
         keys: keys
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -114,7 +114,7 @@ fn mutations() -> Mutations {
 /// item is read as it is, not as 0).
 #[test]
 fn the_file_rules_give_the_recorded_aspects_on_fixtures_and_mutations() {
-    crate::recorded::rules("pickem", fixtures(), &mutations());
+    crate::recorded::rules("pickem", (fixtures(), mutations()));
 }
 
 #[test]

@@ -20,7 +20,7 @@ use jobstream::local::runtime::Runtime;
 use serde_json::{json, Value};
 use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
 use shared::engine::rules::{Aspects, Counter, Rules};
-use shared::file::scenario::{play_model, Scenario};
+use shared::file::scenario::{attr, item, play_model, Scenario};
 use shared::item::{key_of, Item, ItemExt};
 use shared::metrics::names;
 use shared::models::Harness as _;
@@ -282,7 +282,7 @@ pub struct Mutations {
     /// being removed).
     pub values: Vec<AttributeValue>,
     /// Named attributes set to a value (whether or not the item has one).
-    pub sets: Vec<(&'static str, AttributeValue)>,
+    pub sets: Vec<(String, AttributeValue)>,
     /// Text replaced in the partition key, in the sort key and in both
     /// (each where it occurs).
     pub keys: Vec<(String, String)>,
@@ -456,12 +456,39 @@ pub fn aspects(r: &dyn Rules, item: &Item, old: Option<&Item>) -> Vec<String> {
     out
 }
 
+/// A model's fixtures and their mutations as data,
+/// `tests/fixtures/rules/<model>.json` (items as a scenario writes them).
+pub fn cases(model: &str) -> (Vec<Item>, Mutations) {
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/rules"));
+    let path = path.join(format!("{model}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    let list = |k: &str| v[k].as_array().cloned().unwrap_or_default();
+    let text = |v: &Value| v.as_str().expect("text").to_string();
+    let fixtures = list("fixtures")
+        .iter()
+        .map(|f| item(f.as_object().expect("an item")))
+        .collect();
+    let mutations = Mutations {
+        values: list("values").iter().map(attr).collect(),
+        sets: list("sets")
+            .iter()
+            .map(|p| (text(&p[0]), attr(&p[1])))
+            .collect(),
+        keys: list("keys")
+            .iter()
+            .map(|p| (text(&p[0]), text(&p[1])))
+            .collect(),
+    };
+    (fixtures, mutations)
+}
+
 /// The shipped model's rules on every fixture and each of its mutations
 /// (inserted, removed, modified from nothing and from the fixture): what
 /// was recorded as `<model>-rules`, case by case (the item and whether it
 /// was modified from the fixture: each aspect). Some cases are bad input,
 /// some are not.
-pub fn rules(model: &str, fixtures: Vec<Item>, mutations: &Mutations) {
+pub fn rules(model: &str, (fixtures, mutations): (Vec<Item>, Mutations)) {
     let m = shared::models::find(model).expect("shipped");
     let r = m.rules.as_ref();
     let [pk, sk] = [m.table.pk, m.table.sk];
