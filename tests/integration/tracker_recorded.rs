@@ -13,7 +13,7 @@ use shared::engine::fold::{FoldRules, FoldState, Restated};
 use shared::item::{n, s, Item, ItemExt};
 
 use crate::apps::{application, play, stage, Clock};
-use crate::recorded::{check, scenario, table_json, Play, Played, Table};
+use crate::recorded::{check, scenario, settled, table_json, Play, Played, Table};
 use crate::support::{descriptions, env, Env};
 
 #[test]
@@ -260,8 +260,7 @@ async fn the_scripted_scenario_gives_the_recorded_table_verify_and_writes() {
         crate::apps::differences(&expected, &observed),
         Vec::<String>::new()
     );
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    let report = settled(&mut env.rt).await;
     let t = table(&env).await;
     assert!(t.len() > 10, "{}", t.len());
     check(
@@ -278,7 +277,7 @@ async fn the_scripted_scenario_gives_the_recorded_table_verify_and_writes() {
 /// valid whole or bad input, SPEC §2.7), so the count is compared apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scenario_with_bad_input_gives_the_recorded_table() {
-    let env = env().await;
+    let mut env = env().await;
     play(&env.writer).await.expect("scenario");
     let mut t = Clock::new();
     env.writer
@@ -294,13 +293,7 @@ async fn the_scenario_with_bad_input_gives_the_recorded_table() {
         .await
         .unwrap();
     env.writer.add_stage("ok", "s", "Phone", 1).await.unwrap();
-    let mut rt = env.rt;
-    rt.drain().await.unwrap();
-    let env = Env {
-        rt,
-        engine: env.engine,
-        writer: env.writer,
-    };
+    env.rt.drain().await.unwrap();
     assert_eq!(
         descriptions(&env, "ok").await,
         [
