@@ -9,66 +9,23 @@
 //! mutations.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use jobstream::local::runtime::Runtime;
-use shared::item::{Item, ItemExt};
+use shared::item::ItemExt;
 use shared::metrics::names;
 
+use crate::recorded::{
+    inject_faults, model_file, redelivered, scan, scenario, settled, Play, Table,
+};
 use crate::support::model_env;
 
-pub fn jobboard_file() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../models/jobboard.yaml"
-    ))
-}
-
-/// Every item of the table by (pk, sk).
-pub async fn scan(rt: &Runtime) -> BTreeMap<(String, String), Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .map(|i| {
-            let k = (
-                i.s("pk").unwrap_or_default().to_string(),
-                i.s("sk").unwrap_or_default().to_string(),
-            );
-            (k, i)
-        })
-        .collect()
-}
-
-/// What `jobstream tables` deploys for the job board is what the compiled
-/// model deployed (name, table, queues, consumers, grants: no migration).
 #[test]
 fn the_jobboard_deploys_what_the_compiled_model_deployed() {
-    shared::file::check(&jobboard_file()).expect("checks");
-    let named = |m: shared::models::Model| {
-        let mut v = jobstream::tools::deploy::definitions_of(&[m]);
-        v["defaultModel"] = serde_json::Value::Null;
-        for m in v["models"].as_array_mut().expect("models") {
-            m["name"] = serde_json::Value::Null;
-            m["about"] = serde_json::Value::Null;
-            // `run`'s RunnerPolicy came after the compiled model (it is
-            // derived from the grants recorded here).
-            if let Some(o) = m.as_object_mut() {
-                o.remove("runner");
-            }
-        }
-        v
-    };
-    let by_name = named(shared::models::find("jobboard").expect("registered"));
-    let by_file =
-        named(shared::models::load(&shared::models::Source::File(jobboard_file())).expect("loads"));
-    assert_eq!(by_file, by_name, "--model jobboard is models/jobboard.yaml");
-    crate::recorded::check("jobboard-deploys", &by_name);
+    crate::recorded::deploys("jobboard");
 }
 
 /// A table as JSON with the clock's attributes blanked and every day of
 /// the last 60 written as `D-<n>` (the recordings are of any day).
-pub fn dated_json(t: &BTreeMap<(String, String), Item>) -> serde_json::Value {
+pub fn dated_json(t: &Table) -> serde_json::Value {
     let by_key = t
         .iter()
         .map(|(k, i)| {
@@ -95,12 +52,23 @@ pub fn dated(v: serde_json::Value) -> serde_json::Value {
     serde_json::from_str(&text).expect("json")
 }
 
-/// The compiled demo's writes as its application made them (updates for
-/// the approval and the close), then the shipped scenario (whole-item
-/// puts): each ends in the table and `verify` the compiled demo ended in,
-/// each write once.
+/// The shipped scenario (the compiled demo's facts; the approval and the
+/// close written as whole items) ends in the table and `verify` the
+/// compiled demo ended in (attribute for attribute, the clock aside).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_jobboard_demo_gives_the_recorded_table_verify_and_writes() {
+async fn the_jobboard_scenario_gives_the_recorded_table_verify_and_writes() {
+    let play = Play {
+        table: Some(dated_json),
+        ..Play::all("jobboard")
+    };
+    scenario(play).await.env.engine.stop().await;
+}
+
+/// The compiled demo's writes as its application made them (updates for
+/// the approval and the close): the table the scenario ends in, each write
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobboard_demo_gives_the_recorded_table_and_writes() {
     use crate::seed_items::jobboard::{days_ago, jobs, Writer};
     let mut env = model_env("jobboard", |o| {
         o.queue_concurrency = Some(1);
@@ -142,17 +110,13 @@ async fn the_jobboard_demo_gives_the_recorded_table_verify_and_writes() {
         .unwrap();
     w.close_job(&jobs[0]).await.unwrap();
     env.rt.drain().await.unwrap();
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    let recorded = |table| {
-        serde_json::json!({
-            "table": dated_json(table),
-            "problems": report.problems.len(),
-            "badInput": report.bad_input.len(),
-        })
-    };
-    let table = scan(&env.rt).await;
-    crate::recorded::check("jobboard-demo", &recorded(&table));
+    let report = settled(&mut env.rt).await;
+    assert!(report.bad_input.is_empty(), "{:#?}", report.bad_input);
+    let table = dated_json(&scan(&env.rt).await);
+    if !crate::recorded::recording() {
+        let want = &crate::recorded::recorded("jobboard-scenario")["table"];
+        assert_eq!(&table, want, "the table the scenario ends in");
+    }
     // Every write to the table is one stream record. The demo's writes,
     // one each: 12 by the application (2 employers, 4 jobs, 3 seekers, a
     // request, its approval, a close), 8 GSI1 keys (4 jobs, 3 seekers, the
@@ -167,21 +131,12 @@ async fn the_jobboard_demo_gives_the_recorded_table_verify_and_writes() {
         .get(names::PROCESSED);
     assert_eq!(records, 28, "each write once");
     env.engine.stop().await;
-    // The shipped scenario writes the approval and the close as whole
-    // items (puts, which drop the processors' GSI1 keys: written again, 30
-    // writes) and ends in the same table.
-    let env = crate::queries::play_shipped("jobboard").await;
-    let played = scan(&env.rt).await;
-    crate::recorded::check("jobboard-demo", &recorded(&played));
-    env.engine.stop().await;
 }
 
 /// The workload below: its table, its verify findings, its bad
 /// input, after faults, races and a redelivery of the whole stream.
-async fn board_under_faults() -> (BTreeMap<(String, String), Item>, usize, usize) {
+async fn board_under_faults() -> (Table, usize, usize) {
     use crate::seed_items::jobboard::{days_ago, NewJob, Writer as JobBoardWriter};
-    use jobstream::faults::Fault;
-    let end = "jobboard";
     let (env, proxy) = crate::support::model_env_behind_proxy("jobboard", |_| {}).await;
     let crate::support::ModelEnv { engine, rt } = env;
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
@@ -204,19 +159,7 @@ async fn board_under_faults() -> (BTreeMap<(String, String), Item>, usize, usize
     let seekers: Vec<String> = (0..16).map(|i| format!("s{i:02}")).collect();
     w.employer("e1", "Acme").await.unwrap();
     w.employer("e2", "Globex").await.unwrap();
-    // Faults on every kind of call the processors make, some after the
-    // request took effect (its answer lost).
-    proxy.inject(Fault::throttle("TransactWriteItems", 3).after(2));
-    proxy.inject(Fault::server_error("TransactWriteItems", 2).after(8));
-    proxy.inject(
-        Fault::server_error("TransactWriteItems", 1)
-            .after(5)
-            .after_effect(),
-    );
-    proxy.inject(Fault::server_error("UpdateItem", 2).after(3));
-    proxy.inject(Fault::reset("UpdateItem", 1).after(4).after_effect());
-    proxy.inject(Fault::throttle("BatchGetItem", 2).after(1));
-    proxy.inject(Fault::server_error("Query", 2).after(3));
+    inject_faults(&proxy);
     let bg = crate::support::run_in_background(rt);
     // Jobs posted, one closed, one re-posted with other skills; seekers
     // signing up in either city (written as people type them), half of
@@ -271,30 +214,13 @@ async fn board_under_faults() -> (BTreeMap<(String, String), Item>, usize, usize
     }
     let mut rt = bg.stop().await;
     rt.drain().await.expect("drain");
-    assert!(proxy.injected() > 0, "{end}: faults were injected");
+    assert!(proxy.injected() > 0, "faults were injected");
     proxy.clear();
-    let want = scan(&rt).await;
-    // The whole stream delivered again (at-least-once): nothing changes.
-    let records = crate::support::records_of(&engine, &rt).await;
-    let event: aws_lambda_events::event::dynamodb::Event =
-        serde_json::from_value(serde_json::json!({ "Records": records })).expect("event");
-    let resp = rt
-        .stream_processor("derive")
-        .handle(event)
-        .await
-        .expect("handled");
-    assert!(resp.batch_item_failures.is_empty(), "{end}");
-    rt.drain().await.expect("drain");
-    assert_eq!(scan(&rt).await, want, "{end}: redelivery changes nothing");
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{end}: {:#?}", report.problems);
-    use shared::models::Harness as _;
-    let dead = rt.dead_letters().await.expect("dead letters");
-    assert!(dead.is_empty(), "{end}: dead letters: {dead:?}");
-    assert!(rt.failed_batches().is_empty(), "{end}");
-    let out = (want, report.problems.len(), report.bad_input.len());
+    let table = scan(&rt).await;
+    redelivered(&engine, &mut rt, &table).await;
+    let report = settled(&mut rt).await;
     engine.stop().await;
-    out
+    (table, report.problems.len(), report.bad_input.len())
 }
 
 /// Concurrent writers (seekers moving between cities typed in any case,
@@ -325,143 +251,21 @@ async fn races_faults_and_redelivery_end_in_the_recorded_table() {
     );
 }
 
-/// Valid writer items of every kind, as the Rust writer writes them.
-fn fixtures() -> Vec<Item> {
-    use crate::seed_items::jobboard::jobs;
-    use shared::item::s;
-    let mut jobs = jobs();
-    for (j, day) in jobs
-        .iter_mut()
-        .zip(["2026-11-01", "2026-10-28", "2026-11-02", "2026-09-18"])
-    {
-        j.posted_at = day.to_string();
-    }
-    let mut request = jobs[0].item();
-    request.clear();
-    for (k, v) in [
-        ("pk", "employer#e1"),
-        ("sk", "r#j1#s1"),
-        ("entityType", "request"),
-        ("employerId", "e1"),
-        ("jobId", "j1"),
-        ("seekerId", "s1"),
-        ("status", "pending"),
-        ("requestedAt", "2026-11-02"),
-        ("jobCity", "Montreal"),
-        ("jobPostedAt", "2026-11-01"),
-        ("jobZip", "H2X"),
-    ] {
-        request.insert(k.into(), s(v));
-    }
-    let mut approved = request.clone();
-    approved.insert("status".into(), s("approved"));
-    approved.insert("approvedAt".into(), s("2026-11-03"));
-    let seeker: Item = [
-        ("pk", s("seeker#s1")),
-        ("sk", s("profile")),
-        ("entityType", s("seeker")),
-        ("seekerId", s("s1")),
-        ("name", s("Ada")),
-        ("city", s(" San  Francisco ")),
-        (
-            "skills",
-            aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["rust".into()]),
-        ),
-        ("desiredSalary", shared::item::n(100_000)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let employer: Item = [
-        ("pk", "employer#e1"),
-        ("sk", "profile"),
-        ("entityType", "employer"),
-        ("employerId", "e1"),
-        ("name", "Acme"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), s(v)))
-    .collect();
-    let mut out: Vec<Item> = jobs.iter().map(|j| j.item()).collect();
-    out.extend([request, approved, seeker, employer]);
-    out
-}
-
-/// Each fixture with one thing wrong (or different) at a time.
-fn mutations(item: &Item) -> Vec<Item> {
-    use shared::item::{n, s};
-    let mut out = Vec::new();
-    for attr in item.keys().filter(|k| !["pk", "sk"].contains(&k.as_str())) {
-        let mut gone = item.clone();
-        gone.remove(attr);
-        out.push(gone);
-        let mut wrong = item.clone();
-        wrong.insert(attr.clone(), n(7));
-        out.push(wrong);
-        let mut text = item.clone();
-        text.insert(attr.clone(), s("not-a-value"));
-        out.push(text);
-    }
-    for (attr, v) in [
-        ("status", "approved"),
-        ("status", "maybe"),
-        ("postedAt", "2026-13-01"),
-        ("requestedAt", "2026-11-31"),
-        ("approvedAt", "yesterday"),
-        ("city", "montreal"),
-        ("city", "MONTREAL  "),
-        ("entityType", "seeker"),
-        ("zip", "OTHER"),
-    ] {
-        let mut i = item.clone();
-        i.insert(attr.into(), s(v));
-        out.push(i);
-    }
-    out
-}
-
-/// The job board's rules on every fixture and mutation: the GSI1 keys,
-/// bad input (a key that does not match its attributes, a missing or
-/// mistyped attribute, a date that is not one, an unknown status, a city
-/// keyed other than normalised), pinned as the compiled model's outcomes
-/// were recorded (the file equalled them case by case).
+/// The job board's rules on every fixture and each variation (every
+/// attribute removed, a number, a text; a status, date or city of every
+/// kind): the GSI1 keys and bad input (a key that does not match its
+/// attributes, a missing or mistyped attribute, a date that is not one, an
+/// unknown status, a city keyed other than normalised) the compiled model
+/// gave, as recorded (the file equalled them case by case).
 #[test]
 fn the_rules_on_fixtures_and_mutations_are_the_recorded_ones() {
-    let rules = shared::models::find("jobboard").expect("registered").rules;
-    let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut lines = Vec::new();
-    for f in fixtures() {
-        let mut items = vec![f.clone()];
-        items.extend(mutations(&f));
-        for item in items {
-            let got = match rules.projection(&item) {
-                Ok(Some(p)) => format!("{:?}", p.attrs),
-                Ok(None) => "none".to_string(),
-                Err(_) => "bad".to_string(),
-            };
-            let outcome = match got.as_str() {
-                "bad" => "bad",
-                "none" => "none",
-                _ => "keys",
-            };
-            *outcomes.entry(outcome).or_default() += 1;
-            let mut sorted: Vec<_> = item.iter().collect();
-            sorted.sort_by(|x, y| x.0.cmp(y.0));
-            lines.push(format!("{sorted:?} => {got}"));
-        }
-    }
-    assert!(lines.len() > 150, "{}", lines.len());
-    assert!(outcomes["bad"] > 50, "{outcomes:?}");
-    assert!(outcomes["keys"] > 50, "{outcomes:?}");
-    assert!(outcomes["none"] > 5, "{outcomes:?}");
-    lines.sort();
-    crate::recorded::check("jobboard-rules", &serde_json::json!(lines));
+    crate::recorded::rules("jobboard", crate::recorded::cases("jobboard"));
 }
 
 /// The expression of `name:` under the suggestions set's `values:` in
 /// models/jobboard.yaml, as written.
 fn board_value(name: &str) -> String {
-    let text = std::fs::read_to_string(jobboard_file()).expect("models/jobboard.yaml");
+    let text = std::fs::read_to_string(model_file("jobboard")).expect("models/jobboard.yaml");
     let prefix = format!("      {name}: \"");
     let line = text
         .lines()

@@ -6,49 +6,23 @@
 //! repairing the same drift (races: history_adoption.rs; concurrent writers and throttling: tracker.rs).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::change::{Change, ChangeKind, Origin, SequenceNumber};
+use shared::change::{Change, ChangeKind};
 use shared::engine::fold::{FoldRules, FoldState, Restated};
-use shared::item::{key_of, n, s, Item, ItemExt};
+use shared::item::{n, s, Item, ItemExt};
 
 use crate::apps::{application, play, stage, Clock};
-use crate::recorded::{check, table_json};
-use crate::support::{descriptions, env, partition, Env};
-
-/// The shipped tracker: `models/tracker.yaml`.
-pub(crate) fn tracker_file() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../models/tracker.yaml"
-    ))
-}
+use crate::recorded::{check, scenario, settled, table_json, Play, Played, Table};
+use crate::support::{descriptions, env, Env};
 
 #[test]
 fn the_tracker_deploys_what_the_compiled_tracker_deployed() {
-    shared::file::check(&tracker_file()).expect("checks");
-    let m = shared::models::find("tracker").expect("shipped");
-    let fold = m.fold.as_ref().expect("a fold");
-    assert_eq!(fold.processor, "history");
-    check(
-        "tracker-deploys",
-        &serde_json::json!({ "table": m.table, "stream": m.stream_defs(), "queues": m.queue_defs() }),
-    );
+    crate::recorded::deploys("tracker");
 }
 
 fn change(kind: ChangeKind, old: Option<Item>, new: Option<Item>, ev: &str) -> Change {
-    let image = new.as_ref().or(old.as_ref()).expect("one image");
-    Change {
-        event_id: ev.into(),
-        sequence_number: SequenceNumber::parse("1").expect("valid"),
-        kind,
-        origin: Origin::User,
-        keys: key_of(image, &["PK", "SK"]),
-        old,
-        new,
-        at: chrono::DateTime::from_timestamp(1_767_225_600, 0).expect("a time"),
-    }
+    crate::recorded::change(kind, old, new, &["PK", "SK"], ev)
 }
 
 fn with(mut item: Item, attrs: &[(&str, AttributeValue)]) -> Item {
@@ -286,8 +260,7 @@ async fn the_scripted_scenario_gives_the_recorded_table_verify_and_writes() {
         crate::apps::differences(&expected, &observed),
         Vec::<String>::new()
     );
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    let report = settled(&mut env.rt).await;
     let t = table(&env).await;
     assert!(t.len() > 10, "{}", t.len());
     check(
@@ -304,7 +277,7 @@ async fn the_scripted_scenario_gives_the_recorded_table_verify_and_writes() {
 /// valid whole or bad input, SPEC §2.7), so the count is compared apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scenario_with_bad_input_gives_the_recorded_table() {
-    let env = env().await;
+    let mut env = env().await;
     play(&env.writer).await.expect("scenario");
     let mut t = Clock::new();
     env.writer
@@ -320,13 +293,7 @@ async fn the_scenario_with_bad_input_gives_the_recorded_table() {
         .await
         .unwrap();
     env.writer.add_stage("ok", "s", "Phone", 1).await.unwrap();
-    let mut rt = env.rt;
-    rt.drain().await.unwrap();
-    let env = Env {
-        rt,
-        engine: env.engine,
-        writer: env.writer,
-    };
+    env.rt.drain().await.unwrap();
     assert_eq!(
         descriptions(&env, "ok").await,
         [
@@ -345,108 +312,73 @@ async fn the_scenario_with_bad_input_gives_the_recorded_table() {
     env.engine.stop().await;
 }
 
-/// A tracker whose table holds models/tracker.scenario.yaml's first part,
-/// played clean: what was recorded (the later steps came with the file's
-/// demo; `jobstream demo` and queries.rs play them).
-async fn first_part_played() -> Env {
-    let path = tracker_file().with_file_name("tracker.scenario.yaml");
-    let mut scenario = shared::file::scenario::Scenario::read(&path).expect("scenario reads");
-    scenario.steps.clear();
-    let mut env = env().await;
-    let diffs = shared::file::scenario::play(&mut env.rt, &scenario, &["PK", "SK"])
-        .await
-        .expect("plays");
-    assert!(diffs.is_empty(), "{diffs:#?}");
-    env
+/// The table as recorded: entry ids and times blanked (see [`normalized`]).
+fn recorded_table(t: &Table) -> serde_json::Value {
+    table_json(&normalized(t.values().cloned().collect()))
 }
 
-/// models/tracker.scenario.yaml (its first part) plays clean and gives the
-/// recorded table and writes.
+/// models/tracker.scenario.yaml's first part, what was recorded (the later
+/// steps came with the file's demo; `jobstream demo` and queries.rs play
+/// them).
+fn first_part() -> Play {
+    Play {
+        parts: 1,
+        table: Some(recorded_table),
+        ..Play::all("tracker")
+    }
+}
+
+/// The scenario file's first part plays clean and gives the recorded table
+/// and writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tracker_scenario_file_gives_the_recorded_table_and_writes() {
-    let env = first_part_played().await;
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    check(
-        "tracker-scenario",
-        &serde_json::json!({ "table": table_json(&table(&env).await), "writes": env.rt.processor_writes() }),
-    );
-    env.engine.stop().await;
+    scenario(first_part()).await.env.engine.stop().await;
 }
 
 /// A lost entry, a mirror behind, an orphan entry and one change applied
 /// twice: `verify` finds what the compiled tracker found and repairs it
-/// alike.
+/// alike. (The compiled tracker also checked each entry against the
+/// previous one by its description's wording: the file's check has no such
+/// rule; descriptions are templates, models/tracker.md.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_finds_the_recorded_history_drift_and_repairs_it() {
-    {
-        let env = first_part_played().await;
-        let db = &env.rt.dynamodb;
-        let t = &env.rt.config.table;
-        let key = |pk: &str, sk: &str| -> Item {
-            [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
-        };
-        // A lost entry, a mirror behind, an entry of a deleted application
-        // left behind, and one change applied twice.
-        db.delete_item()
-            .table_name(t)
-            .set_key(Some(key("APP#acme", "HIST#00000002")))
-            .send()
-            .await
-            .unwrap();
-        db.update_item()
-            .table_name(t)
-            .set_key(Some(key("APP#globex", "APP#globex")))
-            .update_expression("SET historySequence = :n")
-            .expression_attribute_values(":n", n(1))
-            .send()
-            .await
-            .unwrap();
-        let orphan = with(key("APP#gone", "HIST#00000001"), &[("sequence", n(1))]);
+    let Played { mut env, table } = scenario(first_part()).await;
+    let db = &env.rt.dynamodb;
+    let t = &env.rt.config.table;
+    let key = |pk: &str, sk: &str| -> Item {
+        [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
+    };
+    db.delete_item()
+        .table_name(t)
+        .set_key(Some(key("APP#acme", "HIST#00000002")))
+        .send()
+        .await
+        .unwrap();
+    db.update_item()
+        .table_name(t)
+        .set_key(Some(key("APP#globex", "APP#globex")))
+        .update_expression("SET historySequence = :n")
+        .expression_attribute_values(":n", n(1))
+        .send()
+        .await
+        .unwrap();
+    let orphan = with(key("APP#gone", "HIST#00000001"), &[("sequence", n(1))]);
+    let third = table[&("APP#acme".into(), "HIST#00000003".into())].clone();
+    let twice = with(third, &[("SK", s("HIST#00000006")), ("sequence", n(6))]);
+    for item in [orphan, twice] {
         db.put_item()
             .table_name(t)
-            .set_item(Some(orphan))
+            .set_item(Some(item))
             .send()
             .await
             .unwrap();
-        let first = partition(&env, "APP#acme")
-            .await
-            .into_iter()
-            .find(|i| i.s("SK").ok() == Some("HIST#00000003"));
-        let twice = with(
-            first.expect("entry 3"),
-            &[("SK", s("HIST#00000006")), ("sequence", n(6))],
-        );
-        db.put_item()
-            .table_name(t)
-            .set_item(Some(twice))
-            .send()
-            .await
-            .unwrap();
-        let report = env.rt.verify().await.expect("verify");
-        // The compiled tracker also checked each entry against the previous
-        // one by its description's wording: the file's check has no such
-        // rule (descriptions are templates; models/tracker.md).
-        let comparable = |problems: &[String]| -> Vec<String> {
-            let mut v: Vec<String> = problems
-                .iter()
-                .filter(|p| !p.contains("does not match the change between the snapshots"))
-                .cloned()
-                .collect();
-            v.sort();
-            v
-        };
-        let found = comparable(&report.problems);
-        let repaired = jobstream::tools::verify::repair(&env.rt.processors, &report)
-            .await
-            .expect("repairs");
-        let after = env.rt.verify().await.expect("verify");
-        let left = comparable(&after.problems);
-        assert!(found.len() >= 4, "{found:#?}");
-        check(
-            "tracker-drift",
-            &serde_json::json!({ "found": found, "repaired": repaired, "left": left }),
-        );
-        env.engine.stop().await;
     }
+    let comparable = |p: &&String| !p.contains("does not match the change between the snapshots");
+    let drift = crate::recorded::repaired(&mut env.rt, comparable).await;
+    assert!(
+        drift["found"].as_array().expect("found").len() >= 4,
+        "{drift:#}"
+    );
+    check("tracker-drift", &drift);
+    env.engine.stop().await;
 }
