@@ -96,3 +96,36 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
     // either (R03: never its derived items while its counts are refused).
     assert_eq!(r.derived(&loan).unwrap_err(), e);
 }
+
+/// A writer's projection is computed from the item the application wrote,
+/// before any sum reaches it: reading its own counter's sum failed on every
+/// item at run time ("`total` has no value"), so the file is refused.
+#[test]
+fn a_writers_projection_may_not_read_its_own_counters_sum() {
+    let text = r#"jobstream: 1
+table: { name: inv, pk: PK, sk: SK }
+entities:
+  invoice:
+    key: { PK: "ACCOUNT#${accountId}", SK: "INV#${invoiceId}" }
+    attributes: { accountId: string, invoiceId: string, budget: int }
+    unique: [invoiceId]
+    counter: { attributes: [total], created_by: writer }
+    project:
+      attributes: { remaining: "${budget - total}" }
+  line:
+    key: { PK: "INV#${invoiceId}", SK: "LINE#${lineNo}" }
+    attributes: { invoiceId: string, lineNo: int, amount: int }
+    count:
+      - { counter: invoice, with: { invoiceId: invoiceId }, add: { total: amount } }
+"#;
+    let p = problems(text);
+    let at = position(text, "total}\"");
+    assert!(
+        has(
+            &p,
+            at,
+            "`total` in `budget - total` is a sum jobstream keeps on `invoice`"
+        ),
+        "want {at:?} in {p:#?}"
+    );
+}

@@ -131,7 +131,10 @@ impl Compiler<'_> {
         }
         let mut project = None;
         if let Some(p) = &raw.project {
-            let when = self.condition(&p.value.when, &scope).unwrap_or(None);
+            // A writer's projection is computed from the item the
+            // application wrote, before any sum reaches it: never its sums.
+            let scope = if writer { &reads } else { &scope };
+            let when = self.condition(&p.value.when, scope).unwrap_or(None);
             let mut attrs = Vec::new();
             let owned: BTreeSet<&str> = entities[i].attrs.iter().map(|a| a.name).collect();
             for (n, v) in &p.value.attributes.value.0 {
@@ -155,7 +158,7 @@ impl Compiler<'_> {
                     self.err(at(v), format!("{name}: `{n}` is a sum of the counter; a counter's projection writes other attributes (e.g. an index key from the sums)"));
                     continue;
                 }
-                if let Some(v) = self.template(v, &scope) {
+                if let Some(v) = self.template(v, scope) {
                     attrs.push((leak(n), v));
                 }
             }

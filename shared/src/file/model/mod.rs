@@ -605,7 +605,7 @@ impl Compiler<'_> {
             self.err(
                 p,
                 format!(
-                    "{}: `{v}` in `{src}` is a sum jobstream keeps on `{}` (its `counter:`): checks, derives and counts read what the application writes, never a sum (sums do not chain); a parent's total that feeds another count is a `compute:` value",
+                    "{}: `{v}` in `{src}` is a sum jobstream keeps on `{}` (its `counter:`): a writer's checks, projections, derives and counts read what the application writes, never a sum (sums do not chain); a parent's total that feeds another count is a `compute:` value",
                     scope.entity, scope.entity
                 ),
             );
