@@ -352,7 +352,7 @@ mod tests {
     #[test]
     fn a_file_graph_shows_once_effects() {
         let text = r#"jobstream: 1
-table: { name: t, pk: PK, sk: SK }
+table: { name: tbl, pk: PK, sk: SK }
 entities:
   job:
     key: { PK: "JOB#${jobId}", SK: "INFO" }

@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn listing_a_model_without_queries_says_so() {
         let m = shared::file::compile(
-            "jobstream: 1\ntable: { name: t, pk: PK, sk: SK }\nentities:\n  a:\n    key: { PK: \"A#${id}\", SK: x }\n",
+            "jobstream: 1\ntable: { name: tbl, pk: PK, sk: SK }\nentities:\n  a:\n    key: { PK: \"A#${id}\", SK: x }\n",
             "t",
         )
         .unwrap();

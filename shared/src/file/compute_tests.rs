@@ -189,7 +189,7 @@ fn a_projection_may_not_write_a_computed_value_or_a_sum() {
 
 #[test]
 fn a_projection_on_a_processor_entity_that_is_no_counter_is_refused() {
-    let text = "jobstream: 1\ntable: { name: t, pk: PK, sk: SK }\nentities:\n  a:\n    key: { PK: \"A#${id}\", SK: A }\n    derive: [{ entity: b, with: { id: id } }]\n  b:\n    owner: processor\n    key: { PK: \"B#${id}\", SK: B }\n    project:\n      attributes: { x: \"1\" }\n";
+    let text = "jobstream: 1\ntable: { name: tbl, pk: PK, sk: SK }\nentities:\n  a:\n    key: { PK: \"A#${id}\", SK: A }\n    derive: [{ entity: b, with: { id: id } }]\n  b:\n    owner: processor\n    key: { PK: \"B#${id}\", SK: B }\n    project:\n      attributes: { x: \"1\" }\n";
     let p = compile(text, "t").unwrap_err();
     assert_one(
         &p,

@@ -280,7 +280,7 @@ fn two_entities(first: (&str, &str), second: (&str, &str)) -> String {
         )
     };
     format!(
-        "jobstream: 1\ntable: {{ name: t, pk: PK, sk: SK }}\nentities:\n{}{}",
+        "jobstream: 1\ntable: {{ name: tbl, pk: PK, sk: SK }}\nentities:\n{}{}",
         ent(first),
         ent(second)
     )
@@ -357,7 +357,7 @@ fn a_via_listing_nothing_maintains_is_refused_saying_what_would_list() {
 
 /// A model with enums of each kind and an expression over a string.
 const TYPED: &str = r#"jobstream: 1
-table: { name: t, pk: PK, sk: SK }
+table: { name: tbl, pk: PK, sk: SK }
 entities:
   seat:
     key: { PK: "S#${seatId}", SK: "SEAT" }
@@ -699,4 +699,24 @@ fn an_item_an_expression_fails_on_is_bad_input_in_every_aspect() {
     assert!(r.contributions(&bare).is_err());
     assert!(r.projection(&bare).is_err());
     assert!(r.derived(&bare).is_err());
+}
+
+/// A table or index name CreateTable refuses is check-model's error, at its
+/// place (user finding E4: `name: h` passed, then `serve` died with the
+/// engine's ValidationException).
+#[test]
+fn a_table_or_index_name_dynamodb_refuses_is_refused_at_its_place() {
+    let text = TYPED.replace(
+        "table: { name: tbl, pk: PK, sk: SK }",
+        "table: { name: h, pk: PK, sk: SK, gsis: [{ name: \"by level\", pk: G1PK, sk: G1SK }] }",
+    );
+    let p = compile(&text, "t").unwrap_err();
+    assert_one(
+        &p,
+        2,
+        16,
+        "table name `h`: DynamoDB takes 3 to 255 characters",
+    );
+    let col = text.lines().nth(1).unwrap().find("\"by level\"").unwrap() as u64 + 1;
+    assert_one(&p, 2, col, "index name `by level`");
 }

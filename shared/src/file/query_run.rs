@@ -411,7 +411,7 @@ mod tests {
 
     const MODEL: &str = r#"
 jobstream: 1
-table: { name: t, pk: PK, sk: SK, gsis: [{ name: GSI1, pk: G1PK, sk: G1SK }] }
+table: { name: tbl, pk: PK, sk: SK, gsis: [{ name: GSI1, pk: G1PK, sk: G1SK }] }
 entities:
   emp:
     key: { PK: "ORG#${orgId}", SK: "EMP#${empId}" }

@@ -45,6 +45,19 @@ fn invalid(name: &str, reason: impl Into<String>) -> AttrError {
     }
 }
 
+/// An `int` attribute's value: a 64-bit integer. A longer integer (DynamoDB
+/// numbers hold 38 digits) is said to be out of range, not "not an integer".
+fn int(name: &str, v: &str) -> Result<i64, AttrError> {
+    v.parse::<i64>().map_err(|_| {
+        let digits = v.strip_prefix('-').unwrap_or(v);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            invalid(name, "an integer out of range (an `int` is 64-bit: -9223372036854775808..=9223372036854775807)")
+        } else {
+            invalid(name, "not an integer")
+        }
+    })
+}
+
 impl FileModel {
     /// The entity whose key templates an item's keys match, if any.
     fn entity_of_key(&self, key: &Item) -> Option<&Entity> {
@@ -386,7 +399,7 @@ pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
         }
         Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
         Ty::Format(f) => f.reject(v).map_or(Ok(()), |why| Err(invalid(name, why))),
-        Ty::Int if v.parse::<i64>().is_err() => Err(invalid(name, "not an integer")),
+        Ty::Int => int(name, v).map(|_| ()),
         Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(not_one_of(name, allowed)),
         Ty::IntEnum(allowed) if !v.parse::<i64>().is_ok_and(|i| allowed.contains(&i)) => {
             Err(not_one_of(name, allowed))
@@ -419,9 +432,7 @@ pub(super) fn typed_str(name: &str, v: &str, ty: Option<&Ty>) -> Result<Val, Att
     match ty {
         Some(t @ (Ty::Int | Ty::IntEnum(_))) => {
             check_str(name, v, t)?;
-            v.parse::<i64>()
-                .map(Val::Int)
-                .map_err(|_| invalid(name, "not an integer"))
+            int(name, v).map(Val::Int)
         }
         Some(t @ (Ty::Bool | Ty::BoolEnum(_))) => {
             check_str(name, v, t)?;
@@ -453,10 +464,7 @@ pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
         found: crate::item::type_name(found),
     };
     match (&a.ty, v) {
-        (Ty::Int, AttributeValue::N(n)) => n
-            .parse::<i64>()
-            .map(Val::Int)
-            .map_err(|_| invalid(a.name, "not an integer")),
+        (Ty::Int, AttributeValue::N(n)) => int(a.name, n).map(Val::Int),
         (Ty::Bool, AttributeValue::Bool(b)) => Ok(Val::Bool(*b)),
         (Ty::IntEnum(allowed), AttributeValue::N(n)) => match n.parse::<i64>() {
             Ok(i) if allowed.contains(&i) => Ok(Val::Int(i)),
@@ -904,5 +912,29 @@ impl FileRules {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod int_tests {
+    use super::int;
+    use crate::item::AttrError;
+
+    fn reason(v: &str) -> String {
+        match int("n", v) {
+            Err(AttrError::Invalid { reason, .. }) => reason,
+            other => panic!("{v}: {other:?}"),
+        }
+    }
+
+    /// A number DynamoDB holds but an `int` cannot is out of range (user
+    /// finding E5: 10^30 was "not an integer").
+    #[test]
+    fn a_longer_integer_is_out_of_range_and_a_fraction_is_not_an_integer() {
+        assert_eq!(int("n", "-42").ok(), Some(-42));
+        assert!(reason("1000000000000000000000000000000").starts_with("an integer out of range"));
+        assert!(reason("-9223372036854775809").starts_with("an integer out of range"));
+        assert_eq!(reason("1.5"), "not an integer");
+        assert_eq!(reason("-"), "not an integer");
     }
 }

@@ -409,6 +409,19 @@ impl Compiler<'_> {
         if t.pk.value == t.sk.value {
             self.err(at(&t.sk), "the sort key must differ from the partition key");
         }
+        // What CreateTable would refuse, said here rather than by the engine.
+        for (what, name) in std::iter::once(("table", &t.name))
+            .chain(t.gsis.iter().map(|g| ("index", &g.value.name)))
+        {
+            let n = &name.value;
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+            if !(3..=255).contains(&n.len()) || !n.chars().all(allowed) {
+                self.err(
+                    at(name),
+                    format!("{what} name `{n}`: DynamoDB takes 3 to 255 characters of a-z, A-Z, 0-9, `_`, `-` and `.`"),
+                );
+            }
+        }
         let table = TableDef {
             name: leak(&t.name.value),
             pk: leak(&t.pk.value),
