@@ -632,7 +632,7 @@ mod tests {
             r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"tags":{"type":"list","items":{"type":"string"}},"prefs":{"type":"map","properties":{}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
             "e.json",
             "e",
-            "t",
+            "tbl",
         )
         .expect("imports");
         let ty = |n: &str| {
@@ -652,7 +652,7 @@ mod tests {
 
     #[test]
     fn input_that_is_not_an_entity_is_refused_with_where_and_why() {
-        let e = import("[]", "e.json", "e", "t").unwrap_err();
+        let e = import("[]", "e.json", "e", "tbl").unwrap_err();
         assert!(
             e.to_string().starts_with("e.json: (top): no entity schema"),
             "{e}"
@@ -661,7 +661,7 @@ mod tests {
             r#"{"model":{"entity":"a","service":"s"},"attributes":{},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
             "e.json",
             "e",
-            "t",
+            "tbl",
         )
         .unwrap_err();
         assert!(

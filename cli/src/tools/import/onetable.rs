@@ -525,15 +525,15 @@ mod tests {
 
     #[test]
     fn a_schema_that_is_not_onetable_is_refused_with_where_and_why() {
-        let e = import(r#"{"format":"x"}"#, "s.json", "s", "t").unwrap_err();
+        let e = import(r#"{"format":"x"}"#, "s.json", "s", "tbl").unwrap_err();
         assert!(e.to_string().starts_with("s.json: format: "), "{e}");
-        let e = import("{", "s.json", "s", "t").unwrap_err();
+        let e = import("{", "s.json", "s", "tbl").unwrap_err();
         assert!(e.to_string().starts_with("s.json: not JSON"), "{e}");
         let e = import(
             r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk"}},"models":{}}"#,
             "s.json",
             "s",
-            "t",
+            "tbl",
         )
         .unwrap_err();
         assert!(e.to_string().contains("indexes.primary.sort"), "{e}");
@@ -559,7 +559,7 @@ mod tests {
             "team":{"type":"string"},
             "gs1pk":{"type":"string","value":"${team != null ? 'team#' + team : null}"},
             "gs1sk":{"type":"string","value":"user#${id}"}}}}"#;
-        let d = import(schema, "s.json", "s", "t").expect("imports");
+        let d = import(schema, "s.json", "s", "tbl").expect("imports");
         assert!(
             d.notes.iter().any(|n| n.contains("local index `ls1`")),
             "{:?}",
@@ -595,7 +595,7 @@ mod tests {
             "export default { format: 'onetable:1.1.0' }",
             "s.mjs",
             "s",
-            "t",
+            "tbl",
         )
         .unwrap_err()
         .to_string();
