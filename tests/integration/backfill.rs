@@ -9,7 +9,8 @@ use jobstream::tools::backfill::{BackfillTotals, ScanOptions, ScanReport};
 use jobstream::tools::verify::repair;
 use shared::item::{n, s, ItemExt};
 
-use crate::support::{count, descriptions, env, partition, Env};
+use crate::items::{assert_clean, partition};
+use crate::support::{count, descriptions, env, Env};
 
 /// The tracker backfill over the test's table and processors.
 async fn run_backfill(
@@ -66,8 +67,7 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill_and_a_second_
     for id in ["acme", "globex", "initech"] {
         assert_eq!(descriptions(&env, id).await, [IMPORTED]);
     }
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
     // Stages of acme are in the imported snapshot.
     let acme = partition(&env, "APP#acme").await;
     let entry = acme
@@ -158,8 +158,7 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
     let env = Env { engine, rt, writer };
     // active: old i with i % 3 != 0 (6), new i with i odd (5)
     assert_eq!(count(&env).await, Some(11));
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

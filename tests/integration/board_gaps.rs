@@ -5,7 +5,6 @@
 //! job fact), with the same suggestions.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::runtime::Runtime;
@@ -13,17 +12,14 @@ use jobstream::meter::Meter;
 use shared::item::{n, s, Item, ItemExt};
 use shared::store::SortKey;
 
-use crate::support::{model_env, put, ModelEnv};
-
-fn jobboard_yaml() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../models/jobboard.yaml"
-    ))
-}
+use crate::items::{put, set_job};
+use crate::support::{model_env, shipped, ModelEnv};
 
 async fn board() -> ModelEnv {
-    model_env("jobboard", |o| o.model_file = Some(jobboard_yaml())).await
+    model_env("jobboard", |o| {
+        o.model_file = Some(shipped("jobboard.yaml"))
+    })
+    .await
 }
 
 fn day(days_ago: i64) -> String {
@@ -211,19 +207,11 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
     let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
     let reads = shared::engine::setjob::Reads {
         store: store.clone(),
-        table: rt.config.table.clone(),
-        ledger_table: rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
+        ..crate::items::reads(&rt)
     };
-    let model = shared::models::load(&shared::models::Source::File(jobboard_yaml())).unwrap();
-    let Some(shared::models::Job::Set(suggestions)) = model
-        .consumers
-        .iter()
-        .find(|c| c.queue.logical == "suggestions")
-        .map(|c| &c.job)
-    else {
-        panic!("a suggestions set job");
-    };
+    let model =
+        shared::models::load(&shared::models::Source::File(shipped("jobboard.yaml"))).unwrap();
+    let suggestions = set_job(&model, "suggestions");
     let body = shared::engine::joinset::JoinJob {
         set: "suggestions".into(),
         scope: "seeker".into(),
@@ -296,21 +284,14 @@ async fn job_scope_billed(
 ) -> (BTreeSet<String>, jobstream::meter::Bill) {
     let meter = Meter::in_front_of(&engine.endpoint()).await.unwrap();
     let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
+    let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
     let reads = shared::engine::setjob::Reads {
-        store: shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg)),
-        table: rt.config.table.clone(),
-        ledger_table: rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
+        store,
+        ..crate::items::reads(rt)
     };
-    let model = shared::models::load(&shared::models::Source::File(jobboard_yaml())).unwrap();
-    let Some(shared::models::Job::Set(suggestions)) = model
-        .consumers
-        .iter()
-        .find(|c| c.queue.logical == "suggestions")
-        .map(|c| &c.job)
-    else {
-        panic!("a suggestions set job");
-    };
+    let model =
+        shared::models::load(&shared::models::Source::File(shipped("jobboard.yaml"))).unwrap();
+    let suggestions = set_job(&model, "suggestions");
     let bind = ["employerId", "jobId", "postedAt", "zip"]
         .iter()
         .map(|k| (k.to_string(), job.s(k).unwrap().to_string()))

@@ -475,8 +475,8 @@ async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
         "staging never saw prod's job"
     );
     assert_eq!(timeline_len(&staging, "bob").await, 0);
-    crate::support::assert_rt_verified(&staging).await;
-    crate::support::assert_rt_verified(&prod).await;
+    crate::items::assert_clean(&staging).await;
+    crate::items::assert_clean(&prod).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -662,7 +662,7 @@ async fn runs_own_calls_are_checked_against_the_runner_policy() {
     crate::support::put(&rt, follow_item("ann", "star", &at)).await;
     rt.drain().await.expect("drains");
     assert_eq!(timeline_len(&rt, "ann").await, 1, "the fan-out job ran");
-    crate::support::assert_rt_verified(&rt).await;
+    crate::items::assert_clean(&rt).await;
 
     let calls: Vec<_> = recorder()
         .calls()

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::seed_items::social as keys;
 use crate::seed_items::social::{follow_item, post_item, user_item};
 use crate::seed_items::timeline;
-use chrono::{Duration, SecondsFormat, Utc};
 use shared::engine::joinset::{
     FactDecl, JoinSet, KeyTemplate, TargetDecl, UnlessDecl, Value, Vars,
 };
@@ -15,15 +14,9 @@ use shared::engine::setjob::{apply, Applied, Reads, SetJob};
 use shared::item::{s, Item};
 use shared::store::Store;
 
+use crate::items::apply_plan;
+use crate::social::{iso, post_id};
 use crate::support::{model_env, ModelEnv};
-
-fn iso(mins_ago: i64) -> String {
-    (Utc::now() - Duration::minutes(mins_ago)).to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-fn post_id(n: u128) -> String {
-    keys::ulid(Utc::now().timestamp_millis() as u64, n)
-}
 
 fn mirror(follower: &str, followed: &str, at: &str) -> Item {
     let mut m = keys::mirror_key(follower, followed);
@@ -38,11 +31,10 @@ async fn social() -> ModelEnv {
 }
 
 fn reads(env: &ModelEnv, store: &Store) -> Reads {
+    let store = store.clone();
     Reads {
-        store: store.clone(),
-        table: env.rt.config.table.clone(),
-        ledger_table: env.rt.config.ledger_table.clone(),
-        now: Utc::now(),
+        store,
+        ..crate::items::reads(env)
     }
 }
 
@@ -55,16 +47,7 @@ async fn run_pages(job: &dyn SetJob, r: &Reads, body: String) -> (Applied, usize
     while let Some(body) = queue.pop() {
         jobs += 1;
         let plan = job.plan(&body, r).await.expect("plan");
-        let a = apply(
-            &r.store,
-            &r.table,
-            &r.ledger_table,
-            job.key_names(),
-            job.volatile(),
-            &plan,
-        )
-        .await
-        .expect("apply");
+        let a = apply_plan(job, r, &plan).await;
         total.add(&a);
         queue.extend(plan.ahead.into_iter().map(|m| m.body));
         queue.extend(plan.then.into_iter().map(|m| m.body));
@@ -186,16 +169,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
 /// Runs one job by hand: plan, apply; the plan's follow-up bodies.
 async fn run_one(job: &dyn SetJob, r: &Reads, body: &str) -> (Applied, Vec<String>) {
     let plan = job.plan(body, r).await.expect("plan");
-    let a = apply(
-        &r.store,
-        &r.table,
-        &r.ledger_table,
-        job.key_names(),
-        job.volatile(),
-        &plan,
-    )
-    .await
-    .expect("apply");
+    let a = apply_plan(job, r, &plan).await;
     let next = plan
         .ahead
         .into_iter()
@@ -379,16 +353,7 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     assert_eq!(a.deletes, 1);
     assert!(item(&store, &env, pending.clone()).await.is_none());
     // ... the stale put, applied late, never resurrects it.
-    let a = apply(
-        &store,
-        &table,
-        &r.ledger_table,
-        set.key_names(),
-        &[],
-        &stale_put,
-    )
-    .await
-    .unwrap();
+    let a = apply_plan(&set, &r, &stale_put).await;
     assert_eq!((a.puts, a.superseded), (0, 1));
     assert!(item(&store, &env, pending.clone()).await.is_none());
 
@@ -401,16 +366,7 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     assert_eq!(a.puts, 1);
     // ... and the stale delete (made while y followed x), applied late,
     // never wipes it.
-    let a = apply(
-        &store,
-        &table,
-        &r.ledger_table,
-        set.key_names(),
-        &[],
-        &stale_delete,
-    )
-    .await
-    .unwrap();
+    let a = apply_plan(&set, &r, &stale_delete).await;
     assert_eq!((a.deletes, a.superseded), (0, 1));
     assert!(item(&store, &env, pending.clone()).await.is_some());
 
@@ -494,16 +450,7 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
         .put_items(&table, vec![user_item("ann", "Anne")])
         .await
         .unwrap();
-    let a = apply(
-        &store,
-        &table,
-        &r.ledger_table,
-        set.key_names(),
-        &[],
-        &stale,
-    )
-    .await
-    .unwrap();
+    let a = apply_plan(&set, &r, &stale).await;
     assert_eq!((a.puts, a.superseded), (0, 10));
     assert_eq!(
         item(&store, &env, greeting("g000")).await.unwrap()["from"],
@@ -733,9 +680,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     }
     let mut total = Applied::default();
     for plan in &plans {
-        let a = apply(&store, &table, &r.ledger_table, job.key_names(), &[], plan)
-            .await
-            .unwrap();
+        let a = apply_plan(&job, &r, &plan).await;
         total.add(&a);
     }
     assert_eq!((total.puts, total.superseded), (225, 25));

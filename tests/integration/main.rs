@@ -24,6 +24,7 @@ mod hr;
 mod hr_rules;
 mod import;
 mod invoices;
+mod items;
 mod jobboard;
 mod jobboard_recorded;
 mod joinset;

@@ -25,7 +25,8 @@ use jobstream::local::sqs_esm::{create_queue, depth, SqsHandler, DELETE_RETRIES}
 use shared::item::Item;
 use shared::store::Store;
 
-use crate::support::{assert_rt_verified, model_env, run_in_background, ModelEnv};
+use crate::items::assert_clean;
+use crate::support::{model_env, run_in_background, ModelEnv};
 
 /// A guard against hanging: what a test waits for arrives long before.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -496,7 +497,7 @@ async fn a_slow_queue_never_delays_the_stream_consumer() {
         ),
         (1, 1)
     );
-    assert_rt_verified(&rt).await;
+    assert_clean(&rt).await;
 }
 
 // ---------------------------------------------------------------------
@@ -556,7 +557,7 @@ async fn follow_after_a_post(rt: &mut Runtime, proxy: &FaultProxy, fault: Fault)
     );
     assert_eq!(queued(rt).await, 0);
     assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
-    assert_rt_verified(rt).await;
+    assert_clean(rt).await;
     std::array::from_fn(|i| after[i] - before[i])
 }
 
