@@ -9,7 +9,7 @@ use jobstream::tools::backfill::{BackfillTotals, ScanOptions, ScanReport};
 use jobstream::tools::verify::repair;
 use shared::item::{n, s, ItemExt};
 
-use crate::items::{assert_clean, partition};
+use crate::items::{assert_clean, delete, item, key, partition, put, update};
 use crate::support::{count, descriptions, env, Env};
 
 /// The tracker backfill over the test's table and processors.
@@ -167,41 +167,18 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     play(&env.writer).await.unwrap();
     env.rt.drain().await.unwrap();
     assert!(env.rt.verify().await.unwrap().is_clean());
-    let db = &env.rt.dynamodb.clone();
-    let table = &env.rt.config.table.clone();
     // Wrong count, stale GSI key, missing history entry, a leftover stage.
-    db.put_item()
-        .table_name(table)
-        .item("PK", s("META"))
-        .item("SK", s("COUNT"))
-        .item("count", n(99))
-        .send()
-        .await
-        .unwrap();
-    db.update_item()
-        .table_name(table)
-        .key("PK", s("APP#acme"))
-        .key("SK", s("APP#acme"))
-        .update_expression("SET GSI1PK = :x")
-        .expression_attribute_values(":x", s("STATUS#applied#ARCHIVED#0"))
-        .send()
-        .await
-        .unwrap();
-    db.delete_item()
-        .table_name(table)
-        .key("PK", s("APP#acme"))
-        .key("SK", s("HIST#00000003"))
-        .send()
-        .await
-        .unwrap();
-    db.put_item()
-        .table_name(table)
-        .item("PK", s("APP#gone"))
-        .item("SK", s("STAGE#x"))
-        .item("id", s("x"))
-        .send()
-        .await
-        .unwrap();
+    let mut wrong = key("META", "COUNT");
+    wrong.insert("count".into(), n(99));
+    put(&env, wrong).await;
+    let stale = [(":x", s("STATUS#applied#ARCHIVED#0"))];
+    update(&env, key("APP#acme", "APP#acme"), "SET GSI1PK = :x", &stale).await;
+    delete(&env, key("APP#acme", "HIST#00000003")).await;
+    put(
+        &env,
+        item(&[("PK", "APP#gone"), ("SK", "STAGE#x"), ("id", "x")]),
+    )
+    .await;
 
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.kinds["counter"].wrong, 1, "{:#?}", report.problems);

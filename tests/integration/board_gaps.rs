@@ -10,9 +10,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::runtime::Runtime;
 use jobstream::meter::Meter;
 use shared::item::{n, s, Item, ItemExt};
-use shared::store::SortKey;
 
-use crate::items::{put, set_job};
+use crate::items::{begins, put, set_job};
 use crate::support::{model_env, shipped, ModelEnv};
 
 async fn board() -> ModelEnv {
@@ -94,20 +93,6 @@ fn extra(r: &jobstream::tools::verify::Report, kind: &str) -> u64 {
     r.kinds.get(kind).map_or(0, |k| k.extra)
 }
 
-async fn partition(rt: &Runtime, pk: &str, prefix: &str) -> Vec<Item> {
-    rt.processors
-        .store
-        .query(
-            &rt.config.table,
-            None,
-            "pk",
-            pk,
-            Some(SortKey::BeginsWith("sk".into(), prefix.into())),
-        )
-        .await
-        .expect("query")
-}
-
 /// A match written a second time for one (seeker, job), under another
 /// date of its key (as a forged or replayed write would): `verify` reports
 /// it with both keys, `--repair` deletes it and keeps the one the approval
@@ -124,7 +109,7 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     put(&rt, approved(&j1, "s1", &today)).await;
     put(&rt, approved(&j1, "s2", &today)).await;
     rt.drain().await.unwrap();
-    let made = partition(&rt, "seeker#s1", "j#").await;
+    let made = begins(&rt, "seeker#s1", "j#").await;
     assert_eq!(made.len(), 1, "the approval made one match: {made:?}");
     assert_eq!(made[0].s("sk").unwrap(), format!("j#{today}#j1"));
 
@@ -151,10 +136,10 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     jobstream::tools::verify::repair(&rt.processors, &report)
         .await
         .unwrap();
-    let left = partition(&rt, "seeker#s1", "j#").await;
+    let left = begins(&rt, "seeker#s1", "j#").await;
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].s("sk").unwrap(), format!("j#{today}#j1"), "kept");
-    assert_eq!(partition(&rt, "seeker#s2", "j#").await.len(), 1);
+    assert_eq!(begins(&rt, "seeker#s2", "j#").await.len(), 1);
     let after = rt.verify().await.unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
 }
@@ -194,7 +179,7 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
         .iter()
         .map(|j| format!("s#{j}#s1"))
         .collect();
-    let made: BTreeSet<String> = partition(&rt, "job#toronto", "s#")
+    let made: BTreeSet<String> = begins(&rt, "job#toronto", "s#")
         .await
         .iter()
         .map(|i| i.s("sk").unwrap().to_string())

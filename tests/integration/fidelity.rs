@@ -521,13 +521,7 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     let mut forged = entry.clone();
     forged.insert(sk::PK.into(), s(sk::timeline_pk(author)));
     forged.insert(sk::SK.into(), s(sk::timeline_sk(post, author)));
-    rt.dynamodb
-        .put_item()
-        .table_name(&rt.config.table)
-        .set_item(Some(forged))
-        .send()
-        .await
-        .unwrap();
+    put(rt, forged).await;
     let report = rt.verify().await.unwrap();
     assert!(!report.is_clean(), "the forged entry is found");
     jobstream::tools::verify::repair(&rt.processors, &report)

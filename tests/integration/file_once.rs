@@ -8,7 +8,7 @@ use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{key_of, s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::items::{assert_clean, begins, item, put, sqs_event};
+use crate::items::{assert_clean, begins, delete, item, put, sqs_event};
 use crate::support::{model_env, temp_model};
 
 /// The README's `once:` example, whole.
@@ -206,13 +206,7 @@ async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_d
     // is not made again, and verify does not call it missing (a repair
     // could never clear it: verify would exit 1 forever).
     let m = matches_of(rt, "b").await.remove(0);
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .set_key(Some(key_of(&m, &["PK", "SK"])))
-        .send()
-        .await
-        .expect("delete");
+    delete(rt, key_of(&m, &["PK", "SK"])).await;
     rt.drain().await.expect("drain");
     assert!(matches_of(rt, "b").await.is_empty(), "not redone");
     assert_clean(rt).await;

@@ -56,14 +56,7 @@ async fn open_rows(rt: &jobstream::local::runtime::Runtime, event: &str) -> Vec<
 }
 
 async fn delete(rt: &jobstream::local::runtime::Runtime, item: &Item) {
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", item["PK"].clone())
-        .key("SK", item["SK"].clone())
-        .send()
-        .await
-        .expect("delete");
+    crate::items::delete(rt, shared::item::key_of(item, &["PK", "SK"])).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

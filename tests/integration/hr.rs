@@ -10,7 +10,7 @@ use crate::seed_items::hr as keys;
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::items::{assert_clean, delete, deliver, get, key, put};
+use crate::items::{assert_clean, delete, deliver, get, key, put, Writer};
 use crate::support::{model_env, run_in_background, table_by_key, ModelEnv};
 
 const DAY: u64 = 24 * 3600 * 1000;
@@ -374,14 +374,13 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
     let o = Org::new();
     put(&env, o.dept(&o.d1)).await;
     put(&env, o.dept(&o.d2)).await;
+    let writer = Writer::of(&env);
     let ModelEnv { engine, rt } = env;
-    let client = rt.dynamodb.clone();
-    let table = rt.config.table.clone();
     let background = run_in_background(rt);
     let emps: Vec<String> = (0..12).map(|i| id(100 + i)).collect();
     let mut tasks = Vec::new();
     for w in 0..3u64 {
-        let (client, table) = (client.clone(), table.clone());
+        let writer = writer.clone();
         let o = Org::new();
         let emps = emps.clone();
         tasks.push(tokio::spawn(async move {
@@ -399,20 +398,14 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
                     if (round * 7 + i as u64 + w).is_multiple_of(4) {
                         item.insert("status".into(), s("inactive"));
                     }
-                    client
-                        .put_item()
-                        .table_name(&table)
-                        .set_item(Some(item))
-                        .send()
-                        .await
-                        .expect("put");
+                    writer.put(item).await;
                 }
             }
         }));
     }
     // A writer overwriting the department (plain upsert, stale counts).
     {
-        let (client, table) = (client.clone(), table.clone());
+        let writer = writer.clone();
         let o = Org::new();
         tasks.push(tokio::spawn(async move {
             for round in 0..10 {
@@ -420,13 +413,7 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
                 if round % 2 == 0 {
                     d.insert(keys::HEADCOUNT.into(), n(round * 5));
                 }
-                client
-                    .put_item()
-                    .table_name(&table)
-                    .set_item(Some(d))
-                    .send()
-                    .await
-                    .expect("put");
+                writer.put(d).await;
                 tokio::time::sleep(std::time::Duration::from_millis(15)).await;
             }
         }));

@@ -54,8 +54,8 @@ fn line(id: &str, no: i64, amount: i64) -> Item {
 
 /// (total, lines) of the invoice at `key`, `None` when absent; a total not
 /// written yet reads as `(None, None)`.
-async fn totals(env: &ModelEnv, key: Item) -> Option<(Option<i64>, Option<i64>)> {
-    get(env, key).await.map(|i| {
+async fn totals(env: &ModelEnv, account: &str, id: &str) -> Option<(Option<i64>, Option<i64>)> {
+    get(env, invoice_key(account, id)).await.map(|i| {
         (
             i.opt_i64("total").ok().flatten(),
             i.opt_i64("lines").ok().flatten(),
@@ -117,33 +117,21 @@ async fn lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_
     // The invoice appears (its writer knows nothing of the totals).
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(355), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(355), Some(3))));
     // Lines change, go and come: every change lands.
     put(&env.rt, line("i-1", 2, 50)).await;
     delete(&env, line_key("i-1", 3)).await;
     put(&env.rt, line("i-1", 4, 7)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(157), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
     // A writer's put of the invoice that drops the totals: written back.
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(157), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
     // Another invoice's lines never reach this one.
     put(&env.rt, line("i-2", 1, 1_000)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(157), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
     assert_no_logical_items(&env).await;
     assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
@@ -158,10 +146,7 @@ async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_a
         put(&env.rt, line("i-1", no, amount)).await;
     }
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(60), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(60), Some(3))));
     delete(&env, invoice_key("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
     // Lines deleted, changed and added while the invoice is absent.
@@ -170,7 +155,7 @@ async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_a
     put(&env.rt, line("i-1", 4, 4)).await;
     env.rt.drain().await.unwrap();
     assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
+        totals(&env, "a-1", "i-1").await,
         None,
         "the writer's invoice is never created by the processor"
     );
@@ -178,10 +163,7 @@ async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_a
     assert_clean(&env.rt).await;
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(234), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(234), Some(3))));
     assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
 }
@@ -193,19 +175,13 @@ async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_st
     put(&env.rt, line("i-1", 1, 10)).await;
     put(&env.rt, line("i-1", 2, 15)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(25), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(25), Some(2))));
     // Moved in one transaction, a line changing meanwhile.
     move_atomically(&env, "a-1", "a-2", "i-1").await;
     put(&env.rt, line("i-1", 3, 5)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
-    assert_eq!(
-        totals(&env, invoice_key("a-2", "i-1")).await,
-        Some((Some(30), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, None);
+    assert_eq!(totals(&env, "a-2", "i-1").await, Some((Some(30), Some(3))));
     assert_clean(&env.rt).await;
     // Moved again, the new invoice's record handled before the old one's
     // (records of two items may reach the processor in either order).
@@ -222,23 +198,17 @@ async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_st
     let (insert, remove) = (of("ACCOUNT#a-3", "INSERT"), of("ACCOUNT#a-2", "REMOVE"));
     for r in [insert, remove] {
         deliver(&env, &[r]).await;
-        assert_eq!(
-            totals(&env, invoice_key("a-3", "i-1")).await,
-            Some((Some(30), Some(3)))
-        );
-        assert_eq!(totals(&env, invoice_key("a-2", "i-1")).await, None);
+        assert_eq!(totals(&env, "a-3", "i-1").await, Some((Some(30), Some(3))));
+        assert_eq!(totals(&env, "a-2", "i-1").await, None);
     }
     env.rt.drain().await.unwrap();
     move_atomically(&env, "a-3", "a-1", "i-1").await;
     delete(&env, line_key("i-1", 1)).await;
     env.rt.drain().await.unwrap();
     for gone in ["a-2", "a-3"] {
-        assert_eq!(totals(&env, invoice_key(gone, "i-1")).await, None, "{gone}");
+        assert_eq!(totals(&env, gone, "i-1").await, None, "{gone}");
     }
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(20), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(20), Some(2))));
     assert_no_logical_items(&env).await;
     assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
@@ -251,10 +221,7 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     put(&env.rt, invoice("a-1", "i-1")).await;
     put(&env.rt, line("i-1", 1, 10)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(10), Some(1)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
     assert_eq!(bad_input(&env), 0);
     // A second invoice claims the id (a writer's put before its delete of
     // the first, or a bug): neither is written while both exist.
@@ -266,12 +233,12 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     env.rt.drain().await.unwrap();
     assert!(bad_input(&env) > contested, "each sync meets it again");
     assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
+        totals(&env, "a-1", "i-1").await,
         Some((Some(10), Some(1))),
         "the first keeps what it had"
     );
     assert_eq!(
-        totals(&env, invoice_key("a-2", "i-1")).await,
+        totals(&env, "a-2", "i-1").await,
         Some((None, None)),
         "the second gets nothing"
     );
@@ -288,11 +255,8 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     // One is deleted: the other is the invoice.
     delete(&env, invoice_key("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-2", "i-1")).await,
-        Some((Some(15), Some(2)))
-    );
-    assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+    assert_eq!(totals(&env, "a-2", "i-1").await, Some((Some(15), Some(2))));
+    assert_eq!(totals(&env, "a-1", "i-1").await, None);
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert!(report.bad_input.is_empty(), "{:?}", report.bad_input);
@@ -319,10 +283,7 @@ async fn bad_lines_are_bad_input_and_move_no_total() {
     put(&env.rt, other).await;
     env.rt.drain().await.unwrap();
     assert_eq!(bad_input(&env), 4);
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(10), Some(1)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
     assert!(
         env.rt.failed_batches().is_empty(),
         "bad input blocks nothing"
@@ -332,10 +293,7 @@ async fn bad_lines_are_bad_input_and_move_no_total() {
     was_good.insert("amount".into(), n(-1));
     put(&env.rt, was_good).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(10), Some(1)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.bad_input.len(), 5, "{:?}", report.bad_input);
@@ -362,7 +320,7 @@ async fn a_replay_of_the_whole_stream_never_moves_a_total_and_writes_nothing() {
     put(&env.rt, invoice("a-2", "i-1")).await;
     env.rt.drain().await.unwrap();
     let truth = Some((Some(26), Some(2)));
-    assert_eq!(totals(&env, invoice_key("a-2", "i-1")).await, truth);
+    assert_eq!(totals(&env, "a-2", "i-1").await, truth);
     // A restarted consumer reading from TRIM_HORIZON: every record again,
     // in small batches, older images first. The total after each batch.
     let records = env.records().await;
@@ -371,11 +329,11 @@ async fn a_replay_of_the_whole_stream_never_moves_a_total_and_writes_nothing() {
     for chunk in records.chunks(3) {
         deliver(&env, chunk).await;
         assert_eq!(
-            totals(&env, invoice_key("a-2", "i-1")).await,
+            totals(&env, "a-2", "i-1").await,
             truth,
             "a replayed older record moved the total"
         );
-        assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+        assert_eq!(totals(&env, "a-1", "i-1").await, None);
     }
     assert_eq!(env.rt.processor_writes(), before, "a replay writes nothing");
     assert_clean(&env.rt).await;
@@ -407,10 +365,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
     jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
         .expect("repair");
-    assert_eq!(
-        totals(&env, invoice_key("a-7", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
     assert_clean(&env.rt).await;
     // Missing totals (a writer dropped them): reported, repaired.
     put(&env.rt, invoice("a-7", "i-1")).await;
@@ -428,10 +383,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
         .expect("repair");
     assert_clean(&env.rt).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-7", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
     assert_clean(&env.rt).await;
 }
 
@@ -456,11 +408,7 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill() {
     for inv in [0i64, 2, 4] {
         let sum: i64 = (1..=4).map(|no| inv * 10 + no).sum();
         assert_eq!(
-            totals(
-                &env,
-                invoice_key(&format!("a-{}", inv % 3), &format!("i-{inv}"))
-            )
-            .await,
+            totals(&env, &format!("a-{}", inv % 3), &format!("i-{inv}")).await,
             Some((Some(sum), Some(4))),
             "i-{inv}"
         );
@@ -472,10 +420,7 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill() {
     // The invoices that were missing appear: their totals land.
     put(&env.rt, invoice("a-9", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-9", "i-1")).await,
-        Some((Some(50), Some(4)))
-    );
+    assert_eq!(totals(&env, "a-9", "i-1").await, Some((Some(50), Some(4))));
     assert_clean(&env.rt).await;
 }
 
@@ -669,10 +614,7 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
     // i-1's totals are synced: the listed item no longer carries i-1.
     move_atomically(&env, "a-1", "a-1b", "i-1").await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(30), Some(2))));
     let values = [(":i", s("i-2")), (":t", n(7))];
     update(
         &env,
@@ -692,7 +634,7 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
         .expect("sync");
     assert_eq!((writes, notes.len()), (0, 0), "{notes:?}");
     assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
+        totals(&env, "a-1b", "i-1").await,
         Some((Some(7), Some(2))),
         "nothing written onto an item of another identity"
     );
@@ -700,15 +642,9 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
     // attribute i-2), nothing is written onto it; fixed, it is i-1's again.
     env.rt.drain().await.unwrap();
     assert_eq!(bad_input(&env), 1);
-    assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
-        Some((Some(7), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(7), Some(2))));
     put(&env.rt, invoice("a-1b", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(30), Some(2))));
     assert_clean(&env.rt).await;
 }

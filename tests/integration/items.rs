@@ -337,3 +337,25 @@ pub async fn backfill(
         .await
         .expect("backfill runs")
 }
+
+/// A writer of a runtime's table that outlives the borrow (for writers
+/// spawned while the runtime runs in the background).
+#[derive(Clone)]
+pub struct Writer {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+impl Writer {
+    pub fn of(t: &impl HasRt) -> Self {
+        let rt = t.rt();
+        let (client, table) = (rt.dynamodb.clone(), rt.config.table.clone());
+        Self { client, table }
+    }
+
+    /// A writer's put.
+    pub async fn put(&self, item: Item) {
+        let req = self.client.put_item().table_name(&self.table);
+        req.set_item(Some(item)).send().await.expect("put");
+    }
+}

@@ -59,24 +59,6 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     assert!(!text.contains("bad input (not drift)"), "{text}");
 }
 
-/// The shipped scenario (models/jobboard.scenario.yaml) checks access
-/// patterns 1-5 step by step; the sixth, creating a job that exists, is
-/// refused by its condition.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_six_access_patterns_work_on_processor_maintained_data() {
-    let env = crate::queries::play_shipped("jobboard").await;
-    assert!(env.rt.failed_batches().is_empty());
-    let w = JobBoardWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
-    let again = w.create_job(&jobs()[2]).await;
-    assert!(
-        again
-            .as_ref()
-            .is_err_and(|e| e.contains("ConditionalCheckFailed")),
-        "creating j3 again: {again:?}"
-    );
-    env.engine.stop().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored() {
     let mut b = board().await;
@@ -493,14 +475,11 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
     assert!(after.is_clean(), "{:#?}", after.problems);
     assert_eq!(begins(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
     // A lost suggestion is found missing and put back.
-    b.rt.dynamodb
-        .delete_item()
-        .table_name(&b.rt.config.table)
-        .key(keys::PK, s(keys::job_pk("Toronto")))
-        .key(keys::SK, s(keys::suggestion_sk("j3", "s3")))
-        .send()
-        .await
-        .unwrap();
+    delete(
+        &b,
+        key(keys::job_pk("Toronto"), keys::suggestion_sk("j3", "s3")),
+    )
+    .await;
     let lost = b.rt.verify().await.unwrap();
     assert_eq!(lost.kinds["suggestions"].missing, 1, "{:#?}", lost.problems);
     jobstream::tools::verify::repair(&b.rt.processors, &lost)

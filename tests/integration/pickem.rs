@@ -435,12 +435,10 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
         .await;
     }
     let users: Vec<String> = (0..24).map(|i| format!("user{i:02}")).collect();
-    let db = rt.dynamodb.clone();
-    let table = rt.config.table.clone();
+    let db = crate::items::Writer::of(&rt);
     let bg = run_in_background(rt);
     let writer = |seed: u64, results: bool| {
         let db = db.clone();
-        let table = table.clone();
         let users = users.clone();
         tokio::spawn(async move {
             let mut r = Lcg(seed);
@@ -464,12 +462,7 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
                     }
                     write::prediction(u, e, &picks)
                 };
-                db.put_item()
-                    .table_name(&table)
-                    .set_item(Some(item))
-                    .send()
-                    .await
-                    .expect("put");
+                db.put(item).await;
                 tokio::time::sleep(std::time::Duration::from_millis(r.next(15))).await;
             }
         })

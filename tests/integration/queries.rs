@@ -22,10 +22,10 @@ async fn ask(
     rt: &Runtime,
     m: &FileModel,
     name: &str,
-    args: &[&str],
+    args: &[impl AsRef<str>],
     page: Option<i32>,
 ) -> Result<Outcome, QueryError> {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
     query(&rt.dynamodb, &rt.config.table, m, name, &args, page).await
 }
 
@@ -199,7 +199,6 @@ async fn every_access_pattern_through_the_binary(model: &str, env: &crate::suppo
         }
     }
     let endpoint = env.engine.endpoint();
-    let table = env.rt.config.table.clone();
     for decl in &m.queries {
         let args = params
             .get(&decl.name)
@@ -210,9 +209,7 @@ async fn every_access_pattern_through_the_binary(model: &str, env: &crate::suppo
         let out = run(&argv);
         assert!(out.status.success(), "{argv:?}: {out:?}");
         let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        let want = query(&env.rt.dynamodb, &table, m, &decl.name, args, None)
-            .await
-            .expect("runs");
+        let want = ask(&env.rt, m, &decl.name, args, None).await.expect("runs");
         assert_eq!(
             got,
             shared::file::query_run::to_json(&want.items),
@@ -235,17 +232,9 @@ async fn the_social_access_patterns_return_what_the_scenario_implies() {
         .expect("loads")
         .model;
     assert_eq!(m.queries.len(), 7, "the seed's seven");
-    let table = env.rt.config.table.clone();
-    let followers = query(
-        &env.rt.dynamodb,
-        &table,
-        m,
-        "followers",
-        &["user=star".into()],
-        Some(2),
-    )
-    .await
-    .expect("runs");
+    let followers = ask(&env.rt, m, "followers", &["user=star"], Some(2))
+        .await
+        .expect("runs");
     assert_eq!(followers.items.len(), 153, "three users and 150 fans");
     assert!(followers.pages >= 77, "{} pages", followers.pages);
     // The binary: every access pattern by the model's name.
@@ -323,14 +312,10 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     other.insert("order".into(), shared::item::n(1));
     put(&env.rt, other).await;
     env.rt.drain().await.expect("drains");
-    let table = env.rt.config.table.clone();
-    let client = &env.rt.dynamodb;
 
     let args = ["event=e1".to_string(), "user=u3".to_string()];
-    let one_page = query(client, &table, m, "event", &args, None)
-        .await
-        .expect("runs");
-    let paged = query(client, &table, m, "event", &args, Some(2))
+    let one_page = ask(&env.rt, m, "event", &args, None).await.expect("runs");
+    let paged = ask(&env.rt, m, "event", &args, Some(2))
         .await
         .expect("runs");
     let want = ["MATCH#m1", "MATCH#m2", "MATCH#m3", "EVENT#e1"];
@@ -609,15 +594,6 @@ async fn the_tracker_access_patterns_return_what_the_scenario_implies() {
     env.engine.stop().await;
 }
 
-/// models/pickem.scenario.yaml (the compiled Pick'Em demo as a scenario):
-/// every score and standing after each round, and the five screens (and
-/// every other partition, whole) as the facts imply.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_pickem_scenario_file_plays_clean() {
-    let env = play_shipped("pickem").await;
-    env.engine.stop().await;
-}
-
 /// The Pick'Em access patterns (`models/pickem.yaml`, the seed's five)
 /// after the Pick'Em scenario (the compiled demo's): events newest first,
 /// standings highest first, an event listing with one user's predictions
@@ -631,11 +607,10 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
     assert_eq!(m.queries.len(), 5, "the seed's five access patterns");
     let env = play_shipped("pickem").await;
     every_access_pattern_through_the_binary("pickem", &env).await;
-    let (client, table) = (&env.rt.dynamodb, env.rt.config.table.clone());
     let run = |name: &'static str, args: Vec<String>| {
-        let table = table.clone();
+        let rt = &env.rt;
         async move {
-            query(client, &table, m, name, &args, Some(7))
+            ask(rt, m, name, &args, Some(7))
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
                 .items
@@ -719,7 +694,8 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
 /// The job board's scenario (models/jobboard.scenario.yaml, the compiled
 /// demo's) through `models/jobboard.yaml`: every access pattern returns
 /// what it implies (cities written in any case read by their normalised
-/// key), by the library and by `jobstream query --model jobboard`.
+/// key), by the library and by `jobstream query --model jobboard`; the
+/// sixth, creating a job that exists, refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("jobboard").await;
@@ -732,19 +708,21 @@ async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
         "the seed's five queries and an employer's matches"
     );
     for city in ["Montreal", " montreal ", "MONTREAL"] {
-        let jobs = query(
-            &env.rt.dynamodb,
-            &env.rt.config.table,
-            m,
-            "jobs_by_city",
-            &[format!("city={city}")],
-            None,
-        )
-        .await
-        .expect("runs");
+        let jobs = ask(&env.rt, m, "jobs_by_city", &[format!("city={city}")], None)
+            .await
+            .expect("runs");
         assert_eq!(jobs.items.len(), 3, "{city:?}");
     }
     // The binary: every access pattern by the model's name.
     every_access_pattern_through_the_binary("jobboard", &env).await;
+    // The sixth access pattern, creating a job that exists, is refused by
+    // its condition.
+    assert!(env.rt.failed_batches().is_empty());
+    let w = crate::seed_items::jobboard::Writer::new(env.rt.dynamodb.clone(), &env.rt.config.table);
+    let again = w.create_job(&crate::seed_items::jobboard::jobs()[2]).await;
+    let refused = again
+        .as_ref()
+        .is_err_and(|e| e.contains("ConditionalCheckFailed"));
+    assert!(refused, "creating j3 again: {again:?}");
     env.engine.stop().await;
 }
