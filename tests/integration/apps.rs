@@ -113,11 +113,19 @@ pub struct AppWriter {
 }
 
 fn app_key(id: &str) -> Item {
-    crate::items::key(keys::app_pk(id), keys::app_sk(id))
+    [
+        (keys::PK.to_string(), s(keys::app_pk(id))),
+        (keys::SK.to_string(), s(keys::app_sk(id))),
+    ]
+    .into()
 }
 
 fn stage_key(app_id: &str, stage_id: &str) -> Item {
-    crate::items::key(keys::app_pk(app_id), keys::stage_sk(stage_id))
+    [
+        (keys::PK.to_string(), s(keys::app_pk(app_id))),
+        (keys::SK.to_string(), s(keys::stage_sk(stage_id))),
+    ]
+    .into()
 }
 
 /// A new application's user fields.

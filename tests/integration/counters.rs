@@ -101,7 +101,7 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
     // Nothing else the loan implies applies either (bad input as a whole:
     // not its derived item while its count is refused), and verify agrees
     // with the engine: the loan is reported as bad input, no drift.
-    assert!(get(&env, key(&format!("B#{BOOK}"), "M#m1")).await.is_none());
+    assert!(get(&env, key(format!("B#{BOOK}"), "M#m1")).await.is_none());
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.bad_input.len(), 1, "{:?}", report.bad_input);
@@ -114,7 +114,7 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
     let ulid = "01JD0000000000000000000001";
     put(&env.rt, loan(ulid, BOOK, "open")).await;
     env.rt.drain().await.unwrap();
-    let counted = get(&env, key(&format!("M#{ulid}"), "COUNT"))
+    let counted = get(&env, key(format!("M#{ulid}"), "COUNT"))
         .await
         .expect("counter");
     assert_eq!(counted.i64("total").unwrap(), 1);
@@ -490,7 +490,7 @@ async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
         o.model_file = Some(temp_model("counters", &text))
     })
     .await;
-    let derived = key(&format!("B#{BOOK}"), "M#m1");
+    let derived = key(format!("B#{BOOK}"), "M#m1");
     put(&env.rt, loan("m1", BOOK, "open")).await;
     env.rt.drain().await.unwrap();
     assert_eq!(bad_input(&env), 1, "one bad record, one BadInput");

@@ -101,7 +101,7 @@ fn line_of(c: &str, o: &str, sku: &str, qty: i64) -> Item {
 
 /// The items of customer `c` whose sort keys start with `prefix`.
 async fn under(rt: &jobstream::local::runtime::Runtime, c: &str, prefix: &str) -> Vec<Item> {
-    begins(rt, &format!("CUST#{c}"), &prefix).await
+    begins(rt, &format!("CUST#{c}"), prefix).await
 }
 
 /// The descriptions of order `o`'s entries, in order.

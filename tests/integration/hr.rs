@@ -56,7 +56,7 @@ async fn drain(env: &mut ModelEnv) {
 }
 
 async fn headcount(env: &ModelEnv, o: &Org, dept: &str) -> Option<i64> {
-    get(env, key(&keys::org_pk(&o.org), &keys::dept_key(dept)))
+    get(env, key(keys::org_pk(&o.org), keys::dept_key(dept)))
         .await
         .expect("department exists")
         .opt_i64(keys::HEADCOUNT)
@@ -141,7 +141,7 @@ async fn moves_deactivations_deletes_and_re_creates() {
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(0));
 
     // Delete, then re-create in another department.
-    delete(&env, key(&keys::org_pk(&o.org), &keys::emp_key(&b))).await;
+    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&b))).await;
     drain(&mut env).await;
     assert_eq!(roster(&env, &o.d1).await, [a.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
@@ -152,7 +152,7 @@ async fn moves_deactivations_deletes_and_re_creates() {
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     // Several changes of one employee in one batch: only the last counts.
     put(&env, o.emp(&b, &o.d1)).await;
-    delete(&env, key(&keys::org_pk(&o.org), &keys::emp_key(&b))).await;
+    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&b))).await;
     put(&env, o.emp(&b, &o.d2)).await;
     drain(&mut env).await;
     assert_eq!(roster(&env, &o.d2).await, [b.as_str()]);
@@ -220,11 +220,11 @@ async fn the_open_jobs_index_is_sparse_and_lookups_follow_postings() {
     let item = get(&env, key(&org_pk, &sk1)).await.unwrap();
     assert_eq!(item.s("GSI1PK").unwrap(), keys::open_jobs_gsi1pk(&o.org));
     assert_eq!(item.s("GSI1SK").unwrap(), sk1);
-    let draft = get(&env, key(&org_pk, &keys::job_sk(&at2, &j2)))
+    let draft = get(&env, key(&org_pk, keys::job_sk(&at2, &j2)))
         .await
         .unwrap();
     assert!(!draft.contains_key("GSI1PK") && !draft.contains_key("GSI1SK"));
-    let lookup = get(&env, key(&keys::job_pk(&j1), keys::META_SK))
+    let lookup = get(&env, key(keys::job_pk(&j1), keys::META_SK))
         .await
         .unwrap();
     assert_eq!(lookup.len(), 5);
@@ -240,7 +240,7 @@ async fn the_open_jobs_index_is_sparse_and_lookups_follow_postings() {
     drain(&mut env).await;
     let item = get(&env, key(&org_pk, &sk1)).await.unwrap();
     assert!(!item.contains_key("GSI1PK") && !item.contains_key("GSI1SK"));
-    assert!(get(&env, key(&keys::job_pk(&j1), keys::META_SK))
+    assert!(get(&env, key(keys::job_pk(&j1), keys::META_SK))
         .await
         .is_some());
 
@@ -249,15 +249,12 @@ async fn the_open_jobs_index_is_sparse_and_lookups_follow_postings() {
     put(&env, app).await;
     delete(&env, key(&org_pk, &sk1)).await;
     drain(&mut env).await;
-    assert!(get(&env, key(&keys::job_pk(&j1), keys::META_SK))
+    assert!(get(&env, key(keys::job_pk(&j1), keys::META_SK))
         .await
         .is_none());
-    let app = get(
-        &env,
-        key(&keys::job_pk(&j1), &keys::app_sk(&id(41), &id(40))),
-    )
-    .await
-    .unwrap();
+    let app = get(&env, key(keys::job_pk(&j1), keys::app_sk(&id(41), &id(40))))
+        .await
+        .unwrap();
     assert_eq!(app.s("GSI1PK").unwrap(), keys::emp_key(&id(10)));
     assert_clean(&env).await;
 }
@@ -273,7 +270,7 @@ async fn writers_values_of_processor_attributes_are_brought_back() {
     e.insert("GSI1SK".into(), s("junk"));
     put(&env, e).await;
     drain(&mut env).await;
-    let item = get(&env, key(&keys::org_pk(&o.org), &keys::emp_key(&a)))
+    let item = get(&env, key(keys::org_pk(&o.org), keys::emp_key(&a)))
         .await
         .unwrap();
     assert_eq!(item.s("GSI1PK").unwrap(), "EMAIL#ünsal@acme.co");
@@ -343,7 +340,7 @@ async fn bad_ids_and_enums_are_skipped_counted_and_block_nothing() {
             assert!(!item.contains_key("GSI1PK"), "no projection of bad input");
         }
     }
-    assert!(get(&env, key(&keys::job_pk(&id(20)), keys::META_SK))
+    assert!(get(&env, key(keys::job_pk(&id(20)), keys::META_SK))
         .await
         .is_none());
 
@@ -540,9 +537,9 @@ async fn a_re_posted_job_keeps_its_lookup_item() {
         if !one_batch {
             drain(&mut env).await;
         }
-        delete(&env, key(&org_pk, &keys::job_sk(&at1, &j))).await;
+        delete(&env, key(&org_pk, keys::job_sk(&at1, &j))).await;
         drain(&mut env).await;
-        let lookup = get(&env, key(&keys::job_pk(&j), keys::META_SK)).await;
+        let lookup = get(&env, key(keys::job_pk(&j), keys::META_SK)).await;
         assert_eq!(
             lookup.map(|l| l.s("postedAt").unwrap().to_string()),
             Some(at2.clone()),
@@ -573,24 +570,24 @@ async fn a_lookup_lives_while_any_of_its_postings_does() {
         env.rt.failed_batches()
     );
     assert_eq!(
-        posted(get(&env, key(&keys::job_pk(&j), keys::META_SK)).await),
+        posted(get(&env, key(keys::job_pk(&j), keys::META_SK)).await),
         Some(at2.clone()),
         "the greatest posting's content"
     );
     assert_clean(&env).await;
     // The re-date is taken back: the new posting goes, the old one still
     // implies the lookup.
-    delete(&env, key(&org_pk, &keys::job_sk(&at2, &j))).await;
+    delete(&env, key(&org_pk, keys::job_sk(&at2, &j))).await;
     drain(&mut env).await;
     assert_eq!(
-        posted(get(&env, key(&keys::job_pk(&j), keys::META_SK)).await),
+        posted(get(&env, key(keys::job_pk(&j), keys::META_SK)).await),
         Some(at1.clone()),
         "kept for the posting that still implies it"
     );
     assert_clean(&env).await;
-    delete(&env, key(&org_pk, &keys::job_sk(&at1, &j))).await;
+    delete(&env, key(&org_pk, keys::job_sk(&at1, &j))).await;
     drain(&mut env).await;
-    assert!(get(&env, key(&keys::job_pk(&j), keys::META_SK))
+    assert!(get(&env, key(keys::job_pk(&j), keys::META_SK))
         .await
         .is_none());
     assert_clean(&env).await;
@@ -606,16 +603,16 @@ async fn an_edited_dept_employee_goes_with_its_employee() {
     put(&env, o.dept(&o.d1)).await;
     put(&env, o.emp(&a, &o.d1)).await;
     drain(&mut env).await;
-    let mut edited = get(&env, key(&keys::dept_key(&o.d1), &keys::emp_key(&a)))
+    let mut edited = get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
         .await
         .expect("DeptEmployee");
     edited.insert("note".into(), s("a writer was here"));
     put(&env, edited).await;
     drain(&mut env).await;
-    delete(&env, key(&keys::org_pk(&o.org), &keys::emp_key(&a))).await;
+    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&a))).await;
     drain(&mut env).await;
     assert!(
-        get(&env, key(&keys::dept_key(&o.d1), &keys::emp_key(&a)))
+        get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
             .await
             .is_none(),
         "no ghost DeptEmployee"
@@ -645,9 +642,9 @@ async fn an_employee_moved_to_another_org_keeps_its_dept_employee() {
         if !one_batch {
             drain(&mut env).await;
         }
-        delete(&env, key(&keys::org_pk(&o.org), &keys::emp_key(&a))).await;
+        delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&a))).await;
         drain(&mut env).await;
-        let mirror = get(&env, key(&keys::dept_key(&o.d1), &keys::emp_key(&a))).await;
+        let mirror = get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a))).await;
         assert_eq!(
             mirror.map(|m| m.s("orgId").unwrap().to_string()),
             Some(other.clone()),
@@ -655,9 +652,9 @@ async fn an_employee_moved_to_another_org_keeps_its_dept_employee() {
         );
         assert_clean(&env).await;
         // The moved employee goes too: so does its mirror.
-        delete(&env, key(&keys::org_pk(&other), &keys::emp_key(&a))).await;
+        delete(&env, key(keys::org_pk(&other), keys::emp_key(&a))).await;
         drain(&mut env).await;
-        assert!(get(&env, key(&keys::dept_key(&o.d1), &keys::emp_key(&a)))
+        assert!(get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
             .await
             .is_none());
         assert_clean(&env).await;

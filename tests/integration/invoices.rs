@@ -26,7 +26,7 @@ async fn invoices_env() -> ModelEnv {
 }
 
 fn invoice_key(account: &str, id: &str) -> Item {
-    key(&format!("ACCOUNT#{account}"), &format!("INV#{id}"))
+    key(format!("ACCOUNT#{account}"), format!("INV#{id}"))
 }
 
 /// An invoice as its writer puts it (no totals: they are the processor's).
@@ -40,7 +40,7 @@ fn invoice(account: &str, id: &str) -> Item {
 }
 
 fn line_key(id: &str, no: i64) -> Item {
-    key(&format!("INV#{id}"), &format!("LINE#{no}"))
+    key(format!("INV#{id}"), format!("LINE#{no}"))
 }
 
 fn line(id: &str, no: i64, amount: i64) -> Item {

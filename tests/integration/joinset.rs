@@ -635,7 +635,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     }
     let mut total = Applied::default();
     for plan in &plans {
-        let a = apply_plan(&job, &r, &plan).await;
+        let a = apply_plan(&job, &r, plan).await;
         total.add(&a);
     }
     assert_eq!((total.puts, total.superseded), (225, 25));

@@ -156,11 +156,11 @@ async fn the_longest_legal_keys_keep_their_ledger_records_within_the_limits() {
     env.rt.drain().await.unwrap();
     assert!(env.rt.failed_batches().is_empty());
     assert_eq!(metric(&env, names::BAD_INPUT), 0);
-    let tally = get(&env, key(&format!("N#{id}"), "TALLY"))
+    let tally = get(&env, key(format!("N#{id}"), "TALLY"))
         .await
         .expect("tally");
     assert_eq!(tally.i64("notes").unwrap(), 2);
-    let long = get(&env, key(&format!("N#{id}"), &format!("S#{section}")))
+    let long = get(&env, key(format!("N#{id}"), format!("S#{section}")))
         .await
         .unwrap();
     assert_eq!(long.s("GSI1SK").unwrap(), section);

@@ -27,7 +27,7 @@ async fn env() -> ModelEnv {
 
 /// (points, mcorrect, GSI_SK) of a prediction.
 async fn score_of(rt: &Runtime, user: &str, event: &str) -> (i64, i64, String) {
-    let p = get(rt, key(&keys::user_pk(user), &keys::event_key(event)))
+    let p = get(rt, key(keys::user_pk(user), keys::event_key(event)))
         .await
         .expect("prediction exists");
     (
@@ -39,7 +39,7 @@ async fn score_of(rt: &Runtime, user: &str, event: &str) -> (i64, i64, String) {
 
 /// (points, mcorrect, eplayed, GSI_SK) of a standings item.
 async fn standings(rt: &Runtime, user: &str, year: &str) -> Option<(i64, i64, i64, String)> {
-    get(rt, key(&keys::user_pk(user), &keys::standings_key(year)))
+    get(rt, key(keys::user_pk(user), keys::standings_key(year)))
         .await
         .map(|i| {
             (
@@ -215,7 +215,7 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     // Withdrawn result.
     update(
         rt,
-        key(&keys::event_key(EV), "MATCH#m2"),
+        key(keys::event_key(EV), "MATCH#m2"),
         "REMOVE #result",
         &[],
     )
@@ -229,7 +229,7 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     // Points changed.
     update(
         rt,
-        key(&keys::event_key(EV), "MATCH#m1"),
+        key(keys::event_key(EV), "MATCH#m1"),
         "SET #points = :p",
         &[(":p", n(15))],
     )
@@ -237,7 +237,7 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     rt.drain().await.unwrap();
     assert_eq!(score_of(rt, "sam", EV).await.0, 45);
     // Match removed.
-    delete(rt, key(&keys::event_key(EV), "MATCH#m3")).await;
+    delete(rt, key(keys::event_key(EV), "MATCH#m3")).await;
     rt.drain().await.unwrap();
     assert_eq!(
         score_of(rt, "sam", EV).await,
@@ -259,17 +259,17 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
         standings(rt, "sam", "2024").await,
         Some((27, 3, 2, "SCORE#00027#sam".into()))
     );
-    delete(rt, key("USER#sam", &keys::event_key(EV2))).await;
+    delete(rt, key("USER#sam", keys::event_key(EV2))).await;
     rt.drain().await.unwrap();
     assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.2), Some(1));
     // The user's last prediction of the year: standings removed.
-    delete(rt, key("USER#jo", &keys::event_key(EV))).await;
+    delete(rt, key("USER#jo", keys::event_key(EV))).await;
     rt.drain().await.unwrap();
     assert_eq!(standings(rt, "jo", "2024").await, None);
     // A writer's stray score is brought back.
     update(
         rt,
-        key("USER#sam", &keys::event_key(EV)),
+        key("USER#sam", keys::event_key(EV)),
         "SET #points = :p",
         &[(":p", n(999))],
     )
@@ -312,7 +312,7 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
                 .update(
                     aws_sdk_dynamodb::types::Update::builder()
                         .table_name(&env.rt.config.table)
-                        .set_key(Some(key(&keys::event_key(EV), &format!("MATCH#{id}"))))
+                        .set_key(Some(key(keys::event_key(EV), format!("MATCH#{id}"))))
                         .update_expression("SET #r = :r")
                         .expression_attribute_names("#r", "result")
                         .expression_attribute_values(":r", n(result))
@@ -378,7 +378,7 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     rt.processors
         .derive
         .deriver()
-        .reconcile(&[key(&keys::event_key(EV), "MATCH#m2")], &HashMap::new())
+        .reconcile(&[key(keys::event_key(EV), "MATCH#m2")], &HashMap::new())
         .await
         .map_err(|(_, _, e)| e)
         .unwrap();
@@ -560,13 +560,11 @@ async fn pickem_padding_and_clamping_keep_true_values() {
     put(rt, write::prediction("sam", EV2, &[("m2", 1)])).await;
     put(rt, write::prediction("jo", EV, &[("big", 0)])).await;
     rt.drain().await.unwrap();
-    let big = get(rt, key(&keys::event_key(EV), "MATCH#big"))
+    let big = get(rt, key(keys::event_key(EV), "MATCH#big"))
         .await
         .unwrap();
     assert_eq!(big.get("GSI_SK"), Some(&s("MATCH#99")));
-    let m1 = get(rt, key(&keys::event_key(EV), "MATCH#m1"))
-        .await
-        .unwrap();
+    let m1 = get(rt, key(keys::event_key(EV), "MATCH#m1")).await.unwrap();
     assert_eq!(m1.get("GSI_SK"), Some(&s("MATCH#07")));
     assert_eq!(
         score_of(rt, "sam", EV).await,
@@ -739,7 +737,7 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
     // u2's GSI entry lags (the index has not caught up).
     update(
         &env.rt,
-        key(&keys::user_pk("u2"), &keys::event_key(EV)),
+        key(keys::user_pk("u2"), keys::event_key(EV)),
         "REMOVE GSI_PK, GSI_SK",
         &[],
     )
@@ -748,7 +746,7 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
     // A result is set; the event's job runs before the stream is read.
     update(
         &env.rt,
-        key(&keys::event_key(EV), "MATCH#m1"),
+        key(keys::event_key(EV), "MATCH#m1"),
         "SET #result = :r",
         &[(":r", n(0))],
     )
