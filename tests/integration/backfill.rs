@@ -9,7 +9,8 @@ use jobstream::tools::backfill::{BackfillTotals, ScanOptions, ScanReport};
 use jobstream::tools::verify::repair;
 use shared::item::{n, s, ItemExt};
 
-use crate::support::{count, descriptions, env, partition, Env};
+use crate::items::{assert_clean, delete, item, key, partition, put, update};
+use crate::support::{count, descriptions, env, Env};
 
 /// The tracker backfill over the test's table and processors.
 async fn run_backfill(
@@ -66,8 +67,7 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill_and_a_second_
     for id in ["acme", "globex", "initech"] {
         assert_eq!(descriptions(&env, id).await, [IMPORTED]);
     }
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
     // Stages of acme are in the imported snapshot.
     let acme = partition(&env, "APP#acme").await;
     let entry = acme
@@ -158,8 +158,7 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
     let env = Env { engine, rt, writer };
     // active: old i with i % 3 != 0 (6), new i with i odd (5)
     assert_eq!(count(&env).await, Some(11));
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,41 +167,18 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     play(&env.writer).await.unwrap();
     env.rt.drain().await.unwrap();
     assert!(env.rt.verify().await.unwrap().is_clean());
-    let db = &env.rt.dynamodb.clone();
-    let table = &env.rt.config.table.clone();
     // Wrong count, stale GSI key, missing history entry, a leftover stage.
-    db.put_item()
-        .table_name(table)
-        .item("PK", s("META"))
-        .item("SK", s("COUNT"))
-        .item("count", n(99))
-        .send()
-        .await
-        .unwrap();
-    db.update_item()
-        .table_name(table)
-        .key("PK", s("APP#acme"))
-        .key("SK", s("APP#acme"))
-        .update_expression("SET GSI1PK = :x")
-        .expression_attribute_values(":x", s("STATUS#applied#ARCHIVED#0"))
-        .send()
-        .await
-        .unwrap();
-    db.delete_item()
-        .table_name(table)
-        .key("PK", s("APP#acme"))
-        .key("SK", s("HIST#00000003"))
-        .send()
-        .await
-        .unwrap();
-    db.put_item()
-        .table_name(table)
-        .item("PK", s("APP#gone"))
-        .item("SK", s("STAGE#x"))
-        .item("id", s("x"))
-        .send()
-        .await
-        .unwrap();
+    let mut wrong = key("META", "COUNT");
+    wrong.insert("count".into(), n(99));
+    put(&env, wrong).await;
+    let stale = [(":x", s("STATUS#applied#ARCHIVED#0"))];
+    update(&env, key("APP#acme", "APP#acme"), "SET GSI1PK = :x", &stale).await;
+    delete(&env, key("APP#acme", "HIST#00000003")).await;
+    put(
+        &env,
+        item(&[("PK", "APP#gone"), ("SK", "STAGE#x"), ("id", "x")]),
+    )
+    .await;
 
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.kinds["counter"].wrong, 1, "{:#?}", report.problems);

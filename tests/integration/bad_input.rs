@@ -4,8 +4,9 @@
 use shared::item::{s, ItemExt};
 use shared::metrics::names;
 
-use crate::fixtures::{fixture, invoke};
-use crate::support::{count, descriptions, env, partition};
+use crate::fixtures::fixture;
+use crate::items::{invoke, partition};
+use crate::support::{count, descriptions, env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
@@ -20,12 +21,8 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
         }
     }
     for handler in [
-        shared::lambda::stream_handler(&*env.rt.stream_processor("history"), invoke(&event))
-            .await
-            .unwrap(),
-        shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), invoke(&event))
-            .await
-            .unwrap(),
+        invoke(&env.rt, "history", &event).await.unwrap(),
+        invoke(&env.rt, "derive", &event).await.unwrap(),
     ] {
         assert!(
             handler.batch_item_failures.is_empty(),
@@ -69,15 +66,9 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
 async fn a_record_without_sequence_number_fails_the_whole_batch_deliberately() {
     let env = env().await;
     let event = fixture("tracker-no-sequence-number.json");
-    let err = shared::lambda::stream_handler(&*env.rt.stream_processor("history"), invoke(&event))
-        .await
-        .unwrap_err();
+    let err = invoke(&env.rt, "history", &event).await.unwrap_err();
     assert!(err.to_string().contains("SequenceNumber"), "{err}");
-    assert!(
-        shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), invoke(&event))
-            .await
-            .is_err()
-    );
+    assert!(invoke(&env.rt, "derive", &event).await.is_err());
     assert!(
         descriptions(&env, "fx-1").await.is_empty(),
         "nothing applied"

@@ -11,7 +11,8 @@ use jobstream::meter::{Bill, Meter};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{s, Item, ItemExt};
 
-use crate::support::{assert_verified, count, descriptions, env, raw_records, stream_event, Env};
+use crate::items::assert_clean;
+use crate::support::{count, descriptions, env, raw_records, stream_event, Env};
 
 /// A second runtime on `env`'s engine and tables whose processors reach the
 /// engine through a bill meter.
@@ -95,7 +96,7 @@ async fn records_that_imply_nothing_cost_the_derive_no_read() {
     // the count as moved by its change, until it changes again).
     assert_eq!(again.ops["BatchGetItem"].rru, 3.0, "{again:?}");
     env.rt.drain().await.unwrap();
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 /// The fold's state items of one application, in the ledger.
@@ -138,7 +139,7 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
         panic!("parts in the HEAD: {items:?}")
     };
     assert_eq!(parts.len(), 3, "the application and its two stages");
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 
     // Notes of 3 KB: the parts leave the HEAD.
     w.update_application(
@@ -156,7 +157,7 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
         .find(|i| i[shared::ledger::SK] == s("HEAD"))
         .unwrap();
     assert!(!head.contains_key("parts"));
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 
     // Still large: only the changed part is written, and the history goes on.
     w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true))])
@@ -164,7 +165,7 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
         .unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(state_items(&env, "a").await.len(), 4);
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 
     // Small again: back in the HEAD, the part items deleted.
     w.update_application("a", &[("notes", s("short"))], "2026-01-03T00:00:00.000Z")
@@ -174,7 +175,7 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
     env.rt.drain().await.unwrap();
     let items = state_items(&env, "a").await;
     assert_eq!(items.len(), 1, "the HEAD alone again: {items:?}");
-    assert_verified(&env).await;
+    assert_clean(&env).await;
     assert_eq!(
         descriptions(&env, "a").await,
         [

@@ -5,25 +5,20 @@
 //! job fact), with the same suggestions.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::runtime::Runtime;
 use jobstream::meter::Meter;
 use shared::item::{n, s, Item, ItemExt};
-use shared::store::SortKey;
 
-use crate::support::{model_env, put, ModelEnv};
-
-fn jobboard_yaml() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../models/jobboard.yaml"
-    ))
-}
+use crate::items::{begins, put, set_job};
+use crate::support::{model_env, shipped, ModelEnv};
 
 async fn board() -> ModelEnv {
-    model_env("jobboard", |o| o.model_file = Some(jobboard_yaml())).await
+    model_env("jobboard", |o| {
+        o.model_file = Some(shipped("jobboard.yaml"))
+    })
+    .await
 }
 
 fn day(days_ago: i64) -> String {
@@ -98,20 +93,6 @@ fn extra(r: &jobstream::tools::verify::Report, kind: &str) -> u64 {
     r.kinds.get(kind).map_or(0, |k| k.extra)
 }
 
-async fn partition(rt: &Runtime, pk: &str, prefix: &str) -> Vec<Item> {
-    rt.processors
-        .store
-        .query(
-            &rt.config.table,
-            None,
-            "pk",
-            pk,
-            Some(SortKey::BeginsWith("sk".into(), prefix.into())),
-        )
-        .await
-        .expect("query")
-}
-
 /// A match written a second time for one (seeker, job), under another
 /// date of its key (as a forged or replayed write would): `verify` reports
 /// it with both keys, `--repair` deletes it and keeps the one the approval
@@ -128,7 +109,7 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     put(&rt, approved(&j1, "s1", &today)).await;
     put(&rt, approved(&j1, "s2", &today)).await;
     rt.drain().await.unwrap();
-    let made = partition(&rt, "seeker#s1", "j#").await;
+    let made = begins(&rt, "seeker#s1", "j#").await;
     assert_eq!(made.len(), 1, "the approval made one match: {made:?}");
     assert_eq!(made[0].s("sk").unwrap(), format!("j#{today}#j1"));
 
@@ -155,10 +136,10 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     jobstream::tools::verify::repair(&rt.processors, &report)
         .await
         .unwrap();
-    let left = partition(&rt, "seeker#s1", "j#").await;
+    let left = begins(&rt, "seeker#s1", "j#").await;
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].s("sk").unwrap(), format!("j#{today}#j1"), "kept");
-    assert_eq!(partition(&rt, "seeker#s2", "j#").await.len(), 1);
+    assert_eq!(begins(&rt, "seeker#s2", "j#").await.len(), 1);
     let after = rt.verify().await.unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
 }
@@ -198,7 +179,7 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
         .iter()
         .map(|j| format!("s#{j}#s1"))
         .collect();
-    let made: BTreeSet<String> = partition(&rt, "job#toronto", "s#")
+    let made: BTreeSet<String> = begins(&rt, "job#toronto", "s#")
         .await
         .iter()
         .map(|i| i.s("sk").unwrap().to_string())
@@ -211,19 +192,11 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
     let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
     let reads = shared::engine::setjob::Reads {
         store: store.clone(),
-        table: rt.config.table.clone(),
-        ledger_table: rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
+        ..crate::items::reads(&rt)
     };
-    let model = shared::models::load(&shared::models::Source::File(jobboard_yaml())).unwrap();
-    let Some(shared::models::Job::Set(suggestions)) = model
-        .consumers
-        .iter()
-        .find(|c| c.queue.logical == "suggestions")
-        .map(|c| &c.job)
-    else {
-        panic!("a suggestions set job");
-    };
+    let model =
+        shared::models::load(&shared::models::Source::File(shipped("jobboard.yaml"))).unwrap();
+    let suggestions = set_job(&model, "suggestions");
     let body = shared::engine::joinset::JoinJob {
         set: "suggestions".into(),
         scope: "seeker".into(),
@@ -296,21 +269,14 @@ async fn job_scope_billed(
 ) -> (BTreeSet<String>, jobstream::meter::Bill) {
     let meter = Meter::in_front_of(&engine.endpoint()).await.unwrap();
     let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
+    let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
     let reads = shared::engine::setjob::Reads {
-        store: shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg)),
-        table: rt.config.table.clone(),
-        ledger_table: rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
+        store,
+        ..crate::items::reads(rt)
     };
-    let model = shared::models::load(&shared::models::Source::File(jobboard_yaml())).unwrap();
-    let Some(shared::models::Job::Set(suggestions)) = model
-        .consumers
-        .iter()
-        .find(|c| c.queue.logical == "suggestions")
-        .map(|c| &c.job)
-    else {
-        panic!("a suggestions set job");
-    };
+    let model =
+        shared::models::load(&shared::models::Source::File(shipped("jobboard.yaml"))).unwrap();
+    let suggestions = set_job(&model, "suggestions");
     let bind = ["employerId", "jobId", "postedAt", "zip"]
         .iter()
         .map(|k| (k.to_string(), job.s(k).unwrap().to_string()))

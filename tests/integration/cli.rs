@@ -6,11 +6,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-use crate::support::jobstream_bin;
-
-fn models_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models"))
-}
+use crate::support::{jobstream_bin, shipped};
 
 fn jobstream(args: &[&str]) -> Output {
     std::process::Command::new(jobstream_bin())
@@ -26,7 +22,7 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
-    let library = models_dir().join("examples/library.yaml");
+    let library = shipped("examples/library.yaml");
     let ok = jobstream(&["check-model", library.to_str().unwrap()]);
     assert!(ok.status.success(), "{ok:?}");
     assert!(stdout(&ok).ends_with(": OK\n"), "{}", stdout(&ok));
@@ -58,18 +54,14 @@ fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
 #[test]
 fn demo_of_a_model_file_plays_its_scenario_or_only_verifies() {
     // hr.yaml has hr.scenario.yaml next to it: played, then verified.
-    let hr = jobstream(&[
-        "demo",
-        "--model-file",
-        models_dir().join("hr.yaml").to_str().unwrap(),
-    ]);
+    let hr = jobstream(&["demo", "--model-file", shipped("hr.yaml").to_str().unwrap()]);
     assert!(hr.status.success(), "{}", stdout(&hr));
     assert!(stdout(&hr).contains("scenario "), "{}", stdout(&hr));
     // library.yaml has none: nothing written, verify only.
     let library = jobstream(&[
         "demo",
         "--model-file",
-        models_dir().join("examples/library.yaml").to_str().unwrap(),
+        shipped("examples/library.yaml").to_str().unwrap(),
     ]);
     assert!(library.status.success(), "{}", stdout(&library));
     assert!(
@@ -83,7 +75,7 @@ fn demo_of_a_model_file_plays_its_scenario_or_only_verifies() {
 /// parity test synthesises (`deploy::definitions_of` of the loaded file).
 #[test]
 fn tables_of_a_model_file_prints_the_definition_the_stack_reads() {
-    let file = models_dir().join("examples/library.yaml");
+    let file = shipped("examples/library.yaml");
     let out = jobstream(&["tables", "--model-file", file.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");

@@ -2,139 +2,14 @@
 //! counter deleted by a writer (or by TTL) comes back from its key alone; a
 //! counter key the counter's own rules reject is bad input of the source
 //! (nothing moved); an item the rules reject gets no counter written onto
-//! it, and one bad record is one BadInput. Through the compiled models and
-//! through model files.
+//! it, and one bad record is one BadInput.
 
 use std::path::PathBuf;
 
-use chrono::{SecondsFormat, Utc};
 use shared::item::{n, s, Item, ItemExt};
-use shared::metrics::names;
-use shared::store::Store;
 
-use crate::support::{assert_rt_verified, model_env, put, ModelEnv};
-
-fn model_file(name: &str) -> PathBuf {
-    PathBuf::from(format!("{}/../models/{name}", env!("CARGO_MANIFEST_DIR")))
-}
-
-/// A model file written for the test (a fresh name per test).
-fn temp_model(text: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "jobstream-counters-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&path, text).expect("writes");
-    path
-}
-
-fn store(env: &ModelEnv) -> Store {
-    Store::new(env.rt.dynamodb.clone())
-}
-
-async fn get(env: &ModelEnv, key: Item) -> Option<Item> {
-    store(env)
-        .get(&env.rt.config.table, key)
-        .await
-        .expect("get")
-}
-
-/// A writer's delete, as an application (or TTL) removes an item.
-async fn delete(env: &ModelEnv, key: Item) {
-    env.rt
-        .dynamodb
-        .delete_item()
-        .table_name(&env.rt.config.table)
-        .set_key(Some(key))
-        .send()
-        .await
-        .expect("delete");
-}
-
-fn key(pk: &str, sk: &str) -> Item {
-    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
-}
-
-fn bad_input(env: &ModelEnv) -> u64 {
-    env.rt
-        .stream_processor("derive")
-        .metrics()
-        .get(names::BAD_INPUT)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn trackers_meta_count_deleted_by_a_writer_comes_back_from_the_stream_alone() {
-    use crate::apps::{keys, AppWriter};
-    let mut env = model_env("tracker", |_| {}).await;
-    let w = AppWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
-    for id in ["a", "b"] {
-        w.create_application(id, "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-            .await
-            .unwrap();
-    }
-    env.rt.drain().await.unwrap();
-    let meta = key(keys::META_PK, "COUNT");
-    assert_eq!(
-        get(&env, meta.clone())
-            .await
-            .unwrap()
-            .i64(keys::COUNT_ATTR)
-            .unwrap(),
-        2
-    );
-    // The writer deletes the counter; nothing else changes.
-    delete(&env, meta.clone()).await;
-    env.rt.drain().await.unwrap();
-    let back = get(&env, meta).await.expect("META/COUNT re-created");
-    assert_eq!(back.i64(keys::COUNT_ATTR).unwrap(), 2);
-    assert_rt_verified(&env.rt).await;
-    assert!(env.rt.failed_batches().is_empty());
-    assert_eq!(bad_input(&env), 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn socials_user_counts_and_like_count_deleted_by_a_writer_come_back() {
-    use crate::seed_items::social as keys;
-    use crate::seed_items::social::{like_item, post_item, user_item};
-    let mut env = model_env("social", |_| {}).await;
-    let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
-    let post = keys::ulid(Utc::now().timestamp_millis() as u64, 1);
-    store(&env)
-        .put_items(
-            &env.rt.config.table,
-            vec![
-                user_item("u1", "Ann"),
-                user_item("u2", "Bob"),
-                post_item("u1", &post, &at, "hello"),
-                like_item(&post, "u2", &at),
-            ],
-        )
-        .await
-        .expect("put");
-    env.rt.drain().await.unwrap();
-    assert_eq!(
-        get(&env, keys::user_counts_key("u1"))
-            .await
-            .unwrap()
-            .i64(keys::POSTS)
-            .unwrap(),
-        1
-    );
-    delete(&env, keys::user_counts_key("u1")).await;
-    delete(&env, keys::likecount_key(&post)).await;
-    env.rt.drain().await.unwrap();
-    let counts = get(&env, keys::user_counts_key("u1"))
-        .await
-        .expect("count re-created");
-    assert_eq!(counts.i64(keys::POSTS).unwrap(), 1);
-    assert_eq!(counts.s(keys::TYPE).unwrap(), "counts");
-    let likes = get(&env, keys::likecount_key(&post))
-        .await
-        .expect("likecount re-created");
-    assert_eq!(likes.i64(keys::LIKES).unwrap(), 1);
-    assert_rt_verified(&env.rt).await;
-    assert_eq!(bad_input(&env), 0);
-}
+use crate::items::{assert_clean, bad_input, delete, get, key, put, update};
+use crate::support::{model_env, shipped, temp_model, ModelEnv};
 
 const BOOK: &str = "01JD0000000000000000000000";
 
@@ -155,7 +30,7 @@ fn loan(member: &str, book: &str, state: &str) -> Item {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_files_counter_deleted_by_a_writer_or_by_ttl_comes_back() {
     let mut env = model_env("library", |o| {
-        o.model_file = Some(model_file("examples/library.yaml"));
+        o.model_file = Some(shipped("examples/library.yaml"));
     })
     .await;
     put(&env.rt, loan("m1", BOOK, "open")).await;
@@ -172,20 +47,10 @@ async fn a_model_files_counter_deleted_by_a_writer_or_by_ttl_comes_back() {
         (back.i64("open").unwrap(), back.i64("total").unwrap()),
         (1, 1)
     );
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     // Expired by TTL (a writer set one): the REMOVE carries the TTL
     // service's identity, and the counter comes back all the same.
-    env.rt
-        .dynamodb
-        .update_item()
-        .table_name(&env.rt.config.table)
-        .set_key(Some(loans.clone()))
-        .update_expression("SET #t = :t")
-        .expression_attribute_names("#t", "ttl")
-        .expression_attribute_values(":t", n(1_000))
-        .send()
-        .await
-        .expect("update");
+    update(&env, loans.clone(), "SET #ttl = :t", &[(":t", n(1_000))]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(env.engine.sweep_ttl().await.unwrap(), 1);
     env.rt.drain().await.unwrap();
@@ -195,7 +60,7 @@ async fn a_model_files_counter_deleted_by_a_writer_or_by_ttl_comes_back() {
         (1, 1)
     );
     assert!(!back.contains_key("ttl"));
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
 }
 
@@ -212,7 +77,7 @@ async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
 async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_nothing() {
     // The counter's key takes a ULID; the loan binds it through a template
     // (a type check-model cannot know), and a member id is no ULID.
-    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
     let text = library
         .replace(
             "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
@@ -223,7 +88,10 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
             "with: { memberId: \"${memberId}\" }",
         );
     assert_ne!(text, library);
-    let mut env = model_env("library", |o| o.model_file = Some(temp_model(&text))).await;
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(temp_model("counters", &text))
+    })
+    .await;
     put(&env.rt, loan("m1", BOOK, "open")).await;
     env.rt.drain().await.unwrap();
     assert!(env.rt.failed_batches().is_empty());
@@ -233,7 +101,7 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
     // Nothing else the loan implies applies either (bad input as a whole:
     // not its derived item while its count is refused), and verify agrees
     // with the engine: the loan is reported as bad input, no drift.
-    assert!(get(&env, key(&format!("B#{BOOK}"), "M#m1")).await.is_none());
+    assert!(get(&env, key(format!("B#{BOOK}"), "M#m1")).await.is_none());
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.bad_input.len(), 1, "{:?}", report.bad_input);
@@ -246,7 +114,7 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
     let ulid = "01JD0000000000000000000001";
     put(&env.rt, loan(ulid, BOOK, "open")).await;
     env.rt.drain().await.unwrap();
-    let counted = get(&env, key(&format!("M#{ulid}"), "COUNT"))
+    let counted = get(&env, key(format!("M#{ulid}"), "COUNT"))
         .await
         .expect("counter");
     assert_eq!(counted.i64("total").unwrap(), 1);
@@ -275,7 +143,7 @@ async fn nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_b
     env.rt.drain().await.unwrap();
     let d = get(&env, dept_key).await.unwrap();
     assert_eq!(d.i64("headcount").unwrap(), 1);
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 1);
 }
 
@@ -313,7 +181,7 @@ async fn rerun(
 /// owns is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
-    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
     let v2 = library.replace(
         "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
         "key: { PK: \"M#${memberId}\", SK: \"LOANS\" }",
@@ -322,13 +190,16 @@ async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
     for replay in [false, true] {
         // `env.rt` runs the first version; `rt` the edited one, on the
         // same tables.
-        let mut env = model_env("library", |o| o.model_file = Some(temp_model(&library))).await;
+        let mut env = model_env("library", |o| {
+            o.model_file = Some(temp_model("counters", &library))
+        })
+        .await;
         put(&env.rt, loan("m1", BOOK, "open")).await;
         put(&env.rt, loan("m2", BOOK, "returned")).await;
         env.rt.drain().await.unwrap();
-        assert_rt_verified(&env.rt).await;
+        assert_clean(&env.rt).await;
         assert!(get(&env, key("M#m1", "COUNT")).await.is_some());
-        let mut rt = rerun(&env, "library", temp_model(&v2), replay).await;
+        let mut rt = rerun(&env, "library", temp_model("counters", &v2), replay).await;
         rt.drain().await.unwrap();
         // A writer's item of the old shape, stamped like the counter but
         // never counted into by the processor: not the processor's to delete.
@@ -410,7 +281,7 @@ async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
     use crate::seed_items::hr as build;
-    let hr = std::fs::read_to_string(model_file("hr.yaml")).expect("reads");
+    let hr = std::fs::read_to_string(shipped("hr.yaml")).expect("reads");
     let v2 = hr.replace(
         "key: { PK: \"ORG#${orgId}\", SK: \"DEPT#${deptId}\" }",
         "key: { PK: \"ORG#${orgId}\", SK: \"D#${deptId}\" }",
@@ -418,7 +289,7 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
     assert_ne!(v2, hr);
     let id = |n: u64| build::ulid(1_767_600_000_000 + n * 86_400_000, u128::from(n) + 7);
     let (org, dept) = (id(1), id(2));
-    let mut env = model_env("hr", |o| o.model_file = Some(temp_model(&hr))).await;
+    let mut env = model_env("hr", |o| o.model_file = Some(temp_model("counters", &hr))).await;
     let old_dept = build::dept(&org, &dept, "Dept", &id(9));
     let old_key = shared::item::key_of(&old_dept, &["PK", "SK"]);
     put(&env.rt, old_dept).await;
@@ -426,7 +297,7 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
     env.rt.drain().await.unwrap();
     let counted = get(&env, old_key.clone()).await.unwrap();
     assert_eq!(counted.i64("headcount").unwrap(), 1);
-    let mut rt = rerun(&env, "hr", temp_model(&v2), false).await;
+    let mut rt = rerun(&env, "hr", temp_model("counters", &v2), false).await;
     // The writer moves its department to the new key.
     let mut moved = build::dept(&org, &dept, "Dept", &id(9));
     moved.insert("SK".into(), s(format!("D#{dept}")));
@@ -485,19 +356,22 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
 /// records), so the counter comes to the sums, as the stream would leave it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sums() {
-    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
     let v2 = library.replace(
         "      - counter: loans\n        with: { memberId: memberId }\n",
         "      - counter: loans\n        with: { memberId: memberId }\n        when: \"state == 'open'\"\n",
     );
     assert_ne!(v2, library);
-    let mut env = model_env("library", |o| o.model_file = Some(temp_model(&library))).await;
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(temp_model("counters", &library))
+    })
+    .await;
     put(&env.rt, loan("m1", BOOK, "open")).await;
     put(&env.rt, loan("m2", BOOK, "returned")).await;
     env.rt.drain().await.unwrap();
     let m2 = get(&env, key("M#m2", "COUNT")).await.unwrap();
     assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 1));
-    let mut rt = rerun(&env, "library", temp_model(&v2), false).await;
+    let mut rt = rerun(&env, "library", temp_model("counters", &v2), false).await;
     let report = rt.verify().await.expect("verify");
     assert!(
         report
@@ -527,7 +401,7 @@ async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sum
 /// attribute of it, at the first sum past 2^63).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
-    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
     let text = library
         .replace(
             "      since: iso-utc\n    check:",
@@ -542,7 +416,7 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
             "attributes: [open, total, fees]",
         );
     assert_eq!(text.matches("fee").count(), 5, "{text}");
-    let path = temp_model(&text);
+    let path = temp_model("counters", &text);
     let mut env = model_env("library", |o| o.model_file = Some(path.clone())).await;
     let big: i64 = 1 << 62;
     for (book, fee) in [
@@ -564,8 +438,7 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
         "2^63 + 5, exact"
     );
     assert_eq!(bad_input(&env), 0);
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
     let file = &shared::file::load(&path).expect("loads").model;
     let t = jobstream::tools::explain::Tables {
         client: &env.rt.dynamodb,
@@ -592,7 +465,7 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
     let counter = get(&env, key("M#m1", "COUNT")).await.expect("counter");
     assert_eq!(counter.i64("open").unwrap(), 2);
     assert_eq!(counter.get("fees"), Some(&n("9223372036854775813")));
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
 }
 
 /// R03: an expression that fails on one item at run time (here `size(note)`
@@ -602,7 +475,7 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
 /// bad again, all that its last valid state implied stays; verify agrees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
-    let library = std::fs::read_to_string(model_file("examples/library.yaml")).expect("reads");
+    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
     let text = library
         .replace(
             "      since: iso-utc\n    check:",
@@ -613,8 +486,11 @@ async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
             "      - entity: book_loan\n        when: \"size(note) > 0\"\n",
         );
     assert_ne!(text, library);
-    let mut env = model_env("library", |o| o.model_file = Some(temp_model(&text))).await;
-    let derived = key(&format!("B#{BOOK}"), "M#m1");
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(temp_model("counters", &text))
+    })
+    .await;
+    let derived = key(format!("B#{BOOK}"), "M#m1");
     put(&env.rt, loan("m1", BOOK, "open")).await;
     env.rt.drain().await.unwrap();
     assert_eq!(bad_input(&env), 1, "one bad record, one BadInput");
@@ -624,8 +500,7 @@ async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
     );
     assert!(get(&env, derived.clone()).await.is_none());
     assert!(ledger_totals(&env).await.is_empty());
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
     // Valid: every effect applies.
     let mut noted = loan("m1", BOOK, "open");
     noted.insert("note".into(), s("x"));
@@ -641,6 +516,5 @@ async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
     let counted = get(&env, key("M#m1", "COUNT")).await.expect("counter");
     assert_eq!(counted.i64("open").unwrap(), 1, "the open count stays");
     assert!(get(&env, derived).await.is_some(), "the derived item stays");
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
 }

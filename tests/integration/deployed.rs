@@ -11,7 +11,6 @@ use std::time::Duration;
 use crate::seed_items::social;
 use crate::seed_items::social::{follow_item, post_item};
 use aws_sdk_sqs::types::QueueAttributeName;
-use chrono::{SecondsFormat, Utc};
 use jobstream::local::deployed::require_queue;
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
@@ -20,6 +19,7 @@ use jobstream::local::sqs_esm::create_queue;
 use shared::models::table::{self, TableDef};
 use shared::store::Store;
 
+use crate::social::{iso, post_id};
 use crate::support::{jobstream_bin, TIME_SCALE};
 
 /// A guard against hanging: `run` that starts consuming instead of
@@ -414,10 +414,6 @@ async fn deployment(
     Runtime::start(opts).await.expect("runs on what exists")
 }
 
-fn now_iso() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 async fn timeline_len(rt: &Runtime, user: &str) -> usize {
     Store::new(rt.dynamodb.clone())
         .query(
@@ -446,8 +442,8 @@ async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
     let mut prod = deployment(&engine, &client, &sqs_endpoint, &sqs, "prod").await;
     assert_ne!(staging.config.queues, prod.config.queues);
 
-    let at = now_iso();
-    let post = social::ulid(Utc::now().timestamp_millis() as u64, 1);
+    let at = iso(0);
+    let post = post_id(1);
     crate::support::put(&staging, post_item("star", &post, &at, "hi")).await;
     crate::support::put(&staging, follow_item("ann", "star", &at)).await;
     // Both consume at once, as two deployments do.
@@ -460,7 +456,7 @@ async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
     assert_eq!(timeline_len(&prod, "ann").await, 0);
 
     // And the other way round.
-    let post = social::ulid(Utc::now().timestamp_millis() as u64, 2);
+    let post = post_id(2);
     crate::support::put(&prod, post_item("star", &post, &at, "hi")).await;
     crate::support::put(&prod, follow_item("bob", "star", &at)).await;
     let before = invocations(&staging);
@@ -475,8 +471,8 @@ async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
         "staging never saw prod's job"
     );
     assert_eq!(timeline_len(&staging, "bob").await, 0);
-    crate::support::assert_rt_verified(&staging).await;
-    crate::support::assert_rt_verified(&prod).await;
+    crate::items::assert_clean(&staging).await;
+    crate::items::assert_clean(&prod).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -559,11 +555,7 @@ async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none(
     client
         .put_item()
         .table_name(social.table.name)
-        .set_item(Some(follow_item(
-            "ann",
-            "bob",
-            &Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
-        )))
+        .set_item(Some(follow_item("ann", "bob", &iso(0))))
         .send()
         .await
         .unwrap();
@@ -656,13 +648,13 @@ async fn runs_own_calls_are_checked_against_the_runner_policy() {
     ));
     opts.runner = Some(runner);
     let mut rt = Runtime::start(opts).await.expect("runs on what exists");
-    let at = now_iso();
-    let post = social::ulid(Utc::now().timestamp_millis() as u64, 1);
+    let at = iso(0);
+    let post = post_id(1);
     crate::support::put(&rt, post_item("star", &post, &at, "hi")).await;
     crate::support::put(&rt, follow_item("ann", "star", &at)).await;
     rt.drain().await.expect("drains");
     assert_eq!(timeline_len(&rt, "ann").await, 1, "the fan-out job ran");
-    crate::support::assert_rt_verified(&rt).await;
+    crate::items::assert_clean(&rt).await;
 
     let calls: Vec<_> = recorder()
         .calls()

@@ -9,15 +9,10 @@ use crate::seed_items::jobboard::{
     self as bkeys, days_ago, job_opened, jobs, seeker_changed, Writer as JobBoardWriter,
 };
 use aws_lambda_events::event::dynamodb::Event;
-use lambda_runtime::{Context, LambdaEvent};
-use shared::engine::setjob::{apply, Reads};
 use shared::item::{s, ItemExt};
 
+use crate::items::{apply_plan, assert_clean, invoke, set_job};
 use crate::support::{count, env, model_env, records_of, stream_event, Env, ModelEnv};
-
-fn lambda(event: &Event) -> LambdaEvent<Event> {
-    LambdaEvent::new(event.clone(), Context::default())
-}
 
 fn writes(env: &Env) -> u64 {
     env.rt.processors.store.stats().writes.load(Relaxed)
@@ -59,13 +54,10 @@ async fn a_replay_of_the_whole_stream_never_moves_the_count_and_writes_nothing()
     // small batches, older images first. The count is observed after each.
     let event = stream_event(&env).await;
     let before = writes(&env);
-    let derive = env.rt.stream_processor("derive");
     for chunk in event.records.chunks(5) {
         let mut batch = event.clone();
         batch.records = chunk.to_vec();
-        let resp = shared::lambda::stream_handler(&*derive, lambda(&batch))
-            .await
-            .unwrap();
+        let resp = invoke(&env, "derive", &batch).await.unwrap();
         assert!(resp.batch_item_failures.is_empty());
         assert_eq!(
             count(&env).await,
@@ -89,14 +81,8 @@ async fn a_modify_of_processor_owned_attributes_costs_no_write() {
     // derive first (projections, count), then history (historySequence
     // MODIFYs carrying images older than derive's projection).
     let first = stream_event(&env).await;
-    let derive = env.rt.stream_processor("derive");
-    let history = env.rt.stream_processor("history");
-    shared::lambda::stream_handler(&*derive, lambda(&first))
-        .await
-        .unwrap();
-    shared::lambda::stream_handler(&*history, lambda(&first))
-        .await
-        .unwrap();
+    invoke(&env, "derive", &first).await.unwrap();
+    invoke(&env, "history", &first).await.unwrap();
     let all = stream_event(&env).await;
     let mut newer = all.clone();
     newer.records.drain(..first.records.len());
@@ -105,16 +91,14 @@ async fn a_modify_of_processor_owned_attributes_costs_no_write() {
         "the processors' own writes are on the stream"
     );
     let before = writes(&env);
-    shared::lambda::stream_handler(&*derive, lambda(&newer))
-        .await
-        .unwrap();
+    invoke(&env, "derive", &newer).await.unwrap();
     assert_eq!(
         writes(&env) - before,
         0,
         "GSI values already right are not written again"
     );
     env.rt.drain().await.unwrap();
-    crate::support::assert_verified(&env).await;
+    crate::items::assert_clean(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,7 +165,7 @@ async fn a_repair_ahead_of_a_lagging_processor_is_not_counted_twice() {
     // The lagging processor then sees the four INSERTs.
     env.rt.drain().await.unwrap();
     assert_eq!(count(&env).await, Some(4), "counted once");
-    crate::support::assert_verified(&env).await;
+    crate::items::assert_clean(&env).await;
 }
 
 /// A job board with one open job and one seeker it suits, processed.
@@ -228,21 +212,8 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
     let (_engine, mut rt, w) = board_with_one_pair().await;
     let jobs = jobs();
     // A rescoring of the seeker reads the facts (no request yet)...
-    let reads = Reads {
-        store: rt.processors.store.clone(),
-        table: rt.config.table.clone(),
-        ledger_table: rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
-    };
-    let model = shared::models::find("jobboard").unwrap();
-    let Some(shared::models::Job::Set(suggestions)) = model
-        .consumers
-        .iter()
-        .find(|c| c.queue.logical == "suggestions")
-        .map(|c| &c.job)
-    else {
-        panic!("a suggestions set job");
-    };
+    let reads = crate::items::reads(&rt);
+    let suggestions = set_job(&rt.model, "suggestions");
     let body = seeker_changed("a", "montreal");
     let plan = suggestions.plan(&body, &reads).await.unwrap();
     assert_eq!(plan.desired.len(), 1);
@@ -256,16 +227,7 @@ async fn a_rescoring_racing_a_request_never_brings_the_pair_back() {
     for d in &mut stale.desired {
         d.item.insert("relevance".into(), shared::item::n(2)); // differs: would be written
     }
-    let applied = apply(
-        &reads.store,
-        &reads.table,
-        &reads.ledger_table,
-        suggestions.key_names(),
-        suggestions.volatile(),
-        &stale,
-    )
-    .await
-    .unwrap();
+    let applied = apply_plan(&*suggestions, &reads, &stale).await;
     assert_eq!(applied.puts, 0);
     assert_eq!(applied.superseded, 1);
     assert!(rt
@@ -300,7 +262,6 @@ async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery(
         rt: menv.rt,
         writer,
     };
-    let derive = env.rt.stream_processor("derive");
     let mut seen = 0;
     // A change that adds to the counter, then one that takes from it.
     for (step, expected) in [(0, 1), (1, 0)] {
@@ -324,21 +285,17 @@ async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery(
         // totals), the second the counter item's write: it fails.
         proxy.inject(Fault::server_error("TransactWriteItems", 1).after(1));
         let injected = proxy.injected();
-        let resp = shared::lambda::stream_handler(&*derive, lambda(&event))
-            .await
-            .unwrap();
+        let resp = invoke(&env, "derive", &event).await.unwrap();
         assert_eq!(proxy.injected(), injected + 1, "the counter write failed");
         assert_eq!(resp.batch_item_failures.len(), 1, "the batch is reported");
         assert_eq!(count(&env).await, before, "the counter item lags");
         // Lambda delivers the batch again: every source is as recorded, and
         // the counter item is brought to the totals all the same.
-        let resp = shared::lambda::stream_handler(&*derive, lambda(&event))
-            .await
-            .unwrap();
+        let resp = invoke(&env, "derive", &event).await.unwrap();
         assert!(resp.batch_item_failures.is_empty());
         assert_eq!(count(&env).await, Some(expected), "step {step}");
     }
-    crate::support::assert_verified(&env).await;
+    crate::items::assert_clean(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -375,13 +332,10 @@ async fn a_replay_sends_no_write_request_from_any_processor() {
     // small batches: older images first.
     let event = stream_event(&env).await;
     for name in ["history", "derive"] {
-        let processor = env.rt.stream_processor(name);
         for chunk in event.records.chunks(3) {
             let mut batch = event.clone();
             batch.records = chunk.to_vec();
-            let resp = shared::lambda::stream_handler(&*processor, lambda(&batch))
-                .await
-                .unwrap();
+            let resp = invoke(&env, name, &batch).await.unwrap();
             assert!(
                 resp.batch_item_failures.is_empty(),
                 "{name}: {:?}, {} write request(s) sent",
@@ -432,24 +386,7 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
             "BatchGetItem",
             "Query",
         ];
-        // The faults of one operation come one after the other, each after
-        // `after` more requests: a 5xx and throttling before the request
-        // reaches the engine, a 5xx after it took effect (a commit whose
-        // answer is lost), a connection reset before, and one after.
-        for (i, after) in [2u32, 5, 9, 14, 20].into_iter().enumerate() {
-            for op in ops {
-                // (One at a time: a message meets fewer faults than its
-                // queue's receives, so none is dead-lettered by the faults
-                // alone.)
-                proxy.inject(match i {
-                    0 => Fault::server_error(op, 1).after(after),
-                    1 => Fault::throttle(op, 1).after(after),
-                    2 => Fault::server_error(op, 1).after(after).after_effect(),
-                    3 => Fault::reset(op, 1).after(after),
-                    _ => Fault::reset(op, 1).after(after).after_effect(),
-                });
-            }
-        }
+        crate::support::inject_faults(&proxy, &ops);
         let differences = demo.play(&mut rt).await.expect("demo runs");
         assert!(differences.is_empty(), "{model}: {differences:#?}");
         assert!(proxy.injected() > 0, "{model}: faults were injected");
@@ -475,8 +412,7 @@ async fn every_queue_model_ends_exact_under_faults_and_kills() {
                 .await;
         }
         rt.drain().await.unwrap();
-        let report = rt.verify().await.expect("verify");
-        assert!(report.is_clean(), "{model}: drift: {:#?}", report.problems);
+        assert_clean(&rt).await;
         let dead = rt.dead_letters().await.expect("dead letters");
         assert!(dead.is_empty(), "{model}: dead letters: {dead:?}");
         assert!(
@@ -539,7 +475,6 @@ async fn a_projection_that_failed_before_a_failed_commit_is_written_by_the_retry
     rt.drain().await.expect("drain");
     assert_eq!(proxy.injected(), 2, "both writes failed once");
     assert!(rt.failed_batches().is_empty(), "{:?}", rt.failed_batches());
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+    assert_clean(&rt).await;
     engine.stop().await;
 }

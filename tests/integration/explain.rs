@@ -3,19 +3,11 @@
 //! recorded; which loans a derived book_loan and the member's loans counter
 //! come from, by which rule; and the rule that rejects a bad loan.
 
-use std::path::PathBuf;
-
 use jobstream::tools::explain::{explain, Explanation, Tables};
 use shared::item::{n, s, Item};
 
-use crate::support::{model_env, put, ModelEnv};
-
-fn library() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../models/examples/library.yaml"
-    ))
-}
+use crate::items::put;
+use crate::support::{model_env, shipped, ModelEnv};
 
 const BOOK: &str = "01HXAA0000000000000000000A";
 const BOOK2: &str = "01HXAA0000000000000000000B";
@@ -37,7 +29,7 @@ fn loan(member: &str, book: &str, days: i64, state: &str) -> Item {
 }
 
 async fn ask(env: &ModelEnv, pk: &str, sk: &str) -> Explanation {
-    ask_in(env, &library(), pk, sk).await
+    ask_in(env, &shipped("examples/library.yaml"), pk, sk).await
 }
 
 async fn ask_in(env: &ModelEnv, path: &std::path::Path, pk: &str, sk: &str) -> Explanation {
@@ -59,7 +51,10 @@ fn has(x: &Explanation, line: &str) -> bool {
 
 #[tokio::test]
 async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
-    let mut env = model_env("library", |o| o.model_file = Some(library())).await;
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(shipped("examples/library.yaml"))
+    })
+    .await;
     put(&env.rt, loan("ann", BOOK, 14, "open")).await;
     put(&env.rt, loan("ann", BOOK2, 7, "returned")).await;
     // Bad input: 90 days fails the file's check (1..60).

@@ -7,7 +7,8 @@ use crate::apps::{differences, observe};
 use jobstream::faults::Fault;
 use shared::metrics::names;
 
-use crate::support::{assert_verified, env_behind_proxy, raw_records};
+use crate::items::assert_clean;
+use crate::support::{env_behind_proxy, raw_records};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
@@ -36,7 +37,7 @@ async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
         .await
         .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +67,7 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
         .await
         .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,17 +22,13 @@ use shared::lambda::StreamHandler;
 use shared::metrics::names;
 use shared::models;
 
-use crate::support::{assert_verified, count, descriptions, env_with, model_env, partition, Env};
+use crate::items::{assert_clean, put};
+use crate::support::{count, descriptions, entries, env_with, model_env, Env};
 
 /// The history of `app`: sequences 1..=n without gap, each entry's `SK`
 /// its padded sequence. Returns the descriptions.
 async fn gapless_history(env: &Env, app: &str) -> Vec<String> {
-    let entries: Vec<Item> = partition(env, &keys::app_pk(app))
-        .await
-        .into_iter()
-        .filter(|i| i.s(keys::SK).unwrap_or_default().starts_with("HIST#"))
-        .collect();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, e) in entries(env, app).await.iter().enumerate() {
         let seq = i as i64 + 1;
         assert_eq!(e.i64("sequence").unwrap(), seq, "{app}: gap or duplicate");
         assert_eq!(e.s(keys::SK).unwrap(), keys::hist_sk(seq as u64));
@@ -54,15 +50,15 @@ fn app(i: usize) -> String {
 async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
     // The tables and their writers; the processors are deployed later.
     let env = env_with(|_| {}).await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     // Writers first: applications with stages, before the processors read.
     for i in 0..APPS {
         let id = app(i);
-        env.writer
-            .create_application(&id, "Acme", "Engineer", "applied", &t.next())
+        w.create_application(&id, "Acme", "Engineer", "applied", &t.next())
             .await
             .unwrap();
-        env.writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
+        w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
     }
     // The processors start (LATEST: nothing written so far is read)...
     let mut env = crate::support::redeploy(env, |o| {
@@ -73,8 +69,7 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
     // ...and the writers go on: the first change of each application
     // adopts it.
     for i in 0..APPS {
-        env.writer
-            .update_application(&app(i), &[("notes", s("first"))], &t.next())
+        w.update_application(&app(i), &[("notes", s("first"))], &t.next())
             .await
             .unwrap();
     }
@@ -82,34 +77,21 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
     // Backfill while the writers go on.
     let writes = async {
         for i in 0..APPS {
-            env.writer
-                .update_application(&app(i), &[("notes", s("during backfill"))], &t.next())
+            w.update_application(&app(i), &[("notes", s("during backfill"))], &t.next())
                 .await
                 .unwrap();
         }
     };
     let scan = ScanOptions::default();
-    let backfill = jobstream::tools::backfill::backfill(
-        &env.rt.dynamodb,
-        &env.rt.config,
-        &env.rt.processors,
-        &scan,
-        false,
-    );
-    let ((), backfilled) = tokio::join!(writes, backfill);
-    backfilled.expect("backfill runs");
+    tokio::join!(writes, crate::items::backfill(&env, &scan));
     env.rt.drain().await.unwrap();
     // Later changes still write entries (an adoption left pending would
     // absorb them silently, forever).
     for i in 0..APPS {
-        env.writer
-            .update_application(&app(i), &[("status", s("interviewing"))], &t.next())
+        w.update_application(&app(i), &[("status", s("interviewing"))], &t.next())
             .await
             .unwrap();
-        env.writer
-            .add_stage(&app(i), "s2", "Onsite", 2)
-            .await
-            .unwrap();
+        w.add_stage(&app(i), "s2", "Onsite", 2).await.unwrap();
     }
     env.rt.drain().await.unwrap();
     for i in 0..APPS {
@@ -130,7 +112,7 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
         env.rt.filtered_out["history"].load(Relaxed) > 0,
         "the deployed history filter was applied"
     );
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 /// An item with a key shape no rule knows is bad input: it reaches derive
@@ -144,14 +126,7 @@ async fn unknown_key_records_reach_derive_and_are_counted_as_bad_input() {
         let mut item = Item::new();
         item.insert(m.table.pk.into(), s("SOMETHING#else"));
         item.insert(m.table.sk.into(), s("unknown"));
-        env.rt
-            .dynamodb
-            .put_item()
-            .table_name(&env.rt.config.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .unwrap();
+        put(&env, item).await;
         env.rt.drain().await.unwrap();
         let derive = env.rt.processors.derive.metrics();
         assert_eq!(derive.get(names::BAD_INPUT), 1, "{model}: counted once");
@@ -165,10 +140,10 @@ async fn unknown_key_records_reach_derive_and_are_counted_as_bad_input() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_meta_count_overwrite_is_repaired() {
     let mut env = env_with(|_| {}).await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     for i in 0..3 {
-        env.writer
-            .create_application(&app(i), "Acme", "Engineer", "applied", &t.next())
+        w.create_application(&app(i), "Acme", "Engineer", "applied", &t.next())
             .await
             .unwrap();
     }
@@ -178,10 +153,10 @@ async fn a_meta_count_overwrite_is_repaired() {
     wrong.insert(keys::PK.into(), s(keys::META_PK));
     wrong.insert(keys::SK.into(), s(keys::COUNT_SK));
     wrong.insert(keys::COUNT_ATTR.into(), n(42));
-    env.writer.put(wrong).await.unwrap();
+    w.put(wrong).await.unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(count(&env).await, Some(3), "the overwrite was repaired");
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 /// A grant without an action the code needs: the call is answered as AWS
@@ -546,13 +521,7 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     let mut forged = entry.clone();
     forged.insert(sk::PK.into(), s(sk::timeline_pk(author)));
     forged.insert(sk::SK.into(), s(sk::timeline_sk(post, author)));
-    rt.dynamodb
-        .put_item()
-        .table_name(&rt.config.table)
-        .set_item(Some(forged))
-        .send()
-        .await
-        .unwrap();
+    put(rt, forged).await;
     let report = rt.verify().await.unwrap();
     assert!(!report.is_clean(), "the forged entry is found");
     jobstream::tools::verify::repair(&rt.processors, &report)

@@ -6,13 +6,12 @@
 //! a `once:` effect that deletes the pair's suggestion. Candidates are the
 //! city's seekers and its jobs of the last 30 days.
 
-use std::path::PathBuf;
-
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::item::{n, s, Item, ItemExt};
+use shared::item::{n, s, Item};
 use shared::metrics::names;
 
-use crate::support::{model_env, put};
+use crate::items::{assert_clean, attrs, delete, key, partition, put, sks};
+use crate::support::{model_env, temp_model};
 
 const SCORE: &str = "((size(job.skills) == 0 ? 6000 : 6000 * size(job.skills.filter(k, k in seeker.skills)) / size(job.skills)) + (seeker.desiredSalary == null || job.salaryMax == null || seeker.desiredSalary <= job.salaryMax ? 2500 : (job.salaryMax >= 0 && seeker.desiredSalary - job.salaryMax <= job.salaryMax / 10 ? 1250 : 0)) + (job.category != null && job.category in seeker.categories ? 1500 : 0))";
 
@@ -99,20 +98,8 @@ once:
     )
 }
 
-fn board_file() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("jobstream-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("board.yaml");
-    std::fs::write(&path, board_yaml()).expect("write");
-    path
-}
-
 fn ss(v: &[&str]) -> AttributeValue {
     AttributeValue::Ss(v.iter().map(|s| s.to_string()).collect())
-}
-
-fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// Today (UTC), as jobs are posted.
@@ -125,7 +112,7 @@ fn job(id: &str, status: &str, skills: &[&str]) -> Item {
 }
 
 fn job_posted(id: &str, status: &str, skills: &[&str], posted: &str) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s("CITY#mtl")),
         ("SK", s(format!("JOB#{id}"))),
         ("type", s("job")),
@@ -138,7 +125,7 @@ fn job_posted(id: &str, status: &str, skills: &[&str], posted: &str) -> Item {
 }
 
 fn seeker(id: &str, skills: &[&str], salary: i64) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s("CITY#mtl")),
         ("SK", s(format!("SEEKER#{id}"))),
         ("type", s("seeker")),
@@ -149,7 +136,7 @@ fn seeker(id: &str, skills: &[&str], salary: i64) -> Item {
 }
 
 fn request(job: &str, seeker: &str, status: &str) -> Item {
-    let mut i = item(vec![
+    let mut i = attrs(vec![
         ("PK", s("CITY#mtl")),
         ("SK", s(format!("REQ#{job}#{seeker}"))),
         ("type", s("request")),
@@ -161,30 +148,9 @@ fn request(job: &str, seeker: &str, status: &str) -> Item {
     i
 }
 
-async fn suggestions(rt: &jobstream::local::runtime::Runtime) -> Vec<Item> {
-    rt.dynamodb
-        .query()
-        .table_name(&rt.config.table)
-        .key_condition_expression("PK = :pk")
-        .expression_attribute_values(":pk", s("SUG#mtl"))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("query")
-        .items
-        .unwrap_or_default()
-}
-
-fn sks(items: &[Item]) -> Vec<String> {
-    items
-        .iter()
-        .map(|i| i.s("SK").unwrap().to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
-    let file = board_file();
+    let file = temp_model("board", &board_yaml());
     let mut env = model_env("board", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     put(rt, seeker("a", &["aws", "rust"], 100)).await;
@@ -192,7 +158,7 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     put(rt, seeker("c", &["rust"], 100)).await;
     put(rt, job("j1", "open", &["aws", "rust"])).await;
     rt.drain().await.expect("drain");
-    let sug = suggestions(rt).await;
+    let sug = partition(rt, "SUG#mtl").await;
     // a: 6000 + 2500 + 1500; b: 0 + 0 + 1500 (below R3); c: 3000 + 2500 + 1500.
     assert_eq!(sks(&sug), ["S#j1#a", "S#j1#c"], "none below R3");
     assert_eq!(sug[0]["score"], n(10000));
@@ -206,33 +172,26 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     put(rt, seeker("a", &["aws", "rust"], 110)).await;
     rt.drain().await.expect("drain");
-    let sug = suggestions(rt).await;
+    let sug = partition(rt, "SUG#mtl").await;
     assert_eq!(sug[0]["generatedAt"], generated, "not rewritten");
     assert_eq!(sug[0]["ttl"], ttl, "its life not extended");
     // The level changes: the same item moves in GSI1.
     put(rt, seeker("a", &["aws"], 110)).await;
     rt.drain().await.expect("drain");
-    let sug = suggestions(rt).await;
+    let sug = partition(rt, "SUG#mtl").await;
     assert_eq!(sug[0]["relevance"], n(2), "3000 + 2500 + 1500");
     assert_eq!(sug[0]["GSI1SK"], s(format!("j#R2#{}#j1", today())));
     // A request takes the pair out; its approval makes a match, and the
     // request's removal does not bring the suggestion back (matched).
     put(rt, request("j1", "a", "pending")).await;
     rt.drain().await.expect("drain");
-    assert_eq!(sks(&suggestions(rt).await), ["S#j1#c"]);
+    assert_eq!(sks(&partition(rt, "SUG#mtl").await), ["S#j1#c"]);
     put(rt, request("j1", "a", "approved")).await;
     rt.drain().await.expect("drain");
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", s("CITY#mtl"))
-        .key("SK", s("REQ#j1#a"))
-        .send()
-        .await
-        .expect("delete");
+    delete(rt, key("CITY#mtl", "REQ#j1#a")).await;
     rt.drain().await.expect("drain");
     assert_eq!(
-        sks(&suggestions(rt).await),
+        sks(&partition(rt, "SUG#mtl").await),
         ["S#j1#c"],
         "matched: never suggested"
     );
@@ -240,23 +199,32 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
     // suggestion in the same transaction.
     put(rt, request("j1", "c", "approved")).await;
     rt.drain().await.expect("drain");
-    assert!(suggestions(rt).await.is_empty());
+    assert!(partition(rt, "SUG#mtl").await.is_empty());
     // A job posted 31 days ago is no candidate.
     let old = (chrono::Utc::now() - chrono::Duration::days(31))
         .date_naive()
         .to_string();
     put(rt, job_posted("j0", "open", &["aws", "rust"], &old)).await;
     rt.drain().await.expect("drain");
-    assert!(suggestions(rt).await.is_empty(), "only the last 30 days");
+    assert!(
+        partition(rt, "SUG#mtl").await.is_empty(),
+        "only the last 30 days"
+    );
     // A second job, then closed: its suggestions go.
     put(rt, job("j2", "open", &["cobol"])).await;
     rt.drain().await.expect("drain");
     // b: 6000 + 0 + 1500; a and c: 0 + 2500 + 1500 (their matches are
     // of j1).
-    assert_eq!(sks(&suggestions(rt).await), ["S#j2#a", "S#j2#b", "S#j2#c"]);
+    assert_eq!(
+        sks(&partition(rt, "SUG#mtl").await),
+        ["S#j2#a", "S#j2#b", "S#j2#c"]
+    );
     put(rt, job("j2", "closed", &["cobol"])).await;
     rt.drain().await.expect("drain");
-    assert!(suggestions(rt).await.is_empty(), "closing deletes them");
+    assert!(
+        partition(rt, "SUG#mtl").await.is_empty(),
+        "closing deletes them"
+    );
     assert_eq!(rt.consumer("matches").metrics().get(names::SKIPPED), 0);
     assert_eq!(
         rt.stream_processor("derive")
@@ -264,72 +232,7 @@ async fn a_files_suggestions_follow_relevance_requests_matches_and_closing() {
             .get(names::BAD_INPUT),
         0
     );
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rescoring_racing_approvals_never_brings_a_matched_pair_back() {
-    let file = board_file();
-    let mut env = model_env("board", |o| o.model_file = Some(file.clone())).await;
-    let rt = &mut env.rt;
-    let ids: Vec<String> = (0..16).map(|i| format!("s{i:02}")).collect();
-    for id in &ids {
-        put(rt, seeker(id, &["aws", "rust"], 100)).await;
-    }
-    put(rt, job("j1", "open", &["aws", "rust"])).await;
-    rt.drain().await.expect("drain");
-    assert_eq!(suggestions(rt).await.len(), ids.len());
-    // Half the pairs approved while the job's skills change back and forth
-    // (each change rescoring every pair) and the processors run.
-    let client = rt.dynamodb.clone();
-    let table = rt.config.table.clone();
-    let bg = crate::support::run_in_background(env.rt);
-    let put_with = |item: Item| {
-        let (client, table) = (client.clone(), table.clone());
-        async move {
-            client
-                .put_item()
-                .table_name(table)
-                .set_item(Some(item))
-                .send()
-                .await
-                .expect("put");
-        }
-    };
-    let approvals = ids
-        .iter()
-        .step_by(2)
-        .map(|id| put_with(request("j1", id, "approved")));
-    let rescorings = (0..6).map(|i| {
-        let skills: &[&str] = if i % 2 == 0 {
-            &["aws"]
-        } else {
-            &["aws", "rust"]
-        };
-        put_with(job("j1", "open", skills))
-    });
-    futures::future::join(
-        futures::future::join_all(approvals),
-        futures::future::join_all(rescorings),
-    )
-    .await;
-    let mut rt = bg.stop().await;
-    rt.drain().await.expect("drain");
-    let left = sks(&suggestions(&rt).await);
-    let expected: Vec<String> = ids
-        .iter()
-        .skip(1)
-        .step_by(2)
-        .map(|id| format!("S#j1#{id}"))
-        .collect();
-    assert_eq!(left, expected, "only the pairs never approved");
-    assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
-    assert_eq!(rt.dlq_depth("suggestions").await.expect("dlq"), 0);
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }

@@ -2,26 +2,12 @@
 //! application writes a line a moment before its order: the order's
 //! history starts with its creation, not with an adoption.
 
-use std::path::PathBuf;
-
 use shared::item::{n, s, Item, ItemExt};
 
-use crate::support::{model_env, put};
+use crate::items::{attrs, begins, delete, key, put};
+use crate::support::{model_env, temp_model};
 
 const ORDER: &str = include_str!("../../models/examples/orders.yaml");
-
-fn model() -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "jobstream-history-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&path, ORDER).expect("writes");
-    path
-}
-
-fn item(pairs: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
 
 /// Found by a user: a line put, then its order at once (one stream batch),
 /// gave `HIST#000001` "Imported": the line's record, first of an unknown
@@ -30,8 +16,11 @@ fn item(pairs: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>) -> Item {
 /// stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_written_just_before_its_order_starts_no_adoption() {
-    let mut env = model_env("shop", |o| o.model_file = Some(model())).await;
-    let line = item(vec![
+    let mut env = model_env("shop", |o| {
+        o.model_file = Some(temp_model("history", ORDER))
+    })
+    .await;
+    let line = attrs(vec![
         ("PK", s("ORDER#o1")),
         ("SK", s("LINE#a")),
         ("type", s("line")),
@@ -39,7 +28,7 @@ async fn a_line_written_just_before_its_order_starts_no_adoption() {
         ("sku", s("a")),
         ("qty", n(2)),
     ]);
-    let order = item(vec![
+    let order = attrs(vec![
         ("PK", s("ORDER#o1")),
         ("SK", s("ORDER")),
         ("type", s("order")),
@@ -87,17 +76,8 @@ async fn a_line_written_just_before_its_order_starts_no_adoption() {
 
 const OWNED: &str = include_str!("../../models/examples/customer_orders.yaml");
 
-fn owned_model() -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "jobstream-owned-history-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&path, OWNED).expect("writes");
-    path
-}
-
 fn order_of(c: &str, o: &str, status: &str) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s(format!("CUST#{c}"))),
         ("SK", s(format!("ORDER#{o}"))),
         ("type", s("order")),
@@ -108,7 +88,7 @@ fn order_of(c: &str, o: &str, status: &str) -> Item {
 }
 
 fn line_of(c: &str, o: &str, sku: &str, qty: i64) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s(format!("CUST#{c}"))),
         ("SK", s(format!("ORDER#{o}#LINE#{sku}"))),
         ("type", s("line")),
@@ -121,18 +101,7 @@ fn line_of(c: &str, o: &str, sku: &str, qty: i64) -> Item {
 
 /// The items of customer `c` whose sort keys start with `prefix`.
 async fn under(rt: &jobstream::local::runtime::Runtime, c: &str, prefix: &str) -> Vec<Item> {
-    rt.dynamodb
-        .query()
-        .table_name(&rt.config.table)
-        .key_condition_expression("PK = :pk AND begins_with(SK, :p)")
-        .expression_attribute_values(":pk", s(format!("CUST#{c}")))
-        .expression_attribute_values(":p", s(prefix))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("query")
-        .items
-        .unwrap_or_default()
+    begins(rt, &format!("CUST#{c}"), prefix).await
 }
 
 /// The descriptions of order `o`'s entries, in order.
@@ -166,7 +135,10 @@ async fn assert_clean(rt: &jobstream::local::runtime::Runtime) {
 /// other order's stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_keyed_under_their_customer_keep_their_own_histories() {
-    let mut env = model_env("customer-orders", |o| o.model_file = Some(owned_model())).await;
+    let mut env = model_env("customer-orders", |o| {
+        o.model_file = Some(temp_model("owned-history", OWNED))
+    })
+    .await;
     let rt = &env.rt;
     put(rt, line_of("c1", "o1", "a", 2)).await;
     put(rt, order_of("c1", "o1", "open")).await;
@@ -217,14 +189,7 @@ async fn orders_keyed_under_their_customer_keep_their_own_histories() {
 
     // A lost entry: found, and restored as a placeholder.
     let rt = &env.rt;
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", s("CUST#c1"))
-        .key("SK", s("ORDER#o1#HIST#000002"))
-        .send()
-        .await
-        .expect("delete");
+    delete(rt, key("CUST#c1", "ORDER#o1#HIST#000002")).await;
     env.rt.drain().await.expect("drains");
     let rt = &env.rt;
     let report = rt.verify().await.expect("verify");
@@ -241,14 +206,7 @@ async fn orders_keyed_under_their_customer_keep_their_own_histories() {
     assert_eq!(said(rt, "c1", "o1").await.len(), 3);
 
     // o1 deleted: its lines and entries go; o10 keeps everything.
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", s("CUST#c1"))
-        .key("SK", s("ORDER#o1"))
-        .send()
-        .await
-        .expect("delete");
+    delete(rt, key("CUST#c1", "ORDER#o1")).await;
     env.rt.drain().await.expect("drains");
     let rt = &env.rt;
     let left: Vec<String> = under(rt, "c1", "ORDER#")
@@ -275,15 +233,7 @@ async fn orders_keyed_under_their_customer_keep_their_own_histories() {
 }
 
 async fn backfill(rt: &jobstream::local::runtime::Runtime) -> u64 {
-    let (_, totals) = jobstream::tools::backfill::backfill(
-        &rt.dynamodb,
-        &rt.config,
-        &rt.processors,
-        &jobstream::tools::backfill::ScanOptions::default(),
-        false,
-    )
-    .await
-    .expect("backfill runs");
+    let (_, totals) = crate::items::backfill(rt, &Default::default()).await;
     totals.imported.load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -292,7 +242,10 @@ async fn backfill(rt: &jobstream::local::runtime::Runtime) -> u64 {
 /// a second backfill imports nothing; changes after it are numbered on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_keyed_under_their_customer_are_adopted_once_each() {
-    let mut env = model_env("customer-orders", |o| o.model_file = Some(owned_model())).await;
+    let mut env = model_env("customer-orders", |o| {
+        o.model_file = Some(temp_model("owned-history", OWNED))
+    })
+    .await;
     let rt = &env.rt;
     put(rt, order_of("c1", "o1", "open")).await;
     put(rt, line_of("c1", "o1", "a", 2)).await;

@@ -4,14 +4,12 @@
 //! failed precondition ends as a logged `Skipped`; a source whose effect
 //! cannot be computed is bad input at the source.
 
-use std::path::PathBuf;
-
-use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{key_of, s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::support::{model_env, put};
+use crate::items::{assert_clean, begins, delete, item, put, sqs_event};
+use crate::support::{model_env, temp_model};
 
 /// The README's `once:` example, whole.
 const HIRING: &str = r#"jobstream: 1
@@ -56,18 +54,6 @@ once:
 
 const DAY1: &str = "2026-11-03T10:00:00Z";
 const DAY2: &str = "2026-11-09T10:00:00Z";
-
-fn hiring_file() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("jobstream-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("hiring.yaml");
-    std::fs::write(&path, HIRING).expect("write");
-    path
-}
-
-fn item(pairs: &[(&str, &str)]) -> Item {
-    pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
-}
 
 fn job(id: &str) -> Item {
     item(&[
@@ -142,32 +128,12 @@ async fn get(
 }
 
 async fn matches_of(rt: &jobstream::local::runtime::Runtime, seeker: &str) -> Vec<Item> {
-    rt.dynamodb
-        .query()
-        .table_name(&rt.config.table)
-        .key_condition_expression("PK = :pk AND begins_with(SK, :m)")
-        .expression_attribute_values(":pk", s(format!("S#{seeker}")))
-        .expression_attribute_values(":m", s("MATCH#"))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("query")
-        .items
-        .unwrap_or_default()
-}
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<serde_json::Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, b)| serde_json::json!({"messageId": format!("m-{i}"), "receiptHandle": "h", "body": b, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}))
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).expect("event")
+    begins(rt, &format!("S#{seeker}"), "MATCH#").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_delivery() {
-    let file = hiring_file();
+    let file = temp_model("hiring", HIRING);
     let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     let seekers = ["a", "b", "c", "d"];
@@ -235,30 +201,22 @@ async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_d
     );
     assert_eq!(metrics.get(names::SKIPPED), 0);
     assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     // The application deletes a match the effect made: at most once, so it
     // is not made again, and verify does not call it missing (a repair
     // could never clear it: verify would exit 1 forever).
     let m = matches_of(rt, "b").await.remove(0);
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .set_key(Some(key_of(&m, &["PK", "SK"])))
-        .send()
-        .await
-        .expect("delete");
+    delete(rt, key_of(&m, &["PK", "SK"])).await;
     rt.drain().await.expect("drain");
     assert!(matches_of(rt, "b").await.is_empty(), "not redone");
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_input() {
-    let file = hiring_file();
+    let file = temp_model("hiring", HIRING);
     let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     put(rt, seeker("a")).await;
@@ -306,7 +264,7 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
     use jobstream::faults::Fault;
-    let file = hiring_file();
+    let file = temp_model("hiring", HIRING);
     let (mut env, proxy) =
         crate::support::model_env_behind_proxy("hiring", |o| o.model_file = Some(file.clone()))
             .await;
@@ -358,8 +316,7 @@ async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
     let consumer = rt.consumer("matches");
     assert_eq!(consumer.metrics().get(names::SKIPPED), 0);
     assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }

@@ -3,12 +3,11 @@
 //! REMOVE too, starts the jobs it must; a key name a join set cannot carry
 //! is bad input, never a silent no-op.
 
-use std::path::PathBuf;
-
 use shared::item::{n, s, Item};
 use shared::metrics::names;
 
-use crate::support::{model_env, put};
+use crate::items::{assert_clean, item, partition, put, sks};
+use crate::support::{model_env, temp_model};
 
 /// Open rows of an event: a row is open unless it is held. Both facts'
 /// keys hold the row number, an int, read by a key-only check.
@@ -38,14 +37,6 @@ sets:
     values: { seat: seat, next: "seat + 1" }
 "#;
 
-fn seats_file() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("jobstream-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("seats.yaml");
-    std::fs::write(&path, SEATS).expect("write");
-    path
-}
-
 fn fact(kind: &str, event: &str, row: i64) -> Item {
     let sk = if kind == "row" { "ROW" } else { "HOLD" };
     [
@@ -61,40 +52,16 @@ fn fact(kind: &str, event: &str, row: i64) -> Item {
 }
 
 async fn open_rows(rt: &jobstream::local::runtime::Runtime, event: &str) -> Vec<Item> {
-    rt.dynamodb
-        .query()
-        .table_name(&rt.config.table)
-        .key_condition_expression("PK = :pk")
-        .expression_attribute_values(":pk", s(format!("OPEN#{event}")))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("query")
-        .items
-        .unwrap_or_default()
+    partition(rt, &format!("OPEN#{event}")).await
 }
 
 async fn delete(rt: &jobstream::local::runtime::Runtime, item: &Item) {
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", item["PK"].clone())
-        .key("SK", item["SK"].clone())
-        .send()
-        .await
-        .expect("delete");
-}
-
-fn sks(items: &[Item]) -> Vec<String> {
-    items
-        .iter()
-        .map(|i| i["SK"].as_s().expect("SK").clone())
-        .collect()
+    crate::items::delete(rt, shared::item::key_of(item, &["PK", "SK"])).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removes_of_facts_with_int_key_names_start_their_jobs() {
-    let file = seats_file();
+    let file = temp_model("seats", SEATS);
     let mut env = model_env("seats", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     for r in [5, 7] {
@@ -117,15 +84,14 @@ async fn removes_of_facts_with_int_key_names_start_their_jobs() {
     assert_eq!(sks(&open_rows(rt, "e1").await), ["ROW#7"]);
     let derive = rt.stream_processor("derive");
     assert_eq!(derive.metrics().get(names::BAD_INPUT), 0);
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence() {
-    let file = seats_file();
+    let file = temp_model("seats", SEATS);
     let mut env = model_env("seats", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     // Valid for the entity (`E#${eventId}` binds the rest of the key), but
@@ -183,10 +149,6 @@ sets:
     values: { body: notice.body }
 "#;
 
-fn item(pairs: &[(&str, &str)]) -> Item {
-    pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
-}
-
 fn member(m: &str, t: &str) -> Item {
     item(&[
         ("PK", &format!("M#{m}")),
@@ -198,18 +160,7 @@ fn member(m: &str, t: &str) -> Item {
 }
 
 async fn inbox(rt: &jobstream::local::runtime::Runtime, m: &str) -> Vec<String> {
-    let items = rt
-        .dynamodb
-        .query()
-        .table_name(&rt.config.table)
-        .key_condition_expression("PK = :pk")
-        .expression_attribute_values(":pk", s(format!("I#{m}")))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("query")
-        .items
-        .unwrap_or_default();
+    let items = partition(rt, &format!("I#{m}")).await;
     sks(&items)
 }
 
@@ -294,8 +245,7 @@ async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
     assert_eq!(inbox(rt, "ann").await, ["N#n1#T#t1", "N#n2#T#t1"]);
     assert!(inbox(rt, "bob").await.is_empty(), "bob is no longer listed");
     assert_eq!(inbox(rt, "dan").await, ["N#n1#T#t1", "N#n2#T#t1"]);
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     let derive = rt.stream_processor("derive");
     assert_eq!(derive.metrics().get(names::BAD_INPUT), 0);
     env.engine.stop().await;
@@ -385,8 +335,7 @@ async fn a_via_an_index_lists_members_of_a_partition_value_of_maximal_length() {
     );
     assert_eq!(inbox(rt, &format!("ann#{org}#{team}")).await, ["N#n1"]);
     assert_eq!(inbox(rt, &format!("bob#{org}#{team}")).await, ["N#n1"]);
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(rt).await;
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }

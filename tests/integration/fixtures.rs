@@ -2,19 +2,15 @@
 //! `cargo lambda invoke --data-file` takes) run through the real handlers.
 
 use aws_lambda_events::event::dynamodb::Event;
-use lambda_runtime::{Context, LambdaEvent};
 use shared::item::ItemExt;
 
-use crate::support::{count, descriptions, env, partition};
+use crate::items::{invoke, partition};
+use crate::support::{count, descriptions, env};
 
 pub fn fixture(name: &str) -> Event {
     let path = format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-pub fn invoke(event: &Event) -> LambdaEvent<Event> {
-    LambdaEvent::new(event.clone(), Context::default())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,16 +21,12 @@ async fn fixture_batch_through_both_handlers() {
     let item: shared::item::Item = event.records[2].change.new_image.clone().into();
     env.writer.put(item).await.unwrap();
 
-    let h = shared::lambda::stream_handler(&*env.rt.stream_processor("history"), invoke(&event))
-        .await
-        .unwrap();
+    let h = invoke(&env.rt, "history", &event).await.unwrap();
     assert_eq!(
         serde_json::to_value(&h).unwrap(),
         serde_json::json!({"batchItemFailures": []})
     );
-    let d = shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), invoke(&event))
-        .await
-        .unwrap();
+    let d = invoke(&env.rt, "derive", &event).await.unwrap();
     assert_eq!(
         serde_json::to_value(&d).unwrap(),
         serde_json::json!({"batchItemFailures": []})

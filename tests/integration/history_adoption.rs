@@ -8,16 +8,15 @@
 use crate::apps::keys;
 use crate::apps::Clock;
 use crate::apps::IMPORTED;
-use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::tools::backfill::ScanOptions;
 use jobstream::tools::verify::{repair, scan_all};
-use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{s, Item, ItemExt};
 
 use super::tracker_recorded::table;
+use crate::items::{assert_clean, begins, invoke, partition, records_event, sks};
 use crate::recorded::{check, table_json};
-use crate::support::{descriptions, env, partition, raw_records, Env};
+use crate::support::{descriptions, entries, env, raw_records, Env};
 
 /// Delivers the stream records from position `from` on to both processors
 /// as one batch each (a consumer that lagged until now); returns the new
@@ -26,25 +25,10 @@ async fn deliver(env: &Env, from: usize) -> usize {
     let records = raw_records(env).await;
     let to = records.len();
     if from < to {
-        let event: Event =
-            serde_json::from_value(serde_json::json!({ "Records": records[from..].to_vec() }))
-                .expect("a Lambda event");
-        for failures in [
-            shared::lambda::stream_handler(
-                &*env.rt.stream_processor("history"),
-                LambdaEvent::new(event.clone(), Context::default()),
-            )
-            .await
-            .expect("history handler")
-            .batch_item_failures,
-            shared::lambda::stream_handler(
-                &*env.rt.stream_processor("derive"),
-                LambdaEvent::new(event, Context::default()),
-            )
-            .await
-            .expect("derive handler")
-            .batch_item_failures,
-        ] {
+        let event = records_event(&records[from..]);
+        for name in ["history", "derive"] {
+            let resp = invoke(env, name, &event).await.expect("handled");
+            let failures = resp.batch_item_failures;
             assert!(failures.is_empty(), "a batch failed: {failures:?}");
         }
     }
@@ -72,25 +56,8 @@ async fn verify_scan(env: &Env, items: &[Item]) -> jobstream::tools::verify::Rep
 }
 
 async fn backfill(env: &Env) -> u64 {
-    let (_, totals) = jobstream::tools::backfill::backfill(
-        &env.rt.dynamodb,
-        &env.rt.config,
-        &env.rt.processors,
-        &ScanOptions::default(),
-        false,
-    )
-    .await
-    .expect("backfill runs");
+    let (_, totals) = crate::items::backfill(env, &ScanOptions::default()).await;
     totals.imported.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The history entries of an application, in sequence order.
-async fn entries(env: &Env, app: &str) -> Vec<Item> {
-    partition(env, &keys::app_pk(app))
-        .await
-        .into_iter()
-        .filter(|i| i.s(keys::SK).unwrap_or_default().starts_with("HIST#"))
-        .collect()
 }
 
 fn snapshot_of(entry: &Item) -> &Item {
@@ -111,11 +78,6 @@ fn stage_names(entry: &Item) -> Vec<String> {
             .collect(),
         _ => panic!("snapshot without stages"),
     }
-}
-
-async fn assert_clean(env: &Env) {
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
 }
 
 /// `verify` is clean, and `app`'s descriptions, each entry's stage names and
@@ -145,30 +107,22 @@ async fn assert_recorded(env: &Env, name: &str, app: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     // Before jobstream: an application with two stages.
-    env.writer
-        .create_application("pre", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("pre", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .add_stage("pre", "s1", "Screen", 1)
-        .await
-        .unwrap();
-    env.writer
-        .add_stage("pre", "s2", "Onsite", 2)
-        .await
-        .unwrap();
+    w.add_stage("pre", "s1", "Screen", 1).await.unwrap();
+    w.add_stage("pre", "s2", "Onsite", 2).await.unwrap();
     let deployed = raw_records(&env).await.len();
     // Deployed; a change arrives before any backfill.
-    env.writer
-        .update_application("pre", &[("notes", s("called back"))], &t.next())
+    w.update_application("pre", &[("notes", s("called back"))], &t.next())
         .await
         .unwrap();
     let at = settle(&env, deployed).await;
     assert_eq!(backfill(&env).await, 0, "the fold adopted it already");
-    env.writer
-        .update_application("pre", &[("status", s("interviewing"))], &t.next())
+    w.update_application("pre", &[("status", s("interviewing"))], &t.next())
         .await
         .unwrap();
     settle(&env, at).await;
@@ -188,23 +142,19 @@ async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     // Written while the consumer lags (its stream position is 0).
-    env.writer
-        .create_application("lag", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("lag", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .add_stage("lag", "s1", "Screen", 1)
-        .await
-        .unwrap();
+    w.add_stage("lag", "s1", "Screen", 1).await.unwrap();
     assert_eq!(backfill(&env).await, 1);
     // A second backfill and the consumer reaching the older INSERTs, then
     // the import's entry: neither duplicates nor re-applies.
     assert_eq!(backfill(&env).await, 0);
     let at = settle(&env, 0).await;
-    env.writer
-        .update_stage("lag", "s1", &[("isCompleted", AttributeValue::Bool(true))])
+    w.update_stage("lag", "s1", &[("isCompleted", AttributeValue::Bool(true))])
         .await
         .unwrap();
     // Redelivered from the start: skipped by the HEAD.
@@ -222,16 +172,13 @@ async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
-    env.writer
-        .create_application("race", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("race", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
     assert_eq!(backfill(&env).await, 1);
-    env.writer
-        .add_stage("race", "s1", "Screen", 1)
-        .await
-        .unwrap();
+    w.add_stage("race", "s1", "Screen", 1).await.unwrap();
     // The import read the partition, then the stage was added before its
     // entry committed: the stream shows the stage's INSERT before the
     // entry's (positions swapped, sequence numbers kept ascending).
@@ -258,15 +205,8 @@ async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
     records[fence]["dynamodb"]["SequenceNumber"] = fence_seq;
     records[stage]["dynamodb"]["SequenceNumber"] = stage_seq;
     let delivered = records.len();
-    let event: Event =
-        serde_json::from_value(serde_json::json!({ "Records": records })).expect("a Lambda event");
-    let resp = shared::lambda::stream_handler(
-        &*env.rt.stream_processor("history"),
-        LambdaEvent::new(event, Context::default()),
-    )
-    .await
-    .unwrap();
-    assert!(resp.batch_item_failures.is_empty());
+    let resp = invoke(&env, "history", &records_event(&records)).await;
+    assert!(resp.unwrap().batch_item_failures.is_empty());
     settle(&env, delivered).await;
     let e = entries(&env, "race").await;
     assert_eq!(e.len(), 1, "{:?}", descriptions(&env, "race").await);
@@ -281,17 +221,15 @@ async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
-    env.writer
-        .create_application("r", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("r", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .update_application("r", &[("notes", s("one"))], &t.next())
+    w.update_application("r", &[("notes", s("one"))], &t.next())
         .await
         .unwrap();
-    env.writer
-        .update_application("r", &[("notes", s("two"))], &t.next())
+    w.update_application("r", &[("notes", s("two"))], &t.next())
         .await
         .unwrap();
     settle(&env, 0).await;
@@ -324,7 +262,7 @@ async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
         .into_iter()
         .filter(|i| i.s(keys::SK).ok() != Some(keys::hist_sk(2).as_str()))
         .collect();
-    env.writer.delete_application("r").await.unwrap();
+    w.delete_application("r").await.unwrap();
     settle(&env, at).await;
     let report = verify_scan(&env, &scanned).await;
     assert_eq!(report.kinds["history-sequence"].missing, 1);
@@ -336,32 +274,22 @@ async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
-    env.writer
-        .create_application("d", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("d", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .add_stage("d", "old", "Old screen", 1)
-        .await
-        .unwrap();
-    env.writer.add_stage("d", "same", "Phone", 2).await.unwrap();
+    w.add_stage("d", "old", "Old screen", 1).await.unwrap();
+    w.add_stage("d", "same", "Phone", 2).await.unwrap();
     let at = settle(&env, 0).await;
     // While history lags: deleted, re-created with a new stage and a stage
     // under a reused id with other content.
-    env.writer.delete_application("d").await.unwrap();
-    env.writer
-        .create_application("d", "Globex", "Manager", "applied", &t.next())
+    w.delete_application("d").await.unwrap();
+    w.create_application("d", "Globex", "Manager", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .add_stage("d", "new", "New screen", 1)
-        .await
-        .unwrap();
-    env.writer
-        .add_stage("d", "same", "Onsite", 2)
-        .await
-        .unwrap();
+    w.add_stage("d", "new", "New screen", 1).await.unwrap();
+    w.add_stage("d", "same", "Onsite", 2).await.unwrap();
     settle(&env, at).await;
     assert_eq!(
         descriptions(&env, "d").await,
@@ -371,28 +299,24 @@ async fn delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation(
             "Added interview stage \"Onsite\""
         ]
     );
-    let sks: Vec<String> = partition(&env, &keys::app_pk("d"))
-        .await
-        .iter()
-        .map(|i| i.s(keys::SK).unwrap().to_string())
-        .filter(|sk| sk.starts_with("STAGE#"))
-        .collect();
-    assert_eq!(sks, ["STAGE#new", "STAGE#same"]);
+    assert_eq!(
+        sks(&begins(&env, &keys::app_pk("d"), "STAGE#").await),
+        ["STAGE#new", "STAGE#same"]
+    );
     assert_clean(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_an_application_with_many_stages_commits_and_imports_do_too() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     for app in ["many", "big"] {
-        env.writer
-            .create_application(app, "Acme", "Engineer", "applied", &t.next())
+        w.create_application(app, "Acme", "Engineer", "applied", &t.next())
             .await
             .unwrap();
         for i in 0..98 {
-            env.writer
-                .add_stage(app, &format!("s{i:03}"), "Stage", i)
+            w.add_stage(app, &format!("s{i:03}"), "Stage", i)
                 .await
                 .unwrap();
         }
@@ -403,12 +327,11 @@ async fn removing_an_application_with_many_stages_commits_and_imports_do_too() {
     let at = settle(&env, big_done).await;
     assert_eq!(descriptions(&env, "big").await, [IMPORTED]);
     for i in 0..24 {
-        env.writer
-            .update_application("many", &[("notes", s(format!("n{i}")))], &t.next())
+        w.update_application("many", &[("notes", s(format!("n{i}")))], &t.next())
             .await
             .unwrap();
     }
-    env.writer.delete_application("many").await.unwrap();
+    w.delete_application("many").await.unwrap();
     settle(&env, at).await;
     assert!(partition(&env, &keys::app_pk("many")).await.is_empty());
     assert_clean(&env).await;
@@ -509,31 +432,21 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_application_shows_the_stages_the_table_held_before_the_stream() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     // Before jobstream: an orphan stage, and one removed later.
-    env.writer
-        .add_stage("orph", "s1", "Screen", 1)
-        .await
-        .unwrap();
-    env.writer
-        .add_stage("orph", "s3", "Take-home", 3)
-        .await
-        .unwrap();
+    w.add_stage("orph", "s1", "Screen", 1).await.unwrap();
+    w.add_stage("orph", "s3", "Take-home", 3).await.unwrap();
     let deployed = raw_records(&env).await.len();
-    env.writer
-        .create_application("orph", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("orph", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
     // After the creation, before the consumer reads the partition.
-    env.writer
-        .add_stage("orph", "s2", "Onsite", 2)
+    w.add_stage("orph", "s2", "Onsite", 2).await.unwrap();
+    w.update_stage("orph", "s1", &[("isCompleted", AttributeValue::Bool(true))])
         .await
         .unwrap();
-    env.writer
-        .update_stage("orph", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-        .await
-        .unwrap();
-    env.writer.remove_stage("orph", "s3").await.unwrap();
+    w.remove_stage("orph", "s3").await.unwrap();
     let at = settle(&env, deployed).await;
     assert_eq!(
         descriptions(&env, "orph").await,
@@ -558,8 +471,7 @@ async fn a_created_application_shows_the_stages_the_table_held_before_the_stream
     assert_eq!(completed(&e[0]), Some(AttributeValue::Bool(false)));
     assert_eq!(completed(&e[2]), Some(AttributeValue::Bool(true)));
     // A later change shows the pre-stream stage too.
-    env.writer
-        .update_application("orph", &[("notes", s("called"))], &t.next())
+    w.update_application("orph", &[("notes", s("called"))], &t.next())
         .await
         .unwrap();
     settle(&env, at).await;
@@ -577,9 +489,9 @@ async fn a_created_application_shows_the_stages_the_table_held_before_the_stream
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
-    env.writer
-        .create_application("rc", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("rc", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
     for (id, name, order) in [
@@ -587,23 +499,16 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
         ("same", "Phone", 2),
         ("rm", "Gone", 3),
     ] {
-        env.writer.add_stage("rc", id, name, order).await.unwrap();
+        w.add_stage("rc", id, name, order).await.unwrap();
     }
     let deployed = raw_records(&env).await.len();
-    env.writer.remove_stage("rc", "rm").await.unwrap();
-    env.writer.delete_application("rc").await.unwrap();
-    env.writer
-        .create_application("rc", "Globex", "Manager", "applied", &t.next())
+    w.remove_stage("rc", "rm").await.unwrap();
+    w.delete_application("rc").await.unwrap();
+    w.create_application("rc", "Globex", "Manager", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .add_stage("rc", "new", "New screen", 1)
-        .await
-        .unwrap();
-    env.writer
-        .add_stage("rc", "same", "Onsite", 2)
-        .await
-        .unwrap();
+    w.add_stage("rc", "new", "New screen", 1).await.unwrap();
+    w.add_stage("rc", "same", "Onsite", 2).await.unwrap();
     settle(&env, deployed).await;
     assert_eq!(
         descriptions(&env, "rc").await,
@@ -616,13 +521,10 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
     let e = entries(&env, "rc").await;
     assert!(stage_names(&e[0]).is_empty(), "{:?}", stage_names(&e[0]));
     assert_eq!(stage_names(&e[2]), ["New screen", "Onsite"]);
-    let sks: Vec<String> = partition(&env, &keys::app_pk("rc"))
-        .await
-        .iter()
-        .map(|i| i.s(keys::SK).unwrap().to_string())
-        .filter(|sk| sk.starts_with("STAGE#"))
-        .collect();
-    assert_eq!(sks, ["STAGE#new", "STAGE#same"]);
+    assert_eq!(
+        sks(&begins(&env, &keys::app_pk("rc"), "STAGE#").await),
+        ["STAGE#new", "STAGE#same"]
+    );
     assert_eq!(backfill(&env).await, 0);
     assert_recorded(
         &env,
@@ -640,27 +542,19 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_creation_delivered_alone_settles_what_its_read_saw_in_later_batches() {
     let env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
-    env.writer.add_stage("cb", "p", "Prep", 0).await.unwrap();
+    w.add_stage("cb", "p", "Prep", 0).await.unwrap();
     let deployed = raw_records(&env).await.len();
-    env.writer
-        .create_application("cb", "Acme", "Engineer", "applied", &t.next())
+    w.create_application("cb", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer.add_stage("cb", "late", "Late", 5).await.unwrap();
+    w.add_stage("cb", "late", "Late", 5).await.unwrap();
     // The first batch holds the creation only.
     let records = raw_records(&env).await;
-    let event: Event = serde_json::from_value(
-        serde_json::json!({ "Records": records[deployed..deployed + 1].to_vec() }),
-    )
-    .expect("a Lambda event");
-    let resp = shared::lambda::stream_handler(
-        &*env.rt.stream_processor("history"),
-        LambdaEvent::new(event, Context::default()),
-    )
-    .await
-    .unwrap();
-    assert!(resp.batch_item_failures.is_empty());
+    let event = records_event(&records[deployed..deployed + 1]);
+    let resp = invoke(&env, "history", &event).await;
+    assert!(resp.unwrap().batch_item_failures.is_empty());
     settle(&env, deployed + 1).await;
     assert_eq!(
         descriptions(&env, "cb").await,

@@ -7,12 +7,11 @@ use std::collections::BTreeMap;
 
 use crate::seed_items::hr as build;
 use crate::seed_items::hr as keys;
-use aws_lambda_events::event::dynamodb::Event;
-use serde_json::json;
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::support::{model_env, run_in_background, ModelEnv};
+use crate::items::{assert_clean, delete, deliver, get, key, put, Writer};
+use crate::support::{model_env, run_in_background, table_by_key, ModelEnv};
 
 const DAY: u64 = 24 * 3600 * 1000;
 const T0: u64 = 1_767_600_000_000;
@@ -52,64 +51,12 @@ async fn env() -> ModelEnv {
     model_env("hr", |_| {}).await
 }
 
-async fn put(env: &ModelEnv, item: Item) {
-    env.rt
-        .dynamodb
-        .put_item()
-        .table_name(&env.rt.config.table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .expect("put");
-}
-
-async fn delete(env: &ModelEnv, pk: &str, sk: &str) {
-    env.rt
-        .dynamodb
-        .delete_item()
-        .table_name(&env.rt.config.table)
-        .key(keys::PK, s(pk))
-        .key(keys::SK, s(sk))
-        .send()
-        .await
-        .expect("delete");
-}
-
-async fn get(env: &ModelEnv, pk: &str, sk: &str) -> Option<Item> {
-    env.rt
-        .dynamodb
-        .get_item()
-        .table_name(&env.rt.config.table)
-        .key(keys::PK, s(pk))
-        .key(keys::SK, s(sk))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("get")
-        .item
-}
-
-async fn scan(env: &ModelEnv) -> BTreeMap<(String, String), Item> {
-    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .map(|i| {
-            let k = (
-                i.s(keys::PK).unwrap_or_default().to_string(),
-                i.s(keys::SK).unwrap_or_default().to_string(),
-            );
-            (k, i)
-        })
-        .collect()
-}
-
 async fn drain(env: &mut ModelEnv) {
     env.rt.drain().await.expect("drain");
 }
 
 async fn headcount(env: &ModelEnv, o: &Org, dept: &str) -> Option<i64> {
-    get(env, &keys::org_pk(&o.org), &keys::dept_key(dept))
+    get(env, key(keys::org_pk(&o.org), keys::dept_key(dept)))
         .await
         .expect("department exists")
         .opt_i64(keys::HEADCOUNT)
@@ -119,7 +66,7 @@ async fn headcount(env: &ModelEnv, o: &Org, dept: &str) -> Option<i64> {
 /// The DeptEmployee items of a department: their employee ids.
 async fn roster(env: &ModelEnv, dept: &str) -> Vec<String> {
     let pk = keys::dept_key(dept);
-    scan(env)
+    table_by_key(&env.rt)
         .await
         .into_iter()
         .filter(|((p, _), _)| *p == pk)
@@ -129,24 +76,6 @@ async fn roster(env: &ModelEnv, dept: &str) -> Vec<String> {
             sk.trim_start_matches("EMP#").to_string()
         })
         .collect()
-}
-
-async fn assert_clean(env: &ModelEnv) {
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "drift: {:#?}", report.problems);
-}
-
-/// Every stream record so far, as Lambda delivers them.
-async fn stream_records(env: &ModelEnv) -> Vec<serde_json::Value> {
-    crate::support::records_of(&env.engine, &env.rt).await
-}
-
-/// Runs the derive handler over `records`; asserts no failure.
-async fn deliver(env: &ModelEnv, records: &[serde_json::Value]) {
-    let event: Event = serde_json::from_value(json!({ "Records": records })).expect("event");
-    let handler = env.rt.stream_processor("derive");
-    let resp = handler.handle(event).await.expect("handled");
-    assert!(resp.batch_item_failures.is_empty(), "no failure");
 }
 
 /// `jobstream demo --model hr`, the binary as a user runs it: the shipped
@@ -212,7 +141,7 @@ async fn moves_deactivations_deletes_and_re_creates() {
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(0));
 
     // Delete, then re-create in another department.
-    delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&b)).await;
+    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&b))).await;
     drain(&mut env).await;
     assert_eq!(roster(&env, &o.d1).await, [a.as_str()]);
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
@@ -223,7 +152,7 @@ async fn moves_deactivations_deletes_and_re_creates() {
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     // Several changes of one employee in one batch: only the last counts.
     put(&env, o.emp(&b, &o.d1)).await;
-    delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&b)).await;
+    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&b))).await;
     put(&env, o.emp(&b, &o.d2)).await;
     drain(&mut env).await;
     assert_eq!(roster(&env, &o.d2).await, [b.as_str()]);
@@ -245,7 +174,11 @@ async fn employees_before_their_department_are_counted_when_it_appears() {
     drain(&mut env).await;
     let dept_pk = keys::org_pk(&o.org);
     let dept_sk = keys::dept_key(&o.d3);
-    assert_eq!(get(&env, &dept_pk, &dept_sk).await, None, "never created");
+    assert_eq!(
+        get(&env, key(&dept_pk, &dept_sk)).await,
+        None,
+        "never created"
+    );
     assert_eq!(
         roster(&env, &o.d3).await.len(),
         3,
@@ -257,10 +190,10 @@ async fn employees_before_their_department_are_counted_when_it_appears() {
     assert_eq!(headcount(&env, &o, &o.d3).await, Some(2));
 
     // Deleted: stays deleted; re-created with a writer's wrong count.
-    delete(&env, &dept_pk, &dept_sk).await;
+    delete(&env, key(&dept_pk, &dept_sk)).await;
     put(&env, o.emp(&c, &o.d3)).await;
     drain(&mut env).await;
-    assert_eq!(get(&env, &dept_pk, &dept_sk).await, None);
+    assert_eq!(get(&env, key(&dept_pk, &dept_sk)).await, None);
     let mut stale = o.dept(&o.d3);
     stale.insert(keys::HEADCOUNT.into(), n(12));
     put(&env, stale).await;
@@ -284,12 +217,16 @@ async fn the_open_jobs_index_is_sparse_and_lookups_follow_postings() {
     drain(&mut env).await;
     let org_pk = keys::org_pk(&o.org);
     let sk1 = keys::job_sk(&at1, &j1);
-    let item = get(&env, &org_pk, &sk1).await.unwrap();
+    let item = get(&env, key(&org_pk, &sk1)).await.unwrap();
     assert_eq!(item.s("GSI1PK").unwrap(), keys::open_jobs_gsi1pk(&o.org));
     assert_eq!(item.s("GSI1SK").unwrap(), sk1);
-    let draft = get(&env, &org_pk, &keys::job_sk(&at2, &j2)).await.unwrap();
+    let draft = get(&env, key(&org_pk, keys::job_sk(&at2, &j2)))
+        .await
+        .unwrap();
     assert!(!draft.contains_key("GSI1PK") && !draft.contains_key("GSI1SK"));
-    let lookup = get(&env, &keys::job_pk(&j1), keys::META_SK).await.unwrap();
+    let lookup = get(&env, key(keys::job_pk(&j1), keys::META_SK))
+        .await
+        .unwrap();
     assert_eq!(lookup.len(), 5);
     assert_eq!(lookup.s("orgId").unwrap(), o.org);
     assert_eq!(lookup.s("postedAt").unwrap(), at1);
@@ -301,17 +238,21 @@ async fn the_open_jobs_index_is_sparse_and_lookups_follow_postings() {
     closed.insert("closedAt".into(), s("2026-03-01"));
     put(&env, closed).await;
     drain(&mut env).await;
-    let item = get(&env, &org_pk, &sk1).await.unwrap();
+    let item = get(&env, key(&org_pk, &sk1)).await.unwrap();
     assert!(!item.contains_key("GSI1PK") && !item.contains_key("GSI1SK"));
-    assert!(get(&env, &keys::job_pk(&j1), keys::META_SK).await.is_some());
+    assert!(get(&env, key(keys::job_pk(&j1), keys::META_SK))
+        .await
+        .is_some());
 
     // Deleted: its lookup goes; its applications stay (no cascade).
     let app = build::app(&j1, &id(40), &id(41), &id(10), "applied");
     put(&env, app).await;
-    delete(&env, &org_pk, &sk1).await;
+    delete(&env, key(&org_pk, &sk1)).await;
     drain(&mut env).await;
-    assert!(get(&env, &keys::job_pk(&j1), keys::META_SK).await.is_none());
-    let app = get(&env, &keys::job_pk(&j1), &keys::app_sk(&id(41), &id(40)))
+    assert!(get(&env, key(keys::job_pk(&j1), keys::META_SK))
+        .await
+        .is_none());
+    let app = get(&env, key(keys::job_pk(&j1), keys::app_sk(&id(41), &id(40))))
         .await
         .unwrap();
     assert_eq!(app.s("GSI1PK").unwrap(), keys::emp_key(&id(10)));
@@ -329,7 +270,7 @@ async fn writers_values_of_processor_attributes_are_brought_back() {
     e.insert("GSI1SK".into(), s("junk"));
     put(&env, e).await;
     drain(&mut env).await;
-    let item = get(&env, &keys::org_pk(&o.org), &keys::emp_key(&a))
+    let item = get(&env, key(keys::org_pk(&o.org), keys::emp_key(&a)))
         .await
         .unwrap();
     assert_eq!(item.s("GSI1PK").unwrap(), "EMAIL#ünsal@acme.co");
@@ -341,10 +282,10 @@ async fn writers_values_of_processor_attributes_are_brought_back() {
     drain(&mut env).await;
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(1));
     // Quiet: draining again writes nothing.
-    let before = scan(&env).await;
+    let before = table_by_key(&env.rt).await;
     let writes = env.rt.processor_writes();
     drain(&mut env).await;
-    assert_eq!(scan(&env).await, before);
+    assert_eq!(table_by_key(&env.rt).await, before);
     assert_eq!(env.rt.processor_writes(), writes);
     assert_clean(&env).await;
 }
@@ -390,7 +331,7 @@ async fn bad_ids_and_enums_are_skipped_counted_and_block_nothing() {
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(2), "a kept, b added");
     assert_eq!(roster(&env, &o.d1).await, [a.as_str(), b.as_str()]);
     assert!(roster(&env, &o.d2).await.is_empty());
-    let all = scan(&env).await;
+    let all = table_by_key(&env.rt).await;
     for item in all.values() {
         let t = item.s("type").unwrap_or_default();
         if t == "job"
@@ -399,7 +340,7 @@ async fn bad_ids_and_enums_are_skipped_counted_and_block_nothing() {
             assert!(!item.contains_key("GSI1PK"), "no projection of bad input");
         }
     }
-    assert!(get(&env, &keys::job_pk(&id(20)), keys::META_SK)
+    assert!(get(&env, key(keys::job_pk(&id(20)), keys::META_SK))
         .await
         .is_none());
 
@@ -430,14 +371,13 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
     let o = Org::new();
     put(&env, o.dept(&o.d1)).await;
     put(&env, o.dept(&o.d2)).await;
+    let writer = Writer::of(&env);
     let ModelEnv { engine, rt } = env;
-    let client = rt.dynamodb.clone();
-    let table = rt.config.table.clone();
     let background = run_in_background(rt);
     let emps: Vec<String> = (0..12).map(|i| id(100 + i)).collect();
     let mut tasks = Vec::new();
     for w in 0..3u64 {
-        let (client, table) = (client.clone(), table.clone());
+        let writer = writer.clone();
         let o = Org::new();
         let emps = emps.clone();
         tasks.push(tokio::spawn(async move {
@@ -455,20 +395,14 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
                     if (round * 7 + i as u64 + w).is_multiple_of(4) {
                         item.insert("status".into(), s("inactive"));
                     }
-                    client
-                        .put_item()
-                        .table_name(&table)
-                        .set_item(Some(item))
-                        .send()
-                        .await
-                        .expect("put");
+                    writer.put(item).await;
                 }
             }
         }));
     }
     // A writer overwriting the department (plain upsert, stale counts).
     {
-        let (client, table) = (client.clone(), table.clone());
+        let writer = writer.clone();
         let o = Org::new();
         tasks.push(tokio::spawn(async move {
             for round in 0..10 {
@@ -476,13 +410,7 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
                 if round % 2 == 0 {
                     d.insert(keys::HEADCOUNT.into(), n(round * 5));
                 }
-                client
-                    .put_item()
-                    .table_name(&table)
-                    .set_item(Some(d))
-                    .send()
-                    .await
-                    .expect("put");
+                writer.put(d).await;
                 tokio::time::sleep(std::time::Duration::from_millis(15)).await;
             }
         }));
@@ -494,7 +422,7 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
     let mut env = ModelEnv { engine, rt };
     drain(&mut env).await;
 
-    let items = scan(&env).await;
+    let items = table_by_key(&env.rt).await;
     let mut truth: BTreeMap<String, i64> = BTreeMap::new();
     for item in items.values().filter(|i| i.s("type").ok() == Some("emp")) {
         let d = item.s("departmentId").unwrap().to_string();
@@ -524,7 +452,7 @@ async fn concurrent_plain_upserts_keep_one_departments_headcount_exact() {
     // The table is unchanged once quiet.
     let writes = env.rt.processor_writes();
     drain(&mut env).await;
-    assert_eq!(scan(&env).await, items);
+    assert_eq!(table_by_key(&env.rt).await, items);
     assert_eq!(env.rt.processor_writes(), writes);
     assert_clean(&env).await;
 }
@@ -537,7 +465,7 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
     put(&env, o.dept(&o.d1)).await;
     put(&env, o.dept(&o.d2)).await;
     drain(&mut env).await;
-    let start = stream_records(&env).await.len();
+    let start = env.records().await.len();
 
     // Changes not yet processed: a joins d1, moves to d2, b joins d1 and
     // leaves.
@@ -547,7 +475,7 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
     let mut left = o.emp(&b, &o.d1);
     left.insert("status".into(), s("inactive"));
     put(&env, left).await;
-    let records = stream_records(&env).await[start..].to_vec();
+    let records = env.records().await[start..].to_vec();
     assert_eq!(records.len(), 4);
 
     // The first record alone already yields the current truth (the engine
@@ -559,11 +487,11 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
     assert_eq!(headcount(&env, &o, &o.d1).await, Some(0));
     assert_eq!(headcount(&env, &o, &o.d2).await, Some(1));
     drain(&mut env).await;
-    let settled = scan(&env).await;
+    let settled = table_by_key(&env.rt).await;
 
     // Replays: everything from the start, each record alone, backwards,
     // overlapping windows. No write at all, so no moment of a wrong count.
-    let all = stream_records(&env).await;
+    let all = env.records().await;
     let mut replays: Vec<Vec<serde_json::Value>> = vec![all.clone()];
     replays.extend(all.iter().rev().map(|r| vec![r.clone()]));
     replays.extend(all.windows(3).map(<[_]>::to_vec));
@@ -578,8 +506,8 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
         0,
         "replays write nothing"
     );
-    assert_eq!(stream_records(&env).await.len(), all.len());
-    assert_eq!(scan(&env).await, settled);
+    assert_eq!(env.records().await.len(), all.len());
+    assert_eq!(table_by_key(&env.rt).await, settled);
     assert!(
         env.rt
             .stream_processor("derive")
@@ -609,9 +537,9 @@ async fn a_re_posted_job_keeps_its_lookup_item() {
         if !one_batch {
             drain(&mut env).await;
         }
-        delete(&env, &org_pk, &keys::job_sk(&at1, &j)).await;
+        delete(&env, key(&org_pk, keys::job_sk(&at1, &j))).await;
         drain(&mut env).await;
-        let lookup = get(&env, &keys::job_pk(&j), keys::META_SK).await;
+        let lookup = get(&env, key(keys::job_pk(&j), keys::META_SK)).await;
         assert_eq!(
             lookup.map(|l| l.s("postedAt").unwrap().to_string()),
             Some(at2.clone()),
@@ -642,24 +570,26 @@ async fn a_lookup_lives_while_any_of_its_postings_does() {
         env.rt.failed_batches()
     );
     assert_eq!(
-        posted(get(&env, &keys::job_pk(&j), keys::META_SK).await),
+        posted(get(&env, key(keys::job_pk(&j), keys::META_SK)).await),
         Some(at2.clone()),
         "the greatest posting's content"
     );
     assert_clean(&env).await;
     // The re-date is taken back: the new posting goes, the old one still
     // implies the lookup.
-    delete(&env, &org_pk, &keys::job_sk(&at2, &j)).await;
+    delete(&env, key(&org_pk, keys::job_sk(&at2, &j))).await;
     drain(&mut env).await;
     assert_eq!(
-        posted(get(&env, &keys::job_pk(&j), keys::META_SK).await),
+        posted(get(&env, key(keys::job_pk(&j), keys::META_SK)).await),
         Some(at1.clone()),
         "kept for the posting that still implies it"
     );
     assert_clean(&env).await;
-    delete(&env, &org_pk, &keys::job_sk(&at1, &j)).await;
+    delete(&env, key(&org_pk, keys::job_sk(&at1, &j))).await;
     drain(&mut env).await;
-    assert!(get(&env, &keys::job_pk(&j), keys::META_SK).await.is_none());
+    assert!(get(&env, key(keys::job_pk(&j), keys::META_SK))
+        .await
+        .is_none());
     assert_clean(&env).await;
 }
 
@@ -673,16 +603,16 @@ async fn an_edited_dept_employee_goes_with_its_employee() {
     put(&env, o.dept(&o.d1)).await;
     put(&env, o.emp(&a, &o.d1)).await;
     drain(&mut env).await;
-    let mut edited = get(&env, &keys::dept_key(&o.d1), &keys::emp_key(&a))
+    let mut edited = get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
         .await
         .expect("DeptEmployee");
     edited.insert("note".into(), s("a writer was here"));
     put(&env, edited).await;
     drain(&mut env).await;
-    delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&a)).await;
+    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&a))).await;
     drain(&mut env).await;
     assert!(
-        get(&env, &keys::dept_key(&o.d1), &keys::emp_key(&a))
+        get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
             .await
             .is_none(),
         "no ghost DeptEmployee"
@@ -712,9 +642,9 @@ async fn an_employee_moved_to_another_org_keeps_its_dept_employee() {
         if !one_batch {
             drain(&mut env).await;
         }
-        delete(&env, &keys::org_pk(&o.org), &keys::emp_key(&a)).await;
+        delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&a))).await;
         drain(&mut env).await;
-        let mirror = get(&env, &keys::dept_key(&o.d1), &keys::emp_key(&a)).await;
+        let mirror = get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a))).await;
         assert_eq!(
             mirror.map(|m| m.s("orgId").unwrap().to_string()),
             Some(other.clone()),
@@ -722,9 +652,9 @@ async fn an_employee_moved_to_another_org_keeps_its_dept_employee() {
         );
         assert_clean(&env).await;
         // The moved employee goes too: so does its mirror.
-        delete(&env, &keys::org_pk(&other), &keys::emp_key(&a)).await;
+        delete(&env, key(keys::org_pk(&other), keys::emp_key(&a))).await;
         drain(&mut env).await;
-        assert!(get(&env, &keys::dept_key(&o.d1), &keys::emp_key(&a))
+        assert!(get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
             .await
             .is_none());
         assert_clean(&env).await;

@@ -8,35 +8,25 @@
 //! exact.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use lambda_runtime::{Context, LambdaEvent};
-use serde_json::json;
 use shared::item::{n, s, Item, ItemExt};
-use shared::metrics::names;
 use shared::store::Store;
 
-use crate::support::{assert_rt_verified, model_env, put, records_of, ModelEnv};
-
-fn invoices_file() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../models/examples/invoices.yaml"
-    ))
-}
+use crate::items::{
+    assert_clean, bad_input, delete, deliver, get, key, put, put_all, scan, update,
+};
+use crate::support::{model_env, shipped, ModelEnv};
 
 async fn invoices_env() -> ModelEnv {
-    model_env("invoices", |o| o.model_file = Some(invoices_file())).await
-}
-
-fn key(pk: &str, sk: &str) -> Item {
-    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
+    model_env("invoices", |o| {
+        o.model_file = Some(shipped("examples/invoices.yaml"))
+    })
+    .await
 }
 
 fn invoice_key(account: &str, id: &str) -> Item {
-    key(&format!("ACCOUNT#{account}"), &format!("INV#{id}"))
+    key(format!("ACCOUNT#{account}"), format!("INV#{id}"))
 }
 
 /// An invoice as its writer puts it (no totals: they are the processor's).
@@ -50,7 +40,7 @@ fn invoice(account: &str, id: &str) -> Item {
 }
 
 fn line_key(id: &str, no: i64) -> Item {
-    key(&format!("INV#{id}"), &format!("LINE#{no}"))
+    key(format!("INV#{id}"), format!("LINE#{no}"))
 }
 
 fn line(id: &str, no: i64, amount: i64) -> Item {
@@ -62,47 +52,15 @@ fn line(id: &str, no: i64, amount: i64) -> Item {
     i
 }
 
-fn store(env: &ModelEnv) -> Store {
-    Store::new(env.rt.dynamodb.clone())
-}
-
-async fn get(env: &ModelEnv, key: Item) -> Option<Item> {
-    store(env)
-        .get(&env.rt.config.table, key)
-        .await
-        .expect("get")
-}
-
-async fn delete(env: &ModelEnv, key: Item) {
-    store(env)
-        .delete_keys(&env.rt.config.table, vec![key])
-        .await
-        .expect("delete");
-}
-
 /// (total, lines) of the invoice at `key`, `None` when absent; a total not
 /// written yet reads as `(None, None)`.
-async fn totals(env: &ModelEnv, key: Item) -> Option<(Option<i64>, Option<i64>)> {
-    get(env, key).await.map(|i| {
+async fn totals(env: &ModelEnv, account: &str, id: &str) -> Option<(Option<i64>, Option<i64>)> {
+    get(env, invoice_key(account, id)).await.map(|i| {
         (
             i.opt_i64("total").ok().flatten(),
             i.opt_i64("lines").ok().flatten(),
         )
     })
-}
-
-fn bad_input(env: &ModelEnv) -> u64 {
-    env.rt
-        .stream_processor("derive")
-        .metrics()
-        .get(names::BAD_INPUT)
-}
-
-/// Every item of the table.
-async fn scan(env: &ModelEnv) -> Vec<Item> {
-    jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("scan")
 }
 
 /// No item of the table has a logical counter key (`@invoice`): the
@@ -120,7 +78,7 @@ async fn assert_no_logical_items(env: &ModelEnv) {
 /// immutable: a delete and a put).
 async fn move_atomically(env: &ModelEnv, from: &str, to: &str, id: &str) {
     let table = &env.rt.config.table;
-    store(env)
+    Store::new(env.rt.dynamodb.clone())
         .transact(vec![
             TransactWriteItem::builder()
                 .delete(
@@ -155,39 +113,27 @@ async fn lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_
     // Nowhere to write: nothing written, nothing created, verify clean.
     assert_no_logical_items(&env).await;
     assert_eq!(scan(&env).await.len(), 3, "only the lines");
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     // The invoice appears (its writer knows nothing of the totals).
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(355), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(355), Some(3))));
     // Lines change, go and come: every change lands.
     put(&env.rt, line("i-1", 2, 50)).await;
     delete(&env, line_key("i-1", 3)).await;
     put(&env.rt, line("i-1", 4, 7)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(157), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
     // A writer's put of the invoice that drops the totals: written back.
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(157), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
     // Another invoice's lines never reach this one.
     put(&env.rt, line("i-2", 1, 1_000)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(157), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
     assert_no_logical_items(&env).await;
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
     assert!(env.rt.failed_batches().is_empty());
 }
@@ -200,10 +146,7 @@ async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_a
         put(&env.rt, line("i-1", no, amount)).await;
     }
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(60), Some(3)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(60), Some(3))));
     delete(&env, invoice_key("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
     // Lines deleted, changed and added while the invoice is absent.
@@ -212,19 +155,16 @@ async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_a
     put(&env.rt, line("i-1", 4, 4)).await;
     env.rt.drain().await.unwrap();
     assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
+        totals(&env, "a-1", "i-1").await,
         None,
         "the writer's invoice is never created by the processor"
     );
     assert_no_logical_items(&env).await;
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(234), Some(3)))
-    );
-    assert_rt_verified(&env.rt).await;
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(234), Some(3))));
+    assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
 }
 
@@ -235,24 +175,18 @@ async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_st
     put(&env.rt, line("i-1", 1, 10)).await;
     put(&env.rt, line("i-1", 2, 15)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(25), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(25), Some(2))));
     // Moved in one transaction, a line changing meanwhile.
     move_atomically(&env, "a-1", "a-2", "i-1").await;
     put(&env.rt, line("i-1", 3, 5)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
-    assert_eq!(
-        totals(&env, invoice_key("a-2", "i-1")).await,
-        Some((Some(30), Some(3)))
-    );
-    assert_rt_verified(&env.rt).await;
+    assert_eq!(totals(&env, "a-1", "i-1").await, None);
+    assert_eq!(totals(&env, "a-2", "i-1").await, Some((Some(30), Some(3))));
+    assert_clean(&env.rt).await;
     // Moved again, the new invoice's record handled before the old one's
     // (records of two items may reach the processor in either order).
     move_atomically(&env, "a-2", "a-3", "i-1").await;
-    let records = records_of(&env.engine, &env.rt).await;
+    let records = env.records().await;
     let of = |pk: &str, kind: &str| {
         records
             .iter()
@@ -262,31 +196,21 @@ async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_st
             .unwrap_or_else(|| panic!("{kind} of {pk}"))
     };
     let (insert, remove) = (of("ACCOUNT#a-3", "INSERT"), of("ACCOUNT#a-2", "REMOVE"));
-    let derive = env.rt.stream_processor("derive");
     for r in [insert, remove] {
-        let resp = shared::lambda::stream_handler(&*derive, lambda(&[r]))
-            .await
-            .unwrap();
-        assert!(resp.batch_item_failures.is_empty());
-        assert_eq!(
-            totals(&env, invoice_key("a-3", "i-1")).await,
-            Some((Some(30), Some(3)))
-        );
-        assert_eq!(totals(&env, invoice_key("a-2", "i-1")).await, None);
+        deliver(&env, &[r]).await;
+        assert_eq!(totals(&env, "a-3", "i-1").await, Some((Some(30), Some(3))));
+        assert_eq!(totals(&env, "a-2", "i-1").await, None);
     }
     env.rt.drain().await.unwrap();
     move_atomically(&env, "a-3", "a-1", "i-1").await;
     delete(&env, line_key("i-1", 1)).await;
     env.rt.drain().await.unwrap();
     for gone in ["a-2", "a-3"] {
-        assert_eq!(totals(&env, invoice_key(gone, "i-1")).await, None, "{gone}");
+        assert_eq!(totals(&env, gone, "i-1").await, None, "{gone}");
     }
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(20), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(20), Some(2))));
     assert_no_logical_items(&env).await;
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
     assert!(env.rt.failed_batches().is_empty());
 }
@@ -297,10 +221,7 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     put(&env.rt, invoice("a-1", "i-1")).await;
     put(&env.rt, line("i-1", 1, 10)).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(10), Some(1)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
     assert_eq!(bad_input(&env), 0);
     // A second invoice claims the id (a writer's put before its delete of
     // the first, or a bug): neither is written while both exist.
@@ -312,12 +233,12 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     env.rt.drain().await.unwrap();
     assert!(bad_input(&env) > contested, "each sync meets it again");
     assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
+        totals(&env, "a-1", "i-1").await,
         Some((Some(10), Some(1))),
         "the first keeps what it had"
     );
     assert_eq!(
-        totals(&env, invoice_key("a-2", "i-1")).await,
+        totals(&env, "a-2", "i-1").await,
         Some((None, None)),
         "the second gets nothing"
     );
@@ -334,11 +255,8 @@ async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until
     // One is deleted: the other is the invoice.
     delete(&env, invoice_key("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-2", "i-1")).await,
-        Some((Some(15), Some(2)))
-    );
-    assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+    assert_eq!(totals(&env, "a-2", "i-1").await, Some((Some(15), Some(2))));
+    assert_eq!(totals(&env, "a-1", "i-1").await, None);
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert!(report.bad_input.is_empty(), "{:?}", report.bad_input);
@@ -365,10 +283,7 @@ async fn bad_lines_are_bad_input_and_move_no_total() {
     put(&env.rt, other).await;
     env.rt.drain().await.unwrap();
     assert_eq!(bad_input(&env), 4);
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(10), Some(1)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
     assert!(
         env.rt.failed_batches().is_empty(),
         "bad input blocks nothing"
@@ -378,10 +293,7 @@ async fn bad_lines_are_bad_input_and_move_no_total() {
     was_good.insert("amount".into(), n(-1));
     put(&env.rt, was_good).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1", "i-1")).await,
-        Some((Some(10), Some(1)))
-    );
+    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
     let report = env.rt.verify().await.expect("verify");
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert_eq!(report.bad_input.len(), 5, "{:?}", report.bad_input);
@@ -390,12 +302,6 @@ async fn bad_lines_are_bad_input_and_move_no_total() {
         "the format by name: {:?}",
         report.bad_input
     );
-}
-
-fn lambda(records: &[serde_json::Value]) -> LambdaEvent<Event> {
-    let event: Event =
-        serde_json::from_value(json!({ "Records": records })).expect("a Lambda event");
-    LambdaEvent::new(event, Context::default())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,27 +320,23 @@ async fn a_replay_of_the_whole_stream_never_moves_a_total_and_writes_nothing() {
     put(&env.rt, invoice("a-2", "i-1")).await;
     env.rt.drain().await.unwrap();
     let truth = Some((Some(26), Some(2)));
-    assert_eq!(totals(&env, invoice_key("a-2", "i-1")).await, truth);
+    assert_eq!(totals(&env, "a-2", "i-1").await, truth);
     // A restarted consumer reading from TRIM_HORIZON: every record again,
     // in small batches, older images first. The total after each batch.
-    let records = records_of(&env.engine, &env.rt).await;
+    let records = env.records().await;
     assert!(records.len() > 10, "{}", records.len());
     let before = env.rt.processor_writes();
-    let derive = env.rt.stream_processor("derive");
     for chunk in records.chunks(3) {
-        let resp = shared::lambda::stream_handler(&*derive, lambda(chunk))
-            .await
-            .unwrap();
-        assert!(resp.batch_item_failures.is_empty());
+        deliver(&env, chunk).await;
         assert_eq!(
-            totals(&env, invoice_key("a-2", "i-1")).await,
+            totals(&env, "a-2", "i-1").await,
             truth,
             "a replayed older record moved the total"
         );
-        assert_eq!(totals(&env, invoice_key("a-1", "i-1")).await, None);
+        assert_eq!(totals(&env, "a-1", "i-1").await, None);
     }
     assert_eq!(env.rt.processor_writes(), before, "a replay writes nothing");
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -444,7 +346,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
     put(&env.rt, line("i-1", 2, 20)).await;
     put(&env.rt, invoice("a-7", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     // A writer overwrites the totals; verify runs before the stream does.
     let mut wrong = invoice("a-7", "i-1");
     wrong.insert("total".into(), n(999));
@@ -463,11 +365,8 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
     jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
         .expect("repair");
-    assert_eq!(
-        totals(&env, invoice_key("a-7", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
-    assert_rt_verified(&env.rt).await;
+    assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
+    assert_clean(&env.rt).await;
     // Missing totals (a writer dropped them): reported, repaired.
     put(&env.rt, invoice("a-7", "i-1")).await;
     let report = env.rt.verify().await.expect("verify");
@@ -482,19 +381,15 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
     jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
         .expect("repair");
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-7", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
-    assert_rt_verified(&env.rt).await;
+    assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
+    assert_clean(&env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_loaded_without_processors_is_exact_after_backfill() {
     let mut env = invoices_env().await;
-    let table = env.rt.config.table.clone();
     let mut items = Vec::new();
     for inv in 0..6 {
         let id = format!("i-{inv}");
@@ -503,45 +398,30 @@ async fn a_table_loaded_without_processors_is_exact_after_backfill() {
             items.push(invoice(&format!("a-{}", inv % 3), &id));
         }
     }
-    store(&env).put_items(&table, items).await.expect("load");
+    put_all(&env, items).await;
     // Never read from the stream: backfill alone.
     let opts = jobstream::tools::backfill::ScanOptions {
         segments: 2,
         ..Default::default()
     };
-    jobstream::tools::backfill::backfill(
-        &env.rt.dynamodb,
-        &env.rt.config,
-        &env.rt.processors,
-        &opts,
-        false,
-    )
-    .await
-    .expect("backfill");
+    crate::items::backfill(&env, &opts).await;
     for inv in [0i64, 2, 4] {
         let sum: i64 = (1..=4).map(|no| inv * 10 + no).sum();
         assert_eq!(
-            totals(
-                &env,
-                invoice_key(&format!("a-{}", inv % 3), &format!("i-{inv}"))
-            )
-            .await,
+            totals(&env, &format!("a-{}", inv % 3), &format!("i-{inv}")).await,
             Some((Some(sum), Some(4))),
             "i-{inv}"
         );
     }
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     // The stream after it changes nothing.
     env.rt.drain().await.unwrap();
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     // The invoices that were missing appear: their totals land.
     put(&env.rt, invoice("a-9", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-9", "i-1")).await,
-        Some((Some(50), Some(4)))
-    );
-    assert_rt_verified(&env.rt).await;
+    assert_eq!(totals(&env, "a-9", "i-1").await, Some((Some(50), Some(4))));
+    assert_clean(&env.rt).await;
 }
 
 /// One writer's share of the concurrent workload: lines of its invoices
@@ -622,10 +502,9 @@ async fn expected(env: &ModelEnv) -> BTreeMap<String, (i64, i64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_under_faults_and_kills_end_exact() {
-    use jobstream::faults::Fault;
     let (crate::support::ModelEnv { engine, mut rt }, proxy) =
         crate::support::model_env_behind_proxy("invoices", |o| {
-            o.model_file = Some(invoices_file())
+            o.model_file = Some(shipped("examples/invoices.yaml"))
         })
         .await;
     let table = rt.config.table.clone();
@@ -637,17 +516,7 @@ async fn concurrent_writers_under_faults_and_kills_end_exact() {
         "BatchGetItem",
         "Query",
     ];
-    for (i, after) in [2u32, 5, 9, 14, 20].into_iter().enumerate() {
-        for op in ops {
-            proxy.inject(match i {
-                0 => Fault::server_error(op, 1).after(after),
-                1 => Fault::throttle(op, 1).after(after),
-                2 => Fault::server_error(op, 1).after(after).after_effect(),
-                3 => Fault::reset(op, 1).after(after),
-                _ => Fault::reset(op, 1).after(after).after_effect(),
-            });
-        }
-    }
+    crate::support::inject_faults(&proxy, &ops);
     let writers: Vec<_> = (0..3)
         .map(|w| tokio::spawn(writer(writers_store.clone(), table.clone(), w)))
         .collect();
@@ -701,7 +570,9 @@ async fn explain_shows_an_invoices_lines_and_the_totals_of_its_identity() {
     put(&env.rt, line("i-1", 2, 20)).await;
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    let file = &shared::file::load(&invoices_file()).expect("loads").model;
+    let file = &shared::file::load(&shipped("examples/invoices.yaml"))
+        .expect("loads")
+        .model;
     let t = Tables {
         client: &env.rt.dynamodb,
         table: &env.rt.config.table,
@@ -743,22 +614,15 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
     // i-1's totals are synced: the listed item no longer carries i-1.
     move_atomically(&env, "a-1", "a-1b", "i-1").await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
-    env.rt
-        .dynamodb
-        .update_item()
-        .table_name(&env.rt.config.table)
-        .set_key(Some(invoice_key("a-1b", "i-1")))
-        .update_expression("SET invoiceId = :i, #t = :t")
-        .expression_attribute_names("#t", "total")
-        .expression_attribute_values(":i", s("i-2"))
-        .expression_attribute_values(":t", n(7))
-        .send()
-        .await
-        .expect("update");
+    assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(30), Some(2))));
+    let values = [(":i", s("i-2")), (":t", n(7))];
+    update(
+        &env,
+        invoice_key("a-1b", "i-1"),
+        "SET invoiceId = :i, #total = :t",
+        &values,
+    )
+    .await;
     let deriver = env.rt.processors.derive.deriver();
     let logical = key("@invoice", "[\"i-1\"]");
     let counter = deriver
@@ -770,7 +634,7 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
         .expect("sync");
     assert_eq!((writes, notes.len()), (0, 0), "{notes:?}");
     assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
+        totals(&env, "a-1b", "i-1").await,
         Some((Some(7), Some(2))),
         "nothing written onto an item of another identity"
     );
@@ -778,15 +642,9 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
     // attribute i-2), nothing is written onto it; fixed, it is i-1's again.
     env.rt.drain().await.unwrap();
     assert_eq!(bad_input(&env), 1);
-    assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
-        Some((Some(7), Some(2)))
-    );
+    assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(7), Some(2))));
     put(&env.rt, invoice("a-1b", "i-1")).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, invoice_key("a-1b", "i-1")).await,
-        Some((Some(30), Some(2)))
-    );
-    assert_rt_verified(&env.rt).await;
+    assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(30), Some(2))));
+    assert_clean(&env.rt).await;
 }

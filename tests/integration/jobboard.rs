@@ -8,17 +8,32 @@ use crate::seed_items::jobboard::{
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
-use shared::store::SortKey;
+
+use crate::items::{assert_exact, begins, delete, get, set_job, sqs_event, update, HasRt};
 
 struct Board {
     _engine: LocalEngine,
     rt: Runtime,
     w: JobBoardWriter,
+}
+
+impl HasRt for Board {
+    fn rt(&self) -> &Runtime {
+        &self.rt
+    }
+}
+
+/// The key `{pk, sk}` (the job board's key names).
+fn key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
+    [
+        (keys::PK.to_string(), s(pk.into())),
+        (keys::SK.to_string(), s(sk.into())),
+    ]
+    .into()
 }
 
 /// `--model jobboard` (models/jobboard.yaml).
@@ -33,33 +48,6 @@ async fn board() -> Board {
     }
 }
 
-async fn get(b: &Board, pk: String, sk: String) -> Option<Item> {
-    b.rt.dynamodb
-        .get_item()
-        .table_name(&b.rt.config.table)
-        .key(keys::PK, s(pk))
-        .key(keys::SK, s(sk))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("get")
-        .item
-}
-
-async fn partition(b: &Board, pk: &str, prefix: &str) -> Vec<Item> {
-    b.rt.processors
-        .store
-        .query(
-            &b.rt.config.table,
-            None,
-            keys::PK,
-            pk,
-            Some(SortKey::BeginsWith(keys::SK.into(), prefix.into())),
-        )
-        .await
-        .expect("query")
-}
-
 /// `jobstream demo --model jobboard`, the binary as a user runs it (with
 /// the local SQS): the shipped scenario through the shipped file, each
 /// access pattern printed and compared, the processors' writes printed,
@@ -69,24 +57,6 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     let text = crate::support::demo_through_the_binary("jobboard");
     assert!(text.contains(": 3 step(s)"), "{text}");
     assert!(!text.contains("bad input (not drift)"), "{text}");
-}
-
-/// The shipped scenario (models/jobboard.scenario.yaml) checks access
-/// patterns 1-5 step by step; the sixth, creating a job that exists, is
-/// refused by its condition.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_six_access_patterns_work_on_processor_maintained_data() {
-    let env = crate::queries::play_shipped("jobboard").await;
-    assert!(env.rt.failed_batches().is_empty());
-    let w = JobBoardWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
-    let again = w.create_job(&jobs()[2]).await;
-    assert!(
-        again
-            .as_ref()
-            .is_err_and(|e| e.contains("ConditionalCheckFailed")),
-        "creating j3 again: {again:?}"
-    );
-    env.engine.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +70,7 @@ async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_w
     let before = chrono::Utc::now().timestamp();
     b.rt.drain().await.unwrap();
     // The level the documented function gives, computed here from the items.
-    let seeker_item = get(&b, keys::seeker_pk("s9"), keys::PROFILE_SK.into())
+    let seeker_item = get(&b, key(keys::seeker_pk("s9"), keys::PROFILE_SK))
         .await
         .unwrap();
     let points = score(
@@ -117,13 +87,8 @@ async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_w
         "half the skills, salary within max, no category"
     );
     let want = level(points).unwrap();
-    let sug = get(
-        &b,
-        keys::job_pk("Montreal"),
-        keys::suggestion_sk("j1", "s9"),
-    )
-    .await
-    .expect("suggestion exists");
+    let sug_key = key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "s9"));
+    let sug = get(&b, sug_key).await.expect("suggestion exists");
     assert_eq!(sug.i64("relevance").unwrap(), i64::from(want));
     assert_eq!(
         sug.s("GSI1SK").unwrap(),
@@ -149,7 +114,7 @@ async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_w
         "6000 + 2500 = 8500: R1"
     );
     assert_eq!(
-        partition(&b, &keys::job_pk("Montreal"), "s#").await.len(),
+        begins(&b, &keys::job_pk("Montreal"), "s#").await.len(),
         1,
         "one item for the pair"
     );
@@ -213,22 +178,25 @@ async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all
     b.rt.drain().await.unwrap();
     assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j2 R2"]);
     assert_eq!(b.w.suggestions_of("g").await.unwrap(), ["j1 R2"]);
+    // g's request removed: the match alone keeps the pair out.
+    delete(
+        &b,
+        key(keys::employer_pk("e1"), keys::request_sk("j2", "g")),
+    )
+    .await;
+    b.rt.drain().await.unwrap();
+    assert_eq!(
+        b.w.suggestions_of("g").await.unwrap(),
+        ["j1 R2"],
+        "matched: never suggested"
+    );
     // Closing j1 removes every suggestion of it.
     b.w.close_job(&jobs[0]).await.unwrap();
     b.rt.drain().await.unwrap();
-    assert!(partition(&b, &keys::job_pk("Montreal"), "s#j1#")
+    assert!(begins(&b, &keys::job_pk("Montreal"), "s#j1#")
         .await
         .is_empty());
     assert!(b.w.suggestions_of("g").await.unwrap().is_empty());
-}
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<serde_json::Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, b)| serde_json::json!({"messageId": format!("m-{i}"), "receiptHandle": "h", "body": b, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}))
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,14 +244,17 @@ async fn exactly_one_match_per_pair_under_duplicates_redelivery_and_concurrent_a
         r1.unwrap().batch_item_failures.is_empty() && r2.unwrap().batch_item_failures.is_empty()
     );
     b.rt.drain().await.unwrap();
-    let matches: Vec<Item> = partition(&b, &keys::seeker_pk("a"), "j#").await;
+    let matches: Vec<Item> = begins(&b, &keys::seeker_pk("a"), "j#").await;
     assert_eq!(matches.len(), 1, "exactly one match: {matches:?}");
     assert_eq!(matches[0].s("matchedAt").unwrap(), days_ago(1));
     assert!(b.rt.consumer("matches").metrics().get(names::DUPLICATE) >= 6);
     assert!(
-        get(&b, keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a"))
-            .await
-            .is_none(),
+        get(
+            &b,
+            key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a"))
+        )
+        .await
+        .is_none(),
         "suggestion gone"
     );
 }
@@ -308,7 +279,7 @@ async fn a_match_for_a_job_that_no_longer_exists_ends_with_a_logged_outcome() {
     .unwrap();
     assert!(resp.batch_item_failures.is_empty(), "not retried forever");
     assert_eq!(b.rt.consumer("matches").metrics().get(names::SKIPPED), 1);
-    assert!(partition(&b, &keys::seeker_pk("a"), "j#").await.is_empty());
+    assert!(begins(&b, &keys::seeker_pk("a"), "j#").await.is_empty());
     b.rt.drain().await.unwrap();
     assert_eq!(b.rt.dlq_depth("matches").await.unwrap(), 0);
 }
@@ -376,17 +347,8 @@ async fn an_expired_suggestion_is_no_user_action() {
         .unwrap();
     b.rt.drain().await.unwrap();
     // a's suggestion expires.
-    b.rt.dynamodb
-        .update_item()
-        .table_name(&b.rt.config.table)
-        .key(keys::PK, s(keys::job_pk("Montreal")))
-        .key(keys::SK, s(keys::suggestion_sk("j1", "a")))
-        .update_expression("SET #t = :past")
-        .expression_attribute_names("#t", "ttl")
-        .expression_attribute_values(":past", n(1))
-        .send()
-        .await
-        .unwrap();
+    let sug = key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a"));
+    update(&b, sug, "SET #ttl = :past", &[(":past", n(1))]).await;
     b.rt.drain().await.unwrap();
     let writes =
         b.rt.processors
@@ -488,21 +450,16 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     b.w.put(extra).await.unwrap();
-    let mut s3 = get(&b, keys::job_pk("Toronto"), keys::suggestion_sk("j3", "s3"))
-        .await
-        .unwrap();
+    let mut s3 = get(
+        &b,
+        key(keys::job_pk("Toronto"), keys::suggestion_sk("j3", "s3")),
+    )
+    .await
+    .unwrap();
     s3.insert("relevance".into(), n(3));
     b.w.put(s3).await.unwrap();
-    b.rt.dynamodb
-        .update_item()
-        .table_name(&b.rt.config.table)
-        .key(keys::PK, s(keys::job_pk("Toronto")))
-        .key(keys::SK, s(jobs[2].item()["sk"].as_s().unwrap().clone()))
-        .update_expression("SET GSI1PK = :x")
-        .expression_attribute_values(":x", s("employer#nobody"))
-        .send()
-        .await
-        .unwrap();
+    let j3 = key(keys::job_pk("Toronto"), jobs[2].sk());
+    update(&b, j3, "SET GSI1PK = :x", &[(":x", s("employer#nobody"))]).await;
     let report = b.rt.verify().await.unwrap();
     assert_eq!(
         report.kinds["suggestions"].extra, 1,
@@ -516,16 +473,13 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
         .unwrap();
     let after = b.rt.verify().await.unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
-    assert_eq!(partition(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
+    assert_eq!(begins(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
     // A lost suggestion is found missing and put back.
-    b.rt.dynamodb
-        .delete_item()
-        .table_name(&b.rt.config.table)
-        .key(keys::PK, s(keys::job_pk("Toronto")))
-        .key(keys::SK, s(keys::suggestion_sk("j3", "s3")))
-        .send()
-        .await
-        .unwrap();
+    delete(
+        &b,
+        key(keys::job_pk("Toronto"), keys::suggestion_sk("j3", "s3")),
+    )
+    .await;
     let lost = b.rt.verify().await.unwrap();
     assert_eq!(lost.kinds["suggestions"].missing, 1, "{:#?}", lost.problems);
     jobstream::tools::verify::repair(&b.rt.processors, &lost)
@@ -536,37 +490,11 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
-    let sqs = tokio::task::spawn_blocking(crate::support::sqs)
-        .await
-        .expect("local SQS");
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let proxy = jobstream::faults::FaultProxy::start(
-        engine
-            .endpoint()
-            .trim_start_matches("http://")
-            .parse()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    let mut opts = RuntimeOptions::new(
-        "jobboard",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.sqs_endpoint = Some(sqs);
-    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    opts.processor_endpoint = Some(proxy.endpoint());
-    opts.time_scale = crate::support::TIME_SCALE;
-    opts.function_timeout_scale = Some(1.0); // as support::model_env_on
-    opts.max_attempts = 1;
-    opts.backoff = shared::store::Backoff {
-        max_times: 0,
-        ..Default::default()
-    };
-    let mut rt = Runtime::start(opts).await.expect("runtime");
+    let (env, proxy) = crate::support::model_env_behind_proxy("jobboard", |_| {}).await;
+    let crate::support::ModelEnv {
+        engine: _engine,
+        mut rt,
+    } = env;
     let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let jobs = jobs();
     w.employer("e1", "Acme").await.unwrap();
@@ -588,18 +516,7 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
     rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 2);
     assert!(rt.consumer("matches").metrics().get(names::FAILED_RECORD) >= 1);
-    let matches = rt
-        .processors
-        .store
-        .query(
-            &rt.config.table,
-            None,
-            keys::PK,
-            &keys::seeker_pk("a"),
-            Some(SortKey::BeginsWith(keys::SK.into(), "j#".into())),
-        )
-        .await
-        .unwrap();
+    let matches = begins(&rt, &keys::seeker_pk("a"), "j#").await;
     assert_eq!(matches.len(), 1);
     assert_eq!(rt.dlq_depth("matches").await.unwrap(), 0);
 }
@@ -627,14 +544,6 @@ async fn sqs_fixture_through_the_suggestions_handler() {
         b.rt.consumer("suggestions").metrics().get(names::BAD_INPUT),
         1
     );
-}
-
-async fn assert_board_exact(b: &mut Board) {
-    let report = b.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "drift: {:#?}", report.problems);
-    use shared::models::Harness as _;
-    let dead = b.rt.dead_letters().await.expect("dead letters");
-    assert!(dead.is_empty(), "dead letters: {dead:?}");
 }
 
 /// A sort of writer mistake: a number written as a string.
@@ -668,15 +577,18 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
     retitled.insert("title".into(), s("Staff Rust engineer"));
     b.w.put(retitled).await.unwrap();
     b.rt.drain().await.unwrap();
-    let sug = get(&b, keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a"))
-        .await
-        .expect("suggestion");
+    let sug = get(
+        &b,
+        key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a")),
+    )
+    .await
+    .expect("suggestion");
     assert_eq!(sug.s("title").unwrap(), "Staff Rust engineer");
-    assert_board_exact(&mut b).await;
+    assert_exact(&mut b.rt).await;
     // A request that is bad input, then fixed and approved in one write.
     b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
     let request_key = (keys::employer_pk("e1"), keys::request_sk("j1", "a"));
-    let mut request = get(&b, request_key.0.clone(), request_key.1.clone())
+    let mut request = get(&b, key(request_key.0.clone(), request_key.1.clone()))
         .await
         .unwrap();
     request.insert("status".into(), s("maybe"));
@@ -686,22 +598,15 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
     request.insert("approvedAt".into(), s(days_ago(0)));
     b.w.put(request).await.unwrap();
     b.rt.drain().await.unwrap();
-    let matches = partition(&b, &keys::seeker_pk("a"), "j#").await;
+    let matches = begins(&b, &keys::seeker_pk("a"), "j#").await;
     assert_eq!(matches.len(), 1, "the approval got its match");
-    assert_board_exact(&mut b).await;
+    assert_exact(&mut b.rt).await;
     // A match lost (deleted by hand): verify finds it, repair makes it.
-    b.rt.processors
-        .store
-        .delete_keys(
-            &b.rt.config.table,
-            vec![[
-                (keys::PK.to_string(), matches[0][keys::PK].clone()),
-                (keys::SK.to_string(), matches[0][keys::SK].clone()),
-            ]
-            .into()],
-        )
-        .await
-        .unwrap();
+    let (pk, sk) = (
+        matches[0].s(keys::PK).unwrap(),
+        matches[0].s(keys::SK).unwrap(),
+    );
+    delete(&b, key(pk, sk)).await;
     // (The pair's marker says it was made once: drop it as well, as a
     // restore from an older backup would.)
     b.rt.processors
@@ -722,9 +627,9 @@ async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes
     jobstream::tools::verify::repair(&b.rt.processors, &report)
         .await
         .unwrap();
-    assert_eq!(partition(&b, &keys::seeker_pk("a"), "j#").await.len(), 1);
+    assert_eq!(begins(&b, &keys::seeker_pk("a"), "j#").await.len(), 1);
     b.rt.drain().await.unwrap();
-    assert_board_exact(&mut b).await;
+    assert_exact(&mut b.rt).await;
 }
 
 /// A job or profile in the table that is bad input is bad input for the
@@ -760,7 +665,7 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
     .unwrap();
     b.rt.drain().await.unwrap();
     // a's profile turns bad; j2 changes (a job job reads a).
-    let profile = get(&b, keys::seeker_pk("a"), keys::PROFILE_SK.into())
+    let profile = get(&b, key(keys::seeker_pk("a"), keys::PROFILE_SK))
         .await
         .unwrap();
     b.w.put(bad(profile, "desiredSalary")).await.unwrap();
@@ -787,7 +692,7 @@ async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
         "what the earlier valid states implied"
     );
     assert!(b.rt.failed_batches().is_empty());
-    assert_board_exact(&mut b).await;
+    assert_exact(&mut b.rt).await;
 }
 
 /// A job's and a seeker's suggestion scopes are paged: each message does a
@@ -831,21 +736,8 @@ async fn large_suggestion_scopes_are_paged_and_end_exact() {
     b.rt.drain().await.unwrap();
     b.w.create_job(&jobs[0]).await.unwrap();
     // The job's first page: bounded, and the next page is a follow-up.
-    let reads = shared::engine::setjob::Reads {
-        store: b.rt.processors.store.clone(),
-        table: b.rt.config.table.clone(),
-        ledger_table: b.rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
-    };
-    let model = shared::models::find("jobboard").unwrap();
-    let Some(shared::models::Job::Set(suggestions)) = model
-        .consumers
-        .iter()
-        .find(|c| c.queue.logical == "suggestions")
-        .map(|c| &c.job)
-    else {
-        panic!("a suggestions set job");
-    };
+    let reads = crate::items::reads(&b.rt);
+    let suggestions = set_job(&b.rt.model, "suggestions");
     let first = suggestions
         .plan(&job_opened(&jobs[0]), &reads)
         .await
@@ -853,15 +745,15 @@ async fn large_suggestion_scopes_are_paged_and_end_exact() {
     assert_eq!(first.desired.len(), SEEKERS_PER_PAGE);
     assert_eq!(first.then.len() + first.ahead.len(), 1, "the next page");
     b.rt.drain().await.unwrap();
-    let all = partition(&b, &keys::job_pk("Montreal"), "s#j1#").await;
+    let all = begins(&b, &keys::job_pk("Montreal"), "s#j1#").await;
     assert_eq!(all.len(), n_seekers, "every page done");
     assert!(b.rt.failed_batches().is_empty());
-    assert_board_exact(&mut b).await;
+    assert_exact(&mut b.rt).await;
     // Closing the job removes its suggestions page by page.
     b.w.close_job(&jobs[0]).await.unwrap();
     b.rt.drain().await.unwrap();
-    assert!(partition(&b, &keys::job_pk("Montreal"), "s#j1#")
+    assert!(begins(&b, &keys::job_pk("Montreal"), "s#j1#")
         .await
         .is_empty());
-    assert_board_exact(&mut b).await;
+    assert_exact(&mut b.rt).await;
 }

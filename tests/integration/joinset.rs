@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::seed_items::social as keys;
 use crate::seed_items::social::{follow_item, post_item, user_item};
 use crate::seed_items::timeline;
-use chrono::{Duration, SecondsFormat, Utc};
 use shared::engine::joinset::{
     FactDecl, JoinSet, KeyTemplate, TargetDecl, UnlessDecl, Value, Vars,
 };
@@ -15,15 +14,9 @@ use shared::engine::setjob::{apply, Applied, Reads, SetJob};
 use shared::item::{s, Item};
 use shared::store::Store;
 
+use crate::items::{apply_plan, delete, get, put, put_all};
+use crate::social::{iso, post_id};
 use crate::support::{model_env, ModelEnv};
-
-fn iso(mins_ago: i64) -> String {
-    (Utc::now() - Duration::minutes(mins_ago)).to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-fn post_id(n: u128) -> String {
-    keys::ulid(Utc::now().timestamp_millis() as u64, n)
-}
 
 fn mirror(follower: &str, followed: &str, at: &str) -> Item {
     let mut m = keys::mirror_key(follower, followed);
@@ -38,11 +31,10 @@ async fn social() -> ModelEnv {
 }
 
 fn reads(env: &ModelEnv, store: &Store) -> Reads {
+    let store = store.clone();
     Reads {
-        store: store.clone(),
-        table: env.rt.config.table.clone(),
-        ledger_table: env.rt.config.ledger_table.clone(),
-        now: Utc::now(),
+        store,
+        ..crate::items::reads(env)
     }
 }
 
@@ -55,16 +47,7 @@ async fn run_pages(job: &dyn SetJob, r: &Reads, body: String) -> (Applied, usize
     while let Some(body) = queue.pop() {
         jobs += 1;
         let plan = job.plan(&body, r).await.expect("plan");
-        let a = apply(
-            &r.store,
-            &r.table,
-            &r.ledger_table,
-            job.key_names(),
-            job.volatile(),
-            &plan,
-        )
-        .await
-        .expect("apply");
+        let a = apply_plan(job, r, &plan).await;
         total.add(&a);
         queue.extend(plan.ahead.into_iter().map(|m| m.body));
         queue.extend(plan.then.into_iter().map(|m| m.body));
@@ -94,7 +77,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     for p in &bob_posts {
         items.push(post_item("bob", p, &iso(30), "b"));
     }
-    store.put_items(&table, items).await.unwrap();
+    put_all(&env, items).await;
     let job = timeline::set(50);
     let r = reads(&env, &store);
     let writes = || {
@@ -150,10 +133,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     figures.push(("unfollow", a.puts, a.deletes, jobs, writes() - w0));
 
     // 4. The star's post is deleted.
-    store
-        .delete_keys(&table, vec![keys::post_key("star", &star_post)])
-        .await
-        .unwrap();
+    delete(&env, keys::post_key("star", &star_post)).await;
     let w0 = writes();
     let (a, jobs) = run_pages(&job, &r, post_job.clone()).await;
     figures.push(("delete", a.puts, a.deletes, jobs, writes() - w0));
@@ -186,16 +166,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
 /// Runs one job by hand: plan, apply; the plan's follow-up bodies.
 async fn run_one(job: &dyn SetJob, r: &Reads, body: &str) -> (Applied, Vec<String>) {
     let plan = job.plan(body, r).await.expect("plan");
-    let a = apply(
-        &r.store,
-        &r.table,
-        &r.ledger_table,
-        job.key_names(),
-        job.volatile(),
-        &plan,
-    )
-    .await
-    .expect("apply");
+    let a = apply_plan(job, r, &plan).await;
     let next = plan
         .ahead
         .into_iter()
@@ -324,15 +295,10 @@ fn greetings_set(page: usize) -> JoinSet {
     }
 }
 
-async fn item(store: &Store, env: &ModelEnv, key: Item) -> Option<Item> {
-    store.get(&env.rt.config.table, key).await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     let env = social().await;
     let store = Store::new(env.rt.dynamodb.clone());
-    let table = env.rt.config.table.clone();
     let set = pending_set();
     assert_eq!(
         set.scopes()
@@ -350,15 +316,12 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     let back_job = set.start("back", vars(&[("a", "x"), ("b", "y")]));
 
     // x follows y: pending, with the copied and the computed value.
-    store
-        .put_items(&table, vec![follow_item("x", "y", &at)])
-        .await
-        .unwrap();
+    put(&env, follow_item("x", "y", &at)).await;
     // A plan made now (it wants the item, guarded by "y does not follow x")...
     let stale_put = set.plan(&follow_job, &r).await.unwrap();
     let (a, next) = run_one(&set, &r, &follow_job).await;
     assert_eq!((a.puts, next.len()), (1, 0));
-    let p = item(&store, &env, pending.clone()).await.expect("pending");
+    let p = get(&env, pending.clone()).await.expect("pending");
     assert_eq!(p["since"], s(&at));
     assert_eq!(p["note"], s("x waits for y"));
     assert_eq!(p[keys::TYPE], s("pending"));
@@ -368,75 +331,39 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
     assert_eq!(a.writes(), 0);
 
     // y follows x back: the back scope removes it.
-    store
-        .put_items(&table, vec![follow_item("y", "x", &at)])
-        .await
-        .unwrap();
+    put(&env, follow_item("y", "x", &at)).await;
     // A plan of the back scope made now (it deletes, guarded by "y follows x").
     let stale_delete = set.plan(&back_job, &r).await.unwrap();
     assert_eq!(stale_delete.existing.len(), 1);
     let (a, _) = run_one(&set, &r, &back_job).await;
     assert_eq!(a.deletes, 1);
-    assert!(item(&store, &env, pending.clone()).await.is_none());
+    assert!(get(&env, pending.clone()).await.is_none());
     // ... the stale put, applied late, never resurrects it.
-    let a = apply(
-        &store,
-        &table,
-        &r.ledger_table,
-        set.key_names(),
-        &[],
-        &stale_put,
-    )
-    .await
-    .unwrap();
+    let a = apply_plan(&set, &r, &stale_put).await;
     assert_eq!((a.puts, a.superseded), (0, 1));
-    assert!(item(&store, &env, pending.clone()).await.is_none());
+    assert!(get(&env, pending.clone()).await.is_none());
 
     // y unfollows x: the back scope brings it back.
-    store
-        .delete_keys(&table, vec![keys::follow_key("y", "x")])
-        .await
-        .unwrap();
+    delete(&env, keys::follow_key("y", "x")).await;
     let (a, _) = run_one(&set, &r, &back_job).await;
     assert_eq!(a.puts, 1);
     // ... and the stale delete (made while y followed x), applied late,
     // never wipes it.
-    let a = apply(
-        &store,
-        &table,
-        &r.ledger_table,
-        set.key_names(),
-        &[],
-        &stale_delete,
-    )
-    .await
-    .unwrap();
+    let a = apply_plan(&set, &r, &stale_delete).await;
     assert_eq!((a.deletes, a.superseded), (0, 1));
-    assert!(item(&store, &env, pending.clone()).await.is_some());
+    assert!(get(&env, pending.clone()).await.is_some());
 
     // A follow that turns into bad input keeps what it implied.
-    store
-        .put_items(&table, vec![follow_item("x", "y", "yesterday")])
-        .await
-        .unwrap();
+    put(&env, follow_item("x", "y", "yesterday")).await;
     let (a, _) = run_one(&set, &r, &follow_job).await;
     assert_eq!(a.writes(), 0);
-    assert_eq!(
-        item(&store, &env, pending.clone()).await.unwrap()["since"],
-        s(&at)
-    );
+    assert_eq!(get(&env, pending.clone()).await.unwrap()["since"], s(&at));
     // Fixed with a new date: the value follows.
     let later = iso(1);
-    store
-        .put_items(&table, vec![follow_item("x", "y", &later)])
-        .await
-        .unwrap();
+    put(&env, follow_item("x", "y", &later)).await;
     let (a, _) = run_one(&set, &r, &follow_job).await;
     assert_eq!(a.puts, 1);
-    assert_eq!(
-        item(&store, &env, pending).await.unwrap()["since"],
-        s(&later)
-    );
+    assert_eq!(get(&env, pending).await.unwrap()["since"], s(&later));
 
     // Bodies that do not fit the declaration are permanent failures.
     for bad in [
@@ -460,7 +387,6 @@ async fn an_anti_join_excludes_and_late_jobs_never_resurrect_or_wipe() {
 async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     let env = social().await;
     let store = Store::new(env.rt.dynamodb.clone());
-    let table = env.rt.config.table.clone();
     let set = greetings_set(10);
     let r = reads(&env, &store);
     let at = iso(10);
@@ -472,54 +398,30 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     }
     // A mirror whose follow is gone (the mirror lags): no greeting.
     items.push(mirror("ghost", "ann", &at));
-    store.put_items(&table, items).await.unwrap();
+    put_all(&env, items).await;
     let start = set.start("info", vars(&[("b", "ann")]));
     let (a, jobs) = run_pages(&set, &r, start.clone()).await;
     assert_eq!((a.puts, jobs), (25, 3), "26 mirrors in pages of 10");
     let greeting = |f: &str| keys::key(format!("u#{f}#inbox"), "hello#ann");
-    assert!(item(&store, &env, greeting("ghost")).await.is_none());
-    assert_eq!(
-        item(&store, &env, greeting("g024")).await.unwrap()["from"],
-        s("Ann")
-    );
+    assert!(get(&env, greeting("ghost")).await.is_none());
+    assert_eq!(get(&env, greeting("g024")).await.unwrap()["from"], s("Ann"));
     // Renamed: a first page planned now, applied after a second rename,
     // drops every put (its guard is the name as read).
-    store
-        .put_items(&table, vec![user_item("ann", "Annie")])
-        .await
-        .unwrap();
+    put(&env, user_item("ann", "Annie")).await;
     let stale = set.plan(&start, &r).await.unwrap();
     assert_eq!(stale.desired.len(), 10);
-    store
-        .put_items(&table, vec![user_item("ann", "Anne")])
-        .await
-        .unwrap();
-    let a = apply(
-        &store,
-        &table,
-        &r.ledger_table,
-        set.key_names(),
-        &[],
-        &stale,
-    )
-    .await
-    .unwrap();
+    put(&env, user_item("ann", "Anne")).await;
+    let a = apply_plan(&set, &r, &stale).await;
     assert_eq!((a.puts, a.superseded), (0, 10));
-    assert_eq!(
-        item(&store, &env, greeting("g000")).await.unwrap()["from"],
-        s("Ann")
-    );
+    assert_eq!(get(&env, greeting("g000")).await.unwrap()["from"], s("Ann"));
     let (a, _) = run_pages(&set, &r, start.clone()).await;
     assert_eq!(a.puts, 25, "every greeting follows the current name");
     assert_eq!(
-        item(&store, &env, greeting("g000")).await.unwrap()["from"],
+        get(&env, greeting("g000")).await.unwrap()["from"],
         s("Anne")
     );
     // The user's info goes: every greeting goes, guarded by its absence.
-    store
-        .delete_keys(&table, vec![keys::key("u#ann", "info")])
-        .await
-        .unwrap();
+    delete(&env, keys::key("u#ann", "info")).await;
     let (a, _) = run_pages(&set, &r, start).await;
     assert_eq!(a.deletes, 25);
     // One check of the shared fact per chunk (a page each): 25 deletes + 3
@@ -545,7 +447,7 @@ async fn the_timeline_follow_scope_is_paged() {
     let other = post_id(900);
     items.push(post_item("cid", &other, &iso(30), "c"));
     items.push(follow_item("fan", "cid", &at));
-    store.put_items(&table, items).await.unwrap();
+    put_all(&env, items).await;
     let job = timeline::set(10);
     let r = reads(&env, &store);
     let follow = |f: &str, a: &str| timeline::follow_job(f, a);
@@ -708,7 +610,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     }
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(5), "x"));
-    store.put_items(&table, items).await.unwrap();
+    put_all(&env, items).await;
     let job = timeline::set(100);
     let r = reads(&env, &store);
     let mut body = Some(timeline::post_job("star", &p));
@@ -733,9 +635,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     }
     let mut total = Applied::default();
     for plan in &plans {
-        let a = apply(&store, &table, &r.ledger_table, job.key_names(), &[], plan)
-            .await
-            .unwrap();
+        let a = apply_plan(&job, &r, plan).await;
         total.add(&a);
     }
     assert_eq!((total.puts, total.superseded), (225, 25));
@@ -758,10 +658,7 @@ async fn a_value_that_cannot_be_computed_is_counted_and_writes_nothing() {
     let env = social().await;
     let store = Store::new(env.rt.dynamodb.clone());
     let table = env.rt.config.table.clone();
-    store
-        .put_items(&table, vec![follow_item("boom", "y", &iso(1))])
-        .await
-        .unwrap();
+    put(&env, follow_item("boom", "y", &iso(1))).await;
     let set = pending_set();
     let body = set.start("follow", vars(&[("a", "boom"), ("b", "y")]));
     let consumer = SetJobProcessor::new(
@@ -776,7 +673,7 @@ async fn a_value_that_cannot_be_computed_is_counted_and_writes_nothing() {
     assert_eq!(outcome, shared::sqs::Outcome::Duplicate, "nothing written");
     use shared::sqs::MessageProcessor as _;
     assert_eq!(consumer.metrics().get(names::BAD_INPUT), 1);
-    assert!(item(&store, &env, keys::key("u#y#pending", "u#boom"))
+    assert!(get(&env, keys::key("u#y#pending", "u#boom"))
         .await
         .is_none());
 }

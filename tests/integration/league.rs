@@ -8,9 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::item::{n, s, Item, ItemExt};
 
-fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
+use crate::items::attrs;
 
 /// `USER#<user>`.
 pub fn user_pk(user: &str) -> String {
@@ -46,7 +44,7 @@ pub fn standings_gsi_sk(points: i64, user: &str) -> String {
 
 /// A user profile.
 pub fn user(user: &str, name: &str) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s(user_pk(user))),
         ("SK", s("USER")),
         ("type", s("user")),
@@ -56,7 +54,7 @@ pub fn user(user: &str, name: &str) -> Item {
 
 /// An event on `date` (YYYY-MM-DD), written `YYYY/MM/DD` as in the seed.
 pub fn event(date: &str, slug: &str, name: &str, state: &str) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s("EVENT")),
         ("SK", s(format!("EVENT#{date}#{slug}"))),
         ("type", s("event")),
@@ -84,7 +82,7 @@ pub fn a_match(
             AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(*t)]))].into())
         })
         .collect();
-    let mut m = item(vec![
+    let mut m = attrs(vec![
         ("PK", s(event_key(event))),
         ("SK", s(format!("MATCH#{id}"))),
         ("type", s("match")),
@@ -104,7 +102,7 @@ pub fn a_match(
 
 /// A user's picks (matchId -> team index) for an event.
 pub fn prediction(user: &str, event: &str, picks: &[(&str, i64)]) -> Item {
-    item(vec![
+    attrs(vec![
         ("PK", s(user_pk(user))),
         ("SK", s(event_key(event))),
         ("type", s("prediction")),

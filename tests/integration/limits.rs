@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use shared::item::{s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::support::{assert_rt_verified, model_env, put, ModelEnv};
+use crate::items::{assert_clean, get, key, metric, put};
+use crate::support::{model_env, ModelEnv};
 
 /// Notes under a section; their titles in an index; a tally per note id.
 const NOTES: &str = r#"jobstream: 1
@@ -67,18 +68,6 @@ fn note(id: &str, section: &str, title: &str) -> Item {
     .collect()
 }
 
-async fn get(env: &ModelEnv, pk: &str, sk: &str) -> Option<Item> {
-    let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into();
-    shared::store::Store::new(env.rt.dynamodb.clone())
-        .get(&env.rt.config.table, key)
-        .await
-        .expect("get")
-}
-
-fn metric(env: &ModelEnv, name: &str) -> u64 {
-    env.rt.stream_processor("derive").metrics().get(name)
-}
-
 /// The log lines written while `f` runs (this thread's; the test runs on a
 /// current-thread runtime so the processors log here).
 #[derive(Clone, Default)]
@@ -124,16 +113,16 @@ async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_o
     );
     assert_eq!(metric(&env, names::FAILED_RECORD), 0, "no retries");
     // Nothing written for it; the good record after it took effect.
-    let bad = get(&env, "N#bad", "S#s1").await.unwrap();
+    let bad = get(&env, key("N#bad", "S#s1")).await.unwrap();
     assert!(!bad.contains_key("GSI1PK") && !bad.contains_key("GSI1SK"));
     assert!(
-        get(&env, "N#bad", "TALLY").await.is_none(),
+        get(&env, key("N#bad", "TALLY")).await.is_none(),
         "nothing counted"
     );
-    let good = get(&env, "N#good", "S#s1").await.unwrap();
+    let good = get(&env, key("N#good", "S#s1")).await.unwrap();
     assert_eq!(good.s("GSI1PK").unwrap(), "T#Hello");
     assert_eq!(
-        get(&env, "N#good", "TALLY")
+        get(&env, key("N#good", "TALLY"))
             .await
             .unwrap()
             .i64("notes")
@@ -151,7 +140,7 @@ async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_o
         "{line}"
     );
     assert!(!line.contains("ttttt"), "never the value: {line}");
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,13 +156,15 @@ async fn the_longest_legal_keys_keep_their_ledger_records_within_the_limits() {
     env.rt.drain().await.unwrap();
     assert!(env.rt.failed_batches().is_empty());
     assert_eq!(metric(&env, names::BAD_INPUT), 0);
-    let tally = get(&env, &format!("N#{id}"), "TALLY").await.expect("tally");
+    let tally = get(&env, key(format!("N#{id}"), "TALLY"))
+        .await
+        .expect("tally");
     assert_eq!(tally.i64("notes").unwrap(), 2);
-    let long = get(&env, &format!("N#{id}"), &format!("S#{section}"))
+    let long = get(&env, key(format!("N#{id}"), format!("S#{section}")))
         .await
         .unwrap();
     assert_eq!(long.s("GSI1SK").unwrap(), section);
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     // Every ledger key within the limit; the long ones hashed.
     let ledger = jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
         .await

@@ -25,6 +25,7 @@ mod hr_recorded;
 mod hr_rules;
 mod import;
 mod invoices;
+mod items;
 mod jobboard;
 mod jobboard_recorded;
 mod joinset;

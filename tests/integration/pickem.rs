@@ -7,17 +7,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use jobstream::local::runtime::Runtime;
 use serde_json::{json, Value};
-use shared::engine::setjob::{apply, Plan, Reads, SetJob};
+use shared::engine::setjob::{Plan, SetJob};
 use shared::item::{n, s, Item, ItemExt};
-use shared::models::Job;
 
 use crate::league as keys;
 use crate::league::{self as write, expected_scores};
 
-use crate::support::{assert_rt_verified, model_env, put, run_in_background, ModelEnv};
+use crate::items::{assert_clean, delete, get, key, num, put, put_all, reads, scan, update};
+use crate::support::{model_env, redeploy_model, run_in_background, ModelEnv};
 
 const EV: &str = "2024-03-03-revolution";
 const EV2: &str = "2024-05-26-double-or-nothing";
@@ -26,91 +25,9 @@ async fn env() -> ModelEnv {
     model_env("pickem", |_| {}).await
 }
 
-fn key(pk: &str, sk: &str) -> Item {
-    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
-}
-
-async fn put_all(rt: &Runtime, items: Vec<Item>) {
-    for chunk in items.chunks(25) {
-        let reqs: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(i.clone()))
-                            .build()
-                            .unwrap(),
-                    )
-                    .build()
-            })
-            .collect();
-        let mut pending = Some(reqs);
-        while let Some(reqs) = pending.take() {
-            let out = rt
-                .dynamodb
-                .batch_write_item()
-                .request_items(&rt.config.table, reqs)
-                .send()
-                .await
-                .expect("batch write");
-            pending = out
-                .unprocessed_items()
-                .and_then(|u| u.get(&rt.config.table))
-                .filter(|v| !v.is_empty())
-                .cloned();
-        }
-    }
-}
-
-async fn update(rt: &Runtime, k: Item, expr: &str, values: &[(&str, AttributeValue)]) {
-    let mut u = rt
-        .dynamodb
-        .update_item()
-        .table_name(&rt.config.table)
-        .set_key(Some(k))
-        .update_expression(expr);
-    if expr.contains("#p") {
-        u = u.expression_attribute_names("#p", "points");
-    }
-    if expr.contains("#a") {
-        u = u.expression_attribute_names("#a", "result");
-    }
-    for (name, v) in values {
-        u = u.expression_attribute_values(*name, v.clone());
-    }
-    u.send().await.expect("update");
-}
-
-async fn delete(rt: &Runtime, k: Item) {
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .set_key(Some(k))
-        .send()
-        .await
-        .expect("delete");
-}
-
-async fn get(rt: &Runtime, k: Item) -> Option<Item> {
-    rt.dynamodb
-        .get_item()
-        .table_name(&rt.config.table)
-        .set_key(Some(k))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("get")
-        .item
-}
-
-fn num(i: &Item, a: &str) -> i64 {
-    i.opt_i64(a).ok().flatten().unwrap_or(-1)
-}
-
 /// (points, mcorrect, GSI_SK) of a prediction.
 async fn score_of(rt: &Runtime, user: &str, event: &str) -> (i64, i64, String) {
-    let p = get(rt, key(&keys::user_pk(user), &keys::event_key(event)))
+    let p = get(rt, key(keys::user_pk(user), keys::event_key(event)))
         .await
         .expect("prediction exists");
     (
@@ -122,7 +39,7 @@ async fn score_of(rt: &Runtime, user: &str, event: &str) -> (i64, i64, String) {
 
 /// (points, mcorrect, eplayed, GSI_SK) of a standings item.
 async fn standings(rt: &Runtime, user: &str, year: &str) -> Option<(i64, i64, i64, String)> {
-    get(rt, key(&keys::user_pk(user), &keys::standings_key(year)))
+    get(rt, key(keys::user_pk(user), keys::standings_key(year)))
         .await
         .map(|i| {
             (
@@ -132,12 +49,6 @@ async fn standings(rt: &Runtime, user: &str, year: &str) -> Option<(i64, i64, i6
                 i.s("GSI_SK").unwrap_or_default().to_string(),
             )
         })
-}
-
-async fn scan(rt: &Runtime) -> Vec<Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
-        .await
-        .expect("scan")
 }
 
 /// Differences between the table and what its facts imply: every
@@ -188,7 +99,7 @@ fn truth_differences(items: &[Item]) -> Vec<String> {
 async fn assert_truth(rt: &Runtime) {
     let d = truth_differences(&scan(rt).await);
     assert!(d.is_empty(), "derived data differs from the facts: {d:#?}");
-    assert_rt_verified(rt).await;
+    assert_clean(rt).await;
 }
 
 fn m(event: &str, id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
@@ -203,30 +114,9 @@ async fn event_with_matches(rt: &Runtime, event: &str, matches: &[(&str, i64, i6
     }
 }
 
-/// Stream records so far (Lambda-shaped JSON).
-async fn records(env: &ModelEnv) -> Vec<Value> {
-    crate::support::records_of(&env.engine, &env.rt).await
-}
-
-fn reads(rt: &Runtime) -> Reads {
-    Reads {
-        store: rt.processors.store.clone(),
-        table: rt.config.table.clone(),
-        ledger_table: rt.config.ledger_table.clone(),
-        now: chrono::Utc::now(),
-    }
-}
-
 /// The scoring job of `models/pickem.yaml` (its `compute:` consumer).
 fn scoring(rt: &Runtime) -> std::sync::Arc<dyn SetJob> {
-    rt.model
-        .consumers
-        .iter()
-        .find_map(|c| match &c.job {
-            Job::Set(j) if c.queue.logical == "scoring" => Some(j.clone()),
-            _ => None,
-        })
-        .expect("a scoring consumer")
+    crate::items::set_job(&rt.model, "scoring")
 }
 
 /// A job scoring every prediction of `event` (the event's matches changed).
@@ -254,16 +144,7 @@ async fn plan(rt: &Runtime, body: &str) -> Plan {
 }
 
 async fn apply_plan(rt: &Runtime, plan: &Plan) -> shared::engine::setjob::Applied {
-    apply(
-        &rt.processors.store,
-        &rt.config.table,
-        &rt.config.ledger_table,
-        &["PK", "SK"],
-        &[],
-        plan,
-    )
-    .await
-    .expect("apply")
+    crate::items::apply_plan(&*scoring(rt), &reads(rt), plan).await
 }
 
 /// `jobstream demo --model pickem` (the binary) plays the shipped scenario
@@ -332,7 +213,13 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     assert_eq!(score_of(rt, "sam", EV).await.0, 60);
     assert_eq!(score_of(rt, "jo", EV).await.0, 20);
     // Withdrawn result.
-    update(rt, key(&keys::event_key(EV), "MATCH#m2"), "REMOVE #a", &[]).await;
+    update(
+        rt,
+        key(keys::event_key(EV), "MATCH#m2"),
+        "REMOVE #result",
+        &[],
+    )
+    .await;
     rt.drain().await.unwrap();
     assert_eq!(
         score_of(rt, "sam", EV).await,
@@ -342,15 +229,15 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
     // Points changed.
     update(
         rt,
-        key(&keys::event_key(EV), "MATCH#m1"),
-        "SET #p = :p",
+        key(keys::event_key(EV), "MATCH#m1"),
+        "SET #points = :p",
         &[(":p", n(15))],
     )
     .await;
     rt.drain().await.unwrap();
     assert_eq!(score_of(rt, "sam", EV).await.0, 45);
     // Match removed.
-    delete(rt, key(&keys::event_key(EV), "MATCH#m3")).await;
+    delete(rt, key(keys::event_key(EV), "MATCH#m3")).await;
     rt.drain().await.unwrap();
     assert_eq!(
         score_of(rt, "sam", EV).await,
@@ -372,18 +259,18 @@ async fn pickem_corrections_and_removals_rescore_and_resum() {
         standings(rt, "sam", "2024").await,
         Some((27, 3, 2, "SCORE#00027#sam".into()))
     );
-    delete(rt, key("USER#sam", &keys::event_key(EV2))).await;
+    delete(rt, key("USER#sam", keys::event_key(EV2))).await;
     rt.drain().await.unwrap();
     assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.2), Some(1));
     // The user's last prediction of the year: standings removed.
-    delete(rt, key("USER#jo", &keys::event_key(EV))).await;
+    delete(rt, key("USER#jo", keys::event_key(EV))).await;
     rt.drain().await.unwrap();
     assert_eq!(standings(rt, "jo", "2024").await, None);
     // A writer's stray score is brought back.
     update(
         rt,
-        key("USER#sam", &keys::event_key(EV)),
-        "SET #p = :p",
+        key("USER#sam", keys::event_key(EV)),
+        "SET #points = :p",
         &[(":p", n(999))],
     )
     .await;
@@ -415,7 +302,7 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
         .collect();
     put_all(&env.rt, predictions).await;
     env.rt.drain().await.unwrap();
-    let before = records(&env).await.len();
+    let before = env.records().await.len();
     // Both results in one transaction (updates, as an application sets a
     // result): one batch of the stream.
     let mut tx = env.rt.dynamodb.transact_write_items();
@@ -425,7 +312,7 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
                 .update(
                     aws_sdk_dynamodb::types::Update::builder()
                         .table_name(&env.rt.config.table)
-                        .set_key(Some(key(&keys::event_key(EV), &format!("MATCH#{id}"))))
+                        .set_key(Some(key(keys::event_key(EV), format!("MATCH#{id}"))))
                         .update_expression("SET #r = :r")
                         .expression_attribute_names("#r", "result")
                         .expression_attribute_values(":r", n(result))
@@ -437,7 +324,7 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
     }
     tx.send().await.unwrap();
     env.rt.drain().await.unwrap();
-    let after = records(&env).await.len();
+    let after = env.records().await.len();
     let changed = (0..count).filter(|i| i % 2 == 0 || i % 3 % 2 == 1).count();
     // Table writes: the 2 results, one per prediction whose score changed,
     // one per standings item whose sums changed (one prediction each).
@@ -465,11 +352,11 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     let rt = &env.rt;
 
     // Duplicate: nothing to write.
-    let before = records(&env).await.len();
+    let before = env.records().await.len();
     let p = plan(rt, &event_job).await;
     assert!(p.updates.is_empty());
     assert_eq!(apply_plan(rt, &p).await.writes(), 0);
-    assert_eq!(records(&env).await.len(), before);
+    assert_eq!(env.records().await.len(), before);
 
     // Late: planned for a result that was corrected back meanwhile.
     put(rt, m(EV, "m1", 1, 10, Some(1))).await;
@@ -491,7 +378,7 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     rt.processors
         .derive
         .deriver()
-        .reconcile(&[key(&keys::event_key(EV), "MATCH#m2")], &HashMap::new())
+        .reconcile(&[key(keys::event_key(EV), "MATCH#m2")], &HashMap::new())
         .await
         .map_err(|(_, _, e)| e)
         .unwrap();
@@ -507,12 +394,12 @@ async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
         (7, 1, "SCORE#007#sam".into())
     );
     // Every job again, in any order: nothing moves.
-    let before = records(&env).await.len();
+    let before = env.records().await.len();
     for job in [predictions_job(EV, &["sam", "nobody"]), event_job.clone()] {
         let p = plan(&env.rt, &job).await;
         assert_eq!(apply_plan(&env.rt, &p).await.writes(), 0);
     }
-    assert_eq!(records(&env).await.len(), before);
+    assert_eq!(env.records().await.len(), before);
     assert_truth(&env.rt).await;
 }
 
@@ -548,12 +435,10 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
         .await;
     }
     let users: Vec<String> = (0..24).map(|i| format!("user{i:02}")).collect();
-    let db = rt.dynamodb.clone();
-    let table = rt.config.table.clone();
+    let db = crate::items::Writer::of(&rt);
     let bg = run_in_background(rt);
     let writer = |seed: u64, results: bool| {
         let db = db.clone();
-        let table = table.clone();
         let users = users.clone();
         tokio::spawn(async move {
             let mut r = Lcg(seed);
@@ -577,12 +462,7 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
                     }
                     write::prediction(u, e, &picks)
                 };
-                db.put_item()
-                    .table_name(&table)
-                    .set_item(Some(item))
-                    .send()
-                    .await
-                    .expect("put");
+                db.put(item).await;
                 tokio::time::sleep(std::time::Duration::from_millis(r.next(15))).await;
             }
         })
@@ -604,9 +484,9 @@ async fn pickem_concurrent_result_and_pick_changes_end_exact() {
     assert_truth(&env.rt).await;
     assert_eq!(env.rt.dlq_depth("scoring").await.unwrap(), 0);
     // Quiet: nothing more to do, the table does not change.
-    let before = records(&env).await.len();
+    let before = env.records().await.len();
     env.rt.drain().await.unwrap();
-    assert_eq!(records(&env).await.len(), before);
+    assert_eq!(env.records().await.len(), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -639,7 +519,7 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
         }
         v
     };
-    let all = records(&env).await;
+    let all = env.records().await;
     let derive = env.rt.stream_processor("derive");
     // Every record again, one at a time, oldest first: after each, the
     // standings are still the truth.
@@ -661,7 +541,7 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
         serde_json::from_value(json!({ "Records": all })).unwrap();
     derive.handle(event).await.expect("batch handled");
     env.rt.drain().await.unwrap();
-    assert_eq!(records(&env).await.len(), all.len(), "no write at all");
+    assert_eq!(env.records().await.len(), all.len(), "no write at all");
     assert_truth(&env.rt).await;
 }
 
@@ -680,13 +560,11 @@ async fn pickem_padding_and_clamping_keep_true_values() {
     put(rt, write::prediction("sam", EV2, &[("m2", 1)])).await;
     put(rt, write::prediction("jo", EV, &[("big", 0)])).await;
     rt.drain().await.unwrap();
-    let big = get(rt, key(&keys::event_key(EV), "MATCH#big"))
+    let big = get(rt, key(keys::event_key(EV), "MATCH#big"))
         .await
         .unwrap();
     assert_eq!(big.get("GSI_SK"), Some(&s("MATCH#99")));
-    let m1 = get(rt, key(&keys::event_key(EV), "MATCH#m1"))
-        .await
-        .unwrap();
+    let m1 = get(rt, key(keys::event_key(EV), "MATCH#m1")).await.unwrap();
     assert_eq!(m1.get("GSI_SK"), Some(&s("MATCH#07")));
     assert_eq!(
         score_of(rt, "sam", EV).await,
@@ -795,25 +673,15 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
         report.problems
     );
     // A runtime that starts reading now, and a backfill of what exists.
-    let mut opts = jobstream::local::runtime::RuntimeOptions::new(
-        "pickem",
-        Some(env.engine.endpoint()),
-        jobstream::local::esm::RecordReader::Embedded(env.engine.database().clone()),
-    );
-    opts.sqs_endpoint = Some(
-        tokio::task::spawn_blocking(crate::support::sqs)
-            .await
-            .unwrap(),
-    );
-    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    opts.time_scale = crate::support::TIME_SCALE;
-    opts.function_timeout_scale = Some(1.0); // as support::model_env_on
-    opts.mapping.starting_position = jobstream::local::esm::StartingPosition::Latest;
-    let mut rt = Runtime::start(opts).await.unwrap();
+    let ModelEnv {
+        engine: _engine,
+        mut rt,
+    } = redeploy_model(env, "pickem", |o| {
+        o.mapping.starting_position = jobstream::local::esm::StartingPosition::Latest
+    })
+    .await;
     let opts = jobstream::tools::backfill::ScanOptions::default();
-    jobstream::tools::backfill::backfill(&rt.dynamodb, &rt.config, &rt.processors, &opts, false)
-        .await
-        .expect("backfill");
+    crate::items::backfill(&rt, &opts).await;
     rt.drain().await.unwrap();
     assert_eq!(
         score_of(&rt, "sam", EV).await,
@@ -869,7 +737,7 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
     // u2's GSI entry lags (the index has not caught up).
     update(
         &env.rt,
-        key(&keys::user_pk("u2"), &keys::event_key(EV)),
+        key(keys::user_pk("u2"), keys::event_key(EV)),
         "REMOVE GSI_PK, GSI_SK",
         &[],
     )
@@ -878,8 +746,8 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
     // A result is set; the event's job runs before the stream is read.
     update(
         &env.rt,
-        key(&keys::event_key(EV), "MATCH#m1"),
-        "SET #a = :r",
+        key(keys::event_key(EV), "MATCH#m1"),
+        "SET #result = :r",
         &[(":r", n(0))],
     )
     .await;

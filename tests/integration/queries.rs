@@ -4,77 +4,64 @@
 //! `attribute_not_exists(belongsto) OR belongsto = :u`), a limit, results
 //! over many pages, and the structured errors; the binary as a user runs it.
 
-use std::path::PathBuf;
-
+use jobstream::local::runtime::Runtime;
 use jobstream::tools::query::{prepare, query};
-use shared::file::query_run::QueryError;
+use shared::file::query_run::{Outcome, QueryError};
 use shared::file::scenario::{play_model, Scenario};
-use shared::item::{s, Item, ItemExt};
+use shared::file::FileModel;
+use shared::item::{Item, ItemExt};
 
-use crate::support::{assert_rt_verified, jobstream_bin, model_env, put};
-
-fn models_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models"))
-}
+use crate::items::{assert_clean, item, put, sks};
+use crate::support::{jobstream_bin, model_env, shipped};
 
 const ORG: &str = "01HXAA0000000000000000000A";
 
-/// The items' sort keys, in order.
-fn sks(items: &[Item]) -> Vec<String> {
-    items
-        .iter()
-        .map(|i| i.s("SK").unwrap_or_default().to_string())
-        .collect()
+/// Query `name` of `m` with `args` (`param=value`) on `rt`'s table, `page`
+/// items per request.
+async fn ask(
+    rt: &Runtime,
+    m: &FileModel,
+    name: &str,
+    args: &[impl AsRef<str>],
+    page: Option<i32>,
+) -> Result<Outcome, QueryError> {
+    let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
+    query(&rt.dynamodb, &rt.config.table, m, name, &args, page).await
 }
 
 /// Plays a shipped model's scenario file through the file's runtime, then
 /// every query the scenario names against what the processors made.
 pub(crate) async fn play_shipped(model: &str) -> crate::support::ModelEnv {
-    let file = models_dir().join(format!("{model}.yaml"));
+    let file = shipped(&format!("{model}.yaml"));
     let loaded = shared::file::load(&file).expect("the model file loads");
-    let scenario = Scenario::read(&models_dir().join(format!("{model}.scenario.yaml")))
-        .expect("the scenario reads");
+    let scenario =
+        Scenario::read(&shipped(&format!("{model}.scenario.yaml"))).expect("the scenario reads");
     assert!(scenario.query_count() >= 3, "the scenario runs queries");
     let mut env = model_env(model, |o| o.model_file = Some(file.clone())).await;
     let diffs = play_model(&mut env.rt, &scenario, &loaded.model, false)
         .await
         .expect("plays");
     assert!(diffs.is_empty(), "{model}: {diffs:#?}");
-    assert_rt_verified(&env.rt).await;
+    assert_clean(&env.rt).await;
     env
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("hr").await;
-    let m = &shared::file::load(&models_dir().join("hr.yaml"))
+    let m = &shared::file::load(&shipped("hr.yaml"))
         .expect("loads")
         .model;
     assert_eq!(m.queries.len(), 13, "AP1-AP12, AP9 in two steps");
-    let table = env.rt.config.table.clone();
     let client = &env.rt.dynamodb;
     // AP3 one item per page: the same items, in the same order, over
     // more than one page.
-    let whole = query(
-        client,
-        &table,
-        m,
-        "employees",
-        &[format!("org={ORG}")],
-        None,
-    )
-    .await
-    .expect("runs");
-    let paged = query(
-        client,
-        &table,
-        m,
-        "employees",
-        &[format!("org={ORG}")],
-        Some(1),
-    )
-    .await
-    .expect("runs");
+    let whole = ask(&env.rt, m, "employees", &[&format!("org={ORG}")], None)
+        .await
+        .expect("runs");
+    let paged = ask(&env.rt, m, "employees", &[&format!("org={ORG}")], Some(1))
+        .await
+        .expect("runs");
     assert_eq!(whole.items.len(), 6);
     assert!(paged.pages >= 6, "one item per page: {} pages", paged.pages);
     assert_eq!(sks(&paged.items), sks(&whole.items));
@@ -84,12 +71,11 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
         "latest hire first"
     );
     // The email index lower-cases any parameter's case.
-    let by_email = query(
-        client,
-        &table,
+    let by_email = ask(
+        &env.rt,
         m,
         "employees_by_email",
-        &["email=BOB@Acme.Co".into()],
+        &["email=BOB@Acme.Co"],
         None,
     )
     .await
@@ -101,28 +87,21 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
         .collect();
     assert_eq!(names, ["Bob", "Alex"]);
     // Usage errors name what is wrong, before any request.
-    let e = query(client, &table, m, "open_job", &[format!("org={ORG}")], None)
+    let e = ask(&env.rt, m, "open_job", &[&format!("org={ORG}")], None)
         .await
         .expect_err("unknown");
     assert!(e.is_usage());
     assert!(e.to_string().contains("did you mean `open_jobs`"), "{e}");
-    let e = query(client, &table, m, "employee", &[format!("org={ORG}")], None)
+    let e = ask(&env.rt, m, "employee", &[&format!("org={ORG}")], None)
         .await
         .expect_err("missing");
     assert!(
         matches!(e, QueryError::Missing { ref param, .. } if param == "emp"),
         "{e}"
     );
-    let e = query(
-        client,
-        &table,
-        m,
-        "employees",
-        &["org=not-a-ulid".into()],
-        None,
-    )
-    .await
-    .expect_err("invalid");
+    let e = ask(&env.rt, m, "employees", &["org=not-a-ulid"], None)
+        .await
+        .expect_err("invalid");
     assert!(e.to_string().contains("not a ULID"), "{e}");
     // DynamoDB's own refusal is not a usage error.
     let e = query(
@@ -141,7 +120,7 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
     // The binary: every access pattern by the model's name, the listing,
     // a run against the engine as JSON, exit 2.
     every_access_pattern_through_the_binary("hr", &env).await;
-    let hr = models_dir().join("hr.yaml");
+    let hr = shipped("hr.yaml");
     let hr = hr.to_str().expect("utf-8 path");
     let list = run(&["query", "--model", "hr"]);
     assert!(list.status.success(), "{list:?}");
@@ -207,11 +186,11 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
 /// answers (exit 0) with exactly what the library returns on the table the
 /// scenario left. Every declared query is in the scenario.
 async fn every_access_pattern_through_the_binary(model: &str, env: &crate::support::ModelEnv) {
-    let m = &shared::file::load(&models_dir().join(format!("{model}.yaml")))
+    let m = &shared::file::load(&shipped(&format!("{model}.yaml")))
         .expect("loads")
         .model;
-    let scenario = Scenario::read(&models_dir().join(format!("{model}.scenario.yaml")))
-        .expect("the scenario reads");
+    let scenario =
+        Scenario::read(&shipped(&format!("{model}.scenario.yaml"))).expect("the scenario reads");
     let mut params = std::collections::BTreeMap::new();
     for step in scenario.all_steps() {
         for q in step.queries {
@@ -220,7 +199,6 @@ async fn every_access_pattern_through_the_binary(model: &str, env: &crate::suppo
         }
     }
     let endpoint = env.engine.endpoint();
-    let table = env.rt.config.table.clone();
     for decl in &m.queries {
         let args = params
             .get(&decl.name)
@@ -231,9 +209,7 @@ async fn every_access_pattern_through_the_binary(model: &str, env: &crate::suppo
         let out = run(&argv);
         assert!(out.status.success(), "{argv:?}: {out:?}");
         let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        let want = query(&env.rt.dynamodb, &table, m, &decl.name, args, None)
-            .await
-            .expect("runs");
+        let want = ask(&env.rt, m, &decl.name, args, None).await.expect("runs");
         assert_eq!(
             got,
             shared::file::query_run::to_json(&want.items),
@@ -252,21 +228,13 @@ fn run(args: &[&str]) -> std::process::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_social_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("social").await;
-    let m = &shared::file::load(&models_dir().join("social.yaml"))
+    let m = &shared::file::load(&shipped("social.yaml"))
         .expect("loads")
         .model;
     assert_eq!(m.queries.len(), 7, "the seed's seven");
-    let table = env.rt.config.table.clone();
-    let followers = query(
-        &env.rt.dynamodb,
-        &table,
-        m,
-        "followers",
-        &["user=star".into()],
-        Some(2),
-    )
-    .await
-    .expect("runs");
+    let followers = ask(&env.rt, m, "followers", &["user=star"], Some(2))
+        .await
+        .expect("runs");
     assert_eq!(followers.items.len(), 153, "three users and 150 fans");
     assert!(followers.pages >= 77, "{} pages", followers.pages);
     // The binary: every access pattern by the model's name.
@@ -317,10 +285,6 @@ queries:
     key: { GSI_PK: "EVENT#${event}", GSI_SK: { between: ["SCORE#${pad(low, 3)}", "SCORE#${pad(high, 3)}~"] } }
 "#;
 
-fn item(pairs: &[(&str, &str)]) -> Item {
-    pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
@@ -348,14 +312,10 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     other.insert("order".into(), shared::item::n(1));
     put(&env.rt, other).await;
     env.rt.drain().await.expect("drains");
-    let table = env.rt.config.table.clone();
-    let client = &env.rt.dynamodb;
 
     let args = ["event=e1".to_string(), "user=u3".to_string()];
-    let one_page = query(client, &table, m, "event", &args, None)
-        .await
-        .expect("runs");
-    let paged = query(client, &table, m, "event", &args, Some(2))
+    let one_page = ask(&env.rt, m, "event", &args, None).await.expect("runs");
+    let paged = ask(&env.rt, m, "event", &args, Some(2))
         .await
         .expect("runs");
     let want = ["MATCH#m1", "MATCH#m2", "MATCH#m3", "EVENT#e1"];
@@ -365,7 +325,7 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     assert!(paged.pages >= 4, "8 items 2 a page: {} pages", paged.pages);
 
     // Descending, limited: the three best, across pages of two.
-    let top = query(client, &table, m, "top", &["event=e1".into()], Some(2))
+    let top = ask(&env.rt, m, "top", &["event=e1"], Some(2))
         .await
         .expect("runs");
     let users: Vec<&str> = top
@@ -377,12 +337,11 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     assert_eq!(top.pages, 2, "stops once the limit is reached");
 
     // `between`, with int parameters padded in the template.
-    let mid = query(
-        client,
-        &table,
+    let mid = ask(
+        &env.rt,
         m,
         "scores_between",
-        &["event=e1".into(), "low=7".into(), "high=30".into()],
+        &["event=e1", "low=7", "high=30"],
         None,
     )
     .await
@@ -449,7 +408,7 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time() {
-    let file = models_dir().join("examples/library.yaml");
+    let file = shipped("examples/library.yaml");
     let m = &shared::file::load(&file).expect("loads").model;
     let mut env = model_env("library", |o| o.model_file = Some(file.clone())).await;
     let loan = |book: &str, since: &str, state: &str| {
@@ -485,14 +444,11 @@ async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_ti
     )
     .await;
     env.rt.drain().await.expect("drains");
-    let table = env.rt.config.table.clone();
-    let client = &env.rt.dynamodb;
-    let open = query(
-        client,
-        &table,
+    let open = ask(
+        &env.rt,
         m,
         "member_loans",
-        &["member=ann".into(), "state=open".into()],
+        &["member=ann", "state=open"],
         None,
     )
     .await
@@ -504,23 +460,21 @@ async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_ti
             "LOAN#01HXAC0000000000000000000C"
         ]
     );
-    let returned = query(
-        client,
-        &table,
+    let returned = ask(
+        &env.rt,
         m,
         "member_loans",
-        &["member=ann".into(), "state=returned".into()],
+        &["member=ann", "state=returned"],
         None,
     )
     .await
     .expect("runs");
     assert_eq!(sks(&returned.items), ["LOAN#01HXAB0000000000000000000B"]);
-    let since = query(
-        client,
-        &table,
+    let since = ask(
+        &env.rt,
         m,
         "open_loans_since",
-        &["since=2026-01-02T00:00:00Z".into()],
+        &["since=2026-01-02T00:00:00Z"],
         None,
     )
     .await
@@ -540,7 +494,7 @@ async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_ti
     .expect_err("enum");
     assert!(e.to_string().contains("`state`"), "{e}");
     // The whole partition: the profile is absent, the counts are there.
-    let all = query(client, &table, m, "member", &["member=ann".into()], None)
+    let all = ask(&env.rt, m, "member", &["member=ann"], None)
         .await
         .expect("runs");
     let counts = all
@@ -554,7 +508,7 @@ async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_ti
 
 #[test]
 fn check_model_places_a_query_mistake() {
-    let text = std::fs::read_to_string(models_dir().join("hr.yaml")).expect("reads");
+    let text = std::fs::read_to_string(shipped("hr.yaml")).expect("reads");
     let broken = text.replacen(
         "index: GSI1\n    params: { org: ulid }",
         "index: GSI2\n    params: { org: ulid }",
@@ -640,15 +594,6 @@ async fn the_tracker_access_patterns_return_what_the_scenario_implies() {
     env.engine.stop().await;
 }
 
-/// models/pickem.scenario.yaml (the compiled Pick'Em demo as a scenario):
-/// every score and standing after each round, and the five screens (and
-/// every other partition, whole) as the facts imply.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_pickem_scenario_file_plays_clean() {
-    let env = play_shipped("pickem").await;
-    env.engine.stop().await;
-}
-
 /// The Pick'Em access patterns (`models/pickem.yaml`, the seed's five)
 /// after the Pick'Em scenario (the compiled demo's): events newest first,
 /// standings highest first, an event listing with one user's predictions
@@ -657,16 +602,15 @@ async fn the_pickem_scenario_file_plays_clean() {
 /// through the binary (`jobstream query --model pickem NAME ...`) as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pickem_access_patterns_answer_the_seeds_screens() {
-    let file = models_dir().join("pickem.yaml");
+    let file = shipped("pickem.yaml");
     let m = &shared::file::load(&file).expect("loads").model;
     assert_eq!(m.queries.len(), 5, "the seed's five access patterns");
     let env = play_shipped("pickem").await;
     every_access_pattern_through_the_binary("pickem", &env).await;
-    let (client, table) = (&env.rt.dynamodb, env.rt.config.table.clone());
     let run = |name: &'static str, args: Vec<String>| {
-        let table = table.clone();
+        let rt = &env.rt;
         async move {
-            query(client, &table, m, name, &args, Some(7))
+            ask(rt, m, name, &args, Some(7))
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
                 .items
@@ -750,11 +694,12 @@ async fn the_pickem_access_patterns_answer_the_seeds_screens() {
 /// The job board's scenario (models/jobboard.scenario.yaml, the compiled
 /// demo's) through `models/jobboard.yaml`: every access pattern returns
 /// what it implies (cities written in any case read by their normalised
-/// key), by the library and by `jobstream query --model jobboard`.
+/// key), by the library and by `jobstream query --model jobboard`; the
+/// sixth, creating a job that exists, refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
     let env = play_shipped("jobboard").await;
-    let m = &shared::file::load(&models_dir().join("jobboard.yaml"))
+    let m = &shared::file::load(&shipped("jobboard.yaml"))
         .expect("loads")
         .model;
     assert_eq!(
@@ -763,19 +708,21 @@ async fn the_jobboard_access_patterns_return_what_the_scenario_implies() {
         "the seed's five queries and an employer's matches"
     );
     for city in ["Montreal", " montreal ", "MONTREAL"] {
-        let jobs = query(
-            &env.rt.dynamodb,
-            &env.rt.config.table,
-            m,
-            "jobs_by_city",
-            &[format!("city={city}")],
-            None,
-        )
-        .await
-        .expect("runs");
+        let jobs = ask(&env.rt, m, "jobs_by_city", &[format!("city={city}")], None)
+            .await
+            .expect("runs");
         assert_eq!(jobs.items.len(), 3, "{city:?}");
     }
     // The binary: every access pattern by the model's name.
     every_access_pattern_through_the_binary("jobboard", &env).await;
+    // The sixth access pattern, creating a job that exists, is refused by
+    // its condition.
+    assert!(env.rt.failed_batches().is_empty());
+    let w = crate::seed_items::jobboard::Writer::new(env.rt.dynamodb.clone(), &env.rt.config.table);
+    let again = w.create_job(&crate::seed_items::jobboard::jobs()[2]).await;
+    let refused = again
+        .as_ref()
+        .is_err_and(|e| e.contains("ConditionalCheckFailed"));
+    assert!(refused, "creating j3 again: {again:?}");
     env.engine.stop().await;
 }

@@ -16,7 +16,6 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, SendMessageBatchRequestEntry,
 };
-use chrono::{SecondsFormat, Utc};
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::{sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
@@ -25,18 +24,12 @@ use jobstream::local::sqs_esm::{create_queue, depth, SqsHandler, DELETE_RETRIES}
 use shared::item::Item;
 use shared::store::Store;
 
-use crate::support::{assert_rt_verified, model_env, run_in_background, ModelEnv};
+use crate::items::assert_clean;
+use crate::social::{iso, post_id};
+use crate::support::{model_env, run_in_background, ModelEnv};
 
 /// A guard against hanging: what a test waits for arrives long before.
 const HANG_GUARD: Duration = Duration::from_secs(120);
-
-fn now_iso() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-fn post_id() -> String {
-    social::ulid(Utc::now().timestamp_millis() as u64, 1)
-}
 
 /// A writer's view of a model's table (usable while the runtime runs in
 /// the background).
@@ -464,9 +457,9 @@ async fn a_slow_queue_never_delays_the_stream_consumer() {
             })
         });
     }
-    let at = now_iso();
+    let at = iso(0);
     let reader = db(&rt);
-    put(&reader, vec![post_item("star", &post_id(), &at, "hi")]).await;
+    put(&reader, vec![post_item("star", &post_id(1), &at, "hi")]).await;
     put(&reader, vec![follow_item("ann", "star", &at)]).await;
     let bg = run_in_background(rt);
     tokio::time::timeout(HANG_GUARD, entered.recv())
@@ -496,7 +489,7 @@ async fn a_slow_queue_never_delays_the_stream_consumer() {
         ),
         (1, 1)
     );
-    assert_rt_verified(&rt).await;
+    assert_clean(&rt).await;
 }
 
 // ---------------------------------------------------------------------
@@ -532,8 +525,8 @@ async fn social_behind_sqs_proxy() -> (LocalEngine, Runtime, FaultProxy) {
 /// timeline queue's (invocations, deleted, retried, given up) of the
 /// follow's processing.
 async fn follow_after_a_post(rt: &mut Runtime, proxy: &FaultProxy, fault: Fault) -> [u64; 4] {
-    let at = now_iso();
-    put(&db(rt), vec![post_item("star", &post_id(), &at, "hi")]).await;
+    let at = iso(0);
+    put(&db(rt), vec![post_item("star", &post_id(1), &at, "hi")]).await;
     rt.drain().await.expect("drained");
     let stats = |rt: &Runtime| {
         let s = rt.queues[0].stats();
@@ -556,7 +549,7 @@ async fn follow_after_a_post(rt: &mut Runtime, proxy: &FaultProxy, fault: Fault)
     );
     assert_eq!(queued(rt).await, 0);
     assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
-    assert_rt_verified(rt).await;
+    assert_clean(rt).await;
     std::array::from_fn(|i| after[i] - before[i])
 }
 
@@ -611,7 +604,7 @@ async fn jobs_of_one_batch(model: &str, write: impl AsyncFnOnce(&Runtime, &Db)) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn social_identical_timeline_jobs_of_a_batch_are_sent_once() {
     let n = jobs_of_one_batch("social", async |_, db| {
-        let at = now_iso();
+        let at = iso(0);
         // Follow, unfollow, follow again: three records, one job
         // (follower, author) between them.
         put(db, vec![follow_item("ann", "star", &at)]).await;

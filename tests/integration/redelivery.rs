@@ -5,14 +5,10 @@ use crate::apps::play;
 use crate::apps::{differences, observe};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::Fault;
-use lambda_runtime::{Context, LambdaEvent};
 use shared::metrics::names;
 
-use crate::support::{assert_verified, env, env_behind_proxy, stream_event, Env};
-
-fn lambda(event: &Event) -> LambdaEvent<Event> {
-    LambdaEvent::new(event.clone(), Context::default())
-}
+use crate::items::{assert_clean, invoke};
+use crate::support::{env, env_behind_proxy, stream_event, Env};
 
 /// The records of `event` from the one whose SequenceNumber is `seq` on:
 /// what Lambda redelivers after a partial batch failure.
@@ -33,7 +29,7 @@ async fn assert_scenario_exact(env: &mut Env, expected: &crate::apps::Expected) 
         .await
         .unwrap();
     assert_eq!(differences(expected, &observed), Vec::<String>::new());
-    assert_verified(env).await;
+    assert_clean(env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,14 +38,9 @@ async fn the_same_batch_delivered_twice_changes_nothing_the_second_time() {
     let expected = play(&env.writer).await.unwrap();
     let event = stream_event(&env).await;
     for _ in 0..2 {
-        let h =
-            shared::lambda::stream_handler(&*env.rt.stream_processor("history"), lambda(&event))
-                .await
-                .unwrap();
+        let h = invoke(&env.rt, "history", &event).await.unwrap();
         assert!(h.batch_item_failures.is_empty());
-        let d = shared::lambda::stream_handler(&*env.rt.stream_processor("derive"), lambda(&event))
-            .await
-            .unwrap();
+        let d = invoke(&env.rt, "derive", &event).await.unwrap();
         assert!(d.batch_item_failures.is_empty());
     }
     assert!(
@@ -82,10 +73,7 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
 
     // history: the first transaction chunk commits, the second fails.
     proxy.inject(Fault::server_error("TransactWriteItems", 1).after(1));
-    let resp =
-        shared::lambda::stream_handler(&*faulty.rt.stream_processor("history"), lambda(&event))
-            .await
-            .unwrap();
+    let resp = invoke(&faulty.rt, "history", &event).await.unwrap();
     assert_eq!(resp.batch_item_failures.len(), 1);
     let failed = resp.batch_item_failures[0].item_identifier.clone().unwrap();
     assert!(!failed.is_empty());
@@ -97,31 +85,22 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
     // Lambda resumes at the failed record; then, for good measure, the whole
     // batch arrives once more.
     let retry = from_sequence(&event, &failed);
-    assert!(shared::lambda::stream_handler(
-        &*faulty.rt.stream_processor("history"),
-        lambda(&retry)
-    )
-    .await
-    .unwrap()
-    .batch_item_failures
-    .is_empty());
-    assert!(shared::lambda::stream_handler(
-        &*faulty.rt.stream_processor("history"),
-        lambda(&event)
-    )
-    .await
-    .unwrap()
-    .batch_item_failures
-    .is_empty());
+    assert!(invoke(&faulty.rt, "history", &retry)
+        .await
+        .unwrap()
+        .batch_item_failures
+        .is_empty());
+    assert!(invoke(&faulty.rt, "history", &event)
+        .await
+        .unwrap()
+        .batch_item_failures
+        .is_empty());
 
     // derive: one of the projection writes (one per application, written
     // concurrently) fails: the response names the first record of that
     // application, and the redelivery from there is exact.
     proxy.inject(Fault::server_error("UpdateItem", 1).after(1));
-    let resp =
-        shared::lambda::stream_handler(&*faulty.rt.stream_processor("derive"), lambda(&event))
-            .await
-            .unwrap();
+    let resp = invoke(&faulty.rt, "derive", &event).await.unwrap();
     assert_eq!(resp.batch_item_failures.len(), 1);
     let failed = resp.batch_item_failures[0].item_identifier.clone().unwrap();
     assert!(event
@@ -129,13 +108,11 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
         .iter()
         .any(|r| r.change.sequence_number.as_deref() == Some(failed.as_str())));
     let retry = from_sequence(&event, &failed);
-    assert!(
-        shared::lambda::stream_handler(&*faulty.rt.stream_processor("derive"), lambda(&retry))
-            .await
-            .unwrap()
-            .batch_item_failures
-            .is_empty()
-    );
+    assert!(invoke(&faulty.rt, "derive", &retry)
+        .await
+        .unwrap()
+        .batch_item_failures
+        .is_empty());
     assert_eq!(proxy.injected(), 2);
     assert_eq!(
         faulty

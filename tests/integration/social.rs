@@ -9,57 +9,30 @@ use std::time::Duration as StdDuration;
 use crate::seed_items::social as keys;
 use crate::seed_items::social::{follow_item, like_item, post_item, user_item};
 use crate::seed_items::timeline;
-use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{Duration, SecondsFormat, Utc};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::batch::StreamProcessor as _;
-use shared::engine::setjob::{apply, Reads, SetJob};
+use shared::engine::setjob::{apply, SetJob};
 use shared::item::{Item, ItemExt};
 use shared::metrics::names;
 use shared::store::Store;
 
+use crate::items::{
+    apply_plan, assert_clean, assert_exact, delete, deliver_jobs, get, partition, put_all, reads,
+    scan, sqs_event,
+};
 use crate::support::{model_env, run_in_background, ModelEnv};
 
 async fn social() -> ModelEnv {
     model_env("social", |_| {}).await
 }
 
-fn store(env: &ModelEnv) -> Store {
-    Store::new(env.rt.dynamodb.clone())
-}
-
-fn table(env: &ModelEnv) -> String {
-    env.rt.config.table.clone()
-}
-
-fn iso(mins_ago: i64) -> String {
+pub(crate) fn iso(mins_ago: i64) -> String {
     (Utc::now() - Duration::minutes(mins_ago)).to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn post_id(n: u128) -> String {
+pub(crate) fn post_id(n: u128) -> String {
     keys::ulid(Utc::now().timestamp_millis() as u64, n)
-}
-
-async fn put(env: &ModelEnv, items: Vec<Item>) {
-    store(env).put_items(&table(env), items).await.expect("put");
-}
-
-async fn delete(env: &ModelEnv, keys: Vec<Item>) {
-    store(env)
-        .delete_keys(&table(env), keys)
-        .await
-        .expect("delete");
-}
-
-async fn part(env: &ModelEnv, pk: &str) -> Vec<Item> {
-    store(env)
-        .query(&table(env), None, keys::PK, pk, None)
-        .await
-        .expect("query")
-}
-
-async fn get(env: &ModelEnv, key: Item) -> Option<Item> {
-    store(env).get(&table(env), key).await.expect("get")
 }
 
 async fn counts(env: &ModelEnv, user: &str) -> (i64, i64, i64) {
@@ -76,7 +49,7 @@ async fn counts(env: &ModelEnv, user: &str) -> (i64, i64, i64) {
 
 /// Authors on a user's timeline, by post id.
 async fn timeline(env: &ModelEnv, user: &str) -> BTreeSet<(String, String)> {
-    part(env, &keys::timeline_pk(user))
+    partition(env, &keys::timeline_pk(user))
         .await
         .iter()
         .map(|e| {
@@ -86,55 +59,6 @@ async fn timeline(env: &ModelEnv, user: &str) -> BTreeSet<(String, String)> {
             )
         })
         .collect()
-}
-
-async fn scan(env: &ModelEnv) -> Vec<Item> {
-    let mut items = jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
-        .await
-        .expect("scan");
-    items.sort_by_key(|i| {
-        (
-            i.s(keys::PK).unwrap_or_default().to_string(),
-            i.s(keys::SK).unwrap_or_default().to_string(),
-        )
-    });
-    items
-}
-
-async fn assert_exact(env: &mut ModelEnv) {
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "drift: {:#?}", report.problems);
-    use shared::models::Harness as _;
-    let dead = env.rt.dead_letters().await.expect("dead letters");
-    assert!(dead.is_empty(), "dead letters: {dead:?}");
-}
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<serde_json::Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, b)| serde_json::json!({"messageId": format!("m-{i}"), "receiptHandle": "h", "body": b, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs"}))
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
-}
-
-async fn deliver(env: &ModelEnv, bodies: &[String]) {
-    let resp = shared::lambda::sqs_handler(
-        &*env.rt.consumer("timeline"),
-        LambdaEvent::new(sqs_event(bodies), Context::default()),
-    )
-    .await
-    .unwrap();
-    assert!(resp.batch_item_failures.is_empty());
-}
-
-fn reads(env: &ModelEnv) -> Reads {
-    Reads {
-        store: store(env),
-        table: table(env),
-        ledger_table: env.rt.config.ledger_table.clone(),
-        now: Utc::now(),
-    }
 }
 
 /// `jobstream demo --model social`, the binary as a user runs it (with the
@@ -158,7 +82,7 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
 async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     let mut env = social().await;
     let p = post_id(1);
-    put(
+    put_all(
         &env,
         vec![
             user_item("ann", "Ann"),
@@ -171,7 +95,7 @@ async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     .await;
     env.rt.drain().await.unwrap();
     // getUserInfoByUserID: info and count in one partition.
-    let ann = part(&env, &keys::user("ann")).await;
+    let ann = partition(&env, &keys::user("ann")).await;
     assert_eq!(ann.len(), 2);
     assert_eq!(counts(&env, "ann").await, (1, 0, 1));
     assert_eq!(counts(&env, "bob").await, (0, 1, 0));
@@ -191,7 +115,7 @@ async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     );
     assert!(timeline(&env, "ann").await.is_empty(), "not one's own");
     // Re-following with a new date moves the mirror's date, not the counts.
-    put(&env, vec![follow_item("bob", "ann", &iso(1))]).await;
+    put_all(&env, vec![follow_item("bob", "ann", &iso(1))]).await;
     env.rt.drain().await.unwrap();
     let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
     assert_eq!(
@@ -202,11 +126,11 @@ async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     // A writer overwriting a counter is brought back to the sums.
     let mut forged = keys::user_counts_key("ann");
     forged.insert("followers".into(), shared::item::n(99));
-    put(&env, vec![forged]).await;
+    put_all(&env, vec![forged]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(counts(&env, "ann").await, (1, 0, 1));
     // Deleting the post leaves its likes and like count; the entry goes.
-    delete(&env, vec![keys::post_key("ann", &p)]).await;
+    delete(&env, keys::post_key("ann", &p)).await;
     env.rt.drain().await.unwrap();
     assert_eq!(counts(&env, "ann").await, (1, 0, 0));
     assert_eq!(
@@ -219,12 +143,12 @@ async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
     );
     assert!(timeline(&env, "bob").await.is_empty());
     // Unfollowing keeps the counts items at 0.
-    delete(&env, vec![keys::follow_key("bob", "ann")]).await;
+    delete(&env, keys::follow_key("bob", "ann")).await;
     env.rt.drain().await.unwrap();
     assert_eq!(counts(&env, "ann").await, (0, 0, 0));
     assert_eq!(counts(&env, "bob").await, (0, 0, 0));
     assert!(get(&env, keys::mirror_key("bob", "ann")).await.is_none());
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 }
 
 async fn iso_of(env: &ModelEnv, a: &str, b: &str) -> String {
@@ -240,7 +164,7 @@ async fn iso_of(env: &ModelEnv, a: &str, b: &str) -> String {
 async fn a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them() {
     let mut env = social().await;
     let (p1, p2, old) = (post_id(1), post_id(2), post_id(3));
-    put(
+    put_all(
         &env,
         vec![
             post_item("ann", &p1, &iso(60), "one"),
@@ -251,23 +175,23 @@ async fn a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them() {
     )
     .await;
     env.rt.drain().await.unwrap();
-    put(&env, vec![follow_item("cid", "ann", &iso(1))]).await;
+    put_all(&env, vec![follow_item("cid", "ann", &iso(1))]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(
         timeline(&env, "cid").await,
         BTreeSet::from([(p1.clone(), "ann".into()), (p2.clone(), "ann".into())])
     );
-    delete(&env, vec![keys::follow_key("cid", "ann")]).await;
+    delete(&env, keys::follow_key("cid", "ann")).await;
     env.rt.drain().await.unwrap();
     assert!(timeline(&env, "cid").await.is_empty());
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_with_thousands_of_followers_fans_out_in_pages() {
     let mut env = social().await;
     let fans: Vec<String> = (0..2100).map(|i| format!("fan{i:05}")).collect();
-    put(
+    put_all(
         &env,
         fans.iter()
             .map(|f| follow_item(f, "star", &iso(60)))
@@ -292,83 +216,65 @@ async fn a_user_with_thousands_of_followers_fans_out_in_pages() {
         .unwrap();
     assert_eq!(counts(&env, "star").await, (2100, 0, 0));
     let p = post_id(7);
-    put(&env, vec![post_item("star", &p, &iso(1), "hello")]).await;
+    put_all(&env, vec![post_item("star", &p, &iso(1), "hello")]).await;
     env.rt.drain().await.unwrap();
     let mut with_entry = 0;
     for f in fans.iter().step_by(50).chain(fans.last()) {
         with_entry += timeline(&env, f).await.len();
     }
     assert_eq!(with_entry, 2100 / 50 + 1, "first, middle and last pages");
-    assert_exact(&mut env).await;
-    delete(&env, vec![keys::post_key("star", &p)]).await;
+    assert_exact(&mut env.rt).await;
+    delete(&env, keys::post_key("star", &p)).await;
     env.rt.drain().await.unwrap();
     for f in fans.iter().step_by(50).chain(fans.last()) {
         assert!(timeline(&env, f).await.is_empty());
     }
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_and_duplicated_jobs_never_resurrect_an_entry() {
     let mut env = social().await;
-    put(&env, vec![follow_item("f", "a", &iso(60))]).await;
+    put_all(&env, vec![follow_item("f", "a", &iso(60))]).await;
     env.rt.drain().await.unwrap();
     // A post job planned while f follows a, applied after the unfollow:
     // its guard fails, nothing is written.
     let p = post_id(1);
-    put(&env, vec![post_item("a", &p, &iso(5), "x")]).await;
+    put_all(&env, vec![post_item("a", &p, &iso(5), "x")]).await;
     let job = timeline::set(shared::engine::joinset::DEFAULT_PAGE);
     let body = timeline::post_job("a", &p);
     let r = reads(&env);
     let stale = job.plan(&body, &r).await.unwrap();
     assert_eq!(stale.desired.len(), 1);
-    delete(&env, vec![keys::follow_key("f", "a")]).await;
-    let applied = apply(
-        &r.store,
-        &r.table,
-        &r.ledger_table,
-        job.key_names(),
-        job.volatile(),
-        &stale,
-    )
-    .await
-    .unwrap();
+    delete(&env, keys::follow_key("f", "a")).await;
+    let applied = apply_plan(&job, &r, &stale).await;
     assert_eq!((applied.puts, applied.superseded), (0, 1));
     env.rt.drain().await.unwrap();
     assert!(timeline(&env, "f").await.is_empty());
     // The same job delivered again, twice, late: still nothing.
-    deliver(&env, &[body.clone(), body.clone()]).await;
+    deliver_jobs(&env, "timeline", &[body.clone(), body.clone()]).await;
     assert!(timeline(&env, "f").await.is_empty());
     // A follow job planned while f does not follow a (it would delete),
     // applied after f follows again: the delete is dropped.
-    put(&env, vec![follow_item("f", "a", &iso(1))]).await;
+    put_all(&env, vec![follow_item("f", "a", &iso(1))]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(timeline(&env, "f").await.len(), 1);
     let unfollow = timeline::follow_job("f", "a");
-    delete(&env, vec![keys::follow_key("f", "a")]).await;
+    delete(&env, keys::follow_key("f", "a")).await;
     let r = reads(&env);
     let stale = job.plan(&unfollow, &r).await.unwrap();
     assert_eq!((stale.desired.len(), stale.existing.len()), (0, 1));
-    put(&env, vec![follow_item("f", "a", &iso(0))]).await;
-    let applied = apply(
-        &r.store,
-        &r.table,
-        &r.ledger_table,
-        job.key_names(),
-        job.volatile(),
-        &stale,
-    )
-    .await
-    .unwrap();
+    put_all(&env, vec![follow_item("f", "a", &iso(0))]).await;
+    let applied = apply_plan(&job, &r, &stale).await;
     assert_eq!((applied.deletes, applied.superseded), (0, 1));
     env.rt.drain().await.unwrap();
     assert_eq!(timeline(&env, "f").await.len(), 1);
     // A post deleted: late post jobs of its creation change nothing.
-    delete(&env, vec![keys::post_key("a", &p)]).await;
+    delete(&env, keys::post_key("a", &p)).await;
     env.rt.drain().await.unwrap();
-    deliver(&env, &[body.clone(), body]).await;
+    deliver_jobs(&env, "timeline", &[body.clone(), body]).await;
     assert!(timeline(&env, "f").await.is_empty());
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,7 +347,7 @@ async fn concurrent_follow_unfollow_post_delete_and_likes_end_exact() {
     let rt = bg.stop().await;
     let mut env = ModelEnv { engine, rt };
     env.rt.drain().await.unwrap();
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
     let before = scan(&env).await;
     env.rt.drain().await.unwrap();
     assert_eq!(scan(&env).await, before, "fixpoint once quiet");
@@ -453,7 +359,7 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     // A post whose ttl is 3 s ahead.
     let created = Utc::now() - Duration::seconds(keys::POST_TTL_SECS - 3);
     let p = keys::ulid(created.timestamp_millis() as u64, 1);
-    put(
+    put_all(
         &env,
         vec![
             follow_item("f", "a", &iso(60 * 24 * 8)),
@@ -471,8 +377,7 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     tokio::time::sleep(StdDuration::from_secs(4)).await;
     // Past its ttl, not yet removed: DynamoDB's to delete, not drift.
     assert_eq!(timeline(&env, "f").await.len(), 1);
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
+    assert_clean(&env.rt).await;
     let before: Vec<Item> = scan(&env)
         .await
         .into_iter()
@@ -485,7 +390,7 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     assert_eq!(scan(&env).await, before, "nothing else changed");
     assert_eq!(env.rt.processor_writes(), writes, "no processor write");
     assert_eq!(counts(&env, "a").await, (1, 0, 1));
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -493,7 +398,7 @@ async fn bad_input_is_counted_and_skipped_without_blocking_later_records() {
     let mut env = social().await;
     let mut no_body = post_item("a", &post_id(2), &iso(1), "x");
     no_body.remove("body");
-    put(
+    put_all(
         &env,
         vec![
             follow_item("a", "a", &iso(1)),
@@ -505,7 +410,7 @@ async fn bad_input_is_counted_and_skipped_without_blocking_later_records() {
         ],
     )
     .await;
-    put(&env, vec![follow_item("c", "a", &iso(1))]).await;
+    put_all(&env, vec![follow_item("c", "a", &iso(1))]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(counts(&env, "a").await, (1, 0, 0), "only the valid follow");
     assert!(get(&env, keys::user_counts_key("b")).await.is_none());
@@ -542,14 +447,14 @@ async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
     }
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(1), "x"));
-    put(&env, items).await;
+    put_all(&env, items).await;
     let job = timeline::set(shared::engine::joinset::DEFAULT_PAGE);
     let body = timeline::post_job("star", &p);
     let r = reads(&env);
     let plan = job.plan(&body, &r).await.unwrap();
     assert_eq!(plan.desired.len(), 1000);
     // The last fan (sorted last: in the last transaction) unfollows.
-    delete(&env, vec![keys::follow_key("fan00999", "star")]).await;
+    delete(&env, keys::follow_key("fan00999", "star")).await;
     let applied = apply(
         &r.store,
         &r.table,
@@ -572,7 +477,7 @@ async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     let mut env = social().await;
-    put(
+    put_all(
         &env,
         vec![
             user_item("a", "A"),
@@ -587,17 +492,17 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     let mirror = get(&env, keys::mirror_key("a", "b")).await.expect("mirror");
     let mut edited = mirror.clone();
     edited.insert("note".into(), shared::item::s("edited"));
-    put(&env, vec![edited.clone()]).await;
+    put_all(&env, vec![edited.clone()]).await;
     env.rt.drain().await.unwrap();
     // The follow goes: its mirror goes, whatever its content.
-    delete(&env, vec![keys::follow_key("a", "b")]).await;
+    delete(&env, keys::follow_key("a", "b")).await;
     env.rt.drain().await.unwrap();
     assert!(
         get(&env, keys::mirror_key("a", "b")).await.is_none(),
         "no ghost follower"
     );
     assert_eq!(counts(&env, "b").await.0, 1);
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 
     // A stray mirror (no follow) and an edited one (its follow stands).
     let mut stray = mirror.clone();
@@ -607,7 +512,7 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     let mut edited = get(&env, keys::mirror_key("c", "b")).await.expect("mirror");
     let restored = edited.clone();
     edited.insert("note".into(), shared::item::s("edited"));
-    put(&env, vec![stray, edited]).await;
+    put_all(&env, vec![stray, edited]).await;
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.problems.len(), 2, "{:#?}", report.problems);
     jobstream::tools::verify::repair(&env.rt.processors, &report)
@@ -616,7 +521,7 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     assert!(get(&env, keys::mirror_key("a", "c")).await.is_none());
     assert_eq!(get(&env, keys::mirror_key("c", "b")).await, Some(restored));
     env.rt.drain().await.unwrap();
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
 }
 
 /// `verify` finds timeline drift (a missing, an extra and a wrong entry)
@@ -626,7 +531,7 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
 async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
     let mut env = social().await;
     let (p1, p2, p3) = (post_id(1), post_id(2), post_id(3));
-    put(
+    put_all(
         &env,
         vec![
             follow_item("f", "a", &iso(60)),
@@ -639,14 +544,16 @@ async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
     assert_eq!(timeline(&env, "f").await.len(), 2);
     // Drift: p1's entry deleted, p2's entry forged, an entry of a post that
     // does not exist.
-    delete(&env, vec![keys::timeline_key("f", &p1, "a")]).await;
+    delete(&env, keys::timeline_key("f", &p1, "a")).await;
     let mut wrong = get(&env, keys::timeline_key("f", &p2, "a")).await.unwrap();
     wrong.insert("createdAt".into(), shared::item::s("2000-01-01T00:00:00Z"));
     let mut extra = wrong.clone();
     extra.extend(keys::timeline_key("f", &p3, "a"));
     extra.insert("postId".into(), shared::item::s(&p3));
-    store(&env)
-        .put_items(&table(&env), vec![wrong, extra])
+    env.rt
+        .processors
+        .store
+        .put_items(&env.rt.config.table, vec![wrong, extra])
         .await
         .unwrap();
     let report = env.rt.verify().await.unwrap();
@@ -658,9 +565,9 @@ async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
         timeline(&env, "f").await,
         BTreeSet::from([(p1.clone(), "a".to_string()), (p2.clone(), "a".to_string())])
     );
-    assert_exact(&mut env).await;
+    assert_exact(&mut env.rt).await;
     // The follow turned bad input: its entries stay, and are not drift.
-    put(&env, vec![follow_item("f", "a", "yesterday")]).await;
+    put_all(&env, vec![follow_item("f", "a", "yesterday")]).await;
     env.rt.drain().await.unwrap();
     assert_eq!(
         timeline(&env, "f").await,

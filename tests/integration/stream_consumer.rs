@@ -19,6 +19,7 @@ use jobstream::local::lease::{checkpoint_pk, CheckpointConfig};
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::metrics::names;
 
+use crate::items::assert_clean;
 use crate::support::{raw_records, run_in_background, Env};
 
 const BATCH: usize = 5;
@@ -77,8 +78,7 @@ async fn assert_exact(env: &Env, expected: &Expected) {
         .await
         .unwrap();
     assert_eq!(differences(expected, &observed), Vec::<String>::new());
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+    assert_clean(&env.rt).await;
 }
 
 /// Checkpoint items of the ledger for the table's stream.
@@ -182,12 +182,6 @@ async fn progress(metrics: &shared::metrics::Metrics, than: u64) {
     .expect("the consumer makes progress");
 }
 
-/// Asserts the tracker's derived data matches its sources exactly.
-async fn assert_verified(env: &Env) {
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "drift: {:#?}", report.problems);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_share_the_stream_without_processing_a_record_twice() {
     let ttl = Duration::from_secs(30);
@@ -227,7 +221,7 @@ async fn two_processes_share_the_stream_without_processing_a_record_twice() {
         stream_len,
         "derive: each record by one process once"
     );
-    assert_verified(&env).await;
+    assert_clean(&env.rt).await;
 }
 
 /// Runs the real handler on the first half of the `kill_at`-th batch, then
@@ -354,11 +348,6 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
     assert_exact(&env, &expected).await;
 }
 
-/// The lease items of `mapping` on the table's stream, once the table exists.
-async fn leases_of(env: &Env, mapping: &str) -> Vec<shared::item::Item> {
-    checkpoint_items(env, mapping).await
-}
-
 fn num(item: &shared::item::Item, name: &str) -> i64 {
     item.get(name)
         .and_then(|v| v.as_n().ok())
@@ -391,7 +380,7 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
         loop {
             let mut owners = Vec::new();
             for mapping in ["history", "derive"] {
-                for item in leases_of(&env, mapping).await {
+                for item in checkpoint_items(&env, mapping).await {
                     if item
                         .get("leaseOwner")
                         .and_then(|v| v.as_s().ok())
@@ -436,7 +425,7 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
     );
     // Released: expired now, checkpoint kept.
     for mapping in ["history", "derive"] {
-        for item in leases_of(&env, mapping).await {
+        for item in checkpoint_items(&env, mapping).await {
             assert_eq!(num(&item, "leaseExpiresAt"), 0, "{mapping}: released");
         }
     }

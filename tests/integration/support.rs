@@ -4,6 +4,7 @@ use std::sync::OnceLock;
 
 use crate::apps::keys;
 use crate::apps::AppWriter;
+pub use crate::items::{partition, put};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::FaultProxy;
 use jobstream::local::engine::LocalEngine;
@@ -33,6 +34,13 @@ pub fn sqs() -> String {
 pub struct ModelEnv {
     pub engine: LocalEngine,
     pub rt: Runtime,
+}
+
+impl ModelEnv {
+    /// Every stream record of the table so far (see [`records_of`]).
+    pub async fn records(&self) -> Vec<Value> {
+        records_of(&self.engine, &self.rt).await
+    }
 }
 
 /// Engine + the runtime of `model` (or of the model file `f` names),
@@ -102,17 +110,6 @@ async fn model_env_on(
     ModelEnv { engine, rt }
 }
 
-/// A writer's put into `rt`'s table (as an application writes).
-pub async fn put(rt: &Runtime, item: Item) {
-    rt.dynamodb
-        .put_item()
-        .table_name(&rt.config.table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .expect("put");
-}
-
 pub struct Env {
     pub engine: LocalEngine,
     pub rt: Runtime,
@@ -129,6 +126,17 @@ pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
     let ModelEnv { engine, rt } = model_env("tracker", f).await;
     let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Env { engine, rt, writer }
+}
+
+/// `model`'s processors deployed anew next to `env`'s tables (the same
+/// engine), options adjusted by `f`.
+pub async fn redeploy_model(
+    env: ModelEnv,
+    model: &str,
+    f: impl FnOnce(&mut RuntimeOptions),
+) -> ModelEnv {
+    drop(env.rt);
+    model_env_on(env.engine, model, f).await
 }
 
 /// The processors deployed anew next to `env`'s tables (the same engine), options
@@ -159,8 +167,7 @@ pub async fn env_behind_proxy(max_attempts: u32, backoff_times: usize) -> (Env, 
 /// Every stream record of `table` so far, as a Lambda event (read through
 /// the engine's own API, as the local mapping does).
 pub async fn stream_event(env: &Env) -> Event {
-    let records = raw_records(env).await;
-    serde_json::from_value(json!({ "Records": records })).expect("records form a Lambda event")
+    crate::items::records_event(&raw_records(env).await)
 }
 
 /// The stream's records as Lambda-shaped JSON.
@@ -214,31 +221,16 @@ pub async fn records_of(engine: &LocalEngine, rt: &Runtime) -> Vec<Value> {
     out
 }
 
-/// Items of one partition, sorted by sort key.
-pub async fn partition(env: &Env, pk: &str) -> Vec<Item> {
-    let mut items: Vec<Item> =
-        jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.table)
-            .await
-            .expect("scan")
-            .into_iter()
-            .filter(|i| i.s(keys::PK).ok() == Some(pk))
-            .collect();
-    items.sort_by(|a, b| {
-        a.s(keys::SK)
-            .unwrap_or_default()
-            .cmp(b.s(keys::SK).unwrap_or_default())
-    });
-    items
+/// The history entries of an application, in sequence order.
+pub async fn entries(env: &Env, app_id: &str) -> Vec<Item> {
+    crate::items::begins(env, &keys::app_pk(app_id), "HIST#").await
 }
 
 /// History descriptions of an application, in sequence order.
 pub async fn descriptions(env: &Env, app_id: &str) -> Vec<String> {
-    partition(env, &keys::app_pk(app_id))
-        .await
-        .iter()
-        .filter(|i| i.s(keys::SK).unwrap_or_default().starts_with("HIST#"))
-        .map(|i| i.s("description").unwrap_or_default().to_string())
-        .collect()
+    let entries = entries(env, app_id).await;
+    let text = |i: &Item| i.s("description").unwrap_or_default().to_string();
+    entries.iter().map(text).collect()
 }
 
 /// META/COUNT, if present.
@@ -247,21 +239,6 @@ pub async fn count(env: &Env) -> Option<i64> {
         .await
         .first()
         .and_then(|i| i.opt_i64(keys::COUNT_ATTR).ok().flatten())
-}
-
-/// Asserts the model's derived data is exactly consistent with its sources.
-pub async fn assert_verified(env: &Env) {
-    assert_rt_verified(&env.rt).await
-}
-
-/// Asserts a runtime's derived data is exactly consistent with its sources.
-pub async fn assert_rt_verified(rt: &Runtime) {
-    let report = rt.verify().await.expect("verify");
-    assert!(
-        report.is_clean(),
-        "derived data drifted: {:#?}",
-        report.problems
-    );
 }
 
 /// The processors of `rt` polling in the background, as `jobstream dev`
@@ -315,18 +292,8 @@ pub fn jobstream_bin() -> std::path::PathBuf {
 /// Every item of the runtime's table by (PK, SK): two runs of one scenario
 /// (a model file and its Rust twin) compare as maps.
 pub async fn table_by_key(rt: &Runtime) -> std::collections::BTreeMap<(String, String), Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
-        .await
-        .expect("scan")
-        .into_iter()
-        .map(|i| {
-            let k = (
-                i.s("PK").unwrap_or_default().to_string(),
-                i.s("SK").unwrap_or_default().to_string(),
-            );
-            (k, i)
-        })
-        .collect()
+    let items = crate::items::scan(rt).await.into_iter();
+    items.map(|i| (crate::items::pk_sk(&i), i)).collect()
 }
 
 /// `jobstream demo --model MODEL` through the binary: it succeeds, says
@@ -372,4 +339,41 @@ pub fn demo_through_the_binary(model: &str) -> String {
         "{text}"
     );
     text
+}
+
+/// A model file written for the test: `<name>.yaml` in a fresh directory.
+pub fn temp_model(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("jobstream-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, text).expect("writes");
+    path
+}
+
+/// A file the project ships under `models/` (`hr.yaml`, `examples/…`).
+pub fn shipped(file: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../models")
+        .join(file)
+}
+
+/// Faults on every one of `ops`, one after the other, each after `after`
+/// more requests: a 5xx and throttling before the request reaches the
+/// engine, a 5xx after it took effect (a commit whose answer is lost), a
+/// connection reset before, and one after. (One at a time: a message meets
+/// fewer faults than its queue's receives, so none is dead-lettered by the
+/// faults alone.)
+pub fn inject_faults(proxy: &FaultProxy, ops: &[&str]) {
+    use jobstream::faults::Fault;
+    for (i, after) in [2u32, 5, 9, 14, 20].into_iter().enumerate() {
+        for op in ops {
+            proxy.inject(match i {
+                0 => Fault::server_error(op, 1).after(after),
+                1 => Fault::throttle(op, 1).after(after),
+                2 => Fault::server_error(op, 1).after(after).after_effect(),
+                3 => Fault::reset(op, 1).after(after),
+                _ => Fault::reset(op, 1).after(after).after_effect(),
+            });
+        }
+    }
 }

@@ -8,8 +8,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use shared::item::{n, s, Item, ItemExt};
 
 use super::tracker_recorded::table;
+use crate::items::{assert_clean, partition};
 use crate::recorded::{check, table_json};
-use crate::support::{assert_verified, count, descriptions, env, partition, Env};
+use crate::support::{count, descriptions, env, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_produces_exactly_the_implied_derived_state() {
@@ -20,7 +21,7 @@ async fn scenario_produces_exactly_the_implied_derived_state() {
         .await
         .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
-    assert_verified(&env).await;
+    assert_clean(&env).await;
     assert!(env.rt.failed_batches().is_empty());
     // Archived application: GSI1 says ARCHIVED#1 and GSI2 keys are absent.
     let globex = &partition(&env, "APP#globex").await[0];
@@ -77,11 +78,7 @@ async fn every_snapshot_is_the_state_right_after_its_change_although_processing_
     truth.push(table_snapshot(&env, "a").await);
 
     env.rt.drain().await.unwrap();
-    let entries: Vec<Item> = partition(&env, "APP#a")
-        .await
-        .into_iter()
-        .filter(|i| i.s("SK").unwrap().starts_with("HIST#"))
-        .collect();
+    let entries = crate::support::entries(&env, "a").await;
     assert_eq!(entries.len(), truth.len());
     for (i, (entry, want)) in entries.iter().zip(&truth).enumerate() {
         assert_eq!(entry.i64("sequence").unwrap(), i as i64 + 1);
@@ -116,7 +113,7 @@ async fn every_snapshot_is_the_state_right_after_its_change_although_processing_
         descriptions(&env, "a").await.last().unwrap(),
         "Archived application"
     );
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,7 +168,7 @@ async fn cascade_deletes_every_stage_and_entry_without_removal_entries() {
     );
     assert_eq!(count(&env).await, Some(1));
     assert_eq!(descriptions(&env, "keep").await.len(), 1);
-    assert_verified(&env).await;
+    assert_clean(&env).await;
     // Re-creating the application starts a new history at 1.
     w.create_application(
         "big",
@@ -187,7 +184,7 @@ async fn cascade_deletes_every_stage_and_entry_without_removal_entries() {
         descriptions(&env, "big").await,
         ["Created application Big Co - Dev 2"]
     );
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 /// `writers` concurrent writers, each writing `apps` applications of its
@@ -235,7 +232,7 @@ async fn concurrent_writers(writers: usize, apps: usize) -> Env {
     let mut rt = runner.stop().await;
     rt.drain().await.unwrap();
     let env = Env { engine, rt, writer };
-    assert_verified(&env).await;
+    assert_clean(&env).await;
     assert!(env.rt.failed_batches().is_empty());
     for wi in 0..writers {
         for ai in 0..apps - 1 {
@@ -308,7 +305,7 @@ async fn throttled_commits_fail_records_that_succeed_on_redelivery() {
         "and succeeded on redelivery"
     );
     let env = Env { engine, rt, writer };
-    assert_verified(&env).await;
+    assert_clean(&env).await;
     check("tracker-throttled", &table_json(&table(&env).await));
     env.engine.stop().await;
 }
@@ -324,7 +321,7 @@ async fn processors_reading_the_stream_through_the_sdk_reach_the_same_state() {
         .await
         .unwrap();
     assert_eq!(differences(&expected, &observed), Vec::<String>::new());
-    assert_verified(&env).await;
+    assert_clean(&env).await;
 }
 
 /// `jobstream demo --model tracker` (the binary) plays the shipped
@@ -348,10 +345,10 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_count_the_compiled_tracker_left_is_counted_on() {
     let mut env = env().await;
+    let w = env.writer.clone();
     let mut t = Clock::new();
     for id in ["a1", "a2"] {
-        env.writer
-            .create_application(id, "Acme", "Engineer", "applied", &t.next())
+        w.create_application(id, "Acme", "Engineer", "applied", &t.next())
             .await
             .unwrap();
     }
@@ -360,17 +357,13 @@ async fn a_count_the_compiled_tracker_left_is_counted_on() {
     assert_eq!(meta[0].s("type").unwrap(), "application_count");
     let mut left: Item = meta[0].clone();
     left.remove("type");
-    env.writer.put(left).await.unwrap();
-    env.writer
-        .create_application("a3", "Acme", "Engineer", "applied", &t.next())
+    w.put(left).await.unwrap();
+    w.create_application("a3", "Acme", "Engineer", "applied", &t.next())
         .await
         .unwrap();
-    env.writer
-        .set_archived("a1", true, &t.next())
-        .await
-        .unwrap();
+    w.set_archived("a1", true, &t.next()).await.unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(count(&env).await, Some(2));
-    assert_verified(&env).await;
+    assert_clean(&env).await;
     assert!(env.rt.failed_batches().is_empty());
 }
