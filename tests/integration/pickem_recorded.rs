@@ -158,7 +158,7 @@ async fn verify_finds_a_forged_score_and_repairs_it() {
     .await;
     crate::support::put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
     rt.drain().await.unwrap();
-    crate::support::assert_rt_verified(rt).await;
+    crate::items::assert_clean(rt).await;
     let key: Item = [
         ("PK".to_string(), s("USER#sam")),
         ("SK".to_string(), s(format!("EVENT#{EV}"))),

@@ -65,7 +65,7 @@ async fn timeline(env: &ModelEnv, user: &str) -> BTreeSet<(String, String)> {
 /// local SQS): the shipped scenario through the shipped file, each of the
 /// seed's seven access patterns printed and compared, the two bad items
 /// counted and listed by `verify`, nothing dead-lettered, OK. (Its exact
-/// items, writes and fixpoint: social_file.rs.)
+/// items, writes and fixpoint: social_recorded.rs.)
 #[test]
 fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     let text = crate::support::demo_through_the_binary("social");
