@@ -9,7 +9,7 @@
 //!    engine, then drained as `jobstream dev` runs it (every stream mapping,
 //!    and the queue consumers on the local SQS: social's timeline jobs,
 //!    Pick'Em's scoring jobs). The figure is this process's CPU time (user
-//!    + system: the handlers and the in-process engine they call) per
+//!    and system: the handlers and the in-process engine they call) per
 //!    change; median and range of the rounds.
 //!
 //! The tracker's history and derive handlers on one 10,000-record batch,
