@@ -1,6 +1,9 @@
 //! Benchmark (not a test): one 10,000-record DynamoDB Stream batch through
 //! the history and derive handlers, on the embedded engine.
 //!
+//! The writes: 1,000 applications (JOBSTREAM_BENCH_APPS) with ten changes
+//! each (`common/workloads.rs`, the tracker's), by 4 concurrent writers.
+//!
 //! Prints per-record handler time and DynamoDB item writes per change, and,
 //! as the baseline measured in the same run on the same engine, the time of
 //! one plain PutItem into the same table at the same stream size (Dynoxide's
@@ -22,127 +25,58 @@ mod peers;
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::Event;
-use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::meter::Meter;
 use lambda_runtime::{Context, LambdaEvent};
-use serde_json::json;
-use shared::item::{n, s};
 
-/// The tracker's writes as an application makes them (shared with the
-/// integration tests).
+/// The tracker's items (shared with the integration tests).
 #[allow(dead_code)]
 #[path = "../../tests/integration/apps.rs"]
 mod apps;
-use apps::{AppWriter as TrackerWriter, Clock};
-
-async fn write_changes(w: &TrackerWriter, apps: usize) -> anyhow::Result<usize> {
-    let mut tasks = Vec::new();
-    for part in 0..4 {
-        let w = w.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut changes = 0;
-            for a in (part..apps).step_by(4) {
-                let id = format!("app{a:05}");
-                let mut t = Clock::new();
-                w.create_application(&id, "Bench Co", "Engineer", "applied", &t.next())
-                    .await?;
-                w.update_application(&id, &[("status", s("interviewing"))], &t.next())
-                    .await?;
-                w.add_stage(&id, "s1", "Screen", 1).await?;
-                w.add_stage(&id, "s2", "Onsite", 2).await?;
-                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))])
-                    .await?;
-                w.update_application(&id, &[("notes", s("good call"))], &t.next())
-                    .await?;
-                w.update_application(&id, &[], &t.next()).await?;
-                w.set_archived(&id, true, &t.next()).await?;
-                w.set_archived(&id, false, &t.next()).await?;
-                w.update_application(&id, &[("salaryMin", n(100_000))], &t.next())
-                    .await?;
-                changes += 10;
-            }
-            anyhow::Ok(changes)
-        }));
-    }
-    let mut total = 0;
-    for t in tasks {
-        total += t.await??;
-    }
-    Ok(total)
-}
-
-/// Time of one plain PutItem into `table`.
-async fn baseline_put(rt: &Runtime, table: &str, n_puts: usize) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    for i in 0..n_puts {
-        rt.dynamodb
-            .put_item()
-            .table_name(table)
-            .item(
-                if table == rt.config.table { "PK" } else { "pk" },
-                s(format!("BENCH#{i}")),
-            )
-            .item(if table == rt.config.table { "SK" } else { "sk" }, s("x"))
-            .item("v", n(i))
-            .send()
-            .await?;
-    }
-    Ok(started.elapsed() / n_puts as u32)
-}
-
-/// CPU time (user + system) of this whole process so far: the handler
-/// and the embedded engine it calls, which runs in the same process.
-/// Linux only (`/proc/self/stat`, in clock ticks of 10 ms).
-fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces), from field 3.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
-}
+#[path = "common/seed_items.rs"]
+mod seed_items;
+#[path = "common/workloads.rs"]
+mod workloads;
 
 /// Round trips `processor` sent through its grant-checked clients.
 fn round_trips(processor: &str) -> std::collections::BTreeMap<String, u64> {
     jobstream::local::iam::recorder().requests(processor)
 }
 
+/// One call of `rt`'s processor named by `name`'s first word on the
+/// batch: time against one PutItem, item writes, process CPU, round trips
+/// and the bill, per change.
 async fn run_handler(
     name: &str,
-    p: &dyn shared::lambda::StreamHandler,
+    rt: &Runtime,
     event: &Event,
     changes: usize,
     baseline: Duration,
-    writes: impl Fn() -> u64,
     meter: &Meter,
 ) -> anyhow::Result<()> {
     let processor = name.split_whitespace().next().unwrap_or(name);
+    let p = rt.stream_processor(processor);
     let trips_before = round_trips(processor);
     let bill_before = meter.bill();
-    let before = writes();
-    let cpu_before = process_cpu();
+    let before = rt.processor_writes();
+    let cpu_before = common::process_cpu();
     let started = Instant::now();
     let resp =
-        shared::lambda::stream_handler(p, LambdaEvent::new(event.clone(), Context::default()))
+        shared::lambda::stream_handler(&*p, LambdaEvent::new(event.clone(), Context::default()))
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     let elapsed = started.elapsed();
-    let cpu = process_cpu()
-        .zip(cpu_before)
-        .map(|(a, b)| a.saturating_sub(b));
+    let cpu = common::process_cpu().saturating_sub(cpu_before);
     anyhow::ensure!(
         resp.batch_item_failures.is_empty(),
         "{name} reported failures"
     );
     let per_record = elapsed / event.records.len() as u32;
-    let w = writes() - before;
+    let w = rt.processor_writes() - before;
     println!(
         "{name:<38} {:>6} records in {:>8.2?}: {:>7.1?}/record = {:>5.2}x one PutItem; {:>5} item writes = {:.2} writes/change",
         event.records.len(),
@@ -152,23 +86,18 @@ async fn run_handler(
         w,
         w as f64 / changes as f64
     );
-    let per_10k = |d: Duration| d.as_secs_f64() * 10_000.0 / event.records.len() as f64;
+    let per_10k = |x: f64| x * 10_000.0 / event.records.len() as f64;
     let trips: Vec<String> = round_trips(processor)
         .into_iter()
         .map(|(op, n)| (op.clone(), n - trips_before.get(&op).copied().unwrap_or(0)))
         .filter(|(_, n)| *n > 0)
-        .map(|(op, n)| {
-            format!(
-                "{op} {:.0}",
-                n as f64 * 10_000.0 / event.records.len() as f64
-            )
-        })
+        .map(|(op, n)| format!("{op} {:.0}", per_10k(n as f64)))
         .collect();
     println!(
-        "{:<38} per 10k records: process CPU {} (handler + in-process engine), wall {:.2} s; round trips: {}",
+        "{:<38} per 10k records: process CPU {:.2} s (handler + in-process engine), wall {:.2} s; round trips: {}",
         "",
-        cpu.map_or("n/a".to_string(), |c| format!("{:.2} s", per_10k(c))),
-        per_10k(elapsed),
+        per_10k(cpu.as_secs_f64()),
+        per_10k(elapsed.as_secs_f64()),
         if trips.is_empty() {
             "not counted (grants unchecked)".to_string()
         } else {
@@ -188,121 +117,58 @@ async fn main() -> anyhow::Result<()> {
     if let Some(child) = peers::child_main().await {
         return child;
     }
-    let apps: usize = std::env::var("JOBSTREAM_BENCH_APPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let apps = common::env_usize("JOBSTREAM_BENCH_APPS", 1000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     // The processors' bill and the application's, each through its meter.
-    let meter = Meter::in_front_of(&engine.endpoint()).await?;
+    let mut opts = common::options("tracker", &engine);
+    let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
     let app_meter = Meter::in_front_of(&engine.endpoint()).await?;
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.processor_endpoint = Some(meter.endpoint());
     let rt = Runtime::start(opts).await?;
     let app_client = aws_sdk_dynamodb::Client::new(
         &jobstream::local::engine::sdk_config(Some(&app_meter.endpoint()), 3).await,
     );
-    let writer = TrackerWriter::new(app_client, &rt.config.table);
-    let empty = baseline_put(&rt, &rt.config.ledger_table, 1000).await?;
+    let empty =
+        common::baseline_put(&rt.dynamodb, &rt.config.ledger_table, ["pk", "sk"], 1000).await?;
     let started = Instant::now();
-    let changes = write_changes(&writer, apps).await?;
+    // Ten changes per application, 4 writers.
+    let work = workloads::tracker(apps, 4);
+    work.write(&app_client, &rt.config.table).await?;
+    let changes = work.changes();
     println!(
         "wrote {changes} changes for {apps} applications in {:.2?}; the application's own writes: {}",
         started.elapsed(),
         app_meter.bill().per_change(changes)
     );
-    let records = common::stream_records(&engine, &rt).await?;
+    let records = common::stream_records(&engine, &rt.dynamodb, &rt.config.table).await?;
     if std::env::var_os("JOBSTREAM_BENCH_NO_PEERS").is_none() {
         peers::compare(&engine, &rt, &records, changes).await?;
         println!();
     }
-    let event: Event = serde_json::from_value(json!({ "Records": records }))?;
-    // Dynoxide's writes slow down as a table's stream grows, so the baseline
-    // is a PutItem into the same table at the same stream size (those
-    // records are never processed).
-    let baseline = baseline_put(&rt, &rt.config.table, 500).await?;
+    let event: Event = common::event(&records)?;
+    // Dynoxide's writes slowed down as a table's stream grew, so the
+    // baseline is a PutItem into the same table at the same stream size
+    // (those records are never processed).
+    let baseline = common::baseline_put(&rt.dynamodb, &rt.config.table, ["PK", "SK"], 500).await?;
     println!("baseline: one PutItem into the model table with its {}-record stream = {baseline:.1?} (into an empty table without stream: {empty:.1?})", event.records.len());
-    let history = rt.stream_processor("history");
-    let derive = rt.stream_processor("derive");
-    // One store for both processors: each run is measured on its own.
-    let hist_writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
-    let derive_writes = hist_writes;
-    println!("in this process (handler + engine):");
-    run_handler(
-        "history",
-        &*history,
-        &event,
-        changes,
-        baseline,
-        hist_writes,
-        &meter,
-    )
-    .await?;
-    run_handler(
-        "derive",
-        &*derive,
-        &event,
-        changes,
-        baseline,
-        derive_writes,
-        &meter,
-    )
-    .await?;
-    // Redelivery of the same batch: the cost of at-least-once.
-    run_handler(
-        "history (redelivered)",
-        &*history,
-        &event,
-        changes,
-        baseline,
-        hist_writes,
-        &meter,
-    )
-    .await?;
-    run_handler(
-        "derive (redelivered)",
-        &*derive,
-        &event,
-        changes,
-        baseline,
-        derive_writes,
-        &meter,
-    )
-    .await?;
     // The same redelivery by a runtime whose processors' calls are not
     // checked against their grants (`jobstream run --grants unchecked`):
     // what the local check costs.
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = common::options("tracker", &engine);
     opts.enforce_grants = false;
     opts.processor_endpoint = Some(meter.endpoint());
     let unchecked = Runtime::start(opts).await?;
-    let derive = unchecked.stream_processor("derive");
-    let unchecked_writes = || {
-        unchecked
-            .processors
-            .store
-            .stats()
-            .writes
-            .load(Ordering::Relaxed)
-    };
-    run_handler(
-        "derive (redelivered, grants unchecked)",
-        &*derive,
-        &event,
-        changes,
-        baseline,
-        unchecked_writes,
-        &meter,
-    )
-    .await?;
+    println!("in this process (handler + engine):");
+    // Each processor once, then the same batch again (the cost of
+    // at-least-once).
+    for (name, rt) in [
+        ("history", &rt),
+        ("derive", &rt),
+        ("history (redelivered)", &rt),
+        ("derive (redelivered)", &rt),
+        ("derive (redelivered, grants unchecked)", &unchecked),
+    ] {
+        run_handler(name, rt, &event, changes, baseline, &meter).await?;
+    }
     engine.stop().await;
     backfill_figures(apps).await
 }
@@ -313,27 +179,19 @@ async fn main() -> anyhow::Result<()> {
 async fn backfill_figures(apps: usize) -> anyhow::Result<()> {
     use jobstream::tools::backfill::{backfill, ScanOptions};
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let opts = RuntimeOptions::new(
-        "tracker",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    let rt = Runtime::start(opts).await?;
-    let w = TrackerWriter::new(rt.dynamodb.clone(), &rt.config.table);
-    for a in 0..apps {
-        let id = format!("app{a:05}");
-        w.create_application(
-            &id,
-            "Bench Co",
-            "Engineer",
-            "applied",
-            "2026-11-01T09:00:00.000Z",
-        )
-        .await?;
-        w.add_stage(&id, "s1", "Screen", 1).await?;
-    }
+    let rt = Runtime::start(common::options("tracker", &engine)).await?;
+    let items: Vec<_> = (0..apps)
+        .flat_map(|a| {
+            let id = format!("app{a:05}");
+            let created = "2026-11-01T09:00:00.000Z";
+            let app = apps::application(&id, "Bench Co", "Engineer", "applied", created);
+            [app, apps::stage(&id, "s1", "Screen", 1)]
+        })
+        .collect();
+    common::batch_write(&rt.dynamodb, &rt.config.table, &items).await?;
     // The ledger has no stream: the cheapest write this engine does.
-    let baseline = baseline_put(&rt, &rt.config.ledger_table, 200).await?;
+    let baseline =
+        common::baseline_put(&rt.dynamodb, &rt.config.ledger_table, ["pk", "sk"], 200).await?;
     let scan = ScanOptions {
         segments: 4,
         ..Default::default()

@@ -19,17 +19,18 @@ use std::time::Instant;
 
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
-use serde_json::{json, Value};
+use jobstream::local::runtime::Runtime;
+use serde_json::Value;
 use shared::engine::derive::projection_update;
 use shared::engine::rules::Rules;
 use shared::item::{s, Item};
 
+mod common;
 #[path = "common/seed_items.rs"]
 mod seed_items;
 use seed_items::hr as build;
 use seed_items::hr as keys;
+use seed_items::nth_ulid as ulid;
 
 /// The rules of `--model hr` (the shipped models/hr.yaml).
 fn hr_rules() -> &'static dyn Rules {
@@ -53,10 +54,6 @@ enum Write {
     Put,
     /// An UpdateItem of the changed attributes only.
     Update,
-}
-
-fn ulid(n: u64) -> String {
-    build::ulid(1_767_600_000_000 + n * 1000, u128::from(n))
 }
 
 /// The item as stored once the processor set its projection.
@@ -110,12 +107,12 @@ fn minimum(old: Option<&Item>, new: Option<&Item>) -> (usize, BTreeMap<String, i
 }
 
 struct Bench {
-    engine: LocalEngine,
+    /// The engine (stopped when dropped).
+    _engine: LocalEngine,
     rt: Runtime,
-    arn: String,
+    stream: common::StreamTail,
     /// Stream records read so far.
     seen: Vec<Value>,
-    iterator: Option<String>,
     /// The writer's items, by employee id.
     emps: BTreeMap<String, Item>,
     /// The processor's bill (RRU, WRU).
@@ -181,24 +178,7 @@ impl Bench {
 
     /// Stream records written since the last call.
     fn new_records(&mut self) -> anyhow::Result<Vec<Value>> {
-        let mut out = Vec::new();
-        while let Some(i) = self.iterator.clone() {
-            let resp = self.engine.database().get_records(
-                dynoxide::actions::get_records::GetRecordsRequest {
-                    shard_iterator: i,
-                    limit: Some(1000),
-                },
-            )?;
-            self.iterator = resp.next_shard_iterator.clone();
-            if resp.records.is_empty() {
-                break;
-            }
-            for r in &resp.records {
-                let mut v = serde_json::to_value(r)?;
-                v["eventSourceARN"] = json!(self.arn);
-                out.push(v);
-            }
-        }
+        let out = self.stream.read()?;
         self.seen.extend(out.iter().cloned());
         Ok(out)
     }
@@ -221,9 +201,8 @@ impl Bench {
         let mut produced = Vec::new();
         let started = Instant::now();
         for chunk in records.chunks(BATCH) {
-            let event: Event = serde_json::from_value(json!({ "Records": chunk }))?;
             let resp = handler
-                .handle(event)
+                .handle(common::event::<Event>(chunk)?)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             anyhow::ensure!(resp.batch_item_failures.is_empty(), "a batch failed");
@@ -326,52 +305,18 @@ fn report(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let var = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
-    let n_emps = var("JOBSTREAM_BENCH_EMPS", 400);
-    let n_depts = var("JOBSTREAM_BENCH_DEPTS", 10).max(2);
+    let n_emps = common::env_usize("JOBSTREAM_BENCH_EMPS", 400);
+    let n_depts = common::env_usize("JOBSTREAM_BENCH_DEPTS", 10).max(2);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let mut opts = RuntimeOptions::new(
-        "hr",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint()).await?;
-    opts.processor_endpoint = Some(meter.endpoint());
+    let mut opts = common::options("hr", &engine);
+    let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
     let rt = Runtime::start(opts).await?;
-    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
-    );
-    let shard_id = streams
-        .describe_stream()
-        .stream_arn(&arn)
-        .send()
-        .await?
-        .stream_description()
-        .and_then(|d| d.shards().first())
-        .and_then(|s| s.shard_id())
-        .unwrap_or_default()
-        .to_string();
-    let iterator = streams
-        .get_shard_iterator()
-        .stream_arn(&arn)
-        .shard_id(shard_id)
-        .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-        .send()
-        .await?
-        .shard_iterator()
-        .map(str::to_string);
+    let stream = common::StreamTail::open(&engine, &rt.dynamodb, &rt.config.table).await?;
     let mut b = Bench {
-        engine,
+        _engine: engine,
         rt,
-        arn,
+        stream,
         seen: Vec::new(),
-        iterator,
         emps: BTreeMap::new(),
         meter,
     };

@@ -18,116 +18,31 @@
 //! quicker run; `--profile dev` reuses the debug build).
 
 mod common;
+#[path = "common/seed_items.rs"]
+mod seed_items;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::{RecordReader, StartingPosition};
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::esm::StartingPosition;
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
+use seed_items::pickem;
 use shared::engine::setjob::{apply, Reads};
 use shared::item::{n, s, Item};
 use shared::models::Job;
 
 const EV: &str = "2024-03-03-aew-revolution";
 
-fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
-
-/// A match of the event (`models/pickem.yaml`), single-member teams A and B.
-fn a_match(id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
-    let team = |m: &str| {
-        AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
-    };
-    let mut m = item(vec![
-        ("PK", s(format!("EVENT#{EV}"))),
-        ("SK", s(format!("MATCH#{id}"))),
-        ("type", s("match")),
-        ("id", s(id)),
-        ("name", s(id)),
-        ("order", n(order)),
-        ("points", n(points)),
-        ("preshow", AttributeValue::Bool(false)),
-        ("championships", AttributeValue::L(vec![])),
-        ("teams", AttributeValue::L(vec![team("A"), team("B")])),
-    ]);
-    if let Some(r) = result {
-        m.insert("result".into(), n(r));
-    }
-    m
-}
-
-/// A user's picks for the event.
-fn prediction(user: &str, picks: &[(&str, i64)]) -> Item {
-    item(vec![
-        ("PK", s(format!("USER#{user}"))),
-        ("SK", s(format!("EVENT#{EV}"))),
-        ("type", s("prediction")),
-        (
-            "predictions",
-            AttributeValue::M(picks.iter().map(|(m, t)| (m.to_string(), n(t))).collect()),
-        ),
-    ])
-}
-
-/// Model-table item changes so far (stream records, read through the
-/// engine's own API).
-async fn stream_records(engine: &LocalEngine, rt: &Runtime) -> anyhow::Result<usize> {
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
-    );
-    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table).await?;
-    let desc = streams.describe_stream().stream_arn(&arn).send().await?;
-    let mut total = 0;
-    for shard in desc
-        .stream_description()
-        .map(|d| d.shards().to_vec())
-        .unwrap_or_default()
-    {
-        let it = streams
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard.shard_id().unwrap_or_default())
-            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-            .send()
-            .await?;
-        let mut iterator = it.shard_iterator().map(str::to_string);
-        while let Some(i) = iterator.take() {
-            let resp = engine.database().get_records(
-                dynoxide::actions::get_records::GetRecordsRequest {
-                    shard_iterator: i,
-                    limit: Some(1000),
-                },
-            )?;
-            if resp.records.is_empty() {
-                break;
-            }
-            total += resp.records.len();
-            iterator = resp.next_shard_iterator;
-        }
-    }
-    Ok(total)
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let count: usize = std::env::var("PREDICTIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let count = common::env_usize("PREDICTIONS", 10_000);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     let sqs = LocalSqs::start()?;
     let options = |prefix: &str| {
-        let mut o = RuntimeOptions::new(
-            "pickem",
-            Some(engine.endpoint()),
-            RecordReader::Embedded(engine.database().clone()),
-        );
+        let mut o = common::options("pickem", &engine);
         o.sqs_endpoint = Some(sqs.endpoint());
         o.queue_prefix = prefix.to_string();
         o
@@ -138,38 +53,22 @@ async fn main() -> anyhow::Result<()> {
     let table = setup.config.table.clone();
     let started = Instant::now();
     let mut facts: Vec<Item> = vec![
-        item(vec![
-            ("PK", s("EVENT")),
-            ("SK", s("EVENT#2024-03-03#aew-revolution")),
-            ("type", s("event")),
-            ("date", s("2024/03/03")),
-            ("name", s("AEW Revolution")),
-            ("state", s("broadcast")),
-        ]),
-        a_match("m1", 1, 10, None),
-        a_match("m2", 2, 25, None),
-        a_match("m3", 3, 40, None),
+        pickem::event(
+            "2024-03-03",
+            "aew-revolution",
+            "AEW Revolution",
+            "broadcast",
+        ),
+        pickem::a_match(EV, "m1", 1, 10, None),
+        pickem::a_match(EV, "m2", 2, 25, None),
+        pickem::a_match(EV, "m3", 3, 40, None),
     ];
-    for i in 0..count {
-        let i64i = i as i64;
-        facts.push(prediction(
-            &format!("user{i:06}"),
-            &[("m1", i64i % 2), ("m2", i64i / 2 % 2), ("m3", i64i / 4 % 2)],
-        ));
+    for i in 0..count as i64 {
+        let picks =
+            [("m1", i % 2), ("m2", i / 2 % 2), ("m3", i / 4 % 2)].map(|(m, t)| (m.into(), t));
+        facts.push(pickem::prediction(&format!("user{i:06}"), EV, &picks));
     }
-    for chunk in facts.chunks(25) {
-        let reqs: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                Ok::<_, anyhow::Error>(
-                    WriteRequest::builder()
-                        .put_request(PutRequest::builder().set_item(Some(i.clone())).build()?)
-                        .build(),
-                )
-            })
-            .collect::<Result<_, _>>()?;
-        setup.processors.store.batch_write(&table, reqs).await?;
-    }
+    common::batch_write(&setup.dynamodb, &table, &facts).await?;
     let keys_of: Vec<Item> = facts
         .iter()
         .map(|i| shared::item::key_of(i, &["PK", "SK"]))
@@ -231,8 +130,9 @@ async fn main() -> anyhow::Result<()> {
     let mut rt = Runtime::start(opts).await?;
     rt.drain().await?;
     let bill_before = meter.bill();
-    let records_before = stream_records(&engine, &rt).await?;
-    let writes_before = rt.processors.store.stats().writes.load(Ordering::Relaxed);
+    let mut stream = common::StreamTail::open(&engine, &rt.dynamodb, &table).await?;
+    stream.read()?;
+    let writes_before = rt.processor_writes();
 
     // The results, set as an application sets them (updates), in one
     // transaction.
@@ -259,9 +159,8 @@ async fn main() -> anyhow::Result<()> {
     tx.send().await?;
     rt.drain_within(Duration::from_secs(3600)).await?;
     let elapsed = timed.elapsed();
-    let table_writes = stream_records(&engine, &rt).await? - records_before - 3;
-    let processor_writes =
-        rt.processors.store.stats().writes.load(Ordering::Relaxed) - writes_before;
+    let table_writes = stream.read()?.len() - 3;
+    let processor_writes = rt.processor_writes() - writes_before;
     // Score changes: every prediction that picked at least one winner.
     let changed = (0..count as i64)
         .filter(|i| i % 2 == 0 || i / 2 % 2 == 1 || i / 4 % 2 == 1)

@@ -5,16 +5,15 @@
 //! DynamoDB item writes per suggestion, against a plain PutItem measured in
 //! the same run. `cargo bench -p jobstream --bench suggestions`.
 
-use std::sync::atomic::Ordering;
+mod common;
+
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
 use lambda_runtime::{Context, LambdaEvent};
-use shared::item::s;
 
 #[path = "common/seed_items.rs"]
 mod seed_items;
@@ -25,25 +24,14 @@ const SKILLS: [&str; 6] = ["rust", "aws", "go", "k8s", "sql", "python"];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let jobs: usize = std::env::var("JOBS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let seekers: usize = std::env::var("SEEKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let jobs = common::env_usize("JOBS", 200);
+    let seekers = common::env_usize("SEEKERS", 50);
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
     // The local SQS only hosts the (unused here) queues the runtime creates.
     let sqs = LocalSqs::start()?;
-    let mut opts = RuntimeOptions::new(
-        "jobboard",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = common::options("jobboard", &engine);
     opts.sqs_endpoint = Some(sqs.endpoint());
-    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint()).await?;
-    opts.processor_endpoint = Some(meter.endpoint());
+    let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
     let rt = Runtime::start(opts).await?;
     let consumer = rt.consumer("suggestions");
     let w = Writer::new(rt.dynamodb.clone(), &rt.config.table);
@@ -79,8 +67,7 @@ async fn main() -> anyhow::Result<()> {
     let records: Vec<serde_json::Value> = (0..seekers)
         .map(|k| serde_json::json!({"messageId": format!("m{k}"), "receiptHandle": "h", "body": seeker_changed(&format!("s{k:04}"), "montreal"), "attributes": {}, "messageAttributes": {}}))
         .collect();
-    let event: SqsEvent = serde_json::from_value(serde_json::json!({ "Records": records }))?;
-    let writes = || rt.processors.store.stats().writes.load(Ordering::Relaxed);
+    let event: SqsEvent = common::event(&records)?;
     let bill_before = meter.bill();
 
     let started = Instant::now();
@@ -97,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
         "failures: {:?}",
         resp.batch_item_failures
     );
-    let written = writes();
+    let written = rt.processor_writes();
     let mut suggestions = 0;
     for k in 0..seekers {
         suggestions += rt
@@ -121,17 +108,8 @@ async fn main() -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let rescore = again.elapsed();
 
-    let base_started = Instant::now();
-    for i in 0..500 {
-        rt.dynamodb
-            .put_item()
-            .table_name(&rt.config.table)
-            .item(keys::PK, s(format!("BENCH#{i}")))
-            .item(keys::SK, s("x"))
-            .send()
-            .await?;
-    }
-    let baseline = base_started.elapsed() / 500;
+    let baseline =
+        common::baseline_put(&rt.dynamodb, &rt.config.table, [keys::PK, keys::SK], 500).await?;
     let per_pair = elapsed / pairs as u32;
     println!("{jobs} jobs x {seekers} seekers = {pairs} scored pairs in {elapsed:.2?}; {suggestions} suggestions written");
     println!("baseline: one PutItem into the same table = {baseline:.1?}");

@@ -19,6 +19,11 @@ pub fn ulid(ms: u64, n: u128) -> String {
     ulid::Ulid::from_parts(ms, n).to_string()
 }
 
+/// The `n`th of a series of ULIDs a second apart (from 2026-01-05).
+pub fn nth_ulid(n: u64) -> String {
+    ulid(1_767_600_000_000 + n * 1000, u128::from(n))
+}
+
 /// The HR SaaS of seed 003 (`models/hr.yaml`).
 pub mod hr {
     use super::item;
@@ -241,6 +246,74 @@ pub mod social {
     }
 }
 
+/// Pick'Em (`models/pickem.yaml`): events, their matches (single-member
+/// teams A and B), users and their predictions.
+pub mod pickem {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use shared::item::{n, s, Item};
+
+    fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// An event of `date` (`YYYY-MM-DD`); its id is `<date>-<slug>`.
+    pub fn event(date: &str, slug: &str, name: &str, state: &str) -> Item {
+        item(vec![
+            ("PK", s("EVENT")),
+            ("SK", s(format!("EVENT#{date}#{slug}"))),
+            ("type", s("event")),
+            ("date", s(date.replace('-', "/"))),
+            ("name", s(name)),
+            ("state", s(state)),
+        ])
+    }
+
+    /// Match `id` of event `event` (its id), with its result when set.
+    pub fn a_match(event: &str, id: &str, order: i64, points: i64, result: Option<i64>) -> Item {
+        let team = |m: &str| {
+            AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
+        };
+        let mut m = item(vec![
+            ("PK", s(format!("EVENT#{event}"))),
+            ("SK", s(format!("MATCH#{id}"))),
+            ("type", s("match")),
+            ("id", s(id)),
+            ("name", s(id)),
+            ("order", n(order)),
+            ("points", n(points)),
+            ("preshow", AttributeValue::Bool(false)),
+            ("championships", AttributeValue::L(vec![])),
+            ("teams", AttributeValue::L(vec![team("A"), team("B")])),
+        ]);
+        if let Some(r) = result {
+            m.insert("result".into(), n(r));
+        }
+        m
+    }
+
+    pub fn user(user: &str) -> Item {
+        item(vec![
+            ("PK", s(format!("USER#{user}"))),
+            ("SK", s("USER")),
+            ("type", s("user")),
+            ("name", s("User")),
+        ])
+    }
+
+    /// A user's picks (match id, team) for event `event`.
+    pub fn prediction(user: &str, event: &str, picks: &[(String, i64)]) -> Item {
+        item(vec![
+            ("PK", s(format!("USER#{user}"))),
+            ("SK", s(format!("EVENT#{event}"))),
+            ("type", s("prediction")),
+            (
+                "predictions",
+                AttributeValue::M(picks.iter().map(|(m, t)| (m.clone(), n(*t))).collect()),
+            ),
+        ])
+    }
+}
+
 /// The timeline of `--model social`: the file's join set (`sets:
 /// timeline`) and the bodies of its jobs.
 pub mod timeline {
@@ -337,10 +410,6 @@ pub mod jobboard {
     /// `j#R<level>#<posted>#<zip>#<jobId>`: a suggestion's GSI1SK.
     pub fn suggestion_gsi1sk(level: u8, posted: &str, zip: &str, job_id: &str) -> String {
         format!("j#R{level}#{posted}#{zip}#{job_id}")
-    }
-
-    pub fn match_sk(matched: &str, job_id: &str) -> String {
-        format!("j#{matched}#{job_id}")
     }
 
     /// `days` days before today (UTC), as `YYYY-MM-DD`.

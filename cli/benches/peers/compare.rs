@@ -15,11 +15,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::meter::{Bill, Meter};
+use jobstream::tools::verify::scan_all;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::Item;
 
@@ -80,54 +80,6 @@ fn implementations() -> anyhow::Result<Vec<Peer>> {
         );
     }
     Ok(out)
-}
-
-/// All items of `table`, by key.
-async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<Vec<Item>> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await?;
-        out.extend(page.items.unwrap_or_default());
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
-        }
-    }
-}
-
-async fn put_all(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-    items: &[Item],
-) -> anyhow::Result<()> {
-    for chunk in items.chunks(25) {
-        let mut pending: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                let put = PutRequest::builder().set_item(Some(i.clone())).build()?;
-                Ok(WriteRequest::builder().put_request(put).build())
-            })
-            .collect::<anyhow::Result<_>>()?;
-        while !pending.is_empty() {
-            let out = client
-                .batch_write_item()
-                .request_items(table, pending)
-                .send()
-                .await?;
-            pending = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(table))
-                .unwrap_or_default();
-        }
-    }
-    Ok(())
 }
 
 fn key_of(item: &Item) -> String {
@@ -267,7 +219,7 @@ async fn child() -> anyhow::Result<()> {
         // made before the clock starts (the peers' parsing is outside
         // theirs too).
         let events = [event.clone(), event.clone()];
-        let cpu = crate::process_cpu();
+        let cpu = crate::common::process_cpu();
         let started = Instant::now();
         let mut failures = 0;
         let mut parts = serde_json::Map::new();
@@ -278,20 +230,20 @@ async fn child() -> anyhow::Result<()> {
         .into_iter()
         .zip(events)
         {
-            let before = crate::process_cpu();
+            let before = crate::common::process_cpu();
             let resp =
                 shared::lambda::stream_handler(p, LambdaEvent::new(event, Context::default()))
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             failures += resp.batch_item_failures.len();
-            let used = crate::process_cpu()
-                .zip(before)
-                .map_or(f64::NAN, |(a, b)| a.saturating_sub(b).as_secs_f64());
+            let used = crate::common::process_cpu()
+                .saturating_sub(before)
+                .as_secs_f64();
             parts.insert(p.name().to_string(), used.into());
         }
-        let cpu = crate::process_cpu()
-            .zip(cpu)
-            .map_or(f64::NAN, |(a, b)| a.saturating_sub(b).as_secs_f64());
+        let cpu = crate::common::process_cpu()
+            .saturating_sub(cpu)
+            .as_secs_f64();
         println!(
             "{}",
             serde_json::json!({ "cpu": cpu, "parts": parts, "wall": started.elapsed().as_secs_f64(), "failures": failures })
@@ -309,7 +261,7 @@ pub async fn compare(
     changes: usize,
 ) -> anyhow::Result<()> {
     let impls = implementations()?;
-    let sources = scan(&rt.dynamodb, &rt.config.table).await?;
+    let sources = scan_all(&rt.dynamodb, &rt.config.table).await?;
     let event_file =
         std::env::temp_dir().join(format!("jobstream-bench-{}.json", std::process::id()));
     std::fs::write(
@@ -321,15 +273,11 @@ pub async fn compare(
     for (i, peer) in impls.iter().enumerate() {
         let table = format!("bench_tracker_{i}");
         let ledger = format!("bench_ledger_{i}");
-        let mut opts = RuntimeOptions::new(
-            "tracker",
-            Some(engine.endpoint()),
-            RecordReader::Embedded(engine.database().clone()),
-        );
+        let mut opts = crate::common::options("tracker", engine);
         opts.table = Some(table.clone());
         opts.ledger_table = ledger.clone();
         let copy = Runtime::start(opts).await?;
-        put_all(&copy.dynamodb, &table, &sources).await?;
+        crate::common::batch_write(&copy.dynamodb, &table, &sources).await?;
         let meter = Meter::in_front_of(&engine.endpoint()).await?;
         let env = vec![
             (CHILD_ENV, "tracker".to_string()),
@@ -353,7 +301,7 @@ pub async fn compare(
         let (rounds, _) =
             tokio::task::spawn_blocking(move || run_child(&command, &env, &file, 2, &peer_meter))
                 .await??;
-        let items = scan(&copy.dynamodb, &table).await?;
+        let items = scan_all(&copy.dynamodb, &table).await?;
         results.push((peer.name, rounds, items));
     }
     let _ = std::fs::remove_file(&event_file);
