@@ -40,6 +40,7 @@ mod queries;
 mod queues;
 mod recorded;
 mod redelivery;
+mod scoring_round_trips;
 #[path = "../../cli/benches/common/seed_items.rs"]
 mod seed_items;
 mod social;

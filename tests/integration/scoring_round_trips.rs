@@ -1,0 +1,380 @@
+//! What scoring a Pick'Em event costs in round trips, counted by a bill
+//! meter between the processors and the engine (never timed): the scores
+//! and standings of many predictions come in a few requests per page and
+//! per stream batch, not in requests per changed score; and a counter sync
+//! that races a concurrent commit still ends on the newest totals.
+
+use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
+use jobstream::faults::{Fault, FaultProxy};
+use jobstream::local::engine::LocalEngine;
+use jobstream::local::esm::RecordReader;
+use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::meter::Meter;
+use shared::engine::derive::{total_attr, total_key};
+use shared::item::{n, s, Item, ItemExt};
+
+use crate::league::{self as write, expected_scores};
+use crate::support::{assert_rt_verified, put, TIME_SCALE};
+
+const EV: &str = "2024-03-03-revolution";
+
+fn key(pk: &str, sk: &str) -> Item {
+    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
+}
+
+/// Pick'Em's runtime on `engine`, its processors reaching the engine at
+/// `processor_endpoint` (a meter, a fault proxy), its queues on the test
+/// binary's local SQS.
+async fn runtime(engine: &LocalEngine, processor_endpoint: String) -> Runtime {
+    let mut opts = RuntimeOptions::new(
+        "pickem",
+        Some(engine.endpoint()),
+        RecordReader::Embedded(engine.database().clone()),
+    );
+    opts.time_scale = TIME_SCALE;
+    opts.function_timeout_scale = Some(1.0);
+    opts.processor_endpoint = Some(processor_endpoint);
+    opts.sqs_endpoint = Some(
+        tokio::task::spawn_blocking(crate::support::sqs)
+            .await
+            .expect("local SQS"),
+    );
+    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
+    Runtime::start(opts).await.expect("runtime starts")
+}
+
+async fn put_all(rt: &Runtime, items: Vec<Item>) {
+    for chunk in items.chunks(25) {
+        let mut pending: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|i| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(i.clone()))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        while !pending.is_empty() {
+            let out = rt
+                .dynamodb
+                .batch_write_item()
+                .request_items(&rt.config.table, pending)
+                .send()
+                .await
+                .expect("batch write");
+            pending = out
+                .unprocessed_items
+                .and_then(|mut u| u.remove(&rt.config.table))
+                .unwrap_or_default();
+        }
+    }
+}
+
+/// The event with two matches (10 and 20 points, no results yet) and
+/// `count` predictions, each user's picks (i % 2, i / 2 % 2).
+async fn league(rt: &Runtime, count: usize) {
+    put(
+        rt,
+        write::event("2024-03-03", "revolution", "Revolution", "upcoming"),
+    )
+    .await;
+    for (id, order, points) in [("m1", 1, 10), ("m2", 2, 20)] {
+        put(
+            rt,
+            write::a_match(EV, id, id, order, points, false, &["A", "B"], None),
+        )
+        .await;
+    }
+    let predictions = (0..count)
+        .map(|i| {
+            write::prediction(
+                &format!("u{i:04}"),
+                EV,
+                &[("m1", (i % 2) as i64), ("m2", (i / 2 % 2) as i64)],
+            )
+        })
+        .collect();
+    put_all(rt, predictions).await;
+}
+
+/// Both results in one transaction, as an application sets them.
+async fn set_results(rt: &Runtime, results: &[(&str, i64)]) {
+    let mut tx = rt.dynamodb.transact_write_items();
+    for (id, result) in results {
+        tx = tx.transact_items(
+            TransactWriteItem::builder()
+                .update(
+                    Update::builder()
+                        .table_name(&rt.config.table)
+                        .set_key(Some(key(&write::event_key(EV), &format!("MATCH#{id}"))))
+                        .update_expression("SET #r = :r")
+                        .expression_attribute_names("#r", "result")
+                        .expression_attribute_values(":r", n(*result))
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        );
+    }
+    tx.send().await.expect("results set");
+}
+
+async fn scan(rt: &Runtime) -> Vec<Item> {
+    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
+        .await
+        .expect("scan")
+}
+
+/// Every prediction carries the score the results imply, and each user's
+/// standings the sums of that one prediction.
+fn assert_scored(items: &[Item], count: usize) {
+    let scores = expected_scores(items);
+    assert_eq!(scores.len(), count);
+    let num = |i: &Item, a: &str| i.opt_i64(a).ok().flatten().unwrap_or(-1);
+    for (p, sc) in scores {
+        let pk = p.s("PK").unwrap();
+        assert_eq!(
+            (num(&p, "points"), num(&p, "mcorrect")),
+            (sc.points, sc.mcorrect),
+            "{pk}"
+        );
+        let st = items
+            .iter()
+            .find(|i| i.s("PK").ok() == Some(pk) && i.s("SK").ok() == Some("STANDINGS#2024"))
+            .unwrap_or_else(|| panic!("standings of {pk}"));
+        assert_eq!(
+            (num(st, "points"), num(st, "mcorrect"), num(st, "eplayed")),
+            (sc.points, sc.mcorrect, 1),
+            "standings of {pk}"
+        );
+    }
+}
+
+/// Results that change the scores of 112 of 150 predictions: the scoring job
+/// reads the scope's version once and the predictions by BatchGetItem, and
+/// every write (the scores, the derive's ledger commit, the standings)
+/// goes in transactions of many items. Before, each standings item was
+/// synced alone: two GetItem and one TransactWriteItems per changed score
+/// in the prediction's batch, and two GetItem more when its own record
+/// came back. Exact scores and standings, `verify` clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
+    let count = 150;
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let meter = Meter::in_front_of(&engine.endpoint())
+        .await
+        .expect("meter starts");
+    let mut rt = runtime(&engine, meter.endpoint()).await;
+    league(&rt, count).await;
+    rt.drain().await.unwrap();
+    let before = meter.bill();
+
+    set_results(&rt, &[("m1", 0), ("m2", 1)]).await;
+    rt.drain().await.unwrap();
+    let bill = meter.bill().since(&before);
+    println!("{}", bill.per_change(112));
+
+    let items = scan(&rt).await;
+    assert_scored(&items, count);
+    assert_rt_verified(&rt).await;
+    // Users with pick 0 on m1 or pick 1 on m2.
+    let changed = (0..count).filter(|i| i % 2 == 0 || i / 2 % 2 == 1).count();
+    assert_eq!(changed, 112);
+    let requests = |op: &str| bill.ops.get(op).map_or(0, |o| o.requests);
+    // One GetItem per scoring job (the scope's version): one job per
+    // result record, each scope one page.
+    assert!(
+        requests("GetItem") <= 2,
+        "GetItem per changed score: {}",
+        bill.per_change(changed)
+    );
+    // Scores: 2 transactions (112 updates and their guards); the derive's
+    // ledger commits and the standings: a few per stream batch.
+    assert!(
+        requests("TransactWriteItems") <= changed as u64 / 8,
+        "TransactWriteItems per changed score: {}",
+        bill.per_change(changed)
+    );
+    assert!(
+        requests("BatchGetItem") <= changed as u64 / 4,
+        "BatchGetItem per changed score: {}",
+        bill.per_change(changed)
+    );
+    engine.stop().await;
+}
+
+/// Standings synced together while a source's commit moves one of their
+/// totals between the read and the write: the transaction's guard on those
+/// totals fails, the others are written as read, and that one is read again
+/// and ends on the newest totals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    // The processors -> a fault proxy -> a bill meter -> the engine.
+    let meter = Meter::in_front_of(&engine.endpoint())
+        .await
+        .expect("meter starts");
+    let behind = meter
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("socket address");
+    let proxy = FaultProxy::start(behind).await.expect("proxy starts");
+    let mut rt = runtime(&engine, proxy.endpoint()).await;
+    league(&rt, 6).await;
+    rt.drain().await.unwrap();
+    let deriver = rt.processors.derive.deriver().clone();
+    let users: Vec<String> = (0..6).map(|i| format!("u{i:04}")).collect();
+    let counters: Vec<shared::engine::rules::Counter> = users
+        .iter()
+        .map(|u| {
+            deriver
+                .rules
+                .counter(&key(&write::user_pk(u), "STANDINGS#2024"))
+                .expect("standings are a counter")
+        })
+        .collect();
+    // What a source's commit does to its counter's totals.
+    let commit = |user: &str, points: i64| {
+        let logical = key(&write::user_pk(user), "STANDINGS#2024");
+        rt.dynamodb
+            .update_item()
+            .table_name(&rt.config.ledger_table)
+            .set_key(Some(total_key("derive", &logical)))
+            .update_expression("ADD ver :one, #p :p")
+            .expression_attribute_names("#p", total_attr("points"))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":p", n(points))
+            .send()
+    };
+    // Every user's totals moved (their counter items now lag).
+    for (i, u) in users.iter().enumerate() {
+        commit(u, 10 * (i as i64 + 1)).await.expect("commit");
+    }
+    let before = meter.bill();
+    // The sync's first transaction is held; meanwhile u0002's totals move.
+    proxy.inject(Fault::slow(
+        "TransactWriteItems",
+        1,
+        std::time::Duration::from_millis(500),
+    ));
+    let sync = tokio::spawn({
+        let deriver = deriver.clone();
+        let counters = counters.clone();
+        async move { shared::engine::counts::sync(&deriver, counters).await }
+    });
+    while proxy.injected() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    commit("u0002", 1000).await.expect("commit");
+    let (writes, notes) = sync.await.unwrap().expect("synced");
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(writes, 6, "each standings item written once");
+    // One transaction of the six, cancelled by u0002's guard; the five
+    // others sent again as they were; u0002 read again and written alone.
+    let tx = meter.bill().since(&before).ops["TransactWriteItems"].clone();
+    assert_eq!((tx.requests, tx.cancelled), (3, 1), "{tx:?}");
+    for (i, u) in users.iter().enumerate() {
+        let st = rt
+            .dynamodb
+            .get_item()
+            .table_name(&rt.config.table)
+            .set_key(Some(key(&write::user_pk(u), "STANDINGS#2024")))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("standings");
+        let extra = if u == "u0002" { 1000 } else { 0 };
+        assert_eq!(
+            st.opt_i64("points").ok().flatten(),
+            Some(10 * (i as i64 + 1) + extra),
+            "{u}"
+        );
+    }
+    engine.stop().await;
+}
+
+/// A transaction of synced counters DynamoDB rejects (a validation error no
+/// retry can fix) is split, each counter alone: the one whose write is
+/// rejected again is noted as bad input and left as it is, every other is
+/// written; nothing fails the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_written() {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let upstream = engine
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("socket address");
+    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
+    let mut rt = runtime(&engine, proxy.endpoint()).await;
+    league(&rt, 4).await;
+    rt.drain().await.unwrap();
+    let deriver = rt.processors.derive.deriver().clone();
+    let users: Vec<String> = (0..4).map(|i| format!("u{i:04}")).collect();
+    let standings = |u: &str| key(&write::user_pk(u), "STANDINGS#2024");
+    let counters: Vec<shared::engine::rules::Counter> = users
+        .iter()
+        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
+        .collect();
+    for u in &users {
+        rt.dynamodb
+            .update_item()
+            .table_name(&rt.config.ledger_table)
+            .set_key(Some(total_key("derive", &standings(u))))
+            .update_expression("ADD ver :one, #p :p")
+            .expression_attribute_names("#p", total_attr("points"))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":p", n(7))
+            .send()
+            .await
+            .expect("commit");
+    }
+    // The transaction of the four, then the first one sent alone.
+    proxy.inject(Fault {
+        status: 400,
+        error_type: "ValidationException".into(),
+        ..Fault::throttle("TransactWriteItems", 2)
+    });
+    let (writes, notes) = shared::engine::counts::sync(&deriver, counters)
+        .await
+        .expect("no failure");
+    assert_eq!(proxy.injected(), 2);
+    assert_eq!(writes, 3);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let (rejected, note) = &notes[0];
+    assert_eq!(note.metric, shared::metrics::names::BAD_INPUT);
+    assert!(
+        note.reason.contains("ValidationException"),
+        "{}",
+        note.reason
+    );
+    for u in &users {
+        let st = rt
+            .dynamodb
+            .get_item()
+            .table_name(&rt.config.table)
+            .set_key(Some(standings(u)))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("standings");
+        let want = if &standings(u) == rejected { 0 } else { 7 };
+        assert_eq!(st.opt_i64("points").ok().flatten(), Some(want), "{u}");
+    }
+    engine.stop().await;
+}
