@@ -27,6 +27,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 S=acc-$M
 BF=$S-bf
 fail=0
+gone() { # pids: until every one has exited (they may not be this shell's children)
+  for p in "$@"; do while kill -0 "$p" 2>/dev/null; do sleep 0.5; done; done
+}
 note() { echo "== $M: $*"; }
 bad() { echo "!! $M: $*"; fail=1; }
 
@@ -41,7 +44,7 @@ EOF
 PORT_A=$((9300 + RANDOM % 300)); PORT_B=$((PORT_A + 300))
 start() { # owner port [flags]
   local o=$1 p=$2; shift 2
-  jobstream run --model "$M" --stack "$S" --endpoint "$E" --sqs-endpoint "$E" \
+  jobstream run --model "$M" --stack "${STACK:-$S}" --endpoint "$E" --sqs-endpoint "$E" \
     --lease-owner "$o" --metrics-listen "127.0.0.1:$p" --on-failure-file "$W/failures-$o.jsonl" "$@" \
     >> "$W/run-$o.log" 2>&1 &
   echo $!
@@ -54,7 +57,7 @@ now=$(date +%s)
   sleep 6; kill -KILL "$A"; echo "SIGKILL a at $(date +%T)" >> "$W/events"
   sleep 2; echo "$(start a $PORT_A)" > "$W/a.pid"
   sleep 6; kill -TERM "$B"; echo "SIGTERM b at $(date +%T)" >> "$W/events"
-  wait "$B" 2>/dev/null; sleep 1; echo "$(start b $PORT_B)" > "$W/b.pid"
+  gone "$B"; echo "$(start b $PORT_B)" > "$W/b.pid"
 ) &
 chaos=$!
 note "play (SIGKILL a, SIGTERM b meanwhile)"
@@ -80,22 +83,23 @@ EOF
 }
 table=$(python3 -c "import yaml;print(yaml.safe_load(open('$HERE/../models/$M.yaml'))['table']['name'])")
 snapshot "$table" > "$W/before-replay.json"
-kill -TERM "$A" "$B"; wait "$A" "$B" 2>/dev/null
+kill -TERM "$A" "$B"; gone "$A" "$B"
 note "--from-start replay"
 R=$(start r $PORT_A --from-start)
 sleep 5
 python3 "$HERE/endpoint-play.py" --endpoint "$E" --model "$M" --now "$now" $queues --metrics "127.0.0.1:$PORT_A" --check-only > "$W/replay.out" 2>&1 || bad "after --from-start: $(tail -1 "$W/replay.out")"
 snapshot "$table" > "$W/after-replay.json"
 cmp -s "$W/before-replay.json" "$W/after-replay.json" && note "replay changed nothing" || bad "the --from-start replay changed the table ($(diff "$W/before-replay.json" "$W/after-replay.json" | grep -c '^[<>]') line(s))"
-kill -TERM "$R"; wait "$R" 2>/dev/null
+kill -TERM "$R"; gone "$R"
 
 note "backfill into $BF (loaded without processors)"
 python3 "$HERE/endpoint-tables.py" --endpoint "$E" --model "$M" --stack "$BF" --table "$BF" > /dev/null 2>> "$W/tables.err"
 python3 "$HERE/endpoint-play.py" --endpoint "$E" --model "$M" --table "$BF" --now "$now" --writes-only > /dev/null 2>> "$W/play.err"
+# The processors deployed on the loaded table (LATEST: the load is not
+# theirs), then the backfill while they run, as README's adoption says.
+F=$(STACK=$BF start f $PORT_B --table "$BF" --starting-position latest)
+until curl -sf "127.0.0.1:$PORT_B/readyz" > /dev/null; do sleep 0.5; done
 jobstream backfill --model "$M" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$E" > "$W/backfill.out" 2>&1 || bad "backfill: $(tail -2 "$W/backfill.out")"
-# The queues' jobs (and the stream of the backfill's own writes) need a consumer.
-F=$(start f $PORT_B --table "$BF" --starting-position latest)
-sleep 5
 bfq=$(echo "$queues" | sed "s/$S-/$BF-/g")
 # A history (a fold over the stream) cannot be rebuilt from the items: an
 # adopted item's history starts with one entry (README: adopting).
@@ -107,6 +111,6 @@ else
 fi
 jobstream verify --model "$M" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$E" > "$W/backfill-verify.out" 2>&1 || bad "verify after backfill: $(grep -m3 drift "$W/backfill-verify.out")"
 note "verify after backfill: $(tail -1 "$W/backfill-verify.out")"
-kill -TERM "$F"; wait "$F" 2>/dev/null
+kill -TERM "$F"; gone "$F"
 [ "$fail" = 0 ] && note "ALL PASSED (logs: $W)" || note "FAILED (logs: $W)"
 exit $fail

@@ -18,7 +18,7 @@ Measured with moto 5.2.1 (`--as-is` serves moto unchanged):
    deep-copies a table while other requests change it: `RuntimeError:
    dictionary changed size during iteration`, answered as a 500; a restore
    also drops what concurrent requests wrote meanwhile. Fixed here by
-   serving one request at a time.
+   serving one DynamoDB request at a time.
 
 scripts/moto-repro.py reproduces both against an unchanged moto_server.
 """
@@ -50,9 +50,13 @@ def keep_live_shards(backend_cls):
 
 
 def one_at_a_time(app):
+    """DynamoDB and DynamoDB Streams requests one at a time (SQS's long
+    polls must not hold them up)."""
     lock = threading.Lock()
 
     def serve(environ, start_response):
+        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB"):
+            return app(environ, start_response)
         with lock:
             return list(app(environ, start_response))
 
