@@ -61,7 +61,7 @@ now=$(date +%s)
 ) &
 chaos=$!
 note "play (SIGKILL a, SIGTERM b meanwhile)"
-python3 "$HERE/endpoint-play.py" --endpoint "$E" --model "$M" --now "$now" $queues $metrics > "$W/play.out" 2> "$W/play.err" || bad "scenario: $(note "scenario: $(tail -1 "$W/play.out"); $(cat "$W/events" | tr '\n' ' ')")"
+python3 "$HERE/endpoint-play.py" --endpoint "$E" --model "$M" --now "$now" $queues $metrics > "$W/play.out" 2> "$W/play.err" || bad "scenario: $(tail -1 "$W/play.out") $(tail -1 "$W/play.err")"
 wait $chaos
 A=$(cat "$W/a.pid"); B=$(cat "$W/b.pid")
 note "scenario: $(tail -1 "$W/play.out"); $(cat "$W/events" | tr '\n' ' ')"
