@@ -687,7 +687,7 @@ impl Runtime {
         // Lambda's, up to each queue's maximum concurrency), so a slow queue
         // never delays a stream consumer; at the stop they finish the
         // invocations in flight.
-        let pollers = self.start_queue_pollers(Polling::Long(LONG_POLL_SECS));
+        let pollers = self.start_queue_pollers(Polling::Long(long_poll_secs(self.shutdown_grace)));
         let stopped_at = std::sync::OnceLock::new();
         let stop = async {
             stop.await;
@@ -879,6 +879,15 @@ fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
 /// ReceiveMessage's wait of the pollers of `dev` and `run` (Lambda's).
 const LONG_POLL_SECS: i32 = 20;
 
+/// The pollers' wait: Lambda's, but ending within the shutdown grace, so
+/// that a poll in flight at a stop returns (and its poller gives back what
+/// it brought) before the pollers still busy are abandoned.
+fn long_poll_secs(grace: Duration) -> i32 {
+    i32::try_from(grace.as_secs().saturating_sub(1))
+        .unwrap_or(LONG_POLL_SECS)
+        .clamp(1, LONG_POLL_SECS)
+}
+
 /// The queue pollers of a drain or a run.
 struct QueuePollers {
     stop: tokio::sync::watch::Sender<bool>,
@@ -986,6 +995,13 @@ mod tests {
         assert_eq!(cfg.max_record_age, Some(Duration::from_secs(86_400)));
         assert_eq!(cfg.batching_window, Duration::ZERO);
         assert_eq!(cfg.time_scale, 0.5, "durations are scaled, never replaced");
+    }
+
+    #[test]
+    fn a_long_poll_ends_within_the_shutdown_grace() {
+        assert_eq!(long_poll_secs(Duration::from_secs(10)), 9);
+        assert_eq!(long_poll_secs(Duration::from_secs(60)), LONG_POLL_SECS);
+        assert_eq!(long_poll_secs(Duration::from_millis(500)), 1);
     }
 
     #[test]

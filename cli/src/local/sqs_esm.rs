@@ -154,14 +154,17 @@ pub struct QueueStats {
     pub failed_invocations: AtomicU64,
     /// Messages whose invocation is running now.
     pub in_flight: AtomicU64,
+    /// ReceiveMessage requests sent.
+    pub receives: AtomicU64,
 }
 
 /// How a poller waits for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Polling {
     /// Lambda's way: ReceiveMessage long-polls this many seconds (a stop
-    /// abandons the wait; a message handed to it returns after the
-    /// visibility timeout).
+    /// lets the wait end, then makes what it brought visible again at
+    /// once: SQS would keep a message handed to an abandoned poll
+    /// invisible for the visibility timeout).
     Long(i32),
     /// Short polls with a growing pause (up to 100 ms) while the queue is
     /// empty: `drain` uses it, so that a stopped poller never holds a
@@ -255,6 +258,7 @@ impl QueueMapping {
     }
 
     async fn receive(&self, wait_secs: i32) -> anyhow::Result<Vec<Message>> {
+        self.stats.receives.fetch_add(1, Ordering::Relaxed);
         let out = self
             .client
             .receive_message()
@@ -522,10 +526,23 @@ impl QueueMapping {
             }
             let received = match polling {
                 Polling::Short => self.receive(0).await,
-                Polling::Long(secs) => tokio::select! {
-                    _ = stop.changed() => return,
-                    r = self.receive(secs) => r,
-                },
+                Polling::Long(secs) => {
+                    let poll = self.receive(secs);
+                    tokio::pin!(poll);
+                    tokio::select! {
+                        r = &mut poll => r,
+                        _ = stop.changed() => {
+                            // SQS hands a message to a long poll whose
+                            // client went away: invisible for the
+                            // visibility timeout, a receive counted. Let
+                            // the poll end and give back what it brought.
+                            if let Ok(messages) = poll.await {
+                                self.give_back(&messages).await;
+                            }
+                            return;
+                        }
+                    }
+                }
             };
             match received {
                 Ok(messages) if messages.is_empty() => {
@@ -544,6 +561,54 @@ impl QueueMapping {
                     tracing::warn!(queue = %self.name, error = %e, "queue poll failed");
                     idle = IDLE_AFTER_ERROR;
                 }
+            }
+        }
+    }
+
+    /// Makes `messages` visible again at once (a stopped poller's): the
+    /// next consumer receives them without waiting out the visibility
+    /// timeout. A failure is logged: they return after it.
+    async fn give_back(&self, messages: &[Message]) {
+        if messages.is_empty() {
+            return;
+        }
+        let entries: Result<Vec<_>, _> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .visibility_timeout(0)
+                    .build()
+            })
+            .collect();
+        let sent = match entries {
+            Ok(entries) => self
+                .client
+                .change_message_visibility_batch()
+                .queue_url(&self.queue.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map(|out| out.failed().len())
+                .map_err(|e| {
+                    format!(
+                        "{}",
+                        aws_smithy_types::error::display::DisplayErrorContext(&e)
+                    )
+                }),
+            Err(e) => Err(e.to_string()),
+        };
+        match sent {
+            Ok(0) => {
+                tracing::info!(mapping = %self.name, messages = messages.len(), "stopping: messages received after the stop given back")
+            }
+            Ok(failed) => {
+                tracing::warn!(mapping = %self.name, failed, "stopping: some messages could not be given back; they return after the visibility timeout")
+            }
+            Err(e) => {
+                tracing::warn!(mapping = %self.name, error = %e, "stopping: messages could not be given back; they return after the visibility timeout")
             }
         }
     }
@@ -598,6 +663,70 @@ mod tests {
         assert_eq!(
             give_up.iter().map(|f| f.id()).collect::<Vec<_>>(),
             ["1", "x", "7"]
+        );
+    }
+
+    /// SQS hands a message to a long poll whose client went away (it stays
+    /// invisible for the visibility timeout, a receive counted towards the
+    /// DLQ): a poller stopped mid-poll (SIGTERM, a handover) lets its poll
+    /// end and gives back what it brought, so the successor gets the job
+    /// at once. Against the local SQS, which behaves so (as moto does).
+    #[tokio::test]
+    async fn a_poller_stopped_mid_poll_gives_back_what_the_poll_brings() {
+        let sqs = crate::local::sqs_server::LocalSqs::start().expect("local SQS");
+        let client = aws_sdk_sqs::Client::new(
+            &crate::local::engine::sdk_config(Some(&sqs.endpoint()), 3).await,
+        );
+        let def = QueueDef {
+            logical: "jobs",
+            name: "handover-jobs",
+            dlq_name: "handover-jobs-dlq",
+            consumer: "jobs",
+            consumer_timeout_secs: 30,
+            visibility_timeout_secs: 180,
+            max_receive_count: 5,
+            retention_secs: 3600,
+            dlq_retention_secs: 7200,
+            batch_size: 10,
+            max_concurrency: 1,
+        };
+        let queue = create_queue(&client, &def, "t-", Duration::from_secs(180))
+            .await
+            .expect("queue");
+        let invoked = Arc::new(AtomicU64::new(0));
+        let seen = invoked.clone();
+        let handler: SqsHandler = Arc::new(move |_| {
+            seen.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async { Ok(SqsBatchResponse::default()) })
+        });
+        let m = QueueMapping::new("jobs", client.clone(), queue.clone(), 10, handler);
+        let (stop, stopped) = watch::channel(false);
+        let pollers = m.spawn_pollers(Polling::Long(3), &stopped);
+        // The poll is waiting (the queue is empty) when the stop comes; a
+        // job arrives right after it.
+        while m.stats().receives.load(Ordering::Relaxed) == 0 {
+            tokio::task::yield_now().await;
+        }
+        stop.send(true).expect("pollers listen");
+        client
+            .send_message()
+            .queue_url(&queue.url)
+            .message_body("job")
+            .send()
+            .await
+            .expect("sent");
+        for p in pollers {
+            p.await.expect("poller ends");
+        }
+        assert_eq!(
+            invoked.load(Ordering::Relaxed),
+            0,
+            "no invocation after the stop"
+        );
+        assert_eq!(
+            depth(&client, &queue.url).await.expect("depth"),
+            (1, 0),
+            "the job is visible to a successor at once, not held by the stopped poll"
         );
     }
 }
