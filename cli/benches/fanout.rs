@@ -203,6 +203,11 @@ async fn main() -> anyhow::Result<()> {
         "follows: {followers} of one user by {FLOOR_WRITERS} writers ({written:.2?} to write), processed (mirrors, counts, follow jobs) in {follows_time:.2?}: {:.0} follows/s (goal 500)",
         followers as f64 / follows_time.as_secs_f64()
     );
+    let follows_admitted = engine.admitted();
+    println!(
+        "  requests the engine served per follow, by caller (the fair front's turns): {}",
+        per_caller(&follows_admitted, &Default::default(), followers)
+    );
     let follows_bill = meter.bill();
     println!(
         "  bill of the processors per follow: {}",
@@ -257,6 +262,28 @@ async fn main() -> anyhow::Result<()> {
         "  bill of the processors for the post, per timeline entry (metered): {}",
         meter.bill().since(&follows_bill).per_change(followers)
     );
+    println!(
+        "  requests the engine served per timeline entry, by caller: {}",
+        per_caller(&engine.admitted(), &follows_admitted, followers)
+    );
     engine.stop().await;
     Ok(())
+}
+
+/// Requests admitted per caller since `before`, per change, largest first.
+fn per_caller(
+    now: &std::collections::HashMap<String, u64>,
+    before: &std::collections::HashMap<String, u64>,
+    changes: usize,
+) -> String {
+    let mut v: Vec<(String, u64)> = now
+        .iter()
+        .map(|(k, n)| (k.clone(), n - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
+    v.iter()
+        .map(|(k, n)| format!("{k} {:.2}", *n as f64 / changes.max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

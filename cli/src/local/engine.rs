@@ -271,6 +271,37 @@ pub async fn runtime_sdk_config(
     }
 }
 
+/// The access key id processor `name` (`derive`, `history`, a queue's
+/// consumer) signs its own calls with against a loopback endpoint:
+/// `jobstream-processors-<name>`. In AWS every function has a role of its
+/// own, and one function's calls never wait behind another's; at the
+/// embedded engine's fair front each processor is so a caller of its own,
+/// so the derive's one request at a time takes turns with the queue
+/// consumers' (five invocations at once) instead of queueing behind them.
+pub fn processor_access_key(name: &str) -> String {
+    format!("{PROCESSORS_ACCESS_KEY}-{name}")
+}
+
+/// The credentials processor `name` signs with against `endpoint`
+/// ([`processor_access_key`]) when it is a loopback one; elsewhere `None`
+/// (the SDK's own chain, as [`sdk_config`]).
+pub fn processor_credentials(
+    endpoint: Option<&str>,
+    name: &str,
+) -> Option<aws_sdk_dynamodb::config::SharedCredentialsProvider> {
+    endpoint.filter(|url| is_loopback(url)).map(|_| {
+        aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+            aws_sdk_dynamodb::config::Credentials::new(
+                processor_access_key(name),
+                "local",
+                None,
+                None,
+                "jobstream-local",
+            ),
+        )
+    })
+}
+
 /// The region an endpoint gets when none is configured: `us-east-1` for a
 /// loopback endpoint (the embedded engine signs nothing it checks), none
 /// for anything else (requests signed for a guessed region fail, or reach

@@ -25,7 +25,9 @@ use shared::models::{self, BoxError, EventFilter, Harness, Model, StreamProcesso
 use shared::store::{Backoff, Store};
 
 use crate::local::deployed::{require_queue, require_tables};
-use crate::local::engine::{ensure_table, require_region, runtime_sdk_config, sdk_config};
+use crate::local::engine::{
+    ensure_table, processor_credentials, require_region, runtime_sdk_config, sdk_config,
+};
 use crate::local::esm::{
     stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
@@ -329,10 +331,28 @@ impl Runtime {
             .iter()
             .map(|(logical, url)| (url.clone(), logical.clone()))
             .collect();
+        // Each processor signs as a caller of its own at the embedded
+        // engine's fair front (as each function has its own role in AWS).
+        let proc_endpoint = opts
+            .processor_endpoint
+            .as_deref()
+            .or(opts.endpoint.as_deref());
+        let proc_config = |name: &str| {
+            let b = aws_sdk_dynamodb::config::Builder::from(&proc_sdk);
+            match processor_credentials(proc_endpoint, name) {
+                Some(c) => b.credentials_provider(c),
+                None => b,
+            }
+        };
         let clients = |name: &str| -> (Store, Option<aws_sdk_sqs::Client>) {
             let grant = model.grant(name).filter(|_| opts.enforce_grants);
             let Some(mut grant) = grant else {
-                return (store.clone(), sqs.clone());
+                return (
+                    store.with_client(aws_sdk_dynamodb::Client::from_conf(
+                        proc_config(name).build(),
+                    )),
+                    sqs.clone(),
+                );
             };
             for (processor, action) in &opts.revoke {
                 if processor == name {
@@ -358,9 +378,7 @@ impl Runtime {
                 on_failure: None,
                 record: opts.revoke.is_empty(),
             });
-            let ddb = aws_sdk_dynamodb::config::Builder::from(&proc_sdk)
-                .http_client(http.clone())
-                .build();
+            let ddb = proc_config(name).http_client(http.clone()).build();
             let sqs = sqs_sdk.as_ref().map(|c| {
                 aws_sdk_sqs::Client::from_conf(
                     aws_sdk_sqs::config::Builder::from(c)
@@ -995,6 +1013,63 @@ mod tests {
         assert_eq!(cfg.max_record_age, Some(Duration::from_secs(86_400)));
         assert_eq!(cfg.batching_window, Duration::ZERO);
         assert_eq!(cfg.time_scale, 0.5, "durations are scaled, never replaced");
+    }
+
+    /// Each processor reaches the embedded engine's fair front as a caller
+    /// of its own (its own access key, as each function has its own role
+    /// in AWS), so one processor's requests never queue behind another's.
+    #[tokio::test]
+    async fn each_processor_signs_as_a_caller_of_its_own_at_the_engines_front() {
+        use crate::local::engine::{processor_access_key, LocalEngine};
+        use crate::local::front::PROCESSORS_ACCESS_KEY;
+        let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
+        let opts = RuntimeOptions::new(
+            models::DEFAULT_MODEL,
+            Some(engine.endpoint()),
+            RecordReader::Embedded(engine.database().clone()),
+        );
+        let mut rt = Runtime::start(opts).await.unwrap();
+        let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.to_string());
+        rt.dynamodb
+            .put_item()
+            .table_name(&rt.config.table)
+            .item("PK", s("APP#k1"))
+            .item("SK", s("APP#k1"))
+            .item("id", s("k1"))
+            .item("companyName", s("Key Co"))
+            .item("positionTitle", s("Engineer"))
+            .item("status", s("applied"))
+            .item(
+                "isArchived",
+                aws_sdk_dynamodb::types::AttributeValue::Bool(false),
+            )
+            .item("dateApplied", s("2026-11-01"))
+            .item("createdAt", s("2026-11-01T09:00:00.000Z"))
+            .item("updatedAt", s("2026-11-01T09:00:00.000Z"))
+            .send()
+            .await
+            .unwrap();
+        rt.drain().await.unwrap();
+        let admitted = engine.admitted();
+        let names: Vec<String> = rt
+            .model
+            .stream_defs()
+            .iter()
+            .map(|d| d.name.to_string())
+            .collect();
+        assert!(names.len() >= 2, "{names:?}");
+        for name in &names {
+            assert!(
+                admitted
+                    .get(&processor_access_key(name))
+                    .is_some_and(|n| *n > 0),
+                "{name} made no call under its own key: {admitted:?}"
+            );
+        }
+        // The runtime's own calls (provisioning, its writers' client) keep
+        // the runtime's key.
+        assert!(admitted.contains_key(PROCESSORS_ACCESS_KEY), "{admitted:?}");
+        engine.stop().await;
     }
 
     #[test]
