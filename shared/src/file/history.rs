@@ -245,6 +245,15 @@ impl FileHistory {
         }
     }
 
+    /// Whether `old` and `new` show the same in a snapshot of `shape`
+    /// (absent and `NULL` alike).
+    fn same_part(&self, shape: &Shape, old: &Item, new: &Item) -> bool {
+        let (po, pn) = (self.part(shape, old), self.part(shape, new));
+        po.keys()
+            .chain(pn.keys())
+            .all(|a| normalized(po.get(a)) == normalized(pn.get(a)))
+    }
+
     /// The member a part name (a member's sort key) belongs to.
     fn member_of_part(&self, part: &str) -> Option<&'static Member> {
         let m = self.0;
@@ -566,6 +575,9 @@ impl FoldRules for FileHistory {
                     .parts
                     .insert(h.root_part.to_string(), self.part(&h.root, new));
                 match (kind, &change.old) {
+                    // Nothing a snapshot shows changed (e.g. the mirror this
+                    // processor wrote): no entry, whatever the rules say.
+                    (ChangeKind::Modify, Some(old)) if self.same_part(&h.root, old, new) => None,
                     (ChangeKind::Modify, Some(old)) => self.root_updated(old, new)?,
                     _ => Some(match &h.created {
                         Some(v) => self.describe(v, h.root.entity, None, Some(new), None, new)?,

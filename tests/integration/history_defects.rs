@@ -1,0 +1,151 @@
+//! History defects a user found from the README alone (a `history:` block in
+//! a model file): a backlog deleting and re-creating a root across batches,
+//! a catch-all `updated:` rule, a member written while its root is deleted,
+//! and a change no `updated:` rule matches.
+
+use std::path::PathBuf;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::item::{n, s, Item, ItemExt};
+
+use crate::support::{model_env, put, ModelEnv};
+
+const TASK: &str = r#"jobstream: 1
+table: { name: hist, pk: PK, sk: SK }
+entities:
+  task:
+    key: { PK: "T#${taskId}", SK: "TASK" }
+    attributes: { taskId: string, points: int }
+  comment:
+    key: { PK: "T#${taskId}", SK: "C#${cid}" }
+    attributes: { taskId: string, cid: string }
+  entry:
+    owner: processor
+    key: { PK: "T#${taskId}", SK: "HIST#${sequence}" }
+history:
+  root: { entity: task ROOT_EXTRA }
+  members: { comment: { list: comments } }
+  entries: { entity: entry }
+"#;
+
+fn model(root_extra: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "jobstream-histdefects-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&path, TASK.replace("ROOT_EXTRA", root_extra)).expect("writes");
+    path
+}
+
+async fn env(root_extra: &str) -> ModelEnv {
+    let file = model(root_extra);
+    model_env("hist", |o| o.model_file = Some(file)).await
+}
+
+fn task(id: &str, v: i64) -> Item {
+    [
+        ("PK", s(format!("T#{id}"))),
+        ("SK", s("TASK")),
+        ("type", s("task")),
+        ("taskId", s(id)),
+        ("points", n(v)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn comment(id: &str, cid: &str) -> Item {
+    [
+        ("PK", s(format!("T#{id}"))),
+        ("SK", s(format!("C#{cid}"))),
+        ("type", s("comment")),
+        ("taskId", s(id)),
+        ("cid", s(cid)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+async fn delete(env: &ModelEnv, pk: &str, sk: &str) {
+    env.rt
+        .dynamodb
+        .delete_item()
+        .table_name(&env.rt.config.table)
+        .key("PK", s(pk))
+        .key("SK", s(sk))
+        .send()
+        .await
+        .expect("delete");
+}
+
+/// The items of a partition, by sort key.
+async fn partition(env: &ModelEnv, pk: &str) -> Vec<Item> {
+    env.rt
+        .dynamodb
+        .query()
+        .table_name(&env.rt.config.table)
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", s(pk))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query")
+        .items
+        .unwrap_or_default()
+}
+
+/// (sequence, description) of a partition's entries, and the root's mirror.
+async fn history(env: &ModelEnv, pk: &str) -> (Vec<(i64, String)>, Option<i64>) {
+    let items = partition(env, pk).await;
+    let entries = items
+        .iter()
+        .filter(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
+        .map(|i| {
+            (
+                i.opt_i64("sequence").ok().flatten().unwrap_or(-1),
+                i.s("description").unwrap_or("?").to_string(),
+            )
+        })
+        .collect();
+    let mirror = items
+        .iter()
+        .find(|i| i.s("SK") == Ok("TASK"))
+        .and_then(|i| i.opt_i64("historySequence").ok().flatten());
+    (entries, mirror)
+}
+
+async fn drain(env: &mut ModelEnv) {
+    env.rt.drain().await.expect("drains");
+}
+
+async fn assert_clean(env: &ModelEnv) {
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+}
+
+/// U01: a catch-all `updated:` rule took the processor's own write of the
+/// mirror for a change: "Updated " entries without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_all_updated_rule_writes_no_entry_for_the_mirror() {
+    let mut env = env(r#", updated: [{ say: "Updated ${changes}" }]"#).await;
+    put(&env.rt, task("a", 1)).await;
+    for _ in 0..4 {
+        drain(&mut env).await;
+    }
+    put(&env.rt, task("a", 2)).await;
+    for _ in 0..4 {
+        drain(&mut env).await;
+    }
+    let (entries, mirror) = history(&env, "T#a").await;
+    assert_eq!(
+        entries,
+        [
+            (1, "Created task".to_string()),
+            (2, "Updated points".to_string())
+        ]
+    );
+    assert_eq!(mirror, Some(2));
+    assert_clean(&env).await;
+}
