@@ -125,6 +125,71 @@ async fn assert_clean(env: &ModelEnv) {
     assert!(report.is_clean(), "drift: {:#?}", report.problems);
 }
 
+/// U02: with the processors behind, 5 changes of task z, 95 of other tasks,
+/// then z deleted and re-created: z's delete and re-creation come in a later
+/// batch (of 100) than its first changes. The first batch's mirror (5) was
+/// written onto the re-created item, and the re-created history's mirror
+/// (1) never replaced it: verify reported entries 2..5 missing and
+/// `--repair` restored entries no change ever produced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_deleted_and_recreated_in_a_later_batch_starts_over_at_one() {
+    let mut env = env("").await;
+    for i in 0..5 {
+        put(&env.rt, task("z", i)).await;
+    }
+    for i in 0..95 {
+        put(&env.rt, task(&format!("f{i}"), i)).await;
+    }
+    delete(&env, "T#z", "TASK").await;
+    put(&env.rt, task("z", 7)).await;
+    drain(&mut env).await;
+    let (entries, mirror) = history(&env, "T#z").await;
+    assert_eq!(entries, [(1, "Created task".to_string())]);
+    assert_eq!(mirror, Some(1), "the re-created task's mirror");
+    let (entries, mirror) = history(&env, "T#f3").await;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(mirror, Some(1));
+    assert_clean(&env).await;
+}
+
+/// U02's repair: a mirror past the last entry is the mirror's drift; repair
+/// never writes a placeholder for an entry no change produced (a lost entry
+/// between two that exist is still restored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_lowers_a_mirror_past_the_last_entry_and_invents_no_entries() {
+    let mut env = env("").await;
+    put(&env.rt, task("a", 1)).await;
+    put(&env.rt, task("a", 2)).await;
+    put(&env.rt, task("a", 3)).await;
+    drain(&mut env).await;
+    assert_eq!(history(&env, "T#a").await.1, Some(3));
+    // Entry 2 lost (between two that exist), and the mirror run ahead.
+    delete(&env, "T#a", "HIST#00000002").await;
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .key("PK", s("T#a"))
+        .key("SK", s("TASK"))
+        .update_expression("SET historySequence = :h")
+        .expression_attribute_values(":h", n(6))
+        .send()
+        .await
+        .expect("update");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(!report.is_clean());
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
+        .await
+        .expect("repair");
+    let (entries, mirror) = history(&env, "T#a").await;
+    let seqs: Vec<i64> = entries.iter().map(|(q, _)| *q).collect();
+    assert_eq!(seqs, [1, 2, 3], "{entries:?}");
+    assert!(entries[1].1.starts_with("Entry lost"), "{entries:?}");
+    assert_eq!(mirror, Some(3));
+    drain(&mut env).await;
+    assert_clean(&env).await;
+}
+
 /// U01: a catch-all `updated:` rule took the processor's own write of the
 /// mirror for a change: "Updated " entries without end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
