@@ -214,3 +214,40 @@ async fn a_catch_all_updated_rule_writes_no_entry_for_the_mirror() {
     assert_eq!(mirror, Some(2));
     assert_clean(&env).await;
 }
+
+/// U03: a member written while its root is deleted is in the re-created
+/// root's first snapshot, and the next deletion cascades it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_written_while_its_root_is_deleted_joins_the_recreated_root() {
+    let mut env = env("").await;
+    put(&env.rt, task("a", 1)).await;
+    drain(&mut env).await;
+    delete(&env, "T#a", "TASK").await;
+    drain(&mut env).await;
+    put(&env.rt, comment("a", "c1")).await;
+    drain(&mut env).await;
+    put(&env.rt, task("a", 2)).await;
+    drain(&mut env).await;
+    let items = partition(&env, "T#a").await;
+    let latest = items
+        .iter()
+        .filter(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
+        .next_back()
+        .expect("an entry");
+    assert_eq!(latest.s("description"), Ok("Created task"));
+    let comments = latest
+        .get("snapshot")
+        .and_then(|v| v.as_m().ok())
+        .and_then(|m| m.get("comments"))
+        .and_then(|v| v.as_l().ok())
+        .map(Vec::len);
+    assert_eq!(comments, Some(1), "{latest:?}");
+    assert_clean(&env).await;
+    delete(&env, "T#a", "TASK").await;
+    drain(&mut env).await;
+    assert!(
+        partition(&env, "T#a").await.is_empty(),
+        "the cascade leaves nothing"
+    );
+    assert_clean(&env).await;
+}

@@ -569,7 +569,12 @@ impl FoldRules for FileHistory {
                     .expect("decoded INSERT/MODIFY has a new image");
                 self.validate(new)?;
                 if state.deleted {
-                    *state = FoldState::default();
+                    // Members written while the root was away (the deleted
+                    // incarnation's were cascaded) are the new one's.
+                    *state = FoldState {
+                        parts: std::mem::take(&mut state.parts),
+                        ..FoldState::default()
+                    };
                 }
                 state
                     .parts
@@ -585,8 +590,9 @@ impl FoldRules for FileHistory {
                     }),
                 }
             }
-            // A member of a deleted root: the cascade's own removals.
-            (Role::Member(_), _) if state.deleted => return Ok(FoldOutput::default()),
+            // A member of a deleted root (the cascade's own removals, or one
+            // written before the root comes back) folds into the state
+            // without an entry: there is no root (below).
             (Role::Member(i), ChangeKind::Remove) => {
                 let mb = &h.members[i];
                 let old = change
