@@ -251,3 +251,53 @@ async fn a_member_written_while_its_root_is_deleted_joins_the_recreated_root() {
     );
     assert_clean(&env).await;
 }
+
+/// U04: a change of a snapshot field no `updated:` rule matches writes no
+/// entry (SPEC §3: it folds into the next entry), and verify does not call
+/// that state drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_no_rule_matches_writes_no_entry_and_is_not_drift() {
+    let file = std::env::temp_dir().join(format!(
+        "jobstream-histdefects-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let yaml = TASK
+        .replace("points: int }", "points: int, status: string }")
+        .replace(
+            "ROOT_EXTRA",
+            r#", fields: [points, status], updated: [{ when: "old.status != new.status", say: "Status ${new.status}" }]"#,
+        );
+    std::fs::write(&file, yaml).expect("writes");
+    let mut env = model_env("hist", |o| o.model_file = Some(file)).await;
+    let mut t = task("a", 3);
+    t.insert("status".into(), s("todo"));
+    put(&env.rt, t.clone()).await;
+    drain(&mut env).await;
+    t.insert("points".into(), n(5));
+    put(&env.rt, t.clone()).await;
+    drain(&mut env).await;
+    let (entries, _) = history(&env, "T#a").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_clean(&env).await;
+    t.insert("status".into(), s("done"));
+    put(&env.rt, t).await;
+    drain(&mut env).await;
+    let items = partition(&env, "T#a").await;
+    let latest = items
+        .iter()
+        .filter(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
+        .next_back()
+        .expect("an entry");
+    assert_eq!(latest.s("description"), Ok("Status done"));
+    let shown = latest
+        .get("snapshot")
+        .and_then(|v| v.as_m().ok())
+        .and_then(|m| m.get("points"))
+        .cloned();
+    assert_eq!(
+        shown,
+        Some(AttributeValue::N("5".into())),
+        "the next entry shows it"
+    );
+    assert_clean(&env).await;
+}
