@@ -231,8 +231,7 @@ async fn a_member_written_while_its_root_is_deleted_joins_the_recreated_root() {
     let items = partition(&env, "T#a").await;
     let latest = items
         .iter()
-        .filter(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
-        .next_back()
+        .rfind(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
         .expect("an entry");
     assert_eq!(latest.s("description"), Ok("Created task"));
     let comments = latest
@@ -285,8 +284,7 @@ async fn a_change_no_rule_matches_writes_no_entry_and_is_not_drift() {
     let items = partition(&env, "T#a").await;
     let latest = items
         .iter()
-        .filter(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
-        .next_back()
+        .rfind(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
         .expect("an entry");
     assert_eq!(latest.s("description"), Ok("Status done"));
     let shown = latest
