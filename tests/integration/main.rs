@@ -20,6 +20,7 @@ mod file_sets;
 mod fixtures;
 mod graph;
 mod history_adoption;
+mod history_defects;
 mod hr;
 mod hr_recorded;
 mod hr_rules;

@@ -245,6 +245,15 @@ impl FileHistory {
         }
     }
 
+    /// Whether `old` and `new` show the same in a snapshot of `shape`
+    /// (absent and `NULL` alike).
+    fn same_part(&self, shape: &Shape, old: &Item, new: &Item) -> bool {
+        let (po, pn) = (self.part(shape, old), self.part(shape, new));
+        po.keys()
+            .chain(pn.keys())
+            .all(|a| normalized(po.get(a)) == normalized(pn.get(a)))
+    }
+
     /// The member a part name (a member's sort key) belongs to.
     fn member_of_part(&self, part: &str) -> Option<&'static Member> {
         let m = self.0;
@@ -560,12 +569,20 @@ impl FoldRules for FileHistory {
                     .expect("decoded INSERT/MODIFY has a new image");
                 self.validate(new)?;
                 if state.deleted {
-                    *state = FoldState::default();
+                    // Members written while the root was away (the deleted
+                    // incarnation's were cascaded) are the new one's.
+                    *state = FoldState {
+                        parts: std::mem::take(&mut state.parts),
+                        ..FoldState::default()
+                    };
                 }
                 state
                     .parts
                     .insert(h.root_part.to_string(), self.part(&h.root, new));
                 match (kind, &change.old) {
+                    // Nothing a snapshot shows changed (e.g. the mirror this
+                    // processor wrote): no entry, whatever the rules say.
+                    (ChangeKind::Modify, Some(old)) if self.same_part(&h.root, old, new) => None,
                     (ChangeKind::Modify, Some(old)) => self.root_updated(old, new)?,
                     _ => Some(match &h.created {
                         Some(v) => self.describe(v, h.root.entity, None, Some(new), None, new)?,
@@ -573,8 +590,9 @@ impl FoldRules for FileHistory {
                     }),
                 }
             }
-            // A member of a deleted root: the cascade's own removals.
-            (Role::Member(_), _) if state.deleted => return Ok(FoldOutput::default()),
+            // A member of a deleted root (the cascade's own removals, or one
+            // written before the root comes back) folds into the state
+            // without an entry: there is no root (below).
             (Role::Member(i), ChangeKind::Remove) => {
                 let mb = &h.members[i];
                 let old = change

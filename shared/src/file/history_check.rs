@@ -4,7 +4,9 @@
 //!
 //! - numbering: entries 1..=n without gap, the mirror = n (a lost entry is
 //!   restored as a placeholder only while it is absent and the root's
-//!   mirror has reached it; the mirror is only ever raised);
+//!   mirror has reached it, and only below the last entry: a mirror past
+//!   the last entry is the mirror's drift, set back to it while the next
+//!   entry is absent, never a placeholder for an entry no change produced);
 //! - no change applied twice (two entries with one id, a second adoption
 //!   entry);
 //! - the latest snapshot is the current state, as far as the descriptions
@@ -17,7 +19,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update as TxUpdate,
+};
 
 use super::history::{FileHistory, ENTRY_ID_NAMESPACE, SEQUENCE};
 use crate::engine::fold::{FoldRules, FoldState};
@@ -44,8 +48,20 @@ pub enum HistoryRepair {
         key: Item,
         pk: &'static str,
     },
-    /// The mirror raised (never lowered), as the fold writes it.
+    /// The mirror raised, as the fold writes it.
     Mirror(Update),
+    /// A mirror past the last entry (no change produced the entries it
+    /// claims, e.g. an earlier incarnation's count): set to the last
+    /// entry, only while it still reads `from` and entry `to + 1` is
+    /// absent. Never a placeholder for an entry no change produced.
+    LowerMirror {
+        root_key: Item,
+        next_entry: Item,
+        pk: &'static str,
+        mirror: &'static str,
+        from: u64,
+        to: u64,
+    },
 }
 
 impl GuardedRepair for HistoryRepair {
@@ -100,6 +116,30 @@ impl GuardedRepair for HistoryRepair {
                             Some((mirror, seq)),
                         ),
                         TransactWriteItem::builder().put(put).build(),
+                    ]
+                }
+                HistoryRepair::LowerMirror {
+                    root_key,
+                    next_entry,
+                    pk,
+                    mirror,
+                    from,
+                    to,
+                } => {
+                    let lower = TxUpdate::builder()
+                        .table_name(table)
+                        .set_key(Some(root_key.clone()))
+                        .update_expression("SET #hs = :to")
+                        .condition_expression("attribute_exists(#pk) AND #hs = :from")
+                        .expression_attribute_names("#pk", *pk)
+                        .expression_attribute_names("#hs", *mirror)
+                        .expression_attribute_values(":to", n(*to))
+                        .expression_attribute_values(":from", n(*from))
+                        .build()
+                        .expect("set");
+                    vec![
+                        check(next_entry, pk, "attribute_not_exists(#pk)", None),
+                        TransactWriteItem::builder().update(lower).build(),
                     ]
                 }
                 HistoryRepair::DeleteOrphan { root_key, key, pk } => {
@@ -220,8 +260,27 @@ impl FileHistory {
         // Numbering and the mirror.
         let seqs: std::collections::BTreeSet<u64> = entries.iter().map(|(q, _)| *q).collect();
         let mirrored = root.opt_i64(mirror).ok().flatten().unwrap_or(0).max(0) as u64;
-        let last = seqs.iter().max().copied().unwrap_or(0).max(mirrored);
-        for gap in (1..=last).filter(|q| !seqs.contains(q)) {
+        let highest = seqs.iter().max().copied().unwrap_or(0);
+        let last = highest.max(mirrored);
+        for gap in (highest + 1..=last).take(1) {
+            // Past the last entry: the mirror claims entries no change is
+            // known to have produced (an earlier incarnation's count written
+            // onto a re-created root, say). The mirror is repaired.
+            out.push(finding(
+                "history-sequence",
+                Drift::Missing,
+                format!("{pk}: {mirror} is {mirrored}, past the last entry {highest} (entry {gap} was never written: repair sets {mirror} to {highest}, no placeholder)"),
+                Some(HistoryRepair::LowerMirror {
+                    root_key: root_key.clone(),
+                    next_entry: self.entry_key(agg, gap),
+                    pk: pkn,
+                    mirror,
+                    from: mirrored,
+                    to: highest,
+                }),
+            ));
+        }
+        for gap in (1..=highest).filter(|q| !seqs.contains(q)) {
             let mut entry = self.entry_key(agg, gap);
             let id = uuid::Uuid::new_v5(
                 &ENTRY_ID_NAMESPACE,
@@ -258,7 +317,7 @@ impl FileHistory {
                 }),
             ));
         }
-        if mirrored != last {
+        if mirrored < last {
             let fix = Update {
                 key: key_of(root, &[pkn, skn]),
                 update_expression: "SET #a = :s".into(),

@@ -326,7 +326,12 @@ impl Compiler<'_> {
         }
         // What the descriptions tell apart: the labelled attributes, those
         // the `updated` rules read (`old.x`, `new.x`, `x`) and the key's names.
-        let described = (!labels.is_empty()).then(|| {
+        // Every attribute when any change of the snapshot writes an entry (no
+        // labels, and the default rule or one without `when`); a change no
+        // rule matches writes none (SPEC §3: it shows in the next entry).
+        let every_change = h.root.value.updated.is_empty()
+            || h.root.value.updated.iter().any(|u| u.value.when.is_none());
+        let described = (!labels.is_empty() || !every_change).then(|| {
             let mut d: Vec<&'static str> = labels.iter().map(|(a, _)| *a).collect();
             let texts = h.root.value.updated.iter().flat_map(|u| {
                 u.value

@@ -69,7 +69,10 @@ impl<R: FoldRules> FoldProcessor<R> {
                 parts.push((sk, data.clone()));
             }
         }
-        let live = loaded.version > 0 && !loaded.state.deleted;
+        // A deleted root's state holds the members written since (a
+        // deletion starts a new epoch; the epoch-less layout's parts of a
+        // deleted root are left overs).
+        let live = loaded.version > 0 && (!loaded.state.deleted || !loaded.epoch.is_empty());
         if let Some(inline) = inline {
             // Parts in the HEAD: any part item is left over from before.
             loaded.inline = true;

@@ -7,19 +7,28 @@ use super::*;
 const MIRRORS_IN_FLIGHT: usize = 8;
 
 /// A sequence mirror to write: the first record touching the aggregate, the
-/// root's key, the mirror attribute, the entries so far, and whether the
-/// root is read first.
-type Due = (usize, Item, &'static str, u64, bool);
+/// root's key, the mirror attribute, the entries so far, whether the root
+/// is read first, and whether the root was created in the batch (the
+/// mirror is then set, not only raised).
+type Due = (usize, Item, &'static str, u64, bool, bool);
 
 impl<R: FoldRules> FoldProcessor<R> {
     pub(super) fn mirror_update(&self, key: Item, attr: &'static str, seq: u64) -> Update {
+        self.mirror_set(key, attr, seq, false)
+    }
+
+    /// The mirror raised to `seq`; or, for an incarnation created in the
+    /// batch (`created`), set to it: a lagging batch may have written an
+    /// earlier incarnation's count onto the re-created item.
+    fn mirror_set(&self, key: Item, attr: &'static str, seq: u64, created: bool) -> Update {
         let k0 = self.rules.key_names()[0];
+        let cmp = if created { "<>" } else { "<" };
         Update {
             key,
             update_expression: "SET #a = :s".into(),
-            condition_expression: Some(
-                "attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a < :s)".into(),
-            ),
+            condition_expression: Some(format!(
+                "attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a {cmp} :s)"
+            )),
             names: vec![("#a".into(), attr.into()), ("#k0".into(), k0.into())],
             values: vec![(":s".into(), n(seq))],
         }
@@ -86,7 +95,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             // mirror was most likely written when the entries were folded
             // (unless that write was lost).
             let check = !l.advanced || l.base_seq.is_some_and(|b| l.state.seq <= b);
-            due.push((touched, key, attr, l.state.seq, check));
+            due.push((touched, key, attr, l.state.seq, check, l.created));
         }
         let key_names = self.rules.key_names();
         let to_read: Vec<Item> = due.iter().filter(|d| d.4).map(|d| d.1.clone()).collect();
@@ -106,20 +115,20 @@ impl<R: FoldRules> FoldProcessor<R> {
                 }
             }
         };
-        due.retain(|(_, key, attr, seq, check)| {
+        due.retain(|(_, key, attr, seq, check, created)| {
             !check
                 || roots.get(&ledger::item_id(key)).is_some_and(|r| {
                     r.opt_i64(attr)
                         .ok()
                         .flatten()
-                        .is_none_or(|h| h < *seq as i64)
+                        .is_none_or(|h| h < *seq as i64 || (*created && h != *seq as i64))
                 })
         });
         let table = &self.config.table;
         let writes: Vec<_> = due
             .into_iter()
-            .map(|(touched, key, attr, seq, _)| {
-                let update = self.mirror_update(key, attr, seq);
+            .map(|(touched, key, attr, seq, _, created)| {
+                let update = self.mirror_set(key, attr, seq, created);
                 async move { (touched, self.store.update(table, update).await) }
             })
             .collect();

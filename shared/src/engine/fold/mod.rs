@@ -349,6 +349,10 @@ struct Loaded {
     /// record not folded before, e.g. another writer's change that raced
     /// the mirror's write, may show an older mirror than the item's).
     base_seq: Option<u64>,
+    /// This batch folded a creation of the root: the mirror on the item is
+    /// this incarnation's, whatever an earlier one left there (a lagging
+    /// batch may have written its count onto the re-created item).
+    created: bool,
 }
 
 impl Loaded {

@@ -55,6 +55,7 @@ impl<R: FoldRules> FoldProcessor<R> {
                 .await;
         }
         let starts = self.rules.starts_aggregate(change);
+        l.created |= starts;
         let removes = self.rules.removes_root(change);
         // A member written just before its root: the root's creation is
         // still ahead in this batch, so the root the table holds now is not
@@ -104,6 +105,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             adopted.mirror_seen = l.mirror_seen;
             adopted.advanced = l.advanced;
             adopted.base_seq = l.base_seq;
+            adopted.created = l.created;
             if adopted.dirty {
                 adopted.first_pending = Some(index);
                 tx.aggregates.push(agg.to_string());
