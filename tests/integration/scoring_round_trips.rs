@@ -14,7 +14,8 @@ use shared::engine::derive::{total_attr, total_key};
 use shared::item::{n, s, Item, ItemExt};
 
 use crate::league::{self as write, expected_scores};
-use crate::support::{assert_rt_verified, put, TIME_SCALE};
+use crate::items::assert_clean;
+use crate::support::{put, TIME_SCALE};
 
 const EV: &str = "2024-03-03-revolution";
 
@@ -182,7 +183,7 @@ async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
 
     let items = scan(&rt).await;
     assert_scored(&items, count);
-    assert_rt_verified(&rt).await;
+    assert_clean(&rt).await;
     // Users with pick 0 on m1 or pick 1 on m2.
     let changed = (0..count).filter(|i| i % 2 == 0 || i / 2 % 2 == 1).count();
     assert_eq!(changed, 112);
