@@ -20,6 +20,7 @@ mod file_sets;
 mod fixtures;
 mod graph;
 mod history_adoption;
+mod history_round_trips;
 mod hr;
 mod hr_rules;
 mod import;
