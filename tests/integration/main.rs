@@ -21,6 +21,7 @@ mod fixtures;
 mod graph;
 mod history_adoption;
 mod history_defects;
+mod history_round_trips;
 mod hr;
 mod hr_recorded;
 mod hr_rules;

@@ -13,8 +13,8 @@ use jobstream::meter::Meter;
 use shared::engine::derive::{total_attr, total_key};
 use shared::item::{n, s, Item, ItemExt};
 
-use crate::league::{self as write, expected_scores};
 use crate::items::assert_clean;
+use crate::league::{self as write, expected_scores};
 use crate::support::{put, TIME_SCALE};
 
 const EV: &str = "2024-03-03-revolution";

@@ -224,6 +224,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             l.state.parts.insert(name.clone(), v.clone());
         }
         l.dirty = true;
+        l.staged = None;
         l.first_pending.get_or_insert(index);
         if !tx.aggregates.iter().any(|a| a == agg) {
             tx.aggregates.push(agg.to_string());
@@ -260,6 +261,8 @@ impl<R: FoldRules> FoldProcessor<R> {
                 None => missing.push(key),
             }
         }
+        l.entry_bytes = l.entries.iter().map(item_size).sum();
+        l.staged = None;
         let mut committed = Vec::new();
         if !missing.is_empty() {
             // One strongly consistent Query of the partition (the fold's

@@ -201,8 +201,11 @@ impl<R: FoldRules> FoldProcessor<R> {
     }
 
     /// Commits every aggregate of `tx`: entries, changed parts and the HEAD
-    /// guarded by its version, in one transaction. On failure nothing took
-    /// effect; the aggregates are forgotten so a retry reloads them.
+    /// guarded by its version, in one transaction, with the sequence mirror
+    /// of each aggregate whose records of the batch are all folded
+    /// ([`Self::mirror_action`]); refused for a mirror's guard alone, it is
+    /// sent again without that mirror. On failure nothing took effect; the
+    /// aggregates are forgotten so a retry reloads them.
     pub(super) async fn flush(
         &self,
         tx: &mut Tx,
@@ -215,7 +218,6 @@ impl<R: FoldRules> FoldProcessor<R> {
         if aggregates.is_empty() {
             return Ok(());
         }
-        let mut actions = Vec::new();
         let mut first = usize::MAX;
         for agg in &aggregates {
             let l = states.get_mut(agg).expect("in tx");
@@ -226,13 +228,56 @@ impl<R: FoldRules> FoldProcessor<R> {
                 l.persisted_parts.clear();
                 l.inline = false;
             }
-            let l = &states[agg];
-            actions.extend(self.commit_actions(agg, l));
             first = first.min(l.first_pending.unwrap_or(usize::MAX));
         }
-        match self.store.transact(actions).await {
+        // Aggregates whose sequence mirror the transaction refused: sent
+        // again without it (nothing to write: the root is gone or ahead).
+        let mut refused: Vec<&String> = Vec::new();
+        let (result, mirrored) = loop {
+            let mut actions = Vec::new();
+            let mut mirrors: Vec<(usize, &String)> = Vec::new();
+            for agg in &aggregates {
+                let l = &states[agg];
+                actions.extend(self.commit_actions(agg, l));
+                if refused.contains(&agg) {
+                    continue;
+                }
+                if let Some(update) = self.mirror_action(agg, l, tx) {
+                    mirrors.push((actions.len(), agg));
+                    actions.push(update);
+                }
+            }
+            match self.store.transact(actions).await {
+                Err(TxError::ConditionsFailed { failed })
+                    if failed
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f)
+                        .all(|(i, _)| mirrors.iter().any(|(m, _)| *m == i)) =>
+                {
+                    refused.extend(
+                        mirrors
+                            .iter()
+                            .filter(|(m, _)| failed.get(*m) == Some(&true))
+                            .map(|(_, agg)| *agg),
+                    );
+                }
+                result => break (result, mirrors),
+            }
+        };
+        match result {
             Ok(()) => {
                 let mut garbage = Vec::new();
+                let settled: Vec<String> = mirrored
+                    .iter()
+                    .map(|(_, agg)| *agg)
+                    .chain(refused)
+                    .cloned()
+                    .collect();
+                for agg in &settled {
+                    let l = states.get_mut(agg).expect("in tx");
+                    l.mirror_done = Some(l.state.seq);
+                }
                 for agg in &aggregates {
                     let l = states.get_mut(agg).expect("in tx");
                     l.version += 1;
@@ -251,6 +296,8 @@ impl<R: FoldRules> FoldProcessor<R> {
                     l.persisted_parts = l.state.parts.clone();
                     l.last = l.pending_last.take().or(l.last.take());
                     l.entries.clear();
+                    l.entry_bytes = 0;
+                    l.staged = None;
                     l.rewrite = None;
                     l.first_pending = None;
                     l.dirty = false;
@@ -316,7 +363,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         let entry_bytes: usize = entries.iter().map(item_size).sum();
         let cost = |l: &Loaded| {
             if new_epoch {
-                (1 + l.entries.len() + entries.len(), entry_bytes)
+                (2 + l.entries.len() + entries.len(), entry_bytes)
             } else {
                 l.cost(&next.parts, entries.len(), entry_bytes)
             }
@@ -327,12 +374,13 @@ impl<R: FoldRules> FoldProcessor<R> {
             .filter(|a| a.as_str() != agg)
             .filter_map(|a| states.get(a))
             .filter(|o| o.dirty)
-            .map(|o| o.cost(&o.state.parts, 0, 0))
+            .map(|o| o.staged.unwrap_or_else(|| o.cost(&o.state.parts, 0, 0)))
             .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
         let (actions, bytes) = cost(l);
-        if (others_actions + actions > MAX_ACTIONS || others_bytes + bytes > MAX_TX_BYTES)
-            && !tx.aggregates.is_empty()
-        {
+        let flushed = (others_actions + actions > MAX_ACTIONS
+            || others_bytes + bytes > MAX_TX_BYTES)
+            && !tx.aggregates.is_empty();
+        if flushed {
             self.flush(tx, states).await?;
         }
         let Some(l) = states.get_mut(agg) else {
@@ -352,6 +400,9 @@ impl<R: FoldRules> FoldProcessor<R> {
         }
         l.state = next;
         l.entries.extend(entries);
+        l.entry_bytes += entry_bytes;
+        // What was committed meanwhile is no longer in this commit.
+        l.staged = (!flushed).then_some((actions, bytes));
         l.pending_last = Some(change.sequence_number.clone());
         l.first_pending.get_or_insert(index);
         l.dirty = true;

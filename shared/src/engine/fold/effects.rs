@@ -34,6 +34,50 @@ impl<R: FoldRules> FoldProcessor<R> {
         }
     }
 
+    /// The sequence mirror's update inside the commit of `agg`'s last
+    /// changes of the batch (one write per aggregate per batch, no request
+    /// of its own), guarded as [`Self::mirror_update`]: a refusal (the root
+    /// deleted since, or a mirror already there or ahead) cancels the
+    /// transaction, which [`Self::flush`] sends again without it. `None`
+    /// when the batch's records of `agg` are not all folded yet, when this
+    /// batch added no entry (the root is read first, after the batch), or
+    /// when the root's latest image already shows the number.
+    pub(super) fn mirror_action(
+        &self,
+        agg: &str,
+        l: &Loaded,
+        tx: &Tx,
+    ) -> Option<TransactWriteItem> {
+        let seq = l.state.seq;
+        if !tx.complete.contains(agg)
+            || l.state.deleted
+            || seq == 0
+            || l.mirror_done == Some(seq)
+            || l.mirror_seen == Some(Some(seq as i64))
+            || !(l.advanced && l.base_seq.is_some_and(|b| seq > b))
+        {
+            return None;
+        }
+        let (key, attr) = self.rules.sequence_mirror(agg)?;
+        let u = self.mirror_set(key, attr, seq, l.created);
+        let mut update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.config.table)
+            .set_key(Some(u.key))
+            .update_expression(u.update_expression)
+            .set_condition_expression(u.condition_expression);
+        for (k, v) in u.names {
+            update = update.expression_attribute_names(k, v);
+        }
+        for (k, v) in u.values {
+            update = update.expression_attribute_values(k, v);
+        }
+        Some(
+            TransactWriteItem::builder()
+                .update(update.build().expect("table, key and expression are set"))
+                .build(),
+        )
+    }
+
     pub(super) async fn cascade(&self, c: &Cascade) -> Result<usize, ProcessError> {
         let mut unconditional = Vec::new();
         let mut deleted = 0;
@@ -61,7 +105,10 @@ impl<R: FoldRules> FoldProcessor<R> {
     }
 
     /// Writes the sequence mirror of every aggregate the batch touched, where
-    /// the root's latest image does not already show it. Roots that may
+    /// the root's latest image does not already show it and no commit of
+    /// the batch carried it ([`Self::mirror_action`]): a batch that only
+    /// replays records or adds no entry, or whose last records of an
+    /// aggregate changed nothing. Roots that may
     /// already show it are read first, 100 per BatchGetItem (strongly
     /// consistent, one read unit each as a GetItem); the writes go out
     /// [`MIRRORS_IN_FLIGHT`] at a time (distinct items, each guarded).
@@ -88,7 +135,8 @@ impl<R: FoldRules> FoldProcessor<R> {
             let Some((key, attr)) = self.rules.sequence_mirror(agg) else {
                 continue;
             };
-            if l.mirror_seen == Some(Some(l.state.seq as i64)) {
+            if l.mirror_seen == Some(Some(l.state.seq as i64)) || l.mirror_done == Some(l.state.seq)
+            {
                 continue;
             }
             // Only replayed records, or no entry added by this batch: the

@@ -23,7 +23,11 @@
 //! order), and the commits of several aggregates share a transaction of up
 //! to 100 actions: about one HEAD write per aggregate per batch. On a failure
 //! the first record not committed is reported; records after it that were
-//! committed are skipped by the HEAD on redelivery.
+//! committed are skipped by the HEAD on redelivery. The sequence mirror on
+//! the root goes in the transaction of the aggregate's last commit of the
+//! batch (guarded by the root's existence and a lower mirror; a transaction
+//! refused for that guard alone is sent again without it): no request of
+//! its own.
 //!
 //! **Adoption.** An aggregate with no HEAD whose first change is not the
 //! creation of its root is adopted: the partition is read (strongly
@@ -327,6 +331,12 @@ struct Loaded {
     pending_last: Option<SequenceNumber>,
     /// Entries folded, not committed.
     entries: Vec<Item>,
+    /// The size of `entries` (kept as they are added: a commit's cost is
+    /// asked at every change staged).
+    entry_bytes: usize,
+    /// The (actions, bytes) of the pending commit, as [`FoldProcessor::stage_commit`]
+    /// last computed them; `None`: to compute.
+    staged: Option<(usize, usize)>,
     /// The adoption entry rewritten at its position, not committed.
     rewrite: Option<Item>,
     /// Candidates pending (parts named `?<name>`, see [`CANDIDATE`]): the
@@ -353,6 +363,9 @@ struct Loaded {
     /// this incarnation's, whatever an earlier one left there (a lagging
     /// batch may have written its count onto the re-created item).
     created: bool,
+    /// The entry count whose sequence mirror a commit of this batch settled
+    /// in its transaction (written, or refused: the root gone or ahead).
+    mirror_done: Option<u64>,
 }
 
 impl Loaded {
@@ -388,14 +401,10 @@ impl Loaded {
         extra_bytes: usize,
     ) -> (usize, usize) {
         let (part_actions, part_bytes) = self.changed_parts(parts);
-        let entry_bytes: usize = self
-            .entries
-            .iter()
-            .chain(&self.rewrite)
-            .map(item_size)
-            .sum();
+        let entry_bytes = self.entry_bytes + self.rewrite.as_ref().map_or(0, item_size);
+        // The HEAD, and the sequence mirror's update that may go with it.
         (
-            1 + part_actions + self.entries.len() + usize::from(self.rewrite.is_some()) + extra,
+            2 + part_actions + self.entries.len() + usize::from(self.rewrite.is_some()) + extra,
             part_bytes + entry_bytes + extra_bytes,
         )
     }
@@ -432,6 +441,9 @@ fn fits_inline(parts: &BTreeMap<String, Item>) -> bool {
 #[derive(Default)]
 struct Tx {
     aggregates: Vec<String>,
+    /// Aggregates whose records of the batch are all folded: their next
+    /// commit is their last of the batch and carries their sequence mirror.
+    complete: std::collections::HashSet<String>,
 }
 
 const MAX_ACTIONS: usize = 100;

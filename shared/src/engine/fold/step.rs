@@ -297,6 +297,7 @@ impl<R: FoldRules> FoldProcessor<R> {
                     });
                 }
             }
+            tx.complete.insert(agg.clone());
         }
         self.flush(&mut tx, states).await
     }
