@@ -16,7 +16,7 @@ use crate::support::{count, descriptions, env, raw_records, stream_event, Env};
 
 /// A second runtime on `env`'s engine and tables whose processors reach the
 /// engine through a bill meter.
-async fn metered(env: &Env) -> (Meter, Runtime) {
+pub(crate) async fn metered(env: &Env) -> (Meter, Runtime) {
     let meter = Meter::in_front_of(&env.engine.endpoint())
         .await
         .expect("meter starts");
@@ -33,7 +33,7 @@ async fn metered(env: &Env) -> (Meter, Runtime) {
 }
 
 /// Runs `processor` of `rt` on `event`; returns what it was billed.
-async fn billed(rt: &Runtime, meter: &Meter, processor: &str, event: &Event) -> Bill {
+pub(crate) async fn billed(rt: &Runtime, meter: &Meter, processor: &str, event: &Event) -> Bill {
     let before = meter.bill();
     let resp = shared::lambda::stream_handler(
         &*rt.stream_processor(processor),

@@ -2,48 +2,14 @@
 //! requests the handlers benchmark counts), with the outcome checked exact:
 //! each test pins a request the fold no longer sends.
 
-use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
-use jobstream::meter::{Bill, Meter};
-use lambda_runtime::{Context, LambdaEvent};
+use jobstream::meter::Bill;
 use shared::item::{n, s, ItemExt};
 
 use crate::apps::keys;
+use crate::bill::{billed, metered};
 use crate::items::assert_clean;
 use crate::support::{descriptions, env, partition, stream_event, Env};
-
-/// A second runtime on `env`'s engine and tables whose processors reach the
-/// engine through a bill meter.
-async fn metered(env: &Env) -> (Meter, Runtime) {
-    let meter = Meter::in_front_of(&env.engine.endpoint())
-        .await
-        .expect("meter starts");
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(env.engine.endpoint()),
-        RecordReader::Embedded(env.engine.database().clone()),
-    );
-    opts.table = Some(env.rt.config.table.clone());
-    opts.ledger_table = env.rt.config.ledger_table.clone();
-    opts.processor_endpoint = Some(meter.endpoint());
-    let rt = Runtime::start(opts).await.expect("runtime starts");
-    (meter, rt)
-}
-
-/// Runs the history of `rt` on `event`; returns what it was billed.
-async fn history(rt: &Runtime, meter: &Meter, event: &Event) -> Bill {
-    let before = meter.bill();
-    let resp = shared::lambda::stream_handler(
-        &*rt.stream_processor("history"),
-        LambdaEvent::new(event.clone(), Context::default()),
-    )
-    .await
-    .expect("handled");
-    assert!(resp.batch_item_failures.is_empty(), "history failed");
-    meter.bill().since(&before)
-}
 
 fn requests(bill: &Bill, op: &str) -> u64 {
     bill.ops.get(op).map_or(0, |o| o.requests)
@@ -89,7 +55,7 @@ async fn the_sequence_mirror_is_written_with_the_commit() {
     three_applications(&env).await;
     let event = stream_event(&env).await;
 
-    let bill = history(&rt, &meter, &event).await;
+    let bill = billed(&rt, &meter, "history", &event).await;
     assert_eq!(requests(&bill, "UpdateItem"), 0, "{bill:?}");
     assert_eq!(requests(&bill, "TransactWriteItems"), 1, "{bill:?}");
     for (app, last) in [("a", 4), ("b", 4), ("c", 2)] {
@@ -97,7 +63,7 @@ async fn the_sequence_mirror_is_written_with_the_commit() {
         assert_eq!(mirror(&env, app).await, Some(last), "{app}");
     }
 
-    let again = history(&rt, &meter, &event).await;
+    let again = billed(&rt, &meter, "history", &event).await;
     assert_eq!(again.wru(), 0.0, "a redelivery writes nothing: {again:?}");
     env.rt.drain().await.unwrap();
     assert_clean(&env).await;
@@ -116,7 +82,7 @@ async fn a_root_deleted_before_the_commit_refuses_only_its_mirror() {
     let event = stream_event(&env).await;
     env.writer.delete_application("b").await.unwrap();
 
-    let bill = history(&rt, &meter, &event).await;
+    let bill = billed(&rt, &meter, "history", &event).await;
     let tx = &bill.ops["TransactWriteItems"];
     assert_eq!(
         (tx.requests, tx.cancelled, requests(&bill, "UpdateItem")),
@@ -164,7 +130,7 @@ async fn a_mirror_ahead_of_a_created_root_is_set_in_the_commit() {
         .await
         .unwrap();
 
-    let bill = history(&rt, &meter, &event).await;
+    let bill = billed(&rt, &meter, "history", &event).await;
     assert_eq!(requests(&bill, "UpdateItem"), 0, "{bill:?}");
     assert_eq!(mirror(&env, "c").await, Some(2));
     assert_eq!(mirror(&env, "a").await, Some(4));

@@ -385,7 +385,10 @@ async fn sync_one(
         let (key, item) = match &locate {
             None => (
                 logical.clone(),
-                deriver.store.get(&deriver.table, logical.clone()).await?,
+                (deriver.store)
+                    .batch_get(&deriver.table, vec![logical.clone()])
+                    .await?
+                    .pop(),
             ),
             Some(l) => match super::locate::find(deriver, &logical, l).await? {
                 Located::One(key, item) => (key, Some(item)),

@@ -163,7 +163,6 @@ pub mod grants {
     /// The derive stream consumer: reads items as they are, guarded
     /// projections, derived items and counters in transactions.
     pub const DERIVE_TABLE: &[&str] = &[
-        "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
@@ -172,7 +171,6 @@ pub mod grants {
     /// Ledger records, totals, tombstones; index entries and owner records
     /// deleted when a membership or an owner goes.
     pub const DERIVE_LEDGER: &[&str] = &[
-        "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
@@ -181,8 +179,9 @@ pub mod grants {
     ];
     /// Located counters ([`crate::engine::rules::Rules::locates`]): the
     /// ledger index of the items claiming a counter's identity, listed
-    /// with consistent reads.
-    pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query"];
+    /// with consistent reads, and each such counter's totals read alone
+    /// (counters at their own key are read 100 per BatchGetItem).
+    pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query", "dynamodb:GetItem"];
     /// A fold (history): entries, cascade, sequence mirror (the roots read
     /// first, 100 per call, when a batch holds only replays, so a replay
     /// writes nothing).
