@@ -270,6 +270,10 @@ pub(crate) struct VerifyArgs {
     /// With --repair: show the repairs without applying them.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Print every drift finding and bad input item (default: the first
+    /// 20 of each, and how many more there are).
+    #[arg(long)]
+    pub(crate) all: bool,
     #[command(flatten)]
     pub(crate) sqs: ToolSqs,
 }

@@ -19,13 +19,14 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         target,
         repair,
         dry_run,
+        all,
         sqs,
     } = args;
     let model = target.model()?;
     let config = tool_config(&target, &model, &sqs, repair && !dry_run).await?;
     let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
     let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
-    print_report(&report);
+    print_report(&report, all);
     if repair && !report.is_clean() {
         if dry_run {
             println!("dry run: {} repair(s) would run", report.repairs.len());
@@ -36,7 +37,7 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             let ran = jobstream::tools::verify::repair(&p, &report).await?;
             println!("repair: {ran} repair(s) ran through the live path");
             report = jobstream::tools::verify::verify(&model, &p, &config).await?;
-            print_report(&report);
+            print_report(&report, all);
         }
     }
     println!(
@@ -281,12 +282,9 @@ async fn tool_processors(
     Ok(Processors::new(model, config, store, sqs))
 }
 
-fn print_report(report: &jobstream::tools::verify::Report) {
+fn print_report(report: &jobstream::tools::verify::Report, all: bool) {
     println!("{}", report.render());
-    for p in report.problems.iter().take(20) {
-        println!("drift: {p}");
-    }
-    for b in report.bad_input.iter().take(20) {
-        println!("bad input (not drift): {b}");
+    for line in report.listing(all) {
+        println!("{line}");
     }
 }

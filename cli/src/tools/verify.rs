@@ -39,6 +39,9 @@ impl KindReport {
     }
 }
 
+/// How many findings of each list `verify` prints without `--all`.
+pub const LISTED: usize = 20;
+
 /// What verification found.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Report {
@@ -78,6 +81,26 @@ impl Report {
     }
 
     /// The drift report as a table.
+    /// The findings as printed, drift first then bad input: the first
+    /// [`LISTED`] of each unless `all`, and how many more there are.
+    pub fn listing(&self, all: bool) -> Vec<String> {
+        let cap = if all { usize::MAX } else { LISTED };
+        let mut out = Vec::new();
+        for (label, items) in [
+            ("drift", &self.problems),
+            ("bad input (not drift)", &self.bad_input),
+        ] {
+            out.extend(items.iter().take(cap).map(|p| format!("{label}: {p}")));
+            if items.len() > cap {
+                let more = items.len() - cap;
+                out.push(format!(
+                    "{label}: ... and {more} more (--all lists every one)"
+                ));
+            }
+        }
+        out
+    }
+
     pub fn render(&self) -> String {
         let rows: Vec<Vec<String>> = self
             .kinds
@@ -659,4 +682,30 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
         }
     }
     Ok(ran)
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::{Report, LISTED};
+
+    /// A list longer than what is printed says how many more there are
+    /// (user finding E1: 24 of 47 drift lines, and no word of the rest).
+    #[test]
+    fn a_long_list_says_how_many_more_and_all_lists_every_one() {
+        let report = Report {
+            problems: (0..LISTED + 7).map(|i| format!("p{i}")).collect(),
+            bad_input: vec!["b0".into()],
+            ..Report::default()
+        };
+        let short = report.listing(false);
+        assert_eq!(short.len(), LISTED + 2);
+        assert_eq!(
+            short[LISTED],
+            "drift: ... and 7 more (--all lists every one)"
+        );
+        assert_eq!(short[LISTED + 1], "bad input (not drift): b0");
+        let all = report.listing(true);
+        assert_eq!(all.len(), LISTED + 8);
+        assert!(all.iter().all(|l| !l.contains("more")));
+    }
 }
