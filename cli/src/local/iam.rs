@@ -709,12 +709,12 @@ mod tests {
             ),
             (
                 "AmazonSQS.GetQueueUrl",
-                json!({"QueueName": "Social-work"}),
+                json!({"QueueName": "Shop-work"}),
                 true,
             ),
             (
                 "AmazonSQS.GetQueueUrl",
-                json!({"QueueName": "Social-work-dlq"}),
+                json!({"QueueName": "Shop-work-dlq"}),
                 true,
             ),
             (

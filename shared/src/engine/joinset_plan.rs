@@ -569,7 +569,7 @@ impl SetJob for JoinSet {
 }
 
 /// Plans a job already decoded (for models whose own start bodies map onto
-/// a scope, e.g. the social timeline's versioned jobs).
+/// a scope, e.g. a timeline's versioned jobs).
 pub async fn plan_scope(set: &JoinSet, job: JoinJob, reads: &Reads) -> Result<Plan, MessageError> {
     let (job, scope) = set.check_job(job)?;
     set.plan_job(&job, &scope, reads).await

@@ -44,8 +44,8 @@ pub const ROOT_PART: &str = "@root";
 
 /// The root's part name in the fold state (kept in the ledger): its sort
 /// key's literal prefix without a trailing `#` (`APP#${id}` -> `APP`, the
-/// name the compiled tracker's ledger used, so a deployed stack needs no
-/// migration), else [`ROOT_PART`].
+/// name the compiled history folds' ledgers used, so a deployed stack needs
+/// no migration), else [`ROOT_PART`].
 pub fn root_part(sk_prefix: Option<&str>) -> String {
     match sk_prefix.map(|p| p.trim_end_matches('#')) {
         Some(p) if !p.is_empty() => p.to_string(),

@@ -230,8 +230,8 @@ impl StreamProcessor for DeriveProcessor {
             // keeps: records arrive in order per item, so the item's
             // previous state (the old image) implied nothing either, and
             // a later state that implies something comes with its own
-            // record. Such an item is not read at all (a tracker's stage
-            // costs the derive nothing). Any other record of the item in
+            // record. Such an item is not read at all (an aggregate's member
+            // that only a fold reads costs the derive nothing). Any other record of the item in
             // the batch makes it read.
             let matters = old.matters()
                 || new.matters()
