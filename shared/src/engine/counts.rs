@@ -186,19 +186,26 @@ pub async fn sync(
     counters: Vec<Counter>,
 ) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let mut seen = std::collections::BTreeSet::new();
-    let (located, plain): (Vec<Counter>, Vec<Counter>) = counters
-        .into_iter()
-        .filter(|c| seen.insert(item_id(&c.key_item())))
-        .partition(|c| deriver.rules.locate(&c.key_item()).is_some());
+    let mut located = Vec::new();
+    let mut plain = Vec::new();
+    for c in counters {
+        if !seen.insert(item_id(&c.key_item())) {
+            continue;
+        }
+        match deriver.rules.locate(&c.key_item()) {
+            Some(l) => located.push((c, l)),
+            None => plain.push(c),
+        }
+    }
     let mut writes = 0;
     let mut notes = Vec::new();
     for chunk in located.chunks(100) {
-        let futures: Vec<_> = chunk.iter().map(|c| sync_one(deriver, c)).collect();
+        let futures: Vec<_> = chunk.iter().map(|(c, l)| sync_one(deriver, c, l)).collect();
         let results: Vec<Result<(usize, Vec<Note>), ProcessError>> = stream::iter(futures)
             .buffer_unordered(deriver.concurrency.max(1))
             .collect()
             .await;
-        for (c, r) in chunk.iter().zip(results) {
+        for ((c, _), r) in chunk.iter().zip(results) {
             let (w, n) = skip_as_bad_input(r)?;
             writes += w;
             notes.extend(n.into_iter().map(|n| (c.key_item(), n)));
@@ -370,9 +377,9 @@ fn plan_sync(
 async fn sync_one(
     deriver: &Deriver,
     counter: &Counter,
+    locate: &super::locate::Locate,
 ) -> Result<(usize, Vec<Note>), ProcessError> {
     let logical = counter.key_item();
-    let locate = deriver.rules.locate(&logical);
     for _ in 0..ATTEMPTS {
         let totals = deriver
             .store
@@ -381,28 +388,19 @@ async fn sync_one(
                 total_key(deriver.processor, &logical),
             )
             .await?;
-        // The counter item: at its key, or found through its identity.
-        let (key, item) = match &locate {
-            None => (
-                logical.clone(),
-                (deriver.store)
-                    .batch_get(&deriver.table, vec![logical.clone()])
-                    .await?
-                    .pop(),
-            ),
-            Some(l) => match super::locate::find(deriver, &logical, l).await? {
-                Located::One(key, item) => (key, Some(item)),
-                Located::Nowhere => (logical.clone(), None),
-                Located::Contested(keys) => {
-                    return Ok((
-                        0,
-                        vec![Note {
-                            metric: crate::metrics::names::BAD_INPUT,
-                            reason: super::locate::contested_reason(&keys),
-                        }],
-                    ))
-                }
-            },
+        // The counter item, found through its identity.
+        let (key, item) = match super::locate::find(deriver, &logical, locate).await? {
+            Located::One(key, item) => (key, Some(item)),
+            Located::Nowhere => (logical.clone(), None),
+            Located::Contested(keys) => {
+                return Ok((
+                    0,
+                    vec![Note {
+                        metric: crate::metrics::names::BAD_INPUT,
+                        reason: super::locate::contested_reason(&keys),
+                    }],
+                ))
+            }
         };
         match plan_sync(
             deriver,
