@@ -338,34 +338,9 @@ impl QueueMapping {
         let beat = (self.queue.visibility / 3).max(Duration::from_millis(200));
         loop {
             tokio::time::sleep(beat).await;
-            let entries: Result<Vec<_>, _> = messages
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(m.receipt_handle().unwrap_or_default())
-                        .visibility_timeout(self.queue.visibility.as_secs() as i32)
-                        .build()
-                })
-                .collect();
-            let sent = match entries {
-                Ok(entries) => self
-                    .client
-                    .change_message_visibility_batch()
-                    .queue_url(&self.queue.url)
-                    .set_entries(Some(entries))
-                    .send()
-                    .await
-                    .map(|out| {
-                        out.failed()
-                            .iter()
-                            .map(|f| f.code().to_string())
-                            .collect::<Vec<_>>()
-                    })
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
+            let sent = self
+                .set_visibility(messages, self.queue.visibility.as_secs() as i32)
+                .await;
             match sent {
                 Ok(codes) if codes.is_empty() => {}
                 Ok(codes) => {
@@ -565,6 +540,32 @@ impl QueueMapping {
         }
     }
 
+    /// Sets the visibility timeout of `messages` (one
+    /// ChangeMessageVisibilityBatch): the codes of the entries that failed,
+    /// or why the request did.
+    async fn set_visibility(&self, messages: &[Message], secs: i32) -> Result<Vec<String>, String> {
+        let entries = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .visibility_timeout(secs)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        self.client
+            .change_message_visibility_batch()
+            .queue_url(&self.queue.url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map(|out| out.failed().iter().map(|f| f.code().to_string()).collect())
+            .map_err(|e| aws_smithy_types::error::display::DisplayErrorContext(&e).to_string())
+    }
+
     /// Makes `messages` visible again at once (a stopped poller's): the
     /// next consumer receives them without waiting out the visibility
     /// timeout. A failure is logged: they return after it.
@@ -572,34 +573,10 @@ impl QueueMapping {
         if messages.is_empty() {
             return;
         }
-        let entries: Result<Vec<_>, _> = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                ChangeMessageVisibilityBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(m.receipt_handle().unwrap_or_default())
-                    .visibility_timeout(0)
-                    .build()
-            })
-            .collect();
-        let sent = match entries {
-            Ok(entries) => self
-                .client
-                .change_message_visibility_batch()
-                .queue_url(&self.queue.url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map(|out| out.failed().len())
-                .map_err(|e| {
-                    format!(
-                        "{}",
-                        aws_smithy_types::error::display::DisplayErrorContext(&e)
-                    )
-                }),
-            Err(e) => Err(e.to_string()),
-        };
+        let sent = self
+            .set_visibility(messages, 0)
+            .await
+            .map(|codes| codes.len());
         match sent {
             Ok(0) => {
                 tracing::info!(mapping = %self.name, messages = messages.len(), "stopping: messages received after the stop given back")
