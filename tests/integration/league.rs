@@ -52,17 +52,9 @@ pub fn user(user: &str, name: &str) -> Item {
     ])
 }
 
-/// An event on `date` (YYYY-MM-DD), written `YYYY/MM/DD` as in the seed.
-pub fn event(date: &str, slug: &str, name: &str, state: &str) -> Item {
-    attrs(vec![
-        ("PK", s("EVENT")),
-        ("SK", s(format!("EVENT#{date}#{slug}"))),
-        ("type", s("event")),
-        ("date", s(date.replace('-', "/"))),
-        ("name", s(name)),
-        ("state", s(state)),
-    ])
-}
+/// An event on `date` (YYYY-MM-DD), written `YYYY/MM/DD` as in the seed
+/// (the benches' builder: one item shape for both).
+pub use crate::seed_items::pickem::event;
 
 /// A match between single-member teams named in `teams`.
 #[allow(clippy::too_many_arguments)]
