@@ -30,8 +30,9 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if repair && !report.is_clean() {
         if dry_run {
             println!("dry run: {} repair(s) would run", report.repairs.len());
-            for r in &report.repairs {
-                println!("repair: {r:?}");
+            let table = &model.table;
+            for line in report.dry_run(&[table.pk, table.sk]) {
+                println!("{line}");
             }
         } else {
             let ran = jobstream::tools::verify::repair(&p, &report).await?;

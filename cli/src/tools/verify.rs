@@ -101,6 +101,14 @@ impl Report {
         out
     }
 
+    /// What `--repair --dry-run` prints: each repair that would run.
+    pub fn dry_run(&self, key_names: &[&str]) -> Vec<String> {
+        self.repairs
+            .iter()
+            .map(|r| format!("repair: {}", r.describe(key_names)))
+            .collect()
+    }
+
     pub fn render(&self) -> String {
         let rows: Vec<Vec<String>> = self
             .kinds
@@ -686,7 +694,59 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
 
 #[cfg(test)]
 mod listing_tests {
+    use shared::item::{n, s, Item};
+    use shared::models::Repair;
+
     use super::{Report, LISTED};
+
+    /// `--repair --dry-run` names each repair by what it does and the keys
+    /// it touches, never an item's other attributes or a job's body (user
+    /// finding E2: it printed Rust's `Debug` of whole items).
+    #[test]
+    fn a_dry_run_names_what_each_repair_does_by_keys_only() {
+        let item = |pk: &str, sk: &str| -> Item {
+            [
+                ("PK".to_string(), s(pk)),
+                ("SK".to_string(), s(sk)),
+                ("salary".to_string(), n(91_000)),
+            ]
+            .into()
+        };
+        let report = Report {
+            repairs: vec![
+                Repair::Reconcile(item("ORG#1", "EMP#2")),
+                Repair::Counter {
+                    counter: item("ORG#1", "#METADATA"),
+                    sources: vec![item("ORG#1", "EMP#2"), item("ORG#1", "EMP#3")],
+                },
+                Repair::Job {
+                    queue: "fanout",
+                    body: r#"{"secret":"x"}"#.into(),
+                },
+                Repair::DeleteIfUnchanged(item("DEPT#9", "EMP#2")),
+                Repair::StaleTotals {
+                    totals: [
+                        ("pk".to_string(), s("c#ORG#7")),
+                        ("sk".to_string(), s("totals")),
+                        ("sum_seats".to_string(), n(0)),
+                    ]
+                    .into(),
+                    sources: vec![],
+                },
+            ],
+            ..Report::default()
+        };
+        assert_eq!(
+            report.dry_run(&["PK", "SK"]),
+            [
+                "repair: reconcile the item PK=ORG#1, SK=EMP#2",
+                "repair: set the counter PK=ORG#1, SK=#METADATA to its totals after reconciling 2 source item(s): PK=ORG#1, SK=EMP#2; PK=ORG#1, SK=EMP#3",
+                "repair: run a job through the queue fanout (14 bytes)",
+                "repair: delete PK=DEPT#9, SK=EMP#2 if it is still as read",
+                "repair: delete the stale ledger totals pk=c#ORG#7, sk=totals once every sum is 0 (after reconciling 0 source item(s))",
+            ]
+        );
+    }
 
     /// A list longer than what is printed says how many more there are
     /// (user finding E1: 24 of 47 drift lines, and no word of the rest).

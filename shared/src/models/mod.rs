@@ -304,6 +304,38 @@ pub enum Repair {
     StaleTotals { totals: Item, sources: Vec<Item> },
 }
 
+impl Repair {
+    /// What it does, for `verify --repair --dry-run`: the keys it touches
+    /// (`key_names` of the model's table; ledger totals by the ledger's),
+    /// never an item's other attributes or a job's body.
+    pub fn describe(&self, key_names: &[&str]) -> String {
+        let key = |i: &Item| crate::item::display_key(&crate::item::key_of(i, key_names));
+        let keys = |items: &[Item]| items.iter().map(key).collect::<Vec<_>>().join("; ");
+        match self {
+            Repair::Reconcile(i) => format!("reconcile the item {}", key(i)),
+            Repair::Counter { counter, sources } => format!(
+                "set the counter {} to its totals after reconciling {} source item(s): {}",
+                key(counter),
+                sources.len(),
+                keys(sources)
+            ),
+            Repair::Job { queue, body } => {
+                format!("run a job through the queue {queue} ({} bytes)", body.len())
+            }
+            Repair::DeleteIfUnchanged(i) => format!("delete {} if it is still as read", key(i)),
+            Repair::Model(m) => m.0.describe(),
+            Repair::StaleTotals { totals, sources } => format!(
+                "delete the stale ledger totals {} once every sum is 0 (after reconciling {} source item(s))",
+                crate::item::display_key(&crate::item::key_of(
+                    totals,
+                    &[crate::ledger::PK, crate::ledger::SK]
+                )),
+                sources.len()
+            ),
+        }
+    }
+}
+
 /// A model-specific repair, guarded by the model like its live writes.
 pub trait GuardedRepair: std::fmt::Debug + Send + Sync {
     /// What it does, for `--dry-run` and to tell two repairs apart.
