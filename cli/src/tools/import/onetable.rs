@@ -387,7 +387,18 @@ fn entity(
             continue;
         }
         match attr_of(f, keys.iso_dates).map_err(|why| err(f.name, why))? {
-            Some(a) => attributes.push(a),
+            Some(mut a) => {
+                if f.def.get("unique").and_then(Json::as_bool) == Some(true) {
+                    let unique = format!(
+                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file leaves those items alone and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
+                    );
+                    a.note = Some(match a.note.take() {
+                        Some(n) => format!("{n}; {unique}"),
+                        None => unique,
+                    });
+                }
+                attributes.push(a)
+            }
             None => notes.push(format!(
                 "`{}` ({}) is not typed: binary values are not read by model files",
                 f.name,
@@ -584,6 +595,33 @@ mod tests {
         );
         assert!(u.project.iter().all(|p| p.attr != "gs1pk"));
         let yaml = d.render("s.json");
+        if let Err(p) = shared::file::compile(&yaml, "s") {
+            panic!("{p:#?}\n{yaml}");
+        }
+    }
+
+    /// E8: `unique: true` was dropped without a word. OneTable keeps one
+    /// `_unique#...` item per value (written in the same transaction); the
+    /// draft says so on the attribute, and what it means for the file.
+    #[test]
+    fn a_unique_field_is_noted_never_dropped_silently() {
+        let schema = r#"{"format":"onetable:1.1.0",
+          "indexes":{"primary":{"hash":"pk","sort":"sk"}},
+          "models":{"User":{
+            "pk":{"type":"string","value":"user#${id}"},
+            "sk":{"type":"string","value":"user#"},
+            "id":{"type":"string","required":true},
+            "email":{"type":"string","required":true,"unique":true}}}}"#;
+        let d = import(schema, "s.json", "s", "tbl").expect("imports");
+        let u = &d.entities[0];
+        let email = u.attributes.iter().find(|a| a.name == "email").unwrap();
+        let note = email.note.clone().unwrap_or_default();
+        assert!(
+            note.contains("unique") && note.contains("_unique#User"),
+            "{note}"
+        );
+        let yaml = d.render("s.json");
+        assert!(yaml.contains("_unique#User"), "{yaml}");
         if let Err(p) = shared::file::compile(&yaml, "s") {
             panic!("{p:#?}\n{yaml}");
         }
