@@ -274,3 +274,81 @@ async fn explain_shows_every_role_of_an_item_and_what_a_rejected_source_still_co
         never.lines
     );
 }
+
+/// E6: `explain` said nothing of the history: an application root, a stage
+/// of it and a history entry each say where they stand in the aggregate
+/// (the root: its mirror and the latest entry it names).
+#[tokio::test]
+async fn explain_places_an_item_in_its_history_aggregate() {
+    let mut env = model_env("tracker", |_| {}).await;
+    let app: Item = [
+        ("PK", s("APP#a1")),
+        ("SK", s("APP#a1")),
+        ("id", s("a1")),
+        ("companyName", s("Acme")),
+        ("positionTitle", s("Engineer")),
+        ("status", s("applied")),
+        (
+            "isArchived",
+            aws_sdk_dynamodb::types::AttributeValue::Bool(false),
+        ),
+        ("createdAt", s("2026-01-01T00:00:00Z")),
+        ("updatedAt", s("2026-01-01T00:00:00Z")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let stage: Item = [
+        ("PK", s("APP#a1")),
+        ("SK", s("STAGE#s1")),
+        ("id", s("s1")),
+        ("applicationId", s("a1")),
+        ("name", s("Phone screen")),
+        ("order", n(1)),
+        (
+            "isCompleted",
+            aws_sdk_dynamodb::types::AttributeValue::Bool(false),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    put(&env.rt, app).await;
+    env.rt.drain().await.expect("drains");
+    put(&env.rt, stage).await;
+    env.rt.drain().await.expect("drains");
+    let tracker = shared::file::shipped("tracker")
+        .expect("shipped")
+        .expect("loads");
+    let ask = |sk: &'static str| {
+        let env = &env;
+        async move {
+            let key: Item = [("PK".to_string(), s("APP#a1")), ("SK".to_string(), s(sk))].into();
+            let t = Tables {
+                client: &env.rt.dynamodb,
+                table: &env.rt.config.table,
+                ledger: &env.rt.config.ledger_table,
+            };
+            explain(&env.rt.model, Some(&tracker.model), &t, &key)
+                .await
+                .expect("explains")
+        }
+    };
+    let root = ask("APP#a1").await;
+    for line in [
+        "history: the root of the aggregate APP#a1 (application): each change of it and of its members (stage) writes a numbered history_entry; historySequence = 2",
+        "history: the latest entry PK=APP#a1, SK=HIST#00000002 (present)",
+    ] {
+        assert!(has(&root, line), "missing `{line}` in {:#?}", root.lines);
+    }
+    let member = ask("STAGE#s1").await;
+    let line = "history: a member (stage) of the aggregate APP#a1: its changes write entries; snapshots list it under interviewStages";
+    assert!(
+        has(&member, line),
+        "missing `{line}` in {:#?}",
+        member.lines
+    );
+    let entry = ask("HIST#00000002").await;
+    let line = "history: an entry of the aggregate APP#a1, written by the processor history";
+    assert!(has(&entry, line), "missing `{line}` in {:#?}", entry.lines);
+}

@@ -161,8 +161,33 @@ pub fn key(model: &Model, pk: String, sk: String) -> Item {
     .into()
 }
 
-/// Explains the item at `key`.
+/// Explains the item at `key`: its roles, then where it stands in the
+/// model's history.
 pub async fn explain(
+    model: &Model,
+    file: Option<&'static FileModel>,
+    t: &Tables<'_>,
+    key: &Item,
+) -> anyhow::Result<Explanation> {
+    let mut x = explain_roles(model, file, t, key).await?;
+    if let Some(f) = file.filter(|f| f.history.is_some()) {
+        let image = get(t, t.table, key).await?.unwrap_or_else(|| key.clone());
+        if let Some(place) = shared::file::history::FileHistory(f).place(&image) {
+            x.line(place.what);
+            if let Some(entry) = place.latest_entry {
+                let present = get(t, t.table, &entry).await?.is_some();
+                x.line(format!(
+                    "history: the latest entry {} ({})",
+                    display_key(&entry),
+                    if present { "present" } else { "absent" }
+                ));
+            }
+        }
+    }
+    Ok(x)
+}
+
+async fn explain_roles(
     model: &Model,
     file: Option<&FileModel>,
     t: &Tables<'_>,

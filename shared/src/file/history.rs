@@ -157,7 +157,7 @@ impl FileHistory {
         self.0.history.as_ref().expect("a model with history")
     }
 
-    fn role(&self, pk: &str, sk: &str) -> Role {
+    pub(super) fn role(&self, pk: &str, sk: &str) -> Role {
         let m = self.0;
         let h = self.spec();
         let Some((e, _)) = m.classify(pk, sk) else {

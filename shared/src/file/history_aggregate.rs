@@ -2,7 +2,18 @@
 //! the value itself; several, a root keyed under its owner: a JSON list),
 //! and where its items are.
 
-use super::history::FileHistory;
+use super::history::{FileHistory, Role};
+use crate::engine::fold::FoldRules;
+use crate::item::{Item, ItemExt};
+
+/// Where an item stands in a history (`jobstream explain`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPlace {
+    /// What it is to the history, one line.
+    pub what: String,
+    /// A root's latest entry (the one its mirror numbers), to look up.
+    pub latest_entry: Option<Item>,
+}
 
 impl FileHistory {
     /// The aggregate of an item of the history (root, member or entry):
@@ -41,6 +52,55 @@ impl FileHistory {
         let root = &self.0.entities[h.root.entity];
         let v = self.values(aggregate);
         Some(root.key[1].template.build(&v[h.pk_arity.min(v.len())..]))
+    }
+
+    /// Where the item at `key` (its image when present) stands in the
+    /// history: its root, a member or an entry; `None`: not the history's.
+    pub fn place(&self, image: &Item) -> Option<HistoryPlace> {
+        let h = self.spec();
+        let (role, pk, sk) = self.classify(image).ok()?;
+        let aggregate = self.aggregate_of(pk, sk)?;
+        let name = |i: usize| self.0.entities[i].name;
+        let shown = self.label(&aggregate);
+        Some(match role {
+            Role::Root => {
+                let members: Vec<&str> = h.members.iter().map(|m| name(m.shape.entity)).collect();
+                let mirror = image.opt_i64(h.mirror).ok().flatten();
+                HistoryPlace {
+                    what: format!(
+                        "history: the root of the aggregate {shown} ({}): each change of it{} writes a numbered {}; {} = {}",
+                        name(h.root.entity),
+                        if members.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" and of its members ({})", members.join(", "))
+                        },
+                        name(h.entries),
+                        h.mirror,
+                        mirror.map_or("not written yet".to_string(), |n| n.to_string())
+                    ),
+                    latest_entry: mirror
+                        .filter(|n| *n > 0)
+                        .map(|n| self.entry_key(&aggregate, n as u64)),
+                }
+            }
+            Role::Member(i) => HistoryPlace {
+                what: format!(
+                    "history: a member ({}) of the aggregate {shown}: its changes write entries; snapshots list it under {}",
+                    name(h.members[i].shape.entity),
+                    h.members[i].list
+                ),
+                latest_entry: None,
+            },
+            Role::Entry => HistoryPlace {
+                what: format!(
+                    "history: an entry of the aggregate {shown}, written by the processor {}",
+                    h.processor
+                ),
+                latest_entry: None,
+            },
+            Role::Other => return None,
+        })
     }
 
     /// How verify's findings name an aggregate: its partition, or its
