@@ -7,6 +7,7 @@ mod bad_input;
 mod bill;
 mod board_gaps;
 mod cli;
+mod compute_overwrite;
 mod counters;
 mod deployed;
 mod engine;
