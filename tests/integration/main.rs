@@ -35,6 +35,7 @@ mod js;
 mod league;
 mod limits;
 mod meter;
+mod migration;
 mod operations;
 mod pickem;
 mod pickem_recorded;

@@ -1,0 +1,786 @@
+//! Issue 26: a table the compiled models kept goes on exactly under the
+//! model files. Each seed was a compiled Rust model until 2026-11-27; a user
+//! who deployed it upgrades to the file on the same table and ledger, with
+//! the derived items and ledger records the compiled code wrote and, maybe,
+//! its stream records still in the shard (delivered again) and its jobs
+//! still in the queues.
+//!
+//! `tests/fixtures/migration/<model>.json` is what the compiled model left
+//! after its demo (how they were made: that folder's README): the table, the
+//! ledger, every stream record its processors consumed (Lambda event shape)
+//! and every queue message its consumers received. Per seed, the fixture is
+//! loaded into a fresh table and ledger without the processors seeing the
+//! loads (they start at LATEST, as a stack deployed next to a table in use),
+//! then, under the file model, two ways:
+//!
+//! - as deployed: (a) `verify` is clean (Pick'Em: but for the compiled
+//!   model's own totals, see [`UPGRADE_STEP`]), then (c) further writes of
+//!   the scenario's kind end exact (their counters, history numbers and
+//!   mirrors; `verify` clean, nothing dead-lettered);
+//! - after the README's upgrade step (`backfill`, then `verify --repair`):
+//!   the table is the fixture's still, then (b) the compiled era's stream
+//!   records delivered again to every stream processor write nothing, its
+//!   jobs are refused (their bodies are the compiled model's, see the
+//!   README) and change nothing, then (c).
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use jobstream::local::esm::StartingPosition;
+use jobstream::tools::backfill::ScanOptions;
+use serde_json::Value;
+use shared::item::{n, s, Item, ItemExt};
+
+use crate::apps::AppWriter;
+use crate::items::{
+    assert_exact, attrs, delete, get, invoke, invoke_jobs, key, put, records_event, scan,
+    sqs_event, update,
+};
+use crate::support::{model_env, redeploy_model, ModelEnv};
+
+/// What `verify` reports on a table the compiled model left, per seed (the
+/// README's upgrade step repairs it): the compiled Pick'Em counted each
+/// event's matches into ledger totals (`SK=MATCHES`) no counter of the file
+/// has. Pick'Em needs the step for more than these: the file finds an
+/// event's predictions through its own ledger index, which `backfill`
+/// writes (without it, a match's new result rescores no prediction made
+/// before the upgrade).
+const UPGRADE_STEP: &[(&str, &[&str])] = &[(
+    "pickem",
+    &[
+        "ledger: totals of PK=EVENT#2024-03-03-aew-revolution, SK=MATCHES: no counter of the model has this key any more",
+        "ledger: totals of PK=EVENT#2024-05-26-aew-double-or-nothing, SK=MATCHES: no counter of the model has this key any more",
+    ],
+)];
+
+/// What a compiled model left after its demo.
+struct Fixture {
+    table_name: String,
+    ledger_table_name: String,
+    table: Vec<Item>,
+    ledger: Vec<Item>,
+    /// Every stream record its processors consumed, as Lambda delivered them.
+    stream: Vec<Value>,
+    /// Every (queue, body) its queue consumers received.
+    jobs: Vec<(String, String)>,
+    /// Models with queues: writes made after the demo that the compiled
+    /// derive read, whose jobs no consumer received.
+    in_flight: Option<InFlight>,
+}
+
+/// What writes read by the compiled derive left, their jobs still queued.
+struct InFlight {
+    /// Table items new or changed, and the keys deleted.
+    table: (Vec<Item>, Vec<Item>),
+    /// Ledger items new or changed, and the keys deleted.
+    ledger: (Vec<Item>, Vec<Item>),
+    /// The (queue, body) of each job left in a queue.
+    jobs: Vec<(String, String)>,
+}
+
+fn items(v: &Value) -> Vec<Item> {
+    let list = v.as_array().expect("a list of items");
+    list.iter()
+        .map(|i| {
+            let item: serde_dynamo::Item = serde_json::from_value(i.clone()).expect("an item");
+            item.into()
+        })
+        .collect()
+}
+
+fn fixture(model: &str) -> Fixture {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/migration")
+        .join(format!("{model}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).expect("fixture json");
+    let text_of = |k: &str| v[k].as_str().expect(k).to_string();
+    let job = |j: &Value| {
+        let field = |k: &str| j[k].as_str().expect(k).to_string();
+        (field("queue"), field("body"))
+    };
+    let jobs = |v: &Value| v.as_array().expect("jobs").iter().map(job).collect();
+    let changes = |v: &Value| (items(&v["put"]), items(&v["deleted"]));
+    let f = &v["in_flight"];
+    let in_flight = (!f.is_null()).then(|| InFlight {
+        table: changes(&f["table"]),
+        ledger: changes(&f["ledger"]),
+        jobs: jobs(&f["jobs"]),
+    });
+    Fixture {
+        table_name: text_of("table_name"),
+        ledger_table_name: text_of("ledger_table_name"),
+        table: items(&v["table"]),
+        ledger: items(&v["ledger"]),
+        stream: v["stream"].as_array().expect("stream").clone(),
+        jobs: jobs(&v["jobs"]),
+        in_flight,
+    }
+}
+
+/// Items by their (partition, sort) key under these attribute names.
+fn by_key<'a>(items: &'a [Item], pk: &str, sk: &str) -> BTreeMap<String, &'a Item> {
+    let a = |i: &Item, name: &str| i.s(name).unwrap_or_default().to_string();
+    items
+        .iter()
+        .map(|i| (format!("{} | {}", a(i, pk), a(i, sk)), i))
+        .collect()
+}
+
+/// Each key of `want` or `got` whose item is missing, extra or different.
+fn differences(want: &[Item], got: &[Item], pk: &str, sk: &str) -> Vec<String> {
+    let (w, g) = (by_key(want, pk, sk), by_key(got, pk, sk));
+    let mut diffs = Vec::new();
+    for (k, wi) in &w {
+        match g.get(k) {
+            None => diffs.push(format!("missing {k}")),
+            Some(gi) if gi != wi => diffs.push(format!("changed {k}: {wi:?} -> {gi:?}")),
+            Some(_) => {}
+        }
+    }
+    for k in g.keys().filter(|k| !w.contains_key(*k)) {
+        diffs.push(format!("extra {k}: {:?}", g[k]));
+    }
+    diffs
+}
+
+async fn scan_ledger(env: &ModelEnv) -> Vec<Item> {
+    let rt = &env.rt;
+    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.ledger_table)
+        .await
+        .expect("ledger scan")
+}
+
+/// Batch puts into `table`, 25 at a time, unprocessed items sent again.
+async fn load(env: &ModelEnv, table: &str, items: &[Item]) {
+    for chunk in items.chunks(25) {
+        let mut pending: Option<Vec<WriteRequest>> = Some(
+            chunk
+                .iter()
+                .map(|i| {
+                    let put = PutRequest::builder().set_item(Some(i.clone())).build();
+                    let put = put.expect("a put request");
+                    WriteRequest::builder().put_request(put).build()
+                })
+                .collect(),
+        );
+        while let Some(reqs) = pending.take() {
+            let out = env
+                .rt
+                .dynamodb
+                .batch_write_item()
+                .request_items(table, reqs)
+                .send()
+                .await
+                .expect("batch write");
+            pending = out
+                .unprocessed_items()
+                .and_then(|u| u.get(table))
+                .filter(|v| !v.is_empty())
+                .cloned();
+        }
+    }
+}
+
+/// The table's (PK, SK) attribute names.
+fn table_keys(env: &ModelEnv) -> (&'static str, &'static str) {
+    (env.rt.model.table.pk, env.rt.model.table.sk)
+}
+
+/// The file model `model` deployed on the tables its compiled twin left
+/// (with its jobs in flight: `in_flight`): the fixture loaded first (no
+/// processor sees the loads), then the processors started at LATEST.
+async fn deployed(model: &str, in_flight: bool) -> (ModelEnv, Fixture) {
+    let fx = fixture(model);
+    let env = model_env(model, |_| {}).await;
+    assert_eq!(
+        env.rt.config.table, fx.table_name,
+        "{model}: the same table"
+    );
+    assert_eq!(
+        env.rt.config.ledger_table, fx.ledger_table_name,
+        "{model}: the same ledger table"
+    );
+    let (table, ledger) = (
+        env.rt.config.table.clone(),
+        env.rt.config.ledger_table.clone(),
+    );
+    load(&env, &table, &fx.table).await;
+    load(&env, &ledger, &fx.ledger).await;
+    if in_flight {
+        let f = fx.in_flight.as_ref().expect("jobs in flight");
+        for (name, (put, deleted)) in [(&table, &f.table), (&ledger, &f.ledger)] {
+            load(&env, name, put).await;
+            for k in deleted {
+                let req = env.rt.dynamodb.delete_item().table_name(name.as_str());
+                req.set_key(Some(k.clone())).send().await.expect("delete");
+            }
+        }
+    }
+    let mut env = redeploy_model(env, model, |o| {
+        o.mapping.starting_position = StartingPosition::Latest;
+    })
+    .await;
+    env.rt.drain().await.expect("drain");
+    assert_eq!(env.rt.processor_writes(), 0, "{model}: no load was seen");
+    (env, fx)
+}
+
+/// [`deployed`] (nothing in flight): asserts the tables are the fixture's,
+/// item by item, and (a): `verify` finds nothing but what [`UPGRADE_STEP`]
+/// says.
+async fn upgraded(model: &str) -> (ModelEnv, Fixture) {
+    let (env, fx) = deployed(model, false).await;
+    assert_unchanged(model, &env, &fx, &fx.ledger).await;
+    // (a)
+    let report = env.rt.verify().await.expect("verify");
+    let expected = UPGRADE_STEP
+        .iter()
+        .find(|(m, _)| *m == model)
+        .map_or(&[][..], |(_, problems)| problems);
+    assert_eq!(report.problems, expected, "{model}: verify");
+    (env, fx)
+}
+
+/// The README's upgrade step: `jobstream backfill`, then `jobstream verify
+/// --repair`; then `verify` is clean and nothing is dead-lettered.
+async fn step(env: &mut ModelEnv) {
+    crate::items::backfill(env, &ScanOptions::default()).await;
+    env.rt.drain().await.expect("drain");
+    let report = env.rt.verify().await.expect("verify");
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
+        .await
+        .expect("repair");
+    env.rt.drain().await.expect("drain");
+    assert_exact(&mut env.rt).await;
+}
+
+/// [`step`] on the tables the compiled model left: the table is the
+/// fixture's still; returns the ledger it left.
+async fn upgrade_step(model: &str, env: &mut ModelEnv, fx: &Fixture) -> Vec<Item> {
+    step(env).await;
+    let (pk, sk) = table_keys(env);
+    let table = differences(&fx.table, &scan(env).await, pk, sk);
+    assert!(table.is_empty(), "{model}: the step changed {table:#?}");
+    scan_ledger(env).await
+}
+
+/// The compiled model's jobs delivered to the file's consumers of their
+/// queues: each refused (a body of another shape than the file's), as a
+/// permanent failure the queue's redrive dead-letters.
+async fn refused(model: &str, env: &ModelEnv, jobs: &[(String, String)]) {
+    let mut queues: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (q, body) in jobs {
+        queues.entry(q).or_default().push(body.clone());
+    }
+    assert!(!queues.is_empty(), "{model}: jobs");
+    for (q, bodies) in queues {
+        for batch in bodies.chunks(10) {
+            let resp = invoke_jobs(env, q, &sqs_event(batch))
+                .await
+                .expect("handled");
+            assert_eq!(
+                resp.batch_item_failures.len(),
+                batch.len(),
+                "{model} {q}: every compiled job is refused"
+            );
+        }
+    }
+}
+
+/// The table is the fixture's and the ledger is `ledger`, item by item.
+async fn assert_unchanged(model: &str, env: &ModelEnv, fx: &Fixture, ledger: &[Item]) {
+    let (pk, sk) = table_keys(env);
+    let table = differences(&fx.table, &scan(env).await, pk, sk);
+    let ledger = differences(ledger, &scan_ledger(env).await, "pk", "sk");
+    assert!(
+        table.is_empty() && ledger.is_empty(),
+        "{model}: the table {table:#?}, the ledger {ledger:#?}"
+    );
+}
+
+/// (b) The compiled era's stream records delivered again to every stream
+/// processor of the file (as the same stream's records: its ARN), in
+/// batches of 100: no failure, no processor write. Its jobs delivered to
+/// their queues' consumers: each refused (a body of the compiled model, of
+/// another shape than the file's), as a permanent failure the queue's
+/// redrive dead-letters. The table and the ledger unchanged.
+async fn redeliver(model: &str, env: &mut ModelEnv, fx: &Fixture, ledger: &[Item]) {
+    let writes = env.rt.processor_writes();
+    let arn = jobstream::local::esm::stream_arn(&env.rt.dynamodb, &env.rt.config.table)
+        .await
+        .expect("stream");
+    let records: Vec<Value> = fx
+        .stream
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r["eventSourceARN"] = Value::String(arn.clone());
+            r
+        })
+        .collect();
+    assert!(!records.is_empty());
+    for def in env.rt.model.stream_defs() {
+        for batch in records.chunks(100) {
+            let resp = invoke(env, def.name, &records_event(batch))
+                .await
+                .expect("handled");
+            let failures = resp.batch_item_failures;
+            assert!(failures.is_empty(), "{model} {}: {failures:?}", def.name);
+        }
+    }
+    if !fx.jobs.is_empty() {
+        refused(model, env, &fx.jobs).await;
+    }
+    env.rt.drain().await.expect("drain");
+    assert_eq!(
+        env.rt.processor_writes(),
+        writes,
+        "{model}: the compiled era's records delivered again wrote nothing"
+    );
+    assert_unchanged(model, env, fx, ledger).await;
+    assert_exact(&mut env.rt).await;
+}
+
+/// The two ways of [the module](self): as deployed, then (c); after the
+/// upgrade step, (b), then (c). Pick'Em takes the step both ways.
+async fn go_on<F, Fut>(model: &str, writes: F)
+where
+    F: Fn(ModelEnv, Fixture) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let needs_step = UPGRADE_STEP.iter().any(|(m, _)| *m == model);
+    for replay in [false, true] {
+        let (mut env, fx) = upgraded(model).await;
+        if replay || needs_step {
+            let ledger = upgrade_step(model, &mut env, &fx).await;
+            if replay {
+                redeliver(model, &mut env, &fx, &ledger).await;
+            }
+        }
+        writes(env, fx).await;
+    }
+}
+
+/// A number attribute of the item at `k` (-1 when absent).
+async fn num_at(env: &ModelEnv, k: Item, attr: &str) -> i64 {
+    get(env, k)
+        .await
+        .and_then(|i| i.opt_i64(attr).ok().flatten())
+        .unwrap_or(-1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracker_tables_of_the_compiled_model_go_on_exactly() {
+    go_on("tracker", tracker_writes).await;
+}
+
+/// (c) for the tracker.
+async fn tracker_writes(mut env: ModelEnv, fx: Fixture) {
+    let fx = &fx;
+    // (c) A stage completed, a status change, a new application: history
+    // numbering goes on from the compiled model's, the mirror follows it,
+    // META/COUNT counts the new one.
+    let hist = |items: &[Item], app: &str| {
+        let pk = format!("APP#{app}");
+        items
+            .iter()
+            .filter(|i| i.s("PK").ok() == Some(pk.as_str()))
+            .filter(|i| i.s("SK").unwrap_or_default().starts_with("HIST#"))
+            .count() as i64
+    };
+    let acme = hist(&fx.table, "acme");
+    let initech = hist(&fx.table, "initech");
+    assert!(acme > 1 && initech > 1, "the demo's histories");
+    let count = num_at(&env, key("META", "COUNT"), "count").await;
+    let w = AppWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
+    let at = "2026-12-01T09:00:00.000Z";
+    w.update_stage("acme", "s1", &[("notes", s("went well"))])
+        .await
+        .unwrap();
+    w.update_application("initech", &[("status", s("interviewing"))], at)
+        .await
+        .unwrap();
+    w.create_application("hooli", "Hooli", "Engineer", "applied", at)
+        .await
+        .unwrap();
+    env.rt.drain().await.unwrap();
+    let entry = |app: &str, seq: i64| key(&format!("APP#{app}"), &format!("HIST#{seq:08}"));
+    let description =
+        |i: Option<Item>| i.map(|i| i.s("description").unwrap_or_default().to_string());
+    let stage = fx
+        .table
+        .iter()
+        .find(|i| i.s("PK").ok() == Some("APP#acme") && i.s("SK").ok() == Some("STAGE#s1"))
+        .and_then(|i| i.s("name").ok())
+        .expect("acme's stage s1")
+        .to_string();
+    assert_eq!(
+        description(get(&env, entry("acme", acme + 1)).await),
+        Some(format!("Updated interview stage \"{stage}\""))
+    );
+    assert_eq!(get(&env, entry("acme", acme + 2)).await, None, "one entry");
+    assert_eq!(
+        description(get(&env, entry("initech", initech + 1)).await).as_deref(),
+        Some("Updated Status")
+    );
+    assert_eq!(
+        num_at(&env, key("APP#acme", "APP#acme"), "historySequence").await,
+        acme + 1
+    );
+    assert_eq!(
+        num_at(&env, key("APP#initech", "APP#initech"), "historySequence").await,
+        initech + 1
+    );
+    assert_eq!(
+        description(get(&env, entry("hooli", 1)).await).as_deref(),
+        Some("Created application Hooli - Engineer")
+    );
+    assert_eq!(num_at(&env, key("META", "COUNT"), "count").await, count + 1);
+    assert_exact(&mut env.rt).await;
+}
+
+/// `item`'s number attribute in the fixture's table (-1 when absent).
+fn fixture_num(fx: &Fixture, pk: &str, sk: &str, attr: &str) -> i64 {
+    let (pkn, skn) = fx.key_names();
+    fx.table
+        .iter()
+        .find(|i| i.s(pkn).ok() == Some(pk) && i.s(skn).ok() == Some(sk))
+        .and_then(|i| i.opt_i64(attr).ok().flatten())
+        .unwrap_or(-1)
+}
+
+impl Fixture {
+    /// The table's key attribute names (`pk`/`sk` for the job board).
+    fn key_names(&self) -> (&'static str, &'static str) {
+        if self.table_name == "job-app" {
+            ("pk", "sk")
+        } else {
+            ("PK", "SK")
+        }
+    }
+}
+
+/// An ISO-8601 UTC time of now (milliseconds).
+fn now_iso() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn social_tables_of_the_compiled_model_go_on_exactly() {
+    go_on("social", social_writes).await;
+}
+
+/// (c) for the social.
+async fn social_writes(mut env: ModelEnv, fx: Fixture) {
+    let fx = &fx;
+    // (c) ann unfollows bob and follows dee, dee posts and likes ann's
+    // post: the counts move by one each (nothing counted twice), the
+    // follower mirrors follow, ann's timeline loses bob's posts and gains
+    // dee's.
+    let count = |u: &str, a: &str| fixture_num(fx, &format!("u#{u}"), "count", a);
+    let post = fx
+        .table
+        .iter()
+        .find(|i| i.s("PK").ok() == Some("u#ann#post"))
+        .and_then(|i| i.s("postId").ok())
+        .expect("a post of ann's")
+        .to_string();
+    let post = post.as_str();
+    let likes = fixture_num(fx, &format!("p#{post}#likecount"), "count", "likes").max(0);
+    let liked = |i: &&Item| i.s("PK").ok() == Some(format!("p#{post}#likelist").as_str());
+    assert!(
+        !fx.table
+            .iter()
+            .filter(liked)
+            .any(|i| i.s("SK").ok() == Some("u#dee")),
+        "dee's like is new"
+    );
+    let at = now_iso();
+    delete(&env, key("u#ann#following", "u#bob")).await;
+    put(
+        &env,
+        attrs(vec![
+            ("PK", s("u#ann#following")),
+            ("SK", s("u#dee")),
+            ("createdAt", s(&at)),
+        ]),
+    )
+    .await;
+    let dee_post = ulid::Ulid::new().to_string();
+    put(
+        &env,
+        attrs(vec![
+            ("PK", s("u#dee#post")),
+            ("SK", s(format!("p#{dee_post}"))),
+            ("postId", s(&dee_post)),
+            ("body", s("hello after the upgrade")),
+            ("createdAt", s(&at)),
+        ]),
+    )
+    .await;
+    put(
+        &env,
+        attrs(vec![
+            ("PK", s(format!("p#{post}#likelist"))),
+            ("SK", s("u#dee")),
+            ("createdAt", s(&at)),
+        ]),
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    let now = |u: &str, a: &'static str| {
+        let k = key(format!("u#{u}"), "count");
+        let env = &env;
+        async move { num_at(env, k, a).await }
+    };
+    assert_eq!(now("ann", "following").await, count("ann", "following"));
+    assert_eq!(now("bob", "followers").await, count("bob", "followers") - 1);
+    assert_eq!(now("dee", "followers").await, count("dee", "followers") + 1);
+    assert_eq!(now("dee", "posts").await, count("dee", "posts") + 1);
+    assert_eq!(
+        num_at(&env, key(format!("p#{post}#likecount"), "count"), "likes").await,
+        likes + 1
+    );
+    assert!(get(&env, key("u#bob#follower", "u#ann")).await.is_none());
+    assert!(get(&env, key("u#dee#follower", "u#ann")).await.is_some());
+    let timeline = crate::items::partition(&env, "u#ann#timeline").await;
+    let authors: Vec<String> = timeline
+        .iter()
+        .map(|i| i.s("authorId").unwrap_or_default().to_string())
+        .collect();
+    assert!(!authors.iter().any(|a| a == "bob"), "{authors:?}");
+    assert!(
+        timeline
+            .iter()
+            .any(|i| i.s("SK").ok() == Some(format!("p#{dee_post}#u#dee").as_str())),
+        "{authors:?}"
+    );
+    assert_exact(&mut env.rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hr_tables_of_the_compiled_model_go_on_exactly() {
+    go_on("hr", hr_writes).await;
+}
+
+/// (c) for the hr.
+async fn hr_writes(mut env: ModelEnv, fx: Fixture) {
+    let fx = &fx;
+    // (c) alice moves from Engineering to Design, bob (People Ops) is
+    // deactivated: each headcount moves by one, alice's roster item moves,
+    // bob's stays.
+    let org = "ORG#01KE6JQ3010000000000000002";
+    let (eng, ops, design) = (
+        "01KE6JQ3020000000000000003",
+        "01KE6JQ3030000000000000004",
+        "01KGKTMN040000000000000005",
+    );
+    let (alice, bob) = ("01KE953T0A000000000000000B", "01KEBQGH0B000000000000000C");
+    let headcount = |d: &str| fixture_num(fx, org, &format!("DEPT#{d}"), "headcount");
+    let (e0, o0, d0) = (headcount(eng), headcount(ops), headcount(design));
+    assert!(e0 > 0 && o0 > 0 && d0 > 0, "the demo's departments");
+    update(
+        &env,
+        key(org, format!("EMP#{alice}")),
+        "SET #departmentId = :d",
+        &[(":d", s(design))],
+    )
+    .await;
+    update(
+        &env,
+        key(org, format!("EMP#{bob}")),
+        "SET #status = :s",
+        &[(":s", s("inactive"))],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    let now = |d: &str| key(org, format!("DEPT#{d}"));
+    assert_eq!(num_at(&env, now(eng), "headcount").await, e0 - 1);
+    assert_eq!(num_at(&env, now(ops), "headcount").await, o0 - 1);
+    assert_eq!(num_at(&env, now(design), "headcount").await, d0 + 1);
+    let roster = |d: &str, e: &str| key(format!("DEPT#{d}"), format!("EMP#{e}"));
+    assert!(get(&env, roster(eng, alice)).await.is_none());
+    assert!(get(&env, roster(design, alice)).await.is_some());
+    assert!(get(&env, roster(ops, bob)).await.is_some());
+    assert_exact(&mut env.rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_tables_of_the_compiled_model_go_on_exactly() {
+    go_on("pickem", pickem_writes).await;
+}
+
+/// (c) for the pickem.
+async fn pickem_writes(mut env: ModelEnv, fx: Fixture) {
+    let fx = &fx;
+    let (ev, result, expected) = rescored(fx);
+    update(
+        &env,
+        key(ev, "MATCH#m1"),
+        "SET #result = :r",
+        &[(":r", n(result))],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_scores(&env, ev, &expected).await;
+    assert_exact(&mut env.rt).await;
+}
+
+/// The opener (m1) of AEW Revolution going to the other team than the
+/// fixture's result: the event's key, the new result, and per user their
+/// points on the event and in the 2024 standings after rescoring (each
+/// prediction gains or loses the match's points once).
+fn rescored(fx: &Fixture) -> (&'static str, i64, Vec<(String, i64, i64)>) {
+    let ev = "EVENT#2024-03-03-aew-revolution";
+    let m1 = fx
+        .table
+        .iter()
+        .find(|i| i.s("PK").ok() == Some(ev) && i.s("SK").ok() == Some("MATCH#m1"))
+        .expect("the opener");
+    let (was, worth) = (m1.i64("result").unwrap(), m1.i64("points").unwrap());
+    let result = 1 - was;
+    let mut expected = Vec::new();
+    for p in fx
+        .table
+        .iter()
+        .filter(|i| i.s("SK").ok() == Some(ev) && i.s("type").ok() == Some("prediction"))
+    {
+        let user = p.s("PK").unwrap().to_string();
+        let picked = match p.get("predictions") {
+            Some(AttributeValue::M(m)) => m.get("m1").and_then(|v| match v {
+                AttributeValue::N(n) => n.parse::<i64>().ok(),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let delta = match picked {
+            Some(x) if x == result => worth,
+            Some(x) if x == was => -worth,
+            _ => 0,
+        };
+        let points = p.i64("points").unwrap() + delta;
+        let standing = fixture_num(fx, &user, "STANDINGS#2024", "points") + delta;
+        expected.push((user, points, standing));
+    }
+    assert!(
+        expected.iter().any(|(_, p, s)| *p > 0 && *s > 0),
+        "the demo's predictions"
+    );
+    (ev, result, expected)
+}
+
+async fn assert_scores(env: &ModelEnv, ev: &str, expected: &[(String, i64, i64)]) {
+    for (user, points, standing) in expected {
+        let at = |sk: &str| key(user.as_str(), sk);
+        assert_eq!(num_at(env, at(ev), "points").await, *points, "{user}");
+        let standings = num_at(env, at("STANDINGS#2024"), "points").await;
+        assert_eq!(standings, *standing, "{user}");
+    }
+}
+
+/// Jobs in flight when the file replaced the compiled model: writes the
+/// compiled derive read, whose jobs wait in the queues. The file's
+/// consumers refuse them (dead-lettered, as deployed); `verify` lists what
+/// they would have done, and the upgrade step's `verify --repair` does it.
+async fn in_flight_repaired(model: &str) -> (ModelEnv, Fixture) {
+    let (mut env, fx) = deployed(model, true).await;
+    let f = fx.in_flight.as_ref().expect("jobs in flight");
+    refused(model, &env, &f.jobs).await;
+    env.rt.drain().await.unwrap();
+    let report = env.rt.verify().await.unwrap();
+    assert!(
+        !report.problems.is_empty(),
+        "{model}: verify lists what the jobs in flight would have done"
+    );
+    step(&mut env).await;
+    (env, fx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn social_jobs_in_flight_at_the_upgrade_are_done_by_the_step() {
+    let (env, _fx) = in_flight_repaired("social").await;
+    // cid followed bob and bob posted: both timelines that follow bob show
+    // the post, and cid's shows bob's earlier posts too.
+    let entry = "p#01M8EAAAAA0000000000000042#u#bob";
+    for user in ["ann", "cid"] {
+        let k = key(format!("u#{user}#timeline"), entry);
+        assert!(get(&env, k).await.is_some(), "{user}'s timeline");
+    }
+    let cid = crate::items::partition(&env, "u#cid#timeline").await;
+    let from_bob = cid.iter().filter(|i| i.s("authorId").ok() == Some("bob"));
+    assert!(from_bob.count() > 1, "{cid:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobboard_jobs_in_flight_at_the_upgrade_are_done_by_the_step() {
+    let (env, _fx) = in_flight_repaired("jobboard").await;
+    // e1 approved s2's request for j4: the match exists (once).
+    let matches = crate::items::partition(&env, "seeker#s2").await;
+    let j4 = matches.iter().filter(|i| {
+        let sk = i.s("sk").unwrap_or_default();
+        sk.starts_with("j#") && sk.ends_with("#j4")
+    });
+    assert_eq!(j4.count(), 1, "{matches:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_jobs_in_flight_at_the_upgrade_are_done_by_the_step() {
+    let (env, fx) = in_flight_repaired("pickem").await;
+    // The opener's result changed in flight: every prediction rescored.
+    let (ev, result, expected) = rescored(&fx);
+    let m1 = get(&env, key(ev, "MATCH#m1")).await.expect("the opener");
+    assert_eq!(m1.i64("result").unwrap(), result, "the write in flight");
+    assert_scores(&env, ev, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobboard_tables_of_the_compiled_model_go_on_exactly() {
+    go_on("jobboard", jobboard_writes).await;
+}
+
+/// (c) for the jobboard.
+async fn jobboard_writes(mut env: ModelEnv, fx: Fixture) {
+    let fx = &fx;
+    // (c) A move: seeker s1 moves from Montreal to Toronto (her index key
+    // follows, her Montreal suggestions go), and a Montreal job closes
+    // (its suggestions go); verify checks every suggestion the facts imply.
+    let montreal_job = fx
+        .table
+        .iter()
+        .find(|i| {
+            i.s("pk").ok() == Some("job#montreal")
+                && i.s("sk").unwrap_or_default().starts_with("j#")
+                && i.s("status").ok() == Some("open")
+        })
+        .expect("an open Montreal job")
+        .clone();
+    let seeker = || {
+        let i = attrs(vec![("pk", s("seeker#s1")), ("sk", s("profile"))]);
+        key_of(&i, "pk", "sk")
+    };
+    update(&env, seeker(), "SET #city = :c", &[(":c", s("Toronto"))]).await;
+    let job = key_of(&montreal_job, "pk", "sk");
+    update(&env, job, "SET #status = :s", &[(":s", s("closed"))]).await;
+    env.rt.drain().await.unwrap();
+    let s1 = get(&env, seeker()).await.expect("s1");
+    assert_eq!(s1.s("GSI1PK").unwrap(), "city#toronto");
+    let montreal = crate::items::partition(&env, "job#montreal").await;
+    let job_id = montreal_job.s("jobId").unwrap();
+    for i in &montreal {
+        let sk = i.s("sk").unwrap_or_default();
+        assert!(!sk.ends_with("#s1") || !sk.starts_with("s#"), "{sk}");
+        assert!(!sk.starts_with(&format!("s#{job_id}#")), "{sk}");
+    }
+    assert_exact(&mut env.rt).await;
+}
+
+/// The key of `i` under these attribute names.
+fn key_of(i: &Item, pk: &str, sk: &str) -> Item {
+    [pk, sk]
+        .iter()
+        .map(|a| (a.to_string(), i.get(*a).expect("a key attribute").clone()))
+        .collect()
+}
