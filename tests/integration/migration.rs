@@ -39,19 +39,34 @@ use crate::items::{
 use crate::support::{model_env, redeploy_model, ModelEnv};
 
 /// What `verify` reports on a table the compiled model left, per seed (the
-/// README's upgrade step repairs it): the compiled Pick'Em counted each
+/// README's upgrade step repairs it). The compiled Pick'Em counted each
 /// event's matches into ledger totals (`SK=MATCHES`) no counter of the file
-/// has. Pick'Em needs the step for more than these: the file finds an
-/// event's predictions through its own ledger index, which `backfill`
-/// writes (without it, a match's new result rescores no prediction made
-/// before the upgrade).
-const UPGRADE_STEP: &[(&str, &[&str])] = &[(
+/// has, and listed an event's predictions in a ledger index of its own: the
+/// file finds them through its `compute:` index, which lacks them (without
+/// them, a match's new result rescores no prediction made before the
+/// upgrade).
+const UPGRADE_STEP: &[(&str, &[&str])] = &[
+    (
+        "jobboard",
+        &[
+            "index: pk=seeker#s1, sk=profile: not listed in the ledger index suggestions#seeker#city#montreal",
+            "index: pk=seeker#s2, sk=profile: not listed in the ledger index suggestions#seeker#city#montreal",
+            "index: pk=seeker#s3, sk=profile: not listed in the ledger index suggestions#seeker#city#toronto",
+        ],
+    ),
+    (
     "pickem",
     &[
+        "index: PK=USER#alex, SK=EVENT#2024-03-03-aew-revolution: not listed in the ledger index compute#scoring#EVENT#2024-03-03-aew-revolution",
+        "index: PK=USER#alex, SK=EVENT#2024-05-26-aew-double-or-nothing: not listed in the ledger index compute#scoring#EVENT#2024-05-26-aew-double-or-nothing",
+        "index: PK=USER#jo, SK=EVENT#2024-03-03-aew-revolution: not listed in the ledger index compute#scoring#EVENT#2024-03-03-aew-revolution",
+        "index: PK=USER#sam, SK=EVENT#2024-03-03-aew-revolution: not listed in the ledger index compute#scoring#EVENT#2024-03-03-aew-revolution",
+        "index: PK=USER#sam, SK=EVENT#2024-05-26-aew-double-or-nothing: not listed in the ledger index compute#scoring#EVENT#2024-05-26-aew-double-or-nothing",
         "ledger: totals of PK=EVENT#2024-03-03-aew-revolution, SK=MATCHES: no counter of the model has this key any more",
         "ledger: totals of PK=EVENT#2024-05-26-aew-double-or-nothing, SK=MATCHES: no counter of the model has this key any more",
     ],
-)];
+    ),
+];
 
 /// What a compiled model left after its demo.
 struct Fixture {
@@ -247,6 +262,12 @@ async fn upgraded(model: &str) -> (ModelEnv, Fixture) {
 async fn step(env: &mut ModelEnv) {
     crate::items::backfill(env, &ScanOptions::default()).await;
     env.rt.drain().await.expect("drain");
+    repair(env).await;
+}
+
+/// `jobstream verify --repair`; then `verify` is clean and nothing is
+/// dead-lettered.
+async fn repair(env: &mut ModelEnv) {
     let report = env.rt.verify().await.expect("verify");
     jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
@@ -343,7 +364,8 @@ async fn redeliver(model: &str, env: &mut ModelEnv, fx: &Fixture, ledger: &[Item
 }
 
 /// The two ways of [the module](self): as deployed, then (c); after the
-/// upgrade step, (b), then (c). Pick'Em takes the step both ways.
+/// upgrade step, (b), then (c). As deployed, Pick'Em takes `verify
+/// --repair` (what its `verify` finds, [`UPGRADE_STEP`]) before (c).
 async fn go_on<F, Fut>(model: &str, writes: F)
 where
     F: Fn(ModelEnv, Fixture) -> Fut,
@@ -352,11 +374,12 @@ where
     let needs_step = UPGRADE_STEP.iter().any(|(m, _)| *m == model);
     for replay in [false, true] {
         let (mut env, fx) = upgraded(model).await;
-        if replay || needs_step {
+        if replay {
             let ledger = upgrade_step(model, &mut env, &fx).await;
-            if replay {
-                redeliver(model, &mut env, &fx, &ledger).await;
-            }
+            redeliver(model, &mut env, &fx, &ledger).await;
+        } else if needs_step {
+            repair(&mut env).await;
+            assert_unchanged(model, &env, &fx, &scan_ledger(&env).await).await;
         }
         writes(env, fx).await;
     }
@@ -405,7 +428,7 @@ async fn tracker_writes(mut env: ModelEnv, fx: Fixture) {
         .await
         .unwrap();
     env.rt.drain().await.unwrap();
-    let entry = |app: &str, seq: i64| key(&format!("APP#{app}"), &format!("HIST#{seq:08}"));
+    let entry = |app: &str, seq: i64| key(format!("APP#{app}"), format!("HIST#{seq:08}"));
     let description =
         |i: Option<Item>| i.map(|i| i.s("description").unwrap_or_default().to_string());
     let stage = fx
@@ -745,8 +768,10 @@ async fn jobboard_tables_of_the_compiled_model_go_on_exactly() {
 async fn jobboard_writes(mut env: ModelEnv, fx: Fixture) {
     let fx = &fx;
     // (c) A move: seeker s1 moves from Montreal to Toronto (her index key
-    // follows, her Montreal suggestions go), and a Montreal job closes
-    // (its suggestions go); verify checks every suggestion the facts imply.
+    // follows, her Montreal suggestions go), a Montreal job closes (its
+    // suggestions go) and one opens for Go engineers: s2, in Montreal since
+    // before the upgrade, is suggested it (the city's seekers are listed);
+    // verify checks every suggestion the facts imply.
     let montreal_job = fx
         .table
         .iter()
@@ -757,14 +782,33 @@ async fn jobboard_writes(mut env: ModelEnv, fx: Fixture) {
         })
         .expect("an open Montreal job")
         .clone();
-    let seeker = || {
-        let i = attrs(vec![("pk", s("seeker#s1")), ("sk", s("profile"))]);
-        key_of(&i, "pk", "sk")
-    };
+    let seeker = || lower_key("seeker#s1", "profile");
     update(&env, seeker(), "SET #city = :c", &[(":c", s("Toronto"))]).await;
     let job = key_of(&montreal_job, "pk", "sk");
     update(&env, job, "SET #status = :s", &[(":s", s("closed"))]).await;
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    put(
+        &env,
+        attrs(vec![
+            ("pk", s("job#montreal")),
+            ("sk", s(format!("j#{today}#H3B#j9"))),
+            ("entityType", s("job")),
+            ("jobId", s("j9")),
+            ("employerId", s("e2")),
+            ("city", s("Montreal")),
+            ("postedAt", s(&today)),
+            ("zip", s("H3B")),
+            ("title", s("Go engineer")),
+            ("category", s("tech")),
+            ("skills", AttributeValue::Ss(vec!["go".into()])),
+            ("salaryMax", n(120_000)),
+            ("status", s("open")),
+        ]),
+    )
+    .await;
     env.rt.drain().await.unwrap();
+    let suggested = get(&env, lower_key("job#montreal", "s#j9#s2")).await;
+    assert!(suggested.is_some(), "s2 is suggested the new job");
     let s1 = get(&env, seeker()).await.expect("s1");
     assert_eq!(s1.s("GSI1PK").unwrap(), "city#toronto");
     let montreal = crate::items::partition(&env, "job#montreal").await;
@@ -775,6 +819,11 @@ async fn jobboard_writes(mut env: ModelEnv, fx: Fixture) {
         assert!(!sk.starts_with(&format!("s#{job_id}#")), "{sk}");
     }
     assert_exact(&mut env.rt).await;
+}
+
+/// The key `{pk, sk}` (the job board's attribute names).
+fn lower_key(pk: &str, sk: &str) -> Item {
+    attrs(vec![("pk", s(pk)), ("sk", s(sk))])
 }
 
 /// The key of `i` under these attribute names.
