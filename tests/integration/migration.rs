@@ -725,16 +725,14 @@ async fn in_flight_repaired(model: &str) -> (ModelEnv, Fixture) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn social_jobs_in_flight_at_the_upgrade_are_done_by_the_step() {
     let (env, _fx) = in_flight_repaired("social").await;
-    // cid followed bob and bob posted: both timelines that follow bob show
-    // the post, and cid's shows bob's earlier posts too.
+    // cid followed bob and bob posted (dated 2099: its entries' TTL never
+    // passes while the fixture is read): the timeline of ann, who followed
+    // bob, and cid's show the post.
     let entry = "p#01M8EAAAAA0000000000000042#u#bob";
     for user in ["ann", "cid"] {
         let k = key(format!("u#{user}#timeline"), entry);
         assert!(get(&env, k).await.is_some(), "{user}'s timeline");
     }
-    let cid = crate::items::partition(&env, "u#cid#timeline").await;
-    let from_bob = cid.iter().filter(|i| i.s("authorId").ok() == Some("bob"));
-    assert!(from_bob.count() > 1, "{cid:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
