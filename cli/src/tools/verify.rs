@@ -259,8 +259,8 @@ pub fn verify_items(
         // index existed: by a compiled model, or an earlier model file);
         // the reconcile of the item lists it. An item the rules reject keeps
         // what it had.
-        if let (Ok(()), Ok(ms)) = (&within, &memberships) {
-            for (index, member) in ms.iter().filter(|_| !rejected) {
+        if let (Ok(()), Ok(ms), false) = (&within, &memberships, rejected) {
+            for (index, member) in ms {
                 let k = index_key(index, member);
                 let at = (k.s(shared::ledger::PK), k.s(shared::ledger::SK));
                 if let (Ok(pk), Ok(sk)) = at {

@@ -161,9 +161,10 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
         notes.clear();
     }
     // A counter item that exists and lacks only its creation stamps (one
-    // the compiled tracker created before the file did) is right: the stamps
-    // ride on its next write of a sum, never make a write of their own (a
-    // redelivered record writes nothing).
+    // created before the model stamped it: by a compiled model, or an
+    // earlier model file) is right: the stamps ride on its next write of a
+    // sum, never make a write of their own (a redelivered record writes
+    // nothing).
     let stamps_only = item.is_some() && sets.iter().all(|(a, _)| stamps.contains(a));
     if removes.is_empty() && (sets.is_empty() || stamps_only) {
         Target::Nothing
