@@ -36,6 +36,8 @@ mod js;
 mod league;
 mod limits;
 mod meter;
+mod migration;
+mod migration_seeds;
 mod operations;
 mod pickem;
 mod pickem_recorded;

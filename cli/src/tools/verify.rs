@@ -5,7 +5,9 @@
 //!
 //! Generic kinds: `projection` (processor-owned attributes), `derived`
 //! (items other items imply), `counter` (counter items = sums of
-//! contributions), `ledger` (totals = sums of the recorded contributions).
+//! contributions), `ledger` (totals = sums of the recorded contributions),
+//! `index` (a source item missing from a ledger index its rules list it in:
+//! a join set or a `compute:` reading the index would not find it).
 //! Models add their own kinds (their `checks`). Items the rules reject are
 //! listed as bad input, not as drift.
 
@@ -13,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shared::engine::counts;
 use shared::engine::derive::{
-    checked_contributions, projection_update, rejects, total_attr, total_key, total_pk, Implied,
+    checked_contributions, index_key, projection_update, rejects, total_attr, total_key, total_pk,
+    Implied,
 };
 use shared::engine::rules::Counter;
 use shared::engine::writable::{self, Writes};
@@ -209,6 +212,15 @@ pub fn verify_items(
         .filter_map(|rec| rec.s(shared::ledger::PK).ok())
         .filter(|pk| pk.starts_with(TOTALS))
         .collect();
+    // The members of every ledger index, by their ledger key.
+    let listed: BTreeSet<(&str, &str)> = ledger
+        .iter()
+        .filter_map(|rec| {
+            let pk = rec.s(shared::ledger::PK).ok()?;
+            pk.starts_with("IDX#")
+                .then_some((pk, rec.s(shared::ledger::SK).ok()?))
+        })
+        .collect();
     let mut bad = BTreeSet::new();
     let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
         if bad.insert(item_id(key)) {
@@ -251,6 +263,29 @@ pub fn verify_items(
         };
         let within = writable::check(rules.as_ref(), &limits, "derive", item, &writes);
         let rejected = derived.is_err() || contributions.is_err() || memberships.is_err();
+        // Not listed where the engine lists it (one derived before the
+        // index existed: by a compiled model, or an earlier model file);
+        // the reconcile of the item lists it. An item the rules reject keeps
+        // what it had.
+        if let (Ok(()), Ok(ms), false) = (&within, &memberships, rejected) {
+            for (index, member) in ms {
+                let k = index_key(index, member);
+                let at = (k.s(shared::ledger::PK), k.s(shared::ledger::SK));
+                if let (Ok(pk), Ok(sk)) = at {
+                    if !listed.contains(&(pk, sk)) {
+                        report.found(Finding {
+                            kind: "index",
+                            drift: Drift::Missing,
+                            what: format!(
+                                "{}: not listed in the ledger index {index}",
+                                display_key(&key)
+                            ),
+                            repair: Some(Repair::Reconcile(key.clone())),
+                        });
+                    }
+                }
+            }
+        }
         let (projection, derived, contributions) = match within {
             Ok(()) => (projection, derived, contributions),
             Err(e) => (Err(e.clone()), Err(e.clone()), Err(e)),

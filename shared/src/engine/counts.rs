@@ -127,8 +127,10 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
     for (a, v) in &totals.sums {
         prospective.insert(a.clone(), n(v));
     }
+    let mut stamps = Vec::new();
     for (a, v) in counter.create.iter().flatten() {
         prospective.insert(a.to_string(), v.clone());
+        stamps.push(a.to_string());
     }
     let mut removes = Vec::new();
     let mut notes = deriver.rules.notes(&prospective);
@@ -158,7 +160,13 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
     if !sets.iter().any(|(a, _)| projected.contains(&a.as_str())) && removes.is_empty() {
         notes.clear();
     }
-    if sets.is_empty() && removes.is_empty() {
+    // A counter item that exists and lacks only its creation stamps (one
+    // created before the model stamped it: by a compiled model, or an
+    // earlier model file) is right: the stamps ride on its next write of a
+    // sum, never make a write of their own (a redelivered record writes
+    // nothing).
+    let stamps_only = item.is_some() && sets.iter().all(|(a, _)| stamps.contains(a));
+    if removes.is_empty() && (sets.is_empty() || stamps_only) {
         Target::Nothing
     } else {
         Target::Update {
