@@ -42,6 +42,7 @@ mod queries;
 mod queues;
 mod recorded;
 mod redelivery;
+mod scenarios;
 mod scoring_round_trips;
 #[path = "../../cli/benches/common/seed_items.rs"]
 mod seed_items;

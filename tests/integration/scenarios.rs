@@ -1,0 +1,66 @@
+//! Scenario files as tests: each file under `tests/scenarios/<model>/`
+//! names the model it plays (`model:`), writes as an application would,
+//! and says what must then hold after every step: items and attributes,
+//! absent keys, exact item counts, query results, records refused as bad
+//! input, `verify` clean, nothing dead-lettered (SPEC §8; the format is
+//! `shared::file::scenario`). One test per file, in parallel, each on a
+//! fresh engine; a failure lists every difference.
+
+use std::path::{Path, PathBuf};
+
+use shared::file::scenario::{play_checked, Scenario};
+use shared::models::Source;
+
+use crate::support::model_env;
+
+/// `name => "folder/name.yaml"`: one `#[tokio::test]` per scenario file,
+/// named as the file.
+macro_rules! scenarios {
+    ($($name:ident => $file:literal,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            play(stringify!($name), $file).await;
+        }
+    )*};
+}
+
+scenarios! {
+    lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears =>
+        "invoices/lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears.yaml",
+}
+
+/// The folder of the scenario files.
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// Plays `file` (under [`dir`]) with every check on a fresh engine with
+/// its model's runtime; panics listing each difference.
+async fn play(name: &str, file: &str) {
+    let path = dir().join(file);
+    assert_eq!(
+        path.file_stem().and_then(|s| s.to_str()),
+        Some(name),
+        "a scenario test is named as its file"
+    );
+    let s = Scenario::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    let source = s
+        .model_source(&path)
+        .unwrap_or_else(|| panic!("{file}: a scenario file says which `model:` it plays"));
+    let loaded = shared::models::file_of(&source).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let (model, model_file) = match source {
+        Source::Name(n) => (n, None),
+        Source::File(p) => (name.to_string(), Some(p)),
+    };
+    let mut env = model_env(&model, |o| o.model_file = model_file).await;
+    let diffs = play_checked(&mut env.rt, &s, &loaded.model, false)
+        .await
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(
+        diffs.is_empty(),
+        "{file}: {} difference(s):\n- {}",
+        diffs.len(),
+        diffs.join("\n- ")
+    );
+    env.engine.stop().await;
+}
