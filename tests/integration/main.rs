@@ -13,7 +13,6 @@ mod engine;
 mod explain;
 mod faults;
 mod fidelity;
-mod file_board;
 mod file_history;
 mod file_once;
 mod file_sets;
