@@ -425,153 +425,73 @@ async fn sqs_fixture_through_the_suggestions_handler() {
     );
 }
 
-/// A sort of writer mistake: a number written as a string.
-fn bad(mut item: Item, attr: &str) -> Item {
-    item.insert(attr.into(), s("lots"));
-    item
-}
-
-/// The triggers read a bad old image as nothing: a request fixed and
-/// approved in one write gets its match; a job fixed from bad input starts
-/// its suggestions; a title change reaches the suggestions that copy it;
-/// `verify` finds an approved request without its match (issue 17,
-/// defect 3).
+/// The triggers' scenario (a scenario file) played, its match lost
+/// (deleted by hand, with the pair's marker, as a restore from an older
+/// backup would): `verify` finds the approved request without its match,
+/// `--repair` makes it (issue 17, defect 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes() {
-    let mut b = board().await;
-    let jobs = jobs();
-    b.w.employer("e1", "Acme").await.unwrap();
-    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    // A job that is bad input, then fixed.
-    b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
-    b.rt.drain().await.unwrap();
-    assert!(b.w.suggestions_of("a").await.unwrap().is_empty());
-    b.w.put(jobs[0].item()).await.unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1"]);
-    // A new title reaches the suggestion.
-    let mut retitled = jobs[0].item();
-    retitled.insert("title".into(), s("Staff Rust engineer"));
-    b.w.put(retitled).await.unwrap();
-    b.rt.drain().await.unwrap();
-    let sug = get(
-        &b,
-        key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a")),
-    )
-    .await
-    .expect("suggestion");
-    assert_eq!(sug.s("title").unwrap(), "Staff Rust engineer");
-    assert_exact(&mut b.rt).await;
-    // A request that is bad input, then fixed and approved in one write.
-    b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
-    let request_key = (keys::employer_pk("e1"), keys::request_sk("j1", "a"));
-    let mut request = get(&b, key(request_key.0.clone(), request_key.1.clone()))
-        .await
-        .unwrap();
-    request.insert("status".into(), s("maybe"));
-    b.w.put(request.clone()).await.unwrap();
-    b.rt.drain().await.unwrap();
-    request.insert("status".into(), s("approved"));
-    request.insert("approvedAt".into(), s(days_ago(0)));
-    b.w.put(request).await.unwrap();
-    b.rt.drain().await.unwrap();
-    let matches = begins(&b, &keys::seeker_pk("a"), "j#").await;
-    assert_eq!(matches.len(), 1, "the approval got its match");
-    assert_exact(&mut b.rt).await;
-    // A match lost (deleted by hand): verify finds it, repair makes it.
+async fn a_lost_match_is_found_by_verify_and_made_by_repair() {
+    let file =
+        "jobboard/job_board_triggers_follow_their_guards_from_bad_input_and_title_changes.yaml";
+    let mut env = crate::items::play_scenario(file, |_| {}).await;
+    let matches = begins(&env, &keys::seeker_pk("a"), "j#").await;
     let (pk, sk) = (
         matches[0].s(keys::PK).unwrap(),
         matches[0].s(keys::SK).unwrap(),
     );
-    delete(&b, key(pk, sk)).await;
-    // (The pair's marker says it was made once: drop it as well, as a
-    // restore from an older backup would.)
-    b.rt.processors
+    delete(&env, key(pk, sk)).await;
+    let marker = shared::engine::once::marker_key("matches", "a#j1");
+    let ledger = &env.rt.config.ledger_table;
+    env.rt
+        .processors
         .store
-        .delete_keys(
-            &b.rt.config.ledger_table,
-            vec![shared::engine::once::marker_key("matches", "a#j1")],
-        )
+        .delete_keys(ledger, vec![marker])
         .await
         .unwrap();
-    let report = b.rt.verify().await.unwrap();
+    let report = env.rt.verify().await.unwrap();
     let lost = "asks for once `matches`";
     assert!(
         report.problems.iter().any(|p| p.contains(lost)),
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&b.rt.processors, &report)
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
         .unwrap();
-    assert_eq!(begins(&b, &keys::seeker_pk("a"), "j#").await.len(), 1);
-    b.rt.drain().await.unwrap();
-    assert_exact(&mut b.rt).await;
+    assert_eq!(begins(&env, &keys::seeker_pk("a"), "j#").await.len(), 1);
+    env.rt.drain().await.unwrap();
+    assert_exact(&mut env.rt).await;
 }
 
-/// A job or profile in the table that is bad input is bad input for the
-/// suggestion jobs: they keep what its earlier valid states implied, count
-/// it and complete (no failure, no dead letter) (issue 17, defect 7).
+/// The jobs of the bad items themselves (after the scenario file where j1
+/// and a's profile turn bad), run directly: each completes, counts the bad
+/// fact, and a keeps the suggestions its earlier valid state implied
+/// (issue 17, defect 7).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
-    let mut b = board().await;
-    let jobs = jobs();
-    b.w.employer("e1", "Acme").await.unwrap();
-    for j in &jobs[..2] {
-        b.w.create_job(j).await.unwrap();
-    }
-    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    b.w.seeker("g", "G", "Montreal", &["go", "k8s"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1", "j2 R3"]);
-    // j1 turns bad; g changes (a seeker job reads j1).
-    b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
-    b.w.seeker(
-        "g",
-        "G",
-        "Montreal",
-        &["go", "k8s", "aws"],
-        100_000,
-        &["tech"],
-    )
-    .await
-    .unwrap();
-    b.rt.drain().await.unwrap();
-    // a's profile turns bad; j2 changes (a job job reads a).
-    let profile = get(&b, key(keys::seeker_pk("a"), keys::PROFILE_SK))
-        .await
-        .unwrap();
-    b.w.put(bad(profile, "desiredSalary")).await.unwrap();
-    let mut j2 = jobs[1].item();
-    j2.insert(
-        "skills".into(),
-        AttributeValue::Ss(vec!["go".into(), "rust".into()]),
-    );
-    b.w.put(j2).await.unwrap();
-    b.rt.drain().await.unwrap();
-    // And the jobs of the bad items themselves.
-    let consumer = b.rt.processors.consumer("suggestions").unwrap();
+async fn the_jobs_of_bad_items_complete_and_keep_their_suggestions() {
+    let file = "jobboard/a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job.yaml";
+    let mut env = crate::items::play_scenario(file, |_| {}).await;
+    let bad = || {
+        env.rt
+            .consumer("suggestions")
+            .metrics()
+            .get(names::BAD_INPUT)
+    };
+    let before = bad();
+    let consumer = env.rt.processors.consumer("suggestions").unwrap();
     let job = consumer.set_job.as_ref().unwrap();
-    for body in [job_opened(&jobs[0]), seeker_changed("a", "montreal")] {
+    for body in [job_opened(&jobs()[0]), seeker_changed("a", "montreal")] {
         job.run(&body).await.expect("the job completes");
     }
-    assert!(
-        b.rt.consumer("suggestions").metrics().get(names::BAD_INPUT) >= 2,
-        "counted"
-    );
+    assert!(bad() >= before + 2, "counted");
+    let w = JobBoardWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
     assert_eq!(
-        b.w.suggestions_of("a").await.unwrap(),
+        w.suggestions_of("a").await.unwrap(),
         ["j1 R1", "j2 R3"],
         "what the earlier valid states implied"
     );
-    assert!(b.rt.failed_batches().is_empty());
-    assert_exact(&mut b.rt).await;
+    assert!(env.rt.failed_batches().is_empty());
+    assert_exact(&mut env.rt).await;
 }
 
 /// A job's and a seeker's suggestion scopes are paged: each message does a

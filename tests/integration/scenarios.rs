@@ -77,6 +77,12 @@ scenarios! {
         "tracker/every_snapshot_is_the_state_right_after_its_change_although_processing_lags.yaml",
     scenario_produces_exactly_the_implied_derived_state =>
         "tracker/scenario_produces_exactly_the_implied_derived_state.yaml",
+    a_filter_a_limit_and_pages_answer_an_event_listing =>
+        "league/a_filter_a_limit_and_pages_answer_an_event_listing.yaml",
+    job_board_triggers_follow_their_guards_from_bad_input_and_title_changes =>
+        "jobboard/job_board_triggers_follow_their_guards_from_bad_input_and_title_changes.yaml",
+    a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job =>
+        "jobboard/a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job.yaml",
 }
 
 /// The folder of the scenario files.
