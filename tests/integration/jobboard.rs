@@ -1,5 +1,9 @@
-//! The job board against the embedded engine and the local SQS: access
-//! patterns, suggestions, matches, bad messages, TTL expiry.
+//! The job board against the embedded engine and the local SQS where Rust
+//! must look: concurrent approvals and redelivered matches, bad messages
+//! and the DLQ, TTL expiry, the fixtures through the handlers, verify and
+//! repair, paged scopes, a week of TTL. What its writes imply (relevance,
+//! requests and matches, bad input) is proved by the scenario files of
+//! tests/scenarios/jobboard/ (scenarios.rs).
 
 use crate::seed_items::jobboard::{
     self as keys, days_ago, job_opened, jobs, match_job, seeker_changed, Writer as JobBoardWriter,

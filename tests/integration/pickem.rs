@@ -1,7 +1,9 @@
 //! The Pick'Em league (SPEC §5.3) against the embedded engine and the local SQS:
-//! the seed's screens, corrections and removals, an event with thousands of
-//! predictions, late and duplicated scoring jobs, concurrent result and pick
-//! changes, redelivery, padding and clamping, bad input, backfill adoption.
+//! the seed's screens, an event with thousands of predictions, late and
+//! duplicated scoring jobs, concurrent result and pick changes,
+//! redelivery, the clamps counted, backfill adoption. (Corrections and
+//! removals, padding and clamping, bad input: the scenario files of
+//! tests/scenarios/pickem/.)
 //! `--model pickem` is `models/pickem.yaml` (SPEC §8.1); the league's items
 //! are literals (`crate::league`), the scores what the facts imply.
 

@@ -1,7 +1,8 @@
 //! The social model (SPEC §5.1) against the embedded engine and the local SQS: the
-//! access patterns, paging over thousands of followers, races of follow,
-//! unfollow, post and delete, late and duplicated jobs, TTL expiry of a
-//! timeline entry, bad input.
+//! demo, paging over thousands of followers, races of follow, unfollow,
+//! post and delete, late and duplicated jobs, TTL expiry of a timeline
+//! entry, a bad job body, verify and repair. (Mirrors, counts, timelines
+//! and bad input records: the scenario files of tests/scenarios/social/.)
 
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
