@@ -2,7 +2,9 @@
 //! short of the Rust job board: `verify` finds a second match for one pair
 //! (a `once:` effect's item beside the one its key made) and repairs it; a
 //! seeker's scope reads its city's jobs of the window only (`from:` on the
-//! job fact), with the same suggestions.
+//! job fact), with the same suggestions. And the job board in miniature
+//! (tests/scenarios/board/board.yaml): a rescoring to the same score
+//! extends no suggestion's life.
 
 use std::collections::BTreeSet;
 
