@@ -14,7 +14,6 @@ pub mod keys {
     pub const SK: &str = "SK";
     pub const GSI1PK: &str = "GSI1PK";
     pub const GSI2PK: &str = "GSI2PK";
-    pub const HISTORY_SEQUENCE: &str = "historySequence";
     pub const META_PK: &str = "META";
     pub const COUNT_SK: &str = "COUNT";
     pub const COUNT_ATTR: &str = "count";
@@ -43,68 +42,6 @@ pub mod keys {
 
 /// The description of an adoption entry (`history: entries: imported:`).
 pub const IMPORTED: &str = "Imported";
-
-/// A stage's fields in a snapshot (SPEC §3).
-const STAGE_FIELDS: [&str; 7] = [
-    "id",
-    "name",
-    "order",
-    "isCompleted",
-    "completedDate",
-    "notes",
-    "performanceRating",
-];
-
-/// The snapshot SPEC §3 defines for an application's partition as stored:
-/// every attribute of the application but PK, SK, GSI* and
-/// `historySequence`, plus `interviewStages` (the seven fields, `NULL` when
-/// absent) sorted by `order`, then `id`. An oracle written from the SPEC,
-/// not from the model file.
-pub fn spec_snapshot(partition: &[Item]) -> Item {
-    let mut snap = Item::new();
-    let mut stages: Vec<Item> = Vec::new();
-    for i in partition {
-        let sk = i.s(keys::SK).unwrap_or_default();
-        if sk.starts_with("APP#") {
-            for (k, v) in i {
-                if k != keys::PK
-                    && k != keys::SK
-                    && !k.starts_with("GSI")
-                    && k != keys::HISTORY_SEQUENCE
-                {
-                    snap.insert(k.clone(), v.clone());
-                }
-            }
-        } else if sk.starts_with("STAGE#") {
-            stages.push(
-                STAGE_FIELDS
-                    .iter()
-                    .map(|f| {
-                        (
-                            f.to_string(),
-                            i.get(*f).cloned().unwrap_or(AttributeValue::Null(true)),
-                        )
-                    })
-                    .collect(),
-            );
-        }
-    }
-    stages.sort_by_key(|st| {
-        (
-            st.opt_i64("order").ok().flatten().unwrap_or(i64::MAX),
-            st.opt_s("id")
-                .ok()
-                .flatten()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    });
-    snap.insert(
-        "interviewStages".to_string(),
-        AttributeValue::L(stages.into_iter().map(AttributeValue::M).collect()),
-    );
-    snap
-}
 
 #[derive(Clone)]
 pub struct AppWriter {

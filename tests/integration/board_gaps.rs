@@ -2,7 +2,9 @@
 //! short of the Rust job board: `verify` finds a second match for one pair
 //! (a `once:` effect's item beside the one its key made) and repairs it; a
 //! seeker's scope reads its city's jobs of the window only (`from:` on the
-//! job fact), with the same suggestions.
+//! job fact), with the same suggestions. And the job board in miniature
+//! (tests/scenarios/board/board.yaml): a rescoring to the same score
+//! extends no suggestion's life.
 
 use std::collections::BTreeSet;
 
@@ -343,4 +345,50 @@ async fn a_jobs_scope_lists_the_seekers_of_its_city_only() {
     assert_eq!(beside.requests(), alone.requests(), "{beside:?}");
     assert_eq!(beside.rru(), alone.rru(), "{beside:?}");
     assert!(rt.verify().await.unwrap().is_clean());
+}
+
+/// The job board in miniature (tests/scenarios/board/board.yaml, whose
+/// suggestions and matches a scenario file proves): a rescoring to the
+/// same score keeps a suggestion as it is, neither its `generatedAt` nor
+/// its `ttl` rewritten (its life not extended); the clock moves past a
+/// second first, so a rewrite would show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescoring_to_the_same_score_extends_no_suggestions_life() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/board/board.yaml");
+    let ModelEnv { engine: _e, mut rt } = model_env("board", |o| o.model_file = Some(file)).await;
+    let today = day(0);
+    let seeker = |salary| {
+        let pairs = [
+            ("PK", s("CITY#mtl")),
+            ("SK", s("SEEKER#a")),
+            ("type", s("seeker")),
+        ];
+        let more = [("desiredSalary", n(salary)), ("categories", set(&["tech"]))];
+        let skills = ("skills", set(&["aws", "rust"]));
+        crate::items::attrs(pairs.into_iter().chain(more).chain([skills]).collect())
+    };
+    put(&rt, seeker(100)).await;
+    let job = [
+        ("PK", s("CITY#mtl")),
+        ("SK", s("JOB#j1")),
+        ("type", s("job")),
+        ("status", s("open")),
+        ("skills", set(&["aws", "rust"])),
+        ("salaryMax", n(120)),
+        ("category", s("tech")),
+        ("postedAt", s(&today)),
+    ];
+    put(&rt, crate::items::attrs(job.to_vec())).await;
+    rt.drain().await.unwrap();
+    let sug = crate::items::key("SUG#mtl", "S#j1#a");
+    let first = crate::items::get(&rt, sug.clone())
+        .await
+        .expect("a suggestion");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    put(&rt, seeker(110)).await;
+    rt.drain().await.unwrap();
+    let again = crate::items::get(&rt, sug).await.expect("kept");
+    assert_eq!(again["score"], n(10000), "the same score");
+    assert_eq!(again["generatedAt"], first["generatedAt"], "not rewritten");
+    assert_eq!(again["ttl"], first["ttl"], "its life not extended");
 }

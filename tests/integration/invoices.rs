@@ -104,41 +104,6 @@ async fn move_atomically(env: &ModelEnv, from: &str, to: &str, id: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears() {
-    let mut env = invoices_env().await;
-    for (no, amount) in [(1, 100), (2, 250), (3, 5)] {
-        put(&env.rt, line("i-1", no, amount)).await;
-    }
-    env.rt.drain().await.unwrap();
-    // Nowhere to write: nothing written, nothing created, verify clean.
-    assert_no_logical_items(&env).await;
-    assert_eq!(scan(&env).await.len(), 3, "only the lines");
-    assert_clean(&env.rt).await;
-    // The invoice appears (its writer knows nothing of the totals).
-    put(&env.rt, invoice("a-1", "i-1")).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(355), Some(3))));
-    // Lines change, go and come: every change lands.
-    put(&env.rt, line("i-1", 2, 50)).await;
-    delete(&env, line_key("i-1", 3)).await;
-    put(&env.rt, line("i-1", 4, 7)).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
-    // A writer's put of the invoice that drops the totals: written back.
-    put(&env.rt, invoice("a-1", "i-1")).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
-    // Another invoice's lines never reach this one.
-    put(&env.rt, line("i-2", 1, 1_000)).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(157), Some(3))));
-    assert_no_logical_items(&env).await;
-    assert_clean(&env.rt).await;
-    assert_eq!(bad_input(&env), 0);
-    assert!(env.rt.failed_batches().is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then() {
     let mut env = invoices_env().await;
     put(&env.rt, invoice("a-1", "i-1")).await;

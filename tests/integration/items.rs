@@ -359,3 +359,35 @@ impl Writer {
         req.set_item(Some(item)).send().await.expect("put");
     }
 }
+
+/// Plays the scenario file `file` (under `tests/scenarios/`, see
+/// scenarios.rs) with every check on a fresh engine, its runtime's options
+/// adjusted by `f`; asserts no difference and hands the environment over
+/// for what only Rust can check after it (a metric, a clock).
+pub async fn play_scenario(
+    file: &str,
+    f: impl FnOnce(&mut jobstream::local::runtime::RuntimeOptions),
+) -> ModelEnv {
+    use shared::file::scenario::{play_checked, Scenario};
+    use shared::models::Source;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(file);
+    let s = Scenario::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    let source = s.model_source(&path).expect("the scenario names its model");
+    let loaded = shared::models::file_of(&source).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let (model, model_file) = match source {
+        Source::Name(n) => (n, None),
+        Source::File(p) => ("file".to_string(), Some(p)),
+    };
+    let mut env = crate::support::model_env(&model, |o| {
+        o.model_file = model_file;
+        f(o);
+    })
+    .await;
+    let diffs = play_checked(&mut env.rt, &s, &loaded.model, false)
+        .await
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(diffs.is_empty(), "{file}: {diffs:#?}");
+    env
+}

@@ -1,9 +1,12 @@
-//! The job board against the embedded engine and the local SQS: access
-//! patterns, suggestions, matches, bad messages, TTL expiry.
+//! The job board against the embedded engine and the local SQS where Rust
+//! must look: concurrent approvals and redelivered matches, bad messages
+//! and the DLQ, TTL expiry, the fixtures through the handlers, verify and
+//! repair, paged scopes, a week of TTL. What its writes imply (relevance,
+//! requests and matches, bad input) is proved by the scenario files of
+//! tests/scenarios/jobboard/ (scenarios.rs).
 
 use crate::seed_items::jobboard::{
-    self as keys, days_ago, job_opened, jobs, level, match_job, score, seeker_changed,
-    Writer as JobBoardWriter,
+    self as keys, days_ago, job_opened, jobs, match_job, seeker_changed, Writer as JobBoardWriter,
 };
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -59,144 +62,24 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     assert!(!text.contains("bad input (not drift)"), "{text}");
 }
 
+/// A suggestion lives a week from its generation: the relevance scenario
+/// (a scenario file) played, each suggestion's `ttl` is seven days after
+/// the time the processors made it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suggestions_follow_the_relevance_function_with_a_week_of_ttl_and_move_when_rescored() {
-    let mut b = board().await;
-    let jobs = jobs();
-    b.w.create_job(&jobs[0]).await.unwrap();
-    b.w.seeker("s9", "Dee", "montreal", &["rust"], 125_000, &[])
-        .await
-        .unwrap();
+    let file = "jobboard/suggestions_follow_the_relevance_function_and_move_when_rescored.yaml";
     let before = chrono::Utc::now().timestamp();
-    b.rt.drain().await.unwrap();
-    // The level the documented function gives, computed here from the items.
-    let seeker_item = get(&b, key(keys::seeker_pk("s9"), keys::PROFILE_SK))
-        .await
-        .unwrap();
-    let points = score(
-        jobs[0].skills,
-        Some(jobs[0].salary_max),
-        Some(jobs[0].category),
-        &["rust"],
-        Some(125_000),
-        &[],
-    );
-    assert_eq!(
-        points,
-        3000 + 2500,
-        "half the skills, salary within max, no category"
-    );
-    let want = level(points).unwrap();
-    let sug_key = key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "s9"));
-    let sug = get(&b, sug_key).await.expect("suggestion exists");
-    assert_eq!(sug.i64("relevance").unwrap(), i64::from(want));
-    assert_eq!(
-        sug.s("GSI1SK").unwrap(),
-        keys::suggestion_gsi1sk(want, &jobs[0].posted_at, "H2X", "j1")
-    );
+    let env = crate::items::play_scenario(file, |_| {}).await;
+    let sug = get(
+        &env,
+        key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "s9")),
+    )
+    .await
+    .expect("suggestion exists");
     let ttl = sug.i64("ttl").unwrap();
-    assert!(
-        (before + 7 * 86400..=chrono::Utc::now().timestamp() + 7 * 86400).contains(&ttl),
-        "ttl {ttl}"
-    );
-    // The seeker learns AWS: rescored to R1, same item, moved in GSI1.
-    let mut better = seeker_item.clone();
-    better.insert(
-        "skills".into(),
-        AttributeValue::Ss(vec!["rust".into(), "aws".into()]),
-    );
-    b.w.put(better).await.unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(want, 2);
-    assert_eq!(
-        b.w.suggestions_of("s9").await.unwrap(),
-        ["j1 R1"],
-        "6000 + 2500 = 8500: R1"
-    );
-    assert_eq!(
-        begins(&b, &keys::job_pk("Montreal"), "s#").await.len(),
-        1,
-        "one item for the pair"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requested_and_matched_pairs_are_never_suggested_and_closing_removes_all() {
-    let mut b = board().await;
-    let jobs = jobs();
-    for j in &jobs[..2] {
-        b.w.create_job(j).await.unwrap();
-    }
-    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    b.w.seeker("g", "G", "Montreal", &["go", "k8s"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    b.rt.drain().await.unwrap();
-    // a: j1 6000+2500+1500, j2 0+2500+1500; g: j2 6000+2500+1500, j1 0+2500+1500
-    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1", "j2 R3"]);
-    assert_eq!(b.w.suggestions_of("g").await.unwrap(), ["j2 R1", "j1 R3"]);
-    b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
-    b.w.request(&jobs[1], "g", &days_ago(0)).await.unwrap();
-    b.w.set_request_status("e1", "j2", "g", "approved", &days_ago(0))
-        .await
-        .unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(
-        b.w.suggestions_of("a").await.unwrap(),
-        ["j2 R3"],
-        "requested pair gone"
-    );
-    assert_eq!(
-        b.w.suggestions_of("g").await.unwrap(),
-        ["j1 R3"],
-        "matched pair gone, the other stays"
-    );
-    // Rescoring both seekers (3000 + 2500 + 1500 = R2 for the other job)
-    // never brings the requested / matched pairs back.
-    b.w.seeker(
-        "a",
-        "A",
-        "Montreal",
-        &["aws", "rust", "go"],
-        100_000,
-        &["tech"],
-    )
-    .await
-    .unwrap();
-    b.w.seeker(
-        "g",
-        "G",
-        "Montreal",
-        &["go", "k8s", "rust"],
-        100_000,
-        &["tech"],
-    )
-    .await
-    .unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j2 R2"]);
-    assert_eq!(b.w.suggestions_of("g").await.unwrap(), ["j1 R2"]);
-    // g's request removed: the match alone keeps the pair out.
-    delete(
-        &b,
-        key(keys::employer_pk("e1"), keys::request_sk("j2", "g")),
-    )
-    .await;
-    b.rt.drain().await.unwrap();
-    assert_eq!(
-        b.w.suggestions_of("g").await.unwrap(),
-        ["j1 R2"],
-        "matched: never suggested"
-    );
-    // Closing j1 removes every suggestion of it.
-    b.w.close_job(&jobs[0]).await.unwrap();
-    b.rt.drain().await.unwrap();
-    assert!(begins(&b, &keys::job_pk("Montreal"), "s#j1#")
-        .await
-        .is_empty());
-    assert!(b.w.suggestions_of("g").await.unwrap().is_empty());
+    let week = 7 * 86400;
+    let after = chrono::Utc::now().timestamp();
+    assert!((before + week..=after + week).contains(&ttl), "ttl {ttl}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -546,153 +429,73 @@ async fn sqs_fixture_through_the_suggestions_handler() {
     );
 }
 
-/// A sort of writer mistake: a number written as a string.
-fn bad(mut item: Item, attr: &str) -> Item {
-    item.insert(attr.into(), s("lots"));
-    item
-}
-
-/// The triggers read a bad old image as nothing: a request fixed and
-/// approved in one write gets its match; a job fixed from bad input starts
-/// its suggestions; a title change reaches the suggestions that copy it;
-/// `verify` finds an approved request without its match (issue 17,
-/// defect 3).
+/// The triggers' scenario (a scenario file) played, its match lost
+/// (deleted by hand, with the pair's marker, as a restore from an older
+/// backup would): `verify` finds the approved request without its match,
+/// `--repair` makes it (issue 17, defect 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn job_board_triggers_follow_their_guards_from_bad_input_and_title_changes() {
-    let mut b = board().await;
-    let jobs = jobs();
-    b.w.employer("e1", "Acme").await.unwrap();
-    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    // A job that is bad input, then fixed.
-    b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
-    b.rt.drain().await.unwrap();
-    assert!(b.w.suggestions_of("a").await.unwrap().is_empty());
-    b.w.put(jobs[0].item()).await.unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1"]);
-    // A new title reaches the suggestion.
-    let mut retitled = jobs[0].item();
-    retitled.insert("title".into(), s("Staff Rust engineer"));
-    b.w.put(retitled).await.unwrap();
-    b.rt.drain().await.unwrap();
-    let sug = get(
-        &b,
-        key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "a")),
-    )
-    .await
-    .expect("suggestion");
-    assert_eq!(sug.s("title").unwrap(), "Staff Rust engineer");
-    assert_exact(&mut b.rt).await;
-    // A request that is bad input, then fixed and approved in one write.
-    b.w.request(&jobs[0], "a", &days_ago(0)).await.unwrap();
-    let request_key = (keys::employer_pk("e1"), keys::request_sk("j1", "a"));
-    let mut request = get(&b, key(request_key.0.clone(), request_key.1.clone()))
-        .await
-        .unwrap();
-    request.insert("status".into(), s("maybe"));
-    b.w.put(request.clone()).await.unwrap();
-    b.rt.drain().await.unwrap();
-    request.insert("status".into(), s("approved"));
-    request.insert("approvedAt".into(), s(days_ago(0)));
-    b.w.put(request).await.unwrap();
-    b.rt.drain().await.unwrap();
-    let matches = begins(&b, &keys::seeker_pk("a"), "j#").await;
-    assert_eq!(matches.len(), 1, "the approval got its match");
-    assert_exact(&mut b.rt).await;
-    // A match lost (deleted by hand): verify finds it, repair makes it.
+async fn a_lost_match_is_found_by_verify_and_made_by_repair() {
+    let file =
+        "jobboard/job_board_triggers_follow_their_guards_from_bad_input_and_title_changes.yaml";
+    let mut env = crate::items::play_scenario(file, |_| {}).await;
+    let matches = begins(&env, &keys::seeker_pk("a"), "j#").await;
     let (pk, sk) = (
         matches[0].s(keys::PK).unwrap(),
         matches[0].s(keys::SK).unwrap(),
     );
-    delete(&b, key(pk, sk)).await;
-    // (The pair's marker says it was made once: drop it as well, as a
-    // restore from an older backup would.)
-    b.rt.processors
+    delete(&env, key(pk, sk)).await;
+    let marker = shared::engine::once::marker_key("matches", "a#j1");
+    let ledger = &env.rt.config.ledger_table;
+    env.rt
+        .processors
         .store
-        .delete_keys(
-            &b.rt.config.ledger_table,
-            vec![shared::engine::once::marker_key("matches", "a#j1")],
-        )
+        .delete_keys(ledger, vec![marker])
         .await
         .unwrap();
-    let report = b.rt.verify().await.unwrap();
+    let report = env.rt.verify().await.unwrap();
     let lost = "asks for once `matches`";
     assert!(
         report.problems.iter().any(|p| p.contains(lost)),
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&b.rt.processors, &report)
+    jobstream::tools::verify::repair(&env.rt.processors, &report)
         .await
         .unwrap();
-    assert_eq!(begins(&b, &keys::seeker_pk("a"), "j#").await.len(), 1);
-    b.rt.drain().await.unwrap();
-    assert_exact(&mut b.rt).await;
+    assert_eq!(begins(&env, &keys::seeker_pk("a"), "j#").await.len(), 1);
+    env.rt.drain().await.unwrap();
+    assert_exact(&mut env.rt).await;
 }
 
-/// A job or profile in the table that is bad input is bad input for the
-/// suggestion jobs: they keep what its earlier valid states implied, count
-/// it and complete (no failure, no dead letter) (issue 17, defect 7).
+/// The jobs of the bad items themselves (after the scenario file where j1
+/// and a's profile turn bad), run directly: each completes, counts the bad
+/// fact, and a keeps the suggestions its earlier valid state implied
+/// (issue 17, defect 7).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job() {
-    let mut b = board().await;
-    let jobs = jobs();
-    b.w.employer("e1", "Acme").await.unwrap();
-    for j in &jobs[..2] {
-        b.w.create_job(j).await.unwrap();
-    }
-    b.w.seeker("a", "A", "Montreal", &["aws", "rust"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    b.w.seeker("g", "G", "Montreal", &["go", "k8s"], 100_000, &["tech"])
-        .await
-        .unwrap();
-    b.rt.drain().await.unwrap();
-    assert_eq!(b.w.suggestions_of("a").await.unwrap(), ["j1 R1", "j2 R3"]);
-    // j1 turns bad; g changes (a seeker job reads j1).
-    b.w.put(bad(jobs[0].item(), "salaryMax")).await.unwrap();
-    b.w.seeker(
-        "g",
-        "G",
-        "Montreal",
-        &["go", "k8s", "aws"],
-        100_000,
-        &["tech"],
-    )
-    .await
-    .unwrap();
-    b.rt.drain().await.unwrap();
-    // a's profile turns bad; j2 changes (a job job reads a).
-    let profile = get(&b, key(keys::seeker_pk("a"), keys::PROFILE_SK))
-        .await
-        .unwrap();
-    b.w.put(bad(profile, "desiredSalary")).await.unwrap();
-    let mut j2 = jobs[1].item();
-    j2.insert(
-        "skills".into(),
-        AttributeValue::Ss(vec!["go".into(), "rust".into()]),
-    );
-    b.w.put(j2).await.unwrap();
-    b.rt.drain().await.unwrap();
-    // And the jobs of the bad items themselves.
-    let consumer = b.rt.processors.consumer("suggestions").unwrap();
+async fn the_jobs_of_bad_items_complete_and_keep_their_suggestions() {
+    let file = "jobboard/a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job.yaml";
+    let mut env = crate::items::play_scenario(file, |_| {}).await;
+    let bad = || {
+        env.rt
+            .consumer("suggestions")
+            .metrics()
+            .get(names::BAD_INPUT)
+    };
+    let before = bad();
+    let consumer = env.rt.processors.consumer("suggestions").unwrap();
     let job = consumer.set_job.as_ref().unwrap();
-    for body in [job_opened(&jobs[0]), seeker_changed("a", "montreal")] {
+    for body in [job_opened(&jobs()[0]), seeker_changed("a", "montreal")] {
         job.run(&body).await.expect("the job completes");
     }
-    assert!(
-        b.rt.consumer("suggestions").metrics().get(names::BAD_INPUT) >= 2,
-        "counted"
-    );
+    assert!(bad() >= before + 2, "counted");
+    let w = JobBoardWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
     assert_eq!(
-        b.w.suggestions_of("a").await.unwrap(),
+        w.suggestions_of("a").await.unwrap(),
         ["j1 R1", "j2 R3"],
         "what the earlier valid states implied"
     );
-    assert!(b.rt.failed_batches().is_empty());
-    assert_exact(&mut b.rt).await;
+    assert!(env.rt.failed_batches().is_empty());
+    assert_exact(&mut env.rt).await;
 }
 
 /// A job's and a seeker's suggestion scopes are paged: each message does a

@@ -14,7 +14,6 @@ mod engine;
 mod explain;
 mod faults;
 mod fidelity;
-mod file_board;
 mod file_history;
 mod file_once;
 mod file_sets;
@@ -45,6 +44,7 @@ mod queries;
 mod queues;
 mod recorded;
 mod redelivery;
+mod scenarios;
 mod scoring_round_trips;
 #[path = "../../cli/benches/common/seed_items.rs"]
 mod seed_items;

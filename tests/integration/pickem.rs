@@ -1,7 +1,9 @@
 //! The Pick'Em league (SPEC §5.3) against the embedded engine and the local SQS:
-//! the seed's screens, corrections and removals, an event with thousands of
-//! predictions, late and duplicated scoring jobs, concurrent result and pick
-//! changes, redelivery, padding and clamping, bad input, backfill adoption.
+//! the seed's screens, an event with thousands of predictions, late and
+//! duplicated scoring jobs, concurrent result and pick changes,
+//! redelivery, the clamps counted, backfill adoption. (Corrections and
+//! removals, padding and clamping, bad input: the scenario files of
+//! tests/scenarios/pickem/.)
 //! `--model pickem` is `models/pickem.yaml` (SPEC §8.1); the league's items
 //! are literals (`crate::league`), the scores what the facts imply.
 
@@ -15,7 +17,7 @@ use shared::item::{n, s, Item, ItemExt};
 use crate::league as keys;
 use crate::league::{self as write, expected_scores};
 
-use crate::items::{assert_clean, delete, get, key, num, put, put_all, reads, scan, update};
+use crate::items::{assert_clean, get, key, num, put, put_all, reads, scan, update};
 use crate::support::{model_env, redeploy_model, run_in_background, ModelEnv};
 
 const EV: &str = "2024-03-03-revolution";
@@ -165,122 +167,6 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     ] {
         assert!(text.contains(line), "`{line}` in:\n{text}");
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_corrections_and_removals_rescore_and_resum() {
-    let mut env = env().await;
-    let rt = &mut env.rt;
-    event_with_matches(
-        rt,
-        EV,
-        &[
-            ("m1", 1, 10, Some(0)),
-            ("m2", 2, 20, Some(0)),
-            ("m3", 3, 30, Some(0)),
-        ],
-    )
-    .await;
-    put(
-        rt,
-        write::prediction("sam", EV, &[("m1", 0), ("m2", 0), ("m3", 1)]),
-    )
-    .await;
-    put(
-        rt,
-        write::prediction("jo", EV, &[("m1", 1), ("m2", 0), ("m3", 0)]),
-    )
-    .await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (30, 2, "SCORE#030#sam".into())
-    );
-    assert_eq!(score_of(rt, "jo", EV).await, (50, 2, "SCORE#050#jo".into()));
-    assert_eq!(
-        standings(rt, "jo", "2024").await,
-        Some((50, 2, 1, "SCORE#00050#jo".into()))
-    );
-    let standings_item = get(rt, key("USER#jo", "STANDINGS#2024")).await.unwrap();
-    assert_eq!(standings_item.get("type"), Some(&s("standings")));
-    assert_eq!(standings_item.get("belongsto"), Some(&s("USER#jo")));
-    assert_eq!(standings_item.get("GSI_PK"), Some(&s("STANDINGS#2024")));
-    assert_eq!(standings_item.len(), 9);
-
-    // Corrected result.
-    put(rt, m(EV, "m3", 3, 30, Some(1))).await;
-    rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await.0, 60);
-    assert_eq!(score_of(rt, "jo", EV).await.0, 20);
-    // Withdrawn result.
-    update(
-        rt,
-        key(keys::event_key(EV), "MATCH#m2"),
-        "REMOVE #result",
-        &[],
-    )
-    .await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (40, 2, "SCORE#040#sam".into())
-    );
-    assert_eq!(score_of(rt, "jo", EV).await, (0, 0, "SCORE#000#jo".into()));
-    // Points changed.
-    update(
-        rt,
-        key(keys::event_key(EV), "MATCH#m1"),
-        "SET #points = :p",
-        &[(":p", n(15))],
-    )
-    .await;
-    rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await.0, 45);
-    // Match removed.
-    delete(rt, key(keys::event_key(EV), "MATCH#m3")).await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (15, 1, "SCORE#015#sam".into())
-    );
-    // Match added, picks changed.
-    put(rt, m(EV, "m4", 4, 5, Some(0))).await;
-    put(rt, write::prediction("sam", EV, &[("m1", 0), ("m4", 0)])).await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (20, 2, "SCORE#020#sam".into())
-    );
-    // A second event of the year adds up; removing it takes it back.
-    event_with_matches(rt, EV2, &[("d1", 1, 7, Some(1))]).await;
-    put(rt, write::prediction("sam", EV2, &[("d1", 1)])).await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        standings(rt, "sam", "2024").await,
-        Some((27, 3, 2, "SCORE#00027#sam".into()))
-    );
-    delete(rt, key("USER#sam", keys::event_key(EV2))).await;
-    rt.drain().await.unwrap();
-    assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.2), Some(1));
-    // The user's last prediction of the year: standings removed.
-    delete(rt, key("USER#jo", keys::event_key(EV))).await;
-    rt.drain().await.unwrap();
-    assert_eq!(standings(rt, "jo", "2024").await, None);
-    // A writer's stray score is brought back.
-    update(
-        rt,
-        key("USER#sam", keys::event_key(EV)),
-        "SET #points = :p",
-        &[(":p", n(999))],
-    )
-    .await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (20, 2, "SCORE#020#sam".into())
-    );
-    assert_truth(rt).await;
-    assert_eq!(rt.dlq_depth("scoring").await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -546,103 +432,6 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_padding_and_clamping_keep_true_values() {
-    let mut env = env().await;
-    let rt = &mut env.rt;
-    event_with_matches(
-        rt,
-        EV,
-        &[("big", 120, 1500, Some(0)), ("m1", 7, 60_000, Some(0))],
-    )
-    .await;
-    event_with_matches(rt, EV2, &[("m2", 1, 50_000, Some(1))]).await;
-    put(rt, write::prediction("sam", EV, &[("big", 0), ("m1", 0)])).await;
-    put(rt, write::prediction("sam", EV2, &[("m2", 1)])).await;
-    put(rt, write::prediction("jo", EV, &[("big", 0)])).await;
-    rt.drain().await.unwrap();
-    let big = get(rt, key(keys::event_key(EV), "MATCH#big"))
-        .await
-        .unwrap();
-    assert_eq!(big.get("GSI_SK"), Some(&s("MATCH#99")));
-    let m1 = get(rt, key(keys::event_key(EV), "MATCH#m1")).await.unwrap();
-    assert_eq!(m1.get("GSI_SK"), Some(&s("MATCH#07")));
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (61_500, 2, "SCORE#999#sam".into())
-    );
-    assert_eq!(
-        score_of(rt, "jo", EV).await,
-        (1500, 1, "SCORE#999#jo".into())
-    );
-    assert_eq!(
-        standings(rt, "sam", "2024").await,
-        Some((111_500, 3, 2, "SCORE#99999#sam".into()))
-    );
-    assert_eq!(
-        standings(rt, "jo", "2024").await,
-        Some((1500, 1, 1, "SCORE#01500#jo".into()))
-    );
-    // The match's and the standings' clamps, counted by the engine from
-    // what the rules note; the predictions' by the scoring job, as metrics
-    // of its consumer (`ScoreOverflow`).
-    let derive = rt
-        .stream_processor("derive")
-        .metrics()
-        .get(shared::metrics::names::SCORE_OVERFLOW);
-    assert!(derive >= 2, "clamps are counted: {derive}");
-    let scoring = rt
-        .consumer("scoring")
-        .metrics()
-        .get(shared::metrics::names::SCORE_OVERFLOW);
-    assert!(scoring >= 2, "the scores' clamps are counted: {scoring}");
-    assert_truth(rt).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pickem_bad_input_changes_nothing_and_blocks_nothing() {
-    let mut env = env().await;
-    let rt = &mut env.rt;
-    event_with_matches(rt, EV, &[("m1", 1, 10, Some(0))]).await;
-    let mut bad = write::prediction("sam", EV, &[]);
-    bad.insert("predictions".into(), s("m1=0"));
-    put(rt, bad).await;
-    put(rt, write::prediction("jo", EV, &[("m1", 0)])).await;
-    put(rt, key("SOMETHING", "ELSE")).await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "jo", EV).await.0,
-        10,
-        "later records not blocked"
-    );
-    assert_eq!(standings(rt, "sam", "2024").await, None);
-    let report = rt.verify().await.unwrap();
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    assert_eq!(report.bad_input.len(), 2, "{:#?}", report.bad_input);
-    // Fixed: scored and counted.
-    put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await,
-        (10, 1, "SCORE#010#sam".into())
-    );
-    assert_eq!(standings(rt, "sam", "2024").await.map(|s| s.0), Some(10));
-    // A match that is bad input holds the event's scoring until fixed.
-    let mut broken = m(EV, "m1", 1, 10, Some(1));
-    broken.remove("teams");
-    put(rt, broken).await;
-    rt.drain().await.unwrap();
-    assert_eq!(
-        score_of(rt, "sam", EV).await.0,
-        10,
-        "earlier valid facts stay"
-    );
-    put(rt, m(EV, "m1", 1, 10, Some(1))).await;
-    rt.drain().await.unwrap();
-    assert_eq!(score_of(rt, "sam", EV).await.0, 0);
-    assert_truth(rt).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores() {
     // Facts written while no processor reads the stream.
     let env = env().await;
@@ -758,4 +547,19 @@ async fn pickem_an_event_job_scores_a_prediction_the_gsi_does_not_list_yet() {
     }
     env.rt.drain().await.unwrap();
     assert_truth(&env.rt).await;
+}
+
+/// The clamps of the padding scenario (a scenario file) are counted: the
+/// match's and the standings' by the engine from what the rules note, the
+/// predictions' by the scoring job, as metrics of its consumer
+/// (`ScoreOverflow`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pickem_clamps_are_counted() {
+    let file = "pickem/pickem_padding_and_clamping_keep_true_values.yaml";
+    let env = crate::items::play_scenario(file, |_| {}).await;
+    let overflow = shared::metrics::names::SCORE_OVERFLOW;
+    let derive = env.rt.stream_processor("derive").metrics().get(overflow);
+    assert!(derive >= 2, "clamps are counted: {derive}");
+    let scoring = env.rt.consumer("scoring").metrics().get(overflow);
+    assert!(scoring >= 2, "the scores' clamps are counted: {scoring}");
 }

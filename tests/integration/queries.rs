@@ -11,7 +11,7 @@ use shared::file::scenario::{play_model, Scenario};
 use shared::file::FileModel;
 use shared::item::{Item, ItemExt};
 
-use crate::items::{assert_clean, item, put, sks};
+use crate::items::{assert_clean, sks};
 use crate::support::{jobstream_bin, model_env, shipped};
 
 const ORG: &str = "01HXAA0000000000000000000A";
@@ -242,116 +242,33 @@ async fn the_social_access_patterns_return_what_the_scenario_implies() {
     env.engine.stop().await;
 }
 
-/// A Pick'Em-like event listing: matches (no `belongsto`) and every
-/// user's prediction on one index partition; the filter keeps the matches
-/// and one user's prediction.
-const LEAGUE: &str = r#"jobstream: 1
-name: league
-table:
-  name: league
-  pk: PK
-  sk: SK
-  gsis: [{ name: GSI, pk: GSI_PK, sk: GSI_SK }]
-  writer_type: free
-entities:
-  match:
-    key: { PK: "EVENT#${eventId}", SK: "MATCH#${matchId}" }
-    attributes: { order: int }
-    project:
-      attributes: { GSI_PK: "EVENT#${eventId}", GSI_SK: "MATCH#${pad(order, 2)}" }
-  prediction:
-    key: { PK: "USER#${user}", SK: "EVENT#${eventId}" }
-    attributes: { belongsto: string, points: int }
-    project:
-      attributes: { GSI_PK: "EVENT#${eventId}", GSI_SK: "SCORE#${pad(points, 3)}#${user}" }
-queries:
-  event:
-    about: "an event's matches and one user's prediction"
-    index: GSI
-    params: { event: string, user: string }
-    key: { GSI_PK: "EVENT#${event}" }
-    filter: "attribute_not_exists(belongsto) OR belongsto = :u"
-    values: { u: "USER#${user}" }
-  top:
-    about: "the best predictions of an event"
-    index: GSI
-    params: { event: string }
-    key: { GSI_PK: "EVENT#${event}", GSI_SK: { begins_with: "SCORE#" } }
-    order: desc
-    limit: 3
-  scores_between:
-    index: GSI
-    params: { event: string, low: int, high: int }
-    key: { GSI_PK: "EVENT#${event}", GSI_SK: { between: ["SCORE#${pad(low, 3)}", "SCORE#${pad(high, 3)}~"] } }
-"#;
-
+/// The league's event listing (tests/scenarios/league/; what each query
+/// returns: that scenario file, played here) over pages: the same items
+/// in the same order two a page, a limited query that stops reading once
+/// the limit is reached; parameter errors named before any request; a
+/// scenario's expectations the items do not meet, each named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
-    let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let file = dir.join("league.yaml");
-    std::fs::write(&file, LEAGUE).expect("writes");
-    let m = &shared::file::load(&file).expect("loads").model;
-    let mut env = model_env("league", |o| o.model_file = Some(file.clone())).await;
-    for (i, id) in ["m1", "m2", "m3"].iter().enumerate() {
-        let mut x = item(&[("PK", "EVENT#e1"), ("SK", &format!("MATCH#{id}"))]);
-        x.insert("order".into(), shared::item::n(i as i64 + 1));
-        put(&env.rt, x).await;
-    }
-    for (u, points) in [("u1", 5), ("u2", 40), ("u3", 12), ("u4", 7), ("u5", 30)] {
-        let mut p = item(&[
-            ("PK", &format!("USER#{u}")),
-            ("SK", "EVENT#e1"),
-            ("belongsto", &format!("USER#{u}")),
-        ]);
-        p.insert("points".into(), shared::item::n(points));
-        put(&env.rt, p).await;
-    }
-    // Another event's items share no partition with e1's.
-    let mut other = item(&[("PK", "EVENT#e2"), ("SK", "MATCH#m9")]);
-    other.insert("order".into(), shared::item::n(1));
-    put(&env.rt, other).await;
-    env.rt.drain().await.expect("drains");
-
+async fn the_event_listing_over_pages_and_its_errors() {
+    let scenario = "league/a_filter_a_limit_and_pages_answer_an_event_listing.yaml";
+    let mut env = crate::items::play_scenario(scenario, |_| {}).await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/league");
+    let m = &shared::file::load(&dir.join("league.yaml"))
+        .expect("loads")
+        .model;
+    // The scenario's answers, two items a page.
     let args = ["event=e1".to_string(), "user=u3".to_string()];
-    let one_page = ask(&env.rt, m, "event", &args, None).await.expect("runs");
     let paged = ask(&env.rt, m, "event", &args, Some(2))
         .await
         .expect("runs");
     let want = ["MATCH#m1", "MATCH#m2", "MATCH#m3", "EVENT#e1"];
-    assert_eq!(sks(&one_page.items), want);
-    assert_eq!(one_page.items[3].s("belongsto").ok(), Some("USER#u3"));
     assert_eq!(sks(&paged.items), want, "the same items over pages");
     assert!(paged.pages >= 4, "8 items 2 a page: {} pages", paged.pages);
-
-    // Descending, limited: the three best, across pages of two.
     let top = ask(&env.rt, m, "top", &["event=e1"], Some(2))
         .await
         .expect("runs");
-    let users: Vec<&str> = top
-        .items
-        .iter()
-        .map(|i| i.s("PK").unwrap_or_default())
-        .collect();
+    let users: Vec<&str> = top.items.iter().filter_map(|i| i.s("PK").ok()).collect();
     assert_eq!(users, ["USER#u2", "USER#u5", "USER#u3"]);
     assert_eq!(top.pages, 2, "stops once the limit is reached");
-
-    // `between`, with int parameters padded in the template.
-    let mid = ask(
-        &env.rt,
-        m,
-        "scores_between",
-        &["event=e1", "low=7", "high=30"],
-        None,
-    )
-    .await
-    .expect("runs");
-    let users: Vec<&str> = mid
-        .items
-        .iter()
-        .map(|i| i.s("PK").unwrap_or_default())
-        .collect();
-    assert_eq!(users, ["USER#u4", "USER#u3", "USER#u5"]);
     let e = prepare(
         m,
         "scores_between",
@@ -370,13 +287,11 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     assert!(e.to_string().contains("is not `param=value`"), "{e}");
 
     // A scenario's expectations that the items do not meet: each named.
-    let wrong_file = dir.join("wrong.scenario.yaml");
-    std::fs::write(
-        &wrong_file,
+    let wrong = Scenario::parse(
         "queries:\n  - query: top\n    params: { event: e1 }\n    expect:\n      - { PK: \"USER#u5\" }\n      - { PK: \"USER#u2\" }\n  - query: event\n    params: { event: e1, user: u9 }\n    expect: []\n  - query: nope\n",
+        "wrong.scenario.yaml",
     )
-    .expect("writes");
-    let wrong = Scenario::read(&wrong_file).expect("reads");
+    .expect("reads");
     let diffs = play_model(&mut env.rt, &wrong, m, false)
         .await
         .expect("plays");
@@ -403,107 +318,21 @@ async fn a_filter_a_limit_and_pages_answer_an_event_listing() {
     );
     assert!(diffs[4].contains("unknown query `nope`"), "{}", diffs[4]);
     env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time() {
-    let file = shipped("examples/library.yaml");
-    let m = &shared::file::load(&file).expect("loads").model;
-    let mut env = model_env("library", |o| o.model_file = Some(file.clone())).await;
-    let loan = |book: &str, since: &str, state: &str| {
-        let mut l = item(&[
-            ("PK", "M#ann"),
-            ("SK", &format!("LOAN#{book}")),
-            ("type", "loan"),
-            ("memberId", "ann"),
-            ("bookId", book),
-            ("state", state),
-            ("since", since),
-        ]);
-        l.insert("days".into(), shared::item::n(14));
-        l
-    };
-    put(
-        &env.rt,
-        loan("01HXAA0000000000000000000A", "2026-01-01T00:00:00Z", "open"),
-    )
-    .await;
-    put(
-        &env.rt,
-        loan(
-            "01HXAB0000000000000000000B",
-            "2026-01-02T00:00:00Z",
-            "returned",
-        ),
-    )
-    .await;
-    put(
-        &env.rt,
-        loan("01HXAC0000000000000000000C", "2026-01-03T00:00:00Z", "open"),
-    )
-    .await;
-    env.rt.drain().await.expect("drains");
-    let open = ask(
-        &env.rt,
-        m,
-        "member_loans",
-        &["member=ann", "state=open"],
-        None,
-    )
-    .await
-    .expect("runs");
-    assert_eq!(
-        sks(&open.items),
-        [
-            "LOAN#01HXAA0000000000000000000A",
-            "LOAN#01HXAC0000000000000000000C"
-        ]
-    );
-    let returned = ask(
-        &env.rt,
-        m,
-        "member_loans",
-        &["member=ann", "state=returned"],
-        None,
-    )
-    .await
-    .expect("runs");
-    assert_eq!(sks(&returned.items), ["LOAN#01HXAB0000000000000000000B"]);
-    let since = ask(
-        &env.rt,
-        m,
-        "open_loans_since",
-        &["since=2026-01-02T00:00:00Z"],
-        None,
-    )
-    .await
-    .expect("runs");
-    assert_eq!(
-        sks(&since.items),
-        ["LOAN#01HXAC0000000000000000000C"],
-        "the returned loan left the index"
-    );
+/// The library's queries (models/examples/library.yaml; what they return:
+/// a scenario file) refuse a time that is no ISO-8601 time and a state
+/// outside their enum, naming the parameter.
+#[test]
+fn the_library_queries_refuse_bad_parameters() {
+    let m = &shared::file::load(&shipped("examples/library.yaml"))
+        .expect("loads")
+        .model;
     let e = prepare(m, "open_loans_since", &["since=yesterday".into()]).expect_err("not a time");
     assert!(e.to_string().contains("ISO-8601"), "{e}");
-    let e = prepare(
-        m,
-        "member_loans",
-        &["member=ann".into(), "state=lost".into()],
-    )
-    .expect_err("enum");
+    let args = ["member=ann".into(), "state=lost".into()];
+    let e = prepare(m, "member_loans", &args).expect_err("enum");
     assert!(e.to_string().contains("`state`"), "{e}");
-    // The whole partition: the profile is absent, the counts are there.
-    let all = ask(&env.rt, m, "member", &["member=ann"], None)
-        .await
-        .expect("runs");
-    let counts = all
-        .items
-        .iter()
-        .find(|i| i.s("SK").ok() == Some("COUNT"))
-        .expect("counts");
-    assert_eq!(counts.get("open"), Some(&shared::item::n(2)));
-    env.engine.stop().await;
 }
 
 #[test]

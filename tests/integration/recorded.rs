@@ -154,13 +154,8 @@ pub async fn scenario(p: Play) -> Played {
     let steps = std::mem::take(&mut whole.steps);
     let mut parts = vec![whole];
     parts.extend(steps.into_iter().map(|step| Scenario {
-        vars: Default::default(),
-        writes: Vec::new(),
-        expect: Vec::new(),
-        absent: Vec::new(),
-        queries: Vec::new(),
-        processor_writes: None,
         steps: vec![step],
+        ..Scenario::default()
     }));
     let mut writes = Vec::new();
     for part in parts.iter().take(p.parts) {

@@ -1,7 +1,8 @@
 //! The social model (SPEC §5.1) against the embedded engine and the local SQS: the
-//! access patterns, paging over thousands of followers, races of follow,
-//! unfollow, post and delete, late and duplicated jobs, TTL expiry of a
-//! timeline entry, bad input.
+//! demo, paging over thousands of followers, races of follow, unfollow,
+//! post and delete, late and duplicated jobs, TTL expiry of a timeline
+//! entry, a bad job body, verify and repair. (Mirrors, counts, timelines
+//! and bad input records: the scenario files of tests/scenarios/social/.)
 
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
@@ -11,10 +12,8 @@ use crate::seed_items::social::{follow_item, like_item, post_item, user_item};
 use crate::seed_items::timeline;
 use chrono::{Duration, SecondsFormat, Utc};
 use lambda_runtime::{Context, LambdaEvent};
-use shared::batch::StreamProcessor as _;
 use shared::engine::setjob::{apply, SetJob};
 use shared::item::{Item, ItemExt};
-use shared::metrics::names;
 use shared::store::Store;
 
 use crate::items::{
@@ -76,115 +75,6 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
         2,
         "the self-follow and the post id that is no ULID: {text}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn follows_posts_and_likes_give_mirrors_counts_and_timelines() {
-    let mut env = social().await;
-    let p = post_id(1);
-    put_all(
-        &env,
-        vec![
-            user_item("ann", "Ann"),
-            user_item("bob", "Bob"),
-            follow_item("bob", "ann", &iso(30)),
-            post_item("ann", &p, &iso(10), "hi"),
-            like_item(&p, "bob", &iso(5)),
-        ],
-    )
-    .await;
-    env.rt.drain().await.unwrap();
-    // getUserInfoByUserID: info and count in one partition.
-    let ann = partition(&env, &keys::user("ann")).await;
-    assert_eq!(ann.len(), 2);
-    assert_eq!(counts(&env, "ann").await, (1, 0, 1));
-    assert_eq!(counts(&env, "bob").await, (0, 1, 0));
-    let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
-    assert_eq!(
-        mirror.s("createdAt").unwrap(),
-        iso_of(&env, "bob", "ann").await
-    );
-    assert_eq!(mirror.s(keys::TYPE).unwrap(), "follower");
-    assert_eq!(mirror.len(), 4);
-    let likecount = get(&env, keys::likecount_key(&p)).await.unwrap();
-    assert_eq!(likecount.i64(keys::LIKES).unwrap(), 1);
-    assert_eq!(likecount.s(keys::TYPE).unwrap(), "likecount");
-    assert_eq!(
-        timeline(&env, "bob").await,
-        BTreeSet::from([(p.clone(), "ann".to_string())])
-    );
-    assert!(timeline(&env, "ann").await.is_empty(), "not one's own");
-    // Re-following with a new date moves the mirror's date, not the counts.
-    put_all(&env, vec![follow_item("bob", "ann", &iso(1))]).await;
-    env.rt.drain().await.unwrap();
-    let mirror = get(&env, keys::mirror_key("bob", "ann")).await.unwrap();
-    assert_eq!(
-        mirror.s("createdAt").unwrap(),
-        iso_of(&env, "bob", "ann").await
-    );
-    assert_eq!(counts(&env, "ann").await, (1, 0, 1));
-    // A writer overwriting a counter is brought back to the sums.
-    let mut forged = keys::user_counts_key("ann");
-    forged.insert("followers".into(), shared::item::n(99));
-    put_all(&env, vec![forged]).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(counts(&env, "ann").await, (1, 0, 1));
-    // Deleting the post leaves its likes and like count; the entry goes.
-    delete(&env, keys::post_key("ann", &p)).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(counts(&env, "ann").await, (1, 0, 0));
-    assert_eq!(
-        get(&env, keys::likecount_key(&p))
-            .await
-            .unwrap()
-            .i64(keys::LIKES)
-            .unwrap(),
-        1
-    );
-    assert!(timeline(&env, "bob").await.is_empty());
-    // Unfollowing keeps the counts items at 0.
-    delete(&env, keys::follow_key("bob", "ann")).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(counts(&env, "ann").await, (0, 0, 0));
-    assert_eq!(counts(&env, "bob").await, (0, 0, 0));
-    assert!(get(&env, keys::mirror_key("bob", "ann")).await.is_none());
-    assert_exact(&mut env.rt).await;
-}
-
-async fn iso_of(env: &ModelEnv, a: &str, b: &str) -> String {
-    get(env, keys::follow_key(a, b))
-        .await
-        .unwrap()
-        .s("createdAt")
-        .unwrap()
-        .to_string()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them() {
-    let mut env = social().await;
-    let (p1, p2, old) = (post_id(1), post_id(2), post_id(3));
-    put_all(
-        &env,
-        vec![
-            post_item("ann", &p1, &iso(60), "one"),
-            post_item("ann", &p2, &iso(30), "two"),
-            // Eight days old: its ttl has passed.
-            post_item("ann", &old, &iso(8 * 24 * 60), "old"),
-        ],
-    )
-    .await;
-    env.rt.drain().await.unwrap();
-    put_all(&env, vec![follow_item("cid", "ann", &iso(1))]).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(
-        timeline(&env, "cid").await,
-        BTreeSet::from([(p1.clone(), "ann".into()), (p2.clone(), "ann".into())])
-    );
-    delete(&env, keys::follow_key("cid", "ann")).await;
-    env.rt.drain().await.unwrap();
-    assert!(timeline(&env, "cid").await.is_empty());
-    assert_exact(&mut env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,33 +283,12 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     assert_exact(&mut env.rt).await;
 }
 
+/// A job body that is no job of this build (the timeline's consumer) is a
+/// permanent failure for the DLQ path, not retried as drift. (The records
+/// that are bad input: a scenario file.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_is_counted_and_skipped_without_blocking_later_records() {
-    let mut env = social().await;
-    let mut no_body = post_item("a", &post_id(2), &iso(1), "x");
-    no_body.remove("body");
-    put_all(
-        &env,
-        vec![
-            follow_item("a", "a", &iso(1)),
-            follow_item("b", "a", "yesterday"),
-            post_item("a", "not-a-ulid", &iso(1), "x"),
-            no_body,
-            like_item("p1", "b", &iso(1)),
-            keys::key("u#a", "avatar"),
-        ],
-    )
-    .await;
-    put_all(&env, vec![follow_item("c", "a", &iso(1))]).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(counts(&env, "a").await, (1, 0, 0), "only the valid follow");
-    assert!(get(&env, keys::user_counts_key("b")).await.is_none());
-    assert!(get(&env, keys::mirror_key("a", "a")).await.is_none());
-    assert!(env.rt.processors.derive.metrics().get(names::BAD_INPUT) >= 6);
-    let report = env.rt.verify().await.unwrap();
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    assert!(report.bad_input.len() >= 6, "{:#?}", report.bad_input);
-    // A bad job body goes to the DLQ path (permanent), not retried as drift.
+async fn a_bad_job_body_fails_its_message() {
+    let env = social().await;
     let resp = shared::lambda::sqs_handler(
         &*env.rt.consumer("timeline"),
         LambdaEvent::new(sqs_event(&["{\"version\":1}".into()]), Context::default()),

@@ -44,11 +44,12 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         scenario,
         sqs_endpoint,
     } = args;
-    let m = model.load()?;
-    let file = model.file()?;
     // The file's scenario (given, next to it, or shipped), or
     // (without one) nothing written and a verify.
     let scenario = scenario_for(&model, scenario.as_deref())?;
+    let model = played_model(model, scenario.as_ref())?;
+    let m = model.load()?;
+    let file = model.file()?;
     let engine = LocalEngine::start(&listen, None).await?;
     let (_local_sqs, sqs) = sqs_for(&m, sqs_endpoint)?;
     let mut opts = RuntimeOptions::new(
@@ -77,13 +78,11 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 s.query_count(),
                 if s.query_count() == 1 { "y" } else { "ies" }
             );
-            let mut diffs = shared::file::scenario::play_model(&mut rt, &s, &file.model, true)
+            // Every step checked: its items, queries, bad input, verify,
+            // dead letters.
+            let mut diffs = shared::file::scenario::play_checked(&mut rt, &s, &file.model, true)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let dead = shared::models::Harness::dead_letters(&mut rt)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            diffs.extend(dead.into_iter().map(|d| format!("dead letters: {d}")));
             let writes = rt.processor_writes();
             println!("processor writes: {writes}");
             // A second drain proves the fixpoint: no record, no write.
@@ -184,6 +183,43 @@ fn scenario_for(
     Ok(Some((path.display().to_string(), s)))
 }
 
+/// The model a demo plays: the scenario's `model:` when it names one (a
+/// `--model-file`, or a `--model` other than the default, must then be the
+/// same model: the same text), else `--model`/`--model-file`.
+fn played_model(
+    given: ModelArgs,
+    scenario: Option<&(String, shared::file::scenario::Scenario)>,
+) -> anyhow::Result<ModelArgs> {
+    let Some((path, s)) = scenario else {
+        return Ok(given);
+    };
+    let Some(source) = s.model_source(std::path::Path::new(path)) else {
+        return Ok(given);
+    };
+    let declared = match &source {
+        models::Source::Name(n) => ModelArgs {
+            model: n.clone(),
+            model_file: None,
+        },
+        models::Source::File(p) => ModelArgs {
+            model: models::DEFAULT_MODEL.to_string(),
+            model_file: Some(p.clone()),
+        },
+    };
+    let chosen = given.model_file.is_some() || given.model != models::DEFAULT_MODEL;
+    if chosen {
+        let (want, got) = (declared.file()?, given.file()?);
+        anyhow::ensure!(
+            want.sha256 == got.sha256,
+            "scenario {path} plays `model: {}` ({}), not {}",
+            s.model.as_deref().unwrap_or_default(),
+            want.path.display(),
+            given.source()
+        );
+    }
+    Ok(declared)
+}
+
 /// `verify` of a demo run: its drift and bad input, printed.
 async fn demo_verify(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
     let report = rt.verify().await?;
@@ -208,5 +244,53 @@ fn report(diffs: Vec<String>) -> ExitCode {
             println!("- {d}");
         }
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::file::scenario::Scenario;
+
+    fn args(model: &str, file: Option<&str>) -> ModelArgs {
+        ModelArgs {
+            model: model.to_string(),
+            model_file: file.map(std::path::PathBuf::from),
+        }
+    }
+
+    fn scenario(text: &str) -> (String, Scenario) {
+        let path = "x/s.scenario.yaml".to_string();
+        let s = Scenario::parse(text, &path).expect("parses");
+        (path, s)
+    }
+
+    /// A scenario's `model:` is what a demo plays; a model chosen on the
+    /// command line must be the same text.
+    #[test]
+    fn a_demo_plays_the_model_its_scenario_names() {
+        let hr = scenario("model: hr\n");
+        let default = args(models::DEFAULT_MODEL, None);
+        let played = played_model(default.clone(), Some(&hr)).expect("the scenario's");
+        assert_eq!((played.model.as_str(), played.model_file), ("hr", None));
+        let same_text = format!("{}/../models/hr.yaml", env!("CARGO_MANIFEST_DIR"));
+        let played = played_model(args(models::DEFAULT_MODEL, Some(&same_text)), Some(&hr));
+        assert_eq!(played.expect("the same text").model, "hr");
+        let other = models::registry()
+            .into_iter()
+            .map(|m| m.name)
+            .find(|n| *n != "hr" && *n != models::DEFAULT_MODEL)
+            .expect("another model");
+        let Err(e) = played_model(args(other, None), Some(&hr)) else {
+            panic!("another model is an error")
+        };
+        assert!(e.to_string().contains("plays `model: hr`"), "{e}");
+        // No `model:`: the command line's.
+        let plain = scenario("writes: []\n");
+        let played = played_model(args(other, None), Some(&plain)).expect("given");
+        assert_eq!(played.model, other);
+        // A file relative to the scenario.
+        let file = played_model(default, Some(&scenario("model: ../shop.yaml\n"))).expect("a file");
+        assert_eq!(file.model_file, Some("x/../shop.yaml".into()));
     }
 }

@@ -962,11 +962,25 @@ impl Harness for Runtime {
     fn processor_writes(&self) -> u64 {
         Runtime::processor_writes(self)
     }
-    fn verify(&mut self) -> shared::engine::setjob::BoxFut<'_, Result<Vec<String>, BoxError>> {
+    fn verify(
+        &mut self,
+    ) -> shared::engine::setjob::BoxFut<'_, Result<shared::models::Verified, BoxError>> {
         Box::pin(async move {
             let report = Runtime::verify(self).await.map_err(boxed)?;
-            Ok(report.problems)
+            Ok(shared::models::Verified {
+                problems: report.problems,
+                bad_input: report.bad_input,
+            })
         })
+    }
+    fn bad_input(&self) -> u64 {
+        use shared::metrics::names::BAD_INPUT;
+        let streams = self.processors.streams().into_iter();
+        let consumers = self.processors.consumers.iter();
+        streams.map(|p| p.metrics().get(BAD_INPUT)).sum::<u64>()
+            + consumers
+                .map(|c| c.handler.metrics().get(BAD_INPUT))
+                .sum::<u64>()
     }
     fn dead_letters(
         &mut self,

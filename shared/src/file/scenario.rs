@@ -40,19 +40,44 @@
 //!
 //! `jobstream demo` then drains once more: the processors must have reached
 //! a fixpoint (no record, no write).
+//!
+//! A scenario is a test: [`play_checked`] (`jobstream demo`, the
+//! integration tests' runner) also checks, after every step, that `verify`
+//! finds no drift and no bad input, that nothing went to a dead-letter
+//! queue or an on-failure destination and that no record was refused as
+//! bad input, unless the step (or the top level) declares otherwise:
+//!
+//! ```yaml
+//! model: ../models/examples/invoices.yaml   # what it plays: a shipped name, or a file
+//! writes:
+//!   - transact:                 # one TransactWriteItems (up to 100 actions)
+//!       - delete: { PK: "ACCOUNT#a-1", SK: "INV#i-1" }
+//!       - put: { PK: "ACCOUNT#a-2", SK: "INV#i-1", invoiceId: i-1 }
+//! items: 4                      # the table holds exactly 4 items
+//! bad_input: 1                  # records refused as bad input so far (carried on)
+//! verify:                       # what verify reports (carried on)
+//!   bad_input: 1                # items it names as bad input (not drift)
+//!   says: ["2 items claim"]     # each found in one of those reports
+//! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Deserialize;
 
-use super::FileModel;
-use crate::item::{display_key, key_of, Item};
-use crate::models::{BoxError, Context as _, Harness};
+use crate::item::Item;
+
+mod play;
+pub use play::{play, play_checked, play_model, run_query};
+#[cfg(test)]
+mod tests;
 
 type Map = serde_json::Map<String, serde_json::Value>;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The model it plays: a shipped model's name (`tracker`) or a model
+    /// file, relative to the scenario file (`../shop.yaml`).
+    pub model: Option<String>,
     /// Values computed when the scenario is read (CEL over `now`, epoch
     /// seconds, and the vars before): `${name}` in any string of the
     /// scenario is replaced by it (a string that is only `${name}` takes
@@ -68,6 +93,15 @@ pub struct Scenario {
     /// The model's queries to run after the writes, with what they return.
     #[serde(default)]
     pub queries: Vec<ScenarioQuery>,
+    /// How many items the table holds after the writes (all of them:
+    /// a stray write is a difference).
+    pub items: Option<usize>,
+    /// Records refused as bad input so far (default 0; a later step keeps
+    /// the last declared count until it declares its own).
+    pub bad_input: Option<u64>,
+    /// What `verify` reports besides drift (default: nothing; carried on
+    /// like `bad_input`).
+    pub verify: Option<VerifyCheck>,
     /// More steps, played in order after the above.
     #[serde(default)]
     pub steps: Vec<Step>,
@@ -90,6 +124,22 @@ pub struct Step {
     pub absent: Vec<Map>,
     #[serde(default)]
     pub queries: Vec<ScenarioQuery>,
+    pub items: Option<usize>,
+    pub bad_input: Option<u64>,
+    pub verify: Option<VerifyCheck>,
+}
+
+/// What `verify` must report after a step, besides no drift (which is
+/// always checked).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyCheck {
+    /// How many items it names as bad input (not drift).
+    #[serde(default)]
+    pub bad_input: usize,
+    /// Words each found in one of its bad-input reports.
+    #[serde(default)]
+    pub says: Vec<String>,
 }
 
 /// A declared query run by a scenario: its parameters, and (optionally) the
@@ -142,7 +192,21 @@ pub enum Write {
     /// replaced by the round's number: a celebrity's thousand followers, a
     /// burst of likes.
     Repeat(Repeat),
+    /// Puts and deletes in one TransactWriteItems (all or none): a move of
+    /// an item to another key, as an application makes it.
+    Transact(Vec<TransactOp>),
 }
+
+/// One action of a `transact` write.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+pub enum TransactOp {
+    Put(Map),
+    Delete(Map),
+}
+
+/// The most actions a `transact` may have (DynamoDB's limit).
+pub const MAX_TRANSACT: usize = 100;
 
 /// `repeat: { times: 150, put: { PK: "u#fan${i}#following", ... } }`.
 #[derive(Debug, Deserialize)]
@@ -230,7 +294,46 @@ impl Scenario {
         })?;
         s.resolve(chrono::Utc::now().timestamp())
             .map_err(|e| format!("{origin}: {e}"))?;
+        s.validate().map_err(|e| format!("{origin}: {e}"))?;
         Ok(s)
+    }
+
+    /// Every write well formed (a `repeat` of one put or delete, a
+    /// `transact` of 1 to 100 actions); the error names the step, the
+    /// write and the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, step) in self.all_steps().iter().enumerate() {
+            for (j, w) in step.writes.iter().enumerate() {
+                let at = || format!("{}, write {}", step_name(i), j + 1);
+                match w {
+                    Write::Repeat(r) => {
+                        r.expand().map_err(|e| format!("{}: {e}", at()))?;
+                    }
+                    Write::Transact(ops) if ops.is_empty() || ops.len() > MAX_TRANSACT => {
+                        return Err(format!(
+                            "{}: transact: 1 to {MAX_TRANSACT} actions, not {}",
+                            at(),
+                            ops.len()
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The model `model:` names: a shipped model (a bare name), else a
+    /// file relative to the folder of the scenario at `path`.
+    pub fn model_source(&self, path: &std::path::Path) -> Option<crate::models::Source> {
+        use crate::models::Source;
+        let m = self.model.as_deref()?;
+        if m.contains('/') || m.ends_with(".yaml") || m.ends_with(".yml") {
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
+            Some(Source::File(dir.join(m)))
+        } else {
+            Some(Source::Name(m.to_string()))
+        }
     }
 
     /// Computes `vars` at `now` (epoch seconds) and puts them in place.
@@ -259,6 +362,12 @@ impl Scenario {
                 match w {
                     Write::Put(m) | Write::Delete(m) => fix(m),
                     Write::Repeat(r) => r.put.iter_mut().chain(r.delete.iter_mut()).for_each(fix),
+                    Write::Transact(ops) => {
+                        for op in ops {
+                            let (TransactOp::Put(m) | TransactOp::Delete(m)) = op;
+                            fix(m);
+                        }
+                    }
                 }
             }
             expect.iter_mut().chain(absent.iter_mut()).for_each(fix);
@@ -328,6 +437,9 @@ impl Scenario {
             expect: &self.expect,
             absent: &self.absent,
             queries: &self.queries,
+            items: self.items,
+            bad_input: self.bad_input,
+            verify: self.verify.as_ref(),
         }];
         out.extend(self.steps.iter().map(|s| StepRef {
             say: s.say.as_deref(),
@@ -335,6 +447,9 @@ impl Scenario {
             expect: &s.expect,
             absent: &s.absent,
             queries: &s.queries,
+            items: s.items,
+            bad_input: s.bad_input,
+            verify: s.verify.as_ref(),
         }));
         out
     }
@@ -353,10 +468,24 @@ pub struct StepRef<'a> {
     pub expect: &'a [Map],
     pub absent: &'a [Map],
     pub queries: &'a [ScenarioQuery],
+    pub items: Option<usize>,
+    pub bad_input: Option<u64>,
+    pub verify: Option<&'a VerifyCheck>,
+}
+
+/// How differences and errors name step `i` of [`Scenario::all_steps`]:
+/// the top level is step 0, as `jobstream demo` prints them.
+pub fn step_name(i: usize) -> String {
+    if i == 0 {
+        "step 0 (the top level)".to_string()
+    } else {
+        format!("step {i}")
+    }
 }
 
 impl StepRef<'_> {
-    /// The requests its writes make (a `repeat` counts its rounds).
+    /// The requests its writes make (a `repeat` counts its rounds, a
+    /// `transact` is one).
     pub fn write_count(&self) -> usize {
         self.writes
             .iter()
@@ -365,324 +494,5 @@ impl StepRef<'_> {
                 _ => 1,
             })
             .sum()
-    }
-}
-
-/// Plays every step (writes in order, drain), then returns what differs
-/// from `expect` and `absent`; its queries need the model file and are not
-/// run here ([`play_model`] runs them).
-pub async fn play(
-    h: &mut dyn Harness,
-    s: &Scenario,
-    key_names: &[&str],
-) -> Result<Vec<String>, BoxError> {
-    let mut diffs = Vec::new();
-    for step in s.all_steps() {
-        diffs.extend(play_step(h, &step, key_names).await?);
-    }
-    Ok(diffs)
-}
-
-/// Plays every step and runs its queries through `m`'s declarations,
-/// printing each query's items (`print`); returns every difference.
-pub async fn play_model(
-    h: &mut dyn Harness,
-    s: &Scenario,
-    m: &FileModel,
-    print: bool,
-) -> Result<Vec<String>, BoxError> {
-    let keys = m.key_names();
-    let mut diffs = Vec::new();
-    for (i, step) in s.all_steps().into_iter().enumerate() {
-        if print {
-            if let Some(say) = step.say {
-                println!("\n== step {i}: {say}");
-            }
-        }
-        diffs.extend(play_step(h, &step, &keys).await?);
-        for q in step.queries {
-            diffs.extend(run_query(h, m, q, print).await?);
-        }
-    }
-    Ok(diffs)
-}
-
-/// Items a demo prints of one query (the rest are counted).
-const SHOWN: usize = 12;
-
-/// Runs one scenario query; its differences from `expect`.
-pub async fn run_query(
-    h: &mut dyn Harness,
-    m: &FileModel,
-    q: &ScenarioQuery,
-    print: bool,
-) -> Result<Vec<String>, BoxError> {
-    use super::query_run;
-    let title = q.title();
-    let bound = match query_run::bind(m, &q.query, &q.args()) {
-        Ok(b) => b,
-        Err(e) => return Ok(vec![format!("query {title}: {e}")]),
-    };
-    let table = h.table().to_string();
-    let out = query_run::run(h.dynamodb(), &table, &bound, None).await?;
-    if print {
-        let about = query_run::find(m, &q.query)
-            .ok()
-            .and_then(|d| d.about.clone())
-            .map(|a| format!("  ({a})"))
-            .unwrap_or_default();
-        println!("\nquery {title}{about}");
-        if let Ok(d) = query_run::find(m, &q.query) {
-            let shown = out.items.len().min(SHOWN);
-            println!("{}", query_run::render(m, d, &out.items[..shown]));
-            if out.items.len() > shown {
-                println!("... and {} more", out.items.len() - shown);
-            }
-        }
-        if out.items.is_empty() {
-            println!("(no items)");
-        }
-    }
-    let mut diffs = Vec::new();
-    if let Some(n) = q.count {
-        if n != out.items.len() {
-            diffs.push(format!(
-                "query {title}: {} item(s), expected {n}",
-                out.items.len()
-            ));
-        }
-    } else if print {
-        println!("({} item(s))", out.items.len());
-    }
-    let Some(want) = &q.expect else {
-        return Ok(diffs);
-    };
-    // With `count`, `expect` lists the first items; without, all of them.
-    if q.count.is_none() && want.len() != out.items.len() {
-        diffs.push(format!(
-            "query {title}: {} item(s), expected {}",
-            out.items.len(),
-            want.len()
-        ));
-    }
-    for (n, (w, got)) in want.iter().map(item).zip(&out.items).enumerate() {
-        for (a, v) in &w {
-            let absent = matches!(v, AttributeValue::Null(_)) && !got.contains_key(a);
-            if !absent && got.get(a) != Some(v) {
-                diffs.push(format!(
-                    "query {title}: item {}: `{a}` is {}, expected {}",
-                    n + 1,
-                    query_run::cell(got.get(a)),
-                    query_run::cell(Some(v))
-                ));
-            }
-        }
-    }
-    Ok(diffs)
-}
-
-/// One step: the writes in order, a drain, then the expected and absent
-/// items read back.
-async fn play_step(
-    h: &mut dyn Harness,
-    s: &StepRef<'_>,
-    key_names: &[&str],
-) -> Result<Vec<String>, BoxError> {
-    let table = h.table().to_string();
-    let mut written = 0usize;
-    for w in s.writes {
-        let expanded;
-        let writes: &[Write] = match w {
-            Write::Repeat(r) => {
-                expanded = r.expand().map_err(crate::models::Failed)?;
-                &expanded
-            }
-            one => std::slice::from_ref(one),
-        };
-        for w in writes {
-            written += 1;
-            match w {
-                Write::Put(m) => {
-                    let it = item(m);
-                    let what = format!(
-                        "scenario write {written} (put {})",
-                        display_key(&key_of(&it, key_names))
-                    );
-                    h.dynamodb()
-                        .put_item()
-                        .table_name(&table)
-                        .set_item(Some(it))
-                        .send()
-                        .await
-                        .context(&what)?;
-                }
-                Write::Delete(m) => {
-                    let key = key_of(&item(m), key_names);
-                    let what = format!("scenario write {written} (delete {})", display_key(&key));
-                    h.dynamodb()
-                        .delete_item()
-                        .table_name(&table)
-                        .set_key(Some(key))
-                        .send()
-                        .await
-                        .context(&what)?;
-                }
-                // `expand` gives puts and deletes only.
-                Write::Repeat(_) => {}
-            }
-        }
-    }
-    h.drain().await?;
-    let mut diffs = Vec::new();
-    for want in s.expect.iter().map(item) {
-        let key = key_of(&want, key_names);
-        let got = h
-            .dynamodb()
-            .get_item()
-            .table_name(&table)
-            .set_key(Some(key.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-            .context("scenario read")?
-            .item;
-        match got {
-            None => diffs.push(format!("missing: {}", display_key(&key))),
-            Some(got) => {
-                for (a, v) in &want {
-                    // `null` expects the attribute absent (a sparse index).
-                    let absent = matches!(v, AttributeValue::Null(_)) && !got.contains_key(a);
-                    if !absent && got.get(a) != Some(v) {
-                        diffs.push(format!(
-                            "{}: `{a}` is {}, expected {}",
-                            display_key(&key),
-                            super::query_run::shown(got.get(a)),
-                            super::query_run::shown(Some(v))
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    for gone in s.absent.iter().map(item) {
-        let key = key_of(&gone, key_names);
-        let got = h
-            .dynamodb()
-            .get_item()
-            .table_name(&table)
-            .set_key(Some(key.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-            .context("scenario read")?
-            .item;
-        if got.is_some() {
-            diffs.push(format!("present, expected absent: {}", display_key(&key)));
-        }
-    }
-    Ok(diffs)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scenario_values_map_to_attributes() {
-        let s: Scenario = serde_saphyr::from_str(
-            "writes:\n  - put: { PK: a, SK: b, n: 3, ok: true, tags: [a, b], gone: null }\n  - delete: { PK: a, SK: b }\nexpect:\n  - { PK: a, SK: c, count: 2 }\n",
-        )
-        .unwrap();
-        assert_eq!(s.writes.len(), 2);
-        let Write::Put(m) = &s.writes[0] else {
-            panic!("a put")
-        };
-        let i = item(m);
-        assert_eq!(i["n"], AttributeValue::N("3".into()));
-        assert_eq!(i["ok"], AttributeValue::Bool(true));
-        assert_eq!(i["tags"], AttributeValue::Ss(vec!["a".into(), "b".into()]));
-        assert_eq!(i["gone"], AttributeValue::Null(true));
-        assert_eq!(item(&s.expect[0])["count"], AttributeValue::N("2".into()));
-    }
-
-    #[test]
-    fn unknown_write_kinds_are_errors() {
-        assert!(serde_saphyr::from_str::<Scenario>("writes:\n  - upsert: { PK: a }\n").is_err());
-    }
-
-    #[test]
-    fn steps_and_queries_parse() {
-        let s: Scenario = serde_saphyr::from_str(
-            "writes:\n  - put: { PK: a, SK: b }\nqueries:\n  - query: q\n    params: { org: 01HX, n: 3 }\n    expect:\n      - { SK: b }\nsteps:\n  - say: later\n    writes:\n      - delete: { PK: a, SK: b }\n    queries:\n      - { query: q, expect: [] }\n",
-        )
-        .unwrap();
-        let steps = s.all_steps();
-        assert_eq!(steps.len(), 2);
-        assert_eq!(steps[1].say, Some("later"));
-        assert_eq!(s.query_count(), 2);
-        // Parameters in name order (a JSON map).
-        assert_eq!(s.queries[0].title(), "q(n=3, org=01HX)");
-        assert_eq!(
-            s.queries[0].args(),
-            [
-                ("n".to_string(), "3".to_string()),
-                ("org".to_string(), "01HX".to_string())
-            ]
-        );
-        assert!(serde_saphyr::from_str::<Scenario>("steps:\n  - sey: x\n").is_err());
-    }
-
-    #[test]
-    fn vars_are_computed_from_now_and_put_in_place() {
-        let mut s: Scenario = serde_saphyr::from_str(
-            "vars:\n  t: \"iso(now - 60)\"\n  ttl: \"epoch(t) + 604800\"\nwrites:\n  - put: { PK: \"p#${t}\", SK: b, at: \"${t}\", ttl: \"${ttl}\" }\nsteps:\n  - queries:\n      - { query: q, params: { since: \"${t}\" }, expect: [{ ttl: \"${ttl}\" }] }\n",
-        )
-        .unwrap();
-        s.resolve(1_767_600_060).unwrap();
-        let Write::Put(m) = &s.writes[0] else {
-            panic!("a put")
-        };
-        let i = item(m);
-        assert_eq!(i["PK"], AttributeValue::S("p#2026-01-05T08:00:00Z".into()));
-        assert_eq!(i["at"], AttributeValue::S("2026-01-05T08:00:00Z".into()));
-        assert_eq!(i["ttl"], AttributeValue::N("1768204800".into()));
-        let q = &s.steps[0].queries[0];
-        assert_eq!(
-            q.args(),
-            [("since".to_string(), "2026-01-05T08:00:00Z".to_string())]
-        );
-        let want = item(&q.expect.as_ref().unwrap()[0]);
-        assert_eq!(want["ttl"], AttributeValue::N("1768204800".into()));
-        let mut bad: Scenario = serde_saphyr::from_str("vars:\n  t: \"nope(now)\"\n").unwrap();
-        assert!(bad.resolve(0).is_err());
-    }
-
-    #[test]
-    fn a_repeat_expands_to_numbered_writes() {
-        let s: Scenario = serde_saphyr::from_str(
-            "writes:\n  - repeat: { times: 3, put: { PK: \"u#fan${i}#following\", SK: \"u#star\", n: \"${i}\" } }\n  - repeat: { times: 2, put: { PK: a }, delete: { PK: a } }\n  - repeat: { times: 0, delete: { PK: a } }\n",
-        )
-        .unwrap();
-        let Write::Repeat(r) = &s.writes[0] else {
-            panic!("a repeat")
-        };
-        let w = r.expand().unwrap();
-        assert_eq!(w.len(), 3);
-        let Write::Put(m) = &w[2] else {
-            panic!("a put")
-        };
-        let i = item(m);
-        assert_eq!(i["PK"], AttributeValue::S("u#fan3#following".into()));
-        assert_eq!(
-            i["n"],
-            AttributeValue::N("3".into()),
-            "only `${{i}}`: a number"
-        );
-        for bad in &s.writes[1..] {
-            let Write::Repeat(r) = bad else {
-                panic!("a repeat")
-            };
-            assert!(r.expand().is_err());
-        }
     }
 }

@@ -377,10 +377,20 @@ pub trait Harness: Send + Sync {
     fn drain(&mut self) -> BoxFut<'_, Result<usize, BoxError>>;
     /// Item writes the processors made so far.
     fn processor_writes(&self) -> u64;
-    /// Runs `verify` (no repair): the problems found.
-    fn verify(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+    /// Runs `verify` (no repair): the drift and the bad input found.
+    fn verify(&mut self) -> BoxFut<'_, Result<Verified, BoxError>>;
     /// What ended in a dead-letter queue or an on-failure destination.
     fn dead_letters(&mut self) -> BoxFut<'_, Result<Vec<String>, BoxError>>;
+    /// Records every processor refused as bad input so far.
+    fn bad_input(&self) -> u64;
+}
+
+/// What `verify` found: drift (what and where), and the items the rules
+/// reject (bad input, not drift: keys and reasons).
+#[derive(Debug, Clone, Default)]
+pub struct Verified {
+    pub problems: Vec<String>,
+    pub bad_input: Vec<String>,
 }
 
 /// A failed write or read of a writer or a demo: what failed, and why.

@@ -1,0 +1,122 @@
+//! Scenario files as tests: each file under `tests/scenarios/<model>/`
+//! names the model it plays (`model:`), writes as an application would,
+//! and says what must then hold after every step: items and attributes,
+//! absent keys, exact item counts, query results, records refused as bad
+//! input, `verify` clean, nothing dead-lettered (SPEC §8; the format is
+//! `shared::file::scenario`). One test per file, in parallel, each on a
+//! fresh engine; a failure lists every difference.
+
+use std::path::{Path, PathBuf};
+
+use shared::file::scenario::{play_checked, Scenario};
+use shared::models::Source;
+
+use crate::support::model_env;
+
+/// `name => "folder/name.yaml"`: one `#[tokio::test]` per scenario file,
+/// named as the file.
+macro_rules! scenarios {
+    ($($name:ident => $file:literal,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            play(stringify!($name), $file).await;
+        }
+    )*};
+}
+
+scenarios! {
+    lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears =>
+        "invoices/lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears.yaml",
+    a_files_suggestions_follow_relevance_requests_matches_and_closing =>
+        "board/a_files_suggestions_follow_relevance_requests_matches_and_closing.yaml",
+    a_lookup_lives_while_any_of_its_postings_does =>
+        "hr/a_lookup_lives_while_any_of_its_postings_does.yaml",
+    a_re_posted_job_keeps_its_lookup_item =>
+        "hr/a_re_posted_job_keeps_its_lookup_item.yaml",
+    an_employee_moved_to_another_org_keeps_its_dept_employee =>
+        "hr/an_employee_moved_to_another_org_keeps_its_dept_employee.yaml",
+    bad_ids_and_enums_are_skipped_counted_and_block_nothing =>
+        "hr/bad_ids_and_enums_are_skipped_counted_and_block_nothing.yaml",
+    employees_before_their_department_are_counted_when_it_appears =>
+        "hr/employees_before_their_department_are_counted_when_it_appears.yaml",
+    moves_deactivations_deletes_and_re_creates =>
+        "hr/moves_deactivations_deletes_and_re_creates.yaml",
+    the_open_jobs_index_is_sparse_and_lookups_follow_postings =>
+        "hr/the_open_jobs_index_is_sparse_and_lookups_follow_postings.yaml",
+    writers_values_of_processor_attributes_are_brought_back =>
+        "hr/writers_values_of_processor_attributes_are_brought_back.yaml",
+    requested_and_matched_pairs_are_never_suggested_and_closing_removes_all =>
+        "jobboard/requested_and_matched_pairs_are_never_suggested_and_closing_removes_all.yaml",
+    suggestions_follow_the_relevance_function_and_move_when_rescored =>
+        "jobboard/suggestions_follow_the_relevance_function_and_move_when_rescored.yaml",
+    the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time =>
+        "library/the_library_queries_filter_by_state_and_read_the_sparse_index_from_a_time.yaml",
+    pickem_bad_input_changes_nothing_and_blocks_nothing =>
+        "pickem/pickem_bad_input_changes_nothing_and_blocks_nothing.yaml",
+    pickem_corrections_and_removals_rescore_and_resum =>
+        "pickem/pickem_corrections_and_removals_rescore_and_resum.yaml",
+    pickem_padding_and_clamping_keep_true_values =>
+        "pickem/pickem_padding_and_clamping_keep_true_values.yaml",
+    a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them =>
+        "social/a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them.yaml",
+    bad_input_is_counted_and_skipped_without_blocking_later_records =>
+        "social/bad_input_is_counted_and_skipped_without_blocking_later_records.yaml",
+    follows_posts_and_likes_give_mirrors_counts_and_timelines =>
+        "social/follows_posts_and_likes_give_mirrors_counts_and_timelines.yaml",
+    a_catch_all_updated_rule_writes_no_entry_for_the_mirror =>
+        "tasks/a_catch_all_updated_rule_writes_no_entry_for_the_mirror.yaml",
+    a_change_no_rule_matches_writes_no_entry_and_is_not_drift =>
+        "tasks/a_change_no_rule_matches_writes_no_entry_and_is_not_drift.yaml",
+    a_root_deleted_and_recreated_in_a_later_batch_starts_over_at_one =>
+        "tasks/a_root_deleted_and_recreated_in_a_later_batch_starts_over_at_one.yaml",
+    a_count_the_compiled_tracker_left_is_counted_on =>
+        "tracker/a_count_the_compiled_tracker_left_is_counted_on.yaml",
+    cascade_deletes_every_stage_and_entry_without_removal_entries =>
+        "tracker/cascade_deletes_every_stage_and_entry_without_removal_entries.yaml",
+    every_snapshot_is_the_state_right_after_its_change_although_processing_lags =>
+        "tracker/every_snapshot_is_the_state_right_after_its_change_although_processing_lags.yaml",
+    scenario_produces_exactly_the_implied_derived_state =>
+        "tracker/scenario_produces_exactly_the_implied_derived_state.yaml",
+    a_filter_a_limit_and_pages_answer_an_event_listing =>
+        "league/a_filter_a_limit_and_pages_answer_an_event_listing.yaml",
+    job_board_triggers_follow_their_guards_from_bad_input_and_title_changes =>
+        "jobboard/job_board_triggers_follow_their_guards_from_bad_input_and_title_changes.yaml",
+    a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job =>
+        "jobboard/a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job.yaml",
+}
+
+/// The folder of the scenario files.
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// Plays `file` (under [`dir`]) with every check on a fresh engine with
+/// its model's runtime; panics listing each difference.
+async fn play(name: &str, file: &str) {
+    let path = dir().join(file);
+    assert_eq!(
+        path.file_stem().and_then(|s| s.to_str()),
+        Some(name),
+        "a scenario test is named as its file"
+    );
+    let s = Scenario::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    let source = s
+        .model_source(&path)
+        .unwrap_or_else(|| panic!("{file}: a scenario file says which `model:` it plays"));
+    let loaded = shared::models::file_of(&source).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let (model, model_file) = match source {
+        Source::Name(n) => (n, None),
+        Source::File(p) => (name.to_string(), Some(p)),
+    };
+    let mut env = model_env(&model, |o| o.model_file = model_file).await;
+    let diffs = play_checked(&mut env.rt, &s, &loaded.model, false)
+        .await
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(
+        diffs.is_empty(),
+        "{file}: {} difference(s):\n- {}",
+        diffs.len(),
+        diffs.join("\n- ")
+    );
+    env.engine.stop().await;
+}
