@@ -270,6 +270,11 @@ pub(crate) struct VerifyArgs {
     /// With --repair: show the repairs without applying them.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// With --repair: verify again until clean for up to SECS seconds
+    /// (the live processors apply what a repair starts, a queued job or a
+    /// reconciled item's record, a moment later); 0: once, at once.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub(crate) settle: u64,
     /// Print every drift finding and bad input item (default: the first
     /// 20 of each, and how many more there are).
     #[arg(long)]

@@ -19,6 +19,7 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         target,
         repair,
         dry_run,
+        settle,
         all,
         sqs,
     } = args;
@@ -37,7 +38,18 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         } else {
             let ran = jobstream::tools::verify::repair(&p, &report).await?;
             println!("repair: {ran} repair(s) ran through the live path");
-            report = jobstream::tools::verify::verify(&model, &p, &config).await?;
+            report = jobstream::tools::verify::settled(
+                std::time::Duration::from_secs(settle),
+                std::time::Duration::from_secs(2),
+                || jobstream::tools::verify::verify(&model, &p, &config),
+                |r| {
+                    println!(
+                        "waiting for the processors to settle: {} finding(s) left",
+                        r.problems.len()
+                    )
+                },
+            )
+            .await?;
             print_report(&report, all);
         }
     }
