@@ -122,31 +122,6 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
     assert_eq!(bad_input(&env), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input() {
-    use crate::seed_items::hr as build;
-    let id = |n: u64| build::ulid(1_767_600_000_000 + n * 86_400_000, u128::from(n) + 7);
-    let mut env = model_env("hr", |_| {}).await;
-    let (org, dept) = (id(1), id(2));
-    // The manager is no ULID: the department is bad input.
-    let bad_dept = build::dept(&org, &dept, "Dept", "not-a-ulid");
-    let dept_key = shared::item::key_of(&bad_dept, &["PK", "SK"]);
-    put(&env.rt, bad_dept).await;
-    put(&env.rt, build::emp(&org, &id(3), "a@acme.co", "A", &dept)).await;
-    env.rt.drain().await.unwrap();
-    let d = get(&env, dept_key.clone()).await.unwrap();
-    assert!(!d.contains_key("headcount"), "nothing written onto it");
-    assert_eq!(bad_input(&env), 1, "one bad record, one BadInput");
-    assert!(env.rt.failed_batches().is_empty());
-    // Fixed by its writer: the sums that waited are written.
-    put(&env.rt, build::dept(&org, &dept, "Dept", &id(9))).await;
-    env.rt.drain().await.unwrap();
-    let d = get(&env, dept_key).await.unwrap();
-    assert_eq!(d.i64("headcount").unwrap(), 1);
-    assert_clean(&env.rt).await;
-    assert_eq!(bad_input(&env), 1);
-}
-
 /// The runtime of a second version of a model file on the tables `env`'s
 /// runtime made (a user who edits the file and runs it again). `replay`:
 /// the stream is read again from its start (a `dev` without checkpoints);

@@ -104,36 +104,6 @@ async fn move_atomically(env: &ModelEnv, from: &str, to: &str, id: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then() {
-    let mut env = invoices_env().await;
-    put(&env.rt, invoice("a-1", "i-1")).await;
-    for (no, amount) in [(1, 10), (2, 20), (3, 30)] {
-        put(&env.rt, line("i-1", no, amount)).await;
-    }
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(60), Some(3))));
-    delete(&env, invoice_key("a-1", "i-1")).await;
-    env.rt.drain().await.unwrap();
-    // Lines deleted, changed and added while the invoice is absent.
-    delete(&env, line_key("i-1", 1)).await;
-    put(&env.rt, line("i-1", 2, 200)).await;
-    put(&env.rt, line("i-1", 4, 4)).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(
-        totals(&env, "a-1", "i-1").await,
-        None,
-        "the writer's invoice is never created by the processor"
-    );
-    assert_no_logical_items(&env).await;
-    assert_clean(&env.rt).await;
-    put(&env.rt, invoice("a-1", "i-1")).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(234), Some(3))));
-    assert_clean(&env.rt).await;
-    assert_eq!(bad_input(&env), 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty() {
     let mut env = invoices_env().await;
     put(&env.rt, invoice("a-1", "i-1")).await;
@@ -178,95 +148,6 @@ async fn an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_st
     assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
     assert!(env.rt.failed_batches().is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left() {
-    let mut env = invoices_env().await;
-    put(&env.rt, invoice("a-1", "i-1")).await;
-    put(&env.rt, line("i-1", 1, 10)).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
-    assert_eq!(bad_input(&env), 0);
-    // A second invoice claims the id (a writer's put before its delete of
-    // the first, or a bug): neither is written while both exist.
-    put(&env.rt, invoice("a-2", "i-1")).await;
-    env.rt.drain().await.unwrap();
-    let contested = bad_input(&env);
-    assert!(contested >= 1, "the conflict is bad input");
-    put(&env.rt, line("i-1", 2, 5)).await;
-    env.rt.drain().await.unwrap();
-    assert!(bad_input(&env) > contested, "each sync meets it again");
-    assert_eq!(
-        totals(&env, "a-1", "i-1").await,
-        Some((Some(10), Some(1))),
-        "the first keeps what it had"
-    );
-    assert_eq!(
-        totals(&env, "a-2", "i-1").await,
-        Some((None, None)),
-        "the second gets nothing"
-    );
-    // verify names both as bad input, and no drift.
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    assert!(
-        report.bad_input.iter().any(|b| b.contains("2 items claim")
-            && b.contains("ACCOUNT#a-1")
-            && b.contains("ACCOUNT#a-2")),
-        "{:?}",
-        report.bad_input
-    );
-    // One is deleted: the other is the invoice.
-    delete(&env, invoice_key("a-1", "i-1")).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-2", "i-1").await, Some((Some(15), Some(2))));
-    assert_eq!(totals(&env, "a-1", "i-1").await, None);
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    assert!(report.bad_input.is_empty(), "{:?}", report.bad_input);
-    assert!(env.rt.failed_batches().is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_lines_are_bad_input_and_move_no_total() {
-    let mut env = invoices_env().await;
-    put(&env.rt, invoice("a-1", "i-1")).await;
-    put(&env.rt, line("i-1", 1, 10)).await;
-    env.rt.drain().await.unwrap();
-    // Negative (a check), an id that breaks its format, a wrong type.
-    let mut negative = line("i-1", 2, -5);
-    negative.insert("amount".into(), n(-5));
-    put(&env.rt, negative).await;
-    put(&env.rt, line("i 1", 1, 7)).await;
-    let mut text = line("i-1", 3, 1);
-    text.insert("amount".into(), s("12"));
-    put(&env.rt, text).await;
-    // A line whose key disagrees with its invoice id.
-    let mut other = line("i-1", 4, 1);
-    other.insert("invoiceId".into(), s("i-2"));
-    put(&env.rt, other).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(bad_input(&env), 4);
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
-    assert!(
-        env.rt.failed_batches().is_empty(),
-        "bad input blocks nothing"
-    );
-    // A line that was valid and turns bad keeps what it counted.
-    let mut was_good = line("i-1", 1, 10);
-    was_good.insert("amount".into(), n(-1));
-    put(&env.rt, was_good).await;
-    env.rt.drain().await.unwrap();
-    assert_eq!(totals(&env, "a-1", "i-1").await, Some((Some(10), Some(1))));
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{:#?}", report.problems);
-    assert_eq!(report.bad_input.len(), 5, "{:?}", report.bad_input);
-    assert!(
-        report.bad_input.iter().any(|b| b.contains("not a `id`")),
-        "the format by name: {:?}",
-        report.bad_input
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,20 @@ macro_rules! scenarios {
 scenarios! {
     lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears =>
         "invoices/lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears.yaml",
+    an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then =>
+        "invoices/an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then.yaml",
+    two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left =>
+        "invoices/two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left.yaml",
+    bad_lines_are_bad_input_and_move_no_total =>
+        "invoices/bad_lines_are_bad_input_and_move_no_total.yaml",
+    nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input =>
+        "hr/nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input.yaml",
+    removes_of_facts_with_int_key_names_start_their_jobs =>
+        "seats/removes_of_facts_with_int_key_names_start_their_jobs.yaml",
+    a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence =>
+        "seats/a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence.yaml",
+    a_line_written_just_before_its_order_starts_no_adoption =>
+        "orders/a_line_written_just_before_its_order_starts_no_adoption.yaml",
 }
 
 /// The folder of the scenario files.
