@@ -1,7 +1,8 @@
 //! A model file's join sets (`sets:`) listed through an index (`via`),
-//! through the local runtime: from the ledger, never the lagging GSI, and
-//! for a partition value of maximal length. (Typed key names and key names
-//! a join set cannot carry: `tests/scenarios/seats/`.)
+//! through the local runtime: from the ledger, never the lagging GSI.
+//! (Typed key names, key names a join set cannot carry:
+//! `tests/scenarios/seats/`; a partition value of maximal length:
+//! `tests/scenarios/teams/`.)
 
 use shared::item::{key_of, s, Item};
 use shared::metrics::names;
@@ -139,91 +140,6 @@ async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
     assert_clean(rt).await;
     let derive = rt.stream_processor("derive");
     assert_eq!(derive.metrics().get(names::BAD_INPUT), 0);
-    env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
-}
-
-/// A team whose ids nearly fill a partition key: the index partition it
-/// projects (`GSI1PK`, 2,044 bytes, legal) names a ledger listing whose key
-/// (`IDX#GSI1#T#...`) would pass DynamoDB's 2,048 bytes unbounded. (Each key
-/// name of a join set stays within 1,024 bytes, a documented limit.)
-const LONG_TEAMS: &str = r#"jobstream: 1
-name: teams
-table:
-  name: teams
-  pk: PK
-  sk: SK
-  gsis:
-    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
-entities:
-  member:
-    key: { PK: "MT#${orgId}#${teamId}", SK: "M#${memberId}" }
-    attributes: { memberId: string, orgId: string, teamId: string }
-    project:
-      attributes:
-        GSI1PK: "T#${orgId}#${teamId}"
-        GSI1SK: "M#${memberId}"
-  notice:
-    key: { PK: "T#${orgId}#${teamId}", SK: "N#${noticeId}" }
-    attributes: { orgId: string, teamId: string, noticeId: string, body: string }
-  inbox:
-    owner: processor
-    key: { PK: "I#${memberId}#${orgId}#${teamId}", SK: "N#${noticeId}" }
-    attributes: { body: string }
-sets:
-  inbox:
-    entity: inbox
-    facts:
-      member: { entity: member, via: GSI1 }
-      notice: { entity: notice }
-    values: { body: notice.body }
-"#;
-
-/// Before ledger listings were bounded, each member was bad input (its
-/// listing's key too long for DynamoDB) and no notice reached anyone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_via_an_index_lists_members_of_a_partition_value_of_maximal_length() {
-    let file = temp_model("teams", LONG_TEAMS);
-    let mut env = model_env("teams", |o| o.model_file = Some(file.clone())).await;
-    let rt = &mut env.rt;
-    let (org, team) = ("o".repeat(1020), "t".repeat(1020));
-    let member = |m: &str| {
-        item(&[
-            ("PK", &format!("MT#{org}#{team}")),
-            ("SK", &format!("M#{m}")),
-            ("type", "member"),
-            ("memberId", m),
-            ("orgId", &org),
-            ("teamId", &team),
-        ])
-    };
-    put(rt, member("ann")).await;
-    put(rt, member("bob")).await;
-    rt.drain().await.expect("drain");
-    put(
-        rt,
-        item(&[
-            ("PK", &format!("T#{org}#{team}")),
-            ("SK", "N#n1"),
-            ("type", "notice"),
-            ("orgId", &org),
-            ("teamId", &team),
-            ("noticeId", "n1"),
-            ("body", "hello"),
-        ]),
-    )
-    .await;
-    rt.drain().await.expect("drain");
-    assert!(rt.failed_batches().is_empty());
-    let derive = rt.stream_processor("derive");
-    assert_eq!(
-        derive.metrics().get(names::BAD_INPUT),
-        0,
-        "every member is listed"
-    );
-    assert_eq!(inbox(rt, &format!("ann#{org}#{team}")).await, ["N#n1"]);
-    assert_eq!(inbox(rt, &format!("bob#{org}#{team}")).await, ["N#n1"]);
-    assert_clean(rt).await;
     env.engine.stop().await;
     let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }

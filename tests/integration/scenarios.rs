@@ -33,6 +33,8 @@ scenarios! {
         "invoices/two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left.yaml",
     bad_lines_are_bad_input_and_move_no_total =>
         "invoices/bad_lines_are_bad_input_and_move_no_total.yaml",
+    an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty =>
+        "invoices/an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty.yaml",
     nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input =>
         "hr/nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input.yaml",
     removes_of_facts_with_int_key_names_start_their_jobs =>
@@ -41,6 +43,8 @@ scenarios! {
         "seats/a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence.yaml",
     a_line_written_just_before_its_order_starts_no_adoption =>
         "orders/a_line_written_just_before_its_order_starts_no_adoption.yaml",
+    a_via_an_index_lists_members_of_a_partition_value_of_maximal_length =>
+        "teams/a_via_an_index_lists_members_of_a_partition_value_of_maximal_length.yaml",
 }
 
 /// The folder of the scenario files.
