@@ -8,41 +8,8 @@ use shared::item::{key_of, s, Item};
 use shared::metrics::names;
 
 use crate::items::{assert_clean, item, partition, put, sks};
-use crate::support::{model_env, temp_model};
-
-/// Notices of a team reach its members' inboxes; a team's members are
-/// listed by the index `GSI1` the member entity projects (no mirror item).
-const TEAMS: &str = r#"jobstream: 1
-name: teams
-table:
-  name: teams
-  pk: PK
-  sk: SK
-  gsis:
-    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
-entities:
-  member:
-    key: { PK: "M#${memberId}", SK: "TEAM#${teamId}" }
-    attributes: { memberId: string, teamId: string }
-    project:
-      attributes:
-        GSI1PK: "T#${teamId}"
-        GSI1SK: "M#${memberId}"
-  notice:
-    key: { PK: "T#${teamId}", SK: "N#${noticeId}" }
-    attributes: { teamId: string, noticeId: string, body: string }
-  inbox:
-    owner: processor
-    key: { PK: "I#${memberId}", SK: "N#${noticeId}#T#${teamId}" }
-    attributes: { body: string }
-sets:
-  inbox:
-    entity: inbox
-    facts:
-      member: { entity: member, via: GSI1 }
-      notice: { entity: notice }
-    values: { body: notice.body }
-"#;
+use crate::scenarios::model_file;
+use crate::support::model_env;
 
 fn member(m: &str, t: &str) -> Item {
     item(&[
@@ -64,7 +31,7 @@ async fn inbox(rt: &jobstream::local::runtime::Runtime, m: &str) -> Vec<String> 
 /// listing the engine keeps with each member's record, read consistently.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
-    let file = temp_model("teams", TEAMS);
+    let file = model_file("teams/teams.yaml");
     let mut env = model_env("teams", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     rt.dynamodb
@@ -141,5 +108,4 @@ async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
     let derive = rt.stream_processor("derive");
     assert_eq!(derive.metrics().get(names::BAD_INPUT), 0);
     env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }

@@ -52,6 +52,12 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
+/// A model file beside the scenarios (`teams/teams.yaml`), for the tests
+/// that stay in Rust.
+pub fn model_file(path: &str) -> PathBuf {
+    dir().join(path)
+}
+
 /// Plays `file` (under [`dir`]) with every check on a fresh engine with
 /// its model's runtime; panics listing each difference.
 async fn play(name: &str, file: &str) {
