@@ -74,33 +74,26 @@ async fn assert_no_logical_items(env: &ModelEnv) {
     assert!(logical.is_empty(), "{logical:?}");
 }
 
-/// A move of an invoice to another account in one transaction (keys are
-/// immutable: a delete and a put).
+/// A move of invoice `id` from account `from` to `to` in one transaction
+/// (keys are immutable: a delete and a put), through `store`.
+async fn move_in(store: &Store, table: &str, from: &str, to: &str, id: &str) {
+    let delete = Delete::builder().table_name(table);
+    let delete = delete.set_key(Some(invoice_key(from, id))).build();
+    let put = Put::builder().table_name(table);
+    let put = put.set_item(Some(invoice(to, id))).build();
+    let actions = vec![
+        TransactWriteItem::builder()
+            .delete(delete.expect("delete"))
+            .build(),
+        TransactWriteItem::builder().put(put.expect("put")).build(),
+    ];
+    store.transact(actions).await.expect("move");
+}
+
+/// [`move_in`] as the application of `env` moves it.
 async fn move_atomically(env: &ModelEnv, from: &str, to: &str, id: &str) {
-    let table = &env.rt.config.table;
-    Store::new(env.rt.dynamodb.clone())
-        .transact(vec![
-            TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(table)
-                        .set_key(Some(invoice_key(from, id)))
-                        .build()
-                        .expect("delete"),
-                )
-                .build(),
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(table)
-                        .set_item(Some(invoice(to, id)))
-                        .build()
-                        .expect("put"),
-                )
-                .build(),
-        ])
-        .await
-        .expect("move");
+    let store = Store::new(env.rt.dynamodb.clone());
+    move_in(&store, &env.rt.config.table, from, to, id).await
 }
 
 /// The two records of a move (a delete and a put in one transaction) reach
@@ -279,29 +272,7 @@ async fn writer(store: Store, table: String, w: usize) {
                     .expect("invoice"),
                 2 => {
                     let from = format!("a{}", (1 + k) % 2);
-                    store
-                        .transact(vec![
-                            TransactWriteItem::builder()
-                                .delete(
-                                    Delete::builder()
-                                        .table_name(&table)
-                                        .set_key(Some(invoice_key(&from, id)))
-                                        .build()
-                                        .expect("delete"),
-                                )
-                                .build(),
-                            TransactWriteItem::builder()
-                                .put(
-                                    Put::builder()
-                                        .table_name(&table)
-                                        .set_item(Some(invoice(&account, id)))
-                                        .build()
-                                        .expect("put"),
-                                )
-                                .build(),
-                        ])
-                        .await
-                        .expect("move");
+                    move_in(&store, &table, &from, &account, id).await;
                 }
                 _ => {
                     let from = format!("a{}", (2 + k) % 2);
