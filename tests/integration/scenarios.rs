@@ -43,6 +43,8 @@ scenarios! {
         "seats/a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence.yaml",
     a_line_written_just_before_its_order_starts_no_adoption =>
         "orders/a_line_written_just_before_its_order_starts_no_adoption.yaml",
+    orders_keyed_under_their_customer_keep_their_own_histories =>
+        "customer_orders/orders_keyed_under_their_customer_keep_their_own_histories.yaml",
     a_via_an_index_lists_members_of_a_partition_value_of_maximal_length =>
         "teams/a_via_an_index_lists_members_of_a_partition_value_of_maximal_length.yaml",
 }
