@@ -37,6 +37,8 @@ scenarios! {
         "invoices/an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty.yaml",
     nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input =>
         "hr/nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input.yaml",
+    a_model_files_counter_deleted_by_a_writer_comes_back =>
+        "library/a_model_files_counter_deleted_by_a_writer_comes_back.yaml",
     removes_of_facts_with_int_key_names_start_their_jobs =>
         "seats/removes_of_facts_with_int_key_names_start_their_jobs.yaml",
     a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence =>
