@@ -413,7 +413,10 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     assert_eq!((a.puts, jobs), (25, 3), "26 mirrors in pages of 10");
     let greeting = |f: &str| keys::key(format!("u#{f}#inbox"), "hello#ann");
     assert!(get(&env, greeting("ghost")).await.is_none());
-    assert_eq!(get(&env, greeting("g0024")).await.unwrap()["from"], s("Ann"));
+    assert_eq!(
+        get(&env, greeting("g0024")).await.unwrap()["from"],
+        s("Ann")
+    );
     // Renamed: a first page planned now, applied after a second rename,
     // drops every put (its guard is the name as read).
     put(&env, user_item("ann", "Annie")).await;
@@ -422,7 +425,10 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     put(&env, user_item("ann", "Anne")).await;
     let a = apply_plan(&set, &r, &stale).await;
     assert_eq!((a.puts, a.superseded), (0, 10));
-    assert_eq!(get(&env, greeting("g0000")).await.unwrap()["from"], s("Ann"));
+    assert_eq!(
+        get(&env, greeting("g0000")).await.unwrap()["from"],
+        s("Ann")
+    );
     let (a, _) = run_pages(&set, &r, start.clone()).await;
     assert_eq!(a.puts, 25, "every greeting follows the current name");
     assert_eq!(

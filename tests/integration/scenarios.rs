@@ -16,12 +16,16 @@ use crate::support::model_env;
 /// `name => "folder/name.yaml"`: one `#[tokio::test]` per scenario file,
 /// named as the file.
 macro_rules! scenarios {
-    ($($name:ident => $file:literal,)*) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            play(stringify!($name), $file).await;
-        }
-    )*};
+    ($($name:ident => $file:literal,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                play(stringify!($name), $file).await;
+            }
+        )*
+        /// Every file the list names.
+        const LISTED: &[&str] = &[$($file),*];
+    };
 }
 
 scenarios! {
@@ -91,4 +95,30 @@ async fn play(name: &str, file: &str) {
         diffs.join("\n- ")
     );
     env.engine.stop().await;
+}
+
+/// Every scenario file under `tests/scenarios/` is listed (a file left
+/// out would prove nothing, silently); the model files beside them
+/// (`jobstream: 1`) are not scenarios.
+#[test]
+fn every_scenario_file_is_listed() {
+    let mut found = Vec::new();
+    for folder in std::fs::read_dir(dir()).expect("tests/scenarios") {
+        let folder = folder.expect("an entry").path();
+        for f in std::fs::read_dir(&folder).expect("a model's folder") {
+            let path = f.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("reads");
+            if !text.lines().any(|l| l.starts_with("jobstream:")) {
+                let rel = path.strip_prefix(dir()).expect("under the folder");
+                found.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    let mut listed: Vec<String> = LISTED.iter().map(|f| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        found, listed,
+        "tests/scenarios/ and the list in scenarios.rs"
+    );
 }
