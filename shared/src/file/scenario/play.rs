@@ -34,20 +34,7 @@ pub async fn play_model(
     m: &FileModel,
     print: bool,
 ) -> Result<Vec<String>, BoxError> {
-    let keys = m.key_names();
-    let mut diffs = Vec::new();
-    for (i, step) in s.all_steps().into_iter().enumerate() {
-        if print {
-            if let Some(say) = step.say {
-                println!("\n== step {i}: {say}");
-            }
-        }
-        diffs.extend(play_step(h, &step, &keys).await?);
-        for q in step.queries {
-            diffs.extend(run_query(h, m, q, print).await?);
-        }
-    }
-    Ok(diffs)
+    play_steps(h, s, m, print, false).await
 }
 
 /// [`play_model`] with every check of a step after it (a scenario is a
@@ -55,13 +42,24 @@ pub async fn play_model(
 /// refused as bad input so far (`bad_input:`, default 0, carried on to the
 /// steps that declare none); `verify` finds no drift and reports as bad
 /// input what `verify:` says (default nothing, carried on); nothing in a
-/// dead-letter queue or an on-failure destination. `jobstream demo` and
-/// the integration tests' scenario runner play scenarios through it.
+/// dead-letter queue or an on-failure destination. Every difference names
+/// its step. `jobstream demo` and the integration tests' scenario runner
+/// play scenarios through it.
 pub async fn play_checked(
     h: &mut dyn Harness,
     s: &Scenario,
     m: &FileModel,
     print: bool,
+) -> Result<Vec<String>, BoxError> {
+    play_steps(h, s, m, print, true).await
+}
+
+async fn play_steps(
+    h: &mut dyn Harness,
+    s: &Scenario,
+    m: &FileModel,
+    print: bool,
+    checked: bool,
 ) -> Result<Vec<String>, BoxError> {
     let keys = m.key_names();
     let mut diffs = Vec::new();
@@ -75,6 +73,10 @@ pub async fn play_checked(
         let mut found = play_step(h, &step, &keys).await?;
         for q in step.queries {
             found.extend(run_query(h, m, q, print).await?);
+        }
+        if !checked {
+            diffs.extend(found);
+            continue;
         }
         let at = step_name(i);
         diffs.extend(found.into_iter().map(|d| format!("after {at}: {d}")));
