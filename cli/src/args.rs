@@ -208,10 +208,11 @@ pub(crate) struct DemoArgs {
     #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// A scenario file (YAML: `writes` in order, then the `expect`ed
-    /// items); default: `<model file stem>.scenario.yaml` next to
+    /// items; after every step `verify`, bad input and dead letters are
+    /// checked too); default: `<model file stem>.scenario.yaml` next to
     /// --model-file if present, or a shipped model's own
-    /// (`models/NAME.scenario.yaml`). Without one, nothing is written
-    /// and `verify` runs.
+    /// (`models/NAME.scenario.yaml`). A scenario's `model:` is the model
+    /// played. Without one, nothing is written and `verify` runs.
     #[arg(long, value_name = "PATH")]
     pub(crate) scenario: Option<std::path::PathBuf>,
     /// SQS endpoint for models with queues (default: a local SQS server, started here).

@@ -1,80 +1,12 @@
-//! A file's `history:` (the README's order and its lines) where the
-//! application writes a line a moment before its order: the order's
-//! history starts with its creation, not with an adoption.
+//! A file's `history:` for orders keyed under their customer
+//! (`models/examples/customer_orders.yaml`): each order's own history,
+//! replayed, repaired, cascaded and adopted. (A line written just before
+//! its order: `tests/scenarios/orders/`.)
 
 use shared::item::{n, s, Item, ItemExt};
 
-use crate::items::{attrs, begins, delete, key, put};
-use crate::support::{model_env, temp_model};
-
-const ORDER: &str = include_str!("../../models/examples/orders.yaml");
-
-/// Found by a user: a line put, then its order at once (one stream batch),
-/// gave `HIST#000001` "Imported": the line's record, first of an unknown
-/// aggregate, adopted the partition, whose order the application had
-/// already written, though the order's creation was still ahead in the
-/// stream.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_line_written_just_before_its_order_starts_no_adoption() {
-    let mut env = model_env("shop", |o| {
-        o.model_file = Some(temp_model("history", ORDER))
-    })
-    .await;
-    let line = attrs(vec![
-        ("PK", s("ORDER#o1")),
-        ("SK", s("LINE#a")),
-        ("type", s("line")),
-        ("orderId", s("o1")),
-        ("sku", s("a")),
-        ("qty", n(2)),
-    ]);
-    let order = attrs(vec![
-        ("PK", s("ORDER#o1")),
-        ("SK", s("ORDER")),
-        ("type", s("order")),
-        ("orderId", s("o1")),
-        ("customer", s("ann")),
-        ("status", s("open")),
-    ]);
-    put(&env.rt, line).await;
-    put(&env.rt, order).await;
-    env.rt.drain().await.expect("drains");
-    let entries = env
-        .rt
-        .dynamodb
-        .query()
-        .table_name(&env.rt.config.table)
-        .key_condition_expression("PK = :pk AND begins_with(SK, :h)")
-        .expression_attribute_values(":pk", s("ORDER#o1"))
-        .expression_attribute_values(":h", s("HIST#"))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("query")
-        .items
-        .unwrap_or_default();
-    let said: Vec<&str> = entries
-        .iter()
-        .map(|e| e.s("description").unwrap_or("?"))
-        .collect();
-    assert_eq!(said, ["Order placed by ann"], "{said:?}");
-    let snapshot = entries[0].get("snapshot").and_then(|v| v.as_m().ok());
-    let lines = snapshot
-        .and_then(|m| m.get("lines"))
-        .and_then(|v| v.as_l().ok())
-        .map(Vec::len);
-    assert_eq!(
-        lines,
-        Some(1),
-        "the line is in the creation's snapshot: {snapshot:?}"
-    );
-    let report = env.rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{}", report.render());
-}
-
-// ------------------------------------------- an order keyed under its owner
-
-const OWNED: &str = include_str!("../../models/examples/customer_orders.yaml");
+use crate::items::{assert_clean, attrs, begins, delete, key, put};
+use crate::support::{model_env, shipped};
 
 fn order_of(c: &str, o: &str, status: &str) -> Item {
     attrs(vec![
@@ -113,123 +45,53 @@ async fn said(rt: &jobstream::local::runtime::Runtime, c: &str, o: &str) -> Vec<
         .collect()
 }
 
-async fn mirror(rt: &jobstream::local::runtime::Runtime, c: &str, o: &str) -> Option<i64> {
-    under(rt, c, &format!("ORDER#{o}"))
-        .await
-        .into_iter()
-        .find(|i| i.s("SK").ok() == Some(format!("ORDER#{o}").as_str()))
-        .and_then(|i| i.opt_i64("historySequence").ok().flatten())
-}
-
-async fn assert_clean(rt: &jobstream::local::runtime::Runtime) {
-    let report = rt.verify().await.expect("verify");
-    assert!(report.is_clean(), "{}", report.render());
-}
-
-/// Orders keyed under their customer (`CUST#c1` / `ORDER#o1`, lines at
-/// `ORDER#o1#LINE#<sku>`, entries at `ORDER#o1#HIST#<n>`): each order's
-/// history numbered on its own although `ORDER#o1` is a prefix of `o10`'s
-/// keys; a line before its order, a change, a removal; the whole stream
-/// delivered again (a replay) writes nothing; a lost entry found and
-/// restored by verify; the order deleted: its lines and entries go, the
-/// other order's stay.
+/// Orders keyed under their customer (`CUST#c1` / `ORDER#o1`, entries at
+/// `ORDER#o1#HIST#<n>`, `ORDER#o1` a prefix of `o10`'s keys): the whole
+/// stream delivered again (a replay) writes nothing and changes nothing; a
+/// lost entry is found by verify and restored as a placeholder. (Their
+/// histories themselves: `tests/scenarios/customer_orders/`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn orders_keyed_under_their_customer_keep_their_own_histories() {
-    let mut env = model_env("customer-orders", |o| {
-        o.model_file = Some(temp_model("owned-history", OWNED))
-    })
-    .await;
+async fn a_replay_of_orders_keyed_under_their_customer_writes_nothing_and_a_lost_entry_is_restored()
+{
+    let file = shipped("examples/customer_orders.yaml");
+    let mut env = model_env("customer-orders", |o| o.model_file = Some(file)).await;
     let rt = &env.rt;
     put(rt, line_of("c1", "o1", "a", 2)).await;
     put(rt, order_of("c1", "o1", "open")).await;
     put(rt, order_of("c1", "o10", "open")).await;
     put(rt, line_of("c1", "o10", "b", 7)).await;
     env.rt.drain().await.expect("drains");
-    let rt = &env.rt;
-    put(rt, line_of("c1", "o1", "a", 5)).await;
-    put(rt, line_of("c1", "o1", "z", 1)).await;
-    put(rt, order_of("c1", "o10", "paid")).await;
+    put(&env.rt, line_of("c1", "o1", "a", 5)).await;
+    put(&env.rt, line_of("c1", "o1", "z", 1)).await;
+    put(&env.rt, order_of("c1", "o10", "paid")).await;
     env.rt.drain().await.expect("drains");
     let rt = &env.rt;
-    assert_eq!(
-        said(rt, "c1", "o1").await,
-        ["Order o1 placed", "2 -> 5 of a", "Added line"]
-    );
-    assert_eq!(
-        said(rt, "c1", "o10").await,
-        ["Order o10 placed", "Added line", "Updated status"]
-    );
-    assert_eq!(mirror(rt, "c1", "o1").await, Some(3));
-    assert_eq!(mirror(rt, "c1", "o10").await, Some(3));
-    let last = under(rt, "c1", "ORDER#o1#HIST#000003").await;
-    assert_eq!(last[0].s("customerId").unwrap(), "c1");
-    assert_eq!(last[0].s("orderId").unwrap(), "o1");
-    let lines = last[0]
-        .get("snapshot")
-        .and_then(|v| v.as_m().ok())
-        .and_then(|m| m.get("lines"))
-        .and_then(|v| v.as_l().ok())
-        .map(Vec::len);
-    assert_eq!(lines, Some(2), "o1's own lines only");
+    assert_eq!(said(rt, "c1", "o1").await.len(), 3);
+    assert_eq!(said(rt, "c1", "o10").await.len(), 3);
     assert_clean(rt).await;
 
     // Everything delivered again: nothing written, nothing changes.
     let before = crate::support::table_by_key(rt).await;
     let records = crate::support::records_of(&env.engine, rt).await;
-    let event: aws_lambda_events::event::dynamodb::Event =
-        serde_json::from_value(serde_json::json!({ "Records": records })).expect("event");
-    let resp = rt
-        .stream_processor("history")
-        .handle(event)
-        .await
-        .expect("handled");
+    let event = crate::items::records_event(&records);
+    let history = rt.stream_processor("history");
+    let resp = history.handle(event).await.expect("handled");
     assert!(resp.batch_item_failures.is_empty());
     env.rt.drain().await.expect("drains");
     assert_eq!(crate::support::table_by_key(&env.rt).await, before);
 
     // A lost entry: found, and restored as a placeholder.
-    let rt = &env.rt;
-    delete(rt, key("CUST#c1", "ORDER#o1#HIST#000002")).await;
+    delete(&env.rt, key("CUST#c1", "ORDER#o1#HIST#000002")).await;
     env.rt.drain().await.expect("drains");
     let rt = &env.rt;
     let report = rt.verify().await.expect("verify");
-    assert_eq!(
-        report.kinds["history-sequence"].missing,
-        1,
-        "{}",
-        report.render()
-    );
+    let missing = report.kinds["history-sequence"].missing;
+    assert_eq!(missing, 1, "{}", report.render());
     jobstream::tools::verify::repair(&rt.processors, &report)
         .await
         .expect("repairs");
     assert_clean(rt).await;
     assert_eq!(said(rt, "c1", "o1").await.len(), 3);
-
-    // o1 deleted: its lines and entries go; o10 keeps everything.
-    delete(rt, key("CUST#c1", "ORDER#o1")).await;
-    env.rt.drain().await.expect("drains");
-    let rt = &env.rt;
-    let left: Vec<String> = under(rt, "c1", "ORDER#")
-        .await
-        .iter()
-        .map(|i| i.s("SK").unwrap().to_string())
-        .collect();
-    assert_eq!(
-        left,
-        [
-            "ORDER#o10",
-            "ORDER#o10#HIST#000001",
-            "ORDER#o10#HIST#000002",
-            "ORDER#o10#HIST#000003",
-            "ORDER#o10#LINE#b"
-        ]
-    );
-    assert_clean(rt).await;
-    // Re-created under the same id: a history from 1 again.
-    put(rt, order_of("c1", "o1", "open")).await;
-    env.rt.drain().await.expect("drains");
-    assert_eq!(said(&env.rt, "c1", "o1").await, ["Order o1 placed"]);
-    assert_clean(&env.rt).await;
 }
 
 async fn backfill(rt: &jobstream::local::runtime::Runtime) -> u64 {
@@ -242,10 +104,8 @@ async fn backfill(rt: &jobstream::local::runtime::Runtime) -> u64 {
 /// a second backfill imports nothing; changes after it are numbered on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_keyed_under_their_customer_are_adopted_once_each() {
-    let mut env = model_env("customer-orders", |o| {
-        o.model_file = Some(temp_model("owned-history", OWNED))
-    })
-    .await;
+    let file = shipped("examples/customer_orders.yaml");
+    let mut env = model_env("customer-orders", |o| o.model_file = Some(file)).await;
     let rt = &env.rt;
     put(rt, order_of("c1", "o1", "open")).await;
     put(rt, line_of("c1", "o1", "a", 2)).await;

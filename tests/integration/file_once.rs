@@ -4,53 +4,14 @@
 //! failed precondition ends as a logged `Skipped`; a source whose effect
 //! cannot be computed is bad input at the source.
 
+use jobstream::local::runtime::Runtime;
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{key_of, s, Item, ItemExt};
 use shared::metrics::names;
 
 use crate::items::{assert_clean, begins, delete, item, put, sqs_event};
-use crate::support::{model_env, temp_model};
-
-/// The README's `once:` example, whole.
-const HIRING: &str = r#"jobstream: 1
-name: hiring
-table: { name: hiring, pk: PK, sk: SK }
-entities:
-  job:
-    key: { PK: "JOB#${jobId}", SK: "INFO" }
-    attributes: { title: string }
-  seeker:
-    key: { PK: "S#${seekerId}", SK: "PROFILE" }
-    attributes: { name: string }
-  request:
-    key: { PK: "JOB#${jobId}", SK: "REQ#${seekerId}" }
-    attributes:
-      status: [pending, approved, rejected]
-      approvedAt: iso-utc?
-  suggestion:
-    owner: processor
-    key: { PK: "S#${seekerId}", SK: "SUG#${jobId}" }
-  match:
-    owner: processor
-    key: { PK: "S#${seekerId}", SK: "MATCH#${jobId}" }
-    attributes: { matchedAt: iso-utc }
-once:
-  matches:
-    on: request
-    when: "status == 'approved'"
-    key: "${seekerId}#${jobId}"
-    require:
-      - entity: request
-        with: { jobId: jobId, seekerId: seekerId }
-        equals: { status: "'approved'" }
-        message: "the request is not approved"
-      - { entity: job, with: { jobId: jobId }, message: "the job is gone" }
-      - { entity: seeker, with: { seekerId: seekerId }, message: "the seeker is gone" }
-    put:
-      - { entity: match, with: { seekerId: seekerId, jobId: jobId, matchedAt: approvedAt } }
-    delete:
-      - { entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }
-"#;
+use crate::scenarios::model_file;
+use crate::support::model_env;
 
 const DAY1: &str = "2026-11-03T10:00:00Z";
 const DAY2: &str = "2026-11-09T10:00:00Z";
@@ -95,45 +56,28 @@ fn suggestion(job: &str, seeker: &str) -> Item {
     ])
 }
 
-async fn get(
-    rt: &jobstream::local::runtime::Runtime,
-    table: &str,
-    pk: &str,
-    sk: &str,
-) -> Option<Item> {
-    rt.dynamodb
+/// The item of `rt`'s table or, `ledger`, of its ledger at (pk, sk).
+async fn get(rt: &Runtime, ledger: bool, pk: &str, sk: &str) -> Option<Item> {
+    let (table, names) = match ledger {
+        true => (&rt.config.ledger_table, ["pk", "sk"]),
+        false => (&rt.config.table, ["PK", "SK"]),
+    };
+    let req = rt
+        .dynamodb
         .get_item()
         .table_name(table)
-        .key(
-            if table == rt.config.ledger_table {
-                "pk"
-            } else {
-                "PK"
-            },
-            s(pk),
-        )
-        .key(
-            if table == rt.config.ledger_table {
-                "sk"
-            } else {
-                "SK"
-            },
-            s(sk),
-        )
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("get")
-        .item
+        .consistent_read(true);
+    let req = req.key(names[0], s(pk)).key(names[1], s(sk));
+    req.send().await.expect("get").item
 }
 
-async fn matches_of(rt: &jobstream::local::runtime::Runtime, seeker: &str) -> Vec<Item> {
+async fn matches_of(rt: &Runtime, seeker: &str) -> Vec<Item> {
     begins(rt, &format!("S#{seeker}"), "MATCH#").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_delivery() {
-    let file = temp_model("hiring", HIRING);
+    let file = model_file("hiring/hiring.yaml");
     let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     let seekers = ["a", "b", "c", "d"];
@@ -155,17 +99,12 @@ async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_d
         assert_eq!(m[0].s("matchedAt").unwrap(), DAY1);
         assert_eq!(m[0].s("type").unwrap(), "match");
         assert!(
-            get(rt, &rt.config.table, &format!("S#{sk}"), "SUG#j1")
-                .await
-                .is_none(),
+            get(rt, false, &format!("S#{sk}"), "SUG#j1").await.is_none(),
             "{sk}: the pair's suggestion went with it"
         );
     }
-    let ledger = rt.config.ledger_table.clone();
     assert!(
-        get(rt, &ledger, "ONCE#matches#a#j1", "ONCE")
-            .await
-            .is_some(),
+        get(rt, true, "ONCE#matches#a#j1", "ONCE").await.is_some(),
         "the pair's marker is in the ledger"
     );
     // Approved again another day (pending -> approved) and the first job
@@ -211,12 +150,11 @@ async fn exactly_one_match_per_pair_under_reapproval_redelivery_and_concurrent_d
     assert!(matches_of(rt, "b").await.is_empty(), "not redone");
     assert_clean(rt).await;
     env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_input() {
-    let file = temp_model("hiring", HIRING);
+    let file = model_file("hiring/hiring.yaml");
     let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
     let rt = &mut env.rt;
     put(rt, seeker("a")).await;
@@ -258,13 +196,12 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
     .expect("handled");
     assert_eq!(resp.batch_item_failures.len(), 1);
     env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
     use jobstream::faults::Fault;
-    let file = temp_model("hiring", HIRING);
+    let file = model_file("hiring/hiring.yaml");
     let (mut env, proxy) =
         crate::support::model_env_behind_proxy("hiring", |o| o.model_file = Some(file.clone()))
             .await;
@@ -307,9 +244,7 @@ async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
         let day = m[0].s("matchedAt").unwrap();
         assert!(day == DAY1 || (sk == "s0" && day == DAY2), "{sk}: {day}");
         assert!(
-            get(rt, &rt.config.table, &format!("S#{sk}"), "SUG#j1")
-                .await
-                .is_none(),
+            get(rt, false, &format!("S#{sk}"), "SUG#j1").await.is_none(),
             "{sk}: suggestion gone"
         );
     }
@@ -318,5 +253,4 @@ async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
     assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
     assert_clean(rt).await;
     env.engine.stop().await;
-    let _ = std::fs::remove_dir_all(file.parent().expect("dir"));
 }

@@ -25,6 +25,24 @@ fn mirror(follower: &str, followed: &str, at: &str) -> Item {
     m
 }
 
+/// `n` followers of `star` (`<prefix>0000`...): their names, and their
+/// follows and mirrors.
+fn followers(n: usize, prefix: &str, star: &str, at: &str) -> (Vec<String>, Vec<Item>) {
+    let fans: Vec<String> = (0..n).map(|i| format!("{prefix}{i:04}")).collect();
+    let items = fans
+        .iter()
+        .flat_map(|f| [follow_item(f, star, at), mirror(f, star, at)])
+        .collect();
+    (fans, items)
+}
+
+/// How many entries `f`'s timeline holds.
+async fn timeline_len(store: &Store, table: &str, f: &str) -> usize {
+    let pk = keys::timeline_pk(f);
+    let entries = store.query(table, None, keys::PK, &pk, None).await;
+    entries.expect("query").len()
+}
+
 /// Engine + tables only: the jobs are run by hand (no stream processing).
 async fn social() -> ModelEnv {
     model_env("social", |_| {}).await
@@ -65,12 +83,7 @@ async fn timeline_scopes_write_what_the_hand_written_timeline_wrote() {
     let store = Store::new(env.rt.dynamodb.clone());
     let table = env.rt.config.table.clone();
     let at = iso(60);
-    let fans: Vec<String> = (0..120).map(|i| format!("fan{i:04}")).collect();
-    let mut items = Vec::new();
-    for f in &fans {
-        items.push(follow_item(f, "star", &at));
-        items.push(mirror(f, "star", &at));
-    }
+    let (_, mut items) = followers(120, "fan", "star", &at);
     let star_post = post_id(1);
     items.push(post_item("star", &star_post, &iso(5), "hello"));
     let bob_posts: Vec<String> = (0..30).map(|i| post_id(100 + i)).collect();
@@ -390,12 +403,8 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     let set = greetings_set(10);
     let r = reads(&env, &store);
     let at = iso(10);
-    let fans: Vec<String> = (0..25).map(|i| format!("g{i:03}")).collect();
-    let mut items = vec![user_item("ann", "Ann")];
-    for f in &fans {
-        items.push(follow_item(f, "ann", &at));
-        items.push(mirror(f, "ann", &at));
-    }
+    let (_, mut items) = followers(25, "g", "ann", &at);
+    items.push(user_item("ann", "Ann"));
     // A mirror whose follow is gone (the mirror lags): no greeting.
     items.push(mirror("ghost", "ann", &at));
     put_all(&env, items).await;
@@ -404,7 +413,10 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     assert_eq!((a.puts, jobs), (25, 3), "26 mirrors in pages of 10");
     let greeting = |f: &str| keys::key(format!("u#{f}#inbox"), "hello#ann");
     assert!(get(&env, greeting("ghost")).await.is_none());
-    assert_eq!(get(&env, greeting("g024")).await.unwrap()["from"], s("Ann"));
+    assert_eq!(
+        get(&env, greeting("g0024")).await.unwrap()["from"],
+        s("Ann")
+    );
     // Renamed: a first page planned now, applied after a second rename,
     // drops every put (its guard is the name as read).
     put(&env, user_item("ann", "Annie")).await;
@@ -413,11 +425,14 @@ async fn a_scope_listed_through_a_mirror_is_paged_and_values_follow_the_fact() {
     put(&env, user_item("ann", "Anne")).await;
     let a = apply_plan(&set, &r, &stale).await;
     assert_eq!((a.puts, a.superseded), (0, 10));
-    assert_eq!(get(&env, greeting("g000")).await.unwrap()["from"], s("Ann"));
+    assert_eq!(
+        get(&env, greeting("g0000")).await.unwrap()["from"],
+        s("Ann")
+    );
     let (a, _) = run_pages(&set, &r, start.clone()).await;
     assert_eq!(a.puts, 25, "every greeting follows the current name");
     assert_eq!(
-        get(&env, greeting("g000")).await.unwrap()["from"],
+        get(&env, greeting("g0000")).await.unwrap()["from"],
         s("Anne")
     );
     // The user's info goes: every greeting goes, guarded by its absence.
@@ -471,11 +486,8 @@ async fn the_timeline_follow_scope_is_paged() {
         .unwrap();
     let (a, _) = run_pages(&job, &r, follow("fan", "bob")).await;
     assert_eq!(a.deletes, 25);
-    let left = store
-        .query(&table, None, keys::PK, &keys::timeline_pk("fan"), None)
-        .await
-        .unwrap();
-    assert_eq!(left.len(), 1, "only cid's entry is left");
+    let left = timeline_len(&store, &table, "fan").await;
+    assert_eq!(left, 1, "only cid's entry is left");
 }
 
 /// A celebrity's fan-out and its deletion, written through a proxy that
@@ -505,12 +517,7 @@ async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
         },
     );
     let at = iso(60);
-    let fans: Vec<String> = (0..300).map(|i| format!("fan{i:04}")).collect();
-    let mut items = Vec::new();
-    for f in &fans {
-        items.push(follow_item(f, "star", &at));
-        items.push(mirror(f, "star", &at));
-    }
+    let (fans, mut items) = followers(300, "fan", "star", &at);
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(5), "x"));
     direct.put_items(&table, items).await.unwrap();
@@ -559,20 +566,8 @@ async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
     let (a, failures) = run(body.clone()).await;
     assert!(failures >= 2, "{failures} failed deliveries");
     assert!(proxy.injected() >= 6);
-    let entries = |f: &str| {
-        let direct = direct.clone();
-        let table = table.clone();
-        let f = f.to_string();
-        async move {
-            direct
-                .query(&table, None, keys::PK, &keys::timeline_pk(&f), None)
-                .await
-                .unwrap()
-                .len()
-        }
-    };
     for f in &fans {
-        assert_eq!(entries(f).await, 1, "{f}");
+        assert_eq!(timeline_len(&direct, &table, f).await, 1, "{f}");
     }
     // A redelivered page re-reads and skips what its first delivery wrote
     // (the puts of deliveries that failed part-way are not counted here).
@@ -589,7 +584,7 @@ async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
     assert!(failures >= 1);
     assert!(a.deletes <= 300);
     for f in &fans {
-        assert_eq!(entries(f).await, 0, "{f}");
+        assert_eq!(timeline_len(&direct, &table, f).await, 0, "{f}");
     }
 }
 
@@ -602,12 +597,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     let store = Store::new(env.rt.dynamodb.clone());
     let table = env.rt.config.table.clone();
     let at = iso(60);
-    let fans: Vec<String> = (0..250).map(|i| format!("fan{i:04}")).collect();
-    let mut items = Vec::new();
-    for f in &fans {
-        items.push(follow_item(f, "star", &at));
-        items.push(mirror(f, "star", &at));
-    }
+    let (fans, mut items) = followers(250, "fan", "star", &at);
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(5), "x"));
     put_all(&env, items).await;
@@ -640,11 +630,7 @@ async fn stale_pages_of_a_fan_out_racing_unfollows_resurrect_nothing() {
     }
     assert_eq!((total.puts, total.superseded), (225, 25));
     for (i, f) in fans.iter().enumerate() {
-        let n = store
-            .query(&table, None, keys::PK, &keys::timeline_pk(f), None)
-            .await
-            .unwrap()
-            .len();
+        let n = timeline_len(&store, &table, f).await;
         assert_eq!(n, usize::from(i % 10 != 0), "{f}");
     }
 }

@@ -16,12 +16,16 @@ use crate::support::model_env;
 /// `name => "folder/name.yaml"`: one `#[tokio::test]` per scenario file,
 /// named as the file.
 macro_rules! scenarios {
-    ($($name:ident => $file:literal,)*) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            play(stringify!($name), $file).await;
-        }
-    )*};
+    ($($name:ident => $file:literal,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                play(stringify!($name), $file).await;
+            }
+        )*
+        /// Every file the list names.
+        const LISTED: &[&str] = &[$($file),*];
+    };
 }
 
 scenarios! {
@@ -83,11 +87,39 @@ scenarios! {
         "jobboard/job_board_triggers_follow_their_guards_from_bad_input_and_title_changes.yaml",
     a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job =>
         "jobboard/a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job.yaml",
+    an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then =>
+        "invoices/an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then.yaml",
+    two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left =>
+        "invoices/two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left.yaml",
+    bad_lines_are_bad_input_and_move_no_total =>
+        "invoices/bad_lines_are_bad_input_and_move_no_total.yaml",
+    an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty =>
+        "invoices/an_invoice_moved_to_another_account_takes_its_totals_and_the_old_key_stays_empty.yaml",
+    nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input =>
+        "hr/nothing_is_written_onto_a_counter_item_its_rules_reject_and_it_is_one_bad_input.yaml",
+    a_model_files_counter_deleted_by_a_writer_comes_back =>
+        "library/a_model_files_counter_deleted_by_a_writer_comes_back.yaml",
+    removes_of_facts_with_int_key_names_start_their_jobs =>
+        "seats/removes_of_facts_with_int_key_names_start_their_jobs.yaml",
+    a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence =>
+        "seats/a_key_name_a_join_set_cannot_carry_is_bad_input_not_silence.yaml",
+    a_line_written_just_before_its_order_starts_no_adoption =>
+        "orders/a_line_written_just_before_its_order_starts_no_adoption.yaml",
+    orders_keyed_under_their_customer_keep_their_own_histories =>
+        "customer_orders/orders_keyed_under_their_customer_keep_their_own_histories.yaml",
+    a_via_an_index_lists_members_of_a_partition_value_of_maximal_length =>
+        "teams/a_via_an_index_lists_members_of_a_partition_value_of_maximal_length.yaml",
 }
 
 /// The folder of the scenario files.
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// A model file beside the scenarios (`teams/teams.yaml`), for the tests
+/// that stay in Rust.
+pub fn model_file(path: &str) -> PathBuf {
+    dir().join(path)
 }
 
 /// Plays `file` (under [`dir`]) with every check on a fresh engine with
@@ -119,4 +151,30 @@ async fn play(name: &str, file: &str) {
         diffs.join("\n- ")
     );
     env.engine.stop().await;
+}
+
+/// Every scenario file under `tests/scenarios/` is listed (a file left
+/// out would prove nothing, silently); the model files beside them
+/// (`jobstream: 1`) are not scenarios.
+#[test]
+fn every_scenario_file_is_listed() {
+    let mut found = Vec::new();
+    for folder in std::fs::read_dir(dir()).expect("tests/scenarios") {
+        let folder = folder.expect("an entry").path();
+        for f in std::fs::read_dir(&folder).expect("a model's folder") {
+            let path = f.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("reads");
+            if !text.lines().any(|l| l.starts_with("jobstream:")) {
+                let rel = path.strip_prefix(dir()).expect("under the folder");
+                found.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    let mut listed: Vec<String> = LISTED.iter().map(|f| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        found, listed,
+        "tests/scenarios/ and the list in scenarios.rs"
+    );
 }

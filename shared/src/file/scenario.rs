@@ -1,6 +1,6 @@
-//! Scenario files for `jobstream demo --model-file` (SPEC §8): the writes an
-//! application makes, in order, then the items expected once the processors
-//! are done.
+//! Scenario files for `jobstream demo` and the integration tests (SPEC §8):
+//! the writes an application makes, in order, then the items expected once
+//! the processors are done.
 //!
 //! ```yaml
 //! writes:                       # applied in order, one request each
@@ -38,14 +38,13 @@
 //! processor_writes: 23          # the processors' item writes in all
 //! ```
 //!
-//! `jobstream demo` then drains once more: the processors must have reached
-//! a fixpoint (no record, no write).
-//!
 //! A scenario is a test: [`play_checked`] (`jobstream demo`, the
 //! integration tests' runner) also checks, after every step, that `verify`
 //! finds no drift and no bad input, that nothing went to a dead-letter
 //! queue or an on-failure destination and that no record was refused as
-//! bad input, unless the step (or the top level) declares otherwise:
+//! bad input, unless the step (or the top level) declares otherwise; after
+//! the last step it drains once more (the processors must have reached a
+//! fixpoint: no record, no write) and compares `processor_writes:`.
 //!
 //! ```yaml
 //! model: ../models/examples/invoices.yaml   # what it plays: a shipped name, or a file

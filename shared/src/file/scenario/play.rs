@@ -34,20 +34,7 @@ pub async fn play_model(
     m: &FileModel,
     print: bool,
 ) -> Result<Vec<String>, BoxError> {
-    let keys = m.key_names();
-    let mut diffs = Vec::new();
-    for (i, step) in s.all_steps().into_iter().enumerate() {
-        if print {
-            if let Some(say) = step.say {
-                println!("\n== step {i}: {say}");
-            }
-        }
-        diffs.extend(play_step(h, &step, &keys).await?);
-        for q in step.queries {
-            diffs.extend(run_query(h, m, q, print).await?);
-        }
-    }
-    Ok(diffs)
+    play_steps(h, s, m, print, false).await
 }
 
 /// [`play_model`] with every check of a step after it (a scenario is a
@@ -55,13 +42,25 @@ pub async fn play_model(
 /// refused as bad input so far (`bad_input:`, default 0, carried on to the
 /// steps that declare none); `verify` finds no drift and reports as bad
 /// input what `verify:` says (default nothing, carried on); nothing in a
-/// dead-letter queue or an on-failure destination. `jobstream demo` and
-/// the integration tests' scenario runner play scenarios through it.
+/// dead-letter queue or an on-failure destination; after the last step,
+/// the processor writes (`processor_writes:`) and a fixpoint. Every
+/// difference names its step. `jobstream demo` and the integration tests' scenario runner
+/// play scenarios through it.
 pub async fn play_checked(
     h: &mut dyn Harness,
     s: &Scenario,
     m: &FileModel,
     print: bool,
+) -> Result<Vec<String>, BoxError> {
+    play_steps(h, s, m, print, true).await
+}
+
+async fn play_steps(
+    h: &mut dyn Harness,
+    s: &Scenario,
+    m: &FileModel,
+    print: bool,
+    checked: bool,
 ) -> Result<Vec<String>, BoxError> {
     let keys = m.key_names();
     let mut diffs = Vec::new();
@@ -76,9 +75,42 @@ pub async fn play_checked(
         for q in step.queries {
             found.extend(run_query(h, m, q, print).await?);
         }
+        if !checked {
+            diffs.extend(found);
+            continue;
+        }
         let at = step_name(i);
         diffs.extend(found.into_iter().map(|d| format!("after {at}: {d}")));
         diffs.extend(check_step(h, &step, i, &mut carried).await?);
+    }
+    if checked {
+        diffs.extend(check_end(h, s, print).await?);
+    }
+    Ok(diffs)
+}
+
+/// After the last step: the processors' item writes (printed with
+/// `print`) are `processor_writes:` when given, and a second drain finds
+/// the fixpoint (no record, no write).
+async fn check_end(
+    h: &mut dyn Harness,
+    s: &Scenario,
+    print: bool,
+) -> Result<Vec<String>, BoxError> {
+    let mut diffs = Vec::new();
+    let writes = h.processor_writes();
+    if print {
+        println!("processor writes: {writes}");
+    }
+    let more = h.drain().await?;
+    let again = h.processor_writes() - writes;
+    if more != 0 || again != 0 {
+        diffs.push(format!(
+            "no fixpoint: {more} more record(s), {again} more write(s) after draining"
+        ));
+    }
+    if let Some(want) = s.processor_writes.filter(|w| *w != writes) {
+        diffs.push(format!("processor writes: {writes}, expected {want}"));
     }
     Ok(diffs)
 }
