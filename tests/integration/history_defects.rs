@@ -51,53 +51,6 @@ async fn repair_lowers_a_mirror_past_the_last_entry_and_invents_no_entries() {
     crate::items::assert_clean(&env).await;
 }
 
-/// U03: a member written while its root is deleted is in the re-created
-/// root's first snapshot, and the next deletion cascades it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_written_while_its_root_is_deleted_joins_the_recreated_root() {
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tasks/task.yaml");
-    let mut env = model_env("hist", |o| o.model_file = Some(file)).await;
-    let task = |points| {
-        crate::items::attrs(vec![
-            ("PK", s("T#a")),
-            ("SK", s("TASK")),
-            ("type", s("task")),
-            ("taskId", s("a")),
-            ("points", n(points)),
-        ])
-    };
-    put(&env.rt, task(1)).await;
-    env.rt.drain().await.expect("drains");
-    crate::items::delete(&env, crate::items::key("T#a", "TASK")).await;
-    env.rt.drain().await.expect("drains");
-    let comment = [("type", "comment"), ("taskId", "a"), ("cid", "c1")];
-    let mut c = crate::items::item(&comment);
-    c.extend(crate::items::key("T#a", "C#c1"));
-    put(&env.rt, c).await;
-    env.rt.drain().await.expect("drains");
-    put(&env.rt, task(2)).await;
-    env.rt.drain().await.expect("drains");
-    let items = crate::items::partition(&env, "T#a").await;
-    let latest = items
-        .iter()
-        .rfind(|i| i.s("SK").is_ok_and(|k| k.starts_with("HIST#")))
-        .expect("an entry");
-    assert_eq!(latest.s("description"), Ok("Created task"));
-    let comments = latest
-        .get("snapshot")
-        .and_then(|v| v.as_m().ok())
-        .and_then(|m| m.get("comments"))
-        .and_then(|v| v.as_l().ok())
-        .map(Vec::len);
-    assert_eq!(comments, Some(1), "{latest:?}");
-    crate::items::assert_clean(&env).await;
-    crate::items::delete(&env, crate::items::key("T#a", "TASK")).await;
-    env.rt.drain().await.expect("drains");
-    let left = crate::items::partition(&env, "T#a").await;
-    assert!(left.is_empty(), "the cascade leaves nothing");
-    crate::items::assert_clean(&env).await;
-}
-
 /// (sequence, description) of task a's entries, and its mirror.
 async fn history(env: &ModelEnv) -> (Vec<(i64, String)>, Option<i64>) {
     let items = crate::items::partition(env, "T#a").await;

@@ -11,7 +11,7 @@ use crate::seed_items::hr as keys;
 use shared::item::{n, s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::items::{assert_clean, delete, deliver, get, key, put, Writer};
+use crate::items::{assert_clean, deliver, get, key, put, Writer};
 use crate::support::{model_env, run_in_background, table_by_key, ModelEnv};
 
 const DAY: u64 = 24 * 3600 * 1000;
@@ -232,34 +232,6 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
             .get(names::DUPLICATE)
             > 0
     );
-    assert_clean(&env).await;
-}
-
-/// A DeptEmployee item a writer edited is still the processor's: it goes
-/// with its employee (issue 17, defect 2).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_edited_dept_employee_goes_with_its_employee() {
-    let mut env = env().await;
-    let o = Org::new();
-    let a = id(10);
-    put(&env, o.dept(&o.d1)).await;
-    put(&env, o.emp(&a, &o.d1)).await;
-    drain(&mut env).await;
-    let mut edited = get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
-        .await
-        .expect("DeptEmployee");
-    edited.insert("note".into(), s("a writer was here"));
-    put(&env, edited).await;
-    drain(&mut env).await;
-    delete(&env, key(keys::org_pk(&o.org), keys::emp_key(&a))).await;
-    drain(&mut env).await;
-    assert!(
-        get(&env, key(keys::dept_key(&o.d1), keys::emp_key(&a)))
-            .await
-            .is_none(),
-        "no ghost DeptEmployee"
-    );
-    assert_eq!(headcount(&env, &o, &o.d1).await, Some(0));
     assert_clean(&env).await;
 }
 

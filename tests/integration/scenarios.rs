@@ -109,6 +109,10 @@ scenarios! {
         "customer_orders/orders_keyed_under_their_customer_keep_their_own_histories.yaml",
     a_via_an_index_lists_members_of_a_partition_value_of_maximal_length =>
         "teams/a_via_an_index_lists_members_of_a_partition_value_of_maximal_length.yaml",
+    a_member_written_while_its_root_is_deleted_joins_the_recreated_root =>
+        "tasks/a_member_written_while_its_root_is_deleted_joins_the_recreated_root.yaml",
+    an_edited_dept_employee_goes_with_its_employee =>
+        "hr/an_edited_dept_employee_goes_with_its_employee.yaml",
 }
 
 /// The folder of the scenario files.

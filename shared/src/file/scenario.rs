@@ -57,6 +57,7 @@
 //! verify:                       # what verify reports (carried on)
 //!   bad_input: 1                # items it names as bad input (not drift)
 //!   says: ["2 items claim"]     # each found in one of those reports
+//!   drift: ["orphans: PK=T#a"]  # this step only: exactly these findings
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -139,6 +140,12 @@ pub struct VerifyCheck {
     /// Words each found in one of its bad-input reports.
     #[serde(default)]
     pub says: Vec<String>,
+    /// The drift it finds after this step alone (default none; not carried
+    /// on): exactly as many findings, each holding one of these words. A
+    /// state the scenario passes through on purpose (a member written while
+    /// its root is deleted is an orphan until the root comes back).
+    #[serde(default)]
+    pub drift: Vec<String>,
 }
 
 /// A declared query run by a scenario: its parameters, and (optionally) the

@@ -150,16 +150,39 @@ async fn check_step(
             carried.bad_input
         ));
     }
+    let drift: &[String] = step.verify.as_ref().map_or(&[], |v| &v.drift);
     if let Some(v) = step.verify {
-        carried.verify = v.clone();
+        carried.verify = VerifyCheck {
+            drift: vec![],
+            ..v.clone()
+        };
     }
     let report = h.verify().await?;
-    diffs.extend(
-        report
-            .problems
-            .iter()
-            .map(|p| format!("after {at}: verify: drift: {p}")),
-    );
+    if drift.is_empty() {
+        diffs.extend(
+            report
+                .problems
+                .iter()
+                .map(|p| format!("after {at}: verify: drift: {p}")),
+        );
+    } else {
+        if report.problems.len() != drift.len() {
+            diffs.push(format!(
+                "after {at}: verify finds {} drift finding(s), expected {}: {:?}",
+                report.problems.len(),
+                drift.len(),
+                report.problems
+            ));
+        }
+        for words in drift {
+            if !report.problems.iter().any(|p| p.contains(words.as_str())) {
+                diffs.push(format!(
+                    "after {at}: no drift verify finds says `{words}`: {:?}",
+                    report.problems
+                ));
+            }
+        }
+    }
     let want = &carried.verify;
     if report.bad_input.len() != want.bad_input {
         diffs.push(format!(
