@@ -113,6 +113,8 @@ scenarios! {
         "tasks/a_member_written_while_its_root_is_deleted_joins_the_recreated_root.yaml",
     an_edited_dept_employee_goes_with_its_employee =>
         "hr/an_edited_dept_employee_goes_with_its_employee.yaml",
+    a_scope_of_more_than_98_rows_is_refused_and_its_values_wait =>
+        "activity/a_scope_of_more_than_98_rows_is_refused_and_its_values_wait.yaml",
 }
 
 /// The folder of the scenario files.

@@ -115,6 +115,12 @@ pub fn version_sk(c: &Compute) -> String {
 /// The attribute of the version counter.
 pub const VERSION_ATTR: &str = "rows";
 
+/// The most rows a scope may hold: a job pins each row it read (a condition
+/// check of its own) in the transaction that writes the values, beside the
+/// written item and the scope's version, and a transaction holds 100
+/// actions. A larger scope is bad input, its values left as they are.
+pub const MAX_SCOPE_ROWS: usize = 98;
+
 /// Names of attributes read as `<var>.<attr>` anywhere in `src` (an
 /// over-approximation of what an expression reads of its rows: a guard
 /// too many costs a retry, a guard too few a stale value).

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::compute::{row_val, rows_pk, version_sk, Compute, VERSION_ATTR};
+use super::compute::{row_val, rows_pk, version_sk, Compute, MAX_SCOPE_ROWS, VERSION_ATTR};
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
 use super::rules::{FileRules, Parsed, Record};
@@ -519,6 +519,19 @@ impl ComputeJob {
                     return Ok(None);
                 }
             }
+        }
+        if rows.len() > MAX_SCOPE_ROWS {
+            tracing::warn!(
+                processor = c.name,
+                scope = %rpk,
+                kind = "ScopeTooLarge",
+                reason = %format!(
+                    "{} rows: a job pins every row it read in the transaction that writes the values, which holds the item, the scope's version and at most {MAX_SCOPE_ROWS} rows",
+                    rows.len()
+                ),
+                "bad input: not computed until the scope holds at most {MAX_SCOPE_ROWS} rows"
+            );
+            return Ok(None);
         }
         Ok(Some(Facts {
             rows: Val::List(rows).prepare(),
