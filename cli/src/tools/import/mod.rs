@@ -153,6 +153,9 @@ pub struct Draft {
     pub sk: String,
     pub gsis: Vec<DraftGsi>,
     pub entity_type: String,
+    /// `writer_type: free` (why, as a comment): some item the writer's
+    /// library writes carries no entity type.
+    pub writer_type_free: Option<String>,
     pub entities: Vec<DraftEntity>,
 }
 
@@ -205,6 +208,10 @@ impl Draft {
             }
         }
         let _ = writeln!(out, "  entity_type: {}", q(&self.entity_type));
+        if let Some(why) = &self.writer_type_free {
+            comment(&mut out, "  ", why);
+            let _ = writeln!(out, "  writer_type: free");
+        }
         let _ = writeln!(out, "entities:");
         for e in &self.entities {
             for n in &e.notes {

@@ -203,6 +203,33 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             |f, why| err(&format!("{at}.{f}"), why),
         )?);
     }
+    // OneTable keeps one item per value of a `unique: true` field, keyed
+    // `_unique#...` with no type field: an entity of its own, implying
+    // nothing, so that such an item is read and left alone (not bad input).
+    let unique = models.values().filter_map(Json::as_object).any(|fields| {
+        fields
+            .values()
+            .any(|d| d.get("unique").and_then(Json::as_bool) == Some(true))
+    });
+    let mut writer_type_free = None;
+    if unique {
+        let taken: Vec<String> = entities.iter().map(|e| e.name.clone()).collect();
+        entities.push(DraftEntity {
+            name: fresh("onetable_unique", &taken),
+            notes: vec![],
+            key: vec![
+                (pk.clone(), "_unique#${value}".to_string()),
+                (sk.clone(), "_unique#".to_string()),
+            ],
+            attributes: vec![],
+            checks: vec![],
+            project: vec![],
+        });
+        writer_type_free = Some(format!(
+            "OneTable's unique-value items (`onetable_unique`) carry no `{type_field}`: the type of\n\
+             a writer's item is not checked (its key says its entity)."
+        ));
+    }
     Ok(Draft {
         name: name.to_string(),
         about: format!("imported from the OneTable schema {path}"),
@@ -212,6 +239,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         sk,
         gsis,
         entity_type: type_field,
+        writer_type_free,
         entities,
     })
 }
@@ -390,7 +418,7 @@ fn entity(
             Some(mut a) => {
                 if f.def.get("unique").and_then(Json::as_bool) == Some(true) {
                     let unique = format!(
-                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file leaves those items alone and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
+                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `onetable_unique` items, implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
                     );
                     a.note = Some(match a.note.take() {
                         Some(n) => format!("{n}; {unique}"),
@@ -622,9 +650,32 @@ mod tests {
         );
         let yaml = d.render("s.json");
         assert!(yaml.contains("_unique#User"), "{yaml}");
-        if let Err(p) = shared::file::compile(&yaml, "s") {
-            panic!("{p:#?}\n{yaml}");
-        }
+        let model: &'static shared::file::FileModel = match shared::file::compile(&yaml, "s") {
+            Ok(m) => Box::leak(Box::new(m)),
+            Err(p) => panic!("{p:#?}\n{yaml}"),
+        };
+        // User finding U04 (after E8): OneTable's own unique item, as it
+        // writes it (no type field), is an item of the file, implying
+        // nothing: never bad input (`UnknownEntity`), never an alarm.
+        let (e, _) = model
+            .classify("_unique#User:email:a@b.co", "_unique#")
+            .unwrap_or_else(|| panic!("no entity takes OneTable's unique item\n{yaml}"));
+        let unique: shared::item::Item = [
+            (
+                "pk".to_string(),
+                shared::item::s("_unique#User:email:a@b.co"),
+            ),
+            ("sk".to_string(), shared::item::s("_unique#")),
+        ]
+        .into();
+        let rules = shared::file::rules::FileRules(model);
+        use shared::engine::rules::Rules as _;
+        assert_eq!(
+            rules.projection(&unique).map_err(|e| e.to_string()),
+            Ok(None),
+            "{}",
+            e.name.to_string()
+        );
     }
 
     #[test]
