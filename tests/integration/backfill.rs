@@ -174,9 +174,20 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     let stale = [(":x", s("STATUS#applied#ARCHIVED#0"))];
     update(&env, key("APP#acme", "APP#acme"), "SET GSI1PK = :x", &stale).await;
     delete(&env, key("APP#acme", "HIST#00000003")).await;
+    // A deleted application's stage and entry its cascade left behind (a
+    // stage alone would wait for its application: no drift).
     put(
         &env,
         item(&[("PK", "APP#gone"), ("SK", "STAGE#x"), ("id", "x")]),
+    )
+    .await;
+    put(
+        &env,
+        item(&[
+            ("PK", "APP#gone"),
+            ("SK", "HIST#00000001"),
+            ("sequence", "1"),
+        ]),
     )
     .await;
 
@@ -184,9 +195,9 @@ async fn verify_finds_each_injected_drift_and_repair_removes_it() {
     assert_eq!(report.kinds["counter"].wrong, 1, "{:#?}", report.problems);
     assert_eq!(report.kinds["projection"].wrong, 1);
     assert_eq!(report.kinds["history-sequence"].missing, 1);
-    assert_eq!(report.kinds["orphans"].extra, 1);
+    assert_eq!(report.kinds["orphans"].extra, 2);
     assert!(report.kinds["projection"].samples[0].contains("APP#acme"));
-    assert_eq!(report.problems.len(), 4, "{:#?}", report.problems);
+    assert_eq!(report.problems.len(), 5, "{:#?}", report.problems);
 
     // Every repair goes through the live path: the reconcile, the counter
     // sync, the history's guarded writes.

@@ -13,8 +13,9 @@
 //!   tell changes apart (the attributes the root's `labels` and `updated`
 //!   rules name, its key's names and every member; all of them without
 //!   labels);
-//! - items left behind by a deleted root (deleted only while the root is
-//!   still absent).
+//! - items left behind by a deleted root: its entries, and its members
+//!   beside them (deleted only while the root is still absent); members
+//!   alone wait for their root and are no drift.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -232,6 +233,13 @@ impl FileHistory {
             .expect("a file history has a mirror");
         let pk = self.label(agg);
         let Some(root) = p.root else {
+            // Members alone wait for their root (written before it, or
+            // while it was deleted: its next creation takes them in); an
+            // entry left behind says the root existed and its cascade left
+            // what it should have deleted.
+            if p.entries.is_empty() {
+                return;
+            }
             for orphan in p.members.iter().chain(&p.entries) {
                 let key = key_of(orphan, &[pkn, skn]);
                 out.push(finding(

@@ -782,6 +782,19 @@ fn an_order_keyed_under_its_customer_folds_its_own_lines_into_its_own_entries() 
     );
 }
 
+/// A member whose root is absent and who has no entry beside it waits for
+/// its root (written before it, or while it was deleted: the root's next
+/// creation takes it in), so it is not drift and `--repair` never deletes
+/// it (user finding U03: a customer's order line was deleted by repair);
+/// with an entry left behind, the root existed and its cascade left both.
+#[test]
+fn a_member_waiting_for_its_root_is_no_orphan() {
+    let h = history(OWNED);
+    let waiting = vec![owned_line("o1", "a", 5), owned_line("o1", "b", 2)];
+    let found: Vec<String> = h.check(&waiting).iter().map(|f| f.what.clone()).collect();
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 /// Templates told apart only by their values' types compile (and a key is
 /// its entity whose values fit); the same templates over plain strings
 /// overlap, and are refused.
