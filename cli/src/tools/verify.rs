@@ -567,8 +567,12 @@ pub fn verify_items(
                     (
                         Drift::Wrong,
                         format!(
-                            "{a} = {:?}, the sources sum to {}",
-                            i.opt_i128(a).ok().flatten(),
+                            "{a} {}, the sources sum to {}",
+                            match i.opt_i128(a) {
+                                Ok(Some(v)) => format!("= {v}"),
+                                Ok(None) => "is absent".to_string(),
+                                Err(_) => "is not a number".to_string(),
+                            },
                             want.get(*a).copied().unwrap_or(0)
                         ),
                     )
