@@ -115,6 +115,8 @@ scenarios! {
         "hr/an_edited_dept_employee_goes_with_its_employee.yaml",
     a_scope_of_more_than_98_rows_is_refused_and_its_values_wait =>
         "activity/a_scope_of_more_than_98_rows_is_refused_and_its_values_wait.yaml",
+    an_effect_skipped_for_a_failed_require_is_decided_until_its_source_changes =>
+        "hiring/an_effect_skipped_for_a_failed_require_is_decided_until_its_source_changes.yaml",
 }
 
 /// The folder of the scenario files.

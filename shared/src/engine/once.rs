@@ -6,11 +6,15 @@
 //! precondition, and the writes. A duplicate (however late, whatever its
 //! body's other fields) fails the marker's condition and ends as
 //! [`Outcome::Duplicate`]; a failed precondition ends as a logged
-//! [`Outcome::Skipped`] instead of retrying forever.
+//! [`Outcome::Skipped`] instead of retrying forever, and leaves the marker
+//! with `skipped` (the effect is decided: `verify` does not call it
+//! missing when its preconditions hold later). A skipped marker is not
+//! spent: the effect's next job (its source changed into `when` again)
+//! takes it over.
 
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use chrono::Utc;
 
 use super::setjob::{condition_check, BoxFut, Guard, Reads};
@@ -88,7 +92,9 @@ impl OnceProcessor {
                 Put::builder()
                     .table_name(&self.reads.ledger_table)
                     .set_item(Some(marker))
-                    .condition_expression("attribute_not_exists(pk)")
+                    .condition_expression("attribute_not_exists(pk) OR #skipped = :skipped")
+                    .expression_attribute_names("#skipped", SKIPPED)
+                    .expression_attribute_values(":skipped", AttributeValue::Bool(true))
                     .build()
                     .expect("table and item are set"),
             )
@@ -126,6 +132,35 @@ impl OnceProcessor {
     }
 }
 
+impl OnceProcessor {
+    /// Records a skipped effect: its marker with `skipped`, unless the
+    /// effect was made meanwhile (a made marker is never overwritten).
+    async fn mark_skipped(&self, plan: &OncePlan) -> Result<(), MessageError> {
+        let mut marker = marker_key(self.rule.name(), &plan.once_key);
+        marker.insert("at".into(), s(Utc::now().to_rfc3339()));
+        marker.insert(SKIPPED.into(), AttributeValue::Bool(true));
+        let put = TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.reads.ledger_table)
+                    .set_item(Some(marker))
+                    .condition_expression("attribute_not_exists(pk) OR #skipped = :skipped")
+                    .expression_attribute_names("#skipped", SKIPPED)
+                    .expression_attribute_values(":skipped", AttributeValue::Bool(true))
+                    .build()
+                    .expect("table and item are set"),
+            )
+            .build();
+        match self.reads.store.transact(vec![put]).await {
+            Ok(()) | Err(TxError::ConditionsFailed { .. }) => Ok(()),
+            Err(TxError::Store(e)) => Err(e.into()),
+        }
+    }
+}
+
+/// The marker attribute of an effect skipped for a failed precondition.
+pub const SKIPPED: &str = "skipped";
+
 impl MessageProcessor for OnceProcessor {
     fn name(&self) -> &'static str {
         self.rule.name()
@@ -152,6 +187,7 @@ impl MessageProcessor for OnceProcessor {
                     .find(|(i, _)| failed.get(i + 1) == Some(&true))
                     .map(|(_, (_, r))| r.clone())
                     .unwrap_or_else(|| "a precondition does not hold".into());
+                self.mark_skipped(&plan).await?;
                 Ok(Outcome::Skipped(reason))
             }
             Err(TxError::Store(e)) => Err(e.into()),

@@ -16,8 +16,9 @@
 //!
 //! A once effect is missing when its source item satisfies `when` (as a
 //! new item would start it), its preconditions hold, one of its puts is
-//! absent and its marker is too (it never happened); the repair runs its
-//! job (its marker makes it at most once). An effect that happened is not
+//! absent and its marker is too (it never happened, nor was it skipped for
+//! a failed precondition: a skipped marker says the effect was decided);
+//! the repair runs its job (its marker makes it at most once). An effect that happened is not
 //! redone: an item of it deleted since (by the application) is not drift.
 //! An effect happens at most once per key: two items of one put for one
 //! once key (one written under another date of its key, or forged by a
