@@ -182,8 +182,21 @@ pub(crate) enum Command {
         after_help = "Examples:\n  jobstream query --model-file my-table.yaml            # its queries and their parameters\n  jobstream query --model-file my-table.yaml --endpoint http://127.0.0.1:8000 \\\n    QUERY param=value ...\n  jobstream query --model NAME --endpoint http://127.0.0.1:8000 --json \\\n    QUERY param=value ...           # a shipped model's file (models/)"
     )]
     Query(QueryArgs),
-    /// List the models.
-    Models,
+    /// List the shipped models, or print one's file (the YAML `--model
+    /// NAME` runs, to read or to start a file of your own from).
+    #[command(
+        after_help = "Examples:\n  jobstream models                      # the shipped models\n  jobstream models social > my-table.yaml   # a shipped model's file\n  jobstream models social --scenario    # its demo (a scenario file)"
+    )]
+    Models(ModelsArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct ModelsArgs {
+    /// A shipped model: print its file.
+    pub(crate) name: Option<String>,
+    /// With NAME: print its demo (the scenario `jobstream demo` plays).
+    #[arg(long, requires = "name")]
+    pub(crate) scenario: bool,
 }
 
 #[derive(clap::Args)]

@@ -38,7 +38,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explain(a) => commands::tools::explain(a).await,
         Command::Graph(a) => commands::tools::graph(a),
         Command::Query(a) => commands::tools::query(a).await,
-        Command::Models => Ok(commands::tools::models()),
+        Command::Models(a) => Ok(commands::tools::models(a)),
     }
 }
 
@@ -52,7 +52,7 @@ fn quiet_on_a_closed_pipe(command: &Command) {
         command,
         Command::Tables(_)
             | Command::Graph(_)
-            | Command::Models
+            | Command::Models(_)
             | Command::Query(_)
             | Command::CheckModel(_)
             | Command::Import(_)

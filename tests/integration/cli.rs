@@ -142,3 +142,27 @@ fn a_printing_command_whose_reader_is_gone_ends_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!out.status.success(), "the write failed: {:?}", out.status);
 }
+
+/// With the binary alone a user can read a shipped model's file and its
+/// demo (user finding R2: the README points at models/social.yaml); an
+/// unknown name exits 2 naming the shipped ones.
+#[test]
+fn models_prints_a_shipped_file_and_its_demo() {
+    let social = jobstream(&["models", "social"]);
+    assert!(social.status.success(), "{social:?}");
+    let file = std::fs::read_to_string(shipped("social.yaml")).expect("reads");
+    assert_eq!(stdout(&social), file);
+    let demo = jobstream(&["models", "social", "--scenario"]);
+    assert!(demo.status.success(), "{demo:?}");
+    let scenario = std::fs::read_to_string(shipped("social.scenario.yaml")).expect("reads");
+    assert_eq!(stdout(&demo), scenario);
+    let list = jobstream(&["models"]);
+    assert!(stdout(&list).contains("social"), "{}", stdout(&list));
+    let unknown = jobstream(&["models", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        err.contains("models/nope.yaml") && err.contains("social"),
+        "{err}"
+    );
+}

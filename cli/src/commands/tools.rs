@@ -9,8 +9,8 @@ use shared::lambda::{Config, Processors};
 use shared::models::{self, Model};
 
 use crate::args::{
-    BackfillArgs, CheckModelArgs, ExplainArgs, GraphArgs, ImportArgs, QueryArgs, TablesArgs,
-    Target, ToolSqs, VerifyArgs,
+    BackfillArgs, CheckModelArgs, ExplainArgs, GraphArgs, ImportArgs, ModelsArgs, QueryArgs,
+    TablesArgs, Target, ToolSqs, VerifyArgs,
 };
 
 pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
@@ -181,11 +181,38 @@ pub(crate) fn graph(args: GraphArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn models() -> ExitCode {
-    for m in models::registry() {
-        println!("{:<10} {}", m.name, m.about);
+/// `jobstream models`: the shipped models, or one's file or demo (an
+/// unknown name exits 2).
+pub(crate) fn models(args: ModelsArgs) -> ExitCode {
+    let Some(name) = args.name else {
+        for m in models::registry() {
+            println!("{:<10} {}", m.name, m.about);
+        }
+        return ExitCode::SUCCESS;
+    };
+    let path = if args.scenario {
+        format!("models/{name}.scenario.yaml")
+    } else {
+        format!("models/{name}.yaml")
+    };
+    let list = if args.scenario {
+        shared::file::SHIPPED_SCENARIOS
+    } else {
+        shared::file::SHIPPED
+    };
+    match list.iter().find(|(p, _)| *p == path) {
+        Some((_, text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!(
+                "error: no shipped {path} (the shipped models: {})",
+                shared::file::shipped_names().collect::<Vec<_>>().join(", ")
+            );
+            ExitCode::from(2)
+        }
     }
-    ExitCode::SUCCESS
 }
 
 /// `jobstream query`: list the queries, or run one (usage errors exit 2).
