@@ -352,3 +352,38 @@ async fn explain_places_an_item_in_its_history_aggregate() {
     let line = "history: an entry of the aggregate APP#a1, written by the processor history";
     assert!(has(&entry, line), "missing `{line}` in {:#?}", entry.lines);
 }
+
+/// A derived item whose source turned bad input is kept by the source's
+/// last valid state (the ledger's record), and `explain` says so, as
+/// `verify` sees it: no drift (user finding U05 of the ticketing trial:
+/// explain said no source implies it).
+#[tokio::test]
+async fn a_derived_item_kept_by_a_rejected_sources_last_valid_state_says_so() {
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(shipped("examples/library.yaml"))
+    })
+    .await;
+    put(&env.rt, loan("ann", BOOK, 14, "open")).await;
+    env.rt.drain().await.expect("drains");
+    // 90 days fails the file's check (1..60): bad input from now on.
+    put(&env.rt, loan("ann", BOOK, 90, "open")).await;
+    env.rt.drain().await.expect("drains");
+    let derived = ask(&env, &format!("B#{BOOK}"), "M#ann").await;
+    let line = format!(
+        "kept by PK=M#ann, SK=LOAN#{BOOK} (loan): bad input now, its last valid state derived it (it stays until that item is fixed or deleted)"
+    );
+    assert!(
+        has(&derived, &line),
+        "missing `{line}` in {:#?}",
+        derived.lines
+    );
+    assert!(
+        derived
+            .lines
+            .iter()
+            .all(|l| !l.starts_with("no source item")),
+        "{:#?}",
+        derived.lines
+    );
+    crate::items::assert_clean(&env.rt).await;
+}

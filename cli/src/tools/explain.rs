@@ -508,6 +508,27 @@ async fn explain_derived(
     let mut sources = 0;
     for src in crate::tools::verify::scan_all(t.client, t.table).await? {
         let Ok(derived) = model.rules.derived(&src) else {
+            // A source that is bad input now keeps what its last valid
+            // state derived (its ledger record), as verify sees it.
+            let sk = key_of(&src, names);
+            let Some(record) = get(t, t.ledger, &source_key("derive", &sk)).await? else {
+                continue;
+            };
+            let Ok(rec) = Implied::from_record(&record) else {
+                continue;
+            };
+            if rec
+                .derived
+                .values()
+                .any(|d| item_id(&key_of(d, names)) == id)
+            {
+                sources += 1;
+                x.line(format!(
+                    "kept by {} ({}): bad input now, its last valid state derived it (it stays until that item is fixed or deleted)",
+                    display_key(&sk),
+                    entity_of(file, &sk).unwrap_or("source")
+                ));
+            }
             continue;
         };
         if derived.iter().any(|d| item_id(&key_of(d, names)) == id) {
