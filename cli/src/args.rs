@@ -185,7 +185,7 @@ pub(crate) enum Command {
     /// List the shipped models, or print one's file (the YAML `--model
     /// NAME` runs, to read or to start a file of your own from).
     #[command(
-        after_help = "Examples:\n  jobstream models                      # the shipped models\n  jobstream models social > my-table.yaml   # a shipped model's file\n  jobstream models social --scenario    # its demo (a scenario file)"
+        after_help = "Examples:\n  jobstream models                      # the shipped models\n  jobstream models NAME > my-table.yaml     # a shipped model's file\n  jobstream models NAME --scenario      # its demo (a scenario file)"
     )]
     Models(ModelsArgs),
 }

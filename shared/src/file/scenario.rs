@@ -75,7 +75,7 @@ type Map = serde_json::Map<String, serde_json::Value>;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
-    /// The model it plays: a shipped model's name (`tracker`) or a model
+    /// The model it plays: a shipped model's name (`NAME` of `models/NAME.yaml`) or a model
     /// file, relative to the scenario file (`../shop.yaml`).
     pub model: Option<String>,
     /// Values computed when the scenario is read (CEL over `now`, epoch

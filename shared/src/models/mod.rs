@@ -108,7 +108,7 @@ pub struct Model {
     /// Stream rules applied by the `derive` processor.
     pub rules: Arc<dyn Rules>,
     /// A fold applied by a second stream processor (at most two read a
-    /// stream), e.g. the tracker's history.
+    /// stream), e.g. a model file's `history:`.
     pub fold: Option<FoldSpec>,
     /// Queue consumers.
     pub consumers: Vec<Consumer>,

@@ -674,7 +674,7 @@ mod tests {
             rules.projection(&unique).map_err(|e| e.to_string()),
             Ok(None),
             "{}",
-            e.name.to_string()
+            e.name
         );
     }
 
