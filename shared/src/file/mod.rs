@@ -42,6 +42,7 @@ pub mod sets;
 pub mod sets_run;
 pub mod template;
 pub mod typecheck;
+mod values;
 pub mod verify_jobs;
 
 use std::collections::HashMap;
