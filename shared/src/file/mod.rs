@@ -36,6 +36,7 @@ pub mod queries;
 pub mod query_filter;
 pub mod query_run;
 pub mod raw;
+mod record;
 pub mod rules;
 pub mod scenario;
 pub mod sets;
@@ -564,6 +565,9 @@ mod set_also_tests;
 
 #[cfg(test)]
 mod set_from_tests;
+
+#[cfg(test)]
+mod record_tests;
 
 #[cfg(test)]
 mod compute_tests;

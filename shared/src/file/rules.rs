@@ -31,6 +31,28 @@ impl Record<'_> {
     pub(super) fn get(&self, name: &str) -> Option<&Val> {
         self.vals.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
+
+    /// Sets a value the record holds (a computed value, as a job will
+    /// store it).
+    pub(super) fn set(&mut self, name: &str, value: Val) {
+        if let Some((_, v)) = self.vals.iter_mut().find(|(n, _)| *n == name) {
+            *v = value;
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Items parsed on this thread (tests count what a step costs).
+    pub(super) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Items [`FileModel::parse`] parses while `f` runs on this thread.
+#[cfg(test)]
+pub(super) fn parses<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = PARSES.with(std::cell::Cell::get);
+    let out = f();
+    (out, PARSES.with(std::cell::Cell::get) - before)
 }
 
 /// What an item is.
@@ -109,6 +131,8 @@ impl FileModel {
 
     /// Classifies and validates a whole item.
     pub fn parse(&self, item: &Item) -> Result<Parsed<'_>, InputError> {
+        #[cfg(test)]
+        PARSES.with(|n| n.set(n.get() + 1));
         let [pkn, skn] = self.key_names();
         let pk = item.s(pkn).map_err(|e| self.attr_err("item", item, e))?;
         let sk = item.s(skn).map_err(|e| self.attr_err("item", item, e))?;
@@ -165,23 +189,7 @@ impl FileModel {
             vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
-        for c in &entity.checks {
-            match self.env.eval(&c.expr, |n| record.get(n)) {
-                Ok(Val::Bool(true)) => {}
-                Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
-                Ok(other) => {
-                    return Err(err(invalid(
-                        c.attribute,
-                        format!(
-                            "check `{}` gave a {}, not a bool",
-                            c.expr.source,
-                            other.kind()
-                        ),
-                    )))
-                }
-                Err(e) => return Err(err(invalid(c.attribute, e))),
-            }
-        }
+        self.check(&record, item, |_| true)?;
         // The keys must be the ones built from the attributes.
         let expected: Vec<String> = entity
             .key
@@ -208,6 +216,35 @@ impl FileModel {
             });
         }
         Ok(Parsed::Writer(record))
+    }
+
+    /// Runs the entity's checks that `which` selects on a record of `item`:
+    /// the first that fails is the item's bad input.
+    pub(super) fn check(
+        &self,
+        record: &Record<'_>,
+        item: &Item,
+        which: impl Fn(&super::model::Check) -> bool,
+    ) -> Result<(), InputError> {
+        let err = |e: AttrError| self.attr_err(record.entity.name, item, e);
+        for c in record.entity.checks.iter().filter(|c| which(c)) {
+            match self.env.eval(&c.expr, |n| record.get(n)) {
+                Ok(Val::Bool(true)) => {}
+                Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
+                Ok(other) => {
+                    return Err(err(invalid(
+                        c.attribute,
+                        format!(
+                            "check `{}` gave a {}, not a bool",
+                            c.expr.source,
+                            other.kind()
+                        ),
+                    )))
+                }
+                Err(e) => return Err(err(invalid(c.attribute, e))),
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
@@ -335,27 +372,12 @@ impl Rules for FileRules {
     /// Every aspect from one parse of the image (validation and checks run
     /// once per record, not once per aspect).
     fn aspects(&self, image: &Item) -> Aspects {
-        let parsed = self.0.parse(image);
-        let projection = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.projection_of(p, image));
-        let derived = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.derived_of(p, image));
-        let contributions = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.contributions_of(p, image));
-        let memberships = self.memberships_of(&parsed, image, &projection);
-        Aspects {
-            projection,
-            derived,
-            contributions,
-            memberships,
-        }
-        .whole()
+        self.aspects_of(self.0.parse(image).as_ref(), image)
+    }
+
+    /// Both images' aspects and the jobs, from one parse of each image.
+    fn record(&self, change: &crate::change::Change) -> crate::engine::rules::RecordSays {
+        self.record_of(change)
     }
 
     fn counter(&self, image: &Item) -> Option<Counter> {
@@ -471,15 +493,12 @@ impl Rules for FileRules {
         stamped && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }
 
-    /// The set jobs a change starts (`sets:`).
+    /// The jobs a change starts (`sets:`, `once:`, `compute:`).
     fn messages(
         &self,
         change: &crate::change::Change,
     ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
-        let mut out = self.0.set_messages(change)?;
-        out.extend(self.0.once_messages(change)?);
-        out.extend(self.0.compute_messages(change));
-        Ok(out)
+        self.messages_of(&super::record::Images::of(self.0, change))
     }
 
     /// Every computed value (`compute:`) against what its rows imply, every
@@ -516,7 +535,32 @@ impl FileModel {
 }
 
 impl FileRules {
-    fn projection_of(
+    /// Every aspect of an image from its parse ([`Rules::aspects`]).
+    pub(super) fn aspects_of(
+        &self,
+        parsed: Result<&Parsed<'_>, &InputError>,
+        image: &Item,
+    ) -> Aspects {
+        let projection = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.projection_of(p, image));
+        let derived = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.derived_of(p, image));
+        let contributions = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.contributions_of(p, image));
+        let memberships = self.memberships_of(parsed, image, &projection);
+        Aspects {
+            projection,
+            derived,
+            contributions,
+            memberships,
+        }
+        .whole()
+    }
+
+    pub(super) fn projection_of(
         &self,
         parsed: &Parsed<'_>,
         image: &Item,
@@ -648,7 +692,7 @@ impl FileRules {
     /// The ledger indexes an item belongs to, from its parse and projection.
     fn memberships_of(
         &self,
-        parsed: &Result<Parsed<'_>, InputError>,
+        parsed: Result<&Parsed<'_>, &InputError>,
         image: &Item,
         projection: &Result<Option<Projection>, InputError>,
     ) -> Result<Vec<(String, String)>, InputError> {
@@ -663,7 +707,7 @@ impl FileRules {
         if facts.is_empty() && !computes {
             return Ok(vec![]);
         }
-        let Parsed::Writer(rec) = parsed.as_ref().map_err(Clone::clone)? else {
+        let Parsed::Writer(rec) = parsed.map_err(Clone::clone)? else {
             return Ok(vec![]);
         };
         let mut out = m.compute_memberships(rec, image);
