@@ -571,10 +571,8 @@ impl ComputeJob {
         let e = &m.entities[self.entity];
         let key = key_of(item, &m.key_names());
         let (mut rec, values) = self.values(item, facts)?;
-        let mut prospective = item.clone();
-        for (a, v) in values {
-            prospective.insert(a.to_string(), AttributeValue::N(v.to_string()));
-            rec.set(a, Val::Int(v));
+        for (a, v) in &values {
+            rec.set(a, Val::Int(*v));
         }
         let rules = FileRules(m);
         let reads_computed = |x: &super::model::Check| {
@@ -583,10 +581,11 @@ impl ComputeJob {
                 .iter()
                 .any(|v| e.computed().any(|a| a == v))
         };
-        let checked = m.check(&rec, &prospective, reads_computed);
+        // What the aspects read of the image besides the record is its key
+        // (the item's): the item it will be is not built.
+        let checked = m.check(&rec, item, reads_computed);
         let parsed = Parsed::Writer(rec);
-        let projection =
-            checked.and_then(|()| rules.aspects_of(Ok(&parsed), &prospective).projection);
+        let projection = checked.and_then(|()| rules.aspects_of(Ok(&parsed), item).projection);
         let projection = match projection {
             Ok(p) => p,
             Err(err) => {
@@ -594,10 +593,9 @@ impl ComputeJob {
                 return None;
             }
         };
-        let mut attrs: Vec<(&'static str, Option<AttributeValue>)> = c
-            .values
+        let mut attrs: Vec<(&'static str, Option<AttributeValue>)> = values
             .iter()
-            .map(|(a, _)| (*a, prospective.get(*a).cloned()))
+            .map(|(a, v)| (*a, Some(AttributeValue::N(v.to_string()))))
             .collect();
         let projected: Vec<&'static str> = projection
             .as_ref()

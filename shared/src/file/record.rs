@@ -52,7 +52,16 @@ impl<'c, 'm> Images<'c, 'm> {
     /// The parse of the new image (none for a remove).
     pub fn parsed_new(&self) -> Option<&Result<Parsed<'m>, InputError>> {
         let image = self.new_image()?;
-        Some(self.new.get_or_init(|| self.m.parse(image)))
+        Some(self.new.get_or_init(|| {
+            // After a valid old image (parsed already: a record's aspects
+            // ask the old image first), only the checks whose values
+            // changed are run.
+            let known = match self.old.get() {
+                Some(Ok(Parsed::Writer(rec))) => Some(rec),
+                _ => None,
+            };
+            self.m.parse_after(image, known)
+        }))
     }
 
     /// Whether the old image is a valid item.

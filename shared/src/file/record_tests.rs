@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::compile;
-use super::rules::{parses, FileRules};
+use super::rules::{checks_run, parses, FileRules};
 use crate::change::{test_change, Change, ChangeKind};
 use crate::engine::rules::{Aspects, OutMessage, Rules};
 use crate::error::InputError;
@@ -113,6 +113,8 @@ fn pickem_items() -> Vec<Item> {
         prediction("sam", json!("lots"), "SCORE#000#sam"),
         prediction("sam", json!(10), "SCORE#000#sam"),
         prediction("s#m", json!(0), "SCORE#000#s#m"),
+        json!({ "PK": "USER#sam", "SK": "EVENT#2024-03-03-x", "type": "prediction",
+                "predictions": { "m1": -1 } }),
         json!({ "PK": "USER#sam", "SK": "STANDINGS#2024", "type": "standings", "points": 10,
                 "mcorrect": 1, "eplayed": 1 }),
         json!({ "PK": "USER#sam", "SK": "NOTHING#1" }),
@@ -234,4 +236,57 @@ fn a_scored_predictions_record_is_parsed_once_per_image() {
     // A remove has no new image to parse.
     let gone = test_change(ChangeKind::Remove, Some(items[6].clone()), None);
     assert_eq!(parses(|| r.record(&gone)).1, 1);
+}
+
+/// A modify's new image runs only the checks whose values changed since
+/// its valid old image (a check is a pure function of what it reads); one
+/// that fails there is the new image's bad input, as a parse of it alone
+/// says.
+#[test]
+fn a_modifys_new_image_runs_only_the_checks_whose_values_changed() {
+    let r = rules(include_str!("../../../models/pickem.yaml"));
+    let items = pickem_items();
+    let checks =
+        r.0.entities
+            .iter()
+            .find(|e| e.name == "prediction")
+            .map(|e| e.checks.len());
+    assert_eq!(checks, Some(3));
+    // Scored: only computed values and index keys moved.
+    let scored = test_change(
+        ChangeKind::Modify,
+        Some(items[5].clone()),
+        Some(items[6].clone()),
+    );
+    assert_eq!(
+        checks_run(|| r.record(&scored)).1,
+        3,
+        "the old image's three, none again"
+    );
+    // A pick changed: the check of the picks runs again, and refuses it.
+    let bad_pick = test_change(
+        ChangeKind::Modify,
+        Some(items[5].clone()),
+        Some(items[11].clone()),
+    );
+    let (said, n) = checks_run(|| r.record(&bad_pick));
+    assert_eq!(n, 3 + 1);
+    let why = said
+        .new
+        .expect("a new image")
+        .projection
+        .expect_err("bad input");
+    assert!(
+        why.to_string()
+            .contains("a pick is not a non-negative team index"),
+        "{why}"
+    );
+    assert_eq!(r.0.parse(&items[11]).err(), Some(why), "as parsed alone");
+    // After a bad old image every check runs.
+    let fixed = test_change(
+        ChangeKind::Modify,
+        Some(items[11].clone()),
+        Some(items[5].clone()),
+    );
+    assert_eq!(checks_run(|| r.record(&fixed)).1, 3 + 3);
 }

@@ -45,6 +45,8 @@ impl Record<'_> {
 thread_local! {
     /// Items parsed on this thread (tests count what a step costs).
     pub(super) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Checks evaluated on this thread.
+    pub(super) static CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Items [`FileModel::parse`] parses while `f` runs on this thread.
@@ -53,6 +55,14 @@ pub(super) fn parses<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let before = PARSES.with(std::cell::Cell::get);
     let out = f();
     (out, PARSES.with(std::cell::Cell::get) - before)
+}
+
+/// Checks evaluated while `f` runs on this thread.
+#[cfg(test)]
+pub(super) fn checks_run<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = CHECKS.with(std::cell::Cell::get);
+    let out = f();
+    (out, CHECKS.with(std::cell::Cell::get) - before)
 }
 
 /// What an item is.
@@ -131,6 +141,18 @@ impl FileModel {
 
     /// Classifies and validates a whole item.
     pub fn parse(&self, item: &Item) -> Result<Parsed<'_>, InputError> {
+        self.parse_after(item, None)
+    }
+
+    /// [`FileModel::parse`] of an item whose `known` record (another image
+    /// of it, valid: its old image) is at hand: a check that reads only
+    /// values equal in both passed there and is not run again (a check is
+    /// a pure function of the values it reads).
+    pub(super) fn parse_after(
+        &self,
+        item: &Item,
+        known: Option<&Record<'_>>,
+    ) -> Result<Parsed<'_>, InputError> {
         #[cfg(test)]
         PARSES.with(|n| n.set(n.get() + 1));
         let [pkn, skn] = self.key_names();
@@ -189,7 +211,10 @@ impl FileModel {
             vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
-        self.check(&record, item, |_| true)?;
+        let known = known.filter(|k| std::ptr::eq(k.entity, entity));
+        self.check(&record, item, |c| {
+            known.is_none_or(|k| !c.expr.variables.iter().all(|v| k.get(v) == record.get(v)))
+        })?;
         // The keys must be the ones built from the attributes.
         let expected: Vec<String> = entity
             .key
@@ -228,6 +253,8 @@ impl FileModel {
     ) -> Result<(), InputError> {
         let err = |e: AttrError| self.attr_err(record.entity.name, item, e);
         for c in record.entity.checks.iter().filter(|c| which(c)) {
+            #[cfg(test)]
+            CHECKS.with(|n| n.set(n.get() + 1));
             match self.env.eval(&c.expr, |n| record.get(n)) {
                 Ok(Val::Bool(true)) => {}
                 Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
@@ -535,7 +562,10 @@ impl FileModel {
 }
 
 impl FileRules {
-    /// Every aspect of an image from its parse ([`Rules::aspects`]).
+    /// Every aspect of an image from its parse ([`Rules::aspects`]). Of a
+    /// writer's image only its key is read here (errors name it; a row
+    /// counts into its partition's version, a computed item joins its
+    /// scope's index): its values are the record's.
     pub(super) fn aspects_of(
         &self,
         parsed: Result<&Parsed<'_>, &InputError>,
