@@ -3,7 +3,9 @@
 //!
 //! 1. The rules alone: every aspect the derive processor asks of a record
 //!    image (`Rules::aspects` and `counter`) on the workloads' items below
-//!    (bad ones included), µs per image.
+//!    (bad ones included), µs per image; then what it asks of a record
+//!    (both images' aspects and the jobs it starts) at once
+//!    (`Rules::record`) and each question alone, µs per record.
 //! 2. End to end, per model (HR, social, the tracker with its history
 //!    fold, Pick'Em): the workload's writes made to a fresh embedded
 //!    engine, then drained as `jobstream dev` runs it (every stream mapping,
@@ -37,6 +39,7 @@ use common::{env_usize, process_cpu};
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
+use shared::change::{Change, ChangeKind};
 use shared::engine::rules::Rules;
 use shared::item::Item;
 use workloads::{Workload, Write};
@@ -99,6 +102,87 @@ fn rules_alone(w: &Workload, n: usize, rounds: usize) -> anyhow::Result<()> {
     time();
     let f: Vec<f64> = (0..rounds.max(1)).map(|_| time()).collect();
     println!("  {:<10} file {} µs/image", w.name, figure(&f, 2));
+    Ok(())
+}
+
+/// The rules asked one aspect and the jobs at a time: the trait's own
+/// `Rules::record` (each image parsed once per question, as the derive
+/// asked before issue 29's cut).
+struct Alone<'a>(&'a dyn Rules);
+
+impl Rules for Alone<'_> {
+    fn key_names(&self) -> &'static [&'static str] {
+        self.0.key_names()
+    }
+    fn aspects(&self, image: &Item) -> shared::engine::rules::Aspects {
+        self.0.aspects(image)
+    }
+    fn messages(
+        &self,
+        change: &Change,
+    ) -> Result<Vec<shared::engine::rules::OutMessage>, shared::error::InputError> {
+        self.0.messages(change)
+    }
+}
+
+/// The workload's writes as stream records (each put after another of its
+/// key a modify from it, a delete a remove), `n` of them.
+fn records(w: &Workload, r: &dyn Rules, n: usize) -> Vec<Change> {
+    let mut last: std::collections::HashMap<String, Item> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for write in w.lanes.iter().flatten() {
+        let (item, put) = match write {
+            Write::Put(i) => (i, true),
+            Write::Delete(k) => (k, false),
+        };
+        let keys = shared::item::key_of(item, r.key_names());
+        let id = shared::ledger::item_id(&keys);
+        let old = last.remove(&id);
+        let mut c = Change::synthetic_insert(keys, item.clone(), chrono::Utc::now());
+        match (put, old) {
+            (true, Some(old)) => (c.kind, c.old) = (ChangeKind::Modify, Some(old)),
+            (true, None) => {}
+            (false, old) => (c.kind, c.old, c.new) = (ChangeKind::Remove, old, None),
+        }
+        if put {
+            last.insert(id, item.clone());
+        }
+        out.push(c);
+    }
+    out.iter().cycle().take(n).cloned().collect()
+}
+
+/// What the derive processor asks of each record (both images' aspects and
+/// the jobs it starts): at once (`Rules::record`, each image parsed once)
+/// and each question alone; µs per record.
+fn records_alone(w: &Workload, n: usize, rounds: usize) -> anyhow::Result<()> {
+    let rules = shared::models::find(w.model)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .rules;
+    let changes = records(w, rules.as_ref(), n);
+    let time = |r: &dyn Rules| {
+        let started = Instant::now();
+        std::hint::black_box(
+            changes
+                .iter()
+                .filter(|c| r.record(c).messages.is_ok())
+                .count(),
+        );
+        started.elapsed().as_secs_f64() * 1e6 / n as f64
+    };
+    let alone = Alone(rules.as_ref());
+    time(rules.as_ref());
+    let (mut at_once, mut each) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        at_once.push(time(rules.as_ref()));
+        each.push(time(&alone));
+    }
+    println!(
+        "  {:<10} at once {} µs/record; each alone {} µs/record",
+        w.name,
+        figure(&at_once, 2),
+        figure(&each, 2)
+    );
     Ok(())
 }
 
@@ -167,6 +251,10 @@ async fn main() -> anyhow::Result<()> {
     println!("rules alone ({images} images each, {rounds} rounds; median (range)):");
     for w in &workloads {
         rules_alone(w, images, rounds)?;
+    }
+    println!("a record's questions, as the derive asks them ({images} records each, {rounds} rounds; median (range)):");
+    for w in &workloads {
+        records_alone(w, images, rounds)?;
     }
     println!("end to end, every processor and queue consumer drained ({rounds} rounds; process CPU per change, median (range)):");
     for w in &workloads {

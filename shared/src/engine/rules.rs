@@ -119,6 +119,18 @@ impl Aspects {
     }
 }
 
+/// What one stream record says, asked at once ([`Rules::record`]): every
+/// aspect of its old and new images and the jobs it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordSays {
+    /// [`Rules::aspects`] of the old image (`None`: the record has none).
+    pub old: Option<Aspects>,
+    /// [`Rules::aspects`] of the new image (`None`: none, or a remove).
+    pub new: Option<Aspects>,
+    /// [`Rules::messages`] of the change.
+    pub messages: Result<Vec<OutMessage>, InputError>,
+}
+
 /// An asynchronous job to enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutMessage {
@@ -246,6 +258,23 @@ pub trait Rules: Send + Sync {
     /// must be idempotent: a redelivered record enqueues again.
     fn messages(&self, _change: &Change) -> Result<Vec<OutMessage>, InputError> {
         Ok(vec![])
+    }
+
+    /// [`Rules::aspects`] of a record's old and new image (a remove's new
+    /// image is not asked) and [`Rules::messages`] of the change, asked at
+    /// once (the derive processor's one call per record). The default asks
+    /// each on its own; rules that parse and validate an image first (a
+    /// model file) parse each image once for all of them.
+    fn record(&self, change: &Change) -> RecordSays {
+        RecordSays {
+            old: change.old.as_ref().map(|i| self.aspects(i)),
+            new: change
+                .new
+                .as_ref()
+                .filter(|_| change.kind != crate::change::ChangeKind::Remove)
+                .map(|i| self.aspects(i)),
+            messages: self.messages(change),
+        }
     }
 
     /// Whether the engine may skip this record without reading anything

@@ -554,13 +554,15 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
             rest.push(op);
             continue;
         }
-        let new_slots = 1 + op
+        // Each guard's item, by id (computed once per guard).
+        let guarded: Vec<(bool, String)> = op
             .guards
             .iter()
-            .filter(|g| {
-                let k = (g.ledger, item_id(&g.key));
-                k != own && !slots.contains_key(&k)
-            })
+            .map(|g| (g.ledger, item_id(&g.key)))
+            .collect();
+        let new_slots = 1 + guarded
+            .iter()
+            .filter(|k| **k != own && !slots.contains_key(*k))
             .count();
         if slots.len() + new_slots > 100 && !taken.is_empty() {
             rest.push(op);
@@ -572,18 +574,14 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
         guards_at.push(
             op.guards
                 .iter()
-                .filter(|g| (g.ledger, item_id(&g.key)) == own)
-                .cloned()
+                .zip(&guarded)
+                .filter(|(_, k)| **k == own)
+                .map(|(g, _)| g.clone())
                 .collect(),
         );
         writes.push(Some(idx));
         owners.push(vec![idx]);
-        for g in op
-            .guards
-            .iter()
-            .filter(|g| (g.ledger, item_id(&g.key)) != own)
-        {
-            let k = (g.ledger, item_id(&g.key));
+        for (g, k) in op.guards.iter().zip(guarded).filter(|(_, k)| *k != own) {
             let slot = match slots.get(&k) {
                 Some(s) => *s,
                 None => {

@@ -20,10 +20,11 @@ use serde::{Deserialize, Serialize};
 use super::compute::{row_val, rows_pk, version_sk, Compute, MAX_SCOPE_ROWS, VERSION_ATTR};
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
+use super::record::Images;
 use super::rules::{FileRules, Parsed, Record};
-use crate::change::{Change, ChangeKind};
+use crate::change::ChangeKind;
 use crate::engine::derive::{index_members, total_key};
-use crate::engine::rules::{Contribution, Counter, OutMessage, Rules};
+use crate::engine::rules::{Contribution, Counter, OutMessage};
 use crate::engine::setjob::{BoxFut, Guard, GuardedUpdate, Plan, Reads, SetJob};
 use crate::item::{display_key, key_of, same_opt, Item, ItemExt};
 use crate::sqs::MessageError;
@@ -190,21 +191,18 @@ impl FileModel {
             .any(|c| version_sk(c) == sk)
     }
 
-    /// The compute jobs a change starts (bad input starts nothing here).
-    pub(super) fn compute_messages(&'static self, change: &Change) -> Vec<OutMessage> {
+    /// The compute jobs a change starts (bad input starts nothing here),
+    /// from the record's images as parsed once.
+    pub(super) fn compute_messages_of(&'static self, images: &Images<'_, '_>) -> Vec<OutMessage> {
+        let change = images.change;
         let [pkn, skn] = self.key_names();
         let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
             return vec![];
         };
         let entity = self.classify(pk, sk).map(|(e, _)| e);
-        let parse = |i: &Item| match self.parse(i) {
-            Ok(Parsed::Writer(r)) => Some(r),
-            _ => None,
-        };
-        let new = change
-            .new
-            .as_ref()
-            .filter(|_| change.kind != ChangeKind::Remove);
+        // A writer's valid item (a processor's item is no row or item here).
+        let writer = |p: &Result<Parsed<'_>, _>| matches!(p, Ok(Parsed::Writer(_)));
+        let new = images.new_image();
         let mut out = Vec::new();
         for e in &self.entities {
             let Some(c) = &e.compute else { continue };
@@ -213,8 +211,8 @@ impl FileModel {
             // the values read is unchanged.
             let over = &self.entities[c.over];
             if sk.starts_with(&c.sk_prefix) && self.partition_holds(over, pk) {
-                let old_ok = change.old.as_ref().map(|o| parse(o).is_some());
-                let new_ok = new.map(|n| parse(n).is_some());
+                let old_ok = images.parsed_old().map(writer);
+                let new_ok = images.parsed_new().map(writer);
                 let same = match (old_ok, new_ok) {
                     (Some(true), Some(true)) => {
                         let (o, n) = (change.old.as_ref(), new);
@@ -233,17 +231,17 @@ impl FileModel {
             }
             // The computing entity's own item.
             if entity.is_some_and(|x| std::ptr::eq(e, x)) {
-                let Some(n) = new else { continue };
-                if parse(n).is_none() {
+                let (Some(n), Some(Ok(parsed @ Parsed::Writer(_)))) = (new, images.parsed_new())
+                else {
                     continue;
-                }
-                let old_valid = change.old.as_ref().filter(|o| parse(o).is_some());
+                };
+                let old_valid = images.parsed_old().is_some_and(writer);
                 let changed =
                     |a: &str| !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a));
                 let start = change.kind == ChangeKind::Insert
-                    || old_valid.is_none()
+                    || !old_valid
                     || c.item_reads.iter().any(|a| changed(a))
-                    || (e.computed().any(changed) && self.stray(e, n));
+                    || (e.computed().any(changed) && self.stray(e, n, parsed));
                 if start {
                     if let Some(scope) = scope_of_item(c, e, pk, sk) {
                         out.push(message(
@@ -297,14 +295,13 @@ impl FileModel {
     /// the job writes the values and the projection they imply together,
     /// so a value that is no int, or a projection out of step with it,
     /// came from a writer and must be brought back.
-    fn stray(&'static self, e: &Entity, item: &Item) -> bool {
+    fn stray(&'static self, e: &Entity, item: &Item, parsed: &Parsed<'_>) -> bool {
         if e.computed()
             .any(|a| !matches!(item.get(a), Some(AttributeValue::N(n)) if n.parse::<i64>().is_ok()))
         {
             return true;
         }
-        let rules = FileRules(self);
-        match rules.projection(item) {
+        match FileRules(self).aspects_of(Ok(parsed), item).projection {
             Ok(Some(p)) => crate::engine::derive::projection_update(self.keys, item, &p).is_some(),
             Ok(None) => false,
             Err(_) => true,
@@ -400,7 +397,7 @@ impl FileModel {
                     rows: Val::List(r).prepare(),
                     guards: vec![],
                 };
-                let Some(want) = job.values(i, &facts) else {
+                let Some((_, want)) = job.values(i, &facts) else {
                     continue;
                 };
                 let stored: Vec<String> = want
@@ -539,9 +536,13 @@ impl ComputeJob {
         }))
     }
 
-    /// The values an item should carry given the rows (`None`: bad input,
-    /// logged with the item's key and left as it is).
-    fn values(&self, item: &Item, facts: &Facts) -> Option<Vec<(&'static str, i64)>> {
+    /// The item's parse and the values it should carry given the rows
+    /// (`None`: bad input, logged with the item's key and left as it is).
+    fn values(
+        &self,
+        item: &Item,
+        facts: &Facts,
+    ) -> Option<(Record<'static>, Vec<(&'static str, i64)>)> {
         let m = self.m;
         let c = self.compute();
         let e = &m.entities[self.entity];
@@ -570,32 +571,44 @@ impl ComputeJob {
                 }
             }
         }
-        Some(out)
+        Some((rec, out))
     }
 
     /// The update of one item as read (`None`: already right, or bad input
-    /// left as it is).
+    /// left as it is). The item is parsed once: the item it will be (its
+    /// computed values as the job stores them) is that parse with those
+    /// values, and only the checks that read them run again.
     fn update(&self, item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
         let m = self.m;
         let c = self.compute();
         let e = &m.entities[self.entity];
         let key = key_of(item, &m.key_names());
-        let mut prospective = item.clone();
-        for (a, v) in self.values(item, facts)? {
-            prospective.insert(a.to_string(), AttributeValue::N(v.to_string()));
+        let (mut rec, values) = self.values(item, facts)?;
+        for (a, v) in &values {
+            rec.set(a, Val::Int(*v));
         }
         let rules = FileRules(m);
-        let projection = match rules.projection(&prospective) {
+        let reads_computed = |x: &super::model::Check| {
+            x.expr
+                .variables
+                .iter()
+                .any(|v| e.computed().any(|a| a == v))
+        };
+        // What the aspects read of the image besides the record is its key
+        // (the item's): the item it will be is not built.
+        let checked = m.check(&rec, item, reads_computed);
+        let parsed = Parsed::Writer(rec);
+        let projection = checked.and_then(|()| rules.aspects_of(Ok(&parsed), item).projection);
+        let projection = match projection {
             Ok(p) => p,
             Err(err) => {
                 tracing::warn!(processor = c.name, key = %display_key(&key), kind = err.kind(), reason = %err, "bad input");
                 return None;
             }
         };
-        let mut attrs: Vec<(&'static str, Option<AttributeValue>)> = c
-            .values
+        let mut attrs: Vec<(&'static str, Option<AttributeValue>)> = values
             .iter()
-            .map(|(a, _)| (*a, prospective.get(*a).cloned()))
+            .map(|(a, v)| (*a, Some(AttributeValue::N(v.to_string()))))
             .collect();
         let projected: Vec<&'static str> = projection
             .as_ref()
@@ -613,8 +626,10 @@ impl ComputeJob {
         // A number clamped into a key this write stores: logged, and counted
         // by the consumer when the write commits.
         let mut notes = Vec::new();
-        if attrs.iter().any(|(a, _)| projected.contains(a)) {
-            for note in rules.notes(&prospective) {
+        if let (true, Parsed::Writer(rec)) =
+            (attrs.iter().any(|(a, _)| projected.contains(a)), &parsed)
+        {
+            for note in m.notes_of(rec) {
                 tracing::warn!(processor = c.name, key = %display_key(&key), metric = note.metric, reason = %note.reason, "noted");
                 notes.push(note.metric);
             }
@@ -765,6 +780,124 @@ impl SetJob for ComputeJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::item::{n, s};
+
+    const PICKEM: &str = include_str!("../../../models/pickem.yaml");
+
+    fn job(text: &str) -> ComputeJob {
+        let m: &'static FileModel = Box::leak(Box::new(
+            super::super::compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
+        ));
+        let entity = m
+            .entities
+            .iter()
+            .position(|e| e.compute.is_some())
+            .expect("a compute");
+        ComputeJob { m, entity }
+    }
+
+    /// The event's rows as the job reads them: m1 won by team 0 (10
+    /// points), m2 by team 1 (`points` each).
+    fn facts(j: &ComputeJob, points: i64) -> Facts {
+        let team = |m: &str| {
+            AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
+        };
+        let row = |id: &str, points: i64, result: i64| -> Item {
+            [
+                ("PK", s("EVENT#2024-03-03-x")),
+                ("SK", s(format!("MATCH#{id}"))),
+                ("type", s("match")),
+                ("id", s(id)),
+                ("name", s("A match")),
+                ("order", n(1)),
+                ("points", n(points)),
+                ("teams", AttributeValue::L(vec![team("a"), team("b")])),
+                ("result", n(result)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+        };
+        let rows = [row("m1", 10, 0), row("m2", points, 1)]
+            .iter()
+            .map(|i| match j.m.parse(i) {
+                Ok(Parsed::Writer(rec)) => row_val(&rec.vals),
+                _ => panic!("a valid match"),
+            })
+            .collect();
+        Facts {
+            rows: Val::List(rows).prepare(),
+            guards: vec![],
+        }
+    }
+
+    fn prediction() -> Item {
+        [
+            ("PK", s("USER#sam")),
+            ("SK", s("EVENT#2024-03-03-x")),
+            ("type", s("prediction")),
+            (
+                "predictions",
+                AttributeValue::M([("m1".to_string(), n(0)), ("m2".to_string(), n(1))].into()),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// The job parses an item it scores once: the item it will be (its
+    /// values as stored, its projection, the clamp it notes) comes from
+    /// that parse, as a parse of that item would say (it was parsed three
+    /// times: for the values, the projection and the notes).
+    #[test]
+    fn an_item_the_job_scores_is_parsed_once() {
+        let j = job(PICKEM);
+        let (rows, item) = (facts(&j, 25), prediction());
+        let (u, parses) = super::super::rules::parses(|| j.update(&item, &rows));
+        assert_eq!(parses, 1);
+        let u = u.expect("a score to write");
+        assert_eq!(
+            u.attrs,
+            vec![
+                ("points", Some(n(35))),
+                ("mcorrect", Some(n(2))),
+                ("GSI_PK", Some(s("EVENT#2024-03-03-x"))),
+                ("GSI_SK", Some(s("SCORE#035#sam"))),
+                ("belongsto", Some(s("USER#sam"))),
+            ]
+        );
+        assert!(u.notes.is_empty());
+        // Clamped into the key: noted.
+        let u = j.update(&prediction(), &facts(&j, 1500)).expect("a score");
+        assert!(u.attrs.contains(&("GSI_SK", Some(s("SCORE#999#sam")))));
+        assert_eq!(u.notes, vec!["ScoreOverflow"]);
+    }
+
+    /// A check that reads a computed value judges the value the job would
+    /// store (not the one stored): a score it refuses is bad input, left
+    /// as it is; the checks that read only what the writer wrote are not
+    /// run again.
+    #[test]
+    fn a_check_reading_a_computed_value_judges_the_value_the_job_would_store() {
+        let text = PICKEM.replace(
+            "      - expr: \"predictions.all(k, predictions[k] >= 0)\"",
+            "      - expr: \"points <= 100\"\n        attribute: points\n        message: \"over 100\"\n      - expr: \"predictions.all(k, predictions[k] >= 0)\"",
+        );
+        assert_ne!(text, PICKEM);
+        let j = job(&text);
+        assert!(j.update(&prediction(), &facts(&j, 25)).is_some());
+        assert!(
+            j.update(&prediction(), &facts(&j, 95)).is_none(),
+            "105 points"
+        );
+        let mut stored = prediction();
+        stored.insert("points".into(), n(105));
+        assert!(
+            j.m.parse(&stored).is_err(),
+            "the check as the stream reads it"
+        );
+    }
 
     #[test]
     fn pages_hold_every_key_once_and_fit_the_body_limit() {

@@ -103,27 +103,45 @@ impl Val {
 }
 
 /// A value converted for the interpreter once and read by many
-/// evaluations (cloning it is cheap: its strings, lists and maps are
-/// shared), e.g. a partition's rows read for each of its items.
-#[derive(Debug, Clone)]
-pub struct Prepared(cel::Value);
+/// evaluations, e.g. a partition's rows read for each of its items: each
+/// evaluation borrows it (a variable is otherwise converted for every
+/// evaluation, deeply: every row, every map).
+#[derive(Debug)]
+pub struct Prepared {
+    /// As a bare name's value is read.
+    value: cel::Value,
+    /// As the interpreter reads a variable (or why it cannot).
+    boxed: Result<Box<dyn cel::common::value::Val>, String>,
+}
 
 impl Val {
     /// This value, converted once for many evaluations.
     pub fn prepare(&self) -> Prepared {
-        Prepared(self.to_cel())
+        let value = self.to_cel();
+        let boxed =
+            <Box<dyn cel::common::value::Val>>::try_from(value.clone()).map_err(|e| reason(&e));
+        Prepared { value, boxed }
     }
 }
 
-/// The variables of one evaluation by name.
-struct Vars<'e>(Vec<(&'e str, Box<dyn cel::common::value::Val>)>);
+/// One variable's value: converted for this evaluation, or prepared once.
+enum Var<'a> {
+    Owned(Box<dyn cel::common::value::Val>),
+    Borrowed(&'a dyn cel::common::value::Val),
+}
 
-impl cel::context::VariableResolver for Vars<'_> {
+/// The variables of one evaluation by name.
+struct Vars<'e, 'a>(Vec<(&'e str, Var<'a>)>);
+
+impl cel::context::VariableResolver for Vars<'_, '_> {
     fn resolve<'b>(&'b self, variable: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
         self.0
             .iter()
             .find(|(n, _)| *n == variable)
-            .map(|(_, v)| cel::common::value::CowVal::Borrowed(v.as_ref()))
+            .map(|(_, v)| match v {
+                Var::Owned(v) => cel::common::value::CowVal::Borrowed(v.as_ref()),
+                Var::Borrowed(v) => cel::common::value::CowVal::Borrowed(*v),
+            })
     }
 }
 
@@ -436,7 +454,7 @@ impl Env {
             return match lookup(name) {
                 Some(Arg::Val(v)) => Ok(v.clone()),
                 Some(Arg::Prepared(p)) => {
-                    Val::from_cel(p.0.clone()).map_err(|e| format!("`{}`: {e}", expr.source))
+                    Val::from_cel(p.value.clone()).map_err(|e| format!("`{}`: {e}", expr.source))
                 }
                 None => Err(format!("`{name}` has no value")),
             };
@@ -446,12 +464,17 @@ impl Env {
         let mut vars = Vec::with_capacity(expr.variables.len());
         for v in &expr.variables {
             let value = match lookup(v).ok_or_else(|| format!("`{v}` has no value"))? {
-                Arg::Val(v) => v.to_cel(),
-                Arg::Prepared(p) => p.0.clone(),
+                Arg::Val(v) => Var::Owned(
+                    v.to_cel()
+                        .try_into()
+                        .map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?,
+                ),
+                Arg::Prepared(p) => Var::Borrowed(
+                    p.boxed
+                        .as_deref()
+                        .map_err(|e| format!("`{}`: {e}", expr.source))?,
+                ),
             };
-            let value: Box<dyn cel::common::value::Val> = value
-                .try_into()
-                .map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?;
             vars.push((v.as_str(), value));
         }
         let vars = Vars(vars);
@@ -626,6 +649,63 @@ mod tests {
         let env = Env::new().unwrap();
         let e = Expr::compile(src).unwrap();
         env.eval(&e, |n| vars.iter().find(|(k, _)| *k == n).map(|(_, v)| v))
+    }
+
+    /// A prepared value (converted once, borrowed by each evaluation) reads
+    /// as the value itself: rows with absent keys and nested lists, and
+    /// the same error when an evaluation fails.
+    #[test]
+    fn a_prepared_value_reads_as_the_value_with_absent_keys_nested_lists_and_errors() {
+        let env = Env::new().unwrap();
+        let row = |id: &str, result: Option<i64>| {
+            let mut m = vec![
+                ("id".to_string(), Val::Str(id.into())),
+                ("points".to_string(), Val::Int(10)),
+                (
+                    "teams".to_string(),
+                    Val::List(vec![Val::Set(vec!["a".into()])]),
+                ),
+            ];
+            m.extend(result.map(|r| ("result".to_string(), Val::Int(r))));
+            Val::Map(m)
+        };
+        let rows = Val::List(vec![
+            row("m1", Some(0)),
+            row("m2", None),
+            row("m3", Some(1)),
+        ]);
+        let prepared = rows.prepare();
+        let picks = Val::Map(vec![("m1".into(), Val::Int(0)), ("m3".into(), Val::Int(0))]);
+        for src in [
+            "sum(rows.filter(m, has(m.result) && get(picks, m.id, -1) == m.result).map(m, m.points))",
+            "size(rows.filter(m, size(m.teams) == 1))",
+            "sum(rows.map(m, m.id))",
+        ] {
+            let e = Expr::compile(src).unwrap();
+            let as_val = env.eval(&e, |n| match n {
+                "rows" => Some(&rows),
+                "picks" => Some(&picks),
+                _ => None,
+            });
+            let as_prepared = env.eval_with(&e, |n| match n {
+                "rows" => Some(Arg::Prepared(&prepared)),
+                "picks" => Some(Arg::Val(&picks)),
+                _ => None,
+            });
+            assert_eq!(as_prepared, as_val, "{src}");
+            // Evaluated again: the prepared value is only borrowed.
+            let again = env.eval_with(&e, |n| match n {
+                "rows" => Some(Arg::Prepared(&prepared)),
+                "picks" => Some(Arg::Val(&picks)),
+                _ => None,
+            });
+            assert_eq!(again, as_val, "{src}");
+        }
+        let e = Expr::compile("sum(rows.filter(m, has(m.result)).map(m, m.points))").unwrap();
+        assert_eq!(
+            env.eval_with(&e, |_| Some(Arg::Prepared(&prepared))),
+            Ok(Val::Int(20))
+        );
     }
 
     #[test]

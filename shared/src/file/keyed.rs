@@ -74,37 +74,32 @@ impl FileModel {
         let (Ok(pk), Ok(sk)) = (image.s(pkn), image.s(skn)) else {
             return vec![];
         };
-        let pads = self.classify(pk, sk).is_some_and(|(e, _)| {
-            e.project.as_ref().is_some_and(|p| {
-                p.attrs.iter().any(|(_, v)| {
-                    v.0.iter().any(|part| {
-                        matches!(part, super::template::Part::Hole(x, _) if x.functions.iter().any(|f| f == "pad"))
-                    })
-                })
-            })
-        });
-        if !pads {
+        if !self.classify(pk, sk).is_some_and(|(e, _)| pads(e)) {
             return vec![];
         }
-        let rec = match self.parse(image) {
-            Ok(Parsed::Writer(rec)) => rec,
+        match self.parse(image) {
+            Ok(Parsed::Writer(rec)) => self.notes_of(&rec),
             Ok(Parsed::Processor(e)) if e.counter.is_some() && e.project.is_some() => {
                 match self.counter_record(e, image) {
-                    Ok(rec) => rec,
-                    Err(_) => return vec![],
+                    Ok(rec) => self.notes_of(&rec),
+                    Err(_) => vec![],
                 }
             }
-            _ => return vec![],
-        };
-        let Some(p) = &rec.entity.project else {
+            _ => vec![],
+        }
+    }
+
+    /// [`FileModel::clamp_notes`] of an item already parsed.
+    pub(super) fn notes_of(&self, rec: &Record<'_>) -> Vec<Note> {
+        let Some(p) = rec.entity.project.as_ref().filter(|_| pads(rec.entity)) else {
             return vec![];
         };
-        if !matches!(self.holds(&rec, &p.when), Ok(true)) {
+        if !matches!(self.holds(rec, &p.when), Ok(true)) {
             return vec![];
         }
         let mut out = Vec::new();
         for (name, v) in &p.attrs {
-            let (value, clamps) = recording_clamps(|| self.eval(&rec, v));
+            let (value, clamps) = recording_clamps(|| self.eval(rec, v));
             let Ok(value) = value else {
                 continue;
             };
@@ -123,4 +118,16 @@ impl FileModel {
         }
         out
     }
+}
+
+/// Whether an entity's projection calls `pad` (the only function that
+/// clamps).
+fn pads(e: &Entity) -> bool {
+    e.project.as_ref().is_some_and(|p| {
+        p.attrs.iter().any(|(_, v)| {
+            v.0.iter().any(|part| {
+                matches!(part, super::template::Part::Hole(x, _) if x.functions.iter().any(|f| f == "pad"))
+            })
+        })
+    })
 }

@@ -36,12 +36,14 @@ pub mod queries;
 pub mod query_filter;
 pub mod query_run;
 pub mod raw;
+mod record;
 pub mod rules;
 pub mod scenario;
 pub mod sets;
 pub mod sets_run;
 pub mod template;
 pub mod typecheck;
+mod values;
 pub mod verify_jobs;
 
 use std::collections::HashMap;
@@ -563,6 +565,9 @@ mod set_also_tests;
 
 #[cfg(test)]
 mod set_from_tests;
+
+#[cfg(test)]
+mod record_tests;
 
 #[cfg(test)]
 mod compute_tests;

@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::expr::{Expr, Val};
 use super::model::{Entity, FileModel, Value};
 use super::once::{OnceSpec, RequireCond};
+use super::record::Images;
 use super::rules::{to_attr, Parsed};
 use super::template::Part;
 use crate::change::{Change, ChangeKind};
@@ -267,13 +268,22 @@ impl FileModel {
     /// or an effect that could not be computed).
     /// The effect is computed here first: one that cannot be is bad input.
     pub fn once_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
+        self.once_messages_of(&Images::of(self, change))
+    }
+
+    /// [`FileModel::once_messages`] of a record's images, each parsed once.
+    pub(super) fn once_messages_of(
+        &self,
+        images: &Images<'_, '_>,
+    ) -> Result<Vec<OutMessage>, InputError> {
+        let change = images.change;
         if self.once.is_empty() || change.kind == ChangeKind::Remove {
             return Ok(vec![]);
         }
-        let Some(new) = &change.new else {
+        let Some(new) = images.parsed_new() else {
             return Ok(vec![]);
         };
-        let Parsed::Writer(rec) = self.parse(new)? else {
+        let Parsed::Writer(rec) = new.as_ref().map_err(Clone::clone)? else {
             return Ok(vec![]);
         };
         let bad = |reason: String| InputError::Invalid {
@@ -293,17 +303,17 @@ impl FileModel {
                     .filter_map(|n| r.get(n).map(|v| (n.clone(), v.clone())))
                     .collect()
             };
-            let vals = vals_of(&rec);
+            let vals = vals_of(rec);
             if !holds(self, &spec.when, &vals)
                 .map_err(|e| bad(format!("once `{}`: {e}", spec.name)))?
             {
                 continue;
             }
-            let held = match change.old.as_ref().map(|o| self.parse(o)) {
+            let held = match images.parsed_old() {
                 // An old image whose effect could not be computed was bad
                 // input for it (counted, nothing sent): it counts as nothing.
                 Some(Ok(Parsed::Writer(old))) if std::ptr::eq(old.entity, rec.entity) => {
-                    let old = vals_of(&old);
+                    let old = vals_of(old);
                     holds(self, &spec.when, &old).unwrap_or(false) && plan(self, spec, &old).is_ok()
                 }
                 _ => false,

@@ -6,8 +6,10 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::expr::Val;
-use super::model::{Attr, Entity, FileModel, Ty, Value};
+use super::model::{Entity, FileModel, Ty, Value};
 use super::template::Part;
+use super::values::invalid;
+pub(super) use super::values::{check_str, key_val, read_attr, stored_int, to_attr, typed_str};
 use crate::engine::rules::{Aspects, Contribution, Counter, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, key_of, AttrError, Item, ItemExt};
@@ -29,6 +31,38 @@ impl Record<'_> {
     pub(super) fn get(&self, name: &str) -> Option<&Val> {
         self.vals.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
+
+    /// Sets a value the record holds (a computed value, as a job will
+    /// store it).
+    pub(super) fn set(&mut self, name: &str, value: Val) {
+        if let Some((_, v)) = self.vals.iter_mut().find(|(n, _)| *n == name) {
+            *v = value;
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Items parsed on this thread (tests count what a step costs).
+    pub(super) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Checks evaluated on this thread.
+    pub(super) static CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Items [`FileModel::parse`] parses while `f` runs on this thread.
+#[cfg(test)]
+pub(super) fn parses<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = PARSES.with(std::cell::Cell::get);
+    let out = f();
+    (out, PARSES.with(std::cell::Cell::get) - before)
+}
+
+/// Checks evaluated while `f` runs on this thread.
+#[cfg(test)]
+pub(super) fn checks_run<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = CHECKS.with(std::cell::Cell::get);
+    let out = f();
+    (out, CHECKS.with(std::cell::Cell::get) - before)
 }
 
 /// What an item is.
@@ -36,26 +70,6 @@ pub enum Parsed<'m> {
     Writer(Record<'m>),
     /// A processor-owned item: implies nothing.
     Processor(&'m Entity),
-}
-
-fn invalid(name: &str, reason: impl Into<String>) -> AttrError {
-    AttrError::Invalid {
-        name: name.to_string(),
-        reason: reason.into(),
-    }
-}
-
-/// An `int` attribute's value: a 64-bit integer. A longer integer (DynamoDB
-/// numbers hold 38 digits) is said to be out of range, not "not an integer".
-fn int(name: &str, v: &str) -> Result<i64, AttrError> {
-    v.parse::<i64>().map_err(|_| {
-        let digits = v.strip_prefix('-').unwrap_or(v);
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            invalid(name, "an integer out of range (an `int` is 64-bit: -9223372036854775808..=9223372036854775807)")
-        } else {
-            invalid(name, "not an integer")
-        }
-    })
 }
 
 impl FileModel {
@@ -127,6 +141,20 @@ impl FileModel {
 
     /// Classifies and validates a whole item.
     pub fn parse(&self, item: &Item) -> Result<Parsed<'_>, InputError> {
+        self.parse_after(item, None)
+    }
+
+    /// [`FileModel::parse`] of an item whose `known` record (another image
+    /// of it, valid: its old image) is at hand: a check that reads only
+    /// values equal in both passed there and is not run again (a check is
+    /// a pure function of the values it reads).
+    pub(super) fn parse_after(
+        &self,
+        item: &Item,
+        known: Option<&Record<'_>>,
+    ) -> Result<Parsed<'_>, InputError> {
+        #[cfg(test)]
+        PARSES.with(|n| n.set(n.get() + 1));
         let [pkn, skn] = self.key_names();
         let pk = item.s(pkn).map_err(|e| self.attr_err("item", item, e))?;
         let sk = item.s(skn).map_err(|e| self.attr_err("item", item, e))?;
@@ -183,23 +211,10 @@ impl FileModel {
             vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
-        for c in &entity.checks {
-            match self.env.eval(&c.expr, |n| record.get(n)) {
-                Ok(Val::Bool(true)) => {}
-                Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
-                Ok(other) => {
-                    return Err(err(invalid(
-                        c.attribute,
-                        format!(
-                            "check `{}` gave a {}, not a bool",
-                            c.expr.source,
-                            other.kind()
-                        ),
-                    )))
-                }
-                Err(e) => return Err(err(invalid(c.attribute, e))),
-            }
-        }
+        let known = known.filter(|k| std::ptr::eq(k.entity, entity));
+        self.check(&record, item, |c| {
+            known.is_none_or(|k| !c.expr.variables.iter().all(|v| k.get(v) == record.get(v)))
+        })?;
         // The keys must be the ones built from the attributes.
         let expected: Vec<String> = entity
             .key
@@ -226,6 +241,37 @@ impl FileModel {
             });
         }
         Ok(Parsed::Writer(record))
+    }
+
+    /// Runs the entity's checks that `which` selects on a record of `item`:
+    /// the first that fails is the item's bad input.
+    pub(super) fn check(
+        &self,
+        record: &Record<'_>,
+        item: &Item,
+        which: impl Fn(&super::model::Check) -> bool,
+    ) -> Result<(), InputError> {
+        let err = |e: AttrError| self.attr_err(record.entity.name, item, e);
+        for c in record.entity.checks.iter().filter(|c| which(c)) {
+            #[cfg(test)]
+            CHECKS.with(|n| n.set(n.get() + 1));
+            match self.env.eval(&c.expr, |n| record.get(n)) {
+                Ok(Val::Bool(true)) => {}
+                Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
+                Ok(other) => {
+                    return Err(err(invalid(
+                        c.attribute,
+                        format!(
+                            "check `{}` gave a {}, not a bool",
+                            c.expr.source,
+                            other.kind()
+                        ),
+                    )))
+                }
+                Err(e) => return Err(err(invalid(c.attribute, e))),
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
@@ -325,210 +371,6 @@ impl FileModel {
     }
 }
 
-impl Ty {
-    fn dynamo(&self) -> &'static str {
-        match self {
-            Ty::Int | Ty::IntEnum(_) => "N",
-            Ty::Bool | Ty::BoolEnum(_) => "BOOL",
-            Ty::Set => "SS",
-            Ty::Map => "M",
-            Ty::List => "L",
-            _ => "S",
-        }
-    }
-}
-
-/// A map or list attribute as expressions read it: numbers must be
-/// integers; binary values are refused.
-pub(super) fn from_dynamo(v: &AttributeValue) -> Result<Val, String> {
-    Ok(match v {
-        AttributeValue::S(s) => Val::Str(s.clone()),
-        AttributeValue::N(n) => Val::Int(
-            n.parse::<i64>()
-                .map_err(|_| "holds a number that is not a 64-bit integer".to_string())?,
-        ),
-        AttributeValue::Bool(b) => Val::Bool(*b),
-        AttributeValue::Null(_) => Val::Null,
-        AttributeValue::Ss(v) => {
-            let mut v = v.clone();
-            v.sort();
-            v.dedup();
-            Val::Set(v)
-        }
-        AttributeValue::M(m) => {
-            let mut out = Vec::with_capacity(m.len());
-            for (k, v) in m {
-                out.push((k.clone(), from_dynamo(v)?));
-            }
-            out.sort_by(|a, b| a.0.cmp(&b.0));
-            Val::Map(out)
-        }
-        AttributeValue::L(l) => Val::List(l.iter().map(from_dynamo).collect::<Result<_, _>>()?),
-        other => {
-            return Err(format!(
-                "holds a {} value, which expressions do not read",
-                crate::item::type_name(other)
-            ))
-        }
-    })
-}
-
-/// A processor-owned number as stored: an int, else 0.
-pub(super) fn stored_int(item: &Item, name: &str) -> i64 {
-    match item.get(name) {
-        Some(AttributeValue::N(n)) => n.parse::<i64>().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-fn is_iso_utc(s: &str) -> bool {
-    s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok()
-}
-
-/// A value outside its enum (the value itself is not logged).
-fn not_one_of<T: ToString>(name: &str, allowed: &[T]) -> AttrError {
-    let allowed: Vec<String> = allowed.iter().map(T::to_string).collect();
-    invalid(name, format!("not one of {}", allowed.join("|")))
-}
-
-/// Validates a string value against a string-shaped type.
-pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
-    match ty {
-        Ty::Ulid if ulid::Ulid::from_string(v).is_err() => {
-            Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
-        }
-        Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
-        Ty::Format(f) => f.reject(v).map_or(Ok(()), |why| Err(invalid(name, why))),
-        Ty::Int => int(name, v).map(|_| ()),
-        Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(not_one_of(name, allowed)),
-        Ty::IntEnum(allowed) if !v.parse::<i64>().is_ok_and(|i| allowed.contains(&i)) => {
-            Err(not_one_of(name, allowed))
-        }
-        Ty::BoolEnum(allowed) if !v.parse::<bool>().is_ok_and(|b| allowed.contains(&b)) => {
-            Err(not_one_of(name, allowed))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A key name's value (a string in the key) as expressions read it: typed
-/// by the entity's attribute of that name, else by the binder's format.
-pub(super) fn key_val(
-    entity: &Entity,
-    name: &str,
-    format: Option<&str>,
-    value: &str,
-    formats: &[&'static super::formats::Format],
-) -> Result<Val, AttrError> {
-    let ty = entity
-        .attr(name)
-        .map(|a| a.ty.clone())
-        .or_else(|| format.and_then(|f| super::formats::named(f, formats)));
-    typed_str(name, value, ty.as_ref())
-}
-
-/// A string (a key's part) as a value of type `ty`.
-pub(super) fn typed_str(name: &str, v: &str, ty: Option<&Ty>) -> Result<Val, AttrError> {
-    match ty {
-        Some(t @ (Ty::Int | Ty::IntEnum(_))) => {
-            check_str(name, v, t)?;
-            int(name, v).map(Val::Int)
-        }
-        Some(t @ (Ty::Bool | Ty::BoolEnum(_))) => {
-            check_str(name, v, t)?;
-            match v {
-                "true" => Ok(Val::Bool(true)),
-                "false" => Ok(Val::Bool(false)),
-                _ => Err(invalid(name, "not a boolean (`true` or `false`)")),
-            }
-        }
-        Some(t) => {
-            check_str(name, v, t)?;
-            Ok(Val::Str(v.to_string()))
-        }
-        None => Ok(Val::Str(v.to_string())),
-    }
-}
-
-/// One attribute read and validated by its declared type.
-pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
-    let v = match item.get(a.name) {
-        None | Some(AttributeValue::Null(_)) if a.optional => return Ok(Val::Null),
-        None | Some(AttributeValue::Null(_)) if a.ty == Ty::Set => return Ok(Val::Set(vec![])),
-        None | Some(AttributeValue::Null(_)) => return Err(AttrError::Missing(a.name.to_string())),
-        Some(v) => v,
-    };
-    let wrong = |found: &AttributeValue| AttrError::WrongType {
-        name: a.name.to_string(),
-        expected: a.ty.dynamo(),
-        found: crate::item::type_name(found),
-    };
-    match (&a.ty, v) {
-        (Ty::Int, AttributeValue::N(n)) => int(a.name, n).map(Val::Int),
-        (Ty::Bool, AttributeValue::Bool(b)) => Ok(Val::Bool(*b)),
-        (Ty::IntEnum(allowed), AttributeValue::N(n)) => match n.parse::<i64>() {
-            Ok(i) if allowed.contains(&i) => Ok(Val::Int(i)),
-            _ => Err(not_one_of(a.name, allowed)),
-        },
-        (Ty::BoolEnum(allowed), AttributeValue::Bool(b)) if allowed.contains(b) => {
-            Ok(Val::Bool(*b))
-        }
-        (Ty::BoolEnum(allowed), AttributeValue::Bool(_)) => Err(not_one_of(a.name, allowed)),
-        (Ty::Map, AttributeValue::M(_)) | (Ty::List, AttributeValue::L(_)) => {
-            from_dynamo(v).map_err(|e| invalid(a.name, e))
-        }
-        (Ty::Set, AttributeValue::Ss(v)) => {
-            let mut v = v.clone();
-            v.sort();
-            v.dedup();
-            Ok(Val::Set(v))
-        }
-        (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_), AttributeValue::S(s)) => {
-            check_str(a.name, s, &a.ty)?;
-            Ok(Val::Str(s.clone()))
-        }
-        (_, other) => Err(wrong(other)),
-    }
-}
-
-/// A value as the attribute type of `ty` says it is stored.
-pub(super) fn to_attr(
-    name: &str,
-    v: Val,
-    ty: Option<&Ty>,
-) -> Result<Option<AttributeValue>, String> {
-    Ok(Some(match (ty, v) {
-        (_, Val::Null) => return Ok(None),
-        (Some(Ty::Int) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
-        (Some(Ty::Bool) | None, Val::Bool(b)) => AttributeValue::Bool(b),
-        (Some(Ty::IntEnum(allowed)), Val::Int(i)) if allowed.contains(&i) => {
-            AttributeValue::N(i.to_string())
-        }
-        (Some(Ty::BoolEnum(allowed)), Val::Bool(b)) if allowed.contains(&b) => {
-            AttributeValue::Bool(b)
-        }
-        (Some(t @ (Ty::IntEnum(_) | Ty::BoolEnum(_))), Val::Int(_) | Val::Bool(_)) => {
-            return Err(format!(
-                "`{name}`: not one of its enum's values ({})",
-                t.dynamo()
-            ))
-        }
-        (Some(Ty::Set) | None, Val::Set(v)) if v.is_empty() => return Ok(None),
-        (Some(Ty::Set) | None, Val::Set(v)) => AttributeValue::Ss(v),
-        (
-            Some(t @ (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_))),
-            Val::Str(s),
-        ) => {
-            check_str(name, &s, t).map_err(|e| e.to_string())?;
-            AttributeValue::S(s)
-        }
-        (None, Val::Str(s)) => AttributeValue::S(s),
-        (None, Val::Map(_)) => return Err(format!("`{name}`: a map is not an attribute value")),
-        (None, Val::List(_)) => return Err(format!("`{name}`: a list is not an attribute value")),
-        (Some(t), v) => return Err(format!("`{name}`: a {} is not a {}", v.kind(), t.dynamo())),
-    }))
-}
-
 impl Rules for FileRules {
     fn key_names(&self) -> &'static [&'static str] {
         // Built once per loaded model (see `super::load`).
@@ -557,27 +399,12 @@ impl Rules for FileRules {
     /// Every aspect from one parse of the image (validation and checks run
     /// once per record, not once per aspect).
     fn aspects(&self, image: &Item) -> Aspects {
-        let parsed = self.0.parse(image);
-        let projection = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.projection_of(p, image));
-        let derived = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.derived_of(p, image));
-        let contributions = parsed
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| self.contributions_of(p, image));
-        let memberships = self.memberships_of(&parsed, image, &projection);
-        Aspects {
-            projection,
-            derived,
-            contributions,
-            memberships,
-        }
-        .whole()
+        self.aspects_of(self.0.parse(image).as_ref(), image)
+    }
+
+    /// Both images' aspects and the jobs, from one parse of each image.
+    fn record(&self, change: &crate::change::Change) -> crate::engine::rules::RecordSays {
+        self.record_of(change)
     }
 
     fn counter(&self, image: &Item) -> Option<Counter> {
@@ -693,15 +520,12 @@ impl Rules for FileRules {
         stamped && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }
 
-    /// The set jobs a change starts (`sets:`).
+    /// The jobs a change starts (`sets:`, `once:`, `compute:`).
     fn messages(
         &self,
         change: &crate::change::Change,
     ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
-        let mut out = self.0.set_messages(change)?;
-        out.extend(self.0.once_messages(change)?);
-        out.extend(self.0.compute_messages(change));
-        Ok(out)
+        self.messages_of(&super::record::Images::of(self.0, change))
     }
 
     /// Every computed value (`compute:`) against what its rows imply, every
@@ -738,7 +562,35 @@ impl FileModel {
 }
 
 impl FileRules {
-    fn projection_of(
+    /// Every aspect of an image from its parse ([`Rules::aspects`]). Of a
+    /// writer's image only its key is read here (errors name it; a row
+    /// counts into its partition's version, a computed item joins its
+    /// scope's index): its values are the record's.
+    pub(super) fn aspects_of(
+        &self,
+        parsed: Result<&Parsed<'_>, &InputError>,
+        image: &Item,
+    ) -> Aspects {
+        let projection = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.projection_of(p, image));
+        let derived = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.derived_of(p, image));
+        let contributions = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.contributions_of(p, image));
+        let memberships = self.memberships_of(parsed, image, &projection);
+        Aspects {
+            projection,
+            derived,
+            contributions,
+            memberships,
+        }
+        .whole()
+    }
+
+    pub(super) fn projection_of(
         &self,
         parsed: &Parsed<'_>,
         image: &Item,
@@ -870,7 +722,7 @@ impl FileRules {
     /// The ledger indexes an item belongs to, from its parse and projection.
     fn memberships_of(
         &self,
-        parsed: &Result<Parsed<'_>, InputError>,
+        parsed: Result<&Parsed<'_>, &InputError>,
         image: &Item,
         projection: &Result<Option<Projection>, InputError>,
     ) -> Result<Vec<(String, String)>, InputError> {
@@ -885,7 +737,7 @@ impl FileRules {
         if facts.is_empty() && !computes {
             return Ok(vec![]);
         }
-        let Parsed::Writer(rec) = parsed.as_ref().map_err(Clone::clone)? else {
+        let Parsed::Writer(rec) = parsed.map_err(Clone::clone)? else {
             return Ok(vec![]);
         };
         let mut out = m.compute_memberships(rec, image);
@@ -912,29 +764,5 @@ impl FileRules {
             }
         }
         Ok(out)
-    }
-}
-
-#[cfg(test)]
-mod int_tests {
-    use super::int;
-    use crate::item::AttrError;
-
-    fn reason(v: &str) -> String {
-        match int("n", v) {
-            Err(AttrError::Invalid { reason, .. }) => reason,
-            other => panic!("{v}: {other:?}"),
-        }
-    }
-
-    /// A number DynamoDB holds but an `int` cannot is out of range (user
-    /// finding E5: 10^30 was "not an integer").
-    #[test]
-    fn a_longer_integer_is_out_of_range_and_a_fraction_is_not_an_integer() {
-        assert_eq!(int("n", "-42").ok(), Some(-42));
-        assert!(reason("1000000000000000000000000000000").starts_with("an integer out of range"));
-        assert!(reason("-9223372036854775809").starts_with("an integer out of range"));
-        assert_eq!(reason("1.5"), "not an integer");
-        assert_eq!(reason("-"), "not an integer");
     }
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::expr::{Expr, Val};
 use super::model::FileModel;
+use super::record::Images;
 use super::rules::{key_val, read_attr, to_attr, typed_str, Parsed};
 use super::sets::{SetExpr, SetFact, SetSpec, SetWhen};
-use crate::change::{Change, ChangeKind};
+use crate::change::ChangeKind;
 use crate::engine::joinset::{
     valid_var_value, FactDecl, JoinJob, JoinSet, Row, TargetDecl, UnlessDecl, Value, Vars, When,
 };
@@ -255,7 +256,16 @@ fn from_value(
 
 /// An `also` variable's value from a fact's item.
 fn also_value(m: &FileModel, x: &Expr, item: &Item) -> Result<String, String> {
-    match m.parse(item).map_err(|e| e.to_string())? {
+    also_value_of(m, x, &m.parse(item))
+}
+
+/// [`also_value`] from the item's parse.
+fn also_value_of(
+    m: &FileModel,
+    x: &Expr,
+    parsed: &Result<Parsed<'_>, InputError>,
+) -> Result<String, String> {
+    match parsed.as_ref().map_err(|e| e.to_string())? {
         Parsed::Writer(rec) => Ok(m.env.eval(x, |n| rec.get(n))?.render()),
         Parsed::Processor(_) => Err("not a writer's item".to_string()),
     }
@@ -302,10 +312,14 @@ impl FileModel {
     /// The set jobs a change starts: for each fact (and `unless` fact) of
     /// the changed item's entity, its scope, unless a modify left what the
     /// set reads unchanged (and the old image was valid).
-    pub fn set_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
+    pub(super) fn set_messages_of(
+        &self,
+        images: &Images<'_, '_>,
+    ) -> Result<Vec<OutMessage>, InputError> {
         if self.sets.is_empty() {
             return Ok(vec![]);
         }
+        let change = images.change;
         let [pkn, skn] = self.key_names();
         let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
             return Ok(vec![]);
@@ -316,10 +330,8 @@ impl FileModel {
             });
         };
         // Bad input errs in this aspect too (as in every other).
-        if change.kind != ChangeKind::Remove {
-            if let Some(new) = &change.new {
-                self.parse(new)?;
-            }
+        if let Some(Err(e)) = images.parsed_new() {
+            return Err(e.clone());
         }
         let binders: Vec<(String, Option<String>)> = entity
             .key
@@ -369,12 +381,11 @@ impl FileModel {
                     continue;
                 }
                 if change.kind != ChangeKind::Remove {
-                    let new = change.new.as_ref().ok_or_else(|| InputError::Invalid {
+                    let new = images.new_image().ok_or_else(|| InputError::Invalid {
                         key: change.key_display(),
                         reason: "no new image".into(),
                     })?;
-                    self.parse(new)?;
-                    let old_valid = change.old.as_ref().filter(|o| self.parse(o).is_ok());
+                    let old_valid = images.old_image().filter(|_| images.old_valid());
                     if let Some(old) = old_valid {
                         if is_unless || attrs_equal(old, new, &f.reads) {
                             continue;
@@ -408,10 +419,10 @@ impl FileModel {
                 if f.also.is_empty() {
                     binds.push(bind);
                 } else {
-                    let also_of = |item: &Item| -> Option<Vars> {
+                    let also_of = |parsed: &Result<Parsed<'_>, InputError>| -> Option<Vars> {
                         let mut b = bind.clone();
                         for (var, x) in &f.also {
-                            let v = also_value(self, x, item).ok()?;
+                            let v = also_value_of(self, x, parsed).ok()?;
                             if !valid_var_value(&v) || b.get(var).is_some_and(|o| *o != v) {
                                 return None;
                             }
@@ -419,10 +430,8 @@ impl FileModel {
                         }
                         Some(b)
                     };
-                    if change.kind != ChangeKind::Remove {
-                        binds.extend(change.new.as_ref().and_then(also_of));
-                    }
-                    if let Some(b) = change.old.as_ref().and_then(also_of) {
+                    binds.extend(images.parsed_new().and_then(also_of));
+                    if let Some(b) = images.parsed_old().and_then(also_of) {
                         if !binds.contains(&b) {
                             binds.push(b);
                         }

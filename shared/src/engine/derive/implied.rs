@@ -236,11 +236,22 @@ pub(super) fn checked_sums(
     key_names: &[&str],
 ) -> Result<Vec<Contribution>, InputError> {
     let contributions = contributions?;
-    sum_contributions(&contributions).map_err(|reason| InputError::Invalid {
-        key: crate::item::display_key(&key_of(image, key_names)),
-        reason,
-    })?;
+    sums_fit(&contributions, image, key_names)?;
     Ok(contributions)
+}
+
+/// Whether the sums of `contributions` fit (an overflow is bad input).
+pub(super) fn sums_fit(
+    contributions: &[Contribution],
+    image: &Item,
+    key_names: &[&str],
+) -> Result<(), InputError> {
+    sum_contributions(contributions)
+        .map(|_| ())
+        .map_err(|reason| InputError::Invalid {
+            key: crate::item::display_key(&key_of(image, key_names)),
+            reason,
+        })
 }
 
 /// Per counter, what changes from `old` to `new` contributions (non-zero

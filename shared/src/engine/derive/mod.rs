@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-pub use super::rules::{Contribution, Counter, Note, OutMessage, Projection, Rules};
+pub use super::rules::{Aspects, Contribution, Counter, Note, OutMessage, Projection, Rules};
 pub(crate) use implied::set_remove;
 pub use implied::{checked_contributions, projection_update, Implied};
 pub use keys::{
@@ -80,13 +80,16 @@ pub struct Reconciled {
     pub notes: Vec<(Item, Note)>,
 }
 
-/// Per-key knowledge from the stream (not needed for correctness, only to
-/// decide whether an absent item needs a tombstone).
+/// Per-key knowledge from the stream (not needed for correctness: to
+/// decide whether an absent item needs a tombstone, and to spare a parse).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Hint {
+pub struct Hint<'a> {
     /// An image of this item implied something (so its absence must be
     /// recorded even if nothing was recorded before).
     pub implied_something: bool,
+    /// The item's latest image in the batch and its aspects: an item read
+    /// exactly as that image is not asked again (rules are pure).
+    pub seen: Option<(&'a Item, &'a Aspects)>,
 }
 
 /// The engine core shared by the stream processor, backfill and repair.
@@ -114,7 +117,7 @@ impl Deriver {
     pub async fn reconcile(
         &self,
         keys: &[Item],
-        hints: &HashMap<String, Hint>,
+        hints: &HashMap<String, Hint<'_>>,
     ) -> Result<Reconciled, (Reconciled, usize, ProcessError)> {
         let mut out = Reconciled::default();
         let mut counters: BTreeMap<String, Counter> = BTreeMap::new();
@@ -152,7 +155,7 @@ impl Deriver {
         &self,
         group: &[Item],
         base: usize,
-        hints: &HashMap<String, Hint>,
+        hints: &HashMap<String, Hint<'_>>,
         out: &mut Reconciled,
         counters: &mut BTreeMap<String, Counter>,
     ) -> Result<(), (usize, ProcessError)> {
@@ -190,7 +193,7 @@ impl Deriver {
                 wanted,
                 derived_keys,
                 bad,
-            } = self.assess(group, base, &recorded, &current, counters);
+            } = self.assess(group, base, &recorded, &current, hints, counters);
             let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
             // Derived items as they are (to write only what differs).
             let existing: HashMap<String, Item> = if derived_keys.is_empty() {

@@ -82,6 +82,7 @@ impl Deriver {
         base: usize,
         recorded: &HashMap<String, Recorded>,
         current: &HashMap<String, Item>,
+        hints: &HashMap<String, Hint<'_>>,
         counters: &mut BTreeMap<String, Counter>,
     ) -> Assessment {
         let key_names = self.rules.key_names();
@@ -91,9 +92,15 @@ impl Deriver {
             let rec = recorded.get(&source_key_pk(self.processor, key));
             let (mut contributions, mut derived) = (Some(vec![]), Some(vec![]));
             let mut memberships = Some(vec![]);
-            if let Some(item) = current.get(&item_id(key)) {
+            let id = item_id(key);
+            if let Some(item) = current.get(&id) {
                 let bad_before = out.bad.len();
-                let aspects = self.rules.aspects(item);
+                // The item as its record's image showed it: what the stream
+                // read of that image holds (rules are pure), else asked now.
+                let aspects = match hints.get(&id).and_then(|h| h.seen) {
+                    Some((image, aspects)) if image == item => aspects.clone(),
+                    _ => self.rules.aspects(item),
+                };
                 let projection = aspects
                     .projection
                     .map_err(|e| out.bad.push((pos, e)))

@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
-use super::implied::checked_sums;
+use super::implied::sums_fit;
+use super::Aspects;
 use super::{Deriver, Hint, OutMessage, Rules};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
+use crate::engine::rules::RecordSays;
 use crate::error::{InputError, ProcessError};
 use crate::item::{key_of, Item};
 use crate::ledger::item_id;
@@ -39,18 +41,28 @@ impl ImageSays {
 }
 
 pub(super) fn read_image(rules: &dyn Rules, image: &Item) -> ImageSays {
-    let a = rules.aspects(image);
-    let contributions = checked_sums(a.contributions, image, rules.key_names());
+    image_says(&rules.aspects(image), image, rules.key_names())
+}
+
+/// What an image's aspects say.
+fn image_says(a: &Aspects, image: &Item, key_names: &[&str]) -> ImageSays {
+    let sums = a
+        .contributions
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|c| sums_fit(c, image, key_names));
     let implies = a.derived.as_ref().is_ok_and(|d| !d.is_empty())
-        || contributions.as_ref().is_ok_and(|c| !c.is_empty())
+        || (sums.is_ok() && a.contributions.as_ref().is_ok_and(|c| !c.is_empty()))
         || a.memberships.as_ref().is_ok_and(|m| !m.is_empty());
     let projects = matches!(a.projection, Ok(Some(_)));
     let bad = a
         .projection
+        .as_ref()
         .err()
-        .or(a.derived.err())
-        .or(contributions.err())
-        .or(a.memberships.err());
+        .or(a.derived.as_ref().err())
+        .cloned()
+        .or(sums.err())
+        .or(a.memberships.as_ref().err().cloned());
     ImageSays {
         implies,
         projects,
@@ -193,19 +205,27 @@ impl StreamProcessor for DeriveProcessor {
         // needs the item read (see below).
         let mut needed: Vec<bool> = Vec::new();
         let mut position: HashMap<String, usize> = HashMap::new();
-        let mut hints: HashMap<String, Hint> = HashMap::new();
+        let mut hints: HashMap<String, Hint<'_>> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         // Bad input is logged and counted once per item per batch.
         let mut bad_keys = BTreeSet::new();
-        for (index, change) in changes.iter().enumerate() {
-            if rules.ignores(&change.keys) {
+        // What each record says, its images parsed once (kept for the
+        // reconcile: an item read as its latest image was is not parsed
+        // again).
+        let says: Vec<Option<RecordSays>> = changes
+            .iter()
+            .map(|c| (!rules.ignores(&c.keys)).then(|| rules.record(c)))
+            .collect();
+        let key_names = rules.key_names();
+        for (index, (change, said)) in changes.iter().zip(&says).enumerate() {
+            let Some(said) = said else {
                 continue;
-            }
-            match rules.messages(change) {
-                Ok(out) => messages.extend(out.into_iter().map(|m| (index, m))),
+            };
+            match &said.messages {
+                Ok(out) => messages.extend(out.iter().map(|m| (index, m.clone()))),
                 Err(e) => {
                     if bad_keys.insert(item_id(&change.keys)) {
-                        log_bad_input(self.name(), &change.event_id, &e, metrics);
+                        log_bad_input(self.name(), &change.event_id, e, metrics);
                     }
                 }
             }
@@ -213,17 +233,21 @@ impl StreamProcessor for DeriveProcessor {
             // record is logged and counted even if the item has changed (or
             // gone) since; its effects follow the item as it is.
             let id = item_id(&change.keys);
-            let new = change
+            let new_image = change
                 .new
                 .as_ref()
                 .filter(|_| change.kind != ChangeKind::Remove);
-            let old = change
+            let old = said
                 .old
                 .as_ref()
-                .map(|img| read_image(rules.as_ref(), img))
+                .zip(change.old.as_ref())
+                .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
-            let mut new = new
-                .map(|img| read_image(rules.as_ref(), img))
+            let mut new = said
+                .new
+                .as_ref()
+                .zip(new_image)
+                .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
             // A record whose images are valid and imply and project nothing,
             // of an item that is no counter, changes nothing the engine
@@ -244,9 +268,10 @@ impl StreamProcessor for DeriveProcessor {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
                 }
             }
-            if old.implies || new.implies {
-                hints.entry(id.clone()).or_default().implied_something = true;
-            }
+            let hint = hints.entry(id.clone()).or_default();
+            hint.implied_something |= old.implies || new.implies;
+            // The item's latest image in the batch (none after a remove).
+            hint.seen = new_image.zip(said.new.as_ref());
             match position.entry(id) {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert(keys.len());

@@ -145,3 +145,69 @@ fn implied_round_trips_through_its_ledger_record() {
     assert_eq!(back, implied);
     assert!(Implied::from_record(&Item::new()).unwrap().is_empty());
 }
+
+/// Rules that count how often an image is asked about.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl Rules for Counting {
+    fn key_names(&self) -> &'static [&'static str] {
+        &["PK", "SK"]
+    }
+    fn projection(&self, _image: &Item) -> Result<Option<Projection>, crate::error::InputError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(projection()))
+    }
+}
+
+/// A deriver over `rules` (its store is never called here).
+fn deriver(rules: Arc<dyn Rules>) -> Deriver {
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("test"))
+        .build();
+    Deriver {
+        rules,
+        store: crate::store::Store::new(aws_sdk_dynamodb::Client::from_conf(conf)),
+        table: "t".into(),
+        ledger_table: "l".into(),
+        processor: "derive",
+        concurrency: 1,
+        now: Utc::now,
+        limits: KeyLimits::default(),
+    }
+}
+
+/// An item read exactly as the latest image of its records was is not
+/// asked about again: the aspects the stream read of that image are its
+/// (rules are pure). One that differs (or came with no record) is.
+#[test]
+fn an_item_read_as_its_records_image_is_not_asked_again() {
+    let rules = Arc::new(Counting::default());
+    let d = deriver(rules.clone());
+    let key = image(&[("PK", s("a")), ("SK", s("1"))]);
+    let item = image(&[("PK", s("a")), ("SK", s("1")), ("x", s("1"))]);
+    let current: HashMap<String, Item> = [(item_id(&key), item.clone())].into();
+    let seen = rules.aspects(&item);
+    let asked = |hints: &HashMap<String, Hint<'_>>| {
+        let before = rules.0.load(std::sync::atomic::Ordering::Relaxed);
+        let a = d.assess(
+            std::slice::from_ref(&key),
+            0,
+            &HashMap::new(),
+            &current,
+            hints,
+            &mut BTreeMap::new(),
+        );
+        assert_eq!(a.updates.len(), 1, "the projection to write, either way");
+        rules.0.load(std::sync::atomic::Ordering::Relaxed) - before
+    };
+    let hint = |image| Hint {
+        implied_something: false,
+        seen: Some((image, &seen)),
+    };
+    assert_eq!(asked(&[(item_id(&key), hint(&item))].into()), 0);
+    let other = image(&[("PK", s("a")), ("SK", s("1")), ("x", s("2"))]);
+    assert_eq!(asked(&[(item_id(&key), hint(&other))].into()), 1);
+    assert_eq!(asked(&HashMap::new()), 1);
+}

@@ -1,0 +1,258 @@
+//! Attribute values read, validated and written by their declared type
+//! (`int`, `bool`, enums, ULIDs, formats, maps and lists as expressions
+//! read them): what [`super::rules`] parses an item with.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::expr::Val;
+use super::model::{Attr, Entity, Ty};
+use crate::item::{AttrError, Item};
+
+/// An attribute's value that its type refuses (the value is not logged).
+pub(super) fn invalid(name: &str, reason: impl Into<String>) -> AttrError {
+    AttrError::Invalid {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// An `int` attribute's value: a 64-bit integer. A longer integer (DynamoDB
+/// numbers hold 38 digits) is said to be out of range, not "not an integer".
+fn int(name: &str, v: &str) -> Result<i64, AttrError> {
+    v.parse::<i64>().map_err(|_| {
+        let digits = v.strip_prefix('-').unwrap_or(v);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            invalid(name, "an integer out of range (an `int` is 64-bit: -9223372036854775808..=9223372036854775807)")
+        } else {
+            invalid(name, "not an integer")
+        }
+    })
+}
+
+impl Ty {
+    fn dynamo(&self) -> &'static str {
+        match self {
+            Ty::Int | Ty::IntEnum(_) => "N",
+            Ty::Bool | Ty::BoolEnum(_) => "BOOL",
+            Ty::Set => "SS",
+            Ty::Map => "M",
+            Ty::List => "L",
+            _ => "S",
+        }
+    }
+}
+
+/// A map or list attribute as expressions read it: numbers must be
+/// integers; binary values are refused.
+fn from_dynamo(v: &AttributeValue) -> Result<Val, String> {
+    Ok(match v {
+        AttributeValue::S(s) => Val::Str(s.clone()),
+        AttributeValue::N(n) => Val::Int(
+            n.parse::<i64>()
+                .map_err(|_| "holds a number that is not a 64-bit integer".to_string())?,
+        ),
+        AttributeValue::Bool(b) => Val::Bool(*b),
+        AttributeValue::Null(_) => Val::Null,
+        AttributeValue::Ss(v) => {
+            let mut v = v.clone();
+            v.sort();
+            v.dedup();
+            Val::Set(v)
+        }
+        AttributeValue::M(m) => {
+            let mut out = Vec::with_capacity(m.len());
+            for (k, v) in m {
+                out.push((k.clone(), from_dynamo(v)?));
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            Val::Map(out)
+        }
+        AttributeValue::L(l) => Val::List(l.iter().map(from_dynamo).collect::<Result<_, _>>()?),
+        other => {
+            return Err(format!(
+                "holds a {} value, which expressions do not read",
+                crate::item::type_name(other)
+            ))
+        }
+    })
+}
+
+/// A processor-owned number as stored: an int, else 0.
+pub(super) fn stored_int(item: &Item, name: &str) -> i64 {
+    match item.get(name) {
+        Some(AttributeValue::N(n)) => n.parse::<i64>().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn is_iso_utc(s: &str) -> bool {
+    s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok()
+}
+
+/// A value outside its enum (the value itself is not logged).
+fn not_one_of<T: ToString>(name: &str, allowed: &[T]) -> AttrError {
+    let allowed: Vec<String> = allowed.iter().map(T::to_string).collect();
+    invalid(name, format!("not one of {}", allowed.join("|")))
+}
+
+/// Validates a string value against a string-shaped type.
+pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
+    match ty {
+        Ty::Ulid if ulid::Ulid::from_string(v).is_err() => {
+            Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
+        }
+        Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
+        Ty::Format(f) => f.reject(v).map_or(Ok(()), |why| Err(invalid(name, why))),
+        Ty::Int => int(name, v).map(|_| ()),
+        Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(not_one_of(name, allowed)),
+        Ty::IntEnum(allowed) if !v.parse::<i64>().is_ok_and(|i| allowed.contains(&i)) => {
+            Err(not_one_of(name, allowed))
+        }
+        Ty::BoolEnum(allowed) if !v.parse::<bool>().is_ok_and(|b| allowed.contains(&b)) => {
+            Err(not_one_of(name, allowed))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A key name's value (a string in the key) as expressions read it: typed
+/// by the entity's attribute of that name, else by the binder's format.
+pub(super) fn key_val(
+    entity: &Entity,
+    name: &str,
+    format: Option<&str>,
+    value: &str,
+    formats: &[&'static super::formats::Format],
+) -> Result<Val, AttrError> {
+    let ty = entity
+        .attr(name)
+        .map(|a| a.ty.clone())
+        .or_else(|| format.and_then(|f| super::formats::named(f, formats)));
+    typed_str(name, value, ty.as_ref())
+}
+
+/// A string (a key's part) as a value of type `ty`.
+pub(super) fn typed_str(name: &str, v: &str, ty: Option<&Ty>) -> Result<Val, AttrError> {
+    match ty {
+        Some(t @ (Ty::Int | Ty::IntEnum(_))) => {
+            check_str(name, v, t)?;
+            int(name, v).map(Val::Int)
+        }
+        Some(t @ (Ty::Bool | Ty::BoolEnum(_))) => {
+            check_str(name, v, t)?;
+            match v {
+                "true" => Ok(Val::Bool(true)),
+                "false" => Ok(Val::Bool(false)),
+                _ => Err(invalid(name, "not a boolean (`true` or `false`)")),
+            }
+        }
+        Some(t) => {
+            check_str(name, v, t)?;
+            Ok(Val::Str(v.to_string()))
+        }
+        None => Ok(Val::Str(v.to_string())),
+    }
+}
+
+/// One attribute read and validated by its declared type.
+pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
+    let v = match item.get(a.name) {
+        None | Some(AttributeValue::Null(_)) if a.optional => return Ok(Val::Null),
+        None | Some(AttributeValue::Null(_)) if a.ty == Ty::Set => return Ok(Val::Set(vec![])),
+        None | Some(AttributeValue::Null(_)) => return Err(AttrError::Missing(a.name.to_string())),
+        Some(v) => v,
+    };
+    let wrong = |found: &AttributeValue| AttrError::WrongType {
+        name: a.name.to_string(),
+        expected: a.ty.dynamo(),
+        found: crate::item::type_name(found),
+    };
+    match (&a.ty, v) {
+        (Ty::Int, AttributeValue::N(n)) => int(a.name, n).map(Val::Int),
+        (Ty::Bool, AttributeValue::Bool(b)) => Ok(Val::Bool(*b)),
+        (Ty::IntEnum(allowed), AttributeValue::N(n)) => match n.parse::<i64>() {
+            Ok(i) if allowed.contains(&i) => Ok(Val::Int(i)),
+            _ => Err(not_one_of(a.name, allowed)),
+        },
+        (Ty::BoolEnum(allowed), AttributeValue::Bool(b)) if allowed.contains(b) => {
+            Ok(Val::Bool(*b))
+        }
+        (Ty::BoolEnum(allowed), AttributeValue::Bool(_)) => Err(not_one_of(a.name, allowed)),
+        (Ty::Map, AttributeValue::M(_)) | (Ty::List, AttributeValue::L(_)) => {
+            from_dynamo(v).map_err(|e| invalid(a.name, e))
+        }
+        (Ty::Set, AttributeValue::Ss(v)) => {
+            let mut v = v.clone();
+            v.sort();
+            v.dedup();
+            Ok(Val::Set(v))
+        }
+        (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_), AttributeValue::S(s)) => {
+            check_str(a.name, s, &a.ty)?;
+            Ok(Val::Str(s.clone()))
+        }
+        (_, other) => Err(wrong(other)),
+    }
+}
+
+/// A value as the attribute type of `ty` says it is stored.
+pub(super) fn to_attr(
+    name: &str,
+    v: Val,
+    ty: Option<&Ty>,
+) -> Result<Option<AttributeValue>, String> {
+    Ok(Some(match (ty, v) {
+        (_, Val::Null) => return Ok(None),
+        (Some(Ty::Int) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
+        (Some(Ty::Bool) | None, Val::Bool(b)) => AttributeValue::Bool(b),
+        (Some(Ty::IntEnum(allowed)), Val::Int(i)) if allowed.contains(&i) => {
+            AttributeValue::N(i.to_string())
+        }
+        (Some(Ty::BoolEnum(allowed)), Val::Bool(b)) if allowed.contains(&b) => {
+            AttributeValue::Bool(b)
+        }
+        (Some(t @ (Ty::IntEnum(_) | Ty::BoolEnum(_))), Val::Int(_) | Val::Bool(_)) => {
+            return Err(format!(
+                "`{name}`: not one of its enum's values ({})",
+                t.dynamo()
+            ))
+        }
+        (Some(Ty::Set) | None, Val::Set(v)) if v.is_empty() => return Ok(None),
+        (Some(Ty::Set) | None, Val::Set(v)) => AttributeValue::Ss(v),
+        (
+            Some(t @ (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_))),
+            Val::Str(s),
+        ) => {
+            check_str(name, &s, t).map_err(|e| e.to_string())?;
+            AttributeValue::S(s)
+        }
+        (None, Val::Str(s)) => AttributeValue::S(s),
+        (None, Val::Map(_)) => return Err(format!("`{name}`: a map is not an attribute value")),
+        (None, Val::List(_)) => return Err(format!("`{name}`: a list is not an attribute value")),
+        (Some(t), v) => return Err(format!("`{name}`: a {} is not a {}", v.kind(), t.dynamo())),
+    }))
+}
+
+#[cfg(test)]
+mod int_tests {
+    use super::int;
+    use crate::item::AttrError;
+
+    fn reason(v: &str) -> String {
+        match int("n", v) {
+            Err(AttrError::Invalid { reason, .. }) => reason,
+            other => panic!("{v}: {other:?}"),
+        }
+    }
+
+    /// A number DynamoDB holds but an `int` cannot is out of range (user
+    /// finding E5: 10^30 was "not an integer").
+    #[test]
+    fn a_longer_integer_is_out_of_range_and_a_fraction_is_not_an_integer() {
+        assert_eq!(int("n", "-42").ok(), Some(-42));
+        assert!(reason("1000000000000000000000000000000").starts_with("an integer out of range"));
+        assert!(reason("-9223372036854775809").starts_with("an integer out of range"));
+        assert_eq!(reason("1.5"), "not an integer");
+        assert_eq!(reason("-"), "not an integer");
+    }
+}
