@@ -87,18 +87,7 @@ impl OnceProcessor {
         let key0 = self.rule.key_names()[0];
         let mut marker = marker_key(self.rule.name(), &plan.once_key);
         marker.insert("at".into(), s(self.reads.now.to_rfc3339()));
-        let mut actions = vec![TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.reads.ledger_table)
-                    .set_item(Some(marker))
-                    .condition_expression("attribute_not_exists(pk) OR #skipped = :skipped")
-                    .expression_attribute_names("#skipped", SKIPPED)
-                    .expression_attribute_values(":skipped", AttributeValue::Bool(true))
-                    .build()
-                    .expect("table and item are set"),
-            )
-            .build()];
+        let mut actions = vec![self.marker_put(marker)];
         for (g, _) in &plan.checks {
             actions.push(condition_check(&[g], table, &self.reads.ledger_table, key0));
         }
@@ -133,13 +122,10 @@ impl OnceProcessor {
 }
 
 impl OnceProcessor {
-    /// Records a skipped effect: its marker with `skipped`, unless the
-    /// effect was made meanwhile (a made marker is never overwritten).
-    async fn mark_skipped(&self, plan: &OncePlan) -> Result<(), MessageError> {
-        let mut marker = marker_key(self.rule.name(), &plan.once_key);
-        marker.insert("at".into(), s(Utc::now().to_rfc3339()));
-        marker.insert(SKIPPED.into(), AttributeValue::Bool(true));
-        let put = TransactWriteItem::builder()
+    /// The put of an effect's marker: where no marker is, or over a
+    /// skipped one (never over the marker of an effect made).
+    fn marker_put(&self, marker: Item) -> TransactWriteItem {
+        TransactWriteItem::builder()
             .put(
                 Put::builder()
                     .table_name(&self.reads.ledger_table)
@@ -150,8 +136,21 @@ impl OnceProcessor {
                     .build()
                     .expect("table and item are set"),
             )
-            .build();
-        match self.reads.store.transact(vec![put]).await {
+            .build()
+    }
+
+    /// Records a skipped effect: its marker with `skipped`, unless the
+    /// effect was made meanwhile (a made marker is never overwritten).
+    async fn mark_skipped(&self, plan: &OncePlan) -> Result<(), MessageError> {
+        let mut marker = marker_key(self.rule.name(), &plan.once_key);
+        marker.insert("at".into(), s(Utc::now().to_rfc3339()));
+        marker.insert(SKIPPED.into(), AttributeValue::Bool(true));
+        match self
+            .reads
+            .store
+            .transact(vec![self.marker_put(marker)])
+            .await
+        {
             Ok(()) | Err(TxError::ConditionsFailed { .. }) => Ok(()),
             Err(TxError::Store(e)) => Err(e.into()),
         }

@@ -208,6 +208,23 @@ async fn check_step(
     Ok(diffs)
 }
 
+/// The item at `key`, read consistently.
+async fn read(
+    h: &dyn Harness,
+    table: &str,
+    key: &crate::item::Item,
+) -> Result<Option<crate::item::Item>, BoxError> {
+    Ok(h.dynamodb()
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key.clone()))
+        .consistent_read(true)
+        .send()
+        .await
+        .context("scenario read")?
+        .item)
+}
+
 /// Every item of the table, counted (a consistent scan, page by page).
 async fn count_items(h: &dyn Harness) -> Result<usize, BoxError> {
     let mut n = 0usize;
@@ -370,17 +387,7 @@ async fn play_step(
     let mut diffs = Vec::new();
     for want in s.expect.iter().map(item) {
         let key = key_of(&want, key_names);
-        let got = h
-            .dynamodb()
-            .get_item()
-            .table_name(&table)
-            .set_key(Some(key.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-            .context("scenario read")?
-            .item;
-        match got {
+        match read(h, &table, &key).await? {
             None => diffs.push(format!("missing: {}", display_key(&key))),
             Some(got) => {
                 for (a, v) in &want {
@@ -400,17 +407,7 @@ async fn play_step(
     }
     for gone in s.absent.iter().map(item) {
         let key = key_of(&gone, key_names);
-        let got = h
-            .dynamodb()
-            .get_item()
-            .table_name(&table)
-            .set_key(Some(key.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-            .context("scenario read")?
-            .item;
-        if got.is_some() {
+        if read(h, &table, &key).await?.is_some() {
             diffs.push(format!("present, expected absent: {}", display_key(&key)));
         }
     }
