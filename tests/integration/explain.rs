@@ -387,3 +387,21 @@ async fn a_derived_item_kept_by_a_rejected_sources_last_valid_state_says_so() {
     );
     crate::items::assert_clean(&env.rt).await;
 }
+
+/// `verify` names each bad input item's key once, then what is wrong and
+/// its kind (user5's E8: `PK=.., SK=..: loan PK=.., SK=..: ...`).
+#[tokio::test]
+async fn verify_names_a_bad_input_items_key_once() {
+    let mut env = model_env("library", |o| {
+        o.model_file = Some(shipped("examples/library.yaml"))
+    })
+    .await;
+    put(&env.rt, loan("bob", BOOK, 90, "open")).await;
+    env.rt.drain().await.expect("drains");
+    let report = env.rt.verify().await.expect("verify");
+    let key = format!("PK=M#bob, SK=LOAN#{BOOK}");
+    assert_eq!(report.bad_input.len(), 1, "{:#?}", report.bad_input);
+    let line = &report.bad_input[0];
+    assert_eq!(line.matches(&key).count(), 1, "{line}");
+    assert!(line.ends_with("(InvalidValue)"), "{line}");
+}

@@ -77,7 +77,7 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     assert!(text.contains(": 3 step(s), 23 write(s)"), "{text}");
     assert!(text.contains("\nprocessor writes: 49\n"), "{text}");
     assert!(
-        text.contains("bad input (not drift): PK=ORG#01HXAA0000000000000000000A, SK=EMP#dave"),
+        text.contains("bad input (not drift): emp PK=ORG#01HXAA0000000000000000000A, SK=EMP#dave:"),
         "{text}"
     );
 }

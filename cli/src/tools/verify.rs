@@ -224,9 +224,13 @@ pub fn verify_items(
     let mut bad = BTreeSet::new();
     let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
         if bad.insert(item_id(key)) {
-            report
-                .bad_input
-                .push(format!("{}: {} ({})", display_key(key), e, e.kind()));
+            // The key once: most errors name it already.
+            let (shown, why) = (display_key(key), e.to_string());
+            report.bad_input.push(if why.contains(&shown) {
+                format!("{why} ({})", e.kind())
+            } else {
+                format!("{shown}: {why} ({})", e.kind())
+            });
         }
     };
     for item in items {
