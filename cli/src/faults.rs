@@ -139,6 +139,11 @@ pub struct FaultProxy {
 }
 
 impl FaultProxy {
+    /// A proxy in front of the endpoint `http://host:port`.
+    pub async fn in_front_of(endpoint: &str) -> anyhow::Result<Self> {
+        Self::start(crate::meter::upstream_of(endpoint)?).await
+    }
+
     /// Starts a proxy on an ephemeral loopback port in front of `upstream`
     /// (`host:port`).
     pub async fn start(upstream: SocketAddr) -> anyhow::Result<Self> {

@@ -174,12 +174,7 @@ impl Meter {
 
     /// A meter in front of the endpoint `http://host:port`.
     pub async fn in_front_of(endpoint: &str) -> anyhow::Result<Self> {
-        let upstream = endpoint
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .parse()
-            .with_context(|| format!("{endpoint}: not http://host:port"))?;
-        Self::start(upstream).await
+        Self::start(upstream_of(endpoint)?).await
     }
 
     pub fn endpoint(&self) -> String {
@@ -387,6 +382,16 @@ pub(crate) async fn forward(
         Some((_, response)) => Ok(response),
         None => anyhow::bail!("upstream closed"),
     }
+}
+
+/// The address of an endpoint `http://host:port`, for a proxy in front of
+/// it.
+pub(crate) fn upstream_of(endpoint: &str) -> anyhow::Result<SocketAddr> {
+    endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .with_context(|| format!("{endpoint}: not http://host:port"))
 }
 
 #[cfg(test)]

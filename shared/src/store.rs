@@ -184,6 +184,26 @@ pub struct Update {
     pub values: Vec<(String, AttributeValue)>,
 }
 
+impl Update {
+    /// The same update as one action of a TransactWriteItems on `table`.
+    pub fn transact_item(self, table: &str) -> TransactWriteItem {
+        let mut update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(table)
+            .set_key(Some(self.key))
+            .update_expression(self.update_expression)
+            .set_condition_expression(self.condition_expression);
+        for (k, v) in self.names {
+            update = update.expression_attribute_names(k, v);
+        }
+        for (k, v) in self.values {
+            update = update.expression_attribute_values(k, v);
+        }
+        TransactWriteItem::builder()
+            .update(update.build().expect("table, key and expression are set"))
+            .build()
+    }
+}
+
 impl Store {
     pub fn new(client: Client) -> Self {
         Self::with_backoff(client, Backoff::default())

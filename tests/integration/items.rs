@@ -88,6 +88,13 @@ pub async fn put(t: &impl HasRt, item: Item) {
 /// A writer's batch puts, 25 at a time, unprocessed items sent again.
 pub async fn put_all(t: &impl HasRt, items: Vec<Item>) {
     let rt = t.rt();
+    put_all_into(t, &rt.config.table, &items).await;
+}
+
+/// Batch puts into `table` (the model's, the ledger or any other), 25 at a
+/// time, unprocessed items sent again.
+pub async fn put_all_into(t: &impl HasRt, table: &str, items: &[Item]) {
+    let rt = t.rt();
     for chunk in items.chunks(25) {
         let mut pending: Option<Vec<WriteRequest>> = Some(
             chunk
@@ -104,13 +111,13 @@ pub async fn put_all(t: &impl HasRt, items: Vec<Item>) {
             let out = rt
                 .dynamodb
                 .batch_write_item()
-                .request_items(&rt.config.table, reqs)
+                .request_items(table, reqs)
                 .send()
                 .await
                 .expect("batch write");
             pending = out
                 .unprocessed_items()
-                .and_then(|u| u.get(&rt.config.table))
+                .and_then(|u| u.get(table))
                 .filter(|v| !v.is_empty())
                 .cloned();
         }

@@ -500,13 +500,9 @@ async fn a_fan_out_under_faults_and_redelivery_ends_exact() {
     let env = social().await;
     let table = env.rt.config.table.clone();
     let direct = Store::new(env.rt.dynamodb.clone());
-    let upstream = env
-        .engine
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
+    let proxy = FaultProxy::in_front_of(&env.engine.endpoint())
+        .await
         .unwrap();
-    let proxy = FaultProxy::start(upstream).await.unwrap();
     let faulty = Store::with_backoff(
         aws_sdk_dynamodb::Client::new(
             &jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), 1).await,

@@ -28,13 +28,14 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use jobstream::local::esm::StartingPosition;
 use jobstream::tools::backfill::ScanOptions;
 use serde_json::Value;
 use shared::item::{s, Item, ItemExt};
 
-use crate::items::{assert_exact, attrs, get, invoke, invoke_jobs, records_event, scan, sqs_event};
+use crate::items::{
+    assert_exact, attrs, get, invoke, invoke_jobs, put_all_into, records_event, scan, sqs_event,
+};
 use crate::support::{model_env, redeploy_model, ModelEnv};
 
 /// What `verify` reports on a table the compiled model left, per seed (the
@@ -165,37 +166,6 @@ pub(crate) async fn scan_ledger(env: &ModelEnv) -> Vec<Item> {
         .expect("ledger scan")
 }
 
-/// Batch puts into `table`, 25 at a time, unprocessed items sent again.
-async fn load(env: &ModelEnv, table: &str, items: &[Item]) {
-    for chunk in items.chunks(25) {
-        let mut pending: Option<Vec<WriteRequest>> = Some(
-            chunk
-                .iter()
-                .map(|i| {
-                    let put = PutRequest::builder().set_item(Some(i.clone())).build();
-                    let put = put.expect("a put request");
-                    WriteRequest::builder().put_request(put).build()
-                })
-                .collect(),
-        );
-        while let Some(reqs) = pending.take() {
-            let out = env
-                .rt
-                .dynamodb
-                .batch_write_item()
-                .request_items(table, reqs)
-                .send()
-                .await
-                .expect("batch write");
-            pending = out
-                .unprocessed_items()
-                .and_then(|u| u.get(table))
-                .filter(|v| !v.is_empty())
-                .cloned();
-        }
-    }
-}
-
 /// The table's (PK, SK) attribute names.
 fn table_keys(env: &ModelEnv) -> (&'static str, &'static str) {
     (env.rt.model.table.pk, env.rt.model.table.sk)
@@ -219,12 +189,12 @@ async fn deployed(model: &str, in_flight: bool) -> (ModelEnv, Fixture) {
         env.rt.config.table.clone(),
         env.rt.config.ledger_table.clone(),
     );
-    load(&env, &table, &fx.table).await;
-    load(&env, &ledger, &fx.ledger).await;
+    put_all_into(&env, &table, &fx.table).await;
+    put_all_into(&env, &ledger, &fx.ledger).await;
     if in_flight {
         let f = fx.in_flight.as_ref().expect("jobs in flight");
         for (name, (put, deleted)) in [(&table, &f.table), (&ledger, &f.ledger)] {
-            load(&env, name, put).await;
+            put_all_into(&env, name, put).await;
             for k in deleted {
                 let req = env.rt.dynamodb.delete_item().table_name(name.as_str());
                 req.set_key(Some(k.clone())).send().await.expect("delete");

@@ -502,11 +502,7 @@ async fn social_behind_sqs_proxy() -> (LocalEngine, Runtime, FaultProxy) {
     let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
         .await
         .expect("local SQS");
-    let upstream = endpoint
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let proxy = FaultProxy::in_front_of(&endpoint).await.expect("proxy");
     let engine = LocalEngine::start("127.0.0.1:0", None)
         .await
         .expect("engine");

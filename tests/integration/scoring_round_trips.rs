@@ -223,12 +223,9 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
         .expect("meter starts");
-    let behind = meter
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = FaultProxy::start(behind).await.expect("proxy starts");
+    let proxy = FaultProxy::in_front_of(&meter.endpoint())
+        .await
+        .expect("proxy starts");
     let mut rt = runtime(&engine, proxy.endpoint()).await;
     league(&rt, 6).await;
     rt.drain().await.unwrap();
@@ -314,12 +311,9 @@ async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_wr
     let engine = LocalEngine::start("127.0.0.1:0", None)
         .await
         .expect("engine starts");
-    let upstream = engine
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
+    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
     let mut rt = runtime(&engine, proxy.endpoint()).await;
     league(&rt, 4).await;
     rt.drain().await.unwrap();

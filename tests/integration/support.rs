@@ -58,12 +58,9 @@ pub async fn model_env_behind_proxy(
     f: impl FnOnce(&mut RuntimeOptions),
 ) -> (ModelEnv, FaultProxy) {
     let engine = start_engine().await;
-    let upstream = engine
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("socket address");
-    let proxy = FaultProxy::start(upstream).await.expect("proxy starts");
+    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
     let endpoint = proxy.endpoint();
     let env = model_env_on(engine, model, |o| {
         o.processor_endpoint = Some(endpoint);

@@ -2,8 +2,6 @@
 //! answers as each aspect and the jobs asked alone, from one parse of each
 //! image (issue 29: a scored prediction was parsed five times here).
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
 use super::compile;
 use super::rules::{checks_run, parses, FileRules};
 use crate::change::{test_change, Change, ChangeKind};
@@ -33,29 +31,12 @@ impl Rules for Alone {
     }
 }
 
-/// A YAML-like value as an attribute (string lists are string sets, as
-/// the scenario files write them).
-fn attr(v: &serde_json::Value) -> AttributeValue {
-    use serde_json::Value as J;
-    match v {
-        J::String(s) => AttributeValue::S(s.clone()),
-        J::Number(n) => AttributeValue::N(n.to_string()),
-        J::Bool(b) => AttributeValue::Bool(*b),
-        J::Null => AttributeValue::Null(true),
-        J::Array(a) if !a.is_empty() && a.iter().all(|v| v.is_string()) => AttributeValue::Ss(
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect(),
-        ),
-        J::Array(a) => AttributeValue::L(a.iter().map(attr).collect()),
-        J::Object(m) => AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), attr(v))).collect()),
-    }
-}
-
+/// An item written as JSON (string lists are string sets), as the
+/// scenario files write it.
 fn item(json: serde_json::Value) -> Item {
-    match attr(&json) {
-        AttributeValue::M(m) => m,
-        other => panic!("not a map: {other:?}"),
+    match json {
+        serde_json::Value::Object(m) => crate::file::scenario::item(&m),
+        other => panic!("not a map: {other}"),
     }
 }
 

@@ -59,22 +59,9 @@ impl<R: FoldRules> FoldProcessor<R> {
             return None;
         }
         let (key, attr) = self.rules.sequence_mirror(agg)?;
-        let u = self.mirror_set(key, attr, seq, l.created);
-        let mut update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.config.table)
-            .set_key(Some(u.key))
-            .update_expression(u.update_expression)
-            .set_condition_expression(u.condition_expression);
-        for (k, v) in u.names {
-            update = update.expression_attribute_names(k, v);
-        }
-        for (k, v) in u.values {
-            update = update.expression_attribute_values(k, v);
-        }
         Some(
-            TransactWriteItem::builder()
-                .update(update.build().expect("table, key and expression are set"))
-                .build(),
+            self.mirror_set(key, attr, seq, l.created)
+                .transact_item(&self.config.table),
         )
     }
 
