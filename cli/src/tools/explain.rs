@@ -161,17 +161,18 @@ pub fn key(model: &Model, pk: String, sk: String) -> Item {
     .into()
 }
 
-/// Explains the item at `key`: its roles, then where it stands in the
-/// model's history.
+/// Explains the item at `key` (read once): its roles, then where it
+/// stands in the model's history.
 pub async fn explain(
     model: &Model,
     file: Option<&'static FileModel>,
     t: &Tables<'_>,
     key: &Item,
 ) -> anyhow::Result<Explanation> {
-    let mut x = explain_roles(model, file, t, key).await?;
+    let item = get(t, t.table, key).await?;
+    let image = item.clone().unwrap_or_else(|| key.clone());
+    let mut x = explain_roles(model, file, t, key, item).await?;
     if let Some(f) = file.filter(|f| f.history.is_some()) {
-        let image = get(t, t.table, key).await?.unwrap_or_else(|| key.clone());
         if let Some(place) = shared::file::history::FileHistory(f).place(&image) {
             x.line(place.what);
             if let Some(entry) = place.latest_entry {
@@ -192,10 +193,10 @@ async fn explain_roles(
     file: Option<&FileModel>,
     t: &Tables<'_>,
     key: &Item,
+    item: Option<Item>,
 ) -> anyhow::Result<Explanation> {
     let rules = &model.rules;
     let mut x = Explanation::default();
-    let item = get(t, t.table, key).await?;
     let shown_key = display_key(key);
     let entity = entity_of(file, key);
     let image = item.clone().unwrap_or_else(|| key.clone());
