@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Drives one shipped model through `jobstream run` against any DynamoDB +
 # SQS endpoint (moto: scripts/moto-server.py), as an operator would:
-#   1. creates the tables and queues (scripts/endpoint-tables.py, stack S),
+#   1. creates the tables and queues (`jobstream create`, stack S),
 #   2. starts two `run` processes sharing the shards (lease owners a, b),
 #   3. plays the scenario (scripts/endpoint-play.py: expected items, absent
 #      items, every declared query after each part) while process a is
@@ -33,7 +33,7 @@ gone() { # pids: until every one has exited (they may not be this shell's childr
 note() { echo "== $M: $*"; }
 bad() { echo "!! $M: $*"; fail=1; }
 
-python3 "$HERE/endpoint-tables.py" --endpoint "$E" --model "$M" --stack "$S" > "$W/tables.out" 2> "$W/tables.err" || { bad "creating tables"; cat "$W/tables.err"; exit 1; }
+jobstream create --endpoint "$E" --sqs-endpoint "$E" --model "$M" --stack "$S" > "$W/tables.out" 2> "$W/tables.err" || { bad "creating tables"; cat "$W/tables.err"; exit 1; }
 queues=$(python3 - "$E" "$S" <<'EOF'
 import boto3, sys
 sqs = boto3.client("sqs", endpoint_url=sys.argv[1])
@@ -93,7 +93,7 @@ cmp -s "$W/before-replay.json" "$W/after-replay.json" && note "replay changed no
 kill -TERM "$R"; gone "$R"
 
 note "backfill into $BF (loaded without processors)"
-python3 "$HERE/endpoint-tables.py" --endpoint "$E" --model "$M" --stack "$BF" --table "$BF" > /dev/null 2>> "$W/tables.err"
+jobstream create --endpoint "$E" --sqs-endpoint "$E" --model "$M" --stack "$BF" --table "$BF" > /dev/null 2>> "$W/tables.err"
 python3 "$HERE/endpoint-play.py" --endpoint "$E" --model "$M" --table "$BF" --now "$now" --writes-only > /dev/null 2>> "$W/play.err"
 # The processors deployed on the loaded table (LATEST: the load is not
 # theirs), then the backfill while they run, as README's adoption says.

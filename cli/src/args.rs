@@ -54,6 +54,14 @@ impl ModelArgs {
         models::load(&self.source()).map_err(anyhow::Error::msg)
     }
 
+    /// The flag that names this model again on a command line.
+    pub(crate) fn flag(&self) -> String {
+        match &self.model_file {
+            Some(path) => format!("--model-file {}", path.display()),
+            None => format!("--model {}", self.model),
+        }
+    }
+
     /// The model's file: `--model-file`, or the shipped file `--model`
     /// names.
     pub(crate) fn file(&self) -> anyhow::Result<&'static shared::file::Loaded> {
@@ -151,6 +159,15 @@ pub(crate) enum Command {
     /// engine or DynamoDB (flag, or AWS_ENDPOINT_URL): durable checkpoints,
     /// fenced shard leases shared across processes, SIGTERM handover.
     Run(RunArgs),
+    /// Create what `run` needs on an endpoint no CDK stack deploys to
+    /// (`serve`, DynamoDB Local, moto): the model's table, the ledger and
+    /// each queue with its DLQ, as the stack defines and names them (with
+    /// --stack, `S-ledger` and `S-<queue>`). What exists is left as it is
+    /// and checked as `run` checks it. Prints the `run` command line.
+    #[command(
+        after_help = "Examples:\n  jobstream serve --model-file my-table.yaml &      # or any DynamoDB endpoint\n  jobstream create --model-file my-table.yaml --stack Dev \\\n    --endpoint http://127.0.0.1:8000 --sqs-endpoint http://127.0.0.1:9324\n  jobstream run --model-file my-table.yaml --stack Dev \\\n    --endpoint http://127.0.0.1:8000 --sqs-endpoint http://127.0.0.1:9324"
+    )]
+    Create(CreateArgs),
     /// Recompute every derived datum from the source items and report drift
     /// (exit 0 only when no drift remains).
     Verify(VerifyArgs),
@@ -188,6 +205,18 @@ pub(crate) enum Command {
         after_help = "Examples:\n  jobstream models                      # the shipped models\n  jobstream models NAME > my-table.yaml     # a shipped model's file\n  jobstream models NAME --scenario      # its demo (a scenario file)"
     )]
     Models(ModelsArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct CreateArgs {
+    /// The DynamoDB endpoint (on AWS, deploy the stack with CDK instead).
+    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+    pub(crate) endpoint: String,
+    #[command(flatten)]
+    pub(crate) target: Target,
+    /// The SQS endpoint for the model's queues (default: --endpoint).
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+    pub(crate) sqs_endpoint: Option<String>,
 }
 
 #[derive(clap::Args)]

@@ -30,6 +30,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(a) => commands::local::demo(a).await,
         Command::Serve(a) => commands::local::serve(a).await,
         Command::Run(a) => commands::run::run(a).await,
+        Command::Create(a) => commands::create::create(a).await,
         Command::Verify(a) => commands::tools::verify(a).await,
         Command::Backfill(a) => commands::tools::backfill(a).await,
         Command::Tables(a) => commands::tools::tables(a),

@@ -9,6 +9,7 @@ mod board_gaps;
 mod cli;
 mod compute_overwrite;
 mod counters;
+mod create;
 mod deployed;
 mod engine;
 mod explain;

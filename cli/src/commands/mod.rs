@@ -3,6 +3,7 @@
 //! the tools (`tools.rs`: verify, backfill, explain, query, tables, ...),
 //! with the lines they print that scripts read.
 
+pub(crate) mod create;
 pub(crate) mod local;
 pub(crate) mod run;
 pub(crate) mod tools;

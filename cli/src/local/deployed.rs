@@ -20,8 +20,9 @@ use crate::local::sqs_esm::Queue;
 pub const HOW_TO_DEPLOY: &str = "`jobstream run`, `verify` and `backfill` never create tables or \
      queues: deploy the model's stack (`cd infra && npx cdk deploy -c model=<model> -c \
      stackName=<stack>`, or `-c modelFile=<file>`) and point at it with `--stack <stack>`, or \
-     name existing resources with --table, --ledger-table and QUEUE_URL_<QUEUE>; for a local \
-     engine use `jobstream dev` or `jobstream serve`";
+     name existing resources with --table, --ledger-table and QUEUE_URL_<QUEUE>; on an endpoint \
+     no stack deploys to (`jobstream serve`, DynamoDB Local, moto), `jobstream create` makes them \
+     as the stack would";
 
 /// The problems of table `name` (`role`: "model table", "ledger") against
 /// `def`: missing, other keys, no NEW_AND_OLD_IMAGES stream, TTL not

@@ -1,0 +1,218 @@
+//! `jobstream create`: with the binary alone, an operator makes on any
+//! DynamoDB + SQS endpoint what `jobstream run` checks for (the stack's
+//! tables and queues, named as the stack names them), and the `run` line it
+//! prints starts consuming. What exists is left as it is, and an existing
+//! table unlike its definition is an error naming the difference.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use shared::models::table;
+
+use crate::support::jobstream_bin;
+
+/// `jobstream create ARGS` (off the async runtime: it waits for the
+/// process, which talks to this test's engine).
+async fn create(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || create_blocking(&args))
+        .await
+        .expect("joins")
+}
+
+fn create_blocking(args: &[String]) -> Output {
+    Command::new(jobstream_bin())
+        .arg("create")
+        .args(args)
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("JOBSTREAM_ENDPOINT")
+        .env_remove("JOBSTREAM_STACK")
+        .env_remove("TABLE_NAME")
+        .env_remove("LEDGER_TABLE_NAME")
+        .output()
+        .expect("jobstream create runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).to_string()
+}
+
+/// The `# then: jobstream run ...` line's arguments.
+fn run_line(out: &Output) -> Vec<String> {
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("# then: jobstream "))
+        .unwrap_or_else(|| panic!("no run line in {stdout}"));
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+/// Runs `args` until it prints `processors:` (it consumes), then kills it;
+/// its stderr and stdout so far when it exits first or takes past a minute.
+fn starts_consuming(args: &[String], env: &[(String, String)]) -> Result<(), String> {
+    let mut child = Command::new(jobstream_bin())
+        .args(args)
+        .args(["--on-failure-file", "/dev/null"])
+        .envs(env.iter().cloned())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("jobstream run starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let outcome = loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) if line.starts_with("processors:") => break Ok(()),
+            Ok(line) => seen.push(line),
+            Err(_) if started.elapsed() > Duration::from_secs(60) => {
+                break Err("no `processors:` line within 60 s".to_string())
+            }
+            Err(_) if child.try_wait().ok().flatten().is_some() => {
+                break Err("run exited".to_string())
+            }
+            Err(_) => {}
+        }
+    };
+    child.kill().ok();
+    let out = child.wait_with_output().expect("run ends");
+    outcome.map_err(|why| format!("{why}: {}\n{}", seen.join("\n"), text(&out.stderr)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let sqs = tokio::task::spawn_blocking(crate::support::sqs)
+        .await
+        .expect("local SQS");
+    let endpoint = engine.endpoint();
+    let stack = format!("c{}", uuid::Uuid::new_v4().simple());
+    let flags: Vec<String> = [
+        "--model",
+        "social",
+        "--stack",
+        &stack,
+        "--endpoint",
+        &endpoint,
+        "--sqs-endpoint",
+        &sqs,
+    ]
+    .map(String::from)
+    .into();
+
+    let out = create(flags.clone()).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("ledger: {stack}-ledger created")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "queue: {stack}-jobstream-timeline-jobs (DLQ {stack}-"
+        )),
+        "{err}"
+    );
+    let run = run_line(&out);
+    assert_eq!(
+        run,
+        [
+            "run",
+            "--model",
+            "social",
+            "--stack",
+            &stack,
+            "--endpoint",
+            &endpoint,
+            "--sqs-endpoint",
+            &sqs
+        ],
+    );
+    let run2 = run.clone();
+    let consumed = tokio::task::spawn_blocking(move || starts_consuming(&run2, &[])).await;
+    consumed.unwrap().expect("the printed run line consumes");
+
+    // Again: nothing is created twice, everything is checked and kept.
+    let again = create(flags).await;
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stderr).contains(&format!("ledger: {stack}-ledger exists")));
+    assert_eq!(run_line(&again), run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_stack_create_prints_the_queue_urls_and_refuses_a_table_unlike_its_definition() {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine");
+    let sqs = tokio::task::spawn_blocking(crate::support::sqs)
+        .await
+        .expect("local SQS");
+    let endpoint = engine.endpoint();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (t, l) = (format!("t{id}"), format!("l{id}"));
+    let flags = |ledger: &str| -> Vec<String> {
+        [
+            "--model",
+            "social",
+            "--table",
+            &t,
+            "--ledger-table",
+            ledger,
+            "--endpoint",
+            &endpoint,
+            "--sqs-endpoint",
+            &sqs,
+        ]
+        .map(String::from)
+        .into()
+    };
+    let out = create(flags(&l)).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let var = shared::lambda::queue_env("timeline");
+    let export = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("export {var}=")))
+        .unwrap_or_else(|| panic!("no {var} export in {stdout}"))
+        .to_string();
+    assert!(export.ends_with("/jobstream-timeline-jobs"), "{export}");
+    let run = run_line(&out);
+    assert!(
+        run.windows(2).any(|w| w == ["--table", t.as_str()]),
+        "{run:?}"
+    );
+    assert!(
+        run.windows(2).any(|w| w == ["--ledger-table", l.as_str()]),
+        "{run:?}"
+    );
+    let consumed =
+        tokio::task::spawn_blocking(move || starts_consuming(&run, &[(var, export)])).await;
+    consumed.unwrap().expect("the printed run line consumes");
+
+    // A ledger made by hand without TTL: create leaves it and says why
+    // `run` would refuse it.
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
+    let mut no_ttl = table::ledger();
+    no_ttl.ttl_attribute = None;
+    let bare = format!("b{id}");
+    ensure_table(&client, &no_ttl, &bare).await.unwrap();
+    let out = create(flags(&bare)).await;
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("ledger: {bare} exists")), "{err}");
+    assert!(
+        err.contains(&format!("ledger table {bare} has TTL DISABLED")),
+        "{err}"
+    );
+}
