@@ -235,6 +235,10 @@ pub(crate) struct DevArgs {
     /// SQS endpoint for models with queues (default: a local SQS server, started here).
     #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     pub(crate) sqs_endpoint: Option<String>,
+    /// Port of that local SQS server on 127.0.0.1 (default: a free one;
+    /// either way it is printed as `SQS endpoint:`).
+    #[arg(long, value_name = "PORT", conflicts_with = "sqs_endpoint")]
+    pub(crate) sqs_port: Option<u16>,
     /// Address the engine listens on (any DynamoDB client can use it).
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub(crate) listen: String,
@@ -260,6 +264,10 @@ pub(crate) struct DemoArgs {
     /// SQS endpoint for models with queues (default: a local SQS server, started here).
     #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     pub(crate) sqs_endpoint: Option<String>,
+    /// Port of that local SQS server on 127.0.0.1 (default: a free one;
+    /// either way it is printed as `SQS endpoint:`).
+    #[arg(long, value_name = "PORT", conflicts_with = "sqs_endpoint")]
+    pub(crate) sqs_port: Option<u16>,
 }
 
 #[derive(clap::Args)]

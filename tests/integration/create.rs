@@ -2,9 +2,10 @@
 //! DynamoDB + SQS endpoint what `jobstream run` checks for (the stack's
 //! tables and queues, named as the stack names them), and the `run` line it
 //! prints starts consuming. What exists is left as it is, and an existing
-//! table unlike its definition is an error naming the difference.
+//! table unlike its definition is an error naming the difference. And
+//! `dev --sqs-port`, the local SQS at a fixed address.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -51,9 +52,17 @@ fn run_line(out: &Output) -> Vec<String> {
 /// Runs `args` until it prints `processors:` (it consumes), then kills it;
 /// its stderr and stdout so far when it exits first or takes past a minute.
 fn starts_consuming(args: &[String], env: &[(String, String)]) -> Result<(), String> {
+    let mut args = args.to_vec();
+    args.extend(["--on-failure-file", "/dev/null"].map(String::from));
+    until_line(&args, env, "processors:").map(drop)
+}
+
+/// Runs `jobstream ARGS` until it prints a line starting with `prefix`,
+/// then kills it; that line, or (when it exits first or takes past a
+/// minute) why, with its output so far.
+fn until_line(args: &[String], env: &[(String, String)], prefix: &str) -> Result<String, String> {
     let mut child = Command::new(jobstream_bin())
         .args(args)
-        .args(["--on-failure-file", "/dev/null"])
         .envs(env.iter().cloned())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -72,10 +81,10 @@ fn starts_consuming(args: &[String], env: &[(String, String)]) -> Result<(), Str
     let mut seen = Vec::new();
     let outcome = loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(line) if line.starts_with("processors:") => break Ok(()),
+            Ok(line) if line.starts_with(prefix) => break Ok(line),
             Ok(line) => seen.push(line),
             Err(_) if started.elapsed() > Duration::from_secs(60) => {
-                break Err("no `processors:` line within 60 s".to_string())
+                break Err(format!("no `{prefix}` line within 60 s"))
             }
             Err(_) if child.try_wait().ok().flatten().is_some() => {
                 break Err("run exited".to_string())
@@ -84,8 +93,16 @@ fn starts_consuming(args: &[String], env: &[(String, String)]) -> Result<(), Str
         }
     };
     child.kill().ok();
-    let out = child.wait_with_output().expect("run ends");
-    outcome.map_err(|why| format!("{why}: {}\n{}", seen.join("\n"), text(&out.stderr)))
+    // Reaped before its stderr is read: a local SQS it started shares that
+    // pipe and exits only once its parent is gone, not a zombie.
+    child.wait().expect("it ends");
+    let mut stderr = String::new();
+    let read = child
+        .stderr
+        .take()
+        .map(|mut e| e.read_to_string(&mut stderr));
+    read.transpose().expect("its stderr");
+    outcome.map_err(|why| format!("{why}: {}\n{stderr}", seen.join("\n")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,6 +230,48 @@ async fn without_a_stack_create_prints_the_queue_urls_and_refuses_a_table_unlike
     assert!(err.contains(&format!("ledger: {bare} exists")), "{err}");
     assert!(
         err.contains(&format!("ledger table {bare} has TTL DISABLED")),
+        "{err}"
+    );
+}
+
+/// `dev --sqs-port P`: the local SQS on that port (scripts and a second
+/// process can be pointed at a fixed address), printed as `SQS endpoint:`;
+/// a port in use is an error naming it.
+#[test]
+fn dev_starts_its_local_sqs_on_the_port_given_and_names_a_port_in_use() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dev = |port: u16| -> Vec<String> {
+        [
+            "dev",
+            "--model",
+            "social",
+            "--listen",
+            "127.0.0.1:0",
+            "--sqs-port",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([port.to_string()])
+        .collect()
+    };
+    let line = until_line(&dev(port), &[], "SQS endpoint:").expect("dev starts");
+    assert_eq!(line, format!("SQS endpoint: http://127.0.0.1:{port}"));
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("addr").port();
+    let out = Command::new(jobstream_bin())
+        .args(dev(port))
+        .output()
+        .expect("dev runs");
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "the local SQS did not start on port {port} (is it in use?)"
+        )),
         "{err}"
     );
 }

@@ -43,16 +43,18 @@ pub(crate) async fn terminated() {
     ctrl_c().await;
 }
 /// The configured SQS endpoint, or the local SQS server started (and
-/// installed, once) for this process, for models with queues.
+/// installed, once) for this process, for models with queues, on `port`
+/// (a free one by default).
 pub(crate) fn sqs_for(
     model: &Model,
     configured: Option<String>,
+    port: Option<u16>,
 ) -> anyhow::Result<(Option<LocalSqs>, Option<String>)> {
     match configured {
         Some(e) => Ok((None, Some(e))),
         None if model.consumers.is_empty() => Ok((None, None)),
         None => {
-            let server = LocalSqs::start()?;
+            let server = LocalSqs::start_on(port.unwrap_or(0))?;
             let endpoint = server.endpoint();
             Ok((Some(server), Some(endpoint)))
         }

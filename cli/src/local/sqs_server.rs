@@ -102,11 +102,16 @@ pub fn ensure_installed() -> anyhow::Result<PathBuf> {
 impl LocalSqs {
     /// Installs (if needed) and starts the server on a free loopback port.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_on(0)
+    }
+
+    /// [`LocalSqs::start`] on 127.0.0.1:`port` (0: a free one).
+    pub fn start_on(port: u16) -> anyhow::Result<Self> {
         let dir = ensure_installed()?;
         let mut child = Command::new(node_binary(&dir))
             .arg("--disable-warning=ExperimentalWarning")
             .arg(dir.join("server.mjs"))
-            .arg("0")
+            .arg(port.to_string())
             .arg(std::process::id().to_string())
             .current_dir(&dir)
             .stdin(Stdio::null())
@@ -135,7 +140,11 @@ impl LocalSqs {
         let Some(endpoint) = parse_listening(&line) else {
             let _ = child.kill();
             let _ = child.wait();
-            anyhow::bail!("the local SQS did not start (it printed {line:?})");
+            let on = match port {
+                0 => String::new(),
+                p => format!(" on port {p} (is it in use?)"),
+            };
+            anyhow::bail!("the local SQS did not start{on} (it printed {line:?})");
         };
         Ok(Self { child, endpoint })
     }
