@@ -69,7 +69,7 @@ use crate::error::{InputError, ProcessError};
 use crate::item::{item_size, n, s, Item, ItemExt};
 use crate::ledger;
 use crate::metrics::{names, BatchMetrics, Metrics};
-use crate::store::{Store, TxError, Update, Written};
+use crate::store::{placeholders, Store, TxError, Update, Written};
 
 mod adoption;
 mod commit;
@@ -525,13 +525,12 @@ type Cond<'a> = (
 fn put_action(table: &str, item: Item, cond: Option<Cond<'_>>) -> TransactWriteItem {
     let mut p = Put::builder().table_name(table).set_item(Some(item));
     if let Some((expr, names, values)) = cond {
-        p = p.condition_expression(expr);
-        for (k, v) in names {
-            p = p.expression_attribute_names(k, v);
-        }
-        for (k, v) in values {
-            p = p.expression_attribute_values(k, v);
-        }
+        p = p
+            .condition_expression(expr)
+            .set_expression_attribute_names(placeholders(
+                names.into_iter().map(|(k, v)| (k, v.to_string())),
+            ))
+            .set_expression_attribute_values(placeholders(values));
     }
     TransactWriteItem::builder()
         .put(p.build().expect("table and item are set"))
