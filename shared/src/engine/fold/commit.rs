@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<R: FoldRules> FoldProcessor<R> {
+impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     pub(super) async fn load(&self, aggregate: &str) -> Result<Loaded, ProcessError> {
         let pk = ledger::state_pk(self.name, aggregate);
         let items = self
