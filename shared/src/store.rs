@@ -197,16 +197,15 @@ pub struct Update {
 impl Update {
     /// The same update as one action of a TransactWriteItems on `table`.
     pub fn transact_item(self, table: &str) -> TransactWriteItem {
-        let update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(table)
-            .set_key(Some(self.key))
-            .update_expression(self.update_expression)
-            .set_condition_expression(self.condition_expression)
-            .set_expression_attribute_names(placeholders(self.names))
-            .set_expression_attribute_values(placeholders(self.values));
-        TransactWriteItem::builder()
-            .update(update.build().expect("table, key and expression are set"))
-            .build()
+        crate::tx::update_of(
+            aws_sdk_dynamodb::types::Update::builder()
+                .table_name(table)
+                .set_key(Some(self.key))
+                .update_expression(self.update_expression)
+                .set_condition_expression(self.condition_expression)
+                .set_expression_attribute_names(placeholders(self.names))
+                .set_expression_attribute_values(placeholders(self.values)),
+        )
     }
 }
 
@@ -689,26 +688,14 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let name = absent.keys().next().cloned().unwrap_or_default();
         let actions = vec![
-            TransactWriteItem::builder()
-                .condition_check(
-                    aws_sdk_dynamodb::types::ConditionCheck::builder()
-                        .table_name(table)
-                        .set_key(Some(absent.clone()))
-                        .condition_expression("attribute_not_exists(#k)")
-                        .expression_attribute_names("#k", name)
-                        .build()
-                        .expect("table, key and condition are set"),
-                )
-                .build(),
-            TransactWriteItem::builder()
-                .delete(
-                    aws_sdk_dynamodb::types::Delete::builder()
-                        .table_name(table)
-                        .set_key(Some(key))
-                        .build()
-                        .expect("table and key are set"),
-                )
-                .build(),
+            crate::tx::check_of(
+                aws_sdk_dynamodb::types::ConditionCheck::builder()
+                    .table_name(table)
+                    .set_key(Some(absent.clone()))
+                    .condition_expression("attribute_not_exists(#k)")
+                    .expression_attribute_names("#k", name),
+            ),
+            crate::tx::delete(table, key),
         ];
         match self.transact(actions).await {
             Ok(()) => Ok(true),

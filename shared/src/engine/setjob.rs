@@ -164,15 +164,14 @@ pub(crate) fn condition_check(
         (table, key_name)
     };
     let e = condition(guards, kn);
-    let c = ConditionCheck::builder()
-        .table_name(t)
-        .set_key(Some(g.key.clone()))
-        .condition_expression(e.text)
-        .set_expression_attribute_names(placeholders(e.names))
-        .set_expression_attribute_values(placeholders(e.values));
-    TransactWriteItem::builder()
-        .condition_check(c.build().expect("table, key and condition are set"))
-        .build()
+    crate::tx::check_of(
+        ConditionCheck::builder()
+            .table_name(t)
+            .set_key(Some(g.key.clone()))
+            .condition_expression(e.text)
+            .set_expression_attribute_names(placeholders(e.names))
+            .set_expression_attribute_values(placeholders(e.values)),
+    )
 }
 
 /// An item of the scope and the facts it depends on.
@@ -583,17 +582,14 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
             mut values,
         } = condition(&refs, key_names[0]);
         let cond = (!text.is_empty()).then_some(text);
-        let action = TransactWriteItem::builder();
-        let action = match &op.write {
-            Write::Put(item) => action.put(
+        actions.push(match &op.write {
+            Write::Put(item) => crate::tx::put_of(
                 Put::builder()
                     .table_name(table)
                     .set_item(Some(item.clone()))
                     .set_condition_expression(cond)
                     .set_expression_attribute_names(placeholders(names))
-                    .set_expression_attribute_values(placeholders(values))
-                    .build()
-                    .expect("table and item are set"),
+                    .set_expression_attribute_values(placeholders(values)),
             ),
             Write::Update(attrs) => {
                 let mut sets = Vec::new();
@@ -608,30 +604,25 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
                         None => removes.push(format!("#u{i}")),
                     }
                 }
-                action.update(
+                crate::tx::update_of(
                     aws_sdk_dynamodb::types::Update::builder()
                         .table_name(table)
                         .set_key(Some(op.key.clone()))
                         .update_expression(super::derive::set_remove(&sets, &removes))
                         .set_condition_expression(cond)
                         .set_expression_attribute_names(placeholders(names))
-                        .set_expression_attribute_values(placeholders(values))
-                        .build()
-                        .expect("table, key and expression are set"),
+                        .set_expression_attribute_values(placeholders(values)),
                 )
             }
-            Write::Delete => action.delete(
+            Write::Delete => crate::tx::delete_of(
                 Delete::builder()
                     .table_name(table)
                     .set_key(Some(op.key.clone()))
                     .set_condition_expression(cond)
                     .set_expression_attribute_names(placeholders(names))
-                    .set_expression_attribute_values(placeholders(values))
-                    .build()
-                    .expect("table and key are set"),
+                    .set_expression_attribute_values(placeholders(values)),
             ),
-        };
-        actions.push(action.build());
+        });
     }
     Packed {
         actions,

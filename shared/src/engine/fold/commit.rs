@@ -188,14 +188,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             .keys()
             .filter(|k| !l.state.parts.contains_key(*k))
         {
-            let del = Delete::builder()
-                .table_name(&self.config.ledger_table)
-                .set_key(Some(ledger::key(&pk, part_sk(&l.epoch, name))));
-            actions.push(
-                TransactWriteItem::builder()
-                    .delete(del.build().expect("set"))
-                    .build(),
-            );
+            let key = ledger::key(&pk, part_sk(&l.epoch, name));
+            actions.push(crate::tx::delete(&self.config.ledger_table, key));
         }
         actions
     }

@@ -61,7 +61,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
@@ -535,9 +535,7 @@ fn put_action(table: &str, item: Item, cond: Option<Cond<'_>>) -> TransactWriteI
             ))
             .set_expression_attribute_values(placeholders(values));
     }
-    TransactWriteItem::builder()
-        .put(p.build().expect("table and item are set"))
-        .build()
+    crate::tx::put_of(p)
 }
 
 impl<R: FoldRules + ?Sized> StreamProcessor for FoldProcessor<R> {
