@@ -107,17 +107,30 @@ fn wrong(name: &str, expected: &'static str, v: &AttributeValue) -> AttrError {
     }
 }
 
+/// An optional `N` attribute parsed as `T` (`reason`: why a value is not one).
+fn opt_number<T: std::str::FromStr>(
+    v: Option<&AttributeValue>,
+    name: &str,
+    reason: &str,
+) -> Result<Option<T>, AttrError> {
+    match v {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| AttrError::Invalid {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        }),
+        Some(v) => Err(wrong(name, "N", v)),
+    }
+}
+
 /// Typed getters over an item. `opt_*` treat an absent attribute and a
 /// DynamoDB `NULL` alike (the seed's `String | null`).
 pub trait ItemExt {
     fn attr(&self, name: &str) -> Option<&AttributeValue>;
 
     fn s(&self, name: &str) -> Result<&str, AttrError> {
-        match self.attr(name) {
-            None | Some(AttributeValue::Null(_)) => Err(AttrError::Missing(name.to_string())),
-            Some(AttributeValue::S(s)) => Ok(s),
-            Some(v) => Err(wrong(name, "S", v)),
-        }
+        self.opt_s(name)?
+            .ok_or_else(|| AttrError::Missing(name.to_string()))
     }
 
     fn opt_s(&self, name: &str) -> Result<Option<&str>, AttrError> {
@@ -125,14 +138,6 @@ pub trait ItemExt {
             None | Some(AttributeValue::Null(_)) => Ok(None),
             Some(AttributeValue::S(s)) => Ok(Some(s)),
             Some(v) => Err(wrong(name, "S", v)),
-        }
-    }
-
-    fn bool(&self, name: &str) -> Result<bool, AttrError> {
-        match self.attr(name) {
-            None | Some(AttributeValue::Null(_)) => Err(AttrError::Missing(name.to_string())),
-            Some(AttributeValue::Bool(b)) => Ok(*b),
-            Some(v) => Err(wrong(name, "BOOL", v)),
         }
     }
 
@@ -145,36 +150,13 @@ pub trait ItemExt {
     }
 
     fn opt_i64(&self, name: &str) -> Result<Option<i64>, AttrError> {
-        match self.attr(name) {
-            None | Some(AttributeValue::Null(_)) => Ok(None),
-            Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| AttrError::Invalid {
-                name: name.to_string(),
-                reason: "not an integer".to_string(),
-            }),
-            Some(v) => Err(wrong(name, "N", v)),
-        }
+        opt_number(self.attr(name), name, "not an integer")
     }
 
     /// A counter's sum: DynamoDB adds numbers of up to 38 digits, past
     /// what an i64 holds (sums of i64 contributions are i128).
     fn opt_i128(&self, name: &str) -> Result<Option<i128>, AttrError> {
-        match self.attr(name) {
-            None | Some(AttributeValue::Null(_)) => Ok(None),
-            Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| AttrError::Invalid {
-                name: name.to_string(),
-                reason: "not an integer of at most 38 digits".to_string(),
-            }),
-            Some(v) => Err(wrong(name, "N", v)),
-        }
-    }
-
-    /// A string set (`SS`); absent or `NULL` is the empty set.
-    fn opt_ss(&self, name: &str) -> Result<std::collections::BTreeSet<String>, AttrError> {
-        match self.attr(name) {
-            None | Some(AttributeValue::Null(_)) => Ok(Default::default()),
-            Some(AttributeValue::Ss(v)) => Ok(v.iter().cloned().collect()),
-            Some(v) => Err(wrong(name, "SS", v)),
-        }
+        opt_number(self.attr(name), name, "not an integer of at most 38 digits")
     }
 
     fn i64(&self, name: &str) -> Result<i64, AttrError> {

@@ -138,7 +138,7 @@ impl<P: MessageProcessor> QueueHandler for P {
 }
 
 /// The fold processor of a model.
-pub type Fold = FoldProcessor<Arc<dyn FoldRules>>;
+pub type Fold = FoldProcessor<dyn FoldRules>;
 
 /// A queue consumer of a model, by its queue.
 pub struct QueueConsumer {

@@ -40,16 +40,12 @@ pub fn marker_put(
 ) -> TransactWriteItem {
     let mut item = marker_key(processor, event_id);
     item.insert(TTL.to_string(), n(now.timestamp() + MARKER_TTL_SECS));
-    TransactWriteItem::builder()
-        .put(
-            Put::builder()
-                .table_name(ledger_table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(pk)")
-                .build()
-                .expect("table and item are set"),
-        )
-        .build()
+    crate::tx::put_of(
+        Put::builder()
+            .table_name(ledger_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)"),
+    )
 }
 
 /// `pk` of a fold processor's state for one aggregate.

@@ -8,6 +8,7 @@
 //! - [`file`] - a user's own model in a YAML file (SPEC §8).
 //! - [`models`] - the declarative models (keys, schema, rules) and tables.
 //! - [`store`], [`ledger`] - DynamoDB access, idempotency markers and state.
+//! - [`tx`] - TransactWriteItems actions from the SDK's builders.
 //! - [`limits`] - DynamoDB's key, item and transaction limits, checked before writing.
 //! - [`lambda`] - wiring shared by the Lambda binaries and the local runtime.
 //! - [`report`] - plain-text tables for demos and reports.
@@ -28,3 +29,4 @@ pub mod models;
 pub mod report;
 pub mod sqs;
 pub mod store;
+pub mod tx;

@@ -174,6 +174,16 @@ pub enum SortKey {
     Between(String, String, String),
 }
 
+/// Expression placeholders as the SDK's builders take them: `None` when
+/// there are none (DynamoDB refuses an empty map).
+pub fn placeholders<K: Into<String>, V>(
+    pairs: impl IntoIterator<Item = (K, V)>,
+) -> Option<std::collections::HashMap<String, V>> {
+    let map: std::collections::HashMap<String, V> =
+        pairs.into_iter().map(|(k, v)| (k.into(), v)).collect();
+    (!map.is_empty()).then_some(map)
+}
+
 /// An update expression with its condition and placeholders.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Update {
@@ -187,20 +197,15 @@ pub struct Update {
 impl Update {
     /// The same update as one action of a TransactWriteItems on `table`.
     pub fn transact_item(self, table: &str) -> TransactWriteItem {
-        let mut update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(table)
-            .set_key(Some(self.key))
-            .update_expression(self.update_expression)
-            .set_condition_expression(self.condition_expression);
-        for (k, v) in self.names {
-            update = update.expression_attribute_names(k, v);
-        }
-        for (k, v) in self.values {
-            update = update.expression_attribute_values(k, v);
-        }
-        TransactWriteItem::builder()
-            .update(update.build().expect("table, key and expression are set"))
-            .build()
+        crate::tx::update_of(
+            aws_sdk_dynamodb::types::Update::builder()
+                .table_name(table)
+                .set_key(Some(self.key))
+                .update_expression(self.update_expression)
+                .set_condition_expression(self.condition_expression)
+                .set_expression_attribute_names(placeholders(self.names))
+                .set_expression_attribute_values(placeholders(self.values)),
+        )
     }
 }
 
@@ -241,19 +246,15 @@ impl Store {
 
     /// One guarded UpdateItem.
     pub async fn update(&self, table: &str, u: Update) -> Result<Written, StoreError> {
-        let mut req = self
+        let req = self
             .client
             .update_item()
             .table_name(table)
             .set_key(Some(u.key))
             .update_expression(u.update_expression)
-            .set_condition_expression(u.condition_expression);
-        for (k, v) in u.names {
-            req = req.expression_attribute_names(k, v);
-        }
-        for (k, v) in u.values {
-            req = req.expression_attribute_values(k, v);
-        }
+            .set_condition_expression(u.condition_expression)
+            .set_expression_attribute_names(placeholders(u.names))
+            .set_expression_attribute_values(placeholders(u.values));
         match req.send().await {
             Ok(_) => {
                 self.count_writes(1);
@@ -274,18 +275,14 @@ impl Store {
         names: Vec<(String, String)>,
         values: Vec<(String, AttributeValue)>,
     ) -> Result<Written, StoreError> {
-        let mut req = self
+        let req = self
             .client
             .delete_item()
             .table_name(table)
             .set_key(Some(key))
-            .condition_expression(condition);
-        for (k, v) in names {
-            req = req.expression_attribute_names(k, v);
-        }
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
+            .condition_expression(condition)
+            .set_expression_attribute_names(placeholders(names))
+            .set_expression_attribute_values(placeholders(values));
         match req.send().await {
             Ok(_) => {
                 self.count_writes(1);
@@ -691,26 +688,14 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let name = absent.keys().next().cloned().unwrap_or_default();
         let actions = vec![
-            TransactWriteItem::builder()
-                .condition_check(
-                    aws_sdk_dynamodb::types::ConditionCheck::builder()
-                        .table_name(table)
-                        .set_key(Some(absent.clone()))
-                        .condition_expression("attribute_not_exists(#k)")
-                        .expression_attribute_names("#k", name)
-                        .build()
-                        .expect("table, key and condition are set"),
-                )
-                .build(),
-            TransactWriteItem::builder()
-                .delete(
-                    aws_sdk_dynamodb::types::Delete::builder()
-                        .table_name(table)
-                        .set_key(Some(key))
-                        .build()
-                        .expect("table and key are set"),
-                )
-                .build(),
+            crate::tx::check_of(
+                aws_sdk_dynamodb::types::ConditionCheck::builder()
+                    .table_name(table)
+                    .set_key(Some(absent.clone()))
+                    .condition_expression("attribute_not_exists(#k)")
+                    .expression_attribute_names("#k", name),
+            ),
+            crate::tx::delete(table, key),
         ];
         match self.transact(actions).await {
             Ok(()) => Ok(true),

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use shared::change::Change;
-use shared::engine::fold::{FoldRules as _, Imported};
+use shared::engine::fold::Imported;
 use shared::item::{key_of, Item};
 use shared::lambda::{Config, Fold, Processors};
 use shared::store::Store;

@@ -39,6 +39,22 @@ fn show(v: &AttributeValue) -> String {
     }
 }
 
+/// ` (ENTITY)` after a key, or nothing.
+fn of(entity: Option<&str>) -> String {
+    entity.map(|e| format!(" ({e})")).unwrap_or_default()
+}
+
+/// Counted amounts as `a +1, b -2`.
+fn amounts<A: std::fmt::Display, N: std::fmt::Display>(
+    values: impl IntoIterator<Item = (A, N)>,
+) -> String {
+    values
+        .into_iter()
+        .map(|(a, n)| format!("{a} {n:+}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What `explain` found, one line each (printed as is).
 #[derive(Debug, Default)]
 pub struct Explanation {
@@ -204,7 +220,7 @@ async fn explain_roles(
         x.kind = "counter";
         x.line(format!(
             "{shown_key}: a counter{} ({})",
-            entity.map(|e| format!(" ({e})")).unwrap_or_default(),
+            of(entity),
             if item.is_some() { "present" } else { "absent" }
         ));
         // A counter found through its identity: its sources and totals
@@ -221,10 +237,7 @@ async fn explain_roles(
         // A writer's item others count into is also a source: what it
         // implies (or the rule rejecting it) follows.
         if let Some(item) = item.filter(|i| also_source(model, file, entity, i)) {
-            x.line(format!(
-                "{shown_key}: also a source item{}",
-                entity.map(|e| format!(" ({e})")).unwrap_or_default()
-            ));
+            x.line(format!("{shown_key}: also a source item{}", of(entity)));
             explain_source(model, file, t, key, &item, entity, &mut x).await?;
         }
         return Ok(x);
@@ -233,7 +246,7 @@ async fn explain_roles(
         x.kind = "derived";
         x.line(format!(
             "{shown_key}: a derived item{} ({})",
-            entity.map(|e| format!(" ({e})")).unwrap_or_default(),
+            of(entity),
             if item.is_some() { "present" } else { "absent" }
         ));
         return explain_derived(model, file, t, key, x).await;
@@ -252,7 +265,7 @@ async fn explain_roles(
         x.kind = "processor";
         x.line(format!(
             "{shown_key}: an item the processors own{}; it implies nothing",
-            entity.map(|e| format!(" ({e})")).unwrap_or_default()
+            of(entity)
         ));
         return Ok(x);
     }
@@ -260,10 +273,7 @@ async fn explain_roles(
         x.kind = "bad input";
     } else {
         x.kind = "source";
-        x.line(format!(
-            "{shown_key}: a source item{}",
-            entity.map(|e| format!(" ({e})")).unwrap_or_default()
-        ));
+        x.line(format!("{shown_key}: a source item{}", of(entity)));
     }
     explain_source(model, file, t, key, &item, entity, &mut x).await?;
     Ok(x)
@@ -364,9 +374,7 @@ async fn explain_source(
         x.line(format!(
             "derives {}{} ({})",
             display_key(&dk),
-            entity_of(file, &dk)
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default(),
+            of(entity_of(file, &dk)),
             if present {
                 "present"
             } else {
@@ -380,14 +388,8 @@ async fn explain_source(
         x.line(format!(
             "counts into {}{}: {}",
             display_key(&ck),
-            entity_of(file, &ck)
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default(),
-            c.values
-                .iter()
-                .map(|(a, v)| format!("{a} {v:+}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            of(entity_of(file, &ck)),
+            amounts(c.values.iter().map(|(a, n)| (a, n)))
         ));
     }
     let change = Change::synthetic_insert(key.clone(), item.clone(), chrono::Utc::now());
@@ -434,10 +436,7 @@ async fn explain_source(
                     x.line(format!(
                         "ledger: counted into {}: {}",
                         display_key(k),
-                        v.iter()
-                            .map(|(a, n)| format!("{a} {n:+}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        amounts(v)
                     ));
                 }
                 let mut same_derived = derived_now.clone();
@@ -479,10 +478,7 @@ async fn kept_by_the_ledger(
         x.line(format!(
             "still counted into {}: {}",
             display_key(k),
-            v.iter()
-                .map(|(a, n)| format!("{a} {n:+}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            amounts(v)
         ));
     }
     for d in rec.derived.values() {
@@ -623,11 +619,7 @@ async fn explain_counter(
                 Some(e) if file.is_some() => format!("`count:` of {e}"),
                 _ => "the model's count rule".into(),
             },
-            values
-                .iter()
-                .map(|(a, v)| format!("{a} {v:+}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            amounts(values.iter().map(|(a, n)| (a, n))),
             if bad {
                 " (bad input now: what its last valid state counted)"
             } else {

@@ -58,6 +58,11 @@ fn value_text(v: &Value) -> String {
         .collect()
 }
 
+/// An edge `from ARROW|"label"| to` (the label escaped).
+fn edge(out: &mut String, from: &str, arrow: &str, label: &str, to: &str) {
+    let _ = writeln!(out, "  {from} {arrow}|\"{}\"| {to}", esc(label));
+}
+
 fn entity_label(e: &Entity) -> String {
     let keys: Vec<String> = e
         .key
@@ -90,6 +95,7 @@ fn when_suffix(when: Option<&shared::file::expr::Expr>) -> String {
 pub fn file_graph(m: &FileModel) -> String {
     let mut out = String::from("flowchart LR\n");
     let t = &m.table;
+    let ent = |i: usize| id("entity", m.entities[i].name);
     let _ = writeln!(
         out,
         "  table[(\"{}\")]",
@@ -142,34 +148,21 @@ pub fn file_graph(m: &FileModel) -> String {
                 .map(|g| g.name)
                 .collect();
             if indexes.is_empty() {
-                let _ = writeln!(out, "  {node} -->|\"{}\"| {node}", esc(&label));
+                edge(&mut out, &node, "-->", &label, &node);
             }
             for g in indexes {
-                let _ = writeln!(out, "  {node} -->|\"{}\"| {}", esc(&label), id("index", g));
+                edge(&mut out, &node, "-->", &label, &id("index", g));
             }
         }
         for d in &e.derive {
-            let target = &m.entities[d.target];
-            let _ = writeln!(
-                out,
-                "  {node} -->|\"{}\"| {}",
-                esc(&format!("derive{}", when_suffix(d.when.as_ref()))),
-                id("entity", target.name)
-            );
+            let label = format!("derive{}", when_suffix(d.when.as_ref()));
+            edge(&mut out, &node, "-->", &label, &ent(d.target));
         }
         if let Some(c) = &e.compute {
             // The rows feed the item's computed values through a job.
             let values: Vec<&str> = c.values.iter().map(|(a, _)| *a).collect();
-            let _ = writeln!(
-                out,
-                "  {} -->|\"{}\"| {node}",
-                id("entity", m.entities[c.over].name),
-                esc(&format!(
-                    "compute {} (queue {})",
-                    values.join(", "),
-                    c.queue.name
-                ))
-            );
+            let label = format!("compute {} (queue {})", values.join(", "), c.queue.name);
+            edge(&mut out, &ent(c.over), "-->", &label, &node);
         }
         for c in &e.count {
             let target = &m.entities[c.counter];
@@ -178,22 +171,18 @@ pub fn file_graph(m: &FileModel) -> String {
                 .iter()
                 .map(|(a, v)| format!("{a} += {}", value_text(v)))
                 .collect();
-            let _ = writeln!(
-                out,
-                "  {node} -->|\"{}\"| {}",
-                esc(&format!(
-                    "count {}{}{}",
-                    adds.join(", "),
-                    // A parent the source does not key: found by its identity.
-                    if target.unique.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (found by {})", target.unique.join(", "))
-                    },
-                    when_suffix(c.when.as_ref())
-                )),
-                id("entity", target.name)
+            let label = format!(
+                "count {}{}{}",
+                adds.join(", "),
+                // A parent the source does not key: found by its identity.
+                if target.unique.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (found by {})", target.unique.join(", "))
+                },
+                when_suffix(c.when.as_ref())
             );
+            edge(&mut out, &node, "-->", &label, &ent(c.counter));
         }
     }
     for s in &m.sets {
@@ -229,30 +218,24 @@ pub fn file_graph(m: &FileModel) -> String {
                 .as_ref()
                 .map(|(v, x)| format!(" from {v} >= {}", x.source))
                 .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {} -->|\"{}\"| {node}",
-                id("entity", m.entities[f.entity].name),
-                esc(&format!("fact {}{via}{from}", f.name))
-            );
+            let label = format!("fact {}{via}{from}", f.name);
+            edge(&mut out, &ent(f.entity), "-->", &label, &node);
         }
         for f in &s.unless {
             // An `unless` on a once effect's marker: from the effect.
             let from = match &f.once {
                 Some(o) => id("once", o),
-                None => id("entity", m.entities[f.entity].name),
+                None => ent(f.entity),
             };
-            let _ = writeln!(
-                out,
-                "  {from} -.->|\"{}\"| {node}",
-                esc(&format!("unless {}", f.name))
+            edge(
+                &mut out,
+                &from,
+                "-.->",
+                &format!("unless {}", f.name),
+                &node,
             );
         }
-        let _ = writeln!(
-            out,
-            "  {node} -->|\"set items\"| {}",
-            id("entity", m.entities[s.target].name)
-        );
+        edge(&mut out, &node, "-->", "set items", &ent(s.target));
     }
     for o in &m.once {
         let node = id("once", o.name);
@@ -263,32 +246,16 @@ pub fn file_graph(m: &FileModel) -> String {
             esc(&value_text(&o.key))
         );
         let _ = writeln!(out, "  {node}[/\"{label}\"/]");
-        let _ = writeln!(
-            out,
-            "  {} -->|\"{}\"| {node}",
-            id("entity", m.entities[o.source].name),
-            esc(&format!("when {}", o.when.source))
-        );
+        let when = format!("when {}", o.when.source);
+        edge(&mut out, &ent(o.source), "-->", &when, &node);
         for r in &o.require {
-            let _ = writeln!(
-                out,
-                "  {} -.->|\"require\"| {node}",
-                id("entity", m.entities[r.entity].name)
-            );
+            edge(&mut out, &ent(r.entity), "-.->", "require", &node);
         }
         for w in &o.put {
-            let _ = writeln!(
-                out,
-                "  {node} -->|\"put, with a marker\"| {}",
-                id("entity", m.entities[w.entity].name)
-            );
+            edge(&mut out, &node, "-->", "put, with a marker", &ent(w.entity));
         }
         for w in &o.delete {
-            let _ = writeln!(
-                out,
-                "  {node} -->|\"delete\"| {}",
-                id("entity", m.entities[w.entity].name)
-            );
+            edge(&mut out, &node, "-->", "delete", &ent(w.entity));
         }
     }
     if let Some(h) = &m.history {
@@ -299,25 +266,13 @@ pub fn file_graph(m: &FileModel) -> String {
             esc(h.processor),
             esc(h.mirror)
         );
-        let _ = writeln!(
-            out,
-            "  {} -->|\"root\"| {node}",
-            id("entity", m.entities[h.root.entity].name)
-        );
+        edge(&mut out, &ent(h.root.entity), "-->", "root", &node);
         for mb in &h.members {
-            let _ = writeln!(
-                out,
-                "  {} -->|\"{}\"| {node}",
-                id("entity", m.entities[mb.shape.entity].name),
-                esc(&format!("member (snapshot list {})", mb.list))
-            );
+            let label = format!("member (snapshot list {})", mb.list);
+            edge(&mut out, &ent(mb.shape.entity), "-->", &label, &node);
         }
-        let _ = writeln!(
-            out,
-            "  {node} -->|\"{}\"| {}",
-            esc(&format!("entries, {} digits", h.digits)),
-            id("entity", m.entities[h.entries].name)
-        );
+        let label = format!("entries, {} digits", h.digits);
+        edge(&mut out, &node, "-->", &label, &ent(h.entries));
     }
     out
 }

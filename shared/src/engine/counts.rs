@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update as TxUpdate,
+    AttributeValue, ConditionCheck, TransactWriteItem, Update as TxUpdate,
 };
 use futures::stream::{self, StreamExt};
 
@@ -41,6 +41,7 @@ use crate::item::{n, Item, ItemExt};
 use crate::ledger::item_id;
 use crate::limits::MAX_TX_ACTIONS;
 use crate::store::TxError;
+use crate::tx;
 
 const ATTEMPTS: usize = 5;
 
@@ -285,17 +286,7 @@ fn plan_sync(
         // The item is right; the totals learn it if they did not know.
         Target::Nothing if totals.synced == totals.ver => return Sync::Done,
         Target::Nothing => None,
-        Target::Delete => Some(
-            TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&deriver.table)
-                        .set_key(Some(key.clone()))
-                        .build()
-                        .expect("table and key are set"),
-                )
-                .build(),
-        ),
+        Target::Delete => Some(tx::delete(&deriver.table, key.clone())),
         Target::Update {
             sets,
             removes,
@@ -331,44 +322,30 @@ fn plan_sync(
                     .condition_expression(cond.join(" AND "))
                     .expression_attribute_names("#k0", k0);
             }
-            Some(
-                TransactWriteItem::builder()
-                    .update(
-                        upd.update_expression(set_remove(&set_exprs, &remove_exprs))
-                            .build()
-                            .expect("table, key and expression are set"),
-                    )
-                    .build(),
-            )
+            Some(tx::update_of(
+                upd.update_expression(set_remove(&set_exprs, &remove_exprs)),
+            ))
         }
     };
     // The totals, unchanged since read, record that the item reflects
     // them (no totals yet: they must still not exist).
     let guard = if totals.ver == 0 {
-        TransactWriteItem::builder()
-            .condition_check(
-                ConditionCheck::builder()
-                    .table_name(&deriver.ledger_table)
-                    .set_key(Some(total_key(deriver.processor, logical)))
-                    .condition_expression("attribute_not_exists(pk)")
-                    .build()
-                    .expect("table, key and condition are set"),
-            )
-            .build()
+        tx::check_of(
+            ConditionCheck::builder()
+                .table_name(&deriver.ledger_table)
+                .set_key(Some(total_key(deriver.processor, logical)))
+                .condition_expression("attribute_not_exists(pk)"),
+        )
     } else {
-        TransactWriteItem::builder()
-            .update(
-                TxUpdate::builder()
-                    .table_name(&deriver.ledger_table)
-                    .set_key(Some(total_key(deriver.processor, logical)))
-                    .update_expression("SET #synced = :v")
-                    .condition_expression("ver = :v")
-                    .expression_attribute_names("#synced", SYNCED)
-                    .expression_attribute_values(":v", n(totals.ver))
-                    .build()
-                    .expect("table, key and expression are set"),
-            )
-            .build()
+        tx::update_of(
+            TxUpdate::builder()
+                .table_name(&deriver.ledger_table)
+                .set_key(Some(total_key(deriver.processor, logical)))
+                .update_expression("SET #synced = :v")
+                .condition_expression("ver = :v")
+                .expression_attribute_names("#synced", SYNCED)
+                .expression_attribute_values(":v", n(totals.ver)),
+        )
     };
     let item_writes = usize::from(write.is_some());
     let mut actions = vec![guard];

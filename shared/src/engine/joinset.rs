@@ -756,10 +756,6 @@ impl JoinSet {
     /// A body's job, checked against the declaration.
     pub fn job(&self, body: &str) -> Result<(JoinJob, Scope), MessageError> {
         let job = JoinJob::decode(body)?;
-        self.check_job(job)
-    }
-
-    fn check_job(&self, job: JoinJob) -> Result<(JoinJob, Scope), MessageError> {
         if job.set != self.name {
             return Err(permanent(format!(
                 "a job of set `{}` sent to `{}`",
@@ -797,7 +793,7 @@ impl JoinSet {
 
 #[path = "joinset_plan.rs"]
 mod plan;
-pub use plan::{plan_scope, FromFn, ListFrom};
+pub use plan::{FromFn, ListFrom};
 
 #[cfg(test)]
 #[path = "joinset_tests.rs"]

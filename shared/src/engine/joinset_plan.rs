@@ -211,29 +211,21 @@ impl JoinSet {
             None
         };
         let existing = existing.map(|item| {
-            let prefer = |name: &str| name == scope;
-            let absent: Vec<&Item> = {
-                let mut v: Vec<(bool, &Item)> = items
-                    .iter()
-                    .filter(|(_, _, i)| i.is_none())
-                    .map(|(f, k, _)| (!prefer(&f.name), k))
-                    .collect();
-                v.sort_by_key(|(p, _)| *p);
-                v.into_iter().map(|(_, k)| k).collect()
-            };
-            let present: Vec<(&Item, bool)> = {
-                let mut v: Vec<(bool, (&Item, bool))> = unless
-                    .iter()
-                    .filter(|(_, _, p, _)| *p)
-                    .map(|(u, k, _, l)| (!prefer(&u.name), (k, *l)))
-                    .collect();
-                v.sort_by_key(|(p, _)| *p);
-                v.into_iter().map(|(_, k)| k).collect()
-            };
-            let guards = if let Some(k) = absent.first() {
-                vec![Guard::absent((*k).clone())]
-            } else if let Some((k, l)) = present.first() {
-                vec![in_table(Guard::exists((*k).clone()), *l)]
+            // The first absent fact (present `unless` fact), the scope's
+            // own preferred.
+            let other = |name: &str| name != scope;
+            let absent = items
+                .iter()
+                .filter(|(_, _, i)| i.is_none())
+                .min_by_key(|(f, _, _)| other(&f.name));
+            let present = unless
+                .iter()
+                .filter(|(_, _, p, _)| *p)
+                .min_by_key(|(u, _, _, _)| other(&u.name));
+            let guards = if let Some((_, k, _)) = absent {
+                vec![Guard::absent(k.clone())]
+            } else if let Some((_, k, _, l)) = present {
+                vec![in_table(Guard::exists(k.clone()), *l)]
             } else {
                 // Only `when` or the TTL says no: the delete holds while the
                 // attributes they read are as read (a fact that goes meanwhile
@@ -337,13 +329,10 @@ impl JoinSet {
                             candidates.push(vars);
                         }
                     }
-                    match next {
-                        Some(a) => after = Some(a),
-                        None => {
-                            step_no += 1;
-                            after = None;
-                        }
+                    if next.is_none() {
+                        step_no += 1;
                     }
+                    after = next;
                     if listed >= self.page || after.is_some() {
                         break;
                     }
@@ -450,15 +439,10 @@ impl JoinSet {
                 }
                 candidates.push(vars);
             }
-            match next {
-                Some(a) => {
-                    after = Some(a);
-                }
-                None => {
-                    step_no += 1;
-                    after = None;
-                }
+            if next.is_none() {
+                step_no += 1;
             }
+            after = next;
             if listed >= self.page || after.is_some() {
                 break;
             }
@@ -566,11 +550,4 @@ impl SetJob for JoinSet {
             self.plan_job(&job, &scope, reads).await
         })
     }
-}
-
-/// Plans a job already decoded (for models whose own start bodies map onto
-/// a scope, e.g. a timeline's versioned jobs).
-pub async fn plan_scope(set: &JoinSet, job: JoinJob, reads: &Reads) -> Result<Plan, MessageError> {
-    let (job, scope) = set.check_job(job)?;
-    set.plan_job(&job, &scope, reads).await
 }

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::Utc;
 
 use super::setjob::{condition_check, BoxFut, Guard, Reads};
@@ -23,6 +23,7 @@ use crate::ledger;
 use crate::metrics::Metrics;
 use crate::sqs::{MessageError, MessageProcessor, Outcome};
 use crate::store::{Store, TxError};
+use crate::tx;
 
 /// What a once effect wants.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -91,32 +92,8 @@ impl OnceProcessor {
         for (g, _) in &plan.checks {
             actions.push(condition_check(&[g], table, &self.reads.ledger_table, key0));
         }
-        for p in &plan.puts {
-            actions.push(
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(table)
-                            .set_item(Some(p.clone()))
-                            .build()
-                            .expect("table and item are set"),
-                    )
-                    .build(),
-            );
-        }
-        for k in &plan.deletes {
-            actions.push(
-                TransactWriteItem::builder()
-                    .delete(
-                        Delete::builder()
-                            .table_name(table)
-                            .set_key(Some(k.clone()))
-                            .build()
-                            .expect("table and key are set"),
-                    )
-                    .build(),
-            );
-        }
+        actions.extend(plan.puts.iter().map(|p| tx::put(table, p.clone())));
+        actions.extend(plan.deletes.iter().map(|k| tx::delete(table, k.clone())));
         actions
     }
 }
@@ -125,18 +102,14 @@ impl OnceProcessor {
     /// The put of an effect's marker: where no marker is, or over a
     /// skipped one (never over the marker of an effect made).
     fn marker_put(&self, marker: Item) -> TransactWriteItem {
-        TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.reads.ledger_table)
-                    .set_item(Some(marker))
-                    .condition_expression("attribute_not_exists(pk) OR #skipped = :skipped")
-                    .expression_attribute_names("#skipped", SKIPPED)
-                    .expression_attribute_values(":skipped", AttributeValue::Bool(true))
-                    .build()
-                    .expect("table and item are set"),
-            )
-            .build()
+        tx::put_of(
+            Put::builder()
+                .table_name(&self.reads.ledger_table)
+                .set_item(Some(marker))
+                .condition_expression("attribute_not_exists(pk) OR #skipped = :skipped")
+                .expression_attribute_names("#skipped", SKIPPED)
+                .expression_attribute_values(":skipped", AttributeValue::Bool(true)),
+        )
     }
 
     /// Records a skipped effect: its marker with `skipped`, unless the

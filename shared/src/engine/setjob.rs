@@ -27,7 +27,7 @@ use crate::item::{key_of, same_value, Item};
 use crate::ledger::item_id;
 use crate::metrics::Metrics;
 use crate::sqs::{MessageError, MessageProcessor, Outcome};
-use crate::store::{Store, TxError};
+use crate::store::{placeholders, Store, TxError};
 
 /// A boxed future (rules with reads are trait objects).
 pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -55,44 +55,32 @@ pub struct Guard {
 }
 
 impl Guard {
-    pub fn exists(key: Item) -> Self {
+    fn on(key: Item, cond: Cond) -> Self {
         Self {
             ledger: false,
             key,
-            cond: Cond::Exists,
+            cond,
         }
+    }
+    pub fn exists(key: Item) -> Self {
+        Self::on(key, Cond::Exists)
     }
     pub fn absent(key: Item) -> Self {
-        Self {
-            ledger: false,
-            key,
-            cond: Cond::Absent,
-        }
+        Self::on(key, Cond::Absent)
     }
     pub fn equals(key: Item, attr: &'static str, value: AttributeValue) -> Self {
-        Self {
-            ledger: false,
-            key,
-            cond: Cond::Equals(attr, value),
-        }
+        Self::on(key, Cond::Equals(attr, value))
     }
     pub fn absent_or_not(key: Item, attr: &'static str, value: AttributeValue) -> Self {
-        Self {
-            ledger: false,
-            key,
-            cond: Cond::AbsentOrNot(attr, value),
-        }
+        Self::on(key, Cond::AbsentOrNot(attr, value))
     }
     /// The item exists and `attr` is as read (`None`: absent).
     pub fn same(key: Item, attr: &'static str, value: Option<&AttributeValue>) -> Self {
-        Self {
-            ledger: false,
-            key,
-            cond: match value {
-                Some(v) => Cond::Equals(attr, v.clone()),
-                None => Cond::Missing(attr),
-            },
-        }
+        let cond = match value {
+            Some(v) => Cond::Equals(attr, v.clone()),
+            None => Cond::Missing(attr),
+        };
+        Self::on(key, cond)
     }
     /// The same guard on the ledger table.
     pub fn in_ledger(mut self) -> Self {
@@ -176,19 +164,14 @@ pub(crate) fn condition_check(
         (table, key_name)
     };
     let e = condition(guards, kn);
-    let mut c = ConditionCheck::builder()
-        .table_name(t)
-        .set_key(Some(g.key.clone()))
-        .condition_expression(e.text);
-    for (k, v) in e.names {
-        c = c.expression_attribute_names(k, v);
-    }
-    for (k, v) in e.values {
-        c = c.expression_attribute_values(k, v);
-    }
-    TransactWriteItem::builder()
-        .condition_check(c.build().expect("table, key and condition are set"))
-        .build()
+    crate::tx::check_of(
+        ConditionCheck::builder()
+            .table_name(t)
+            .set_key(Some(g.key.clone()))
+            .condition_expression(e.text)
+            .set_expression_attribute_names(placeholders(e.names))
+            .set_expression_attribute_values(placeholders(e.values)),
+    )
 }
 
 /// An item of the scope and the facts it depends on.
@@ -354,28 +337,6 @@ pub async fn apply(
     volatile: &[&str],
     plan: &Plan,
 ) -> Result<Applied, MessageError> {
-    apply_with(
-        store,
-        table,
-        ledger_table,
-        key_names,
-        volatile,
-        plan,
-        WRITE_CONCURRENCY,
-    )
-    .await
-}
-
-/// [`apply`] with `concurrency` transactions in flight (at least 1).
-pub async fn apply_with(
-    store: &Store,
-    table: &str,
-    ledger_table: &str,
-    key_names: &[&str],
-    volatile: &[&str],
-    plan: &Plan,
-    concurrency: usize,
-) -> Result<Applied, MessageError> {
     let strip = |i: &Item| -> Item {
         i.iter()
             .filter(|(k, _)| !volatile.contains(&k.as_str()))
@@ -450,7 +411,7 @@ pub async fn apply_with(
             .into_iter()
             .map(|packed| write_chunk(store, table, ledger_table, key_names, packed)),
     )
-    .buffer_unordered(concurrency.max(1));
+    .buffer_unordered(WRITE_CONCURRENCY);
     while let Some(r) = results.next().await {
         applied.add(&r?);
     }
@@ -609,80 +570,59 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
         .sum();
     for (slot, w) in writes.iter().enumerate() {
         let refs: Vec<&Guard> = guards_at[slot].iter().collect();
-        let expr = (!refs.is_empty()).then(|| condition(&refs, key_names[0]));
-        match w {
-            Some(op_idx) => {
-                let op = &taken[*op_idx];
-                let action = match &op.write {
-                    Write::Put(item) => {
-                        let mut p = Put::builder()
-                            .table_name(table)
-                            .set_item(Some(item.clone()));
-                        if let Some(e) = expr {
-                            p = p.condition_expression(e.text);
-                            for (k, v) in e.names {
-                                p = p.expression_attribute_names(k, v);
-                            }
-                            for (k, v) in e.values {
-                                p = p.expression_attribute_values(k, v);
-                            }
+        let Some(op_idx) = w else {
+            actions.push(condition_check(&refs, table, ledger_table, key_names[0]));
+            continue;
+        };
+        let op = &taken[*op_idx];
+        // The op's own guards (none: an empty condition, no placeholders).
+        let Expr {
+            text,
+            mut names,
+            mut values,
+        } = condition(&refs, key_names[0]);
+        let cond = (!text.is_empty()).then_some(text);
+        actions.push(match &op.write {
+            Write::Put(item) => crate::tx::put_of(
+                Put::builder()
+                    .table_name(table)
+                    .set_item(Some(item.clone()))
+                    .set_condition_expression(cond)
+                    .set_expression_attribute_names(placeholders(names))
+                    .set_expression_attribute_values(placeholders(values)),
+            ),
+            Write::Update(attrs) => {
+                let mut sets = Vec::new();
+                let mut removes = Vec::new();
+                for (i, (a, v)) in attrs.iter().enumerate() {
+                    names.push((format!("#u{i}"), a.to_string()));
+                    match v {
+                        Some(v) => {
+                            sets.push(format!("#u{i} = :u{i}"));
+                            values.push((format!(":u{i}"), v.clone()));
                         }
-                        TransactWriteItem::builder()
-                            .put(p.build().expect("table and item are set"))
-                            .build()
+                        None => removes.push(format!("#u{i}")),
                     }
-                    Write::Update(attrs) => {
-                        let mut sets = Vec::new();
-                        let mut removes = Vec::new();
-                        let mut u = aws_sdk_dynamodb::types::Update::builder()
-                            .table_name(table)
-                            .set_key(Some(op.key.clone()));
-                        for (i, (a, v)) in attrs.iter().enumerate() {
-                            u = u.expression_attribute_names(format!("#u{i}"), *a);
-                            match v {
-                                Some(v) => {
-                                    sets.push(format!("#u{i} = :u{i}"));
-                                    u = u.expression_attribute_values(format!(":u{i}"), v.clone());
-                                }
-                                None => removes.push(format!("#u{i}")),
-                            }
-                        }
-                        u = u.update_expression(super::derive::set_remove(&sets, &removes));
-                        if let Some(e) = expr {
-                            u = u.condition_expression(e.text);
-                            for (k, v) in e.names {
-                                u = u.expression_attribute_names(k, v);
-                            }
-                            for (k, v) in e.values {
-                                u = u.expression_attribute_values(k, v);
-                            }
-                        }
-                        TransactWriteItem::builder()
-                            .update(u.build().expect("table, key and expression are set"))
-                            .build()
-                    }
-                    Write::Delete => {
-                        let mut d = Delete::builder()
-                            .table_name(table)
-                            .set_key(Some(op.key.clone()));
-                        if let Some(e) = expr {
-                            d = d.condition_expression(e.text);
-                            for (k, v) in e.names {
-                                d = d.expression_attribute_names(k, v);
-                            }
-                            for (k, v) in e.values {
-                                d = d.expression_attribute_values(k, v);
-                            }
-                        }
-                        TransactWriteItem::builder()
-                            .delete(d.build().expect("table and key are set"))
-                            .build()
-                    }
-                };
-                actions.push(action);
+                }
+                crate::tx::update_of(
+                    aws_sdk_dynamodb::types::Update::builder()
+                        .table_name(table)
+                        .set_key(Some(op.key.clone()))
+                        .update_expression(super::derive::set_remove(&sets, &removes))
+                        .set_condition_expression(cond)
+                        .set_expression_attribute_names(placeholders(names))
+                        .set_expression_attribute_values(placeholders(values)),
+                )
             }
-            None => actions.push(condition_check(&refs, table, ledger_table, key_names[0])),
-        }
+            Write::Delete => crate::tx::delete_of(
+                Delete::builder()
+                    .table_name(table)
+                    .set_key(Some(op.key.clone()))
+                    .set_condition_expression(cond)
+                    .set_expression_attribute_names(placeholders(names))
+                    .set_expression_attribute_values(placeholders(values)),
+            ),
+        });
     }
     Packed {
         actions,

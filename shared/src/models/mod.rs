@@ -44,7 +44,7 @@ pub fn registry() -> Vec<Model> {
 
 /// The shipped model called `name`.
 pub fn find(name: &str) -> Result<Model, String> {
-    file_of(&Source::Name(name.to_string())).map(|l| l.model())
+    load(&Source::Name(name.to_string()))
 }
 
 /// The model file behind a source: the file itself, or the shipped file a
@@ -92,10 +92,7 @@ impl std::fmt::Display for Source {
 /// The model a source names: a registered one, or a file loaded once per
 /// process (every problem of the file in the error, `PATH:LINE:COL: ...`).
 pub fn load(source: &Source) -> Result<Model, String> {
-    match source {
-        Source::Name(n) => find(n),
-        Source::File(p) => crate::file::model(p).map_err(|e| e.to_string()),
-    }
+    file_of(source).map(|l| l.model())
 }
 
 /// A model: its table, its rules, its queues and consumers.

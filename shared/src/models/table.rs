@@ -289,20 +289,14 @@ pub struct RunnerGrant {
 impl RunnerGrant {
     /// The mappings' own calls, for a model with queues or without.
     pub fn mappings(has_queues: bool) -> Self {
+        let of_queues =
+            |actions: &[&'static str]| if has_queues { actions.to_vec() } else { vec![] };
         Self {
             table_actions: mapping::TABLE.to_vec(),
             stream_actions: mapping::STREAM.to_vec(),
             ledger_actions: mapping::LEDGER.to_vec(),
-            queue_actions: if has_queues {
-                mapping::QUEUE.to_vec()
-            } else {
-                Vec::new()
-            },
-            dead_letter_actions: if has_queues {
-                mapping::DEAD_LETTERS.to_vec()
-            } else {
-                Vec::new()
-            },
+            queue_actions: of_queues(mapping::QUEUE),
+            dead_letter_actions: of_queues(mapping::DEAD_LETTERS),
             on_failure_actions: mapping::ON_FAILURE.to_vec(),
             ..Self::default()
         }

@@ -119,19 +119,12 @@ fn composites(key: &Json) -> Vec<String> {
 /// The labels of a `template` key (`T#${taskId}#x`): the text before each
 /// attribute, and the text after the last one.
 fn template_shape(template: &str) -> (Vec<(String, String)>, String) {
-    let mut out = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("${") {
-        let Some(end) = rest[start..].find('}') else {
-            break;
-        };
-        out.push((
-            rest[..start].to_string(),
-            rest[start + 2..start + end].trim().to_string(),
-        ));
-        rest = &rest[start + end + 1..];
-    }
-    (out, rest.to_string())
+    let (holes, tail) = super::holes(template);
+    let labels = holes
+        .into_iter()
+        .map(|(label, name)| (label, name.trim().to_string()))
+        .collect();
+    (labels, tail)
 }
 
 /// The shape of one key of an index.

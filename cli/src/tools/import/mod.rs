@@ -267,6 +267,22 @@ impl Draft {
     }
 }
 
+/// The holes of a `${...}` template: the literal text before each and its
+/// inside, then the text after the last one (an unclosed `${` included).
+pub fn holes(template: &str) -> (Vec<(String, String)>, String) {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        let Some(end) = rest[start..].find('}') else {
+            break;
+        };
+        let inner = &rest[start + 2..start + end];
+        out.push((rest[..start].to_string(), inner.to_string()));
+        rest = &rest[start + end + 1..];
+    }
+    (out, rest.to_string())
+}
+
 /// A CEL string literal.
 pub fn cel_str(s: &str) -> String {
     let mut out = String::from("'");

@@ -19,7 +19,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_str, fresh, ident, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi,
+    cel_str, fresh, holes, ident, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi,
     DraftProject, DraftTy, ImportError,
 };
 
@@ -37,16 +37,12 @@ enum Piece {
 /// Splits `account#${id}` / `${n:6:0}` as OneTable's `runTemplate` reads it
 /// (`/\${(.*?)}/g`, then `name:len:pad`).
 fn pieces(template: &str) -> Vec<Piece> {
+    let (holes, tail) = holes(template);
     let mut out = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("${") {
-        let Some(end) = rest[start..].find('}') else {
-            break;
-        };
-        if start > 0 {
-            out.push(Piece::Lit(rest[..start].to_string()));
+    for (lit, inner) in holes {
+        if !lit.is_empty() {
+            out.push(Piece::Lit(lit));
         }
-        let inner = &rest[start + 2..start + end];
         let mut parts = inner.split(':');
         let name = parts.next().unwrap_or_default().to_string();
         let pad = parts
@@ -55,10 +51,9 @@ fn pieces(template: &str) -> Vec<Piece> {
             .filter(|l| *l > 0)
             .map(|l| (l, parts.next().unwrap_or("0").to_string()));
         out.push(Piece::Var { name, pad });
-        rest = &rest[start + end + 1..];
     }
-    if !rest.is_empty() {
-        out.push(Piece::Lit(rest.to_string()));
+    if !tail.is_empty() {
+        out.push(Piece::Lit(tail));
     }
     out
 }

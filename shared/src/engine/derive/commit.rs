@@ -14,6 +14,7 @@ use crate::item::{n, Item};
 use crate::ledger::item_id;
 use crate::limits::{MAX_TX_ACTIONS, MAX_TX_BYTES};
 use crate::store::{TxError, Update, Written};
+use crate::tx;
 
 pub(super) enum Retry {
     Conflict(usize),
@@ -147,11 +148,7 @@ impl Deriver {
                         .expression_attribute_values(format!(":d{k}"), n(v));
                 }
                 upd = upd.update_expression(format!("ADD {}", adds.join(", ")));
-                actions.push(
-                    TransactWriteItem::builder()
-                        .update(upd.build().expect("table, key and expression are set"))
-                        .build(),
-                );
+                actions.push(tx::update_of(upd));
             }
             let table_actions: usize = chunk
                 .iter()

@@ -14,6 +14,7 @@ use crate::error::InputError;
 use crate::item::{item_size, key_of, n, Item};
 use crate::ledger::{self, item_id};
 use crate::store::Update;
+use crate::tx;
 
 /// The plan for one source item.
 pub(super) struct KeyPlan {
@@ -303,29 +304,9 @@ impl Deriver {
             };
             match (want, have) {
                 (Some(d), h) if !h.is_some_and(|h| crate::item::same_items(h, &d)) => {
-                    carried.actions.push(
-                        TransactWriteItem::builder()
-                            .put(
-                                Put::builder()
-                                    .table_name(&self.table)
-                                    .set_item(Some(d))
-                                    .build()
-                                    .expect("table and item are set"),
-                            )
-                            .build(),
-                    )
+                    carried.actions.push(tx::put(&self.table, d))
                 }
-                (None, Some(_)) => carried.actions.push(
-                    TransactWriteItem::builder()
-                        .delete(
-                            Delete::builder()
-                                .table_name(&self.table)
-                                .set_key(Some(dkey.clone()))
-                                .build()
-                                .expect("table and key are set"),
-                        )
-                        .build(),
-                ),
+                (None, Some(_)) => carried.actions.push(tx::delete(&self.table, dkey.clone())),
                 _ => {}
             }
             if !carried.actions.is_empty() {
@@ -352,17 +333,13 @@ impl Deriver {
             ("ver = :v", Some([(":v".to_string(), n(ver))].into()))
         };
         if by_source.is_empty() {
-            return TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&self.ledger_table)
-                        .set_key(Some(key))
-                        .condition_expression(cond)
-                        .set_expression_attribute_values(vals)
-                        .build()
-                        .expect("table and key are set"),
-                )
-                .build();
+            return tx::delete_of(
+                Delete::builder()
+                    .table_name(&self.ledger_table)
+                    .set_key(Some(key))
+                    .condition_expression(cond)
+                    .set_expression_attribute_values(vals),
+            );
         }
         let mut item = key;
         item.insert(
@@ -375,17 +352,13 @@ impl Deriver {
             ),
         );
         item.insert("ver".into(), n(ver + 1));
-        TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.ledger_table)
-                    .set_item(Some(item))
-                    .condition_expression(cond)
-                    .set_expression_attribute_values(vals)
-                    .build()
-                    .expect("table and item are set"),
-            )
-            .build()
+        tx::put_of(
+            Put::builder()
+                .table_name(&self.ledger_table)
+                .set_item(Some(item))
+                .condition_expression(cond)
+                .set_expression_attribute_values(vals),
+        )
     }
 
     /// The transaction actions of one source item, or `None` when nothing
@@ -404,31 +377,11 @@ impl Deriver {
         let mut writes = extra.actions;
         let mut extra_ledger = extra.ledger;
         for (index, member) in implied.indexed.difference(&rec.implied.indexed) {
-            writes.push(
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(&self.ledger_table)
-                            .set_item(Some(index_item(index, member)))
-                            .build()
-                            .expect("table and item are set"),
-                    )
-                    .build(),
-            );
+            writes.push(tx::put(&self.ledger_table, index_item(index, member)));
             extra_ledger += 1;
         }
         for (index, member) in rec.implied.indexed.difference(&implied.indexed) {
-            writes.push(
-                TransactWriteItem::builder()
-                    .delete(
-                        Delete::builder()
-                            .table_name(&self.ledger_table)
-                            .set_key(Some(index_key(index, member)))
-                            .build()
-                            .expect("table and key are set"),
-                    )
-                    .build(),
-            );
+            writes.push(tx::delete(&self.ledger_table, index_key(index, member)));
             extra_ledger += 1;
         }
         let deltas = contribution_deltas(implied, &rec.implied);
@@ -470,23 +423,25 @@ impl Deriver {
                     n((self.now)().timestamp() + TOMBSTONE_TTL_SECS),
                 );
             }
-            let put = Put::builder()
-                .table_name(&self.ledger_table)
-                .set_item(Some(item))
-                .condition_expression(guard.0)
-                .set_expression_attribute_values(guard.1.map(|v| [(":v".to_string(), v)].into()));
-            TransactWriteItem::builder()
-                .put(put.build().expect("table and item are set"))
-                .build()
+            tx::put_of(
+                Put::builder()
+                    .table_name(&self.ledger_table)
+                    .set_item(Some(item))
+                    .condition_expression(guard.0)
+                    .set_expression_attribute_values(
+                        guard.1.map(|v| [(":v".to_string(), v)].into()),
+                    ),
+            )
         } else {
-            let check = ConditionCheck::builder()
-                .table_name(&self.ledger_table)
-                .set_key(Some(src))
-                .condition_expression(guard.0)
-                .set_expression_attribute_values(guard.1.map(|v| [(":v".to_string(), v)].into()));
-            TransactWriteItem::builder()
-                .condition_check(check.build().expect("table, key and condition are set"))
-                .build()
+            tx::check_of(
+                ConditionCheck::builder()
+                    .table_name(&self.ledger_table)
+                    .set_key(Some(src))
+                    .condition_expression(guard.0)
+                    .set_expression_attribute_values(
+                        guard.1.map(|v| [(":v".to_string(), v)].into()),
+                    ),
+            )
         };
         let mut actions = vec![head];
         actions.extend(writes);

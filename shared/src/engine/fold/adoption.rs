@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<R: FoldRules> FoldProcessor<R> {
+impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// Backfill: adopts an aggregate that has no state yet, through the same
     /// guard as the live fold (the HEAD's absence), so running it twice, or
     /// while the stream processor runs, starts the history once.
@@ -14,7 +14,7 @@ impl<R: FoldRules> FoldProcessor<R> {
             return Ok(Imported::AlreadyKnown);
         }
         let items =
-            aggregate_items(&self.rules, &self.store, &self.config.table, aggregate).await?;
+            aggregate_items(&*self.rules, &self.store, &self.config.table, aggregate).await?;
         let tok = token();
         let adoption = self.rules.adopt(aggregate, &items, (self.now)(), &tok);
         let Adoption::Entry { state, .. } = &adoption else {
@@ -113,7 +113,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         agg: &str,
         rest: &[&Change],
     ) -> Result<(FoldState, std::collections::BTreeSet<String>), ProcessError> {
-        let items = aggregate_items(&self.rules, &self.store, &self.config.table, agg).await?;
+        let items = aggregate_items(&*self.rules, &self.store, &self.config.table, agg).await?;
         let mut state = self.rules.table_state(&items);
         let touched = self.roll_back(&mut state, rest);
         Ok((state, touched))
@@ -267,7 +267,7 @@ impl<R: FoldRules> FoldProcessor<R> {
         if !missing.is_empty() {
             // One strongly consistent Query of the partition (the fold's
             // grant has no GetItem on the table).
-            let items = aggregate_items(&self.rules, &self.store, &self.config.table, agg)
+            let items = aggregate_items(&*self.rules, &self.store, &self.config.table, agg)
                 .await
                 .map_err(|e| BatchFailure {
                     index,
@@ -302,7 +302,7 @@ impl<R: FoldRules> FoldProcessor<R> {
 
     /// Adopts `agg` (no HEAD, first change not its root's creation).
     pub(super) async fn adopt_now(&self, agg: &str) -> Result<Loaded, ProcessError> {
-        let items = aggregate_items(&self.rules, &self.store, &self.config.table, agg).await?;
+        let items = aggregate_items(&*self.rules, &self.store, &self.config.table, agg).await?;
         let tok = token();
         match self.rules.adopt(agg, &items, (self.now)(), &tok) {
             a @ Adoption::Entry { .. } => match self.write_adoption(agg, a, &tok).await? {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<R: FoldRules> FoldProcessor<R> {
+impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     pub(super) async fn load(&self, aggregate: &str) -> Result<Loaded, ProcessError> {
         let pk = ledger::state_pk(self.name, aggregate);
         let items = self
@@ -188,14 +188,8 @@ impl<R: FoldRules> FoldProcessor<R> {
             .keys()
             .filter(|k| !l.state.parts.contains_key(*k))
         {
-            let del = Delete::builder()
-                .table_name(&self.config.ledger_table)
-                .set_key(Some(ledger::key(&pk, part_sk(&l.epoch, name))));
-            actions.push(
-                TransactWriteItem::builder()
-                    .delete(del.build().expect("set"))
-                    .build(),
-            );
+            let key = ledger::key(&pk, part_sk(&l.epoch, name));
+            actions.push(crate::tx::delete(&self.config.ledger_table, key));
         }
         actions
     }

@@ -12,7 +12,7 @@ const MIRRORS_IN_FLIGHT: usize = 8;
 /// mirror is then set, not only raised).
 type Due = (usize, Item, &'static str, u64, bool, bool);
 
-impl<R: FoldRules> FoldProcessor<R> {
+impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     pub(super) fn mirror_update(&self, key: Item, attr: &'static str, seq: u64) -> Update {
         self.mirror_set(key, attr, seq, false)
     }

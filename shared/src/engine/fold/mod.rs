@@ -59,8 +59,9 @@
 //! this file the vocabulary ([`FoldRules`]) and the processor.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
@@ -69,7 +70,7 @@ use crate::error::{InputError, ProcessError};
 use crate::item::{item_size, n, s, Item, ItemExt};
 use crate::ledger;
 use crate::metrics::{names, BatchMetrics, Metrics};
-use crate::store::{Store, TxError, Update, Written};
+use crate::store::{placeholders, Store, TxError, Update, Written};
 
 mod adoption;
 mod commit;
@@ -454,17 +455,19 @@ const MAX_ACTIONS: usize = 100;
 pub const CANDIDATE: &str = "?";
 const MAX_TX_BYTES: usize = 3_500_000;
 
-pub struct FoldProcessor<R> {
+/// A fold's stream processor; `R` is the rules' type (the model's: `dyn
+/// FoldRules`, shared with the model).
+pub struct FoldProcessor<R: ?Sized> {
     name: &'static str,
-    rules: R,
+    rules: Arc<R>,
     store: Store,
     config: FoldConfig,
     metrics: Metrics,
     now: fn() -> DateTime<Utc>,
 }
 
-impl<R: FoldRules> FoldProcessor<R> {
-    pub fn new(name: &'static str, rules: R, store: Store, config: FoldConfig) -> Self {
+impl<R: FoldRules + ?Sized> FoldProcessor<R> {
+    pub fn new(name: &'static str, rules: Arc<R>, store: Store, config: FoldConfig) -> Self {
         Self {
             name,
             rules,
@@ -525,20 +528,17 @@ type Cond<'a> = (
 fn put_action(table: &str, item: Item, cond: Option<Cond<'_>>) -> TransactWriteItem {
     let mut p = Put::builder().table_name(table).set_item(Some(item));
     if let Some((expr, names, values)) = cond {
-        p = p.condition_expression(expr);
-        for (k, v) in names {
-            p = p.expression_attribute_names(k, v);
-        }
-        for (k, v) in values {
-            p = p.expression_attribute_values(k, v);
-        }
+        p = p
+            .condition_expression(expr)
+            .set_expression_attribute_names(placeholders(
+                names.into_iter().map(|(k, v)| (k, v.to_string())),
+            ))
+            .set_expression_attribute_values(placeholders(values));
     }
-    TransactWriteItem::builder()
-        .put(p.build().expect("table and item are set"))
-        .build()
+    crate::tx::put_of(p)
 }
 
-impl<R: FoldRules> StreamProcessor for FoldProcessor<R> {
+impl<R: FoldRules + ?Sized> StreamProcessor for FoldProcessor<R> {
     fn name(&self) -> &'static str {
         self.name
     }
@@ -561,74 +561,5 @@ impl<R: FoldRules> StreamProcessor for FoldProcessor<R> {
             (Err(a), Ok(())) | (Ok(()), Err(a)) => Err(a),
             (Ok(()), Ok(())) => Ok(()),
         }
-    }
-}
-
-/// Rules behind a shared pointer (the model registry holds `Arc<dyn FoldRules>`).
-impl<T: FoldRules + ?Sized> FoldRules for std::sync::Arc<T> {
-    fn aggregate(&self, change: &Change) -> Result<Option<String>, InputError> {
-        (**self).aggregate(change)
-    }
-    fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
-        (**self).adoption_record(change)
-    }
-    fn starts_aggregate(&self, change: &Change) -> bool {
-        (**self).starts_aggregate(change)
-    }
-    fn removes_root(&self, change: &Change) -> bool {
-        (**self).removes_root(change)
-    }
-    fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
-        (**self).cascade(aggregate, state)
-    }
-    fn fold(
-        &self,
-        aggregate: &str,
-        state: &mut FoldState,
-        change: &Change,
-    ) -> Result<FoldOutput, InputError> {
-        (**self).fold(aggregate, state, change)
-    }
-    fn absorb(&self, state: &mut FoldState, change: &Change) -> Result<(), InputError> {
-        (**self).absorb(state, change)
-    }
-    fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)> {
-        (**self).sequence_mirror(aggregate)
-    }
-    fn key_names(&self) -> &'static [&'static str] {
-        (**self).key_names()
-    }
-    fn adopt(
-        &self,
-        aggregate: &str,
-        partition: &[Item],
-        at: DateTime<Utc>,
-        token: &str,
-    ) -> Adoption {
-        (**self).adopt(aggregate, partition, at, token)
-    }
-    fn restate(&self, entry: &Item, state: &FoldState) -> Restated {
-        (**self).restate(entry, state)
-    }
-    fn table_state(&self, partition: &[Item]) -> FoldState {
-        (**self).table_state(partition)
-    }
-    fn entry_key(&self, aggregate: &str, seq: u64) -> Item {
-        (**self).entry_key(aggregate, seq)
-    }
-    fn correct_entry(&self, entry: &Item, part: &str, value: Option<&Item>) -> Option<Item> {
-        (**self).correct_entry(entry, part, value)
-    }
-    fn partition(&self, aggregate: &str) -> (&'static str, String) {
-        (**self).partition(aggregate)
-    }
-    fn sort_prefix(&self, aggregate: &str) -> Option<(&'static str, String)> {
-        (**self).sort_prefix(aggregate)
-    }
-    fn is_of(&self, aggregate: &str, item: &Item) -> bool {
-        (**self).is_of(aggregate, item)
-    }
-    fn verify(&self, items: &[Item]) -> Vec<crate::models::Finding> {
-        (**self).verify(items)
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 /// Partitions queried at once when a batch's states are loaded.
 const PREFETCH: usize = 8;
 
-impl<R: FoldRules> FoldProcessor<R> {
+impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// Folds one change of `agg` into its state (and the transaction).
     /// `rest`: the batch's records of `agg` from this one on, in order.
     #[allow(clippy::too_many_arguments)]
