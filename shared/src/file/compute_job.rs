@@ -785,9 +785,7 @@ mod tests {
     const PICKEM: &str = include_str!("../../../models/pickem.yaml");
 
     fn job(text: &str) -> ComputeJob {
-        let m: &'static FileModel = Box::leak(Box::new(
-            super::super::compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-        ));
+        let m = crate::file::test_support::model(text);
         let entity = m
             .entities
             .iter()

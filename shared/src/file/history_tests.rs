@@ -6,21 +6,13 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::*;
 use crate::change::test_change as change;
 use crate::file::compile;
+use crate::file::test_support::{assert_says, item, model};
 
 /// The README's example: an order and its lines.
 pub const ORDER: &str = include_str!("../../../models/examples/orders.yaml");
 
 fn history(text: &str) -> FileHistory {
-    FileHistory(Box::leak(Box::new(
-        compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-    )))
-}
-
-fn item(pairs: &[(&str, AttributeValue)]) -> Item {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
+    FileHistory(model(text))
 }
 
 fn order(status: &str) -> Item {
@@ -816,10 +808,5 @@ fn an_order_and_its_lines_are_told_apart_by_their_ids_types() {
         "attributes: { customerId: id, orderId: string, status",
     );
     let p = compile(&plain, "t").expect_err("overlaps");
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("`order` (line 21) and `line` both match the key")),
-        "{p:#?}"
-    );
+    assert_says(&p, "`order` (line 21) and `line` both match the key");
 }
