@@ -186,17 +186,8 @@ impl FileModel {
             vals.push((a, Val::Int(stored_int(item, a))));
         }
         // Names bound only by the key: validated by their format.
-        let binders: Vec<(&str, Option<&str>)> = entity
-            .key
-            .iter()
-            .flat_map(|k| {
-                k.template
-                    .binders()
-                    .map(|b| (b.name.as_str(), b.format.as_deref()))
-            })
-            .collect();
-        for ((name, format), value) in binders.iter().zip(&bound) {
-            if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
+        for ((name, format), value) in entity.key_binders().zip(&bound) {
+            if entity.attr(name).is_some() || vals.iter().any(|(n, _)| *n == name) {
                 // The key's part is still of the binder's format.
                 if let Some(Ty::Format(f)) =
                     format.and_then(|f| super::formats::named(f, &self.formats))
@@ -208,7 +199,7 @@ impl FileModel {
                 continue;
             }
             let ty = format.and_then(|f| super::formats::named(f, &self.formats));
-            vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
+            vals.push((name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
         let known = known.filter(|k| std::ptr::eq(k.entity, entity));
@@ -435,16 +426,7 @@ impl Rules for FileRules {
             ));
         }
         // From the key alone: every bound name valid by its type or format.
-        let binders: Vec<(&str, Option<&str>)> = entity
-            .key
-            .iter()
-            .flat_map(|k| {
-                k.template
-                    .binders()
-                    .map(|b| (b.name.as_str(), b.format.as_deref()))
-            })
-            .collect();
-        for ((name, format), value) in binders.iter().zip(&bound) {
+        for ((name, format), value) in entity.key_binders().zip(&bound) {
             let ty = entity
                 .attr(name)
                 .map(|a| a.ty.clone())

@@ -184,15 +184,23 @@ impl Entity {
         self.attrs.iter().find(|a| a.name == name)
     }
 
+    /// Each binder of the key templates in order (a name bound twice
+    /// twice), with its format: the values a key parses into, one each.
+    pub fn key_binders(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.key.iter().flat_map(|k| {
+            k.template
+                .binders()
+                .map(|b| (b.name.as_str(), b.format.as_deref()))
+        })
+    }
+
     /// Every name bound by the key templates (first occurrence), with its
     /// format.
     pub fn binders(&self) -> Vec<(&str, Option<&str>)> {
         let mut out: Vec<(&str, Option<&str>)> = Vec::new();
-        for k in &self.key {
-            for b in k.template.binders() {
-                if !out.iter().any(|(n, _)| *n == b.name) {
-                    out.push((b.name.as_str(), b.format.as_deref()));
-                }
+        for (name, format) in self.key_binders() {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, format));
             }
         }
         out
