@@ -295,47 +295,35 @@ impl Compiling<'_> {
                     }
                     Err(why) => self.err(at(v), format!("set `{set}`: via `{}`: {why}", v.value)),
                 }
-                let reads = also_reads(&self.entities[e], &also);
-                return Some(SetFact {
-                    name: name.to_string(),
-                    entity: e,
-                    key,
-                    via,
-                    via_index,
-                    rename,
-                    reads,
-                    also,
-                    once: None,
-                    from,
-                });
-            }
-            let ve = self.entity(v, set)?;
-            let listed = &self.entities[ve];
-            let maintained = listed.writer
-                || self
-                    .entities
-                    .iter()
-                    .any(|e| e.derive.iter().any(|d| d.target == ve));
-            if !maintained {
-                let fact_entity = self.entities[e].name;
-                let msg = format!(
-                    "set `{set}`: fact `{name}` is listed `via: {}`, but nothing writes `{}` items, so the listing stays empty: derive one per `{fact_entity}` (under `{fact_entity}:`, `derive: [{{ entity: {}, with: {{ ... }} }}]`) or list by a writer entity",
-                    v.value, listed.name, listed.name
-                );
-                self.err(at(v), msg);
-            }
-            match renamed(&self.entities[ve], &rename) {
-                Ok(k) if k.vars() == key.vars() => via = Some(k),
-                Ok(k) => {
+            } else {
+                let ve = self.entity(v, set)?;
+                let listed = &self.entities[ve];
+                let maintained = listed.writer
+                    || self
+                        .entities
+                        .iter()
+                        .any(|e| e.derive.iter().any(|d| d.target == ve));
+                if !maintained {
+                    let fact_entity = self.entities[e].name;
                     let msg = format!(
-                        "set `{set}`: `{}` lists `{name}` by the variables {}, the fact's key has {}: the same key names must bind the same variables",
-                        v.value,
-                        var_names(k.vars()),
-                        var_names(key.vars())
+                        "set `{set}`: fact `{name}` is listed `via: {}`, but nothing writes `{}` items, so the listing stays empty: derive one per `{fact_entity}` (under `{fact_entity}:`, `derive: [{{ entity: {}, with: {{ ... }} }}]`) or list by a writer entity",
+                        v.value, listed.name, listed.name
                     );
                     self.err(at(v), msg);
                 }
-                Err(err) => self.err(at(v), format!("set `{set}`: via `{}`: {err}", v.value)),
+                match renamed(&self.entities[ve], &rename) {
+                    Ok(k) if k.vars() == key.vars() => via = Some(k),
+                    Ok(k) => {
+                        let msg = format!(
+                            "set `{set}`: `{}` lists `{name}` by the variables {}, the fact's key has {}: the same key names must bind the same variables",
+                            v.value,
+                            var_names(k.vars()),
+                            var_names(key.vars())
+                        );
+                        self.err(at(v), msg);
+                    }
+                    Err(err) => self.err(at(v), format!("set `{set}`: via `{}`: {err}", v.value)),
+                }
             }
         }
         let reads = also_reads(&self.entities[e], &also);
