@@ -108,16 +108,10 @@ impl Compiler<'_> {
         entities: &[Entity],
         what: &str,
     ) -> Option<usize> {
-        let i = entities.iter().position(|e| e.name == s.value);
-        if i.is_none() {
-            let hint = super::model::suggest(&s.value, entities.iter().map(|e| e.name))
-                .unwrap_or_default();
-            self.err(
-                at(s),
-                format!("history: {what}: unknown entity `{}`{hint}", s.value),
-            );
-        }
-        i
+        let what = format!("history: {what}");
+        super::model::entity_index(entities.iter().map(|e| e.name), s, &what)
+            .map_err(|p| self.problems.push(p))
+            .ok()
     }
 
     /// Attribute names of `e` a snapshot may name.

@@ -243,11 +243,7 @@ impl Checker<'_> {
 
     /// Position of the character `offset` inside the scalar at `pos`.
     fn inner(&self, pos: (u64, u64), offset: usize) -> (u64, u64) {
-        let line = self.source.lines().nth(pos.0.saturating_sub(1) as usize);
-        let quoted = line
-            .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
-            .is_some_and(|c| c == '"' || c == '\'');
-        (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+        super::model::inner(self.source, pos, offset)
     }
 
     /// A template over the parameters; records the names it reads.

@@ -43,7 +43,7 @@ use serde::Deserialize;
 use super::expr::Expr;
 use super::model::at;
 use super::model::leak;
-use super::model::{suggest, Entity, Problem};
+use super::model::{entity_index, suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::Part as FilePart;
 use super::typecheck::{checked, Readable, T};
@@ -207,15 +207,10 @@ impl Compiling<'_> {
     }
 
     fn entity(&mut self, s: &Spanned<String>, set: &str) -> Option<usize> {
-        let i = self.names.iter().position(|n| *n == s.value);
-        if i.is_none() {
-            let hint = suggest(&s.value, self.names.iter().copied()).unwrap_or_default();
-            self.err(
-                at(s),
-                format!("set `{set}`: unknown entity `{}`{hint}", s.value),
-            );
-        }
-        i
+        let what = format!("set `{set}`");
+        entity_index(self.names.iter().copied(), s, &what)
+            .map_err(|p| self.problems.push(p))
+            .ok()
     }
 
     fn rename(

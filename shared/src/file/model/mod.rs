@@ -294,6 +294,30 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| format!(" (did you mean `{c}`?)"))
 }
 
+/// The index of the entity `s` names among `names`, or the problem
+/// `{what}: unknown entity ...` (with a suggestion) at its place.
+pub fn entity_index<'a>(
+    names: impl Iterator<Item = &'a str> + Clone,
+    s: &Spanned<String>,
+    what: &str,
+) -> Result<usize, Problem> {
+    names.clone().position(|n| n == s.value).ok_or_else(|| {
+        let hint = suggest(&s.value, names).unwrap_or_default();
+        let (l, c) = at(s);
+        Problem::new(l, c, format!("{what}: unknown entity `{}`{hint}", s.value))
+    })
+}
+
+/// Position of the character `offset` inside the scalar at `pos` of
+/// `source` (quoted scalars start one column later).
+pub(in crate::file) fn inner(source: &str, pos: (u64, u64), offset: usize) -> (u64, u64) {
+    let line = source.lines().nth(pos.0.saturating_sub(1) as usize);
+    let quoted = line
+        .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
+        .is_some_and(|c| c == '"' || c == '\'');
+    (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+}
+
 /// Builds a model from its parsed file, or every problem found.
 pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
     let mut c = Compiler {
@@ -379,11 +403,7 @@ impl Compiler<'_> {
     /// Position of the character `offset` inside the scalar at `pos`
     /// (quoted scalars start one column later).
     fn inner(&self, pos: (u64, u64), offset: usize) -> (u64, u64) {
-        let line = self.source.lines().nth(pos.0.saturating_sub(1) as usize);
-        let quoted = line
-            .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
-            .is_some_and(|c| c == '"' || c == '\'');
-        (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+        inner(self.source, pos, offset)
     }
 
     fn file(&mut self, raw: RawFile, default_name: &str) -> Option<FileModel> {
@@ -704,12 +724,9 @@ impl Compiler<'_> {
     }
 
     fn entity_ref(&mut self, s: &Spanned<String>, names: &[&str], from: &str) -> Option<usize> {
-        let i = names.iter().position(|n| *n == s.value);
-        if i.is_none() {
-            let hint = suggest(&s.value, names.iter().copied()).unwrap_or_default();
-            self.err(at(s), format!("{from}: unknown entity `{}`{hint}", s.value));
-        }
-        i
+        entity_index(names.iter().copied(), s, from)
+            .map_err(|p| self.problems.push(p))
+            .ok()
     }
 }
 
