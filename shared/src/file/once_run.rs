@@ -98,25 +98,9 @@ fn key_of(
     for (n, v) in with {
         bound.push((n.clone(), eval(m, v, vals)?));
     }
-    let mut key = Item::new();
-    for k in &t.key {
-        let mut parts = Vec::new();
-        for b in k.template.binders() {
-            let v = bound
-                .iter()
-                .find(|(n, _)| *n == b.name)
-                .map(|(_, v)| m.key_part(b.format.as_deref(), v.render()))
-                .ok_or_else(|| format!("`{}` is unbound", b.name))?;
-            if v.is_empty() {
-                return Err(format!("`{}` of {}'s key is empty", b.name, t.name));
-            }
-            parts.push(v);
-        }
-        key.insert(
-            k.attr.to_string(),
-            AttributeValue::S(k.template.build(&parts)),
-        );
-    }
+    let key: Item = (m.key_of_bound(t, &bound)?.into_iter())
+        .map(|(attr, v)| (attr.to_string(), AttributeValue::S(v)))
+        .collect();
     let [pkn, skn] = m.key_names();
     let reads_back = match (key.s(pkn), key.s(skn)) {
         (Ok(pk), Ok(sk)) => m.classify(pk, sk).is_some_and(|(e, _)| std::ptr::eq(e, t)),

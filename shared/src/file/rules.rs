@@ -342,6 +342,16 @@ impl FileModel {
         for (n, v) in with {
             bound.push((n.clone(), self.eval(rec, v)?));
         }
+        Ok((self.key_of_bound(target, &bound)?, bound))
+    }
+
+    /// The key of entity `target` from the values `bound` by name: every
+    /// binder bound and not empty.
+    pub(super) fn key_of_bound(
+        &self,
+        target: &Entity,
+        bound: &[(String, Val)],
+    ) -> Result<KeyValues, String> {
         let mut key = Vec::with_capacity(2);
         for k in &target.key {
             let mut vals = Vec::new();
@@ -358,7 +368,7 @@ impl FileModel {
             }
             key.push((k.attr, k.template.build(&vals)));
         }
-        Ok((key, bound))
+        Ok(key)
     }
 }
 
