@@ -780,12 +780,13 @@ impl SetJob for ComputeJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file::test_support::{item, model};
     use crate::item::{n, s};
 
     const PICKEM: &str = include_str!("../../../models/pickem.yaml");
 
     fn job(text: &str) -> ComputeJob {
-        let m = crate::file::test_support::model(text);
+        let m = model(text);
         let entity = m
             .entities
             .iter()
@@ -801,7 +802,7 @@ mod tests {
             AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
         };
         let row = |id: &str, points: i64, result: i64| -> Item {
-            [
+            item(&[
                 ("PK", s("EVENT#2024-03-03-x")),
                 ("SK", s(format!("MATCH#{id}"))),
                 ("type", s("match")),
@@ -811,10 +812,7 @@ mod tests {
                 ("points", n(points)),
                 ("teams", AttributeValue::L(vec![team("a"), team("b")])),
                 ("result", n(result)),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+            ])
         };
         let rows = [row("m1", 10, 0), row("m2", points, 1)]
             .iter()
@@ -830,7 +828,7 @@ mod tests {
     }
 
     fn prediction() -> Item {
-        [
+        item(&[
             ("PK", s("USER#sam")),
             ("SK", s("EVENT#2024-03-03-x")),
             ("type", s("prediction")),
@@ -838,10 +836,7 @@ mod tests {
                 "predictions",
                 AttributeValue::M([("m1".to_string(), n(0)), ("m2".to_string(), n(1))].into()),
             ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+        ])
     }
 
     /// The job parses an item it scores once: the item it will be (its

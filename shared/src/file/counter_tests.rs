@@ -3,10 +3,10 @@
 //! what the rules make of a counter key the counter rejects at run time.
 
 use super::model_tests::LIBRARY;
-use super::test_support::{assert_at, position, problems, rules};
+use super::test_support::{assert_at, item, position, problems, rules};
 use crate::engine::derive::checked_contributions;
 use crate::engine::rules::Rules;
-use crate::item::{n, s, Item};
+use crate::item::{n, s};
 
 #[test]
 fn a_counter_block_nothing_counts_into_is_a_check_model_error() {
@@ -60,7 +60,7 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
             "with: { memberId: \"${memberId}\" }",
         );
     let r = rules(&text);
-    let loan: Item = [
+    let loan = item(&[
         ("PK", s("M#ann")),
         ("SK", s("LOAN#01HXAA0000000000000000000A")),
         ("type", s("loan")),
@@ -69,10 +69,7 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
         ("days", n(14)),
         ("state", s("open")),
         ("since", s("2026-01-01T00:00:00Z")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     // The rule builds the key; the counter's own rules reject it.
     let e = checked_contributions(&r, &loan).unwrap_err();
     assert_eq!(e, r.contributions(&loan).unwrap_err());

@@ -3,7 +3,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::test_support::{assert_at, assert_says, broken, position, problems, rules};
+use super::test_support::{assert_at, assert_says, broken, item, position, problems, rules};
 use super::{compile, Problem};
 use crate::engine::rules::Rules;
 use crate::item::{n, s, Item};
@@ -16,7 +16,7 @@ pub const LIBRARY: &str = include_str!("../../../models/examples/library.yaml");
 const B: &str = "01HXAA0000000000000000000A";
 
 fn loan(member: &str, book: &str, state: &str) -> Item {
-    [
+    item(&[
         ("PK", s(format!("M#{member}"))),
         ("SK", s(format!("LOAN#{book}"))),
         ("type", s("loan")),
@@ -25,17 +25,14 @@ fn loan(member: &str, book: &str, state: &str) -> Item {
         ("days", n(14)),
         ("state", s(state)),
         ("since", s("2026-01-01T00:00:00Z")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 #[test]
 fn a_valid_item_implies_its_projection_items_and_counts() {
     let r = rules(LIBRARY);
-    let item = loan("ann", B, "open");
-    let p = r.projection(&item).unwrap().unwrap();
+    let open = loan("ann", B, "open");
+    let p = r.projection(&open).unwrap().unwrap();
     assert_eq!(
         p.attrs,
         vec![
@@ -45,14 +42,14 @@ fn a_valid_item_implies_its_projection_items_and_counts() {
         ]
     );
     assert_eq!(p.sources, vec!["state", "since", "memberId", "days"]);
-    let d = r.derived(&item).unwrap();
+    let d = r.derived(&open).unwrap();
     assert_eq!(d.len(), 1);
     assert_eq!(d[0]["PK"], s(format!("B#{B}")));
     assert_eq!(d[0]["SK"], s("M#ann"));
     assert_eq!(d[0]["since"], s("2026-01-01T00:00:00Z"));
     assert_eq!(d[0]["type"], s("book_loan"));
     assert_eq!(d[0].len(), 4);
-    let c = r.contributions(&item).unwrap();
+    let c = r.contributions(&open).unwrap();
     assert_eq!(c[0].values, vec![("open", 1), ("total", 1)]);
     assert_eq!(
         c[0].counter.key,
@@ -68,24 +65,12 @@ fn a_valid_item_implies_its_projection_items_and_counts() {
         vec![("open", 0), ("total", 1)]
     );
     // The counter item is recognised from its key; the mirror is ignored.
-    let counter: Item = [
-        ("PK".to_string(), s("M#ann")),
-        ("SK".to_string(), s("COUNT")),
-    ]
-    .into();
+    let counter = item(&[("PK", s("M#ann")), ("SK", s("COUNT"))]);
     assert!(r.counter(&counter).is_some());
     assert!(!r.ignores(&counter));
-    let mirror: Item = [
-        ("PK".to_string(), s(format!("B#{B}"))),
-        ("SK".to_string(), s("M#ann")),
-    ]
-    .into();
+    let mirror = item(&[("PK", s(format!("B#{B}"))), ("SK", s("M#ann"))]);
     assert!(r.ignores(&mirror));
-    let bad_mirror: Item = [
-        ("PK".to_string(), s("B#nope")),
-        ("SK".to_string(), s("M#ann")),
-    ]
-    .into();
+    let bad_mirror = item(&[("PK", s("B#nope")), ("SK", s("M#ann"))]);
     assert!(
         r.ignores(&bad_mirror),
         "recognised by shape; implies nothing"
@@ -122,24 +107,21 @@ fn bad_input_is_a_structured_error_never_a_panic() {
     i = loan("ann", B, "open");
     i.insert("since".into(), s("2026-01-01T00:00:00+02:00"));
     assert_eq!(kind(&i), "InvalidValue", "UTC only");
-    let unknown: Item = [("PK".to_string(), s("X")), ("SK".to_string(), s("Y"))].into();
+    let unknown = item(&[("PK", s("X")), ("SK", s("Y"))]);
     assert_eq!(kind(&unknown), "UnknownEntity");
-    let no_sk: Item = [("PK".to_string(), s("X"))].into();
+    let no_sk = item(&[("PK", s("X"))]);
     assert_eq!(kind(&no_sk), "MissingAttribute");
     let msg = r.derived(&loan("ann", B, "lost")).unwrap_err().to_string();
     assert!(msg.contains("PK=M#ann") && msg.contains("state"), "{msg}");
     assert!(!msg.contains("2026-01-01"), "never the item: {msg}");
     // A set attribute: absent is the empty set; a list is the wrong type.
-    let mut m: Item = [
+    let mut m = item(&[
         ("PK", s("M#ann")),
         ("SK", s("PROFILE")),
         ("type", s("member")),
         ("memberId", s("ann")),
         ("name", s("Ann")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     assert!(r.derived(&m).is_ok());
     m.insert("tags".into(), AttributeValue::L(vec![]));
     assert_eq!(kind(&m), "WrongType");
@@ -332,7 +314,7 @@ entities:
 "#;
 
 fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
-    [
+    item(&[
         ("PK", s("S#a")),
         ("SK", s("SEAT")),
         ("type", s("seat")),
@@ -341,10 +323,7 @@ fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
         ("vip", vip),
         ("zone", s(zone)),
         ("label", s("secret-label")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 #[test]

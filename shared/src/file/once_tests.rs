@@ -55,15 +55,12 @@ once:
 "#;
 
 fn request(status: &str, approved_at: Option<&str>) -> Item {
-    let mut i: Item = [
+    let mut i = item(&[
         ("PK", s("JOB#j1")),
         ("SK", s("REQ#s1")),
         ("type", s("request")),
         ("status", s(status)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     if let Some(a) = approved_at {
         i.insert("approvedAt".into(), s(a));
     }
