@@ -89,12 +89,8 @@ impl<'de> Deserialize<'de> for RawCond {
                     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Operand, E> {
                         Ok(Operand(vec![Scalar(v.to_string())]))
                     }
-                    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Operand, A::Error> {
-                        let mut out = Vec::new();
-                        while let Some(s) = seq.next_element::<Scalar>()? {
-                            out.push(s);
-                        }
-                        Ok(Operand(out))
+                    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Operand, A::Error> {
+                        Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Operand)
                     }
                 }
                 d.deserialize_any(V)
