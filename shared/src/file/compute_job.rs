@@ -22,6 +22,7 @@ use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
 use super::record::Images;
 use super::rules::{FileRules, Parsed, Record};
+use super::template::Binder;
 use crate::change::ChangeKind;
 use crate::engine::derive::{index_members, total_key};
 use crate::engine::rules::{Contribution, Counter, OutMessage};
@@ -82,41 +83,34 @@ fn message(c: &Compute, msg: &ComputeMsg) -> OutMessage {
 /// The scope of the rows of a row's key (row key name -> value).
 fn scope_of_row(c: &Compute, over: &Entity, pk: &str) -> Option<BTreeMap<String, String>> {
     let bound = over.key[0].template.matches(pk)?;
-    let names: Vec<&str> = over.key[0]
-        .template
-        .binders()
-        .map(|b| b.name.as_str())
-        .collect();
-    Some(
-        c.scope
-            .iter()
-            .filter_map(|(row, _)| {
-                let i = names.iter().position(|n| n == row)?;
-                Some((row.clone(), bound[i].to_string()))
-            })
-            .collect(),
-    )
+    let names = over.key[0].template.binders();
+    Some(scope_from(c, names, &bound, |(row, _)| row))
 }
 
 /// The scope of an item of the computing entity (from its key names).
 fn scope_of_item(c: &Compute, e: &Entity, pk: &str, sk: &str) -> Option<BTreeMap<String, String>> {
     let mut bound = e.key[0].template.matches(pk)?;
     bound.extend(e.key[1].template.matches(sk)?);
-    let names: Vec<&str> = e
-        .key
+    let names = e.key.iter().flat_map(|k| k.template.binders());
+    Some(scope_from(c, names, &bound, |(_, own)| own))
+}
+
+/// Each row key name of the scope whose name (`name_of` its pair) a binder
+/// of `binders` binds, with the value bound there.
+fn scope_from<'a>(
+    c: &Compute,
+    binders: impl Iterator<Item = &'a Binder>,
+    bound: &[&str],
+    name_of: impl Fn(&(String, String)) -> &String,
+) -> BTreeMap<String, String> {
+    let names: Vec<&str> = binders.map(|b| b.name.as_str()).collect();
+    c.scope
         .iter()
-        .flat_map(|k| k.template.binders())
-        .map(|b| b.name.as_str())
-        .collect();
-    Some(
-        c.scope
-            .iter()
-            .filter_map(|(row, own)| {
-                let i = names.iter().position(|n| n == own)?;
-                Some((row.clone(), bound[i].to_string()))
-            })
-            .collect(),
-    )
+        .filter_map(|pair| {
+            let i = names.iter().position(|n| n == name_of(pair))?;
+            Some((pair.0.clone(), bound[i].to_string()))
+        })
+        .collect()
 }
 
 fn scope_vec(scope: &BTreeMap<String, String>) -> Vec<(String, String)> {
