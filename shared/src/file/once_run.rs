@@ -233,17 +233,9 @@ fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePla
 }
 
 fn holds(m: &FileModel, e: &Expr, vals: &Vals) -> Result<bool, String> {
-    match m
-        .env
+    m.env
         .eval(e, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))?
-    {
-        Val::Bool(b) => Ok(b),
-        other => Err(format!(
-            "`{}` gave a {}, not a bool",
-            e.source,
-            other.kind()
-        )),
-    }
+        .bool_of(&e.source)
 }
 
 impl FileModel {

@@ -286,14 +286,7 @@ impl FileModel {
     ) -> Result<bool, String> {
         match when {
             None => Ok(true),
-            Some(e) => match self.env.eval(e, |n| rec.get(n))? {
-                Val::Bool(b) => Ok(b),
-                other => Err(format!(
-                    "`{}` gave a {}, not a bool",
-                    e.source,
-                    other.kind()
-                )),
-            },
+            Some(e) => self.env.eval(e, |n| rec.get(n))?.bool_of(&e.source),
         }
     }
 
