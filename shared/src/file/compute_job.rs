@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::compute::{row_val, rows_pk, version_sk, Compute, MAX_SCOPE_ROWS, VERSION_ATTR};
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
+use super::once_run::invalid_message;
 use super::record::Images;
 use super::rules::{FileRules, Parsed, Record};
 use super::template::Binder;
@@ -447,12 +448,8 @@ impl ComputeJob {
         scope: &BTreeMap<String, String>,
     ) -> Result<Vec<(String, String)>, MessageError> {
         let c = self.compute();
-        let bad = |reason: String| MessageError::Permanent {
-            kind: "InvalidMessage",
-            reason,
-        };
         if scope.len() != c.scope.len() || !c.scope.iter().all(|(k, _)| scope.contains_key(k)) {
-            return Err(bad(format!(
+            return Err(invalid_message(format!(
                 "scope must name exactly {}",
                 c.scope
                     .iter()
@@ -465,8 +462,8 @@ impl ComputeJob {
             .values()
             .any(|v| v.is_empty() || v.contains('#') || v.len() > 1024)
         {
-            return Err(bad(
-                "a scope value is empty, holds `#` or is over 1024 bytes".into(),
+            return Err(invalid_message(
+                "a scope value is empty, holds `#` or is over 1024 bytes",
             ));
         }
         Ok(scope_vec(scope))
@@ -707,29 +704,27 @@ impl SetJob for ComputeJob {
             let msg: ComputeMsg = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
             let scope = self.scope_ok(msg.scope())?;
             let e = &m.entities[self.entity];
-            let rpk =
-                rows_pk(&m.entities[c.over], &scope).ok_or_else(|| MessageError::Permanent {
-                    kind: "InvalidMessage",
-                    reason: "the scope does not build the rows' partition key".into(),
-                })?;
+            let rpk = rows_pk(&m.entities[c.over], &scope).ok_or_else(|| {
+                invalid_message("the scope does not build the rows' partition key")
+            })?;
             let mut plan = Plan::default();
             let keys: Vec<[String; 2]> = match msg {
                 ComputeMsg::Items { keys, .. } => {
                     if keys.is_empty() || keys.len() > c.page {
-                        return Err(MessageError::Permanent {
-                            kind: "InvalidMessage",
-                            reason: format!("keys must be 1..={} items", c.page),
-                        });
+                        return Err(invalid_message(format!(
+                            "keys must be 1..={} items",
+                            c.page
+                        )));
                     }
                     for [pk, sk] in &keys {
                         let ok = m.classify(pk, sk).is_some_and(|(x, _)| std::ptr::eq(x, e))
                             && scope_of_item(c, e, pk, sk).map(|s| scope_vec(&s)).as_ref()
                                 == Some(&scope);
                         if !ok {
-                            return Err(MessageError::Permanent {
-                                kind: "InvalidMessage",
-                                reason: format!("a key is not a `{}` of the scope", e.name),
-                            });
+                            return Err(invalid_message(format!(
+                                "a key is not a `{}` of the scope",
+                                e.name
+                            )));
                         }
                     }
                     keys

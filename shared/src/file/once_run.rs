@@ -334,10 +334,11 @@ pub struct FileOnce {
     pub spec: &'static OnceSpec,
 }
 
-fn invalid_message(reason: String) -> MessageError {
+/// A body its consumer cannot act on: a permanent failure, and why.
+pub(super) fn invalid_message(reason: impl Into<String>) -> MessageError {
     MessageError::Permanent {
         kind: "InvalidMessage",
-        reason,
+        reason: reason.into(),
     }
 }
 
