@@ -386,14 +386,12 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
                 continue;
             }
             (false, [(attr, v)]) => {
-                let Some(a) = entities[t].attr(attr) else {
-                    let hint =
-                        suggest(attr, entities[t].attrs.iter().map(|a| a.name)).unwrap_or_default();
-                    c.err(
-                        at(v),
-                        format!("once `{name}`: `{attr}` is not an attribute of `{tname}`{hint}"),
-                    );
-                    continue;
+                let a = match entities[t].known_attr(attr) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        c.err(at(v), format!("once `{name}`: {why}"));
+                        continue;
+                    }
                 };
                 let an = a.name;
                 let Some(v) = c.value(name, v, &scope, &mut reads) else {

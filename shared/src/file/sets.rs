@@ -302,14 +302,12 @@ fn one(
     let tent = &c.entities[target];
     let mut values = Vec::new();
     for (attr, v) in &raw.values.0 {
-        let Some(a) = tent.attr(attr) else {
-            let hint = suggest(attr, tent.attrs.iter().map(|a| a.name)).unwrap_or_default();
-            let msg = format!(
-                "set `{name}`: `{attr}` is not an attribute of `{}`{hint}",
-                tent.name
-            );
-            c.err(at(v), msg);
-            continue;
+        let a = match tent.known_attr(attr) {
+            Ok(a) => a,
+            Err(why) => {
+                c.err(at(v), format!("set `{name}`: {why}"));
+                continue;
+            }
         };
         let an = a.name;
         if let Some(e) = c.expr(name, v, &vars, &mut facts, true) {

@@ -184,6 +184,14 @@ impl Entity {
         self.attrs.iter().find(|a| a.name == name)
     }
 
+    /// The attribute `name`, or why there is none (with a suggestion).
+    pub fn known_attr(&self, name: &str) -> Result<&Attr, String> {
+        self.attr(name).ok_or_else(|| {
+            let hint = suggest(name, self.attrs.iter().map(|a| a.name)).unwrap_or_default();
+            format!("`{name}` is not an attribute of `{}`{hint}", self.name)
+        })
+    }
+
     /// Each binder of the key templates in order (a name bound twice
     /// twice), with its format: the values a key parses into, one each.
     pub fn key_binders(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
