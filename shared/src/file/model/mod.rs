@@ -396,10 +396,15 @@ impl Scope<'_> {
         self.names.iter().any(|(k, _)| k == n)
     }
 
+    /// A name's declared type, when it has one.
+    pub(in crate::file) fn declared(&self, n: &str) -> Option<&Ty> {
+        let found = self.names.iter().find(|(k, _)| k == n);
+        found.and_then(|(_, t)| t.as_ref())
+    }
+
     /// A name's type as the type check sees it.
     pub(super) fn ty(&self, n: &str) -> super::typecheck::T {
-        let declared = self.names.iter().find(|(k, _)| k == n);
-        super::typecheck::T::of(declared.and_then(|(_, t)| t.as_ref()))
+        super::typecheck::T::of(self.declared(n))
     }
 }
 
