@@ -72,18 +72,7 @@ fn from_json(name: &str, v: &serde_json::Value) -> Result<Val, String> {
 pub(super) type Vals = Vec<(String, Val)>;
 
 fn eval(m: &FileModel, v: &Value, vals: &Vals) -> Result<Val, String> {
-    let look = |n: &str| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v);
-    if let [Part::Hole(e, _)] = v.0.as_slice() {
-        return m.env.eval(e, look);
-    }
-    let mut out = String::new();
-    for p in &v.0 {
-        match p {
-            Part::Lit(l) => out.push_str(l),
-            Part::Hole(e, _) => out.push_str(&m.env.eval(e, look)?.render()),
-        }
-    }
-    Ok(Val::Str(out))
+    m.eval_value(v, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))
 }
 
 /// The key of entity `t` from `with`, which must read back as that entity;

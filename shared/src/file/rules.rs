@@ -266,14 +266,24 @@ impl FileModel {
     }
 
     pub(super) fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
+        self.eval_value(v, |n| rec.get(n))
+    }
+
+    /// A value with `lookup` giving each name it reads: one expression
+    /// keeps its type, a template renders to a string.
+    pub(super) fn eval_value<'a>(
+        &self,
+        v: &Value,
+        lookup: impl Fn(&str) -> Option<&'a Val> + Copy,
+    ) -> Result<Val, String> {
         if let [Part::Hole(e, _)] = v.0.as_slice() {
-            return self.env.eval(e, |n| rec.get(n));
+            return self.env.eval(e, lookup);
         }
         let mut out = String::new();
         for p in &v.0 {
             match p {
                 Part::Lit(l) => out.push_str(l),
-                Part::Hole(e, _) => out.push_str(&self.env.eval(e, |n| rec.get(n))?.render()),
+                Part::Hole(e, _) => out.push_str(&self.env.eval(e, lookup)?.render()),
             }
         }
         Ok(Val::Str(out))
