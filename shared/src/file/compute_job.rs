@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 use super::compute::{row_val, rows_pk, version_sk, Compute, MAX_SCOPE_ROWS, VERSION_ATTR};
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
+use super::once_run::invalid_message;
 use super::record::Images;
 use super::rules::{FileRules, Parsed, Record};
+use super::template::Binder;
 use crate::change::ChangeKind;
 use crate::engine::derive::{index_members, total_key};
 use crate::engine::rules::{Contribution, Counter, OutMessage};
@@ -82,41 +84,34 @@ fn message(c: &Compute, msg: &ComputeMsg) -> OutMessage {
 /// The scope of the rows of a row's key (row key name -> value).
 fn scope_of_row(c: &Compute, over: &Entity, pk: &str) -> Option<BTreeMap<String, String>> {
     let bound = over.key[0].template.matches(pk)?;
-    let names: Vec<&str> = over.key[0]
-        .template
-        .binders()
-        .map(|b| b.name.as_str())
-        .collect();
-    Some(
-        c.scope
-            .iter()
-            .filter_map(|(row, _)| {
-                let i = names.iter().position(|n| n == row)?;
-                Some((row.clone(), bound[i].to_string()))
-            })
-            .collect(),
-    )
+    let names = over.key[0].template.binders();
+    Some(scope_from(c, names, &bound, |(row, _)| row))
 }
 
 /// The scope of an item of the computing entity (from its key names).
 fn scope_of_item(c: &Compute, e: &Entity, pk: &str, sk: &str) -> Option<BTreeMap<String, String>> {
     let mut bound = e.key[0].template.matches(pk)?;
     bound.extend(e.key[1].template.matches(sk)?);
-    let names: Vec<&str> = e
-        .key
+    let names = e.key.iter().flat_map(|k| k.template.binders());
+    Some(scope_from(c, names, &bound, |(_, own)| own))
+}
+
+/// Each row key name of the scope whose name (`name_of` its pair) a binder
+/// of `binders` binds, with the value bound there.
+fn scope_from<'a>(
+    c: &Compute,
+    binders: impl Iterator<Item = &'a Binder>,
+    bound: &[&str],
+    name_of: impl Fn(&(String, String)) -> &String,
+) -> BTreeMap<String, String> {
+    let names: Vec<&str> = binders.map(|b| b.name.as_str()).collect();
+    c.scope
         .iter()
-        .flat_map(|k| k.template.binders())
-        .map(|b| b.name.as_str())
-        .collect();
-    Some(
-        c.scope
-            .iter()
-            .filter_map(|(row, own)| {
-                let i = names.iter().position(|n| n == own)?;
-                Some((row.clone(), bound[i].to_string()))
-            })
-            .collect(),
-    )
+        .filter_map(|pair| {
+            let i = names.iter().position(|n| n == name_of(pair))?;
+            Some((pair.0.clone(), bound[i].to_string()))
+        })
+        .collect()
 }
 
 fn scope_vec(scope: &BTreeMap<String, String>) -> Vec<(String, String)> {
@@ -453,12 +448,8 @@ impl ComputeJob {
         scope: &BTreeMap<String, String>,
     ) -> Result<Vec<(String, String)>, MessageError> {
         let c = self.compute();
-        let bad = |reason: String| MessageError::Permanent {
-            kind: "InvalidMessage",
-            reason,
-        };
         if scope.len() != c.scope.len() || !c.scope.iter().all(|(k, _)| scope.contains_key(k)) {
-            return Err(bad(format!(
+            return Err(invalid_message(format!(
                 "scope must name exactly {}",
                 c.scope
                     .iter()
@@ -471,8 +462,8 @@ impl ComputeJob {
             .values()
             .any(|v| v.is_empty() || v.contains('#') || v.len() > 1024)
         {
-            return Err(bad(
-                "a scope value is empty, holds `#` or is over 1024 bytes".into(),
+            return Err(invalid_message(
+                "a scope value is empty, holds `#` or is over 1024 bytes",
             ));
         }
         Ok(scope_vec(scope))
@@ -713,29 +704,27 @@ impl SetJob for ComputeJob {
             let msg: ComputeMsg = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
             let scope = self.scope_ok(msg.scope())?;
             let e = &m.entities[self.entity];
-            let rpk =
-                rows_pk(&m.entities[c.over], &scope).ok_or_else(|| MessageError::Permanent {
-                    kind: "InvalidMessage",
-                    reason: "the scope does not build the rows' partition key".into(),
-                })?;
+            let rpk = rows_pk(&m.entities[c.over], &scope).ok_or_else(|| {
+                invalid_message("the scope does not build the rows' partition key")
+            })?;
             let mut plan = Plan::default();
             let keys: Vec<[String; 2]> = match msg {
                 ComputeMsg::Items { keys, .. } => {
                     if keys.is_empty() || keys.len() > c.page {
-                        return Err(MessageError::Permanent {
-                            kind: "InvalidMessage",
-                            reason: format!("keys must be 1..={} items", c.page),
-                        });
+                        return Err(invalid_message(format!(
+                            "keys must be 1..={} items",
+                            c.page
+                        )));
                     }
                     for [pk, sk] in &keys {
                         let ok = m.classify(pk, sk).is_some_and(|(x, _)| std::ptr::eq(x, e))
                             && scope_of_item(c, e, pk, sk).map(|s| scope_vec(&s)).as_ref()
                                 == Some(&scope);
                         if !ok {
-                            return Err(MessageError::Permanent {
-                                kind: "InvalidMessage",
-                                reason: format!("a key is not a `{}` of the scope", e.name),
-                            });
+                            return Err(invalid_message(format!(
+                                "a key is not a `{}` of the scope",
+                                e.name
+                            )));
                         }
                     }
                     keys
@@ -778,155 +767,5 @@ impl SetJob for ComputeJob {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::item::{n, s};
-
-    const PICKEM: &str = include_str!("../../../models/pickem.yaml");
-
-    fn job(text: &str) -> ComputeJob {
-        let m: &'static FileModel = Box::leak(Box::new(
-            super::super::compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-        ));
-        let entity = m
-            .entities
-            .iter()
-            .position(|e| e.compute.is_some())
-            .expect("a compute");
-        ComputeJob { m, entity }
-    }
-
-    /// The event's rows as the job reads them: m1 won by team 0 (10
-    /// points), m2 by team 1 (`points` each).
-    fn facts(j: &ComputeJob, points: i64) -> Facts {
-        let team = |m: &str| {
-            AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
-        };
-        let row = |id: &str, points: i64, result: i64| -> Item {
-            [
-                ("PK", s("EVENT#2024-03-03-x")),
-                ("SK", s(format!("MATCH#{id}"))),
-                ("type", s("match")),
-                ("id", s(id)),
-                ("name", s("A match")),
-                ("order", n(1)),
-                ("points", n(points)),
-                ("teams", AttributeValue::L(vec![team("a"), team("b")])),
-                ("result", n(result)),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
-        };
-        let rows = [row("m1", 10, 0), row("m2", points, 1)]
-            .iter()
-            .map(|i| match j.m.parse(i) {
-                Ok(Parsed::Writer(rec)) => row_val(&rec.vals),
-                _ => panic!("a valid match"),
-            })
-            .collect();
-        Facts {
-            rows: Val::List(rows).prepare(),
-            guards: vec![],
-        }
-    }
-
-    fn prediction() -> Item {
-        [
-            ("PK", s("USER#sam")),
-            ("SK", s("EVENT#2024-03-03-x")),
-            ("type", s("prediction")),
-            (
-                "predictions",
-                AttributeValue::M([("m1".to_string(), n(0)), ("m2".to_string(), n(1))].into()),
-            ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
-    }
-
-    /// The job parses an item it scores once: the item it will be (its
-    /// values as stored, its projection, the clamp it notes) comes from
-    /// that parse, as a parse of that item would say (it was parsed three
-    /// times: for the values, the projection and the notes).
-    #[test]
-    fn an_item_the_job_scores_is_parsed_once() {
-        let j = job(PICKEM);
-        let (rows, item) = (facts(&j, 25), prediction());
-        let (u, parses) = super::super::rules::parses(|| j.update(&item, &rows));
-        assert_eq!(parses, 1);
-        let u = u.expect("a score to write");
-        assert_eq!(
-            u.attrs,
-            vec![
-                ("points", Some(n(35))),
-                ("mcorrect", Some(n(2))),
-                ("GSI_PK", Some(s("EVENT#2024-03-03-x"))),
-                ("GSI_SK", Some(s("SCORE#035#sam"))),
-                ("belongsto", Some(s("USER#sam"))),
-            ]
-        );
-        assert!(u.notes.is_empty());
-        // Clamped into the key: noted.
-        let u = j.update(&prediction(), &facts(&j, 1500)).expect("a score");
-        assert!(u.attrs.contains(&("GSI_SK", Some(s("SCORE#999#sam")))));
-        assert_eq!(u.notes, vec!["ScoreOverflow"]);
-    }
-
-    /// A check that reads a computed value judges the value the job would
-    /// store (not the one stored): a score it refuses is bad input, left
-    /// as it is; the checks that read only what the writer wrote are not
-    /// run again.
-    #[test]
-    fn a_check_reading_a_computed_value_judges_the_value_the_job_would_store() {
-        let text = PICKEM.replace(
-            "      - expr: \"predictions.all(k, predictions[k] >= 0)\"",
-            "      - expr: \"points <= 100\"\n        attribute: points\n        message: \"over 100\"\n      - expr: \"predictions.all(k, predictions[k] >= 0)\"",
-        );
-        assert_ne!(text, PICKEM);
-        let j = job(&text);
-        assert!(j.update(&prediction(), &facts(&j, 25)).is_some());
-        assert!(
-            j.update(&prediction(), &facts(&j, 95)).is_none(),
-            "105 points"
-        );
-        let mut stored = prediction();
-        stored.insert("points".into(), n(105));
-        assert!(
-            j.m.parse(&stored).is_err(),
-            "the check as the stream reads it"
-        );
-    }
-
-    #[test]
-    fn pages_hold_every_key_once_and_fit_the_body_limit() {
-        let keys: Vec<[String; 2]> = (0..450)
-            .map(|i| [format!("USER#u{i:05}"), "EVENT#2024-03-03-x".to_string()])
-            .collect();
-        let p = pages(keys.clone(), 200);
-        assert_eq!(
-            p.iter().map(Vec::len).collect::<Vec<_>>(),
-            vec![200, 200, 50]
-        );
-        assert_eq!(p.concat(), keys);
-        // Long keys: cut by size, each body within the limit a job reads.
-        let long: Vec<[String; 2]> = (0..200)
-            .map(|i| [format!("USER#{i:0>1000}"), format!("EVENT#{:0>1000}", 1)])
-            .collect();
-        let p = pages(long.clone(), 200);
-        assert!(p.len() > 1, "{}", p.len());
-        assert_eq!(p.concat(), long);
-        for keys in p {
-            let body = crate::engine::body::encode(
-                &ComputeMsg::Items {
-                    scope: BTreeMap::from([("slug".to_string(), "x".to_string())]),
-                    keys,
-                },
-                VERSION,
-            );
-            assert!(body.len() <= MAX_BODY_BYTES, "{}", body.len());
-        }
-        assert!(pages(vec![], 200).is_empty());
-    }
-}
+#[path = "compute_job_tests.rs"]
+mod tests;

@@ -5,43 +5,15 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::compile;
-use super::model::Problem;
 use super::rules::FileRules;
+use super::test_support::{assert_at, broken, item, problems};
 use crate::engine::rules::Rules;
-use crate::item::{n, s, Item};
+use crate::item::{n, s};
 
 const PICKEM: &str = include_str!("../../../models/pickem.yaml");
 
 fn rules() -> FileRules {
-    FileRules(Box::leak(Box::new(
-        compile(PICKEM, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-    )))
-}
-
-fn item(pairs: &[(&str, AttributeValue)]) -> Item {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
-/// `text` with `from` replaced by `to` (which must occur once), and the
-/// 1-based line and column where `at` (in `to`) then is.
-fn broken(from: &str, to: &str, at: &str) -> (String, usize, u64) {
-    assert_eq!(PICKEM.matches(from).count(), 1, "{from}");
-    let text = PICKEM.replace(from, to);
-    let start = text.find(to).expect("replaced") + to.find(at).expect("`at` in `to`");
-    let line = text[..start].matches('\n').count() + 1;
-    let col = start - text[..start].rfind('\n').map_or(0, |i| i + 1) + 1;
-    (text, line, col as u64)
-}
-
-fn assert_one(p: &[Problem], line: usize, col: u64, needle: &str) {
-    assert!(
-        p.iter()
-            .any(|p| p.line as usize == line && p.col == col && p.message.contains(needle)),
-        "want {line}:{col} `{needle}` in {p:#?}"
-    );
+    super::test_support::rules(PICKEM)
 }
 
 #[test]
@@ -49,152 +21,104 @@ fn the_pickem_file_is_clean() {
     assert_eq!(compile(PICKEM, "t").err(), None);
 }
 
-#[test]
-fn a_compute_over_an_unknown_entity_is_refused_with_a_suggestion() {
-    let (text, line, col) = broken(
+/// `check-model`'s problem for each seeded mistake of `models/pickem.yaml`:
+/// (what is replaced, by what, where in it the problem is, what it says).
+const REFUSED: &[(&str, &str, &str, &str)] = &[
+    // A compute over an unknown entity, with a suggestion.
+    (
         "over: { entity: match, as: matches }",
         "over: { entity: mtach, as: matches }",
         "mtach",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(
-        &p,
-        line,
-        col,
         "compute over unknown entity `mtach` (did you mean `match`?)",
-    );
-}
-
-#[test]
-fn a_compute_over_a_processor_entity_is_refused() {
-    let (text, line, col) = broken(
+    ),
+    // A compute over a processor entity.
+    (
         "over: { entity: match, as: matches }",
         "over: { entity: standings, as: matches }",
         "standings",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "the rows must be another writer entity");
-}
-
-#[test]
-fn a_partition_key_name_bound_to_nothing_is_refused_saying_how_to_bind_it() {
-    let (text, line, col) = broken(
+        "the rows must be another writer entity",
+    ),
+    // A partition key name bound to nothing, saying how to bind it.
+    (
         "over: { entity: match, as: matches }",
         "over: { entity: match, as: matches, bind: { slug: slg } }",
         "slg",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(
-        &p,
-        line,
-        col,
         "`${slug}` of its partition key must be bound to a key name of `prediction`; `slg` is not one (did you mean `slug`?)",
-    );
-    let (text, line, col) = broken(
+    ),
+    (
         "over: { entity: match, as: matches }",
         "over: { entity: match, as: matches, bind: { matchId: user } }",
         "user",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(
-        &p,
-        line,
-        col,
         "`matchId` is not a key name of its partition key",
-    );
-}
-
-#[test]
-fn a_value_reading_an_unknown_name_or_function_is_refused() {
-    let (text, line, col) = broken(
+    ),
+    // A value reading an unknown name or function.
+    (
         "        mcorrect: \"size(",
         "        mcorrect: \"size(predictons) + size(",
         "\"size",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(
-        &p,
-        line,
-        col,
         "unknown name `predictons` in `size(predictons) + size(matches.filter(m, has(m.result) && get(predictions, m.id, -1) == m.result))` (did you mean `predictions`?)",
-    );
-    let (text, line, col) = broken(
+    ),
+    (
         "        mcorrect: \"size(",
         "        mcorrect: \"summ(matches) + size(",
         "\"summ",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(
-        &p,
-        line,
-        col,
         "unknown function `summ` (did you mean `sum`?)",
-    );
-    let (text, line, col) = broken(
+    ),
+    (
         "        mcorrect: \"size(",
         "        mcorrect: \"matches + size(",
         "\"matches",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "computed `mcorrect`: `matches + size(");
-}
-
-#[test]
-fn a_computed_attribute_named_like_a_writer_attribute_is_refused() {
-    let (text, line, col) = broken(
+        "computed `mcorrect`: `matches + size(",
+    ),
+    // A computed attribute named like a writer attribute.
+    (
         "        mcorrect: \"size(",
         "        predictions: \"size(",
         "\"size",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(
-        &p,
-        line,
-        col,
         "computed `predictions` is a writer attribute",
-    );
-}
-
-#[test]
-fn compute_on_a_processor_entity_and_a_bad_page_are_refused() {
-    let (text, line, col) = broken("      page: 200\n", "      page: 500\n", "500");
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "compute page 500: 1..=200");
-    let (text, line, col) = broken(
+    ),
+    // A bad page; compute on a processor entity.
+    (
+        "      page: 200\n",
+        "      page: 500\n",
+        "500",
+        "compute page 500: 1..=200",
+    ),
+    (
         "    counter:\n      attributes: [points, mcorrect, eplayed]",
         "    compute: { over: { entity: match }, values: { x: \"1\" } }\n    counter:\n      attributes: [points, mcorrect, eplayed]",
         "{ over",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "it belongs on a writer entity");
-}
-
-#[test]
-fn a_projection_may_not_write_a_computed_value_or_a_sum() {
-    let (text, line, col) = broken(
+        "it belongs on a writer entity",
+    ),
+    // A projection may not write a computed value or a sum.
+    (
         "        belongsto: \"USER#${user}\"\n    count:",
         "        belongsto: \"USER#${user}\"\n        points: \"1\"\n    count:",
         "\"1\"",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "`points` is computed (`compute:`)");
-    let (text, line, col) = broken(
+        "`points` is computed (`compute:`)",
+    ),
+    (
         "        GSI_PK: \"STANDINGS#${year}\"",
         "        GSI_PK: \"STANDINGS#${year}\"\n        eplayed: \"1\"",
         "\"1\"",
-    );
-    let p = compile(&text, "t").unwrap_err();
-    assert_one(&p, line, col, "`eplayed` is a sum of the counter");
+        "`eplayed` is a sum of the counter",
+    ),
+];
+
+#[test]
+fn seeded_mistakes_of_computes_are_refused_at_their_place() {
+    for &(from, to, at, says) in REFUSED {
+        let (text, place) = broken(PICKEM, from, to, at);
+        assert_at(&problems(&text), place, says);
+    }
 }
 
 #[test]
 fn a_projection_on_a_processor_entity_that_is_no_counter_is_refused() {
     let text = "jobstream: 1\ntable: { name: tbl, pk: PK, sk: SK }\nentities:\n  a:\n    key: { PK: \"A#${id}\", SK: A }\n    derive: [{ entity: b, with: { id: id } }]\n  b:\n    owner: processor\n    key: { PK: \"B#${id}\", SK: B }\n    project:\n      attributes: { x: \"1\" }\n";
-    let p = compile(text, "t").unwrap_err();
-    assert_one(
-        &p,
-        11,
-        7,
+    assert_at(
+        &problems(text),
+        (11, 7),
         "`project` belongs on a writer entity (or on a counter, whose keys may come from its sums)",
     );
 }

@@ -2,13 +2,11 @@
 //! counts into, a `with` value of a type the counter's key rejects) and
 //! what the rules make of a counter key the counter rejects at run time.
 
-use super::compile;
 use super::model_tests::LIBRARY;
-use super::rules::FileRules;
-use super::test_support::{has, position, problems};
+use super::test_support::{assert_at, item, position, problems, rules};
 use crate::engine::derive::checked_contributions;
 use crate::engine::rules::Rules;
-use crate::item::{n, s, Item};
+use crate::item::{n, s};
 
 #[test]
 fn a_counter_block_nothing_counts_into_is_a_check_model_error() {
@@ -21,15 +19,12 @@ fn a_counter_block_nothing_counts_into_is_a_check_model_error() {
     let (line, _) = position(&text, "  loans:");
     // At the block's first line.
     let at = (line + 4, 7);
-    assert!(
-        has(
-            &p,
-            at,
-            "loans: a `counter:` block, but nothing counts into it"
-        ),
-        "want {at:?} in {p:#?}"
+    assert_at(
+        &p,
+        at,
+        "loans: a `counter:` block, but nothing counts into it",
     );
-    assert!(has(&p, at, "add `count: [{ counter: loans"), "{p:#?}");
+    assert_at(&p, at, "add `count: [{ counter: loans");
     assert_eq!(p.len(), 1, "{p:#?}");
 }
 
@@ -42,13 +37,10 @@ fn a_with_value_whose_type_the_counters_key_rejects_is_a_check_model_error() {
     let p = problems(&text);
     let (line, col) = position(&text, "with: { memberId: memberId }");
     let at = (line, col + "with: { memberId: ".len() as u64);
-    assert!(
-        has(
-            &p,
-            at,
-            "loan: `memberId` of `loans`'s key must be a `ulid`, but `memberId` is a `string`"
-        ),
-        "want {at:?} in {p:#?}"
+    assert_at(
+        &p,
+        at,
+        "loan: `memberId` of `loans`'s key must be a `ulid`, but `memberId` is a `string`",
     );
     assert_eq!(p.len(), 1, "{p:#?}");
     // A value of the key's type is fine.
@@ -67,9 +59,8 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
             "with: { memberId: memberId }",
             "with: { memberId: \"${memberId}\" }",
         );
-    let m = compile(&text, "t").unwrap_or_else(|p| panic!("{p:#?}"));
-    let r = FileRules(Box::leak(Box::new(m)));
-    let loan: Item = [
+    let r = rules(&text);
+    let loan = item(&[
         ("PK", s("M#ann")),
         ("SK", s("LOAN#01HXAA0000000000000000000A")),
         ("type", s("loan")),
@@ -78,10 +69,7 @@ fn a_counter_key_the_counter_rejects_at_run_time_is_bad_input_of_the_source() {
         ("days", n(14)),
         ("state", s("open")),
         ("since", s("2026-01-01T00:00:00Z")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     // The rule builds the key; the counter's own rules reject it.
     let e = checked_contributions(&r, &loan).unwrap_err();
     assert_eq!(e, r.contributions(&loan).unwrap_err());
@@ -120,12 +108,9 @@ entities:
 "#;
     let p = problems(text);
     let at = position(text, "total}\"");
-    assert!(
-        has(
-            &p,
-            at,
-            "`total` in `budget - total` is a sum jobstream keeps on `invoice`"
-        ),
-        "want {at:?} in {p:#?}"
+    assert_at(
+        &p,
+        at,
+        "`total` in `budget - total` is a sum jobstream keeps on `invoice`",
     );
 }

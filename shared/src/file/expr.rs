@@ -29,6 +29,15 @@ pub enum Val {
 }
 
 impl Val {
+    /// The bool expression `source` gave, or why it is none (its kind, never
+    /// the value).
+    pub fn bool_of(self, source: &str) -> Result<bool, String> {
+        match self {
+            Val::Bool(b) => Ok(b),
+            other => Err(format!("`{source}` gave a {}, not a bool", other.kind())),
+        }
+    }
+
     /// What kind of value it is (for messages: values are never printed).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -749,6 +758,10 @@ mod tests {
             Ok(Val::Str("2025-12-02".into()))
         );
         assert!(eval("day(9223372036854775807)", &[]).is_err());
+        // A condition's result: a bool, else its kind named (not its value).
+        assert_eq!(Val::Bool(true).bool_of("b"), Ok(true));
+        let err = Val::Str("secret".into()).bool_of("s").unwrap_err();
+        assert_eq!(err, "`s` gave a string, not a bool");
     }
 
     #[test]

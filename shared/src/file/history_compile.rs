@@ -108,16 +108,10 @@ impl Compiler<'_> {
         entities: &[Entity],
         what: &str,
     ) -> Option<usize> {
-        let i = entities.iter().position(|e| e.name == s.value);
-        if i.is_none() {
-            let hint = super::model::suggest(&s.value, entities.iter().map(|e| e.name))
-                .unwrap_or_default();
-            self.err(
-                at(s),
-                format!("history: {what}: unknown entity `{}`{hint}", s.value),
-            );
-        }
-        i
+        let what = format!("history: {what}");
+        super::model::entity_index(entities.iter().map(|e| e.name), s, &what)
+            .map_err(|p| self.problems.push(p))
+            .ok()
     }
 
     /// Attribute names of `e` a snapshot may name.
@@ -129,19 +123,9 @@ impl Compiler<'_> {
     ) -> Vec<&'static str> {
         let mut out = Vec::new();
         for f in &list.value {
-            match e.attr(&f.value) {
-                Some(a) => out.push(a.name),
-                None => {
-                    let hint = super::model::suggest(&f.value, e.attrs.iter().map(|a| a.name))
-                        .unwrap_or_default();
-                    self.err(
-                        at(f),
-                        format!(
-                            "history: {what}: `{}` is not an attribute of `{}`{hint}",
-                            f.value, e.name
-                        ),
-                    );
-                }
+            match e.known_attr(&f.value) {
+                Ok(a) => out.push(a.name),
+                Err(why) => self.err(at(f), format!("history: {what}: {why}")),
             }
         }
         if out.is_empty() && list.value.is_empty() {
@@ -309,19 +293,9 @@ impl Compiler<'_> {
         }
         let mut labels = Vec::new();
         for (attr, label) in &h.root.value.labels.0 {
-            match re.attr(attr) {
-                Some(a) => labels.push((a.name, label.value.clone())),
-                None => {
-                    let hint = super::model::suggest(attr, re.attrs.iter().map(|a| a.name))
-                        .unwrap_or_default();
-                    self.err(
-                        at(label),
-                        format!(
-                            "history: labels: `{attr}` is not an attribute of `{}`{hint}",
-                            re.name
-                        ),
-                    );
-                }
+            match re.known_attr(attr) {
+                Ok(a) => labels.push((a.name, label.value.clone())),
+                Err(why) => self.err(at(label), format!("history: labels: {why}")),
             }
         }
         // What the descriptions tell apart: the labelled attributes, those
@@ -429,13 +403,9 @@ impl Compiler<'_> {
             }
             let mut order = Vec::new();
             for o in &m.value.order {
-                match e.attr(&o.value) {
-                    Some(a) => order.push(a.name),
-                    None => {
-                        let hint = super::model::suggest(&o.value, e.attrs.iter().map(|a| a.name))
-                            .unwrap_or_default();
-                        self.err(at(o), format!("history: member `{name}` order: `{}` is not an attribute of `{name}`{hint}", o.value));
-                    }
+                match e.known_attr(&o.value) {
+                    Ok(a) => order.push(a.name),
+                    Err(why) => self.err(at(o), format!("history: member `{name}` order: {why}")),
                 }
             }
             if m.value.order.is_empty() {

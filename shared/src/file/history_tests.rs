@@ -6,21 +6,13 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::*;
 use crate::change::test_change as change;
 use crate::file::compile;
+use crate::file::test_support::{assert_says, item, model};
 
 /// The README's example: an order and its lines.
 pub const ORDER: &str = include_str!("../../../models/examples/orders.yaml");
 
 fn history(text: &str) -> FileHistory {
-    FileHistory(Box::leak(Box::new(
-        compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-    )))
-}
-
-fn item(pairs: &[(&str, AttributeValue)]) -> Item {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
+    FileHistory(model(text))
 }
 
 fn order(status: &str) -> Item {
@@ -343,144 +335,142 @@ fn the_filter_reads_roots_members_and_adoption_entries() {
     assert_eq!(h.spec().processor, "history");
 }
 
-/// The problems of `ORDER` with `from` replaced by `to`.
-fn problems(from: &str, to: &str) -> Vec<String> {
-    assert!(ORDER.contains(from), "{from}");
-    let text = ORDER.replace(from, to);
-    compile(&text, "t")
-        .expect_err("invalid")
-        .iter()
-        .map(|p| format!("{}:{}: {}", p.line, p.col, p.message))
-        .collect()
-}
-
-thread_local! {
-    static MISSES: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Records `want` as missing from `found` (reported together at the end).
-fn has(found: &[String], want: &str) {
-    if !found.iter().any(|l| l.contains(want)) {
-        MISSES.with(|m| m.borrow_mut().push(format!("{want}\n  found {found:#?}")));
-    }
-}
+/// `check-model`'s problem for each mistake of a `history:` block: (what
+/// of `ORDER` is replaced, by what, a problem `line:col: message` holds).
+const MISTAKES: &[(&str, &str, &str)] = &[
+    (
+        "root: { entity: order,",
+        "root: { entity: ordr,",
+        "15:19: history: root: unknown entity `ordr` (did you mean `order`?)",
+    ),
+    (
+        "root: { entity: order,",
+        "root: { entity: order_entry,",
+        "the root `order_entry` is a processor entity",
+    ),
+    (
+        "SK: ORDER }",
+        "SK: \"ORDER#${customer}#X\" }",
+        "the root `order`'s key must bind its id in the partition key (`PK` = `ORDER#${orderId}`: an aggregate is the partition of one root), or, keyed under its owner,",
+    ),
+    // Keyed under its owner (the root's sort key binds names of its own):
+    // the members' and the entries' sort keys start with the root's.
+    (
+        "SK: ORDER }",
+        "SK: \"ORDER#${customer}\" }",
+        "17:19: history: member `line`'s SK `LINE#${sku}` does not start with the root's `ORDER#${customer}` and a literal (e.g. `ORDER#${customer}#LINE#${sku}`)",
+    ),
+    (
+        "SK: ORDER }",
+        "SK: \"ORDER#${customer}\" }",
+        "18:22: history: entries `order_entry`'s SK `HIST#${sequence}` must be the root's sort key, a literal prefix and `${sequence}` (e.g. `\"ORDER#${customer}#HIST#${sequence}\"`)",
+    ),
+    (
+        "key: { PK: \"ORDER#${orderId}\", SK: \"LINE#${sku}\" }",
+        "key: { PK: \"O#${orderId}\", SK: \"LINE#${sku}\" }",
+        "17:19: history: member `line`'s PK `O#${orderId}` is not the root's partition `ORDER#${orderId}`",
+    ),
+    (
+        "fields: [sku, qty]",
+        "fields: [qty]",
+        "member `line`: `sku` of its sort key `LINE#${sku}` must be among its `fields`",
+    ),
+    (
+        "fields: [sku, qty]",
+        "fields: [sku, qtty]",
+        "17:40: history: member `line` fields: `qtty` is not an attribute of `line` (did you mean `qty`?)",
+    ),
+    (
+        "fields: [sku, qty]",
+        "fields: [sku, qty], order: [qyt]",
+        "17:54: history: member `line` order: `qyt` is not an attribute of `line`",
+    ),
+    (
+        "    line: { list",
+        "    lines: { list",
+        "history: members: unknown entity `lines` (did you mean `line`?)",
+    ),
+    (
+        "    line: { list",
+        "    order: { list",
+        "`order` is the root: a member is another entity of its partition",
+    ),
+    (
+        "{ list: lines,",
+        "{ list: customer,",
+        "list `customer` is already a name of the snapshot",
+    ),
+    (
+        "${old.qty} -> ${new.qty} of ${sku}",
+        "${skus}",
+        "unknown name `skus` in `skus` (did you mean `sku`?)",
+    ),
+    (
+        "Order placed by ${customer}",
+        "Order placed by ${costumer}",
+        "unknown name `costumer` in `costumer` (did you mean `customer`?)",
+    ),
+    (
+        "entries: { entity: order_entry,",
+        "entries: { entity: order_entri,",
+        "18:22: history: entries: unknown entity `order_entri` (did you mean `order_entry`?)",
+    ),
+    (
+        "entries: { entity: order_entry,",
+        "entries: { entity: line,",
+        "entries `line` must be `owner: processor`",
+    ),
+    (
+        "SK: \"HIST#${sequence}\"",
+        "SK: \"HIST#${seq}\"",
+        "entries `order_entry`'s SK `HIST#${seq}` must be a literal prefix and `${sequence}`",
+    ),
+    (
+        "PK: \"ORDER#${orderId}\", SK: \"HIST#",
+        "PK: \"H#${orderId}\", SK: \"HIST#",
+        "entries `order_entry`'s PK `H#${orderId}` is not the root's partition",
+    ),
+    (
+        "digits: 6",
+        "digits: 19",
+        "18:43: history: digits 19: 1 to 18",
+    ),
+    (
+        "digits: 6 }",
+        "digits: 6 }\n  mirror: status",
+        "history: `status` is the processor's (the mirror of the entry count): remove it from `order`'s attributes",
+    ),
+    (
+        "root: { entity: order,",
+        "processor: \"his tory\"\n  root: { entity: order,",
+        "history: processor `his tory`: letters, digits and `-`",
+    ),
+    (
+        "root: { entity: order,",
+        "root: { entity: order, labels: { custmer: Customer },",
+        "history: labels: `custmer` is not an attribute of `order` (did you mean `customer`?)",
+    ),
+    (
+        "entries: {",
+        "entrys: {",
+        "unknown field `entrys`",
+    ),
+];
 
 #[test]
 fn check_model_names_each_mistake_of_a_history_block_with_its_place() {
-    has(
-        &problems("root: { entity: order,", "root: { entity: ordr,"),
-        "15:19: history: root: unknown entity `ordr` (did you mean `order`?)",
-    );
-    has(
-        &problems("root: { entity: order,", "root: { entity: order_entry,"),
-        "the root `order_entry` is a processor entity",
-    );
-    has(
-        &problems("SK: ORDER }", "SK: \"ORDER#${customer}#X\" }"),
-        "the root `order`'s key must bind its id in the partition key (`PK` = `ORDER#${orderId}`: an aggregate is the partition of one root), or, keyed under its owner,",
-    );
-    // Keyed under its owner (the root's sort key binds names of its own):
-    // the members' and the entries' sort keys start with the root's.
-    let owned = problems("SK: ORDER }", "SK: \"ORDER#${customer}\" }");
-    has(
-        &owned,
-        "17:19: history: member `line`'s SK `LINE#${sku}` does not start with the root's `ORDER#${customer}` and a literal (e.g. `ORDER#${customer}#LINE#${sku}`)",
-    );
-    has(
-        &owned,
-        "18:22: history: entries `order_entry`'s SK `HIST#${sequence}` must be the root's sort key, a literal prefix and `${sequence}` (e.g. `\"ORDER#${customer}#HIST#${sequence}\"`)",
-    );
-    has(
-        &problems(
-            "key: { PK: \"ORDER#${orderId}\", SK: \"LINE#${sku}\" }",
-            "key: { PK: \"O#${orderId}\", SK: \"LINE#${sku}\" }",
-        ),
-        "17:19: history: member `line`'s PK `O#${orderId}` is not the root's partition `ORDER#${orderId}`",
-    );
-    has(
-        &problems("fields: [sku, qty]", "fields: [qty]"),
-        "member `line`: `sku` of its sort key `LINE#${sku}` must be among its `fields`",
-    );
-    has(
-        &problems("fields: [sku, qty]", "fields: [sku, qtty]"),
-        "17:40: history: member `line` fields: `qtty` is not an attribute of `line` (did you mean `qty`?)",
-    );
-    has(
-        &problems("fields: [sku, qty]", "fields: [sku, qty], order: [qyt]"),
-        "17:54: history: member `line` order: `qyt` is not an attribute of `line`",
-    );
-    has(
-        &problems("    line: { list", "    lines: { list"),
-        "history: members: unknown entity `lines` (did you mean `line`?)",
-    );
-    has(
-        &problems("    line: { list", "    order: { list"),
-        "`order` is the root: a member is another entity of its partition",
-    );
-    has(
-        &problems("{ list: lines,", "{ list: customer,"),
-        "list `customer` is already a name of the snapshot",
-    );
-    has(
-        &problems("${old.qty} -> ${new.qty} of ${sku}", "${skus}"),
-        "unknown name `skus` in `skus` (did you mean `sku`?)",
-    );
-    has(
-        &problems("Order placed by ${customer}", "Order placed by ${costumer}"),
-        "unknown name `costumer` in `costumer` (did you mean `customer`?)",
-    );
-    has(
-        &problems(
-            "entries: { entity: order_entry,",
-            "entries: { entity: order_entri,",
-        ),
-        "18:22: history: entries: unknown entity `order_entri` (did you mean `order_entry`?)",
-    );
-    has(
-        &problems(
-            "entries: { entity: order_entry,",
-            "entries: { entity: line,",
-        ),
-        "entries `line` must be `owner: processor`",
-    );
-    has(
-        &problems("SK: \"HIST#${sequence}\"", "SK: \"HIST#${seq}\""),
-        "entries `order_entry`'s SK `HIST#${seq}` must be a literal prefix and `${sequence}`",
-    );
-    has(
-        &problems(
-            "PK: \"ORDER#${orderId}\", SK: \"HIST#",
-            "PK: \"H#${orderId}\", SK: \"HIST#",
-        ),
-        "entries `order_entry`'s PK `H#${orderId}` is not the root's partition",
-    );
-    has(
-        &problems("digits: 6", "digits: 19"),
-        "18:43: history: digits 19: 1 to 18",
-    );
-    has(
-        &problems("digits: 6 }", "digits: 6 }\n  mirror: status"),
-        "history: `status` is the processor's (the mirror of the entry count): remove it from `order`'s attributes",
-    );
-    has(
-        &problems(
-            "root: { entity: order,",
-            "processor: \"his tory\"\n  root: { entity: order,",
-        ),
-        "history: processor `his tory`: letters, digits and `-`",
-    );
-    has(
-        &problems(
-            "root: { entity: order,",
-            "root: { entity: order, labels: { custmer: Customer },",
-        ),
-        "history: labels: `custmer` is not an attribute of `order` (did you mean `customer`?)",
-    );
-    has(
-        &problems("entries: {", "entrys: {"),
-        "unknown field `entrys`",
-    );
-    let misses = MISSES.with(|m| m.borrow().clone());
+    let mut misses = Vec::new();
+    for &(from, to, want) in MISTAKES {
+        assert!(ORDER.contains(from), "{from}");
+        let found: Vec<String> = compile(&ORDER.replace(from, to), "t")
+            .expect_err("invalid")
+            .iter()
+            .map(|p| format!("{}:{}: {}", p.line, p.col, p.message))
+            .collect();
+        if !found.iter().any(|l| l.contains(want)) {
+            misses.push(format!("{want}\n  found {found:#?}"));
+        }
+    }
     assert!(misses.is_empty(), "{}", misses.join("\n"));
 }
 
@@ -816,10 +806,5 @@ fn an_order_and_its_lines_are_told_apart_by_their_ids_types() {
         "attributes: { customerId: id, orderId: string, status",
     );
     let p = compile(&plain, "t").expect_err("overlaps");
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("`order` (line 21) and `line` both match the key")),
-        "{p:#?}"
-    );
+    assert_says(&p, "`order` (line 21) and `line` both match the key");
 }

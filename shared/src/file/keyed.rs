@@ -40,22 +40,13 @@ impl FileModel {
                 key: self.key_display(image),
             })?;
         let mut vals: Vec<(&str, Val)> = Vec::new();
-        let binders: Vec<(&str, Option<&str>)> = entity
-            .key
-            .iter()
-            .flat_map(|k| {
-                k.template
-                    .binders()
-                    .map(|b| (b.name.as_str(), b.format.as_deref()))
-            })
-            .collect();
-        for ((name, format), value) in binders.iter().zip(&bound) {
-            if vals.iter().any(|(n, _)| n == name) {
+        for ((name, format), value) in entity.key_binders().zip(&bound) {
+            if vals.iter().any(|(n, _)| *n == name) {
                 continue;
             }
             vals.push((
                 name,
-                key_val(entity, name, *format, value, &self.formats).map_err(err)?,
+                key_val(entity, name, format, value, &self.formats).map_err(err)?,
             ));
         }
         for a in entity.counter.iter().flat_map(|c| c.attrs.iter()) {

@@ -165,15 +165,10 @@ pub(super) fn check_with(
             continue;
         };
         let src = v.value.0.trim();
-        let Some(Some(have)) = scope
-            .names
-            .iter()
-            .find(|(k, _)| k == src)
-            .map(|(_, t)| t.clone())
-        else {
+        let Some(have) = scope.declared(src) else {
             continue;
         };
-        if !fits(&have, &want) {
+        if !fits(have, &want) {
             err(
                 problems,
                 at(v),
@@ -182,7 +177,7 @@ pub(super) fn check_with(
                     scope.entity,
                     target.name,
                     ty_name(&want),
-                    ty_name(&have)
+                    ty_name(have)
                 ),
             );
         }

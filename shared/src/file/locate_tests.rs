@@ -2,9 +2,7 @@
 //! model file: what check-model refuses, with line:col and suggestions,
 //! and what the rules make of items.
 
-use super::compile;
-use super::rules::FileRules;
-use super::test_support::{has, position, problems};
+use super::test_support::{assert_at, assert_says, item, position, problems, rules};
 use crate::engine::derive::checked_contributions;
 use crate::engine::locate::locate_index;
 use crate::engine::rules::Rules;
@@ -12,18 +10,6 @@ use crate::item::{n, s, Item};
 
 /// The invoice example (models/examples/invoices.yaml).
 pub const INVOICES: &str = include_str!("../../../models/examples/invoices.yaml");
-
-fn rules(text: &str) -> FileRules {
-    let m = compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}"));
-    FileRules(Box::leak(Box::new(m)))
-}
-
-fn item(pairs: &[(&str, aws_sdk_dynamodb::types::AttributeValue)]) -> Item {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
 
 fn invoice(account: &str, id: &str) -> Item {
     item(&[
@@ -111,15 +97,9 @@ fn a_count_into_a_unique_entity_must_bind_its_identity() {
     );
     let p = problems(&text);
     let at = position(&text, "- counter: invoice");
-    assert!(
-        has(&p, (at.0, at.1 + 2), "line: count `invoice`: `invoiceId` of its identity (`unique: [invoiceId]`) is unbound: add `invoiceId:` under `with` (e.g. `invoiceId: invoiceId`)"),
-        "want {at:?} in {p:#?}"
-    );
+    assert_at(&p, (at.0, at.1 + 2), "line: count `invoice`: `invoiceId` of its identity (`unique: [invoiceId]`) is unbound: add `invoiceId:` under `with` (e.g. `invoiceId: invoiceId`)");
     let (l, c) = position(&text, "with: { invoice: invoiceId }");
-    assert!(
-        has(&p, (l, c + "with: { invoice: ".len() as u64), "line: `invoice`: a count into `invoice` binds exactly its identity (`unique: [invoiceId]`), not its key (did you mean `invoiceId`?)"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c + "with: { invoice: ".len() as u64), "line: `invoice`: a count into `invoice` binds exactly its identity (`unique: [invoiceId]`), not its key (did you mean `invoiceId`?)");
     assert_eq!(p.len(), 2, "{p:#?}");
 }
 
@@ -129,10 +109,7 @@ fn a_count_that_cannot_bind_its_parents_key_is_told_about_unique() {
     assert_ne!(text, INVOICES);
     let p = problems(&text);
     let (l, c) = position(&text, "- counter: invoice");
-    assert!(
-        has(&p, (l, c + 2), "line: count `invoice`: `${accountId}` of its key is unbound: add `accountId:` under `with`; or, if the source cannot know it and [invoiceId] identify one `invoice` across the table, declare `unique: [invoiceId]` on `invoice` and bind only that"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c + 2), "line: count `invoice`: `${accountId}` of its key is unbound: add `accountId:` under `with`; or, if the source cannot know it and [invoiceId] identify one `invoice` across the table, declare `unique: [invoiceId]` on `invoice` and bind only that");
     assert_eq!(p.len(), 1, "{p:#?}");
 }
 
@@ -144,13 +121,10 @@ fn a_count_binding_the_key_of_a_unique_entity_is_refused() {
     );
     let p = problems(&text);
     let (l, c) = position(&text, "accountId: invoiceId }");
-    assert!(
-        has(
-            &p,
-            (l, c + "accountId: ".len() as u64),
-            "`accountId`: a count into `invoice` binds exactly its identity"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (l, c + "accountId: ".len() as u64),
+        "`accountId`: a count into `invoice` binds exactly its identity",
     );
     assert_eq!(p.len(), 1, "{p:#?}");
 }
@@ -161,10 +135,7 @@ fn a_unique_name_that_is_not_a_writer_attribute_is_refused_with_a_suggestion() {
     let p = problems(&text);
     let (l, c) = position(&text, "    unique: [invoiceID]");
     let c = c + "    unique: [".len() as u64;
-    assert!(
-        has(&p, (l, c), "invoice: `unique:` names `invoiceID`, not an attribute of `invoice` (did you mean `invoiceId`?)"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "invoice: `unique:` names `invoiceID`, not an attribute of `invoice` (did you mean `invoiceId`?)");
     assert_eq!(
         p.len(),
         1,
@@ -176,10 +147,7 @@ fn a_unique_name_that_is_not_a_writer_attribute_is_refused_with_a_suggestion() {
     let p = problems(&text);
     let (l, c) = position(&text, "    unique: [invoiceId]");
     let c = c + "    unique: [".len() as u64;
-    assert!(
-        has(&p, (l, c), "invoice: `unique:` attribute `invoiceId` is bound by the key only: declare `invoiceId` under `attributes:` too"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "invoice: `unique:` attribute `invoiceId` is bound by the key only: declare `invoiceId` under `attributes:` too");
     // Optional: no identity.
     let text = INVOICES.replace(
         "      invoiceId: id\n      status",
@@ -188,13 +156,10 @@ fn a_unique_name_that_is_not_a_writer_attribute_is_refused_with_a_suggestion() {
     let p = problems(&text);
     let (l, c) = position(&text, "    unique: [invoiceId]");
     let c = c + "    unique: [".len() as u64;
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "`unique:` attribute `invoiceId` must be a required scalar"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (l, c),
+        "`unique:` attribute `invoiceId` must be a required scalar",
     );
 }
 
@@ -208,9 +173,10 @@ fn unique_needs_a_counter_the_writer_creates() {
     let p = problems(&text);
     let at = position(&text, "    unique: [invoiceId]");
     let at = (at.0, at.1 + "    unique: ".len() as u64);
-    assert!(
-        has(&p, at, "invoice: a counter found through `unique:` is the writer's item (`created_by: writer`)"),
-        "want {at:?} in {p:#?}"
+    assert_at(
+        &p,
+        at,
+        "invoice: a counter found through `unique:` is the writer's item (`created_by: writer`)",
     );
 }
 
@@ -223,21 +189,16 @@ fn an_unknown_format_is_refused_with_a_suggestion() {
     assert_ne!(text, INVOICES);
     let p = problems(&text);
     let (l, c) = position(&text, "invoiceId: idd");
-    assert!(
-        has(
-            &p,
-            (l, c + "invoiceId: ".len() as u64),
-            "line.invoiceId: unknown type `idd` (did you mean `id`?)"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (l, c + "invoiceId: ".len() as u64),
+        "line.invoiceId: unknown type `idd` (did you mean `id`?)",
     );
     let text = INVOICES.replace("${accountId:id}", "${accountId:ids}");
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("account: unknown format `ids` of `${accountId}` (did you mean `id`?)")),
-        "{p:#?}"
+    assert_says(
+        &p,
+        "account: unknown format `ids` of `${accountId}` (did you mean `id`?)",
     );
 }
 
@@ -246,26 +207,16 @@ fn a_format_must_compile_and_not_shadow_a_type() {
     let text = INVOICES.replace("\"^[A-Za-z0-9_-]+$\"", "\"^[A-Z\"");
     let p = problems(&text);
     let (l, c) = position(&text, "\"^[A-Z\"");
-    assert!(
-        has(&p, (l, c), "format `id`: pattern does not compile"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "format `id`: pattern does not compile");
     let text = INVOICES.replace("  id: { pattern", "  ulid: { pattern");
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("format `ulid`: a format's name must not be a built-in type")),
-        "{p:#?}"
+    assert_says(
+        &p,
+        "format `ulid`: a format's name must not be a built-in type",
     );
     let text = INVOICES.replace("max_bytes: 64", "max_bytes: 0");
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("format `id`: max_bytes must be at least 1")),
-        "{p:#?}"
-    );
+    assert_says(&p, "format `id`: max_bytes must be at least 1");
 }
 
 #[test]

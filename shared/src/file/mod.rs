@@ -40,6 +40,7 @@ mod record;
 pub mod rules;
 pub mod scenario;
 pub mod sets;
+mod sets_facts;
 pub mod sets_run;
 pub mod template;
 pub mod typecheck;

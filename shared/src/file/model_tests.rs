@@ -3,7 +3,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::rules::FileRules;
+use super::test_support::{assert_at, assert_says, broken, item, position, problems, rules};
 use super::{compile, Problem};
 use crate::engine::rules::Rules;
 use crate::item::{n, s, Item};
@@ -15,14 +15,8 @@ pub const LIBRARY: &str = include_str!("../../../models/examples/library.yaml");
 
 const B: &str = "01HXAA0000000000000000000A";
 
-fn rules(text: &str) -> FileRules {
-    FileRules(Box::leak(Box::new(
-        compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-    )))
-}
-
 fn loan(member: &str, book: &str, state: &str) -> Item {
-    [
+    item(&[
         ("PK", s(format!("M#{member}"))),
         ("SK", s(format!("LOAN#{book}"))),
         ("type", s("loan")),
@@ -31,17 +25,14 @@ fn loan(member: &str, book: &str, state: &str) -> Item {
         ("days", n(14)),
         ("state", s(state)),
         ("since", s("2026-01-01T00:00:00Z")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 #[test]
 fn a_valid_item_implies_its_projection_items_and_counts() {
     let r = rules(LIBRARY);
-    let item = loan("ann", B, "open");
-    let p = r.projection(&item).unwrap().unwrap();
+    let open = loan("ann", B, "open");
+    let p = r.projection(&open).unwrap().unwrap();
     assert_eq!(
         p.attrs,
         vec![
@@ -51,14 +42,14 @@ fn a_valid_item_implies_its_projection_items_and_counts() {
         ]
     );
     assert_eq!(p.sources, vec!["state", "since", "memberId", "days"]);
-    let d = r.derived(&item).unwrap();
+    let d = r.derived(&open).unwrap();
     assert_eq!(d.len(), 1);
     assert_eq!(d[0]["PK"], s(format!("B#{B}")));
     assert_eq!(d[0]["SK"], s("M#ann"));
     assert_eq!(d[0]["since"], s("2026-01-01T00:00:00Z"));
     assert_eq!(d[0]["type"], s("book_loan"));
     assert_eq!(d[0].len(), 4);
-    let c = r.contributions(&item).unwrap();
+    let c = r.contributions(&open).unwrap();
     assert_eq!(c[0].values, vec![("open", 1), ("total", 1)]);
     assert_eq!(
         c[0].counter.key,
@@ -74,24 +65,12 @@ fn a_valid_item_implies_its_projection_items_and_counts() {
         vec![("open", 0), ("total", 1)]
     );
     // The counter item is recognised from its key; the mirror is ignored.
-    let counter: Item = [
-        ("PK".to_string(), s("M#ann")),
-        ("SK".to_string(), s("COUNT")),
-    ]
-    .into();
+    let counter = item(&[("PK", s("M#ann")), ("SK", s("COUNT"))]);
     assert!(r.counter(&counter).is_some());
     assert!(!r.ignores(&counter));
-    let mirror: Item = [
-        ("PK".to_string(), s(format!("B#{B}"))),
-        ("SK".to_string(), s("M#ann")),
-    ]
-    .into();
+    let mirror = item(&[("PK", s(format!("B#{B}"))), ("SK", s("M#ann"))]);
     assert!(r.ignores(&mirror));
-    let bad_mirror: Item = [
-        ("PK".to_string(), s("B#nope")),
-        ("SK".to_string(), s("M#ann")),
-    ]
-    .into();
+    let bad_mirror = item(&[("PK", s("B#nope")), ("SK", s("M#ann"))]);
     assert!(
         r.ignores(&bad_mirror),
         "recognised by shape; implies nothing"
@@ -128,51 +107,35 @@ fn bad_input_is_a_structured_error_never_a_panic() {
     i = loan("ann", B, "open");
     i.insert("since".into(), s("2026-01-01T00:00:00+02:00"));
     assert_eq!(kind(&i), "InvalidValue", "UTC only");
-    let unknown: Item = [("PK".to_string(), s("X")), ("SK".to_string(), s("Y"))].into();
+    let unknown = item(&[("PK", s("X")), ("SK", s("Y"))]);
     assert_eq!(kind(&unknown), "UnknownEntity");
-    let no_sk: Item = [("PK".to_string(), s("X"))].into();
+    let no_sk = item(&[("PK", s("X"))]);
     assert_eq!(kind(&no_sk), "MissingAttribute");
     let msg = r.derived(&loan("ann", B, "lost")).unwrap_err().to_string();
     assert!(msg.contains("PK=M#ann") && msg.contains("state"), "{msg}");
     assert!(!msg.contains("2026-01-01"), "never the item: {msg}");
     // A set attribute: absent is the empty set; a list is the wrong type.
-    let mut m: Item = [
+    let mut m = item(&[
         ("PK", s("M#ann")),
         ("SK", s("PROFILE")),
         ("type", s("member")),
         ("memberId", s("ann")),
         ("name", s("Ann")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     assert!(r.derived(&m).is_ok());
     m.insert("tags".into(), AttributeValue::L(vec![]));
     assert_eq!(kind(&m), "WrongType");
 }
 
 /// The problems of `text` with LIBRARY's line `line` replaced.
-fn problems_with(line: usize, replacement: &str) -> Vec<Problem> {
+fn problems_with(line: u64, replacement: &str) -> Vec<Problem> {
     let mut lines: Vec<&str> = LIBRARY.lines().collect();
-    lines[line - 1] = replacement;
-    let text = lines.join("\n") + "\n";
-    compile(&text, "t").err().unwrap_or_default()
+    lines[line as usize - 1] = replacement;
+    problems(&(lines.join("\n") + "\n"))
 }
 
-fn line_of(needle: &str) -> usize {
-    LIBRARY
-        .lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("{needle}"))
-        + 1
-}
-
-fn assert_one(p: &[Problem], line: usize, col: u64, needle: &str) {
-    assert!(
-        p.iter()
-            .any(|p| p.line as usize == line && p.col == col && p.message.contains(needle)),
-        "want {line}:{col} `{needle}` in {p:#?}"
-    );
+fn line_of(needle: &str) -> u64 {
+    position(LIBRARY, needle).0
 }
 
 #[test]
@@ -191,41 +154,41 @@ fn seeded_mistakes_are_reported_at_their_line_and_column() {
     // An unknown name in an expression, with a suggestion.
     let l = line_of("expr: \"days > 0");
     let p = problems_with(l, "      - expr: \"dayz > 0 && days <= 60\"");
-    assert_one(&p, l, 16, "unknown name `dayz`");
-    assert_one(&p, l, 16, "did you mean `days`?");
+    assert_at(&p, (l, 16), "unknown name `dayz`");
+    assert_at(&p, (l, 16), "did you mean `days`?");
     // An unknown function.
     let l = line_of("GSI1SK: \"${since}");
     let p = problems_with(l, "        GSI1SK: \"${lowr(since)}#${memberId}\"");
-    assert_one(&p, l, 20, "unknown function `lowr`");
-    assert_one(&p, l, 20, "did you mean `lower`?");
+    assert_at(&p, (l, 20), "unknown function `lowr`");
+    assert_at(&p, (l, 20), "did you mean `lower`?");
     // An unknown entity, with a suggestion.
     let l = line_of("- entity: book_loan");
     let p = problems_with(l, "      - entity: book_lone");
-    assert_one(&p, l, 17, "unknown entity `book_lone`");
-    assert_one(&p, l, 17, "did you mean `book_loan`?");
+    assert_at(&p, (l, 17), "unknown entity `book_lone`");
+    assert_at(&p, (l, 17), "did you mean `book_loan`?");
     // An unbound key name of a derived item.
     let l = line_of("with: { bookId: bookId, memberId");
     let p = problems_with(l, "        with: { bookId: bookId, since: since }");
-    assert_one(&p, l - 1, 9, "`${memberId}` of its key is unbound");
+    assert_at(&p, (l - 1, 9), "`${memberId}` of its key is unbound");
     // An unknown type.
     let l = line_of("days: int");
     let p = problems_with(l, "      days: integer");
-    assert_one(&p, l, 13, "unknown type `integer`");
+    assert_at(&p, (l, 13), "unknown type `integer`");
     // A counter attribute the counter does not keep.
     let l = line_of("add: { open:");
     let p = problems_with(l, "        add: { opne: 1, total: 1 }");
-    assert_one(&p, l, 22, "`opne` is not an attribute of counter `loans`");
+    assert_at(&p, (l, 22), "`opne` is not an attribute of counter `loans`");
     // An unquoted `#`: a comment, the value is empty.
     let l = line_of("key: { PK: \"M#${memberId}\", SK: \"PROFILE\" }");
     let p = problems_with(l, "    key: { PK: \"M#${memberId}\", SK: #PROFILE }");
-    assert_one(&p, l, 37, "`#PROFILE` is a comment");
-    assert_one(&p, l, 37, "quote it (\"#PROFILE\")");
+    assert_at(&p, (l, 37), "`#PROFILE` is a comment");
+    assert_at(&p, (l, 37), "quote it (\"#PROFILE\")");
     // A misspelt field.
     let l = line_of("memberId: string");
     let p = problems_with(l - 1, "    atributes:");
     assert!(
         p.iter()
-            .any(|p| p.line as usize == l - 1 && p.message.contains("did you mean `attributes`?")),
+            .any(|p| p.line == l - 1 && p.message.contains("did you mean `attributes`?")),
         "{p:#?}"
     );
     // A CEL syntax error points inside the expression.
@@ -233,7 +196,7 @@ fn seeded_mistakes_are_reported_at_their_line_and_column() {
     let p = problems_with(l, "      when: \"state == \"");
     assert!(
         p.iter()
-            .any(|p| p.line as usize == l && p.col >= 13 && p.message.contains("cannot parse")),
+            .any(|p| p.line == l && p.col >= 13 && p.message.contains("cannot parse")),
         "{p:#?}"
     );
 }
@@ -245,31 +208,20 @@ fn templates_two_entities_both_match_are_reported_with_an_example_key() {
         "key: { PK: \"M#${memberId}\", SK: \"${what}\" }",
     );
     let p = compile(&text, "t").unwrap_err();
-    assert!(
-        p.iter()
-            .any(|p| p.message.contains("both match the key PK=M#x, SK=PROFILE")),
-        "{p:#?}"
-    );
+    assert_says(&p, "both match the key PK=M#x, SK=PROFILE");
 }
 
 #[test]
 fn reserved_blocks_and_versions_are_refused_clearly() {
     // `once:` is read now: an entry without its source is refused.
     let p = compile(&format!("{LIBRARY}once:\n  mail: {{}}\n"), "t").unwrap_err();
-    assert!(
-        p.iter().any(|p| p.message.contains("missing field `on`")),
-        "{p:#?}"
-    );
+    assert_says(&p, "missing field `on`");
     // `sets:` is read now: an entry without its target is refused.
     let p = compile(&format!("{LIBRARY}sets:\n  timeline: {{}}\n"), "t").unwrap_err();
-    assert!(
-        p.iter()
-            .any(|p| p.message.contains("missing field `entity`")),
-        "{p:#?}"
-    );
+    assert_says(&p, "missing field `entity`");
     let p = compile(&LIBRARY.replace("jobstream: 1", "jobstream: 2"), "t").unwrap_err();
     let l = line_of("jobstream: 1");
-    assert_one(&p, l, 12, "unsupported format version 2");
+    assert_at(&p, (l, 12), "unsupported format version 2");
 }
 
 /// A file with two entities, `first` declared before `second`.
@@ -293,10 +245,9 @@ fn an_overlap_is_reported_in_both_orders_at_its_line_with_an_example_key() {
     for (text, later_line) in [(two_entities(user, team), 9), (two_entities(team, user), 9)] {
         let p = compile(&text, "t").unwrap_err();
         assert_eq!(p.len(), 1, "{text}\n{p:#?}");
-        assert_one(
+        assert_at(
             &p,
-            later_line,
-            10,
+            (later_line, 10),
             "both match the key PK=U#x#TEAM, SK=PROFILE",
         );
         assert!(
@@ -338,21 +289,11 @@ fn a_via_listing_nothing_maintains_is_refused_saying_what_would_list() {
     assert!(SOCIAL.contains(derive));
     let text = SOCIAL.replace(derive, "");
     let p = compile(&text, "t").unwrap_err();
-    let line = text
-        .lines()
-        .position(|l| l.contains("via: follower"))
-        .expect("via")
-        + 1;
-    let col = text
-        .lines()
-        .nth(line - 1)
-        .unwrap()
-        .find("follower }")
-        .unwrap()
-        + 1;
+    let (line, col) = position(&text, "via: follower");
+    let at = (line, col + "via: ".len() as u64);
     assert_eq!(p.len(), 1, "{p:#?}");
-    assert_one(&p, line, col as u64, "nothing writes `follower` items");
-    assert_one(&p, line, col as u64, "derive one per `follow`");
+    assert_at(&p, at, "nothing writes `follower` items");
+    assert_at(&p, at, "derive one per `follow`");
 }
 
 /// A model with enums of each kind and an expression over a string.
@@ -373,7 +314,7 @@ entities:
 "#;
 
 fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
-    [
+    item(&[
         ("PK", s("S#a")),
         ("SK", s("SEAT")),
         ("type", s("seat")),
@@ -382,10 +323,7 @@ fn seat(level: AttributeValue, vip: AttributeValue, zone: &str) -> Item {
         ("vip", vip),
         ("zone", s(zone)),
         ("label", s("secret-label")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 #[test]
@@ -419,7 +357,7 @@ fn enums_of_numbers_and_booleans_are_typed_as_written() {
     assert!(msg.contains("not one of 1|2|3"), "{msg}");
     // One kind of value per enum.
     let p = compile(&TYPED.replace("[1, 2, 3]", "[1, two]"), "t").unwrap_err();
-    assert_one(&p, 8, 14, "all strings, all integers or all booleans");
+    assert_at(&p, (8, 14), "all strings, all integers or all booleans");
 }
 
 #[test]
@@ -465,11 +403,7 @@ fn a_via_an_index_needs_the_index_keys_projected_from_key_names() {
         )
         .replace("via: follower }", "via: GSI1 }");
     let p = compile(&text, "t").unwrap_err();
-    assert!(
-        p.iter()
-            .any(|p| p.message.contains("`follow` projects no `GSI1PK`")),
-        "{p:#?}"
-    );
+    assert_says(&p, "`follow` projects no `GSI1PK`");
     let text = text.replace(
         "    derive:\n      - entity: follower\n",
         "    project:\n      attributes:\n        GSI1PK: \"u#${followed}#follower\"\n        GSI1SK: \"u#${follower}\"\n    derive:\n      - entity: follower\n",
@@ -477,12 +411,7 @@ fn a_via_an_index_needs_the_index_keys_projected_from_key_names() {
     assert_eq!(compile(&text, "t").err(), None);
     let bad = text.replace("GSI1SK: \"u#${follower}\"", "GSI1SK: \"${createdAt}\"");
     let p = compile(&bad, "t").unwrap_err();
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("`${createdAt}` is not one of its key names")),
-        "{p:#?}"
-    );
+    assert_says(&p, "`${createdAt}` is not one of its key names");
 }
 
 /// A count, check or derive reading its own entity's counter sum passed
@@ -525,8 +454,8 @@ entities:
         2,
         "{p:#?}"
     );
-    assert_one(&p, 15, 18, "`total` in `total >= 0`");
-    assert_one(&p, 19, 48, "a `compute:` value");
+    assert_at(&p, (15, 18), "`total` in `total >= 0`");
+    assert_at(&p, (19, 48), "a `compute:` value");
     // The same file reading an attribute instead compiles.
     let fixed = text
         .replace("? total : 0", "? 1 : 0")
@@ -558,13 +487,12 @@ entities:
 "#;
     let p = compile(text, "t").err().unwrap_or_default();
     assert_eq!(p.len(), 1, "{p:#?}");
-    assert_one(
+    assert_at(
         &p,
-        9,
-        17,
+        (9, 17),
         "derive `assigned`: its key does not bind `projectId` of `task`'s key",
     );
-    assert_one(&p, 9, 17, "mark `assigned` `shared: true`");
+    assert_at(&p, (9, 17), "mark `assigned` `shared: true`");
     // An expression of the name is not the name (`lower(x)` maps two to one).
     let lowered = text
         .replace("USER#${assignee}\"", "USER#${assignee}#${p}\"")
@@ -573,7 +501,7 @@ entities:
             "project: projectId, p: \"lower(projectId)\" }",
         );
     let p = compile(&lowered, "t").err().unwrap_or_default();
-    assert_one(&p, 9, 17, "does not bind `projectId`");
+    assert_at(&p, (9, 17), "does not bind `projectId`");
     let keyed = lowered.replace("lower(projectId)", "projectId");
     assert_eq!(compile(&keyed, "t").err(), None);
     let shared = text.replace("owner: processor", "owner: processor\n    shared: true");
@@ -624,27 +552,16 @@ fn expressions_are_type_checked_against_the_declared_attributes() {
         ),
     ];
     for (expr, at, needle, why) in refused {
-        let text = LIBRARY.replace(at, &format!("when: \"{expr}\""));
-        let p = compile(&text, "t").unwrap_err();
-        let written = format!("when: \"{expr}\"");
-        let line = text.lines().position(|l| l.contains(&written)).unwrap() + 1;
-        let col = text.lines().nth(line - 1).unwrap().find(needle).unwrap() + 1;
-        assert_one(&p, line, col as u64, why);
+        let (text, place) = broken(LIBRARY, at, &format!("when: \"{expr}\""), needle);
+        let p = problems(&text);
+        assert_at(&p, place, why);
         assert_eq!(p.len(), 1, "{p:#?}");
     }
     // A sum that is text: named with the attribute it feeds.
-    let text = LIBRARY.replace("total: 1 }", "total: since }");
-    let p = compile(&text, "t").unwrap_err();
-    let line = text
-        .lines()
-        .position(|l| l.contains("total: since"))
-        .unwrap()
-        + 1;
-    let col = text.lines().nth(line - 1).unwrap().find("since }").unwrap() + 1;
-    assert_one(
-        &p,
-        line,
-        col as u64,
+    let (text, place) = broken(LIBRARY, "total: 1 }", "total: since }", "since }");
+    assert_at(
+        &problems(&text),
+        place,
         "`add: { total: ... }` (a sum) must be an int, but `since` is a string",
     );
     let text = LIBRARY.replace("total: 1 }", "total: \"n${days}\" }");
@@ -711,12 +628,11 @@ fn a_table_or_index_name_dynamodb_refuses_is_refused_at_its_place() {
         "table: { name: h, pk: PK, sk: SK, gsis: [{ name: \"by level\", pk: G1PK, sk: G1SK }] }",
     );
     let p = compile(&text, "t").unwrap_err();
-    assert_one(
+    assert_at(
         &p,
-        2,
-        16,
+        (2, 16),
         "table name `h`: DynamoDB takes 3 to 255 characters",
     );
     let col = text.lines().nth(1).unwrap().find("\"by level\"").unwrap() as u64 + 1;
-    assert_one(&p, 2, col, "index name `by level`");
+    assert_at(&p, (2, col), "index name `by level`");
 }

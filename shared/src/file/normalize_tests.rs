@@ -2,9 +2,7 @@
 //! dashed } }`, `${city:city}`): what check-model refuses, with line:col
 //! and suggestions, and what the rules make of items.
 
-use super::compile;
-use super::rules::FileRules;
-use super::test_support::{has, position, problems};
+use super::test_support::{assert_at, position, problems, rules};
 use crate::engine::rules::Rules;
 use crate::item::{s, Item};
 
@@ -36,11 +34,6 @@ entities:
     owner: processor
     key: { pk: "job#${city}", sk: "s#${jobId}#${seekerId}" }
 "#;
-
-fn rules(text: &str) -> FileRules {
-    let m = compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}"));
-    FileRules(Box::leak(Box::new(m)))
-}
 
 fn item(pairs: &[(&str, &str)]) -> Item {
     pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
@@ -99,24 +92,14 @@ fn a_normalising_format_is_checked_at_load() {
     let text = BOARD.replace("normalize: dashed", "normalize: dashes");
     let p = problems(&text);
     let (l, c) = position(&text, "dashes");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "format `city`: normalize `dashes` is not one of lower, upper, trim, slug, dashed (did you mean `dashed`?)"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "format `city`: normalize `dashes` is not one of lower, upper, trim, slug, dashed (did you mean `dashed`?)");
     let text = BOARD.replace("city: { normalize: dashed }", "city: { max_bytes: 9 }");
     let p = problems(&text);
     let (l, c) = position(&text, "city: { max_bytes");
-    assert!(
-        has(
-            &p,
-            (l, c + "city: ".len() as u64),
-            "format `city`: give it a `pattern`, a `normalize`, or both"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (l, c + "city: ".len() as u64),
+        "format `city`: give it a `pattern`, a `normalize`, or both",
     );
 }
 

@@ -40,7 +40,7 @@ use serde::Deserialize;
 use super::expr::Expr;
 use super::model::at;
 use super::model::leak;
-use super::model::{suggest, Entity, Problem, Value};
+use super::model::{entity_index, suggest, Entity, Problem, Value};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{split, Part};
 use super::typecheck::{checked, Readable, T};
@@ -149,15 +149,10 @@ impl Compiling<'_> {
     }
 
     fn entity(&mut self, s: &Spanned<String>, once: &str) -> Option<usize> {
-        let i = self.names.iter().position(|n| *n == s.value);
-        if i.is_none() {
-            let hint = suggest(&s.value, self.names.iter().copied()).unwrap_or_default();
-            self.err(
-                at(s),
-                format!("once `{once}`: unknown entity `{}`{hint}", s.value),
-            );
-        }
-        i
+        let what = format!("once `{once}`");
+        entity_index(self.names.iter().copied(), s, &what)
+            .map_err(|p| self.problems.push(p))
+            .ok()
     }
 
     /// One CEL expression over the source's names (`want`: the type its
@@ -391,14 +386,12 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
                 continue;
             }
             (false, [(attr, v)]) => {
-                let Some(a) = entities[t].attr(attr) else {
-                    let hint =
-                        suggest(attr, entities[t].attrs.iter().map(|a| a.name)).unwrap_or_default();
-                    c.err(
-                        at(v),
-                        format!("once `{name}`: `{attr}` is not an attribute of `{tname}`{hint}"),
-                    );
-                    continue;
+                let a = match entities[t].known_attr(attr) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        c.err(at(v), format!("once `{name}`: {why}"));
+                        continue;
+                    }
                 };
                 let an = a.name;
                 let Some(v) = c.value(name, v, &scope, &mut reads) else {

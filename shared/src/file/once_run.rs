@@ -72,18 +72,7 @@ fn from_json(name: &str, v: &serde_json::Value) -> Result<Val, String> {
 pub(super) type Vals = Vec<(String, Val)>;
 
 fn eval(m: &FileModel, v: &Value, vals: &Vals) -> Result<Val, String> {
-    let look = |n: &str| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v);
-    if let [Part::Hole(e, _)] = v.0.as_slice() {
-        return m.env.eval(e, look);
-    }
-    let mut out = String::new();
-    for p in &v.0 {
-        match p {
-            Part::Lit(l) => out.push_str(l),
-            Part::Hole(e, _) => out.push_str(&m.env.eval(e, look)?.render()),
-        }
-    }
-    Ok(Val::Str(out))
+    m.eval_value(v, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))
 }
 
 /// The key of entity `t` from `with`, which must read back as that entity;
@@ -98,25 +87,9 @@ fn key_of(
     for (n, v) in with {
         bound.push((n.clone(), eval(m, v, vals)?));
     }
-    let mut key = Item::new();
-    for k in &t.key {
-        let mut parts = Vec::new();
-        for b in k.template.binders() {
-            let v = bound
-                .iter()
-                .find(|(n, _)| *n == b.name)
-                .map(|(_, v)| m.key_part(b.format.as_deref(), v.render()))
-                .ok_or_else(|| format!("`{}` is unbound", b.name))?;
-            if v.is_empty() {
-                return Err(format!("`{}` of {}'s key is empty", b.name, t.name));
-            }
-            parts.push(v);
-        }
-        key.insert(
-            k.attr.to_string(),
-            AttributeValue::S(k.template.build(&parts)),
-        );
-    }
+    let key: Item = (m.key_of_bound(t, &bound)?.into_iter())
+        .map(|(attr, v)| (attr.to_string(), AttributeValue::S(v)))
+        .collect();
     let [pkn, skn] = m.key_names();
     let reads_back = match (key.s(pkn), key.s(skn)) {
         (Ok(pk), Ok(sk)) => m.classify(pk, sk).is_some_and(|(e, _)| std::ptr::eq(e, t)),
@@ -249,17 +222,9 @@ fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePla
 }
 
 fn holds(m: &FileModel, e: &Expr, vals: &Vals) -> Result<bool, String> {
-    match m
-        .env
+    m.env
         .eval(e, |n| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v))?
-    {
-        Val::Bool(b) => Ok(b),
-        other => Err(format!(
-            "`{}` gave a {}, not a bool",
-            e.source,
-            other.kind()
-        )),
-    }
+        .bool_of(&e.source)
 }
 
 impl FileModel {
@@ -358,10 +323,11 @@ pub struct FileOnce {
     pub spec: &'static OnceSpec,
 }
 
-fn invalid_message(reason: String) -> MessageError {
+/// A body its consumer cannot act on: a permanent failure, and why.
+pub(super) fn invalid_message(reason: impl Into<String>) -> MessageError {
     MessageError::Permanent {
         kind: "InvalidMessage",
-        reason,
+        reason: reason.into(),
     }
 }
 

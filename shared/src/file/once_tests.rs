@@ -3,8 +3,8 @@
 //! start an effect, and what the effect of a job is.
 
 use super::once::FileOnce;
-use super::test_support::{has, position, problems};
-use super::{compile, FileModel};
+use super::test_support::{assert_at, assert_says, item, model, position, problems};
+
 use crate::change::{test_change, ChangeKind};
 use crate::engine::setjob::Cond;
 use crate::error::InputError;
@@ -54,20 +54,13 @@ once:
       - { entity: suggestion, with: { seekerId: seekerId, jobId: jobId } }
 "#;
 
-fn model(text: &str) -> &'static FileModel {
-    Box::leak(Box::new(compile(text, "t").expect("compiles")))
-}
-
 fn request(status: &str, approved_at: Option<&str>) -> Item {
-    let mut i: Item = [
+    let mut i = item(&[
         ("PK", s("JOB#j1")),
         ("SK", s("REQ#s1")),
         ("type", s("request")),
         ("status", s(status)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     if let Some(a) = approved_at {
         i.insert("approvedAt".into(), s(a));
     }
@@ -404,13 +397,10 @@ fn check_model_refuses_an_effect_that_writes_nothing_or_takes_a_sets_name() {
     assert_ne!(text, HIRING);
     let p = problems(&text);
     let at = position(&text, "on: request");
-    assert!(
-        has(
-            &p,
-            (at.0, at.1),
-            "once `matches`: it writes nothing: add `put:` or `delete:`"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (at.0, at.1),
+        "once `matches`: it writes nothing: add `put:` or `delete:`",
     );
     // A processor `match` is unwritten now: nothing else is wrong.
     assert_eq!(p.len(), 1, "{p:#?}");
@@ -419,12 +409,7 @@ fn check_model_refuses_an_effect_that_writes_nothing_or_takes_a_sets_name() {
         HIRING
     );
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("once `matches`: a set has the same name")),
-        "{p:#?}"
-    );
+    assert_says(&p, "once `matches`: a set has the same name");
 }
 
 #[test]
@@ -445,13 +430,10 @@ fn check_model_refuses_a_name_no_queue_can_carry() {
     assert_ne!(text, HIRING);
     let p = problems(&text);
     let (line, _) = position(&text, "on: request");
-    assert!(
-        has(
-            &p,
-            (line, 5),
-            "once `match es`: a name of letters, digits, `-` and `_` (it names a queue)"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (line, 5),
+        "once `match es`: a name of letters, digits, `-` and `_` (it names a queue)",
     );
     assert_eq!(p.len(), 1, "{p:#?}");
 }
@@ -474,13 +456,10 @@ fn queue_name_names_the_sqs_queue_and_a_name_sqs_refuses_is_placed() {
         "    queue_name: \"match jobs\"\n    delete:\n      - { entity: suggestion",
     );
     let p = problems(&bad);
-    assert!(
-        has(
-            &p,
-            position(&bad, "\"match jobs\""),
-            "queue name `match jobs`"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        position(&bad, "\"match jobs\""),
+        "queue name `match jobs`",
     );
     let long = HIRING.replace(
         "    delete:\n      - { entity: suggestion",
@@ -531,12 +510,6 @@ once:
       - { entity: award, with: { reachedAt: reachedAt, userId: userId } }
 "#,
     );
-    let item = |pairs: &[(&str, aws_sdk_dynamodb::types::AttributeValue)]| -> Item {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    };
     let score = item(&[
         ("PK", s("U#a")),
         ("SK", s("SCORE")),

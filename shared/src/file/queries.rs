@@ -89,12 +89,8 @@ impl<'de> Deserialize<'de> for RawCond {
                     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Operand, E> {
                         Ok(Operand(vec![Scalar(v.to_string())]))
                     }
-                    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Operand, A::Error> {
-                        let mut out = Vec::new();
-                        while let Some(s) = seq.next_element::<Scalar>()? {
-                            out.push(s);
-                        }
-                        Ok(Operand(out))
+                    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Operand, A::Error> {
+                        Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Operand)
                     }
                 }
                 d.deserialize_any(V)
@@ -243,11 +239,7 @@ impl Checker<'_> {
 
     /// Position of the character `offset` inside the scalar at `pos`.
     fn inner(&self, pos: (u64, u64), offset: usize) -> (u64, u64) {
-        let line = self.source.lines().nth(pos.0.saturating_sub(1) as usize);
-        let quoted = line
-            .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
-            .is_some_and(|c| c == '"' || c == '\'');
-        (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+        super::model::inner(self.source, pos, offset)
     }
 
     /// A template over the parameters; records the names it reads.

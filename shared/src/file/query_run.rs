@@ -9,7 +9,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::expr::Val;
 use super::model::{suggest, FileModel, Value};
 use super::queries::{Query, SkOp};
-use super::template::Part;
 use crate::item::Item;
 
 /// Why a query could not run. Usage errors (unknown query, parameters) come
@@ -173,22 +172,11 @@ pub fn bind(m: &FileModel, name: &str, args: &[(String, String)]) -> Result<Boun
     }
     let eval = |what: &str, v: &Value| -> Result<Val, QueryError> {
         let lookup = |n: &str| vals.iter().find(|(k, _)| k == n).map(|(_, v)| v);
-        let err = |reason: String| QueryError::Eval {
+        m.eval_value(v, lookup).map_err(|reason| QueryError::Eval {
             query: q.name.clone(),
             what: what.to_string(),
             reason,
-        };
-        if let [Part::Hole(e, _)] = v.0.as_slice() {
-            return m.env.eval(e, lookup).map_err(err);
-        }
-        let mut out = String::new();
-        for p in &v.0 {
-            match p {
-                Part::Lit(l) => out.push_str(l),
-                Part::Hole(e, _) => out.push_str(&m.env.eval(e, lookup).map_err(err)?.render()),
-            }
-        }
-        Ok(Val::Str(out))
+        })
     };
     // Keys are strings (every key a model file writes is a template).
     let key_str = |what: &str, v: &Value| -> Result<AttributeValue, QueryError> {

@@ -143,12 +143,8 @@ impl<'de> Deserialize<'de> for AttrSpec {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<AttrSpec, E> {
                 Ok(AttrSpec::Named(v.to_string()))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AttrSpec, A::Error> {
-                let mut out = Vec::new();
-                while let Some(v) = seq.next_element::<EnumValue>()? {
-                    out.push(v);
-                }
-                Ok(AttrSpec::Enum(out))
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<AttrSpec, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(AttrSpec::Enum)
             }
             fn visit_unit<E: de::Error>(self) -> Result<AttrSpec, E> {
                 Err(E::custom(

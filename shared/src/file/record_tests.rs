@@ -2,18 +2,12 @@
 //! answers as each aspect and the jobs asked alone, from one parse of each
 //! image (issue 29: a scored prediction was parsed five times here).
 
-use super::compile;
 use super::rules::{checks_run, parses, FileRules};
+use super::test_support::rules;
 use crate::change::{test_change, Change, ChangeKind};
 use crate::engine::rules::{Aspects, OutMessage, Rules};
 use crate::error::InputError;
 use crate::item::{key_of, Item};
-
-fn rules(text: &str) -> FileRules {
-    FileRules(Box::leak(Box::new(
-        compile(text, "t").unwrap_or_else(|p| panic!("{p:#?}")),
-    )))
-}
 
 /// The rules asked one aspect and the jobs at a time: the trait's own
 /// [`Rules::record`].

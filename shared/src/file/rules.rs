@@ -186,17 +186,8 @@ impl FileModel {
             vals.push((a, Val::Int(stored_int(item, a))));
         }
         // Names bound only by the key: validated by their format.
-        let binders: Vec<(&str, Option<&str>)> = entity
-            .key
-            .iter()
-            .flat_map(|k| {
-                k.template
-                    .binders()
-                    .map(|b| (b.name.as_str(), b.format.as_deref()))
-            })
-            .collect();
-        for ((name, format), value) in binders.iter().zip(&bound) {
-            if entity.attr(name).is_some() || vals.iter().any(|(n, _)| n == name) {
+        for ((name, format), value) in entity.key_binders().zip(&bound) {
+            if entity.attr(name).is_some() || vals.iter().any(|(n, _)| *n == name) {
                 // The key's part is still of the binder's format.
                 if let Some(Ty::Format(f)) =
                     format.and_then(|f| super::formats::named(f, &self.formats))
@@ -208,7 +199,7 @@ impl FileModel {
                 continue;
             }
             let ty = format.and_then(|f| super::formats::named(f, &self.formats));
-            vals.push((*name, typed_str(name, value, ty.as_ref()).map_err(err)?));
+            vals.push((name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
         let record = Record { entity, vals };
         let known = known.filter(|k| std::ptr::eq(k.entity, entity));
@@ -275,14 +266,24 @@ impl FileModel {
     }
 
     pub(super) fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
+        self.eval_value(v, |n| rec.get(n))
+    }
+
+    /// A value with `lookup` giving each name it reads: one expression
+    /// keeps its type, a template renders to a string.
+    pub(super) fn eval_value<'a>(
+        &self,
+        v: &Value,
+        lookup: impl Fn(&str) -> Option<&'a Val> + Copy,
+    ) -> Result<Val, String> {
         if let [Part::Hole(e, _)] = v.0.as_slice() {
-            return self.env.eval(e, |n| rec.get(n));
+            return self.env.eval(e, lookup);
         }
         let mut out = String::new();
         for p in &v.0 {
             match p {
                 Part::Lit(l) => out.push_str(l),
-                Part::Hole(e, _) => out.push_str(&self.env.eval(e, |n| rec.get(n))?.render()),
+                Part::Hole(e, _) => out.push_str(&self.env.eval(e, lookup)?.render()),
             }
         }
         Ok(Val::Str(out))
@@ -295,14 +296,7 @@ impl FileModel {
     ) -> Result<bool, String> {
         match when {
             None => Ok(true),
-            Some(e) => match self.env.eval(e, |n| rec.get(n))? {
-                Val::Bool(b) => Ok(b),
-                other => Err(format!(
-                    "`{}` gave a {}, not a bool",
-                    e.source,
-                    other.kind()
-                )),
-            },
+            Some(e) => self.env.eval(e, |n| rec.get(n))?.bool_of(&e.source),
         }
     }
 
@@ -351,6 +345,16 @@ impl FileModel {
         for (n, v) in with {
             bound.push((n.clone(), self.eval(rec, v)?));
         }
+        Ok((self.key_of_bound(target, &bound)?, bound))
+    }
+
+    /// The key of entity `target` from the values `bound` by name: every
+    /// binder bound and not empty.
+    pub(super) fn key_of_bound(
+        &self,
+        target: &Entity,
+        bound: &[(String, Val)],
+    ) -> Result<KeyValues, String> {
         let mut key = Vec::with_capacity(2);
         for k in &target.key {
             let mut vals = Vec::new();
@@ -367,7 +371,7 @@ impl FileModel {
             }
             key.push((k.attr, k.template.build(&vals)));
         }
-        Ok((key, bound))
+        Ok(key)
     }
 }
 
@@ -435,16 +439,7 @@ impl Rules for FileRules {
             ));
         }
         // From the key alone: every bound name valid by its type or format.
-        let binders: Vec<(&str, Option<&str>)> = entity
-            .key
-            .iter()
-            .flat_map(|k| {
-                k.template
-                    .binders()
-                    .map(|b| (b.name.as_str(), b.format.as_deref()))
-            })
-            .collect();
-        for ((name, format), value) in binders.iter().zip(&bound) {
+        for ((name, format), value) in entity.key_binders().zip(&bound) {
             let ty = entity
                 .attr(name)
                 .map(|a| a.ty.clone())

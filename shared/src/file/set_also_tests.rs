@@ -4,8 +4,7 @@
 //! once effect's marker. What check-model refuses, with line:col and
 //! suggestions, and the scopes the engine derives.
 
-use super::compile;
-use super::test_support::{has, position, problems};
+use super::test_support::{assert_at, assert_says, model, position, problems};
 use crate::engine::joinset::Step;
 
 const BOARD: &str = include_str!("../../../models/jobboard.yaml");
@@ -23,7 +22,7 @@ fn the_job_board_compiles() {
 
 #[test]
 fn scopes_list_a_citys_seekers_from_the_ledger_and_a_seekers_city_from_its_item() {
-    let m: &'static _ = Box::leak(Box::new(compile(BOARD, "t").expect("compiles")));
+    let m = model(BOARD);
     let set = m.sets[0].declaration(m);
     let scopes = set.scopes().expect("scopes");
     let of = |on: &str| scopes.iter().find(|s| s.on == on).expect(on);
@@ -86,14 +85,7 @@ fn an_also_reading_an_unknown_name_is_placed_with_a_suggestion() {
     );
     let p = problems(&text);
     let (l, c) = position(&text, "\"dashed(cty)\"");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: fact `seeker`: also `city`: unknown name `cty` in `dashed(cty)` (did you mean `city`?)"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: fact `seeker`: also `city`: unknown name `cty` in `dashed(cty)` (did you mean `city`?)");
 }
 
 #[test]
@@ -101,13 +93,10 @@ fn an_unless_once_must_name_an_effect_that_deletes_the_target() {
     let text = replaced("matched: { once: matches }", "matched: { once: matchs }");
     let p = problems(&text);
     let (l, c) = position(&text, "matchs }");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: unless `matched`: no once effect `matchs` (did you mean `matches`?)"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (l, c),
+        "set `suggestions`: unless `matched`: no once effect `matchs` (did you mean `matches`?)",
     );
     let text = replaced(
         "    delete:\n      - entity: suggestion\n        with: { city: jobCity, jobId: jobId, seekerId: seekerId }\n",
@@ -115,35 +104,24 @@ fn an_unless_once_must_name_an_effect_that_deletes_the_target() {
     );
     let p = problems(&text);
     let (l, c) = position(&text, "matches }");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: unless `matched`: once `matches` does not delete the set's `suggestion`"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: unless `matched`: once `matches` does not delete the set's `suggestion`");
     let text = replaced(
         "matched: { once: matches }",
         "matched: { once: matches, entity: match }",
     );
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("unless `matched`: `once` stands alone (no `entity`, `via` nor `also`)")),
-        "{p:#?}"
+    assert_says(
+        &p,
+        "unless `matched`: `once` stands alone (no `entity`, `via` nor `also`)",
     );
     let text = replaced(
         "key: \"${seekerId}#${jobId}\"",
         "key: \"${lower(seekerId)}#${jobId}\"",
     );
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p.message.contains(
-            "the key of once `matches` (`${lower(seekerId)}#${jobId}`) must be plain names"
-        )),
-        "{p:#?}"
+    assert_says(
+        &p,
+        "the key of once `matches` (`${lower(seekerId)}#${jobId}`) must be plain names",
     );
 }
 
@@ -155,25 +133,17 @@ fn a_fact_needs_an_entity_and_once_is_for_unless_only() {
     );
     let p = problems(&text);
     let (l, c) = position(&text, "job: { also");
-    assert!(
-        has(
-            &p,
-            (l, c + "job: ".len() as u64),
-            "set `suggestions`: fact `job` needs an `entity`"
-        ),
-        "{p:#?}"
+    assert_at(
+        &p,
+        (l, c + "job: ".len() as u64),
+        "set `suggestions`: fact `job` needs an `entity`",
     );
     let text = replaced(
         "job: { entity: job, also: { employerId: employerId }",
         "job: { entity: job, once: matches, also: { employerId: employerId }",
     );
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("fact `job`: `once` names an `unless` fact only")),
-        "{p:#?}"
-    );
+    assert_says(&p, "fact `job`: `once` names an `unless` fact only");
 }
 
 #[test]
@@ -183,12 +153,7 @@ fn an_index_listing_binds_key_names_and_also_expressions_only() {
         "GSI1PK: \"city#${lower(city)}\"",
     );
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p.message.contains(
-            "via `GSI1`: `GSI1PK` of `seeker`: `${lower(city)}` is not one of its key names nor an `also` expression of the fact"
-        )),
-        "{p:#?}"
-    );
+    assert_says(&p, "via `GSI1`: `GSI1PK` of `seeker`: `${lower(city)}` is not one of its key names nor an `also` expression of the fact");
 }
 
 #[test]
@@ -200,12 +165,7 @@ fn a_variable_of_a_fact_must_be_in_the_targets_key_or_carried() {
         "      zip: zip\n",
     );
     let p = problems(&text);
-    assert!(
-        p.iter().any(|p| p
-            .message
-            .contains("fact `job`: variable `postedAt` is not in the target's key job#${city} (nor a value of it)")),
-        "{p:#?}"
-    );
+    assert_says(&p, "fact `job`: variable `postedAt` is not in the target's key job#${city} (nor a value of it)");
 }
 
 #[test]
@@ -216,12 +176,5 @@ fn missing_when_is_a_set_expression_placed_with_a_suggestion() {
     );
     let p = problems(&text);
     let (l, c) = position(&text, "\"jobb.postedAt");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: unknown name `jobb` in `jobb.postedAt >= day(now - 6 * 86400)` (did you mean `job`?)"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: unknown name `jobb` in `jobb.postedAt >= day(now - 6 * 86400)` (did you mean `job`?)");
 }

@@ -1,7 +1,7 @@
 //! `from:` on a join set's fact (models/jobboard.yaml: jobs of the last 30
 //! days): what check-model refuses, with line:col and suggestions.
 
-use super::test_support::{has, position, problems};
+use super::test_support::{assert_at, position, problems};
 
 const BOARD: &str = include_str!("../../../models/jobboard.yaml");
 const FROM: &str = "from: { postedAt: \"day(now - 30 * 86400)\" }";
@@ -17,14 +17,7 @@ fn from_names_a_variable_of_the_facts_sort_key() {
     let text = replaced(FROM, "from: { postedat: \"day(now - 30 * 86400)\" }");
     let p = problems(&text);
     let (l, c) = position(&text, "\"day(now - 30 * 86400)\"");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: fact `job`: from `postedat` is not a variable of its sort key `j#${postedAt}#${zip}#${jobId}` (did you mean `postedAt`?)"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: fact `job`: from `postedat` is not a variable of its sort key `j#${postedAt}#${zip}#${jobId}` (did you mean `postedAt`?)");
 }
 
 #[test]
@@ -32,31 +25,18 @@ fn from_reads_now_only_and_one_variable() {
     let text = replaced(FROM, "from: { postedAt: \"day(today - 30 * 86400)\" }");
     let p = problems(&text);
     let (l, c) = position(&text, "\"day(today");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: fact `job`: from `postedAt`: unknown name `today` in `day(today - 30 * 86400)` (it reads `now` only"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: fact `job`: from `postedAt`: unknown name `today` in `day(today - 30 * 86400)` (it reads `now` only");
     let text = replaced(FROM, "from: { postedAt: \"day(now - '30')\" }");
     let p = problems(&text);
     let (l, c) = position(&text, "\"day(now - '30')");
-    assert!(
-        has(&p, (l, c), "from `postedAt`: `day(now - '30')`:"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "from `postedAt`: `day(now - '30')`:");
     let text = replaced(
         FROM,
         "from: { postedAt: \"day(now - 30 * 86400)\", zip: \"'A'\" }",
     );
     let p = problems(&text);
     let (l, c) = position(&text, "\"'A'\"");
-    assert!(
-        has(&p, (l, c), "fact `job`: one variable under `from`"),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "fact `job`: one variable under `from`");
 }
 
 #[test]
@@ -67,26 +47,12 @@ fn from_bounds_a_facts_own_listing_only() {
     );
     let p = problems(&text);
     let (l, c) = position(&text, "\"'a'\"");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: fact `seeker`: `from` bounds the listing of the fact's own partition, and `via` lists it elsewhere"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: fact `seeker`: `from` bounds the listing of the fact's own partition, and `via` lists it elsewhere");
     let text = replaced(
         "requested: { entity: request,",
         "requested: { entity: request, from: { jobId: \"'a'\" },",
     );
     let p = problems(&text);
     let (l, c) = position(&text, "\"'a'\" }");
-    assert!(
-        has(
-            &p,
-            (l, c),
-            "set `suggestions`: unless `requested`: `from` bounds a fact's listing; an `unless` fact is read by its key"
-        ),
-        "{p:#?}"
-    );
+    assert_at(&p, (l, c), "set `suggestions`: unless `requested`: `from` bounds a fact's listing; an `unless` fact is read by its key");
 }

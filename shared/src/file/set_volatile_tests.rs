@@ -3,6 +3,7 @@
 //! rescoring), and check-model names an unknown one.
 
 use super::compile;
+use super::test_support::model;
 use crate::engine::setjob::SetJob;
 
 const SOCIAL: &str = include_str!("../../../models/social.yaml");
@@ -15,14 +16,12 @@ fn with_volatile(list: &str) -> String {
 
 #[test]
 fn volatile_attributes_reach_the_set_job() {
-    let m: &'static _ = Box::leak(Box::new(
-        compile(&with_volatile("[ttl, createdAt]"), "t").expect("compiles"),
-    ));
+    let m = model(&with_volatile("[ttl, createdAt]"));
     let set: &'static _ = &m.sets[0];
     let job = set.declaration(m);
     assert_eq!(SetJob::volatile(&job), ["ttl", "createdAt"]);
     // None said: none.
-    let m: &'static _ = Box::leak(Box::new(compile(SOCIAL, "t").expect("compiles")));
+    let m = model(SOCIAL);
     let job = m.sets[0].declaration(m);
     assert!(SetJob::volatile(&job).is_empty());
 }

@@ -177,14 +177,7 @@ impl SetSpec {
                     .map(|w| match w {
                         SetWhen::Distinct(a, b) => When::Distinct(a.clone(), b.clone()),
                         SetWhen::Expr(e) => {
-                            When::Expr(Arc::new(move |row| match eval(m, me, e, row)? {
-                                Val::Bool(b) => Ok(b),
-                                other => Err(format!(
-                                    "`{}` gave a {}, not a bool",
-                                    e.source,
-                                    other.kind()
-                                )),
-                            }))
+                            When::Expr(Arc::new(move |row| eval(m, me, e, row)?.bool_of(&e.source)))
                         }
                     })
                     .collect();

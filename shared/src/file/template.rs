@@ -138,11 +138,6 @@ impl KeyTemplate {
         })
     }
 
-    /// Whether the template has no binders.
-    pub fn is_constant(&self) -> bool {
-        self.binders().next().is_none()
-    }
-
     /// Matches `key`, returning the bound values in binder order.
     pub fn matches<'k>(&self, key: &'k str) -> Option<Vec<&'k str>> {
         let mut rest = key;
@@ -286,7 +281,7 @@ mod tests {
         assert_eq!(t.matches("APP#A#B"), None);
         assert_eq!(t.build(&["A", "B"]), "JOB#A#B");
         let c = KeyTemplate::parse("#METADATA").unwrap();
-        assert!(c.is_constant());
+        assert!(c.binders().next().is_none(), "no binders");
         assert_eq!(c.matches("#METADATA"), Some(vec![]));
         assert_eq!(c.matches("#META"), None);
         let f = KeyTemplate::parse("u#${a}#following").unwrap();

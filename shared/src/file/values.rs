@@ -53,12 +53,7 @@ fn from_dynamo(v: &AttributeValue) -> Result<Val, String> {
         ),
         AttributeValue::Bool(b) => Val::Bool(*b),
         AttributeValue::Null(_) => Val::Null,
-        AttributeValue::Ss(v) => {
-            let mut v = v.clone();
-            v.sort();
-            v.dedup();
-            Val::Set(v)
-        }
+        AttributeValue::Ss(v) => set(v),
         AttributeValue::M(m) => {
             let mut out = Vec::with_capacity(m.len());
             for (k, v) in m {
@@ -75,6 +70,14 @@ fn from_dynamo(v: &AttributeValue) -> Result<Val, String> {
             ))
         }
     })
+}
+
+/// A string set as expressions read it: sorted, each string once.
+fn set(v: &[String]) -> Val {
+    let mut v = v.to_vec();
+    v.sort();
+    v.dedup();
+    Val::Set(v)
 }
 
 /// A processor-owned number as stored: an int, else 0.
@@ -181,12 +184,7 @@ pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
         (Ty::Map, AttributeValue::M(_)) | (Ty::List, AttributeValue::L(_)) => {
             from_dynamo(v).map_err(|e| invalid(a.name, e))
         }
-        (Ty::Set, AttributeValue::Ss(v)) => {
-            let mut v = v.clone();
-            v.sort();
-            v.dedup();
-            Ok(Val::Set(v))
-        }
+        (Ty::Set, AttributeValue::Ss(v)) => Ok(set(v)),
         (Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_), AttributeValue::S(s)) => {
             check_str(a.name, s, &a.ty)?;
             Ok(Val::Str(s.clone()))

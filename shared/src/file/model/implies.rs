@@ -398,15 +398,10 @@ impl Compiler<'_> {
                 continue;
             };
             let src = v.value.0.trim();
-            let Some(Some(have)) = scope
-                .names
-                .iter()
-                .find(|(k, _)| k == src)
-                .map(|(_, t)| t.clone())
-            else {
+            let Some(have) = scope.declared(src) else {
                 continue;
             };
-            if !fits(&have, &want) {
+            if !fits(have, &want) {
                 self.err(
                     at(v),
                     format!(
@@ -414,7 +409,7 @@ impl Compiler<'_> {
                         scope.entity,
                         target.name,
                         ty_name(&want),
-                        ty_name(&have),
+                        ty_name(have),
                         ty_name(&want)
                     ),
                 );

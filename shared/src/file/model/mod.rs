@@ -184,15 +184,31 @@ impl Entity {
         self.attrs.iter().find(|a| a.name == name)
     }
 
+    /// The attribute `name`, or why there is none (with a suggestion).
+    pub fn known_attr(&self, name: &str) -> Result<&Attr, String> {
+        self.attr(name).ok_or_else(|| {
+            let hint = suggest(name, self.attrs.iter().map(|a| a.name)).unwrap_or_default();
+            format!("`{name}` is not an attribute of `{}`{hint}", self.name)
+        })
+    }
+
+    /// Each binder of the key templates in order (a name bound twice
+    /// twice), with its format: the values a key parses into, one each.
+    pub fn key_binders(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.key.iter().flat_map(|k| {
+            k.template
+                .binders()
+                .map(|b| (b.name.as_str(), b.format.as_deref()))
+        })
+    }
+
     /// Every name bound by the key templates (first occurrence), with its
     /// format.
     pub fn binders(&self) -> Vec<(&str, Option<&str>)> {
         let mut out: Vec<(&str, Option<&str>)> = Vec::new();
-        for k in &self.key {
-            for b in k.template.binders() {
-                if !out.iter().any(|(n, _)| *n == b.name) {
-                    out.push((b.name.as_str(), b.format.as_deref()));
-                }
+        for (name, format) in self.key_binders() {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, format));
             }
         }
         out
@@ -286,6 +302,30 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| format!(" (did you mean `{c}`?)"))
 }
 
+/// The index of the entity `s` names among `names`, or the problem
+/// `{what}: unknown entity ...` (with a suggestion) at its place.
+pub fn entity_index<'a>(
+    names: impl Iterator<Item = &'a str> + Clone,
+    s: &Spanned<String>,
+    what: &str,
+) -> Result<usize, Problem> {
+    names.clone().position(|n| n == s.value).ok_or_else(|| {
+        let hint = suggest(&s.value, names).unwrap_or_default();
+        let (l, c) = at(s);
+        Problem::new(l, c, format!("{what}: unknown entity `{}`{hint}", s.value))
+    })
+}
+
+/// Position of the character `offset` inside the scalar at `pos` of
+/// `source` (quoted scalars start one column later).
+pub(in crate::file) fn inner(source: &str, pos: (u64, u64), offset: usize) -> (u64, u64) {
+    let line = source.lines().nth(pos.0.saturating_sub(1) as usize);
+    let quoted = line
+        .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
+        .is_some_and(|c| c == '"' || c == '\'');
+    (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+}
+
 /// Builds a model from its parsed file, or every problem found.
 pub fn compile(raw: RawFile, source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
     let mut c = Compiler {
@@ -356,10 +396,15 @@ impl Scope<'_> {
         self.names.iter().any(|(k, _)| k == n)
     }
 
+    /// A name's declared type, when it has one.
+    pub(in crate::file) fn declared(&self, n: &str) -> Option<&Ty> {
+        let found = self.names.iter().find(|(k, _)| k == n);
+        found.and_then(|(_, t)| t.as_ref())
+    }
+
     /// A name's type as the type check sees it.
     pub(super) fn ty(&self, n: &str) -> super::typecheck::T {
-        let declared = self.names.iter().find(|(k, _)| k == n);
-        super::typecheck::T::of(declared.and_then(|(_, t)| t.as_ref()))
+        super::typecheck::T::of(self.declared(n))
     }
 }
 
@@ -371,11 +416,7 @@ impl Compiler<'_> {
     /// Position of the character `offset` inside the scalar at `pos`
     /// (quoted scalars start one column later).
     fn inner(&self, pos: (u64, u64), offset: usize) -> (u64, u64) {
-        let line = self.source.lines().nth(pos.0.saturating_sub(1) as usize);
-        let quoted = line
-            .and_then(|l| l.chars().nth(pos.1.saturating_sub(1) as usize))
-            .is_some_and(|c| c == '"' || c == '\'');
-        (pos.0, pos.1 + offset as u64 + u64::from(quoted))
+        inner(self.source, pos, offset)
     }
 
     fn file(&mut self, raw: RawFile, default_name: &str) -> Option<FileModel> {
@@ -696,12 +737,9 @@ impl Compiler<'_> {
     }
 
     fn entity_ref(&mut self, s: &Spanned<String>, names: &[&str], from: &str) -> Option<usize> {
-        let i = names.iter().position(|n| *n == s.value);
-        if i.is_none() {
-            let hint = suggest(&s.value, names.iter().copied()).unwrap_or_default();
-            self.err(at(s), format!("{from}: unknown entity `{}`{hint}", s.value));
-        }
-        i
+        entity_index(names.iter().copied(), s, from)
+            .map_err(|p| self.problems.push(p))
+            .ok()
     }
 }
 

@@ -1,0 +1,145 @@
+//! The compute job's plan and values: what it reads, writes and guards.
+
+use super::*;
+use crate::file::test_support::{item, model};
+use crate::item::{n, s};
+
+const PICKEM: &str = include_str!("../../../models/pickem.yaml");
+
+fn job(text: &str) -> ComputeJob {
+    let m = model(text);
+    let entity = m
+        .entities
+        .iter()
+        .position(|e| e.compute.is_some())
+        .expect("a compute");
+    ComputeJob { m, entity }
+}
+
+/// The event's rows as the job reads them: m1 won by team 0 (10
+/// points), m2 by team 1 (`points` each).
+fn facts(j: &ComputeJob, points: i64) -> Facts {
+    let team = |m: &str| {
+        AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
+    };
+    let row = |id: &str, points: i64, result: i64| -> Item {
+        item(&[
+            ("PK", s("EVENT#2024-03-03-x")),
+            ("SK", s(format!("MATCH#{id}"))),
+            ("type", s("match")),
+            ("id", s(id)),
+            ("name", s("A match")),
+            ("order", n(1)),
+            ("points", n(points)),
+            ("teams", AttributeValue::L(vec![team("a"), team("b")])),
+            ("result", n(result)),
+        ])
+    };
+    let rows = [row("m1", 10, 0), row("m2", points, 1)]
+        .iter()
+        .map(|i| match j.m.parse(i) {
+            Ok(Parsed::Writer(rec)) => row_val(&rec.vals),
+            _ => panic!("a valid match"),
+        })
+        .collect();
+    Facts {
+        rows: Val::List(rows).prepare(),
+        guards: vec![],
+    }
+}
+
+fn prediction() -> Item {
+    item(&[
+        ("PK", s("USER#sam")),
+        ("SK", s("EVENT#2024-03-03-x")),
+        ("type", s("prediction")),
+        (
+            "predictions",
+            AttributeValue::M([("m1".to_string(), n(0)), ("m2".to_string(), n(1))].into()),
+        ),
+    ])
+}
+
+/// The job parses an item it scores once: the item it will be (its
+/// values as stored, its projection, the clamp it notes) comes from
+/// that parse, as a parse of that item would say (it was parsed three
+/// times: for the values, the projection and the notes).
+#[test]
+fn an_item_the_job_scores_is_parsed_once() {
+    let j = job(PICKEM);
+    let (rows, item) = (facts(&j, 25), prediction());
+    let (u, parses) = super::super::rules::parses(|| j.update(&item, &rows));
+    assert_eq!(parses, 1);
+    let u = u.expect("a score to write");
+    assert_eq!(
+        u.attrs,
+        vec![
+            ("points", Some(n(35))),
+            ("mcorrect", Some(n(2))),
+            ("GSI_PK", Some(s("EVENT#2024-03-03-x"))),
+            ("GSI_SK", Some(s("SCORE#035#sam"))),
+            ("belongsto", Some(s("USER#sam"))),
+        ]
+    );
+    assert!(u.notes.is_empty());
+    // Clamped into the key: noted.
+    let u = j.update(&prediction(), &facts(&j, 1500)).expect("a score");
+    assert!(u.attrs.contains(&("GSI_SK", Some(s("SCORE#999#sam")))));
+    assert_eq!(u.notes, vec!["ScoreOverflow"]);
+}
+
+/// A check that reads a computed value judges the value the job would
+/// store (not the one stored): a score it refuses is bad input, left
+/// as it is; the checks that read only what the writer wrote are not
+/// run again.
+#[test]
+fn a_check_reading_a_computed_value_judges_the_value_the_job_would_store() {
+    let text = PICKEM.replace(
+        "      - expr: \"predictions.all(k, predictions[k] >= 0)\"",
+        "      - expr: \"points <= 100\"\n        attribute: points\n        message: \"over 100\"\n      - expr: \"predictions.all(k, predictions[k] >= 0)\"",
+    );
+    assert_ne!(text, PICKEM);
+    let j = job(&text);
+    assert!(j.update(&prediction(), &facts(&j, 25)).is_some());
+    assert!(
+        j.update(&prediction(), &facts(&j, 95)).is_none(),
+        "105 points"
+    );
+    let mut stored = prediction();
+    stored.insert("points".into(), n(105));
+    assert!(
+        j.m.parse(&stored).is_err(),
+        "the check as the stream reads it"
+    );
+}
+
+#[test]
+fn pages_hold_every_key_once_and_fit_the_body_limit() {
+    let keys: Vec<[String; 2]> = (0..450)
+        .map(|i| [format!("USER#u{i:05}"), "EVENT#2024-03-03-x".to_string()])
+        .collect();
+    let p = pages(keys.clone(), 200);
+    assert_eq!(
+        p.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![200, 200, 50]
+    );
+    assert_eq!(p.concat(), keys);
+    // Long keys: cut by size, each body within the limit a job reads.
+    let long: Vec<[String; 2]> = (0..200)
+        .map(|i| [format!("USER#{i:0>1000}"), format!("EVENT#{:0>1000}", 1)])
+        .collect();
+    let p = pages(long.clone(), 200);
+    assert!(p.len() > 1, "{}", p.len());
+    assert_eq!(p.concat(), long);
+    for keys in p {
+        let body = crate::engine::body::encode(
+            &ComputeMsg::Items {
+                scope: BTreeMap::from([("slug".to_string(), "x".to_string())]),
+                keys,
+            },
+            VERSION,
+        );
+        assert!(body.len() <= MAX_BODY_BYTES, "{}", body.len());
+    }
+    assert!(pages(vec![], 200).is_empty());
+}
