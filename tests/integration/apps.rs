@@ -476,6 +476,12 @@ fn ids(items: &[Item]) -> Vec<String> {
         .collect()
 }
 
+/// Asserts the table holds what `expected` implies: no difference.
+pub async fn assert_observed(client: &aws_sdk_dynamodb::Client, table: &str, expected: &Expected) {
+    let observed = observe(client, table, expected).await.expect("reads");
+    assert_eq!(differences(expected, &observed), Vec::<String>::new());
+}
+
 /// Every way the observed state differs from the expected one.
 pub fn differences(expected: &Expected, observed: &Observed) -> Vec<String> {
     let mut diffs = Vec::new();

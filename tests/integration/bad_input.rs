@@ -33,19 +33,10 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
     // derive's to count (the history reads only its aggregates' keys, and
     // its deployed filter drops every other key before it runs).
     assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::BAD_INPUT),
+        crate::items::metric_of(&env, "history", names::BAD_INPUT),
         3
     );
-    assert_eq!(
-        env.rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::BAD_INPUT),
-        4
-    );
+    assert_eq!(crate::items::metric_of(&env, "derive", names::BAD_INPUT), 4);
     assert_eq!(
         descriptions(&env, "fx-4").await,
         ["Created application Fixture Labs - Staff Engineer"]
@@ -103,10 +94,7 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
     assert_eq!(count(&env).await, Some(1));
     assert!(env.rt.failed_batches().is_empty());
     assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::BAD_INPUT),
+        crate::items::metric_of(&env, "history", names::BAD_INPUT),
         2
     );
 }
@@ -145,10 +133,7 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
         .unwrap()
         .contains("400 KB"));
     assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::SNAPSHOT_TOO_LARGE),
+        crate::items::metric_of(&env, "history", names::SNAPSHOT_TOO_LARGE),
         omitted as u64
     );
     assert!(env.rt.failed_batches().is_empty());

@@ -225,13 +225,7 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
     );
     assert_eq!(env.records().await.len(), all.len());
     assert_eq!(table_by_key(&env.rt).await, settled);
-    assert!(
-        env.rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::DUPLICATE)
-            > 0
-    );
+    assert!(crate::items::metric_of(&env, "derive", names::DUPLICATE) > 0);
     assert_clean(&env).await;
 }
 

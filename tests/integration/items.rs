@@ -6,7 +6,7 @@
 use aws_lambda_events::event::dynamodb::Event;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::runtime::Runtime;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
@@ -94,34 +94,10 @@ pub async fn put_all(t: &impl HasRt, items: Vec<Item>) {
 /// Batch puts into `table` (the model's, the ledger or any other), 25 at a
 /// time, unprocessed items sent again.
 pub async fn put_all_into(t: &impl HasRt, table: &str, items: &[Item]) {
-    let rt = t.rt();
-    for chunk in items.chunks(25) {
-        let mut pending: Option<Vec<WriteRequest>> = Some(
-            chunk
-                .iter()
-                .map(|i| {
-                    let put = PutRequest::builder().set_item(Some(i.clone())).build();
-                    WriteRequest::builder()
-                        .put_request(put.expect("a put request"))
-                        .build()
-                })
-                .collect(),
-        );
-        while let Some(reqs) = pending.take() {
-            let out = rt
-                .dynamodb
-                .batch_write_item()
-                .request_items(table, reqs)
-                .send()
-                .await
-                .expect("batch write");
-            pending = out
-                .unprocessed_items()
-                .and_then(|u| u.get(table))
-                .filter(|v| !v.is_empty())
-                .cloned();
-        }
-    }
+    shared::store::Store::new(t.rt().dynamodb.clone())
+        .put_items(table, items.to_vec())
+        .await
+        .expect("batch write");
 }
 
 /// A writer's update of the item at `k`; `#name` placeholders in `expr`
@@ -286,7 +262,12 @@ pub async fn deliver_jobs(t: &impl HasRt, queue: &str, bodies: &[String]) {
 
 /// The `derive` processor's count of a metric.
 pub fn metric(t: &impl HasRt, name: &str) -> u64 {
-    t.rt().stream_processor("derive").metrics().get(name)
+    metric_of(t, "derive", name)
+}
+
+/// Stream processor `processor`'s count of a metric.
+pub fn metric_of(t: &impl HasRt, processor: &str, name: &str) -> u64 {
+    t.rt().stream_processor(processor).metrics().get(name)
 }
 
 /// The `derive` processor's count of bad input.

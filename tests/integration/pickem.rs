@@ -558,7 +558,7 @@ async fn pickem_clamps_are_counted() {
     let file = "pickem/pickem_padding_and_clamping_keep_true_values.yaml";
     let env = crate::items::play_scenario(file, |_| {}).await;
     let overflow = shared::metrics::names::SCORE_OVERFLOW;
-    let derive = env.rt.stream_processor("derive").metrics().get(overflow);
+    let derive = crate::items::metric_of(&env, "derive", overflow);
     assert!(derive >= 2, "clamps are counted: {derive}");
     let scoring = env.rt.consumer("scoring").metrics().get(overflow);
     assert!(scoring >= 2, "the scores' clamps are counted: {scoring}");

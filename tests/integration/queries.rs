@@ -131,43 +131,22 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
         "{text}"
     );
     let endpoint = env.engine.endpoint();
-    let out = run(&[
-        "query",
-        "--model-file",
-        hr,
-        "--endpoint",
-        &endpoint,
-        "--json",
-        "--page-size",
-        "2",
-        "open_jobs",
-        &format!("org={ORG}"),
-    ]);
+    let org = format!("org={ORG}");
+    let on_the_engine = |rest: &[&str]| {
+        let mut all = vec!["query", "--model-file", hr, "--endpoint", &endpoint];
+        all.extend_from_slice(rest);
+        run(&all)
+    };
+    let out = on_the_engine(&["--json", "--page-size", "2", "open_jobs", &org]);
     assert!(out.status.success(), "{out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(json, serde_json::json!([]), "the closed posting left AP8");
-    let out = run(&[
-        "query",
-        "--model-file",
-        hr,
-        "--endpoint",
-        &endpoint,
-        "departments",
-        &format!("org={ORG}"),
-    ]);
+    let out = on_the_engine(&["departments", &org]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("People Ops"), "{text}");
     assert!(text.ends_with("(3 items, 1 page)\n"), "{text}");
-    let out = run(&[
-        "query",
-        "--model-file",
-        hr,
-        "--endpoint",
-        &endpoint,
-        "employee",
-        &format!("org={ORG}"),
-    ]);
+    let out = on_the_engine(&["employee", &org]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("missing parameter `emp`"), "{err}");

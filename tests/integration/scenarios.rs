@@ -117,6 +117,10 @@ scenarios! {
         "activity/a_scope_of_more_than_98_rows_is_refused_and_its_values_wait.yaml",
     an_effect_skipped_for_a_failed_require_is_decided_until_its_source_changes =>
         "hiring/an_effect_skipped_for_a_failed_require_is_decided_until_its_source_changes.yaml",
+    a_computed_value_a_writer_drops_or_overwrites_is_brought_back =>
+        "pickem/a_computed_value_a_writer_drops_or_overwrites_is_brought_back.yaml",
+    delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation =>
+        "tracker/delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation.yaml",
 }
 
 /// The folder of the scenario files.

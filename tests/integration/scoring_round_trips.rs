@@ -4,24 +4,20 @@
 //! per stream batch, not in requests per changed score; and a counter sync
 //! that races a concurrent commit still ends on the newest totals.
 
-use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use jobstream::meter::Meter;
 use shared::engine::derive::{total_attr, total_key};
-use shared::item::{n, s, Item, ItemExt};
+use shared::item::{n, Item, ItemExt};
 
-use crate::items::assert_clean;
+use crate::items::{assert_clean, get, key, put_all, scan};
 use crate::league::{self as write, expected_scores};
 use crate::support::{put, TIME_SCALE};
 
 const EV: &str = "2024-03-03-revolution";
-
-fn key(pk: &str, sk: &str) -> Item {
-    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
-}
 
 /// Pick'Em's runtime on `engine`, its processors reaching the engine at
 /// `processor_endpoint` (a meter, a fault proxy), its queues on the test
@@ -42,37 +38,6 @@ async fn runtime(engine: &LocalEngine, processor_endpoint: String) -> Runtime {
     );
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     Runtime::start(opts).await.expect("runtime starts")
-}
-
-async fn put_all(rt: &Runtime, items: Vec<Item>) {
-    for chunk in items.chunks(25) {
-        let mut pending: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(i.clone()))
-                            .build()
-                            .unwrap(),
-                    )
-                    .build()
-            })
-            .collect();
-        while !pending.is_empty() {
-            let out = rt
-                .dynamodb
-                .batch_write_item()
-                .request_items(&rt.config.table, pending)
-                .send()
-                .await
-                .expect("batch write");
-            pending = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(&rt.config.table))
-                .unwrap_or_default();
-        }
-    }
 }
 
 /// The event with two matches (10 and 20 points, no results yet) and
@@ -111,7 +76,7 @@ async fn set_results(rt: &Runtime, results: &[(&str, i64)]) {
                 .update(
                     Update::builder()
                         .table_name(&rt.config.table)
-                        .set_key(Some(key(&write::event_key(EV), &format!("MATCH#{id}"))))
+                        .set_key(Some(key(write::event_key(EV), format!("MATCH#{id}"))))
                         .update_expression("SET #r = :r")
                         .expression_attribute_names("#r", "result")
                         .expression_attribute_values(":r", n(*result))
@@ -124,10 +89,31 @@ async fn set_results(rt: &Runtime, results: &[(&str, i64)]) {
     tx.send().await.expect("results set");
 }
 
-async fn scan(rt: &Runtime) -> Vec<Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
+/// The standings of `user` (its key).
+fn standings(user: &str) -> Item {
+    key(write::user_pk(user), "STANDINGS#2024")
+}
+
+/// What a source's commit does to the totals of `user`'s standings: one
+/// version more, `points` added.
+async fn commit(rt: &Runtime, user: &str, points: i64) {
+    rt.dynamodb
+        .update_item()
+        .table_name(&rt.config.ledger_table)
+        .set_key(Some(total_key("derive", &standings(user))))
+        .update_expression("ADD ver :one, #p :p")
+        .expression_attribute_names("#p", total_attr("points"))
+        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(":p", n(points))
+        .send()
         .await
-        .expect("scan")
+        .expect("commit");
+}
+
+/// The `points` of `user`'s standings item (which exists).
+async fn standing_points(rt: &Runtime, user: &str) -> Option<i64> {
+    let st = get(rt, standings(user)).await.expect("standings");
+    st.opt_i64("points").ok().flatten()
 }
 
 /// Every prediction carries the score the results imply, and each user's
@@ -233,29 +219,11 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     let users: Vec<String> = (0..6).map(|i| format!("u{i:04}")).collect();
     let counters: Vec<shared::engine::rules::Counter> = users
         .iter()
-        .map(|u| {
-            deriver
-                .rules
-                .counter(&key(&write::user_pk(u), "STANDINGS#2024"))
-                .expect("standings are a counter")
-        })
+        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
         .collect();
-    // What a source's commit does to its counter's totals.
-    let commit = |user: &str, points: i64| {
-        let logical = key(&write::user_pk(user), "STANDINGS#2024");
-        rt.dynamodb
-            .update_item()
-            .table_name(&rt.config.ledger_table)
-            .set_key(Some(total_key("derive", &logical)))
-            .update_expression("ADD ver :one, #p :p")
-            .expression_attribute_names("#p", total_attr("points"))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":p", n(points))
-            .send()
-    };
     // Every user's totals moved (their counter items now lag).
     for (i, u) in users.iter().enumerate() {
-        commit(u, 10 * (i as i64 + 1)).await.expect("commit");
+        commit(&rt, u, 10 * (i as i64 + 1)).await;
     }
     let before = meter.bill();
     // The sync's first transaction is held; meanwhile u0002's totals move.
@@ -272,7 +240,7 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     while proxy.injected() == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    commit("u0002", 1000).await.expect("commit");
+    commit(&rt, "u0002", 1000).await;
     let (writes, notes) = sync.await.unwrap().expect("synced");
     assert!(notes.is_empty(), "{notes:?}");
     assert_eq!(writes, 6, "each standings item written once");
@@ -281,23 +249,9 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     let tx = meter.bill().since(&before).ops["TransactWriteItems"].clone();
     assert_eq!((tx.requests, tx.cancelled), (3, 1), "{tx:?}");
     for (i, u) in users.iter().enumerate() {
-        let st = rt
-            .dynamodb
-            .get_item()
-            .table_name(&rt.config.table)
-            .set_key(Some(key(&write::user_pk(u), "STANDINGS#2024")))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item
-            .expect("standings");
         let extra = if u == "u0002" { 1000 } else { 0 };
-        assert_eq!(
-            st.opt_i64("points").ok().flatten(),
-            Some(10 * (i as i64 + 1) + extra),
-            "{u}"
-        );
+        let want = Some(10 * (i as i64 + 1) + extra);
+        assert_eq!(standing_points(&rt, u).await, want, "{u}");
     }
     engine.stop().await;
 }
@@ -319,23 +273,12 @@ async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_wr
     rt.drain().await.unwrap();
     let deriver = rt.processors.derive.deriver().clone();
     let users: Vec<String> = (0..4).map(|i| format!("u{i:04}")).collect();
-    let standings = |u: &str| key(&write::user_pk(u), "STANDINGS#2024");
     let counters: Vec<shared::engine::rules::Counter> = users
         .iter()
         .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
         .collect();
     for u in &users {
-        rt.dynamodb
-            .update_item()
-            .table_name(&rt.config.ledger_table)
-            .set_key(Some(total_key("derive", &standings(u))))
-            .update_expression("ADD ver :one, #p :p")
-            .expression_attribute_names("#p", total_attr("points"))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":p", n(7))
-            .send()
-            .await
-            .expect("commit");
+        commit(&rt, u, 7).await;
     }
     // The transaction of the four, then the first one sent alone.
     proxy.inject(Fault {
@@ -357,19 +300,8 @@ async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_wr
         note.reason
     );
     for u in &users {
-        let st = rt
-            .dynamodb
-            .get_item()
-            .table_name(&rt.config.table)
-            .set_key(Some(standings(u)))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item
-            .expect("standings");
         let want = if &standings(u) == rejected { 0 } else { 7 };
-        assert_eq!(st.opt_i64("points").ok().flatten(), Some(want), "{u}");
+        assert_eq!(standing_points(&rt, u).await, Some(want), "{u}");
     }
     engine.stop().await;
 }

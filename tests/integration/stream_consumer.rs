@@ -7,9 +7,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::apps::play;
 use crate::apps::AppWriter;
-use crate::apps::{differences, observe};
-use crate::apps::{play, Expected};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::local::engine::{sdk_config, LocalEngine};
 use jobstream::local::esm::{
@@ -20,7 +19,7 @@ use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::metrics::names;
 
 use crate::items::assert_clean;
-use crate::support::{raw_records, run_in_background, Env};
+use crate::support::{assert_exact, raw_records, run_in_background, Env};
 
 const BATCH: usize = 5;
 
@@ -70,15 +69,6 @@ fn processed(rt: &Runtime) -> (u64, u64) {
             + rt.filtered_out[p].load(std::sync::atomic::Ordering::Relaxed)
     };
     (read("history"), read("derive"))
-}
-
-/// The derived data is exactly what the scenario implies.
-async fn assert_exact(env: &Env, expected: &Expected) {
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
-        .await
-        .unwrap();
-    assert_eq!(differences(expected, &observed), Vec::<String>::new());
-    assert_clean(&env.rt).await;
 }
 
 /// Checkpoint items of the ledger for the table's stream.
@@ -329,11 +319,7 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
         "exactly the half-done batch"
     );
     assert!(
-        successor
-            .stream_processor("history")
-            .metrics()
-            .get(names::DUPLICATE)
-            > 0,
+        crate::items::metric_of(&successor, "history", names::DUPLICATE) > 0,
         "the half batch was recognised"
     );
     assert_eq!(

@@ -218,6 +218,12 @@ pub async fn records_of(engine: &LocalEngine, rt: &Runtime) -> Vec<Value> {
     out
 }
 
+/// The table holds what `expected` implies, and `verify` is clean.
+pub async fn assert_exact(env: &Env, expected: &crate::apps::Expected) {
+    crate::apps::assert_observed(&env.rt.dynamodb, &env.rt.config.table, expected).await;
+    crate::items::assert_clean(env).await;
+}
+
 /// The history entries of an application, in sequence order.
 pub async fn entries(env: &Env, app_id: &str) -> Vec<Item> {
     crate::items::begins(env, &keys::app_pk(app_id), "HIST#").await
