@@ -79,9 +79,8 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
         crate::apps::application("t", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
     wrong_type.insert("isArchived".into(), s("no"));
     w.put(wrong_type).await.unwrap();
-    w.create_application("ok", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("ok", "Co", "Role", "2026-11-01T09:00:00.000Z")
+        .await;
     env.rt.drain().await.unwrap();
     for id in ["e", "t"] {
         let items = partition(&env, &format!("APP#{id}")).await;
@@ -103,9 +102,8 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
 async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continues() {
     let mut env = env().await;
     let w = env.writer.clone();
-    w.create_application("huge", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("huge", "Co", "Role", "2026-11-01T09:00:00.000Z")
+        .await;
     for i in 0..210 {
         let mut st = crate::apps::stage("huge", &format!("s{i:03}"), "Round", i);
         st.insert("notes".into(), s("n".repeat(2000)));

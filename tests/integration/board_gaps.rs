@@ -135,9 +135,7 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     );
     assert!(p.contains("s1#j1"), "names the once key: {p}");
 
-    jobstream::tools::verify::repair(&rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&rt, &report).await;
     let left = begins(&rt, "seeker#s1", "j#").await;
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].s("sk").unwrap(), format!("j#{today}#j1"), "kept");

@@ -206,9 +206,7 @@ async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
             report.bad_input.iter().any(|b| b.contains("M#m3")),
             "{said}"
         );
-        jobstream::tools::verify::repair(&env.rt.processors, &report)
-            .await
-            .expect("repair");
+        crate::items::repair(&env.rt, &report).await;
         env.rt.drain().await.unwrap();
         let after = env.rt.verify().await.expect("verify");
         assert!(after.is_clean(), "replay={replay}: {:#?}", after.problems);
@@ -292,9 +290,7 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
         "{:#?}",
         report.bad_input
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     env.rt.drain().await.unwrap();
     let after = env.rt.verify().await.expect("verify");
     assert!(after.is_clean(), "{:#?}", after.problems);
@@ -338,9 +334,7 @@ async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sum
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     env.rt.drain().await.unwrap();
     let after = env.rt.verify().await.expect("verify");
     assert!(after.is_clean(), "{:#?}", after.problems);

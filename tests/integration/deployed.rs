@@ -104,9 +104,7 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 async fn engine() -> (LocalEngine, aws_sdk_dynamodb::Client) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
+    let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
     (engine, client)
 }

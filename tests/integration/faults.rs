@@ -45,13 +45,11 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
 async fn records_that_exhaust_retries_reach_the_on_failure_destination() {
     let (mut env, proxy) = env_behind_proxy(1, 0).await;
     env.writer
-        .create_application("a", "A", "Dev", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+        .create("a", "A", "Dev", "2026-11-01T09:00:00.000Z")
+        .await;
     env.writer
-        .create_application("b", "B", "Dev", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+        .create("b", "B", "Dev", "2026-11-01T09:00:00.000Z")
+        .await;
     proxy.inject(Fault::server_error("TransactWriteItems", 10_000));
     env.rt.drain().await.unwrap();
     let failed = env.rt.failed_batches();

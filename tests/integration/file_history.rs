@@ -87,9 +87,7 @@ async fn a_replay_of_orders_keyed_under_their_customer_writes_nothing_and_a_lost
     let report = rt.verify().await.expect("verify");
     let missing = report.kinds["history-sequence"].missing;
     assert_eq!(missing, 1, "{}", report.render());
-    jobstream::tools::verify::repair(&rt.processors, &report)
-        .await
-        .expect("repairs");
+    crate::items::repair(&rt, &report).await;
     assert_clean(rt).await;
     assert_eq!(said(rt, "c1", "o1").await.len(), 3);
 }

@@ -11,7 +11,7 @@ use jobstream::local::runtime::Runtime;
 use shared::item::{s, ItemExt};
 use shared::metrics::names;
 
-use crate::items::assert_clean;
+use crate::items::{assert_clean, delete, key};
 use crate::recorded::{redelivered, scan, scenario, settled, Play, Table};
 use crate::seed_items::hr as build;
 use crate::support::{model_env, model_env_behind_proxy, put};
@@ -21,17 +21,6 @@ const T0: u64 = 1_767_600_000_000;
 
 fn id(n: u64) -> String {
     build::ulid(T0 + n * DAY, u128::from(n) + 7)
-}
-
-async fn delete(rt: &Runtime, pk: &str, sk: &str) {
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", s(pk))
-        .key("SK", s(sk))
-        .send()
-        .await
-        .expect("delete");
 }
 
 /// The shipped scenario (every step's items and queries) through `--model
@@ -107,7 +96,7 @@ async fn write_with_bad_input(rt: &Runtime) {
     )
     .await;
     put(rt, emp(&id(17), &d2)).await;
-    delete(rt, &format!("ORG#{org}"), &format!("EMP#{}", id(17))).await;
+    delete(rt, key(format!("ORG#{org}"), format!("EMP#{}", id(17)))).await;
 }
 
 /// What [`write_with_bad_input`] implies once the processors are done

@@ -60,9 +60,7 @@ async fn written_by_the_library(
     script: &'static str,
     table: &'static str,
 ) -> (LocalEngine, Vec<Item>) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
+    let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
     let model = shared::file::model(model_file).expect("loads");
     ensure_table(&client, &model.table, table)

@@ -189,9 +189,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
             .any(|p| p.contains("total = 999, the sources sum to 30")),
         "{said}"
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
     assert_clean(&env.rt).await;
     // Missing totals (a writer dropped them): reported, repaired.
@@ -205,9 +203,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     assert_clean(&env.rt).await;
     env.rt.drain().await.unwrap();
     assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));

@@ -185,6 +185,15 @@ pub fn sks(items: &[Item]) -> Vec<String> {
     items.iter().map(|i| pk_sk(i).1).collect()
 }
 
+/// `verify --repair`'s repairs of `report` through `t`'s processors; how
+/// many ran.
+pub async fn repair(t: &impl HasRt, report: &jobstream::tools::verify::Report) -> usize {
+    let processors = &t.rt().processors;
+    jobstream::tools::verify::repair(processors, report)
+        .await
+        .expect("repairs")
+}
+
 /// Asserts `verify` finds the derived data exact.
 pub async fn assert_clean(t: &impl HasRt) {
     let report = t.rt().verify().await.expect("verify");

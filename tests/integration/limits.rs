@@ -225,9 +225,7 @@ impl shared::engine::rules::Rules for Mirrors {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_others_commit() {
     use shared::engine::derive::{DeriveConfig, DeriveProcessor};
-    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
+    let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(
         &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );

@@ -38,9 +38,7 @@ fn key(pk: &str, sk: &str) -> Item {
 }
 
 async fn setup() -> (LocalEngine, Meter, aws_sdk_dynamodb::Client) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
         .expect("meter starts");

@@ -12,7 +12,7 @@ use shared::file::FileModel;
 use shared::item::{Item, ItemExt};
 
 use crate::items::{assert_clean, sks};
-use crate::support::{jobstream_bin, model_env, shipped};
+use crate::support::{jobstream as run, model_env, shipped};
 
 const ORG: &str = "01HXAA0000000000000000000A";
 
@@ -195,13 +195,6 @@ async fn every_access_pattern_through_the_binary(model: &str, env: &crate::suppo
             "{argv:?}"
         );
     }
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(jobstream_bin())
-        .args(args)
-        .output()
-        .expect("jobstream runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,8 +18,7 @@ use aws_sdk_sqs::types::{
 };
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::{sdk_config, LocalEngine};
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_esm::{create_queue, depth, SqsHandler, DELETE_RETRIES};
 use shared::item::Item;
 use shared::store::Store;
@@ -503,14 +502,8 @@ async fn social_behind_sqs_proxy() -> (LocalEngine, Runtime, FaultProxy) {
         .await
         .expect("local SQS");
     let proxy = FaultProxy::in_front_of(&endpoint).await.expect("proxy");
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let mut opts = RuntimeOptions::new(
-        "social",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let engine = crate::support::start_engine().await;
+    let mut opts = crate::support::embedded_options(&engine, "social");
     opts.sqs_endpoint = Some(proxy.endpoint());
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     let rt = Runtime::start(opts).await.expect("runtime");

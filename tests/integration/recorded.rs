@@ -246,9 +246,7 @@ pub async fn repaired(rt: &mut Runtime, comparable: fn(&&String) -> bool) -> Val
         json!(v)
     };
     let report = Runtime::verify(rt).await.expect("verify");
-    let repaired = jobstream::tools::verify::repair(&rt.processors, &report)
-        .await
-        .expect("repairs");
+    let repaired = crate::items::repair(&rt, &report).await;
     rt.drain().await.expect("drain");
     let after = Runtime::verify(rt).await.expect("verify");
     json!({ "found": sorted(&report), "repaired": repaired, "left": sorted(&after) })

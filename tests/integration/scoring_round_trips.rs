@@ -7,37 +7,40 @@
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::meter::Meter;
-use shared::engine::derive::{total_attr, total_key};
+use shared::engine::derive::{total_attr, total_key, Deriver};
+use shared::engine::rules::Counter;
 use shared::item::{n, Item, ItemExt};
 
 use crate::items::{assert_clean, get, key, put_all, scan};
 use crate::league::{self as write, expected_scores};
-use crate::support::{put, TIME_SCALE};
+use crate::support::{model_env_on, put, ModelEnv};
 
 const EV: &str = "2024-03-03-revolution";
 
 /// Pick'Em's runtime on `engine`, its processors reaching the engine at
 /// `processor_endpoint` (a meter, a fault proxy), its queues on the test
 /// binary's local SQS.
-async fn runtime(engine: &LocalEngine, processor_endpoint: String) -> Runtime {
-    let mut opts = RuntimeOptions::new(
-        "pickem",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.time_scale = TIME_SCALE;
-    opts.function_timeout_scale = Some(1.0);
-    opts.processor_endpoint = Some(processor_endpoint);
-    opts.sqs_endpoint = Some(
-        tokio::task::spawn_blocking(crate::support::sqs)
-            .await
-            .expect("local SQS"),
-    );
-    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    Runtime::start(opts).await.expect("runtime starts")
+async fn runtime(engine: LocalEngine, processor_endpoint: String) -> ModelEnv {
+    model_env_on(engine, "pickem", |o| {
+        o.processor_endpoint = Some(processor_endpoint)
+    })
+    .await
+}
+
+/// `league` of `n` users, processed; the deriver, the users and their
+/// standings as counters.
+async fn standings_of(rt: &mut Runtime, n: usize) -> (Deriver, Vec<String>, Vec<Counter>) {
+    league(rt, n).await;
+    rt.drain().await.unwrap();
+    let deriver = rt.processors.derive.deriver().clone();
+    let users: Vec<String> = (0..n).map(|i| format!("u{i:04}")).collect();
+    let counters = users
+        .iter()
+        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
+        .collect();
+    (deriver, users, counters)
 }
 
 /// The event with two matches (10 and 20 points, no results yet) and
@@ -151,13 +154,11 @@ fn assert_scored(items: &[Item], count: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
     let count = 150;
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
         .expect("meter starts");
-    let mut rt = runtime(&engine, meter.endpoint()).await;
+    let ModelEnv { engine, mut rt } = runtime(engine, meter.endpoint()).await;
     league(&rt, count).await;
     rt.drain().await.unwrap();
     let before = meter.bill();
@@ -202,9 +203,7 @@ async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
 /// and ends on the newest totals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     // The processors -> a fault proxy -> a bill meter -> the engine.
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
@@ -212,15 +211,8 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     let proxy = FaultProxy::in_front_of(&meter.endpoint())
         .await
         .expect("proxy starts");
-    let mut rt = runtime(&engine, proxy.endpoint()).await;
-    league(&rt, 6).await;
-    rt.drain().await.unwrap();
-    let deriver = rt.processors.derive.deriver().clone();
-    let users: Vec<String> = (0..6).map(|i| format!("u{i:04}")).collect();
-    let counters: Vec<shared::engine::rules::Counter> = users
-        .iter()
-        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
-        .collect();
+    let ModelEnv { engine, mut rt } = runtime(engine, proxy.endpoint()).await;
+    let (deriver, users, counters) = standings_of(&mut rt, 6).await;
     // Every user's totals moved (their counter items now lag).
     for (i, u) in users.iter().enumerate() {
         commit(&rt, u, 10 * (i as i64 + 1)).await;
@@ -262,21 +254,12 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
 /// written; nothing fails the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_written() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let proxy = FaultProxy::in_front_of(&engine.endpoint())
         .await
         .expect("proxy starts");
-    let mut rt = runtime(&engine, proxy.endpoint()).await;
-    league(&rt, 4).await;
-    rt.drain().await.unwrap();
-    let deriver = rt.processors.derive.deriver().clone();
-    let users: Vec<String> = (0..4).map(|i| format!("u{i:04}")).collect();
-    let counters: Vec<shared::engine::rules::Counter> = users
-        .iter()
-        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
-        .collect();
+    let ModelEnv { engine, mut rt } = runtime(engine, proxy.endpoint()).await;
+    let (deriver, users, counters) = standings_of(&mut rt, 4).await;
     for u in &users {
         commit(&rt, u, 7).await;
     }

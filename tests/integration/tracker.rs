@@ -53,16 +53,11 @@ async fn concurrent_writers(writers: usize, apps: usize) -> Env {
             for ai in 0..apps {
                 let id = format!("w{wi}a{ai}");
                 let mut t = Clock::new();
-                w.create_application(&id, "Co", "Role", "applied", &t.next())
-                    .await
-                    .unwrap();
+                w.create(&id, "Co", "Role", &t.next()).await;
                 w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
-                w.update_application(&id, &[("status", s("interviewing"))], &t.next())
-                    .await
-                    .unwrap();
-                w.update_stage(&id, "s1", &[("isCompleted", AttributeValue::Bool(true))])
-                    .await
-                    .unwrap();
+                w.set(&id, "status", s("interviewing"), &t.next()).await;
+                w.set_stage(&id, "s1", "isCompleted", AttributeValue::Bool(true))
+                    .await;
                 w.set_archived(&id, true, &t.next()).await.unwrap();
                 if ai % 2 == 0 {
                     w.set_archived(&id, false, &t.next()).await.unwrap();

@@ -282,10 +282,7 @@ async fn the_scenario_with_bad_input_gives_the_recorded_table() {
         .put(with(stage("bad", "s", "X", 1), &[("order", n(-1))]))
         .await
         .unwrap();
-    env.writer
-        .create_application("ok", "Initech", "Dev", "applied", &t.next())
-        .await
-        .unwrap();
+    env.writer.create("ok", "Initech", "Dev", &t.next()).await;
     env.writer.add_stage("ok", "s", "Phone", 1).await.unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(
