@@ -388,16 +388,7 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
     );
     assert_eq!(bad_input(&env), 0);
     assert_clean(&env.rt).await;
-    let file = &shared::file::load(&path).expect("loads").model;
-    let t = jobstream::tools::explain::Tables {
-        client: &env.rt.dynamodb,
-        table: &env.rt.config.table,
-        ledger: &env.rt.config.ledger_table,
-    };
-    let x =
-        jobstream::tools::explain::explain(&env.rt.model, Some(file), &t, &key("M#m1", "COUNT"))
-            .await
-            .expect("explains");
+    let x = crate::explain::ask_in(&env, &path, "M#m1", "COUNT").await;
     assert!(
         x.lines.iter().any(|l| l.contains("9223372036854775813")),
         "{:#?}",

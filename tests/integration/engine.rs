@@ -108,11 +108,7 @@ async fn an_item_inserted_and_removed_in_one_batch_leaves_a_tombstone_a_stale_ba
     w.delete_application("gone").await.unwrap();
     env.rt.drain().await.unwrap();
     // The engine recorded that the item implies nothing now (with a TTL).
-    let key: shared::item::Item = [
-        ("PK".to_string(), s("APP#gone")),
-        ("SK".to_string(), s("APP#gone")),
-    ]
-    .into();
+    let key: shared::item::Item = crate::items::key("APP#gone", "APP#gone");
     let record = env
         .rt
         .processors

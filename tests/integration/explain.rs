@@ -38,7 +38,14 @@ async fn ask(env: &ModelEnv, pk: &str, sk: &str) -> Explanation {
     ask_in(env, &shipped("examples/library.yaml"), pk, sk).await
 }
 
-async fn ask_in(env: &ModelEnv, path: &std::path::Path, pk: &str, sk: &str) -> Explanation {
+/// `jobstream explain` of the item at `(pk, sk)` in `env`'s tables, the
+/// model file at `path` read for its rules.
+pub(crate) async fn ask_in(
+    env: &ModelEnv,
+    path: &std::path::Path,
+    pk: &str,
+    sk: &str,
+) -> Explanation {
     let file = &shared::file::load(path).expect("loads").model;
     let key = crate::items::key(pk, sk);
     let t = Tables {
@@ -56,7 +63,7 @@ fn has(x: &Explanation, line: &str) -> bool {
 }
 
 /// Asserts `x` says each of `lines`, word for word.
-fn says(x: &Explanation, lines: &[&str]) {
+pub(crate) fn says(x: &Explanation, lines: &[&str]) {
     for line in lines {
         assert!(has(x, line), "missing `{line}` in {:#?}", x.lines);
     }

@@ -18,7 +18,7 @@ use shared::item::{s, Item, ItemExt};
 use super::tracker_recorded::table;
 use crate::items::{assert_clean, begins, invoke, partition, records_event, sks};
 use crate::recorded::{check, table_json};
-use crate::support::{descriptions, entries, env, raw_records, Env};
+use crate::support::{descriptions, entries, env, env_writer_clock, raw_records, Env};
 
 /// Delivers the stream records from position `from` on to both processors
 /// as one batch each (a consumer that lagged until now); returns the new
@@ -108,9 +108,7 @@ async fn assert_recorded(env: &Env, name: &str, app: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     // Before jobstream: an application with two stages.
     w.create("pre", "Acme", "Engineer", &t.next()).await;
     w.add_stage("pre", "s1", "Screen", 1).await.unwrap();
@@ -137,9 +135,7 @@ async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     // Written while the consumer lags (its stream position is 0).
     w.create("lag", "Acme", "Engineer", &t.next()).await;
     w.add_stage("lag", "s1", "Screen", 1).await.unwrap();
@@ -164,9 +160,7 @@ async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     w.create("race", "Acme", "Engineer", &t.next()).await;
     assert_eq!(backfill(&env).await, 1);
     w.add_stage("race", "s1", "Screen", 1).await.unwrap();
@@ -211,9 +205,7 @@ async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     w.create("r", "Acme", "Engineer", &t.next()).await;
     w.set("r", "notes", s("one"), &t.next()).await;
     w.set("r", "notes", s("two"), &t.next()).await;
@@ -258,9 +250,7 @@ async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_an_application_with_many_stages_commits_and_imports_do_too() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     for app in ["many", "big"] {
         w.create(app, "Acme", "Engineer", &t.next()).await;
         for i in 0..98 {
@@ -370,9 +360,7 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
 /// stage raced the consumer's read of the partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_application_shows_the_stages_the_table_held_before_the_stream() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     // Before jobstream: an orphan stage, and one removed later.
     w.add_stage("orph", "s1", "Screen", 1).await.unwrap();
     w.add_stage("orph", "s3", "Take-home", 3).await.unwrap();
@@ -422,9 +410,7 @@ async fn a_created_application_shows_the_stages_the_table_held_before_the_stream
 /// the delete's cascade removes; a reused stage id with new content stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     w.create("rc", "Acme", "Engineer", &t.next()).await;
     for (id, name, order) in [
         ("old", "Old screen", 1),
@@ -471,9 +457,7 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
 /// it unchanged; the second is the change it is, never part of "Created".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_creation_delivered_alone_settles_what_its_read_saw_in_later_batches() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     w.add_stage("cb", "p", "Prep", 0).await.unwrap();
     let deployed = raw_records(&env).await.len();
     w.create("cb", "Acme", "Engineer", &t.next()).await;

@@ -355,6 +355,12 @@ impl Writer {
         let req = self.client.put_item().table_name(&self.table);
         req.set_item(Some(item)).send().await.expect("put");
     }
+
+    /// A writer's delete of the item at `key`.
+    pub async fn delete(&self, key: Item) {
+        let req = self.client.delete_item().table_name(&self.table);
+        req.set_key(Some(key)).send().await.expect("delete");
+    }
 }
 
 /// Plays the scenario file `file` (under `tests/scenarios/`, see
@@ -371,7 +377,9 @@ pub async fn play_scenario(
         .join("scenarios")
         .join(file);
     let s = Scenario::read(&path).unwrap_or_else(|e| panic!("{e}"));
-    let source = s.model_source(&path).expect("the scenario names its model");
+    let source = s
+        .model_source(&path)
+        .unwrap_or_else(|| panic!("{file}: a scenario file says which `model:` it plays"));
     let loaded = shared::models::file_of(&source).unwrap_or_else(|e| panic!("{file}: {e}"));
     let (model, model_file) = match source {
         Source::Name(n) => (n, None),
@@ -385,6 +393,11 @@ pub async fn play_scenario(
     let diffs = play_checked(&mut env.rt, &s, &loaded.model, false)
         .await
         .unwrap_or_else(|e| panic!("{file}: {e}"));
-    assert!(diffs.is_empty(), "{file}: {diffs:#?}");
+    assert!(
+        diffs.is_empty(),
+        "{file}: {} difference(s):\n- {}",
+        diffs.len(),
+        diffs.join("\n- ")
+    );
     env
 }

@@ -321,12 +321,8 @@ fn check_model_places_a_query_mistake() {
         .position(|l| l.contains("GSI2"))
         .expect("line")
         + 1;
-    let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("hr.yaml");
-    std::fs::write(&path, broken).expect("writes");
+    let path = crate::support::temp_model("hr", &broken);
     let out = run(&["check-model", path.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let place = format!(

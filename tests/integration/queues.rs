@@ -85,6 +85,12 @@ async fn queued(rt: &Runtime) -> u64 {
 // The local SQS server: what the SQS mapping relies on.
 // ---------------------------------------------------------------------
 
+/// The message ids of `messages`.
+fn ids(messages: &[aws_sdk_sqs::types::Message]) -> BTreeSet<String> {
+    let id = |m: &aws_sdk_sqs::types::Message| m.message_id().expect("id").to_string();
+    messages.iter().map(id).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
     let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
@@ -134,11 +140,11 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
     // Receives take at most 10; a received message is hidden from others.
     let mut first = receive().await;
     first.extend(receive().await);
-    let ids: BTreeSet<String> = first
-        .iter()
-        .map(|m| m.message_id().expect("id").to_string())
-        .collect();
-    assert_eq!((first.len(), ids.len()), (15, 15), "each message once");
+    assert_eq!(
+        (first.len(), ids(&first).len()),
+        (15, 15),
+        "each message once"
+    );
     assert!(receive().await.is_empty(), "all 15 are in flight");
     assert_eq!(depth(&client, &q.url).await.expect("depth"), (0, 15));
 
@@ -166,10 +172,7 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
     // The 5 not deleted come back after the visibility timeout, with a new
     // receipt handle and their receive count; after maxReceiveCount
     // receives the next receive moves them to the DLQ.
-    let kept: BTreeSet<String> = first[10..]
-        .iter()
-        .map(|m| m.message_id().expect("id").to_string())
-        .collect();
+    let kept = ids(&first[10..]);
     let old_handles: BTreeSet<String> = first[10..]
         .iter()
         .map(|m| m.receipt_handle().expect("handle").to_string())
@@ -182,11 +185,7 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
         let again = receive().await;
         if !again.is_empty() {
             receives += 1;
-            let back: BTreeSet<String> = again
-                .iter()
-                .map(|m| m.message_id().expect("id").to_string())
-                .collect();
-            assert_eq!(back, kept, "the same messages come back");
+            assert_eq!(ids(&again), kept, "the same messages come back");
             for m in &again {
                 assert!(!old_handles.contains(m.receipt_handle().expect("handle")));
                 let count = m
@@ -204,11 +203,7 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
             .send()
             .await
             .expect("ReceiveMessage (DLQ)");
-        in_dlq.extend(
-            dlq.messages()
-                .iter()
-                .map(|m| m.message_id().expect("id").to_string()),
-        );
+        in_dlq.extend(ids(dlq.messages()));
     }
     assert_eq!(
         receives, def.max_receive_count,

@@ -124,6 +124,14 @@ pub async fn env() -> Env {
     env_with(|_| {}).await
 }
 
+/// [`env`], a clone of its writer and a fresh clock: what a test of the
+/// tracker's writes starts with.
+pub async fn env_writer_clock() -> (Env, AppWriter, crate::apps::Clock) {
+    let env = env().await;
+    let w = env.writer.clone();
+    (env, w, crate::apps::Clock::new())
+}
+
 /// Engine + tracker runtime, options adjusted by `f`.
 pub async fn env_with(f: impl FnOnce(&mut RuntimeOptions)) -> Env {
     let ModelEnv { engine, rt } = model_env("tracker", f).await;
