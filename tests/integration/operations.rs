@@ -53,15 +53,21 @@ async fn a_shard_retrying_a_failing_record_reports_a_rising_iterator_age_on_metr
     let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let bg = run_in_background(rt);
     assert_eq!(get(addr, "/healthz").await, (200, "ok\n".to_string()));
+    // Ready (200) as soon as the shards are listed and the leases read,
+    // standing by until the shard's leases (one per stream mapping) are
+    // taken; then holding them.
     tokio::time::timeout(HANG_GUARD, async {
-        while get(addr, "/readyz").await.0 != 200 {
+        loop {
+            match get(addr, "/readyz").await {
+                (200, body) if body.starts_with("ready: holding") => return,
+                (200, body) => assert_eq!(body, "ready: standing by (no lease held)\n"),
+                _ => {}
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("never ready");
-    let (_, ready) = get(addr, "/readyz").await;
-    assert!(ready.starts_with("ready: holding"), "{ready}");
+    .expect("never ready, holding the shard's leases");
     writer
         .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
         .await;
