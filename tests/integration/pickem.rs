@@ -410,8 +410,7 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
     // Every record again, one at a time, oldest first: after each, the
     // standings are still the truth.
     for r in &all {
-        let event: aws_lambda_events::event::dynamodb::Event =
-            serde_json::from_value(json!({ "Records": [r] })).unwrap();
+        let event = crate::items::records_event(std::slice::from_ref(r));
         let resp = derive.handle(event).await.expect("batch handled");
         assert!(resp.batch_item_failures.is_empty());
         for (i, u) in ["sam", "jo", "al"].iter().enumerate() {
@@ -423,8 +422,7 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
         }
     }
     // And the whole stream as one batch.
-    let event: aws_lambda_events::event::dynamodb::Event =
-        serde_json::from_value(json!({ "Records": all })).unwrap();
+    let event = crate::items::records_event(&all);
     derive.handle(event).await.expect("batch handled");
     env.rt.drain().await.unwrap();
     assert_eq!(env.records().await.len(), all.len(), "no write at all");

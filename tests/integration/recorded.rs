@@ -221,8 +221,7 @@ pub async fn redelivered(engine: &LocalEngine, rt: &mut Runtime, table: &Table) 
     let writes = rt.processor_writes();
     let records = crate::support::records_of(engine, rt).await;
     for name in rt.model.stream_processors() {
-        let event: aws_lambda_events::event::dynamodb::Event =
-            serde_json::from_value(json!({ "Records": records })).expect("event");
+        let event = crate::items::records_event(&records);
         let resp = rt
             .stream_processor(name)
             .handle(event)
