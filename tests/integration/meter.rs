@@ -105,6 +105,16 @@ async fn the_meter_bills_as_dynamodb_documents() {
                 .expect("put");
         }
     };
+    // `SET <attr> = <value>` on the item at (pk, "1").
+    let set = |pk: &str, attr: &str, value: &str| {
+        let req = c.update_item().table_name(TABLE);
+        let req = req.set_key(Some(key(pk, "1")));
+        let req = req.update_expression(format!("SET {attr} = :v"));
+        let req = req.expression_attribute_values(":v", s(value));
+        async move {
+            req.send().await.expect("update");
+        }
+    };
     // Writes: 1 KB per item, rounded up.
     let b = billed(&meter, put(item("a", "1", 1024))).await;
     assert_eq!((b.wru(), b.rru()), (1.0, 0.0), "a 1,024-byte put: {b:?}");
@@ -216,17 +226,7 @@ async fn the_meter_bills_as_dynamodb_documents() {
     .await;
     assert_eq!(b.rru(), 6.0, "TransactGetItems of 4,096 + 4,097 bytes");
     // A shrinking update is billed on the larger image: 1,025 bytes -> 2.
-    let b = billed(&meter, async {
-        c.update_item()
-            .table_name(TABLE)
-            .set_key(Some(key("b", "1")))
-            .update_expression("SET v = :v")
-            .expression_attribute_values(":v", s("y"))
-            .send()
-            .await
-            .expect("update");
-    })
-    .await;
+    let b = billed(&meter, set("b", "v", "y")).await;
     assert_eq!(b.wru(), 2.0, "an update shrinking 1,025 bytes to 10");
     // An index: its write is added (600 bytes + g: 1 + 1), and a changed
     // index key costs the index a delete and a put (1 + 2).
@@ -235,17 +235,7 @@ async fn the_meter_bills_as_dynamodb_documents() {
     let b = billed(&meter, put(indexed)).await;
     assert_eq!(b.wru(), 2.0, "a put projected into one index: {b:?}");
     assert_eq!(b.ops["PutItem"].index_wru, 1.0);
-    let b = billed(&meter, async {
-        c.update_item()
-            .table_name(TABLE)
-            .set_key(Some(key("g", "1")))
-            .update_expression("SET g = :g")
-            .expression_attribute_values(":g", s("k2"))
-            .send()
-            .await
-            .expect("update");
-    })
-    .await;
+    let b = billed(&meter, set("g", "g", "k2")).await;
     assert_eq!(
         b.wru(),
         3.0,
