@@ -227,11 +227,8 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
 async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     let mut env = env().await;
     event_with_matches(&env.rt, EV, &[("m1", 1, 10, Some(0))]).await;
-    put(
-        &env.rt,
-        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
-    )
-    .await;
+    let sam = write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]);
+    put(&env.rt, sam).await;
     env.rt.drain().await.unwrap();
     assert_eq!(score_of(&env.rt, "sam", EV).await.0, 10);
     let event_job = event_job(EV);
@@ -380,22 +377,16 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
     let mut env = env().await;
     event_with_matches(&env.rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
     for (u, picks) in [("sam", [0, 1]), ("jo", [1, 1]), ("al", [0, 0])] {
-        put(
-            &env.rt,
-            write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])]),
-        )
-        .await;
+        let p = write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])]);
+        put(&env.rt, p).await;
     }
     env.rt.drain().await.unwrap();
     put(&env.rt, m(EV, "m1", 1, 10, Some(0))).await;
     env.rt.drain().await.unwrap();
     put(&env.rt, m(EV, "m2", 2, 20, Some(0))).await;
     put(&env.rt, m(EV, "m2", 2, 20, Some(1))).await;
-    put(
-        &env.rt,
-        write::prediction("al", EV, &[("m1", 1), ("m2", 1)]),
-    )
-    .await;
+    let al = write::prediction("al", EV, &[("m1", 1), ("m2", 1)]);
+    put(&env.rt, al).await;
     env.rt.drain().await.unwrap();
     assert_truth(&env.rt).await;
     let truth: Vec<Option<(i64, i64, i64, String)>> = {
@@ -440,11 +431,8 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
     )
     .await;
     event_with_matches(&env.rt, EV2, &[("d1", 1, 5, Some(1))]).await;
-    put(
-        &env.rt,
-        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
-    )
-    .await;
+    let sam = write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]);
+    put(&env.rt, sam).await;
     put(&env.rt, write::prediction("sam", EV2, &[("d1", 1)])).await;
     let mut wrong = write::prediction("jo", EV, &[("m1", 1), ("m2", 1)]);
     wrong.insert("points".into(), n(500));

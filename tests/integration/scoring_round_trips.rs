@@ -46,17 +46,11 @@ async fn standings_of(rt: &mut Runtime, n: usize) -> (Deriver, Vec<String>, Vec<
 /// The event with two matches (10 and 20 points, no results yet) and
 /// `count` predictions, each user's picks (i % 2, i / 2 % 2).
 async fn league(rt: &Runtime, count: usize) {
-    put(
-        rt,
-        write::event("2024-03-03", "revolution", "Revolution", "upcoming"),
-    )
-    .await;
+    let event = write::event("2024-03-03", "revolution", "Revolution", "upcoming");
+    put(rt, event).await;
     for (id, order, points) in [("m1", 1, 10), ("m2", 2, 20)] {
-        put(
-            rt,
-            write::a_match(EV, id, id, order, points, false, &["A", "B"], None),
-        )
-        .await;
+        let a_match = write::a_match(EV, id, id, order, points, false, &["A", "B"], None);
+        put(rt, a_match).await;
     }
     let predictions = (0..count)
         .map(|i| {
