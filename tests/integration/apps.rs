@@ -136,6 +136,14 @@ impl AppWriter {
         Ok(())
     }
 
+    /// Creates an application in status `applied` (as
+    /// [`Self::create_application`]); panics if the write fails.
+    pub async fn create(&self, id: &str, company: &str, position: &str, at: &str) {
+        self.create_application(id, company, position, "applied", at)
+            .await
+            .expect("creating an application");
+    }
+
     async fn update(&self, key: Item, set: &[(&str, AttributeValue)]) -> Result<(), Failed> {
         let mut req = self
             .client
@@ -167,6 +175,22 @@ impl AppWriter {
         let mut all = set.to_vec();
         all.push(("updatedAt", s(at)));
         self.update(app_key(id), &all).await
+    }
+
+    /// Sets one attribute of an application (and `updatedAt`), as
+    /// [`Self::update_application`]; panics if the write fails.
+    pub async fn set(&self, id: &str, attr: &str, value: AttributeValue, at: &str) {
+        self.update_application(id, &[(attr, value)], at)
+            .await
+            .expect("updating an application");
+    }
+
+    /// Sets one attribute of a stage, as [`Self::update_stage`]; panics if
+    /// the write fails.
+    pub async fn set_stage(&self, app_id: &str, stage_id: &str, attr: &str, value: AttributeValue) {
+        self.update_stage(app_id, stage_id, &[(attr, value)])
+            .await
+            .expect("updating a stage");
     }
 
     pub async fn set_archived(&self, id: &str, archived: bool, at: &str) -> Result<(), Failed> {
@@ -474,6 +498,12 @@ fn ids(items: &[Item]) -> Vec<String> {
         .iter()
         .map(|i| i.s("id").unwrap_or_default().to_string())
         .collect()
+}
+
+/// Asserts the table holds what `expected` implies: no difference.
+pub async fn assert_observed(client: &aws_sdk_dynamodb::Client, table: &str, expected: &Expected) {
+    let observed = observe(client, table, expected).await.expect("reads");
+    assert_eq!(differences(expected, &observed), Vec::<String>::new());
 }
 
 /// Every way the observed state differs from the expected one.

@@ -96,15 +96,13 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
     // Some data exists before the processors start.
     for i in 0..10 {
         env.writer
-            .create_application(
+            .create(
                 &format!("old{i}"),
                 "Old Co",
                 "Role",
-                "applied",
                 "2026-10-01T00:00:00.000Z",
             )
-            .await
-            .unwrap();
+            .await;
     }
     let Env { engine, rt, writer } = env;
     let (client, config) = (rt.dynamodb.clone(), rt.config.clone());
@@ -121,9 +119,7 @@ async fn backfill_while_writes_and_processors_run_ends_exact() {
             for i in 0..10 {
                 let id = format!("new{i}");
                 let mut t = Clock::new();
-                w.create_application(&id, "New Co", "Role", "applied", &t.next())
-                    .await
-                    .unwrap();
+                w.create(&id, "New Co", "Role", &t.next()).await;
                 w.add_stage(&id, "s", "Screen", 1).await.unwrap();
                 w.set_archived(&id, i % 2 == 0, &t.next()).await.unwrap();
                 w.set_archived(&format!("old{i}"), i % 3 == 0, &t.next())
@@ -218,15 +214,8 @@ async fn a_backfill_resumes_from_its_checkpoint() {
     let env = env().await;
     for i in 0..30 {
         env.writer
-            .create_application(
-                &format!("a{i}"),
-                "Co",
-                "Role",
-                "applied",
-                "2026-10-01T00:00:00.000Z",
-            )
-            .await
-            .unwrap();
+            .create(&format!("a{i}"), "Co", "Role", "2026-10-01T00:00:00.000Z")
+            .await;
     }
     let dir =
         std::env::temp_dir().join(format!("jobstream-ckpt-{}", uuid::Uuid::new_v4().simple()));

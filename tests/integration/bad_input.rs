@@ -33,19 +33,10 @@ async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
     // derive's to count (the history reads only its aggregates' keys, and
     // its deployed filter drops every other key before it runs).
     assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::BAD_INPUT),
+        crate::items::metric_of(&env, "history", names::BAD_INPUT),
         3
     );
-    assert_eq!(
-        env.rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::BAD_INPUT),
-        4
-    );
+    assert_eq!(crate::items::metric_of(&env, "derive", names::BAD_INPUT), 4);
     assert_eq!(
         descriptions(&env, "fx-4").await,
         ["Created application Fixture Labs - Staff Engineer"]
@@ -88,9 +79,8 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
         crate::apps::application("t", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
     wrong_type.insert("isArchived".into(), s("no"));
     w.put(wrong_type).await.unwrap();
-    w.create_application("ok", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("ok", "Co", "Role", "2026-11-01T09:00:00.000Z")
+        .await;
     env.rt.drain().await.unwrap();
     for id in ["e", "t"] {
         let items = partition(&env, &format!("APP#{id}")).await;
@@ -103,10 +93,7 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
     assert_eq!(count(&env).await, Some(1));
     assert!(env.rt.failed_batches().is_empty());
     assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::BAD_INPUT),
+        crate::items::metric_of(&env, "history", names::BAD_INPUT),
         2
     );
 }
@@ -115,9 +102,8 @@ async fn invalid_items_written_to_the_table_get_no_derived_data() {
 async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continues() {
     let mut env = env().await;
     let w = env.writer.clone();
-    w.create_application("huge", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("huge", "Co", "Role", "2026-11-01T09:00:00.000Z")
+        .await;
     for i in 0..210 {
         let mut st = crate::apps::stage("huge", &format!("s{i:03}"), "Round", i);
         st.insert("notes".into(), s("n".repeat(2000)));
@@ -145,10 +131,7 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
         .unwrap()
         .contains("400 KB"));
     assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::SNAPSHOT_TOO_LARGE),
+        crate::items::metric_of(&env, "history", names::SNAPSHOT_TOO_LARGE),
         omitted as u64
     );
     assert!(env.rt.failed_batches().is_empty());

@@ -5,8 +5,7 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::meter::{Bill, Meter};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{s, Item, ItemExt};
@@ -20,11 +19,7 @@ pub(crate) async fn metered(env: &Env) -> (Meter, Runtime) {
     let meter = Meter::in_front_of(&env.engine.endpoint())
         .await
         .expect("meter starts");
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(env.engine.endpoint()),
-        RecordReader::Embedded(env.engine.database().clone()),
-    );
+    let mut opts = crate::support::embedded_options(&env.engine, "tracker");
     opts.table = Some(env.rt.config.table.clone());
     opts.ledger_table = env.rt.config.ledger_table.clone();
     opts.processor_endpoint = Some(meter.endpoint());
@@ -65,14 +60,12 @@ async fn records_that_imply_nothing_cost_the_derive_no_read() {
     let mut env = env().await;
     let (meter, rt) = metered(&env).await;
     let w = &env.writer;
-    w.create_application("a", "Co", "Engineer", "applied", "2026-01-01T00:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("a", "Co", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
     w.add_stage("a", "s1", "Screen", 1).await.unwrap();
     w.add_stage("a", "s2", "Onsite", 2).await.unwrap();
-    w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-        .await
-        .unwrap();
+    w.set_stage("a", "s1", "isCompleted", AttributeValue::Bool(true))
+        .await;
     w.remove_stage("a", "s2").await.unwrap();
     let event = stream_event(&env).await;
     let stages = only(&env, |sk| sk.starts_with("STAGE#")).await;
@@ -124,9 +117,8 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
     let mut env = env().await;
     let (meter, rt) = metered(&env).await;
     let w = env.writer.clone();
-    w.create_application("a", "Co", "Engineer", "applied", "2026-01-01T00:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("a", "Co", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
     w.add_stage("a", "s1", "Screen", 1).await.unwrap();
     w.add_stage("a", "s2", "Onsite", 2).await.unwrap();
     let event = stream_event(&env).await;
@@ -145,13 +137,13 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
     assert_clean(&env).await;
 
     // Notes of 3 KB: the parts leave the HEAD.
-    w.update_application(
+    w.set(
         "a",
-        &[("notes", s("n".repeat(3000)))],
+        "notes",
+        s("n".repeat(3000)),
         "2026-01-02T00:00:00.000Z",
     )
-    .await
-    .unwrap();
+    .await;
     env.rt.drain().await.unwrap();
     let items = state_items(&env, "a").await;
     assert_eq!(items.len(), 4, "the HEAD and three parts: {items:?}");
@@ -163,17 +155,15 @@ async fn the_fold_keeps_a_small_state_in_one_item() {
     assert_clean(&env).await;
 
     // Still large: only the changed part is written, and the history goes on.
-    w.update_stage("a", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-        .await
-        .unwrap();
+    w.set_stage("a", "s1", "isCompleted", AttributeValue::Bool(true))
+        .await;
     env.rt.drain().await.unwrap();
     assert_eq!(state_items(&env, "a").await.len(), 4);
     assert_clean(&env).await;
 
     // Small again: back in the HEAD, the part items deleted.
-    w.update_application("a", &[("notes", s("short"))], "2026-01-03T00:00:00.000Z")
-        .await
-        .unwrap();
+    w.set("a", "notes", s("short"), "2026-01-03T00:00:00.000Z")
+        .await;
     w.remove_stage("a", "s2").await.unwrap();
     env.rt.drain().await.unwrap();
     let items = state_items(&env, "a").await;

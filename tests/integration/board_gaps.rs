@@ -35,7 +35,7 @@ fn set(v: &[&str]) -> AttributeValue {
 
 fn job(id: &str, city: &str, posted: &str, title: &str) -> Item {
     let zip = "M5V";
-    [
+    crate::items::attrs(vec![
         ("pk", s(format!("job#{}", city.to_lowercase()))),
         ("sk", s(format!("j#{posted}#{zip}#{id}"))),
         ("entityType", s("job")),
@@ -48,14 +48,11 @@ fn job(id: &str, city: &str, posted: &str, title: &str) -> Item {
         ("skills", set(&["rust", "aws"])),
         ("salaryMax", n(150_000)),
         ("status", s("open")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 fn seeker(id: &str, city: &str) -> Item {
-    [
+    crate::items::attrs(vec![
         ("pk", s(format!("seeker#{id}"))),
         ("sk", s("profile")),
         ("entityType", s("seeker")),
@@ -64,15 +61,12 @@ fn seeker(id: &str, city: &str) -> Item {
         ("city", s(city)),
         ("skills", set(&["rust", "aws"])),
         ("desiredSalary", n(120_000)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 fn approved(job: &Item, seeker_id: &str, on: &str) -> Item {
     let job_id = job.s("jobId").unwrap();
-    [
+    crate::items::attrs(vec![
         ("pk", s("employer#e1")),
         ("sk", s(format!("r#{job_id}#{seeker_id}"))),
         ("entityType", s("request")),
@@ -85,10 +79,7 @@ fn approved(job: &Item, seeker_id: &str, on: &str) -> Item {
         ("jobPostedAt", job["postedAt"].clone()),
         ("jobZip", job["zip"].clone()),
         ("approvedAt", s(on)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 fn extra(r: &jobstream::tools::verify::Report, kind: &str) -> u64 {
@@ -135,9 +126,7 @@ async fn verify_finds_a_second_match_for_one_pair_and_repair_removes_it() {
     );
     assert!(p.contains("s1#j1"), "names the once key: {p}");
 
-    jobstream::tools::verify::repair(&rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&rt, &report).await;
     let left = begins(&rt, "seeker#s1", "j#").await;
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].s("sk").unwrap(), format!("j#{today}#j1"), "kept");
@@ -189,40 +178,16 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
     assert_eq!(made, wanted, "the recent jobs' suggestions");
 
     // The seeker's scope, planned through a bill meter.
-    let meter = Meter::in_front_of(&engine.endpoint()).await.unwrap();
-    let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
-    let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
-    let reads = shared::engine::setjob::Reads {
-        store: store.clone(),
-        ..crate::items::reads(&rt)
-    };
-    let model =
-        shared::models::load(&shared::models::Source::File(shipped("jobboard.yaml"))).unwrap();
-    let suggestions = set_job(&model, "suggestions");
-    let body = shared::engine::joinset::JoinJob {
-        set: "suggestions".into(),
-        scope: "seeker".into(),
-        bind: [("seekerId", "s1"), ("city", "toronto")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        step: 0,
-        after: None,
-    }
-    .encode();
-    let plan = suggestions.plan(&body, &reads).await.unwrap();
+    let bind = [("seekerId", "s1"), ("city", "toronto")].map(|(k, v)| (k.into(), v.into()));
+    let (plan, desired, meter) = scope_billed(&engine, &rt, "seeker", bind.into()).await;
     let queried = read_units(&meter, "Query");
     assert!(plan.ahead.is_empty() && plan.then.is_empty(), "one page");
-    let desired: BTreeSet<String> = plan
-        .desired
-        .iter()
-        .map(|g| g.item.s("sk").unwrap().to_string())
-        .collect();
     assert_eq!(desired, wanted, "the same suggestions");
 
     // What the window's jobs and the seeker's suggestions cost read one
     // by one (consistently, as the scope reads).
     let before = read_units(&meter, "GetItem");
+    let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
     let client = aws_sdk_dynamodb::Client::new(&cfg);
     for sk in recent
         .iter()
@@ -262,13 +227,14 @@ async fn a_seekers_scope_reads_only_the_jobs_of_the_window() {
     assert!(rt.verify().await.unwrap().is_clean());
 }
 
-/// The plan of a job's scope for `job`, through a fresh bill meter: the
-/// suggestions' keys it wants, and its bill.
-async fn job_scope_billed(
+/// The plan of the suggestions' `scope` for `bind`, its reads through a
+/// fresh bill meter: the plan, the suggestions' keys it wants, the meter.
+async fn scope_billed(
     engine: &jobstream::local::engine::LocalEngine,
     rt: &Runtime,
-    job: &Item,
-) -> (BTreeSet<String>, jobstream::meter::Bill) {
+    scope: &str,
+    bind: std::collections::BTreeMap<String, String>,
+) -> (shared::engine::setjob::Plan, BTreeSet<String>, Meter) {
     let meter = Meter::in_front_of(&engine.endpoint()).await.unwrap();
     let cfg = jobstream::local::engine::sdk_config(Some(&meter.endpoint()), 3).await;
     let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&cfg));
@@ -279,25 +245,33 @@ async fn job_scope_billed(
     let model =
         shared::models::load(&shared::models::Source::File(shipped("jobboard.yaml"))).unwrap();
     let suggestions = set_job(&model, "suggestions");
-    let bind = ["employerId", "jobId", "postedAt", "zip"]
-        .iter()
-        .map(|k| (k.to_string(), job.s(k).unwrap().to_string()))
-        .chain([("city".to_string(), "toronto".to_string())])
-        .collect();
     let body = shared::engine::joinset::JoinJob {
         set: "suggestions".into(),
-        scope: "job".into(),
+        scope: scope.into(),
         bind,
         step: 0,
         after: None,
     }
     .encode();
     let plan = suggestions.plan(&body, &reads).await.unwrap();
-    let wanted = plan
-        .desired
+    let sk = |g: &shared::engine::setjob::Guarded| g.item.s("sk").unwrap().to_string();
+    let wanted = plan.desired.iter().map(sk).collect();
+    (plan, wanted, meter)
+}
+
+/// The plan of a job's scope for `job`, through a fresh bill meter: the
+/// suggestions' keys it wants, and its bill.
+async fn job_scope_billed(
+    engine: &jobstream::local::engine::LocalEngine,
+    rt: &Runtime,
+    job: &Item,
+) -> (BTreeSet<String>, jobstream::meter::Bill) {
+    let bind = ["employerId", "jobId", "postedAt", "zip"]
         .iter()
-        .map(|g| g.item.s("sk").unwrap().to_string())
+        .map(|k| (k.to_string(), job.s(k).unwrap().to_string()))
+        .chain([("city".to_string(), "toronto".to_string())])
         .collect();
+    let (_, wanted, meter) = scope_billed(engine, rt, "job", bind).await;
     (wanted, meter.bill())
 }
 

@@ -30,10 +30,7 @@ fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
     let text = std::fs::read_to_string(&library).expect("reads");
     let broken_text = text.replacen("days > 0 && days <= 60", "dayz > 0 && days <= 60", 1);
     assert_ne!(broken_text, text, "the mistake is seeded");
-    let dir = std::env::temp_dir().join(format!("jobstream-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let broken = dir.join("broken.yaml");
-    std::fs::write(&broken, &broken_text).expect("writes");
+    let broken = crate::support::temp_model("broken", &broken_text);
     let line = broken_text
         .lines()
         .position(|l| l.contains("dayz"))
@@ -41,7 +38,6 @@ fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
         + 1;
     let bad = jobstream(&["check-model", broken.to_str().unwrap()]);
     let out = stdout(&bad);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(bad.status.code(), Some(1), "{out}");
     let place = format!("{}:{line}:", broken.display());
     assert!(

@@ -1,59 +1,13 @@
 //! A `compute:` value belongs to the processors (SPEC §8): a writer's put
 //! that drops it or sets another value is brought back by the live path,
-//! without `verify --repair` (user finding U05), and the projection and the
-//! counts that read it follow.
+//! without `verify --repair` (user finding U05; a scored prediction whose
+//! projection reads the value: tests/scenarios/pickem/), and the counts
+//! that read it follow.
 
-use shared::item::{n, Item, ItemExt};
+use shared::item::n;
 
-use crate::items::{assert_clean, get, key, num, put, put_all};
-use crate::league::{self as write, event_key, prediction, user_pk};
+use crate::items::{assert_clean, attrs, get, key, num, put, put_all};
 use crate::support::model_env;
-
-const EV: &str = "2024-03-03-revolution";
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_computed_value_a_writer_drops_or_overwrites_is_brought_back() {
-    let mut env = model_env("pickem", |_| {}).await;
-    put_all(
-        &env.rt,
-        vec![
-            write::event("2024-03-03", "revolution", "Revolution", "closed"),
-            write::a_match(EV, "m1", "One", 1, 3, false, &["a", "b"], Some(0)),
-            write::a_match(EV, "m2", "Two", 2, 5, false, &["c", "d"], Some(1)),
-            prediction("ann", EV, &[("m1", 0), ("m2", 1)]),
-        ],
-    )
-    .await;
-    env.rt.drain().await.expect("drains");
-    let at = key(user_pk("ann"), event_key(EV));
-    let points = |i: &Item| num(i, "points");
-    let scored = get(&env.rt, at.clone()).await.expect("scored");
-    assert_eq!(points(&scored), 8, "{scored:?}");
-    let gsi = scored.s("GSI_SK").unwrap().to_string();
-
-    // The writer puts the prediction again, knowing nothing of points.
-    put(&env.rt, prediction("ann", EV, &[("m1", 0), ("m2", 1)])).await;
-    env.rt.drain().await.expect("drains");
-    let back = get(&env.rt, at.clone()).await.expect("present");
-    assert_eq!(
-        points(&back),
-        8,
-        "a dropped value is brought back: {back:?}"
-    );
-    assert_eq!(back.s("GSI_SK").unwrap(), gsi);
-
-    // The writer sets a value of its own.
-    let mut forged = prediction("ann", EV, &[("m1", 0), ("m2", 1)]);
-    forged.insert("points".into(), n(99));
-    forged.insert("mcorrect".into(), n(9));
-    put(&env.rt, forged).await;
-    env.rt.drain().await.expect("drains");
-    let back = get(&env.rt, at.clone()).await.expect("present");
-    assert_eq!(points(&back), 8, "a forged value is brought back: {back:?}");
-    assert_eq!(num(&back, "mcorrect"), 2, "{back:?}");
-    assert_eq!(back.s("GSI_SK").unwrap(), gsi);
-    assert_clean(&env.rt).await;
-}
 
 /// An order's total computed over its lines and counted into its seller's
 /// revenue (the shape of user finding U05's file).
@@ -86,13 +40,6 @@ entities:
     attributes: { orderId: string, lineId: string, qty: int, price: int }
 "#;
 
-fn attrs(pairs: &[(&str, aws_sdk_dynamodb::types::AttributeValue)]) -> Item {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
 /// Fails today (user finding U05, open): with no projection reading the
 /// computed values, the live path cannot tell a writer's forged value from
 /// the job's own write (both change only the values), so nothing starts the
@@ -107,7 +54,7 @@ async fn a_computed_value_a_count_reads_is_brought_back_with_the_count() {
     let path = crate::support::temp_model("orders_u05", ORDERS);
     let mut env = model_env("orders_u05", |o| o.model_file = Some(path)).await;
     let order = |extra: &[(&str, i64)]| {
-        let mut o = attrs(&[
+        let mut o = attrs(vec![
             ("PK", s("ORDER#o1")),
             ("SK", s("ORDER")),
             ("type", s("order")),
@@ -121,7 +68,7 @@ async fn a_computed_value_a_count_reads_is_brought_back_with_the_count() {
         o
     };
     let line = |id: &str, qty: i64, price: i64| {
-        attrs(&[
+        attrs(vec![
             ("PK", s("ORDER#o1")),
             ("SK", s(format!("LINE#{id}"))),
             ("type", s("line")),

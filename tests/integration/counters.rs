@@ -47,14 +47,36 @@ async fn a_model_files_counter_expired_by_ttl_comes_back() {
     env.rt.drain().await.unwrap();
     assert_eq!(env.engine.sweep_ttl().await.unwrap(), 1);
     env.rt.drain().await.unwrap();
+    assert_eq!(open_total(&env, "M#m1", "COUNT").await, (1, 1), "back");
     let back = get(&env, loans).await.expect("loans re-created after TTL");
-    assert_eq!(
-        (back.i64("open").unwrap(), back.i64("total").unwrap()),
-        (1, 1)
-    );
     assert!(!back.contains_key("ttl"));
     assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
+}
+
+/// The shipped library file with each `(from, to)` edit made (each one
+/// must apply: an edit that no longer matches the file fails the test).
+fn library_with(edits: &[(&str, &str)]) -> String {
+    let mut text = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
+    for (from, to) in edits {
+        assert!(text.contains(from), "the edit applies: {from}");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+/// The library model of `text` (a file written for the test), fresh.
+async fn library_env(text: &str) -> ModelEnv {
+    model_env("library", |o| {
+        o.model_file = Some(temp_model("counters", text))
+    })
+    .await
+}
+
+/// `(open, total)` of the counter at `(pk, sk)`, which exists.
+async fn open_total(env: &ModelEnv, pk: &str, sk: &str) -> (i64, i64) {
+    let c = get(env, key(pk, sk)).await.expect("the counter");
+    (c.i64("open").unwrap(), c.i64("total").unwrap())
 }
 
 async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
@@ -70,21 +92,17 @@ async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
 async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_nothing() {
     // The counter's key takes a ULID; the loan binds it through a template
     // (a type check-model cannot know), and a member id is no ULID.
-    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
-    let text = library
-        .replace(
+    let text = library_with(&[
+        (
             "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
             "key: { PK: \"M#${memberId:ulid}\", SK: \"COUNT\" }",
-        )
-        .replace(
+        ),
+        (
             "with: { memberId: memberId }",
             "with: { memberId: \"${memberId}\" }",
-        );
-    assert_ne!(text, library);
-    let mut env = model_env("library", |o| {
-        o.model_file = Some(temp_model("counters", &text))
-    })
-    .await;
+        ),
+    ]);
+    let mut env = library_env(&text).await;
     put(&env.rt, loan("m1", BOOK, "open")).await;
     env.rt.drain().await.unwrap();
     assert!(env.rt.failed_batches().is_empty());
@@ -136,19 +154,15 @@ async fn rerun(env: ModelEnv, model: &str, file: PathBuf, replay: bool) -> Model
 /// owns is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
-    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
-    let v2 = library.replace(
+    let library = library_with(&[]);
+    let v2 = library_with(&[(
         "key: { PK: \"M#${memberId}\", SK: \"COUNT\" }",
         "key: { PK: \"M#${memberId}\", SK: \"LOANS\" }",
-    );
-    assert_ne!(v2, library);
+    )]);
     for replay in [false, true] {
         // `env.rt` runs the first version; `rt` the edited one, on the
         // same tables.
-        let mut env = model_env("library", |o| {
-            o.model_file = Some(temp_model("counters", &library))
-        })
-        .await;
+        let mut env = library_env(&library).await;
         put(&env.rt, loan("m1", BOOK, "open")).await;
         put(&env.rt, loan("m2", BOOK, "returned")).await;
         env.rt.drain().await.unwrap();
@@ -192,9 +206,7 @@ async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
             report.bad_input.iter().any(|b| b.contains("M#m3")),
             "{said}"
         );
-        jobstream::tools::verify::repair(&env.rt.processors, &report)
-            .await
-            .expect("repair");
+        crate::items::repair(&env.rt, &report).await;
         env.rt.drain().await.unwrap();
         let after = env.rt.verify().await.expect("verify");
         assert!(after.is_clean(), "replay={replay}: {:#?}", after.problems);
@@ -211,14 +223,8 @@ async fn a_counter_rekeyed_by_a_file_edit_leaves_nothing_behind_after_repair() {
             Some(stray),
             "a writer's item stays: replay={replay}"
         );
-        let m1 = get(&env, key("M#m1", "LOANS"))
-            .await
-            .expect("the new counter");
-        assert_eq!((m1.i64("open").unwrap(), m1.i64("total").unwrap()), (1, 1));
-        let m2 = get(&env, key("M#m2", "LOANS"))
-            .await
-            .expect("the new counter");
-        assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 1));
+        assert_eq!(open_total(&env, "M#m1", "LOANS").await, (1, 1));
+        assert_eq!(open_total(&env, "M#m2", "LOANS").await, (0, 1));
         let totals = ledger_totals(&env).await;
         assert_eq!(totals.len(), 2, "replay={replay}: {totals:#?}");
         assert!(
@@ -284,9 +290,7 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
         "{:#?}",
         report.bad_input
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     env.rt.drain().await.unwrap();
     let after = env.rt.verify().await.expect("verify");
     assert!(after.is_clean(), "{:#?}", after.problems);
@@ -311,21 +315,15 @@ async fn a_writer_owned_counter_rekeyed_by_a_file_edit_is_never_deleted() {
 /// records), so the counter comes to the sums, as the stream would leave it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sums() {
-    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
-    let v2 = library.replace(
+    let v2 = library_with(&[(
         "      - counter: loans\n        with: { memberId: memberId }\n",
         "      - counter: loans\n        with: { memberId: memberId }\n        when: \"state == 'open'\"\n",
-    );
-    assert_ne!(v2, library);
-    let mut env = model_env("library", |o| {
-        o.model_file = Some(temp_model("counters", &library))
-    })
-    .await;
+    )]);
+    let mut env = library_env(&library_with(&[])).await;
     put(&env.rt, loan("m1", BOOK, "open")).await;
     put(&env.rt, loan("m2", BOOK, "returned")).await;
     env.rt.drain().await.unwrap();
-    let m2 = get(&env, key("M#m2", "COUNT")).await.unwrap();
-    assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 1));
+    assert_eq!(open_total(&env, "M#m2", "COUNT").await, (0, 1));
     let mut env = rerun(env, "library", temp_model("counters", &v2), false).await;
     let report = env.rt.verify().await.expect("verify");
     assert!(
@@ -336,16 +334,12 @@ async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sum
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     env.rt.drain().await.unwrap();
     let after = env.rt.verify().await.expect("verify");
     assert!(after.is_clean(), "{:#?}", after.problems);
-    let m2 = get(&env, key("M#m2", "COUNT")).await.unwrap();
-    assert_eq!((m2.i64("open").unwrap(), m2.i64("total").unwrap()), (0, 0));
-    let m1 = get(&env, key("M#m1", "COUNT")).await.unwrap();
-    assert_eq!((m1.i64("open").unwrap(), m1.i64("total").unwrap()), (1, 1));
+    assert_eq!(open_total(&env, "M#m2", "COUNT").await, (0, 0));
+    assert_eq!(open_total(&env, "M#m1", "COUNT").await, (1, 1));
     assert!(env.rt.failed_batches().is_empty());
 }
 
@@ -356,20 +350,20 @@ async fn a_counter_no_source_counts_into_after_a_file_edit_is_brought_to_the_sum
 /// attribute of it, at the first sum past 2^63).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
-    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
-    let text = library
-        .replace(
+    let text = library_with(&[
+        (
             "      since: iso-utc\n    check:",
             "      since: iso-utc\n      fee?: int\n    check:",
-        )
-        .replace(
+        ),
+        (
             "add: { open: \"state == 'open' ? 1 : 0\", total: 1 }",
             "add: { open: \"state == 'open' ? 1 : 0\", total: 1, fees: \"fee == null ? 0 : fee\" }",
-        )
-        .replace(
+        ),
+        (
             "attributes: [open, total]",
             "attributes: [open, total, fees]",
-        );
+        ),
+    ]);
     assert_eq!(text.matches("fee").count(), 5, "{text}");
     let path = temp_model("counters", &text);
     let mut env = model_env("library", |o| o.model_file = Some(path.clone())).await;
@@ -394,16 +388,7 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
     );
     assert_eq!(bad_input(&env), 0);
     assert_clean(&env.rt).await;
-    let file = &shared::file::load(&path).expect("loads").model;
-    let t = jobstream::tools::explain::Tables {
-        client: &env.rt.dynamodb,
-        table: &env.rt.config.table,
-        ledger: &env.rt.config.ledger_table,
-    };
-    let x =
-        jobstream::tools::explain::explain(&env.rt.model, Some(file), &t, &key("M#m1", "COUNT"))
-            .await
-            .expect("explains");
+    let x = crate::explain::ask_in(&env, &path, "M#m1", "COUNT").await;
     assert!(
         x.lines.iter().any(|l| l.contains("9223372036854775813")),
         "{:#?}",
@@ -430,21 +415,17 @@ async fn a_sum_past_64_bits_is_exact_and_every_other_sum_keeps_counting() {
 /// bad again, all that its last valid state implied stays; verify agrees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
-    let library = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
-    let text = library
-        .replace(
+    let text = library_with(&[
+        (
             "      since: iso-utc\n    check:",
             "      since: iso-utc\n      note?: string\n    check:",
-        )
-        .replace(
+        ),
+        (
             "      - entity: book_loan\n",
             "      - entity: book_loan\n        when: \"size(note) > 0\"\n",
-        );
-    assert_ne!(text, library);
-    let mut env = model_env("library", |o| {
-        o.model_file = Some(temp_model("counters", &text))
-    })
-    .await;
+        ),
+    ]);
+    let mut env = library_env(&text).await;
     let derived = key(format!("B#{BOOK}"), "M#m1");
     put(&env.rt, loan("m1", BOOK, "open")).await;
     env.rt.drain().await.unwrap();

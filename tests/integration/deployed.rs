@@ -68,14 +68,43 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
+/// `o` failed, its stderr saying each of `says`.
+fn refused(o: &Output, says: &[&str]) {
+    let err = stderr(o);
+    assert!(!o.status.success(), "{err}");
+    for s in says {
+        assert!(err.contains(s), "{s:?} not in: {err}");
+    }
+}
+
+/// `jobstream run --endpoint E --model M --on-failure-file F` and `extra`.
+fn run_args(endpoint: &str, model: &str, file: &str, extra: &[&str]) -> Vec<String> {
+    let mut a = args(&["run", "--endpoint", endpoint, "--model", model]);
+    a.extend(args(&["--on-failure-file", file]));
+    a.extend(args(extra));
+    a
+}
+
+/// The environment of a machine without an AWS region (nor a config file
+/// or instance metadata to find one in).
+fn no_region() -> Vec<(String, String)> {
+    [
+        ("AWS_CONFIG_FILE", "/nonexistent/config"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_REGION", ""),
+        ("AWS_DEFAULT_REGION", ""),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .into()
+}
+
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
 async fn engine() -> (LocalEngine, aws_sdk_dynamodb::Client) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
+    let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
     (engine, client)
 }
@@ -103,69 +132,19 @@ async fn run_verify_and_backfill_never_create_a_missing_table_and_name_it() {
     let endpoint = engine.endpoint();
     let tracker = shared::models::find("tracker").expect("shipped").table.name;
     let file = failures_file();
-    let run = jobstream(
-        args(&[
-            "run",
-            "--endpoint",
-            &endpoint,
-            "--model",
-            "tracker",
-            "--on-failure-file",
-            &file,
-        ]),
-        vec![],
-    )
-    .await;
-    let err = stderr(&run);
-    assert!(!run.status.success(), "{err}");
-    assert!(
-        err.contains(&format!("model table {tracker} does not exist")),
-        "{err}"
-    );
-    assert!(
-        err.contains("ledger table jobstream-ledger does not exist"),
-        "{err}"
-    );
-    assert!(
-        err.contains("cdk deploy") && err.contains("--stack"),
-        "{err}"
-    );
+    let missing = format!("model table {tracker} does not exist");
+    let run = jobstream(run_args(&endpoint, "tracker", &file, &[]), vec![]).await;
+    let ledger = "ledger table jobstream-ledger does not exist";
+    refused(&run, &[&missing, ledger, "cdk deploy", "--stack"]);
 
     // --stack names the stack's ledger.
-    let run = jobstream(
-        args(&[
-            "run",
-            "--endpoint",
-            &endpoint,
-            "--model",
-            "tracker",
-            "--stack",
-            "Prod",
-            "--on-failure-file",
-            &file,
-        ]),
-        vec![],
-    )
-    .await;
-    assert!(!run.status.success());
-    assert!(
-        stderr(&run).contains("ledger table Prod-ledger does not exist"),
-        "{}",
-        stderr(&run)
-    );
+    let stack = run_args(&endpoint, "tracker", &file, &["--stack", "Prod"]);
+    let run = jobstream(stack, vec![]).await;
+    refused(&run, &["ledger table Prod-ledger does not exist"]);
 
     for tool in ["verify", "backfill"] {
-        let out = jobstream(
-            args(&[tool, "--endpoint", &endpoint, "--model", "tracker"]),
-            vec![],
-        )
-        .await;
-        assert!(!out.status.success(), "{tool}");
-        assert!(
-            stderr(&out).contains(&format!("model table {tracker} does not exist")),
-            "{tool}: {}",
-            stderr(&out)
-        );
+        let tool_args = args(&[tool, "--endpoint", &endpoint, "--model", "tracker"]);
+        refused(&jobstream(tool_args, vec![]).await, &[&missing]);
     }
     assert!(table_names(&client).await.is_empty(), "nothing was created");
     std::fs::remove_file(&file).ok();
@@ -186,30 +165,12 @@ async fn run_refuses_a_table_without_its_stream_and_a_ledger_without_ttl() {
     ensure_table(&client, &no_stream, model.name).await.unwrap();
     ensure_table(&client, &no_ttl, "Ops-ledger").await.unwrap();
     let file = failures_file();
-    let run = jobstream(
-        args(&[
-            "run",
-            "--endpoint",
-            &engine.endpoint(),
-            "--model",
-            "tracker",
-            "--stack",
-            "Ops",
-            "--on-failure-file",
-            &file,
-        ]),
-        vec![],
-    )
-    .await;
-    let err = stderr(&run);
-    assert!(!run.status.success(), "{err}");
-    assert!(
-        err.contains(&format!("model table {} has no stream", model.name)),
-        "{err}"
-    );
-    assert!(
-        err.contains("ledger table Ops-ledger has TTL DISABLED"),
-        "{err}"
+    let ops = run_args(&engine.endpoint(), "tracker", &file, &["--stack", "Ops"]);
+    let run = jobstream(ops, vec![]).await;
+    let no_stream = format!("model table {} has no stream", model.name);
+    refused(
+        &run,
+        &[&no_stream, "ledger table Ops-ledger has TTL DISABLED"],
     );
     std::fs::remove_file(&file).ok();
 }
@@ -255,55 +216,30 @@ async fn run_never_creates_a_missing_queue_and_names_it() {
     let var = shared::lambda::queue_env("timeline");
     let file = failures_file();
     let base = |extra: &[&str]| {
-        let mut a = args(&[
-            "run",
-            "--endpoint",
-            &engine.endpoint(),
-            "--model",
-            "social",
-            "--table",
-            &t,
-            "--ledger-table",
-            &l,
-            "--sqs-endpoint",
-            &sqs_endpoint,
-            "--on-failure-file",
-            &file,
-        ]);
+        let mut a = args(&["--table", &t, "--ledger-table", &l]);
+        a.extend(args(&["--sqs-endpoint", &sqs_endpoint]));
         a.extend(args(extra));
-        a
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run_args(&engine.endpoint(), "social", &file, &a)
     };
 
     // No URL and no stack: the variable the Lambdas get is named.
     let out = jobstream(base(&[]), vec![]).await;
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains(&format!("set {var}")),
-        "{}",
-        stderr(&out)
-    );
+    refused(&out, &[&format!("set {var}")]);
 
     // A URL of a queue that does not exist.
     let missing = format!("{sqs_endpoint}/000000000000/m{id}-timeline");
     let out = jobstream(base(&[]), vec![(var.clone(), missing.clone())]).await;
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains(&format!("queue timeline ({missing}) does not exist")),
-        "{}",
-        stderr(&out)
+    refused(
+        &out,
+        &[&format!("queue timeline ({missing}) does not exist")],
     );
 
     // A stack without the queue.
     let stack = format!("s{id}");
     let out = jobstream(base(&["--stack", &stack]), vec![]).await;
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains(&format!(
-            "stack {stack} has no queue {stack}-jobstream-timeline-jobs"
-        )),
-        "{}",
-        stderr(&out)
-    );
+    let no_queue = format!("stack {stack} has no queue {stack}-jobstream-timeline-jobs");
+    refused(&out, &[&no_queue]);
     for prefix in [format!("m{id}"), stack] {
         assert!(
             queues_named(&sqs, &prefix).await.is_empty(),
@@ -382,17 +318,19 @@ async fn created_queues_carry_max_receive_count_as_a_number() {
     assert_eq!(redrive["maxReceiveCount"], serde_json::json!(5));
 }
 
-/// One deployment of the social model (its table, ledger and queues), run
-/// as `run` runs it: nothing created, the queues given by URL.
-async fn deployment(
+/// The options of `run` on one deployment of the social model (its table,
+/// ledger and queues, made here under a fresh prefix starting with
+/// `name`): nothing created, the queues given by URL, the stream read
+/// through `reader`.
+async fn deployed_options(
     engine: &LocalEngine,
-    client: &aws_sdk_dynamodb::Client,
-    sqs_endpoint: &str,
-    sqs: &aws_sdk_sqs::Client,
+    (sqs_endpoint, sqs): &(String, aws_sdk_sqs::Client),
     name: &str,
-) -> Runtime {
+    reader: RecordReader,
+) -> RuntimeOptions {
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
     let prefix = format!("{name}{}-", uuid::Uuid::new_v4().simple());
-    let (t, l) = social_tables(client, &prefix).await;
+    let (t, l) = social_tables(&client, &prefix).await;
     let model = shared::models::find("social").unwrap();
     let mut queues = std::collections::BTreeMap::new();
     for def in model.queues() {
@@ -401,16 +339,24 @@ async fn deployment(
             .expect("the stack's queue");
         queues.insert(def.logical.to_string(), q.url);
     }
-    let mut opts = RuntimeOptions::new(
-        "social",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = RuntimeOptions::new("social", Some(engine.endpoint()), reader);
     opts.time_scale = TIME_SCALE;
     opts.table = Some(t);
     opts.ledger_table = l;
     opts.sqs_endpoint = Some(sqs_endpoint.to_string());
     opts.provision = Provision::Existing { queues };
+    opts
+}
+
+/// One deployment of the social model, run as `run` runs it (see
+/// [`deployed_options`]).
+async fn deployment(
+    engine: &LocalEngine,
+    sqs: &(String, aws_sdk_sqs::Client),
+    name: &str,
+) -> Runtime {
+    let reader = RecordReader::Embedded(engine.database().clone());
+    let opts = deployed_options(engine, sqs, name, reader).await;
     Runtime::start(opts).await.expect("runs on what exists")
 }
 
@@ -436,10 +382,10 @@ fn invocations(rt: &Runtime) -> u64 {
 /// own queues, never the other's jobs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_runs_with_different_queue_sets_never_see_each_others_jobs() {
-    let (engine, client) = engine().await;
-    let (sqs_endpoint, sqs) = sqs_client().await;
-    let mut staging = deployment(&engine, &client, &sqs_endpoint, &sqs, "staging").await;
-    let mut prod = deployment(&engine, &client, &sqs_endpoint, &sqs, "prod").await;
+    let (engine, _client) = engine().await;
+    let sqs = sqs_client().await;
+    let mut staging = deployment(&engine, &sqs, "staging").await;
+    let mut prod = deployment(&engine, &sqs, "prod").await;
     assert_ne!(staging.config.queues, prod.config.queues);
 
     let at = iso(0);
@@ -486,55 +432,18 @@ async fn an_unwritable_on_failure_file_is_refused_at_startup() {
     let unwritable = std::env::temp_dir()
         .join(format!("no-such-dir-{}", uuid::Uuid::new_v4()))
         .join("failures.jsonl");
-    let run = jobstream(
-        args(&[
-            "run",
-            "--endpoint",
-            &engine.endpoint(),
-            "--model",
-            "tracker",
-            "--on-failure-file",
-            unwritable.to_str().unwrap(),
-        ]),
-        vec![],
-    )
-    .await;
-    let err = stderr(&run);
-    assert!(!run.status.success(), "{err}");
-    assert!(
-        err.contains(&format!(
-            "--on-failure-file {} cannot be appended to",
-            unwritable.display()
-        )),
-        "{err}"
-    );
+    let path = unwritable.to_str().unwrap();
+    let run = jobstream(run_args(&engine.endpoint(), "tracker", path, &[]), vec![]).await;
+    let says = format!("--on-failure-file {path} cannot be appended to");
+    refused(&run, &[&says]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_endpoint_without_a_region_is_a_startup_error() {
-    let out = jobstream(
-        args(&[
-            "verify",
-            "--endpoint",
-            "https://dynamodb.jobstream.invalid",
-            "--model",
-            "tracker",
-        ]),
-        vec![
-            ("AWS_CONFIG_FILE".into(), "/nonexistent/config".into()),
-            (
-                "AWS_SHARED_CREDENTIALS_FILE".into(),
-                "/nonexistent/credentials".into(),
-            ),
-            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-            ("AWS_REGION".into(), String::new()),
-            ("AWS_DEFAULT_REGION".into(), String::new()),
-        ],
-    )
-    .await;
-    let err = stderr(&out);
-    assert!(!out.status.success(), "{err}");
-    assert!(err.contains("no AWS region for DynamoDB"), "{err}");
+    let remote = "https://dynamodb.jobstream.invalid";
+    let verify = args(&["verify", "--endpoint", remote, "--model", "tracker"]);
+    let out = jobstream(verify, no_region()).await;
+    refused(&out, &["no AWS region for DynamoDB"]);
 }
 
 /// `backfill` of a model with queues and no queue URL stops before it
@@ -559,26 +468,13 @@ async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none(
         .send()
         .await
         .unwrap();
-    let no_region = || {
-        vec![
-            ("AWS_CONFIG_FILE".into(), "/nonexistent/config".into()),
-            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
-            ("AWS_REGION".into(), String::new()),
-            ("AWS_DEFAULT_REGION".into(), String::new()),
-        ]
-    };
     let endpoint = engine.endpoint();
     let out = jobstream(
         args(&["backfill", "--endpoint", &endpoint, "--model", "social"]),
         no_region(),
     )
     .await;
-    let err = stderr(&out);
-    assert!(!out.status.success(), "{err}");
-    assert!(
-        err.contains("sends jobs to its queues") && err.contains("--sqs-endpoint"),
-        "{err}"
-    );
+    refused(&out, &["sends jobs to its queues", "--sqs-endpoint"]);
     let scan = client
         .scan()
         .table_name(social.table.name)
@@ -621,24 +517,11 @@ async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_own_calls_are_checked_against_the_runner_policy() {
     use jobstream::local::iam::{recorder, Principal, Resource, RUNNER};
-    let (engine, client) = engine().await;
-    let (sqs_endpoint, sqs) = sqs_client().await;
-    let prefix = format!("runner{}-", uuid::Uuid::new_v4().simple());
-    let (t, l) = social_tables(&client, &prefix).await;
+    let (engine, _client) = engine().await;
+    let sqs = sqs_client().await;
+    let mut opts = deployed_options(&engine, &sqs, "runner", RecordReader::Sdk).await;
     let model = shared::models::find("social").unwrap();
-    let mut queues = std::collections::BTreeMap::new();
-    for def in model.queues() {
-        let q = create_queue(&sqs, &def, &prefix, queue_visibility(&def, TIME_SCALE))
-            .await
-            .expect("the stack's queue");
-        queues.insert(def.logical.to_string(), q.url);
-    }
-    let mut opts = RuntimeOptions::new("social", Some(engine.endpoint()), RecordReader::Sdk);
-    opts.time_scale = TIME_SCALE;
-    opts.table = Some(t.clone());
-    opts.ledger_table = l.clone();
-    opts.sqs_endpoint = Some(sqs_endpoint);
-    opts.provision = Provision::Existing { queues };
+    let (t, l) = (opts.table.clone().unwrap(), opts.ledger_table.clone());
     let runner = Principal::runner(&model, &t, &l, &Default::default(), None);
     // Leases and checkpoints in the ledger, through the runner's client.
     let sdk = runner.checked(&sdk_config(Some(&engine.endpoint()), 3).await);

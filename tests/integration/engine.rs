@@ -25,9 +25,7 @@ async fn churn(env: &Env) -> i64 {
     let mut t = Clock::new();
     for i in 0..12 {
         let id = format!("a{i}");
-        w.create_application(&id, "Co", "Role", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(&id, "Co", "Role", &t.next()).await;
         if i % 2 == 0 {
             w.set_archived(&id, true, &t.next()).await.unwrap();
         }
@@ -74,9 +72,7 @@ async fn a_modify_of_processor_owned_attributes_costs_no_write() {
     let w = &env.writer;
     let mut t = Clock::new();
     for i in 0..5 {
-        w.create_application(&format!("p{i}"), "Co", "Role", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(&format!("p{i}"), "Co", "Role", &t.next()).await;
     }
     // derive first (projections, count), then history (historySequence
     // MODIFYs carrying images older than derive's projection).
@@ -105,19 +101,14 @@ async fn a_modify_of_processor_owned_attributes_costs_no_write() {
 async fn an_item_inserted_and_removed_in_one_batch_leaves_a_tombstone_a_stale_backfill_respects() {
     let mut env = env().await;
     let w = &env.writer;
-    w.create_application("gone", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("gone", "Co", "Role", "2026-11-01T09:00:00.000Z")
+        .await;
     let stale =
         crate::apps::application("gone", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z");
     w.delete_application("gone").await.unwrap();
     env.rt.drain().await.unwrap();
     // The engine recorded that the item implies nothing now (with a TTL).
-    let key: shared::item::Item = [
-        ("PK".to_string(), s("APP#gone")),
-        ("SK".to_string(), s("APP#gone")),
-    ]
-    .into();
+    let key: shared::item::Item = crate::items::key("APP#gone", "APP#gone");
     let record = env
         .rt
         .processors
@@ -150,17 +141,13 @@ async fn a_repair_ahead_of_a_lagging_processor_is_not_counted_twice() {
     let w = &env.writer;
     let mut t = Clock::new();
     for i in 0..4 {
-        w.create_application(&format!("l{i}"), "Co", "Role", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(&format!("l{i}"), "Co", "Role", &t.next()).await;
     }
     // The processors have not run: verify finds the count missing and
     // repairs it through the registry.
     let report = env.rt.verify().await.unwrap();
     assert!(!report.is_clean());
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&env.rt, &report).await;
     assert_eq!(count(&env).await, Some(4));
     // The lagging processor then sees the four INSERTs.
     env.rt.drain().await.unwrap();
@@ -267,9 +254,8 @@ async fn a_counter_write_lost_after_its_ledger_commit_is_made_by_the_redelivery(
     for (step, expected) in [(0, 1), (1, 0)] {
         if step == 0 {
             env.writer
-                .create_application("a", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-                .await
-                .unwrap();
+                .create("a", "Co", "Role", "2026-11-01T09:00:00.000Z")
+                .await;
         } else {
             env.writer
                 .set_archived("a", true, "2026-11-01T10:00:00.000Z")
@@ -306,10 +292,7 @@ async fn a_replay_sends_no_write_request_from_any_processor() {
     let mut t = Clock::new();
     for i in 0..4 {
         let id = format!("r{i}");
-        writer
-            .create_application(&id, "Co", "Role", "applied", &t.next())
-            .await
-            .unwrap();
+        writer.create(&id, "Co", "Role", &t.next()).await;
         writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
         writer
             .set_archived(&id, i % 2 == 0, &t.next())

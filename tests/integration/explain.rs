@@ -6,14 +6,15 @@
 use jobstream::tools::explain::{explain, Explanation, Tables};
 use shared::item::{n, s, Item};
 
-use crate::items::put;
+use crate::apps::{application, stage};
+use crate::items::{attrs, put};
 use crate::support::{model_env, shipped, ModelEnv};
 
 const BOOK: &str = "01HXAA0000000000000000000A";
 const BOOK2: &str = "01HXAA0000000000000000000B";
 
 fn loan(member: &str, book: &str, days: i64, state: &str) -> Item {
-    [
+    attrs(vec![
         ("PK", s(format!("M#{member}"))),
         ("SK", s(format!("LOAN#{book}"))),
         ("type", s("loan")),
@@ -22,19 +23,31 @@ fn loan(member: &str, book: &str, days: i64, state: &str) -> Item {
         ("days", n(days)),
         ("state", s(state)),
         ("since", s("2026-01-01T00:00:00Z")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
+}
+
+/// The shipped library model file's runtime, fresh.
+async fn library() -> ModelEnv {
+    model_env("library", |o| {
+        o.model_file = Some(shipped("examples/library.yaml"))
+    })
+    .await
 }
 
 async fn ask(env: &ModelEnv, pk: &str, sk: &str) -> Explanation {
     ask_in(env, &shipped("examples/library.yaml"), pk, sk).await
 }
 
-async fn ask_in(env: &ModelEnv, path: &std::path::Path, pk: &str, sk: &str) -> Explanation {
+/// `jobstream explain` of the item at `(pk, sk)` in `env`'s tables, the
+/// model file at `path` read for its rules.
+pub(crate) async fn ask_in(
+    env: &ModelEnv,
+    path: &std::path::Path,
+    pk: &str,
+    sk: &str,
+) -> Explanation {
     let file = &shared::file::load(path).expect("loads").model;
-    let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into();
+    let key = crate::items::key(pk, sk);
     let t = Tables {
         client: &env.rt.dynamodb,
         table: &env.rt.config.table,
@@ -49,12 +62,16 @@ fn has(x: &Explanation, line: &str) -> bool {
     x.lines.iter().any(|l| l == line)
 }
 
+/// Asserts `x` says each of `lines`, word for word.
+pub(crate) fn says(x: &Explanation, lines: &[&str]) {
+    for line in lines {
+        assert!(has(x, line), "missing `{line}` in {:#?}", x.lines);
+    }
+}
+
 #[tokio::test]
 async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
-    let mut env = model_env("library", |o| {
-        o.model_file = Some(shipped("examples/library.yaml"))
-    })
-    .await;
+    let mut env = library().await;
     put(&env.rt, loan("ann", BOOK, 14, "open")).await;
     put(&env.rt, loan("ann", BOOK2, 7, "returned")).await;
     // Bad input: 90 days fails the file's check (1..60).
@@ -63,55 +80,43 @@ async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
 
     let src = ask(&env, "M#ann", &format!("LOAN#{BOOK}")).await;
     assert_eq!(src.kind, "source", "{:#?}", src.lines);
-    for line in [
-        "projects GSI1PK = \"OPEN\"".to_string(),
-        "projects GSI1SK = \"2026-01-01T00:00:00Z#ann\"".to_string(),
-        "in index GSI1 at GSI1PK = \"OPEN\", GSI1SK = \"2026-01-01T00:00:00Z#ann\"".to_string(),
-        format!("derives PK=B#{BOOK}, SK=M#ann (book_loan) (present)"),
-        "counts into PK=M#ann, SK=COUNT (loans): open +1, total +1".to_string(),
-        "starts no job when written".to_string(),
-        "ledger: counted into PK=M#ann, SK=COUNT: open +1, total +1".to_string(),
-        "ledger: agrees with what the rules imply now".to_string(),
-    ] {
-        assert!(has(&src, &line), "missing `{line}` in {:#?}", src.lines);
-    }
-    let returned = ask(&env, "M#ann", &format!("LOAN#{BOOK2}")).await;
-    assert!(
-        has(&returned, "not in index GSI1"),
-        "a returned loan is out of the sparse index: {:#?}",
-        returned.lines
+    says(
+        &src,
+        &[
+            "projects GSI1PK = \"OPEN\"",
+            "projects GSI1SK = \"2026-01-01T00:00:00Z#ann\"",
+            "in index GSI1 at GSI1PK = \"OPEN\", GSI1SK = \"2026-01-01T00:00:00Z#ann\"",
+            &format!("derives PK=B#{BOOK}, SK=M#ann (book_loan) (present)"),
+            "counts into PK=M#ann, SK=COUNT (loans): open +1, total +1",
+            "starts no job when written",
+            "ledger: counted into PK=M#ann, SK=COUNT: open +1, total +1",
+            "ledger: agrees with what the rules imply now",
+        ],
     );
+    // A returned loan is out of the sparse index.
+    let returned = ask(&env, "M#ann", &format!("LOAN#{BOOK2}")).await;
+    says(&returned, &["not in index GSI1"]);
 
     let derived = ask(&env, &format!("B#{BOOK}"), "M#ann").await;
     assert_eq!(derived.kind, "derived", "{:#?}", derived.lines);
-    assert!(
-        has(
-            &derived,
-            &format!(
-                "implied by PK=M#ann, SK=LOAN#{BOOK} (loan) through `derive: book_loan` of loan"
-            )
-        ),
-        "{:#?}",
-        derived.lines
-    );
+    let line =
+        format!("implied by PK=M#ann, SK=LOAN#{BOOK} (loan) through `derive: book_loan` of loan");
+    says(&derived, &[&line]);
 
     let counter = ask(&env, "M#ann", "COUNT").await;
     assert_eq!(counter.kind, "counter", "{:#?}", counter.lines);
-    for line in [
-        format!("counted by PK=M#ann, SK=LOAN#{BOOK} (loan) through `count:` of loan: open +1, total +1"),
-        format!("counted by PK=M#ann, SK=LOAN#{BOOK2} (loan) through `count:` of loan: open +0, total +1"),
-        "open: the sources imply 1; the item holds 1; the ledger's total is 1".to_string(),
-        "total: the sources imply 2; the item holds 2; the ledger's total is 2".to_string(),
-    ] {
-        assert!(has(&counter, &line), "missing `{line}` in {:#?}", counter.lines);
-    }
+    says(&counter, &[
+        &format!("counted by PK=M#ann, SK=LOAN#{BOOK} (loan) through `count:` of loan: open +1, total +1"),
+        &format!("counted by PK=M#ann, SK=LOAN#{BOOK2} (loan) through `count:` of loan: open +0, total +1"),
+        "open: the sources imply 1; the item holds 1; the ledger's total is 1",
+        "total: the sources imply 2; the item holds 2; the ledger's total is 2",
+    ]);
 
     let bad = ask(&env, "M#bob", &format!("LOAN#{BOOK}")).await;
     assert_eq!(bad.kind, "bad input", "{:#?}", bad.lines);
-    assert!(
-        has(&bad, "rejected by: check `days > 0 && days <= 60` of loan"),
-        "{:#?}",
-        bad.lines
+    says(
+        &bad,
+        &["rejected by: check `days > 0 && days <= 60` of loan"],
     );
     assert!(
         bad.lines
@@ -122,11 +127,7 @@ async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
     );
     // The bad loan changed nothing: no counter for bob.
     let none = ask(&env, "M#bob", "COUNT").await;
-    assert!(
-        has(&none, "total: the sources imply 0; the item holds nothing; the ledger's total is not recorded"),
-        "{:#?}",
-        none.lines
-    );
+    says(&none, &["total: the sources imply 0; the item holds nothing; the ledger's total is not recorded"]);
 
     // A counted loan that turns into bad input keeps what it counted (the
     // engine and verify agree); explain said the sources imply 0 of it.
@@ -134,13 +135,11 @@ async fn explain_answers_for_a_source_a_derived_item_a_counter_and_bad_input() {
     env.rt.drain().await.expect("drains");
     assert!(env.rt.verify().await.expect("verify").problems.is_empty());
     let kept = ask(&env, "M#ann", "COUNT").await;
-    for line in [
-        format!("counted by PK=M#ann, SK=LOAN#{BOOK} (loan) through `count:` of loan: open +1, total +1 (bad input now: what its last valid state counted)"),
-        "open: the sources imply 1; the item holds 1; the ledger's total is 1".to_string(),
-        "total: the sources imply 2; the item holds 2; the ledger's total is 2".to_string(),
-    ] {
-        assert!(has(&kept, &line), "missing `{line}` in {:#?}", kept.lines);
-    }
+    says(&kept, &[
+        &format!("counted by PK=M#ann, SK=LOAN#{BOOK} (loan) through `count:` of loan: open +1, total +1 (bad input now: what its last valid state counted)"),
+        "open: the sources imply 1; the item holds 1; the ledger's total is 1",
+        "total: the sources imply 2; the item holds 2; the ledger's total is 2",
+    ]);
 }
 
 /// A board is a writer's item that is a counter too (its cards count into
@@ -192,17 +191,14 @@ entities:
 "#;
 
 fn board(size: i64) -> Item {
-    [
+    attrs(vec![
         ("PK", s("B#b1")),
         ("SK", s("BOARD")),
         ("type", s("board")),
         ("boardId", s("b1")),
         ("owner", s("ann")),
         ("size", n(size)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 /// R08: an item that is both a counter and a source shows both roles; once
@@ -210,46 +206,41 @@ fn board(size: i64) -> Item {
 /// counts (never "it changes nothing" while it does).
 #[tokio::test]
 async fn explain_shows_every_role_of_an_item_and_what_a_rejected_source_still_counts() {
-    let path = std::env::temp_dir().join(format!(
-        "jobstream-explain-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&path, BOARDS).expect("writes");
+    let path = crate::support::temp_model("boards", BOARDS);
     let mut env = model_env("boards", |o| o.model_file = Some(path.clone())).await;
     put(&env.rt, board(1)).await;
-    let card: Item = [
-        ("PK", s("B#b1")),
-        ("SK", s("CARD#c1")),
-        ("type", s("card")),
-        ("boardId", s("b1")),
-        ("cardId", s("c1")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let card = crate::items::item(&[
+        ("PK", "B#b1"),
+        ("SK", "CARD#c1"),
+        ("type", "card"),
+        ("boardId", "b1"),
+        ("cardId", "c1"),
+    ]);
     put(&env.rt, card).await;
     env.rt.drain().await.expect("drains");
     let both = ask_in(&env, &path, "B#b1", "BOARD").await;
-    for line in [
-        "counted by PK=B#b1, SK=CARD#c1 (card) through `count:` of card: cards +1",
-        "PK=B#b1, SK=BOARD: also a source item (board)",
-        "projects GSI1PK = \"OWNER#ann\"",
-        "counts into PK=O#ann, SK=COUNT (owner_boards): boards +1",
-        "ledger: agrees with what the rules imply now",
-    ] {
-        assert!(has(&both, line), "missing `{line}` in {:#?}", both.lines);
-    }
+    says(
+        &both,
+        &[
+            "counted by PK=B#b1, SK=CARD#c1 (card) through `count:` of card: cards +1",
+            "PK=B#b1, SK=BOARD: also a source item (board)",
+            "projects GSI1PK = \"OWNER#ann\"",
+            "counts into PK=O#ann, SK=COUNT (owner_boards): boards +1",
+            "ledger: agrees with what the rules imply now",
+        ],
+    );
     // Rejected now: the rule and what it still counts.
     put(&env.rt, board(-1)).await;
     env.rt.drain().await.expect("drains");
     let bad = ask_in(&env, &path, "B#b1", "BOARD").await;
-    for line in [
-        "counted by PK=B#b1, SK=CARD#c1 (card) through `count:` of card: cards +1",
-        "rejected by: check `size >= 0` of board",
-        "still counted into PK=O#ann, SK=COUNT: boards +1",
-    ] {
-        assert!(has(&bad, line), "missing `{line}` in {:#?}", bad.lines);
-    }
+    says(
+        &bad,
+        &[
+            "counted by PK=B#b1, SK=CARD#c1 (card) through `count:` of card: cards +1",
+            "rejected by: check `size >= 0` of board",
+            "still counted into PK=O#ann, SK=COUNT: boards +1",
+        ],
+    );
     assert!(
         !bad.lines.iter().any(|l| l.contains("it changes nothing")),
         "{:#?}",
@@ -265,13 +256,9 @@ async fn explain_shows_every_role_of_an_item_and_what_a_rejected_source_still_co
     .await;
     env.rt.drain().await.expect("drains");
     let never = ask_in(&env, &path, "B#b2", "BOARD").await;
-    assert!(
-        has(
-            &never,
-            "it changes nothing: no earlier valid state of it is recorded"
-        ),
-        "{:#?}",
-        never.lines
+    says(
+        &never,
+        &["it changes nothing: no earlier valid state of it is recorded"],
     );
 }
 
@@ -281,76 +268,26 @@ async fn explain_shows_every_role_of_an_item_and_what_a_rejected_source_still_co
 #[tokio::test]
 async fn explain_places_an_item_in_its_history_aggregate() {
     let mut env = model_env("tracker", |_| {}).await;
-    let app: Item = [
-        ("PK", s("APP#a1")),
-        ("SK", s("APP#a1")),
-        ("id", s("a1")),
-        ("companyName", s("Acme")),
-        ("positionTitle", s("Engineer")),
-        ("status", s("applied")),
-        (
-            "isArchived",
-            aws_sdk_dynamodb::types::AttributeValue::Bool(false),
-        ),
-        ("createdAt", s("2026-01-01T00:00:00Z")),
-        ("updatedAt", s("2026-01-01T00:00:00Z")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let stage: Item = [
-        ("PK", s("APP#a1")),
-        ("SK", s("STAGE#s1")),
-        ("id", s("s1")),
-        ("applicationId", s("a1")),
-        ("name", s("Phone screen")),
-        ("order", n(1)),
-        (
-            "isCompleted",
-            aws_sdk_dynamodb::types::AttributeValue::Bool(false),
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    put(&env.rt, app).await;
+    let at = "2026-01-01T00:00:00Z";
+    put(
+        &env.rt,
+        application("a1", "Acme", "Engineer", "applied", at),
+    )
+    .await;
     env.rt.drain().await.expect("drains");
-    put(&env.rt, stage).await;
+    put(&env.rt, stage("a1", "s1", "Phone screen", 1)).await;
     env.rt.drain().await.expect("drains");
-    let tracker = shared::file::shipped("tracker")
-        .expect("shipped")
-        .expect("loads");
-    let ask = |sk: &'static str| {
-        let env = &env;
-        async move {
-            let key: Item = [("PK".to_string(), s("APP#a1")), ("SK".to_string(), s(sk))].into();
-            let t = Tables {
-                client: &env.rt.dynamodb,
-                table: &env.rt.config.table,
-                ledger: &env.rt.config.ledger_table,
-            };
-            explain(&env.rt.model, Some(&tracker.model), &t, &key)
-                .await
-                .expect("explains")
-        }
-    };
-    let root = ask("APP#a1").await;
-    for line in [
+    let tracker = shipped("tracker.yaml");
+    let ask = |sk: &'static str| ask_in(&env, &tracker, "APP#a1", sk);
+    says(&ask("APP#a1").await, &[
         "history: the root of the aggregate APP#a1 (application): each change of it and of its members (stage) writes a numbered history_entry; historySequence = 2",
         "history: the latest entry PK=APP#a1, SK=HIST#00000002 (present)",
-    ] {
-        assert!(has(&root, line), "missing `{line}` in {:#?}", root.lines);
-    }
-    let member = ask("STAGE#s1").await;
-    let line = "history: a member (stage) of the aggregate APP#a1: its changes write entries; snapshots list it under interviewStages";
-    assert!(
-        has(&member, line),
-        "missing `{line}` in {:#?}",
-        member.lines
+    ]);
+    says(&ask("STAGE#s1").await, &["history: a member (stage) of the aggregate APP#a1: its changes write entries; snapshots list it under interviewStages"]);
+    says(
+        &ask("HIST#00000002").await,
+        &["history: an entry of the aggregate APP#a1, written by the processor history"],
     );
-    let entry = ask("HIST#00000002").await;
-    let line = "history: an entry of the aggregate APP#a1, written by the processor history";
-    assert!(has(&entry, line), "missing `{line}` in {:#?}", entry.lines);
 }
 
 /// A derived item whose source turned bad input is kept by the source's
@@ -359,10 +296,7 @@ async fn explain_places_an_item_in_its_history_aggregate() {
 /// explain said no source implies it).
 #[tokio::test]
 async fn a_derived_item_kept_by_a_rejected_sources_last_valid_state_says_so() {
-    let mut env = model_env("library", |o| {
-        o.model_file = Some(shipped("examples/library.yaml"))
-    })
-    .await;
+    let mut env = library().await;
     put(&env.rt, loan("ann", BOOK, 14, "open")).await;
     env.rt.drain().await.expect("drains");
     // 90 days fails the file's check (1..60): bad input from now on.
@@ -372,11 +306,7 @@ async fn a_derived_item_kept_by_a_rejected_sources_last_valid_state_says_so() {
     let line = format!(
         "kept by PK=M#ann, SK=LOAN#{BOOK} (loan): bad input now, its last valid state derived it (it stays until that item is fixed or deleted)"
     );
-    assert!(
-        has(&derived, &line),
-        "missing `{line}` in {:#?}",
-        derived.lines
-    );
+    says(&derived, &[&line]);
     assert!(
         derived
             .lines
@@ -392,10 +322,7 @@ async fn a_derived_item_kept_by_a_rejected_sources_last_valid_state_says_so() {
 /// its kind (user5's E8: `PK=.., SK=..: loan PK=.., SK=..: ...`).
 #[tokio::test]
 async fn verify_names_a_bad_input_items_key_once() {
-    let mut env = model_env("library", |o| {
-        o.model_file = Some(shipped("examples/library.yaml"))
-    })
-    .await;
+    let mut env = library().await;
     put(&env.rt, loan("bob", BOOK, 90, "open")).await;
     env.rt.drain().await.expect("drains");
     let report = env.rt.verify().await.expect("verify");

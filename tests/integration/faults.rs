@@ -3,12 +3,11 @@
 //! when redelivery keeps failing, records reach the on-failure destination.
 
 use crate::apps::play;
-use crate::apps::{differences, observe};
 use jobstream::faults::Fault;
 use shared::metrics::names;
 
-use crate::items::assert_clean;
-use crate::support::{env_behind_proxy, raw_records};
+use crate::items::metric_of;
+use crate::support::{assert_exact, env_behind_proxy, raw_records};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
@@ -19,25 +18,9 @@ async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
     proxy.inject(Fault::server_error("Query", 2));
     env.rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 8);
-    assert_eq!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::FAILED_RECORD),
-        0
-    );
-    assert_eq!(
-        env.rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::FAILED_RECORD),
-        0
-    );
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
-        .await
-        .unwrap();
-    assert_eq!(differences(&expected, &observed), Vec::<String>::new());
-    assert_clean(&env).await;
+    assert_eq!(metric_of(&env, "history", names::FAILED_RECORD), 0);
+    assert_eq!(metric_of(&env, "derive", names::FAILED_RECORD), 0);
+    assert_exact(&env, &expected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,39 +31,25 @@ async fn when_retries_run_out_the_record_fails_and_succeeds_on_redelivery() {
     proxy.inject(Fault::throttle("TransactWriteItems", 3));
     env.rt.drain().await.unwrap();
     assert_eq!(proxy.injected(), 3);
-    let failed = env
-        .rt
-        .stream_processor("history")
-        .metrics()
-        .get(names::FAILED_RECORD)
-        + env
-            .rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::FAILED_RECORD);
+    let failed = metric_of(&env, "history", names::FAILED_RECORD)
+        + metric_of(&env, "derive", names::FAILED_RECORD);
     assert!(failed >= 1, "a record was reported as failed");
     assert!(
         env.rt.failed_batches().is_empty(),
         "and succeeded on redelivery"
     );
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
-        .await
-        .unwrap();
-    assert_eq!(differences(&expected, &observed), Vec::<String>::new());
-    assert_clean(&env).await;
+    assert_exact(&env, &expected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_that_exhaust_retries_reach_the_on_failure_destination() {
     let (mut env, proxy) = env_behind_proxy(1, 0).await;
     env.writer
-        .create_application("a", "A", "Dev", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+        .create("a", "A", "Dev", "2026-11-01T09:00:00.000Z")
+        .await;
     env.writer
-        .create_application("b", "B", "Dev", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+        .create("b", "B", "Dev", "2026-11-01T09:00:00.000Z")
+        .await;
     proxy.inject(Fault::server_error("TransactWriteItems", 10_000));
     env.rt.drain().await.unwrap();
     let failed = env.rt.failed_batches();

@@ -55,9 +55,7 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
     // Writers first: applications with stages, before the processors read.
     for i in 0..APPS {
         let id = app(i);
-        w.create_application(&id, "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(&id, "Acme", "Engineer", &t.next()).await;
         w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
     }
     // The processors start (LATEST: nothing written so far is read)...
@@ -69,17 +67,14 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
     // ...and the writers go on: the first change of each application
     // adopts it.
     for i in 0..APPS {
-        w.update_application(&app(i), &[("notes", s("first"))], &t.next())
-            .await
-            .unwrap();
+        w.set(&app(i), "notes", s("first"), &t.next()).await;
     }
     env.rt.drain().await.unwrap();
     // Backfill while the writers go on.
     let writes = async {
         for i in 0..APPS {
-            w.update_application(&app(i), &[("notes", s("during backfill"))], &t.next())
-                .await
-                .unwrap();
+            w.set(&app(i), "notes", s("during backfill"), &t.next())
+                .await;
         }
     };
     let scan = ScanOptions::default();
@@ -88,9 +83,7 @@ async fn adoption_under_the_deployed_filters_leaves_every_history_gapless() {
     // Later changes still write entries (an adoption left pending would
     // absorb them silently, forever).
     for i in 0..APPS {
-        w.update_application(&app(i), &[("status", s("interviewing"))], &t.next())
-            .await
-            .unwrap();
+        w.set(&app(i), "status", s("interviewing"), &t.next()).await;
         w.add_stage(&app(i), "s2", "Onsite", 2).await.unwrap();
     }
     env.rt.drain().await.unwrap();
@@ -143,9 +136,7 @@ async fn a_meta_count_overwrite_is_repaired() {
     let w = env.writer.clone();
     let mut t = Clock::new();
     for i in 0..3 {
-        w.create_application(&app(i), "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(&app(i), "Acme", "Engineer", &t.next()).await;
     }
     env.rt.drain().await.unwrap();
     assert_eq!(count(&env).await, Some(3));
@@ -176,15 +167,8 @@ async fn a_removed_grant_surfaces_as_access_denied() {
     })
     .await;
     env.writer
-        .create_application(
-            "a1",
-            "Acme",
-            "Engineer",
-            "applied",
-            "2026-01-01T00:00:00.000Z",
-        )
-        .await
-        .unwrap();
+        .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
     env.rt.drain().await.unwrap();
     assert_eq!(
         descriptions(&env, "a1").await,
@@ -392,9 +376,8 @@ async fn adoption_calls(rt: &mut Runtime) {
             .unwrap();
     }
     writer
-        .update_application("adopt-me", &[("notes", s("adopted"))], &t.next())
-        .await
-        .unwrap();
+        .set("adopt-me", "notes", s("adopted"), &t.next())
+        .await;
     writer
         .add_stage("adopt-me", "s1", "Screen", 1)
         .await
@@ -524,9 +507,7 @@ async fn own_timeline_repair_calls(rt: &Runtime) {
     put(rt, forged).await;
     let report = rt.verify().await.unwrap();
     assert!(!report.is_clean(), "the forged entry is found");
-    jobstream::tools::verify::repair(&rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&rt, &report).await;
     let after = rt.verify().await.unwrap();
     assert!(
         after.is_clean(),
@@ -818,15 +799,8 @@ async fn derive_and_the_fold_are_invoked_concurrently() {
     use std::sync::Arc;
     let mut env = env_with(|_| {}).await;
     env.writer
-        .create_application(
-            "c1",
-            "Acme",
-            "Engineer",
-            "applied",
-            "2026-01-01T00:00:00.000Z",
-        )
-        .await
-        .unwrap();
+        .create("c1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
     let both_started = Arc::new(tokio::sync::Barrier::new(2));
     let gate = |inner: Handler| -> Handler {
         let barrier = both_started.clone();

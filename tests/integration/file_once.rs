@@ -169,12 +169,7 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
     let metrics = consumer.metrics();
     assert_eq!(metrics.get(names::SKIPPED), 1);
     assert_eq!(metrics.get(names::DUPLICATE), 0);
-    assert_eq!(
-        rt.stream_processor("derive")
-            .metrics()
-            .get(names::BAD_INPUT),
-        1
-    );
+    assert_eq!(crate::items::metric_of(&rt, "derive", names::BAD_INPUT), 1);
     assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
     // Fixed: the request starts its match (a bad old image counts as
     // nothing).

@@ -21,6 +21,18 @@ fn member(m: &str, t: &str) -> Item {
     ])
 }
 
+/// Notice `id` to team t1.
+fn notice(id: &str, body: &str) -> Item {
+    item(&[
+        ("PK", "T#t1"),
+        ("SK", &format!("N#{id}")),
+        ("type", "notice"),
+        ("teamId", "t1"),
+        ("noticeId", id),
+        ("body", body),
+    ])
+}
+
 async fn inbox(rt: &jobstream::local::runtime::Runtime, m: &str) -> Vec<String> {
     let items = partition(rt, &format!("I#{m}")).await;
     sks(&items)
@@ -65,18 +77,7 @@ async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
         .await;
     assert!(gsi.is_err(), "the GSI lists nothing: {gsi:?}");
     // A notice to t1 reaches exactly its members.
-    put(
-        rt,
-        item(&[
-            ("PK", "T#t1"),
-            ("SK", "N#n1"),
-            ("type", "notice"),
-            ("teamId", "t1"),
-            ("noticeId", "n1"),
-            ("body", "hello"),
-        ]),
-    )
-    .await;
+    put(rt, notice("n1", "hello")).await;
     rt.drain().await.expect("drain");
     assert_eq!(inbox(rt, "ann").await, ["N#n1#T#t1"]);
     assert_eq!(inbox(rt, "bob").await, ["N#n1#T#t1"]);
@@ -88,18 +89,7 @@ async fn a_via_an_index_lists_from_the_ledger_never_the_lagging_gsi() {
     assert!(inbox(rt, "bob").await.is_empty(), "bob left");
     assert_eq!(inbox(rt, "dan").await, ["N#n1#T#t1"], "dan joined");
     // A later notice lists the members as they are now.
-    put(
-        rt,
-        item(&[
-            ("PK", "T#t1"),
-            ("SK", "N#n2"),
-            ("type", "notice"),
-            ("teamId", "t1"),
-            ("noticeId", "n2"),
-            ("body", "again"),
-        ]),
-    )
-    .await;
+    put(rt, notice("n2", "again")).await;
     rt.drain().await.expect("drain");
     assert_eq!(inbox(rt, "ann").await, ["N#n1#T#t1", "N#n2#T#t1"]);
     assert!(inbox(rt, "bob").await.is_empty(), "bob is no longer listed");

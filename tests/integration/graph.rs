@@ -8,6 +8,7 @@ use std::process::Command;
 use jobstream::tools::graph::file_graph;
 
 use crate::js::{ensure_installed, js_dir, node};
+use crate::support::jobstream;
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -109,21 +110,19 @@ fn the_readme_shows_every_shipped_model_graph_as_printed_today() {
 
 #[test]
 fn the_graph_command_prints_the_same_picture() {
-    let out = Command::new(crate::support::jobstream_bin())
-        .args(["graph", "--model-file"])
-        .arg(root().join("models/examples/library.yaml"))
-        .output()
-        .expect("jobstream runs");
+    let library = root().join("models/examples/library.yaml");
+    let out = jobstream(&[
+        "graph".as_ref(),
+        "--model-file".as_ref(),
+        library.as_os_str(),
+    ]);
     assert!(out.status.success(), "{out:?}");
-    let loaded = shared::file::load(&root().join("models/examples/library.yaml")).expect("loads");
+    let loaded = shared::file::load(&library).expect("loads");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         file_graph(&loaded.model)
     );
-    let out = Command::new(crate::support::jobstream_bin())
-        .args(["graph", "--model", "tracker"])
-        .output()
-        .expect("jobstream runs");
+    let out = jobstream(&["graph", "--model", "tracker"]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("history: history fold"), "{text}");

@@ -1,7 +1,9 @@
 //! The history fold where a real adopter meets it: a table that held data
 //! before the stream was read, backfill next to a lagging consumer, verify's
 //! repairs racing commits, an application deleted and re-created under the
-//! same id, and a removal of an application with many stages. Where the
+//! same id before the consumer saw either (re-created in the batch of its
+//! delete: tests/scenarios/tracker/), and a removal of an application with
+//! many stages. Where the
 //! compiled tracker ran the same race before it retired, the table must end
 //! as it ended then (recorded, see [`crate::recorded`]).
 
@@ -16,7 +18,7 @@ use shared::item::{s, Item, ItemExt};
 use super::tracker_recorded::table;
 use crate::items::{assert_clean, begins, invoke, partition, records_event, sks};
 use crate::recorded::{check, table_json};
-use crate::support::{descriptions, entries, env, raw_records, Env};
+use crate::support::{descriptions, entries, env, env_writer_clock, raw_records, Env};
 
 /// Delivers the stream records from position `from` on to both processors
 /// as one batch each (a consumer that lagged until now); returns the new
@@ -106,25 +108,17 @@ async fn assert_recorded(env: &Env, name: &str, app: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     // Before jobstream: an application with two stages.
-    w.create_application("pre", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
+    w.create("pre", "Acme", "Engineer", &t.next()).await;
     w.add_stage("pre", "s1", "Screen", 1).await.unwrap();
     w.add_stage("pre", "s2", "Onsite", 2).await.unwrap();
     let deployed = raw_records(&env).await.len();
     // Deployed; a change arrives before any backfill.
-    w.update_application("pre", &[("notes", s("called back"))], &t.next())
-        .await
-        .unwrap();
+    w.set("pre", "notes", s("called back"), &t.next()).await;
     let at = settle(&env, deployed).await;
     assert_eq!(backfill(&env).await, 0, "the fold adopted it already");
-    w.update_application("pre", &[("status", s("interviewing"))], &t.next())
-        .await
-        .unwrap();
+    w.set("pre", "status", s("interviewing"), &t.next()).await;
     settle(&env, at).await;
     assert_eq!(
         descriptions(&env, "pre").await,
@@ -141,22 +135,17 @@ async fn adopt_then_modify_then_backfill_starts_with_the_adoption_entry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     // Written while the consumer lags (its stream position is 0).
-    w.create_application("lag", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
+    w.create("lag", "Acme", "Engineer", &t.next()).await;
     w.add_stage("lag", "s1", "Screen", 1).await.unwrap();
     assert_eq!(backfill(&env).await, 1);
     // A second backfill and the consumer reaching the older INSERTs, then
     // the import's entry: neither duplicates nor re-applies.
     assert_eq!(backfill(&env).await, 0);
     let at = settle(&env, 0).await;
-    w.update_stage("lag", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-        .await
-        .unwrap();
+    w.set_stage("lag", "s1", "isCompleted", AttributeValue::Bool(true))
+        .await;
     // Redelivered from the start: skipped by the HEAD.
     settle(&env, 0).await;
     settle(&env, at).await;
@@ -171,12 +160,8 @@ async fn backfill_racing_a_lagging_consumer_neither_duplicates_nor_reapplies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
-    w.create_application("race", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
+    let (env, w, mut t) = env_writer_clock().await;
+    w.create("race", "Acme", "Engineer", &t.next()).await;
     assert_eq!(backfill(&env).await, 1);
     w.add_stage("race", "s1", "Screen", 1).await.unwrap();
     // The import read the partition, then the stage was added before its
@@ -220,18 +205,10 @@ async fn an_adoption_racing_a_change_shows_the_state_at_its_own_position() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
-    w.create_application("r", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
-    w.update_application("r", &[("notes", s("one"))], &t.next())
-        .await
-        .unwrap();
-    w.update_application("r", &[("notes", s("two"))], &t.next())
-        .await
-        .unwrap();
+    let (env, w, mut t) = env_writer_clock().await;
+    w.create("r", "Acme", "Engineer", &t.next()).await;
+    w.set("r", "notes", s("one"), &t.next()).await;
+    w.set("r", "notes", s("two"), &t.next()).await;
     settle(&env, 0).await;
     // A scan that read the application (historySequence 3) but not entry 3,
     // committed meanwhile.
@@ -272,49 +249,10 @@ async fn a_repair_racing_commits_never_overwrites_a_real_entry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
-    w.create_application("d", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
-    w.add_stage("d", "old", "Old screen", 1).await.unwrap();
-    w.add_stage("d", "same", "Phone", 2).await.unwrap();
-    let at = settle(&env, 0).await;
-    // While history lags: deleted, re-created with a new stage and a stage
-    // under a reused id with other content.
-    w.delete_application("d").await.unwrap();
-    w.create_application("d", "Globex", "Manager", "applied", &t.next())
-        .await
-        .unwrap();
-    w.add_stage("d", "new", "New screen", 1).await.unwrap();
-    w.add_stage("d", "same", "Onsite", 2).await.unwrap();
-    settle(&env, at).await;
-    assert_eq!(
-        descriptions(&env, "d").await,
-        [
-            "Created application Globex - Manager",
-            "Added interview stage \"New screen\"",
-            "Added interview stage \"Onsite\""
-        ]
-    );
-    assert_eq!(
-        sks(&begins(&env, &keys::app_pk("d"), "STAGE#").await),
-        ["STAGE#new", "STAGE#same"]
-    );
-    assert_clean(&env).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_an_application_with_many_stages_commits_and_imports_do_too() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     for app in ["many", "big"] {
-        w.create_application(app, "Acme", "Engineer", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(app, "Acme", "Engineer", &t.next()).await;
         for i in 0..98 {
             w.add_stage(app, &format!("s{i:03}"), "Stage", i)
                 .await
@@ -327,9 +265,7 @@ async fn removing_an_application_with_many_stages_commits_and_imports_do_too() {
     let at = settle(&env, big_done).await;
     assert_eq!(descriptions(&env, "big").await, [IMPORTED]);
     for i in 0..24 {
-        w.update_application("many", &[("notes", s(format!("n{i}")))], &t.next())
-            .await
-            .unwrap();
+        w.set("many", "notes", s(format!("n{i}")), &t.next()).await;
     }
     w.delete_application("many").await.unwrap();
     settle(&env, at).await;
@@ -343,10 +279,7 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
     let mut t = Clock::new();
     for i in 0..8 {
         let id = format!("old{i}");
-        env.writer
-            .create_application(&id, "Old Co", "Role", "applied", &t.next())
-            .await
-            .unwrap();
+        env.writer.create(&id, "Old Co", "Role", &t.next()).await;
         env.writer.add_stage(&id, "s1", "Screen", 1).await.unwrap();
     }
     let Env { engine, rt, writer } = env;
@@ -360,14 +293,10 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
             let mut t = Clock::new();
             for i in 0..8 {
                 let old = format!("old{i}");
-                w.update_application(&old, &[("notes", s("later"))], &t.next())
-                    .await
-                    .unwrap();
+                w.set(&old, "notes", s("later"), &t.next()).await;
                 w.add_stage(&old, "s2", "Onsite", 2).await.unwrap();
                 let new = format!("new{i}");
-                w.create_application(&new, "New Co", "Role", "applied", &t.next())
-                    .await
-                    .unwrap();
+                w.create(&new, "New Co", "Role", &t.next()).await;
                 w.add_stage(&new, "s1", "Screen", 1).await.unwrap();
                 if i % 3 == 0 {
                     w.delete_application(&old).await.unwrap();
@@ -431,21 +360,16 @@ async fn loaded_without_processors_then_writes_and_backfill_concurrently_end_exa
 /// stage raced the consumer's read of the partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_application_shows_the_stages_the_table_held_before_the_stream() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     // Before jobstream: an orphan stage, and one removed later.
     w.add_stage("orph", "s1", "Screen", 1).await.unwrap();
     w.add_stage("orph", "s3", "Take-home", 3).await.unwrap();
     let deployed = raw_records(&env).await.len();
-    w.create_application("orph", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
+    w.create("orph", "Acme", "Engineer", &t.next()).await;
     // After the creation, before the consumer reads the partition.
     w.add_stage("orph", "s2", "Onsite", 2).await.unwrap();
-    w.update_stage("orph", "s1", &[("isCompleted", AttributeValue::Bool(true))])
-        .await
-        .unwrap();
+    w.set_stage("orph", "s1", "isCompleted", AttributeValue::Bool(true))
+        .await;
     w.remove_stage("orph", "s3").await.unwrap();
     let at = settle(&env, deployed).await;
     assert_eq!(
@@ -471,9 +395,7 @@ async fn a_created_application_shows_the_stages_the_table_held_before_the_stream
     assert_eq!(completed(&e[0]), Some(AttributeValue::Bool(false)));
     assert_eq!(completed(&e[2]), Some(AttributeValue::Bool(true)));
     // A later change shows the pre-stream stage too.
-    w.update_application("orph", &[("notes", s("called"))], &t.next())
-        .await
-        .unwrap();
+    w.set("orph", "notes", s("called"), &t.next()).await;
     settle(&env, at).await;
     let e = entries(&env, "orph").await;
     assert_eq!(e.len(), 5);
@@ -488,12 +410,8 @@ async fn a_created_application_shows_the_stages_the_table_held_before_the_stream
 /// the delete's cascade removes; a reused stage id with new content stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
-    w.create_application("rc", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
+    let (env, w, mut t) = env_writer_clock().await;
+    w.create("rc", "Acme", "Engineer", &t.next()).await;
     for (id, name, order) in [
         ("old", "Old screen", 1),
         ("same", "Phone", 2),
@@ -504,9 +422,7 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
     let deployed = raw_records(&env).await.len();
     w.remove_stage("rc", "rm").await.unwrap();
     w.delete_application("rc").await.unwrap();
-    w.create_application("rc", "Globex", "Manager", "applied", &t.next())
-        .await
-        .unwrap();
+    w.create("rc", "Globex", "Manager", &t.next()).await;
     w.add_stage("rc", "new", "New screen", 1).await.unwrap();
     w.add_stage("rc", "same", "Onsite", 2).await.unwrap();
     settle(&env, deployed).await;
@@ -541,14 +457,10 @@ async fn deleted_and_recreated_before_the_consumer_saw_either_starts_over() {
 /// it unchanged; the second is the change it is, never part of "Created".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_creation_delivered_alone_settles_what_its_read_saw_in_later_batches() {
-    let env = env().await;
-    let w = env.writer.clone();
-    let mut t = Clock::new();
+    let (env, w, mut t) = env_writer_clock().await;
     w.add_stage("cb", "p", "Prep", 0).await.unwrap();
     let deployed = raw_records(&env).await.len();
-    w.create_application("cb", "Acme", "Engineer", "applied", &t.next())
-        .await
-        .unwrap();
+    w.create("cb", "Acme", "Engineer", &t.next()).await;
     w.add_stage("cb", "late", "Late", 5).await.unwrap();
     // The first batch holds the creation only.
     let records = raw_records(&env).await;
@@ -576,18 +488,11 @@ async fn a_table_loaded_without_processors_is_the_same_after_backfill() {
     let mut t = Clock::new();
     for i in 0..6 {
         let id = format!("old{i}");
-        w.create_application(&id, "Old Co", "Role", "applied", &t.next())
-            .await
-            .unwrap();
+        w.create(&id, "Old Co", "Role", &t.next()).await;
         w.add_stage(&id, "s1", "Screen", 1).await.unwrap();
         if i % 2 == 0 {
-            w.update_application(
-                &id,
-                &[("isArchived", AttributeValue::Bool(true))],
-                &t.next(),
-            )
-            .await
-            .unwrap();
+            w.set(&id, "isArchived", AttributeValue::Bool(true), &t.next())
+                .await;
         }
     }
     let at = raw_records(&env).await.len();
@@ -597,9 +502,8 @@ async fn a_table_loaded_without_processors_is_the_same_after_backfill() {
     // writes): nothing re-applied.
     settle(&env, at).await;
     env.writer
-        .update_application("old1", &[("status", s("rejected"))], &t.next())
-        .await
-        .unwrap();
+        .set("old1", "status", s("rejected"), &t.next())
+        .await;
     env.rt.drain().await.unwrap();
     assert_eq!(
         descriptions(&env, "old1").await,

@@ -39,9 +39,7 @@ async fn repair_lowers_a_mirror_past_the_last_entry_and_invents_no_entries() {
     .await;
     let report = env.rt.verify().await.expect("verify");
     assert!(!report.is_clean());
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     let (entries, mirror) = history(&env).await;
     let seqs: Vec<i64> = entries.iter().map(|(q, _)| *q).collect();
     assert_eq!(seqs, [1, 2, 3], "{entries:?}");

@@ -28,18 +28,14 @@ async fn mirror(env: &Env, app: &str) -> Option<i64> {
 async fn three_applications(env: &Env) {
     let w = &env.writer;
     for id in ["a", "b", "c"] {
-        w.create_application(id, "Co", "Engineer", "applied", "2026-01-01T00:00:00.000Z")
-            .await
-            .unwrap();
-        w.update_application(id, &[("notes", s("n"))], "2026-01-02T00:00:00.000Z")
-            .await
-            .unwrap();
+        w.create(id, "Co", "Engineer", "2026-01-01T00:00:00.000Z")
+            .await;
+        w.set(id, "notes", s("n"), "2026-01-02T00:00:00.000Z").await;
     }
     for id in ["a", "b"] {
         w.add_stage(id, "s1", "Screen", 1).await.unwrap();
-        w.update_stage(id, "s1", &[("isCompleted", AttributeValue::Bool(true))])
-            .await
-            .unwrap();
+        w.set_stage(id, "s1", "isCompleted", AttributeValue::Bool(true))
+            .await;
     }
 }
 

@@ -225,25 +225,6 @@ async fn redelivery_and_replay_never_move_headcount_away_from_the_truth() {
     );
     assert_eq!(env.records().await.len(), all.len());
     assert_eq!(table_by_key(&env.rt).await, settled);
-    assert!(
-        env.rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::DUPLICATE)
-            > 0
-    );
+    assert!(crate::items::metric_of(&env, "derive", names::DUPLICATE) > 0);
     assert_clean(&env).await;
-}
-
-/// Writers' values of processor attributes brought back (a scenario
-/// file), then quiet: draining again changes nothing and writes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn once_quiet_draining_again_writes_nothing() {
-    let file = "hr/writers_values_of_processor_attributes_are_brought_back.yaml";
-    let mut env = crate::items::play_scenario(file, |_| {}).await;
-    let before = table_by_key(&env.rt).await;
-    let writes = env.rt.processor_writes();
-    drain(&mut env).await;
-    assert_eq!(table_by_key(&env.rt).await, before);
-    assert_eq!(env.rt.processor_writes(), writes);
 }

@@ -11,7 +11,7 @@ use jobstream::local::runtime::Runtime;
 use shared::item::{s, ItemExt};
 use shared::metrics::names;
 
-use crate::items::assert_clean;
+use crate::items::{assert_clean, delete, key};
 use crate::recorded::{redelivered, scan, scenario, settled, Play, Table};
 use crate::seed_items::hr as build;
 use crate::support::{model_env, model_env_behind_proxy, put};
@@ -21,17 +21,6 @@ const T0: u64 = 1_767_600_000_000;
 
 fn id(n: u64) -> String {
     build::ulid(T0 + n * DAY, u128::from(n) + 7)
-}
-
-async fn delete(rt: &Runtime, pk: &str, sk: &str) {
-    rt.dynamodb
-        .delete_item()
-        .table_name(&rt.config.table)
-        .key("PK", s(pk))
-        .key("SK", s(sk))
-        .send()
-        .await
-        .expect("delete");
 }
 
 /// The shipped scenario (every step's items and queries) through `--model
@@ -74,11 +63,7 @@ async fn write_with_bad_input(rt: &Runtime) {
     let mut moved_key = emp(&id(15), &d1);
     moved_key.insert("orgId".into(), s(id(5)));
     put(rt, moved_key).await;
-    put(
-        rt,
-        [("PK".to_string(), s("USER#1")), ("SK".to_string(), s("X"))].into(),
-    )
-    .await;
+    put(rt, key("USER#1", "X")).await;
     // Good ones still take effect: a move, a deactivation, a job opened and
     // closed, an application, a delete.
     put(rt, emp(&id(16), &d1)).await;
@@ -86,28 +71,16 @@ async fn write_with_bad_input(rt: &Runtime) {
     let mut inactive = emp(&id(16), &d1);
     inactive.insert("status".into(), s("inactive"));
     put(rt, inactive).await;
-    put(
-        rt,
+    for item in [
         build::job(&org, &id(20), &id(21), &d1, "Engineer", "open"),
-    )
-    .await;
-    put(
-        rt,
         build::job(&org, &id(22), &id(23), &d2, "Designer", "open"),
-    )
-    .await;
-    put(
-        rt,
         build::job(&org, &id(22), &id(23), &d2, "Designer", "closed"),
-    )
-    .await;
-    put(
-        rt,
         build::app(&id(20), &id(24), &id(25), &id(10), "applied"),
-    )
-    .await;
-    put(rt, emp(&id(17), &d2)).await;
-    delete(rt, &format!("ORG#{org}"), &format!("EMP#{}", id(17))).await;
+        emp(&id(17), &d2),
+    ] {
+        put(rt, item).await;
+    }
+    delete(rt, key(format!("ORG#{org}"), format!("EMP#{}", id(17)))).await;
 }
 
 /// What [`write_with_bad_input`] implies once the processors are done

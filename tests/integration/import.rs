@@ -51,23 +51,27 @@ fn import(from: &str, schema: &Path, table: &str, out: &Path) -> String {
     std::fs::read_to_string(out).expect("the model file")
 }
 
-/// The library's script writes its sample items (off the runtime's thread:
-/// the engine serves them on it).
-async fn write_with_library(script: &'static str, endpoint: String, table: &'static str) {
+/// A fresh engine with the imported model's table `table` (its file at
+/// `model_file`), into which the library's script writes its sample items
+/// (off the runtime's thread: the engine serves them on it); the engine
+/// and every item of the table.
+async fn written_by_the_library(
+    model_file: &Path,
+    script: &'static str,
+    table: &'static str,
+) -> (LocalEngine, Vec<Item>) {
+    let engine = crate::support::start_engine().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let model = shared::file::model(model_file).expect("loads");
+    ensure_table(&client, &model.table, table)
+        .await
+        .expect("table");
+    let endpoint = engine.endpoint();
     tokio::task::spawn_blocking(move || node(script, &["write", &endpoint, table]))
         .await
         .expect("the library wrote its items");
-}
-
-async fn scan(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<Item> {
-    client
-        .scan()
-        .table_name(table)
-        .send()
-        .await
-        .expect("scan")
-        .items
-        .unwrap_or_default()
+    let items = client.scan().table_name(table).send().await.expect("scan");
+    (engine, items.items.unwrap_or_default())
 }
 
 /// Every item is its entity (named in `type_attr` by the library) and every
@@ -124,16 +128,7 @@ async fn onetable_schema_imports_with_the_keys_onetable_writes() {
     }
     assert!(yaml.contains("entity_type: \"_type\""), "{yaml}");
 
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    let model = shared::file::model(&out).expect("loads");
-    ensure_table(&client, &model.table, "billing")
-        .await
-        .expect("table");
-    write_with_library("onetable.mjs", engine.endpoint(), "billing").await;
-    let items = scan(&client, "billing").await;
+    let (engine, items) = written_by_the_library(&out, "onetable.mjs", "billing").await;
     assert_eq!(items.len(), 4, "two accounts, two invoices: {items:?}");
     let seen = same_keys(&out, &items, "_type");
     let invoices: Vec<_> = seen.iter().filter(|(e, _)| e == "Invoice").collect();
@@ -175,16 +170,7 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
         "{yaml}"
     );
 
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    let model = shared::file::model(&out).expect("loads");
-    ensure_table(&client, &model.table, "taskapp")
-        .await
-        .expect("table");
-    write_with_library("electrodb.mjs", engine.endpoint(), "taskapp").await;
-    let items = scan(&client, "taskapp").await;
+    let (engine, items) = written_by_the_library(&out, "electrodb.mjs", "taskapp").await;
     assert_eq!(
         items.len(),
         5,

@@ -189,9 +189,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
             .any(|p| p.contains("total = 999, the sources sum to 30")),
         "{said}"
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
     assert_clean(&env.rt).await;
     // Missing totals (a writer dropped them): reported, repaired.
@@ -205,9 +203,7 @@ async fn verify_reports_a_wrong_total_on_a_located_invoice_and_repair_fixes_it()
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     assert_clean(&env.rt).await;
     env.rt.drain().await.unwrap();
     assert_eq!(totals(&env, "a-7", "i-1").await, Some((Some(30), Some(2))));
@@ -369,41 +365,21 @@ async fn concurrent_writers_under_faults_and_kills_end_exact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_shows_an_invoices_lines_and_the_totals_of_its_identity() {
-    use jobstream::tools::explain::{explain, Tables};
     let mut env = invoices_env().await;
     put(&env.rt, line("i-1", 1, 10)).await;
     put(&env.rt, line("i-1", 2, 20)).await;
     put(&env.rt, invoice("a-1", "i-1")).await;
     env.rt.drain().await.unwrap();
-    let file = &shared::file::load(&shipped("examples/invoices.yaml"))
-        .expect("loads")
-        .model;
-    let t = Tables {
-        client: &env.rt.dynamodb,
-        table: &env.rt.config.table,
-        ledger: &env.rt.config.ledger_table,
-    };
-    let x = explain(&env.rt.model, Some(file), &t, &invoice_key("a-1", "i-1"))
-        .await
-        .expect("explains");
-    let has = |line: &str| x.lines.iter().any(|l| l == line);
+    let file = shipped("examples/invoices.yaml");
+    let x = crate::explain::ask_in(&env, &file, "ACCOUNT#a-1", "INV#i-1").await;
     assert_eq!(x.kind, "counter", "{:#?}", x.lines);
-    assert!(
-        has("found by its identity: totals kept under PK=@invoice, SK=[\"i-1\"]"),
-        "{:#?}",
-        x.lines
-    );
-    assert!(
-        has(
-            "counted by PK=INV#i-1, SK=LINE#2 (line) through `count:` of line: total +20, lines +1"
-        ),
-        "{:#?}",
-        x.lines
-    );
-    assert!(
-        has("total: the sources imply 30; the item holds 30; the ledger's total is 30"),
-        "{:#?}",
-        x.lines
+    crate::explain::says(
+        &x,
+        &[
+            "found by its identity: totals kept under PK=@invoice, SK=[\"i-1\"]",
+            "counted by PK=INV#i-1, SK=LINE#2 (line) through `count:` of line: total +20, lines +1",
+            "total: the sources imply 30; the item holds 30; the ledger's total is 30",
+        ],
     );
 }
 

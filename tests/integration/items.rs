@@ -6,7 +6,7 @@
 use aws_lambda_events::event::dynamodb::Event;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::runtime::Runtime;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
@@ -94,34 +94,10 @@ pub async fn put_all(t: &impl HasRt, items: Vec<Item>) {
 /// Batch puts into `table` (the model's, the ledger or any other), 25 at a
 /// time, unprocessed items sent again.
 pub async fn put_all_into(t: &impl HasRt, table: &str, items: &[Item]) {
-    let rt = t.rt();
-    for chunk in items.chunks(25) {
-        let mut pending: Option<Vec<WriteRequest>> = Some(
-            chunk
-                .iter()
-                .map(|i| {
-                    let put = PutRequest::builder().set_item(Some(i.clone())).build();
-                    WriteRequest::builder()
-                        .put_request(put.expect("a put request"))
-                        .build()
-                })
-                .collect(),
-        );
-        while let Some(reqs) = pending.take() {
-            let out = rt
-                .dynamodb
-                .batch_write_item()
-                .request_items(table, reqs)
-                .send()
-                .await
-                .expect("batch write");
-            pending = out
-                .unprocessed_items()
-                .and_then(|u| u.get(table))
-                .filter(|v| !v.is_empty())
-                .cloned();
-        }
-    }
+    shared::store::Store::new(t.rt().dynamodb.clone())
+        .put_items(table, items.to_vec())
+        .await
+        .expect("batch write");
 }
 
 /// A writer's update of the item at `k`; `#name` placeholders in `expr`
@@ -209,6 +185,15 @@ pub fn sks(items: &[Item]) -> Vec<String> {
     items.iter().map(|i| pk_sk(i).1).collect()
 }
 
+/// `verify --repair`'s repairs of `report` through `t`'s processors; how
+/// many ran.
+pub async fn repair(t: &impl HasRt, report: &jobstream::tools::verify::Report) -> usize {
+    let processors = &t.rt().processors;
+    jobstream::tools::verify::repair(processors, report)
+        .await
+        .expect("repairs")
+}
+
 /// Asserts `verify` finds the derived data exact.
 pub async fn assert_clean(t: &impl HasRt) {
     let report = t.rt().verify().await.expect("verify");
@@ -286,7 +271,12 @@ pub async fn deliver_jobs(t: &impl HasRt, queue: &str, bodies: &[String]) {
 
 /// The `derive` processor's count of a metric.
 pub fn metric(t: &impl HasRt, name: &str) -> u64 {
-    t.rt().stream_processor("derive").metrics().get(name)
+    metric_of(t, "derive", name)
+}
+
+/// Stream processor `processor`'s count of a metric.
+pub fn metric_of(t: &impl HasRt, processor: &str, name: &str) -> u64 {
+    t.rt().stream_processor(processor).metrics().get(name)
 }
 
 /// The `derive` processor's count of bad input.
@@ -365,6 +355,12 @@ impl Writer {
         let req = self.client.put_item().table_name(&self.table);
         req.set_item(Some(item)).send().await.expect("put");
     }
+
+    /// A writer's delete of the item at `key`.
+    pub async fn delete(&self, key: Item) {
+        let req = self.client.delete_item().table_name(&self.table);
+        req.set_key(Some(key)).send().await.expect("delete");
+    }
 }
 
 /// Plays the scenario file `file` (under `tests/scenarios/`, see
@@ -381,7 +377,9 @@ pub async fn play_scenario(
         .join("scenarios")
         .join(file);
     let s = Scenario::read(&path).unwrap_or_else(|e| panic!("{e}"));
-    let source = s.model_source(&path).expect("the scenario names its model");
+    let source = s
+        .model_source(&path)
+        .unwrap_or_else(|| panic!("{file}: a scenario file says which `model:` it plays"));
     let loaded = shared::models::file_of(&source).unwrap_or_else(|e| panic!("{file}: {e}"));
     let (model, model_file) = match source {
         Source::Name(n) => (n, None),
@@ -395,6 +393,11 @@ pub async fn play_scenario(
     let diffs = play_checked(&mut env.rt, &s, &loaded.model, false)
         .await
         .unwrap_or_else(|e| panic!("{file}: {e}"));
-    assert!(diffs.is_empty(), "{file}: {diffs:#?}");
+    assert!(
+        diffs.is_empty(),
+        "{file}: {} difference(s):\n- {}",
+        diffs.len(),
+        diffs.join("\n- ")
+    );
     env
 }

@@ -39,16 +39,30 @@ fn key(pk: impl Into<String>, sk: impl Into<String>) -> Item {
     .into()
 }
 
+impl From<crate::support::ModelEnv> for Board {
+    fn from(crate::support::ModelEnv { engine, rt }: crate::support::ModelEnv) -> Self {
+        let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
+        Board {
+            _engine: engine,
+            rt,
+            w,
+        }
+    }
+}
+
 /// `--model jobboard` (models/jobboard.yaml).
 async fn board() -> Board {
-    let crate::support::ModelEnv { engine, rt } =
-        crate::support::model_env("jobboard", |_| {}).await;
-    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
-    Board {
-        _engine: engine,
-        rt,
-        w,
-    }
+    crate::support::model_env("jobboard", |_| {}).await.into()
+}
+
+/// What `consumer`'s Lambda handler answers to the SQS event of the
+/// fixture `file` (under tests/fixtures/), as JSON.
+async fn fixture_through(b: &Board, consumer: &str, file: &str) -> serde_json::Value {
+    let path = format!("{}/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+    let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let event = LambdaEvent::new(event, Context::default());
+    let resp = shared::lambda::sqs_handler(&*b.rt.consumer(consumer), event).await;
+    serde_json::to_value(resp.unwrap()).unwrap()
 }
 
 /// `jobstream demo --model jobboard`, the binary as a user runs it (with
@@ -266,16 +280,8 @@ async fn an_expired_suggestion_is_no_user_action() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_fixture_through_the_matches_handler() {
     let b = board().await;
-    let path = format!("{}/fixtures/sqs-match-job.json", env!("CARGO_MANIFEST_DIR"));
-    let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let resp = shared::lambda::sqs_handler(
-        &*b.rt.consumer("matches"),
-        LambdaEvent::new(event, Context::default()),
-    )
-    .await
-    .unwrap();
     assert_eq!(
-        serde_json::to_value(&resp).unwrap(),
+        fixture_through(&b, "matches", "sqs-match-job.json").await,
         serde_json::json!({"batchItemFailures": [{"itemIdentifier": "5f3c1c1e-0a52-4d4e-9a49-0c2f1f0d6a02"}]}),
         "the unknown version fails, the other is a logged skip (no such request)"
     );
@@ -286,13 +292,7 @@ async fn sqs_fixture_through_the_matches_handler() {
 /// The board after the shipped scenario (models/jobboard.scenario.yaml):
 /// s2 matched with j2, j1 closed, s3's suggestion of j3.
 async fn board_after_the_scenario() -> Board {
-    let crate::support::ModelEnv { engine, rt } = crate::queries::play_shipped("jobboard").await;
-    let w = JobBoardWriter::new(rt.dynamodb.clone(), &rt.config.table);
-    Board {
-        _engine: engine,
-        rt,
-        w,
-    }
+    crate::queries::play_shipped("jobboard").await.into()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,7 +305,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
     // s3's, a stale GSI1 key on a job.
     let jobs = jobs();
     let j2 = &jobs[1];
-    let extra: Item = [
+    let extra = crate::items::attrs(vec![
         (keys::PK, s(keys::job_pk("Montreal"))),
         (keys::SK, s(keys::suggestion_sk("j2", "s2"))),
         ("entityType", s("suggestion")),
@@ -328,10 +328,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
             s(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         ),
         ("ttl", n(now.timestamp() + 7 * 86400)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     b.w.put(extra).await.unwrap();
     let mut s3 = get(
         &b,
@@ -351,9 +348,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
     );
     assert_eq!(report.kinds["suggestions"].wrong, 1);
     assert_eq!(report.kinds["projection"].wrong, 1);
-    jobstream::tools::verify::repair(&b.rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&b.rt, &report).await;
     let after = b.rt.verify().await.unwrap();
     assert!(after.is_clean(), "{:#?}", after.problems);
     assert_eq!(begins(&b, &keys::seeker_pk("s2"), "j#").await.len(), 1);
@@ -365,9 +360,7 @@ async fn verify_finds_extra_and_wrong_suggestions_and_repairs_them() {
     .await;
     let lost = b.rt.verify().await.unwrap();
     assert_eq!(lost.kinds["suggestions"].missing, 1, "{:#?}", lost.problems);
-    jobstream::tools::verify::repair(&b.rt.processors, &lost)
-        .await
-        .unwrap();
+    crate::items::repair(&b.rt, &lost).await;
     assert_eq!(b.w.suggestions_of("s3").await.unwrap(), ["j3 R1"]);
 }
 
@@ -407,19 +400,8 @@ async fn a_match_that_fails_is_redelivered_and_created_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_fixture_through_the_suggestions_handler() {
     let b = board().await;
-    let path = format!(
-        "{}/fixtures/sqs-suggestion-jobs.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let event: SqsEvent = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let resp = shared::lambda::sqs_handler(
-        &*b.rt.consumer("suggestions"),
-        LambdaEvent::new(event, Context::default()),
-    )
-    .await
-    .unwrap();
     assert_eq!(
-        serde_json::to_value(&resp).unwrap(),
+        fixture_through(&b, "suggestions", "sqs-suggestion-jobs.json").await,
         serde_json::json!({"batchItemFailures": [{"itemIdentifier": "7a1e0b52-9c2d-4f0e-8b3a-2d6c5e4f3a02"}]}),
         "the message without seekerId fails; the others have nothing to do"
     );
@@ -459,9 +441,7 @@ async fn a_lost_match_is_found_by_verify_and_made_by_repair() {
         "{:#?}",
         report.problems
     );
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&env.rt, &report).await;
     assert_eq!(begins(&env, &keys::seeker_pk("a"), "j#").await.len(), 1);
     env.rt.drain().await.unwrap();
     assert_exact(&mut env.rt).await;

@@ -124,11 +124,7 @@ async fn the_jobboard_demo_gives_the_recorded_table_and_writes() {
     // match, the closed job's 2 suggestions deleted. (The compiled model
     // wrote 29 or 30: it rewrote a suggestion when a job's and a seeker's
     // scopes raced in one batch.)
-    let records = env
-        .rt
-        .stream_processor("derive")
-        .metrics()
-        .get(names::PROCESSED);
+    let records = crate::items::metric_of(&env, "derive", names::PROCESSED);
     assert_eq!(records, 28, "each write once");
     env.engine.stop().await;
 }

@@ -27,7 +27,7 @@ fn mirror(follower: &str, followed: &str, at: &str) -> Item {
 
 /// `n` followers of `star` (`<prefix>0000`...): their names, and their
 /// follows and mirrors.
-fn followers(n: usize, prefix: &str, star: &str, at: &str) -> (Vec<String>, Vec<Item>) {
+pub(crate) fn followers(n: usize, prefix: &str, star: &str, at: &str) -> (Vec<String>, Vec<Item>) {
     let fans: Vec<String> = (0..n).map(|i| format!("{prefix}{i:04}")).collect();
     let items = fans
         .iter()

@@ -46,26 +46,19 @@ entities:
 "#;
 
 async fn notes() -> ModelEnv {
-    let path = std::env::temp_dir().join(format!(
-        "jobstream-notes-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&path, NOTES).expect("writes");
+    let path = crate::support::temp_model("notes", NOTES);
     model_env("notes", |o| o.model_file = Some(path)).await
 }
 
 fn note(id: &str, section: &str, title: &str) -> Item {
-    [
-        ("PK", s(format!("N#{id}"))),
-        ("SK", s(format!("S#{section}"))),
-        ("type", s("note")),
-        ("noteId", s(id)),
-        ("section", s(section)),
-        ("title", s(title)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    crate::items::item(&[
+        ("PK", &format!("N#{id}")),
+        ("SK", &format!("S#{section}")),
+        ("type", "note"),
+        ("noteId", id),
+        ("section", section),
+        ("title", title),
+    ])
 }
 
 /// The log lines written while `f` runs (this thread's; the test runs on a
@@ -190,11 +183,7 @@ impl shared::engine::rules::Rules for Mirrors {
         let Some(id) = image.s("PK").ok().and_then(|pk| pk.strip_prefix("N#")) else {
             return Ok(vec![]);
         };
-        let mut mirror: Item = [
-            ("PK".to_string(), s(format!("M#{id}"))),
-            ("SK".to_string(), s("mirror")),
-        ]
-        .into();
+        let mut mirror = crate::items::key(format!("M#{id}"), "mirror");
         if image.contains_key("broken") {
             mirror.insert(
                 "tags".into(),
@@ -225,9 +214,7 @@ impl shared::engine::rules::Rules for Mirrors {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_others_commit() {
     use shared::engine::derive::{DeriveConfig, DeriveProcessor};
-    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
+    let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(
         &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
     );
@@ -259,11 +246,7 @@ async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_othe
         },
     );
     let item = |id: &str, flag: Option<&str>| -> Item {
-        let mut i: Item = [
-            ("PK".to_string(), s(format!("N#{id}"))),
-            ("SK".to_string(), s("note")),
-        ]
-        .into();
+        let mut i = crate::items::key(format!("N#{id}"), "note");
         if let Some(f) = flag {
             i.insert(f.into(), s("yes"));
         }
@@ -305,18 +288,14 @@ async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_othe
     );
     let note = |id: &str| {
         let store = store.clone();
-        let key: Item = [
-            ("PK".to_string(), s(format!("N#{id}"))),
-            ("SK".to_string(), s("note")),
-        ]
-        .into();
+        let key = crate::items::key(format!("N#{id}"), "note");
         async move { store.get("mirrors", key).await.unwrap().unwrap() }
     };
     assert!(note("a").await.contains_key("seen") && note("c").await.contains_key("seen"));
     assert!(!note("d").await.contains_key("seen"));
     let get = |pk: &str| {
         let store = store.clone();
-        let key: Item = [("PK".to_string(), s(pk)), ("SK".to_string(), s("mirror"))].into();
+        let key = crate::items::key(pk, "mirror");
         async move { store.get("mirrors", key).await.unwrap() }
     };
     assert!(get("M#a").await.is_some() && get("M#c").await.is_some());

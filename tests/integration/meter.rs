@@ -38,9 +38,7 @@ fn key(pk: &str, sk: &str) -> Item {
 }
 
 async fn setup() -> (LocalEngine, Meter, aws_sdk_dynamodb::Client) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
         .expect("meter starts");
@@ -105,6 +103,16 @@ async fn the_meter_bills_as_dynamodb_documents() {
                 .send()
                 .await
                 .expect("put");
+        }
+    };
+    // `SET <attr> = <value>` on the item at (pk, "1").
+    let set = |pk: &str, attr: &str, value: &str| {
+        let req = c.update_item().table_name(TABLE);
+        let req = req.set_key(Some(key(pk, "1")));
+        let req = req.update_expression(format!("SET {attr} = :v"));
+        let req = req.expression_attribute_values(":v", s(value));
+        async move {
+            req.send().await.expect("update");
         }
     };
     // Writes: 1 KB per item, rounded up.
@@ -218,17 +226,7 @@ async fn the_meter_bills_as_dynamodb_documents() {
     .await;
     assert_eq!(b.rru(), 6.0, "TransactGetItems of 4,096 + 4,097 bytes");
     // A shrinking update is billed on the larger image: 1,025 bytes -> 2.
-    let b = billed(&meter, async {
-        c.update_item()
-            .table_name(TABLE)
-            .set_key(Some(key("b", "1")))
-            .update_expression("SET v = :v")
-            .expression_attribute_values(":v", s("y"))
-            .send()
-            .await
-            .expect("update");
-    })
-    .await;
+    let b = billed(&meter, set("b", "v", "y")).await;
     assert_eq!(b.wru(), 2.0, "an update shrinking 1,025 bytes to 10");
     // An index: its write is added (600 bytes + g: 1 + 1), and a changed
     // index key costs the index a delete and a put (1 + 2).
@@ -237,17 +235,7 @@ async fn the_meter_bills_as_dynamodb_documents() {
     let b = billed(&meter, put(indexed)).await;
     assert_eq!(b.wru(), 2.0, "a put projected into one index: {b:?}");
     assert_eq!(b.ops["PutItem"].index_wru, 1.0);
-    let b = billed(&meter, async {
-        c.update_item()
-            .table_name(TABLE)
-            .set_key(Some(key("g", "1")))
-            .update_expression("SET g = :g")
-            .expression_attribute_values(":g", s("k2"))
-            .send()
-            .await
-            .expect("update");
-    })
-    .await;
+    let b = billed(&meter, set("g", "g", "k2")).await;
     assert_eq!(
         b.wru(),
         3.0,

@@ -238,9 +238,7 @@ async fn step(env: &mut ModelEnv) {
 /// dead-lettered.
 async fn repair(env: &mut ModelEnv) {
     let report = env.rt.verify().await.expect("verify");
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .expect("repair");
+    crate::items::repair(&env.rt, &report).await;
     env.rt.drain().await.expect("drain");
     assert_exact(&mut env.rt).await;
 }

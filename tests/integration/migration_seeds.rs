@@ -37,15 +37,9 @@ async fn tracker_writes(mut env: ModelEnv, fx: Fixture) {
     let count = num_at(&env, key("META", "COUNT"), "count").await;
     let w = AppWriter::new(env.rt.dynamodb.clone(), &env.rt.config.table);
     let at = "2026-12-01T09:00:00.000Z";
-    w.update_stage("acme", "s1", &[("notes", s("went well"))])
-        .await
-        .unwrap();
-    w.update_application("initech", &[("status", s("interviewing"))], at)
-        .await
-        .unwrap();
-    w.create_application("hooli", "Hooli", "Engineer", "applied", at)
-        .await
-        .unwrap();
+    w.set_stage("acme", "s1", "notes", s("went well")).await;
+    w.set("initech", "status", s("interviewing"), at).await;
+    w.create("hooli", "Hooli", "Engineer", at).await;
     env.rt.drain().await.unwrap();
     let entry = |app: &str, seq: i64| key(format!("APP#{app}"), format!("HIST#{seq:08}"));
     let description =

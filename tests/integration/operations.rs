@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use crate::apps::AppWriter;
-use jobstream::local::engine::{sdk_config, LocalEngine};
-use jobstream::local::esm::RecordReader;
+use jobstream::local::engine::sdk_config;
 use jobstream::local::lease::CheckpointConfig;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 
 use crate::support::{run_in_background, TIME_SCALE};
 
@@ -31,15 +30,9 @@ fn sample(text: &str, metric: &str, labels: &str) -> Option<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_retrying_a_failing_record_reports_a_rising_iterator_age_on_metrics() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = crate::support::embedded_options(&engine, "tracker");
     opts.time_scale = TIME_SCALE;
     // History cannot write its entries: each of its invocations fails.
     opts.revoke = vec![("history".into(), "dynamodb:PutItem".into())];
@@ -60,25 +53,24 @@ async fn a_shard_retrying_a_failing_record_reports_a_rising_iterator_age_on_metr
     let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let bg = run_in_background(rt);
     assert_eq!(get(addr, "/healthz").await, (200, "ok\n".to_string()));
+    // Ready (200) as soon as the shards are listed and the leases read,
+    // standing by until the shard's leases (one per stream mapping) are
+    // taken; then holding them.
     tokio::time::timeout(HANG_GUARD, async {
-        while get(addr, "/readyz").await.0 != 200 {
+        loop {
+            match get(addr, "/readyz").await {
+                (200, body) if body.starts_with("ready: holding") => return,
+                (200, body) => assert_eq!(body, "ready: standing by (no lease held)\n"),
+                _ => {}
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("never ready");
-    let (_, ready) = get(addr, "/readyz").await;
-    assert!(ready.starts_with("ready: holding"), "{ready}");
+    .expect("never ready, holding the shard's leases");
     writer
-        .create_application(
-            "a1",
-            "Acme",
-            "Engineer",
-            "applied",
-            "2026-01-01T00:00:00.000Z",
-        )
-        .await
-        .unwrap();
+        .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
     let age = "jobstream_iterator_age_milliseconds";
     let history = "processor=\"history\"";
     let (first, text) = tokio::time::timeout(HANG_GUARD, async {

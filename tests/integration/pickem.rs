@@ -227,11 +227,8 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
 async fn pickem_late_and_duplicated_scoring_jobs_write_nothing_stale() {
     let mut env = env().await;
     event_with_matches(&env.rt, EV, &[("m1", 1, 10, Some(0))]).await;
-    put(
-        &env.rt,
-        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
-    )
-    .await;
+    let sam = write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]);
+    put(&env.rt, sam).await;
     env.rt.drain().await.unwrap();
     assert_eq!(score_of(&env.rt, "sam", EV).await.0, 10);
     let event_job = event_job(EV);
@@ -380,22 +377,16 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
     let mut env = env().await;
     event_with_matches(&env.rt, EV, &[("m1", 1, 10, None), ("m2", 2, 20, None)]).await;
     for (u, picks) in [("sam", [0, 1]), ("jo", [1, 1]), ("al", [0, 0])] {
-        put(
-            &env.rt,
-            write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])]),
-        )
-        .await;
+        let p = write::prediction(u, EV, &[("m1", picks[0]), ("m2", picks[1])]);
+        put(&env.rt, p).await;
     }
     env.rt.drain().await.unwrap();
     put(&env.rt, m(EV, "m1", 1, 10, Some(0))).await;
     env.rt.drain().await.unwrap();
     put(&env.rt, m(EV, "m2", 2, 20, Some(0))).await;
     put(&env.rt, m(EV, "m2", 2, 20, Some(1))).await;
-    put(
-        &env.rt,
-        write::prediction("al", EV, &[("m1", 1), ("m2", 1)]),
-    )
-    .await;
+    let al = write::prediction("al", EV, &[("m1", 1), ("m2", 1)]);
+    put(&env.rt, al).await;
     env.rt.drain().await.unwrap();
     assert_truth(&env.rt).await;
     let truth: Vec<Option<(i64, i64, i64, String)>> = {
@@ -410,8 +401,7 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
     // Every record again, one at a time, oldest first: after each, the
     // standings are still the truth.
     for r in &all {
-        let event: aws_lambda_events::event::dynamodb::Event =
-            serde_json::from_value(json!({ "Records": [r] })).unwrap();
+        let event = crate::items::records_event(std::slice::from_ref(r));
         let resp = derive.handle(event).await.expect("batch handled");
         assert!(resp.batch_item_failures.is_empty());
         for (i, u) in ["sam", "jo", "al"].iter().enumerate() {
@@ -423,8 +413,7 @@ async fn pickem_redelivery_never_moves_standings_away_from_the_truth() {
         }
     }
     // And the whole stream as one batch.
-    let event: aws_lambda_events::event::dynamodb::Event =
-        serde_json::from_value(json!({ "Records": all })).unwrap();
+    let event = crate::items::records_event(&all);
     derive.handle(event).await.expect("batch handled");
     env.rt.drain().await.unwrap();
     assert_eq!(env.records().await.len(), all.len(), "no write at all");
@@ -442,11 +431,8 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
     )
     .await;
     event_with_matches(&env.rt, EV2, &[("d1", 1, 5, Some(1))]).await;
-    put(
-        &env.rt,
-        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
-    )
-    .await;
+    let sam = write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]);
+    put(&env.rt, sam).await;
     put(&env.rt, write::prediction("sam", EV2, &[("d1", 1)])).await;
     let mut wrong = write::prediction("jo", EV, &[("m1", 1), ("m2", 1)]);
     wrong.insert("points".into(), n(500));
@@ -558,7 +544,7 @@ async fn pickem_clamps_are_counted() {
     let file = "pickem/pickem_padding_and_clamping_keep_true_values.yaml";
     let env = crate::items::play_scenario(file, |_| {}).await;
     let overflow = shared::metrics::names::SCORE_OVERFLOW;
-    let derive = env.rt.stream_processor("derive").metrics().get(overflow);
+    let derive = crate::items::metric_of(&env, "derive", overflow);
     assert!(derive >= 2, "clamps are counted: {derive}");
     let scoring = env.rt.consumer("scoring").metrics().get(overflow);
     assert!(scoring >= 2, "the scores' clamps are counted: {scoring}");

@@ -27,17 +27,14 @@ fn fixtures() -> Vec<Item> {
     scored.insert("GSI_PK".into(), s(format!("EVENT#{EV}")));
     scored.insert("GSI_SK".into(), s("SCORE#030#sam"));
     scored.insert("belongsto".into(), s("USER#sam"));
-    let standings: Item = [
+    let standings = crate::items::attrs(vec![
         ("PK", s("USER#sam")),
         ("SK", s("STANDINGS#2024")),
         ("type", s("standings")),
         ("points", n(123_456)),
         ("mcorrect", n(3)),
         ("eplayed", n(2)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     vec![
         write::user("sam", "Sam"),
         write::event("2024-03-03", "revolution", "Revolution", "upcoming"),
@@ -159,11 +156,7 @@ async fn verify_finds_a_forged_score_and_repairs_it() {
     crate::support::put(rt, write::prediction("sam", EV, &[("m1", 0)])).await;
     rt.drain().await.unwrap();
     crate::items::assert_clean(rt).await;
-    let key: Item = [
-        ("PK".to_string(), s("USER#sam")),
-        ("SK".to_string(), s(format!("EVENT#{EV}"))),
-    ]
-    .into();
+    let key = crate::items::key("USER#sam", format!("EVENT#{EV}"));
     rt.dynamodb
         .update_item()
         .table_name(&rt.config.table)

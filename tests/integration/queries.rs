@@ -12,7 +12,7 @@ use shared::file::FileModel;
 use shared::item::{Item, ItemExt};
 
 use crate::items::{assert_clean, sks};
-use crate::support::{jobstream_bin, model_env, shipped};
+use crate::support::{jobstream as run, model_env, shipped};
 
 const ORG: &str = "01HXAA0000000000000000000A";
 
@@ -131,43 +131,22 @@ async fn the_hr_access_patterns_return_what_the_scenario_implies() {
         "{text}"
     );
     let endpoint = env.engine.endpoint();
-    let out = run(&[
-        "query",
-        "--model-file",
-        hr,
-        "--endpoint",
-        &endpoint,
-        "--json",
-        "--page-size",
-        "2",
-        "open_jobs",
-        &format!("org={ORG}"),
-    ]);
+    let org = format!("org={ORG}");
+    let on_the_engine = |rest: &[&str]| {
+        let mut all = vec!["query", "--model-file", hr, "--endpoint", &endpoint];
+        all.extend_from_slice(rest);
+        run(&all)
+    };
+    let out = on_the_engine(&["--json", "--page-size", "2", "open_jobs", &org]);
     assert!(out.status.success(), "{out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(json, serde_json::json!([]), "the closed posting left AP8");
-    let out = run(&[
-        "query",
-        "--model-file",
-        hr,
-        "--endpoint",
-        &endpoint,
-        "departments",
-        &format!("org={ORG}"),
-    ]);
+    let out = on_the_engine(&["departments", &org]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("People Ops"), "{text}");
     assert!(text.ends_with("(3 items, 1 page)\n"), "{text}");
-    let out = run(&[
-        "query",
-        "--model-file",
-        hr,
-        "--endpoint",
-        &endpoint,
-        "employee",
-        &format!("org={ORG}"),
-    ]);
+    let out = on_the_engine(&["employee", &org]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("missing parameter `emp`"), "{err}");
@@ -216,13 +195,6 @@ async fn every_access_pattern_through_the_binary(model: &str, env: &crate::suppo
             "{argv:?}"
         );
     }
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(jobstream_bin())
-        .args(args)
-        .output()
-        .expect("jobstream runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,12 +321,8 @@ fn check_model_places_a_query_mistake() {
         .position(|l| l.contains("GSI2"))
         .expect("line")
         + 1;
-    let dir = std::env::temp_dir().join(format!("jobstream-q-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("hr.yaml");
-    std::fs::write(&path, broken).expect("writes");
+    let path = crate::support::temp_model("hr", &broken);
     let out = run(&["check-model", path.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let place = format!(

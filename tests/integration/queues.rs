@@ -18,8 +18,7 @@ use aws_sdk_sqs::types::{
 };
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::{sdk_config, LocalEngine};
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_esm::{create_queue, depth, SqsHandler, DELETE_RETRIES};
 use shared::item::Item;
 use shared::store::Store;
@@ -86,6 +85,12 @@ async fn queued(rt: &Runtime) -> u64 {
 // The local SQS server: what the SQS mapping relies on.
 // ---------------------------------------------------------------------
 
+/// The message ids of `messages`.
+fn ids(messages: &[aws_sdk_sqs::types::Message]) -> BTreeSet<String> {
+    let id = |m: &aws_sdk_sqs::types::Message| m.message_id().expect("id").to_string();
+    messages.iter().map(id).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
     let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
@@ -135,11 +140,11 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
     // Receives take at most 10; a received message is hidden from others.
     let mut first = receive().await;
     first.extend(receive().await);
-    let ids: BTreeSet<String> = first
-        .iter()
-        .map(|m| m.message_id().expect("id").to_string())
-        .collect();
-    assert_eq!((first.len(), ids.len()), (15, 15), "each message once");
+    assert_eq!(
+        (first.len(), ids(&first).len()),
+        (15, 15),
+        "each message once"
+    );
     assert!(receive().await.is_empty(), "all 15 are in flight");
     assert_eq!(depth(&client, &q.url).await.expect("depth"), (0, 15));
 
@@ -167,10 +172,7 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
     // The 5 not deleted come back after the visibility timeout, with a new
     // receipt handle and their receive count; after maxReceiveCount
     // receives the next receive moves them to the DLQ.
-    let kept: BTreeSet<String> = first[10..]
-        .iter()
-        .map(|m| m.message_id().expect("id").to_string())
-        .collect();
+    let kept = ids(&first[10..]);
     let old_handles: BTreeSet<String> = first[10..]
         .iter()
         .map(|m| m.receipt_handle().expect("handle").to_string())
@@ -183,11 +185,7 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
         let again = receive().await;
         if !again.is_empty() {
             receives += 1;
-            let back: BTreeSet<String> = again
-                .iter()
-                .map(|m| m.message_id().expect("id").to_string())
-                .collect();
-            assert_eq!(back, kept, "the same messages come back");
+            assert_eq!(ids(&again), kept, "the same messages come back");
             for m in &again {
                 assert!(!old_handles.contains(m.receipt_handle().expect("handle")));
                 let count = m
@@ -205,11 +203,7 @@ async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
             .send()
             .await
             .expect("ReceiveMessage (DLQ)");
-        in_dlq.extend(
-            dlq.messages()
-                .iter()
-                .map(|m| m.message_id().expect("id").to_string()),
-        );
+        in_dlq.extend(ids(dlq.messages()));
     }
     assert_eq!(
         receives, def.max_receive_count,
@@ -503,14 +497,8 @@ async fn social_behind_sqs_proxy() -> (LocalEngine, Runtime, FaultProxy) {
         .await
         .expect("local SQS");
     let proxy = FaultProxy::in_front_of(&endpoint).await.expect("proxy");
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let mut opts = RuntimeOptions::new(
-        "social",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let engine = crate::support::start_engine().await;
+    let mut opts = crate::support::embedded_options(&engine, "social");
     opts.sqs_endpoint = Some(proxy.endpoint());
     opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
     let rt = Runtime::start(opts).await.expect("runtime");

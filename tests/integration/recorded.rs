@@ -221,8 +221,7 @@ pub async fn redelivered(engine: &LocalEngine, rt: &mut Runtime, table: &Table) 
     let writes = rt.processor_writes();
     let records = crate::support::records_of(engine, rt).await;
     for name in rt.model.stream_processors() {
-        let event: aws_lambda_events::event::dynamodb::Event =
-            serde_json::from_value(json!({ "Records": records })).expect("event");
+        let event = crate::items::records_event(&records);
         let resp = rt
             .stream_processor(name)
             .handle(event)
@@ -246,9 +245,7 @@ pub async fn repaired(rt: &mut Runtime, comparable: fn(&&String) -> bool) -> Val
         json!(v)
     };
     let report = Runtime::verify(rt).await.expect("verify");
-    let repaired = jobstream::tools::verify::repair(&rt.processors, &report)
-        .await
-        .expect("repairs");
+    let repaired = crate::items::repair(&rt, &report).await;
     rt.drain().await.expect("drain");
     let after = Runtime::verify(rt).await.expect("verify");
     json!({ "found": sorted(&report), "repaired": repaired, "left": sorted(&after) })

@@ -2,12 +2,11 @@
 //! middle of a batch leave exactly the state of a single delivery.
 
 use crate::apps::play;
-use crate::apps::{differences, observe};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::faults::Fault;
 use shared::metrics::names;
 
-use crate::items::{assert_clean, invoke};
+use crate::items::invoke;
 use crate::support::{env, env_behind_proxy, stream_event, Env};
 
 /// The records of `event` from the one whose SequenceNumber is `seq` on:
@@ -25,11 +24,7 @@ fn from_sequence(event: &Event, seq: &str) -> Event {
 
 async fn assert_scenario_exact(env: &mut Env, expected: &crate::apps::Expected) {
     env.rt.drain().await.unwrap();
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
-        .await
-        .unwrap();
-    assert_eq!(differences(expected, &observed), Vec::<String>::new());
-    assert_clean(env).await;
+    crate::support::assert_exact(env, expected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,20 +38,8 @@ async fn the_same_batch_delivered_twice_changes_nothing_the_second_time() {
         let d = invoke(&env.rt, "derive", &event).await.unwrap();
         assert!(d.batch_item_failures.is_empty());
     }
-    assert!(
-        env.rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::DUPLICATE)
-            > 0
-    );
-    assert!(
-        env.rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::DUPLICATE)
-            > 0
-    );
+    assert!(crate::items::metric_of(&env, "history", names::DUPLICATE) > 0);
+    assert!(crate::items::metric_of(&env, "derive", names::DUPLICATE) > 0);
     // The local mappings now deliver everything a third time, plus the
     // processors' own writes.
     assert_scenario_exact(&mut env, &expected).await;
@@ -115,19 +98,11 @@ async fn a_failure_mid_batch_is_reported_and_the_retry_is_exact() {
         .is_empty());
     assert_eq!(proxy.injected(), 2);
     assert_eq!(
-        faulty
-            .rt
-            .stream_processor("history")
-            .metrics()
-            .get(names::FAILED_RECORD),
+        crate::items::metric_of(&faulty, "history", names::FAILED_RECORD),
         1
     );
     assert_eq!(
-        faulty
-            .rt
-            .stream_processor("derive")
-            .metrics()
-            .get(names::FAILED_RECORD),
+        crate::items::metric_of(&faulty, "derive", names::FAILED_RECORD),
         1
     );
 

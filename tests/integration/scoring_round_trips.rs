@@ -4,91 +4,53 @@
 //! per stream batch, not in requests per changed score; and a counter sync
 //! that races a concurrent commit still ends on the newest totals.
 
-use aws_sdk_dynamodb::types::{PutRequest, TransactWriteItem, Update, WriteRequest};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::LocalEngine;
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::meter::Meter;
-use shared::engine::derive::{total_attr, total_key};
-use shared::item::{n, s, Item, ItemExt};
+use shared::engine::derive::{total_attr, total_key, Deriver};
+use shared::engine::rules::Counter;
+use shared::item::{n, Item, ItemExt};
 
-use crate::items::assert_clean;
+use crate::items::{assert_clean, get, key, put_all, scan};
 use crate::league::{self as write, expected_scores};
-use crate::support::{put, TIME_SCALE};
+use crate::support::{model_env_on, put, ModelEnv};
 
 const EV: &str = "2024-03-03-revolution";
-
-fn key(pk: &str, sk: &str) -> Item {
-    [("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))].into()
-}
 
 /// Pick'Em's runtime on `engine`, its processors reaching the engine at
 /// `processor_endpoint` (a meter, a fault proxy), its queues on the test
 /// binary's local SQS.
-async fn runtime(engine: &LocalEngine, processor_endpoint: String) -> Runtime {
-    let mut opts = RuntimeOptions::new(
-        "pickem",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
-    opts.time_scale = TIME_SCALE;
-    opts.function_timeout_scale = Some(1.0);
-    opts.processor_endpoint = Some(processor_endpoint);
-    opts.sqs_endpoint = Some(
-        tokio::task::spawn_blocking(crate::support::sqs)
-            .await
-            .expect("local SQS"),
-    );
-    opts.queue_prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    Runtime::start(opts).await.expect("runtime starts")
+async fn runtime(engine: LocalEngine, processor_endpoint: String) -> ModelEnv {
+    model_env_on(engine, "pickem", |o| {
+        o.processor_endpoint = Some(processor_endpoint)
+    })
+    .await
 }
 
-async fn put_all(rt: &Runtime, items: Vec<Item>) {
-    for chunk in items.chunks(25) {
-        let mut pending: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|i| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(i.clone()))
-                            .build()
-                            .unwrap(),
-                    )
-                    .build()
-            })
-            .collect();
-        while !pending.is_empty() {
-            let out = rt
-                .dynamodb
-                .batch_write_item()
-                .request_items(&rt.config.table, pending)
-                .send()
-                .await
-                .expect("batch write");
-            pending = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(&rt.config.table))
-                .unwrap_or_default();
-        }
-    }
+/// `league` of `n` users, processed; the deriver, the users and their
+/// standings as counters.
+async fn standings_of(rt: &mut Runtime, n: usize) -> (Deriver, Vec<String>, Vec<Counter>) {
+    league(rt, n).await;
+    rt.drain().await.unwrap();
+    let deriver = rt.processors.derive.deriver().clone();
+    let users: Vec<String> = (0..n).map(|i| format!("u{i:04}")).collect();
+    let counters = users
+        .iter()
+        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
+        .collect();
+    (deriver, users, counters)
 }
 
 /// The event with two matches (10 and 20 points, no results yet) and
 /// `count` predictions, each user's picks (i % 2, i / 2 % 2).
 async fn league(rt: &Runtime, count: usize) {
-    put(
-        rt,
-        write::event("2024-03-03", "revolution", "Revolution", "upcoming"),
-    )
-    .await;
+    let event = write::event("2024-03-03", "revolution", "Revolution", "upcoming");
+    put(rt, event).await;
     for (id, order, points) in [("m1", 1, 10), ("m2", 2, 20)] {
-        put(
-            rt,
-            write::a_match(EV, id, id, order, points, false, &["A", "B"], None),
-        )
-        .await;
+        let a_match = write::a_match(EV, id, id, order, points, false, &["A", "B"], None);
+        put(rt, a_match).await;
     }
     let predictions = (0..count)
         .map(|i| {
@@ -111,7 +73,7 @@ async fn set_results(rt: &Runtime, results: &[(&str, i64)]) {
                 .update(
                     Update::builder()
                         .table_name(&rt.config.table)
-                        .set_key(Some(key(&write::event_key(EV), &format!("MATCH#{id}"))))
+                        .set_key(Some(key(write::event_key(EV), format!("MATCH#{id}"))))
                         .update_expression("SET #r = :r")
                         .expression_attribute_names("#r", "result")
                         .expression_attribute_values(":r", n(*result))
@@ -124,10 +86,31 @@ async fn set_results(rt: &Runtime, results: &[(&str, i64)]) {
     tx.send().await.expect("results set");
 }
 
-async fn scan(rt: &Runtime) -> Vec<Item> {
-    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.table)
+/// The standings of `user` (its key).
+fn standings(user: &str) -> Item {
+    key(write::user_pk(user), "STANDINGS#2024")
+}
+
+/// What a source's commit does to the totals of `user`'s standings: one
+/// version more, `points` added.
+async fn commit(rt: &Runtime, user: &str, points: i64) {
+    rt.dynamodb
+        .update_item()
+        .table_name(&rt.config.ledger_table)
+        .set_key(Some(total_key("derive", &standings(user))))
+        .update_expression("ADD ver :one, #p :p")
+        .expression_attribute_names("#p", total_attr("points"))
+        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(":p", n(points))
+        .send()
         .await
-        .expect("scan")
+        .expect("commit");
+}
+
+/// The `points` of `user`'s standings item (which exists).
+async fn standing_points(rt: &Runtime, user: &str) -> Option<i64> {
+    let st = get(rt, standings(user)).await.expect("standings");
+    st.opt_i64("points").ok().flatten()
 }
 
 /// Every prediction carries the score the results imply, and each user's
@@ -165,13 +148,11 @@ fn assert_scored(items: &[Item], count: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
     let count = 150;
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
         .expect("meter starts");
-    let mut rt = runtime(&engine, meter.endpoint()).await;
+    let ModelEnv { engine, mut rt } = runtime(engine, meter.endpoint()).await;
     league(&rt, count).await;
     rt.drain().await.unwrap();
     let before = meter.bill();
@@ -216,9 +197,7 @@ async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
 /// and ends on the newest totals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     // The processors -> a fault proxy -> a bill meter -> the engine.
     let meter = Meter::in_front_of(&engine.endpoint())
         .await
@@ -226,36 +205,11 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     let proxy = FaultProxy::in_front_of(&meter.endpoint())
         .await
         .expect("proxy starts");
-    let mut rt = runtime(&engine, proxy.endpoint()).await;
-    league(&rt, 6).await;
-    rt.drain().await.unwrap();
-    let deriver = rt.processors.derive.deriver().clone();
-    let users: Vec<String> = (0..6).map(|i| format!("u{i:04}")).collect();
-    let counters: Vec<shared::engine::rules::Counter> = users
-        .iter()
-        .map(|u| {
-            deriver
-                .rules
-                .counter(&key(&write::user_pk(u), "STANDINGS#2024"))
-                .expect("standings are a counter")
-        })
-        .collect();
-    // What a source's commit does to its counter's totals.
-    let commit = |user: &str, points: i64| {
-        let logical = key(&write::user_pk(user), "STANDINGS#2024");
-        rt.dynamodb
-            .update_item()
-            .table_name(&rt.config.ledger_table)
-            .set_key(Some(total_key("derive", &logical)))
-            .update_expression("ADD ver :one, #p :p")
-            .expression_attribute_names("#p", total_attr("points"))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":p", n(points))
-            .send()
-    };
+    let ModelEnv { engine, mut rt } = runtime(engine, proxy.endpoint()).await;
+    let (deriver, users, counters) = standings_of(&mut rt, 6).await;
     // Every user's totals moved (their counter items now lag).
     for (i, u) in users.iter().enumerate() {
-        commit(u, 10 * (i as i64 + 1)).await.expect("commit");
+        commit(&rt, u, 10 * (i as i64 + 1)).await;
     }
     let before = meter.bill();
     // The sync's first transaction is held; meanwhile u0002's totals move.
@@ -272,7 +226,7 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     while proxy.injected() == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    commit("u0002", 1000).await.expect("commit");
+    commit(&rt, "u0002", 1000).await;
     let (writes, notes) = sync.await.unwrap().expect("synced");
     assert!(notes.is_empty(), "{notes:?}");
     assert_eq!(writes, 6, "each standings item written once");
@@ -281,23 +235,9 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
     let tx = meter.bill().since(&before).ops["TransactWriteItems"].clone();
     assert_eq!((tx.requests, tx.cancelled), (3, 1), "{tx:?}");
     for (i, u) in users.iter().enumerate() {
-        let st = rt
-            .dynamodb
-            .get_item()
-            .table_name(&rt.config.table)
-            .set_key(Some(key(&write::user_pk(u), "STANDINGS#2024")))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item
-            .expect("standings");
         let extra = if u == "u0002" { 1000 } else { 0 };
-        assert_eq!(
-            st.opt_i64("points").ok().flatten(),
-            Some(10 * (i as i64 + 1) + extra),
-            "{u}"
-        );
+        let want = Some(10 * (i as i64 + 1) + extra);
+        assert_eq!(standing_points(&rt, u).await, want, "{u}");
     }
     engine.stop().await;
 }
@@ -308,34 +248,14 @@ async fn a_counter_whose_totals_move_during_a_batched_sync_is_read_again() {
 /// written; nothing fails the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_written() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let proxy = FaultProxy::in_front_of(&engine.endpoint())
         .await
         .expect("proxy starts");
-    let mut rt = runtime(&engine, proxy.endpoint()).await;
-    league(&rt, 4).await;
-    rt.drain().await.unwrap();
-    let deriver = rt.processors.derive.deriver().clone();
-    let users: Vec<String> = (0..4).map(|i| format!("u{i:04}")).collect();
-    let standings = |u: &str| key(&write::user_pk(u), "STANDINGS#2024");
-    let counters: Vec<shared::engine::rules::Counter> = users
-        .iter()
-        .map(|u| deriver.rules.counter(&standings(u)).expect("a counter"))
-        .collect();
+    let ModelEnv { engine, mut rt } = runtime(engine, proxy.endpoint()).await;
+    let (deriver, users, counters) = standings_of(&mut rt, 4).await;
     for u in &users {
-        rt.dynamodb
-            .update_item()
-            .table_name(&rt.config.ledger_table)
-            .set_key(Some(total_key("derive", &standings(u))))
-            .update_expression("ADD ver :one, #p :p")
-            .expression_attribute_names("#p", total_attr("points"))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":p", n(7))
-            .send()
-            .await
-            .expect("commit");
+        commit(&rt, u, 7).await;
     }
     // The transaction of the four, then the first one sent alone.
     proxy.inject(Fault {
@@ -357,19 +277,8 @@ async fn a_rejected_counter_in_a_batched_sync_is_bad_input_and_the_others_are_wr
         note.reason
     );
     for u in &users {
-        let st = rt
-            .dynamodb
-            .get_item()
-            .table_name(&rt.config.table)
-            .set_key(Some(standings(u)))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item
-            .expect("standings");
         let want = if &standings(u) == rejected { 0 } else { 7 };
-        assert_eq!(st.opt_i64("points").ok().flatten(), Some(want), "{u}");
+        assert_eq!(standing_points(&rt, u).await, Some(want), "{u}");
     }
     engine.stop().await;
 }

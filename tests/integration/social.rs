@@ -12,7 +12,7 @@ use crate::seed_items::social::{follow_item, like_item, post_item, user_item};
 use crate::seed_items::timeline;
 use chrono::{Duration, SecondsFormat, Utc};
 use lambda_runtime::{Context, LambdaEvent};
-use shared::engine::setjob::{apply, SetJob};
+use shared::engine::setjob::SetJob;
 use shared::item::{Item, ItemExt};
 use shared::store::Store;
 
@@ -304,16 +304,8 @@ async fn a_bad_job_body_fails_its_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
     let env = social().await;
-    let fans: Vec<String> = (0..1000).map(|i| format!("fan{i:05}")).collect();
-    let at = iso(60);
-    let mut items = Vec::new();
-    for f in &fans {
-        items.push(follow_item(f, "star", &at));
-        let mut m = keys::mirror_key(f, "star");
-        m.insert(keys::TYPE.into(), shared::item::s(keys::TYPE_FOLLOWER));
-        m.insert("createdAt".into(), shared::item::s(&at));
-        items.push(m);
-    }
+    // Fans fan0000..fan0999, each following star (and its mirror).
+    let (_, mut items) = crate::joinset::followers(1000, "fan", "star", &iso(60));
     let p = post_id(1);
     items.push(post_item("star", &p, &iso(1), "x"));
     put_all(&env, items).await;
@@ -322,21 +314,13 @@ async fn a_guard_failing_late_in_a_full_page_drops_only_that_write() {
     let r = reads(&env);
     let plan = job.plan(&body, &r).await.unwrap();
     assert_eq!(plan.desired.len(), 1000);
-    // The last fan (sorted last: in the last transaction) unfollows.
-    delete(&env, keys::follow_key("fan00999", "star")).await;
-    let applied = apply(
-        &r.store,
-        &r.table,
-        &r.ledger_table,
-        job.key_names(),
-        job.volatile(),
-        &plan,
-    )
-    .await
-    .expect("a superseded write is not a failure");
+    // The last fan (sorted last: in the last transaction) unfollows; a
+    // superseded write is not a failure.
+    delete(&env, keys::follow_key("fan0999", "star")).await;
+    let applied = apply_plan(&job, &r, &plan).await;
     assert_eq!((applied.puts, applied.superseded), (999, 1));
-    assert!(timeline(&env, "fan00999").await.is_empty());
-    assert_eq!(timeline(&env, "fan00998").await.len(), 1);
+    assert!(timeline(&env, "fan0999").await.is_empty());
+    assert_eq!(timeline(&env, "fan0998").await.len(), 1);
 }
 
 /// A mirror a writer edited (writers must not, nothing stops them) still
@@ -384,9 +368,7 @@ async fn edited_and_stray_mirrors_are_found_and_never_outlive_their_follow() {
     put_all(&env, vec![stray, edited]).await;
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.problems.len(), 2, "{:#?}", report.problems);
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&env.rt, &report).await;
     assert!(get(&env, keys::mirror_key("a", "c")).await.is_none());
     assert_eq!(get(&env, keys::mirror_key("c", "b")).await, Some(restored));
     env.rt.drain().await.unwrap();
@@ -427,9 +409,7 @@ async fn verify_finds_timeline_drift_and_repair_runs_every_page() {
         .unwrap();
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
-    jobstream::tools::verify::repair(&env.rt.processors, &report)
-        .await
-        .unwrap();
+    crate::items::repair(&env.rt, &report).await;
     assert_eq!(
         timeline(&env, "f").await,
         BTreeSet::from([(p1.clone(), "a".to_string()), (p2.clone(), "a".to_string())])

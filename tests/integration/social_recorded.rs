@@ -12,6 +12,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use shared::item::{Item, ItemExt};
 use shared::store::Store;
 
+use crate::items::Writer;
+
 use crate::recorded::{
     inject_faults, model_file, redelivered, scan, scenario, settled, Play, Played, Table,
 };
@@ -135,7 +137,7 @@ fn fan_follows_at_end(i: usize) -> bool {
 /// each writer owns its keys (its users' follows, its author's posts, its
 /// users' likes of them), so the final sources are the same in every run
 /// while the derived data (timelines across writers, the counts) races.
-async fn writer(store: Store, table: String, w: u64, base: DateTime<Utc>) {
+async fn writer(db: Writer, w: u64, base: DateTime<Utc>) {
     let mut x = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(w + 1);
     let mut next = move || {
         x ^= x << 13;
@@ -150,38 +152,23 @@ async fn writer(store: Store, table: String, w: u64, base: DateTime<Utc>) {
         let follower = &users[(next() % 3) as usize];
         let followed = AUTHORS[(next() % 4) as usize];
         match next() % 6 {
-            0 | 1 if follower != followed => store
-                .put_items(
-                    &table,
-                    vec![follow_item(follower, followed, &iso_at(base, 0))],
-                )
-                .await
-                .expect("follow"),
-            2 => store
-                .delete_keys(&table, vec![keys::follow_key(follower, followed)])
-                .await
-                .expect("unfollow"),
+            0 | 1 if follower != followed => {
+                db.put(follow_item(follower, followed, &iso_at(base, 0)))
+                    .await
+            }
+            2 => db.delete(keys::follow_key(follower, followed)).await,
             3 => {
                 let id = post_at(base, u128::from(w + 1) << 32 | i);
-                store
-                    .put_items(&table, vec![post_item(me, &id, &iso_at(base, 0), "p")])
-                    .await
-                    .expect("post");
+                db.put(post_item(me, &id, &iso_at(base, 0), "p")).await;
                 posts.push(id);
             }
             4 if !posts.is_empty() => {
                 let id = posts.remove((next() % posts.len() as u64) as usize);
-                store
-                    .delete_keys(&table, vec![keys::post_key(me, &id)])
-                    .await
-                    .expect("delete post");
+                db.delete(keys::post_key(me, &id)).await;
             }
             _ => {
                 if let Some(id) = posts.last() {
-                    store
-                        .put_items(&table, vec![like_item(id, follower, &iso_at(base, 0))])
-                        .await
-                        .expect("like");
+                    db.put(like_item(id, follower, &iso_at(base, 0))).await;
                 }
             }
         }
@@ -199,6 +186,7 @@ async fn social_under_faults(base: DateTime<Utc>) -> Table {
     let crate::support::ModelEnv { engine, mut rt } = env;
     let table = rt.config.table.clone();
     let store = Store::new(rt.dynamodb.clone());
+    let db = Writer::of(&rt);
     // The star's fans, and two followers of an author whose post expires.
     let mut items: Vec<Item> = AUTHORS.iter().map(|a| user_item(a, a)).collect();
     items.extend((0..FANS).map(|i| follow_item(&fan_name(i), "star", &iso_at(base, 3600))));
@@ -211,46 +199,30 @@ async fn social_under_faults(base: DateTime<Utc>) -> Table {
     let bg = run_in_background(rt);
     let (s1, s2) = (post_at(base, 1), post_at(base, 2));
     let celebrity = {
-        let (store, table, s1, s2) = (store.clone(), table.clone(), s1.clone(), s2.clone());
+        let (db, s1, s2) = (db.clone(), s1.clone(), s2.clone());
         tokio::spawn(async move {
             for (post, body) in [(&s1, "one"), (&s2, "two")] {
-                store
-                    .put_items(
-                        &table,
-                        vec![post_item("star", post, &iso_at(base, 0), body)],
-                    )
-                    .await
-                    .expect("post");
+                db.put(post_item("star", post, &iso_at(base, 0), body))
+                    .await;
                 tokio::time::sleep(std::time::Duration::from_millis(150)).await;
             }
-            store
-                .delete_keys(&table, vec![keys::post_key("star", &s1)])
-                .await
-                .expect("delete");
+            db.delete(keys::post_key("star", &s1)).await;
         })
     };
     let churn = {
-        let (store, table) = (store.clone(), table.clone());
+        let db = db.clone();
         tokio::spawn(async move {
             for i in (0..FANS).step_by(10) {
-                store
-                    .delete_keys(&table, vec![keys::follow_key(&fan_name(i), "star")])
-                    .await
-                    .expect("unfollow");
+                db.delete(keys::follow_key(&fan_name(i), "star")).await;
             }
             for i in (0..FANS).step_by(20) {
-                store
-                    .put_items(
-                        &table,
-                        vec![follow_item(&fan_name(i), "star", &iso_at(base, 0))],
-                    )
-                    .await
-                    .expect("follow again");
+                db.put(follow_item(&fan_name(i), "star", &iso_at(base, 0)))
+                    .await;
             }
         })
     };
     let writers: Vec<_> = (0..3)
-        .map(|w| tokio::spawn(writer(store.clone(), table.clone(), w, base)))
+        .map(|w| tokio::spawn(writer(db.clone(), w, base)))
         .collect();
     celebrity.await.expect("celebrity");
     churn.await.expect("churn");
@@ -280,10 +252,7 @@ async fn social_under_faults(base: DateTime<Utc>) -> Table {
     let created = Utc::now() - chrono::Duration::seconds(keys::POST_TTL_SECS - 5);
     let old = keys::ulid(created.timestamp_millis() as u64, 3);
     let at = created.to_rfc3339_opts(SecondsFormat::Millis, true);
-    store
-        .put_items(&table, vec![post_item("old", &old, &at, "expiring")])
-        .await
-        .expect("post");
+    db.put(post_item("old", &old, &at, "expiring")).await;
     rt.drain().await.expect("drain");
     let t = scan(&rt).await;
     for f in ["fan001", "fan002"] {

@@ -7,20 +7,19 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::apps::play;
 use crate::apps::AppWriter;
-use crate::apps::{differences, observe};
-use crate::apps::{play, Expected};
 use aws_lambda_events::event::dynamodb::Event;
 use jobstream::local::engine::{sdk_config, LocalEngine};
 use jobstream::local::esm::{
     handler, release_all, stream_arn, Handler, MappingConfig, RecordReader, StreamMapping,
 };
 use jobstream::local::lease::{checkpoint_pk, CheckpointConfig};
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use shared::metrics::names;
 
 use crate::items::assert_clean;
-use crate::support::{raw_records, run_in_background, Env};
+use crate::support::{assert_exact, raw_records, run_in_background, Env};
 
 const BATCH: usize = 5;
 
@@ -44,19 +43,13 @@ async fn mapping(engine: &LocalEngine, owner: &str, lease_ttl: Duration) -> Mapp
 
 /// A `run` process on `engine`: the tracker's two consumers.
 async fn run_process(engine: &LocalEngine, owner: &str, lease_ttl: Duration) -> Runtime {
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = crate::support::embedded_options(engine, "tracker");
     opts.mapping = mapping(engine, owner, lease_ttl).await;
     Runtime::start(opts).await.expect("runtime starts")
 }
 
 async fn env(owner: &str, lease_ttl: Duration) -> Env {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
+    let engine = crate::support::start_engine().await;
     let rt = run_process(&engine, owner, lease_ttl).await;
     let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     Env { engine, rt, writer }
@@ -70,15 +63,6 @@ fn processed(rt: &Runtime) -> (u64, u64) {
             + rt.filtered_out[p].load(std::sync::atomic::Ordering::Relaxed)
     };
     (read("history"), read("derive"))
-}
-
-/// The derived data is exactly what the scenario implies.
-async fn assert_exact(env: &Env, expected: &Expected) {
-    let observed = observe(&env.rt.dynamodb, &env.rt.config.table, expected)
-        .await
-        .unwrap();
-    assert_eq!(differences(expected, &observed), Vec::<String>::new());
-    assert_clean(&env.rt).await;
 }
 
 /// Checkpoint items of the ledger for the table's stream.
@@ -151,11 +135,7 @@ async fn from_start_replays_deliberately_and_changes_nothing() {
     let expected = play(&env.writer).await.unwrap();
     env.rt.drain().await.unwrap();
     let stream_len = raw_records(&env).await.len() as u64;
-    let mut opts = RuntimeOptions::new(
-        "tracker",
-        Some(env.engine.endpoint()),
-        RecordReader::Embedded(env.engine.database().clone()),
-    );
+    let mut opts = crate::support::embedded_options(&env.engine, "tracker");
     opts.mapping = mapping(&env.engine, "run-1", Duration::from_secs(30)).await;
     if let Some(c) = opts.mapping.checkpoints.as_mut() {
         c.from_start = true;
@@ -200,9 +180,8 @@ async fn two_processes_share_the_stream_without_processing_a_record_twice() {
     let mut a = a.stop().await;
     release_all(&mut a.mappings).await;
     env.writer
-        .create_application("late", "Late Ltd", "SRE", "applied", "2024-06-01T10:00:00Z")
-        .await
-        .unwrap();
+        .create("late", "Late Ltd", "SRE", "2024-06-01T10:00:00Z")
+        .await;
     progress(b_history.metrics(), 0).await;
     let mut b = b.stop().await;
     release_all(&mut b.mappings).await;
@@ -329,11 +308,7 @@ async fn a_kill_mid_batch_then_a_restart_by_another_process_ends_exact() {
         "exactly the half-done batch"
     );
     assert!(
-        successor
-            .stream_processor("history")
-            .metrics()
-            .get(names::DUPLICATE)
-            > 0,
+        crate::items::metric_of(&successor, "history", names::DUPLICATE) > 0,
         "the half batch was recognised"
     );
     assert_eq!(
@@ -535,9 +510,8 @@ async fn a_stream_batch_within_the_deployed_timeout_is_not_cut_by_the_scaled_clo
         proxy.inject(Fault::slow(op, 1, Duration::from_millis(1500)));
     }
     let w = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
-    w.create_application("slow", "Co", "Role", "applied", "2026-11-01T09:00:00.000Z")
-        .await
-        .unwrap();
+    w.create("slow", "Co", "Role", "2026-11-01T09:00:00.000Z")
+        .await;
     rt.drain().await.unwrap();
     assert!(proxy.injected() > 0, "requests were held");
     for m in &rt.mappings {

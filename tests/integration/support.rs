@@ -75,22 +75,28 @@ pub async fn model_env_behind_proxy(
     (env, proxy)
 }
 
-async fn start_engine() -> LocalEngine {
+/// A fresh embedded engine on a free port.
+pub async fn start_engine() -> LocalEngine {
     LocalEngine::start("127.0.0.1:0", None)
         .await
         .expect("engine starts")
 }
 
-async fn model_env_on(
+/// The options of `model`'s runtime on `engine`, its stream read in
+/// process (as the local mapping reads it), all else the defaults.
+pub fn embedded_options(engine: &LocalEngine, model: &str) -> RuntimeOptions {
+    let db = engine.database().clone();
+    RuntimeOptions::new(model, Some(engine.endpoint()), RecordReader::Embedded(db))
+}
+
+/// [`model_env`] on an engine already started (a meter or a proxy in
+/// front of it, say).
+pub async fn model_env_on(
     engine: LocalEngine,
     model: &str,
     f: impl FnOnce(&mut RuntimeOptions),
 ) -> ModelEnv {
-    let mut opts = RuntimeOptions::new(
-        model,
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = embedded_options(&engine, model);
     opts.time_scale = TIME_SCALE;
     // The deployed queue timeout, unscaled: jobs of a thousand writes take
     // seconds here (see `RuntimeOptions::function_timeout_scale`).
@@ -116,6 +122,14 @@ pub struct Env {
 /// Engine + tracker runtime with default settings.
 pub async fn env() -> Env {
     env_with(|_| {}).await
+}
+
+/// [`env`], a clone of its writer and a fresh clock: what a test of the
+/// tracker's writes starts with.
+pub async fn env_writer_clock() -> (Env, AppWriter, crate::apps::Clock) {
+    let env = env().await;
+    let w = env.writer.clone();
+    (env, w, crate::apps::Clock::new())
 }
 
 /// Engine + tracker runtime, options adjusted by `f`.
@@ -218,6 +232,12 @@ pub async fn records_of(engine: &LocalEngine, rt: &Runtime) -> Vec<Value> {
     out
 }
 
+/// The table holds what `expected` implies, and `verify` is clean.
+pub async fn assert_exact(env: &Env, expected: &crate::apps::Expected) {
+    crate::apps::assert_observed(&env.rt.dynamodb, &env.rt.config.table, expected).await;
+    crate::items::assert_clean(env).await;
+}
+
 /// The history entries of an application, in sequence order.
 pub async fn entries(env: &Env, app_id: &str) -> Vec<Item> {
     crate::items::begins(env, &keys::app_pk(app_id), "HIST#").await
@@ -284,6 +304,14 @@ pub fn jobstream_bin() -> std::path::PathBuf {
             .join("jobstream")
     })
     .clone()
+}
+
+/// `jobstream ARGS` through the binary; its output.
+pub fn jobstream<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    std::process::Command::new(jobstream_bin())
+        .args(args)
+        .output()
+        .expect("jobstream runs")
 }
 
 /// Every item of the runtime's table by (PK, SK): two runs of one scenario

@@ -253,13 +253,7 @@ async fn the_scripted_scenario_gives_the_recorded_table_verify_and_writes() {
     let writes = env.rt.processor_writes();
     assert_eq!(env.rt.drain().await.expect("drains"), 0, "a fixpoint");
     assert_eq!(env.rt.processor_writes(), writes, "no write after it");
-    let observed = crate::apps::observe(&env.rt.dynamodb, &env.rt.config.table, &expected)
-        .await
-        .expect("reads");
-    assert_eq!(
-        crate::apps::differences(&expected, &observed),
-        Vec::<String>::new()
-    );
+    crate::apps::assert_observed(&env.rt.dynamodb, &env.rt.config.table, &expected).await;
     let report = settled(&mut env.rt).await;
     let t = table(&env).await;
     assert!(t.len() > 10, "{}", t.len());
@@ -288,10 +282,7 @@ async fn the_scenario_with_bad_input_gives_the_recorded_table() {
         .put(with(stage("bad", "s", "X", 1), &[("order", n(-1))]))
         .await
         .unwrap();
-    env.writer
-        .create_application("ok", "Initech", "Dev", "applied", &t.next())
-        .await
-        .unwrap();
+    env.writer.create("ok", "Initech", "Dev", &t.next()).await;
     env.writer.add_stage("ok", "s", "Phone", 1).await.unwrap();
     env.rt.drain().await.unwrap();
     assert_eq!(
