@@ -83,7 +83,6 @@ impl Report {
         }
     }
 
-    /// The drift report as a table.
     /// The findings as printed, drift first then bad input: the first
     /// [`LISTED`] of each unless `all`, and how many more there are.
     pub fn listing(&self, all: bool) -> Vec<String> {
@@ -112,6 +111,7 @@ impl Report {
             .collect()
     }
 
+    /// The drift report as a table.
     pub fn render(&self) -> String {
         let rows: Vec<Vec<String>> = self
             .kinds
