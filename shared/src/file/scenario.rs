@@ -490,6 +490,15 @@ pub fn step_name(i: usize) -> String {
 }
 
 impl StepRef<'_> {
+    /// How differences after step `i` name it: [`step_name`], then its
+    /// `say:` when it has one (`step 2 ("a forged value is brought back")`).
+    pub fn label(&self, i: usize) -> String {
+        match self.say {
+            Some(say) => format!("{} ({say:?})", step_name(i)),
+            None => step_name(i),
+        }
+    }
+
     /// The requests its writes make (a `repeat` counts its rounds, a
     /// `transact` is one).
     pub fn write_count(&self) -> usize {

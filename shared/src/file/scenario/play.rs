@@ -3,7 +3,7 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
-use super::{item, step_name, Scenario, ScenarioQuery, StepRef, TransactOp, VerifyCheck, Write};
+use super::{item, Scenario, ScenarioQuery, StepRef, TransactOp, VerifyCheck, Write};
 use crate::file::FileModel;
 use crate::item::{display_key, key_of};
 use crate::models::{BoxError, Context as _, Harness};
@@ -79,7 +79,7 @@ async fn play_steps(
             diffs.extend(found);
             continue;
         }
-        let at = step_name(i);
+        let at = step.label(i);
         diffs.extend(found.into_iter().map(|d| format!("after {at}: {d}")));
         diffs.extend(check_step(h, &step, i, &mut carried).await?);
     }
@@ -130,7 +130,7 @@ async fn check_step(
     i: usize,
     carried: &mut Carried,
 ) -> Result<Vec<String>, BoxError> {
-    let at = step_name(i);
+    let at = step.label(i);
     let mut diffs = Vec::new();
     if let Some(want) = step.items {
         let got = count_items(h).await?;

@@ -206,3 +206,18 @@ fn malformed_writes_name_their_step_and_field() {
         "{e}"
     );
 }
+
+#[test]
+fn a_difference_names_its_step_by_number_and_by_its_say() {
+    let s: Scenario = serde_saphyr::from_str(
+        "writes: []\nsteps:\n  - say: \"a forged value is brought back\"\n  - writes: []\n",
+    )
+    .unwrap();
+    let steps = s.all_steps();
+    assert_eq!(steps[0].label(0), "step 0 (the top level)");
+    assert_eq!(
+        steps[1].label(1),
+        "step 1 (\"a forged value is brought back\")"
+    );
+    assert_eq!(steps[2].label(2), "step 2");
+}
