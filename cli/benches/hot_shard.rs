@@ -41,8 +41,7 @@ use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::env_usize;
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
 use jobstream::meter::Meter;
 use shared::item::{s, Item};
@@ -72,7 +71,7 @@ fn now_iso() -> String {
 fn tracker_app(i: usize) -> Item {
     // One application, updated again and again (each change a new note and
     // updatedAt: one history entry each).
-    let mut item: Item = [
+    let mut item = seed_items::attrs([
         ("PK", s("APP#hot")),
         ("SK", s("APP#hot")),
         ("id", s("hot")),
@@ -83,10 +82,7 @@ fn tracker_app(i: usize) -> Item {
         ("createdAt", s("2026-11-01T09:00:00.000Z")),
         ("updatedAt", s(now_iso())),
         ("notes", s(format!("change {i}"))),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     item.insert("dateApplied".into(), s("2026-11-01"));
     item
 }
@@ -98,7 +94,7 @@ fn social_like(i: usize) -> Item {
 
 fn library_loan(i: usize) -> Item {
     let book = seed_items::ulid(1_764_000_000_000 + i as u64, i as u128);
-    [
+    seed_items::attrs([
         ("PK", s("M#hot")),
         ("SK", s(format!("LOAN#{book}"))),
         ("type", s("loan")),
@@ -107,23 +103,17 @@ fn library_loan(i: usize) -> Item {
         ("days", AttributeValue::N("14".into())),
         ("state", s("open")),
         ("since", s(now_iso())),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 fn library_member() -> Vec<Item> {
-    vec![[
+    vec![seed_items::attrs([
         ("PK", s("M#hot")),
         ("SK", s("PROFILE")),
         ("type", s("member")),
         ("memberId", s("hot")),
         ("name", s("Hot Member")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()]
+    ])]
 }
 
 fn workloads() -> Vec<Workload> {
@@ -394,14 +384,9 @@ async fn start(
         Via::Dev => {
             let mut engine = LocalEngine::start("127.0.0.1:0", None).await?;
             engine.start_ttl_sweeper(Duration::from_secs(1));
-            let meter = Meter::in_front_of(&engine.endpoint()).await?;
-            let mut opts = RuntimeOptions::new(
-                w.model,
-                Some(engine.endpoint()),
-                RecordReader::Embedded(engine.database().clone()),
-            );
+            let mut opts = common::options(w.model, &engine);
             opts.model_file = w.model_file.clone();
-            opts.processor_endpoint = Some(meter.endpoint());
+            let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
             if let Some(sqs) = &sqs {
                 opts.sqs_endpoint = Some(sqs.endpoint());
                 opts.queue_prefix = format!("hot{}-", uuid::Uuid::new_v4().simple());

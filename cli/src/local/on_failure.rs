@@ -199,19 +199,8 @@ pub async fn check(config: &OnFailureConfig) -> anyhow::Result<()> {
 /// `OnFailureUndelivered` (batches the destinations failed to take) of a
 /// mapping as one CloudWatch Embedded Metric Format line.
 pub fn undelivered_emf(mapping: &str, count: u64, timestamp_ms: i64) -> String {
-    json!({
-        "_aws": {
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": "jobstream",
-                "Dimensions": [["Processor"]],
-                "Metrics": [{"Name": "OnFailureUndelivered", "Unit": "Count"}],
-            }]
-        },
-        "Processor": mapping,
-        "OnFailureUndelivered": count,
-    })
-    .to_string()
+    let name = "OnFailureUndelivered";
+    crate::local::esm::emf_line(mapping, name, "Count", count, timestamp_ms)
 }
 
 #[cfg(test)]

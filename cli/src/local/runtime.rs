@@ -29,9 +29,11 @@ use crate::local::engine::{
     ensure_table, processor_credentials, require_region, runtime_sdk_config, sdk_config,
 };
 use crate::local::esm::{
-    stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
+    iterator_age_emf, stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader,
+    StreamMapping,
 };
 use crate::local::iam::{EnforcingClient, Principal};
+use crate::local::on_failure::undelivered_emf;
 use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
 
 /// Whether the runtime may create what it runs on.
@@ -755,22 +757,9 @@ impl Runtime {
                         if emit_metrics {
                             let now = chrono::Utc::now().timestamp_millis();
                             for s in &stats {
-                                println!(
-                                    "{}",
-                                    crate::local::esm::iterator_age_emf(
-                                        &s.name,
-                                        s.iterator_age(),
-                                        now
-                                    )
-                                );
-                                println!(
-                                    "{}",
-                                    crate::local::on_failure::undelivered_emf(
-                                        &s.name,
-                                        s.on_failure.undelivered(),
-                                        now
-                                    )
-                                );
+                                let undelivered = s.on_failure.undelivered();
+                                println!("{}", iterator_age_emf(&s.name, s.iterator_age(), now));
+                                println!("{}", undelivered_emf(&s.name, undelivered, now));
                             }
                         }
                     }

@@ -455,19 +455,6 @@ pub mod fake {
         pub fn close(&self, shard: &str) {
             self.shards.lock().unwrap().1.get_mut(shard).unwrap().closed = true;
         }
-
-        /// Sequence numbers of the shard (for assertions).
-        pub fn shard_of(&self, seq: u64) -> String {
-            let g = self.shards.lock().unwrap();
-            g.1.iter()
-                .find(|(_, s)| s.records.contains(&seq))
-                .map(|(id, _)| id.clone())
-                .unwrap()
-        }
-
-        pub fn parent_of(&self, shard: &str) -> Option<String> {
-            self.shards.lock().unwrap().1[shard].parent.clone()
-        }
     }
 
     pub fn seq_string(seq: u64) -> String {

@@ -6,21 +6,20 @@
 
 use std::sync::atomic::AtomicUsize;
 
+use super::test_support::{ledger, seqs, LEDGER};
 use super::*;
-use crate::local::engine::{ensure_table, sdk_config, LocalEngine};
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
-const LEDGER: &str = "ledger";
-
-async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    ensure_table(&client, &shared::models::table::ledger(), LEDGER)
-        .await
-        .expect("ledger table");
-    (engine, client)
+/// The ledger, and a stream of one shard, `s`.
+async fn one_shard() -> (
+    crate::local::engine::LocalEngine,
+    aws_sdk_dynamodb::Client,
+    Arc<FakeStreams>,
+) {
+    let (engine, client) = ledger().await;
+    let api = Arc::new(FakeStreams::new(100));
+    api.add_shard("s", None);
+    (engine, client, api)
 }
 
 /// A handler that records, per call, the sequence numbers it is given.
@@ -28,13 +27,7 @@ fn recording(calls: Arc<Mutex<Vec<Vec<u64>>>>) -> Handler {
     Arc::new(move |event: Event| {
         let calls = calls.clone();
         Box::pin(async move {
-            calls.lock().unwrap().push(
-                event
-                    .records
-                    .iter()
-                    .map(|r| seq_of(r).parse().unwrap())
-                    .collect(),
-            );
+            calls.lock().unwrap().push(seqs(&event));
             Ok(DynamoDbEventResponse::default())
         })
     })
@@ -132,9 +125,7 @@ async fn three_processes_share_60_shards_within_one_of_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_reads_the_lease_partition_and_writes_nothing() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut active = leased(&api, &client, "a", &calls);
     active.poll_once().await.unwrap();
@@ -154,9 +145,7 @@ async fn a_standby_reads_the_lease_partition_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_with_one_owner_string_cannot_both_checkpoint() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let first = api.write("s", 10);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut old = leased(&api, &client, "same", &calls);
@@ -212,13 +201,7 @@ fn stolen_during(
     Arc::new(move |event: Event| {
         let (calls, client, n) = (calls.clone(), client.clone(), n.clone());
         Box::pin(async move {
-            calls.lock().unwrap().push(
-                event
-                    .records
-                    .iter()
-                    .map(|r| seq_of(r).parse().unwrap())
-                    .collect(),
-            );
+            calls.lock().unwrap().push(seqs(&event));
             if n.fetch_add(1, Ordering::SeqCst) + 1 == at {
                 let seen = item(&client, "s").await.counter;
                 let taken = table(&client, "thief").take("s", Some(seen), false).await;
@@ -234,9 +217,7 @@ fn stolen_during(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_lost_mid_batch_stops_that_shard_before_its_next_invocation() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 20);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut c = config(&client, "a", Duration::from_secs(300));
@@ -263,9 +244,7 @@ async fn a_lease_lost_mid_batch_stops_that_shard_before_its_next_invocation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_consume_a_lost_lease_cancels_the_invocation_in_flight() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 20);
     let calls = Arc::new(Mutex::new(Vec::new()));
     // A short lease: the renewer (every third of it) finds the theft.
@@ -350,9 +329,7 @@ async fn a_checkpointed_shard_that_vanished_is_reported_once_with_its_range() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_is_recorded_at_the_first_start_and_a_restart_skips_nothing() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     *api.clock_ms.lock().unwrap() = Some(now_ms() - 60_000);
     api.write("s", 5); // before the mapping ever started
     *api.clock_ms.lock().unwrap() = None;
@@ -376,11 +353,7 @@ fn failing_shard_handler(calls: Arc<Mutex<Vec<Vec<u64>>>>, bad: Vec<u64>, hang: 
     Arc::new(move |event: Event| {
         let (calls, bad) = (calls.clone(), bad.clone());
         Box::pin(async move {
-            let seqs: Vec<u64> = event
-                .records
-                .iter()
-                .map(|r| seq_of(r).parse().unwrap())
-                .collect();
+            let seqs = seqs(&event);
             let failing = seqs.iter().any(|s| bad.contains(s));
             calls.lock().unwrap().push(seqs);
             if failing {
@@ -545,11 +518,7 @@ async fn an_invocation_past_the_function_timeout_is_cancelled_and_counts_as_fail
         Arc::new(move |event: Event| {
             let (started, cancelled, seen) = (started.clone(), cancelled.clone(), seen.clone());
             Box::pin(async move {
-                let seqs: Vec<u64> = event
-                    .records
-                    .iter()
-                    .map(|r| seq_of(r).parse().unwrap())
-                    .collect();
+                let seqs = seqs(&event);
                 if seqs.contains(&poison) {
                     started.fetch_add(1, Ordering::SeqCst);
                     let _guard = OnDrop(cancelled);
@@ -684,9 +653,7 @@ async fn iterator_age_is_the_oldest_record_not_checkpointed_rising_while_it_is_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_that_vanishes_while_held_is_let_go_and_reported() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 10);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut m = leased(&api, &client, "a", &calls);
@@ -729,9 +696,7 @@ fn slow(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_stop_the_batch_in_flight_finishes_within_the_grace_and_no_new_one_starts() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 10);
     let started = Arc::new(tokio::sync::Notify::new());
     let mut m = slow(
@@ -760,9 +725,7 @@ async fn on_stop_the_batch_in_flight_finishes_within_the_grace_and_no_new_one_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_grace_the_batch_in_flight_is_abandoned_without_a_checkpoint() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     api.write("s", 10);
     let started = Arc::new(tokio::sync::Notify::new());
     let mut m = slow(&api, &client, None, started.clone());

@@ -550,6 +550,9 @@ pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> anyho
 }
 
 #[cfg(test)]
+mod test_support;
+
+#[cfg(test)]
 mod unit_tests;
 
 #[cfg(test)]

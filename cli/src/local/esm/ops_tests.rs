@@ -4,16 +4,9 @@
 //! each process's own clock (never by comparing wall clocks across hosts).
 //! No timed assertions: counts, orders, the fake's clock and `time_scale`.
 
+use super::test_support::seqs;
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
-
-fn seqs(event: &Event) -> Vec<u64> {
-    event
-        .records
-        .iter()
-        .map(|r| seq_of(r).parse().unwrap())
-        .collect()
-}
 
 /// Panics on every batch holding `poison` (as a bug in a rule would);
 /// records the batches it completes.
@@ -74,23 +67,10 @@ async fn a_panicking_record_is_given_up_after_the_deployed_retries_while_other_s
 }
 
 mod leases {
+    use super::super::test_support::{ledger, LEDGER};
     use super::*;
-    use crate::local::engine::{ensure_table, sdk_config, LocalEngine};
-
-    const LEDGER: &str = "ledger";
     /// A guard against hanging: what a test waits for arrives long before.
     const GUARD: Duration = Duration::from_secs(40);
-
-    async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
-        let engine = LocalEngine::start("127.0.0.1:0", None)
-            .await
-            .expect("engine starts");
-        let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-        ensure_table(&client, &shared::models::table::ledger(), LEDGER)
-            .await
-            .expect("ledger table");
-        (engine, client)
-    }
 
     fn idle() -> Handler {
         Arc::new(|_event: Event| Box::pin(async { Ok(DynamoDbEventResponse::default()) }))
