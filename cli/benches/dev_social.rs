@@ -22,11 +22,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use chrono::{SecondsFormat, Utc};
 use common::{batch_write_floor, env_usize, ratio, FLOOR_WRITERS};
@@ -161,26 +159,10 @@ async fn main() -> anyhow::Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()?);
-    let stdout = dev.0.stdout.take().context("dev's stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let (mut ddb, mut sqs) = (None, None);
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(e) = line.strip_prefix("DynamoDB endpoint: ") {
-            ddb = Some(e.trim().to_string());
-        }
-        if let Some(e) = line.strip_prefix("SQS endpoint: ") {
-            sqs = Some(e.trim().to_string());
-        }
-        if line.starts_with("processors:") {
-            break;
-        }
-    }
-    let (Some(ddb), Some(sqs)) = (ddb, sqs) else {
-        anyhow::bail!("jobstream dev did not print its endpoints");
-    };
-    // Keep reading dev's status lines so its stdout never blocks.
-    std::thread::spawn(move || for _ in lines {});
+    // Its startup lines (the rest of its output is read away).
+    let prefixes = ["DynamoDB endpoint: ", "SQS endpoint: "];
+    let mut endpoints = common::startup_lines(&mut dev.0, "processors:", &prefixes)?;
+    let (ddb, sqs) = (endpoints.remove(0), endpoints.remove(0));
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&ddb), 3).await);
     let sqs = aws_sdk_sqs::Client::new(&sdk_config(Some(&sqs), 3).await);
     let model = shared::models::find("social").map_err(anyhow::Error::msg)?;

@@ -41,6 +41,7 @@ use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::env_usize;
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::metrics::get;
 use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
 use jobstream::meter::Meter;
@@ -232,7 +233,7 @@ enum Consumer {
     },
     Processes {
         /// `run`'s `--metrics-listen` address.
-        metrics: String,
+        metrics: std::net::SocketAddr,
         /// The stream processors, as `/metrics` labels them.
         mappings: Vec<String>,
         _run: Child,
@@ -270,7 +271,7 @@ impl Consumer {
             Self::Processes {
                 metrics, mappings, ..
             } => {
-                let (status, body) = http_get(metrics, "/metrics").await?;
+                let (status, body) = get(*metrics, "/metrics").await?;
                 anyhow::ensure!(status == 200, "GET /metrics: {status}");
                 Ok(parse_metrics(&body, mappings))
             }
@@ -293,29 +294,6 @@ impl Consumer {
             Self::Processes { .. } => Ok(()),
         }
     }
-}
-
-/// `GET path` on `addr` (HTTP/1.1, one request): (status, body).
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut conn = tokio::net::TcpStream::connect(addr).await?;
-    conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await?;
-    let mut buf = Vec::new();
-    conn.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
 }
 
 /// Each mapping's records processed and largest iterator age, from `run`'s
@@ -344,26 +322,6 @@ fn parse_metrics(text: &str, mappings: &[String]) -> Counters {
             (name.clone(), processed as u64, age as i64)
         })
         .collect()
-}
-
-/// Reads a child's stdout until `last` starts a line; returns the value of
-/// the `DynamoDB endpoint: ` line. The rest is read away (never blocks).
-fn endpoint_from(child: &mut std::process::Child, last: &str) -> anyhow::Result<String> {
-    use std::io::BufRead as _;
-    let stdout = child.stdout.take().context("stdout")?;
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let mut endpoint = None;
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(e) = line.strip_prefix("DynamoDB endpoint: ") {
-            endpoint = Some(e.trim().to_string());
-        }
-        if line.starts_with(last) {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    endpoint.context("no `DynamoDB endpoint:` line")
 }
 
 /// The runtime of `w` started as `via`, with its bill meter in front:
@@ -426,7 +384,8 @@ async fn start(
                     .spawn()
                     .context("starting jobstream serve")?,
             );
-            let endpoint = endpoint_from(&mut serve.0, "tables:")?;
+            let endpoint =
+                common::startup_lines(&mut serve.0, "tables:", &["DynamoDB endpoint: "])?.remove(0);
             let meter = Meter::in_front_of(&endpoint).await?;
             let mut queue_env = Vec::new();
             if let Some(sqs) = &sqs {
@@ -440,9 +399,7 @@ async fn start(
                     queue_env.push((shared::lambda::queue_env(def.logical), q.url));
                 }
             }
-            let metrics = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .to_string();
+            let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
             let dir = TempDir(
                 std::env::temp_dir().join(format!("hot-shard-{}", uuid::Uuid::new_v4().simple())),
             );
@@ -451,7 +408,8 @@ async fn start(
             cmd.arg("run")
                 .args(&model_args)
                 .args(["--endpoint", &meter.endpoint()])
-                .args(["--metrics-listen", &metrics])
+                .arg("--metrics-listen")
+                .arg(metrics.to_string())
                 .arg("--on-failure-file")
                 .arg(dir.0.join("failures.jsonl"))
                 .envs(queue_env)
@@ -462,12 +420,7 @@ async fn start(
             }
             let run = Child(cmd.spawn().context("starting jobstream run")?);
             let started = Instant::now();
-            while http_get(&metrics, "/readyz")
-                .await
-                .map(|r| r.0)
-                .unwrap_or(0)
-                != 200
-            {
+            while get(metrics, "/readyz").await.map(|r| r.0).unwrap_or(0) != 200 {
                 anyhow::ensure!(
                     started.elapsed() < Duration::from_secs(120),
                     "jobstream run not ready within 120 s"
