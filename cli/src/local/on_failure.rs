@@ -88,10 +88,7 @@ pub fn function_arn(mapping: &str, stream_arn: &str) -> String {
 }
 
 fn iso(t: Option<chrono::DateTime<chrono::Utc>>) -> serde_json::Value {
-    match t {
-        Some(t) => json!(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => serde_json::Value::Null,
-    }
+    json!(t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
 }
 
 /// The JSON line / message of one failed batch, in Lambda's shape.
