@@ -39,7 +39,7 @@ use std::process::Stdio;
 
 use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::env_usize;
+use common::{env_usize, Child};
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::local::metrics::get;
 use jobstream::local::runtime::Runtime;
@@ -210,16 +210,6 @@ impl Via {
             Self::Dev => "dev (in process)",
             Self::Run => "run (jobstream serve + jobstream run, two processes)",
         }
-    }
-}
-
-/// A child process, killed however the benchmark ends.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

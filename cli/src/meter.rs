@@ -236,7 +236,7 @@ fn operation(head: &str) -> String {
 }
 
 /// Splits an HTTP message into its head and body.
-fn split(message: &[u8]) -> (&[u8], &[u8]) {
+pub(crate) fn split(message: &[u8]) -> (&[u8], &[u8]) {
     match message.windows(4).position(|w| w == b"\r\n\r\n") {
         Some(end) => (&message[..end], &message[end + 4..]),
         None => (message, &message[..0]),

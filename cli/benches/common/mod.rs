@@ -253,3 +253,13 @@ pub fn startup_lines(
         .map(|(prefix, v)| v.with_context(|| format!("no `{prefix}` line")))
         .collect()
 }
+
+/// A child process, killed however the benchmark ends.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
