@@ -411,6 +411,11 @@ impl<S: StreamsApi> StreamMapping<S> {
     /// Forgets a shard whose lease is gone.
     pub(super) fn lost(&mut self, id: &str) {
         tracing::warn!(mapping = %self.name(), shard = id, "lease lost: another owner reads this shard now");
+        self.forget(id);
+    }
+
+    /// Drops a shard this process no longer reads (its lease, its age).
+    fn forget(&mut self, id: &str) {
         self.held.remove(id);
         if let Ok(mut live) = self.live.lock() {
             live.remove(id);
@@ -458,12 +463,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             }
         }
         tracing::info!(mapping = %self.name(), shard = id, "shard completed");
-        self.held.remove(id);
-        if let Ok(mut live) = self.live.lock() {
-            live.remove(id);
-        }
-        self.ctx.stats.set_oldest(id, None);
-        self.note_leases();
+        self.forget(id);
         self.finished.insert(id.to_string());
         self.rediscover = true;
     }

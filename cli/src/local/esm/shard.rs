@@ -119,6 +119,15 @@ impl Shard {
     pub(super) fn holds(&self) -> bool {
         self.lease.as_ref().is_none_or(|l| l.holds())
     }
+
+    /// The record at the front is done with: no attempt, no invocation,
+    /// no retry pending, full batches again.
+    fn reset_retries(&mut self, batch_size: usize) {
+        self.attempts = 0;
+        self.invoke_count = 0;
+        self.limit = batch_size;
+        self.retry_at = None;
+    }
 }
 
 pub(super) fn seq_of(r: &EventRecord) -> String {
@@ -427,10 +436,7 @@ impl<S: StreamsApi> Ctx<S> {
         self.stats
             .records_given_up
             .fetch_add(n as u64, Ordering::Relaxed);
-        s.attempts = 0;
-        s.invoke_count = 0;
-        s.limit = self.config.batch_size;
-        s.retry_at = None;
+        s.reset_retries(self.config.batch_size);
         self.advance(id, s, n).await
     }
 
@@ -535,10 +541,7 @@ impl<S: StreamsApi> Ctx<S> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         let Some(reason) = failure else {
-            s.attempts = 0;
-            s.invoke_count = 0;
-            s.limit = self.config.batch_size;
-            s.retry_at = None;
+            s.reset_retries(self.config.batch_size);
             return Ok(done);
         };
         if done > 0 {

@@ -3,6 +3,7 @@
 //! other), as tests, demos and benchmarks wait for every effect.
 
 use super::*;
+use crate::local::esm::Round;
 
 impl Runtime {
     /// Starts every queue's pollers (their own tasks, as many per queue as
@@ -104,18 +105,14 @@ impl Runtime {
             // consumed by their own pollers meanwhile.
             let streams =
                 futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once())).await;
-            let mut active = false;
-            let mut progressed = false;
-            let mut wait: Option<Instant> = None;
+            let mut round = Round::default();
             for r in streams {
-                let r = r?;
-                total += r.done;
-                progressed |= r.done > 0;
-                active |= r.done > 0 || r.pending > 0;
-                if let Some(w) = r.wait {
-                    wait = Some(wait.map_or(w, |x: Instant| x.min(w)));
-                }
+                round.absorb(r?);
             }
+            total += round.done;
+            let progressed = round.done > 0;
+            let mut active = round.done > 0 || round.pending > 0;
+            let wait = round.wait;
             if watch_queues {
                 active |= self.queues_active().await?;
             }
