@@ -325,24 +325,22 @@ impl LeaseTable {
         let sent = Instant::now();
         let expires = self.expiry();
         let set = "SET #o = :me, #e = :exp, #u = :now ADD #c :one";
-        let req = if reset {
-            self.update(shard_id)
-                .update_expression(format!("{set} REMOVE #se, #s, #t"))
-                .expression_attribute_names("#s", attr::SEQ)
-                .expression_attribute_names("#t", shared::ledger::TTL)
-        } else {
-            self.update(shard_id).update_expression(set)
-        };
         // Items without a counter (never taken) read as counter 0.
         let unchanged = "(attribute_not_exists(#c) OR #c = :seen)";
         let req = if reset {
             // --from-start may take a completed shard again.
-            req.condition_expression(unchanged)
+            self.update(shard_id)
+                .update_expression(format!("{set} REMOVE #se, #s, #t"))
+                .condition_expression(unchanged)
+                .expression_attribute_names("#s", attr::SEQ)
+                .expression_attribute_names("#t", shared::ledger::TTL)
         } else {
-            req.condition_expression(format!("{unchanged} AND attribute_not_exists(#se)"))
-        }
-        .expression_attribute_values(":seen", n(seen.unwrap_or(0)));
+            self.update(shard_id)
+                .update_expression(set)
+                .condition_expression(format!("{unchanged} AND attribute_not_exists(#se)"))
+        };
         let req = req
+            .expression_attribute_values(":seen", n(seen.unwrap_or(0)))
             .expression_attribute_names("#o", attr::OWNER)
             .expression_attribute_names("#e", attr::EXPIRES)
             .expression_attribute_names("#u", attr::UPDATED)

@@ -250,18 +250,14 @@ async fn under_consume_a_lost_lease_cancels_the_invocation_in_flight() {
     // A short lease: the renewer (every third of it) finds the theft.
     let mut c = config(&client, "a", Duration::from_millis(600));
     c.discovery_interval = Duration::from_secs(3600);
-    let mut m = StreamMapping::with_api(
+    let m = StreamMapping::with_api(
         c,
         api.clone(),
         "arn".into(),
         stolen_during(calls.clone(), client.clone(), 2, true),
     );
-    let (tx, rx) = watch::channel(false);
     let stats = m.stats();
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::from_secs(3600)).await.unwrap();
-        m
-    });
+    let (tx, run) = consuming(m, Duration::from_secs(3600));
     // The shard task ends on its own (the invocation never returns).
     let ages = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
@@ -421,18 +417,14 @@ async fn under_consume_a_hanging_shard_does_not_delay_another() {
     c.batch_size = 5;
     c.function_timeout = Duration::from_secs(3600);
     c.time_scale = 0.001; // 3.6 s timeout, 0.25 ms polling interval
-    let mut m = StreamMapping::with_api(
+    let m = StreamMapping::with_api(
         c,
         api.clone(),
         "arn".into(),
         failing_shard_handler(calls.clone(), stuck.clone(), true),
     );
-    let (tx, rx) = watch::channel(false);
     let stats = m.stats();
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::ZERO).await.unwrap();
-        m
-    });
+    let (tx, run) = consuming(m, Duration::ZERO);
     let all = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let seen = flat(&calls);
@@ -669,6 +661,23 @@ async fn a_shard_that_vanishes_while_held_is_let_go_and_reported() {
     assert_eq!(lost[0].start_sequence_number, seq_string(written[4]));
 }
 
+/// `m` consuming in a task of its own until the returned sender says
+/// stop (batches in flight get `grace`); the task returns the mapping.
+fn consuming<S: StreamsApi + 'static>(
+    mut m: StreamMapping<S>,
+    grace: Duration,
+) -> (
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<StreamMapping<S>>,
+) {
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move {
+        m.consume(rx, grace).await.unwrap();
+        m
+    });
+    (tx, run)
+}
+
 /// A leased mapping of one shard whose handler signals each call and then
 /// takes `hold` (forever when `None`).
 fn slow(
@@ -699,17 +708,13 @@ async fn on_stop_the_batch_in_flight_finishes_within_the_grace_and_no_new_one_st
     let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 10);
     let started = Arc::new(tokio::sync::Notify::new());
-    let mut m = slow(
+    let m = slow(
         &api,
         &client,
         Some(Duration::from_millis(300)),
         started.clone(),
     );
-    let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::from_secs(60)).await.unwrap();
-        m
-    });
+    let (tx, run) = consuming(m, Duration::from_secs(60));
     started.notified().await;
     tx.send_replace(true);
     let m = run.await.unwrap();
@@ -728,12 +733,8 @@ async fn past_the_grace_the_batch_in_flight_is_abandoned_without_a_checkpoint() 
     let (_engine, client, api) = one_shard().await;
     api.write("s", 10);
     let started = Arc::new(tokio::sync::Notify::new());
-    let mut m = slow(&api, &client, None, started.clone());
-    let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::from_millis(100)).await.unwrap();
-        m
-    });
+    let m = slow(&api, &client, None, started.clone());
+    let (tx, run) = consuming(m, Duration::from_millis(100));
     started.notified().await;
     tx.send_replace(true);
     let m = run.await.unwrap();
