@@ -14,10 +14,10 @@ use crate::local::shards::fake::{seq_string, FakeStreams};
 async fn one_shard() -> (
     crate::local::engine::LocalEngine,
     aws_sdk_dynamodb::Client,
-    Arc<FakeStreams>,
+    FakeStreams,
 ) {
     let (engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("s", None);
     (engine, client, api)
 }
@@ -53,11 +53,11 @@ fn config(client: &aws_sdk_dynamodb::Client, owner: &str, ttl: Duration) -> Mapp
 }
 
 fn leased(
-    api: &Arc<FakeStreams>,
+    api: &FakeStreams,
     client: &aws_sdk_dynamodb::Client,
     owner: &str,
     calls: &Arc<Mutex<Vec<Vec<u64>>>>,
-) -> StreamMapping<Arc<FakeStreams>> {
+) -> StreamMapping<FakeStreams> {
     StreamMapping::with_api(
         config(client, owner, Duration::from_secs(300)),
         api.clone(),
@@ -85,7 +85,7 @@ async fn item(client: &aws_sdk_dynamodb::Client, shard: &str) -> LeaseItem {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_share_60_shards_within_one_of_each_other() {
     let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     let mut written = Vec::new();
     for i in 0..60 {
         let id = format!("shard-{i:02}");
@@ -284,7 +284,7 @@ async fn under_consume_a_lost_lease_cancels_the_invocation_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpointed_shard_that_vanished_is_reported_once_with_its_range() {
     let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("old", None);
     let old = api.write("old", 10);
     let calls = Arc::new(Mutex::new(Vec::new()));
@@ -365,7 +365,7 @@ fn failing_shard_handler(calls: Arc<Mutex<Vec<Vec<u64>>>>, bad: Vec<u64>, hang: 
 
 #[tokio::test]
 async fn one_failing_shard_does_not_delay_another_nor_does_describe_stream() {
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("bad", None);
     api.add_shard("good", None);
     let bad = api.write("bad", 5);
@@ -407,7 +407,7 @@ async fn one_failing_shard_does_not_delay_another_nor_does_describe_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_consume_a_hanging_shard_does_not_delay_another() {
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("stuck", None);
     api.add_shard("good", None);
     let stuck = api.write("stuck", 3);
@@ -681,11 +681,11 @@ fn consuming<S: StreamsApi + 'static>(
 /// A leased mapping of one shard whose handler signals each call and then
 /// takes `hold` (forever when `None`).
 fn slow(
-    api: &Arc<FakeStreams>,
+    api: &FakeStreams,
     client: &aws_sdk_dynamodb::Client,
     hold: Option<Duration>,
     started: Arc<tokio::sync::Notify>,
-) -> StreamMapping<Arc<FakeStreams>> {
+) -> StreamMapping<FakeStreams> {
     let handler: Handler = Arc::new(move |_event: Event| {
         let started = started.clone();
         Box::pin(async move {

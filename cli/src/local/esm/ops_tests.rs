@@ -78,12 +78,12 @@ mod leases {
 
     /// A process whose wall clock is `skew_ms` ahead of the host's.
     fn process(
-        api: &Arc<FakeStreams>,
+        api: &FakeStreams,
         client: &aws_sdk_dynamodb::Client,
         owner: &str,
         skew_ms: i64,
         ttl: Duration,
-    ) -> StreamMapping<Arc<FakeStreams>> {
+    ) -> StreamMapping<FakeStreams> {
         let mut c = MappingConfig::new("m");
         c.time_scale = 0.0001;
         c.discovery_interval = Duration::ZERO;
@@ -95,7 +95,7 @@ mod leases {
         StreamMapping::with_api(c, api.clone(), "arn".into(), idle())
     }
 
-    async fn poll(m: &mut StreamMapping<Arc<FakeStreams>>) {
+    async fn poll(m: &mut StreamMapping<FakeStreams>) {
         m.poll_once().await.unwrap();
     }
 
@@ -115,7 +115,7 @@ mod leases {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_processes_with_clocks_60_s_apart_share_the_shards_without_stealing_live_leases() {
         let (_engine, client) = ledger().await;
-        let api = Arc::new(FakeStreams::new(100));
+        let api = FakeStreams::new(100);
         for i in 0..10 {
             api.add_shard(&format!("shard-{i}"), None);
         }
