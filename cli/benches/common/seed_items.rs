@@ -520,7 +520,10 @@ pub mod jobboard {
     /// (2 and 5 days old), j3 in Toronto (1 day), j4 in Montreal (45
     /// days: no candidate).
     pub fn jobs() -> Vec<NewJob<'static>> {
-        let job = |job_id, city, days, zip, title, skills, salary_max| NewJob {
+        // (id, city, days old, zip), (title, skills, maximum salary)
+        type Role = (&'static str, &'static [&'static str], i64);
+        let job = |(job_id, city, days, zip): (&'static str, _, _, _),
+                   (title, skills, salary_max): Role| NewJob {
             job_id,
             employer_id: if job_id == "j3" { "e2" } else { "e1" },
             city,
@@ -533,40 +536,20 @@ pub mod jobboard {
         };
         vec![
             job(
-                "j1",
-                "Montreal",
-                2,
-                "H2X",
-                "Rust engineer",
-                &["aws", "rust"],
-                130_000,
+                ("j1", "Montreal", 2, "H2X"),
+                ("Rust engineer", &["aws", "rust"], 130_000),
             ),
             job(
-                "j2",
-                "Montreal",
-                5,
-                "H3B",
-                "Go engineer",
-                &["go", "k8s"],
-                110_000,
+                ("j2", "Montreal", 5, "H3B"),
+                ("Go engineer", &["go", "k8s"], 110_000),
             ),
             job(
-                "j3",
-                "Toronto",
-                1,
-                "M5V",
-                "Systems engineer",
-                &["rust"],
-                150_000,
+                ("j3", "Toronto", 1, "M5V"),
+                ("Systems engineer", &["rust"], 150_000),
             ),
             job(
-                "j4",
-                "Montreal",
-                45,
-                "H2X",
-                "Old Rust role",
-                &["rust"],
-                130_000,
+                ("j4", "Montreal", 45, "H2X"),
+                ("Old Rust role", &["rust"], 130_000),
             ),
         ]
     }

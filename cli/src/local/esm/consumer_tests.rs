@@ -6,7 +6,7 @@
 
 use std::sync::atomic::AtomicUsize;
 
-use super::test_support::{ledger, seqs, LEDGER};
+use super::test_support::{lease_table as table, ledger, seqs, LEDGER};
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
@@ -64,12 +64,6 @@ fn leased(
         "arn".into(),
         recording(calls.clone()),
     )
-}
-
-fn table(client: &aws_sdk_dynamodb::Client, owner: &str) -> LeaseTable {
-    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-    cp.owner = owner.to_string();
-    LeaseTable::new(cp, "m", "arn")
 }
 
 async fn item(client: &aws_sdk_dynamodb::Client, shard: &str) -> LeaseItem {

@@ -67,7 +67,7 @@ async fn a_panicking_record_is_given_up_after_the_deployed_retries_while_other_s
 }
 
 mod leases {
-    use super::super::test_support::{ledger, LEDGER};
+    use super::super::test_support::{lease_table, ledger, LEDGER};
     use super::*;
     /// A guard against hanging: what a test waits for arrives long before.
     const GUARD: Duration = Duration::from_secs(40);
@@ -101,9 +101,7 @@ mod leases {
 
     /// Shard -> holder, as the ledger says.
     async fn holders(client: &aws_sdk_dynamodb::Client) -> BTreeMap<String, String> {
-        let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-        cp.owner = "reader".into();
-        LeaseTable::new(cp, "m", "arn")
+        lease_table(client, "reader")
             .list()
             .await
             .unwrap()
@@ -149,17 +147,13 @@ mod leases {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(holders(&client).await, shared, "no lease changed hands");
-        let counters: Vec<i64> = {
-            let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-            cp.owner = "reader".into();
-            LeaseTable::new(cp, "m", "arn")
-                .list()
-                .await
-                .unwrap()
-                .iter()
-                .map(|i| i.counter)
-                .collect()
-        };
+        let counters: Vec<i64> = lease_table(&client, "reader")
+            .list()
+            .await
+            .unwrap()
+            .iter()
+            .map(|i| i.counter)
+            .collect();
         assert!(
             counters.iter().all(|c| *c > 1),
             "renewals move the counter: {counters:?}"

@@ -19,6 +19,13 @@ pub(super) async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
     (engine, client)
 }
 
+/// The lease partition of mapping `m` on stream `arn`, as `owner` sees it.
+pub(super) fn lease_table(client: &aws_sdk_dynamodb::Client, owner: &str) -> LeaseTable {
+    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+    cp.owner = owner.to_string();
+    LeaseTable::new(cp, "m", "arn")
+}
+
 /// The sequence numbers of an event's records, in order.
 pub(super) fn seqs(event: &Event) -> Vec<u64> {
     event
