@@ -271,7 +271,7 @@ impl LeaseTable {
             .update_item()
             .table_name(&self.config.ledger_table)
             .key(shared::ledger::PK, s(&self.pk))
-            .key(shared::ledger::SK, s(&shard_sk(shard_id)))
+            .key(shared::ledger::SK, s(shard_sk(shard_id)))
     }
 
     fn store_error<E>(op: &'static str, shard: &str, e: E) -> LeaseError
