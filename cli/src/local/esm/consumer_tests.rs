@@ -10,6 +10,9 @@ use super::test_support::{lease_table as table, ledger, seqs, LEDGER};
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
+/// The sequence numbers each handler call was given, per call.
+type Calls = Arc<Mutex<Vec<Vec<u64>>>>;
+
 /// The ledger, and a stream of one shard, `s`.
 async fn one_shard() -> (
     crate::local::engine::LocalEngine,
@@ -23,7 +26,7 @@ async fn one_shard() -> (
 }
 
 /// A handler that records, per call, the sequence numbers it is given.
-fn recording(calls: Arc<Mutex<Vec<Vec<u64>>>>) -> Handler {
+fn recording(calls: Calls) -> Handler {
     Arc::new(move |event: Event| {
         let calls = calls.clone();
         Box::pin(async move {
@@ -33,7 +36,7 @@ fn recording(calls: Arc<Mutex<Vec<Vec<u64>>>>) -> Handler {
     })
 }
 
-fn flat(calls: &Arc<Mutex<Vec<Vec<u64>>>>) -> Vec<u64> {
+fn flat(calls: &Calls) -> Vec<u64> {
     calls.lock().unwrap().iter().flatten().copied().collect()
 }
 
@@ -56,7 +59,7 @@ fn leased(
     api: &FakeStreams,
     client: &aws_sdk_dynamodb::Client,
     owner: &str,
-    calls: &Arc<Mutex<Vec<Vec<u64>>>>,
+    calls: &Calls,
 ) -> StreamMapping<FakeStreams> {
     StreamMapping::with_api(
         config(client, owner, Duration::from_secs(300)),
@@ -185,12 +188,7 @@ async fn two_processes_with_one_owner_string_cannot_both_checkpoint() {
 
 /// A handler that, on its `at`-th call, lets `thief` take the shard's lease
 /// before returning success.
-fn stolen_during(
-    calls: Arc<Mutex<Vec<Vec<u64>>>>,
-    client: aws_sdk_dynamodb::Client,
-    at: usize,
-    hang: bool,
-) -> Handler {
+fn stolen_during(calls: Calls, client: aws_sdk_dynamodb::Client, at: usize, hang: bool) -> Handler {
     let n = Arc::new(AtomicUsize::new(0));
     Arc::new(move |event: Event| {
         let (calls, client, n) = (calls.clone(), client.clone(), n.clone());
@@ -339,7 +337,7 @@ async fn latest_is_recorded_at_the_first_start_and_a_restart_skips_nothing() {
     );
 }
 
-fn failing_shard_handler(calls: Arc<Mutex<Vec<Vec<u64>>>>, bad: Vec<u64>, hang: bool) -> Handler {
+fn failing_shard_handler(calls: Calls, bad: Vec<u64>, hang: bool) -> Handler {
     Arc::new(move |event: Event| {
         let (calls, bad) = (calls.clone(), bad.clone());
         Box::pin(async move {
