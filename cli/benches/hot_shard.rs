@@ -27,6 +27,10 @@
 //! HOT_SECONDS=15 per rate, HOT_MODELS=tracker,social,library,
 //! HOT_VIA=dev,run).
 
+/// The tracker's items (shared with the integration tests).
+#[allow(dead_code)]
+#[path = "../../tests/integration/apps.rs"]
+mod apps;
 mod common;
 #[path = "common/seed_items.rs"]
 mod seed_items;
@@ -72,18 +76,10 @@ fn now_iso() -> String {
 fn tracker_app(i: usize) -> Item {
     // One application, updated again and again (each change a new note and
     // updatedAt: one history entry each).
-    let mut item = seed_items::attrs([
-        ("PK", s("APP#hot")),
-        ("SK", s("APP#hot")),
-        ("id", s("hot")),
-        ("companyName", s("Hot Co")),
-        ("positionTitle", s("Engineer")),
-        ("status", s("applied")),
-        ("isArchived", AttributeValue::Bool(false)),
-        ("createdAt", s("2026-11-01T09:00:00.000Z")),
-        ("updatedAt", s(now_iso())),
-        ("notes", s(format!("change {i}"))),
-    ]);
+    let created = "2026-11-01T09:00:00.000Z";
+    let mut item = apps::application("hot", "Hot Co", "Engineer", "applied", created);
+    item.insert("updatedAt".into(), s(now_iso()));
+    item.insert("notes".into(), s(format!("change {i}")));
     item.insert("dateApplied".into(), s("2026-11-01"));
     item
 }
