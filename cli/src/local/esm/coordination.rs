@@ -288,16 +288,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             .flatten()
             .map(|s| s.shard_id.as_str())
             .collect();
-        let gone: Vec<(String, Arc<Lease>)> = self
-            .live
-            .lock()
-            .map(|l| {
-                l.iter()
-                    .filter(|(id, _)| !listed.contains(id.as_str()))
-                    .map(|(id, lease)| (id.clone(), lease.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let gone = leases_where(&self.live, |id, _| !listed.contains(id));
         for (id, lease) in gone {
             lease.lose();
             let token = *lease.token.lock().await;
@@ -426,17 +417,7 @@ impl<S: StreamsApi> StreamMapping<S> {
 
     /// Drops every held shard whose lease is lost or ran out.
     pub(super) fn drop_lost(&mut self) {
-        let gone: Vec<String> = self
-            .live
-            .lock()
-            .map(|l| {
-                l.iter()
-                    .filter(|(_, lease)| !lease.holds())
-                    .map(|(id, _)| id.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for id in gone {
+        for (id, _) in leases_where(&self.live, |_, lease| !lease.holds()) {
             self.lost(&id);
         }
     }

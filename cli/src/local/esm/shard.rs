@@ -51,6 +51,22 @@ impl Lease {
     }
 }
 
+/// The leases of `live` that `keep` chooses, with their shards (a
+/// snapshot: the lock is not held while they are used).
+pub(super) fn leases_where(
+    live: &Mutex<BTreeMap<String, Arc<Lease>>>,
+    keep: impl Fn(&str, &Lease) -> bool,
+) -> Vec<(String, Arc<Lease>)> {
+    live.lock()
+        .map(|l| {
+            l.iter()
+                .filter(|(id, lease)| keep(id, lease))
+                .map(|(id, lease)| (id.clone(), lease.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A shard this mapping is reading.
 pub(super) struct Shard {
     /// `None` while a fresh iterator is needed (at start, after an error).
@@ -664,17 +680,9 @@ pub(super) async fn renew_all(
 ) {
     let third = leases.lease_ttl() / 3;
     let now = Instant::now();
-    let due: Vec<(String, Arc<Lease>)> = live
-        .lock()
-        .map(|l| {
-            l.iter()
-                .filter(|(_, lease)| {
-                    !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
-                })
-                .map(|(id, lease)| (id.clone(), lease.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let due = leases_where(live, |_, lease| {
+        !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
+    });
     for (id, lease) in due {
         if *lease.lost.borrow() {
             continue;
