@@ -205,15 +205,6 @@ impl StreamTail {
     }
 }
 
-/// Every record of `table`'s stream so far.
-pub async fn stream_records(
-    engine: &LocalEngine,
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> anyhow::Result<Vec<serde_json::Value>> {
-    StreamTail::open(engine, client, table).await?.read()
-}
-
 /// `records` as one Lambda event (a stream's or a queue's).
 pub fn event<E: serde::de::DeserializeOwned>(records: &[serde_json::Value]) -> anyhow::Result<E> {
     Ok(serde_json::from_value(
