@@ -22,11 +22,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use chrono::{SecondsFormat, Utc};
 use common::{batch_write_floor, env_usize, ratio, FLOOR_WRITERS};
@@ -37,16 +35,6 @@ use shared::item::Item;
 mod seed_items;
 use seed_items::social as keys;
 use seed_items::social::{follow_item, post_item};
-
-/// The `jobstream dev` process, stopped however the benchmark ends.
-struct Dev(std::process::Child);
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Waits until the work is done without loading the engine while it
 /// works: every 100 ms a cheap check (`progress`: one GetItem of a counter
@@ -103,13 +91,12 @@ async fn count_of(
         .unwrap_or(0))
 }
 
-/// Items of `table` whose `attr` = `value` (a filtered Scan), counted or
-/// returned.
+/// Items of `table` (those whose `attr` = `value` with a filter: a
+/// filtered Scan), counted or returned.
 async fn scan_where(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
-    attr: &str,
-    value: &str,
+    filter: Option<(&str, &str)>,
     count_only: bool,
 ) -> anyhow::Result<(usize, Vec<Item>)> {
     let mut start = None;
@@ -119,10 +106,13 @@ async fn scan_where(
         let mut req = client
             .scan()
             .table_name(table)
-            .filter_expression("#a = :v")
-            .expression_attribute_names("#a", attr)
-            .expression_attribute_values(":v", AttributeValue::S(value.to_string()))
             .set_exclusive_start_key(start.take());
+        if let Some((attr, value)) = filter {
+            req = req
+                .filter_expression("#a = :v")
+                .expression_attribute_names("#a", attr)
+                .expression_attribute_values(":v", AttributeValue::S(value.to_string()));
+        }
         if count_only {
             req = req.select(Select::Count);
         }
@@ -155,32 +145,19 @@ async fn main() -> anyhow::Result<()> {
     // JOBSTREAM_BIN: another build's binary (a before/after in one session).
     let bin =
         std::env::var("JOBSTREAM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_jobstream").into());
-    let mut dev = Dev(Command::new(bin)
-        .args(["dev", "--model", "social", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()?);
-    let stdout = dev.0.stdout.take().context("dev's stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let (mut ddb, mut sqs) = (None, None);
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(e) = line.strip_prefix("DynamoDB endpoint: ") {
-            ddb = Some(e.trim().to_string());
-        }
-        if let Some(e) = line.strip_prefix("SQS endpoint: ") {
-            sqs = Some(e.trim().to_string());
-        }
-        if line.starts_with("processors:") {
-            break;
-        }
-    }
-    let (Some(ddb), Some(sqs)) = (ddb, sqs) else {
-        anyhow::bail!("jobstream dev did not print its endpoints");
-    };
-    // Keep reading dev's status lines so its stdout never blocks.
-    std::thread::spawn(move || for _ in lines {});
+    // `jobstream dev`, stopped however the benchmark ends.
+    let mut dev = common::Child(
+        Command::new(bin)
+            .args(["dev", "--model", "social", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()?,
+    );
+    // Its startup lines (the rest of its output is read away).
+    let prefixes = ["DynamoDB endpoint: ", "SQS endpoint: "];
+    let mut endpoints = common::startup_lines(&mut dev.0, "processors:", &prefixes)?;
+    let (ddb, sqs) = (endpoints.remove(0), endpoints.remove(0));
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&ddb), 3).await);
     let sqs = aws_sdk_sqs::Client::new(&sdk_config(Some(&sqs), 3).await);
     let model = shared::models::find("social").map_err(anyhow::Error::msg)?;
@@ -265,18 +242,20 @@ async fn main() -> anyhow::Result<()> {
                 && queued(&sqs).await? == 0)
         },
         || async {
-            Ok(scan_where(&client, table, keys::SK, &entry_sk, true)
-                .await?
-                .0
-                >= followers
-                && queued(&sqs).await? == 0)
+            Ok(
+                scan_where(&client, table, Some((keys::SK, &entry_sk)), true)
+                    .await?
+                    .0
+                    >= followers
+                    && queued(&sqs).await? == 0,
+            )
         },
     )
     .await?;
     let post_time = started.elapsed();
 
     // 3. The floor.
-    let (_, entries) = scan_where(&client, table, keys::SK, &entry_sk, false).await?;
+    let (_, entries) = scan_where(&client, table, Some((keys::SK, &entry_sk)), false).await?;
     anyhow::ensure!(entries.len() == followers, "{} entries", entries.len());
     let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
     ensure_table(&client, &model.table, &floor_table).await?;
@@ -293,22 +272,7 @@ async fn main() -> anyhow::Result<()> {
     // What each TTL sweep of `dev` reads (every item of the tables with TTL).
     let mut sizes = Vec::new();
     for t in [table, shared::models::table::ledger().name] {
-        let mut start = None;
-        let mut n = 0;
-        loop {
-            let out = client
-                .scan()
-                .table_name(t)
-                .select(Select::Count)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await?;
-            n += out.count() as usize;
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
+        let (n, _) = scan_where(&client, t, None, true).await?;
         sizes.push(format!("{t} {n} items"));
     }
     println!(

@@ -31,8 +31,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequest
 use chrono::{SecondsFormat, Utc};
 use common::{batch_write_floor, env_usize, ratio, FLOOR_WRITERS};
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
 use shared::item::{Item, ItemExt};
 
@@ -181,11 +180,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. Follows through the runtime.
     let engine = LocalEngine::start("127.0.0.1:0", None).await?;
-    let mut opts = RuntimeOptions::new(
-        "social",
-        Some(engine.endpoint()),
-        RecordReader::Embedded(engine.database().clone()),
-    );
+    let mut opts = common::options("social", &engine);
     opts.sqs_endpoint = Some(sqs.endpoint());
     opts.queue_prefix = format!("b{}-", uuid::Uuid::new_v4().simple());
     let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;

@@ -139,7 +139,9 @@ async fn main() -> anyhow::Result<()> {
         started.elapsed(),
         app_meter.bill().per_change(changes)
     );
-    let records = common::stream_records(&engine, &rt.dynamodb, &rt.config.table).await?;
+    // Every record of the table's stream so far.
+    let mut stream = common::StreamTail::open(&engine, &rt.dynamodb, &rt.config.table).await?;
+    let records = stream.read()?;
     if std::env::var_os("JOBSTREAM_BENCH_NO_PEERS").is_none() {
         peers::compare(&engine, &rt, &records, changes).await?;
         println!();

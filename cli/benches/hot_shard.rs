@@ -27,6 +27,10 @@
 //! HOT_SECONDS=15 per rate, HOT_MODELS=tracker,social,library,
 //! HOT_VIA=dev,run).
 
+/// The tracker's items (shared with the integration tests).
+#[allow(dead_code)]
+#[path = "../../tests/integration/apps.rs"]
+mod apps;
 mod common;
 #[path = "common/seed_items.rs"]
 mod seed_items;
@@ -39,10 +43,10 @@ use std::process::Stdio;
 
 use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::env_usize;
+use common::{env_usize, Child};
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
-use jobstream::local::esm::RecordReader;
-use jobstream::local::runtime::{Runtime, RuntimeOptions};
+use jobstream::local::metrics::get;
+use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
 use jobstream::meter::Meter;
 use shared::item::{s, Item};
@@ -72,21 +76,10 @@ fn now_iso() -> String {
 fn tracker_app(i: usize) -> Item {
     // One application, updated again and again (each change a new note and
     // updatedAt: one history entry each).
-    let mut item: Item = [
-        ("PK", s("APP#hot")),
-        ("SK", s("APP#hot")),
-        ("id", s("hot")),
-        ("companyName", s("Hot Co")),
-        ("positionTitle", s("Engineer")),
-        ("status", s("applied")),
-        ("isArchived", AttributeValue::Bool(false)),
-        ("createdAt", s("2026-11-01T09:00:00.000Z")),
-        ("updatedAt", s(now_iso())),
-        ("notes", s(format!("change {i}"))),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    let created = "2026-11-01T09:00:00.000Z";
+    let mut item = apps::application("hot", "Hot Co", "Engineer", "applied", created);
+    item.insert("updatedAt".into(), s(now_iso()));
+    item.insert("notes".into(), s(format!("change {i}")));
     item.insert("dateApplied".into(), s("2026-11-01"));
     item
 }
@@ -98,7 +91,7 @@ fn social_like(i: usize) -> Item {
 
 fn library_loan(i: usize) -> Item {
     let book = seed_items::ulid(1_764_000_000_000 + i as u64, i as u128);
-    [
+    seed_items::attrs([
         ("PK", s("M#hot")),
         ("SK", s(format!("LOAN#{book}"))),
         ("type", s("loan")),
@@ -107,23 +100,17 @@ fn library_loan(i: usize) -> Item {
         ("days", AttributeValue::N("14".into())),
         ("state", s("open")),
         ("since", s(now_iso())),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
 }
 
 fn library_member() -> Vec<Item> {
-    vec![[
+    vec![seed_items::attrs([
         ("PK", s("M#hot")),
         ("SK", s("PROFILE")),
         ("type", s("member")),
         ("memberId", s("hot")),
         ("name", s("Hot Member")),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()]
+    ])]
 }
 
 fn workloads() -> Vec<Workload> {
@@ -222,16 +209,6 @@ impl Via {
     }
 }
 
-/// A child process, killed however the benchmark ends.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The processors under measurement and how to read their counters.
 enum Consumer {
     InProcess {
@@ -242,7 +219,7 @@ enum Consumer {
     },
     Processes {
         /// `run`'s `--metrics-listen` address.
-        metrics: String,
+        metrics: std::net::SocketAddr,
         /// The stream processors, as `/metrics` labels them.
         mappings: Vec<String>,
         _run: Child,
@@ -280,7 +257,7 @@ impl Consumer {
             Self::Processes {
                 metrics, mappings, ..
             } => {
-                let (status, body) = http_get(metrics, "/metrics").await?;
+                let (status, body) = get(*metrics, "/metrics").await?;
                 anyhow::ensure!(status == 200, "GET /metrics: {status}");
                 Ok(parse_metrics(&body, mappings))
             }
@@ -303,29 +280,6 @@ impl Consumer {
             Self::Processes { .. } => Ok(()),
         }
     }
-}
-
-/// `GET path` on `addr` (HTTP/1.1, one request): (status, body).
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut conn = tokio::net::TcpStream::connect(addr).await?;
-    conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await?;
-    let mut buf = Vec::new();
-    conn.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
 }
 
 /// Each mapping's records processed and largest iterator age, from `run`'s
@@ -356,26 +310,6 @@ fn parse_metrics(text: &str, mappings: &[String]) -> Counters {
         .collect()
 }
 
-/// Reads a child's stdout until `last` starts a line; returns the value of
-/// the `DynamoDB endpoint: ` line. The rest is read away (never blocks).
-fn endpoint_from(child: &mut std::process::Child, last: &str) -> anyhow::Result<String> {
-    use std::io::BufRead as _;
-    let stdout = child.stdout.take().context("stdout")?;
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let mut endpoint = None;
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(e) = line.strip_prefix("DynamoDB endpoint: ") {
-            endpoint = Some(e.trim().to_string());
-        }
-        if line.starts_with(last) {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    endpoint.context("no `DynamoDB endpoint:` line")
-}
-
 /// The runtime of `w` started as `via`, with its bill meter in front:
 /// (consumer, processors' meter, engine endpoint, model table).
 async fn start(
@@ -394,14 +328,9 @@ async fn start(
         Via::Dev => {
             let mut engine = LocalEngine::start("127.0.0.1:0", None).await?;
             engine.start_ttl_sweeper(Duration::from_secs(1));
-            let meter = Meter::in_front_of(&engine.endpoint()).await?;
-            let mut opts = RuntimeOptions::new(
-                w.model,
-                Some(engine.endpoint()),
-                RecordReader::Embedded(engine.database().clone()),
-            );
+            let mut opts = common::options(w.model, &engine);
             opts.model_file = w.model_file.clone();
-            opts.processor_endpoint = Some(meter.endpoint());
+            let meter = common::meter_processors(&mut opts, &engine.endpoint()).await?;
             if let Some(sqs) = &sqs {
                 opts.sqs_endpoint = Some(sqs.endpoint());
                 opts.queue_prefix = format!("hot{}-", uuid::Uuid::new_v4().simple());
@@ -441,7 +370,8 @@ async fn start(
                     .spawn()
                     .context("starting jobstream serve")?,
             );
-            let endpoint = endpoint_from(&mut serve.0, "tables:")?;
+            let endpoint =
+                common::startup_lines(&mut serve.0, "tables:", &["DynamoDB endpoint: "])?.remove(0);
             let meter = Meter::in_front_of(&endpoint).await?;
             let mut queue_env = Vec::new();
             if let Some(sqs) = &sqs {
@@ -455,9 +385,7 @@ async fn start(
                     queue_env.push((shared::lambda::queue_env(def.logical), q.url));
                 }
             }
-            let metrics = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .to_string();
+            let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
             let dir = TempDir(
                 std::env::temp_dir().join(format!("hot-shard-{}", uuid::Uuid::new_v4().simple())),
             );
@@ -466,7 +394,8 @@ async fn start(
             cmd.arg("run")
                 .args(&model_args)
                 .args(["--endpoint", &meter.endpoint()])
-                .args(["--metrics-listen", &metrics])
+                .arg("--metrics-listen")
+                .arg(metrics.to_string())
                 .arg("--on-failure-file")
                 .arg(dir.0.join("failures.jsonl"))
                 .envs(queue_env)
@@ -477,12 +406,7 @@ async fn start(
             }
             let run = Child(cmd.spawn().context("starting jobstream run")?);
             let started = Instant::now();
-            while http_get(&metrics, "/readyz")
-                .await
-                .map(|r| r.0)
-                .unwrap_or(0)
-                != 200
-            {
+            while get(metrics, "/readyz").await.map(|r| r.0).unwrap_or(0) != 200 {
                 anyhow::ensure!(
                     started.elapsed() < Duration::from_secs(120),
                     "jobstream run not ready within 120 s"

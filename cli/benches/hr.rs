@@ -117,6 +117,8 @@ struct Bench {
     emps: BTreeMap<String, Item>,
     /// The processor's bill (RRU, WRU).
     meter: jobstream::meter::Meter,
+    /// The records the processor's writes produced in the phases so far.
+    produced: Vec<Value>,
 }
 
 impl Bench {
@@ -220,14 +222,14 @@ impl Bench {
     }
 
     /// Applies one change per employee with `f` (new item or `None` to
-    /// delete), delivers the records, prints the figures. Returns the
-    /// records the processor's writes produced.
+    /// delete), delivers the records, prints the figures. Keeps the records
+    /// the processor's writes produced.
     async fn phase(
         &mut self,
         name: &str,
         write: Write,
         f: impl Fn(usize, Option<&Item>) -> Option<Item>,
-    ) -> anyhow::Result<Vec<Value>> {
+    ) -> anyhow::Result<()> {
         let mut changes: Vec<(Option<Item>, Option<Item>)> = Vec::new();
         let ids: Vec<String> = self.emps.keys().cloned().collect();
         for (i, id) in ids.iter().enumerate() {
@@ -279,7 +281,31 @@ impl Bench {
         }
         let (table, ledger, produced, elapsed, bill) = self.deliver(&records).await?;
         report(name, changes.len(), table, min, ledger, elapsed, &bill);
-        Ok(produced)
+        self.produced.extend(produced);
+        Ok(())
+    }
+
+    /// A [`Self::phase`] changing each employee there is: `f` edits a copy.
+    async fn edits(
+        &mut self,
+        name: &str,
+        write: Write,
+        f: impl Fn(usize, &mut Item),
+    ) -> anyhow::Result<()> {
+        self.phase(name, write, |i, e| {
+            let mut e = e?.clone();
+            f(i, &mut e);
+            Some(e)
+        })
+        .await
+    }
+
+    /// Delivers `records` again (no change has a minimum: every write is
+    /// above it) and prints the figures.
+    async fn redeliver(&mut self, name: &str, records: &[Value]) -> anyhow::Result<()> {
+        let (table, ledger, _, elapsed, bill) = self.deliver(records).await?;
+        report(name, records.len(), table, 0, ledger, elapsed, &bill);
+        Ok(())
     }
 }
 
@@ -319,6 +345,7 @@ async fn main() -> anyhow::Result<()> {
         seen: Vec::new(),
         emps: BTreeMap::new(),
         meter,
+        produced: Vec::new(),
     };
     let org = ulid(1);
     let depts: Vec<String> = (0..n_depts as u64).map(|d| ulid(10 + d)).collect();
@@ -335,97 +362,56 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "{n_emps} employees in {n_depts} departments of one organisation; stream batches of {BATCH} records"
     );
-    let mut produced = b
-        .phase("hire (put)", Write::Put, |i, _| {
-            Some(build::emp(
-                &org,
-                &ulid(1000 + i as u64),
-                &format!("E{i}@Acme.co"),
-                "E",
-                &depts[i % n_depts],
-            ))
-        })
-        .await?;
-    produced.extend(
-        b.phase("move (put)", Write::Put, |i, e| {
-            let mut e = e?.clone();
-            e.insert("departmentId".into(), s(&depts[(i + 1) % n_depts]));
-            Some(e)
-        })
-        .await?,
-    );
-    produced.extend(
-        b.phase("deactivate every other (put)", Write::Put, |i, e| {
-            let mut e = e?.clone();
-            if i % 2 == 0 {
-                e.insert("status".into(), s("inactive"));
-                e.insert("terminatedAt".into(), s("2026-03-01"));
-            } else {
-                e.insert("lastName".into(), s("Renamed"));
-            }
-            Some(e)
-        })
-        .await?,
-    );
-    produced.extend(
-        b.phase("change email (update)", Write::Update, |i, e| {
-            let mut e = e?.clone();
-            e.insert("email".into(), s(format!("new.{i}@ACME.co")));
-            Some(e)
-        })
-        .await?,
-    );
-    produced.extend(
-        b.phase("move and reactivate (update)", Write::Update, |i, e| {
-            let mut e = e?.clone();
-            e.insert("departmentId".into(), s(&depts[(i + 3) % n_depts]));
-            e.insert("status".into(), s("active"));
-            e.remove("terminatedAt");
-            Some(e)
-        })
-        .await?,
-    );
-    produced.extend(
-        b.phase("deactivate every other (update)", Write::Update, |i, e| {
-            let mut e = e?.clone();
-            if i % 2 == 1 {
-                e.insert("status".into(), s("inactive"));
-            }
-            Some(e)
-        })
-        .await?,
-    );
-    produced.extend(
-        b.phase("move (update)", Write::Update, |i, e| {
-            let mut e = e?.clone();
-            e.insert("departmentId".into(), s(&depts[(i + 5) % n_depts]));
-            Some(e)
-        })
-        .await?,
-    );
+    b.phase("hire (put)", Write::Put, |i, _| {
+        Some(build::emp(
+            &org,
+            &ulid(1000 + i as u64),
+            &format!("E{i}@Acme.co"),
+            "E",
+            &depts[i % n_depts],
+        ))
+    })
+    .await?;
+    let moved = |by: usize| {
+        let depts = &depts;
+        move |i: usize, e: &mut Item| {
+            e.insert("departmentId".into(), s(&depts[(i + by) % n_depts]));
+        }
+    };
+    b.edits("move (put)", Write::Put, moved(1)).await?;
+    b.edits("deactivate every other (put)", Write::Put, |i, e| {
+        if i % 2 == 0 {
+            e.insert("status".into(), s("inactive"));
+            e.insert("terminatedAt".into(), s("2026-03-01"));
+        } else {
+            e.insert("lastName".into(), s("Renamed"));
+        }
+    })
+    .await?;
+    b.edits("change email (update)", Write::Update, |i, e| {
+        e.insert("email".into(), s(format!("new.{i}@ACME.co")));
+    })
+    .await?;
+    b.edits("move and reactivate (update)", Write::Update, |i, e| {
+        moved(3)(i, e);
+        e.insert("status".into(), s("active"));
+        e.remove("terminatedAt");
+    })
+    .await?;
+    b.edits("deactivate every other (update)", Write::Update, |i, e| {
+        if i % 2 == 1 {
+            e.insert("status".into(), s("inactive"));
+        }
+    })
+    .await?;
+    b.edits("move (update)", Write::Update, moved(5)).await?;
     // The processor's own writes come back on the stream: a fixpoint.
-    let (table, ledger, _, elapsed, bill) = b.deliver(&produced).await?;
-    report(
-        "processor's own records (fixpoint)",
-        produced.len(),
-        table,
-        0,
-        ledger,
-        elapsed,
-        &bill,
-    );
+    let produced = std::mem::take(&mut b.produced);
+    b.redeliver("processor's own records (fixpoint)", &produced)
+        .await?;
     // A consumer restarted from TRIM_HORIZON: every record again.
     let replay: Vec<Value> = b.seen.clone();
-    let (table, ledger, _, elapsed, bill) = b.deliver(&replay).await?;
-    report(
-        "replay of the whole stream",
-        replay.len(),
-        table,
-        0,
-        ledger,
-        elapsed,
-        &bill,
-    );
+    b.redeliver("replay of the whole stream", &replay).await?;
     let _ = b.new_records()?;
     b.phase("delete", Write::Put, |_, _| None).await?;
     Ok(())

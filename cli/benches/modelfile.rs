@@ -53,11 +53,8 @@ fn figure(v: &[f64], digits: usize) -> String {
         l if l % 2 == 1 => v[l / 2],
         l => (v[l / 2 - 1] + v[l / 2]) / 2.0,
     };
-    let (lo, hi) = (v.first(), v.last());
-    let (lo, hi) = (
-        lo.copied().unwrap_or(f64::NAN),
-        hi.copied().unwrap_or(f64::NAN),
-    );
+    let lo = v.first().copied().unwrap_or(f64::NAN);
+    let hi = v.last().copied().unwrap_or(f64::NAN);
     format!("{median:>7.digits$} ({lo:.digits$}..{hi:.digits$})")
 }
 
@@ -92,7 +89,7 @@ fn rules_alone(w: &Workload, n: usize, rounds: usize) -> anyhow::Result<()> {
         .take(n)
         .collect();
     let rules = shared::models::find(w.model)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .map_err(anyhow::Error::msg)?
         .rules;
     let time = || {
         let started = Instant::now();
@@ -157,7 +154,7 @@ fn records(w: &Workload, r: &dyn Rules, n: usize) -> Vec<Change> {
 /// and each question alone; µs per record.
 fn records_alone(w: &Workload, n: usize, rounds: usize) -> anyhow::Result<()> {
     let rules = shared::models::find(w.model)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .map_err(anyhow::Error::msg)?
         .rules;
     let changes = records(w, rules.as_ref(), n);
     let time = |r: &dyn Rules| {

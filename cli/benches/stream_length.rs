@@ -64,6 +64,7 @@ fn create_table(db: &dynoxide::Database, name: &str, stream: bool) -> anyhow::Re
     Ok(())
 }
 
+#[derive(Default)]
 struct Run {
     /// Records/s written, per window.
     write_rates: Vec<f64>,
@@ -128,13 +129,7 @@ fn measure(
         "TableName": TABLE,
         "TimeToLiveSpecification": {"Enabled": true, "AttributeName": "ttl"}
     })))?;
-    let empty = || Run {
-        write_rates: Vec::new(),
-        put_latency: Vec::new(),
-        read_rates: Vec::new(),
-        sweeps: Vec::new(),
-    };
-    let (mut run, mut floor) = (empty(), empty());
+    let (mut run, mut floor) = (Run::default(), Run::default());
     let mut written = 0;
     while written < records {
         let to = (written + window).min(records);

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::meter::{forward, read_message};
+use crate::meter::{forward, header, read_message, split};
 
 /// One kind of injected failure.
 #[derive(Debug, Clone)]
@@ -45,13 +45,15 @@ pub struct Fault {
 }
 
 impl Fault {
-    pub fn throttle(operation: &str, times: u32) -> Self {
+    /// `times` matching requests answered with HTTP `status` and an error
+    /// of type `error_type`.
+    fn answer(operation: &str, times: u32, status: u16, error_type: &str) -> Self {
         Self {
             operation: operation.into(),
             after: 0,
             times,
-            status: 400,
-            error_type: "ProvisionedThroughputExceededException".into(),
+            status,
+            error_type: error_type.into(),
             fail_entries: false,
             after_effect: false,
             reset: false,
@@ -59,20 +61,18 @@ impl Fault {
         }
     }
 
+    pub fn throttle(operation: &str, times: u32) -> Self {
+        let throttled = "ProvisionedThroughputExceededException";
+        Self::answer(operation, times, 400, throttled)
+    }
+
     /// Fails every entry of `times` batch requests (`DeleteMessageBatch`,
     /// `SendMessageBatch`) with the service's `InternalError`, in a 200
     /// answer, as SQS reports per-entry failures.
     pub fn fail_entries(operation: &str, times: u32) -> Self {
         Self {
-            operation: operation.into(),
-            after: 0,
-            times,
-            status: 200,
-            error_type: "InternalError".into(),
             fail_entries: true,
-            after_effect: false,
-            reset: false,
-            delay: None,
+            ..Self::answer(operation, times, 200, "InternalError")
         }
     }
 
@@ -110,17 +110,7 @@ impl Fault {
     }
 
     pub fn server_error(operation: &str, times: u32) -> Self {
-        Self {
-            operation: operation.into(),
-            after: 0,
-            times,
-            status: 500,
-            error_type: "InternalServerError".into(),
-            fail_entries: false,
-            after_effect: false,
-            reset: false,
-            delay: None,
-        }
+        Self::answer(operation, times, 500, "InternalServerError")
     }
 }
 
@@ -204,15 +194,7 @@ async fn serve(
     let mut cbuf = Vec::new();
     let mut ubuf = Vec::new();
     while let Some((head, request)) = read_message(&mut client, &mut cbuf).await? {
-        let target = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.trim()
-                    .eq_ignore_ascii_case("x-amz-target")
-                    .then(|| v.trim().to_string())
-            })
-            .unwrap_or_default();
+        let target = header(&head, "x-amz-target").unwrap_or_default();
         let fault = {
             let mut s = state.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
             let hit = s
@@ -241,12 +223,7 @@ async fn serve(
         }
         if let Some(f) = fault.as_ref().filter(|f| f.fail_entries) {
             let body = failed_entries(&request, &f.error_type);
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: injected\r\nContent-Length: {}\r\n\r\n{}",
-                body.len(),
-                body
-            );
-            client.write_all(resp.as_bytes()).await?;
+            client.write_all(&answer("200 OK", &body)).await?;
             continue;
         }
         if let Some(f) = fault.as_ref().filter(|f| f.after_effect) {
@@ -263,13 +240,8 @@ async fn serve(
                 r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{}","message":"injected by jobstream fault proxy"}}"#,
                 f.error_type
             );
-            let resp = format!(
-                "HTTP/1.1 {} Injected\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: injected\r\nContent-Length: {}\r\n\r\n{}",
-                f.status,
-                body.len(),
-                body
-            );
-            client.write_all(resp.as_bytes()).await?;
+            let status = format!("{} Injected", f.status);
+            client.write_all(&answer(&status, &body)).await?;
             continue;
         }
         let response = forward(&mut upstream_conn, upstream, &mut ubuf, &request).await?;
@@ -278,12 +250,19 @@ async fn serve(
     Ok(())
 }
 
+/// An HTTP/1.1 answer of the proxy's own: `status` (code and reason),
+/// a JSON `body`.
+fn answer(status: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/x-amz-json-1.0\r\nx-amzn-RequestId: injected\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 /// A batch answer failing every entry of `request` (head + JSON body).
 fn failed_entries(request: &[u8], code: &str) -> String {
-    let body = request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(&request[..0], |end| &request[end + 4..]);
+    let (_, body) = split(request);
     let ids: Vec<String> = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| {

@@ -200,20 +200,15 @@ pub(crate) async fn read_message(
                 .unwrap_or(0);
             let total = end + 4 + len;
             while buf.len() < total {
-                let mut chunk = [0u8; 16384];
-                let n = conn.read(&mut chunk).await?;
+                let n = conn.read_buf(buf).await?;
                 anyhow::ensure!(n > 0, "connection closed mid-body");
-                buf.extend_from_slice(&chunk[..n]);
             }
             let message: Vec<u8> = buf.drain(..total).collect();
             return Ok(Some((head, message)));
         }
-        let mut chunk = [0u8; 16384];
-        let n = conn.read(&mut chunk).await?;
-        if n == 0 {
+        if conn.read_buf(buf).await? == 0 {
             return Ok(None);
         }
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -236,7 +231,7 @@ fn operation(head: &str) -> String {
 }
 
 /// Splits an HTTP message into its head and body.
-fn split(message: &[u8]) -> (&[u8], &[u8]) {
+pub(crate) fn split(message: &[u8]) -> (&[u8], &[u8]) {
     match message.windows(4).position(|w| w == b"\r\n\r\n") {
         Some(end) => (&message[..end], &message[end + 4..]),
         None => (message, &message[..0]),
@@ -436,18 +431,15 @@ mod tests {
     #[test]
     fn answers_add_their_units_per_operation_and_errors_are_classified() {
         let mut bill = Bill::default();
-        let ok = |body: &str| {
-            format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        let answer = |status: &str, body: &str| {
+            let answer = format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
                 body.len()
-            )
+            );
+            answer + body
         };
-        let err = |body: &str| {
-            format!(
-                "HTTP/1.1 400 Bad\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-        };
+        let ok = |body: &str| answer("200 OK", body);
+        let err = |body: &str| answer("400 Bad", body);
         add(
             &mut bill,
             "GetItem",

@@ -205,18 +205,52 @@ impl StreamTail {
     }
 }
 
-/// Every record of `table`'s stream so far.
-pub async fn stream_records(
-    engine: &LocalEngine,
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> anyhow::Result<Vec<serde_json::Value>> {
-    StreamTail::open(engine, client, table).await?.read()
-}
-
 /// `records` as one Lambda event (a stream's or a queue's).
 pub fn event<E: serde::de::DeserializeOwned>(records: &[serde_json::Value]) -> anyhow::Result<E> {
     Ok(serde_json::from_value(
         serde_json::json!({ "Records": records }),
     )?)
+}
+
+/// Reads a child's stdout up to the first line starting with `last`;
+/// returns the value of the line starting with each of `prefixes` (e.g.
+/// `DynamoDB endpoint: `), in their order. The rest is read away on a
+/// thread of its own (the child never blocks on a full pipe).
+pub fn startup_lines(
+    child: &mut std::process::Child,
+    last: &str,
+    prefixes: &[&str],
+) -> anyhow::Result<Vec<String>> {
+    use anyhow::Context as _;
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().context("the child's stdout")?;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let mut values = vec![None; prefixes.len()];
+    for line in lines.by_ref() {
+        let line = line?;
+        for (prefix, value) in prefixes.iter().zip(&mut values) {
+            if let Some(v) = line.strip_prefix(prefix) {
+                *value = Some(v.trim().to_string());
+            }
+        }
+        if line.starts_with(last) {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    prefixes
+        .iter()
+        .zip(values)
+        .map(|(prefix, v)| v.with_context(|| format!("no `{prefix}` line")))
+        .collect()
+}
+
+/// A child process, killed however the benchmark ends.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

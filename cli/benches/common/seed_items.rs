@@ -5,7 +5,13 @@
 
 #![allow(dead_code, unused_imports)] // each benchmark and test uses part of it
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use shared::item::{s, Item};
+
+/// An item of these attributes.
+pub fn attrs<'a>(pairs: impl IntoIterator<Item = (&'a str, AttributeValue)>) -> Item {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
 
 fn item(pairs: &[(&str, &str)]) -> Item {
     pairs
@@ -249,16 +255,13 @@ pub mod social {
 /// Pick'Em (`models/pickem.yaml`): events, their matches (single-member
 /// teams A and B), users and their predictions.
 pub mod pickem {
+    use super::attrs as item;
     use aws_sdk_dynamodb::types::AttributeValue;
     use shared::item::{n, s, Item};
 
-    fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
-        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-    }
-
     /// An event of `date` (`YYYY-MM-DD`); its id is `<date>-<slug>`.
     pub fn event(date: &str, slug: &str, name: &str, state: &str) -> Item {
-        item(vec![
+        item([
             ("PK", s("EVENT")),
             ("SK", s(format!("EVENT#{date}#{slug}"))),
             ("type", s("event")),
@@ -273,7 +276,7 @@ pub mod pickem {
         let team = |m: &str| {
             AttributeValue::M([("members".to_string(), AttributeValue::L(vec![s(m)]))].into())
         };
-        let mut m = item(vec![
+        let mut m = item([
             ("PK", s(format!("EVENT#{event}"))),
             ("SK", s(format!("MATCH#{id}"))),
             ("type", s("match")),
@@ -292,7 +295,7 @@ pub mod pickem {
     }
 
     pub fn user(user: &str) -> Item {
-        item(vec![
+        item([
             ("PK", s(format!("USER#{user}"))),
             ("SK", s("USER")),
             ("type", s("user")),
@@ -302,7 +305,7 @@ pub mod pickem {
 
     /// A user's picks (match id, team) for event `event`.
     pub fn prediction(user: &str, event: &str, picks: &[(String, i64)]) -> Item {
-        item(vec![
+        item([
             ("PK", s(format!("USER#{user}"))),
             ("SK", s(format!("EVENT#{event}"))),
             ("type", s("prediction")),
@@ -490,7 +493,7 @@ pub mod jobboard {
         }
 
         pub fn item(&self) -> Item {
-            [
+            super::attrs([
                 (PK, s(job_pk(self.city))),
                 (SK, s(self.sk())),
                 ("entityType", s("job")),
@@ -509,10 +512,7 @@ pub mod jobboard {
                 ("salaryMin", n(self.salary_max * 8 / 10)),
                 ("salaryMax", n(self.salary_max)),
                 ("status", s("open")),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+            ])
         }
     }
 
@@ -520,7 +520,10 @@ pub mod jobboard {
     /// (2 and 5 days old), j3 in Toronto (1 day), j4 in Montreal (45
     /// days: no candidate).
     pub fn jobs() -> Vec<NewJob<'static>> {
-        let job = |job_id, city, days, zip, title, skills, salary_max| NewJob {
+        // (id, city, days old, zip), (title, skills, maximum salary)
+        type Role = (&'static str, &'static [&'static str], i64);
+        let job = |(job_id, city, days, zip): (&'static str, _, _, _),
+                   (title, skills, salary_max): Role| NewJob {
             job_id,
             employer_id: if job_id == "j3" { "e2" } else { "e1" },
             city,
@@ -533,40 +536,20 @@ pub mod jobboard {
         };
         vec![
             job(
-                "j1",
-                "Montreal",
-                2,
-                "H2X",
-                "Rust engineer",
-                &["aws", "rust"],
-                130_000,
+                ("j1", "Montreal", 2, "H2X"),
+                ("Rust engineer", &["aws", "rust"], 130_000),
             ),
             job(
-                "j2",
-                "Montreal",
-                5,
-                "H3B",
-                "Go engineer",
-                &["go", "k8s"],
-                110_000,
+                ("j2", "Montreal", 5, "H3B"),
+                ("Go engineer", &["go", "k8s"], 110_000),
             ),
             job(
-                "j3",
-                "Toronto",
-                1,
-                "M5V",
-                "Systems engineer",
-                &["rust"],
-                150_000,
+                ("j3", "Toronto", 1, "M5V"),
+                ("Systems engineer", &["rust"], 150_000),
             ),
             job(
-                "j4",
-                "Montreal",
-                45,
-                "H2X",
-                "Old Rust role",
-                &["rust"],
-                130_000,
+                ("j4", "Montreal", 45, "H2X"),
+                ("Old Rust role", &["rust"], 130_000),
             ),
         ]
     }
@@ -603,18 +586,13 @@ pub mod jobboard {
         }
 
         pub async fn employer(&self, id: &str, name: &str) -> Result<(), String> {
-            self.put(
-                [
-                    (PK, s(employer_pk(id))),
-                    (SK, s(PROFILE_SK)),
-                    ("entityType", s("employer")),
-                    ("employerId", s(id)),
-                    ("name", s(name)),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            )
+            self.put(super::attrs([
+                (PK, s(employer_pk(id))),
+                (SK, s(PROFILE_SK)),
+                ("entityType", s("employer")),
+                ("employerId", s(id)),
+                ("name", s(name)),
+            ]))
             .await
         }
 
@@ -640,7 +618,7 @@ pub mod jobboard {
             desired: i64,
             categories: &[&str],
         ) -> Result<(), String> {
-            let mut i: Item = [
+            let mut i = super::attrs([
                 (PK, s(seeker_pk(id))),
                 (SK, s(PROFILE_SK)),
                 ("entityType", s("seeker")),
@@ -649,10 +627,7 @@ pub mod jobboard {
                 ("city", s(city)),
                 ("skills", ss(skills)),
                 ("desiredSalary", n(desired)),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
+            ]);
             if !categories.is_empty() {
                 i.insert("categories".into(), ss(categories));
             }
@@ -666,24 +641,19 @@ pub mod jobboard {
             seeker_id: &str,
             requested_at: &str,
         ) -> Result<(), String> {
-            self.put(
-                [
-                    (PK, s(employer_pk(job.employer_id))),
-                    (SK, s(request_sk(job.job_id, seeker_id))),
-                    ("entityType", s("request")),
-                    ("employerId", s(job.employer_id)),
-                    ("jobId", s(job.job_id)),
-                    ("seekerId", s(seeker_id)),
-                    ("status", s("pending")),
-                    ("requestedAt", s(requested_at)),
-                    ("jobCity", s(job.city)),
-                    ("jobPostedAt", s(&job.posted_at)),
-                    ("jobZip", s(job.zip)),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            )
+            self.put(super::attrs([
+                (PK, s(employer_pk(job.employer_id))),
+                (SK, s(request_sk(job.job_id, seeker_id))),
+                ("entityType", s("request")),
+                ("employerId", s(job.employer_id)),
+                ("jobId", s(job.job_id)),
+                ("seekerId", s(seeker_id)),
+                ("status", s("pending")),
+                ("requestedAt", s(requested_at)),
+                ("jobCity", s(job.city)),
+                ("jobPostedAt", s(&job.posted_at)),
+                ("jobZip", s(job.zip)),
+            ]))
             .await
         }
 

@@ -14,6 +14,7 @@ use crate::seed_items::{hr as h, nth_ulid as id, pickem as p, social as so};
 
 /// One write of a workload, and its lane: writes of one lane are made in
 /// order, lanes concurrently (one lane: the same stream order every run).
+#[derive(Clone)]
 pub enum Write {
     Put(Item),
     Delete(Item),
@@ -29,6 +30,12 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// A workload of one lane.
+    fn one_lane(name: &'static str, model: &'static str, writes: Vec<Write>) -> Self {
+        let lanes = vec![writes];
+        Self { name, model, lanes }
+    }
+
     pub fn changes(&self) -> usize {
         self.lanes.iter().map(Vec::len).sum()
     }
@@ -42,21 +49,18 @@ impl Workload {
         let mut tasks = Vec::new();
         for lane in &self.lanes {
             let (db, table) = (client.clone(), table.to_string());
-            let lane: Vec<(bool, Item)> = lane
-                .iter()
-                .map(|w| match w {
-                    Write::Put(i) => (true, i.clone()),
-                    Write::Delete(k) => (false, k.clone()),
-                })
-                .collect();
+            let lane = lane.clone();
             tasks.push(tokio::spawn(async move {
-                for (put, item) in lane {
-                    if put {
-                        let put = db.put_item().table_name(&table).set_item(Some(item));
-                        put.send().await?;
-                    } else {
-                        let delete = db.delete_item().table_name(&table).set_key(Some(item));
-                        delete.send().await?;
+                for write in lane {
+                    match write {
+                        Write::Put(item) => {
+                            let put = db.put_item().table_name(&table).set_item(Some(item));
+                            put.send().await?;
+                        }
+                        Write::Delete(key) => {
+                            let delete = db.delete_item().table_name(&table).set_key(Some(key));
+                            delete.send().await?;
+                        }
                     }
                 }
                 anyhow::Ok(())
@@ -119,11 +123,7 @@ pub fn hr(emps: usize) -> Workload {
             }
         }
     }
-    Workload {
-        name: "HR",
-        model: "hr",
-        lanes: vec![w],
-    }
+    Workload::one_lane("HR", "hr", w)
 }
 
 /// Social (`models/social.yaml`): `users` users, each following the next
@@ -165,11 +165,7 @@ pub fn social(users: usize) -> Workload {
         // Bad input: a user following themselves.
         w.push(Write::Put(so::follow_item(&u(i), &u(i), &at(i as u64))));
     }
-    Workload {
-        name: "social",
-        model: "social",
-        lanes: vec![w],
-    }
+    Workload::one_lane("social", "social", w)
 }
 
 /// The tracker (`models/tracker.yaml`, its history fold included): ten
@@ -255,9 +251,5 @@ pub fn pickem(users: usize) -> Workload {
             w.push(Write::Put(a_match(date, slug, m, Some(m % 2))));
         }
     }
-    Workload {
-        name: "Pick'Em",
-        model: "pickem",
-        lanes: vec![w],
-    }
+    Workload::one_lane("Pick'Em", "pickem", w)
 }

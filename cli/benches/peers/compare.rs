@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::runtime::Runtime;
@@ -36,6 +37,7 @@ struct Round {
     bill: Bill,
 }
 
+#[derive(Clone)]
 struct Peer {
     name: &'static str,
     command: Vec<String>,
@@ -145,17 +147,8 @@ fn run_child(
         .stderr(Stdio::inherit());
     let started = Instant::now();
     let mut child = cmd.spawn()?;
-    let mut stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdin"))?;
-    let mut lines = BufReader::new(
-        child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("no stdout"))?,
-    )
-    .lines();
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().context("no stdout")?).lines();
     let mut out = Vec::new();
     for _ in 0..rounds {
         let before = meter.bill();
@@ -163,7 +156,7 @@ fn run_child(
         stdin.flush()?;
         let line = lines
             .next()
-            .ok_or_else(|| anyhow::anyhow!("{} ended before its round", peer.name))??;
+            .with_context(|| format!("{} ended before its round", peer.name))??;
         let v: serde_json::Value = serde_json::from_str(&line)
             .map_err(|e| anyhow::anyhow!("{}: {line:?}: {e}", peer.name))?;
         out.push(Round {
@@ -198,9 +191,7 @@ pub async fn child_main() -> Option<anyhow::Result<()>> {
 
 async fn child() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let event_file = args
-        .get(1)
-        .ok_or_else(|| anyhow::anyhow!("no event file"))?;
+    let event_file = args.get(1).context("no event file")?;
     let rounds: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(1);
     let event: aws_lambda_events::event::dynamodb::Event =
         serde_json::from_slice(&std::fs::read(event_file)?)?;
@@ -208,10 +199,7 @@ async fn child() -> anyhow::Result<()> {
     let sdk = shared::store::sdk_config(5).await;
     let store = shared::store::Store::new(aws_sdk_dynamodb::Client::new(&sdk));
     let processors = shared::lambda::Processors::new(&model, &config, store, None);
-    let fold = processors
-        .fold
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("the model has no fold"))?;
+    let fold = processors.fold.clone().context("the model has no fold")?;
     let mut stdin = std::io::stdin().lock().lines();
     for _ in 0..rounds {
         stdin.next();
@@ -294,10 +282,7 @@ pub async fn compare(
             ("NODE_NO_WARNINGS", "1".to_string()),
         ];
         let (peer_meter, file) = (meter.clone(), event_file.clone());
-        let command = Peer {
-            name: peer.name,
-            command: peer.command.clone(),
-        };
+        let command = peer.clone();
         let (rounds, _) =
             tokio::task::spawn_blocking(move || run_child(&command, &env, &file, 2, &peer_meter))
                 .await??;

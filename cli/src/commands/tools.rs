@@ -53,19 +53,9 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             print_report(&report, all);
         }
     }
-    println!(
-        "{}",
-        if report.is_clean() {
-            "no drift"
-        } else {
-            "drift remains"
-        }
-    );
-    Ok(if report.is_clean() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    let clean = report.is_clean();
+    println!("{}", if clean { "no drift" } else { "drift remains" });
+    Ok(success_if(clean))
 }
 
 pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
@@ -118,18 +108,12 @@ pub(crate) fn tables(args: TablesArgs) -> anyhow::Result<ExitCode> {
 
 pub(crate) fn check_model(args: CheckModelArgs) -> anyhow::Result<ExitCode> {
     let path = args.path;
-    match shared::file::check(&path) {
-        Ok(()) => {
-            println!("{}: OK", path.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            for line in e.lines() {
-                println!("{line}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
+    let checked = shared::file::check(&path);
+    match &checked {
+        Ok(()) => println!("{}: OK", path.display()),
+        Err(e) => e.lines().iter().for_each(|line| println!("{line}")),
     }
+    Ok(success_if(checked.is_ok()))
 }
 
 pub(crate) fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
@@ -144,11 +128,7 @@ pub(crate) fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
     for p in &problems {
         eprintln!("{p}");
     }
-    Ok(if problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(success_if(problems.is_empty()))
 }
 
 pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
@@ -190,15 +170,13 @@ pub(crate) fn models(args: ModelsArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     };
-    let path = if args.scenario {
-        format!("models/{name}.scenario.yaml")
+    let (path, list) = if args.scenario {
+        (
+            format!("models/{name}.scenario.yaml"),
+            shared::file::SHIPPED_SCENARIOS,
+        )
     } else {
-        format!("models/{name}.yaml")
-    };
-    let list = if args.scenario {
-        shared::file::SHIPPED_SCENARIOS
-    } else {
-        shared::file::SHIPPED
+        (format!("models/{name}.yaml"), shared::file::SHIPPED)
     };
     match list.iter().find(|(p, _)| *p == path) {
         Some((_, text)) => {
@@ -320,6 +298,15 @@ async fn tool_processors(
         Some(aws_sdk_sqs::Client::new(&c))
     };
     Ok(Processors::new(model, config, store, sqs))
+}
+
+/// Exit 0 when `ok`, else 1.
+fn success_if(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn print_report(report: &jobstream::tools::verify::Report, all: bool) {

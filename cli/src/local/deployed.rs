@@ -140,14 +140,19 @@ pub async fn require_tables(
         )
         .await?,
     );
-    if problems.is_empty() {
-        return Ok(());
-    }
-    anyhow::bail!(
+    none_of(model, &problems)
+}
+
+/// Fails naming every problem of `model`'s resources, and how to deploy
+/// them, unless there is none.
+fn none_of(model: &Model, problems: &[String]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        problems.is_empty(),
         "model {}: {}.\n{HOW_TO_DEPLOY}",
         model.name,
         problems.join("; ")
-    )
+    );
+    Ok(())
 }
 
 /// How a model's queues are named where [`queue_urls`] looks them up.
@@ -215,15 +220,8 @@ pub async fn queue_urls(
             Err(e) => return Err(anyhow::Error::new(e).context(format!("GetQueueUrl {name}"))),
         }
     }
-    if problems.is_empty() {
-        Ok(urls)
-    } else {
-        anyhow::bail!(
-            "model {}: {}.\n{HOW_TO_DEPLOY}",
-            model.name,
-            problems.join("; ")
-        )
-    }
+    none_of(model, &problems)?;
+    Ok(urls)
 }
 
 /// The queue at `url` as `def` defines it (visibility `visibility`, a

@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
     TimeToLiveSpecification,
 };
+use futures::FutureExt as _;
 use shared::models::table::TableDef;
 use tokio::sync::oneshot;
 
@@ -57,19 +58,14 @@ impl LocalEngine {
         let served = db.clone();
         let server = tokio::spawn(async move {
             let engine = tokio::spawn(async move {
-                let shutdown = async {
-                    let _ = inner_rx.await;
-                };
+                let shutdown = inner_rx.map(drop);
                 if let Err(e) = dynoxide::server::serve_with_shutdown(inner, served, shutdown).await
                 {
                     tracing::error!(error = %e, "embedded engine stopped");
                 }
             });
-            let shutdown = async {
-                let _ = rx.await;
-            };
             if let Err(e) = axum::serve(listener, front)
-                .with_graceful_shutdown(shutdown)
+                .with_graceful_shutdown(rx.map(drop))
                 .await
             {
                 tracing::error!(error = %e, "embedded engine's front stopped");
@@ -157,26 +153,26 @@ impl LocalEngine {
 
     /// Stops the server and the sweeper.
     pub async fn stop(mut self) {
+        self.signal_stop();
+        if let Some(h) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        }
+    }
+
+    /// Aborts the sweeper and tells the server to stop.
+    fn signal_stop(&mut self) {
         if let Some(s) = self.sweeper.take() {
             s.abort();
         }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
-        }
-        if let Some(h) = self.server.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
         }
     }
 }
 
 impl Drop for LocalEngine {
     fn drop(&mut self) {
-        if let Some(s) = self.sweeper.take() {
-            s.abort();
-        }
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
+        self.signal_stop();
     }
 }
 
@@ -231,7 +227,7 @@ pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config
     if let Some(url) = endpoint {
         loader = loader.endpoint_url(url);
         if is_loopback(url) {
-            loader = loader.credentials_provider(aws_credential_provider());
+            loader = loader.credentials_provider(local_credentials("local"));
         }
     }
     let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
@@ -257,15 +253,7 @@ pub async fn runtime_sdk_config(
     match endpoint {
         Some(url) if is_loopback(url) => sdk
             .into_builder()
-            .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
-                aws_sdk_dynamodb::config::Credentials::new(
-                    PROCESSORS_ACCESS_KEY,
-                    "local",
-                    None,
-                    None,
-                    "jobstream-local",
-                ),
-            ))
+            .credentials_provider(local_credentials(PROCESSORS_ACCESS_KEY))
             .build(),
         _ => sdk,
     }
@@ -289,17 +277,9 @@ pub fn processor_credentials(
     endpoint: Option<&str>,
     name: &str,
 ) -> Option<aws_sdk_dynamodb::config::SharedCredentialsProvider> {
-    endpoint.filter(|url| is_loopback(url)).map(|_| {
-        aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
-            aws_sdk_dynamodb::config::Credentials::new(
-                processor_access_key(name),
-                "local",
-                None,
-                None,
-                "jobstream-local",
-            ),
-        )
-    })
+    endpoint
+        .filter(|url| is_loopback(url))
+        .map(|_| local_credentials(processor_access_key(name)))
 }
 
 /// The region an endpoint gets when none is configured: `us-east-1` for a
@@ -330,8 +310,20 @@ fn is_loopback(url: &str) -> bool {
     host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")
 }
 
-fn aws_credential_provider() -> aws_sdk_dynamodb::config::Credentials {
-    aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "jobstream-local")
+/// Dummy credentials under `access_key` (the front's caller) for a
+/// loopback endpoint.
+fn local_credentials(
+    access_key: impl Into<String>,
+) -> aws_sdk_dynamodb::config::SharedCredentialsProvider {
+    aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+        aws_sdk_dynamodb::config::Credentials::new(
+            access_key,
+            "local",
+            None,
+            None,
+            "jobstream-local",
+        ),
+    )
 }
 
 /// Creates `def` as `name` unless it exists. Returns whether it was created.
@@ -443,6 +435,7 @@ const TABLE_ACTIVE_WAIT: Duration = Duration::from_secs(300);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
     use aws_smithy_runtime_api::client::http::{
         HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
     };
@@ -527,7 +520,7 @@ mod tests {
         let config = aws_sdk_dynamodb::Config::builder()
             .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
             .region(aws_sdk_dynamodb::config::Region::new("eu-west-1"))
-            .credentials_provider(aws_credential_provider())
+            .credentials_provider(local_credentials("local"))
             .http_client(fake.clone())
             .build();
         let client = aws_sdk_dynamodb::Client::from_conf(config);
@@ -576,18 +569,9 @@ mod tests {
         client
             .put_item()
             .table_name("swept")
-            .item(
-                def.pk,
-                aws_sdk_dynamodb::types::AttributeValue::S("p".into()),
-            )
-            .item(
-                def.sk,
-                aws_sdk_dynamodb::types::AttributeValue::S("s".into()),
-            )
-            .item(
-                def.ttl_attribute.unwrap(),
-                aws_sdk_dynamodb::types::AttributeValue::N(expired),
-            )
+            .item(def.pk, AttributeValue::S("p".into()))
+            .item(def.sk, AttributeValue::S("s".into()))
+            .item(def.ttl_attribute.unwrap(), AttributeValue::N(expired))
             .send()
             .await
             .unwrap();
@@ -610,56 +594,36 @@ mod tests {
         engine.stop().await;
     }
 
-    /// A table with a stream, created through the engine's front.
-    async fn streamed_table(client: &aws_sdk_dynamodb::Client, name: &str) -> String {
-        use aws_sdk_dynamodb::types::*;
-        let out = client
-            .create_table()
-            .table_name(name)
-            .billing_mode(BillingMode::PayPerRequest)
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("pk")
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .unwrap(),
-            )
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("pk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .unwrap(),
-            )
-            .stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::NewAndOldImages)
-                    .build()
-                    .unwrap(),
-            )
-            .send()
-            .await
-            .unwrap();
-        out.table_description()
-            .and_then(|t| t.latest_stream_arn())
-            .unwrap()
-            .to_string()
-    }
-
     #[tokio::test]
     async fn records_older_than_the_retention_are_trimmed_and_iterators_into_them_refused() {
-        use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+        use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
         let engine = LocalEngine::start("127.0.0.1:0", None).await.unwrap();
         let sdk = sdk_config(Some(&engine.endpoint()), 1).await;
         let client = aws_sdk_dynamodb::Client::new(&sdk);
         let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-        let arn = streamed_table(&client, "trimmed").await;
+        // A table with a stream, created through the engine's front.
+        let def = shared::models::find(shared::models::DEFAULT_MODEL)
+            .unwrap()
+            .table;
+        assert!(def.stream);
+        assert!(ensure_table(&client, &def, "trimmed").await.unwrap());
+        let arn = client
+            .describe_table()
+            .table_name("trimmed")
+            .send()
+            .await
+            .unwrap()
+            .table()
+            .and_then(|t| t.latest_stream_arn())
+            .unwrap()
+            .to_string();
         let put = |pk: &'static str| {
+            let s = |v: &str| AttributeValue::S(v.into());
             client
                 .put_item()
                 .table_name("trimmed")
-                .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
+                .item(def.pk, s(pk))
+                .item(def.sk, s(pk))
                 .send()
         };
         put("old1").await.unwrap();
@@ -683,44 +647,36 @@ mod tests {
             .unwrap()
             .to_string();
         let iterator = |kind: ShardIteratorType, seq: Option<String>| {
-            streams
+            let sent = streams
                 .get_shard_iterator()
                 .stream_arn(&arn)
                 .shard_id(&shard)
                 .shard_iterator_type(kind)
                 .set_sequence_number(seq)
-                .send()
+                .send();
+            async move { sent.await.map(|o| o.shard_iterator().unwrap().to_string()) }
+        };
+        let read = |iterator: String| streams.get_records().shard_iterator(iterator).send();
+        let keys = |records: &[Record]| -> Vec<String> {
+            records
+                .iter()
+                .map(|r| {
+                    r.dynamodb().unwrap().keys().unwrap()[def.pk]
+                        .as_s()
+                        .unwrap()
+                        .clone()
+                })
+                .collect()
         };
         let first = iterator(ShardIteratorType::TrimHorizon, None)
             .await
-            .unwrap()
-            .shard_iterator()
-            .unwrap()
-            .to_string();
-        let before = streams
-            .get_records()
-            .shard_iterator(&first)
-            .send()
-            .await
             .unwrap();
+        let before = read(first).await.unwrap();
         let records = before.records();
-        let key = |r: &aws_sdk_dynamodbstreams::types::Record| {
-            r.dynamodb().unwrap().keys().unwrap()["pk"]
-                .as_s()
-                .unwrap()
-                .clone()
-        };
-        assert_eq!(
-            records.iter().map(key).collect::<Vec<_>>(),
-            ["old1", "old2", "new"]
-        );
+        assert_eq!(keys(records), ["old1", "old2", "new"]);
         let seq = |i: usize| {
-            records[i]
-                .dynamodb()
-                .unwrap()
-                .sequence_number()
-                .unwrap()
-                .to_string()
+            let change = records[i].dynamodb().unwrap();
+            Some(change.sequence_number().unwrap().to_string())
         };
         let new_at = records[2]
             .dynamodb()
@@ -729,69 +685,42 @@ mod tests {
             .unwrap()
             .secs();
         // An iterator after the first record, taken before the trim.
-        let held = iterator(ShardIteratorType::AfterSequenceNumber, Some(seq(0)))
+        let held = iterator(ShardIteratorType::AfterSequenceNumber, seq(0))
             .await
-            .unwrap()
-            .shard_iterator()
-            .unwrap()
-            .to_string();
+            .unwrap();
 
         // Everything created before the new record's second: the old two.
         assert_eq!(engine.trim_stream(new_at).await.unwrap(), 2);
 
         let horizon = iterator(ShardIteratorType::TrimHorizon, None)
             .await
-            .unwrap()
-            .shard_iterator()
-            .unwrap()
-            .to_string();
-        let kept = streams
-            .get_records()
-            .shard_iterator(&horizon)
-            .send()
-            .await
             .unwrap();
-        assert_eq!(kept.records().iter().map(key).collect::<Vec<_>>(), ["new"]);
-        // After the first old record: the second is gone, as DynamoDB answers.
-        let e = iterator(ShardIteratorType::AfterSequenceNumber, Some(seq(0)))
-            .await
-            .unwrap_err();
-        assert!(
-            e.as_service_error()
-                .is_some_and(|e| e.is_trimmed_data_access_exception()),
-            "{e:?}"
-        );
-        let e = iterator(ShardIteratorType::AtSequenceNumber, Some(seq(1)))
-            .await
-            .unwrap_err();
-        assert!(e
-            .as_service_error()
-            .is_some_and(|e| e.is_trimmed_data_access_exception()));
-        let e = streams
-            .get_records()
-            .shard_iterator(&held)
-            .send()
-            .await
-            .unwrap_err();
-        assert!(
-            e.as_service_error()
-                .is_some_and(|e| e.is_trimmed_data_access_exception()),
-            "{e:?}"
-        );
+        assert_eq!(keys(read(horizon).await.unwrap().records()), ["new"]);
+        // After the first old record: the second is gone, as DynamoDB
+        // answers; so at it, and through the iterator held from before.
+        let trimmed = [
+            iterator(ShardIteratorType::AfterSequenceNumber, seq(0))
+                .await
+                .unwrap_err()
+                .into_service_error()
+                .is_trimmed_data_access_exception(),
+            iterator(ShardIteratorType::AtSequenceNumber, seq(1))
+                .await
+                .unwrap_err()
+                .into_service_error()
+                .is_trimmed_data_access_exception(),
+            read(held)
+                .await
+                .unwrap_err()
+                .into_service_error()
+                .is_trimmed_data_access_exception(),
+        ];
+        assert_eq!(trimmed, [true; 3], "after, at, held");
         // After the last trimmed record: nothing unread is missing.
-        let after_last = iterator(ShardIteratorType::AfterSequenceNumber, Some(seq(1)))
-            .await
-            .unwrap()
-            .shard_iterator()
-            .unwrap()
-            .to_string();
-        let rest = streams
-            .get_records()
-            .shard_iterator(&after_last)
-            .send()
+        let after_last = iterator(ShardIteratorType::AfterSequenceNumber, seq(1))
             .await
             .unwrap();
-        assert_eq!(rest.records().iter().map(key).collect::<Vec<_>>(), ["new"]);
+        assert_eq!(keys(read(after_last).await.unwrap().records()), ["new"]);
         // The stream mapping's reader sees the trim as the mapping expects.
         let api = crate::local::shards::SdkStreams {
             client: streams.clone(),
@@ -801,7 +730,7 @@ mod tests {
             &api,
             &arn,
             &shard,
-            &crate::local::shards::IteratorPosition::AfterSequenceNumber(seq(0)),
+            &crate::local::shards::IteratorPosition::AfterSequenceNumber(seq(0).unwrap()),
         )
         .await
         .unwrap_err();

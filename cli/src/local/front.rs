@@ -207,18 +207,27 @@ async fn handle(
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %format!("{e:#}"), "the engine's front could not forward a request");
-            let body = serde_json::json!({
-                "__type": "com.amazonaws.dynamodb.v20120810#InternalServerError",
-                "message": format!("the embedded engine did not answer: {e:#}"),
-            })
-            .to_string();
-            Response::builder()
-                .status(StatusCode::INTERNAL_SERVER_ERROR)
-                .header("content-type", "application/x-amz-json-1.0")
-                .body(Body::from(body))
-                .expect("a static response")
+            let why = format!("the embedded engine did not answer: {e:#}");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                &why,
+            )
         }
     }
+}
+
+/// A DynamoDB error answer of the front's own.
+fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "__type": format!("com.amazonaws.dynamodb.v20120810#{kind}"),
+        "message": message,
+    });
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/x-amz-json-1.0")
+        .body(Body::from(body.to_string()))
+        .expect("a status, a header and a body")
 }
 
 async fn forward(front: &Front, req: Request<Body>) -> anyhow::Result<Response<Body>> {
@@ -232,16 +241,8 @@ async fn forward(front: &Front, req: Request<Body>) -> anyhow::Result<Response<B
         .and_then(|t| t.split('.').nth(1))
         .unwrap_or_default();
     if let Some(why) = trimmed_request(&front.horizons, operation, &body) {
-        return Ok(Response::builder()
-            .status(StatusCode::BAD_REQUEST)
-            .header("content-type", "application/x-amz-json-1.0")
-            .body(Body::from(
-                serde_json::json!({
-                    "__type": "com.amazonaws.dynamodb.v20120810#TrimmedDataAccessException",
-                    "message": why,
-                })
-                .to_string(),
-            ))?);
+        let trimmed = "TrimmedDataAccessException";
+        return Ok(error(StatusCode::BAD_REQUEST, trimmed, &why));
     }
     let path = parts
         .uri

@@ -119,20 +119,9 @@ impl Recorder {
     }
 
     fn count_request(&self, processor: &str, operation: &str) {
-        let Ok(mut all) = self.requests.lock() else {
-            return;
-        };
-        if !all.contains_key(processor) {
-            all.insert(processor.to_string(), BTreeMap::new());
-        }
-        let Some(ops) = all.get_mut(processor) else {
-            return;
-        };
-        match ops.get_mut(operation) {
-            Some(n) => *n += 1,
-            None => {
-                ops.insert(operation.to_string(), 1);
-            }
+        if let Ok(mut all) = self.requests.lock() {
+            let ops = all.entry(processor.to_string()).or_default();
+            *ops.entry(operation.to_string()).or_default() += 1;
         }
     }
 
@@ -216,12 +205,7 @@ impl Principal {
             session: uuid::Uuid::new_v4().simple().to_string(),
             model: model.name.to_string(),
             processor: RUNNER.to_string(),
-            grant: Grant {
-                table_actions: vec![],
-                index_actions: vec![],
-                ledger_actions: vec![],
-                sends_to: vec![],
-            },
+            grant: no_grant(),
             mappings: Some(RunnerGrant::mappings(!model.consumers.is_empty())),
             table: table.to_string(),
             ledger: ledger.to_string(),
@@ -273,20 +257,12 @@ impl Principal {
     }
 
     fn table_resource(&self, name: &str, index: bool) -> Resource {
-        if name == self.table {
-            if index {
-                Resource::Index
-            } else {
-                Resource::Table
-            }
-        } else if name == self.ledger {
-            if index {
-                Resource::Other(format!("index of {name}"))
-            } else {
-                Resource::Ledger
-            }
-        } else {
-            Resource::Other(format!("table {name}"))
+        match (name == self.table, name == self.ledger, index) {
+            (true, _, false) => Resource::Table,
+            (true, _, true) => Resource::Index,
+            (_, true, false) => Resource::Ledger,
+            (_, true, true) => Resource::Other(format!("index of {name}")),
+            _ => Resource::Other(format!("table {name}")),
         }
     }
 
@@ -311,24 +287,29 @@ impl Principal {
     }
 
     fn arn(&self, resource: &Resource) -> String {
+        let table = |t: &str| format!("arn:aws:dynamodb:local:000000000000:table/{t}");
+        let queue = |q: &str| format!("arn:aws:sqs:local:000000000000:{q}");
         match resource {
-            Resource::Table => format!("arn:aws:dynamodb:local:000000000000:table/{}", self.table),
-            Resource::Index => format!(
-                "arn:aws:dynamodb:local:000000000000:table/{}/index/*",
-                self.table
-            ),
-            Resource::Ledger => {
-                format!("arn:aws:dynamodb:local:000000000000:table/{}", self.ledger)
-            }
-            Resource::Stream => format!(
-                "arn:aws:dynamodb:local:000000000000:table/{}/stream/*",
-                self.table
-            ),
-            Resource::Queue(q) => format!("arn:aws:sqs:local:000000000000:{q}"),
-            Resource::DeadLetters(q) => format!("arn:aws:sqs:local:000000000000:{q}-dlq"),
-            Resource::OnFailure => "arn:aws:sqs:local:000000000000:on-failure".to_string(),
+            Resource::Table => table(&self.table),
+            Resource::Index => format!("{}/index/*", table(&self.table)),
+            Resource::Ledger => table(&self.ledger),
+            Resource::Stream => format!("{}/stream/*", table(&self.table)),
+            Resource::Queue(q) => queue(q),
+            Resource::DeadLetters(q) => queue(&format!("{q}-dlq")),
+            Resource::OnFailure => queue("on-failure"),
             Resource::Other(o) => o.clone(),
         }
+    }
+}
+
+/// A grant of nothing (`jobstream run`'s own principal has the mappings'
+/// actions instead).
+fn no_grant() -> Grant {
+    Grant {
+        table_actions: vec![],
+        index_actions: vec![],
+        ledger_actions: vec![],
+        sends_to: vec![],
     }
 }
 
@@ -459,14 +440,8 @@ impl EnforcingClient {
     /// Enforces `principal`'s grant in front of the SDK's default HTTPS
     /// client.
     pub fn new(principal: Principal) -> Self {
-        use aws_smithy_http_client::{tls, Builder};
-        let inner = Builder::new()
-            .tls_provider(tls::Provider::Rustls(
-                tls::rustls_provider::CryptoMode::AwsLc,
-            ))
-            .build_https();
         Self {
-            inner,
+            inner: crate::local::stream_identity::default_https_client(),
             principal: Arc::new(principal),
         }
     }
@@ -637,12 +612,7 @@ mod tests {
     fn the_runner_may_do_what_the_mappings_do_and_nothing_else() {
         let mut runner = principal();
         runner.processor = RUNNER.into();
-        runner.grant = Grant {
-            table_actions: vec![],
-            index_actions: vec![],
-            ledger_actions: vec![],
-            sends_to: vec![],
-        };
+        runner.grant = no_grant();
         runner.mappings = Some(RunnerGrant::mappings(true));
         runner.on_failure = Some("http://q/failed".into());
         let check = |p: &Principal, target: &str, body: Value| -> Vec<(String, bool)> {
@@ -654,86 +624,35 @@ mod tests {
         };
         let stream = json!({"StreamArn": "arn:aws:dynamodb:r:1:table/t/stream/2026"});
         let other = json!({"StreamArn": "arn:aws:dynamodb:r:1:table/x/stream/2026"});
+        let (table, ledger) = (json!({"TableName": "t"}), json!({"TableName": "l"}));
+        let work = json!({"QueueUrl": "http://q/work"});
+        let failed = json!({"QueueUrl": "http://q/failed"});
+        let named = |name: &str| json!({ "QueueName": name });
+        let iterator = json!({"ShardIterator": "i"});
+        let elsewhere = json!({"TableName": "x"});
+        let (ddb, streams, sqs) = ("DynamoDB_20120810", "DynamoDBStreams_20120810", "AmazonSQS");
+        // (service, operation, body, allowed)
         let cases = [
-            (
-                "DynamoDBStreams_20120810.DescribeStream",
-                stream.clone(),
-                true,
-            ),
-            ("DynamoDBStreams_20120810.GetShardIterator", stream, true),
-            (
-                "DynamoDBStreams_20120810.GetRecords",
-                json!({"ShardIterator": "i"}),
-                true,
-            ),
-            ("DynamoDBStreams_20120810.DescribeStream", other, false),
-            (
-                "DynamoDB_20120810.DescribeTable",
-                json!({"TableName": "t"}),
-                true,
-            ),
-            (
-                "DynamoDB_20120810.DescribeTable",
-                json!({"TableName": "x"}),
-                false,
-            ),
-            (
-                "DynamoDB_20120810.UpdateItem",
-                json!({"TableName": "l"}),
-                true,
-            ),
-            (
-                "DynamoDB_20120810.PutItem",
-                json!({"TableName": "l"}),
-                false,
-            ),
-            (
-                "DynamoDB_20120810.GetItem",
-                json!({"TableName": "t"}),
-                false,
-            ),
-            (
-                "AmazonSQS.ReceiveMessage",
-                json!({"QueueUrl": "http://q/work"}),
-                true,
-            ),
-            (
-                "AmazonSQS.DeleteMessageBatch",
-                json!({"QueueUrl": "http://q/work"}),
-                true,
-            ),
-            (
-                "AmazonSQS.SendMessage",
-                json!({"QueueUrl": "http://q/work"}),
-                false,
-            ),
-            (
-                "AmazonSQS.GetQueueUrl",
-                json!({"QueueName": "Shop-work"}),
-                true,
-            ),
-            (
-                "AmazonSQS.GetQueueUrl",
-                json!({"QueueName": "Shop-work-dlq"}),
-                true,
-            ),
-            (
-                "AmazonSQS.GetQueueUrl",
-                json!({"QueueName": "elsewhere"}),
-                false,
-            ),
-            (
-                "AmazonSQS.SendMessage",
-                json!({"QueueUrl": "http://q/failed"}),
-                true,
-            ),
-            (
-                "AmazonSQS.ReceiveMessage",
-                json!({"QueueUrl": "http://q/failed"}),
-                false,
-            ),
+            (streams, "DescribeStream", stream.clone(), true),
+            (streams, "GetShardIterator", stream, true),
+            (streams, "GetRecords", iterator, true),
+            (streams, "DescribeStream", other, false),
+            (ddb, "DescribeTable", table.clone(), true),
+            (ddb, "DescribeTable", elsewhere, false),
+            (ddb, "UpdateItem", ledger.clone(), true),
+            (ddb, "PutItem", ledger, false),
+            (ddb, "GetItem", table, false),
+            (sqs, "ReceiveMessage", work.clone(), true),
+            (sqs, "DeleteMessageBatch", work.clone(), true),
+            (sqs, "SendMessage", work, false),
+            (sqs, "GetQueueUrl", named("Shop-work"), true),
+            (sqs, "GetQueueUrl", named("Shop-work-dlq"), true),
+            (sqs, "GetQueueUrl", named("elsewhere"), false),
+            (sqs, "SendMessage", failed.clone(), true),
+            (sqs, "ReceiveMessage", failed, false),
         ];
-        for (target, body, allowed) in cases {
+        for (service, op, body, allowed) in cases {
+            let target = &format!("{service}.{op}");
             let got = check(&runner, target, body.clone());
             assert!(
                 got.iter().all(|(_, a)| *a == allowed),

@@ -36,9 +36,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use shared::item::Item;
+use shared::item::{n, s, Item};
 
 /// Turns on durable checkpoints and leases for a mapping.
 #[derive(Debug, Clone)]
@@ -234,14 +234,6 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn s(v: &str) -> AttributeValue {
-    AttributeValue::S(v.to_string())
-}
-
 type Update = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 
 impl LeaseTable {
@@ -279,7 +271,7 @@ impl LeaseTable {
             .update_item()
             .table_name(&self.config.ledger_table)
             .key(shared::ledger::PK, s(&self.pk))
-            .key(shared::ledger::SK, s(&shard_sk(shard_id)))
+            .key(shared::ledger::SK, s(shard_sk(shard_id)))
     }
 
     fn store_error<E>(op: &'static str, shard: &str, e: E) -> LeaseError
@@ -333,24 +325,22 @@ impl LeaseTable {
         let sent = Instant::now();
         let expires = self.expiry();
         let set = "SET #o = :me, #e = :exp, #u = :now ADD #c :one";
-        let req = if reset {
-            self.update(shard_id)
-                .update_expression(format!("{set} REMOVE #se, #s, #t"))
-                .expression_attribute_names("#s", attr::SEQ)
-                .expression_attribute_names("#t", shared::ledger::TTL)
-        } else {
-            self.update(shard_id).update_expression(set)
-        };
         // Items without a counter (never taken) read as counter 0.
         let unchanged = "(attribute_not_exists(#c) OR #c = :seen)";
         let req = if reset {
             // --from-start may take a completed shard again.
-            req.condition_expression(unchanged)
+            self.update(shard_id)
+                .update_expression(format!("{set} REMOVE #se, #s, #t"))
+                .condition_expression(unchanged)
+                .expression_attribute_names("#s", attr::SEQ)
+                .expression_attribute_names("#t", shared::ledger::TTL)
         } else {
-            req.condition_expression(format!("{unchanged} AND attribute_not_exists(#se)"))
-        }
-        .expression_attribute_values(":seen", n(seen.unwrap_or(0)));
-        let out = req
+            self.update(shard_id)
+                .update_expression(set)
+                .condition_expression(format!("{unchanged} AND attribute_not_exists(#se)"))
+        };
+        let req = req
+            .expression_attribute_values(":seen", n(seen.unwrap_or(0)))
             .expression_attribute_names("#o", attr::OWNER)
             .expression_attribute_names("#e", attr::EXPIRES)
             .expression_attribute_names("#u", attr::UPDATED)
@@ -360,10 +350,8 @@ impl LeaseTable {
             .expression_attribute_values(":exp", n(expires))
             .expression_attribute_values(":now", n(self.now_ms()))
             .expression_attribute_values(":one", n(1))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        match out {
+            .return_values(ReturnValue::AllNew);
+        match self.conditional(req, "take", shard_id).await {
             Ok(out) => {
                 let item = out.attributes().and_then(lease_item).unwrap_or_default();
                 Ok(Some(Taken {
@@ -373,13 +361,8 @@ impl LeaseTable {
                     latest_from_ms: item.latest_from_ms,
                 }))
             }
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(Self::store_error("take", shard_id, e)),
+            Err(LeaseError::Lost { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -410,7 +393,7 @@ impl LeaseTable {
             req.update_expression("SET #c = :zero, #l = :at, #u = :now")
         };
         match self.conditional(req, "mark latest", shard_id).await {
-            Ok(()) | Err(LeaseError::Lost { .. }) => Ok(()),
+            Ok(_) | Err(LeaseError::Lost { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -487,7 +470,7 @@ impl LeaseTable {
                 .expression_attribute_values(":seq", s(seq)),
             None => req.update_expression("SET #e = :zero, #se = :true, #t = :ttl, #u = :now"),
         };
-        self.conditional(req, "finish", shard_id).await
+        self.conditional(req, "finish", shard_id).await.map(drop)
     }
 
     /// Lets the lease go (at shutdown), so another process takes the shard
@@ -498,7 +481,7 @@ impl LeaseTable {
             .update_expression("SET #e = :zero, #u = :now")
             .expression_attribute_names("#e", attr::EXPIRES)
             .expression_attribute_values(":zero", n(0));
-        self.conditional(req, "release", shard_id).await
+        self.conditional(req, "release", shard_id).await.map(drop)
     }
 
     /// Closes the book on a checkpointed shard that no longer exists in the
@@ -525,20 +508,21 @@ impl LeaseTable {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":seen", n(seen));
         match self.conditional(req, "mark vanished", shard_id).await {
-            Ok(()) => Ok(true),
+            Ok(_) => Ok(true),
             Err(LeaseError::Lost { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
 
+    /// Sends `req`: [`LeaseError::Lost`] when its condition fails.
     async fn conditional(
         &self,
         req: Update,
         op: &'static str,
         shard_id: &str,
-    ) -> Result<(), LeaseError> {
+    ) -> Result<UpdateItemOutput, LeaseError> {
         match req.send().await {
-            Ok(_) => Ok(()),
+            Ok(out) => Ok(out),
             Err(e)
                 if e.as_service_error()
                     .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>

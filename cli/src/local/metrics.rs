@@ -113,17 +113,22 @@ fn gauge(
 
 impl Collector for Probe {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let streams: Vec<(&str, &MappingStats)> = self
-            .streams
-            .iter()
-            .map(|s| (s.name.as_str(), &**s))
-            .collect();
-        let queues: Vec<(&str, &QueueStats)> = self
-            .queues
-            .iter()
-            .map(|(n, q)| (n.as_str(), &**q))
-            .collect();
+        fn load(a: &std::sync::atomic::AtomicU64) -> u64 {
+            a.load(Ordering::Relaxed)
+        }
+        // One value per stream mapping, per queue consumer.
+        let streams = |f: fn(&MappingStats) -> u64| -> Vec<(&str, u64)> {
+            self.streams
+                .iter()
+                .map(|s| (s.name.as_str(), f(s)))
+                .collect()
+        };
+        let queues = |f: fn(&QueueStats) -> u64| -> Vec<(&str, u64)> {
+            self.queues
+                .iter()
+                .map(|(n, q)| (n.as_str(), f(q)))
+                .collect()
+        };
         {
             let mut family = encoder.encode_descriptor(
                 "jobstream_iterator_age_milliseconds",
@@ -131,50 +136,36 @@ impl Collector for Probe {
                 None,
                 MetricType::Gauge,
             )?;
-            for (name, s) in &streams {
+            for s in &self.streams {
                 for (shard, age) in s.iterator_ages() {
-                    ConstGauge::new(age).encode(
-                        family.encode_family(&[("processor", *name), ("shard", shard.as_str())])?,
-                    )?;
+                    ConstGauge::new(age).encode(family.encode_family(&[
+                        ("processor", s.name.as_str()),
+                        ("shard", shard.as_str()),
+                    ])?)?;
                 }
             }
         }
-        let processed: Vec<(&str, u64)> = streams
-            .iter()
-            .map(|(n, s)| (*n, load(&s.records_processed)))
-            .chain(queues.iter().map(|(n, q)| (*n, load(&q.deleted))))
-            .collect();
         counter(
             &mut encoder,
             "jobstream_records_processed",
             "Stream records whose batch took effect; queue messages deleted after their invocation succeeded",
-            &processed,
+            &[streams(|s| load(&s.records_processed)), queues(|q| load(&q.deleted))].concat(),
         )?;
-        let invocations: Vec<(&str, u64)> = streams
-            .iter()
-            .map(|(n, s)| (*n, s.invocations()))
-            .chain(queues.iter().map(|(n, q)| (*n, load(&q.invocations))))
-            .collect();
         counter(
             &mut encoder,
             "jobstream_invocations",
             "Handler invocations",
-            &invocations,
+            &[
+                streams(|s| s.invocations()),
+                queues(|q| load(&q.invocations)),
+            ]
+            .concat(),
         )?;
-        let failed: Vec<(&str, u64)> = streams
-            .iter()
-            .map(|(n, s)| (*n, load(&s.failed_invocations)))
-            .chain(
-                queues
-                    .iter()
-                    .map(|(n, q)| (*n, load(&q.failed_invocations))),
-            )
-            .collect();
         counter(
             &mut encoder,
             "jobstream_invocations_failed",
             "Failed invocations (function error, panic, timeout, a failed record in the partial batch response)",
-            &failed,
+            &[streams(|s| load(&s.failed_invocations)), queues(|q| load(&q.failed_invocations))].concat(),
         )?;
         let bad: Vec<(&str, u64)> = self
             .bad_input
@@ -187,45 +178,29 @@ impl Collector for Probe {
             "Records skipped as bad input (the log names each key and reason)",
             &bad,
         )?;
-        let given_up: Vec<(&str, u64)> = streams
-            .iter()
-            .map(|(n, s)| (*n, load(&s.records_given_up)))
-            .collect();
         counter(
             &mut encoder,
             "jobstream_records_given_up",
             "Stream records sent to the on-failure destinations (retries exhausted, record too old)",
-            &given_up,
+            &streams(|s| load(&s.records_given_up)),
         )?;
-        let lost: Vec<(&str, u64)> = streams
-            .iter()
-            .map(|(n, s)| (*n, s.on_failure.losses()))
-            .collect();
         counter(
             &mut encoder,
             "jobstream_record_ranges_lost",
             "Ranges of stream records lost before processing (trimmed, or in vanished shards): run `jobstream backfill`",
-            &lost,
+            &streams(|s| s.on_failure.losses()),
         )?;
-        let leases: Vec<(&str, u64)> = streams
-            .iter()
-            .map(|(n, s)| (*n, load(&s.leases_held)))
-            .collect();
         gauge(
             &mut encoder,
             "jobstream_leases_held",
             "Shard leases this process holds",
-            &leases,
+            &streams(|s| load(&s.leases_held)),
         )?;
-        let in_flight: Vec<(&str, u64)> = queues
-            .iter()
-            .map(|(n, q)| (*n, load(&q.in_flight)))
-            .collect();
         gauge(
             &mut encoder,
             "jobstream_queue_messages_in_flight",
             "Queue messages whose invocation runs now",
-            &in_flight,
+            &queues(|q| load(&q.in_flight)),
         )?;
         Ok(())
     }

@@ -88,10 +88,7 @@ pub fn function_arn(mapping: &str, stream_arn: &str) -> String {
 }
 
 fn iso(t: Option<chrono::DateTime<chrono::Utc>>) -> serde_json::Value {
-    match t {
-        Some(t) => json!(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => serde_json::Value::Null,
-    }
+    json!(t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)))
 }
 
 /// The JSON line / message of one failed batch, in Lambda's shape.
@@ -199,19 +196,8 @@ pub async fn check(config: &OnFailureConfig) -> anyhow::Result<()> {
 /// `OnFailureUndelivered` (batches the destinations failed to take) of a
 /// mapping as one CloudWatch Embedded Metric Format line.
 pub fn undelivered_emf(mapping: &str, count: u64, timestamp_ms: i64) -> String {
-    json!({
-        "_aws": {
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": "jobstream",
-                "Dimensions": [["Processor"]],
-                "Metrics": [{"Name": "OnFailureUndelivered", "Unit": "Count"}],
-            }]
-        },
-        "Processor": mapping,
-        "OnFailureUndelivered": count,
-    })
-    .to_string()
+    let name = "OnFailureUndelivered";
+    crate::local::esm::emf_line(mapping, name, "Count", count, timestamp_ms)
 }
 
 #[cfg(test)]

@@ -71,34 +71,6 @@ pub trait StreamsApi: Send + Sync {
     ) -> impl Future<Output = anyhow::Result<RecordsPage>> + Send;
 }
 
-/// A shared Streams API (several mappings, one stream).
-impl<T: StreamsApi> StreamsApi for std::sync::Arc<T> {
-    fn describe_stream(
-        &self,
-        stream_arn: &str,
-        exclusive_start_shard_id: Option<&str>,
-    ) -> impl Future<Output = anyhow::Result<ShardPage>> + Send {
-        (**self).describe_stream(stream_arn, exclusive_start_shard_id)
-    }
-
-    fn shard_iterator(
-        &self,
-        stream_arn: &str,
-        shard_id: &str,
-        position: &IteratorPosition,
-    ) -> impl Future<Output = anyhow::Result<Option<String>>> + Send {
-        (**self).shard_iterator(stream_arn, shard_id, position)
-    }
-
-    fn get_records(
-        &self,
-        iterator: &str,
-        limit: usize,
-    ) -> impl Future<Output = anyhow::Result<RecordsPage>> + Send {
-        (**self).get_records(iterator, limit)
-    }
-}
-
 /// Every shard of a stream, following DescribeStream's pagination.
 pub async fn list_shards<S: StreamsApi>(
     api: &S,
@@ -379,9 +351,14 @@ pub mod fake {
     }
 
     /// Shards listed in creation order; sequence numbers are global and
-    /// increasing; iterators are `shard/index`.
+    /// increasing; iterators are `shard/index`. A handle: its clones share
+    /// one stream (several mappings, processes, a test's writes).
+    #[derive(Clone, Default)]
+    pub struct FakeStreams(std::sync::Arc<Streams>);
+
+    /// The stream behind a [`FakeStreams`] handle.
     #[derive(Default)]
-    pub struct FakeStreams {
+    pub struct Streams {
         shards: Mutex<(Vec<String>, BTreeMap<String, Shard>)>,
         next_seq: Mutex<u64>,
         pub page_size: usize,
@@ -395,12 +372,19 @@ pub mod fake {
         pub clock_ms: Mutex<Option<i64>>,
     }
 
+    impl std::ops::Deref for FakeStreams {
+        type Target = Streams;
+        fn deref(&self) -> &Streams {
+            &self.0
+        }
+    }
+
     impl FakeStreams {
         pub fn new(page_size: usize) -> Self {
-            Self {
+            Self(std::sync::Arc::new(Streams {
                 page_size,
-                ..Self::default()
-            }
+                ..Streams::default()
+            }))
         }
 
         pub fn add_shard(&self, id: &str, parent: Option<&str>) {
@@ -454,19 +438,6 @@ pub mod fake {
 
         pub fn close(&self, shard: &str) {
             self.shards.lock().unwrap().1.get_mut(shard).unwrap().closed = true;
-        }
-
-        /// Sequence numbers of the shard (for assertions).
-        pub fn shard_of(&self, seq: u64) -> String {
-            let g = self.shards.lock().unwrap();
-            g.1.iter()
-                .find(|(_, s)| s.records.contains(&seq))
-                .map(|(id, _)| id.clone())
-                .unwrap()
-        }
-
-        pub fn parent_of(&self, shard: &str) -> Option<String> {
-            self.shards.lock().unwrap().1[shard].parent.clone()
         }
     }
 

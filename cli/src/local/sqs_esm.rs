@@ -654,19 +654,7 @@ mod tests {
         let client = aws_sdk_sqs::Client::new(
             &crate::local::engine::sdk_config(Some(&sqs.endpoint()), 3).await,
         );
-        let def = QueueDef {
-            logical: "jobs",
-            name: "handover-jobs",
-            dlq_name: "handover-jobs-dlq",
-            consumer: "jobs",
-            consumer_timeout_secs: 30,
-            visibility_timeout_secs: 180,
-            max_receive_count: 5,
-            retention_secs: 3600,
-            dlq_retention_secs: 7200,
-            batch_size: 10,
-            max_concurrency: 1,
-        };
+        let def = QueueDef::standard("jobs", "handover-jobs", "handover-jobs-dlq", "jobs");
         let queue = create_queue(&client, &def, "t-", Duration::from_secs(180))
             .await
             .expect("queue");

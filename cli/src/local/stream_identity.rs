@@ -26,10 +26,18 @@ const GET_RECORDS: &str = "DynamoDBStreams_20120810.GetRecords";
 /// A Streams client that keeps each record's `userIdentity`: the SDK's
 /// default HTTPS client behind [`IdentityClient`].
 pub fn streams_client(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodbstreams::Client {
-    let config = aws_sdk_dynamodbstreams::config::Builder::from(sdk)
-        .http_client(IdentityClient::new())
-        .build();
-    aws_sdk_dynamodbstreams::Client::from_conf(config)
+    streams_client_through(sdk, default_https_client())
+}
+
+/// The SDK's default HTTPS client (rustls on aws-lc), for a checking client
+/// to sit in front of.
+pub fn default_https_client() -> SharedHttpClient {
+    use aws_smithy_http_client::{tls, Builder};
+    Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::AwsLc,
+        ))
+        .build_https()
 }
 
 /// [`streams_client`] with [`IdentityClient`] in front of `inner` instead
@@ -52,27 +60,9 @@ pub struct IdentityClient {
 }
 
 impl IdentityClient {
-    /// In front of the SDK's default HTTPS client.
-    pub fn new() -> Self {
-        use aws_smithy_http_client::{tls, Builder};
-        Self::wrapping(
-            Builder::new()
-                .tls_provider(tls::Provider::Rustls(
-                    tls::rustls_provider::CryptoMode::AwsLc,
-                ))
-                .build_https(),
-        )
-    }
-
     /// In front of `inner`.
     pub fn wrapping(inner: SharedHttpClient) -> Self {
         Self { inner }
-    }
-}
-
-impl Default for IdentityClient {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

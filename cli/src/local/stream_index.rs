@@ -112,26 +112,19 @@ mod tests {
     }
 
     fn create_streamed_table(db: &dynoxide::Database, name: &str) {
-        let req: dynoxide::actions::create_table::CreateTableRequest =
-            serde_json::from_value(serde_json::json!({
-                "TableName": name,
-                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-                "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-                "BillingMode": "PAY_PER_REQUEST",
-                "StreamSpecification": {"StreamEnabled": true, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-            }))
-            .unwrap();
-        db.create_table(req).unwrap();
+        db.create_table(req(serde_json::json!({
+            "TableName": name,
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST",
+            "StreamSpecification": {"StreamEnabled": true, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        })))
+        .unwrap();
     }
 
     fn put(db: &dynoxide::Database, table: &str, pk: &str) {
-        let req: dynoxide::actions::put_item::PutItemRequest =
-            serde_json::from_value(serde_json::json!({
-                "TableName": table,
-                "Item": {"pk": {"S": pk}}
-            }))
-            .unwrap();
-        db.put_item(req).unwrap();
+        let item = serde_json::json!({"TableName": table, "Item": {"pk": {"S": pk}}});
+        db.put_item(req(item)).unwrap();
     }
 
     fn req<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
@@ -176,14 +169,13 @@ mod tests {
             if records.is_empty() {
                 break;
             }
-            for r in records {
-                keys.push(
-                    r["dynamodb"]["Keys"]["pk"]["S"]
-                        .as_str()
-                        .unwrap()
-                        .to_string(),
-                );
-            }
+            let pk = |r: &serde_json::Value| {
+                r["dynamodb"]["Keys"]["pk"]["S"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            };
+            keys.extend(records.iter().map(pk));
             iterator = out["NextShardIterator"].as_str().map(str::to_string);
         }
         keys

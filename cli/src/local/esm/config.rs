@@ -230,17 +230,29 @@ impl MappingStats {
 /// `IteratorAge` (milliseconds) of a mapping as one CloudWatch Embedded
 /// Metric Format line, named as Lambda's metric.
 pub fn iterator_age_emf(mapping: &str, age_ms: i64, timestamp_ms: i64) -> String {
-    serde_json::json!({
+    emf_line(mapping, "IteratorAge", "Milliseconds", age_ms, timestamp_ms)
+}
+
+/// One metric `name` of a mapping as one CloudWatch Embedded Metric Format
+/// line (namespace `jobstream`, dimension `Processor`).
+pub fn emf_line(
+    mapping: &str,
+    name: &str,
+    unit: &str,
+    value: impl Into<serde_json::Value>,
+    timestamp_ms: i64,
+) -> String {
+    let mut line = serde_json::json!({
         "_aws": {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": "jobstream",
                 "Dimensions": [["Processor"]],
-                "Metrics": [{"Name": "IteratorAge", "Unit": "Milliseconds"}],
+                "Metrics": [{"Name": name, "Unit": unit}],
             }]
         },
         "Processor": mapping,
-        "IteratorAge": age_ms,
-    })
-    .to_string()
+    });
+    line[name] = value.into();
+    line.to_string()
 }

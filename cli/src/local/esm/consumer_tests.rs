@@ -6,41 +6,37 @@
 
 use std::sync::atomic::AtomicUsize;
 
+use super::test_support::{lease_table as table, ledger, seqs, LEDGER};
 use super::*;
-use crate::local::engine::{ensure_table, sdk_config, LocalEngine};
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
-const LEDGER: &str = "ledger";
+/// The sequence numbers each handler call was given, per call.
+type Calls = Arc<Mutex<Vec<Vec<u64>>>>;
 
-async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine starts");
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    ensure_table(&client, &shared::models::table::ledger(), LEDGER)
-        .await
-        .expect("ledger table");
-    (engine, client)
+/// The ledger, and a stream of one shard, `s`.
+async fn one_shard() -> (
+    crate::local::engine::LocalEngine,
+    aws_sdk_dynamodb::Client,
+    FakeStreams,
+) {
+    let (engine, client) = ledger().await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    (engine, client, api)
 }
 
 /// A handler that records, per call, the sequence numbers it is given.
-fn recording(calls: Arc<Mutex<Vec<Vec<u64>>>>) -> Handler {
+fn recording(calls: Calls) -> Handler {
     Arc::new(move |event: Event| {
         let calls = calls.clone();
         Box::pin(async move {
-            calls.lock().unwrap().push(
-                event
-                    .records
-                    .iter()
-                    .map(|r| seq_of(r).parse().unwrap())
-                    .collect(),
-            );
+            calls.lock().unwrap().push(seqs(&event));
             Ok(DynamoDbEventResponse::default())
         })
     })
 }
 
-fn flat(calls: &Arc<Mutex<Vec<Vec<u64>>>>) -> Vec<u64> {
+fn flat(calls: &Calls) -> Vec<u64> {
     calls.lock().unwrap().iter().flatten().copied().collect()
 }
 
@@ -60,23 +56,17 @@ fn config(client: &aws_sdk_dynamodb::Client, owner: &str, ttl: Duration) -> Mapp
 }
 
 fn leased(
-    api: &Arc<FakeStreams>,
+    api: &FakeStreams,
     client: &aws_sdk_dynamodb::Client,
     owner: &str,
-    calls: &Arc<Mutex<Vec<Vec<u64>>>>,
-) -> StreamMapping<Arc<FakeStreams>> {
+    calls: &Calls,
+) -> StreamMapping<FakeStreams> {
     StreamMapping::with_api(
         config(client, owner, Duration::from_secs(300)),
         api.clone(),
         "arn".into(),
         recording(calls.clone()),
     )
-}
-
-fn table(client: &aws_sdk_dynamodb::Client, owner: &str) -> LeaseTable {
-    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-    cp.owner = owner.to_string();
-    LeaseTable::new(cp, "m", "arn")
 }
 
 async fn item(client: &aws_sdk_dynamodb::Client, shard: &str) -> LeaseItem {
@@ -92,7 +82,7 @@ async fn item(client: &aws_sdk_dynamodb::Client, shard: &str) -> LeaseItem {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_share_60_shards_within_one_of_each_other() {
     let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     let mut written = Vec::new();
     for i in 0..60 {
         let id = format!("shard-{i:02}");
@@ -132,9 +122,7 @@ async fn three_processes_share_60_shards_within_one_of_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_reads_the_lease_partition_and_writes_nothing() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut active = leased(&api, &client, "a", &calls);
     active.poll_once().await.unwrap();
@@ -154,9 +142,7 @@ async fn a_standby_reads_the_lease_partition_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_with_one_owner_string_cannot_both_checkpoint() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let first = api.write("s", 10);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut old = leased(&api, &client, "same", &calls);
@@ -202,23 +188,12 @@ async fn two_processes_with_one_owner_string_cannot_both_checkpoint() {
 
 /// A handler that, on its `at`-th call, lets `thief` take the shard's lease
 /// before returning success.
-fn stolen_during(
-    calls: Arc<Mutex<Vec<Vec<u64>>>>,
-    client: aws_sdk_dynamodb::Client,
-    at: usize,
-    hang: bool,
-) -> Handler {
+fn stolen_during(calls: Calls, client: aws_sdk_dynamodb::Client, at: usize, hang: bool) -> Handler {
     let n = Arc::new(AtomicUsize::new(0));
     Arc::new(move |event: Event| {
         let (calls, client, n) = (calls.clone(), client.clone(), n.clone());
         Box::pin(async move {
-            calls.lock().unwrap().push(
-                event
-                    .records
-                    .iter()
-                    .map(|r| seq_of(r).parse().unwrap())
-                    .collect(),
-            );
+            calls.lock().unwrap().push(seqs(&event));
             if n.fetch_add(1, Ordering::SeqCst) + 1 == at {
                 let seen = item(&client, "s").await.counter;
                 let taken = table(&client, "thief").take("s", Some(seen), false).await;
@@ -234,9 +209,7 @@ fn stolen_during(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_lost_mid_batch_stops_that_shard_before_its_next_invocation() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 20);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut c = config(&client, "a", Duration::from_secs(300));
@@ -263,26 +236,20 @@ async fn a_lease_lost_mid_batch_stops_that_shard_before_its_next_invocation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_consume_a_lost_lease_cancels_the_invocation_in_flight() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 20);
     let calls = Arc::new(Mutex::new(Vec::new()));
     // A short lease: the renewer (every third of it) finds the theft.
     let mut c = config(&client, "a", Duration::from_millis(600));
     c.discovery_interval = Duration::from_secs(3600);
-    let mut m = StreamMapping::with_api(
+    let m = StreamMapping::with_api(
         c,
         api.clone(),
         "arn".into(),
         stolen_during(calls.clone(), client.clone(), 2, true),
     );
-    let (tx, rx) = watch::channel(false);
     let stats = m.stats();
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::from_secs(3600)).await.unwrap();
-        m
-    });
+    let (tx, run) = consuming(m, Duration::from_secs(3600));
     // The shard task ends on its own (the invocation never returns).
     let ages = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
@@ -309,7 +276,7 @@ async fn under_consume_a_lost_lease_cancels_the_invocation_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpointed_shard_that_vanished_is_reported_once_with_its_range() {
     let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("old", None);
     let old = api.write("old", 10);
     let calls = Arc::new(Mutex::new(Vec::new()));
@@ -350,9 +317,7 @@ async fn a_checkpointed_shard_that_vanished_is_reported_once_with_its_range() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latest_is_recorded_at_the_first_start_and_a_restart_skips_nothing() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     *api.clock_ms.lock().unwrap() = Some(now_ms() - 60_000);
     api.write("s", 5); // before the mapping ever started
     *api.clock_ms.lock().unwrap() = None;
@@ -372,15 +337,11 @@ async fn latest_is_recorded_at_the_first_start_and_a_restart_skips_nothing() {
     );
 }
 
-fn failing_shard_handler(calls: Arc<Mutex<Vec<Vec<u64>>>>, bad: Vec<u64>, hang: bool) -> Handler {
+fn failing_shard_handler(calls: Calls, bad: Vec<u64>, hang: bool) -> Handler {
     Arc::new(move |event: Event| {
         let (calls, bad) = (calls.clone(), bad.clone());
         Box::pin(async move {
-            let seqs: Vec<u64> = event
-                .records
-                .iter()
-                .map(|r| seq_of(r).parse().unwrap())
-                .collect();
+            let seqs = seqs(&event);
             let failing = seqs.iter().any(|s| bad.contains(s));
             calls.lock().unwrap().push(seqs);
             if failing {
@@ -396,7 +357,7 @@ fn failing_shard_handler(calls: Arc<Mutex<Vec<Vec<u64>>>>, bad: Vec<u64>, hang: 
 
 #[tokio::test]
 async fn one_failing_shard_does_not_delay_another_nor_does_describe_stream() {
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("bad", None);
     api.add_shard("good", None);
     let bad = api.write("bad", 5);
@@ -438,7 +399,7 @@ async fn one_failing_shard_does_not_delay_another_nor_does_describe_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_consume_a_hanging_shard_does_not_delay_another() {
-    let api = Arc::new(FakeStreams::new(100));
+    let api = FakeStreams::new(100);
     api.add_shard("stuck", None);
     api.add_shard("good", None);
     let stuck = api.write("stuck", 3);
@@ -448,18 +409,14 @@ async fn under_consume_a_hanging_shard_does_not_delay_another() {
     c.batch_size = 5;
     c.function_timeout = Duration::from_secs(3600);
     c.time_scale = 0.001; // 3.6 s timeout, 0.25 ms polling interval
-    let mut m = StreamMapping::with_api(
+    let m = StreamMapping::with_api(
         c,
         api.clone(),
         "arn".into(),
         failing_shard_handler(calls.clone(), stuck.clone(), true),
     );
-    let (tx, rx) = watch::channel(false);
     let stats = m.stats();
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::ZERO).await.unwrap();
-        m
-    });
+    let (tx, run) = consuming(m, Duration::ZERO);
     let all = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let seen = flat(&calls);
@@ -545,11 +502,7 @@ async fn an_invocation_past_the_function_timeout_is_cancelled_and_counts_as_fail
         Arc::new(move |event: Event| {
             let (started, cancelled, seen) = (started.clone(), cancelled.clone(), seen.clone());
             Box::pin(async move {
-                let seqs: Vec<u64> = event
-                    .records
-                    .iter()
-                    .map(|r| seq_of(r).parse().unwrap())
-                    .collect();
+                let seqs = seqs(&event);
                 if seqs.contains(&poison) {
                     started.fetch_add(1, Ordering::SeqCst);
                     let _guard = OnDrop(cancelled);
@@ -684,9 +637,7 @@ async fn iterator_age_is_the_oldest_record_not_checkpointed_rising_while_it_is_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_that_vanishes_while_held_is_let_go_and_reported() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 10);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut m = leased(&api, &client, "a", &calls);
@@ -702,14 +653,31 @@ async fn a_shard_that_vanishes_while_held_is_let_go_and_reported() {
     assert_eq!(lost[0].start_sequence_number, seq_string(written[4]));
 }
 
+/// `m` consuming in a task of its own until the returned sender says
+/// stop (batches in flight get `grace`); the task returns the mapping.
+fn consuming<S: StreamsApi + 'static>(
+    mut m: StreamMapping<S>,
+    grace: Duration,
+) -> (
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<StreamMapping<S>>,
+) {
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move {
+        m.consume(rx, grace).await.unwrap();
+        m
+    });
+    (tx, run)
+}
+
 /// A leased mapping of one shard whose handler signals each call and then
 /// takes `hold` (forever when `None`).
 fn slow(
-    api: &Arc<FakeStreams>,
+    api: &FakeStreams,
     client: &aws_sdk_dynamodb::Client,
     hold: Option<Duration>,
     started: Arc<tokio::sync::Notify>,
-) -> StreamMapping<Arc<FakeStreams>> {
+) -> StreamMapping<FakeStreams> {
     let handler: Handler = Arc::new(move |_event: Event| {
         let started = started.clone();
         Box::pin(async move {
@@ -729,22 +697,16 @@ fn slow(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_stop_the_batch_in_flight_finishes_within_the_grace_and_no_new_one_starts() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     let written = api.write("s", 10);
     let started = Arc::new(tokio::sync::Notify::new());
-    let mut m = slow(
+    let m = slow(
         &api,
         &client,
         Some(Duration::from_millis(300)),
         started.clone(),
     );
-    let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::from_secs(60)).await.unwrap();
-        m
-    });
+    let (tx, run) = consuming(m, Duration::from_secs(60));
     started.notified().await;
     tx.send_replace(true);
     let m = run.await.unwrap();
@@ -760,17 +722,11 @@ async fn on_stop_the_batch_in_flight_finishes_within_the_grace_and_no_new_one_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_grace_the_batch_in_flight_is_abandoned_without_a_checkpoint() {
-    let (_engine, client) = ledger().await;
-    let api = Arc::new(FakeStreams::new(100));
-    api.add_shard("s", None);
+    let (_engine, client, api) = one_shard().await;
     api.write("s", 10);
     let started = Arc::new(tokio::sync::Notify::new());
-    let mut m = slow(&api, &client, None, started.clone());
-    let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move {
-        m.consume(rx, Duration::from_millis(100)).await.unwrap();
-        m
-    });
+    let m = slow(&api, &client, None, started.clone());
+    let (tx, run) = consuming(m, Duration::from_millis(100));
     started.notified().await;
     tx.send_replace(true);
     let m = run.await.unwrap();

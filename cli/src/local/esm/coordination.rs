@@ -288,16 +288,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             .flatten()
             .map(|s| s.shard_id.as_str())
             .collect();
-        let gone: Vec<(String, Arc<Lease>)> = self
-            .live
-            .lock()
-            .map(|l| {
-                l.iter()
-                    .filter(|(id, _)| !listed.contains(id.as_str()))
-                    .map(|(id, lease)| (id.clone(), lease.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let gone = leases_where(&self.live, |id, _| !listed.contains(id));
         for (id, lease) in gone {
             lease.lose();
             let token = *lease.token.lock().await;
@@ -411,6 +402,11 @@ impl<S: StreamsApi> StreamMapping<S> {
     /// Forgets a shard whose lease is gone.
     pub(super) fn lost(&mut self, id: &str) {
         tracing::warn!(mapping = %self.name(), shard = id, "lease lost: another owner reads this shard now");
+        self.forget(id);
+    }
+
+    /// Drops a shard this process no longer reads (its lease, its age).
+    fn forget(&mut self, id: &str) {
         self.held.remove(id);
         if let Ok(mut live) = self.live.lock() {
             live.remove(id);
@@ -421,17 +417,7 @@ impl<S: StreamsApi> StreamMapping<S> {
 
     /// Drops every held shard whose lease is lost or ran out.
     pub(super) fn drop_lost(&mut self) {
-        let gone: Vec<String> = self
-            .live
-            .lock()
-            .map(|l| {
-                l.iter()
-                    .filter(|(_, lease)| !lease.holds())
-                    .map(|(id, _)| id.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for id in gone {
+        for (id, _) in leases_where(&self.live, |_, lease| !lease.holds()) {
             self.lost(&id);
         }
     }
@@ -458,12 +444,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             }
         }
         tracing::info!(mapping = %self.name(), shard = id, "shard completed");
-        self.held.remove(id);
-        if let Ok(mut live) = self.live.lock() {
-            live.remove(id);
-        }
-        self.ctx.stats.set_oldest(id, None);
-        self.note_leases();
+        self.forget(id);
         self.finished.insert(id.to_string());
         self.rediscover = true;
     }

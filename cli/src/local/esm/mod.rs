@@ -310,17 +310,13 @@ impl<S: StreamsApi> StreamMapping<S> {
         .await;
         let mut round = Round::default();
         for (id, step) in steps {
-            round.done += step.done;
-            round.pending += step.pending;
-            if let Some(w) = step.wait {
-                round.wait = min_instant(round.wait, w);
-            }
-            match step.read_at {
-                Some(t) => {
-                    round.least_recent_read = min_instant(round.least_recent_read, t);
-                }
-                None => round.unread += 1,
-            }
+            round.absorb(Round {
+                done: step.done,
+                pending: step.pending,
+                wait: step.wait,
+                least_recent_read: step.read_at,
+                unread: usize::from(step.read_at.is_none()),
+            });
             if step.lost {
                 self.lost(&id);
             } else if step.ended {
@@ -548,6 +544,9 @@ pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> anyho
         .map(str::to_string)
         .with_context(|| format!("table {table} has no stream"))
 }
+
+#[cfg(test)]
+mod test_support;
 
 #[cfg(test)]
 mod unit_tests;

@@ -4,16 +4,9 @@
 //! each process's own clock (never by comparing wall clocks across hosts).
 //! No timed assertions: counts, orders, the fake's clock and `time_scale`.
 
+use super::test_support::seqs;
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
-
-fn seqs(event: &Event) -> Vec<u64> {
-    event
-        .records
-        .iter()
-        .map(|r| seq_of(r).parse().unwrap())
-        .collect()
-}
 
 /// Panics on every batch holding `poison` (as a bug in a rule would);
 /// records the batches it completes.
@@ -74,23 +67,10 @@ async fn a_panicking_record_is_given_up_after_the_deployed_retries_while_other_s
 }
 
 mod leases {
+    use super::super::test_support::{lease_table, ledger, LEDGER};
     use super::*;
-    use crate::local::engine::{ensure_table, sdk_config, LocalEngine};
-
-    const LEDGER: &str = "ledger";
     /// A guard against hanging: what a test waits for arrives long before.
     const GUARD: Duration = Duration::from_secs(40);
-
-    async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
-        let engine = LocalEngine::start("127.0.0.1:0", None)
-            .await
-            .expect("engine starts");
-        let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-        ensure_table(&client, &shared::models::table::ledger(), LEDGER)
-            .await
-            .expect("ledger table");
-        (engine, client)
-    }
 
     fn idle() -> Handler {
         Arc::new(|_event: Event| Box::pin(async { Ok(DynamoDbEventResponse::default()) }))
@@ -98,12 +78,12 @@ mod leases {
 
     /// A process whose wall clock is `skew_ms` ahead of the host's.
     fn process(
-        api: &Arc<FakeStreams>,
+        api: &FakeStreams,
         client: &aws_sdk_dynamodb::Client,
         owner: &str,
         skew_ms: i64,
         ttl: Duration,
-    ) -> StreamMapping<Arc<FakeStreams>> {
+    ) -> StreamMapping<FakeStreams> {
         let mut c = MappingConfig::new("m");
         c.time_scale = 0.0001;
         c.discovery_interval = Duration::ZERO;
@@ -115,15 +95,13 @@ mod leases {
         StreamMapping::with_api(c, api.clone(), "arn".into(), idle())
     }
 
-    async fn poll(m: &mut StreamMapping<Arc<FakeStreams>>) {
+    async fn poll(m: &mut StreamMapping<FakeStreams>) {
         m.poll_once().await.unwrap();
     }
 
     /// Shard -> holder, as the ledger says.
     async fn holders(client: &aws_sdk_dynamodb::Client) -> BTreeMap<String, String> {
-        let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-        cp.owner = "reader".into();
-        LeaseTable::new(cp, "m", "arn")
+        lease_table(client, "reader")
             .list()
             .await
             .unwrap()
@@ -135,7 +113,7 @@ mod leases {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_processes_with_clocks_60_s_apart_share_the_shards_without_stealing_live_leases() {
         let (_engine, client) = ledger().await;
-        let api = Arc::new(FakeStreams::new(100));
+        let api = FakeStreams::new(100);
         for i in 0..10 {
             api.add_shard(&format!("shard-{i}"), None);
         }
@@ -169,17 +147,13 @@ mod leases {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(holders(&client).await, shared, "no lease changed hands");
-        let counters: Vec<i64> = {
-            let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-            cp.owner = "reader".into();
-            LeaseTable::new(cp, "m", "arn")
-                .list()
-                .await
-                .unwrap()
-                .iter()
-                .map(|i| i.counter)
-                .collect()
-        };
+        let counters: Vec<i64> = lease_table(&client, "reader")
+            .list()
+            .await
+            .unwrap()
+            .iter()
+            .map(|i| i.counter)
+            .collect();
         assert!(
             counters.iter().all(|c| *c > 1),
             "renewals move the counter: {counters:?}"

@@ -51,6 +51,22 @@ impl Lease {
     }
 }
 
+/// The leases of `live` that `keep` chooses, with their shards (a
+/// snapshot: the lock is not held while they are used).
+pub(super) fn leases_where(
+    live: &Mutex<BTreeMap<String, Arc<Lease>>>,
+    keep: impl Fn(&str, &Lease) -> bool,
+) -> Vec<(String, Arc<Lease>)> {
+    live.lock()
+        .map(|l| {
+            l.iter()
+                .filter(|(id, lease)| keep(id, lease))
+                .map(|(id, lease)| (id.clone(), lease.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A shard this mapping is reading.
 pub(super) struct Shard {
     /// `None` while a fresh iterator is needed (at start, after an error).
@@ -118,6 +134,15 @@ impl Shard {
 
     pub(super) fn holds(&self) -> bool {
         self.lease.as_ref().is_none_or(|l| l.holds())
+    }
+
+    /// The record at the front is done with: no attempt, no invocation,
+    /// no retry pending, full batches again.
+    fn reset_retries(&mut self, batch_size: usize) {
+        self.attempts = 0;
+        self.invoke_count = 0;
+        self.limit = batch_size;
+        self.retry_at = None;
     }
 }
 
@@ -427,10 +452,7 @@ impl<S: StreamsApi> Ctx<S> {
         self.stats
             .records_given_up
             .fetch_add(n as u64, Ordering::Relaxed);
-        s.attempts = 0;
-        s.invoke_count = 0;
-        s.limit = self.config.batch_size;
-        s.retry_at = None;
+        s.reset_retries(self.config.batch_size);
         self.advance(id, s, n).await
     }
 
@@ -535,10 +557,7 @@ impl<S: StreamsApi> Ctx<S> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         let Some(reason) = failure else {
-            s.attempts = 0;
-            s.invoke_count = 0;
-            s.limit = self.config.batch_size;
-            s.retry_at = None;
+            s.reset_retries(self.config.batch_size);
             return Ok(done);
         };
         if done > 0 {
@@ -661,17 +680,9 @@ pub(super) async fn renew_all(
 ) {
     let third = leases.lease_ttl() / 3;
     let now = Instant::now();
-    let due: Vec<(String, Arc<Lease>)> = live
-        .lock()
-        .map(|l| {
-            l.iter()
-                .filter(|(_, lease)| {
-                    !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
-                })
-                .map(|(id, lease)| (id.clone(), lease.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let due = leases_where(live, |_, lease| {
+        !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
+    });
     for (id, lease) in due {
         if *lease.lost.borrow() {
             continue;

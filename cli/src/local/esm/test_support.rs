@@ -1,0 +1,36 @@
+//! What the mapping's test files share: a ledger table on an embedded
+//! engine, and the sequence numbers of an event.
+
+use super::*;
+use crate::local::engine::{ensure_table, sdk_config, LocalEngine};
+
+/// The ledger table the leased mappings of the tests share.
+pub(super) const LEDGER: &str = "ledger";
+
+/// An embedded engine with the ledger table [`LEDGER`], and its client.
+pub(super) async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
+    let engine = LocalEngine::start("127.0.0.1:0", None)
+        .await
+        .expect("engine starts");
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    ensure_table(&client, &shared::models::table::ledger(), LEDGER)
+        .await
+        .expect("ledger table");
+    (engine, client)
+}
+
+/// The lease partition of mapping `m` on stream `arn`, as `owner` sees it.
+pub(super) fn lease_table(client: &aws_sdk_dynamodb::Client, owner: &str) -> LeaseTable {
+    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+    cp.owner = owner.to_string();
+    LeaseTable::new(cp, "m", "arn")
+}
+
+/// The sequence numbers of an event's records, in order.
+pub(super) fn seqs(event: &Event) -> Vec<u64> {
+    event
+        .records
+        .iter()
+        .map(|r| seq_of(r).parse().unwrap())
+        .collect()
+}

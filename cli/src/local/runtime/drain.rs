@@ -1,0 +1,177 @@
+//! Draining a runtime: the stream mappings polled until quiet while the
+//! queues' pollers empty their queues (or, for comparisons, one after the
+//! other), as tests, demos and benchmarks wait for every effect.
+
+use super::*;
+use crate::local::esm::Round;
+
+impl Runtime {
+    /// Starts every queue's pollers (their own tasks, as many per queue as
+    /// its concurrency); they stop when the returned sender sends `true` or
+    /// is dropped.
+    pub(super) fn start_queue_pollers(&self, polling: Polling) -> QueuePollers {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let tasks = self
+            .queues
+            .iter()
+            .flat_map(|q| q.spawn_pollers(polling, &stopped))
+            .collect();
+        QueuePollers { stop, tasks }
+    }
+
+    /// Processes the stream and the queues until all are empty (failed
+    /// messages included: they come back after the visibility timeout and
+    /// end in their DLQ). Gives up after `limit`. The queues are consumed by
+    /// their pollers (concurrently, as Lambda's SQS mapping) while this task
+    /// polls the stream and watches the queues' depth; the pollers stop
+    /// before it returns.
+    pub async fn drain_within(&mut self, limit: Duration) -> anyhow::Result<usize> {
+        if self.drain_in_phases {
+            return self.drain_in_phases_within(limit).await;
+        }
+        let pollers = self.start_queue_pollers(Polling::Short);
+        let deleted_before = self.messages_deleted();
+        let streamed = self.drain_streams_and_watch_queues(limit, true).await;
+        pollers.stop_by(None).await;
+        Ok(streamed? + (self.messages_deleted() - deleted_before))
+    }
+
+    /// [`RuntimeOptions::drain_in_phases`]: the streams until quiet (no
+    /// queue polled), then the queues until empty, until neither has work.
+    async fn drain_in_phases_within(&mut self, limit: Duration) -> anyhow::Result<usize> {
+        let started = Instant::now();
+        let mut total = 0;
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            let streamed = self.drain_streams_and_watch_queues(left, false).await?;
+            let deleted_before = self.messages_deleted();
+            let pollers = self.start_queue_pollers(Polling::Short);
+            let emptied = self.wait_for_empty_queues(started, limit).await;
+            pollers.stop_by(None).await;
+            emptied?;
+            let jobs = self.messages_deleted() - deleted_before;
+            total += streamed + jobs;
+            if streamed == 0 && jobs == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Until every queue has no message visible or in flight.
+    async fn wait_for_empty_queues(&self, started: Instant, limit: Duration) -> anyhow::Result<()> {
+        while self.queues_active().await? {
+            anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Whether a queue has a message visible or in flight. Empty (nothing
+    /// visible, nothing in flight) means every handler that ran has
+    /// finished: its writes precede its deletes, so a stream poll after
+    /// this sees them.
+    async fn queues_active(&self) -> anyhow::Result<bool> {
+        for q in &self.queues {
+            let (visible, in_flight) = q.depth().await?;
+            if visible > 0 || in_flight > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Messages the queue mappings have completed (invocations are counted
+    /// per batch, so this counts handler successes through the deletes).
+    fn messages_deleted(&self) -> usize {
+        use std::sync::atomic::Ordering;
+        self.queues
+            .iter()
+            .map(|q| q.stats().deleted.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
+    async fn drain_streams_and_watch_queues(
+        &mut self,
+        limit: Duration,
+        watch_queues: bool,
+    ) -> anyhow::Result<usize> {
+        let started = Instant::now();
+        let mut total = 0;
+        let mut quiet = 0;
+        while quiet < 2 {
+            anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
+            // Every mapping polls concurrently, as Lambda runs them: one
+            // invocation per shard per mapping at a time. The queues are
+            // consumed by their own pollers meanwhile.
+            let streams =
+                futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once())).await;
+            let mut round = Round::default();
+            for r in streams {
+                round.absorb(r?);
+            }
+            total += round.done;
+            let progressed = round.done > 0;
+            let mut active = round.done > 0 || round.pending > 0;
+            let wait = round.wait;
+            if watch_queues {
+                active |= self.queues_active().await?;
+            }
+            if active {
+                quiet = 0;
+                if watch_queues && !self.queues.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } else if wait.is_none() {
+                quiet += 1;
+            }
+            if let Some(w) = wait.filter(|_| !progressed) {
+                // Nothing could happen before then (Lambda's polling rate,
+                // a retry delay, a batching window).
+                tokio::time::sleep_until(w.into()).await;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Processes everything on the stream and the queues, including what
+    /// the processors' own writes put there, until nothing is left.
+    pub async fn drain(&mut self) -> anyhow::Result<usize> {
+        self.drain_within(Duration::from_secs(300)).await
+    }
+}
+
+/// The queue pollers of a drain or a run.
+pub(super) struct QueuePollers {
+    pub(super) stop: tokio::sync::watch::Sender<bool>,
+    pub(super) tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl QueuePollers {
+    /// Tells every poller to stop and waits for them: an invocation in
+    /// flight finishes with its deletes, by `deadline` if one is given
+    /// (`run`'s shutdown grace); past it, the pollers still busy are
+    /// aborted, and their messages come back after the visibility timeout
+    /// (to be processed again, idempotently, or reach the DLQ).
+    pub(super) async fn stop_by(self, deadline: Option<tokio::time::Instant>) {
+        let _ = self.stop.send(true);
+        for mut t in self.tasks {
+            let joined = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, &mut t).await {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        tracing::warn!("shutdown grace over: a queue invocation in flight abandoned; its messages return after the visibility timeout");
+                        t.abort();
+                        // Returns once the task is dropped (the invocation
+                        // with it).
+                        let _ = t.await;
+                        continue;
+                    }
+                },
+                None => t.await,
+            };
+            if let Err(e) = joined {
+                tracing::error!(error = %e, "a queue poller panicked");
+            }
+        }
+    }
+}
