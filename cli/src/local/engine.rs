@@ -350,11 +350,7 @@ pub async fn ensure_table(
             .build()
             .expect("name and type are set")
     };
-    let mut attrs: Vec<&str> = vec![def.pk, def.sk];
-    for g in &def.gsis {
-        attrs.extend([g.pk, g.sk]);
-    }
-    attrs.dedup();
+    let attrs = def.key_attributes();
     let mut req = client
         .create_table()
         .table_name(name)

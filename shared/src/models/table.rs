@@ -25,6 +25,23 @@ pub struct TableDef {
     pub stream: bool,
 }
 
+impl TableDef {
+    /// Every key attribute of the table and its indexes, once each, in the
+    /// order first named (CreateTable's AttributeDefinitions: DynamoDB
+    /// refuses one named twice, as an inverted index's keys would be).
+    pub fn key_attributes(&self) -> Vec<&'static str> {
+        let mut attrs = vec![self.pk, self.sk];
+        for g in &self.gsis {
+            for a in [g.pk, g.sk] {
+                if !attrs.contains(&a) {
+                    attrs.push(a);
+                }
+            }
+        }
+        attrs
+    }
+}
+
 /// The ledger: idempotency markers and fold state. No stream, TTL `ttl`.
 pub fn ledger() -> TableDef {
     TableDef {
@@ -354,6 +371,20 @@ mod tests {
     fn a_stacks_names_come_from_its_name() {
         assert_eq!(STACK_NAMES.ledger("Hr"), "Hr-ledger");
         assert_eq!(STACK_NAMES.queue("Hr", "hr-jobs"), "Hr-hr-jobs");
+    }
+
+    #[test]
+    fn key_attributes_name_each_attribute_once_even_for_an_inverted_index() {
+        let gsi = |name, pk, sk| Gsi { name, pk, sk };
+        let def = TableDef {
+            name: "t",
+            pk: "PK",
+            sk: "SK",
+            gsis: vec![gsi("inverted", "SK", "PK"), gsi("GSI1", "GSI1PK", "SK")],
+            ttl_attribute: None,
+            stream: true,
+        };
+        assert_eq!(def.key_attributes(), ["PK", "SK", "GSI1PK"]);
     }
 
     #[test]
