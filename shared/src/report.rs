@@ -16,7 +16,8 @@ pub fn render_table(headers: &[&str], rows: &[Vec<String>]) -> String {
         cells
             .iter()
             .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            // Padded by hand: `format!`'s width stops at 65,535.
+            .map(|(i, c)| format!("{c}{}", " ".repeat(widths[i] - c.chars().count())))
             .collect::<Vec<_>>()
             .join(" | ")
             .trim_end()
@@ -64,5 +65,21 @@ mod tests {
     fn columns_are_aligned() {
         let t = render_table(&["a", "bb"], &[vec!["xyz".into(), "1".into()]]);
         assert_eq!(t, "a   | bb\n----+---\nxyz | 1");
+    }
+
+    /// A value of 65,536 characters or more (a long title) is a cell like
+    /// any other: `format!`'s width stops at 65,535 and panicked (user6's
+    /// U02: `query` and `demo` exited 101).
+    #[test]
+    fn a_cell_past_65535_characters_is_padded_like_any_other() {
+        let long = "x".repeat(70_000);
+        let t = render_table(
+            &["title", "n"],
+            &[vec![long.clone(), "1".into()], vec!["a".into(), "2".into()]],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[2], format!("{long} | 1"));
+        assert_eq!(lines[3], format!("a{} | 2", " ".repeat(69_999)));
+        assert_eq!(lines[0], format!("title{} | n", " ".repeat(69_995)));
     }
 }
