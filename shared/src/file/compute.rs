@@ -294,7 +294,9 @@ pub fn compile(
             );
             continue;
         }
-        match checked(&v.value.0, &readable, None) {
+        // Each value is an int (a count, a sum, a score): one of another
+        // type would make every item of the entity bad input at run time.
+        match checked(&v.value.0, &readable, Some((T::Int, "a computed value"))) {
             Err(flaws) => {
                 for f in flaws {
                     err(at(v), format!("{name}: computed `{a}`: {}", f.message));

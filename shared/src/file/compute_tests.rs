@@ -70,6 +70,14 @@ const REFUSED: &[(&str, &str, &str, &str)] = &[
         "\"matches",
         "computed `mcorrect`: `matches + size(",
     ),
+    // A value that is no int (user6's U04: it passed check-model, then
+    // every item of the entity was bad input at run time).
+    (
+        "        mcorrect: \"size(",
+        "        label: \"'x' + string(1)\"\n        mcorrect: \"size(",
+        "\"'x'",
+        "computed `label`: a computed value must be an int, but `'x' + string(1)` is a string",
+    ),
     // A computed attribute named like a writer attribute.
     (
         "        mcorrect: \"size(",
