@@ -506,6 +506,31 @@ async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none(
         "verify ran: {text} {}",
         stderr(&out)
     );
+
+    // With --stack too: its queues are not looked up (user6's U05: verify
+    // asked the region's SQS for them, and failed without a network).
+    let stack = [
+        "verify",
+        "--endpoint",
+        &endpoint,
+        "--model",
+        "social",
+        "--stack",
+        "Prod",
+        "--ledger-table",
+        "jobstream-ledger",
+    ];
+    let out = jobstream(args(&stack), no_region()).await;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = stderr(&out);
+    assert!(
+        !err.contains("SQS") && !err.contains("GetQueueUrl"),
+        "{err}"
+    );
+    assert!(
+        text.contains("| checked |") && text.contains("drift"),
+        "verify ran: {text} {err}"
+    );
 }
 
 /// `jobstream run`'s own calls (the startup checks, the stream read through

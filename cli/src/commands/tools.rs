@@ -246,7 +246,9 @@ async fn tool_config(
         (None, Some(_)) => Some(jobstream::local::deployed::QueueNames::AsDefined),
         (None, None) => None,
     };
-    if let Some(naming) = naming {
+    // A tool that sends no job (verify without --repair, a dry run) needs
+    // no queue and looks none up.
+    if let Some(naming) = naming.filter(|_| writes) {
         let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
         require_region(&c, "SQS")?;
         config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), model, naming, |v| {
