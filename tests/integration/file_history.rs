@@ -121,3 +121,39 @@ async fn orders_keyed_under_their_customer_are_adopted_once_each() {
     assert_eq!(lines, Some(1), "o1's line, not o10's items");
     assert_clean(rt).await;
 }
+
+/// A line written before its order (a normal write order) waits for it
+/// through a backfill too, as on the live path and in `verify`: the
+/// backfill deletes nothing (user6's U01: it removed the line as a leftover
+/// of a deleted order while the line's counts stayed), and the order, once
+/// written, takes the line in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_written_before_its_order_survives_a_backfill_and_joins_the_order() {
+    let file = shipped("examples/customer_orders.yaml");
+    let mut env = model_env("customer-orders", |o| o.model_file = Some(file)).await;
+    put(&env.rt, line_of("c1", "o1", "a", 2)).await;
+    let (_, totals) = crate::items::backfill(&env.rt, &Default::default()).await;
+    assert_eq!(
+        totals.cascaded.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(
+        under(&env.rt, "c1", "ORDER#o1#LINE#").await.len(),
+        1,
+        "kept"
+    );
+    env.rt.drain().await.expect("drains");
+    assert_clean(&env.rt).await;
+    put(&env.rt, order_of("c1", "o1", "open")).await;
+    env.rt.drain().await.expect("drains");
+    let rt = &env.rt;
+    let first = under(rt, "c1", "ORDER#o1#HIST#000001").await;
+    let lines = first[0]
+        .get("snapshot")
+        .and_then(|v| v.as_m().ok())
+        .and_then(|m| m.get("lines"))
+        .and_then(|v| v.as_l().ok())
+        .map(Vec::len);
+    assert_eq!(lines, Some(1), "the order's first entry holds its line");
+    assert_clean(rt).await;
+}

@@ -243,8 +243,8 @@ impl BackfillTotals {
 /// reconcile (projections, derived items, counters) and starts the jobs an
 /// INSERT would start; a model with a fold imports each aggregate without
 /// state (its first entry is the adoption entry) and removes what is left
-/// of aggregates whose root no longer exists (what the cascade would have
-/// done).
+/// of aggregates whose root no longer exists, an entry beside it (what the
+/// cascade would have done; members alone wait for their root).
 pub async fn backfill(
     client: &aws_sdk_dynamodb::Client,
     config: &Config,
@@ -307,20 +307,25 @@ async fn adopt(
             Imported::Imported => imported += 1,
             Imported::AlreadyKnown => {}
             Imported::Nothing => {
-                // No root: what is left of the aggregate's partition is
+                // No root. Members alone wait for it (written before it, as
+                // on the live path and in `verify`); an entry left behind
+                // says the root existed: what is left of the aggregate is
                 // removed, as the cascade of its root's REMOVE would have,
                 // each delete guarded by the root's absence (a root created
                 // meanwhile keeps its items).
                 let Some((root, _)) = rules.sequence_mirror(&agg) else {
                     continue;
                 };
-                let left: Vec<Item> =
-                    shared::engine::fold::aggregate_items(rules, store, table, &agg)
-                        .await?
-                        .into_iter()
-                        .map(|i| key_of(&i, key_names))
-                        .filter(|k| *k != root)
-                        .collect();
+                let items =
+                    shared::engine::fold::aggregate_items(rules, store, table, &agg).await?;
+                if rules.table_state(&items).seq == 0 {
+                    continue;
+                }
+                let left: Vec<Item> = items
+                    .into_iter()
+                    .map(|i| key_of(&i, key_names))
+                    .filter(|k| *k != root)
+                    .collect();
                 for key in left {
                     if dry_run || store.delete_while_absent(table, key, &root).await? {
                         cascaded += 1;
