@@ -56,6 +56,18 @@ async fn a_replay_of_orders_keyed_under_their_customer_writes_nothing_and_a_lost
     let file = shipped("examples/customer_orders.yaml");
     let mut env = model_env("customer-orders", |o| o.model_file = Some(file)).await;
     let rt = &env.rt;
+    // An empty table: verify lists every kind it checks, none checked
+    // (user5's E1, user6's G3: kinds without findings were left out).
+    let report = rt.verify().await.expect("verify");
+    for kind in [
+        "history-sequence",
+        "history-chain",
+        "history-snapshot",
+        "orphans",
+    ] {
+        let checked = report.kinds.get(kind).map(|k| k.checked);
+        assert_eq!(checked, Some(0), "{kind}\n{}", report.render());
+    }
     put(rt, line_of("c1", "o1", "a", 2)).await;
     put(rt, order_of("c1", "o1", "open")).await;
     put(rt, order_of("c1", "o10", "open")).await;
@@ -82,6 +94,9 @@ async fn a_replay_of_orders_keyed_under_their_customer_writes_nothing_and_a_lost
     let report = rt.verify().await.expect("verify");
     let missing = report.kinds["history-sequence"].missing;
     assert_eq!(missing, 1, "{}", report.render());
+    // Both orders checked, one found wrong (checked was the findings' count).
+    let checked = report.kinds["history-sequence"].checked;
+    assert_eq!(checked, 2, "{}", report.render());
     crate::items::repair(&rt, &report).await;
     assert_clean(rt).await;
     assert_eq!(said(rt, "c1", "o1").await.len(), 3);

@@ -591,14 +591,19 @@ pub fn verify_items(
             });
         }
     }
-    if let Some(fold) = &model.fold {
-        for f in fold.rules.verify(items) {
-            report.checked(f.kind);
-            report.found(f);
-        }
+    // The model's own checks tally what they checked, every kind they
+    // check listed (0 included).
+    let input = CheckInput::new(items, ledger, now);
+    let mut found = model
+        .fold
+        .as_ref()
+        .map(|fold| fold.rules.verify(&input))
+        .unwrap_or_default();
+    found.extend(model.rules.checks(&input));
+    for (kind, n) in input.tally() {
+        report.kinds.entry(kind).or_default().checked += n;
     }
-    for f in model.rules.checks(&CheckInput { items, ledger, now }) {
-        report.checked(f.kind);
+    for f in found {
         report.found(f);
     }
     report

@@ -336,11 +336,16 @@ impl FileModel {
     /// differ from what the table's rows imply, each repaired by its job
     /// (through the job's guards). A scope with a row that is bad input is
     /// not judged (its values wait for the row, as the job does).
-    pub(super) fn compute_checks(&'static self, items: &[Item]) -> Vec<crate::models::Finding> {
+    pub(super) fn compute_checks(
+        &'static self,
+        input: &crate::models::CheckInput<'_>,
+    ) -> Vec<crate::models::Finding> {
+        let items = input.items;
         let [pkn, skn] = self.key_names();
         let mut out = Vec::new();
         for (ei, e) in self.entities.iter().enumerate() {
             let Some(c) = &e.compute else { continue };
+            input.checked(COMPUTED_VALUE, 0);
             let over = &self.entities[c.over];
             // The rows of every partition, or `None` where one is bad input.
             let mut rows: BTreeMap<&str, Option<Vec<Val>>> = BTreeMap::new();
@@ -395,6 +400,7 @@ impl FileModel {
                 let Some((_, want)) = job.values(i, &facts) else {
                     continue;
                 };
+                input.checked(COMPUTED_VALUE, 1);
                 let stored: Vec<String> = want
                     .iter()
                     .filter(|(a, v)| i.get(*a) != Some(&AttributeValue::N(v.to_string())))

@@ -815,8 +815,12 @@ impl FoldRules for FileHistory {
         (item_size(&fixed) <= MAX_ITEM_BYTES).then_some(fixed)
     }
 
-    fn verify(&self, items: &[Item]) -> Vec<crate::models::Finding> {
-        self.check(items)
+    fn verify(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
+        let (checked, found) = self.check_tallied(input.items);
+        for (kind, n) in checked {
+            input.checked(kind, n);
+        }
+        found
     }
 
     fn restate(&self, entry: &Item, state: &FoldState) -> Restated {

@@ -202,6 +202,13 @@ impl FileHistory {
 
     /// Every history finding of the table's items.
     pub fn check(&self, items: &[Item]) -> Vec<Finding> {
+        self.check_tallied(items).1
+    }
+
+    /// [`Self::check`], with what it checked per kind: each aggregate with
+    /// its root for its sequence, chain and snapshots, each without one for
+    /// orphans.
+    pub fn check_tallied(&self, items: &[Item]) -> ([(&'static str, u64); 4], Vec<Finding>) {
         let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
         for item in items {
             let Ok((role, pk, sk)) = self.classify(item) else {
@@ -222,7 +229,14 @@ impl FileHistory {
         for (agg, p) in &parts {
             self.check_partition(agg, p, &mut out);
         }
-        out
+        let rooted = parts.values().filter(|p| p.root.is_some()).count() as u64;
+        let checked = [
+            ("history-sequence", rooted),
+            ("history-chain", rooted),
+            ("history-snapshot", rooted),
+            ("orphans", parts.len() as u64 - rooted),
+        ];
+        (checked, out)
     }
 
     fn check_partition(&self, agg: &str, p: &Partition, out: &mut Vec<Finding>) {

@@ -523,13 +523,7 @@ once:
         award("A#2026-01-02#a"),
         award("A#2026-01-03#b"),
     ];
-    let check = |items: &[Item]| {
-        m.job_checks(&CheckInput {
-            items,
-            ledger: &[],
-            now: chrono::Utc::now(),
-        })
-    };
+    let check = |items: &[Item]| m.job_checks(&CheckInput::new(items, &[], chrono::Utc::now()));
     assert!(check(&clean).is_empty(), "{:#?}", check(&clean));
     let mut twice = clean.clone();
     twice.push(award("A#2025-01-01#a"));

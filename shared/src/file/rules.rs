@@ -526,7 +526,7 @@ impl Rules for FileRules {
     /// Every computed value (`compute:`) against what its rows imply, every
     /// join set's targets and once effect (see [`super::verify_jobs`]).
     fn checks(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
-        let mut out = self.0.compute_checks(input.items);
+        let mut out = self.0.compute_checks(input);
         out.extend(self.0.job_checks(input));
         out
     }

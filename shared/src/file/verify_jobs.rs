@@ -138,6 +138,7 @@ impl FileModel {
         };
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
+        input.checked(spec.name, 0);
         for vars in &rows {
             let Some(key) = set.target.key.key(names, vars) else {
                 continue;
@@ -149,6 +150,7 @@ impl FileModel {
             else {
                 continue;
             };
+            input.checked(spec.name, 1);
             let label = display_key(&key);
             let finding = match (&desired, &existing) {
                 (None, Some(x)) => {
@@ -191,6 +193,7 @@ impl FileModel {
         let runner = FileOnce { model: self, spec };
         let names = self.keys;
         let mut out = Vec::new();
+        input.checked(spec.name, 0);
         // Effects that happened: their markers (at most once, so an item of
         // theirs deleted since is not redone, and not drift).
         let happened: BTreeSet<String> = input
@@ -225,6 +228,7 @@ impl FileModel {
                 let Ok(plan) = runner.plan_of(&m.body) else {
                     continue;
                 };
+                input.checked(spec.name, 1);
                 for (i, p) in plan.puts.iter().enumerate() {
                     asked.insert((i, plan.once_key.clone()), item_id(&key_of(p, names)));
                 }

@@ -266,11 +266,36 @@ pub enum Job {
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What `verify` gives model-specific checks: the table and the ledger as
-/// scanned (consistent reads), and the time.
+/// scanned (consistent reads), and the time; the checks tally what they
+/// checked per kind into it (`verify`'s `checked` column, every kind the
+/// model checks listed, 0 included).
 pub struct CheckInput<'a> {
     pub items: &'a [Item],
     pub ledger: &'a [Item],
     pub now: DateTime<Utc>,
+    checked: std::cell::RefCell<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+impl<'a> CheckInput<'a> {
+    pub fn new(items: &'a [Item], ledger: &'a [Item], now: DateTime<Utc>) -> Self {
+        Self {
+            items,
+            ledger,
+            now,
+            checked: Default::default(),
+        }
+    }
+
+    /// `n` more of `kind` checked (0: the kind is checked, nothing of it
+    /// was there).
+    pub fn checked(&self, kind: &'static str, n: u64) {
+        *self.checked.borrow_mut().entry(kind).or_default() += n;
+    }
+
+    /// What was checked, per kind.
+    pub fn tally(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.checked.borrow().clone()
+    }
 }
 
 /// Kinds of drift.

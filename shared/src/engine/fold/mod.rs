@@ -237,8 +237,9 @@ pub trait FoldRules: Send + Sync {
     }
 
     /// What `verify` finds of the fold's entries in the table's items (a
-    /// model whose `checks` verify its history says nothing here).
-    fn verify(&self, _items: &[Item]) -> Vec<crate::models::Finding> {
+    /// model whose `checks` verify its history says nothing here), tallying
+    /// what it checked into `input`.
+    fn verify(&self, _input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
         Vec::new()
     }
 }
