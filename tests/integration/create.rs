@@ -105,14 +105,18 @@ fn until_line(args: &[String], env: &[(String, String)], prefix: &str) -> Result
     outcome.map_err(|why| format!("{why}: {}\n{stderr}", seen.join("\n")))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
+/// A fresh engine, and the suite's local SQS endpoint.
+async fn engine_and_sqs() -> (LocalEngine, String) {
+    let engine = crate::support::start_engine().await;
     let sqs = tokio::task::spawn_blocking(crate::support::sqs)
         .await
         .expect("local SQS");
+    (engine, sqs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
+    let (engine, sqs) = engine_and_sqs().await;
     let endpoint = engine.endpoint();
     let stack = format!("c{}", uuid::Uuid::new_v4().simple());
     let flags: Vec<String> = [
@@ -169,12 +173,7 @@ async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_stack_create_prints_the_queue_urls_and_refuses_a_table_unlike_its_definition() {
-    let engine = LocalEngine::start("127.0.0.1:0", None)
-        .await
-        .expect("engine");
-    let sqs = tokio::task::spawn_blocking(crate::support::sqs)
-        .await
-        .expect("local SQS");
+    let (engine, sqs) = engine_and_sqs().await;
     let endpoint = engine.endpoint();
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (t, l) = (format!("t{id}"), format!("l{id}"));

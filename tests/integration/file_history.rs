@@ -102,6 +102,21 @@ async fn a_replay_of_orders_keyed_under_their_customer_writes_nothing_and_a_lost
     assert_eq!(said(rt, "c1", "o1").await.len(), 3);
 }
 
+/// How many lines order `o`'s first entry's snapshot holds.
+async fn first_entrys_lines(
+    rt: &jobstream::local::runtime::Runtime,
+    c: &str,
+    o: &str,
+) -> Option<usize> {
+    let first = under(rt, c, &format!("ORDER#{o}#HIST#000001")).await;
+    first[0]
+        .get("snapshot")
+        .and_then(|v| v.as_m().ok())
+        .and_then(|m| m.get("lines"))
+        .and_then(|v| v.as_l().ok())
+        .map(Vec::len)
+}
+
 async fn backfill(rt: &jobstream::local::runtime::Runtime) -> u64 {
     let (_, totals) = crate::items::backfill(rt, &Default::default()).await;
     totals.imported.load(std::sync::atomic::Ordering::Relaxed)
@@ -126,13 +141,7 @@ async fn orders_keyed_under_their_customer_are_adopted_once_each() {
     let rt = &env.rt;
     assert_eq!(said(rt, "c1", "o1").await, ["Imported", "2 -> 3 of a"]);
     assert_eq!(said(rt, "c1", "o10").await, ["Imported"]);
-    let first = under(rt, "c1", "ORDER#o1#HIST#000001").await;
-    let lines = first[0]
-        .get("snapshot")
-        .and_then(|v| v.as_m().ok())
-        .and_then(|m| m.get("lines"))
-        .and_then(|v| v.as_l().ok())
-        .map(Vec::len);
+    let lines = first_entrys_lines(rt, "c1", "o1").await;
     assert_eq!(lines, Some(1), "o1's line, not o10's items");
     assert_clean(rt).await;
 }
@@ -162,13 +171,7 @@ async fn a_line_written_before_its_order_survives_a_backfill_and_joins_the_order
     put(&env.rt, order_of("c1", "o1", "open")).await;
     env.rt.drain().await.expect("drains");
     let rt = &env.rt;
-    let first = under(rt, "c1", "ORDER#o1#HIST#000001").await;
-    let lines = first[0]
-        .get("snapshot")
-        .and_then(|v| v.as_m().ok())
-        .and_then(|m| m.get("lines"))
-        .and_then(|v| v.as_l().ok())
-        .map(Vec::len);
+    let lines = first_entrys_lines(rt, "c1", "o1").await;
     assert_eq!(lines, Some(1), "the order's first entry holds its line");
     assert_clean(rt).await;
 }
