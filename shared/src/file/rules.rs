@@ -130,6 +130,39 @@ impl FileModel {
         Some((first, bound))
     }
 
+    /// Why `pk`/`sk` is not the key of writer entity `t` (an item's `type`
+    /// naming another entity than its key's): the key value that does not
+    /// fit `t`'s type for it, or that the key has another shape. `None`
+    /// when `t` is no writer entity.
+    fn not_its_key(&self, t: &str, pk: &str, sk: &str) -> Option<String> {
+        let e = self.entities.iter().find(|e| e.writer && e.name == t)?;
+        let bound = e.key[0]
+            .template
+            .matches(pk)
+            .zip(e.key[1].template.matches(sk));
+        let Some((mut bound, sk_bound)) = bound else {
+            return Some(format!("its key is not of a `{t}`'s shape"));
+        };
+        bound.extend(sk_bound);
+        e.key
+            .iter()
+            .flat_map(|k| k.template.binders())
+            .zip(bound)
+            .find_map(|(b, v)| {
+                let ty = match &b.format {
+                    Some(f) => super::formats::named(f, &self.formats),
+                    None => e.attr(&b.name).map(|a| a.ty.clone()),
+                }?;
+                match check_str(&b.name, v, &ty) {
+                    Err(AttrError::Invalid { reason, .. }) => Some(format!(
+                        "as a `{t}`, its key's `{}` is `{v}`: {reason}",
+                        b.name
+                    )),
+                    _ => None,
+                }
+            })
+    }
+
     /// Whether the values a key binds fit their binders' types.
     fn fits(&self, e: &Entity, bound: &[&str]) -> bool {
         e.key
@@ -170,9 +203,13 @@ impl FileModel {
         if self.writer_type_checked {
             let t = item.s(self.entity_type).map_err(err)?;
             if t != entity.name {
+                let why = self
+                    .not_its_key(t, pk, sk)
+                    .map(|w| format!("; {w}"))
+                    .unwrap_or_default();
                 return Err(err(invalid(
                     self.entity_type,
-                    format!("does not match the key (expected `{}`)", entity.name),
+                    format!("does not match the key (expected `{}`){why}", entity.name),
                 )));
             }
         }
