@@ -98,7 +98,10 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
     for (message_id, result) in results {
         match result {
             Ok(Outcome::Applied) => metrics.incr(names::PROCESSED),
-            Ok(Outcome::Duplicate) => metrics.incr(names::DUPLICATE),
+            Ok(Outcome::Duplicate) => {
+                metrics.incr(names::DUPLICATE);
+                tracing::info!(processor = name, %message_id, "duplicate: its effect is already there; nothing written");
+            }
             Ok(Outcome::Skipped(reason)) => {
                 metrics.incr(names::SKIPPED);
                 tracing::warn!(processor = name, %message_id, %reason, "message skipped");
@@ -257,6 +260,71 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Says every message is a duplicate.
+    struct Done(Metrics);
+
+    impl MessageProcessor for Done {
+        fn name(&self) -> &'static str {
+            "matches"
+        }
+        fn metrics(&self) -> &Metrics {
+            &self.0
+        }
+        async fn process(&self, _body: &str) -> Result<Outcome, MessageError> {
+            Ok(Outcome::Duplicate)
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    /// A duplicate (an effect already done: a redelivery, or a second job
+    /// for a once key) is logged at `info`, with its message id, besides
+    /// its count (user5's E4: nothing said why a second order did nothing).
+    #[tokio::test]
+    async fn a_duplicate_is_logged_at_info_with_its_message() {
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+        m.message_id = Some("m-1".into());
+        m.body = Some("{}".into());
+        let mut event = SqsEvent::default();
+        event.records.push(m);
+        let done = Done(Metrics::default());
+        let r = handle_sqs_batch(&done, event).await.expect("handled");
+        assert!(r.batch_item_failures.is_empty());
+        assert_eq!(done.0.get(names::DUPLICATE), 1);
+        let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let line = logged
+            .lines()
+            .find(|l| l.contains("duplicate"))
+            .unwrap_or_else(|| panic!("no duplicate logged:\n{logged}"));
+        assert!(line.contains(" INFO ") && line.contains("m-1"), "{line}");
+        assert!(line.contains("processor=\"matches\""), "{line}");
+    }
 
     #[test]
     fn sqs_failure_response_names_message_ids() {
