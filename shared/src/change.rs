@@ -34,10 +34,18 @@ impl SequenceNumber {
 }
 
 impl Ord for SequenceNumber {
+    /// Numeric order without allocating: leading zeros dropped, the longer
+    /// number is the larger, numbers of one length compare digit by digit
+    /// (the order of [`SequenceNumber::padded`]).
     fn cmp(&self, other: &Self) -> Ordering {
-        self.padded().cmp(&other.padded())
+        let (a, b) = (
+            self.0.trim_start_matches('0'),
+            other.0.trim_start_matches('0'),
+        );
+        a.len().cmp(&b.len()).then_with(|| a.cmp(b))
     }
 }
+
 
 impl PartialOrd for SequenceNumber {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
@@ -252,6 +260,18 @@ mod tests {
         let c = SequenceNumber::parse("0000000000000000000010").unwrap();
         assert!(a < b, "9 < 10 although \"9\" > \"10\" as strings");
         assert_eq!(b.cmp(&c), Ordering::Equal);
+        // The same order as the padded strings the HEAD stores, zeros and
+        // lengths mixed.
+        let raw = ["0", "000", "1", "09", "10", "99", "100", "0101", &"9".repeat(40)];
+        for x in raw {
+            for y in raw {
+                let (x, y) = (
+                    SequenceNumber::parse(x).unwrap(),
+                    SequenceNumber::parse(y).unwrap(),
+                );
+                assert_eq!(x.cmp(&y), x.padded().cmp(&y.padded()), "{x} vs {y}");
+            }
+        }
         assert!(SequenceNumber::parse("").is_none());
         assert!(SequenceNumber::parse("12a").is_none());
         assert!(SequenceNumber::parse(&"1".repeat(41)).is_none());
