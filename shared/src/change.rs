@@ -46,7 +46,6 @@ impl Ord for SequenceNumber {
     }
 }
 
-
 impl PartialOrd for SequenceNumber {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
@@ -148,33 +147,51 @@ pub enum DecodeError {
 
 const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
 
-/// Decodes one Lambda stream record.
-pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
-    let event_id = record.event_id.clone();
-    let sequence_number = record
-        .change
+impl DecodeError {
+    /// The record's `eventID`.
+    pub fn event_id(&self) -> &str {
+        match self {
+            Self::NoSequenceNumber { event_id }
+            | Self::UnknownEventName { event_id, .. }
+            | Self::MissingImage { event_id, .. }
+            | Self::NoKeys { event_id } => event_id,
+        }
+    }
+}
+
+/// Decodes one Lambda stream record, taking its images and keys as they
+/// are (each converted once, never copied).
+pub fn decode(record: EventRecord) -> Result<Change, DecodeError> {
+    let EventRecord {
+        event_id,
+        event_name,
+        change,
+        user_identity,
+        ..
+    } = record;
+    let sequence_number = change
         .sequence_number
         .as_deref()
         .and_then(SequenceNumber::parse)
         .ok_or_else(|| DecodeError::NoSequenceNumber {
             event_id: event_id.clone(),
         })?;
-    let kind = match record.event_name.as_str() {
+    let kind = match event_name.as_str() {
         "INSERT" => ChangeKind::Insert,
         "MODIFY" => ChangeKind::Modify,
         "REMOVE" => ChangeKind::Remove,
         other => {
             return Err(DecodeError::UnknownEventName {
                 event_id,
-                event_name: other.to_string(),
+                event_name: other.to_owned(),
             })
         }
     };
-    let image = |item: &serde_dynamo::Item| -> Option<Item> {
-        (!item.is_empty()).then(|| Item::from(item.clone()))
+    let image = |item: serde_dynamo::Item| -> Option<Item> {
+        (!item.is_empty()).then(|| Item::from(item))
     };
-    let old = image(&record.change.old_image);
-    let new = image(&record.change.new_image);
+    let old = image(change.old_image);
+    let new = image(change.new_image);
     let missing = |image: &'static str| DecodeError::MissingImage {
         event_id: event_id.clone(),
         kind,
@@ -186,10 +203,10 @@ pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
         ChangeKind::Modify | ChangeKind::Remove if old.is_none() => return Err(missing("old")),
         _ => {}
     }
-    if record.change.keys.is_empty() {
+    if change.keys.is_empty() {
         return Err(DecodeError::NoKeys { event_id });
     }
-    let origin = match &record.user_identity {
+    let origin = match &user_identity {
         Some(id)
             if kind == ChangeKind::Remove
                 && id.type_ == "Service"
@@ -204,10 +221,10 @@ pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
         sequence_number,
         kind,
         origin,
-        keys: Item::from(record.change.keys.clone()),
+        keys: Item::from(change.keys),
         old,
         new,
-        at: record.change.approximate_creation_date_time,
+        at: change.approximate_creation_date_time,
     })
 }
 
@@ -279,7 +296,7 @@ mod tests {
 
     #[test]
     fn decodes_modify_with_both_images() {
-        let c = decode(&record(base("MODIFY"))).unwrap();
+        let c = decode(record(base("MODIFY"))).unwrap();
         assert_eq!(c.kind, ChangeKind::Modify);
         assert_eq!(c.origin, Origin::User);
         assert_eq!(c.sequence_number.as_str(), "000000000000000000123");
@@ -293,10 +310,10 @@ mod tests {
         let mut v = base("REMOVE");
         v["dynamodb"].as_object_mut().unwrap().remove("NewImage");
         v["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
-        let c = decode(&record(v.clone())).unwrap();
+        let c = decode(record(v.clone())).unwrap();
         assert_eq!(c.origin, Origin::TtlExpiry);
         v["userIdentity"] = json!({"type": "Service", "principalId": "someone-else"});
-        assert_eq!(decode(&record(v)).unwrap().origin, Origin::User);
+        assert_eq!(decode(record(v)).unwrap().origin, Origin::User);
     }
 
     #[test]
@@ -304,7 +321,7 @@ mod tests {
         let mut v = base("MODIFY");
         v["dynamodb"].as_object_mut().unwrap().remove("OldImage");
         assert!(matches!(
-            decode(&record(v)),
+            decode(record(v)),
             Err(DecodeError::MissingImage { image: "old", .. })
         ));
         let mut v = base("INSERT");
@@ -313,12 +330,12 @@ mod tests {
             .unwrap()
             .remove("SequenceNumber");
         assert!(matches!(
-            decode(&record(v)),
+            decode(record(v)),
             Err(DecodeError::NoSequenceNumber { .. })
         ));
         let v = base("UPSERT");
         assert!(matches!(
-            decode(&record(v)),
+            decode(record(v)),
             Err(DecodeError::UnknownEventName { .. })
         ));
     }
