@@ -502,10 +502,13 @@ impl FoldRules for FileHistory {
     }
 
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
+        // Asked of every record: only an INSERT's image is classified.
+        if change.kind != ChangeKind::Insert {
+            return None;
+        }
         let new = change.new.as_ref()?;
         let (role, pk, sk) = self.classify(new).ok()?;
-        let is_adoption = change.kind == ChangeKind::Insert
-            && role == Role::Entry
+        let is_adoption = role == Role::Entry
             && new.opt_s("description").ok().flatten() == Some(self.spec().imported);
         is_adoption.then(|| AdoptionRecord {
             aggregate: self.aggregate_of(pk, sk).unwrap_or_default(),
