@@ -187,9 +187,8 @@ pub fn decode(record: EventRecord) -> Result<Change, DecodeError> {
             })
         }
     };
-    let image = |item: serde_dynamo::Item| -> Option<Item> {
-        (!item.is_empty()).then(|| Item::from(item))
-    };
+    let image =
+        |item: serde_dynamo::Item| -> Option<Item> { (!item.is_empty()).then(|| Item::from(item)) };
     let old = image(change.old_image);
     let new = image(change.new_image);
     let missing = |image: &'static str| DecodeError::MissingImage {
@@ -279,7 +278,17 @@ mod tests {
         assert_eq!(b.cmp(&c), Ordering::Equal);
         // The same order as the padded strings the HEAD stores, zeros and
         // lengths mixed.
-        let raw = ["0", "000", "1", "09", "10", "99", "100", "0101", &"9".repeat(40)];
+        let raw = [
+            "0",
+            "000",
+            "1",
+            "09",
+            "10",
+            "99",
+            "100",
+            "0101",
+            &"9".repeat(40),
+        ];
         for x in raw {
             for y in raw {
                 let (x, y) = (

@@ -302,10 +302,7 @@ impl Store {
     /// index of every failed action so the caller can tell "already applied"
     /// from a lost race. The actions are borrowed (each attempt sends a copy):
     /// a caller that may send them again keeps them.
-    pub async fn transact(
-        &self,
-        actions: impl AsRef<[TransactWriteItem]>,
-    ) -> Result<(), TxError> {
+    pub async fn transact(&self, actions: impl AsRef<[TransactWriteItem]>) -> Result<(), TxError> {
         let actions = actions.as_ref();
         let n = actions.len();
         if n == 0 {

@@ -158,11 +158,7 @@ impl<R: FoldRules> FoldProcessor<R> {
     /// The actions of one aggregate's commit. The entries move into their
     /// puts (a commit that fails forgets the aggregate; one that succeeds
     /// clears them).
-    pub(super) fn commit_actions(
-        &self,
-        aggregate: &str,
-        l: &mut Loaded,
-    ) -> Vec<TransactWriteItem> {
+    pub(super) fn commit_actions(&self, aggregate: &str, l: &mut Loaded) -> Vec<TransactWriteItem> {
         let mut actions: Vec<TransactWriteItem> = std::mem::take(&mut l.entries)
             .into_iter()
             .map(|e| put_action(&self.config.table, e, None))
