@@ -14,6 +14,13 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+/// The allocator the Lambda functions use (`functions/*/src/main.rs`), for
+/// the binary, the benches and the tests alike: local = deployed. Without
+/// the default feature `mimalloc`, the system allocator (to measure).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[cfg(feature = "faults")]
 pub mod faults;
 pub mod local;

@@ -93,25 +93,28 @@ async fn run_stream_batch<P: StreamProcessor>(
 ) -> Result<DynamoDbEventResponse, WholeBatchFailure> {
     let mut metrics = BatchMetrics::default();
     let mut changes = Vec::with_capacity(event.records.len());
-    for record in &event.records {
+    for record in event.records {
         match decode(record) {
             Ok(c) => changes.push(c),
             Err(e @ DecodeError::NoSequenceNumber { .. }) => {
                 tracing::error!(
                     processor = processor.name(),
-                    event_id = %record.event_id,
+                    event_id = %e.event_id(),
                     "record without a SequenceNumber cannot be named in a partial batch response: failing the whole batch"
                 );
                 metrics.incr(names::BAD_INPUT);
                 processor.metrics().record(processor.name(), &metrics);
                 return Err(WholeBatchFailure(e));
             }
-            Err(e) => log_bad_input(
-                processor.name(),
-                &record.event_id,
-                &InputError::Decode(e),
-                &mut metrics,
-            ),
+            Err(e) => {
+                let event_id = e.event_id().to_owned();
+                log_bad_input(
+                    processor.name(),
+                    &event_id,
+                    &InputError::Decode(e),
+                    &mut metrics,
+                )
+            }
         }
     }
     let result = processor.process(&changes, &mut metrics).await;

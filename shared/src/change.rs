@@ -34,8 +34,15 @@ impl SequenceNumber {
 }
 
 impl Ord for SequenceNumber {
+    /// Numeric order without allocating: leading zeros dropped, the longer
+    /// number is the larger, numbers of one length compare digit by digit
+    /// (the order of [`SequenceNumber::padded`]).
     fn cmp(&self, other: &Self) -> Ordering {
-        self.padded().cmp(&other.padded())
+        let (a, b) = (
+            self.0.trim_start_matches('0'),
+            other.0.trim_start_matches('0'),
+        );
+        a.len().cmp(&b.len()).then_with(|| a.cmp(b))
     }
 }
 
@@ -140,33 +147,50 @@ pub enum DecodeError {
 
 const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
 
-/// Decodes one Lambda stream record.
-pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
-    let event_id = record.event_id.clone();
-    let sequence_number = record
-        .change
+impl DecodeError {
+    /// The record's `eventID`.
+    pub fn event_id(&self) -> &str {
+        match self {
+            Self::NoSequenceNumber { event_id }
+            | Self::UnknownEventName { event_id, .. }
+            | Self::MissingImage { event_id, .. }
+            | Self::NoKeys { event_id } => event_id,
+        }
+    }
+}
+
+/// Decodes one Lambda stream record, taking its images and keys as they
+/// are (each converted once, never copied).
+pub fn decode(record: EventRecord) -> Result<Change, DecodeError> {
+    let EventRecord {
+        event_id,
+        event_name,
+        change,
+        user_identity,
+        ..
+    } = record;
+    let sequence_number = change
         .sequence_number
         .as_deref()
         .and_then(SequenceNumber::parse)
         .ok_or_else(|| DecodeError::NoSequenceNumber {
             event_id: event_id.clone(),
         })?;
-    let kind = match record.event_name.as_str() {
+    let kind = match event_name.as_str() {
         "INSERT" => ChangeKind::Insert,
         "MODIFY" => ChangeKind::Modify,
         "REMOVE" => ChangeKind::Remove,
         other => {
             return Err(DecodeError::UnknownEventName {
                 event_id,
-                event_name: other.to_string(),
+                event_name: other.to_owned(),
             })
         }
     };
-    let image = |item: &serde_dynamo::Item| -> Option<Item> {
-        (!item.is_empty()).then(|| Item::from(item.clone()))
-    };
-    let old = image(&record.change.old_image);
-    let new = image(&record.change.new_image);
+    let image =
+        |item: serde_dynamo::Item| -> Option<Item> { (!item.is_empty()).then(|| Item::from(item)) };
+    let old = image(change.old_image);
+    let new = image(change.new_image);
     let missing = |image: &'static str| DecodeError::MissingImage {
         event_id: event_id.clone(),
         kind,
@@ -178,10 +202,10 @@ pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
         ChangeKind::Modify | ChangeKind::Remove if old.is_none() => return Err(missing("old")),
         _ => {}
     }
-    if record.change.keys.is_empty() {
+    if change.keys.is_empty() {
         return Err(DecodeError::NoKeys { event_id });
     }
-    let origin = match &record.user_identity {
+    let origin = match &user_identity {
         Some(id)
             if kind == ChangeKind::Remove
                 && id.type_ == "Service"
@@ -196,10 +220,10 @@ pub fn decode(record: &EventRecord) -> Result<Change, DecodeError> {
         sequence_number,
         kind,
         origin,
-        keys: Item::from(record.change.keys.clone()),
+        keys: Item::from(change.keys),
         old,
         new,
-        at: record.change.approximate_creation_date_time,
+        at: change.approximate_creation_date_time,
     })
 }
 
@@ -252,6 +276,28 @@ mod tests {
         let c = SequenceNumber::parse("0000000000000000000010").unwrap();
         assert!(a < b, "9 < 10 although \"9\" > \"10\" as strings");
         assert_eq!(b.cmp(&c), Ordering::Equal);
+        // The same order as the padded strings the HEAD stores, zeros and
+        // lengths mixed.
+        let raw = [
+            "0",
+            "000",
+            "1",
+            "09",
+            "10",
+            "99",
+            "100",
+            "0101",
+            &"9".repeat(40),
+        ];
+        for x in raw {
+            for y in raw {
+                let (x, y) = (
+                    SequenceNumber::parse(x).unwrap(),
+                    SequenceNumber::parse(y).unwrap(),
+                );
+                assert_eq!(x.cmp(&y), x.padded().cmp(&y.padded()), "{x} vs {y}");
+            }
+        }
         assert!(SequenceNumber::parse("").is_none());
         assert!(SequenceNumber::parse("12a").is_none());
         assert!(SequenceNumber::parse(&"1".repeat(41)).is_none());
@@ -259,7 +305,7 @@ mod tests {
 
     #[test]
     fn decodes_modify_with_both_images() {
-        let c = decode(&record(base("MODIFY"))).unwrap();
+        let c = decode(record(base("MODIFY"))).unwrap();
         assert_eq!(c.kind, ChangeKind::Modify);
         assert_eq!(c.origin, Origin::User);
         assert_eq!(c.sequence_number.as_str(), "000000000000000000123");
@@ -273,10 +319,10 @@ mod tests {
         let mut v = base("REMOVE");
         v["dynamodb"].as_object_mut().unwrap().remove("NewImage");
         v["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
-        let c = decode(&record(v.clone())).unwrap();
+        let c = decode(record(v.clone())).unwrap();
         assert_eq!(c.origin, Origin::TtlExpiry);
         v["userIdentity"] = json!({"type": "Service", "principalId": "someone-else"});
-        assert_eq!(decode(&record(v)).unwrap().origin, Origin::User);
+        assert_eq!(decode(record(v)).unwrap().origin, Origin::User);
     }
 
     #[test]
@@ -284,7 +330,7 @@ mod tests {
         let mut v = base("MODIFY");
         v["dynamodb"].as_object_mut().unwrap().remove("OldImage");
         assert!(matches!(
-            decode(&record(v)),
+            decode(record(v)),
             Err(DecodeError::MissingImage { image: "old", .. })
         ));
         let mut v = base("INSERT");
@@ -293,12 +339,12 @@ mod tests {
             .unwrap()
             .remove("SequenceNumber");
         assert!(matches!(
-            decode(&record(v)),
+            decode(record(v)),
             Err(DecodeError::NoSequenceNumber { .. })
         ));
         let v = base("UPSERT");
         assert!(matches!(
-            decode(&record(v)),
+            decode(record(v)),
             Err(DecodeError::UnknownEventName { .. })
         ));
     }

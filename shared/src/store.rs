@@ -297,8 +297,10 @@ impl Store {
     /// Cancellations caused only by conflicts or throttling are retried with
     /// backoff; cancellations with failed conditions are returned with the
     /// index of every failed action so the caller can tell "already applied"
-    /// from a lost race.
-    pub async fn transact(&self, actions: Vec<TransactWriteItem>) -> Result<(), TxError> {
+    /// from a lost race. The actions are borrowed (each attempt sends a copy):
+    /// a caller that may send them again keeps them.
+    pub async fn transact(&self, actions: impl AsRef<[TransactWriteItem]>) -> Result<(), TxError> {
+        let actions = actions.as_ref();
         let n = actions.len();
         if n == 0 {
             return Ok(());
@@ -307,7 +309,7 @@ impl Store {
             let res = self
                 .client
                 .transact_write_items()
-                .set_transact_items(Some(actions.clone()))
+                .set_transact_items(Some(actions.to_vec()))
                 .send()
                 .await;
             match res {

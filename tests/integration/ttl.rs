@@ -83,7 +83,7 @@ async fn ttl_removals_keep_their_origin(through_sdk: bool) {
         .lock()
         .unwrap()
         .iter()
-        .flat_map(|e| e.records.iter().map(|r| decode(r).unwrap()))
+        .flat_map(|e| e.records.iter().map(|r| decode(r.clone()).unwrap()))
         .collect();
     let removes: Vec<_> = changes
         .iter()

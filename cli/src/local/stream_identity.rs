@@ -228,9 +228,9 @@ mod tests {
         let id = records[0].user_identity.as_ref().expect("identity kept");
         assert_eq!(id.type_, "Service");
         assert_eq!(id.principal_id, "dynamodb.amazonaws.com");
-        let ttl = shared::change::decode(&records[0]).expect("decodes");
+        let ttl = shared::change::decode(records[0].clone()).expect("decodes");
         assert_eq!(ttl.origin, Origin::TtlExpiry);
-        let user = shared::change::decode(&records[1]).expect("decodes");
+        let user = shared::change::decode(records[1].clone()).expect("decodes");
         assert_eq!(user.origin, Origin::User);
         assert!(records[1].user_identity.is_none());
     }
@@ -248,7 +248,7 @@ mod tests {
             .await
             .expect("GetRecords parses");
         let record = crate::local::shards::sdk_record(&out.records()[0]).expect("record");
-        let change = shared::change::decode(&record).expect("decodes");
+        let change = shared::change::decode(record).expect("decodes");
         assert_eq!(change.origin, Origin::User);
     }
 

@@ -5,6 +5,10 @@
 //! function; its SHA-256 is logged at cold start) instead.
 #![recursion_limit = "256"]
 
+/// mimalloc: the handlers allocate and free many small Items per record.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use shared::lambda::{serve_stream, Config, Processors};
 use shared::store::{sdk_config, Store};
 

@@ -247,17 +247,24 @@ impl FileHistory {
 
     /// Whether `old` and `new` show the same in a snapshot of `shape`
     /// (absent and `NULL` alike).
+    /// (Compared on the images themselves: no part is built.)
     fn same_part(&self, shape: &Shape, old: &Item, new: &Item) -> bool {
-        let (po, pn) = (self.part(shape, old), self.part(shape, new));
-        po.keys()
-            .chain(pn.keys())
-            .all(|a| normalized(po.get(a)) == normalized(pn.get(a)))
+        let same = |a: &str| normalized(old.get(a)) == normalized(new.get(a));
+        match &shape.fields {
+            Some(fields) => fields.iter().all(|f| same(f)),
+            None => old
+                .keys()
+                .chain(new.keys())
+                .filter(|k| !shape.excluded.contains(&k.as_str()))
+                .all(|k| same(k)),
+        }
     }
 
-    /// The member a part name (a member's sort key) belongs to.
-    fn member_of_part(&self, part: &str) -> Option<&'static Member> {
+    /// The member a part name (a member's sort key) belongs to: its index
+    /// in the spec's members.
+    fn member_of_part(&self, part: &str) -> Option<usize> {
         let m = self.0;
-        self.spec().members.iter().find(|mb| {
+        self.spec().members.iter().position(|mb| {
             m.entities[mb.shape.entity].key[1]
                 .template
                 .matches(part)
@@ -266,22 +273,23 @@ impl FileHistory {
     }
 
     /// The snapshot of a state: the root's part, and each member's list
-    /// sorted by its `order`.
+    /// sorted by its `order` (ties in part name order). Each part is matched
+    /// to its member and its sort key read once.
     pub fn snapshot(&self, state: &FoldState) -> Item {
         let h = self.spec();
         let mut snap = state.parts.get(h.root_part).cloned().unwrap_or_default();
-        for mb in &h.members {
-            let mut parts: Vec<(&String, &Item)> = state
-                .parts
-                .iter()
-                .filter(|(name, _)| {
-                    name.as_str() != h.root_part
-                        && self
-                            .member_of_part(name)
-                            .is_some_and(|x| std::ptr::eq(x, mb))
-                })
-                .collect();
-            parts.sort_by_key(|(_, p)| {
+        let mut lists: Vec<Vec<&Item>> = vec![Vec::new(); h.members.len()];
+        for (name, part) in &state.parts {
+            if name.as_str() == h.root_part {
+                continue;
+            }
+            if let Some(i) = self.member_of_part(name) {
+                lists[i].push(part);
+            }
+        }
+        for (mb, mut parts) in h.members.iter().zip(lists) {
+            // Stable: parts of equal sort keys stay in name order.
+            parts.sort_by_cached_key(|p| {
                 mb.order
                     .iter()
                     .map(|o| sort_val(p.get(*o)))
@@ -292,7 +300,7 @@ impl FileHistory {
                 AttributeValue::L(
                     parts
                         .into_iter()
-                        .map(|(_, p)| AttributeValue::M(p.clone()))
+                        .map(|p| AttributeValue::M(p.clone()))
                         .collect(),
                 ),
             );
@@ -494,10 +502,13 @@ impl FoldRules for FileHistory {
     }
 
     fn adoption_record(&self, change: &Change) -> Option<AdoptionRecord> {
+        // Asked of every record: only an INSERT's image is classified.
+        if change.kind != ChangeKind::Insert {
+            return None;
+        }
         let new = change.new.as_ref()?;
         let (role, pk, sk) = self.classify(new).ok()?;
-        let is_adoption = change.kind == ChangeKind::Insert
-            && role == Role::Entry
+        let is_adoption = role == Role::Entry
             && new.opt_s("description").ok().flatten() == Some(self.spec().imported);
         is_adoption.then(|| AdoptionRecord {
             aggregate: self.aggregate_of(pk, sk).unwrap_or_default(),

@@ -287,7 +287,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         // Committed entries: rewritten now (the same content on a retry,
         // as the HEAD still names the candidates until the commit).
         for chunk in committed.chunks(25) {
-            match self.store.transact(chunk.to_vec()).await {
+            match self.store.transact(chunk).await {
                 Ok(()) | Err(TxError::ConditionsFailed { .. }) => {}
                 Err(TxError::Store(e)) => {
                     return Err(BatchFailure {

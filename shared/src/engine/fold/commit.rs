@@ -105,7 +105,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if loaded.version == 0 {
             loaded.epoch = token();
         }
-        loaded.persisted_parts = loaded.state.parts.clone();
+        if !loaded.inline {
+            loaded.persisted_parts = loaded.state.parts.clone();
+        }
         Ok(loaded)
     }
 
@@ -153,12 +155,13 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         put_action(&self.config.ledger_table, head, Some(cond))
     }
 
-    /// The actions of one aggregate's commit.
-    pub(super) fn commit_actions(&self, aggregate: &str, l: &Loaded) -> Vec<TransactWriteItem> {
-        let mut actions: Vec<TransactWriteItem> = l
-            .entries
-            .iter()
-            .map(|e| put_action(&self.config.table, e.clone(), None))
+    /// The actions of one aggregate's commit. The entries move into their
+    /// puts (a commit that fails forgets the aggregate; one that succeeds
+    /// clears them).
+    pub(super) fn commit_actions(&self, aggregate: &str, l: &mut Loaded) -> Vec<TransactWriteItem> {
+        let mut actions: Vec<TransactWriteItem> = std::mem::take(&mut l.entries)
+            .into_iter()
+            .map(|e| put_action(&self.config.table, e, None))
             .collect();
         if let Some(entry) = &l.rewrite {
             let id = entry.get("id").cloned().unwrap_or_else(|| s(""));
@@ -224,24 +227,21 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             }
             first = first.min(l.first_pending.unwrap_or(usize::MAX));
         }
+        let mut actions = Vec::new();
+        let mut mirrors: Vec<(usize, &String)> = Vec::new();
+        for agg in &aggregates {
+            let l = states.get_mut(agg).expect("in tx");
+            actions.extend(self.commit_actions(agg, l));
+            if let Some(update) = self.mirror_action(agg, l, tx) {
+                mirrors.push((actions.len(), agg));
+                actions.push(update);
+            }
+        }
         // Aggregates whose sequence mirror the transaction refused: sent
         // again without it (nothing to write: the root is gone or ahead).
         let mut refused: Vec<&String> = Vec::new();
         let (result, mirrored) = loop {
-            let mut actions = Vec::new();
-            let mut mirrors: Vec<(usize, &String)> = Vec::new();
-            for agg in &aggregates {
-                let l = &states[agg];
-                actions.extend(self.commit_actions(agg, l));
-                if refused.contains(&agg) {
-                    continue;
-                }
-                if let Some(update) = self.mirror_action(agg, l, tx) {
-                    mirrors.push((actions.len(), agg));
-                    actions.push(update);
-                }
-            }
-            match self.store.transact(actions).await {
+            match self.store.transact(&actions).await {
                 Err(TxError::ConditionsFailed { failed })
                     if failed
                         .iter()
@@ -249,12 +249,27 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                         .filter(|(_, f)| **f)
                         .all(|(i, _)| mirrors.iter().any(|(m, _)| *m == i)) =>
                 {
+                    let dropped = |m: usize| failed.get(m) == Some(&true);
                     refused.extend(
                         mirrors
                             .iter()
-                            .filter(|(m, _)| failed.get(*m) == Some(&true))
+                            .filter(|(m, _)| dropped(*m))
                             .map(|(_, agg)| *agg),
                     );
+                    // The same actions without the refused mirrors.
+                    let mut kept = Vec::with_capacity(actions.len());
+                    let mut still = Vec::with_capacity(mirrors.len());
+                    let mut mirror = mirrors.iter().peekable();
+                    for (i, action) in actions.into_iter().enumerate() {
+                        match mirror.next_if(|(m, _)| *m == i) {
+                            Some((_, _)) if dropped(i) => continue,
+                            Some((_, agg)) => still.push((kept.len(), *agg)),
+                            None => {}
+                        }
+                        kept.push(action);
+                    }
+                    actions = kept;
+                    mirrors = still;
                 }
                 result => break (result, mirrors),
             }
@@ -287,7 +302,12 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                         garbage.extend(left);
                     }
                     l.inline = inline;
-                    l.persisted_parts = l.state.parts.clone();
+                    // Read only while the parts are items (see `Loaded`).
+                    l.persisted_parts = if inline {
+                        BTreeMap::new()
+                    } else {
+                        l.state.parts.clone()
+                    };
                     l.last = l.pending_last.take().or(l.last.take());
                     l.entries.clear();
                     l.entry_bytes = 0;

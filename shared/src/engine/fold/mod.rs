@@ -320,8 +320,9 @@ struct Loaded {
     epoch: String,
     /// Waiting for the adoption entry's record: (sequence, entry id).
     adopt: Option<(u64, String)>,
-    /// Parts as committed: in the HEAD when `inline`, else as part items
-    /// under `epoch`.
+    /// Parts as committed as part items under `epoch`, to write only those
+    /// that change. Read only while the parts are items: with `inline`
+    /// (the parts in the HEAD) it may be left empty.
     persisted_parts: BTreeMap<String, Item>,
     /// The committed parts live in the HEAD ([`INLINE`]), not in items.
     inline: bool,
