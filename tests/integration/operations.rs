@@ -122,3 +122,32 @@ async fn a_shard_retrying_a_failing_record_reports_a_rising_iterator_age_on_metr
     let rt = bg.stop().await;
     drop(rt);
 }
+
+/// A drain that gives up says what was still left (user5's E5: `demo`
+/// waited with no word while a record or a job kept failing): here the
+/// history's record, retried because its grant lacks PutItem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_gives_up_names_what_is_still_pending() {
+    let engine = crate::support::start_engine().await;
+    let mut opts = crate::support::embedded_options(&engine, "tracker");
+    opts.time_scale = TIME_SCALE;
+    opts.revoke = vec![("history".into(), "dynamodb:PutItem".into())];
+    let mut rt = Runtime::start(opts).await.expect("runtime starts");
+    AppWriter::new(rt.dynamodb.clone(), &rt.config.table)
+        .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
+    let err = rt
+        .drain_within(Duration::from_secs(3))
+        .await
+        .expect_err("the history's record keeps failing");
+    let said = format!("{err:#}");
+    let left = said
+        .strip_prefix("not drained within 3s: ")
+        .unwrap_or_else(|| panic!("{said}"));
+    let history = left.split("; ").find(|p| p.starts_with("history: "));
+    assert!(
+        history.is_some_and(|p| p.ends_with(" record(s) fetched or waiting for a retry")),
+        "{said}"
+    );
+    assert!(!said.contains("derive:"), "the derive caught up: {said}");
+}

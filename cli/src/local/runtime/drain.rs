@@ -60,7 +60,12 @@ impl Runtime {
     /// Until every queue has no message visible or in flight.
     async fn wait_for_empty_queues(&self, started: Instant, limit: Duration) -> anyhow::Result<()> {
         while self.queues_active().await? {
-            anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
+            if started.elapsed() >= limit {
+                anyhow::bail!(
+                    "not drained within {limit:?}: {}",
+                    self.left_over(&[]).await
+                );
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
@@ -98,16 +103,27 @@ impl Runtime {
         let started = Instant::now();
         let mut total = 0;
         let mut quiet = 0;
+        // Each stream mapping's records still fetched or waiting for a
+        // retry after the last round: what a drain that gives up names.
+        let mut pending: Vec<(String, usize)> = Vec::new();
         while quiet < 2 {
-            anyhow::ensure!(started.elapsed() < limit, "not drained within {limit:?}");
+            if started.elapsed() >= limit {
+                anyhow::bail!(
+                    "not drained within {limit:?}: {}",
+                    self.left_over(&pending).await
+                );
+            }
             // Every mapping polls concurrently, as Lambda runs them: one
             // invocation per shard per mapping at a time. The queues are
             // consumed by their own pollers meanwhile.
             let streams =
                 futures::future::join_all(self.mappings.iter_mut().map(|m| m.poll_once())).await;
             let mut round = Round::default();
-            for r in streams {
-                round.absorb(r?);
+            pending.clear();
+            for (m, r) in self.mappings.iter().zip(streams) {
+                let r = r?;
+                pending.push((m.name().to_string(), r.pending));
+                round.absorb(r);
             }
             total += round.done;
             let progressed = round.done > 0;
@@ -131,6 +147,33 @@ impl Runtime {
             }
         }
         Ok(total)
+    }
+
+    /// What a drain that gives up still had: each stream mapping's records
+    /// fetched or waiting for a retry (`pending`, from its last round), each
+    /// queue's messages visible and in flight (a job failing again and
+    /// again comes back after each visibility timeout until its DLQ).
+    async fn left_over(&self, pending: &[(String, usize)]) -> String {
+        let mut left: Vec<String> = pending
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{name}: {n} record(s) fetched or waiting for a retry"))
+            .collect();
+        for q in &self.queues {
+            if let Ok((visible, in_flight)) = q.depth().await {
+                if visible + in_flight > 0 {
+                    left.push(format!(
+                        "queue {}: {visible} message(s) visible, {in_flight} in flight",
+                        q.name
+                    ));
+                }
+            }
+        }
+        if left.is_empty() {
+            "the processors' own writes kept coming".to_string()
+        } else {
+            left.join("; ")
+        }
     }
 
     /// Processes everything on the stream and the queues, including what
