@@ -72,6 +72,13 @@ pub enum Parsed<'m> {
     Processor(&'m Entity),
 }
 
+/// The values `pk`/`sk` bind in entity `e`'s key templates, when they match.
+fn key_bound<'k>(e: &Entity, pk: &'k str, sk: &'k str) -> Option<Vec<&'k str>> {
+    let mut bound = e.key[0].template.matches(pk)?;
+    bound.extend(e.key[1].template.matches(sk)?);
+    Some(bound)
+}
+
 impl FileModel {
     /// The entity whose key templates an item's keys match, if any.
     fn entity_of_key(&self, key: &Item) -> Option<&Entity> {
@@ -108,11 +115,7 @@ impl FileModel {
 
     /// The entity whose key templates match `pk`/`sk`, with the bound values.
     pub fn classify<'k>(&self, pk: &'k str, sk: &'k str) -> Option<(&Entity, Vec<&'k str>)> {
-        let matching = |e: &'_ Entity| -> Option<Vec<&'k str>> {
-            let mut bound = e.key[0].template.matches(pk)?;
-            bound.extend(e.key[1].template.matches(sk)?);
-            Some(bound)
-        };
+        let matching = |e: &'_ Entity| key_bound(e, pk, sk);
         let mut entities = self.entities.iter();
         let (first, bound) = entities.find_map(|e| matching(e).map(|b| (e, b)))?;
         // An entity told apart from another only by its values' types
@@ -136,31 +139,22 @@ impl FileModel {
     /// when `t` is no writer entity.
     fn not_its_key(&self, t: &str, pk: &str, sk: &str) -> Option<String> {
         let e = self.entities.iter().find(|e| e.writer && e.name == t)?;
-        let bound = e.key[0]
-            .template
-            .matches(pk)
-            .zip(e.key[1].template.matches(sk));
-        let Some((mut bound, sk_bound)) = bound else {
+        let Some(bound) = key_bound(e, pk, sk) else {
             return Some(format!("its key is not of a `{t}`'s shape"));
         };
-        bound.extend(sk_bound);
         e.key
             .iter()
             .flat_map(|k| k.template.binders())
             .zip(bound)
-            .find_map(|(b, v)| {
-                let ty = match &b.format {
-                    Some(f) => super::formats::named(f, &self.formats),
-                    None => e.attr(&b.name).map(|a| a.ty.clone()),
-                }?;
-                match check_str(&b.name, v, &ty) {
+            .find_map(
+                |(b, v)| match super::model::binder_check(e, b, v, &self.formats) {
                     Err(AttrError::Invalid { reason, .. }) => Some(format!(
                         "as a `{t}`, its key's `{}` is `{v}`: {reason}",
                         b.name
                     )),
                     _ => None,
-                }
-            })
+                },
+            )
     }
 
     /// Whether the values a key binds fit their binders' types.

@@ -124,9 +124,19 @@ pub(in crate::file) fn binder_fits(
     v: &str,
     formats: &[&'static super::super::formats::Format],
 ) -> bool {
+    binder_check(e, b, v, formats).is_ok()
+}
+
+/// [`binder_fits`], with why not.
+pub(in crate::file) fn binder_check(
+    e: &Entity,
+    b: &Binder,
+    v: &str,
+    formats: &[&'static super::super::formats::Format],
+) -> Result<(), crate::item::AttrError> {
     let ty = match &b.format {
         Some(f) => super::super::formats::named(f, formats),
         None => e.attr(&b.name).map(|a| a.ty.clone()),
     };
-    ty.is_none_or(|ty| super::super::rules::check_str(&b.name, v, &ty).is_ok())
+    ty.map_or(Ok(()), |ty| super::super::rules::check_str(&b.name, v, &ty))
 }

@@ -17,7 +17,7 @@ use super::template::{split, KeyTemplate, Part};
 use crate::models::table::{Gsi, TableDef};
 
 mod counters;
-pub(in crate::file) use counters::binder_fits;
+pub(in crate::file) use counters::{binder_check, binder_fits};
 mod implies;
 mod shape;
 
