@@ -4,10 +4,10 @@
 //! the stack defines and names them. `run` itself never creates anything.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use jobstream::local::deployed::{require_queue, require_tables};
 use jobstream::local::engine::{ensure_table, require_region, sdk_config};
+use jobstream::local::runtime::queue_visibility;
 use jobstream::local::sqs_esm::create_queue;
 use shared::models::table::{self, STACK_NAMES};
 
@@ -48,7 +48,7 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map_or(String::new(), |s| STACK_NAMES.queue(s, ""));
         for def in &model.queues() {
-            let visibility = Duration::from_secs(u64::from(def.visibility_timeout_secs));
+            let visibility = queue_visibility(def, 1.0);
             // CreateQueue of an existing queue with other attributes fails
             // (QueueAlreadyExists); the check below names what differs.
             let queue = create_queue(&sqs, def, &prefix, visibility).await;
@@ -84,17 +84,13 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // Without a stack, `run` finds the queues by their variables.
     let mut line = format!("jobstream run {}", target.model.flag());
     match &target.stack {
         Some(stack) => line.push_str(&format!(" --stack {stack}")),
-        None => {
-            for export in &exports {
-                println!("{export}");
-            }
-            line.push_str(&format!(" --ledger-table {ledger}"));
-        }
+        None => exports.iter().for_each(|e| println!("{e}")),
     }
-    if target.stack.is_some() && target.ledger_table.is_some() {
+    if target.stack.is_none() || target.ledger_table.is_some() {
         line.push_str(&format!(" --ledger-table {ledger}"));
     }
     if let Some(table) = &target.table {
