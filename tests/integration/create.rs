@@ -14,25 +14,10 @@ use shared::models::table;
 
 use crate::support::jobstream_bin;
 
-/// `jobstream create ARGS` (off the async runtime: it waits for the
-/// process, which talks to this test's engine).
+/// `jobstream create ARGS`, none of its settings from the environment.
 async fn create(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || create_blocking(&args))
-        .await
-        .expect("joins")
-}
-
-fn create_blocking(args: &[String]) -> Output {
-    Command::new(jobstream_bin())
-        .arg("create")
-        .args(args)
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
-        .env_remove("JOBSTREAM_STACK")
-        .env_remove("TABLE_NAME")
-        .env_remove("LEDGER_TABLE_NAME")
-        .output()
-        .expect("jobstream create runs")
+    let args = std::iter::once("create".to_string()).chain(args).collect();
+    crate::deployed::jobstream(args, vec![]).await
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -145,21 +130,9 @@ async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
         )),
         "{err}"
     );
+    // The run line takes the same flags, in the same order.
     let run = run_line(&out);
-    assert_eq!(
-        run,
-        [
-            "run",
-            "--model",
-            "social",
-            "--stack",
-            &stack,
-            "--endpoint",
-            &endpoint,
-            "--sqs-endpoint",
-            &sqs
-        ],
-    );
+    assert_eq!(run, [vec!["run".to_string()], flags.clone()].concat());
     let run2 = run.clone();
     let consumed = tokio::task::spawn_blocking(move || starts_consuming(&run2, &[])).await;
     consumed.unwrap().expect("the printed run line consumes");
@@ -261,10 +234,7 @@ fn dev_starts_its_local_sqs_on_the_port_given_and_names_a_port_in_use() {
 
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let port = taken.local_addr().expect("addr").port();
-    let out = Command::new(jobstream_bin())
-        .args(dev(port))
-        .output()
-        .expect("dev runs");
+    let out = crate::support::jobstream(&dev(port));
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(

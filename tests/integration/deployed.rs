@@ -28,7 +28,7 @@ const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// `jobstream ARGS` with `env` (an empty value unsets), killed past
 /// [`HANG_GUARD`]; its output.
-async fn jobstream(args: Vec<String>, env: Vec<(String, String)>) -> Output {
+pub(crate) async fn jobstream(args: Vec<String>, env: Vec<(String, String)>) -> Output {
     tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(jobstream_bin());
         for (k, v) in env {

@@ -4,14 +4,13 @@
 //! in the log; every legal table key, however long, keeps its ledger
 //! records within the limits.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use shared::item::{s, Item, ItemExt};
 use shared::metrics::names;
 
 use crate::items::{assert_clean, get, key, metric, put};
-use crate::support::{model_env, ModelEnv};
+use crate::support::{model_env, Captured, ModelEnv};
 
 /// Notes under a section; their titles in an index; a tally per note id.
 const NOTES: &str = r#"jobstream: 1
@@ -61,36 +60,9 @@ fn note(id: &str, section: &str, title: &str) -> Item {
     ])
 }
 
-/// The log lines written while `f` runs (this thread's; the test runs on a
-/// current-thread runtime so the processors log here).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_on_at_once() {
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = Captured::start();
     let mut env = notes().await;
     // GSI1PK is "T#" + the title: a title no key bounds makes it longer
     // than an index partition key may be.
@@ -122,7 +94,7 @@ async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_o
             .unwrap(),
         1
     );
-    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logged = logs.text();
     let line = logged
         .lines()
         .find(|l| l.contains("bad input"))

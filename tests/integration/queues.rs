@@ -659,3 +659,47 @@ async fn pickem_identical_scoring_jobs_of_a_batch_are_sent_once() {
     .await;
     assert_eq!(n, 1);
 }
+
+/// Says every message is a duplicate.
+struct AlreadyDone(shared::metrics::Metrics);
+
+impl shared::sqs::MessageProcessor for AlreadyDone {
+    fn name(&self) -> &'static str {
+        "matches"
+    }
+    fn metrics(&self) -> &shared::metrics::Metrics {
+        &self.0
+    }
+    async fn process(
+        &self,
+        _body: &str,
+    ) -> Result<shared::sqs::Outcome, shared::sqs::MessageError> {
+        Ok(shared::sqs::Outcome::Duplicate)
+    }
+}
+
+/// A duplicate (an effect already there: a redelivery, or a second job for
+/// a once key) is logged at `info` with its message id, besides its count
+/// (user5's E4: nothing said why a second order did nothing).
+#[tokio::test]
+async fn a_duplicate_is_logged_at_info_with_its_message() {
+    let (logs, _guard) = crate::support::Captured::start();
+    let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+    m.message_id = Some("m-1".into());
+    m.body = Some("{}".into());
+    let mut event = SqsEvent::default();
+    event.records.push(m);
+    let done = AlreadyDone(Default::default());
+    let r = shared::sqs::handle_sqs_batch(&done, event)
+        .await
+        .expect("handled");
+    assert!(r.batch_item_failures.is_empty());
+    assert_eq!(done.0.get(shared::metrics::names::DUPLICATE), 1);
+    let logged = logs.text();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("duplicate"))
+        .unwrap_or_else(|| panic!("no duplicate logged:\n{logged}"));
+    assert!(line.contains(" INFO ") && line.contains("m-1"), "{line}");
+    assert!(line.contains("processor=\"matches\""), "{line}");
+}
