@@ -549,3 +549,54 @@ async fn pickem_clamps_are_counted() {
     let scoring = env.rt.consumer("scoring").metrics().get(overflow);
     assert!(scoring >= 2, "the scores' clamps are counted: {scoring}");
 }
+
+/// `explain` of a prediction says what its computed values are, as its
+/// event's matches imply them now, and names a value the item holds that
+/// differs (user6: `explain` said nothing of computed values).
+#[tokio::test]
+async fn explain_shows_a_predictions_computed_values_and_a_forged_one() {
+    let mut env = env().await;
+    event_with_matches(&env.rt, EV, &[("m1", 1, 3, Some(1)), ("m2", 2, 5, Some(0))]).await;
+    put(
+        &env.rt,
+        write::prediction("ann", EV, &[("m1", 1), ("m2", 1)]),
+    )
+    .await;
+    env.rt.drain().await.expect("drains");
+    let file = crate::support::shipped("pickem.yaml");
+    let ev = keys::event_key(EV);
+    let rows = format!("from the match rows at PK={ev} (2 item(s) read)");
+    crate::explain::says(
+        &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
+        &[
+            &format!("computes points = 3 {rows}"),
+            &format!("computes mcorrect = 1 {rows}"),
+        ],
+    );
+    // A writer forges the value: until its job brings it back, explain
+    // names what the item holds.
+    update(
+        &env.rt,
+        key(keys::user_pk("ann"), ev.clone()),
+        "SET points = :p",
+        &[(":p", n(99))],
+    )
+    .await;
+    crate::explain::says(
+        &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
+        &[&format!(
+            "computes points = 3 {rows} (the item holds 99: a job pending, or drift)"
+        )],
+    );
+    env.rt.drain().await.expect("drains");
+    crate::explain::says(
+        &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
+        &[&format!("computes points = 3 {rows}")],
+    );
+    // A match whose result names no team is bad input: not judged.
+    put(&env.rt, m(EV, "m3", 3, 1, Some(2))).await;
+    crate::explain::says(
+        &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
+        &[&format!("computes its values from the match rows at PK={ev} (3 item(s) read): not judged now, a row (PK={ev}, SK=MATCH#m3) is bad input: the values wait for it")],
+    );
+}

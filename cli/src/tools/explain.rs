@@ -206,7 +206,7 @@ pub async fn explain(
 
 async fn explain_roles(
     model: &Model,
-    file: Option<&FileModel>,
+    file: Option<&'static FileModel>,
     t: &Tables<'_>,
     key: &Item,
     item: Option<Item>,
@@ -301,7 +301,7 @@ fn also_source(model: &Model, file: Option<&FileModel>, entity: Option<&str>, it
 /// still implies (kept by the ledger).
 async fn explain_source(
     model: &Model,
-    file: Option<&FileModel>,
+    file: Option<&'static FileModel>,
     t: &Tables<'_>,
     key: &Item,
     item: &Item,
@@ -353,6 +353,9 @@ async fn explain_source(
                 }
             }
         }
+    }
+    if let Some(f) = file {
+        explain_computed(f, t, &item, x).await?;
     }
     for g in &model.table.gsis {
         match (after.get(g.pk), after.get(g.sk)) {
@@ -450,6 +453,62 @@ async fn explain_source(
                 );
             }
         },
+    }
+    Ok(())
+}
+
+/// An item's computed values (`compute:`): what the rows of its scope, read
+/// now, imply against what it holds.
+async fn explain_computed(
+    f: &'static FileModel,
+    t: &Tables<'_>,
+    item: &Item,
+    x: &mut Explanation,
+) -> anyhow::Result<()> {
+    let Some((rows_pk, prefix, rows)) = f.compute_rows(item) else {
+        return Ok(());
+    };
+    let [pkn, skn] = f.key_names();
+    let mut partition = Vec::new();
+    let mut from = None;
+    loop {
+        let page = t
+            .client
+            .query()
+            .table_name(t.table)
+            .key_condition_expression("#p = :p AND begins_with(#s, :s)")
+            .expression_attribute_names("#p", pkn)
+            .expression_attribute_names("#s", skn)
+            .expression_attribute_values(":p", AttributeValue::S(rows_pk.clone()))
+            .expression_attribute_values(":s", AttributeValue::S(prefix.to_string()))
+            .consistent_read(true)
+            .set_exclusive_start_key(from)
+            .send()
+            .await?;
+        partition.extend(page.items.unwrap_or_default());
+        from = page.last_evaluated_key;
+        if from.is_none() {
+            break;
+        }
+    }
+    let whose = format!(
+        "the {rows} rows at {pkn}={rows_pk} ({} item(s) read)",
+        partition.len()
+    );
+    match f.computed_values(item, &partition) {
+        Ok(values) => {
+            for (a, v) in values {
+                let held = match item.get(a) {
+                    Some(AttributeValue::N(n)) if n.parse::<i64>() == Ok(v) => String::new(),
+                    Some(h) => format!(" (the item holds {}: a job pending, or drift)", show(h)),
+                    None => " (the item holds none: a job pending, or drift)".to_string(),
+                };
+                x.line(format!("computes {a} = {v} from {whose}{held}"));
+            }
+        }
+        Err(why) => x.line(format!(
+            "computes its values from {whose}: not judged now, {why}"
+        )),
     }
     Ok(())
 }

@@ -357,14 +357,14 @@ impl FileModel {
                     continue;
                 }
                 let entry = rows.entry(pk).or_insert_with(|| Some(vec![]));
-                match self.parse(i) {
-                    Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
+                match self.row_of(over, i) {
+                    Ok(Some(row)) => {
                         if let Some(v) = entry {
-                            v.push(row_val(&rec.vals));
+                            v.push(row);
                         }
                     }
-                    Ok(_) => {}
-                    Err(_) => *entry = None,
+                    Ok(None) => {}
+                    Err(()) => *entry = None,
                 }
             }
             let job = ComputeJob {
@@ -372,19 +372,13 @@ impl FileModel {
                 entity: ei,
             };
             for i in items {
-                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                let Some((ce, _, scope, rpk)) = self.compute_scope(i) else {
                     continue;
                 };
-                if !self
-                    .classify(pk, sk)
-                    .is_some_and(|(x, _)| std::ptr::eq(x, e))
-                {
+                if ce != ei {
                     continue;
                 }
-                let Some(scope) = scope_of_item(c, e, pk, sk) else {
-                    continue;
-                };
-                let Some(rpk) = rows_pk(over, &scope_vec(&scope)) else {
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
                     continue;
                 };
                 let r = match rows.get(rpk.as_str()) {
@@ -438,6 +432,82 @@ impl FileModel {
             }
         }
         out
+    }
+}
+
+impl FileModel {
+    /// A row of `over` as its values read it (`Ok(None)`: another item of
+    /// the partition; `Err`: bad input, so its scope is not judged).
+    fn row_of(&self, over: &Entity, item: &Item) -> Result<Option<Val>, ()> {
+        match self.parse(item) {
+            Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
+                Ok(Some(row_val(&rec.vals)))
+            }
+            Ok(_) => Ok(None),
+            Err(_) => Err(()),
+        }
+    }
+
+    /// The computing entity of an item (its index), the scope its key
+    /// binds and the partition key of that scope's rows (`None`: the item's
+    /// entity computes nothing).
+    fn compute_scope(
+        &self,
+        item: &Item,
+    ) -> Option<(usize, &Compute, BTreeMap<String, String>, String)> {
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (item.s(pkn), item.s(skn)) else {
+            return None;
+        };
+        let (e, _) = self.classify(pk, sk)?;
+        let c = e.compute.as_ref()?;
+        let ei = self.entities.iter().position(|x| std::ptr::eq(x, e))?;
+        let scope = scope_of_item(c, e, pk, sk)?;
+        let rpk = rows_pk(&self.entities[c.over], &scope_vec(&scope))?;
+        Some((ei, c, scope, rpk))
+    }
+
+    /// Where an item's computed values are read from (`explain`): the
+    /// partition key of its rows, the literal their sort keys start with and
+    /// the rows' entity (`None`: its entity computes nothing).
+    pub fn compute_rows(&self, item: &Item) -> Option<(String, &str, &'static str)> {
+        let (_, c, _, rpk) = self.compute_scope(item)?;
+        Some((rpk, c.sk_prefix.as_str(), self.entities[c.over].name))
+    }
+
+    /// Each computed value of `item` as `partition` (the items read from
+    /// [`Self::compute_rows`]) implies it, as the job and `verify` compute
+    /// it; `Err` says why it is not judged (a row or the item is bad input).
+    pub fn computed_values(
+        &'static self,
+        item: &Item,
+        partition: &[Item],
+    ) -> Result<Vec<(&'static str, i64)>, String> {
+        let Some((entity, c, _, _)) = self.compute_scope(item) else {
+            return Ok(vec![]);
+        };
+        let over = &self.entities[c.over];
+        let mut rows = Vec::new();
+        for i in partition {
+            match self.row_of(over, i) {
+                Ok(Some(row)) => rows.push(row),
+                Ok(None) => {}
+                Err(()) => {
+                    return Err(format!(
+                        "a row ({}) is bad input: the values wait for it",
+                        display_key(&key_of(i, &self.key_names()))
+                    ))
+                }
+            }
+        }
+        let facts = Facts {
+            rows: Val::List(rows).prepare(),
+            guards: vec![],
+        };
+        ComputeJob { m: self, entity }
+            .values(item, &facts)
+            .map(|(_, values)| values)
+            .ok_or_else(|| "the item is bad input: its values are not computed".to_string())
     }
 }
 
