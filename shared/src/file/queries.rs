@@ -422,11 +422,14 @@ fn one(
             format!("query `{name}`: a name of letters, digits, `_` and `-`"),
         );
     }
-    let (index, pk_attr, sk_attr) = match &r.index {
-        None => (None, table.pk, table.sk),
-        Some(i) if i.value == "table" => (None, table.pk, table.sk),
+    // An unknown index: its key attributes are unknown, so the key's
+    // conditions are not judged; everything else is, so that one
+    // `check-model` lists every problem of the query.
+    let (index, pk_attr, sk_attr, known) = match &r.index {
+        None => (None, table.pk, table.sk, true),
+        Some(i) if i.value == "table" => (None, table.pk, table.sk, true),
         Some(i) => match table.gsis.iter().find(|g| g.name == i.value) {
-            Some(g) => (Some(g.name), g.pk, g.sk),
+            Some(g) => (Some(g.name), g.pk, g.sk, true),
             None => {
                 let hint = suggest(&i.value, table.gsis.iter().map(|g| g.name)).unwrap_or_default();
                 let known = if table.gsis.is_empty() {
@@ -446,7 +449,7 @@ fn one(
                     at(i),
                     format!("query `{name}`: unknown index `{}`{hint} ({known}; omit `index` to query the table)", i.value),
                 );
-                return None;
+                (None, "", "", false)
             }
         },
     };
@@ -458,7 +461,12 @@ fn one(
     let mut sk = None;
     for (k, cond) in &r.key.value.0 {
         let pos = at(cond);
-        if k == pk_attr {
+        if !known {
+            // Its templates still use (and check) the parameters.
+            for arg in &cond.value.args {
+                c.template(name, &arg.0, pos, &params, &mut used);
+            }
+        } else if k == pk_attr {
             if cond.value.op.as_deref().is_some_and(|o| o != "=") {
                 c.err(
                     pos,
@@ -526,7 +534,7 @@ fn one(
             );
         }
     }
-    if !r.key.value.0.iter().any(|(k, _)| k == pk_attr) {
+    if known && !r.key.value.0.iter().any(|(k, _)| k == pk_attr) {
         c.err(
             at(&r.key),
             format!(

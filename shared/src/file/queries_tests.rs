@@ -69,6 +69,24 @@ fn a_good_query_compiles() {
     assert!(p.is_empty(), "{p:#?}");
 }
 
+/// An unknown index does not hide the query's other problems (user6's G6:
+/// the unused parameter showed only once the index was fixed); its key's
+/// templates still use the parameters they name.
+#[test]
+fn an_unknown_index_and_an_unused_parameter_are_reported_together() {
+    let p = problems(
+        "  q:\n    index: GSI2\n    params: { org: ulid, extra: string }\n    key: { G1PK: \"ORG#${org}\" }\n",
+    );
+    let want = [
+        "unknown index `GSI2` (did you mean `GSI1`?)",
+        "parameter `extra` is used nowhere",
+    ];
+    for w in want {
+        assert!(p.iter().any(|m| m.contains(w)), "expected `{w}` in {p:#?}");
+    }
+    assert_eq!(p.len(), 2, "only those two: {p:#?}");
+}
+
 #[test]
 fn check_model_finds_what_a_query_gets_wrong() {
     // Never a scan: the partition key is required.
