@@ -129,17 +129,16 @@ impl LocalSqs {
         let line = match rx.recv_timeout(START_TIMEOUT) {
             Ok(Ok(line)) => line,
             Ok(Err(e)) => {
-                let _ = child.kill();
+                stop(&mut child);
                 return Err(e).context("reading the local SQS's address");
             }
             Err(_) => {
-                let _ = child.kill();
+                stop(&mut child);
                 anyhow::bail!("the local SQS did not start within {START_TIMEOUT:?}");
             }
         };
         let Some(endpoint) = parse_listening(&line) else {
-            let _ = child.kill();
-            let _ = child.wait();
+            stop(&mut child);
             let on = match port {
                 0 => String::new(),
                 p => format!(" on port {p} (is it in use?)"),
@@ -162,11 +161,16 @@ fn parse_listening(line: &str) -> Option<String> {
     Some(format!("http://127.0.0.1:{port}"))
 }
 
+/// Kills the server and reaps it (in-memory queues: nothing to flush, so a
+/// plain kill is enough).
+fn stop(child: &mut std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 impl Drop for LocalSqs {
     fn drop(&mut self) {
-        // In-memory queues: nothing to flush, so a plain kill is enough.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
 }
 
