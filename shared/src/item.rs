@@ -66,6 +66,17 @@ pub fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
     }
 }
 
+/// Whether `item`'s TTL attribute `ttl` (epoch seconds) is at or before
+/// `now`: DynamoDB deletes it within days and nothing expects it any more.
+pub fn expired(item: &Item, ttl: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> bool {
+    ttl.is_some_and(|attr| {
+        item.opt_i64(attr)
+            .ok()
+            .flatten()
+            .is_some_and(|t| t <= now.timestamp())
+    })
+}
+
 /// [`same_value`] of two optional values (both absent: the same).
 pub fn same_opt(a: Option<&AttributeValue>, b: Option<&AttributeValue>) -> bool {
     match (a, b) {

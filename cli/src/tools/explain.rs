@@ -374,14 +374,17 @@ async fn explain_source(
     for d in &derived {
         let dk = key_of(d, names);
         let present = get(t, t.table, &dk).await?.is_some();
+        let ttl = model.table.ttl_attribute;
         x.line(format!(
             "derives {}{} ({})",
             display_key(&dk),
             of(entity_of(file, &dk)),
-            if present {
-                "present"
-            } else {
-                "absent: pending or drift"
+            match present {
+                true => "present".to_string(),
+                false if shared::item::expired(d, ttl, chrono::Utc::now()) => {
+                    format!("absent: expired, its {} is past", ttl.unwrap_or_default())
+                }
+                false => "absent: pending or drift".to_string(),
             }
         ));
     }

@@ -191,6 +191,10 @@ pub fn verify_items(
     let key_names = rules.key_names();
     let limits = shared::limits::KeyLimits::of(&model.table);
     let mut report = Report::default();
+    // The engine's own kinds, listed even with nothing to check.
+    for kind in ["projection", "derived", "counter", "ledger"] {
+        report.kinds.entry(kind).or_default();
+    }
     let by_id: HashMap<String, &Item> = items
         .iter()
         .map(|i| (item_id(&key_of(i, key_names)), i))
@@ -361,6 +365,8 @@ pub fn verify_items(
     for (id, (d, source)) in &desired {
         report.checked("derived");
         let drift = match by_id.get(id) {
+            // Its TTL is past: the sweep took it, or will.
+            None if shared::item::expired(d, model.table.ttl_attribute, now) => None,
             None => Some(Drift::Missing),
             Some(have) if !shared::item::same_items(have, d) => Some(Drift::Wrong),
             _ => None,

@@ -238,12 +238,7 @@ impl JoinSet {
     }
 
     fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
-        self.target.ttl.as_ref().is_some_and(|(attr, _)| {
-            item.opt_i64(attr)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t <= now.timestamp())
-        })
+        crate::item::expired(item, self.target.ttl.as_ref().map(|(a, _)| *a), now)
     }
 
     /// The target of a row whose facts hold, if `when` and the TTL say so.
