@@ -249,6 +249,7 @@ pub(crate) struct DevArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct DemoArgs {
+    /// Address of the embedded engine (port 0: a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub(crate) listen: String,
     #[command(flatten)]
@@ -272,8 +273,10 @@ pub(crate) struct DemoArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
+    /// Address the engine listens on (DynamoDB and DynamoDB Streams).
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub(crate) listen: String,
+    /// Persist the engine to this SQLite file (default: in memory).
     #[arg(long)]
     pub(crate) db: Option<String>,
     /// Only this model's tables (default: every model's).
@@ -290,19 +293,25 @@ pub(crate) struct ServeArgs {
     /// The model's table name (with --model or --model-file).
     #[arg(long, env = "TABLE_NAME")]
     pub(crate) table: Option<String>,
+    /// The ledger table (the processors' records and totals); give each
+    /// model's table its own (with --stack: the stack's).
     #[arg(long, env = "LEDGER_TABLE_NAME", default_value = "jobstream-ledger")]
     pub(crate) ledger_table: String,
 }
 
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
+    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
+    /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
     pub(crate) endpoint: Option<String>,
     #[command(flatten)]
     pub(crate) target: Target,
     /// SQS endpoint of a durable SQS, required for models with queues
     /// (e.g. https://sqs.eu-west-1.amazonaws.com; `dev` and `demo` start
-    /// a local one instead).
+    /// a local one instead). Without --stack, the queues are found there by
+    /// the names `jobstream create` gives them (or QUEUE_URL_<LOGICAL>).
     #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     pub(crate) sqs_endpoint: Option<String>,
     #[command(flatten)]
@@ -311,6 +320,9 @@ pub(crate) struct RunArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct VerifyArgs {
+    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
+    /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
     pub(crate) endpoint: Option<String>,
     #[command(flatten)]
@@ -336,6 +348,9 @@ pub(crate) struct VerifyArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct BackfillArgs {
+    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
+    /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
     pub(crate) endpoint: Option<String>,
     #[command(flatten)]
@@ -397,6 +412,9 @@ pub(crate) struct ImportArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ExplainArgs {
+    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
+    /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
     pub(crate) endpoint: Option<String>,
     #[command(flatten)]
@@ -411,6 +429,9 @@ pub(crate) struct ExplainArgs {
 pub(crate) struct QueryArgs {
     /// DynamoDB endpoint (e.g. `jobstream dev`'s http://127.0.0.1:8000);
     /// default: the SDK's own (AWS).
+    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
+    /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
     pub(crate) endpoint: Option<String>,
     #[command(flatten)]

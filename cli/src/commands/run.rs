@@ -66,7 +66,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             queue_urls(
                 c,
                 &model,
-                jobstream::local::deployed::QueueNames::stack_or_env(target.stack.as_deref()),
+                jobstream::local::deployed::QueueNames::of(
+                    target.stack.as_deref(),
+                    sqs_endpoint.as_deref(),
+                ),
                 |v| std::env::var(v).ok(),
             )
             .await?

@@ -241,10 +241,12 @@ async fn tool_config(
     if model.consumers.is_empty() {
         return Ok(config);
     }
-    let naming = match (&target.stack, &sqs.sqs_endpoint) {
-        (Some(stack), _) => Some(jobstream::local::deployed::QueueNames::Stack(stack)),
-        (None, Some(_)) => Some(jobstream::local::deployed::QueueNames::AsDefined),
-        (None, None) => None,
+    let naming = match jobstream::local::deployed::QueueNames::of(
+        target.stack.as_deref(),
+        sqs.sqs_endpoint.as_deref(),
+    ) {
+        jobstream::local::deployed::QueueNames::EnvOnly => None,
+        naming => Some(naming),
     };
     // A tool that sends no job (verify without --repair, a dry run) needs
     // no queue and looks none up.

@@ -167,8 +167,15 @@ pub enum QueueNames<'a> {
 }
 
 impl<'a> QueueNames<'a> {
-    pub fn stack_or_env(stack: Option<&'a str>) -> Self {
-        stack.map_or(QueueNames::EnvOnly, QueueNames::Stack)
+    /// `--stack`'s queues; else, with `--sqs-endpoint`, the queues by the
+    /// definition's names there (as `jobstream dev` and `jobstream create`
+    /// make them); else `QUEUE_URL_<LOGICAL>` only.
+    pub fn of(stack: Option<&'a str>, sqs_endpoint: Option<&str>) -> Self {
+        match (stack, sqs_endpoint) {
+            (Some(stack), _) => QueueNames::Stack(stack),
+            (None, Some(_)) => QueueNames::AsDefined,
+            (None, None) => QueueNames::EnvOnly,
+        }
     }
 }
 
