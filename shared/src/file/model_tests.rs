@@ -156,6 +156,10 @@ fn seeded_mistakes_are_reported_at_their_line_and_column() {
     let p = problems_with(l, "      - expr: \"dayz > 0 && days <= 60\"");
     assert_at(&p, (l, 16), "unknown name `dayz`");
     assert_at(&p, (l, 16), "did you mean `days`?");
+    // The clock, where rules read only the item (user7: "unknown name
+    // `now`" said not why).
+    let p = problems_with(l, "      - expr: \"days < now\"");
+    assert_at(&p, (l, 23), "unknown name `now` in `days < now` (an expression reads the entity's attributes and key names, never the clock: what is derived from an item changes only when a fact does");
     // An unknown function.
     let l = line_of("GSI1SK: \"${since}");
     let p = problems_with(l, "        GSI1SK: \"${lowr(since)}#${memberId}\"");

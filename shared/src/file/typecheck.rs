@@ -129,9 +129,18 @@ pub fn checked(src: &str, reads: &Readable, want: Option<(T, &str)>) -> Result<E
     for v in &x.variables {
         if !reads.names.iter().any(|(n, _)| n == v) {
             let hint = suggest(v, reads.names.iter().map(|(n, _)| *n)).unwrap_or_default();
+            // The clock, where what an item implies must not move while
+            // the item does not.
+            let why = match v.as_str() {
+                "now" => format!(
+                    "{}, never the clock: what is derived from an item changes only when a fact does (time runs in a set's `ttl` or `when`, or the table's TTL)",
+                    reads.says
+                ),
+                _ => reads.says.to_string(),
+            };
             flaws.push(Flaw {
                 offset: src.find(v.as_str()).unwrap_or(0),
-                message: format!("unknown name `{v}` in `{src}`{hint} ({})", reads.says),
+                message: format!("unknown name `{v}` in `{src}`{hint} ({why})"),
             });
         }
     }
