@@ -215,7 +215,7 @@ impl FileHistory {
     }
 
     /// Validates a writer item (its entity's types, checks and keys).
-    fn validate(&self, item: &Item) -> Result<(), InputError> {
+    pub(super) fn validate(&self, item: &Item) -> Result<(), InputError> {
         match self.0.parse(item)? {
             Parsed::Writer(_) => Ok(()),
             Parsed::Processor(e) => Err(InputError::Invalid {

@@ -383,8 +383,14 @@ impl FileHistory {
                 }
             }
         }
-        // The latest snapshot is the current state.
-        if let Some((_, latest)) = entries.last() {
+        // The latest snapshot is the current state; while the root or a
+        // member is bad input, it holds their last valid state (the fold
+        // writes no entry of bad input), and the item is listed as bad
+        // input, not drift.
+        let bad = std::iter::once(root)
+            .chain(p.members.iter().copied())
+            .any(|i| self.validate(i).is_err());
+        if let Some((_, latest)) = entries.last().filter(|_| !bad) {
             let mut state = FoldState::default();
             let partition: Vec<Item> = std::iter::once(root)
                 .chain(p.members.iter().copied())

@@ -556,6 +556,19 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
             "history-snapshot Wrong ORDER#o1: the latest snapshot differs from the current state (not repairable: history is append-only) false",
         ]
     );
+    // The root or a line bad input now: its snapshot is its last valid
+    // state, and the item is bad input, not drift (user7's V02: verify
+    // could never be clean while a root was bad input).
+    let mut bad_line = line("a", 1);
+    bad_line.insert("qty".into(), s("many"));
+    for bad in [
+        vec![order("lost"), line("a", 1)],
+        vec![root.clone(), bad_line],
+    ] {
+        let mut items = bad;
+        items.extend(entries.clone());
+        assert_eq!(what(&items), Vec::<String>::new());
+    }
     // The root gone: what is left of its partition.
     let orphans = vec![line("a", 1), entries[0].clone()];
     assert_eq!(
