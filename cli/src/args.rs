@@ -279,6 +279,11 @@ pub(crate) struct ServeArgs {
     /// Persist the engine to this SQLite file (default: in memory).
     #[arg(long)]
     pub(crate) db: Option<String>,
+    /// Also start the local SQS on this port of 127.0.0.1 (0: a free
+    /// one), printed as `SQS endpoint:`: the queues `jobstream create` makes
+    /// and `jobstream run` consumes, with the engine alone.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) sqs_port: Option<u16>,
     /// Only this model's tables (default: every model's).
     #[arg(long)]
     pub(crate) model: Option<String>,

@@ -208,11 +208,11 @@ async fn without_a_stack_create_prints_the_queue_urls_and_refuses_a_table_unlike
     );
 }
 
-/// `dev --sqs-port P`: the local SQS on that port (scripts and a second
+/// `dev --sqs-port P` (and `serve --sqs-port P`): the local SQS on that port (scripts and a second
 /// process can be pointed at a fixed address), printed as `SQS endpoint:`;
 /// a port in use is an error naming it.
 #[test]
-fn dev_starts_its_local_sqs_on_the_port_given_and_names_a_port_in_use() {
+fn dev_and_serve_start_their_local_sqs_on_the_port_given_and_name_a_port_in_use() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -232,6 +232,22 @@ fn dev_starts_its_local_sqs_on_the_port_given_and_names_a_port_in_use() {
         .collect()
     };
     let line = until_line(&dev(port), &[], "SQS endpoint:").expect("dev starts");
+    assert_eq!(line, format!("SQS endpoint: http://127.0.0.1:{port}"));
+    // `serve --sqs-port`: the engine and an SQS for `create` and `run`,
+    // from the binary alone (user7's G8).
+    let serve: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--model",
+        "social",
+        "--sqs-port",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain([port.to_string()])
+    .collect();
+    let line = until_line(&serve, &[], "SQS endpoint:").expect("serve starts");
     assert_eq!(line, format!("SQS endpoint: http://127.0.0.1:{port}"));
 
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");

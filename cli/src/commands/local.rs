@@ -105,6 +105,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         model_file,
         table,
         ledger_table,
+        sqs_port,
     } = args;
     if table.is_some() && model.is_none() && model_file.is_none() {
         anyhow::bail!("--table needs --model or --model-file");
@@ -126,12 +127,19 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         names.push(format!("{name} ({})", m.name));
     }
     ensure_table(&client, &models::table::ledger(), &ledger_table).await?;
+    let local_sqs = sqs_port
+        .map(jobstream::local::sqs_server::LocalSqs::start_on)
+        .transpose()?;
     println!("DynamoDB endpoint: {}", engine.endpoint());
     println!(
         "tables: {} (stream: NEW_AND_OLD_IMAGES), {ledger_table} (ledger)",
         names.join(", ")
     );
+    if let Some(sqs) = &local_sqs {
+        println!("SQS endpoint: {}", sqs.endpoint());
+    }
     ctrl_c().await;
+    drop(local_sqs);
     engine.stop().await;
     Ok(ExitCode::SUCCESS)
 }
