@@ -313,3 +313,28 @@ async fn a_mirror_a_writer_set_past_the_count_is_brought_back() {
     assert_eq!(mirror(&env, "o1").await, Some(4), "an entry added");
     assert_clean(&env).await;
 }
+
+/// Orders of 150 KB each (a long note), created and changed in one batch:
+/// each commit's mirror is guarded by the whole order as folded, and the
+/// transactions stay within DynamoDB's limits (the guard counted in their
+/// size); every mirror ends at its count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_orders_commit_with_their_guarded_mirrors() {
+    let model = temp_model("recreate", ORDERS);
+    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let note = "n".repeat(150_000);
+    for i in 0..12 {
+        for status in ["cart", "confirmed"] {
+            let mut o = order(&format!("big{i}"), status);
+            o.insert("note".into(), s(&note));
+            put(&env, o).await;
+        }
+    }
+    env.rt.drain().await.expect("drains");
+    for i in 0..12 {
+        let o = format!("big{i}");
+        assert_eq!(mirror(&env, &o).await, Some(2), "{o}");
+        assert_eq!(entries(&env, &o).await.len(), 2, "{o}");
+    }
+    assert_clean(&env).await;
+}

@@ -835,7 +835,11 @@ fn the_mirror_is_guarded_by_the_roots_writer_attributes_as_folded() {
     names.sort();
     assert_eq!(names, ["customer", "orderId", "status", "type"]);
     assert_eq!(guard["status"], s("open"));
-    fold(&h, &mut st, change(ChangeKind::Insert, None, Some(line("a", 1))));
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Insert, None, Some(line("a", 1))),
+    );
     assert_eq!(h.root_guard(&st).expect("kept")["status"], s("open"));
     fold(
         &h,

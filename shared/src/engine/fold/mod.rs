@@ -415,10 +415,13 @@ impl Loaded {
     ) -> (usize, usize) {
         let (part_actions, part_bytes) = self.changed_parts(parts);
         let entry_bytes = self.entry_bytes + self.rewrite.as_ref().map_or(0, item_size);
+        // The sequence mirror's update: its root counts in the transaction's
+        // size, and its guard holds the root's part (at most the largest).
+        let guard_bytes = parts.values().map(item_size).max().unwrap_or(0);
         // The HEAD, and the sequence mirror's update that may go with it.
         (
             2 + part_actions + self.entries.len() + usize::from(self.rewrite.is_some()) + extra,
-            part_bytes + entry_bytes + extra_bytes,
+            part_bytes + entry_bytes + extra_bytes + guard_bytes,
         )
     }
 
