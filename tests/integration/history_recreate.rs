@@ -338,3 +338,63 @@ async fn large_orders_commit_with_their_guarded_mirrors() {
     }
     assert_clean(&env).await;
 }
+
+/// user6's run, in small: orders placed, changed, deleted and re-created
+/// (some identical to what was deleted) and their lines written, in bursts
+/// the fold folds behind the writer, its invocations dropped mid-flight
+/// (a kill: redelivered from the checkpoint) and faults on every call it
+/// makes; at the end every order's mirror is its own count, entries 1..n.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_churned_under_kills_and_faults_keep_their_own_count() {
+    let model = temp_model("recreate", ORDERS);
+    let (env, proxy) = model_env_behind_proxy("recreate", |o| o.model_file = Some(model)).await;
+    let ops = [
+        "TransactWriteItems",
+        "UpdateItem",
+        "PutItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "BatchGetItem",
+        "Query",
+    ];
+    crate::support::inject_faults(&proxy, &ops);
+    let statuses = ["cart", "shipped", "cancelled", "confirmed"];
+    let mut env = env;
+    for (round, kill_ms) in [40u64, 120, 400, 60, 250].into_iter().enumerate() {
+        for step in 0..12usize {
+            for k in 0..4usize {
+                let o = format!("o{k}");
+                let root = key("CUST#b1", format!("ORDER#{o}"));
+                match (step * 5 + k * 3 + round) % 7 {
+                    0 | 4 => delete(&env, root).await,
+                    1 => put(&env, line(&o, (step % 3) as i64 + 1, step as i64 + 1)).await,
+                    _ => put(&env, order(&o, statuses[(step + k + round) % 4])).await,
+                }
+            }
+        }
+        // The fold behind the writer, killed mid-flight.
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_millis(kill_ms), env.rt.drain()).await;
+    }
+    env.rt.drain().await.expect("drains");
+    assert!(proxy.injected() > 0, "faults were injected");
+    for k in 0..4 {
+        let o = format!("o{k}");
+        if get(&env, key("CUST#b1", format!("ORDER#{o}")))
+            .await
+            .is_none()
+        {
+            continue;
+        }
+        let said: Vec<i64> = entries(&env, &o).await.iter().map(|e| e.0).collect();
+        let count = said.len() as i64;
+        assert_eq!(said, (1..=count).collect::<Vec<_>>(), "{o}");
+        assert_eq!(mirror(&env, &o).await, Some(count), "{o}: {said:?}");
+    }
+    assert!(
+        env.rt.failed_batches().is_empty(),
+        "{:?}",
+        env.rt.failed_batches()
+    );
+    assert_clean(&env).await;
+}
