@@ -22,6 +22,7 @@ mod fixtures;
 mod graph;
 mod history_adoption;
 mod history_defects;
+mod history_recreate;
 mod history_round_trips;
 mod hr;
 mod hr_recorded;

@@ -722,6 +722,10 @@ impl FoldRules for FileHistory {
         Some((key, self.spec().mirror))
     }
 
+    fn root_guard(&self, state: &FoldState) -> Option<Item> {
+        state.parts.get(self.spec().root_part).cloned()
+    }
+
     fn adopt(
         &self,
         aggregate: &str,

@@ -821,3 +821,43 @@ fn an_order_and_its_lines_are_told_apart_by_their_ids_types() {
     let p = compile(&plain, "t").expect_err("overlaps");
     assert_says(&p, "`order` (line 21) and `line` both match the key");
 }
+
+/// The mirror's guard (U03) is the root's writer attributes as folded:
+/// not its keys, its projection or the mirror, which processors write
+/// (the derive processor's projection never blocks the mirror).
+#[test]
+fn the_mirror_is_guarded_by_the_roots_writer_attributes_as_folded() {
+    let projected = ORDER.replace(
+        "table: { name: shop, pk: PK, sk: SK }",
+        "table: { name: shop, pk: PK, sk: SK, gsis: [{ name: GSI1, pk: GSI1PK, sk: GSI1SK }] }",
+    );
+    let projected = projected.replace(
+        "    attributes: { orderId: string, customer: string, status: [open, paid, shipped] }\n",
+        "    attributes: { orderId: string, customer: string, status: [open, paid, shipped] }\n    project:\n      attributes: { GSI1PK: \"STATUS#${status}\", GSI1SK: \"${orderId}\" }\n",
+    );
+    assert_ne!(projected, ORDER);
+    let h = history(&projected);
+    let mut st = FoldState::default();
+    assert_eq!(h.root_guard(&st), None, "no root folded yet");
+    let mut root = order("open");
+    root.insert("GSI1PK".into(), s("STATUS#open"));
+    root.insert("GSI1SK".into(), s("o1"));
+    fold(&h, &mut st, change(ChangeKind::Insert, None, Some(root)));
+    let guard = h.root_guard(&st).expect("the root folded");
+    let mut names: Vec<&str> = guard.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["customer", "orderId", "status", "type"]);
+    assert_eq!(guard["status"], s("open"));
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Insert, None, Some(line("a", 1))),
+    );
+    assert_eq!(h.root_guard(&st).expect("kept")["status"], s("open"));
+    fold(
+        &h,
+        &mut st,
+        change(ChangeKind::Remove, Some(order("paid")), None),
+    );
+    assert_eq!(h.root_guard(&st), None, "the root deleted");
+}

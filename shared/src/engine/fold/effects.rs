@@ -1,47 +1,69 @@
 //! What a fold does to the model table besides its entries: the sequence
 //! mirror on the root, and the cascade when the root goes.
+//!
+//! The mirror is guarded by the root as the fold last saw it (its writer's
+//! attributes, [`FoldRules::root_guard`]): a lagging batch never writes its
+//! count onto a root changed since, a re-created one above all (an earlier
+//! incarnation's count on the new one); the record of that change fixes
+//! the mirror when it is folded. Inside a commit the mirror is set exactly
+//! (the HEAD's version guard fences it); outside, it is only raised, and set
+//! lower (an earlier incarnation's count left on the root) only while the
+//! entry after the count is absent and together with the HEAD rewritten
+//! under its version guard: a consumer whose state is stale never lowers
+//! what a newer one wrote.
 
 use super::*;
 
 /// Sequence mirror writes in flight at once.
 const MIRRORS_IN_FLIGHT: usize = 8;
 
-/// A sequence mirror to write: the first record touching the aggregate, the
-/// root's key, the mirror attribute, the entries so far, whether the root
-/// is read first, and whether the root was created in the batch (the
-/// mirror is then set, not only raised).
-type Due = (usize, Item, &'static str, u64, bool, bool);
-
 impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     pub(super) fn mirror_update(&self, key: Item, attr: &'static str, seq: u64) -> Update {
-        self.mirror_set(key, attr, seq, false)
+        self.mirror_set(key, attr, seq, false, None)
     }
 
-    /// The mirror raised to `seq`; or, for an incarnation created in the
-    /// batch (`created`), set to it: a lagging batch may have written an
-    /// earlier incarnation's count onto the re-created item.
-    fn mirror_set(&self, key: Item, attr: &'static str, seq: u64, created: bool) -> Update {
+    /// The mirror raised to `seq`, or set to it (`exact`: only inside a
+    /// write fenced by the HEAD's version), while the root exists and,
+    /// with `guard`, still holds those attribute values.
+    fn mirror_set(
+        &self,
+        key: Item,
+        attr: &'static str,
+        seq: u64,
+        exact: bool,
+        guard: Option<&Item>,
+    ) -> Update {
         let k0 = self.rules.key_names()[0];
-        let cmp = if created { "<>" } else { "<" };
+        let cmp = if exact { "<>" } else { "<" };
+        let mut condition =
+            format!("attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a {cmp} :s)");
+        let mut names = vec![("#a".into(), attr.into()), ("#k0".into(), k0.into())];
+        let mut values = vec![(":s".into(), n(seq))];
+        if let Some(guard) = guard.filter(|g| !g.is_empty()) {
+            let (same, guard_names, guard_values) = unchanged_condition(guard);
+            condition = format!("{condition} AND {same}");
+            names.extend(guard_names);
+            values.extend(guard_values);
+        }
         Update {
             key,
             update_expression: "SET #a = :s".into(),
-            condition_expression: Some(format!(
-                "attribute_exists(#k0) AND (attribute_not_exists(#a) OR #a {cmp} :s)"
-            )),
-            names: vec![("#a".into(), attr.into()), ("#k0".into(), k0.into())],
-            values: vec![(":s".into(), n(seq))],
+            condition_expression: Some(condition),
+            names,
+            values,
         }
     }
 
     /// The sequence mirror's update inside the commit of `agg`'s last
     /// changes of the batch (one write per aggregate per batch, no request
-    /// of its own), guarded as [`Self::mirror_update`]: a refusal (the root
-    /// deleted since, or a mirror already there or ahead) cancels the
-    /// transaction, which [`Self::flush`] sends again without it. `None`
-    /// when the batch's records of `agg` are not all folded yet, when this
-    /// batch added no entry (the root is read first, after the batch), or
-    /// when the root's latest image already shows the number.
+    /// of its own), set exactly (the commit's HEAD guard fences it) while
+    /// the root is the one folded: a refusal (the root deleted or changed
+    /// since, or already showing it) cancels the transaction, which
+    /// [`Self::flush`] sends again without it. `None` when the batch's
+    /// records of `agg` are not all folded yet, when this batch neither
+    /// added an entry nor created the root (the root is read first, after
+    /// the batch), or when the root's latest image already shows the
+    /// number.
     pub(super) fn mirror_action(
         &self,
         agg: &str,
@@ -54,13 +76,14 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             || seq == 0
             || l.mirror_done == Some(seq)
             || l.mirror_seen == Some(Some(seq as i64))
-            || !(l.advanced && l.base_seq.is_some_and(|b| seq > b))
+            || !(l.advanced && (l.created || l.base_seq.is_some_and(|b| seq > b)))
         {
             return None;
         }
         let (key, attr) = self.rules.sequence_mirror(agg)?;
+        let guard = self.rules.root_guard(&l.state);
         Some(
-            self.mirror_set(key, attr, seq, l.created)
+            self.mirror_set(key, attr, seq, true, guard.as_ref())
                 .transact_item(&self.config.table),
         )
     }
@@ -91,14 +114,18 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         Ok(deleted)
     }
 
-    /// Writes the sequence mirror of every aggregate the batch touched, where
-    /// the root's latest image does not already show it and no commit of
-    /// the batch carried it ([`Self::mirror_action`]): a batch that only
-    /// replays records or adds no entry, or whose last records of an
-    /// aggregate changed nothing. Roots that may
-    /// already show it are read first, 100 per BatchGetItem (strongly
-    /// consistent, one read unit each as a GetItem); the writes go out
-    /// [`MIRRORS_IN_FLIGHT`] at a time (distinct items, each guarded).
+    /// Writes the sequence mirror of every aggregate the batch touched
+    /// whose root does not show it yet and whose commit did not carry it
+    /// ([`Self::mirror_action`]): a batch that only replays records or adds
+    /// no entry, or whose last records of an aggregate changed nothing. The
+    /// roots are read first, 100 per BatchGetItem (strongly consistent, one
+    /// read unit each as a GetItem), so a replay writes nothing; a mirror
+    /// below the count is raised (guarded by the root as folded,
+    /// [`MIRRORS_IN_FLIGHT`] at a time); one above it (an earlier
+    /// incarnation's count left on a re-created root, its creation's mirror
+    /// lost with a failed batch) is set with the HEAD rewritten under its
+    /// version guard, while the entry after the count is absent (read
+    /// first, as the roots).
     pub(super) async fn write_mirrors(
         &self,
         states: &HashMap<String, Loaded>,
@@ -111,7 +138,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 first = Some(BatchFailure { index, error });
             }
         };
-        let mut due: Vec<Due> = Vec::new();
+        let mut due: Vec<(usize, &str, &Loaded, Item, &'static str)> = Vec::new();
         for (agg, l) in states {
             let Some(touched) = l.touched.filter(|t| *t < limit) else {
                 continue;
@@ -126,48 +153,86 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             {
                 continue;
             }
-            // Only replayed records, or no entry added by this batch: the
-            // mirror was most likely written when the entries were folded
-            // (unless that write was lost).
-            let check = !l.advanced || l.base_seq.is_some_and(|b| l.state.seq <= b);
-            due.push((touched, key, attr, l.state.seq, check, l.created));
+            due.push((touched, agg, l, key, attr));
+        }
+        if due.is_empty() {
+            return Ok(());
         }
         let key_names = self.rules.key_names();
-        let to_read: Vec<Item> = due.iter().filter(|d| d.4).map(|d| d.1.clone()).collect();
-        let roots: HashMap<String, Item> = if to_read.is_empty() {
-            HashMap::new()
-        } else {
+        let to_read: Vec<Item> = due.iter().map(|d| d.3.clone()).collect();
+        let roots: HashMap<String, Item> =
             match self.store.batch_get(&self.config.table, to_read).await {
                 Ok(items) => items
                     .into_iter()
                     .map(|i| (ledger::item_id(&crate::item::key_of(&i, key_names)), i))
                     .collect(),
                 Err(e) => {
-                    let at = due.iter().filter(|d| d.4).map(|d| d.0).min();
+                    let at = due.iter().map(|d| d.0).min().unwrap_or(0);
+                    fail(at, e.into());
+                    return first.map_or(Ok(()), Err);
+                }
+            };
+        // (touched, aggregate, state, key, attribute, lower): the mirrors
+        // that differ from the count.
+        let mut wrong: Vec<(usize, &str, &Loaded, Item, &'static str, bool)> = Vec::new();
+        for (touched, agg, l, key, attr) in due {
+            let Some(root) = roots.get(&ledger::item_id(&key)) else {
+                continue;
+            };
+            let shown = root.opt_i64(attr).ok().flatten();
+            let seq = l.state.seq as i64;
+            if shown != Some(seq) {
+                let lower = shown.is_some_and(|h| h > seq);
+                wrong.push((touched, agg, l, key, attr, lower));
+            }
+        }
+        // A mirror past the count is set back only while the entry after
+        // the count is absent (as `verify --repair` sets it back): entries
+        // past the HEAD's count that someone else wrote keep it.
+        let next: Vec<Item> = wrong
+            .iter()
+            .filter(|w| w.5)
+            .map(|w| self.rules.entry_key(w.1, w.2.state.seq + 1))
+            .collect();
+        let present: std::collections::HashSet<String> = if next.is_empty() {
+            Default::default()
+        } else {
+            match self.store.batch_get(&self.config.table, next).await {
+                Ok(items) => items
+                    .iter()
+                    .map(|i| ledger::item_id(&crate::item::key_of(i, key_names)))
+                    .collect(),
+                Err(e) => {
+                    let at = wrong.iter().filter(|w| w.5).map(|w| w.0).min();
                     fail(at.unwrap_or(0), e.into());
-                    due.retain(|d| !d.4);
-                    HashMap::new()
+                    wrong.retain(|w| !w.5);
+                    Default::default()
                 }
             }
         };
-        due.retain(|(_, key, attr, seq, check, created)| {
-            !check
-                || roots.get(&ledger::item_id(key)).is_some_and(|r| {
-                    r.opt_i64(attr)
-                        .ok()
-                        .flatten()
-                        .is_none_or(|h| h < *seq as i64 || (*created && h != *seq as i64))
-                })
-        });
         let table = &self.config.table;
-        let writes: Vec<_> = due
+        let writes: Vec<_> = wrong
             .into_iter()
-            .map(|(touched, key, attr, seq, _, created)| {
-                let update = self.mirror_set(key, attr, seq, created);
-                async move { (touched, self.store.update(table, update).await) }
+            .filter(|(_, agg, l, _, _, lower)| {
+                !lower
+                    || !present.contains(&ledger::item_id(
+                        &self.rules.entry_key(agg, l.state.seq + 1),
+                    ))
+            })
+            .map(|(touched, agg, l, key, attr, lower)| {
+                let guard = self.rules.root_guard(&l.state);
+                let update = self.mirror_set(key, attr, l.state.seq, lower, guard.as_ref());
+                async move {
+                    let written = if lower {
+                        self.fenced_mirror(agg, l, update).await
+                    } else {
+                        self.store.update(table, update).await.map(|_| ())
+                    };
+                    (touched, written)
+                }
             })
             .collect();
-        let written: Vec<(usize, Result<Written, crate::error::StoreError>)> = stream::iter(writes)
+        let written: Vec<(usize, Result<(), crate::error::StoreError>)> = stream::iter(writes)
             .buffer_unordered(MIRRORS_IN_FLIGHT)
             .collect()
             .await;
@@ -177,5 +242,27 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// `update` (a mirror set lower) in one transaction with `agg`'s HEAD
+    /// rewritten as it is, under its version guard: it lands only while
+    /// no other consumer has moved the aggregate on (refused: nothing to
+    /// do here, the newer state writes its own mirror).
+    async fn fenced_mirror(
+        &self,
+        agg: &str,
+        l: &Loaded,
+        update: Update,
+    ) -> Result<(), crate::error::StoreError> {
+        if l.version == 0 {
+            return Ok(());
+        }
+        let mut head = l.clone();
+        let mut actions = self.commit_actions(agg, &mut head);
+        actions.push(update.transact_item(&self.config.table));
+        match self.store.transact(actions).await {
+            Ok(()) | Err(TxError::ConditionsFailed { .. }) => Ok(()),
+            Err(TxError::Store(e)) => Err(e),
+        }
     }
 }

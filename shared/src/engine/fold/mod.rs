@@ -25,9 +25,11 @@
 //! the first record not committed is reported; records after it that were
 //! committed are skipped by the HEAD on redelivery. The sequence mirror on
 //! the root goes in the transaction of the aggregate's last commit of the
-//! batch (guarded by the root's existence and a lower mirror; a transaction
-//! refused for that guard alone is sent again without it): no request of
-//! its own.
+//! batch (set exactly, fenced by the HEAD's version, guarded by the root as
+//! folded, [`FoldRules::root_guard`]; a transaction refused for that guard
+//! alone is sent again without it): no request of its own. A root deleted
+//! and re-created starts over at 1, and its mirror never shows an earlier
+//! incarnation's count (`effects.rs`).
 //!
 //! **Adoption.** An aggregate with no HEAD whose first change is not the
 //! creation of its root is adopted: the partition is read (strongly
@@ -189,6 +191,14 @@ pub trait FoldRules: Send + Sync {
     /// Key of the aggregate's root item and the processor-owned attribute on
     /// it that mirrors `state.seq` (e.g. `historySequence`).
     fn sequence_mirror(&self, aggregate: &str) -> Option<(Item, &'static str)>;
+
+    /// The root's attributes as `state` last saw them (`NULL` = absent):
+    /// the mirror is written only while the root still holds them, so
+    /// never onto a root changed since, an incarnation re-created after
+    /// the one folded above all. `None`: unguarded.
+    fn root_guard(&self, _state: &FoldState) -> Option<Item> {
+        None
+    }
 
     /// The table's key attribute names (partition key first).
     fn key_names(&self) -> &'static [&'static str];
@@ -362,9 +372,9 @@ struct Loaded {
     /// record not folded before, e.g. another writer's change that raced
     /// the mirror's write, may show an older mirror than the item's).
     base_seq: Option<u64>,
-    /// This batch folded a creation of the root: the mirror on the item is
-    /// this incarnation's, whatever an earlier one left there (a lagging
-    /// batch may have written its count onto the re-created item).
+    /// This batch folded a creation of the root: its commit sets the
+    /// mirror to the new incarnation's count, even one below the entries
+    /// the batch met (the earlier incarnation's).
     created: bool,
     /// The entry count whose sequence mirror a commit of this batch settled
     /// in its transaction (written, or refused: the root gone or ahead).
@@ -405,10 +415,13 @@ impl Loaded {
     ) -> (usize, usize) {
         let (part_actions, part_bytes) = self.changed_parts(parts);
         let entry_bytes = self.entry_bytes + self.rewrite.as_ref().map_or(0, item_size);
+        // The sequence mirror's update: its root counts in the transaction's
+        // size, and its guard holds the root's part (at most the largest).
+        let guard_bytes = parts.values().map(item_size).max().unwrap_or(0);
         // The HEAD, and the sequence mirror's update that may go with it.
         (
             2 + part_actions + self.entries.len() + usize::from(self.rewrite.is_some()) + extra,
-            part_bytes + entry_bytes + extra_bytes,
+            part_bytes + entry_bytes + extra_bytes + guard_bytes,
         )
     }
 
