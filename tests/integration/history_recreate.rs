@@ -244,12 +244,9 @@ async fn a_re_created_order_starts_over_at_one_whatever_fails_between_its_commit
     assert_clean(&env).await;
 }
 
-/// What U03 left (a re-created order with 3 entries and the earlier
-/// incarnation's count, 22, on its mirror) is what `verify` reports as
-/// the mirror's drift; `--repair` sets it to 3 and writes no entry.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_reports_an_earlier_incarnations_count_on_a_re_created_order_and_repair_sets_it_back(
-) {
+/// Order o1 after three changes (entries 1..3), its mirror then written by
+/// hand past the count: 22.
+async fn order_with_a_mirror_of_22() -> ModelEnv {
     let model = temp_model("recreate", ORDERS);
     let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
     for status in ["cart", "shipped", "cart"] {
@@ -264,6 +261,16 @@ async fn verify_reports_an_earlier_incarnations_count_on_a_re_created_order_and_
         &[(":h", AttributeValue::N("22".into()))],
     )
     .await;
+    env
+}
+
+/// What U03 left (a re-created order with 3 entries and the earlier
+/// incarnation's count, 22, on its mirror) is what `verify` reports as
+/// the mirror's drift; `--repair` sets it to 3 and writes no entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_reports_an_earlier_incarnations_count_on_a_re_created_order_and_repair_sets_it_back(
+) {
+    let mut env = order_with_a_mirror_of_22().await;
     let report = env.rt.verify().await.expect("verify");
     let found = &report.problems;
     assert_eq!(found.len(), 1, "{}", report.render());
@@ -288,20 +295,7 @@ async fn verify_reports_an_earlier_incarnations_count_on_a_re_created_order_and_
 /// one (set in the commit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_a_writer_set_past_the_count_is_brought_back() {
-    let model = temp_model("recreate", ORDERS);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
-    for status in ["cart", "shipped", "cart"] {
-        put(&env, order("o1", status)).await;
-    }
-    env.rt.drain().await.expect("drains");
-    assert_eq!(mirror(&env, "o1").await, Some(3));
-    crate::items::update(
-        &env,
-        key("CUST#b1", "ORDER#o1"),
-        "SET #historySequence = :h",
-        &[(":h", AttributeValue::N("22".into()))],
-    )
-    .await;
+    let mut env = order_with_a_mirror_of_22().await;
     env.rt.drain().await.expect("drains");
     assert_eq!(mirror(&env, "o1").await, Some(3), "no entry added");
     let mut copied = order("o1", "shipped");
