@@ -188,6 +188,20 @@ async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
         "BatchGetItem per changed score: {}",
         bill.per_change(changed)
     );
+    // Reads per changed score (each item under 4 KB, read consistently: 1
+    // RRU): the scoring job's of the prediction; the derive's of its
+    // ledger record and of the prediction; the sync's of the standings'
+    // totals and item; and when the standings' own record comes back, its
+    // totals and item once more: 7, plus the scopes' shared reads. Not
+    // read: the standings' ledger record (a counter that implies nothing
+    // has none) with a second read of the item, and the standings' totals
+    // before the sync that reads them anyway (10 RRU before).
+    let rru = bill.rru() / changed as f64;
+    assert!(
+        rru < 7.5,
+        "RRU per changed score {rru:.2}: {}",
+        bill.per_change(changed)
+    );
     engine.stop().await;
 }
 
