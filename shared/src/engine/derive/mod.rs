@@ -147,7 +147,13 @@ impl Deriver {
                 break;
             }
         }
-        let synced = super::counts::sync(self, counters.into_values().collect()).await;
+        // The latest image of each item of the batch, as the stream showed
+        // it (a counter already as its totals imply is not read again).
+        let seen: HashMap<String, &Item> = hints
+            .iter()
+            .filter_map(|(id, h)| h.seen.map(|(image, _)| (id.clone(), image)))
+            .collect();
+        let synced = super::counts::sync_seen(self, counters.into_values().collect(), &seen).await;
         match synced {
             Ok((w, notes)) => {
                 out.table_writes += w;
