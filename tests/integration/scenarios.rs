@@ -56,6 +56,8 @@ scenarios! {
         "pickem/pickem_corrections_and_removals_rescore_and_resum.yaml",
     pickem_padding_and_clamping_keep_true_values =>
         "pickem/pickem_padding_and_clamping_keep_true_values.yaml",
+    a_standings_item_a_writer_overwrites_or_deletes_is_brought_back =>
+        "pickem/a_standings_item_a_writer_overwrites_or_deletes_is_brought_back.yaml",
     a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them =>
         "social/a_new_follow_pulls_recent_posts_and_an_unfollow_removes_them.yaml",
     bad_input_is_counted_and_skipped_without_blocking_later_records =>

@@ -188,6 +188,23 @@ async fn scoring_an_event_costs_round_trips_per_page_and_batch_not_per_score() {
         "BatchGetItem per changed score: {}",
         bill.per_change(changed)
     );
+    // Reads per changed score (each item under 4 KB, read consistently: 1
+    // RRU): the scoring job's of the prediction; the derive's of its
+    // ledger record and of the prediction; the sync's of the standings'
+    // totals and item; and when the standings' own record comes back, its
+    // totals once more: 6, plus the scoring job's reads of the predictions
+    // whose score did not change (38 of 150: 0.34 per changed score) and
+    // the scopes' shared reads. Not read: the standings' ledger record (a
+    // counter that implies nothing has none), the standings item when its
+    // record comes back (the record's image is what the totals imply), and
+    // the standings' totals before the sync that reads them anyway (10.44
+    // RRU before).
+    let rru = bill.rru() / changed as f64;
+    assert!(
+        rru < 6.6,
+        "RRU per changed score {rru:.2}: {}",
+        bill.per_change(changed)
+    );
     engine.stop().await;
 }
 

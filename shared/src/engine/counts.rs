@@ -26,7 +26,7 @@
 //! so the redelivery of the batch makes the write although it finds every
 //! source unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, TransactWriteItem, Update as TxUpdate,
@@ -194,6 +194,19 @@ pub async fn sync(
     deriver: &Deriver,
     counters: Vec<Counter>,
 ) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
+    sync_seen(deriver, counters, &HashMap::new()).await
+}
+
+/// [`sync`], knowing the latest image of some counter items from the
+/// stream batch being processed (by item id): a counter whose totals say
+/// it is synced and whose latest image is already what its totals imply
+/// is done without reading the item (a change of the item since comes
+/// with its own record, in order); any other is read as it is.
+pub async fn sync_seen(
+    deriver: &Deriver,
+    counters: Vec<Counter>,
+    images: &HashMap<String, &Item>,
+) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let mut seen = std::collections::BTreeSet::new();
     let mut located = Vec::new();
     let mut plain = Vec::new();
@@ -220,7 +233,7 @@ pub async fn sync(
             notes.extend(n.into_iter().map(|n| (c.key_item(), n)));
         }
     }
-    let (w, n) = sync_at_keys(deriver, &plain).await?;
+    let (w, n) = sync_at_keys(deriver, &plain, images).await?;
     writes += w;
     notes.extend(n);
     Ok((writes, notes))
@@ -440,6 +453,7 @@ struct Wrote {
 async fn sync_at_keys(
     deriver: &Deriver,
     counters: &[Counter],
+    images: &HashMap<String, &Item>,
 ) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let key_names = deriver.rules.key_names();
     let mut writes = 0;
@@ -450,7 +464,7 @@ async fn sync_at_keys(
             return Ok((writes, notes));
         }
         let logical: Vec<Item> = pending.iter().map(|c| c.key_item()).collect();
-        let totals: std::collections::HashMap<String, Item> = deriver
+        let totals: HashMap<String, Item> = deriver
             .store
             .batch_get(
                 &deriver.ledger_table,
@@ -468,18 +482,49 @@ async fn sync_at_keys(
                 ))
             })
             .collect();
-        let items: std::collections::HashMap<String, Item> = deriver
+        let totals_of = |key: &Item| {
+            let tkey = total_key(deriver.processor, key);
+            crate::ledger::as_s(tkey.get(crate::ledger::PK)).and_then(|pk| totals.get(pk))
+        };
+        // Done as the stream last showed them: not read.
+        let done: Vec<bool> = pending
+            .iter()
+            .zip(&logical)
+            .map(|(c, key)| {
+                images.get(&item_id(key)).is_some_and(|image| {
+                    matches!(
+                        plan_sync(deriver, c, key, key, Some(image), totals_of(key)),
+                        Sync::Done
+                    )
+                })
+            })
+            .collect();
+        let to_read: Vec<Item> = logical
+            .iter()
+            .zip(&done)
+            .filter(|(_, done)| !**done)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let items: HashMap<String, Item> = deriver
             .store
-            .batch_get(&deriver.table, logical.clone())
+            .batch_get(&deriver.table, to_read)
             .await?
             .into_iter()
             .map(|i| (item_id(&crate::item::key_of(&i, key_names)), i))
             .collect();
         let mut planned = Vec::new();
         for (at, (c, key)) in pending.iter().zip(&logical).enumerate() {
-            let tkey = total_key(deriver.processor, key);
-            let t = crate::ledger::as_s(tkey.get(crate::ledger::PK)).and_then(|pk| totals.get(pk));
-            match plan_sync(deriver, c, key, key, items.get(&item_id(key)), t) {
+            if done[at] {
+                continue;
+            }
+            match plan_sync(
+                deriver,
+                c,
+                key,
+                key,
+                items.get(&item_id(key)),
+                totals_of(key),
+            ) {
                 Sync::Done => {}
                 Sync::Bad(note) => notes.push((key.clone(), note)),
                 Sync::Write {

@@ -119,8 +119,23 @@ impl Deriver {
         keys: &[Item],
         hints: &HashMap<String, Hint<'_>>,
     ) -> Result<Reconciled, (Reconciled, usize, ProcessError)> {
+        self.reconcile_and_sync(keys, hints, Vec::new()).await
+    }
+
+    /// [`Self::reconcile`], and the counter items `also` brought to their
+    /// totals with the others (counters whose own records ask nothing else;
+    /// a failure of their sync is reported at position 0).
+    pub async fn reconcile_and_sync(
+        &self,
+        keys: &[Item],
+        hints: &HashMap<String, Hint<'_>>,
+        also: Vec<Counter>,
+    ) -> Result<Reconciled, (Reconciled, usize, ProcessError)> {
         let mut out = Reconciled::default();
-        let mut counters: BTreeMap<String, Counter> = BTreeMap::new();
+        let mut counters: BTreeMap<String, Counter> = also
+            .into_iter()
+            .map(|c| (item_id(&c.key_item()), c))
+            .collect();
         let mut failure: Option<(usize, ProcessError)> = None;
         for (g, group) in keys.chunks(GROUP).enumerate() {
             let base = g * GROUP;
@@ -132,7 +147,13 @@ impl Deriver {
                 break;
             }
         }
-        let synced = super::counts::sync(self, counters.into_values().collect()).await;
+        // The latest image of each item of the batch, as the stream showed
+        // it (a counter already as its totals imply is not read again).
+        let seen: HashMap<String, &Item> = hints
+            .iter()
+            .filter_map(|(id, h)| h.seen.map(|(image, _)| (id.clone(), image)))
+            .collect();
+        let synced = super::counts::sync_seen(self, counters.into_values().collect(), &seen).await;
         match synced {
             Ok((w, notes)) => {
                 out.table_writes += w;
@@ -170,14 +191,6 @@ impl Deriver {
                 .map(|k| source_key(self.processor, k))
                 .collect();
             let recorded = self.read_recorded(src_keys).await.map_err(fail_at(base))?;
-            // Counters a recorded change moved whose items lag the totals:
-            // synced by this batch, and carried by any record rewritten.
-            let lagging = self.lagging(&recorded).await.map_err(fail_at(base))?;
-            for key in lagging.values() {
-                if let Some(c) = self.rules.counter(key) {
-                    counters.insert(item_id(key), c);
-                }
-            }
             // 2. The items as they are.
             let current: HashMap<String, Item> = self
                 .store
@@ -194,6 +207,12 @@ impl Deriver {
                 derived_keys,
                 bad,
             } = self.assess(group, base, &recorded, &current, hints, counters);
+            // Counters a recorded change moved whose items lag the totals:
+            // synced by this batch, and carried by any record rewritten.
+            let lagging = self
+                .owed_lagging(group, base, &recorded, &wanted, counters)
+                .await
+                .map_err(fail_at(base))?;
             let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
             // Derived items as they are (to write only what differs).
             let existing: HashMap<String, Item> = if derived_keys.is_empty() {

@@ -8,7 +8,7 @@ use chrono::Utc;
 
 use super::implied::sums_fit;
 use super::Aspects;
-use super::{Deriver, Hint, OutMessage, Rules};
+use super::{Counter, Deriver, Hint, OutMessage, Rules};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::engine::rules::RecordSays;
@@ -204,6 +204,9 @@ impl StreamProcessor for DeriveProcessor {
         // Per key (by position): whether some record of it in the batch
         // needs the item read (see below).
         let mut needed: Vec<bool> = Vec::new();
+        // Per key (by position): the counter it is, when every record of it
+        // in the batch only asks for that counter to be synced (see below).
+        let mut sync_only: Vec<Option<Counter>> = Vec::new();
         let mut position: HashMap<String, usize> = HashMap::new();
         let mut hints: HashMap<String, Hint<'_>> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
@@ -257,12 +260,25 @@ impl StreamProcessor for DeriveProcessor {
             // record. Such an item is not read at all (an aggregate's member
             // that only a fold reads costs the derive nothing). Any other record of the item in
             // the batch makes it read.
-            let matters = old.matters()
-                || new.matters()
-                || rules.counter(&change.keys).is_some()
-                || change
-                    .latest_image()
-                    .is_some_and(|img| rules.counter(img).is_some());
+            let counter = rules
+                .counter(&change.keys)
+                .or_else(|| change.latest_image().and_then(|img| rules.counter(img)));
+            let matters = old.matters() || new.matters() || counter.is_some();
+            // A record of a processor-created counter item (at its own key)
+            // whose images are valid and imply nothing asks only for that
+            // counter to be synced: the sync reads the counter's totals and
+            // the item as it is and writes the sums with the item's own
+            // projection (whoever changed, deleted or expired it), so the
+            // item is not read a second time, nor its (empty) record.
+            let counter_only = counter.filter(|c| {
+                !old.implies
+                    && !new.implies
+                    && old.bad.is_none()
+                    && new.bad.is_none()
+                    && c.create.is_some()
+                    && item_id(&c.key_item()) == item_id(&change.keys)
+                    && rules.locate(&c.key_item()).is_none()
+            });
             if let Some(e) = new.bad.take() {
                 if bad_keys.insert(id.clone()) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
@@ -277,27 +293,47 @@ impl StreamProcessor for DeriveProcessor {
                     e.insert(keys.len());
                     keys.push(change.keys.clone());
                     first_index.push(index);
-                    needed.push(matters);
+                    needed.push(matters && counter_only.is_none());
+                    sync_only.push(counter_only);
                 }
-                std::collections::hash_map::Entry::Occupied(e) => needed[*e.get()] |= matters,
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let at = *e.get();
+                    needed[at] |= matters && counter_only.is_none();
+                    if sync_only[at].is_none() {
+                        sync_only[at] = counter_only;
+                    }
+                }
             }
         }
-        let (keys, first_index): (Vec<Item>, Vec<usize>) = keys
-            .into_iter()
-            .zip(first_index)
-            .zip(needed)
-            .filter_map(|(k, needed)| needed.then_some(k))
-            .unzip();
-        let result = self.deriver.reconcile(&keys, &hints).await;
+        // Counters synced without a read of their item's record: by the
+        // index of their first record.
+        let mut synced_only: Vec<(usize, Counter)> = Vec::new();
+        let mut read: Vec<(Item, usize)> = Vec::new();
+        for (((k, index), needed), counter) in
+            keys.into_iter().zip(first_index).zip(needed).zip(sync_only)
+        {
+            match counter {
+                _ if needed => read.push((k, index)),
+                Some(c) => synced_only.push((index, c)),
+                None => {}
+            }
+        }
+        let (keys, first_index): (Vec<Item>, Vec<usize>) = read.into_iter().unzip();
+        let first_synced = synced_only.first().map(|(i, _)| *i);
+        let also = synced_only.into_iter().map(|(_, c)| c).collect();
+        let result = self.deriver.reconcile_and_sync(&keys, &hints, also).await;
         let (done, failure) = match result {
             Ok(d) => (d, None),
-            Err((d, pos, error)) => (
-                d,
-                Some(BatchFailure {
-                    index: first_index[pos],
-                    error,
-                }),
-            ),
+            Err((d, pos, error)) => {
+                // A failure at the first position (a failed sync among
+                // them) is retried from the first record of either kind.
+                let index = match (first_index.get(pos).copied(), first_synced) {
+                    (Some(i), Some(s)) if pos == 0 => i.min(s),
+                    (Some(i), _) => i,
+                    (None, s) => s.unwrap_or(0),
+                };
+                (d, Some(BatchFailure { index, error }))
+            }
         };
         for (pos, e) in &done.bad {
             if bad_keys.insert(item_id(&keys[*pos])) {

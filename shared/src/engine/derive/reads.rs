@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::implied::Implied;
-use super::keys::{owners_key, total_key};
-use super::Deriver;
+use super::implied::{contribution_deltas, Implied};
+use super::keys::{owners_key, source_key_pk, total_key};
+use super::{Counter, Deriver};
 use crate::error::ProcessError;
 use crate::item::{Item, ItemExt};
 use crate::ledger::{self, item_id};
@@ -113,16 +113,56 @@ impl Deriver {
         Ok(out)
     }
 
-    /// The counters the recorded changes moved whose items lag their
-    /// totals (the totals' `synced` version behind their `ver`).
-    pub(super) async fn lagging(
+    /// The counters the sources' recorded changes moved (their records'
+    /// owed counters) that this batch must sync: each one that the source's
+    /// change moves again is synced whatever its totals say (it is owed by
+    /// the record rewritten, and the sync reads its totals anyway), and is
+    /// added to `counters` without a read; the others are read and those
+    /// whose items lag their totals are returned (synced by this batch, and
+    /// carried by any record rewritten) and added to `counters` too.
+    pub(super) async fn owed_lagging(
         &self,
+        group: &[Item],
+        base: usize,
         recorded: &HashMap<String, Recorded>,
+        wanted: &[(usize, Implied, Vec<Item>)],
+        counters: &mut BTreeMap<String, Counter>,
     ) -> Result<BTreeMap<String, Item>, ProcessError> {
-        let owed: BTreeMap<String, Item> = recorded
-            .values()
-            .flat_map(|r| r.owed.iter().map(|(id, k)| (id.clone(), k.clone())))
-            .collect();
+        let mut unknown: BTreeMap<String, Item> = BTreeMap::new();
+        for (pos, implied, _) in wanted {
+            let key = &group[*pos - base];
+            let Some(rec) = recorded.get(&source_key_pk(self.processor, key)) else {
+                continue;
+            };
+            if rec.owed.is_empty() {
+                continue;
+            }
+            let moved = contribution_deltas(implied, &rec.implied);
+            for (id, k) in &rec.owed {
+                if moved.contains_key(id) {
+                    if let Some(c) = self.rules.counter(k) {
+                        counters.insert(item_id(k), c);
+                    }
+                } else {
+                    unknown.insert(id.clone(), k.clone());
+                }
+            }
+        }
+        let lagging = self.lagging(unknown).await?;
+        for key in lagging.values() {
+            if let Some(c) = self.rules.counter(key) {
+                counters.insert(item_id(key), c);
+            }
+        }
+        Ok(lagging)
+    }
+
+    /// Of the `owed` counters, those whose items lag their totals (the
+    /// totals' `synced` version behind their `ver`).
+    async fn lagging(
+        &self,
+        owed: BTreeMap<String, Item>,
+    ) -> Result<BTreeMap<String, Item>, ProcessError> {
         if owed.is_empty() {
             return Ok(owed);
         }
