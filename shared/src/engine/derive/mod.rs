@@ -31,6 +31,7 @@ mod processor;
 mod reads;
 #[cfg(test)]
 mod tests;
+mod trail;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -45,6 +46,7 @@ pub use keys::{
     total_attr, total_key, total_pk,
 };
 pub use processor::{rejects, DeriveConfig, DeriveProcessor};
+pub use trail::Step;
 
 use crate::error::{InputError, ProcessError};
 use crate::item::{key_of, Item};
@@ -90,6 +92,9 @@ pub struct Hint<'a> {
     /// The item's latest image in the batch and its aspects: an item read
     /// exactly as that image is not asked again (rules are pure).
     pub seen: Option<(&'a Item, &'a Aspects)>,
+    /// The item's records in the batch, in stream order: what an item that
+    /// is bad input now keeps comes from them (see [`trail`]).
+    pub steps: &'a [Step<'a>],
 }
 
 /// The engine core shared by the stream processor, backfill and repair.
@@ -193,6 +198,7 @@ impl Deriver {
                 wanted,
                 derived_keys,
                 bad,
+                trails,
             } = self.assess(group, base, &recorded, &current, hints, counters);
             let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
             // Derived items as they are (to write only what differs).
@@ -228,7 +234,8 @@ impl Deriver {
                 let hint = hints.get(&item_id(key)).copied().unwrap_or_default();
                 let seen = Seen { lagging: &lagging };
                 let extra = carried.remove(pos).unwrap_or_default();
-                match self.plan_key(*pos, key, &rec, implied, extra, seen, hint) {
+                let trail = trails.get(pos).cloned().unwrap_or_default();
+                match self.plan_key(*pos, key, &rec, (implied, &trail), extra, seen, hint) {
                     Some(p) => plans.push(p),
                     None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
                 }

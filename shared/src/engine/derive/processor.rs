@@ -8,7 +8,7 @@ use chrono::Utc;
 
 use super::implied::sums_fit;
 use super::Aspects;
-use super::{Deriver, Hint, OutMessage, Rules};
+use super::{Deriver, Hint, OutMessage, Rules, Step};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::engine::rules::RecordSays;
@@ -205,6 +205,8 @@ impl StreamProcessor for DeriveProcessor {
         // needs the item read (see below).
         let mut needed: Vec<bool> = Vec::new();
         let mut position: HashMap<String, usize> = HashMap::new();
+        // Per item: its records, in stream order (see `Hint::steps`).
+        let mut steps: HashMap<String, Vec<Step<'_>>> = HashMap::new();
         let mut hints: HashMap<String, Hint<'_>> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         // Bad input is logged and counted once per item per batch.
@@ -272,6 +274,11 @@ impl StreamProcessor for DeriveProcessor {
             hint.implied_something |= old.implies || new.implies;
             // The item's latest image in the batch (none after a remove).
             hint.seen = new_image.zip(said.new.as_ref());
+            steps.entry(id.clone()).or_default().push(Step {
+                seq: &change.sequence_number,
+                new: hint.seen,
+                removed: change.kind == ChangeKind::Remove,
+            });
             match position.entry(id) {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert(keys.len());
@@ -281,6 +288,9 @@ impl StreamProcessor for DeriveProcessor {
                 }
                 std::collections::hash_map::Entry::Occupied(e) => needed[*e.get()] |= matters,
             }
+        }
+        for (id, hint) in hints.iter_mut() {
+            hint.steps = steps.get(id).map_or(&[], Vec::as_slice);
         }
         let (keys, first_index): (Vec<Item>, Vec<usize>) = keys
             .into_iter()
