@@ -142,15 +142,8 @@ impl Deriver {
                                 .map(|u| (pos, u, self.rules.notes(item))),
                         );
                         if let Some(c) = self.rules.counter(item) {
-                            // A located counter's item lists itself under
-                            // its identity (with its own record).
-                            if self.rules.locate(&c.key_item()).is_some() {
-                                if let Some(m) = memberships.as_mut() {
-                                    m.push((
-                                        crate::engine::locate::locate_index(&c.key_item()),
-                                        item_id(&key_of(item, key_names)),
-                                    ));
-                                }
+                            if let Some(m) = memberships.as_mut() {
+                                m.extend(self.self_membership(item));
                             }
                             counters.insert(item_id(&c.key_item()), c);
                         }
@@ -225,6 +218,17 @@ impl Deriver {
             out.wanted.push((pos, implied, derived.unwrap_or_default()));
         }
         out
+    }
+
+    /// A located counter's item lists itself under its identity (with its
+    /// own record): that index entry, when `item` is one.
+    pub(super) fn self_membership(&self, item: &Item) -> Option<(String, String)> {
+        let c = self.rules.counter(item)?;
+        self.rules.locate(&c.key_item())?;
+        Some((
+            crate::engine::locate::locate_index(&c.key_item()),
+            item_id(&key_of(item, self.rules.key_names())),
+        ))
     }
 
     /// The writes that bring each derived item the group's sources touch

@@ -173,7 +173,14 @@ impl Deriver {
                     .map(|d| (item_id(&key_of(d, key_names)), d.clone()))
                     .collect()
             }),
-            indexed: memberships.map(|m| m.iter().cloned().collect()),
+            // As an item read valid lists them (with a located counter's
+            // own entry).
+            indexed: memberships.map(|m| {
+                m.iter()
+                    .cloned()
+                    .chain(self.self_membership(image))
+                    .collect()
+            }),
         }
     }
 
@@ -192,14 +199,25 @@ impl Deriver {
             Some((i, t)) => (Some(i), t.clone()),
             None => (None, Trail::default()),
         };
-        let fresh: Vec<&Step<'_>> = steps
-            .iter()
-            .filter(|s| trail.seq.as_ref().is_none_or(|q| s.seq > q))
-            .collect();
-        let newest = fresh.iter().map(|s| s.seq).max().cloned();
+        let q = trail.seq.as_ref();
+        let fresh = || steps.iter().filter(move |s| q.is_none_or(|q| s.seq > q));
+        let newest = fresh().map(|s| s.seq).max().cloned();
+        let any_fresh = newest.is_some();
+        let seq = match (trail.seq.clone(), newest) {
+            (Some(q), Some(n)) => Some(q.max(n)),
+            (q, n) => n.or(q),
+        };
+        if !(rejected.contributions || rejected.derived || rejected.indexed) {
+            // Every aspect read now (the common case: no image looked at):
+            // newer than anything pending.
+            return Trail {
+                seq,
+                pending: PerAspect::default(),
+            };
+        }
         // The state the batch's new records leave, per aspect.
         let mut last = PerAspect::default();
-        for s in &fresh {
+        for s in fresh() {
             if s.removed {
                 last = PerAspect::absent();
             } else if let Some((image, aspects)) = s.new {
@@ -208,7 +226,7 @@ impl Deriver {
         }
         // The batch reaches the item as it is: its last record is the
         // item read (a remove: the item is absent).
-        let reaching = !fresh.is_empty()
+        let reaching = any_fresh
             && steps.last().is_some_and(|s| match (s.new, item_now) {
                 (Some((image, _)), Some(item)) => image == item,
                 _ => s.removed && item_now.is_none(),
@@ -237,12 +255,6 @@ impl Deriver {
         aspect!(contributions, rejected.contributions);
         aspect!(derived, rejected.derived);
         aspect!(indexed, rejected.indexed);
-        Trail {
-            seq: match (trail.seq, newest) {
-                (Some(q), Some(n)) => Some(q.max(n)),
-                (q, n) => n.or(q),
-            },
-            pending,
-        }
+        Trail { seq, pending }
     }
 }
