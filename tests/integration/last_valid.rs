@@ -49,8 +49,17 @@ entities:
 "#;
 
 async fn tasks() -> ModelEnv {
+    tasks_at().await.0
+}
+
+/// [`tasks`] and its model file.
+async fn tasks_at() -> (ModelEnv, std::path::PathBuf) {
     let path = temp_model("tasks", TASKS);
-    model_env("tasks", |o| o.model_file = Some(path)).await
+    let file = path.clone();
+    (
+        model_env("tasks", |o| o.model_file = Some(file)).await,
+        path,
+    )
 }
 
 /// A task; `title: None` makes it bad input (a required attribute missing).
@@ -120,7 +129,7 @@ async fn assert_not_projected(env: &ModelEnv, id: &str) {
 /// saw it in between (the slow task).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_valid_state_overwritten_by_bad_input_before_the_derive_reads_it_still_counts() {
-    let mut env = tasks().await;
+    let (mut env, file) = tasks_at().await;
     put(&env, task("fast", "todo", Some("T"))).await;
     put(&env, task("fast", "todo", None)).await;
     put(&env, task("slow", "todo", Some("T"))).await;
@@ -141,6 +150,15 @@ async fn a_valid_state_overwritten_by_bad_input_before_the_derive_reads_it_still
     assert_clean(&env.rt).await;
     let report = env.rt.verify().await.unwrap();
     assert_eq!(report.bad_input.len(), 2, "{:?}", report.bad_input);
+    // explain, from the same ledger: the fast task's mirror is kept by its
+    // last valid state, as the slow one's.
+    for id in ["fast", "slow"] {
+        let mirror = crate::explain::ask_in(&env, &file, "S#todo", &format!("P#q#TASK#{id}")).await;
+        crate::explain::says(
+            &mirror,
+            &[&format!("kept by PK=P#q, SK=TASK#{id} (task): bad input now, its last valid state derived it (it stays until that item is fixed or deleted)")],
+        );
+    }
     // Everything delivered again (a replay from the start) moves nothing.
     let all = env.records().await;
     deliver(&env, &all).await;
