@@ -281,3 +281,38 @@ async fn an_older_valid_record_never_replaces_a_newer_state_the_derive_read_ahea
         assert_eq!(mirrors(&env, "h").await, [("done".into(), "Z".into())]);
     }
 }
+
+/// Through the runtime's own mapping, one record per batch: every valid
+/// record's batch finds its item already bad (the derive is behind), so
+/// each state waits pending until the batch of the bad put; the end state
+/// is the one-batch end state. Then the whole stream again, one record at a
+/// time (a replay from the start): nothing moves, not even for a moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_record_per_batch_ends_as_one_batch_and_a_replay_moves_nothing() {
+    let path = temp_model("tasks", TASKS);
+    let mut env = model_env("tasks", |o| {
+        o.model_file = Some(path);
+        o.mapping.batch_size = 1;
+    })
+    .await;
+    put(&env, task("f", "todo", Some("T"))).await;
+    put(&env, task("f", "todo", None)).await;
+    put(&env, task("g", "todo", Some("T1"))).await;
+    put(&env, task("g", "done", Some("T2"))).await;
+    put(&env, task("g", "todo", None)).await;
+    put(&env, task("k", "done", Some("T"))).await;
+    delete(&env, key("P#q", "TASK#k")).await;
+    put(&env, task("k", "done", None)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (2, 1));
+    assert_eq!(mirrors(&env, "f").await, [("todo".into(), "T".into())]);
+    assert_eq!(mirrors(&env, "g").await, [("done".into(), "T2".into())]);
+    assert!(mirrors(&env, "k").await.is_empty());
+    assert_clean(&env.rt).await;
+    for r in env.records().await {
+        deliver(&env, &[r]).await;
+        assert_eq!(counts(&env).await, (2, 1));
+        assert_eq!(mirrors(&env, "g").await, [("done".into(), "T2".into())]);
+    }
+    assert_clean(&env.rt).await;
+}
