@@ -11,7 +11,11 @@
 //!   backwards, not even for a moment;
 //! - a MODIFY that only touched processor-owned attributes (GSI keys,
 //!   `historySequence`, counter sums) costs reads and no write (fixpoint);
-//! - backfill and `verify --repair` call the very same function.
+//! - backfill and `verify --repair` call the very same function;
+//! - an aspect the item rejects now (bad input) keeps what its last valid
+//!   image in the stream implied, which the batch's records say once the
+//!   batch reaches the item as it is (`trail.rs`): the one place images
+//!   count, and never to move a state back.
 //!
 //! What each source item implies (its contributions and its derived items)
 //! is recorded in the ledger (`SRC#<processor>#<item id>`, a version `ver`).
@@ -93,7 +97,7 @@ pub struct Hint<'a> {
     /// exactly as that image is not asked again (rules are pure).
     pub seen: Option<(&'a Item, &'a Aspects)>,
     /// The item's records in the batch, in stream order: what an item that
-    /// is bad input now keeps comes from them (see [`trail`]).
+    /// is bad input now keeps comes from them (see [`Step`]).
     pub steps: &'a [Step<'a>],
 }
 
