@@ -34,6 +34,7 @@ mod jobboard;
 mod jobboard_recorded;
 mod joinset;
 mod js;
+mod last_valid;
 mod league;
 mod limits;
 mod meter;

@@ -11,7 +11,11 @@
 //!   backwards, not even for a moment;
 //! - a MODIFY that only touched processor-owned attributes (GSI keys,
 //!   `historySequence`, counter sums) costs reads and no write (fixpoint);
-//! - backfill and `verify --repair` call the very same function.
+//! - backfill and `verify --repair` call the very same function;
+//! - an aspect the item rejects now (bad input) keeps what its last valid
+//!   image in the stream implied, which the batch's records say once the
+//!   batch reaches the item as it is (`trail.rs`): the one place images
+//!   count, and never to move a state back.
 //!
 //! What each source item implies (its contributions and its derived items)
 //! is recorded in the ledger (`SRC#<processor>#<item id>`, a version `ver`).
@@ -31,6 +35,7 @@ mod processor;
 mod reads;
 #[cfg(test)]
 mod tests;
+mod trail;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -45,6 +50,7 @@ pub use keys::{
     total_attr, total_key, total_pk,
 };
 pub use processor::{rejects, DeriveConfig, DeriveProcessor};
+pub use trail::Step;
 
 use crate::error::{InputError, ProcessError};
 use crate::item::{key_of, Item};
@@ -90,6 +96,9 @@ pub struct Hint<'a> {
     /// The item's latest image in the batch and its aspects: an item read
     /// exactly as that image is not asked again (rules are pure).
     pub seen: Option<(&'a Item, &'a Aspects)>,
+    /// The item's records in the batch, in stream order: what an item that
+    /// is bad input now keeps comes from them (see [`Step`]).
+    pub steps: &'a [Step<'a>],
 }
 
 /// The engine core shared by the stream processor, backfill and repair.
@@ -206,6 +215,7 @@ impl Deriver {
                 wanted,
                 derived_keys,
                 bad,
+                trails,
             } = self.assess(group, base, &recorded, &current, hints, counters);
             // Counters a recorded change moved whose items lag the totals:
             // synced by this batch, and carried by any record rewritten.
@@ -247,7 +257,8 @@ impl Deriver {
                 let hint = hints.get(&item_id(key)).copied().unwrap_or_default();
                 let seen = Seen { lagging: &lagging };
                 let extra = carried.remove(pos).unwrap_or_default();
-                match self.plan_key(*pos, key, &rec, implied, extra, seen, hint) {
+                let trail = trails.get(pos).cloned().unwrap_or_default();
+                match self.plan_key(*pos, key, &rec, (implied, &trail), extra, seen, hint) {
                     Some(p) => plans.push(p),
                     None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
                 }

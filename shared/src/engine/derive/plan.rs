@@ -7,7 +7,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 
 use super::implied::{checked_sums, contribution_deltas, projection_update, Implied};
 use super::keys::{index_item, index_key, owners_key, source_key, source_key_pk};
-use super::reads::{Owners, Recorded, OWED};
+use super::reads::{Owners, Recorded, OWED, PENDING, SEQ};
+use super::trail::{Rejected, Trail};
 use super::{Counter, Deriver, Hint, Note, TOMBSTONE_TTL_SECS};
 use crate::engine::writable::{self, Writes};
 use crate::error::InputError;
@@ -64,6 +65,8 @@ pub(super) struct Assessment {
     /// Keys of the derived items to read (implied now, or recorded).
     pub(super) derived_keys: BTreeMap<String, Item>,
     pub(super) bad: Vec<(usize, InputError)>,
+    /// Per item (by position): what its record keeps of the stream.
+    pub(super) trails: BTreeMap<usize, Trail>,
 }
 
 /// What the group's reads saw, for planning one source item.
@@ -139,15 +142,8 @@ impl Deriver {
                                 .map(|u| (pos, u, self.rules.notes(item))),
                         );
                         if let Some(c) = self.rules.counter(item) {
-                            // A located counter's item lists itself under
-                            // its identity (with its own record).
-                            if self.rules.locate(&c.key_item()).is_some() {
-                                if let Some(m) = memberships.as_mut() {
-                                    m.push((
-                                        crate::engine::locate::locate_index(&c.key_item()),
-                                        item_id(&key_of(item, key_names)),
-                                    ));
-                                }
+                            if let Some(m) = memberships.as_mut() {
+                                m.extend(self.self_membership(item));
                             }
                             counters.insert(item_id(&c.key_item()), c);
                         }
@@ -168,19 +164,30 @@ impl Deriver {
                 key_names,
             );
             implied.indexed = memberships.iter().flatten().cloned().collect();
-            if let Some(r) = rec {
-                if contributions.is_none() {
-                    implied.contributions = r.implied.contributions.clone();
-                }
-                if derived.is_none() {
-                    implied.derived = r.implied.derived.clone();
-                }
-                if memberships.is_none() {
-                    implied.indexed = r.implied.indexed.clone();
-                }
-                for (id, d) in &r.implied.derived {
-                    out.derived_keys.insert(id.clone(), key_of(d, key_names));
-                }
+            // An aspect the item rejects now keeps what its last valid
+            // image in the stream implied (see `trail`).
+            let present = current.get(&id);
+            let rejected = Rejected {
+                contributions: present.is_some() && contributions.is_none(),
+                derived: present.is_some() && derived.is_none(),
+                indexed: present.is_some() && memberships.is_none(),
+            };
+            let steps = hints.get(&id).map_or(&[][..], |h| h.steps);
+            let trail = self.follow_trail(
+                present,
+                rejected,
+                steps,
+                rec.map(|r| (&r.implied, &r.trail)),
+                &mut implied,
+            );
+            out.trails.insert(pos, trail);
+            for d in rec
+                .iter()
+                .flat_map(|r| r.implied.derived.values())
+                .chain(implied.derived.values())
+            {
+                let k = key_of(d, key_names);
+                out.derived_keys.insert(item_id(&k), k);
             }
             for d in derived.iter().flatten() {
                 let k = key_of(d, key_names);
@@ -211,6 +218,17 @@ impl Deriver {
             out.wanted.push((pos, implied, derived.unwrap_or_default()));
         }
         out
+    }
+
+    /// A located counter's item lists itself under its identity (with its
+    /// own record): that index entry, when `item` is one.
+    pub(super) fn self_membership(&self, item: &Item) -> Option<(String, String)> {
+        let c = self.rules.counter(item)?;
+        self.rules.locate(&c.key_item())?;
+        Some((
+            crate::engine::locate::locate_index(&c.key_item()),
+            item_id(&key_of(item, self.rules.key_names())),
+        ))
     }
 
     /// The writes that bring each derived item the group's sources touch
@@ -369,7 +387,7 @@ impl Deriver {
         pos: usize,
         key: &Item,
         rec: &Recorded,
-        implied: &Implied,
+        (implied, trail): (&Implied, &Trail),
         extra: Carried,
         seen: Seen<'_>,
         hint: Hint,
@@ -385,7 +403,8 @@ impl Deriver {
             extra_ledger += 1;
         }
         let deltas = contribution_deltas(implied, &rec.implied);
-        let changed = *implied != rec.implied;
+        // A state pending or no longer pending is written too.
+        let changed = *implied != rec.implied || trail.pending != rec.trail.pending;
         let tombstone = rec.ver == 0 && implied.is_empty() && hint.implied_something;
         if !changed && !tombstone && writes.is_empty() {
             return None;
@@ -417,7 +436,13 @@ impl Deriver {
             if !owed.is_empty() {
                 item.insert(OWED.into(), AttributeValue::M(owed));
             }
-            if implied.is_empty() {
+            if let Some(q) = &trail.seq {
+                item.insert(SEQ.into(), AttributeValue::S(q.as_str().to_string()));
+            }
+            if !trail.pending.is_empty() {
+                item.insert(PENDING.into(), trail.pending.to_attr());
+            }
+            if implied.is_empty() && trail.pending.is_empty() {
                 item.insert(
                     ledger::TTL.into(),
                     n((self.now)().timestamp() + TOMBSTONE_TTL_SECS),

@@ -8,7 +8,7 @@ use chrono::Utc;
 
 use super::implied::sums_fit;
 use super::Aspects;
-use super::{Counter, Deriver, Hint, OutMessage, Rules};
+use super::{Counter, Deriver, Hint, OutMessage, Rules, Step};
 use crate::batch::{log_bad_input, BatchFailure, StreamProcessor};
 use crate::change::{Change, ChangeKind};
 use crate::engine::rules::RecordSays;
@@ -208,6 +208,8 @@ impl StreamProcessor for DeriveProcessor {
         // in the batch only asks for that counter to be synced (see below).
         let mut sync_only: Vec<Option<Counter>> = Vec::new();
         let mut position: HashMap<String, usize> = HashMap::new();
+        // Per item: its records, in stream order (see `Hint::steps`).
+        let mut steps: HashMap<String, Vec<Step<'_>>> = HashMap::new();
         let mut hints: HashMap<String, Hint<'_>> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         // Bad input is logged and counted once per item per batch.
@@ -288,6 +290,11 @@ impl StreamProcessor for DeriveProcessor {
             hint.implied_something |= old.implies || new.implies;
             // The item's latest image in the batch (none after a remove).
             hint.seen = new_image.zip(said.new.as_ref());
+            steps.entry(id.clone()).or_default().push(Step {
+                seq: &change.sequence_number,
+                new: hint.seen,
+                removed: change.kind == ChangeKind::Remove,
+            });
             match position.entry(id) {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert(keys.len());
@@ -304,6 +311,9 @@ impl StreamProcessor for DeriveProcessor {
                     }
                 }
             }
+        }
+        for (id, hint) in hints.iter_mut() {
+            hint.steps = steps.get(id).map_or(&[], Vec::as_slice);
         }
         // Counters synced without a read of their item's record: by the
         // index of their first record.

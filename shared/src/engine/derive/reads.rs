@@ -7,7 +7,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::implied::{contribution_deltas, Implied};
 use super::keys::{owners_key, source_key_pk, total_key};
+use super::trail::{PerAspect, Trail};
 use super::{Counter, Deriver};
+use crate::change::SequenceNumber;
 use crate::error::ProcessError;
 use crate::item::{Item, ItemExt};
 use crate::ledger::{self, item_id};
@@ -26,10 +28,19 @@ pub(super) struct Recorded {
     /// the retries) is made by the redelivery, which finds the source
     /// itself unchanged.
     pub(super) owed: BTreeMap<String, Item>,
+    /// What it keeps of the stream (see [`super::trail`]).
+    pub(super) trail: Trail,
 }
 
 /// The record attribute listing the counters a source's change still owes.
 pub(super) const OWED: &str = "o";
+
+/// The record attribute holding the sequence number of the newest record of
+/// the source the derive had met when it wrote the record.
+pub(super) const SEQ: &str = "q";
+
+/// The record attribute holding the state pending (see [`super::trail`]).
+pub(super) const PENDING: &str = "l";
 
 /// The owners of a derived item that several sources may imply: who
 /// implies it with what content, and the record version (0 = no record).
@@ -61,7 +72,27 @@ impl Deriver {
                     }
                 }
             }
-            out.insert(pk, Recorded { implied, ver, owed });
+            let corrupt =
+                |e: String| ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"));
+            let seq = match item.get(SEQ) {
+                None => None,
+                Some(AttributeValue::S(q)) => Some(
+                    SequenceNumber::parse(q)
+                        .ok_or_else(|| corrupt(format!("{SEQ} is no sequence number")))?,
+                ),
+                Some(_) => return Err(corrupt(format!("{SEQ} is not a string"))),
+            };
+            let pending = PerAspect::from_attr(item.get(PENDING)).map_err(corrupt)?;
+            let trail = Trail { seq, pending };
+            out.insert(
+                pk,
+                Recorded {
+                    implied,
+                    ver,
+                    owed,
+                    trail,
+                },
+            );
         }
         Ok(out)
     }

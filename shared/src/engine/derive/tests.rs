@@ -205,9 +205,149 @@ fn an_item_read_as_its_records_image_is_not_asked_again() {
     let hint = |image| Hint {
         implied_something: false,
         seen: Some((image, &seen)),
+        steps: &[],
     };
     assert_eq!(asked(&[(item_id(&key), hint(&item))].into()), 0);
     let other = image(&[("PK", s("a")), ("SK", s("1")), ("x", s("2"))]);
     assert_eq!(asked(&[(item_id(&key), hint(&other))].into()), 1);
     assert_eq!(asked(&HashMap::new()), 1);
+}
+
+/// A pending state keeps which aspects it holds (an empty one is not an
+/// absent one) through its ledger attribute.
+#[test]
+fn a_pending_state_round_trips_aspect_by_aspect() {
+    use super::trail::PerAspect;
+    let sums = super::implied::sum_contributions(&[Contribution {
+        counter: counter("u#1"),
+        values: vec![("a", 1)],
+    }])
+    .unwrap();
+    for p in [
+        PerAspect::default(),
+        PerAspect {
+            contributions: Some(sums.clone()),
+            ..PerAspect::default()
+        },
+        PerAspect {
+            contributions: Some(sums),
+            derived: Some(Default::default()),
+            indexed: Some(Default::default()),
+        },
+        PerAspect {
+            indexed: Some([("GSI1#x".to_string(), "m".to_string())].into()),
+            ..PerAspect::default()
+        },
+    ] {
+        let back = PerAspect::from_attr(Some(&p.to_attr())).unwrap();
+        assert_eq!(back, p);
+    }
+    assert_eq!(PerAspect::from_attr(None).unwrap(), PerAspect::default());
+    assert!(PerAspect::from_attr(Some(&s("x"))).is_err(), "not a map");
+}
+
+/// Counts `n` (an image without it is bad input for its contributions).
+struct Tally;
+
+impl Rules for Tally {
+    fn key_names(&self) -> &'static [&'static str] {
+        &["PK", "SK"]
+    }
+    fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, crate::error::InputError> {
+        match image.get("n") {
+            Some(AttributeValue::N(v)) => Ok(vec![Contribution {
+                counter: counter("u#1"),
+                values: vec![("a", v.parse().expect("a number"))],
+            }]),
+            _ => Err(crate::error::InputError::Invalid {
+                key: "PK=a, SK=1".into(),
+                reason: "n is missing".into(),
+            }),
+        }
+    }
+}
+
+/// What an item that is bad input now keeps, per batch shape: the last
+/// valid image of a batch that reaches the item applies; one that does not
+/// (the item moved on) is only pending, applied by the batch that does;
+/// records at or before the record's sequence number give nothing; a
+/// remove gives nothing to keep; a valid item read now clears what is
+/// pending. Derived items (valid in every image here) are not touched.
+#[test]
+fn an_item_bad_now_keeps_its_last_valid_image_once_the_batch_reaches_it() {
+    use super::trail::{Rejected, Trail};
+    use crate::change::SequenceNumber;
+    let d = deriver(Arc::new(Tally));
+    let valid = |n: i64| image(&[("PK", s("a")), ("SK", s("1")), ("n", crate::item::n(n))]);
+    let (v1, v2) = (valid(1), valid(2));
+    let bad = image(&[("PK", s("a")), ("SK", s("1"))]);
+    let aspects: Vec<(Item, Aspects)> = [&v1, &v2, &bad]
+        .into_iter()
+        .map(|i| (i.clone(), Tally.aspects(i)))
+        .collect();
+    let seqs: Vec<SequenceNumber> = (0..10)
+        .map(|i| SequenceNumber::parse(&format!("10000000000000000000{i}")).unwrap())
+        .collect();
+    // (image index or None for a remove, sequence index)
+    let steps = |s: &[(Option<usize>, usize)]| -> Vec<Step<'_>> {
+        s.iter()
+            .map(|(i, q)| Step {
+                seq: &seqs[*q],
+                new: i.map(|i| (&aspects[i].0, &aspects[i].1)),
+                removed: i.is_none(),
+            })
+            .collect()
+    };
+    let a = |i: &Implied| i.contributions.values().map(|(_, v)| v["a"]).sum::<i64>();
+    let run = |now: &Item, s: &[(Option<usize>, usize)], rec: Option<&(Implied, Trail)>| {
+        let mut implied = Implied::default();
+        let rejected_now = Tally.contributions(now).is_err();
+        let rejected = Rejected {
+            contributions: rejected_now,
+            derived: false,
+            indexed: false,
+        };
+        if !rejected_now {
+            implied = Implied::from_rules(&Tally.contributions(now).unwrap(), &[], &["PK", "SK"]);
+        }
+        let steps = steps(s);
+        let trail = d.follow_trail(
+            Some(now),
+            rejected,
+            &steps,
+            rec.map(|(i, t)| (i, t)),
+            &mut implied,
+        );
+        (implied, trail)
+    };
+    // Valid then bad, one batch reaching the item: the valid state applies.
+    let (i, t) = run(&bad, &[(Some(0), 0), (Some(2), 1)], None);
+    assert_eq!((a(&i), t.seq.as_ref()), (1, Some(&seqs[1])));
+    assert!(t.pending.is_empty());
+    // The last valid state wins.
+    let (i, _) = run(&bad, &[(Some(0), 0), (Some(1), 1), (Some(2), 2)], None);
+    assert_eq!(a(&i), 2);
+    // The valid record's batch alone, the item already bad: pending only.
+    let first = run(&bad, &[(Some(0), 0)], None);
+    assert_eq!(a(&first.0), 0, "nothing applies yet");
+    assert!(first.1.pending.contributions.is_some());
+    // The batch reaching the bad put applies it.
+    let second = run(&bad, &[(Some(2), 1)], Some(&first));
+    assert_eq!(a(&second.0), 1);
+    assert!(second.1.pending.is_empty());
+    // Replayed (all at or before the record's sequence number): nothing.
+    for s in [&[(Some(1), 0)][..], &[(Some(1), 0), (Some(2), 1)][..]] {
+        let (i, t) = run(&bad, s, Some(&second));
+        assert_eq!((a(&i), &t), (1, &second.1));
+    }
+    // A remove between: nothing to keep.
+    let (i, _) = run(&bad, &[(Some(0), 0), (None, 1), (Some(2), 2)], None);
+    assert_eq!(a(&i), 0);
+    // A valid item read now: pending goes, the read applies.
+    let (i, t) = run(&v2, &[(Some(1), 3)], Some(&first));
+    assert_eq!(a(&i), 2);
+    assert!(t.pending.is_empty());
+    // Backfill and repair (no images): the record stays.
+    let (i, t) = run(&bad, &[], Some(&second));
+    assert_eq!((a(&i), &t), (1, &second.1));
 }

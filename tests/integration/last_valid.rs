@@ -1,0 +1,318 @@
+//! What stays of an item that is bad input now is what its *last valid image
+//! in the stream* implied, whatever the derive read and when (SPEC §2: bad
+//! input, exactly once, replay never moves a datum backwards): the valid
+//! state and the bad put in one batch, the valid record delivered only after
+//! the bad put landed, the slow case for contrast; a delete or a re-create
+//! between; replays and redeliveries of the older records, and a derive that
+//! read the item ahead of its batch, never move anything back.
+
+use serde_json::Value;
+use shared::item::{s, Item, ItemExt};
+
+use crate::items::{assert_clean, bad_input, delete, deliver, get, key, put};
+use crate::support::{model_env, temp_model, ModelEnv};
+
+/// Tasks counted onto their project (by status too), mirrored under their
+/// status, and indexed by it: the user's `mini.yaml` with a derived item
+/// and a projection.
+const TASKS: &str = r#"jobstream: 1
+name: tasks
+table:
+  name: tasks
+  pk: PK
+  sk: SK
+  gsis:
+    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
+formats:
+  id: { pattern: "^[A-Za-z0-9_-]+$" }
+entities:
+  task:
+    key: { PK: "P#${projectId}", SK: "TASK#${taskId}" }
+    attributes: { projectId: id, taskId: id, title: string, status: [todo, done] }
+    project:
+      attributes: { GSI1PK: "S#${status}", GSI1SK: "${taskId}" }
+    derive:
+      - entity: mirror
+        with: { status: status, projectId: projectId, taskId: taskId, title: title }
+    count:
+      - counter: pcount
+        with: { projectId: projectId }
+        add: { tasks: 1, done: "status == 'done' ? 1 : 0" }
+  mirror:
+    owner: processor
+    key: { PK: "S#${status}", SK: "P#${projectId:id}#TASK#${taskId:id}" }
+    attributes: { title: string }
+  pcount:
+    owner: processor
+    key: { PK: "P#${projectId:id}", SK: "COUNT" }
+    counter: { attributes: [tasks, done], created_by: processor }
+"#;
+
+async fn tasks() -> ModelEnv {
+    tasks_at().await.0
+}
+
+/// [`tasks`] and its model file.
+async fn tasks_at() -> (ModelEnv, std::path::PathBuf) {
+    let path = temp_model("tasks", TASKS);
+    let file = path.clone();
+    (
+        model_env("tasks", |o| o.model_file = Some(file)).await,
+        path,
+    )
+}
+
+/// A task; `title: None` makes it bad input (a required attribute missing).
+fn task(id: &str, status: &str, title: Option<&str>) -> Item {
+    let mut item = crate::items::item(&[
+        ("PK", "P#q"),
+        ("SK", &format!("TASK#{id}")),
+        ("type", "task"),
+        ("projectId", "q"),
+        ("taskId", id),
+        ("status", status),
+    ]);
+    if let Some(t) = title {
+        item.insert("title".into(), s(t));
+    }
+    item
+}
+
+/// `P#q/COUNT`'s (tasks, done), 0 when absent.
+async fn counts(env: &ModelEnv) -> (i64, i64) {
+    let Some(c) = get(env, key("P#q", "COUNT")).await else {
+        return (0, 0);
+    };
+    let n = |a: &str| c.opt_i64(a).ok().flatten().unwrap_or(0);
+    (n("tasks"), n("done"))
+}
+
+/// The statuses task `id` is mirrored under, with the mirrored title.
+async fn mirrors(env: &ModelEnv, id: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for status in ["todo", "done"] {
+        if let Some(m) = get(env, key(format!("S#{status}"), format!("P#q#TASK#{id}"))).await {
+            out.push((
+                status.to_string(),
+                m.s("title").unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// The stream records of task `id`, in stream order.
+async fn records_of_task(env: &ModelEnv, id: &str) -> Vec<Value> {
+    let sk = format!("TASK#{id}");
+    env.records()
+        .await
+        .into_iter()
+        .filter(|r| r["dynamodb"]["Keys"]["SK"]["S"].as_str() == Some(sk.as_str()))
+        .collect()
+}
+
+/// Nothing is written onto an item its rules reject: the bad task carries
+/// no projection (the writer's put replaced the valid one's).
+async fn assert_not_projected(env: &ModelEnv, id: &str) {
+    let t = get(env, key("P#q", format!("TASK#{id}")))
+        .await
+        .expect("task");
+    assert!(
+        !t.contains_key("GSI1PK"),
+        "nothing written onto {id}: {t:?}"
+    );
+}
+
+/// The user's V01: a valid task, then at once the same task without its
+/// title. Processed in one batch (the derive reads the item when it is
+/// already bad), the valid state counts exactly as it does when the derive
+/// saw it in between (the slow task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_state_overwritten_by_bad_input_before_the_derive_reads_it_still_counts() {
+    let (mut env, file) = tasks_at().await;
+    put(&env, task("fast", "todo", Some("T"))).await;
+    put(&env, task("fast", "todo", None)).await;
+    put(&env, task("slow", "todo", Some("T"))).await;
+    env.rt.drain().await.unwrap();
+    put(&env, task("slow", "todo", None)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (2, 0), "both tasks had a valid state");
+    for id in ["fast", "slow"] {
+        assert_eq!(
+            mirrors(&env, id).await,
+            [("todo".into(), "T".into())],
+            "{id}"
+        );
+        assert_not_projected(&env, id).await;
+    }
+    assert_eq!(bad_input(&env), 2, "each bad put counted once");
+    // verify judges from the ledger: no drift, the bad items named as such.
+    assert_clean(&env.rt).await;
+    let report = env.rt.verify().await.unwrap();
+    assert_eq!(report.bad_input.len(), 2, "{:?}", report.bad_input);
+    // explain, from the same ledger: the fast task's mirror is kept by its
+    // last valid state, as the slow one's.
+    for id in ["fast", "slow"] {
+        let mirror = crate::explain::ask_in(&env, &file, "S#todo", &format!("P#q#TASK#{id}")).await;
+        crate::explain::says(
+            &mirror,
+            &[&format!("kept by PK=P#q, SK=TASK#{id} (task): bad input now, its last valid state derived it (it stays until that item is fixed or deleted)")],
+        );
+    }
+    // Everything delivered again (a replay from the start) moves nothing.
+    let all = env.records().await;
+    deliver(&env, &all).await;
+    assert_eq!(counts(&env).await, (2, 0));
+    assert_clean(&env.rt).await;
+}
+
+/// The derive gets the valid record's batch only after the bad put landed
+/// (its own batch, then the bad one's): the valid state counts once the
+/// derive has read the stream up to the item as it is; the old records
+/// delivered again (alone, together, a bisected retry) move nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_valid_record_delivered_after_the_bad_put_landed_counts_and_replays_move_nothing() {
+    let mut env = tasks().await;
+    put(&env, task("g", "todo", Some("T"))).await;
+    put(&env, task("g", "done", None)).await;
+    let recs = records_of_task(&env, "g").await;
+    assert_eq!(recs.len(), 2);
+    deliver(&env, &recs[..1]).await;
+    deliver(&env, &recs[1..]).await;
+    assert_eq!(counts(&env).await, (1, 0), "its valid state counts");
+    assert_eq!(mirrors(&env, "g").await, [("todo".into(), "T".into())]);
+    assert_not_projected(&env, "g").await;
+    // Redelivered: alone, both, in the runtime's own drain (it never
+    // checkpointed them), twice.
+    for batch in [&recs[..1], &recs[..], &recs[1..], &recs[..1]] {
+        deliver(&env, batch).await;
+        assert_eq!(counts(&env).await, (1, 0));
+    }
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (1, 0));
+    assert_eq!(mirrors(&env, "g").await, [("todo".into(), "T".into())]);
+    assert_clean(&env.rt).await;
+    // Backfill and repair read the item (bad) and no image: what is
+    // recorded stays.
+    crate::items::backfill(&env, &jobstream::tools::backfill::ScanOptions::default()).await;
+    assert_eq!(counts(&env).await, (1, 0));
+    assert_clean(&env.rt).await;
+}
+
+/// The last valid state wins (valid, valid, bad in one batch); a delete
+/// after the bad put takes everything away, and a re-create as bad input
+/// after a delete implies nothing (its last valid state is "absent").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_valid_state_wins_and_a_delete_between_means_nothing_stays() {
+    let mut env = tasks().await;
+    // Two valid states then bad input, all in one batch: the second counts.
+    put(&env, task("a", "todo", Some("T1"))).await;
+    put(&env, task("a", "done", Some("T2"))).await;
+    put(&env, task("a", "todo", None)).await;
+    // Valid, deleted, re-created as bad input: nothing stays.
+    put(&env, task("b", "todo", Some("T"))).await;
+    delete(&env, key("P#q", "TASK#b")).await;
+    put(&env, task("b", "todo", None)).await;
+    // Valid, bad, deleted: nothing stays.
+    put(&env, task("c", "done", Some("T"))).await;
+    put(&env, task("c", "done", None)).await;
+    delete(&env, key("P#q", "TASK#c")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (1, 1), "only a's last valid state");
+    assert_eq!(mirrors(&env, "a").await, [("done".into(), "T2".into())]);
+    assert!(mirrors(&env, "b").await.is_empty());
+    assert!(mirrors(&env, "c").await.is_empty());
+    assert_clean(&env.rt).await;
+    // The first records again: a's first valid state never comes back.
+    let a = records_of_task(&env, "a").await;
+    deliver(&env, &a[..1]).await;
+    deliver(&env, &a[..2]).await;
+    assert_eq!(counts(&env).await, (1, 1));
+    assert_eq!(mirrors(&env, "a").await, [("done".into(), "T2".into())]);
+    let b = records_of_task(&env, "b").await;
+    deliver(&env, &b[..1]).await;
+    assert_eq!(counts(&env).await, (1, 1), "b's old valid state stays gone");
+    assert_clean(&env.rt).await;
+}
+
+/// The derive read the item ahead of its batch (a later valid state), then
+/// the item became bad input: a batch holding only an older valid record
+/// (cut there, or a bisected retry) must not bring that older state back,
+/// not even for a moment; the batch that reaches the bad put settles on the
+/// last valid state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_valid_record_never_replaces_a_newer_state_the_derive_read_ahead() {
+    let env = tasks().await;
+    put(&env, task("h", "todo", Some("A"))).await;
+    put(&env, task("h", "done", Some("X"))).await;
+    put(&env, task("h", "todo", Some("Y"))).await;
+    let first = records_of_task(&env, "h").await;
+    // The first record's batch, read when the item is already Y.
+    deliver(&env, &first[..1]).await;
+    assert_eq!(counts(&env).await, (1, 0));
+    assert_eq!(mirrors(&env, "h").await, [("todo".into(), "Y".into())]);
+    put(&env, task("h", "done", None)).await;
+    // A, X, Y, the projection the derive wrote onto Y, the bad put.
+    let recs = records_of_task(&env, "h").await;
+    assert_eq!(recs.len(), 5);
+    // X's record alone (older than Y, which the derive has seen): nothing
+    // moves back to X.
+    deliver(&env, &recs[1..2]).await;
+    assert_eq!(counts(&env).await, (1, 0), "X is older than what counts");
+    assert_eq!(mirrors(&env, "h").await, [("todo".into(), "Y".into())]);
+    deliver(&env, &recs[2..]).await;
+    assert_eq!(counts(&env).await, (1, 0));
+    assert_eq!(mirrors(&env, "h").await, [("todo".into(), "Y".into())]);
+    // And the other way: a later valid state the derive never read (Z,
+    // written after the derive's last read) counts once its batch reaches
+    // the bad put, even when its own batch came before.
+    put(&env, task("h", "done", Some("Z"))).await;
+    put(&env, task("h", "todo", None)).await;
+    let recs = records_of_task(&env, "h").await;
+    assert_eq!(recs.len(), 7);
+    deliver(&env, &recs[5..6]).await;
+    deliver(&env, &recs[6..]).await;
+    assert_eq!(counts(&env).await, (1, 1), "Z counts");
+    assert_eq!(mirrors(&env, "h").await, [("done".into(), "Z".into())]);
+    assert_clean(&env.rt).await;
+    for batch in [&recs[..1], &recs[1..2], &recs[..], &recs[2..6]] {
+        deliver(&env, batch).await;
+        assert_eq!(counts(&env).await, (1, 1));
+        assert_eq!(mirrors(&env, "h").await, [("done".into(), "Z".into())]);
+    }
+}
+
+/// Through the runtime's own mapping, one record per batch: every valid
+/// record's batch finds its item already bad (the derive is behind), so
+/// each state waits pending until the batch of the bad put; the end state
+/// is the one-batch end state. Then the whole stream again, one record at a
+/// time (a replay from the start): nothing moves, not even for a moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_record_per_batch_ends_as_one_batch_and_a_replay_moves_nothing() {
+    let path = temp_model("tasks", TASKS);
+    let mut env = model_env("tasks", |o| {
+        o.model_file = Some(path);
+        o.mapping.batch_size = 1;
+    })
+    .await;
+    put(&env, task("f", "todo", Some("T"))).await;
+    put(&env, task("f", "todo", None)).await;
+    put(&env, task("g", "todo", Some("T1"))).await;
+    put(&env, task("g", "done", Some("T2"))).await;
+    put(&env, task("g", "todo", None)).await;
+    put(&env, task("k", "done", Some("T"))).await;
+    delete(&env, key("P#q", "TASK#k")).await;
+    put(&env, task("k", "done", None)).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (2, 1));
+    assert_eq!(mirrors(&env, "f").await, [("todo".into(), "T".into())]);
+    assert_eq!(mirrors(&env, "g").await, [("done".into(), "T2".into())]);
+    assert!(mirrors(&env, "k").await.is_empty());
+    assert_clean(&env.rt).await;
+    for r in env.records().await {
+        deliver(&env, &[r]).await;
+        assert_eq!(counts(&env).await, (2, 1));
+        assert_eq!(mirrors(&env, "g").await, [("done".into(), "T2".into())]);
+    }
+    assert_clean(&env.rt).await;
+}
