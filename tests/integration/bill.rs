@@ -140,8 +140,7 @@ async fn the_processors_own_writes_coming_back_cost_the_derive_no_read() {
     let forged = raw_records(&env)
         .await
         .iter()
-        .filter(of_app)
-        .last()
+        .rfind(of_app)
         .expect("the forged write's record")
         .clone();
     assert_eq!(
