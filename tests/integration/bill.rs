@@ -98,7 +98,8 @@ async fn records_that_imply_nothing_cost_the_derive_no_read() {
 /// The processors' own writes coming back cost the derive no read: a
 /// MODIFY whose images imply the same and whose new image carries its
 /// projection (the derive's projection of a new application) is not read;
-/// one whose projection was forged is read and the projection repaired.
+/// one whose projection was forged, or removed, is read and the projection
+/// repaired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_processors_own_writes_coming_back_cost_the_derive_no_read() {
     let mut env = env().await;
@@ -148,11 +149,42 @@ async fn the_processors_own_writes_coming_back_cost_the_derive_no_read() {
         "STATUS#forged"
     );
     let bill = billed(&rt, &meter, "derive", &records_event(&[forged])).await;
-    assert!(bill.ops["BatchGetItem"].requests > 0, "{bill:?}");
+    assert!(
+        bill.ops.get("BatchGetItem").is_some_and(|r| r.requests > 0),
+        "read: {bill:?}"
+    );
+    assert_eq!(
+        crate::items::get(&env, key.clone()).await.unwrap()["GSI1PK"],
+        projected,
+        "the forged projection repaired"
+    );
+
+    // So is a removed one.
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(key.clone()))
+        .update_expression("REMOVE GSI1PK")
+        .send()
+        .await
+        .unwrap();
+    let removed = raw_records(&env)
+        .await
+        .iter()
+        .rfind(of_app)
+        .expect("the removal's record")
+        .clone();
+    assert!(removed["dynamodb"]["NewImage"].get("GSI1PK").is_none());
+    let bill = billed(&rt, &meter, "derive", &records_event(&[removed])).await;
+    assert!(
+        bill.ops.get("BatchGetItem").is_some_and(|r| r.requests > 0),
+        "read: {bill:?}"
+    );
     assert_eq!(
         crate::items::get(&env, key).await.unwrap()["GSI1PK"],
         projected,
-        "the forged projection repaired"
+        "the removed projection repaired"
     );
     env.rt.drain().await.unwrap();
     assert_clean(&env).await;
