@@ -25,7 +25,8 @@
 //! It reports; it asserts nothing about time. Run:
 //! `cargo bench -p jobstream --bench hot_shard` (HOT_RATES=100,250,500,1000,
 //! HOT_SECONDS=15 per rate, HOT_MODELS=tracker,social,library,
-//! HOT_VIA=dev,run).
+//! HOT_VIA=dev,run; HOT_JOBSTREAM=PATH runs another build's `jobstream`
+//! for `run`, e.g. a baseline's).
 
 /// The tracker's items (shared with the integration tests).
 #[allow(dead_code)]
@@ -355,13 +356,16 @@ async fn start(
             Ok((consumer, meter, endpoint, table, sqs))
         }
         Via::Run => {
-            let exe = env!("CARGO_BIN_EXE_jobstream");
+            // `HOT_JOBSTREAM`: another build's binary (a baseline measured
+            // beside this one).
+            let exe = std::env::var("HOT_JOBSTREAM")
+                .unwrap_or_else(|_| env!("CARGO_BIN_EXE_jobstream").to_string());
             let model_args: Vec<String> = match &w.model_file {
                 Some(f) => vec!["--model-file".into(), f.display().to_string()],
                 None => vec!["--model".into(), w.model.into()],
             };
             let mut serve = Child(
-                std::process::Command::new(exe)
+                std::process::Command::new(&exe)
                     .arg("serve")
                     .args(&model_args)
                     .args(["--listen", "127.0.0.1:0"])
@@ -390,7 +394,7 @@ async fn start(
                 std::env::temp_dir().join(format!("hot-shard-{}", uuid::Uuid::new_v4().simple())),
             );
             std::fs::create_dir_all(&dir.0)?;
-            let mut cmd = std::process::Command::new(exe);
+            let mut cmd = std::process::Command::new(&exe);
             cmd.arg("run")
                 .args(&model_args)
                 .args(["--endpoint", &meter.endpoint()])

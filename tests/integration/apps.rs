@@ -49,7 +49,7 @@ pub struct AppWriter {
     pub table: String,
 }
 
-fn app_key(id: &str) -> Item {
+pub fn app_key(id: &str) -> Item {
     [
         (keys::PK.to_string(), s(keys::app_pk(id))),
         (keys::SK.to_string(), s(keys::app_sk(id))),

@@ -10,7 +10,7 @@ use jobstream::meter::{Bill, Meter};
 use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{s, Item, ItemExt};
 
-use crate::items::assert_clean;
+use crate::items::{assert_clean, records_event};
 use crate::support::{count, descriptions, env, raw_records, stream_event, Env};
 
 /// A second runtime on `env`'s engine and tables whose processors reach the
@@ -91,6 +91,101 @@ async fn records_that_imply_nothing_cost_the_derive_no_read() {
     // The record, the item, and the count's totals (the record still lists
     // the count as moved by its change, until it changes again).
     assert_eq!(again.ops["BatchGetItem"].rru, 3.0, "{again:?}");
+    env.rt.drain().await.unwrap();
+    assert_clean(&env).await;
+}
+
+/// The processors' own writes coming back cost the derive no read: a
+/// MODIFY whose images imply the same and whose new image carries its
+/// projection (the derive's projection of a new application) is not read;
+/// one whose projection was forged, or removed, is read and the projection
+/// repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_processors_own_writes_coming_back_cost_the_derive_no_read() {
+    let mut env = env().await;
+    let (meter, rt) = metered(&env).await;
+    env.writer
+        .create("a", "Co", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
+    env.rt.drain().await.unwrap();
+    let key = crate::apps::app_key("a");
+    let app_sk = key["SK"].as_s().unwrap().clone();
+    let of_app = |r: &&serde_json::Value| r["dynamodb"]["Keys"]["SK"]["S"] == app_sk.as_str();
+    let records = raw_records(&env).await;
+    let echo = records
+        .iter()
+        .filter(of_app)
+        .find(|r| {
+            r["eventName"] == "MODIFY"
+                && r["dynamodb"]["OldImage"].get("GSI1PK").is_none()
+                && r["dynamodb"]["NewImage"].get("GSI1PK").is_some()
+        })
+        .expect("the derive's projection came back")
+        .clone();
+    let bill = billed(&rt, &meter, "derive", &records_event(&[echo])).await;
+    assert_eq!(bill.requests(), 0, "its projection coming back: {bill:?}");
+
+    // A forged projection (only a processor-owned attribute changed) is
+    // read and repaired.
+    let projected = crate::items::get(&env, key.clone()).await.unwrap()["GSI1PK"].clone();
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(key.clone()))
+        .update_expression("SET GSI1PK = :f")
+        .expression_attribute_values(":f", s("STATUS#forged"))
+        .send()
+        .await
+        .unwrap();
+    let forged = raw_records(&env)
+        .await
+        .iter()
+        .rfind(of_app)
+        .expect("the forged write's record")
+        .clone();
+    assert_eq!(
+        forged["dynamodb"]["NewImage"]["GSI1PK"]["S"],
+        "STATUS#forged"
+    );
+    let bill = billed(&rt, &meter, "derive", &records_event(&[forged])).await;
+    assert!(
+        bill.ops.get("BatchGetItem").is_some_and(|r| r.requests > 0),
+        "read: {bill:?}"
+    );
+    assert_eq!(
+        crate::items::get(&env, key.clone()).await.unwrap()["GSI1PK"],
+        projected,
+        "the forged projection repaired"
+    );
+
+    // So is a removed one.
+    env.rt
+        .dynamodb
+        .update_item()
+        .table_name(&env.rt.config.table)
+        .set_key(Some(key.clone()))
+        .update_expression("REMOVE GSI1PK")
+        .send()
+        .await
+        .unwrap();
+    let removed = raw_records(&env)
+        .await
+        .iter()
+        .rfind(of_app)
+        .expect("the removal's record")
+        .clone();
+    assert!(removed["dynamodb"]["NewImage"].get("GSI1PK").is_none());
+    let bill = billed(&rt, &meter, "derive", &records_event(&[removed])).await;
+    assert!(
+        bill.ops.get("BatchGetItem").is_some_and(|r| r.requests > 0),
+        "read: {bill:?}"
+    );
+    assert_eq!(
+        crate::items::get(&env, key).await.unwrap()["GSI1PK"],
+        projected,
+        "the removed projection repaired"
+    );
     env.rt.drain().await.unwrap();
     assert_clean(&env).await;
 }

@@ -10,7 +10,9 @@
 //!   current item implies and writes nothing: no derived datum ever moves
 //!   backwards, not even for a moment;
 //! - a MODIFY that only touched processor-owned attributes (GSI keys,
-//!   `historySequence`, counter sums) costs reads and no write (fixpoint);
+//!   `historySequence`) with the projection in place costs no read and
+//!   no write (its images imply the same: the stream processor skips it);
+//!   a counter's own records cost reads and no write (fixpoint);
 //! - backfill and `verify --repair` call the very same function;
 //! - an aspect the item rejects now (bad input) keeps what its last valid
 //!   image in the stream implied, which the batch's records say once the

@@ -70,6 +70,34 @@ fn image_says(a: &Aspects, image: &Item, key_names: &[&str]) -> ImageSays {
     }
 }
 
+/// Whether a record is a MODIFY whose images imply the same (every aspect
+/// valid and equal: projection, derived items, contributions,
+/// memberships) and whose new image carries that projection already, each
+/// processor-owned attribute as computed (absent where it must be absent).
+/// A forged or removed projection is not in place, so its record is read
+/// and the projection repaired.
+fn changes_nothing_kept(said: &RecordSays, change: &Change) -> bool {
+    let (Some(old), Some(new), Some(image)) = (&said.old, &said.new, change.new.as_ref()) else {
+        return false;
+    };
+    let valid = |a: &Aspects| {
+        a.projection.is_ok()
+            && a.derived.is_ok()
+            && a.contributions.is_ok()
+            && a.memberships.is_ok()
+    };
+    if change.kind != ChangeKind::Modify || !valid(new) || old != new {
+        return false;
+    }
+    match &new.projection {
+        Ok(Some(p)) => p
+            .attrs
+            .iter()
+            .all(|(name, value)| image.get(*name) == value.as_ref()),
+        _ => true,
+    }
+}
+
 /// Whether the rules reject this item (some aspect meets bad input): the
 /// processor then writes nothing onto it, counter sums included.
 pub fn rejects(rules: &dyn Rules, image: &Item) -> bool {
@@ -260,12 +288,18 @@ impl StreamProcessor for DeriveProcessor {
             // previous state (the old image) implied nothing either, and
             // a later state that implies something comes with its own
             // record. Such an item is not read at all (an aggregate's member
-            // that only a fold reads costs the derive nothing). Any other record of the item in
-            // the batch makes it read.
+            // that only a fold reads costs the derive nothing). The same
+            // holds for a MODIFY whose images are valid and imply the same,
+            // the new one carrying its projection already (the processors'
+            // own write coming back: a projection, a fold's sequence; or a
+            // change of attributes no rule reads): the old state's record,
+            // processed before it, applied what both imply. Any other
+            // record of the item in the batch makes it read.
+            let echo = old.bad.is_none() && new.bad.is_none() && changes_nothing_kept(said, change);
             let counter = rules
                 .counter(&change.keys)
                 .or_else(|| change.latest_image().and_then(|img| rules.counter(img)));
-            let matters = old.matters() || new.matters() || counter.is_some();
+            let matters = (!echo && (old.matters() || new.matters())) || counter.is_some();
             // A record of a processor-created counter item (at its own key)
             // whose images are valid and imply nothing asks only for that
             // counter to be synced: the sync reads the counter's totals and
