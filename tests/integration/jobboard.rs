@@ -625,6 +625,32 @@ async fn overlapping_scopes_racing_write_their_shared_suggestion_once() {
     assert_eq!((a.puts, a.raced), (1, 0), "{a:?}");
     let got = get(&b, pair.clone()).await.expect("written");
     assert_eq!(got["relevance"], n(1));
+
+    // The seeker asks for more (over the job's maximum by under 10 %):
+    // both scopes rescore the pair (a lower score, the same level), once.
+    b.w.seeker(
+        "s1",
+        "Ada",
+        "Montreal",
+        &["aws", "rust"],
+        140_000,
+        &["tech"],
+    )
+    .await
+    .unwrap();
+    let (by_job, by_seeker) = (
+        plan(job_opened(j1)).await,
+        plan(seeker_changed("s1", "montreal")).await,
+    );
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_job).await;
+    assert_eq!(a.puts, 1, "{a:?}");
+    let rescored = get(&b, pair.clone()).await.expect("rescored");
+    assert_eq!(rescored["score"], n(8750));
+    let before = writes();
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_seeker).await;
+    assert_eq!((a.puts, a.superseded, a.raced), (0, 0, 1), "{a:?}");
+    assert_eq!(writes(), before, "nothing rescored a second time");
+    assert_eq!(get(&b, pair.clone()).await, Some(rescored));
     b.rt.drain().await.unwrap();
     assert_exact(&mut b.rt).await;
 }

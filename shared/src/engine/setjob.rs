@@ -14,8 +14,9 @@
 //! Scopes overlap (a job's suggestions and a seeker's share their pair's)
 //! and their jobs run concurrently (a batch's messages, Lambda's
 //! invocations), so each write is also conditioned on its target as the
-//! plan read it: a put of an item read absent on its absence, a delete on
-//! the item's existence. When that fails, another job wrote the target
+//! plan read it: a put of an item read absent on its absence, a put of an
+//! item read otherwise on the attributes it changes being as read, a
+//! delete on the item's existence. When that fails, another job wrote the target
 //! since: an item now equal to the desired one (the volatile attributes
 //! aside), or one already deleted, is left as it is (nothing is written
 //! twice, [`Applied::raced`]); a different item is overwritten with what
@@ -53,6 +54,9 @@ pub enum Cond {
     AbsentOrNot(&'static str, AttributeValue),
     /// The item exists without `attr`.
     Missing(&'static str),
+    /// The item exists with these attributes as they were read (`None`:
+    /// absent): the target of a put as its job read it.
+    Unchanged(Vec<(String, Option<AttributeValue>)>),
 }
 
 /// A fact a write depends on: checked in the same transaction.
@@ -92,6 +96,10 @@ impl Guard {
         };
         Self::on(key, cond)
     }
+    /// The item exists with `attrs` as read (`None`: absent).
+    pub fn unchanged(key: Item, attrs: Vec<(String, Option<AttributeValue>)>) -> Self {
+        Self::on(key, Cond::Unchanged(attrs))
+    }
     /// The same guard on the ledger table.
     pub fn in_ledger(mut self) -> Self {
         self.ledger = true;
@@ -109,6 +117,11 @@ impl Guard {
             (Cond::AbsentOrNot(..), None) => true,
             (Cond::Missing(a), Some(i)) => !i.contains_key(*a),
             (Cond::Missing(_), None) => false,
+            (Cond::Unchanged(attrs), Some(i)) => attrs.iter().all(|(a, v)| match v {
+                Some(v) => i.get(a).is_some_and(|h| same_value(h, v)),
+                None => !i.contains_key(a),
+            }),
+            (Cond::Unchanged(_), None) => false,
         }
     }
 }
@@ -144,6 +157,19 @@ pub(crate) fn condition(guards: &[&Guard], key_name: &str) -> Expr {
                     "attribute_exists(#k0) AND attribute_not_exists(#g{i})"
                 ));
                 names.push((format!("#g{i}"), a.to_string()));
+            }
+            Cond::Unchanged(attrs) => {
+                parts.push("attribute_exists(#k0)".to_string());
+                for (j, (a, v)) in attrs.iter().enumerate() {
+                    names.push((format!("#g{i}_{j}"), a.clone()));
+                    match v {
+                        Some(v) => {
+                            parts.push(format!("#g{i}_{j} = :g{i}_{j}"));
+                            values.push((format!(":g{i}_{j}"), v.clone()));
+                        }
+                        None => parts.push(format!("attribute_not_exists(#g{i}_{j})")),
+                    }
+                }
             }
         }
     }
@@ -265,8 +291,9 @@ struct Op {
     write: Write,
     key: Item,
     guards: Vec<Guard>,
-    /// The target as the plan read it (absent for a put, existing for a
-    /// delete), checked in the write's own condition; `None` once a
+    /// The target as the plan read it (for a put: absent, or the
+    /// attributes it changes as read; for a delete: existing), checked in
+    /// the write's own condition; `None` once a
     /// concurrent write was found different (the facts' guards decide).
     own: Option<Guard>,
     /// The size of the item written or deleted (bytes, as DynamoDB counts
@@ -370,20 +397,20 @@ pub async fn apply(
         if !desired_ids.insert(id.clone()) {
             continue;
         }
-        if existing
-            .get(&id)
-            .is_some_and(|e| crate::item::same_items(&strip(&e.item), &strip(&d.item)))
-        {
-            continue;
-        }
-        // Read absent (or not listed): put only while it still is, so that
-        // a concurrent job's equal put is not made again.
-        let own = (!existing.contains_key(&id)).then(|| Guard::absent(key.clone()));
+        let own = match existing.get(&id) {
+            Some(e) if crate::item::same_items(&strip(&e.item), &strip(&d.item)) => continue,
+            // Read otherwise: put only while the attributes it changes are
+            // as read, so that a concurrent job's equal put is not made
+            // again.
+            Some(e) => Guard::unchanged(key.clone(), changed(&e.item, &d.item, volatile)),
+            // Read absent (or not listed): put only while it still is.
+            None => Guard::absent(key.clone()),
+        };
         ops.push(Op {
             write: Write::Put(d.item.clone()),
             key,
             guards: d.guards.clone(),
-            own,
+            own: Some(own),
             size: crate::item::item_size(&d.item),
             notes: Vec::new(),
         });
@@ -437,6 +464,23 @@ pub async fn apply(
         applied.add(&r?);
     }
     Ok(applied)
+}
+
+/// The attributes a put of `to` changes on `from` (the volatile ones
+/// aside), each as in `from` (`None`: absent there).
+fn changed(from: &Item, to: &Item, volatile: &[&str]) -> Vec<(String, Option<AttributeValue>)> {
+    let mut names: Vec<&String> = from.keys().chain(to.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|a| !volatile.contains(&a.as_str()))
+        .filter(|a| match (from.get(*a), to.get(*a)) {
+            (Some(x), Some(y)) => !same_value(x, y),
+            (x, y) => x.is_some() != y.is_some(),
+        })
+        .map(|a| (a.clone(), from.get(a).cloned()))
+        .collect()
 }
 
 /// `i` without the `volatile` attributes.
@@ -996,6 +1040,30 @@ mod tests {
             delete.condition_expression(),
             Some("#g0 = :g0 AND attribute_exists(#k0)")
         );
+        // Read otherwise: the attributes the put changes, as read.
+        let read: Item = [("n".to_string(), s("1")), ("old".to_string(), s("x"))].into();
+        let mut want = read.clone();
+        want.remove("old");
+        want.insert("score".into(), s("9"));
+        want.insert("at".into(), s("now"));
+        let attrs = changed(&read, &want, &["at"]);
+        assert_eq!(
+            attrs,
+            vec![
+                ("old".to_string(), Some(s("x"))),
+                ("score".to_string(), None)
+            ]
+        );
+        let g = Guard::unchanged(key("e"), attrs);
+        assert!(g.holds(Some(&read)));
+        assert!(!g.holds(Some(&want)), "a concurrent job's equal put");
+        assert!(!g.holds(None));
+        let e = condition(&[&g], "PK");
+        assert_eq!(
+            e.text,
+            "attribute_exists(#k0) AND #g0_0 = :g0_0 AND attribute_not_exists(#g0_1)"
+        );
+        assert_eq!(e.names.len(), 3);
         // Once a concurrent write was found different: the facts alone.
         let p = pack(
             vec![op(Write::Put(key("e")), None)],
