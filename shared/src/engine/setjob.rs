@@ -606,7 +606,8 @@ async fn recheck(
     volatile: &[&str],
     op: &Op,
 ) -> Result<Recheck, MessageError> {
-    let now = store.get(table, op.key.clone()).await?;
+    // BatchGetItem (consistent): the read a queue consumer is granted.
+    let now = store.batch_get(table, vec![op.key.clone()]).await?.pop();
     Ok(match (&op.write, now) {
         (Write::Put(want), Some(got))
             if crate::item::same_items(&without(&got, volatile), &without(want, volatile)) =>
