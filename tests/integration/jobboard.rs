@@ -540,3 +540,117 @@ async fn large_suggestion_scopes_are_paged_and_end_exact() {
         .is_empty());
     assert_exact(&mut b.rt).await;
 }
+
+/// A job's and a seeker's scopes share their pair's suggestion: run at
+/// once (a batch's jobs run concurrently, and so do Lambda's), both read
+/// it before either writes. The one that writes second finds it written
+/// and writes nothing (each write once: `jobboard_recorded` counts them);
+/// a concurrent writer's different item is still overwritten with what the
+/// facts imply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_scopes_racing_write_their_shared_suggestion_once() {
+    let mut b = board().await;
+    let j1 = &jobs()[0];
+    b.w.employer("e1", "Acme").await.unwrap();
+    b.w.create_job(j1).await.unwrap();
+    b.w.seeker(
+        "s1",
+        "Ada",
+        "Montreal",
+        &["aws", "rust"],
+        120_000,
+        &["tech"],
+    )
+    .await
+    .unwrap();
+    b.rt.drain().await.unwrap();
+    let pair = key(keys::job_pk("Montreal"), keys::suggestion_sk("j1", "s1"));
+    assert!(get(&b, pair.clone()).await.is_some(), "suggested");
+    // As before either scope ran (the stream is not drained again).
+    delete(&b, pair.clone()).await;
+    let reads = crate::items::reads(&b.rt);
+    let job = set_job(&b.rt.model, "suggestions");
+    let writes = || b.rt.processor_writes();
+    let plan = |body: String| {
+        let (job, reads) = (job.clone(), reads.clone());
+        async move { job.plan(&body, &reads).await.expect("plan") }
+    };
+    let (by_job, by_seeker) = (
+        plan(job_opened(j1)).await,
+        plan(seeker_changed("s1", "montreal")).await,
+    );
+    for p in [&by_job, &by_seeker] {
+        assert!(p.existing.is_empty() && p.desired.len() == 1, "{p:?}");
+    }
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_job).await;
+    assert_eq!(a.puts, 1);
+    let first = get(&b, pair.clone()).await.expect("written");
+    let before = writes();
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_seeker).await;
+    assert_eq!((a.puts, a.superseded, a.raced), (0, 0, 1), "{a:?}");
+    assert_eq!(writes(), before, "nothing written a second time");
+    assert_eq!(
+        get(&b, pair.clone()).await,
+        Some(first),
+        "the first one kept"
+    );
+
+    // The job closes: both scopes delete the pair's suggestion, once.
+    b.w.close_job(j1).await.unwrap();
+    let (by_job, by_seeker) = (
+        plan(job_opened(j1)).await,
+        plan(seeker_changed("s1", "montreal")).await,
+    );
+    for p in [&by_job, &by_seeker] {
+        assert!(p.existing.len() == 1 && p.desired.is_empty(), "{p:?}");
+    }
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_job).await;
+    assert_eq!(a.deletes, 1);
+    assert!(get(&b, pair.clone()).await.is_none());
+    let before = writes();
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_seeker).await;
+    assert_eq!((a.deletes, a.superseded, a.raced), (0, 0, 1), "{a:?}");
+    assert_eq!(writes(), before, "nothing deleted a second time");
+
+    // Re-opened: a plan reads the pair absent, then another writer puts
+    // something else there: the plan's put still writes what the facts
+    // imply (its facts' guards decide, as for any existing item).
+    b.w.put(j1.item()).await.unwrap();
+    let by_seeker = plan(seeker_changed("s1", "montreal")).await;
+    assert_eq!(by_seeker.desired.len(), 1);
+    let mut forged = by_seeker.desired[0].item.clone();
+    forged.insert("relevance".into(), n(3));
+    crate::items::put(&b, forged).await;
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_seeker).await;
+    assert_eq!((a.puts, a.raced), (1, 0), "{a:?}");
+    let got = get(&b, pair.clone()).await.expect("written");
+    assert_eq!(got["relevance"], n(1));
+
+    // The seeker asks for more (over the job's maximum by under 10 %):
+    // both scopes rescore the pair (a lower score, the same level), once.
+    b.w.seeker(
+        "s1",
+        "Ada",
+        "Montreal",
+        &["aws", "rust"],
+        140_000,
+        &["tech"],
+    )
+    .await
+    .unwrap();
+    let (by_job, by_seeker) = (
+        plan(job_opened(j1)).await,
+        plan(seeker_changed("s1", "montreal")).await,
+    );
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_job).await;
+    assert_eq!(a.puts, 1, "{a:?}");
+    let rescored = get(&b, pair.clone()).await.expect("rescored");
+    assert_eq!(rescored["score"], n(8750));
+    let before = writes();
+    let a = crate::items::apply_plan(job.as_ref(), &reads, &by_seeker).await;
+    assert_eq!((a.puts, a.superseded, a.raced), (0, 0, 1), "{a:?}");
+    assert_eq!(writes(), before, "nothing rescored a second time");
+    assert_eq!(get(&b, pair.clone()).await, Some(rescored));
+    b.rt.drain().await.unwrap();
+    assert_exact(&mut b.rt).await;
+}

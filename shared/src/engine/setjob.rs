@@ -11,6 +11,17 @@
 //! newer fact won (its own job fixes the scope): that write is dropped, the
 //! others go on.
 //!
+//! Scopes overlap (a job's suggestions and a seeker's share their pair's)
+//! and their jobs run concurrently (a batch's messages, Lambda's
+//! invocations), so each write is also conditioned on its target as the
+//! plan read it: a put of an item read absent on its absence, a put of an
+//! item read otherwise on the attributes it changes being as read, a
+//! delete on the item's existence. When that fails, another job wrote the target
+//! since: an item now equal to the desired one (the volatile attributes
+//! aside), or one already deleted, is left as it is (nothing is written
+//! twice, [`Applied::raced`]); a different item is overwritten with what
+//! the facts imply, guarded by them alone.
+//!
 //! Delivery is at-least-once, in any order; a job is idempotent because it
 //! re-reads the facts each time.
 
@@ -43,6 +54,9 @@ pub enum Cond {
     AbsentOrNot(&'static str, AttributeValue),
     /// The item exists without `attr`.
     Missing(&'static str),
+    /// The item exists with these attributes as they were read (`None`:
+    /// absent): the target of a put as its job read it.
+    Unchanged(Vec<(String, Option<AttributeValue>)>),
 }
 
 /// A fact a write depends on: checked in the same transaction.
@@ -82,6 +96,10 @@ impl Guard {
         };
         Self::on(key, cond)
     }
+    /// The item exists with `attrs` as read (`None`: absent).
+    pub fn unchanged(key: Item, attrs: Vec<(String, Option<AttributeValue>)>) -> Self {
+        Self::on(key, Cond::Unchanged(attrs))
+    }
     /// The same guard on the ledger table.
     pub fn in_ledger(mut self) -> Self {
         self.ledger = true;
@@ -99,6 +117,11 @@ impl Guard {
             (Cond::AbsentOrNot(..), None) => true,
             (Cond::Missing(a), Some(i)) => !i.contains_key(*a),
             (Cond::Missing(_), None) => false,
+            (Cond::Unchanged(attrs), Some(i)) => attrs.iter().all(|(a, v)| match v {
+                Some(v) => i.get(a).is_some_and(|h| same_value(h, v)),
+                None => !i.contains_key(a),
+            }),
+            (Cond::Unchanged(_), None) => false,
         }
     }
 }
@@ -134,6 +157,19 @@ pub(crate) fn condition(guards: &[&Guard], key_name: &str) -> Expr {
                     "attribute_exists(#k0) AND attribute_not_exists(#g{i})"
                 ));
                 names.push((format!("#g{i}"), a.to_string()));
+            }
+            Cond::Unchanged(attrs) => {
+                parts.push("attribute_exists(#k0)".to_string());
+                for (j, (a, v)) in attrs.iter().enumerate() {
+                    names.push((format!("#g{i}_{j}"), a.clone()));
+                    match v {
+                        Some(v) => {
+                            parts.push(format!("#g{i}_{j} = :g{i}_{j}"));
+                            values.push((format!(":g{i}_{j}"), v.clone()));
+                        }
+                        None => parts.push(format!("attribute_not_exists(#g{i}_{j})")),
+                    }
+                }
             }
         }
     }
@@ -255,6 +291,11 @@ struct Op {
     write: Write,
     key: Item,
     guards: Vec<Guard>,
+    /// The target as the plan read it (for a put: absent, or the
+    /// attributes it changes as read; for a delete: existing), checked in
+    /// the write's own condition; `None` once a
+    /// concurrent write was found different (the facts' guards decide).
+    own: Option<Guard>,
     /// The size of the item written or deleted (bytes, as DynamoDB counts
     /// them), for the capacity it is billed.
     size: usize,
@@ -289,6 +330,10 @@ pub struct Applied {
     pub updates: usize,
     /// Writes dropped because a guard failed (a newer fact won).
     pub superseded: usize,
+    /// Writes found already made by a concurrent job of an overlapping
+    /// scope (the item as desired, the volatile attributes aside, or
+    /// already deleted): nothing written.
+    pub raced: usize,
     /// Write capacity units as AWS bills the committed writes: 2 per KB
     /// per action of a transaction (condition checks included, counted as
     /// 1 KB). Every write of a set job is a transaction action: each is
@@ -319,6 +364,7 @@ impl Applied {
         self.deletes += o.deletes;
         self.updates += o.updates;
         self.superseded += o.superseded;
+        self.raced += o.raced;
         self.write_units += o.write_units;
         self.actions += o.actions;
         for (k, v) in &o.noted.0 {
@@ -337,12 +383,7 @@ pub async fn apply(
     volatile: &[&str],
     plan: &Plan,
 ) -> Result<Applied, MessageError> {
-    let strip = |i: &Item| -> Item {
-        i.iter()
-            .filter(|(k, _)| !volatile.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
+    let strip = |i: &Item| without(i, volatile);
     let existing: HashMap<String, &Guarded> = plan
         .existing
         .iter()
@@ -356,25 +397,31 @@ pub async fn apply(
         if !desired_ids.insert(id.clone()) {
             continue;
         }
-        if existing
-            .get(&id)
-            .is_some_and(|e| crate::item::same_items(&strip(&e.item), &strip(&d.item)))
-        {
-            continue;
-        }
+        let own = match existing.get(&id) {
+            Some(e) if crate::item::same_items(&strip(&e.item), &strip(&d.item)) => continue,
+            // Read otherwise: put only while the attributes it changes are
+            // as read, so that a concurrent job's equal put is not made
+            // again.
+            Some(e) => Guard::unchanged(key.clone(), changed(&e.item, &d.item, volatile)),
+            // Read absent (or not listed): put only while it still is.
+            None => Guard::absent(key.clone()),
+        };
         ops.push(Op {
             write: Write::Put(d.item.clone()),
             key,
             guards: d.guards.clone(),
+            own: Some(own),
             size: crate::item::item_size(&d.item),
             notes: Vec::new(),
         });
     }
     for (id, e) in &existing {
         if !desired_ids.contains(id) {
+            let key = key_of(&e.item, key_names);
             ops.push(Op {
                 write: Write::Delete,
-                key: key_of(&e.item, key_names),
+                own: Some(Guard::exists(key.clone())),
+                key,
                 guards: e.guards.clone(),
                 size: crate::item::item_size(&e.item),
                 notes: Vec::new(),
@@ -389,6 +436,7 @@ pub async fn apply(
             write: Write::Update(u.attrs.clone()),
             key: u.key.clone(),
             guards,
+            own: None,
             // The updated item's size is not known: billed as at least 1 KB.
             size: 0,
             notes: u.notes.clone(),
@@ -409,7 +457,7 @@ pub async fn apply(
     let mut results = futures::stream::iter(
         chunks
             .into_iter()
-            .map(|packed| write_chunk(store, table, ledger_table, key_names, packed)),
+            .map(|packed| write_chunk(store, table, ledger_table, key_names, volatile, packed)),
     )
     .buffer_unordered(WRITE_CONCURRENCY);
     while let Some(r) = results.next().await {
@@ -418,14 +466,42 @@ pub async fn apply(
     Ok(applied)
 }
 
+/// The attributes a put of `to` changes on `from` (the volatile ones
+/// aside), each as in `from` (`None`: absent there).
+fn changed(from: &Item, to: &Item, volatile: &[&str]) -> Vec<(String, Option<AttributeValue>)> {
+    let mut names: Vec<&String> = from.keys().chain(to.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|a| !volatile.contains(&a.as_str()))
+        .filter(|a| match (from.get(*a), to.get(*a)) {
+            (Some(x), Some(y)) => !same_value(x, y),
+            (x, y) => x.is_some() != y.is_some(),
+        })
+        .map(|a| (a.clone(), from.get(a).cloned()))
+        .collect()
+}
+
+/// `i` without the `volatile` attributes.
+fn without(i: &Item, volatile: &[&str]) -> Item {
+    i.iter()
+        .filter(|(k, _)| !volatile.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Writes one chunk (ops packed into one transaction). A cancelled
 /// transaction drops every op that owns (or shares) a failed guard (a
-/// newer fact won) and is sent again with the others.
+/// newer fact won) and is sent again with the others; an op whose own
+/// condition alone failed (its target written since the plan read it) is
+/// looked at again ([`recheck`]).
 async fn write_chunk(
     store: &Store,
     table: &str,
     ledger_table: &str,
     key_names: &[&str],
+    volatile: &[&str],
     packed: Packed,
 ) -> Result<Applied, MessageError> {
     let mut applied = Applied::default();
@@ -433,6 +509,7 @@ async fn write_chunk(
     while let Some(Packed {
         actions,
         owners,
+        writes,
         taken,
         rest,
         units,
@@ -453,26 +530,49 @@ async fn write_chunk(
             }
             Err(TxError::ConditionsFailed { failed }) => {
                 let mut dropped = std::collections::HashSet::new();
+                // Ops whose own write failed while it checked the target
+                // as read: another job wrote it since (or a guard of the
+                // fact on the target's own key failed: told apart below).
+                let mut raced = std::collections::HashSet::new();
                 for (i, f) in failed.iter().enumerate() {
-                    if *f {
-                        dropped.extend(owners[i].iter().copied());
+                    if !*f {
+                        continue;
+                    }
+                    match writes[i] {
+                        Some(op) if taken[op].own.is_some() => {
+                            raced.insert(op);
+                        }
+                        _ => dropped.extend(owners[i].iter().copied()),
                     }
                 }
-                applied.superseded += dropped.len();
+                raced.retain(|op| !dropped.contains(op));
                 // Each cancelled transaction drops the ops of its failed
-                // guards, so this terminates; without one to drop (no
-                // progress), give up and let the message be retried.
-                if dropped.is_empty() {
+                // guards or sets aside the check of their target, so this
+                // terminates; without either (no progress), give up and let
+                // the message be retried.
+                if dropped.is_empty() && raced.is_empty() {
                     return Err(MessageError::Retryable(
                         crate::error::ProcessError::Conflict("guards keep failing".into()),
                     ));
                 }
-                let retry: Vec<Op> = taken
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(i, _)| !dropped.contains(i))
-                    .map(|(_, o)| o)
-                    .collect();
+                let mut retry: Vec<Op> = Vec::new();
+                for (i, o) in taken.into_iter().enumerate() {
+                    if dropped.contains(&i) {
+                        continue;
+                    }
+                    if !raced.contains(&i) {
+                        retry.push(o);
+                        continue;
+                    }
+                    match recheck(store, table, volatile, &o).await? {
+                        Recheck::Done => applied.raced += 1,
+                        Recheck::Superseded => {
+                            dropped.insert(i);
+                        }
+                        Recheck::Again => retry.push(Op { own: None, ..o }),
+                    }
+                }
+                applied.superseded += dropped.len();
                 if !retry.is_empty() {
                     next = Some(pack(retry, table, ledger_table, key_names));
                 }
@@ -483,11 +583,50 @@ async fn write_chunk(
     Ok(applied)
 }
 
+/// What an op whose own condition failed comes to once its target is read
+/// again.
+enum Recheck {
+    /// The target is as the op would leave it: nothing to write.
+    Done,
+    /// The target is as the plan read it: a guard of the facts on the
+    /// target's own key failed (a newer fact won).
+    Superseded,
+    /// Another item is there: written again, guarded by the facts alone.
+    Again,
+}
+
+/// Reads the target of `op` (whose own condition failed) again: a put
+/// whose item is now there (the volatile attributes aside) or a delete
+/// whose item is gone is done; a delete whose item is still there lost to
+/// a fact; a put whose target differs is sent again without its own
+/// condition (its facts decide, as for an item the plan read).
+async fn recheck(
+    store: &Store,
+    table: &str,
+    volatile: &[&str],
+    op: &Op,
+) -> Result<Recheck, MessageError> {
+    // BatchGetItem (consistent): the read a queue consumer is granted.
+    let now = store.batch_get(table, vec![op.key.clone()]).await?.pop();
+    Ok(match (&op.write, now) {
+        (Write::Put(want), Some(got))
+            if crate::item::same_items(&without(&got, volatile), &without(want, volatile)) =>
+        {
+            Recheck::Done
+        }
+        (Write::Put(_), _) => Recheck::Again,
+        (_, None) => Recheck::Done,
+        (_, Some(_)) => Recheck::Superseded,
+    })
+}
+
 /// One transaction: its actions, for each action the ops (indexes into
-/// `taken`) it belongs to, the ops it carries, and the ops left for later.
+/// `taken`) it belongs to and the op whose write it is, the ops it
+/// carries, and the ops left for later.
 struct Packed {
     actions: Vec<TransactWriteItem>,
     owners: Vec<Vec<usize>>,
+    writes: Vec<Option<usize>>,
     taken: Vec<Op>,
     rest: Vec<Op>,
     /// Write capacity units the transaction is billed (2 per KB per action).
@@ -538,6 +677,7 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
                 .zip(&guarded)
                 .filter(|(_, k)| **k == own)
                 .map(|(g, _)| g.clone())
+                .chain(op.own.clone())
                 .collect(),
         );
         writes.push(Some(idx));
@@ -627,6 +767,7 @@ fn pack(ops: Vec<Op>, table: &str, ledger_table: &str, key_names: &[&str]) -> Pa
     Packed {
         actions,
         owners,
+        writes,
         taken,
         rest,
         units,
@@ -749,6 +890,13 @@ impl SetJobProcessor {
                 "set job applied"
             );
         }
+        if applied.raced > 0 {
+            tracing::debug!(
+                processor = self.job.name(),
+                raced = applied.raced,
+                "writes found made by a concurrent job: not made again"
+            );
+        }
         if applied.superseded > 0 {
             tracing::info!(
                 processor = self.job.name(),
@@ -780,88 +928,5 @@ impl MessageProcessor for SetJobProcessor {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::item::s;
-
-    fn key(pk: &str) -> Item {
-        [("PK".to_string(), s(pk)), ("SK".to_string(), s("x"))].into()
-    }
-
-    #[test]
-    fn string_sets_are_compared_as_sets() {
-        let ss = |v: &[&str]| AttributeValue::Ss(v.iter().map(|s| s.to_string()).collect());
-        let mut item = key("a");
-        item.insert("tags".into(), ss(&["b", "a"]));
-        // A replay (or another writer) may store the set in another order.
-        assert!(Guard::equals(key("a"), "tags", ss(&["a", "b"])).holds(Some(&item)));
-        assert!(!Guard::absent_or_not(key("a"), "tags", ss(&["a", "b"])).holds(Some(&item)));
-        assert!(!Guard::equals(key("a"), "tags", ss(&["a", "c"])).holds(Some(&item)));
-        let mut other = key("a");
-        other.insert("tags".into(), ss(&["a", "b"]));
-        assert!(crate::item::same_items(&item, &other));
-        other.insert("n".into(), AttributeValue::Ns(vec!["1".into()]));
-        assert!(!crate::item::same_items(&item, &other));
-    }
-
-    #[test]
-    fn conditions_name_only_the_placeholders_they_use() {
-        let g = Guard::equals(key("a"), "status", s("open"));
-        let e = condition(&[&g], "PK");
-        assert_eq!(e.text, "#g0 = :g0");
-        assert_eq!(e.names, vec![("#g0".to_string(), "status".to_string())]);
-        let g = Guard::absent_or_not(key("a"), "status", s("open"));
-        let e = condition(&[&g], "PK");
-        assert_eq!(e.names.len(), 2);
-    }
-
-    #[test]
-    fn guards_hold_as_their_conditions_say() {
-        let item: Item = [("status".to_string(), s("open"))].into();
-        assert!(Guard::exists(key("a")).holds(Some(&item)));
-        assert!(!Guard::exists(key("a")).holds(None));
-        assert!(Guard::absent(key("a")).holds(None));
-        assert!(Guard::equals(key("a"), "status", s("open")).holds(Some(&item)));
-        assert!(!Guard::equals(key("a"), "status", s("closed")).holds(Some(&item)));
-        assert!(Guard::absent_or_not(key("a"), "status", s("closed")).holds(Some(&item)));
-        assert!(Guard::absent_or_not(key("a"), "status", s("open")).holds(None));
-        assert!(!Guard::absent_or_not(key("a"), "status", s("open")).holds(Some(&item)));
-    }
-
-    #[test]
-    fn pack_shares_checks_and_folds_own_guards_into_the_write() {
-        let post = Guard::exists(key("post"));
-        let ops = vec![
-            Op {
-                write: Write::Put(key("e1")),
-                key: key("e1"),
-                guards: vec![post.clone(), Guard::exists(key("f1"))],
-                size: 10,
-                notes: Vec::new(),
-            },
-            Op {
-                write: Write::Put(key("e2")),
-                key: key("e2"),
-                guards: vec![post.clone(), Guard::absent(key("e2"))],
-                size: 2000,
-                notes: Vec::new(),
-            },
-        ];
-        let Packed {
-            actions,
-            owners,
-            taken,
-            rest,
-            units,
-        } = pack(ops, "t", "l", &["PK", "SK"]);
-        assert!(rest.is_empty());
-        assert_eq!(taken.len(), 2);
-        // e1, post (shared), f1, e2 (its own guard folded into its put).
-        assert_eq!(actions.len(), 4);
-        assert_eq!(owners[1], vec![0, 1], "the post check belongs to both");
-        // Billed twice per action: e1 (1 KB), the two checks, e2 (2 KB).
-        assert_eq!(units, 2 * (1 + 1 + 1 + 2));
-        let e2 = actions[3].put().unwrap();
-        assert_eq!(e2.condition_expression(), Some("attribute_not_exists(#k0)"));
-    }
-}
+#[path = "setjob_tests.rs"]
+mod tests;
