@@ -223,9 +223,17 @@ async fn run_never_creates_a_missing_queue_and_names_it() {
         run_args(&engine.endpoint(), "social", &file, &a)
     };
 
-    // No URL and no stack: the variable the Lambdas get is named.
-    let out = jobstream(base(&[]), vec![]).await;
-    refused(&out, &[&format!("set {var}")]);
+    // No URL, no stack and no SQS endpoint (the queues by their names
+    // there): the variable the Lambdas get is named, and the flags.
+    let alone = args(&["--table", &t, "--ledger-table", &l]);
+    let alone: Vec<&str> = alone.iter().map(String::as_str).collect();
+    let region = vec![("AWS_REGION".to_string(), "us-east-1".to_string())];
+    let out = jobstream(
+        run_args(&engine.endpoint(), "social", &file, &alone),
+        region,
+    )
+    .await;
+    refused(&out, &[&format!("set {var}"), "--stack", "--sqs-endpoint"]);
 
     // A URL of a queue that does not exist.
     let missing = format!("{sqs_endpoint}/000000000000/m{id}-timeline");

@@ -200,7 +200,7 @@ pub async fn queue_urls(
         let (name, at) = match naming {
             QueueNames::EnvOnly => {
                 problems.push(format!(
-                    "queue {} (consumer {}): no URL; set {var} (as the stack's functions get it) or --stack",
+                    "queue {} (consumer {}): no URL; set {var} (as the stack's functions get it), --stack, or --sqs-endpoint (the queues by their own names there)",
                     def.logical, def.consumer
                 ));
                 continue;
