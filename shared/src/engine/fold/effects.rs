@@ -18,8 +18,16 @@ use super::*;
 const MIRRORS_IN_FLIGHT: usize = 8;
 
 impl<R: FoldRules + ?Sized> FoldProcessor<R> {
-    pub(super) fn mirror_update(&self, key: Item, attr: &'static str, seq: u64) -> Update {
-        self.mirror_set(key, attr, seq, false, None)
+    /// The mirror raised to `seq` while the root holds `guard`
+    /// ([`FoldRules::root_guard`]).
+    pub(super) fn mirror_update(
+        &self,
+        key: Item,
+        attr: &'static str,
+        seq: u64,
+        guard: &Item,
+    ) -> Update {
+        self.mirror_set(key, attr, seq, false, Some(guard))
     }
 
     /// The mirror raised to `seq`, or set to it (`exact`: only inside a
@@ -81,9 +89,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             return None;
         }
         let (key, attr) = self.rules.sequence_mirror(agg)?;
-        let guard = self.rules.root_guard(&l.state);
+        let guard = self.rules.root_guard(&l.state)?;
         Some(
-            self.mirror_set(key, attr, seq, true, guard.as_ref())
+            self.mirror_set(key, attr, seq, true, Some(&guard))
                 .transact_item(&self.config.table),
         )
     }
@@ -149,6 +157,10 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             let Some((key, attr)) = self.rules.sequence_mirror(agg) else {
                 continue;
             };
+            if self.rules.root_guard(&l.state).is_none() {
+                // No valid root folded (or bad input now): nothing onto it.
+                continue;
+            }
             if l.mirror_seen == Some(Some(l.state.seq as i64)) || l.mirror_done == Some(l.state.seq)
             {
                 continue;
@@ -221,6 +233,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             })
             .map(|(touched, agg, l, key, attr, lower)| {
                 let guard = self.rules.root_guard(&l.state);
+                // (`None` left out above.)
                 let update = self.mirror_set(key, attr, l.state.seq, lower, guard.as_ref());
                 async move {
                     let written = if lower {
