@@ -353,7 +353,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Restated::RootGone => {
                 let cascade = self.rules.cascade(agg, &l.state);
                 self.flush(tx, states).await?;
-                self.cascade(&cascade)
+                let version = states.get(agg).map_or(0, |l| l.version);
+                self.cascade(agg, version, &cascade)
                     .await
                     .map_err(|error| BatchFailure { index, error })?;
                 next = FoldState {

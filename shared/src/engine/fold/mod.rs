@@ -73,7 +73,7 @@ use crate::error::{InputError, ProcessError};
 use crate::item::{item_size, n, s, Item, ItemExt};
 use crate::ledger;
 use crate::metrics::{names, BatchMetrics, Metrics};
-use crate::store::{placeholders, Store, TxError, Update, Written};
+use crate::store::{placeholders, Store, TxError, Update};
 
 mod adoption;
 mod commit;
