@@ -42,6 +42,10 @@ pub struct Fault {
     /// Hold the request this long, then forward it and answer as the
     /// server did (a slow request, not a failed one).
     pub delay: Option<std::time::Duration>,
+    /// Hold the request until the gate gives a permit (one per request),
+    /// then forward it: a caller paused mid-call, for as long as the test
+    /// needs (another consumer's work, say), without a clock.
+    pub gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Fault {
@@ -58,6 +62,7 @@ impl Fault {
             after_effect: false,
             reset: false,
             delay: None,
+            gate: None,
         }
     }
 
@@ -100,6 +105,16 @@ impl Fault {
             error_type: String::new(),
             delay: Some(delay),
             ..Self::server_error(operation, times)
+        }
+    }
+
+    /// Holds `times` matching requests until `gate` gives a permit each
+    /// (`gate.add_permits(1)`), then forwards them and passes the server's
+    /// answer on. [`FaultProxy::injected`] counts a request once held.
+    pub fn held(operation: &str, times: u32, gate: Arc<tokio::sync::Semaphore>) -> Self {
+        Self {
+            gate: Some(gate),
+            ..Self::slow(operation, times, std::time::Duration::ZERO)
         }
     }
 
@@ -215,6 +230,9 @@ async fn serve(
             }
             hit
         };
+        if let Some(gate) = fault.as_ref().and_then(|f| f.gate.clone()) {
+            gate.acquire().await?.forget();
+        }
         if let Some(delay) = fault.as_ref().and_then(|f| f.delay) {
             tokio::time::sleep(delay).await;
             let response = forward(&mut upstream_conn, upstream, &mut ubuf, &request).await?;

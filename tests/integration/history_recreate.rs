@@ -392,3 +392,82 @@ async fn orders_churned_under_kills_and_faults_keep_their_own_count() {
     );
     assert_clean(&env).await;
 }
+
+/// A consumer that loaded an order's state, then lost its lease (or lags)
+/// and folds the order's deletion after another consumer folded the same
+/// deletion, the re-creation and the new incarnation's changes: its
+/// cascade must not delete the new incarnation's entries (numbered 1..k
+/// again) nor its line (identical to the old one). Its cascade request is
+/// held by the proxy while the other consumer works, then let through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_consumers_cascade_never_deletes_the_re_created_orders_entries_or_lines() {
+    use std::sync::Arc;
+    let model = temp_model("recreate", ORDERS);
+    let (env, proxy) = model_env_behind_proxy("recreate", |o| o.model_file = Some(model)).await;
+    put(&env, order("o1", "cart")).await;
+    put(&env, order("o1", "confirmed")).await;
+    put(&env, line("o1", 1, 2)).await;
+    assert_eq!(
+        deliver_history(&env, &records_of(&env, "o1").await).await,
+        0
+    );
+    assert_eq!(entries(&env, "o1").await.len(), 3);
+    let folded = records_of(&env, "o1").await.len();
+    delete(&env, key("CUST#b1", "ORDER#o1")).await;
+    put(&env, order("o1", "confirmed")).await;
+    put(&env, order("o1", "shipped")).await;
+    let records = records_of(&env, "o1").await;
+    let deletion = &records[folded..folded + 1];
+    assert_eq!(deletion[0]["eventName"], "REMOVE");
+    // The stale consumer's cascade (whatever request it sends first that
+    // writes) is held.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    for op in ["BatchWriteItem", "TransactWriteItems", "DeleteItem"] {
+        proxy.inject(Fault::held(op, 1, gate.clone()));
+    }
+    let event = records_event(deletion);
+    let stale = invoke(&env, "history", &event);
+    let other = async {
+        for waited in 0.. {
+            if proxy.injected() > 0 {
+                break;
+            }
+            assert!(waited < 3000, "the stale consumer sent no write");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        proxy.clear();
+        // The other consumer: the deletion (its cascade), the re-creation,
+        // a change, then the new incarnation's line (the old one's twin).
+        assert_eq!(deliver_history(&env, &records[folded..]).await, 0);
+        put(&env, line("o1", 1, 2)).await;
+        let all = records_of(&env, "o1").await;
+        assert_eq!(deliver_history(&env, &all[records.len()..]).await, 0);
+        let want = [
+            (1, "Order o1 placed".to_string()),
+            (2, "Status confirmed -> shipped".to_string()),
+            (3, "Added 2".to_string()),
+        ];
+        assert_eq!(entries(&env, "o1").await, want);
+        gate.add_permits(3);
+        want
+    };
+    let (stale, want) = tokio::join!(stale, other);
+    // Refused or not, the stale consumer's batch is delivered again.
+    let failed = stale.expect("handled").batch_item_failures.len();
+    assert!(failed <= 1);
+    assert_eq!(deliver_history(&env, deletion).await, 0);
+    assert_eq!(
+        entries(&env, "o1").await,
+        want,
+        "the stale cascade deleted the new incarnation's entries"
+    );
+    assert!(
+        get(&env, key("CUST#b1", "ORDER#o1#LINE#1")).await.is_some(),
+        "the stale cascade deleted the new incarnation's line"
+    );
+    assert_eq!(mirror(&env, "o1").await, Some(3));
+    let mut env = env;
+    env.rt.drain().await.expect("drains");
+    assert_eq!(entries(&env, "o1").await, want);
+    assert_clean(&env).await;
+}

@@ -21,6 +21,7 @@ mod file_sets;
 mod fixtures;
 mod graph;
 mod history_adoption;
+mod history_bad_root;
 mod history_defects;
 mod history_recreate;
 mod history_round_trips;

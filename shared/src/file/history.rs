@@ -245,6 +245,35 @@ impl FileHistory {
         }
     }
 
+    /// The root's image its part `part` stands for, next to its image
+    /// `new`: the part's attributes (absent where `NULL`), the keys and
+    /// processor-owned ones of `new`, and (a root whose snapshot keeps only
+    /// its `fields`) the others as `new` has them.
+    fn image_of_part(&self, part: &Item, new: &Item) -> Item {
+        let root = &self.spec().root;
+        let mut image = new.clone();
+        if root.fields.is_none() {
+            image.retain(|k, _| root.excluded.contains(&k.as_str()));
+        }
+        for (k, v) in part {
+            match v {
+                AttributeValue::Null(_) => image.remove(k),
+                v => image.insert(k.clone(), v.clone()),
+            };
+        }
+        image
+    }
+
+    /// Whether `old` and `new` of the root differ in processor-owned
+    /// attributes only (absent and `NULL` alike).
+    fn writers_same(&self, old: &Item, new: &Item) -> bool {
+        let excluded = &self.spec().root.excluded;
+        old.keys()
+            .chain(new.keys())
+            .filter(|k| !excluded.contains(&k.as_str()))
+            .all(|k| normalized(old.get(k)) == normalized(new.get(k)))
+    }
+
     /// Whether `old` and `new` show the same in a snapshot of `shape`
     /// (absent and `NULL` alike).
     /// (Compared on the images themselves: no part is built.)
@@ -578,7 +607,22 @@ impl FoldRules for FileHistory {
                     .new
                     .as_ref()
                     .expect("decoded INSERT/MODIFY has a new image");
+                if kind == ChangeKind::Modify
+                    && !state.deleted
+                    && state.parts.contains_key(h.root_part)
+                    && change
+                        .old
+                        .as_ref()
+                        .is_some_and(|old| self.writers_same(old, new))
+                {
+                    // Only processor-owned attributes changed (a projection,
+                    // a mirror): nothing the writer wrote, so nothing to
+                    // fold, and a root that is bad input is not counted
+                    // again (its own record was).
+                    return Ok(FoldOutput::default());
+                }
                 self.validate(new)?;
+                let was_rejected = std::mem::take(&mut state.rejected);
                 if state.deleted {
                     // Members written while the root was away (the deleted
                     // incarnation's were cascaded) are the new one's.
@@ -587,10 +631,19 @@ impl FoldRules for FileHistory {
                         ..FoldState::default()
                     };
                 }
+                // Valid again after bad input: the change is told from the
+                // root as the history last showed it, not from the old
+                // image (bad input, never folded).
+                let last_valid = state
+                    .parts
+                    .get(h.root_part)
+                    .filter(|_| was_rejected)
+                    .map(|part| self.image_of_part(part, new));
+                let old = last_valid.as_ref().or(change.old.as_ref());
                 state
                     .parts
                     .insert(h.root_part.to_string(), self.part(&h.root, new));
-                match (kind, &change.old) {
+                match (kind, old) {
                     // Nothing a snapshot shows changed (e.g. the mirror this
                     // processor wrote): no entry, whatever the rules say.
                     (ChangeKind::Modify, Some(old)) if self.same_part(&h.root, old, new) => None,
@@ -695,6 +748,7 @@ impl FoldRules for FileHistory {
             }
             Some(new) => {
                 self.validate(new)?;
+                state.rejected &= role != Role::Root;
                 state.parts.insert(part, self.part(shape, new));
             }
         }
@@ -723,7 +777,32 @@ impl FoldRules for FileHistory {
     }
 
     fn root_guard(&self, state: &FoldState) -> Option<Item> {
-        state.parts.get(self.spec().root_part).cloned()
+        if state.rejected {
+            return None;
+        }
+        let h = self.spec();
+        let mut guard = state.parts.get(h.root_part)?.clone();
+        if h.root.fields.is_none() {
+            // The part holds what the root had; the declared attributes it
+            // lacked are guarded absent too: the root's validity is a
+            // function of its declared attributes and its entity type, so
+            // the guard holds on no item the rules reject (a root that
+            // gained an optional attribute of the wrong type, say).
+            let e = &self.0.entities[h.root.entity];
+            let absent = e
+                .attrs
+                .iter()
+                .map(|a| a.name)
+                .chain(self.0.writer_type_checked.then_some(self.0.entity_type))
+                .filter(|a| !h.root.excluded.contains(a))
+                .collect::<Vec<_>>();
+            for a in absent {
+                guard
+                    .entry(a.to_string())
+                    .or_insert(AttributeValue::Null(true));
+            }
+        }
+        Some(guard)
     }
 
     fn adopt(

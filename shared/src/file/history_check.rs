@@ -284,7 +284,12 @@ impl FileHistory {
         let mirrored = root.opt_i64(mirror).ok().flatten().unwrap_or(0).max(0) as u64;
         let highest = seqs.iter().max().copied().unwrap_or(0);
         let last = highest.max(mirrored);
-        for gap in (highest + 1..=last).take(1) {
+        // While the root is bad input nothing is written onto it: its
+        // mirror waits for a valid root (the fold sets it then), so it is
+        // not judged (a repair would write onto the rejected item); the
+        // item is listed as bad input.
+        let judged = self.validate(root).is_ok();
+        for gap in (highest + 1..=last).take(usize::from(judged)) {
             // Past the last entry: the mirror claims entries no change is
             // known to have produced (an earlier incarnation's count written
             // onto a re-created root, say). The mirror is repaired.
@@ -339,7 +344,7 @@ impl FileHistory {
                 }),
             ));
         }
-        if mirrored < last {
+        if mirrored < last && judged {
             let fix = Update {
                 key: key_of(root, &[pkn, skn]),
                 update_expression: "SET #a = :s".into(),
@@ -387,9 +392,7 @@ impl FileHistory {
         // member is bad input, it holds their last valid state (the fold
         // writes no entry of bad input), and the item is listed as bad
         // input, not drift.
-        let bad = std::iter::once(root)
-            .chain(p.members.iter().copied())
-            .any(|i| self.validate(i).is_err());
+        let bad = !judged || p.members.iter().any(|i| self.validate(i).is_err());
         if let Some((_, latest)) = entries.last().filter(|_| !bad) {
             let mut state = FoldState::default();
             let partition: Vec<Item> = std::iter::once(root)

@@ -561,8 +561,17 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
     // could never be clean while a root was bad input).
     let mut bad_line = line("a", 1);
     bad_line.insert("qty".into(), s("many"));
+    // A bad root's mirror is not judged either (user7's V04): behind the
+    // entries (the writer's put dropped it) or past them, its repair would
+    // write onto the rejected item; the fold sets it once the root is valid.
+    let mut lagging = order("lost");
+    lagging.remove("historySequence");
+    let mut past = order("lost");
+    past.insert("historySequence".into(), n(5));
     for bad in [
         vec![order("lost"), line("a", 1)],
+        vec![lagging, line("a", 1)],
+        vec![past, line("a", 1)],
         vec![root.clone(), bad_line],
     ] {
         let mut items = bad;
@@ -860,4 +869,76 @@ fn the_mirror_is_guarded_by_the_roots_writer_attributes_as_folded() {
         change(ChangeKind::Remove, Some(order("paid")), None),
     );
     assert_eq!(h.root_guard(&st), None, "the root deleted");
+}
+
+/// user7's V04: nothing is written onto a root the rules reject. Its
+/// mirror's guard holds on no bad item: the declared attributes the root
+/// lacked are guarded absent (a put adding an optional `note` of the wrong
+/// type changes nothing the root had), and while the root is bad input
+/// (`rejected`, which the processor sets on its bad record) there is no
+/// guard at all: no mirror. A change of processor-owned attributes alone
+/// (a mirror or projection written onto it by a race) is not folded or
+/// counted again; valid again as the history last showed it, no entry.
+#[test]
+fn a_root_that_is_bad_input_gets_no_mirror_and_is_not_counted_twice() {
+    let text = ORDER.replace(
+        "status: [open, paid, shipped] }",
+        "status: [open, paid, shipped], note: string? }",
+    );
+    let h = history(&text);
+    let mut st = FoldState::default();
+    use ChangeKind::*;
+    fold(&h, &mut st, change(Insert, None, Some(order("open"))));
+    let guard = h.root_guard(&st).expect("the root folded");
+    assert_eq!(
+        guard.get("note"),
+        Some(&AttributeValue::Null(true)),
+        "{guard:?}"
+    );
+    assert_eq!(guard["status"], s("open"));
+    let mut bad = order("open");
+    bad.insert("note".into(), n(1));
+    let (cond, names, values) = crate::engine::fold::unchanged_condition(&guard);
+    assert!(cond.contains("attribute_not_exists"), "{cond}");
+    assert!(names.iter().any(|(_, a)| a == "note"), "{names:?}");
+    assert!(!values.is_empty());
+    // The bad record: the rules refuse it, the processor marks the root.
+    let refused = h.fold(
+        "o1",
+        &mut st.clone(),
+        &change(Modify, Some(order("open")), Some(bad.clone())),
+    );
+    assert!(refused.is_err());
+    st.rejected = true;
+    assert_eq!(h.root_guard(&st), None, "no mirror onto a bad root");
+    // A mirror written onto it anyway: nothing folded, nothing refused.
+    let mut mirrored = bad.clone();
+    mirrored.insert("historySequence".into(), n(9));
+    let out = h
+        .fold(
+            "o1",
+            &mut st,
+            &change(Modify, Some(bad.clone()), Some(mirrored.clone())),
+        )
+        .expect("not bad input again");
+    assert!(out.entries.is_empty());
+    assert!(st.rejected, "still bad");
+    // Valid again as it was: no entry, and the mirror may be written.
+    let out = h
+        .fold(
+            "o1",
+            &mut st,
+            &change(Modify, Some(mirrored), Some(order("open"))),
+        )
+        .expect("valid");
+    assert!(out.entries.is_empty(), "{:?}", out.entries);
+    assert!(!st.rejected);
+    assert_eq!(h.root_guard(&st).expect("valid")["status"], s("open"));
+    // Bad again, then valid with a change: an entry.
+    st.rejected = true;
+    assert_eq!(
+        fold(&h, &mut st, change(Modify, Some(bad), Some(order("paid")))),
+        ["Updated status"]
+    );
+    assert!(!st.rejected);
 }

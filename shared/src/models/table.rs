@@ -212,13 +212,15 @@ pub mod grants {
     ];
     /// The fold's state: HEAD and parts (a batch's HEADs read 100 per call,
     /// a partition queried where the parts are items; parts written in
-    /// batches on an adoption, old epochs' parts deleted in batches).
+    /// batches on an adoption, old epochs' parts deleted in batches; the
+    /// HEAD checked beside a cascade's deletes).
     pub const FOLD_LEDGER: &[&str] = &[
         "dynamodb:BatchGetItem",
         "dynamodb:Query",
         "dynamodb:PutItem",
         "dynamodb:BatchWriteItem",
         "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
     ];
     /// Queue consumers (set jobs, once effects, compute jobs): consistent
     /// batch reads and listings of the table (never its indexes: a

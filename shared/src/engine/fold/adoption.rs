@@ -24,6 +24,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             return Ok(Imported::Imported);
         }
         let seq = state.seq;
+        // Raised only while the root is the one read (never onto one a
+        // writer changed since, a bad one above all).
+        let guard = self.rules.root_guard(state);
         if self
             .write_adoption(aggregate, adoption, &tok)
             .await?
@@ -31,10 +34,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         {
             return Ok(Imported::AlreadyKnown);
         }
-        if let Some((key, attr)) = self.rules.sequence_mirror(aggregate) {
-            self.store
-                .update(&self.config.table, self.mirror_update(key, attr, seq))
-                .await?;
+        if let (Some((key, attr)), Some(guard)) = (self.rules.sequence_mirror(aggregate), guard) {
+            let update = self.mirror_update(key, attr, seq, &guard);
+            self.store.update(&self.config.table, update).await?;
         }
         Ok(Imported::Imported)
     }
@@ -351,7 +353,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Restated::RootGone => {
                 let cascade = self.rules.cascade(agg, &l.state);
                 self.flush(tx, states).await?;
-                self.cascade(&cascade)
+                let version = states.get(agg).map_or(0, |l| l.version);
+                self.cascade(agg, version, &cascade)
                     .await
                     .map_err(|error| BatchFailure { index, error })?;
                 next = FoldState {

@@ -40,6 +40,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 loaded.state.seq = item.i64("seq").map_err(bad)? as u64;
                 loaded.version = item.i64("version").map_err(bad)? as u64;
                 loaded.state.deleted = item.opt_bool("deleted").map_err(bad)?.unwrap_or(false);
+                loaded.state.rejected = item.opt_bool("rejected").map_err(bad)?.unwrap_or(false);
                 loaded.last = item
                     .opt_s("last")
                     .map_err(bad)?
@@ -123,6 +124,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         head.insert("seq".into(), n(l.state.seq));
         head.insert("version".into(), n(l.version + 1));
         head.insert("deleted".into(), AttributeValue::Bool(l.state.deleted));
+        if l.state.rejected {
+            head.insert("rejected".into(), AttributeValue::Bool(true));
+        }
         if let Some(last) = l.current_last() {
             head.insert("last".into(), s(last.padded()));
         }

@@ -18,8 +18,16 @@ use super::*;
 const MIRRORS_IN_FLIGHT: usize = 8;
 
 impl<R: FoldRules + ?Sized> FoldProcessor<R> {
-    pub(super) fn mirror_update(&self, key: Item, attr: &'static str, seq: u64) -> Update {
-        self.mirror_set(key, attr, seq, false, None)
+    /// The mirror raised to `seq` while the root holds `guard`
+    /// ([`FoldRules::root_guard`]).
+    pub(super) fn mirror_update(
+        &self,
+        key: Item,
+        attr: &'static str,
+        seq: u64,
+        guard: &Item,
+    ) -> Update {
+        self.mirror_set(key, attr, seq, false, Some(guard))
     }
 
     /// The mirror raised to `seq`, or set to it (`exact`: only inside a
@@ -81,37 +89,94 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             return None;
         }
         let (key, attr) = self.rules.sequence_mirror(agg)?;
-        let guard = self.rules.root_guard(&l.state);
+        let guard = self.rules.root_guard(&l.state)?;
         Some(
-            self.mirror_set(key, attr, seq, true, guard.as_ref())
+            self.mirror_set(key, attr, seq, true, Some(&guard))
                 .transact_item(&self.config.table),
         )
     }
 
-    pub(super) async fn cascade(&self, c: &Cascade) -> Result<usize, ProcessError> {
-        let mut unconditional = Vec::new();
+    /// The cascade of `agg`'s removed incarnation, in transactions of up
+    /// to 99 deletes, each with a check of the aggregate's HEAD as this
+    /// processor holds it (`version`; 0: absent): a consumer whose state is
+    /// stale (it lags behind another that folded the deletion, the
+    /// re-creation and the new incarnation's changes, or it lost its lease
+    /// and still runs) deletes nothing, never the new incarnation's entries
+    /// 1..k under the same keys; it fails with a conflict, and its batch,
+    /// delivered again, finds the deletion folded. A member's delete
+    /// refused for its own condition (a later incarnation's member) is
+    /// dropped and the rest sent again. No request of its own: the deletes
+    /// were sent anyway (BatchWriteItem of 25, a DeleteItem per member
+    /// before), now as transactional deletes of 99.
+    pub(super) async fn cascade(
+        &self,
+        agg: &str,
+        version: u64,
+        c: &Cascade,
+    ) -> Result<usize, ProcessError> {
+        let moved = || {
+            ProcessError::Conflict(format!(
+                "the state of {agg} moved on under this processor (another consumer folded its root's deletion): its cascade is not run; retrying from the ledger"
+            ))
+        };
+        let fence = self.head_fence(agg, version);
         let mut deleted = 0;
-        for d in &c.deletes {
-            match &d.unchanged {
-                None => unconditional.push(d.key.clone()),
-                Some(expected) => {
-                    let (cond, names, values) = unchanged_condition(expected);
-                    if self
-                        .store
-                        .delete_if(&self.config.table, d.key.clone(), cond, names, values)
-                        .await?
-                        == Written::Applied
-                    {
-                        deleted += 1;
+        for chunk in c.deletes.chunks(MAX_ACTIONS - 1) {
+            let mut actions = vec![fence.clone()];
+            actions.extend(chunk.iter().map(|d| self.cascade_delete(d)));
+            while actions.len() > 1 {
+                match self.store.transact(&actions).await {
+                    Ok(()) => {
+                        deleted += actions.len() - 1;
+                        break;
                     }
+                    Err(TxError::ConditionsFailed { failed }) => {
+                        if failed.first() != Some(&false) || !failed.contains(&true) {
+                            return Err(moved());
+                        }
+                        actions = actions
+                            .into_iter()
+                            .enumerate()
+                            .filter(|(i, _)| failed.get(*i) != Some(&true))
+                            .map(|(_, a)| a)
+                            .collect();
+                    }
+                    Err(TxError::Store(e)) => return Err(e.into()),
                 }
             }
         }
-        deleted += unconditional.len();
-        self.store
-            .delete_keys(&self.config.table, unconditional)
-            .await?;
         Ok(deleted)
+    }
+
+    /// A check that `agg`'s HEAD is still at `version` (0: still absent).
+    fn head_fence(&self, agg: &str, version: u64) -> TransactWriteItem {
+        let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(&self.config.ledger_table)
+            .set_key(Some(self.head_key(agg)))
+            .expression_attribute_names("#pk", ledger::PK);
+        crate::tx::check_of(if version == 0 {
+            check.condition_expression("attribute_not_exists(#pk)")
+        } else {
+            check
+                .condition_expression("attribute_exists(#pk) AND version = :v")
+                .expression_attribute_values(":v", n(version))
+        })
+    }
+
+    /// One delete of a cascade, conditioned on the member as the removed
+    /// incarnation had it where it says so.
+    fn cascade_delete(&self, d: &CascadeDelete) -> TransactWriteItem {
+        let mut del = aws_sdk_dynamodb::types::Delete::builder()
+            .table_name(&self.config.table)
+            .set_key(Some(d.key.clone()));
+        if let Some(expected) = &d.unchanged {
+            let (cond, names, values) = unchanged_condition(expected);
+            del = del
+                .condition_expression(cond)
+                .set_expression_attribute_names(placeholders(names))
+                .set_expression_attribute_values(placeholders(values));
+        }
+        crate::tx::delete_of(del)
     }
 
     /// Writes the sequence mirror of every aggregate the batch touched
@@ -149,6 +214,10 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             let Some((key, attr)) = self.rules.sequence_mirror(agg) else {
                 continue;
             };
+            if self.rules.root_guard(&l.state).is_none() {
+                // No valid root folded (or bad input now): nothing onto it.
+                continue;
+            }
             if l.mirror_seen == Some(Some(l.state.seq as i64)) || l.mirror_done == Some(l.state.seq)
             {
                 continue;
@@ -221,6 +290,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             })
             .map(|(touched, agg, l, key, attr, lower)| {
                 let guard = self.rules.root_guard(&l.state);
+                // (`None` left out above.)
                 let update = self.mirror_set(key, attr, l.state.seq, lower, guard.as_ref());
                 async move {
                     let written = if lower {

@@ -2,7 +2,8 @@
 //! running state, emitting entries (history) as they go.
 //!
 //! State lives in the ledger table: a HEAD (sequence, version, last applied
-//! stream sequence number, epoch, pending adoption) and the parts of the
+//! stream sequence number, epoch, pending adoption, whether the root is bad
+//! input now: [`FoldState::rejected`]) and the parts of the
 //! aggregate (the root item, each child). While the parts are small
 //! (up to 1.5 KB, [`INLINE`]) the HEAD holds them: a commit writes one
 //! state item, as a hand-written handler keeps its state. Larger ones are
@@ -72,7 +73,7 @@ use crate::error::{InputError, ProcessError};
 use crate::item::{item_size, n, s, Item, ItemExt};
 use crate::ledger;
 use crate::metrics::{names, BatchMetrics, Metrics};
-use crate::store::{placeholders, Store, TxError, Update, Written};
+use crate::store::{placeholders, Store, TxError, Update};
 
 mod adoption;
 mod commit;
@@ -89,6 +90,11 @@ pub struct FoldState {
     pub seq: u64,
     /// The aggregate's root was deleted (and its items cascaded).
     pub deleted: bool,
+    /// The root's latest change was bad input: `parts` keep its last valid
+    /// state, and nothing is written onto it (its sequence mirror waits)
+    /// until a valid change of it is folded, or it is deleted. Kept in the
+    /// HEAD, so a later batch knows it too.
+    pub rejected: bool,
 }
 
 /// One item the cascade deletes.
@@ -195,9 +201,11 @@ pub trait FoldRules: Send + Sync {
     /// The root's attributes as `state` last saw them (`NULL` = absent):
     /// the mirror is written only while the root still holds them, so
     /// never onto a root changed since, an incarnation re-created after
-    /// the one folded above all. `None`: unguarded.
+    /// the one folded above all, nor onto one that is bad input now. An
+    /// empty item: unguarded. `None`: no mirror is written (no valid root
+    /// folded, or the root is bad input now: [`FoldState::rejected`]).
     fn root_guard(&self, _state: &FoldState) -> Option<Item> {
-        None
+        Some(Item::new())
     }
 
     /// The table's key attribute names (partition key first).

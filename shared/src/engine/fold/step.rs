@@ -130,7 +130,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             self.roll_back(&mut before, rest);
             let cascade = self.rules.cascade(agg, &before);
             self.flush(tx, states).await?;
-            let count = self.cascade(&cascade).await.map_err(at)?;
+            let version = states.get(agg).map_or(0, |l| l.version);
+            let count = self.cascade(agg, version, &cascade).await.map_err(at)?;
             tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete before the adoption's position");
             let output = match self.rules.fold(agg, &mut before, change) {
                 Ok(o) => o,
@@ -148,7 +149,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             let mut next = l.state.clone();
             if let Err(e) = self.rules.absorb(&mut next, change) {
                 log_bad_input(self.name, &change.event_id, &e, metrics);
-                return Ok(());
+                return self
+                    .reject_root(agg, index, change, is_root, states, tx)
+                    .await;
             }
             return self
                 .stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
@@ -157,7 +160,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if removes && !l.state.deleted {
             let cascade = self.rules.cascade(agg, &l.state);
             self.flush(tx, states).await?;
-            let count = self.cascade(&cascade).await.map_err(at)?;
+            let version = states.get(agg).map_or(0, |l| l.version);
+            let count = self.cascade(agg, version, &cascade).await.map_err(at)?;
             tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete");
         }
         let l = &states[agg];
@@ -166,7 +170,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Ok(o) => o,
             Err(e) => {
                 log_bad_input(self.name, &change.event_id, &e, metrics);
-                return Ok(());
+                return self
+                    .reject_root(agg, index, change, is_root, states, tx)
+                    .await;
             }
         };
         for (metric, notice) in &output.notices {
@@ -174,6 +180,33 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             tracing::error!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
         }
         self.stage_commit(agg, index, change, next, output.entries, false, states, tx)
+            .await
+    }
+
+    /// After `change` of `agg` was refused as bad input: when it puts or
+    /// updates the root, the state records the root as rejected
+    /// ([`FoldState::rejected`]: its parts keep the last valid state), so
+    /// that no batch writes onto it (its mirror) until a valid change of it
+    /// is folded. Committed with the batch's other commits (one HEAD write
+    /// for the record, none while the root stays rejected).
+    async fn reject_root(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        is_root: bool,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let Some(l) = states.get(agg) else {
+            return Ok(());
+        };
+        if !is_root || change.new.is_none() || l.state.rejected {
+            return Ok(());
+        }
+        let mut next = l.state.clone();
+        next.rejected = true;
+        self.stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
             .await
     }
 
