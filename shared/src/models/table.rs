@@ -199,15 +199,15 @@ pub mod grants {
     /// with consistent reads, and each such counter's totals read alone
     /// (counters at their own key are read 100 per BatchGetItem).
     pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query", "dynamodb:GetItem"];
-    /// A fold (history): entries, cascade, sequence mirror (the roots read
-    /// first, 100 per call, when a batch holds only replays, so a replay
-    /// writes nothing).
+    /// A fold (history): entries, cascade (transactional deletes, each
+    /// transaction with a check of the HEAD in the ledger), sequence mirror
+    /// (the roots read first, 100 per call, when a batch holds only
+    /// replays, so a replay writes nothing).
     pub const FOLD_TABLE: &[&str] = &[
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:Query",
-        "dynamodb:BatchWriteItem",
         "dynamodb:DeleteItem",
     ];
     /// The fold's state: HEAD and parts (a batch's HEADs read 100 per call,
