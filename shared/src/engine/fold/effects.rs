@@ -17,6 +17,20 @@ use super::*;
 /// Sequence mirror writes in flight at once.
 const MIRRORS_IN_FLIGHT: usize = 8;
 
+/// A sequence mirror [`FoldProcessor::write_mirrors`] may write: the first
+/// record touching the aggregate, its state, the root's key and mirror
+/// attribute, the root as folded (the guard), and for a mirror past the
+/// count the entry after it (set lower only while that entry is absent).
+struct Mirror<'a> {
+    touched: usize,
+    agg: &'a str,
+    l: &'a Loaded,
+    key: Item,
+    attr: &'static str,
+    guard: Item,
+    next: Option<Item>,
+}
+
 impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// The mirror raised to `seq` while the root holds `guard`
     /// ([`FoldRules::root_guard`]).
@@ -203,7 +217,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 first = Some(BatchFailure { index, error });
             }
         };
-        let mut due: Vec<(usize, &str, &Loaded, Item, &'static str)> = Vec::new();
+        let mut due: Vec<Mirror<'_>> = Vec::new();
         for (agg, l) in states {
             let Some(touched) = l.touched.filter(|t| *t < limit) else {
                 continue;
@@ -214,21 +228,29 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             let Some((key, attr)) = self.rules.sequence_mirror(agg) else {
                 continue;
             };
-            if self.rules.root_guard(&l.state).is_none() {
-                // No valid root folded (or bad input now): nothing onto it.
+            // No valid root folded (or bad input now): nothing onto it.
+            let Some(guard) = self.rules.root_guard(&l.state) else {
                 continue;
-            }
+            };
             if l.mirror_seen == Some(Some(l.state.seq as i64)) || l.mirror_done == Some(l.state.seq)
             {
                 continue;
             }
-            due.push((touched, agg, l, key, attr));
+            due.push(Mirror {
+                touched,
+                agg,
+                l,
+                key,
+                attr,
+                guard,
+                next: None,
+            });
         }
         if due.is_empty() {
             return Ok(());
         }
         let key_names = self.rules.key_names();
-        let to_read: Vec<Item> = due.iter().map(|d| d.3.clone()).collect();
+        let to_read: Vec<Item> = due.iter().map(|d| d.key.clone()).collect();
         let roots: HashMap<String, Item> =
             match self.store.batch_get(&self.config.table, to_read).await {
                 Ok(items) => items
@@ -236,33 +258,31 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     .map(|i| (ledger::item_id(&crate::item::key_of(&i, key_names)), i))
                     .collect(),
                 Err(e) => {
-                    let at = due.iter().map(|d| d.0).min().unwrap_or(0);
+                    let at = due.iter().map(|d| d.touched).min().unwrap_or(0);
                     fail(at, e.into());
                     return first.map_or(Ok(()), Err);
                 }
             };
-        // (touched, aggregate, state, key, attribute, lower): the mirrors
-        // that differ from the count.
-        let mut wrong: Vec<(usize, &str, &Loaded, Item, &'static str, bool)> = Vec::new();
-        for (touched, agg, l, key, attr) in due {
-            let Some(root) = roots.get(&ledger::item_id(&key)) else {
+        // The mirrors that differ from the count; one past it (`next`: the
+        // entry after the count) is set lower.
+        let mut wrong: Vec<Mirror<'_>> = Vec::new();
+        for mut m in due {
+            let Some(root) = roots.get(&ledger::item_id(&m.key)) else {
                 continue;
             };
-            let shown = root.opt_i64(attr).ok().flatten();
-            let seq = l.state.seq as i64;
+            let shown = root.opt_i64(m.attr).ok().flatten();
+            let seq = m.l.state.seq as i64;
             if shown != Some(seq) {
-                let lower = shown.is_some_and(|h| h > seq);
-                wrong.push((touched, agg, l, key, attr, lower));
+                if shown.is_some_and(|h| h > seq) {
+                    m.next = Some(self.rules.entry_key(m.agg, m.l.state.seq + 1));
+                }
+                wrong.push(m);
             }
         }
         // A mirror past the count is set back only while the entry after
         // the count is absent (as `verify --repair` sets it back): entries
         // past the HEAD's count that someone else wrote keep it.
-        let next: Vec<Item> = wrong
-            .iter()
-            .filter(|w| w.5)
-            .map(|w| self.rules.entry_key(w.1, w.2.state.seq + 1))
-            .collect();
+        let next: Vec<Item> = wrong.iter().filter_map(|m| m.next.clone()).collect();
         let present: std::collections::HashSet<String> = if next.is_empty() {
             Default::default()
         } else {
@@ -272,9 +292,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     .map(|i| ledger::item_id(&crate::item::key_of(i, key_names)))
                     .collect(),
                 Err(e) => {
-                    let at = wrong.iter().filter(|w| w.5).map(|w| w.0).min();
-                    fail(at.unwrap_or(0), e.into());
-                    wrong.retain(|w| !w.5);
+                    let at = wrong.iter().filter(|m| m.next.is_some()).map(|m| m.touched);
+                    fail(at.min().unwrap_or(0), e.into());
+                    wrong.retain(|m| m.next.is_none());
                     Default::default()
                 }
             }
@@ -282,23 +302,21 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         let table = &self.config.table;
         let writes: Vec<_> = wrong
             .into_iter()
-            .filter(|(_, agg, l, _, _, lower)| {
-                !lower
-                    || !present.contains(&ledger::item_id(
-                        &self.rules.entry_key(agg, l.state.seq + 1),
-                    ))
+            .filter(|m| {
+                m.next
+                    .as_ref()
+                    .is_none_or(|n| !present.contains(&ledger::item_id(n)))
             })
-            .map(|(touched, agg, l, key, attr, lower)| {
-                let guard = self.rules.root_guard(&l.state);
-                // (`None` left out above.)
-                let update = self.mirror_set(key, attr, l.state.seq, lower, guard.as_ref());
+            .map(|m| {
+                let lower = m.next.is_some();
+                let update = self.mirror_set(m.key, m.attr, m.l.state.seq, lower, Some(&m.guard));
                 async move {
                     let written = if lower {
-                        self.fenced_mirror(agg, l, update).await
+                        self.fenced_mirror(m.agg, m.l, update).await
                     } else {
                         self.store.update(table, update).await.map(|_| ())
                     };
-                    (touched, written)
+                    (m.touched, written)
                 }
             })
             .collect();
