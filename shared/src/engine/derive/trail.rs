@@ -201,12 +201,11 @@ impl Deriver {
         };
         let q = trail.seq.as_ref();
         let fresh = || steps.iter().filter(move |s| q.is_none_or(|q| s.seq > q));
+        // Fresh records all come after `q`: the newest of them, if any, is
+        // the newest met.
         let newest = fresh().map(|s| s.seq).max().cloned();
         let any_fresh = newest.is_some();
-        let seq = match (trail.seq.clone(), newest) {
-            (Some(q), Some(n)) => Some(q.max(n)),
-            (q, n) => n.or(q),
-        };
+        let seq = newest.or_else(|| trail.seq.clone());
         if !(rejected.contributions || rejected.derived || rejected.indexed) {
             // Every aspect read now (the common case: no image looked at):
             // newer than anything pending.
@@ -232,23 +231,23 @@ impl Deriver {
                 _ => s.removed && item_now.is_none(),
             });
         let mut pending = trail.pending;
-        let mut kept = PerAspect::default();
         macro_rules! aspect {
             ($field:ident, $rejected:expr) => {
                 if !$rejected {
                     // Read now: newer than anything pending.
                     pending.$field = None;
-                } else if reaching {
-                    kept.$field = last.$field.take().or(pending.$field.take());
-                } else if let Some(v) = last.$field.take() {
-                    pending.$field = Some(v);
-                }
-                let value = kept
-                    .$field
-                    .take()
-                    .or_else(|| rec_implied.map(|r| r.$field.clone()));
-                if $rejected {
-                    implied.$field = value.unwrap_or_default();
+                } else {
+                    let kept = if reaching {
+                        last.$field.take().or(pending.$field.take())
+                    } else {
+                        if let Some(v) = last.$field.take() {
+                            pending.$field = Some(v);
+                        }
+                        None
+                    };
+                    implied.$field = kept
+                        .or_else(|| rec_implied.map(|r| r.$field.clone()))
+                        .unwrap_or_default();
                 }
             };
         }
