@@ -353,8 +353,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Restated::RootGone => {
                 let cascade = self.rules.cascade(agg, &l.state);
                 self.flush(tx, states).await?;
-                let version = states.get(agg).map_or(0, |l| l.version);
-                self.cascade(agg, version, &cascade)
+                self.cascade(agg, states, &cascade)
                     .await
                     .map_err(|error| BatchFailure { index, error })?;
                 next = FoldState {

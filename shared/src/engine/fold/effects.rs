@@ -112,8 +112,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
 
     /// The cascade of `agg`'s removed incarnation, in transactions of up
     /// to 99 deletes, each with a check of the aggregate's HEAD as this
-    /// processor holds it (`version`; 0: absent): a consumer whose state is
-    /// stale (it lags behind another that folded the deletion, the
+    /// processor holds it in `states` (its version; none: absent): a
+    /// consumer whose state is stale (it lags behind another that folded the deletion, the
     /// re-creation and the new incarnation's changes, or it lost its lease
     /// and still runs) deletes nothing, never the new incarnation's entries
     /// 1..k under the same keys; it fails with a conflict, and its batch,
@@ -125,9 +125,10 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     pub(super) async fn cascade(
         &self,
         agg: &str,
-        version: u64,
+        states: &HashMap<String, Loaded>,
         c: &Cascade,
     ) -> Result<usize, ProcessError> {
+        let version = states.get(agg).map_or(0, |l| l.version);
         let moved = || {
             ProcessError::Conflict(format!(
                 "the state of {agg} moved on under this processor (another consumer folded its root's deletion): its cascade is not run; retrying from the ledger"

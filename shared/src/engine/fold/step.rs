@@ -130,8 +130,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             self.roll_back(&mut before, rest);
             let cascade = self.rules.cascade(agg, &before);
             self.flush(tx, states).await?;
-            let version = states.get(agg).map_or(0, |l| l.version);
-            let count = self.cascade(agg, version, &cascade).await.map_err(at)?;
+            let count = self.cascade(agg, states, &cascade).await.map_err(at)?;
             tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete before the adoption's position");
             let output = match self.rules.fold(agg, &mut before, change) {
                 Ok(o) => o,
@@ -160,8 +159,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if removes && !l.state.deleted {
             let cascade = self.rules.cascade(agg, &l.state);
             self.flush(tx, states).await?;
-            let version = states.get(agg).map_or(0, |l| l.version);
-            let count = self.cascade(agg, version, &cascade).await.map_err(at)?;
+            let count = self.cascade(agg, states, &cascade).await.map_err(at)?;
             tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete");
         }
         let l = &states[agg];
