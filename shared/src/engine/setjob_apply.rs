@@ -279,6 +279,19 @@ async fn write_chunk(
                         crate::error::ProcessError::Conflict("guards keep failing".into()),
                     ));
                 }
+                // The raced ops' targets, read again at once (BatchGetItem,
+                // consistent: the read a queue consumer is granted).
+                let raced_keys: Vec<Item> = raced.iter().map(|i| taken[*i].key.clone()).collect();
+                let now: HashMap<String, Item> = if raced_keys.is_empty() {
+                    HashMap::new()
+                } else {
+                    store
+                        .batch_get(table, raced_keys)
+                        .await?
+                        .into_iter()
+                        .map(|i| (item_id(&key_of(&i, key_names)), i))
+                        .collect()
+                };
                 let mut retry: Vec<Op> = Vec::new();
                 for (i, o) in taken.into_iter().enumerate() {
                     if dropped.contains(&i) {
@@ -288,7 +301,7 @@ async fn write_chunk(
                         retry.push(o);
                         continue;
                     }
-                    match recheck(store, table, volatile, &o).await? {
+                    match recheck(volatile, &o, now.get(&item_id(&o.key))) {
                         Recheck::Done => applied.raced += 1,
                         Recheck::Superseded => {
                             dropped.insert(i);
@@ -319,29 +332,22 @@ enum Recheck {
     Again,
 }
 
-/// Reads the target of `op` (whose own condition failed) again: a put
-/// whose item is now there (the volatile attributes aside) or a delete
-/// whose item is gone is done; a delete whose item is still there lost to
-/// a fact; a put whose target differs is sent again without its own
-/// condition (its facts decide, as for an item the plan read).
-async fn recheck(
-    store: &Store,
-    table: &str,
-    volatile: &[&str],
-    op: &Op,
-) -> Result<Recheck, MessageError> {
-    // BatchGetItem (consistent): the read a queue consumer is granted.
-    let now = store.batch_get(table, vec![op.key.clone()]).await?.pop();
-    Ok(match (&op.write, now) {
+/// What `op` (whose own condition failed) comes to, its target read again
+/// as `now`: a put whose item is now there (the volatile attributes aside)
+/// or a delete whose item is gone is done; a delete whose item is still
+/// there lost to a fact; a put whose target differs is sent again without
+/// its own condition (its facts decide, as for an item the plan read).
+fn recheck(volatile: &[&str], op: &Op, now: Option<&Item>) -> Recheck {
+    match (&op.write, now) {
         (Write::Put(want), Some(got))
-            if crate::item::same_items(&without(&got, volatile), &without(want, volatile)) =>
+            if crate::item::same_items(&without(got, volatile), &without(want, volatile)) =>
         {
             Recheck::Done
         }
         (Write::Put(_), _) => Recheck::Again,
         (_, None) => Recheck::Done,
         (_, Some(_)) => Recheck::Superseded,
-    })
+    }
 }
 
 /// One transaction: its actions, for each action the ops (indexes into
