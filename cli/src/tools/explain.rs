@@ -472,28 +472,9 @@ async fn explain_computed(
         return Ok(());
     };
     let [pkn, skn] = f.key_names();
-    let mut partition = Vec::new();
-    let mut from = None;
-    loop {
-        let page = t
-            .client
-            .query()
-            .table_name(t.table)
-            .key_condition_expression("#p = :p AND begins_with(#s, :s)")
-            .expression_attribute_names("#p", pkn)
-            .expression_attribute_names("#s", skn)
-            .expression_attribute_values(":p", AttributeValue::S(rows_pk.clone()))
-            .expression_attribute_values(":s", AttributeValue::S(prefix.to_string()))
-            .consistent_read(true)
-            .set_exclusive_start_key(from)
-            .send()
-            .await?;
-        partition.extend(page.items.unwrap_or_default());
-        from = page.last_evaluated_key;
-        if from.is_none() {
-            break;
-        }
-    }
+    let partition = shared::store::Store::new(t.client.clone())
+        .query_partition(t.table, pkn, &rows_pk, Some((skn, prefix)))
+        .await?;
     let whose = format!(
         "the {rows} rows at {pkn}={rows_pk} ({} item(s) read)",
         partition.len()
