@@ -316,3 +316,52 @@ async fn one_record_per_batch_ends_as_one_batch_and_a_replay_moves_nothing() {
     }
     assert_clean(&env.rt).await;
 }
+
+/// A state that waits pending beside the recorded one, each near DynamoDB's
+/// item limit (a mirror copying a 210 KB title): the source's ledger record
+/// would hold both, past 400 KB. The batch still goes through (a write
+/// DynamoDB refuses would fail it on every retry, holding the shard), and
+/// the pending state applies once a batch reaches the bad put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_state_beside_a_recorded_one_each_near_the_item_limit_never_holds_the_shard() {
+    let mut env = tasks().await;
+    let big = |c: char| c.to_string().repeat(210 * 1024);
+    put(&env, task("p", "todo", Some(&big('a')))).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(mirrors(&env, "p").await, [("todo".into(), big('a'))]);
+    put(&env, task("p", "done", Some(&big('b')))).await;
+    put(&env, task("p", "todo", None)).await;
+    let recs = records_of_task(&env, "p").await;
+    // A, the projection written onto A, B, the bad put.
+    assert_eq!(recs.len(), 4);
+    // B's record alone, read when the item is already bad: B waits pending.
+    deliver(&env, &recs[2..3]).await;
+    assert_eq!(counts(&env).await, (1, 0), "nothing moves yet");
+    assert_eq!(mirrors(&env, "p").await, [("todo".into(), big('a'))]);
+    // The bad put's batch reaches the item: B, its last valid state, stays.
+    assert_eq!(spills(&env).await, 1, "kept beside its record");
+    // verify judges from the record (A's state) and reads past the spill.
+    assert_clean(&env.rt).await;
+    deliver(&env, &recs[3..]).await;
+    assert_eq!(counts(&env).await, (1, 1));
+    assert_eq!(mirrors(&env, "p").await, [("done".into(), big('b'))]);
+    assert_eq!(spills(&env).await, 0, "gone with the pending state");
+    env.rt.drain().await.unwrap();
+    assert_clean(&env.rt).await;
+    for batch in [&recs[..], &recs[2..3]] {
+        deliver(&env, batch).await;
+        assert_eq!(counts(&env).await, (1, 1));
+        assert_eq!(mirrors(&env, "p").await, [("done".into(), big('b'))]);
+    }
+}
+
+/// How many pending states the ledger keeps beside their records.
+async fn spills(env: &ModelEnv) -> usize {
+    let rt = &env.rt;
+    jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.ledger_table)
+        .await
+        .expect("scan")
+        .iter()
+        .filter(|i| i.s("sk") == Ok("L"))
+        .count()
+}

@@ -205,11 +205,8 @@ pub fn verify_items(
     // input keeps what its earlier valid states implied.
     let recorded: HashMap<String, Implied> = ledger
         .iter()
-        .filter_map(|rec| {
-            let pk = rec.s(shared::ledger::PK).ok()?;
-            pk.strip_prefix("SRC#derive#")?;
-            Some((recorded_source(rec)?, Implied::from_record(rec).ok()?))
-        })
+        .filter(|rec| is_source_record(rec))
+        .filter_map(|rec| Some((recorded_source(rec)?, Implied::from_record(rec).ok()?)))
         .collect();
     let total_pks: BTreeSet<&str> = ledger
         .iter()
@@ -409,7 +406,10 @@ pub fn verify_items(
     let mut totals: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();
     for rec in ledger {
         let pk = rec.s(shared::ledger::PK).unwrap_or_default();
-        if let Some(id) = pk.strip_prefix("SRC#derive#") {
+        if let Some(id) = pk
+            .strip_prefix("SRC#derive#")
+            .filter(|_| is_source_record(rec))
+        {
             let Ok(implied) = Implied::from_record(rec) else {
                 continue;
             };
@@ -613,6 +613,14 @@ pub fn verify_items(
         report.found(f);
     }
     report
+}
+
+/// A derive's record of a source item (not the pending state kept beside
+/// a large one, sort key `L`).
+fn is_source_record(rec: &Item) -> bool {
+    rec.s(shared::ledger::PK)
+        .is_ok_and(|pk| pk.starts_with("SRC#derive#"))
+        && rec.s(shared::ledger::SK) == Ok("S")
 }
 
 /// The id of the source item a ledger record is about (its `src` key: the

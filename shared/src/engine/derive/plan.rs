@@ -7,12 +7,12 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 
 use super::implied::{checked_sums, contribution_deltas, projection_update, Implied};
 use super::keys::{index_item, index_key, owners_key, source_key, source_key_pk};
-use super::reads::{Owners, Recorded, OWED, PENDING, SEQ};
+use super::reads::{Owners, Recorded, OWED, PENDING, PENDING_SK, SEQ, SPILLED};
 use super::trail::{Rejected, Trail};
 use super::{Counter, Deriver, Hint, Note, TOMBSTONE_TTL_SECS};
 use crate::engine::writable::{self, Writes};
 use crate::error::InputError;
-use crate::item::{item_size, key_of, n, Item};
+use crate::item::{item_size, key_of, n, Item, MAX_ITEM_BYTES};
 use crate::ledger::{self, item_id};
 use crate::store::Update;
 use crate::tx;
@@ -410,6 +410,7 @@ impl Deriver {
             return None;
         }
         let src = source_key(self.processor, key);
+        let spill_key = || ledger::key(source_key_pk(self.processor, key), PENDING_SK);
         let record_written = changed || tombstone;
         let guard = if rec.ver == 0 {
             ("attribute_not_exists(pk)".to_string(), None)
@@ -439,8 +440,26 @@ impl Deriver {
             if let Some(q) = &trail.seq {
                 item.insert(SEQ.into(), AttributeValue::S(q.as_str().to_string()));
             }
+            let mut spilled = false;
             if !trail.pending.is_empty() {
-                item.insert(PENDING.into(), trail.pending.to_attr());
+                let pending = trail.pending.to_attr();
+                item.insert(PENDING.into(), pending);
+                if item_size(&item) > MAX_ITEM_BYTES {
+                    // Beside the record: each state alone fits an item.
+                    let pending = item.remove(PENDING).expect("inserted above");
+                    let ver = n(rec.ver + 1);
+                    item.insert(SPILLED.into(), ver.clone());
+                    let mut spill = spill_key();
+                    spill.insert(PENDING.into(), pending);
+                    spill.insert("ver".into(), ver);
+                    writes.push(tx::put(&self.ledger_table, spill));
+                    extra_ledger += 1;
+                    spilled = true;
+                }
+            }
+            if rec.spilled && !spilled {
+                writes.push(tx::delete(&self.ledger_table, spill_key()));
+                extra_ledger += 1;
             }
             if implied.is_empty() && trail.pending.is_empty() {
                 item.insert(

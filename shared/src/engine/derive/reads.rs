@@ -30,6 +30,10 @@ pub(super) struct Recorded {
     pub(super) owed: BTreeMap<String, Item>,
     /// What it keeps of the stream (see [`super::trail`]).
     pub(super) trail: Trail,
+    /// Its pending state is kept in an item of its own beside the record
+    /// ([`PENDING_SK`]): with it, the record would pass DynamoDB's item
+    /// limit.
+    pub(super) spilled: bool,
 }
 
 /// The record attribute listing the counters a source's change still owes.
@@ -41,6 +45,16 @@ pub(super) const SEQ: &str = "q";
 
 /// The record attribute holding the state pending (see [`super::trail`]).
 pub(super) const PENDING: &str = "l";
+
+/// The record attribute saying its pending state is kept beside it, in the
+/// item of sort key [`PENDING_SK`] (its value: the record version that
+/// wrote it, which that item carries too).
+pub(super) const SPILLED: &str = "lx";
+
+/// Sort key of the item beside a source record that holds its pending
+/// state when the two together would pass DynamoDB's item limit (each state
+/// alone fits: an image whose record cannot be written is bad input).
+pub(super) const PENDING_SK: &str = "L";
 
 /// The owners of a derived item that several sources may imply: who
 /// implies it with what content, and the record version (0 = no record).
@@ -56,7 +70,25 @@ impl Deriver {
         keys: Vec<Item>,
     ) -> Result<HashMap<String, Recorded>, ProcessError> {
         let mut out = HashMap::new();
-        for item in self.store.batch_get(&self.ledger_table, keys).await? {
+        let items = self.store.batch_get(&self.ledger_table, keys).await?;
+        // The pending states kept beside their records, in one more read
+        // (only when some record says so).
+        let spill_keys: Vec<Item> = items
+            .iter()
+            .filter(|i| i.contains_key(SPILLED))
+            .filter_map(|i| ledger::as_s(i.get(ledger::PK)))
+            .map(|pk| ledger::key(pk, PENDING_SK))
+            .collect();
+        let mut spills: HashMap<String, Item> = HashMap::new();
+        if !spill_keys.is_empty() {
+            for s in self.store.batch_get(&self.ledger_table, spill_keys).await? {
+                let pk = ledger::as_s(s.get(ledger::PK))
+                    .unwrap_or_default()
+                    .to_string();
+                spills.insert(pk, s);
+            }
+        }
+        for item in items {
             let pk = ledger::as_s(item.get(ledger::PK))
                 .unwrap_or_default()
                 .to_string();
@@ -82,7 +114,17 @@ impl Deriver {
                 ),
                 Some(_) => return Err(corrupt(format!("{SEQ} is not a string"))),
             };
-            let pending = PerAspect::from_attr(item.get(PENDING)).map_err(corrupt)?;
+            let spilled = item.get(SPILLED);
+            let pending = match spilled {
+                None => PerAspect::from_attr(item.get(PENDING)).map_err(corrupt)?,
+                Some(written) => {
+                    let spill = spills
+                        .get(&pk)
+                        .filter(|s| s.get("ver") == Some(written))
+                        .ok_or_else(|| corrupt("its pending state is missing".into()))?;
+                    PerAspect::from_attr(spill.get(PENDING)).map_err(corrupt)?
+                }
+            };
             let trail = Trail { seq, pending };
             out.insert(
                 pk,
@@ -91,6 +133,7 @@ impl Deriver {
                     ver,
                     owed,
                     trail,
+                    spilled: spilled.is_some(),
                 },
             );
         }
