@@ -17,7 +17,10 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::compute::{row_val, rows_pk, version_sk, Compute, MAX_SCOPE_ROWS, VERSION_ATTR};
+use super::compute::{
+    job_wrote, row_val, rows_pk, sequence_of, version_sk, Compute, MAX_SCOPE_ROWS, SEQUENCE_ATTR,
+    VERSION_ATTR,
+};
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
 use super::once_run::invalid_message;
@@ -236,7 +239,7 @@ impl FileModel {
                 let start = change.kind == ChangeKind::Insert
                     || !old_valid
                     || c.item_reads.iter().any(|a| changed(a))
-                    || (e.computed().any(changed) && self.stray(e, n, parsed));
+                    || (e.computed().any(changed) && self.stray(e, change.old.as_ref(), n, parsed));
                 if start {
                     if let Some(scope) = scope_of_item(c, e, pk, sk) {
                         out.push(message(
@@ -286,14 +289,28 @@ impl FileModel {
             })
     }
 
-    /// Whether a computed value was written by someone else than the job:
-    /// the job writes the values and the projection they imply together,
-    /// so a value that is no int, or a projection out of step with it,
-    /// came from a writer and must be brought back.
-    fn stray(&'static self, e: &Entity, item: &Item, parsed: &Parsed<'_>) -> bool {
+    /// Whether a change of a computed value (from `old` to `item`) was
+    /// written by someone else than the job: the job writes the values, the
+    /// projection they imply and [`SEQUENCE_ATTR`] raised by one together,
+    /// guarded by the sequence as read. So a value that is no int, a
+    /// sequence not raised by exactly one (a writer's put with values of
+    /// its own or none, an update of a value, a copy of an older item), or
+    /// a projection out of step with the values came from a writer and must
+    /// be brought back. (A writer's copy of the values and the sequence as
+    /// they are changes no value: no job.)
+    fn stray(
+        &'static self,
+        e: &Entity,
+        old: Option<&Item>,
+        item: &Item,
+        parsed: &Parsed<'_>,
+    ) -> bool {
         if e.computed()
             .any(|a| !matches!(item.get(a), Some(AttributeValue::N(n)) if n.parse::<i64>().is_ok()))
         {
+            return true;
+        }
+        if !old.is_some_and(|old| job_wrote(old, item)) {
             return true;
         }
         match FileRules(self).aspects_of(Ok(parsed), item).projection {
@@ -690,6 +707,14 @@ impl ComputeJob {
         if attrs.is_empty() {
             return None;
         }
+        // The job's mark on its own write: the sequence raised by one (a
+        // stored one that is no int, or at its limit, starts again at 1;
+        // the stream then takes that write for a writer's once, and the job
+        // it starts finds the values right).
+        let next = sequence_of(item)
+            .and_then(|q| q.checked_add(1))
+            .unwrap_or(1);
+        attrs.push((SEQUENCE_ATTR, Some(AttributeValue::N(next.to_string()))));
         // A number clamped into a key this write stores: logged, and counted
         // by the consumer when the write commits.
         let mut notes = Vec::new();
@@ -702,7 +727,13 @@ impl ComputeJob {
             }
         }
         let mut guards = facts.guards.clone();
-        for a in c.item_reads.iter().copied().chain(e.computed()) {
+        for a in c
+            .item_reads
+            .iter()
+            .copied()
+            .chain(e.computed())
+            .chain([SEQUENCE_ATTR])
+        {
             guards.push(Guard::same(key.clone(), a, item.get(a)));
         }
         Some(GuardedUpdate {
