@@ -293,3 +293,40 @@ async fn a_writer_copying_the_values_with_their_sequence_starts_no_job_unless_th
     assert_clean(&env.rt).await;
     env.engine.stop().await;
 }
+
+/// A job in flight while a writer rewrites the sequence alone (the values
+/// as they are): the sequence is none of the job's guards, so its write
+/// lands; its record then looks like a writer's once (the sequence did not
+/// rise by one from the writer's), and the job that starts finds the
+/// values right and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_rewriting_the_sequence_alone_fails_no_job_in_flight() {
+    let mut env = ordered("orders_u05s", ORDERS).await;
+    put(&env.rt, line("l2", 13, 1)).await;
+    let job = crate::items::set_job(&env.rt.model, "totals");
+    let body = serde_json::json!({ "version": 1, "kind": "items", "scope": { "orderId": "o1" },
+        "keys": [["ORDER#o1", "ORDER"]] })
+    .to_string();
+    let reads = crate::items::reads(&env.rt);
+    let plan = job.plan(&body, &reads).await.expect("plan");
+    assert_eq!(plan.updates.len(), 1, "total 33");
+    crate::items::update(
+        &env.rt,
+        key("ORDER#o1", "ORDER"),
+        "SET #computeSequence = :q",
+        &[(":q", n(7))],
+    )
+    .await;
+    let applied = crate::items::apply_plan(&*job, &reads, &plan).await;
+    assert_eq!((applied.writes(), applied.superseded), (1, 0));
+    assert_eq!(num(&stored(&env.rt).await, "computeSequence"), 2);
+    env.rt.drain().await.expect("drains");
+    assert_eq!(read(&env.rt).await, (33, 15, 33, 15));
+    assert_eq!(
+        num(&stored(&env.rt).await, "computeSequence"),
+        2,
+        "no other write"
+    );
+    assert_clean(&env.rt).await;
+    env.engine.stop().await;
+}

@@ -116,11 +116,14 @@ pub fn version_sk(c: &Compute) -> String {
 pub const VERSION_ATTR: &str = "rows";
 
 /// The processor-owned attribute of a computing entity's item that the job
-/// raises by one in every write of the item's values (the same update,
-/// guarded by it as read): a record that changes a computed value without
-/// raising it by exactly one is someone else's write (a writer's forged,
-/// dropped or stale value), and starts the item's job. Absent counts as 0
-/// (an item the job never wrote).
+/// raises by one, from the item as it read it, in the same update as the
+/// values: a record that changes a computed value without raising it by
+/// exactly one is someone else's write (a writer's forged, dropped or stale
+/// value), and starts the item's job. Absent counts as 0 (an item the job
+/// never wrote). It is not among the job's guards: a writer's change of
+/// the sequence alone (values kept) fails no job in flight; that job's
+/// write then looks like a writer's once, and the job it starts finds the
+/// values right and writes nothing.
 pub const SEQUENCE_ATTR: &str = "computeSequence";
 
 /// An item's [`SEQUENCE_ATTR`] as stored: absent is 0; `None` when it is

@@ -291,8 +291,8 @@ impl FileModel {
 
     /// Whether a change of a computed value (from `old` to `item`) was
     /// written by someone else than the job: the job writes the values, the
-    /// projection they imply and [`SEQUENCE_ATTR`] raised by one together,
-    /// guarded by the sequence as read. So a value that is no int, a
+    /// projection they imply and [`SEQUENCE_ATTR`] raised by one together.
+    /// So a value that is no int, a
     /// sequence not raised by exactly one (a writer's put with values of
     /// its own or none, an update of a value, a copy of an older item), or
     /// a projection out of step with the values came from a writer and must
@@ -727,13 +727,7 @@ impl ComputeJob {
             }
         }
         let mut guards = facts.guards.clone();
-        for a in c
-            .item_reads
-            .iter()
-            .copied()
-            .chain(e.computed())
-            .chain([SEQUENCE_ATTR])
-        {
+        for a in c.item_reads.iter().copied().chain(e.computed()) {
             guards.push(Guard::same(key.clone(), a, item.get(a)));
         }
         Some(GuardedUpdate {
