@@ -26,7 +26,9 @@
 //!   stored as a number. An overflow is bad input, never a wrapped value.
 //! - The computed attributes are readable by this entity's `project:` and
 //!   `count:` (stored value: an int, else 0) and nobody else writes them: a
-//!   writer's stray value is brought back.
+//!   writer's stray value is brought back. The job raises the item's
+//!   [`SEQUENCE_ATTR`] by one in each write of the values, so the stream
+//!   tells its writes from a writer's (see [`job_wrote`]).
 //! - Jobs: a row inserted, removed, made valid or invalid, or whose
 //!   attributes the values read changed -> the whole scope (listed from a
 //!   ledger index the engine keeps exactly, paged); this item inserted,
