@@ -330,3 +330,56 @@ async fn a_writer_rewriting_the_sequence_alone_fails_no_job_in_flight() {
     assert_clean(&env.rt).await;
     env.engine.stop().await;
 }
+
+/// What bringing one forged value back costs, counted by a bill meter
+/// between the processors and the engine (never timed): the job (its
+/// scope's version, its rows, the item, one guarded update) and the
+/// derive's two records of the item (the forgery's, the job's), each a
+/// read of the item and a ledger commit moving the count, and the counter
+/// synced after each. What a change of the rows costs is unchanged: the
+/// sequence rides in the job's update (`scoring_round_trips.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bringing_a_forged_value_back_costs_one_job_and_the_records_of_two_writes() {
+    let engine = crate::support::start_engine().await;
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint())
+        .await
+        .expect("meter starts");
+    let name = "orders_u05m";
+    let path = crate::support::temp_model(name, &ORDERS.replace("orders_u05", name));
+    let mut env = crate::support::model_env_on(engine, name, |o| {
+        o.model_file = Some(path);
+        o.processor_endpoint = Some(meter.endpoint());
+    })
+    .await;
+    put_all(
+        &env.rt,
+        vec![order(&[]), line("l1", 2, 10), line("l2", 3, 1)],
+    )
+    .await;
+    env.rt.drain().await.expect("drains");
+    assert_eq!(read(&env.rt).await, (23, 5, 23, 5));
+    let before = meter.bill();
+    crate::items::update(
+        &env.rt,
+        key("ORDER#o1", "ORDER"),
+        "SET #total = :t",
+        &[(":t", n(7))],
+    )
+    .await;
+    env.rt.drain().await.expect("drains");
+    let bill = meter.bill().since(&before);
+    println!("one forged value brought back: {}", bill.per_change(1));
+    assert_eq!(read(&env.rt).await, (23, 5, 23, 5));
+    let requests = |op: &str| bill.ops.get(op).map_or(0, |o| o.requests);
+    // The job: one GetItem (the scope's version) and one Query (the rows).
+    assert_eq!((requests("GetItem"), requests("Query")), (1, 1), "{bill:?}");
+    // The job's update, and per record of the item (the forgery's, the
+    // job's) its ledger commit and the seller's sync: 5.
+    assert!(requests("TransactWriteItems") <= 5, "{bill:?}");
+    // The job's read of the item, and per record of the item the derive's
+    // reads (its ledger record, the item, the seller's totals and item,
+    // the seller's totals again when its record comes back): 10 measured.
+    assert!(requests("BatchGetItem") <= 11, "{bill:?}");
+    assert_clean(&env.rt).await;
+    env.engine.stop().await;
+}
