@@ -471,6 +471,22 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
         Some((35, 3, 2, "SCORE#00035#sam".into()))
     );
     assert_truth(&rt).await;
+    // The backfill's jobs wrote the sequence with the scores: a writer's
+    // `mcorrect` (no projection reads it; the standings count it) is
+    // brought back by the live path alone.
+    let jo = key("USER#jo", format!("EVENT#{EV}"));
+    let sequence = |i: Option<Item>| i.expect("jo's prediction").get("computeSequence").cloned();
+    assert_eq!(sequence(get(&rt, jo.clone()).await), Some(n(1)));
+    let before = standings(&rt, "jo", "2024").await;
+    update(&rt, jo.clone(), "SET mcorrect = :m", &[(":m", n(9))]).await;
+    rt.drain().await.unwrap();
+    assert_eq!(
+        score_of(&rt, "jo", EV).await,
+        (20, 1, "SCORE#020#jo".into())
+    );
+    assert_eq!(standings(&rt, "jo", "2024").await, before);
+    assert_eq!(sequence(get(&rt, jo).await), Some(n(2)));
+    assert_truth(&rt).await;
 }
 
 /// The users whose predictions the event's GSI partition lists.

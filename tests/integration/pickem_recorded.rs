@@ -138,10 +138,11 @@ async fn the_pickem_scenario_gives_the_recorded_table_verify_and_writes() {
     scenario(play).await.env.engine.stop().await;
 }
 
-/// A score a writer overwrote together with a key that agrees with it
-/// (nothing in the stream says it is stale): `verify` finds it (the
-/// recorded finding), and its repair (the scoring job, through its guards)
-/// brings the score and the standings back.
+/// A score a writer overwrote together with a key that agrees with it and
+/// the job's sequence raised by one, as the job's own write would (nothing
+/// in the stream says it is stale): `verify` finds it (the recorded
+/// finding), and its repair (the scoring job, through its guards) brings
+/// the score and the standings back, raising the sequence again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_finds_a_forged_score_and_repairs_it() {
     let mut env = model_env("pickem", |_| {}).await;
@@ -161,9 +162,10 @@ async fn verify_finds_a_forged_score_and_repairs_it() {
         .update_item()
         .table_name(&rt.config.table)
         .set_key(Some(key.clone()))
-        .update_expression("SET points = :p, GSI_SK = :k")
+        .update_expression("SET points = :p, GSI_SK = :k ADD computeSequence :one")
         .expression_attribute_values(":p", n(500))
         .expression_attribute_values(":k", s("SCORE#500#sam"))
+        .expression_attribute_values(":one", n(1))
         .send()
         .await
         .unwrap();
@@ -178,6 +180,11 @@ async fn verify_finds_a_forged_score_and_repairs_it() {
     let p = &t[&("USER#sam".to_string(), format!("EVENT#{EV}"))];
     assert_eq!(p.get("points"), Some(&n(10)));
     assert_eq!(p.get("GSI_SK"), Some(&s("SCORE#010#sam")));
+    assert_eq!(
+        p.get("computeSequence"),
+        Some(&n(3)),
+        "scored, forged, repaired"
+    );
     let st = &t[&("USER#sam".to_string(), "STANDINGS#2024".to_string())];
     assert_eq!(st.get("points"), Some(&n(10)));
     drift["table"] = table_json(&t);

@@ -26,7 +26,9 @@
 //!   stored as a number. An overflow is bad input, never a wrapped value.
 //! - The computed attributes are readable by this entity's `project:` and
 //!   `count:` (stored value: an int, else 0) and nobody else writes them: a
-//!   writer's stray value is brought back.
+//!   writer's stray value is brought back. The job raises the item's
+//!   [`SEQUENCE_ATTR`] by one in each write of the values, so the stream
+//!   tells its writes from a writer's (see [`job_wrote`]).
 //! - Jobs: a row inserted, removed, made valid or invalid, or whose
 //!   attributes the values read changed -> the whole scope (listed from a
 //!   ledger index the engine keeps exactly, paged); this item inserted,
@@ -114,6 +116,36 @@ pub fn version_sk(c: &Compute) -> String {
 
 /// The attribute of the version counter.
 pub const VERSION_ATTR: &str = "rows";
+
+/// The processor-owned attribute of a computing entity's item that the job
+/// raises by one, from the item as it read it, in the same update as the
+/// values: a record that changes a computed value without raising it by
+/// exactly one is someone else's write (a writer's forged, dropped or stale
+/// value), and starts the item's job. Absent counts as 0 (an item the job
+/// never wrote). It is not among the job's guards: a writer's change of
+/// the sequence alone (values kept) fails no job in flight; that job's
+/// write then looks like a writer's once, and the job it starts finds the
+/// values right and writes nothing.
+pub const SEQUENCE_ATTR: &str = "computeSequence";
+
+/// An item's [`SEQUENCE_ATTR`] as stored: absent is 0; `None` when it is
+/// no int (a writer's).
+pub fn sequence_of(item: &crate::item::Item) -> Option<i64> {
+    match item.get(SEQUENCE_ATTR) {
+        None => Some(0),
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse().ok(),
+        Some(_) => None,
+    }
+}
+
+/// Whether the change from `old` to `new` is one the job wrote: it raised
+/// [`SEQUENCE_ATTR`] by exactly one.
+pub fn job_wrote(old: &crate::item::Item, new: &crate::item::Item) -> bool {
+    matches!(
+        (sequence_of(old), sequence_of(new)),
+        (Some(o), Some(n)) if o.checked_add(1) == Some(n)
+    )
+}
 
 /// The most rows a scope may hold: a job pins each row it read (a condition
 /// check of its own) in the transaction that writes the values, beside the
@@ -286,7 +318,20 @@ pub fn compile(
     let mut values = Vec::new();
     let mut row_reads: Vec<&'static str> = Vec::new();
     let mut item_reads: Vec<&'static str> = Vec::new();
+    if e.attr(SEQUENCE_ATTR).is_some() || own.contains(&SEQUENCE_ATTR) {
+        err(
+            at(raw),
+            format!("{name}: `{SEQUENCE_ATTR}` is the processor's on an entity with `compute:` (the job raises it with each write of the values): rename `{name}`'s attribute or key name"),
+        );
+    }
     for (a, v) in &r.values.value.0 {
+        if a == SEQUENCE_ATTR {
+            err(
+                at(v),
+                format!("{name}: `{SEQUENCE_ATTR}` is the processor's (the job raises it with each write of the values): give the computed value another name"),
+            );
+            continue;
+        }
         if e.attr(a).is_some() || own.contains(&a.as_str()) {
             err(
                 at(v),

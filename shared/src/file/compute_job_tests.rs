@@ -79,6 +79,7 @@ fn an_item_the_job_scores_is_parsed_once() {
             ("GSI_PK", Some(s("EVENT#2024-03-03-x"))),
             ("GSI_SK", Some(s("SCORE#035#sam"))),
             ("belongsto", Some(s("USER#sam"))),
+            ("computeSequence", Some(n(1))),
         ]
     );
     assert!(u.notes.is_empty());
@@ -142,4 +143,62 @@ fn pages_hold_every_key_once_and_fit_the_body_limit() {
         assert!(body.len() <= MAX_BODY_BYTES, "{}", body.len());
     }
     assert!(pages(vec![], 200).is_empty());
+}
+
+/// Whether a MODIFY of a prediction from `old` to `new` starts its job.
+fn starts_job(old: &Item, new: &Item) -> bool {
+    use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
+    use crate::engine::rules::Rules;
+    let change = Change {
+        event_id: "ev".into(),
+        sequence_number: SequenceNumber::parse("1").expect("valid"),
+        kind: ChangeKind::Modify,
+        origin: Origin::User,
+        keys: key_of(new, &["PK", "SK"]),
+        old: Some(old.clone()),
+        new: Some(new.clone()),
+        at: chrono::DateTime::from_timestamp(1_767_225_600, 0).expect("a time"),
+    };
+    let rules = crate::file::test_support::rules(PICKEM);
+    !rules.messages(&change).expect("valid").is_empty()
+}
+
+/// The stream tells the job's own write of a prediction's values from
+/// anyone else's by `computeSequence`: raised by exactly one with the
+/// values is the job's (no job), anything else changing a value is a
+/// writer's (the item's job), even with the projection in step; a copy of
+/// the values and the sequence as they are changes no value (no job).
+#[test]
+fn a_change_of_a_computed_value_starts_the_job_unless_the_sequence_says_it_is_the_jobs() {
+    let with = |points: Option<i64>, mcorrect: i64, sequence: Option<i64>| {
+        let mut p = prediction();
+        if let Some(points) = points {
+            p.insert("points".into(), n(points));
+            p.insert("GSI_PK".into(), s("EVENT#2024-03-03-x"));
+            p.insert("GSI_SK".into(), s(format!("SCORE#{points:03}#sam")));
+            p.insert("belongsto".into(), s("USER#sam"));
+        }
+        p.insert("mcorrect".into(), n(mcorrect));
+        if let Some(q) = sequence {
+            p.insert("computeSequence".into(), n(q));
+        }
+        p
+    };
+    let scored = with(Some(10), 1, Some(4));
+    // The job's writes: raised by one (from absent: 1).
+    assert!(!starts_job(&scored, &with(Some(35), 2, Some(5))));
+    assert!(!starts_job(&prediction(), &with(Some(10), 1, Some(1))));
+    // A writer's: its own values in step with the projection, the
+    // sequence as it was, raised by two, dropped, or gone back.
+    assert!(starts_job(&scored, &with(Some(35), 2, Some(4))));
+    assert!(starts_job(&scored, &with(Some(10), 7, Some(4))), "mcorrect");
+    assert!(starts_job(&scored, &with(Some(35), 2, Some(6))));
+    assert!(starts_job(&scored, &with(Some(35), 2, None)));
+    assert!(starts_job(&scored, &with(Some(35), 2, Some(3))));
+    let mut no_int = with(Some(35), 2, None);
+    no_int.insert("computeSequence".into(), s("5"));
+    assert!(starts_job(&scored, &no_int));
+    // A copy with the values and the sequence as they are: no value
+    // changed.
+    assert!(!starts_job(&scored, &scored.clone()));
 }

@@ -85,6 +85,20 @@ const REFUSED: &[(&str, &str, &str, &str)] = &[
         "\"size",
         "computed `predictions` is a writer attribute",
     ),
+    // The job's sequence is the processor's: no computed value, writer
+    // attribute or projection of the entity may take its name.
+    (
+        "        mcorrect: \"size(",
+        "        computeSequence: \"size(",
+        "\"size",
+        "`computeSequence` is the processor's (the job raises it with each write of the values): give the computed value another name",
+    ),
+    (
+        "        belongsto: \"USER#${user}\"\n    count:",
+        "        belongsto: \"USER#${user}\"\n        computeSequence: \"1\"\n    count:",
+        "\"1\"",
+        "`computeSequence` is the processor's on an entity with `compute:`",
+    ),
     // A bad page; compute on a processor entity.
     (
         "      page: 200\n",
@@ -119,6 +133,21 @@ fn seeded_mistakes_of_computes_are_refused_at_their_place() {
         let (text, place) = broken(PICKEM, from, to, at);
         assert_at(&problems(&text), place, says);
     }
+}
+
+/// A writer attribute named like the job's sequence, on an entity with
+/// `compute:`: refused where the block is, saying what to do.
+#[test]
+fn a_writer_attribute_named_like_the_jobs_sequence_is_refused() {
+    let text = PICKEM.replace(
+        "      predictions: map     # matchId -> team index\n",
+        "      predictions: map     # matchId -> team index\n      computeSequence: int\n",
+    );
+    assert_ne!(text, PICKEM);
+    super::test_support::assert_says(
+        &problems(&text),
+        "prediction: `computeSequence` is the processor's on an entity with `compute:` (the job raises it with each write of the values): rename `prediction`'s attribute or key name",
+    );
 }
 
 #[test]

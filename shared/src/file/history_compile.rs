@@ -248,6 +248,9 @@ impl Compiler<'_> {
                 out.extend(p.attrs.iter().map(|(n, _)| *n));
             }
             out.extend(e.computed());
+            if e.compute.is_some() {
+                out.push(super::compute::SEQUENCE_ATTR);
+            }
             out.extend(e.counter.iter().flat_map(|c| c.attrs.iter().copied()));
             out
         };

@@ -589,9 +589,9 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
     );
 }
 
-/// A root's `compute:` values and counter sums are the processor's, like
-/// its projection: never in a snapshot, and a change of them alone writes
-/// no entry. They were in `verify`'s "current state" (unrepairable drift on
+/// A root's `compute:` values (and the job's `computeSequence`) and counter
+/// sums are the processor's, like its projection: never in a snapshot, and
+/// a change of them alone writes no entry. They were in `verify`'s "current state" (unrepairable drift on
 /// every order) while the fold's snapshots, taken before the job wrote
 /// them, had none.
 #[test]
@@ -611,6 +611,7 @@ fn a_roots_computed_values_and_sums_are_never_in_its_snapshot() {
     let mut computed = placed.clone();
     computed.insert("total".into(), n(12));
     computed.insert("notes".into(), n(2));
+    computed.insert("computeSequence".into(), n(1));
     let said = fold(
         &h,
         &mut st,
@@ -619,7 +620,9 @@ fn a_roots_computed_values_and_sums_are_never_in_its_snapshot() {
     assert!(said.is_empty(), "the processor's values alone: {said:?}");
     let snap = h.snapshot(&st);
     assert!(
-        !snap.contains_key("total") && !snap.contains_key("notes"),
+        !snap.contains_key("total")
+            && !snap.contains_key("notes")
+            && !snap.contains_key("computeSequence"),
         "{snap:?}"
     );
     assert_eq!(snap["status"], s("open"));

@@ -150,6 +150,10 @@ impl Compiler<'_> {
                     continue;
                 }
                 let sums = entities[i].counter.as_ref().map_or(&[][..], |c| c.attrs);
+                if entities[i].compute.is_some() && n == super::super::compute::SEQUENCE_ATTR {
+                    self.err(at(v), format!("{name}: `{n}` is the processor's on an entity with `compute:` (the job raises it with each write of the values); a projection writes other attributes"));
+                    continue;
+                }
                 if entities[i].computed().any(|c| c == n.as_str()) {
                     self.err(at(v), format!("{name}: `{n}` is computed (`compute:`); a projection writes other attributes (e.g. an index key from it)"));
                     continue;

@@ -1,0 +1,197 @@
+//! What `verify` and `explain` ask of a `compute:` block: every item whose
+//! stored values differ from what the table's rows imply (each repaired by
+//! its job), and an item's values as its rows imply them.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{scope_of_item, scope_vec, ComputeJob, ComputeMsg, Facts, VERSION};
+use crate::file::compute::{row_val, rows_pk, Compute};
+use crate::file::expr::Val;
+use crate::file::model::{Entity, FileModel};
+use crate::file::rules::Parsed;
+use crate::item::{display_key, key_of, Item, ItemExt};
+
+/// Kind of `verify`'s findings of computed values.
+pub const COMPUTED_VALUE: &str = "computed value";
+
+impl FileModel {
+    /// `verify`: every item of a computing entity whose stored values
+    /// differ from what the table's rows imply, each repaired by its job
+    /// (through the job's guards). A scope with a row that is bad input is
+    /// not judged (its values wait for the row, as the job does).
+    pub(in crate::file) fn compute_checks(
+        &'static self,
+        input: &crate::models::CheckInput<'_>,
+    ) -> Vec<crate::models::Finding> {
+        let items = input.items;
+        let [pkn, skn] = self.key_names();
+        let mut out = Vec::new();
+        for (ei, e) in self.entities.iter().enumerate() {
+            let Some(c) = &e.compute else { continue };
+            input.checked(COMPUTED_VALUE, 0);
+            let over = &self.entities[c.over];
+            // The rows of every partition, or `None` where one is bad input.
+            let mut rows: BTreeMap<&str, Option<Vec<Val>>> = BTreeMap::new();
+            for i in items {
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                    continue;
+                };
+                if !sk.starts_with(&c.sk_prefix) || over.key[0].template.matches(pk).is_none() {
+                    continue;
+                }
+                let entry = rows.entry(pk).or_insert_with(|| Some(vec![]));
+                match self.row_of(over, i) {
+                    Ok(Some(row)) => {
+                        if let Some(v) = entry {
+                            v.push(row);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(()) => *entry = None,
+                }
+            }
+            let job = ComputeJob {
+                m: self,
+                entity: ei,
+            };
+            for i in items {
+                let Some((ce, _, scope, rpk)) = self.compute_scope(i) else {
+                    continue;
+                };
+                if ce != ei {
+                    continue;
+                }
+                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
+                    continue;
+                };
+                let r = match rows.get(rpk.as_str()) {
+                    // A row that is bad input: not judged.
+                    Some(None) => continue,
+                    Some(Some(r)) => r.clone(),
+                    None => vec![],
+                };
+                let facts = Facts {
+                    rows: Val::List(r).prepare(),
+                    guards: vec![],
+                };
+                let Some((_, want)) = job.values(i, &facts) else {
+                    continue;
+                };
+                input.checked(COMPUTED_VALUE, 1);
+                let stored: Vec<String> = want
+                    .iter()
+                    .filter(|(a, v)| i.get(*a) != Some(&AttributeValue::N(v.to_string())))
+                    .map(|(a, v)| {
+                        let have = match i.get(*a) {
+                            Some(AttributeValue::N(x)) => x.clone(),
+                            Some(_) => "not a number".to_string(),
+                            None => "absent".to_string(),
+                        };
+                        format!("{a} is {have}, the rows imply {v}")
+                    })
+                    .collect();
+                if stored.is_empty() {
+                    continue;
+                }
+                out.push(crate::models::Finding {
+                    kind: COMPUTED_VALUE,
+                    drift: crate::models::Drift::Wrong,
+                    what: format!(
+                        "{}: {}",
+                        display_key(&key_of(i, &self.key_names())),
+                        stored.join(", ")
+                    ),
+                    repair: Some(crate::models::Repair::Job {
+                        queue: c.queue.logical,
+                        body: crate::engine::body::encode(
+                            &ComputeMsg::Items {
+                                scope,
+                                keys: vec![[pk.to_string(), sk.to_string()]],
+                            },
+                            VERSION,
+                        ),
+                    }),
+                });
+            }
+        }
+        out
+    }
+}
+
+impl FileModel {
+    /// A row of `over` as its values read it (`Ok(None)`: another item of
+    /// the partition; `Err`: bad input, so its scope is not judged).
+    fn row_of(&self, over: &Entity, item: &Item) -> Result<Option<Val>, ()> {
+        match self.parse(item) {
+            Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
+                Ok(Some(row_val(&rec.vals)))
+            }
+            Ok(_) => Ok(None),
+            Err(_) => Err(()),
+        }
+    }
+
+    /// The computing entity of an item (its index), the scope its key
+    /// binds and the partition key of that scope's rows (`None`: the item's
+    /// entity computes nothing).
+    fn compute_scope(
+        &self,
+        item: &Item,
+    ) -> Option<(usize, &Compute, BTreeMap<String, String>, String)> {
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (item.s(pkn), item.s(skn)) else {
+            return None;
+        };
+        let (e, _) = self.classify(pk, sk)?;
+        let c = e.compute.as_ref()?;
+        let ei = self.entities.iter().position(|x| std::ptr::eq(x, e))?;
+        let scope = scope_of_item(c, e, pk, sk)?;
+        let rpk = rows_pk(&self.entities[c.over], &scope_vec(&scope))?;
+        Some((ei, c, scope, rpk))
+    }
+
+    /// Where an item's computed values are read from (`explain`): the
+    /// partition key of its rows, the literal their sort keys start with and
+    /// the rows' entity (`None`: its entity computes nothing).
+    pub fn compute_rows(&self, item: &Item) -> Option<(String, &str, &'static str)> {
+        let (_, c, _, rpk) = self.compute_scope(item)?;
+        Some((rpk, c.sk_prefix.as_str(), self.entities[c.over].name))
+    }
+
+    /// Each computed value of `item` as `partition` (the items read from
+    /// [`Self::compute_rows`]) implies it, as the job and `verify` compute
+    /// it; `Err` says why it is not judged (a row or the item is bad input).
+    pub fn computed_values(
+        &'static self,
+        item: &Item,
+        partition: &[Item],
+    ) -> Result<Vec<(&'static str, i64)>, String> {
+        let Some((entity, c, _, _)) = self.compute_scope(item) else {
+            return Ok(vec![]);
+        };
+        let over = &self.entities[c.over];
+        let mut rows = Vec::new();
+        for i in partition {
+            match self.row_of(over, i) {
+                Ok(Some(row)) => rows.push(row),
+                Ok(None) => {}
+                Err(()) => {
+                    return Err(format!(
+                        "a row ({}) is bad input: the values wait for it",
+                        display_key(&key_of(i, &self.key_names()))
+                    ))
+                }
+            }
+        }
+        let facts = Facts {
+            rows: Val::List(rows).prepare(),
+            guards: vec![],
+        };
+        ComputeJob { m: self, entity }
+            .values(item, &facts)
+            .map(|(_, values)| values)
+            .ok_or_else(|| "the item is bad input: its values are not computed".to_string())
+    }
+}
