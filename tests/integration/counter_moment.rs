@@ -1,0 +1,323 @@
+//! A counter item's attributes never disagree with each other, not even for
+//! a moment (SPEC §2): every state of a counter item that a processor's
+//! write leaves is one a prefix of the facts implies, all of its sums from
+//! the same prefix (or none of them yet, when its writer's put dropped
+//! them and the restore has not run).
+//!
+//! The interleaving forced here: the counter's sync reads the item with
+//! its sums, the writer re-puts it without them (or deletes a
+//! processor-created one), then the sync's write lands. A write of only
+//! the sums that changed would leave `tasks = 6` beside `doing = 1` and no
+//! `todo`, which no set of tasks implies. A seeded load with re-puts,
+//! faults and killed consumers, watched by a reader that checks every
+//! state it sees, ends the file.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jobstream::faults::Fault;
+use shared::item::{n, s, Item, ItemExt};
+
+use crate::items::{assert_clean, deliver, delete, get, invoke, key, put, records_event};
+use crate::support::{model_env_behind_proxy, temp_model, ModelEnv};
+
+/// The user's project tracker, reduced to its counters: a project the
+/// writer creates and re-puts (`created_by: writer`, found through its
+/// `projectId`), and a processor-created board per tenant.
+const PROJECTS: &str = r#"
+jobstream: 1
+name: projects
+about: "projects whose tasks are counted onto them"
+table:
+  name: projects
+  pk: PK
+  sk: SK
+formats:
+  id: { pattern: "^[A-Za-z0-9_-]+$", max_bytes: 64 }
+entities:
+  project:
+    key: { PK: "T#${tenantId}", SK: "P#${projectId}" }
+    attributes:
+      tenantId: id
+      projectId: id
+      name: string
+      status: [active, completed, archived]
+    unique: [projectId]
+    counter:
+      attributes: [todo, doing, done, openPoints, tasks]
+      created_by: writer
+  board:
+    owner: processor
+    key: { PK: "T#${tenantId:id}", SK: "BOARD" }
+    counter:
+      attributes: [open, tasks]
+      created_by: processor
+  task:
+    key: { PK: "P#${projectId}", SK: "TASK#${taskId}" }
+    attributes:
+      tenantId: id
+      projectId: id
+      taskId: id
+      title: string
+      status: [todo, doing, done]
+      estimate: int
+    count:
+      - counter: project
+        with: { projectId: projectId }
+        add:
+          todo: "status == 'todo' ? 1 : 0"
+          doing: "status == 'doing' ? 1 : 0"
+          done: "status == 'done' ? 1 : 0"
+          openPoints: "status != 'done' ? estimate : 0"
+          tasks: 1
+      - counter: board
+        with: { tenantId: tenantId }
+        add:
+          open: "status != 'done' ? 1 : 0"
+          tasks: 1
+"#;
+
+const PROJECT_SUMS: [&str; 5] = ["todo", "doing", "done", "openPoints", "tasks"];
+const BOARD_SUMS: [&str; 2] = ["open", "tasks"];
+const TENANT: &str = "cm";
+
+async fn projects_env() -> (ModelEnv, jobstream::faults::FaultProxy) {
+    let model = temp_model("projects", PROJECTS);
+    model_env_behind_proxy("projects", |o| o.model_file = Some(model)).await
+}
+
+fn project_key(project: &str) -> Item {
+    key(format!("T#{TENANT}"), format!("P#{project}"))
+}
+
+fn board_key() -> Item {
+    key(format!("T#{TENANT}"), "BOARD")
+}
+
+/// A project as its writer puts it: no sums (they are the processor's).
+fn project(id: &str, name: &str) -> Item {
+    let mut i = project_key(id);
+    i.insert("type".into(), s("project"));
+    i.insert("tenantId".into(), s(TENANT));
+    i.insert("projectId".into(), s(id));
+    i.insert("name".into(), s(name));
+    i.insert("status".into(), s("active"));
+    i
+}
+
+fn task_key(project: &str, id: &str) -> Item {
+    key(format!("P#{project}"), format!("TASK#{id}"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Task {
+    status: &'static str,
+    estimate: i64,
+}
+
+fn task(project: &str, id: &str, t: Task) -> Item {
+    let mut i = task_key(project, id);
+    i.insert("type".into(), s("task"));
+    i.insert("tenantId".into(), s(TENANT));
+    i.insert("projectId".into(), s(project));
+    i.insert("taskId".into(), s(id));
+    i.insert("title".into(), s("T"));
+    i.insert("status".into(), s(t.status));
+    i.insert("estimate".into(), n(t.estimate));
+    i
+}
+
+/// The tasks as the facts say (by project, then task id).
+type Facts = BTreeMap<String, BTreeMap<String, Task>>;
+
+/// What the facts imply for one project's sums, in [`PROJECT_SUMS`] order.
+fn project_sums(facts: &Facts, project: &str) -> Vec<i64> {
+    let mut sums = vec![0; PROJECT_SUMS.len()];
+    for t in facts.get(project).into_iter().flat_map(|p| p.values()) {
+        let open = t.status != "done";
+        sums[0] += i64::from(t.status == "todo");
+        sums[1] += i64::from(t.status == "doing");
+        sums[2] += i64::from(t.status == "done");
+        sums[3] += if open { t.estimate } else { 0 };
+        sums[4] += 1;
+    }
+    sums
+}
+
+/// What the facts imply for the tenant's board, in [`BOARD_SUMS`] order.
+fn board_sums(facts: &Facts) -> Vec<i64> {
+    let tasks = facts.values().flat_map(|p| p.values());
+    tasks.fold(vec![0, 0], |mut acc, t| {
+        acc[0] += i64::from(t.status != "done");
+        acc[1] += 1;
+        acc
+    })
+}
+
+/// A counter item's sums as read: `None` where absent.
+fn sums_of(item: &Item, attrs: &[&str]) -> Vec<Option<i64>> {
+    attrs
+        .iter()
+        .map(|a| item.opt_i64(a).ok().flatten())
+        .collect()
+}
+
+/// The oracle: a counter item read at any moment holds either none of its
+/// sums (a writer's put dropped them: not restored yet) or all of them,
+/// equal to what one prefix of the facts implies (`prefixes`: the sums
+/// after each fact, in order). `None` when the state is one of those.
+fn disagreement(what: &str, got: &[Option<i64>], prefixes: &[Vec<i64>]) -> Option<String> {
+    if got.iter().all(Option::is_none) {
+        return None;
+    }
+    let whole: Option<Vec<i64>> = got.iter().copied().collect();
+    match whole {
+        Some(w) if prefixes.contains(&w) => None,
+        _ => Some(format!(
+            "{what} reads {got:?}, which no prefix of the facts implies (they imply one of {prefixes:?})"
+        )),
+    }
+}
+
+/// Waits until the proxy holds `count` requests.
+async fn until_held(proxy: &jobstream::faults::FaultProxy, count: u64) {
+    for waited in 0.. {
+        if proxy.injected() >= count {
+            return;
+        }
+        assert!(waited < 3000, "the derive sent no counter write");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A project with five open tasks, counted; the records delivered.
+async fn five_tasks(env: &ModelEnv, facts: &mut Facts) {
+    put(env, project("cm1", "CM")).await;
+    for i in 0..5 {
+        let t = Task {
+            status: "todo",
+            estimate: 1,
+        };
+        put(env, task("cm1", &format!("t{i}"), t)).await;
+        facts
+            .entry("cm1".into())
+            .or_default()
+            .insert(format!("t{i}"), t);
+    }
+    deliver(env, &env.records().await).await;
+    let item = get(env, project_key("cm1")).await.expect("the project");
+    assert_eq!(
+        sums_of(&item, &PROJECT_SUMS),
+        vec![Some(5), Some(0), Some(0), Some(5), Some(5)]
+    );
+}
+
+/// The writer re-puts the project (dropping its sums) between the sync's
+/// read of it and the sync's write: what the write leaves must be all the
+/// sums of one prefix, never a few of them (`doing = 1`, `tasks = 6`, no
+/// `todo`: `tasks` disagreeing with `todo + doing + done`). The re-put's
+/// own record then restores the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_re_put_while_its_counter_write_is_in_flight_never_shows_a_mix_of_sums() {
+    let (env, proxy) = projects_env().await;
+    let mut facts = Facts::new();
+    five_tasks(&env, &mut facts).await;
+    let mut prefixes = vec![project_sums(&facts, "cm1")];
+    let before = env.records().await.len();
+    // A new task, in progress: +1 doing, +1 openPoints, +1 tasks.
+    let t9 = Task {
+        status: "doing",
+        estimate: 1,
+    };
+    put(&env, task("cm1", "t9", t9)).await;
+    facts.entry("cm1".into()).or_default().insert("t9".into(), t9);
+    prefixes.push(project_sums(&facts, "cm1"));
+    let records = env.records().await;
+    let t9_record = records_event(&records[before..]);
+    // The derive's first transaction is the task's ledger commit; its
+    // second, the project's sync, is held.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("TransactWriteItems", 1, gate.clone()).after(1));
+    let derive = invoke(&env, "derive", &t9_record);
+    let writer = async {
+        until_held(&proxy, 1).await;
+        // The held write is the project's: the ledger moved, the item not.
+        let item = get(&env, project_key("cm1")).await.expect("the project");
+        assert_eq!(
+            sums_of(&item, &PROJECT_SUMS),
+            prefixes[0].iter().copied().map(Some).collect::<Vec<_>>()
+        );
+        put(&env, project("cm1", "CM renamed")).await;
+        gate.add_permits(1);
+    };
+    let (handled, ()) = tokio::join!(derive, writer);
+    assert!(handled.expect("handled").batch_item_failures.is_empty());
+    let item = get(&env, project_key("cm1")).await.expect("the project");
+    assert_eq!(item.s("name").ok(), Some("CM renamed"), "the writer's put");
+    if let Some(why) = disagreement("the project", &sums_of(&item, &PROJECT_SUMS), &prefixes) {
+        panic!("{why}");
+    }
+    // The re-put's record: every sum back.
+    let all = env.records().await;
+    deliver(&env, &all[records.len()..]).await;
+    let item = get(&env, project_key("cm1")).await.expect("the project");
+    assert_eq!(
+        sums_of(&item, &PROJECT_SUMS),
+        vec![Some(5), Some(1), Some(0), Some(6), Some(6)]
+    );
+    assert_clean(&env.rt).await;
+}
+
+/// A processor-created counter item deleted (by a writer, or TTL) between
+/// the sync's read and its write: the write re-creates it whole (every
+/// sum and its type), never as a key with the few sums that changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_counter_deleted_while_its_write_is_in_flight_comes_back_whole() {
+    let (env, proxy) = projects_env().await;
+    let mut facts = Facts::new();
+    five_tasks(&env, &mut facts).await;
+    let board = get(&env, board_key()).await.expect("the board");
+    assert_eq!(sums_of(&board, &BOARD_SUMS), vec![Some(5), Some(5)]);
+    let mut prefixes = vec![board_sums(&facts)];
+    let before = env.records().await.len();
+    // A task done: -1 open, tasks unchanged.
+    let done = Task {
+        status: "done",
+        estimate: 1,
+    };
+    put(&env, task("cm1", "t0", done)).await;
+    facts.entry("cm1".into()).or_default().insert("t0".into(), done);
+    prefixes.push(board_sums(&facts));
+    let records = env.records().await;
+    let event = records_event(&records[before..]);
+    // The derive's transactions: the task's ledger commit, the project's
+    // sync (located counters go first), then the board's, held.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("TransactWriteItems", 1, gate.clone()).after(2));
+    let derive = invoke(&env, "derive", &event);
+    let writer = async {
+        until_held(&proxy, 1).await;
+        let project = get(&env, project_key("cm1")).await.expect("the project");
+        let synced = vec![Some(4), Some(0), Some(1), Some(4), Some(5)];
+        assert_eq!(sums_of(&project, &PROJECT_SUMS), synced, "the project first");
+        let board = get(&env, board_key()).await.expect("the board");
+        assert_eq!(sums_of(&board, &BOARD_SUMS), vec![Some(5), Some(5)]);
+        delete(&env, board_key()).await;
+        gate.add_permits(1);
+    };
+    let (handled, ()) = tokio::join!(derive, writer);
+    assert!(handled.expect("handled").batch_item_failures.is_empty());
+    if let Some(board) = get(&env, board_key()).await {
+        if let Some(why) = disagreement("the board", &sums_of(&board, &BOARD_SUMS), &prefixes) {
+            panic!("{why}");
+        }
+        assert_eq!(board.s("type").ok(), Some("board"), "{board:?}");
+    }
+    // The deletion's record: the board back, whole.
+    let all = env.records().await;
+    deliver(&env, &all[records.len()..]).await;
+    let board = get(&env, board_key()).await.expect("the board");
+    assert_eq!(sums_of(&board, &BOARD_SUMS), vec![Some(4), Some(5)]);
+    assert_eq!(board.s("type").ok(), Some("board"));
+    assert_clean(&env.rt).await;
+}
