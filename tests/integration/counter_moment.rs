@@ -18,7 +18,7 @@ use std::sync::Arc;
 use jobstream::faults::Fault;
 use shared::item::{n, s, Item, ItemExt};
 
-use crate::items::{assert_clean, delete, deliver, get, invoke, key, put, records_event};
+use crate::items::{assert_clean, delete, deliver, get, invoke, key, put, records_event, update};
 use crate::support::{model_env_behind_proxy, temp_model, ModelEnv};
 
 /// The user's project tracker, reduced to its counters: a project the
@@ -32,6 +32,8 @@ table:
   name: projects
   pk: PK
   sk: SK
+  gsis:
+    - { name: GSI1, pk: GSI1PK, sk: GSI1SK }
 formats:
   id: { pattern: "^[A-Za-z0-9_-]+$", max_bytes: 64 }
 entities:
@@ -46,6 +48,11 @@ entities:
     counter:
       attributes: [todo, doing, done, openPoints, tasks]
       created_by: writer
+    project:
+      when: "status == 'active'"
+      attributes:
+        GSI1PK: "ACTIVE#${tenantId}"
+        GSI1SK: "P#${projectId}"
   board:
     owner: processor
     key: { PK: "T#${tenantId:id}", SK: "BOARD" }
@@ -268,6 +275,56 @@ async fn a_project_re_put_while_its_counter_write_is_in_flight_never_shows_a_mix
         sums_of(&item, &PROJECT_SUMS),
         vec![Some(5), Some(1), Some(0), Some(6), Some(6)]
     );
+    assert_clean(&env.rt).await;
+}
+
+/// The writer archives the project (its sums kept) between the sync's read
+/// and its write: the project's index key, computed from the item as read
+/// (active), is not written onto the archived item (its `status` is no
+/// longer as read: the write is refused and the sync reads again), so the
+/// sync leaves the sums and no index key, never an archived project listed
+/// as active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_write_never_lands_its_projection_on_an_item_changed_since_the_read() {
+    let (env, proxy) = projects_env().await;
+    let mut facts = Facts::new();
+    five_tasks(&env, &mut facts).await;
+    let item = get(&env, project_key("cm1")).await.expect("the project");
+    assert_eq!(item.s("GSI1PK").ok(), Some("ACTIVE#cm"));
+    let before = env.records().await.len();
+    let t9 = Task {
+        status: "doing",
+        estimate: 2,
+    };
+    put(&env, task("cm1", "t9", t9)).await;
+    let records = env.records().await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("TransactWriteItems", 1, gate.clone()).after(1));
+    let event = records_event(&records[before..]);
+    let derive = invoke(&env, "derive", &event);
+    let writer = async {
+        until_held(&proxy, 1).await;
+        let values = [(":s", s("archived"))];
+        update(&env, project_key("cm1"), "SET #status = :s", &values).await;
+        gate.add_permits(1);
+    };
+    let (handled, ()) = tokio::join!(derive, writer);
+    assert!(handled.expect("handled").batch_item_failures.is_empty());
+    let item = get(&env, project_key("cm1")).await.expect("the project");
+    assert_eq!(item.s("status").ok(), Some("archived"));
+    assert_eq!(
+        (item.get("GSI1PK"), item.get("GSI1SK")),
+        (None, None),
+        "an archived project listed as active"
+    );
+    assert_eq!(
+        sums_of(&item, &PROJECT_SUMS),
+        vec![Some(5), Some(1), Some(0), Some(7), Some(6)]
+    );
+    let all = env.records().await;
+    deliver(&env, &all[records.len()..]).await;
+    let item = get(&env, project_key("cm1")).await.expect("the project");
+    assert_eq!(item.get("GSI1PK"), None);
     assert_clean(&env.rt).await;
 }
 
