@@ -15,7 +15,12 @@
 //!   written when the item appears, and written back when a writer's put
 //!   drops or changes them;
 //! - the counter item's own projection (e.g. a padded sort key of the sum)
-//!   is written in the same update, so its stream record is a fixpoint.
+//!   is written in the same update, so its stream record is a fixpoint;
+//! - a write sets every sum (and the stamps and the projection) from one
+//!   reading of the totals, not only what differs from the item as read:
+//!   a writer's re-put that drops the sums, or a deletion, landing between
+//!   the read and the write never leaves a mix of sums no prefix of the
+//!   facts implies. The projection is conditioned on its sources as read.
 //!
 //! The totals carry `ver` (moved by every commit) and `synced` (the `ver`
 //! the counter item was last brought to, set in the same transaction as
