@@ -189,47 +189,70 @@ pub async fn raw_records(env: &Env) -> Vec<Value> {
 /// Every stream record of `rt`'s table so far, as Lambda-shaped JSON (read
 /// through the engine's own API, as the local mapping does).
 pub async fn records_of(engine: &LocalEngine, rt: &Runtime) -> Vec<Value> {
-    let streams = aws_sdk_dynamodbstreams::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
-    );
-    let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table)
-        .await
-        .expect("stream");
-    let desc = streams
-        .describe_stream()
-        .stream_arn(&arn)
-        .send()
-        .await
-        .expect("describe");
-    let mut out = Vec::new();
-    for shard in desc.stream_description().expect("description").shards() {
-        let it = streams
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard.shard_id().expect("id"))
-            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+    StreamTap::of(engine, rt).await.records().await
+}
+
+/// A table's stream, read as the local mapping reads it, by a holder that
+/// keeps neither the engine nor the runtime (a second consumer beside the
+/// mapping's, say).
+#[derive(Clone)]
+pub struct StreamTap {
+    db: dynoxide::Database,
+    streams: aws_sdk_dynamodbstreams::Client,
+    arn: String,
+}
+
+impl StreamTap {
+    pub async fn of(engine: &LocalEngine, rt: &Runtime) -> Self {
+        let streams = aws_sdk_dynamodbstreams::Client::new(
+            &jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await,
+        );
+        let arn = jobstream::local::esm::stream_arn(&rt.dynamodb, &rt.config.table)
+            .await
+            .expect("stream");
+        let db = engine.database().clone();
+        Self { db, streams, arn }
+    }
+
+    /// Every record so far, as Lambda-shaped JSON.
+    pub async fn records(&self) -> Vec<Value> {
+        let (streams, arn) = (&self.streams, &self.arn);
+        let desc = streams
+            .describe_stream()
+            .stream_arn(arn)
             .send()
             .await
-            .expect("iterator");
-        let mut iterator = it.shard_iterator().map(str::to_string);
-        while let Some(i) = iterator.take() {
-            let req = dynoxide::actions::get_records::GetRecordsRequest {
-                shard_iterator: i,
-                limit: Some(1000),
-            };
-            let resp = engine.database().get_records(req).expect("get records");
-            if resp.records.is_empty() {
-                break;
+            .expect("describe");
+        let mut out = Vec::new();
+        for shard in desc.stream_description().expect("description").shards() {
+            let it = streams
+                .get_shard_iterator()
+                .stream_arn(arn)
+                .shard_id(shard.shard_id().expect("id"))
+                .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .expect("iterator");
+            let mut iterator = it.shard_iterator().map(str::to_string);
+            while let Some(i) = iterator.take() {
+                let req = dynoxide::actions::get_records::GetRecordsRequest {
+                    shard_iterator: i,
+                    limit: Some(1000),
+                };
+                let resp = self.db.get_records(req).expect("get records");
+                if resp.records.is_empty() {
+                    break;
+                }
+                for r in &resp.records {
+                    let mut v = serde_json::to_value(r).expect("json");
+                    v["eventSourceARN"] = json!(arn);
+                    out.push(v);
+                }
+                iterator = resp.next_shard_iterator;
             }
-            for r in &resp.records {
-                let mut v = serde_json::to_value(r).expect("json");
-                v["eventSourceARN"] = json!(arn);
-                out.push(v);
-            }
-            iterator = resp.next_shard_iterator;
         }
+        out
     }
-    out
 }
 
 /// The table holds what `expected` implies, and `verify` is clean.

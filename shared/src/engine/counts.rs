@@ -15,7 +15,12 @@
 //!   written when the item appears, and written back when a writer's put
 //!   drops or changes them;
 //! - the counter item's own projection (e.g. a padded sort key of the sum)
-//!   is written in the same update, so its stream record is a fixpoint.
+//!   is written in the same update, so its stream record is a fixpoint;
+//! - a write sets every sum (and the stamps and the projection) from one
+//!   reading of the totals, not only what differs from the item as read:
+//!   a writer's re-put that drops the sums, or a deletion, landing between
+//!   the read and the write never leaves a mix of sums no prefix of the
+//!   facts implies. The projection is conditioned on its sources as read.
 //!
 //! The totals carry `ver` (moved by every commit) and `synced` (the `ver`
 //! the counter item was last brought to, set in the same transaction as
@@ -100,8 +105,23 @@ enum Target {
     Nothing,
     Delete,
     Update {
+        /// Every attribute the counter owns on the item: all its sums (from
+        /// one reading of the totals), its stamps and its projection, not
+        /// only those that differ from the item as read. A writer may have
+        /// replaced the item since the read (a re-put that drops the sums,
+        /// a deletion of a processor-created one): a write of the few sums
+        /// that changed would then leave `tasks = 6` beside `doing = 1` and
+        /// no `todo`, which no prefix of the facts implies; the whole set
+        /// leaves the sums of one prefix whatever it lands on.
         sets: Vec<(String, AttributeValue)>,
+        /// Every attribute the projection says must be absent.
         removes: Vec<String>,
+        /// The item's own attributes the projection was computed from (not
+        /// its key, not a sum: those the write itself sets), as read
+        /// (`None`: absent). The write is conditioned on them (SPEC §2.6):
+        /// a projection computed from an item a writer changed since is
+        /// not written; the sync reads again.
+        sources: Vec<(String, Option<AttributeValue>)>,
         /// Notes of the counter item's own projection, as written.
         notes: Vec<Note>,
     },
@@ -134,9 +154,12 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
         stamps.push(a.to_string());
     }
     let mut removes = Vec::new();
+    let mut absent = Vec::new();
     let mut notes = deriver.rules.notes(&prospective);
     let mut projected = Vec::new();
+    let mut source_names = Vec::new();
     if let Ok(Some(p)) = deriver.rules.projection(&prospective) {
+        source_names = p.sources;
         for (a, v) in p.attrs {
             projected.push(a);
             match v {
@@ -144,6 +167,7 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
                     prospective.insert(a.to_string(), v);
                 }
                 None => {
+                    absent.push(a.to_string());
                     if prospective.remove(a).is_some() {
                         removes.push(a.to_string());
                     }
@@ -153,9 +177,24 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
     }
     let current = item.cloned().unwrap_or_default();
     let key_names = deriver.rules.key_names();
-    let sets: Vec<(String, AttributeValue)> = prospective
+    let owned = |a: &str| {
+        totals.sums.contains_key(a) || stamps.iter().any(|s| s == a) || projected.contains(&a)
+    };
+    let sources: Vec<(String, Option<AttributeValue>)> = source_names
         .into_iter()
-        .filter(|(a, v)| !key_names.contains(&a.as_str()) && current.get(a) != Some(v))
+        .filter(|a| !key_names.contains(a) && !totals.sums.contains_key(*a))
+        .map(|a| (a.to_string(), current.get(a).cloned()))
+        .collect();
+    // Whether to write is decided by what differs from the item as read;
+    // what to write is everything the counter owns (see `Target::Update`).
+    let (sets, whole): (Vec<_>, Vec<_>) = prospective
+        .into_iter()
+        .filter(|(a, _)| !key_names.contains(&a.as_str()))
+        .partition(|(a, v)| current.get(a) != Some(v));
+    let whole: Vec<(String, AttributeValue)> = whole
+        .into_iter()
+        .filter(|(a, _)| owned(a))
+        .chain(sets.iter().cloned())
         .collect();
     // A projection's notes concern its write: none when it is unchanged.
     if !sets.iter().any(|(a, _)| projected.contains(&a.as_str())) && removes.is_empty() {
@@ -171,8 +210,9 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
         Target::Nothing
     } else {
         Target::Update {
-            sets,
-            removes,
+            sets: whole,
+            removes: absent,
+            sources,
             notes,
         }
     }
@@ -303,6 +343,7 @@ fn plan_sync(
         Target::Update {
             sets,
             removes,
+            sources,
             notes: n,
         } => {
             notes = n;
@@ -321,19 +362,32 @@ fn plan_sync(
                 remove_exprs.push(format!("#r{i}"));
                 upd = upd.expression_attribute_names(format!("#r{i}"), a);
             }
+            let mut cond = Vec::new();
             if counter.create.is_none() {
                 // Never create a writer's item; a located one must
                 // still carry the identity it was found by.
-                let mut cond = vec!["attribute_exists(#k0)".to_string()];
+                cond.push("attribute_exists(#k0)".to_string());
+                upd = upd.expression_attribute_names("#k0", k0);
                 for (i, (a, v)) in locate.iter().flat_map(|l| &l.identity).enumerate() {
                     cond.push(format!("#l{i} = :l{i}"));
                     upd = upd
                         .expression_attribute_names(format!("#l{i}"), *a)
                         .expression_attribute_values(format!(":l{i}"), v.clone());
                 }
-                upd = upd
-                    .condition_expression(cond.join(" AND "))
-                    .expression_attribute_names("#k0", k0);
+            }
+            // The projection's sources still as read.
+            for (i, (a, v)) in sources.into_iter().enumerate() {
+                upd = upd.expression_attribute_names(format!("#g{i}"), a);
+                match v {
+                    Some(v) => {
+                        cond.push(format!("#g{i} = :g{i}"));
+                        upd = upd.expression_attribute_values(format!(":g{i}"), v);
+                    }
+                    None => cond.push(format!("attribute_not_exists(#g{i})")),
+                }
+            }
+            if !cond.is_empty() {
+                upd = upd.condition_expression(cond.join(" AND "));
             }
             Some(tx::update_of(
                 upd.update_expression(set_remove(&set_exprs, &remove_exprs)),
