@@ -168,8 +168,10 @@ async fn a_valid_state_overwritten_by_bad_input_before_the_derive_reads_it_still
 
 /// The derive gets the valid record's batch only after the bad put landed
 /// (its own batch, then the bad one's): the valid state counts once the
-/// derive has read the stream up to the item as it is; the old records
-/// delivered again (alone, together, a bisected retry) move nothing.
+/// derive has read the stream up to the item as it is, the bad put is
+/// counted once, by its own record (not also by the batch before, which
+/// read the item already bad); the old records delivered again (alone,
+/// together, a bisected retry) move nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_valid_record_delivered_after_the_bad_put_landed_counts_and_replays_move_nothing() {
     let mut env = tasks().await;
@@ -178,7 +180,13 @@ async fn the_valid_record_delivered_after_the_bad_put_landed_counts_and_replays_
     let recs = records_of_task(&env, "g").await;
     assert_eq!(recs.len(), 2);
     deliver(&env, &recs[..1]).await;
+    assert_eq!(
+        bad_input(&env),
+        0,
+        "the item read bad is its later record's to count"
+    );
     deliver(&env, &recs[1..]).await;
+    assert_eq!(bad_input(&env), 1, "one bad put, one BadInput");
     assert_eq!(counts(&env).await, (1, 0), "its valid state counts");
     assert_eq!(mirrors(&env, "g").await, [("todo".into(), "T".into())]);
     assert_not_projected(&env, "g").await;

@@ -398,9 +398,14 @@ impl StreamProcessor for DeriveProcessor {
                 (d, Some(BatchFailure { index, error }))
             }
         };
+        // Bad input met on the item as read is counted here only when the
+        // item was read as this batch's latest image of it: one read ahead
+        // (changed since) is counted by the record that changed it, in its
+        // own batch (one bad put, one BadInput, however the records were
+        // cut into batches).
         for (pos, e) in &done.bad {
             let id = item_id(&keys[*pos]);
-            if !echoes.contains(&id) && bad_keys.insert(id) {
+            if !done.ahead.contains(pos) && !echoes.contains(&id) && bad_keys.insert(id) {
                 log_bad_input(
                     self.name(),
                     &changes[first_index[*pos]].event_id,
