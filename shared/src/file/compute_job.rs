@@ -34,7 +34,7 @@ use crate::sqs::MessageError;
 /// The derive processor (the ledger namespace of its totals).
 const DERIVE: &str = "derive";
 /// The only message version this build reads and writes.
-const VERSION: u64 = 1;
+pub(super) const VERSION: u64 = 1;
 /// Bodies above this size are refused.
 const MAX_BODY_BYTES: usize = 64 * 1024;
 
@@ -233,10 +233,20 @@ impl FileModel {
                 let old_valid = images.parsed_old().is_some_and(writer);
                 let changed =
                     |a: &str| !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a));
+                // An old image the rules reject (an aspect fails on it: a
+                // count's `int(...)`, say) got no values: fixed, it is
+                // computed now, whatever changed.
+                let old_rejected = || {
+                    let parsed = images.parsed_old().and_then(|p| p.as_ref().ok());
+                    parsed.zip(change.old.as_ref()).is_some_and(|(p, o)| {
+                        FileRules(self).aspects_of(Ok(p), o).projection.is_err()
+                    })
+                };
                 let start = change.kind == ChangeKind::Insert
                     || !old_valid
                     || c.item_reads.iter().any(|a| changed(a))
-                    || (e.computed().any(changed) && self.stray(e, n, parsed));
+                    || (e.computed().any(changed) && self.stray(e, n, parsed))
+                    || old_rejected();
                 if start {
                     if let Some(scope) = scope_of_item(c, e, pk, sk) {
                         out.push(message(
@@ -328,117 +338,10 @@ fn pages(keys: Vec<[String; 2]>, page: usize) -> Vec<Vec<[String; 2]>> {
     out
 }
 
-/// Kind of `verify`'s findings of computed values.
-pub const COMPUTED_VALUE: &str = "computed value";
-
-impl FileModel {
-    /// `verify`: every item of a computing entity whose stored values
-    /// differ from what the table's rows imply, each repaired by its job
-    /// (through the job's guards). A scope with a row that is bad input is
-    /// not judged (its values wait for the row, as the job does).
-    pub(super) fn compute_checks(
-        &'static self,
-        input: &crate::models::CheckInput<'_>,
-    ) -> Vec<crate::models::Finding> {
-        let items = input.items;
-        let [pkn, skn] = self.key_names();
-        let mut out = Vec::new();
-        for (ei, e) in self.entities.iter().enumerate() {
-            let Some(c) = &e.compute else { continue };
-            input.checked(COMPUTED_VALUE, 0);
-            let over = &self.entities[c.over];
-            // The rows of every partition, or `None` where one is bad input.
-            let mut rows: BTreeMap<&str, Option<Vec<Val>>> = BTreeMap::new();
-            for i in items {
-                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
-                    continue;
-                };
-                if !sk.starts_with(&c.sk_prefix) || over.key[0].template.matches(pk).is_none() {
-                    continue;
-                }
-                let entry = rows.entry(pk).or_insert_with(|| Some(vec![]));
-                match self.row_of(over, i) {
-                    Ok(Some(row)) => {
-                        if let Some(v) = entry {
-                            v.push(row);
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(()) => *entry = None,
-                }
-            }
-            let job = ComputeJob {
-                m: self,
-                entity: ei,
-            };
-            for i in items {
-                let Some((ce, _, scope, rpk)) = self.compute_scope(i) else {
-                    continue;
-                };
-                if ce != ei {
-                    continue;
-                }
-                let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
-                    continue;
-                };
-                let r = match rows.get(rpk.as_str()) {
-                    // A row that is bad input: not judged.
-                    Some(None) => continue,
-                    Some(Some(r)) => r.clone(),
-                    None => vec![],
-                };
-                let facts = Facts {
-                    rows: Val::List(r).prepare(),
-                    guards: vec![],
-                };
-                let Some((_, want)) = job.values(i, &facts) else {
-                    continue;
-                };
-                input.checked(COMPUTED_VALUE, 1);
-                let stored: Vec<String> = want
-                    .iter()
-                    .filter(|(a, v)| i.get(*a) != Some(&AttributeValue::N(v.to_string())))
-                    .map(|(a, v)| {
-                        let have = match i.get(*a) {
-                            Some(AttributeValue::N(x)) => x.clone(),
-                            Some(_) => "not a number".to_string(),
-                            None => "absent".to_string(),
-                        };
-                        format!("{a} is {have}, the rows imply {v}")
-                    })
-                    .collect();
-                if stored.is_empty() {
-                    continue;
-                }
-                out.push(crate::models::Finding {
-                    kind: COMPUTED_VALUE,
-                    drift: crate::models::Drift::Wrong,
-                    what: format!(
-                        "{}: {}",
-                        display_key(&key_of(i, &self.key_names())),
-                        stored.join(", ")
-                    ),
-                    repair: Some(crate::models::Repair::Job {
-                        queue: c.queue.logical,
-                        body: crate::engine::body::encode(
-                            &ComputeMsg::Items {
-                                scope,
-                                keys: vec![[pk.to_string(), sk.to_string()]],
-                            },
-                            VERSION,
-                        ),
-                    }),
-                });
-            }
-        }
-        out
-    }
-}
-
 impl FileModel {
     /// A row of `over` as its values read it (`Ok(None)`: another item of
     /// the partition; `Err`: bad input, so its scope is not judged).
-    fn row_of(&self, over: &Entity, item: &Item) -> Result<Option<Val>, ()> {
+    pub(super) fn row_of(&self, over: &Entity, item: &Item) -> Result<Option<Val>, ()> {
         match self.parse(item) {
             Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
                 Ok(Some(row_val(&rec.vals)))
@@ -451,7 +354,7 @@ impl FileModel {
     /// The computing entity of an item (its index), the scope its key
     /// binds and the partition key of that scope's rows (`None`: the item's
     /// entity computes nothing).
-    fn compute_scope(
+    pub(super) fn compute_scope(
         &self,
         item: &Item,
     ) -> Option<(usize, &Compute, BTreeMap<String, String>, String)> {
@@ -512,10 +415,10 @@ impl FileModel {
 }
 
 /// The rows of a scope as read, and the guards that pin them.
-struct Facts {
+pub(super) struct Facts {
     /// The rows, converted once for every item's evaluation.
-    rows: Prepared,
-    guards: Vec<Guard>,
+    pub(super) rows: Prepared,
+    pub(super) guards: Vec<Guard>,
 }
 
 impl ComputeJob {
@@ -605,7 +508,7 @@ impl ComputeJob {
 
     /// The item's parse and the values it should carry given the rows
     /// (`None`: bad input, logged with the item's key and left as it is).
-    fn values(
+    pub(super) fn values(
         &self,
         item: &Item,
         facts: &Facts,

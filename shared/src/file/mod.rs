@@ -21,6 +21,7 @@
 mod aspects;
 pub mod compute;
 pub mod compute_job;
+mod compute_verify;
 pub mod expr;
 pub mod formats;
 pub mod history;
