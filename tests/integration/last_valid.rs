@@ -168,8 +168,10 @@ async fn a_valid_state_overwritten_by_bad_input_before_the_derive_reads_it_still
 
 /// The derive gets the valid record's batch only after the bad put landed
 /// (its own batch, then the bad one's): the valid state counts once the
-/// derive has read the stream up to the item as it is; the old records
-/// delivered again (alone, together, a bisected retry) move nothing.
+/// derive has read the stream up to the item as it is, the bad put is
+/// counted once, by its own record (not also by the batch before, which
+/// read the item already bad); the old records delivered again (alone,
+/// together, a bisected retry) move nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_valid_record_delivered_after_the_bad_put_landed_counts_and_replays_move_nothing() {
     let mut env = tasks().await;
@@ -178,7 +180,13 @@ async fn the_valid_record_delivered_after_the_bad_put_landed_counts_and_replays_
     let recs = records_of_task(&env, "g").await;
     assert_eq!(recs.len(), 2);
     deliver(&env, &recs[..1]).await;
+    assert_eq!(
+        bad_input(&env),
+        0,
+        "the item read bad is its later record's to count"
+    );
     deliver(&env, &recs[1..]).await;
+    assert_eq!(bad_input(&env), 1, "one bad put, one BadInput");
     assert_eq!(counts(&env).await, (1, 0), "its valid state counts");
     assert_eq!(mirrors(&env, "g").await, [("todo".into(), "T".into())]);
     assert_not_projected(&env, "g").await;
@@ -364,4 +372,71 @@ async fn spills(env: &ModelEnv) -> usize {
         .iter()
         .filter(|i| i.s("sk") == Ok("L"))
         .count()
+}
+
+/// A processor's write can still land on an item gone bad: the derive read
+/// the task valid and projects it, its write guarded by what the projection
+/// reads (`status`, `taskId`); a writer's bad put that keeps those (the
+/// title dropped) lands between the read and the write, and the projection
+/// lands on the bad item. The MODIFY that comes back changes only
+/// processor-owned attributes of an item already known bad: no new bad
+/// input (one bad put, one `BadInput`), whichever batch it comes in. A
+/// writer's later bad put still is new bad input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_write_landing_on_an_item_gone_bad_is_not_bad_input_again() {
+    use jobstream::faults::Fault;
+    use std::sync::Arc;
+    let path = temp_model("tasks", TASKS);
+    let (env, proxy) =
+        crate::support::model_env_behind_proxy("tasks", |o| o.model_file = Some(path)).await;
+    put(&env, task("r", "todo", Some("T"))).await;
+    let valid = records_of_task(&env, "r").await;
+    // The derive's first write is held until the bad put has landed.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    for op in [
+        "TransactWriteItems",
+        "UpdateItem",
+        "BatchWriteItem",
+        "PutItem",
+    ] {
+        proxy.inject(Fault::held(op, 1, gate.clone()));
+    }
+    let derive = deliver(&env, &valid);
+    let bad_put = async {
+        for waited in 0.. {
+            if proxy.injected() > 0 {
+                break;
+            }
+            assert!(waited < 3000, "the derive sent no write");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        proxy.clear();
+        put(&env, task("r", "todo", None)).await;
+        gate.add_permits(4);
+    };
+    tokio::join!(derive, bad_put);
+    let item = get(&env, key("P#q", "TASK#r")).await.expect("task");
+    assert!(
+        item.contains_key("GSI1PK") && !item.contains_key("title"),
+        "the projection landed on the bad item (the case under test): {:?}",
+        item.keys().collect::<Vec<_>>()
+    );
+    // The valid put, the bad put, the projection's MODIFY.
+    let recs = records_of_task(&env, "r").await;
+    assert_eq!(recs.len(), 3);
+    deliver(&env, &recs[1..2]).await;
+    assert_eq!(bad_input(&env), 1, "the bad put");
+    deliver(&env, &recs[2..]).await;
+    assert_eq!(
+        bad_input(&env),
+        1,
+        "the projection's MODIFY is no new bad input"
+    );
+    assert_eq!(counts(&env).await, (1, 0), "its last valid state counts");
+    // A writer's later bad put (a writer attribute changed) is, in a batch
+    // behind the projection's MODIFY too.
+    put(&env, task("r", "done", None)).await;
+    let recs = records_of_task(&env, "r").await;
+    deliver(&env, &recs[2..]).await;
+    assert_eq!(bad_input(&env), 2, "a writer's later bad put");
 }

@@ -348,6 +348,9 @@ pub mod fake {
         generation: u64,
         /// Creation time (epoch ms) of each record, by sequence number.
         created: BTreeMap<u64, i64>,
+        /// The length of the string attribute `blob` of a record's new
+        /// image, by sequence number (records without one carry no image).
+        blob: BTreeMap<u64, usize>,
     }
 
     /// Shards listed in creation order; sequence numbers are global and
@@ -401,6 +404,13 @@ pub mod fake {
 
         /// Writes `n` records to `shard`; returns their sequence numbers.
         pub fn write(&self, shard: &str, n: usize) -> Vec<u64> {
+            self.write_sized(shard, n, None)
+        }
+
+        /// Writes `n` records to `shard` whose new image carries a string
+        /// attribute `blob` of `blob` bytes (`None`: no image); returns
+        /// their sequence numbers.
+        pub fn write_sized(&self, shard: &str, n: usize, blob: Option<usize>) -> Vec<u64> {
             let mut g = self.shards.lock().unwrap();
             let s = g.1.get_mut(shard).expect("shard exists");
             assert!(!s.closed, "write to a closed shard");
@@ -415,6 +425,9 @@ pub mod fake {
                     *seq += 1;
                     s.records.push(*seq);
                     s.created.insert(*seq, at);
+                    if let Some(len) = blob {
+                        s.blob.insert(*seq, len);
+                    }
                     *seq
                 })
                 .collect()
@@ -532,6 +545,25 @@ pub mod fake {
                     change.sequence_number = Some(seq_string(*seq));
                     change.approximate_creation_date_time =
                         DateTime::from_timestamp_millis(s.created[seq]).unwrap_or_default();
+                    if let Some(len) = s.blob.get(seq) {
+                        let image: HashMap<String, serde_dynamo::AttributeValue> = [
+                            (
+                                "pk".to_string(),
+                                serde_dynamo::AttributeValue::S(format!("k{seq}")),
+                            ),
+                            (
+                                "blob".to_string(),
+                                serde_dynamo::AttributeValue::S("x".repeat(*len)),
+                            ),
+                        ]
+                        .into();
+                        change.keys = HashMap::from([(
+                            "pk".to_string(),
+                            serde_dynamo::AttributeValue::S(format!("k{seq}")),
+                        )])
+                        .into();
+                        change.new_image = image.into();
+                    }
                     let mut r = EventRecord::default();
                     r.event_id = format!("e{seq}");
                     r.event_name = "INSERT".to_string();

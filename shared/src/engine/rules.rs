@@ -283,6 +283,16 @@ pub trait Rules: Send + Sync {
         false
     }
 
+    /// Whether `old` and `new`, two images of one item, differ only in
+    /// attributes the processors write onto it (its projection, computed
+    /// values, counter sums, a history mirror): a processor's write coming
+    /// back, nothing a writer said. Of an item already rejected, such a
+    /// record is no new bad input. Default: never (every change is a
+    /// writer's).
+    fn processor_owned_only(&self, _old: &Item, _new: &Item) -> bool {
+        false
+    }
+
     /// `verify`'s checks of what these rules' jobs keep (e.g. values a
     /// model file computes over a partition), beyond the generic
     /// projection and counter checks. Default: none.

@@ -37,7 +37,7 @@ use crate::sqs::MessageError;
 /// The derive processor (the ledger namespace of its totals).
 const DERIVE: &str = "derive";
 /// The only message version this build reads and writes.
-const VERSION: u64 = 1;
+pub(super) const VERSION: u64 = 1;
 /// Bodies above this size are refused.
 const MAX_BODY_BYTES: usize = 64 * 1024;
 
@@ -236,10 +236,20 @@ impl FileModel {
                 let old_valid = images.parsed_old().is_some_and(writer);
                 let changed =
                     |a: &str| !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a));
+                // An old image the rules reject (an aspect fails on it: a
+                // count's `int(...)`, say) got no values: fixed, it is
+                // computed now, whatever changed.
+                let old_rejected = || {
+                    let parsed = images.parsed_old().and_then(|p| p.as_ref().ok());
+                    parsed.zip(change.old.as_ref()).is_some_and(|(p, o)| {
+                        FileRules(self).aspects_of(Ok(p), o).projection.is_err()
+                    })
+                };
                 let start = change.kind == ChangeKind::Insert
                     || !old_valid
                     || c.item_reads.iter().any(|a| changed(a))
-                    || (e.computed().any(changed) && self.stray(e, change.old.as_ref(), n, parsed));
+                    || (e.computed().any(changed) && self.stray(e, change.old.as_ref(), n, parsed))
+                    || old_rejected();
                 if start {
                     if let Some(scope) = scope_of_item(c, e, pk, sk) {
                         out.push(message(
@@ -346,10 +356,10 @@ fn pages(keys: Vec<[String; 2]>, page: usize) -> Vec<Vec<[String; 2]>> {
 }
 
 /// The rows of a scope as read, and the guards that pin them.
-struct Facts {
+pub(super) struct Facts {
     /// The rows, converted once for every item's evaluation.
-    rows: Prepared,
-    guards: Vec<Guard>,
+    pub(super) rows: Prepared,
+    pub(super) guards: Vec<Guard>,
 }
 
 impl ComputeJob {
@@ -439,7 +449,7 @@ impl ComputeJob {
 
     /// The item's parse and the values it should carry given the rows
     /// (`None`: bad input, logged with the item's key and left as it is).
-    fn values(
+    pub(super) fn values(
         &self,
         item: &Item,
         facts: &Facts,

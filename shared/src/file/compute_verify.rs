@@ -72,6 +72,11 @@ impl FileModel {
                     Some(Some(r)) => r.clone(),
                     None => vec![],
                 };
+                // Nothing is written onto an item its rules reject (the job
+                // refuses it): it is bad input, its values not judged.
+                if crate::engine::derive::rejects(&crate::file::rules::FileRules(self), i) {
+                    continue;
+                }
                 let facts = Facts {
                     rows: Val::List(r).prepare(),
                     guards: vec![],

@@ -244,14 +244,7 @@ impl Compiler<'_> {
         // its `compute:` values and its counter sums.
         let processor_owned = |e: &Entity| -> Vec<&'static str> {
             let mut out = vec![table.pk, table.sk];
-            if let Some(p) = &e.project {
-                out.extend(p.attrs.iter().map(|(n, _)| *n));
-            }
-            out.extend(e.computed());
-            if e.compute.is_some() {
-                out.push(super::compute::SEQUENCE_ATTR);
-            }
-            out.extend(e.counter.iter().flat_map(|c| c.attrs.iter().copied()));
+            out.extend(e.processor_owned());
             out
         };
         let mut root_excluded = processor_owned(re);

@@ -18,6 +18,7 @@
 //! the engine, `verify`, `backfill`, the local runtime and the stack treat it
 //! as a compiled model.
 
+mod aspects;
 pub mod compute;
 pub mod compute_job;
 pub mod expr;

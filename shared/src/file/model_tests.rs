@@ -665,3 +665,69 @@ fn a_key_that_does_not_fit_its_types_entity_says_which_value() {
         "{why}"
     );
 }
+
+/// What the processors write onto a writer's item (a projection, counter
+/// sums, the history's mirror, computed values) is told from what a writer
+/// changed, on valid and bad images alike: the derive counts a bad item's
+/// processor-only MODIFY as no new bad input.
+#[test]
+fn a_change_of_processor_owned_attributes_only_is_told_from_a_writers() {
+    let only = |model: &str, old: &Item, changes: &[(&str, Option<AttributeValue>)]| {
+        let mut new = old.clone();
+        for (a, v) in changes {
+            match v {
+                Some(v) => new.insert(a.to_string(), v.clone()),
+                None => new.remove(*a),
+            };
+        }
+        rules(model).processor_owned_only(old, &new)
+    };
+    // An employee (bad: no firstName) and its projection.
+    let hr = include_str!("../../../models/hr.yaml");
+    let mut emp = item(&[
+        ("PK", s(format!("ORG#{B}"))),
+        ("SK", s(format!("EMP#{B}"))),
+        ("type", s("emp")),
+        ("email", s("a@b.c")),
+    ]);
+    assert!(only(
+        hr,
+        &emp,
+        &[("GSI1PK", Some(s("EMAIL#a@b.c"))), ("GSI1SK", Some(s("x")))]
+    ));
+    assert!(only(hr, &emp, &[("GSI1PK", None)]));
+    assert!(!only(
+        hr,
+        &emp,
+        &[("GSI1PK", Some(s("x"))), ("email", Some(s("b@b.c")))]
+    ));
+    assert!(!only(hr, &emp, &[("firstName", Some(s("Ann")))]));
+    // A department's headcount (a writer's counter item).
+    emp.insert("SK".into(), s(format!("DEPT#{B}")));
+    assert!(only(hr, &emp, &[("headcount", Some(n(2)))]));
+    // The tracker's history mirror and projection on an application.
+    let tracker = include_str!("../../../models/tracker.yaml");
+    let app = item(&[
+        ("PK", s("APP#a")),
+        ("SK", s("APP#a")),
+        ("status", s("ghosted")),
+    ]);
+    assert!(only(
+        tracker,
+        &app,
+        &[("historySequence", Some(n(3))), ("GSI2PK", None)]
+    ));
+    assert!(!only(tracker, &app, &[("status", Some(s("applied")))]));
+    // A prediction's computed score.
+    let pickem = include_str!("../../../models/pickem.yaml");
+    let pred = item(&[("PK", s("USER#u")), ("SK", s("EVENT#2026-01-01-x"))]);
+    assert!(only(
+        pickem,
+        &pred,
+        &[("points", Some(n(3))), ("mcorrect", Some(n(1)))]
+    ));
+    assert!(!only(pickem, &pred, &[("predictions", Some(s("x")))]));
+    // A key no entity has: every change is a writer's.
+    let stray = item(&[("PK", s("NOPE#1")), ("SK", s("NOPE"))]);
+    assert!(!only(hr, &stray, &[("GSI1PK", Some(s("x")))]));
+}

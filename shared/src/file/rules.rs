@@ -340,7 +340,7 @@ impl FileModel {
 
     /// The logical key of a `unique:` entity's counter from `with`
     /// bindings of its identity evaluated on `rec`.
-    fn located_key_for(
+    pub(super) fn located_key_for(
         &self,
         rec: &Record,
         target: &Entity,
@@ -366,7 +366,7 @@ impl FileModel {
     }
 
     /// The key of entity `target` from `with` bindings evaluated on `rec`.
-    fn key_for(
+    pub(super) fn key_for(
         &self,
         rec: &Record,
         target: &Entity,
@@ -440,6 +440,30 @@ impl Rules for FileRules {
     /// Both images' aspects and the jobs, from one parse of each image.
     fn record(&self, change: &crate::change::Change) -> crate::engine::rules::RecordSays {
         self.record_of(change)
+    }
+
+    /// The images differ only in what the processors write onto an item of
+    /// its entity (its projection, computed values, counter sums and, on
+    /// the history's root, the mirror); a key no entity has: never.
+    fn processor_owned_only(&self, old: &Item, new: &Item) -> bool {
+        let m = self.0;
+        let [pkn, skn] = m.key_names();
+        let (Ok(pk), Ok(sk)) = (new.s(pkn), new.s(skn)) else {
+            return false;
+        };
+        let Some((entity, _)) = m.classify(pk, sk) else {
+            return false;
+        };
+        let mirror = m
+            .history
+            .as_ref()
+            .filter(|h| std::ptr::eq(&m.entities[h.root.entity], entity))
+            .map(|h| h.mirror);
+        let owned = |a: &str| entity.processor_owned().chain(mirror).any(|o| o == a);
+        old.keys()
+            .chain(new.keys())
+            .filter(|a| !owned(a))
+            .all(|a| old.get(a) == new.get(a))
     }
 
     fn counter(&self, image: &Item) -> Option<Counter> {
@@ -574,7 +598,7 @@ impl Rules for FileRules {
 }
 
 impl FileModel {
-    fn counter_of(&self, entity: &Entity, key: Vec<(&'static str, String)>) -> Counter {
+    pub(super) fn counter_of(&self, entity: &Entity, key: Vec<(&'static str, String)>) -> Counter {
         let def = entity.counter.as_ref();
         Counter {
             key,
@@ -584,211 +608,5 @@ impl FileModel {
                 .map(|_| vec![(self.entity_type, AttributeValue::S(entity.name.to_string()))]),
             remove_at_zero: def.is_some_and(|d| d.remove_at_zero),
         }
-    }
-}
-
-impl FileRules {
-    /// Every aspect of an image from its parse ([`Rules::aspects`]). Of a
-    /// writer's image only its key is read here (errors name it; a row
-    /// counts into its partition's version, a computed item joins its
-    /// scope's index): its values are the record's.
-    pub(super) fn aspects_of(
-        &self,
-        parsed: Result<&Parsed<'_>, &InputError>,
-        image: &Item,
-    ) -> Aspects {
-        let projection = parsed
-            .map_err(Clone::clone)
-            .and_then(|p| self.projection_of(p, image));
-        let derived = parsed
-            .map_err(Clone::clone)
-            .and_then(|p| self.derived_of(p, image));
-        let contributions = parsed
-            .map_err(Clone::clone)
-            .and_then(|p| self.contributions_of(p, image));
-        let memberships = self.memberships_of(parsed, image, &projection);
-        Aspects {
-            projection,
-            derived,
-            contributions,
-            memberships,
-        }
-        .whole()
-    }
-
-    pub(super) fn projection_of(
-        &self,
-        parsed: &Parsed<'_>,
-        image: &Item,
-    ) -> Result<Option<Projection>, InputError> {
-        let m = self.0;
-        let counted;
-        let rec = match parsed {
-            Parsed::Writer(rec) => rec,
-            // A counter whose keys come from its sums.
-            Parsed::Processor(e) if e.counter.is_some() && e.project.is_some() => {
-                counted = m.counter_record(e, image)?;
-                &counted
-            }
-            Parsed::Processor(_) => return Ok(None),
-        };
-        let Some(p) = &rec.entity.project else {
-            return Ok(None);
-        };
-        let on = m.holds(rec, &p.when).map_err(|e| m.bad(rec, image, e))?;
-        let mut attrs = Vec::with_capacity(p.attrs.len());
-        for (name, v) in &p.attrs {
-            let value = if on {
-                let v = m.eval(rec, v).map_err(|e| m.bad(rec, image, e))?;
-                to_attr(name, v, None).map_err(|e| m.bad(rec, image, e))?
-            } else {
-                None
-            };
-            attrs.push((*name, value));
-        }
-        Ok(Some(Projection {
-            attrs,
-            sources: p.sources.clone(),
-        }))
-    }
-
-    fn derived_of(&self, parsed: &Parsed<'_>, image: &Item) -> Result<Vec<Item>, InputError> {
-        let m = self.0;
-        let Parsed::Writer(rec) = parsed else {
-            return Ok(vec![]);
-        };
-        let mut out = Vec::with_capacity(rec.entity.derive.len());
-        for d in &rec.entity.derive {
-            if !m.holds(rec, &d.when).map_err(|e| m.bad(rec, image, e))? {
-                continue;
-            }
-            let target = &m.entities[d.target];
-            let (key, bound) = m
-                .key_for(rec, target, &d.with)
-                .map_err(|e| m.bad(rec, image, e))?;
-            let mut item: Item = key
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), AttributeValue::S(v)))
-                .collect();
-            for a in &target.attrs {
-                if let Some((_, v)) = bound.iter().find(|(n, _)| n == a.name) {
-                    if let Some(v) =
-                        to_attr(a.name, v.clone(), Some(&a.ty)).map_err(|e| m.bad(rec, image, e))?
-                    {
-                        item.insert(a.name.to_string(), v);
-                    }
-                }
-            }
-            item.insert(
-                m.entity_type.to_string(),
-                AttributeValue::S(target.name.to_string()),
-            );
-            out.push(item);
-        }
-        Ok(out)
-    }
-
-    fn contributions_of(
-        &self,
-        parsed: &Parsed<'_>,
-        image: &Item,
-    ) -> Result<Vec<Contribution>, InputError> {
-        let m = self.0;
-        let Parsed::Writer(rec) = parsed else {
-            return Ok(vec![]);
-        };
-        let mut out = Vec::with_capacity(rec.entity.count.len());
-        for c in &rec.entity.count {
-            if !m.holds(rec, &c.when).map_err(|e| m.bad(rec, image, e))? {
-                continue;
-            }
-            let target = &m.entities[c.counter];
-            let key = if target.unique.is_empty() {
-                m.key_for(rec, target, &c.with)
-                    .map_err(|e| m.bad(rec, image, e))?
-                    .0
-            } else {
-                m.located_key_for(rec, target, &c.with)
-                    .map_err(|e| m.bad(rec, image, e))?
-            };
-            let mut values = Vec::with_capacity(c.add.len());
-            for (a, v) in &c.add {
-                match m.eval(rec, v).map_err(|e| m.bad(rec, image, e))? {
-                    Val::Int(n) => values.push((*a, n)),
-                    other => {
-                        return Err(m.bad(
-                            rec,
-                            image,
-                            format!("`{a}` amount is a {}, not an int", other.kind()),
-                        ))
-                    }
-                }
-            }
-            let counter = m.counter_of(target, key);
-            // The counter's own rules must accept the key it computes
-            // (`${userId:ulid}` bound to a value that is no ULID): else the
-            // source is bad input and no total moves.
-            if self.counter(&counter.key_item()).is_none() {
-                return Err(m.bad(
-                    rec,
-                    image,
-                    format!(
-                        "it counts into {}, a key `{}` rejects",
-                        display_key(&counter.key_item()),
-                        target.name
-                    ),
-                ));
-            }
-            out.push(Contribution { counter, values });
-        }
-        out.extend(m.compute_contributions(rec, image));
-        Ok(out)
-    }
-
-    /// The ledger indexes an item belongs to, from its parse and projection.
-    fn memberships_of(
-        &self,
-        parsed: Result<&Parsed<'_>, &InputError>,
-        image: &Item,
-        projection: &Result<Option<Projection>, InputError>,
-    ) -> Result<Vec<(String, String)>, InputError> {
-        let m = self.0;
-        let facts: Vec<&super::sets::SetFact> = m
-            .sets
-            .iter()
-            .flat_map(|s| &s.facts)
-            .filter(|f| f.via_index.is_some())
-            .collect();
-        let computes = m.entities.iter().any(|e| e.compute.is_some());
-        if facts.is_empty() && !computes {
-            return Ok(vec![]);
-        }
-        let Parsed::Writer(rec) = parsed.map_err(Clone::clone)? else {
-            return Ok(vec![]);
-        };
-        let mut out = m.compute_memberships(rec, image);
-        for f in facts {
-            let Some((index, pk, sk)) = &f.via_index else {
-                continue;
-            };
-            if !std::ptr::eq(&m.entities[f.entity], rec.entity) {
-                continue;
-            }
-            let Some(p) = projection.clone()? else {
-                continue;
-            };
-            let get = |a: &str| {
-                p.attrs
-                    .iter()
-                    .find(|(n, _)| *n == a)
-                    .and_then(|(_, v)| v.as_ref())
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-            };
-            if let (Some(pv), Some(sv)) = (get(pk), get(sk)) {
-                out.push((format!("{index}#{pv}"), sv));
-            }
-        }
-        Ok(out)
     }
 }

@@ -1,12 +1,13 @@
 //! A local DynamoDB Streams event source mapping: discovers a table's stream
 //! shards, reads them as Lambda does, invokes the same handler code the
 //! Lambdas run, and honours what the deployed mapping honours (SPEC §6.1):
-//! batch size and batching window, the partial batch response (checkpoint
-//! at the failed record, retry from there), bisect on each function error,
-//! retries counted as Lambda counts them, the function timeout (an
-//! invocation past it is cancelled and counts as failed), the maximum record
-//! age, and an on-failure destination for records given up. Every duration
-//! slept or timed is multiplied by [`MappingConfig::time_scale`].
+//! batch size, batching window and the 6 MB payload, the partial batch
+//! response (checkpoint at the failed record, retry from there), bisect on
+//! each function error, retries counted as Lambda counts them, the function
+//! timeout (an invocation past it is cancelled and counts as failed), the
+//! maximum record age, and an on-failure destination for records given up.
+//! Every duration slept or timed is multiplied by
+//! [`MappingConfig::time_scale`].
 //!
 //! Shards: DescribeStream is followed through its pages, on a slow timer and
 //! when a shard ends; a shard starts only once its parent is completed (or
@@ -32,8 +33,9 @@
 //! coordinator, and a graceful handover on stop).
 //!
 //! Files: `config.rs` (the mapping's settings, on-failure records, its
-//! counters), `shard.rs` (one shard: lease, buffer, one step of reading and
-//! invoking), `coordination.rs` (discovery, leases and balancing across
+//! counters), `payload.rs` (Lambda's 6 MB payload: a record's size in the
+//! event, where a batch ends), `shard.rs` (one shard: lease, buffer, one
+//! step of reading and invoking), `coordination.rs` (discovery, leases and balancing across
 //! processes), this file (the mapping and the ways to drive it).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -87,8 +89,10 @@ pub fn handler(processor: Arc<dyn StreamHandler>) -> Handler {
 
 mod config;
 mod coordination;
+mod payload;
 mod shard;
 pub use config::*;
+use payload::*;
 use shard::*;
 
 /// One stream → one handler.
@@ -556,3 +560,6 @@ mod consumer_tests;
 
 #[cfg(test)]
 mod ops_tests;
+
+#[cfg(test)]
+mod payload_tests;

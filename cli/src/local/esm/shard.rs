@@ -79,7 +79,9 @@ pub(super) struct Shard {
     pub(super) read_to: Option<String>,
     /// The last record that took effect.
     pub(super) checkpoint: Option<String>,
-    pub(super) buffer: VecDeque<EventRecord>,
+    /// Records read and not yet done with, each with its size in the
+    /// event.
+    pub(super) buffer: VecDeque<Buffered>,
     /// Failed invocations of the records at the front (splits not counted).
     pub(super) attempts: u32,
     /// Invocations that included the record at the front.
@@ -134,6 +136,12 @@ impl Shard {
 
     pub(super) fn holds(&self) -> bool {
         self.lease.as_ref().is_none_or(|l| l.holds())
+    }
+
+    /// How many records the next batch takes: up to `limit`, within
+    /// Lambda's payload (at least one, if any is buffered).
+    pub(super) fn batch_len(&self, limit: usize) -> usize {
+        records_within_payload(self.buffer.iter().take(limit).map(|b| b.json_bytes))
     }
 
     /// The record at the front is done with: no attempt, no invocation,
@@ -262,7 +270,7 @@ impl<S: StreamsApi> Ctx<S> {
     /// checkpointed.
     pub(super) fn note_oldest(&self, id: &str, s: &Shard) {
         self.stats
-            .set_oldest(id, Some(s.buffer.front().map(created_ms)));
+            .set_oldest(id, Some(s.buffer.front().map(|b| created_ms(&b.record))));
     }
 
     pub(super) async fn process(
@@ -281,8 +289,11 @@ impl<S: StreamsApi> Ctx<S> {
                 return Ok(());
             }
         }
-        // Batching window: wait for a full batch up to the window's end.
-        if !s.ended && s.buffer.len() < self.config.batch_size && s.attempts == 0 {
+        // Batching window: wait for a full batch (by count or by Lambda's
+        // payload) up to the window's end.
+        let full = s.buffer.len() >= self.config.batch_size
+            || s.batch_len(self.config.batch_size) < s.buffer.len();
+        if !s.ended && !full && s.attempts == 0 {
             if let Some(since) = s.buffered_since {
                 let due = since + self.scaled(self.config.batching_window);
                 if due > now {
@@ -351,7 +362,7 @@ impl<S: StreamsApi> Ctx<S> {
         }
         s.buffer.extend(records.into_iter().map(|mut r| {
             r.event_source_arn = Some(self.stream_arn.clone());
-            r
+            Buffered::new(r)
         }));
         self.note_oldest(id, s);
         match page.next_iterator {
@@ -438,8 +449,8 @@ impl<S: StreamsApi> Ctx<S> {
         function_error: Option<String>,
     ) -> Result<(), StepError> {
         let mut f = self.failed_batch(id, condition, reason);
-        let first = s.buffer.front();
-        let last = s.buffer.get(n - 1);
+        let first = s.buffer.front().map(|b| &b.record);
+        let last = s.buffer.get(n - 1).map(|b| &b.record);
         f.start_sequence_number = first.map(seq_of).unwrap_or_default();
         f.end_sequence_number = last.map(seq_of).unwrap_or_default();
         f.first_arrival = first.map(|r| r.change.approximate_creation_date_time);
@@ -466,7 +477,7 @@ impl<S: StreamsApi> Ctx<S> {
         let n = s
             .buffer
             .iter()
-            .take_while(|r| created_ms(r) < cutoff)
+            .take_while(|b| created_ms(&b.record) < cutoff)
             .count();
         if n == 0 {
             return Ok(0);
@@ -477,13 +488,13 @@ impl<S: StreamsApi> Ctx<S> {
         Ok(n)
     }
 
-    /// Invokes the handler with the next batch, as Lambda does: cancelled
-    /// past the function timeout (and when the lease is lost), the partial
-    /// batch response moves the checkpoint to the failed record, a failing
-    /// batch is split on each error, a record that fails past its retries is
-    /// given up.
+    /// Invokes the handler with the next batch, as Lambda does: up to the
+    /// batch size and within the 6 MB payload, cancelled past the function
+    /// timeout (and when the lease is lost), the partial batch response
+    /// moves the checkpoint to the failed record, a failing batch is split
+    /// on each error, a record that fails past its retries is given up.
     pub(super) async fn invoke(&self, id: &str, s: &mut Shard) -> Result<usize, StepError> {
-        let limit = s.buffer.len().min(s.limit).min(self.config.batch_size);
+        let limit = s.batch_len(s.limit.min(self.config.batch_size));
         if limit == 0 {
             return Ok(0);
         }
@@ -491,7 +502,12 @@ impl<S: StreamsApi> Ctx<S> {
             return Err(StepError::Lost);
         }
         let mut event = Event::default();
-        event.records = s.buffer.iter().take(limit).cloned().collect();
+        event.records = s
+            .buffer
+            .iter()
+            .take(limit)
+            .map(|b| b.record.clone())
+            .collect();
         let seqs: Vec<String> = event.records.iter().map(seq_of).collect();
         self.stats.invocations.fetch_add(1, Ordering::Relaxed);
         s.invoke_count += 1;
@@ -607,7 +623,7 @@ impl<S: StreamsApi> Ctx<S> {
         if !s.buffer.is_empty() {
             s.buffered_since = Some(Instant::now());
         }
-        let seq = seq_of(&last);
+        let seq = seq_of(&last.record);
         s.checkpoint = Some(seq.clone());
         if let (Some(leases), Some(lease)) = (&self.leases, &s.lease) {
             let mut token = lease.token.lock().await;

@@ -39,7 +39,7 @@ mod reads;
 mod tests;
 mod trail;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -83,6 +83,11 @@ pub struct Reconciled {
     pub unchanged: usize,
     /// Bad input met, by position in the keys given (logged by the caller).
     pub bad: Vec<(usize, InputError)>,
+    /// Positions (in the keys given) whose item was read as none of the
+    /// stream's images of it the caller passed (changed since, or no
+    /// images: a backfill): bad input met there is the record's that made
+    /// the item so (in a stream, counted in that record's own batch).
+    pub ahead: BTreeSet<usize>,
     /// Notes of what was written (logged and counted by the caller): by
     /// the key of the item written.
     pub notes: Vec<(Item, Note)>,
@@ -217,6 +222,7 @@ impl Deriver {
                 wanted,
                 derived_keys,
                 bad,
+                ahead,
                 trails,
             } = self.assess(group, base, &recorded, &current, hints, counters);
             // Counters a recorded change moved whose items lag the totals:
@@ -292,6 +298,7 @@ impl Deriver {
                 out.notes.extend(p.notes);
                 bad.extend(p.bad);
             });
+            out.ahead.extend(ahead);
             // The group fails at its first item whose write failed, whichever
             // write it was: a projection that failed before a source whose
             // commit failed is retried too, not checkpointed past.

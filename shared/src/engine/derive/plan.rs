@@ -65,6 +65,10 @@ pub(super) struct Assessment {
     /// Keys of the derived items to read (implied now, or recorded).
     pub(super) derived_keys: BTreeMap<String, Item>,
     pub(super) bad: Vec<(usize, InputError)>,
+    /// Positions whose item was read as none of the batch's images of it
+    /// (changed since): bad input met there is the record's that changed
+    /// it, counted in its own batch.
+    pub(super) ahead: BTreeSet<usize>,
     /// Per item (by position): what its record keeps of the stream.
     pub(super) trails: BTreeMap<usize, Trail>,
 }
@@ -103,7 +107,10 @@ impl Deriver {
                 // read of that image holds (rules are pure), else asked now.
                 let aspects = match hints.get(&id).and_then(|h| h.seen) {
                     Some((image, aspects)) if image == item => aspects.clone(),
-                    _ => self.rules.aspects(item),
+                    _ => {
+                        out.ahead.insert(pos);
+                        self.rules.aspects(item)
+                    }
                 };
                 let projection = aspects
                     .projection

@@ -242,6 +242,11 @@ impl StreamProcessor for DeriveProcessor {
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
         // Bad input is logged and counted once per item per batch.
         let mut bad_keys = BTreeSet::new();
+        // Items whose records in the batch include a processor's write
+        // coming back onto them while they are bad (see `echo_of_bad`): the
+        // item read as bad is no new bad input either (a writer's bad put in
+        // the same batch is counted by its record).
+        let mut echoes = BTreeSet::new();
         // What each record says, its images parsed once (kept for the
         // reconcile: an item read as its latest image was is not parsed
         // again).
@@ -254,17 +259,6 @@ impl StreamProcessor for DeriveProcessor {
             let Some(said) = said else {
                 continue;
             };
-            match &said.messages {
-                Ok(out) => messages.extend(out.iter().map(|m| (index, m.clone()))),
-                Err(e) => {
-                    if bad_keys.insert(item_id(&change.keys)) {
-                        log_bad_input(self.name(), &change.event_id, e, metrics);
-                    }
-                }
-            }
-            // What the record says is validated too, so that every bad
-            // record is logged and counted even if the item has changed (or
-            // gone) since; its effects follow the item as it is.
             let id = item_id(&change.keys);
             let new_image = change
                 .new
@@ -276,6 +270,31 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(change.old.as_ref())
                 .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
+            // A MODIFY of an item already rejected (its old image) that
+            // changes only what the processors write onto it (a write that
+            // landed on the item as it went bad: a projection guarded by
+            // what it read) is no new bad input: its bad put was counted.
+            let echo_of_bad = change.kind == ChangeKind::Modify
+                && old.bad.is_some()
+                && change
+                    .old
+                    .as_ref()
+                    .zip(new_image)
+                    .is_some_and(|(o, n)| rules.processor_owned_only(o, n));
+            if echo_of_bad {
+                echoes.insert(id.clone());
+            }
+            match &said.messages {
+                Ok(out) => messages.extend(out.iter().map(|m| (index, m.clone()))),
+                Err(e) => {
+                    if !echo_of_bad && bad_keys.insert(id.clone()) {
+                        log_bad_input(self.name(), &change.event_id, e, metrics);
+                    }
+                }
+            }
+            // What the record says is validated too, so that every bad
+            // record is logged and counted even if the item has changed (or
+            // gone) since; its effects follow the item as it is.
             let mut new = said
                 .new
                 .as_ref()
@@ -316,7 +335,7 @@ impl StreamProcessor for DeriveProcessor {
                     && rules.locate(&c.key_item()).is_none()
             });
             if let Some(e) = new.bad.take() {
-                if bad_keys.insert(id.clone()) {
+                if !echo_of_bad && bad_keys.insert(id.clone()) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
                 }
             }
@@ -379,8 +398,14 @@ impl StreamProcessor for DeriveProcessor {
                 (d, Some(BatchFailure { index, error }))
             }
         };
+        // Bad input met on the item as read is counted here only when the
+        // item was read as this batch's latest image of it: one read ahead
+        // (changed since) is counted by the record that changed it, in its
+        // own batch (one bad put, one BadInput, however the records were
+        // cut into batches).
         for (pos, e) in &done.bad {
-            if bad_keys.insert(item_id(&keys[*pos])) {
+            let id = item_id(&keys[*pos]);
+            if !done.ahead.contains(pos) && !echoes.contains(&id) && bad_keys.insert(id) {
                 log_bad_input(
                     self.name(),
                     &changes[first_index[*pos]].event_id,

@@ -180,6 +180,22 @@ impl Entity {
             .flat_map(|c| c.values.iter().map(|(a, _)| *a))
     }
 
+    /// What the processors write onto an item of this entity: its
+    /// projection, its `compute:` values and its counter sums (a history
+    /// root's mirror is the history's: see `FileRules`).
+    pub fn processor_owned(&self) -> impl Iterator<Item = &'static str> + '_ {
+        let projected = self
+            .project
+            .iter()
+            .flat_map(|p| p.attrs.iter().map(|(n, _)| *n));
+        let sums = self.counter.iter().flat_map(|c| c.attrs.iter().copied());
+        let stamp = self
+            .compute
+            .is_some()
+            .then_some(crate::file::compute::SEQUENCE_ATTR);
+        projected.chain(self.computed()).chain(stamp).chain(sums)
+    }
+
     pub fn attr(&self, name: &str) -> Option<&Attr> {
         self.attrs.iter().find(|a| a.name == name)
     }

@@ -1,0 +1,217 @@
+//! What a writer's image implies, aspect by aspect, from its one parse
+//! ([`FileRules`]' `aspects`): its projection, its derived items, its
+//! contributions to counters and the ledger indexes it belongs to.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::expr::Val;
+use super::rules::{to_attr, FileRules, Parsed};
+use crate::engine::rules::{Aspects, Contribution, Projection, Rules};
+use crate::error::InputError;
+use crate::item::{display_key, Item};
+
+impl FileRules {
+    /// Every aspect of an image from its parse ([`Rules::aspects`]). Of a
+    /// writer's image only its key is read here (errors name it; a row
+    /// counts into its partition's version, a computed item joins its
+    /// scope's index): its values are the record's.
+    pub(super) fn aspects_of(
+        &self,
+        parsed: Result<&Parsed<'_>, &InputError>,
+        image: &Item,
+    ) -> Aspects {
+        let projection = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.projection_of(p, image));
+        let derived = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.derived_of(p, image));
+        let contributions = parsed
+            .map_err(Clone::clone)
+            .and_then(|p| self.contributions_of(p, image));
+        let memberships = self.memberships_of(parsed, image, &projection);
+        Aspects {
+            projection,
+            derived,
+            contributions,
+            memberships,
+        }
+        .whole()
+    }
+
+    pub(super) fn projection_of(
+        &self,
+        parsed: &Parsed<'_>,
+        image: &Item,
+    ) -> Result<Option<Projection>, InputError> {
+        let m = self.0;
+        let counted;
+        let rec = match parsed {
+            Parsed::Writer(rec) => rec,
+            // A counter whose keys come from its sums.
+            Parsed::Processor(e) if e.counter.is_some() && e.project.is_some() => {
+                counted = m.counter_record(e, image)?;
+                &counted
+            }
+            Parsed::Processor(_) => return Ok(None),
+        };
+        let Some(p) = &rec.entity.project else {
+            return Ok(None);
+        };
+        let on = m.holds(rec, &p.when).map_err(|e| m.bad(rec, image, e))?;
+        let mut attrs = Vec::with_capacity(p.attrs.len());
+        for (name, v) in &p.attrs {
+            let value = if on {
+                let v = m.eval(rec, v).map_err(|e| m.bad(rec, image, e))?;
+                to_attr(name, v, None).map_err(|e| m.bad(rec, image, e))?
+            } else {
+                None
+            };
+            attrs.push((*name, value));
+        }
+        Ok(Some(Projection {
+            attrs,
+            sources: p.sources.clone(),
+        }))
+    }
+
+    fn derived_of(&self, parsed: &Parsed<'_>, image: &Item) -> Result<Vec<Item>, InputError> {
+        let m = self.0;
+        let Parsed::Writer(rec) = parsed else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::with_capacity(rec.entity.derive.len());
+        for d in &rec.entity.derive {
+            if !m.holds(rec, &d.when).map_err(|e| m.bad(rec, image, e))? {
+                continue;
+            }
+            let target = &m.entities[d.target];
+            let (key, bound) = m
+                .key_for(rec, target, &d.with)
+                .map_err(|e| m.bad(rec, image, e))?;
+            let mut item: Item = key
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), AttributeValue::S(v)))
+                .collect();
+            for a in &target.attrs {
+                if let Some((_, v)) = bound.iter().find(|(n, _)| n == a.name) {
+                    if let Some(v) =
+                        to_attr(a.name, v.clone(), Some(&a.ty)).map_err(|e| m.bad(rec, image, e))?
+                    {
+                        item.insert(a.name.to_string(), v);
+                    }
+                }
+            }
+            item.insert(
+                m.entity_type.to_string(),
+                AttributeValue::S(target.name.to_string()),
+            );
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    fn contributions_of(
+        &self,
+        parsed: &Parsed<'_>,
+        image: &Item,
+    ) -> Result<Vec<Contribution>, InputError> {
+        let m = self.0;
+        let Parsed::Writer(rec) = parsed else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::with_capacity(rec.entity.count.len());
+        for c in &rec.entity.count {
+            if !m.holds(rec, &c.when).map_err(|e| m.bad(rec, image, e))? {
+                continue;
+            }
+            let target = &m.entities[c.counter];
+            let key = if target.unique.is_empty() {
+                m.key_for(rec, target, &c.with)
+                    .map_err(|e| m.bad(rec, image, e))?
+                    .0
+            } else {
+                m.located_key_for(rec, target, &c.with)
+                    .map_err(|e| m.bad(rec, image, e))?
+            };
+            let mut values = Vec::with_capacity(c.add.len());
+            for (a, v) in &c.add {
+                match m.eval(rec, v).map_err(|e| m.bad(rec, image, e))? {
+                    Val::Int(n) => values.push((*a, n)),
+                    other => {
+                        return Err(m.bad(
+                            rec,
+                            image,
+                            format!("`{a}` amount is a {}, not an int", other.kind()),
+                        ))
+                    }
+                }
+            }
+            let counter = m.counter_of(target, key);
+            // The counter's own rules must accept the key it computes
+            // (`${userId:ulid}` bound to a value that is no ULID): else the
+            // source is bad input and no total moves.
+            if self.counter(&counter.key_item()).is_none() {
+                return Err(m.bad(
+                    rec,
+                    image,
+                    format!(
+                        "it counts into {}, a key `{}` rejects",
+                        display_key(&counter.key_item()),
+                        target.name
+                    ),
+                ));
+            }
+            out.push(Contribution { counter, values });
+        }
+        out.extend(m.compute_contributions(rec, image));
+        Ok(out)
+    }
+
+    /// The ledger indexes an item belongs to, from its parse and projection.
+    fn memberships_of(
+        &self,
+        parsed: Result<&Parsed<'_>, &InputError>,
+        image: &Item,
+        projection: &Result<Option<Projection>, InputError>,
+    ) -> Result<Vec<(String, String)>, InputError> {
+        let m = self.0;
+        let facts: Vec<&super::sets::SetFact> = m
+            .sets
+            .iter()
+            .flat_map(|s| &s.facts)
+            .filter(|f| f.via_index.is_some())
+            .collect();
+        let computes = m.entities.iter().any(|e| e.compute.is_some());
+        if facts.is_empty() && !computes {
+            return Ok(vec![]);
+        }
+        let Parsed::Writer(rec) = parsed.map_err(Clone::clone)? else {
+            return Ok(vec![]);
+        };
+        let mut out = m.compute_memberships(rec, image);
+        for f in facts {
+            let Some((index, pk, sk)) = &f.via_index else {
+                continue;
+            };
+            if !std::ptr::eq(&m.entities[f.entity], rec.entity) {
+                continue;
+            }
+            let Some(p) = projection.clone()? else {
+                continue;
+            };
+            let get = |a: &str| {
+                p.attrs
+                    .iter()
+                    .find(|(n, _)| *n == a)
+                    .and_then(|(_, v)| v.as_ref())
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+            };
+            if let (Some(pv), Some(sv)) = (get(pk), get(sk)) {
+                out.push((format!("{index}#{pv}"), sv));
+            }
+        }
+        Ok(out)
+    }
+}
