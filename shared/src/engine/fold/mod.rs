@@ -114,6 +114,64 @@ pub struct Cascade {
     pub deletes: Vec<CascadeDelete>,
 }
 
+/// What a cascade sent ([`FoldProcessor::cascade`]).
+#[derive(Debug, Default)]
+struct Cascaded {
+    /// Items deleted.
+    deleted: usize,
+    /// Members not deleted because the root was back (re-created before
+    /// the deletion was folded): kept in the state as pending parts
+    /// ([`PENDING`]) until their own records, or the root's re-creation,
+    /// settle them.
+    deferred: Vec<CascadeDelete>,
+}
+
+/// Prefix of a pending part's name: a member of a deleted incarnation
+/// whose cascade waits ([`Cascaded::deferred`]), held as `{ key, unchanged }`.
+/// Rules never read such parts: they exist only while the root is deleted,
+/// and are settled before its re-creation is folded.
+pub const PENDING: &str = "!";
+
+/// The pending part of a deferred member delete: (name, data).
+fn pending_part(d: &CascadeDelete) -> (String, Item) {
+    let mut data: Item = [("key".to_string(), AttributeValue::M(d.key.clone()))].into();
+    if let Some(u) = &d.unchanged {
+        data.insert("unchanged".into(), AttributeValue::M(u.clone()));
+    }
+    (format!("{PENDING}{}", ledger::item_id(&d.key)), data)
+}
+
+/// The pending member deletes of `state`: (part name, its key's id, the delete).
+fn pending_of(state: &FoldState) -> Vec<(String, String, CascadeDelete)> {
+    state
+        .parts
+        .iter()
+        .filter_map(|(name, data)| {
+            let id = name.strip_prefix(PENDING)?;
+            let Some(AttributeValue::M(key)) = data.get("key") else {
+                return None;
+            };
+            let unchanged = match data.get("unchanged") {
+                Some(AttributeValue::M(u)) => Some(u.clone()),
+                _ => None,
+            };
+            Some((
+                name.clone(),
+                id.to_string(),
+                CascadeDelete {
+                    key: key.clone(),
+                    unchanged,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The ids ([`ledger::item_id`]) of the items `records` write or remove.
+fn written_by(records: &[&Change]) -> std::collections::HashSet<String> {
+    records.iter().map(|c| ledger::item_id(&c.keys)).collect()
+}
+
 /// What folding one change produced.
 #[derive(Debug, Default, PartialEq)]
 pub struct FoldOutput {
