@@ -141,13 +141,18 @@ fn pending_part(d: &CascadeDelete) -> (String, Item) {
     (format!("{PENDING}{}", ledger::item_id(&d.key)), data)
 }
 
-/// The pending member deletes of `state`: (part name, its key's id, the delete).
+/// The pending member deletes of `state`: (part name, its key's id, the
+/// delete). Asked of every record: the parts are read from the prefix on
+/// only (none in all but a deleted root's state).
 fn pending_of(state: &FoldState) -> Vec<(String, String, CascadeDelete)> {
     state
         .parts
-        .iter()
-        .filter_map(|(name, data)| {
-            let id = name.strip_prefix(PENDING)?;
+        .range::<str, _>((
+            std::ops::Bound::Included(PENDING),
+            std::ops::Bound::Unbounded,
+        ))
+        .map_while(|(name, data)| Some((name, name.strip_prefix(PENDING)?, data)))
+        .filter_map(|(name, id, data)| {
             let Some(AttributeValue::M(key)) = data.get("key") else {
                 return None;
             };
@@ -642,5 +647,46 @@ impl<R: FoldRules + ?Sized> StreamProcessor for FoldProcessor<R> {
             (Err(a), Ok(())) | (Ok(()), Err(a)) => Err(a),
             (Ok(()), Ok(())) => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(sk: &str) -> Item {
+        [("PK".to_string(), s("ORDER#o1")), ("SK".to_string(), s(sk))].into()
+    }
+
+    /// A deferred member delete kept as a pending part reads back as the
+    /// same delete, beside the rules' parts (which it never shadows).
+    #[test]
+    fn a_pending_member_delete_reads_back_from_the_state() {
+        let guarded = CascadeDelete {
+            key: key("LINE#1"),
+            unchanged: Some([("quantity".to_string(), n(2))].into()),
+        };
+        let open = CascadeDelete {
+            key: key("LINE#2"),
+            unchanged: None,
+        };
+        let mut state = FoldState::default();
+        for part in ["ORDER", "LINE#1", "?LINE#3", " odd"] {
+            state.parts.insert(part.to_string(), Item::new());
+        }
+        for d in [&guarded, &open] {
+            let (name, data) = pending_part(d);
+            assert!(name.starts_with(PENDING), "{name}");
+            state.parts.insert(name, data);
+        }
+        let pending = pending_of(&state);
+        assert_eq!(pending.len(), 2, "{pending:?}");
+        for (d, (name, id, back)) in [&guarded, &open].into_iter().zip(&pending) {
+            assert_eq!(back, d);
+            assert_eq!(id, &ledger::item_id(&d.key));
+            assert_eq!(name, &format!("{PENDING}{id}"));
+        }
+        state.parts.retain(|name, _| !name.starts_with(PENDING));
+        assert!(pending_of(&state).is_empty());
     }
 }
