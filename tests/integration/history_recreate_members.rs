@@ -218,3 +218,41 @@ async fn a_line_put_after_its_order_was_re_created_stays_whatever_fails_while_fo
     }
     assert_clean(&env).await;
 }
+
+/// The writer deletes the order alone (its line is the cascade's to
+/// delete) and re-creates it without the line; the fold, behind, folds
+/// the deletion in a batch that ends there, finds the order back, and
+/// keeps the line's delete waiting: at the re-creation the line, still as
+/// the deleted order had it, goes (nothing of the old order is left), and
+/// the new history starts over without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_the_writer_left_goes_at_the_re_creation_when_the_cascade_waited() {
+    let model = temp_model("recreate", RECREATE);
+    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    put(&env, order("o1", "placed")).await;
+    put(&env, line("o1", 1)).await;
+    delete(&env, key("ORDER#o1", "ORDER")).await;
+    put(&env, order("o1", "paid")).await;
+    let records = records_of(&env, "o1").await;
+    assert_eq!(records.len(), 4, "{records:#?}");
+    assert_eq!(deliver_history(&env, &records[..3]).await, 0);
+    assert_eq!(
+        line_quantity(&env, "o1").await,
+        Some(1),
+        "deleted while the order is back and its re-creation not folded"
+    );
+    assert_eq!(deliver_history(&env, &records[3..]).await, 0);
+    assert_eq!(
+        line_quantity(&env, "o1").await,
+        None,
+        "the old line is left"
+    );
+    assert_eq!(entries(&env, "o1").await, ["Created order"]);
+    // A replay from the start moves nothing.
+    assert_eq!(deliver_history(&env, &records).await, 0);
+    assert_eq!(line_quantity(&env, "o1").await, None);
+    assert_eq!(entries(&env, "o1").await, ["Created order"]);
+    env.rt.drain().await.expect("drains");
+    assert_eq!(entries(&env, "o1").await, ["Created order"]);
+    assert_clean(&env).await;
+}
