@@ -107,7 +107,7 @@ async fn records_of(env: &ModelEnv, o: &str) -> Vec<Value> {
 /// `records` delivered to the history processor as Lambda delivers a
 /// batch: again from the failed record on while one fails (bounded).
 /// Returns how many deliveries failed.
-async fn deliver_history(env: &ModelEnv, records: &[Value]) -> usize {
+pub(crate) async fn deliver_history(env: &ModelEnv, records: &[Value]) -> usize {
     let mut from = 0;
     for failed in 0..6 {
         let event = records_event(&records[from..]);

@@ -24,6 +24,8 @@ macro_rules! scenarios {
 }
 
 scenarios! {
+    an_order_re_created_twice_keeps_the_line_put_last =>
+        "orders/an_order_re_created_twice_keeps_the_line_put_last.yaml",
     lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears =>
         "invoices/lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears.yaml",
     a_files_suggestions_follow_relevance_requests_matches_and_closing =>

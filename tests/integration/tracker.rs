@@ -154,7 +154,7 @@ fn the_demo_plays_the_shipped_scenario_through_the_binary() {
     for line in [
         ": 2 step(s)",
         "query history(id=acme)",
-        "processor writes: 43",
+        "processor writes: 44",
     ] {
         assert!(text.contains(line), "`{line}` in:\n{text}");
     }

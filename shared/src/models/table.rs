@@ -200,15 +200,18 @@ pub mod grants {
     /// (counters at their own key are read 100 per BatchGetItem).
     pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query", "dynamodb:GetItem"];
     /// A fold (history): entries, cascade (transactional deletes, each
-    /// transaction with a check of the HEAD in the ledger), sequence mirror
-    /// (the roots read first, 100 per call, when a batch holds only
-    /// replays, so a replay writes nothing).
+    /// transaction with a check of the HEAD in the ledger, the first one
+    /// with a check that the root is still absent when the batch does not
+    /// hold its re-creation), sequence mirror (the roots read first, 100
+    /// per call, when a batch holds only replays, so a replay writes
+    /// nothing).
     pub const FOLD_TABLE: &[&str] = &[
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:Query",
         "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
     ];
     /// The fold's state: HEAD and parts (a batch's HEADs read 100 per call,
     /// a partition queried where the parts are items; parts written in

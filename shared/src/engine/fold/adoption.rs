@@ -353,7 +353,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Restated::RootGone => {
                 let cascade = self.rules.cascade(agg, &l.state);
                 self.flush(tx, states).await?;
-                self.cascade(agg, states, &cascade)
+                self.cascade(agg, states, &cascade, None)
                     .await
                     .map_err(|error| BatchFailure { index, error })?;
                 next = FoldState {

@@ -122,12 +122,20 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// dropped and the rest sent again. No request of its own: the deletes
     /// were sent anyway (BatchWriteItem of 25, a DeleteItem per member
     /// before), now as transactional deletes of 99.
+    ///
+    /// With `root` (the root's key), the first transaction also checks
+    /// that the root is still absent: when it is back (re-created after
+    /// the deletion being folded), the members' deletes are not sent but
+    /// returned ([`Cascaded::deferred`]): a member the writer deleted and
+    /// put again since, with the content the removed incarnation had, is
+    /// not told apart by its content, only by its records to come.
     pub(super) async fn cascade(
         &self,
         agg: &str,
         states: &HashMap<String, Loaded>,
         c: &Cascade,
-    ) -> Result<usize, ProcessError> {
+        root: Option<&Item>,
+    ) -> Result<Cascaded, ProcessError> {
         let version = states.get(agg).map_or(0, |l| l.version);
         let moved = || {
             ProcessError::Conflict(format!(
@@ -135,19 +143,39 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             ))
         };
         let fence = self.head_fence(agg, version);
-        let mut deleted = 0;
-        for chunk in c.deletes.chunks(MAX_ACTIONS - 1) {
+        let mut witness = root
+            .filter(|_| c.deletes.iter().any(|d| d.unchanged.is_some()))
+            .map(|key| self.root_absent(key));
+        let mut out = Cascaded::default();
+        let mut deletes: Vec<&CascadeDelete> = c.deletes.iter().collect();
+        let mut start = 0;
+        'chunks: while start < deletes.len() {
+            let end = (start + MAX_ACTIONS - 2).min(deletes.len());
             let mut actions = vec![fence.clone()];
-            actions.extend(chunk.iter().map(|d| self.cascade_delete(d)));
-            while actions.len() > 1 {
+            actions.extend(witness.clone());
+            let checks = actions.len();
+            actions.extend(deletes[start..end].iter().map(|d| self.cascade_delete(d)));
+            while actions.len() > checks {
                 match self.store.transact(&actions).await {
                     Ok(()) => {
-                        deleted += actions.len() - 1;
+                        out.deleted += actions.len() - checks;
                         break;
                     }
                     Err(TxError::ConditionsFailed { failed }) => {
                         if failed.first() != Some(&false) || !failed.contains(&true) {
                             return Err(moved());
+                        }
+                        if checks == 2 && failed.get(1) == Some(&true) {
+                            // The root is back: nothing of this transaction
+                            // took effect; the members wait, the entries go.
+                            out.deferred = deletes
+                                .iter()
+                                .filter(|d| d.unchanged.is_some())
+                                .map(|d| (*d).clone())
+                                .collect();
+                            deletes.retain(|d| d.unchanged.is_none());
+                            witness = None;
+                            continue 'chunks;
                         }
                         actions = actions
                             .into_iter()
@@ -159,8 +187,24 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     Err(TxError::Store(e)) => return Err(e.into()),
                 }
             }
+            // The root was absent when the first transaction deleted: the
+            // members the rest delete were the removed incarnation's.
+            witness = None;
+            start = end;
         }
-        Ok(deleted)
+        Ok(out)
+    }
+
+    /// A check that the root at `key` is absent.
+    fn root_absent(&self, key: &Item) -> TransactWriteItem {
+        let k0 = self.rules.key_names()[0];
+        crate::tx::check_of(
+            aws_sdk_dynamodb::types::ConditionCheck::builder()
+                .table_name(&self.config.table)
+                .set_key(Some(key.clone()))
+                .condition_expression("attribute_not_exists(#k0)")
+                .expression_attribute_names("#k0", k0),
+        )
     }
 
     /// A check that `agg`'s HEAD is still at `version` (0: still absent).

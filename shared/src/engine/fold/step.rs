@@ -128,10 +128,13 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             // here, its adoption entry included; the history starts over.
             let mut before = l.state.clone();
             self.roll_back(&mut before, rest);
-            let cascade = self.rules.cascade(agg, &before);
+            let cascade = self.cascade_of(agg, &before, rest);
             self.flush(tx, states).await?;
-            let count = self.cascade(agg, states, &cascade).await.map_err(at)?;
-            tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete before the adoption's position");
+            let done = self
+                .cascade(agg, states, &cascade, None)
+                .await
+                .map_err(at)?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, "cascade delete before the adoption's position");
             let output = match self.rules.fold(agg, &mut before, change) {
                 Ok(o) => o,
                 Err(e) => {
@@ -156,11 +159,29 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 .stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
                 .await;
         }
+        let settled = self
+            .settle_pending(agg, index, change, starts, rest, states, tx)
+            .await?;
+        let Some(l) = states.get(agg) else {
+            return Ok(());
+        };
+        let mut deferred = Vec::new();
         if removes && !l.state.deleted {
-            let cascade = self.rules.cascade(agg, &l.state);
+            let cascade = self.cascade_of(agg, &l.state, rest);
+            // The aggregate's re-creation is not among this batch's records:
+            // its members are deleted only while the root is absent (when it
+            // is back, the fold is behind the writer, and a member's records
+            // to come tell whether the writer put it again since).
+            let root = (!rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c)))
+                .then(|| self.rules.sequence_mirror(agg).map(|(key, _)| key))
+                .flatten();
             self.flush(tx, states).await?;
-            let count = self.cascade(agg, states, &cascade).await.map_err(at)?;
-            tracing::info!(processor = self.name, aggregate = %agg, deleted = count, "cascade delete");
+            let done = self
+                .cascade(agg, states, &cascade, root.as_ref())
+                .await
+                .map_err(at)?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, deferred = done.deferred.len(), "cascade delete");
+            deferred = done.deferred;
         }
         let l = &states[agg];
         let mut next = l.state.clone();
@@ -168,17 +189,100 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Ok(o) => o,
             Err(e) => {
                 log_bad_input(self.name, &change.event_id, &e, metrics);
+                if settled {
+                    let next = states[agg].state.clone();
+                    self.stage_commit(agg, index, change, next, Vec::new(), true, states, tx)
+                        .await?;
+                }
                 return self
                     .reject_root(agg, index, change, is_root, states, tx)
                     .await;
             }
         };
+        let force = settled || !deferred.is_empty();
+        for d in &deferred {
+            let (name, data) = pending_part(d);
+            next.parts.insert(name, data);
+        }
         for (metric, notice) in &output.notices {
             metrics.incr(metric);
             tracing::error!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
         }
-        self.stage_commit(agg, index, change, next, output.entries, false, states, tx)
+        self.stage_commit(agg, index, change, next, output.entries, force, states, tx)
             .await
+    }
+
+    /// The cascade the rules ask for when the root of the incarnation in
+    /// `state` goes, less the members a later record of the batch (`rest`
+    /// after this one) writes or removes: the writer decided their fate
+    /// after the deletion (a member deleted and put again with the content
+    /// the removed incarnation had is the writer's latest, not a leftover).
+    fn cascade_of(&self, agg: &str, state: &FoldState, rest: &[&Change]) -> Cascade {
+        let mut cascade = self.rules.cascade(agg, state);
+        let later = written_by(rest.get(1..).unwrap_or_default());
+        cascade
+            .deletes
+            .retain(|d| d.unchanged.is_none() || !later.contains(&ledger::item_id(&d.key)));
+        cascade
+    }
+
+    /// Settles the member deletes an earlier deletion of `agg`'s root
+    /// deferred ([`PENDING`]): one this record writes or removes is the
+    /// writer's (dropped); at the root's re-creation (`starts`), the rest
+    /// are deleted (guarded by the content they had) unless a later record
+    /// of the batch writes or removes them. Returns whether the state
+    /// changed (removed from it, to be committed).
+    #[allow(clippy::too_many_arguments)]
+    async fn settle_pending(
+        &self,
+        agg: &str,
+        index: usize,
+        change: &Change,
+        starts: bool,
+        rest: &[&Change],
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<bool, BatchFailure> {
+        let Some(l) = states.get(agg) else {
+            return Ok(false);
+        };
+        let pending = pending_of(&l.state);
+        if pending.is_empty() {
+            return Ok(false);
+        }
+        let mine = ledger::item_id(&change.keys);
+        let later = if starts {
+            written_by(rest.get(1..).unwrap_or_default())
+        } else {
+            Default::default()
+        };
+        let mut settled = Vec::new();
+        let mut run = Vec::new();
+        for (name, id, d) in pending {
+            if id == mine {
+                settled.push(name);
+            } else if starts {
+                if !later.contains(&id) {
+                    run.push(d);
+                }
+                settled.push(name);
+            }
+        }
+        if !run.is_empty() {
+            self.flush(tx, states).await?;
+            let done = self
+                .cascade(agg, states, &Cascade { deletes: run }, None)
+                .await
+                .map_err(|error| BatchFailure { index, error })?;
+            tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, "deferred cascade delete at the root's re-creation");
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(false);
+        };
+        for name in &settled {
+            l.state.parts.remove(name);
+        }
+        Ok(!settled.is_empty())
     }
 
     /// After `change` of `agg` was refused as bad input: when it puts or
