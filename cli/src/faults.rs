@@ -46,6 +46,10 @@ pub struct Fault {
     /// then forward it: a caller paused mid-call, for as long as the test
     /// needs (another consumer's work, say), without a clock.
     pub gate: Option<Arc<tokio::sync::Semaphore>>,
+    /// Active only until then (a throttle or outage window): matching
+    /// requests are failed until the window ends, however many; `None`:
+    /// `times` counts them.
+    pub until: Option<std::time::Instant>,
 }
 
 impl Fault {
@@ -63,6 +67,7 @@ impl Fault {
             reset: false,
             delay: None,
             gate: None,
+            until: None,
         }
     }
 
@@ -116,6 +121,15 @@ impl Fault {
             gate: Some(gate),
             ..Self::slow(operation, times, std::time::Duration::ZERO)
         }
+    }
+
+    /// Every matching request from now on for `window` (however many),
+    /// none after it: a throttle or an outage that lasts a while, not a
+    /// count of failures. `Fault::throttle("BatchGetItem", 0).for_window(d)`.
+    pub fn for_window(mut self, window: std::time::Duration) -> Self {
+        self.times = u32::MAX;
+        self.until = Some(std::time::Instant::now() + window);
+        self
     }
 
     /// Lets `n` matching requests through before failing.
@@ -215,7 +229,11 @@ async fn serve(
             let hit = s
                 .faults
                 .iter_mut()
-                .find(|f| f.times > 0 && target.ends_with(&format!(".{}", f.operation)))
+                .find(|f| {
+                    f.times > 0
+                        && f.until.is_none_or(|u| std::time::Instant::now() < u)
+                        && target.ends_with(&format!(".{}", f.operation))
+                })
                 .and_then(|f| {
                     if f.after > 0 {
                         f.after -= 1;

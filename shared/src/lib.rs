@@ -12,6 +12,7 @@
 //! - [`limits`] - DynamoDB's key, item and transaction limits, checked before writing.
 //! - [`lambda`] - wiring shared by the Lambda binaries and the local runtime.
 //! - [`report`] - plain-text tables for demos and reports.
+//! - [`retry`] - how the processors' SDK calls ride out transient faults.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
@@ -27,6 +28,7 @@ pub mod limits;
 pub mod metrics;
 pub mod models;
 pub mod report;
+pub mod retry;
 pub mod sqs;
 pub mod store;
 pub mod tx;

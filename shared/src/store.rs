@@ -1,8 +1,9 @@
 //! The DynamoDB adapter: guarded updates, transactions that say which action
 //! failed, batch writes that retry UnprocessedItems, paginated queries.
 //!
-//! Throttling and 5xx are retried by the SDK's own standard retry strategy
-//! (jittered exponential backoff, see [`sdk_config`]). What the SDK does not
+//! Throttling, 5xx and transport errors are retried by the SDK's own
+//! standard retry strategy (jittered exponential backoff within a time
+//! budget, see [`crate::retry`]). What the SDK does not
 //! retry (UnprocessedItems, transactions cancelled by `TransactionConflict` or
 //! throttling of one action) is retried here with jittered backoff (`backon`).
 
@@ -99,7 +100,11 @@ pub struct Store {
 
 /// Loads the SDK configuration the Lambdas and the CLI share: standard retry
 /// mode (jittered exponential backoff on throttling, 5xx and transient
-/// transport errors) with `max_attempts` attempts.
+/// transport errors) with at most `max_attempts` attempts, and the stream
+/// consumers' call budget ([`crate::retry::Retries::stream`]). The
+/// processors' clients are built from it through
+/// [`crate::retry::Retries::dynamodb_client`], which also lifts the SDK's
+/// retry quota and sets their function's budget.
 pub async fn sdk_config(max_attempts: u32) -> aws_config::SdkConfig {
     sdk_loader(max_attempts).load().await
 }
@@ -107,11 +112,10 @@ pub async fn sdk_config(max_attempts: u32) -> aws_config::SdkConfig {
 /// The loader behind [`sdk_config`], for callers that set more (endpoint,
 /// region, credentials) before loading.
 pub fn sdk_loader(max_attempts: u32) -> aws_config::ConfigLoader {
-    aws_config::defaults(aws_config::BehaviorVersion::latest()).retry_config(
-        aws_config::retry::RetryConfig::standard()
-            .with_max_attempts(max_attempts)
-            .with_initial_backoff(Duration::from_millis(20)),
-    )
+    let retries = crate::retry::Retries::stream().with_max_attempts(max_attempts);
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(retries.retry_config())
+        .timeout_config(retries.timeout_config())
 }
 
 fn classify<E, R>(operation: &'static str, table: &str, err: SdkError<E, R>) -> StoreError

@@ -7,7 +7,7 @@ use jobstream::faults::Fault;
 use shared::metrics::names;
 
 use crate::items::metric_of;
-use crate::support::{assert_exact, env_behind_proxy, raw_records};
+use crate::support::{assert_exact, env_behind_proxy, env_behind_proxy_as_deployed, raw_records};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_absorbed_by_backoff_without_failing_a_record() {
@@ -84,4 +84,110 @@ async fn records_that_exhaust_retries_reach_the_on_failure_destination() {
             "{seq}: {failed:?}"
         );
     }
+}
+
+/// How long the windows below last: seconds, as an operator saw (a 10-15 s
+/// throttle took records down with it), shortened to keep the suite fast;
+/// the retry configuration is the deployed one, unscaled.
+const WINDOW: std::time::Duration = std::time::Duration::from_secs(4);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttle_window_of_seconds_on_reads_and_commits_gives_nothing_up() {
+    let (mut env, proxy) = env_behind_proxy_as_deployed().await;
+    let expected = play(&env.writer).await.unwrap();
+    // Every read and commit of both processors throttled for the window.
+    for op in ["BatchGetItem", "TransactWriteItems", "GetItem", "Query"] {
+        proxy.inject(Fault::throttle(op, 0).for_window(WINDOW));
+    }
+    env.rt.drain().await.unwrap();
+    assert!(proxy.injected() > 0, "the window throttled requests");
+    assert_eq!(
+        env.rt.failed_batches(),
+        Vec::new(),
+        "no record is given up over a throttle of seconds"
+    );
+    assert_exact(&env, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_window_of_seconds_gives_nothing_up() {
+    let (mut env, proxy) = env_behind_proxy_as_deployed().await;
+    let expected = play(&env.writer).await.unwrap();
+    // The engine gone for the window: connections closed before an answer,
+    // and 5xx, on every call the processors make.
+    for op in [
+        "BatchGetItem",
+        "TransactWriteItems",
+        "UpdateItem",
+        "PutItem",
+    ] {
+        proxy.inject(Fault::reset(op, 0).for_window(WINDOW));
+    }
+    for op in ["GetItem", "Query", "DeleteItem", "BatchWriteItem"] {
+        proxy.inject(Fault::server_error(op, 0).for_window(WINDOW));
+    }
+    env.rt.drain().await.unwrap();
+    assert!(proxy.injected() > 0, "the window failed requests");
+    assert_eq!(env.rt.failed_batches(), Vec::new());
+    assert_exact(&env, &expected).await;
+}
+
+/// Concurrent calls through one throttle window: the SDK's retry quota
+/// (500 tokens, 5 per retry of a throttle, shared by the process) would be
+/// drained by them and stop their retries early; the processors' clients
+/// have none (`shared::retry`), so each call rides the window out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_ride_out_a_throttle_window_without_a_retry_quota() {
+    let engine = crate::support::start_engine().await;
+    let proxy = jobstream::faults::FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
+    let sdk =
+        jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), shared::retry::MAX_ATTEMPTS)
+            .await;
+    let client = shared::retry::Retries::stream().dynamodb_client(&sdk);
+    let table = shared::models::table::ledger();
+    let name = format!("quota-{}", uuid::Uuid::new_v4().simple());
+    jobstream::local::engine::ensure_table(&aws_sdk_dynamodb::Client::new(&sdk), &table, &name)
+        .await
+        .expect("table");
+    proxy.inject(Fault::throttle("GetItem", 0).for_window(WINDOW));
+    let calls = (0..40).map(|i| {
+        let client = client.clone();
+        let name = name.clone();
+        async move {
+            client
+                .get_item()
+                .table_name(name)
+                .key(
+                    shared::ledger::PK,
+                    aws_sdk_dynamodb::types::AttributeValue::S(format!("k{i}")),
+                )
+                .key(
+                    shared::ledger::SK,
+                    aws_sdk_dynamodb::types::AttributeValue::S("s".into()),
+                )
+                .send()
+                .await
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.as_ref()
+                .err()
+                .map(|e| format!("{e:?}").chars().take(120).collect())
+        })
+        .collect();
+    assert!(
+        proxy.injected() >= 40,
+        "every call was throttled at least once"
+    );
+    assert_eq!(
+        failed,
+        Vec::<String>::new(),
+        "{} calls gave up",
+        failed.len()
+    );
 }

@@ -151,3 +151,84 @@ async fn a_drain_that_gives_up_names_what_is_still_pending() {
     );
     assert!(!said.contains("derive:"), "the derive caught up: {said}");
 }
+
+/// SIGTERM while DynamoDB accepts requests and never answers (a black
+/// hole): the whole stop (batches in flight, checkpoints, the lease
+/// release) ends within `--shutdown-grace`; what cannot finish is abandoned
+/// (a lease not released runs out by its TTL), and no lease is taken after
+/// the stop began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_dynamodb_hangs_ends_within_the_grace() {
+    use jobstream::faults::{Fault, FaultProxy};
+    let engine = crate::support::start_engine().await;
+    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
+    let through = aws_sdk_dynamodb::Client::new(
+        &sdk_config(Some(&proxy.endpoint()), shared::retry::MAX_ATTEMPTS).await,
+    );
+    let mut opts = crate::support::embedded_options(&engine, "tracker");
+    opts.time_scale = TIME_SCALE;
+    opts.function_timeout_scale = Some(1.0);
+    // The processors and the leases reach DynamoDB through the proxy.
+    opts.processor_endpoint = Some(proxy.endpoint());
+    let mut leases = CheckpointConfig::new(through, &opts.ledger_table);
+    leases.owner = "stop-test".into();
+    opts.mapping.checkpoints = Some(leases);
+    let mut rt = Runtime::start(opts).await.expect("runtime starts");
+    let grace = Duration::from_secs(2);
+    rt.shutdown_grace = grace;
+    let stats: Vec<_> = rt.mappings.iter().map(|m| m.stats()).collect();
+    let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let bg = run_in_background(rt);
+    let held = |s: &jobstream::local::esm::MappingStats| {
+        s.leases_held.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    tokio::time::timeout(HANG_GUARD, async {
+        while !stats.iter().all(|s| held(s) == 1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("every mapping takes its lease");
+    // From now on no DynamoDB call of the processors or the leases is
+    // answered.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    for op in [
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "TransactWriteItems",
+        "BatchWriteItem",
+    ] {
+        proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
+    }
+    writer
+        .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
+    // Batches in flight hang on their reads.
+    tokio::time::timeout(HANG_GUARD, async {
+        while proxy.injected() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the processors' calls hang");
+    let began = std::time::Instant::now();
+    let rt = tokio::time::timeout(HANG_GUARD, bg.stop())
+        .await
+        .expect("the stop returns");
+    let took = began.elapsed();
+    // A liveness bound, generous: the grace and a margin.
+    assert!(
+        took < grace + Duration::from_secs(5),
+        "the stop took {took:?} with a {grace:?} grace"
+    );
+    for s in &stats {
+        assert_eq!(held(s), 0, "{}: no lease held after the stop", s.name);
+    }
+    assert!(rt.failed_batches().is_empty(), "nothing given up");
+}

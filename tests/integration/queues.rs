@@ -550,6 +550,29 @@ async fn a_delete_entry_the_service_fails_is_retried_and_the_job_runs_once() {
     assert_eq!((invocations, deleted, retried, given_up), (1, 1, 1, 0));
 }
 
+/// A post's fan-out job cannot be sent for seconds (SQS resets every
+/// SendMessageBatch, as an operator's `DispatchFailure` did): the stream
+/// consumer's send rides the window out (`shared::retry`), the job is sent,
+/// and the follower's timeline has the post; nothing is given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_whose_job_sends_fail_for_seconds_still_fans_out() {
+    let (_engine, mut rt, proxy) = social_behind_sqs_proxy().await;
+    let at = iso(0);
+    put(&db(&rt), vec![follow_item("ann", "star", &at)]).await;
+    rt.drain().await.expect("drained");
+    proxy.inject(Fault::reset("SendMessageBatch", 0).for_window(Duration::from_secs(5)));
+    put(&db(&rt), vec![post_item("star", &post_id(1), &at, "hi")]).await;
+    rt.drain().await.expect("drained");
+    assert!(proxy.injected() > 0, "the sends failed for the window");
+    assert_eq!(
+        timeline_len(&db(&rt), "ann").await,
+        1,
+        "the post fanned out"
+    );
+    assert_eq!(rt.failed_batches(), Vec::new(), "nothing given up");
+    assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_that_keeps_failing_is_counted_and_the_redelivered_job_changes_nothing() {
     let (_engine, mut rt, proxy) = social_behind_sqs_proxy().await;

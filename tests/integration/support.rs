@@ -75,6 +75,24 @@ pub async fn model_env_behind_proxy(
     (env, proxy)
 }
 
+/// Engine + tracker runtime whose processors reach the engine through a
+/// fault proxy with the deployed retry configuration (the SDK's attempts,
+/// backoff and call budget, our own backoff): nothing friendlier, nothing
+/// harsher than a Lambda gets.
+pub async fn env_behind_proxy_as_deployed() -> (Env, FaultProxy) {
+    let engine = start_engine().await;
+    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
+    let endpoint = proxy.endpoint();
+    let ModelEnv { engine, rt } = model_env_on(engine, "tracker", |o| {
+        o.processor_endpoint = Some(endpoint);
+    })
+    .await;
+    let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    (Env { engine, rt, writer }, proxy)
+}
+
 /// A fresh embedded engine on a free port.
 pub async fn start_engine() -> LocalEngine {
     LocalEngine::start("127.0.0.1:0", None)

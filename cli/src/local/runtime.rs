@@ -21,7 +21,9 @@ use anyhow::Context as _;
 use aws_lambda_events::event::dynamodb::Event;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use shared::lambda::{Config, Processors, QueueHandler, StreamHandler};
+use shared::models::table::StreamSettings;
 use shared::models::{self, BoxError, EventFilter, Harness, Model, StreamProcessorDef};
+use shared::retry::Retries;
 use shared::store::{Backoff, Store};
 
 use crate::local::deployed::{require_queue, require_tables};
@@ -101,7 +103,11 @@ pub struct RuntimeOptions {
     /// pacing); the name and every SPEC §6.1 setting are set per processor
     /// from its definition.
     pub mapping: MappingConfig,
-    /// SDK attempts per request for the processors (standard retry mode).
+    /// At most this many SDK attempts per request for the processors
+    /// (standard retry mode, see `shared::retry`): the deployed
+    /// [`shared::retry::MAX_ATTEMPTS`] by default; tests of retries running
+    /// out lower it. Each processor's call budget is its function's, as
+    /// deployed (two thirds of its timeout, scaled as the timeout is).
     pub max_attempts: u32,
     /// Our own backoff for what the SDK does not retry.
     pub backoff: Backoff,
@@ -138,7 +144,7 @@ impl RuntimeOptions {
             revoke: Vec::new(),
             runner: None,
             mapping: MappingConfig::new("stream"),
-            max_attempts: 5,
+            max_attempts: shared::retry::MAX_ATTEMPTS,
             backoff: Backoff::default(),
             queue_concurrency: None,
             drain_in_phases: false,
@@ -330,7 +336,33 @@ impl Runtime {
             Some(e) => runtime_sdk_config(Some(e), opts.max_attempts).await,
             None => plain_sdk.clone(),
         };
-        let store = Store::with_backoff(aws_sdk_dynamodb::Client::new(&proc_sdk), opts.backoff);
+        // Each processor's SDK calls ride out transient faults as its
+        // function does when deployed (`shared::retry`): the budget is its
+        // function timeout's, scaled as the mapping scales the timeout.
+        let timeout_scale = opts
+            .function_timeout_scale
+            .unwrap_or(opts.time_scale)
+            .max(0.0);
+        let retries_of = |name: &str| -> Retries {
+            let timeout = match model.queues().iter().find(|q| q.consumer == name) {
+                Some(q) => q.consumer_timeout_secs,
+                None => model
+                    .stream_defs()
+                    .iter()
+                    .find(|d| d.name == name)
+                    .map_or(StreamSettings::DEPLOYED.timeout_secs, |d| {
+                        d.settings.timeout_secs
+                    }),
+            };
+            Retries::within(Duration::from_secs(u64::from(timeout)).mul_f64(timeout_scale))
+                .with_max_attempts(opts.max_attempts)
+        };
+        let store = Store::with_backoff(
+            Retries::stream()
+                .with_max_attempts(opts.max_attempts)
+                .dynamodb_client(&proc_sdk),
+            opts.backoff,
+        );
         let queue_names: BTreeMap<String, String> = config
             .queues
             .iter()
@@ -343,7 +375,7 @@ impl Runtime {
             .as_deref()
             .or(opts.endpoint.as_deref());
         let proc_config = |name: &str| {
-            let b = aws_sdk_dynamodb::config::Builder::from(&proc_sdk);
+            let b = retries_of(name).dynamodb(aws_sdk_dynamodb::config::Builder::from(&proc_sdk));
             match processor_credentials(proc_endpoint, name) {
                 Some(c) => b.credentials_provider(c),
                 None => b,
@@ -352,11 +384,18 @@ impl Runtime {
         let clients = |name: &str| -> (Store, Option<aws_sdk_sqs::Client>) {
             let grant = model.grant(name).filter(|_| opts.enforce_grants);
             let Some(mut grant) = grant else {
+                let sqs = sqs_sdk.as_ref().map(|c| {
+                    let b = aws_sdk_sqs::config::Builder::from(&match &runner {
+                        Some(r) => r.checked(c),
+                        None => c.clone(),
+                    });
+                    aws_sdk_sqs::Client::from_conf(retries_of(name).sqs(b).build())
+                });
                 return (
                     store.with_client(aws_sdk_dynamodb::Client::from_conf(
                         proc_config(name).build(),
                     )),
-                    sqs.clone(),
+                    sqs,
                 );
             };
             for (processor, action) in &opts.revoke {
@@ -386,7 +425,8 @@ impl Runtime {
             let ddb = proc_config(name).http_client(http.clone()).build();
             let sqs = sqs_sdk.as_ref().map(|c| {
                 aws_sdk_sqs::Client::from_conf(
-                    aws_sdk_sqs::config::Builder::from(c)
+                    retries_of(name)
+                        .sqs(aws_sdk_sqs::config::Builder::from(c))
                         .http_client(http)
                         .build(),
                 )

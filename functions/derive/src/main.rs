@@ -10,14 +10,17 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use shared::lambda::{serve_stream, Config, Processors};
+use shared::retry::{Retries, MAX_ATTEMPTS};
 use shared::store::{sdk_config, Store};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let (config, model) = Config::from_env()?;
-    let sdk = sdk_config(5).await;
-    let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk));
-    let processors = Processors::new(&model, &config, store, Some(aws_sdk_sqs::Client::new(&sdk)));
+    let sdk = sdk_config(MAX_ATTEMPTS).await;
+    // Transient faults ridden out within the stream function's timeout.
+    let retries = Retries::stream();
+    let store = Store::new(retries.dynamodb_client(&sdk));
+    let processors = Processors::new(&model, &config, store, Some(retries.sqs_client(&sdk)));
     serve_stream(processors.derive).await
 }

@@ -10,6 +10,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use shared::lambda::{serve_queue, Config, Processors};
+use shared::retry::{Retries, MAX_ATTEMPTS};
 use shared::store::{sdk_config, Store};
 
 #[tokio::main]
@@ -17,9 +18,15 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let (config, model) = Config::from_env()?;
     let queue = std::env::var("QUEUE").map_err(|_| "missing environment variable QUEUE")?;
-    let sdk = sdk_config(5).await;
-    let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk));
-    let processors = Processors::new(&model, &config, store, Some(aws_sdk_sqs::Client::new(&sdk)));
+    let sdk = sdk_config(MAX_ATTEMPTS).await;
+    // Transient faults ridden out within this queue consumer's timeout.
+    let retries = model
+        .queues()
+        .iter()
+        .find(|q| q.logical == queue)
+        .map_or_else(Retries::stream, Retries::queue);
+    let store = Store::new(retries.dynamodb_client(&sdk));
+    let processors = Processors::new(&model, &config, store, Some(retries.sqs_client(&sdk)));
     let consumer = processors
         .consumer(&queue)
         .ok_or_else(|| format!("model {} has no consumer of queue {queue}", model.name))?;

@@ -372,9 +372,13 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
     /// Runs the mapping as a long-lived consumer until `stop` turns true: a
     /// task per shard (each polled at Lambda's rate, in order within the
     /// shard), a lease renewer beside them, and this coordinator (discovery,
-    /// balancing). On stop: no new batch starts; batches in flight finish
-    /// within `grace` or are abandoned without a checkpoint (their effects
-    /// are idempotent); the leases are released.
+    /// balancing). On stop the whole stop is bounded by `grace`, whatever
+    /// DynamoDB does: coordination in flight is dropped (no lease is taken
+    /// after the stop began); no new batch starts; batches in flight (and
+    /// their checkpoints) finish within the grace less a share kept for the
+    /// release, or are abandoned without a checkpoint (their effects are
+    /// idempotent); the leases are released within what is left, and a
+    /// lease whose release does not finish runs out by its TTL.
     pub async fn consume(
         &mut self,
         mut stop: watch::Receiver<bool>,
@@ -396,7 +400,13 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
             if *stop.borrow() {
                 break;
             }
-            self.coordinate().await;
+            // A coordination hung on DynamoDB never delays the stop, nor
+            // takes a lease after it (dropped with its calls in flight).
+            let mut stopped = stop.clone();
+            tokio::select! {
+                () = self.coordinate() => {}
+                _ = stopped.wait_for(|s| *s) => break,
+            }
             self.drop_lost();
             let idle: Vec<String> = self
                 .held
@@ -419,9 +429,9 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
                 () = tokio::time::sleep_until(tick.into()) => {}
             }
         }
-        let deadline = tokio::time::Instant::now() + grace;
+        let (batches_by, release_by) = stop_deadlines(tokio::time::Instant::now(), grace);
         while !tasks.is_empty() {
-            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
+            match tokio::time::timeout_at(batches_by, tasks.join_next()).await {
                 Ok(Some(joined)) => self.task_ended(joined, &mut running).await,
                 Ok(None) => break,
                 Err(_) => {
@@ -434,7 +444,33 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
         if let Some(r) = renewer {
             r.abort();
         }
-        self.release().await
+        match tokio::time::timeout_at(release_by, self.release()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(mapping = %self.name(), error = format!("{e:#}"), "releasing leases failed: they run out by their TTL");
+            }
+            Err(_) => {
+                tracing::warn!(mapping = %self.name(), "shutdown grace over: leases not released run out by their TTL");
+                self.abandon_leases();
+            }
+        }
+        Ok(())
+    }
+
+    /// At a stop whose release did not finish: this process forgets every
+    /// shard and lease (the leases run out by their TTL).
+    fn abandon_leases(&mut self) {
+        let live: Vec<Arc<Lease>> = self
+            .live
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l).into_values().collect())
+            .unwrap_or_default();
+        for lease in live {
+            lease.lose();
+        }
+        self.held.clear();
+        self.ctx.stats.ready.store(false, Ordering::Relaxed);
+        self.note_leases();
     }
 
     async fn task_ended(
@@ -461,6 +497,21 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
             }
         }
     }
+}
+
+/// The most a stop keeps for releasing the leases: one conditional write
+/// per lease, milliseconds when DynamoDB answers.
+const RELEASE_SHARE: Duration = Duration::from_secs(2);
+
+/// When a stop that began at `now` abandons its batches in flight, and
+/// when it abandons the lease release: the grace, less a fifth of it (at
+/// most [`RELEASE_SHARE`]) kept for the release.
+fn stop_deadlines(
+    now: tokio::time::Instant,
+    grace: Duration,
+) -> (tokio::time::Instant, tokio::time::Instant) {
+    let release = (grace / 5).min(RELEASE_SHARE);
+    (now + grace - release, now + grace)
 }
 
 /// Lets every mapping's leases go (call when `run` stops).
