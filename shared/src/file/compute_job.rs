@@ -17,7 +17,10 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::compute::{row_val, rows_pk, version_sk, Compute, MAX_SCOPE_ROWS, VERSION_ATTR};
+use super::compute::{
+    row_val, rows_pk, scope_too_large, version_sk, Compute, MAX_SCOPE_ROWS, SCOPE_TOO_LARGE,
+    VERSION_ATTR,
+};
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
 use super::once_run::invalid_message;
@@ -387,6 +390,22 @@ impl FileModel {
                     Some(Some(r)) => r.clone(),
                     None => vec![],
                 };
+                // Past what a job can read: bad input (the job leaves the
+                // values as they are), not drift a repair could fix.
+                if r.len() > MAX_SCOPE_ROWS {
+                    input.bad_input(format!(
+                        "{}: {} not computed over `{}` rows of {pkn}={rpk}: {} ({SCOPE_TOO_LARGE})",
+                        display_key(&key_of(i, &self.key_names())),
+                        c.values
+                            .iter()
+                            .map(|(a, _)| *a)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        over.name,
+                        scope_too_large(r.len()),
+                    ));
+                    continue;
+                }
                 let facts = Facts {
                     rows: Val::List(r).prepare(),
                     guards: vec![],
@@ -588,11 +607,8 @@ impl ComputeJob {
             tracing::warn!(
                 processor = c.name,
                 scope = %rpk,
-                kind = "ScopeTooLarge",
-                reason = %format!(
-                    "{} rows: a job pins every row it read in the transaction that writes the values, which holds the item, the scope's version and at most {MAX_SCOPE_ROWS} rows",
-                    rows.len()
-                ),
+                kind = SCOPE_TOO_LARGE,
+                reason = %scope_too_large(rows.len()),
                 "bad input: not computed until the scope holds at most {MAX_SCOPE_ROWS} rows"
             );
             return Ok(None);
