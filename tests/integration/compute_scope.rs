@@ -59,7 +59,7 @@ fn postings(id: &str, count: i64) -> Vec<shared::item::Item> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scope_past_98_rows_is_reported_as_bad_input_and_no_repair_is_started() {
     let path = temp_model("scope_w07", LEDGER);
-    let mut env = model_env("scope_w07", |o| o.model_file = Some(path)).await;
+    let mut env = model_env("scope_w07", |o| o.model_file = Some(path.clone())).await;
     // a1: 99 rows, one past the limit; a2: 98 rows, the limit.
     let mut items = vec![account("a1"), account("a2")];
     items.extend(postings("a1", 99));
@@ -95,6 +95,18 @@ async fn a_scope_past_98_rows_is_reported_as_bad_input_and_no_repair_is_started(
         assert!(line.contains(says), "{line} should say {says}");
     }
     assert_eq!(repair(&env.rt, &report).await, 0, "--repair starts nothing");
+    // `explain` of the item says so too, not "a job pending, or drift".
+    let x = crate::explain::ask_in(&env, &path, "ACCT#a1", "ACCOUNT").await;
+    let line = x
+        .lines
+        .iter()
+        .find(|l| l.starts_with("computes"))
+        .unwrap_or_else(|| panic!("{:#?}", x.lines));
+    assert!(
+        line.contains("not judged now, the scope holds 99 rows")
+            && line.contains("(ScopeTooLarge)"),
+        "{line}"
+    );
 
     // Back within the limit, the scope is computed and verify is clean.
     delete(&env.rt, key("ACCT#a1", "POST#0099")).await;

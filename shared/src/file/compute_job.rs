@@ -519,6 +519,12 @@ impl FileModel {
                 }
             }
         }
+        if rows.len() > MAX_SCOPE_ROWS {
+            return Err(format!(
+                "{} ({SCOPE_TOO_LARGE})",
+                scope_too_large(rows.len())
+            ));
+        }
         let facts = Facts {
             rows: Val::List(rows).prepare(),
             guards: vec![],
