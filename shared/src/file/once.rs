@@ -154,6 +154,8 @@ struct Unreadable {
     entity: &'static str,
     sums: Vec<&'static str>,
     computed: Vec<&'static str>,
+    /// Its `int` attributes: what a threshold can be.
+    ints: Vec<&'static str>,
 }
 
 impl Unreadable {
@@ -166,14 +168,20 @@ impl Unreadable {
                 .filter(|s| !declared(s))
                 .collect(),
             computed: e.computed().filter(|c| !declared(c)).collect(),
+            ints: (e.attrs.iter())
+                .filter(|a| a.ty == super::model::Ty::Int)
+                .map(|a| a.name)
+                .collect(),
         }
     }
 
     /// Why `v` (read in `src`) may not be read, and what to write instead;
     /// `None` when it is no sum or computed value of the entity.
-    /// `threshold`: an attribute the expression reads beside `v`.
-    fn why(&self, v: &str, src: &str, threshold: Option<&str>) -> Option<String> {
+    /// `vars`: every name the expression reads (an `int` attribute among
+    /// them is the threshold an example names).
+    fn why(&self, v: &str, src: &str, vars: &[String]) -> Option<String> {
         let e = self.entity;
+        let threshold = vars.iter().find(|n| self.ints.contains(&n.as_str()));
         let reads = "a once effect reads what the application writes on its `on` entity (its declared attributes and key names), never a counter sum or a `compute:` value (they are written after the records that change them)";
         if self.sums.contains(&v) {
             let example = threshold
@@ -219,13 +227,9 @@ impl Compiling<'_> {
         // those names read as any value.
         let readable = |v: &str| scope.names.iter().any(|(n, _)| *n == v);
         let vars = Expr::compile(src).map(|x| x.variables).unwrap_or_default();
-        let threshold = vars
-            .iter()
-            .find(|v| readable(v.as_str()))
-            .map(String::as_str);
         let blocked: Vec<(&str, String)> = (vars.iter())
             .filter(|v| !readable(v.as_str()))
-            .filter_map(|v| Some((v.as_str(), self.unreadable.why(v, src, threshold)?)))
+            .filter_map(|v| Some((v.as_str(), self.unreadable.why(v, src, &vars)?)))
             .collect();
         if !blocked.is_empty() {
             for (_, why) in &blocked {
