@@ -7,8 +7,13 @@ the processors are idle (the table unchanged and the queues empty for
 (through `jobstream query --json`).
 
     scripts/endpoint-play.py --endpoint http://127.0.0.1:5071 --model social
+    scripts/endpoint-play.py --endpoint http://127.0.0.1:5071 --model-file my-table.yaml \
+        [--scenario my-table.scenario.yaml]
 
-Exit 0 when everything matches. `vars` (now, iso, epoch, day) are
+A shipped model (`--model M`) plays models/M.scenario.yaml; a model file
+(`--model-file F`) plays the scenario `jobstream demo` would: `--scenario S`,
+else the file's stem + `.scenario.yaml` beside it. Exit 0 when everything
+matches, 1 on a difference, 2 on a usage error (no such file). `vars` (now, iso, epoch, day) are
 computed as the demo computes them. Credentials and region from the
 environment. `--writes-only` writes and exits; `--check-only` checks what
 the last part expects only (after a restart, a replay or a backfill; give
@@ -35,7 +40,11 @@ SER, DE = TypeSerializer(), TypeDeserializer()
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--endpoint", required=True)
-    ap.add_argument("--model", required=True, help="a shipped model: models/M.yaml and models/M.scenario.yaml")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="a shipped model: models/M.yaml and models/M.scenario.yaml")
+    which.add_argument("--model-file", help="a model file of your own (YAML, `jobstream: 1`)")
+    ap.add_argument("--scenario", help="the scenario file to play (default: models/M.scenario.yaml, "
+                    "or the model file's stem + .scenario.yaml beside it)")
     ap.add_argument("--table", help="default: the model's own")
     ap.add_argument("--queue-url", action="append", default=[], help="a queue to wait for (repeatable)")
     ap.add_argument("--settle", type=float, default=6.0, help="seconds unchanged that mean idle")
@@ -51,12 +60,14 @@ def main():
     ap.add_argument("--jobstream", default="jobstream")
     a = ap.parse_args()
 
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
-    model_file = os.path.join(root, f"{a.model}.yaml")
-    scen = yaml.safe_load(open(os.path.join(root, f"{a.model}.scenario.yaml")))
+    model_file, scenario_file = files(a)
+    scen = yaml.safe_load(open(scenario_file))
     model = yaml.safe_load(open(model_file))
-    table = a.table or model["table"]["name"]
-    keys = [model["table"].get("pk", "PK"), model["table"].get("sk", "SK")]
+    name = a.model or model.get("name") or os.path.splitext(os.path.basename(model_file))[0]
+    t = model["table"]
+    table = a.table or (t["name"] if isinstance(t, dict) else t)
+    keys = [t.get("pk", "PK"), t.get("sk", "SK")] if isinstance(t, dict) else ["PK", "SK"]
+    print(f"model: {model_file}; scenario: {scenario_file}", file=sys.stderr)
     region = os.environ.get("AWS_REGION") or "us-east-1"
     ddb = boto3.client("dynamodb", endpoint_url=a.endpoint, region_name=region)
     sqs = boto3.client("sqs", endpoint_url=a.endpoint, region_name=region)
@@ -84,8 +95,37 @@ def main():
         diffs += check(ddb, table, keys, last, a, model_file)
     for d in diffs:
         print(d)
-    print(f"{a.model}: {len(diffs)} difference(s)")
+    print(f"{name}: {len(diffs)} difference(s)")
     sys.exit(1 if diffs else 0)
+
+
+def files(a):
+    """The model file and the scenario file to play, both present (else
+    exit 2 naming what is missing)."""
+    if a.model:
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+        model_file = os.path.normpath(os.path.join(root, f"{a.model}.yaml"))
+        default = os.path.normpath(os.path.join(root, f"{a.model}.scenario.yaml"))
+        if not os.path.isfile(model_file):
+            shipped = sorted(f[:-5] for f in os.listdir(root) if f.endswith(".yaml") and ".scenario" not in f)
+            usage(f"no shipped model `{a.model}` (models/: {', '.join(shipped)}); "
+                  "a file of your own is --model-file F")
+    else:
+        model_file = os.path.abspath(a.model_file)
+        stem = re.sub(r"\.ya?ml$", "", model_file)
+        default = stem + ".scenario.yaml"
+        if not os.path.isfile(model_file):
+            usage(f"no model file {a.model_file}")
+    scenario_file = os.path.abspath(a.scenario) if a.scenario else default
+    if not os.path.isfile(scenario_file):
+        usage(f"no scenario file {scenario_file}" + ("" if a.scenario else
+              " (the default beside the model; give --scenario S)"))
+    return model_file, scenario_file
+
+
+def usage(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
 def resolve(scen, now):
@@ -139,6 +179,15 @@ def write(ddb, table, keys, writes):
                                 for k, v in r[kind].items()}} for i in range(1, r["times"] + 1)]
         else:
             expanded = [w]
+        if "transact" in w:
+            # Puts and deletes in one TransactWriteItems, as the demo writes them.
+            actions = [{"Put": {"TableName": table, "Item": {k: av(v) for k, v in x["put"].items()}}}
+                       if "put" in x else
+                       {"Delete": {"TableName": table, "Key": {k: av(x["delete"][k]) for k in keys}}}
+                       for x in w["transact"]]
+            ddb.transact_write_items(TransactItems=actions)
+            n += len(actions)
+            continue
         for x in expanded:
             if "put" in x:
                 ddb.put_item(TableName=table, Item={k: av(v) for k, v in x["put"].items()})

@@ -188,7 +188,10 @@ pub(crate) enum Command {
     Import(ImportArgs),
     /// Explain one item of a live table: what a source implies now and what
     /// the ledger recorded; which sources imply a derived item or a counter,
-    /// by which rule; the rule that rejects bad input and why.
+    /// by which rule; the rule that rejects bad input and why. Exit 0 when
+    /// an item has the key, 1 when none has (the answer is printed: what
+    /// such a key would be) or a request failed, 2 on a usage error (an
+    /// empty key value), before any request.
     Explain(ExplainArgs),
     /// Run one of a model file's declared access patterns (`queries:`)
     /// against a table: its items as a table (keys, then attributes) or
@@ -325,7 +328,7 @@ pub(crate) struct RunArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct VerifyArgs {
-    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
     /// `http://127.0.0.1:8000` (default: the region's, from the AWS
     /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
@@ -353,7 +356,7 @@ pub(crate) struct VerifyArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct BackfillArgs {
-    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
     /// `http://127.0.0.1:8000` (default: the region's, from the AWS
     /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
@@ -417,7 +420,7 @@ pub(crate) struct ImportArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ExplainArgs {
-    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
     /// `http://127.0.0.1:8000` (default: the region's, from the AWS
     /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]
@@ -432,9 +435,7 @@ pub(crate) struct ExplainArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct QueryArgs {
-    /// DynamoDB endpoint (e.g. `jobstream dev`'s http://127.0.0.1:8000);
-    /// default: the SDK's own (AWS).
-    /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
+    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
     /// `http://127.0.0.1:8000` (default: the region's, from the AWS
     /// environment).
     #[arg(long, env = "JOBSTREAM_ENDPOINT")]

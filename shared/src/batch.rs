@@ -50,7 +50,10 @@ pub trait StreamProcessor: Send + Sync {
 #[error("whole batch failed deliberately: {0}")]
 pub struct WholeBatchFailure(pub DecodeError);
 
-/// Logs bad input: what, where, why. Never the item.
+/// Logs bad input: what, where, why. Never the item. At WARN: refused
+/// input is expected (a writer's mistake, skipped by design) and counted
+/// (`BadInput`, which the stack's alarms watch); ERROR is kept for what
+/// needs an operator.
 pub fn log_bad_input(
     processor: &str,
     event_id: &str,
@@ -58,7 +61,7 @@ pub fn log_bad_input(
     metrics: &mut BatchMetrics,
 ) {
     metrics.incr(names::BAD_INPUT);
-    tracing::error!(
+    tracing::warn!(
         processor,
         event_id,
         kind = err.kind(),

@@ -110,7 +110,8 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
                 match &e {
                     MessageError::Permanent { kind, reason } => {
                         metrics.incr(names::BAD_INPUT);
-                        tracing::error!(processor = name, %message_id, kind, %reason, "bad message: reported failed, goes to the DLQ after maxReceiveCount");
+                        // Refused input: WARN, as a stream's (counted, alarmed on).
+                        tracing::warn!(processor = name, %message_id, kind, %reason, "bad message: reported failed, goes to the DLQ after maxReceiveCount");
                     }
                     MessageError::Retryable(err) => {
                         tracing::warn!(processor = name, %message_id, error = %err, "message failed; will be retried");

@@ -136,3 +136,71 @@ async fn a_snapshot_over_400_kb_is_omitted_from_its_entry_and_numbering_continue
     );
     assert!(env.rt.failed_batches().is_empty());
 }
+
+/// Refuses every message as a bad body.
+struct Refuses(shared::metrics::Metrics);
+
+impl shared::sqs::MessageProcessor for Refuses {
+    fn name(&self) -> &'static str {
+        "scoring"
+    }
+    fn metrics(&self) -> &shared::metrics::Metrics {
+        &self.0
+    }
+    async fn process(
+        &self,
+        _body: &str,
+    ) -> Result<shared::sqs::Outcome, shared::sqs::MessageError> {
+        Err(shared::sqs::MessageError::Permanent {
+            kind: "InvalidBody",
+            reason: "not JSON".into(),
+        })
+    }
+}
+
+/// Refused input is expected (a writer's bug, not the operator's): it is
+/// logged at WARN with what, where and why, counted (`BadInput`, which the
+/// stack's alarms watch), never at ERROR, which is kept for what needs an
+/// operator (user8: each bad record showed as one ERROR per processor).
+#[tokio::test]
+async fn refused_input_is_logged_at_warn_with_its_key_and_reason_never_at_error() {
+    let (logs, _guard) = crate::support::Captured::start();
+    let env = env().await;
+    let event = fixture("tracker-bad-input.json");
+    for processor in ["history", "derive"] {
+        let r = invoke(&env.rt, processor, &event).await.expect("handled");
+        assert!(r.batch_item_failures.is_empty());
+    }
+    let mut m = aws_lambda_events::event::sqs::SqsMessage::default();
+    m.message_id = Some("m-bad".into());
+    m.body = Some("{".into());
+    let mut jobs = aws_lambda_events::event::sqs::SqsEvent::default();
+    jobs.records.push(m);
+    let refuses = Refuses(Default::default());
+    let r = shared::sqs::handle_sqs_batch(&refuses, jobs)
+        .await
+        .expect("handled");
+    assert_eq!(r.batch_item_failures.len(), 1, "to the DLQ in time");
+    assert_eq!(refuses.0.get(names::BAD_INPUT), 1);
+
+    let logged = logs.text();
+    let refused: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("bad input") || l.contains("bad message"))
+        .collect();
+    // 3 for the history, 4 for the derive, 1 message.
+    assert_eq!(refused.len(), 8, "{logged}");
+    for line in &refused {
+        assert!(line.contains(" WARN "), "{line}");
+        assert!(
+            line.contains("processor=") && line.contains("kind="),
+            "{line}"
+        );
+        assert!(line.contains("reason="), "{line}");
+    }
+    assert!(
+        refused.iter().any(|l| l.contains("message_id=m-bad")),
+        "{logged}"
+    );
+    assert!(!logged.contains(" ERROR "), "{logged}");
+}

@@ -162,3 +162,74 @@ fn models_prints_a_shipped_file_and_its_demo() {
         "{err}"
     );
 }
+
+/// The help of `--endpoint` of each command, as `--help` prints it (the
+/// option's text up to the next option).
+fn endpoint_help(command: &str) -> Option<String> {
+    let help = stdout(&jobstream(&[command, "--help"]));
+    let mut lines = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("--endpoint <"));
+    let first = lines
+        .next()?
+        .trim_start()
+        .trim_start_matches("--endpoint <ENDPOINT>");
+    let rest = lines.take_while(|l| {
+        let t = l.trim_start();
+        !(t.starts_with("--") || t.starts_with("-h,") || t.starts_with("Examples:"))
+    });
+    Some(
+        std::iter::once(first)
+            .chain(rest)
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// Each command's `--endpoint` says one thing: what it reaches, one
+/// example, one default (user8: `query --help` ran two descriptions
+/// together, "default: the SDK's own (AWS). DynamoDB and DynamoDB Streams
+/// endpoint, ... (default: the region's ...)"); only `run` reads the
+/// stream, so only it names DynamoDB Streams.
+#[test]
+fn every_commands_endpoint_help_says_one_thing() {
+    let mut with = Vec::new();
+    for command in [
+        "dev",
+        "demo",
+        "serve",
+        "run",
+        "create",
+        "verify",
+        "backfill",
+        "tables",
+        "check-model",
+        "graph",
+        "import",
+        "explain",
+        "query",
+        "models",
+    ] {
+        let Some(help) = endpoint_help(command) else {
+            continue;
+        };
+        with.push(command);
+        assert!(help.contains("DynamoDB"), "{command}: {help}");
+        assert!(help.matches("default").count() <= 1, "{command}: {help}");
+        assert!(help.matches("e.g.").count() <= 1, "{command}: {help}");
+        assert!(
+            help.matches("endpoint").count() <= 1,
+            "{command}: one description: {help}"
+        );
+        assert_eq!(
+            help.contains("Streams"),
+            command == "run",
+            "{command}: only `run` reads the stream: {help}"
+        );
+    }
+    assert_eq!(
+        with,
+        ["run", "create", "verify", "backfill", "explain", "query"]
+    );
+}

@@ -332,3 +332,62 @@ async fn verify_names_a_bad_input_items_key_once() {
     assert_eq!(line.matches(&key).count(), 1, "{line}");
     assert!(line.ends_with("(InvalidValue)"), "{line}");
 }
+
+/// `jobstream explain` (the binary) exits 0 on an item of the table, 1 on
+/// a key no item has (saying so, on stdout as the answer and on stderr as
+/// the error), whether or not the key is one the model would derive, and 2
+/// on a usage error (an empty key value) before any request, as `query`'s
+/// usage errors do (user8: a key not in the table exited 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_exits_1_on_a_key_no_item_has_and_2_on_a_usage_error() {
+    let mut env = library().await;
+    put(&env.rt, loan("ann", BOOK, 14, "open")).await;
+    env.rt.drain().await.expect("drains");
+    let file = shipped("examples/library.yaml");
+    let endpoint = env.engine.endpoint();
+    let explain = |pk: &str, sk: &str| {
+        crate::support::jobstream(&[
+            "explain",
+            "--model-file",
+            file.to_str().expect("utf-8"),
+            "--endpoint",
+            &endpoint,
+            pk,
+            sk,
+        ])
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    let there = explain("M#ann", &format!("LOAN#{BOOK}"));
+    assert_eq!(there.status.code(), Some(0), "{there:?}");
+    assert!(
+        text(&there.stdout).contains("a source item (loan)"),
+        "{there:?}"
+    );
+    // A loan's key no item has; the key of a derived item no loan implies.
+    for (pk, sk) in [
+        ("M#zoe".to_string(), format!("LOAN#{BOOK}")),
+        (format!("B#{BOOK2}"), "M#zoe".to_string()),
+        ("NOPE".to_string(), "NOPE".to_string()),
+    ] {
+        let out = explain(&pk, &sk);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{pk} {sk}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "error: no item has the key PK={pk}, SK={sk} in table library"
+            )),
+            "{pk} {sk}: {stderr}"
+        );
+        assert!(
+            stdout.starts_with(&format!("PK={pk}, SK={sk}: ")),
+            "{stdout}"
+        );
+    }
+    let empty = explain("M#ann", "");
+    assert_eq!(empty.status.code(), Some(2), "{empty:?}");
+    assert!(
+        text(&empty.stderr).contains("error: the sort key value is empty"),
+        "{empty:?}"
+    );
+    env.engine.stop().await;
+}

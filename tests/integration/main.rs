@@ -8,6 +8,7 @@ mod bill;
 mod board_gaps;
 mod cli;
 mod compute_overwrite;
+mod compute_scope;
 mod counter_moment;
 mod counters;
 mod create;

@@ -138,6 +138,11 @@ pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         pk,
         sk,
     } = args;
+    // Usage errors first, before any request (exit 2, as `query`'s).
+    if let Some(e) = jobstream::tools::explain::key_error(&pk, &sk) {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(2));
+    }
     let model = target.model()?;
     let config = target.config(&model);
     let file = Some(&target.model.file()?.model);
@@ -151,6 +156,17 @@ pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let x = jobstream::tools::explain::explain(&model, file, &tables, &key).await?;
     for line in &x.lines {
         println!("{line}");
+    }
+    // The answer is printed either way (an absent derived item: what
+    // should imply it); a key no item has is an error, as `grep` finds
+    // nothing.
+    if !x.present {
+        eprintln!(
+            "error: no item has the key {} in table {}",
+            shared::item::display_key(&key),
+            config.table
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -61,6 +61,8 @@ pub struct Explanation {
     /// `source`, `derived`, `counter`, `processor`, `bad input`, `absent`.
     pub kind: &'static str,
     pub lines: Vec<String>,
+    /// Whether an item has the key (`jobstream explain` exits 1 when not).
+    pub present: bool,
 }
 
 impl Explanation {
@@ -168,6 +170,18 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
     }
 }
 
+/// Why (`pk`, `sk`) cannot be a key of any item (a usage error, before
+/// any request): DynamoDB refuses an empty key value.
+pub fn key_error(pk: &str, sk: &str) -> Option<&'static str> {
+    if pk.is_empty() {
+        Some("the partition key value is empty: give `PK SK` of an item")
+    } else if sk.is_empty() {
+        Some("the sort key value is empty: give `PK SK` of an item")
+    } else {
+        None
+    }
+}
+
 /// The key of the item at (`pk`, `sk`) in the model's table.
 pub fn key(model: &Model, pk: String, sk: String) -> Item {
     [
@@ -187,7 +201,9 @@ pub async fn explain(
 ) -> anyhow::Result<Explanation> {
     let item = get(t, t.table, key).await?;
     let image = item.clone().unwrap_or_else(|| key.clone());
+    let present = item.is_some();
     let mut x = explain_roles(model, file, t, key, item).await?;
+    x.present = present;
     if let Some(f) = file.filter(|f| f.history.is_some()) {
         if let Some(place) = shared::file::history::FileHistory(f).place(&image) {
             x.line(place.what);

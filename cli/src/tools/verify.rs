@@ -609,6 +609,7 @@ pub fn verify_items(
     for (kind, n) in input.tally() {
         report.kinds.entry(kind).or_default().checked += n;
     }
+    report.bad_input.extend(input.bad_inputs());
     for f in found {
         report.found(f);
     }

@@ -153,6 +153,17 @@ pub fn job_wrote(old: &crate::item::Item, new: &crate::item::Item) -> bool {
 /// actions. A larger scope is bad input, its values left as they are.
 pub const MAX_SCOPE_ROWS: usize = 98;
 
+/// The kind of bad input a scope past [`MAX_SCOPE_ROWS`] is.
+pub const SCOPE_TOO_LARGE: &str = "ScopeTooLarge";
+
+/// Why a scope of `rows` rows (past [`MAX_SCOPE_ROWS`]) is not computed,
+/// and what to do: the job's log and `verify` say the same.
+pub fn scope_too_large(rows: usize) -> String {
+    format!(
+        "the scope holds {rows} rows; a scope holds at most {MAX_SCOPE_ROWS} (a job pins every row it read in the transaction that writes the values, beside the item and the scope's version, and a transaction holds 100 actions): its values are left as they are until the scope is back within the limit, and no repair can help; keep such a value as a `count:` sum instead"
+    )
+}
+
 /// Names of attributes read as `<var>.<attr>` anywhere in `src` (an
 /// over-approximation of what an expression reads of its rows: a guard
 /// too many costs a retry, a guard too few a stale value).

@@ -18,8 +18,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::compute::{
-    job_wrote, row_val, rows_pk, sequence_of, version_sk, Compute, MAX_SCOPE_ROWS, SEQUENCE_ATTR,
-    VERSION_ATTR,
+    job_wrote, row_val, rows_pk, scope_too_large, sequence_of, version_sk, Compute, MAX_SCOPE_ROWS,
+    SCOPE_TOO_LARGE, SEQUENCE_ATTR, VERSION_ATTR,
 };
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
@@ -432,11 +432,8 @@ impl ComputeJob {
             tracing::warn!(
                 processor = c.name,
                 scope = %rpk,
-                kind = "ScopeTooLarge",
-                reason = %format!(
-                    "{} rows: a job pins every row it read in the transaction that writes the values, which holds the item, the scope's version and at most {MAX_SCOPE_ROWS} rows",
-                    rows.len()
-                ),
+                kind = SCOPE_TOO_LARGE,
+                reason = %scope_too_large(rows.len()),
                 "bad input: not computed until the scope holds at most {MAX_SCOPE_ROWS} rows"
             );
             return Ok(None);

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{scope_of_item, scope_vec, ComputeJob, ComputeMsg, Facts, VERSION};
-use crate::file::compute::{row_val, rows_pk, Compute};
+use crate::file::compute::{
+    row_val, rows_pk, scope_too_large, Compute, MAX_SCOPE_ROWS, SCOPE_TOO_LARGE,
+};
 use crate::file::expr::Val;
 use crate::file::model::{Entity, FileModel};
 use crate::file::rules::Parsed;
@@ -72,6 +74,22 @@ impl FileModel {
                     Some(Some(r)) => r.clone(),
                     None => vec![],
                 };
+                // Past what a job can read: bad input (the job leaves the
+                // values as they are), not drift a repair could fix.
+                if r.len() > MAX_SCOPE_ROWS {
+                    input.bad_input(format!(
+                        "{}: {} not computed over `{}` rows of {pkn}={rpk}: {} ({SCOPE_TOO_LARGE})",
+                        display_key(&key_of(i, &self.key_names())),
+                        c.values
+                            .iter()
+                            .map(|(a, _)| *a)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        over.name,
+                        scope_too_large(r.len()),
+                    ));
+                    continue;
+                }
                 // Nothing is written onto an item its rules reject (the job
                 // refuses it): it is bad input, its values not judged.
                 if crate::engine::derive::rejects(&crate::file::rules::FileRules(self), i) {
@@ -189,6 +207,12 @@ impl FileModel {
                     ))
                 }
             }
+        }
+        if rows.len() > MAX_SCOPE_ROWS {
+            return Err(format!(
+                "{} ({SCOPE_TOO_LARGE})",
+                scope_too_large(rows.len())
+            ));
         }
         let facts = Facts {
             rows: Val::List(rows).prepare(),

@@ -8,7 +8,7 @@ use super::model::{at, leak, Compiler, Entity, Scope, Value};
 use serde::Deserialize;
 
 use super::raw::{Ordered, Scalar, Spanned};
-use super::template::{KeyTemplate, Part};
+use super::template::{Binder, KeyTemplate, Part};
 use crate::models::table::TableDef;
 use crate::models::{EventFilter, KeyRule};
 
@@ -120,11 +120,13 @@ impl Compiler<'_> {
         list: &Spanned<Vec<Spanned<String>>>,
         e: &Entity,
         what: &str,
+        reported: &[&str],
     ) -> Vec<&'static str> {
         let mut out = Vec::new();
         for f in &list.value {
             match e.known_attr(&f.value) {
                 Ok(a) => out.push(a.name),
+                Err(_) if reported.contains(&f.value.as_str()) => {}
                 Err(why) => self.err(at(f), format!("history: {what}: {why}")),
             }
         }
@@ -254,7 +256,7 @@ impl Compiler<'_> {
             .value
             .fields
             .as_ref()
-            .map(|f| self.attribute_list(f, re, "root fields"));
+            .map(|f| self.attribute_list(f, re, "root fields", &[]));
         let root_scope = self.history_scope(re, false);
         let created = self.say(&h.root.value.created, &root_scope).ok();
         let update_scope = self.history_scope(re, true);
@@ -373,26 +375,41 @@ impl Compiler<'_> {
             if e.key[1].template.matches(&root_name).is_some() {
                 self.err(pos, format!("history: member `{name}`'s sort key matches `{root_name}`, the root's part name: give it a literal prefix"));
             }
-            let fields = m
-                .value
-                .fields
-                .as_ref()
-                .map(|f| self.attribute_list(f, e, &format!("member `{name}` fields")));
             // A snapshot names each member by its sort key's names (those
-            // of its aggregate's are the entry's).
-            for b in e.key[1].template.binders().skip(sk_arity) {
-                let kept = match &fields {
-                    Some(f) => f.contains(&b.name.as_str()),
-                    None => e.attr(&b.name).is_some(),
-                };
-                if !kept {
+            // of its aggregate's are the entry's), typed as declared: a name
+            // the key binds but `attributes:` does not declare gets one
+            // problem here, not a second one in `fields:`.
+            let own_names: Vec<&Binder> = e.key[1].template.binders().skip(sk_arity).collect();
+            let undeclared: Vec<&str> = own_names
+                .iter()
+                .filter(|b| e.attr(&b.name).is_none())
+                .map(|b| b.name.as_str())
+                .collect();
+            let fields = m.value.fields.as_ref().map(|f| {
+                self.attribute_list(f, e, &format!("member `{name}` fields"), &undeclared)
+            });
+            for b in own_names {
+                if e.attr(&b.name).is_none() {
                     self.err(
                         pos,
                         format!(
-                            "history: member `{name}`: `{}` of its sort key `{}` must be {} (a snapshot names each member by it)",
+                            "history: member `{name}`: `{}` of its sort key `{}` is not a declared attribute of `{name}`, and a snapshot names each member by its sort key's names, typed: declare it under `{name}`'s `attributes:` (e.g. `{}: {}`){}",
                             b.name,
                             e.key[1].template.source,
-                            if fields.is_some() { "among its `fields`" } else { "one of its attributes" }
+                            b.name,
+                            b.format.as_deref().unwrap_or("string"),
+                            if m.value.fields.as_ref().is_some_and(|f| !f.value.iter().any(|f| f.value == b.name)) { ", and list it in its `fields`" } else { "" }
+                        ),
+                    );
+                } else if fields
+                    .as_ref()
+                    .is_some_and(|f| !f.contains(&b.name.as_str()))
+                {
+                    self.err(
+                        pos,
+                        format!(
+                            "history: member `{name}`: `{}` of its sort key `{}` must be among its `fields` (a snapshot names each member by it)",
+                            b.name, e.key[1].template.source,
                         ),
                     );
                 }

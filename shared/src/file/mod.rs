@@ -573,3 +573,6 @@ mod record_tests;
 
 #[cfg(test)]
 mod compute_tests;
+
+#[cfg(test)]
+mod history_model_tests;

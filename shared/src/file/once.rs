@@ -141,6 +141,62 @@ struct Compiling<'a> {
     entities: &'a [Entity],
     names: Vec<&'a str>,
     problems: &'a mut Vec<Problem>,
+    /// What the once being compiled may not read of its `on` entity.
+    unreadable: Unreadable,
+}
+
+/// Names of a once's `on` entity that its expressions may not read: the
+/// sums jobstream keeps on it and its `compute:` values (written after the
+/// records that change them, so a once would fire on a stale or passing
+/// value). An expression reading one is told why and what to write instead.
+#[derive(Default)]
+struct Unreadable {
+    entity: &'static str,
+    sums: Vec<&'static str>,
+    computed: Vec<&'static str>,
+    /// Its `int` attributes: what a threshold can be.
+    ints: Vec<&'static str>,
+}
+
+impl Unreadable {
+    fn of(e: &Entity) -> Self {
+        let declared = |n: &str| e.attrs.iter().any(|a| a.name == n);
+        Unreadable {
+            entity: e.name,
+            sums: (e.counter.iter())
+                .flat_map(|c| c.attrs.iter().copied())
+                .filter(|s| !declared(s))
+                .collect(),
+            computed: e.computed().filter(|c| !declared(c)).collect(),
+            ints: (e.attrs.iter())
+                .filter(|a| a.ty == super::model::Ty::Int)
+                .map(|a| a.name)
+                .collect(),
+        }
+    }
+
+    /// Why `v` (read in `src`) may not be read, and what to write instead;
+    /// `None` when it is no sum or computed value of the entity.
+    /// `vars`: every name the expression reads (an `int` attribute among
+    /// them is the threshold an example names).
+    fn why(&self, v: &str, src: &str, vars: &[String]) -> Option<String> {
+        let e = self.entity;
+        let threshold = vars.iter().find(|n| self.ints.contains(&n.as_str()));
+        let reads = "a once effect reads what the application writes on its `on` entity (its declared attributes and key names), never a counter sum or a `compute:` value (they are written after the records that change them)";
+        if self.sums.contains(&v) {
+            let example = threshold
+                .map(|a| format!(", `{e}`'s `count:` adding `{a}: {a}` there"))
+                .unwrap_or_default();
+            return Some(format!(
+                "`{v}` in `{src}` is a sum jobstream keeps on `{e}` (its `counter:`): {reads}. For a marker when a sum reaches a threshold, keep the sum and the threshold in one processor-created counter (the counts of `{v}` into it{example}) and give that counter a `project` with `when: \"{src}\"`: a sparse index of the items past it, which a later change takes back"
+            ));
+        }
+        self.computed.contains(&v).then(|| {
+            format!(
+                "`{v}` in `{src}` is a value `compute:` writes on `{e}`: {reads}. An effect at a computed threshold is a `derive:` of `{e}` with `when: \"{src}\"`, which a later change of the value takes back"
+            )
+        })
+    }
 }
 
 impl Compiling<'_> {
@@ -166,6 +222,32 @@ impl Compiling<'_> {
         want: Option<(T, &str)>,
         reads: &mut Vec<String>,
     ) -> Option<Expr> {
+        // A sum or computed value of the `on` entity: why not, and what
+        // instead (one problem each); then the expression's other flaws,
+        // those names read as any value.
+        let readable = |v: &str| scope.names.iter().any(|(n, _)| *n == v);
+        let vars = Expr::compile(src).map(|x| x.variables).unwrap_or_default();
+        let blocked: Vec<(&str, String)> = (vars.iter())
+            .filter(|v| !readable(v.as_str()))
+            .filter_map(|v| Some((v.as_str(), self.unreadable.why(v, src, &vars)?)))
+            .collect();
+        if !blocked.is_empty() {
+            for (_, why) in &blocked {
+                self.err(pos, format!("once `{once}`: {why}"));
+            }
+            let wider = Readable {
+                names: (scope.names.iter().copied())
+                    .chain(blocked.iter().map(|(v, _)| (*v, T::Dyn)))
+                    .collect(),
+                says: scope.says,
+            };
+            if let Err(flaws) = checked(src, &wider, want) {
+                for f in flaws {
+                    self.err(pos, format!("once `{once}`: {}", f.message));
+                }
+            }
+            return None;
+        }
         match checked(src, scope, want) {
             Ok(e) => {
                 for v in &e.variables {
@@ -293,6 +375,7 @@ pub fn compile(
         entities,
         names: entities.iter().map(|e| e.name).collect(),
         problems,
+        unreadable: Unreadable::default(),
     };
     let mut out = Vec::new();
     for (name, o) in &raw.0 {
@@ -326,6 +409,7 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
     let entities = c.entities;
     let source = c.entity(&raw.on, name)?;
     let src = &entities[source];
+    c.unreadable = Unreadable::of(src);
     if !src.writer {
         c.err(
             at(&raw.on),

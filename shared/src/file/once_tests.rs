@@ -540,3 +540,84 @@ once:
         "{found:#?}"
     );
 }
+
+/// An event with a writer-created counter (`sold`) and a `compute:` value
+/// (`nlines`), and a once effect at a threshold of each.
+const SOLD_OUT: &str = r#"jobstream: 1
+name: tickets
+table: { name: tickets, pk: PK, sk: SK }
+entities:
+  event:
+    key: { PK: "EVENT#${eventId}", SK: "EVENT" }
+    attributes: { eventId: string, capacity: int }
+    counter: { attributes: [sold], created_by: writer }
+    compute:
+      over: { entity: note, as: notes }
+      values: { nnotes: "size(notes)" }
+      queue: notes
+  note:
+    key: { PK: "EVENT#${eventId}", SK: "NOTE#${noteId}" }
+    attributes: { eventId: string, noteId: string }
+  order:
+    key: { PK: "ORDER#${orderId}", SK: "ORDER" }
+    attributes: { orderId: string, eventId: string, tickets: int }
+    count:
+      - { counter: event, with: { eventId: eventId }, add: { sold: tickets } }
+  sold_out:
+    owner: processor
+    key: { PK: "SOLDOUT#${eventId}", SK: "MARK" }
+once:
+  sold_out:
+    on: event
+    when: "sold >= capacity"
+    key: "${eventId}"
+    put:
+      - { entity: sold_out, with: { eventId: eventId } }
+"#;
+
+/// A once effect reading a counter sum or a computed value of its `on`
+/// entity gets one problem that says why it cannot (what a once reads) and
+/// what to write instead (README gap G1: a marker when a sum reaches a
+/// threshold), never only "unknown name `sold`" (user8).
+#[test]
+fn a_once_reading_a_sum_or_a_computed_value_says_why_and_what_to_write_instead() {
+    let p = problems(SOLD_OUT);
+    let about: Vec<&str> = p
+        .iter()
+        .filter(|p| p.message.contains("`sold`"))
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(about.len(), 1, "{p:#?}");
+    assert_at(
+        &p,
+        position(SOLD_OUT, "\"sold >= capacity\""),
+        "once `sold_out`",
+    );
+    for says in [
+        "once `sold_out`: `sold` in `sold >= capacity` is a sum jobstream keeps on `event` (its `counter:`)",
+        "a once effect reads what the application writes on its `on` entity",
+        "never a counter sum or a `compute:` value",
+        "keep the sum and the threshold in one processor-created counter (the counts of `sold` into it, `event`'s `count:` adding `capacity: capacity` there)",
+        "a `project` with `when: \"sold >= capacity\"`",
+    ] {
+        assert!(about[0].contains(says), "{} should say {says}", about[0]);
+    }
+    assert!(!about[0].contains("unknown name"), "{}", about[0]);
+
+    let computed = SOLD_OUT.replace("when: \"sold >= capacity\"", "when: \"nnotes > 3\"");
+    let p = problems(&computed);
+    assert_says(
+        &p,
+        "once `sold_out`: `nnotes` in `nnotes > 3` is a value `compute:` writes on `event`",
+    );
+    assert!(
+        !p.iter().any(|p| p.message.contains("unknown name")),
+        "{p:#?}"
+    );
+    // Other flaws of the same expression are still found.
+    let both = SOLD_OUT.replace("when: \"sold >= capacity\"", "when: \"sold >= capasity\"");
+    let p = problems(&both);
+    assert_says(&p, "`sold` in `sold >= capasity` is a sum");
+    assert_says(&p, "unknown name `capasity`");
+    assert_says(&p, "(did you mean `capacity`?)");
+}

@@ -125,6 +125,25 @@ fn to_attr(v: Val) -> AttributeValue {
     }
 }
 
+/// Longest prefix of a rejected parameter value a message shows.
+const SHOWN_VALUE_CHARS: usize = 64;
+
+/// Why the value `v` given for a parameter is refused: the value (a prefix
+/// of a long one, with its size), then what its type allows.
+fn rejected_value(v: &str, e: crate::item::AttrError) -> String {
+    let shown = if v.chars().count() > SHOWN_VALUE_CHARS {
+        let head: String = v.chars().take(SHOWN_VALUE_CHARS).collect();
+        format!("`{head}…` ({} bytes)", v.len())
+    } else {
+        format!("`{v}`")
+    };
+    let why = match e {
+        crate::item::AttrError::Invalid { reason, .. } => reason,
+        other => other.to_string(),
+    };
+    format!("{shown} is {why}")
+}
+
 /// Binds `args` (`param`, `value`) to query `name` of `m`: every parameter
 /// given once, typed as declared; the templates evaluated.
 pub fn bind(m: &FileModel, name: &str, args: &[(String, String)]) -> Result<Bound, QueryError> {
@@ -155,7 +174,7 @@ pub fn bind(m: &FileModel, name: &str, args: &[(String, String)]) -> Result<Boun
         let val = super::rules::typed_str(k, v, Some(&p.ty)).map_err(|e| QueryError::Invalid {
             query: q.name.clone(),
             param: k.clone(),
-            reason: e.to_string(),
+            reason: rejected_value(v, e),
         })?;
         vals.push((k.clone(), val));
     }
@@ -474,6 +493,70 @@ queries:
             split_args("q", &["a=b=c".to_string()]).unwrap(),
             [("a".to_string(), "b=c".to_string())]
         );
+    }
+
+    /// A bad parameter says which value, what is allowed (the enum, the
+    /// type, the format and its pattern), once: never "attribute `status`
+    /// has an invalid value" (user8's finding), never more than a prefix of
+    /// a long value.
+    #[test]
+    fn an_invalid_parameter_names_its_value_and_what_is_allowed() {
+        let m = crate::file::compile(
+            &MODEL.replace(
+                "entities:",
+                "formats:\n  code: { pattern: \"^[a-z]+$\", max_bytes: 8 }\nentities:",
+            )
+            .replace(
+                "queries:",
+                "queries:\n  probe:\n    params: { tag: code, since: iso-utc, n: int }\n    key: { PK: \"ORG#${tag}-${since}-${n}\" }",
+            ),
+            "t",
+        )
+        .unwrap_or_else(|p| panic!("{p:#?}"));
+        let org = "01HXAA0000000000000000000A";
+        let said = |query: &str, given: &[(&str, &str)]| {
+            bind(&m, query, &args(given)).unwrap_err().to_string()
+        };
+        let base = [("tag", "ab"), ("since", "2026-01-01T00:00:00Z"), ("n", "1")];
+        let with = |k: &str, v: &'static str| {
+            let mut a: Vec<(&str, &str)> = base.to_vec();
+            a.iter_mut().find(|(n, _)| *n == k).expect("a parameter").1 = v;
+            said("probe", &a)
+        };
+        assert_eq!(
+            said("staff", &[("org", org), ("state", "gone")]),
+            "query `staff`: parameter `state`: `gone` is not one of active|inactive"
+        );
+        assert_eq!(
+            said("staff", &[("org", "nope"), ("state", "active")]),
+            "query `staff`: parameter `org`: `nope` is not a ULID (26 Crockford base32 characters)"
+        );
+        assert_eq!(
+            with("tag", "A#1"),
+            "query `probe`: parameter `tag`: `A#1` is not a `code` (does not match `^[a-z]+$`)"
+        );
+        assert_eq!(
+            with("since", "yesterday"),
+            "query `probe`: parameter `since`: `yesterday` is not an ISO-8601 UTC time (…Z)"
+        );
+        assert_eq!(
+            with("n", "1.5"),
+            "query `probe`: parameter `n`: `1.5` is not an integer"
+        );
+        let long = with(
+            "tag",
+            "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz",
+        );
+        assert!(
+            long.starts_with("query `probe`: parameter `tag`: `abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl…` (78 bytes) is not a `code` (longer than 8 bytes: 78 bytes)"),
+            "{long}"
+        );
+        for e in [
+            with("tag", "A#1"),
+            said("staff", &[("org", org), ("state", "gone")]),
+        ] {
+            assert!(!e.contains("attribute"), "{e}");
+        }
     }
 
     #[test]

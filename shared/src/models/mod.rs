@@ -274,6 +274,7 @@ pub struct CheckInput<'a> {
     pub ledger: &'a [Item],
     pub now: DateTime<Utc>,
     checked: std::cell::RefCell<std::collections::BTreeMap<&'static str, u64>>,
+    bad_input: std::cell::RefCell<Vec<String>>,
 }
 
 impl<'a> CheckInput<'a> {
@@ -283,7 +284,21 @@ impl<'a> CheckInput<'a> {
             ledger,
             now,
             checked: Default::default(),
+            bad_input: Default::default(),
         }
+    }
+
+    /// Input the rules reject that no item's own check lists (keys and
+    /// reason, ending with its kind in parentheses): listed as bad input,
+    /// not drift, so no repair is started for it (e.g. a `compute:` scope
+    /// past the rows one job can read).
+    pub fn bad_input(&self, what: String) {
+        self.bad_input.borrow_mut().push(what);
+    }
+
+    /// The bad input the checks listed.
+    pub fn bad_inputs(&self) -> Vec<String> {
+        self.bad_input.borrow().clone()
     }
 
     /// `n` more of `kind` checked (0: the kind is checked, nothing of it

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Tests of the moto scripts' model choice (README: "Against another
+DynamoDB: moto"), without an endpoint: a user's model file and its
+scenario (by the README's naming, or `--scenario`), the scenario's
+`transact:` writes, and the usage errors (exit 2, naming what is missing).
+
+    python3 scripts/endpoint_scripts_test.py
+
+Needs python3 with boto3 and PyYAML, as the scripts do.
+"""
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAY = os.environ.get("ENDPOINT_PLAY", os.path.join(HERE, "endpoint-play.py"))
+ACCEPTANCE = os.environ.get("ENDPOINT_ACCEPTANCE", os.path.join(HERE, "endpoint-acceptance.sh"))
+
+spec = importlib.util.spec_from_file_location("endpoint_play", PLAY)
+play = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(play)
+
+MODEL = """jobstream: 1
+name: mine
+table: { name: mine, pk: PK, sk: SK }
+entities:
+  note:
+    key: { PK: "N#${noteId}", SK: "NOTE" }
+    attributes: { noteId: string }
+"""
+
+
+class Recorder:
+    """Records the DynamoDB calls a write makes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, op):
+        return lambda **kw: self.calls.append((op, kw))
+
+
+def args(**kw):
+    base = {"model": None, "model_file": None, "scenario": None}
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+class ModelChoice(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.model = os.path.join(self.dir.name, "mine.yaml")
+        with open(self.model, "w") as f:
+            f.write(MODEL)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def scenario(self, name):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write("writes: []\n")
+        return path
+
+    def test_a_model_file_plays_the_scenario_beside_it_or_the_one_given(self):
+        beside = self.scenario("mine.scenario.yaml")
+        self.assertEqual(play.files(args(model_file=self.model)), (self.model, beside))
+        other = self.scenario("other.yaml")
+        self.assertEqual(play.files(args(model_file=self.model, scenario=other)), (self.model, other))
+
+    def test_a_shipped_name_plays_its_shipped_scenario(self):
+        m, s = play.files(args(model="social"))
+        self.assertEqual(os.path.relpath(m, HERE), os.path.join("..", "models", "social.yaml"))
+        self.assertEqual(os.path.relpath(s, HERE), os.path.join("..", "models", "social.scenario.yaml"))
+
+    def test_a_missing_file_is_a_usage_error(self):
+        for a in [args(model_file=self.model),  # no mine.scenario.yaml
+                  args(model_file=os.path.join(self.dir.name, "none.yaml")),
+                  args(model="nope")]:
+            with self.assertRaises(SystemExit) as e:
+                play.files(a)
+            self.assertEqual(e.exception.code, 2, a)
+
+    def test_the_acceptance_script_refuses_what_it_cannot_play_with_exit_2(self):
+        for argv, says in [
+            (["--model-file", self.model], "no scenario file"),
+            (["--model-file", os.path.join(self.dir.name, "none.yaml")], "no model file"),
+            (["nope"], "no shipped model nope"),
+            (["--model-file", self.model, "--bogus"], "unknown option --bogus"),
+        ]:
+            out = subprocess.run(["bash", ACCEPTANCE, "http://127.0.0.1:1"] + argv,
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 2, (argv, out.stdout, out.stderr))
+            self.assertIn(says, out.stderr, argv)
+
+
+class Writes(unittest.TestCase):
+    def test_a_transact_write_is_one_transaction(self):
+        ddb = Recorder()
+        n = play.write(ddb, "mine", ["PK", "SK"], [
+            {"put": {"PK": "N#a", "SK": "NOTE", "noteId": "a"}},
+            {"transact": [{"delete": {"PK": "N#a", "SK": "NOTE"}},
+                          {"put": {"PK": "N#b", "SK": "NOTE", "noteId": "b"}}]},
+        ])
+        self.assertEqual(n, 3)
+        self.assertEqual([op for op, _ in ddb.calls], ["put_item", "transact_write_items"])
+        actions = ddb.calls[1][1]["TransactItems"]
+        self.assertEqual(actions[0], {"Delete": {"TableName": "mine",
+                                                 "Key": {"PK": {"S": "N#a"}, "SK": {"S": "NOTE"}}}})
+        self.assertEqual(actions[1]["Put"]["Item"]["noteId"], {"S": "b"})
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
