@@ -40,6 +40,8 @@ SER, DE = TypeSerializer(), TypeDeserializer()
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--sqs-endpoint", help="the SQS endpoint when it is not --endpoint "
+                    "(`serve --sqs-port`, `dev`: the `SQS endpoint:` line they print)")
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", help="a shipped model: models/M.yaml and models/M.scenario.yaml")
     which.add_argument("--model-file", help="a model file of your own (YAML, `jobstream: 1`)")
@@ -68,9 +70,7 @@ def main():
     table = a.table or (t["name"] if isinstance(t, dict) else t)
     keys = [t.get("pk", "PK"), t.get("sk", "SK")] if isinstance(t, dict) else ["PK", "SK"]
     print(f"model: {model_file}; scenario: {scenario_file}", file=sys.stderr)
-    region = os.environ.get("AWS_REGION") or "us-east-1"
-    ddb = boto3.client("dynamodb", endpoint_url=a.endpoint, region_name=region)
-    sqs = boto3.client("sqs", endpoint_url=a.endpoint, region_name=region)
+    ddb, sqs = clients(a)
     queues = a.queue_url or [v for k, v in os.environ.items() if k.startswith("QUEUE_URL_")]
 
     now = a.now or int(time.time())
@@ -220,6 +220,15 @@ def lagging(metrics):
             if line.startswith(("jobstream_iterator_age_milliseconds{", "jobstream_queue_messages_in_flight{")):
                 busy += float(line.rsplit(" ", 1)[1]) > 0
     return busy
+
+
+def clients(a):
+    """DynamoDB on --endpoint; SQS on --sqs-endpoint, else --endpoint too
+    (moto serves both on one)."""
+    region = os.environ.get("AWS_REGION") or "us-east-1"
+    ddb = boto3.client("dynamodb", endpoint_url=a.endpoint, region_name=region)
+    sqs = boto3.client("sqs", endpoint_url=a.sqs_endpoint or a.endpoint, region_name=region)
+    return ddb, sqs
 
 
 def settle(ddb, sqs, table, queues, metrics, quiet, timeout):

@@ -99,6 +99,16 @@ class ModelChoice(unittest.TestCase):
 
 
 class Writes(unittest.TestCase):
+    def test_queues_are_read_on_the_sqs_endpoint_when_it_is_given(self):
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "x")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "x")
+        a = argparse.Namespace(endpoint="http://127.0.0.1:1", sqs_endpoint="http://127.0.0.1:2")
+        ddb, sqs = play.clients(a)
+        self.assertEqual(ddb.meta.endpoint_url, "http://127.0.0.1:1")
+        self.assertEqual(sqs.meta.endpoint_url, "http://127.0.0.1:2")
+        a.sqs_endpoint = None
+        self.assertEqual(play.clients(a)[1].meta.endpoint_url, "http://127.0.0.1:1")
+
     def test_a_transact_write_is_one_transaction(self):
         ddb = Recorder()
         n = play.write(ddb, "mine", ["PK", "SK"], [
