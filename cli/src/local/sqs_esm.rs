@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -156,6 +156,62 @@ pub struct QueueStats {
     pub in_flight: AtomicU64,
     /// ReceiveMessage requests sent.
     pub receives: AtomicU64,
+    /// ReceiveMessage requests that failed (the queue gone, credentials,
+    /// the endpoint unreachable): each is logged with its cause and
+    /// retried after a growing pause.
+    pub poll_failures: AtomicU64,
+    /// Since when every poll of the queue has failed, and the last cause;
+    /// `None` while polls succeed.
+    failing: std::sync::Mutex<Option<(Instant, String)>>,
+}
+
+impl QueueStats {
+    /// Notes a failed poll: how many in a row have failed now (over every
+    /// poller of the queue) is not tracked; the time since the first one
+    /// is.
+    fn poll_failed(&self, cause: &str) {
+        self.poll_failures.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut f) = self.failing.lock() {
+            let since = f.as_ref().map_or_else(Instant::now, |(t, _)| *t);
+            *f = Some((since, cause.to_string()));
+        }
+    }
+
+    fn poll_succeeded(&self) {
+        if let Ok(mut f) = self.failing.lock() {
+            *f = None;
+        }
+    }
+
+    /// How long every poll has failed (none succeeding since), and the
+    /// last failure's cause; `None` while polls succeed.
+    pub fn failing_for(&self) -> Option<(Duration, String)> {
+        self.failing
+            .lock()
+            .ok()
+            .and_then(|f| f.as_ref().map(|(t, c)| (t.elapsed(), c.clone())))
+    }
+}
+
+/// An SDK error as an operator reads it: the service's error code and
+/// message (never a request or response body), or the transport's
+/// failure with its causes.
+pub fn sdk_cause<E, R>(e: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_smithy_runtime_api::client::result::SdkError;
+    match e {
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or("unknown error code");
+            match se.err().message() {
+                Some(m) => format!("{code}: {m}"),
+                None => code.to_string(),
+            }
+        }
+        other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
+    }
 }
 
 /// How a poller waits for messages.
@@ -268,7 +324,7 @@ impl QueueMapping {
             .wait_time_seconds(wait_secs)
             .send()
             .await
-            .context("ReceiveMessage")?;
+            .map_err(|e| anyhow::anyhow!("ReceiveMessage failed: {}", sdk_cause(&e)))?;
         Ok(out.messages.unwrap_or_default())
     }
 
@@ -489,6 +545,8 @@ impl QueueMapping {
 
     async fn poller(self, polling: Polling, mut stop: watch::Receiver<bool>) {
         let mut idle = Duration::ZERO;
+        let mut failures = 0u32;
+        let mut pauses = poll_backoff();
         loop {
             if *stop.borrow_and_update() {
                 return;
@@ -519,6 +577,14 @@ impl QueueMapping {
                     }
                 }
             };
+            if received.is_ok() && failures > 0 {
+                tracing::info!(queue = %self.name, failed_polls = failures, "queue polls succeed again");
+                failures = 0;
+                pauses = poll_backoff();
+            }
+            if received.is_ok() {
+                self.stats.poll_succeeded();
+            }
             match received {
                 Ok(messages) if messages.is_empty() => {
                     idle = match polling {
@@ -533,8 +599,11 @@ impl QueueMapping {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(queue = %self.name, error = %e, "queue poll failed");
-                    idle = IDLE_AFTER_ERROR;
+                    failures += 1;
+                    let cause = format!("{e:#}");
+                    self.stats.poll_failed(&cause);
+                    idle = pauses.next().unwrap_or(POLL_RETRY_MAX);
+                    tracing::warn!(queue = %self.name, error = %cause, failed_polls = failures, retry_in = ?idle, "queue poll failed");
                 }
             }
         }
@@ -598,7 +667,20 @@ impl QueueMapping {
 
 const IDLE_MIN: Duration = Duration::from_millis(5);
 const IDLE_MAX: Duration = Duration::from_millis(100);
-const IDLE_AFTER_ERROR: Duration = Duration::from_secs(1);
+/// The first pause after a failed poll; it doubles (with jitter) up to
+/// [`POLL_RETRY_MAX`] while polls keep failing.
+const POLL_RETRY_MIN: Duration = Duration::from_millis(500);
+/// The longest pause between failing polls of one poller.
+pub const POLL_RETRY_MAX: Duration = Duration::from_secs(10);
+
+fn poll_backoff() -> backon::ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(POLL_RETRY_MIN)
+        .with_max_delay(POLL_RETRY_MAX)
+        .without_max_times()
+        .with_jitter()
+        .build()
+}
 
 /// Splits the failed entries of a DeleteMessageBatch response into those to
 /// retry (the service's fault) and those to give up (the request's fault,
@@ -641,6 +723,75 @@ mod tests {
             give_up.iter().map(|f| f.id()).collect::<Vec<_>>(),
             ["1", "x", "7"]
         );
+    }
+
+    /// A queue that vanished (the local SQS restarted, a queue deleted):
+    /// each poller's failures are counted, logged with the service's code,
+    /// and retried after a growing pause; `/readyz` says not ready while
+    /// every poll fails past the bound, naming the queue and the cause,
+    /// and ready again once the queue is back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_vanished_queue_is_counted_backed_off_and_makes_the_process_not_ready() {
+        let sqs = crate::local::sqs_server::LocalSqs::start().expect("local SQS");
+        let client = aws_sdk_sqs::Client::new(
+            &crate::local::engine::sdk_config(Some(&sqs.endpoint()), 1).await,
+        );
+        let def = QueueDef::standard("jobs", "gone-jobs", "gone-jobs-dlq", "jobs");
+        let queue = create_queue(&client, &def, "t-", Duration::from_secs(180))
+            .await
+            .expect("queue");
+        client
+            .delete_queue()
+            .queue_url(&queue.url)
+            .send()
+            .await
+            .expect("deleted");
+        let handler: SqsHandler = Arc::new(|_| Box::pin(async { Ok(SqsBatchResponse::default()) }));
+        let m = QueueMapping::new("jobs", client.clone(), queue.clone(), 10, handler);
+        let probe = crate::local::metrics::Probe {
+            queues: vec![("jobs".into(), m.stats_handle())],
+            queue_failing_bound: Some(Duration::ZERO),
+            ..Default::default()
+        };
+        let (stop, stopped) = watch::channel(false);
+        let pollers = m.spawn_pollers(Polling::Short, &stopped);
+        while m.stats().poll_failures.load(Ordering::Relaxed) < 3 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (_, cause) = m.stats().failing_for().expect("failing");
+        assert!(
+            cause.contains("ReceiveMessage failed: ") && cause.contains("NonExistentQueue"),
+            "the service's code is named: {cause}"
+        );
+        let (queue_name, _, why) = probe.failing_queue().expect("not ready");
+        assert_eq!(
+            (queue_name.as_str(), why.as_str()),
+            ("jobs", cause.as_str())
+        );
+        let text = probe.render().expect("exposition");
+        assert!(
+            text.lines().any(|l| l
+                .starts_with("jobstream_queue_poll_failures_total{processor=\"jobs\"} ")
+                && !l.ends_with(" 0")),
+            "{text}"
+        );
+        // One poller, doubling pauses from 0.5 s: far fewer polls than
+        // the 4 a second it used to make.
+        let pauses: Vec<Duration> = poll_backoff().take(8).collect();
+        assert!(pauses.iter().all(|p| *p >= POLL_RETRY_MIN), "{pauses:?}");
+        assert!(pauses[6] >= POLL_RETRY_MAX, "{pauses:?}");
+        // The queue comes back: the next poll succeeds, ready again.
+        create_queue(&client, &def, "t-", Duration::from_secs(180))
+            .await
+            .expect("queue again");
+        while m.stats().failing_for().is_some() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(probe.failing_queue().is_none());
+        stop.send(true).expect("pollers listen");
+        for p in pollers {
+            p.await.expect("poller ends");
+        }
     }
 
     /// SQS hands a message to a long poll whose client went away (it stays
