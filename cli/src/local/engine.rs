@@ -305,6 +305,58 @@ pub fn require_region(cfg: &aws_config::SdkConfig, what: &str) -> anyhow::Result
     }
 }
 
+/// The DynamoDB endpoint a command connects to, however it is named:
+/// `--endpoint` / `JOBSTREAM_ENDPOINT` (`flag`), else the SDK's own
+/// variables `AWS_ENDPOINT_URL_DYNAMODB`, then `AWS_ENDPOINT_URL` (unless
+/// `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true`), read as the SDK reads
+/// them. Resolved once, so that a loopback endpoint gets the same region
+/// and credentials whichever way it was given.
+pub fn dynamodb_endpoint(flag: Option<String>) -> Option<String> {
+    configured_endpoint(flag, "AWS_ENDPOINT_URL_DYNAMODB", |k| std::env::var(k).ok())
+}
+
+/// [`dynamodb_endpoint`] for SQS: `--sqs-endpoint` /
+/// `AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL`.
+pub fn sqs_endpoint(flag: Option<String>) -> Option<String> {
+    configured_endpoint(flag, "AWS_ENDPOINT_URL_SQS", |k| std::env::var(k).ok())
+}
+
+fn configured_endpoint(
+    flag: Option<String>,
+    service_var: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let set = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let ignored = set("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    flag.filter(|f| !f.trim().is_empty()).or_else(|| {
+        (!ignored)
+            .then(|| set(service_var).or_else(|| set("AWS_ENDPOINT_URL")))
+            .flatten()
+    })
+}
+
+/// `cfg`'s credentials, or a one-line startup error saying how to give
+/// some (`what`: the service). The SDK's provider chain logs each source
+/// it tried (environment, profile, web identity, ECS, instance metadata)
+/// at debug level only: `JOBSTREAM_LOG=aws_config=debug` shows them.
+pub async fn require_credentials(cfg: &aws_config::SdkConfig, what: &str) -> anyhow::Result<()> {
+    use aws_sdk_dynamodb::config::ProvideCredentials as _;
+    let found = match cfg.credentials_provider() {
+        Some(p) => p.provide_credentials().await.is_ok(),
+        None => false,
+    };
+    if found {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no AWS credentials found for {what}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, \
+         AWS_PROFILE (a profile in ~/.aws), or run where a role provides them (ECS task role, \
+         EKS pod identity or IRSA, EC2 instance profile); a loopback endpoint (jobstream serve, \
+         DynamoDB Local, moto on 127.0.0.1) needs none"
+    )
+}
+
 fn is_loopback(url: &str) -> bool {
     let host = url.split("://").nth(1).unwrap_or(url);
     host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")
@@ -753,6 +805,55 @@ mod tests {
             "{admitted:?}"
         );
         engine.stop().await;
+    }
+
+    #[test]
+    fn an_endpoint_is_the_flag_else_the_sdks_variables_as_the_sdk_reads_them() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        const LOCAL: &str = "http://127.0.0.1:8000";
+        const BOTH: &[(&str, &str)] = &[
+            ("AWS_ENDPOINT_URL", LOCAL),
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:2"),
+        ];
+        const IGNORED: &[(&str, &str)] = &[
+            ("AWS_ENDPOINT_URL", LOCAL),
+            ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"),
+        ];
+        let (local, both) = (LOCAL, BOTH);
+        let flag = Some("http://127.0.0.1:1".to_string());
+        assert_eq!(
+            configured_endpoint(flag.clone(), "AWS_ENDPOINT_URL_DYNAMODB", env(both)),
+            flag,
+            "the flag first"
+        );
+        assert_eq!(
+            configured_endpoint(None, "AWS_ENDPOINT_URL_DYNAMODB", env(both)).as_deref(),
+            Some("http://127.0.0.1:2"),
+            "the service's variable before the global one"
+        );
+        assert_eq!(
+            configured_endpoint(None, "AWS_ENDPOINT_URL_SQS", env(both)).as_deref(),
+            Some(local)
+        );
+        assert_eq!(
+            configured_endpoint(
+                None,
+                "AWS_ENDPOINT_URL_SQS",
+                env(IGNORED)
+            ),
+            None,
+            "ignored as the SDK ignores them"
+        );
+        assert_eq!(
+            configured_endpoint(None, "AWS_ENDPOINT_URL_SQS", env(&[])),
+            None
+        );
     }
 
     #[test]
