@@ -494,7 +494,10 @@ async fn a_loopback_endpoint_needs_no_credentials_however_it_is_named() {
         ("--endpoint", None),
         ("JOBSTREAM_ENDPOINT", Some("JOBSTREAM_ENDPOINT")),
         ("AWS_ENDPOINT_URL", Some("AWS_ENDPOINT_URL")),
-        ("AWS_ENDPOINT_URL_DYNAMODB", Some("AWS_ENDPOINT_URL_DYNAMODB")),
+        (
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            Some("AWS_ENDPOINT_URL_DYNAMODB"),
+        ),
     ];
     for (how, var) in named {
         let mut env = no_region_nor_credentials();

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 
 use jobstream::local::deployed::{queue_urls, require_tables};
-use jobstream::local::engine::{dynamodb_endpoint, require_credentials, require_region, sdk_config};
+use jobstream::local::engine::{
+    dynamodb_endpoint, require_credentials, require_region, sdk_config,
+};
 use shared::lambda::{Config, Processors};
 use shared::models::{self, Model};
 
@@ -25,7 +27,13 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     } = args;
     let model = target.model()?;
     let config = tool_config(&target, &model, &sqs, repair && !dry_run).await?;
-    let p = tool_processors(&model, &config, dynamodb_endpoint(endpoint).as_deref(), &sqs).await?;
+    let p = tool_processors(
+        &model,
+        &config,
+        dynamodb_endpoint(endpoint).as_deref(),
+        &sqs,
+    )
+    .await?;
     let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
     print_report(&report, all);
     if repair && !report.is_clean() {
@@ -70,7 +78,13 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
     } = args;
     let model = target.model()?;
     let config = tool_config(&target, &model, &sqs, !dry_run).await?;
-    let p = tool_processors(&model, &config, dynamodb_endpoint(endpoint).as_deref(), &sqs).await?;
+    let p = tool_processors(
+        &model,
+        &config,
+        dynamodb_endpoint(endpoint).as_deref(),
+        &sqs,
+    )
+    .await?;
     let opts = jobstream::tools::backfill::ScanOptions {
         segments,
         rate,

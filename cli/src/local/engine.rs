@@ -842,11 +842,7 @@ mod tests {
             Some(local)
         );
         assert_eq!(
-            configured_endpoint(
-                None,
-                "AWS_ENDPOINT_URL_SQS",
-                env(IGNORED)
-            ),
+            configured_endpoint(None, "AWS_ENDPOINT_URL_SQS", env(IGNORED)),
             None,
             "ignored as the SDK ignores them"
         );
