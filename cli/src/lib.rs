@@ -6,7 +6,8 @@
 //! - [`tools`] - verify, backfill, the deploy definitions, `run`'s flags,
 //!   import, graph, explain.
 //! - [`progress`] - progress of long-running work on stderr (terminals only).
-//! - `faults` (feature `faults`) - a fault-injecting proxy for tests.
+//! - `faults` (feature `faults`, and the crate's own tests) - a
+//!   fault-injecting proxy for tests.
 //! - [`meter`] - the bill meter: a proxy summing the capacity DynamoDB
 //!   would bill (RRU, WRU) per operation, for the benchmarks.
 //!
@@ -21,7 +22,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[cfg(feature = "faults")]
+#[cfg(any(test, feature = "faults"))]
 pub mod faults;
 pub mod local;
 pub mod meter;

@@ -16,7 +16,12 @@ use args::{model_names, Cli, Command, DevArgs, RunArgs};
 
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("JOBSTREAM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,dynoxide=error"));
+        // The SDK's provider chains log each source that failed at WARN
+        // with its raw structures (IMDS tokens, responses): the commands
+        // say what is missing in one line instead.
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("warn,dynoxide=error,aws_config=error")
+        });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

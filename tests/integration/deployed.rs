@@ -454,6 +454,114 @@ async fn a_remote_endpoint_without_a_region_is_a_startup_error() {
     refused(&out, &["no AWS region for DynamoDB"]);
 }
 
+/// The environment of a machine with no AWS region and no credentials
+/// anywhere (variables, files, instance metadata, containers).
+fn no_region_nor_credentials() -> Vec<(String, String)> {
+    let mut env = no_region();
+    for k in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+    ] {
+        env.push((k.to_string(), String::new()));
+    }
+    // Empty configuration files (missing ones are warned about).
+    for k in ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"] {
+        env.push((k.to_string(), "/dev/null".to_string()));
+    }
+    env
+}
+
+/// A loopback endpoint behaves the same whether it is given as
+/// `--endpoint`, `JOBSTREAM_ENDPOINT`, `AWS_ENDPOINT_URL` or
+/// `AWS_ENDPOINT_URL_DYNAMODB`: no credentials nor region needed, so each
+/// gets as far as the engine's answer (here: the tables are missing). The
+/// SDK variables used to take the provider chain (IMDS) and exit on
+/// credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_endpoint_needs_no_credentials_however_it_is_named() {
+    let (engine, _client) = engine().await;
+    let endpoint = engine.endpoint();
+    let file = failures_file();
+    let base = args(&["run", "--model", "tracker", "--on-failure-file", &file]);
+    let named = [
+        ("--endpoint", None),
+        ("JOBSTREAM_ENDPOINT", Some("JOBSTREAM_ENDPOINT")),
+        ("AWS_ENDPOINT_URL", Some("AWS_ENDPOINT_URL")),
+        (
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            Some("AWS_ENDPOINT_URL_DYNAMODB"),
+        ),
+    ];
+    for (how, var) in named {
+        let mut env = no_region_nor_credentials();
+        let mut a = base.clone();
+        match var {
+            Some(v) => env.push((v.to_string(), endpoint.clone())),
+            None => a.extend(args(&["--endpoint", &endpoint])),
+        }
+        let out = if var == Some("JOBSTREAM_ENDPOINT") {
+            // The helper unsets it: set it on the command itself.
+            let out = tokio::task::spawn_blocking({
+                let a = a.clone();
+                move || {
+                    let mut cmd = Command::new(jobstream_bin());
+                    for (k, v) in env {
+                        if v.is_empty() {
+                            cmd.env_remove(k);
+                        } else {
+                            cmd.env(k, v);
+                        }
+                    }
+                    cmd.args(&a)
+                        .env_remove("TABLE_NAME")
+                        .env_remove("LEDGER_TABLE_NAME")
+                        .env_remove("JOBSTREAM_STACK")
+                        .output()
+                        .expect("runs")
+                }
+            })
+            .await
+            .expect("joins");
+            out
+        } else {
+            jobstream(a, env).await
+        };
+        let err = stderr(&out);
+        refused(&out, &["model table", "does not exist"]);
+        for absent in ["no AWS credentials", "no AWS region", "IMDS", "WARN"] {
+            assert!(!err.contains(absent), "{how}: {absent:?} in {err}");
+        }
+    }
+    std::fs::remove_file(&file).ok();
+}
+
+/// Without credentials, a remote endpoint (or AWS) is refused in one
+/// line saying how to give them, without the SDK's provider internals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_credentials_are_one_line_saying_how_to_give_them() {
+    let remote = "https://dynamodb.jobstream.invalid";
+    let mut env = no_region_nor_credentials();
+    env.push(("AWS_REGION".into(), "eu-west-1".into()));
+    for tool in ["run", "verify"] {
+        let a = args(&[tool, "--endpoint", remote, "--model", "tracker"]);
+        let out = jobstream(a, env.clone()).await;
+        refused(
+            &out,
+            &["no AWS credentials found for DynamoDB: set AWS_ACCESS_KEY_ID"],
+        );
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(!err.contains("IMDS"), "{err}");
+    }
+}
+
 /// `backfill` of a model with queues and no queue URL stops before it
 /// reads or writes anything, saying how to give them (it used to apply half
 /// the table, then fail on the first job it had to send); `verify`, which

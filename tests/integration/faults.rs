@@ -191,3 +191,44 @@ async fn concurrent_calls_ride_out_a_throttle_window_without_a_retry_quota() {
         failed.len()
     );
 }
+
+/// A lone consumer whose lease writes land while their answers are lost
+/// (the connection reset after DynamoDB committed; the SDK's retry then
+/// fails its own condition): it keeps its shards, and the run ends exact.
+/// It used to stop the shard (`checkpoint refused: the lease was taken by
+/// another owner`) with no other process, and take its own lease back only
+/// once it expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_writes_whose_answers_are_lost_keep_a_lone_consumers_shards() {
+    let engine = crate::support::start_engine().await;
+    let proxy = jobstream::faults::FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
+    let leases = aws_sdk_dynamodb::Client::new(
+        &jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), 3).await,
+    );
+    let crate::support::ModelEnv { engine, rt } =
+        crate::support::model_env_on(engine, "tracker", |o| {
+            let mut c = jobstream::local::lease::CheckpointConfig::new(leases, &o.ledger_table);
+            c.owner = "solo".into();
+            o.mapping.checkpoints = Some(c);
+        })
+        .await;
+    let writer = crate::apps::AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
+    let mut env = crate::support::Env { engine, rt, writer };
+    // The first lease writes (acquisitions, checkpoints, the SDK's
+    // retries of them) all land and lose their answers.
+    const FAULTS: u64 = 6;
+    proxy.inject(Fault::reset("UpdateItem", FAULTS as u32).after_effect());
+    let expected = play(&env.writer).await.unwrap();
+    env.rt.drain().await.unwrap();
+    assert_eq!(proxy.injected_after_effect(), FAULTS);
+    let probe = env.rt.probe();
+    assert_eq!(
+        probe.leases_held(),
+        env.rt.mappings.len() as u64,
+        "every mapping kept its shard"
+    );
+    assert!(env.rt.failed_batches().is_empty());
+    assert_exact(&env, &expected).await;
+}

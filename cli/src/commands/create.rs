@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use jobstream::local::deployed::{require_queue, require_tables};
-use jobstream::local::engine::{ensure_table, require_region, sdk_config};
+use jobstream::local::engine::{ensure_table, require_credentials, require_region, sdk_config};
 use jobstream::local::runtime::queue_visibility;
 use jobstream::local::sqs_esm::create_queue;
 use shared::models::table::{self, STACK_NAMES};
@@ -25,6 +25,7 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     let model = target.model()?;
     let sdk = sdk_config(Some(&endpoint), 5).await;
     require_region(&sdk, "DynamoDB")?;
+    require_credentials(&sdk, "DynamoDB").await?;
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     let (name, ledger) = (target.table_name(&model), target.ledger());
     for (def, name, role) in [

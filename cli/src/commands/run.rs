@@ -5,7 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use jobstream::local::deployed::{queue_urls, require_tables};
-use jobstream::local::engine::{require_region, sdk_config};
+use jobstream::local::engine::{
+    dynamodb_endpoint, require_credentials, require_region, sdk_config,
+    sqs_endpoint as engine_sqs_endpoint,
+};
 use jobstream::local::esm::RecordReader;
 use jobstream::local::iam::Principal;
 use jobstream::local::runtime::{Provision, Runtime};
@@ -23,6 +26,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         sqs_endpoint,
         consumer,
     } = args;
+    // However it is named (flag or the SDK's variables), one endpoint:
+    // a loopback one gets the same region and credentials either way.
+    let endpoint = dynamodb_endpoint(endpoint);
+    let sqs_endpoint = engine_sqs_endpoint(sqs_endpoint);
     let model = target.model()?;
     // Every call of the process's own (startup checks, the stream, the
     // queues, leases) is checked against the stack's RunnerPolicy, as the
@@ -42,6 +49,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let sdk = sdk_config(endpoint.as_deref(), 5).await;
     require_region(&sdk, "DynamoDB")?;
+    require_credentials(&sdk, "DynamoDB").await?;
     let sdk = checked(sdk);
     // Tables first (the same check runs in `Runtime::start`): what is
     // missing is named before anything else is looked up.

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 
 use jobstream::local::deployed::{queue_urls, require_tables};
-use jobstream::local::engine::{require_region, sdk_config};
+use jobstream::local::engine::{
+    dynamodb_endpoint, require_credentials, require_region, sdk_config,
+};
 use shared::lambda::{Config, Processors};
 use shared::models::{self, Model};
 
@@ -25,7 +27,13 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     } = args;
     let model = target.model()?;
     let config = tool_config(&target, &model, &sqs, repair && !dry_run).await?;
-    let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
+    let p = tool_processors(
+        &model,
+        &config,
+        dynamodb_endpoint(endpoint).as_deref(),
+        &sqs,
+    )
+    .await?;
     let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
     print_report(&report, all);
     if repair && !report.is_clean() {
@@ -70,7 +78,13 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
     } = args;
     let model = target.model()?;
     let config = tool_config(&target, &model, &sqs, !dry_run).await?;
-    let p = tool_processors(&model, &config, endpoint.as_deref(), &sqs).await?;
+    let p = tool_processors(
+        &model,
+        &config,
+        dynamodb_endpoint(endpoint).as_deref(),
+        &sqs,
+    )
+    .await?;
     let opts = jobstream::tools::backfill::ScanOptions {
         segments,
         rate,
@@ -146,7 +160,10 @@ pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let model = target.model()?;
     let config = target.config(&model);
     let file = Some(&target.model.file()?.model);
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(endpoint.as_deref(), 5).await);
+    let sdk = sdk_config(dynamodb_endpoint(endpoint).as_deref(), 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    require_credentials(&sdk, "DynamoDB").await?;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
     let key = jobstream::tools::explain::key(&model, pk, sk);
     let tables = jobstream::tools::explain::Tables {
         client: &client,
@@ -235,8 +252,9 @@ pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let table = table.unwrap_or_else(|| file.table.name.to_string());
-    let sdk = sdk_config(endpoint.as_deref(), 5).await;
+    let sdk = sdk_config(dynamodb_endpoint(endpoint).as_deref(), 5).await;
     require_region(&sdk, "DynamoDB")?;
+    require_credentials(&sdk, "DynamoDB").await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
     jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
@@ -305,6 +323,7 @@ async fn tool_processors(
 ) -> anyhow::Result<Processors> {
     let sdk = sdk_config(endpoint, 5).await;
     require_region(&sdk, "DynamoDB")?;
+    require_credentials(&sdk, "DynamoDB").await?;
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     require_tables(&client, model, &config.table, &config.ledger_table).await?;
     let store = shared::store::Store::new(client);

@@ -15,7 +15,8 @@ use futures::FutureExt as _;
 use shared::models::table::TableDef;
 use tokio::sync::oneshot;
 
-use super::front::{FairGate, Front, PROCESSORS_ACCESS_KEY};
+use super::front::{FairGate, Front};
+pub use super::sdk_config::*;
 use super::stream_trim::{Trimmer, RETENTION};
 use tokio::task::JoinHandle;
 
@@ -216,116 +217,6 @@ pub fn sweep_pause(every: Duration, took: Duration) -> Duration {
     cycle.saturating_sub(took)
 }
 
-/// SDK configuration for an endpoint: explicit `endpoint`, else the standard
-/// `AWS_ENDPOINT_URL*` variables, region and credential chains. Only a
-/// loopback endpoint (the embedded engine, the local SQS) gets a default
-/// region and dummy credentials; any other endpoint, and AWS itself, takes
-/// its region from the SDK's provider chain (`AWS_REGION`, the profile,
-/// instance metadata): see [`require_region`].
-pub async fn sdk_config(endpoint: Option<&str>, max_attempts: u32) -> aws_config::SdkConfig {
-    let mut loader = shared::store::sdk_loader(max_attempts);
-    if let Some(url) = endpoint {
-        loader = loader.endpoint_url(url);
-        if is_loopback(url) {
-            loader = loader.credentials_provider(local_credentials("local"));
-        }
-    }
-    let region_set = ["AWS_REGION", "AWS_DEFAULT_REGION"]
-        .iter()
-        .any(|k| std::env::var_os(k).is_some());
-    if let Some(region) = default_region(endpoint).filter(|_| !region_set) {
-        loader = loader.region(region);
-    }
-    loader.load().await
-}
-
-/// [`sdk_config`] for the local runtime's own clients (provisioning, stream
-/// reads, the processors): against a loopback endpoint they sign as
-/// [`PROCESSORS_ACCESS_KEY`], so the embedded engine's fair front queues
-/// them as a caller of their own beside the application's requests (a
-/// writer's backlog does not take their turns). Elsewhere, exactly
-/// [`sdk_config`].
-pub async fn runtime_sdk_config(
-    endpoint: Option<&str>,
-    max_attempts: u32,
-) -> aws_config::SdkConfig {
-    let sdk = sdk_config(endpoint, max_attempts).await;
-    match endpoint {
-        Some(url) if is_loopback(url) => sdk
-            .into_builder()
-            .credentials_provider(local_credentials(PROCESSORS_ACCESS_KEY))
-            .build(),
-        _ => sdk,
-    }
-}
-
-/// The access key id processor `name` (`derive`, `history`, a queue's
-/// consumer) signs its own calls with against a loopback endpoint:
-/// `jobstream-processors-<name>`. In AWS every function has a role of its
-/// own, and one function's calls never wait behind another's; at the
-/// embedded engine's fair front each processor is so a caller of its own,
-/// so the derive's one request at a time takes turns with the queue
-/// consumers' (five invocations at once) instead of queueing behind them.
-pub fn processor_access_key(name: &str) -> String {
-    format!("{PROCESSORS_ACCESS_KEY}-{name}")
-}
-
-/// The credentials processor `name` signs with against `endpoint`
-/// ([`processor_access_key`]) when it is a loopback one; elsewhere `None`
-/// (the SDK's own chain, as [`sdk_config`]).
-pub fn processor_credentials(
-    endpoint: Option<&str>,
-    name: &str,
-) -> Option<aws_sdk_dynamodb::config::SharedCredentialsProvider> {
-    endpoint
-        .filter(|url| is_loopback(url))
-        .map(|_| local_credentials(processor_access_key(name)))
-}
-
-/// The region an endpoint gets when none is configured: `us-east-1` for a
-/// loopback endpoint (the embedded engine signs nothing it checks), none
-/// for anything else (requests signed for a guessed region fail, or reach
-/// the wrong one).
-pub fn default_region(endpoint: Option<&str>) -> Option<aws_config::Region> {
-    endpoint
-        .filter(|url| is_loopback(url))
-        .map(|_| aws_config::Region::new("us-east-1"))
-}
-
-/// `cfg`'s region, or a startup error saying how to set one (`what`: the
-/// service, e.g. `DynamoDB at https://...`).
-pub fn require_region(cfg: &aws_config::SdkConfig, what: &str) -> anyhow::Result<()> {
-    match cfg.region() {
-        Some(_) => Ok(()),
-        None => anyhow::bail!(
-            "no AWS region for {what}: set AWS_REGION (or a profile's region, or run where \
-             instance metadata gives one); only the embedded engine on a loopback endpoint \
-             gets a default region"
-        ),
-    }
-}
-
-fn is_loopback(url: &str) -> bool {
-    let host = url.split("://").nth(1).unwrap_or(url);
-    host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")
-}
-
-/// Dummy credentials under `access_key` (the front's caller) for a
-/// loopback endpoint.
-fn local_credentials(
-    access_key: impl Into<String>,
-) -> aws_sdk_dynamodb::config::SharedCredentialsProvider {
-    aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
-        aws_sdk_dynamodb::config::Credentials::new(
-            access_key,
-            "local",
-            None,
-            None,
-            "jobstream-local",
-        ),
-    )
-}
-
 /// Creates `def` as `name` unless it exists. Returns whether it was created.
 pub async fn ensure_table(
     client: &aws_sdk_dynamodb::Client,
@@ -431,6 +322,8 @@ const TABLE_ACTIVE_WAIT: Duration = Duration::from_secs(300);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::front::PROCESSORS_ACCESS_KEY;
+    use crate::local::sdk_config::local_credentials;
     use aws_sdk_dynamodb::types::AttributeValue;
     use aws_smithy_runtime_api::client::http::{
         HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
@@ -753,31 +646,5 @@ mod tests {
             "{admitted:?}"
         );
         engine.stop().await;
-    }
-
-    #[test]
-    fn only_a_loopback_endpoint_gets_a_default_region() {
-        for local in [
-            "http://127.0.0.1:8000",
-            "http://localhost:4566",
-            "http://[::1]:9",
-        ] {
-            assert_eq!(
-                default_region(Some(local)).as_ref().map(|r| r.as_ref()),
-                Some("us-east-1"),
-                "{local}"
-            );
-        }
-        for remote in [
-            "https://sqs.eu-west-1.amazonaws.com",
-            "https://dynamodb.eu-west-1.amazonaws.com",
-            "http://dynamodb-local.internal:8000",
-        ] {
-            assert!(default_region(Some(remote)).is_none(), "{remote}");
-        }
-        assert!(
-            default_region(None).is_none(),
-            "AWS itself: the provider chain"
-        );
     }
 }

@@ -14,13 +14,27 @@
 //! | `shardEnd`       | true once every record of a closed shard took effect           |
 //! | `vanished`       | true: the shard left the stream before it was read to its end  |
 //! | `ttl`            | set on finished shards only (a week on: the stream is gone)    |
+//! | `leaseAcquisition` | a random id per acquisition (and per `vanished` closing): the writes under one lease keep it |
+//! | `leaseWrite`     | a random id per write: which write the item holds now          |
 //!
 //! Every acquisition is a compare-and-set on the counter the taker saw (so
 //! two takers of one shard cannot both win) and returns the new counter, the
 //! token. Every renewal, checkpoint, completion and release is conditioned on
-//! owner *and* token: a process that lost a shard (expired, stolen, or taken
+//! owner, token *and* the acquisition's id: a process that lost a shard (expired, stolen, or taken
 //! by a second process with the same owner string) can no longer write its
 //! checkpoint, and an older checkpoint never overwrites a newer one.
+//!
+//! A write whose answer is lost may still have landed (a connection reset
+//! after the server committed, a timeout, or the SDK's retry of a write
+//! whose first attempt landed, which then fails its own condition). Such a
+//! failure is resolved by reading the item back (consistently): the write
+//! landed iff the item holds its `leaseWrite` id; the item still carries
+//! this lease's `leaseAcquisition`, with a higher counter, iff only this
+//! lease's own writes moved it (an earlier write of ours whose answer was
+//! lost): the counter is adopted as the token and the write sent again.
+//! Anything else (another acquisition, even under our owner string) is
+//! someone else's write: the lease is lost. Fencing stays exact: no write
+//! of another process can carry our ids.
 //!
 //! Expiry is judged as the Kinesis Client Library judges it, never by
 //! comparing wall clocks across hosts: renewals and checkpoints increment
@@ -36,6 +50,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use shared::item::{n, s, Item};
@@ -110,6 +125,13 @@ mod attr {
     pub const VANISHED: &str = "vanished";
     pub const LATEST_FROM: &str = "latestFrom";
     pub const UPDATED: &str = "updatedAt";
+    pub const ACQUISITION: &str = "leaseAcquisition";
+    pub const WRITE: &str = "leaseWrite";
+}
+
+/// A fresh id for one write (or acquisition).
+fn write_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Where a shard's processing stands, as stored.
@@ -132,6 +154,11 @@ pub struct LeaseItem {
     pub checkpoint: Checkpoint,
     pub latest_from_ms: Option<i64>,
     pub updated_at_ms: i64,
+    /// The id of the acquisition the lease is held under (`None`: never
+    /// taken, or written by a version without it).
+    pub acquisition: Option<String>,
+    /// The id of the last write.
+    pub write: Option<String>,
 }
 
 impl LeaseItem {
@@ -174,6 +201,15 @@ impl Observer {
             })
     }
 
+    /// How long the lease has been as it is now (holder, counter), as
+    /// observed here (`None`: never observed so).
+    pub fn unchanged_for(&self, item: &LeaseItem, now: Instant) -> Option<Duration> {
+        self.seen
+            .get(&item.shard_id)
+            .filter(|(owner, counter, _)| *owner == item.owner && *counter == item.counter)
+            .map(|(_, _, since)| now.saturating_duration_since(*since))
+    }
+
     /// Held, and its counter moved within the last `ttl` as observed here
     /// (a lease never observed counts as just moved).
     pub fn live(&self, item: &LeaseItem, ttl: Duration, now: Instant) -> bool {
@@ -193,6 +229,9 @@ impl Observer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taken {
     pub token: i64,
+    /// The acquisition's id: every write under the lease is checked
+    /// against it when its answer is lost.
+    pub acquisition: String,
     /// This process stops using the lease at this instant unless renewed
     /// (a lease duration after the acquisition was sent).
     pub valid_until: Instant,
@@ -315,7 +354,8 @@ impl LeaseTable {
     /// Takes the shard if its counter is still `seen` (`None`: no item yet):
     /// a compare-and-set, so of two takers one wins. `Ok(None)`: someone
     /// else moved first. `reset` (`--from-start`) forgets the stored
-    /// checkpoint, completed or not.
+    /// checkpoint, completed or not. An acquisition whose answer was lost
+    /// is read back: it is ours if the item holds its id.
     pub async fn take(
         &self,
         shard_id: &str,
@@ -324,7 +364,8 @@ impl LeaseTable {
     ) -> Result<Option<Taken>, LeaseError> {
         let sent = Instant::now();
         let expires = self.expiry();
-        let set = "SET #o = :me, #e = :exp, #u = :now ADD #c :one";
+        let id = write_id();
+        let set = "SET #o = :me, #e = :exp, #u = :now, #a = :w, #w = :w ADD #c :one";
         // Items without a counter (never taken) read as counter 0.
         let unchanged = "(attribute_not_exists(#c) OR #c = :seen)";
         let req = if reset {
@@ -346,23 +387,64 @@ impl LeaseTable {
             .expression_attribute_names("#u", attr::UPDATED)
             .expression_attribute_names("#c", attr::COUNTER)
             .expression_attribute_names("#se", attr::SHARD_END)
+            .expression_attribute_names("#a", attr::ACQUISITION)
+            .expression_attribute_names("#w", attr::WRITE)
             .expression_attribute_values(":me", s(&self.config.owner))
             .expression_attribute_values(":exp", n(expires))
             .expression_attribute_values(":now", n(self.now_ms()))
             .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":w", s(&id))
             .return_values(ReturnValue::AllNew);
-        match self.conditional(req, "take", shard_id).await {
-            Ok(out) => {
-                let item = out.attributes().and_then(lease_item).unwrap_or_default();
-                Ok(Some(Taken {
-                    token: item.counter,
-                    valid_until: sent + self.config.lease_ttl,
-                    checkpoint: item.checkpoint,
-                    latest_from_ms: item.latest_from_ms,
-                }))
+        let item = match req.send().await {
+            Ok(out) => out.attributes().and_then(lease_item).unwrap_or_default(),
+            Err(e) => match self.read_back(shard_id, "take", &e).await {
+                Some(Some(item)) if item.write.as_deref() == Some(&id) => {
+                    tracing::info!(shard = shard_id, owner = %self.config.owner, "the acquisition landed though its answer was lost: the lease is ours");
+                    item
+                }
+                _ if is_condition_failure(&e) => return Ok(None),
+                _ => return Err(Self::store_error("take", shard_id, e)),
+            },
+        };
+        Ok(Some(Taken {
+            token: item.counter,
+            acquisition: id,
+            valid_until: sent + self.config.lease_ttl,
+            checkpoint: item.checkpoint,
+            latest_from_ms: item.latest_from_ms,
+        }))
+    }
+
+    /// The shard's lease item, read consistently (`None`: no item).
+    pub async fn read(&self, shard_id: &str) -> Result<Option<LeaseItem>, LeaseError> {
+        let out = self
+            .config
+            .client
+            .get_item()
+            .table_name(&self.config.ledger_table)
+            .key(shared::ledger::PK, s(&self.pk))
+            .key(shared::ledger::SK, s(shard_sk(shard_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| Self::store_error("read", shard_id, e))?;
+        Ok(out.item().and_then(lease_item))
+    }
+
+    /// After a write `op` failed with `e`: the item as it is now (`None`
+    /// when it cannot be read; the failure is logged).
+    async fn read_back(
+        &self,
+        shard_id: &str,
+        op: &'static str,
+        e: &UpdateFailure,
+    ) -> Option<Option<LeaseItem>> {
+        match self.read(shard_id).await {
+            Ok(item) => Some(item),
+            Err(read) => {
+                tracing::warn!(shard = shard_id, op, error = %DisplayErrorContext(e), read_error = %DisplayErrorContext(&read), "a lease write failed and reading the lease back failed too: whether it landed is known at the next write");
+                None
             }
-            Err(LeaseError::Lost { .. }) => Ok(None),
-            Err(e) => Err(e),
         }
     }
 
@@ -398,50 +480,126 @@ impl LeaseTable {
         }
     }
 
-    fn fenced(&self, shard_id: &str, token: i64) -> Update {
+    fn fenced(&self, shard_id: &str, lease: &Held<'_>, write: &str) -> Update {
         self.update(shard_id)
-            .condition_expression("#o = :me AND #c = :tok")
+            .condition_expression("#o = :me AND #c = :tok AND #a = :acq")
             .expression_attribute_names("#o", attr::OWNER)
+            .expression_attribute_names("#a", attr::ACQUISITION)
+            .expression_attribute_values(":acq", s(lease.acquisition))
             .expression_attribute_names("#c", attr::COUNTER)
             .expression_attribute_names("#u", attr::UPDATED)
+            .expression_attribute_names("#w", attr::WRITE)
             .expression_attribute_values(":me", s(&self.config.owner))
-            .expression_attribute_values(":tok", n(token))
+            .expression_attribute_values(":tok", n(lease.token))
             .expression_attribute_values(":now", n(self.now_ms()))
+            .expression_attribute_values(":w", s(write))
     }
 
-    /// Renews the lease held with `token`: the counter moves (what every
+    /// Sends the write `build` makes of a request fenced by `lease` (owner
+    /// and token; `#w = :w` bound to the write's id, which the update
+    /// expression must SET). A failure is resolved by reading the item back
+    /// (see the module's documentation): landed, an earlier write of this
+    /// lease landed (its counter adopted, the write sent again), or lost.
+    /// Returns the token after the write (`bump`: it increments the
+    /// counter) and when the write that landed was sent.
+    async fn fenced_write(
+        &self,
+        op: &'static str,
+        shard_id: &str,
+        lease: &Held<'_>,
+        bump: bool,
+        build: impl Fn(Update) -> Update,
+    ) -> Result<(i64, Instant), LeaseError> {
+        let mut token = lease.token;
+        let mut last = None;
+        for _ in 0..FENCED_ATTEMPTS {
+            let id = write_id();
+            let sent = Instant::now();
+            let held = Held {
+                token,
+                acquisition: lease.acquisition,
+            };
+            let e = match build(self.fenced(shard_id, &held, &id)).send().await {
+                Ok(_) => return Ok((token + i64::from(bump), sent)),
+                Err(e) => e,
+            };
+            let Some(item) = self.read_back(shard_id, op, &e).await else {
+                return Err(Self::store_error(op, shard_id, e));
+            };
+            let ours = item.as_ref().filter(|i| {
+                i.owner.as_deref() == Some(self.config.owner.as_str())
+                    && i.acquisition.as_deref() == Some(lease.acquisition)
+            });
+            match ours {
+                Some(i) if i.write.as_deref() == Some(&id) => {
+                    tracing::info!(
+                        shard = shard_id,
+                        op,
+                        token = i.counter,
+                        "a lease write landed though its answer was lost"
+                    );
+                    return Ok((i.counter, sent));
+                }
+                Some(i) if i.held() && i.counter > token => {
+                    tracing::info!(shard = shard_id, op, token, adopted = i.counter, "an earlier write under this lease landed though its answer was lost: its counter is the token now; the write is sent again");
+                    token = i.counter;
+                    last = Some(e);
+                }
+                // Still as we left it: the write did not land (yet: if it
+                // does, the next write adopts it).
+                Some(i) if i.counter == token && !is_condition_failure(&e) => {
+                    return Err(Self::store_error(op, shard_id, e))
+                }
+                _ if is_condition_failure(&e) || item.is_some() => {
+                    return Err(LeaseError::Lost {
+                        shard: shard_id.to_string(),
+                    })
+                }
+                _ => return Err(Self::store_error(op, shard_id, e)),
+            }
+        }
+        Err(match last {
+            Some(e) => Self::store_error(op, shard_id, e),
+            None => LeaseError::Lost {
+                shard: shard_id.to_string(),
+            },
+        })
+    }
+
+    /// Renews the lease held with `lease`: the counter moves (what every
     /// observer watches), and the new counter is the token from now on.
-    pub async fn renew(&self, shard_id: &str, token: i64) -> Result<Renewed, LeaseError> {
-        self.checkpoint(shard_id, token, None).await
+    pub async fn renew(&self, shard_id: &str, lease: &Held<'_>) -> Result<Renewed, LeaseError> {
+        self.checkpoint(shard_id, lease, None).await
     }
 
     /// Writes the checkpoint (the last record whose batch took effect) and
     /// renews the lease (the counter moves: the returned token replaces
-    /// `token`), only while `token` still holds it; `None` renews only.
+    /// the held one), only while `lease` still holds it; `None` renews only.
     /// Fails with [`LeaseError::Lost`] otherwise.
     pub async fn checkpoint(
         &self,
         shard_id: &str,
-        token: i64,
+        lease: &Held<'_>,
         sequence_number: Option<&str>,
     ) -> Result<Renewed, LeaseError> {
-        let sent = Instant::now();
-        let expires = self.expiry();
-        let req = self
-            .fenced(shard_id, token)
-            .expression_attribute_names("#e", attr::EXPIRES)
-            .expression_attribute_values(":exp", n(expires))
-            .expression_attribute_values(":one", n(1));
-        let req = match sequence_number {
-            Some(seq) => req
-                .update_expression("SET #e = :exp, #u = :now, #s = :seq ADD #c :one")
-                .expression_attribute_names("#s", attr::SEQ)
-                .expression_attribute_values(":seq", s(seq)),
-            None => req.update_expression("SET #e = :exp, #u = :now ADD #c :one"),
+        let build = |req: Update| {
+            let req = req
+                .expression_attribute_names("#e", attr::EXPIRES)
+                .expression_attribute_values(":exp", n(self.expiry()))
+                .expression_attribute_values(":one", n(1));
+            match sequence_number {
+                Some(seq) => req
+                    .update_expression("SET #e = :exp, #u = :now, #w = :w, #s = :seq ADD #c :one")
+                    .expression_attribute_names("#s", attr::SEQ)
+                    .expression_attribute_values(":seq", s(seq)),
+                None => req.update_expression("SET #e = :exp, #u = :now, #w = :w ADD #c :one"),
+            }
         };
-        self.conditional(req, "checkpoint", shard_id).await?;
+        let (token, sent) = self
+            .fenced_write("checkpoint", shard_id, lease, true, build)
+            .await?;
         Ok(Renewed {
-            token: token + 1,
+            token,
             valid_until: sent + self.config.lease_ttl,
         })
     }
@@ -451,37 +609,46 @@ impl LeaseTable {
     pub async fn finish(
         &self,
         shard_id: &str,
-        token: i64,
+        lease: &Held<'_>,
         sequence_number: Option<&str>,
     ) -> Result<(), LeaseError> {
         let ttl = chrono::Utc::now().timestamp() + 7 * 24 * 3600;
-        let req = self
-            .fenced(shard_id, token)
-            .expression_attribute_names("#e", attr::EXPIRES)
-            .expression_attribute_names("#se", attr::SHARD_END)
-            .expression_attribute_names("#t", shared::ledger::TTL)
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .expression_attribute_values(":ttl", n(ttl));
-        let req = match sequence_number {
-            Some(seq) => req
-                .update_expression("SET #e = :zero, #se = :true, #t = :ttl, #u = :now, #s = :seq")
-                .expression_attribute_names("#s", attr::SEQ)
-                .expression_attribute_values(":seq", s(seq)),
-            None => req.update_expression("SET #e = :zero, #se = :true, #t = :ttl, #u = :now"),
+        let build = |req: Update| {
+            let req = req
+                .expression_attribute_names("#e", attr::EXPIRES)
+                .expression_attribute_names("#se", attr::SHARD_END)
+                .expression_attribute_names("#t", shared::ledger::TTL)
+                .expression_attribute_values(":zero", n(0))
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_values(":ttl", n(ttl));
+            match sequence_number {
+                Some(seq) => req
+                    .update_expression(
+                        "SET #e = :zero, #se = :true, #t = :ttl, #u = :now, #w = :w, #s = :seq",
+                    )
+                    .expression_attribute_names("#s", attr::SEQ)
+                    .expression_attribute_values(":seq", s(seq)),
+                None => req.update_expression(
+                    "SET #e = :zero, #se = :true, #t = :ttl, #u = :now, #w = :w",
+                ),
+            }
         };
-        self.conditional(req, "finish", shard_id).await.map(drop)
+        self.fenced_write("finish", shard_id, lease, false, build)
+            .await
+            .map(drop)
     }
 
     /// Lets the lease go (at shutdown), so another process takes the shard
     /// without waiting for expiry. The checkpoint stays.
-    pub async fn release(&self, shard_id: &str, token: i64) -> Result<(), LeaseError> {
-        let req = self
-            .fenced(shard_id, token)
-            .update_expression("SET #e = :zero, #u = :now")
-            .expression_attribute_names("#e", attr::EXPIRES)
-            .expression_attribute_values(":zero", n(0));
-        self.conditional(req, "release", shard_id).await.map(drop)
+    pub async fn release(&self, shard_id: &str, lease: &Held<'_>) -> Result<(), LeaseError> {
+        let build = |req: Update| {
+            req.update_expression("SET #e = :zero, #u = :now, #w = :w")
+                .expression_attribute_names("#e", attr::EXPIRES)
+                .expression_attribute_values(":zero", n(0))
+        };
+        self.fenced_write("release", shard_id, lease, false, build)
+            .await
+            .map(drop)
     }
 
     /// Closes the book on a checkpointed shard that no longer exists in the
@@ -489,11 +656,15 @@ impl LeaseTable {
     /// True: this process won and reports the loss (exactly one does).
     pub async fn mark_vanished(&self, shard_id: &str, seen: i64) -> Result<bool, LeaseError> {
         let ttl = chrono::Utc::now().timestamp() + 7 * 24 * 3600;
+        let id = write_id();
         let req = self
             .update(shard_id)
             .update_expression(
-                "SET #se = :true, #v = :true, #t = :ttl, #e = :zero, #u = :now ADD #c :one",
+                "SET #se = :true, #v = :true, #t = :ttl, #e = :zero, #u = :now, #a = :w, #w = :w ADD #c :one",
             )
+            .expression_attribute_names("#a", attr::ACQUISITION)
+            .expression_attribute_names("#w", attr::WRITE)
+            .expression_attribute_values(":w", s(&id))
             .condition_expression("#c = :seen AND attribute_not_exists(#se)")
             .expression_attribute_names("#se", attr::SHARD_END)
             .expression_attribute_names("#v", attr::VANISHED)
@@ -507,10 +678,13 @@ impl LeaseTable {
             .expression_attribute_values(":now", n(self.now_ms()))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":seen", n(seen));
-        match self.conditional(req, "mark vanished", shard_id).await {
+        match req.send().await {
             Ok(_) => Ok(true),
-            Err(LeaseError::Lost { .. }) => Ok(false),
-            Err(e) => Err(e),
+            Err(e) => match self.read_back(shard_id, "mark vanished", &e).await {
+                Some(Some(item)) if item.write.as_deref() == Some(&id) => Ok(true),
+                _ if is_condition_failure(&e) => Ok(false),
+                _ => Err(Self::store_error("mark vanished", shard_id, e)),
+            },
         }
     }
 
@@ -523,17 +697,33 @@ impl LeaseTable {
     ) -> Result<UpdateItemOutput, LeaseError> {
         match req.send().await {
             Ok(out) => Ok(out),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
-            {
-                Err(LeaseError::Lost {
-                    shard: shard_id.to_string(),
-                })
-            }
+            Err(e) if is_condition_failure(&e) => Err(LeaseError::Lost {
+                shard: shard_id.to_string(),
+            }),
             Err(e) => Err(Self::store_error(op, shard_id, e)),
         }
     }
+}
+
+/// Attempts of one fenced write whose earlier attempts' answers were lost.
+const FENCED_ATTEMPTS: usize = 3;
+
+type UpdateFailure = aws_sdk_dynamodb::error::SdkError<
+    UpdateItemError,
+    aws_sdk_dynamodb::config::http::HttpResponse,
+>;
+
+fn is_condition_failure(e: &UpdateFailure) -> bool {
+    e.as_service_error()
+        .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
+}
+
+/// The lease a fenced write is made under: its token (the counter as this
+/// process last wrote it) and its acquisition's id.
+#[derive(Debug, Clone, Copy)]
+pub struct Held<'a> {
+    pub token: i64,
+    pub acquisition: &'a str,
 }
 
 fn num(item: &Item, name: &str) -> Option<i64> {
@@ -552,6 +742,11 @@ fn lease_item(item: &Item) -> Option<LeaseItem> {
         checkpoint: checkpoint_of(Some(item)),
         latest_from_ms: num(item, attr::LATEST_FROM),
         updated_at_ms: num(item, attr::UPDATED).unwrap_or(0),
+        acquisition: item
+            .get(attr::ACQUISITION)
+            .and_then(|v| v.as_s().ok())
+            .cloned(),
+        write: item.get(attr::WRITE).and_then(|v| v.as_s().ok()).cloned(),
     })
 }
 

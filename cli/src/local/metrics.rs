@@ -18,7 +18,14 @@
 //! | `jobstream_records_given_up_total` | counter: records sent to the on-failure destinations | `processor` |
 //! | `jobstream_record_ranges_lost_total` | counter: ranges trimmed from the stream or in vanished shards | `processor` |
 //! | `jobstream_leases_held` | gauge | `processor` |
+//! | `jobstream_shards` | gauge: the stream's shards whose turn has come, as this process judges them: `held` here, `elsewhere` (another process renews it), `stale` (its holder has not renewed it for half a lease duration), `unheld` (released, expired or never taken: nobody reads it) | `processor`, `state` |
 //! | `jobstream_queue_messages_in_flight` | gauge: messages whose invocation runs now | `processor` |
+//! | `jobstream_stream_read_failures_total` | counter: GetShardIterator / GetRecords failures (retried after a pause doubling up to 10 s) | `processor` |
+//! | `jobstream_queue_poll_failures_total` | counter: ReceiveMessage failures (retried after a pause doubling up to 10 s) | `processor` |
+//!
+//! `/readyz` also answers 503 while a queue's polls have all failed for
+//! longer than [`QUEUE_FAILING_NOT_READY`] (the queue gone, credentials,
+//! the endpoint down), naming the queue and the cause.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -48,6 +55,9 @@ pub struct Probe {
     pub queues: Vec<(String, Arc<QueueStats>)>,
     /// Records each processor skipped as bad input, by processor name.
     pub bad_input: Vec<(String, Reader)>,
+    /// How long a queue's polls may all fail before `/readyz` says not
+    /// ready (`None`: [`QUEUE_FAILING_NOT_READY`]; tests shorten it).
+    pub queue_failing_bound: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -60,11 +70,26 @@ impl std::fmt::Debug for Probe {
     }
 }
 
+/// How long every poll of a queue may fail before `/readyz` says not
+/// ready (a blip, an endpoint restarting, is not worth a page).
+pub const QUEUE_FAILING_NOT_READY: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Probe {
     /// Every stream mapping listed its shards and read its leases, and
     /// none has stopped.
     pub fn ready(&self) -> bool {
         self.streams.iter().all(|s| s.ready.load(Ordering::Relaxed))
+    }
+
+    /// A queue whose polls have all failed for longer than
+    /// [`QUEUE_FAILING_NOT_READY`]: its name, for how long, and why.
+    pub fn failing_queue(&self) -> Option<(String, std::time::Duration, String)> {
+        let bound = self.queue_failing_bound.unwrap_or(QUEUE_FAILING_NOT_READY);
+        self.queues.iter().find_map(|(name, q)| {
+            q.failing_for()
+                .filter(|(d, _)| *d > bound)
+                .map(|(d, cause)| (name.clone(), d, cause))
+        })
     }
 
     /// Leases held by this process, over every mapping.
@@ -196,11 +221,39 @@ impl Collector for Probe {
             "Shard leases this process holds",
             &streams(|s| load(&s.leases_held)),
         )?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "jobstream_shards",
+                "The stream's shards whose turn has come, as this process judges them: held here, elsewhere (another process renews it), stale (not renewed for half a lease duration), unheld (nobody reads it)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for s in &self.streams {
+                for (state, n) in s.shards_by_state() {
+                    ConstGauge::new(n).encode(
+                        family
+                            .encode_family(&[("processor", s.name.as_str()), ("state", state)])?,
+                    )?;
+                }
+            }
+        }
         gauge(
             &mut encoder,
             "jobstream_queue_messages_in_flight",
             "Queue messages whose invocation runs now",
             &queues(|q| load(&q.in_flight)),
+        )?;
+        counter(
+            &mut encoder,
+            "jobstream_stream_read_failures",
+            "Shard reads (GetShardIterator, GetRecords) that failed; retried after a pause doubling up to 10 s",
+            &streams(|s| load(&s.read_failures)),
+        )?;
+        counter(
+            &mut encoder,
+            "jobstream_queue_poll_failures",
+            "Queue polls (ReceiveMessage) that failed; retried after a pause doubling up to 10 s",
+            &queues(|q| load(&q.poll_failures)),
         )?;
         Ok(())
     }
@@ -238,6 +291,15 @@ async fn readyz(State(probe): State<Arc<Probe>>) -> (StatusCode, String) {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: shards not listed or leases not read yet, or shutting down\n".into(),
+        );
+    }
+    if let Some((queue, d, cause)) = probe.failing_queue() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: queue {queue}: every poll has failed for {} s ({cause})\n",
+                d.as_secs()
+            ),
         );
     }
     match probe.leases_held() {
@@ -305,6 +367,7 @@ mod tests {
             streams: vec![stats.clone()],
             queues: vec![("timeline".into(), queue)],
             bad_input: vec![("derive".into(), Arc::new(|| 2))],
+            queue_failing_bound: None,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -2,6 +2,8 @@
 //! source mappings, the local SQS server, and a model's runtime.
 //!
 //! - [`engine`] - embedded Dynoxide served on loopback, table creation.
+//! - [`sdk_config`] - the SDK clients' endpoint, region and credentials
+//!   (a loopback endpoint however it is named), re-exported by [`engine`].
 //! - [`front`] - the engine's fair front: one request at a time, callers in
 //!   turn (a writer's backlog does not starve the processors).
 //! - [`deployed`] - the tables and queues `run` requires as deployed (never
@@ -35,6 +37,7 @@ pub mod lease;
 pub mod metrics;
 pub mod on_failure;
 pub mod runtime;
+pub mod sdk_config;
 pub mod shards;
 pub mod sqs_esm;
 pub mod sqs_server;

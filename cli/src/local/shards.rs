@@ -370,6 +370,9 @@ pub mod fake {
         pub get_calls: Mutex<BTreeMap<String, usize>>,
         /// DescribeStream fails while this is set.
         pub describe_fails: Mutex<bool>,
+        /// GetShardIterator and GetRecords fail while this is set (an
+        /// outage).
+        pub reads_fail: Mutex<bool>,
         /// The creation time given to records written from now on (epoch
         /// ms; `None`: the wall clock).
         pub clock_ms: Mutex<Option<i64>>,
@@ -500,6 +503,10 @@ pub mod fake {
             shard_id: &str,
             position: &IteratorPosition,
         ) -> anyhow::Result<Option<String>> {
+            anyhow::ensure!(
+                !*self.reads_fail.lock().unwrap(),
+                "GetShardIterator: InternalServerError (injected)"
+            );
             let g = self.shards.lock().unwrap();
             let s = g.1.get(shard_id).context("no such shard")?;
             let index = match position {

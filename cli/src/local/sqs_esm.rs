@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -156,6 +156,62 @@ pub struct QueueStats {
     pub in_flight: AtomicU64,
     /// ReceiveMessage requests sent.
     pub receives: AtomicU64,
+    /// ReceiveMessage requests that failed (the queue gone, credentials,
+    /// the endpoint unreachable): each is logged with its cause and
+    /// retried after a growing pause.
+    pub poll_failures: AtomicU64,
+    /// Since when every poll of the queue has failed, and the last cause;
+    /// `None` while polls succeed.
+    failing: std::sync::Mutex<Option<(Instant, String)>>,
+}
+
+impl QueueStats {
+    /// Notes a failed poll: how many in a row have failed now (over every
+    /// poller of the queue) is not tracked; the time since the first one
+    /// is.
+    fn poll_failed(&self, cause: &str) {
+        self.poll_failures.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut f) = self.failing.lock() {
+            let since = f.as_ref().map_or_else(Instant::now, |(t, _)| *t);
+            *f = Some((since, cause.to_string()));
+        }
+    }
+
+    fn poll_succeeded(&self) {
+        if let Ok(mut f) = self.failing.lock() {
+            *f = None;
+        }
+    }
+
+    /// How long every poll has failed (none succeeding since), and the
+    /// last failure's cause; `None` while polls succeed.
+    pub fn failing_for(&self) -> Option<(Duration, String)> {
+        self.failing
+            .lock()
+            .ok()
+            .and_then(|f| f.as_ref().map(|(t, c)| (t.elapsed(), c.clone())))
+    }
+}
+
+/// An SDK error as an operator reads it: the service's error code and
+/// message (never a request or response body), or the transport's
+/// failure with its causes.
+pub fn sdk_cause<E, R>(e: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_smithy_runtime_api::client::result::SdkError;
+    match e {
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or("unknown error code");
+            match se.err().message() {
+                Some(m) => format!("{code}: {m}"),
+                None => code.to_string(),
+            }
+        }
+        other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
+    }
 }
 
 /// How a poller waits for messages.
@@ -268,7 +324,7 @@ impl QueueMapping {
             .wait_time_seconds(wait_secs)
             .send()
             .await
-            .context("ReceiveMessage")?;
+            .map_err(|e| anyhow::anyhow!("ReceiveMessage failed: {}", sdk_cause(&e)))?;
         Ok(out.messages.unwrap_or_default())
     }
 
@@ -489,6 +545,8 @@ impl QueueMapping {
 
     async fn poller(self, polling: Polling, mut stop: watch::Receiver<bool>) {
         let mut idle = Duration::ZERO;
+        let mut failures = 0u32;
+        let mut pauses = poll_backoff();
         loop {
             if *stop.borrow_and_update() {
                 return;
@@ -519,6 +577,14 @@ impl QueueMapping {
                     }
                 }
             };
+            if received.is_ok() && failures > 0 {
+                tracing::info!(queue = %self.name, failed_polls = failures, "queue polls succeed again");
+                failures = 0;
+                pauses = poll_backoff();
+            }
+            if received.is_ok() {
+                self.stats.poll_succeeded();
+            }
             match received {
                 Ok(messages) if messages.is_empty() => {
                     idle = match polling {
@@ -533,8 +599,11 @@ impl QueueMapping {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(queue = %self.name, error = %e, "queue poll failed");
-                    idle = IDLE_AFTER_ERROR;
+                    failures += 1;
+                    let cause = format!("{e:#}");
+                    self.stats.poll_failed(&cause);
+                    idle = pauses.next().unwrap_or(POLL_RETRY_MAX);
+                    tracing::warn!(queue = %self.name, error = %cause, failed_polls = failures, retry_in = ?idle, "queue poll failed");
                 }
             }
         }
@@ -598,7 +667,20 @@ impl QueueMapping {
 
 const IDLE_MIN: Duration = Duration::from_millis(5);
 const IDLE_MAX: Duration = Duration::from_millis(100);
-const IDLE_AFTER_ERROR: Duration = Duration::from_secs(1);
+/// The first pause after a failed poll; it doubles (with jitter) up to
+/// [`POLL_RETRY_MAX`] while polls keep failing.
+const POLL_RETRY_MIN: Duration = Duration::from_millis(500);
+/// The longest pause between failing polls of one poller.
+pub const POLL_RETRY_MAX: Duration = Duration::from_secs(10);
+
+fn poll_backoff() -> backon::ExponentialBackoff {
+    ExponentialBuilder::default()
+        .with_min_delay(POLL_RETRY_MIN)
+        .with_max_delay(POLL_RETRY_MAX)
+        .without_max_times()
+        .with_jitter()
+        .build()
+}
 
 /// Splits the failed entries of a DeleteMessageBatch response into those to
 /// retry (the service's fault) and those to give up (the request's fault,
@@ -614,84 +696,4 @@ fn split_delete_failures(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn failure(id: &str, sender_fault: bool, code: &str) -> BatchResultErrorEntry {
-        BatchResultErrorEntry::builder()
-            .id(id)
-            .sender_fault(sender_fault)
-            .code(code)
-            .message("why")
-            .build()
-            .expect("all required fields")
-    }
-
-    #[test]
-    fn the_services_failures_are_retried_and_the_requests_are_not() {
-        let failed = vec![
-            failure("0", false, "InternalError"),
-            failure("1", true, "ReceiptHandleIsInvalid"),
-            failure("x", false, "InternalError"),
-            failure("7", false, "InternalError"),
-        ];
-        let (retry, give_up) = split_delete_failures(&failed, 3);
-        assert_eq!(retry.iter().map(|f| f.id()).collect::<Vec<_>>(), ["0"]);
-        assert_eq!(
-            give_up.iter().map(|f| f.id()).collect::<Vec<_>>(),
-            ["1", "x", "7"]
-        );
-    }
-
-    /// SQS hands a message to a long poll whose client went away (it stays
-    /// invisible for the visibility timeout, a receive counted towards the
-    /// DLQ): a poller stopped mid-poll (SIGTERM, a handover) lets its poll
-    /// end and gives back what it brought, so the successor gets the job
-    /// at once. Against the local SQS, which behaves so (as moto does).
-    #[tokio::test]
-    async fn a_poller_stopped_mid_poll_gives_back_what_the_poll_brings() {
-        let sqs = crate::local::sqs_server::LocalSqs::start().expect("local SQS");
-        let client = aws_sdk_sqs::Client::new(
-            &crate::local::engine::sdk_config(Some(&sqs.endpoint()), 3).await,
-        );
-        let def = QueueDef::standard("jobs", "handover-jobs", "handover-jobs-dlq", "jobs");
-        let queue = create_queue(&client, &def, "t-", Duration::from_secs(180))
-            .await
-            .expect("queue");
-        let invoked = Arc::new(AtomicU64::new(0));
-        let seen = invoked.clone();
-        let handler: SqsHandler = Arc::new(move |_| {
-            seen.fetch_add(1, Ordering::Relaxed);
-            Box::pin(async { Ok(SqsBatchResponse::default()) })
-        });
-        let m = QueueMapping::new("jobs", client.clone(), queue.clone(), 10, handler);
-        let (stop, stopped) = watch::channel(false);
-        let pollers = m.spawn_pollers(Polling::Long(3), &stopped);
-        // The poll is waiting (the queue is empty) when the stop comes; a
-        // job arrives right after it.
-        while m.stats().receives.load(Ordering::Relaxed) == 0 {
-            tokio::task::yield_now().await;
-        }
-        stop.send(true).expect("pollers listen");
-        client
-            .send_message()
-            .queue_url(&queue.url)
-            .message_body("job")
-            .send()
-            .await
-            .expect("sent");
-        for p in pollers {
-            p.await.expect("poller ends");
-        }
-        assert_eq!(
-            invoked.load(Ordering::Relaxed),
-            0,
-            "no invocation after the stop"
-        );
-        assert_eq!(
-            depth(&client, &queue.url).await.expect("depth"),
-            (1, 0),
-            "the job is visible to a successor at once, not held by the stopped poll"
-        );
-    }
-}
+mod tests;

@@ -174,8 +174,14 @@ pub struct MappingStats {
     /// Records sent to the on-failure destinations (retries exhausted, too
     /// old).
     pub records_given_up: AtomicU64,
+    /// Shard reads (GetShardIterator, GetRecords) that failed; each is
+    /// logged and retried after a pause doubling up to 10 s.
+    pub read_failures: AtomicU64,
     /// Shard leases this process holds now.
     pub leases_held: AtomicU64,
+    /// With leases: the shards whose turn has come, by state, as this
+    /// process judged them at its last lease read ([`Self::shards_by_state`]).
+    pub(super) shard_states: Mutex<Option<ShardStates>>,
     /// The mapping listed its shards and (with leases) read the lease
     /// table at least once, and has not stopped: it holds leases or
     /// stands by.
@@ -186,7 +192,38 @@ pub struct MappingStats {
     pub on_failure: OnFailure,
 }
 
+/// The shards whose turn has come (listed, not completed, parent done),
+/// by what this process knows of their leases.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ShardStates {
+    /// Held by this process.
+    pub held: u64,
+    /// Held by another process that renews it.
+    pub elsewhere: u64,
+    /// Held by another process that has not renewed it for half a lease
+    /// duration (as observed here): its holder is likely gone; the lease
+    /// is taken over once a whole lease duration passed.
+    pub stale: u64,
+    /// Released, expired or never taken: nobody reads it.
+    pub unheld: u64,
+}
+
 impl MappingStats {
+    /// With leases, the shards by state (`held`, `elsewhere`, `stale`,
+    /// `unheld`); empty without leases (every shard is read here) or
+    /// before the first lease read.
+    pub fn shards_by_state(&self) -> Vec<(&'static str, u64)> {
+        let states = self.shard_states.lock().ok().and_then(|s| *s);
+        states.map_or_else(Vec::new, |s| {
+            vec![
+                ("held", s.held),
+                ("elsewhere", s.elsewhere),
+                ("stale", s.stale),
+                ("unheld", s.unheld),
+            ]
+        })
+    }
+
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_string(),

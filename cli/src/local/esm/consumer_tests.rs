@@ -148,7 +148,8 @@ async fn two_processes_with_one_owner_string_cannot_both_checkpoint() {
     let mut old = leased(&api, &client, "same", &calls);
     old.poll_once().await.unwrap();
     assert_eq!(flat(&calls), first[..5]);
-    let old_token = item(&client, "s").await.counter;
+    let old_lease = item(&client, "s").await;
+    let (old_token, old_acquisition) = (old_lease.counter, old_lease.acquisition.unwrap());
     // A second process with the same owner string (a rolling deploy).
     let mut new = leased(&api, &client, "same", &calls);
     drain(std::slice::from_mut(&mut new)).await.unwrap();
@@ -168,9 +169,14 @@ async fn two_processes_with_one_owner_string_cannot_both_checkpoint() {
         "the old process stopped the shard"
     );
     assert!(old.shards().is_empty());
-    // Its token is fenced off: a checkpoint under it is refused.
+    // Its token is fenced off: a checkpoint under it is refused (though
+    // it carries the owner string the item holds).
+    let old_held = Held {
+        token: old_token,
+        acquisition: &old_acquisition,
+    };
     let err = table(&client, "same")
-        .checkpoint("s", old_token, Some(&seq_string(3)))
+        .checkpoint("s", &old_held, Some(&seq_string(3)))
         .await
         .unwrap_err();
     assert!(matches!(err, LeaseError::Lost { .. }), "{err:?}");

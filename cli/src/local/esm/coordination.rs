@@ -66,6 +66,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             if fresh || self.balance_due() {
                 self.balance(fresh).await;
                 self.last_balance = Some(Instant::now());
+                self.note_shard_states();
             }
         } else {
             self.start_unleased();
@@ -181,18 +182,22 @@ impl<S: StreamsApi> StreamMapping<S> {
             .collect();
         let by_id: HashMap<String, LeaseItem> =
             items.into_iter().map(|i| (i.shard_id.clone(), i)).collect();
-        // Leases taken from us: stop those shards now. The counter only
-        // grows: one above our token is someone else's acquisition; one
-        // below is our own renewal after the listing was read. A lease
-        // with a write in flight is judged at the next balance.
+        self.lease_view = Some(LeaseView {
+            by_id: by_id.clone(),
+            live: live_ids.clone(),
+            at: now,
+        });
+        // Leases taken from us: stop those shards now. The item keeps the
+        // id of the acquisition every write under our lease was made
+        // under; another acquisition (even under our owner string) changed
+        // it. (A counter above our token may be our own write whose
+        // answer was lost: not a loss.)
         if let Ok(live) = self.live.lock() {
             for (id, lease) in live.iter() {
-                let Ok(token) = lease.token.try_lock() else {
-                    continue;
-                };
-                let ours = by_id
-                    .get(id)
-                    .is_some_and(|i| i.owner.as_deref() == Some(&me) && i.counter <= *token);
+                let ours = by_id.get(id).is_some_and(|i| {
+                    i.owner.as_deref() == Some(&me)
+                        && i.acquisition.as_deref() == Some(lease.acquisition.as_str())
+                });
                 if !ours {
                     lease.lose();
                 }
@@ -292,7 +297,7 @@ impl<S: StreamsApi> StreamMapping<S> {
         for (id, lease) in gone {
             lease.lose();
             let token = *lease.token.lock().await;
-            if let Err(e) = leases.release(&id, token).await {
+            if let Err(e) = leases.release(&id, &lease.held(token)).await {
                 tracing::warn!(mapping = %self.name(), shard = %id, error = %e, "releasing a vanished shard failed");
             }
             self.lost(&id);
@@ -391,6 +396,40 @@ impl<S: StreamsApi> StreamMapping<S> {
         true
     }
 
+    /// The shards whose turn has come, by state, from the last lease read
+    /// and the leases held now (`jobstream_shards`): a shard nobody holds
+    /// has no iterator age anywhere, so this is what sees it.
+    pub(super) fn note_shard_states(&self) {
+        let (Some(view), Some(leases)) = (&self.lease_view, &self.ctx.leases) else {
+            return;
+        };
+        let mine: HashSet<String> = self
+            .live
+            .lock()
+            .map(|l| l.keys().cloned().collect())
+            .unwrap_or_default();
+        let half = leases.lease_ttl() / 2;
+        let mut states = ShardStates::default();
+        for id in self.eligible() {
+            let item = view.by_id.get(&id);
+            if mine.contains(&id) {
+                states.held += 1;
+            } else if let Some(item) = item.filter(|i| view.live.contains(&i.shard_id)) {
+                let silent = self.observer.unchanged_for(item, view.at);
+                if silent.is_some_and(|d| d > half) {
+                    states.stale += 1;
+                } else {
+                    states.elsewhere += 1;
+                }
+            } else {
+                states.unheld += 1;
+            }
+        }
+        if let Ok(mut s) = self.ctx.stats.shard_states.lock() {
+            *s = Some(states);
+        }
+    }
+
     pub(super) fn note_leases(&self) {
         let held = self.live.lock().map(|l| l.len()).unwrap_or(0);
         self.ctx
@@ -430,7 +469,9 @@ impl<S: StreamsApi> StreamMapping<S> {
         };
         if let (Some(leases), Some(lease)) = (&self.ctx.leases, &s.lease) {
             let token = *lease.token.lock().await;
-            let finished = leases.finish(id, token, s.checkpoint.as_deref()).await;
+            let finished = leases
+                .finish(id, &lease.held(token), s.checkpoint.as_deref())
+                .await;
             match finished {
                 Ok(()) => {}
                 Err(LeaseError::Lost { .. }) => {

@@ -55,7 +55,7 @@ use shared::lambda::StreamHandler;
 use tokio::sync::watch;
 
 use crate::local::lease::{
-    now_ms, CheckpointConfig, LeaseError, LeaseItem, LeaseTable, Observer, Renewed, Taken,
+    now_ms, CheckpointConfig, Held, LeaseError, LeaseItem, LeaseTable, Observer, Renewed, Taken,
 };
 use crate::local::on_failure::{Condition, OnFailureConfig};
 pub use crate::local::shards::RecordReader;
@@ -113,6 +113,8 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     listed_at: Option<Instant>,
     /// The leases as this process saw them move (expiry is judged here).
     observer: Observer,
+    /// The last lease read: what `jobstream_shards` is judged from.
+    lease_view: Option<LeaseView>,
     next_discovery: Option<Instant>,
     last_balance: Option<Instant>,
     rediscover: bool,
@@ -120,6 +122,13 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     /// string is taken back only then: a restart in place).
     started: bool,
     pub on_failure: OnFailure,
+}
+
+/// The lease partition as last read, and which leases were live then.
+struct LeaseView {
+    by_id: HashMap<String, LeaseItem>,
+    live: HashSet<String>,
+    at: Instant,
 }
 
 /// Outcome of one polling round.
@@ -201,6 +210,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             listing: None,
             listed_at: None,
             observer: Observer::default(),
+            lease_view: None,
             next_discovery: None,
             last_balance: None,
             rediscover: true,
@@ -349,7 +359,7 @@ impl<S: StreamsApi> StreamMapping<S> {
         if let Some(leases) = &self.ctx.leases {
             for (id, lease) in live {
                 let token = *lease.token.lock().await;
-                match leases.release(&id, token).await {
+                match leases.release(&id, &lease.held(token)).await {
                     Ok(()) | Err(LeaseError::Lost { .. }) => {}
                     Err(e) => failed = Some(e),
                 }
@@ -614,3 +624,6 @@ mod ops_tests;
 
 #[cfg(test)]
 mod payload_tests;
+
+#[cfg(test)]
+mod lease_tests;

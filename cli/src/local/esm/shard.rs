@@ -10,6 +10,9 @@ pub(super) struct Lease {
     /// lease (renewal, checkpoint, completion, release) holds this lock, so
     /// a renewal and a checkpoint never race on the token.
     pub(super) token: tokio::sync::Mutex<i64>,
+    /// The acquisition's id: the writes under this lease keep it in the
+    /// item, so an answer lost is resolved by reading the item back.
+    pub(super) acquisition: String,
     /// Ours until then, on this process's monotonic clock: a lease duration
     /// after the last successful renewal was sent.
     pub(super) valid_until: Mutex<Instant>,
@@ -20,6 +23,7 @@ impl Lease {
     pub(super) fn new(t: &Taken) -> Arc<Self> {
         Arc::new(Self {
             token: tokio::sync::Mutex::new(t.token),
+            acquisition: t.acquisition.clone(),
             valid_until: Mutex::new(t.valid_until),
             lost: watch::channel(false).0,
         })
@@ -29,6 +33,13 @@ impl Lease {
             .lock()
             .map(|v| *v)
             .unwrap_or_else(|_| Instant::now())
+    }
+    /// The lease as a fenced write is made under it, with `token`.
+    pub(super) fn held(&self, token: i64) -> Held<'_> {
+        Held {
+            token,
+            acquisition: &self.acquisition,
+        }
     }
     pub(super) fn renewed(&self, token: &mut i64, r: Renewed) {
         *token = r.token;
@@ -103,6 +114,22 @@ pub(super) struct Shard {
     /// A trim was met: report the records between this checkpoint and the
     /// first record still there.
     pub(super) trimmed_after: Option<Option<String>>,
+    /// Reads (GetShardIterator, GetRecords) failed in a row: the next one
+    /// waits [`read_retry`] of it.
+    pub(super) read_failures: u32,
+}
+
+/// The longest pause between failing reads of one shard.
+pub const READ_RETRY_MAX: Duration = Duration::from_secs(10);
+
+/// The pause before the next read of a shard whose last `failures` reads
+/// failed: Lambda's polling interval, doubled at each failure up to
+/// [`READ_RETRY_MAX`] (unscaled).
+pub(super) fn read_retry(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    GET_RECORDS_INTERVAL
+        .saturating_mul(1 << doublings)
+        .min(READ_RETRY_MAX)
 }
 
 impl Shard {
@@ -124,6 +151,7 @@ impl Shard {
             buffered_since: None,
             skip_before_ms: None,
             trimmed_after: None,
+            read_failures: 0,
         }
     }
 
@@ -234,10 +262,20 @@ impl<S: StreamsApi> Ctx<S> {
                 _ => {
                     s.next_get = Some(now + self.scaled(GET_RECORDS_INTERVAL));
                     match self.fetch(id, s).await {
-                        Ok(()) => s.read_at = Some(now),
+                        Ok(()) => {
+                            s.read_at = Some(now);
+                            if s.read_failures > 0 {
+                                tracing::info!(mapping = %self.name(), shard = id, failed_reads = s.read_failures, "reading the shard succeeds again");
+                                s.read_failures = 0;
+                            }
+                        }
                         Err(e) => {
                             s.iterator = None;
-                            tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), "reading the shard failed; retried at its next poll");
+                            s.read_failures += 1;
+                            self.stats.read_failures.fetch_add(1, Ordering::Relaxed);
+                            let pause = read_retry(s.read_failures);
+                            s.next_get = Some(now + self.scaled(pause));
+                            tracing::warn!(mapping = %self.name(), shard = id, error = format!("{e:#}"), failed_reads = s.read_failures, retry_in = ?pause, "reading the shard failed");
                         }
                     }
                 }
@@ -627,7 +665,7 @@ impl<S: StreamsApi> Ctx<S> {
         s.checkpoint = Some(seq.clone());
         if let (Some(leases), Some(lease)) = (&self.leases, &s.lease) {
             let mut token = lease.token.lock().await;
-            match leases.checkpoint(id, *token, Some(&seq)).await {
+            match leases.checkpoint(id, &lease.held(*token), Some(&seq)).await {
                 Ok(r) => lease.renewed(&mut token, r),
                 Err(LeaseError::Lost { .. }) => {
                     tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the lease was taken by another owner; the shard stops here");
@@ -704,7 +742,7 @@ pub(super) async fn renew_all(
             continue;
         }
         let mut token = lease.token.lock().await;
-        match leases.renew(&id, *token).await {
+        match leases.renew(&id, &lease.held(*token)).await {
             Ok(r) => lease.renewed(&mut token, r),
             Err(LeaseError::Lost { .. }) => {
                 tracing::warn!(shard = %id, owner = leases.owner(), "lease lost: another owner took the shard; stopping it");

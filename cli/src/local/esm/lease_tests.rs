@@ -1,0 +1,305 @@
+//! Leases whose writes land while their answers are lost (a connection
+//! reset after the commit, the SDK's retry of a write that landed): the
+//! lone holder keeps its lease, and fencing stays exact. Against the
+//! embedded engine through the fault proxy; no timed assertions.
+
+use super::test_support::{ledger, seqs, LEDGER};
+use super::*;
+use crate::faults::{Fault, FaultProxy};
+use crate::local::engine::sdk_config;
+use crate::local::shards::fake::{seq_string, FakeStreams};
+
+/// A ledger client through a proxy in front of `engine`, with the SDK
+/// making at most `attempts` attempts of a call.
+async fn through_proxy(
+    engine: &crate::local::engine::LocalEngine,
+    attempts: u32,
+) -> (FaultProxy, aws_sdk_dynamodb::Client) {
+    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy");
+    let client =
+        aws_sdk_dynamodb::Client::new(&sdk_config(Some(&proxy.endpoint()), attempts).await);
+    (proxy, client)
+}
+
+fn lease_table(client: &aws_sdk_dynamodb::Client, owner: &str) -> LeaseTable {
+    super::test_support::lease_table(client, owner)
+}
+
+/// Every other UpdateItem of a lone consumer lands and loses its answer
+/// (`faults` times): it never stops its shard, and every record is
+/// handled once, in order, the checkpoint at the last.
+async fn a_lone_consumer_keeps_its_shard_when_answers_are_lost(attempts: u32) {
+    const FAULTS: u64 = 8;
+    let (engine, _) = ledger().await;
+    let (proxy, client) = through_proxy(&engine, attempts).await;
+    for _ in 0..FAULTS {
+        proxy.inject(Fault::reset("UpdateItem", 1).after_effect().after(1));
+    }
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = calls.clone();
+    let handler: Handler = Arc::new(move |event: Event| {
+        seen.lock().unwrap().extend(seqs(&event));
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    });
+    let mut c = MappingConfig::new("m");
+    c.batch_size = 5;
+    c.retry_delay = Duration::ZERO;
+    c.time_scale = 0.0001;
+    c.function_timeout = Duration::from_secs(10_000);
+    c.discovery_interval = Duration::ZERO;
+    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+    cp.owner = "solo".into();
+    cp.lease_ttl = Duration::from_secs(300);
+    c.checkpoints = Some(cp);
+    let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
+    let mut written = Vec::new();
+    let mut rounds = 0;
+    while proxy.injected() < FAULTS {
+        rounds += 1;
+        assert!(rounds < 5_000, "the faults were not all met");
+        if calls.lock().unwrap().len() == written.len() {
+            written.extend(api.write("s", 5));
+        }
+        m.poll_once().await.unwrap();
+        assert_eq!(
+            m.shards(),
+            ["s"],
+            "round {rounds} ({} answers lost so far): the lone consumer kept its shard",
+            proxy.injected()
+        );
+    }
+    drain(std::slice::from_mut(&mut m)).await.unwrap();
+    assert_eq!(m.shards(), ["s"], "kept to the end");
+    assert_eq!(proxy.injected_after_effect(), FAULTS);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        written,
+        "every record once, in order"
+    );
+    let item = lease_table(&client, "reader")
+        .read("s")
+        .await
+        .unwrap()
+        .expect("lease item");
+    assert_eq!(item.owner.as_deref(), Some("solo"));
+    assert_eq!(
+        item.checkpoint.sequence_number,
+        Some(seq_string(*written.last().unwrap()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_consumer_keeps_its_shard_when_the_sdk_retries_a_write_that_landed() {
+    a_lone_consumer_keeps_its_shard_when_answers_are_lost(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_consumer_keeps_its_shard_when_a_write_that_landed_reported_an_error() {
+    a_lone_consumer_keeps_its_shard_when_answers_are_lost(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisition_renewal_and_release_resolve_lost_answers_and_fencing_stays_exact() {
+    let (engine, _) = ledger().await;
+    for attempts in [1, 3] {
+        let (proxy, client) = through_proxy(&engine, attempts).await;
+        let shard = format!("s{attempts}");
+        let solo = lease_table(&client, "solo");
+        // The acquisition lands; its answer is lost.
+        proxy.inject(Fault::reset("UpdateItem", 1).after_effect());
+        let taken = solo
+            .take(&shard, None, false)
+            .await
+            .unwrap()
+            .expect("the acquisition that landed is ours");
+        assert_eq!(taken.token, 1);
+        let held = Held {
+            token: taken.token,
+            acquisition: &taken.acquisition,
+        };
+        // A renewal lands; its answer is lost.
+        proxy.inject(Fault::reset("UpdateItem", 1).after_effect());
+        let r = solo.renew(&shard, &held).await.unwrap();
+        assert_eq!(r.token, 2, "the renewal that landed");
+        // A renewal under the stale token (an earlier write whose answer
+        // was lost) adopts the counter our own write left and renews.
+        let r = solo.renew(&shard, &held).await.unwrap();
+        assert_eq!(r.token, 3, "adopted 2, then renewed: {r:?}");
+        let item = solo.read(&shard).await.unwrap().unwrap();
+        assert_eq!(item.counter, r.token);
+        // A second process under the same owner string takes the shard:
+        // the first one's writes are refused, whatever its token (even the
+        // twin's: the acquisition is part of the condition).
+        let twin = lease_table(&client, "solo");
+        let stolen = twin.take(&shard, Some(item.counter), false).await.unwrap();
+        let stolen = stolen.expect("taken");
+        for token in [r.token, stolen.token] {
+            let held = Held {
+                token,
+                acquisition: &taken.acquisition,
+            };
+            let err = solo.renew(&shard, &held).await.unwrap_err();
+            assert!(matches!(err, LeaseError::Lost { .. }), "{err:?}");
+        }
+        // The twin's release lands and its answer is lost: released.
+        proxy.inject(Fault::reset("UpdateItem", 1).after_effect());
+        let twin_held = Held {
+            token: stolen.token,
+            acquisition: &stolen.acquisition,
+        };
+        twin.release(&shard, &twin_held).await.unwrap();
+        let item = solo.read(&shard).await.unwrap().unwrap();
+        assert_eq!(item.expires_at_ms, 0, "released");
+        assert_eq!(
+            item.acquisition.as_deref(),
+            Some(stolen.acquisition.as_str())
+        );
+        assert_eq!(proxy.injected_after_effect(), 3);
+    }
+}
+
+/// The `jobstream_shards` lines of `m`'s exposition.
+fn shard_lines(m: &StreamMapping<FakeStreams>) -> Vec<String> {
+    let probe = crate::local::metrics::Probe {
+        streams: vec![m.stats()],
+        ..Default::default()
+    };
+    probe
+        .render()
+        .expect("exposition")
+        .lines()
+        .filter(|l| l.starts_with("jobstream_shards{"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Two processes, one killed (its lease never released): the survivor's
+/// `jobstream_shards` shows the shard another process holds, then as
+/// stale while nobody renews it, until the survivor takes it over; an
+/// operator's alert on `stale|unheld` sees the gap, which no iterator age
+/// series shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_whose_holder_was_killed_shows_as_stale_until_another_takes_it() {
+    let (_engine, client) = ledger().await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let ttl = Duration::from_millis(1500);
+    let mapping = |owner: &str| {
+        let mut c = MappingConfig::new("m");
+        c.discovery_interval = Duration::ZERO;
+        c.time_scale = 0.0001;
+        let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+        cp.owner = owner.into();
+        cp.lease_ttl = ttl;
+        c.checkpoints = Some(cp);
+        let handler: Handler =
+            Arc::new(|_| Box::pin(async { Ok(DynamoDbEventResponse::default()) }));
+        StreamMapping::with_api(c, api.clone(), "arn".into(), handler)
+    };
+    let mut a = mapping("a");
+    a.poll_once().await.unwrap();
+    assert_eq!(a.shards(), ["s"]);
+    let line =
+        |state: &str, n: u64| format!("jobstream_shards{{processor=\"m\",state=\"{state}\"}} {n}");
+    assert!(
+        shard_lines(&a).contains(&line("held", 1)),
+        "{:?}",
+        shard_lines(&a)
+    );
+    let mut b = mapping("b");
+    b.poll_once().await.unwrap();
+    assert!(b.shards().is_empty(), "b stands by");
+    assert!(
+        shard_lines(&b).contains(&line("elsewhere", 1)),
+        "{:?}",
+        shard_lines(&b)
+    );
+    // `a` is killed: its lease is never renewed nor released.
+    drop(a);
+    let mut states = Vec::new();
+    while b.shards().is_empty() {
+        b.poll_once().await.unwrap();
+        let lines = shard_lines(&b);
+        if states.last() != Some(&lines) {
+            states.push(lines);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        states.iter().any(|l| l.contains(&line("stale", 1))),
+        "the shard nobody renews is seen: {states:#?}"
+    );
+    let last = shard_lines(&b);
+    for expected in [
+        line("held", 1),
+        line("stale", 0),
+        line("unheld", 0),
+        line("elsewhere", 0),
+    ] {
+        assert!(last.contains(&expected), "{expected} in {last:?}");
+    }
+}
+
+#[test]
+fn a_failing_shard_read_is_retried_after_a_pause_doubling_up_to_ten_seconds() {
+    let pauses: Vec<u128> = (1..=9).map(|n| read_retry(n).as_millis()).collect();
+    assert_eq!(
+        pauses,
+        [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000, 10_000]
+    );
+    assert_eq!(read_retry(u32::MAX), READ_RETRY_MAX);
+}
+
+/// During an outage of the stream, each failed read is counted and the
+/// next waits longer; once reads succeed the pause is back to Lambda's
+/// rate and every record is handled.
+#[tokio::test]
+async fn an_outage_of_the_stream_is_counted_and_read_with_a_growing_pause() {
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let written = api.write("s", 3);
+    *api.reads_fail.lock().unwrap() = true;
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = calls.clone();
+    let handler: Handler = Arc::new(move |event: Event| {
+        seen.lock().unwrap().extend(seqs(&event));
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    });
+    let mut c = MappingConfig::new("m");
+    c.discovery_interval = Duration::from_secs(3600);
+    // Pauses of minutes: a poll right after a failure is surely within it.
+    c.time_scale = 100.0;
+    let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
+    for failed in 1..=4u32 {
+        // The pause has passed (no clock in this test): read again.
+        if let Some(s) = m.held.get_mut("s") {
+            s.next_get = None;
+        }
+        let before = Instant::now();
+        m.poll_once().await.unwrap();
+        let s = &m.held["s"];
+        assert_eq!(s.read_failures, failed);
+        let next = s.next_get.expect("a pause");
+        assert!(
+            next >= before + read_retry(failed) * 100,
+            "the pause after {failed} failures"
+        );
+        // Polled again before the pause ends: no read.
+        m.poll_once().await.unwrap();
+        assert_eq!(
+            m.held["s"].read_failures, failed,
+            "no read before the pause ends"
+        );
+    }
+    assert_eq!(m.stats().read_failures.load(Ordering::Relaxed), 4);
+    *api.reads_fail.lock().unwrap() = false;
+    m.config_mut().time_scale = 0.0;
+    m.held.get_mut("s").unwrap().next_get = None;
+    drain(std::slice::from_mut(&mut m)).await.unwrap();
+    assert_eq!(*calls.lock().unwrap(), written);
+    assert_eq!(m.held["s"].read_failures, 0);
+}
