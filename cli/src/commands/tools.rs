@@ -26,14 +26,7 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         sqs,
     } = args;
     let model = target.model()?;
-    let config = tool_config(&target, &model, &sqs, repair && !dry_run).await?;
-    let p = tool_processors(
-        &model,
-        &config,
-        dynamodb_endpoint(endpoint).as_deref(),
-        &sqs,
-    )
-    .await?;
+    let (config, p) = tool_setup(&target, &model, endpoint, &sqs, repair && !dry_run).await?;
     let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
     print_report(&report, all);
     if repair && !report.is_clean() {
@@ -77,14 +70,7 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
         sqs,
     } = args;
     let model = target.model()?;
-    let config = tool_config(&target, &model, &sqs, !dry_run).await?;
-    let p = tool_processors(
-        &model,
-        &config,
-        dynamodb_endpoint(endpoint).as_deref(),
-        &sqs,
-    )
-    .await?;
+    let (config, p) = tool_setup(&target, &model, endpoint, &sqs, !dry_run).await?;
     let opts = jobstream::tools::backfill::ScanOptions {
         segments,
         rate,
@@ -259,6 +245,21 @@ pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
     let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
     jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A tool's configuration and the processors it runs ([`tool_config`],
+/// [`tool_processors`]), through `endpoint` (or the environment's).
+async fn tool_setup(
+    target: &Target,
+    model: &Model,
+    endpoint: Option<String>,
+    sqs: &ToolSqs,
+    writes: bool,
+) -> anyhow::Result<(Config, Processors)> {
+    let config = tool_config(target, model, sqs, writes).await?;
+    let endpoint = dynamodb_endpoint(endpoint);
+    let p = tool_processors(model, &config, endpoint.as_deref(), sqs).await?;
+    Ok((config, p))
 }
 
 /// A tool's configuration. Its queues (`--stack`'s, `--sqs-endpoint`'s by
