@@ -429,3 +429,38 @@ async fn an_invoice_whose_id_changed_is_never_given_its_old_identitys_totals() {
     assert_eq!(totals(&env, "a-1b", "i-1").await, Some((Some(30), Some(2))));
     assert_clean(&env.rt).await;
 }
+
+/// Two invoices claim one id (`z`) while another (`a`) is counted in the
+/// same batch: the bad input is logged under the contested identity, never
+/// under the other (user8's W05: the conflict was logged with the identity
+/// of another event, the counters' syncs finishing out of order).
+#[tokio::test]
+async fn a_contested_identity_is_logged_under_its_own_key() {
+    let (logs, _guard) = crate::support::Captured::start();
+    let mut env = invoices_env().await;
+    put_all(
+        &env,
+        vec![
+            invoice("acc1", "z"),
+            invoice("acc2", "z"),
+            invoice("acc1", "a"),
+            line("a", 1, 5),
+            line("z", 1, 7),
+        ],
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(totals(&env, "acc1", "a").await, Some((Some(5), Some(1))));
+    let text = logs.text();
+    let noted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("claim the identity"))
+        .collect();
+    assert!(!noted.is_empty(), "the contest is logged: {text}");
+    for l in noted {
+        assert!(
+            l.contains("\"z\"") && !l.contains("\"a\""),
+            "logged under the contested identity: {l}"
+        );
+    }
+}

@@ -262,15 +262,19 @@ pub async fn sync_seen(
     let mut writes = 0;
     let mut notes = Vec::new();
     for chunk in located.chunks(100) {
-        let futures: Vec<_> = chunk.iter().map(|(c, l)| sync_one(deriver, c, l)).collect();
-        let results: Vec<Result<(usize, Vec<Note>), ProcessError>> = stream::iter(futures)
+        // Each result carries its counter's key: they complete in any order.
+        let futures: Vec<_> = chunk
+            .iter()
+            .map(|(c, l)| async move { (c.key_item(), sync_one(deriver, c, l).await) })
+            .collect();
+        let results: Vec<(Item, Result<(usize, Vec<Note>), ProcessError>)> = stream::iter(futures)
             .buffer_unordered(deriver.concurrency.max(1))
             .collect()
             .await;
-        for ((c, _), r) in chunk.iter().zip(results) {
+        for (key, r) in results {
             let (w, n) = skip_as_bad_input(r)?;
             writes += w;
-            notes.extend(n.into_iter().map(|n| (c.key_item(), n)));
+            notes.extend(n.into_iter().map(|n| (key.clone(), n)));
         }
     }
     let (w, n) = sync_at_keys(deriver, &plain, images).await?;
