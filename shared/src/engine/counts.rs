@@ -267,7 +267,7 @@ pub async fn sync_seen(
             .iter()
             .map(|(c, l)| async move { (c.key_item(), sync_one(deriver, c, l).await) })
             .collect();
-        let results: Vec<(Item, Result<(usize, Vec<Note>), ProcessError>)> = stream::iter(futures)
+        let results: Vec<_> = stream::iter(futures)
             .buffer_unordered(deriver.concurrency.max(1))
             .collect()
             .await;
