@@ -6,7 +6,7 @@
 
 use std::sync::atomic::AtomicUsize;
 
-use super::test_support::{lease_table as table, ledger, seqs, LEDGER};
+use super::test_support::{config, lease_table as table, ledger, seqs};
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
@@ -38,21 +38,6 @@ fn recording(calls: Calls) -> Handler {
 
 fn flat(calls: &Calls) -> Vec<u64> {
     calls.lock().unwrap().iter().flatten().copied().collect()
-}
-
-fn config(client: &aws_sdk_dynamodb::Client, owner: &str, ttl: Duration) -> MappingConfig {
-    let mut c = MappingConfig::new("m");
-    c.batch_size = 5;
-    c.retry_delay = Duration::ZERO;
-    // Polling interval 25 us; the handlers call the engine: a 1 s timeout.
-    c.time_scale = 0.0001;
-    c.function_timeout = Duration::from_secs(10_000);
-    c.discovery_interval = Duration::ZERO;
-    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-    cp.owner = owner.to_string();
-    cp.lease_ttl = ttl;
-    c.checkpoints = Some(cp);
-    c
 }
 
 fn leased(

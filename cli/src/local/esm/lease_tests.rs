@@ -3,7 +3,7 @@
 //! lone holder keeps its lease, and fencing stays exact. Against the
 //! embedded engine through the fault proxy; no timed assertions.
 
-use super::test_support::{ledger, seqs, LEDGER};
+use super::test_support::{config, ledger, seqs, LEDGER};
 use super::*;
 use crate::faults::{Fault, FaultProxy};
 use crate::local::engine::sdk_config;
@@ -45,16 +45,7 @@ async fn a_lone_consumer_keeps_its_shard_when_answers_are_lost(attempts: u32) {
         seen.lock().unwrap().extend(seqs(&event));
         Box::pin(async { Ok(DynamoDbEventResponse::default()) })
     });
-    let mut c = MappingConfig::new("m");
-    c.batch_size = 5;
-    c.retry_delay = Duration::ZERO;
-    c.time_scale = 0.0001;
-    c.function_timeout = Duration::from_secs(10_000);
-    c.discovery_interval = Duration::ZERO;
-    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
-    cp.owner = "solo".into();
-    cp.lease_ttl = Duration::from_secs(300);
-    c.checkpoints = Some(cp);
+    let c = config(&client, "solo", Duration::from_secs(300));
     let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
     let mut written = Vec::new();
     let mut rounds = 0;

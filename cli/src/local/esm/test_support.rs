@@ -34,3 +34,24 @@ pub(super) fn seqs(event: &Event) -> Vec<u64> {
         .map(|r| seq_of(r).parse().unwrap())
         .collect()
 }
+
+/// A mapping of batches of 5 checkpointing under `owner`'s leases of
+/// `ttl`, on a fast clock.
+pub(super) fn config(
+    client: &aws_sdk_dynamodb::Client,
+    owner: &str,
+    ttl: Duration,
+) -> MappingConfig {
+    let mut c = MappingConfig::new("m");
+    c.batch_size = 5;
+    c.retry_delay = Duration::ZERO;
+    // Polling interval 25 us; the handlers call the engine: a 1 s timeout.
+    c.time_scale = 0.0001;
+    c.function_timeout = Duration::from_secs(10_000);
+    c.discovery_interval = Duration::ZERO;
+    let mut cp = CheckpointConfig::new(client.clone(), LEDGER);
+    cp.owner = owner.to_string();
+    cp.lease_ttl = ttl;
+    c.checkpoints = Some(cp);
+    c
+}
