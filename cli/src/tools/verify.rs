@@ -621,7 +621,7 @@ pub fn verify_items(
 fn is_source_record(rec: &Item) -> bool {
     rec.s(shared::ledger::PK)
         .is_ok_and(|pk| pk.starts_with("SRC#derive#"))
-        && rec.s(shared::ledger::SK) == Ok("S")
+        && rec.s(shared::ledger::SK) == Ok(shared::engine::derive::SOURCE_SK)
 }
 
 /// The id of the source item a ledger record is about (its `src` key: the

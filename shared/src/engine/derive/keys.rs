@@ -7,8 +7,12 @@ use crate::store::Store;
 
 /// Ledger key of what a source item implies.
 pub fn source_key(processor: &str, item_key: &Item) -> Item {
-    ledger::key(source_key_pk(processor, item_key), "S")
+    ledger::key(source_key_pk(processor, item_key), SOURCE_SK)
 }
+
+/// Sort key of a source item's ledger record (beside it, at another sort
+/// key, may stand the state it keeps pending: see `reads::PENDING_SK`).
+pub const SOURCE_SK: &str = "S";
 
 /// Ledger key of the owners of a derived item several sources may imply
 /// (see [`Rules::shared`]).

@@ -49,7 +49,7 @@ pub(crate) use implied::set_remove;
 pub use implied::{checked_contributions, projection_update, Implied};
 pub use keys::{
     index_item, index_key, index_members, index_pk, owners_key, source_key, source_key_pk,
-    total_attr, total_key, total_pk,
+    total_attr, total_key, total_pk, SOURCE_SK,
 };
 pub use processor::{rejects, DeriveConfig, DeriveProcessor};
 pub use trail::Step;
