@@ -440,3 +440,48 @@ async fn a_processor_write_landing_on_an_item_gone_bad_is_not_bad_input_again() 
     deliver(&env, &recs[2..]).await;
     assert_eq!(bad_input(&env), 2, "a writer's later bad put");
 }
+
+/// A source whose record, as the limit check sizes it (its key, what it
+/// implies, its item's key), is right at DynamoDB's item limit: the record
+/// written also carries the engine's bookkeeping (its version, the stream
+/// position met, the counters it owes), so it cannot be written. Such an
+/// item is bad input known before anything is sent, as `verify` knows it
+/// too: its last valid state stays, and verify lists it as bad input, not
+/// as drift that a repair could never fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_past_the_limit_with_its_bookkeeping_is_bad_input_that_verify_agrees_on() {
+    use shared::item::{item_size, MAX_ITEM_BYTES};
+    let mut env = tasks().await;
+    let small = 300 * 1024;
+    let title = |n: usize| "a".repeat(n);
+    put(&env, task("w", "todo", Some(&title(small)))).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (1, 0));
+    // The record as the check sizes it: without the engine's bookkeeping.
+    let rt = &env.rt;
+    let ledger = jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.ledger_table)
+        .await
+        .expect("scan");
+    let mut record = ledger
+        .into_iter()
+        .find(|i| {
+            i.s("sk") == Ok("S")
+                && i.get("src").and_then(|s| s.as_m().ok()) == Some(&key("P#q", "TASK#w"))
+        })
+        .expect("the task's record");
+    for bookkeeping in ["ver", "o", "q", "l", "lx", "ttl"] {
+        record.remove(bookkeeping);
+    }
+    let checked = item_size(&record);
+    assert!(checked < MAX_ITEM_BYTES, "{checked}");
+    // The same status and a title that brings the checked record to the
+    // limit exactly (the title is in the record once, in the mirror).
+    let at_limit = small + MAX_ITEM_BYTES - checked;
+    put(&env, task("w", "done", Some(&title(at_limit)))).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty(), "the shard never stalls");
+    assert_eq!(bad_input(&env), 1, "one bad record, one BadInput");
+    assert_eq!(counts(&env).await, (1, 0), "its last valid state stays");
+    assert_eq!(mirrors(&env, "w").await, [("todo".into(), title(small))]);
+    assert_clean(&env.rt).await;
+}
