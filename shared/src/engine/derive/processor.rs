@@ -270,17 +270,23 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(change.old.as_ref())
                 .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
-            // A MODIFY of an item already rejected (its old image) that
-            // changes only what the processors write onto it (a write that
-            // landed on the item as it went bad: a projection guarded by
-            // what it read) is no new bad input: its bad put was counted.
+            // A MODIFY of an item already rejected (its old image: by its
+            // rules, or its writes past DynamoDB's limits) that changes only
+            // what the processors write onto it (a write that landed on the
+            // item as it went bad: a projection guarded by what it read) is
+            // no new bad input: its bad put was counted.
             let echo_of_bad = change.kind == ChangeKind::Modify
-                && old.bad.is_some()
                 && change
                     .old
                     .as_ref()
                     .zip(new_image)
-                    .is_some_and(|(o, n)| rules.processor_owned_only(o, n));
+                    .is_some_and(|(o, n)| rules.processor_owned_only(o, n))
+                && (old.bad.is_some()
+                    || said
+                        .old
+                        .as_ref()
+                        .zip(change.old.as_ref())
+                        .is_some_and(|(a, img)| self.deriver.unwritable(img, a).is_some()));
             if echo_of_bad {
                 echoes.insert(id.clone());
             }
@@ -301,6 +307,15 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(new_image)
                 .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
+            // Writes DynamoDB cannot take are bad input of the record too
+            // (the item as read may be another image by now).
+            if new.bad.is_none() {
+                new.bad = said
+                    .new
+                    .as_ref()
+                    .zip(new_image)
+                    .and_then(|(a, img)| self.deriver.unwritable(img, a));
+            }
             // A record whose images are valid and imply and project nothing,
             // of an item that is no counter, changes nothing the engine
             // keeps: records arrive in order per item, so the item's
