@@ -485,3 +485,56 @@ async fn a_record_past_the_limit_with_its_bookkeeping_is_bad_input_that_verify_a
     assert_eq!(mirrors(&env, "w").await, [("todo".into(), title(small))]);
     assert_clean(&env.rt).await;
 }
+
+/// Two consumers of one source whose pending state is kept beside its
+/// record (a lease taken over while the first one's requests are still in
+/// flight): the first reads the record, the second commits the batch (the
+/// pending state applied, the item beside the record deleted), then the
+/// first reads beside the record. What it read is a record older than the
+/// item beside it, not a corrupt one: it reads again and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_state_beside_its_record_read_while_another_consumer_commits_is_read_again() {
+    use jobstream::faults::Fault;
+    use std::sync::Arc;
+    let path = temp_model("tasks", TASKS);
+    let (env, proxy) =
+        crate::support::model_env_behind_proxy("tasks", |o| o.model_file = Some(path)).await;
+    let big = |c: char| c.to_string().repeat(210 * 1024);
+    put(&env, task("p", "todo", Some(&big('a')))).await;
+    deliver(&env, &records_of_task(&env, "p").await).await;
+    put(&env, task("p", "done", Some(&big('b')))).await;
+    put(&env, task("p", "todo", None)).await;
+    let recs = records_of_task(&env, "p").await;
+    assert_eq!(recs.len(), 4);
+    deliver(&env, &recs[2..3]).await;
+    assert_eq!(spills(&env).await, 1, "kept beside its record");
+    // The first consumer's read beside the record (its second read of the
+    // ledger, after the records) is held.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("BatchGetItem", 1, gate.clone()).after(1));
+    let first = env.rt.stream_processor("derive");
+    let event = crate::items::records_event(&recs[3..]);
+    let first = tokio::spawn(async move { first.handle(event).await });
+    for waited in 0.. {
+        if proxy.injected() > 0 {
+            break;
+        }
+        assert!(
+            waited < 3000,
+            "the first consumer never read beside the record"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The second consumer commits the same batch meanwhile.
+    deliver(&env, &recs[3..]).await;
+    assert_eq!(spills(&env).await, 0, "gone with the pending state");
+    gate.add_permits(1);
+    let resp = first.await.expect("joined").expect("handled");
+    assert!(
+        resp.batch_item_failures.is_empty(),
+        "the first consumer's batch goes through"
+    );
+    assert_eq!(counts(&env).await, (1, 1));
+    assert_eq!(mirrors(&env, "p").await, [("done".into(), big('b'))]);
+    assert_clean(&env.rt).await;
+}
