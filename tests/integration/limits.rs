@@ -110,8 +110,8 @@ async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_o
 
 /// A record whose image implies writes DynamoDB cannot take is bad input
 /// even when the item has changed since (one bad record, one BadInput):
-/// the writer put it right again before the derive read it, in the same
-/// batch or in a later one; a batch behind both counts it once too.
+/// the writer put it right again (or deleted it) before the derive read
+/// it, in the same batch or in a later one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_past_the_limits_counts_though_the_item_was_put_right_before_it_was_read() {
     let mut env = notes().await;
@@ -136,6 +136,16 @@ async fn a_record_past_the_limits_counts_though_the_item_was_put_right_before_it
         2,
         "the second oversized put"
     );
+    // Put, then deleted before the derive read it.
+    put(&env.rt, note("x", "s1", &big_title)).await;
+    crate::items::delete(&env, key("N#x", "S#s1")).await;
+    let records: Vec<_> = env.records().await;
+    let n = records.len();
+    crate::items::deliver(&env, &records[n - 2..n - 1]).await;
+    assert_eq!(metric(&env, names::BAD_INPUT), 3, "the third oversized put");
+    crate::items::deliver(&env, &records[n - 1..]).await;
+    assert_eq!(metric(&env, names::BAD_INPUT), 3);
+    assert_clean(&env.rt).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

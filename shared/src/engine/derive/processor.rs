@@ -247,6 +247,12 @@ impl StreamProcessor for DeriveProcessor {
         // item read as bad is no new bad input either (a writer's bad put in
         // the same batch is counted by its record).
         let mut echoes = BTreeSet::new();
+        // Records whose new image the rules accept (index, item id), and
+        // the last record of each item: whether an image's writes can exist
+        // at all is asked of the item as read, and of these records only
+        // where the item was read as another image (see below).
+        let mut to_size: Vec<(usize, String)> = Vec::new();
+        let mut last_of: HashMap<String, usize> = HashMap::new();
         // What each record says, its images parsed once (kept for the
         // reconcile: an item read as its latest image was is not parsed
         // again).
@@ -307,15 +313,12 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(new_image)
                 .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
-            // Writes DynamoDB cannot take are bad input of the record too
-            // (the item as read may be another image by now).
-            if new.bad.is_none() {
-                new.bad = said
-                    .new
-                    .as_ref()
-                    .zip(new_image)
-                    .and_then(|(a, img)| self.deriver.unwritable(img, a));
+            // Writes DynamoDB cannot take are bad input of the record too:
+            // asked after the reconcile, of the images it did not read.
+            if new.bad.is_none() && new_image.is_some() && !echo_of_bad {
+                to_size.push((index, id.clone()));
             }
+            last_of.insert(id.clone(), index);
             // A record whose images are valid and imply and project nothing,
             // of an item that is no counter, changes nothing the engine
             // keeps: records arrive in order per item, so the item's
@@ -413,6 +416,34 @@ impl StreamProcessor for DeriveProcessor {
                 (d, Some(BatchFailure { index, error }))
             }
         };
+        // A record whose image implies writes that cannot exist is bad
+        // input of its own, even when the item was read as another image
+        // (an earlier record of the batch, or the item changed since): the
+        // read of the item judged only the image it found.
+        let read_at: HashMap<String, usize> = keys
+            .iter()
+            .enumerate()
+            .map(|(pos, k)| (item_id(k), pos))
+            .collect();
+        for (index, id) in &to_size {
+            let Some(pos) = read_at.get(id) else {
+                continue;
+            };
+            if last_of.get(id) == Some(index) && !done.ahead.contains(pos) {
+                continue;
+            }
+            let change = &changes[*index];
+            let unwritable = says[*index]
+                .as_ref()
+                .and_then(|s| s.new.as_ref())
+                .zip(change.new.as_ref())
+                .and_then(|(a, image)| self.deriver.unwritable(image, a));
+            if let Some(e) = unwritable {
+                if bad_keys.insert(id.clone()) {
+                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                }
+            }
+        }
         // Bad input met on the item as read is counted here only when the
         // item was read as this batch's latest image of it: one read ahead
         // (changed since) is counted by the record that changed it, in its
