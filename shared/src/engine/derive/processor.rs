@@ -429,7 +429,10 @@ impl StreamProcessor for DeriveProcessor {
             let Some(pos) = read_at.get(id) else {
                 continue;
             };
-            if last_of.get(id) == Some(index) && !done.ahead.contains(pos) {
+            // Read as this image, and counted below when bad (not left to
+            // the records, as for an item with a processor's write among
+            // them).
+            if last_of.get(id) == Some(index) && !done.ahead.contains(pos) && !echoes.contains(id) {
                 continue;
             }
             let change = &changes[*index];
