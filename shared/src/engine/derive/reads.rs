@@ -112,8 +112,12 @@ impl Deriver {
             items = self.store.batch_get(&self.ledger_table, again).await?;
         }
         Err(ProcessError::Conflict(format!(
-            "{} ledger records and the pending states beside them keep changing under this processor",
-            items.len()
+            "ledger records {}: the pending state each keeps beside it is missing or of another version, read after read (another consumer committing them all along, or the ledger changed by hand)",
+            items
+                .iter()
+                .filter_map(|i| ledger::as_s(i.get(ledger::PK)))
+                .collect::<Vec<_>>()
+                .join(", ")
         )))
     }
 
