@@ -393,3 +393,80 @@ async fn a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
     );
     gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
 }
+
+/// The same under `consume` (how `jobstream run` runs a mapping: a task per
+/// shard, the renewer beside them): the hung renewal holds the lock the
+/// shard's checkpoints take, and a hung coordination the loop that drops
+/// lost leases; both now end within a third of the lease, and the process
+/// reports the shard no longer held while the ledger is still hung.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_consume_a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
+    const TTL: Duration = Duration::from_secs(3);
+    const GUARD: Duration = Duration::from_secs(15);
+    let (engine, direct) = ledger().await;
+    let (proxy, hanging) = through_proxy(&engine, 5).await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let handled: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
+    let by = |process: &str| -> Vec<u64> {
+        handled
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| *p == process)
+            .map(|(_, s)| *s)
+            .collect()
+    };
+    let mut a = StreamMapping::with_api(
+        config(&hanging, "a", TTL),
+        api.clone(),
+        "arn".into(),
+        recording("a", handled.clone()),
+    );
+    let a_stats = a.stats();
+    let (stop, stopped) = watch::channel(false);
+    let a = tokio::spawn(async move {
+        a.consume(stopped, Duration::from_secs(1)).await.unwrap();
+    });
+    let first = api.write("s", 5);
+    tokio::time::timeout(GUARD, async {
+        while by("a") != first {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a never read its shard");
+    assert_eq!(a_stats.leases_held.load(Ordering::Relaxed), 1);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    for op in ["UpdateItem", "Query", "GetItem"] {
+        proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
+    }
+    let second = api.write("s", 5);
+    let mut b = StreamMapping::with_api(
+        config(&direct, "b", TTL),
+        api.clone(),
+        "arn".into(),
+        recording("b", handled.clone()),
+    );
+    tokio::time::timeout(GUARD, async {
+        while by("b") != second {
+            b.poll_once().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("b never took the shard over");
+    tokio::time::timeout(GUARD, async {
+        while a_stats.leases_held.load(Ordering::Relaxed) != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a hung lease call kept a holding the shard past its lease");
+    stop.send_replace(true);
+    tokio::time::timeout(GUARD, a)
+        .await
+        .expect("a stopped within its grace")
+        .unwrap();
+    gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+}
