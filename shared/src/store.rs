@@ -65,8 +65,10 @@ impl StoreStats {
 
 /// Retry policy for what the SDK does not retry itself (UnprocessedItems,
 /// UnprocessedKeys, a transaction cancelled by a conflict or the throttling
-/// of one action, SendMessageBatch entries failed by the service): jittered
-/// exponential backoff like the SDK's ([`crate::retry`]), and bounded like
+/// of one action, SendMessageBatch entries failed by the service):
+/// exponential backoff from the SDK's first wait to its longest
+/// ([`crate::retry`]), each wait with up to as much again at random
+/// (`backon`'s jitter), and bounded like
 /// the SDK's retries, by the call budget of the function (two thirds of its
 /// timeout), not by a count: a throttle window shorter than the budget costs
 /// the call a wait, not a failed record.
