@@ -1,0 +1,91 @@
+//! The cascade's other ways in (W01's follow-ups): every path that deletes
+//! a history's members because its root went leaves alone a member the
+//! application wrote after the root came back, and the comparison that
+//! lets a member's delete through covers the whole item the application
+//! wrote, not only the fields its snapshot shows.
+//!
+//! Driven as W01's tests are (history_recreate_members.rs): the writer
+//! far ahead of the fold, its records delivered in one batch, cut in two
+//! at every position, and one per batch; a replay from the start and a
+//! drain move nothing, and `verify` ends clean.
+
+use serde_json::Value;
+use shared::item::{Item, ItemExt};
+
+use crate::history_recreate::deliver_history;
+use crate::history_recreate_members::{entries, line, order, records_of, RECREATE};
+use crate::items::{assert_clean, delete, get, key, put};
+use crate::support::{model_env, temp_model, ModelEnv};
+
+/// The cuts of `len` records: in two at every position, and one per batch.
+fn cuts(len: usize) -> Vec<(String, Vec<usize>)> {
+    let mut plans: Vec<(String, Vec<usize>)> =
+        (1..len).map(|cut| (format!("c{cut}"), vec![cut])).collect();
+    plans.push(("each".into(), (1..len).collect()));
+    plans
+}
+
+/// Delivers `records` to the history processor in the batches `cuts`
+/// makes of them (each delivered again from a failed record, as Lambda
+/// does); none may be left failing.
+async fn deliver_cut(env: &ModelEnv, records: &[Value], cuts: &[usize], what: &str) {
+    let mut from = 0;
+    for &cut in cuts.iter().chain([&records.len()]) {
+        deliver_history(env, &records[from..cut]).await;
+        from = cut;
+    }
+    // A replay from the start moves nothing (checked by the caller).
+    assert_eq!(deliver_history(env, records).await, 0, "{what}");
+}
+
+/// The line of order `o` (`None`: gone).
+async fn the_line(env: &ModelEnv, o: &str) -> Option<Item> {
+    get(env, key(format!("ORDER#{o}"), "LINE#1")).await
+}
+
+/// A deletion of the root folded before the adoption's position (the
+/// order and its line predate the stream; the first record the fold
+/// meets is a change of the order, so it adopts the order as the table
+/// holds it then: already re-created, its line put back as it was). The
+/// deletion's cascade, when the batch that folds it ends before the
+/// writer's next records, must not delete the line the application put
+/// after re-creating the order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_the_cuts() {
+    let model = temp_model("recreate", RECREATE);
+    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let plans = cuts(5);
+    for (o, _) in &plans {
+        // Before the stream is read (never delivered): the order and its line.
+        put(&env, order(o, "placed")).await;
+        put(&env, line(o, 2)).await;
+        // Then: the order changes, goes with its line, and both come back.
+        put(&env, order(o, "paid")).await;
+        delete(&env, key(format!("ORDER#{o}"), "ORDER")).await;
+        delete(&env, key(format!("ORDER#{o}"), "LINE#1")).await;
+        put(&env, order(o, "paid")).await;
+        put(&env, line(o, 2)).await;
+    }
+    for (o, cut) in &plans {
+        let records = records_of(&env, o).await;
+        assert_eq!(records.len(), 7, "{o}");
+        deliver_cut(&env, &records[2..], cut, o).await;
+        let quantity = the_line(&env, o).await.map(|l| l.i64("quantity").unwrap());
+        assert_eq!(quantity, Some(2), "{o}: the line put last was deleted");
+        assert_eq!(
+            entries(&env, o).await,
+            ["Created order", "Added line"],
+            "{o}"
+        );
+    }
+    env.rt.drain().await.expect("drains");
+    for (o, _) in &plans {
+        assert!(the_line(&env, o).await.is_some(), "{o}: drained");
+        assert_eq!(
+            entries(&env, o).await,
+            ["Created order", "Added line"],
+            "{o}"
+        );
+    }
+    assert_clean(&env).await;
+}
