@@ -31,6 +31,23 @@ struct Mirror<'a> {
     next: Option<Item>,
 }
 
+/// The end of the cascade's transaction that starts at `deletes[start]`:
+/// up to 98 deletes (beside the HEAD's check and the root's), and no more
+/// than [`MAX_TX_BYTES`] of keys and guards (a member's guard is the item
+/// as folded). At least one.
+fn chunk_end(deletes: &[&CascadeDelete], start: usize) -> usize {
+    let mut bytes = 0;
+    let mut end = start;
+    for d in deletes[start..].iter().take(MAX_ACTIONS - 2) {
+        bytes += item_size(&d.key) + d.unchanged.as_ref().map_or(0, item_size);
+        if bytes > MAX_TX_BYTES && end > start {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
 impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// The mirror raised to `seq` while the root holds `guard`
     /// ([`FoldRules::root_guard`]).
@@ -150,7 +167,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         let mut deletes: Vec<&CascadeDelete> = c.deletes.iter().collect();
         let mut start = 0;
         'chunks: while start < deletes.len() {
-            let end = (start + MAX_ACTIONS - 2).min(deletes.len());
+            let end = chunk_end(&deletes, start);
             let mut actions = vec![fence.clone()];
             actions.extend(witness.clone());
             let checks = actions.len();
