@@ -10,13 +10,14 @@
 //! drain move nothing, and `verify` ends clean.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use jobstream::faults::Fault;
 use serde_json::Value;
 use shared::item::{s, Item, ItemExt};
 
 use crate::history_recreate::deliver_history;
 use crate::history_recreate_members::{entries, line, order, records_of, RECREATE};
 use crate::items::{assert_clean, delete, get, key, put};
-use crate::support::{model_env, temp_model, ModelEnv};
+use crate::support::{model_env, model_env_behind_proxy, temp_model, ModelEnv};
 
 /// The cuts of `len` records: in two at every position, and one per batch.
 fn cuts(len: usize) -> Vec<(String, Vec<usize>)> {
@@ -44,6 +45,27 @@ async fn the_line(env: &ModelEnv, o: &str) -> Option<Item> {
     get(env, key(format!("ORDER#{o}"), "LINE#1")).await
 }
 
+/// The line's quantity (`None`: gone).
+async fn the_quantity(env: &ModelEnv, o: &str) -> Option<i64> {
+    the_line(env, o)
+        .await
+        .map(|l| l.i64("quantity").expect("a quantity"))
+}
+
+/// Order `o` and its line before the stream is read (their two records
+/// are never delivered), then: the order changes, goes with its line, and
+/// both come back, the line as it was. Seven records.
+async fn write_adopted_and_recreated(env: &ModelEnv, o: &str) {
+    put(env, order(o, "placed")).await;
+    put(env, line(o, 2)).await;
+    put(env, order(o, "paid")).await;
+    delete(env, key(format!("ORDER#{o}"), "ORDER")).await;
+    delete(env, key(format!("ORDER#{o}"), "LINE#1")).await;
+    put(env, order(o, "paid")).await;
+    put(env, line(o, 2)).await;
+    assert_eq!(records_of(env, o).await.len(), 7, "{o}");
+}
+
 /// A deletion of the root folded before the adoption's position (the
 /// order and its line predate the stream; the first record the fold
 /// meets is a change of the order, so it adopts the order as the table
@@ -57,21 +79,12 @@ async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_the_cuts() {
     let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
     let plans = cuts(5);
     for (o, _) in &plans {
-        // Before the stream is read (never delivered): the order and its line.
-        put(&env, order(o, "placed")).await;
-        put(&env, line(o, 2)).await;
-        // Then: the order changes, goes with its line, and both come back.
-        put(&env, order(o, "paid")).await;
-        delete(&env, key(format!("ORDER#{o}"), "ORDER")).await;
-        delete(&env, key(format!("ORDER#{o}"), "LINE#1")).await;
-        put(&env, order(o, "paid")).await;
-        put(&env, line(o, 2)).await;
+        write_adopted_and_recreated(&env, o).await;
     }
     for (o, cut) in &plans {
         let records = records_of(&env, o).await;
-        assert_eq!(records.len(), 7, "{o}");
         deliver_cut(&env, &records[2..], cut, o).await;
-        let quantity = the_line(&env, o).await.map(|l| l.i64("quantity").unwrap());
+        let quantity = the_quantity(&env, o).await;
         assert_eq!(quantity, Some(2), "{o}: the line put last was deleted");
         assert_eq!(
             entries(&env, o).await,
@@ -81,7 +94,59 @@ async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_the_cuts() {
     }
     env.rt.drain().await.expect("drains");
     for (o, _) in &plans {
-        assert!(the_line(&env, o).await.is_some(), "{o}: drained");
+        assert_eq!(the_quantity(&env, o).await, Some(2), "{o}: drained");
+        assert_eq!(
+            entries(&env, o).await,
+            ["Created order", "Added line"],
+            "{o}"
+        );
+    }
+    assert_clean(&env).await;
+}
+
+/// The adopted order's deletion folded under faults: each batch (the
+/// adoption and the deletion, whose cascade finds the order back and
+/// waits; then what the writer did next) has its transactions throttled
+/// or their answers lost after they took effect (a consumer killed
+/// between the cascade and its commit), and is delivered again from the
+/// failed record: the line put last stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_fails() {
+    let model = temp_model("recreate", RECREATE);
+    let (mut env, proxy) = model_env_behind_proxy("recreate", |o| o.model_file = Some(model)).await;
+    let mut faults = Vec::new();
+    for after in 0..4 {
+        faults.push(Fault::throttle("TransactWriteItems", 1).after(after));
+        faults.push(
+            Fault::server_error("TransactWriteItems", 1)
+                .after(after)
+                .after_effect(),
+        );
+    }
+    let orders: Vec<String> = (0..faults.len()).map(|i| format!("f{i}")).collect();
+    for o in &orders {
+        write_adopted_and_recreated(&env, o).await;
+    }
+    let mut failed = 0;
+    for (o, fault) in orders.iter().zip(faults) {
+        let records = records_of(&env, o).await;
+        for part in [&records[2..4], &records[4..]] {
+            proxy.clear();
+            proxy.inject(fault.clone());
+            failed += deliver_history(&env, part).await;
+            proxy.clear();
+        }
+        assert_eq!(the_quantity(&env, o).await, Some(2), "{o}: {fault:?}");
+        assert_eq!(
+            entries(&env, o).await,
+            ["Created order", "Added line"],
+            "{o}"
+        );
+    }
+    assert!(failed >= 2, "the faults failed {failed} deliveries");
+    env.rt.drain().await.expect("drains");
+    for o in &orders {
+        assert_eq!(the_quantity(&env, o).await, Some(2), "{o}: drained");
         assert_eq!(
             entries(&env, o).await,
             ["Created order", "Added line"],
