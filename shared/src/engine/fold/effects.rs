@@ -416,3 +416,38 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(sk: usize, guard_bytes: usize) -> CascadeDelete {
+        let key: Item = [
+            ("PK".to_string(), s("ORDER#o1")),
+            ("SK".to_string(), s(format!("LINE#{sk}"))),
+        ]
+        .into();
+        CascadeDelete {
+            key,
+            unchanged: Some([("note".to_string(), s("x".repeat(guard_bytes)))].into()),
+        }
+    }
+
+    /// A cascade's transactions hold up to 98 deletes and no more than
+    /// 3.5 MB of keys and guards (a member's guard is the whole item as
+    /// folded), and always at least one delete.
+    #[test]
+    fn a_cascade_is_cut_by_count_and_by_the_size_of_its_guards() {
+        let small: Vec<CascadeDelete> = (0..250).map(|i| delete(i, 10)).collect();
+        let small: Vec<&CascadeDelete> = small.iter().collect();
+        assert_eq!(chunk_end(&small, 0), 98);
+        assert_eq!(chunk_end(&small, 196), 250);
+        let large: Vec<CascadeDelete> = (0..60).map(|i| delete(i, 300_000)).collect();
+        let large: Vec<&CascadeDelete> = large.iter().collect();
+        let end = chunk_end(&large, 0);
+        assert_eq!(end, 11, "11 guards of 300 KB fit in 3.5 MB, 12 do not");
+        let huge = [delete(0, 4_000_000)];
+        let huge: Vec<&CascadeDelete> = huge.iter().collect();
+        assert_eq!(chunk_end(&huge, 0), 1, "one delete at least");
+    }
+}
