@@ -572,3 +572,7 @@ mod fold;
 #[cfg(test)]
 #[path = "history_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "history_cascade_tests.rs"]
+mod cascade_tests;
