@@ -166,7 +166,14 @@ impl DeriveProcessor {
         messages: &[(usize, OutMessage)],
         limit: usize,
     ) -> Result<(), BatchFailure> {
-        crate::sqs::send_out(self.sqs.as_ref(), &self.queues, messages, limit).await
+        crate::sqs::send_out(
+            self.sqs.as_ref(),
+            &self.deriver.store.backoff(),
+            &self.queues,
+            messages,
+            limit,
+        )
+        .await
     }
 
     /// Backfill of existing items: the same reconcile as the stream, plus
