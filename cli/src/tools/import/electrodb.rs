@@ -10,7 +10,10 @@
 //! key; `$entity_version` or, in a collection, `$collection#entity_version`
 //! for the sort key), or the `template` text; the whole key in the index's
 //! `casing` (lower case by default); a composite's `padding`; and building
-//! stops at the first absent composite. The primary index -> the table's keys
+//! stops at the first absent composite. As ElectroDB's put does, an index
+//! whose attributes are all optional gets no keys while the item holds none
+//! of them (a sparse index), and a key that comes out empty is not written.
+//! The primary index -> the table's keys
 //! (a cased value binds a name of its own, tied to its attribute by a check
 //! such as `lower(id) == id_lower`), every other index -> projected GSI keys.
 //! `__edb_e__` (the entity's name) is the entity-type attribute and
@@ -353,8 +356,22 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                         }),
                     }
                     let condition = index.get("condition").and_then(Json::as_str);
+                    let mut index_reads: Vec<&Attribute> = Vec::new();
+                    for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
+                        if let Some(a) = attr(n) {
+                            if !index_reads.iter().any(|r| r.name == a.name) {
+                                index_reads.push(a);
+                            }
+                        }
+                    }
+                    if index_reads.is_empty() {
+                        e.notes.push(format!(
+                            "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
+                        ));
+                        continue;
+                    }
                     for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
-                        let mut p = projection(field, sh, &attrs);
+                        let mut p = projection(field, sh, &index_reads, &attrs);
                         if let Some(c) = condition {
                             let n = format!(
                                 "index `{index_name}` is written only while `{c}` holds: write it as \
@@ -546,18 +563,39 @@ fn key_template(
     t
 }
 
-/// A GSI key attribute as a projection: a value template while every
-/// composite is required, else one expression that stops at the first
-/// absent composite (as ElectroDB's `_makeKey` does).
-fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
+/// A GSI key attribute as a projection, as ElectroDB's put writes it
+/// (checked against the library: `tests/js/electrodb.mjs`, set `sparse`):
+///
+/// - an index none of whose attributes the item holds gets neither key
+///   (when every attribute the index reads is optional, the value is `null`
+///   while all are absent; an index reading none is never written and is
+///   not projected: the caller notes it);
+/// - otherwise each key is built up to its first absent attribute (a value
+///   template while every attribute of the key is required);
+/// - a key that comes out empty (a `template` starting with an absent
+///   attribute) is not written either.
+fn projection(
+    field: &str,
+    sh: &KeyShape,
+    index_reads: &[&Attribute],
+    attrs: &[Attribute],
+) -> DraftProject {
     let attr = |n: &str| attrs.iter().find(|a| a.name == n);
     let prefix = sh.casing.apply(&sh.prefix);
-    let all_required = sh
-        .composites
-        .iter()
-        .all(|(_, n)| attr(n).is_some_and(|a| a.required()));
+    let reads: Vec<&Attribute> = sh.composites.iter().filter_map(|(_, n)| attr(n)).collect();
     let hole = |a: &Attribute| transformed(a, sh.casing).unwrap_or_else(|| a.field.clone());
-    let value = if all_required {
+    // While every attribute the index reads may be absent, the index is
+    // sparse: no keys without any of them.
+    let sparse = index_reads.iter().all(|a| !a.required());
+    let first_empty = sh
+        .composites
+        .first()
+        .is_some_and(|(label, _)| prefix.is_empty() && sh.casing.apply(label).is_empty());
+    // In a sparse index reading one attribute, that one is present
+    // wherever the key is written.
+    let present = |a: &Attribute| a.required() || (sparse && index_reads.len() == 1);
+    let needs_expr = sparse || reads.iter().any(|a| !present(a));
+    let value = if !needs_expr {
         let mut t = prefix;
         for (label, n) in &sh.composites {
             t.push_str(&sh.casing.apply(label));
@@ -569,7 +607,7 @@ fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
     } else {
         // prefix + label1 + (v1 == null ? '' : v1 + label2 + (v2 == null ? '' : v2 ...))
         let mut tail = String::new();
-        for (label, n) in sh.composites.iter().rev() {
+        for (i, (label, n)) in sh.composites.iter().enumerate().rev() {
             let Some(a) = attr(n) else { continue };
             let v = if a.is_text() || transformed(a, sh.casing).is_some() {
                 hole(a)
@@ -581,17 +619,36 @@ fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
             } else {
                 format!("{v} + {tail}")
             };
-            let inner = if a.required() {
-                rest
+            let label = sh.casing.apply(label);
+            tail = if present(a) {
+                if label.is_empty() {
+                    rest
+                } else {
+                    format!("{} + {rest}", cel_str(&label))
+                }
+            } else if i == 0 && first_empty {
+                // The key would be '': not written.
+                format!("{} == null ? null : {rest}", a.field)
             } else {
-                format!("({} == null ? '' : {rest})", a.field)
+                format!("{} + ({} == null ? '' : {rest})", cel_str(&label), a.field)
             };
-            tail = format!("{} + {inner}", cel_str(&sh.casing.apply(label)));
         }
-        if tail.is_empty() {
-            prefix
+        let key = if tail.is_empty() {
+            cel_str(&prefix)
+        } else if prefix.is_empty() {
+            tail
         } else {
-            format!("${{{} + {tail}}}", cel_str(&prefix))
+            format!("{} + {tail}", cel_str(&prefix))
+        };
+        if sparse {
+            let none: Vec<String> = index_reads
+                .iter()
+                .map(|a| format!("{} == null", a.field))
+                .collect();
+            let key = if first_empty { format!("({key})") } else { key };
+            format!("${{{} ? null : {key}}}", none.join(" && "))
+        } else {
+            format!("${{{key}}}")
         }
     };
     DraftProject {
