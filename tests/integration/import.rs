@@ -132,6 +132,9 @@ async fn onetable_schema_imports_with_the_keys_onetable_writes() {
         assert!(yaml.contains(todo), "missing `{todo}` in\n{yaml}");
     }
     assert!(yaml.contains("entity_type: \"_type\""), "{yaml}");
+    // user9's finding 2: a `ttl: true` date is epoch seconds, and the
+    // table's TTL attribute.
+    assert!(yaml.contains("  ttl: \"expiresAt\""), "{yaml}");
 
     let (engine, items) = written_by_the_library(&out, "onetable.mjs", "billing", None).await;
     assert_eq!(items.len(), 4, "two accounts, two invoices: {items:?}");
@@ -143,6 +146,12 @@ async fn onetable_schema_imports_with_the_keys_onetable_writes() {
             .iter()
             .any(|(_, absent)| absent == &["gs2pk".to_string()]),
         "the invoice without a region is not in gs2 (sparse): {seen:?}"
+    );
+    assert!(
+        items
+            .iter()
+            .any(|i| i.get("expiresAt") == Some(&AttributeValue::N("1803859200".into()))),
+        "OneTable writes a ttl date as epoch seconds: {items:?}"
     );
     // A padded number wider than its width is written whole, as OneTable does.
     assert!(

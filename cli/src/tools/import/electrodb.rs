@@ -427,6 +427,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         sk,
         gsis,
         entity_type: ENTITY_FIELD.to_string(),
+        ttl: None,
         writer_type_free: None,
         entities,
     })

@@ -153,6 +153,8 @@ pub struct Draft {
     pub sk: String,
     pub gsis: Vec<DraftGsi>,
     pub entity_type: String,
+    /// The table's TTL attribute (OneTable's `ttl: true` field).
+    pub ttl: Option<String>,
     /// `writer_type: free` (why, as a comment): some item the writer's
     /// library writes carries no entity type.
     pub writer_type_free: Option<String>,
@@ -206,6 +208,9 @@ impl Draft {
                     q(&g.sk)
                 );
             }
+        }
+        if let Some(ttl) = &self.ttl {
+            let _ = writeln!(out, "  ttl: {}", q(ttl));
         }
         let _ = writeln!(out, "  entity_type: {}", q(&self.entity_type));
         if let Some(why) = &self.writer_type_free {

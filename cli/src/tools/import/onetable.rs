@@ -82,6 +82,11 @@ impl Field<'_> {
     fn required(&self) -> bool {
         self.def.get("required").and_then(Json::as_bool) == Some(true)
     }
+
+    /// `ttl: true`: OneTable's TTL field (DynamoDB's, for the table).
+    fn ttl(&self) -> bool {
+        self.def.get("ttl").and_then(Json::as_bool) == Some(true)
+    }
 }
 
 /// Imports a OneTable schema's JSON text (`path` names it in errors).
@@ -198,6 +203,26 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             |f, why| err(&format!("{at}.{f}"), why),
         )?);
     }
+    // DynamoDB expires items by one attribute per table: OneTable's
+    // `ttl: true` field (the first, if models name several).
+    let mut ttl: Option<String> = None;
+    for (model_name, fields) in models {
+        let Some(fields) = fields.as_object() else {
+            continue;
+        };
+        for (n, d) in fields {
+            if d.get("ttl").and_then(Json::as_bool) != Some(true) {
+                continue;
+            }
+            match &ttl {
+                None => ttl = Some(n.clone()),
+                Some(t) if t == n => {}
+                Some(t) => notes.push(format!(
+                    "models.{model_name}.{n} is a ttl field too, but a table expires items by one attribute (`{t}` here): DynamoDB ignores `{n}`"
+                )),
+            }
+        }
+    }
     // OneTable keeps one item per value of a `unique: true` field, keyed
     // `_unique#...` with no type field: an entity of its own, implying
     // nothing, so that such an item is read and left alone (not bad input).
@@ -234,6 +259,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         sk,
         gsis,
         entity_type: type_field,
+        ttl,
         writer_type_free,
         entities,
     })
@@ -261,7 +287,19 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
             DraftTy::Named("int")
         }
         "boolean" => DraftTy::Named("bool"),
-        "date" if iso_dates => DraftTy::Named("iso-utc"),
+        // As OneTable's `transformWriteDate` stores a date: a TTL in epoch
+        // seconds; else ISO text when the field's or the schema's
+        // `isoDates` says so, epoch milliseconds when neither does.
+        "date" if f.ttl() => {
+            note = Some(
+                "OneTable stores a `ttl: true` date as epoch seconds (a number), whatever isoDates says"
+                    .to_string(),
+            );
+            DraftTy::Named("int")
+        }
+        "date" if iso_dates || f.def.get("isoDates").and_then(Json::as_bool) == Some(true) => {
+            DraftTy::Named("iso-utc")
+        }
         "date" => {
             note = Some("a date stored as epoch milliseconds (isoDates: false)".to_string());
             DraftTy::Named("int")
