@@ -163,7 +163,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let param_str = |k: &str| params.and_then(|p| p.get(k)).and_then(Json::as_str);
     let param_bool = |k: &str| params.and_then(|p| p.get(k)).and_then(Json::as_bool);
     let type_field = param_str("typeField").unwrap_or("_type").to_string();
-    let iso_dates = param_bool("isoDates").unwrap_or(false);
+    let iso_dates = param_bool("isoDates");
     let timestamps = params.and_then(|p| p.get("timestamps")).cloned();
     let created_field = param_str("createdField").unwrap_or("created").to_string();
     let updated_field = param_str("updatedField").unwrap_or("updated").to_string();
@@ -269,10 +269,16 @@ struct Keys<'a> {
     pk: &'a str,
     sk: &'a str,
     type_field: &'a str,
-    iso_dates: bool,
+    /// `params.isoDates`, when the schema says.
+    iso_dates: Option<bool>,
 }
 
-fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
+/// What a date stored as epoch milliseconds says when the schema's params
+/// do not say `isoDates` (OneTable's default, false, unless the schema given
+/// to the Table at run time says otherwise).
+const EPOCH_MS_UNSAID: &str = "a date stored as epoch milliseconds: the schema's params do not say isoDates (OneTable's default is false); if the schema the Table is given at run time has `isoDates: true`, type it `iso-utc`";
+
+fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, String> {
     let mut note = None;
     let ty = match f.ty().as_str() {
         "string" => match f.str("generate") {
@@ -297,11 +303,17 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
             );
             DraftTy::Named("int")
         }
-        "date" if iso_dates || f.def.get("isoDates").and_then(Json::as_bool) == Some(true) => {
+        "date"
+            if iso_dates == Some(true)
+                || f.def.get("isoDates").and_then(Json::as_bool) == Some(true) =>
+        {
             DraftTy::Named("iso-utc")
         }
         "date" => {
-            note = Some("a date stored as epoch milliseconds (isoDates: false)".to_string());
+            note = Some(match iso_dates {
+                Some(_) => "a date stored as epoch milliseconds (isoDates: false)".to_string(),
+                None => EPOCH_MS_UNSAID.to_string(),
+            });
             DraftTy::Named("int")
         }
         "set" => {
@@ -479,11 +491,20 @@ fn entity(
         }
         attributes.push(DraftAttr {
             name: s.to_string(),
-            ty: DraftTy::Named(if keys.iso_dates { "iso-utc" } else { "int" }),
+            ty: DraftTy::Named(if keys.iso_dates == Some(true) {
+                "iso-utc"
+            } else {
+                "int"
+            }),
             optional: true,
             note: Some(format!(
-                "set by OneTable (params.timestamps) on every {}",
-                if s == created { "create" } else { "write" }
+                "set by OneTable (params.timestamps) on every {}{}",
+                if s == created { "create" } else { "write" },
+                if keys.iso_dates.is_none() {
+                    format!("; {EPOCH_MS_UNSAID}")
+                } else {
+                    String::new()
+                }
             )),
         });
     }
@@ -709,6 +730,45 @@ mod tests {
             "{}",
             e.name
         );
+    }
+
+    /// Dates as dynamodb-onetable 2.7.7 writes them (`transformWriteDate`):
+    /// a `ttl: true` date in epoch seconds whatever isoDates says, ISO text
+    /// when the field's or the params' isoDates is true, else epoch
+    /// milliseconds; when the params do not say, a TODO says so.
+    #[test]
+    fn dates_are_typed_as_onetable_stores_them() {
+        let schema = |params: &str| {
+            format!(
+                r#"{{"format":"onetable:1.1.0","indexes":{{"primary":{{"hash":"pk","sort":"sk"}}}},
+              "models":{{"M":{{"pk":{{"type":"string","value":"m#${{id}}"}},"sk":{{"type":"string","value":"m#"}},
+                "id":{{"type":"string","required":true}},
+                "d":{{"type":"date"}},"fi":{{"type":"date","isoDates":true}},"t":{{"type":"date","ttl":true}}}}}}{params}}}"#
+            )
+        };
+        for (params, d_ty, unsaid) in [
+            ("", "int", true),
+            (r#","params":{"isoDates":false}"#, "int", false),
+            (r#","params":{"isoDates":true}"#, "iso-utc", false),
+        ] {
+            let d = import(&schema(params), "s.json", "s", "tbl").expect("imports");
+            assert_eq!(d.ttl.as_deref(), Some("t"), "{params}");
+            let m = &d.entities[0];
+            let attr = |n: &str| m.attributes.iter().find(|a| a.name == n).unwrap();
+            assert_eq!(attr("d").ty, DraftTy::Named(d_ty), "{params}");
+            assert_eq!(attr("fi").ty, DraftTy::Named("iso-utc"), "{params}");
+            assert_eq!(attr("t").ty, DraftTy::Named("int"), "{params}");
+            let note = attr("d").note.clone().unwrap_or_default();
+            assert_eq!(
+                note.contains("do not say isoDates"),
+                unsaid,
+                "{params}: {note}"
+            );
+            let yaml = d.render("s.json");
+            if let Err(p) = shared::file::compile(&yaml, "s") {
+                panic!("{p:#?}\n{yaml}");
+            }
+        }
     }
 
     #[test]
