@@ -22,8 +22,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_str, fresh, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi, DraftProject,
-    DraftTy, ImportError,
+    cel_str, fresh, holds_number, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi,
+    DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
 };
 
 /// The attribute ElectroDB writes the entity's name to.
@@ -459,8 +459,12 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
         "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
             DraftTy::Named("set")
         }
-        "list" => DraftTy::Named("list"),
-        "map" => DraftTy::Named("map"),
+        "list" | "map" => {
+            if holds_number(a.def) {
+                notes.push(NESTED_NUMBER_NOTE.to_string());
+            }
+            DraftTy::Named(if a.kind() == "list" { "list" } else { "map" })
+        }
         _ => return None,
     };
     if a.field != a.name {
@@ -700,6 +704,30 @@ mod tests {
         if let Err(p) = shared::file::compile(&yaml, "e") {
             panic!("{p:#?}\n{yaml}");
         }
+    }
+
+    /// user9's finding 3, for ElectroDB: a map or list whose schema holds
+    /// a number says a fraction inside is bad input.
+    #[test]
+    fn a_map_or_list_holding_numbers_says_a_fraction_is_bad_input() {
+        let d = import(
+            r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"at":{"type":"map","properties":{"lat":{"type":"number"}}},"pts":{"type":"list","items":{"type":"number"}},"tags":{"type":"list","items":{"type":"string"}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+            "e.json",
+            "e",
+            "tbl",
+        )
+        .expect("imports");
+        let note = |n: &str| {
+            d.entities[0]
+                .attributes
+                .iter()
+                .find(|a| a.name == n)
+                .and_then(|a| a.note.clone())
+                .unwrap_or_default()
+        };
+        assert!(note("at").contains("fractional"), "{}", note("at"));
+        assert!(note("pts").contains("fractional"), "{}", note("pts"));
+        assert!(!note("tags").contains("fractional"), "{}", note("tags"));
     }
 
     #[test]

@@ -328,6 +328,30 @@ pub fn ident(name: &str) -> String {
     s
 }
 
+/// What a `map` or `list` field whose schema holds numbers says.
+pub const NESTED_NUMBER_NOTE: &str = "its schema holds numbers: a fractional one anywhere inside (a lat/lng, a price) makes the whole item bad input, even where nothing reads it (a `map`/`list` reads integers only); keep such numbers out of it, or leave the field undeclared if nothing reads it";
+
+/// Whether a field's nested schema (OneTable's `schema`/`items`, ElectroDB's
+/// `properties`/`items`) holds a number anywhere.
+pub fn holds_number(def: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fn inside(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(o) => {
+                o.get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|t| t.eq_ignore_ascii_case("number"))
+                    || o.values().any(inside)
+            }
+            serde_json::Value::Array(a) => a.iter().any(inside),
+            _ => false,
+        }
+    }
+    ["schema", "items", "properties"]
+        .iter()
+        .filter_map(|k| def.get(*k))
+        .any(inside)
+}
+
 /// A name not yet taken among `taken`, from `base`.
 pub fn fresh(base: &str, taken: &[String]) -> String {
     let mut name = base.to_string();

@@ -19,8 +19,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_str, fresh, holes, ident, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi,
-    DraftProject, DraftTy, ImportError,
+    cel_str, fresh, holds_number, holes, ident, pad_number, Draft, DraftAttr, DraftCheck,
+    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
 };
 
 /// A piece of a OneTable value template.
@@ -320,8 +320,12 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             note = Some("a string set; sets of numbers or binaries are not typed here".to_string());
             DraftTy::Named("set")
         }
-        "array" => DraftTy::Named("list"),
-        "object" => DraftTy::Named("map"),
+        "array" | "object" => {
+            if holds_number(f.def) {
+                note = Some(NESTED_NUMBER_NOTE.to_string());
+            }
+            DraftTy::Named(if f.ty() == "array" { "list" } else { "map" })
+        }
         "binary" | "buffer" | "arraybuffer" => return Ok(None),
         other => return Err(format!("unknown type `{other}`")),
     };
@@ -768,6 +772,35 @@ mod tests {
             if let Err(p) = shared::file::compile(&yaml, "s") {
                 panic!("{p:#?}\n{yaml}");
             }
+        }
+    }
+
+    /// user9's finding 3: a `map`/`list` whose schema holds a Number (a
+    /// lat/lng OneTable writes as 1.5) made every such item bad input
+    /// without a word from the importer: the field says so now.
+    #[test]
+    fn a_map_or_list_holding_numbers_says_a_fraction_is_bad_input() {
+        let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},
+          "models":{"Trip":{"pk":{"type":"string","value":"t#${id}"},"sk":{"type":"string","value":"t#"},
+            "id":{"type":"string","required":true},
+            "pickup":{"type":"Object","schema":{"lat":{"type":"Number"},"address":{"type":"String"}}},
+            "stops":{"type":"Array","items":{"type":"Object","schema":{"lng":{"type":"number"}}}},
+            "tags":{"type":"array","items":{"type":"string"}},
+            "prefs":{"type":"object"}}}}"#;
+        let d = import(schema, "s.json", "s", "tbl").expect("imports");
+        let m = &d.entities[0];
+        let note = |n: &str| {
+            m.attributes
+                .iter()
+                .find(|a| a.name == n)
+                .and_then(|a| a.note.clone())
+                .unwrap_or_default()
+        };
+        for f in ["pickup", "stops"] {
+            assert!(note(f).contains("fractional"), "{f}: {}", note(f));
+        }
+        for f in ["tags", "prefs"] {
+            assert!(!note(f).contains("fractional"), "{f}: {}", note(f));
         }
     }
 
