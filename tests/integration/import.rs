@@ -257,6 +257,65 @@ async fn electrodb_sparse_indexes_are_left_out_as_electrodb_leaves_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The README's export of a OneTable schema module, verbatim (its
+/// `schema.mjs` in the current directory).
+const ONETABLE_EXPORT: &str = r#"node --input-type=module -e "import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))" > schema.json"#;
+
+/// user9's finding 4: OneTable's documented style types fields with
+/// constructors (`type: Number`), which `JSON.stringify` alone drops: the
+/// README's export kept no type and the importer typed every field
+/// `string` without a word. The README's export keeps them (and a
+/// `validate` regular expression's source); a field without a type is said.
+#[test]
+fn the_readme_export_of_a_onetable_module_keeps_constructor_types() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    assert!(
+        readme.contains(ONETABLE_EXPORT),
+        "the README's export is the one tested"
+    );
+    let dir = tmp("onetable-module");
+    std::fs::write(
+        dir.join("schema.mjs"),
+        r#"export default {
+  format: 'onetable:1.1.0', version: '0.0.1',
+  indexes: { primary: { hash: 'pk', sort: 'sk' } },
+  models: { Payout: {
+    pk: { type: String, value: 'payout#${id}' }, sk: { type: String, value: 'payout#' },
+    id: { type: String, required: true },
+    paid: { type: Boolean, required: true },
+    email: { type: String, validate: /^[^@]+@[^@]+$/ },
+    vehicle: { type: Object },
+    expiresAt: { type: Date, ttl: true },
+    note: { },
+  } },
+  params: { isoDates: true },
+};
+"#,
+    )
+    .expect("writes");
+    crate::js::ensure_installed();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(ONETABLE_EXPORT)
+        .current_dir(&dir)
+        .output()
+        .expect("sh runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.join("payout.yaml");
+    let yaml = import("onetable", &dir.join("schema.json"), "payouts", &out);
+    for line in [
+        "\"paid\": \"bool\"",
+        "\"vehicle?\": \"map\"",
+        "\"expiresAt?\": \"int\"",
+        "validate \"^[^@]+@[^@]+$\"",
+        "`note` has no type",
+    ] {
+        assert!(yaml.contains(line), "missing `{line}` in\n{yaml}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_schema_that_is_not_one_is_refused_with_what_where_and_why() {
     let dir = tmp("bad");

@@ -75,7 +75,7 @@ pub fn run(
 /// Why a schema could not be imported: what and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, null, 2)))\" > schema.json`)")]
+    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`)")]
     Json {
         path: String,
         #[source]

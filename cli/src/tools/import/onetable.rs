@@ -342,6 +342,12 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
         None => ty,
     };
     let mut notes: Vec<String> = note.into_iter().collect();
+    if f.def.get("type").is_none() {
+        notes.push(format!(
+            "`{}` has no type: typed string, as OneTable reads it; if the schema module says `type: Number` (a constructor), export it with the README's replacer (`JSON.stringify` alone drops functions)",
+            f.name
+        ));
+    }
     if let Some(d) = f.def.get("default") {
         notes.push(format!(
             "default {d}: OneTable fills it in on create; here the attribute is read as written (optional)"
