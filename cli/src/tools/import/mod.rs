@@ -352,6 +352,49 @@ pub fn holds_number(def: &serde_json::Map<String, serde_json::Value>) -> bool {
         .any(inside)
 }
 
+/// CEL's keywords and reserved words: not usable as names in expressions.
+const CEL_RESERVED: &[&str] = &[
+    "false",
+    "in",
+    "null",
+    "true",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// Whether a model file can write `name` in an expression (a CEL
+/// identifier, not a reserved word) and bind it in a key template.
+pub fn cel_name(name: &str) -> bool {
+    let mut c = name.chars();
+    c.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && c.all(|c| c.is_alphanumeric() || c == '_')
+        && !CEL_RESERVED.contains(&name)
+}
+
+/// What an attribute a model file cannot name in an expression says.
+pub fn unnamable(name: &str) -> String {
+    if CEL_RESERVED.contains(&name) {
+        format!("`{name}` is a CEL reserved word")
+    } else {
+        format!("`{name}` is not a name (letters, digits, `_`)")
+    }
+}
+
 /// A name not yet taken among `taken`, from `base`.
 pub fn fresh(base: &str, taken: &[String]) -> String {
     let mut name = base.to_string();

@@ -19,8 +19,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_str, fresh, holds_number, holes, ident, pad_number, Draft, DraftAttr, DraftCheck,
-    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
+    cel_name, cel_str, fresh, holds_number, holes, ident, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
 };
 
 /// A piece of a OneTable value template.
@@ -425,7 +425,7 @@ fn entity(
                     taken.push(b.clone());
                     t.push_str(&format!("${{{b}}}"));
                     let numeric = field(&name).is_some_and(|f| f.ty() == "number");
-                    if numeric && pad == "0" {
+                    if numeric && pad == "0" && cel_name(&name) {
                         checks.push(DraftCheck {
                             expr: format!("{} == {b}", pad_number(&name, len)),
                             attribute: name.clone(),
@@ -456,6 +456,17 @@ fn entity(
                 notes.push(format!(
                     "`{}`: its value template holds an expression ({value}): write it as a projection by hand",
                     f.name
+                ));
+                continue;
+            }
+            if let Some(n) = pieces(value).iter().find_map(|p| match p {
+                Piece::Var { name, .. } if !cel_name(name) => Some(name.clone()),
+                _ => None,
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads {}, which a model file cannot name in an expression: not projected (the application keeps it)",
+                    f.name,
+                    unnamable(&n)
                 ));
                 continue;
             }
@@ -808,6 +819,26 @@ mod tests {
         for f in ["tags", "prefs"] {
             assert!(!note(f).contains("fractional"), "{f}: {}", note(f));
         }
+    }
+
+    /// user9's finding 5, for OneTable: a field named by a CEL reserved
+    /// word in a GSI template or a padded key part never makes the file
+    /// unparseable.
+    #[test]
+    fn a_reserved_word_never_makes_an_unparseable_file() {
+        let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+          "models":{"A":{"pk":{"type":"string","value":"a#${namespace}"},"sk":{"type":"string","value":"a#${var:4:0}"},
+            "namespace":{"type":"string","required":true},"var":{"type":"number","required":true},
+            "gs1pk":{"type":"string","value":"ns#${namespace}"},"gs1sk":{"type":"string","value":"a#"}}}}"#;
+        let d = import(schema, "s.json", "s", "tbl").expect("imports");
+        let yaml = d.render("s.json");
+        if let Err(p) = shared::file::compile(&yaml, "s") {
+            panic!("{p:#?}\n{yaml}");
+        }
+        assert!(
+            yaml.contains("`namespace` is a CEL reserved word"),
+            "{yaml}"
+        );
     }
 
     #[test]
