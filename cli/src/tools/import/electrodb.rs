@@ -282,8 +282,15 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             let sk = index.get("sk").filter(|v| v.is_object());
             let sk_field = sk.and_then(|k| k.get("field")).and_then(Json::as_str);
             if index.get("type").and_then(Json::as_str) == Some("clustered") {
+                // The index is declared (a table made from the file has
+                // it); its keys are the hand's.
+                let gsi = index.get("index").and_then(Json::as_str);
+                if let (Some(gsi), Some(sk_field)) = (gsi, sk_field) {
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
+                }
                 e.notes.push(format!(
-                    "index `{index_name}` is clustered (the entity name after the sort key's attributes): not reproduced; write its keys by hand"
+                    "index `{index_name}` is clustered (the entity name after the sort key's attributes): {}its keys are not reproduced; write them by hand",
+                    if gsi.is_some() && sk_field.is_some() { "declared in the table's gsis, " } else { "" }
                 ));
                 continue;
             }
@@ -338,23 +345,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                     }
                 }
                 Some(gsi) => {
-                    match gsis.iter().find(|g| g.name == gsi) {
-                        Some(g) if g.pk != pk_field || g.sk != sk_field => {
-                            return Err(err(
-                                &ia,
-                                format!(
-                                    "index {gsi} is keyed ({}, {}) by another entity, ({pk_field}, {sk_field}) here",
-                                    g.pk, g.sk
-                                ),
-                            ))
-                        }
-                        Some(_) => {}
-                        None => gsis.push(DraftGsi {
-                            name: gsi.to_string(),
-                            pk: pk_field.to_string(),
-                            sk: sk_field.to_string(),
-                        }),
-                    }
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
                     let condition = index.get("condition").and_then(Json::as_str);
                     let mut index_reads: Vec<&Attribute> = Vec::new();
                     for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
@@ -439,6 +430,26 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         writer_type_free: None,
         entities,
     })
+}
+
+/// Declares a secondary index once; the same name keyed otherwise by
+/// another entity is refused (why).
+fn declare_gsi(gsis: &mut Vec<DraftGsi>, gsi: &str, pk: &str, sk: &str) -> Result<(), String> {
+    match gsis.iter().find(|g| g.name == gsi) {
+        Some(g) if g.pk != pk || g.sk != sk => Err(format!(
+            "index {gsi} is keyed ({}, {}) by another entity, ({pk}, {sk}) here",
+            g.pk, g.sk
+        )),
+        Some(_) => Ok(()),
+        None => {
+            gsis.push(DraftGsi {
+                name: gsi.to_string(),
+                pk: pk.to_string(),
+                sk: sk.to_string(),
+            });
+            Ok(())
+        }
+    }
 }
 
 fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
@@ -772,6 +783,36 @@ mod tests {
         }
         assert!(yaml.contains("`first-name`"), "{yaml}");
         assert!(yaml.contains("`namespace`"), "{yaml}");
+    }
+
+    /// user9's finding 6: a clustered secondary index was left out of the
+    /// table's `gsis` (a table created from the file lacked it); it is
+    /// declared, and only its keys are left to the hand.
+    #[test]
+    fn a_clustered_index_is_declared_its_keys_left_to_the_hand() {
+        let d = import(
+            r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"p":{"type":"string","required":true}},"indexes":{"main":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}},"clus":{"index":"gsi1","type":"clustered","pk":{"field":"gsi1pk","composite":["p"]},"sk":{"field":"gsi1sk","composite":["id"]}}}}"#,
+            "e.json",
+            "e",
+            "tbl",
+        )
+        .expect("imports");
+        assert!(
+            d.gsis
+                .iter()
+                .any(|g| g.name == "gsi1" && g.pk == "gsi1pk" && g.sk == "gsi1sk"),
+            "{:?}",
+            d.gsis
+        );
+        assert!(
+            d.entities[0].notes.iter().any(|n| n.contains("clustered")),
+            "{:?}",
+            d.entities[0].notes
+        );
+        let yaml = d.render("e.json");
+        if let Err(p) = shared::file::compile(&yaml, "e") {
+            panic!("{p:#?}\n{yaml}");
+        }
     }
 
     #[test]
