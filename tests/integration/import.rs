@@ -137,10 +137,10 @@ async fn onetable_schema_imports_with_the_keys_onetable_writes() {
     assert!(yaml.contains("  ttl: \"expiresAt\""), "{yaml}");
 
     let (engine, items) = written_by_the_library(&out, "onetable.mjs", "billing", None).await;
-    assert_eq!(items.len(), 4, "two accounts, two invoices: {items:?}");
+    assert_eq!(items.len(), 5, "two accounts, three invoices: {items:?}");
     let seen = same_keys(&out, &items, "_type");
     let invoices: Vec<_> = seen.iter().filter(|(e, _)| e == "Invoice").collect();
-    assert_eq!(invoices.len(), 2);
+    assert_eq!(invoices.len(), 3);
     assert!(
         invoices
             .iter()
@@ -158,6 +158,14 @@ async fn onetable_schema_imports_with_the_keys_onetable_writes() {
         items
             .iter()
             .any(|i| i.get("sk") == Some(&AttributeValue::S("invoice#1234567".into()))),
+        "{items:?}"
+    );
+    // user9's finding 9: a negative one is padded as padStart pads it (the
+    // table key's check, and gs1sk's projection).
+    assert!(
+        items
+            .iter()
+            .any(|i| i.get("sk") == Some(&AttributeValue::S("invoice#0000-5".into()))),
         "{items:?}"
     );
     engine.stop().await;
@@ -187,8 +195,8 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
     let (engine, items) = written_by_the_library(&out, "electrodb.mjs", "taskapp", None).await;
     assert_eq!(
         items.len(),
-        5,
-        "two employees, an office, two tasks: {items:?}"
+        6,
+        "two employees, an office, three tasks: {items:?}"
     );
     let seen = same_keys(&out, &items, "__edb_e__");
     for e in ["employee", "office", "task"] {
@@ -206,6 +214,7 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
         "$workplaces#employee_1#team_development#title_lead dev#employeeid_e-001"
     ));
     assert!(has("gsi2sk", "P#005#T#Tk-9"), "{items:?}");
+    assert!(has("gsi2sk", "P#0-5#T#Tk-11"), "padStart: {items:?}");
     assert!(
         has("gsi3pk", "$taskapp#manager_"),
         "an absent composite stops the key"

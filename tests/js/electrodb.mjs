@@ -153,6 +153,8 @@ const sets = {
       await e.office.put({ officeName: 'Gw Pike', country: 'US', state: 'WA', city: 'Seattle', zip: '98101' }).go();
       await e.task.put({ taskId: 'Tk-9', project: 'Apollo', points: 5, status: 'open', owner: 'E-001' }).go();
       await e.task.put({ taskId: 'Tk-10', project: 'Apollo', points: 13, status: 'open' }).go();
+      // A negative number padded as JavaScript's padStart pads it: `0-5`.
+      await e.task.put({ taskId: 'Tk-11', project: 'Apollo', points: -5, status: 'open' }).go();
     },
   },
   sparse: {

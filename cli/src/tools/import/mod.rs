@@ -303,10 +303,24 @@ pub fn cel_str(s: &str) -> String {
 }
 
 /// A number padded with `0` to `len` characters as both libraries pad it
-/// (JavaScript's `padStart`): a longer one is kept whole (`pad()` alone
-/// clamps it).
+/// (JavaScript's `padStart` on its text): a longer one is kept whole, and a
+/// negative one gets its zeros before the sign (`-5` to 4: `00-5`); `pad()`
+/// alone clamps both.
 pub fn pad_number(name: &str, len: usize) -> String {
-    format!("(size(string({name})) >= {len} ? string({name}) : pad({name}, {len}))")
+    let s = format!("string({name})");
+    if len <= 2 {
+        // A negative number's text (2 characters at least) is never padded.
+        return format!("(size({s}) >= {len} ? {s} : pad({name}, {len}))");
+    }
+    // A negative number: its zeros by the size of its text.
+    let mut zeros = cel_str(&"0".repeat(len - 2));
+    for size in 3..len {
+        zeros = format!(
+            "size({s}) == {size} ? {} : {zeros}",
+            cel_str(&"0".repeat(len - size))
+        );
+    }
+    format!("(size({s}) >= {len} ? {s} : {name} >= 0 ? pad({name}, {len}) : ({zeros}) + {s})")
 }
 
 /// A name usable in templates and CEL (letters, digits, `_`), from a
@@ -409,6 +423,30 @@ pub fn fresh(base: &str, taken: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// user9's finding 9: both libraries pad a number's text with
+    /// JavaScript's `padStart` (`String(-5).padStart(4, '0')` is `00-5`,
+    /// as the real libraries write it in tests/integration/import.rs);
+    /// `pad()` alone clamped a negative number to `0000`.
+    #[test]
+    fn numbers_are_padded_as_pad_start_pads_their_text() {
+        use shared::file::expr::{Env, Expr, Val};
+        let env = Env::new().expect("env");
+        let pad_start = |n: i64, len: usize| {
+            let t = n.to_string();
+            format!("{}{t}", "0".repeat(len.saturating_sub(t.len())))
+        };
+        for len in 1..=8 {
+            let e = Expr::compile(&pad_number("n", len)).expect("compiles");
+            for n in [
+                -1_234_567, -12_345, -999, -99, -5, 0, 7, 42, 999, 12_345, 99_999_999,
+            ] {
+                let v = Val::Int(n);
+                let got = env.eval(&e, |name| (name == "n").then_some(&v));
+                assert_eq!(got, Ok(Val::Str(pad_start(n, len))), "{n} to {len}");
+            }
+        }
+    }
 
     #[test]
     fn names_and_literals_are_safe_in_the_format() {
