@@ -393,6 +393,9 @@ fn entity(
     let mut key = Vec::new();
     // Names in use (attributes and binders): a padded key part binds a fresh one.
     let mut taken: Vec<String> = fields.iter().map(|f| f.name.to_string()).collect();
+    // OneTable fills `${_type}` (its type field) with the model's name.
+    let type_hole = format!("${{{}}}", keys.type_field);
+    let template_of = |f: &Field| f.str("value").map(|v| v.replace(&type_hole, model));
     for k in [keys.pk, keys.sk] {
         let Some(f) = field(k) else {
             return Err(err(
@@ -400,7 +403,7 @@ fn entity(
                 format!("model {model} has no `{k}` field (the primary index's key)"),
             ));
         };
-        let Some(value) = f.str("value") else {
+        let Some(value) = template_of(f) else {
             // The writer sets the key itself: bound whole.
             let b = fresh(&format!("{}_value", ident(k)), &taken);
             taken.push(b.clone());
@@ -411,7 +414,7 @@ fn entity(
             continue;
         };
         let mut t = String::new();
-        for p in pieces(value) {
+        for p in pieces(&value) {
             match p {
                 Piece::Lit(l) => t.push_str(&l),
                 Piece::Var { name, pad: None } => {
@@ -446,7 +449,8 @@ fn entity(
         if f.name == keys.pk || f.name == keys.sk || f.name == keys.type_field {
             continue;
         }
-        if let Some(value) = f.str("value") {
+        if let Some(value) = template_of(f) {
+            let value = value.as_str();
             // A template holding an expression (`${a != null ? 'x' + a :
             // null}`) is JavaScript the importer does not translate.
             if pieces(value)
@@ -837,6 +841,35 @@ mod tests {
         }
         assert!(
             yaml.contains("`namespace` is a CEL reserved word"),
+            "{yaml}"
+        );
+    }
+
+    /// user9's finding 10: OneTable's documented key pattern
+    /// `${_type}#${id}` substitutes the model's name (it writes
+    /// `Account#<id>`); imported as a binder, two models using it overlapped
+    /// and the file did not load.
+    #[test]
+    fn the_type_field_in_a_template_is_the_model_name() {
+        let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+          "models":{
+            "Account":{"pk":{"type":"string","value":"${_type}#${id}"},"sk":{"type":"string","value":"${_type}#"},
+              "id":{"type":"string","required":true},"gs1pk":{"type":"string","value":"${_type}#all"},"gs1sk":{"type":"string","value":"${_type}#${id}"}},
+            "Invoice":{"pk":{"type":"string","value":"${_type}#${id}"},"sk":{"type":"string","value":"${_type}#"},
+              "id":{"type":"string","required":true}}},
+          "params":{"isoDates":true}}"#;
+        let d = import(schema, "s.json", "s", "tbl").expect("imports");
+        let yaml = d.render("s.json");
+        if let Err(p) = shared::file::compile(&yaml, "s") {
+            panic!("{p:#?}\n{yaml}");
+        }
+        let a = &d.entities[0];
+        assert_eq!(a.key[0].1, "Account#${id}", "{yaml}");
+        assert_eq!(a.key[1].1, "Account#", "{yaml}");
+        assert!(
+            a.project
+                .iter()
+                .any(|p| p.attr == "gs1sk" && p.value == "Account#${id}" && p.note.is_none()),
             "{yaml}"
         );
     }
