@@ -66,7 +66,10 @@ fn is_name(s: &str) -> bool {
 }
 
 struct Field<'a> {
+    /// The attribute OneTable stores it as (its `map:` name, else its own).
     name: &'a str,
+    /// The schema's name for it (templates read this one).
+    js: &'a str,
     def: &'a Map<String, Json>,
 }
 
@@ -183,15 +186,30 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             .as_object()
             .ok_or_else(|| err(&at, "not an object of fields".into()))?;
         let mut list: Vec<Field> = Vec::new();
+        // `map: 'data.city'`: packed into the map `data` (JS name, path).
+        let mut packed: Vec<(&str, &str)> = Vec::new();
         for (n, def) in fields {
             let def = def
                 .as_object()
                 .ok_or_else(|| err(&format!("{at}.{n}"), "not a field definition".into()))?;
-            list.push(Field { name: n, def });
+            match def.get("map").and_then(Json::as_str) {
+                Some(m) if m.contains('.') => packed.push((n, m)),
+                Some(m) if !m.is_empty() => list.push(Field {
+                    name: m,
+                    js: n,
+                    def,
+                }),
+                _ => list.push(Field {
+                    name: n,
+                    js: n,
+                    def,
+                }),
+            }
         }
         entities.push(entity(
             model_name,
             &list,
+            &packed,
             &Keys {
                 pk: &pk,
                 sk: &sk,
@@ -358,10 +376,10 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             "validate {v}: write it as a `check:` (a comparison, `size()`, `startsWith`/`endsWith`/`contains`; regular expressions are not available)"
         ));
     }
-    if f.def.get("map").is_some() {
+    if f.js != f.name {
         notes.push(format!(
-            "map {}: OneTable stores this field under another attribute; declare that attribute instead",
-            f.def["map"]
+            "OneTable calls it `{}` (map: {}); templates reading `{}` read it",
+            f.js, f.name, f.js
         ));
     }
     if f.def.get("crypt").and_then(Json::as_bool) == Some(true) {
@@ -380,6 +398,7 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
 fn entity(
     model: &str,
     fields: &[Field],
+    packed: &[(&str, &str)],
     keys: &Keys,
     timestamps: Option<&Json>,
     (created, updated): (&str, &str),
@@ -395,7 +414,32 @@ fn entity(
     let mut taken: Vec<String> = fields.iter().map(|f| f.name.to_string()).collect();
     // OneTable fills `${_type}` (its type field) with the model's name.
     let type_hole = format!("${{{}}}", keys.type_field);
-    let template_of = |f: &Field| f.str("value").map(|v| v.replace(&type_hole, model));
+    // A `map:`-renamed field is read where OneTable stores it.
+    let template_of = |f: &Field| {
+        f.str("value").map(|v| {
+            let mut v = v.replace(&type_hole, model);
+            for r in fields.iter().filter(|r| r.js != r.name) {
+                for end in ["}", ":"] {
+                    v = v.replace(&format!("${{{}{end}", r.js), &format!("${{{}{end}", r.name));
+                }
+            }
+            v
+        })
+    };
+    for (js, path) in packed {
+        let top = path.split('.').next().unwrap_or(path);
+        notes.push(format!(
+            "`{js}` is stored in `{path}` (map: {path}): declared as the map `{top}`; a template reading `{js}` is not reproduced"
+        ));
+        if !attributes.iter().any(|a| a.name == top) && !fields.iter().any(|f| f.name == top) {
+            attributes.push(DraftAttr {
+                name: top.to_string(),
+                ty: DraftTy::Named("map"),
+                optional: true,
+                note: Some(format!("OneTable packs fields into it (`map: {top}.…`)")),
+            });
+        }
+    }
     for k in [keys.pk, keys.sk] {
         let Some(f) = field(k) else {
             return Err(err(
@@ -459,6 +503,17 @@ fn entity(
             {
                 notes.push(format!(
                     "`{}`: its value template holds an expression ({value}): write it as a projection by hand",
+                    f.name
+                ));
+                continue;
+            }
+            if let Some((js, path)) = packed.iter().find(|(js, _)| {
+                pieces(value)
+                    .iter()
+                    .any(|p| matches!(p, Piece::Var { name, .. } if name == js))
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads `{js}`, stored in `{path}`: not projected (write it by hand)",
                     f.name
                 ));
                 continue;
@@ -872,6 +927,42 @@ mod tests {
                 .any(|p| p.attr == "gs1sk" && p.value == "Account#${id}" && p.note.is_none()),
             "{yaml}"
         );
+    }
+
+    /// user9's finding 11: a `map:`-renamed field was declared under its
+    /// JavaScript name, so every item lacked it; OneTable stores it under
+    /// the mapped name (`em`; `data.city` packs it into the map `data`).
+    #[test]
+    fn a_mapped_field_is_declared_and_read_where_onetable_stores_it() {
+        let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+          "models":{"User":{"pk":{"type":"string","value":"user#${id}"},"sk":{"type":"string","value":"user#"},
+            "id":{"type":"string","required":true},
+            "email":{"type":"string","required":true,"map":"em"},
+            "city":{"type":"string","map":"data.city"},"zip":{"type":"string","map":"data.zip"},
+            "gs1pk":{"type":"string","value":"city#${city}"},"gs1sk":{"type":"string","value":"email#${email}"}}},
+          "params":{"isoDates":true}}"#;
+        let d = import(schema, "s.json", "s", "tbl").expect("imports");
+        let yaml = d.render("s.json");
+        if let Err(p) = shared::file::compile(&yaml, "s") {
+            panic!("{p:#?}\n{yaml}");
+        }
+        let u = &d.entities[0];
+        let attr = |n: &str| u.attributes.iter().find(|a| a.name == n);
+        assert!(attr("email").is_none(), "{yaml}");
+        assert!(attr("em").is_some_and(|a| !a.optional), "{yaml}");
+        assert!(
+            attr("data").is_some_and(|a| a.ty == DraftTy::Named("map")),
+            "{yaml}"
+        );
+        assert!(attr("city").is_none() && attr("zip").is_none(), "{yaml}");
+        assert!(
+            u.project
+                .iter()
+                .any(|p| p.attr == "gs1sk" && p.value == "email#${em}"),
+            "{yaml}"
+        );
+        assert!(u.project.iter().all(|p| p.attr != "gs1pk"), "{yaml}");
+        assert!(u.notes.iter().any(|n| n.contains("data.city")), "{yaml}");
     }
 
     #[test]
