@@ -325,6 +325,42 @@ fn the_readme_export_of_a_onetable_module_keeps_constructor_types() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// user9's finding 17: `-o F` over a model file the user had extended
+/// replaced it without a word. An existing file is refused (exit 1, left as
+/// it is) unless `--force` says to replace it.
+#[test]
+fn an_existing_model_file_is_not_overwritten_without_force() {
+    let dir = tmp("overwrite");
+    let out = dir.join("billing.yaml");
+    std::fs::write(&out, "# hand-extended\n").expect("writes");
+    let schema = js_dir().join("onetable-schema.json");
+    let run = |force: bool| {
+        let mut c = Command::new(jobstream_bin());
+        c.args(["import", "onetable"])
+            .arg(&schema)
+            .arg("-o")
+            .arg(&out);
+        if force {
+            c.arg("--force");
+        }
+        c.output().expect("jobstream runs")
+    };
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&out).expect("reads"),
+        "# hand-extended\n"
+    );
+    let o = run(true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&out)
+        .expect("reads")
+        .contains("jobstream: 1"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_schema_that_is_not_one_is_refused_with_what_where_and_why() {
     let dir = tmp("bad");

@@ -33,13 +33,14 @@ pub enum Library {
 /// `jobstream import`: the model file (to `out`, else stdout), checked as
 /// `check-model` checks it. Returns the problems as `PLACE:LINE:COL:
 /// message` lines (empty: the file passes); the file is written either way,
-/// for fixing.
+/// for fixing. A file already at `out` is refused unless `force`.
 pub fn run(
     from: Library,
     schema: &Path,
     name: Option<String>,
     table: Option<String>,
     out: Option<&Path>,
+    force: bool,
 ) -> anyhow::Result<Vec<String>> {
     let text = std::fs::read_to_string(schema)
         .map_err(|e| anyhow::anyhow!("{}: {e}", schema.display()))?;
@@ -57,7 +58,26 @@ pub fn run(
     };
     let yaml = draft.render(&path);
     match out {
-        Some(o) => std::fs::write(o, &yaml).map_err(|e| anyhow::anyhow!("{}: {e}", o.display()))?,
+        Some(o) => {
+            let mut file = std::fs::OpenOptions::new();
+            file.write(true);
+            if force {
+                file.create(true).truncate(true);
+            } else {
+                file.create_new(true);
+            }
+            let written = file.open(o).and_then(|mut f| {
+                use std::io::Write as _;
+                f.write_all(yaml.as_bytes())
+            });
+            written.map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(
+                    "{}: exists (a model file you may have extended): import to another file and compare, or pass --force to replace it",
+                    o.display()
+                ),
+                _ => anyhow::anyhow!("{}: {e}", o.display()),
+            })?
+        }
         None => print!("{yaml}"),
     }
     let shown = out
