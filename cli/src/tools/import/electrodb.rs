@@ -557,7 +557,10 @@ fn key_template(
             ));
         }
         let plain = transformed(a, sh.casing).is_none();
-        if !cel_name(&a.field) && !(plain && ident(&a.field) == a.field) {
+        // A plain part binds the attribute itself when its name can be a
+        // binder (a reserved word can: no expression reads it).
+        let bindable = cel_name(&a.field) || (plain && ident(&a.field) == a.field);
+        if !bindable {
             // Neither a check nor the binder can name it: a name of its own,
             // not tied to the attribute.
             let b = fresh(&format!("{}_key", ident(&a.field)), taken);
