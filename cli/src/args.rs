@@ -413,9 +413,14 @@ pub(crate) struct ImportArgs {
     /// The table's name (default: the model's name).
     #[arg(long)]
     pub(crate) table: Option<String>,
-    /// Write the model file here instead of stdout.
+    /// Write the model file here instead of stdout (a file already there is
+    /// refused: see `--force`).
     #[arg(long, short, value_name = "PATH")]
     pub(crate) out: Option<std::path::PathBuf>,
+    /// Replace the file `--out` names if it exists (e.g. a model file you
+    /// extended: import elsewhere and compare instead).
+    #[arg(long, requires = "out")]
+    pub(crate) force: bool,
 }
 
 #[derive(clap::Args)]

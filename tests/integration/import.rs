@@ -53,12 +53,13 @@ fn import(from: &str, schema: &Path, table: &str, out: &Path) -> String {
 
 /// A fresh engine with the imported model's table `table` (its file at
 /// `model_file`), into which the library's script writes its sample items
-/// (off the runtime's thread: the engine serves them on it); the engine
-/// and every item of the table.
+/// (`write ENDPOINT TABLE [SET]`, off the runtime's thread: the engine
+/// serves them on it); the engine and every item of the table.
 async fn written_by_the_library(
     model_file: &Path,
     script: &'static str,
     table: &'static str,
+    set: Option<&'static str>,
 ) -> (LocalEngine, Vec<Item>) {
     let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
@@ -67,9 +68,13 @@ async fn written_by_the_library(
         .await
         .expect("table");
     let endpoint = engine.endpoint();
-    tokio::task::spawn_blocking(move || node(script, &["write", &endpoint, table]))
-        .await
-        .expect("the library wrote its items");
+    tokio::task::spawn_blocking(move || {
+        let mut args = vec!["write", &endpoint, table];
+        args.extend(set);
+        node(script, &args)
+    })
+    .await
+    .expect("the library wrote its items");
     let items = client.scan().table_name(table).send().await.expect("scan");
     (engine, items.items.unwrap_or_default())
 }
@@ -127,23 +132,40 @@ async fn onetable_schema_imports_with_the_keys_onetable_writes() {
         assert!(yaml.contains(todo), "missing `{todo}` in\n{yaml}");
     }
     assert!(yaml.contains("entity_type: \"_type\""), "{yaml}");
+    // user9's finding 2: a `ttl: true` date is epoch seconds, and the
+    // table's TTL attribute.
+    assert!(yaml.contains("  ttl: \"expiresAt\""), "{yaml}");
 
-    let (engine, items) = written_by_the_library(&out, "onetable.mjs", "billing").await;
-    assert_eq!(items.len(), 4, "two accounts, two invoices: {items:?}");
+    let (engine, items) = written_by_the_library(&out, "onetable.mjs", "billing", None).await;
+    assert_eq!(items.len(), 5, "two accounts, three invoices: {items:?}");
     let seen = same_keys(&out, &items, "_type");
     let invoices: Vec<_> = seen.iter().filter(|(e, _)| e == "Invoice").collect();
-    assert_eq!(invoices.len(), 2);
+    assert_eq!(invoices.len(), 3);
     assert!(
         invoices
             .iter()
             .any(|(_, absent)| absent == &["gs2pk".to_string()]),
         "the invoice without a region is not in gs2 (sparse): {seen:?}"
     );
+    assert!(
+        items
+            .iter()
+            .any(|i| i.get("expiresAt") == Some(&AttributeValue::N("1803859200".into()))),
+        "OneTable writes a ttl date as epoch seconds: {items:?}"
+    );
     // A padded number wider than its width is written whole, as OneTable does.
     assert!(
         items
             .iter()
             .any(|i| i.get("sk") == Some(&AttributeValue::S("invoice#1234567".into()))),
+        "{items:?}"
+    );
+    // user9's finding 9: a negative one is padded as padStart pads it (the
+    // table key's check, and gs1sk's projection).
+    assert!(
+        items
+            .iter()
+            .any(|i| i.get("sk") == Some(&AttributeValue::S("invoice#0000-5".into()))),
         "{items:?}"
     );
     engine.stop().await;
@@ -170,11 +192,11 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
         "{yaml}"
     );
 
-    let (engine, items) = written_by_the_library(&out, "electrodb.mjs", "taskapp").await;
+    let (engine, items) = written_by_the_library(&out, "electrodb.mjs", "taskapp", None).await;
     assert_eq!(
         items.len(),
-        5,
-        "two employees, an office, two tasks: {items:?}"
+        6,
+        "two employees, an office, three tasks: {items:?}"
     );
     let seen = same_keys(&out, &items, "__edb_e__");
     for e in ["employee", "office", "task"] {
@@ -192,11 +214,150 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
         "$workplaces#employee_1#team_development#title_lead dev#employeeid_e-001"
     ));
     assert!(has("gsi2sk", "P#005#T#Tk-9"), "{items:?}");
+    assert!(has("gsi2sk", "P#0-5#T#Tk-11"), "padStart: {items:?}");
     assert!(
         has("gsi3pk", "$taskapp#manager_"),
         "an absent composite stops the key"
     );
     engine.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// user9's finding 1: an index whose attributes are all optional is
+/// sparse in ElectroDB: a put with none of them writes neither of its keys
+/// (with some, each key stops at its first absent attribute, and a key that
+/// comes out empty is not written). The import made such indexes dense
+/// (`gsi2pk = "$learn#certificateid_"` on every enrollment without a
+/// certificate).
+#[tokio::test]
+async fn electrodb_sparse_indexes_are_left_out_as_electrodb_leaves_them() {
+    let dir = tmp("electrodb-sparse");
+    let schema = dir.join("learn.json");
+    std::fs::write(&schema, node("electrodb.mjs", &["schema", "sparse"]).stdout).expect("writes");
+    let out = dir.join("learn.yaml");
+    let yaml = import("electrodb", &schema, "learn", &out);
+    let (engine, items) =
+        written_by_the_library(&out, "electrodb.mjs", "learn", Some("sparse")).await;
+    assert_eq!(items.len(), 5, "five enrollments: {items:?}");
+    let seen = same_keys(&out, &items, "__edb_e__");
+    let absent = |user: &str| -> Vec<String> {
+        let i = items
+            .iter()
+            .position(|i| i.get("userId") == Some(&AttributeValue::S(user.into())))
+            .unwrap_or_else(|| panic!("{user} in {items:?}"));
+        let mut a = seen[i].1.clone();
+        a.sort();
+        a
+    };
+    // The library's items, as the test's premise: what it left out.
+    assert_eq!(
+        absent("U1"),
+        ["gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk", "gsi4pk", "gsi4sk", "gsi5pk", "gsi5sk"],
+        "{yaml}"
+    );
+    assert!(absent("U2").is_empty(), "{yaml}");
+    assert_eq!(absent("U4"), ["gsi2pk", "gsi2sk", "gsi5pk"], "{yaml}");
+    // The condition is the user's to write (a TODO), the sparse form is not.
+    assert!(
+        yaml.contains("is written only while `(attr) => attr.term !== 'off'` holds"),
+        "{yaml}"
+    );
+    engine.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's export of a OneTable schema module, verbatim (its
+/// `schema.mjs` in the current directory).
+const ONETABLE_EXPORT: &str = r#"node --input-type=module -e "import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))" > schema.json"#;
+
+/// user9's finding 4: OneTable's documented style types fields with
+/// constructors (`type: Number`), which `JSON.stringify` alone drops: the
+/// README's export kept no type and the importer typed every field
+/// `string` without a word. The README's export keeps them (and a
+/// `validate` regular expression's source); a field without a type is said.
+#[test]
+fn the_readme_export_of_a_onetable_module_keeps_constructor_types() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    assert!(
+        readme.contains(ONETABLE_EXPORT),
+        "the README's export is the one tested"
+    );
+    let dir = tmp("onetable-module");
+    std::fs::write(
+        dir.join("schema.mjs"),
+        r#"export default {
+  format: 'onetable:1.1.0', version: '0.0.1',
+  indexes: { primary: { hash: 'pk', sort: 'sk' } },
+  models: { Payout: {
+    pk: { type: String, value: 'payout#${id}' }, sk: { type: String, value: 'payout#' },
+    id: { type: String, required: true },
+    paid: { type: Boolean, required: true },
+    email: { type: String, validate: /^[^@]+@[^@]+$/ },
+    vehicle: { type: Object },
+    expiresAt: { type: Date, ttl: true },
+    note: { },
+  } },
+  params: { isoDates: true },
+};
+"#,
+    )
+    .expect("writes");
+    crate::js::ensure_installed();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(ONETABLE_EXPORT)
+        .current_dir(&dir)
+        .output()
+        .expect("sh runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.join("payout.yaml");
+    let yaml = import("onetable", &dir.join("schema.json"), "payouts", &out);
+    for line in [
+        "\"paid\": \"bool\"",
+        "\"vehicle?\": \"map\"",
+        "\"expiresAt?\": \"int\"",
+        "validate \"^[^@]+@[^@]+$\"",
+        "`note` has no type",
+    ] {
+        assert!(yaml.contains(line), "missing `{line}` in\n{yaml}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// user9's finding 17: `-o F` over a model file the user had extended
+/// replaced it without a word. An existing file is refused (exit 1, left as
+/// it is) unless `--force` says to replace it.
+#[test]
+fn an_existing_model_file_is_not_overwritten_without_force() {
+    let dir = tmp("overwrite");
+    let out = dir.join("billing.yaml");
+    std::fs::write(&out, "# hand-extended\n").expect("writes");
+    let schema = js_dir().join("onetable-schema.json");
+    let run = |force: bool| {
+        let mut c = Command::new(jobstream_bin());
+        c.args(["import", "onetable"])
+            .arg(&schema)
+            .arg("-o")
+            .arg(&out);
+        if force {
+            c.arg("--force");
+        }
+        c.output().expect("jobstream runs")
+    };
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&out).expect("reads"),
+        "# hand-extended\n"
+    );
+    let o = run(true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&out)
+        .expect("reads")
+        .contains("jobstream: 1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,6 +1,8 @@
-// ElectroDB entities of a task tracker, used by tests/integration/import.rs:
-//   node electrodb.mjs schema               -> the entities' schemas as JSON
-//   node electrodb.mjs write ENDPOINT TABLE -> sample items, written by ElectroDB
+// ElectroDB entities, used by tests/integration/import.rs, in sets: `taskapp`
+// (a task tracker, the default) and `sparse` (indexes whose composite
+// attributes are all optional, which ElectroDB's put leaves out entirely):
+//   node electrodb.mjs schema [SET]               -> the entities' schemas as JSON
+//   node electrodb.mjs write ENDPOINT TABLE [SET] -> sample items, written by ElectroDB
 // The schemas are serialised with ElectroDB's own `entity.schema` (the model
 // the entity was built from); functions (a sparse index's `condition`, a
 // `default`, `get`/`set`/`validate`) become their source text, which
@@ -94,7 +96,83 @@ const task = {
   },
 };
 
-const schemas = { employee, office, task };
+// Every index of `enrollment` but the primary one reads optional attributes
+// only: a put with none of an index's attributes writes neither of its keys;
+// with some, each key stops at its first absent attribute; a template key
+// that comes out empty is not written.
+const enrollment = {
+  model: { entity: 'enrollment', version: '1', service: 'learn' },
+  attributes: {
+    userId: { type: 'string', required: true },
+    courseId: { type: 'string', required: true },
+    certificateId: { type: 'string' },
+    createdAt: { type: 'string' },
+    grade: { type: 'string' },
+    term: { type: 'string' },
+  },
+  indexes: {
+    primary: {
+      pk: { field: 'pk', composite: ['userId'] },
+      sk: { field: 'sk', composite: ['courseId'] },
+    },
+    byCourse: {
+      index: 'gsi1',
+      pk: { field: 'gsi1pk', composite: ['courseId'] },
+      sk: { field: 'gsi1sk', composite: ['createdAt'] },
+    },
+    cert: {
+      index: 'gsi2',
+      pk: { field: 'gsi2pk', composite: ['certificateId'] },
+      sk: { field: 'gsi2sk', composite: [] },
+    },
+    graded: {
+      index: 'gsi3',
+      pk: { field: 'gsi3pk', composite: ['grade'] },
+      sk: { field: 'gsi3sk', composite: ['term'] },
+    },
+    byTerm: {
+      index: 'gsi4',
+      condition: (attr) => attr.term !== 'off',
+      pk: { field: 'gsi4pk', composite: [] },
+      sk: { field: 'gsi4sk', composite: ['term'] },
+    },
+    certByTerm: {
+      index: 'gsi5',
+      pk: { field: 'gsi5pk', composite: ['certificateId'], template: '${certificateId}' },
+      sk: { field: 'gsi5sk', composite: ['term'], template: 'T#${term}' },
+    },
+  },
+};
+
+const sets = {
+  taskapp: {
+    schemas: { employee, office, task },
+    async write(e) {
+      await e.employee.put({ employeeId: 'E-001', firstName: 'Ann', office: 'Gw Pike', title: 'Lead Dev', team: 'development', salary: 150, manager: 'E-000', dateHired: '2020-03-01' }).go();
+      await e.employee.put({ employeeId: 'E-000', firstName: 'Bo', office: 'Gw Pike', title: 'CTO', team: 'product' }).go();
+      await e.office.put({ officeName: 'Gw Pike', country: 'US', state: 'WA', city: 'Seattle', zip: '98101' }).go();
+      await e.task.put({ taskId: 'Tk-9', project: 'Apollo', points: 5, status: 'open', owner: 'E-001' }).go();
+      await e.task.put({ taskId: 'Tk-10', project: 'Apollo', points: 13, status: 'open' }).go();
+      // A negative number padded as JavaScript's padStart pads it: `0-5`.
+      await e.task.put({ taskId: 'Tk-11', project: 'Apollo', points: -5, status: 'open' }).go();
+    },
+  },
+  sparse: {
+    schemas: { enrollment },
+    async write(e) {
+      // None of the optional attributes: only the primary keys and gsi1.
+      await e.enrollment.put({ userId: 'U1', courseId: 'C1' }).go();
+      await e.enrollment.put({ userId: 'U2', courseId: 'C1', certificateId: 'X9', createdAt: '2026-01-02', grade: 'A', term: 'fall' }).go();
+      // grade alone: gsi3 with the sort key stopped at `term`.
+      await e.enrollment.put({ userId: 'U3', courseId: 'C1', grade: 'B' }).go();
+      // term alone: gsi3's partition key stopped at `grade`, gsi4, and
+      // gsi5's sort key without its (empty) partition key.
+      await e.enrollment.put({ userId: 'U4', courseId: 'C2', term: 'spring' }).go();
+      // certificateId alone: gsi2, and gsi5's partition key.
+      await e.enrollment.put({ userId: 'U5', courseId: 'C2', certificateId: 'Y1' }).go();
+    },
+  },
+};
 
 function serialise(entity) {
   return JSON.parse(
@@ -102,11 +180,13 @@ function serialise(entity) {
   );
 }
 
-const [cmd, endpoint, table] = process.argv.slice(2);
-if (cmd === 'schema') {
-  const out = Object.values(schemas).map((s) => serialise(new Entity(s, { table: 'x' })));
+const [cmd, ...args] = process.argv.slice(2);
+const set = sets[(cmd === 'schema' ? args[0] : args[2]) ?? 'taskapp'];
+if (set && cmd === 'schema') {
+  const out = Object.values(set.schemas).map((s) => serialise(new Entity(s, { table: 'x' })));
   process.stdout.write(JSON.stringify(out, null, 2) + '\n');
-} else if (cmd === 'write') {
+} else if (set && cmd === 'write') {
+  const [endpoint, table] = args;
   const client = DynamoDBDocumentClient.from(
     new DynamoDBClient({
       endpoint,
@@ -115,15 +195,11 @@ if (cmd === 'schema') {
     }),
   );
   const e = Object.fromEntries(
-    Object.entries(schemas).map(([n, s]) => [n, new Entity(s, { table, client })]),
+    Object.entries(set.schemas).map(([n, s]) => [n, new Entity(s, { table, client })]),
   );
-  await e.employee.put({ employeeId: 'E-001', firstName: 'Ann', office: 'Gw Pike', title: 'Lead Dev', team: 'development', salary: 150, manager: 'E-000', dateHired: '2020-03-01' }).go();
-  await e.employee.put({ employeeId: 'E-000', firstName: 'Bo', office: 'Gw Pike', title: 'CTO', team: 'product' }).go();
-  await e.office.put({ officeName: 'Gw Pike', country: 'US', state: 'WA', city: 'Seattle', zip: '98101' }).go();
-  await e.task.put({ taskId: 'Tk-9', project: 'Apollo', points: 5, status: 'open', owner: 'E-001' }).go();
-  await e.task.put({ taskId: 'Tk-10', project: 'Apollo', points: 13, status: 'open' }).go();
+  await set.write(e);
   process.stdout.write('written\n');
 } else {
-  process.stderr.write('usage: node electrodb.mjs schema | write ENDPOINT TABLE\n');
+  process.stderr.write(`usage: node electrodb.mjs schema [SET] | write ENDPOINT TABLE [SET] (SET: ${Object.keys(sets).join(', ')})\n`);
   process.exit(2);
 }

@@ -21,7 +21,10 @@ const Account = table.getModel('Account');
 const Invoice = table.getModel('Invoice');
 const acme = await Account.create({ name: 'Acme Corp' });
 await Account.create({ name: 'Globex', plan: 'pro' });
-await Invoice.create({ accountId: acme.id, number: 42, amount: 1200, paid: false, due: new Date('2026-03-01T00:00:00Z'), region: 'eu', tags: new Set(['q1']) });
+// A `ttl: true` date: stored as epoch seconds (N), whatever isoDates says.
+await Invoice.create({ accountId: acme.id, number: 42, amount: 1200, paid: false, due: new Date('2026-03-01T00:00:00Z'), region: 'eu', tags: new Set(['q1']), expiresAt: new Date('2027-03-01T00:00:00Z') });
 // No region: no gs2pk (a sparse index).
 await Invoice.create({ accountId: acme.id, number: 1234567, amount: 5, paid: true, due: new Date('2026-04-01T00:00:00Z') });
+// A negative number padded as JavaScript's padStart pads it: `0000-5`.
+await Invoice.create({ accountId: acme.id, number: -5, amount: 0, paid: true, due: new Date('2026-05-01T00:00:00Z') });
 process.stdout.write('written\n');

@@ -123,8 +123,10 @@ pub(crate) fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
         name,
         table,
         out,
+        force,
     } = args;
-    let problems = jobstream::tools::import::run(from, &schema, name, table, out.as_deref())?;
+    let problems =
+        jobstream::tools::import::run(from, &schema, name, table, out.as_deref(), force)?;
     for p in &problems {
         eprintln!("{p}");
     }

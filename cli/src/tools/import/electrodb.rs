@@ -10,7 +10,10 @@
 //! key; `$entity_version` or, in a collection, `$collection#entity_version`
 //! for the sort key), or the `template` text; the whole key in the index's
 //! `casing` (lower case by default); a composite's `padding`; and building
-//! stops at the first absent composite. The primary index -> the table's keys
+//! stops at the first absent composite. As ElectroDB's put does, an index
+//! whose attributes are all optional gets no keys while the item holds none
+//! of them (a sparse index), and a key that comes out empty is not written.
+//! The primary index -> the table's keys
 //! (a cased value binds a name of its own, tied to its attribute by a check
 //! such as `lower(id) == id_lower`), every other index -> projected GSI keys.
 //! `__edb_e__` (the entity's name) is the entity-type attribute and
@@ -19,8 +22,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_str, fresh, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi, DraftProject,
-    DraftTy, ImportError,
+    cel_name, cel_str, fresh, holds_number, ident, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
 };
 
 /// The attribute ElectroDB writes the entity's name to.
@@ -279,8 +282,15 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             let sk = index.get("sk").filter(|v| v.is_object());
             let sk_field = sk.and_then(|k| k.get("field")).and_then(Json::as_str);
             if index.get("type").and_then(Json::as_str) == Some("clustered") {
+                // The index is declared (a table made from the file has
+                // it); its keys are the hand's.
+                let gsi = index.get("index").and_then(Json::as_str);
+                if let (Some(gsi), Some(sk_field)) = (gsi, sk_field) {
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
+                }
                 e.notes.push(format!(
-                    "index `{index_name}` is clustered (the entity name after the sort key's attributes): not reproduced; write its keys by hand"
+                    "index `{index_name}` is clustered (the entity name after the sort key's attributes): {}its keys are not reproduced; write them by hand",
+                    if gsi.is_some() && sk_field.is_some() { "declared in the table's gsis, " } else { "" }
                 ));
                 continue;
             }
@@ -335,26 +345,32 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                     }
                 }
                 Some(gsi) => {
-                    match gsis.iter().find(|g| g.name == gsi) {
-                        Some(g) if g.pk != pk_field || g.sk != sk_field => {
-                            return Err(err(
-                                &ia,
-                                format!(
-                                    "index {gsi} is keyed ({}, {}) by another entity, ({pk_field}, {sk_field}) here",
-                                    g.pk, g.sk
-                                ),
-                            ))
-                        }
-                        Some(_) => {}
-                        None => gsis.push(DraftGsi {
-                            name: gsi.to_string(),
-                            pk: pk_field.to_string(),
-                            sk: sk_field.to_string(),
-                        }),
-                    }
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
                     let condition = index.get("condition").and_then(Json::as_str);
+                    let mut index_reads: Vec<&Attribute> = Vec::new();
+                    for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
+                        if let Some(a) = attr(n) {
+                            if !index_reads.iter().any(|r| r.name == a.name) {
+                                index_reads.push(a);
+                            }
+                        }
+                    }
+                    if let Some(a) = index_reads.iter().find(|a| !cel_name(&a.field)) {
+                        e.notes.push(format!(
+                            "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
+                            a.field,
+                            unnamable(&a.field)
+                        ));
+                        continue;
+                    }
+                    if index_reads.is_empty() {
+                        e.notes.push(format!(
+                            "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
+                        ));
+                        continue;
+                    }
                     for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
-                        let mut p = projection(field, sh, &attrs);
+                        let mut p = projection(field, sh, &index_reads, &attrs);
                         if let Some(c) = condition {
                             let n = format!(
                                 "index `{index_name}` is written only while `{c}` holds: write it as \
@@ -410,9 +426,30 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         sk,
         gsis,
         entity_type: ENTITY_FIELD.to_string(),
+        ttl: None,
         writer_type_free: None,
         entities,
     })
+}
+
+/// Declares a secondary index once; the same name keyed otherwise by
+/// another entity is refused (why).
+fn declare_gsi(gsis: &mut Vec<DraftGsi>, gsi: &str, pk: &str, sk: &str) -> Result<(), String> {
+    match gsis.iter().find(|g| g.name == gsi) {
+        Some(g) if g.pk != pk || g.sk != sk => Err(format!(
+            "index {gsi} is keyed ({}, {}) by another entity, ({pk}, {sk}) here",
+            g.pk, g.sk
+        )),
+        Some(_) => Ok(()),
+        None => {
+            gsis.push(DraftGsi {
+                name: gsi.to_string(),
+                pk: pk.to_string(),
+                sk: sk.to_string(),
+            });
+            Ok(())
+        }
+    }
 }
 
 fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
@@ -441,8 +478,12 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
         "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
             DraftTy::Named("set")
         }
-        "list" => DraftTy::Named("list"),
-        "map" => DraftTy::Named("map"),
+        "list" | "map" => {
+            if holds_number(a.def) {
+                notes.push(NESTED_NUMBER_NOTE.to_string());
+            }
+            DraftTy::Named(if a.kind() == "list" { "list" } else { "map" })
+        }
         _ => return None,
     };
     if a.field != a.name {
@@ -515,6 +556,23 @@ fn key_template(
                 a.field
             ));
         }
+        let plain = transformed(a, sh.casing).is_none();
+        // A plain part binds the attribute itself when its name can be a
+        // binder (a reserved word can: no expression reads it).
+        let bindable = cel_name(&a.field) || (plain && ident(&a.field) == a.field);
+        if !bindable {
+            // Neither a check nor the binder can name it: a name of its own,
+            // not tied to the attribute.
+            let b = fresh(&format!("{}_key", ident(&a.field)), taken);
+            taken.push(b.clone());
+            notes.push(format!(
+                "{}: the key binds its part as `{b}`, not tied to `{}` by a check (a model file cannot name it in an expression); an item whose key disagrees with it is not refused",
+                unnamable(&a.field),
+                a.field
+            ));
+            t.push_str(&format!("${{{b}}}"));
+            continue;
+        }
         match transformed(a, sh.casing) {
             None => t.push_str(&format!("${{{}}}", a.field)),
             Some(expr) => {
@@ -546,18 +604,39 @@ fn key_template(
     t
 }
 
-/// A GSI key attribute as a projection: a value template while every
-/// composite is required, else one expression that stops at the first
-/// absent composite (as ElectroDB's `_makeKey` does).
-fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
+/// A GSI key attribute as a projection, as ElectroDB's put writes it
+/// (checked against the library: `tests/js/electrodb.mjs`, set `sparse`):
+///
+/// - an index none of whose attributes the item holds gets neither key
+///   (when every attribute the index reads is optional, the value is `null`
+///   while all are absent; an index reading none is never written and is
+///   not projected: the caller notes it);
+/// - otherwise each key is built up to its first absent attribute (a value
+///   template while every attribute of the key is required);
+/// - a key that comes out empty (a `template` starting with an absent
+///   attribute) is not written either.
+fn projection(
+    field: &str,
+    sh: &KeyShape,
+    index_reads: &[&Attribute],
+    attrs: &[Attribute],
+) -> DraftProject {
     let attr = |n: &str| attrs.iter().find(|a| a.name == n);
     let prefix = sh.casing.apply(&sh.prefix);
-    let all_required = sh
-        .composites
-        .iter()
-        .all(|(_, n)| attr(n).is_some_and(|a| a.required()));
+    let reads: Vec<&Attribute> = sh.composites.iter().filter_map(|(_, n)| attr(n)).collect();
     let hole = |a: &Attribute| transformed(a, sh.casing).unwrap_or_else(|| a.field.clone());
-    let value = if all_required {
+    // While every attribute the index reads may be absent, the index is
+    // sparse: no keys without any of them.
+    let sparse = index_reads.iter().all(|a| !a.required());
+    let first_empty = sh
+        .composites
+        .first()
+        .is_some_and(|(label, _)| prefix.is_empty() && sh.casing.apply(label).is_empty());
+    // In a sparse index reading one attribute, that one is present
+    // wherever the key is written.
+    let present = |a: &Attribute| a.required() || (sparse && index_reads.len() == 1);
+    let needs_expr = sparse || reads.iter().any(|a| !present(a));
+    let value = if !needs_expr {
         let mut t = prefix;
         for (label, n) in &sh.composites {
             t.push_str(&sh.casing.apply(label));
@@ -569,7 +648,7 @@ fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
     } else {
         // prefix + label1 + (v1 == null ? '' : v1 + label2 + (v2 == null ? '' : v2 ...))
         let mut tail = String::new();
-        for (label, n) in sh.composites.iter().rev() {
+        for (i, (label, n)) in sh.composites.iter().enumerate().rev() {
             let Some(a) = attr(n) else { continue };
             let v = if a.is_text() || transformed(a, sh.casing).is_some() {
                 hole(a)
@@ -581,17 +660,36 @@ fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
             } else {
                 format!("{v} + {tail}")
             };
-            let inner = if a.required() {
-                rest
+            let label = sh.casing.apply(label);
+            tail = if present(a) {
+                if label.is_empty() {
+                    rest
+                } else {
+                    format!("{} + {rest}", cel_str(&label))
+                }
+            } else if i == 0 && first_empty {
+                // The key would be '': not written.
+                format!("{} == null ? null : {rest}", a.field)
             } else {
-                format!("({} == null ? '' : {rest})", a.field)
+                format!("{} + ({} == null ? '' : {rest})", cel_str(&label), a.field)
             };
-            tail = format!("{} + {inner}", cel_str(&sh.casing.apply(label)));
         }
-        if tail.is_empty() {
-            prefix
+        let key = if tail.is_empty() {
+            cel_str(&prefix)
+        } else if prefix.is_empty() {
+            tail
         } else {
-            format!("${{{} + {tail}}}", cel_str(&prefix))
+            format!("{} + {tail}", cel_str(&prefix))
+        };
+        if sparse {
+            let none: Vec<String> = index_reads
+                .iter()
+                .map(|a| format!("{} == null", a.field))
+                .collect();
+            let key = if first_empty { format!("({key})") } else { key };
+            format!("${{{} ? null : {key}}}", none.join(" && "))
+        } else {
+            format!("${{{key}}}")
         }
     };
     DraftProject {
@@ -602,65 +700,5 @@ fn projection(field: &str, sh: &KeyShape, attrs: &[Attribute]) -> DraftProject {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_give_their_labels() {
-        assert_eq!(
-            template_shape("P#${points}#T#${taskId}"),
-            (
-                vec![
-                    ("P#".to_string(), "points".to_string()),
-                    ("#T#".to_string(), "taskId".to_string())
-                ],
-                String::new()
-            )
-        );
-    }
-
-    /// R06: lists and maps are typed (the format has `list` and `map`).
-    #[test]
-    fn lists_and_maps_are_typed() {
-        let d = import(
-            r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"tags":{"type":"list","items":{"type":"string"}},"prefs":{"type":"map","properties":{}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
-            "e.json",
-            "e",
-            "tbl",
-        )
-        .expect("imports");
-        let ty = |n: &str| {
-            d.entities[0]
-                .attributes
-                .iter()
-                .find(|a| a.name == n)
-                .map(|a| a.ty.clone())
-        };
-        assert_eq!(ty("tags"), Some(DraftTy::Named("list")));
-        assert_eq!(ty("prefs"), Some(DraftTy::Named("map")));
-        let yaml = d.render("e.json");
-        if let Err(p) = shared::file::compile(&yaml, "e") {
-            panic!("{p:#?}\n{yaml}");
-        }
-    }
-
-    #[test]
-    fn input_that_is_not_an_entity_is_refused_with_where_and_why() {
-        let e = import("[]", "e.json", "e", "tbl").unwrap_err();
-        assert!(
-            e.to_string().starts_with("e.json: (top): no entity schema"),
-            "{e}"
-        );
-        let e = import(
-            r#"{"model":{"entity":"a","service":"s"},"attributes":{},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
-            "e.json",
-            "e",
-            "tbl",
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("`id`, which is not an attribute"),
-            "{e}"
-        );
-    }
-}
+#[path = "electrodb_tests.rs"]
+mod tests;

@@ -33,13 +33,14 @@ pub enum Library {
 /// `jobstream import`: the model file (to `out`, else stdout), checked as
 /// `check-model` checks it. Returns the problems as `PLACE:LINE:COL:
 /// message` lines (empty: the file passes); the file is written either way,
-/// for fixing.
+/// for fixing. A file already at `out` is refused unless `force`.
 pub fn run(
     from: Library,
     schema: &Path,
     name: Option<String>,
     table: Option<String>,
     out: Option<&Path>,
+    force: bool,
 ) -> anyhow::Result<Vec<String>> {
     let text = std::fs::read_to_string(schema)
         .map_err(|e| anyhow::anyhow!("{}: {e}", schema.display()))?;
@@ -57,7 +58,26 @@ pub fn run(
     };
     let yaml = draft.render(&path);
     match out {
-        Some(o) => std::fs::write(o, &yaml).map_err(|e| anyhow::anyhow!("{}: {e}", o.display()))?,
+        Some(o) => {
+            let mut file = std::fs::OpenOptions::new();
+            file.write(true);
+            if force {
+                file.create(true).truncate(true);
+            } else {
+                file.create_new(true);
+            }
+            let written = file.open(o).and_then(|mut f| {
+                use std::io::Write as _;
+                f.write_all(yaml.as_bytes())
+            });
+            written.map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(
+                    "{}: exists (a model file you may have extended): import to another file and compare, or pass --force to replace it",
+                    o.display()
+                ),
+                _ => anyhow::anyhow!("{}: {e}", o.display()),
+            })?
+        }
         None => print!("{yaml}"),
     }
     let shown = out
@@ -75,7 +95,7 @@ pub fn run(
 /// Why a schema could not be imported: what and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, null, 2)))\" > schema.json`)")]
+    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`)")]
     Json {
         path: String,
         #[source]
@@ -153,6 +173,8 @@ pub struct Draft {
     pub sk: String,
     pub gsis: Vec<DraftGsi>,
     pub entity_type: String,
+    /// The table's TTL attribute (OneTable's `ttl: true` field).
+    pub ttl: Option<String>,
     /// `writer_type: free` (why, as a comment): some item the writer's
     /// library writes carries no entity type.
     pub writer_type_free: Option<String>,
@@ -206,6 +228,9 @@ impl Draft {
                     q(&g.sk)
                 );
             }
+        }
+        if let Some(ttl) = &self.ttl {
+            let _ = writeln!(out, "  ttl: {}", q(ttl));
         }
         let _ = writeln!(out, "  entity_type: {}", q(&self.entity_type));
         if let Some(why) = &self.writer_type_free {
@@ -298,10 +323,24 @@ pub fn cel_str(s: &str) -> String {
 }
 
 /// A number padded with `0` to `len` characters as both libraries pad it
-/// (JavaScript's `padStart`): a longer one is kept whole (`pad()` alone
-/// clamps it).
+/// (JavaScript's `padStart` on its text): a longer one is kept whole, and a
+/// negative one gets its zeros before the sign (`-5` to 4: `00-5`); `pad()`
+/// alone clamps both.
 pub fn pad_number(name: &str, len: usize) -> String {
-    format!("(size(string({name})) >= {len} ? string({name}) : pad({name}, {len}))")
+    let s = format!("string({name})");
+    if len <= 2 {
+        // A negative number's text (2 characters at least) is never padded.
+        return format!("(size({s}) >= {len} ? {s} : pad({name}, {len}))");
+    }
+    // A negative number: its zeros by the size of its text.
+    let mut zeros = cel_str(&"0".repeat(len - 2));
+    for size in 3..len {
+        zeros = format!(
+            "size({s}) == {size} ? {} : {zeros}",
+            cel_str(&"0".repeat(len - size))
+        );
+    }
+    format!("(size({s}) >= {len} ? {s} : {name} >= 0 ? pad({name}, {len}) : ({zeros}) + {s})")
 }
 
 /// A name usable in templates and CEL (letters, digits, `_`), from a
@@ -323,6 +362,73 @@ pub fn ident(name: &str) -> String {
     s
 }
 
+/// What a `map` or `list` field whose schema holds numbers says.
+pub const NESTED_NUMBER_NOTE: &str = "its schema holds numbers: a fractional one anywhere inside (a lat/lng, a price) makes the whole item bad input, even where nothing reads it (a `map`/`list` reads integers only); keep such numbers out of it, or leave the field undeclared if nothing reads it";
+
+/// Whether a field's nested schema (OneTable's `schema`/`items`, ElectroDB's
+/// `properties`/`items`) holds a number anywhere.
+pub fn holds_number(def: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fn inside(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(o) => {
+                o.get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|t| t.eq_ignore_ascii_case("number"))
+                    || o.values().any(inside)
+            }
+            serde_json::Value::Array(a) => a.iter().any(inside),
+            _ => false,
+        }
+    }
+    ["schema", "items", "properties"]
+        .iter()
+        .filter_map(|k| def.get(*k))
+        .any(inside)
+}
+
+/// CEL's keywords and reserved words: not usable as names in expressions.
+const CEL_RESERVED: &[&str] = &[
+    "false",
+    "in",
+    "null",
+    "true",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// Whether a model file can write `name` in an expression (a CEL
+/// identifier, not a reserved word) and bind it in a key template.
+pub fn cel_name(name: &str) -> bool {
+    let mut c = name.chars();
+    c.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && c.all(|c| c.is_alphanumeric() || c == '_')
+        && !CEL_RESERVED.contains(&name)
+}
+
+/// What an attribute a model file cannot name in an expression says.
+pub fn unnamable(name: &str) -> String {
+    if CEL_RESERVED.contains(&name) {
+        format!("`{name}` is a CEL reserved word")
+    } else {
+        format!("`{name}` is not a name (letters, digits, `_`)")
+    }
+}
+
 /// A name not yet taken among `taken`, from `base`.
 pub fn fresh(base: &str, taken: &[String]) -> String {
     let mut name = base.to_string();
@@ -337,6 +443,30 @@ pub fn fresh(base: &str, taken: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// user9's finding 9: both libraries pad a number's text with
+    /// JavaScript's `padStart` (`String(-5).padStart(4, '0')` is `00-5`,
+    /// as the real libraries write it in tests/integration/import.rs);
+    /// `pad()` alone clamped a negative number to `0000`.
+    #[test]
+    fn numbers_are_padded_as_pad_start_pads_their_text() {
+        use shared::file::expr::{Env, Expr, Val};
+        let env = Env::new().expect("env");
+        let pad_start = |n: i64, len: usize| {
+            let t = n.to_string();
+            format!("{}{t}", "0".repeat(len.saturating_sub(t.len())))
+        };
+        for len in 1..=8 {
+            let e = Expr::compile(&pad_number("n", len)).expect("compiles");
+            for n in [
+                -1_234_567, -12_345, -999, -99, -5, 0, 7, 42, 999, 12_345, 99_999_999,
+            ] {
+                let v = Val::Int(n);
+                let got = env.eval(&e, |name| (name == "n").then_some(&v));
+                assert_eq!(got, Ok(Val::Str(pad_start(n, len))), "{n} to {len}");
+            }
+        }
+    }
 
     #[test]
     fn names_and_literals_are_safe_in_the_format() {

@@ -19,8 +19,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_str, fresh, holes, ident, pad_number, Draft, DraftAttr, DraftCheck, DraftEntity, DraftGsi,
-    DraftProject, DraftTy, ImportError,
+    cel_name, cel_str, fresh, holds_number, holes, ident, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
 };
 
 /// A piece of a OneTable value template.
@@ -66,7 +66,10 @@ fn is_name(s: &str) -> bool {
 }
 
 struct Field<'a> {
+    /// The attribute OneTable stores it as (its `map:` name, else its own).
     name: &'a str,
+    /// The schema's name for it (templates read this one).
+    js: &'a str,
     def: &'a Map<String, Json>,
 }
 
@@ -81,6 +84,11 @@ impl Field<'_> {
 
     fn required(&self) -> bool {
         self.def.get("required").and_then(Json::as_bool) == Some(true)
+    }
+
+    /// `ttl: true`: OneTable's TTL field (DynamoDB's, for the table).
+    fn ttl(&self) -> bool {
+        self.def.get("ttl").and_then(Json::as_bool) == Some(true)
     }
 }
 
@@ -158,7 +166,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let param_str = |k: &str| params.and_then(|p| p.get(k)).and_then(Json::as_str);
     let param_bool = |k: &str| params.and_then(|p| p.get(k)).and_then(Json::as_bool);
     let type_field = param_str("typeField").unwrap_or("_type").to_string();
-    let iso_dates = param_bool("isoDates").unwrap_or(false);
+    let iso_dates = param_bool("isoDates");
     let timestamps = params.and_then(|p| p.get("timestamps")).cloned();
     let created_field = param_str("createdField").unwrap_or("created").to_string();
     let updated_field = param_str("updatedField").unwrap_or("updated").to_string();
@@ -178,15 +186,30 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             .as_object()
             .ok_or_else(|| err(&at, "not an object of fields".into()))?;
         let mut list: Vec<Field> = Vec::new();
+        // `map: 'data.city'`: packed into the map `data` (JS name, path).
+        let mut packed: Vec<(&str, &str)> = Vec::new();
         for (n, def) in fields {
             let def = def
                 .as_object()
                 .ok_or_else(|| err(&format!("{at}.{n}"), "not a field definition".into()))?;
-            list.push(Field { name: n, def });
+            match def.get("map").and_then(Json::as_str) {
+                Some(m) if m.contains('.') => packed.push((n, m)),
+                Some(m) if !m.is_empty() => list.push(Field {
+                    name: m,
+                    js: n,
+                    def,
+                }),
+                _ => list.push(Field {
+                    name: n,
+                    js: n,
+                    def,
+                }),
+            }
         }
         entities.push(entity(
             model_name,
             &list,
+            &packed,
             &Keys {
                 pk: &pk,
                 sk: &sk,
@@ -197,6 +220,26 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             (&created_field, &updated_field),
             |f, why| err(&format!("{at}.{f}"), why),
         )?);
+    }
+    // DynamoDB expires items by one attribute per table: OneTable's
+    // `ttl: true` field (the first, if models name several).
+    let mut ttl: Option<String> = None;
+    for (model_name, fields) in models {
+        let Some(fields) = fields.as_object() else {
+            continue;
+        };
+        for (n, d) in fields {
+            if d.get("ttl").and_then(Json::as_bool) != Some(true) {
+                continue;
+            }
+            match &ttl {
+                None => ttl = Some(n.clone()),
+                Some(t) if t == n => {}
+                Some(t) => notes.push(format!(
+                    "models.{model_name}.{n} is a ttl field too, but a table expires items by one attribute (`{t}` here): DynamoDB ignores `{n}`"
+                )),
+            }
+        }
     }
     // OneTable keeps one item per value of a `unique: true` field, keyed
     // `_unique#...` with no type field: an entity of its own, implying
@@ -234,6 +277,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         sk,
         gsis,
         entity_type: type_field,
+        ttl,
         writer_type_free,
         entities,
     })
@@ -243,10 +287,16 @@ struct Keys<'a> {
     pk: &'a str,
     sk: &'a str,
     type_field: &'a str,
-    iso_dates: bool,
+    /// `params.isoDates`, when the schema says.
+    iso_dates: Option<bool>,
 }
 
-fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
+/// What a date stored as epoch milliseconds says when the schema's params
+/// do not say `isoDates` (OneTable's default, false, unless the schema given
+/// to the Table at run time says otherwise).
+const EPOCH_MS_UNSAID: &str = "a date stored as epoch milliseconds: the schema's params do not say isoDates (OneTable's default is false); if the schema the Table is given at run time has `isoDates: true`, type it `iso-utc`";
+
+fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, String> {
     let mut note = None;
     let ty = match f.ty().as_str() {
         "string" => match f.str("generate") {
@@ -261,17 +311,39 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
             DraftTy::Named("int")
         }
         "boolean" => DraftTy::Named("bool"),
-        "date" if iso_dates => DraftTy::Named("iso-utc"),
+        // As OneTable's `transformWriteDate` stores a date: a TTL in epoch
+        // seconds; else ISO text when the field's or the schema's
+        // `isoDates` says so, epoch milliseconds when neither does.
+        "date" if f.ttl() => {
+            note = Some(
+                "OneTable stores a `ttl: true` date as epoch seconds (a number), whatever isoDates says"
+                    .to_string(),
+            );
+            DraftTy::Named("int")
+        }
+        "date"
+            if iso_dates == Some(true)
+                || f.def.get("isoDates").and_then(Json::as_bool) == Some(true) =>
+        {
+            DraftTy::Named("iso-utc")
+        }
         "date" => {
-            note = Some("a date stored as epoch milliseconds (isoDates: false)".to_string());
+            note = Some(match iso_dates {
+                Some(_) => "a date stored as epoch milliseconds (isoDates: false)".to_string(),
+                None => EPOCH_MS_UNSAID.to_string(),
+            });
             DraftTy::Named("int")
         }
         "set" => {
             note = Some("a string set; sets of numbers or binaries are not typed here".to_string());
             DraftTy::Named("set")
         }
-        "array" => DraftTy::Named("list"),
-        "object" => DraftTy::Named("map"),
+        "array" | "object" => {
+            if holds_number(f.def) {
+                note = Some(NESTED_NUMBER_NOTE.to_string());
+            }
+            DraftTy::Named(if f.ty() == "array" { "list" } else { "map" })
+        }
         "binary" | "buffer" | "arraybuffer" => return Ok(None),
         other => return Err(format!("unknown type `{other}`")),
     };
@@ -288,6 +360,12 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
         None => ty,
     };
     let mut notes: Vec<String> = note.into_iter().collect();
+    if f.def.get("type").is_none() {
+        notes.push(format!(
+            "`{}` has no type: typed string, as OneTable reads it; if the schema module says `type: Number` (a constructor), export it with the README's replacer (`JSON.stringify` alone drops functions)",
+            f.name
+        ));
+    }
     if let Some(d) = f.def.get("default") {
         notes.push(format!(
             "default {d}: OneTable fills it in on create; here the attribute is read as written (optional)"
@@ -298,10 +376,10 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
             "validate {v}: write it as a `check:` (a comparison, `size()`, `startsWith`/`endsWith`/`contains`; regular expressions are not available)"
         ));
     }
-    if f.def.get("map").is_some() {
+    if f.js != f.name {
         notes.push(format!(
-            "map {}: OneTable stores this field under another attribute; declare that attribute instead",
-            f.def["map"]
+            "OneTable calls it `{}` (map: {}); templates reading `{}` read it",
+            f.js, f.name, f.js
         ));
     }
     if f.def.get("crypt").and_then(Json::as_bool) == Some(true) {
@@ -320,6 +398,7 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
 fn entity(
     model: &str,
     fields: &[Field],
+    packed: &[(&str, &str)],
     keys: &Keys,
     timestamps: Option<&Json>,
     (created, updated): (&str, &str),
@@ -333,6 +412,34 @@ fn entity(
     let mut key = Vec::new();
     // Names in use (attributes and binders): a padded key part binds a fresh one.
     let mut taken: Vec<String> = fields.iter().map(|f| f.name.to_string()).collect();
+    // OneTable fills `${_type}` (its type field) with the model's name.
+    let type_hole = format!("${{{}}}", keys.type_field);
+    // A `map:`-renamed field is read where OneTable stores it.
+    let template_of = |f: &Field| {
+        f.str("value").map(|v| {
+            let mut v = v.replace(&type_hole, model);
+            for r in fields.iter().filter(|r| r.js != r.name) {
+                for end in ["}", ":"] {
+                    v = v.replace(&format!("${{{}{end}", r.js), &format!("${{{}{end}", r.name));
+                }
+            }
+            v
+        })
+    };
+    for (js, path) in packed {
+        let top = path.split('.').next().unwrap_or(path);
+        notes.push(format!(
+            "`{js}` is stored in `{path}` (map: {path}): declared as the map `{top}`; a template reading `{js}` is not reproduced"
+        ));
+        if !attributes.iter().any(|a| a.name == top) && !fields.iter().any(|f| f.name == top) {
+            attributes.push(DraftAttr {
+                name: top.to_string(),
+                ty: DraftTy::Named("map"),
+                optional: true,
+                note: Some(format!("OneTable packs fields into it (`map: {top}.…`)")),
+            });
+        }
+    }
     for k in [keys.pk, keys.sk] {
         let Some(f) = field(k) else {
             return Err(err(
@@ -340,7 +447,7 @@ fn entity(
                 format!("model {model} has no `{k}` field (the primary index's key)"),
             ));
         };
-        let Some(value) = f.str("value") else {
+        let Some(value) = template_of(f) else {
             // The writer sets the key itself: bound whole.
             let b = fresh(&format!("{}_value", ident(k)), &taken);
             taken.push(b.clone());
@@ -351,7 +458,7 @@ fn entity(
             continue;
         };
         let mut t = String::new();
-        for p in pieces(value) {
+        for p in pieces(&value) {
             match p {
                 Piece::Lit(l) => t.push_str(&l),
                 Piece::Var { name, pad: None } => {
@@ -365,7 +472,7 @@ fn entity(
                     taken.push(b.clone());
                     t.push_str(&format!("${{{b}}}"));
                     let numeric = field(&name).is_some_and(|f| f.ty() == "number");
-                    if numeric && pad == "0" {
+                    if numeric && pad == "0" && cel_name(&name) {
                         checks.push(DraftCheck {
                             expr: format!("{} == {b}", pad_number(&name, len)),
                             attribute: name.clone(),
@@ -386,7 +493,8 @@ fn entity(
         if f.name == keys.pk || f.name == keys.sk || f.name == keys.type_field {
             continue;
         }
-        if let Some(value) = f.str("value") {
+        if let Some(value) = template_of(f) {
+            let value = value.as_str();
             // A template holding an expression (`${a != null ? 'x' + a :
             // null}`) is JavaScript the importer does not translate.
             if pieces(value)
@@ -396,6 +504,28 @@ fn entity(
                 notes.push(format!(
                     "`{}`: its value template holds an expression ({value}): write it as a projection by hand",
                     f.name
+                ));
+                continue;
+            }
+            if let Some((js, path)) = packed.iter().find(|(js, _)| {
+                pieces(value)
+                    .iter()
+                    .any(|p| matches!(p, Piece::Var { name, .. } if name == js))
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads `{js}`, stored in `{path}`: not projected (write it by hand)",
+                    f.name
+                ));
+                continue;
+            }
+            if let Some(n) = pieces(value).iter().find_map(|p| match p {
+                Piece::Var { name, .. } if !cel_name(name) => Some(name.clone()),
+                _ => None,
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads {}, which a model file cannot name in an expression: not projected (the application keeps it)",
+                    f.name,
+                    unnamable(&n)
                 ));
                 continue;
             }
@@ -441,11 +571,20 @@ fn entity(
         }
         attributes.push(DraftAttr {
             name: s.to_string(),
-            ty: DraftTy::Named(if keys.iso_dates { "iso-utc" } else { "int" }),
+            ty: DraftTy::Named(if keys.iso_dates == Some(true) {
+                "iso-utc"
+            } else {
+                "int"
+            }),
             optional: true,
             note: Some(format!(
-                "set by OneTable (params.timestamps) on every {}",
-                if s == created { "create" } else { "write" }
+                "set by OneTable (params.timestamps) on every {}{}",
+                if s == created { "create" } else { "write" },
+                if keys.iso_dates.is_none() {
+                    format!("; {EPOCH_MS_UNSAID}")
+                } else {
+                    String::new()
+                }
             )),
         });
     }
@@ -528,161 +667,5 @@ fn projection(attr: &str, value: &str, fields: &[Field]) -> DraftProject {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_split_as_onetable_reads_them() {
-        assert_eq!(
-            pieces("order#${num:6:0}#${id}"),
-            vec![
-                Piece::Lit("order#".into()),
-                Piece::Var {
-                    name: "num".into(),
-                    pad: Some((6, "0".into()))
-                },
-                Piece::Lit("#".into()),
-                Piece::Var {
-                    name: "id".into(),
-                    pad: None
-                },
-            ]
-        );
-        assert_eq!(
-            pieces("${n:4}"),
-            vec![Piece::Var {
-                name: "n".into(),
-                pad: Some((4, "0".into()))
-            }]
-        );
-    }
-
-    #[test]
-    fn a_schema_that_is_not_onetable_is_refused_with_where_and_why() {
-        let e = import(r#"{"format":"x"}"#, "s.json", "s", "tbl").unwrap_err();
-        assert!(e.to_string().starts_with("s.json: format: "), "{e}");
-        let e = import("{", "s.json", "s", "tbl").unwrap_err();
-        assert!(e.to_string().starts_with("s.json: not JSON"), "{e}");
-        let e = import(
-            r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk"}},"models":{}}"#,
-            "s.json",
-            "s",
-            "tbl",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("indexes.primary.sort"), "{e}");
-    }
-
-    /// R06: a schema a README-only user wrote: a local index, a `validate`,
-    /// an array and an object, a template holding an expression, a
-    /// generated id. What the importer writes loads, or says what to do in
-    /// TODOs; never a file it cannot parse.
-    #[test]
-    fn what_a_user_writes_imports_into_a_file_that_loads() {
-        let schema = r#"{"format":"onetable:1.1.0","version":"0.0.1",
-          "indexes":{"primary":{"hash":"pk","sort":"sk"},
-                     "gs1":{"hash":"gs1pk","sort":"gs1sk"},
-                     "ls1":{"sort":"created","type":"local"}},
-          "models":{"User":{
-            "pk":{"type":"string","value":"user#${id}"},
-            "sk":{"type":"string","value":"user#"},
-            "id":{"type":"string","generate":"ulid"},
-            "email":{"type":"string","required":true,"validate":"/^[^@]+@[^@]+$/"},
-            "roles":{"type":"array"},
-            "prefs":{"type":"object"},
-            "team":{"type":"string"},
-            "gs1pk":{"type":"string","value":"${team != null ? 'team#' + team : null}"},
-            "gs1sk":{"type":"string","value":"user#${id}"}}}}"#;
-        let d = import(schema, "s.json", "s", "tbl").expect("imports");
-        assert!(
-            d.notes.iter().any(|n| n.contains("local index `ls1`")),
-            "{:?}",
-            d.notes
-        );
-        let u = &d.entities[0];
-        let attr = |n: &str| u.attributes.iter().find(|a| a.name == n).unwrap();
-        assert!(!attr("id").optional, "a generated id is always present");
-        assert_eq!(attr("roles").ty, DraftTy::Named("list"));
-        assert_eq!(attr("prefs").ty, DraftTy::Named("map"));
-        let validate = attr("email").note.clone().unwrap_or_default();
-        assert!(
-            validate.contains("validate") && !validate.contains("matches"),
-            "{validate}"
-        );
-        assert!(
-            u.notes
-                .iter()
-                .any(|n| n.contains("`gs1pk`") && n.contains("expression")),
-            "{:?}",
-            u.notes
-        );
-        assert!(u.project.iter().all(|p| p.attr != "gs1pk"));
-        let yaml = d.render("s.json");
-        if let Err(p) = shared::file::compile(&yaml, "s") {
-            panic!("{p:#?}\n{yaml}");
-        }
-    }
-
-    /// E8: `unique: true` was dropped without a word. OneTable keeps one
-    /// `_unique#...` item per value (written in the same transaction); the
-    /// draft says so on the attribute, and what it means for the file.
-    #[test]
-    fn a_unique_field_is_noted_never_dropped_silently() {
-        let schema = r#"{"format":"onetable:1.1.0",
-          "indexes":{"primary":{"hash":"pk","sort":"sk"}},
-          "models":{"User":{
-            "pk":{"type":"string","value":"user#${id}"},
-            "sk":{"type":"string","value":"user#"},
-            "id":{"type":"string","required":true},
-            "email":{"type":"string","required":true,"unique":true}}}}"#;
-        let d = import(schema, "s.json", "s", "tbl").expect("imports");
-        let u = &d.entities[0];
-        let email = u.attributes.iter().find(|a| a.name == "email").unwrap();
-        let note = email.note.clone().unwrap_or_default();
-        assert!(
-            note.contains("unique") && note.contains("_unique#User"),
-            "{note}"
-        );
-        let yaml = d.render("s.json");
-        assert!(yaml.contains("_unique#User"), "{yaml}");
-        let model: &'static shared::file::FileModel = match shared::file::compile(&yaml, "s") {
-            Ok(m) => Box::leak(Box::new(m)),
-            Err(p) => panic!("{p:#?}\n{yaml}"),
-        };
-        // User finding U04 (after E8): OneTable's own unique item, as it
-        // writes it (no type field), is an item of the file, implying
-        // nothing: never bad input (`UnknownEntity`), never an alarm.
-        let (e, _) = model
-            .classify("_unique#User:email:a@b.co", "_unique#")
-            .unwrap_or_else(|| panic!("no entity takes OneTable's unique item\n{yaml}"));
-        let unique: shared::item::Item = [
-            (
-                "pk".to_string(),
-                shared::item::s("_unique#User:email:a@b.co"),
-            ),
-            ("sk".to_string(), shared::item::s("_unique#")),
-        ]
-        .into();
-        let rules = shared::file::rules::FileRules(model);
-        use shared::engine::rules::Rules as _;
-        assert_eq!(
-            rules.projection(&unique).map_err(|e| e.to_string()),
-            Ok(None),
-            "{}",
-            e.name
-        );
-    }
-
-    #[test]
-    fn a_javascript_schema_is_refused_saying_how_to_export_it() {
-        let e = import(
-            "export default { format: 'onetable:1.1.0' }",
-            "s.mjs",
-            "s",
-            "tbl",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("JSON.stringify"), "{e}");
-    }
-}
+#[path = "onetable_tests.rs"]
+mod tests;

@@ -1,0 +1,138 @@
+//! The ElectroDB importer's unit tests (what it drafts from a schema).
+
+use super::*;
+
+#[test]
+fn templates_give_their_labels() {
+    assert_eq!(
+        template_shape("P#${points}#T#${taskId}"),
+        (
+            vec![
+                ("P#".to_string(), "points".to_string()),
+                ("#T#".to_string(), "taskId".to_string())
+            ],
+            String::new()
+        )
+    );
+}
+
+/// R06: lists and maps are typed (the format has `list` and `map`).
+#[test]
+fn lists_and_maps_are_typed() {
+    let d = import(
+        r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"tags":{"type":"list","items":{"type":"string"}},"prefs":{"type":"map","properties":{}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+        "e.json",
+        "e",
+        "tbl",
+    )
+    .expect("imports");
+    let ty = |n: &str| {
+        d.entities[0]
+            .attributes
+            .iter()
+            .find(|a| a.name == n)
+            .map(|a| a.ty.clone())
+    };
+    assert_eq!(ty("tags"), Some(DraftTy::Named("list")));
+    assert_eq!(ty("prefs"), Some(DraftTy::Named("map")));
+    let yaml = d.render("e.json");
+    if let Err(p) = shared::file::compile(&yaml, "e") {
+        panic!("{p:#?}\n{yaml}");
+    }
+}
+
+/// user9's finding 3, for ElectroDB: a map or list whose schema holds
+/// a number says a fraction inside is bad input.
+#[test]
+fn a_map_or_list_holding_numbers_says_a_fraction_is_bad_input() {
+    let d = import(
+        r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"at":{"type":"map","properties":{"lat":{"type":"number"}}},"pts":{"type":"list","items":{"type":"number"}},"tags":{"type":"list","items":{"type":"string"}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+        "e.json",
+        "e",
+        "tbl",
+    )
+    .expect("imports");
+    let note = |n: &str| {
+        d.entities[0]
+            .attributes
+            .iter()
+            .find(|a| a.name == n)
+            .and_then(|a| a.note.clone())
+            .unwrap_or_default()
+    };
+    assert!(note("at").contains("fractional"), "{}", note("at"));
+    assert!(note("pts").contains("fractional"), "{}", note("pts"));
+    assert!(!note("tags").contains("fractional"), "{}", note("tags"));
+}
+
+/// user9's finding 5: attributes whose names a model file cannot write
+/// in an expression (`first-name`, the CEL reserved word `namespace`)
+/// made an import that check-model refused. Their key parts bind a name
+/// of their own (unchecked, with a TODO) and projections reading them are
+/// left out with a TODO: the file always loads.
+#[test]
+fn names_cel_cannot_write_never_make_an_unparseable_file() {
+    let d = import(
+        r#"{"model":{"entity":"acct","service":"aw","version":"2"},"attributes":{"namespace":{"type":"string","required":true},"first-name":{"type":"string","required":true},"orgId":{"type":"string","required":true}},"indexes":{"primary":{"pk":{"field":"pk","composite":["namespace"],"casing":"upper"},"sk":{"field":"sk","composite":["first-name","orgId"],"casing":"none"}},"byOrg":{"index":"gsi1","pk":{"field":"gsi1pk","composite":["orgId"],"template":"ORG#${orgId}"},"sk":{"field":"gsi1sk","composite":["namespace"],"template":"NS#${namespace}"}}}}"#,
+        "e.json",
+        "e",
+        "tbl",
+    )
+    .expect("imports");
+    let yaml = d.render("e.json");
+    if let Err(p) = shared::file::compile(&yaml, "e") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    assert!(yaml.contains("`first-name`"), "{yaml}");
+    assert!(yaml.contains("`namespace`"), "{yaml}");
+}
+
+/// user9's finding 6: a clustered secondary index was left out of the
+/// table's `gsis` (a table created from the file lacked it); it is
+/// declared, and only its keys are left to the hand.
+#[test]
+fn a_clustered_index_is_declared_its_keys_left_to_the_hand() {
+    let d = import(
+        r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"p":{"type":"string","required":true}},"indexes":{"main":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}},"clus":{"index":"gsi1","type":"clustered","pk":{"field":"gsi1pk","composite":["p"]},"sk":{"field":"gsi1sk","composite":["id"]}}}}"#,
+        "e.json",
+        "e",
+        "tbl",
+    )
+    .expect("imports");
+    assert!(
+        d.gsis
+            .iter()
+            .any(|g| g.name == "gsi1" && g.pk == "gsi1pk" && g.sk == "gsi1sk"),
+        "{:?}",
+        d.gsis
+    );
+    assert!(
+        d.entities[0].notes.iter().any(|n| n.contains("clustered")),
+        "{:?}",
+        d.entities[0].notes
+    );
+    let yaml = d.render("e.json");
+    if let Err(p) = shared::file::compile(&yaml, "e") {
+        panic!("{p:#?}\n{yaml}");
+    }
+}
+
+#[test]
+fn input_that_is_not_an_entity_is_refused_with_where_and_why() {
+    let e = import("[]", "e.json", "e", "tbl").unwrap_err();
+    assert!(
+        e.to_string().starts_with("e.json: (top): no entity schema"),
+        "{e}"
+    );
+    let e = import(
+        r#"{"model":{"entity":"a","service":"s"},"attributes":{},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+        "e.json",
+        "e",
+        "tbl",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("`id`, which is not an attribute"),
+        "{e}"
+    );
+}

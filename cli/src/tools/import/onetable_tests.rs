@@ -1,0 +1,311 @@
+//! The OneTable importer's unit tests (what it drafts from a schema).
+
+use super::*;
+
+#[test]
+fn templates_split_as_onetable_reads_them() {
+    assert_eq!(
+        pieces("order#${num:6:0}#${id}"),
+        vec![
+            Piece::Lit("order#".into()),
+            Piece::Var {
+                name: "num".into(),
+                pad: Some((6, "0".into()))
+            },
+            Piece::Lit("#".into()),
+            Piece::Var {
+                name: "id".into(),
+                pad: None
+            },
+        ]
+    );
+    assert_eq!(
+        pieces("${n:4}"),
+        vec![Piece::Var {
+            name: "n".into(),
+            pad: Some((4, "0".into()))
+        }]
+    );
+}
+
+#[test]
+fn a_schema_that_is_not_onetable_is_refused_with_where_and_why() {
+    let e = import(r#"{"format":"x"}"#, "s.json", "s", "tbl").unwrap_err();
+    assert!(e.to_string().starts_with("s.json: format: "), "{e}");
+    let e = import("{", "s.json", "s", "tbl").unwrap_err();
+    assert!(e.to_string().starts_with("s.json: not JSON"), "{e}");
+    let e = import(
+        r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk"}},"models":{}}"#,
+        "s.json",
+        "s",
+        "tbl",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("indexes.primary.sort"), "{e}");
+}
+
+/// R06: a schema a README-only user wrote: a local index, a `validate`,
+/// an array and an object, a template holding an expression, a
+/// generated id. What the importer writes loads, or says what to do in
+/// TODOs; never a file it cannot parse.
+#[test]
+fn what_a_user_writes_imports_into_a_file_that_loads() {
+    let schema = r#"{"format":"onetable:1.1.0","version":"0.0.1",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"},
+                 "gs1":{"hash":"gs1pk","sort":"gs1sk"},
+                 "ls1":{"sort":"created","type":"local"}},
+      "models":{"User":{
+        "pk":{"type":"string","value":"user#${id}"},
+        "sk":{"type":"string","value":"user#"},
+        "id":{"type":"string","generate":"ulid"},
+        "email":{"type":"string","required":true,"validate":"/^[^@]+@[^@]+$/"},
+        "roles":{"type":"array"},
+        "prefs":{"type":"object"},
+        "team":{"type":"string"},
+        "gs1pk":{"type":"string","value":"${team != null ? 'team#' + team : null}"},
+        "gs1sk":{"type":"string","value":"user#${id}"}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    assert!(
+        d.notes.iter().any(|n| n.contains("local index `ls1`")),
+        "{:?}",
+        d.notes
+    );
+    let u = &d.entities[0];
+    let attr = |n: &str| u.attributes.iter().find(|a| a.name == n).unwrap();
+    assert!(!attr("id").optional, "a generated id is always present");
+    assert_eq!(attr("roles").ty, DraftTy::Named("list"));
+    assert_eq!(attr("prefs").ty, DraftTy::Named("map"));
+    let validate = attr("email").note.clone().unwrap_or_default();
+    assert!(
+        validate.contains("validate") && !validate.contains("matches"),
+        "{validate}"
+    );
+    assert!(
+        u.notes
+            .iter()
+            .any(|n| n.contains("`gs1pk`") && n.contains("expression")),
+        "{:?}",
+        u.notes
+    );
+    assert!(u.project.iter().all(|p| p.attr != "gs1pk"));
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+}
+
+/// E8: `unique: true` was dropped without a word. OneTable keeps one
+/// `_unique#...` item per value (written in the same transaction); the
+/// draft says so on the attribute, and what it means for the file.
+#[test]
+fn a_unique_field_is_noted_never_dropped_silently() {
+    let schema = r#"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"}},
+      "models":{"User":{
+        "pk":{"type":"string","value":"user#${id}"},
+        "sk":{"type":"string","value":"user#"},
+        "id":{"type":"string","required":true},
+        "email":{"type":"string","required":true,"unique":true}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let u = &d.entities[0];
+    let email = u.attributes.iter().find(|a| a.name == "email").unwrap();
+    let note = email.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("unique") && note.contains("_unique#User"),
+        "{note}"
+    );
+    let yaml = d.render("s.json");
+    assert!(yaml.contains("_unique#User"), "{yaml}");
+    let model: &'static shared::file::FileModel = match shared::file::compile(&yaml, "s") {
+        Ok(m) => Box::leak(Box::new(m)),
+        Err(p) => panic!("{p:#?}\n{yaml}"),
+    };
+    // User finding U04 (after E8): OneTable's own unique item, as it
+    // writes it (no type field), is an item of the file, implying
+    // nothing: never bad input (`UnknownEntity`), never an alarm.
+    let (e, _) = model
+        .classify("_unique#User:email:a@b.co", "_unique#")
+        .unwrap_or_else(|| panic!("no entity takes OneTable's unique item\n{yaml}"));
+    let unique: shared::item::Item = [
+        (
+            "pk".to_string(),
+            shared::item::s("_unique#User:email:a@b.co"),
+        ),
+        ("sk".to_string(), shared::item::s("_unique#")),
+    ]
+    .into();
+    let rules = shared::file::rules::FileRules(model);
+    use shared::engine::rules::Rules as _;
+    assert_eq!(
+        rules.projection(&unique).map_err(|e| e.to_string()),
+        Ok(None),
+        "{}",
+        e.name
+    );
+}
+
+/// Dates as dynamodb-onetable 2.7.7 writes them (`transformWriteDate`):
+/// a `ttl: true` date in epoch seconds whatever isoDates says, ISO text
+/// when the field's or the params' isoDates is true, else epoch
+/// milliseconds; when the params do not say, a TODO says so.
+#[test]
+fn dates_are_typed_as_onetable_stores_them() {
+    let schema = |params: &str| {
+        format!(
+            r#"{{"format":"onetable:1.1.0","indexes":{{"primary":{{"hash":"pk","sort":"sk"}}}},
+          "models":{{"M":{{"pk":{{"type":"string","value":"m#${{id}}"}},"sk":{{"type":"string","value":"m#"}},
+            "id":{{"type":"string","required":true}},
+            "d":{{"type":"date"}},"fi":{{"type":"date","isoDates":true}},"t":{{"type":"date","ttl":true}}}}}}{params}}}"#
+        )
+    };
+    for (params, d_ty, unsaid) in [
+        ("", "int", true),
+        (r#","params":{"isoDates":false}"#, "int", false),
+        (r#","params":{"isoDates":true}"#, "iso-utc", false),
+    ] {
+        let d = import(&schema(params), "s.json", "s", "tbl").expect("imports");
+        assert_eq!(d.ttl.as_deref(), Some("t"), "{params}");
+        let m = &d.entities[0];
+        let attr = |n: &str| m.attributes.iter().find(|a| a.name == n).unwrap();
+        assert_eq!(attr("d").ty, DraftTy::Named(d_ty), "{params}");
+        assert_eq!(attr("fi").ty, DraftTy::Named("iso-utc"), "{params}");
+        assert_eq!(attr("t").ty, DraftTy::Named("int"), "{params}");
+        let note = attr("d").note.clone().unwrap_or_default();
+        assert_eq!(
+            note.contains("do not say isoDates"),
+            unsaid,
+            "{params}: {note}"
+        );
+        let yaml = d.render("s.json");
+        if let Err(p) = shared::file::compile(&yaml, "s") {
+            panic!("{p:#?}\n{yaml}");
+        }
+    }
+}
+
+/// user9's finding 3: a `map`/`list` whose schema holds a Number (a
+/// lat/lng OneTable writes as 1.5) made every such item bad input
+/// without a word from the importer: the field says so now.
+#[test]
+fn a_map_or_list_holding_numbers_says_a_fraction_is_bad_input() {
+    let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},
+      "models":{"Trip":{"pk":{"type":"string","value":"t#${id}"},"sk":{"type":"string","value":"t#"},
+        "id":{"type":"string","required":true},
+        "pickup":{"type":"Object","schema":{"lat":{"type":"Number"},"address":{"type":"String"}}},
+        "stops":{"type":"Array","items":{"type":"Object","schema":{"lng":{"type":"number"}}}},
+        "tags":{"type":"array","items":{"type":"string"}},
+        "prefs":{"type":"object"}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let m = &d.entities[0];
+    let note = |n: &str| {
+        m.attributes
+            .iter()
+            .find(|a| a.name == n)
+            .and_then(|a| a.note.clone())
+            .unwrap_or_default()
+    };
+    for f in ["pickup", "stops"] {
+        assert!(note(f).contains("fractional"), "{f}: {}", note(f));
+    }
+    for f in ["tags", "prefs"] {
+        assert!(!note(f).contains("fractional"), "{f}: {}", note(f));
+    }
+}
+
+/// user9's finding 5, for OneTable: a field named by a CEL reserved
+/// word in a GSI template or a padded key part never makes the file
+/// unparseable.
+#[test]
+fn a_reserved_word_never_makes_an_unparseable_file() {
+    let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+      "models":{"A":{"pk":{"type":"string","value":"a#${namespace}"},"sk":{"type":"string","value":"a#${var:4:0}"},
+        "namespace":{"type":"string","required":true},"var":{"type":"number","required":true},
+        "gs1pk":{"type":"string","value":"ns#${namespace}"},"gs1sk":{"type":"string","value":"a#"}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    assert!(
+        yaml.contains("`namespace` is a CEL reserved word"),
+        "{yaml}"
+    );
+}
+
+/// user9's finding 10: OneTable's documented key pattern
+/// `${_type}#${id}` substitutes the model's name (it writes
+/// `Account#<id>`); imported as a binder, two models using it overlapped
+/// and the file did not load.
+#[test]
+fn the_type_field_in_a_template_is_the_model_name() {
+    let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+      "models":{
+        "Account":{"pk":{"type":"string","value":"${_type}#${id}"},"sk":{"type":"string","value":"${_type}#"},
+          "id":{"type":"string","required":true},"gs1pk":{"type":"string","value":"${_type}#all"},"gs1sk":{"type":"string","value":"${_type}#${id}"}},
+        "Invoice":{"pk":{"type":"string","value":"${_type}#${id}"},"sk":{"type":"string","value":"${_type}#"},
+          "id":{"type":"string","required":true}}},
+      "params":{"isoDates":true}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    let a = &d.entities[0];
+    assert_eq!(a.key[0].1, "Account#${id}", "{yaml}");
+    assert_eq!(a.key[1].1, "Account#", "{yaml}");
+    assert!(
+        a.project
+            .iter()
+            .any(|p| p.attr == "gs1sk" && p.value == "Account#${id}" && p.note.is_none()),
+        "{yaml}"
+    );
+}
+
+/// user9's finding 11: a `map:`-renamed field was declared under its
+/// JavaScript name, so every item lacked it; OneTable stores it under
+/// the mapped name (`em`; `data.city` packs it into the map `data`).
+#[test]
+fn a_mapped_field_is_declared_and_read_where_onetable_stores_it() {
+    let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+      "models":{"User":{"pk":{"type":"string","value":"user#${id}"},"sk":{"type":"string","value":"user#"},
+        "id":{"type":"string","required":true},
+        "email":{"type":"string","required":true,"map":"em"},
+        "city":{"type":"string","map":"data.city"},"zip":{"type":"string","map":"data.zip"},
+        "gs1pk":{"type":"string","value":"city#${city}"},"gs1sk":{"type":"string","value":"email#${email}"}}},
+      "params":{"isoDates":true}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    let u = &d.entities[0];
+    let attr = |n: &str| u.attributes.iter().find(|a| a.name == n);
+    assert!(attr("email").is_none(), "{yaml}");
+    assert!(attr("em").is_some_and(|a| !a.optional), "{yaml}");
+    assert!(
+        attr("data").is_some_and(|a| a.ty == DraftTy::Named("map")),
+        "{yaml}"
+    );
+    assert!(attr("city").is_none() && attr("zip").is_none(), "{yaml}");
+    assert!(
+        u.project
+            .iter()
+            .any(|p| p.attr == "gs1sk" && p.value == "email#${em}"),
+        "{yaml}"
+    );
+    assert!(u.project.iter().all(|p| p.attr != "gs1pk"), "{yaml}");
+    assert!(u.notes.iter().any(|n| n.contains("data.city")), "{yaml}");
+}
+
+#[test]
+fn a_javascript_schema_is_refused_saying_how_to_export_it() {
+    let e = import(
+        "export default { format: 'onetable:1.1.0' }",
+        "s.mjs",
+        "s",
+        "tbl",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("JSON.stringify"), "{e}");
+}
