@@ -3,7 +3,7 @@
 //! what the rules make of a counter key the counter rejects at run time.
 
 use super::model_tests::LIBRARY;
-use super::test_support::{assert_at, item, position, problems, rules};
+use super::test_support::{assert_at, assert_says, item, position, problems, rules};
 use crate::engine::derive::checked_contributions;
 use crate::engine::rules::Rules;
 use crate::item::{n, s};
@@ -113,4 +113,37 @@ entities:
         at,
         "`total` in `budget - total` is a sum jobstream keeps on `invoice`",
     );
+}
+
+/// A sum named like an attribute the writer declares (an imported schema's
+/// `lessonCount`, kept by the application) would be overwritten by every
+/// sync: refused when the file loads, as a computed value or a projection
+/// of that name is. A key name likewise.
+#[test]
+fn a_counter_sum_named_like_a_writer_attribute_or_key_name_is_a_check_model_error() {
+    const INVOICES: &str = include_str!("../../../models/examples/invoices.yaml");
+    let text = INVOICES.replace(
+        "      status: [draft, sent, paid]\n",
+        "      status: [draft, sent, paid]\n      total: int\n",
+    );
+    assert_ne!(text, INVOICES);
+    let p = problems(&text);
+    let (line, col) = position(&text, "attributes: [total, lines]");
+    let at = (line, col + "attributes: [".len() as u64);
+    assert_at(
+        &p,
+        at,
+        "invoice: counter sum `total` is a writer attribute or a key name of `invoice`",
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+
+    let text = INVOICES.replace(
+        "attributes: [total, lines]",
+        "attributes: [total, invoiceId]",
+    );
+    assert_says(
+        &problems(&text),
+        "counter sum `invoiceId` is a writer attribute or a key name of `invoice`",
+    );
+    assert_eq!(problems(INVOICES), vec![]);
 }

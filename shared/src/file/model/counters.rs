@@ -29,7 +29,12 @@ impl Compiler<'_> {
     }
 
     /// A `counter:` block.
-    pub(super) fn counter(&mut self, name: &str, raw: &RawEntity) -> Option<CounterDef> {
+    pub(super) fn counter(
+        &mut self,
+        name: &str,
+        declared: &[&str],
+        raw: &RawEntity,
+    ) -> Option<CounterDef> {
         raw.counter.as_ref().map(|c| {
             let created_by_processor = match &c.value.created_by {
                 None => false,
@@ -55,6 +60,17 @@ impl Compiler<'_> {
                     at(&c.value.attributes),
                     format!("{name}: a counter needs at least one attribute"),
                 );
+            }
+            // A sum is the processor's: one named like an attribute the
+            // writer declares (or a key name) would be overwritten by each
+            // sync, taking the application's writes of it back.
+            for a in &c.value.attributes.value {
+                if declared.iter().any(|d| *d == a.value) {
+                    self.err(
+                        at(a),
+                        format!("{name}: counter sum `{}` is a writer attribute or a key name of `{name}`: a sum is the processor's (each sync would overwrite what the application writes there); give the sum another name, or remove `{}` from `attributes:`", a.value, a.value),
+                    );
+                }
             }
             CounterDef {
                 attrs: Box::leak(attrs.into_boxed_slice()),

@@ -523,7 +523,18 @@ impl Compiler<'_> {
             .map(|(n, e)| self.entity_shape(n, e, &table))
             .collect();
         for (e, (_, r)) in entities.iter_mut().zip(raws) {
-            e.counter = self.counter(e.name, &r.value);
+            let declared: Vec<&str> = e
+                .attrs
+                .iter()
+                .map(|a| a.name)
+                .chain(
+                    e.key
+                        .iter()
+                        .flat_map(|k| k.template.binders())
+                        .map(|b| b.name.as_str()),
+                )
+                .collect();
+            e.counter = self.counter(e.name, &declared, &r.value);
             e.unique = super::locate::unique(e, &r.value, &mut self.problems);
         }
         // Pass 1b: computed attributes (read by the rules below).
