@@ -31,6 +31,7 @@ mod history_images;
 mod keyed;
 pub mod locate;
 pub mod model;
+pub mod number;
 pub mod once;
 pub mod once_run;
 pub mod queries;

@@ -419,13 +419,10 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
     let mut notes = Vec::new();
     let ty = match a.kind() {
         "string" => DraftTy::Named("string"),
-        "number" => {
-            notes.push(
-                "an ElectroDB number may be fractional; `int` reads integers only (a fraction is bad input)"
-                    .to_string(),
-            );
-            DraftTy::Named("int")
-        }
+        // Any number DynamoDB holds, fractions too; padded with `0` in keys,
+        // an integer (`pad()` takes an int).
+        "number" if a.padding().is_some_and(|(_, ch)| ch == "0") => DraftTy::Named("int"),
+        "number" => DraftTy::Named("number"),
         "boolean" => DraftTy::Named("bool"),
         "enum" => DraftTy::Enum(
             a.def

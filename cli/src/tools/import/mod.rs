@@ -9,7 +9,7 @@
 //!
 //! Both build a [`Draft`], rendered as YAML with a `# TODO:` comment at each
 //! place the schema's semantics have no equivalent in the format (a JS
-//! function, a default, a number that may be fractional), saying what to write
+//! function, a default, a number padded in a key with other than `0`), saying what to write
 //! by hand. Keys are reproduced exactly: a key part the library writes in a
 //! transformed form (padded, lower-cased) binds its own name in the key
 //! template, and a `check` ties it to the attribute, so an item whose key
@@ -93,7 +93,7 @@ pub enum ImportError {
 /// An attribute's type in the model file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DraftTy {
-    /// `string`, `int`, `bool`, `ulid`, `iso-utc`, `set`, `list`, `map`.
+    /// `string`, `int`, `number`, `bool`, `ulid`, `iso-utc`, `set`, `list`, `map`.
     Named(&'static str),
     Enum(Vec<String>),
 }

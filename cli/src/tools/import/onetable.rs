@@ -246,6 +246,16 @@ struct Keys<'a> {
     iso_dates: bool,
 }
 
+/// Whether a template of the model pads `name` with `0` (`${n:6:0}`): then
+/// the number is an integer, written with `pad()`.
+fn padded_with_zeros(fields: &[Field], name: &str) -> bool {
+    fields.iter().filter_map(|f| f.str("value")).any(|t| {
+        pieces(t).iter().any(
+            |p| matches!(p, Piece::Var { name: n, pad: Some((_, z)) } if n == name && z == "0"),
+        )
+    })
+}
+
 fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
     let mut note = None;
     let ty = match f.ty().as_str() {
@@ -253,13 +263,9 @@ fn attr_of(f: &Field, iso_dates: bool) -> Result<Option<DraftAttr>, String> {
             Some("ulid") => DraftTy::Named("ulid"),
             _ => DraftTy::Named("string"),
         },
-        "number" => {
-            note = Some(
-                "a OneTable number may be fractional; `int` reads integers only (a fraction is bad input)"
-                    .to_string(),
-            );
-            DraftTy::Named("int")
-        }
+        // Any number DynamoDB holds, fractions too (an `int` where a key
+        // pads it: see `entity`).
+        "number" => DraftTy::Named("number"),
         "boolean" => DraftTy::Named("bool"),
         "date" if iso_dates => DraftTy::Named("iso-utc"),
         "date" => {
@@ -411,6 +417,10 @@ fn entity(
         }
         match attr_of(f, keys.iso_dates).map_err(|why| err(f.name, why))? {
             Some(mut a) => {
+                if matches!(a.ty, DraftTy::Named("number")) && padded_with_zeros(fields, f.name) {
+                    // `pad()` takes an int, and a padded number is one.
+                    a.ty = DraftTy::Named("int");
+                }
                 if f.def.get("unique").and_then(Json::as_bool) == Some(true) {
                     let unique = format!(
                         "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `onetable_unique` items, implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
