@@ -556,7 +556,8 @@ impl Env {
         let root: &cel::Context<'_, '_> = &self.root;
         let mut scope = root.new_inner_scope();
         scope.set_variable_resolver(&vars);
-        let out = cel::Value::resolve(&expr.exact, &scope).map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?;
+        let out = cel::Value::resolve(&expr.exact, &scope)
+            .map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?;
         Val::from_cel(out).map_err(|e| format!("`{}`: {e}", expr.source))
     }
 }

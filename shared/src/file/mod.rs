@@ -577,3 +577,6 @@ mod compute_tests;
 
 #[cfg(test)]
 mod history_model_tests;
+
+#[cfg(test)]
+mod number_tests;
