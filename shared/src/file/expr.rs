@@ -576,6 +576,15 @@ fn reason(e: &cel::ExecutionError) -> String {
         E::ValuesNotComparable(a, b) => {
             format!("a {} cannot be compared to a {}", kind(a), kind(b))
         }
+        E::UnsupportedBinaryOperator(op, a, b)
+            if [a, b].iter().any(|v| Number::from_cel(v).is_some()) =>
+        {
+            format!(
+                "`{op}` does not apply to a {} and a {}: a number is compared and copied exactly, never computed",
+                kind(a),
+                kind(b)
+            )
+        }
         E::UnsupportedBinaryOperator(op, a, b) => {
             format!("`{op}` does not apply to a {} and a {}", kind(a), kind(b))
         }
