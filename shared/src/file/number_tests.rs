@@ -315,3 +315,26 @@ fn check_model_accepts_comparisons_and_refuses_computations_of_numbers() {
     let err = Expr::compile("rating > 1.5e200").unwrap_err();
     assert!(err.message.contains("exactly as written"), "{err:?}");
 }
+
+/// The rides model (fractions at the top level and in a map) loads; a sum,
+/// a computed projection or a conversion of a `number` is refused where it
+/// is written, saying what to write instead.
+#[test]
+fn check_model_refuses_a_count_or_a_projection_computed_from_a_number() {
+    use super::test_support::{assert_at, assert_says, broken, problems};
+    const RIDES: &str = include_str!("../../../tests/scenarios/rides/rides.yaml");
+    assert!(problems(RIDES).is_empty(), "{:#?}", problems(RIDES));
+    let (text, _) = broken(RIDES, "add: { trips: 1,", "add: { trips: price,", "price");
+    let p = problems(&text);
+    assert_says(&p, "trip: `add: { trips: ... }` (a sum) must be an int, but `price` is a number; a `number` is compared, copied and rendered exactly, never computed");
+    assert_says(&p, "(cents, not dollars)");
+    let (text, at) = broken(
+        RIDES,
+        "GSI1SK: \"${rating}#${tripId}\"",
+        "GSI1SK: \"${rating * 10}#${tripId}\"",
+        "rating * 10",
+    );
+    let p = problems(&text);
+    assert_says(&p, "`*` is arithmetic on ints, but it is given a number");
+    assert_at(&p, at, "is arithmetic on ints");
+}
