@@ -196,7 +196,7 @@ pub struct Expr {
     program: cel::Program,
     /// What is evaluated: the program with its numbers made exact
     /// ([`super::number::exact`]).
-    exact: cel::IdedExpr,
+    exact: Box<cel::IdedExpr>,
     /// The values of the names `exact` put in place of number literals.
     consts: Vec<(String, Prepared)>,
     /// The source text (for messages).
@@ -290,7 +290,7 @@ impl Expr {
         let ident = (variables.len() == 1 && variables[0] == trimmed).then(|| trimmed.to_string());
         Ok(Expr {
             program,
-            exact,
+            exact: Box::new(exact),
             consts,
             source: source.to_string(),
             variables,
