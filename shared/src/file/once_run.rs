@@ -379,3 +379,27 @@ impl Once for FileOnce {
         Box::pin(async move { self.plan_of(body) })
     }
 }
+
+#[cfg(test)]
+mod number_tests {
+    use super::{from_json, to_json, Val};
+    use crate::file::number::Number;
+
+    /// A once job carries a fraction as its exact text (a JSON number would
+    /// be read back as a double), and reads it back equal.
+    #[test]
+    fn a_number_travels_in_a_once_message_exactly() {
+        for v in [
+            Val::number(Number::parse("0.30000000000000000001").unwrap()),
+            Val::number(Number::parse("12.1").unwrap()),
+            Val::Int(7),
+        ] {
+            let json = to_json(&v);
+            let back = serde_json::from_str(&json.to_string()).unwrap();
+            assert_eq!(from_json("n", &back), Ok(v), "{json}");
+        }
+        let forged = serde_json::json!({ "number": "1e999" });
+        assert!(from_json("n", &forged).unwrap_err().contains("`n`"));
+        assert!(from_json("n", &serde_json::json!({ "a": 1 })).is_err());
+    }
+}
