@@ -6,6 +6,7 @@ version key are each rejected. Run by ./scripts/test."""
 import copy
 import glob
 import json
+import re
 import sys
 
 import jsonschema
@@ -19,9 +20,22 @@ cls.check_schema(schema)
 validator = cls(schema)
 
 failed = False
+
+# The attribute types the schema lists are the loader's (TYPE_NAMES in
+# shared/src/file/model/mod.rs), each also optional (`?`).
+rust = open("shared/src/file/model/mod.rs").read()
+names = re.search(r"pub const TYPE_NAMES: &\[&str\] = &\[(.*?)\];", rust, re.S).group(1)
+loader = re.findall(r'"([^"]+)"', names)
+listed = schema["$defs"]["type"]["anyOf"][0]["enum"]
+if listed != loader + [t + "?" for t in loader]:
+    print(f"{SCHEMA}: the attribute types {listed} are not the loader's {loader} (and each with `?`)")
+    failed = True
+
 files = sorted(
     f
     for f in glob.glob("models/*.yaml") + glob.glob("models/examples/*.yaml")
+    # a model with `number` attributes (fractions in a map too)
+    + ["tests/scenarios/rides/rides.yaml"]
     if not f.endswith(".scenario.yaml")
 )
 for path in files:

@@ -45,6 +45,7 @@ mod limits;
 mod meter;
 mod migration;
 mod migration_seeds;
+mod numbers;
 mod operations;
 mod pickem;
 mod pickem_recorded;

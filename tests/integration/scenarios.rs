@@ -122,6 +122,8 @@ scenarios! {
         "pickem/a_computed_value_a_writer_drops_or_overwrites_is_brought_back.yaml",
     delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation =>
         "tracker/delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation.yaml",
+    fractional_numbers_are_compared_rendered_and_copied_exactly =>
+        "rides/fractional_numbers_are_compared_rendered_and_copied_exactly.yaml",
 }
 
 /// The folder of the scenario files.

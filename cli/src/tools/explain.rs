@@ -105,6 +105,7 @@ fn ty_name(t: &Ty) -> String {
     match t {
         Ty::Str => "string".into(),
         Ty::Int => "int".into(),
+        Ty::Number => "number".into(),
         Ty::Bool => "bool".into(),
         Ty::Ulid => "ulid".into(),
         Ty::IsoUtc => "iso-utc".into(),

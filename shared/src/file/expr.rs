@@ -12,11 +12,18 @@
 
 use std::sync::Arc;
 
+use super::number::Number;
+
 /// A value an expression reads or returns: what a model's attributes hold.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Val {
     Str(String),
     Int(i64),
+    /// A number that is not an int: fractional, or an integer beyond 64
+    /// bits (a `number` attribute, a number inside a map or a list, a
+    /// literal such as `4.5`). Exact; an integer that fits 64 bits is always
+    /// an [`Val::Int`] (see [`Val::number`]), so equal values are equal.
+    Num(Number),
     Bool(bool),
     /// A string set (`SS`), sorted.
     Set(Vec<String>),
@@ -29,6 +36,15 @@ pub enum Val {
 }
 
 impl Val {
+    /// A number as expressions read it: an `Int` when it is an integer
+    /// that fits 64 bits, else a `Num`.
+    pub fn number(n: Number) -> Val {
+        match n.as_i64() {
+            Some(i) => Val::Int(i),
+            None => Val::Num(n),
+        }
+    }
+
     /// The bool expression `source` gave, or why it is none (its kind, never
     /// the value).
     pub fn bool_of(self, source: &str) -> Result<bool, String> {
@@ -43,6 +59,7 @@ impl Val {
         match self {
             Val::Str(_) => "string",
             Val::Int(_) => "int",
+            Val::Num(_) => "number",
             Val::Bool(_) => "bool",
             Val::Set(_) => "set",
             Val::Map(_) => "map",
@@ -56,6 +73,7 @@ impl Val {
         match self {
             Val::Str(s) => s.clone(),
             Val::Int(i) => i.to_string(),
+            Val::Num(n) => n.to_string(),
             Val::Bool(b) => b.to_string(),
             Val::Set(v) => v.join(","),
             Val::Map(_) | Val::List(_) => String::new(),
@@ -67,6 +85,7 @@ impl Val {
         match self {
             Val::Str(s) => cel::Value::String(Arc::new(s.clone())),
             Val::Int(i) => cel::Value::Int(*i),
+            Val::Num(n) => n.to_cel(),
             Val::Bool(b) => cel::Value::Bool(*b),
             Val::Set(v) => cel::Value::List(Arc::new(
                 v.iter()
@@ -92,6 +111,9 @@ impl Val {
             }
             cel::Value::Bool(b) => Val::Bool(b),
             cel::Value::Null => Val::Null,
+            ref v @ cel::Value::Opaque(_) if Number::from_cel(v).is_some() => {
+                Number::from_cel(v).cloned().map_or(Val::Null, Val::number)
+            }
             cel::Value::List(l) => {
                 let mut out = Vec::with_capacity(l.len());
                 for v in l.iter() {
@@ -162,13 +184,21 @@ pub enum Arg<'a> {
 }
 
 fn kind(v: &cel::Value) -> String {
-    v.type_of().to_string()
+    match v {
+        cel::Value::Opaque(o) => o.runtime_type_name().to_string(),
+        _ => v.type_of().to_string(),
+    }
 }
 
 /// A compiled expression and the names it reads.
 #[derive(Debug)]
 pub struct Expr {
     program: cel::Program,
+    /// What is evaluated: the program with its numbers made exact
+    /// ([`super::number::exact`]).
+    exact: Box<cel::IdedExpr>,
+    /// The values of the names `exact` put in place of number literals.
+    consts: Vec<(String, Prepared)>,
     /// The source text (for messages).
     pub source: String,
     /// Variables it reads, in the order they first appear in the source.
@@ -231,6 +261,18 @@ impl Expr {
                     .unwrap_or_else(|| "cannot parse".to_string()),
             }
         })?;
+        let (exact, numbers) =
+            super::number::exact(program.expression(), source, program.source_info()).map_err(
+                |(at, message)| CompileError {
+                    offset: source.get(..at).map_or(0, |s| s.chars().count()),
+                    message,
+                },
+            )?;
+        let consts = numbers
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (format!("@num{i}"), Val::Num(n).prepare()))
+            .collect();
         let refs = program.references();
         // Free variables only: a macro's own (`k` in `l.filter(k, k > 1)`)
         // is bound by the macro, not read from the item.
@@ -248,6 +290,8 @@ impl Expr {
         let ident = (variables.len() == 1 && variables[0] == trimmed).then(|| trimmed.to_string());
         Ok(Expr {
             program,
+            exact: Box::new(exact),
+            consts,
             source: source.to_string(),
             variables,
             functions,
@@ -438,6 +482,21 @@ impl Env {
             },
         )
         .map_err(err)?;
+        // The orderings of numbers and ints, exact (the compiler puts them
+        // in place of `<`, `<=`, `>` and `>=`: `super::number::exact`).
+        for (op, name) in super::number::ORDERINGS {
+            root.add_function(
+                name,
+                move |a: cel::Value, b: cel::Value| -> Result<bool, cel::ExecutionError> {
+                    super::number::compare(&a, &b)
+                        .map(|o| super::number::holds(name, o))
+                        .ok_or_else(|| {
+                            cel::ExecutionError::no_such_overload(op, vec![kind(&a), kind(&b)])
+                        })
+                },
+            )
+            .map_err(err)?;
+        }
         Ok(Self { root })
     }
 
@@ -486,13 +545,18 @@ impl Env {
             };
             vars.push((v.as_str(), value));
         }
+        for (name, p) in &expr.consts {
+            let value = p
+                .boxed
+                .as_deref()
+                .map_err(|e| format!("`{}`: {e}", expr.source))?;
+            vars.push((name.as_str(), Var::Borrowed(value)));
+        }
         let vars = Vars(vars);
         let root: &cel::Context<'_, '_> = &self.root;
         let mut scope = root.new_inner_scope();
         scope.set_variable_resolver(&vars);
-        let out = expr
-            .program
-            .execute(&scope)
+        let out = cel::Value::resolve(&expr.exact, &scope)
             .map_err(|e| format!("`{}`: {}", expr.source, reason(&e)))?;
         Val::from_cel(out).map_err(|e| format!("`{}`: {e}", expr.source))
     }
@@ -511,6 +575,15 @@ fn reason(e: &cel::ExecutionError) -> String {
         E::UnsupportedKeyType(v) => format!("a {} cannot be a key", kind(v)),
         E::ValuesNotComparable(a, b) => {
             format!("a {} cannot be compared to a {}", kind(a), kind(b))
+        }
+        E::UnsupportedBinaryOperator(op, a, b)
+            if [a, b].iter().any(|v| Number::from_cel(v).is_some()) =>
+        {
+            format!(
+                "`{op}` does not apply to a {} and a {}: a number is compared and copied exactly, never computed",
+                kind(a),
+                kind(b)
+            )
         }
         E::UnsupportedBinaryOperator(op, a, b) => {
             format!("`{op}` does not apply to a {} and a {}", kind(a), kind(b))

@@ -12,10 +12,9 @@ use crate::item::Item;
 pub(super) fn val(v: &AttributeValue) -> Option<Val> {
     Some(match v {
         AttributeValue::S(s) => Val::Str(s.clone()),
-        AttributeValue::N(n) => match n.parse::<i64>() {
-            Ok(i) => Val::Int(i),
-            Err(_) => Val::Str(n.clone()),
-        },
+        AttributeValue::N(n) => {
+            super::values::nested_number(n).unwrap_or_else(|_| Val::Str(n.clone()))
+        }
         AttributeValue::Bool(b) => Val::Bool(*b),
         AttributeValue::Ss(v) => {
             let mut v = v.clone();

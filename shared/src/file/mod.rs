@@ -31,6 +31,7 @@ mod history_images;
 mod keyed;
 pub mod locate;
 pub mod model;
+pub mod number;
 pub mod once;
 pub mod once_run;
 pub mod queries;
@@ -576,3 +577,6 @@ mod compute_tests;
 
 #[cfg(test)]
 mod history_model_tests;
+
+#[cfg(test)]
+mod number_tests;

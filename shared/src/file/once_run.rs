@@ -31,11 +31,16 @@ struct OnceJob {
     values: serde_json::Map<String, serde_json::Value>,
 }
 
+/// How a message carries a `number` that is not an int: its exact text
+/// under this one key (a JSON number would be read back as a double).
+const NUMBER_KEY: &str = "number";
+
 /// A value of the source as a message carries it.
 fn to_json(v: &Val) -> serde_json::Value {
     match v {
         Val::Str(s) => s.clone().into(),
         Val::Int(i) => (*i).into(),
+        Val::Num(n) => serde_json::json!({ NUMBER_KEY: n.to_string() }),
         Val::Bool(b) => (*b).into(),
         Val::Set(v) => v.clone().into(),
         Val::List(l) => serde_json::Value::Array(l.iter().map(to_json).collect()),
@@ -65,7 +70,12 @@ fn from_json(name: &str, v: &serde_json::Value) -> Result<Val, String> {
             out.dedup();
             Val::Set(out)
         }
-        serde_json::Value::Object(_) => return Err(format!("`{name}` is a map")),
+        serde_json::Value::Object(o) => match (o.len(), o.get(NUMBER_KEY)) {
+            (1, Some(serde_json::Value::String(n))) => Val::number(
+                super::number::Number::parse(n).map_err(|why| format!("`{name}`: {why}"))?,
+            ),
+            _ => return Err(format!("`{name}` is a map")),
+        },
     })
 }
 
@@ -367,5 +377,29 @@ impl Once for FileOnce {
         _reads: &'a Reads,
     ) -> BoxFut<'a, Result<OncePlan, MessageError>> {
         Box::pin(async move { self.plan_of(body) })
+    }
+}
+
+#[cfg(test)]
+mod number_tests {
+    use super::{from_json, to_json, Val};
+    use crate::file::number::Number;
+
+    /// A once job carries a fraction as its exact text (a JSON number would
+    /// be read back as a double), and reads it back equal.
+    #[test]
+    fn a_number_travels_in_a_once_message_exactly() {
+        for v in [
+            Val::number(Number::parse("0.30000000000000000001").unwrap()),
+            Val::number(Number::parse("12.1").unwrap()),
+            Val::Int(7),
+        ] {
+            let json = to_json(&v);
+            let back = serde_json::from_str(&json.to_string()).unwrap();
+            assert_eq!(from_json("n", &back), Ok(v), "{json}");
+        }
+        let forged = serde_json::json!({ "number": "1e999" });
+        assert!(from_json("n", &forged).unwrap_err().contains("`n`"));
+        assert!(from_json("n", &serde_json::json!({ "a": 1 })).is_err());
     }
 }

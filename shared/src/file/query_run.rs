@@ -118,6 +118,7 @@ fn to_attr(v: Val) -> AttributeValue {
     match v {
         Val::Str(s) => AttributeValue::S(s),
         Val::Int(i) => AttributeValue::N(i.to_string()),
+        Val::Num(n) => AttributeValue::N(n.to_string()),
         Val::Bool(b) => AttributeValue::Bool(b),
         Val::Set(s) => AttributeValue::Ss(s),
         Val::List(l) => AttributeValue::L(l.into_iter().map(to_attr).collect()),

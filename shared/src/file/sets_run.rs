@@ -68,8 +68,13 @@ fn value(
     ty: Option<&'static super::model::Ty>,
 ) -> Value {
     match v {
-        // A variable into an int or bool attribute: typed as declared.
-        SetExpr::Var(var) if matches!(ty, Some(super::model::Ty::Int | super::model::Ty::Bool)) => {
+        // A variable into an int, number or bool attribute: typed as declared.
+        SetExpr::Var(var)
+            if matches!(
+                ty,
+                Some(super::model::Ty::Int | super::model::Ty::Number | super::model::Ty::Bool)
+            ) =>
+        {
             Value::Computed(Arc::new(move |row| {
                 let raw = row
                     .vars

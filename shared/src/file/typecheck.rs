@@ -4,8 +4,13 @@
 //! is not a `bool` or a sum (`add:`) that is not an `int` would fail (or be
 //! always false) on every item at run time, so the file is refused instead.
 //!
+//! A `number` (a `number` attribute, a literal such as `4.5`) is compared
+//! (with ints too), tested for equality and rendered, exactly; arithmetic,
+//! `sum`, `pad`, conversions and counts of one are refused, with what to
+//! write instead ([`NUMBER_HINT`]): a computed number would not be exact.
+//!
 //! The check is conservative: what it cannot know (a name of unknown type,
-//! a map's field, a list's element, a macro's variable, a double) is
+//! a map's field, a list's element, a macro's variable) is
 //! `dyn` and passes; an optional attribute that is absent (`null`) is left
 //! to run time (the item is then bad input as a whole).
 
@@ -19,6 +24,8 @@ use super::model::Ty;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum T {
     Int,
+    /// A `number`: an int or an exact decimal at run time.
+    Num,
     Str,
     Bool,
     List,
@@ -33,6 +40,7 @@ impl T {
     pub fn of(ty: Option<&Ty>) -> T {
         match ty {
             Some(Ty::Int | Ty::IntEnum(_)) => T::Int,
+            Some(Ty::Number) => T::Num,
             Some(Ty::Str | Ty::Ulid | Ty::IsoUtc | Ty::Enum(_) | Ty::Format(_)) => T::Str,
             Some(Ty::Bool | Ty::BoolEnum(_)) => T::Bool,
             Some(Ty::Set | Ty::List) => T::List,
@@ -45,6 +53,7 @@ impl T {
     pub fn name(self) -> &'static str {
         match self {
             T::Int => "an int",
+            T::Num => "a number",
             T::Str => "a string",
             T::Bool => "a bool",
             T::List => "a list",
@@ -57,7 +66,16 @@ impl T {
     fn known(self) -> bool {
         !matches!(self, T::Dyn | T::Null)
     }
+
+    /// Whether values of the two types may be compared: the same type, or
+    /// an int and a number.
+    fn comparable(self, other: T) -> bool {
+        self == other || matches!((self, other), (T::Int, T::Num) | (T::Num, T::Int))
+    }
 }
+
+/// What a refusal of a computation on a `number` adds.
+pub const NUMBER_HINT: &str = "a `number` is compared, copied and rendered exactly, never computed (a computed fraction would not be exact): keep a value you add up or compute with as an `int` in its smallest unit (cents, not dollars), or compare the number instead";
 
 /// A flaw in an expression found at load: where (0-based character offset
 /// in its source) and why, without the place it stands (the caller says
@@ -87,16 +105,29 @@ pub fn expect(expr: &Expr, names: &dyn Fn(&str) -> T, want: T, what: &str) -> Re
     mismatch(expr, got, want, what)
 }
 
+/// `message`, followed by [`NUMBER_HINT`] when the type refused is a
+/// `number`.
+fn hinted(message: String, t: T) -> String {
+    if t == T::Num {
+        format!("{message}; {NUMBER_HINT}")
+    } else {
+        message
+    }
+}
+
 /// A result of type `got` where `want` is wanted: refused when both are known.
 fn mismatch(expr: &Expr, got: T, want: T, what: &str) -> Result<(), Flaw> {
     if got.known() && got != want {
         return Err(Flaw {
             offset: 0,
-            message: format!(
-                "{what} must be {}, but `{}` is {}",
-                want.name(),
-                expr.source.trim(),
-                got.name()
+            message: hinted(
+                format!(
+                    "{what} must be {}, but `{}` is {}",
+                    want.name(),
+                    expr.source.trim(),
+                    got.name()
+                ),
+                got,
             ),
         });
     }
@@ -205,7 +236,8 @@ impl Cx<'_> {
                 LiteralValue::Int(_) => T::Int,
                 LiteralValue::String(_) => T::Str,
                 LiteralValue::Null => T::Null,
-                LiteralValue::Bytes(_) | LiteralValue::Double(_) | LiteralValue::UInt(_) => T::Dyn,
+                LiteralValue::Double(_) => T::Num,
+                LiteralValue::Bytes(_) | LiteralValue::UInt(_) => T::Dyn,
             }),
             E::Ident(n) => Ok(if bound.contains(n) || n.starts_with('@') {
                 T::Dyn
@@ -288,7 +320,7 @@ impl Cx<'_> {
                 let at = arg_exprs.get(i).map_or(self.at(e), |a| self.at(a));
                 return Err(Flaw {
                     offset: at,
-                    message: format!("{what}, but it is given {}", t.name()),
+                    message: hinted(format!("{what}, but it is given {}", t.name()), t),
                 });
             }
             Ok(())
@@ -300,11 +332,11 @@ impl Cx<'_> {
                     must(
                         i,
                         t,
-                        &[T::Int, T::Str, T::Bool],
-                        &format!("`{}` orders ints, strings or bools", symbol(f)),
+                        &[T::Int, T::Num, T::Str, T::Bool],
+                        &format!("`{}` orders numbers, strings or bools", symbol(f)),
                     )?;
                 }
-                if a.known() && b.known() && a != b {
+                if a.known() && b.known() && !a.comparable(b) {
                     return self.err(
                         e,
                         format!(
@@ -319,7 +351,7 @@ impl Cx<'_> {
             }
             op::EQUALS | op::NOT_EQUALS => {
                 let (a, b) = (args[0], args[1]);
-                if a.known() && b.known() && a != b {
+                if a.known() && b.known() && !a.comparable(b) {
                     return self.err(
                         e,
                         format!(
@@ -353,6 +385,7 @@ impl Cx<'_> {
                 Ok(match (a, b) {
                     _ if a == b => a,
                     (T::Null, t) | (t, T::Null) => t,
+                    (T::Int, T::Num) | (T::Num, T::Int) => T::Num,
                     _ => T::Dyn,
                 })
             }
@@ -501,6 +534,16 @@ impl Cx<'_> {
                     }
                 }
                 Ok(T::Bool)
+            }
+            "int" | "string" | "bool" | "max" | "min"
+                if args.iter().chain(&target).any(|t| *t == T::Num) =>
+            {
+                let what = match f {
+                    "string" => "`string(...)` of a number is not exact text; render it in a template instead (`${price}` is the number as DynamoDB returns it)",
+                    "int" => "`int(...)` of a number would cut its fraction",
+                    _ => "`{f}` of numbers is a computation",
+                };
+                self.err(e, hinted(what.replace("{f}", f), T::Num))
             }
             "int" => Ok(T::Int),
             "string" => Ok(T::Str),

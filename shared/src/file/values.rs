@@ -1,11 +1,12 @@
 //! Attribute values read, validated and written by their declared type
-//! (`int`, `bool`, enums, ULIDs, formats, maps and lists as expressions
-//! read them): what [`super::rules`] parses an item with.
+//! (`int`, `number`, `bool`, enums, ULIDs, formats, maps and lists as
+//! expressions read them): what [`super::rules`] parses an item with.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::expr::Val;
 use super::model::{Attr, Entity, Ty};
+use super::number::Number;
 use crate::item::{AttrError, Item};
 
 /// An attribute's value that its type refuses (the value is not logged).
@@ -32,7 +33,7 @@ fn int(name: &str, v: &str) -> Result<i64, AttrError> {
 impl Ty {
     fn dynamo(&self) -> &'static str {
         match self {
-            Ty::Int | Ty::IntEnum(_) => "N",
+            Ty::Int | Ty::Number | Ty::IntEnum(_) => "N",
             Ty::Bool | Ty::BoolEnum(_) => "BOOL",
             Ty::Set => "SS",
             Ty::Map => "M",
@@ -42,15 +43,34 @@ impl Ty {
     }
 }
 
-/// A map or list attribute as expressions read it: numbers must be
-/// integers; binary values are refused.
+/// A `number`'s value (`N`) as expressions read it: an int when it is one
+/// that fits 64 bits, else the exact number.
+fn number(name: &str, v: &str) -> Result<Val, AttrError> {
+    if let Ok(i) = v.parse::<i64>() {
+        return Ok(Val::Int(i));
+    }
+    Number::parse(v)
+        .map(Val::number)
+        .map_err(|why| invalid(name, why))
+}
+
+/// A number inside a map or a list: an int, else the exact number (what an
+/// expression may do with it is a `number`'s: compare, copy, render).
+pub(super) fn nested_number(n: &str) -> Result<Val, String> {
+    if let Ok(i) = n.parse::<i64>() {
+        return Ok(Val::Int(i));
+    }
+    Number::parse(n)
+        .map(Val::number)
+        .map_err(|why| format!("holds {why}"))
+}
+
+/// A map or list attribute as expressions read it (numbers as ints or
+/// exact numbers); binary values are refused.
 fn from_dynamo(v: &AttributeValue) -> Result<Val, String> {
     Ok(match v {
         AttributeValue::S(s) => Val::Str(s.clone()),
-        AttributeValue::N(n) => Val::Int(
-            n.parse::<i64>()
-                .map_err(|_| "holds a number that is not a 64-bit integer".to_string())?,
-        ),
+        AttributeValue::N(n) => nested_number(n)?,
         AttributeValue::Bool(b) => Val::Bool(*b),
         AttributeValue::Null(_) => Val::Null,
         AttributeValue::Ss(v) => set(v),
@@ -92,6 +112,20 @@ fn is_iso_utc(s: &str) -> bool {
     s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok()
 }
 
+/// A number in a string (a key's part) written as DynamoDB returns numbers
+/// and renders them into keys (`12.1`, not `12.10` or `1.21e1`): one text
+/// per value, so a key and its attribute agree by text as by value.
+fn canonical(name: &str, v: &str) -> Result<(), AttrError> {
+    let n = Number::parse(v).map_err(|why| invalid(name, why))?;
+    if n.to_string() != v {
+        return Err(invalid(
+            name,
+            "a number not written as DynamoDB returns it (no exponent, no leading or trailing zeros)",
+        ));
+    }
+    Ok(())
+}
+
 /// A value outside its enum (the value itself is not logged).
 fn not_one_of<T: ToString>(name: &str, allowed: &[T]) -> AttrError {
     let allowed: Vec<String> = allowed.iter().map(T::to_string).collect();
@@ -107,6 +141,7 @@ pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
         Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
         Ty::Format(f) => f.reject(v).map_or(Ok(()), |why| Err(invalid(name, why))),
         Ty::Int => int(name, v).map(|_| ()),
+        Ty::Number => canonical(name, v),
         Ty::Enum(allowed) if !allowed.iter().any(|a| a == v) => Err(not_one_of(name, allowed)),
         Ty::IntEnum(allowed) if !v.parse::<i64>().is_ok_and(|i| allowed.contains(&i)) => {
             Err(not_one_of(name, allowed))
@@ -141,6 +176,10 @@ pub(super) fn typed_str(name: &str, v: &str, ty: Option<&Ty>) -> Result<Val, Att
             check_str(name, v, t)?;
             int(name, v).map(Val::Int)
         }
+        Some(Ty::Number) => {
+            canonical(name, v)?;
+            number(name, v)
+        }
         Some(t @ (Ty::Bool | Ty::BoolEnum(_))) => {
             check_str(name, v, t)?;
             match v {
@@ -172,6 +211,7 @@ pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
     };
     match (&a.ty, v) {
         (Ty::Int, AttributeValue::N(n)) => int(a.name, n).map(Val::Int),
+        (Ty::Number, AttributeValue::N(n)) => number(a.name, n),
         (Ty::Bool, AttributeValue::Bool(b)) => Ok(Val::Bool(*b)),
         (Ty::IntEnum(allowed), AttributeValue::N(n)) => match n.parse::<i64>() {
             Ok(i) if allowed.contains(&i) => Ok(Val::Int(i)),
@@ -201,7 +241,8 @@ pub(super) fn to_attr(
 ) -> Result<Option<AttributeValue>, String> {
     Ok(Some(match (ty, v) {
         (_, Val::Null) => return Ok(None),
-        (Some(Ty::Int) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
+        (Some(Ty::Int | Ty::Number) | None, Val::Int(i)) => AttributeValue::N(i.to_string()),
+        (Some(Ty::Number) | None, Val::Num(n)) => AttributeValue::N(n.to_string()),
         (Some(Ty::Bool) | None, Val::Bool(b)) => AttributeValue::Bool(b),
         (Some(Ty::IntEnum(allowed)), Val::Int(i)) if allowed.contains(&i) => {
             AttributeValue::N(i.to_string())

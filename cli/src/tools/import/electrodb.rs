@@ -22,8 +22,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, holds_number, ident, pad_number, unnamable, Draft, DraftAttr,
-    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
+    cel_name, cel_str, fresh, ident, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
 };
 
 /// The attribute ElectroDB writes the entity's name to.
@@ -456,13 +456,10 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
     let mut notes = Vec::new();
     let ty = match a.kind() {
         "string" => DraftTy::Named("string"),
-        "number" => {
-            notes.push(
-                "an ElectroDB number may be fractional; `int` reads integers only (a fraction is bad input)"
-                    .to_string(),
-            );
-            DraftTy::Named("int")
-        }
+        // Any number DynamoDB holds, fractions too; padded with `0` in keys,
+        // an integer (`pad()` takes an int).
+        "number" if a.padding().is_some_and(|(_, ch)| ch == "0") => DraftTy::Named("int"),
+        "number" => DraftTy::Named("number"),
         "boolean" => DraftTy::Named("bool"),
         "enum" => DraftTy::Enum(
             a.def
@@ -479,9 +476,6 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
             DraftTy::Named("set")
         }
         "list" | "map" => {
-            if holds_number(a.def) {
-                notes.push(NESTED_NUMBER_NOTE.to_string());
-            }
             DraftTy::Named(if a.kind() == "list" { "list" } else { "map" })
         }
         _ => return None,

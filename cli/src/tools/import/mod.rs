@@ -9,7 +9,7 @@
 //!
 //! Both build a [`Draft`], rendered as YAML with a `# TODO:` comment at each
 //! place the schema's semantics have no equivalent in the format (a JS
-//! function, a default, a number that may be fractional), saying what to write
+//! function, a default, a number padded in a key with other than `0`), saying what to write
 //! by hand. Keys are reproduced exactly: a key part the library writes in a
 //! transformed form (padded, lower-cased) binds its own name in the key
 //! template, and a `check` ties it to the attribute, so an item whose key
@@ -113,7 +113,7 @@ pub enum ImportError {
 /// An attribute's type in the model file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DraftTy {
-    /// `string`, `int`, `bool`, `ulid`, `iso-utc`, `set`, `list`, `map`.
+    /// `string`, `int`, `number`, `bool`, `ulid`, `iso-utc`, `set`, `list`, `map`.
     Named(&'static str),
     Enum(Vec<String>),
 }
@@ -360,30 +360,6 @@ pub fn ident(name: &str) -> String {
         s.insert(0, '_');
     }
     s
-}
-
-/// What a `map` or `list` field whose schema holds numbers says.
-pub const NESTED_NUMBER_NOTE: &str = "its schema holds numbers: a fractional one anywhere inside (a lat/lng, a price) makes the whole item bad input, even where nothing reads it (a `map`/`list` reads integers only); keep such numbers out of it, or leave the field undeclared if nothing reads it";
-
-/// Whether a field's nested schema (OneTable's `schema`/`items`, ElectroDB's
-/// `properties`/`items`) holds a number anywhere.
-pub fn holds_number(def: &serde_json::Map<String, serde_json::Value>) -> bool {
-    fn inside(v: &serde_json::Value) -> bool {
-        match v {
-            serde_json::Value::Object(o) => {
-                o.get("type")
-                    .and_then(serde_json::Value::as_str)
-                    .is_some_and(|t| t.eq_ignore_ascii_case("number"))
-                    || o.values().any(inside)
-            }
-            serde_json::Value::Array(a) => a.iter().any(inside),
-            _ => false,
-        }
-    }
-    ["schema", "items", "properties"]
-        .iter()
-        .filter_map(|k| def.get(*k))
-        .any(inside)
 }
 
 /// CEL's keywords and reserved words: not usable as names in expressions.

@@ -19,8 +19,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, holds_number, holes, ident, pad_number, unnamable, Draft, DraftAttr,
-    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError, NESTED_NUMBER_NOTE,
+    cel_name, cel_str, fresh, holes, ident, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
 };
 
 /// A piece of a OneTable value template.
@@ -296,6 +296,16 @@ struct Keys<'a> {
 /// to the Table at run time says otherwise).
 const EPOCH_MS_UNSAID: &str = "a date stored as epoch milliseconds: the schema's params do not say isoDates (OneTable's default is false); if the schema the Table is given at run time has `isoDates: true`, type it `iso-utc`";
 
+/// Whether a template of the model pads `name` with `0` (`${n:6:0}`): then
+/// the number is an integer, written with `pad()`.
+fn padded_with_zeros(fields: &[Field], name: &str) -> bool {
+    fields.iter().filter_map(|f| f.str("value")).any(|t| {
+        pieces(t).iter().any(
+            |p| matches!(p, Piece::Var { name: n, pad: Some((_, z)) } if n == name && z == "0"),
+        )
+    })
+}
+
 fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, String> {
     let mut note = None;
     let ty = match f.ty().as_str() {
@@ -303,13 +313,9 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             Some("ulid") => DraftTy::Named("ulid"),
             _ => DraftTy::Named("string"),
         },
-        "number" => {
-            note = Some(
-                "a OneTable number may be fractional; `int` reads integers only (a fraction is bad input)"
-                    .to_string(),
-            );
-            DraftTy::Named("int")
-        }
+        // Any number DynamoDB holds, fractions too (an `int` where a key
+        // pads it: see `entity`).
+        "number" => DraftTy::Named("number"),
         "boolean" => DraftTy::Named("bool"),
         // As OneTable's `transformWriteDate` stores a date: a TTL in epoch
         // seconds; else ISO text when the field's or the schema's
@@ -339,9 +345,6 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             DraftTy::Named("set")
         }
         "array" | "object" => {
-            if holds_number(f.def) {
-                note = Some(NESTED_NUMBER_NOTE.to_string());
-            }
             DraftTy::Named(if f.ty() == "array" { "list" } else { "map" })
         }
         "binary" | "buffer" | "arraybuffer" => return Ok(None),
@@ -541,6 +544,10 @@ fn entity(
         }
         match attr_of(f, keys.iso_dates).map_err(|why| err(f.name, why))? {
             Some(mut a) => {
+                if matches!(a.ty, DraftTy::Named("number")) && padded_with_zeros(fields, f.name) {
+                    // `pad()` takes an int, and a padded number is one.
+                    a.ty = DraftTy::Named("int");
+                }
                 if f.def.get("unique").and_then(Json::as_bool) == Some(true) {
                     let unique = format!(
                         "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `onetable_unique` items, implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"

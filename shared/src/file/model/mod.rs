@@ -51,12 +51,16 @@ pub(in crate::file) fn leak(s: &str) -> &'static str {
 pub enum Ty {
     Str,
     Int,
+    /// A number (`N`) of any value DynamoDB holds, fractional included:
+    /// compared and copied exactly, never computed.
+    Number,
     Bool,
     Ulid,
     IsoUtc,
     Set,
-    /// A map (`M`): strings, integers, booleans, lists and maps inside,
-    /// read by expressions (`get(picks, id, -1)`).
+    /// A map (`M`): strings, numbers (ints, or exact `number`s),
+    /// booleans, lists and maps inside, read by expressions (`get(picks,
+    /// id, -1)`).
     Map,
     /// A list (`L`) of the same.
     List,
@@ -71,7 +75,7 @@ pub enum Ty {
 }
 
 pub const TYPE_NAMES: &[&str] = &[
-    "string", "int", "bool", "ulid", "iso-utc", "set", "map", "list",
+    "string", "int", "number", "bool", "ulid", "iso-utc", "set", "map", "list",
 ];
 
 impl Ty {
@@ -80,6 +84,7 @@ impl Ty {
         Some(match name {
             "string" => Ty::Str,
             "int" => Ty::Int,
+            "number" => Ty::Number,
             "bool" => Ty::Bool,
             "ulid" => Ty::Ulid,
             "iso-utc" => Ty::IsoUtc,
@@ -274,6 +279,7 @@ pub(super) fn fits(have: &Ty, want: &Ty) -> bool {
         (Ty::IntEnum(a), Ty::IntEnum(b)) => a.iter().all(|v| b.contains(v)),
         (Ty::BoolEnum(a), Ty::BoolEnum(b)) => a.iter().all(|v| b.contains(v)),
         (Ty::IntEnum(_), Ty::Int) | (Ty::BoolEnum(_), Ty::Bool) => true,
+        (Ty::Int | Ty::IntEnum(_), Ty::Number) => true,
         (Ty::Enum(a), w) => a
             .iter()
             .all(|v| super::rules::check_str("value", v, w).is_ok()),
@@ -286,6 +292,7 @@ pub(super) fn ty_name(ty: &Ty) -> String {
     match ty {
         Ty::Str => "a `string`".into(),
         Ty::Int => "an `int`".into(),
+        Ty::Number => "a `number`".into(),
         Ty::Bool => "a `bool`".into(),
         Ty::Ulid => "a `ulid`".into(),
         Ty::IsoUtc => "an `iso-utc`".into(),
