@@ -22,8 +22,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, ident, pad_number, unnamable, Draft, DraftAttr,
-    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
+    cel_name, cel_str, fresh, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
+    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
 };
 
 /// The attribute ElectroDB writes the entity's name to.
@@ -475,9 +475,7 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
         "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
             DraftTy::Named("set")
         }
-        "list" | "map" => {
-            DraftTy::Named(if a.kind() == "list" { "list" } else { "map" })
-        }
+        "list" | "map" => DraftTy::Named(if a.kind() == "list" { "list" } else { "map" }),
         _ => return None,
     };
     if a.field != a.name {

@@ -19,8 +19,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, holes, ident, pad_number, unnamable, Draft, DraftAttr,
-    DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
+    cel_name, cel_str, fresh, holes, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
+    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
 };
 
 /// A piece of a OneTable value template.
@@ -344,9 +344,7 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             note = Some("a string set; sets of numbers or binaries are not typed here".to_string());
             DraftTy::Named("set")
         }
-        "array" | "object" => {
-            DraftTy::Named(if f.ty() == "array" { "list" } else { "map" })
-        }
+        "array" | "object" => DraftTy::Named(if f.ty() == "array" { "list" } else { "map" }),
         "binary" | "buffer" | "arraybuffer" => return Ok(None),
         other => return Err(format!("unknown type `{other}`")),
     };
