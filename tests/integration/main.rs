@@ -25,6 +25,7 @@ mod graph;
 mod history_adoption;
 mod history_bad_root;
 mod history_defects;
+mod history_live_backfill;
 mod history_recreate;
 mod history_recreate_members;
 mod history_round_trips;

@@ -149,7 +149,7 @@ impl FoldRules for FileHistory {
                 let old = last_valid.as_ref().or(change.old.as_ref());
                 state
                     .parts
-                    .insert(h.root_part.to_string(), self.part(&h.root, new));
+                    .insert(h.root_part.to_string(), self.root_kept(new));
                 match (kind, old) {
                     // Nothing a snapshot shows changed (e.g. the mirror this
                     // processor wrote): no entry, whatever the rules say.
@@ -256,7 +256,11 @@ impl FoldRules for FileHistory {
             Some(new) => {
                 self.validate(new)?;
                 state.rejected &= role != Role::Root;
-                state.parts.insert(part, self.part(shape, new));
+                let kept = match role {
+                    Role::Root => self.root_kept(new),
+                    _ => self.part(shape, new),
+                };
+                state.parts.insert(part, kept);
             }
         }
         Ok(())
@@ -356,7 +360,7 @@ impl FoldRules for FileHistory {
                 Role::Root if self.validate(item).is_ok() => {
                     state
                         .parts
-                        .insert(h.root_part.to_string(), self.part(&h.root, item));
+                        .insert(h.root_part.to_string(), self.root_kept(item));
                 }
                 Role::Member(i) if self.validate(item).is_ok() => {
                     state
