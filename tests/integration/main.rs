@@ -26,6 +26,7 @@ mod history_adoption;
 mod history_bad_root;
 mod history_cascade_paths;
 mod history_defects;
+mod history_live_backfill;
 mod history_recreate;
 mod history_recreate_members;
 mod history_round_trips;

@@ -83,6 +83,12 @@ pub struct Member {
 pub struct HistorySpec {
     pub processor: &'static str,
     pub root: Shape,
+    /// The root's attributes outside its `fields` that the descriptions
+    /// read: kept in the fold state's root part (`NULL` when absent), never
+    /// shown in a snapshot, so the sequence mirror's guard
+    /// ([`FoldRules::root_guard`]) compares them too. Empty without `fields`
+    /// (the part holds every attribute then).
+    pub root_read: Vec<&'static str>,
     pub created: Option<Value>,
     pub updated: Vec<(Option<Expr>, Value)>,
     pub labels: Vec<(&'static str, String)>,
@@ -271,6 +277,19 @@ impl FileHistory {
         part
     }
 
+    /// What the fold state keeps of the root: its snapshot's part and the
+    /// attributes outside it that the descriptions read
+    /// ([`HistorySpec::root_read`]).
+    pub(super) fn root_kept(&self, image: &Item) -> Item {
+        let h = self.spec();
+        let mut part = self.part(&h.root, image);
+        for a in &h.root_read {
+            let v = image.get(*a).cloned().unwrap_or(AttributeValue::Null(true));
+            part.insert(a.to_string(), v);
+        }
+        part
+    }
+
     /// The declared attributes of `shape`'s entity a writer writes (not
     /// the processor's).
     fn declared<'s>(&self, shape: &'s Shape) -> impl Iterator<Item = &'static str> + 's {
@@ -379,6 +398,9 @@ impl FileHistory {
     pub fn snapshot(&self, state: &FoldState) -> Item {
         let h = self.spec();
         let mut snap = state.parts.get(h.root_part).cloned().unwrap_or_default();
+        for a in &h.root_read {
+            snap.remove(*a);
+        }
         let mut lists: Vec<Vec<Item>> = vec![Vec::new(); h.members.len()];
         for (name, part) in &state.parts {
             if name.as_str() == h.root_part {

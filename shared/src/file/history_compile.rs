@@ -326,6 +326,38 @@ impl Compiler<'_> {
             }
             d
         });
+        // The root's attributes outside its `fields` that the descriptions
+        // read (`created`, the `updated` rules, `labels`): kept in the fold
+        // state beside the snapshot's, so the sequence mirror's guard tells
+        // an incarnation re-created with other values of them apart
+        // (user9's FINDINGS #14: a `created` reading `riderId`).
+        let root_read: Vec<&'static str> = match &root_fields {
+            None => Vec::new(),
+            Some(fields) => {
+                let texts: Vec<&str> = h
+                    .root
+                    .value
+                    .created
+                    .iter()
+                    .map(|c| c.value.0.as_str())
+                    .chain(h.root.value.updated.iter().flat_map(|u| {
+                        u.value
+                            .when
+                            .iter()
+                            .map(|w| w.value.0.as_str())
+                            .chain(std::iter::once(u.value.say.value.0.as_str()))
+                    }))
+                    .collect();
+                re.attrs
+                    .iter()
+                    .map(|a| a.name)
+                    .filter(|a| !fields.contains(a) && !root_excluded.contains(a))
+                    .filter(|a| {
+                        labels.iter().any(|(l, _)| l == a) || texts.iter().any(|t| mentions(t, a))
+                    })
+                    .collect()
+            }
+        };
         let mut members: Vec<Member> = Vec::new();
         for (name, m) in &h.members.0 {
             let Some(i) = entities.iter().position(|e| e.name == name) else {
@@ -586,6 +618,7 @@ impl Compiler<'_> {
                 fields: root_fields,
                 excluded: root_excluded,
             },
+            root_read,
             created: created.flatten(),
             updated,
             labels,

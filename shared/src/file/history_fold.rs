@@ -149,7 +149,7 @@ impl FoldRules for FileHistory {
                 let old = last_valid.as_ref().or(change.old.as_ref());
                 state
                     .parts
-                    .insert(h.root_part.to_string(), self.part(&h.root, new));
+                    .insert(h.root_part.to_string(), self.root_kept(new));
                 match (kind, old) {
                     // Nothing a snapshot shows changed (e.g. the mirror this
                     // processor wrote): no entry, whatever the rules say.
@@ -256,11 +256,12 @@ impl FoldRules for FileHistory {
             Some(new) => {
                 self.validate(new)?;
                 state.rejected &= role != Role::Root;
-                let held = match role {
+                let kept = match role {
                     Role::Member(i) => self.member_part(&h.members[i].shape, new),
-                    _ => self.part(&h.root, new),
+                    // Entries and other items returned above.
+                    _ => self.root_kept(new),
                 };
-                state.parts.insert(part, held);
+                state.parts.insert(part, kept);
             }
         }
         Ok(())
@@ -360,7 +361,7 @@ impl FoldRules for FileHistory {
                 Role::Root if self.validate(item).is_ok() => {
                     state
                         .parts
-                        .insert(h.root_part.to_string(), self.part(&h.root, item));
+                        .insert(h.root_part.to_string(), self.root_kept(item));
                 }
                 Role::Member(i) if self.validate(item).is_ok() => {
                     state

@@ -221,6 +221,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         }
         if !l.state.parts.keys().any(|k| k.starts_with(CANDIDATE)) {
             l.unconfirmed = None;
+            l.stale_mirror = None;
         }
         for (name, v) in &add {
             l.state.parts.insert(name.clone(), v.clone());
@@ -298,6 +299,68 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     })
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Drops `agg`'s pending adoption at its root's creation, reached
+    /// before the adoption's position (premature: a backfill, or the fold
+    /// at a member's change, read the root before the consumer reached its
+    /// INSERT). The state starts over under a new epoch (the adoption's
+    /// parts become garbage) and the caller reads it as a first-seen
+    /// creation: the creation's entry 1 replaces the adoption's. An
+    /// adoption entry numbered past 1 (entries already in the table) is
+    /// deleted, guarded by its id. The mirror the adoption wrote on the
+    /// root is remembered ([`Loaded::stale_mirror`]): it is no fence for
+    /// the parts read now.
+    pub(super) async fn drop_adoption(
+        &self,
+        agg: &str,
+        index: usize,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let Some((seq, id)) = states.get(agg).and_then(|l| l.adopt.clone()) else {
+            return Ok(());
+        };
+        if seq > 1 {
+            let delete = CascadeDelete {
+                key: self.rules.entry_key(agg, seq),
+                unchanged: Some([("id".to_string(), s(&id))].into()),
+            };
+            self.flush(tx, states).await?;
+            self.cascade(
+                agg,
+                states,
+                &Cascade {
+                    deletes: vec![delete],
+                },
+                None,
+            )
+            .await
+            .map_err(|error| BatchFailure { index, error })?;
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
+        tracing::info!(processor = self.name, aggregate = %agg, adoption = seq, "the root's creation is before its adoption's position: the history starts at the creation");
+        let old = std::mem::replace(&mut l.epoch, token());
+        if !l.inline {
+            let stale = l.persisted_parts.keys().map(|p| part_sk(&old, p));
+            l.garbage.extend(stale);
+        }
+        l.persisted_parts.clear();
+        l.inline = false;
+        l.adopt = None;
+        l.rewrite = None;
+        l.unconfirmed = None;
+        l.stale_mirror = Some(seq);
+        l.state = FoldState::default();
+        l.dirty = true;
+        l.staged = None;
+        l.first_pending.get_or_insert(index);
+        if !tx.aggregates.iter().any(|a| a == agg) {
+            tx.aggregates.push(agg.to_string());
         }
         Ok(())
     }

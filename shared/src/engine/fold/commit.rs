@@ -56,6 +56,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     loaded.adopt = Some((seq as u64, id.to_string()));
                 }
                 loaded.unconfirmed = item.opt_i64("ucFrom").map_err(bad)?.map(|f| f as u64);
+                loaded.stale_mirror = item.opt_i64("ucStale").map_err(bad)?.map(|m| m as u64);
                 match item.get(INLINE) {
                     Some(AttributeValue::M(p)) => inline = Some(p.clone()),
                     Some(_) => {
@@ -139,6 +140,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         }
         if let Some(from) = l.unconfirmed {
             head.insert("ucFrom".into(), n(from));
+            if let Some(stale) = l.stale_mirror {
+                head.insert("ucStale".into(), n(stale));
+            }
         }
         if let Some(parts) = inline {
             let parts = parts

@@ -426,6 +426,10 @@ struct Loaded {
     /// Candidates pending (parts named `?<name>`, see [`CANDIDATE`]): the
     /// first entry that must show those that prove to predate the creation.
     unconfirmed: Option<u64>,
+    /// While candidates are pending after a dropped adoption: the mirror
+    /// that adoption wrote on the root, before the partition was read (a
+    /// root record showing it is no fence for them).
+    stale_mirror: Option<u64>,
 
     first_pending: Option<usize>,
     dirty: bool,

@@ -57,6 +57,18 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         let starts = self.rules.starts_aggregate(change);
         l.created |= starts;
         let removes = self.rules.removes_root(change);
+        // The root's creation before a pending adoption's position: the
+        // stream holds this history from here, so the adoption (a backfill
+        // or a member's change ahead of the consumer) is dropped and the
+        // history starts at the creation (user9's FINDINGS #15). A
+        // creation that is bad input leaves the adoption as it is.
+        let premature = l.adopt.is_some()
+            && starts
+            && self.rules.absorb(&mut FoldState::default(), change).is_ok();
+        if premature {
+            self.drop_adoption(agg, index, states, tx).await?;
+        }
+        let l = states.get_mut(agg).expect("loaded above");
         // A member written just before its root: the root's creation is
         // still ahead in this batch, so the root the table holds now is not
         // one that predates the stream: nothing to adopt.
@@ -66,7 +78,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             && !starts
             && !removes
             && rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c));
-        if unseen && (starts || removes || created_later) {
+        if premature || (unseen && (starts || removes || created_later)) {
             // First seen creating or deleting its root, or before its
             // creation: the state is the items the table held just before
             // this change (children that predate the stream; the
@@ -113,9 +125,12 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             *l = adopted;
         }
         if l.unconfirmed.is_some() {
+            // (Not the mirror a dropped adoption wrote: written before the
+            // read, it is no sign of a record after it.)
             let fence = removes
                 || (is_root
-                    && matches!(root_mirror, Some(Some(h)) if l.unconfirmed.is_some_and(|f| h >= f as i64)));
+                    && matches!(root_mirror, Some(Some(h)) if l.unconfirmed.is_some_and(|f| h >= f as i64)
+                        && l.stale_mirror.is_none_or(|m| h != m as i64)));
             self.confirm(agg, index, change, fence && !removes, fence, states, tx)
                 .await?;
         }
