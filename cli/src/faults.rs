@@ -2,7 +2,10 @@
 //! forwards requests to a server, except that it answers chosen operations
 //! with chosen errors (throttling, 5xx) a given number of times, or fails
 //! every entry of a batch request (as SQS reports per-entry failures), or
-//! holds chosen requests for a while before forwarding them (latency).
+//! holds chosen requests for a while before forwarding them (latency), or
+//! answers a batch or a transaction as DynamoDB does when it processes none
+//! of it (UnprocessedItems, UnprocessedKeys, a transaction cancelled by the
+//! throttling of an action), which the SDK does not retry.
 //! Tests put it between the processors and the engine (or the local SQS) to
 //! prove that throttling is retried and that nothing is lost or doubled
 //! when retries run out.
@@ -32,6 +35,9 @@ pub struct Fault {
     /// `error_type` (`SenderFault: false`) instead of an error; the request
     /// does not reach the server.
     pub fail_entries: bool,
+    /// Answer as DynamoDB does when it processes none of the request
+    /// ([`Fault::unprocessed`]); the request does not reach the server.
+    pub unprocessed: bool,
     /// Forward the request first and fail only its answer: the request
     /// took effect, the client is told it failed (a response lost after a
     /// commit).
@@ -63,6 +69,7 @@ impl Fault {
             status,
             error_type: error_type.into(),
             fail_entries: false,
+            unprocessed: false,
             after_effect: false,
             reset: false,
             delay: None,
@@ -83,6 +90,20 @@ impl Fault {
         Self {
             fail_entries: true,
             ..Self::answer(operation, times, 200, "InternalError")
+        }
+    }
+
+    /// `times` requests answered as DynamoDB answers under throttling it
+    /// reports inside a successful answer, which the SDK does not retry:
+    /// a `BatchWriteItem` with every item back in `UnprocessedItems`, a
+    /// `BatchGetItem` with every key back in `UnprocessedKeys` (and no
+    /// item), a `TransactWriteItems` cancelled with `ThrottlingError` on
+    /// its first action (`None` on the others). The request does not reach
+    /// the server.
+    pub fn unprocessed(operation: &str, times: u32) -> Self {
+        Self {
+            unprocessed: true,
+            ..Self::answer(operation, times, 200, "")
         }
     }
 
@@ -262,6 +283,11 @@ async fn serve(
             client.write_all(&answer("200 OK", &body)).await?;
             continue;
         }
+        if let Some(f) = fault.as_ref().filter(|f| f.unprocessed) {
+            let (status, body) = unprocessed(&f.operation, &request);
+            client.write_all(&answer(status, &body)).await?;
+            continue;
+        }
         if let Some(f) = fault.as_ref().filter(|f| f.after_effect) {
             // The request reaches the server; its answer is lost.
             forward(&mut upstream_conn, upstream, &mut ubuf, &request).await?;
@@ -294,6 +320,63 @@ fn answer(status: &str, body: &str) -> Vec<u8> {
         body.len()
     )
     .into_bytes()
+}
+
+/// DynamoDB's answer to `request` (of `operation`) when it processed none
+/// of it: HTTP status and JSON body (see [`Fault::unprocessed`]).
+fn unprocessed(operation: &str, request: &[u8]) -> (&'static str, String) {
+    let (_, body) = split(request);
+    let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let requested = || body.get("RequestItems").cloned().unwrap_or_default();
+    match operation {
+        "BatchWriteItem" => (
+            "200 OK",
+            serde_json::json!({ "UnprocessedItems": requested() }).to_string(),
+        ),
+        "BatchGetItem" => {
+            let tables = requested();
+            let none: serde_json::Map<String, serde_json::Value> = tables
+                .as_object()
+                .map(|t| {
+                    t.keys()
+                        .map(|k| (k.clone(), serde_json::json!([])))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                "200 OK",
+                serde_json::json!({ "Responses": none, "UnprocessedKeys": tables }).to_string(),
+            )
+        }
+        _ => {
+            let actions = body
+                .get("TransactItems")
+                .and_then(|a| a.as_array())
+                .map_or(1, Vec::len);
+            let reasons: Vec<serde_json::Value> = (0..actions)
+                .map(|i| match i {
+                    0 => serde_json::json!({
+                        "Code": "ThrottlingError",
+                        "Message": "Throughput exceeds the current capacity of your table or index (injected by jobstream fault proxy)",
+                    }),
+                    _ => serde_json::json!({ "Code": "None" }),
+                })
+                .collect();
+            let codes = (0..actions)
+                .map(|i| if i == 0 { "ThrottlingError" } else { "None" })
+                .collect::<Vec<_>>()
+                .join(", ");
+            (
+                "400 Injected",
+                serde_json::json!({
+                    "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                    "Message": format!("Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"),
+                    "CancellationReasons": reasons,
+                })
+                .to_string(),
+            )
+        }
+    }
 }
 
 /// A batch answer failing every entry of `request` (head + JSON body).

@@ -11,7 +11,6 @@ use std::future::Future;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::stream::{self, StreamExt};
 use tracing::Instrument as _;
 
@@ -19,6 +18,7 @@ use crate::batch::BatchFailure;
 use crate::engine::rules::OutMessage;
 use crate::error::{ProcessError, StoreError};
 use crate::metrics::{names, BatchMetrics, Metrics};
+use crate::store::Backoff;
 
 /// How a message ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,11 +129,13 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
 }
 
 /// Sends the messages of records before `limit`, in record order, one
-/// SendMessageBatch per queue and 10 messages. Returns the index of the
-/// first record whose message could not be sent (a queue without a
-/// configured URL is a permanent failure of its first record).
+/// SendMessageBatch per queue and 10 messages, failed entries retried with
+/// `backoff` (the processor's store's, within its call budget). Returns the
+/// index of the first record whose message could not be sent (a queue
+/// without a configured URL is a permanent failure of its first record).
 pub async fn send_out(
     client: Option<&aws_sdk_sqs::Client>,
+    backoff: &Backoff,
     queues: &std::collections::BTreeMap<String, String>,
     messages: &[(usize, OutMessage)],
     limit: usize,
@@ -161,7 +163,7 @@ pub async fn send_out(
             continue;
         };
         let bodies: Vec<String> = items.iter().map(|(_, b)| b.clone()).collect();
-        if let Err((pos, e)) = send_all(client, url, &bodies).await {
+        if let Err((pos, e)) = send_all(client, backoff, url, &bodies).await {
             keep(BatchFailure {
                 index: items[pos].0,
                 error: e.into(),
@@ -172,10 +174,12 @@ pub async fn send_out(
 }
 
 /// Sends bodies to a queue with SendMessageBatch (10 per call), retrying
-/// failed entries with jittered backoff. Returns the index (in `bodies`) of
-/// the first body that could not be sent.
+/// failed entries with `backoff` (jittered, within its time budget).
+/// Returns the index (in `bodies`) of the first body that could not be
+/// sent.
 pub async fn send_all(
     client: &aws_sdk_sqs::Client,
+    backoff: &Backoff,
     queue_url: &str,
     bodies: &[String],
 ) -> Result<(), (usize, StoreError)> {
@@ -185,10 +189,7 @@ pub async fn send_all(
             .enumerate()
             .map(|(i, b)| (chunk_no * 10 + i, b))
             .collect();
-        let mut delays = ExponentialBuilder::default()
-            .with_jitter()
-            .with_max_times(6)
-            .build();
+        let mut delays = backoff.delays();
         while !pending.is_empty() {
             let entries: Vec<SendMessageBatchRequestEntry> = pending
                 .iter()
@@ -224,7 +225,7 @@ pub async fn send_all(
                             code: "BatchEntryFailed".into(),
                             retryable: true,
                             source: format!(
-                                "{} messages not accepted after retries",
+                                "{} messages not accepted after the retries' budget",
                                 pending.len()
                             )
                             .into(),

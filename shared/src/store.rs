@@ -5,11 +5,12 @@
 //! standard retry strategy (jittered exponential backoff within a time
 //! budget, see [`crate::retry`]). What the SDK does not
 //! retry (UnprocessedItems, transactions cancelled by `TransactionConflict` or
-//! throttling of one action) is retried here with jittered backoff (`backon`).
+//! throttling of one action) is retried here with jittered backoff (`backon`)
+//! within the same time budget ([`Backoff`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
@@ -62,31 +63,88 @@ impl StoreStats {
     }
 }
 
-/// Retry policy for what the SDK does not retry itself.
+/// Retry policy for what the SDK does not retry itself (UnprocessedItems,
+/// UnprocessedKeys, a transaction cancelled by a conflict or the throttling
+/// of one action, SendMessageBatch entries failed by the service):
+/// exponential backoff from the SDK's first wait to its longest
+/// ([`crate::retry`]), each wait with up to as much again at random
+/// (`backon`'s jitter), and bounded like
+/// the SDK's retries, by the call budget of the function (two thirds of its
+/// timeout), not by a count: a throttle window shorter than the budget costs
+/// the call a wait, not a failed record.
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {
     pub min_delay: Duration,
     pub max_delay: Duration,
+    /// At most this many retries: unbounded as deployed (`usize::MAX`, the
+    /// budget ends them); tests of retries running out lower it.
     pub max_times: usize,
+    /// No retry starts later than this after the call's first attempt, and
+    /// its waits add up to no more (the SDK's operation timeout, see
+    /// [`crate::retry::Retries::call_budget`]).
+    pub budget: Duration,
 }
 
 impl Default for Backoff {
+    /// A stream consumer's, as deployed.
     fn default() -> Self {
-        Self {
-            min_delay: Duration::from_millis(25),
-            max_delay: Duration::from_secs(2),
-            max_times: 8,
-        }
+        Self::within(&crate::retry::Retries::stream())
     }
 }
 
 impl Backoff {
+    /// The backoff of a function whose SDK clients retry with `retries`:
+    /// the same first and longest wait, the same time budget.
+    pub fn within(retries: &crate::retry::Retries) -> Self {
+        Self {
+            min_delay: retries.initial_backoff,
+            max_delay: retries.max_backoff,
+            max_times: usize::MAX,
+            budget: retries.call_budget,
+        }
+    }
+
     fn builder(&self) -> ExponentialBuilder {
         ExponentialBuilder::default()
             .with_min_delay(self.min_delay)
             .with_max_delay(self.max_delay)
             .with_max_times(self.max_times)
+            .with_total_delay(Some(self.budget))
             .with_jitter()
+    }
+
+    /// The waits of one call started now: none once the budget is spent
+    /// (waits and attempts alike).
+    pub fn delays(&self) -> Delays {
+        Delays {
+            inner: self.builder().build(),
+            deadline: Instant::now() + self.budget,
+        }
+    }
+}
+
+/// The waits between the attempts of one call ([`Backoff::delays`]).
+#[derive(Debug)]
+pub struct Delays {
+    inner: backon::ExponentialBackoff,
+    deadline: Instant,
+}
+
+impl Iterator for Delays {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.inner.next()?;
+        (Instant::now() + delay <= self.deadline).then_some(delay)
+    }
+}
+
+/// [`Backoff::delays`] for `backon`'s `Retryable`.
+impl BackoffBuilder for Backoff {
+    type Backoff = Delays;
+
+    fn build(self) -> Delays {
+        self.delays()
     }
 }
 
@@ -226,6 +284,18 @@ impl Store {
         }
     }
 
+    /// The same store, its own retries bounded by `budget` (a processor's
+    /// call budget, [`crate::retry::Retries::call_budget`]).
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.backoff.budget = budget;
+        self
+    }
+
+    /// Our own backoff (the queue sends of a processor use it too).
+    pub fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
     /// The same store (backoff, statistics) through another client, e.g.
     /// one whose calls are checked against a processor's grant.
     pub fn with_client(&self, client: Client) -> Self {
@@ -362,7 +432,7 @@ impl Store {
             }
         };
         let res = attempt
-            .retry(self.backoff.builder())
+            .retry(self.backoff)
             .when(|e: &TxError| matches!(e, TxError::Store(s) if s.retryable))
             .notify(|_, _| {
                 self.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -386,7 +456,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         for chunk in requests.chunks(25) {
             let mut pending = chunk.to_vec();
-            let mut delays = self.backoff.builder().build();
+            let mut delays = self.backoff.delays();
             while !pending.is_empty() {
                 let sent = pending.len();
                 let out = self
@@ -410,8 +480,11 @@ impl Store {
                             table: table.to_string(),
                             code: "UnprocessedItems".to_string(),
                             retryable: true,
-                            source: format!("{} items still unprocessed after retries", left.len())
-                                .into(),
+                            source: format!(
+                                "{} items still unprocessed after the retries' budget",
+                                left.len()
+                            )
+                            .into(),
                         });
                     };
                     tokio::time::sleep(delay).await;
@@ -634,7 +707,7 @@ impl Store {
         let mut out = Vec::new();
         for chunk in keys.chunks(100) {
             let mut pending = chunk.to_vec();
-            let mut delays = self.backoff.builder().build();
+            let mut delays = self.backoff.delays();
             while !pending.is_empty() {
                 let ka = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
                     .set_keys(Some(pending.clone()))
@@ -671,7 +744,7 @@ impl Store {
                             code: "UnprocessedKeys".into(),
                             retryable: true,
                             source: format!(
-                                "{} keys still unprocessed after retries",
+                                "{} keys still unprocessed after the retries' budget",
                                 pending.len()
                             )
                             .into(),
@@ -752,6 +825,49 @@ impl Store {
             .await
             .map(|o| o.item)
             .map_err(|e| classify("GetItem", table, e))
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+    use crate::retry::Retries;
+
+    /// The waits of one call add up to its function's call budget (less
+    /// than one wait), however many retries that takes: not 8 retries,
+    /// about 5 s, which a throttle window of 10 s outlasted.
+    #[test]
+    fn our_retries_last_the_call_budget_not_a_count() {
+        for retries in [Retries::stream(), Retries::within(Duration::from_secs(30))] {
+            let backoff = Backoff::within(&retries);
+            assert_eq!(backoff.budget, retries.call_budget);
+            let waits: Vec<Duration> = backoff.delays().collect();
+            let total: Duration = waits.iter().sum();
+            // The wait refused was at most the longest with its jitter.
+            let longest = backoff.max_delay * 2;
+            assert!(total <= retries.call_budget, "{total:?}");
+            assert!(
+                total + longest >= retries.call_budget,
+                "{total:?} of {:?}",
+                retries.call_budget
+            );
+            assert!(waits.len() > 8, "{} retries", waits.len());
+        }
+        assert_eq!(Backoff::default().budget, Retries::stream().call_budget);
+    }
+
+    #[test]
+    fn tests_may_still_bound_the_retries_by_count() {
+        let none = Backoff {
+            max_times: 0,
+            ..Backoff::default()
+        };
+        assert_eq!(none.delays().count(), 0);
+        let three = Backoff {
+            max_times: 3,
+            ..Backoff::default()
+        };
+        assert_eq!(three.delays().count(), 3);
     }
 }
 

@@ -132,6 +132,33 @@ async fn an_outage_window_of_seconds_gives_nothing_up() {
     assert_exact(&env, &expected).await;
 }
 
+/// Throttling DynamoDB reports inside an answer the SDK takes as success
+/// (every item back in UnprocessedItems or UnprocessedKeys, a transaction
+/// cancelled by the throttling of one action) is retried by the store's own
+/// backoff, which rides out a window of about ten seconds as the SDK's own
+/// retries do (within the function's call budget, not a count of retries).
+/// With 8 retries (~5 s of backoff, 10 s with all its jitter) every call
+/// through the window gave up and its record failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_of_unprocessed_items_and_throttled_actions_fails_no_record() {
+    const UNPROCESSED_WINDOW: std::time::Duration = std::time::Duration::from_secs(12);
+    let (mut env, proxy) = env_behind_proxy_as_deployed().await;
+    let expected = play(&env.writer).await.unwrap();
+    for op in ["BatchWriteItem", "BatchGetItem", "TransactWriteItems"] {
+        proxy.inject(Fault::unprocessed(op, 0).for_window(UNPROCESSED_WINDOW));
+    }
+    env.rt.drain().await.unwrap();
+    assert!(proxy.injected() > 0, "the window left requests unprocessed");
+    assert_eq!(metric_of(&env, "history", names::FAILED_RECORD), 0);
+    assert_eq!(metric_of(&env, "derive", names::FAILED_RECORD), 0);
+    assert_eq!(
+        env.rt.failed_batches(),
+        Vec::new(),
+        "no record is given up over a window of unprocessed requests"
+    );
+    assert_exact(&env, &expected).await;
+}
+
 /// Concurrent calls through one throttle window: the SDK's retry quota
 /// (500 tokens, 5 per retry of a throttle, shared by the process) would be
 /// drained by them and stop their retries early; the processors' clients

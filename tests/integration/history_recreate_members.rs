@@ -17,8 +17,9 @@ use crate::history_recreate::deliver_history;
 use crate::items::{assert_clean, attrs, begins, delete, get, key, put};
 use crate::support::{model_env, model_env_behind_proxy, temp_model, ModelEnv};
 
-/// The user's model (recreate_twice.yaml): an order and its lines.
-const RECREATE: &str = r#"
+/// The user's model (recreate_twice.yaml): an order and its lines (a
+/// line's `note` is not in its snapshot: history_cascade_paths.rs).
+pub(crate) const RECREATE: &str = r#"
 jobstream: 1
 name: recreate
 table: { name: recreate, pk: PK, sk: SK }
@@ -28,7 +29,7 @@ entities:
     attributes: { orderId: string, status: [placed, paid] }
   line:
     key: { PK: "ORDER#${orderId}", SK: "LINE#${lineNo}" }
-    attributes: { orderId: string, lineNo: int, quantity: int }
+    attributes: { orderId: string, lineNo: int, quantity: int, note: string? }
   order_entry:
     owner: processor
     key: { PK: "ORDER#${orderId}", SK: "HIST#${sequence}" }
@@ -39,7 +40,7 @@ history:
   entries: { entity: order_entry }
 "#;
 
-fn order(o: &str, status: &str) -> Item {
+pub(crate) fn order(o: &str, status: &str) -> Item {
     attrs(vec![
         ("PK", s(format!("ORDER#{o}"))),
         ("SK", s("ORDER")),
@@ -49,7 +50,7 @@ fn order(o: &str, status: &str) -> Item {
     ])
 }
 
-fn line(o: &str, quantity: i64) -> Item {
+pub(crate) fn line(o: &str, quantity: i64) -> Item {
     attrs(vec![
         ("PK", s(format!("ORDER#{o}"))),
         ("SK", s("LINE#1")),
@@ -75,7 +76,7 @@ async fn write_recreated(env: &ModelEnv, o: &str, times: usize) {
 }
 
 /// The stream records of order `o`'s partition, in order.
-async fn records_of(env: &ModelEnv, o: &str) -> Vec<Value> {
+pub(crate) async fn records_of(env: &ModelEnv, o: &str) -> Vec<Value> {
     let pk = format!("ORDER#{o}");
     env.records()
         .await
@@ -85,14 +86,14 @@ async fn records_of(env: &ModelEnv, o: &str) -> Vec<Value> {
 }
 
 /// The line's quantity (`None`: the line is gone).
-async fn line_quantity(env: &ModelEnv, o: &str) -> Option<i64> {
+pub(crate) async fn line_quantity(env: &ModelEnv, o: &str) -> Option<i64> {
     get(env, key(format!("ORDER#{o}"), "LINE#1"))
         .await
         .map(|l| l.i64("quantity").expect("a quantity"))
 }
 
 /// The order's entries' descriptions, in order.
-async fn entries(env: &ModelEnv, o: &str) -> Vec<String> {
+pub(crate) async fn entries(env: &ModelEnv, o: &str) -> Vec<String> {
     begins(env, &format!("ORDER#{o}"), "HIST#")
         .await
         .iter()

@@ -384,6 +384,21 @@ async fn spills(env: &ModelEnv) -> usize {
 /// writer's later bad put still is new bad input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_processor_write_landing_on_an_item_gone_bad_is_not_bad_input_again() {
+    projection_lands_on_a_bad_put(None).await;
+}
+
+/// [`a_processor_write_landing_on_an_item_gone_bad_is_not_bad_input_again`]
+/// with a bad put the rules accept but whose writes cannot exist (a title
+/// whose mirror takes the task's ledger record past DynamoDB's limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_write_landing_on_an_item_past_the_limits_is_not_bad_input_again() {
+    let huge = "h".repeat(shared::item::MAX_ITEM_BYTES - 100);
+    projection_lands_on_a_bad_put(Some(huge)).await;
+}
+
+/// The race of the two tests above: the bad put keeps `status` and
+/// `taskId` and has the title `bad_title` (`None`: none).
+async fn projection_lands_on_a_bad_put(bad_title: Option<String>) {
     use jobstream::faults::Fault;
     use std::sync::Arc;
     let path = temp_model("tasks", TASKS);
@@ -411,13 +426,13 @@ async fn a_processor_write_landing_on_an_item_gone_bad_is_not_bad_input_again() 
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         proxy.clear();
-        put(&env, task("r", "todo", None)).await;
+        put(&env, task("r", "todo", bad_title.as_deref())).await;
         gate.add_permits(4);
     };
     tokio::join!(derive, bad_put);
     let item = get(&env, key("P#q", "TASK#r")).await.expect("task");
     assert!(
-        item.contains_key("GSI1PK") && !item.contains_key("title"),
+        item.contains_key("GSI1PK") && item.get("title") != Some(&s("T")),
         "the projection landed on the bad item (the case under test): {:?}",
         item.keys().collect::<Vec<_>>()
     );
@@ -435,8 +450,106 @@ async fn a_processor_write_landing_on_an_item_gone_bad_is_not_bad_input_again() 
     assert_eq!(counts(&env).await, (1, 0), "its last valid state counts");
     // A writer's later bad put (a writer attribute changed) is, in a batch
     // behind the projection's MODIFY too.
-    put(&env, task("r", "done", None)).await;
+    put(&env, task("r", "done", bad_title.as_deref())).await;
     let recs = records_of_task(&env, "r").await;
     deliver(&env, &recs[2..]).await;
     assert_eq!(bad_input(&env), 2, "a writer's later bad put");
+}
+
+/// A source whose record, as the limit check sizes it (its key, what it
+/// implies, its item's key), is right at DynamoDB's item limit: the record
+/// written also carries the engine's bookkeeping (its version, the stream
+/// position met, the counters it owes), so it cannot be written. Such an
+/// item is bad input known before anything is sent, as `verify` knows it
+/// too: its last valid state stays, and verify lists it as bad input, not
+/// as drift that a repair could never fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_past_the_limit_with_its_bookkeeping_is_bad_input_that_verify_agrees_on() {
+    use shared::item::{item_size, MAX_ITEM_BYTES};
+    let mut env = tasks().await;
+    let small = 300 * 1024;
+    let title = |n: usize| "a".repeat(n);
+    put(&env, task("w", "todo", Some(&title(small)))).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(counts(&env).await, (1, 0));
+    // The record as the check sizes it: without the engine's bookkeeping.
+    let rt = &env.rt;
+    let ledger = jobstream::tools::verify::scan_all(&rt.dynamodb, &rt.config.ledger_table)
+        .await
+        .expect("scan");
+    let mut record = ledger
+        .into_iter()
+        .find(|i| {
+            i.s("sk") == Ok("S")
+                && i.get("src").and_then(|s| s.as_m().ok()) == Some(&key("P#q", "TASK#w"))
+        })
+        .expect("the task's record");
+    for bookkeeping in ["ver", "o", "q", "l", "lx", "ttl"] {
+        record.remove(bookkeeping);
+    }
+    let checked = item_size(&record);
+    assert!(checked < MAX_ITEM_BYTES, "{checked}");
+    // The same status and a title that brings the checked record to the
+    // limit exactly (the title is in the record once, in the mirror).
+    let at_limit = small + MAX_ITEM_BYTES - checked;
+    put(&env, task("w", "done", Some(&title(at_limit)))).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty(), "the shard never stalls");
+    assert_eq!(bad_input(&env), 1, "one bad record, one BadInput");
+    assert_eq!(counts(&env).await, (1, 0), "its last valid state stays");
+    assert_eq!(mirrors(&env, "w").await, [("todo".into(), title(small))]);
+    assert_clean(&env.rt).await;
+}
+
+/// Two consumers of one source whose pending state is kept beside its
+/// record (a lease taken over while the first one's requests are still in
+/// flight): the first reads the record, the second commits the batch (the
+/// pending state applied, the item beside the record deleted), then the
+/// first reads beside the record. What it read is a record older than the
+/// item beside it, not a corrupt one: it reads again and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_state_beside_its_record_read_while_another_consumer_commits_is_read_again() {
+    use jobstream::faults::Fault;
+    use std::sync::Arc;
+    let path = temp_model("tasks", TASKS);
+    let (env, proxy) =
+        crate::support::model_env_behind_proxy("tasks", |o| o.model_file = Some(path)).await;
+    let big = |c: char| c.to_string().repeat(210 * 1024);
+    put(&env, task("p", "todo", Some(&big('a')))).await;
+    deliver(&env, &records_of_task(&env, "p").await).await;
+    put(&env, task("p", "done", Some(&big('b')))).await;
+    put(&env, task("p", "todo", None)).await;
+    let recs = records_of_task(&env, "p").await;
+    assert_eq!(recs.len(), 4);
+    deliver(&env, &recs[2..3]).await;
+    assert_eq!(spills(&env).await, 1, "kept beside its record");
+    // The first consumer's read beside the record (its second read of the
+    // ledger, after the records) is held.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("BatchGetItem", 1, gate.clone()).after(1));
+    let first = env.rt.stream_processor("derive");
+    let event = crate::items::records_event(&recs[3..]);
+    let first = tokio::spawn(async move { first.handle(event).await });
+    for waited in 0.. {
+        if proxy.injected() > 0 {
+            break;
+        }
+        assert!(
+            waited < 3000,
+            "the first consumer never read beside the record"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The second consumer commits the same batch meanwhile.
+    deliver(&env, &recs[3..]).await;
+    assert_eq!(spills(&env).await, 0, "gone with the pending state");
+    gate.add_permits(1);
+    let resp = first.await.expect("joined").expect("handled");
+    assert!(
+        resp.batch_item_failures.is_empty(),
+        "the first consumer's batch goes through"
+    );
+    assert_eq!(counts(&env).await, (1, 1));
+    assert_eq!(mirrors(&env, "p").await, [("done".into(), big('b'))]);
+    assert_clean(&env.rt).await;
 }

@@ -108,6 +108,46 @@ async fn a_record_whose_projection_exceeds_the_index_key_limit_moves_the_shard_o
     assert_clean(&env.rt).await;
 }
 
+/// A record whose image implies writes DynamoDB cannot take is bad input
+/// even when the item has changed since (one bad record, one BadInput):
+/// the writer put it right again (or deleted it) before the derive read
+/// it, in the same batch or in a later one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_past_the_limits_counts_though_the_item_was_put_right_before_it_was_read() {
+    let mut env = notes().await;
+    let big_title = "t".repeat(2_100);
+    put(&env.rt, note("x", "s1", &big_title)).await;
+    put(&env.rt, note("x", "s1", "Fixed")).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty());
+    assert_eq!(metric(&env, names::BAD_INPUT), 1, "the oversized put");
+    let x = get(&env, key("N#x", "S#s1")).await.unwrap();
+    assert_eq!(x.s("GSI1PK").unwrap(), "T#Fixed");
+    assert_clean(&env.rt).await;
+    // Each record in a batch of its own, the item read as it is now.
+    put(&env.rt, note("x", "s1", &big_title)).await;
+    put(&env.rt, note("x", "s1", "Again")).await;
+    let records: Vec<_> = env.records().await;
+    let n = records.len();
+    crate::items::deliver(&env, &records[n - 2..n - 1]).await;
+    crate::items::deliver(&env, &records[n - 1..]).await;
+    assert_eq!(
+        metric(&env, names::BAD_INPUT),
+        2,
+        "the second oversized put"
+    );
+    // Put, then deleted before the derive read it.
+    put(&env.rt, note("x", "s1", &big_title)).await;
+    crate::items::delete(&env, key("N#x", "S#s1")).await;
+    let records: Vec<_> = env.records().await;
+    let n = records.len();
+    crate::items::deliver(&env, &records[n - 2..n - 1]).await;
+    assert_eq!(metric(&env, names::BAD_INPUT), 3, "the third oversized put");
+    crate::items::deliver(&env, &records[n - 1..]).await;
+    assert_eq!(metric(&env, names::BAD_INPUT), 3);
+    assert_clean(&env.rt).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_longest_legal_keys_keep_their_ledger_records_within_the_limits() {
     let mut env = notes().await;

@@ -24,6 +24,7 @@ mod fixtures;
 mod graph;
 mod history_adoption;
 mod history_bad_root;
+mod history_cascade_paths;
 mod history_defects;
 mod history_recreate;
 mod history_recreate_members;

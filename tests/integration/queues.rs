@@ -573,6 +573,28 @@ async fn a_post_whose_job_sends_fail_for_seconds_still_fans_out() {
     assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
 }
 
+/// The same window seen as every entry of SendMessageBatch failed by the
+/// service (in a 200 answer, which the SDK does not retry): the send's own
+/// retries last the stream consumer's call budget, as the SDK's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_whose_job_entries_fail_for_seconds_still_fans_out() {
+    let (_engine, mut rt, proxy) = social_behind_sqs_proxy().await;
+    let at = iso(0);
+    put(&db(&rt), vec![follow_item("ann", "star", &at)]).await;
+    rt.drain().await.expect("drained");
+    proxy.inject(Fault::fail_entries("SendMessageBatch", 0).for_window(Duration::from_secs(12)));
+    put(&db(&rt), vec![post_item("star", &post_id(1), &at, "hi")]).await;
+    rt.drain().await.expect("drained");
+    assert!(proxy.injected() > 0, "the entries failed for the window");
+    assert_eq!(
+        timeline_len(&db(&rt), "ann").await,
+        1,
+        "the post fanned out"
+    );
+    assert_eq!(rt.failed_batches(), Vec::new(), "nothing given up");
+    assert_eq!(rt.dlq_depth("timeline").await.expect("DLQ"), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_that_keeps_failing_is_counted_and_the_redelivered_job_changes_nothing() {
     let (_engine, mut rt, proxy) = social_behind_sqs_proxy().await;

@@ -47,13 +47,15 @@
 //! before any observer can have seen it still: no two processes both
 //! believe they hold a shard, whatever their clocks say.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use shared::item::{n, s, Item};
+
+mod observer;
+pub use observer::Observer;
 
 /// Turns on durable checkpoints and leases for a mapping.
 #[derive(Debug, Clone)]
@@ -169,62 +171,6 @@ impl LeaseItem {
     }
 }
 
-/// What this process saw of each lease: its holder and counter, and when,
-/// on this process's monotonic clock, it first saw them so.
-#[derive(Debug, Default)]
-pub struct Observer {
-    seen: HashMap<String, (Option<String>, i64, Instant)>,
-}
-
-impl Observer {
-    /// Records a listing of the leases made at `now`.
-    pub fn observe(&mut self, items: &[LeaseItem], now: Instant) {
-        for item in items {
-            let state = (item.owner.clone(), item.counter);
-            match self.seen.get(&item.shard_id) {
-                Some((owner, counter, _)) if (owner, *counter) == (&state.0, state.1) => {}
-                _ => {
-                    self.seen
-                        .insert(item.shard_id.clone(), (state.0, state.1, now));
-                }
-            }
-        }
-    }
-
-    /// The lease was observed as it is now (holder, counter) already
-    /// before `at`: it did not change since.
-    pub fn unchanged_since(&self, item: &LeaseItem, at: Instant) -> bool {
-        self.seen
-            .get(&item.shard_id)
-            .is_some_and(|(owner, counter, since)| {
-                *owner == item.owner && *counter == item.counter && *since < at
-            })
-    }
-
-    /// How long the lease has been as it is now (holder, counter), as
-    /// observed here (`None`: never observed so).
-    pub fn unchanged_for(&self, item: &LeaseItem, now: Instant) -> Option<Duration> {
-        self.seen
-            .get(&item.shard_id)
-            .filter(|(owner, counter, _)| *owner == item.owner && *counter == item.counter)
-            .map(|(_, _, since)| now.saturating_duration_since(*since))
-    }
-
-    /// Held, and its counter moved within the last `ttl` as observed here
-    /// (a lease never observed counts as just moved).
-    pub fn live(&self, item: &LeaseItem, ttl: Duration, now: Instant) -> bool {
-        if !item.held() {
-            return false;
-        }
-        match self.seen.get(&item.shard_id) {
-            Some((owner, counter, since)) if *owner == item.owner && *counter == item.counter => {
-                now.saturating_duration_since(*since) < ttl
-            }
-            _ => true,
-        }
-    }
-}
-
 /// A lease this process took: the token its writes are conditioned on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taken {
@@ -275,8 +221,45 @@ pub fn now_ms() -> i64 {
 
 type Update = aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 
+/// The longest one lease call (acquisition, renewal, checkpoint, listing,
+/// read-back) may take, the SDK's retries included: a third of the lease
+/// duration, the interval of the renewals. A lease is renewed once less
+/// than two thirds of it is left, so a renewal that fails this way leaves
+/// time for another before the lease runs out; a call the engine never
+/// answers cannot hold the shard (or the lock its writes share) past the
+/// lease, as the stream consumers' 40 s call budget did with a 20 s lease.
+pub fn lease_call_budget(lease_ttl: Duration) -> Duration {
+    lease_ttl / 3
+}
+
+/// `client` with its calls bounded by [`lease_call_budget`] (each attempt
+/// by half of it, so an attempt that is never answered is tried again).
+/// Everything else (endpoint, credentials, retries, the runner's grant
+/// check) is kept.
+fn bounded_client(
+    client: &aws_sdk_dynamodb::Client,
+    lease_ttl: Duration,
+) -> aws_sdk_dynamodb::Client {
+    let budget = lease_call_budget(lease_ttl);
+    let timeouts = aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+        .connect_timeout(shared::retry::CONNECT_TIMEOUT.min(budget))
+        .operation_timeout(budget)
+        .operation_attempt_timeout(budget / 2)
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(
+        client
+            .config()
+            .to_builder()
+            .timeout_config(timeouts)
+            .build(),
+    )
+}
+
 impl LeaseTable {
-    pub fn new(config: CheckpointConfig, mapping: &str, stream_arn: &str) -> Self {
+    /// The leases of `mapping` on `stream_arn`, through `config`'s client
+    /// with its calls bounded by the lease duration ([`lease_call_budget`]).
+    pub fn new(mut config: CheckpointConfig, mapping: &str, stream_arn: &str) -> Self {
+        config.client = bounded_client(&config.client, config.lease_ttl);
         Self {
             pk: checkpoint_pk(mapping, stream_arn),
             config,
@@ -774,6 +757,28 @@ mod tests {
         assert_eq!(checkpoint_pk("history", arn), format!("CKPT#history#{arn}"));
         assert_eq!(shard_sk("shardId-0001"), "SHARD#shardId-0001");
         assert_ne!(checkpoint_pk("history", arn), checkpoint_pk("derive", arn));
+    }
+
+    /// `run`'s ledger client has the stream consumers' 40 s call budget;
+    /// its lease calls end within a renewal interval (a third of the 20 s
+    /// lease), so a failed renewal leaves time for another.
+    #[tokio::test]
+    async fn a_lease_call_ends_within_a_renewal_interval() {
+        let sdk = crate::local::engine::sdk_config(Some("http://127.0.0.1:9"), 5).await;
+        let client = aws_sdk_dynamodb::Client::new(&sdk);
+        let budget = |c: &aws_sdk_dynamodb::Client| {
+            let t = c.config().timeout_config();
+            t.map(|t| (t.operation_timeout(), t.operation_attempt_timeout()))
+                .unwrap_or_default()
+        };
+        let call = shared::retry::Retries::stream().call_budget;
+        assert_eq!(budget(&client).0, Some(call));
+        let leases = LeaseTable::new(CheckpointConfig::new(client, "ledger"), "m", "arn");
+        let ttl = leases.lease_ttl();
+        assert_eq!(ttl, Duration::from_secs(20));
+        let (call, attempt) = budget(&leases.config.client);
+        assert_eq!(call, Some(ttl / 3));
+        assert_eq!(attempt, Some(ttl / 6));
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! | `jobstream_shards` | gauge: the stream's shards whose turn has come, as this process judges them: `held` here, `elsewhere` (another process renews it), `stale` (its holder has not renewed it for half a lease duration), `unheld` (released, expired or never taken: nobody reads it) | `processor`, `state` |
 //! | `jobstream_queue_messages_in_flight` | gauge: messages whose invocation runs now | `processor` |
 //! | `jobstream_stream_read_failures_total` | counter: GetShardIterator / GetRecords failures (retried after a pause doubling up to 10 s) | `processor` |
+//! | `jobstream_stream_describe_failures_total` | counter: DescribeStream failures (shard discovery; retried after a jittered pause doubling from 1 s, at most 30 s) | `processor` |
 //! | `jobstream_queue_poll_failures_total` | counter: ReceiveMessage failures (retried after a pause doubling up to 10 s) | `processor` |
 //!
 //! `/readyz` also answers 503 while a queue's polls have all failed for
@@ -251,6 +252,12 @@ impl Collector for Probe {
         )?;
         counter(
             &mut encoder,
+            "jobstream_stream_describe_failures",
+            "Shard discoveries (DescribeStream) that failed; retried after a jittered pause doubling from 1 s, at most 30 s",
+            &streams(|s| load(&s.describe_failures)),
+        )?;
+        counter(
+            &mut encoder,
             "jobstream_queue_poll_failures",
             "Queue polls (ReceiveMessage) that failed; retried after a pause doubling up to 10 s",
             &queues(|q| load(&q.poll_failures)),
@@ -361,6 +368,7 @@ mod tests {
         let stats = Arc::new(MappingStats::new("derive"));
         stats.records_processed.store(7, Ordering::Relaxed);
         stats.records_given_up.store(1, Ordering::Relaxed);
+        stats.describe_failures.store(4, Ordering::Relaxed);
         let queue = Arc::new(QueueStats::default());
         queue.in_flight.store(3, Ordering::Relaxed);
         let probe = Probe {
@@ -396,6 +404,7 @@ mod tests {
             "jobstream_leases_held{processor=\"derive\"} 2",
             "jobstream_queue_messages_in_flight{processor=\"timeline\"} 3",
             "jobstream_invocations_failed_total{processor=\"derive\"} 0",
+            "jobstream_stream_describe_failures_total{processor=\"derive\"} 4",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

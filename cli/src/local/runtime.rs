@@ -109,7 +109,8 @@ pub struct RuntimeOptions {
     /// out lower it. Each processor's call budget is its function's, as
     /// deployed (two thirds of its timeout, scaled as the timeout is).
     pub max_attempts: u32,
-    /// Our own backoff for what the SDK does not retry.
+    /// Our own backoff for what the SDK does not retry; its time budget is
+    /// set per processor, the same as its SDK clients' call budget.
     pub backoff: Backoff,
     /// Concurrent pollers (and invocations) per queue; `None` = the queue's
     /// `max_concurrency` from its definition (what the stack deploys as the
@@ -357,11 +358,20 @@ impl Runtime {
             Retries::within(Duration::from_secs(u64::from(timeout)).mul_f64(timeout_scale))
                 .with_max_attempts(opts.max_attempts)
         };
+        // Our own backoff (what the SDK does not retry) within the same
+        // budget as the SDK's retries of the processor it serves.
         let store = Store::with_backoff(
             Retries::stream()
                 .with_max_attempts(opts.max_attempts)
                 .dynamodb_client(&proc_sdk),
             opts.backoff,
+        )
+        .with_budget(
+            Retries::within(
+                Duration::from_secs(u64::from(StreamSettings::DEPLOYED.timeout_secs))
+                    .mul_f64(timeout_scale),
+            )
+            .call_budget,
         );
         let queue_names: BTreeMap<String, String> = config
             .queues
@@ -392,9 +402,11 @@ impl Runtime {
                     aws_sdk_sqs::Client::from_conf(retries_of(name).sqs(b).build())
                 });
                 return (
-                    store.with_client(aws_sdk_dynamodb::Client::from_conf(
-                        proc_config(name).build(),
-                    )),
+                    store
+                        .with_client(aws_sdk_dynamodb::Client::from_conf(
+                            proc_config(name).build(),
+                        ))
+                        .with_budget(retries_of(name).call_budget),
                     sqs,
                 );
             };
@@ -432,7 +444,9 @@ impl Runtime {
                 )
             });
             (
-                store.with_client(aws_sdk_dynamodb::Client::from_conf(ddb)),
+                store
+                    .with_client(aws_sdk_dynamodb::Client::from_conf(ddb))
+                    .with_budget(retries_of(name).call_budget),
                 sqs,
             )
         };

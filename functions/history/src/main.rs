@@ -11,7 +11,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use shared::lambda::{serve_stream, Config, Processors};
 use shared::retry::{Retries, MAX_ATTEMPTS};
-use shared::store::{sdk_config, Store};
+use shared::store::{sdk_config, Backoff, Store};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -20,7 +20,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let sdk = sdk_config(MAX_ATTEMPTS).await;
     // Transient faults ridden out within the stream function's timeout.
     let retries = Retries::stream();
-    let store = Store::new(retries.dynamodb_client(&sdk));
+    let store = Store::with_backoff(retries.dynamodb_client(&sdk), Backoff::within(&retries));
     let processors = Processors::new(&model, &config, store, None);
     let fold = processors
         .fold

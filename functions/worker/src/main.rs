@@ -11,7 +11,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use shared::lambda::{serve_queue, Config, Processors};
 use shared::retry::{Retries, MAX_ATTEMPTS};
-use shared::store::{sdk_config, Store};
+use shared::store::{sdk_config, Backoff, Store};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -25,7 +25,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .iter()
         .find(|q| q.logical == queue)
         .map_or_else(Retries::stream, Retries::queue);
-    let store = Store::new(retries.dynamodb_client(&sdk));
+    let store = Store::with_backoff(retries.dynamodb_client(&sdk), Backoff::within(&retries));
     let processors = Processors::new(&model, &config, store, Some(retries.sqs_client(&sdk)));
     let consumer = processors
         .consumer(&queue)

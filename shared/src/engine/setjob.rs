@@ -375,9 +375,15 @@ impl SetJobProcessor {
         let ahead = std::mem::take(&mut plan.ahead);
         if send_ahead && !ahead.is_empty() {
             let msgs: Vec<(usize, OutMessage)> = ahead.iter().cloned().map(|m| (0, m)).collect();
-            crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
-                .await
-                .map_err(|f| MessageError::Retryable(f.error))?;
+            crate::sqs::send_out(
+                self.sqs.as_ref(),
+                &reads.store.backoff(),
+                &self.queues,
+                &msgs,
+                usize::MAX,
+            )
+            .await
+            .map_err(|f| MessageError::Retryable(f.error))?;
         }
         let ahead = if send_ahead { Vec::new() } else { ahead };
         let applied = apply(
@@ -394,9 +400,15 @@ impl SetJobProcessor {
         }
         if !plan.then.is_empty() {
             let msgs: Vec<(usize, OutMessage)> = plan.then.into_iter().map(|m| (0, m)).collect();
-            crate::sqs::send_out(self.sqs.as_ref(), &self.queues, &msgs, usize::MAX)
-                .await
-                .map_err(|f| MessageError::Retryable(f.error))?;
+            crate::sqs::send_out(
+                self.sqs.as_ref(),
+                &reads.store.backoff(),
+                &self.queues,
+                &msgs,
+                usize::MAX,
+            )
+            .await
+            .map_err(|f| MessageError::Retryable(f.error))?;
         }
         if applied.writes() > 0 {
             tracing::debug!(

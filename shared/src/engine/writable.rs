@@ -66,7 +66,7 @@ pub fn check(
     let mut record = source_key(processor, &key);
     record.extend(implied.to_attrs());
     record.insert("src".into(), AttributeValue::M(key.clone()));
-    let record_bytes = item_size(&record);
+    let record_bytes = item_size(&record) + bookkeeping_bytes(&implied);
     if record_bytes > MAX_ITEM_BYTES {
         return Err(bad(format!(
             "recording what it implies takes {record_bytes} bytes, over DynamoDB's item limit of {MAX_ITEM_BYTES} bytes"
@@ -87,4 +87,31 @@ pub fn check(
         )));
     }
     Ok(())
+}
+
+/// The most the engine's bookkeeping adds to a source's ledger record
+/// beside what the source implies: its version (`ver`), the stream position
+/// met (`q`, up to 40 digits), the mark of a pending state kept beside it
+/// (`lx`), a tombstone's `ttl`, and the counters the change still owes
+/// (`o`: the counters of the item's old image and of its new one, sized
+/// here as if the old image's were as large as these). A record the check
+/// passes is then one DynamoDB takes, so an item past the limit is known
+/// before anything is sent, by the engine and `verify` alike (a change
+/// from an image whose counter keys are far longer can still be refused:
+/// then it is bad input at its commit).
+fn bookkeeping_bytes(implied: &Implied) -> usize {
+    // A number attribute of up to 19 digits (an i64), and its name.
+    let number = |name: &str| name.len() + 19usize.div_ceil(2) + 1;
+    let owed: usize = implied
+        .contributions
+        .iter()
+        .map(|(id, (key, _))| 1 + id.len() + item_size(key) + 3 + key.len())
+        .sum();
+    number("ver")
+        + ("q".len() + 40)
+        + number("lx")
+        + number(crate::ledger::TTL)
+        + "o".len()
+        + 3
+        + 2 * owed
 }

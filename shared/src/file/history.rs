@@ -245,6 +245,78 @@ impl FileHistory {
         }
     }
 
+    /// What the state keeps of a member: the item as its writer wrote it
+    /// (all but the keys and processor-owned attributes) and, with
+    /// `fields`, each field and each other declared attribute `NULL` when
+    /// absent. Its snapshot shows its `fields` ([`Self::shown`]); the
+    /// cascade compares the whole of it ([`Self::member_guard`]), so a
+    /// member the writer put again with the same fields but other data is
+    /// never taken for the one folded.
+    pub(super) fn member_part(&self, shape: &Shape, image: &Item) -> Item {
+        let mut part: Item = image
+            .iter()
+            .filter(|(k, _)| !shape.excluded.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(fields) = &shape.fields {
+            for f in fields {
+                let v = image.get(*f).cloned().unwrap_or(AttributeValue::Null(true));
+                part.insert(f.to_string(), v);
+            }
+            for a in self.declared(shape) {
+                part.entry(a.to_string())
+                    .or_insert(AttributeValue::Null(true));
+            }
+        }
+        part
+    }
+
+    /// The declared attributes of `shape`'s entity a writer writes (not
+    /// the processor's).
+    fn declared<'s>(&self, shape: &'s Shape) -> impl Iterator<Item = &'static str> + 's {
+        self.0.entities[shape.entity]
+            .attrs
+            .iter()
+            .map(|a| a.name)
+            .filter(|a| !shape.excluded.contains(a))
+    }
+
+    /// What a member's snapshot shows of its part: its `fields` (`NULL`
+    /// when absent), else the whole part.
+    fn shown(&self, shape: &Shape, part: &Item) -> Item {
+        match &shape.fields {
+            Some(fields) => fields
+                .iter()
+                .map(|f| {
+                    let v = part.get(*f).cloned();
+                    (f.to_string(), v.unwrap_or(AttributeValue::Null(true)))
+                })
+                .collect(),
+            None => part.clone(),
+        }
+    }
+
+    /// The condition under which the cascade deletes member part `name`
+    /// as folded (`part`): every attribute it holds, and every declared
+    /// one it lacks absent. (A part folded before parts held the whole
+    /// item, only `fields`, is compared as it is: a member changed since
+    /// then holds the whole item again.)
+    pub(super) fn member_guard(&self, name: &str, part: &Item) -> Item {
+        let mut guard = part.clone();
+        let Some(i) = self.member_of_part(name) else {
+            return guard;
+        };
+        let shape = &self.spec().members[i].shape;
+        if shape.fields.is_none() {
+            for a in self.declared(shape) {
+                guard
+                    .entry(a.to_string())
+                    .or_insert(AttributeValue::Null(true));
+            }
+        }
+        guard
+    }
+
     /// The root's image its part `part` stands for, next to its image
     /// `new`: the part's attributes (absent where `NULL`), the keys and
     /// processor-owned ones of `new`, and (a root whose snapshot keeps only
@@ -307,13 +379,13 @@ impl FileHistory {
     pub fn snapshot(&self, state: &FoldState) -> Item {
         let h = self.spec();
         let mut snap = state.parts.get(h.root_part).cloned().unwrap_or_default();
-        let mut lists: Vec<Vec<&Item>> = vec![Vec::new(); h.members.len()];
+        let mut lists: Vec<Vec<Item>> = vec![Vec::new(); h.members.len()];
         for (name, part) in &state.parts {
             if name.as_str() == h.root_part {
                 continue;
             }
             if let Some(i) = self.member_of_part(name) {
-                lists[i].push(part);
+                lists[i].push(self.shown(&h.members[i].shape, part));
             }
         }
         for (mb, mut parts) in h.members.iter().zip(lists) {
@@ -326,12 +398,7 @@ impl FileHistory {
             });
             snap.insert(
                 mb.list.to_string(),
-                AttributeValue::L(
-                    parts
-                        .into_iter()
-                        .map(|p| AttributeValue::M(p.clone()))
-                        .collect(),
-                ),
+                AttributeValue::L(parts.into_iter().map(AttributeValue::M).collect()),
             );
         }
         snap
@@ -505,3 +572,7 @@ mod fold;
 #[cfg(test)]
 #[path = "history_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "history_cascade_tests.rs"]
+mod cascade_tests;

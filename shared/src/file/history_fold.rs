@@ -80,7 +80,7 @@ impl FoldRules for FileHistory {
             .filter(|(name, _)| name.as_str() != self.spec().root_part)
             .map(|(name, part)| CascadeDelete {
                 key: key(name.clone()),
-                unchanged: Some(part.clone()),
+                unchanged: Some(self.member_guard(name, part)),
             });
         let entries = (1..=state.seq).map(|seq| CascadeDelete {
             key: self.entry_key(aggregate, seq),
@@ -193,7 +193,7 @@ impl FoldRules for FileHistory {
                 // adds it.
                 let known = state
                     .parts
-                    .insert(sk.to_string(), self.part(&mb.shape, new))
+                    .insert(sk.to_string(), self.member_part(&mb.shape, new))
                     .is_some();
                 match (kind, &change.old) {
                     (ChangeKind::Modify, Some(old)) if known => {
@@ -244,9 +244,9 @@ impl FoldRules for FileHistory {
         let h = self.spec();
         let image = change.latest_image().unwrap_or(&change.keys);
         let (role, _, sk) = self.classify(image)?;
-        let (part, shape) = match role {
-            Role::Root => (h.root_part.to_string(), &h.root),
-            Role::Member(i) => (sk.to_string(), &h.members[i].shape),
+        let part = match role {
+            Role::Root => h.root_part.to_string(),
+            Role::Member(_) => sk.to_string(),
             Role::Entry | Role::Other => return Ok(()),
         };
         match &change.new {
@@ -256,7 +256,11 @@ impl FoldRules for FileHistory {
             Some(new) => {
                 self.validate(new)?;
                 state.rejected &= role != Role::Root;
-                state.parts.insert(part, self.part(shape, new));
+                let held = match role {
+                    Role::Member(i) => self.member_part(&h.members[i].shape, new),
+                    _ => self.part(&h.root, new),
+                };
+                state.parts.insert(part, held);
             }
         }
         Ok(())
@@ -361,7 +365,7 @@ impl FoldRules for FileHistory {
                 Role::Member(i) if self.validate(item).is_ok() => {
                     state
                         .parts
-                        .insert(sk.to_string(), self.part(&h.members[i].shape, item));
+                        .insert(sk.to_string(), self.member_part(&h.members[i].shape, item));
                 }
                 _ => {}
             }

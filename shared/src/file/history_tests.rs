@@ -11,11 +11,11 @@ use crate::file::test_support::{assert_says, item, model};
 /// The README's example: an order and its lines.
 pub const ORDER: &str = include_str!("../../../models/examples/orders.yaml");
 
-fn history(text: &str) -> FileHistory {
+pub(super) fn history(text: &str) -> FileHistory {
     FileHistory(model(text))
 }
 
-fn order(status: &str) -> Item {
+pub(super) fn order(status: &str) -> Item {
     item(&[
         ("PK", s("ORDER#o1")),
         ("SK", s("ORDER")),
@@ -27,7 +27,7 @@ fn order(status: &str) -> Item {
     ])
 }
 
-fn line(sku: &str, qty: i64) -> Item {
+pub(super) fn line(sku: &str, qty: i64) -> Item {
     item(&[
         ("PK", s("ORDER#o1")),
         ("SK", s(format!("LINE#{sku}"))),
@@ -38,7 +38,7 @@ fn line(sku: &str, qty: i64) -> Item {
     ])
 }
 
-fn fold(h: &FileHistory, st: &mut FoldState, c: Change) -> Vec<String> {
+pub(super) fn fold(h: &FileHistory, st: &mut FoldState, c: Change) -> Vec<String> {
     h.fold("o1", st, &c)
         .unwrap()
         .entries
@@ -170,57 +170,6 @@ fn members_are_listed_in_their_order_with_absent_fields_null() {
         panic!("a map")
     };
     assert_eq!(first["note"], AttributeValue::Null(true));
-}
-
-#[test]
-fn a_root_removal_cascades_its_incarnation_and_a_new_one_starts_at_one() {
-    let h = history(ORDER);
-    let mut st = FoldState::default();
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(order("open"))),
-    );
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(line("a", 1))),
-    );
-    let rm = change(ChangeKind::Remove, Some(order("open")), None);
-    assert!(h.removes_root(&rm));
-    assert!(!h.removes_root(&change(ChangeKind::Remove, Some(line("a", 1)), None)));
-    assert!(h.starts_aggregate(&change(ChangeKind::Insert, None, Some(order("open")))));
-    let c = h.cascade("o1", &st);
-    let sks: Vec<&str> = c.deletes.iter().map(|d| d.key.s("SK").unwrap()).collect();
-    assert_eq!(sks, ["LINE#a", "HIST#000001", "HIST#000002"]);
-    assert_eq!(
-        c.deletes[0].unchanged.as_ref(),
-        st.parts.get("LINE#a"),
-        "a member is deleted only while it is the one this incarnation had"
-    );
-    assert!(fold(&h, &mut st, rm).is_empty());
-    assert!(st.deleted);
-    assert!(
-        fold(
-            &h,
-            &mut st,
-            change(ChangeKind::Remove, Some(line("a", 1)), None)
-        )
-        .is_empty(),
-        "the cascade's own removals write no entry"
-    );
-    assert_eq!(
-        fold(
-            &h,
-            &mut st,
-            change(ChangeKind::Insert, None, Some(order("open")))
-        ),
-        ["Order placed by ann"]
-    );
-    assert_eq!(st.seq, 1);
-    let (key, attr) = h.sequence_mirror("o1").unwrap();
-    assert_eq!(key, item(&[("PK", s("ORDER#o1")), ("SK", s("ORDER"))]));
-    assert_eq!(attr, "historySequence");
 }
 
 #[test]

@@ -177,6 +177,9 @@ pub struct MappingStats {
     /// Shard reads (GetShardIterator, GetRecords) that failed; each is
     /// logged and retried after a pause doubling up to 10 s.
     pub read_failures: AtomicU64,
+    /// DescribeStream calls (shard discovery) that failed; each is logged
+    /// and retried after a jittered pause doubling from 1 s (at most 30 s).
+    pub describe_failures: AtomicU64,
     /// Shard leases this process holds now.
     pub leases_held: AtomicU64,
     /// With leases: the shards whose turn has come, by state, as this

@@ -3,9 +3,55 @@
 
 use super::*;
 
+/// The first pause after a failed DescribeStream; it doubles at each
+/// failure in a row up to [`DESCRIBE_RETRY_CAP`] (unscaled).
+pub const DESCRIBE_RETRY_MIN: Duration = Duration::from_secs(1);
+/// The longest pause before jitter; each pause gets up to as much again
+/// at random (so a fleet of processes spreads its calls): at most twice
+/// this, 30 s.
+pub const DESCRIBE_RETRY_CAP: Duration = Duration::from_secs(15);
+
+/// DescribeStream failing: the calls failed in a row, and the backoff of
+/// the next one (reset by a success).
+#[derive(Debug)]
+pub(super) struct DescribeFailing {
+    pub(super) failures: u32,
+    backoff: backon::ExponentialBackoff,
+}
+
+impl DescribeFailing {
+    pub(super) fn new() -> Self {
+        Self {
+            failures: 0,
+            backoff: describe_backoff(),
+        }
+    }
+
+    /// The pause before the next call (unscaled).
+    pub(super) fn pause(&mut self) -> Duration {
+        self.backoff.next().unwrap_or(DESCRIBE_RETRY_CAP * 2)
+    }
+}
+
+/// Jittered exponential backoff from [`DESCRIBE_RETRY_MIN`] to
+/// [`DESCRIBE_RETRY_CAP`], never ending.
+pub(super) fn describe_backoff() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder as _;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(DESCRIBE_RETRY_MIN)
+        .with_max_delay(DESCRIBE_RETRY_CAP)
+        .without_max_times()
+        .with_jitter()
+        .build()
+}
+
 impl<S: StreamsApi> StreamMapping<S> {
+    /// Due on the timer, or at once when asked for (a shard completed or
+    /// vanished), unless DescribeStream is failing: then only after the
+    /// pause of its backoff.
     pub(super) fn discovery_due(&self) -> bool {
-        self.rediscover || self.next_discovery.is_none_or(|t| Instant::now() >= t)
+        (self.rediscover && self.describe.is_none())
+            || self.next_discovery.is_none_or(|t| Instant::now() >= t)
     }
 
     /// How often leases are balanced (a Query of the lease partition).
@@ -47,15 +93,25 @@ impl<S: StreamsApi> StreamMapping<S> {
             let listed_from = Instant::now();
             match list_shards(&self.ctx.api, &self.ctx.stream_arn).await {
                 Ok(listing) => {
+                    if let Some(failing) = self.describe.take() {
+                        tracing::info!(mapping = %self.name(), failed_calls = failing.failures, "DescribeStream succeeds again");
+                    }
                     self.listing = Some(listing);
                     self.listed_at = Some(listed_from);
                     fresh = true;
                     self.next_discovery = Some(Instant::now() + interval);
                 }
                 Err(e) => {
-                    tracing::warn!(mapping = %self.name(), error = format!("{e:#}"), "DescribeStream failed; the shards held go on, retried shortly");
-                    let retry = self.ctx.scaled(Duration::from_secs(1)).min(interval);
-                    self.next_discovery = Some(Instant::now() + retry);
+                    let failing = self.describe.get_or_insert_with(DescribeFailing::new);
+                    failing.failures += 1;
+                    let (failures, pause) = (failing.failures, failing.pause());
+                    self.ctx
+                        .stats
+                        .describe_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    let pause = self.ctx.scaled(pause);
+                    tracing::warn!(mapping = %self.name(), error = format!("{e:#}"), failed_calls = failures, retry_in = ?pause, "DescribeStream failed; the shards held go on, retried after a growing pause");
+                    self.next_discovery = Some(Instant::now() + pause);
                 }
             }
         }

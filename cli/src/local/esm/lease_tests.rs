@@ -294,3 +294,179 @@ async fn an_outage_of_the_stream_is_counted_and_read_with_a_growing_pause() {
     assert_eq!(*calls.lock().unwrap(), written);
     assert_eq!(m.held["s"].read_failures, 0);
 }
+
+/// Records each batch a process handles, under its name.
+fn recording(process: &'static str, handled: Arc<Mutex<Vec<(&'static str, u64)>>>) -> Handler {
+    Arc::new(move |event: Event| {
+        handled
+            .lock()
+            .unwrap()
+            .extend(seqs(&event).into_iter().map(|s| (process, s)));
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    })
+}
+
+/// The ledger hangs (it accepts the lease calls of a process and never
+/// answers them) while that process holds a shard: each lease call gives up
+/// within a third of the lease duration, so the process gives the shard up
+/// once its lease ran out and another process takes it over. It used to sit
+/// in one renewal for the SDK's 40 s call budget (two lease durations),
+/// its shard stalled. A guard, not a measurement: the lease is 3 s; the
+/// stalled process came back after 40 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
+    const TTL: Duration = Duration::from_secs(3);
+    const GUARD: Duration = Duration::from_secs(15);
+    let (engine, direct) = ledger().await;
+    // The ledger client as `jobstream run` builds it.
+    let (proxy, hanging) = through_proxy(&engine, 5).await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let handled: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
+    let by = |process: &str| -> Vec<u64> {
+        handled
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| *p == process)
+            .map(|(_, s)| *s)
+            .collect()
+    };
+    let mut a = StreamMapping::with_api(
+        config(&hanging, "a", TTL),
+        api.clone(),
+        "arn".into(),
+        recording("a", handled.clone()),
+    );
+    let first = api.write("s", 5);
+    tokio::time::timeout(GUARD, async {
+        while by("a") != first {
+            a.poll_once().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a never read its shard");
+    assert_eq!(a.shards(), ["s"]);
+    // From now on the ledger never answers a.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    for op in ["UpdateItem", "Query", "GetItem"] {
+        proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
+    }
+    let second = api.write("s", 5);
+    let a = tokio::spawn(async move {
+        while !a.shards().is_empty() {
+            a.poll_once().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        a
+    });
+    let mut b = StreamMapping::with_api(
+        config(&direct, "b", TTL),
+        api.clone(),
+        "arn".into(),
+        recording("b", handled.clone()),
+    );
+    tokio::time::timeout(GUARD, async {
+        while by("b") != second {
+            b.poll_once().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("b never took the shard over");
+    let a = tokio::time::timeout(GUARD, a)
+        .await
+        .expect("a lease call held the shard loop past the lease")
+        .unwrap();
+    assert!(a.shards().is_empty(), "a gave the shard up");
+    assert_eq!(b.shards(), ["s"]);
+    let item = lease_table(&direct, "reader")
+        .read("s")
+        .await
+        .unwrap()
+        .expect("lease item");
+    assert_eq!(item.owner.as_deref(), Some("b"));
+    assert_eq!(
+        item.checkpoint.sequence_number,
+        Some(seq_string(*second.last().unwrap()))
+    );
+    gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+}
+
+/// The same under `consume` (how `jobstream run` runs a mapping: a task per
+/// shard, the renewer beside them): the hung renewal holds the lock the
+/// shard's checkpoints take, and a hung coordination the loop that drops
+/// lost leases; both now end within a third of the lease, and the process
+/// reports the shard no longer held while the ledger is still hung.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_consume_a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
+    const TTL: Duration = Duration::from_secs(3);
+    const GUARD: Duration = Duration::from_secs(15);
+    let (engine, direct) = ledger().await;
+    let (proxy, hanging) = through_proxy(&engine, 5).await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let handled: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
+    let by = |process: &str| -> Vec<u64> {
+        handled
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| *p == process)
+            .map(|(_, s)| *s)
+            .collect()
+    };
+    let mut a = StreamMapping::with_api(
+        config(&hanging, "a", TTL),
+        api.clone(),
+        "arn".into(),
+        recording("a", handled.clone()),
+    );
+    let a_stats = a.stats();
+    let (stop, stopped) = watch::channel(false);
+    let a = tokio::spawn(async move {
+        a.consume(stopped, Duration::from_secs(1)).await.unwrap();
+    });
+    let first = api.write("s", 5);
+    tokio::time::timeout(GUARD, async {
+        while by("a") != first {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a never read its shard");
+    assert_eq!(a_stats.leases_held.load(Ordering::Relaxed), 1);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    for op in ["UpdateItem", "Query", "GetItem"] {
+        proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
+    }
+    let second = api.write("s", 5);
+    let mut b = StreamMapping::with_api(
+        config(&direct, "b", TTL),
+        api.clone(),
+        "arn".into(),
+        recording("b", handled.clone()),
+    );
+    tokio::time::timeout(GUARD, async {
+        while by("b") != second {
+            b.poll_once().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("b never took the shard over");
+    tokio::time::timeout(GUARD, async {
+        while a_stats.leases_held.load(Ordering::Relaxed) != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a hung lease call kept a holding the shard past its lease");
+    stop.send_replace(true);
+    tokio::time::timeout(GUARD, a)
+        .await
+        .expect("a stopped within its grace")
+        .unwrap();
+    gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+}

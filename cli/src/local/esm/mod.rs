@@ -92,6 +92,7 @@ mod coordination;
 mod payload;
 mod shard;
 pub use config::*;
+use coordination::DescribeFailing;
 use payload::*;
 use shard::*;
 
@@ -116,6 +117,8 @@ pub struct StreamMapping<S: StreamsApi = SdkStreams> {
     /// The last lease read: what `jobstream_shards` is judged from.
     lease_view: Option<LeaseView>,
     next_discovery: Option<Instant>,
+    /// DescribeStream is failing: retried with a growing pause.
+    describe: Option<DescribeFailing>,
     last_balance: Option<Instant>,
     rediscover: bool,
     /// The first coordination is done (a live lease under our own owner
@@ -212,6 +215,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             observer: Observer::default(),
             lease_view: None,
             next_discovery: None,
+            describe: None,
             last_balance: None,
             rediscover: true,
             started: false,

@@ -4,6 +4,7 @@
 //! each process's own clock (never by comparing wall clocks across hosts).
 //! No timed assertions: counts, orders, the fake's clock and `time_scale`.
 
+use super::coordination::{DESCRIBE_RETRY_CAP, DESCRIBE_RETRY_MIN};
 use super::test_support::seqs;
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
@@ -64,6 +65,76 @@ async fn a_panicking_record_is_given_up_after_the_deployed_retries_while_other_s
         failed[0].reason
     );
     assert_eq!(m.checkpoint("bad"), Some(seq_string(bad[3])));
+}
+
+/// DescribeStream refused for a while (throttled, 5xx): each failure is
+/// counted and the next call waits longer (1 s doubling, jittered, at most
+/// 30 s), so a fleet of processes does not hammer it; once it answers,
+/// discovery resumes and the pause starts over. It used to be called again
+/// every second, however long it failed. No timed assertion: the bound on
+/// the calls holds however slowly the rounds run.
+#[tokio::test]
+async fn a_failing_describe_stream_is_called_with_a_growing_pause_then_discovery_resumes() {
+    const SCALE: f64 = 0.01;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let written = api.write("s", 3);
+    *api.describe_fails.lock().unwrap() = true;
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = calls.clone();
+    let handler: Handler = Arc::new(move |event: Event| {
+        seen.lock().unwrap().extend(seqs(&event));
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    });
+    let mut c = MappingConfig::new("m");
+    c.discovery_interval = Duration::from_secs(3600);
+    // 1 s is 10 ms here: two seconds of rounds are 200 s of failing.
+    c.time_scale = SCALE;
+    let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        m.poll_once().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let failing_for = started.elapsed().div_f64(SCALE);
+    let described = *api.describe_calls.lock().unwrap();
+    // The calls a backoff of at least 1, 2, 4, 8, 15, 15... s (jitter
+    // only lengthens a pause) leaves room for in that time.
+    let mut bound = 1;
+    let mut waited = Duration::ZERO;
+    while waited <= failing_for {
+        waited += DESCRIBE_RETRY_MIN
+            .saturating_mul(1 << (bound - 1).min(16))
+            .min(DESCRIBE_RETRY_CAP);
+        bound += 1;
+    }
+    assert!(
+        (2..=bound).contains(&described),
+        "{described} DescribeStream calls in {failing_for:?} of failing (at most {bound})"
+    );
+    assert_eq!(
+        m.stats().describe_failures.load(Ordering::Relaxed),
+        described as u64,
+        "each failure counted"
+    );
+    assert!(calls.lock().unwrap().is_empty(), "no shard known yet");
+    // DescribeStream answers again: discovery resumes after the pause.
+    *api.describe_fails.lock().unwrap() = false;
+    m.config_mut().time_scale = 0.0;
+    m.next_discovery = None;
+    drain(std::slice::from_mut(&mut m)).await.unwrap();
+    assert_eq!(*calls.lock().unwrap(), written, "the shard was read");
+    assert!(m.describe.is_none(), "the backoff is reset by a success");
+    // Failing again, the pause starts over from 1 s.
+    *api.describe_fails.lock().unwrap() = true;
+    m.config_mut().time_scale = 1.0;
+    m.next_discovery = None;
+    let before = Instant::now();
+    m.poll_once().await.unwrap();
+    assert_eq!(m.describe.as_ref().map(|d| d.failures), Some(1));
+    let next = m.next_discovery.expect("a pause");
+    assert!(next >= before + DESCRIBE_RETRY_MIN, "{:?}", next - before);
+    assert!(next <= Instant::now() + DESCRIBE_RETRY_MIN * 2);
 }
 
 mod leases {

@@ -84,9 +84,9 @@ pub struct Reconciled {
     /// Bad input met, by position in the keys given (logged by the caller).
     pub bad: Vec<(usize, InputError)>,
     /// Positions (in the keys given) whose item was read as none of the
-    /// stream's images of it the caller passed (changed since, or no
-    /// images: a backfill): bad input met there is the record's that made
-    /// the item so (in a stream, counted in that record's own batch).
+    /// stream's images of it the caller passed (changed or gone since, or
+    /// no images: a backfill): bad input met there is the record's that
+    /// made the item so (in a stream, counted in that record's own batch).
     pub ahead: BTreeSet<usize>,
     /// Notes of what was written (logged and counted by the caller): by
     /// the key of the item written.

@@ -66,8 +66,8 @@ pub(super) struct Assessment {
     pub(super) derived_keys: BTreeMap<String, Item>,
     pub(super) bad: Vec<(usize, InputError)>,
     /// Positions whose item was read as none of the batch's images of it
-    /// (changed since): bad input met there is the record's that changed
-    /// it, counted in its own batch.
+    /// (changed since, or gone since): bad input met there is the record's
+    /// that changed it, counted in its own batch.
     pub(super) ahead: BTreeSet<usize>,
     /// Per item (by position): what its record keeps of the stream.
     pub(super) trails: BTreeMap<usize, Trail>,
@@ -160,10 +160,16 @@ impl Deriver {
                         (contributions, derived, memberships) = (None, None, None);
                     }
                 }
-            } else if let Some(c) = self.rules.counter(key) {
-                // A counter item deleted (by a writer, by TTL) is brought
-                // back from its key alone when its totals say it exists.
-                counters.insert(item_id(&c.key_item()), c);
+            } else {
+                if hints.get(&id).and_then(|h| h.seen).is_some() {
+                    // Gone since the batch's latest image of it: read ahead.
+                    out.ahead.insert(pos);
+                }
+                if let Some(c) = self.rules.counter(key) {
+                    // A counter item deleted (by a writer, by TTL) is brought
+                    // back from its key alone when its totals say it exists.
+                    counters.insert(item_id(&c.key_item()), c);
+                }
             }
             let mut implied = Implied::from_rules(
                 contributions.as_deref().unwrap_or_default(),

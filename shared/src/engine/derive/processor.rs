@@ -166,7 +166,14 @@ impl DeriveProcessor {
         messages: &[(usize, OutMessage)],
         limit: usize,
     ) -> Result<(), BatchFailure> {
-        crate::sqs::send_out(self.sqs.as_ref(), &self.queues, messages, limit).await
+        crate::sqs::send_out(
+            self.sqs.as_ref(),
+            &self.deriver.store.backoff(),
+            &self.queues,
+            messages,
+            limit,
+        )
+        .await
     }
 
     /// Backfill of existing items: the same reconcile as the stream, plus
@@ -247,6 +254,12 @@ impl StreamProcessor for DeriveProcessor {
         // item read as bad is no new bad input either (a writer's bad put in
         // the same batch is counted by its record).
         let mut echoes = BTreeSet::new();
+        // Records whose new image the rules accept (index, item id), and
+        // the last record of each item: whether an image's writes can exist
+        // at all is asked of the item as read, and of these records only
+        // where the item was read as another image (see below).
+        let mut to_size: Vec<(usize, String)> = Vec::new();
+        let mut last_of: HashMap<String, usize> = HashMap::new();
         // What each record says, its images parsed once (kept for the
         // reconcile: an item read as its latest image was is not parsed
         // again).
@@ -270,17 +283,23 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(change.old.as_ref())
                 .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
-            // A MODIFY of an item already rejected (its old image) that
-            // changes only what the processors write onto it (a write that
-            // landed on the item as it went bad: a projection guarded by
-            // what it read) is no new bad input: its bad put was counted.
+            // A MODIFY of an item already rejected (its old image: by its
+            // rules, or its writes past DynamoDB's limits) that changes only
+            // what the processors write onto it (a write that landed on the
+            // item as it went bad: a projection guarded by what it read) is
+            // no new bad input: its bad put was counted.
             let echo_of_bad = change.kind == ChangeKind::Modify
-                && old.bad.is_some()
                 && change
                     .old
                     .as_ref()
                     .zip(new_image)
-                    .is_some_and(|(o, n)| rules.processor_owned_only(o, n));
+                    .is_some_and(|(o, n)| rules.processor_owned_only(o, n))
+                && (old.bad.is_some()
+                    || said
+                        .old
+                        .as_ref()
+                        .zip(change.old.as_ref())
+                        .is_some_and(|(a, img)| self.deriver.unwritable(img, a).is_some()));
             if echo_of_bad {
                 echoes.insert(id.clone());
             }
@@ -301,6 +320,12 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(new_image)
                 .map(|(a, img)| image_says(a, img, key_names))
                 .unwrap_or_default();
+            // Writes DynamoDB cannot take are bad input of the record too:
+            // asked after the reconcile, of the images it did not read.
+            if new.bad.is_none() && new_image.is_some() && !echo_of_bad {
+                to_size.push((index, id.clone()));
+            }
+            last_of.insert(id.clone(), index);
             // A record whose images are valid and imply and project nothing,
             // of an item that is no counter, changes nothing the engine
             // keeps: records arrive in order per item, so the item's
@@ -398,6 +423,37 @@ impl StreamProcessor for DeriveProcessor {
                 (d, Some(BatchFailure { index, error }))
             }
         };
+        // A record whose image implies writes that cannot exist is bad
+        // input of its own, even when the item was read as another image
+        // (an earlier record of the batch, or the item changed since): the
+        // read of the item judged only the image it found.
+        let read_at: HashMap<String, usize> = keys
+            .iter()
+            .enumerate()
+            .map(|(pos, k)| (item_id(k), pos))
+            .collect();
+        for (index, id) in &to_size {
+            let Some(pos) = read_at.get(id) else {
+                continue;
+            };
+            // Read as this image, and counted below when bad (not left to
+            // the records, as for an item with a processor's write among
+            // them).
+            if last_of.get(id) == Some(index) && !done.ahead.contains(pos) && !echoes.contains(id) {
+                continue;
+            }
+            let change = &changes[*index];
+            let unwritable = says[*index]
+                .as_ref()
+                .and_then(|s| s.new.as_ref())
+                .zip(change.new.as_ref())
+                .and_then(|(a, image)| self.deriver.unwritable(image, a));
+            if let Some(e) = unwritable {
+                if bad_keys.insert(id.clone()) {
+                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                }
+            }
+        }
         // Bad input met on the item as read is counted here only when the
         // item was read as this batch's latest image of it: one read ahead
         // (changed since) is counted by the record that changed it, in its

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::implied::{contribution_deltas, Implied};
-use super::keys::{owners_key, source_key_pk, total_key};
+use super::keys::{owners_key, source_key_pk, total_key, SOURCE_SK};
 use super::trail::{PerAspect, Trail};
 use super::{Counter, Deriver};
 use crate::change::SequenceNumber;
@@ -65,79 +65,60 @@ pub(super) struct Owners {
 }
 
 impl Deriver {
+    /// The records of the sources at `keys` (ledger keys), by their
+    /// partition key. A record whose pending state is kept beside it is
+    /// read with that item; one read while another consumer committed the
+    /// source (the item beside it already of a newer version, or gone) is
+    /// read again, both as they are now.
     pub(super) async fn read_recorded(
         &self,
         keys: Vec<Item>,
     ) -> Result<HashMap<String, Recorded>, ProcessError> {
         let mut out = HashMap::new();
-        let items = self.store.batch_get(&self.ledger_table, keys).await?;
-        // The pending states kept beside their records, in one more read
-        // (only when some record says so).
-        let spill_keys: Vec<Item> = items
-            .iter()
-            .filter(|i| i.contains_key(SPILLED))
-            .filter_map(|i| ledger::as_s(i.get(ledger::PK)))
-            .map(|pk| ledger::key(pk, PENDING_SK))
-            .collect();
-        let mut spills: HashMap<String, Item> = HashMap::new();
-        if !spill_keys.is_empty() {
-            for s in self.store.batch_get(&self.ledger_table, spill_keys).await? {
-                let pk = ledger::as_s(s.get(ledger::PK))
+        let mut items = self.store.batch_get(&self.ledger_table, keys).await?;
+        for _ in 0..READ_AGAIN {
+            // The pending states kept beside their records, in one more
+            // read (only when some record says so).
+            let spill_keys: Vec<Item> = items
+                .iter()
+                .filter(|i| i.contains_key(SPILLED))
+                .filter_map(|i| ledger::as_s(i.get(ledger::PK)))
+                .map(|pk| ledger::key(pk, PENDING_SK))
+                .collect();
+            let mut spills: HashMap<String, Item> = HashMap::new();
+            if !spill_keys.is_empty() {
+                for s in self.store.batch_get(&self.ledger_table, spill_keys).await? {
+                    let pk = ledger::as_s(s.get(ledger::PK))
+                        .unwrap_or_default()
+                        .to_string();
+                    spills.insert(pk, s);
+                }
+            }
+            let mut again = Vec::new();
+            for item in items {
+                let pk = ledger::as_s(item.get(ledger::PK))
                     .unwrap_or_default()
                     .to_string();
-                spills.insert(pk, s);
-            }
-        }
-        for item in items {
-            let pk = ledger::as_s(item.get(ledger::PK))
-                .unwrap_or_default()
-                .to_string();
-            let implied = Implied::from_record(&item).map_err(|e| {
-                ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"))
-            })?;
-            let ver = item.opt_i64("ver").ok().flatten().unwrap_or(1);
-            let mut owed = BTreeMap::new();
-            if let Some(AttributeValue::M(o)) = item.get(OWED) {
-                for (id, key) in o {
-                    if let AttributeValue::M(key) = key {
-                        owed.insert(id.clone(), key.clone());
+                match recorded_of(&pk, &item, spills.get(&pk))? {
+                    Some(rec) => {
+                        out.insert(pk, rec);
                     }
+                    None => again.push(ledger::key(&pk, SOURCE_SK)),
                 }
             }
-            let corrupt =
-                |e: String| ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"));
-            let seq = match item.get(SEQ) {
-                None => None,
-                Some(AttributeValue::S(q)) => Some(
-                    SequenceNumber::parse(q)
-                        .ok_or_else(|| corrupt(format!("{SEQ} is no sequence number")))?,
-                ),
-                Some(_) => return Err(corrupt(format!("{SEQ} is not a string"))),
-            };
-            let spilled = item.get(SPILLED);
-            let pending = match spilled {
-                None => PerAspect::from_attr(item.get(PENDING)).map_err(corrupt)?,
-                Some(written) => {
-                    let spill = spills
-                        .get(&pk)
-                        .filter(|s| s.get("ver") == Some(written))
-                        .ok_or_else(|| corrupt("its pending state is missing".into()))?;
-                    PerAspect::from_attr(spill.get(PENDING)).map_err(corrupt)?
-                }
-            };
-            let trail = Trail { seq, pending };
-            out.insert(
-                pk,
-                Recorded {
-                    implied,
-                    ver,
-                    owed,
-                    trail,
-                    spilled: spilled.is_some(),
-                },
-            );
+            if again.is_empty() {
+                return Ok(out);
+            }
+            items = self.store.batch_get(&self.ledger_table, again).await?;
         }
-        Ok(out)
+        Err(ProcessError::Conflict(format!(
+            "ledger records {}: the pending state each keeps beside it is missing or of another version, read after read (another consumer committing them all along, or the ledger changed by hand)",
+            items
+                .iter()
+                .filter_map(|i| ledger::as_s(i.get(ledger::PK)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
     }
 
     /// The owner records of the shared derived items among `keys`, by
@@ -260,4 +241,55 @@ impl Deriver {
             })
             .collect())
     }
+}
+
+/// Reads of a record and the item beside it that may disagree (another
+/// consumer committed between them) before the batch is retried.
+const READ_AGAIN: usize = 5;
+
+/// A source's record as read (`item`, partition key `pk`), with the item
+/// beside it holding its pending state if the record says so (`spill`).
+/// `None`: the record says its pending state is beside it and that item is
+/// of another version or gone (read between another consumer's commits:
+/// read both again).
+fn recorded_of(
+    pk: &str,
+    item: &Item,
+    spill: Option<&Item>,
+) -> Result<Option<Recorded>, ProcessError> {
+    let corrupt =
+        |e: String| ProcessError::Permanent(format!("ledger record {pk} is corrupt: {e}"));
+    let implied = Implied::from_record(item).map_err(&corrupt)?;
+    let ver = item.opt_i64("ver").ok().flatten().unwrap_or(1);
+    let mut owed = BTreeMap::new();
+    if let Some(AttributeValue::M(o)) = item.get(OWED) {
+        for (id, key) in o {
+            if let AttributeValue::M(key) = key {
+                owed.insert(id.clone(), key.clone());
+            }
+        }
+    }
+    let seq = match item.get(SEQ) {
+        None => None,
+        Some(AttributeValue::S(q)) => Some(
+            SequenceNumber::parse(q)
+                .ok_or_else(|| corrupt(format!("{SEQ} is no sequence number")))?,
+        ),
+        Some(_) => return Err(corrupt(format!("{SEQ} is not a string"))),
+    };
+    let spilled = item.get(SPILLED);
+    let pending = match spilled {
+        None => PerAspect::from_attr(item.get(PENDING)).map_err(&corrupt)?,
+        Some(written) => match spill.filter(|s| s.get("ver") == Some(written)) {
+            Some(spill) => PerAspect::from_attr(spill.get(PENDING)).map_err(&corrupt)?,
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(Recorded {
+        implied,
+        ver,
+        owed,
+        trail: Trail { seq, pending },
+        spilled: spilled.is_some(),
+    }))
 }

@@ -34,7 +34,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::implied::{checked_sums, sum_contributions, Implied, Sums};
 use super::{Aspects, Deriver};
 use crate::change::SequenceNumber;
+use crate::engine::rules::Contribution;
 use crate::engine::writable::{self, Writes};
+use crate::error::InputError;
 use crate::item::{key_of, Item};
 use crate::ledger::item_id;
 
@@ -141,6 +143,41 @@ pub(super) struct Rejected {
 }
 
 impl Deriver {
+    /// Why the writes `image` implies (its `aspects` as the rules said
+    /// them) cannot exist in DynamoDB (see [`writable::check`]), if they
+    /// cannot: a record of such an image is bad input even when the item
+    /// has changed since.
+    pub(super) fn unwritable(&self, image: &Item, aspects: &Aspects) -> Option<InputError> {
+        let key_names = self.rules.key_names();
+        let contributions = checked_sums(aspects.contributions.clone(), image, key_names).ok();
+        self.unwritable_as(image, aspects, contributions.as_deref())
+    }
+
+    /// [`Self::unwritable`], with the contributions' sums checked already.
+    fn unwritable_as(
+        &self,
+        image: &Item,
+        aspects: &Aspects,
+        contributions: Option<&[Contribution]>,
+    ) -> Option<InputError> {
+        let writes = Writes {
+            projection: aspects.projection.as_ref().ok().and_then(Option::as_ref),
+            derived: aspects.derived.as_ref().map_or(&[][..], Vec::as_slice),
+            contributions: contributions.unwrap_or_default(),
+            memberships: aspects.memberships.as_ref().map_or(0, Vec::len),
+        };
+        writable::check(
+            self.rules.as_ref(),
+            &self.limits,
+            self.processor,
+            image,
+            &writes,
+        )
+        .err()
+    }
+}
+
+impl Deriver {
     /// The state one valid image gives per aspect (an image whose writes
     /// cannot exist gives none: it is bad input as a whole).
     fn state_of(&self, image: &Item, aspects: &Aspects) -> PerAspect {
@@ -148,21 +185,9 @@ impl Deriver {
         let contributions = checked_sums(aspects.contributions.clone(), image, key_names).ok();
         let derived = aspects.derived.as_ref().ok();
         let memberships = aspects.memberships.as_ref().ok();
-        let projection = aspects.projection.as_ref().ok().and_then(Option::as_ref);
-        let writes = Writes {
-            projection,
-            derived: derived.map_or(&[][..], Vec::as_slice),
-            contributions: contributions.as_deref().unwrap_or_default(),
-            memberships: memberships.map_or(0, Vec::len),
-        };
-        if writable::check(
-            self.rules.as_ref(),
-            &self.limits,
-            self.processor,
-            image,
-            &writes,
-        )
-        .is_err()
+        if self
+            .unwritable_as(image, aspects, contributions.as_deref())
+            .is_some()
         {
             return PerAspect::default();
         }

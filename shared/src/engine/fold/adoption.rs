@@ -328,12 +328,15 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         }
     }
 
-    /// The adoption entry's own record: the adoption's position.
+    /// The adoption entry's own record (`rest[0]`, the batch's records of
+    /// `agg` from it on): the adoption's position.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn reach_adoption(
         &self,
         agg: &str,
         index: usize,
         change: &Change,
+        rest: &[&Change],
         record: AdoptionRecord,
         states: &mut HashMap<String, Loaded>,
         tx: &mut Tx,
@@ -351,13 +354,17 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Restated::Same => {}
             Restated::Rewrite(e) => rewrite = Some(e),
             Restated::RootGone => {
-                let cascade = self.rules.cascade(agg, &l.state);
-                self.flush(tx, states).await?;
-                self.cascade(agg, states, &cascade, None)
-                    .await
-                    .map_err(|error| BatchFailure { index, error })?;
+                // The adopted incarnation is gone at its own position:
+                // cascaded as a deletion would be (the batch's later
+                // records of its members left to them, the root's absence
+                // checked unless the batch re-creates it).
+                let gone = l.state.clone();
+                let deferred = self
+                    .cascade_removed(agg, index, &gone, rest, states, tx)
+                    .await?;
                 next = FoldState {
                     deleted: true,
+                    parts: deferred.iter().map(pending_part).collect(),
                     ..FoldState::default()
                 };
             }

@@ -31,6 +31,23 @@ struct Mirror<'a> {
     next: Option<Item>,
 }
 
+/// The end of the cascade's transaction that starts at `deletes[start]`:
+/// up to 98 deletes (beside the HEAD's check and the root's), and no more
+/// than [`MAX_TX_BYTES`] of keys and guards (a member's guard is the item
+/// as folded). At least one.
+fn chunk_end(deletes: &[&CascadeDelete], start: usize) -> usize {
+    let mut bytes = 0;
+    let mut end = start;
+    for d in deletes[start..].iter().take(MAX_ACTIONS - 2) {
+        bytes += item_size(&d.key) + d.unchanged.as_ref().map_or(0, item_size);
+        if bytes > MAX_TX_BYTES && end > start {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
 impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// The mirror raised to `seq` while the root holds `guard`
     /// ([`FoldRules::root_guard`]).
@@ -150,7 +167,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         let mut deletes: Vec<&CascadeDelete> = c.deletes.iter().collect();
         let mut start = 0;
         'chunks: while start < deletes.len() {
-            let end = (start + MAX_ACTIONS - 2).min(deletes.len());
+            let end = chunk_end(&deletes, start);
             let mut actions = vec![fence.clone()];
             actions.extend(witness.clone());
             let checks = actions.len();
@@ -397,5 +414,40 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             Ok(()) | Err(TxError::ConditionsFailed { .. }) => Ok(()),
             Err(TxError::Store(e)) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(sk: usize, guard_bytes: usize) -> CascadeDelete {
+        let key: Item = [
+            ("PK".to_string(), s("ORDER#o1")),
+            ("SK".to_string(), s(format!("LINE#{sk}"))),
+        ]
+        .into();
+        CascadeDelete {
+            key,
+            unchanged: Some([("note".to_string(), s("x".repeat(guard_bytes)))].into()),
+        }
+    }
+
+    /// A cascade's transactions hold up to 98 deletes and no more than
+    /// 3.5 MB of keys and guards (a member's guard is the whole item as
+    /// folded), and always at least one delete.
+    #[test]
+    fn a_cascade_is_cut_by_count_and_by_the_size_of_its_guards() {
+        let small: Vec<CascadeDelete> = (0..250).map(|i| delete(i, 10)).collect();
+        let small: Vec<&CascadeDelete> = small.iter().collect();
+        assert_eq!(chunk_end(&small, 0), 98);
+        assert_eq!(chunk_end(&small, 196), 250);
+        let large: Vec<CascadeDelete> = (0..60).map(|i| delete(i, 300_000)).collect();
+        let large: Vec<&CascadeDelete> = large.iter().collect();
+        let end = chunk_end(&large, 0);
+        assert_eq!(end, 11, "11 guards of 300 KB fit in 3.5 MB, 12 do not");
+        let huge = [delete(0, 4_000_000)];
+        let huge: Vec<&CascadeDelete> = huge.iter().collect();
+        assert_eq!(chunk_end(&huge, 0), 1, "one delete at least");
     }
 }

@@ -51,7 +51,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         }
         if let Some(record) = self.rules.adoption_record(change) {
             return self
-                .reach_adoption(agg, index, change, record, states, tx)
+                .reach_adoption(agg, index, change, rest, record, states, tx)
                 .await;
         }
         let starts = self.rules.starts_aggregate(change);
@@ -128,13 +128,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             // here, its adoption entry included; the history starts over.
             let mut before = l.state.clone();
             self.roll_back(&mut before, rest);
-            let cascade = self.cascade_of(agg, &before, rest);
-            self.flush(tx, states).await?;
-            let done = self
-                .cascade(agg, states, &cascade, None)
-                .await
-                .map_err(at)?;
-            tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, "cascade delete before the adoption's position");
+            let deferred = self
+                .cascade_removed(agg, index, &before, rest, states, tx)
+                .await?;
             let output = match self.rules.fold(agg, &mut before, change) {
                 Ok(o) => o,
                 Err(e) => {
@@ -142,6 +138,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     return Ok(());
                 }
             };
+            before.parts.extend(deferred.iter().map(pending_part));
             return self
                 .stage_commit(agg, index, change, before, output.entries, true, states, tx)
                 .await;
@@ -167,21 +164,10 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         };
         let mut deferred = Vec::new();
         if removes && !l.state.deleted {
-            let cascade = self.cascade_of(agg, &l.state, rest);
-            // The aggregate's re-creation is not among this batch's records:
-            // its members are deleted only while the root is absent (when it
-            // is back, the fold is behind the writer, and a member's records
-            // to come tell whether the writer put it again since).
-            let root = (!rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c)))
-                .then(|| self.rules.sequence_mirror(agg).map(|(key, _)| key))
-                .flatten();
-            self.flush(tx, states).await?;
-            let done = self
-                .cascade(agg, states, &cascade, root.as_ref())
-                .await
-                .map_err(at)?;
-            tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, deferred = done.deferred.len(), "cascade delete");
-            deferred = done.deferred;
+            let removed = l.state.clone();
+            deferred = self
+                .cascade_removed(agg, index, &removed, rest, states, tx)
+                .await?;
         }
         let l = &states[agg];
         let mut next = l.state.clone();
@@ -200,16 +186,45 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             }
         };
         let force = settled || !deferred.is_empty();
-        for d in &deferred {
-            let (name, data) = pending_part(d);
-            next.parts.insert(name, data);
-        }
+        next.parts.extend(deferred.iter().map(pending_part));
         for (metric, notice) in &output.notices {
             metrics.incr(metric);
             tracing::error!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
         }
         self.stage_commit(agg, index, change, next, output.entries, force, states, tx)
             .await
+    }
+
+    /// Runs the cascade of the incarnation in `state`, whose root goes at
+    /// `rest[0]` (its deletion, or the adoption's position where the root
+    /// is gone), after committing what is pending. Every path that deletes
+    /// members because the root went comes here: the members a later
+    /// record of the batch writes are left to it ([`Self::cascade_of`]),
+    /// and unless the batch holds the root's re-creation, the first
+    /// transaction checks that the root is still absent: when it is back
+    /// (the fold is behind the writer, and a member's records to come tell
+    /// whether the writer put it again since) the members' deletes are
+    /// returned, to wait in the state as pending parts ([`PENDING`]).
+    pub(super) async fn cascade_removed(
+        &self,
+        agg: &str,
+        index: usize,
+        state: &FoldState,
+        rest: &[&Change],
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<Vec<CascadeDelete>, BatchFailure> {
+        let cascade = self.cascade_of(agg, state, rest);
+        let root = (!rest.iter().skip(1).any(|c| self.rules.starts_aggregate(c)))
+            .then(|| self.rules.sequence_mirror(agg).map(|(key, _)| key))
+            .flatten();
+        self.flush(tx, states).await?;
+        let done = self
+            .cascade(agg, states, &cascade, root.as_ref())
+            .await
+            .map_err(|error| BatchFailure { index, error })?;
+        tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, deferred = done.deferred.len(), "cascade delete");
+        Ok(done.deferred)
     }
 
     /// The cascade the rules ask for when the root of the incarnation in
