@@ -6,8 +6,30 @@
 //! a structured log and a metric). "Already applied" is not a failure at all:
 //! the store reports it as an outcome, never as an error.
 
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
 use crate::change::DecodeError;
 use crate::item::AttrError;
+
+/// An SDK error as an operator reads it, on one line: the service's error
+/// code and message (never the request, the response or its body), or the
+/// transport's failure with its causes.
+pub fn sdk_cause<E, R>(e: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match e {
+        SdkError::ServiceError(se) => {
+            let code = se.err().code().unwrap_or("unknown error code");
+            match se.err().message() {
+                Some(m) => format!("{code}: {m}"),
+                None => code.to_string(),
+            }
+        }
+        other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
+    }
+}
 
 /// A retryable failure talking to AWS.
 #[derive(Debug, thiserror::Error)]

@@ -204,3 +204,71 @@ async fn refused_input_is_logged_at_warn_with_its_key_and_reason_never_at_error(
     );
     assert!(!logged.contains(" ERROR "), "{logged}");
 }
+
+/// Items that match no entity are bad input (`UnknownEntity`, listed by
+/// `verify`); another service's items in the same table are declared as a
+/// key space of their own (`owner: other`, its key only): read and left
+/// alone, never bad input, though they carry no type of this model's
+/// (`writer_type: checked`, the default). user9's #16.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_of_no_entity_are_bad_input_and_a_key_space_declared_as_foreign_is_left_alone() {
+    const TASKS: &str = r#"jobstream: 1
+name: mine
+table: { name: mine, pk: PK, sk: SK }
+entities:
+  task:
+    key: { PK: "P#${projectId}", SK: "TASK#${taskId}" }
+    attributes: { projectId: string, taskId: string, title: string }
+FOREIGN"#;
+    let foreign =
+        "  others:\n    owner: other\n    key: { PK: \"OTHER#${otherPk}\", SK: \"${otherSk}\" }\n";
+    for (declared, bad) in [("", 1), (foreign, 0)] {
+        let path = crate::support::temp_model("mine", &TASKS.replace("FOREIGN", declared));
+        let mut env = crate::support::model_env("mine", |o| o.model_file = Some(path)).await;
+        let other = crate::items::item(&[("PK", "OTHER#1"), ("SK", "X"), ("type", "theirs")]);
+        crate::items::put(&env, other).await;
+        env.rt.drain().await.unwrap();
+        assert_eq!(
+            crate::items::metric_of(&env, "derive", names::BAD_INPUT),
+            bad,
+            "declared: {declared:?}"
+        );
+        let report = env.rt.verify().await.unwrap();
+        assert_eq!(
+            report.bad_input.len(),
+            bad as usize,
+            "{:?}",
+            report.bad_input
+        );
+        if bad > 0 {
+            assert!(
+                report.bad_input[0].contains("unknown entity"),
+                "{:?}",
+                report.bad_input
+            );
+        }
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}
+
+/// `owner: other` declares a key only: anything that would read or check
+/// its items is refused when the file loads.
+#[test]
+fn a_foreign_key_space_declares_its_key_only() {
+    let text = r#"jobstream: 1
+name: mine
+table: { name: mine, pk: PK, sk: SK }
+entities:
+  others:
+    owner: other
+    key: { PK: "OTHER#${otherPk}", SK: "${otherSk}" }
+    attributes: { otherPk: string }
+"#;
+    let problems = shared::file::compile(text, "mine").expect_err("refused");
+    let err: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+    let err = err.join("\n");
+    assert!(
+        err.contains("others: `owner: other` is a key space another writer owns, read and left alone: it declares its key only, not `attributes`"),
+        "{err}"
+    );
+}

@@ -262,3 +262,78 @@ fn dev_and_serve_start_their_local_sqs_on_the_port_given_and_name_a_port_in_use(
         "{err}"
     );
 }
+
+/// A model that declares an index the existing table lacks (user9's #18:
+/// the model gained an index, the table predates it): `create`, `run` and
+/// `dev`'s table check (an existing `--db`) name the index instead of
+/// writing its keys for an index that is not there; `query` on it says the
+/// service's error in one line, not the SDK's dump of the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_one_line() {
+    let (engine, sqs) = engine_and_sqs().await;
+    let endpoint = engine.endpoint();
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
+    let model = shared::models::find("hr").expect("hr");
+    let index = model.table.gsis[0].clone();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (t, l) = (format!("t{id}"), format!("l{id}"));
+    let mut without = model.table.clone();
+    without.gsis.clear();
+    ensure_table(&client, &without, &t).await.unwrap();
+    let lacks = format!(
+        "{t} lacks index {} ({}, {}), which the model declares",
+        index.name, index.pk, index.sk
+    );
+
+    // dev and serve on an existing table (`--db`): its shape is checked.
+    let err = ensure_table(&client, &model.table, &t).await.unwrap_err();
+    assert!(format!("{err:#}").contains(&lacks), "{err:#}");
+
+    let flags: Vec<String> = [
+        "--model",
+        "hr",
+        "--table",
+        &t,
+        "--ledger-table",
+        &l,
+        "--endpoint",
+        &endpoint,
+        "--sqs-endpoint",
+        &sqs,
+    ]
+    .map(String::from)
+    .into();
+    let out = create(flags.clone()).await;
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(&lacks), "{}", text(&out.stderr));
+
+    // `run` against it (the ledger made as create would).
+    ensure_table(&client, &table::ledger(), &l).await.unwrap();
+    let run = [vec!["run".to_string()], flags].concat();
+    let refused = tokio::task::spawn_blocking(move || starts_consuming(&run, &[])).await;
+    let why = refused.unwrap().expect_err("run refuses the table");
+    assert!(why.contains(&format!("model table {lacks}")), "{why}");
+
+    // `query` on the missing index: one line, the service's code and message.
+    let args: Vec<String> = [
+        "query",
+        "--model",
+        "hr",
+        "--table",
+        &t,
+        "--endpoint",
+        &endpoint,
+        "employees_by_email",
+        "email=a@example.com",
+    ]
+    .map(String::from)
+    .into();
+    let out = tokio::task::spawn_blocking(move || crate::support::jobstream(&args))
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("ValidationException: "), "{err}");
+    assert!(!err.contains("Response"), "{err}");
+}

@@ -553,3 +553,41 @@ async fn a_pending_state_beside_its_record_read_while_another_consumer_commits_i
     assert_eq!(mirrors(&env, "p").await, [("done".into(), big('b'))]);
     assert_clean(&env.rt).await;
 }
+
+/// Several bad puts of one item close together, delivered in one batch
+/// (user9's #8: one `BadInput` and one WARN line, the first reason): each
+/// bad record is one `BadInput`, logged with its own reason, as when each
+/// comes in a batch of its own; and its last valid state still counts.
+#[tokio::test]
+async fn each_bad_put_of_one_item_in_one_batch_is_counted_and_logged_with_its_own_reason() {
+    let (logs, _guard) = crate::support::Captured::start();
+    let env = tasks().await;
+    put(&env, task("u", "todo", Some("T"))).await;
+    put(&env, task("u", "todo", None)).await;
+    put(&env, task("u", "bogus", Some("T"))).await;
+    let mut bad_id = task("u", "todo", Some("T"));
+    bad_id.insert("taskId".into(), s("u!"));
+    put(&env, bad_id).await;
+    put(&env, task("u", "nope", Some("T"))).await;
+    put(&env, task("u", "todo", None)).await;
+    let recs = records_of_task(&env, "u").await;
+    assert_eq!(recs.len(), 6);
+    deliver(&env, &recs).await;
+    assert_eq!(bad_input(&env), 5, "five bad puts, five BadInput");
+    assert_eq!(counts(&env).await, (1, 0), "its last valid state counts");
+    let logged = logs.text();
+    let lines: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("bad input") && l.contains("TASK#u"))
+        .collect();
+    assert_eq!(lines.len(), 5, "{logged}");
+    // Each with its own reason (the values are never logged).
+    for (reason, n) in [
+        ("`title` is missing", 2),
+        ("`status` has an invalid value", 2),
+        ("`taskId`", 1),
+    ] {
+        let found = lines.iter().filter(|l| l.contains(reason)).count();
+        assert_eq!(found, n, "{reason}: {lines:#?}");
+    }
+}

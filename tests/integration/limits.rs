@@ -313,3 +313,47 @@ async fn a_transaction_dynamodb_rejects_is_split_to_find_its_source_and_the_othe
     assert!(get("M#a").await.is_some() && get("M#c").await.is_some());
     assert!(get("M#b").await.is_none(), "nothing written for b");
 }
+
+/// user9's #13: a history root whose projection cannot be written (an index
+/// key past 2,048 bytes). The derive counts the put once: the history's
+/// mirror write onto the item makes a record of its own, which changes only
+/// what the processors write and is no new bad input. The history judges
+/// the item by its own rules and writes (the item is valid and its entry
+/// and mirror fit), so it folds it: entry 1 and the mirror.
+#[tokio::test]
+async fn a_root_whose_projection_cannot_be_written_is_one_bad_input_and_its_history_goes_on() {
+    // The notes, a section an id (no `#`: the entries' keys are no note's).
+    let notes = NOTES
+        .replace("      section: string", "      section: id")
+        .replace(
+            "entities:\n",
+            "formats:\n  id: { pattern: \"^[A-Za-z0-9_-]+$\" }\nentities:\n",
+        );
+    let model = format!(
+        "{notes}  entry:
+    owner: processor
+    key: {{ PK: \"N#${{noteId}}\", SK: \"S#${{section:id}}#HIST#${{sequence}}\" }}
+history:
+  root: {{ entity: note, created: \"created\" }}
+  entries: {{ entity: entry, digits: 4 }}
+"
+    );
+    let path = crate::support::temp_model("noteshist", &model);
+    let mut env = model_env("notes", |o| o.model_file = Some(path)).await;
+    put(&env.rt, note("big", "s1", &"t".repeat(2_100))).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty());
+    assert_eq!(
+        metric(&env, names::BAD_INPUT),
+        1,
+        "one bad put, one BadInput (the mirror's write is not another)"
+    );
+    assert_eq!(
+        crate::items::metric_of(&env, "history", names::BAD_INPUT),
+        0
+    );
+    let item = get(&env, key("N#big", "S#s1")).await.unwrap();
+    assert!(!item.contains_key("GSI1PK"), "no projection");
+    assert_eq!(item.opt_i64("historySequence").unwrap(), Some(1));
+    assert!(get(&env, key("N#big", "S#s1#HIST#0001")).await.is_some());
+}

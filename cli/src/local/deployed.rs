@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use aws_sdk_dynamodb::types::{KeyType, StreamViewType, TimeToLiveStatus};
+use aws_sdk_dynamodb::types::{
+    KeySchemaElement, KeyType, ProjectionType, StreamViewType, TableDescription, TimeToLiveStatus,
+};
 use aws_sdk_sqs::types::QueueAttributeName;
 use shared::models::table::{QueueDef, TableDef, STACK_NAMES};
 use shared::models::Model;
@@ -25,8 +27,9 @@ pub const HOW_TO_DEPLOY: &str = "`jobstream run`, `verify` and `backfill` never 
      as the stack would";
 
 /// The problems of table `name` (`role`: "model table", "ledger") against
-/// `def`: missing, other keys, no NEW_AND_OLD_IMAGES stream, TTL not
-/// enabled on the definition's attribute. Empty when it is as deployed.
+/// `def`: missing, other keys, a declared index missing or unlike its
+/// definition, no NEW_AND_OLD_IMAGES stream, TTL not enabled on the
+/// definition's attribute. Empty when it is as deployed.
 pub async fn table_problems(
     client: &aws_sdk_dynamodb::Client,
     def: &TableDef,
@@ -50,20 +53,61 @@ pub async fn table_problems(
             "{role} {name}: DescribeTable returned no table"
         )]);
     };
+    let mut problems = shape_problems(&desc, def, name, role);
+    if let Some(attr) = def.ttl_attribute {
+        if let Some(p) = ttl_problem(client, name, role, attr).await? {
+            problems.push(p);
+        }
+    }
+    Ok(problems)
+}
+
+/// What DescribeTable shows of table `name` (`role`) unlike `def`: its
+/// keys, each index the definition declares (missing, keyed otherwise, or
+/// projecting less than every attribute), and its stream when the
+/// definition has one. Indexes the definition does not declare are the
+/// table's own business. Empty when the table has the definition's shape.
+pub fn shape_problems(
+    desc: &TableDescription,
+    def: &TableDef,
+    name: &str,
+    role: &str,
+) -> Vec<String> {
     let mut problems = Vec::new();
-    let key = |kt: KeyType| {
-        desc.key_schema()
-            .iter()
-            .find(|k| *k.key_type() == kt)
-            .map(|k| k.attribute_name().to_string())
-            .unwrap_or_default()
-    };
-    let (pk, sk) = (key(KeyType::Hash), key(KeyType::Range));
+    let (pk, sk) = keys_of(desc.key_schema());
     if pk != def.pk || sk != def.sk {
         problems.push(format!(
             "{role} {name} has keys ({pk}, {sk}), the definition ({}, {})",
             def.pk, def.sk
         ));
+    }
+    for g in &def.gsis {
+        let found = desc
+            .global_secondary_indexes()
+            .iter()
+            .find(|i| i.index_name() == Some(g.name));
+        let Some(index) = found else {
+            problems.push(format!(
+                "{role} {name} lacks index {} ({}, {}), which the model declares",
+                g.name, g.pk, g.sk
+            ));
+            continue;
+        };
+        let (ipk, isk) = keys_of(index.key_schema());
+        if ipk != g.pk || isk != g.sk {
+            problems.push(format!(
+                "{role} {name}'s index {} has keys ({ipk}, {isk}), the definition ({}, {})",
+                g.name, g.pk, g.sk
+            ));
+        }
+        let projects = index.projection().and_then(|p| p.projection_type());
+        if projects != Some(&ProjectionType::All) {
+            problems.push(format!(
+                "{role} {name}'s index {} projects {}, the definition ALL",
+                g.name,
+                projects.map_or("nothing", |p| p.as_str())
+            ));
+        }
     }
     if def.stream {
         let spec = desc.stream_specification();
@@ -80,12 +124,19 @@ pub async fn table_problems(
             ));
         }
     }
-    if let Some(attr) = def.ttl_attribute {
-        if let Some(p) = ttl_problem(client, name, role, attr).await? {
-            problems.push(p);
-        }
-    }
-    Ok(problems)
+    problems
+}
+
+/// A key schema's partition and sort key attributes ("" for one it lacks).
+fn keys_of(schema: &[KeySchemaElement]) -> (String, String) {
+    let key = |kt: KeyType| {
+        schema
+            .iter()
+            .find(|k| *k.key_type() == kt)
+            .map(|k| k.attribute_name().to_string())
+            .unwrap_or_default()
+    };
+    (key(KeyType::Hash), key(KeyType::Range))
 }
 
 /// TTL must be enabled (or being enabled) on `attr`.

@@ -218,13 +218,30 @@ pub fn sweep_pause(every: Duration, took: Duration) -> Duration {
 }
 
 /// Creates `def` as `name` unless it exists. Returns whether it was created.
+/// A table that exists is left as it is, and must have the shape `def`
+/// gives it (keys, declared indexes, stream: what DescribeTable shows; see
+/// [`crate::local::deployed::shape_problems`]): otherwise an error naming
+/// every difference (a model that gained an index, started on a `--db`
+/// made by an earlier model, would write keys for an index that is not
+/// there).
 pub async fn ensure_table(
     client: &aws_sdk_dynamodb::Client,
     def: &TableDef,
     name: &str,
 ) -> anyhow::Result<bool> {
     match client.describe_table().table_name(name).send().await {
-        Ok(_) => return Ok(false),
+        Ok(out) => {
+            let problems = out.table().map_or_else(Vec::new, |desc| {
+                crate::local::deployed::shape_problems(desc, def, name, "table")
+            });
+            anyhow::ensure!(
+                problems.is_empty(),
+                "{}. The table exists and is left as it is: create it anew as the model \
+                 defines it (a new --db, or delete the table), or change it to match",
+                problems.join("; ")
+            );
+            return Ok(false);
+        }
         // Only "no such table" means create it; throttling, credentials or
         // an unreachable endpoint are errors, not a missing table.
         Err(e)

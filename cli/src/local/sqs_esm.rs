@@ -193,27 +193,6 @@ impl QueueStats {
     }
 }
 
-/// An SDK error as an operator reads it: the service's error code and
-/// message (never a request or response body), or the transport's
-/// failure with its causes.
-pub fn sdk_cause<E, R>(e: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
-where
-    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    use aws_smithy_runtime_api::client::result::SdkError;
-    match e {
-        SdkError::ServiceError(se) => {
-            let code = se.err().code().unwrap_or("unknown error code");
-            match se.err().message() {
-                Some(m) => format!("{code}: {m}"),
-                None => code.to_string(),
-            }
-        }
-        other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
-    }
-}
-
 /// How a poller waits for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Polling {
@@ -324,7 +303,9 @@ impl QueueMapping {
             .wait_time_seconds(wait_secs)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("ReceiveMessage failed: {}", sdk_cause(&e)))?;
+            .map_err(|e| {
+                anyhow::anyhow!("ReceiveMessage failed: {}", shared::error::sdk_cause(&e))
+            })?;
         Ok(out.messages.unwrap_or_default())
     }
 

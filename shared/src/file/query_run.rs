@@ -284,7 +284,7 @@ pub async fn run(
             .map_err(|e| QueryError::Request {
                 query: b.query.clone(),
                 table: table.to_string(),
-                reason: aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+                reason: crate::error::sdk_cause(&e),
             })?;
         out.pages += 1;
         out.items.extend(page.items.unwrap_or_default());

@@ -203,7 +203,8 @@ pub struct RawGsi {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawEntity {
-    /// `writer` (default) or `processor`.
+    /// `writer` (default), `processor`, or `other` (another writer's key
+    /// space, read and left alone).
     pub owner: Option<Spanned<String>>,
     /// A processor entity several source items may imply at once (e.g. a
     /// lookup item while its source is re-keyed): it lives while any of

@@ -194,7 +194,7 @@ impl FileModel {
             return Ok(Parsed::Processor(entity));
         }
         let err = |e: AttrError| self.attr_err(entity.name, item, e);
-        if self.writer_type_checked {
+        if self.writer_type_checked && !entity.foreign {
             let t = item.s(self.entity_type).map_err(err)?;
             if t != entity.name {
                 let why = self

@@ -247,8 +247,10 @@ impl StreamProcessor for DeriveProcessor {
         let mut steps: HashMap<String, Vec<Step<'_>>> = HashMap::new();
         let mut hints: HashMap<String, Hint<'_>> = HashMap::new();
         let mut messages: Vec<(usize, OutMessage)> = Vec::new();
-        // Bad input is logged and counted once per item per batch.
-        let mut bad_keys = BTreeSet::new();
+        // Bad input is logged and counted once per record (by its index in
+        // the batch): several bad puts of one item in one batch are each
+        // counted, with its own reason, as they are in batches of their own.
+        let mut bad_records = BTreeSet::new();
         // Items whose records in the batch include a processor's write
         // coming back onto them while they are bad (see `echo_of_bad`): the
         // item read as bad is no new bad input either (a writer's bad put in
@@ -306,7 +308,7 @@ impl StreamProcessor for DeriveProcessor {
             match &said.messages {
                 Ok(out) => messages.extend(out.iter().map(|m| (index, m.clone()))),
                 Err(e) => {
-                    if !echo_of_bad && bad_keys.insert(id.clone()) {
+                    if !echo_of_bad && bad_records.insert(index) {
                         log_bad_input(self.name(), &change.event_id, e, metrics);
                     }
                 }
@@ -360,7 +362,7 @@ impl StreamProcessor for DeriveProcessor {
                     && rules.locate(&c.key_item()).is_none()
             });
             if let Some(e) = new.bad.take() {
-                if !echo_of_bad && bad_keys.insert(id.clone()) {
+                if !echo_of_bad && bad_records.insert(index) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
                 }
             }
@@ -449,7 +451,7 @@ impl StreamProcessor for DeriveProcessor {
                 .zip(change.new.as_ref())
                 .and_then(|(a, image)| self.deriver.unwritable(image, a));
             if let Some(e) = unwritable {
-                if bad_keys.insert(id.clone()) {
+                if bad_records.insert(*index) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics);
                 }
             }
@@ -459,15 +461,14 @@ impl StreamProcessor for DeriveProcessor {
         // (changed since) is counted by the record that changed it, in its
         // own batch (one bad put, one BadInput, however the records were
         // cut into batches).
+        // Read as the latest image, the bad input is that of the item's last
+        // record in the batch (counted once, whether its image said so
+        // already or only the read did).
         for (pos, e) in &done.bad {
             let id = item_id(&keys[*pos]);
-            if !done.ahead.contains(pos) && !echoes.contains(&id) && bad_keys.insert(id) {
-                log_bad_input(
-                    self.name(),
-                    &changes[first_index[*pos]].event_id,
-                    e,
-                    metrics,
-                );
+            let index = last_of.get(&id).copied().unwrap_or(first_index[*pos]);
+            if !done.ahead.contains(pos) && !echoes.contains(&id) && bad_records.insert(index) {
+                log_bad_input(self.name(), &changes[index].event_id, e, metrics);
             }
         }
         for _ in 0..done.unchanged {

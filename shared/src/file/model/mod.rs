@@ -156,6 +156,11 @@ pub struct CounterDef {
 pub struct Entity {
     pub name: &'static str,
     pub writer: bool,
+    /// `owner: other`: another writer's key space (another service's items
+    /// in the same table), declared by its key only: its items are no
+    /// unknown entity and carry no type of this model's; they imply and
+    /// check nothing.
+    pub foreign: bool,
     /// Several sources may imply one item at once (`shared: true`).
     pub shared: bool,
     pub key: Vec<KeyPart>,

@@ -10,19 +10,44 @@ impl Compiler<'_> {
         table: &TableDef,
     ) -> Entity {
         let raw = &e.value;
-        let writer = match &raw.owner {
-            None => true,
-            Some(o) if o.value == "writer" => true,
-            Some(o) if o.value == "processor" => false,
+        let (writer, foreign) = match &raw.owner {
+            None => (true, false),
+            Some(o) if o.value == "writer" => (true, false),
+            Some(o) if o.value == "processor" => (false, false),
+            Some(o) if o.value == "other" => (true, true),
             Some(o) => {
-                let hint = suggest(&o.value, ["writer", "processor"]).unwrap_or_default();
+                let hint = suggest(&o.value, ["writer", "processor", "other"]).unwrap_or_default();
                 self.err(
                     at(o),
-                    format!("owner `{}`: `writer` or `processor`{hint}", o.value),
+                    format!(
+                        "owner `{}`: `writer`, `processor` or `other`{hint}",
+                        o.value
+                    ),
                 );
-                true
+                (true, false)
             }
         };
+        // Another writer's key space: read and left alone, so it declares
+        // nothing that would read or check its items.
+        if let (true, Some(o)) = (foreign, &raw.owner) {
+            let declared = [
+                ("attributes", !raw.attributes.0.is_empty()),
+                ("check", !raw.check.is_empty()),
+                ("project", raw.project.is_some()),
+                ("derive", !raw.derive.is_empty()),
+                ("count", !raw.count.is_empty()),
+                ("counter", raw.counter.is_some()),
+                ("unique", raw.unique.is_some()),
+                ("compute", raw.compute.is_some()),
+                ("shared", raw.shared),
+            ];
+            for (what, _) in declared.iter().filter(|(_, d)| *d) {
+                self.err(
+                    at(o),
+                    format!("{name}: `owner: other` is a key space another writer owns, read and left alone: it declares its key only, not `{what}`"),
+                );
+            }
+        }
         let mut key = Vec::new();
         for want in [table.pk, table.sk] {
             match raw.key.value.0.iter().find(|(k, _)| k == want) {
@@ -136,6 +161,7 @@ impl Compiler<'_> {
         Entity {
             name: leak(name),
             writer,
+            foreign,
             shared: raw.shared,
             key,
             attrs,
