@@ -363,7 +363,7 @@ impl<S: StreamsApi> StreamMapping<S> {
                     Ok(()) | Err(LeaseError::Lost { .. }) => {}
                     Err(e) => failed = Some(e),
                 }
-                lease.lose();
+                lease.lose(Loss::Released);
             }
         }
         self.held.clear();
@@ -476,7 +476,7 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
             .map(|mut l| std::mem::take(&mut *l).into_values().collect())
             .unwrap_or_default();
         for lease in live {
-            lease.lose();
+            lease.lose(Loss::Released);
         }
         self.held.clear();
         self.ctx.stats.ready.store(false, Ordering::Relaxed);

@@ -17,6 +17,60 @@ pub(super) struct Lease {
     /// after the last successful renewal was sent.
     pub(super) valid_until: Mutex<Instant>,
     pub(super) lost: watch::Sender<bool>,
+    /// Why it was lost, as far as this process knows (the first reason).
+    why: Mutex<Option<Loss>>,
+}
+
+/// Why this process stopped holding a lease: what it knows, for the log
+/// (a lease that ran out is not one another process took).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Loss {
+    /// The ledger shows another acquisition of it: `by` its owner, when the
+    /// listing showed it (`None`: a write under the lease was refused).
+    Taken { by: Option<String> },
+    /// No renewal or checkpoint of it succeeded for a lease duration.
+    RanOut,
+    /// The shard left the stream's listing: the lease was let go.
+    Vanished,
+    /// Let go at a stop.
+    Released,
+}
+
+/// The reasons [`Loss::reason`] counts (`jobstream_leases_lost_total`).
+pub(super) const LOSS_REASONS: [&str; 3] = ["taken", "ran_out", "vanished"];
+
+impl Loss {
+    /// Its label in `jobstream_leases_lost_total` (`None`: a stop's
+    /// release, not a loss).
+    pub(super) fn reason(&self) -> Option<&'static str> {
+        match self {
+            Loss::Taken { .. } => Some(LOSS_REASONS[0]),
+            Loss::RanOut => Some(LOSS_REASONS[1]),
+            Loss::Vanished => Some(LOSS_REASONS[2]),
+            Loss::Released => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Loss::Taken { by: Some(by) } => write!(
+                f,
+                "lease lost: the ledger shows it taken by {by} (another acquisition), which reads this shard now"
+            ),
+            Loss::Taken { by: None } => write!(
+                f,
+                "lease lost: a write under it was refused and the ledger shows another acquisition of it, which reads this shard now"
+            ),
+            Loss::RanOut => write!(
+                f,
+                "lease ran out: no renewal or checkpoint of it succeeded within the lease duration (their errors are logged before this); the shard is unread until a process, this one included, takes it again"
+            ),
+            Loss::Vanished => write!(f, "the shard left the stream: its lease is let go"),
+            Loss::Released => write!(f, "lease released"),
+        }
+    }
 }
 
 impl Lease {
@@ -26,6 +80,7 @@ impl Lease {
             acquisition: t.acquisition.clone(),
             valid_until: Mutex::new(t.valid_until),
             lost: watch::channel(false).0,
+            why: Mutex::new(None),
         })
     }
     pub(super) fn valid_until(&self) -> Instant {
@@ -52,8 +107,23 @@ impl Lease {
     pub(super) fn holds(&self) -> bool {
         !*self.lost.borrow() && self.valid_until() > Instant::now()
     }
-    pub(super) fn lose(&self) {
+    /// Stops holding it, for `why` (the first reason given is kept).
+    pub(super) fn lose(&self, why: Loss) {
+        if let Ok(mut w) = self.why.lock() {
+            w.get_or_insert(why);
+        }
         self.lost.send_replace(true);
+    }
+    /// Why it is no longer held (`None`: it still is).
+    pub(super) fn loss(&self) -> Option<Loss> {
+        if *self.lost.borrow() {
+            let why = self.why.lock().ok().and_then(|w| w.clone());
+            Some(why.unwrap_or(Loss::Taken { by: None }))
+        } else if self.valid_until() <= Instant::now() {
+            Some(Loss::RanOut)
+        } else {
+            None
+        }
     }
     /// Resolves when the lease is lost.
     pub(super) async fn lost(&self) {
@@ -668,8 +738,8 @@ impl<S: StreamsApi> Ctx<S> {
             match leases.checkpoint(id, &lease.held(*token), Some(&seq)).await {
                 Ok(r) => lease.renewed(&mut token, r),
                 Err(LeaseError::Lost { .. }) => {
-                    tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the lease was taken by another owner; the shard stops here");
-                    lease.lose();
+                    tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the ledger shows another acquisition of the lease; the shard stops here");
+                    lease.lose(Loss::Taken { by: None });
                     return Err(StepError::Lost);
                 }
                 Err(e) => return Err(StepError::Other(e.into())),
@@ -745,8 +815,8 @@ pub(super) async fn renew_all(
         match leases.renew(&id, &lease.held(*token)).await {
             Ok(r) => lease.renewed(&mut token, r),
             Err(LeaseError::Lost { .. }) => {
-                tracing::warn!(shard = %id, owner = leases.owner(), "lease lost: another owner took the shard; stopping it");
-                lease.lose();
+                tracing::warn!(shard = %id, owner = leases.owner(), "renewal refused: the ledger shows another acquisition of the lease; stopping the shard");
+                lease.lose(Loss::Taken { by: None });
             }
             Err(e) => {
                 tracing::warn!(shard = %id, error = %e, "renewing a lease failed; retried (the shard stops if the lease runs out)");
