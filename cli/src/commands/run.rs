@@ -12,6 +12,7 @@ use jobstream::local::engine::{
 use jobstream::local::esm::RecordReader;
 use jobstream::local::iam::Principal;
 use jobstream::local::runtime::{Provision, Runtime};
+use shared::retry::Retries;
 
 use super::{announce, report_failures, terminated};
 use crate::args::RunArgs;
@@ -51,10 +52,14 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     require_region(&sdk, "DynamoDB")?;
     require_credentials(&sdk, "DynamoDB").await?;
     let sdk = checked(sdk);
+    // The startup checks ride out throttles and outages of seconds as the
+    // handlers do (a restart during one must not exit); permanent errors
+    // fail at once.
+    let startup = Retries::startup();
     // Tables first (the same check runs in `Runtime::start`): what is
     // missing is named before anything else is looked up.
     require_tables(
-        &aws_sdk_dynamodb::Client::new(&sdk),
+        &startup.dynamodb_client(&sdk),
         &model,
         &target.table_name(&model),
         &target.ledger(),
@@ -65,7 +70,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
         require_region(&c, "SQS")?;
         let c = checked(c);
-        Some((aws_sdk_sqs::Client::new(&c), c))
+        // Finding the queues, checking the on-failure queue and sending it
+        // what is given up: the processors' retries.
+        Some((startup.sqs_client(&c), c))
     } else {
         None
     };
