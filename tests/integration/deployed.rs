@@ -454,6 +454,36 @@ async fn a_remote_endpoint_without_a_region_is_a_startup_error() {
     refused(&out, &["no AWS region for DynamoDB"]);
 }
 
+/// A misspelt endpoint host is a configuration error, refused at once
+/// naming the host: not an outage that the startup checks' retries wait
+/// out for a whole call budget (their retries ride out throttles and
+/// outages, `operations::run_started_during_a_throttle_or_an_outage_waits_it_out`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_whose_host_does_not_resolve_is_refused_at_once() {
+    let file = failures_file();
+    for flag in ["--endpoint", "--sqs-endpoint"] {
+        let mut a = run_args("http://127.0.0.1:1", "tracker", &file, &[]);
+        let at = a.iter().position(|x| x == "--endpoint").unwrap();
+        a.drain(at..at + 2);
+        a.extend(args(&[flag, "http://nosuchhost.invalid:8000"]));
+        let env = vec![
+            ("AWS_REGION".to_string(), "us-east-1".to_string()),
+            ("AWS_ACCESS_KEY_ID".to_string(), "x".to_string()),
+            ("AWS_SECRET_ACCESS_KEY".to_string(), "y".to_string()),
+        ];
+        let out = jobstream(a, env).await;
+        refused(
+            &out,
+            &[
+                flag,
+                "nosuchhost.invalid does not resolve",
+                "check the name",
+            ],
+        );
+    }
+    std::fs::remove_file(&file).ok();
+}
+
 /// The environment of a machine with no AWS region and no credentials
 /// anywhere (variables, files, instance metadata, containers).
 fn no_region_nor_credentials() -> Vec<(String, String)> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jobstream::local::deployed::{queue_urls, require_tables};
 use jobstream::local::engine::{
-    dynamodb_endpoint, require_credentials, require_region, sdk_config,
+    dynamodb_endpoint, require_credentials, require_region, require_resolvable, sdk_config,
     sqs_endpoint as engine_sqs_endpoint,
 };
 use jobstream::local::esm::RecordReader;
@@ -48,6 +48,8 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(r) => r.checked(&c),
         None => c,
     };
+    require_resolvable(endpoint.as_deref(), "--endpoint").await?;
+    require_resolvable(sqs_endpoint.as_deref(), "--sqs-endpoint").await?;
     let sdk = sdk_config(endpoint.as_deref(), 5).await;
     require_region(&sdk, "DynamoDB")?;
     require_credentials(&sdk, "DynamoDB").await?;

@@ -158,7 +158,10 @@ where
                 format!("{code}: {message}")
             }
         }
-        SdkError::TimeoutError(_) => format!("no answer: {transient}"),
+        SdkError::TimeoutError(_) => format!(
+            "no successful answer in {budget} s (throttled, unavailable, refused or unreachable \
+             the whole time; the log of JOBSTREAM_LOG=aws_smithy_runtime=debug names each attempt's error)"
+        ),
         SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             format!("{}; {transient}", DisplayErrorContext(&e))
         }
