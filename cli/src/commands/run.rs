@@ -125,7 +125,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     announce(None, &rt, sqs_said.as_deref(), &target.model);
     rt.run_until(terminated()).await?;
-    println!("{}", rt.status());
+    jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();
     if !report_failures(&rt) {
