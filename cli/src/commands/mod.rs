@@ -105,7 +105,8 @@ pub(crate) fn announce(
         rt.model.name
     );
 }
-pub(crate) fn report_failures(rt: &Runtime) -> bool {
+/// Lists the batches given up (and the losses) on stdout; how many.
+pub(crate) fn report_failures(rt: &Runtime) -> usize {
     let failed = rt.failed_batches();
     for f in &failed {
         jobstream::outln!(
@@ -119,5 +120,5 @@ pub(crate) fn report_failures(rt: &Runtime) -> bool {
             f.reason
         );
     }
-    failed.is_empty()
+    failed.len()
 }

@@ -128,22 +128,67 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();
-    if !report_failures(&rt) {
+    let listed = report_failures(&rt);
+    if listed > 0 {
         eprintln!(
-            "records were given up{}{}; listed in {}",
-            if losses > 0 {
-                format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
-            } else {
-                String::new()
-            },
-            if undelivered > 0 {
-                format!("; the on-failure destination FAILED for {undelivered} batch(es), listed above only")
-            } else {
-                String::new()
-            },
-            consumer.on_failure_file.display()
+            "{}",
+            given_up_line(
+                listed as u64,
+                losses,
+                undelivered,
+                &consumer.on_failure_file.display().to_string(),
+                consumer.on_failure_queue_url.is_some()
+            )
         );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The last line of a run that gave records up: how many batches, the
+/// losses, and where they are. A batch the on-failure destination failed to
+/// take is listed above only: the file is named as holding only the ones
+/// it took (ops9: "listed in" a file that held none of them).
+fn given_up_line(listed: u64, losses: u64, undelivered: u64, file: &str, queue: bool) -> String {
+    let lost = if losses > 0 {
+        format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
+    } else {
+        String::new()
+    };
+    let delivered = listed.saturating_sub(undelivered);
+    let whereabouts = match (undelivered, delivered) {
+        (0, _) => format!("listed above and in {file}"),
+        (_, 0) if !queue => format!(
+            "the on-failure destination FAILED for all {undelivered} batch(es): they are listed above only; {file} holds none of them"
+        ),
+        _ if !queue => format!(
+            "the on-failure destination FAILED for {undelivered} of {listed} batch(es): those are listed above only; {file} holds the other {delivered}"
+        ),
+        _ => format!(
+            "the on-failure destination FAILED for {undelivered} of {listed} batch(es): those are listed above (and in {file} if the file took them before the queue failed); the other {delivered} are in {file} and the queue"
+        ),
+    };
+    format!("records were given up{lost}; {whereabouts}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::given_up_line;
+
+    #[test]
+    fn the_exit_line_names_the_file_only_for_the_batches_it_holds() {
+        let f = "work/f.jsonl";
+        assert_eq!(
+            given_up_line(3, 0, 0, f, false),
+            "records were given up; listed above and in work/f.jsonl"
+        );
+        let none = given_up_line(22, 0, 22, f, false);
+        assert!(none.contains("FAILED for all 22 batch(es)"), "{none}");
+        assert!(none.contains("work/f.jsonl holds none of them"), "{none}");
+        assert!(!none.contains("listed in"), "{none}");
+        let some = given_up_line(5, 1, 2, f, false);
+        assert!(some.contains("1 range(s) of records were LOST"), "{some}");
+        assert!(some.contains("FAILED for 2 of 5"), "{some}");
+        assert!(some.contains("holds the other 3"), "{some}");
+    }
 }
