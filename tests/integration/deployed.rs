@@ -508,6 +508,36 @@ fn no_region_nor_credentials() -> Vec<(String, String)> {
     env
 }
 
+/// Missing credentials for SQS (a queue model's queues at a non-loopback
+/// address) are the same one line as for DynamoDB, before anything is
+/// created: `create` used to create the ledger and then fail with an
+/// instance-metadata error suggesting the endpoint was not SQS (ops9's
+/// finding 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_sqs_credentials_are_one_line_before_anything_is_created() {
+    let (engine, client) = engine().await;
+    let mut env = no_region_nor_credentials();
+    env.push(("AWS_REGION".to_string(), "us-east-1".to_string()));
+    env.push(("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()));
+    let create = args(&[
+        "create",
+        "--endpoint",
+        &engine.endpoint(),
+        "--sqs-endpoint",
+        "http://10.255.255.1:9324",
+        "--model",
+        "social",
+        "--stack",
+        "Creds",
+    ]);
+    let out = jobstream(create, env).await;
+    refused(
+        &out,
+        &["no AWS credentials found for SQS at http://10.255.255.1:9324"],
+    );
+    assert!(table_names(&client).await.is_empty(), "nothing was created");
+}
+
 /// A loopback endpoint behaves the same whether it is given as
 /// `--endpoint`, `JOBSTREAM_ENDPOINT`, `AWS_ENDPOINT_URL` or
 /// `AWS_ENDPOINT_URL_DYNAMODB`: no credentials nor region needed, so each

@@ -70,7 +70,12 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let has_queues = !model.consumers.is_empty();
     let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
-        require_region(&c, "SQS")?;
+        let what = match &sqs_endpoint {
+            Some(e) => format!("SQS at {e}"),
+            None => "SQS (the region's own: no --sqs-endpoint given)".to_string(),
+        };
+        require_region(&c, &what)?;
+        require_credentials(&c, &what).await?;
         let c = checked(c);
         // Finding the queues, checking the on-failure queue and sending it
         // what is given up: the processors' retries.
