@@ -516,9 +516,7 @@ fn no_region_nor_credentials() -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_sqs_credentials_are_one_line_before_anything_is_created() {
     let (engine, client) = engine().await;
-    let mut env = no_region_nor_credentials();
-    env.push(("AWS_REGION".to_string(), "us-east-1".to_string()));
-    env.push(("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()));
+    let env = no_region_nor_credentials_but_a_region();
     let create = args(&[
         "create",
         "--endpoint",
@@ -536,6 +534,26 @@ async fn missing_sqs_credentials_are_one_line_before_anything_is_created() {
         &["no AWS credentials found for SQS at http://10.255.255.1:9324"],
     );
     assert!(table_names(&client).await.is_empty(), "nothing was created");
+    // `run` on tables that exist: the same line before its first SQS call
+    // (it was an instance-metadata error from GetQueueUrl).
+    let (t, l) = social_tables(&client, "creds-").await;
+    let file = failures_file();
+    let extra = ["--table", &t, "--ledger-table", &l];
+    let mut run = run_args(&engine.endpoint(), "social", &file, &extra);
+    run.extend(args(&["--sqs-endpoint", "http://10.255.255.1:9324"]));
+    let out = jobstream(run, no_region_nor_credentials_but_a_region()).await;
+    refused(
+        &out,
+        &["no AWS credentials found for SQS at http://10.255.255.1:9324"],
+    );
+    std::fs::remove_file(&file).ok();
+}
+
+fn no_region_nor_credentials_but_a_region() -> Vec<(String, String)> {
+    let mut env = no_region_nor_credentials();
+    env.push(("AWS_REGION".to_string(), "us-east-1".to_string()));
+    env.push(("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()));
+    env
 }
 
 /// A loopback endpoint behaves the same whether it is given as

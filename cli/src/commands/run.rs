@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use jobstream::local::deployed::{queue_urls, require_tables};
+use jobstream::local::deployed::{queue_urls, require_tables, QueueNames};
 use jobstream::local::engine::{
     dynamodb_endpoint, require_credentials, require_region, require_resolvable, sdk_config,
     sqs_endpoint as engine_sqs_endpoint,
@@ -48,11 +48,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(r) => r.checked(&c),
         None => c,
     };
-    require_resolvable(endpoint.as_deref(), "--endpoint").await?;
-    require_resolvable(sqs_endpoint.as_deref(), "--sqs-endpoint").await?;
     let sdk = sdk_config(endpoint.as_deref(), 5).await;
     require_region(&sdk, "DynamoDB")?;
     require_credentials(&sdk, "DynamoDB").await?;
+    require_resolvable(endpoint.as_deref(), "--endpoint").await?;
+    require_resolvable(sqs_endpoint.as_deref(), "--sqs-endpoint").await?;
     let sdk = checked(sdk);
     // The startup checks ride out throttles and outages of seconds as the
     // handlers do (a restart during one must not exit); permanent errors
@@ -68,6 +68,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     )
     .await?;
     let has_queues = !model.consumers.is_empty();
+    let naming = QueueNames::of(target.stack.as_deref(), sqs_endpoint.as_deref());
     let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
         let what = match &sqs_endpoint {
@@ -75,26 +76,24 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => "SQS (the region's own: no --sqs-endpoint given)".to_string(),
         };
         require_region(&c, &what)?;
-        require_credentials(&c, &what).await?;
+        // Credentials before the first SQS call (a queue looked up by
+        // name); with `QUEUE_URL_*` only, a missing variable is named
+        // first (no call is made to find out).
+        if !matches!(naming, QueueNames::EnvOnly) || !has_queues {
+            require_credentials(&c, &what).await?;
+        }
         let c = checked(c);
         // Finding the queues, checking the on-failure queue and sending it
         // what is given up: the processors' retries.
-        Some((startup.sqs_client(&c), c))
+        Some((startup.sqs_client(&c), c, what))
     } else {
         None
     };
     let queues = match &sqs_client {
-        Some((c, _)) if has_queues => {
-            queue_urls(
-                c,
-                &model,
-                jobstream::local::deployed::QueueNames::of(
-                    target.stack.as_deref(),
-                    sqs_endpoint.as_deref(),
-                ),
-                |v| std::env::var(v).ok(),
-            )
-            .await?
+        Some((c, config, what)) if has_queues => {
+            let urls = queue_urls(c, &model, naming, |v| std::env::var(v).ok()).await?;
+            require_credentials(config, what).await?;
+            urls
         }
         _ => Default::default(),
     };
@@ -106,7 +105,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let failure_sqs = sqs_client
         .as_ref()
         .filter(|_| consumer.on_failure_queue_url.is_some())
-        .map(|(c, _)| c.clone());
+        .map(|(c, _, _)| c.clone());
     opts.mapping = consumer.apply(
         opts.mapping,
         aws_sdk_dynamodb::Client::new(&sdk),
@@ -122,7 +121,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     rt.shutdown_grace = consumer.shutdown_grace;
     let sqs_said = match (&sqs_endpoint, &sqs_client) {
         (Some(e), _) => Some(e.clone()),
-        (None, Some((_, c))) if has_queues => Some(format!(
+        (None, Some((_, c, _))) if has_queues => Some(format!(
             "the SDK's own for region {}",
             c.region().map(|r| r.to_string()).unwrap_or_default()
         )),
