@@ -89,9 +89,11 @@ pub fn handler(processor: Arc<dyn StreamHandler>) -> Handler {
 
 mod config;
 mod coordination;
+mod held;
 mod payload;
 mod shard;
 pub use config::*;
+use held::*;
 use payload::*;
 use shard::*;
 
