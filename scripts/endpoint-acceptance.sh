@@ -16,6 +16,10 @@
 #   scripts/endpoint-acceptance.sh http://127.0.0.1:5071 social [WORKDIR]
 #   scripts/endpoint-acceptance.sh http://127.0.0.1:5071 --model-file my-table.yaml \
 #     [--scenario my-table.scenario.yaml] [--metrics-ports 9401,9402] [WORKDIR]
+#   scripts/endpoint-acceptance.sh http://127.0.0.1:8000 --sqs-endpoint http://127.0.0.1:9324 jobboard
+#
+# The queues are on URL too (moto serves both), unless `--sqs-endpoint Q`
+# names another (`jobstream serve --sqs-port`: the `SQS endpoint:` it prints).
 #
 # A shipped model plays models/M.scenario.yaml; a model file plays
 # `--scenario S`, else its stem + `.scenario.yaml` beside it (as `jobstream
@@ -29,23 +33,25 @@ set -uo pipefail
 export AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-${AWS_REGION:-us-east-1}}
 HERE=$(cd "$(dirname "$0")" && pwd)
 usage() {
-  echo "usage: $0 URL (MODEL | --model-file F [--scenario S]) [--metrics-ports A,B] [WORKDIR]" >&2
+  echo "usage: $0 URL (MODEL | --model-file F [--scenario S]) [--sqs-endpoint Q] [--metrics-ports A,B] [WORKDIR]" >&2
   [ -n "${1:-}" ] && echo "error: $1" >&2
   exit 2
 }
 [ $# -ge 2 ] || usage
 E=$1; shift
-MF= SC= PORTS= pos=()
+MF= SC= PORTS= SQ= pos=()
 while [ $# -gt 0 ]; do
   case $1 in
     --model-file) [ $# -ge 2 ] || usage "--model-file needs a file"; MF=$2; shift 2 ;;
     --scenario) [ $# -ge 2 ] || usage "--scenario needs a file"; SC=$2; shift 2 ;;
     --metrics-ports) [ $# -ge 2 ] || usage "--metrics-ports needs A,B"; PORTS=$2; shift 2 ;;
+    --sqs-endpoint) [ $# -ge 2 ] || usage "--sqs-endpoint needs a URL"; SQ=$2; shift 2 ;;
     -h|--help) usage ;;
     -*) usage "unknown option $1" ;;
     *) pos+=("$1"); shift ;;
   esac
 done
+SQ=${SQ:-$E}
 if [ -n "$MF" ]; then
   [ ${#pos[@]} -le 1 ] || usage "a model file and a model name: give one"
   [ -f "$MF" ] || usage "no model file $MF"
@@ -77,8 +83,8 @@ gone() { # pids: until every one has exited (they may not be this shell's childr
 note() { echo "== $M: $*"; }
 bad() { echo "!! $M: $*"; fail=1; }
 
-jobstream create --endpoint "$E" --sqs-endpoint "$E" "${MODEL[@]}" --stack "$S" > "$W/tables.out" 2> "$W/tables.err" || { bad "creating tables"; cat "$W/tables.err"; exit 1; }
-queues=$(python3 - "$E" "$S" <<'EOF'
+jobstream create --endpoint "$E" --sqs-endpoint "$SQ" "${MODEL[@]}" --stack "$S" > "$W/tables.out" 2> "$W/tables.err" || { bad "creating tables"; cat "$W/tables.err"; exit 1; }
+queues=$(python3 - "$SQ" "$S" <<'EOF'
 import boto3, sys
 sqs = boto3.client("sqs", endpoint_url=sys.argv[1])
 urls = sqs.list_queues(QueueNamePrefix=sys.argv[2] + "-").get("QueueUrls", [])
@@ -97,7 +103,7 @@ fi
 note "metrics of the run processes on 127.0.0.1:$PORT_A and :$PORT_B; scenario $SC"
 start() { # owner port [flags]
   local o=$1 p=$2; shift 2
-  jobstream run "${MODEL[@]}" --stack "${STACK:-$S}" --endpoint "$E" --sqs-endpoint "$E" \
+  jobstream run "${MODEL[@]}" --stack "${STACK:-$S}" --endpoint "$E" --sqs-endpoint "$SQ" \
     --lease-owner "$o" --metrics-listen "127.0.0.1:$p" --on-failure-file "$W/failures-$o.jsonl" "$@" \
     >> "$W/run-$o.log" 2>&1 &
   echo $!
@@ -114,12 +120,12 @@ now=$(date +%s)
 ) &
 chaos=$!
 note "play (SIGKILL a, SIGTERM b meanwhile)"
-python3 "$HERE/endpoint-play.py" --endpoint "$E" "${PLAY[@]}" --now "$now" $queues $metrics > "$W/play.out" 2> "$W/play.err" || bad "scenario: $(tail -1 "$W/play.out") $(tail -1 "$W/play.err")"
+python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --now "$now" $queues $metrics > "$W/play.out" 2> "$W/play.err" || bad "scenario: $(tail -1 "$W/play.out") $(tail -1 "$W/play.err")"
 wait $chaos
 A=$(cat "$W/a.pid"); B=$(cat "$W/b.pid")
 note "scenario: $(tail -1 "$W/play.out"); $(cat "$W/events" | tr '\n' ' ')"
-python3 "$HERE/endpoint-play.py" --endpoint "$E" "${PLAY[@]}" --now "$now" $queues $metrics --check-only > "$W/final.out" 2>&1 || bad "final state after the restarts: $(tail -1 "$W/final.out")"
-jobstream verify "${MODEL[@]}" --stack "$S" --endpoint "$E" --sqs-endpoint "$E" > "$W/verify.out" 2>&1 || bad "verify: $(grep -m3 drift "$W/verify.out")"
+python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --now "$now" $queues $metrics --check-only > "$W/final.out" 2>&1 || bad "final state after the restarts: $(tail -1 "$W/final.out")"
+jobstream verify "${MODEL[@]}" --stack "$S" --endpoint "$E" --sqs-endpoint "$SQ" > "$W/verify.out" 2>&1 || bad "verify: $(grep -m3 drift "$W/verify.out")"
 note "verify: $(tail -1 "$W/verify.out")"
 grep -h "LOST\|ERROR\|panick" "$W"/run-*.log | grep -v "bad input" | head -5
 
@@ -140,29 +146,29 @@ kill -TERM "$A" "$B"; gone "$A" "$B"
 note "--from-start replay"
 R=$(start r $PORT_A --from-start)
 sleep 5
-python3 "$HERE/endpoint-play.py" --endpoint "$E" "${PLAY[@]}" --now "$now" $queues --metrics "127.0.0.1:$PORT_A" --check-only > "$W/replay.out" 2>&1 || bad "after --from-start: $(tail -1 "$W/replay.out")"
+python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --now "$now" $queues --metrics "127.0.0.1:$PORT_A" --check-only > "$W/replay.out" 2>&1 || bad "after --from-start: $(tail -1 "$W/replay.out")"
 snapshot "$table" > "$W/after-replay.json"
 cmp -s "$W/before-replay.json" "$W/after-replay.json" && note "replay changed nothing" || bad "the --from-start replay changed the table ($(diff "$W/before-replay.json" "$W/after-replay.json" | grep -c '^[<>]') line(s))"
 kill -TERM "$R"; gone "$R"
 
 note "backfill into $BF (loaded without processors)"
-jobstream create --endpoint "$E" --sqs-endpoint "$E" "${MODEL[@]}" --stack "$BF" --table "$BF" > /dev/null 2>> "$W/tables.err"
-python3 "$HERE/endpoint-play.py" --endpoint "$E" "${PLAY[@]}" --table "$BF" --now "$now" --writes-only > /dev/null 2>> "$W/play.err"
+jobstream create --endpoint "$E" --sqs-endpoint "$SQ" "${MODEL[@]}" --stack "$BF" --table "$BF" > /dev/null 2>> "$W/tables.err"
+python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --table "$BF" --now "$now" --writes-only > /dev/null 2>> "$W/play.err"
 # The processors deployed on the loaded table (LATEST: the load is not
 # theirs), then the backfill while they run, as README's adoption says.
 F=$(STACK=$BF start f $PORT_B --table "$BF" --starting-position latest)
 until curl -sf "127.0.0.1:$PORT_B/readyz" > /dev/null; do sleep 0.5; done
-jobstream backfill "${MODEL[@]}" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$E" > "$W/backfill.out" 2>&1 || bad "backfill: $(tail -2 "$W/backfill.out")"
+jobstream backfill "${MODEL[@]}" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$SQ" > "$W/backfill.out" 2>&1 || bad "backfill: $(tail -2 "$W/backfill.out")"
 bfq=$(echo "$queues" | sed "s/$S-/$BF-/g")
 # A history (a fold over the stream) cannot be rebuilt from the items: an
 # adopted item's history starts with one entry (README: adopting).
 if python3 -c "import yaml,sys; sys.exit('history' not in yaml.safe_load(open(sys.argv[1])))" "$MF"; then
-  python3 "$HERE/endpoint-play.py" --endpoint "$E" "${PLAY[@]}" --table "$BF" --now "$now" $bfq --metrics "127.0.0.1:$PORT_B" --check-only > "$W/backfill-check.out" 2>&1
+  python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --table "$BF" --now "$now" $bfq --metrics "127.0.0.1:$PORT_B" --check-only > "$W/backfill-check.out" 2>&1
   note "after backfill (a history starts at adoption): $(tail -1 "$W/backfill-check.out")"
 else
-  python3 "$HERE/endpoint-play.py" --endpoint "$E" "${PLAY[@]}" --table "$BF" --now "$now" $bfq --metrics "127.0.0.1:$PORT_B" --check-only > "$W/backfill-check.out" 2>&1 || bad "after backfill: $(tail -1 "$W/backfill-check.out")"
+  python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --table "$BF" --now "$now" $bfq --metrics "127.0.0.1:$PORT_B" --check-only > "$W/backfill-check.out" 2>&1 || bad "after backfill: $(tail -1 "$W/backfill-check.out")"
 fi
-jobstream verify "${MODEL[@]}" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$E" > "$W/backfill-verify.out" 2>&1 || bad "verify after backfill: $(grep -m3 drift "$W/backfill-verify.out")"
+jobstream verify "${MODEL[@]}" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$SQ" > "$W/backfill-verify.out" 2>&1 || bad "verify after backfill: $(grep -m3 drift "$W/backfill-verify.out")"
 note "verify after backfill: $(tail -1 "$W/backfill-verify.out")"
 kill -TERM "$F"; gone "$F"
 [ "$fail" = 0 ] && note "ALL PASSED (logs: $W)" || note "FAILED (logs: $W)"

@@ -91,6 +91,9 @@ class ModelChoice(unittest.TestCase):
             (["--model-file", os.path.join(self.dir.name, "none.yaml")], "no model file"),
             (["nope"], "no shipped model nope"),
             (["--model-file", self.model, "--bogus"], "unknown option --bogus"),
+            # `serve`'s queues are on a port of their own (ops9's finding 9).
+            (["--model-file", self.model, "--sqs-endpoint"], "--sqs-endpoint needs a URL"),
+            (["--sqs-endpoint", "http://127.0.0.1:2", "nope"], "no shipped model nope"),
         ]:
             out = subprocess.run(["bash", ACCEPTANCE, "http://127.0.0.1:1"] + argv,
                                  capture_output=True, text=True, timeout=60)

@@ -162,6 +162,19 @@ impl Fault {
     pub fn server_error(operation: &str, times: u32) -> Self {
         Self::answer(operation, times, 500, "InternalServerError")
     }
+
+    /// HTTP 503 `ServiceUnavailableException` (an outage, as DynamoDB
+    /// answers one).
+    pub fn unavailable(operation: &str, times: u32) -> Self {
+        Self::answer(operation, times, 503, "ServiceUnavailableException")
+    }
+
+    /// HTTP 400 `ThrottlingException` (the control plane's throttle:
+    /// DescribeTable and the like), where [`Self::throttle`] answers the
+    /// data plane's `ProvisionedThroughputExceededException`.
+    pub fn throttling(operation: &str, times: u32) -> Self {
+        Self::answer(operation, times, 400, "ThrottlingException")
+    }
 }
 
 #[derive(Debug, Default)]

@@ -186,7 +186,7 @@ const probeModel: ModelDef = {
     tableActions: ['dynamodb:DescribeTable', 'dynamodb:DescribeTimeToLive', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:PutItem'],
     indexActions: ['dynamodb:Query'],
     streamActions: ['dynamodb:DescribeStream', 'dynamodb:GetShardIterator', 'dynamodb:GetRecords'],
-    ledgerActions: ['dynamodb:DescribeTable', 'dynamodb:DescribeTimeToLive', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:PutItem'],
+    ledgerActions: ['dynamodb:DescribeTable', 'dynamodb:DescribeTimeToLive', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:GetItem', 'dynamodb:PutItem'],
     queueActions: ['sqs:GetQueueUrl', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'],
     sendsTo: ['timeline-fanout'],
     deadLetterActions: ['sqs:GetQueueUrl'],
@@ -202,6 +202,13 @@ test('a stack name that would make a queue name too long for SQS is rejected, na
     /queue name 'S{60}-probe-timeline-fanout.*choose a shorter stackName/u,
   );
 });
+test('every RunnerPolicy lets `run` read a lease back (GetItem on the ledger), as it does when a lease write\'s answer was lost', () => {
+  for (const m of defs.models) {
+    assert.ok(m.runner.ledgerActions.includes('dynamodb:GetItem'), `${m.name}: ledger GetItem`);
+    assert.ok(!m.runner.tableActions.includes('dynamodb:GetItem') || [...m.streamConsumers, ...m.queueConsumers].some((c) => c.grant.tableActions.includes('dynamodb:GetItem')), `${m.name}: GetItem on the model table only if a function has it`);
+  }
+});
+
 const cases: [string, ModelDef, TableDefs | undefined][] = [
   ...defs.models.map((m): [string, ModelDef, undefined] => [`model ${m.name}`, m, undefined]),
   ['a probe model (not in tables.json)', probeModel, probeDefs],

@@ -84,6 +84,17 @@ impl Retries {
         Self::within(Duration::from_secs(u64::from(s.timeout_secs)))
     }
 
+    /// `jobstream run`'s startup checks (DescribeTable, DescribeTimeToLive,
+    /// GetQueueUrl, GetQueueAttributes): a stream consumer's, so a restart
+    /// during a throttle or an outage of seconds waits it out as the
+    /// handlers do (each call within the stream budget, 40 s), where five
+    /// attempts (0.1-0.3 s) made the process exit and a supervisor's start
+    /// limit stop it for good. Permanent errors (a missing table, access
+    /// denied, a validation error) are not retried: they fail at once.
+    pub fn startup() -> Self {
+        Self::stream()
+    }
+
     /// A queue consumer's (its queue's deployed consumer timeout).
     pub fn queue(def: &crate::models::table::QueueDef) -> Self {
         Self::within(Duration::from_secs(u64::from(def.consumer_timeout_secs)))

@@ -454,6 +454,36 @@ async fn a_remote_endpoint_without_a_region_is_a_startup_error() {
     refused(&out, &["no AWS region for DynamoDB"]);
 }
 
+/// A misspelt endpoint host is a configuration error, refused at once
+/// naming the host: not an outage that the startup checks' retries wait
+/// out for a whole call budget (their retries ride out throttles and
+/// outages, `operations::run_started_during_a_throttle_or_an_outage_waits_it_out`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_whose_host_does_not_resolve_is_refused_at_once() {
+    let file = failures_file();
+    for flag in ["--endpoint", "--sqs-endpoint"] {
+        let mut a = run_args("http://127.0.0.1:1", "tracker", &file, &[]);
+        let at = a.iter().position(|x| x == "--endpoint").unwrap();
+        a.drain(at..at + 2);
+        a.extend(args(&[flag, "http://nosuchhost.invalid:8000"]));
+        let env = vec![
+            ("AWS_REGION".to_string(), "us-east-1".to_string()),
+            ("AWS_ACCESS_KEY_ID".to_string(), "x".to_string()),
+            ("AWS_SECRET_ACCESS_KEY".to_string(), "y".to_string()),
+        ];
+        let out = jobstream(a, env).await;
+        refused(
+            &out,
+            &[
+                flag,
+                "nosuchhost.invalid does not resolve",
+                "check the name",
+            ],
+        );
+    }
+    std::fs::remove_file(&file).ok();
+}
+
 /// The environment of a machine with no AWS region and no credentials
 /// anywhere (variables, files, instance metadata, containers).
 fn no_region_nor_credentials() -> Vec<(String, String)> {
@@ -475,6 +505,54 @@ fn no_region_nor_credentials() -> Vec<(String, String)> {
     for k in ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"] {
         env.push((k.to_string(), "/dev/null".to_string()));
     }
+    env
+}
+
+/// Missing credentials for SQS (a queue model's queues at a non-loopback
+/// address) are the same one line as for DynamoDB, before anything is
+/// created: `create` used to create the ledger and then fail with an
+/// instance-metadata error suggesting the endpoint was not SQS (ops9's
+/// finding 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_sqs_credentials_are_one_line_before_anything_is_created() {
+    let (engine, client) = engine().await;
+    let env = no_region_nor_credentials_but_a_region();
+    let create = args(&[
+        "create",
+        "--endpoint",
+        &engine.endpoint(),
+        "--sqs-endpoint",
+        "http://10.255.255.1:9324",
+        "--model",
+        "social",
+        "--stack",
+        "Creds",
+    ]);
+    let out = jobstream(create, env).await;
+    refused(
+        &out,
+        &["no AWS credentials found for SQS at http://10.255.255.1:9324"],
+    );
+    assert!(table_names(&client).await.is_empty(), "nothing was created");
+    // `run` on tables that exist: the same line before its first SQS call
+    // (it was an instance-metadata error from GetQueueUrl).
+    let (t, l) = social_tables(&client, "creds-").await;
+    let file = failures_file();
+    let extra = ["--table", &t, "--ledger-table", &l];
+    let mut run = run_args(&engine.endpoint(), "social", &file, &extra);
+    run.extend(args(&["--sqs-endpoint", "http://10.255.255.1:9324"]));
+    let out = jobstream(run, no_region_nor_credentials_but_a_region()).await;
+    refused(
+        &out,
+        &["no AWS credentials found for SQS at http://10.255.255.1:9324"],
+    );
+    std::fs::remove_file(&file).ok();
+}
+
+fn no_region_nor_credentials_but_a_region() -> Vec<(String, String)> {
+    let mut env = no_region_nor_credentials();
+    env.push(("AWS_REGION".to_string(), "us-east-1".to_string()));
+    env.push(("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()));
     env
 }
 

@@ -224,18 +224,29 @@ async fn concurrent_calls_ride_out_a_throttle_window_without_a_retry_quota() {
 /// fails its own condition): it keeps its shards, and the run ends exact.
 /// It used to stop the shard (`checkpoint refused: the lease was taken by
 /// another owner`) with no other process, and take its own lease back only
-/// once it expired.
+/// once it expired. The leases' client is checked against `run`'s own grant
+/// (the stack's RunnerPolicy), as `run --grants checked` (the default)
+/// checks it: the read-back that resolves a lost answer was denied there
+/// (ops9's finding 1) while this test, unchecked, passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_writes_whose_answers_are_lost_keep_a_lone_consumers_shards() {
     let engine = crate::support::start_engine().await;
     let proxy = jobstream::faults::FaultProxy::in_front_of(&engine.endpoint())
         .await
         .expect("proxy starts");
-    let leases = aws_sdk_dynamodb::Client::new(
-        &jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), 3).await,
-    );
+    let sdk = jobstream::local::engine::sdk_config(Some(&proxy.endpoint()), 3).await;
+    let model = shared::models::find("tracker").unwrap();
     let crate::support::ModelEnv { engine, rt } =
         crate::support::model_env_on(engine, "tracker", |o| {
+            let table = o.table.clone().unwrap_or(model.table.name.to_string());
+            let runner = jobstream::local::iam::Principal::runner(
+                &model,
+                &table,
+                &o.ledger_table,
+                &Default::default(),
+                None,
+            );
+            let leases = aws_sdk_dynamodb::Client::new(&runner.checked(&sdk));
             let mut c = jobstream::local::lease::CheckpointConfig::new(leases, &o.ledger_table);
             c.owner = "solo".into();
             o.mapping.checkpoints = Some(c);

@@ -26,6 +26,17 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     let sdk = sdk_config(Some(&endpoint), 5).await;
     require_region(&sdk, "DynamoDB")?;
     require_credentials(&sdk, "DynamoDB").await?;
+    let sqs_at = sqs_endpoint.as_deref().unwrap_or(&endpoint);
+    // SQS's region and credentials too, before anything is created.
+    let sqs_sdk = if model.consumers.is_empty() {
+        None
+    } else {
+        let sdk = sdk_config(Some(sqs_at), 5).await;
+        let what = format!("SQS at {sqs_at}");
+        require_region(&sdk, &what)?;
+        require_credentials(&sdk, &what).await?;
+        Some(sdk)
+    };
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     let (name, ledger) = (target.table_name(&model), target.ledger());
     for (def, name, role) in [
@@ -38,12 +49,9 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     }
     require_tables(&ddb, &model, &name, &ledger).await?;
 
-    let sqs_at = sqs_endpoint.as_deref().unwrap_or(&endpoint);
     let mut exports = Vec::new();
-    if !model.consumers.is_empty() {
-        let sdk = sdk_config(Some(sqs_at), 5).await;
-        require_region(&sdk, "SQS")?;
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
+    if let Some(sdk) = &sqs_sdk {
+        let sqs = aws_sdk_sqs::Client::new(sdk);
         let prefix = target
             .stack
             .as_deref()

@@ -68,22 +68,23 @@ pub(crate) fn announce(
     model: &ModelArgs,
 ) {
     if let Some(engine) = engine {
-        println!("DynamoDB endpoint: {}", engine.endpoint());
+        jobstream::outln!("DynamoDB endpoint: {}", engine.endpoint());
     }
-    println!(
+    jobstream::outln!(
         "tables: {} (stream: NEW_AND_OLD_IMAGES), {} (ledger)",
-        rt.config.table, rt.config.ledger_table
+        rt.config.table,
+        rt.config.ledger_table
     );
     if let Some(sqs) = sqs {
-        println!("SQS endpoint: {sqs}");
+        jobstream::outln!("SQS endpoint: {sqs}");
         for (logical, url) in &rt.config.queues {
-            println!("queue {logical}: {url}");
+            jobstream::outln!("queue {logical}: {url}");
         }
     }
     // Which version of the model runs (as the Lambdas log it): two versions
     // on one stream (a rolling deploy) each count by their own rules.
     if let Ok(file) = model.file() {
-        println!(
+        jobstream::outln!(
             "model file: {} (sha256 {})",
             model.model_file.as_ref().map_or_else(
                 || format!("models/{}.yaml, shipped", model.model),
@@ -93,7 +94,7 @@ pub(crate) fn announce(
         );
     }
     let consumers: Vec<String> = rt.queues.iter().map(|q| q.name.clone()).collect();
-    println!(
+    jobstream::outln!(
         "processors: {} (stream){}; model {}; Ctrl-C to stop",
         rt.model.stream_processors().join(", "),
         if consumers.is_empty() {
@@ -104,10 +105,11 @@ pub(crate) fn announce(
         rt.model.name
     );
 }
-pub(crate) fn report_failures(rt: &Runtime) -> bool {
+/// Lists the batches given up (and the losses) on stdout; how many.
+pub(crate) fn report_failures(rt: &Runtime) -> usize {
     let failed = rt.failed_batches();
     for f in &failed {
-        println!(
+        jobstream::outln!(
             "on-failure: {} {} shard {} records {}..{} ({}): {}",
             f.condition.as_str(),
             f.mapping,
@@ -118,5 +120,5 @@ pub(crate) fn report_failures(rt: &Runtime) -> bool {
             f.reason
         );
     }
-    failed.is_empty()
+    failed.len()
 }

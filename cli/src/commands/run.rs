@@ -4,14 +4,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use jobstream::local::deployed::{queue_urls, require_tables};
+use jobstream::local::deployed::{queue_urls, require_tables, QueueNames};
 use jobstream::local::engine::{
-    dynamodb_endpoint, require_credentials, require_region, sdk_config,
+    dynamodb_endpoint, require_credentials, require_region, require_resolvable, sdk_config,
     sqs_endpoint as engine_sqs_endpoint,
 };
 use jobstream::local::esm::RecordReader;
 use jobstream::local::iam::Principal;
 use jobstream::local::runtime::{Provision, Runtime};
+use shared::retry::Retries;
 
 use super::{announce, report_failures, terminated};
 use crate::args::RunArgs;
@@ -50,37 +51,49 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let sdk = sdk_config(endpoint.as_deref(), 5).await;
     require_region(&sdk, "DynamoDB")?;
     require_credentials(&sdk, "DynamoDB").await?;
+    require_resolvable(endpoint.as_deref(), "--endpoint").await?;
+    require_resolvable(sqs_endpoint.as_deref(), "--sqs-endpoint").await?;
     let sdk = checked(sdk);
+    // The startup checks ride out throttles and outages of seconds as the
+    // handlers do (a restart during one must not exit); permanent errors
+    // fail at once.
+    let startup = Retries::startup();
     // Tables first (the same check runs in `Runtime::start`): what is
     // missing is named before anything else is looked up.
     require_tables(
-        &aws_sdk_dynamodb::Client::new(&sdk),
+        &startup.dynamodb_client(&sdk),
         &model,
         &target.table_name(&model),
         &target.ledger(),
     )
     .await?;
     let has_queues = !model.consumers.is_empty();
+    let naming = QueueNames::of(target.stack.as_deref(), sqs_endpoint.as_deref());
     let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
-        require_region(&c, "SQS")?;
+        let what = match &sqs_endpoint {
+            Some(e) => format!("SQS at {e}"),
+            None => "SQS (the region's own: no --sqs-endpoint given)".to_string(),
+        };
+        require_region(&c, &what)?;
+        // Credentials before the first SQS call (a queue looked up by
+        // name); with `QUEUE_URL_*` only, a missing variable is named
+        // first (no call is made to find out).
+        if !matches!(naming, QueueNames::EnvOnly) || !has_queues {
+            require_credentials(&c, &what).await?;
+        }
         let c = checked(c);
-        Some((aws_sdk_sqs::Client::new(&c), c))
+        // Finding the queues, checking the on-failure queue and sending it
+        // what is given up: the processors' retries.
+        Some((startup.sqs_client(&c), c, what))
     } else {
         None
     };
     let queues = match &sqs_client {
-        Some((c, _)) if has_queues => {
-            queue_urls(
-                c,
-                &model,
-                jobstream::local::deployed::QueueNames::of(
-                    target.stack.as_deref(),
-                    sqs_endpoint.as_deref(),
-                ),
-                |v| std::env::var(v).ok(),
-            )
-            .await?
+        Some((c, config, what)) if has_queues => {
+            let urls = queue_urls(c, &model, naming, |v| std::env::var(v).ok()).await?;
+            require_credentials(config, what).await?;
+            urls
         }
         _ => Default::default(),
     };
@@ -92,7 +105,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let failure_sqs = sqs_client
         .as_ref()
         .filter(|_| consumer.on_failure_queue_url.is_some())
-        .map(|(c, _)| c.clone());
+        .map(|(c, _, _)| c.clone());
     opts.mapping = consumer.apply(
         opts.mapping,
         aws_sdk_dynamodb::Client::new(&sdk),
@@ -108,7 +121,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     rt.shutdown_grace = consumer.shutdown_grace;
     let sqs_said = match (&sqs_endpoint, &sqs_client) {
         (Some(e), _) => Some(e.clone()),
-        (None, Some((_, c))) if has_queues => Some(format!(
+        (None, Some((_, c, _))) if has_queues => Some(format!(
             "the SDK's own for region {}",
             c.region().map(|r| r.to_string()).unwrap_or_default()
         )),
@@ -116,25 +129,70 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     announce(None, &rt, sqs_said.as_deref(), &target.model);
     rt.run_until(terminated()).await?;
-    println!("{}", rt.status());
+    jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();
-    if !report_failures(&rt) {
+    let listed = report_failures(&rt);
+    if listed > 0 {
         eprintln!(
-            "records were given up{}{}; listed in {}",
-            if losses > 0 {
-                format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
-            } else {
-                String::new()
-            },
-            if undelivered > 0 {
-                format!("; the on-failure destination FAILED for {undelivered} batch(es), listed above only")
-            } else {
-                String::new()
-            },
-            consumer.on_failure_file.display()
+            "{}",
+            given_up_line(
+                listed as u64,
+                losses,
+                undelivered,
+                &consumer.on_failure_file.display().to_string(),
+                consumer.on_failure_queue_url.is_some()
+            )
         );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The last line of a run that gave records up: how many batches, the
+/// losses, and where they are. A batch the on-failure destination failed to
+/// take is listed above only: the file is named as holding only the ones
+/// it took (ops9: "listed in" a file that held none of them).
+fn given_up_line(listed: u64, losses: u64, undelivered: u64, file: &str, queue: bool) -> String {
+    let lost = if losses > 0 {
+        format!(" and {losses} range(s) of records were LOST (trimmed, or in shards that vanished): run `jobstream backfill`")
+    } else {
+        String::new()
+    };
+    let delivered = listed.saturating_sub(undelivered);
+    let whereabouts = match (undelivered, delivered) {
+        (0, _) => format!("listed above and in {file}"),
+        (_, 0) if !queue => format!(
+            "the on-failure destination FAILED for all {undelivered} batch(es): they are listed above only; {file} holds none of them"
+        ),
+        _ if !queue => format!(
+            "the on-failure destination FAILED for {undelivered} of {listed} batch(es): those are listed above only; {file} holds the other {delivered}"
+        ),
+        _ => format!(
+            "the on-failure destination FAILED for {undelivered} of {listed} batch(es): those are listed above (and in {file} if the file took them before the queue failed); the other {delivered} are in {file} and the queue"
+        ),
+    };
+    format!("records were given up{lost}; {whereabouts}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::given_up_line;
+
+    #[test]
+    fn the_exit_line_names_the_file_only_for_the_batches_it_holds() {
+        let f = "work/f.jsonl";
+        assert_eq!(
+            given_up_line(3, 0, 0, f, false),
+            "records were given up; listed above and in work/f.jsonl"
+        );
+        let none = given_up_line(22, 0, 22, f, false);
+        assert!(none.contains("FAILED for all 22 batch(es)"), "{none}");
+        assert!(none.contains("work/f.jsonl holds none of them"), "{none}");
+        assert!(!none.contains("listed in"), "{none}");
+        let some = given_up_line(5, 1, 2, f, false);
+        assert!(some.contains("1 range(s) of records were LOST"), "{some}");
+        assert!(some.contains("FAILED for 2 of 5"), "{some}");
+        assert!(some.contains("holds the other 3"), "{some}");
+    }
 }

@@ -44,9 +44,7 @@ pub async fn table_problems(
         {
             return Ok(vec![format!("{role} {name} does not exist")]);
         }
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("DescribeTable {name} ({role})")))
-        }
+        Err(e) => return Err(call_failed(&format!("DescribeTable {name} ({role})"), e)),
     };
     let Some(desc) = desc else {
         return Ok(vec![format!(
@@ -151,7 +149,7 @@ async fn ttl_problem(
         .table_name(name)
         .send()
         .await
-        .with_context(|| format!("DescribeTimeToLive {name} ({role})"))?;
+        .map_err(|e| call_failed(&format!("DescribeTimeToLive {name} ({role})"), e))?;
     let d = out.time_to_live_description();
     let status = d.and_then(|d| d.time_to_live_status());
     let on = matches!(
@@ -171,6 +169,56 @@ async fn ttl_problem(
     } else {
         None
     })
+}
+
+/// The codes of a throttle, as the SDK's retry classifier knows them (the
+/// ones DynamoDB and SQS answer).
+const THROTTLED: [&str; 5] = [
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "Throttling",
+];
+
+/// A startup call that failed, in the operator's words: the service's code
+/// and message (`ThrottlingException: ...`, not the SDK's "unhandled
+/// error"), and, for a transient fault, that it lasted past the retries
+/// (a call rides out throttles and outages within
+/// [`shared::retry::Retries::startup`]'s budget).
+pub fn call_failed<E>(
+    call: &str,
+    e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> anyhow::Error
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+    let budget = shared::retry::Retries::startup().call_budget.as_secs();
+    let transient = format!("still failing after retries for up to {budget} s");
+    let what = match &e {
+        SdkError::ServiceError(se) => {
+            let err = se.err();
+            let code = err.code().unwrap_or("an error without a code");
+            let message = err.message().unwrap_or_default();
+            let status = se.raw().status().as_u16();
+            let retried = status >= 500 || THROTTLED.contains(&code);
+            if retried {
+                format!("{code} (HTTP {status}): {message}; {transient}")
+            } else {
+                format!("{code}: {message}")
+            }
+        }
+        SdkError::TimeoutError(_) => format!(
+            "no successful answer in {budget} s (throttled, unavailable, refused or unreachable \
+             the whole time; the log of JOBSTREAM_LOG=aws_smithy_runtime=debug names each attempt's error)"
+        ),
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            format!("{}; {transient}", DisplayErrorContext(&e))
+        }
+        _ => DisplayErrorContext(&e).to_string(),
+    };
+    anyhow::anyhow!("{call}: {what}")
 }
 
 /// Fails, naming every problem, unless the model table (`table`) and the

@@ -640,6 +640,8 @@ mod tests {
             (ddb, "DescribeTable", table.clone(), true),
             (ddb, "DescribeTable", elsewhere, false),
             (ddb, "UpdateItem", ledger.clone(), true),
+            // A lease read back when a write's answer was lost.
+            (ddb, "GetItem", ledger.clone(), true),
             (ddb, "PutItem", ledger, false),
             (ddb, "GetItem", table, false),
             (sqs, "ReceiveMessage", work.clone(), true),

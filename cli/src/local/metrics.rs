@@ -18,6 +18,7 @@
 //! | `jobstream_records_given_up_total` | counter: records sent to the on-failure destinations | `processor` |
 //! | `jobstream_record_ranges_lost_total` | counter: ranges trimmed from the stream or in vanished shards | `processor` |
 //! | `jobstream_leases_held` | gauge | `processor` |
+//! | `jobstream_leases_lost_total` | counter: leases this process stopped holding, by `reason`: `taken` (the ledger shows another acquisition), `ran_out` (no renewal or checkpoint succeeded for a lease duration: its ledger writes fail), `vanished` (the shard left the stream) | `processor`, `reason` |
 //! | `jobstream_shards` | gauge: the stream's shards whose turn has come, as this process judges them: `held` here, `elsewhere` (another process renews it), `stale` (its holder has not renewed it for half a lease duration), `unheld` (released, expired or never taken: nobody reads it) | `processor`, `state` |
 //! | `jobstream_queue_messages_in_flight` | gauge: messages whose invocation runs now | `processor` |
 //! | `jobstream_stream_read_failures_total` | counter: GetShardIterator / GetRecords failures (retried after a pause doubling up to 10 s) | `processor` |
@@ -222,6 +223,22 @@ impl Collector for Probe {
             "Shard leases this process holds",
             &streams(|s| load(&s.leases_held)),
         )?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "jobstream_leases_lost",
+                "Leases this process stopped holding, by reason: taken (the ledger shows another acquisition), ran_out (no renewal or checkpoint succeeded for a lease duration), vanished (the shard left the stream)",
+                None,
+                MetricType::Counter,
+            )?;
+            for s in &self.streams {
+                for (reason, n) in s.leases_lost() {
+                    ConstCounter::new(n).encode(
+                        family
+                            .encode_family(&[("processor", s.name.as_str()), ("reason", reason)])?,
+                    )?;
+                }
+            }
+        }
         {
             let mut family = encoder.encode_descriptor(
                 "jobstream_shards",

@@ -146,6 +146,38 @@ pub async fn require_credentials(cfg: &aws_config::SdkConfig, what: &str) -> any
     )
 }
 
+/// Fails at once, saying so, when `endpoint` (given as `flag`) names a
+/// host that does not resolve: a misspelt endpoint is a configuration
+/// error, not an outage to wait out (the SDK retries a failed resolution
+/// as it retries a refused connection, for a whole call budget). A
+/// malformed endpoint is left to the SDK's own error.
+pub async fn require_resolvable(endpoint: Option<&str>, flag: &str) -> anyhow::Result<()> {
+    let Some(url) = endpoint else {
+        return Ok(());
+    };
+    let Ok(uri) = url.parse::<axum::http::Uri>() else {
+        return Ok(());
+    };
+    let Some(host) = uri.host() else {
+        return Ok(());
+    };
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    let host = host.to_string();
+    match tokio::net::lookup_host(format!("{host}:{port}")).await {
+        Ok(_) => Ok(()),
+        Err(e) => anyhow::bail!(
+            "the endpoint {url} ({flag}): its host {host} does not resolve ({e}); check the \
+             name, or leave the endpoint out to reach the region's own"
+        ),
+    }
+}
+
 fn is_loopback(url: &str) -> bool {
     let host = url.split("://").nth(1).unwrap_or(url);
     host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")

@@ -263,12 +263,14 @@ pub mod mapping {
     ];
     /// The ledger's startup checks, and the shard leases and checkpoints
     /// kept in it (taken, renewed, released by conditional updates; listed
-    /// by query).
+    /// by query; one lease read back, consistently, when a write's answer
+    /// was lost, to learn whether it landed).
     pub const LEDGER: &[&str] = &[
         "dynamodb:DescribeTable",
         "dynamodb:DescribeTimeToLive",
         "dynamodb:UpdateItem",
         "dynamodb:Query",
+        "dynamodb:GetItem",
     ];
     /// Each of the model's queues: found by name, checked, polled.
     pub const QUEUE: &[&str] = &[

@@ -182,6 +182,9 @@ pub struct MappingStats {
     pub describe_failures: AtomicU64,
     /// Shard leases this process holds now.
     pub leases_held: AtomicU64,
+    /// Leases this process stopped holding (not at a stop), by reason
+    /// ([`Self::leases_lost`]).
+    pub(super) lease_losses: Mutex<BTreeMap<&'static str, u64>>,
     /// With leases: the shards whose turn has come, by state, as this
     /// process judged them at its last lease read ([`Self::shards_by_state`]).
     pub(super) shard_states: Mutex<Option<ShardStates>>,
@@ -225,6 +228,28 @@ impl MappingStats {
                 ("unheld", s.unheld),
             ]
         })
+    }
+
+    /// Leases lost, by reason: `taken` (the ledger shows another
+    /// acquisition), `ran_out` (no renewal or checkpoint succeeded for a
+    /// lease duration: this process's ledger writes are failing),
+    /// `vanished` (the shard left the stream).
+    pub fn leases_lost(&self) -> Vec<(&'static str, u64)> {
+        let counted = self
+            .lease_losses
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default();
+        LOSS_REASONS
+            .iter()
+            .map(|r| (*r, counted.get(r).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    pub(super) fn count_loss(&self, reason: &'static str) {
+        if let Ok(mut l) = self.lease_losses.lock() {
+            *l.entry(reason).or_default() += 1;
+        }
     }
 
     pub fn new(name: &str) -> Self {

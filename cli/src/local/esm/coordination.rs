@@ -250,12 +250,14 @@ impl<S: StreamsApi> StreamMapping<S> {
         // answer was lost: not a loss.)
         if let Ok(live) = self.live.lock() {
             for (id, lease) in live.iter() {
-                let ours = by_id.get(id).is_some_and(|i| {
+                let item = by_id.get(id);
+                let ours = item.is_some_and(|i| {
                     i.owner.as_deref() == Some(&me)
                         && i.acquisition.as_deref() == Some(lease.acquisition.as_str())
                 });
                 if !ours {
-                    lease.lose();
+                    let by = item.and_then(|i| i.owner.clone());
+                    lease.lose(Loss::Taken { by });
                 }
             }
         }
@@ -351,7 +353,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             .collect();
         let gone = leases_where(&self.live, |id, _| !listed.contains(id));
         for (id, lease) in gone {
-            lease.lose();
+            lease.lose(Loss::Vanished);
             let token = *lease.token.lock().await;
             if let Err(e) = leases.release(&id, &lease.held(token)).await {
                 tracing::warn!(mapping = %self.name(), shard = %id, error = %e, "releasing a vanished shard failed");
@@ -494,9 +496,23 @@ impl<S: StreamsApi> StreamMapping<S> {
             .store(held as u64, Ordering::Relaxed);
     }
 
-    /// Forgets a shard whose lease is gone.
+    /// Forgets a shard whose lease is gone, saying why as far as this
+    /// process knows ([`Loss`]).
     pub(super) fn lost(&mut self, id: &str) {
-        tracing::warn!(mapping = %self.name(), shard = id, "lease lost: another owner reads this shard now");
+        let loss = self
+            .live
+            .lock()
+            .ok()
+            .and_then(|l| l.get(id).and_then(|lease| lease.loss()));
+        match loss {
+            Some(why) => {
+                if let Some(reason) = why.reason() {
+                    self.ctx.stats.count_loss(reason);
+                }
+                tracing::warn!(mapping = %self.name(), shard = id, "{why}");
+            }
+            None => tracing::warn!(mapping = %self.name(), shard = id, "shard stopped"),
+        }
         self.forget(id);
     }
 

@@ -10,7 +10,9 @@ use crate::local::engine::sdk_config;
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
 /// A ledger client through a proxy in front of `engine`, with the SDK
-/// making at most `attempts` attempts of a call.
+/// making at most `attempts` attempts of a call, checked against `run`'s
+/// own grant as `run` checks it by default (the read-back of a write whose
+/// answer was lost was denied there, and only there, until the grant had it).
 async fn through_proxy(
     engine: &crate::local::engine::LocalEngine,
     attempts: u32,
@@ -18,8 +20,8 @@ async fn through_proxy(
     let proxy = FaultProxy::in_front_of(&engine.endpoint())
         .await
         .expect("proxy");
-    let client =
-        aws_sdk_dynamodb::Client::new(&sdk_config(Some(&proxy.endpoint()), attempts).await);
+    let sdk = sdk_config(Some(&proxy.endpoint()), attempts).await;
+    let client = aws_sdk_dynamodb::Client::new(&super::test_support::as_runner(&sdk));
     (proxy, client)
 }
 
@@ -151,6 +153,66 @@ async fn acquisition_renewal_and_release_resolve_lost_answers_and_fencing_stays_
         );
         assert_eq!(proxy.injected_after_effect(), 3);
     }
+}
+
+/// A lone consumer whose lease writes all fail (reset before they reach
+/// the ledger) lets its lease run out, and says so (in the log and in
+/// `jobstream_leases_lost_total{reason="ran_out"}`): not "another owner
+/// reads this shard", which ops9 read with no other process anywhere.
+/// Once writes succeed again it takes its own shard back and reads on.
+#[tokio::test]
+async fn a_lease_that_ran_out_is_reported_as_run_out_not_as_taken() {
+    let (engine, _) = ledger().await;
+    let (proxy, client) = through_proxy(&engine, 1).await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = calls.clone();
+    let handler: Handler = Arc::new(move |event: Event| {
+        seen.lock().unwrap().extend(seqs(&event));
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    });
+    let c = config(&client, "solo", Duration::from_millis(500));
+    let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
+    m.poll_once().await.unwrap();
+    assert_eq!(m.shards(), ["s"], "taken");
+    proxy.inject(Fault::reset("UpdateItem", 0).for_window(Duration::from_secs(600)));
+    let mut rounds = 0;
+    while !m.shards().is_empty() {
+        rounds += 1;
+        assert!(rounds < 2_000, "the lease never ran out");
+        m.poll_once().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        m.stats().leases_lost(),
+        [("taken", 0), ("ran_out", 1), ("vanished", 0)]
+    );
+    let exposition = crate::local::metrics::Probe {
+        streams: vec![m.stats()],
+        ..Default::default()
+    }
+    .render()
+    .expect("exposition");
+    assert!(
+        exposition.contains("jobstream_leases_lost_total{processor=\"m\",reason=\"ran_out\"} 1"),
+        "{exposition}"
+    );
+    proxy.clear();
+    let written = api.write("s", 5);
+    let mut rounds = 0;
+    while calls.lock().unwrap().len() < written.len() {
+        rounds += 1;
+        assert!(rounds < 2_000, "the shard was never read again");
+        m.poll_once().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(m.shards(), ["s"], "its own shard taken back");
+    assert_eq!(
+        *calls.lock().unwrap(),
+        written,
+        "every record once, in order"
+    );
 }
 
 /// The `jobstream_shards` lines of `m`'s exposition.

@@ -89,10 +89,12 @@ pub fn handler(processor: Arc<dyn StreamHandler>) -> Handler {
 
 mod config;
 mod coordination;
+mod held;
 mod payload;
 mod shard;
 pub use config::*;
 use coordination::DescribeFailing;
+use held::*;
 use payload::*;
 use shard::*;
 
@@ -367,7 +369,7 @@ impl<S: StreamsApi> StreamMapping<S> {
                     Ok(()) | Err(LeaseError::Lost { .. }) => {}
                     Err(e) => failed = Some(e),
                 }
-                lease.lose();
+                lease.lose(Loss::Released);
             }
         }
         self.held.clear();
@@ -480,7 +482,7 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
             .map(|mut l| std::mem::take(&mut *l).into_values().collect())
             .unwrap_or_default();
         for lease in live {
-            lease.lose();
+            lease.lose(Loss::Released);
         }
         self.held.clear();
         self.ctx.stats.ready.store(false, Ordering::Relaxed);

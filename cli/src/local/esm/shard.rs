@@ -1,82 +1,7 @@
-//! One shard of a mapping: its lease, its buffer and checkpoint, and one
+//! One shard of a mapping: its buffer and checkpoint, and one
 //! step of reading and invoking (shared by `poll_once` and `consume`).
 
 use super::*;
-
-/// A lease this process holds: the fencing token its writes carry.
-#[derive(Debug)]
-pub(super) struct Lease {
-    /// The counter as this process last wrote it. Every write under the
-    /// lease (renewal, checkpoint, completion, release) holds this lock, so
-    /// a renewal and a checkpoint never race on the token.
-    pub(super) token: tokio::sync::Mutex<i64>,
-    /// The acquisition's id: the writes under this lease keep it in the
-    /// item, so an answer lost is resolved by reading the item back.
-    pub(super) acquisition: String,
-    /// Ours until then, on this process's monotonic clock: a lease duration
-    /// after the last successful renewal was sent.
-    pub(super) valid_until: Mutex<Instant>,
-    pub(super) lost: watch::Sender<bool>,
-}
-
-impl Lease {
-    pub(super) fn new(t: &Taken) -> Arc<Self> {
-        Arc::new(Self {
-            token: tokio::sync::Mutex::new(t.token),
-            acquisition: t.acquisition.clone(),
-            valid_until: Mutex::new(t.valid_until),
-            lost: watch::channel(false).0,
-        })
-    }
-    pub(super) fn valid_until(&self) -> Instant {
-        self.valid_until
-            .lock()
-            .map(|v| *v)
-            .unwrap_or_else(|_| Instant::now())
-    }
-    /// The lease as a fenced write is made under it, with `token`.
-    pub(super) fn held(&self, token: i64) -> Held<'_> {
-        Held {
-            token,
-            acquisition: &self.acquisition,
-        }
-    }
-    pub(super) fn renewed(&self, token: &mut i64, r: Renewed) {
-        *token = r.token;
-        if let Ok(mut v) = self.valid_until.lock() {
-            *v = (*v).max(r.valid_until);
-        }
-    }
-    /// Still ours: not lost, not run out (a renewal that keeps failing lets
-    /// it run out, and the shard stops before its next invocation).
-    pub(super) fn holds(&self) -> bool {
-        !*self.lost.borrow() && self.valid_until() > Instant::now()
-    }
-    pub(super) fn lose(&self) {
-        self.lost.send_replace(true);
-    }
-    /// Resolves when the lease is lost.
-    pub(super) async fn lost(&self) {
-        let mut rx = self.lost.subscribe();
-        let _ = rx.wait_for(|l| *l).await;
-    }
-}
-
-/// The leases of `live` that `keep` chooses, with their shards (a
-/// snapshot: the lock is not held while they are used).
-pub(super) fn leases_where(
-    live: &Mutex<BTreeMap<String, Arc<Lease>>>,
-    keep: impl Fn(&str, &Lease) -> bool,
-) -> Vec<(String, Arc<Lease>)> {
-    live.lock()
-        .map(|l| {
-            l.iter()
-                .filter(|(id, lease)| keep(id, lease))
-                .map(|(id, lease)| (id.clone(), lease.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// A shard this mapping is reading.
 pub(super) struct Shard {
@@ -668,8 +593,8 @@ impl<S: StreamsApi> Ctx<S> {
             match leases.checkpoint(id, &lease.held(*token), Some(&seq)).await {
                 Ok(r) => lease.renewed(&mut token, r),
                 Err(LeaseError::Lost { .. }) => {
-                    tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the lease was taken by another owner; the shard stops here");
-                    lease.lose();
+                    tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the ledger shows another acquisition of the lease; the shard stops here");
+                    lease.lose(Loss::Taken { by: None });
                     return Err(StepError::Lost);
                 }
                 Err(e) => return Err(StepError::Other(e.into())),
@@ -720,36 +645,6 @@ pub(super) async fn shard_loop<S: StreamsApi>(
             r = stop.changed() => if r.is_err() { return (id, Some(s), Exit::Stopped) },
             () = async { match &lease { Some(l) => l.lost().await, None => std::future::pending().await } } => {
                 return (id, None, Exit::Lost);
-            }
-        }
-    }
-}
-
-/// Renews every lease in `live` (only those past a third of their time
-/// with `only_due`); a lease another owner took is marked lost.
-pub(super) async fn renew_all(
-    leases: &LeaseTable,
-    live: &Mutex<BTreeMap<String, Arc<Lease>>>,
-    only_due: bool,
-) {
-    let third = leases.lease_ttl() / 3;
-    let now = Instant::now();
-    let due = leases_where(live, |_, lease| {
-        !only_due || lease.valid_until().saturating_duration_since(now) < 2 * third
-    });
-    for (id, lease) in due {
-        if *lease.lost.borrow() {
-            continue;
-        }
-        let mut token = lease.token.lock().await;
-        match leases.renew(&id, &lease.held(*token)).await {
-            Ok(r) => lease.renewed(&mut token, r),
-            Err(LeaseError::Lost { .. }) => {
-                tracing::warn!(shard = %id, owner = leases.owner(), "lease lost: another owner took the shard; stopping it");
-                lease.lose();
-            }
-            Err(e) => {
-                tracing::warn!(shard = %id, error = %e, "renewing a lease failed; retried (the shard stops if the lease runs out)");
             }
         }
     }

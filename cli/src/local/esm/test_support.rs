@@ -19,6 +19,34 @@ pub(super) async fn ledger() -> (LocalEngine, aws_sdk_dynamodb::Client) {
     (engine, client)
 }
 
+/// `sdk` with every call checked against the grant `jobstream run`'s own
+/// calls have (its leases included): the stack's `RunnerPolicy`, as
+/// `run --grants checked` (the default) enforces it. A table named `table`,
+/// the ledger [`LEDGER`], no queues.
+pub(super) fn as_runner(sdk: &aws_config::SdkConfig) -> aws_config::SdkConfig {
+    use crate::local::iam::{Principal, RUNNER};
+    use shared::models::table::{Grant, RunnerGrant};
+    Principal {
+        session: uuid::Uuid::new_v4().simple().to_string(),
+        model: "m".into(),
+        processor: RUNNER.into(),
+        grant: Grant {
+            table_actions: vec![],
+            index_actions: vec![],
+            ledger_actions: vec![],
+            sends_to: vec![],
+        },
+        mappings: Some(RunnerGrant::mappings(false)),
+        table: "table".into(),
+        ledger: LEDGER.into(),
+        queues: Default::default(),
+        queue_names: vec![],
+        on_failure: None,
+        record: false,
+    }
+    .checked(sdk)
+}
+
 /// The lease partition of mapping `m` on stream `arn`, as `owner` sees it.
 pub(super) fn lease_table(client: &aws_sdk_dynamodb::Client, owner: &str) -> LeaseTable {
     let mut cp = CheckpointConfig::new(client.clone(), LEDGER);

@@ -120,15 +120,18 @@ impl Runtime {
                         last_status = Instant::now();
                         let line = status_line(&stats, queues);
                         if line != said {
-                            println!("{line}");
+                            crate::outln!("{line}");
                             said = line;
                         }
                         if emit_metrics {
                             let now = chrono::Utc::now().timestamp_millis();
                             for s in &stats {
                                 let undelivered = s.on_failure.undelivered();
-                                println!("{}", iterator_age_emf(&s.name, s.iterator_age(), now));
-                                println!("{}", undelivered_emf(&s.name, undelivered, now));
+                                crate::outln!(
+                                    "{}",
+                                    iterator_age_emf(&s.name, s.iterator_age(), now)
+                                );
+                                crate::outln!("{}", undelivered_emf(&s.name, undelivered, now));
                             }
                         }
                     }
