@@ -352,6 +352,25 @@ impl SetJobProcessor {
         Ok(outcome)
     }
 
+    /// Sends `msgs` to their queues with the store's backoff; a failure
+    /// is retryable (the job's message comes back).
+    async fn send(
+        &self,
+        store: &crate::store::Store,
+        msgs: impl IntoIterator<Item = OutMessage>,
+    ) -> Result<(), MessageError> {
+        let msgs: Vec<(usize, OutMessage)> = msgs.into_iter().map(|m| (0, m)).collect();
+        crate::sqs::send_out(
+            self.sqs.as_ref(),
+            &store.backoff(),
+            &self.queues,
+            &msgs,
+            usize::MAX,
+        )
+        .await
+        .map_err(|f| MessageError::Retryable(f.error))
+    }
+
     /// One job; the pages ahead are sent (`send_ahead`) or returned.
     async fn run_one(
         &self,
@@ -374,16 +393,7 @@ impl SetJobProcessor {
         }
         let ahead = std::mem::take(&mut plan.ahead);
         if send_ahead && !ahead.is_empty() {
-            let msgs: Vec<(usize, OutMessage)> = ahead.iter().cloned().map(|m| (0, m)).collect();
-            crate::sqs::send_out(
-                self.sqs.as_ref(),
-                &reads.store.backoff(),
-                &self.queues,
-                &msgs,
-                usize::MAX,
-            )
-            .await
-            .map_err(|f| MessageError::Retryable(f.error))?;
+            self.send(&reads.store, ahead.iter().cloned()).await?;
         }
         let ahead = if send_ahead { Vec::new() } else { ahead };
         let applied = apply(
@@ -399,16 +409,7 @@ impl SetJobProcessor {
             self.metrics.record(self.job.name(), &applied.noted);
         }
         if !plan.then.is_empty() {
-            let msgs: Vec<(usize, OutMessage)> = plan.then.into_iter().map(|m| (0, m)).collect();
-            crate::sqs::send_out(
-                self.sqs.as_ref(),
-                &reads.store.backoff(),
-                &self.queues,
-                &msgs,
-                usize::MAX,
-            )
-            .await
-            .map_err(|f| MessageError::Retryable(f.error))?;
+            self.send(&reads.store, plan.then).await?;
         }
         if applied.writes() > 0 {
             tracing::debug!(
