@@ -3,7 +3,7 @@
 //! lone holder keeps its lease, and fencing stays exact. Against the
 //! embedded engine through the fault proxy; no timed assertions.
 
-use super::test_support::{config, ledger, seqs, LEDGER};
+use super::test_support::{config, ledger, recorder, seqs, LEDGER};
 use super::*;
 use crate::faults::{Fault, FaultProxy};
 use crate::local::engine::sdk_config;
@@ -41,12 +41,7 @@ async fn a_lone_consumer_keeps_its_shard_when_answers_are_lost(attempts: u32) {
     }
     let api = FakeStreams::new(100);
     api.add_shard("s", None);
-    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let seen = calls.clone();
-    let handler: Handler = Arc::new(move |event: Event| {
-        seen.lock().unwrap().extend(seqs(&event));
-        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
-    });
+    let (handler, calls) = recorder();
     let c = config(&client, "solo", Duration::from_secs(300));
     let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
     let mut written = Vec::new();
@@ -166,12 +161,7 @@ async fn a_lease_that_ran_out_is_reported_as_run_out_not_as_taken() {
     let (proxy, client) = through_proxy(&engine, 1).await;
     let api = FakeStreams::new(100);
     api.add_shard("s", None);
-    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let seen = calls.clone();
-    let handler: Handler = Arc::new(move |event: Event| {
-        seen.lock().unwrap().extend(seqs(&event));
-        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
-    });
+    let (handler, calls) = recorder();
     let c = config(&client, "solo", Duration::from_millis(500));
     let mut m = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
     m.poll_once().await.unwrap();
@@ -316,12 +306,7 @@ async fn an_outage_of_the_stream_is_counted_and_read_with_a_growing_pause() {
     api.add_shard("s", None);
     let written = api.write("s", 3);
     *api.reads_fail.lock().unwrap() = true;
-    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let seen = calls.clone();
-    let handler: Handler = Arc::new(move |event: Event| {
-        seen.lock().unwrap().extend(seqs(&event));
-        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
-    });
+    let (handler, calls) = recorder();
     let mut c = MappingConfig::new("m");
     c.discovery_interval = Duration::from_secs(3600);
     // Pauses of minutes: a poll right after a failure is surely within it.

@@ -5,7 +5,7 @@
 //! No timed assertions: counts, orders, the fake's clock and `time_scale`.
 
 use super::coordination::{DESCRIBE_RETRY_CAP, DESCRIBE_RETRY_MIN};
-use super::test_support::seqs;
+use super::test_support::{recorder, seqs};
 use super::*;
 use crate::local::shards::fake::{seq_string, FakeStreams};
 
@@ -80,12 +80,7 @@ async fn a_failing_describe_stream_is_called_with_a_growing_pause_then_discovery
     api.add_shard("s", None);
     let written = api.write("s", 3);
     *api.describe_fails.lock().unwrap() = true;
-    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
-    let seen = calls.clone();
-    let handler: Handler = Arc::new(move |event: Event| {
-        seen.lock().unwrap().extend(seqs(&event));
-        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
-    });
+    let (handler, calls) = recorder();
     let mut c = MappingConfig::new("m");
     c.discovery_interval = Duration::from_secs(3600);
     // 1 s is 10 ms here: two seconds of rounds are 200 s of failing.

@@ -63,6 +63,18 @@ pub(super) fn seqs(event: &Event) -> Vec<u64> {
         .collect()
 }
 
+/// A handler that accepts every batch and records its sequence numbers,
+/// and what it recorded.
+pub(super) fn recorder() -> (Handler, Arc<Mutex<Vec<u64>>>) {
+    let calls: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = calls.clone();
+    let handler: Handler = Arc::new(move |event: Event| {
+        seen.lock().unwrap().extend(seqs(&event));
+        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+    });
+    (handler, calls)
+}
+
 /// A mapping of batches of 5 checkpointing under `owner`'s leases of
 /// `ttl`, on a fast clock.
 pub(super) fn config(
