@@ -452,6 +452,20 @@ pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl Captured {
     pub fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+        // tracing caches each log site's interest across all threads'
+        // subscribers; a site first reached on another thread while no
+        // capture was alive could be cached as uninteresting and drop this
+        // thread's lines (one test in three lost all its lines when run
+        // beside others). A global subscriber at `info` that keeps nothing
+        // keeps every site at `info` and above interesting.
+        static INTERESTED: std::sync::Once = std::sync::Once::new();
+        INTERESTED.call_once(|| {
+            use tracing_subscriber::layer::SubscriberExt;
+            let keep_nothing =
+                tracing_subscriber::registry().with(tracing_subscriber::filter::LevelFilter::INFO);
+            tracing::subscriber::set_global_default(keep_nothing)
+                .expect("no other global subscriber in the tests");
+        });
         let logs = Captured::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(logs.clone())
