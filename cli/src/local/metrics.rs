@@ -10,7 +10,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `jobstream_iterator_age_milliseconds` | gauge: age of the oldest record not yet checkpointed (0: caught up) | `processor`, `shard` |
+//! | `jobstream_iterator_age_milliseconds` | gauge: age of the oldest record not yet checkpointed (0: caught up; while reads fail, since the last read that answered) | `processor`, `shard` |
 //! | `jobstream_records_processed_total` | counter: stream records whose batch took effect, queue messages deleted after success | `processor` |
 //! | `jobstream_invocations_total` | counter | `processor` |
 //! | `jobstream_invocations_failed_total` | counter: errors, panics, timeouts, partial failures | `processor` |

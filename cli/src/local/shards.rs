@@ -527,6 +527,10 @@ pub mod fake {
         }
 
         async fn get_records(&self, iterator: &str, limit: usize) -> anyhow::Result<RecordsPage> {
+            anyhow::ensure!(
+                !*self.reads_fail.lock().unwrap(),
+                "GetRecords: InternalServerError (injected)"
+            );
             let (rest, generation) = iterator.rsplit_once('/').context("bad iterator")?;
             let (shard_id, index) = rest.rsplit_once('/').context("bad iterator")?;
             let index: usize = index.parse()?;

@@ -264,7 +264,8 @@ impl MappingStats {
     /// Iterator age per shard (milliseconds): the age, now, of the oldest
     /// record not yet checkpointed, 0 when caught up. It keeps rising while
     /// a shard retries a failing record (as Lambda's `IteratorAge` does),
-    /// and while a batch is in flight.
+    /// while a batch is in flight, and while the shard cannot be read (from
+    /// the last read that answered).
     pub fn iterator_ages(&self) -> BTreeMap<String, i64> {
         let now = now_ms();
         self.oldest

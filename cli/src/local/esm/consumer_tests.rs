@@ -626,6 +626,43 @@ async fn iterator_age_is_the_oldest_record_not_checkpointed_rising_while_it_is_r
     );
 }
 
+/// While a shard cannot be read (GetShardIterator and GetRecords fail),
+/// records may wait unread: its age grows from the last read that answered
+/// instead of saying "caught up" (ops9 #7: 0 for a 150 s outage), and is 0
+/// again once a read answers and nothing waits.
+#[tokio::test]
+async fn iterator_age_grows_while_a_shard_cannot_be_read() {
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    api.write("s", 2);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut c = MappingConfig::new("m");
+    c.time_scale = 0.0;
+    let mut m = StreamMapping::with_api(c, api, "arn".into(), recording(calls));
+    m.poll_once().await.unwrap();
+    m.poll_once().await.unwrap();
+    assert_eq!(m.stats().iterator_ages()["s"], 0, "read and done");
+    *m.api().reads_fail.lock().unwrap() = true;
+    m.poll_once().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    m.poll_once().await.unwrap();
+    let failing = m.stats().iterator_ages()["s"];
+    assert!(failing >= 40, "reads failing for 40 ms: age {failing}");
+    assert!(
+        m.stats()
+            .read_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    *m.api().reads_fail.lock().unwrap() = false;
+    m.poll_once().await.unwrap();
+    assert_eq!(
+        m.stats().iterator_ages()["s"],
+        0,
+        "read again, nothing waits"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_that_vanishes_while_held_is_let_go_and_reported() {
     let (_engine, client, api) = one_shard().await;

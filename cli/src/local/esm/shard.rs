@@ -42,6 +42,9 @@ pub(super) struct Shard {
     /// Reads (GetShardIterator, GetRecords) failed in a row: the next one
     /// waits [`read_retry`] of it.
     pub(super) read_failures: u32,
+    /// When the last read that answered began, or the shard was taken
+    /// (epoch ms): while reads fail, records written since may wait unread.
+    pub(super) answered_ms: i64,
 }
 
 /// The longest pause between failing reads of one shard.
@@ -77,6 +80,7 @@ impl Shard {
             skip_before_ms: None,
             trimmed_after: None,
             read_failures: 0,
+            answered_ms: now_ms(),
         }
     }
 
@@ -186,9 +190,11 @@ impl<S: StreamsApi> Ctx<S> {
                 Some(t) if t > now => out.wait = Some(t),
                 _ => {
                     s.next_get = Some(now + self.scaled(GET_RECORDS_INTERVAL));
+                    let began_ms = now_ms();
                     match self.fetch(id, s).await {
                         Ok(()) => {
                             s.read_at = Some(now);
+                            s.answered_ms = began_ms;
                             if s.read_failures > 0 {
                                 tracing::info!(mapping = %self.name(), shard = id, failed_reads = s.read_failures, "reading the shard succeeds again");
                                 s.read_failures = 0;
@@ -230,10 +236,13 @@ impl<S: StreamsApi> Ctx<S> {
     }
 
     /// The iterator age's reference: the shard's oldest record not yet
-    /// checkpointed.
+    /// checkpointed; while its reads fail and none is buffered, the last
+    /// read that answered (what was written since may wait unread: the age
+    /// grows through an outage instead of saying "caught up").
     pub(super) fn note_oldest(&self, id: &str, s: &Shard) {
-        self.stats
-            .set_oldest(id, Some(s.buffer.front().map(|b| created_ms(&b.record))));
+        let oldest = s.buffer.front().map(|b| created_ms(&b.record));
+        let unread = (s.read_failures > 0).then_some(s.answered_ms);
+        self.stats.set_oldest(id, Some(oldest.or(unread)));
     }
 
     pub(super) async fn process(
