@@ -115,7 +115,7 @@ impl ConsumerArgs {
             .await
             .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: cannot listen: {e}"))?;
         let at = listener.local_addr()?;
-        println!("metrics: http://{at}/metrics (probes: /healthz, /readyz)");
+        crate::outln!("metrics: http://{at}/metrics (probes: /healthz, /readyz)");
         Ok(Some(listener))
     }
 
