@@ -137,11 +137,12 @@ async fn serve_whose_output_went_away_serves_and_stops_cleanly() {
     assert!(status.success(), "exit 0 after SIGTERM: {status}");
 }
 
-/// `dev` (`dev 2>&1 | head -3`): its processors log (a WARN for each bad
-/// input) and a log line that could not be written panicked inside the
-/// handler ("failed printing to stderr"): a failed invocation, the shard
-/// retrying it for ever, the application after it never counted. It
-/// carries on, and stops at SIGTERM (exit 0).
+/// `dev` (`dev 2>&1 | head -3`): a log line stderr could not take made the
+/// log subscriber `eprintln!` its failure, a panic wherever it was logged:
+/// at startup (the notice of stdout gone: exit 101), in a handler (a WARN
+/// for a bad input: a failed invocation). It processes (the bad input
+/// skipped, the application after it counted), and stops at SIGTERM (exit
+/// 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_whose_output_went_away_processes_and_stops_cleanly() {
     let addr = free_addr();
@@ -170,10 +171,10 @@ async fn dev_whose_output_went_away_processes_and_stops_cleanly() {
     assert!(status.success(), "exit 0 after SIGTERM: {status}");
 }
 
-/// `run --emit-metrics`: each batch's EMF line went through `println!` and
-/// panicked inside the handler when no one read stdout (a failed
-/// invocation, retried for ever), and the SIGTERM line on stderr panicked
-/// the stop (exit 101). It carries on, and hands over at SIGTERM (exit 0).
+/// `run --emit-metrics` (`run 2>&1 | shipper`, the shipper died): it
+/// panicked at its first log line (exit 101, before taking its leases),
+/// and past that, at each batch's EMF line and at the SIGTERM line. It
+/// processes, and hands over at SIGTERM (exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_whose_output_went_away_processes_and_stops_cleanly() {
     use jobstream::local::engine::ensure_table;
@@ -223,5 +224,70 @@ async fn run_whose_output_went_away_processes_and_stops_cleanly() {
     );
     let status = terminate(child).await;
     assert!(status.success(), "exit 0 after SIGTERM: {status}");
+    std::fs::remove_file(&failures).ok();
+}
+
+/// `run --emit-metrics` whose stdout alone went away (stderr still read):
+/// each batch's EMF line (`println!` in `shared::metrics`) panicked inside
+/// the handler after its writes ("failed printing to stdout"): a failed
+/// invocation, the batch retried again and again. The application is
+/// counted without a panic, the notice is logged once, exit 0 at SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_whose_stdout_went_away_counts_and_says_so_once() {
+    use jobstream::local::engine::ensure_table;
+    let engine = crate::support::start_engine().await;
+    let endpoint = engine.endpoint();
+    let client = Client::new(&sdk_config(Some(&endpoint), 3).await);
+    let model = shared::models::find("tracker").expect("shipped");
+    ensure_table(&client, &model.table, TABLE)
+        .await
+        .expect("table");
+    let ledger = format!("ledger-{}", uuid::Uuid::new_v4().simple());
+    ensure_table(&client, &shared::models::table::ledger(), &ledger)
+        .await
+        .expect("ledger");
+    let failures = std::env::temp_dir().join(format!("gone-{}.jsonl", uuid::Uuid::new_v4()));
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut child = Command::new(bin)
+        .args(["run", "--model", "tracker", "--endpoint", &endpoint])
+        .args(["--ledger-table", &ledger, "--lease-owner", "restarted"])
+        .args(["--emit-metrics", "--on-failure-file"])
+        .arg(&failures)
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("JOBSTREAM_ENDPOINT")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("jobstream run starts");
+    assert!(
+        crate::operations::holds_its_leases(&client, &ledger, &mut child, &model).await,
+        "run started"
+    );
+    put_application(&client, "good", "applied").await;
+    let counted = until(&mut child, "the application counted", || async {
+        application_count(&client).await.as_deref() == Some("1")
+    })
+    .await;
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status();
+    assert!(killed.expect("kill runs").success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .expect("it ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(counted, "run processes: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
+    assert_eq!(
+        stderr.matches("stdout cannot be written").count(),
+        1,
+        "logged once: {stderr}"
+    );
     std::fs::remove_file(&failures).ok();
 }
