@@ -14,7 +14,7 @@ use jobstream::local::engine::sdk_config;
 
 /// A guard against hanging: what a test waits for arrives long before.
 const HANG_GUARD: Duration = Duration::from_secs(120);
-const TABLE: &str = "lambda_api_applications";
+pub(crate) const TABLE: &str = "lambda_api_applications";
 
 /// `jobstream ARGS` whose stdout and stderr are one pipe whose reading end
 /// is already closed.
@@ -82,7 +82,7 @@ async fn has_table(client: &Client, table: &str) -> bool {
 }
 
 /// A tracker application item (`status` as given).
-async fn put_application(client: &Client, id: &str, status: &str) {
+pub(crate) async fn put_application(client: &Client, id: &str, status: &str) {
     let s = |v: &str| AttributeValue::S(v.to_string());
     client
         .put_item()
@@ -290,53 +290,4 @@ async fn run_whose_stdout_went_away_counts_and_says_so_once() {
         "logged once: {stderr}"
     );
     std::fs::remove_file(&failures).ok();
-}
-
-/// The one-shot tools' numbers that became durations: `backfill --rate 0`
-/// (or negative) panicked at its first page ("cannot convert float seconds
-/// to Duration"), `verify --repair --settle` past what an `Instant` can
-/// add panicked once drift was found. Both are usage errors (exit 2,
-/// naming the flag), before any request.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rate_or_a_settle_no_duration_can_hold_is_a_usage_error() {
-    use jobstream::local::engine::ensure_table;
-    let engine = crate::support::start_engine().await;
-    let endpoint = engine.endpoint();
-    let client = Client::new(&sdk_config(Some(&endpoint), 3).await);
-    let model = shared::models::find("tracker").expect("shipped");
-    ensure_table(&client, &model.table, TABLE)
-        .await
-        .expect("table");
-    ensure_table(
-        &client,
-        &shared::models::table::ledger(),
-        "jobstream-ledger",
-    )
-    .await
-    .expect("ledger");
-    put_application(&client, "one", "applied").await;
-    let tool =
-        |args: Vec<String>| tokio::task::spawn_blocking(move || crate::support::jobstream(&args));
-    let with = |args: &[&str]| -> Vec<String> {
-        let common = ["--model", "tracker", "--endpoint", &endpoint];
-        args.iter()
-            .chain(common.iter())
-            .map(|s| s.to_string())
-            .collect()
-    };
-    for (args, flag) in [
-        (with(&["backfill", "--rate", "0"]), "--rate"),
-        (with(&["backfill", "--rate=-5"]), "--rate"),
-        (with(&["backfill", "--rate", "NaN"]), "--rate"),
-        (
-            with(&["verify", "--repair", "--settle", "18446744073709551615"]),
-            "--settle",
-        ),
-    ] {
-        let out = tool(args.clone()).await.unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(flag), "{args:?}: {stderr}");
-    }
 }
