@@ -123,6 +123,11 @@ note "play (SIGKILL a, SIGTERM b meanwhile)"
 python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --now "$now" $queues $metrics > "$W/play.out" 2> "$W/play.err" || bad "scenario: $(tail -1 "$W/play.out") $(tail -1 "$W/play.err")"
 wait $chaos
 A=$(cat "$W/a.pid"); B=$(cat "$W/b.pid")
+# A restarted process that exited (at startup, say) leaves the other one
+# doing all the work: the restart did not happen.
+for o in a b; do
+  p=$(cat "$W/$o.pid"); kill -0 "$p" 2>/dev/null || bad "run $o exited after its restart: $(tail -1 "$W/run-$o.log")"
+done
 note "scenario: $(tail -1 "$W/play.out"); $(cat "$W/events" | tr '\n' ' ')"
 python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]}" --now "$now" $queues $metrics --check-only > "$W/final.out" 2>&1 || bad "final state after the restarts: $(tail -1 "$W/final.out")"
 jobstream verify "${MODEL[@]}" --stack "$S" --endpoint "$E" --sqs-endpoint "$SQ" > "$W/verify.out" 2>&1 || bad "verify: $(grep -m3 drift "$W/verify.out")"
@@ -157,7 +162,10 @@ python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]
 # The processors deployed on the loaded table (LATEST: the load is not
 # theirs), then the backfill while they run, as README's adoption says.
 F=$(STACK=$BF start f $PORT_B --table "$BF" --starting-position latest)
-until curl -sf "127.0.0.1:$PORT_B/readyz" > /dev/null; do sleep 0.5; done
+until curl -sf "127.0.0.1:$PORT_B/readyz" > /dev/null; do
+  kill -0 "$F" 2>/dev/null || { bad "run f exited before it was ready: $(tail -1 "$W/run-f.log")"; break; }
+  sleep 0.5
+done
 jobstream backfill "${MODEL[@]}" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$SQ" > "$W/backfill.out" 2>&1 || bad "backfill: $(tail -2 "$W/backfill.out")"
 bfq=$(echo "$queues" | sed "s/$S-/$BF-/g")
 # A history (a fold over the stream) cannot be rebuilt from the items: an

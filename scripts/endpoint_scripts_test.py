@@ -101,6 +101,39 @@ class ModelChoice(unittest.TestCase):
             self.assertIn(says, out.stderr, argv)
 
 
+class Restarts(unittest.TestCase):
+    """A `run` the acceptance script restarted (a after SIGKILL, b after
+    SIGTERM, f for the backfill) that exits is a failed check, named with
+    its last log line; the script does not wait for its metrics forever."""
+
+    def test_a_restarted_run_that_exits_is_a_failed_check(self):
+        with tempfile.TemporaryDirectory() as d:
+            calls = os.path.join(d, "calls")
+            stubs = {
+                # Every `run` exits at startup; the other commands succeed.
+                "jobstream": 'printf \'%s\\n\' "$1" >> "$CALLS"\n'
+                             'case $1 in run) echo "error: stub run exits" >&2; exit 1 ;; esac\nexit 0\n',
+                # The script's waits, instant; no metrics answer.
+                "sleep": "exit 0\n",
+                "curl": "exit 7\n",
+            }
+            for name, body in stubs.items():
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write("#!/bin/sh\n" + body)
+                os.chmod(path, 0o755)
+            env = dict(os.environ, CALLS=calls, PATH=d + os.pathsep + os.environ["PATH"],
+                       AWS_MAX_ATTEMPTS="1", AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x")
+            out = subprocess.run(["bash", ACCEPTANCE, "http://127.0.0.1:1", "tracker", os.path.join(d, "w")],
+                                 capture_output=True, text=True, timeout=120, env=env)
+            self.assertEqual(out.returncode, 1, (out.stdout, out.stderr))
+            for o in "ab":
+                self.assertIn(f"!! tracker: run {o} exited after its restart: error: stub run exits",
+                              out.stdout)
+            self.assertIn("!! tracker: run f exited before it was ready: error: stub run exits", out.stdout)
+            self.assertIn("FAILED", out.stdout.splitlines()[-1])
+
+
 class Writes(unittest.TestCase):
     def test_queues_are_read_on_the_sqs_endpoint_when_it_is_given(self):
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "x")

@@ -20,6 +20,15 @@ pub(crate) struct Cli {
 }
 
 /// `--model`: a name from the registry.
+/// `--rate`: items per second, a positive number (0, a negative or NaN
+/// made no pause a `Duration` can hold: a panic at the first page).
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("{s:?}: items per second, a positive number")),
+    }
+}
+
 pub(crate) fn model_names() -> String {
     models::registry()
         .iter()
@@ -344,7 +353,8 @@ pub(crate) struct VerifyArgs {
     /// With --repair: verify again until clean for up to SECS seconds
     /// (the live processors apply what a repair starts, a queued job or a
     /// reconciled item's record, a moment later); 0: once, at once.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    /// At most a day.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(..=86_400))]
     pub(crate) settle: u64,
     /// Print every drift finding and bad input item (default: the first
     /// 20 of each, and how many more there are).
@@ -366,8 +376,9 @@ pub(crate) struct BackfillArgs {
     /// Parallel Scan segments.
     #[arg(long, default_value_t = 4)]
     pub(crate) segments: u32,
-    /// Items per second (about RCU/s for items up to 4 KB); unlimited if absent.
-    #[arg(long)]
+    /// Items per second (about RCU/s for items up to 4 KB), a positive
+    /// number; unlimited if absent.
+    #[arg(long, value_parser = positive_rate)]
     pub(crate) rate: Option<f64>,
     /// Resume from / save progress to this file.
     #[arg(long)]

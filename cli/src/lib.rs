@@ -10,6 +10,8 @@
 //!   fault-injecting proxy for tests.
 //! - [`meter`] - the bill meter: a proxy summing the capacity DynamoDB
 //!   would bill (RRU, WRU) per operation, for the benchmarks.
+//! - [`outln!`], [`errln!`] - `println!`/`eprintln!` that never panic
+//!   ([`shared::out`]): a reader that went away is logged once.
 //!
 //! The commands themselves are in `main.rs`.
 
@@ -28,3 +30,22 @@ pub mod local;
 pub mod meter;
 pub mod progress;
 pub mod tools;
+
+/// `println!` that never panics: a line on stdout through
+/// [`shared::out::line`]; once stdout cannot be written (its reader went
+/// away), logged once and dropped.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        ::shared::out::line(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that never panics: a line on stderr through
+/// [`shared::out::err_line`], dropped when stderr cannot be written.
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        ::shared::out::err_line(format_args!($($arg)*))
+    };
+}

@@ -22,9 +22,14 @@ fn init_logs() {
         .unwrap_or_else(|_| {
             tracing_subscriber::EnvFilter::new("warn,dynoxide=error,aws_config=error")
         });
+    // A log line stderr cannot take (its reader went away: `2>&1 | head`,
+    // a log shipper that died) is dropped: the subscriber's own report of
+    // it is an `eprintln!`, which panicked wherever the line was logged (a
+    // handler: a failed invocation; the main task: exit 101).
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
@@ -50,8 +55,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// The commands that print and exit end quietly when their reader goes
 /// (`jobstream tables | head -1`), as Unix filters do, instead of panicking
-/// in `println!`: SIGPIPE gets its default action back. The long-running
-/// ones keep Rust's (ignored), which their sockets need.
+/// in `println!`: SIGPIPE gets its default action back. The others keep
+/// Rust's (ignored), which their sockets need, and print through
+/// `outln!`/`errln!` (a reader gone is logged once, never a panic).
 fn quiet_on_a_closed_pipe(command: &Command) {
     #[cfg(unix)]
     if matches!(
@@ -76,7 +82,7 @@ async fn main() -> ExitCode {
         &cli.command
     {
         if target.model.model_file.is_none() && models::find(&target.model.model).is_err() {
-            eprintln!(
+            jobstream::errln!(
                 "error: unknown model `{}` (one of: {})",
                 target.model.model,
                 model_names()
@@ -87,7 +93,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            jobstream::errln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -12,6 +12,8 @@
 //! - [`limits`] - DynamoDB's key, item and transaction limits, checked before writing.
 //! - [`lambda`] - wiring shared by the Lambda binaries and the local runtime.
 //! - [`report`] - plain-text tables for demos and reports.
+//! - [`out`] - lines on stdout and stderr that never panic (a reader that
+//!   went away is logged once).
 //! - [`retry`] - how the processors' SDK calls ride out transient faults.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -27,6 +29,7 @@ pub mod ledger;
 pub mod limits;
 pub mod metrics;
 pub mod models;
+pub mod out;
 pub mod report;
 pub mod retry;
 pub mod sqs;

@@ -79,10 +79,10 @@ impl Metrics {
             }
         }
         if self.emits_emf() && !batch.0.is_empty() {
-            println!(
+            crate::out::line(format_args!(
                 "{}",
                 emf_line(processor, batch, chrono::Utc::now().timestamp_millis())
-            );
+            ));
         }
     }
 }

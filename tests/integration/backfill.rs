@@ -244,3 +244,54 @@ async fn a_backfill_resumes_from_its_checkpoint() {
     assert_eq!(count(&env).await, Some(30));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The one-shot tools' numbers that became durations: `backfill --rate 0`
+/// (or negative) panicked at its first page ("cannot convert float seconds
+/// to Duration"), `verify --repair --settle` past what an `Instant` can
+/// add panicked once drift was found. Both are usage errors (exit 2,
+/// naming the flag), before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_or_a_settle_no_duration_can_hold_is_a_usage_error() {
+    use crate::output_gone::{put_application, TABLE};
+    use aws_sdk_dynamodb::Client;
+    use jobstream::local::engine::{ensure_table, sdk_config};
+    let engine = crate::support::start_engine().await;
+    let endpoint = engine.endpoint();
+    let client = Client::new(&sdk_config(Some(&endpoint), 3).await);
+    let model = shared::models::find("tracker").expect("shipped");
+    ensure_table(&client, &model.table, TABLE)
+        .await
+        .expect("table");
+    ensure_table(
+        &client,
+        &shared::models::table::ledger(),
+        "jobstream-ledger",
+    )
+    .await
+    .expect("ledger");
+    put_application(&client, "one", "applied").await;
+    let tool =
+        |args: Vec<String>| tokio::task::spawn_blocking(move || crate::support::jobstream(&args));
+    let with = |args: &[&str]| -> Vec<String> {
+        let common = ["--model", "tracker", "--endpoint", &endpoint];
+        args.iter()
+            .chain(common.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    for (args, flag) in [
+        (with(&["backfill", "--rate", "0"]), "--rate"),
+        (with(&["backfill", "--rate=-5"]), "--rate"),
+        (with(&["backfill", "--rate", "NaN"]), "--rate"),
+        (
+            with(&["verify", "--repair", "--settle", "18446744073709551615"]),
+            "--settle",
+        ),
+    ] {
+        let out = tool(args.clone()).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+}

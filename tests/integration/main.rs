@@ -48,6 +48,7 @@ mod migration;
 mod migration_seeds;
 mod numbers;
 mod operations;
+mod output_gone;
 mod pickem;
 mod pickem_recorded;
 mod queries;

@@ -316,7 +316,7 @@ fn spawn_run(
 
 /// Waits until `child` holds a lease per stream processor of `model` in
 /// `ledger` (true), or exits first (false).
-async fn holds_its_leases(
+pub(crate) async fn holds_its_leases(
     client: &aws_sdk_dynamodb::Client,
     ledger: &str,
     child: &mut std::process::Child,

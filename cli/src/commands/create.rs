@@ -45,7 +45,7 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     ] {
         let created = ensure_table(&ddb, &def, name).await?;
         let said = if created { "created" } else { "exists" };
-        eprintln!("{role}: {name} {said}");
+        jobstream::errln!("{role}: {name} {said}");
     }
     require_tables(&ddb, &model, &name, &ledger).await?;
 
@@ -82,9 +82,12 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
                 }
             };
             require_queue(&sqs, def, &url, visibility).await?;
-            eprintln!(
+            jobstream::errln!(
                 "queue: {prefix}{} (DLQ {prefix}{}, visibility {} s, maxReceiveCount {})",
-                def.name, def.dlq_name, def.visibility_timeout_secs, def.max_receive_count
+                def.name,
+                def.dlq_name,
+                def.visibility_timeout_secs,
+                def.max_receive_count
             );
             exports.push(format!(
                 "export {}={url}",
@@ -97,7 +100,7 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     let mut line = format!("jobstream run {}", target.model.flag());
     match &target.stack {
         Some(stack) => line.push_str(&format!(" --stack {stack}")),
-        None => exports.iter().for_each(|e| println!("{e}")),
+        None => exports.iter().for_each(|e| jobstream::outln!("{e}")),
     }
     if target.stack.is_none() || target.ledger_table.is_some() {
         line.push_str(&format!(" --ledger-table {ledger}"));
@@ -109,6 +112,6 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     if !exports.is_empty() {
         line.push_str(&format!(" --sqs-endpoint {sqs_at}"));
     }
-    println!("# then: {line}");
+    jobstream::outln!("# then: {line}");
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::models::{self, Model};
 
-use super::{announce, ctrl_c, report_failures, sqs_for};
+use super::{announce, report_failures, sqs_for, terminated};
 use crate::args::{DemoArgs, DevArgs, ModelArgs, ServeArgs};
 
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
@@ -32,7 +32,8 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut rt = Runtime::start(opts).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
     announce(Some(&engine), &rt, sqs.as_deref(), &target.model);
-    rt.run_until(ctrl_c()).await?;
+    rt.run_until(terminated("finishing batches in flight"))
+        .await?;
     report_failures(&rt);
     engine.stop().await;
     Ok(ExitCode::SUCCESS)
@@ -62,7 +63,7 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     opts.model_file = model.model_file.clone();
     opts.sqs_endpoint = sqs.clone();
     let mut rt = Runtime::start(opts).await?;
-    println!(
+    jobstream::outln!(
         "jobstream demo: {} on an embedded DynamoDB at {}{}",
         m.about,
         engine.endpoint(),
@@ -71,7 +72,7 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let diffs = match scenario {
         Some((path, s)) => {
             let steps = s.all_steps();
-            println!(
+            jobstream::outln!(
                 "scenario {path}: {} step(s), {} write(s), {} expected item(s), {} absent, {} quer{}",
                 steps.len(),
                 steps.iter().map(|s| s.write_count()).sum::<usize>(),
@@ -89,7 +90,7 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             diffs
         }
         None => {
-            println!("no scenario file: nothing written; verify only");
+            jobstream::outln!("no scenario file: nothing written; verify only");
             demo_verify(&mut rt).await?
         }
     };
@@ -130,15 +131,15 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let local_sqs = sqs_port
         .map(jobstream::local::sqs_server::LocalSqs::start_on)
         .transpose()?;
-    println!("DynamoDB endpoint: {}", engine.endpoint());
-    println!(
+    jobstream::outln!("DynamoDB endpoint: {}", engine.endpoint());
+    jobstream::outln!(
         "tables: {} (stream: NEW_AND_OLD_IMAGES), {ledger_table} (ledger)",
         names.join(", ")
     );
     if let Some(sqs) = &local_sqs {
-        println!("SQS endpoint: {}", sqs.endpoint());
+        jobstream::outln!("SQS endpoint: {}", sqs.endpoint());
     }
-    ctrl_c().await;
+    terminated("stopping").await;
     drop(local_sqs);
     engine.stop().await;
     Ok(ExitCode::SUCCESS)
@@ -220,9 +221,9 @@ fn played_model(
 /// `verify` of a demo run: its drift and bad input, printed.
 async fn demo_verify(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
     let report = rt.verify().await?;
-    println!("{}", report.render());
+    jobstream::outln!("{}", report.render());
     for b in report.bad_input.iter().take(20) {
-        println!("bad input (not drift): {b}");
+        jobstream::outln!("bad input (not drift): {b}");
     }
     Ok(report
         .problems
@@ -233,12 +234,12 @@ async fn demo_verify(rt: &mut Runtime) -> anyhow::Result<Vec<String>> {
 
 fn report(diffs: Vec<String>) -> ExitCode {
     if diffs.is_empty() {
-        println!("\nOK: every derived item is what the scenario implies.");
+        jobstream::outln!("\nOK: every derived item is what the scenario implies.");
         ExitCode::SUCCESS
     } else {
-        println!("\nFAILED:");
+        jobstream::outln!("\nFAILED:");
         for d in diffs {
-            println!("- {d}");
+            jobstream::outln!("- {d}");
         }
         ExitCode::FAILURE
     }

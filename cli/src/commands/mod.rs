@@ -20,17 +20,18 @@ pub(crate) async fn ctrl_c() {
         tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
     }
 }
-/// SIGTERM (`docker stop`, Kubernetes) or SIGINT (Ctrl-C). A handler is
-/// installed, so this holds as PID 1 too.
-pub(crate) async fn terminated() {
+/// SIGTERM (`docker stop`, Kubernetes) or SIGINT (Ctrl-C), said on stderr
+/// with what the stop does (`doing`). A handler is installed, so this holds
+/// as PID 1 too.
+pub(crate) async fn terminated(doing: &str) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = term.recv() => eprintln!("SIGTERM: finishing batches in flight, releasing leases"),
-                    () = ctrl_c() => eprintln!("SIGINT: finishing batches in flight, releasing leases"),
+                    _ = term.recv() => jobstream::errln!("SIGTERM: {doing}"),
+                    () = ctrl_c() => jobstream::errln!("SIGINT: {doing}"),
                 }
             }
             Err(e) => {

@@ -128,13 +128,14 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     announce(None, &rt, sqs_said.as_deref(), &target.model);
-    rt.run_until(terminated()).await?;
+    rt.run_until(terminated("finishing batches in flight, releasing leases"))
+        .await?;
     jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();
     let listed = report_failures(&rt);
     if listed > 0 {
-        eprintln!(
+        jobstream::errln!(
             "{}",
             given_up_line(
                 listed as u64,

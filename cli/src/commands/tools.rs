@@ -31,20 +31,20 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     print_report(&report, all);
     if repair && !report.is_clean() {
         if dry_run {
-            println!("dry run: {} repair(s) would run", report.repairs.len());
+            jobstream::outln!("dry run: {} repair(s) would run", report.repairs.len());
             let table = &model.table;
             for line in report.dry_run(&[table.pk, table.sk]) {
-                println!("{line}");
+                jobstream::outln!("{line}");
             }
         } else {
             let ran = jobstream::tools::verify::repair(&p, &report).await?;
-            println!("repair: {ran} repair(s) ran through the live path");
+            jobstream::outln!("repair: {ran} repair(s) ran through the live path");
             report = jobstream::tools::verify::settled(
                 std::time::Duration::from_secs(settle),
                 std::time::Duration::from_secs(2),
                 || jobstream::tools::verify::verify(&model, &p, &config),
                 |r| {
-                    println!(
+                    jobstream::outln!(
                         "waiting for the processors to settle: {} finding(s) left",
                         r.problems.len()
                     )
@@ -55,7 +55,7 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let clean = report.is_clean();
-    println!("{}", if clean { "no drift" } else { "drift remains" });
+    jobstream::outln!("{}", if clean { "no drift" } else { "drift remains" });
     Ok(success_if(clean))
 }
 
@@ -80,7 +80,7 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
     let client = p.store.client().clone();
     let (report, totals) =
         jobstream::tools::backfill::backfill(&client, &config, &p, &opts, dry_run).await?;
-    println!(
+    jobstream::outln!(
         "backfill of {}: {} items scanned in {:.2?} ({:.0} items/s){}",
         config.table,
         report.scanned,
@@ -88,7 +88,7 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
         report.items_per_sec(),
         if dry_run { " [dry run]" } else { "" }
     );
-    println!("{}", totals.line(dry_run));
+    jobstream::outln!("{}", totals.line(dry_run));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -352,8 +352,8 @@ fn success_if(ok: bool) -> ExitCode {
 }
 
 fn print_report(report: &jobstream::tools::verify::Report, all: bool) {
-    println!("{}", report.render());
+    jobstream::outln!("{}", report.render());
     for line in report.listing(all) {
-        println!("{line}");
+        jobstream::outln!("{line}");
     }
 }

@@ -44,32 +44,3 @@ pub mod sqs_server;
 pub mod stream_identity;
 pub mod stream_index;
 pub mod stream_trim;
-
-/// Prints `line` and a newline to stdout, as `println!` does, except that
-/// a stdout gone away (a closed pipe: a log shipper restarted, `| head`)
-/// is not a panic: it is logged once, later lines are dropped, and the
-/// process carries on (the status and EMF lines of a production consumer
-/// must not kill it).
-pub fn print_line(line: impl std::fmt::Display) {
-    use std::io::Write as _;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static GONE: AtomicBool = AtomicBool::new(false);
-    if GONE.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
-        if !GONE.swap(true, Ordering::Relaxed) {
-            tracing::warn!(error = %e, "stdout cannot be written (closed?): status and metric lines are no longer printed; processing goes on");
-        }
-    }
-}
-
-/// `println!` through [`print_line`]: a closed stdout is logged once, never
-/// a panic.
-#[macro_export]
-macro_rules! outln {
-    ($($arg:tt)*) => {
-        $crate::local::print_line(format_args!($($arg)*))
-    };
-}

@@ -79,7 +79,7 @@ pub fn ensure_installed() -> anyhow::Result<PathBuf> {
         "{} has no package-lock.json: the local SQS (queues of `once:`, `sets:`, `compute:`) runs from the repository's scripts/local-sqs (package.json, package-lock.json, server.mjs; Node.js and npm on PATH); with the binary alone, copy that folder next to it as `local-sqs/`, or set JOBSTREAM_LOCAL_SQS_DIR to it",
         dir.display()
     );
-    eprintln!(
+    crate::errln!(
         "installing the local SQS ({LOCAL_SQS_PACKAGES}) into {} (once)",
         dir.display()
     );

@@ -36,7 +36,8 @@ pub struct ConsumerArgs {
     /// has not moved for this long, measured on that process's own clock (no
     /// wall clocks are compared across hosts). Leases are renewed every
     /// third of it, and released at once on SIGTERM / SIGINT.
-    #[arg(long, default_value_t = 20)]
+    /// At most a day.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=LONGEST.as_secs()))]
     pub lease_ttl_secs: u64,
     /// On SIGTERM / SIGINT: the bound of the whole stop, whatever DynamoDB
     /// does. No new batch starts and no lease is taken; batches in flight
@@ -44,8 +45,8 @@ pub struct ConsumerArgs {
     /// they are abandoned without a checkpoint (their effects are
     /// idempotent); the leases are released within the rest (a release that
     /// does not finish lets its lease run out by its TTL), and the process
-    /// exits. `10s`, `500ms`, `2m` or seconds.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// exits. `10s`, `500ms`, `2m` or seconds; at most a day.
+    #[arg(long, default_value = "10s", value_parser = parse_bounded_duration)]
     pub shutdown_grace: Duration,
     /// Print CloudWatch Embedded Metric Format lines (namespace
     /// `jobstream`, dimension `Processor`): each stream mapping's
@@ -85,6 +86,21 @@ impl GrantCheck {
     }
 }
 
+/// The longest lease and shutdown grace. Unbounded, one past what an
+/// `Instant` can add (about i64::MAX seconds) panicked the consumer at its
+/// first lease or at SIGTERM; past a day, a holder that died keeps its
+/// shards longer than anyone waits.
+const LONGEST: Duration = Duration::from_secs(86_400);
+
+/// [`parse_duration`], at most [`LONGEST`].
+fn parse_bounded_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > LONGEST {
+        return Err(format!("{s:?}: at most a day (1440m)"));
+    }
+    Ok(d)
+}
+
 /// `10s`, `500ms`, `2m`, or a number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -115,7 +131,7 @@ impl ConsumerArgs {
             .await
             .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: cannot listen: {e}"))?;
         let at = listener.local_addr()?;
-        println!("metrics: http://{at}/metrics (probes: /healthz, /readyz)");
+        crate::outln!("metrics: http://{at}/metrics (probes: /healthz, /readyz)");
         Ok(Some(listener))
     }
 
@@ -208,5 +224,43 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5h").is_err());
+    }
+
+    /// A lease or a grace past what an `Instant` can add panicked the
+    /// consumer (exit 101, "overflow when adding duration to instant"): at
+    /// its first lease, or at SIGTERM. Bounded at a day, named at parse.
+    #[test]
+    fn a_lease_or_a_grace_longer_than_a_day_is_refused_at_parse() {
+        let err = |args: &[&str]| {
+            let argv = ["run"].iter().chain(args).copied();
+            match Cli::try_parse_from(argv) {
+                Ok(_) => panic!("{args:?} accepted"),
+                Err(e) => e.to_string(),
+            }
+        };
+        let e = err(&["--lease-ttl-secs", "18446744073709551615"]);
+        assert!(e.contains("--lease-ttl-secs"), "{e}");
+        assert!(err(&["--lease-ttl-secs", "86401"]).contains("86400"));
+        let e = err(&["--shutdown-grace", "10000000000000000000s"]);
+        assert!(e.contains("at most a day"), "{e}");
+        assert!(err(&["--shutdown-grace", "1441m"]).contains("at most a day"));
+        let day = Cli::try_parse_from([
+            "run",
+            "--lease-ttl-secs",
+            "86400",
+            "--shutdown-grace",
+            "24h",
+        ]);
+        assert!(day.is_err(), "no hours");
+        let day = Cli::try_parse_from([
+            "run",
+            "--lease-ttl-secs",
+            "86400",
+            "--shutdown-grace",
+            "1440m",
+        ])
+        .expect("a day of each");
+        assert_eq!(day.consumer.lease_ttl_secs, 86_400);
+        assert_eq!(day.consumer.shutdown_grace, Duration::from_secs(86_400));
     }
 }

@@ -68,7 +68,7 @@ async fn play_steps(
     for (i, step) in s.all_steps().into_iter().enumerate() {
         if print {
             if let Some(say) = step.say {
-                println!("\n== step {i}: {say}");
+                crate::out::line(format_args!("\n== step {i}: {say}"));
             }
         }
         let mut found = play_step(h, &step, &keys).await?;
@@ -100,7 +100,7 @@ async fn check_end(
     let mut diffs = Vec::new();
     let writes = h.processor_writes();
     if print {
-        println!("processor writes: {writes}");
+        crate::out::line(format_args!("processor writes: {writes}"));
     }
     let more = h.drain().await?;
     let again = h.processor_writes() - writes;
@@ -272,16 +272,19 @@ pub async fn run_query(
             .and_then(|d| d.about.clone())
             .map(|a| format!("  ({a})"))
             .unwrap_or_default();
-        println!("\nquery {title}{about}");
+        crate::out::line(format_args!("\nquery {title}{about}"));
         if let Ok(d) = query_run::find(m, &q.query) {
             let shown = out.items.len().min(SHOWN);
-            println!("{}", query_run::render(m, d, &out.items[..shown]));
+            crate::out::line(format_args!(
+                "{}",
+                query_run::render(m, d, &out.items[..shown])
+            ));
             if out.items.len() > shown {
-                println!("... and {} more", out.items.len() - shown);
+                crate::out::line(format_args!("... and {} more", out.items.len() - shown));
             }
         }
         if out.items.is_empty() {
-            println!("(no items)");
+            crate::out::line(format_args!("(no items)"));
         }
     }
     let mut diffs = Vec::new();
@@ -293,7 +296,7 @@ pub async fn run_query(
             ));
         }
     } else if print {
-        println!("({} item(s))", out.items.len());
+        crate::out::line(format_args!("({} item(s))", out.items.len()));
     }
     let Some(want) = &q.expect else {
         return Ok(diffs);
