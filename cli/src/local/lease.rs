@@ -199,12 +199,14 @@ pub enum LeaseError {
     /// shard: stop processing it, write nothing more for it.
     #[error("lease on shard {shard} lost")]
     Lost { shard: String },
-    #[error("ledger {op} on shard {shard}")]
+    /// Its text carries the service's answer (throttled, refused, denied,
+    /// a connection closed): an operator reading the log line needs the
+    /// cause, not only the step.
+    #[error("ledger {op} on shard {shard}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(cause.as_ref()))]
     Store {
         op: &'static str,
         shard: String,
-        #[source]
-        source: Box<aws_sdk_dynamodb::Error>,
+        cause: Box<aws_sdk_dynamodb::Error>,
     },
 }
 
@@ -303,7 +305,7 @@ impl LeaseTable {
         LeaseError::Store {
             op,
             shard: shard.to_string(),
-            source: Box::new(e.into()),
+            cause: Box::new(e.into()),
         }
     }
 
@@ -750,6 +752,23 @@ fn checkpoint_of(item: Option<&Item>) -> Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ops10 #1: "reading the leases failed ... error=ledger query on shard
+    /// *", never why; the service's answer is in the text.
+    #[test]
+    fn a_ledger_error_says_what_the_service_answered() {
+        let answer = aws_sdk_dynamodb::types::error::InternalServerError::builder()
+            .message("boom (injected)")
+            .build();
+        let e = LeaseTable::store_error(
+            "query",
+            "*",
+            aws_sdk_dynamodb::Error::InternalServerError(answer),
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("ledger query on shard *: "), "{text}");
+        assert!(text.contains("boom (injected)"), "{text}");
+    }
 
     #[test]
     fn keys_name_the_mapping_the_stream_and_the_shard() {
