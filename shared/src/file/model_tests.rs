@@ -160,6 +160,9 @@ fn seeded_mistakes_are_reported_at_their_line_and_column() {
     // `now`" said not why).
     let p = problems_with(l, "      - expr: \"days < now\"");
     assert_at(&p, (l, 23), "unknown name `now` in `days < now` (an expression reads the entity's attributes and key names, never the clock: what is derived from an item changes only when a fact does");
+    // And what to do for an effect due at a deadline (user10 #1: an SLA
+    // breach, sent to mechanisms that cannot fire at a moment).
+    assert_at(&p, (l, 23), "nothing fires at a moment by itself: for an effect due at a deadline, have a scheduler of yours write a fact then");
     // An unknown function.
     let l = line_of("GSI1SK: \"${since}");
     let p = problems_with(l, "        GSI1SK: \"${lowr(since)}#${memberId}\"");

@@ -164,7 +164,7 @@ pub fn checked(src: &str, reads: &Readable, want: Option<(T, &str)>) -> Result<E
             // the item does not.
             let why = match v.as_str() {
                 "now" => format!(
-                    "{}, never the clock: what is derived from an item changes only when a fact does (time runs in a set's `ttl` or `when`, or the table's TTL)",
+                    "{}, never the clock: what is derived from an item changes only when a fact does; nothing fires at a moment by itself: for an effect due at a deadline, have a scheduler of yours write a fact then (e.g. `breachedAt`) and key the rule on it; the clock is read only by a set's `ttl` and `when` and by the table's TTL, which deletes",
                     reads.says
                 ),
                 _ => reads.says.to_string(),
