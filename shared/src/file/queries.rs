@@ -586,6 +586,16 @@ fn one(
             );
             continue;
         }
+        let text = t.value.0.trim();
+        if !text.contains("${")
+            && (text.parse::<f64>().is_ok() || text == "true" || text == "false")
+        {
+            c.err(
+                at(t),
+                format!("query `{name}`: `values: {vn}` is the string \"{text}\" (a `values:` entry is a template, so text), which no number or boolean attribute equals: write \"${{{text}}}\" for the {}, or \"${{'{text}'}}\" for the string", if text.parse::<f64>().is_ok() { "number" } else { "boolean" }),
+            );
+            continue;
+        }
         if let Some(v) = c.template(name, &t.value.0, at(t), &params, &mut used) {
             values.push((vn.clone(), v));
         }

@@ -165,6 +165,26 @@ fn check_model_finds_what_a_query_gets_wrong() {
     );
 }
 
+/// A `values:` entry is a template, so a string: `min: "1000"` (or an
+/// unquoted 1000, which YAML reads and the template keeps as text) compared
+/// with a numeric attribute matches nothing, silently (user10 #9). Such a
+/// literal must say which it means; `"${1000}"` is the number.
+#[test]
+fn a_literal_number_or_boolean_in_values_must_say_which_it_means() {
+    for lit in ["\"1000\"", "1000", "\"-2.5\"", "true"] {
+        one_problem(
+            &format!("  q:\n    key: {{ PK: \"ORG#1\" }}\n    filter: \"total > :min\"\n    values: {{ min: {lit} }}\n"),
+            "is the string",
+        );
+    }
+    for fine in ["\"${1000}\"", "\"${'1000'}\"", "\"USER#1\""] {
+        let p = problems(&format!(
+            "  q:\n    key: {{ PK: \"ORG#1\" }}\n    filter: \"total > :min\"\n    values: {{ min: {fine} }}\n"
+        ));
+        assert!(p.is_empty(), "{fine}: {p:#?}");
+    }
+}
+
 #[test]
 fn problems_say_line_and_column() {
     let p = problems("  q:\n    params: { org: ulid }\n    key: { PK: \"ORG#${orgg}\" }\n");

@@ -437,6 +437,11 @@ queries:
     filter: "status = :state"
     order: desc
     limit: 2
+  above:
+    params: { org: ulid }
+    key: { PK: "ORG#${org}" }
+    filter: "level > :min AND active = :on"
+    values: { min: "${1000}", on: "${true}" }
 "#;
 
     fn model() -> FileModel {
@@ -465,6 +470,17 @@ queries:
         assert_eq!(b.values[":v_state"], AttributeValue::S("active".into()));
         assert!(!b.forward);
         assert_eq!(b.limit, Some(2));
+    }
+
+    /// `"${1000}"` in `values:` is the number, sent as one (a literal
+    /// template would be the string "1000", which no number equals).
+    #[test]
+    fn a_values_entry_of_one_expression_keeps_its_type() {
+        let m = model();
+        let org = "01HXAA0000000000000000000A";
+        let b = bind(&m, "above", &args(&[("org", org)])).unwrap();
+        assert_eq!(b.values[":v_min"], AttributeValue::N("1000".into()));
+        assert_eq!(b.values[":v_on"], AttributeValue::Bool(true));
     }
 
     #[test]
