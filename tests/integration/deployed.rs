@@ -784,3 +784,32 @@ async fn runs_own_calls_are_checked_against_the_runner_policy() {
         );
     }
 }
+
+/// A queue lookup that fails for want of an answer names where it asked
+/// (user10: `run` without `--sqs-endpoint` failed after 40 s with
+/// "GetQueueUrl ...: request has timed out", never saying it had asked the
+/// region's real SQS).
+#[tokio::test]
+async fn a_queue_lookup_that_fails_names_the_sqs_it_asked() {
+    let model = shared::models::find("social").unwrap();
+    let sdk = sdk_config(Some("http://127.0.0.1:9"), 1).await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let at = jobstream::local::deployed::sqs_asked(Some("http://127.0.0.1:9"));
+    let e = jobstream::local::deployed::queue_urls(
+        &sqs,
+        &at,
+        &model,
+        jobstream::local::deployed::QueueNames::AsDefined,
+        |_| None,
+    )
+    .await
+    .expect_err("nothing listens there");
+    let text = format!("{e:#}");
+    assert!(text.contains("in SQS at http://127.0.0.1:9"), "{text}");
+    // No endpoint given: the region's own, said so.
+    let said = jobstream::local::deployed::sqs_asked(None);
+    assert!(
+        said.contains("the region's own: no --sqs-endpoint given"),
+        "{said}"
+    );
+}

@@ -71,10 +71,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let naming = QueueNames::of(target.stack.as_deref(), sqs_endpoint.as_deref());
     let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
-        let what = match &sqs_endpoint {
-            Some(e) => format!("SQS at {e}"),
-            None => "SQS (the region's own: no --sqs-endpoint given)".to_string(),
-        };
+        let what = jobstream::local::deployed::sqs_asked(sqs_endpoint.as_deref());
         require_region(&c, &what)?;
         // Credentials before the first SQS call (a queue looked up by
         // name); with `QUEUE_URL_*` only, a missing variable is named
@@ -91,7 +88,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let queues = match &sqs_client {
         Some((c, config, what)) if has_queues => {
-            let urls = queue_urls(c, &model, naming, |v| std::env::var(v).ok()).await?;
+            let urls = queue_urls(c, what, &model, naming, |v| std::env::var(v).ok()).await?;
             require_credentials(config, what).await?;
             urls
         }

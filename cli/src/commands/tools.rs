@@ -290,7 +290,8 @@ async fn tool_config(
     if let Some(naming) = naming.filter(|_| writes) {
         let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
         require_region(&c, "SQS")?;
-        config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), model, naming, |v| {
+        let asked = jobstream::local::deployed::sqs_asked(sqs.sqs_endpoint.as_deref());
+        config.queues = queue_urls(&aws_sdk_sqs::Client::new(&c), &asked, model, naming, |v| {
             std::env::var(v).ok()
         })
         .await?;

@@ -281,9 +281,10 @@ impl<'a> QueueNames<'a> {
 /// Where each of a model's queues is: `QUEUE_URL_<LOGICAL>` (what the
 /// Lambdas get; `env` looks a variable up), else the queue `naming` names
 /// (resolved with GetQueueUrl). A queue with neither is an error naming its
-/// variable.
+/// variable; a lookup that fails names the SQS it `asked` ([`sqs_asked`]).
 pub async fn queue_urls(
     sqs: &aws_sdk_sqs::Client,
+    asked: &str,
     model: &Model,
     naming: QueueNames<'_>,
     env: impl Fn(&str) -> Option<String>,
@@ -323,11 +324,23 @@ pub async fn queue_urls(
                     def.logical, def.consumer
                 ));
             }
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("GetQueueUrl {name}"))),
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("GetQueueUrl {name} in {asked}")))
+            }
         }
     }
     none_of(model, &problems)?;
     Ok(urls)
+}
+
+/// Which SQS a process asks, for its messages: the endpoint given, or the
+/// region's own when none was (the mistake of a local DynamoDB endpoint
+/// without `--sqs-endpoint`).
+pub fn sqs_asked(endpoint: Option<&str>) -> String {
+    match endpoint {
+        Some(e) => format!("SQS at {e}"),
+        None => "SQS (the region's own: no --sqs-endpoint given)".to_string(),
+    }
 }
 
 /// The queue at `url` as `def` defines it (visibility `visibility`, a
