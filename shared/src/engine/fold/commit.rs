@@ -55,7 +55,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 if let (Some(seq), Some(id)) = (adopt_seq, adopt_id) {
                     loaded.adopt = Some((seq as u64, id.to_string()));
                     match item.get("adoptSeen") {
-                        Some(AttributeValue::Ss(seen)) => loaded.seen = seen.iter().cloned().collect(),
+                        Some(AttributeValue::Ss(seen)) => {
+                            loaded.seen = seen.iter().cloned().collect()
+                        }
                         Some(_) => {
                             return Err(bad(crate::item::AttrError::Invalid {
                                 name: "adoptSeen".into(),

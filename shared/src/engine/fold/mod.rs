@@ -52,6 +52,14 @@
 //! sequence mirror) confirms them; a confirmed part joins the state and the
 //! entries since the creation.
 //!
+//! **A creation before its adoption's position** (a backfill, or the fold
+//! at a member's record, read the root before the consumer reached its
+//! INSERT) drops the adoption: the adoption's state is rolled back the same
+//! way; the parts that records before the creation wrote are known there
+//! ([`Loaded::seen`]), the others it read are candidates, confirmed at the
+//! dropped adoption's own record (after every record between the creation
+//! and its read).
+//!
 //! So the entries are numbered without gap or duplicate, and their snapshots
 //! are the exact fold of every change before them, however far the processor
 //! lags behind the writers.
