@@ -261,6 +261,87 @@ async fn a_line_after_the_order_is_added_and_one_before_the_stream_is_there_from
     assert_clean(&env).await;
 }
 
+/// A backfill on the live table adopts the order before the consumer read
+/// anything; the lines' records come first, then the order's INSERT: the
+/// creation lists the lines (what the fold folded before it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_ahead_of_lines_put_before_their_order_keeps_them_in_its_creation() {
+    let env = market().await;
+    for no in 1..=3 {
+        put(&env, line("o", no)).await;
+    }
+    put(&env, order("o")).await;
+    let opts = jobstream::tools::backfill::ScanOptions::default();
+    crate::items::backfill(&env, &opts).await;
+    assert_eq!(
+        history(&env, "o").await,
+        these(&[(1, "Imported", &[1, 2, 3])])
+    );
+    assert_eq!(
+        deliver_history(&env, &records_of(&env, "o").await[..3]).await,
+        0
+    );
+    settle(&env, "o", 3, 1, &[1, 2, 3]).await;
+    assert_eq!(
+        history(&env, "o").await,
+        these(&[(1, "Order placed by cy", &[1, 2, 3])])
+    );
+    assert_eq!(mirror(&env, "o").await, Some(1));
+    assert_clean(&env).await;
+}
+
+/// A line changed after the order was put (both before the consumer read
+/// anything): the creation shows the line as it was then, the change is
+/// the next entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_changed_after_the_order_shows_its_old_value_in_the_creation() {
+    let env = market().await;
+    for no in 1..=3 {
+        put(&env, line("o", no)).await;
+    }
+    put(&env, order("o")).await;
+    let mut changed = line("o", 2);
+    changed.insert("qty".into(), n(7));
+    put(&env, changed).await;
+    let records = records_of(&env, "o").await;
+    assert_eq!(deliver_history(&env, &records[..3]).await, 0);
+    settle(&env, "o", 3, 1, &[1, 2, 3]).await;
+    let qty_of_line_2 = |e: &Item| -> i64 {
+        let Some(AttributeValue::M(snap)) = e.get("snapshot") else {
+            return -1;
+        };
+        let Some(AttributeValue::L(lines)) = snap.get("lines") else {
+            return -1;
+        };
+        lines
+            .iter()
+            .filter_map(|v| match v {
+                AttributeValue::M(m) if m.i64("lineNo").ok() == Some(2) => m.i64("qty").ok(),
+                _ => None,
+            })
+            .next()
+            .unwrap_or(-1)
+    };
+    let entries = begins(&env, "ORDER#o", "HIST#").await;
+    let said: Vec<(String, i64)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.s("description").unwrap_or("?").to_string(),
+                qty_of_line_2(e),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("Order placed by cy".to_string(), 2),
+            ("Updated line".to_string(), 7)
+        ]
+    );
+    assert_clean(&env).await;
+}
+
 /// user10's load: three writers, each putting five lines and then their
 /// order, while the processors run. Every creation lists its five lines,
 /// no `Imported` stays, and verify is clean.
