@@ -185,7 +185,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     .reject_root(agg, index, change, is_root, states, tx)
                     .await;
             }
-            let news = self.note_seen(l, change);
+            // (Not the root: the creation itself places it.)
+            let news = !is_root && self.note_seen(l, change);
             return self
                 .stage_commit(agg, index, change, next, Vec::new(), news, states, tx)
                 .await;
