@@ -27,6 +27,7 @@ mod history_bad_root;
 mod history_cascade_paths;
 mod history_defects;
 mod history_live_backfill;
+mod history_members_first;
 mod history_recreate;
 mod history_recreate_members;
 mod history_round_trips;

@@ -222,6 +222,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if !l.state.parts.keys().any(|k| k.starts_with(CANDIDATE)) {
             l.unconfirmed = None;
             l.stale_mirror = None;
+            l.stale_adoption = None;
         }
         for (name, v) in &add {
             l.state.parts.insert(name.clone(), v.clone());
@@ -307,21 +308,23 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// before the adoption's position (premature: a backfill, or the fold
     /// at a member's change, read the root before the consumer reached its
     /// INSERT). The state starts over under a new epoch (the adoption's
-    /// parts become garbage) and the caller reads it as a first-seen
-    /// creation: the creation's entry 1 replaces the adoption's. An
-    /// adoption entry numbered past 1 (entries already in the table) is
-    /// deleted, guarded by its id. The mirror the adoption wrote on the
-    /// root is remembered ([`Loaded::stale_mirror`]): it is no fence for
-    /// the parts read now.
+    /// parts become garbage): the caller rolls the adoption's state (its
+    /// read, and the records folded since) back to the creation, and the
+    /// creation's entry 1 replaces the adoption's. An adoption entry
+    /// numbered past 1 (entries already in the table) is deleted, guarded
+    /// by its id. The mirror the adoption wrote on the root is remembered
+    /// ([`Loaded::stale_mirror`]): it is no fence for the parts it read;
+    /// the adoption's own record is ([`Loaded::stale_adoption`]). Returns
+    /// the parts the records before the creation wrote ([`Loaded::seen`]).
     pub(super) async fn drop_adoption(
         &self,
         agg: &str,
         index: usize,
         states: &mut HashMap<String, Loaded>,
         tx: &mut Tx,
-    ) -> Result<(), BatchFailure> {
+    ) -> Result<std::collections::BTreeSet<String>, BatchFailure> {
         let Some((seq, id)) = states.get(agg).and_then(|l| l.adopt.clone()) else {
-            return Ok(());
+            return Ok(Default::default());
         };
         if seq > 1 {
             let delete = CascadeDelete {
@@ -341,7 +344,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             .map_err(|error| BatchFailure { index, error })?;
         }
         let Some(l) = states.get_mut(agg) else {
-            return Ok(());
+            return Ok(Default::default());
         };
         tracing::info!(processor = self.name, aggregate = %agg, adoption = seq, "the root's creation is before its adoption's position: the history starts at the creation");
         let old = std::mem::replace(&mut l.epoch, token());
@@ -355,14 +358,43 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         l.rewrite = None;
         l.unconfirmed = None;
         l.stale_mirror = Some(seq);
-        l.state = FoldState::default();
+        l.stale_adoption = Some(id);
         l.dirty = true;
         l.staged = None;
         l.first_pending.get_or_insert(index);
         if !tx.aggregates.iter().any(|a| a == agg) {
             tx.aggregates.push(agg.to_string());
         }
-        Ok(())
+        Ok(std::mem::take(&mut l.seen))
+    }
+
+    /// Notes, while `agg`'s adoption waits for its position, the part
+    /// `change` (a record before it, folded into the state) writes or
+    /// removes: its value there is now the fold's own ([`Loaded::seen`]).
+    /// True when that is news (the HEAD must keep it, even when the record
+    /// changes nothing the adoption read).
+    pub(super) fn note_seen(&self, l: &mut Loaded, change: &Change) -> bool {
+        let Some(image) = change.new.as_ref().or(change.old.as_ref()) else {
+            return false;
+        };
+        let mut probe = FoldState::default();
+        let put = Change {
+            kind: crate::change::ChangeKind::Modify,
+            old: None,
+            new: Some(image.clone()),
+            ..change.clone()
+        };
+        if self.rules.absorb(&mut probe, &put).is_err() {
+            return false;
+        }
+        let bytes: usize = l.seen.iter().map(String::len).sum();
+        let mut news = false;
+        for name in probe.parts.into_keys() {
+            if bytes + name.len() <= SEEN_MAX_BYTES {
+                news |= l.seen.insert(name);
+            }
+        }
+        news
     }
 
     /// Adopts `agg` (no HEAD, first change not its root's creation).
@@ -406,6 +438,14 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     ) -> Result<(), BatchFailure> {
         let l = &states[agg];
         if l.adopt.as_ref() != Some(&(record.sequence, record.id.clone())) {
+            if l.unconfirmed.is_some() && l.stale_adoption.as_ref() == Some(&record.id) {
+                // A dropped adoption's position: every record between the
+                // creation and its read is behind, so the parts it read
+                // that none of them settled predate the creation.
+                return self
+                    .confirm(agg, index, change, true, true, states, tx)
+                    .await;
+            }
             return Ok(());
         }
         let Some(entry) = &change.new else {
@@ -436,6 +476,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             return Ok(());
         };
         l.adopt = None;
+        l.seen.clear();
         l.rewrite = rewrite.or(l.rewrite.take());
         self.stage_commit(agg, index, change, next, Vec::new(), true, states, tx)
             .await

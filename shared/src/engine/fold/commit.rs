@@ -54,9 +54,22 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 let adopt_id = item.opt_s("adoptId").map_err(bad)?;
                 if let (Some(seq), Some(id)) = (adopt_seq, adopt_id) {
                     loaded.adopt = Some((seq as u64, id.to_string()));
+                    match item.get("adoptSeen") {
+                        Some(AttributeValue::Ss(seen)) => {
+                            loaded.seen = seen.iter().cloned().collect()
+                        }
+                        Some(_) => {
+                            return Err(bad(crate::item::AttrError::Invalid {
+                                name: "adoptSeen".into(),
+                                reason: "not a string set".into(),
+                            }))
+                        }
+                        None => {}
+                    }
                 }
                 loaded.unconfirmed = item.opt_i64("ucFrom").map_err(bad)?.map(|f| f as u64);
                 loaded.stale_mirror = item.opt_i64("ucStale").map_err(bad)?.map(|m| m as u64);
+                loaded.stale_adoption = item.opt_s("ucAdopt").map_err(bad)?.map(str::to_string);
                 match item.get(INLINE) {
                     Some(AttributeValue::M(p)) => inline = Some(p.clone()),
                     Some(_) => {
@@ -137,11 +150,18 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if let Some((seq, id)) = &l.adopt {
             head.insert("adopt".into(), n(seq));
             head.insert("adoptId".into(), s(id));
+            if !l.seen.is_empty() {
+                let seen = l.seen.iter().cloned().collect();
+                head.insert("adoptSeen".into(), AttributeValue::Ss(seen));
+            }
         }
         if let Some(from) = l.unconfirmed {
             head.insert("ucFrom".into(), n(from));
             if let Some(stale) = l.stale_mirror {
                 head.insert("ucStale".into(), n(stale));
+            }
+            if let Some(id) = &l.stale_adoption {
+                head.insert("ucAdopt".into(), s(id));
             }
         }
         if let Some(parts) = inline {
@@ -418,6 +438,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             l.persisted_parts.clear();
             l.inline = false;
             l.adopt = None;
+            l.seen.clear();
             l.unconfirmed = None;
         }
         l.state = next;

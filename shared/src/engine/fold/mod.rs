@@ -52,6 +52,14 @@
 //! sequence mirror) confirms them; a confirmed part joins the state and the
 //! entries since the creation.
 //!
+//! **A creation before its adoption's position** (a backfill, or the fold
+//! at a member's record, read the root before the consumer reached its
+//! INSERT) drops the adoption: the adoption's state is rolled back the same
+//! way; the parts that records before the creation wrote are known there
+//! ([`Loaded::seen`]), the others it read are candidates, confirmed at the
+//! dropped adoption's own record (after every record between the creation
+//! and its read).
+//!
 //! So the entries are numbered without gap or duplicate, and their snapshots
 //! are the exact fold of every change before them, however far the processor
 //! lags behind the writers.
@@ -401,6 +409,12 @@ struct Loaded {
     epoch: String,
     /// Waiting for the adoption entry's record: (sequence, entry id).
     adopt: Option<(u64, String)>,
+    /// While `adopt` waits: the parts that records before its position
+    /// wrote or removed, so their value there is the fold's, not the
+    /// adoption read's (kept in the HEAD up to [`SEEN_MAX_BYTES`]). When
+    /// the root's creation comes first, these parts are the creation's
+    /// state at once, not candidates.
+    seen: std::collections::BTreeSet<String>,
     /// Parts as committed as part items under `epoch`, to write only those
     /// that change. Read only while the parts are items: with `inline`
     /// (the parts in the HEAD) it may be left empty.
@@ -430,6 +444,11 @@ struct Loaded {
     /// that adoption wrote on the root, before the partition was read (a
     /// root record showing it is no fence for them).
     stale_mirror: Option<u64>,
+    /// While candidates are pending after a dropped adoption: that
+    /// adoption's entry id. Its record is the fence of the candidates (the
+    /// parts that adoption read): every record between the creation and
+    /// the read is behind it.
+    stale_adoption: Option<String>,
 
     first_pending: Option<usize>,
     dirty: bool,
@@ -538,6 +557,11 @@ struct Tx {
 }
 
 const MAX_ACTIONS: usize = 100;
+
+/// The most part names [`Loaded::seen`] keeps (their bytes): past it, a
+/// part is a candidate at a premature creation like any read, settled by
+/// its record or the dropped adoption's.
+const SEEN_MAX_BYTES: usize = 4_096;
 
 /// Prefix of a candidate part's name: an item read from the table when an
 /// aggregate's creation was first seen, not known yet to predate it. Rules

@@ -65,9 +65,11 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         let premature = l.adopt.is_some()
             && starts
             && self.rules.absorb(&mut FoldState::default(), change).is_ok();
-        if premature {
-            self.drop_adoption(agg, index, states, tx).await?;
-        }
+        let dropped = if premature {
+            Some(self.drop_adoption(agg, index, states, tx).await?)
+        } else {
+            None
+        };
         let l = states.get_mut(agg).expect("loaded above");
         // A member written just before its root: the root's creation is
         // still ahead in this batch, so the root the table holds now is not
@@ -83,7 +85,23 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             // creation: the state is the items the table held just before
             // this change (children that predate the stream; the
             // incarnation a deletion removes).
-            let (mut state, touched) = self.state_before(agg, rest).await.map_err(at)?;
+            let (mut state, touched) = match dropped {
+                // The dropped adoption's state (its read, the records
+                // folded since) rolled back to the creation: the parts
+                // those records wrote are known there (user10's finding
+                // 2: lines put before their order were left out of its
+                // creation's entry for good).
+                Some(seen) => {
+                    let mut state = FoldState {
+                        parts: std::mem::take(&mut l.state.parts),
+                        ..FoldState::default()
+                    };
+                    let mut touched = self.roll_back(&mut state, rest);
+                    touched.extend(seen);
+                    (state, touched)
+                }
+                None => self.state_before(agg, rest).await.map_err(at)?,
+            };
             if starts {
                 // A creation starts the history afresh; parts read that no
                 // record of this batch placed are confirmed later.
@@ -167,8 +185,10 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     .reject_root(agg, index, change, is_root, states, tx)
                     .await;
             }
+            // (Not the root: the creation itself places it.)
+            let news = !is_root && self.note_seen(l, change);
             return self
-                .stage_commit(agg, index, change, next, Vec::new(), false, states, tx)
+                .stage_commit(agg, index, change, next, Vec::new(), news, states, tx)
                 .await;
         }
         let settled = self
