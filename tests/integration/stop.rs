@@ -191,3 +191,98 @@ async fn run_stopped_while_dynamodb_hangs_is_gone_within_the_grace() {
     gate.add_permits(1_000);
     std::fs::remove_file(&failures).ok();
 }
+
+/// A metrics client that connected and never finished its request (a
+/// stalled scrape, a half-open connection) held the stop for as long as it
+/// stayed: the metrics server's graceful shutdown waited for every
+/// connection (39 s past a 3 s grace, until the client gave up). It is
+/// cut at the end of the release's share of the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_metrics_client_does_not_hold_the_stop() {
+    use jobstream::local::engine::ensure_table;
+    use tokio::io::AsyncWriteExt;
+    let engine = crate::support::start_engine().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let model = shared::models::find("tracker").expect("shipped");
+    ensure_table(&client, &model.table, model.table.name)
+        .await
+        .expect("table");
+    let ledger = format!("ledger-{}", uuid::Uuid::new_v4().simple());
+    ensure_table(&client, &shared::models::table::ledger(), &ledger)
+        .await
+        .expect("ledger");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let failures = std::env::temp_dir().join(format!("stalled-{ledger}.jsonl"));
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let mut child = std::process::Command::new(&bin)
+        .args([
+            "run",
+            "--model",
+            "tracker",
+            "--endpoint",
+            &engine.endpoint(),
+        ])
+        .args(["--ledger-table", &ledger, "--lease-owner", "stalled"])
+        .args(["--shutdown-grace", "2s", "--metrics-listen", &listen])
+        .arg("--on-failure-file")
+        .arg(&failures)
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("JOBSTREAM_ENDPOINT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jobstream run starts");
+    assert!(
+        crate::operations::holds_leases_as(&client, &ledger, &mut child, &model, "stalled").await,
+        "run started"
+    );
+    // A request whose headers never end.
+    let mut stalled = tokio::net::TcpStream::connect(&listen)
+        .await
+        .expect("the metrics endpoint listens");
+    stalled
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let pid = child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // A liveness bound, checked once: well past the grace.
+    let out = tokio::task::spawn_blocking(move || {
+        let began = Instant::now();
+        while child.try_wait().expect("wait").is_none() {
+            if began.elapsed() > Duration::from_secs(12) {
+                child.kill().ok();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "still running 12 s after SIGTERM with a 2 s grace: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().expect("output")
+    })
+    .await
+    .unwrap();
+    drop(stalled);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    let secs: f64 = last
+        .strip_prefix("stopped ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("the last line says when the stop ended: {stderr}"));
+    assert!(secs <= 2.0, "{last}");
+    std::fs::remove_file(&failures).ok();
+}

@@ -29,15 +29,33 @@ impl Runtime {
                 serving,
             ))
         });
-        let result = self.run_consumers_until(stop).await;
+        let began = std::sync::OnceLock::new();
+        let result = self
+            .run_consumers_until(async {
+                stop.await;
+                let _ = began.set(tokio::time::Instant::now());
+            })
+            .await;
         let _ = served.send(true);
-        if let Some(server) = server {
-            match server.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
+        if let Some(mut server) = server {
+            // Requests in flight finish by the end of the release's share of
+            // the grace; a connection still open then (a stalled scrape) is
+            // cut, never waited for.
+            let by = began.get().map_or_else(tokio::time::Instant::now, |at| {
+                crate::local::stop::StopPlan::starting(*at, self.shutdown_grace).release_by
+            });
+            match tokio::time::timeout_at(by, &mut server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => {
                     tracing::error!(error = format!("{e:#}"), "the metrics server failed")
                 }
-                Err(e) => tracing::error!(error = %e, "the metrics server panicked"),
+                Ok(Err(e)) => tracing::error!(error = %e, "the metrics server panicked"),
+                Err(_) => {
+                    tracing::warn!(
+                        "shutdown grace over: metrics connections still open are closed"
+                    );
+                    server.abort();
+                }
             }
         }
         result
