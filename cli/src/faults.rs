@@ -56,6 +56,9 @@ pub struct Fault {
     /// requests are failed until the window ends, however many; `None`:
     /// `times` counts them.
     pub until: Option<std::time::Instant>,
+    /// Only requests whose body holds this text (a key, a table name):
+    /// the calls about one item fail, those about the others go through.
+    pub matching: Option<String>,
 }
 
 impl Fault {
@@ -75,6 +78,7 @@ impl Fault {
             delay: None,
             gate: None,
             until: None,
+            matching: None,
         }
     }
 
@@ -150,6 +154,13 @@ impl Fault {
     pub fn for_window(mut self, window: std::time::Duration) -> Self {
         self.times = u32::MAX;
         self.until = Some(std::time::Instant::now() + window);
+        self
+    }
+
+    /// Only the requests whose body holds `text` (a key such as
+    /// `APP#a1`): one item's calls fail, the rest of a batch's go through.
+    pub fn matching(mut self, text: &str) -> Self {
+        self.matching = Some(text.to_string());
         self
     }
 
@@ -267,6 +278,7 @@ async fn serve(
                     f.times > 0
                         && f.until.is_none_or(|u| std::time::Instant::now() < u)
                         && target.ends_with(&format!(".{}", f.operation))
+                        && f.matching.as_deref().is_none_or(|t| holds(&request, t))
                 })
                 .and_then(|f| {
                     if f.after > 0 {
@@ -323,6 +335,11 @@ async fn serve(
         client.write_all(&response).await?;
     }
     Ok(())
+}
+
+/// Whether the body of `request` holds `text`.
+fn holds(request: &[u8], text: &str) -> bool {
+    String::from_utf8_lossy(split(request).1).contains(text)
 }
 
 /// An HTTP/1.1 answer of the proxy's own: `status` (code and reason),

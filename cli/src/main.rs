@@ -73,11 +73,33 @@ fn quiet_on_a_closed_pipe(command: &Command) {
         sigpipe::reset();
     }
 }
-#[tokio::main]
-async fn main() -> ExitCode {
+
+fn main() -> ExitCode {
     init_logs();
     let cli = Cli::parse();
     quiet_on_a_closed_pipe(&cli.command);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            jobstream::errln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // `run` ends within `--shutdown-grace`: what it abandoned at the stop
+    // (a call on a blocking thread that never returns) does not hold the
+    // process. The other commands end when their work has.
+    let bounded = matches!(cli.command, Command::Run(_));
+    let code = runtime.block_on(command(cli));
+    if bounded {
+        runtime.shutdown_background();
+    }
+    code
+}
+
+async fn command(cli: Cli) -> ExitCode {
     if let Command::Dev(DevArgs { target, .. }) | Command::Run(RunArgs { target, .. }) =
         &cli.command
     {

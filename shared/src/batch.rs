@@ -53,13 +53,26 @@ pub struct WholeBatchFailure(pub DecodeError);
 /// Logs bad input: what, where, why. Never the item. At WARN: refused
 /// input is expected (a writer's mistake, skipped by design) and counted
 /// (`BadInput`, which the stack's alarms watch); ERROR is kept for what
-/// needs an operator.
+/// needs an operator. Once per record (`event_id`) and processor instance
+/// (`reported`, its [`Metrics`]): a retried or bisected batch meets its bad
+/// records again, and they are neither counted nor logged again (a DEBUG
+/// line says so).
 pub fn log_bad_input(
     processor: &str,
     event_id: &str,
     err: &InputError,
     metrics: &mut BatchMetrics,
+    reported: &Metrics,
 ) {
+    if !reported.first_report(event_id) {
+        tracing::debug!(
+            processor,
+            event_id,
+            kind = err.kind(),
+            "bad input already reported: not counted again"
+        );
+        return;
+    }
     metrics.incr(names::BAD_INPUT);
     tracing::warn!(
         processor,
@@ -105,7 +118,10 @@ async fn run_stream_batch<P: StreamProcessor>(
                     event_id = %e.event_id(),
                     "record without a SequenceNumber cannot be named in a partial batch response: failing the whole batch"
                 );
-                metrics.incr(names::BAD_INPUT);
+                // Counted once however often the batch comes back.
+                if processor.metrics().first_report(e.event_id()) {
+                    metrics.incr(names::BAD_INPUT);
+                }
                 processor.metrics().record(processor.name(), &metrics);
                 return Err(WholeBatchFailure(e));
             }
@@ -116,6 +132,7 @@ async fn run_stream_batch<P: StreamProcessor>(
                     &event_id,
                     &InputError::Decode(e),
                     &mut metrics,
+                    processor.metrics(),
                 )
             }
         }

@@ -28,6 +28,12 @@ pub mod names {
     pub const SCORE_OVERFLOW: &str = "ScoreOverflow";
 }
 
+/// How many records a processor remembers having reported as bad input:
+/// more than a batch holds (Lambda's largest stream batch is 10,000
+/// records), so that every retry and bisection of a batch finds its bad
+/// records remembered; the oldest are forgotten first.
+pub const REPORTED_RECORDS: usize = 16_384;
+
 /// Cumulative counters of one processor instance.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -35,6 +41,9 @@ pub struct Metrics {
     /// Print each batch's counters as an EMF line outside Lambda too
     /// (`jobstream run --emit-metrics`).
     emf: AtomicBool,
+    /// The stream records (event ids) whose bad input was reported,
+    /// at most [`REPORTED_RECORDS`].
+    reported: Mutex<hashlink::LinkedHashSet<String>>,
 }
 
 /// Counters of one batch, merged into [`Metrics`] at the end of the batch.
@@ -57,6 +66,29 @@ impl Metrics {
             .lock()
             .map(|t| t.get(name).copied().unwrap_or(0))
             .unwrap_or(0)
+    }
+
+    /// Whether the bad input of `record` (a stream record's event id) is
+    /// reported for the first time by this processor
+    /// instance, remembering it: a bad record is one fact, counted and
+    /// logged once however often its batch is retried or bisected (each
+    /// attempt meets it again). Another record (the same item put bad
+    /// again) has another id. An empty id is always new.
+    pub fn first_report(&self, record: &str) -> bool {
+        if record.is_empty() {
+            return true;
+        }
+        let Ok(mut reported) = self.reported.lock() else {
+            return true;
+        };
+        if reported.contains(record) {
+            return false;
+        }
+        if reported.len() >= REPORTED_RECORDS {
+            reported.pop_front();
+        }
+        reported.insert(record.to_string());
+        true
     }
 
     /// Prints every batch's counters as an EMF line from now on (`run`
@@ -154,5 +186,22 @@ mod tests {
         m.record("derive", &b);
         assert_eq!(m.get(names::DUPLICATE), 2);
         assert_eq!(m.get(names::BAD_INPUT), 0);
+    }
+
+    #[test]
+    fn a_record_is_reported_once_and_the_oldest_are_forgotten_first() {
+        let m = Metrics::default();
+        assert!(m.first_report("e-1"));
+        assert!(!m.first_report("e-1"), "a retry of its batch");
+        assert!(m.first_report("e-2"), "another record");
+        assert!(
+            m.first_report("") && m.first_report(""),
+            "no id: always new"
+        );
+        for i in 0..REPORTED_RECORDS {
+            m.first_report(&format!("x-{i}"));
+        }
+        assert!(m.first_report("e-1"), "forgotten past the bound");
+        assert!(!m.first_report(&format!("x-{}", REPORTED_RECORDS - 1)));
     }
 }

@@ -6,7 +6,8 @@ use shared::metrics::names;
 
 use crate::fixtures::fixture;
 use crate::items::{invoke, partition};
-use crate::support::{count, descriptions, env};
+use crate::support::{count, descriptions, env, env_behind_proxy};
+use jobstream::faults::Fault;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_records_are_skipped_with_a_metric_and_good_ones_processed() {
@@ -271,4 +272,71 @@ entities:
         err.contains("others: `owner: other` is a key space another writer owns, read and left alone: it declares its key only, not `attributes`"),
         "{err}"
     );
+}
+
+/// One bad record in a batch whose other record keeps failing (ops9's
+/// finding 4): the mapping retries and bisects the batch, every attempt
+/// meets the bad record again, and it is one fact: counted (`BadInput`)
+/// and logged once per processor. The same item put bad again is a new
+/// record, a new fact: counted again.
+#[tokio::test]
+async fn a_bad_record_is_counted_and_logged_once_however_often_its_batch_is_retried() {
+    let (logs, _guard) = crate::support::Captured::start();
+    let (mut env, proxy) = env_behind_proxy(1, 0).await;
+    let at = "2026-11-01T09:00:00.000Z";
+    let w = env.writer.clone();
+    // The good record first, the bad one after it in the same batch: each
+    // failure of the good one sends the bad one back too.
+    w.create("good1", "Co", "Role", at).await;
+    let bad = crate::apps::application("bad1", "Co", "Role", "ghosted", at);
+    w.put(bad.clone()).await.unwrap();
+    for op in [
+        "TransactWriteItems",
+        "UpdateItem",
+        "PutItem",
+        "BatchWriteItem",
+    ] {
+        proxy.inject(Fault::server_error(op, 3).matching("APP#good1"));
+    }
+    env.rt.drain().await.unwrap();
+    assert!(proxy.injected() >= 3, "{}", proxy.injected());
+    let failed: u64 = ["history", "derive"]
+        .iter()
+        .map(|p| crate::items::metric_of(&env, p, names::FAILED_RECORD))
+        .sum();
+    assert!(
+        failed >= 3,
+        "the batch was retried: {failed} failed records"
+    );
+    let refused = |logs: &crate::support::Captured, p: &str| {
+        logs.text()
+            .lines()
+            .filter(|l| l.contains("skipping record: bad input"))
+            .filter(|l| {
+                l.contains(&format!("processor=\"{p}\"")) || l.contains(&format!("processor={p} "))
+            })
+            .count()
+    };
+    for p in ["history", "derive"] {
+        assert_eq!(
+            crate::items::metric_of(&env, p, names::BAD_INPUT),
+            1,
+            "{p}: one bad record, counted once"
+        );
+        assert_eq!(refused(&logs, p), 1, "{p}: logged once\n{}", logs.text());
+    }
+    // The same item put bad again: another record, counted.
+    let mut again = bad;
+    again.insert("updatedAt".into(), s("2026-11-02T09:00:00.000Z"));
+    w.put(again).await.unwrap();
+    env.rt.drain().await.unwrap();
+    for p in ["history", "derive"] {
+        assert_eq!(
+            crate::items::metric_of(&env, p, names::BAD_INPUT),
+            2,
+            "{p}: a new bad record, counted"
+        );
+        assert_eq!(refused(&logs, p), 2, "{p}\n{}", logs.text());
+    }
+    assert!(env.rt.failed_batches().is_empty(), "nothing given up");
 }

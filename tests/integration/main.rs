@@ -62,6 +62,7 @@ mod scoring_round_trips;
 mod seed_items;
 mod social;
 mod social_recorded;
+mod stop;
 mod stream_consumer;
 mod support;
 mod tables;

@@ -322,6 +322,17 @@ pub(crate) async fn holds_its_leases(
     child: &mut std::process::Child,
     model: &shared::models::Model,
 ) -> bool {
+    holds_leases_as(client, ledger, child, model, "restarted").await
+}
+
+/// [`holds_its_leases`] of lease owner `owner`.
+pub(crate) async fn holds_leases_as(
+    client: &aws_sdk_dynamodb::Client,
+    ledger: &str,
+    child: &mut std::process::Child,
+    model: &shared::models::Model,
+    owner: &str,
+) -> bool {
     let held = || async {
         let page = client.scan().table_name(ledger).send().await.expect("scan");
         page.items()
@@ -330,7 +341,7 @@ pub(crate) async fn holds_its_leases(
                 i.get("leaseOwner")
                     .and_then(|v| v.as_s().ok())
                     .map(String::as_str)
-                    == Some("restarted")
+                    == Some(owner)
             })
             .count()
     };

@@ -125,12 +125,25 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     announce(None, &rt, sqs_said.as_deref(), &target.model);
-    rt.run_until(terminated("finishing batches in flight, releasing leases"))
-        .await?;
+    let signalled = std::sync::OnceLock::new();
+    rt.run_until(async {
+        terminated("finishing batches in flight, releasing leases").await;
+        let _ = signalled.set(std::time::Instant::now());
+    })
+    .await?;
     jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();
     let listed = report_failures(&rt);
+    // The stop's last word (the process ends right after it, waiting for
+    // nothing still running: see main).
+    if let Some(at) = signalled.get() {
+        jobstream::errln!(
+            "stopped {:.2} s after the signal (--shutdown-grace {:?})",
+            at.elapsed().as_secs_f64(),
+            consumer.shutdown_grace
+        );
+    }
     if listed > 0 {
         jobstream::errln!(
             "{}",

@@ -26,6 +26,7 @@
 //! - [`invoke`] - a panicking handler is a failed invocation, as in Lambda.
 //! - [`runtime`] - a model's tables, queues, processors and mappings, built
 //!   from the model's one definition of each processor.
+//! - [`stop`] - how a stop spends `--shutdown-grace`: every deadline of it.
 
 pub mod deployed;
 pub mod engine;
@@ -41,6 +42,7 @@ pub mod sdk_config;
 pub mod shards;
 pub mod sqs_esm;
 pub mod sqs_server;
+pub mod stop;
 pub mod stream_identity;
 pub mod stream_index;
 pub mod stream_trim;

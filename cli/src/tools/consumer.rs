@@ -39,13 +39,15 @@ pub struct ConsumerArgs {
     /// At most a day.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=LONGEST.as_secs()))]
     pub lease_ttl_secs: u64,
-    /// On SIGTERM / SIGINT: the bound of the whole stop, whatever DynamoDB
-    /// does. No new batch starts and no lease is taken; batches in flight
-    /// get the grace less a fifth of it (at most 2 s) to finish, past which
-    /// they are abandoned without a checkpoint (their effects are
-    /// idempotent); the leases are released within the rest (a release that
-    /// does not finish lets its lease run out by its TTL), and the process
-    /// exits. `10s`, `500ms`, `2m` or seconds; at most a day.
+    /// On SIGTERM / SIGINT: the bound of the whole stop, from the signal to
+    /// the process's end, whatever DynamoDB does. No new batch starts and no
+    /// lease is taken; stream batches and queue invocations in flight get
+    /// the grace less a fifth of it (at most 2 s) to finish, past which they
+    /// are abandoned (no checkpoint; their effects are idempotent; messages
+    /// return after their visibility timeout); the leases are released
+    /// within the rest but a twentieth (at most 250 ms) kept for the exit (a
+    /// release that does not finish lets its lease run out by its TTL); the
+    /// last line says when the stop ended. `10s`, `500ms`, `2m` or seconds; at most a day.
     #[arg(long, default_value = "10s", value_parser = parse_bounded_duration)]
     pub shutdown_grace: Duration,
     /// Print CloudWatch Embedded Metric Format lines (namespace

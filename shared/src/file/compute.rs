@@ -217,6 +217,18 @@ pub fn compile(
         // Their keys are reported where they are written.
         return None;
     }
+    if o.foreign {
+        // Its rows' fields are declared nowhere: nothing to read, nothing
+        // the job could guard (a stale value).
+        err(
+            at(&r.over.value.entity),
+            format!(
+                "{name}: compute over `{}`: it is `owner: other` (a key space another writer owns, declared by its key only): a computed value reads its rows' fields, and `{}` declares none",
+                o.name, o.name
+            ),
+        );
+        return None;
+    }
     if !o.writer || over == i {
         err(
             at(&r.over.value.entity),

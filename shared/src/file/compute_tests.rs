@@ -341,3 +341,36 @@ fn a_match_counts_into_the_ledger_only_version_of_its_event() {
     assert!(r.counter(&c[0].counter.key_item()).is_none());
     assert!(!r.stale_counter(&c[0].counter.key_item()));
 }
+
+/// A compute over an `owner: other` entity (a key space another writer
+/// owns, declared by its key only, bad9) compiled, though its rows' fields
+/// are declared nowhere: the job cannot guard what it reads of them (a
+/// stale value), and any field it reads is unknown. Refused, one problem
+/// saying why.
+#[test]
+fn a_compute_over_a_key_space_another_writer_owns_is_refused() {
+    let from = PICKEM
+        .split("\n  match:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  prediction:\n").next())
+        .expect("the match entity");
+    let key = from
+        .lines()
+        .find(|l| l.trim_start().starts_with("key:"))
+        .expect("its key");
+    let text = PICKEM.replace(
+        &format!("\n  match:\n{from}\n  prediction:\n"),
+        &format!("\n  match:\n    owner: other\n{key}\n\n  prediction:\n"),
+    );
+    assert_ne!(text, PICKEM);
+    let p = problems(&text);
+    super::test_support::assert_says(
+        &p,
+        "prediction: compute over `match`: it is `owner: other` (a key space another writer owns, declared by its key only): a computed value reads its rows' fields, and `match` declares none",
+    );
+    assert_eq!(
+        p.iter().filter(|p| p.message.contains("compute")).count(),
+        1,
+        "{p:#?}"
+    );
+}

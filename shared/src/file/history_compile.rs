@@ -173,6 +173,11 @@ impl Compiler<'_> {
         let re = &entities[root];
         let root_pos = at(&h.root.value.entity);
         let root_name = root_part(re.key.get(1).and_then(|k| prefix(&k.template)));
+        if re.foreign {
+            // Nothing else about this history can be said of such a root.
+            self.err(root_pos, foreign_part("the root", re.name, "its root's"));
+            return None;
+        }
         if !re.writer {
             self.err(
                 root_pos,
@@ -373,6 +378,10 @@ impl Compiler<'_> {
             let pos = at(&m.value.list);
             if i == root {
                 self.err(pos, format!("history: `{name}` is the root: a member is another entity of its partition"));
+                continue;
+            }
+            if e.foreign {
+                self.err(pos, foreign_part("member", name, "its members'"));
                 continue;
             }
             if !e.writer {
@@ -651,4 +660,11 @@ fn mentions(text: &str, name: &str) -> bool {
         from = at + name.len();
     }
     false
+}
+
+/// The problem of an `owner: other` entity `name` named as a history's
+/// `part` (`the root`, `member`), whose fields (`whose`) a history folds:
+/// it declares its key only, so there is nothing to fold.
+fn foreign_part(part: &str, name: &str, whose: &str) -> String {
+    format!("history: {part} `{name}` is `owner: other` (a key space another writer owns, declared by its key only): a history folds {whose} fields into snapshots, and `{name}` has none")
 }

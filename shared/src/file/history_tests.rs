@@ -755,3 +755,46 @@ fn a_root_that_is_bad_input_gets_no_mirror_and_is_not_counted_twice() {
     );
     assert!(!st.rejected);
 }
+
+/// `owner: other` declares another writer's key space by its key only
+/// (bad9): a history cannot fold such an entity as its root or a member
+/// (it has no fields to snapshot). The root used to compile; a member was
+/// refused for an undeclared attribute, which it cannot declare. Each is
+/// one problem naming the entity and the history, saying why.
+#[test]
+fn a_key_space_another_writer_owns_is_neither_a_historys_root_nor_a_member() {
+    let foreign = |which: &str| {
+        let (from, to) = match which {
+            "order" => (
+                "  order:\n    key: { PK: \"ORDER#${orderId}\", SK: ORDER }\n    attributes: { orderId: string, customer: string, status: [open, paid, shipped] }\n",
+                "  order:\n    owner: other\n    key: { PK: \"ORDER#${orderId}\", SK: ORDER }\n",
+            ),
+            _ => (
+                "  line:\n    key: { PK: \"ORDER#${orderId}\", SK: \"LINE#${sku}\" }\n    attributes: { orderId: string, sku: string, qty: int }\n",
+                "  line:\n    owner: other\n    key: { PK: \"ORDER#${orderId}\", SK: \"LINE#${sku}\" }\n",
+            ),
+        };
+        assert!(ORDER.contains(from), "{which}");
+        ORDER.replace(from, to)
+    };
+    let root = foreign("order").replace(
+        "root: { entity: order, created: \"Order placed by ${customer}\" }",
+        "root: { entity: order, created: \"Order placed\" }",
+    );
+    let p = compile(&root, "t").expect_err("a foreign root");
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_says(
+        &p,
+        "history: the root `order` is `owner: other` (a key space another writer owns, declared by its key only): a history folds its root's fields into snapshots, and `order` has none",
+    );
+    let member = foreign("line").replace(
+        "line: { list: lines, fields: [sku, qty], updated: \"${old.qty} -> ${new.qty} of ${sku}\" }",
+        "line: { list: lines }",
+    );
+    let p = compile(&member, "t").expect_err("a foreign member");
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_says(
+        &p,
+        "history: member `line` is `owner: other` (a key space another writer owns, declared by its key only): a history folds its members' fields into snapshots, and `line` has none",
+    );
+}

@@ -734,3 +734,30 @@ fn a_change_of_processor_owned_attributes_only_is_told_from_a_writers() {
     let stray = item(&[("PK", s("NOPE#1")), ("SK", s("NOPE"))]);
     assert!(!only(hr, &stray, &[("GSI1PK", Some(s("x")))]));
 }
+
+/// A derive, a set or a once effect writing into an `owner: other` entity
+/// (another writer's key space, declared by its key only) was refused as
+/// "a writer entity", which says nothing of why: the message names the
+/// key space for what it is.
+#[test]
+fn writes_into_a_key_space_another_writer_owns_are_refused_naming_it() {
+    let base = "jobstream: 1\nname: t\ntable: { name: t, pk: PK, sk: SK }\nentities:\n  app:\n    key: { PK: \"APP#${id}\", SK: \"#META\" }\n    attributes: { id: string, status: [new, approved] }\nDERIVE  ext:\n    owner: other\n    key: { PK: \"EXT#${id}\", SK: \"#META\" }\nONCE";
+    let derive = base
+        .replace(
+            "DERIVE",
+            "    derive:\n      - entity: ext\n        with: { id: id }\n",
+        )
+        .replace("ONCE", "");
+    assert_says(
+        &problems(&derive),
+        "app: derives `ext`, another writer's key space (`owner: other`): derived items must be `owner: processor`",
+    );
+    let once = base.replace("DERIVE", "").replace(
+        "ONCE",
+        "once:\n  approve:\n    \"on\": app\n    queue_name: jobstream-approve-jobs\n    when: \"status == 'approved'\"\n    key: \"${id}\"\n    put:\n      - entity: ext\n        with: { id: id }\n",
+    );
+    assert_says(
+        &problems(&once),
+        "once `approve`: put `ext`, another writer's key space (`owner: other`): a once effect writes `owner: processor` items",
+    );
+}

@@ -513,7 +513,7 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
             if te.writer {
                 c.err(
                     at(&w.value.entity),
-                    format!("once `{name}`: {what} `{}`, a writer entity: a once effect writes `owner: processor` items", te.name),
+                    format!("once `{name}`: {what} `{}`, {}: a once effect writes `owner: processor` items", te.name, te.kind_words()),
                 );
                 continue;
             }

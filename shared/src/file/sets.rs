@@ -205,8 +205,9 @@ fn one(
         c.err(
             at(&raw.entity),
             format!(
-                "set `{name}`: `{}` is a writer entity: a set's items must be `owner: processor`",
-                raw.entity.value
+                "set `{name}`: `{}` is {}: a set's items must be `owner: processor`",
+                raw.entity.value,
+                c.entities[target].kind_words()
             ),
         );
     }

@@ -393,8 +393,9 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
     /// after the stop began); no new batch starts; batches in flight (and
     /// their checkpoints) finish within the grace less a share kept for the
     /// release, or are abandoned without a checkpoint (their effects are
-    /// idempotent); the leases are released within what is left, and a
-    /// lease whose release does not finish runs out by its TTL.
+    /// idempotent); the leases are released within what is left but the
+    /// exit's share, and a lease whose release does not finish runs out by
+    /// its TTL ([`crate::local::stop::StopPlan`]).
     pub async fn consume(
         &mut self,
         mut stop: watch::Receiver<bool>,
@@ -445,7 +446,8 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
                 () = tokio::time::sleep_until(tick.into()) => {}
             }
         }
-        let (batches_by, release_by) = stop_deadlines(tokio::time::Instant::now(), grace);
+        let plan = crate::local::stop::StopPlan::starting(tokio::time::Instant::now(), grace);
+        let (batches_by, release_by) = (plan.work_by, plan.release_by);
         while !tasks.is_empty() {
             match tokio::time::timeout_at(batches_by, tasks.join_next()).await {
                 Ok(Some(joined)) => self.task_ended(joined, &mut running).await,
@@ -513,21 +515,6 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
             }
         }
     }
-}
-
-/// The most a stop keeps for releasing the leases: one conditional write
-/// per lease, milliseconds when DynamoDB answers.
-const RELEASE_SHARE: Duration = Duration::from_secs(2);
-
-/// When a stop that began at `now` abandons its batches in flight, and
-/// when it abandons the lease release: the grace, less a fifth of it (at
-/// most [`RELEASE_SHARE`]) kept for the release.
-fn stop_deadlines(
-    now: tokio::time::Instant,
-    grace: Duration,
-) -> (tokio::time::Instant, tokio::time::Instant) {
-    let release = (grace / 5).min(RELEASE_SHARE);
-    (now + grace - release, now + grace)
 }
 
 /// Lets every mapping's leases go (call when `run` stops).

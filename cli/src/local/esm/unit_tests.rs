@@ -306,15 +306,3 @@ fn starting_positions_parse_as_the_flag_spells_them() {
     assert_eq!("latest".parse(), Ok(StartingPosition::Latest));
     assert!("at-timestamp".parse::<StartingPosition>().is_err());
 }
-
-#[test]
-fn a_stop_keeps_a_share_of_its_grace_for_the_lease_release() {
-    let now = tokio::time::Instant::now();
-    let (batches, release) = super::stop_deadlines(now, Duration::from_secs(3));
-    assert_eq!(release - now, Duration::from_secs(3), "the whole stop");
-    assert_eq!(release - batches, Duration::from_millis(600));
-    let (batches, release) = super::stop_deadlines(now, Duration::from_secs(60));
-    assert_eq!(release - batches, super::RELEASE_SHARE, "at most");
-    let (batches, release) = super::stop_deadlines(now, Duration::ZERO);
-    assert_eq!((batches, release), (now, now));
-}

@@ -29,15 +29,33 @@ impl Runtime {
                 serving,
             ))
         });
-        let result = self.run_consumers_until(stop).await;
+        let began = std::sync::OnceLock::new();
+        let result = self
+            .run_consumers_until(async {
+                stop.await;
+                let _ = began.set(tokio::time::Instant::now());
+            })
+            .await;
         let _ = served.send(true);
-        if let Some(server) = server {
-            match server.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
+        if let Some(mut server) = server {
+            // Requests in flight finish by the end of the release's share of
+            // the grace; a connection still open then (a stalled scrape) is
+            // cut, never waited for.
+            let by = began.get().map_or_else(tokio::time::Instant::now, |at| {
+                crate::local::stop::StopPlan::starting(*at, self.shutdown_grace).release_by
+            });
+            match tokio::time::timeout_at(by, &mut server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => {
                     tracing::error!(error = format!("{e:#}"), "the metrics server failed")
                 }
-                Err(e) => tracing::error!(error = %e, "the metrics server panicked"),
+                Ok(Err(e)) => tracing::error!(error = %e, "the metrics server panicked"),
+                Err(_) => {
+                    tracing::warn!(
+                        "shutdown grace over: metrics connections still open are closed"
+                    );
+                    server.abort();
+                }
             }
         }
         result
@@ -72,25 +90,43 @@ impl Runtime {
     }
 
     async fn run_consumers_until(&mut self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+        use crate::local::stop::{long_poll_secs, StopPlan};
         // The queues are consumed by their own pollers (long polls, as
         // Lambda's, up to each queue's maximum concurrency), so a slow queue
         // never delays a stream consumer; at the stop they finish the
-        // invocations in flight.
-        let pollers = self.start_queue_pollers(Polling::Long(long_poll_secs(self.shutdown_grace)));
-        let stopped_at = std::sync::OnceLock::new();
+        // invocations in flight by the time the streams' batches must
+        // (one grace for both), beside the streams.
+        let grace = self.shutdown_grace;
+        let pollers = self.start_queue_pollers(Polling::Long(long_poll_secs(grace)));
+        let (stopped, mut began) = tokio::sync::watch::channel(None);
+        let stop_now = || {
+            stopped.send_if_modified(|at| {
+                let first = at.is_none();
+                at.get_or_insert_with(tokio::time::Instant::now);
+                first
+            });
+        };
         let stop = async {
             stop.await;
-            // The pollers stop with the streams: one grace for both.
-            let _ = pollers.stop.send(true);
-            let _ = stopped_at.set(tokio::time::Instant::now());
+            stop_now();
         };
-        let result = self.consume_streams_until(stop).await;
-        let deadline = stopped_at
-            .get()
-            .copied()
-            .unwrap_or_else(tokio::time::Instant::now)
-            + self.shutdown_grace;
-        pollers.stop_by(Some(deadline)).await;
+        let streams = async {
+            let result = self.consume_streams_until(stop).await;
+            // Streams that ended without a stop (an error) stop the
+            // pollers too.
+            stop_now();
+            result
+        };
+        let queues = async {
+            let began = match began.wait_for(Option::is_some).await {
+                Ok(at) => at.unwrap_or_else(tokio::time::Instant::now),
+                Err(_) => tokio::time::Instant::now(),
+            };
+            pollers
+                .stop_by(Some(StopPlan::starting(began, grace).work_by))
+                .await;
+        };
+        let (result, ()) = tokio::join!(streams, queues);
         result
     }
 
@@ -215,28 +251,4 @@ fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
         ));
     }
     line
-}
-
-/// ReceiveMessage's wait of the pollers of `dev` and `run` (Lambda's).
-const LONG_POLL_SECS: i32 = 20;
-
-/// The pollers' wait: Lambda's, but ending within the shutdown grace, so
-/// that a poll in flight at a stop returns (and its poller gives back what
-/// it brought) before the pollers still busy are abandoned.
-fn long_poll_secs(grace: Duration) -> i32 {
-    i32::try_from(grace.as_secs().saturating_sub(1))
-        .unwrap_or(LONG_POLL_SECS)
-        .clamp(1, LONG_POLL_SECS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_long_poll_ends_within_the_shutdown_grace() {
-        assert_eq!(long_poll_secs(Duration::from_secs(10)), 9);
-        assert_eq!(long_poll_secs(Duration::from_secs(60)), LONG_POLL_SECS);
-        assert_eq!(long_poll_secs(Duration::from_millis(500)), 1);
-    }
 }

@@ -309,7 +309,7 @@ impl StreamProcessor for DeriveProcessor {
                 Ok(out) => messages.extend(out.iter().map(|m| (index, m.clone()))),
                 Err(e) => {
                     if !echo_of_bad && bad_records.insert(index) {
-                        log_bad_input(self.name(), &change.event_id, e, metrics);
+                        log_bad_input(self.name(), &change.event_id, e, metrics, self.metrics());
                     }
                 }
             }
@@ -363,7 +363,7 @@ impl StreamProcessor for DeriveProcessor {
             });
             if let Some(e) = new.bad.take() {
                 if !echo_of_bad && bad_records.insert(index) {
-                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                    log_bad_input(self.name(), &change.event_id, &e, metrics, self.metrics());
                 }
             }
             let hint = hints.entry(id.clone()).or_default();
@@ -452,7 +452,7 @@ impl StreamProcessor for DeriveProcessor {
                 .and_then(|(a, image)| self.deriver.unwritable(image, a));
             if let Some(e) = unwritable {
                 if bad_records.insert(*index) {
-                    log_bad_input(self.name(), &change.event_id, &e, metrics);
+                    log_bad_input(self.name(), &change.event_id, &e, metrics, self.metrics());
                 }
             }
         }
@@ -468,7 +468,13 @@ impl StreamProcessor for DeriveProcessor {
             let id = item_id(&keys[*pos]);
             let index = last_of.get(&id).copied().unwrap_or(first_index[*pos]);
             if !done.ahead.contains(pos) && !echoes.contains(&id) && bad_records.insert(index) {
-                log_bad_input(self.name(), &changes[index].event_id, e, metrics);
+                log_bad_input(
+                    self.name(),
+                    &changes[index].event_id,
+                    e,
+                    metrics,
+                    self.metrics(),
+                );
             }
         }
         for _ in 0..done.unchanged {

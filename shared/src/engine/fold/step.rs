@@ -167,7 +167,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             let output = match self.rules.fold(agg, &mut before, change) {
                 Ok(o) => o,
                 Err(e) => {
-                    log_bad_input(self.name, &change.event_id, &e, metrics);
+                    log_bad_input(self.name, &change.event_id, &e, metrics, &self.metrics);
                     return Ok(());
                 }
             };
@@ -180,7 +180,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             // Before the adoption's position: part of the adoption entry.
             let mut next = l.state.clone();
             if let Err(e) = self.rules.absorb(&mut next, change) {
-                log_bad_input(self.name, &change.event_id, &e, metrics);
+                log_bad_input(self.name, &change.event_id, &e, metrics, &self.metrics);
                 return self
                     .reject_root(agg, index, change, is_root, states, tx)
                     .await;
@@ -209,7 +209,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         let output = match self.rules.fold(agg, &mut next, change) {
             Ok(o) => o,
             Err(e) => {
-                log_bad_input(self.name, &change.event_id, &e, metrics);
+                log_bad_input(self.name, &change.event_id, &e, metrics, &self.metrics);
                 if settled {
                     let next = states[agg].state.clone();
                     self.stage_commit(agg, index, change, next, Vec::new(), true, states, tx)
@@ -435,7 +435,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     Ok(Some(a)) => a,
                     Ok(None) => continue,
                     Err(e) => {
-                        log_bad_input(self.name, &change.event_id, &e, metrics);
+                        log_bad_input(self.name, &change.event_id, &e, metrics, &self.metrics);
                         continue;
                     }
                 },

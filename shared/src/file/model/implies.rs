@@ -206,7 +206,11 @@ impl Compiler<'_> {
             if entities[t].writer {
                 self.err(
                     at(&d.value.entity),
-                    format!("{name}: derives `{}`, a writer entity: derived items must be `owner: processor`", entities[t].name),
+                    format!(
+                        "{name}: derives `{}`, {}: derived items must be `owner: processor`",
+                        entities[t].name,
+                        entities[t].kind_words()
+                    ),
                 );
                 continue;
             }

@@ -183,6 +183,17 @@ pub struct Entity {
 }
 
 impl Entity {
+    /// What kind of entity this is, in a problem's words: `a writer
+    /// entity`, `another writer's key space (`owner: other`)` or `a
+    /// processor entity`.
+    pub fn kind_words(&self) -> &'static str {
+        match (self.foreign, self.writer) {
+            (true, _) => "another writer's key space (`owner: other`)",
+            (false, true) => "a writer entity",
+            (false, false) => "a processor entity",
+        }
+    }
+
     /// The attributes `compute:` writes.
     pub fn computed(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.compute
