@@ -8,7 +8,6 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::seed_items::social;
 use crate::seed_items::social::{follow_item, post_item};
 use aws_sdk_sqs::types::QueueAttributeName;
 use jobstream::local::deployed::require_queue;
@@ -369,17 +368,8 @@ async fn deployment(
 }
 
 async fn timeline_len(rt: &Runtime, user: &str) -> usize {
-    Store::new(rt.dynamodb.clone())
-        .query(
-            &rt.config.table,
-            None,
-            social::PK,
-            &social::timeline_pk(user),
-            None,
-        )
-        .await
-        .expect("timeline")
-        .len()
+    let store = Store::new(rt.dynamodb.clone());
+    crate::social::timeline_len(&store, &rt.config.table, user).await
 }
 
 fn invocations(rt: &Runtime) -> u64 {
