@@ -25,20 +25,24 @@ use crate::support::{jobstream_bin, TIME_SCALE};
 /// refusing is killed after this (and the test fails on its exit status).
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
+/// `cmd` with `env` set (an empty value: the variable is unset).
+fn with_env(cmd: &mut Command, env: Vec<(String, String)>) -> &mut Command {
+    for (k, v) in env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    cmd
+}
+
 /// `jobstream ARGS` with `env` (an empty value unsets), killed past
 /// [`HANG_GUARD`]; its output.
 pub(crate) async fn jobstream(args: Vec<String>, env: Vec<(String, String)>) -> Output {
     tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(jobstream_bin());
-        for (k, v) in env {
-            // An empty value: the variable is unset.
-            if v.is_empty() {
-                cmd.env_remove(k);
-            } else {
-                cmd.env(k, v);
-            }
-        }
-        let mut child = cmd
+        let mut child = with_env(&mut cmd, env)
             .args(&args)
             .env_remove("AWS_ENDPOINT_URL_SQS")
             .env_remove("JOBSTREAM_ENDPOINT")
@@ -580,14 +584,8 @@ async fn a_loopback_endpoint_needs_no_credentials_however_it_is_named() {
                 let a = a.clone();
                 move || {
                     let mut cmd = Command::new(jobstream_bin());
-                    for (k, v) in env {
-                        if v.is_empty() {
-                            cmd.env_remove(k);
-                        } else {
-                            cmd.env(k, v);
-                        }
-                    }
-                    cmd.args(&a)
+                    with_env(&mut cmd, env)
+                        .args(&a)
                         .env_remove("TABLE_NAME")
                         .env_remove("LEDGER_TABLE_NAME")
                         .env_remove("JOBSTREAM_STACK")
