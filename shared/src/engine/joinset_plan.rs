@@ -286,7 +286,9 @@ impl JoinSet {
         let Step::List { fact, via: true } = step else {
             return Ok(None);
         };
-        let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
+        let f = self
+            .fact(fact)
+            .ok_or_else(|| MessageError::invalid("no such fact"))?;
         Ok(match (&f.via_ledger, &f.via) {
             (Some(index), Some(v)) => Some((index.as_str(), v)),
             _ => None,
@@ -317,9 +319,10 @@ impl JoinSet {
         while let Some(step) = scope.steps.get(step_no) {
             let next = if let Some((index, v)) = self.ledger_listing(step)? {
                 // A listing kept in the ledger (an index's keys): its members.
-                let pk =
-                    v.pk.render(&job.bind)
-                        .ok_or_else(|| permanent("the listing's partition is not bound"))?;
+                let pk = v
+                    .pk
+                    .render(&job.bind)
+                    .ok_or_else(|| MessageError::invalid("the listing's partition is not bound"))?;
                 let (members, next) = crate::engine::derive::index_members(
                     store,
                     &reads.ledger_table,
@@ -339,7 +342,9 @@ impl JoinSet {
             } else {
                 let (listing, is_fact, is_target, also) = match step {
                     Step::List { fact, via } => {
-                        let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
+                        let f = self
+                            .fact(fact)
+                            .ok_or_else(|| MessageError::invalid("no such fact"))?;
                         match (&f.via, via) {
                             (Some(v), true) => (v, false, false, &[][..]),
                             _ => (&f.key, true, false, &f.also[..]),
@@ -355,7 +360,7 @@ impl JoinSet {
                 let pk = listing
                     .pk
                     .render(&job.bind)
-                    .ok_or_else(|| permanent("the listing's partition is not bound"))?;
+                    .ok_or_else(|| MessageError::invalid("the listing's partition is not bound"))?;
                 // Only the sort keys that can match: from the template's bound
                 // start (`s#<jobId>#` of one job's targets) to where it ends.
                 let prefix = listing.sk.bound_prefix(&job.bind);
