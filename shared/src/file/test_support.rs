@@ -36,7 +36,7 @@ pub(super) fn rules(text: &str) -> FileRules {
 }
 
 /// An item of `(name, value)` pairs.
-pub(super) fn item(pairs: &[(&str, AttributeValue)]) -> Item {
+pub(crate) fn item(pairs: &[(&str, AttributeValue)]) -> Item {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
