@@ -102,7 +102,8 @@ fn no_region() -> Vec<(String, String)> {
     .into()
 }
 
-fn args(list: &[&str]) -> Vec<String> {
+/// Command line arguments.
+pub(crate) fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
