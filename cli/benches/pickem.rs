@@ -24,7 +24,7 @@ mod seed_items;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::Update;
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::esm::StartingPosition;
 use jobstream::local::runtime::Runtime;
@@ -141,19 +141,14 @@ async fn main() -> anyhow::Result<()> {
         let mut k = Item::new();
         k.insert("PK".into(), s(format!("EVENT#{EV}")));
         k.insert("SK".into(), s(format!("MATCH#{id}")));
-        tx = tx.transact_items(
-            TransactWriteItem::builder()
-                .update(
-                    Update::builder()
-                        .table_name(&table)
-                        .set_key(Some(k))
-                        .update_expression("SET #r = :r")
-                        .expression_attribute_names("#r", "result")
-                        .expression_attribute_values(":r", n(result))
-                        .build()?,
-                )
-                .build(),
-        );
+        tx = tx.transact_items(shared::tx::update_of(
+            Update::builder()
+                .table_name(&table)
+                .set_key(Some(k))
+                .update_expression("SET #r = :r")
+                .expression_attribute_names("#r", "result")
+                .expression_attribute_values(":r", n(result)),
+        ));
     }
     let timed = Instant::now();
     tx.send().await?;

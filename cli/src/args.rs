@@ -155,6 +155,29 @@ pub(crate) struct ToolSqs {
     pub(crate) sqs_endpoint: Option<String>,
 }
 
+/// `--endpoint` of the tools that read a live table (verify, backfill,
+/// explain, query).
+#[derive(clap::Args, Clone)]
+pub(crate) struct ToolEndpoint {
+    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
+    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
+    /// environment).
+    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+    pub(crate) endpoint: Option<String>,
+}
+
+/// `dev`'s and `demo`'s SQS: an endpoint, or a local server started here.
+#[derive(clap::Args, Clone)]
+pub(crate) struct LocalSqsArgs {
+    /// SQS endpoint for models with queues (default: a local SQS server, started here).
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+    pub(crate) sqs_endpoint: Option<String>,
+    /// Port of that local SQS server on 127.0.0.1 (default: a free one;
+    /// either way it is printed as `SQS endpoint:`).
+    #[arg(long, value_name = "PORT", conflicts_with = "sqs_endpoint")]
+    pub(crate) sqs_port: Option<u16>,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Embedded engine + tables (+ queues on the local SQS) + the model's processors, until Ctrl-C.
@@ -244,13 +267,8 @@ pub(crate) struct ModelsArgs {
 pub(crate) struct DevArgs {
     #[command(flatten)]
     pub(crate) target: Target,
-    /// SQS endpoint for models with queues (default: a local SQS server, started here).
-    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
-    pub(crate) sqs_endpoint: Option<String>,
-    /// Port of that local SQS server on 127.0.0.1 (default: a free one;
-    /// either way it is printed as `SQS endpoint:`).
-    #[arg(long, value_name = "PORT", conflicts_with = "sqs_endpoint")]
-    pub(crate) sqs_port: Option<u16>,
+    #[command(flatten)]
+    pub(crate) sqs: LocalSqsArgs,
     /// Address the engine listens on (any DynamoDB client can use it).
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub(crate) listen: String,
@@ -274,13 +292,8 @@ pub(crate) struct DemoArgs {
     /// played. Without one, nothing is written and `verify` runs.
     #[arg(long, value_name = "PATH")]
     pub(crate) scenario: Option<std::path::PathBuf>,
-    /// SQS endpoint for models with queues (default: a local SQS server, started here).
-    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
-    pub(crate) sqs_endpoint: Option<String>,
-    /// Port of that local SQS server on 127.0.0.1 (default: a free one;
-    /// either way it is printed as `SQS endpoint:`).
-    #[arg(long, value_name = "PORT", conflicts_with = "sqs_endpoint")]
-    pub(crate) sqs_port: Option<u16>,
+    #[command(flatten)]
+    pub(crate) sqs: LocalSqsArgs,
 }
 
 #[derive(clap::Args)]
@@ -337,11 +350,8 @@ pub(crate) struct RunArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct VerifyArgs {
-    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
-    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
-    /// environment).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
-    pub(crate) endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) endpoint: ToolEndpoint,
     #[command(flatten)]
     pub(crate) target: Target,
     /// Fix drift through the live path's guarded writes, then verify again.
@@ -366,11 +376,8 @@ pub(crate) struct VerifyArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct BackfillArgs {
-    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
-    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
-    /// environment).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
-    pub(crate) endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) endpoint: ToolEndpoint,
     #[command(flatten)]
     pub(crate) target: Target,
     /// Parallel Scan segments.
@@ -436,11 +443,8 @@ pub(crate) struct ImportArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ExplainArgs {
-    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
-    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
-    /// environment).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
-    pub(crate) endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) endpoint: ToolEndpoint,
     #[command(flatten)]
     pub(crate) target: Target,
     /// The item's partition key value.
@@ -451,11 +455,8 @@ pub(crate) struct ExplainArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct QueryArgs {
-    /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
-    /// `http://127.0.0.1:8000` (default: the region's, from the AWS
-    /// environment).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
-    pub(crate) endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) endpoint: ToolEndpoint,
     #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// The model's table (default: the model's own table name).

@@ -171,6 +171,23 @@ impl Processors {
         })
     }
 
+    /// The processors of a deployed function whose calls ride transient
+    /// faults out within `retries` (its timeout): the SDK's retries of its
+    /// DynamoDB client and our own backoff alike; an SQS client when `sqs`
+    /// (a function that sends jobs or reads a queue).
+    pub fn deployed(
+        model: &Model,
+        config: &Config,
+        sdk: &aws_config::SdkConfig,
+        retries: &crate::retry::Retries,
+        sqs: bool,
+    ) -> Self {
+        let backoff = crate::store::Backoff::within(retries);
+        let store = Store::with_backoff(retries.dynamodb_client(sdk), backoff);
+        let sqs = sqs.then(|| retries.sqs_client(sdk));
+        Self::new(model, config, store, sqs)
+    }
+
     /// Builds the processors of `model`, each with the store and SQS client
     /// `clients` gives for its name (e.g. clients enforcing each
     /// processor's own grant); `store` is the one [`Processors::store`]
@@ -267,6 +284,16 @@ impl Processors {
             .iter()
             .find(|c| c.queue == queue || c.handler.name() == queue)
     }
+}
+
+/// What a Lambda's `main` starts from: the runtime's logs set up, the
+/// model and its tables and queues ([`Config::from_env`]), and the SDK
+/// configuration ([`crate::store::sdk_config`], standard retries).
+pub async fn cold_start() -> Result<(Config, Model, aws_config::SdkConfig), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let (config, model) = Config::from_env()?;
+    let sdk = crate::store::sdk_config(crate::retry::MAX_ATTEMPTS).await;
+    Ok((config, model, sdk))
 }
 
 /// The Lambda handler of a stream processor.

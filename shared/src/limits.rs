@@ -116,6 +116,7 @@ impl KeyLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file::test_support::item;
     use crate::item::{n, s};
     use crate::models::table::Gsi;
 
@@ -132,13 +133,6 @@ mod tests {
             ttl_attribute: None,
             stream: true,
         }
-    }
-
-    fn item(pairs: &[(&str, AttributeValue)]) -> Item {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
     }
 
     #[test]

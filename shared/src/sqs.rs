@@ -41,6 +41,16 @@ pub enum MessageError {
     Retryable(#[from] ProcessError),
 }
 
+impl MessageError {
+    /// A body its consumer cannot act on (`InvalidMessage`), and why.
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        MessageError::Permanent {
+            kind: "InvalidMessage",
+            reason: reason.into(),
+        }
+    }
+}
+
 impl From<StoreError> for MessageError {
     fn from(e: StoreError) -> Self {
         MessageError::Retryable(e.into())

@@ -227,6 +227,11 @@ fn is_conditional<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
     matches!(err, SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException"))
 }
 
+/// The string attribute `name` of `item` (an item or a page's last key).
+fn string_of(item: Option<&Item>, name: &str) -> Option<String> {
+    item?.get(name)?.as_s().ok().cloned()
+}
+
 /// A sort key condition of a Query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SortKey {
@@ -318,6 +323,54 @@ impl Store {
         self.stats.writes.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// The outcome of one conditional write (`operation` on `table`):
+    /// applied (counted), its condition failed, or an error.
+    fn written<O, E, R>(
+        &self,
+        sent: Result<O, SdkError<E, R>>,
+        operation: &'static str,
+        table: &str,
+    ) -> Result<Written, StoreError>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        match sent {
+            Ok(_) => {
+                self.count_writes(1);
+                Ok(Written::Applied)
+            }
+            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
+            Err(e) => Err(classify(operation, table, e)),
+        }
+    }
+
+    /// Before a batch call's next attempt at what it left unprocessed:
+    /// counts the retry and waits the next of `delays`; once they are
+    /// spent, the error (`code`, with how many `left` `what`s).
+    async fn wait_to_retry(
+        &self,
+        delays: &mut Delays,
+        operation: &'static str,
+        table: &str,
+        code: &str,
+        left: usize,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+        let Some(delay) = delays.next() else {
+            return Err(StoreError {
+                operation,
+                table: table.to_string(),
+                code: code.to_string(),
+                retryable: true,
+                source: format!("{left} {what} still unprocessed after the retries' budget").into(),
+            });
+        };
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
+
     /// One guarded UpdateItem.
     pub async fn update(&self, table: &str, u: Update) -> Result<Written, StoreError> {
         let req = self
@@ -329,14 +382,7 @@ impl Store {
             .set_condition_expression(u.condition_expression)
             .set_expression_attribute_names(placeholders(u.names))
             .set_expression_attribute_values(placeholders(u.values));
-        match req.send().await {
-            Ok(_) => {
-                self.count_writes(1);
-                Ok(Written::Applied)
-            }
-            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
-            Err(e) => Err(classify("UpdateItem", table, e)),
-        }
+        self.written(req.send().await, "UpdateItem", table)
     }
 
     /// One DeleteItem, conditioned: `ConditionFailed` when the item is
@@ -357,14 +403,7 @@ impl Store {
             .condition_expression(condition)
             .set_expression_attribute_names(placeholders(names))
             .set_expression_attribute_values(placeholders(values));
-        match req.send().await {
-            Ok(_) => {
-                self.count_writes(1);
-                Ok(Written::Applied)
-            }
-            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
-            Err(e) => Err(classify("DeleteItem", table, e)),
-        }
+        self.written(req.send().await, "DeleteItem", table)
     }
 
     /// TransactWriteItems (at most 100 actions, never two on one item).
@@ -473,21 +512,9 @@ impl Store {
                     .unwrap_or_default();
                 self.count_writes(sent - left.len());
                 if !left.is_empty() {
-                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    let Some(delay) = delays.next() else {
-                        return Err(StoreError {
-                            operation: "BatchWriteItem",
-                            table: table.to_string(),
-                            code: "UnprocessedItems".to_string(),
-                            retryable: true,
-                            source: format!(
-                                "{} items still unprocessed after the retries' budget",
-                                left.len()
-                            )
-                            .into(),
-                        });
-                    };
-                    tokio::time::sleep(delay).await;
+                    let (op, code) = ("BatchWriteItem", "UnprocessedItems");
+                    self.wait_to_retry(&mut delays, op, table, code, left.len(), "items")
+                        .await?;
                 }
                 pending = left;
             }
@@ -615,22 +642,14 @@ impl Store {
             let out = req.send().await.map_err(|e| classify("Query", table, e))?;
             items.extend(out.items().iter().cloned());
             let more = out.last_evaluated_key().is_some();
-            let last = items
-                .last()
-                .and_then(|i| i.get(sk_name))
-                .and_then(|v| v.as_s().ok())
-                .cloned();
+            let last = string_of(items.last(), sk_name);
             match (more, last) {
                 // A full page: the next one starts after its last item.
                 (true, Some(last)) if items.len() >= limit => return Ok((items, Some(last))),
                 // A page cut short by the 1 MB limit: read on.
                 (true, Some(last)) => cursor = Some(last),
                 (true, None) => {
-                    cursor = out
-                        .last_evaluated_key()
-                        .and_then(|k| k.get(sk_name))
-                        .and_then(|v| v.as_s().ok())
-                        .cloned();
+                    cursor = string_of(out.last_evaluated_key(), sk_name);
                     if cursor.is_none() {
                         return Ok((items, None));
                     }
@@ -686,11 +705,7 @@ impl Store {
                 .await
                 .map_err(|e| classify("Query", table, e))?;
             items.extend(out.items().iter().cloned());
-            let last = out
-                .last_evaluated_key()
-                .and_then(|k| k.get(sk_name))
-                .and_then(|v| v.as_s().ok())
-                .cloned();
+            let last = string_of(out.last_evaluated_key(), sk_name);
             match last {
                 // A full page: the next one starts after its last item.
                 Some(last) if items.len() >= limit => return Ok((items, Some(last))),
@@ -736,21 +751,9 @@ impl Store {
                     .map(|k| k.keys().to_vec())
                     .unwrap_or_default();
                 if !pending.is_empty() {
-                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    let Some(delay) = delays.next() else {
-                        return Err(StoreError {
-                            operation: "BatchGetItem",
-                            table: table.to_string(),
-                            code: "UnprocessedKeys".into(),
-                            retryable: true,
-                            source: format!(
-                                "{} keys still unprocessed after the retries' budget",
-                                pending.len()
-                            )
-                            .into(),
-                        });
-                    };
-                    tokio::time::sleep(delay).await;
+                    let (op, code) = ("BatchGetItem", "UnprocessedKeys");
+                    self.wait_to_retry(&mut delays, op, table, code, pending.len(), "keys")
+                        .await?;
                 }
             }
         }
@@ -804,14 +807,7 @@ impl Store {
                 .expression_attribute_values(format!(":v{i}"), v.clone());
         }
         req = req.condition_expression(conds.join(" AND "));
-        match req.send().await {
-            Ok(_) => {
-                self.count_writes(1);
-                Ok(Written::Applied)
-            }
-            Err(e) if is_conditional(&e) => Ok(Written::ConditionFailed),
-            Err(e) => Err(classify("DeleteItem", table, e)),
-        }
+        self.written(req.send().await, "DeleteItem", table)
     }
 
     /// GetItem, strongly consistent.

@@ -85,19 +85,29 @@ fn line(id: &str, qty: i64, price: i64) -> Item {
     ])
 }
 
-/// The model `text` with order o1 (lines 2 x 10 and 3 x 1) computed and
-/// counted: (23, 5, 23, 5).
+/// The model `text` with order o1 computed and counted ([`order_o1`]).
 async fn ordered(name: &str, text: &str) -> ModelEnv {
     let path = crate::support::temp_model(name, &text.replace("orders_u05", name));
     let mut env = model_env(name, |o| o.model_file = Some(path)).await;
-    put_all(
-        &env.rt,
-        vec![order(&[]), line("l1", 2, 10), line("l2", 3, 1)],
-    )
-    .await;
-    env.rt.drain().await.expect("drains");
-    assert_eq!(read(&env.rt).await, (23, 5, 23, 5));
+    order_o1(&mut env.rt).await;
     env
+}
+
+/// Order o1 (lines 2 x 10 and 3 x 1) written, computed and counted:
+/// (23, 5, 23, 5).
+async fn order_o1(rt: &mut jobstream::local::runtime::Runtime) {
+    put_all(rt, vec![order(&[]), line("l1", 2, 10), line("l2", 3, 1)]).await;
+    rt.drain().await.expect("drains");
+    assert_eq!(read(rt).await, (23, 5, 23, 5));
+}
+
+/// Updates order o1: `expr` with `values`.
+async fn update_order(
+    rt: &jobstream::local::runtime::Runtime,
+    expr: &str,
+    values: &[(&str, AttributeValue)],
+) {
+    crate::items::update(rt, key("ORDER#o1", "ORDER"), expr, values).await;
 }
 
 /// Order o1 as it is.
@@ -152,13 +162,7 @@ async fn a_computed_value_a_count_reads_is_brought_back_with_the_count() {
     env.rt.drain().await.expect("drains");
     assert_eq!(read(&env.rt).await, (23, 5, 23, 5), "dropped total");
     // An update of the computed value alone.
-    crate::items::update(
-        &env.rt,
-        key("ORDER#o1", "ORDER"),
-        "SET #total = :t",
-        &[(":t", n(9))],
-    )
-    .await;
+    update_order(&env.rt, "SET #total = :t", &[(":t", n(9))]).await;
     env.rt.drain().await.expect("drains");
     assert_eq!(read(&env.rt).await, (23, 5, 23, 5), "updated total");
     // A forged value with the sequence the writer read.
@@ -199,7 +203,7 @@ async fn a_computed_value_a_projection_reads_is_brought_back_with_its_projection
         ("REMOVE #total, #totalKey", &[]),
     ];
     for (expr, values) in cases {
-        crate::items::update(&env.rt, key("ORDER#o1", "ORDER"), expr, values).await;
+        update_order(&env.rt, expr, values).await;
         env.rt.drain().await.expect("drains");
         assert_eq!(read(&env.rt).await, (23, 5, 23, 5), "{expr}");
         assert_eq!(
@@ -219,13 +223,7 @@ async fn a_computed_value_a_projection_reads_is_brought_back_with_its_projection
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_of_a_forgery_and_of_the_jobs_write_delivered_late_move_nothing() {
     let mut env = ordered("orders_u05r", ORDERS).await;
-    crate::items::update(
-        &env.rt,
-        key("ORDER#o1", "ORDER"),
-        "SET #total = :t",
-        &[(":t", n(7))],
-    )
-    .await;
+    update_order(&env.rt, "SET #total = :t", &[(":t", n(7))]).await;
     env.rt.drain().await.expect("drains");
     assert_eq!(read(&env.rt).await, (23, 5, 23, 5));
     let forged = records_of_order(&env, 7, 1).await;
@@ -310,13 +308,7 @@ async fn a_writer_rewriting_the_sequence_alone_fails_no_job_in_flight() {
     let reads = crate::items::reads(&env.rt);
     let plan = job.plan(&body, &reads).await.expect("plan");
     assert_eq!(plan.updates.len(), 1, "total 33");
-    crate::items::update(
-        &env.rt,
-        key("ORDER#o1", "ORDER"),
-        "SET #computeSequence = :q",
-        &[(":q", n(7))],
-    )
-    .await;
+    update_order(&env.rt, "SET #computeSequence = :q", &[(":q", n(7))]).await;
     let applied = crate::items::apply_plan(&*job, &reads, &plan).await;
     assert_eq!((applied.writes(), applied.superseded), (1, 0));
     assert_eq!(num(&stored(&env.rt).await, "computeSequence"), 2);
@@ -351,21 +343,9 @@ async fn bringing_a_forged_value_back_costs_one_job_and_the_records_of_two_write
         o.processor_endpoint = Some(meter.endpoint());
     })
     .await;
-    put_all(
-        &env.rt,
-        vec![order(&[]), line("l1", 2, 10), line("l2", 3, 1)],
-    )
-    .await;
-    env.rt.drain().await.expect("drains");
-    assert_eq!(read(&env.rt).await, (23, 5, 23, 5));
+    order_o1(&mut env.rt).await;
     let before = meter.bill();
-    crate::items::update(
-        &env.rt,
-        key("ORDER#o1", "ORDER"),
-        "SET #total = :t",
-        &[(":t", n(7))],
-    )
-    .await;
+    update_order(&env.rt, "SET #total = :t", &[(":t", n(7))]).await;
     env.rt.drain().await.expect("drains");
     let bill = meter.bill().since(&before);
     println!("one forged value brought back: {}", bill.per_change(1));

@@ -419,7 +419,6 @@ fn inconsistent(item: &Item) -> Option<String> {
 /// in one transaction), the projects re-put without their sums and now
 /// and then deleted and re-created. Returns how many re-puts it made.
 async fn load(store: shared::store::Store, table: String, seed: u64) -> usize {
-    use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut home: BTreeMap<String, &str> = BTreeMap::new();
     let mut re_puts = 0;
@@ -449,15 +448,9 @@ async fn load(store: shared::store::Store, table: String, seed: u64) -> usize {
                     continue;
                 };
                 let to = if at == "cm1" { "cm2" } else { "cm1" };
-                let delete = Delete::builder().table_name(&table);
-                let delete = delete.set_key(Some(task_key(at, &id))).build();
-                let put = Put::builder().table_name(&table);
-                let put = put.set_item(Some(task(to, &id, t))).build();
                 let actions = vec![
-                    TransactWriteItem::builder()
-                        .delete(delete.expect("delete"))
-                        .build(),
-                    TransactWriteItem::builder().put(put.expect("put")).build(),
+                    shared::tx::delete(&table, task_key(at, &id)),
+                    shared::tx::put(&table, task(to, &id, t)),
                 ];
                 store.transact(actions).await.expect("move");
                 home.insert(id, to);

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use shared::models::table;
 
+use crate::deployed::args;
 use crate::support::jobstream_bin;
 
 /// `jobstream create ARGS`, none of its settings from the environment.
@@ -104,7 +105,7 @@ async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
     let (engine, sqs) = engine_and_sqs().await;
     let endpoint = engine.endpoint();
     let stack = format!("c{}", uuid::Uuid::new_v4().simple());
-    let flags: Vec<String> = [
+    let flags = args(&[
         "--model",
         "social",
         "--stack",
@@ -113,9 +114,7 @@ async fn create_makes_what_run_checks_for_and_its_run_line_consumes() {
         &endpoint,
         "--sqs-endpoint",
         &sqs,
-    ]
-    .map(String::from)
-    .into();
+    ]);
 
     let out = create(flags.clone()).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -151,7 +150,7 @@ async fn without_a_stack_create_prints_the_queue_urls_and_refuses_a_table_unlike
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (t, l) = (format!("t{id}"), format!("l{id}"));
     let flags = |ledger: &str| -> Vec<String> {
-        [
+        args(&[
             "--model",
             "social",
             "--table",
@@ -162,9 +161,7 @@ async fn without_a_stack_create_prints_the_queue_urls_and_refuses_a_table_unlike
             &endpoint,
             "--sqs-endpoint",
             &sqs,
-        ]
-        .map(String::from)
-        .into()
+        ])
     };
     let out = create(flags(&l)).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -289,7 +286,7 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     let err = ensure_table(&client, &model.table, &t).await.unwrap_err();
     assert!(format!("{err:#}").contains(&lacks), "{err:#}");
 
-    let flags: Vec<String> = [
+    let flags = args(&[
         "--model",
         "hr",
         "--table",
@@ -300,9 +297,7 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
         &endpoint,
         "--sqs-endpoint",
         &sqs,
-    ]
-    .map(String::from)
-    .into();
+    ]);
     let out = create(flags.clone()).await;
     assert!(!out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains(&lacks), "{}", text(&out.stderr));
@@ -315,7 +310,7 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     assert!(why.contains(&format!("model table {lacks}")), "{why}");
 
     // `query` on the missing index: one line, the service's code and message.
-    let args: Vec<String> = [
+    let args = args(&[
         "query",
         "--model",
         "hr",
@@ -325,9 +320,7 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
         &endpoint,
         "employees_by_email",
         "email=a@example.com",
-    ]
-    .map(String::from)
-    .into();
+    ]);
     let out = tokio::task::spawn_blocking(move || crate::support::jobstream(&args))
         .await
         .unwrap();

@@ -8,7 +8,6 @@
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::seed_items::social;
 use crate::seed_items::social::{follow_item, post_item};
 use aws_sdk_sqs::types::QueueAttributeName;
 use jobstream::local::deployed::require_queue;
@@ -26,20 +25,24 @@ use crate::support::{jobstream_bin, TIME_SCALE};
 /// refusing is killed after this (and the test fails on its exit status).
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
+/// `cmd` with `env` set (an empty value: the variable is unset).
+fn with_env(cmd: &mut Command, env: Vec<(String, String)>) -> &mut Command {
+    for (k, v) in env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    cmd
+}
+
 /// `jobstream ARGS` with `env` (an empty value unsets), killed past
 /// [`HANG_GUARD`]; its output.
 pub(crate) async fn jobstream(args: Vec<String>, env: Vec<(String, String)>) -> Output {
     tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(jobstream_bin());
-        for (k, v) in env {
-            // An empty value: the variable is unset.
-            if v.is_empty() {
-                cmd.env_remove(k);
-            } else {
-                cmd.env(k, v);
-            }
-        }
-        let mut child = cmd
+        let mut child = with_env(&mut cmd, env)
             .args(&args)
             .env_remove("AWS_ENDPOINT_URL_SQS")
             .env_remove("JOBSTREAM_ENDPOINT")
@@ -99,7 +102,8 @@ fn no_region() -> Vec<(String, String)> {
     .into()
 }
 
-fn args(list: &[&str]) -> Vec<String> {
+/// Command line arguments.
+pub(crate) fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
@@ -369,17 +373,8 @@ async fn deployment(
 }
 
 async fn timeline_len(rt: &Runtime, user: &str) -> usize {
-    Store::new(rt.dynamodb.clone())
-        .query(
-            &rt.config.table,
-            None,
-            social::PK,
-            &social::timeline_pk(user),
-            None,
-        )
-        .await
-        .expect("timeline")
-        .len()
+    let store = Store::new(rt.dynamodb.clone());
+    crate::social::timeline_len(&store, &rt.config.table, user).await
 }
 
 fn invocations(rt: &Runtime) -> u64 {
@@ -590,14 +585,8 @@ async fn a_loopback_endpoint_needs_no_credentials_however_it_is_named() {
                 let a = a.clone();
                 move || {
                     let mut cmd = Command::new(jobstream_bin());
-                    for (k, v) in env {
-                        if v.is_empty() {
-                            cmd.env_remove(k);
-                        } else {
-                            cmd.env(k, v);
-                        }
-                    }
-                    cmd.args(&a)
+                    with_env(&mut cmd, env)
+                        .args(&a)
                         .env_remove("TABLE_NAME")
                         .env_remove("LEDGER_TABLE_NAME")
                         .env_remove("JOBSTREAM_STACK")

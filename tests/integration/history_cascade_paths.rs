@@ -10,14 +10,16 @@
 //! drain move nothing, and `verify` ends clean.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use jobstream::faults::Fault;
 use serde_json::Value;
-use shared::item::{s, Item, ItemExt};
+use shared::item::{s, Item};
 
 use crate::history_recreate::deliver_history;
-use crate::history_recreate_members::{entries, line, order, records_of, RECREATE};
+use crate::history_recreate_members::{
+    assert_last_incarnation, entries, line, order, records_of, recreate_env,
+    recreate_env_behind_proxy, transaction_faults,
+};
 use crate::items::{assert_clean, delete, get, key, put};
-use crate::support::{model_env, model_env_behind_proxy, temp_model, ModelEnv};
+use crate::support::ModelEnv;
 
 /// The cuts of `len` records: in two at every position, and one per batch.
 fn cuts(len: usize) -> Vec<(String, Vec<usize>)> {
@@ -45,13 +47,6 @@ async fn the_line(env: &ModelEnv, o: &str) -> Option<Item> {
     get(env, key(format!("ORDER#{o}"), "LINE#1")).await
 }
 
-/// The line's quantity (`None`: gone).
-async fn the_quantity(env: &ModelEnv, o: &str) -> Option<i64> {
-    the_line(env, o)
-        .await
-        .map(|l| l.i64("quantity").expect("a quantity"))
-}
-
 /// Order `o` and its line before the stream is read (their two records
 /// are never delivered), then: the order changes, goes with its line, and
 /// both come back, the line as it was. Seven records.
@@ -75,8 +70,7 @@ async fn write_adopted_and_recreated(env: &ModelEnv, o: &str) {
 /// after re-creating the order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_the_cuts() {
-    let model = temp_model("recreate", RECREATE);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let mut env = recreate_env().await;
     let plans = cuts(5);
     for (o, _) in &plans {
         write_adopted_and_recreated(&env, o).await;
@@ -84,22 +78,11 @@ async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_the_cuts() {
     for (o, cut) in &plans {
         let records = records_of(&env, o).await;
         deliver_cut(&env, &records[2..], cut, o).await;
-        let quantity = the_quantity(&env, o).await;
-        assert_eq!(quantity, Some(2), "{o}: the line put last was deleted");
-        assert_eq!(
-            entries(&env, o).await,
-            ["Created order", "Added line"],
-            "{o}"
-        );
+        assert_last_incarnation(&env, o, "cut").await;
     }
     env.rt.drain().await.expect("drains");
     for (o, _) in &plans {
-        assert_eq!(the_quantity(&env, o).await, Some(2), "{o}: drained");
-        assert_eq!(
-            entries(&env, o).await,
-            ["Created order", "Added line"],
-            "{o}"
-        );
+        assert_last_incarnation(&env, o, "drained").await;
     }
     assert_clean(&env).await;
 }
@@ -112,17 +95,8 @@ async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_the_cuts() {
 /// failed record: the line put last stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_fails() {
-    let model = temp_model("recreate", RECREATE);
-    let (mut env, proxy) = model_env_behind_proxy("recreate", |o| o.model_file = Some(model)).await;
-    let mut faults = Vec::new();
-    for after in 0..4 {
-        faults.push(Fault::throttle("TransactWriteItems", 1).after(after));
-        faults.push(
-            Fault::server_error("TransactWriteItems", 1)
-                .after(after)
-                .after_effect(),
-        );
-    }
+    let (mut env, proxy) = recreate_env_behind_proxy().await;
+    let faults = transaction_faults();
     let orders: Vec<String> = (0..faults.len()).map(|i| format!("f{i}")).collect();
     for o in &orders {
         write_adopted_and_recreated(&env, o).await;
@@ -136,22 +110,12 @@ async fn a_line_put_after_an_adopted_order_came_back_stays_whatever_fails() {
             failed += deliver_history(&env, part).await;
             proxy.clear();
         }
-        assert_eq!(the_quantity(&env, o).await, Some(2), "{o}: {fault:?}");
-        assert_eq!(
-            entries(&env, o).await,
-            ["Created order", "Added line"],
-            "{o}"
-        );
+        assert_last_incarnation(&env, o, &format!("{fault:?}")).await;
     }
     assert!(failed >= 2, "the faults failed {failed} deliveries");
     env.rt.drain().await.expect("drains");
     for o in &orders {
-        assert_eq!(the_quantity(&env, o).await, Some(2), "{o}: drained");
-        assert_eq!(
-            entries(&env, o).await,
-            ["Created order", "Added line"],
-            "{o}"
-        );
+        assert_last_incarnation(&env, o, "drained").await;
     }
     assert_clean(&env).await;
 }
@@ -194,8 +158,7 @@ fn variants() -> Vec<(&'static str, Extra, Extra)> {
 /// stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_put_again_with_other_data_after_its_order_came_back_stays_whatever_the_cuts() {
-    let model = temp_model("recreate", RECREATE);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let mut env = recreate_env().await;
     let mut plans = Vec::new();
     for (v, first, last) in variants() {
         for (cut, cuts) in cuts(6) {
@@ -242,8 +205,7 @@ async fn a_line_put_again_with_other_data_after_its_order_came_back_stays_whatev
 /// order's and goes; the re-created order's history starts without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_left_with_the_deleted_order_goes_after_a_change_of_its_other_data() {
-    let model = temp_model("recreate", RECREATE);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let mut env = recreate_env().await;
     let plans = cuts(5);
     for (o, _) in &plans {
         put(&env, order(o, "placed")).await;

@@ -11,7 +11,7 @@
 use shared::item::{n, s, Item, ItemExt};
 
 use crate::history_recreate::deliver_history;
-use crate::items::{assert_clean, attrs, begins, delete, get, put};
+use crate::items::{assert_clean, attrs, delete, get, history_entries, put};
 use crate::support::{model_env, run_in_background, temp_model, ModelEnv};
 
 const TRIPS: &str = r#"
@@ -65,16 +65,7 @@ fn root(id: &str) -> Item {
 
 /// The trip's entries as (sequence, description), in order.
 async fn said(env: &ModelEnv, id: &str) -> Vec<(i64, String)> {
-    begins(env, &format!("trip#{id}"), "hist#")
-        .await
-        .iter()
-        .map(|e| {
-            (
-                e.opt_i64("sequence").ok().flatten().unwrap_or(-1),
-                e.s("description").unwrap_or("?").to_string(),
-            )
-        })
-        .collect()
+    history_entries(env, &format!("trip#{id}"), "hist#").await
 }
 
 fn these(v: &[(i64, &str)]) -> Vec<(i64, String)> {

@@ -14,7 +14,9 @@ use jobstream::faults::Fault;
 use serde_json::Value;
 use shared::item::{n, s, Item, ItemExt};
 
-use crate::items::{assert_clean, attrs, begins, delete, get, invoke, key, put, records_event};
+use crate::items::{
+    assert_clean, attrs, delete, get, history_entries, invoke, key, put, records_event,
+};
 use crate::support::{model_env, model_env_behind_proxy, temp_model, ModelEnv};
 
 /// Orders under their buyer with numbered lines, and a history of each
@@ -78,16 +80,7 @@ async fn mirror(env: &ModelEnv, o: &str) -> Option<i64> {
 
 /// The order's entries as (sequence, description), in order.
 async fn entries(env: &ModelEnv, o: &str) -> Vec<(i64, String)> {
-    begins(env, "CUST#b1", &format!("ORDER#{o}#HIST#"))
-        .await
-        .iter()
-        .map(|e| {
-            (
-                e.opt_i64("sequence").ok().flatten().unwrap_or(-1),
-                e.s("description").unwrap_or("?").to_string(),
-            )
-        })
-        .collect()
+    history_entries(env, "CUST#b1", &format!("ORDER#{o}#HIST#")).await
 }
 
 /// The stream records of order `o` (its root, lines and entries).

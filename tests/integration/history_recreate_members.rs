@@ -9,7 +9,7 @@
 //! Batches are delivered by hand, as Lambda delivers them (a batch that
 //! reports a failed record is delivered again from that record on).
 
-use jobstream::faults::Fault;
+use jobstream::faults::{Fault, FaultProxy};
 use serde_json::Value;
 use shared::item::{n, s, Item, ItemExt};
 
@@ -92,6 +92,34 @@ pub(crate) async fn line_quantity(env: &ModelEnv, o: &str) -> Option<i64> {
         .map(|l| l.i64("quantity").expect("a quantity"))
 }
 
+/// [`RECREATE`]'s environment.
+pub(crate) async fn recreate_env() -> ModelEnv {
+    let model = temp_model("recreate", RECREATE);
+    model_env("recreate", |o| o.model_file = Some(model)).await
+}
+
+/// [`recreate_env`] behind a fault proxy.
+pub(crate) async fn recreate_env_behind_proxy() -> (ModelEnv, FaultProxy) {
+    let model = temp_model("recreate", RECREATE);
+    model_env_behind_proxy("recreate", |o| o.model_file = Some(model)).await
+}
+
+/// Each of a batch's first four transactions throttled, or its answer
+/// lost after it took effect (a consumer killed between the cascade and
+/// its commit).
+pub(crate) fn transaction_faults() -> Vec<Fault> {
+    let mut faults = Vec::new();
+    for after in 0..4 {
+        faults.push(Fault::throttle("TransactWriteItems", 1).after(after));
+        faults.push(
+            Fault::server_error("TransactWriteItems", 1)
+                .after(after)
+                .after_effect(),
+        );
+    }
+    faults
+}
+
 /// The order's entries' descriptions, in order.
 pub(crate) async fn entries(env: &ModelEnv, o: &str) -> Vec<String> {
     begins(env, &format!("ORDER#{o}"), "HIST#")
@@ -103,7 +131,7 @@ pub(crate) async fn entries(env: &ModelEnv, o: &str) -> Vec<String> {
 
 /// What the last incarnation must show: its line (quantity 2), its two
 /// entries, no invented removal.
-async fn assert_last_incarnation(env: &ModelEnv, o: &str, how: &str) {
+pub(crate) async fn assert_last_incarnation(env: &ModelEnv, o: &str, how: &str) {
     assert_eq!(
         line_quantity(env, o).await,
         Some(2),
@@ -119,8 +147,7 @@ async fn assert_last_incarnation(env: &ModelEnv, o: &str, how: &str) {
 /// The scenario's ten writes folded in one batch (the demo's case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_put_after_its_order_was_re_created_twice_stays_when_folded_in_one_batch() {
-    let model = temp_model("recreate", RECREATE);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let mut env = recreate_env().await;
     write_recreated(&env, "o1", 2).await;
     let records = records_of(&env, "o1").await;
     assert_eq!(records.len(), 10, "{records:#?}");
@@ -140,8 +167,7 @@ async fn a_line_put_after_its_order_was_re_created_twice_stays_when_folded_in_on
 /// later one) and one record per batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_put_after_its_order_was_re_created_stays_whatever_the_cuts() {
-    let model = temp_model("recreate", RECREATE);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let mut env = recreate_env().await;
     let mut plans = Vec::new();
     for times in [2usize, 3] {
         let len = 2 + 4 * times;
@@ -181,17 +207,8 @@ async fn a_line_put_after_its_order_was_re_created_stays_whatever_the_cuts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_put_after_its_order_was_re_created_stays_whatever_fails_while_folding_the_deletion()
 {
-    let model = temp_model("recreate", RECREATE);
-    let (mut env, proxy) = model_env_behind_proxy("recreate", |o| o.model_file = Some(model)).await;
-    let mut faults = Vec::new();
-    for after in 0..4 {
-        faults.push(Fault::throttle("TransactWriteItems", 1).after(after));
-        faults.push(
-            Fault::server_error("TransactWriteItems", 1)
-                .after(after)
-                .after_effect(),
-        );
-    }
+    let (mut env, proxy) = recreate_env_behind_proxy().await;
+    let faults = transaction_faults();
     let orders: Vec<String> = (0..faults.len()).map(|i| format!("f{i}")).collect();
     for o in &orders {
         write_recreated(&env, o, 2).await;
@@ -228,8 +245,7 @@ async fn a_line_put_after_its_order_was_re_created_stays_whatever_fails_while_fo
 /// the new history starts over without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_the_writer_left_goes_at_the_re_creation_when_the_cascade_waited() {
-    let model = temp_model("recreate", RECREATE);
-    let mut env = model_env("recreate", |o| o.model_file = Some(model)).await;
+    let mut env = recreate_env().await;
     put(&env, order("o1", "placed")).await;
     put(&env, line("o1", 1)).await;
     delete(&env, key("ORDER#o1", "ORDER")).await;

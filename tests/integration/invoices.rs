@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use shared::item::{n, s, Item, ItemExt};
 use shared::store::Store;
 
@@ -77,15 +76,9 @@ async fn assert_no_logical_items(env: &ModelEnv) {
 /// A move of invoice `id` from account `from` to `to` in one transaction
 /// (keys are immutable: a delete and a put), through `store`.
 async fn move_in(store: &Store, table: &str, from: &str, to: &str, id: &str) {
-    let delete = Delete::builder().table_name(table);
-    let delete = delete.set_key(Some(invoice_key(from, id))).build();
-    let put = Put::builder().table_name(table);
-    let put = put.set_item(Some(invoice(to, id))).build();
     let actions = vec![
-        TransactWriteItem::builder()
-            .delete(delete.expect("delete"))
-            .build(),
-        TransactWriteItem::builder().put(put.expect("put")).build(),
+        shared::tx::delete(table, invoice_key(from, id)),
+        shared::tx::put(table, invoice(to, id)),
     ];
     store.transact(actions).await.expect("move");
 }

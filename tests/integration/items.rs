@@ -180,6 +180,22 @@ pub async fn begins(t: &impl HasRt, pk: &str, prefix: &str) -> Vec<Item> {
     items
 }
 
+/// The entries of a history under `pk` whose sort keys begin with
+/// `prefix`, as (sequence, description) in order (-1 and `?` where one
+/// lacks them).
+pub async fn history_entries(t: &impl HasRt, pk: &str, prefix: &str) -> Vec<(i64, String)> {
+    begins(t, pk, prefix)
+        .await
+        .iter()
+        .map(|e| {
+            (
+                e.opt_i64("sequence").ok().flatten().unwrap_or(-1),
+                e.s("description").unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
 /// The items' `SK`s, in order.
 pub fn sks(items: &[Item]) -> Vec<String> {
     items.iter().map(|i| pk_sk(i).1).collect()

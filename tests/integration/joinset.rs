@@ -15,7 +15,7 @@ use shared::item::{s, Item};
 use shared::store::Store;
 
 use crate::items::{apply_plan, delete, get, put, put_all};
-use crate::social::{iso, post_id};
+use crate::social::{iso, post_id, timeline_len};
 use crate::support::{model_env, ModelEnv};
 
 fn mirror(follower: &str, followed: &str, at: &str) -> Item {
@@ -34,13 +34,6 @@ pub(crate) fn followers(n: usize, prefix: &str, star: &str, at: &str) -> (Vec<St
         .flat_map(|f| [follow_item(f, star, at), mirror(f, star, at)])
         .collect();
     (fans, items)
-}
-
-/// How many entries `f`'s timeline holds.
-async fn timeline_len(store: &Store, table: &str, f: &str) -> usize {
-    let pk = keys::timeline_pk(f);
-    let entries = store.query(table, None, keys::PK, &pk, None).await;
-    entries.expect("query").len()
 }
 
 /// Engine + tables only: the jobs are run by hand (no stream processing).

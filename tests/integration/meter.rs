@@ -8,7 +8,7 @@
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement, KeyType, KeysAndAttributes,
-    Projection, ProjectionType, Put, ScalarAttributeType, TransactGetItem, TransactWriteItem,
+    Projection, ProjectionType, Put, ScalarAttributeType, TransactGetItem,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, BillingMode, Get};
 use jobstream::local::engine::{sdk_config, LocalEngine};
@@ -184,20 +184,9 @@ async fn the_meter_bills_as_dynamodb_documents() {
     }
     // Transactions: each action twice (1,024 -> 2, 1,025 -> 4).
     let b = billed(&meter, async {
-        let tx = |i: Item| {
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(TABLE)
-                        .set_item(Some(i))
-                        .build()
-                        .unwrap(),
-                )
-                .build()
-        };
         c.transact_write_items()
-            .transact_items(tx(item("t", "1", 1024)))
-            .transact_items(tx(item("t", "2", 1025)))
+            .transact_items(shared::tx::put(TABLE, item("t", "1", 1024)))
+            .transact_items(shared::tx::put(TABLE, item("t", "2", 1025)))
             .send()
             .await
             .expect("transaction");
@@ -279,11 +268,9 @@ async fn the_meter_bills_as_dynamodb_documents() {
         let put = Put::builder()
             .table_name(TABLE)
             .set_item(Some(item("r", "1", 100)))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .unwrap();
+            .condition_expression("attribute_not_exists(pk)");
         c.transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(shared::tx::put_of(put))
             .send()
             .await
             .expect_err("cancelled");

@@ -243,29 +243,16 @@ async fn a_stop_while_dynamodb_hangs_ends_within_the_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_started_during_a_throttle_or_an_outage_waits_it_out() {
     use jobstream::faults::{Fault, FaultProxy};
-    use jobstream::local::engine::ensure_table;
-    let engine = crate::support::start_engine().await;
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    let model = shared::models::find("tracker").expect("shipped");
-    ensure_table(&client, &model.table, model.table.name)
-        .await
-        .expect("table");
-    let ledger = format!("ledger-{}", uuid::Uuid::new_v4().simple());
-    ensure_table(&client, &shared::models::table::ledger(), &ledger)
-        .await
-        .expect("ledger");
-    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+    let t = RunSetup::new().await;
+    let proxy = FaultProxy::in_front_of(&t.engine.endpoint())
         .await
         .expect("proxy starts");
     let failures = std::env::temp_dir().join(format!("startup-{}.jsonl", uuid::Uuid::new_v4()));
-    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
-        .await
-        .unwrap();
     // Throttled for two seconds, then unavailable for two more.
     proxy.inject(Fault::throttling("DescribeTable", 0).for_window(Duration::from_secs(2)));
     proxy.inject(Fault::unavailable("DescribeTable", 0).for_window(Duration::from_secs(4)));
-    let mut child = spawn_run(&bin, &proxy.endpoint(), &ledger, &failures);
-    if !holds_its_leases(&client, &ledger, &mut child, &model).await {
+    let mut child = t.spawn_run(&proxy.endpoint(), &failures);
+    if !t.holds_its_leases(&mut child).await {
         let out = child.wait_with_output().expect("output");
         panic!(
             "run exited during the window ({}): {}",
@@ -278,40 +265,67 @@ async fn run_started_during_a_throttle_or_an_outage_waits_it_out() {
         "the startup checks met the window: {}",
         proxy.injected()
     );
-    let pid = child.id().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let out = crate::support::sigterm(child).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
     std::fs::remove_file(&failures).ok();
 }
 
-/// `jobstream run --model tracker` at `endpoint` with `ledger`, lease
-/// owner `restarted`, stdout and stderr piped.
-fn spawn_run(
-    bin: &std::path::Path,
-    endpoint: &str,
-    ledger: &str,
-    failures: &std::path::Path,
-) -> std::process::Child {
-    std::process::Command::new(bin)
-        .args(["run", "--model", "tracker", "--endpoint", endpoint])
-        .args(["--ledger-table", ledger, "--lease-owner", "restarted"])
-        .arg("--on-failure-file")
-        .arg(failures)
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("jobstream run starts")
+/// What a test of a `jobstream run` process starts from: an engine with
+/// tracker's table and a fresh ledger (a client of both), and the binary.
+struct RunSetup {
+    engine: jobstream::local::engine::LocalEngine,
+    client: aws_sdk_dynamodb::Client,
+    model: shared::models::Model,
+    ledger: String,
+    bin: std::path::PathBuf,
+}
+
+impl RunSetup {
+    async fn new() -> Self {
+        use jobstream::local::engine::ensure_table;
+        let engine = crate::support::start_engine().await;
+        let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+        let model = shared::models::find("tracker").expect("shipped");
+        ensure_table(&client, &model.table, model.table.name)
+            .await
+            .expect("table");
+        let ledger = format!("ledger-{}", uuid::Uuid::new_v4().simple());
+        ensure_table(&client, &shared::models::table::ledger(), &ledger)
+            .await
+            .expect("ledger");
+        let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+            .await
+            .unwrap();
+        Self {
+            engine,
+            client,
+            model,
+            ledger,
+            bin,
+        }
+    }
+
+    /// `jobstream run --model tracker` at `endpoint` with the ledger, lease
+    /// owner `restarted`, stdout and stderr piped.
+    fn spawn_run(&self, endpoint: &str, failures: &std::path::Path) -> std::process::Child {
+        std::process::Command::new(&self.bin)
+            .args(["run", "--model", "tracker", "--endpoint", endpoint])
+            .args(["--ledger-table", &self.ledger, "--lease-owner", "restarted"])
+            .arg("--on-failure-file")
+            .arg(failures)
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .env_remove("JOBSTREAM_ENDPOINT")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("jobstream run starts")
+    }
+
+    /// [`holds_its_leases`] of this setup's process.
+    async fn holds_its_leases(&self, child: &mut std::process::Child) -> bool {
+        holds_its_leases(&self.client, &self.ledger, child, &self.model).await
+    }
 }
 
 /// Waits until `child` holds a lease per stream processor of `model` in
@@ -367,38 +381,13 @@ pub(crate) async fn holds_leases_as(
 /// stops as it would otherwise: exit 0, leases released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_whose_stdout_went_away_stops_cleanly_without_a_panic() {
-    use jobstream::local::engine::ensure_table;
-    let engine = crate::support::start_engine().await;
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
-    let model = shared::models::find("tracker").expect("shipped");
-    ensure_table(&client, &model.table, model.table.name)
-        .await
-        .expect("table");
-    let ledger = format!("ledger-{}", uuid::Uuid::new_v4().simple());
-    ensure_table(&client, &shared::models::table::ledger(), &ledger)
-        .await
-        .expect("ledger");
+    let t = RunSetup::new().await;
     let failures = std::env::temp_dir().join(format!("stdout-{}.jsonl", uuid::Uuid::new_v4()));
-    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
-        .await
-        .unwrap();
-    let mut child = spawn_run(&bin, &engine.endpoint(), &ledger, &failures);
-    assert!(
-        holds_its_leases(&client, &ledger, &mut child, &model).await,
-        "run started"
-    );
+    let mut child = t.spawn_run(&t.engine.endpoint(), &failures);
+    assert!(t.holds_its_leases(&mut child).await, "run started");
     // The reader of its stdout goes away.
     drop(child.stdout.take());
-    let pid = child.id().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let out = crate::support::sigterm(child).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");

@@ -193,20 +193,14 @@ async fn pickem_an_event_with_thousands_of_predictions_costs_one_write_per_chang
     // result): one batch of the stream.
     let mut tx = env.rt.dynamodb.transact_write_items();
     for (id, result) in [("m1", 0), ("m2", 1)] {
-        tx = tx.transact_items(
-            aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                .update(
-                    aws_sdk_dynamodb::types::Update::builder()
-                        .table_name(&env.rt.config.table)
-                        .set_key(Some(key(keys::event_key(EV), format!("MATCH#{id}"))))
-                        .update_expression("SET #r = :r")
-                        .expression_attribute_names("#r", "result")
-                        .expression_attribute_values(":r", n(result))
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        );
+        tx = tx.transact_items(shared::tx::update_of(
+            aws_sdk_dynamodb::types::Update::builder()
+                .table_name(&env.rt.config.table)
+                .set_key(Some(key(keys::event_key(EV), format!("MATCH#{id}"))))
+                .update_expression("SET #r = :r")
+                .expression_attribute_names("#r", "result")
+                .expression_attribute_values(":r", n(result)),
+        ));
     }
     tx.send().await.unwrap();
     env.rt.drain().await.unwrap();

@@ -4,7 +4,7 @@
 //! per stream batch, not in requests per changed score; and a counter sync
 //! that races a concurrent commit still ends on the newest totals.
 
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::Update;
 use jobstream::faults::{Fault, FaultProxy};
 use jobstream::local::engine::LocalEngine;
 use jobstream::local::runtime::Runtime;
@@ -68,20 +68,14 @@ async fn league(rt: &Runtime, count: usize) {
 async fn set_results(rt: &Runtime, results: &[(&str, i64)]) {
     let mut tx = rt.dynamodb.transact_write_items();
     for (id, result) in results {
-        tx = tx.transact_items(
-            TransactWriteItem::builder()
-                .update(
-                    Update::builder()
-                        .table_name(&rt.config.table)
-                        .set_key(Some(key(write::event_key(EV), format!("MATCH#{id}"))))
-                        .update_expression("SET #r = :r")
-                        .expression_attribute_names("#r", "result")
-                        .expression_attribute_values(":r", n(*result))
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        );
+        tx = tx.transact_items(shared::tx::update_of(
+            Update::builder()
+                .table_name(&rt.config.table)
+                .set_key(Some(key(write::event_key(EV), format!("MATCH#{id}"))))
+                .update_expression("SET #r = :r")
+                .expression_attribute_names("#r", "result")
+                .expression_attribute_values(":r", n(*result)),
+        ));
     }
     tx.send().await.expect("results set");
 }

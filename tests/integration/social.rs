@@ -34,6 +34,13 @@ pub(crate) fn post_id(n: u128) -> String {
     keys::ulid(Utc::now().timestamp_millis() as u64, n)
 }
 
+/// How many entries `user`'s timeline holds.
+pub(crate) async fn timeline_len(store: &Store, table: &str, user: &str) -> usize {
+    let pk = keys::timeline_pk(user);
+    let entries = store.query(table, None, keys::PK, &pk, None).await;
+    entries.expect("query").len()
+}
+
 async fn counts(env: &ModelEnv, user: &str) -> (i64, i64, i64) {
     let i = get(env, keys::user_counts_key(user))
         .await

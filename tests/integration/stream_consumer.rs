@@ -375,16 +375,7 @@ async fn sigterm_makes_a_run_process_hand_its_leases_over_at_once() {
     })
     .await;
     assert!(held.is_ok(), "the child took its leases");
-    let pid = child.id().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let out = crate::support::sigterm(child).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit 0 after SIGTERM: {stderr}");
     assert!(stderr.contains("SIGTERM"), "{stderr}");

@@ -347,6 +347,20 @@ pub fn jobstream_bin() -> std::path::PathBuf {
     .clone()
 }
 
+/// SIGTERM to a spawned `jobstream run` (the signal is delivered), then
+/// its output once it exits.
+pub async fn sigterm(child: std::process::Child) -> std::process::Output {
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// `jobstream ARGS` through the binary; its output.
 pub fn jobstream<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
     std::process::Command::new(jobstream_bin())

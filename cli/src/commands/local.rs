@@ -16,14 +16,13 @@ use crate::args::{DemoArgs, DevArgs, ModelArgs, ServeArgs};
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let DevArgs {
         target,
-        sqs_endpoint,
-        sqs_port,
+        sqs,
         listen,
         db,
     } = args;
     let model = target.model()?;
     let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
-    let (_local_sqs, sqs) = sqs_for(&model, sqs_endpoint, sqs_port)?;
+    let (_local_sqs, sqs) = sqs_for(&model, sqs)?;
     let mut opts = target.options(
         Some(engine.endpoint()),
         RecordReader::Embedded(engine.database().clone()),
@@ -44,8 +43,7 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         listen,
         model,
         scenario,
-        sqs_endpoint,
-        sqs_port,
+        sqs,
     } = args;
     // The file's scenario (given, next to it, or shipped), or
     // (without one) nothing written and a verify.
@@ -54,7 +52,7 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let m = model.load()?;
     let file = model.file()?;
     let engine = LocalEngine::start(&listen, None).await?;
-    let (_local_sqs, sqs) = sqs_for(&m, sqs_endpoint, sqs_port)?;
+    let (_local_sqs, sqs) = sqs_for(&m, sqs)?;
     let mut opts = RuntimeOptions::new(
         &model.model,
         Some(engine.endpoint()),

@@ -13,7 +13,7 @@ use jobstream::local::runtime::Runtime;
 use jobstream::local::sqs_server::LocalSqs;
 use shared::models::Model;
 
-use crate::args::ModelArgs;
+use crate::args::{LocalSqsArgs, ModelArgs};
 
 pub(crate) async fn ctrl_c() {
     if let Err(e) = tokio::signal::ctrl_c().await {
@@ -44,18 +44,17 @@ pub(crate) async fn terminated(doing: &str) {
     ctrl_c().await;
 }
 /// The configured SQS endpoint, or the local SQS server started (and
-/// installed, once) for this process, for models with queues, on `port`
-/// (a free one by default).
+/// installed, once) for this process, for models with queues, on
+/// `--sqs-port` (a free one by default).
 pub(crate) fn sqs_for(
     model: &Model,
-    configured: Option<String>,
-    port: Option<u16>,
+    sqs: LocalSqsArgs,
 ) -> anyhow::Result<(Option<LocalSqs>, Option<String>)> {
-    match configured {
+    match sqs.sqs_endpoint {
         Some(e) => Ok((None, Some(e))),
         None if model.consumers.is_empty() => Ok((None, None)),
         None => {
-            let server = LocalSqs::start_on(port.unwrap_or(0))?;
+            let server = LocalSqs::start_on(sqs.sqs_port.unwrap_or(0))?;
             let endpoint = server.endpoint();
             Ok((Some(server), Some(endpoint)))
         }

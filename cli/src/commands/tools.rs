@@ -26,7 +26,8 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         sqs,
     } = args;
     let model = target.model()?;
-    let (config, p) = tool_setup(&target, &model, endpoint, &sqs, repair && !dry_run).await?;
+    let (config, p) =
+        tool_setup(&target, &model, endpoint.endpoint, &sqs, repair && !dry_run).await?;
     let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
     print_report(&report, all);
     if repair && !report.is_clean() {
@@ -70,7 +71,7 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
         sqs,
     } = args;
     let model = target.model()?;
-    let (config, p) = tool_setup(&target, &model, endpoint, &sqs, !dry_run).await?;
+    let (config, p) = tool_setup(&target, &model, endpoint.endpoint, &sqs, !dry_run).await?;
     let opts = jobstream::tools::backfill::ScanOptions {
         segments,
         rate,
@@ -148,10 +149,7 @@ pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let model = target.model()?;
     let config = target.config(&model);
     let file = Some(&target.model.file()?.model);
-    let sdk = sdk_config(dynamodb_endpoint(endpoint).as_deref(), 5).await;
-    require_region(&sdk, "DynamoDB")?;
-    require_credentials(&sdk, "DynamoDB").await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint).as_deref()).await?;
     let key = jobstream::tools::explain::key(&model, pk, sk);
     let tables = jobstream::tools::explain::Tables {
         client: &client,
@@ -240,10 +238,7 @@ pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let table = table.unwrap_or_else(|| file.table.name.to_string());
-    let sdk = sdk_config(dynamodb_endpoint(endpoint).as_deref(), 5).await;
-    require_region(&sdk, "DynamoDB")?;
-    require_credentials(&sdk, "DynamoDB").await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint).as_deref()).await?;
     let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
     jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
     Ok(ExitCode::SUCCESS)
@@ -325,10 +320,7 @@ async fn tool_processors(
     endpoint: Option<&str>,
     sqs: &ToolSqs,
 ) -> anyhow::Result<Processors> {
-    let sdk = sdk_config(endpoint, 5).await;
-    require_region(&sdk, "DynamoDB")?;
-    require_credentials(&sdk, "DynamoDB").await?;
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let client = dynamodb_client(endpoint).await?;
     require_tables(&client, model, &config.table, &config.ledger_table).await?;
     let store = shared::store::Store::new(client);
     // An SQS client only where a queue has a URL: a `verify` that sends no
@@ -341,6 +333,15 @@ async fn tool_processors(
         Some(aws_sdk_sqs::Client::new(&c))
     };
     Ok(Processors::new(model, config, store, sqs))
+}
+
+/// A DynamoDB client through `endpoint` (else the environment's), once
+/// its region and credentials are there.
+async fn dynamodb_client(endpoint: Option<&str>) -> anyhow::Result<aws_sdk_dynamodb::Client> {
+    let sdk = sdk_config(endpoint, 5).await;
+    require_region(&sdk, "DynamoDB")?;
+    require_credentials(&sdk, "DynamoDB").await?;
+    Ok(aws_sdk_dynamodb::Client::new(&sdk))
 }
 
 /// Exit 0 when `ok`, else 1.

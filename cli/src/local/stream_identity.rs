@@ -206,6 +206,14 @@ mod tests {
         aws_sdk_dynamodbstreams::Client::from_conf(config)
     }
 
+    /// One GetRecords through `streams`, parsed.
+    async fn get_records(
+        streams: &aws_sdk_dynamodbstreams::Client,
+    ) -> aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput {
+        let call = streams.get_records().shard_iterator("it").send();
+        call.await.expect("GetRecords parses")
+    }
+
     /// A real-shaped GetRecords response through the SDK, as `run` reads
     /// it: the TTL expiry keeps its origin, a user's delete stays one.
     #[tokio::test]
@@ -213,12 +221,7 @@ mod tests {
         let streams = client(IdentityClient::wrapping(SharedHttpClient::new(Fixed(
             GET_RECORDS_TTL,
         ))));
-        let out = streams
-            .get_records()
-            .shard_iterator("it")
-            .send()
-            .await
-            .expect("GetRecords parses");
+        let out = get_records(&streams).await;
         let records: Vec<_> = out
             .records()
             .iter()
@@ -241,12 +244,7 @@ mod tests {
     #[tokio::test]
     async fn the_sdk_alone_reads_a_ttl_expiry_as_a_users_delete() {
         let streams = client(Fixed(GET_RECORDS_TTL));
-        let out = streams
-            .get_records()
-            .shard_iterator("it")
-            .send()
-            .await
-            .expect("GetRecords parses");
+        let out = get_records(&streams).await;
         let record = crate::local::shards::sdk_record(&out.records()[0]).expect("record");
         let change = shared::change::decode(record).expect("decodes");
         assert_eq!(change.origin, Origin::User);

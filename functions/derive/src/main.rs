@@ -9,18 +9,13 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use shared::lambda::{serve_stream, Config, Processors};
-use shared::retry::{Retries, MAX_ATTEMPTS};
-use shared::store::{sdk_config, Backoff, Store};
+use shared::lambda::{cold_start, serve_stream, Processors};
+use shared::retry::Retries;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
-    let (config, model) = Config::from_env()?;
-    let sdk = sdk_config(MAX_ATTEMPTS).await;
+    let (config, model, sdk) = cold_start().await?;
     // Transient faults ridden out within the stream function's timeout.
-    let retries = Retries::stream();
-    let store = Store::with_backoff(retries.dynamodb_client(&sdk), Backoff::within(&retries));
-    let processors = Processors::new(&model, &config, store, Some(retries.sqs_client(&sdk)));
+    let processors = Processors::deployed(&model, &config, &sdk, &Retries::stream(), true);
     serve_stream(processors.derive).await
 }

@@ -9,19 +9,15 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use shared::lambda::{serve_stream, Config, Processors};
-use shared::retry::{Retries, MAX_ATTEMPTS};
-use shared::store::{sdk_config, Backoff, Store};
+use shared::lambda::{cold_start, serve_stream, Processors};
+use shared::retry::Retries;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
-    let (config, model) = Config::from_env()?;
-    let sdk = sdk_config(MAX_ATTEMPTS).await;
-    // Transient faults ridden out within the stream function's timeout.
-    let retries = Retries::stream();
-    let store = Store::with_backoff(retries.dynamodb_client(&sdk), Backoff::within(&retries));
-    let processors = Processors::new(&model, &config, store, None);
+    let (config, model, sdk) = cold_start().await?;
+    // Transient faults ridden out within the stream function's timeout; no
+    // SQS (a fold sends no job).
+    let processors = Processors::deployed(&model, &config, &sdk, &Retries::stream(), false);
     let fold = processors
         .fold
         .ok_or_else(|| format!("model {} has no fold", model.name))?;

@@ -9,24 +9,20 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use shared::lambda::{serve_queue, Config, Processors};
-use shared::retry::{Retries, MAX_ATTEMPTS};
-use shared::store::{sdk_config, Backoff, Store};
+use shared::lambda::{cold_start, serve_queue, Processors};
+use shared::retry::Retries;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
-    let (config, model) = Config::from_env()?;
+    let (config, model, sdk) = cold_start().await?;
     let queue = std::env::var("QUEUE").map_err(|_| "missing environment variable QUEUE")?;
-    let sdk = sdk_config(MAX_ATTEMPTS).await;
     // Transient faults ridden out within this queue consumer's timeout.
     let retries = model
         .queues()
         .iter()
         .find(|q| q.logical == queue)
         .map_or_else(Retries::stream, Retries::queue);
-    let store = Store::with_backoff(retries.dynamodb_client(&sdk), Backoff::within(&retries));
-    let processors = Processors::new(&model, &config, store, Some(retries.sqs_client(&sdk)));
+    let processors = Processors::deployed(&model, &config, &sdk, &retries, true);
     let consumer = processors
         .consumer(&queue)
         .ok_or_else(|| format!("model {} has no consumer of queue {queue}", model.name))?;

@@ -614,13 +614,6 @@ impl JoinJob {
     }
 }
 
-fn permanent(reason: impl Into<String>) -> MessageError {
-    MessageError::Permanent {
-        kind: "InvalidMessage",
-        reason: reason.into(),
-    }
-}
-
 /// A fact as read for one row.
 enum State {
     Absent,
@@ -757,21 +750,21 @@ impl JoinSet {
     pub fn job(&self, body: &str) -> Result<(JoinJob, Scope), MessageError> {
         let job = JoinJob::decode(body)?;
         if job.set != self.name {
-            return Err(permanent(format!(
+            return Err(MessageError::invalid(format!(
                 "a job of set `{}` sent to `{}`",
                 job.set, self.name
             )));
         }
         let scopes = self
             .scopes()
-            .map_err(|e| permanent(format!("declaration: {e}")))?;
+            .map_err(|e| MessageError::invalid(format!("declaration: {e}")))?;
         let scope = scopes
             .into_iter()
             .find(|s| s.on == job.scope)
-            .ok_or_else(|| permanent(format!("no scope `{}`", job.scope)))?;
+            .ok_or_else(|| MessageError::invalid(format!("no scope `{}`", job.scope)))?;
         let given: BTreeSet<String> = job.bind.keys().cloned().collect();
         if given != scope.bound {
-            return Err(permanent(format!(
+            return Err(MessageError::invalid(format!(
                 "scope `{}` binds {}, the job {}",
                 scope.on,
                 var_names(scope.bound.iter().map(String::as_str)),
@@ -779,13 +772,15 @@ impl JoinSet {
             )));
         }
         if !job.bind.values().all(|v| valid_var_value(v)) {
-            return Err(permanent("a bound value cannot be part of a key"));
+            return Err(MessageError::invalid(
+                "a bound value cannot be part of a key",
+            ));
         }
         if job.step > 0 && job.step >= scope.steps.len() {
-            return Err(permanent(format!("no step {}", job.step)));
+            return Err(MessageError::invalid(format!("no step {}", job.step)));
         }
         if job.after.as_ref().is_some_and(|a| a.len() > 1024) {
-            return Err(permanent("`after` is longer than a sort key"));
+            return Err(MessageError::invalid("`after` is longer than a sort key"));
         }
         Ok((job, scope))
     }

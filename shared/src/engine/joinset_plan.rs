@@ -280,6 +280,21 @@ impl JoinSet {
         Ok(Some(item))
     }
 
+    /// The ledger index and the listing of `step` when it lists a fact
+    /// through a listing kept in the ledger (an index's keys).
+    fn ledger_listing(&self, step: &Step) -> Result<Option<(&str, &KeyTemplate)>, MessageError> {
+        let Step::List { fact, via: true } = step else {
+            return Ok(None);
+        };
+        let f = self
+            .fact(fact)
+            .ok_or_else(|| MessageError::invalid("no such fact"))?;
+        Ok(match (&f.via_ledger, &f.via) {
+            (Some(index), Some(v)) => Some((index.as_str(), v)),
+            _ => None,
+        })
+    }
+
     /// Reads the facts of one page of `job` and plans it.
     pub async fn plan_job(
         &self,
@@ -302,138 +317,136 @@ impl JoinSet {
         let (mut step_no, mut after) = (job.step, job.after.clone());
         let mut listed = 0;
         while let Some(step) = scope.steps.get(step_no) {
-            // A listing kept in the ledger (an index's keys): its members.
-            if let Step::List { fact, via: true } = step {
-                let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
-                if let (Some(index), Some(v)) = (&f.via_ledger, &f.via) {
-                    let pk =
-                        v.pk.render(&job.bind)
-                            .ok_or_else(|| permanent("the listing's partition is not bound"))?;
-                    let (members, next) = crate::engine::derive::index_members(
-                        store,
-                        &reads.ledger_table,
-                        &format!("{index}#{pk}"),
-                        after.as_deref(),
-                        self.page - listed,
-                    )
-                    .await?;
-                    listed += members.len();
-                    for m in members {
-                        let mut vars = job.bind.clone();
-                        if v.sk.read(&m, &mut vars) {
-                            candidates.push(vars);
+            let next = if let Some((index, v)) = self.ledger_listing(step)? {
+                // A listing kept in the ledger (an index's keys): its members.
+                let pk = v
+                    .pk
+                    .render(&job.bind)
+                    .ok_or_else(|| MessageError::invalid("the listing's partition is not bound"))?;
+                let (members, next) = crate::engine::derive::index_members(
+                    store,
+                    &reads.ledger_table,
+                    &format!("{index}#{pk}"),
+                    after.as_deref(),
+                    self.page - listed,
+                )
+                .await?;
+                listed += members.len();
+                for m in members {
+                    let mut vars = job.bind.clone();
+                    if v.sk.read(&m, &mut vars) {
+                        candidates.push(vars);
+                    }
+                }
+                next
+            } else {
+                let (listing, is_fact, is_target, also) = match step {
+                    Step::List { fact, via } => {
+                        let f = self
+                            .fact(fact)
+                            .ok_or_else(|| MessageError::invalid("no such fact"))?;
+                        match (&f.via, via) {
+                            (Some(v), true) => (v, false, false, &[][..]),
+                            _ => (&f.key, true, false, &f.also[..]),
                         }
                     }
-                    if next.is_none() {
-                        step_no += 1;
+                    Step::Sweep => (&self.target.key, false, true, &[][..]),
+                };
+                let carried = if is_target {
+                    self.target.carried()
+                } else {
+                    vec![]
+                };
+                let pk = listing
+                    .pk
+                    .render(&job.bind)
+                    .ok_or_else(|| MessageError::invalid("the listing's partition is not bound"))?;
+                // Only the sort keys that can match: from the template's bound
+                // start (`s#<jobId>#` of one job's targets) to where it ends.
+                let prefix = listing.sk.bound_prefix(&job.bind);
+                let mut start = after.clone().or_else(|| prefix.clone());
+                // A fact's lower bound: its listing starts there.
+                let from = match step {
+                    Step::List { fact, .. } if is_fact => {
+                        self.fact(fact).and_then(|f| f.from.as_ref())
                     }
-                    after = next;
-                    if listed >= self.page || after.is_some() {
-                        break;
-                    }
-                    continue;
-                }
-            }
-            let (listing, is_fact, is_target, also) = match step {
-                Step::List { fact, via } => {
-                    let f = self.fact(fact).ok_or_else(|| permanent("no such fact"))?;
-                    match (&f.via, via) {
-                        (Some(v), true) => (v, false, false, &[][..]),
-                        _ => (&f.key, true, false, &f.also[..]),
+                    _ => None,
+                };
+                if let Some(b) = from {
+                    let lower = (b.start)(reads.now)
+                        .ok()
+                        .and_then(|min| listing_start(&listing.sk, &job.bind, &b.var, &min));
+                    if lower > start {
+                        start = lower;
                     }
                 }
-                Step::Sweep => (&self.target.key, false, true, &[][..]),
-            };
-            let carried = if is_target {
-                self.target.carried()
-            } else {
-                vec![]
-            };
-            let pk = listing
-                .pk
-                .render(&job.bind)
-                .ok_or_else(|| permanent("the listing's partition is not bound"))?;
-            // Only the sort keys that can match: from the template's bound
-            // start (`s#<jobId>#` of one job's targets) to where it ends.
-            let prefix = listing.sk.bound_prefix(&job.bind);
-            let mut start = after.clone().or_else(|| prefix.clone());
-            // A fact's lower bound: its listing starts there.
-            let from = match step {
-                Step::List { fact, .. } if is_fact => self.fact(fact).and_then(|f| f.from.as_ref()),
-                _ => None,
-            };
-            if let Some(b) = from {
-                let lower = (b.start)(reads.now)
-                    .ok()
-                    .and_then(|min| listing_start(&listing.sk, &job.bind, &b.var, &min));
-                if lower > start {
-                    start = lower;
-                }
-            }
-            let (mut items, mut next) = match &prefix {
-                Some(p) => {
-                    store
-                        .query_page_within(
-                            &reads.table,
-                            names[0],
-                            &pk,
-                            names[1],
-                            p,
-                            start.as_deref(),
-                            self.page - listed,
-                        )
-                        .await?
-                }
-                None => {
-                    store
-                        .query_page(
-                            &reads.table,
-                            names[0],
-                            &pk,
-                            names[1],
-                            start.as_deref(),
-                            self.page - listed,
-                        )
-                        .await?
-                }
-            };
-            listed += items.len();
-            if let Some(p) = &prefix {
-                let within = |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
-                if let Some(end) = items.iter().position(|i| !within(i)) {
-                    items.truncate(end);
-                    next = None;
-                }
-            }
-            for item in items {
-                let mut vars = job.bind.clone();
-                if !listing.read(names, &item, &mut vars) {
-                    continue;
-                }
-                if is_target && self.expired(&item, reads.now) {
-                    continue;
-                }
-                // A fact listed binds its `also` (one that cannot is not a
-                // candidate: a sweep finds its target); a target its
-                // carried variables.
-                if is_fact && !bind_also(also, &item, &mut vars) {
-                    continue;
-                }
-                let carried_ok = carried.iter().all(|(attr, var)| match item.s(attr) {
-                    Ok(v) if valid_var_value(v) && vars.get(*var).is_none_or(|b| b == v) => {
-                        vars.insert(var.to_string(), v.to_string());
-                        true
+                let (mut items, mut next) = match &prefix {
+                    Some(p) => {
+                        store
+                            .query_page_within(
+                                &reads.table,
+                                names[0],
+                                &pk,
+                                names[1],
+                                p,
+                                start.as_deref(),
+                                self.page - listed,
+                            )
+                            .await?
                     }
-                    _ => false,
-                });
-                if !carried_ok {
-                    continue;
+                    None => {
+                        store
+                            .query_page(
+                                &reads.table,
+                                names[0],
+                                &pk,
+                                names[1],
+                                start.as_deref(),
+                                self.page - listed,
+                            )
+                            .await?
+                    }
+                };
+                listed += items.len();
+                if let Some(p) = &prefix {
+                    let within =
+                        |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
+                    if let Some(end) = items.iter().position(|i| !within(i)) {
+                        items.truncate(end);
+                        next = None;
+                    }
                 }
-                if is_fact || is_target {
-                    known.insert(item_id(&crate::item::key_of(&item, names)), item);
+                for item in items {
+                    let mut vars = job.bind.clone();
+                    if !listing.read(names, &item, &mut vars) {
+                        continue;
+                    }
+                    if is_target && self.expired(&item, reads.now) {
+                        continue;
+                    }
+                    // A fact listed binds its `also` (one that cannot is not a
+                    // candidate: a sweep finds its target); a target its
+                    // carried variables.
+                    if is_fact && !bind_also(also, &item, &mut vars) {
+                        continue;
+                    }
+                    let carried_ok = carried.iter().all(|(attr, var)| match item.s(attr) {
+                        Ok(v) if valid_var_value(v) && vars.get(*var).is_none_or(|b| b == v) => {
+                            vars.insert(var.to_string(), v.to_string());
+                            true
+                        }
+                        _ => false,
+                    });
+                    if !carried_ok {
+                        continue;
+                    }
+                    if is_fact || is_target {
+                        known.insert(item_id(&crate::item::key_of(&item, names)), item);
+                    }
+                    candidates.push(vars);
                 }
-                candidates.push(vars);
-            }
+                next
+            };
             if next.is_none() {
                 step_no += 1;
             }

@@ -23,7 +23,6 @@ use super::compute::{
 };
 use super::expr::{Arg, Prepared, Val};
 use super::model::{Entity, FileModel};
-use super::once_run::invalid_message;
 use super::record::Images;
 use super::rules::{FileRules, Parsed, Record};
 use super::template::Binder;
@@ -369,7 +368,7 @@ impl ComputeJob {
     ) -> Result<Vec<(String, String)>, MessageError> {
         let c = self.compute();
         if scope.len() != c.scope.len() || !c.scope.iter().all(|(k, _)| scope.contains_key(k)) {
-            return Err(invalid_message(format!(
+            return Err(MessageError::invalid(format!(
                 "scope must name exactly {}",
                 c.scope
                     .iter()
@@ -382,7 +381,7 @@ impl ComputeJob {
             .values()
             .any(|v| v.is_empty() || v.contains('#') || v.len() > 1024)
         {
-            return Err(invalid_message(
+            return Err(MessageError::invalid(
                 "a scope value is empty, holds `#` or is over 1024 bytes",
             ));
         }
@@ -630,13 +629,13 @@ impl SetJob for ComputeJob {
             let scope = self.scope_ok(msg.scope())?;
             let e = &m.entities[self.entity];
             let rpk = rows_pk(&m.entities[c.over], &scope).ok_or_else(|| {
-                invalid_message("the scope does not build the rows' partition key")
+                MessageError::invalid("the scope does not build the rows' partition key")
             })?;
             let mut plan = Plan::default();
             let keys: Vec<[String; 2]> = match msg {
                 ComputeMsg::Items { keys, .. } => {
                     if keys.is_empty() || keys.len() > c.page {
-                        return Err(invalid_message(format!(
+                        return Err(MessageError::invalid(format!(
                             "keys must be 1..={} items",
                             c.page
                         )));
@@ -646,7 +645,7 @@ impl SetJob for ComputeJob {
                             && scope_of_item(c, e, pk, sk).map(|s| scope_vec(&s)).as_ref()
                                 == Some(&scope);
                         if !ok {
-                            return Err(invalid_message(format!(
+                            return Err(MessageError::invalid(format!(
                                 "a key is not a `{}` of the scope",
                                 e.name
                             )));

@@ -160,34 +160,34 @@ fn a_projection_on_a_processor_entity_that_is_no_counter_is_refused() {
     );
 }
 
+/// A team of `members`.
+fn team(members: &[&str]) -> AttributeValue {
+    let members = AttributeValue::L(members.iter().map(|x| s(*x)).collect());
+    AttributeValue::M([("members".to_string(), members)].into())
+}
+
+/// Match m1 of event 2024-03-03-x between `teams`, with its `result` if
+/// set.
+fn a_match(teams: Vec<AttributeValue>, result: Option<i64>) -> crate::item::Item {
+    let mut i = item(&[
+        ("PK", s("EVENT#2024-03-03-x")),
+        ("SK", s("MATCH#m1")),
+        ("type", s("match")),
+        ("id", s("m1")),
+        ("name", s("Opener")),
+        ("order", n(3)),
+        ("points", n(10)),
+        ("teams", AttributeValue::L(teams)),
+    ]);
+    if let Some(r) = result {
+        i.insert("result".into(), n(r));
+    }
+    i
+}
+
 #[test]
 fn map_and_list_types_are_read_and_checked() {
     let r = rules();
-    let team = |m: &[&str]| {
-        AttributeValue::M(
-            [(
-                "members".to_string(),
-                AttributeValue::L(m.iter().map(|x| s(*x)).collect()),
-            )]
-            .into(),
-        )
-    };
-    let a_match = |teams: Vec<AttributeValue>, result: Option<i64>| {
-        let mut i = item(&[
-            ("PK", s("EVENT#2024-03-03-x")),
-            ("SK", s("MATCH#m1")),
-            ("type", s("match")),
-            ("id", s("m1")),
-            ("name", s("Opener")),
-            ("order", n(3)),
-            ("points", n(10)),
-            ("teams", AttributeValue::L(teams)),
-        ]);
-        if let Some(r) = result {
-            i.insert("result".into(), n(r));
-        }
-        i
-    };
     assert!(r
         .projection(&a_match(vec![team(&["a"]), team(&["b"])], Some(1)))
         .is_ok());
@@ -307,26 +307,7 @@ fn a_counter_projection_keys_it_from_its_sums_and_notes_the_clamp() {
 #[test]
 fn a_match_counts_into_the_ledger_only_version_of_its_event() {
     let r = rules();
-    let m = item(&[
-        ("PK", s("EVENT#2024-03-03-x")),
-        ("SK", s("MATCH#m1")),
-        ("type", s("match")),
-        ("id", s("m1")),
-        ("name", s("Opener")),
-        ("order", n(3)),
-        ("points", n(10)),
-        (
-            "teams",
-            AttributeValue::L(vec![
-                AttributeValue::M(
-                    [("members".to_string(), AttributeValue::L(vec![s("a")]))].into(),
-                ),
-                AttributeValue::M(
-                    [("members".to_string(), AttributeValue::L(vec![s("b")]))].into(),
-                ),
-            ]),
-        ),
-    ]);
+    let m = a_match(vec![team(&["a"]), team(&["b"])], None);
     let c = r.contributions(&m).unwrap();
     assert_eq!(c.len(), 1);
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::tests::{fold, history, line, order, ORDER};
+use super::tests::{fold, fold_insert, history, line, order, ORDER};
 use super::*;
 use crate::change::test_change as change;
 use crate::file::test_support::item;
@@ -12,16 +12,8 @@ use crate::file::test_support::item;
 fn a_root_removal_cascades_its_incarnation_and_a_new_one_starts_at_one() {
     let h = history(ORDER);
     let mut st = FoldState::default();
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(order("open"))),
-    );
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(line("a", 1))),
-    );
+    fold_insert(&h, &mut st, order("open"));
+    fold_insert(&h, &mut st, line("a", 1));
     let rm = change(ChangeKind::Remove, Some(order("open")), None);
     assert!(h.removes_root(&rm));
     assert!(!h.removes_root(&change(ChangeKind::Remove, Some(line("a", 1)), None)));
@@ -46,11 +38,7 @@ fn a_root_removal_cascades_its_incarnation_and_a_new_one_starts_at_one() {
         "the cascade's own removals write no entry"
     );
     assert_eq!(
-        fold(
-            &h,
-            &mut st,
-            change(ChangeKind::Insert, None, Some(order("open")))
-        ),
+        fold_insert(&h, &mut st, order("open")),
         ["Order placed by ann"]
     );
     assert_eq!(st.seq, 1);
@@ -69,14 +57,10 @@ fn a_root_removal_cascades_its_incarnation_and_a_new_one_starts_at_one() {
 fn a_members_cascade_compares_the_whole_item_its_snapshot_its_fields() {
     let h = history(ORDER);
     let mut st = FoldState::default();
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(order("open"))),
-    );
+    fold_insert(&h, &mut st, order("open"));
     let mut noted = line("a", 1);
     noted.insert("note".into(), s("gift"));
-    fold(&h, &mut st, change(ChangeKind::Insert, None, Some(noted)));
+    fold_insert(&h, &mut st, noted);
     let part = &st.parts["LINE#a"];
     assert_eq!(part.get("note"), Some(&s("gift")), "{part:?}");
     assert_eq!(part.get("orderId"), Some(&s("o1")));
@@ -111,16 +95,8 @@ fn a_members_cascade_compares_the_whole_item_its_snapshot_its_fields() {
     assert_ne!(open, ORDER);
     let h = history(&open);
     let mut st = FoldState::default();
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(order("open"))),
-    );
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(line("a", 1))),
-    );
+    fold_insert(&h, &mut st, order("open"));
+    fold_insert(&h, &mut st, line("a", 1));
     assert!(!st.parts["LINE#a"].contains_key("note"));
     let c = h.cascade("o1", &st);
     let guard = c.deletes[0].unchanged.as_ref().expect("guarded");

@@ -20,9 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update as TxUpdate,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, Update as TxUpdate};
 
 use super::history::{FileHistory, ENTRY_ID_NAMESPACE, SEQUENCE};
 use crate::engine::fold::{FoldRules, FoldState};
@@ -87,9 +85,7 @@ impl GuardedRepair for HistoryRepair {
                         .expression_attribute_names("#hs", attr)
                         .expression_attribute_values(":seq", n(seq));
                 }
-                TransactWriteItem::builder()
-                    .condition_check(c.build().expect("set"))
-                    .build()
+                crate::tx::check_of(c)
             };
             let actions = match self {
                 HistoryRepair::Mirror(u) => {
@@ -106,9 +102,7 @@ impl GuardedRepair for HistoryRepair {
                         .table_name(table)
                         .set_item(Some(entry.clone()))
                         .condition_expression("attribute_not_exists(#pk)")
-                        .expression_attribute_names("#pk", *pk)
-                        .build()
-                        .expect("set");
+                        .expression_attribute_names("#pk", *pk);
                     vec![
                         check(
                             root_key,
@@ -116,7 +110,7 @@ impl GuardedRepair for HistoryRepair {
                             "attribute_exists(#pk) AND #hs >= :seq",
                             Some((mirror, seq)),
                         ),
-                        TransactWriteItem::builder().put(put).build(),
+                        crate::tx::put_of(put),
                     ]
                 }
                 HistoryRepair::LowerMirror {
@@ -135,23 +129,16 @@ impl GuardedRepair for HistoryRepair {
                         .expression_attribute_names("#pk", *pk)
                         .expression_attribute_names("#hs", *mirror)
                         .expression_attribute_values(":to", n(*to))
-                        .expression_attribute_values(":from", n(*from))
-                        .build()
-                        .expect("set");
+                        .expression_attribute_values(":from", n(*from));
                     vec![
                         check(next_entry, pk, "attribute_not_exists(#pk)", None),
-                        TransactWriteItem::builder().update(lower).build(),
+                        crate::tx::update_of(lower),
                     ]
                 }
                 HistoryRepair::DeleteOrphan { root_key, key, pk } => {
-                    let del = Delete::builder()
-                        .table_name(table)
-                        .set_key(Some(key.clone()))
-                        .build()
-                        .expect("set");
                     vec![
                         check(root_key, pk, "attribute_not_exists(#pk)", None),
-                        TransactWriteItem::builder().delete(del).build(),
+                        crate::tx::delete(table, key.clone()),
                     ]
                 }
             };

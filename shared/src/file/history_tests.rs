@@ -47,6 +47,11 @@ pub(super) fn fold(h: &FileHistory, st: &mut FoldState, c: Change) -> Vec<String
         .collect()
 }
 
+/// [`fold`] of `item` put new.
+pub(super) fn fold_insert(h: &FileHistory, st: &mut FoldState, item: Item) -> Vec<String> {
+    fold(h, st, change(ChangeKind::Insert, None, Some(item)))
+}
+
 #[test]
 fn an_order_and_its_lines_fold_into_numbered_entries() {
     let h = history(ORDER);
@@ -143,17 +148,9 @@ fn members_are_listed_in_their_order_with_absent_fields_null() {
     let text = text.replace("qty: int }", "qty: int, note: string? }");
     let h = history(&text);
     let mut st = FoldState::default();
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(order("open"))),
-    );
+    fold_insert(&h, &mut st, order("open"));
     for (sku, qty) in [("c", 10), ("b", 2), ("a", 2)] {
-        fold(
-            &h,
-            &mut st,
-            change(ChangeKind::Insert, None, Some(line(sku, qty))),
-        );
+        fold_insert(&h, &mut st, line(sku, qty));
     }
     let AttributeValue::L(lines) = &h.snapshot(&st)["lines"] else {
         panic!("a list")
@@ -241,11 +238,7 @@ fn bad_items_are_input_errors_and_an_oversized_snapshot_is_omitted_with_a_notice
         .unwrap_err();
     assert!(err.to_string().contains("status"), "{err}");
     assert!(!err.to_string().contains("lost"), "never the value: {err}");
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(order("open"))),
-    );
+    fold_insert(&h, &mut st, order("open"));
     for i in 0..210 {
         let mut l = line(&format!("s{i:03}"), 1);
         l.insert("sku".into(), s(format!("s{i:03}{}", "x".repeat(2000))));
@@ -413,11 +406,7 @@ fn a_roots_computed_values_and_sums_are_never_in_its_snapshot() {
     let h = history(&text);
     let mut st = FoldState::default();
     let placed = order("open");
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(placed.clone())),
-    );
+    fold_insert(&h, &mut st, placed.clone());
     let mut computed = placed.clone();
     computed.insert("total".into(), n(12));
     computed.insert("notes".into(), n(2));
@@ -664,17 +653,13 @@ fn the_mirror_is_guarded_by_the_roots_writer_attributes_as_folded() {
     let mut root = order("open");
     root.insert("GSI1PK".into(), s("STATUS#open"));
     root.insert("GSI1SK".into(), s("o1"));
-    fold(&h, &mut st, change(ChangeKind::Insert, None, Some(root)));
+    fold_insert(&h, &mut st, root);
     let guard = h.root_guard(&st).expect("the root folded");
     let mut names: Vec<&str> = guard.keys().map(String::as_str).collect();
     names.sort();
     assert_eq!(names, ["customer", "orderId", "status", "type"]);
     assert_eq!(guard["status"], s("open"));
-    fold(
-        &h,
-        &mut st,
-        change(ChangeKind::Insert, None, Some(line("a", 1))),
-    );
+    fold_insert(&h, &mut st, line("a", 1));
     assert_eq!(h.root_guard(&st).expect("kept")["status"], s("open"));
     fold(
         &h,

@@ -546,7 +546,7 @@ mod tests {
 mod model_tests;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 #[cfg(test)]
 mod counter_tests;

@@ -333,20 +333,12 @@ pub struct FileOnce {
     pub spec: &'static OnceSpec,
 }
 
-/// A body its consumer cannot act on: a permanent failure, and why.
-pub(super) fn invalid_message(reason: impl Into<String>) -> MessageError {
-    MessageError::Permanent {
-        kind: "InvalidMessage",
-        reason: reason.into(),
-    }
-}
-
 impl FileOnce {
     /// The effect of a body (bad body: a permanent failure).
     pub fn plan_of(&self, body: &str) -> Result<OncePlan, MessageError> {
         let job: OnceJob = crate::engine::body::decode(body, VERSION, MAX_BODY_BYTES)?;
         if job.once != self.spec.name {
-            return Err(invalid_message(format!(
+            return Err(MessageError::invalid(format!(
                 "a job of `{}` on the queue of `{}`",
                 job.once, self.spec.name
             )));
@@ -354,11 +346,11 @@ impl FileOnce {
         let mut vals: Vals = Vec::with_capacity(job.values.len());
         for (k, v) in &job.values {
             if !self.spec.reads.contains(k) {
-                return Err(invalid_message(format!("unknown value `{k}`")));
+                return Err(MessageError::invalid(format!("unknown value `{k}`")));
             }
-            vals.push((k.clone(), from_json(k, v).map_err(invalid_message)?));
+            vals.push((k.clone(), from_json(k, v).map_err(MessageError::invalid)?));
         }
-        plan(self.model, self.spec, &vals).map_err(invalid_message)
+        plan(self.model, self.spec, &vals).map_err(MessageError::invalid)
     }
 }
 

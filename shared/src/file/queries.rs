@@ -34,7 +34,7 @@ use super::model::at;
 use super::model::{suggest, Entity, Problem, Ty, Value, TYPE_NAMES};
 pub use super::query_filter::{parse_filter, Filter};
 use super::raw::{AttrSpec, Ordered, Scalar, Spanned};
-use super::template::{split, Binder, KeyTemplate, Part};
+use super::template::{is_ident, split, Binder, KeyTemplate, Part};
 use super::typecheck::{checked, Readable, T};
 use crate::models::table::TableDef;
 
@@ -351,12 +351,6 @@ impl Checker<'_> {
         }
         out
     }
-}
-
-fn is_ident(s: &str) -> bool {
-    let mut c = s.chars();
-    c.next().is_some_and(|c| c.is_alphabetic() || c == '_')
-        && c.all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// A key template made of a value template (holes become binders), to

@@ -1,16 +1,9 @@
 //! `from:` on a join set's fact (models/jobboard.yaml: jobs of the last 30
 //! days): what check-model refuses, with line:col and suggestions.
 
-use super::test_support::{assert_at, position, problems};
+use super::test_support::{assert_at, position, problems, replaced};
 
-const BOARD: &str = include_str!("../../../models/jobboard.yaml");
 const FROM: &str = "from: { postedAt: \"day(now - 30 * 86400)\" }";
-
-fn replaced(from: &str, to: &str) -> String {
-    let text = BOARD.replacen(from, to, 1);
-    assert_ne!(text, BOARD, "{from}");
-    text
-}
 
 #[test]
 fn from_names_a_variable_of_the_facts_sort_key() {

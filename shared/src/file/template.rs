@@ -83,7 +83,9 @@ pub struct KeyTemplate {
     pub parts: Vec<Part<Binder>>,
 }
 
-fn is_ident(s: &str) -> bool {
+/// A name a template's hole may hold (letters, digits, `_`; not a digit
+/// first).
+pub(super) fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
     c.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && c.all(|c| c.is_alphanumeric() || c == '_')

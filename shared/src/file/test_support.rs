@@ -8,6 +8,16 @@ use super::rules::FileRules;
 use super::{compile, FileModel};
 use crate::item::Item;
 
+/// The job board's model file (models/jobboard.yaml).
+pub(super) const BOARD: &str = include_str!("../../../models/jobboard.yaml");
+
+/// [`BOARD`] with its first `from` replaced by `to` (which must be there).
+pub(super) fn replaced(from: &str, to: &str) -> String {
+    let text = BOARD.replacen(from, to, 1);
+    assert_ne!(text, BOARD, "{from}");
+    text
+}
+
 /// Every problem `text` compiles with (none when it compiles).
 pub(super) fn problems(text: &str) -> Vec<Problem> {
     compile(text, "t").err().unwrap_or_default()
@@ -26,7 +36,7 @@ pub(super) fn rules(text: &str) -> FileRules {
 }
 
 /// An item of `(name, value)` pairs.
-pub(super) fn item(pairs: &[(&str, AttributeValue)]) -> Item {
+pub(crate) fn item(pairs: &[(&str, AttributeValue)]) -> Item {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))

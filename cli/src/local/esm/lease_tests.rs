@@ -342,15 +342,98 @@ async fn an_outage_of_the_stream_is_counted_and_read_with_a_growing_pause() {
     assert_eq!(m.held["s"].read_failures, 0);
 }
 
-/// Records each batch a process handles, under its name.
-fn recording(process: &'static str, handled: Arc<Mutex<Vec<(&'static str, u64)>>>) -> Handler {
-    Arc::new(move |event: Event| {
-        handled
+/// The cast of the hung-ledger tests: the ledger (direct, and through a
+/// proxy that is made to hang), one shard, and the batches each process
+/// handled, under its name.
+struct HungLedger {
+    _engine: crate::local::engine::LocalEngine,
+    direct: aws_sdk_dynamodb::Client,
+    proxy: FaultProxy,
+    hanging: aws_sdk_dynamodb::Client,
+    api: FakeStreams,
+    handled: Arc<Mutex<Vec<(&'static str, u64)>>>,
+}
+
+/// The hung-ledger tests' lease, and how long they wait for a step.
+const TTL: Duration = Duration::from_secs(3);
+const GUARD: Duration = Duration::from_secs(15);
+
+impl HungLedger {
+    async fn new() -> Self {
+        let (engine, direct) = ledger().await;
+        // The ledger client as `jobstream run` builds it.
+        let (proxy, hanging) = through_proxy(&engine, 5).await;
+        let api = FakeStreams::new(100);
+        api.add_shard("s", None);
+        Self {
+            _engine: engine,
+            direct,
+            proxy,
+            hanging,
+            api,
+            handled: Arc::default(),
+        }
+    }
+
+    /// A process's mapping, its ledger calls through `client`, recording
+    /// each batch it handles under `process`.
+    fn mapping(
+        &self,
+        client: &aws_sdk_dynamodb::Client,
+        process: &'static str,
+    ) -> StreamMapping<FakeStreams> {
+        let handled = self.handled.clone();
+        let handler: Handler = Arc::new(move |event: Event| {
+            handled
+                .lock()
+                .unwrap()
+                .extend(seqs(&event).into_iter().map(|s| (process, s)));
+            Box::pin(async { Ok(DynamoDbEventResponse::default()) })
+        });
+        StreamMapping::with_api(
+            config(client, process, TTL),
+            self.api.clone(),
+            "arn".into(),
+            handler,
+        )
+    }
+
+    /// The sequence numbers `process` handled.
+    fn by(&self, process: &str) -> Vec<u64> {
+        self.handled
             .lock()
             .unwrap()
-            .extend(seqs(&event).into_iter().map(|s| (process, s)));
-        Box::pin(async { Ok(DynamoDbEventResponse::default()) })
-    })
+            .iter()
+            .filter(|(p, _)| *p == process)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+
+    /// From now on the ledger never answers the calls through the proxy;
+    /// the gate that lets them go at the end.
+    fn hang(&self) -> Arc<tokio::sync::Semaphore> {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        for op in ["UpdateItem", "Query", "GetItem"] {
+            self.proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
+        }
+        gate
+    }
+
+    /// Five more records, and process b (its ledger direct) polling until
+    /// it handled them: b, and those records.
+    async fn b_takes_over(&self) -> (StreamMapping<FakeStreams>, Vec<u64>) {
+        let second = self.api.write("s", 5);
+        let mut b = self.mapping(&self.direct, "b");
+        tokio::time::timeout(GUARD, async {
+            while self.by("b") != second {
+                b.poll_once().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("b never took the shard over");
+        (b, second)
+    }
 }
 
 /// The ledger hangs (it accepts the lease calls of a process and never
@@ -362,32 +445,11 @@ fn recording(process: &'static str, handled: Arc<Mutex<Vec<(&'static str, u64)>>
 /// stalled process came back after 40 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
-    const TTL: Duration = Duration::from_secs(3);
-    const GUARD: Duration = Duration::from_secs(15);
-    let (engine, direct) = ledger().await;
-    // The ledger client as `jobstream run` builds it.
-    let (proxy, hanging) = through_proxy(&engine, 5).await;
-    let api = FakeStreams::new(100);
-    api.add_shard("s", None);
-    let handled: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
-    let by = |process: &str| -> Vec<u64> {
-        handled
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(p, _)| *p == process)
-            .map(|(_, s)| *s)
-            .collect()
-    };
-    let mut a = StreamMapping::with_api(
-        config(&hanging, "a", TTL),
-        api.clone(),
-        "arn".into(),
-        recording("a", handled.clone()),
-    );
-    let first = api.write("s", 5);
+    let t = HungLedger::new().await;
+    let mut a = t.mapping(&t.hanging, "a");
+    let first = t.api.write("s", 5);
     tokio::time::timeout(GUARD, async {
-        while by("a") != first {
+        while t.by("a") != first {
             a.poll_once().await.unwrap();
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -395,12 +457,7 @@ async fn a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
     .await
     .expect("a never read its shard");
     assert_eq!(a.shards(), ["s"]);
-    // From now on the ledger never answers a.
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    for op in ["UpdateItem", "Query", "GetItem"] {
-        proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
-    }
-    let second = api.write("s", 5);
+    let gate = t.hang();
     let a = tokio::spawn(async move {
         while !a.shards().is_empty() {
             a.poll_once().await.unwrap();
@@ -408,27 +465,14 @@ async fn a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
         }
         a
     });
-    let mut b = StreamMapping::with_api(
-        config(&direct, "b", TTL),
-        api.clone(),
-        "arn".into(),
-        recording("b", handled.clone()),
-    );
-    tokio::time::timeout(GUARD, async {
-        while by("b") != second {
-            b.poll_once().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("b never took the shard over");
+    let (b, second) = t.b_takes_over().await;
     let a = tokio::time::timeout(GUARD, a)
         .await
         .expect("a lease call held the shard loop past the lease")
         .unwrap();
     assert!(a.shards().is_empty(), "a gave the shard up");
     assert_eq!(b.shards(), ["s"]);
-    let item = lease_table(&direct, "reader")
+    let item = lease_table(&t.direct, "reader")
         .read("s")
         .await
         .unwrap()
@@ -448,61 +492,24 @@ async fn a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
 /// reports the shard no longer held while the ledger is still hung.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_consume_a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
-    const TTL: Duration = Duration::from_secs(3);
-    const GUARD: Duration = Duration::from_secs(15);
-    let (engine, direct) = ledger().await;
-    let (proxy, hanging) = through_proxy(&engine, 5).await;
-    let api = FakeStreams::new(100);
-    api.add_shard("s", None);
-    let handled: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
-    let by = |process: &str| -> Vec<u64> {
-        handled
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(p, _)| *p == process)
-            .map(|(_, s)| *s)
-            .collect()
-    };
-    let mut a = StreamMapping::with_api(
-        config(&hanging, "a", TTL),
-        api.clone(),
-        "arn".into(),
-        recording("a", handled.clone()),
-    );
+    let t = HungLedger::new().await;
+    let mut a = t.mapping(&t.hanging, "a");
     let a_stats = a.stats();
     let (stop, stopped) = watch::channel(false);
     let a = tokio::spawn(async move {
         a.consume(stopped, Duration::from_secs(1)).await.unwrap();
     });
-    let first = api.write("s", 5);
+    let first = t.api.write("s", 5);
     tokio::time::timeout(GUARD, async {
-        while by("a") != first {
+        while t.by("a") != first {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await
     .expect("a never read its shard");
     assert_eq!(a_stats.leases_held.load(Ordering::Relaxed), 1);
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    for op in ["UpdateItem", "Query", "GetItem"] {
-        proxy.inject(Fault::held(op, u32::MAX, gate.clone()));
-    }
-    let second = api.write("s", 5);
-    let mut b = StreamMapping::with_api(
-        config(&direct, "b", TTL),
-        api.clone(),
-        "arn".into(),
-        recording("b", handled.clone()),
-    );
-    tokio::time::timeout(GUARD, async {
-        while by("b") != second {
-            b.poll_once().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("b never took the shard over");
+    let gate = t.hang();
+    t.b_takes_over().await;
     tokio::time::timeout(GUARD, async {
         while a_stats.leases_held.load(Ordering::Relaxed) != 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;

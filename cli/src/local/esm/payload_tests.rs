@@ -64,6 +64,31 @@ fn sizes(calls: &Calls) -> Vec<usize> {
     calls.lock().unwrap().iter().map(|c| c.seqs.len()).collect()
 }
 
+/// The sequence numbers of each call, in order.
+fn batches(calls: &Calls) -> Vec<Vec<String>> {
+    calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c.seqs.clone())
+        .collect()
+}
+
+/// A mapping of `api` under `c`, its handler recording every call
+/// ([`recording`]); the calls.
+fn mapping(
+    c: MappingConfig,
+    api: FakeStreams,
+    poison: Option<u64>,
+) -> (StreamMapping<FakeStreams>, Calls) {
+    let calls: Calls = Arc::default();
+    let handler = recording(calls.clone(), poison);
+    (
+        StreamMapping::with_api(c, api, "arn".into(), handler),
+        calls,
+    )
+}
+
 /// Every event within 6 MB, and every cut as late as it could be: the
 /// next batch's first record would have taken the event past 6 MB.
 fn assert_cut_at_the_payload(calls: &[Call]) {
@@ -92,13 +117,7 @@ async fn a_batch_ends_before_the_record_that_would_take_its_event_past_6_mb() {
     api.add_shard("s", None);
     // 40 records of ~350 KB: 14 MB, one batch of 100 by count alone.
     let written = api.write_sized("s", 40, Some(350_000));
-    let calls: Calls = Arc::default();
-    let mut m = StreamMapping::with_api(
-        config(100),
-        api,
-        "arn".into(),
-        recording(calls.clone(), None),
-    );
+    let (mut m, calls) = mapping(config(100), api, None);
     // One step: the first batch is cut; the checkpoint is its last record
     // and the others wait, in order.
     let round = m.poll_once().await.unwrap();
@@ -110,8 +129,11 @@ async fn a_batch_ends_before_the_record_that_would_take_its_event_past_6_mb() {
     let got = calls.lock().unwrap().clone();
     assert_eq!(sizes(&calls), [17, 17, 6]);
     assert_cut_at_the_payload(&got);
-    let order: Vec<String> = got.iter().flat_map(|c| c.seqs.clone()).collect();
-    assert_eq!(order, strings(&written), "each record once, in order");
+    assert_eq!(
+        batches(&calls).concat(),
+        strings(&written),
+        "each record once, in order"
+    );
     assert_eq!(m.checkpoint("s"), Some(seq_string(written[39])));
 }
 
@@ -122,20 +144,9 @@ async fn a_record_alone_past_the_limit_still_goes_alone_and_the_batch_before_it_
     let mut written = api.write_sized("s", 1, Some(1_000));
     written.extend(api.write_sized("s", 1, Some(SIX_MB + 10)));
     written.extend(api.write_sized("s", 2, Some(1_000)));
-    let calls: Calls = Arc::default();
-    let mut m = StreamMapping::with_api(
-        config(100),
-        api,
-        "arn".into(),
-        recording(calls.clone(), None),
-    );
+    let (mut m, calls) = mapping(config(100), api, None);
     drain(std::slice::from_mut(&mut m)).await.unwrap();
-    let got: Vec<Vec<String>> = calls
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|c| c.seqs.clone())
-        .collect();
+    let got = batches(&calls);
     assert_eq!(
         got,
         [
@@ -156,19 +167,12 @@ async fn bisect_splits_the_batch_the_payload_cut() {
     api.add_shard("s", None);
     let written = api.write_sized("s", 10, Some(1_000_000));
     let poison = written[3];
-    let calls: Calls = Arc::default();
     let mut c = config(100);
     c.max_retries = 2;
     c.bisect_on_error = true;
-    let mut m =
-        StreamMapping::with_api(c, api, "arn".into(), recording(calls.clone(), Some(poison)));
+    let (mut m, calls) = mapping(c, api, Some(poison));
     drain(std::slice::from_mut(&mut m)).await.unwrap();
-    let got: Vec<Vec<String>> = calls
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|c| c.seqs.clone())
-        .collect();
+    let got = batches(&calls);
     let w = |r: std::ops::Range<usize>| strings(&written[r]);
     assert_eq!(
         got,
@@ -236,7 +240,7 @@ async fn records_read_from_the_embedded_engine_are_cut_at_6_mb() {
     assert!(got.len() > 1, "one event of {} bytes", got[0].event_bytes);
     assert_cut_at_the_payload(&got);
     // Sequence numbers of one length (21 digits here): in order as strings.
-    let order: Vec<String> = got.iter().flat_map(|c| c.seqs.clone()).collect();
+    let order = batches(&calls).concat();
     assert!(
         order
             .windows(2)
@@ -257,18 +261,12 @@ async fn a_batching_window_ends_once_the_payload_is_full() {
     api.add_shard("light", None);
     let full = api.write_sized("full", 20, Some(350_000));
     api.write_sized("light", 5, Some(350_000));
-    let calls: Calls = Arc::default();
     let mut c = config(100);
     c.time_scale = 1.0;
     c.batching_window = Duration::from_secs(3600);
-    let mut m = StreamMapping::with_api(c, api, "arn".into(), recording(calls.clone(), None));
+    let (mut m, calls) = mapping(c, api, None);
     let round = m.poll_once().await.unwrap();
-    let got: Vec<Vec<String>> = calls
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|c| c.seqs.clone())
-        .collect();
+    let got = batches(&calls);
     assert_eq!(
         got,
         [strings(&full[..17])],

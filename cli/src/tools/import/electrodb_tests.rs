@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// The draft of the ElectroDB schema `json` (file `e.json`, model `e`,
+/// table `tbl`).
+fn imported(json: &str) -> Draft {
+    import(json, "e.json", "e", "tbl").expect("imports")
+}
+
+/// The draft's model file, which loads.
+fn loads(d: &Draft) -> String {
+    let yaml = d.render("e.json");
+    if let Err(p) = shared::file::compile(&yaml, "e") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    yaml
+}
+
 #[test]
 fn templates_give_their_labels() {
     assert_eq!(
@@ -19,13 +34,9 @@ fn templates_give_their_labels() {
 /// R06: lists and maps are typed (the format has `list` and `map`).
 #[test]
 fn lists_and_maps_are_typed() {
-    let d = import(
+    let d = imported(
         r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"tags":{"type":"list","items":{"type":"string"}},"prefs":{"type":"map","properties":{}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
-        "e.json",
-        "e",
-        "tbl",
-    )
-    .expect("imports");
+    );
     let ty = |n: &str| {
         d.entities[0]
             .attributes
@@ -35,10 +46,7 @@ fn lists_and_maps_are_typed() {
     };
     assert_eq!(ty("tags"), Some(DraftTy::Named("list")));
     assert_eq!(ty("prefs"), Some(DraftTy::Named("map")));
-    let yaml = d.render("e.json");
-    if let Err(p) = shared::file::compile(&yaml, "e") {
-        panic!("{p:#?}\n{yaml}");
-    }
+    loads(&d);
 }
 
 /// user9's finding 3, for ElectroDB: a map or list whose schema holds
@@ -46,13 +54,9 @@ fn lists_and_maps_are_typed() {
 /// as a `number`).
 #[test]
 fn a_map_or_list_holding_numbers_needs_no_note() {
-    let d = import(
+    let d = imported(
         r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"at":{"type":"map","properties":{"lat":{"type":"number"}}},"pts":{"type":"list","items":{"type":"number"}},"tags":{"type":"list","items":{"type":"string"}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
-        "e.json",
-        "e",
-        "tbl",
-    )
-    .expect("imports");
+    );
     let note = |n: &str| {
         d.entities[0]
             .attributes
@@ -73,17 +77,10 @@ fn a_map_or_list_holding_numbers_needs_no_note() {
 /// left out with a TODO: the file always loads.
 #[test]
 fn names_cel_cannot_write_never_make_an_unparseable_file() {
-    let d = import(
+    let d = imported(
         r#"{"model":{"entity":"acct","service":"aw","version":"2"},"attributes":{"namespace":{"type":"string","required":true},"first-name":{"type":"string","required":true},"orgId":{"type":"string","required":true}},"indexes":{"primary":{"pk":{"field":"pk","composite":["namespace"],"casing":"upper"},"sk":{"field":"sk","composite":["first-name","orgId"],"casing":"none"}},"byOrg":{"index":"gsi1","pk":{"field":"gsi1pk","composite":["orgId"],"template":"ORG#${orgId}"},"sk":{"field":"gsi1sk","composite":["namespace"],"template":"NS#${namespace}"}}}}"#,
-        "e.json",
-        "e",
-        "tbl",
-    )
-    .expect("imports");
-    let yaml = d.render("e.json");
-    if let Err(p) = shared::file::compile(&yaml, "e") {
-        panic!("{p:#?}\n{yaml}");
-    }
+    );
+    let yaml = loads(&d);
     assert!(yaml.contains("`first-name`"), "{yaml}");
     assert!(yaml.contains("`namespace`"), "{yaml}");
 }
@@ -93,13 +90,9 @@ fn names_cel_cannot_write_never_make_an_unparseable_file() {
 /// declared, and only its keys are left to the hand.
 #[test]
 fn a_clustered_index_is_declared_its_keys_left_to_the_hand() {
-    let d = import(
+    let d = imported(
         r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"p":{"type":"string","required":true}},"indexes":{"main":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}},"clus":{"index":"gsi1","type":"clustered","pk":{"field":"gsi1pk","composite":["p"]},"sk":{"field":"gsi1sk","composite":["id"]}}}}"#,
-        "e.json",
-        "e",
-        "tbl",
-    )
-    .expect("imports");
+    );
     assert!(
         d.gsis
             .iter()
@@ -112,10 +105,7 @@ fn a_clustered_index_is_declared_its_keys_left_to_the_hand() {
         "{:?}",
         d.entities[0].notes
     );
-    let yaml = d.render("e.json");
-    if let Err(p) = shared::file::compile(&yaml, "e") {
-        panic!("{p:#?}\n{yaml}");
-    }
+    loads(&d);
 }
 
 #[test]

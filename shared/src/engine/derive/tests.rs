@@ -2,6 +2,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::implied::{contribution_deltas, sum_contributions};
 use super::*;
+use crate::file::test_support::item as image;
 use crate::item::s;
 use crate::ledger;
 
@@ -35,13 +36,6 @@ fn ledger_index_keys_are_bounded_for_maximal_values() {
     assert_ne!(index_pk(&index), index_pk(&format!("{index}q")));
     let short = index_item("GSI1#T#1", "U#2");
     assert_eq!(short, ledger::key("IDX#GSI1#T#1", "U#2"));
-}
-
-fn image(pairs: &[(&str, AttributeValue)]) -> Item {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
 }
 
 fn projection() -> Projection {

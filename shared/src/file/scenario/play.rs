@@ -373,10 +373,9 @@ async fn play_step(
                 }
                 Write::Transact(ops) => {
                     let what = format!("scenario write {written} (transact)");
-                    let actions = transact_items(ops, &table, key_names).context(&what)?;
                     h.dynamodb()
                         .transact_write_items()
-                        .set_transact_items(Some(actions))
+                        .set_transact_items(Some(transact_items(ops, &table, key_names)))
                         .send()
                         .await
                         .context(&what)?;
@@ -422,28 +421,11 @@ pub(super) fn transact_items(
     ops: &[TransactOp],
     table: &str,
     key_names: &[&str],
-) -> Result<Vec<TransactWriteItem>, aws_sdk_dynamodb::error::BuildError> {
-    use aws_sdk_dynamodb::types::{Delete, Put};
+) -> Vec<TransactWriteItem> {
     ops.iter()
-        .map(|op| {
-            Ok(match op {
-                TransactOp::Put(m) => TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(table)
-                            .set_item(Some(item(m)))
-                            .build()?,
-                    )
-                    .build(),
-                TransactOp::Delete(m) => TransactWriteItem::builder()
-                    .delete(
-                        Delete::builder()
-                            .table_name(table)
-                            .set_key(Some(key_of(&item(m), key_names)))
-                            .build()?,
-                    )
-                    .build(),
-            })
+        .map(|op| match op {
+            TransactOp::Put(m) => crate::tx::put(table, item(m)),
+            TransactOp::Delete(m) => crate::tx::delete(table, key_of(&item(m), key_names)),
         })
         .collect()
 }
