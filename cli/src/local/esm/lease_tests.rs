@@ -287,6 +287,78 @@ async fn a_shard_whose_holder_was_killed_shows_as_stale_until_another_takes_it()
     }
 }
 
+/// The value of metric `name` in `m`'s EMF lines of a status tick (`None`:
+/// no datapoint).
+fn emf_value(m: &StreamMapping<FakeStreams>, name: &str) -> Option<u64> {
+    m.stats()
+        .emf_lines(0)
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an EMF line is JSON"))
+        .find(|v| v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] == name)
+        .map(|v| v[name].as_u64().expect("a count"))
+}
+
+/// ops10 #3: `run --emit-metrics` on a standby (it holds no shard) printed
+/// `IteratorAge` 0 with every status line, so the CloudWatch lag alarm
+/// (Maximum, missing data breaching) saw a steady 0 while nobody read the
+/// shard. A process reports `IteratorAge` only for the shards it holds (no
+/// datapoint otherwise, as Lambda without invocations), and every process
+/// reports `ShardsUnread`: the shards it sees nobody reading (`stale` or
+/// `unheld` in `jobstream_shards`), what CloudWatch alarms on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_reports_no_iterator_age_and_every_process_the_shards_nobody_reads() {
+    let (_engine, client) = ledger().await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let ttl = Duration::from_millis(1500);
+    let mapping = |owner: &str| {
+        let (handler, _) = recorder();
+        let mut c = config(&client, owner, ttl);
+        c.batch_size = 100;
+        StreamMapping::with_api(c, api.clone(), "arn".into(), handler)
+    };
+    let mut a = mapping("a");
+    a.poll_once().await.unwrap();
+    a.poll_once().await.unwrap();
+    assert_eq!(a.shards(), ["s"]);
+    assert_eq!(
+        emf_value(&a, "IteratorAge"),
+        Some(0),
+        "the holder: caught up"
+    );
+    let mut b = mapping("b");
+    b.poll_once().await.unwrap();
+    assert!(b.shards().is_empty(), "b stands by");
+    assert_eq!(
+        emf_value(&b, "IteratorAge"),
+        None,
+        "a standby reads no shard"
+    );
+    assert_eq!(emf_value(&a, "ShardsUnread"), Some(0));
+    assert_eq!(emf_value(&b, "ShardsUnread"), Some(0), "a reads it");
+    // `a` is killed: nobody renews its lease until b takes the shard over.
+    drop(a);
+    let mut unread = Vec::new();
+    while b.shards().is_empty() {
+        b.poll_once().await.unwrap();
+        if b.shards().is_empty() {
+            assert_eq!(emf_value(&b, "IteratorAge"), None, "b holds no shard yet");
+        }
+        let n = emf_value(&b, "ShardsUnread");
+        if unread.last() != Some(&n) {
+            unread.push(n);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        unread.contains(&Some(1)),
+        "the shard nobody reads is counted: {unread:?}"
+    );
+    b.poll_once().await.unwrap();
+    assert!(emf_value(&b, "IteratorAge").is_some(), "b reads it now");
+    assert_eq!(emf_value(&b, "ShardsUnread"), Some(0));
+}
+
 #[test]
 fn a_failing_shard_read_is_retried_after_a_pause_doubling_up_to_ten_seconds() {
     let pauses: Vec<u128> = (1..=9).map(|n| read_retry(n).as_millis()).collect();
