@@ -31,11 +31,9 @@ use crate::local::engine::{
     ensure_table, processor_credentials, require_region, runtime_sdk_config, sdk_config,
 };
 use crate::local::esm::{
-    iterator_age_emf, stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader,
-    StreamMapping,
+    stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
 use crate::local::iam::{EnforcingClient, Principal};
-use crate::local::on_failure::undelivered_emf;
 use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
 
 mod consume;
@@ -231,8 +229,8 @@ pub struct Runtime {
     pub time_scale: f64,
     /// This runtime's id in [`crate::local::iam::recorder`]'s calls.
     pub session: String,
-    /// With the status line, print each mapping's `IteratorAge` as an EMF
-    /// metric line.
+    /// With the status line, print each mapping's EMF metric lines
+    /// ([`MappingStats::emf_lines`]).
     pub emit_metrics: bool,
     /// On stop, how long batches in flight may take to finish before they
     /// are abandoned without a checkpoint.

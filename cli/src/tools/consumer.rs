@@ -52,9 +52,11 @@ pub struct ConsumerArgs {
     pub shutdown_grace: Duration,
     /// Print CloudWatch Embedded Metric Format lines (namespace
     /// `jobstream`, dimension `Processor`): each stream mapping's
-    /// `IteratorAge` (milliseconds: the oldest record not yet checkpointed)
-    /// with every status line, and every batch's counters (`BadInput`,
-    /// `Processed`, ...) as the Lambdas print them.
+    /// `IteratorAge` (milliseconds: the oldest record not yet checkpointed,
+    /// of the shards this process holds; none held, no datapoint) and
+    /// `ShardsUnread` (the shards it sees nobody reading) with every status
+    /// line, and every batch's counters (`BadInput`, `Processed`, ...) as
+    /// the Lambdas print them.
     #[arg(long)]
     pub emit_metrics: bool,
     /// Serve Prometheus metrics on `http://ADDR/metrics`, and the probes

@@ -293,6 +293,40 @@ impl MappingStats {
     }
 }
 
+impl MappingStats {
+    /// The mapping's EMF lines for one status tick (`run --emit-metrics`):
+    /// `IteratorAge` of the shards this process holds (none held: no
+    /// datapoint, as Lambda reports none without invocations, so a shard
+    /// nobody reads is never a standby's 0), `OnFailureUndelivered`, and
+    /// with leases `ShardsUnread`: the shards this process sees nobody
+    /// reading (`stale` or `unheld` in `jobstream_shards`; none before its
+    /// first lease read).
+    pub fn emf_lines(&self, timestamp_ms: i64) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(age) = self.iterator_ages().values().copied().max() {
+            lines.push(iterator_age_emf(&self.name, age, timestamp_ms));
+        }
+        let undelivered = self.on_failure.undelivered();
+        lines.push(crate::local::on_failure::undelivered_emf(
+            &self.name,
+            undelivered,
+            timestamp_ms,
+        ));
+        let states = self.shard_states.lock().ok().and_then(|s| *s);
+        if let Some(s) = states {
+            let unread = s.stale + s.unheld;
+            lines.push(emf_line(
+                &self.name,
+                "ShardsUnread",
+                "Count",
+                unread,
+                timestamp_ms,
+            ));
+        }
+        lines
+    }
+}
+
 /// `IteratorAge` (milliseconds) of a mapping as one CloudWatch Embedded
 /// Metric Format line, named as Lambda's metric.
 pub fn iterator_age_emf(mapping: &str, age_ms: i64, timestamp_ms: i64) -> String {

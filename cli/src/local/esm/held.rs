@@ -103,10 +103,21 @@ impl Lease {
             *v = (*v).max(r.valid_until);
         }
     }
-    /// Still ours: not lost, not run out (a renewal that keeps failing lets
-    /// it run out, and the shard stops before its next invocation).
+    /// Still ours: not lost, not run out. A lease found run out (its
+    /// renewals and checkpoints kept failing) is lost from then on, for
+    /// [`Loss::RanOut`]: whoever notices it (the renewer, a checkpoint, the
+    /// coordinator, the clock in [`Self::lost`]), the invocation in flight
+    /// under it is cancelled, and a renewal whose answer comes later does
+    /// not bring it back.
     pub(super) fn holds(&self) -> bool {
-        !*self.lost.borrow() && self.valid_until() > Instant::now()
+        if *self.lost.borrow() {
+            return false;
+        }
+        if self.valid_until() > Instant::now() {
+            return true;
+        }
+        self.lose(Loss::RanOut);
+        false
     }
     /// Stops holding it, for `why` (the first reason given is kept).
     pub(super) fn lose(&self, why: Loss) {
@@ -126,10 +137,21 @@ impl Lease {
             None
         }
     }
-    /// Resolves when the lease is lost.
+    /// Resolves when the lease is lost: taken, let go, or run out (at the
+    /// end of its validity, unless a renewal moved it on meanwhile).
     pub(super) async fn lost(&self) {
         let mut rx = self.lost.subscribe();
-        let _ = rx.wait_for(|l| *l).await;
+        loop {
+            let until = self.valid_until();
+            tokio::select! {
+                _ = rx.wait_for(|l| *l) => return,
+                () = tokio::time::sleep_until(until.into()) => {
+                    if !self.holds() {
+                        return;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -174,6 +196,8 @@ pub(super) async fn renew_all(
             }
             Err(e) => {
                 tracing::warn!(shard = %id, error = %e, "renewing a lease failed; retried (the shard stops if the lease runs out)");
+                // Run out now: the shard stops (its invocation cancelled).
+                lease.holds();
             }
         }
     }

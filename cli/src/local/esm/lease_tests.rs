@@ -287,6 +287,78 @@ async fn a_shard_whose_holder_was_killed_shows_as_stale_until_another_takes_it()
     }
 }
 
+/// The value of metric `name` in `m`'s EMF lines of a status tick (`None`:
+/// no datapoint).
+fn emf_value(m: &StreamMapping<FakeStreams>, name: &str) -> Option<u64> {
+    m.stats()
+        .emf_lines(0)
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an EMF line is JSON"))
+        .find(|v| v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] == name)
+        .map(|v| v[name].as_u64().expect("a count"))
+}
+
+/// ops10 #3: `run --emit-metrics` on a standby (it holds no shard) printed
+/// `IteratorAge` 0 with every status line, so the CloudWatch lag alarm
+/// (Maximum, missing data breaching) saw a steady 0 while nobody read the
+/// shard. A process reports `IteratorAge` only for the shards it holds (no
+/// datapoint otherwise, as Lambda without invocations), and every process
+/// reports `ShardsUnread`: the shards it sees nobody reading (`stale` or
+/// `unheld` in `jobstream_shards`), what CloudWatch alarms on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_reports_no_iterator_age_and_every_process_the_shards_nobody_reads() {
+    let (_engine, client) = ledger().await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let ttl = Duration::from_millis(1500);
+    let mapping = |owner: &str| {
+        let (handler, _) = recorder();
+        let mut c = config(&client, owner, ttl);
+        c.batch_size = 100;
+        StreamMapping::with_api(c, api.clone(), "arn".into(), handler)
+    };
+    let mut a = mapping("a");
+    a.poll_once().await.unwrap();
+    a.poll_once().await.unwrap();
+    assert_eq!(a.shards(), ["s"]);
+    assert_eq!(
+        emf_value(&a, "IteratorAge"),
+        Some(0),
+        "the holder: caught up"
+    );
+    let mut b = mapping("b");
+    b.poll_once().await.unwrap();
+    assert!(b.shards().is_empty(), "b stands by");
+    assert_eq!(
+        emf_value(&b, "IteratorAge"),
+        None,
+        "a standby reads no shard"
+    );
+    assert_eq!(emf_value(&a, "ShardsUnread"), Some(0));
+    assert_eq!(emf_value(&b, "ShardsUnread"), Some(0), "a reads it");
+    // `a` is killed: nobody renews its lease until b takes the shard over.
+    drop(a);
+    let mut unread = Vec::new();
+    while b.shards().is_empty() {
+        b.poll_once().await.unwrap();
+        if b.shards().is_empty() {
+            assert_eq!(emf_value(&b, "IteratorAge"), None, "b holds no shard yet");
+        }
+        let n = emf_value(&b, "ShardsUnread");
+        if unread.last() != Some(&n) {
+            unread.push(n);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        unread.contains(&Some(1)),
+        "the shard nobody reads is counted: {unread:?}"
+    );
+    b.poll_once().await.unwrap();
+    assert!(emf_value(&b, "IteratorAge").is_some(), "b reads it now");
+    assert_eq!(emf_value(&b, "ShardsUnread"), Some(0));
+}
+
 #[test]
 fn a_failing_shard_read_is_retried_after_a_pause_doubling_up_to_ten_seconds() {
     let pauses: Vec<u128> = (1..=9).map(|n| read_retry(n).as_millis()).collect();
@@ -523,4 +595,140 @@ async fn under_consume_a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
         .expect("a stopped within its grace")
         .unwrap();
     gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+}
+
+/// What the invocation of [`a_lease_that_runs_out_cancels_the_invocation_in_flight`]
+/// did: its store calls (retries of a write that keeps failing), and
+/// whether it ended by returning or was dropped (cancelled) first.
+#[derive(Default)]
+struct InFlight {
+    started: std::sync::atomic::AtomicBool,
+    store_calls: AtomicU64,
+    returned: std::sync::atomic::AtomicBool,
+    dropped: std::sync::atomic::AtomicBool,
+}
+
+/// Sets `dropped` when the invocation's future is dropped before it
+/// returned.
+struct DropWitness(Arc<InFlight>);
+
+impl Drop for DropWitness {
+    fn drop(&mut self) {
+        if !self.0.returned.load(Ordering::SeqCst) {
+            self.0.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// ops10 #4: the holder's ledger writes fail (503) while its handler runs
+/// a long invocation (a write it retries for the rest of its call budget,
+/// then fails): once the lease runs out, the invocation is cancelled at
+/// once (its future dropped, no store call after), its batch is not
+/// checkpointed and not split (no failure handled), and the shard is
+/// given up. It used to run on for the rest of its 40 s budget, then
+/// bisect the batch, while another process held the shard. Under
+/// `consume`, as `jobstream run` runs it; the handler would retry past
+/// its 40 s budget, the guard is 15 s, the lease 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_runs_out_cancels_the_invocation_in_flight() {
+    const TTL: Duration = Duration::from_secs(2);
+    const GUARD: Duration = Duration::from_secs(15);
+    let (engine, direct) = ledger().await;
+    let (proxy, failing) = through_proxy(&engine, 5).await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let first_done: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let inflight = Arc::new(InFlight::default());
+    let handler: Handler = {
+        let (first_done, inflight) = (first_done.clone(), inflight.clone());
+        Arc::new(move |event: Event| {
+            let (first_done, inflight) = (first_done.clone(), inflight.clone());
+            Box::pin(async move {
+                if first_done.lock().unwrap().is_empty() {
+                    first_done.lock().unwrap().extend(seqs(&event));
+                    return Ok(DynamoDbEventResponse::default());
+                }
+                let _witness = DropWitness(inflight.clone());
+                inflight.started.store(true, Ordering::SeqCst);
+                for _ in 0..1200 {
+                    inflight.store_calls.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                inflight.returned.store(true, Ordering::SeqCst);
+                Err("the write kept failing".into())
+            })
+        })
+    };
+    let mut c = config(&failing, "a", TTL);
+    // Lambda's 40 s call budget, on the real clock (the invocation is not
+    // ended by its timeout within the guard).
+    c.function_timeout = Duration::from_secs(40);
+    c.timeout_scale = Some(1.0);
+    let mut a = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
+    let stats = a.stats();
+    let (stop, stopped) = watch::channel(false);
+    let a = tokio::spawn(async move {
+        a.consume(stopped, Duration::from_secs(1)).await.unwrap();
+    });
+    let first = api.write("s", 5);
+    let checkpoint = || async {
+        lease_table(&direct, "reader")
+            .read("s")
+            .await
+            .unwrap()
+            .and_then(|i| i.checkpoint.sequence_number)
+    };
+    let first_checkpoint = Some(seq_string(*first.last().unwrap()));
+    tokio::time::timeout(GUARD, async {
+        while checkpoint().await != first_checkpoint {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a never checkpointed its first batch");
+    assert_eq!(*first_done.lock().unwrap(), first);
+    // From now on every lease write of a fails (the ledger answers 503).
+    proxy.inject(Fault::unavailable("UpdateItem", 0).for_window(Duration::from_secs(600)));
+    api.write("s", 5);
+    tokio::time::timeout(GUARD, async {
+        while !inflight.dropped.load(Ordering::SeqCst) {
+            assert!(
+                !inflight.returned.load(Ordering::SeqCst),
+                "the invocation ran to its end"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the invocation in flight was not cancelled when its lease ran out");
+    assert!(inflight.started.load(Ordering::SeqCst));
+    let calls = inflight.store_calls.load(Ordering::SeqCst);
+    tokio::time::timeout(GUARD, async {
+        while stats.leases_held.load(Ordering::Relaxed) != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a kept the shard whose lease ran out");
+    assert_eq!(
+        stats.leases_lost(),
+        [("taken", 0), ("ran_out", 1), ("vanished", 0)]
+    );
+    assert_eq!(
+        stats.failed_invocations.load(Ordering::Relaxed),
+        0,
+        "the cancelled batch was not handled as a failure (no split, no retry)"
+    );
+    assert_eq!(
+        inflight.store_calls.load(Ordering::SeqCst),
+        calls,
+        "no store call after the cancel"
+    );
+    assert_eq!(checkpoint().await, first_checkpoint, "not checkpointed");
+    stop.send_replace(true);
+    tokio::time::timeout(GUARD, a)
+        .await
+        .expect("a stopped within its grace")
+        .unwrap();
+    proxy.clear();
 }

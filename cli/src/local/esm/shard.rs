@@ -499,12 +499,19 @@ impl<S: StreamsApi> Ctx<S> {
             Some(lease) => tokio::select! {
                 r = call => r,
                 () = lease.lost() => {
-                    tracing::warn!(mapping = %self.name(), shard = id, "lease lost during an invocation: cancelled, its batch is not checkpointed");
+                    let why = lease.loss().and_then(|l| l.reason());
+                    tracing::warn!(mapping = %self.name(), shard = id, why, "lease lost during an invocation: cancelled, its batch is not checkpointed");
                     return Err(StepError::Lost);
                 }
             },
             None => call.await,
         };
+        if !s.holds() {
+            // Lost as the invocation ended: nothing after it under the
+            // lease (no checkpoint, split or retry).
+            tracing::warn!(mapping = %self.name(), shard = id, "lease lost as an invocation ended: its batch is not checkpointed");
+            return Err(StepError::Lost);
+        }
         // How many leading records of the batch are done.
         let (done, failure, function_error) = match outcome {
             Err(_) => (
@@ -604,6 +611,10 @@ impl<S: StreamsApi> Ctx<S> {
                 Err(LeaseError::Lost { .. }) => {
                     tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the ledger shows another acquisition of the lease; the shard stops here");
                     lease.lose(Loss::Taken { by: None });
+                    return Err(StepError::Lost);
+                }
+                Err(e) if !lease.holds() => {
+                    tracing::warn!(mapping = %self.name(), shard = id, error = %e, "checkpoint failed and the lease ran out; the shard stops here");
                     return Err(StepError::Lost);
                 }
                 Err(e) => return Err(StepError::Other(e.into())),

@@ -161,13 +161,8 @@ impl Runtime {
                         }
                         if emit_metrics {
                             let now = chrono::Utc::now().timestamp_millis();
-                            for s in &stats {
-                                let undelivered = s.on_failure.undelivered();
-                                crate::outln!(
-                                    "{}",
-                                    iterator_age_emf(&s.name, s.iterator_age(), now)
-                                );
-                                crate::outln!("{}", undelivered_emf(&s.name, undelivered, now));
+                            for line in stats.iter().flat_map(|s| s.emf_lines(now)) {
+                                crate::outln!("{line}");
                             }
                         }
                     }
