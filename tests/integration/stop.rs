@@ -286,3 +286,80 @@ async fn a_stalled_metrics_client_does_not_hold_the_stop() {
     assert!(secs <= 2.0, "{last}");
     std::fs::remove_file(&failures).ok();
 }
+
+/// A SIGTERM while `run` is still in its startup checks (an outage: its
+/// first DescribeTable never answered) stops it at once, said on stderr,
+/// exit 0. ops10 #6: the handler was installed only once the processors
+/// had started, so as PID 1 (a container, where SIGTERM without a handler
+/// is ignored) the signal was lost and the process went on to take work;
+/// elsewhere it died of the signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_stopped_during_its_startup_checks_stops_at_once() {
+    let engine = crate::support::start_engine().await;
+    let stack = format!("early{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let created = crate::support::jobstream(&[
+        "create",
+        "--model",
+        "tracker",
+        "--stack",
+        &stack,
+        "--endpoint",
+        &engine.endpoint(),
+    ]);
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let proxy = FaultProxy::in_front_of(&engine.endpoint())
+        .await
+        .expect("proxy starts");
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("DescribeTable", u32::MAX, gate.clone()));
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let child = std::process::Command::new(&bin)
+        .args(["run", "--model", "tracker", "--stack", &stack])
+        .args(["--endpoint", &proxy.endpoint(), "--lease-owner", "early"])
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("JOBSTREAM_ENDPOINT")
+        .env_remove("TABLE_NAME")
+        .env_remove("LEDGER_TABLE_NAME")
+        .env_remove("JOBSTREAM_STACK")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jobstream run starts");
+    tokio::time::timeout(HANG_GUARD, async {
+        while proxy.injected() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("its startup check is held");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(
+        HANG_GUARD,
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await
+    .expect("run exits")
+    .unwrap()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit 0 after SIGTERM: {:?} {stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains("SIGTERM: stopping before the processors started"),
+        "{stderr}"
+    );
+    gate.add_permits(1_000);
+}

@@ -43,6 +43,61 @@ pub(crate) async fn terminated(doing: &str) {
     #[cfg(not(unix))]
     ctrl_c().await;
 }
+/// SIGTERM / SIGINT listened for from the moment [`Stop::listen`] is
+/// called (a handler installed before the first startup check: as PID 1 a
+/// signal without one is ignored, and elsewhere it kills the process
+/// without a word), said on stderr with what the stop does at that moment.
+pub(crate) struct Stop {
+    signalled: tokio::sync::watch::Receiver<bool>,
+    doing: std::sync::Arc<std::sync::Mutex<&'static str>>,
+}
+
+impl Stop {
+    pub(crate) fn listen(doing: &'static str) -> Self {
+        let (tx, signalled) = tokio::sync::watch::channel(false);
+        let doing = std::sync::Arc::new(std::sync::Mutex::new(doing));
+        let said = doing.clone();
+        #[cfg(unix)]
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        tokio::spawn(async move {
+            let now = || *said.lock().unwrap_or_else(|p| p.into_inner());
+            #[cfg(unix)]
+            match term {
+                Ok(mut term) => tokio::select! {
+                    _ = term.recv() => jobstream::errln!("SIGTERM: {}", now()),
+                    () = ctrl_c() => jobstream::errln!("SIGINT: {}", now()),
+                },
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                    ctrl_c().await;
+                    jobstream::errln!("SIGINT: {}", now());
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                ctrl_c().await;
+                jobstream::errln!("SIGINT: {}", now());
+            }
+            let _ = tx.send(true);
+        });
+        Self { signalled, doing }
+    }
+
+    /// What a signal from now on is said to do.
+    pub(crate) fn now_doing(&self, doing: &'static str) {
+        *self.doing.lock().unwrap_or_else(|p| p.into_inner()) = doing;
+    }
+
+    /// Ends when a signal came (at once if one already did).
+    pub(crate) async fn signalled(&self) {
+        let mut rx = self.signalled.clone();
+        // An error: the listener is gone without a signal; never again.
+        if rx.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 /// The configured SQS endpoint, or the local SQS server started (and
 /// installed, once) for this process, for models with queues, on
 /// `--sqs-port` (a free one by default).

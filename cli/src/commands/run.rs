@@ -14,13 +14,34 @@ use jobstream::local::iam::Principal;
 use jobstream::local::runtime::{Provision, Runtime};
 use shared::retry::Retries;
 
-use super::{announce, report_failures, terminated};
+use super::{announce, report_failures, Stop};
 use crate::args::RunArgs;
+use jobstream::tools::consumer::ConsumerArgs;
 
 /// `jobstream run`: the model's processors against deployed tables and
 /// queues (never created: each is checked against the definition), with
 /// every on-failure destination checked before the first record.
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Listened for before the first startup check (ops10 #6: a signal
+    // during them, as PID 1, was lost and the process went on to work).
+    let stop = Stop::listen("stopping before the processors started");
+    let started = tokio::select! {
+        started = start(args) => started?,
+        () = stop.signalled() => return Ok(ExitCode::SUCCESS),
+    };
+    stop.now_doing("finishing batches in flight, releasing leases");
+    serve(started, &stop).await
+}
+
+/// What `run` starts before its processors work: the runtime and what its
+/// stop reports.
+struct Started {
+    rt: Runtime,
+    consumer: ConsumerArgs,
+}
+
+/// The startup checks (tables, queues, destinations) and the runtime.
+async fn start(args: RunArgs) -> anyhow::Result<Started> {
     let RunArgs {
         endpoint,
         target,
@@ -125,9 +146,15 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     announce(None, &rt, sqs_said.as_deref(), &target.model);
+    Ok(Started { rt, consumer })
+}
+
+/// The processors at work until a signal, then the stop and its report.
+async fn serve(started: Started, stop: &Stop) -> anyhow::Result<ExitCode> {
+    let Started { mut rt, consumer } = started;
     let signalled = std::sync::OnceLock::new();
     rt.run_until(async {
-        terminated("finishing batches in flight, releasing leases").await;
+        stop.signalled().await;
         let _ = signalled.set(std::time::Instant::now());
     })
     .await?;
