@@ -588,6 +588,23 @@ pub fn verify_items(
                     )
                 }),
         };
+        // Attributes the model no longer derives on an item the
+        // processors own whole (a sum removed from the file): the
+        // counter's write removes them.
+        let finding = finding.or_else(|| {
+            let item = item.filter(|i| !rejects(rules.as_ref(), i))?;
+            let stale = rules.unowned_attributes(item);
+            (!stale.is_empty()).then(|| {
+                (
+                    Drift::Wrong,
+                    format!(
+                        "{} no longer derived by the model (a sum or projection attribute removed from it): the counter's write removes {}",
+                        stale.join(", "),
+                        if stale.len() == 1 { "it" } else { "them" }
+                    ),
+                )
+            })
+        });
         if let Some((drift, why)) = finding {
             report.found(Finding {
                 kind: "counter",
