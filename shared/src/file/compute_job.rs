@@ -361,7 +361,7 @@ fn pages(keys: Vec<[String; 2]>, page: usize) -> Vec<Vec<[String; 2]>> {
 }
 
 /// Each computed value of an item: an int, or why it cannot be computed.
-pub(super) type Values = Vec<(&'static str, Result<i64, String>)>;
+pub type Values = Vec<(&'static str, Result<i64, String>)>;
 
 /// What a computed value that gives `null` most often is, and the guard.
 pub const NULL_HINT: &str =

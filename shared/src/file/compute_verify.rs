@@ -203,7 +203,7 @@ impl FileModel {
         &'static self,
         item: &Item,
         partition: &[Item],
-    ) -> Result<Vec<(&'static str, Result<i64, String>)>, String> {
+    ) -> Result<super::Values, String> {
         let Some((entity, c, _, _)) = self.compute_scope(item) else {
             return Ok(vec![]);
         };
