@@ -117,3 +117,92 @@ async fn a_scope_past_98_rows_is_reported_as_bad_input_and_no_repair_is_started(
     assert!(report.is_clean(), "{:#?}", report.problems);
     assert!(report.bad_input.is_empty(), "{:#?}", report.bad_input);
 }
+
+fn catalog_item(
+    pk: &str,
+    sk: &str,
+    pairs: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>,
+) -> shared::item::Item {
+    let mut all = vec![("PK", s(pk)), ("SK", s(sk))];
+    all.extend(pairs);
+    attrs(all)
+}
+
+/// user10's finding 4, `verify`'s side: a table loaded without processors
+/// (no computed value written yet). `verify` judges every value that can
+/// be computed (both categories' `productCount`, the books' average: 2
+/// items checked, 2 drifts) and lists the value that cannot (the empty
+/// category's average, a division by zero) as bad input, never a silent
+/// pass (it said "computed value | 0 checked"); `explain` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_judges_the_values_that_compute_and_lists_one_that_cannot_as_bad_input() {
+    let path = crate::scenarios::model_file("catalog/catalog.yaml");
+    let env = model_env("catalog", |o| o.model_file = Some(path.clone())).await;
+    let category = |id: &str| {
+        catalog_item(
+            &format!("CAT#{id}"),
+            "CATEGORY",
+            vec![
+                ("type", s("category")),
+                ("category", s(id)),
+                ("title", s(id)),
+            ],
+        )
+    };
+    put_all(
+        &env.rt,
+        vec![
+            category("empty"),
+            category("books"),
+            catalog_item(
+                "CAT#books",
+                "PRODUCT#p1",
+                vec![
+                    ("type", s("product")),
+                    ("category", s("books")),
+                    ("productId", s("p1")),
+                    ("price", n(1500)),
+                ],
+            ),
+        ],
+    )
+    .await;
+    // Not drained: verify reads the table as loaded.
+    let report = env.rt.verify().await.expect("verify");
+    let said = format!("{:#?} {:#?}", report.problems, report.bad_input);
+    assert_eq!(report.kinds["computed value"].checked, 2, "{said}");
+    // (The ledger indexes the job lists a scope from are drift too.)
+    let computed: Vec<&String> = report
+        .problems
+        .iter()
+        .filter(|p| p.starts_with("computed value:"))
+        .collect();
+    assert_eq!(computed.len(), 2, "{said}");
+    for (k, says) in [
+        ("PK=CAT#empty", "productCount is absent, the rows imply 0"),
+        (
+            "PK=CAT#books",
+            "productCount is absent, the rows imply 1, averagePrice is absent, the rows imply 1500",
+        ),
+    ] {
+        assert!(
+            computed.iter().any(|p| p.contains(k) && p.contains(says)),
+            "{k}: {said}"
+        );
+    }
+    assert_eq!(report.bad_input.len(), 1, "{said}");
+    for says in [
+        "PK=CAT#empty, SK=CATEGORY: averagePrice not computed over `product` rows of PK=CAT#empty",
+        "division by zero",
+        "(Invalid)",
+    ] {
+        assert!(report.bad_input[0].contains(says), "{says}: {said}");
+    }
+    let x = crate::explain::ask_in(&env, &path, "CAT#empty", "CATEGORY").await;
+    let lines = x.lines.join("\n");
+    assert!(lines.contains("computes productCount = 0"), "{lines}");
+    assert!(
+        lines.contains("computes averagePrice from") && lines.contains("bad input, not judged now"),
+        "{lines}"
+    );
+}

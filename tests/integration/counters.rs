@@ -454,3 +454,74 @@ async fn an_item_an_expression_fails_on_applies_none_of_its_effects() {
     assert!(get(&env, derived).await.is_some(), "the derived item stays");
     assert_clean(&env.rt).await;
 }
+
+/// ops10's finding 2: a sum removed from the model file (`late`) stayed
+/// on every processor-created counter item, frozen and soon wrong, and
+/// `backfill` + `verify` said "no drift". An attribute the model no longer
+/// derives on an item the processors own whole (a `created_by: processor`
+/// counter) is drift: `verify` names it, the counter's next write removes
+/// it (a source written after the deploy), and `backfill` or
+/// `verify --repair` remove it from the others. A writer's counter item
+/// (`created_by: writer`) is never touched: its other attributes may be
+/// the application's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sum_removed_by_a_file_edit_is_drift_and_backfill_or_repair_removes_it() {
+    let v1 = library_with(&[
+        (
+            "add: { open: \"state == 'open' ? 1 : 0\", total: 1 }",
+            "add: { open: \"state == 'open' ? 1 : 0\", total: 1, late: \"days > 7 ? 1 : 0\" }",
+        ),
+        (
+            "attributes: [open, total]",
+            "attributes: [open, total, late]",
+        ),
+    ]);
+    let v2 = library_with(&[]);
+    for by_backfill in [true, false] {
+        let mut env = library_env(&v1).await;
+        for m in ["m1", "m2", "m3"] {
+            put(&env.rt, loan(m, BOOK, "open")).await;
+        }
+        env.rt.drain().await.unwrap();
+        assert_clean(&env.rt).await;
+        let late = |i: &Item| i.get("late").cloned();
+        let m2 = get(&env, key("M#m2", "COUNT")).await.expect("counter");
+        assert_eq!(late(&m2), Some(n(1)));
+        let mut env = rerun(env, "library", temp_model("counters", &v2), false).await;
+        // A loan returned after the deploy: its counter's write drops the
+        // sum the model no longer has.
+        put(&env.rt, loan("m1", BOOK, "returned")).await;
+        env.rt.drain().await.unwrap();
+        let m1 = get(&env, key("M#m1", "COUNT")).await.expect("counter");
+        assert_eq!(
+            (late(&m1), open_total(&env, "M#m1", "COUNT").await),
+            (None, (0, 1))
+        );
+        let report = env.rt.verify().await.expect("verify");
+        let said = format!("{:#?}", report.problems);
+        for m in ["M#m2", "M#m3"] {
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.starts_with("counter:") && p.contains(m) && p.contains("late")),
+                "by_backfill={by_backfill}: {said}"
+            );
+        }
+        assert_eq!(report.problems.len(), 2, "{said}");
+        if by_backfill {
+            crate::items::backfill(&env, &Default::default()).await;
+        } else {
+            crate::items::repair(&env.rt, &report).await;
+        }
+        env.rt.drain().await.unwrap();
+        assert_clean(&env.rt).await;
+        for m in ["M#m2", "M#m3"] {
+            let c = get(&env, key(m, "COUNT")).await.expect("counter");
+            assert_eq!(late(&c), None, "by_backfill={by_backfill}: {m}");
+            assert_eq!(open_total(&env, m, "COUNT").await, (1, 1));
+        }
+        assert_eq!(bad_input(&env), 0);
+        assert!(env.rt.failed_batches().is_empty());
+    }
+}

@@ -499,6 +499,15 @@ async fn explain_computed(
     match f.computed_values(item, &partition) {
         Ok(values) => {
             for (a, v) in values {
+                let v = match v {
+                    Ok(v) => v,
+                    Err(why) => {
+                        x.line(format!(
+                            "computes {a} from {whose}: bad input, not judged now ({why}): its value is left as it is"
+                        ));
+                        continue;
+                    }
+                };
                 let held = match item.get(a) {
                     Some(AttributeValue::N(n)) if n.parse::<i64>() == Ok(v) => String::new(),
                     Some(h) => format!(" (the item holds {}: a job pending, or drift)", show(h)),

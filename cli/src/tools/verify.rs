@@ -15,8 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shared::engine::counts;
 use shared::engine::derive::{
-    checked_contributions, index_key, projection_update, rejects, total_attr, total_key, total_pk,
-    Implied,
+    checked_contributions, index_key, projection_update, total_attr, total_key, total_pk, Implied,
 };
 use shared::engine::rules::Counter;
 use shared::engine::writable::{self, Writes};
@@ -24,6 +23,9 @@ use shared::item::{display_key, key_of, Item, ItemExt};
 use shared::lambda::{Config, Processors};
 use shared::ledger::{item_id, parse_item_id};
 use shared::models::{CheckInput, Drift, Finding, Model, Repair};
+
+#[path = "verify_counters.rs"]
+mod counters;
 
 /// Drift of one kind of derived datum.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -505,98 +507,15 @@ pub fn verify_items(
             }),
         });
     }
-    // Counter items: every attribute = the sum over the source items. A
-    // located counter (`Rules::locate`) is the one item carrying its
-    // identity.
-    let mut located: HashMap<String, Vec<&Item>> = HashMap::new();
-    for item in items {
-        if let Some(c) = rules.counter(item) {
-            let id = item_id(&c.key_item());
-            if rules.locate(&c.key_item()).is_some() && !rejects(rules.as_ref(), item) {
-                located.entry(id.clone()).or_default().push(item);
-            }
-            sums.entry(id).or_insert_with(|| ExpectedCounter::new(c));
-        }
-    }
-    // A counter's repair reconciles the sources whose records still count
-    // into it too (a model edited since they were derived).
-    for (ckey, sources) in counted_by.values() {
-        if let Some(e) = sums.get_mut(&item_id(ckey)) {
-            e.sources.extend(sources.iter().map(item_id));
-        }
-    }
-    for (
-        id,
-        ExpectedCounter {
-            counter,
-            sums: want,
-            sources,
-        },
-    ) in &sums
-    {
-        report.checked("counter");
-        let zero = want.values().all(|v| *v == 0);
-        let item = match rules.locate(&counter.key_item()) {
-            None => by_id.get(id),
-            Some(_) => match located.get(id).map(Vec::as_slice) {
-                Some([one]) => Some(one),
-                Some(several) if several.len() > 1 => {
-                    let keys: Vec<Item> = several.iter().map(|i| key_of(i, key_names)).collect();
-                    report.bad_input.push(format!(
-                        "{}: {}",
-                        display_key(&counter.key_item()),
-                        shared::engine::locate::contested_reason(&keys)
-                    ));
-                    continue;
-                }
-                _ => None,
-            },
-        };
-        let label = display_key(&counter.key_item());
-        let repair = Some(Repair::Counter {
-            counter: counter.key_item(),
-            sources: sources
-                .iter()
-                .filter_map(|s| by_id.get(s).map(|i| key_of(i, key_names)))
-                .collect(),
-        });
-        let finding = match item {
-            None if counter.create.is_some() && !zero => Some((Drift::Missing, "absent".into())),
-            None => None,
-            // The processor writes nothing onto an item its rules reject
-            // (reported as bad input above).
-            Some(i) if rejects(rules.as_ref(), i) => None,
-            Some(_) if counter.create.is_some() && counter.remove_at_zero && zero => {
-                Some((Drift::Extra, "nothing counts any more".into()))
-            }
-            Some(i) => counter
-                .attrs
-                .iter()
-                .find(|a| i.opt_i128(a).ok().flatten() != Some(want.get(**a).copied().unwrap_or(0)))
-                .map(|a| {
-                    (
-                        Drift::Wrong,
-                        format!(
-                            "{a} {}, the sources sum to {}",
-                            match i.opt_i128(a) {
-                                Ok(Some(v)) => format!("= {v}"),
-                                Ok(None) => "is absent".to_string(),
-                                Err(_) => "is not a number".to_string(),
-                            },
-                            want.get(*a).copied().unwrap_or(0)
-                        ),
-                    )
-                }),
-        };
-        if let Some((drift, why)) = finding {
-            report.found(Finding {
-                kind: "counter",
-                drift,
-                what: format!("{label}: {why}"),
-                repair: repair.clone(),
-            });
-        }
-    }
+    counters::check(
+        rules.as_ref(),
+        items,
+        &by_id,
+        &mut sums,
+        &counted_by,
+        &mut report,
+    );
+
     // The model's own checks tally what they checked, every kind they
     // check listed (0 included).
     let input = CheckInput::new(items, ledger, now);

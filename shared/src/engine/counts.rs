@@ -175,6 +175,17 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
             }
         }
     }
+    // Attributes the rules no longer derive (a sum or a projection
+    // attribute removed from the model) on an item the processors own
+    // whole: removed with this write.
+    for a in item
+        .map(|i| deriver.rules.unowned_attributes(i))
+        .unwrap_or_default()
+    {
+        prospective.remove(&a);
+        removes.push(a.clone());
+        absent.push(a);
+    }
     let current = item.cloned().unwrap_or_default();
     let key_names = deriver.rules.key_names();
     let owned = |a: &str| {

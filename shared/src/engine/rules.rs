@@ -254,6 +254,16 @@ pub trait Rules: Send + Sync {
         false
     }
 
+    /// The attributes of `item`, a counter item the processors own whole
+    /// (one they create, of an entity no writer writes), that the rules
+    /// no longer derive: a sum or a projection attribute removed from the
+    /// model since it was written. Drift: the counter's next write removes
+    /// them (its sync, a backfill, a repair). Never an attribute of an
+    /// item a writer owns (it may be the application's). Default: none.
+    fn unowned_attributes(&self, _item: &Item) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Jobs this change starts, enqueued after its other effects. Consumers
     /// must be idempotent: a redelivered record enqueues again.
     fn messages(&self, _change: &Change) -> Result<Vec<OutMessage>, InputError> {

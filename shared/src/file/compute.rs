@@ -371,6 +371,15 @@ pub fn compile(
                 }
             }
             Ok(x) => {
+                if let Some((_, f)) = super::typecheck::unguarded_min_max(&x) {
+                    err(
+                        at(v),
+                        format!(
+                            "{name}: computed `{a}`: `{f}` of a list that may be empty (an item with no rows) is null, not an int, and the value would be bad input there, left as it is: guard it, `size({rows}) == 0 ? 0 : {f}(...)`, or add a bound to the list, `{f}(... + [0])`"
+                        ),
+                    );
+                    continue;
+                }
                 for f in fields_read(&x.source, &row_names) {
                     if !row_reads.contains(&f) && o.attr(f).is_some() {
                         row_reads.push(o.attr(f).map(|a| a.name).unwrap_or(f));

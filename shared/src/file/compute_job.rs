@@ -301,7 +301,8 @@ impl FileModel {
     /// Whether a change of a computed value (from `old` to `item`) was
     /// written by someone else than the job: the job writes the values, the
     /// projection they imply and [`SEQUENCE_ATTR`] raised by one together.
-    /// So a value that is no int, a
+    /// So a value that is no int (absent is the job's when it raised the
+    /// sequence: a value that cannot be computed is left as it is), a
     /// sequence not raised by exactly one (a writer's put with values of
     /// its own or none, an update of a value, a copy of an older item), or
     /// a projection out of step with the values came from a writer and must
@@ -314,9 +315,13 @@ impl FileModel {
         item: &Item,
         parsed: &Parsed<'_>,
     ) -> bool {
-        if e.computed()
-            .any(|a| !matches!(item.get(a), Some(AttributeValue::N(n)) if n.parse::<i64>().is_ok()))
-        {
+        // A value that is no int is a writer's; an absent one is the job's
+        // too when it raised the sequence (a value that cannot be computed
+        // is left as it is, absent on an item never computed).
+        if e.computed().any(|a| {
+            item.get(a)
+                .is_some_and(|v| !matches!(v, AttributeValue::N(n) if n.parse::<i64>().is_ok()))
+        }) {
             return true;
         }
         if !old.is_some_and(|old| job_wrote(old, item)) {
@@ -352,6 +357,24 @@ fn pages(keys: Vec<[String; 2]>, page: usize) -> Vec<Vec<[String; 2]>> {
         out.push(current);
     }
     out
+}
+
+/// Each computed value of an item: an int, or why it cannot be computed.
+pub type Values = Vec<(&'static str, Result<i64, String>)>;
+
+/// What a computed value that gives `null` most often is, and the guard.
+pub const NULL_HINT: &str =
+    "`min`/`max` of an empty list are null: guard it, `size(xs) == 0 ? 0 : min(xs)`";
+
+/// The log line and count of a computed value that cannot be computed.
+fn value_refused(c: &Compute, key: &Item, a: &str, why: &str) {
+    tracing::warn!(
+        processor = c.name,
+        key = %display_key(key),
+        kind = "Invalid",
+        reason = %format!("computed `{a}`: {why}"),
+        "bad input: this value is left as it is (the item's other values are computed)"
+    );
 }
 
 /// The rows of a scope as read, and the guards that pin them.
@@ -443,13 +466,12 @@ impl ComputeJob {
         }))
     }
 
-    /// The item's parse and the values it should carry given the rows
-    /// (`None`: bad input, logged with the item's key and left as it is).
-    pub(super) fn values(
-        &self,
-        item: &Item,
-        facts: &Facts,
-    ) -> Option<(Record<'static>, Vec<(&'static str, i64)>)> {
+    /// The item's parse and each value it should carry given the rows:
+    /// an int, or why that value cannot be computed (a null, an error, an
+    /// overflow: bad input of its own, that value left as it is; the
+    /// others are computed all the same). `None`: the item is not one of
+    /// the computing entity's (bad input, left as it is).
+    pub(super) fn values(&self, item: &Item, facts: &Facts) -> Option<(Record<'static>, Values)> {
         let m = self.m;
         let c = self.compute();
         let e = &m.entities[self.entity];
@@ -466,34 +488,70 @@ impl ComputeJob {
                     rec.get(n).map(Arg::Val)
                 }
             });
-            match v {
-                Ok(Val::Int(i)) => out.push((*a, i)),
-                other => {
-                    let reason = match other {
-                        Err(e) => e,
-                        Ok(v) => format!("gave a {}, not an int", v.kind()),
-                    };
-                    tracing::warn!(processor = c.name, key = %display_key(&key_of(item, &m.key_names())), kind = "Invalid", reason = %format!("computed `{a}`: {reason}"), "bad input");
-                    return None;
-                }
-            }
+            out.push((
+                *a,
+                match v {
+                    Ok(Val::Int(i)) => Ok(i),
+                    Err(e) => Err(e),
+                    Ok(Val::Null) => Err(format!("gave a null, not an int ({NULL_HINT})")),
+                    Ok(v) => Err(format!("gave a {}, not an int", v.kind())),
+                },
+            ));
         }
         Some((rec, out))
     }
 
     /// The update of one item as read (`None`: already right, or bad input
-    /// left as it is). The item is parsed once: the item it will be (its
+    /// left as it is) and how many bad inputs it met (logged here, counted
+    /// by the consumer). The item is parsed once: the item it will be (its
     /// computed values as the job stores them) is that parse with those
-    /// values, and only the checks that read them run again.
-    fn update(&self, item: &Item, facts: &Facts) -> Option<GuardedUpdate> {
+    /// values, and only the checks that read them run again. A value that
+    /// cannot be computed is bad input of its own and left as it is; the
+    /// others are written.
+    fn update(&self, item: &Item, facts: &Facts) -> (Option<GuardedUpdate>, usize) {
+        let m = self.m;
+        let c = self.compute();
+        let key = key_of(item, &m.key_names());
+        let Some((mut rec, values)) = self.values(item, facts) else {
+            return (None, 0);
+        };
+        let mut refused = 0;
+        let mut ok = Vec::with_capacity(values.len());
+        for (a, v) in values {
+            match v {
+                Ok(v) => ok.push((a, v)),
+                Err(why) => {
+                    value_refused(c, &key, a, &why);
+                    refused = 1;
+                }
+            }
+        }
+        for (a, v) in &ok {
+            rec.set(a, Val::Int(*v));
+        }
+        match self.write(item, &key, rec, &ok, facts) {
+            Ok(u) => (u, refused),
+            // The item as it would be is rejected by its rules (logged):
+            // the derive counts such an item where it reads it.
+            Err(()) => (None, refused),
+        }
+    }
+
+    /// The guarded write of `values` (and the projection they imply) onto
+    /// `item`, whose parse `rec` holds them (`Ok(None)`: already right;
+    /// `Err`: the item as it would be is bad input, logged).
+    fn write(
+        &self,
+        item: &Item,
+        key: &Item,
+        rec: Record<'static>,
+        values: &[(&'static str, i64)],
+        facts: &Facts,
+    ) -> Result<Option<GuardedUpdate>, ()> {
         let m = self.m;
         let c = self.compute();
         let e = &m.entities[self.entity];
-        let key = key_of(item, &m.key_names());
-        let (mut rec, values) = self.values(item, facts)?;
-        for (a, v) in &values {
-            rec.set(a, Val::Int(*v));
-        }
+        let key = key.clone();
         let rules = FileRules(m);
         let reads_computed = |x: &super::model::Check| {
             x.expr
@@ -510,7 +568,7 @@ impl ComputeJob {
             Ok(p) => p,
             Err(err) => {
                 tracing::warn!(processor = c.name, key = %display_key(&key), kind = err.kind(), reason = %err, "bad input");
-                return None;
+                return Err(());
             }
         };
         let mut attrs: Vec<(&'static str, Option<AttributeValue>)> = values
@@ -528,7 +586,7 @@ impl ComputeJob {
         }
         attrs.retain(|(a, v)| item.get(*a) != v.as_ref());
         if attrs.is_empty() {
-            return None;
+            return Ok(None);
         }
         // The job's mark on its own write: the sequence raised by one (a
         // stored one that is no int, or at its limit, starts again at 1;
@@ -553,12 +611,12 @@ impl ComputeJob {
         for a in c.item_reads.iter().copied().chain(e.computed()) {
             guards.push(Guard::same(key.clone(), a, item.get(a)));
         }
-        Some(GuardedUpdate {
+        Ok(Some(GuardedUpdate {
             key,
             attrs,
             guards,
             notes,
-        })
+        }))
     }
 
     async fn compute_items(
@@ -566,9 +624,9 @@ impl ComputeJob {
         reads: &Reads,
         rpk: &str,
         keys: Vec<Item>,
-    ) -> Result<Vec<GuardedUpdate>, MessageError> {
+    ) -> Result<(Vec<GuardedUpdate>, usize), MessageError> {
         let Some(facts) = self.facts(reads, rpk).await? else {
-            return Ok(vec![]);
+            return Ok((vec![], 0));
         };
         let items = reads.store.batch_get(&reads.table, keys).await?;
         let mut by_key: Vec<(String, Item)> = items
@@ -576,10 +634,14 @@ impl ComputeJob {
             .map(|i| (display_key(&key_of(&i, &self.m.key_names())), i))
             .collect();
         by_key.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(by_key
-            .iter()
-            .filter_map(|(_, i)| self.update(i, &facts))
-            .collect())
+        let mut bad = 0;
+        let mut updates = Vec::new();
+        for (_, i) in &by_key {
+            let (u, refused) = self.update(i, &facts);
+            bad += refused;
+            updates.extend(u);
+        }
+        Ok((updates, bad))
     }
 
     async fn listed(&self, reads: &Reads, rpk: &str) -> Result<Vec<[String; 2]>, MessageError> {
@@ -683,7 +745,8 @@ impl SetJob for ComputeJob {
                         .into()
                     })
                     .collect();
-                plan.updates = self.compute_items(reads, &rpk, items).await?;
+                (plan.updates, plan.bad_input_logged) =
+                    self.compute_items(reads, &rpk, items).await?;
             }
             Ok(plan)
         })

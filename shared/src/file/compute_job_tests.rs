@@ -68,7 +68,7 @@ fn prediction() -> Item {
 fn an_item_the_job_scores_is_parsed_once() {
     let j = job(PICKEM);
     let (rows, item) = (facts(&j, 25), prediction());
-    let (u, parses) = super::super::rules::parses(|| j.update(&item, &rows));
+    let (u, parses) = super::super::rules::parses(|| j.update(&item, &rows).0);
     assert_eq!(parses, 1);
     let u = u.expect("a score to write");
     assert_eq!(
@@ -84,7 +84,10 @@ fn an_item_the_job_scores_is_parsed_once() {
     );
     assert!(u.notes.is_empty());
     // Clamped into the key: noted.
-    let u = j.update(&prediction(), &facts(&j, 1500)).expect("a score");
+    let u = j
+        .update(&prediction(), &facts(&j, 1500))
+        .0
+        .expect("a score");
     assert!(u.attrs.contains(&("GSI_SK", Some(s("SCORE#999#sam")))));
     assert_eq!(u.notes, vec!["ScoreOverflow"]);
 }
@@ -101,9 +104,9 @@ fn a_check_reading_a_computed_value_judges_the_value_the_job_would_store() {
     );
     assert_ne!(text, PICKEM);
     let j = job(&text);
-    assert!(j.update(&prediction(), &facts(&j, 25)).is_some());
+    assert!(j.update(&prediction(), &facts(&j, 25)).0.is_some());
     assert!(
-        j.update(&prediction(), &facts(&j, 95)).is_none(),
+        j.update(&prediction(), &facts(&j, 95)).0.is_none(),
         "105 points"
     );
     let mut stored = prediction();

@@ -21,6 +21,23 @@ fn the_pickem_file_is_clean() {
     assert_eq!(compile(PICKEM, "t").err(), None);
 }
 
+/// `min`/`max` of a list are accepted where the list cannot be empty: in
+/// a branch of a `? :` (the guard), or with a list written out added.
+#[test]
+fn a_guarded_min_or_max_is_accepted() {
+    for value in [
+        "size(matches) == 0 ? 0 : min(matches.map(m, m.points))",
+        "max(matches.map(m, m.points) + [0])",
+        "min(1, 2)",
+    ] {
+        let text = PICKEM.replace(
+            "        mcorrect: \"size(",
+            &format!("        lowest: \"{value}\"\n        mcorrect: \"size("),
+        );
+        assert_eq!(compile(&text, "t").err(), None, "{value}");
+    }
+}
+
 /// `check-model`'s problem for each seeded mistake of `models/pickem.yaml`:
 /// (what is replaced, by what, where in it the problem is, what it says).
 const REFUSED: &[(&str, &str, &str, &str)] = &[
@@ -77,6 +94,20 @@ const REFUSED: &[(&str, &str, &str, &str)] = &[
         "        label: \"'x' + string(1)\"\n        mcorrect: \"size(",
         "\"'x'",
         "computed `label`: a computed value must be an int, but `'x' + string(1)` is a string",
+    ),
+    // `min`/`max` of a list that may be empty give null, no int (user10's
+    // finding 4: the value was bad input at run time, silently stale).
+    (
+        "        mcorrect: \"size(",
+        "        lowest: \"min(matches.map(m, m.points))\"\n        mcorrect: \"size(",
+        "\"min(",
+        "computed `lowest`: `min` of a list that may be empty (an item with no rows) is null, not an int, and the value would be bad input there, left as it is: guard it, `size(matches) == 0 ? 0 : min(...)`",
+    ),
+    (
+        "        mcorrect: \"size(",
+        "        highest: \"size(matches) + max(matches.filter(m, has(m.result)).map(m, m.points))\"\n        mcorrect: \"size(",
+        "\"size(matches) +",
+        "computed `highest`: `max` of a list that may be empty",
     ),
     // A computed attribute named like a writer attribute.
     (

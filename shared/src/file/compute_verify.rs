@@ -99,9 +99,25 @@ impl FileModel {
                     rows: Val::List(r).prepare(),
                     guards: vec![],
                 };
-                let Some((_, want)) = job.values(i, &facts) else {
+                let Some((_, values)) = job.values(i, &facts) else {
                     continue;
                 };
+                let shown = display_key(&key_of(i, &self.key_names()));
+                // A value that cannot be computed is bad input (the job
+                // leaves it as it is); the others are judged.
+                let mut want = Vec::with_capacity(values.len());
+                for (a, v) in values {
+                    match v {
+                        Ok(v) => want.push((a, v)),
+                        Err(why) => input.bad_input(format!(
+                            "{shown}: {a} not computed over `{}` rows of {pkn}={rpk}: {why}: its value is left as it is (the item's other values are computed) (Invalid)",
+                            over.name,
+                        )),
+                    }
+                }
+                if want.is_empty() {
+                    continue;
+                }
                 input.checked(COMPUTED_VALUE, 1);
                 let stored: Vec<String> = want
                     .iter()
@@ -121,11 +137,7 @@ impl FileModel {
                 out.push(crate::models::Finding {
                     kind: COMPUTED_VALUE,
                     drift: crate::models::Drift::Wrong,
-                    what: format!(
-                        "{}: {}",
-                        display_key(&key_of(i, &self.key_names())),
-                        stored.join(", ")
-                    ),
+                    what: format!("{shown}: {}", stored.join(", ")),
                     repair: Some(crate::models::Repair::Job {
                         queue: c.queue.logical,
                         body: crate::engine::body::encode(
@@ -185,12 +197,13 @@ impl FileModel {
 
     /// Each computed value of `item` as `partition` (the items read from
     /// [`Self::compute_rows`]) implies it, as the job and `verify` compute
-    /// it; `Err` says why it is not judged (a row or the item is bad input).
+    /// it (or why that value cannot be computed: bad input, left as it is);
+    /// `Err` says why none is judged (a row or the item is bad input).
     pub fn computed_values(
         &'static self,
         item: &Item,
         partition: &[Item],
-    ) -> Result<Vec<(&'static str, i64)>, String> {
+    ) -> Result<super::Values, String> {
         let Some((entity, c, _, _)) = self.compute_scope(item) else {
             return Ok(vec![]);
         };

@@ -570,6 +570,33 @@ impl Rules for FileRules {
         stamped && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }
 
+    /// Every attribute of a processor-created counter of a processor
+    /// entity that is none of its key names, its type stamp, the table's
+    /// TTL attribute, the entity's declared attributes, its sums or its
+    /// projection's attributes.
+    fn unowned_attributes(&self, item: &Item) -> Vec<String> {
+        let m = self.0;
+        let [pkn, skn] = m.key_names();
+        let (Ok(pk), Ok(sk)) = (item.s(pkn), item.s(skn)) else {
+            return Vec::new();
+        };
+        let Some((e, _)) = m.classify(pk, sk) else {
+            return Vec::new();
+        };
+        if e.writer || e.foreign || !e.counter.as_ref().is_some_and(|c| c.created_by_processor) {
+            return Vec::new();
+        }
+        let known = |a: &str| {
+            a == pkn
+                || a == skn
+                || a == m.entity_type
+                || m.table.ttl_attribute == Some(a)
+                || e.attr(a).is_some()
+                || e.processor_owned().any(|o| o == a)
+        };
+        item.keys().filter(|a| !known(a)).cloned().collect()
+    }
+
     /// The jobs a change starts (`sets:`, `once:`, `compute:`).
     fn messages(
         &self,
