@@ -426,6 +426,16 @@ impl FoldRules for FileHistory {
         for (kind, n) in checked {
             input.checked(kind, n);
         }
+        // Items valid to their rules whose history writes cannot exist:
+        // bad input to the history (the rules' own refusals are the
+        // derive's to list).
+        for item in input.items {
+            if let Err(e) = self.writable(item) {
+                if self.0.parse(item).is_ok() {
+                    input.bad_input(format!("{e} ({})", e.kind()));
+                }
+            }
+        }
         found
     }
 
