@@ -236,3 +236,51 @@ async fn backfill_of_a_table_with_a_root_near_400_kb_lists_it_as_bad_input_and_g
     let verified = env.rt.verify().await.expect("verify");
     assert!(verified.is_clean(), "drift: {:#?}", verified.problems);
 }
+
+/// A `ValidationException` the limits known before sending did not foresee
+/// (injected: DynamoDB refuses the history's first two transactions) is
+/// classed by the one error policy: never a failed record retried and
+/// given up. The batch is folded again, each record's writes in a
+/// transaction of their own; the record whose writes DynamoDB refuses is
+/// bad input (its key and the refusal in the log, counted once), and the
+/// others fold.
+#[tokio::test]
+async fn a_validation_exception_that_still_comes_back_is_bad_input_of_its_record_alone() {
+    use jobstream::faults::Fault;
+    let (logs, _guard) = Captured::start();
+    let path = temp_model("bigorders", &format!("{ORDERS}{HISTORY}"));
+    let (env, proxy) =
+        crate::support::model_env_behind_proxy("bigorders", |o| o.model_file = Some(path)).await;
+    put(&env.rt, order("a")).await;
+    put(&env.rt, order("b")).await;
+    put(&env.rt, line("b", 1, 3)).await;
+    let records = env.records().await;
+    proxy.inject(Fault::validation("TransactWriteItems", 2));
+    let event = crate::items::records_event(&records);
+    let resp = crate::items::invoke(&env, "history", &event)
+        .await
+        .expect("handled");
+    assert!(
+        resp.batch_item_failures.is_empty(),
+        "never a failed record: {resp:?}"
+    );
+    assert_eq!(metric_of(&env, "history", names::FAILED_RECORD), 0);
+    assert_eq!(
+        metric_of(&env, "history", names::BAD_INPUT),
+        1,
+        "the record refused, once"
+    );
+    // Order a's creation was refused: nothing written for it; b's history
+    // is whole.
+    assert!(get(&env, key("ORDER#a", "HIST#000001")).await.is_none());
+    let b = get(&env, key("ORDER#b", "ORDER")).await.unwrap();
+    assert_eq!(b.opt_i64("historySequence").unwrap(), Some(2));
+    assert!(get(&env, key("ORDER#b", "HIST#000002")).await.is_some());
+    let logged = logs.text();
+    let bad = logged
+        .lines()
+        .find(|l| l.contains("bad input") && l.contains("refuses"))
+        .unwrap_or_else(|| panic!("no refusal logged:\n{logged}"));
+    assert!(bad.contains("PK=ORDER#a, SK=ORDER"), "{bad}");
+    assert!(bad.contains("ValidationException"), "{bad}");
+}

@@ -654,19 +654,52 @@ impl<R: FoldRules + ?Sized> StreamProcessor for FoldProcessor<R> {
         &self.metrics
     }
 
+    /// Folds the batch. A write DynamoDB refuses whatever the retries
+    /// (`Policy::Skip`: a `ValidationException` the limits known before
+    /// sending did not foresee) is never a failed batch: the batch is folded
+    /// again from the ledger, each record's writes in a transaction of
+    /// their own, to find the record whose writes they are; that record is
+    /// bad input (logged with its key and the refusal, counted), left out,
+    /// and the others fold (the records committed before are skipped by
+    /// their HEADs as any redelivery).
     async fn process(
         &self,
         changes: &[Change],
         metrics: &mut BatchMetrics,
     ) -> Result<(), BatchFailure> {
-        let mut states = HashMap::new();
-        let result = self.run(changes, metrics, &mut states).await;
-        let limit = result.as_ref().err().map_or(usize::MAX, |f| f.index);
-        let mirrors = self.write_mirrors(&states, limit).await;
-        match (result, mirrors) {
-            (Err(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
-            (Err(a), Ok(())) | (Ok(()), Err(a)) => Err(a),
-            (Ok(()), Ok(())) => Ok(()),
+        let mut refused = std::collections::BTreeSet::new();
+        let mut alone = false;
+        loop {
+            let mut states = HashMap::new();
+            let result = self
+                .run(changes, metrics, &mut states, &refused, alone)
+                .await;
+            let limit = result.as_ref().err().map_or(usize::MAX, |f| f.index);
+            let mirrors = self.write_mirrors(&states, limit, metrics).await;
+            let failure = match (result, mirrors) {
+                (Err(a), Err(b)) => {
+                    if b.index < a.index {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                (Err(a), Ok(())) | (Ok(()), Err(a)) => a,
+                (Ok(()), Ok(())) => return Ok(()),
+            };
+            if failure.error.policy() != crate::error::Policy::Skip {
+                return Err(failure);
+            }
+            if !alone {
+                alone = true;
+                continue;
+            }
+            if !refused.insert(failure.index) {
+                return Err(failure);
+            }
+            let change = &changes[failure.index];
+            metrics.incr(names::BAD_INPUT);
+            tracing::warn!(processor = self.name, event_id = %change.event_id, key = %change.key_display(), error = %failure.error, "skipping record: bad input: DynamoDB refuses its writes (never retried)");
         }
     }
 }
