@@ -284,3 +284,35 @@ async fn a_validation_exception_that_still_comes_back_is_bad_input_of_its_record
     assert!(bad.contains("PK=ORDER#a, SK=ORDER"), "{bad}");
     assert!(bad.contains("ValidationException"), "{bad}");
 }
+
+/// The big order put again by its writer without its `note`: the first
+/// valid state of a root whose creation the history refused is its
+/// creation to the history (entry 1, `created`, its lines in the
+/// snapshot, the mirror), not an update of a root it never showed.
+/// Before: no entry at all (told from the refused image as an update no
+/// `updated` rule matched), so the order's history never started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_put_right_after_its_refused_creation_starts_its_history() {
+    let mut env = orders(true).await;
+    put_orders(&env).await;
+    env.rt.drain().await.unwrap();
+    assert!(get(&env, key("ORDER#big", "HIST#000001")).await.is_none());
+    put(&env.rt, order("big")).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty());
+    let entry = get(&env, key("ORDER#big", "HIST#000001"))
+        .await
+        .expect("entry 1");
+    assert_eq!(entry.s("description").unwrap(), "Order placed by c1");
+    let lines = entry
+        .get("snapshot")
+        .and_then(|s| s.as_m().ok())
+        .and_then(|s| s.get("lines"))
+        .and_then(|l| l.as_l().ok())
+        .map(Vec::len);
+    assert_eq!(lines, Some(1), "{entry:?}");
+    let big = get(&env, key("ORDER#big", "ORDER")).await.unwrap();
+    assert_eq!(big.opt_i64("historySequence").unwrap(), Some(1));
+    assert_eq!(big.i64("total").unwrap(), 2, "the derive's sums too");
+    crate::items::assert_clean(&env.rt).await;
+}
