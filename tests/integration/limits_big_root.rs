@@ -316,3 +316,36 @@ async fn a_root_put_right_after_its_refused_creation_starts_its_history() {
     assert_eq!(big.i64("total").unwrap(), 2, "the derive's sums too");
     crate::items::assert_clean(&env.rt).await;
 }
+
+/// A member near the limit (a line with a large undeclared `note`): the
+/// state the fold keeps of it cannot fit a ledger item, so its record is
+/// bad input to the history (counted once, nothing written for it) and the
+/// order's history goes on without it; `verify` lists it as bad input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_state_cannot_be_kept_is_bad_input_and_its_root_history_goes_on() {
+    let mut env = orders(true).await;
+    put(&env.rt, order("m")).await;
+    let mut big = line("m", 1, 2);
+    let base = item_size(&big) + "note".len();
+    big.insert("note".into(), s("n".repeat(MAX_ITEM_BYTES - 8 - base)));
+    put(&env.rt, big).await;
+    put(&env.rt, line("m", 2, 5)).await;
+    env.rt.drain().await.unwrap();
+    assert!(env.rt.failed_batches().is_empty());
+    assert_eq!(metric_of(&env, "history", names::FAILED_RECORD), 0);
+    assert_eq!(metric_of(&env, "history", names::BAD_INPUT), 1);
+    let m = get(&env, key("ORDER#m", "ORDER")).await.unwrap();
+    assert_eq!(m.opt_i64("historySequence").unwrap(), Some(2));
+    let entry = get(&env, key("ORDER#m", "HIST#000002")).await.unwrap();
+    assert_eq!(entry.s("description").unwrap(), "Added line");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "drift: {:#?}", report.problems);
+    assert!(
+        report
+            .bad_input
+            .iter()
+            .any(|b| b.contains("LINE#1") && b.contains("ledger item")),
+        "{:?}",
+        report.bad_input
+    );
+}

@@ -256,12 +256,11 @@ impl FileHistory {
             return Ok(());
         };
         let over = |what: String, bytes: usize| {
+            let limit = format!("over DynamoDB's limit of {MAX_ITEM_BYTES} bytes");
             InputError::Invalid {
-            key: self.key_text(item),
-            reason: format!(
-                "history: {what} would be {bytes} bytes, over DynamoDB's limit of {MAX_ITEM_BYTES} bytes"
-            ),
-        }
+                key: self.key_text(item),
+                reason: format!("history: {what} would be {bytes} bytes, {limit}"),
+            }
         };
         let (name, part) = match role {
             Role::Root => {
