@@ -180,6 +180,12 @@ impl Fault {
         Self::answer(operation, times, 503, "ServiceUnavailableException")
     }
 
+    /// HTTP 400 `ValidationException`: DynamoDB refusing the request
+    /// itself (an item past its limits, say), which no retry fixes.
+    pub fn validation(operation: &str, times: u32) -> Self {
+        Self::answer(operation, times, 400, "ValidationException")
+    }
+
     /// HTTP 400 `ThrottlingException` (the control plane's throttle:
     /// DescribeTable and the like), where [`Self::throttle`] answers the
     /// data plane's `ProvisionedThroughputExceededException`.

@@ -176,6 +176,41 @@ pub fn sdk_loader(max_attempts: u32) -> aws_config::ConfigLoader {
         .timeout_config(retries.timeout_config())
 }
 
+/// An SDK error shown as the service's code and message
+/// ([`crate::error::sdk_cause`]: "ValidationException: Item size has
+/// exceeded the maximum allowed size", not "service error"), its source
+/// kept.
+#[derive(Debug)]
+struct Described {
+    cause: String,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl Described {
+    fn of<E, R>(err: SdkError<E, R>) -> Box<dyn std::error::Error + Send + Sync>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        Box::new(Described {
+            cause: crate::error::sdk_cause(&err),
+            source: Box::new(err),
+        })
+    }
+}
+
+impl std::fmt::Display for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.cause)
+    }
+}
+
+impl std::error::Error for Described {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
 fn classify<E, R>(operation: &'static str, table: &str, err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -201,7 +236,7 @@ where
         table: table.to_string(),
         code,
         retryable,
-        source: Box::new(err),
+        source: Described::of(err),
     }
 }
 
@@ -459,7 +494,7 @@ impl Store {
                             table: "(transaction)".to_string(),
                             code,
                             retryable,
-                            source: Box::new(SdkError::ServiceError(se)),
+                            source: Described::of(SdkError::ServiceError(se)),
                         }))
                     }
                 }

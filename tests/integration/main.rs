@@ -44,6 +44,7 @@ mod js;
 mod last_valid;
 mod league;
 mod limits;
+mod limits_big_root;
 mod meter;
 mod migration;
 mod migration_seeds;

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
+use shared::batch::StreamProcessor as _;
 use shared::change::Change;
 use shared::engine::fold::Imported;
+use shared::error::Policy;
 use shared::item::{key_of, Item};
 use shared::lambda::{Config, Fold, Processors};
 use shared::store::Store;
@@ -223,18 +225,22 @@ pub struct BackfillTotals {
     pub imported: AtomicU64,
     /// Items of deleted aggregates removed (the cascade the stream would have done).
     pub cascaded: AtomicU64,
+    /// Items that are bad input (each logged with its key and reason):
+    /// nothing written for them, the rest goes on.
+    pub bad_input: AtomicU64,
 }
 
 impl BackfillTotals {
     pub fn line(&self, dry_run: bool) -> String {
         let verb = if dry_run { "would write" } else { "wrote" };
         format!(
-            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs",
+            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs; {} bad input (logged with their keys, nothing written for them)",
             self.table_writes.load(Ordering::Relaxed),
             self.ledger_writes.load(Ordering::Relaxed),
             self.imported.load(Ordering::Relaxed),
             self.cascaded.load(Ordering::Relaxed),
-            self.messages.load(Ordering::Relaxed)
+            self.messages.load(Ordering::Relaxed),
+            self.bad_input.load(Ordering::Relaxed)
         )
     }
 }
@@ -267,14 +273,16 @@ pub async fn backfill(
             table.clone(),
         );
         async move {
-            let (p, c, m) = derive.backfill(&items, dry_run).await?;
+            let (p, c, m, bad) = derive.backfill(&items, dry_run).await?;
             t.table_writes.fetch_add(p as u64, Ordering::Relaxed);
             t.ledger_writes.fetch_add(c as u64, Ordering::Relaxed);
             t.messages.fetch_add(m as u64, Ordering::Relaxed);
+            t.bad_input.fetch_add(bad as u64, Ordering::Relaxed);
             if let Some(fold) = fold {
-                let (imported, cascaded) = adopt(&fold, &store, &table, &items, dry_run).await?;
-                t.imported.fetch_add(imported, Ordering::Relaxed);
-                t.cascaded.fetch_add(cascaded, Ordering::Relaxed);
+                let adopted = adopt(&fold, &store, &table, &items, dry_run).await?;
+                t.imported.fetch_add(adopted.imported, Ordering::Relaxed);
+                t.cascaded.fetch_add(adopted.cascaded, Ordering::Relaxed);
+                t.bad_input.fetch_add(adopted.refused, Ordering::Relaxed);
             }
             Ok(())
         }
@@ -283,15 +291,25 @@ pub async fn backfill(
     Ok((report, totals))
 }
 
-/// The fold's part of a backfill page: (aggregates imported, items of
-/// deleted aggregates removed).
+/// The fold's part of a backfill page.
+#[derive(Debug, Default)]
+struct Adopted {
+    /// Aggregates imported.
+    imported: u64,
+    /// Items of deleted aggregates removed.
+    cascaded: u64,
+    /// Aggregates whose import DynamoDB refused (no retry can fix it):
+    /// logged with the aggregate and the reason, the rest goes on.
+    refused: u64,
+}
+
 async fn adopt(
     fold: &Fold,
     store: &Store,
     table: &str,
     items: &[Item],
     dry_run: bool,
-) -> anyhow::Result<(u64, u64)> {
+) -> anyhow::Result<Adopted> {
     let rules = fold.rules();
     let key_names = rules.key_names();
     let mut aggregates = std::collections::BTreeSet::new();
@@ -301,10 +319,19 @@ async fn adopt(
             aggregates.insert(agg);
         }
     }
-    let (mut imported, mut cascaded) = (0, 0);
+    let mut out = Adopted::default();
     for agg in aggregates {
-        match fold.import(&agg, dry_run).await? {
-            Imported::Imported => imported += 1,
+        let imported = match fold.import(&agg, dry_run).await {
+            Ok(i) => i,
+            Err(e) if e.policy() == Policy::Skip => {
+                tracing::warn!(processor = fold.name(), aggregate = %agg, error = %e, "backfill: bad input (DynamoDB refuses the import's writes)");
+                out.refused += 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match imported {
+            Imported::Imported => out.imported += 1,
             Imported::AlreadyKnown => {}
             Imported::Nothing => {
                 // No root. Members alone wait for it (written before it, as
@@ -328,11 +355,11 @@ async fn adopt(
                     .collect();
                 for key in left {
                     if dry_run || store.delete_while_absent(table, key, &root).await? {
-                        cascaded += 1;
+                        out.cascaded += 1;
                     }
                 }
             }
         }
     }
-    Ok((imported, cascaded))
+    Ok(out)
 }

@@ -513,6 +513,7 @@ pub fn verify_items(
         &by_id,
         &mut sums,
         &counted_by,
+        &bad,
         &mut report,
     );
 

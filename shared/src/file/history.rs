@@ -220,15 +220,74 @@ impl FileHistory {
         display_key(&key_of(item, &self.0.key_names()))
     }
 
-    /// Validates a writer item (its entity's types, checks and keys).
+    /// Validates a writer item (its entity's types, checks and keys) and
+    /// that the history's own writes of it can exist ([`Self::writable`]).
     pub(super) fn validate(&self, item: &Item) -> Result<(), InputError> {
         match self.0.parse(item)? {
-            Parsed::Writer(_) => Ok(()),
+            Parsed::Writer(_) => self.writable(item),
             Parsed::Processor(e) => Err(InputError::Invalid {
                 key: self.key_text(item),
                 reason: format!("history: `{}` is a processor entity", e.name),
             }),
         }
+    }
+
+    /// Whether the history's own writes of a writer item fit DynamoDB's
+    /// item limit (the limits are each processor's own, SPEC §2.7): a
+    /// root with its sequence mirror (at its largest, `digits` nines), and
+    /// what the fold state keeps of a root or a member, as the ledger item
+    /// that holds it. One that cannot exist is bad input of its record,
+    /// known before anything is sent. (The entry never is: its snapshot is
+    /// omitted.) Sized only near the limit.
+    pub(super) fn writable(&self, item: &Item) -> Result<(), InputError> {
+        // What a part's ledger item adds to the attributes it keeps: its
+        // key (up to the key limits), a byte per attribute, and the
+        // attributes the part lists absent.
+        const OVERHEAD: usize = 16 * 1024;
+        let size = item_size(item);
+        if size + item.len() + OVERHEAD <= MAX_ITEM_BYTES {
+            return Ok(());
+        }
+        let h = self.spec();
+        let Ok((role, pk, sk)) = self.classify(item) else {
+            return Ok(());
+        };
+        let Some(aggregate) = self.aggregate_of(pk, sk) else {
+            return Ok(());
+        };
+        let over = |what: String, bytes: usize| {
+            let limit = format!("over DynamoDB's limit of {MAX_ITEM_BYTES} bytes");
+            InputError::Invalid {
+                key: self.key_text(item),
+                reason: format!("history: {what} would be {bytes} bytes, {limit}"),
+            }
+        };
+        let (name, part) = match role {
+            Role::Root => {
+                let attr = |v: &AttributeValue| -> usize {
+                    item_size(&[(h.mirror.to_string(), v.clone())].into())
+                };
+                let largest = n("9".repeat(h.digits.max(1)));
+                let mirrored = size - item.get(h.mirror).map_or(0, attr) + attr(&largest);
+                if mirrored > MAX_ITEM_BYTES {
+                    return Err(over(
+                        format!("the item with its sequence mirror `{}`", h.mirror),
+                        mirrored,
+                    ));
+                }
+                (h.root_part.to_string(), self.root_kept(item))
+            }
+            Role::Member(i) => (sk.to_string(), self.member_part(&h.members[i].shape, item)),
+            Role::Entry | Role::Other => return Ok(()),
+        };
+        let bytes = crate::engine::fold::part_item_bytes(h.processor, &aggregate, &name, &part);
+        if bytes > MAX_ITEM_BYTES {
+            return Err(over(
+                "the state the fold keeps of it (its ledger item)".to_string(),
+                bytes,
+            ));
+        }
+        Ok(())
     }
 
     /// What a snapshot keeps of an item of `shape`.

@@ -146,7 +146,15 @@ impl FoldRules for FileHistory {
                     .get(h.root_part)
                     .filter(|_| was_rejected)
                     .map(|part| self.image_of_part(part, new));
-                let old = last_valid.as_ref().or(change.old.as_ref());
+                // A root whose creation was bad input (no valid state of
+                // it folded): its first valid state is its creation to the
+                // history, not an update of a root it never showed.
+                let unshown = was_rejected && !state.parts.contains_key(h.root_part);
+                let old = if unshown {
+                    None
+                } else {
+                    last_valid.as_ref().or(change.old.as_ref())
+                };
                 state
                     .parts
                     .insert(h.root_part.to_string(), self.root_kept(new));
@@ -425,6 +433,16 @@ impl FoldRules for FileHistory {
         let (checked, found) = self.check_tallied(input.items);
         for (kind, n) in checked {
             input.checked(kind, n);
+        }
+        // Items valid to their rules whose history writes cannot exist:
+        // bad input to the history (the rules' own refusals are the
+        // derive's to list).
+        for item in input.items {
+            if let Err(e) = self.writable(item) {
+                if self.0.parse(item).is_ok() {
+                    input.bad_input(format!("{e} ({})", e.kind()));
+                }
+            }
         }
         found
     }

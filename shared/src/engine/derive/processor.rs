@@ -178,12 +178,13 @@ impl DeriveProcessor {
 
     /// Backfill of existing items: the same reconcile as the stream, plus
     /// the jobs an INSERT of each item starts. Returns (table writes, ledger
-    /// writes, messages).
+    /// writes, messages, items that are bad input: each logged with its key
+    /// and reason, nothing written for it).
     pub async fn backfill(
         &self,
         items: &[Item],
         dry_run: bool,
-    ) -> Result<(usize, usize, usize), ProcessError> {
+    ) -> Result<(usize, usize, usize, usize), ProcessError> {
         let key_names = self.deriver.rules.key_names();
         let mut messages = Vec::new();
         let mut keys = Vec::new();
@@ -202,7 +203,7 @@ impl DeriveProcessor {
             keys.push(key);
         }
         if dry_run {
-            return Ok((0, 0, messages.len()));
+            return Ok((0, 0, messages.len(), 0));
         }
         let done = self
             .deriver
@@ -215,7 +216,13 @@ impl DeriveProcessor {
         self.send_messages(&messages, usize::MAX)
             .await
             .map_err(|f| f.error)?;
-        Ok((done.table_writes, done.ledger_writes, messages.len()))
+        let bad: BTreeSet<usize> = done.bad.iter().map(|(pos, _)| *pos).collect();
+        Ok((
+            done.table_writes,
+            done.ledger_writes,
+            messages.len(),
+            bad.len(),
+        ))
     }
 }
 

@@ -266,11 +266,15 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// incarnation's count left on a re-created root, its creation's mirror
     /// lost with a failed batch) is set with the HEAD rewritten under its
     /// version guard, while the entry after the count is absent (read
-    /// first, as the roots).
+    /// first, as the roots). A mirror DynamoDB refuses (no retry can fix
+    /// it: the root grew past what can hold it since it was folded) is
+    /// bad input of the record that touched the aggregate, logged with
+    /// the root's key and the refusal, counted, never retried.
     pub(super) async fn write_mirrors(
         &self,
         states: &HashMap<String, Loaded>,
         limit: usize,
+        metrics: &mut BatchMetrics,
     ) -> Result<(), BatchFailure> {
         use futures::stream::{self, StreamExt};
         let mut first: Option<BatchFailure> = None;
@@ -371,6 +375,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             })
             .map(|m| {
                 let lower = m.next.is_some();
+                let root = crate::item::display_key(&m.key);
                 let update = self.mirror_set(m.key, m.attr, m.l.state.seq, lower, Some(&m.guard));
                 async move {
                     let written = if lower {
@@ -378,17 +383,23 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     } else {
                         self.store.update(table, update).await.map(|_| ())
                     };
-                    (m.touched, written)
+                    (m.touched, root, m.attr, written)
                 }
             })
             .collect();
-        let written: Vec<(usize, Result<(), crate::error::StoreError>)> = stream::iter(writes)
-            .buffer_unordered(MIRRORS_IN_FLIGHT)
-            .collect()
-            .await;
-        for (touched, r) in written {
-            if let Err(e) = r {
-                fail(touched, e.into());
+        let written: Vec<(usize, String, &str, Result<(), crate::error::StoreError>)> =
+            stream::iter(writes)
+                .buffer_unordered(MIRRORS_IN_FLIGHT)
+                .collect()
+                .await;
+        for (touched, root, attr, r) in written {
+            match r.map_err(ProcessError::from) {
+                Ok(()) => {}
+                Err(e) if e.policy() == crate::error::Policy::Skip => {
+                    metrics.incr(names::BAD_INPUT);
+                    tracing::warn!(processor = self.name, key = %root, error = %e, "skipping record: bad input: DynamoDB refuses the sequence mirror `{attr}` onto this root (never retried)");
+                }
+                Err(e) => fail(touched, e),
             }
         }
         first.map_or(Ok(()), Err)

@@ -385,6 +385,23 @@ pub fn part_sk(epoch: &str, name: &str) -> String {
     }
 }
 
+/// Characters of an epoch ([`token`]: a UUID's 32 hex digits).
+const EPOCH_LEN: usize = 32;
+
+/// Bytes of the ledger item that keeps part `name` (`part`) of processor
+/// `processor`'s state of `aggregate` under an epoch: what the rules ask
+/// of an item near DynamoDB's item limit before folding it (the history
+/// judges an item by its own writes, its state in the ledger among them).
+pub fn part_item_bytes(processor: &str, aggregate: &str, name: &str, part: &Item) -> usize {
+    let key = ledger::key(
+        ledger::state_pk(processor, aggregate),
+        part_sk(&"0".repeat(EPOCH_LEN), name),
+    );
+    // `data` is a map: 3 bytes, and one per attribute beside its name and
+    // value.
+    item_size(&key) + "data".len() + 3 + part.len() + item_size(part)
+}
+
 /// The part name of sort key `sk` if it belongs to `epoch`.
 fn part_name<'a>(sk: &'a str, epoch: &str) -> Option<&'a str> {
     if epoch.is_empty() {
@@ -661,19 +678,52 @@ impl<R: FoldRules + ?Sized> StreamProcessor for FoldProcessor<R> {
         &self.metrics
     }
 
+    /// Folds the batch. A write DynamoDB refuses whatever the retries
+    /// (`Policy::Skip`: a `ValidationException` the limits known before
+    /// sending did not foresee) is never a failed batch: the batch is folded
+    /// again from the ledger, each record's writes in a transaction of
+    /// their own, to find the record whose writes they are; that record is
+    /// bad input (logged with its key and the refusal, counted), left out,
+    /// and the others fold (the records committed before are skipped by
+    /// their HEADs as any redelivery).
     async fn process(
         &self,
         changes: &[Change],
         metrics: &mut BatchMetrics,
     ) -> Result<(), BatchFailure> {
-        let mut states = HashMap::new();
-        let result = self.run(changes, metrics, &mut states).await;
-        let limit = result.as_ref().err().map_or(usize::MAX, |f| f.index);
-        let mirrors = self.write_mirrors(&states, limit).await;
-        match (result, mirrors) {
-            (Err(a), Err(b)) => Err(if b.index < a.index { b } else { a }),
-            (Err(a), Ok(())) | (Ok(()), Err(a)) => Err(a),
-            (Ok(()), Ok(())) => Ok(()),
+        let mut refused = std::collections::BTreeSet::new();
+        let mut alone = false;
+        loop {
+            let mut states = HashMap::new();
+            let result = self
+                .run(changes, metrics, &mut states, &refused, alone)
+                .await;
+            let limit = result.as_ref().err().map_or(usize::MAX, |f| f.index);
+            let mirrors = self.write_mirrors(&states, limit, metrics).await;
+            let failure = match (result, mirrors) {
+                (Err(a), Err(b)) => {
+                    if b.index < a.index {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                (Err(a), Ok(())) | (Ok(()), Err(a)) => a,
+                (Ok(()), Ok(())) => return Ok(()),
+            };
+            if failure.error.policy() != crate::error::Policy::Skip {
+                return Err(failure);
+            }
+            if !alone {
+                alone = true;
+                continue;
+            }
+            if !refused.insert(failure.index) {
+                return Err(failure);
+            }
+            let change = &changes[failure.index];
+            metrics.incr(names::BAD_INPUT);
+            tracing::warn!(processor = self.name, event_id = %change.event_id, key = %change.key_display(), error = %failure.error, "skipping record: bad input: DynamoDB refuses its writes (never retried)");
         }
     }
 }
@@ -681,6 +731,27 @@ impl<R: FoldRules + ?Sized> StreamProcessor for FoldProcessor<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The size a part's ledger item is judged by is the size of the item
+    /// a commit writes (its key under a real epoch, the part in `data`).
+    #[test]
+    fn a_part_is_sized_as_the_ledger_item_that_keeps_it() {
+        let part: Item = [
+            ("status".to_string(), s("placed")),
+            ("note".to_string(), s("n".repeat(1_000))),
+            ("gone".to_string(), AttributeValue::Null(true)),
+        ]
+        .into();
+        let mut item = ledger::key(
+            ledger::state_pk("history", "o1"),
+            part_sk(&token(), "ORDER"),
+        );
+        item.insert("data".into(), AttributeValue::M(part.clone()));
+        assert_eq!(
+            part_item_bytes("history", "o1", "ORDER", &part),
+            item_size(&item)
+        );
+    }
 
     fn key(sk: &str) -> Item {
         [("PK".to_string(), s("ORDER#o1")), ("SK".to_string(), s(sk))].into()

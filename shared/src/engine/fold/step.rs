@@ -418,17 +418,25 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         }
     }
 
+    /// Folds `changes` but the `refused` ones (bad input DynamoDB refused
+    /// the writes of); `alone`: each record's writes committed in a
+    /// transaction of their own (to find the one DynamoDB refuses).
     pub(super) async fn run(
         &self,
         changes: &[Change],
         metrics: &mut BatchMetrics,
         states: &mut HashMap<String, Loaded>,
+        refused: &std::collections::BTreeSet<usize>,
+        alone: bool,
     ) -> Result<(), BatchFailure> {
         // Records of one aggregate stay in stream order; aggregates are
         // folded one after the other, in order of their first record.
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         let mut position: HashMap<String, usize> = HashMap::new();
         for (index, change) in changes.iter().enumerate() {
+            if refused.contains(&index) {
+                continue;
+            }
             let agg = match self.rules.adoption_record(change) {
                 Some(r) => r.aggregate,
                 None => match self.rules.aggregate(change) {
@@ -452,7 +460,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         for (g, (agg, indices)) in groups.iter().enumerate() {
             let records: Vec<&Change> = indices.iter().map(|&i| &changes[i]).collect();
             for (pos, &index) in indices.iter().enumerate() {
-                if let Err(failure) = self
+                let mut stepped = self
                     .step(
                         agg,
                         index,
@@ -462,8 +470,11 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                         states,
                         &mut tx,
                     )
-                    .await
-                {
+                    .await;
+                if alone && stepped.is_ok() {
+                    stepped = self.flush(&mut tx, states).await;
+                }
+                if let Err(failure) = stepped {
                     // The first record not committed: this one, anything
                     // pending, and every aggregate not reached yet.
                     let pending = states
