@@ -10,7 +10,7 @@ use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::models::{self, Model};
 
-use super::{announce, report_failures, sqs_for, terminated};
+use super::{announce, report_failures, sqs_for, Stop};
 use crate::args::{DemoArgs, DevArgs, ModelArgs, ServeArgs};
 
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
@@ -20,6 +20,10 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         listen,
         db,
     } = args;
+    // Listened for from the start: a signal while the engine and the
+    // processors start stops them once started, never kills the process
+    // without a word (nor is ignored as PID 1).
+    let stop = Stop::listen("stopping once started");
     let model = target.model()?;
     let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
     let (_local_sqs, sqs) = sqs_for(&model, sqs)?;
@@ -31,8 +35,8 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut rt = Runtime::start(opts).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
     announce(Some(&engine), &rt, sqs.as_deref(), &target.model);
-    rt.run_until(terminated("finishing batches in flight"))
-        .await?;
+    stop.now_doing("finishing batches in flight");
+    rt.run_until(stop.signalled()).await?;
     report_failures(&rt);
     engine.stop().await;
     Ok(ExitCode::SUCCESS)
@@ -109,6 +113,9 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if table.is_some() && model.is_none() && model_file.is_none() {
         anyhow::bail!("--table needs --model or --model-file");
     }
+    // Listened for before the engine answers (a signal meanwhile: stopped
+    // once started, never killed without a word).
+    let stop = Stop::listen("stopping");
     let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
@@ -137,7 +144,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(sqs) = &local_sqs {
         jobstream::outln!("SQS endpoint: {}", sqs.endpoint());
     }
-    terminated("stopping").await;
+    stop.signalled().await;
     drop(local_sqs);
     engine.stop().await;
     Ok(ExitCode::SUCCESS)

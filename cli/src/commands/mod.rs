@@ -20,29 +20,6 @@ pub(crate) async fn ctrl_c() {
         tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
     }
 }
-/// SIGTERM (`docker stop`, Kubernetes) or SIGINT (Ctrl-C), said on stderr
-/// with what the stop does (`doing`). A handler is installed, so this holds
-/// as PID 1 too.
-pub(crate) async fn terminated(doing: &str) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => jobstream::errln!("SIGTERM: {doing}"),
-                    () = ctrl_c() => jobstream::errln!("SIGINT: {doing}"),
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
-                ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    ctrl_c().await;
-}
 /// SIGTERM / SIGINT listened for from the moment [`Stop::listen`] is
 /// called (a handler installed before the first startup check: as PID 1 a
 /// signal without one is ignored, and elsewhere it kills the process
