@@ -40,7 +40,7 @@ fn show(v: &AttributeValue) -> String {
 }
 
 /// ` (ENTITY)` after a key, or nothing.
-fn of(entity: Option<&str>) -> String {
+pub(super) fn of(entity: Option<&str>) -> String {
     entity.map(|e| format!(" ({e})")).unwrap_or_default()
 }
 
@@ -66,7 +66,7 @@ pub struct Explanation {
 }
 
 impl Explanation {
-    fn line(&mut self, s: impl Into<String>) {
+    pub(super) fn line(&mut self, s: impl Into<String>) {
         self.lines.push(s.into());
     }
 }
@@ -78,7 +78,7 @@ pub struct Tables<'a> {
     pub ledger: &'a str,
 }
 
-async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<Item>> {
+pub(super) async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<Item>> {
     Ok(t.client
         .get_item()
         .table_name(table)
@@ -90,7 +90,7 @@ async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<I
 }
 
 /// The entity name of a key in a model file (`None` for compiled models).
-fn entity_of(file: Option<&FileModel>, key: &Item) -> Option<&'static str> {
+pub(super) fn entity_of(file: Option<&FileModel>, key: &Item) -> Option<&'static str> {
     let f = file?;
     let [pk, sk] = f.key_names();
     let (Some(AttributeValue::S(p)), Some(AttributeValue::S(s))) = (key.get(pk), key.get(sk))
@@ -257,6 +257,23 @@ async fn explain_roles(
             x.line(format!("{shown_key}: also a source item{}", of(entity)));
             explain_source(model, file, t, key, &item, entity, &mut x).await?;
         }
+        return Ok(x);
+    }
+    // An item a `once:` effect puts: the effect, its key, its marker and
+    // the source asking for it (present or not: why there is none).
+    let once = match (file, entity) {
+        (Some(f), Some(e)) if !rules.is_derived(key) => f.once_putting(e),
+        _ => Vec::new(),
+    };
+    if let (Some(f), Some(e), false) = (file, entity, once.is_empty()) {
+        let present = item.is_some();
+        x.kind = if present { "processor" } else { "absent" };
+        x.line(if present {
+            format!("{shown_key}: an item the processors own ({e}), put by a once effect")
+        } else {
+            format!("{shown_key}: no item (the key of a {e}), put by a once effect")
+        });
+        crate::tools::explain_once::explain_once(f, &once, t, key, present, &mut x).await?;
         return Ok(x);
     }
     if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
