@@ -223,18 +223,21 @@ pub struct BackfillTotals {
     pub imported: AtomicU64,
     /// Items of deleted aggregates removed (the cascade the stream would have done).
     pub cascaded: AtomicU64,
+    /// Items the rules reject (each logged once with its key and reason).
+    pub bad_input: AtomicU64,
 }
 
 impl BackfillTotals {
     pub fn line(&self, dry_run: bool) -> String {
         let verb = if dry_run { "would write" } else { "wrote" };
         format!(
-            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs",
+            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs, {} bad input item(s) (logged)",
             self.table_writes.load(Ordering::Relaxed),
             self.ledger_writes.load(Ordering::Relaxed),
             self.imported.load(Ordering::Relaxed),
             self.cascaded.load(Ordering::Relaxed),
-            self.messages.load(Ordering::Relaxed)
+            self.messages.load(Ordering::Relaxed),
+            self.bad_input.load(Ordering::Relaxed)
         )
     }
 }
@@ -267,10 +270,14 @@ pub async fn backfill(
             table.clone(),
         );
         async move {
-            let (p, c, m) = derive.backfill(&items, dry_run).await?;
-            t.table_writes.fetch_add(p as u64, Ordering::Relaxed);
-            t.ledger_writes.fetch_add(c as u64, Ordering::Relaxed);
-            t.messages.fetch_add(m as u64, Ordering::Relaxed);
+            let done = derive.backfill(&items, dry_run).await?;
+            t.table_writes
+                .fetch_add(done.table_writes as u64, Ordering::Relaxed);
+            t.ledger_writes
+                .fetch_add(done.ledger_writes as u64, Ordering::Relaxed);
+            t.messages.fetch_add(done.messages as u64, Ordering::Relaxed);
+            t.bad_input
+                .fetch_add(done.bad_input as u64, Ordering::Relaxed);
             if let Some(fold) = fold {
                 let (imported, cascaded) = adopt(&fold, &store, &table, &items, dry_run).await?;
                 t.imported.fetch_add(imported, Ordering::Relaxed);
