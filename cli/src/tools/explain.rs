@@ -426,9 +426,8 @@ async fn explain_source(
     for c in &contributions {
         let ck = c.counter.key_item();
         x.line(format!(
-            "counts into {}{}: {}",
-            display_key(&ck),
-            of(entity_of(file, &ck)),
+            "counts into {}: {}",
+            counted_into(rules.as_ref(), file, t, &ck).await?,
             amounts(c.values.iter().map(|(a, n)| (a, n)))
         ));
     }
@@ -492,6 +491,44 @@ async fn explain_source(
         },
     }
     Ok(())
+}
+
+/// The counter a contribution lands on: its key, or for a counter found by
+/// its identity (`unique:`) the item that carries it beside the ledger's
+/// key of the identity (or that none or several do).
+async fn counted_into(
+    rules: &dyn shared::engine::rules::Rules,
+    file: Option<&FileModel>,
+    t: &Tables<'_>,
+    ck: &Item,
+) -> anyhow::Result<String> {
+    let logical = display_key(ck);
+    let Some(locate) = rules.locate(ck) else {
+        return Ok(format!("{logical}{}", of(entity_of(file, ck))));
+    };
+    let store = shared::store::Store::new(t.client.clone());
+    let at = shared::engine::locate::Tables {
+        store: &store,
+        table: t.table,
+        ledger_table: t.ledger,
+        key_names: rules.key_names(),
+    };
+    use shared::engine::locate::{find_in, Located};
+    Ok(match find_in(&at, ck, &locate).await? {
+        Located::One(key, _) => format!(
+            "{}{}, found by its identity {logical}",
+            display_key(&key),
+            of(entity_of(file, &key))
+        ),
+        Located::Nowhere => format!(
+            "{logical} (no item carries its identity yet: the totals wait in the ledger)"
+        ),
+        Located::Contested(keys) => format!(
+            "{logical} ({} items claim its identity: {}; nothing is written to either)",
+            keys.len(),
+            keys.iter().map(display_key).collect::<Vec<_>>().join("; ")
+        ),
+    })
 }
 
 /// An item's computed values (`compute:`): what the rows of its scope, read
