@@ -303,7 +303,11 @@ async fn a_rate_or_a_settle_no_duration_can_hold_is_a_usage_error() {
 async fn a_backfill_logs_and_counts_a_bad_input_item_once() {
     let (logs, _guard) = crate::support::Captured::start();
     let env = env().await;
-    put(&env.rt, item(&[("PK", "WHAT#x"), ("SK", "Y"), ("type", "what")])).await;
+    put(
+        &env.rt,
+        item(&[("PK", "WHAT#x"), ("SK", "Y"), ("type", "what")]),
+    )
+    .await;
     let (_, totals) = run_backfill(&env, &ScanOptions::default(), false).await;
     let logged = logs.text();
     let lines: Vec<&str> = logged
@@ -313,10 +317,14 @@ async fn a_backfill_logs_and_counts_a_bad_input_item_once() {
     assert_eq!(lines.len(), 1, "{logged}");
     assert!(lines[0].contains("PK=WHAT#x, SK=Y"), "{logged}");
     assert_eq!(
-        totals
-            .bad_input
-            .load(std::sync::atomic::Ordering::Relaxed),
+        totals.bad_input.load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    assert!(totals.line(false).ends_with(", 1 bad input item(s) (logged)"), "{}", totals.line(false));
+    assert!(
+        totals
+            .line(false)
+            .ends_with(", 1 bad input item(s) (logged)"),
+        "{}",
+        totals.line(false)
+    );
 }

@@ -414,7 +414,16 @@ async fn explain_of_a_once_item_names_the_effect_its_key_marker_and_source() {
         }
         r
     };
-    put(&env.rt, it(&[("PK", "JOB#j1"), ("SK", "INFO"), ("type", "job"), ("title", "t")])).await;
+    put(
+        &env.rt,
+        it(&[
+            ("PK", "JOB#j1"),
+            ("SK", "INFO"),
+            ("type", "job"),
+            ("title", "t"),
+        ]),
+    )
+    .await;
     for seeker in ["a", "b"] {
         let profile = it(&[
             ("PK", &format!("S#{seeker}")),

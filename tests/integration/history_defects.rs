@@ -126,7 +126,10 @@ async fn a_stray_entry_above_the_history_is_one_extra_entry_deleted_by_repair() 
         lines[0].contains("delete") && lines[0].contains("PK=T#a, SK=HIST#00000099"),
         "{lines:#?}"
     );
-    assert!(!lines[0].contains('{') && !lines[0].contains("S(\""), "{lines:#?}");
+    assert!(
+        !lines[0].contains('{') && !lines[0].contains("S(\""),
+        "{lines:#?}"
+    );
     // The run does what the dry run said.
     crate::items::repair(&env.rt, &report).await;
     let (entries, mirror) = history(&env).await;

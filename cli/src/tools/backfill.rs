@@ -275,7 +275,8 @@ pub async fn backfill(
                 .fetch_add(done.table_writes as u64, Ordering::Relaxed);
             t.ledger_writes
                 .fetch_add(done.ledger_writes as u64, Ordering::Relaxed);
-            t.messages.fetch_add(done.messages as u64, Ordering::Relaxed);
+            t.messages
+                .fetch_add(done.messages as u64, Ordering::Relaxed);
             t.bad_input
                 .fetch_add(done.bad_input as u64, Ordering::Relaxed);
             if let Some(fold) = fold {

@@ -520,9 +520,9 @@ async fn counted_into(
             display_key(&key),
             of(entity_of(file, &key))
         ),
-        Located::Nowhere => format!(
-            "{logical} (no item carries its identity yet: the totals wait in the ledger)"
-        ),
+        Located::Nowhere => {
+            format!("{logical} (no item carries its identity yet: the totals wait in the ledger)")
+        }
         Located::Contested(keys) => format!(
             "{logical} ({} items claim its identity: {}; nothing is written to either)",
             keys.len(),

@@ -27,9 +27,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::derive::{index_members, Deriver};
 use crate::error::{ProcessError, StoreError};
-use crate::store::Store;
 use crate::item::{display_key, Item};
 use crate::ledger::{item_id, parse_item_id};
+use crate::store::Store;
 
 /// How a counter with a logical key is found in the table.
 #[derive(Debug, Clone, PartialEq)]

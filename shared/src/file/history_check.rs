@@ -176,8 +176,7 @@ impl GuardedRepair for HistoryRepair {
                         key: root_key.clone(),
                         update_expression: "SET #a = :s".into(),
                         condition_expression: Some(
-                            "attribute_exists(#k) AND (attribute_not_exists(#a) OR #a < :s)"
-                                .into(),
+                            "attribute_exists(#k) AND (attribute_not_exists(#a) OR #a < :s)".into(),
                         ),
                         names: vec![
                             ("#a".into(), mirror.to_string()),
@@ -403,13 +402,7 @@ impl FileHistory {
 
     /// `head`: the entries the history's state says it wrote (its HEAD in
     /// the ledger), when known.
-    fn check_partition(
-        &self,
-        agg: &str,
-        p: &Partition,
-        head: Option<u64>,
-        out: &mut Vec<Finding>,
-    ) {
+    fn check_partition(&self, agg: &str, p: &Partition, head: Option<u64>, out: &mut Vec<Finding>) {
         let h = self.spec();
         let [pkn, skn] = self.0.key_names();
         let (root_key, mirror) = self

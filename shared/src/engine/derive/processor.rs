@@ -180,7 +180,11 @@ impl DeriveProcessor {
     /// the jobs an INSERT of each item starts. An item the rules reject is
     /// logged once, with its key and the first reason met (each aspect of
     /// its rules may reject it), and counted once.
-    pub async fn backfill(&self, items: &[Item], dry_run: bool) -> Result<Backfilled, ProcessError> {
+    pub async fn backfill(
+        &self,
+        items: &[Item],
+        dry_run: bool,
+    ) -> Result<Backfilled, ProcessError> {
         let key_names = self.deriver.rules.key_names();
         let mut messages = Vec::new();
         let mut keys = Vec::new();
