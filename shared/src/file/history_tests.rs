@@ -376,6 +376,21 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
         with_ledger(&strayed, &head(3)),
         ["history-sequence Extra ORDER#o1: entry 99 (PK=ORDER#o1, SK=HIST#000099) is past the last entry the history wrote (3: its state and historySequence): no change produced it, repair deletes it true"]
     );
+    // Every repair printed by what it does and the keys it touches (a
+    // dry run printed Rust's Debug of whole items).
+    let told: Vec<String> = [&lost, &strayed]
+        .iter()
+        .flat_map(|items| h.check_tallied(items, &head(3)).1)
+        .filter_map(|f| f.repair.map(|r| r.describe(&["PK", "SK"])))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            "raise historySequence of PK=ORDER#o1, SK=ORDER to 3 (never lowers it)",
+            "put a placeholder for the lost entry PK=ORDER#o1, SK=HIST#000002 while it is absent and historySequence of PK=ORDER#o1, SK=ORDER has reached 2",
+            "delete the stray entry PK=ORDER#o1, SK=HIST#000099 (no change produced it) while it is the item read and neither historySequence of PK=ORDER#o1, SK=ORDER nor the history's state has reached 99",
+        ]
+    );
     let mut lagging = items.clone();
     lagging[0].insert("historySequence".into(), n(2));
     assert_eq!(
@@ -428,6 +443,15 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
             "orphans Extra PK=ORDER#o1, SK=LINE#a left behind by a deleted order true",
             "orphans Extra PK=ORDER#o1, SK=HIST#000001 left behind by a deleted order true",
         ]
+    );
+    let told: Vec<String> = h
+        .check(&orphans)
+        .into_iter()
+        .filter_map(|f| f.repair.map(|r| r.describe(&["PK", "SK"])))
+        .collect();
+    assert_eq!(
+        told[0],
+        "delete PK=ORDER#o1, SK=LINE#a, left behind by a deleted root, while PK=ORDER#o1, SK=ORDER is absent"
     );
 }
 
