@@ -295,3 +295,36 @@ async fn a_rate_or_a_settle_no_duration_can_hold_is_a_usage_error() {
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
     }
 }
+
+/// user10's #8: a bad input item met by a backfill is logged once (with
+/// its key and reason) and counted once, however many of its rules'
+/// aspects reject it (it was logged 3 times).
+#[tokio::test]
+async fn a_backfill_logs_and_counts_a_bad_input_item_once() {
+    let (logs, _guard) = crate::support::Captured::start();
+    let env = env().await;
+    put(
+        &env.rt,
+        item(&[("PK", "WHAT#x"), ("SK", "Y"), ("type", "what")]),
+    )
+    .await;
+    let (_, totals) = run_backfill(&env, &ScanOptions::default(), false).await;
+    let logged = logs.text();
+    let lines: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("backfill: bad input"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{logged}");
+    assert!(lines[0].contains("PK=WHAT#x, SK=Y"), "{logged}");
+    assert_eq!(
+        totals.bad_input.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert!(
+        totals
+            .line(false)
+            .ends_with(", 1 bad input item(s) (logged)"),
+        "{}",
+        totals.line(false)
+    );
+}

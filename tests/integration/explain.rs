@@ -391,3 +391,71 @@ async fn explain_exits_1_on_a_key_no_item_has_and_2_on_a_usage_error() {
     );
     env.engine.stop().await;
 }
+
+/// user10's #6: an item a `once:` effect put names the effect, its key,
+/// the marker (in the ledger) and the source item, with whether `when`
+/// holds now; the key of one not made yet says why there is none.
+#[tokio::test]
+async fn explain_of_a_once_item_names_the_effect_its_key_marker_and_source() {
+    let file = crate::scenarios::model_file("hiring/hiring.yaml");
+    let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
+    let it = |pairs: &[(&str, &str)]| -> Item {
+        pairs.iter().map(|(k, v)| (k.to_string(), s(*v))).collect()
+    };
+    let request = |seeker: &str, status: &str| {
+        let mut r = it(&[
+            ("PK", "JOB#j1"),
+            ("SK", &format!("REQ#{seeker}")),
+            ("type", "request"),
+            ("status", status),
+        ]);
+        if status == "approved" {
+            r.insert("approvedAt".into(), s("2026-11-03T10:00:00Z"));
+        }
+        r
+    };
+    put(
+        &env.rt,
+        it(&[
+            ("PK", "JOB#j1"),
+            ("SK", "INFO"),
+            ("type", "job"),
+            ("title", "t"),
+        ]),
+    )
+    .await;
+    for seeker in ["a", "b"] {
+        let profile = it(&[
+            ("PK", &format!("S#{seeker}")),
+            ("SK", "PROFILE"),
+            ("type", "seeker"),
+            ("name", "n"),
+        ]);
+        put(&env.rt, profile).await;
+    }
+    put(&env.rt, request("a", "approved")).await;
+    put(&env.rt, request("b", "pending")).await;
+    env.rt.drain().await.expect("drains");
+    let ledger = env.rt.config.ledger_table.clone();
+    let x = ask_in(&env, &file, "S#a", "MATCH#j1").await;
+    says(&x, &[
+        "PK=S#a, SK=MATCH#j1: an item the processors own (match), put by a once effect",
+        "put by once `matches` (key a#j1) for PK=JOB#j1, SK=REQ#a (request), whose when `status == 'approved'` holds now",
+        &format!("marker: pk=ONCE#matches#a#j1, sk=ONCE in the ledger {ledger} (present: the effect happened; it happens at most once per key)"),
+    ]);
+    // The request rejected since: the match stays (once per key).
+    put(&env.rt, request("a", "rejected")).await;
+    env.rt.drain().await.expect("drains");
+    let x = ask_in(&env, &file, "S#a", "MATCH#j1").await;
+    says(&x, &[
+        "put by once `matches` (key a#j1) for PK=JOB#j1, SK=REQ#a (request), whose when `status == 'approved'` does not hold now (the effect stays: it happens once)",
+    ]);
+    // Why there is none: the request is pending.
+    let x = ask_in(&env, &file, "S#b", "MATCH#j1").await;
+    assert!(!x.present);
+    says(&x, &[
+        "PK=S#b, SK=MATCH#j1: no item (the key of a match), put by a once effect",
+        "put by once `matches` (key b#j1) for PK=JOB#j1, SK=REQ#b (request), whose when `status == 'approved'` does not hold now",
+        &format!("marker: pk=ONCE#matches#b#j1, sk=ONCE in the ledger {ledger} (absent: the effect has not happened)"),
+    ]);
+}

@@ -374,6 +374,22 @@ async fn explain_shows_an_invoices_lines_and_the_totals_of_its_identity() {
             "total: the sources imply 30; the item holds 30; the ledger's total is 30",
         ],
     );
+    // A line counts into the invoice item its identity finds, not only the
+    // ledger's logical key (user10's #8: `counts into PK=@product,
+    // SK=["p11"]`); one whose invoice is not written yet says the totals
+    // wait.
+    let x = crate::explain::ask_in(&env, &file, "INV#i-1", "LINE#2").await;
+    crate::explain::says(
+        &x,
+        &["counts into PK=ACCOUNT#a-1, SK=INV#i-1 (invoice), found by its identity PK=@invoice, SK=[\"i-1\"]: total +20, lines +1"],
+    );
+    put(&env.rt, line("i-9", 1, 5)).await;
+    env.rt.drain().await.unwrap();
+    let x = crate::explain::ask_in(&env, &file, "INV#i-9", "LINE#1").await;
+    crate::explain::says(
+        &x,
+        &["counts into PK=@invoice, SK=[\"i-9\"] (no item carries its identity yet: the totals wait in the ledger): total +5, lines +1"],
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -225,8 +225,8 @@ pub struct BackfillTotals {
     pub imported: AtomicU64,
     /// Items of deleted aggregates removed (the cascade the stream would have done).
     pub cascaded: AtomicU64,
-    /// Items that are bad input (each logged with its key and reason):
-    /// nothing written for them, the rest goes on.
+    /// Items that are bad input (each logged once with its key and
+    /// reason): nothing written for them, the rest goes on.
     pub bad_input: AtomicU64,
 }
 
@@ -234,7 +234,7 @@ impl BackfillTotals {
     pub fn line(&self, dry_run: bool) -> String {
         let verb = if dry_run { "would write" } else { "wrote" };
         format!(
-            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs; {} bad input (logged with their keys, nothing written for them)",
+            "{verb}: {} table items, {} ledger items, {} fold imports, {} cascade deletes, {} queued jobs, {} bad input item(s) (logged)",
             self.table_writes.load(Ordering::Relaxed),
             self.ledger_writes.load(Ordering::Relaxed),
             self.imported.load(Ordering::Relaxed),
@@ -273,11 +273,15 @@ pub async fn backfill(
             table.clone(),
         );
         async move {
-            let (p, c, m, bad) = derive.backfill(&items, dry_run).await?;
-            t.table_writes.fetch_add(p as u64, Ordering::Relaxed);
-            t.ledger_writes.fetch_add(c as u64, Ordering::Relaxed);
-            t.messages.fetch_add(m as u64, Ordering::Relaxed);
-            t.bad_input.fetch_add(bad as u64, Ordering::Relaxed);
+            let done = derive.backfill(&items, dry_run).await?;
+            t.table_writes
+                .fetch_add(done.table_writes as u64, Ordering::Relaxed);
+            t.ledger_writes
+                .fetch_add(done.ledger_writes as u64, Ordering::Relaxed);
+            t.messages
+                .fetch_add(done.messages as u64, Ordering::Relaxed);
+            t.bad_input
+                .fetch_add(done.bad_input as u64, Ordering::Relaxed);
             if let Some(fold) = fold {
                 let adopted = adopt(&fold, &store, &table, &items, dry_run).await?;
                 t.imported.fetch_add(adopted.imported, Ordering::Relaxed);

@@ -40,7 +40,7 @@ fn show(v: &AttributeValue) -> String {
 }
 
 /// ` (ENTITY)` after a key, or nothing.
-fn of(entity: Option<&str>) -> String {
+pub(super) fn of(entity: Option<&str>) -> String {
     entity.map(|e| format!(" ({e})")).unwrap_or_default()
 }
 
@@ -66,7 +66,7 @@ pub struct Explanation {
 }
 
 impl Explanation {
-    fn line(&mut self, s: impl Into<String>) {
+    pub(super) fn line(&mut self, s: impl Into<String>) {
         self.lines.push(s.into());
     }
 }
@@ -78,7 +78,7 @@ pub struct Tables<'a> {
     pub ledger: &'a str,
 }
 
-async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<Item>> {
+pub(super) async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<Item>> {
     Ok(t.client
         .get_item()
         .table_name(table)
@@ -90,7 +90,7 @@ async fn get(t: &Tables<'_>, table: &str, key: &Item) -> anyhow::Result<Option<I
 }
 
 /// The entity name of a key in a model file (`None` for compiled models).
-fn entity_of(file: Option<&FileModel>, key: &Item) -> Option<&'static str> {
+pub(super) fn entity_of(file: Option<&FileModel>, key: &Item) -> Option<&'static str> {
     let f = file?;
     let [pk, sk] = f.key_names();
     let (Some(AttributeValue::S(p)), Some(AttributeValue::S(s))) = (key.get(pk), key.get(sk))
@@ -259,6 +259,23 @@ async fn explain_roles(
         }
         return Ok(x);
     }
+    // An item a `once:` effect puts: the effect, its key, its marker and
+    // the source asking for it (present or not: why there is none).
+    let once = match (file, entity) {
+        (Some(f), Some(e)) if !rules.is_derived(key) => f.once_putting(e),
+        _ => Vec::new(),
+    };
+    if let (Some(f), Some(e), false) = (file, entity, once.is_empty()) {
+        let present = item.is_some();
+        x.kind = if present { "processor" } else { "absent" };
+        x.line(if present {
+            format!("{shown_key}: an item the processors own ({e}), put by a once effect")
+        } else {
+            format!("{shown_key}: no item (the key of a {e}), put by a once effect")
+        });
+        crate::tools::explain_once::explain_once(f, &once, t, key, present, &mut x).await?;
+        return Ok(x);
+    }
     if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
         x.kind = "derived";
         x.line(format!(
@@ -409,9 +426,8 @@ async fn explain_source(
     for c in &contributions {
         let ck = c.counter.key_item();
         x.line(format!(
-            "counts into {}{}: {}",
-            display_key(&ck),
-            of(entity_of(file, &ck)),
+            "counts into {}: {}",
+            counted_into(rules.as_ref(), file, t, &ck).await?,
             amounts(c.values.iter().map(|(a, n)| (a, n)))
         ));
     }
@@ -475,6 +491,44 @@ async fn explain_source(
         },
     }
     Ok(())
+}
+
+/// The counter a contribution lands on: its key, or for a counter found by
+/// its identity (`unique:`) the item that carries it beside the ledger's
+/// key of the identity (or that none or several do).
+async fn counted_into(
+    rules: &dyn shared::engine::rules::Rules,
+    file: Option<&FileModel>,
+    t: &Tables<'_>,
+    ck: &Item,
+) -> anyhow::Result<String> {
+    let logical = display_key(ck);
+    let Some(locate) = rules.locate(ck) else {
+        return Ok(format!("{logical}{}", of(entity_of(file, ck))));
+    };
+    let store = shared::store::Store::new(t.client.clone());
+    let at = shared::engine::locate::Tables {
+        store: &store,
+        table: t.table,
+        ledger_table: t.ledger,
+        key_names: rules.key_names(),
+    };
+    use shared::engine::locate::{find_in, Located};
+    Ok(match find_in(&at, ck, &locate).await? {
+        Located::One(key, _) => format!(
+            "{}{}, found by its identity {logical}",
+            display_key(&key),
+            of(entity_of(file, &key))
+        ),
+        Located::Nowhere => {
+            format!("{logical} (no item carries its identity yet: the totals wait in the ledger)")
+        }
+        Located::Contested(keys) => format!(
+            "{logical} ({} items claim its identity: {}; nothing is written to either)",
+            keys.len(),
+            keys.iter().map(display_key).collect::<Vec<_>>().join("; ")
+        ),
+    })
 }
 
 /// An item's computed values (`compute:`): what the rows of its scope, read

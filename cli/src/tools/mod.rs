@@ -14,6 +14,7 @@ pub mod backfill;
 pub mod consumer;
 pub mod deploy;
 pub mod explain;
+mod explain_once;
 pub mod graph;
 pub mod import;
 pub mod query;

@@ -654,8 +654,20 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                 ran += 1;
             }
             Repair::Model(r) => {
-                r.0.apply(&p.store, &deriver.table).await?;
-                ran += 1;
+                // Its guard is read again here: one that no longer holds
+                // (the processors moved on since the scan) writes nothing,
+                // and says so beside what the dry run listed.
+                if r.0
+                    .apply(&p.store, &deriver.table, &deriver.ledger_table)
+                    .await?
+                {
+                    ran += 1;
+                } else {
+                    crate::outln!(
+                        "repair: not run, its guard no longer holds: {}",
+                        r.0.describe()
+                    );
+                }
             }
             Repair::DeleteIfUnchanged(item) => {
                 p.store

@@ -26,9 +26,10 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::derive::{index_members, Deriver};
-use crate::error::ProcessError;
+use crate::error::{ProcessError, StoreError};
 use crate::item::{display_key, Item};
 use crate::ledger::{item_id, parse_item_id};
+use crate::store::Store;
 
 /// How a counter with a logical key is found in the table.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,18 +78,35 @@ pub async fn find(
     counter_key: &Item,
     locate: &Locate,
 ) -> Result<Located, ProcessError> {
+    let at = Tables {
+        store: &deriver.store,
+        table: &deriver.table,
+        ledger_table: &deriver.ledger_table,
+        key_names: deriver.rules.key_names(),
+    };
+    Ok(find_in(&at, counter_key, locate).await?)
+}
+
+/// Where [`find_in`] reads: the model's table and its ledger.
+pub struct Tables<'a> {
+    pub store: &'a Store,
+    pub table: &'a str,
+    pub ledger_table: &'a str,
+    pub key_names: &'a [&'a str],
+}
+
+/// [`find`] in the tables `at` (a tool's reads, no processor of its own).
+pub async fn find_in(
+    at: &Tables<'_>,
+    counter_key: &Item,
+    locate: &Locate,
+) -> Result<Located, StoreError> {
     let index = locate_index(counter_key);
     let mut members = Vec::new();
     let mut after: Option<String> = None;
     loop {
-        let (page, next) = index_members(
-            &deriver.store,
-            &deriver.ledger_table,
-            &index,
-            after.as_deref(),
-            100,
-        )
-        .await?;
+        let (page, next) =
+            index_members(at.store, at.ledger_table, &index, after.as_deref(), 100).await?;
         members.extend(page);
         match next {
             Some(n) => after = Some(n),
@@ -99,14 +117,13 @@ pub async fn find(
     if keys.is_empty() {
         return Ok(Located::Nowhere);
     }
-    let key_names = deriver.rules.key_names();
-    let mut found: Vec<(Item, Item)> = deriver
+    let mut found: Vec<(Item, Item)> = at
         .store
-        .batch_get(&deriver.table, keys)
+        .batch_get(at.table, keys)
         .await?
         .into_iter()
         .filter(|i| carries(i, locate))
-        .map(|i| (crate::item::key_of(&i, key_names), i))
+        .map(|i| (crate::item::key_of(&i, at.key_names), i))
         .collect();
     found.sort_by_key(|(k, _)| item_id(k));
     Ok(match found.len() {

@@ -32,10 +32,11 @@ use crate::store::{Store, TxError, Update, Written};
 /// A repair of history, guarded like the live fold's own writes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HistoryRepair {
-    /// A placeholder for a lost entry, put only while the entry is absent
-    /// and the root exists with its mirror at or past it.
+    /// A placeholder for a lost entry (at `key`), put only while the entry
+    /// is absent and the root exists with its mirror at or past it.
     RestoreEntry {
         root_key: Item,
+        key: Item,
         entry: Item,
         pk: &'static str,
         mirror: &'static str,
@@ -47,8 +48,13 @@ pub enum HistoryRepair {
         key: Item,
         pk: &'static str,
     },
-    /// The mirror raised, as the fold writes it.
-    Mirror(Update),
+    /// The mirror raised to `to`, as the fold writes it: never lowered.
+    Mirror {
+        root_key: Item,
+        pk: &'static str,
+        mirror: &'static str,
+        to: u64,
+    },
     /// A mirror past the last entry (no change produced the entries it
     /// claims, e.g. an earlier incarnation's count): set to the last
     /// entry, only while it still reads `from` and entry `to + 1` is
@@ -61,17 +67,85 @@ pub enum HistoryRepair {
         from: u64,
         to: u64,
     },
+    /// An entry past every entry the history wrote (its state in the
+    /// ledger, `head`, and the root's mirror are both below `seq`): no
+    /// change produced it (a writer's stray item). Deleted only while the
+    /// root's mirror and the history's state are still below it and it is
+    /// still the item read (its `id`): an entry the fold writes there
+    /// meanwhile is its own and stays.
+    DeleteStray {
+        root_key: Item,
+        key: Item,
+        id: Option<String>,
+        head: Item,
+        pk: &'static str,
+        mirror: &'static str,
+        seq: u64,
+    },
 }
 
 impl GuardedRepair for HistoryRepair {
     fn describe(&self) -> String {
-        format!("{self:?}")
+        match self {
+            HistoryRepair::RestoreEntry {
+                root_key,
+                key,
+                entry,
+                mirror,
+                ..
+            } => {
+                let seq = entry.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0);
+                format!(
+                    "put a placeholder for the lost entry {} while it is absent and {mirror} of {} has reached {seq}",
+                    display_key(key),
+                    display_key(root_key)
+                )
+            }
+            HistoryRepair::DeleteOrphan { root_key, key, .. } => format!(
+                "delete {}, left behind by a deleted root, while {} is absent",
+                display_key(key),
+                display_key(root_key)
+            ),
+            HistoryRepair::Mirror {
+                root_key,
+                mirror,
+                to,
+                ..
+            } => format!(
+                "raise {mirror} of {} to {to} (never lowers it)",
+                display_key(root_key)
+            ),
+            HistoryRepair::LowerMirror {
+                root_key,
+                next_entry,
+                mirror,
+                from,
+                to,
+                ..
+            } => format!(
+                "set {mirror} of {} from {from} back to the last entry {to} while it reads {from} and {} is absent",
+                display_key(root_key),
+                display_key(next_entry)
+            ),
+            HistoryRepair::DeleteStray {
+                root_key,
+                key,
+                mirror,
+                seq,
+                ..
+            } => format!(
+                "delete the stray entry {} (no change produced it) while it is the item read and neither {mirror} of {} nor the history's state has reached {seq}",
+                display_key(key),
+                display_key(root_key)
+            ),
+        }
     }
 
     fn apply<'a>(
         &'a self,
         store: &'a Store,
         table: &'a str,
+        ledger: &'a str,
     ) -> BoxFut<'a, Result<bool, crate::error::StoreError>> {
         Box::pin(async move {
             let check = |key: &Item, pk: &str, cond: &str, mirror: Option<(&str, u64)>| {
@@ -88,14 +162,32 @@ impl GuardedRepair for HistoryRepair {
                 crate::tx::check_of(c)
             };
             let actions = match self {
-                HistoryRepair::Mirror(u) => {
-                    return Ok(store.update(table, u.clone()).await? == Written::Applied)
+                HistoryRepair::Mirror {
+                    root_key,
+                    pk,
+                    mirror,
+                    to,
+                } => {
+                    let raise = Update {
+                        key: root_key.clone(),
+                        update_expression: "SET #a = :s".into(),
+                        condition_expression: Some(
+                            "attribute_exists(#k) AND (attribute_not_exists(#a) OR #a < :s)".into(),
+                        ),
+                        names: vec![
+                            ("#a".into(), mirror.to_string()),
+                            ("#k".into(), pk.to_string()),
+                        ],
+                        values: vec![(":s".into(), n(*to))],
+                    };
+                    return Ok(store.update(table, raise).await? == Written::Applied);
                 }
                 HistoryRepair::RestoreEntry {
                     root_key,
                     entry,
                     pk,
                     mirror,
+                    ..
                 } => {
                     let seq = entry.opt_i64(SEQUENCE).ok().flatten().unwrap_or(0).max(0) as u64;
                     let put = Put::builder()
@@ -139,6 +231,43 @@ impl GuardedRepair for HistoryRepair {
                     vec![
                         check(root_key, pk, "attribute_not_exists(#pk)", None),
                         crate::tx::delete(table, key.clone()),
+                    ]
+                }
+                HistoryRepair::DeleteStray {
+                    root_key,
+                    key,
+                    id,
+                    head,
+                    pk,
+                    mirror,
+                    seq,
+                } => {
+                    let head_below = ConditionCheck::builder()
+                        .table_name(ledger)
+                        .set_key(Some(head.clone()))
+                        .condition_expression("attribute_not_exists(#pk) OR #seq < :seq")
+                        .expression_attribute_names("#pk", crate::ledger::PK)
+                        .expression_attribute_names("#seq", "seq")
+                        .expression_attribute_values(":seq", n(*seq));
+                    let del = aws_sdk_dynamodb::types::Delete::builder()
+                        .table_name(table)
+                        .set_key(Some(key.clone()))
+                        .expression_attribute_names("#id", "id");
+                    let del = match id {
+                        Some(id) => del
+                            .condition_expression("#id = :id")
+                            .expression_attribute_values(":id", s(id)),
+                        None => del.condition_expression("attribute_not_exists(#id)"),
+                    };
+                    vec![
+                        check(
+                            root_key,
+                            pk,
+                            "attribute_exists(#pk) AND (attribute_not_exists(#hs) OR #hs < :seq)",
+                            Some((mirror, *seq)),
+                        ),
+                        crate::tx::check_of(head_below),
+                        crate::tx::delete_of(del),
                     ]
                 }
             };
@@ -187,15 +316,22 @@ impl FileHistory {
             .collect()
     }
 
-    /// Every history finding of the table's items.
+    /// Every history finding of the table's items (without the ledger:
+    /// no entry is known to be past what the history wrote).
     pub fn check(&self, items: &[Item]) -> Vec<Finding> {
-        self.check_tallied(items).1
+        self.check_tallied(items, &[]).1
     }
 
-    /// [`Self::check`], with what it checked per kind: each aggregate with
-    /// its root for its sequence, chain and snapshots, each without one for
-    /// orphans.
-    pub fn check_tallied(&self, items: &[Item]) -> ([(&'static str, u64); 4], Vec<Finding>) {
+    /// [`Self::check`], with the ledger read after the table (the
+    /// history's state of each aggregate: how many entries it wrote), and
+    /// what it checked per kind: each aggregate with its root for its
+    /// sequence, chain and snapshots, each without one for orphans.
+    pub fn check_tallied(
+        &self,
+        items: &[Item],
+        ledger: &[Item],
+    ) -> ([(&'static str, u64); 4], Vec<Finding>) {
+        let heads = self.heads(ledger);
         let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
         for item in items {
             let Ok((role, pk, sk)) = self.classify(item) else {
@@ -214,7 +350,8 @@ impl FileHistory {
         }
         let mut out = Vec::new();
         for (agg, p) in &parts {
-            self.check_partition(agg, p, &mut out);
+            let head = heads.get(&crate::ledger::state_pk(self.spec().processor, agg));
+            self.check_partition(agg, p, head.copied(), &mut out);
         }
         let rooted = parts.values().filter(|p| p.root.is_some()).count() as u64;
         let checked = [
@@ -226,7 +363,27 @@ impl FileHistory {
         (checked, out)
     }
 
-    fn check_partition(&self, agg: &str, p: &Partition, out: &mut Vec<Finding>) {
+    /// The entries the history wrote so far, by its state's ledger key:
+    /// the HEADs of live aggregates (a deleted root's says nothing of the
+    /// entries beside a re-created one).
+    fn heads(&self, ledger: &[Item]) -> std::collections::HashMap<String, u64> {
+        let prefix = format!("STATE#{}#", self.spec().processor);
+        ledger
+            .iter()
+            .filter(|i| i.opt_s(crate::ledger::SK).ok().flatten() == Some("HEAD"))
+            .filter(|i| i.opt_bool("deleted").ok().flatten() != Some(true))
+            .filter_map(|i| {
+                let pk = i.opt_s(crate::ledger::PK).ok().flatten()?;
+                let seq = i.opt_i64("seq").ok().flatten()?;
+                pk.starts_with(&prefix)
+                    .then(|| (pk.to_string(), seq.max(0) as u64))
+            })
+            .collect()
+    }
+
+    /// `head`: the entries the history's state says it wrote (its HEAD in
+    /// the ledger), when known.
+    fn check_partition(&self, agg: &str, p: &Partition, head: Option<u64>, out: &mut Vec<Finding>) {
         let h = self.spec();
         let [pkn, skn] = self.0.key_names();
         let (root_key, mirror) = self
@@ -266,9 +423,40 @@ impl FileHistory {
             .filter_map(|e| Some((e.opt_i64(SEQUENCE).ok().flatten()? as u64, *e)))
             .collect();
         entries.sort_by_key(|(seq, _)| *seq);
+        let mirrored = root.opt_i64(mirror).ok().flatten().unwrap_or(0).max(0) as u64;
+        // Past both the history's state and the mirror: no change produced
+        // the entry (a writer's stray item). An entry above the mirror
+        // alone may be the fold's own whose mirror lags (written with the
+        // state in one transaction, the mirror after it): only the state
+        // tells them apart, so without it none is taken for a stray.
+        if let Some(known) = head.map(|h| h.max(mirrored)) {
+            let at = entries.partition_point(|(q, _)| *q <= known);
+            for (seq, stray) in entries.split_off(at) {
+                let key = key_of(stray, &[pkn, skn]);
+                out.push(finding(
+                    "history-sequence",
+                    Drift::Extra,
+                    format!(
+                        "{pk}: entry {seq} ({}) is past the last entry the history wrote ({known}: its state and {mirror}): no change produced it, repair deletes it",
+                        display_key(&key)
+                    ),
+                    Some(HistoryRepair::DeleteStray {
+                        root_key: root_key.clone(),
+                        key,
+                        id: stray.opt_s("id").ok().flatten().map(str::to_string),
+                        head: crate::ledger::key(
+                            crate::ledger::state_pk(h.processor, agg),
+                            "HEAD",
+                        ),
+                        pk: pkn,
+                        mirror,
+                        seq,
+                    }),
+                ));
+            }
+        }
         // Numbering and the mirror.
         let seqs: std::collections::BTreeSet<u64> = entries.iter().map(|(q, _)| *q).collect();
-        let mirrored = root.opt_i64(mirror).ok().flatten().unwrap_or(0).max(0) as u64;
         let highest = seqs.iter().max().copied().unwrap_or(0);
         let last = highest.max(mirrored);
         // While the root is bad input nothing is written onto it: its
@@ -294,8 +482,24 @@ impl FileHistory {
                 }),
             ));
         }
+        // The mirror raised first: a placeholder is put only once the
+        // mirror has reached it, so the repairs run in this order.
+        if mirrored < last && judged {
+            out.push(finding(
+                "history-sequence",
+                Drift::Wrong,
+                format!("{pk}: {mirror} is {mirrored}, expected {last}"),
+                Some(HistoryRepair::Mirror {
+                    root_key: key_of(root, &[pkn, skn]),
+                    pk: pkn,
+                    mirror,
+                    to: last,
+                }),
+            ));
+        }
         for gap in (1..=highest).filter(|q| !seqs.contains(q)) {
-            let mut entry = self.entry_key(agg, gap);
+            let key = self.entry_key(agg, gap);
+            let mut entry = key.clone();
             let id = uuid::Uuid::new_v5(
                 &ENTRY_ID_NAMESPACE,
                 format!("restored:{pk}:{gap}").as_bytes(),
@@ -325,27 +529,11 @@ impl FileHistory {
                 format!("{pk}: entry {gap} of 1..={last} is missing"),
                 Some(HistoryRepair::RestoreEntry {
                     root_key: root_key.clone(),
+                    key,
                     entry,
                     pk: pkn,
                     mirror,
                 }),
-            ));
-        }
-        if mirrored < last && judged {
-            let fix = Update {
-                key: key_of(root, &[pkn, skn]),
-                update_expression: "SET #a = :s".into(),
-                condition_expression: Some(
-                    "attribute_exists(#k) AND (attribute_not_exists(#a) OR #a < :s)".into(),
-                ),
-                names: vec![("#a".into(), mirror.into()), ("#k".into(), pkn.into())],
-                values: vec![(":s".into(), n(last))],
-            };
-            out.push(finding(
-                "history-sequence",
-                Drift::Wrong,
-                format!("{pk}: {mirror} is {mirrored}, expected {last}"),
-                Some(HistoryRepair::Mirror(fix)),
             ));
         }
         // No change applied twice.

@@ -430,7 +430,7 @@ impl FoldRules for FileHistory {
     }
 
     fn verify(&self, input: &crate::models::CheckInput<'_>) -> Vec<crate::models::Finding> {
-        let (checked, found) = self.check_tallied(input.items);
+        let (checked, found) = self.check_tallied(input.items, input.ledger);
         for (kind, n) in checked {
             input.checked(kind, n);
         }

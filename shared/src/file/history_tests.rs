@@ -339,9 +339,56 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
     assert_eq!(
         what(&lost),
         [
-            "history-sequence Missing ORDER#o1: entry 2 of 1..=3 is missing true",
             "history-sequence Wrong ORDER#o1: historySequence is 2, expected 3 true",
+            "history-sequence Missing ORDER#o1: entry 2 of 1..=3 is missing true",
         ]
+    );
+    // Beside the history's state (its HEAD in the ledger): an entry past
+    // it and the mirror is a stray no change produced, one extra entry
+    // (user10's #7: 96 "missing" ones and a mirror raised to it); one past
+    // the mirror alone is the fold's, its mirror lagging.
+    let head = |seq: i64| -> Vec<Item> {
+        let mut head = crate::ledger::key(crate::ledger::state_pk("history", "o1"), "HEAD");
+        head.insert("seq".into(), n(seq));
+        vec![head]
+    };
+    let with_ledger = |items: &[Item], ledger: &[Item]| -> Vec<String> {
+        h.check_tallied(items, ledger)
+            .1
+            .iter()
+            .map(|f| format!("{} {:?} {} {}", f.kind, f.drift, f.what, f.repair.is_some()))
+            .collect()
+    };
+    let mut stray = entries[0].clone();
+    stray.insert("SK".into(), s("HIST#000099"));
+    stray.insert("sequence".into(), n(99));
+    stray.insert("id".into(), s("forged"));
+    let mut strayed = items.clone();
+    strayed.push(stray);
+    assert_eq!(
+        with_ledger(&strayed, &head(3)),
+        ["history-sequence Extra ORDER#o1: entry 99 (PK=ORDER#o1, SK=HIST#000099) is past the last entry the history wrote (3: its state and historySequence): no change produced it, repair deletes it true"]
+    );
+    // Every repair printed by what it does and the keys it touches (a
+    // dry run printed Rust's Debug of whole items).
+    let told: Vec<String> = [&lost, &strayed]
+        .iter()
+        .flat_map(|items| h.check_tallied(items, &head(3)).1)
+        .filter_map(|f| f.repair.map(|r| r.describe(&["PK", "SK"])))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            "raise historySequence of PK=ORDER#o1, SK=ORDER to 3 (never lowers it)",
+            "put a placeholder for the lost entry PK=ORDER#o1, SK=HIST#000002 while it is absent and historySequence of PK=ORDER#o1, SK=ORDER has reached 2",
+            "delete the stray entry PK=ORDER#o1, SK=HIST#000099 (no change produced it) while it is the item read and neither historySequence of PK=ORDER#o1, SK=ORDER nor the history's state has reached 99",
+        ]
+    );
+    let mut lagging = items.clone();
+    lagging[0].insert("historySequence".into(), n(2));
+    assert_eq!(
+        with_ledger(&lagging, &head(3)),
+        ["history-sequence Wrong ORDER#o1: historySequence is 2, expected 3 true"]
     );
     // Entry 1 written again as entry 4, and the line changed since.
     let mut again = entries[0].clone();
@@ -389,6 +436,15 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
             "orphans Extra PK=ORDER#o1, SK=LINE#a left behind by a deleted order true",
             "orphans Extra PK=ORDER#o1, SK=HIST#000001 left behind by a deleted order true",
         ]
+    );
+    let told: Vec<String> = h
+        .check(&orphans)
+        .into_iter()
+        .filter_map(|f| f.repair.map(|r| r.describe(&["PK", "SK"])))
+        .collect();
+    assert_eq!(
+        told[0],
+        "delete PK=ORDER#o1, SK=LINE#a, left behind by a deleted root, while PK=ORDER#o1, SK=ORDER is absent"
     );
 }
 

@@ -87,13 +87,13 @@ fn eval(m: &FileModel, v: &Value, vals: &Vals) -> Result<Val, String> {
 
 /// The key of entity `t` from `with`, which must read back as that entity;
 /// and every value bound.
-fn key_of(
+fn key_of<'w>(
     m: &FileModel,
     t: &Entity,
-    with: &[(String, Value)],
+    with: impl IntoIterator<Item = &'w (String, Value)>,
     vals: &Vals,
 ) -> Result<(Item, Vals), String> {
-    let mut bound: Vals = Vec::with_capacity(with.len());
+    let mut bound: Vals = Vec::new();
     for (n, v) in with {
         bound.push((n.clone(), eval(m, v, vals)?));
     }
@@ -324,6 +324,69 @@ impl FileModel {
         }
         Ok(out)
     }
+}
+
+impl FileModel {
+    /// The once effects whose `put` writes `entity`.
+    pub fn once_putting(&self, entity: &str) -> Vec<&OnceSpec> {
+        self.once
+            .iter()
+            .filter(|o| o.put.iter().any(|w| self.entities[w.entity].name == entity))
+            .collect()
+    }
+
+    /// The effect of `spec` a source item asks for, whatever its `when`
+    /// says now (an effect happens once and stays when `when` turns false,
+    /// and the values its puts carry may be gone then): its once key, the
+    /// keys its puts write, and whether `when` holds now. `None`: not a
+    /// valid item of the effect's source entity, or its key cannot be
+    /// computed.
+    pub fn once_of_source(&self, spec: &OnceSpec, item: &Item) -> Option<OnceAsked> {
+        let Ok(Parsed::Writer(rec)) = self.parse(item) else {
+            return None;
+        };
+        if !std::ptr::eq(&self.entities[spec.source], rec.entity) {
+            return None;
+        }
+        let vals: Vals = spec
+            .when
+            .variables
+            .iter()
+            .chain(&spec.reads)
+            .filter_map(|n| rec.get(n).map(|v| (n.clone(), v.clone())))
+            .collect();
+        let once_key = once_key(self, spec, &vals).ok()?;
+        // Only the values the keys read: a put's other values may fail.
+        let puts = spec
+            .put
+            .iter()
+            .filter_map(|w| {
+                let t = &self.entities[w.entity];
+                let binders: Vec<&str> = t
+                    .key
+                    .iter()
+                    .flat_map(|k| k.template.binders().map(|b| b.name.as_str()))
+                    .collect();
+                let with = w.with.iter().filter(|(n, _)| binders.contains(&n.as_str()));
+                key_of(self, t, with, &vals).ok().map(|(k, _)| k)
+            })
+            .collect();
+        Some(OnceAsked {
+            once_key,
+            puts,
+            holds: holds(self, &spec.when, &vals).unwrap_or(false),
+        })
+    }
+}
+
+/// What a source item asks of a once effect ([`FileModel::once_of_source`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnceAsked {
+    pub once_key: String,
+    /// The keys of the items its puts write.
+    pub puts: Vec<Item>,
+    /// Whether its `when` holds now.
+    pub holds: bool,
 }
 
 /// The consumer of one `once:` entry.

@@ -377,11 +377,14 @@ impl Repair {
 pub trait GuardedRepair: std::fmt::Debug + Send + Sync {
     /// What it does, for `--dry-run` and to tell two repairs apart.
     fn describe(&self) -> String;
-    /// Applies it; `false` when its guard no longer held (nothing written).
+    /// Applies it to `table` (guarded, where it must be, by the processors'
+    /// state in `ledger`); `false` when its guard no longer held (nothing
+    /// written).
     fn apply<'a>(
         &'a self,
         store: &'a crate::store::Store,
         table: &'a str,
+        ledger: &'a str,
     ) -> BoxFut<'a, Result<bool, crate::error::StoreError>>;
 }
 

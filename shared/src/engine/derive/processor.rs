@@ -177,53 +177,71 @@ impl DeriveProcessor {
     }
 
     /// Backfill of existing items: the same reconcile as the stream, plus
-    /// the jobs an INSERT of each item starts. Returns (table writes, ledger
-    /// writes, messages, items that are bad input: each logged with its key
-    /// and reason, nothing written for it).
+    /// the jobs an INSERT of each item starts. An item the rules reject is
+    /// logged once, with its key and the first reason met (each aspect of
+    /// its rules may reject it), and counted once.
     pub async fn backfill(
         &self,
         items: &[Item],
         dry_run: bool,
-    ) -> Result<(usize, usize, usize, usize), ProcessError> {
+    ) -> Result<Backfilled, ProcessError> {
         let key_names = self.deriver.rules.key_names();
         let mut messages = Vec::new();
         let mut keys = Vec::new();
-        for (i, item) in items.iter().enumerate() {
+        // The first bad input met per item, by its position in `keys`.
+        let mut bad: BTreeMap<usize, InputError> = BTreeMap::new();
+        for item in items {
             let key = key_of(item, key_names);
             if self.deriver.rules.ignores(&key) {
                 continue;
             }
             let change = Change::synthetic_insert(key.clone(), item.clone(), (self.deriver.now)());
             match self.deriver.rules.messages(&change) {
-                Ok(m) => messages.extend(m.into_iter().map(|m| (i, m))),
+                Ok(m) => messages.extend(m.into_iter().map(|m| (keys.len(), m))),
                 Err(e) => {
-                    tracing::warn!(key = %change.key_display(), kind = e.kind(), reason = %e, "backfill: no jobs for item")
+                    bad.insert(keys.len(), e);
                 }
             }
             keys.push(key);
         }
-        if dry_run {
-            return Ok((0, 0, messages.len(), 0));
+        let mut out = Backfilled {
+            messages: messages.len(),
+            ..Backfilled::default()
+        };
+        if !dry_run {
+            let done = self
+                .deriver
+                .reconcile(&keys, &HashMap::new())
+                .await
+                .map_err(|(_, _, e)| e)?;
+            for (pos, e) in done.bad {
+                bad.entry(pos).or_insert(e);
+            }
+            self.send_messages(&messages, usize::MAX)
+                .await
+                .map_err(|f| f.error)?;
+            out.table_writes = done.table_writes;
+            out.ledger_writes = done.ledger_writes;
         }
-        let done = self
-            .deriver
-            .reconcile(&keys, &HashMap::new())
-            .await
-            .map_err(|(_, _, e)| e)?;
-        for (pos, e) in &done.bad {
+        for (pos, e) in &bad {
             tracing::warn!(key = %crate::item::display_key(&keys[*pos]), kind = e.kind(), reason = %e, "backfill: bad input");
         }
-        self.send_messages(&messages, usize::MAX)
-            .await
-            .map_err(|f| f.error)?;
-        let bad: BTreeSet<usize> = done.bad.iter().map(|(pos, _)| *pos).collect();
-        Ok((
-            done.table_writes,
-            done.ledger_writes,
-            messages.len(),
-            bad.len(),
-        ))
+        out.bad_input = bad.len();
+        Ok(out)
     }
+}
+
+/// What a backfill of some items wrote and met.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Backfilled {
+    /// Item writes in the model table.
+    pub table_writes: usize,
+    /// Item writes in the ledger.
+    pub ledger_writes: usize,
+    /// Jobs sent (or, a dry run, that would be).
+    pub messages: usize,
+    /// Items the rules reject, each logged once.
+    pub bad_input: usize,
 }
 
 impl StreamProcessor for DeriveProcessor {
