@@ -338,19 +338,9 @@ async fn run_stopped_during_its_startup_checks_stops_at_once() {
     })
     .await
     .expect("its startup check is held");
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = tokio::time::timeout(
-        HANG_GUARD,
-        tokio::task::spawn_blocking(move || child.wait_with_output()),
-    )
-    .await
-    .expect("run exits")
-    .unwrap()
-    .unwrap();
+    let out = tokio::time::timeout(HANG_GUARD, crate::support::sigterm(child))
+        .await
+        .expect("run exits");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
