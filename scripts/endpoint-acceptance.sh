@@ -77,8 +77,11 @@ mkdir -p "$W"
 S=acc-$M
 BF=$S-bf
 fail=0
+alive() { # pid: running (an exited process not yet reaped, a zombie, is not)
+  kill -0 "$1" 2>/dev/null && ! ps -o stat= -p "$1" 2>/dev/null | grep -q Z
+}
 gone() { # pids: until every one has exited (they may not be this shell's children)
-  for p in "$@"; do while kill -0 "$p" 2>/dev/null; do sleep 0.5; done; done
+  for p in "$@"; do while alive "$p"; do sleep 0.5; done; done
 }
 note() { echo "== $M: $*"; }
 bad() { echo "!! $M: $*"; fail=1; }
@@ -130,7 +133,7 @@ A=$(cat "$W/a.pid"); B=$(cat "$W/b.pid")
 for o in a b; do
   p=$(cat "$W/$o.pid"); port=$([ "$o" = a ] && echo "$PORT_A" || echo "$PORT_B")
   for _ in $(seq 120); do
-    kill -0 "$p" 2>/dev/null || { bad "run $o exited after its restart: $(tail -1 "$W/run-$o.log")"; break; }
+    alive "$p" || { bad "run $o exited after its restart: $(tail -1 "$W/run-$o.log")"; break; }
     curl -sf "127.0.0.1:$port/readyz" > /dev/null && break
     sleep 0.5
   done
@@ -170,7 +173,7 @@ python3 "$HERE/endpoint-play.py" --endpoint "$E" --sqs-endpoint "$SQ" "${PLAY[@]
 # theirs), then the backfill while they run, as README's adoption says.
 F=$(STACK=$BF start f $PORT_B --table "$BF" --starting-position latest)
 until curl -sf "127.0.0.1:$PORT_B/readyz" > /dev/null; do
-  kill -0 "$F" 2>/dev/null || { bad "run f exited before it was ready: $(tail -1 "$W/run-f.log")"; break; }
+  alive "$F" || { bad "run f exited before it was ready: $(tail -1 "$W/run-f.log")"; break; }
   sleep 0.5
 done
 jobstream backfill "${MODEL[@]}" --stack "$BF" --table "$BF" --endpoint "$E" --sqs-endpoint "$SQ" > "$W/backfill.out" 2>&1 || bad "backfill: $(tail -2 "$W/backfill.out")"
