@@ -68,8 +68,8 @@ impl Metrics {
             .unwrap_or(0)
     }
 
-    /// Whether the bad input of `record` (a stream record's event id) is
-    /// reported for the first time by this processor
+    /// Whether the bad input of `record` (a stream record's event id, a
+    /// queue message's id) is reported for the first time by this processor
     /// instance, remembering it: a bad record is one fact, counted and
     /// logged once however often its batch is retried or bisected (each
     /// attempt meets it again). Another record (the same item put bad

@@ -118,10 +118,17 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
             }
             Err(e) => {
                 match &e {
-                    MessageError::Permanent { kind, reason } => {
+                    // Refused input: WARN, as a stream's (counted, alarmed
+                    // on), once per message however often it is received on
+                    // its way to the DLQ (each receive is reported failed).
+                    MessageError::Permanent { kind, reason }
+                        if processor.metrics().first_report(&message_id) =>
+                    {
                         metrics.incr(names::BAD_INPUT);
-                        // Refused input: WARN, as a stream's (counted, alarmed on).
                         tracing::warn!(processor = name, %message_id, kind, %reason, "bad message: reported failed, goes to the DLQ after maxReceiveCount");
+                    }
+                    MessageError::Permanent { kind, reason } => {
+                        tracing::debug!(processor = name, %message_id, kind, %reason, "bad message received again (counted at its first receive)");
                     }
                     MessageError::Retryable(err) => {
                         tracing::warn!(processor = name, %message_id, error = %err, "message failed; will be retried");
