@@ -353,3 +353,51 @@ async fn run_stopped_during_its_startup_checks_stops_at_once() {
     );
     gate.add_permits(1_000);
 }
+
+/// Startup checks that get no answer (nothing listens at `--endpoint`: a
+/// wrong port, an engine not up yet) are retried for the call budget; the
+/// process said nothing meanwhile (ops10, user10: 40 s of silence). It says
+/// within seconds what it is waiting for, and still stops at a SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_whose_startup_checks_get_no_answer_says_so_while_it_waits() {
+    use std::io::{BufRead, BufReader};
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        l.local_addr().expect("its address").port()
+    };
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let mut child = std::process::Command::new(&bin)
+        .args(["run", "--model", "tracker"])
+        .args(["--endpoint", &format!("http://127.0.0.1:{refused}")])
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("JOBSTREAM_ENDPOINT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jobstream run starts");
+    let stderr = child.stderr.take().expect("piped");
+    let waiting = tokio::time::timeout(
+        HANG_GUARD,
+        tokio::task::spawn_blocking(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .find(|l| l.contains("the checks have not finished"))
+        }),
+    )
+    .await
+    .expect("a line within the guard")
+    .unwrap();
+    let line = waiting.expect("it says what it waits for");
+    assert!(line.contains("is retried for up to"), "{line}");
+    let out = tokio::time::timeout(HANG_GUARD, crate::support::sigterm(child))
+        .await
+        .expect("run exits");
+    assert!(
+        out.status.success(),
+        "exit 0 after SIGTERM: {:?}",
+        out.status
+    );
+}

@@ -25,13 +25,33 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Listened for before the first startup check (ops10 #6: a signal
     // during them, as PID 1, was lost and the process went on to work).
     let stop = Stop::listen("stopping before the processors started");
-    let started = tokio::select! {
-        started = start(args) => started?,
-        () = stop.signalled() => return Ok(ExitCode::SUCCESS),
+    let starting = start(args);
+    tokio::pin!(starting);
+    // Checks that get no answer are retried for the call budget: said
+    // while it lasts, not 40 s of silence (a wrong port, an outage).
+    let slow = tokio::time::sleep(SLOW_STARTUP);
+    tokio::pin!(slow);
+    let mut said = false;
+    let started = loop {
+        tokio::select! {
+            started = &mut starting => break started?,
+            () = stop.signalled() => return Ok(ExitCode::SUCCESS),
+            () = &mut slow, if !said => {
+                said = true;
+                jobstream::errln!(
+                    "startup: the checks have not finished after {} s (DynamoDB or SQS not answering: nothing listening at the endpoint, an outage?); a check that gets no answer is retried for up to {} s",
+                    SLOW_STARTUP.as_secs(),
+                    Retries::startup().call_budget.as_secs()
+                );
+            }
+        }
     };
     stop.now_doing("finishing batches in flight, releasing leases");
     serve(started, &stop).await
 }
+
+/// How long the startup checks go unanswered before `run` says so.
+const SLOW_STARTUP: Duration = Duration::from_secs(5);
 
 /// What `run` starts before its processors work: the runtime and what its
 /// stop reports.
