@@ -272,22 +272,27 @@ mod tests {
     /// command line must be the same text.
     #[test]
     fn a_demo_plays_the_model_its_scenario_names() {
-        let hr = scenario("model: hr\n");
-        let default = args(models::DEFAULT_MODEL, None);
-        let played = played_model(default.clone(), Some(&hr)).expect("the scenario's");
-        assert_eq!((played.model.as_str(), played.model_file), ("hr", None));
-        let same_text = format!("{}/../models/hr.yaml", env!("CARGO_MANIFEST_DIR"));
-        let played = played_model(args(models::DEFAULT_MODEL, Some(&same_text)), Some(&hr));
-        assert_eq!(played.expect("the same text").model, "hr");
-        let other = models::registry()
+        // Two shipped models besides the default, whichever they are.
+        let names: Vec<&str> = models::registry()
             .into_iter()
             .map(|m| m.name)
-            .find(|n| *n != "hr" && *n != models::DEFAULT_MODEL)
-            .expect("another model");
-        let Err(e) = played_model(args(other, None), Some(&hr)) else {
+            .filter(|n| *n != models::DEFAULT_MODEL)
+            .collect();
+        let (named, other) = (names[0], names[1]);
+        let sc = scenario(&format!("model: {named}\n"));
+        let default = args(models::DEFAULT_MODEL, None);
+        let played = played_model(default.clone(), Some(&sc)).expect("the scenario's");
+        assert_eq!((played.model.as_str(), played.model_file), (named, None));
+        let same_text = format!("{}/../models/{named}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let played = played_model(args(models::DEFAULT_MODEL, Some(&same_text)), Some(&sc));
+        assert_eq!(played.expect("the same text").model, named);
+        let Err(e) = played_model(args(other, None), Some(&sc)) else {
             panic!("another model is an error")
         };
-        assert!(e.to_string().contains("plays `model: hr`"), "{e}");
+        assert!(
+            e.to_string().contains(&format!("plays `model: {named}`")),
+            "{e}"
+        );
         // No `model:`: the command line's.
         let plain = scenario("writes: []\n");
         let played = played_model(args(other, None), Some(&plain)).expect("given");
