@@ -25,13 +25,14 @@ pub(crate) async fn ctrl_c() {
 /// signal without one is ignored, and elsewhere it kills the process
 /// without a word), said on stderr with what the stop does at that moment.
 pub(crate) struct Stop {
-    signalled: tokio::sync::watch::Receiver<bool>,
+    /// When the signal came (`None`: not yet).
+    signalled: tokio::sync::watch::Receiver<Option<std::time::Instant>>,
     doing: std::sync::Arc<std::sync::Mutex<&'static str>>,
 }
 
 impl Stop {
     pub(crate) fn listen(doing: &'static str) -> Self {
-        let (tx, signalled) = tokio::sync::watch::channel(false);
+        let (tx, signalled) = tokio::sync::watch::channel(None);
         let doing = std::sync::Arc::new(std::sync::Mutex::new(doing));
         let said = doing.clone();
         #[cfg(unix)]
@@ -55,7 +56,7 @@ impl Stop {
                 ctrl_c().await;
                 jobstream::errln!("SIGINT: {}", now());
             }
-            let _ = tx.send(true);
+            let _ = tx.send(Some(std::time::Instant::now()));
         });
         Self { signalled, doing }
     }
@@ -65,11 +66,16 @@ impl Stop {
         *self.doing.lock().unwrap_or_else(|p| p.into_inner()) = doing;
     }
 
+    /// When the signal came, if one did.
+    pub(crate) fn signalled_at(&self) -> Option<std::time::Instant> {
+        *self.signalled.borrow()
+    }
+
     /// Ends when a signal came (at once if one already did).
     pub(crate) async fn signalled(&self) {
         let mut rx = self.signalled.clone();
         // An error: the listener is gone without a signal; never again.
-        if rx.wait_for(|s| *s).await.is_err() {
+        if rx.wait_for(Option::is_some).await.is_err() {
             std::future::pending::<()>().await;
         }
     }

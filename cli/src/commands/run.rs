@@ -172,19 +172,14 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
 /// The processors at work until a signal, then the stop and its report.
 async fn serve(started: Started, stop: &Stop) -> anyhow::Result<ExitCode> {
     let Started { mut rt, consumer } = started;
-    let signalled = std::sync::OnceLock::new();
-    rt.run_until(async {
-        stop.signalled().await;
-        let _ = signalled.set(std::time::Instant::now());
-    })
-    .await?;
+    rt.run_until(stop.signalled()).await?;
     jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();
     let listed = report_failures(&rt);
     // The stop's last word (the process ends right after it, waiting for
     // nothing still running: see main).
-    if let Some(at) = signalled.get() {
+    if let Some(at) = stop.signalled_at() {
         jobstream::errln!(
             "stopped {:.2} s after the signal (--shutdown-grace {:?})",
             at.elapsed().as_secs_f64(),
