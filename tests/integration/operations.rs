@@ -309,13 +309,11 @@ impl RunSetup {
     /// `jobstream run --model tracker` at `endpoint` with the ledger, lease
     /// owner `restarted`, stdout and stderr piped.
     fn spawn_run(&self, endpoint: &str, failures: &std::path::Path) -> std::process::Child {
-        std::process::Command::new(&self.bin)
+        crate::support::jobstream_command(&self.bin)
             .args(["run", "--model", "tracker", "--endpoint", endpoint])
             .args(["--ledger-table", &self.ledger, "--lease-owner", "restarted"])
             .arg("--on-failure-file")
             .arg(failures)
-            .env_remove("AWS_ENDPOINT_URL_SQS")
-            .env_remove("JOBSTREAM_ENDPOINT")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()

@@ -22,10 +22,8 @@ fn spawn_unread(args: &[&str]) -> Child {
     let bin = crate::support::jobstream_bin();
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    Command::new(bin)
+    crate::support::jobstream_command(&bin)
         .args(args)
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
         .stdin(Stdio::null())
         .stdout(writer.try_clone().expect("the pipe"))
         .stderr(writer)

@@ -65,7 +65,7 @@ async fn run_stopped_while_dynamodb_hangs_is_gone_within_the_grace() {
         .await
         .unwrap();
     let grace = Duration::from_secs(2);
-    let child = std::process::Command::new(&bin)
+    let child = crate::support::jobstream_command(&bin)
         .args(["run", "--model", "jobboard", "--stack", &stack])
         .args([
             "--endpoint",
@@ -76,11 +76,6 @@ async fn run_stopped_while_dynamodb_hangs_is_gone_within_the_grace() {
         .args(["--shutdown-grace", "2s", "--lease-owner", "stopping"])
         .arg("--on-failure-file")
         .arg(&failures)
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
-        .env_remove("TABLE_NAME")
-        .env_remove("LEDGER_TABLE_NAME")
-        .env_remove("JOBSTREAM_STACK")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -220,7 +215,7 @@ async fn a_stalled_metrics_client_does_not_hold_the_stop() {
     let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
         .await
         .unwrap();
-    let mut child = std::process::Command::new(&bin)
+    let mut child = crate::support::jobstream_command(&bin)
         .args([
             "run",
             "--model",
@@ -232,8 +227,6 @@ async fn a_stalled_metrics_client_does_not_hold_the_stop() {
         .args(["--shutdown-grace", "2s", "--metrics-listen", &listen])
         .arg("--on-failure-file")
         .arg(&failures)
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -319,14 +312,9 @@ async fn run_stopped_during_its_startup_checks_stops_at_once() {
     let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
         .await
         .unwrap();
-    let child = std::process::Command::new(&bin)
+    let child = crate::support::jobstream_command(&bin)
         .args(["run", "--model", "tracker", "--stack", &stack])
         .args(["--endpoint", &proxy.endpoint(), "--lease-owner", "early"])
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
-        .env_remove("TABLE_NAME")
-        .env_remove("LEDGER_TABLE_NAME")
-        .env_remove("JOBSTREAM_STACK")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -368,11 +356,9 @@ async fn run_whose_startup_checks_get_no_answer_says_so_while_it_waits() {
     let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
         .await
         .unwrap();
-    let mut child = std::process::Command::new(&bin)
+    let mut child = crate::support::jobstream_command(&bin)
         .args(["run", "--model", "tracker"])
         .args(["--endpoint", &format!("http://127.0.0.1:{refused}")])
-        .env_remove("AWS_ENDPOINT_URL_SQS")
-        .env_remove("JOBSTREAM_ENDPOINT")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -347,6 +347,23 @@ pub fn jobstream_bin() -> std::path::PathBuf {
     .clone()
 }
 
+/// The `jobstream` binary `bin` as a test starts it: none of the
+/// variables that would point it elsewhere than its flags say (an SQS or
+/// DynamoDB endpoint, a table, a ledger, a stack from the environment).
+pub fn jobstream_command(bin: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(bin);
+    for v in [
+        "AWS_ENDPOINT_URL_SQS",
+        "JOBSTREAM_ENDPOINT",
+        "TABLE_NAME",
+        "LEDGER_TABLE_NAME",
+        "JOBSTREAM_STACK",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
 /// SIGTERM to a spawned `jobstream run` (the signal is delivered), then
 /// its output once it exits.
 pub async fn sigterm(child: std::process::Child) -> std::process::Output {
