@@ -324,9 +324,7 @@ pub async fn queue_urls(
                     def.logical, def.consumer
                 ));
             }
-            Err(e) => {
-                return Err(anyhow::Error::new(e).context(format!("GetQueueUrl {name} in {asked}")))
-            }
+            Err(e) => return Err(call_failed(&format!("GetQueueUrl {name} in {asked}"), e)),
         }
     }
     none_of(model, &problems)?;
