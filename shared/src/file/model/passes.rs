@@ -1,0 +1,171 @@
+//! The compiler's pass over a whole file: the version, the table, the
+//! formats, each entity's shape and what it implies, then the blocks that
+//! read them (sets, once, history, compute, queries), in that order.
+
+use super::*;
+
+impl Compiler<'_> {
+    pub(super) fn file(&mut self, raw: RawFile, default_name: &str) -> Option<FileModel> {
+        if raw.jobstream.value != 1 {
+            self.err(
+                at(&raw.jobstream),
+                format!(
+                    "unsupported format version {} (this jobstream reads `jobstream: 1`)",
+                    raw.jobstream.value
+                ),
+            );
+        }
+        let t = &raw.table.value;
+        let entity_type = t
+            .entity_type
+            .as_ref()
+            .map(|s| s.value.as_str())
+            .unwrap_or("type");
+        let writer_type_checked = match &t.writer_type {
+            None => true,
+            Some(s) if s.value == "checked" => true,
+            Some(s) if s.value == "free" => false,
+            Some(s) => {
+                self.err(
+                    at(s),
+                    format!("writer_type `{}`: `checked` or `free`", s.value),
+                );
+                true
+            }
+        };
+        if t.pk.value == t.sk.value {
+            self.err(at(&t.sk), "the sort key must differ from the partition key");
+        }
+        // What CreateTable would refuse, said here rather than by the engine.
+        for (what, name) in std::iter::once(("table", &t.name))
+            .chain(t.gsis.iter().map(|g| ("index", &g.value.name)))
+        {
+            let n = &name.value;
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+            if !(3..=255).contains(&n.len()) || !n.chars().all(allowed) {
+                self.err(
+                    at(name),
+                    format!("{what} name `{n}`: DynamoDB takes 3 to 255 characters of a-z, A-Z, 0-9, `_`, `-` and `.`"),
+                );
+            }
+        }
+        let table = TableDef {
+            name: leak(&t.name.value),
+            pk: leak(&t.pk.value),
+            sk: leak(&t.sk.value),
+            gsis: t
+                .gsis
+                .iter()
+                .map(|g| Gsi {
+                    name: leak(&g.value.name.value),
+                    pk: leak(&g.value.pk.value),
+                    sk: leak(&g.value.sk.value),
+                })
+                .collect(),
+            ttl_attribute: t.ttl.as_ref().map(|s| leak(&s.value)),
+            stream: true,
+        };
+        let name = raw
+            .name
+            .as_ref()
+            .map(|s| s.value.clone())
+            .unwrap_or_else(|| default_name.to_string());
+        let about = raw
+            .about
+            .clone()
+            .unwrap_or_else(|| format!("model file {name}"));
+        let env = match Env::new() {
+            Ok(e) => e,
+            Err(e) => {
+                self.err((1, 1), format!("expression built-ins: {e}"));
+                return None;
+            }
+        };
+        self.formats = crate::file::formats::compile(raw.formats.as_ref(), &mut self.problems);
+        let raws = &raw.entities.value.0;
+        if raws.is_empty() {
+            self.err(at(&raw.entities), "no entities");
+        }
+        let names: Vec<&str> = raws.iter().map(|(n, _)| n.as_str()).collect();
+        // Pass 1: keys and attributes (what every rule may refer to).
+        let mut entities: Vec<Entity> = raws
+            .iter()
+            .map(|(n, e)| self.entity_shape(n, e, &table))
+            .collect();
+        for (e, (_, r)) in entities.iter_mut().zip(raws) {
+            let declared: Vec<&str> = e
+                .attrs
+                .iter()
+                .map(|a| a.name)
+                .chain(
+                    e.key
+                        .iter()
+                        .flat_map(|k| k.template.binders())
+                        .map(|b| b.name.as_str()),
+                )
+                .collect();
+            e.counter = self.counter(e.name, &declared, &r.value);
+            e.unique = crate::file::locate::unique(e, &r.value, &mut self.problems);
+        }
+        // Pass 1b: computed attributes (read by the rules below).
+        for (i, (_, r)) in raws.iter().enumerate() {
+            if let Some(c) = &r.value.compute {
+                let compiled = crate::file::compute::compile(c, i, &entities, &mut self.problems);
+                entities[i].compute = compiled;
+            }
+        }
+        // Pass 2: what each entity implies.
+        for (i, (_, e)) in raws.iter().enumerate() {
+            self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
+        }
+        self.overlaps(&mut entities, raws);
+        self.uncounted(&entities, raws);
+        let sets = match &raw.sets {
+            Some(s) => crate::file::sets::compile(
+                &s.value,
+                raw.once.as_ref().map(|o| &o.value),
+                &entities,
+                &table,
+                &mut self.problems,
+            ),
+            None => vec![],
+        };
+        let history = raw
+            .history
+            .as_ref()
+            .and_then(|h| self.history(h, &entities, &table));
+        let once = match &raw.once {
+            Some(o) => {
+                let set_names: Vec<&str> = sets.iter().map(|s| s.name).collect();
+                crate::file::once::compile(&o.value, &entities, &set_names, &mut self.problems)
+            }
+            None => vec![],
+        };
+        let queries = match &raw.queries {
+            Some(q) => crate::file::queries::compile(
+                &q.value,
+                &entities,
+                &table,
+                &self.formats,
+                self.source,
+                &mut self.problems,
+            ),
+            None => vec![],
+        };
+        Some(FileModel {
+            once,
+            sets,
+            history,
+            queries,
+            name: leak(&name),
+            about: leak(&about),
+            keys: Box::leak(vec![table.pk, table.sk].into_boxed_slice()),
+            table,
+            entity_type: leak(entity_type),
+            writer_type_checked,
+            entities,
+            env,
+            formats: self.formats.clone(),
+        })
+    }
+}
