@@ -67,6 +67,7 @@ mod stop;
 mod stream_consumer;
 mod support;
 mod tables;
+mod template_parity;
 mod tracker;
 mod tracker_recorded;
 mod ttl;
