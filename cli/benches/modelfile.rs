@@ -17,7 +17,7 @@
 //! The tracker's history and derive handlers on one 10,000-record batch,
 //! by processor, are the handlers bench's. (This bench compared each file
 //! with its compiled Rust twin until the twins retired: the last figures
-//! are in README.md, "What a model file costs".)
+//! are in cli/benches/LOG.md, "Model files against their retired Rust twins".)
 //!
 //! Run: `cargo bench -p jobstream --bench modelfile` (release). Knobs:
 //! JOBSTREAM_BENCH_ROUNDS (3), JOBSTREAM_BENCH_SCALE (1: per-model
