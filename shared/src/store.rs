@@ -338,27 +338,6 @@ impl Store {
         self.written(req.send().await, "UpdateItem", table)
     }
 
-    /// One DeleteItem, conditioned: `ConditionFailed` when the item is
-    /// absent or no longer what the caller saw.
-    pub async fn delete_if(
-        &self,
-        table: &str,
-        key: Item,
-        condition: String,
-        names: Vec<(String, String)>,
-        values: Vec<(String, AttributeValue)>,
-    ) -> Result<Written, StoreError> {
-        let req = self
-            .client
-            .delete_item()
-            .table_name(table)
-            .set_key(Some(key))
-            .condition_expression(condition)
-            .set_expression_attribute_names(placeholders(names))
-            .set_expression_attribute_values(placeholders(values));
-        self.written(req.send().await, "DeleteItem", table)
-    }
-
     /// TransactWriteItems (at most 100 actions, never two on one item).
     /// Cancellations caused only by conflicts or throttling are retried with
     /// backoff; cancellations with failed conditions are returned with the
