@@ -714,6 +714,26 @@ async fn a_tool_without_its_queues_refuses_before_writing_and_verify_needs_none(
         text.contains("| checked |") && text.contains("drift"),
         "verify ran: {text} {err}"
     );
+
+    // With the `export QUEUE_URL_...` lines `jobstream create` prints set
+    // (user11 #2: verify asked for an SQS region it never uses).
+    let mut env = no_region();
+    for q in social.queues() {
+        let url = format!("http://sqs.us-east-1.localhost:9/000000000000/{}", q.name);
+        env.push((shared::lambda::queue_env(q.logical), url));
+    }
+    let out = jobstream(
+        args(&["verify", "--endpoint", &endpoint, "--model", "social"]),
+        env,
+    )
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = stderr(&out);
+    assert!(!err.contains("SQS"), "{err}");
+    assert!(
+        text.contains("| checked |") && text.contains("drift"),
+        "verify ran with the queue URLs set: {text} {err}"
+    );
 }
 
 /// `jobstream run`'s own calls (the startup checks, the stream read through

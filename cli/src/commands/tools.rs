@@ -255,7 +255,7 @@ async fn tool_setup(
 ) -> anyhow::Result<(Config, Processors)> {
     let config = tool_config(target, model, sqs, writes).await?;
     let endpoint = dynamodb_endpoint(endpoint);
-    let p = tool_processors(model, &config, endpoint.as_deref(), sqs).await?;
+    let p = tool_processors(model, &config, endpoint.as_deref(), sqs, writes).await?;
     Ok((config, p))
 }
 
@@ -313,19 +313,22 @@ async fn tool_config(
 
 /// The processors a tool uses (verify, backfill): the live path's, through
 /// the given endpoint; SQS through `AWS_ENDPOINT_URL_SQS` or the default
-/// chain. The tables must exist as deployed (nothing is created).
+/// chain, only for a tool that sends jobs (`writes`). The tables must exist
+/// as deployed (nothing is created).
 async fn tool_processors(
     model: &Model,
     config: &Config,
     endpoint: Option<&str>,
     sqs: &ToolSqs,
+    writes: bool,
 ) -> anyhow::Result<Processors> {
     let client = dynamodb_client(endpoint).await?;
     require_tables(&client, model, &config.table, &config.ledger_table).await?;
     let store = shared::store::Store::new(client);
-    // An SQS client only where a queue has a URL: a `verify` that sends no
-    // job needs no SQS region.
-    let sqs = if config.queues.is_empty() {
+    // An SQS client only for a tool that sends jobs to a queue with a URL:
+    // a `verify` without --repair or a dry run needs no SQS region, even
+    // with the `QUEUE_URL_<LOGICAL>` variables `create` prints set.
+    let sqs = if !writes || config.queues.is_empty() {
         None
     } else {
         let c = sdk_config(sqs.sqs_endpoint.as_deref(), 5).await;
