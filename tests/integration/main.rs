@@ -13,6 +13,7 @@ mod counter_moment;
 mod counters;
 mod create;
 mod deployed;
+mod dev_db;
 mod engine;
 mod explain;
 mod faults;

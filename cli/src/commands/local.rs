@@ -7,11 +7,15 @@ use std::time::Duration;
 
 use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
+use jobstream::local::lease::CheckpointConfig;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::models::{self, Model};
 
 use super::{announce, report_failures, sqs_for, Stop};
 use crate::args::{DemoArgs, DevArgs, ModelArgs, ServeArgs};
+
+/// The lease owner of `dev --db`'s mappings.
+const DEV_OWNER: &str = "jobstream-dev";
 
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
     let DevArgs {
@@ -32,6 +36,17 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         RecordReader::Embedded(engine.database().clone()),
     );
     opts.sqs_endpoint = sqs.clone();
+    // A file's stream outlives the process: its mappings checkpoint in the
+    // file's ledger, as `run`'s do, so a restart reads on from where it
+    // stopped instead of the stream's start. One owner for every `dev` on
+    // the file: a restarted one (even after SIGKILL) takes its leases back
+    // at once.
+    if db.is_some() {
+        let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+        let mut checkpoints = CheckpointConfig::new(client, &target.ledger());
+        checkpoints.owner = DEV_OWNER.to_string();
+        opts.mapping.checkpoints = Some(checkpoints);
+    }
     let mut rt = Runtime::start(opts).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
     announce(Some(&engine), &rt, sqs.as_deref(), &target.model);
