@@ -95,6 +95,14 @@ const REFUSED: &[(&str, &str, &str, &str)] = &[
         "\"'x'",
         "computed `label`: a computed value must be an int, but `'x' + string(1)` is a string",
     ),
+    // A value one of whose results is a string, the other unknown
+    // (user11 #4a: it passed check-model, then every item was bad input).
+    (
+        "        mcorrect: \"size(",
+        "        latest: \"size(matches) == 0 ? '' : max(matches.map(m, m.id))\"\n        mcorrect: \"size(",
+        "\"size(matches) == 0",
+        "computed `latest`: a computed value must be an int, but `size(matches) == 0 ? '' : max(matches.map(m, m.id))` is a string",
+    ),
     // `min`/`max` of a list that may be empty give null, no int (user10's
     // finding 4: the value was bad input at run time, silently stale).
     (

@@ -147,3 +147,36 @@ fn a_counter_sum_named_like_a_writer_attribute_or_key_name_is_a_check_model_erro
     );
     assert_eq!(problems(INVOICES), vec![]);
 }
+
+/// A count keyed by an optional attribute with no `when` reading it: an
+/// item without the attribute would leave the counter's key empty and be
+/// bad input as a whole, its other counts too (user11 #4b: check-model
+/// said OK, and every unassigned task dropped out of its project's
+/// counts). Refused where the binding is, saying how to guard it.
+#[test]
+fn a_count_keyed_by_an_optional_attribute_needs_a_when_reading_it() {
+    let text = LIBRARY
+        .replacen("      since: iso-utc\n", "      since: iso-utc\n      branchId: string?\n", 1)
+        .replace(
+            "        add: { open: \"state == 'open' ? 1 : 0\", total: 1 }\n",
+            "        add: { open: \"state == 'open' ? 1 : 0\", total: 1 }\n      - counter: branch_loans\n        with: { branchId: branchId }\n        add: { total: 1 }\n",
+        )
+        .replace(
+            "queries:\n",
+            "  branch_loans:\n    owner: processor\n    key: { PK: \"BR#${branchId}\", SK: \"COUNT\" }\n    counter:\n      attributes: [total]\n      created_by: processor\nqueries:\n",
+        );
+    let p = problems(&text);
+    let (line, col) = position(&text, "with: { branchId: branchId }");
+    let at = (line, col + "with: { branchId: ".len() as u64);
+    assert_at(
+        &p,
+        at,
+        "loan: count `branch_loans`: `branchId` of its key is bound to `branchId`, which is optional",
+    );
+    assert_eq!(p.len(), 1, "{p:#?}");
+    let guarded = text.replace(
+        "        with: { branchId: branchId }\n        add: { total: 1 }\n",
+        "        with: { branchId: branchId }\n        add: { total: 1 }\n        when: \"branchId != null\"\n",
+    );
+    assert_eq!(problems(&guarded), vec![]);
+}

@@ -454,13 +454,25 @@ impl Cx<'_> {
                     &[T::Bool],
                     "the condition of `? :` must be a bool",
                 )?;
+                // Either result may be the value: one of a known type
+                // is what the whole gives where the other is unknown
+                // (`size(xs) == 0 ? '' : max(...)` is a string, checked
+                // as one), and two known types must agree.
                 let (a, b) = (args[1], args[2]);
-                Ok(match (a, b) {
-                    _ if a == b => a,
-                    (T::Null, t) | (t, T::Null) => t,
-                    (T::Int, T::Num) | (T::Num, T::Int) => T::Num,
-                    _ => T::Dyn,
-                })
+                match (a, b) {
+                    _ if a == b => Ok(a),
+                    (T::Null, t) | (t, T::Null) => Ok(t),
+                    (T::Int, T::Num) | (T::Num, T::Int) => Ok(T::Num),
+                    (T::Dyn, t) | (t, T::Dyn) => Ok(t),
+                    _ => self.err(
+                        e,
+                        format!(
+                            "the two results of `? :` are of different types, {} and {}",
+                            a.name(),
+                            b.name()
+                        ),
+                    ),
+                }
             }
             op::ADD => {
                 let (a, b) = (args[0], args[1]);

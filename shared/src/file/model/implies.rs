@@ -227,6 +227,13 @@ impl Compiler<'_> {
                 self.derived_key_binds_source(name, &entities[i], &entities[t], d);
             }
             let when = self.condition(&d.value.when, &reads).unwrap_or(None);
+            self.optional_key_bindings(
+                &d.value.with,
+                &entities[i],
+                &entities[t],
+                when.as_ref(),
+                "derive",
+            );
             derive.push(DeriveRule {
                 target: t,
                 with,
@@ -294,6 +301,13 @@ impl Compiler<'_> {
                 }
             }
             let when = self.condition(&c.value.when, &reads).unwrap_or(None);
+            self.optional_key_bindings(
+                &c.value.with,
+                &entities[i],
+                &entities[t],
+                when.as_ref(),
+                "count",
+            );
             count.push(CountRule {
                 counter: t,
                 with,
@@ -380,6 +394,40 @@ impl Compiler<'_> {
                 );
                 None
             }
+        }
+    }
+
+    /// A key name of the target bound to an optional attribute of the
+    /// source, with no `when` reading it: an item without the attribute
+    /// would leave the target's key empty, and the whole item (its other
+    /// counts and projections too) would be bad input at run time
+    /// (user11 #4b). Refused, saying to guard it.
+    fn optional_key_bindings(
+        &mut self,
+        with: &Ordered<Spanned<Scalar>>,
+        source: &Entity,
+        target: &Entity,
+        when: Option<&Expr>,
+        what: &str,
+    ) {
+        let keyed: Vec<&str> = target.binders().into_iter().map(|(b, _)| b).collect();
+        for (n, v) in &with.0 {
+            let src = v.value.0.trim();
+            let Some(a) = source.attr(src).filter(|a| a.optional) else {
+                continue;
+            };
+            if !keyed.contains(&n.as_str())
+                || when.is_some_and(|w| w.variables.iter().any(|x| x == src))
+            {
+                continue;
+            }
+            self.err(
+                at(v),
+                format!(
+                    "{}: {what} `{}`: `{n}` of its key is bound to `{src}`, which is optional: an item without it would leave the key empty and be bad input as a whole (its other counts and projections too); add `when: \"{src} != null\"`",
+                    source.name, target.name, src = a.name
+                ),
+            );
         }
     }
 
