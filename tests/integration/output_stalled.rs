@@ -21,10 +21,29 @@ use crate::output_gone::{application_count, free_addr, has_table, put_applicatio
 /// after SIGTERM: a liveness bound, far above what it takes.
 const GONE_BOUND: Duration = Duration::from_secs(12);
 
+/// A process a test started, killed if the test ends (fails) with it
+/// still running: a wedged one would outlive the test.
+struct Started(Option<Child>);
+
+impl Started {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("still running")
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+}
+
 /// `jobstream ARGS` (with `JOBSTREAM_LOG=log`) whose stdout and stderr are
 /// one pipe that is already full and that nobody reads: its first write
 /// would block. The reading end, to read it later (or never).
-fn spawn_stalled(args: &[&str], log: &str) -> (Child, std::io::PipeReader) {
+fn spawn_stalled(args: &[&str], log: &str) -> (Started, std::io::PipeReader) {
     let bin = crate::support::jobstream_bin();
     let (reader, writer) = std::io::pipe().expect("a pipe");
     // The pipe's buffer (64 KiB), filled as a reader that stopped reading
@@ -40,12 +59,16 @@ fn spawn_stalled(args: &[&str], log: &str) -> (Child, std::io::PipeReader) {
         .stderr(writer)
         .spawn()
         .expect("jobstream starts");
-    (child, reader)
+    (Started(Some(child)), reader)
 }
 
 /// SIGTERM to `child`, then its exit status and how long it took after the
 /// signal; killed (and the test failed) past `bound`.
-async fn terminate_within(mut child: Child, bound: Duration) -> (std::process::ExitStatus, Duration) {
+async fn terminate_within(
+    mut started: Started,
+    bound: Duration,
+) -> (std::process::ExitStatus, Duration) {
+    let mut child = started.0.take().expect("running");
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -139,7 +162,7 @@ impl RunTarget {
         }
     }
 
-    async fn spawn_stalled(&self, log: &'static str) -> (Child, std::io::PipeReader) {
+    async fn spawn_stalled(&self, log: &'static str) -> (Started, std::io::PipeReader) {
         let args = self.args.clone();
         tokio::task::spawn_blocking(move || {
             spawn_stalled(&args.iter().map(String::as_str).collect::<Vec<_>>(), log)
@@ -165,7 +188,7 @@ async fn run_whose_output_reader_stalled_processes_answers_and_stops_within_the_
     let t = RunTarget::new().await;
     let (mut child, _unread) = t.spawn_stalled("debug").await;
     assert!(
-        crate::operations::holds_its_leases(&t.client, &t.ledger, &mut child, &t.model).await,
+        crate::operations::holds_its_leases(&t.client, &t.ledger, child.child(), &t.model).await,
         "run started"
     );
     assert_eq!(
@@ -175,7 +198,7 @@ async fn run_whose_output_reader_stalled_processes_answers_and_stops_within_the_
     );
     put_application(&t.client, "good", "applied").await;
     assert!(
-        until(&mut child, "the application counted", || async {
+        until(child.child(), "the application counted", || async {
             application_count(&t.client).await.as_deref() == Some("1")
         })
         .await,
@@ -198,7 +221,7 @@ async fn run_whose_output_reader_resumes_is_told_what_was_dropped_and_gets_the_e
     let t = RunTarget::new().await;
     let (mut child, mut reader) = t.spawn_stalled("trace").await;
     assert!(
-        crate::operations::holds_its_leases(&t.client, &t.ledger, &mut child, &t.model).await,
+        crate::operations::holds_its_leases(&t.client, &t.ledger, child.child(), &t.model).await,
         "run started"
     );
     let dropped = |text: &str| -> u64 {
@@ -208,7 +231,7 @@ async fn run_whose_output_reader_resumes_is_told_what_was_dropped_and_gets_the_e
             .unwrap_or(0)
     };
     assert!(
-        until(&mut child, "stderr lines dropped", || async {
+        until(child.child(), "stderr lines dropped", || async {
             probe(&t.metrics, "/metrics")
                 .await
                 .is_some_and(|(_, body)| dropped(&body) > 0)
@@ -227,7 +250,7 @@ async fn run_whose_output_reader_resumes_is_told_what_was_dropped_and_gets_the_e
     });
     let said = || String::from_utf8_lossy(&read.lock().unwrap()).into_owned();
     assert!(
-        until(&mut child, "the drops said", || async {
+        until(child.child(), "the drops said", || async {
             said().contains(" log lines dropped: stderr was not being read")
         })
         .await,
@@ -257,7 +280,7 @@ async fn serve_whose_output_reader_stalled_serves_and_stops() {
     .unwrap();
     let client = Client::new(&sdk_config(Some(&endpoint), 3).await);
     assert!(
-        until(&mut child, "serve answers", || has_table(&client, TABLE)).await,
+        until(child.child(), "serve answers", || has_table(&client, TABLE)).await,
         "serve serves"
     );
     put_application(&client, "served", "applied").await;
@@ -278,12 +301,12 @@ async fn dev_whose_output_reader_stalled_processes_and_stops() {
     .unwrap();
     let client = Client::new(&sdk_config(Some(&endpoint), 3).await);
     assert!(
-        until(&mut child, "dev answers", || has_table(&client, TABLE)).await,
+        until(child.child(), "dev answers", || has_table(&client, TABLE)).await,
         "dev serves"
     );
     put_application(&client, "good", "applied").await;
     assert!(
-        until(&mut child, "the application counted", || async {
+        until(child.child(), "the application counted", || async {
             application_count(&client).await.as_deref() == Some("1")
         })
         .await,
