@@ -23,12 +23,14 @@ fn init_logs() {
             tracing_subscriber::EnvFilter::new("warn,dynoxide=error,aws_config=error")
         });
     // A log line stderr cannot take (its reader went away: `2>&1 | head`,
-    // a log shipper that died) is dropped: the subscriber's own report of
-    // it is an `eprintln!`, which panicked wherever the line was logged (a
-    // handler: a failed invocation; the main task: exit 101).
+    // a log shipper that died; in the long-running commands, its reader
+    // stalled too) is dropped: the subscriber's own report of it is an
+    // `eprintln!`, which panicked wherever the line was logged (a handler:
+    // a failed invocation; the main task: exit 101). The writer never
+    // reports one (`shared::out`); the setting stays for safety.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(shared::out::log_writer)
         .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -74,10 +76,34 @@ fn quiet_on_a_closed_pipe(command: &Command) {
     }
 }
 
+/// The commands that run until stopped write stdout and stderr without
+/// ever blocking (`shared::out::non_blocking`): a reader that stalls (a
+/// log shipper, `| sleep`) filled the pipe and the next write blocked the
+/// whole process (ops11 #3: no record processed, the probes silent,
+/// SIGTERM ignored). What the pipe cannot take is dropped and counted.
+/// The commands that end when their work has keep blocking writes (a slow
+/// reader slows them down; nothing of their report is lost).
+fn never_blocked_by_output(command: &Command) {
+    if matches!(
+        command,
+        Command::Run(_) | Command::Serve(_) | Command::Dev(_)
+    ) {
+        if let Err(e) = shared::out::non_blocking() {
+            tracing::warn!(error = %e, "cannot start the output writer threads: stdout and stderr are written directly (a reader that stalls blocks the process)");
+        }
+    }
+}
+
+/// How long the exit waits for the lines still queued (the exit line) when
+/// stdout or stderr does not take them: `run`'s stop bounds it further by
+/// its `--shutdown-grace` (`shared::out::exit_by`).
+const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn main() -> ExitCode {
     init_logs();
     let cli = Cli::parse();
     quiet_on_a_closed_pipe(&cli.command);
+    never_blocked_by_output(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,6 +111,7 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             jobstream::errln!("error: cannot start the async runtime: {e}");
+            shared::out::flush(EXIT_FLUSH);
             return ExitCode::FAILURE;
         }
     };
@@ -93,6 +120,7 @@ fn main() -> ExitCode {
     // process. The other commands end when their work has.
     let bounded = matches!(cli.command, Command::Run(_));
     let code = runtime.block_on(command(cli));
+    shared::out::flush(EXIT_FLUSH);
     if bounded {
         runtime.shutdown_background();
     }

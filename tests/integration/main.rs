@@ -52,6 +52,7 @@ mod migration_seeds;
 mod numbers;
 mod operations;
 mod output_gone;
+mod output_stalled;
 mod pickem;
 mod pickem_recorded;
 mod queries;

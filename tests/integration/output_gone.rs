@@ -32,13 +32,13 @@ fn spawn_unread(args: &[&str]) -> Child {
 }
 
 /// A loopback address free now.
-fn free_addr() -> String {
+pub(crate) fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     l.local_addr().expect("its address").to_string()
 }
 
 /// Until `check` holds (true), or `child` exits first (false).
-async fn until<F, Fut>(child: &mut Child, what: &str, mut check: F) -> bool
+pub(crate) async fn until<F, Fut>(child: &mut Child, what: &str, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -71,7 +71,7 @@ async fn terminate(child: Child) -> std::process::ExitStatus {
         .expect("it ends")
 }
 
-async fn has_table(client: &Client, table: &str) -> bool {
+pub(crate) async fn has_table(client: &Client, table: &str) -> bool {
     client
         .list_tables()
         .send()
@@ -100,7 +100,7 @@ pub(crate) async fn put_application(client: &Client, id: &str, status: &str) {
 }
 
 /// The tracker's application count (META/COUNT), when there is one.
-async fn application_count(client: &Client) -> Option<String> {
+pub(crate) async fn application_count(client: &Client) -> Option<String> {
     let got = client
         .get_item()
         .table_name(TABLE)

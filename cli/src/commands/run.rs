@@ -25,6 +25,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Listened for before the first startup check (ops10 #6: a signal
     // during them, as PID 1, was lost and the process went on to work).
     let stop = Stop::listen("stopping before the processors started");
+    let grace = args.consumer.shutdown_grace;
     let starting = start(args);
     tokio::pin!(starting);
     // Checks that get no answer are retried for the call budget: said
@@ -35,7 +36,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = loop {
         tokio::select! {
             started = &mut starting => break started?,
-            () = stop.signalled() => return Ok(ExitCode::SUCCESS),
+            () = stop.signalled() => {
+                exit_within_grace(&stop, grace);
+                return Ok(ExitCode::SUCCESS);
+            }
             () = &mut slow, if !said => {
                 said = true;
                 jobstream::errln!(
@@ -48,6 +52,15 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     stop.now_doing("finishing batches in flight, releasing leases");
     serve(started, &stop).await
+}
+
+/// The lines still queued at the exit (the stop's last word) are waited
+/// for no later than the end of the grace: a stdout or stderr that does not
+/// take them never holds the stop past it.
+fn exit_within_grace(stop: &Stop, grace: Duration) {
+    if let Some(at) = stop.signalled_at() {
+        shared::out::exit_by(at + grace);
+    }
 }
 
 /// How long the startup checks go unanswered before `run` says so.
@@ -173,6 +186,7 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
 async fn serve(started: Started, stop: &Stop) -> anyhow::Result<ExitCode> {
     let Started { mut rt, consumer } = started;
     rt.run_until(stop.signalled()).await?;
+    exit_within_grace(stop, consumer.shutdown_grace);
     jobstream::outln!("{}", rt.status());
     let losses = rt.losses();
     let undelivered = rt.undelivered();

@@ -24,6 +24,7 @@
 //! | `jobstream_stream_read_failures_total` | counter: GetShardIterator / GetRecords failures (retried after a pause doubling up to 10 s) | `processor` |
 //! | `jobstream_stream_describe_failures_total` | counter: DescribeStream failures (shard discovery; retried after a jittered pause doubling from 1 s, at most 30 s) | `processor` |
 //! | `jobstream_queue_poll_failures_total` | counter: ReceiveMessage failures (retried after a pause doubling up to 10 s) | `processor` |
+//! | `jobstream_output_lines_dropped_total` | counter: lines the process did not write: its reader did not read (the pipe full, the queue of `shared::out` full) or went away | `stream` (`stdout`, `stderr`) |
 //!
 //! `/readyz` also answers 503 while a queue's polls have all failed for
 //! longer than [`QUEUE_FAILING_NOT_READY`] (the queue gone, credentials,
@@ -279,6 +280,18 @@ impl Collector for Probe {
             "Queue polls (ReceiveMessage) that failed; retried after a pause doubling up to 10 s",
             &queues(|q| load(&q.poll_failures)),
         )?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "jobstream_output_lines_dropped",
+                "Lines not written to stdout or stderr: their reader did not read them (a full pipe: dropped, never waited for) or went away",
+                None,
+                MetricType::Counter,
+            )?;
+            for stream in [shared::out::Stream::Stdout, shared::out::Stream::Stderr] {
+                ConstCounter::new(shared::out::dropped(stream))
+                    .encode(family.encode_family(&[("stream", stream.name())])?)?;
+            }
+        }
         Ok(())
     }
 }

@@ -116,9 +116,20 @@ impl LocalSqs {
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .context("starting the local SQS (node server.mjs)")?;
+        // What Node says on stderr (a warning, its last words) goes to ours
+        // through `errln!`: never blocked by a reader that stalls, where
+        // an inherited stderr blocked the server itself, and with it every
+        // queue of the process (ops11 #3).
+        if let Some(stderr) = child.stderr.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    crate::errln!("{line}");
+                }
+            });
+        }
         let stdout = child.stdout.take().context("the server's stdout")?;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

@@ -66,7 +66,7 @@ impl std::fmt::Display for Loss {
             ),
             Loss::RanOut => write!(
                 f,
-                "lease ran out: no renewal or checkpoint of it succeeded within the lease duration (their errors are logged before this); the shard is unread until a process, this one included, takes it again"
+                "lease ran out: no renewal or checkpoint of it succeeded within the lease duration (a renewal or checkpoint that failed is logged before this; none logged: none ended in time, the calls hung or the process was stalled); the shard is unread until a process, this one included, takes it again"
             ),
             Loss::Vanished => write!(f, "the shard left the stream: its lease is let go"),
             Loss::Released => write!(f, "lease released"),
