@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::expr::Val;
 use super::model::{suggest, FileModel, Value};
 use super::queries::{Query, SkOp};
+use crate::models::table::GsiProjection;
 use crate::item::Item;
 
 /// Why a query could not run. Usage errors (unknown query, parameters) come
@@ -344,6 +345,28 @@ pub fn columns(m: &FileModel, q: &Query, items: &[Item]) -> Vec<String> {
     cols
 }
 
+/// What a query's items lack when its index projects less than every
+/// attribute: its items are the index's (DynamoDB returns what the index
+/// carries, nothing is read from the table), so the answer says so.
+/// `check-model` refuses a filter or `attributes` naming what the index
+/// does not carry ([`super::query_projection`]). `None`: the table, or an
+/// index projecting all.
+pub fn projection_note(m: &FileModel, q: &Query) -> Option<String> {
+    let g = q
+        .index
+        .and_then(|i| m.table.gsis.iter().find(|g| g.name == i))?;
+    let carries = match &g.projection {
+        GsiProjection::All => return None,
+        GsiProjection::KeysOnly => "only the keys".to_string(),
+        GsiProjection::Include(v) => format!("the keys and {}", v.join(", ")),
+    };
+    Some(format!(
+        "(index {} projects {}: its items carry {carries}; read an item from the table for its other attributes)",
+        g.name,
+        g.projection.written()
+    ))
+}
+
 /// The items as an aligned table.
 pub fn render(m: &FileModel, q: &Query, items: &[Item]) -> String {
     let cols = columns(m, q, items);
@@ -394,10 +417,13 @@ pub fn listing(m: &FileModel) -> Vec<String> {
         .iter()
         .map(|q| {
             let sig = q.signature();
-            let on = q
-                .index
-                .map(|i| format!("index {i}"))
-                .unwrap_or_else(|| "table".to_string());
+            let on = match q.index.and_then(|i| m.table.gsis.iter().find(|g| g.name == i)) {
+                Some(g) if g.projection != GsiProjection::All => {
+                    format!("index {}, projects {}", g.name, g.projection.written())
+                }
+                Some(g) => format!("index {}", g.name),
+                None => "table".to_string(),
+            };
             format!(
                 "{}{}{}  [{on}{}]{}",
                 q.name,
