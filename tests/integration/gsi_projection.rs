@@ -170,3 +170,50 @@ async fn a_table_onetable_created_is_adopted_and_an_index_projecting_otherwise_i
         ["model table crm2's index gs2 projects [name, region, stage], the definition [amount, name, stage]"]
     );
 }
+
+/// imp11's finding 11 end to end: a OneTable schema whose indexes project
+/// a list and the keys imports with those projections, and the table
+/// OneTable's own `createTable()` makes from it is the table the imported
+/// model checks for (`run`, `verify`, `backfill`, `create` adopt it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_onetable_schemas_projections_import_and_the_table_onetable_creates_is_adopted() {
+    let dir = crate::import::tmp("onetable-project");
+    let schema = crate::js::js_dir().join("onetable-schema.json");
+    let out = dir.join("billing.yaml");
+    let yaml = crate::import::import("onetable", &schema, "billing", &out);
+    for line in [
+        "- { name: \"gs1\", pk: \"gs1pk\", sk: \"gs1sk\" }",
+        "- { name: \"gs2\", pk: \"gs2pk\", sk: \"gs2sk\", project: [\"gs2pk\", \"gs2sk\", \"amount\", \"paid\"] }",
+        "- { name: \"gs3\", pk: \"gs3pk\", sk: \"gs3sk\", project: keys }",
+    ] {
+        assert!(yaml.contains(line), "missing `{line}` in\n{yaml}");
+    }
+    let model = shared::file::model(&out).expect("loads");
+    let engine = crate::support::start_engine().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let endpoint = engine.endpoint();
+    tokio::task::spawn_blocking(move || crate::js::node("onetable.mjs", &["create", &endpoint, "billing"]))
+        .await
+        .expect("OneTable created its table");
+    let desc = describe(&client, "billing").await;
+    assert_eq!(
+        shape_problems(&desc, &model.table, "billing", "model table"),
+        Vec::<String>::new()
+    );
+    engine.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ElectroDB's access-pattern `projection` (attribute names, here their
+/// table fields) is the imported index's `project:`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_electrodb_projection_imports_as_the_indexs_project() {
+    let dir = crate::import::tmp("electrodb-project");
+    let schema = dir.join("taskapp.json");
+    std::fs::write(&schema, crate::js::node("electrodb.mjs", &["schema"]).stdout).expect("writes");
+    let out = dir.join("taskapp.yaml");
+    let yaml = crate::import::import("electrodb", &schema, "taskapp", &out);
+    let line = "- { name: \"gsi3pk-gsi3sk-index\", pk: \"gsi3pk\", sk: \"gsi3sk\", project: [\"firstName\", \"title\"] }";
+    assert!(yaml.contains(line), "missing `{line}` in\n{yaml}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
