@@ -367,6 +367,34 @@ pub fn projection_note(m: &FileModel, q: &Query) -> Option<String> {
     ))
 }
 
+/// The attributes of `expected` (a scenario's `expect:` of query `q`) that
+/// the items of `q`'s index never carry, each with why: an expectation on
+/// one could only fail, or (`null`, absent) pass whatever the table holds.
+pub fn unprojected<'a>(
+    m: &FileModel,
+    q: &Query,
+    expected: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let Some(g) = q
+        .index
+        .and_then(|i| m.table.gsis.iter().find(|g| g.name == i))
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for a in expected {
+        let says = format!(
+            "`{a}` is expected, but index {} projects {}: its items never carry it",
+            g.name,
+            g.projection.written()
+        );
+        if !g.carries(a, m.table.pk, m.table.sk) && !out.contains(&says) {
+            out.push(says);
+        }
+    }
+    out
+}
+
 /// The items as an aligned table.
 pub fn render(m: &FileModel, q: &Query, items: &[Item]) -> String {
     let cols = columns(m, q, items);
@@ -600,6 +628,25 @@ queries:
         ] {
             assert!(!e.contains("attribute"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_expectation_on_what_the_index_does_not_carry_is_named() {
+        let m = crate::file::compile(
+            &MODEL.replace(
+                "gsis: [{ name: GSI1, pk: G1PK, sk: G1SK }]",
+                "gsis: [{ name: GSI1, pk: G1PK, sk: G1SK, project: keys }]",
+            ),
+            "t",
+        )
+        .unwrap_or_else(|p| panic!("{p:#?}"));
+        let q = find(&m, "by_email").unwrap();
+        assert_eq!(
+            unprojected(&m, q, ["PK", "G1SK", "email", "email"]),
+            ["`email` is expected, but index GSI1 projects keys: its items never carry it"]
+        );
+        let staff = find(&m, "staff").unwrap();
+        assert!(unprojected(&m, staff, ["email"]).is_empty(), "the table carries all");
     }
 
     #[test]
