@@ -85,7 +85,9 @@ async fn create_as_onetable(client: &aws_sdk_dynamodb::Client, name: &str, inclu
                 .build()
                 .unwrap(),
         );
-    for a in ["pk", "sk", "gs1pk", "gs1sk", "gs2pk", "gs2sk", "gs3pk", "gs3sk"] {
+    for a in [
+        "pk", "sk", "gs1pk", "gs1sk", "gs2pk", "gs2sk", "gs3pk", "gs3sk",
+    ] {
         req = req.attribute_definitions(
             AttributeDefinition::builder()
                 .attribute_name(a)
@@ -133,7 +135,10 @@ async fn the_engine_creates_each_index_with_its_declared_projection() {
     assert_eq!(projection("gs1"), ("ALL".into(), vec![]));
     assert_eq!(
         projection("gs2"),
-        ("INCLUDE".into(), vec!["amount".into(), "name".into(), "stage".into()])
+        (
+            "INCLUDE".into(),
+            vec!["amount".into(), "name".into(), "stage".into()]
+        )
     );
     assert_eq!(projection("gs3"), ("KEYS_ONLY".into(), vec![]));
     // The table it made is the table it checks for.
@@ -150,7 +155,10 @@ async fn a_table_onetable_created_is_adopted_and_an_index_projecting_otherwise_i
     let desc = describe(&client, "crm").await;
     // Declared as OneTable's schema says: adopted as it is.
     let def = crm();
-    assert_eq!(shape_problems(&desc, &def, "crm", "model table"), Vec::<String>::new());
+    assert_eq!(
+        shape_problems(&desc, &def, "crm", "model table"),
+        Vec::<String>::new()
+    );
     // Declared otherwise: each index named, with both projections.
     let mut other = def.clone();
     other.gsis[1].projection = GsiProjection::Include(vec!["name", "stage"]);
@@ -192,9 +200,11 @@ async fn a_onetable_schemas_projections_import_and_the_table_onetable_creates_is
     let engine = crate::support::start_engine().await;
     let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
     let endpoint = engine.endpoint();
-    tokio::task::spawn_blocking(move || crate::js::node("onetable.mjs", &["create", &endpoint, "billing"]))
-        .await
-        .expect("OneTable created its table");
+    tokio::task::spawn_blocking(move || {
+        crate::js::node("onetable.mjs", &["create", &endpoint, "billing"])
+    })
+    .await
+    .expect("OneTable created its table");
     let desc = describe(&client, "billing").await;
     assert_eq!(
         shape_problems(&desc, &model.table, "billing", "model table"),
@@ -210,7 +220,11 @@ async fn a_onetable_schemas_projections_import_and_the_table_onetable_creates_is
 async fn an_electrodb_projection_imports_as_the_indexs_project() {
     let dir = crate::import::tmp("electrodb-project");
     let schema = dir.join("taskapp.json");
-    std::fs::write(&schema, crate::js::node("electrodb.mjs", &["schema"]).stdout).expect("writes");
+    std::fs::write(
+        &schema,
+        crate::js::node("electrodb.mjs", &["schema"]).stdout,
+    )
+    .expect("writes");
     let out = dir.join("taskapp.yaml");
     let yaml = crate::import::import("electrodb", &schema, "taskapp", &out);
     let line = "- { name: \"gsi3pk-gsi3sk-index\", pk: \"gsi3pk\", sk: \"gsi3sk\", project: [\"firstName\", \"title\"] }";

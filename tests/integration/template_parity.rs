@@ -151,7 +151,10 @@ async fn assert_the_indexes_are_the_runtimes(t: &Value, m: &models::Model, rt: &
                 g["IndexName"].as_str().unwrap().to_string(),
                 key("HASH"),
                 key("RANGE"),
-                g["Projection"]["ProjectionType"].as_str().unwrap().to_string(),
+                g["Projection"]["ProjectionType"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
                 sorted(&g["Projection"]["NonKeyAttributes"]),
             )
         })
@@ -190,7 +193,11 @@ async fn assert_the_indexes_are_the_runtimes(t: &Value, m: &models::Model, rt: &
         .collect();
     deployed.sort();
     local.sort();
-    assert_eq!(deployed, local, "{}: the indexes the engine created", m.name);
+    assert_eq!(
+        deployed, local,
+        "{}: the indexes the engine created",
+        m.name
+    );
 }
 
 /// One model's template against the settings its local runtime built.

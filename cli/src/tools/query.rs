@@ -107,17 +107,18 @@ mod tests {
         let mut out = Vec::new();
         list(&m, &mut out).unwrap();
         let listed = String::from_utf8(out).unwrap();
-        assert!(listed.contains("keys_only  [index GSI1, projects keys]"), "{listed}");
-        assert!(listed.contains("some  [index GSI2, projects [name]]"), "{listed}");
-        let item: shared::item::Item = [
-            ("PK", "A#1"),
-            ("SK", "x"),
-            ("G1PK", "A"),
-            ("G1SK", "1"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), AttributeValue::S(v.to_string())))
-        .collect();
+        assert!(
+            listed.contains("keys_only  [index GSI1, projects keys]"),
+            "{listed}"
+        );
+        assert!(
+            listed.contains("some  [index GSI2, projects [name]]"),
+            "{listed}"
+        );
+        let item: shared::item::Item = [("PK", "A#1"), ("SK", "x"), ("G1PK", "A"), ("G1SK", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), AttributeValue::S(v.to_string())))
+            .collect();
         let outcome = Outcome {
             items: vec![item],
             pages: 1,

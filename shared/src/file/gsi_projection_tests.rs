@@ -46,9 +46,23 @@ fn a_gsis_projection_is_declared_by_project() {
 fn a_projection_other_than_all_keys_or_a_list_is_refused_at_its_place() {
     let text = CRM.replace("project: keys", "project: key");
     let p = problems(&text);
-    let line = text.lines().position(|l| l.contains("project: key ")).unwrap() as u64 + 1;
-    let col = text.lines().nth(line as usize - 1).unwrap().find("key ").unwrap() as u64 + 1;
-    assert_at(&p, (line, col), "index `gs3`: project `key` (did you mean `keys`?)");
+    let line = text
+        .lines()
+        .position(|l| l.contains("project: key "))
+        .unwrap() as u64
+        + 1;
+    let col = text
+        .lines()
+        .nth(line as usize - 1)
+        .unwrap()
+        .find("key ")
+        .unwrap() as u64
+        + 1;
+    assert_at(
+        &p,
+        (line, col),
+        "index `gs3`: project `key` (did you mean `keys`?)",
+    );
     let text = CRM.replace("project: keys", "project: []");
     assert!(problems(&text)
         .iter()
@@ -99,8 +113,13 @@ fn a_query_reading_what_its_index_projects_compiles() {
 
 #[test]
 fn a_filter_reads_the_first_attribute_of_each_path() {
-    let f = super::query_filter::parse_filter("a.b[2].status = :s AND size(tags) > :n AND status = :s").unwrap();
-    assert_eq!(super::query_projection::filter_attributes(&f), ["a", "status", "tags"]);
+    let f =
+        super::query_filter::parse_filter("a.b[2].status = :s AND size(tags) > :n AND status = :s")
+            .unwrap();
+    assert_eq!(
+        super::query_projection::filter_attributes(&f),
+        ["a", "status", "tags"]
+    );
     let f = super::query_filter::parse_filter("x.y = :s").unwrap();
     assert_eq!(super::query_projection::filter_attributes(&f), ["x"]);
 }

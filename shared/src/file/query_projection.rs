@@ -16,12 +16,17 @@ pub fn filter_attributes(filter: &Filter) -> Vec<&str> {
     let e = filter.expression.as_bytes();
     let mut out: Vec<&str> = Vec::new();
     for (alias, attr) in &filter.names {
-        let top = filter.expression.match_indices(alias.as_str()).any(|(i, _)| {
-            let end = i + alias.len();
-            // `#f1` is not `#f10`; a path's later segments follow a `.`.
-            let whole = e.get(end).is_none_or(|c| !c.is_ascii_alphanumeric() && *c != b'_');
-            whole && (i == 0 || e[i - 1] != b'.')
-        });
+        let top = filter
+            .expression
+            .match_indices(alias.as_str())
+            .any(|(i, _)| {
+                let end = i + alias.len();
+                // `#f1` is not `#f10`; a path's later segments follow a `.`.
+                let whole = e
+                    .get(end)
+                    .is_none_or(|c| !c.is_ascii_alphanumeric() && *c != b'_');
+                whole && (i == 0 || e[i - 1] != b'.')
+            });
         if top && !out.contains(&attr.as_str()) {
             out.push(attr);
         }

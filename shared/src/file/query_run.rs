@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::expr::Val;
 use super::model::{suggest, FileModel, Value};
 use super::queries::{Query, SkOp};
-use crate::models::table::GsiProjection;
 use crate::item::Item;
+use crate::models::table::GsiProjection;
 
 /// Why a query could not run. Usage errors (unknown query, parameters) come
 /// before any request; `Request` is DynamoDB's answer.
@@ -445,7 +445,10 @@ pub fn listing(m: &FileModel) -> Vec<String> {
         .iter()
         .map(|q| {
             let sig = q.signature();
-            let on = match q.index.and_then(|i| m.table.gsis.iter().find(|g| g.name == i)) {
+            let on = match q
+                .index
+                .and_then(|i| m.table.gsis.iter().find(|g| g.name == i))
+            {
                 Some(g) if g.projection != GsiProjection::All => {
                     format!("index {}, projects {}", g.name, g.projection.written())
                 }
@@ -646,7 +649,10 @@ queries:
             ["`email` is expected, but index GSI1 projects keys: its items never carry it"]
         );
         let staff = find(&m, "staff").unwrap();
-        assert!(unprojected(&m, staff, ["email"]).is_empty(), "the table carries all");
+        assert!(
+            unprojected(&m, staff, ["email"]).is_empty(),
+            "the table carries all"
+        );
     }
 
     #[test]

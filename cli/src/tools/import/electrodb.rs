@@ -438,13 +438,21 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
 
 /// An access pattern's `projection` (`all`, `keys_only`, or attribute
 /// names, here their table attributes).
-fn index_projection(index: &Map<String, Json>, attrs: &[Attribute]) -> Result<DraftProjection, String> {
+fn index_projection(
+    index: &Map<String, Json>,
+    attrs: &[Attribute],
+) -> Result<DraftProjection, String> {
     let p = DraftProjection::of(index.get("projection"), "keys_only")
         .map_err(|w| format!("projection {w}: `all`, `keys_only` or a list of attributes"))?;
     Ok(match p {
         DraftProjection::Attrs(v) => DraftProjection::Attrs(
             v.iter()
-                .map(|n| attrs.iter().find(|a| a.name == n).map_or(n.clone(), |a| a.field.clone()))
+                .map(|n| {
+                    attrs
+                        .iter()
+                        .find(|a| a.name == n)
+                        .map_or(n.clone(), |a| a.field.clone())
+                })
                 .collect(),
         ),
         other => other,

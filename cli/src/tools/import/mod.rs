@@ -18,9 +18,9 @@
 pub mod electrodb;
 pub mod onetable;
 
+use serde_json::Value as Json;
 use std::fmt::Write as _;
 use std::path::Path;
-use serde_json::Value as Json;
 
 /// The library a schema comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -31,7 +31,9 @@ impl Compiler<'_> {
             RawGsiProject::Attrs(attrs) if attrs.is_empty() => {
                 self.err(
                     at(p),
-                    format!("index `{index}`: project `[]`: write `keys` for an index of the keys only"),
+                    format!(
+                        "index `{index}`: project `[]`: write `keys` for an index of the keys only"
+                    ),
                 );
                 GsiProjection::KeysOnly
             }
