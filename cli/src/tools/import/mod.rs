@@ -509,3 +509,7 @@ mod tests {
         assert_eq!(fresh("id_key", &["id_key".into()]), "id_key2");
     }
 }
+
+#[cfg(test)]
+#[path = "projection_tests.rs"]
+mod projection_tests;
