@@ -79,7 +79,7 @@ fn query_problems(query: &str) -> Vec<String> {
 #[test]
 fn a_query_reading_an_attribute_its_index_does_not_project_is_refused() {
     // The filter reads `priority`, which gs2 does not carry: DynamoDB would
-    // filter every item out, silently.
+    // evaluate it as absent on every item, silently.
     let p = query_problems(
         "  big_deals:\n    index: gs2\n    params: { stage: string, min: int }\n    key: { gs2pk: \"stage#${stage}\" }\n    filter: \"amount >= :min AND priority = :min\"\n",
     );

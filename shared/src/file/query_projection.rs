@@ -1,7 +1,7 @@
 //! What a `queries:` entry reads from the items of the index it queries,
-//! held to what that index projects (a GSI's `project:`): DynamoDB answers
-//! a filter on an attribute the index does not carry by filtering every
-//! item out, and prints no such column, both silently. `check-model`
+//! held to what that index projects (a GSI's `project:`): DynamoDB
+//! evaluates a filter on an attribute the index does not carry as if every
+//! item lacked it, and returns no such column, both silently. `check-model`
 //! refuses the query instead, naming the index, the query and the
 //! attribute. A query without `attributes:` prints what the index's items
 //! carry (its keys, and the attributes it projects).
