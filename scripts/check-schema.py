@@ -63,5 +63,13 @@ for path in files:
         if validator.is_valid(bad):
             print(f"{path}: the schema accepts {what}")
             failed = True
+# A GSI's `project:` (all, keys, a list) as the loader reads it.
+base = {"jobstream": 1, "table": {"name": "tbl", "pk": "PK", "sk": "SK", "gsis": []}, "entities": {"a": {"key": {"PK": "A", "SK": "x"}}}}
+for project, ok in [("all", True), ("keys", True), (["name", "stage"], True), ("key", False), ([], False), (3, False)]:
+    doc = copy.deepcopy(base)
+    doc["table"]["gsis"] = [{"name": "GSI1", "pk": "G1PK", "sk": "G1SK", "project": project}]
+    if validator.is_valid(doc) != ok:
+        print(f"{SCHEMA}: a GSI's project {project!r} is {'refused' if ok else 'accepted'}")
+        failed = True
 print(f"{len(files)} model files checked against {SCHEMA}")
 sys.exit(1 if failed else 0)

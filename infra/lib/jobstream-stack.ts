@@ -23,6 +23,7 @@ import {
   loadTableDefs,
   modelDef,
   queueEnv,
+  type GsiProjection,
   type ModelDef,
   type QueueConsumerDef,
   type QueueDef,
@@ -110,6 +111,20 @@ export function stackResourceName(template: string, stack: string, name = ''): s
 /** DynamoDB Streams: more than two readers per shard get throttled (SPEC §2.9). */
 export const MAX_STREAM_CONSUMERS = 2;
 
+/** A GSI's declared projection (a model file's `project:`), as the local engine creates it. */
+function projectionOf(p: GsiProjection): Pick<dynamodb.GlobalSecondaryIndexProps, 'projectionType' | 'nonKeyAttributes'> {
+  switch (p.projectionType) {
+    case 'ALL':
+      return { projectionType: dynamodb.ProjectionType.ALL };
+    case 'KEYS_ONLY':
+      return { projectionType: dynamodb.ProjectionType.KEYS_ONLY };
+    case 'INCLUDE':
+      return { projectionType: dynamodb.ProjectionType.INCLUDE, nonKeyAttributes: p.nonKeyAttributes ?? [] };
+    default:
+      throw new Error(`unknown GSI projection ${JSON.stringify(p)}`);
+  }
+}
+
 function createTable(scope: Construct, id: string, def: TableDef, name: string, deletionProtection: boolean): dynamodb.Table {
   const table = new dynamodb.Table(scope, id, {
     tableName: name,
@@ -128,7 +143,7 @@ function createTable(scope: Construct, id: string, def: TableDef, name: string, 
       indexName: gsi.name,
       partitionKey: { name: gsi.pk, type: dynamodb.AttributeType.STRING },
       sortKey: { name: gsi.sk, type: dynamodb.AttributeType.STRING },
-      projectionType: dynamodb.ProjectionType.ALL,
+      ...projectionOf(gsi.projection),
     });
   }
   return table;

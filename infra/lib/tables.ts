@@ -7,10 +7,18 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+/** What a GSI projects (a model file's `project:`), as CloudFormation spells it. */
+export interface GsiProjection {
+  readonly projectionType: 'ALL' | 'KEYS_ONLY' | 'INCLUDE';
+  /** INCLUDE only: the attributes besides the keys. */
+  readonly nonKeyAttributes?: string[];
+}
+
 export interface Gsi {
   readonly name: string;
   readonly pk: string;
   readonly sk: string;
+  readonly projection: GsiProjection;
 }
 
 export interface TableDef {

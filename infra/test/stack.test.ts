@@ -142,7 +142,19 @@ test('cdk-nag is really checking: a non-compliant queue is reported', () => {
 const probeModel: ModelDef = {
   name: 'probe-model',
   about: 'test only',
-  table: { name: 'probe-table', pk: 'id', sk: 'kind', gsis: [], ttlAttribute: null, stream: true },
+  table: {
+    name: 'probe-table',
+    pk: 'id',
+    sk: 'kind',
+    // One index per projection a model file declares (`project:` all, keys, a list).
+    gsis: [
+      { name: 'byAll', pk: 'g1pk', sk: 'g1sk', projection: { projectionType: 'ALL' } },
+      { name: 'byKeys', pk: 'g2pk', sk: 'g2sk', projection: { projectionType: 'KEYS_ONLY' } },
+      { name: 'bySome', pk: 'g3pk', sk: 'g3sk', projection: { projectionType: 'INCLUDE', nonKeyAttributes: ['amount', 'name'] } },
+    ],
+    ttlAttribute: null,
+    stream: true,
+  },
   streamConsumers: [
     {
       name: 'fan-out',
@@ -243,7 +255,10 @@ for (const [label, def, modelDefs] of cases) {
                   { AttributeName: g.pk, KeyType: 'HASH' },
                   { AttributeName: g.sk, KeyType: 'RANGE' },
                 ],
-                Projection: { ProjectionType: 'ALL' },
+                Projection:
+                  g.projection.projectionType === 'INCLUDE'
+                    ? { ProjectionType: 'INCLUDE', NonKeyAttributes: g.projection.nonKeyAttributes }
+                    : { ProjectionType: g.projection.projectionType },
               }))
             : Match.absent(),
         StreamSpecification: t.stream ? { StreamViewType: 'NEW_AND_OLD_IMAGES' } : Match.absent(),

@@ -129,6 +129,7 @@ mod tests {
                 name: "GSI1",
                 pk: "GSI1PK",
                 sk: "GSI1SK",
+                projection: Default::default(),
             }],
             ttl_attribute: None,
             stream: true,

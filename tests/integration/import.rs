@@ -17,14 +17,14 @@ use shared::item::Item;
 use crate::js::{js_dir, node};
 use crate::support::jobstream_bin;
 
-fn tmp(name: &str) -> PathBuf {
+pub(crate) fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("jobstream-import-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     dir
 }
 
 /// `jobstream import FROM SCHEMA --table T -o OUT`, then `check-model OUT`.
-fn import(from: &str, schema: &Path, table: &str, out: &Path) -> String {
+pub(crate) fn import(from: &str, schema: &Path, table: &str, out: &Path) -> String {
     let o = Command::new(jobstream_bin())
         .args(["import", from])
         .arg(schema)

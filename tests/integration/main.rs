@@ -23,6 +23,7 @@ mod file_once;
 mod file_sets;
 mod fixtures;
 mod graph;
+mod gsi_projection;
 mod history_adoption;
 mod history_bad_root;
 mod history_cascade_paths;

@@ -1,7 +1,8 @@
 //! SPEC §6.1, the stacks: each model's synthesised CloudFormation template
 //! (every registry model and every shipped model file) has exactly the
 //! settings the local runtime built for it: functions, event source
-//! mappings, filters, batch sizes, windows, timeouts, queues.
+//! mappings, filters, batch sizes, windows, timeouts, queues, and the model
+//! table's indexes (keys and projection).
 
 use std::path::PathBuf;
 
@@ -111,8 +112,97 @@ async fn every_models_template_has_the_settings_the_local_runtime_builds() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// The model table's GSIs as the template creates them and as the local
+/// engine created them (DescribeTable): the same keys and projection each,
+/// an INCLUDE's attributes as a set.
+async fn assert_the_indexes_are_the_runtimes(t: &Value, m: &models::Model, rt: &Runtime) {
+    let tables = resources(t, "AWS::DynamoDB::Table");
+    let Some((_, table)) = tables
+        .iter()
+        .find(|(_, r)| r["Properties"]["TableName"] == m.table.name)
+    else {
+        panic!("{}: the template creates the model table", m.name);
+    };
+    let sorted = |v: &Value| {
+        let mut a: Vec<String> = v
+            .as_array()
+            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        a.sort();
+        a
+    };
+    let mut deployed: Vec<(String, String, String, String, Vec<String>)> = table["Properties"]
+        ["GlobalSecondaryIndexes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|g| {
+            let key = |kt: &str| {
+                g["KeySchema"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|k| k["KeyType"] == kt)
+                    .map(|k| k["AttributeName"].as_str().unwrap().to_string())
+                    .unwrap_or_default()
+            };
+            (
+                g["IndexName"].as_str().unwrap().to_string(),
+                key("HASH"),
+                key("RANGE"),
+                g["Projection"]["ProjectionType"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                sorted(&g["Projection"]["NonKeyAttributes"]),
+            )
+        })
+        .collect();
+    let desc = rt
+        .dynamodb
+        .describe_table()
+        .table_name(&rt.config.table)
+        .send()
+        .await
+        .unwrap()
+        .table
+        .unwrap();
+    let mut local: Vec<(String, String, String, String, Vec<String>)> = desc
+        .global_secondary_indexes()
+        .iter()
+        .map(|g| {
+            let key = |kt: aws_sdk_dynamodb::types::KeyType| {
+                g.key_schema()
+                    .iter()
+                    .find(|k| *k.key_type() == kt)
+                    .map(|k| k.attribute_name().to_string())
+                    .unwrap_or_default()
+            };
+            let p = g.projection().unwrap();
+            let mut attrs = p.non_key_attributes().to_vec();
+            attrs.sort();
+            (
+                g.index_name().unwrap().to_string(),
+                key(aws_sdk_dynamodb::types::KeyType::Hash),
+                key(aws_sdk_dynamodb::types::KeyType::Range),
+                p.projection_type().unwrap().as_str().to_string(),
+                attrs,
+            )
+        })
+        .collect();
+    deployed.sort();
+    local.sort();
+    assert_eq!(
+        deployed, local,
+        "{}: the indexes the engine created",
+        m.name
+    );
+}
+
 /// One model's template against the settings its local runtime built.
 async fn assert_template_has_the_runtimes_settings(t: &Value, m: &models::Model, rt: &Runtime) {
+    assert_the_indexes_are_the_runtimes(t, m, rt).await;
     let functions = resources(t, "AWS::Lambda::Function");
     let function = |name: &str| -> (&String, &Value) {
         let prefix = format!("jobstream {} {name}:", m.name);

@@ -46,6 +46,8 @@ const employee = {
       index: 'gsi3pk-gsi3sk-index',
       pk: { field: 'gsi3pk', composite: ['manager'] },
       sk: { field: 'gsi3sk', composite: ['employeeId'] },
+      // what a report list shows: the index carries these besides the keys
+      projection: ['firstName', 'title'],
     },
   },
 };

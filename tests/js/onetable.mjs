@@ -1,14 +1,17 @@
 // OneTable writes sample items of onetable-schema.json, for
-// tests/integration/import.rs (key equality with `jobstream import onetable`):
+// tests/integration/import.rs (key equality with `jobstream import onetable`),
+// or creates the table as OneTable's createTable() does (its indexes'
+// projections, for the adoption check):
 //   node onetable.mjs write ENDPOINT TABLE
+//   node onetable.mjs create ENDPOINT TABLE
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Table } from 'dynamodb-onetable';
 import { readFileSync } from 'node:fs';
 
 const schema = JSON.parse(readFileSync(new URL('./onetable-schema.json', import.meta.url), 'utf8'));
 const [cmd, endpoint, name] = process.argv.slice(2);
-if (cmd !== 'write') {
-  process.stderr.write('usage: node onetable.mjs write ENDPOINT TABLE\n');
+if (cmd !== 'write' && cmd !== 'create') {
+  process.stderr.write('usage: node onetable.mjs write|create ENDPOINT TABLE\n');
   process.exit(2);
 }
 const client = new DynamoDBClient({
@@ -17,6 +20,11 @@ const client = new DynamoDBClient({
   credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
 });
 const table = new Table({ client, name, schema, partial: false });
+if (cmd === 'create') {
+  await table.createTable({ StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' } });
+  process.stdout.write('created\n');
+  process.exit(0);
+}
 const Account = table.getModel('Account');
 const Invoice = table.getModel('Invoice');
 const acme = await Account.create({ name: 'Acme Corp' });

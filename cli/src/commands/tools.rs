@@ -241,6 +241,11 @@ pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
     let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint).as_deref()).await?;
     let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
     jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
+    if json {
+        if let Some(note) = jobstream::tools::query::json_note(file, &name) {
+            eprintln!("{note}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,15 +5,16 @@
 //! embedded engine and the local SQS instead: [`crate::local::engine::ensure_table`],
 //! [`crate::local::sqs_esm::create_queue`].)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use aws_sdk_dynamodb::types::{
-    KeySchemaElement, KeyType, ProjectionType, StreamViewType, TableDescription, TimeToLiveStatus,
+    KeySchemaElement, KeyType, Projection, ProjectionType, StreamViewType, TableDescription,
+    TimeToLiveStatus,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
-use shared::models::table::{QueueDef, TableDef, STACK_NAMES};
+use shared::models::table::{GsiProjection, QueueDef, TableDef, STACK_NAMES};
 use shared::models::Model;
 
 use crate::local::sqs_esm::Queue;
@@ -62,7 +63,7 @@ pub async fn table_problems(
 
 /// What DescribeTable shows of table `name` (`role`) unlike `def`: its
 /// keys, each index the definition declares (missing, keyed otherwise, or
-/// projecting less than every attribute), and its stream when the
+/// projecting otherwise than its `project:`), and its stream when the
 /// definition has one. Indexes the definition does not declare are the
 /// table's own business. Empty when the table has the definition's shape.
 pub fn shape_problems(
@@ -98,12 +99,15 @@ pub fn shape_problems(
                 g.name, g.pk, g.sk
             ));
         }
-        let projects = index.projection().and_then(|p| p.projection_type());
-        if projects != Some(&ProjectionType::All) {
+        let keys = g.keys(def.pk, def.sk);
+        let projects = projected(index.projection(), keys);
+        let declared = Projected::of(&g.projection);
+        if projects.as_ref() != Some(&declared) {
             problems.push(format!(
-                "{role} {name}'s index {} projects {}, the definition ALL",
+                "{role} {name}'s index {} projects {}, the definition {}",
                 g.name,
-                projects.map_or("nothing", |p| p.as_str())
+                projects.map_or("nothing".into(), |p| p.to_string()),
+                declared
             ));
         }
     }
@@ -123,6 +127,66 @@ pub fn shape_problems(
         }
     }
     problems
+}
+
+/// What an index's items carry besides their keys, as compared: an
+/// INCLUDE's attributes as a set, without the keys (OneTable's
+/// `createTable()` lists the index's own keys among them), and an INCLUDE
+/// of keys alone is KEYS_ONLY.
+#[derive(Debug, PartialEq, Eq)]
+enum Projected {
+    All,
+    Keys,
+    Include(BTreeSet<String>),
+}
+
+impl Projected {
+    fn of(p: &GsiProjection) -> Projected {
+        match p {
+            GsiProjection::All => Projected::All,
+            GsiProjection::KeysOnly => Projected::Keys,
+            GsiProjection::Include(v) => {
+                Projected::Include(v.iter().map(|a| a.to_string()).collect())
+            }
+        }
+    }
+}
+
+/// In a model file's words (`all`, `keys`, `[a, b]`), as `project:` says it.
+impl std::fmt::Display for Projected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Projected::All => f.write_str("all"),
+            Projected::Keys => f.write_str("keys"),
+            Projected::Include(v) => {
+                write!(f, "[{}]", v.iter().cloned().collect::<Vec<_>>().join(", "))
+            }
+        }
+    }
+}
+
+/// What DescribeTable says index items carry (`keys`: the table's and the
+/// index's key attributes); `None`: no projection or an unknown type.
+fn projected(p: Option<&Projection>, keys: [&str; 4]) -> Option<Projected> {
+    let p = p?;
+    Some(match p.projection_type()? {
+        ProjectionType::All => Projected::All,
+        ProjectionType::KeysOnly => Projected::Keys,
+        ProjectionType::Include => {
+            let attrs: BTreeSet<String> = p
+                .non_key_attributes()
+                .iter()
+                .filter(|a| !keys.contains(&a.as_str()))
+                .cloned()
+                .collect();
+            if attrs.is_empty() {
+                Projected::Keys
+            } else {
+                Projected::Include(attrs)
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// A key schema's partition and sort key attributes ("" for one it lacks).

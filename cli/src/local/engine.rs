@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveSpecification,
 };
 use futures::FutureExt as _;
-use shared::models::table::TableDef;
+use shared::models::table::{GsiProjection, TableDef};
 use tokio::sync::oneshot;
 
 use super::front::{FairGate, Front};
@@ -280,11 +280,7 @@ pub async fn ensure_table(
                 .index_name(g.name)
                 .key_schema(key(g.pk, KeyType::Hash))
                 .key_schema(key(g.sk, KeyType::Range))
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::All)
-                        .build(),
-                )
+                .projection(projection_of(&g.projection))
                 .build()
                 .expect("index fields are set"),
         );
@@ -319,6 +315,20 @@ pub async fn ensure_table(
             .with_context(|| format!("enabling TTL on {name}"))?;
     }
     Ok(true)
+}
+
+/// A GSI's declared projection as CreateTable takes it (the CDK stack
+/// creates the same: `infra/lib/jobstream-stack.ts`).
+fn projection_of(p: &GsiProjection) -> Projection {
+    let mut b = Projection::builder().projection_type(match p {
+        GsiProjection::All => ProjectionType::All,
+        GsiProjection::KeysOnly => ProjectionType::KeysOnly,
+        GsiProjection::Include(_) => ProjectionType::Include,
+    });
+    for a in p.non_key_attributes() {
+        b = b.non_key_attributes(*a);
+    }
+    b.build()
 }
 
 /// Waits until `name` is ACTIVE (the SDK's `TableExists` waiter).

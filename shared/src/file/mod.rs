@@ -36,6 +36,7 @@ pub mod once;
 pub mod once_run;
 pub mod queries;
 pub mod query_filter;
+pub mod query_projection;
 pub mod query_run;
 pub mod raw;
 mod record;
@@ -580,3 +581,6 @@ mod history_model_tests;
 
 #[cfg(test)]
 mod number_tests;
+
+#[cfg(test)]
+mod gsi_projection_tests;

@@ -681,6 +681,11 @@ fn one(
         .as_ref()
         .map(|a| a.value.iter().map(|s| s.value.clone()).collect())
         .unwrap_or_default();
+    // What it reads from the index's items, against what the index carries.
+    if let Some(g) = index.and_then(|i| table.gsis.iter().find(|g| g.name == i)) {
+        let f = filter.as_ref().zip(r.filter.as_ref());
+        super::query_projection::check(name, g, table, f, r.attributes.as_ref(), c.problems);
+    }
     if c.problems.len() > before {
         return None;
     }

@@ -10,6 +10,7 @@ use super::expr::Val;
 use super::model::{suggest, FileModel, Value};
 use super::queries::{Query, SkOp};
 use crate::item::Item;
+use crate::models::table::GsiProjection;
 
 /// Why a query could not run. Usage errors (unknown query, parameters) come
 /// before any request; `Request` is DynamoDB's answer.
@@ -344,6 +345,56 @@ pub fn columns(m: &FileModel, q: &Query, items: &[Item]) -> Vec<String> {
     cols
 }
 
+/// What a query's items lack when its index projects less than every
+/// attribute: its items are the index's (DynamoDB returns what the index
+/// carries, nothing is read from the table), so the answer says so.
+/// `check-model` refuses a filter or `attributes` naming what the index
+/// does not carry ([`super::query_projection`]). `None`: the table, or an
+/// index projecting all.
+pub fn projection_note(m: &FileModel, q: &Query) -> Option<String> {
+    let g = q
+        .index
+        .and_then(|i| m.table.gsis.iter().find(|g| g.name == i))?;
+    let carries = match &g.projection {
+        GsiProjection::All => return None,
+        GsiProjection::KeysOnly => "only the keys".to_string(),
+        GsiProjection::Include(v) => format!("the keys and {}", v.join(", ")),
+    };
+    Some(format!(
+        "(index {} projects {}: its items carry {carries}; read an item from the table for its other attributes)",
+        g.name,
+        g.projection.written()
+    ))
+}
+
+/// The attributes of `expected` (a scenario's `expect:` of query `q`) that
+/// the items of `q`'s index never carry, each with why: an expectation on
+/// one could only fail, or (`null`, absent) pass whatever the table holds.
+pub fn unprojected<'a>(
+    m: &FileModel,
+    q: &Query,
+    expected: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let Some(g) = q
+        .index
+        .and_then(|i| m.table.gsis.iter().find(|g| g.name == i))
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for a in expected {
+        let says = format!(
+            "`{a}` is expected, but index {} projects {}: its items never carry it",
+            g.name,
+            g.projection.written()
+        );
+        if !g.carries(a, m.table.pk, m.table.sk) && !out.contains(&says) {
+            out.push(says);
+        }
+    }
+    out
+}
+
 /// The items as an aligned table.
 pub fn render(m: &FileModel, q: &Query, items: &[Item]) -> String {
     let cols = columns(m, q, items);
@@ -394,10 +445,16 @@ pub fn listing(m: &FileModel) -> Vec<String> {
         .iter()
         .map(|q| {
             let sig = q.signature();
-            let on = q
+            let on = match q
                 .index
-                .map(|i| format!("index {i}"))
-                .unwrap_or_else(|| "table".to_string());
+                .and_then(|i| m.table.gsis.iter().find(|g| g.name == i))
+            {
+                Some(g) if g.projection != GsiProjection::All => {
+                    format!("index {}, projects {}", g.name, g.projection.written())
+                }
+                Some(g) => format!("index {}", g.name),
+                None => "table".to_string(),
+            };
             format!(
                 "{}{}{}  [{on}{}]{}",
                 q.name,
@@ -574,6 +631,28 @@ queries:
         ] {
             assert!(!e.contains("attribute"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_expectation_on_what_the_index_does_not_carry_is_named() {
+        let m = crate::file::compile(
+            &MODEL.replace(
+                "gsis: [{ name: GSI1, pk: G1PK, sk: G1SK }]",
+                "gsis: [{ name: GSI1, pk: G1PK, sk: G1SK, project: keys }]",
+            ),
+            "t",
+        )
+        .unwrap_or_else(|p| panic!("{p:#?}"));
+        let q = find(&m, "by_email").unwrap();
+        assert_eq!(
+            unprojected(&m, q, ["PK", "G1SK", "email", "email"]),
+            ["`email` is expected, but index GSI1 projects keys: its items never carry it"]
+        );
+        let staff = find(&m, "staff").unwrap();
+        assert!(
+            unprojected(&m, staff, ["email"]).is_empty(),
+            "the table carries all"
+        );
     }
 
     #[test]

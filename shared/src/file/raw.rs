@@ -198,6 +198,37 @@ pub struct RawGsi {
     pub name: Spanned<String>,
     pub pk: Spanned<String>,
     pub sk: Spanned<String>,
+    /// What the index projects: `all` (default), `keys`, or a list of
+    /// attributes (besides the keys).
+    pub project: Option<Spanned<RawGsiProject>>,
+}
+
+/// A GSI's `project:` as written: a word (`all`, `keys`) or a list of
+/// attribute names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawGsiProject {
+    Named(String),
+    Attrs(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for RawGsiProject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Vis;
+        impl<'de> Visitor<'de> for Vis {
+            type Value = RawGsiProject;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`all`, `keys` or a list of attribute names")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawGsiProject, E> {
+                Ok(RawGsiProject::Named(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawGsiProject, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawGsiProject::Attrs)
+            }
+        }
+        d.deserialize_any(Vis)
+    }
 }
 
 #[derive(Debug, Deserialize)]

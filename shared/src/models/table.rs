@@ -9,9 +9,109 @@ pub struct Gsi {
     pub name: &'static str,
     pub pk: &'static str,
     pub sk: &'static str,
+    /// What the index's items carry besides their keys (`project:` in a
+    /// model file; default every attribute).
+    pub projection: GsiProjection,
 }
 
-/// A table: string keys, GSIs projecting all attributes, optional TTL.
+/// What a GSI projects (DynamoDB's `Projection`): every attribute, only the
+/// keys (the table's and the index's), or the keys and some attributes.
+/// Printed by `jobstream tables` as CloudFormation spells it
+/// (`{"projectionType": "INCLUDE", "nonKeyAttributes": [...]}`), which the
+/// CDK stack reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum GsiProjection {
+    #[default]
+    All,
+    KeysOnly,
+    /// The non-key attributes projected besides the keys: never a key
+    /// attribute of the table or of the index, never empty (that is
+    /// [`GsiProjection::KeysOnly`]); sorted, each once.
+    Include(Vec<&'static str>),
+}
+
+impl GsiProjection {
+    /// `include`'s attributes as a projection of index `g` of a table keyed
+    /// (`pk`, `sk`): the keys dropped (every index item has them), sorted,
+    /// each once; nothing left is [`GsiProjection::KeysOnly`].
+    pub fn include(attrs: &[&'static str], keys: [&str; 4]) -> GsiProjection {
+        let mut v: Vec<&'static str> = attrs
+            .iter()
+            .copied()
+            .filter(|a| !keys.contains(a))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        if v.is_empty() {
+            GsiProjection::KeysOnly
+        } else {
+            GsiProjection::Include(v)
+        }
+    }
+
+    /// DynamoDB's name of the projection type (`ALL`, `KEYS_ONLY`, `INCLUDE`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            GsiProjection::All => "ALL",
+            GsiProjection::KeysOnly => "KEYS_ONLY",
+            GsiProjection::Include(_) => "INCLUDE",
+        }
+    }
+
+    /// The non-key attributes projected (empty unless INCLUDE).
+    pub fn non_key_attributes(&self) -> &[&'static str] {
+        match self {
+            GsiProjection::Include(v) => v,
+            _ => &[],
+        }
+    }
+
+    /// Whether the index's items carry attribute `attr`, where `keys` are
+    /// the table's and the index's key attributes.
+    pub fn carries(&self, attr: &str, keys: [&str; 4]) -> bool {
+        match self {
+            GsiProjection::All => true,
+            _ => keys.contains(&attr) || self.non_key_attributes().contains(&attr),
+        }
+    }
+
+    /// In the words of a model file: `all`, `keys`, `[a, b]`.
+    pub fn written(&self) -> String {
+        match self {
+            GsiProjection::All => "all".into(),
+            GsiProjection::KeysOnly => "keys".into(),
+            GsiProjection::Include(v) => format!("[{}]", v.join(", ")),
+        }
+    }
+}
+
+impl Serialize for GsiProjection {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let include = matches!(self, GsiProjection::Include(_));
+        let mut m = s.serialize_map(Some(if include { 2 } else { 1 }))?;
+        m.serialize_entry("projectionType", self.type_name())?;
+        if include {
+            m.serialize_entry("nonKeyAttributes", self.non_key_attributes())?;
+        }
+        m.end()
+    }
+}
+
+impl Gsi {
+    /// The key attributes every item of this index carries: the table's
+    /// (`pk`, `sk`) and the index's.
+    pub fn keys(&self, table_pk: &'static str, table_sk: &'static str) -> [&'static str; 4] {
+        [table_pk, table_sk, self.pk, self.sk]
+    }
+
+    /// Whether this index's items carry `attr` on a table keyed (`pk`, `sk`).
+    pub fn carries(&self, attr: &str, table_pk: &'static str, table_sk: &'static str) -> bool {
+        self.projection.carries(attr, self.keys(table_pk, table_sk))
+    }
+}
+
+/// A table: string keys, GSIs (each with its projection), optional TTL.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct TableDef {
@@ -382,7 +482,12 @@ mod tests {
 
     #[test]
     fn key_attributes_name_each_attribute_once_even_for_an_inverted_index() {
-        let gsi = |name, pk, sk| Gsi { name, pk, sk };
+        let gsi = |name, pk, sk| Gsi {
+            name,
+            pk,
+            sk,
+            projection: GsiProjection::All,
+        };
         let def = TableDef {
             name: "t",
             pk: "PK",
@@ -392,6 +497,31 @@ mod tests {
             stream: true,
         };
         assert_eq!(def.key_attributes(), ["PK", "SK", "GSI1PK"]);
+    }
+
+    #[test]
+    fn an_include_projection_drops_the_keys_and_lists_each_attribute_once() {
+        let keys = ["PK", "SK", "gs2pk", "gs2sk"];
+        assert_eq!(
+            GsiProjection::include(&["gs2pk", "stage", "name", "stage", "PK"], keys),
+            GsiProjection::Include(vec!["name", "stage"])
+        );
+        assert_eq!(
+            GsiProjection::include(&["gs2pk", "gs2sk"], keys),
+            GsiProjection::KeysOnly
+        );
+        let p = GsiProjection::Include(vec!["name"]);
+        assert!(p.carries("gs2sk", keys) && p.carries("name", keys) && !p.carries("amount", keys));
+        assert!(!GsiProjection::KeysOnly.carries("name", keys));
+        assert!(GsiProjection::All.carries("anything", keys));
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            serde_json::json!({"projectionType": "INCLUDE", "nonKeyAttributes": ["name"]})
+        );
+        assert_eq!(
+            serde_json::to_value(GsiProjection::KeysOnly).unwrap(),
+            serde_json::json!({"projectionType": "KEYS_ONLY"})
+        );
     }
 
     #[test]

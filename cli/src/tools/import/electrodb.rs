@@ -23,7 +23,7 @@ use serde_json::{Map, Value as Json};
 
 use super::{
     cel_name, cel_str, fresh, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
-    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
+    DraftEntity, DraftGsi, DraftProject, DraftProjection, DraftTy, ImportError,
 };
 
 /// The attribute ElectroDB writes the entity's name to.
@@ -286,7 +286,9 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 // it); its keys are the hand's.
                 let gsi = index.get("index").and_then(Json::as_str);
                 if let (Some(gsi), Some(sk_field)) = (gsi, sk_field) {
-                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
+                    let project = index_projection(index, &attrs).map_err(|why| err(&ia, why))?;
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field, project)
+                        .map_err(|why| err(&ia, why))?;
                 }
                 e.notes.push(format!(
                     "index `{index_name}` is clustered (the entity name after the sort key's attributes): {}its keys are not reproduced; write them by hand",
@@ -345,7 +347,9 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                     }
                 }
                 Some(gsi) => {
-                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
+                    let project = index_projection(index, &attrs).map_err(|why| err(&ia, why))?;
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field, project)
+                        .map_err(|why| err(&ia, why))?;
                     let condition = index.get("condition").and_then(Json::as_str);
                     let mut index_reads: Vec<&Attribute> = Vec::new();
                     for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
@@ -432,13 +436,47 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     })
 }
 
-/// Declares a secondary index once; the same name keyed otherwise by
-/// another entity is refused (why).
-fn declare_gsi(gsis: &mut Vec<DraftGsi>, gsi: &str, pk: &str, sk: &str) -> Result<(), String> {
+/// An access pattern's `projection` (`all`, `keys_only`, or attribute
+/// names, here their table attributes).
+fn index_projection(
+    index: &Map<String, Json>,
+    attrs: &[Attribute],
+) -> Result<DraftProjection, String> {
+    let p = DraftProjection::of(index.get("projection"), "keys_only")
+        .map_err(|w| format!("projection {w}: `all`, `keys_only` or a list of attributes"))?;
+    Ok(match p {
+        DraftProjection::Attrs(v) => DraftProjection::Attrs(
+            v.iter()
+                .map(|n| {
+                    attrs
+                        .iter()
+                        .find(|a| a.name == n)
+                        .map_or(n.clone(), |a| a.field.clone())
+                })
+                .collect(),
+        ),
+        other => other,
+    })
+}
+
+/// Declares a secondary index once; the same name keyed or projected
+/// otherwise by another entity is refused (why).
+fn declare_gsi(
+    gsis: &mut Vec<DraftGsi>,
+    gsi: &str,
+    pk: &str,
+    sk: &str,
+    project: DraftProjection,
+) -> Result<(), String> {
     match gsis.iter().find(|g| g.name == gsi) {
         Some(g) if g.pk != pk || g.sk != sk => Err(format!(
             "index {gsi} is keyed ({}, {}) by another entity, ({pk}, {sk}) here",
             g.pk, g.sk
+        )),
+        Some(g) if g.project != project => Err(format!(
+            "index {gsi} projects {} by another entity's `projection`, {} here: a table's index has one projection",
+            g.project.written(),
+            project.written()
         )),
         Some(_) => Ok(()),
         None => {
@@ -446,6 +484,7 @@ fn declare_gsi(gsis: &mut Vec<DraftGsi>, gsi: &str, pk: &str, sk: &str) -> Resul
                 name: gsi.to_string(),
                 pk: pk.to_string(),
                 sk: sk.to_string(),
+                project,
             });
             Ok(())
         }

@@ -18,6 +18,7 @@
 pub mod electrodb;
 pub mod onetable;
 
+use serde_json::Value as Json;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -159,6 +160,60 @@ pub struct DraftGsi {
     pub name: String,
     pub pk: String,
     pub sk: String,
+    /// What the library's schema says the index projects (the table it
+    /// creates has that projection; `check` holds the model to it).
+    pub project: DraftProjection,
+}
+
+/// A GSI's `project:` as the library's schema says it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DraftProjection {
+    #[default]
+    All,
+    Keys,
+    /// Attributes (their names in the table), as listed.
+    Attrs(Vec<String>),
+}
+
+impl DraftProjection {
+    /// The library's `all`, `keys_word` or list of attribute names (`None`:
+    /// absent, `all`); `Err` for anything else (the word as written).
+    pub fn of(v: Option<&Json>, keys_word: &str) -> Result<DraftProjection, String> {
+        match v {
+            None => Ok(DraftProjection::All),
+            Some(Json::String(w)) if w.eq_ignore_ascii_case("all") => Ok(DraftProjection::All),
+            Some(Json::String(w)) if w.eq_ignore_ascii_case(keys_word) => Ok(DraftProjection::Keys),
+            Some(Json::Array(a)) if a.is_empty() => Ok(DraftProjection::Keys),
+            Some(Json::Array(a)) => a
+                .iter()
+                .map(|x| x.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .map(DraftProjection::Attrs)
+                .ok_or_else(|| Json::Array(a.clone()).to_string()),
+            Some(other) => Err(other.to_string()),
+        }
+    }
+
+    /// In a model file's words: `all`, `keys`, `[a, b]`.
+    pub fn written(&self) -> String {
+        match self {
+            DraftProjection::All => "all".into(),
+            DraftProjection::Keys => "keys".into(),
+            DraftProjection::Attrs(v) => format!("[{}]", v.join(", ")),
+        }
+    }
+
+    /// `, project: ...` in a `gsis` entry (nothing for `all`).
+    fn rendered(&self) -> String {
+        match self {
+            DraftProjection::All => String::new(),
+            DraftProjection::Keys => ", project: keys".into(),
+            DraftProjection::Attrs(v) => format!(
+                ", project: [{}]",
+                v.iter().map(|a| q(a)).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
 }
 
 /// A model file before rendering.
@@ -222,10 +277,11 @@ impl Draft {
             for g in &self.gsis {
                 let _ = writeln!(
                     out,
-                    "    - {{ name: {}, pk: {}, sk: {} }}",
+                    "    - {{ name: {}, pk: {}, sk: {}{} }}",
                     q(&g.name),
                     q(&g.pk),
-                    q(&g.sk)
+                    q(&g.sk),
+                    g.project.rendered()
                 );
             }
         }
@@ -453,3 +509,7 @@ mod tests {
         assert_eq!(fresh("id_key", &["id_key".into()]), "id_key2");
     }
 }
+
+#[cfg(test)]
+#[path = "projection_tests.rs"]
+mod projection_tests;

@@ -20,7 +20,7 @@ use serde_json::{Map, Value as Json};
 
 use super::{
     cel_name, cel_str, fresh, holes, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
-    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
+    DraftEntity, DraftGsi, DraftProject, DraftProjection, DraftTy, ImportError,
 };
 
 /// A piece of a OneTable value template.
@@ -151,11 +151,18 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             ));
             continue;
         }
+        // As OneTable's createTable() creates it: a word other than `all`
+        // or `keys` is ALL there too.
+        let project = DraftProjection::of(i.get("project"), "keys").unwrap_or_else(|w| {
+            notes.push(format!("index `{n}`: project {w} is neither `all`, `keys` nor a list: OneTable's createTable() makes it ALL, and so does this file"));
+            DraftProjection::All
+        });
         match sort {
             Some(sort) => gsis.push(DraftGsi {
                 name: n.clone(),
                 pk: hash,
                 sk: sort,
+                project,
             }),
             None => notes.push(format!(
                 "index `{n}` has no sort key: model files declare GSIs with both keys; add it to the table by hand"

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use super::expr::{Env, Expr};
 use super::raw::{AttrSpec, EnumValue, Ordered, RawEntity, RawFile, Scalar, Spanned};
 use super::template::{split, KeyTemplate, Part};
-use crate::models::table::{Gsi, TableDef};
+use crate::models::table::{Gsi, GsiProjection, TableDef};
 
 mod counters;
 pub(in crate::file) use counters::{binder_check, binder_fits};

@@ -5,6 +5,57 @@
 use super::*;
 
 impl Compiler<'_> {
+    /// A GSI's `project:` (default `all`): `keys`, or a list of attribute
+    /// names (the keys in it are dropped: every index item has them).
+    fn gsi_projection(
+        &mut self,
+        g: &crate::file::raw::RawGsi,
+        t: &crate::file::raw::RawTable,
+    ) -> GsiProjection {
+        use crate::file::raw::RawGsiProject;
+        let Some(p) = &g.project else {
+            return GsiProjection::All;
+        };
+        let index = &g.name.value;
+        match &p.value {
+            RawGsiProject::Named(w) if w == "all" => GsiProjection::All,
+            RawGsiProject::Named(w) if w == "keys" => GsiProjection::KeysOnly,
+            RawGsiProject::Named(w) => {
+                let hint = suggest(w, ["all", "keys"]).unwrap_or_default();
+                self.err(
+                    at(p),
+                    format!("index `{index}`: project `{w}`{hint}: `all`, `keys`, or a list of the attributes its items carry besides the keys"),
+                );
+                GsiProjection::All
+            }
+            RawGsiProject::Attrs(attrs) if attrs.is_empty() => {
+                self.err(
+                    at(p),
+                    format!(
+                        "index `{index}`: project `[]`: write `keys` for an index of the keys only"
+                    ),
+                );
+                GsiProjection::KeysOnly
+            }
+            RawGsiProject::Attrs(attrs) => {
+                if attrs.iter().any(String::is_empty) {
+                    self.err(
+                        at(p),
+                        format!("index `{index}`: project: an empty attribute name"),
+                    );
+                }
+                let attrs: Vec<&'static str> = attrs.iter().map(|a| leak(a)).collect();
+                let keys = [
+                    t.pk.value.as_str(),
+                    t.sk.value.as_str(),
+                    g.pk.value.as_str(),
+                    g.sk.value.as_str(),
+                ];
+                GsiProjection::include(&attrs, keys)
+            }
+        }
+    }
+
     pub(super) fn file(&mut self, raw: RawFile, default_name: &str) -> Option<FileModel> {
         if raw.jobstream.value != 1 {
             self.err(
@@ -60,6 +111,7 @@ impl Compiler<'_> {
                     name: leak(&g.value.name.value),
                     pk: leak(&g.value.pk.value),
                     sk: leak(&g.value.sk.value),
+                    projection: self.gsi_projection(&g.value, t),
                 })
                 .collect(),
             ttl_attribute: t.ttl.as_ref().map(|s| leak(&s.value)),

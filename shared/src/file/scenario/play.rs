@@ -301,6 +301,12 @@ pub async fn run_query(
     let Some(want) = &q.expect else {
         return Ok(diffs);
     };
+    if let Ok(d) = query_run::find(m, &q.query) {
+        let expected = want.iter().flat_map(|w| w.keys().map(String::as_str));
+        for why in query_run::unprojected(m, d, expected) {
+            diffs.push(format!("query {title}: {why}"));
+        }
+    }
     // With `count`, `expect` lists the first items; without, all of them.
     if q.count.is_none() && want.len() != out.items.len() {
         diffs.push(format!(
