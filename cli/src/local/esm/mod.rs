@@ -620,3 +620,6 @@ mod payload_tests;
 
 #[cfg(test)]
 mod lease_tests;
+
+#[cfg(test)]
+mod partition_tests;
