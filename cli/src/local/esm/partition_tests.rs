@@ -49,7 +49,7 @@ impl Process {
         let addr = listener.local_addr().unwrap();
         let probe = Probe {
             streams: vec![stats.clone()],
-            queue_failing_bound: Some(Duration::from_secs(1)),
+            failing_bound: Some(Duration::from_secs(1)),
             ..Default::default()
         };
         tokio::spawn(serve(listener, probe, stopped.clone()));
