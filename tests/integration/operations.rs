@@ -181,9 +181,7 @@ async fn a_stop_while_dynamodb_hangs_ends_within_the_grace() {
     let stats: Vec<_> = rt.mappings.iter().map(|m| m.stats()).collect();
     let writer = AppWriter::new(rt.dynamodb.clone(), &rt.config.table);
     let bg = run_in_background(rt);
-    let held = |s: &jobstream::local::esm::MappingStats| {
-        s.leases_held.load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let held = |s: &jobstream::local::esm::MappingStats| s.leases_held();
     tokio::time::timeout(HANG_GUARD, async {
         while !stats.iter().all(|s| held(s) == 1) {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -10,7 +10,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `jobstream_iterator_age_milliseconds` | gauge: age of the oldest record not yet checkpointed (0: caught up; while reads fail, since the last read that answered) | `processor`, `shard` |
+//! | `jobstream_iterator_age_milliseconds` | gauge: age of the oldest record not yet checkpointed (0: caught up; while reads fail or a read is not answered, since the last read that answered); only for the shards whose lease this process holds now | `processor`, `shard` |
 //! | `jobstream_records_processed_total` | counter: stream records whose batch took effect, queue messages deleted after success | `processor` |
 //! | `jobstream_invocations_total` | counter | `processor` |
 //! | `jobstream_invocations_failed_total` | counter: errors, panics, timeouts, partial failures | `processor` |
@@ -19,7 +19,8 @@
 //! | `jobstream_record_ranges_lost_total` | counter: ranges trimmed from the stream or in vanished shards | `processor` |
 //! | `jobstream_leases_held` | gauge | `processor` |
 //! | `jobstream_leases_lost_total` | counter: leases this process stopped holding, by `reason`: `taken` (the ledger shows another acquisition), `ran_out` (no renewal or checkpoint succeeded for a lease duration: its ledger writes fail), `vanished` (the shard left the stream) | `processor`, `reason` |
-//! | `jobstream_shards` | gauge: the stream's shards whose turn has come, as this process judges them: `held` here, `elsewhere` (another process renews it), `stale` (its holder has not renewed it for half a lease duration), `unheld` (released, expired or never taken: nobody reads it) | `processor`, `state` |
+//! | `jobstream_shards` | gauge: the stream's shards whose turn has come, as this process judges them at the scrape: `held` here (always `jobstream_leases_held`), `elsewhere` (another process renews it), `stale` (its holder has not renewed it for half a lease duration, or this process could not read the leases for that long), `unheld` (released, expired or never taken: nobody reads it) | `processor`, `state` |
+//! | `jobstream_dynamodb_last_success_age_seconds` | gauge: since a call of the processor to DynamoDB or DynamoDB Streams (lease reads and writes, DescribeStream, shard reads) last succeeded | `processor` |
 //! | `jobstream_queue_messages_in_flight` | gauge: messages whose invocation runs now | `processor` |
 //! | `jobstream_stream_read_failures_total` | counter: GetShardIterator / GetRecords failures (retried after a pause doubling up to 10 s) | `processor` |
 //! | `jobstream_stream_describe_failures_total` | counter: DescribeStream failures (shard discovery; retried after a jittered pause doubling from 1 s, at most 30 s) | `processor` |
@@ -27,8 +28,10 @@
 //! | `jobstream_output_lines_dropped_total` | counter: lines the process did not write: its reader did not read (the pipe full, the queue of `shared::out` full) or went away | `stream` (`stdout`, `stderr`) |
 //!
 //! `/readyz` also answers 503 while a queue's polls have all failed for
-//! longer than [`QUEUE_FAILING_NOT_READY`] (the queue gone, credentials,
-//! the endpoint down), naming the queue and the cause.
+//! longer than [`FAILING_NOT_READY`] (the queue gone, credentials, the
+//! endpoint down), naming the queue and the cause, and while no call of a
+//! stream processor to the engine has succeeded for that long (or a lease
+//! duration, if longer), naming the processor and the last failure.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -44,7 +47,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-use crate::local::esm::MappingStats;
+use crate::local::esm::{MappingStats, Snapshot};
 use crate::local::sqs_esm::QueueStats;
 
 /// Reads one counter of a processor.
@@ -58,9 +61,10 @@ pub struct Probe {
     pub queues: Vec<(String, Arc<QueueStats>)>,
     /// Records each processor skipped as bad input, by processor name.
     pub bad_input: Vec<(String, Reader)>,
-    /// How long a queue's polls may all fail before `/readyz` says not
-    /// ready (`None`: [`QUEUE_FAILING_NOT_READY`]; tests shorten it).
-    pub queue_failing_bound: Option<std::time::Duration>,
+    /// How long a queue's polls, or a stream processor's calls, may all
+    /// fail before `/readyz` says not ready (`None`: [`FAILING_NOT_READY`];
+    /// tests shorten it).
+    pub failing_bound: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -73,9 +77,10 @@ impl std::fmt::Debug for Probe {
     }
 }
 
-/// How long every poll of a queue may fail before `/readyz` says not
-/// ready (a blip, an endpoint restarting, is not worth a page).
-pub const QUEUE_FAILING_NOT_READY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long every poll of a queue (or every call of a stream processor)
+/// may fail before `/readyz` says not ready (a blip, an endpoint
+/// restarting, is not worth a page).
+pub const FAILING_NOT_READY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Probe {
     /// Every stream mapping listed its shards and read its leases, and
@@ -85,9 +90,9 @@ impl Probe {
     }
 
     /// A queue whose polls have all failed for longer than
-    /// [`QUEUE_FAILING_NOT_READY`]: its name, for how long, and why.
+    /// [`FAILING_NOT_READY`]: its name, for how long, and why.
     pub fn failing_queue(&self) -> Option<(String, std::time::Duration, String)> {
-        let bound = self.queue_failing_bound.unwrap_or(QUEUE_FAILING_NOT_READY);
+        let bound = self.failing_bound.unwrap_or(FAILING_NOT_READY);
         self.queues.iter().find_map(|(name, q)| {
             q.failing_for()
                 .filter(|(d, _)| *d > bound)
@@ -95,12 +100,24 @@ impl Probe {
         })
     }
 
+    /// A stream processor none of whose calls to the engine has
+    /// succeeded for longer than [`FAILING_NOT_READY`] (or its lease
+    /// duration, if longer: a standby reads the leases every third of it):
+    /// its name, for how long, and the last failure.
+    pub fn unanswered_stream(&self) -> Option<(String, std::time::Duration, Option<String>)> {
+        let bound = self.failing_bound.unwrap_or(FAILING_NOT_READY);
+        self.streams.iter().find_map(|s| {
+            let bound = bound.max(s.lease_ttl().unwrap_or_default());
+            let (since, cause) = s.unanswered();
+            since
+                .filter(|d| *d > bound)
+                .map(|d| (s.name.clone(), d, cause))
+        })
+    }
+
     /// Leases held by this process, over every mapping.
     pub fn leases_held(&self) -> u64 {
-        self.streams
-            .iter()
-            .map(|s| s.leases_held.load(Ordering::Relaxed))
-            .sum()
+        self.streams.iter().map(|s| s.leases_held()).sum()
     }
 
     /// The exposition of every metric, as `/metrics` serves it.
@@ -157,19 +174,25 @@ impl Collector for Probe {
                 .map(|(n, q)| (n.as_str(), f(q)))
                 .collect()
         };
+        // Each mapping judged once, at one instant: its leases held, shards
+        // and iterator ages agree within the scrape.
+        let now: Vec<(&str, Snapshot)> = self
+            .streams
+            .iter()
+            .map(|s| (s.name.as_str(), s.snapshot()))
+            .collect();
         {
             let mut family = encoder.encode_descriptor(
                 "jobstream_iterator_age_milliseconds",
-                "Age of the oldest stream record not yet checkpointed, per shard held (0: caught up); rises while a shard retries a failing record",
+                "Age of the oldest stream record not yet checkpointed, per shard whose lease this process holds (0: caught up); rises while a shard retries a failing record, and while its reads fail or are not answered",
                 None,
                 MetricType::Gauge,
             )?;
-            for s in &self.streams {
-                for (shard, age) in s.iterator_ages() {
-                    ConstGauge::new(age).encode(family.encode_family(&[
-                        ("processor", s.name.as_str()),
-                        ("shard", shard.as_str()),
-                    ])?)?;
+            for (name, snap) in &now {
+                for (shard, age) in &snap.iterator_ages {
+                    ConstGauge::new(*age).encode(
+                        family.encode_family(&[("processor", *name), ("shard", shard.as_str())])?,
+                    )?;
                 }
             }
         }
@@ -222,7 +245,9 @@ impl Collector for Probe {
             &mut encoder,
             "jobstream_leases_held",
             "Shard leases this process holds",
-            &streams(|s| load(&s.leases_held)),
+            &now.iter()
+                .map(|(name, snap)| (*name, snap.leases_held))
+                .collect::<Vec<_>>(),
         )?;
         {
             let mut family = encoder.encode_descriptor(
@@ -243,19 +268,26 @@ impl Collector for Probe {
         {
             let mut family = encoder.encode_descriptor(
                 "jobstream_shards",
-                "The stream's shards whose turn has come, as this process judges them: held here, elsewhere (another process renews it), stale (not renewed for half a lease duration), unheld (nobody reads it)",
+                "The stream's shards whose turn has come, as this process judges them: held here, elsewhere (another process renews it), stale (not renewed for half a lease duration, or the leases could not be read for that long), unheld (nobody reads it)",
                 None,
                 MetricType::Gauge,
             )?;
-            for s in &self.streams {
-                for (state, n) in s.shards_by_state() {
-                    ConstGauge::new(n).encode(
-                        family
-                            .encode_family(&[("processor", s.name.as_str()), ("state", state)])?,
-                    )?;
+            for (name, snap) in &now {
+                for (state, n) in snap.shards.iter().flat_map(|s| s.by_state()) {
+                    ConstGauge::new(n)
+                        .encode(family.encode_family(&[("processor", *name), ("state", state)])?)?;
                 }
             }
         }
+        gauge(
+            &mut encoder,
+            "jobstream_dynamodb_last_success_age_seconds",
+            "Seconds since a call of the processor to DynamoDB or DynamoDB Streams (lease reads and writes, DescribeStream, shard reads) last succeeded; a holder reads 4 times a second, a standby reads the leases every third of the lease duration",
+            &now
+                .iter()
+                .map(|(name, snap)| (*name, snap.unanswered.map_or(0, |d| d.as_secs())))
+                .collect::<Vec<_>>(),
+        )?;
         gauge(
             &mut encoder,
             "jobstream_queue_messages_in_flight",
@@ -339,6 +371,16 @@ async fn readyz(State(probe): State<Arc<Probe>>) -> (StatusCode, String) {
             ),
         );
     }
+    if let Some((processor, d, cause)) = probe.unanswered_stream() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: processor {processor}: no call to DynamoDB has succeeded for {} s ({})\n",
+                d.as_secs(),
+                cause.as_deref().unwrap_or("calls not answered")
+            ),
+        );
+    }
     match probe.leases_held() {
         0 => (
             StatusCode::OK,
@@ -395,7 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn probes_answer_and_metrics_are_exposed_by_processor() {
-        let stats = Arc::new(MappingStats::new("derive"));
+        let stats = Arc::new(MappingStats::leased("derive"));
         stats.records_processed.store(7, Ordering::Relaxed);
         stats.records_given_up.store(1, Ordering::Relaxed);
         stats.describe_failures.store(4, Ordering::Relaxed);
@@ -405,7 +447,7 @@ mod tests {
             streams: vec![stats.clone()],
             queues: vec![("timeline".into(), queue)],
             bad_input: vec![("derive".into(), Arc::new(|| 2))],
-            queue_failing_bound: None,
+            failing_bound: None,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -419,7 +461,8 @@ mod tests {
             get(addr, "/readyz").await.unwrap(),
             (200, "ready: standing by (no lease held)\n".into())
         );
-        stats.leases_held.store(2, Ordering::Relaxed);
+        stats.hold("s1");
+        stats.hold("s2");
         assert_eq!(
             get(addr, "/readyz").await.unwrap(),
             (200, "ready: holding 2 lease(s)\n".into())

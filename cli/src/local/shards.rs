@@ -376,6 +376,9 @@ pub mod fake {
         /// The creation time given to records written from now on (epoch
         /// ms; `None`: the wall clock).
         pub clock_ms: Mutex<Option<i64>>,
+        /// While set, every call waits for a permit of the gate first (a
+        /// stream that accepts calls and does not answer them).
+        pub hang: Mutex<Option<std::sync::Arc<tokio::sync::Semaphore>>>,
     }
 
     impl std::ops::Deref for FakeStreams {
@@ -455,6 +458,16 @@ pub mod fake {
         pub fn close(&self, shard: &str) {
             self.shards.lock().unwrap().1.get_mut(shard).unwrap().closed = true;
         }
+
+        /// Waits for a permit of the [`Streams::hang`] gate, if set.
+        async fn wait_if_hung(&self) {
+            let gate = self.hang.lock().unwrap().clone();
+            if let Some(gate) = gate {
+                if let Ok(permit) = gate.acquire().await {
+                    permit.forget();
+                }
+            }
+        }
     }
 
     pub fn seq_string(seq: u64) -> String {
@@ -467,6 +480,7 @@ pub mod fake {
             _stream_arn: &str,
             exclusive_start_shard_id: Option<&str>,
         ) -> anyhow::Result<ShardPage> {
+            self.wait_if_hung().await;
             *self.describe_calls.lock().unwrap() += 1;
             anyhow::ensure!(
                 !*self.describe_fails.lock().unwrap(),
@@ -503,6 +517,7 @@ pub mod fake {
             shard_id: &str,
             position: &IteratorPosition,
         ) -> anyhow::Result<Option<String>> {
+            self.wait_if_hung().await;
             anyhow::ensure!(
                 !*self.reads_fail.lock().unwrap(),
                 "GetShardIterator: InternalServerError (injected)"
@@ -527,6 +542,7 @@ pub mod fake {
         }
 
         async fn get_records(&self, iterator: &str, limit: usize) -> anyhow::Result<RecordsPage> {
+            self.wait_if_hung().await;
             anyhow::ensure!(
                 !*self.reads_fail.lock().unwrap(),
                 "GetRecords: InternalServerError (injected)"

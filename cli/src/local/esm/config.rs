@@ -180,14 +180,21 @@ pub struct MappingStats {
     /// DescribeStream calls (shard discovery) that failed; each is logged
     /// and retried after a jittered pause doubling from 1 s (at most 30 s).
     pub describe_failures: AtomicU64,
-    /// Shard leases this process holds now.
-    pub leases_held: AtomicU64,
+    /// The leases this process holds (shared with the mapping's renewer
+    /// and coordinator): what `jobstream_leases_held`, `held` and the
+    /// iterator ages are read from, at the scrape ([`Self::snapshot`]).
+    pub(super) live: Arc<Mutex<BTreeMap<String, Arc<Lease>>>>,
+    /// The lease duration, with leases (`None`: every shard is read here).
+    pub(super) lease_ttl: Option<Duration>,
     /// Leases this process stopped holding (not at a stop), by reason
     /// ([`Self::leases_lost`]).
     pub(super) lease_losses: Mutex<BTreeMap<&'static str, u64>>,
-    /// With leases: the shards whose turn has come, by state, as this
-    /// process judged them at its last lease read ([`Self::shards_by_state`]).
-    pub(super) shard_states: Mutex<Option<ShardStates>>,
+    /// With leases: the shards whose turn has come as the last lease read
+    /// showed them ([`Self::shards_by_state`] judges them at the scrape).
+    pub(super) shard_view: Mutex<Option<ShardView>>,
+    /// When a DynamoDB or DynamoDB Streams call of the mapping last
+    /// succeeded, and the last failure.
+    pub(super) reach: Reach,
     /// The mapping listed its shards and (with leases) read the lease
     /// table at least once, and has not stopped: it holds leases or
     /// stands by.
@@ -216,18 +223,12 @@ pub struct ShardStates {
 
 impl MappingStats {
     /// With leases, the shards by state (`held`, `elsewhere`, `stale`,
-    /// `unheld`); empty without leases (every shard is read here) or
-    /// before the first lease read.
+    /// `unheld`), judged now ([`Self::snapshot`]); empty without leases
+    /// (every shard is read here) or before the first lease read.
     pub fn shards_by_state(&self) -> Vec<(&'static str, u64)> {
-        let states = self.shard_states.lock().ok().and_then(|s| *s);
-        states.map_or_else(Vec::new, |s| {
-            vec![
-                ("held", s.held),
-                ("elsewhere", s.elsewhere),
-                ("stale", s.stale),
-                ("unheld", s.unheld),
-            ]
-        })
+        self.snapshot()
+            .shards
+            .map_or_else(Vec::new, |s| s.by_state())
     }
 
     /// Leases lost, by reason: `taken` (the ledger shows another
@@ -255,27 +256,21 @@ impl MappingStats {
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_string(),
+            reach: Reach::new(),
             ..Self::default()
         }
     }
     pub fn invocations(&self) -> u64 {
         self.invocations.load(Ordering::Relaxed)
     }
-    /// Iterator age per shard (milliseconds): the age, now, of the oldest
-    /// record not yet checkpointed, 0 when caught up. It keeps rising while
-    /// a shard retries a failing record (as Lambda's `IteratorAge` does),
-    /// while a batch is in flight, and while the shard cannot be read (from
-    /// the last read that answered).
+    /// Iterator age per shard held (milliseconds): the age, now, of the
+    /// oldest record not yet checkpointed, 0 when caught up. It keeps
+    /// rising while a shard retries a failing record (as Lambda's
+    /// `IteratorAge` does), while a batch is in flight, and while the
+    /// shard cannot be read or a read is not answered (from the last read
+    /// that answered). Only the shards whose lease this process holds now.
     pub fn iterator_ages(&self) -> BTreeMap<String, i64> {
-        let now = now_ms();
-        self.oldest
-            .lock()
-            .map(|a| {
-                a.iter()
-                    .map(|(shard, t)| (shard.clone(), t.map_or(0, |t| (now - t).max(0))))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.snapshot().iterator_ages
     }
     /// The largest iterator age of the mapping's shards (ms).
     pub fn iterator_age(&self) -> i64 {
@@ -303,7 +298,8 @@ impl MappingStats {
     /// first lease read).
     pub fn emf_lines(&self, timestamp_ms: i64) -> Vec<String> {
         let mut lines = Vec::new();
-        if let Some(age) = self.iterator_ages().values().copied().max() {
+        let now = self.snapshot();
+        if let Some(age) = now.iterator_ages.values().copied().max() {
             lines.push(iterator_age_emf(&self.name, age, timestamp_ms));
         }
         let undelivered = self.on_failure.undelivered();
@@ -312,8 +308,7 @@ impl MappingStats {
             undelivered,
             timestamp_ms,
         ));
-        let states = self.shard_states.lock().ok().and_then(|s| *s);
-        if let Some(s) = states {
+        if let Some(s) = now.shards {
             let unread = s.stale + s.unheld;
             lines.push(emf_line(
                 &self.name,

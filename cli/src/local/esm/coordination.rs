@@ -93,6 +93,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             let listed_from = Instant::now();
             match list_shards(&self.ctx.api, &self.ctx.stream_arn).await {
                 Ok(listing) => {
+                    self.ctx.stats.reach.succeeded();
                     if let Some(failing) = self.describe.take() {
                         tracing::info!(mapping = %self.name(), failed_calls = failing.failures, "DescribeStream succeeds again");
                     }
@@ -102,6 +103,7 @@ impl<S: StreamsApi> StreamMapping<S> {
                     self.next_discovery = Some(Instant::now() + interval);
                 }
                 Err(e) => {
+                    self.ctx.stats.reach.failed(format!("{e:#}"));
                     let failing = self.describe.get_or_insert_with(DescribeFailing::new);
                     failing.failures += 1;
                     let (failures, pause) = (failing.failures, failing.pause());
@@ -129,7 +131,6 @@ impl<S: StreamsApi> StreamMapping<S> {
             self.ctx.stats.ready.store(true, Ordering::Relaxed);
         }
         self.started = true;
-        self.note_leases();
     }
 
     /// Shards whose turn has come: listed, not completed, parent completed
@@ -198,8 +199,12 @@ impl<S: StreamsApi> StreamMapping<S> {
             return;
         };
         let mut items = match leases.list().await {
-            Ok(items) => items,
+            Ok(items) => {
+                self.ctx.stats.reach.succeeded();
+                items
+            }
             Err(e) => {
+                self.ctx.stats.reach.failed(e.to_string());
                 tracing::warn!(mapping = %self.name(), error = format!("{e:#}"), "reading the leases failed; retried at the next tick");
                 return;
             }
@@ -421,8 +426,12 @@ impl<S: StreamsApi> StreamMapping<S> {
         let reset = leases.from_start() && !self.reset.contains(id);
         let taken = match leases.take(id, seen, reset).await {
             Ok(Some(t)) => t,
-            Ok(None) => return false,
+            Ok(None) => {
+                self.ctx.stats.reach.succeeded();
+                return false;
+            }
             Err(e) => {
+                self.ctx.stats.reach.failed(e.to_string());
                 tracing::warn!(mapping = %self.name(), shard = id, error = %e, "taking a lease failed");
                 return false;
             }
@@ -444,6 +453,7 @@ impl<S: StreamsApi> StreamMapping<S> {
         if shard.checkpoint.is_none() && start == IteratorPosition::TrimHorizon && !reset {
             shard.skip_before_ms = taken.latest_from_ms;
         }
+        self.ctx.stats.reach.succeeded();
         let lease = Lease::new(&taken);
         shard.lease = Some(lease.clone());
         tracing::info!(mapping = %self.name(), shard = id, owner = leases.owner(), token = taken.token, checkpoint = ?shard.checkpoint, "lease taken");
@@ -454,46 +464,46 @@ impl<S: StreamsApi> StreamMapping<S> {
         true
     }
 
-    /// The shards whose turn has come, by state, from the last lease read
-    /// and the leases held now (`jobstream_shards`): a shard nobody holds
-    /// has no iterator age anywhere, so this is what sees it.
+    /// The shards whose turn has come, as the last lease read showed
+    /// them (`jobstream_shards`, judged at each scrape against the leases
+    /// held then and the age of this read: [`MappingStats::snapshot`]): a
+    /// shard nobody holds has no iterator age anywhere, so this is what
+    /// sees it.
     pub(super) fn note_shard_states(&self) {
         let (Some(view), Some(leases)) = (&self.lease_view, &self.ctx.leases) else {
             return;
         };
-        let mine: HashSet<String> = self
-            .live
-            .lock()
-            .map(|l| l.keys().cloned().collect())
-            .unwrap_or_default();
+        let me = leases.owner();
         let half = leases.lease_ttl() / 2;
-        let mut states = ShardStates::default();
-        for id in self.eligible() {
-            let item = view.by_id.get(&id);
-            if mine.contains(&id) {
-                states.held += 1;
-            } else if let Some(item) = item.filter(|i| view.live.contains(&i.shard_id)) {
-                let silent = self.observer.unchanged_for(item, view.at);
-                if silent.is_some_and(|d| d > half) {
-                    states.stale += 1;
-                } else {
-                    states.elsewhere += 1;
-                }
-            } else {
-                states.unheld += 1;
-            }
+        let shards = self
+            .eligible()
+            .into_iter()
+            .map(|id| {
+                let judged = match view
+                    .by_id
+                    .get(&id)
+                    .filter(|i| view.live.contains(&i.shard_id))
+                {
+                    Some(item) if item.owner.as_deref() == Some(me) => Judged::Ours,
+                    Some(item) => {
+                        let silent = self.observer.unchanged_for(item, view.at);
+                        if silent.is_some_and(|d| d > half) {
+                            Judged::Stale
+                        } else {
+                            Judged::Elsewhere
+                        }
+                    }
+                    None => Judged::Unheld,
+                };
+                (id, judged)
+            })
+            .collect();
+        if let Ok(mut s) = self.ctx.stats.shard_view.lock() {
+            *s = Some(ShardView {
+                at: view.at,
+                shards,
+            });
         }
-        if let Ok(mut s) = self.ctx.stats.shard_states.lock() {
-            *s = Some(states);
-        }
-    }
-
-    pub(super) fn note_leases(&self) {
-        let held = self.live.lock().map(|l| l.len()).unwrap_or(0);
-        self.ctx
-            .stats
-            .leases_held
-            .store(held as u64, Ordering::Relaxed);
     }
 
     /// Forgets a shard whose lease is gone, saying why as far as this
@@ -523,7 +533,6 @@ impl<S: StreamsApi> StreamMapping<S> {
             live.remove(id);
         }
         self.ctx.stats.set_oldest(id, None);
-        self.note_leases();
     }
 
     /// Drops every held shard whose lease is lost or ran out.

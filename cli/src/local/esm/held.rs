@@ -119,6 +119,11 @@ impl Lease {
         self.lose(Loss::RanOut);
         false
     }
+    /// Held at `now` (not lost, not run out), without noting anything:
+    /// what a scrape reads.
+    pub(super) fn held_at(&self, now: Instant) -> bool {
+        !*self.lost.borrow() && self.valid_until() > now
+    }
     /// Stops holding it, for `why` (the first reason given is kept).
     pub(super) fn lose(&self, why: Loss) {
         if let Ok(mut w) = self.why.lock() {
@@ -172,11 +177,13 @@ pub(super) fn leases_where(
 }
 
 /// Renews every lease in `live` (only those past a third of their time
-/// with `only_due`); a lease another owner took is marked lost.
+/// with `only_due`); a lease another owner took is marked lost. Each
+/// answer (or failure) is noted in `reach`.
 pub(super) async fn renew_all(
     leases: &LeaseTable,
     live: &Mutex<BTreeMap<String, Arc<Lease>>>,
     only_due: bool,
+    reach: &Reach,
 ) {
     let third = leases.lease_ttl() / 3;
     let now = Instant::now();
@@ -189,12 +196,17 @@ pub(super) async fn renew_all(
         }
         let mut token = lease.token.lock().await;
         match leases.renew(&id, &lease.held(*token)).await {
-            Ok(r) => lease.renewed(&mut token, r),
+            Ok(r) => {
+                reach.succeeded();
+                lease.renewed(&mut token, r);
+            }
             Err(LeaseError::Lost { .. }) => {
+                reach.succeeded();
                 tracing::warn!(shard = %id, owner = leases.owner(), "renewal refused: the ledger shows another acquisition of the lease; stopping the shard");
                 lease.lose(Loss::Taken { by: None });
             }
             Err(e) => {
+                reach.failed(e.to_string());
                 tracing::warn!(shard = %id, error = %e, "renewing a lease failed; retried (the shard stops if the lease runs out)");
                 // Run out now: the shard stops (its invocation cancelled).
                 lease.holds();

@@ -579,11 +579,11 @@ async fn under_consume_a_hung_ledger_does_not_hold_a_shard_past_its_lease() {
     })
     .await
     .expect("a never read its shard");
-    assert_eq!(a_stats.leases_held.load(Ordering::Relaxed), 1);
+    assert_eq!(a_stats.leases_held(), 1);
     let gate = t.hang();
     t.b_takes_over().await;
     tokio::time::timeout(GUARD, async {
-        while a_stats.leases_held.load(Ordering::Relaxed) != 0 {
+        while a_stats.leases_held() != 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -704,7 +704,7 @@ async fn a_lease_that_runs_out_cancels_the_invocation_in_flight() {
     assert!(inflight.started.load(Ordering::SeqCst));
     let calls = inflight.store_calls.load(Ordering::SeqCst);
     tokio::time::timeout(GUARD, async {
-        while stats.leases_held.load(Ordering::Relaxed) != 0 {
+        while stats.leases_held() != 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })

@@ -89,11 +89,14 @@ pub fn handler(processor: Arc<dyn StreamHandler>) -> Handler {
 
 mod config;
 mod coordination;
+mod health;
 mod held;
 mod payload;
 mod shard;
 pub use config::*;
 use coordination::DescribeFailing;
+pub use health::Snapshot;
+use health::*;
 use held::*;
 use payload::*;
 use shard::*;
@@ -196,8 +199,12 @@ impl<S: StreamsApi> StreamMapping<S> {
             .checkpoints
             .clone()
             .map(|c| LeaseTable::new(c, &config.name, &stream_arn));
-        let stats = Arc::new(MappingStats::new(&config.name));
+        let stats = Arc::new(MappingStats {
+            lease_ttl: config.checkpoints.as_ref().map(|c| c.lease_ttl),
+            ..MappingStats::new(&config.name)
+        });
         let on_failure = stats.on_failure.clone();
+        let live = stats.live.clone();
         Self {
             ctx: Arc::new(Ctx {
                 config,
@@ -209,7 +216,7 @@ impl<S: StreamsApi> StreamMapping<S> {
             }),
             finished: HashSet::new(),
             held: BTreeMap::new(),
-            live: Arc::default(),
+            live,
             reset: HashSet::new(),
             marked_latest: HashSet::new(),
             listing: None,
@@ -318,7 +325,7 @@ impl<S: StreamsApi> StreamMapping<S> {
     pub async fn poll_once(&mut self) -> anyhow::Result<Round> {
         self.coordinate().await;
         if let Some(leases) = &self.ctx.leases {
-            renew_all(leases, &self.live, true).await;
+            renew_all(leases, &self.live, true, &self.ctx.stats.reach).await;
         }
         self.drop_lost();
         let ctx = &self.ctx;
@@ -376,7 +383,6 @@ impl<S: StreamsApi> StreamMapping<S> {
         self.next_discovery = None;
         self.last_balance = None;
         self.ctx.stats.ready.store(false, Ordering::Relaxed);
-        self.note_leases();
         match failed {
             Some(e) => Err(e.into()),
             None => Ok(()),
@@ -403,11 +409,12 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
     ) -> anyhow::Result<()> {
         let renewer = self.ctx.leases.clone().map(|leases| {
             let live = self.live.clone();
+            let stats = self.ctx.stats.clone();
             let every = leases.lease_ttl() / 3;
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    renew_all(&leases, &live, false).await;
+                    renew_all(&leases, &live, false, &stats.reach).await;
                 }
             })
         });
@@ -488,7 +495,6 @@ impl<S: StreamsApi + 'static> StreamMapping<S> {
         }
         self.held.clear();
         self.ctx.stats.ready.store(false, Ordering::Relaxed);
-        self.note_leases();
     }
 
     async fn task_ended(
@@ -620,3 +626,6 @@ mod payload_tests;
 
 #[cfg(test)]
 mod lease_tests;
+
+#[cfg(test)]
+mod partition_tests;

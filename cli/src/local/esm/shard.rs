@@ -191,8 +191,10 @@ impl<S: StreamsApi> Ctx<S> {
                 _ => {
                     s.next_get = Some(now + self.scaled(GET_RECORDS_INTERVAL));
                     let began_ms = now_ms();
+                    self.note_reading(id, s);
                     match self.fetch(id, s).await {
                         Ok(()) => {
+                            self.stats.reach.succeeded();
                             s.read_at = Some(now);
                             s.answered_ms = began_ms;
                             if s.read_failures > 0 {
@@ -201,6 +203,7 @@ impl<S: StreamsApi> Ctx<S> {
                             }
                         }
                         Err(e) => {
+                            self.stats.reach.failed(format!("{e:#}"));
                             s.iterator = None;
                             s.read_failures += 1;
                             self.stats.read_failures.fetch_add(1, Ordering::Relaxed);
@@ -239,10 +242,30 @@ impl<S: StreamsApi> Ctx<S> {
     /// checkpointed; while its reads fail and none is buffered, the last
     /// read that answered (what was written since may wait unread: the age
     /// grows through an outage instead of saying "caught up").
+    /// A shard whose lease is no longer held has no age here (its
+    /// holder, if any, reports one).
     pub(super) fn note_oldest(&self, id: &str, s: &Shard) {
+        if !s.lease.as_ref().is_none_or(|l| l.held_at(Instant::now())) {
+            self.stats.set_oldest(id, None);
+            return;
+        }
         let oldest = s.buffer.front().map(|b| created_ms(&b.record));
         let unread = (s.read_failures > 0).then_some(s.answered_ms);
         self.stats.set_oldest(id, Some(oldest.or(unread)));
+    }
+
+    /// A read is about to be sent: until it answers, what was written
+    /// since the last read that answered may wait unread, so the age runs
+    /// from then (a read the engine never answers shows as an age that
+    /// grows, not as caught up).
+    pub(super) fn note_reading(&self, id: &str, s: &Shard) {
+        if !s.lease.as_ref().is_none_or(|l| l.held_at(Instant::now())) {
+            self.stats.set_oldest(id, None);
+            return;
+        }
+        let oldest = s.buffer.front().map(|b| created_ms(&b.record));
+        let since = oldest.map_or(s.answered_ms, |o| o.min(s.answered_ms));
+        self.stats.set_oldest(id, Some(Some(since)));
     }
 
     pub(super) async fn process(
@@ -607,17 +630,25 @@ impl<S: StreamsApi> Ctx<S> {
         if let (Some(leases), Some(lease)) = (&self.leases, &s.lease) {
             let mut token = lease.token.lock().await;
             match leases.checkpoint(id, &lease.held(*token), Some(&seq)).await {
-                Ok(r) => lease.renewed(&mut token, r),
+                Ok(r) => {
+                    self.stats.reach.succeeded();
+                    lease.renewed(&mut token, r);
+                }
                 Err(LeaseError::Lost { .. }) => {
+                    self.stats.reach.succeeded();
                     tracing::warn!(mapping = %self.name(), shard = id, "checkpoint refused: the ledger shows another acquisition of the lease; the shard stops here");
                     lease.lose(Loss::Taken { by: None });
                     return Err(StepError::Lost);
                 }
                 Err(e) if !lease.holds() => {
+                    self.stats.reach.failed(e.to_string());
                     tracing::warn!(mapping = %self.name(), shard = id, error = %e, "checkpoint failed and the lease ran out; the shard stops here");
                     return Err(StepError::Lost);
                 }
-                Err(e) => return Err(StepError::Other(e.into())),
+                Err(e) => {
+                    self.stats.reach.failed(e.to_string());
+                    return Err(StepError::Other(e.into()));
+                }
             }
         }
         Ok(())

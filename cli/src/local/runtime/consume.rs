@@ -85,7 +85,7 @@ impl Runtime {
                 .map(|q| (q.name.clone(), q.stats_handle()))
                 .collect(),
             bad_input,
-            queue_failing_bound: None,
+            failing_bound: None,
         }
     }
 

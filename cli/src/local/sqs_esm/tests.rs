@@ -53,7 +53,7 @@ async fn a_vanished_queue_is_counted_backed_off_and_makes_the_process_not_ready(
     let m = QueueMapping::new("jobs", client.clone(), queue.clone(), 10, handler);
     let probe = crate::local::metrics::Probe {
         queues: vec![("jobs".into(), m.stats_handle())],
-        queue_failing_bound: Some(Duration::ZERO),
+        failing_bound: Some(Duration::ZERO),
         ..Default::default()
     };
     let (stop, stopped) = watch::channel(false);
