@@ -233,6 +233,9 @@ fn run_help_names_each_flags_variable() {
     }
 }
 
+/// A command line, its environment, and what its stderr must name.
+type Case<'a> = (Vec<String>, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+
 /// A malformed endpoint URL (ops11 #2) can never work: refused before any
 /// call, in one line naming where it was given, the value and what is
 /// wrong; not retried for 40 s as an outage, not the SDK's request dump.
@@ -251,8 +254,7 @@ async fn a_malformed_endpoint_url_is_refused_at_once_saying_what_is_wrong() {
         a
     };
     let good = "http://127.0.0.1:1";
-    // (arguments, environment, what stderr names)
-    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, Vec<&str>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             run(&["--endpoint", "127.0.0.1:8300"]),
             vec![],
