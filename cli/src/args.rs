@@ -2,6 +2,7 @@
 //! `jobstream --help` prints). What each command does is in `commands/`.
 
 use clap::{Parser, Subcommand};
+use jobstream::local::engine::url_arg;
 use jobstream::local::esm::RecordReader;
 use jobstream::local::runtime::RuntimeOptions;
 use jobstream::tools::consumer::ConsumerArgs;
@@ -41,7 +42,7 @@ pub(crate) fn model_names() -> String {
 #[derive(clap::Args, Clone)]
 pub(crate) struct ModelArgs {
     /// The model (see `jobstream models`).
-    #[arg(long, default_value = models::DEFAULT_MODEL)]
+    #[arg(long, env = "MODEL", default_value = models::DEFAULT_MODEL)]
     pub(crate) model: String,
     /// A model file (YAML, `jobstream: 1`) instead of a registered model;
     /// check it with `jobstream check-model PATH`.
@@ -151,7 +152,7 @@ pub(crate) struct ToolSqs {
     /// `jobstream dev` creates them (it prints `SQS endpoint:`); with
     /// --stack, the stack's queues at this endpoint. Default: the region's
     /// SQS, for --stack or QUEUE_URL_<LOGICAL>.
-    #[arg(long, env = "AWS_ENDPOINT_URL_SQS", value_name = "URL")]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS", value_name = "URL", value_parser = url_arg("AWS_ENDPOINT_URL_SQS"))]
     pub(crate) sqs_endpoint: Option<String>,
 }
 
@@ -162,7 +163,7 @@ pub(crate) struct ToolEndpoint {
     /// DynamoDB endpoint, e.g. `jobstream serve`'s or `jobstream dev`'s
     /// `http://127.0.0.1:8000` (default: the region's, from the AWS
     /// environment).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+    #[arg(long, env = "JOBSTREAM_ENDPOINT", value_parser = url_arg("JOBSTREAM_ENDPOINT"))]
     pub(crate) endpoint: Option<String>,
 }
 
@@ -170,7 +171,7 @@ pub(crate) struct ToolEndpoint {
 #[derive(clap::Args, Clone)]
 pub(crate) struct LocalSqsArgs {
     /// SQS endpoint for models with queues (default: a local SQS server, started here).
-    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS", value_parser = url_arg("AWS_ENDPOINT_URL_SQS"))]
     pub(crate) sqs_endpoint: Option<String>,
     /// Port of that local SQS server on 127.0.0.1 (default: a free one;
     /// either way it is printed as `SQS endpoint:`).
@@ -245,12 +246,12 @@ pub(crate) enum Command {
 #[derive(clap::Args)]
 pub(crate) struct CreateArgs {
     /// The DynamoDB endpoint (on AWS, deploy the stack with CDK instead).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+    #[arg(long, env = "JOBSTREAM_ENDPOINT", value_parser = url_arg("JOBSTREAM_ENDPOINT"))]
     pub(crate) endpoint: String,
     #[command(flatten)]
     pub(crate) target: Target,
     /// The SQS endpoint for the model's queues (default: --endpoint).
-    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS", value_parser = url_arg("AWS_ENDPOINT_URL_SQS"))]
     pub(crate) sqs_endpoint: Option<String>,
 }
 
@@ -310,7 +311,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PORT")]
     pub(crate) sqs_port: Option<u16>,
     /// Only this model's tables (default: every model's).
-    #[arg(long)]
+    #[arg(long, env = "MODEL")]
     pub(crate) model: Option<String>,
     /// Only this model file's tables.
     #[arg(
@@ -334,7 +335,7 @@ pub(crate) struct RunArgs {
     /// DynamoDB and DynamoDB Streams endpoint, e.g. `jobstream serve`'s
     /// `http://127.0.0.1:8000` (default: the region's, from the AWS
     /// environment).
-    #[arg(long, env = "JOBSTREAM_ENDPOINT")]
+    #[arg(long, env = "JOBSTREAM_ENDPOINT", value_parser = url_arg("JOBSTREAM_ENDPOINT"))]
     pub(crate) endpoint: Option<String>,
     #[command(flatten)]
     pub(crate) target: Target,
@@ -342,7 +343,7 @@ pub(crate) struct RunArgs {
     /// (e.g. https://sqs.eu-west-1.amazonaws.com; `dev` and `demo` start
     /// a local one instead). Without --stack, the queues are found there by
     /// the names `jobstream create` gives them (or QUEUE_URL_<LOGICAL>).
-    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS", value_parser = url_arg("AWS_ENDPOINT_URL_SQS"))]
     pub(crate) sqs_endpoint: Option<String>,
     #[command(flatten)]
     pub(crate) consumer: ConsumerArgs,

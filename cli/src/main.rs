@@ -101,7 +101,10 @@ const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn main() -> ExitCode {
     init_logs();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     quiet_on_a_closed_pipe(&cli.command);
     never_blocked_by_output(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -125,6 +128,39 @@ fn main() -> ExitCode {
         runtime.shutdown_background();
     }
     code
+}
+
+/// Flags whose value may come from a variable, for a conflict's note.
+const FROM_THE_ENVIRONMENT: [(&str, &str); 3] = [
+    ("--model", "MODEL"),
+    ("--model-file", "MODEL_FILE"),
+    ("--sqs-endpoint", "AWS_ENDPOINT_URL_SQS"),
+];
+
+/// clap's usage error (or help), and its exit code. Two flags that
+/// conflict may have been given by the environment (`MODEL` and
+/// `MODEL_FILE` set in a unit's environment, or one of them beside the
+/// other's flag): the variables are named, as clap names only the flags.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    e.print().ok();
+    if e.kind() == clap::error::ErrorKind::ArgumentConflict {
+        let said = e.to_string();
+        let set: Vec<String> = FROM_THE_ENVIRONMENT
+            .iter()
+            .filter(|(flag, _)| said.contains(&format!("'{flag} ")))
+            .filter_map(|(flag, var)| {
+                let value = std::env::var(var).ok().filter(|v| !v.is_empty())?;
+                Some(format!("{var}={value} (as {flag})"))
+            })
+            .collect();
+        if !set.is_empty() {
+            jobstream::errln!(
+                "note: set in the environment: {}; a variable counts as its flag: unset one",
+                set.join(", ")
+            );
+        }
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
 async fn command(cli: Cli) -> ExitCode {

@@ -17,7 +17,7 @@ use crate::item::AttrError;
 pub fn sdk_cause<E, R>(e: &SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     match e {
         SdkError::ServiceError(se) => {
@@ -27,8 +27,27 @@ where
                 None => code.to_string(),
             }
         }
-        other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
+        other => causes(other),
     }
+}
+
+/// An error and its sources, each by its `Display`, on one line
+/// (`dispatch failure: io error: ...: Connection refused (os error 111)`).
+/// The SDK's `DisplayErrorContext` ends with the error's `Debug` form: the
+/// request (its body), the response, a kilobyte of structures. A source
+/// whose text the line already holds is not repeated.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        next = cause.source();
+    }
+    line
 }
 
 /// A retryable failure talking to AWS.
@@ -137,6 +156,27 @@ impl ProcessError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transport_failure_is_its_causes_on_one_line_without_debug_forms() {
+        use aws_sdk_dynamodb::config::http::HttpResponse;
+        use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        );
+        let e: SdkError<DescribeTableError, HttpResponse> =
+            SdkError::dispatch_failure(aws_sdk_dynamodb::error::ConnectorError::io(refused.into()));
+        let said = sdk_cause(&e);
+        assert_eq!(
+            said,
+            "dispatch failure: io error: Connection refused (os error 111)"
+        );
+        assert!(
+            !said.contains('{') && !said.contains("DispatchFailure"),
+            "{said}"
+        );
+    }
 
     fn store_error(code: &str, retryable: bool) -> ProcessError {
         ProcessError::Store(StoreError {

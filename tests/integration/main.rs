@@ -9,6 +9,7 @@ mod board_gaps;
 mod cli;
 mod compute_overwrite;
 mod compute_scope;
+mod configuration;
 mod counter_moment;
 mod counters;
 mod create;

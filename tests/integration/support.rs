@@ -349,7 +349,8 @@ pub fn jobstream_bin() -> std::path::PathBuf {
 
 /// The `jobstream` binary `bin` as a test starts it: none of the
 /// variables that would point it elsewhere than its flags say (an SQS or
-/// DynamoDB endpoint, a table, a ledger, a stack from the environment).
+/// DynamoDB endpoint, a table, a ledger, a stack, a model or one of `run`'s
+/// settings from the environment).
 pub fn jobstream_command(bin: &std::path::Path) -> std::process::Command {
     let mut c = std::process::Command::new(bin);
     for v in [
@@ -358,6 +359,14 @@ pub fn jobstream_command(bin: &std::path::Path) -> std::process::Command {
         "TABLE_NAME",
         "LEDGER_TABLE_NAME",
         "JOBSTREAM_STACK",
+        "MODEL",
+        "MODEL_FILE",
+        "JOBSTREAM_STARTING_POSITION",
+        "JOBSTREAM_ON_FAILURE_FILE",
+        "JOBSTREAM_ON_FAILURE_QUEUE_URL",
+        "JOBSTREAM_LEASE_TTL_SECS",
+        "JOBSTREAM_SHUTDOWN_GRACE",
+        "JOBSTREAM_EMIT_METRICS",
     ] {
         c.env_remove(v);
     }

@@ -83,9 +83,11 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
     } = args;
     // However it is named (flag or the SDK's variables), one endpoint:
     // a loopback one gets the same region and credentials either way.
-    let endpoint = dynamodb_endpoint(endpoint);
-    let sqs_endpoint = engine_sqs_endpoint(sqs_endpoint);
+    let endpoint = dynamodb_endpoint(endpoint)?;
+    let sqs_endpoint = engine_sqs_endpoint(sqs_endpoint)?;
     let model = target.model()?;
+    // A queue URL that can never work is named before any call.
+    jobstream::local::deployed::require_queue_urls_valid(&model, |v| std::env::var(v).ok())?;
     // Every call of the process's own (startup checks, the stream, the
     // queues, leases) is checked against the stack's RunnerPolicy, as the
     // processors' against their grants.

@@ -149,7 +149,7 @@ pub(crate) async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let model = target.model()?;
     let config = target.config(&model);
     let file = Some(&target.model.file()?.model);
-    let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint).as_deref()).await?;
+    let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint)?.as_deref()).await?;
     let key = jobstream::tools::explain::key(&model, pk, sk);
     let tables = jobstream::tools::explain::Tables {
         client: &client,
@@ -238,7 +238,7 @@ pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let table = table.unwrap_or_else(|| file.table.name.to_string());
-    let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint).as_deref()).await?;
+    let client = dynamodb_client(dynamodb_endpoint(endpoint.endpoint)?.as_deref()).await?;
     let out = shared::file::query_run::run(&client, &table, &bound, page_size).await?;
     jobstream::tools::query::print(file, &name, &out, json, &mut stdout)?;
     if json {
@@ -258,8 +258,8 @@ async fn tool_setup(
     sqs: &ToolSqs,
     writes: bool,
 ) -> anyhow::Result<(Config, Processors)> {
+    let endpoint = dynamodb_endpoint(endpoint)?;
     let config = tool_config(target, model, sqs, writes).await?;
-    let endpoint = dynamodb_endpoint(endpoint);
     let p = tool_processors(model, &config, endpoint.as_deref(), sqs, writes).await?;
     Ok((config, p))
 }
@@ -274,6 +274,7 @@ async fn tool_config(
     sqs: &ToolSqs,
     writes: bool,
 ) -> anyhow::Result<Config> {
+    jobstream::local::deployed::require_queue_urls_valid(model, |v| std::env::var(v).ok())?;
     let mut config = target.config(model);
     if model.consumers.is_empty() {
         return Ok(config);

@@ -17,6 +17,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use shared::models::table::{GsiProjection, QueueDef, TableDef, STACK_NAMES};
 use shared::models::Model;
 
+use crate::local::sdk_config::endpoint_url_problem;
 use crate::local::sqs_esm::Queue;
 
 /// How to deploy what is missing (the README's "Deploy with AWS CDK").
@@ -248,8 +249,12 @@ const THROTTLED: [&str; 5] = [
 /// A startup call that failed, in the operator's words: the service's code
 /// and message (`ThrottlingException: ...`, not the SDK's "unhandled
 /// error"), and, for a transient fault, that it lasted past the retries
-/// (a call rides out throttles and outages within
-/// [`shared::retry::Retries::startup`]'s budget).
+/// (`run`'s calls ride out throttles and outages within
+/// [`shared::retry::Retries::startup`]'s budget: past it, a timeout, said
+/// so; a tool's client makes its attempts in a second or two, so no
+/// duration is claimed for the rest). A transport failure is its causes'
+/// messages on one line ([`shared::error::causes`]), never the SDK's
+/// `Debug` dump of the request.
 pub fn call_failed<E>(
     call: &str,
     e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
@@ -257,9 +262,9 @@ pub fn call_failed<E>(
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+    use aws_sdk_dynamodb::error::SdkError;
     let budget = shared::retry::Retries::startup().call_budget.as_secs();
-    let transient = format!("still failing after retries for up to {budget} s");
+    let transient = "still failing after retries";
     let what = match &e {
         SdkError::ServiceError(se) => {
             let err = se.err();
@@ -278,9 +283,9 @@ where
              the whole time; the log of JOBSTREAM_LOG=aws_smithy_runtime=debug names each attempt's error)"
         ),
         SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            format!("{}; {transient}", DisplayErrorContext(&e))
+            format!("{}; {transient}", shared::error::causes(&e))
         }
-        _ => DisplayErrorContext(&e).to_string(),
+        _ => shared::error::causes(&e),
     };
     anyhow::anyhow!("{call}: {what}")
 }
@@ -315,6 +320,26 @@ fn none_of(model: &Model, problems: &[String]) -> anyhow::Result<()> {
         model.name,
         problems.join("; ")
     );
+    Ok(())
+}
+
+/// Fails naming each `QUEUE_URL_<LOGICAL>` of `model` set (in `env`) to a
+/// URL that can never work ([`endpoint_url_problem`]): before any call,
+/// instead of a queue call retried as an outage.
+pub fn require_queue_urls_valid(
+    model: &Model,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<()> {
+    let problems: Vec<String> = model
+        .queues()
+        .iter()
+        .filter_map(|q| {
+            let var = shared::lambda::queue_env(q.logical);
+            let url = env(&var).filter(|u| !u.is_empty())?;
+            endpoint_url_problem(&url).map(|why| format!("{var} {url}: {why}"))
+        })
+        .collect();
+    anyhow::ensure!(problems.is_empty(), "{}", problems.join("; "));
     Ok(())
 }
 

@@ -49,7 +49,6 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use shared::item::{n, s, Item};
@@ -202,7 +201,7 @@ pub enum LeaseError {
     /// Its text carries the service's answer (throttled, refused, denied,
     /// a connection closed): an operator reading the log line needs the
     /// cause, not only the step.
-    #[error("ledger {op} on shard {shard}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(cause.as_ref()))]
+    #[error("ledger {op} on shard {shard}: {}", shared::error::causes(cause.as_ref()))]
     Store {
         op: &'static str,
         shard: String,
@@ -427,7 +426,7 @@ impl LeaseTable {
         match self.read(shard_id).await {
             Ok(item) => Some(item),
             Err(read) => {
-                tracing::warn!(shard = shard_id, op, error = %DisplayErrorContext(e), read_error = %DisplayErrorContext(&read), "a lease write failed and reading the lease back failed too: whether it landed is known at the next write");
+                tracing::warn!(shard = shard_id, op, error = %shared::error::causes(e), read_error = %shared::error::causes(&read), "a lease write failed and reading the lease back failed too: whether it landed is known at the next write");
                 None
             }
         }

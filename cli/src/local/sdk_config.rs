@@ -99,30 +99,89 @@ pub fn require_region(cfg: &aws_config::SdkConfig, what: &str) -> anyhow::Result
 /// variables `AWS_ENDPOINT_URL_DYNAMODB`, then `AWS_ENDPOINT_URL` (unless
 /// `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true`), read as the SDK reads
 /// them. Resolved once, so that a loopback endpoint gets the same region
-/// and credentials whichever way it was given.
-pub fn dynamodb_endpoint(flag: Option<String>) -> Option<String> {
-    configured_endpoint(flag, "AWS_ENDPOINT_URL_DYNAMODB", |k| std::env::var(k).ok())
+/// and credentials whichever way it was given. A URL that can never work
+/// ([`endpoint_url_problem`]) is an error naming where it was given, before
+/// any call.
+pub fn dynamodb_endpoint(flag: Option<String>) -> anyhow::Result<Option<String>> {
+    checked_endpoint(configured_endpoint(
+        flag,
+        "--endpoint",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        |k| std::env::var(k).ok(),
+    ))
 }
 
 /// [`dynamodb_endpoint`] for SQS: `--sqs-endpoint` /
 /// `AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL`.
-pub fn sqs_endpoint(flag: Option<String>) -> Option<String> {
-    configured_endpoint(flag, "AWS_ENDPOINT_URL_SQS", |k| std::env::var(k).ok())
+pub fn sqs_endpoint(flag: Option<String>) -> anyhow::Result<Option<String>> {
+    checked_endpoint(configured_endpoint(
+        flag,
+        "--sqs-endpoint",
+        "AWS_ENDPOINT_URL_SQS",
+        |k| std::env::var(k).ok(),
+    ))
 }
 
-fn configured_endpoint(
+fn checked_endpoint(given: Option<(String, &str)>) -> anyhow::Result<Option<String>> {
+    match given {
+        None => Ok(None),
+        Some((url, source)) => match endpoint_url_problem(&url) {
+            None => Ok(Some(url)),
+            Some(why) => anyhow::bail!("{source} {url}: {why}"),
+        },
+    }
+}
+
+/// The endpoint and where it was given: `flag_name` or a variable's name.
+fn configured_endpoint<'a>(
     flag: Option<String>,
-    service_var: &str,
+    flag_name: &'a str,
+    service_var: &'a str,
     env: impl Fn(&str) -> Option<String>,
-) -> Option<String> {
-    let set = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+) -> Option<(String, &'a str)> {
+    let set = |k: &'a str| env(k).filter(|v| !v.trim().is_empty()).map(|v| (v, k));
     let ignored = set("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    flag.filter(|f| !f.trim().is_empty()).or_else(|| {
-        (!ignored)
+        .is_some_and(|(v, _)| v.trim().eq_ignore_ascii_case("true"));
+    match flag.filter(|f| !f.trim().is_empty()) {
+        Some(f) => Some((f, flag_name)),
+        None => (!ignored)
             .then(|| set(service_var).or_else(|| set("AWS_ENDPOINT_URL")))
-            .flatten()
-    })
+            .flatten(),
+    }
+}
+
+/// Why `url` can never work as an endpoint or a queue URL, if it cannot:
+/// no scheme (`127.0.0.1:8000`), a scheme other than `http`/`https`
+/// (`htp://`), no host, or a port that is not a number up to 65535. Such a
+/// URL was retried as an outage for a whole call budget, or failed with
+/// the SDK's dump of the request; it is refused before any call instead.
+pub fn endpoint_url_problem(url: &str) -> Option<String> {
+    const SCHEMES: &str = "http:// or https://";
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Some(format!("no scheme ({SCHEMES})"));
+    };
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return Some(format!("scheme {scheme} is not http or https ({SCHEMES})"));
+    }
+    match url::Url::parse(url) {
+        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => None,
+        Ok(_) | Err(url::ParseError::EmptyHost) => Some("no host".to_string()),
+        Err(url::ParseError::InvalidPort) => {
+            Some("the port is not a number from 0 to 65535".to_string())
+        }
+        Err(e) => Some(format!("not a URL: {e}")),
+    }
+}
+
+/// The parser of a flag taking an endpoint or a queue URL: the value as
+/// given, or why it can never work ([`endpoint_url_problem`]), naming
+/// `var`, the variable the flag reads too (clap names the flag and the
+/// value).
+pub fn url_arg(var: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |s: &str| match endpoint_url_problem(s) {
+        None => Ok(s.to_string()),
+        Some(why) => Err(format!("{why} (from the flag or {var})")),
+    }
 }
 
 /// `cfg`'s credentials, or a one-line startup error saying how to give
@@ -223,28 +282,61 @@ mod tests {
         ];
         let (local, both) = (LOCAL, BOTH);
         let flag = Some("http://127.0.0.1:1".to_string());
+        let endpoint = |flag: Option<String>, var, env| {
+            configured_endpoint(flag, "--flag", var, env).map(|(url, from)| format!("{from} {url}"))
+        };
         assert_eq!(
-            configured_endpoint(flag.clone(), "AWS_ENDPOINT_URL_DYNAMODB", env(both)),
-            flag,
+            endpoint(flag, "AWS_ENDPOINT_URL_DYNAMODB", env(both)).as_deref(),
+            Some("--flag http://127.0.0.1:1"),
             "the flag first"
         );
         assert_eq!(
-            configured_endpoint(None, "AWS_ENDPOINT_URL_DYNAMODB", env(both)).as_deref(),
-            Some("http://127.0.0.1:2"),
+            endpoint(None, "AWS_ENDPOINT_URL_DYNAMODB", env(both)).as_deref(),
+            Some("AWS_ENDPOINT_URL_DYNAMODB http://127.0.0.1:2"),
             "the service's variable before the global one"
         );
         assert_eq!(
-            configured_endpoint(None, "AWS_ENDPOINT_URL_SQS", env(both)).as_deref(),
-            Some(local)
+            endpoint(None, "AWS_ENDPOINT_URL_SQS", env(both)),
+            Some(format!("AWS_ENDPOINT_URL {local}"))
         );
         assert_eq!(
-            configured_endpoint(None, "AWS_ENDPOINT_URL_SQS", env(IGNORED)),
+            endpoint(None, "AWS_ENDPOINT_URL_SQS", env(IGNORED)),
             None,
             "ignored as the SDK ignores them"
         );
+        assert_eq!(endpoint(None, "AWS_ENDPOINT_URL_SQS", env(&[])), None);
+    }
+
+    #[test]
+    fn an_endpoint_url_that_can_never_work_says_why() {
+        for good in [
+            "http://127.0.0.1:8000",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            "HTTP://localhost:4566/",
+            "http://[::1]:9",
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/q",
+        ] {
+            assert_eq!(endpoint_url_problem(good), None, "{good}");
+        }
+        for (bad, why) in [
+            ("127.0.0.1:8300", "no scheme (http:// or https://)"),
+            ("localhost:8000", "no scheme"),
+            ("http//127.0.0.1:8000", "no scheme"),
+            ("htp://127.0.0.1:8300", "scheme htp is not http or https"),
+            ("ftp://127.0.0.1:8300", "scheme ftp"),
+            ("http://127.0.0.1:notaport", "the port is not a number"),
+            ("http://127.0.0.1:99999", "the port is not a number"),
+            ("http://127.0.0.1:8000:1", "the port is not a number"),
+            ("http://:8000", "no host"),
+            ("https://", "no host"),
+        ] {
+            let said = endpoint_url_problem(bad).unwrap_or_default();
+            assert!(said.contains(why), "{bad}: {said:?}");
+        }
+        let from_env = checked_endpoint(Some(("127.0.0.1:1".into(), "AWS_ENDPOINT_URL")));
         assert_eq!(
-            configured_endpoint(None, "AWS_ENDPOINT_URL_SQS", env(&[])),
-            None
+            from_env.unwrap_err().to_string(),
+            "AWS_ENDPOINT_URL 127.0.0.1:1: no scheme (http:// or https://)"
         );
     }
 

@@ -613,7 +613,7 @@ impl QueueMapping {
             .send()
             .await
             .map(|out| out.failed().iter().map(|f| f.code().to_string()).collect())
-            .map_err(|e| aws_smithy_types::error::display::DisplayErrorContext(&e).to_string())
+            .map_err(|e| shared::error::sdk_cause(&e))
     }
 
     /// Makes `messages` visible again at once (a stopped poller's): the

@@ -14,18 +14,34 @@ use crate::local::on_failure::{FailureQueue, OnFailureConfig};
 pub struct ConsumerArgs {
     /// Where shards without a checkpoint start: trim-horizon (as the
     /// deployed stack) or latest.
-    #[arg(long, default_value = "trim-horizon")]
+    #[arg(
+        long,
+        env = "JOBSTREAM_STARTING_POSITION",
+        default_value = "trim-horizon"
+    )]
     pub starting_position: StartingPosition,
     /// Ignore the stored checkpoints and replay every shard from
     /// TRIM_HORIZON (effects are idempotent: the derived data does not change).
+    /// A flag only, no variable: a one-off, not a setting every restart
+    /// of a unit would replay the stream with.
     #[arg(long)]
     pub from_start: bool,
     /// Append records that exhausted their retries to this file (JSON lines:
     /// shard, sequence numbers, reason).
-    #[arg(long, default_value = "jobstream-failures.jsonl")]
+    #[arg(
+        long,
+        env = "JOBSTREAM_ON_FAILURE_FILE",
+        value_name = "PATH",
+        default_value = "jobstream-failures.jsonl"
+    )]
     pub on_failure_file: PathBuf,
     /// Also send them to this SQS queue, like the deployed stack.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "JOBSTREAM_ON_FAILURE_QUEUE_URL",
+        value_name = "URL",
+        value_parser = crate::local::engine::url_arg("JOBSTREAM_ON_FAILURE_QUEUE_URL")
+    )]
     pub on_failure_queue_url: Option<String>,
     /// This process's lease owner (default: host:pid:random). Give a stable
     /// one to a process that is restarted in place, so it takes its leases
@@ -37,7 +53,7 @@ pub struct ConsumerArgs {
     /// wall clocks are compared across hosts). Leases are renewed every
     /// third of it, and released at once on SIGTERM / SIGINT.
     /// At most a day.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=LONGEST.as_secs()))]
+    #[arg(long, env = "JOBSTREAM_LEASE_TTL_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=LONGEST.as_secs()))]
     pub lease_ttl_secs: u64,
     /// On SIGTERM / SIGINT: the bound of the whole stop, from the signal to
     /// the process's end, whatever DynamoDB does. No new batch starts and no
@@ -48,7 +64,12 @@ pub struct ConsumerArgs {
     /// within the rest but a twentieth (at most 250 ms) kept for the exit (a
     /// release that does not finish lets its lease run out by its TTL); the
     /// last line says when the stop ended. `10s`, `500ms`, `2m` or seconds; at most a day.
-    #[arg(long, default_value = "10s", value_parser = parse_bounded_duration)]
+    #[arg(
+        long,
+        env = "JOBSTREAM_SHUTDOWN_GRACE",
+        default_value = "10s",
+        value_parser = parse_bounded_duration
+    )]
     pub shutdown_grace: Duration,
     /// Print CloudWatch Embedded Metric Format lines (namespace
     /// `jobstream`, dimension `Processor`): each stream mapping's
@@ -56,8 +77,8 @@ pub struct ConsumerArgs {
     /// of the shards this process holds; none held, no datapoint) and
     /// `ShardsUnread` (the shards it sees nobody reading) with every status
     /// line, and every batch's counters (`BadInput`, `Processed`, ...) as
-    /// the Lambdas print them.
-    #[arg(long)]
+    /// the Lambdas print them. From the environment: `true` or `false`.
+    #[arg(long, env = "JOBSTREAM_EMIT_METRICS")]
     pub emit_metrics: bool,
     /// Serve Prometheus metrics on `http://ADDR/metrics`, and the probes
     /// `/healthz` (live) and `/readyz` (shards listed and leases read:

@@ -58,7 +58,7 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                             .handler
                             .handle(event)
                             .await
-                            .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e:?}"))?;
+                            .map_err(|e| anyhow::anyhow!("repair job on {queue}: {e}"))?;
                         anyhow::ensure!(
                             resp.batch_item_failures.is_empty(),
                             "repair job on {queue} failed"

@@ -445,12 +445,7 @@ pub trait Context<T> {
 
 impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E> {
     fn context(self, what: &str) -> Result<T, Failed> {
-        self.map_err(|e| {
-            Failed(format!(
-                "{what}: {}",
-                aws_smithy_types::error::display::DisplayErrorContext(&e)
-            ))
-        })
+        self.map_err(|e| Failed(format!("{what}: {}", crate::error::causes(&e))))
     }
 }
 

@@ -732,3 +732,31 @@ async fn a_lease_that_runs_out_cancels_the_invocation_in_flight() {
         .unwrap();
     proxy.clear();
 }
+
+/// A ledger call's failure, as logged and returned: the causes' messages
+/// on one line, not the SDK's `Debug` form of the error (the request, the
+/// response) that `DisplayErrorContext` ends with.
+#[test]
+fn a_ledger_failure_says_its_causes_without_the_sdks_debug_form() {
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+    let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+    let sdk: aws_sdk_dynamodb::error::SdkError<UpdateItemError, _> =
+        aws_sdk_dynamodb::error::SdkError::<_, aws_sdk_dynamodb::config::http::HttpResponse>::dispatch_failure(
+            aws_sdk_dynamodb::error::ConnectorError::io(refused.into()),
+        );
+    let e = crate::local::lease::LeaseError::Store {
+        op: "renew",
+        shard: "shardId-1".into(),
+        cause: Box::new(sdk.into()),
+    };
+    let said = e.to_string();
+    assert!(
+        said.starts_with("ledger renew on shard shardId-1: "),
+        "{said}"
+    );
+    assert!(said.contains("refused"), "{said}");
+    assert!(
+        !said.contains('{') && !said.contains("DispatchFailure("),
+        "{said}"
+    );
+}
