@@ -377,3 +377,52 @@ async fn a_failed_startup_call_is_one_line_without_the_sdks_dump() {
         assert!(!err.contains(dump), "{dump}: {err}");
     }
 }
+
+/// The refusal of an on-failure file that cannot be appended to suggested
+/// `--on-failure-queue-url` as the way out (ops11 #6), which does not help:
+/// the file is required with or without the queue. It names the flag and
+/// its variable instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_on_failure_file_is_refused_saying_what_helps() {
+    let engine = crate::support::start_engine().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let (table, ledger) = (format!("hr-{suffix}"), format!("ledger-{suffix}"));
+    let hr = shared::models::find("hr").expect("shipped");
+    ensure_table(&client, &hr.table, &table).await.unwrap();
+    ensure_table(&client, &shared::models::table::ledger(), &ledger)
+        .await
+        .unwrap();
+    let cwd = std::env::temp_dir().join(format!("ro-{suffix}"));
+    std::fs::create_dir_all(cwd.join("jobstream-failures.jsonl")).unwrap();
+    let endpoint = engine.endpoint();
+    let env = clean(&[
+        ("MODEL", "hr"),
+        ("JOBSTREAM_ENDPOINT", &endpoint),
+        ("TABLE_NAME", &table),
+        ("LEDGER_TABLE_NAME", &ledger),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "x"),
+        ("AWS_SECRET_ACCESS_KEY", "y"),
+    ]);
+    for extra in [
+        vec![],
+        args(&[
+            "--on-failure-queue-url",
+            "http://127.0.0.1:1/000000000000/failures",
+        ]),
+    ] {
+        let mut argv = args(&["run"]);
+        argv.extend(extra);
+        let out = configured(argv.clone(), env.clone(), Some(cwd.clone())).await;
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{argv:?}: {err}");
+        assert!(
+            err.contains("--on-failure-file jobstream-failures.jsonl cannot be appended to"),
+            "{argv:?}: {err}"
+        );
+        assert!(err.contains("JOBSTREAM_ON_FAILURE_FILE"), "{argv:?}: {err}");
+        assert!(!err.contains("or send them to SQS"), "{argv:?}: {err}");
+    }
+    std::fs::remove_dir_all(&cwd).ok();
+}

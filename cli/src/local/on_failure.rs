@@ -170,8 +170,9 @@ pub async fn check(config: &OnFailureConfig) -> anyhow::Result<()> {
         .with_context(|| {
             format!(
                 "--on-failure-file {} cannot be appended to: records given up would have \
-                 nowhere to go. Give a writable path (in a container, a mounted volume), or \
-                 send them to SQS with --on-failure-queue-url",
+                 nowhere to go. Give a writable path (--on-failure-file or \
+                 JOBSTREAM_ON_FAILURE_FILE; in a container, a mounted volume): the file is \
+                 needed with --on-failure-queue-url too",
                 path.display()
             )
         })?;
