@@ -22,7 +22,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
+    cel_name, cel_str, enum_of, fresh, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
     DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
 };
 
@@ -65,11 +65,14 @@ impl Casing {
 }
 
 /// A key as ElectroDB writes it: literal text, then (label, attribute)
-/// pairs; building stops at the first absent attribute.
+/// pairs, then a template's text after its last attribute (`FEED` of a
+/// constant template: all of it); building stops at the first absent
+/// attribute, before the tail.
 #[derive(Debug, Clone, PartialEq)]
 struct KeyShape {
     prefix: String,
     composites: Vec<(String, String)>,
+    tail: String,
     casing: Casing,
 }
 
@@ -138,19 +141,16 @@ fn shape(
     service: &str,
     index: &Map<String, Json>,
     is_pk: bool,
-    notes: &mut Vec<String>,
 ) -> KeyShape {
     let casing = Casing::of(key.get("casing").and_then(Json::as_str));
     if let Some(t) = key.get("template").and_then(Json::as_str) {
+        // ElectroDB's `_makeKey` writes the text after the last attribute
+        // too (once every attribute is there), cased as the rest.
         let (labels, tail) = template_shape(t);
-        if !tail.is_empty() {
-            notes.push(format!(
-                "the template `{t}` ends in `{tail}` after its last attribute: ElectroDB drops it; so does this key"
-            ));
-        }
         return KeyShape {
             prefix: String::new(),
             composites: labels,
+            tail,
             casing,
         };
     }
@@ -187,6 +187,7 @@ fn shape(
     KeyShape {
         prefix,
         composites: names.into_iter().map(|n| (format!("#{n}_"), n)).collect(),
+        tail: String::new(),
         casing,
     }
 }
@@ -219,6 +220,8 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let mut gsis: Vec<DraftGsi> = Vec::new();
     let mut notes = Vec::new();
     let mut entities = Vec::new();
+    // Entities left out: their primary index has no sort key.
+    let mut no_sort_key: Vec<String> = Vec::new();
     for (i, s) in schemas.iter().enumerate() {
         let model = s
             .get("model")
@@ -267,6 +270,34 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         };
         let mut taken: Vec<String> = attrs.iter().map(|a| a.field.clone()).collect();
         let attr = |n: &str| attrs.iter().find(|a| a.name == n);
+        // The primary index (no `index`, or ElectroDB's table index `""`).
+        let is_primary = |i: &Json| {
+            i.get("index")
+                .and_then(Json::as_str)
+                .is_none_or(str::is_empty)
+        };
+        let Some((primary_name, primary)) = indexes.iter().find(|(_, i)| is_primary(i)) else {
+            return Err(err(
+                &format!("{at}.indexes"),
+                "no primary index (an index without `index`)".into(),
+            ));
+        };
+        let primary_key = |k: &str| {
+            primary
+                .get(k)
+                .filter(|v| v.is_object())
+                .and_then(|v| v.get("field"))
+                .and_then(Json::as_str)
+        };
+        let primary_pk = primary_key("pk");
+        if primary_key("sk").is_none() {
+            notes.push(format!(
+                "entity `{entity}` is not imported: its primary index `{primary_name}` has no sort key (partition key `{}` only), and a model file's table has one: DynamoDB refuses an item without the table's sort key, so ElectroDB can write `{entity}` only to a table keyed by its partition key alone, which a model file cannot describe (keep it in a table of its own)",
+                primary_pk.unwrap_or("?")
+            ));
+            no_sort_key.push(entity.to_string());
+            continue;
+        }
         for (index_name, index) in indexes {
             let ia = format!("{at}.indexes.{index_name}");
             let index = index
@@ -281,16 +312,23 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 .ok_or_else(|| err(&format!("{ia}.pk.field"), "missing".into()))?;
             let sk = index.get("sk").filter(|v| v.is_object());
             let sk_field = sk.and_then(|k| k.get("field")).and_then(Json::as_str);
+            let secondary = index
+                .get("index")
+                .and_then(Json::as_str)
+                .filter(|i| !i.is_empty());
+            // A secondary index keyed by the table's partition key is a
+            // local one (ElectroDB declares an LSI so): model files declare
+            // global indexes only.
+            let local = secondary.filter(|_| primary_pk == Some(pk_field));
             if index.get("type").and_then(Json::as_str) == Some("clustered") {
                 // The index is declared (a table made from the file has
                 // it); its keys are the hand's.
-                let gsi = index.get("index").and_then(Json::as_str);
-                if let (Some(gsi), Some(sk_field)) = (gsi, sk_field) {
+                if let (Some(gsi), Some(sk_field), None) = (secondary, sk_field, local) {
                     declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
                 }
                 e.notes.push(format!(
                     "index `{index_name}` is clustered (the entity name after the sort key's attributes): {}its keys are not reproduced; write them by hand",
-                    if gsi.is_some() && sk_field.is_some() { "declared in the table's gsis, " } else { "" }
+                    if secondary.is_some() && sk_field.is_some() && local.is_none() { "declared in the table's gsis, " } else { "" }
                 ));
                 continue;
             }
@@ -302,15 +340,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             };
             let mut shapes = Vec::new();
             for (k, is_pk) in [(pk, true), (sk.unwrap_or(&Json::Null), false)] {
-                shapes.push(shape(
-                    k,
-                    entity,
-                    version,
-                    service,
-                    index,
-                    is_pk,
-                    &mut e.notes,
-                ));
+                shapes.push(shape(k, entity, version, service, index, is_pk));
             }
             for sh in &shapes {
                 for (_, n) in &sh.composites {
@@ -322,90 +352,114 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                     }
                 }
             }
-            match index.get("index").and_then(Json::as_str) {
+            let Some(gsi) = secondary else {
+                // The primary index: the table's keys.
+                let keys = (pk_field.to_string(), sk_field.to_string());
+                match &table_keys {
+                    None => table_keys = Some(keys.clone()),
+                    Some(k) if *k != keys => {
+                        return Err(err(
+                            &ia,
+                            format!(
+                                "the table's keys are ({}, {}) for another entity, ({}, {}) here: one table, one pair",
+                                k.0, k.1, keys.0, keys.1
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
+                    numbers_in_key(sh, &attrs, &mut e.notes);
+                    let t = key_template(sh, &attrs, &mut taken, &mut e.checks, &mut e.notes);
+                    e.key.push((field.to_string(), t));
+                }
+                continue;
+            };
+            // The keys the file projects: an LSI's sort key only (its
+            // partition key is the table's, which its template says).
+            let mut keys = vec![(pk_field, &shapes[0]), (sk_field, &shapes[1])];
+            match local {
                 None => {
-                    // The primary index: the table's keys.
-                    let keys = (pk_field.to_string(), sk_field.to_string());
-                    match &table_keys {
-                        None => table_keys = Some(keys.clone()),
-                        Some(k) if *k != keys => {
-                            return Err(err(
-                                &ia,
-                                format!(
-                                    "the table's keys are ({}, {}) for another entity, ({}, {}) here: one table, one pair",
-                                    k.0, k.1, keys.0, keys.1
-                                ),
-                            ))
-                        }
-                        Some(_) => {}
-                    }
-                    for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
-                        let t = key_template(sh, &attrs, &mut taken, &mut e.checks, &mut e.notes);
-                        e.key.push((field.to_string(), t));
-                    }
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?
                 }
-                Some(gsi) => {
-                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
-                    let condition = index.get("condition").and_then(Json::as_str);
-                    let mut index_reads: Vec<&Attribute> = Vec::new();
-                    for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
-                        if let Some(a) = attr(n) {
-                            if !index_reads.iter().any(|r| r.name == a.name) {
-                                index_reads.push(a);
-                            }
+                Some(lsi) => {
+                    keys.retain(|(f, _)| Some(*f) != primary_pk && Some(*f) != primary_key("sk"));
+                    let primary_pk_shape = primary
+                        .as_object()
+                        .zip(primary.get("pk"))
+                        .map(|(p, k)| shape(k, entity, version, service, p, true));
+                    let differs = if primary_pk_shape.as_ref() != Some(&shapes[0]) {
+                        format!("; its partition key is built otherwise than the primary index's, and both write `{pk_field}`: the primary index's is the one this file reads")
+                    } else {
+                        String::new()
+                    };
+                    e.notes.push(format!(
+                        "index `{index_name}` (`{lsi}`) is a local secondary index (its partition key is the table's `{pk_field}`): not declared, as model files declare global indexes (queries on it are written by hand){}{differs}",
+                        match keys.first() {
+                            Some((f, _)) => format!("; its sort key `{f}` is projected"),
+                            None => String::new(),
                         }
-                    }
-                    if let Some(a) = index_reads.iter().find(|a| !cel_name(&a.field)) {
-                        e.notes.push(format!(
-                            "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
-                            a.field,
-                            unnamable(&a.field)
-                        ));
+                    ));
+                    if keys.is_empty() {
                         continue;
                     }
-                    if index_reads.is_empty() {
-                        e.notes.push(format!(
-                            "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
-                        ));
-                        continue;
-                    }
-                    for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
-                        let mut p = projection(field, sh, &index_reads, &attrs);
-                        if let Some(c) = condition {
-                            let n = format!(
-                                "index `{index_name}` is written only while `{c}` holds: write it as \
-                                 `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute"
-                            );
-                            p.note = Some(match p.note {
-                                Some(o) => format!("{o}; {n}"),
-                                None => n,
-                            });
-                        }
-                        e.project.push(p);
+                }
+            }
+            let condition = index.get("condition").and_then(Json::as_str);
+            let mut index_reads: Vec<&Attribute> = Vec::new();
+            for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
+                if let Some(a) = attr(n) {
+                    if !index_reads.iter().any(|r| r.name == a.name) {
+                        index_reads.push(a);
                     }
                 }
+            }
+            if let Some(a) = index_reads.iter().find(|a| !cel_name(&a.field)) {
+                e.notes.push(format!(
+                    "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
+                    a.field,
+                    unnamable(&a.field)
+                ));
+                continue;
+            }
+            if index_reads.is_empty() {
+                e.notes.push(format!(
+                    "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
+                ));
+                continue;
+            }
+            for (field, sh) in keys {
+                numbers_in_key(sh, &attrs, &mut e.notes);
+                let mut p = projection(field, sh, &index_reads, &attrs);
+                if let Some(c) = condition {
+                    let n = format!(
+                        "index `{index_name}` is written only while `{c}` holds: write it as \
+                         `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute"
+                    );
+                    p.note = Some(match p.note {
+                        Some(o) => format!("{o}; {n}"),
+                        None => n,
+                    });
+                }
+                e.project.push(p);
             }
         }
         if e.key.is_empty() {
             return Err(err(
-                &format!("{at}.indexes"),
-                "no primary index (an index without `index`)".into(),
+                &format!("{at}.indexes.{primary_name}"),
+                "the primary index gives no table keys (a clustered one's are not reproduced)"
+                    .into(),
             ));
         }
         for a in &attrs {
-            if let Some(d) = draft_attr(a) {
-                e.attributes.push(d);
-            } else {
-                e.notes.push(format!(
-                    "`{}` ({}) is not typed: model files type scalars, string sets, lists and maps",
-                    a.field,
-                    a.kind()
-                ));
+            match draft_attr(a) {
+                Ok(d) => e.attributes.push(d),
+                Err(why) => e.notes.push(why),
             }
         }
         e.attributes.push(DraftAttr {
             name: VERSION_FIELD.to_string(),
-            ty: DraftTy::Enum(vec![version.to_string()]),
+            ty: DraftTy::Enum(vec![Json::String(version.to_string())]),
             optional: false,
             note: None,
         });
@@ -416,7 +470,19 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         }
         entities.push(e);
     }
-    let (pk, sk) = table_keys.ok_or_else(|| err("indexes", "no primary index".into()))?;
+    let (pk, sk) = match (table_keys, no_sort_key.first()) {
+        (Some(keys), _) => keys,
+        (None, Some(entity)) => {
+            return Err(err(
+                &format!("{entity}.indexes"),
+                format!(
+                    "no sort key: the primary index of {} has a partition key only, and a model file's table has a sort key (single-table designs do): nothing to import",
+                    no_sort_key.join(", ")
+                ),
+            ))
+        }
+        (None, None) => return Err(err("indexes", "no primary index".into())),
+    };
     Ok(Draft {
         name: name.to_string(),
         about: format!("imported from the ElectroDB entities {path}"),
@@ -427,7 +493,6 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         gsis,
         entity_type: ENTITY_FIELD.to_string(),
         ttl: None,
-        writer_type_free: None,
         entities,
     })
 }
@@ -452,8 +517,17 @@ fn declare_gsi(gsis: &mut Vec<DraftGsi>, gsi: &str, pk: &str, sk: &str) -> Resul
     }
 }
 
-fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
+/// An attribute as the file types it, or the TODO saying why it is not
+/// declared.
+fn draft_attr(a: &Attribute) -> Result<DraftAttr, String> {
     let mut notes = Vec::new();
+    let untyped = || {
+        format!(
+            "`{}` ({}) is not typed: model files type scalars, string sets, lists and maps",
+            a.field,
+            a.kind()
+        )
+    };
     let ty = match a.kind() {
         "string" => DraftTy::Named("string"),
         // Any number DynamoDB holds, fractions too; padded with `0` in keys,
@@ -461,22 +535,23 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
         "number" if a.padding().is_some_and(|(_, ch)| ch == "0") => DraftTy::Named("int"),
         "number" => DraftTy::Named("number"),
         "boolean" => DraftTy::Named("bool"),
-        "enum" => DraftTy::Enum(
-            a.def
-                .get("type")
-                .and_then(Json::as_array)
-                .map(|v| {
-                    v.iter()
-                        .map(|x| x.as_str().map(str::to_string).unwrap_or(x.to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        ),
+        "enum" => {
+            let values = a.def.get("type").and_then(Json::as_array);
+            match enum_of(values.map(Vec::as_slice).unwrap_or_default()) {
+                Ok(ty) => ty,
+                // Numbers with fractions: a `number`, the values said.
+                Err(why) if values.is_some_and(|v| v.iter().all(Json::is_number)) => {
+                    notes.push(why);
+                    DraftTy::Named("number")
+                }
+                Err(why) => return Err(format!("`{}`: {why}; not declared", a.field)),
+            }
+        }
         "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
             DraftTy::Named("set")
         }
         "list" | "map" => DraftTy::Named(if a.kind() == "list" { "list" } else { "map" }),
-        _ => return None,
+        _ => return Err(untyped()),
     };
     if a.field != a.name {
         notes.push(format!(
@@ -494,6 +569,12 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
                 "default" => format!(
                     "default `{v}`: ElectroDB fills it in on put; here the attribute is read as written"
                 ),
+                // A RegExp that `JSON.stringify` wrote as an object.
+                "validate" if v == "{}" => "validate `{}`: a regular expression lost in the export \
+                     (`JSON.stringify` writes one as `{}`: export it with \
+                     `v instanceof RegExp ? v.source : ...`, as the README shows, to see it here); \
+                     write it as a `check:` (CEL)"
+                    .to_string(),
                 "validate" => format!("validate `{v}`: write it as a `check:` (CEL)"),
                 _ => format!("{f} `{v}`: a JS function with no equivalent here"),
             });
@@ -506,12 +587,30 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
             ));
         }
     }
-    Some(DraftAttr {
+    Ok(DraftAttr {
         name: a.field.clone(),
         ty,
         optional: !a.required(),
         note: (!notes.is_empty()).then(|| notes.join("; ")),
     })
+}
+
+/// A TODO for each `number` a key holds as it is (not padded): ElectroDB
+/// writes it as JavaScript's `String(n)` does, with an exponent below 1e-6
+/// and from 1e21, where the file renders none (once per attribute).
+fn numbers_in_key(sh: &KeyShape, attrs: &[Attribute], notes: &mut Vec<String>) {
+    for (_, n) in &sh.composites {
+        let Some(a) = attrs.iter().find(|a| a.name == *n) else {
+            continue;
+        };
+        if a.kind() != "number" || a.padding().is_some_and(|(_, ch)| ch == "0") {
+            continue;
+        }
+        let note = super::number_in_key(&a.field, "ElectroDB");
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
 }
 
 /// The CEL expression of a composite's value as ElectroDB writes it in a key
@@ -593,6 +692,7 @@ fn key_template(
             }
         }
     }
+    t.push_str(&sh.casing.apply(&sh.tail));
     t
 }
 
@@ -636,10 +736,16 @@ fn projection(
                 t.push_str(&format!("${{{}}}", hole(a)));
             }
         }
+        t.push_str(&sh.casing.apply(&sh.tail));
         t
     } else {
-        // prefix + label1 + (v1 == null ? '' : v1 + label2 + (v2 == null ? '' : v2 ...))
-        let mut tail = String::new();
+        // prefix + label1 + (v1 == null ? '' : v1 + label2 + (v2 == null ?
+        // '' : v2 + tail)): the template's tail follows the last attribute.
+        let mut tail = if sh.tail.is_empty() {
+            String::new()
+        } else {
+            cel_str(&sh.casing.apply(&sh.tail))
+        };
         for (i, (label, n)) in sh.composites.iter().enumerate().rev() {
             let Some(a) = attr(n) else { continue };
             let v = if a.is_text() || transformed(a, sh.casing).is_some() {

@@ -127,3 +127,130 @@ fn input_that_is_not_an_entity_is_refused_with_where_and_why() {
         "{e}"
     );
 }
+
+/// The projection of `attr` in the draft's entity `entity`.
+fn projected(d: &Draft, entity: &str, attr: &str) -> Option<String> {
+    d.entities
+        .iter()
+        .find(|e| e.name == entity)?
+        .project
+        .iter()
+        .find(|p| p.attr == attr)
+        .map(|p| p.value.clone())
+}
+
+/// imp11's finding 1: a constant key template (`template: 'FEED',
+/// composite: []`) was imported as `""` with a TODO saying ElectroDB drops
+/// the text: ElectroDB writes it, cased (`feed` by default, `FEED` with
+/// `casing: none`), and text after a template's last attribute too
+/// (`PUB#x#V1`; measured in tests/integration/import.rs).
+#[test]
+fn a_constant_template_and_a_template_tail_are_written_as_electrodb_writes_them() {
+    let d = imported(
+        r#"{"model":{"entity":"post","service":"blog","version":"1"},"attributes":{"postId":{"type":"string","required":true},"at":{"type":"string","required":true},"opt":{"type":"string"}},"indexes":{"byId":{"pk":{"field":"pk","composite":["postId"],"template":"POST#${postId}#X","casing":"none"},"sk":{"field":"sk","template":"POST","composite":[]}},"feed":{"index":"gsi1","pk":{"field":"gsi1pk","template":"FEED","composite":[]},"sk":{"field":"gsi1sk","template":"PUB#${at}#${postId}#V1","composite":["at","postId"],"casing":"upper"}},"all":{"index":"gsi2","pk":{"field":"gsi2pk","template":"ALL","composite":[],"casing":"none"},"sk":{"field":"gsi2sk","template":"O#${opt}#E","composite":["opt"]}}}}"#,
+    );
+    let yaml = loads(&d);
+    let e = &d.entities[0];
+    assert_eq!(
+        e.key,
+        vec![
+            ("pk".to_string(), "POST#${postId}#X".to_string()),
+            ("sk".to_string(), "post".to_string())
+        ]
+    );
+    assert_eq!(projected(&d, "post", "gsi1pk").as_deref(), Some("feed"));
+    assert_eq!(
+        projected(&d, "post", "gsi1sk").as_deref(),
+        Some("PUB#${upper(at)}#${upper(postId)}#V1")
+    );
+    assert_eq!(
+        projected(&d, "post", "gsi2pk").as_deref(),
+        Some("${opt == null ? null : 'ALL'}")
+    );
+    assert_eq!(
+        projected(&d, "post", "gsi2sk").as_deref(),
+        Some("${opt == null ? null : 'o#' + lower(opt) + '#e'}")
+    );
+    assert!(!yaml.contains("drops it"), "{yaml}");
+}
+
+/// imp11's finding 2: an index whose partition key is the table's (a
+/// local secondary index, `index: 'lsi1'`) was declared a GSI projecting
+/// the table's `pk`, a file check-model refused. It is noted, not
+/// declared, and only its sort key is projected.
+#[test]
+fn a_local_secondary_index_is_noted_not_declared_its_sort_key_projected() {
+    let d = imported(
+        r#"{"model":{"entity":"tag","service":"blog","version":"1"},"attributes":{"tag":{"type":"string","required":true},"postId":{"type":"string","required":true},"label":{"type":"string"}},"indexes":{"byPost":{"index":"lsi1","pk":{"field":"pk","composite":["tag"],"casing":"upper"},"sk":{"field":"lsi1sk","composite":["label"]}},"byTag":{"pk":{"field":"pk","composite":["tag"],"casing":"upper"},"sk":{"field":"sk","composite":["postId"]}}}}"#,
+    );
+    loads(&d);
+    assert!(d.gsis.is_empty(), "{:?}", d.gsis);
+    let e = &d.entities[0];
+    assert_eq!(
+        e.project
+            .iter()
+            .map(|p| p.attr.as_str())
+            .collect::<Vec<_>>(),
+        ["lsi1sk"]
+    );
+    assert!(
+        e.notes
+            .iter()
+            .any(|n| n.contains("index `byPost` (`lsi1`)")),
+        "{:?}",
+        e.notes
+    );
+}
+
+/// imp11's finding 3: an entity whose primary index has no sort key
+/// failed the whole import with "no primary index". The other entities
+/// are imported and a TODO says why it is not; alone, the error names it
+/// and the cause.
+#[test]
+fn an_entity_without_a_sort_key_is_left_out_saying_why() {
+    let setting = r#"{"model":{"entity":"setting","service":"blog","version":"2"},"attributes":{"key":{"type":"string","required":true}},"indexes":{"primary":{"pk":{"field":"pk","composite":["key"],"template":"SETTING#${key}"}}}}"#;
+    let post = r#"{"model":{"entity":"post","service":"blog","version":"1"},"attributes":{"postId":{"type":"string","required":true}},"indexes":{"byId":{"pk":{"field":"pk","composite":["postId"]},"sk":{"field":"sk","composite":[]}}}}"#;
+    let d = imported(&format!("[{setting},{post}]"));
+    loads(&d);
+    assert_eq!(d.entities.len(), 1);
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("entity `setting` is not imported") && n.contains("no sort key")),
+        "{:?}",
+        d.notes
+    );
+    let e = import(&format!("[{setting}]"), "e.json", "e", "tbl").unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains("setting") && e.contains("no sort key") && !e.contains("no primary index"),
+        "{e}"
+    );
+}
+
+/// imp11's finding 4 (its OneTable counterpart): an enum is typed as
+/// written; a list a model file's enum cannot hold is said.
+#[test]
+fn enums_are_typed_as_written() {
+    let d = imported(
+        r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"level":{"type":[1,2,3]},"state":{"type":["on","off"]},"mixed":{"type":["a",1]}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}}}}"#,
+    );
+    let yaml = loads(&d);
+    assert!(yaml.contains("\"level?\": [1, 2, 3]"), "{yaml}");
+    assert!(yaml.contains("\"state?\": [\"on\", \"off\"]"), "{yaml}");
+    assert!(yaml.contains("values of several kinds"), "{yaml}");
+}
+
+/// imp11's findings 7 and 8: a `validate` regular expression exported
+/// with `JSON.stringify` alone arrives as `{}` (said, with the export
+/// that keeps it), and a number in a key is rendered by JavaScript with an
+/// exponent below 1e-6 (`1e-7`) where the file expects none (said).
+#[test]
+fn a_lost_regex_and_a_number_in_a_key_are_said() {
+    let d = imported(
+        r#"{"model":{"entity":"a","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"price":{"type":"number","required":true},"email":{"type":"string","validate":{}}},"indexes":{"p":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":["price"]}}}}"#,
+    );
+    let yaml = loads(&d);
+    assert!(yaml.contains("instanceof RegExp"), "{yaml}");
+    assert!(yaml.contains("exponent"), "{yaml}");
+}

@@ -19,8 +19,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, holes, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
-    DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
+    cel_name, cel_str, enum_of, fresh, holes, ident, number_in_key, pad_number, unnamable, Draft,
+    DraftAttr, DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
 };
 
 /// A piece of a OneTable value template.
@@ -242,18 +242,18 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         }
     }
     // OneTable keeps one item per value of a `unique: true` field, keyed
-    // `_unique#...` with no type field: an entity of its own, implying
-    // nothing, so that such an item is read and left alone (not bad input).
+    // `_unique#...` and typed `_Unique` (its model's name, in the type
+    // field, as OneTable 2.7.7 writes it): an entity of that name, implying
+    // nothing, so that such an item is read and left alone (not bad input)
+    // while every other item's type is still checked.
     let unique = models.values().filter_map(Json::as_object).any(|fields| {
         fields
             .values()
             .any(|d| d.get("unique").and_then(Json::as_bool) == Some(true))
     });
-    let mut writer_type_free = None;
     if unique {
-        let taken: Vec<String> = entities.iter().map(|e| e.name.clone()).collect();
         entities.push(DraftEntity {
-            name: fresh("onetable_unique", &taken),
+            name: UNIQUE_MODEL.to_string(),
             notes: vec![],
             key: vec![
                 (pk.clone(), "_unique#${value}".to_string()),
@@ -263,10 +263,6 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             checks: vec![],
             project: vec![],
         });
-        writer_type_free = Some(format!(
-            "OneTable's unique-value items (`onetable_unique`) carry no `{type_field}`: the type of\n\
-             a writer's item is not checked (its key says its entity)."
-        ));
     }
     Ok(Draft {
         name: name.to_string(),
@@ -278,10 +274,13 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         gsis,
         entity_type: type_field,
         ttl,
-        writer_type_free,
         entities,
     })
 }
+
+/// The model OneTable writes the `_unique#` items of `unique: true` fields
+/// as (its name, in the type field).
+const UNIQUE_MODEL: &str = "_Unique";
 
 struct Keys<'a> {
     pk: &'a str,
@@ -348,19 +347,22 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
         "binary" | "buffer" | "arraybuffer" => return Ok(None),
         other => return Err(format!("unknown type `{other}`")),
     };
-    let ty = match f.def.get("enum").and_then(Json::as_array) {
-        Some(values) => DraftTy::Enum(
-            values
-                .iter()
-                .map(|v| match v {
-                    Json::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-        ),
+    let mut notes: Vec<String> = note.into_iter().collect();
+    // An enum, typed as written (`[1, 2, 3]` numbers, as OneTable stores
+    // them); one a model file's enum cannot hold keeps the field's type.
+    let ty = match f
+        .def
+        .get("enum")
+        .and_then(Json::as_array)
+        .map(|v| enum_of(v))
+    {
+        Some(Ok(e)) => e,
+        Some(Err(why)) => {
+            notes.push(why);
+            ty
+        }
         None => ty,
     };
-    let mut notes: Vec<String> = note.into_iter().collect();
     if f.def.get("type").is_none() {
         notes.push(format!(
             "`{}` has no type: typed string, as OneTable reads it; if the schema module says `type: Number` (a constructor), export it with the README's replacer (`JSON.stringify` alone drops functions)",
@@ -441,6 +443,53 @@ fn entity(
             });
         }
     }
+    // `encode: [key, separator, index]` (or the key's name alone, resolved
+    // as OneTable resolves it): the value is kept only inside that key and
+    // never written as an attribute. Where the table's key template holds
+    // it as the part OneTable reads, the template binds it (a key name,
+    // not an attribute the item must carry); else it is said.
+    let mut in_key: Vec<&str> = Vec::new();
+    let mut unbound: Vec<&str> = Vec::new();
+    for f in fields {
+        let Some(enc) = f.def.get("encode") else {
+            continue;
+        };
+        let hole = format!("${{{}}}", f.name);
+        let (att, sep, index) = match enc {
+            Json::Array(a) => (
+                a.first().and_then(Json::as_str),
+                a.get(1).and_then(Json::as_str).unwrap_or("#"),
+                a.get(2).and_then(Json::as_u64),
+            ),
+            // OneTable's position of the field among the key's `${...}`.
+            Json::String(a) => (
+                Some(a.as_str()),
+                "#",
+                field(a).and_then(&template_of).and_then(|t| {
+                    let (hs, _) = holes(&t);
+                    hs.iter().position(|(_, n)| *n == f.name).map(|i| i as u64)
+                }),
+            ),
+            _ => (None, "#", None),
+        };
+        let bound = att
+            .filter(|a| *a == keys.pk || *a == keys.sk)
+            .and_then(&field)
+            .and_then(&template_of)
+            .zip(index)
+            .is_some_and(|(t, i)| {
+                !sep.is_empty() && t.split(sep).nth(i as usize) == Some(hole.as_str())
+            });
+        if bound {
+            in_key.push(f.name);
+        } else {
+            unbound.push(f.name);
+            notes.push(format!(
+                "`{}` is encoded in a key (encode: {enc}) where the table's key templates do not hold it as `{hole}` alone: OneTable never writes it as an attribute, so it is not declared; bind it in the key by hand",
+                f.name
+            ));
+        }
+    }
     for k in [keys.pk, keys.sk] {
         let Some(f) = field(k) else {
             return Err(err(
@@ -464,6 +513,10 @@ fn entity(
                 Piece::Lit(l) => t.push_str(&l),
                 Piece::Var { name, pad: None } => {
                     t.push_str(&format!("${{{name}}}"));
+                    let note = number_in_key(&name, "OneTable");
+                    if field(&name).is_some_and(|f| f.ty() == "number") && !notes.contains(&note) {
+                        notes.push(note);
+                    }
                 }
                 Piece::Var {
                     name,
@@ -491,7 +544,11 @@ fn entity(
     }
     // Computed attributes (GSI keys among them): projections.
     for f in fields {
-        if f.name == keys.pk || f.name == keys.sk || f.name == keys.type_field {
+        if f.name == keys.pk
+            || f.name == keys.sk
+            || f.name == keys.type_field
+            || f.def.get("encode").is_some()
+        {
             continue;
         }
         if let Some(value) = template_of(f) {
@@ -520,6 +577,16 @@ fn entity(
                 continue;
             }
             if let Some(n) = pieces(value).iter().find_map(|p| match p {
+                Piece::Var { name, .. } if unbound.contains(&name.as_str()) => Some(name.clone()),
+                _ => None,
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads `{n}`, encoded in a key this file does not bind it from: not projected (write it by hand)",
+                    f.name
+                ));
+                continue;
+            }
+            if let Some(n) = pieces(value).iter().find_map(|p| match p {
                 Piece::Var { name, .. } if !cel_name(name) => Some(name.clone()),
                 _ => None,
             }) {
@@ -530,7 +597,7 @@ fn entity(
                 ));
                 continue;
             }
-            project.push(projection(f.name, value, fields));
+            project.push(projection(f.name, value, fields, &in_key));
             continue;
         }
         if f.def.get("value").is_some() {
@@ -548,7 +615,7 @@ fn entity(
                 }
                 if f.def.get("unique").and_then(Json::as_bool) == Some(true) {
                     let unique = format!(
-                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `onetable_unique` items, implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
+                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `{UNIQUE_MODEL}` items (OneTable's type for them), implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
                     );
                     a.note = Some(match a.note.take() {
                         Some(n) => format!("{n}; {unique}"),
@@ -604,9 +671,10 @@ fn entity(
 }
 
 /// A `value` template as a projected attribute: a value template while
-/// every name it reads is required, else one expression that is `null`
-/// (no attribute: a sparse index) while any is absent.
-fn projection(attr: &str, value: &str, fields: &[Field]) -> DraftProject {
+/// every name it reads is required (or a key name: `in_key`), else one
+/// expression that is `null` (no attribute: a sparse index) while any is
+/// absent.
+fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> DraftProject {
     let field = |n: &str| fields.iter().find(|f| f.name == n);
     let ps = pieces(value);
     let mut notes = Vec::new();
@@ -614,7 +682,7 @@ fn projection(attr: &str, value: &str, fields: &[Field]) -> DraftProject {
     for p in &ps {
         if let Piece::Var { name, .. } = p {
             match field(name) {
-                Some(f) if f.required() => {}
+                Some(f) if f.required() || in_key.contains(&f.name) => {}
                 Some(_) => {
                     if !optional.contains(name) {
                         optional.push(name.clone());
@@ -626,7 +694,13 @@ fn projection(attr: &str, value: &str, fields: &[Field]) -> DraftProject {
     }
     let numeric = |n: &str| field(n).is_some_and(|f| f.ty() == "number");
     let hole = |name: &str, pad: &Option<(usize, String)>, notes: &mut Vec<String>| match pad {
-        None => name.to_string(),
+        None => {
+            let note = number_in_key(name, "OneTable");
+            if numeric(name) && !notes.contains(&note) {
+                notes.push(note);
+            }
+            name.to_string()
+        }
         Some((len, p)) if p == "0" && numeric(name) => pad_number(name, *len),
         Some((len, p)) => {
             notes.push(format!(

@@ -120,9 +120,12 @@ fn a_unique_field_is_noted_never_dropped_silently() {
         Ok(m) => Box::leak(Box::new(m)),
         Err(p) => panic!("{p:#?}\n{yaml}"),
     };
-    // User finding U04 (after E8): OneTable's own unique item, as it
-    // writes it (no type field), is an item of the file, implying
-    // nothing: never bad input (`UnknownEntity`), never an alarm.
+    // User finding U04 (after E8): OneTable's own unique item is an item
+    // of the file, implying nothing: never bad input (`UnknownEntity`),
+    // never an alarm. imp11's finding 6: OneTable 2.7.7 writes it with
+    // `_type: "_Unique"` (tests/integration/import.rs), so the type check
+    // stays on and it is the entity `_Unique`.
+    assert!(!yaml.contains("writer_type"), "{yaml}");
     let (e, _) = model
         .classify("_unique#User:email:a@b.co", "_unique#")
         .unwrap_or_else(|| panic!("no entity takes OneTable's unique item\n{yaml}"));
@@ -132,6 +135,7 @@ fn a_unique_field_is_noted_never_dropped_silently() {
             shared::item::s("_unique#User:email:a@b.co"),
         ),
         ("sk".to_string(), shared::item::s("_unique#")),
+        ("_type".to_string(), shared::item::s("_Unique")),
     ]
     .into();
     let rules = shared::file::rules::FileRules(model);
@@ -142,6 +146,7 @@ fn a_unique_field_is_noted_never_dropped_silently() {
         "{}",
         e.name
     );
+    assert_eq!(e.name, "_Unique");
 }
 
 /// Dates as dynamodb-onetable 2.7.7 writes them (`transformWriteDate`):
@@ -308,4 +313,74 @@ fn a_javascript_schema_is_refused_saying_how_to_export_it() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("JSON.stringify"), "{e}");
+}
+
+/// imp11's finding 4: `type: Number, enum: [1, 2, 3]` was imported as the
+/// string enum `["1", "2", "3"]` (OneTable stores an N: bad input).
+#[test]
+fn a_numeric_enum_is_typed_as_written() {
+    let schema = r#"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"}},
+      "models":{"T":{
+        "pk":{"type":"string","value":"t#${id}"},
+        "sk":{"type":"string","value":"t#"},
+        "id":{"type":"string","required":true},
+        "severity":{"type":"number","enum":[1,2,3]},
+        "ratio":{"type":"number","enum":[0.5,1]}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    assert!(yaml.contains("\"severity?\": [1, 2, 3]"), "{yaml}");
+    assert!(yaml.contains("\"ratio?\": \"number\""), "{yaml}");
+}
+
+/// imp11's finding 5: `encode` fields (OneTable keeps their value only
+/// inside the key, never as an attribute) were declared attributes the key
+/// binds, so every item OneTable wrote was bad input. They are key names
+/// (not declared); one the key does not hold where `encode` says is a TODO.
+#[test]
+fn encoded_fields_are_key_names_not_attributes() {
+    let schema = r##"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+      "models":{"Note":{
+        "pk":{"type":"string","value":"org#${orgId}"},
+        "sk":{"type":"string","value":"note#${noteId}"},
+        "orgId":{"type":"string","encode":["pk","#",1]},
+        "noteId":{"type":"string","encode":["sk","#",2]},
+        "body":{"type":"string","required":true},
+        "gs1pk":{"type":"string","value":"org#${orgId}"},
+        "gs1sk":{"type":"string","value":"note"}}}}"##;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    let n = &d.entities[0];
+    assert!(!n.attributes.iter().any(|a| a.name == "orgId"), "{yaml}");
+    assert!(!n.attributes.iter().any(|a| a.name == "noteId"), "{yaml}");
+    assert!(
+        n.notes
+            .iter()
+            .any(|t| t.contains("`noteId`") && t.contains("encode")),
+        "{yaml}"
+    );
+}
+
+/// imp11's finding 8: a number in a key is rendered by OneTable as
+/// JavaScript's `String(n)` does (`1e-7`), where the file expects no
+/// exponent: said.
+#[test]
+fn a_number_in_a_key_is_said() {
+    let schema = r#"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"}},
+      "models":{"Item":{
+        "pk":{"type":"string","value":"item#${id}"},
+        "sk":{"type":"string","value":"price#${price}"},
+        "id":{"type":"string","required":true},
+        "price":{"type":"number","required":true}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    assert!(yaml.contains("exponent"), "{yaml}");
 }
