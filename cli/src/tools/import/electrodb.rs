@@ -97,8 +97,33 @@ impl Attribute<'_> {
         self.def.get("required").and_then(Json::as_bool) == Some(true)
     }
 
+    /// A string, or an enum of strings (cased in keys).
     fn is_text(&self) -> bool {
-        matches!(self.kind(), "string" | "enum")
+        match self.kind() {
+            "string" => true,
+            "enum" => self
+                .def
+                .get("type")
+                .and_then(Json::as_array)
+                .is_some_and(|v| v.iter().all(Json::is_string)),
+            _ => false,
+        }
+    }
+
+    /// The name ElectroDB writes in keys (`#label_value`): its `label`,
+    /// else its name.
+    fn label(&self) -> &str {
+        self.def
+            .get("label")
+            .and_then(Json::as_str)
+            .unwrap_or(self.name)
+    }
+
+    /// Padded in keys otherwise than a number with `0` (a string, another
+    /// character): what this file cannot reproduce.
+    fn padded_otherwise(&self) -> bool {
+        self.padding()
+            .is_some_and(|(_, ch)| !(ch == "0" && self.kind() == "number"))
     }
 
     /// `padding: { length, char }`.
@@ -141,6 +166,7 @@ fn shape(
     service: &str,
     index: &Map<String, Json>,
     is_pk: bool,
+    attrs: &[Attribute],
 ) -> KeyShape {
     let casing = Casing::of(key.get("casing").and_then(Json::as_str));
     if let Some(t) = key.get("template").and_then(Json::as_str) {
@@ -186,7 +212,16 @@ fn shape(
     };
     KeyShape {
         prefix,
-        composites: names.into_iter().map(|n| (format!("#{n}_"), n)).collect(),
+        composites: names
+            .into_iter()
+            .map(|n| {
+                let label = attrs
+                    .iter()
+                    .find(|a| a.name == n)
+                    .map_or(n.as_str(), |a| a.label());
+                (format!("#{label}_"), n)
+            })
+            .collect(),
         tail: String::new(),
         casing,
     }
@@ -340,7 +375,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             };
             let mut shapes = Vec::new();
             for (k, is_pk) in [(pk, true), (sk.unwrap_or(&Json::Null), false)] {
-                shapes.push(shape(k, entity, version, service, index, is_pk));
+                shapes.push(shape(k, entity, version, service, index, is_pk, &attrs));
             }
             for sh in &shapes {
                 for (_, n) in &sh.composites {
@@ -375,6 +410,20 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 }
                 continue;
             };
+            // `cast: 'number'`: ElectroDB writes a number, where a model
+            // file's GSI keys are text (a table made from it types them S).
+            let cast: Vec<&str> = [(pk, pk_field), (sk.unwrap_or(&Json::Null), sk_field)]
+                .into_iter()
+                .filter(|(k, _)| k.get("cast").and_then(Json::as_str) == Some("number"))
+                .map(|(_, f)| f)
+                .collect();
+            if !cast.is_empty() {
+                e.notes.push(format!(
+                    "index `{index_name}` (`{gsi}`) casts `{}` to a number (`cast: 'number'`): ElectroDB writes a number there, where a model file's index keys are text; not declared (a table made from this file would type it a string) and not projected (the library keeps it)",
+                    cast.join("`, `")
+                ));
+                continue;
+            }
             // The keys the file projects: an LSI's sort key only (its
             // partition key is the table's, which its template says).
             let mut keys = vec![(pk_field, &shapes[0]), (sk_field, &shapes[1])];
@@ -387,7 +436,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                     let primary_pk_shape = primary
                         .as_object()
                         .zip(primary.get("pk"))
-                        .map(|(p, k)| shape(k, entity, version, service, p, true));
+                        .map(|(p, k)| shape(k, entity, version, service, p, true, &attrs));
                     let differs = if primary_pk_shape.as_ref() != Some(&shapes[0]) {
                         format!("; its partition key is built otherwise than the primary index's, and both write `{pk_field}`: the primary index's is the one this file reads")
                     } else {
@@ -428,20 +477,37 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 ));
                 continue;
             }
+            // A string padded in a key (or a number padded with other than
+            // 0): not reproduced, so not projected (the library keeps it).
+            if let Some(a) = index_reads.iter().find(|a| a.padded_otherwise()) {
+                e.notes.push(format!(
+                    "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`, padded in keys as only numbers padded with 0 are reproduced here; not projected (the library keeps them)",
+                    a.field
+                ));
+                continue;
+            }
+            let mut built = Vec::new();
             for (field, sh) in keys {
                 numbers_in_key(sh, &attrs, &mut e.notes);
-                let mut p = projection(field, sh, &index_reads, &attrs);
-                if let Some(c) = condition {
-                    let n = format!(
-                        "index `{index_name}` is written only while `{c}` holds: write it as \
-                         `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute"
-                    );
-                    p.note = Some(match p.note {
-                        Some(o) => format!("{o}; {n}"),
-                        None => n,
-                    });
+                match projection(field, sh, &index_reads, &attrs) {
+                    Ok(p) => built.push(p),
+                    Err(why) => e.notes.push(format!(
+                        "index `{index_name}`'s `{field}`: {why}; not projected (the library keeps it)"
+                    )),
                 }
-                e.project.push(p);
+            }
+            match condition {
+                None => e.project.extend(built),
+                // A JS function: projecting the keys regardless would write
+                // them where ElectroDB leaves them out.
+                Some(c) => e.notes.push(format!(
+                    "index `{index_name}` is written only while `{c}` holds: not projected, so that jobstream never writes its keys where ElectroDB leaves them out (the library keeps them); to keep them exact, project each as `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute, with VALUE from{}",
+                    built
+                        .iter()
+                        .map(|p| format!(" `{}`: {}", p.attr, super::q(&p.value)))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
             }
         }
         if e.key.is_empty() {
@@ -647,6 +713,17 @@ fn key_template(
                 a.field
             ));
         }
+        if a.padded_otherwise() {
+            // Not reproduced: a name of its own, not tied to the attribute.
+            let b = fresh(&format!("{}_key", ident(&a.field)), taken);
+            taken.push(b.clone());
+            notes.push(format!(
+                "the key holds `{}` padded as only numbers padded with 0 are reproduced here: its part binds `{b}`, not tied to `{}` by a check (an item whose key disagrees with it is not refused)",
+                a.field, a.field
+            ));
+            t.push_str(&format!("${{{b}}}"));
+            continue;
+        }
         let plain = transformed(a, sh.casing).is_none();
         // A plain part binds the attribute itself when its name can be a
         // binder (a reserved word can: no expression reads it).
@@ -712,7 +789,7 @@ fn projection(
     sh: &KeyShape,
     index_reads: &[&Attribute],
     attrs: &[Attribute],
-) -> DraftProject {
+) -> Result<DraftProject, String> {
     let attr = |n: &str| attrs.iter().find(|a| a.name == n);
     let prefix = sh.casing.apply(&sh.prefix);
     let reads: Vec<&Attribute> = sh.composites.iter().filter_map(|(_, n)| attr(n)).collect();
@@ -750,6 +827,12 @@ fn projection(
             let Some(a) = attr(n) else { continue };
             let v = if a.is_text() || transformed(a, sh.casing).is_some() {
                 hole(a)
+            } else if a.kind() == "number" {
+                // `string()` of a `number` is refused (not exact text).
+                return Err(format!(
+                    "it reads `{}`, a number that may be absent, which a model file renders only in a template, not in the expression this key needs",
+                    a.field
+                ));
             } else {
                 format!("string({})", a.field)
             };
@@ -790,11 +873,11 @@ fn projection(
             format!("${{{key}}}")
         }
     };
-    DraftProject {
+    Ok(DraftProject {
         attr: field.to_string(),
         value,
         note: None,
-    }
+    })
 }
 
 #[cfg(test)]
