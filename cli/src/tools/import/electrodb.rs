@@ -285,11 +285,24 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 .and_then(Json::as_str)
                 .unwrap_or(n)
                 .to_string();
-            attrs.push(Attribute {
+            let a = Attribute {
                 name: n,
                 field,
                 def,
-            });
+            };
+            // A typo's width would grow the padded key's expression.
+            if let Some((len, _)) = a.padding().filter(|_| a.kind() == "number") {
+                if len > super::onetable::MAX_DIGITS {
+                    return Err(err(
+                        &format!("{at}.attributes.{n}.padding"),
+                        format!(
+                            "pads a number to {len} digits: at most {} (a DynamoDB number's)",
+                            super::onetable::MAX_DIGITS
+                        ),
+                    ));
+                }
+            }
+            attrs.push(a);
         }
         let indexes = s
             .get("indexes")
@@ -429,7 +442,23 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             let mut keys = vec![(pk_field, &shapes[0]), (sk_field, &shapes[1])];
             match local {
                 None => {
-                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?
+                    declare_gsi(&mut gsis, gsi, pk_field, sk_field).map_err(|why| err(&ia, why))?;
+                    // An index on the table's own keys (inverted: `sk`,
+                    // `pk`): their templates say what they hold.
+                    keys.retain(|(f, _)| Some(*f) != primary_pk && Some(*f) != primary_key("sk"));
+                    if keys.len() < 2 {
+                        e.notes.push(format!(
+                            "index `{index_name}` (`{gsi}`) is keyed by the table's own key attributes ({pk_field}, {sk_field}): declared; {}",
+                            if keys.is_empty() {
+                                "they are the primary index's, as its templates build them (not projected)".to_string()
+                            } else {
+                                format!("only `{}` is projected", keys[0].0)
+                            }
+                        ));
+                    }
+                    if keys.is_empty() {
+                        continue;
+                    }
                 }
                 Some(lsi) => {
                     keys.retain(|(f, _)| Some(*f) != primary_pk && Some(*f) != primary_key("sk"));

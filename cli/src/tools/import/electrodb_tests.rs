@@ -342,3 +342,25 @@ fn an_optional_number_in_a_gsi_key_never_makes_an_unloadable_file() {
     );
     loads(&d);
 }
+
+/// imp11's inverted index (`inv-edb.json`): a GSI keyed by the table's
+/// own keys swapped (pk field `sk`, sk field `pk`) projected the table's
+/// keys, a file check-model refused. It is declared; the table's keys are
+/// not projected (their templates say what they hold).
+#[test]
+fn an_inverted_index_is_declared_the_tables_keys_not_projected() {
+    let d = imported(
+        r#"{"model":{"entity":"membership","service":"s","version":"1"},"attributes":{"userId":{"type":"string","required":true},"teamId":{"type":"string","required":true}},"indexes":{"p":{"pk":{"field":"pk","composite":["userId"]},"sk":{"field":"sk","composite":["teamId"]}},"inverted":{"index":"gsi1","pk":{"field":"sk","composite":["teamId"]},"sk":{"field":"pk","composite":["userId"]}}}}"#,
+    );
+    loads(&d);
+    assert!(
+        d.gsis.iter().any(|g| g.name == "gsi1" && g.pk == "sk"),
+        "{:?}",
+        d.gsis
+    );
+    assert!(
+        d.entities[0].project.is_empty(),
+        "{:?}",
+        d.entities[0].project
+    );
+}

@@ -278,6 +278,9 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     })
 }
 
+/// The most digits a number padded in a key can need (a DynamoDB number's).
+pub(super) const MAX_DIGITS: u64 = 38;
+
 /// The model OneTable writes the `_unique#` items of `unique: true` fields
 /// as (its name, in the type field).
 const UNIQUE_MODEL: &str = "_Unique";
@@ -303,6 +306,15 @@ fn padded_with_zeros(fields: &[Field], name: &str) -> bool {
             |p| matches!(p, Piece::Var { name: n, pad: Some((_, z)) } if n == name && z == "0"),
         )
     })
+}
+
+/// A set's `items` type, lower-cased (`Number`, `{ "type": "number" }`).
+fn set_items(f: &Field) -> Option<String> {
+    match f.def.get("items")? {
+        Json::String(t) => Some(t.to_lowercase()),
+        Json::Object(o) => o.get("type").and_then(Json::as_str).map(str::to_lowercase),
+        _ => None,
+    }
 }
 
 fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, String> {
@@ -339,8 +351,16 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             });
             DraftTy::Named("int")
         }
+        // `items: Number` (a constructor's name, or `{ type }`): OneTable
+        // writes an NS (a BS for binaries), which a model file's `set`
+        // (SS) is not: left undeclared (carried, not checked).
+        "set" if set_items(f).is_some_and(|t| t != "string") => return Ok(None),
+        "set" if set_items(f).is_some() => DraftTy::Named("set"),
         "set" => {
-            note = Some("a string set; sets of numbers or binaries are not typed here".to_string());
+            note = Some(
+                "a string set, as OneTable writes one without `items`; a set of numbers or binaries (an NS, a BS) would be bad input: leave it undeclared"
+                    .to_string(),
+            );
             DraftTy::Named("set")
         }
         "array" | "object" => DraftTy::Named(if f.ty() == "array" { "list" } else { "map" }),
@@ -418,12 +438,31 @@ fn entity(
     // OneTable fills `${_type}` (its type field) with the model's name.
     let type_hole = format!("${{{}}}", keys.type_field);
     // A `map:`-renamed field is read where OneTable stores it.
-    let template_of = |f: &Field| {
+    let as_written = |f: &Field| {
         f.str("value").map(|v| {
             let mut v = v.replace(&type_hole, model);
             for r in fields.iter().filter(|r| r.js != r.name) {
                 for end in ["}", ":"] {
                     v = v.replace(&format!("${{{}{end}", r.js), &format!("${{{}{end}", r.name));
+                }
+            }
+            v
+        })
+    };
+    // A template reading the item's own keys (`gs1pk: '${sk}'`: OneTable
+    // computes templates in order) reads their templates.
+    let template_of = |f: &Field| {
+        as_written(f).map(|mut v| {
+            if f.name != keys.pk && f.name != keys.sk {
+                for k in [keys.pk, keys.sk] {
+                    let hole = format!("${{{k}}}");
+                    if let Some(t) = v
+                        .contains(&hole)
+                        .then(|| field(k).and_then(&as_written))
+                        .flatten()
+                    {
+                        v = v.replace(&hole, &t);
+                    }
                 }
             }
             v
@@ -441,6 +480,31 @@ fn entity(
                 optional: true,
                 note: Some(format!("OneTable packs fields into it (`map: {top}.…`)")),
             });
+        }
+    }
+    // Pad widths (`${n:6:0}`): one that is not a number pads nothing in
+    // OneTable (said); a number padded with 0 past 38 digits (DynamoDB's)
+    // is a typo, refused (its expression would grow with the width).
+    for f in fields {
+        let Some(v) = f.str("value") else { continue };
+        for (_, inner) in holes(v).0 {
+            let mut parts = inner.split(':');
+            let name = parts.next().unwrap_or_default();
+            let Some(width) = parts.next() else { continue };
+            let zeros = parts.next().is_none_or(|p| p == "0");
+            match width.parse::<u64>() {
+                Err(_) => notes.push(format!(
+                    "`{}`: `${{{inner}}}` pads to `{width}`, not a number: OneTable pads nothing (read as `${{{name}}}`)",
+                    f.name
+                )),
+                Ok(w) if w > MAX_DIGITS && zeros && field(name).is_some_and(|f| f.ty() == "number") => {
+                    return Err(err(
+                        f.name,
+                        format!("`${{{inner}}}` pads a number to {w} digits: at most {MAX_DIGITS} (a DynamoDB number's)"),
+                    ))
+                }
+                Ok(_) => {}
+            }
         }
     }
     // `encode: [key, separator, index]` (or the key's name alone, resolved
@@ -511,6 +575,17 @@ fn entity(
         for p in pieces(&value) {
             match p {
                 Piece::Lit(l) => t.push_str(&l),
+                // A name a key template cannot bind (`first-name`): a name
+                // of its own, not tied to the attribute.
+                Piece::Var { name, pad: None } if ident(&name) != name => {
+                    let b = fresh(&format!("{}_key", ident(&name)), &taken);
+                    taken.push(b.clone());
+                    t.push_str(&format!("${{{b}}}"));
+                    notes.push(format!(
+                        "`{k}` holds `{name}`: {}; its part binds `{b}`, not tied to `{name}` by a check (an item whose key disagrees with it is not refused)",
+                        unnamable(&name)
+                    ));
+                }
                 Piece::Var { name, pad: None } => {
                     t.push_str(&format!("${{{name}}}"));
                     let note = number_in_key(&name, "OneTable");
@@ -597,7 +672,31 @@ fn entity(
                 ));
                 continue;
             }
-            project.push(projection(f.name, value, fields, &in_key));
+            // OneTable computes templates from the plaintext; the item
+            // holds the ciphertext, which a projection would read.
+            if let Some(n) = pieces(value).iter().find_map(|p| match p {
+                Piece::Var { name, .. }
+                    if field(name).is_some_and(|f| {
+                        f.def.get("crypt").and_then(Json::as_bool) == Some(true)
+                    }) =>
+                {
+                    Some(name.clone())
+                }
+                _ => None,
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads `{n}`, which OneTable stores encrypted (crypt: true) but reads in plain text here: not projected (the library keeps it)",
+                    f.name
+                ));
+                continue;
+            }
+            match projection(f.name, value, fields, &in_key) {
+                Ok(p) => project.push(p),
+                Err(why) => notes.push(format!(
+                    "`{}` ({value}): {why}; not projected (the library keeps it)",
+                    f.name
+                )),
+            }
             continue;
         }
         if f.def.get("value").is_some() {
@@ -624,6 +723,11 @@ fn entity(
                 }
                 attributes.push(a)
             }
+            None if f.ty() == "set" => notes.push(format!(
+                "`{}` is a set of {}s (OneTable writes an NS or a BS): model files type string sets only, so it is not declared (carried, not checked)",
+                f.name,
+                set_items(f).unwrap_or_default()
+            )),
             None => notes.push(format!(
                 "`{}` ({}) is not typed: binary values are not read by model files",
                 f.name,
@@ -674,7 +778,12 @@ fn entity(
 /// every name it reads is required (or a key name: `in_key`), else one
 /// expression that is `null` (no attribute: a sparse index) while any is
 /// absent.
-fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> DraftProject {
+fn projection(
+    attr: &str,
+    value: &str,
+    fields: &[Field],
+    in_key: &[&str],
+) -> Result<DraftProject, String> {
     let field = |n: &str| fields.iter().find(|f| f.name == n);
     let ps = pieces(value);
     let mut notes = Vec::new();
@@ -688,12 +797,23 @@ fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> Dra
                         optional.push(name.clone());
                     }
                 }
-                None => notes.push(format!("`{name}` is not a field of this model")),
+                None => {
+                    return Err(format!(
+                        "it reads `{name}`, which is not a field of this model"
+                    ))
+                }
             }
         }
     }
+    if ps
+        .iter()
+        .any(|p| matches!(p, Piece::Lit(l) if l.contains("${")))
+    {
+        return Err("it holds an unclosed `${`".into());
+    }
     let numeric = |n: &str| field(n).is_some_and(|f| f.ty() == "number");
-    let hole = |name: &str, pad: &Option<(usize, String)>, notes: &mut Vec<String>| match pad {
+    let hole = |name: &str, pad: &Option<(usize, String)>, notes: &mut Vec<String>| {
+        Ok(match pad {
         None => {
             let note = number_in_key(name, "OneTable");
             if numeric(name) && !notes.contains(&note) {
@@ -702,12 +822,13 @@ fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> Dra
             name.to_string()
         }
         Some((len, p)) if p == "0" && numeric(name) => pad_number(name, *len),
+        // Projected unpadded, it would rewrite the key OneTable padded.
         Some((len, p)) => {
-            notes.push(format!(
-                "`{name}` padded to {len} with `{p}`: only numbers padded with 0 are written as `pad()`"
-            ));
-            name.to_string()
+            return Err(format!(
+                "it pads `{name}` to {len} with `{p}`, and only numbers padded with 0 are reproduced (`pad()`)"
+            ))
         }
+        })
     };
     let value = if optional.is_empty() {
         let mut t = String::new();
@@ -715,7 +836,7 @@ fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> Dra
             match p {
                 Piece::Lit(l) => t.push_str(l),
                 Piece::Var { name, pad } => {
-                    t.push_str(&format!("${{{}}}", hole(name, pad, &mut notes)))
+                    t.push_str(&format!("${{{}}}", hole(name, pad, &mut notes)?))
                 }
             }
         }
@@ -726,8 +847,15 @@ fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> Dra
             match p {
                 Piece::Lit(l) => e.push(cel_str(l)),
                 Piece::Var { name, pad } => {
-                    let h = hole(name, pad, &mut notes);
+                    let h = hole(name, pad, &mut notes)?;
                     e.push(if pad.is_none() && numeric(name) {
+                        // `string()` of a `number` is refused (not exact
+                        // text); of an `int` (padded elsewhere) it is not.
+                        if !padded_with_zeros(fields, name) {
+                            return Err(format!(
+                                "it reads `{name}`, a number that may be absent, which a model file renders only in a template, not in the expression this sparse key needs"
+                            ));
+                        }
                         format!("string({h})")
                     } else {
                         h
@@ -738,11 +866,11 @@ fn projection(attr: &str, value: &str, fields: &[Field], in_key: &[&str]) -> Dra
         let cond: Vec<String> = optional.iter().map(|n| format!("{n} != null")).collect();
         format!("${{{} ? {} : null}}", cond.join(" && "), e.join(" + "))
     };
-    DraftProject {
+    Ok(DraftProject {
         attr: attr.to_string(),
         value,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
-    }
+    })
 }
 
 #[cfg(test)]
