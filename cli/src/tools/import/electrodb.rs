@@ -237,6 +237,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let json: Json = serde_json::from_str(text).map_err(|source| ImportError::Json {
         path: path.to_string(),
         source,
+        export: "ElectroDB entities in a JavaScript module: serialise each entity's `schema` first, functions as their source, e.g. `JSON.stringify([Employee, Office].map((e) => JSON.parse(JSON.stringify(e.schema, (k, v) => (typeof v === 'function' ? v.toString() : v instanceof RegExp ? v.source : v)))))` (README, import)",
     })?;
     let schemas: Vec<&Json> = match &json {
         Json::Array(a) => a.iter().collect(),
@@ -255,6 +256,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let mut gsis: Vec<DraftGsi> = Vec::new();
     let mut notes = Vec::new();
     let mut entities = Vec::new();
+    let mut writer_type_free = None;
     // Entities left out: their primary index has no sort key.
     let mut no_sort_key: Vec<String> = Vec::new();
     for (i, s) in schemas.iter().enumerate() {
@@ -558,9 +560,20 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             optional: false,
             note: None,
         });
+        // Two services' entities of one name (a shared table): the later
+        // one is named after its service; both items carry the same
+        // `__edb_e__`, so the type of a writer's item is not checked.
         if entities.iter().any(|x: &DraftEntity| x.name == entity) {
+            let taken: Vec<String> = entities.iter().map(|x| x.name.clone()).collect();
+            e.name = fresh(&format!("{}_{entity}", ident(service)), &taken);
             notes.push(format!(
-                "two entities are named `{entity}`: ElectroDB tells them apart by service and version; rename one here"
+                "two entities are named `{entity}` (ElectroDB tells them apart by service and version): the one of service `{service}` is `{}` here",
+                e.name
+            ));
+            writer_type_free = Some(format!(
+                "ElectroDB stamps `{ENTITY_FIELD}: {entity}` on the items of `{entity}` and `{}`:\n\
+                 the type of a writer's item is not checked (its key says its entity).",
+                e.name
             ));
         }
         entities.push(e);
@@ -588,6 +601,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         gsis,
         entity_type: ENTITY_FIELD.to_string(),
         ttl: None,
+        writer_type_free,
         entities,
     })
 }

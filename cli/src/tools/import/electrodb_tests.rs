@@ -364,3 +364,38 @@ fn an_inverted_index_is_declared_the_tables_keys_not_projected() {
         d.entities[0].project
     );
 }
+
+/// imp11's finding 25: two services' entities of one name (`user` in
+/// `blog` and `auth`) gave a file with the key `user` twice (refused), and
+/// the TODO's advice (rename one) made its items bad input (their
+/// `__edb_e__` is `user`). The second is named after its service, and the
+/// type check gives way, said.
+#[test]
+fn two_services_entities_of_one_name_are_told_apart_by_service() {
+    let user = |service: &str, pk: &str| {
+        format!(
+            r#"{{"model":{{"entity":"user","service":"{service}","version":"1"}},"attributes":{{"id":{{"type":"string","required":true}}}},"indexes":{{"p":{{"pk":{{"field":"pk","composite":["id"]}},"sk":{{"field":"sk","composite":[]}}}}}}}}"#
+        )
+        .replace("\"pk\":{\"field\":\"pk\"", &format!("\"pk\":{{\"field\":\"{pk}\""))
+    };
+    let d = imported(&format!("[{},{}]", user("blog", "pk"), user("auth", "pk")));
+    let yaml = loads(&d);
+    let names: Vec<&str> = d.entities.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["user", "auth_user"]);
+    assert!(yaml.contains("writer_type: free"), "{yaml}");
+}
+
+/// imp11's finding 14: a JavaScript module given to `import electrodb`
+/// was answered with OneTable's export (`m.default ?? m.Schema`, functions
+/// as their names), which prints `undefined` for ElectroDB entities. The
+/// answer is ElectroDB's (each entity's `schema`, functions as source).
+#[test]
+fn a_javascript_module_is_refused_saying_how_to_export_entities() {
+    let e = import("import { Entity } from 'electrodb'", "e.mjs", "e", "tbl")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("e.schema") && e.contains("v.toString()") && !e.contains("m.Schema"),
+        "{e}"
+    );
+}

@@ -95,11 +95,13 @@ pub fn run(
 /// Why a schema could not be imported: what and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`)")]
+    #[error("{path}: not JSON: {source} ({export})")]
     Json {
         path: String,
         #[source]
         source: serde_json::Error,
+        /// How to export the library's schema as JSON.
+        export: &'static str,
     },
     #[error("{path}: {at}: {why}")]
     Schema {
@@ -202,6 +204,9 @@ pub struct Draft {
     pub entity_type: String,
     /// The table's TTL attribute (OneTable's `ttl: true` field).
     pub ttl: Option<String>,
+    /// `writer_type: free` (why, as a comment): the library stamps one
+    /// type on items of two entities here.
+    pub writer_type_free: Option<String>,
     pub entities: Vec<DraftEntity>,
 }
 
@@ -257,6 +262,10 @@ impl Draft {
             let _ = writeln!(out, "  ttl: {}", q(ttl));
         }
         let _ = writeln!(out, "  entity_type: {}", q(&self.entity_type));
+        if let Some(why) = &self.writer_type_free {
+            comment(&mut out, "  ", why);
+            let _ = writeln!(out, "  writer_type: free");
+        }
         let _ = writeln!(out, "entities:");
         for e in &self.entities {
             for n in &e.notes {
