@@ -19,51 +19,13 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, enum_of, fresh, holes, ident, number_in_key, pad_number, unnamable, Draft,
-    DraftAttr, DraftCheck, DraftEntity, DraftGsi, DraftProject, DraftTy, ImportError,
+    cel_name, enum_of, fresh, holes, ident, number_in_key, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftTy, ImportError,
 };
 
-/// A piece of a OneTable value template.
-#[derive(Debug, Clone, PartialEq)]
-enum Piece {
-    Lit(String),
-    /// `${name}` or `${name:size[:pad]}`.
-    Var {
-        name: String,
-        pad: Option<(usize, String)>,
-    },
-}
-
-/// Splits `account#${id}` / `${n:6:0}` as OneTable's `runTemplate` reads it
-/// (`/\${(.*?)}/g`, then `name:len:pad`).
-fn pieces(template: &str) -> Vec<Piece> {
-    let (holes, tail) = holes(template);
-    let mut out = Vec::new();
-    for (lit, inner) in holes {
-        if !lit.is_empty() {
-            out.push(Piece::Lit(lit));
-        }
-        let mut parts = inner.split(':');
-        let name = parts.next().unwrap_or_default().to_string();
-        let pad = parts
-            .next()
-            .and_then(|l| l.parse::<usize>().ok())
-            .filter(|l| *l > 0)
-            .map(|l| (l, parts.next().unwrap_or("0").to_string()));
-        out.push(Piece::Var { name, pad });
-    }
-    if !tail.is_empty() {
-        out.push(Piece::Lit(tail));
-    }
-    out
-}
-
-/// Whether a template hole is a field name (not an expression).
-fn is_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars().all(|c| c.is_alphanumeric() || c == '_')
-        && !s.starts_with(|c: char| c.is_ascii_digit())
-}
+#[path = "onetable_templates.rs"]
+mod templates;
+use templates::{is_name, padded_with_zeros, pieces, projection, Piece};
 
 struct Field<'a> {
     /// The attribute OneTable stores it as (its `map:` name, else its own).
@@ -299,16 +261,6 @@ struct Keys<'a> {
 /// do not say `isoDates` (OneTable's default, false, unless the schema given
 /// to the Table at run time says otherwise).
 const EPOCH_MS_UNSAID: &str = "a date stored as epoch milliseconds: the schema's params do not say isoDates (OneTable's default is false); if the schema the Table is given at run time has `isoDates: true`, type it `iso-utc`";
-
-/// Whether a template of the model pads `name` with `0` (`${n:6:0}`): then
-/// the number is an integer, written with `pad()`.
-fn padded_with_zeros(fields: &[Field], name: &str) -> bool {
-    fields.iter().filter_map(|f| f.str("value")).any(|t| {
-        pieces(t).iter().any(
-            |p| matches!(p, Piece::Var { name: n, pad: Some((_, z)) } if n == name && z == "0"),
-        )
-    })
-}
 
 /// A set's `items` type, lower-cased (`Number`, `{ "type": "number" }`).
 fn set_items(f: &Field) -> Option<String> {
@@ -773,105 +725,6 @@ fn entity(
         attributes,
         checks,
         project,
-    })
-}
-
-/// A `value` template as a projected attribute: a value template while
-/// every name it reads is required (or a key name: `in_key`), else one
-/// expression that is `null` (no attribute: a sparse index) while any is
-/// absent.
-fn projection(
-    attr: &str,
-    value: &str,
-    fields: &[Field],
-    in_key: &[&str],
-) -> Result<DraftProject, String> {
-    let field = |n: &str| fields.iter().find(|f| f.name == n);
-    let ps = pieces(value);
-    let mut notes = Vec::new();
-    let mut optional: Vec<String> = Vec::new();
-    for p in &ps {
-        if let Piece::Var { name, .. } = p {
-            match field(name) {
-                Some(f) if f.required() || in_key.contains(&f.name) => {}
-                Some(_) => {
-                    if !optional.contains(name) {
-                        optional.push(name.clone());
-                    }
-                }
-                None => {
-                    return Err(format!(
-                        "it reads `{name}`, which is not a field of this model"
-                    ))
-                }
-            }
-        }
-    }
-    if ps
-        .iter()
-        .any(|p| matches!(p, Piece::Lit(l) if l.contains("${")))
-    {
-        return Err("it holds an unclosed `${`".into());
-    }
-    let numeric = |n: &str| field(n).is_some_and(|f| f.ty() == "number");
-    let hole = |name: &str, pad: &Option<(usize, String)>, notes: &mut Vec<String>| {
-        Ok(match pad {
-        None => {
-            let note = number_in_key(name, "OneTable");
-            if numeric(name) && !notes.contains(&note) {
-                notes.push(note);
-            }
-            name.to_string()
-        }
-        Some((len, p)) if p == "0" && numeric(name) => pad_number(name, *len),
-        // Projected unpadded, it would rewrite the key OneTable padded.
-        Some((len, p)) => {
-            return Err(format!(
-                "it pads `{name}` to {len} with `{p}`, and only numbers padded with 0 are reproduced (`pad()`)"
-            ))
-        }
-        })
-    };
-    let value = if optional.is_empty() {
-        let mut t = String::new();
-        for p in &ps {
-            match p {
-                Piece::Lit(l) => t.push_str(l),
-                Piece::Var { name, pad } => {
-                    t.push_str(&format!("${{{}}}", hole(name, pad, &mut notes)?))
-                }
-            }
-        }
-        t
-    } else {
-        let mut e = Vec::new();
-        for p in &ps {
-            match p {
-                Piece::Lit(l) => e.push(cel_str(l)),
-                Piece::Var { name, pad } => {
-                    let h = hole(name, pad, &mut notes)?;
-                    e.push(if pad.is_none() && numeric(name) {
-                        // `string()` of a `number` is refused (not exact
-                        // text); of an `int` (padded elsewhere) it is not.
-                        if !padded_with_zeros(fields, name) {
-                            return Err(format!(
-                                "it reads `{name}`, a number that may be absent, which a model file renders only in a template, not in the expression this sparse key needs"
-                            ));
-                        }
-                        format!("string({h})")
-                    } else {
-                        h
-                    });
-                }
-            }
-        }
-        let cond: Vec<String> = optional.iter().map(|n| format!("{n} != null")).collect();
-        format!("${{{} ? {} : null}}", cond.join(" && "), e.join(" + "))
-    };
-    Ok(DraftProject {
-        attr: attr.to_string(),
-        value,
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
     })
 }
 
