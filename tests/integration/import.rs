@@ -527,3 +527,27 @@ fn the_readme_export_of_electrodb_entities_keeps_a_validate_regex() {
         "the regular expression's source: {yaml}"
     );
 }
+
+/// imp11's finding 14: a problem of a file printed to stdout was located
+/// as `(stdout):LINE:COL`, which a user reading the terminal could not tie
+/// to the text just printed. It names the file printed above.
+#[test]
+fn a_problem_of_a_printed_file_is_located_in_the_file_printed_above() {
+    let dir = tmp("printed");
+    let schema = dir.join("orders.json");
+    std::fs::write(&schema, r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},"models":{"Order":{"pk":{"type":"string","value":"c#${cid}"},"sk":{"type":"string","value":"order#${id}"},"cid":{"type":"string","required":true},"id":{"type":"string","required":true}},"Line":{"pk":{"type":"string","value":"c#${cid}"},"sk":{"type":"string","value":"order#${orderId}#item#${id}"},"cid":{"type":"string","required":true},"orderId":{"type":"string","required":true},"id":{"type":"string","required":true}}}}"#).expect("writes");
+    let o = Command::new(jobstream_bin())
+        .args(["import", "onetable"])
+        .arg(&schema)
+        .args(["--table", "orders"])
+        .output()
+        .expect("jobstream runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("jobstream: 1"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("(the model file printed above):") && !err.contains("(stdout)"),
+        "{err}"
+    );
+}

@@ -82,7 +82,7 @@ pub fn run(
     }
     let shown = out
         .map(|o| o.display().to_string())
-        .unwrap_or_else(|| "(stdout)".into());
+        .unwrap_or_else(|| "(the model file printed above)".into());
     Ok(match shared::file::compile(&yaml, &name) {
         Ok(_) => vec![],
         Err(problems) => problems
