@@ -183,7 +183,9 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
     let yaml = import("electrodb", &schema, "taskapp", &out);
     for todo in [
         "default `() => '2026-01-01'`",
-        "is written only while `(attr) => attr.status === 'open'` holds",
+        // imp11's finding 24: a conditional index is left to the library
+        // (projected regardless, jobstream wrote keys ElectroDB left out).
+        "is written only while `(attr) => attr.status === 'open'` holds: not projected",
         "ElectroDB calls it `owner` (field `ownerId` in the table)",
     ] {
         assert!(yaml.contains(todo), "missing `{todo}` in\n{yaml}");
@@ -197,8 +199,8 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
     let (engine, items) = written_by_the_library(&out, "electrodb.mjs", "taskapp", None).await;
     assert_eq!(
         items.len(),
-        6,
-        "two employees, an office, three tasks: {items:?}"
+        7,
+        "two employees, an office, four tasks: {items:?}"
     );
     let seen = same_keys(&out, &items, "__edb_e__");
     for e in ["employee", "office", "task"] {
@@ -220,6 +222,19 @@ async fn electrodb_entities_import_with_the_keys_electrodb_writes() {
     assert!(
         has("gsi3pk", "$taskapp#manager_"),
         "an absent composite stops the key"
+    );
+    // The premise of finding 24: ElectroDB leaves a conditional index's
+    // keys out while its condition does not hold.
+    assert!(has("gsi3pk", "$taskapp#project_apollo"), "{items:?}");
+    assert!(
+        items
+            .iter()
+            .filter(
+                |i| i.get("gsi3pk") == Some(&AttributeValue::S("$taskapp#project_apollo".into()))
+            )
+            .count()
+            == 3,
+        "the three open tasks only: {items:?}"
     );
     engine.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -259,11 +274,6 @@ async fn electrodb_sparse_indexes_are_left_out_as_electrodb_leaves_them() {
     );
     assert!(absent("U2").is_empty(), "{yaml}");
     assert_eq!(absent("U4"), ["gsi2pk", "gsi2sk", "gsi5pk"], "{yaml}");
-    // The condition is the user's to write (a TODO), the sparse form is not.
-    assert!(
-        yaml.contains("is written only while `(attr) => attr.term !== 'off'` holds"),
-        "{yaml}"
-    );
     engine.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -378,4 +388,166 @@ fn a_schema_that_is_not_one_is_refused_with_what_where_and_why() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("models.A.id: unknown type `rocket`"), "{err}");
     assert!(o.stdout.is_empty());
+}
+
+/// imp11's findings 4-6, against OneTable 2.7.7 itself: a numeric enum
+/// (`type: Number, enum: [1, 2, 3]`) was declared a string enum (OneTable
+/// stores an N: the ticket was bad input); `encode` fields (kept only
+/// inside the key, never written as attributes) were declared attributes
+/// the key binds (every note was bad input); the `_unique#` item of a
+/// `unique: true` field carries `_type: "_Unique"`, so the file need not
+/// give up the type check (`writer_type: free`) for it. A local index is
+/// noted, not declared.
+#[tokio::test]
+async fn onetable_awkward_schema_imports_with_what_onetable_writes() {
+    let dir = tmp("onetable-awkward");
+    let schema = js_dir().join("onetable-awkward.json");
+    let out = dir.join("crm.yaml");
+    let yaml = import("onetable", &schema, "crm", &out);
+    for line in [
+        "\"severity?\": [1, 2, 3]",
+        "\"status\": [\"open\", \"closed\"]",
+        "\"_Unique\":",
+        "local index `ls1`",
+    ] {
+        assert!(yaml.contains(line), "missing `{line}` in\n{yaml}");
+    }
+    assert!(!yaml.contains("writer_type"), "{yaml}");
+    assert!(!yaml.contains("\"noteId?\""), "{yaml}");
+    let (engine, items) =
+        written_by_the_library(&out, "onetable.mjs", "crm", Some("awkward")).await;
+    assert_eq!(
+        items.len(),
+        5,
+        "an account, its unique item, two tickets, a note: {items:?}"
+    );
+    let seen = same_keys(&out, &items, "_type");
+    for e in ["Account", "_Unique", "Ticket", "Note"] {
+        assert!(seen.iter().any(|(n, _)| n == e), "{e} in {seen:?}");
+    }
+    let has = |attr: &str, v: AttributeValue| items.iter().any(|i| i.get(attr) == Some(&v));
+    // The premises: what OneTable wrote.
+    assert!(has("severity", AttributeValue::N("2".into())), "{items:?}");
+    assert!(
+        has("gs1pk", AttributeValue::S("note#n1".into())),
+        "{items:?}"
+    );
+    assert!(
+        !items.iter().any(|i| i.contains_key("noteId")),
+        "an encoded field is not written: {items:?}"
+    );
+    engine.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// imp11's findings 1-3, against ElectroDB 3.9.3 itself: a constant key
+/// template (`template: 'FEED', composite: []`) was imported as `""` (every
+/// post bad input: ElectroDB writes `feed`, lower-cased), and text after a
+/// template's last attribute was said to be dropped (ElectroDB writes it);
+/// a local secondary index (its `pk` field the table's) was declared a GSI
+/// projecting the table's `pk` (a file check-model refused); an entity
+/// with no sort key failed the whole import with "no primary index". The
+/// file loads, the pk-only entity is left out with a TODO saying why, and
+/// the library's items are read with the keys it wrote.
+#[tokio::test]
+async fn electrodb_awkward_entities_import_with_the_keys_electrodb_writes() {
+    let dir = tmp("electrodb-awkward");
+    let schema = dir.join("blog.json");
+    std::fs::write(
+        &schema,
+        node("electrodb.mjs", &["schema", "awkward"]).stdout,
+    )
+    .expect("writes");
+    let out = dir.join("blog.yaml");
+    let yaml = import("electrodb", &schema, "blog", &out);
+    assert!(!yaml.contains("\"lsi1\""), "an LSI is not a GSI: {yaml}");
+    assert!(yaml.contains("index `byLabel` (`lsi1`)"), "{yaml}");
+    assert!(yaml.contains("entity `setting` is not imported"), "{yaml}");
+    assert!(!yaml.contains("drops it"), "{yaml}");
+    let (engine, items) =
+        written_by_the_library(&out, "electrodb.mjs", "blog", Some("awkward")).await;
+    assert_eq!(items.len(), 4, "two posts, two tags: {items:?}");
+    let seen = same_keys(&out, &items, "__edb_e__");
+    for e in ["post", "tag"] {
+        assert!(seen.iter().any(|(n, _)| n == e), "{e} in {seen:?}");
+    }
+    let has = |attr: &str, v: &str| {
+        items
+            .iter()
+            .any(|i| i.get(attr) == Some(&AttributeValue::S(v.into())))
+    };
+    // The premises: what ElectroDB wrote.
+    assert!(has("gsi1pk", "feed"), "{items:?}");
+    assert!(has("pk", "$blog#pid_p1"), "a label names it: {items:?}");
+    assert!(has("gsi1sk", "PUB#2026-11-01T00:00:00Z#P1#V1"), "{items:?}");
+    assert!(has("gsi2pk", "ALL"), "{items:?}");
+    assert!(has("lsi1sk", "$tag_1#label_lang"), "{items:?}");
+    engine.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// imp11's finding 7: the README's ElectroDB export turned a `validate`
+/// regular expression into `{}` (its OneTable export keeps the source).
+/// The README's snippet, verbatim, keeps it.
+#[test]
+fn the_readme_export_of_electrodb_entities_keeps_a_validate_regex() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let start = readme
+        .find("const out = [Employee, Office, Task]")
+        .expect("the README's ElectroDB export");
+    let snippet = &readme[start..start + readme[start..].find("```").expect("its end")];
+    let dir = js_dir().join(format!("readme-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let module = format!(
+        "import fs from 'node:fs';\nimport {{ Entity }} from 'electrodb';\n\
+         const entity = (name) => new Entity({{ model: {{ entity: name, version: '1', service: 's' }},\n\
+           attributes: {{ id: {{ type: 'string', required: true }}, email: {{ type: 'string', validate: /^[^@]+@[^@]+$/ }} }},\n\
+           indexes: {{ p: {{ pk: {{ field: 'pk', composite: ['id'] }}, sk: {{ field: 'sk', composite: [] }} }} }} }}, {{ table: 't' }});\n\
+         const [Employee, Office, Task] = ['employee', 'office', 'task'].map(entity);\n{snippet}"
+    );
+    std::fs::write(dir.join("export.mjs"), module).expect("writes");
+    crate::js::ensure_installed();
+    let o = Command::new("node")
+        .arg("export.mjs")
+        .current_dir(&dir)
+        .output()
+        .expect("node runs");
+    // Out of tests/js (where `electrodb` resolves) before any assertion.
+    let exported = std::fs::read(dir.join("entities.json"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tmp = tmp("electrodb-readme");
+    std::fs::write(tmp.join("entities.json"), exported.expect("exported")).expect("writes");
+    let out = tmp.join("entities.yaml");
+    let yaml = import("electrodb", &tmp.join("entities.json"), "things", &out);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(
+        yaml.contains("validate `^[^@]+@[^@]+$`"),
+        "the regular expression's source: {yaml}"
+    );
+}
+
+/// imp11's finding 14: a problem of a file printed to stdout was located
+/// as `(stdout):LINE:COL`, which a user reading the terminal could not tie
+/// to the text just printed. It names the file printed above.
+#[test]
+fn a_problem_of_a_printed_file_is_located_in_the_file_printed_above() {
+    let dir = tmp("printed");
+    let schema = dir.join("orders.json");
+    std::fs::write(&schema, r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},"models":{"Order":{"pk":{"type":"string","value":"c#${cid}"},"sk":{"type":"string","value":"order#${id}"},"cid":{"type":"string","required":true},"id":{"type":"string","required":true}},"Line":{"pk":{"type":"string","value":"c#${cid}"},"sk":{"type":"string","value":"order#${orderId}#item#${id}"},"cid":{"type":"string","required":true},"orderId":{"type":"string","required":true},"id":{"type":"string","required":true}}}}"#).expect("writes");
+    let o = Command::new(jobstream_bin())
+        .args(["import", "onetable"])
+        .arg(&schema)
+        .args(["--table", "orders"])
+        .output()
+        .expect("jobstream runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("jobstream: 1"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("(the model file printed above):") && !err.contains("(stdout)"),
+        "{err}"
+    );
 }

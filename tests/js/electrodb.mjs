@@ -1,6 +1,8 @@
 // ElectroDB entities, used by tests/integration/import.rs, in sets: `taskapp`
-// (a task tracker, the default) and `sparse` (indexes whose composite
-// attributes are all optional, which ElectroDB's put leaves out entirely):
+// (a task tracker, the default), `sparse` (indexes whose composite
+// attributes are all optional, which ElectroDB's put leaves out entirely)
+// and `awkward` (constant and tailed key templates, a local secondary index,
+// an entity with no sort key):
 //   node electrodb.mjs schema [SET]               -> the entities' schemas as JSON
 //   node electrodb.mjs write ENDPOINT TABLE [SET] -> sample items, written by ElectroDB
 // The schemas are serialised with ElectroDB's own `entity.schema` (the model
@@ -91,9 +93,16 @@ const task = {
     },
     open: {
       index: 'gsi2pk-gsi2sk-index',
-      condition: (attr) => attr.status === 'open',
       pk: { field: 'gsi2pk', composite: ['project'], template: 'OPEN#${project}', casing: 'none' },
       sk: { field: 'gsi2sk', composite: ['points', 'taskId'], template: 'P#${points}#T#${taskId}', casing: 'none' },
+    },
+    // Written only while the condition holds (a JS function): left to
+    // ElectroDB by the import.
+    openByProject: {
+      index: 'gsi3pk-gsi3sk-index',
+      condition: (attr) => attr.status === 'open',
+      pk: { field: 'gsi3pk', composite: ['project'] },
+      sk: { field: 'gsi3sk', composite: ['taskId'] },
     },
   },
 };
@@ -134,7 +143,6 @@ const enrollment = {
     },
     byTerm: {
       index: 'gsi4',
-      condition: (attr) => attr.term !== 'off',
       pk: { field: 'gsi4pk', composite: [] },
       sk: { field: 'gsi4sk', composite: ['term'] },
     },
@@ -144,6 +152,56 @@ const enrollment = {
       sk: { field: 'gsi5sk', composite: ['term'], template: 'T#${term}' },
     },
   },
+};
+
+// imp11's findings 1-3: a key `template` that is a constant (`FEED`, written
+// lower-cased as `feed` unless `casing: none`) or ends in text after its
+// last attribute (written after it); a local secondary index (its partition
+// key is the table's); an entity whose primary index has no sort key
+// (`setting`: ElectroDB can write it only to a table keyed by `pk` alone, so
+// it is in the schema, not written).
+const post = {
+  model: { entity: 'post', version: '1', service: 'blog' },
+  attributes: {
+    // imp11's finding 18: a `label` names the attribute in keys.
+    postId: { type: 'string', required: true, label: 'pid' },
+    title: { type: 'string', required: true },
+    publishedAt: { type: 'string', required: true },
+    severity: { type: 'number' },
+  },
+  indexes: {
+    byId: { pk: { field: 'pk', composite: ['postId'] }, sk: { field: 'sk', composite: [] } },
+    published: {
+      index: 'gsi1pk-gsi1sk-index',
+      pk: { field: 'gsi1pk', template: 'FEED', composite: [] },
+      sk: { field: 'gsi1sk', template: 'PUB#${publishedAt}#${postId}#V1', composite: ['publishedAt', 'postId'], casing: 'upper' },
+    },
+    all: {
+      index: 'gsi2pk-gsi2sk-index',
+      pk: { field: 'gsi2pk', template: 'ALL', composite: [], casing: 'none' },
+      sk: { field: 'gsi2sk', composite: ['title'] },
+    },
+  },
+};
+
+const tag = {
+  model: { entity: 'tag', version: '1', service: 'blog' },
+  attributes: {
+    tag: { type: 'string', required: true },
+    postId: { type: 'string', required: true },
+    label: { type: 'string', required: true },
+    weight: { type: 'any' },
+  },
+  indexes: {
+    byTag: { pk: { field: 'pk', composite: ['tag'], casing: 'upper' }, sk: { field: 'sk', composite: ['postId'] } },
+    byLabel: { index: 'lsi1', pk: { field: 'pk', composite: ['tag'], casing: 'upper' }, sk: { field: 'lsi1sk', composite: ['label'] } },
+  },
+};
+
+const setting = {
+  model: { entity: 'setting', version: '2', service: 'blog' },
+  attributes: { key: { type: 'string', required: true }, value: { type: 'string' } },
+  indexes: { primary: { pk: { field: 'pk', composite: ['key'], template: 'SETTING#${key}' } } },
 };
 
 const sets = {
@@ -157,6 +215,8 @@ const sets = {
       await e.task.put({ taskId: 'Tk-10', project: 'Apollo', points: 13, status: 'open' }).go();
       // A negative number padded as JavaScript's padStart pads it: `0-5`.
       await e.task.put({ taskId: 'Tk-11', project: 'Apollo', points: -5, status: 'open' }).go();
+      // Not open: ElectroDB leaves openByProject's keys out.
+      await e.task.put({ taskId: 'Tk-12', project: 'Apollo', points: 1, status: 'done' }).go();
     },
   },
   sparse: {
@@ -172,6 +232,15 @@ const sets = {
       await e.enrollment.put({ userId: 'U4', courseId: 'C2', term: 'spring' }).go();
       // certificateId alone: gsi2, and gsi5's partition key.
       await e.enrollment.put({ userId: 'U5', courseId: 'C2', certificateId: 'Y1' }).go();
+    },
+  },
+  awkward: {
+    schemas: { post, tag, setting },
+    async write(e) {
+      await e.post.put({ postId: 'P1', title: 'Hello', publishedAt: '2026-11-01T00:00:00z' }).go();
+      await e.post.put({ postId: 'p2', title: 'Second', publishedAt: '2026-11-02', severity: 2 }).go();
+      await e.tag.put({ tag: 'Rust', postId: 'P1', label: 'Lang', weight: [1, 'a'] }).go();
+      await e.tag.put({ tag: 'Rust', postId: 'p2', label: 'Systems' }).go();
     },
   },
 };

@@ -1,19 +1,21 @@
-// OneTable writes sample items of onetable-schema.json, for
-// tests/integration/import.rs (key equality with `jobstream import onetable`),
-// or creates the table as OneTable's createTable() does (its indexes'
-// projections, for the adoption check):
-//   node onetable.mjs write ENDPOINT TABLE
+// OneTable writes sample items of onetable-schema.json (or, with the set
+// `awkward`, onetable-awkward.json), for tests/integration/import.rs (key
+// equality with `jobstream import onetable`), or creates the table as
+// OneTable's createTable() does (its indexes' projections, for the adoption
+// check):
+//   node onetable.mjs write ENDPOINT TABLE [awkward]
 //   node onetable.mjs create ENDPOINT TABLE
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Table } from 'dynamodb-onetable';
 import { readFileSync } from 'node:fs';
 
-const schema = JSON.parse(readFileSync(new URL('./onetable-schema.json', import.meta.url), 'utf8'));
-const [cmd, endpoint, name] = process.argv.slice(2);
-if (cmd !== 'write' && cmd !== 'create') {
-  process.stderr.write('usage: node onetable.mjs write|create ENDPOINT TABLE\n');
+const [cmd, endpoint, name, set] = process.argv.slice(2);
+const file = set === undefined ? 'onetable-schema.json' : set === 'awkward' ? 'onetable-awkward.json' : null;
+if ((cmd !== 'write' && cmd !== 'create') || !file) {
+  process.stderr.write('usage: node onetable.mjs write|create ENDPOINT TABLE [awkward]\n');
   process.exit(2);
 }
+const schema = JSON.parse(readFileSync(new URL(`./${file}`, import.meta.url), 'utf8'));
 const client = new DynamoDBClient({
   endpoint,
   region: 'us-east-1',
@@ -23,6 +25,20 @@ const table = new Table({ client, name, schema, partial: false });
 if (cmd === 'create') {
   await table.createTable({ StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' } });
   process.stdout.write('created\n');
+  process.exit(0);
+}
+if (set === 'awkward') {
+  // imp11's findings 4-6: a numeric enum (stored as N), fields kept only
+  // inside the key (`encode`), and the `_unique#` item of a unique field
+  // (its `_type` is `_Unique`).
+  const Account = table.getModel('Account');
+  const Ticket = table.getModel('Ticket');
+  const Note = table.getModel('Note');
+  await Account.create({ id: 'a1', name: 'Acme', domain: 'acme.com' });
+  await Ticket.create({ accountId: 'a1', seq: 7, severity: 2, status: 'open' });
+  await Ticket.create({ accountId: 'a1', seq: 8, status: 'closed' });
+  await Note.create({ accountId: 'a1', noteId: 'n1', body: 'hello' });
+  process.stdout.write('written\n');
   process.exit(0);
 }
 const Account = table.getModel('Account');

@@ -261,7 +261,15 @@ fn an_overlap_is_reported_in_both_orders_at_its_line_with_an_example_key() {
             p[0].message.contains("`user`") && p[0].message.contains("`team`"),
             "{p:#?}"
         );
+        // imp11's finding 12: changing the templates means re-keying a
+        // table; the message says the other way out, which works.
+        assert!(p[0].message.contains("pattern: \"^[^#]+$\""), "{p:#?}");
     }
+    let typed = two_entities(("user", "U#${id:key_part}"), team).replace(
+        "entities:",
+        "formats:\n  key_part: { pattern: \"^[^#]+$\" }\nentities:",
+    );
+    assert!(compile(&typed, "t").is_ok(), "{typed}");
     // By construction: a binder that may contain the other template's
     // literal (`A#${a}` holds `B#x`), whichever is declared first.
     for (first, second) in [

@@ -22,56 +22,20 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
-    DraftEntity, DraftGsi, DraftProject, DraftProjection, DraftTy, ImportError,
+    cel_name, enum_of, fresh, ident, unnamable, Draft, DraftAttr, DraftEntity, DraftGsi,
+    DraftProjection, DraftTy, ImportError,
 };
+
+#[path = "electrodb_keys.rs"]
+mod keys;
+#[cfg(test)]
+use keys::template_shape;
+use keys::{key_template, numbers_in_key, projection, shape};
 
 /// The attribute ElectroDB writes the entity's name to.
 pub const ENTITY_FIELD: &str = "__edb_e__";
 /// The attribute ElectroDB writes the entity's version to.
 pub const VERSION_FIELD: &str = "__edb_v__";
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Casing {
-    Lower,
-    Upper,
-    None,
-}
-
-impl Casing {
-    fn of(v: Option<&str>) -> Casing {
-        match v {
-            Some("upper") => Casing::Upper,
-            Some("none") => Casing::None,
-            _ => Casing::Lower,
-        }
-    }
-
-    fn apply(self, s: &str) -> String {
-        match self {
-            Casing::Lower => s.to_lowercase(),
-            Casing::Upper => s.to_uppercase(),
-            Casing::None => s.to_string(),
-        }
-    }
-
-    fn function(self) -> Option<&'static str> {
-        match self {
-            Casing::Lower => Some("lower"),
-            Casing::Upper => Some("upper"),
-            Casing::None => None,
-        }
-    }
-}
-
-/// A key as ElectroDB writes it: literal text, then (label, attribute)
-/// pairs; building stops at the first absent attribute.
-#[derive(Debug, Clone, PartialEq)]
-struct KeyShape {
-    prefix: String,
-    composites: Vec<(String, String)>,
-    casing: Casing,
-}
 
 struct Attribute<'a> {
     /// The schema's name (keys' labels use it).
@@ -94,8 +58,33 @@ impl Attribute<'_> {
         self.def.get("required").and_then(Json::as_bool) == Some(true)
     }
 
+    /// A string, or an enum of strings (cased in keys).
     fn is_text(&self) -> bool {
-        matches!(self.kind(), "string" | "enum")
+        match self.kind() {
+            "string" => true,
+            "enum" => self
+                .def
+                .get("type")
+                .and_then(Json::as_array)
+                .is_some_and(|v| v.iter().all(Json::is_string)),
+            _ => false,
+        }
+    }
+
+    /// The name ElectroDB writes in keys (`#label_value`): its `label`,
+    /// else its name.
+    fn label(&self) -> &str {
+        self.def
+            .get("label")
+            .and_then(Json::as_str)
+            .unwrap_or(self.name)
+    }
+
+    /// Padded in keys otherwise than a number with `0` (a string, another
+    /// character): what this file cannot reproduce.
+    fn padded_otherwise(&self) -> bool {
+        self.padding()
+            .is_some_and(|(_, ch)| !(ch == "0" && self.kind() == "number"))
     }
 
     /// `padding: { length, char }`.
@@ -104,90 +93,6 @@ impl Attribute<'_> {
         let len = p.get("length")?.as_u64()?;
         let ch = p.get("char")?.as_str()?.to_string();
         (len > 0 && !ch.is_empty()).then_some((len, ch))
-    }
-}
-
-fn composites(key: &Json) -> Vec<String> {
-    key.get("composite")
-        .or_else(|| key.get("facets"))
-        .and_then(Json::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The labels of a `template` key (`T#${taskId}#x`): the text before each
-/// attribute, and the text after the last one.
-fn template_shape(template: &str) -> (Vec<(String, String)>, String) {
-    let (holes, tail) = super::holes(template);
-    let labels = holes
-        .into_iter()
-        .map(|(label, name)| (label, name.trim().to_string()))
-        .collect();
-    (labels, tail)
-}
-
-/// The shape of one key of an index.
-fn shape(
-    key: &Json,
-    entity: &str,
-    version: &str,
-    service: &str,
-    index: &Map<String, Json>,
-    is_pk: bool,
-    notes: &mut Vec<String>,
-) -> KeyShape {
-    let casing = Casing::of(key.get("casing").and_then(Json::as_str));
-    if let Some(t) = key.get("template").and_then(Json::as_str) {
-        let (labels, tail) = template_shape(t);
-        if !tail.is_empty() {
-            notes.push(format!(
-                "the template `{t}` ends in `{tail}` after its last attribute: ElectroDB drops it; so does this key"
-            ));
-        }
-        return KeyShape {
-            prefix: String::new(),
-            composites: labels,
-            casing,
-        };
-    }
-    let names = composites(key);
-    let prefix = if is_pk {
-        let mut p = format!("${service}");
-        if let Some(scope) = index.get("scope").and_then(Json::as_str) {
-            p.push_str(&format!("_{scope}"));
-        }
-        p
-    } else {
-        let collection = match index.get("collection") {
-            Some(Json::String(c)) => format!("${c}"),
-            Some(Json::Array(cs)) => cs
-                .iter()
-                .filter_map(Json::as_str)
-                .enumerate()
-                .map(|(i, c)| {
-                    if i == 0 {
-                        format!("${c}")
-                    } else {
-                        format!("#{c}")
-                    }
-                })
-                .collect(),
-            _ => String::new(),
-        };
-        if collection.is_empty() {
-            format!("${entity}_{version}")
-        } else {
-            format!("{collection}#{entity}_{version}")
-        }
-    };
-    KeyShape {
-        prefix,
-        composites: names.into_iter().map(|n| (format!("#{n}_"), n)).collect(),
-        casing,
     }
 }
 
@@ -201,6 +106,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let json: Json = serde_json::from_str(text).map_err(|source| ImportError::Json {
         path: path.to_string(),
         source,
+        export: "ElectroDB entities in a JavaScript module: serialise each entity's `schema` first, functions as their source, e.g. `JSON.stringify([Employee, Office].map((e) => JSON.parse(JSON.stringify(e.schema, (k, v) => (typeof v === 'function' ? v.toString() : v instanceof RegExp ? v.source : v)))))` (README, import)",
     })?;
     let schemas: Vec<&Json> = match &json {
         Json::Array(a) => a.iter().collect(),
@@ -217,8 +123,12 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     }
     let mut table_keys: Option<(String, String)> = None;
     let mut gsis: Vec<DraftGsi> = Vec::new();
+    let mut stated: Vec<String> = Vec::new();
     let mut notes = Vec::new();
     let mut entities = Vec::new();
+    let mut writer_type_free = None;
+    // Entities left out: their primary index has no sort key.
+    let mut no_sort_key: Vec<String> = Vec::new();
     for (i, s) in schemas.iter().enumerate() {
         let model = s
             .get("model")
@@ -247,11 +157,24 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 .and_then(Json::as_str)
                 .unwrap_or(n)
                 .to_string();
-            attrs.push(Attribute {
+            let a = Attribute {
                 name: n,
                 field,
                 def,
-            });
+            };
+            // A typo's width would grow the padded key's expression.
+            if let Some((len, _)) = a.padding().filter(|_| a.kind() == "number") {
+                if len > super::onetable::MAX_DIGITS {
+                    return Err(err(
+                        &format!("{at}.attributes.{n}.padding"),
+                        format!(
+                            "pads a number to {len} digits: at most {} (a DynamoDB number's)",
+                            super::onetable::MAX_DIGITS
+                        ),
+                    ));
+                }
+            }
+            attrs.push(a);
         }
         let indexes = s
             .get("indexes")
@@ -267,6 +190,34 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         };
         let mut taken: Vec<String> = attrs.iter().map(|a| a.field.clone()).collect();
         let attr = |n: &str| attrs.iter().find(|a| a.name == n);
+        // The primary index (no `index`, or ElectroDB's table index `""`).
+        let is_primary = |i: &Json| {
+            i.get("index")
+                .and_then(Json::as_str)
+                .is_none_or(str::is_empty)
+        };
+        let Some((primary_name, primary)) = indexes.iter().find(|(_, i)| is_primary(i)) else {
+            return Err(err(
+                &format!("{at}.indexes"),
+                "no primary index (an index without `index`)".into(),
+            ));
+        };
+        let primary_key = |k: &str| {
+            primary
+                .get(k)
+                .filter(|v| v.is_object())
+                .and_then(|v| v.get("field"))
+                .and_then(Json::as_str)
+        };
+        let primary_pk = primary_key("pk");
+        if primary_key("sk").is_none() {
+            notes.push(format!(
+                "entity `{entity}` is not imported: its primary index `{primary_name}` has no sort key (partition key `{}` only), and a model file's table has one: DynamoDB refuses an item without the table's sort key, so ElectroDB can write `{entity}` only to a table keyed by its partition key alone, which a model file cannot describe (keep it in a table of its own)",
+                primary_pk.unwrap_or("?")
+            ));
+            no_sort_key.push(entity.to_string());
+            continue;
+        }
         for (index_name, index) in indexes {
             let ia = format!("{at}.indexes.{index_name}");
             let index = index
@@ -281,18 +232,25 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 .ok_or_else(|| err(&format!("{ia}.pk.field"), "missing".into()))?;
             let sk = index.get("sk").filter(|v| v.is_object());
             let sk_field = sk.and_then(|k| k.get("field")).and_then(Json::as_str);
+            let secondary = index
+                .get("index")
+                .and_then(Json::as_str)
+                .filter(|i| !i.is_empty());
+            // A secondary index keyed by the table's partition key is a
+            // local one (ElectroDB declares an LSI so): model files declare
+            // global indexes only.
+            let local = secondary.filter(|_| primary_pk == Some(pk_field));
             if index.get("type").and_then(Json::as_str) == Some("clustered") {
                 // The index is declared (a table made from the file has
                 // it); its keys are the hand's.
-                let gsi = index.get("index").and_then(Json::as_str);
-                if let (Some(gsi), Some(sk_field)) = (gsi, sk_field) {
+                if let (Some(gsi), Some(sk_field), None) = (secondary, sk_field, local) {
                     let project = index_projection(index, &attrs).map_err(|why| err(&ia, why))?;
-                    declare_gsi(&mut gsis, gsi, pk_field, sk_field, project)
+                    declare_gsi(&mut gsis, &mut stated, gsi, pk_field, sk_field, project)
                         .map_err(|why| err(&ia, why))?;
                 }
                 e.notes.push(format!(
                     "index `{index_name}` is clustered (the entity name after the sort key's attributes): {}its keys are not reproduced; write them by hand",
-                    if gsi.is_some() && sk_field.is_some() { "declared in the table's gsis, " } else { "" }
+                    if secondary.is_some() && sk_field.is_some() && local.is_none() { "declared in the table's gsis, " } else { "" }
                 ));
                 continue;
             }
@@ -304,15 +262,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             };
             let mut shapes = Vec::new();
             for (k, is_pk) in [(pk, true), (sk.unwrap_or(&Json::Null), false)] {
-                shapes.push(shape(
-                    k,
-                    entity,
-                    version,
-                    service,
-                    index,
-                    is_pk,
-                    &mut e.notes,
-                ));
+                shapes.push(shape(k, entity, version, service, index, is_pk, &attrs));
             }
             for sh in &shapes {
                 for (_, n) in &sh.composites {
@@ -324,103 +274,197 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                     }
                 }
             }
-            match index.get("index").and_then(Json::as_str) {
+            let Some(gsi) = secondary else {
+                // The primary index: the table's keys.
+                let keys = (pk_field.to_string(), sk_field.to_string());
+                match &table_keys {
+                    None => table_keys = Some(keys.clone()),
+                    Some(k) if *k != keys => {
+                        return Err(err(
+                            &ia,
+                            format!(
+                                "the table's keys are ({}, {}) for another entity, ({}, {}) here: one table, one pair",
+                                k.0, k.1, keys.0, keys.1
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
+                    numbers_in_key(sh, &attrs, &mut e.notes);
+                    let t = key_template(sh, &attrs, &mut taken, &mut e.checks, &mut e.notes);
+                    e.key.push((field.to_string(), t));
+                }
+                continue;
+            };
+            // `cast: 'number'`: ElectroDB writes a number, where a model
+            // file's GSI keys are text (a table made from it types them S).
+            let cast: Vec<&str> = [(pk, pk_field), (sk.unwrap_or(&Json::Null), sk_field)]
+                .into_iter()
+                .filter(|(k, _)| k.get("cast").and_then(Json::as_str) == Some("number"))
+                .map(|(_, f)| f)
+                .collect();
+            if !cast.is_empty() {
+                e.notes.push(format!(
+                    "index `{index_name}` (`{gsi}`) casts `{}` to a number (`cast: 'number'`): ElectroDB writes a number there, where a model file's index keys are text; not declared (a table made from this file would type it a string) and not projected (the library keeps it)",
+                    cast.join("`, `")
+                ));
+                continue;
+            }
+            // The keys the file projects: an LSI's sort key only (its
+            // partition key is the table's, which its template says).
+            let mut keys = vec![(pk_field, &shapes[0]), (sk_field, &shapes[1])];
+            match local {
                 None => {
-                    // The primary index: the table's keys.
-                    let keys = (pk_field.to_string(), sk_field.to_string());
-                    match &table_keys {
-                        None => table_keys = Some(keys.clone()),
-                        Some(k) if *k != keys => {
-                            return Err(err(
-                                &ia,
-                                format!(
-                                    "the table's keys are ({}, {}) for another entity, ({}, {}) here: one table, one pair",
-                                    k.0, k.1, keys.0, keys.1
-                                ),
-                            ))
-                        }
-                        Some(_) => {}
-                    }
-                    for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
-                        let t = key_template(sh, &attrs, &mut taken, &mut e.checks, &mut e.notes);
-                        e.key.push((field.to_string(), t));
-                    }
-                }
-                Some(gsi) => {
                     let project = index_projection(index, &attrs).map_err(|why| err(&ia, why))?;
-                    declare_gsi(&mut gsis, gsi, pk_field, sk_field, project)
+                    declare_gsi(&mut gsis, &mut stated, gsi, pk_field, sk_field, project)
                         .map_err(|why| err(&ia, why))?;
-                    let condition = index.get("condition").and_then(Json::as_str);
-                    let mut index_reads: Vec<&Attribute> = Vec::new();
-                    for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
-                        if let Some(a) = attr(n) {
-                            if !index_reads.iter().any(|r| r.name == a.name) {
-                                index_reads.push(a);
+                    // An index on the table's own keys (inverted: `sk`,
+                    // `pk`): their templates say what they hold.
+                    keys.retain(|(f, _)| Some(*f) != primary_pk && Some(*f) != primary_key("sk"));
+                    if keys.len() < 2 {
+                        e.notes.push(format!(
+                            "index `{index_name}` (`{gsi}`) is keyed by the table's own key attributes ({pk_field}, {sk_field}): declared; {}",
+                            if keys.is_empty() {
+                                "they are the primary index's, as its templates build them (not projected)".to_string()
+                            } else {
+                                format!("only `{}` is projected", keys[0].0)
                             }
-                        }
-                    }
-                    if let Some(a) = index_reads.iter().find(|a| !cel_name(&a.field)) {
-                        e.notes.push(format!(
-                            "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
-                            a.field,
-                            unnamable(&a.field)
                         ));
-                        continue;
                     }
-                    if index_reads.is_empty() {
-                        e.notes.push(format!(
-                            "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
-                        ));
+                    if keys.is_empty() {
                         continue;
-                    }
-                    for (field, sh) in [(pk_field, &shapes[0]), (sk_field, &shapes[1])] {
-                        let mut p = projection(field, sh, &index_reads, &attrs);
-                        if let Some(c) = condition {
-                            let n = format!(
-                                "index `{index_name}` is written only while `{c}` holds: write it as \
-                                 `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute"
-                            );
-                            p.note = Some(match p.note {
-                                Some(o) => format!("{o}; {n}"),
-                                None => n,
-                            });
-                        }
-                        e.project.push(p);
                     }
                 }
+                Some(lsi) => {
+                    keys.retain(|(f, _)| Some(*f) != primary_pk && Some(*f) != primary_key("sk"));
+                    let primary_pk_shape = primary
+                        .as_object()
+                        .zip(primary.get("pk"))
+                        .map(|(p, k)| shape(k, entity, version, service, p, true, &attrs));
+                    let differs = if primary_pk_shape.as_ref() != Some(&shapes[0]) {
+                        format!("; its partition key is built otherwise than the primary index's, and both write `{pk_field}`: the primary index's is the one this file reads")
+                    } else {
+                        String::new()
+                    };
+                    e.notes.push(format!(
+                        "index `{index_name}` (`{lsi}`) is a local secondary index (its partition key is the table's `{pk_field}`): not declared, as model files declare global indexes (queries on it are written by hand){}{differs}",
+                        match keys.first() {
+                            Some((f, _)) => format!("; its sort key `{f}` is projected"),
+                            None => String::new(),
+                        }
+                    ));
+                    if keys.is_empty() {
+                        continue;
+                    }
+                }
+            }
+            let condition = index.get("condition").and_then(Json::as_str);
+            let mut index_reads: Vec<&Attribute> = Vec::new();
+            for (_, n) in shapes.iter().flat_map(|sh| &sh.composites) {
+                if let Some(a) = attr(n) {
+                    if !index_reads.iter().any(|r| r.name == a.name) {
+                        index_reads.push(a);
+                    }
+                }
+            }
+            if let Some(a) = index_reads.iter().find(|a| !cel_name(&a.field)) {
+                e.notes.push(format!(
+                    "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
+                    a.field,
+                    unnamable(&a.field)
+                ));
+                continue;
+            }
+            if index_reads.is_empty() {
+                e.notes.push(format!(
+                    "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
+                ));
+                continue;
+            }
+            // A string padded in a key (or a number padded with other than
+            // 0): not reproduced, so not projected (the library keeps it).
+            if let Some(a) = index_reads.iter().find(|a| a.padded_otherwise()) {
+                e.notes.push(format!(
+                    "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`, padded in keys as only numbers padded with 0 are reproduced here; not projected (the library keeps them)",
+                    a.field
+                ));
+                continue;
+            }
+            let mut built = Vec::new();
+            for (field, sh) in keys {
+                numbers_in_key(sh, &attrs, &mut e.notes);
+                match projection(field, sh, &index_reads, &attrs) {
+                    Ok(p) => built.push(p),
+                    Err(why) => e.notes.push(format!(
+                        "index `{index_name}`'s `{field}`: {why}; not projected (the library keeps it)"
+                    )),
+                }
+            }
+            match condition {
+                None => e.project.extend(built),
+                // A JS function: projecting the keys regardless would write
+                // them where ElectroDB leaves them out.
+                Some(c) => e.notes.push(format!(
+                    "index `{index_name}` is written only while `{c}` holds: not projected, so that jobstream never writes its keys where ElectroDB leaves them out (the library keeps them); to keep them exact, project each as `${{CONDITION ? VALUE : null}}` (e.g. `status == 'open'`), null = no attribute, with VALUE from{}",
+                    built
+                        .iter()
+                        .map(|p| format!(" `{}`: {}", p.attr, super::q(&p.value)))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
             }
         }
         if e.key.is_empty() {
             return Err(err(
-                &format!("{at}.indexes"),
-                "no primary index (an index without `index`)".into(),
+                &format!("{at}.indexes.{primary_name}"),
+                "the primary index gives no table keys (a clustered one's are not reproduced)"
+                    .into(),
             ));
         }
         for a in &attrs {
-            if let Some(d) = draft_attr(a) {
-                e.attributes.push(d);
-            } else {
-                e.notes.push(format!(
-                    "`{}` ({}) is not typed: model files type scalars, string sets, lists and maps",
-                    a.field,
-                    a.kind()
-                ));
+            match draft_attr(a) {
+                Ok(d) => e.attributes.push(d),
+                Err(why) => e.notes.push(why),
             }
         }
         e.attributes.push(DraftAttr {
             name: VERSION_FIELD.to_string(),
-            ty: DraftTy::Enum(vec![version.to_string()]),
+            ty: DraftTy::Enum(vec![Json::String(version.to_string())]),
             optional: false,
             note: None,
         });
+        // Two services' entities of one name (a shared table): the later
+        // one is named after its service; both items carry the same
+        // `__edb_e__`, so the type of a writer's item is not checked.
         if entities.iter().any(|x: &DraftEntity| x.name == entity) {
+            let taken: Vec<String> = entities.iter().map(|x| x.name.clone()).collect();
+            e.name = fresh(&format!("{}_{entity}", ident(service)), &taken);
             notes.push(format!(
-                "two entities are named `{entity}`: ElectroDB tells them apart by service and version; rename one here"
+                "two entities are named `{entity}` (ElectroDB tells them apart by service and version): the one of service `{service}` is `{}` here",
+                e.name
+            ));
+            writer_type_free = Some(format!(
+                "ElectroDB stamps `{ENTITY_FIELD}: {entity}` on the items of `{entity}` and `{}`:\n\
+                 the type of a writer's item is not checked (its key says its entity).",
+                e.name
             ));
         }
         entities.push(e);
     }
-    let (pk, sk) = table_keys.ok_or_else(|| err("indexes", "no primary index".into()))?;
+    let (pk, sk) = match (table_keys, no_sort_key.first()) {
+        (Some(keys), _) => keys,
+        (None, Some(entity)) => {
+            return Err(err(
+                &format!("{entity}.indexes"),
+                format!(
+                    "no sort key: the primary index of {} has a partition key only, and a model file's table has a sort key (single-table designs do): nothing to import",
+                    no_sort_key.join(", ")
+                ),
+            ))
+        }
+        (None, None) => return Err(err("indexes", "no primary index".into())),
+    };
     Ok(Draft {
         name: name.to_string(),
         about: format!("imported from the ElectroDB entities {path}"),
@@ -431,20 +475,23 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         gsis,
         entity_type: ENTITY_FIELD.to_string(),
         ttl: None,
-        writer_type_free: None,
+        writer_type_free,
         entities,
     })
 }
 
 /// An access pattern's `projection` (`all`, `keys_only`, or attribute
-/// names, here their table attributes).
+/// names, here their table attributes); `None` when it says none.
 fn index_projection(
     index: &Map<String, Json>,
     attrs: &[Attribute],
-) -> Result<DraftProjection, String> {
-    let p = DraftProjection::of(index.get("projection"), "keys_only")
+) -> Result<Option<DraftProjection>, String> {
+    let Some(given) = index.get("projection") else {
+        return Ok(None);
+    };
+    let p = DraftProjection::of(Some(given), "keys_only")
         .map_err(|w| format!("projection {w}: `all`, `keys_only` or a list of attributes"))?;
-    Ok(match p {
+    Ok(Some(match p {
         DraftProjection::Attrs(v) => DraftProjection::Attrs(
             v.iter()
                 .map(|n| {
@@ -456,43 +503,66 @@ fn index_projection(
                 .collect(),
         ),
         other => other,
-    })
+    }))
 }
 
-/// Declares a secondary index once; the same name keyed or projected
-/// otherwise by another entity is refused (why).
+/// Declares a secondary index once; the same name keyed otherwise by
+/// another entity, or projected otherwise where both entities say their
+/// projection, is refused (why). Entities sharing one physical index often
+/// say its projection in one of them only: the one said is the index's
+/// (`stated` lists the indexes whose projection an entity said; an index
+/// no entity says a projection of projects `all`).
 fn declare_gsi(
     gsis: &mut Vec<DraftGsi>,
+    stated: &mut Vec<String>,
     gsi: &str,
     pk: &str,
     sk: &str,
-    project: DraftProjection,
+    project: Option<DraftProjection>,
 ) -> Result<(), String> {
-    match gsis.iter().find(|g| g.name == gsi) {
+    let said = stated.iter().any(|s| s == gsi);
+    match gsis.iter_mut().find(|g| g.name == gsi) {
         Some(g) if g.pk != pk || g.sk != sk => Err(format!(
             "index {gsi} is keyed ({}, {}) by another entity, ({pk}, {sk}) here",
             g.pk, g.sk
         )),
-        Some(g) if g.project != project => Err(format!(
-            "index {gsi} projects {} by another entity's `projection`, {} here: a table's index has one projection",
-            g.project.written(),
-            project.written()
-        )),
-        Some(_) => Ok(()),
+        Some(g) => match project {
+            Some(p) if said && g.project != p => Err(format!(
+                "index {gsi} projects {} by another entity's `projection`, {} here: a table's index has one projection",
+                g.project.written(),
+                p.written()
+            )),
+            Some(p) => {
+                g.project = p;
+                stated.push(gsi.to_string());
+                Ok(())
+            }
+            None => Ok(()),
+        },
         None => {
+            if project.is_some() {
+                stated.push(gsi.to_string());
+            }
             gsis.push(DraftGsi {
                 name: gsi.to_string(),
                 pk: pk.to_string(),
                 sk: sk.to_string(),
-                project,
+                project: project.unwrap_or(DraftProjection::All),
             });
             Ok(())
         }
     }
 }
 
-fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
+fn draft_attr(a: &Attribute) -> Result<DraftAttr, String> {
     let mut notes = Vec::new();
+    let untyped = || {
+        format!(
+            "`{}` ({}) is not typed: model files type scalars, string sets, lists and maps",
+            a.field,
+            a.kind()
+        )
+    };
     let ty = match a.kind() {
         "string" => DraftTy::Named("string"),
         // Any number DynamoDB holds, fractions too; padded with `0` in keys,
@@ -500,22 +570,23 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
         "number" if a.padding().is_some_and(|(_, ch)| ch == "0") => DraftTy::Named("int"),
         "number" => DraftTy::Named("number"),
         "boolean" => DraftTy::Named("bool"),
-        "enum" => DraftTy::Enum(
-            a.def
-                .get("type")
-                .and_then(Json::as_array)
-                .map(|v| {
-                    v.iter()
-                        .map(|x| x.as_str().map(str::to_string).unwrap_or(x.to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        ),
+        "enum" => {
+            let values = a.def.get("type").and_then(Json::as_array);
+            match enum_of(values.map(Vec::as_slice).unwrap_or_default()) {
+                Ok(ty) => ty,
+                // Numbers with fractions: a `number`, the values said.
+                Err(why) if values.is_some_and(|v| v.iter().all(Json::is_number)) => {
+                    notes.push(why);
+                    DraftTy::Named("number")
+                }
+                Err(why) => return Err(format!("`{}`: {why}; not declared", a.field)),
+            }
+        }
         "set" if a.def.get("items").and_then(Json::as_str) == Some("string") => {
             DraftTy::Named("set")
         }
         "list" | "map" => DraftTy::Named(if a.kind() == "list" { "list" } else { "map" }),
-        _ => return None,
+        _ => return Err(untyped()),
     };
     if a.field != a.name {
         notes.push(format!(
@@ -533,6 +604,12 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
                 "default" => format!(
                     "default `{v}`: ElectroDB fills it in on put; here the attribute is read as written"
                 ),
+                // A RegExp that `JSON.stringify` wrote as an object.
+                "validate" if v == "{}" => "validate `{}`: a regular expression lost in the export \
+                     (`JSON.stringify` writes one as `{}`: export it with \
+                     `v instanceof RegExp ? v.source : ...`, as the README shows, to see it here); \
+                     write it as a `check:` (CEL)"
+                    .to_string(),
                 "validate" => format!("validate `{v}`: write it as a `check:` (CEL)"),
                 _ => format!("{f} `{v}`: a JS function with no equivalent here"),
             });
@@ -545,189 +622,12 @@ fn draft_attr(a: &Attribute) -> Option<DraftAttr> {
             ));
         }
     }
-    Some(DraftAttr {
+    Ok(DraftAttr {
         name: a.field.clone(),
         ty,
         optional: !a.required(),
         note: (!notes.is_empty()).then(|| notes.join("; ")),
     })
-}
-
-/// The CEL expression of a composite's value as ElectroDB writes it in a key
-/// (padded, cased), or `None` when it is the attribute as is.
-fn transformed(a: &Attribute, casing: Casing) -> Option<String> {
-    if let Some((len, ch)) = a.padding() {
-        if ch == "0" && a.kind() == "number" {
-            return Some(pad_number(&a.field, len as usize));
-        }
-    }
-    match casing.function() {
-        Some(f) if a.is_text() => Some(format!("{f}({})", a.field)),
-        _ => None,
-    }
-}
-
-/// The primary key's template: cased literals; a composite written as is
-/// binds its attribute, a transformed one a fresh name tied by a check.
-fn key_template(
-    sh: &KeyShape,
-    attrs: &[Attribute],
-    taken: &mut Vec<String>,
-    checks: &mut Vec<DraftCheck>,
-    notes: &mut Vec<String>,
-) -> String {
-    let attr = |n: &str| attrs.iter().find(|a| a.name == n);
-    let mut t = sh.casing.apply(&sh.prefix);
-    for (label, n) in &sh.composites {
-        t.push_str(&sh.casing.apply(label));
-        let Some(a) = attr(n) else { continue };
-        if !a.required() {
-            notes.push(format!(
-                "`{}` is part of the primary key but not required: ElectroDB refuses a put without it, here it is read from the key",
-                a.field
-            ));
-        }
-        let plain = transformed(a, sh.casing).is_none();
-        // A plain part binds the attribute itself when its name can be a
-        // binder (a reserved word can: no expression reads it).
-        let bindable = cel_name(&a.field) || (plain && ident(&a.field) == a.field);
-        if !bindable {
-            // Neither a check nor the binder can name it: a name of its own,
-            // not tied to the attribute.
-            let b = fresh(&format!("{}_key", ident(&a.field)), taken);
-            taken.push(b.clone());
-            notes.push(format!(
-                "{}: the key binds its part as `{b}`, not tied to `{}` by a check (a model file cannot name it in an expression); an item whose key disagrees with it is not refused",
-                unnamable(&a.field),
-                a.field
-            ));
-            t.push_str(&format!("${{{b}}}"));
-            continue;
-        }
-        match transformed(a, sh.casing) {
-            None => t.push_str(&format!("${{{}}}", a.field)),
-            Some(expr) => {
-                let suffix = match sh.casing.function() {
-                    Some(f) if a.is_text() => f,
-                    _ => "key",
-                };
-                let base = format!("{}_{suffix}", a.field);
-                let b = match checks
-                    .iter()
-                    .find(|c| c.expr == format!("{expr} == {base}"))
-                {
-                    Some(_) => base,
-                    None => {
-                        let b = fresh(&base, taken);
-                        taken.push(b.clone());
-                        checks.push(DraftCheck {
-                            expr: format!("{expr} == {b}"),
-                            attribute: a.field.clone(),
-                            message: format!("the key holds `{expr}`"),
-                        });
-                        b
-                    }
-                };
-                t.push_str(&format!("${{{b}}}"));
-            }
-        }
-    }
-    t
-}
-
-/// A GSI key attribute as a projection, as ElectroDB's put writes it
-/// (checked against the library: `tests/js/electrodb.mjs`, set `sparse`):
-///
-/// - an index none of whose attributes the item holds gets neither key
-///   (when every attribute the index reads is optional, the value is `null`
-///   while all are absent; an index reading none is never written and is
-///   not projected: the caller notes it);
-/// - otherwise each key is built up to its first absent attribute (a value
-///   template while every attribute of the key is required);
-/// - a key that comes out empty (a `template` starting with an absent
-///   attribute) is not written either.
-fn projection(
-    field: &str,
-    sh: &KeyShape,
-    index_reads: &[&Attribute],
-    attrs: &[Attribute],
-) -> DraftProject {
-    let attr = |n: &str| attrs.iter().find(|a| a.name == n);
-    let prefix = sh.casing.apply(&sh.prefix);
-    let reads: Vec<&Attribute> = sh.composites.iter().filter_map(|(_, n)| attr(n)).collect();
-    let hole = |a: &Attribute| transformed(a, sh.casing).unwrap_or_else(|| a.field.clone());
-    // While every attribute the index reads may be absent, the index is
-    // sparse: no keys without any of them.
-    let sparse = index_reads.iter().all(|a| !a.required());
-    let first_empty = sh
-        .composites
-        .first()
-        .is_some_and(|(label, _)| prefix.is_empty() && sh.casing.apply(label).is_empty());
-    // In a sparse index reading one attribute, that one is present
-    // wherever the key is written.
-    let present = |a: &Attribute| a.required() || (sparse && index_reads.len() == 1);
-    let needs_expr = sparse || reads.iter().any(|a| !present(a));
-    let value = if !needs_expr {
-        let mut t = prefix;
-        for (label, n) in &sh.composites {
-            t.push_str(&sh.casing.apply(label));
-            if let Some(a) = attr(n) {
-                t.push_str(&format!("${{{}}}", hole(a)));
-            }
-        }
-        t
-    } else {
-        // prefix + label1 + (v1 == null ? '' : v1 + label2 + (v2 == null ? '' : v2 ...))
-        let mut tail = String::new();
-        for (i, (label, n)) in sh.composites.iter().enumerate().rev() {
-            let Some(a) = attr(n) else { continue };
-            let v = if a.is_text() || transformed(a, sh.casing).is_some() {
-                hole(a)
-            } else {
-                format!("string({})", a.field)
-            };
-            let rest = if tail.is_empty() {
-                v
-            } else {
-                format!("{v} + {tail}")
-            };
-            let label = sh.casing.apply(label);
-            tail = if present(a) {
-                if label.is_empty() {
-                    rest
-                } else {
-                    format!("{} + {rest}", cel_str(&label))
-                }
-            } else if i == 0 && first_empty {
-                // The key would be '': not written.
-                format!("{} == null ? null : {rest}", a.field)
-            } else {
-                format!("{} + ({} == null ? '' : {rest})", cel_str(&label), a.field)
-            };
-        }
-        let key = if tail.is_empty() {
-            cel_str(&prefix)
-        } else if prefix.is_empty() {
-            tail
-        } else {
-            format!("{} + {tail}", cel_str(&prefix))
-        };
-        if sparse {
-            let none: Vec<String> = index_reads
-                .iter()
-                .map(|a| format!("{} == null", a.field))
-                .collect();
-            let key = if first_empty { format!("({key})") } else { key };
-            format!("${{{} ? null : {key}}}", none.join(" && "))
-        } else {
-            format!("${{{key}}}")
-        }
-    };
-    DraftProject {
-        attr: field.to_string(),
-        value,
-        note: None,
-    }
 }
 
 #[cfg(test)]

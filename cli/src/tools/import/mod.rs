@@ -83,7 +83,7 @@ pub fn run(
     }
     let shown = out
         .map(|o| o.display().to_string())
-        .unwrap_or_else(|| "(stdout)".into());
+        .unwrap_or_else(|| "(the model file printed above)".into());
     Ok(match shared::file::compile(&yaml, &name) {
         Ok(_) => vec![],
         Err(problems) => problems
@@ -96,11 +96,13 @@ pub fn run(
 /// Why a schema could not be imported: what and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("{path}: not JSON: {source} (a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`)")]
+    #[error("{path}: not JSON: {source} ({export})")]
     Json {
         path: String,
         #[source]
         source: serde_json::Error,
+        /// How to export the library's schema as JSON.
+        export: &'static str,
     },
     #[error("{path}: {at}: {why}")]
     Schema {
@@ -116,7 +118,34 @@ pub enum ImportError {
 pub enum DraftTy {
     /// `string`, `int`, `number`, `bool`, `ulid`, `iso-utc`, `set`, `list`, `map`.
     Named(&'static str),
-    Enum(Vec<String>),
+    /// A list of allowed values, typed as written: all strings, all
+    /// integers or all booleans (see [`enum_of`]).
+    Enum(Vec<serde_json::Value>),
+}
+
+/// An enum's type from a schema's list of values, typed as written (`[1,
+/// 2, 3]` numbers, `["a"]` strings, `[true]` booleans), or why a model
+/// file's enum cannot hold it (one kind of scalar per list, integers only).
+pub fn enum_of(values: &[serde_json::Value]) -> Result<DraftTy, String> {
+    use serde_json::Value as J;
+    let shown = || serde_json::Value::Array(values.to_vec()).to_string();
+    if values.is_empty() {
+        return Err(format!("enum {}: no values", shown()));
+    }
+    let all = |f: fn(&J) -> bool| values.iter().all(f);
+    if all(J::is_string) || all(|v| v.is_i64() || v.is_u64()) || all(J::is_boolean) {
+        Ok(DraftTy::Enum(values.to_vec()))
+    } else if all(J::is_number) {
+        Err(format!(
+            "enum {}: a model file's enum holds strings, integers or booleans; typed `number` (write the values as a `check:`)",
+            shown()
+        ))
+    } else {
+        Err(format!(
+            "enum {}: values of several kinds, which a model file's enum cannot hold (one kind per list)",
+            shown()
+        ))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -230,8 +259,8 @@ pub struct Draft {
     pub entity_type: String,
     /// The table's TTL attribute (OneTable's `ttl: true` field).
     pub ttl: Option<String>,
-    /// `writer_type: free` (why, as a comment): some item the writer's
-    /// library writes carries no entity type.
+    /// `writer_type: free` (why, as a comment): the library stamps one
+    /// type on items of two entities here.
     pub writer_type_free: Option<String>,
     pub entities: Vec<DraftEntity>,
 }
@@ -315,7 +344,14 @@ impl Draft {
                         DraftTy::Named(t) => q(t),
                         DraftTy::Enum(values) => format!(
                             "[{}]",
-                            values.iter().map(|v| q(v)).collect::<Vec<_>>().join(", ")
+                            values
+                                .iter()
+                                .map(|v| match v {
+                                    serde_json::Value::String(s) => q(s),
+                                    other => other.to_string(),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     };
                     let _ = writeln!(out, "      {}: {ty}", q(&format!("{}{opt}", a.name)));
@@ -397,6 +433,15 @@ pub fn pad_number(name: &str, len: usize) -> String {
         );
     }
     format!("(size({s}) >= {len} ? {s} : {name} >= 0 ? pad({name}, {len}) : ({zeros}) + {s})")
+}
+
+/// What a key holding the `number` attribute `field` as it is says: the
+/// library renders it as JavaScript's `String(n)` does, the file as
+/// DynamoDB returns it (imp11's finding 8: OneTable's `price#1e-7`).
+pub fn number_in_key(field: &str, library: &str) -> String {
+    format!(
+        "`{field}`, a number, is in a key: {library} writes one below 1e-6 or from 1e21 as JavaScript's `String(n)` does, with an exponent (`1e-7`), where this file renders none (`0.0000001`), so such an item would be bad input; other numbers are written alike"
+    )
 }
 
 /// A name usable in templates and CEL (letters, digits, `_`), from a

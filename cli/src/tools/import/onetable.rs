@@ -19,51 +19,13 @@
 use serde_json::{Map, Value as Json};
 
 use super::{
-    cel_name, cel_str, fresh, holes, ident, pad_number, unnamable, Draft, DraftAttr, DraftCheck,
-    DraftEntity, DraftGsi, DraftProject, DraftProjection, DraftTy, ImportError,
+    cel_name, enum_of, fresh, holes, ident, number_in_key, pad_number, unnamable, Draft, DraftAttr,
+    DraftCheck, DraftEntity, DraftGsi, DraftProjection, DraftTy, ImportError,
 };
 
-/// A piece of a OneTable value template.
-#[derive(Debug, Clone, PartialEq)]
-enum Piece {
-    Lit(String),
-    /// `${name}` or `${name:size[:pad]}`.
-    Var {
-        name: String,
-        pad: Option<(usize, String)>,
-    },
-}
-
-/// Splits `account#${id}` / `${n:6:0}` as OneTable's `runTemplate` reads it
-/// (`/\${(.*?)}/g`, then `name:len:pad`).
-fn pieces(template: &str) -> Vec<Piece> {
-    let (holes, tail) = holes(template);
-    let mut out = Vec::new();
-    for (lit, inner) in holes {
-        if !lit.is_empty() {
-            out.push(Piece::Lit(lit));
-        }
-        let mut parts = inner.split(':');
-        let name = parts.next().unwrap_or_default().to_string();
-        let pad = parts
-            .next()
-            .and_then(|l| l.parse::<usize>().ok())
-            .filter(|l| *l > 0)
-            .map(|l| (l, parts.next().unwrap_or("0").to_string()));
-        out.push(Piece::Var { name, pad });
-    }
-    if !tail.is_empty() {
-        out.push(Piece::Lit(tail));
-    }
-    out
-}
-
-/// Whether a template hole is a field name (not an expression).
-fn is_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars().all(|c| c.is_alphanumeric() || c == '_')
-        && !s.starts_with(|c: char| c.is_ascii_digit())
-}
+#[path = "onetable_templates.rs"]
+mod templates;
+use templates::{is_name, padded_with_zeros, pieces, projection, Piece};
 
 struct Field<'a> {
     /// The attribute OneTable stores it as (its `map:` name, else its own).
@@ -102,6 +64,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
     let schema: Json = serde_json::from_str(text).map_err(|source| ImportError::Json {
         path: path.to_string(),
         source,
+        export: "a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`",
     })?;
     let format = schema.get("format").and_then(Json::as_str).unwrap_or("");
     if !format.starts_with("onetable:") {
@@ -249,18 +212,18 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         }
     }
     // OneTable keeps one item per value of a `unique: true` field, keyed
-    // `_unique#...` with no type field: an entity of its own, implying
-    // nothing, so that such an item is read and left alone (not bad input).
+    // `_unique#...` and typed `_Unique` (its model's name, in the type
+    // field, as OneTable 2.7.7 writes it): an entity of that name, implying
+    // nothing, so that such an item is read and left alone (not bad input)
+    // while every other item's type is still checked.
     let unique = models.values().filter_map(Json::as_object).any(|fields| {
         fields
             .values()
             .any(|d| d.get("unique").and_then(Json::as_bool) == Some(true))
     });
-    let mut writer_type_free = None;
     if unique {
-        let taken: Vec<String> = entities.iter().map(|e| e.name.clone()).collect();
         entities.push(DraftEntity {
-            name: fresh("onetable_unique", &taken),
+            name: UNIQUE_MODEL.to_string(),
             notes: vec![],
             key: vec![
                 (pk.clone(), "_unique#${value}".to_string()),
@@ -270,10 +233,6 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             checks: vec![],
             project: vec![],
         });
-        writer_type_free = Some(format!(
-            "OneTable's unique-value items (`onetable_unique`) carry no `{type_field}`: the type of\n\
-             a writer's item is not checked (its key says its entity)."
-        ));
     }
     Ok(Draft {
         name: name.to_string(),
@@ -285,10 +244,17 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         gsis,
         entity_type: type_field,
         ttl,
-        writer_type_free,
+        writer_type_free: None,
         entities,
     })
 }
+
+/// The most digits a number padded in a key can need (a DynamoDB number's).
+pub(super) const MAX_DIGITS: u64 = 38;
+
+/// The model OneTable writes the `_unique#` items of `unique: true` fields
+/// as (its name, in the type field).
+const UNIQUE_MODEL: &str = "_Unique";
 
 struct Keys<'a> {
     pk: &'a str,
@@ -303,14 +269,13 @@ struct Keys<'a> {
 /// to the Table at run time says otherwise).
 const EPOCH_MS_UNSAID: &str = "a date stored as epoch milliseconds: the schema's params do not say isoDates (OneTable's default is false); if the schema the Table is given at run time has `isoDates: true`, type it `iso-utc`";
 
-/// Whether a template of the model pads `name` with `0` (`${n:6:0}`): then
-/// the number is an integer, written with `pad()`.
-fn padded_with_zeros(fields: &[Field], name: &str) -> bool {
-    fields.iter().filter_map(|f| f.str("value")).any(|t| {
-        pieces(t).iter().any(
-            |p| matches!(p, Piece::Var { name: n, pad: Some((_, z)) } if n == name && z == "0"),
-        )
-    })
+/// A set's `items` type, lower-cased (`Number`, `{ "type": "number" }`).
+fn set_items(f: &Field) -> Option<String> {
+    match f.def.get("items")? {
+        Json::String(t) => Some(t.to_lowercase()),
+        Json::Object(o) => o.get("type").and_then(Json::as_str).map(str::to_lowercase),
+        _ => None,
+    }
 }
 
 fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, String> {
@@ -347,27 +312,38 @@ fn attr_of(f: &Field, iso_dates: Option<bool>) -> Result<Option<DraftAttr>, Stri
             });
             DraftTy::Named("int")
         }
+        // `items: Number` (a constructor's name, or `{ type }`): OneTable
+        // writes an NS (a BS for binaries), which a model file's `set`
+        // (SS) is not: left undeclared (carried, not checked).
+        "set" if set_items(f).is_some_and(|t| t != "string") => return Ok(None),
+        "set" if set_items(f).is_some() => DraftTy::Named("set"),
         "set" => {
-            note = Some("a string set; sets of numbers or binaries are not typed here".to_string());
+            note = Some(
+                "a string set, as OneTable writes one without `items`; a set of numbers or binaries (an NS, a BS) would be bad input: leave it undeclared"
+                    .to_string(),
+            );
             DraftTy::Named("set")
         }
         "array" | "object" => DraftTy::Named(if f.ty() == "array" { "list" } else { "map" }),
         "binary" | "buffer" | "arraybuffer" => return Ok(None),
         other => return Err(format!("unknown type `{other}`")),
     };
-    let ty = match f.def.get("enum").and_then(Json::as_array) {
-        Some(values) => DraftTy::Enum(
-            values
-                .iter()
-                .map(|v| match v {
-                    Json::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-        ),
+    let mut notes: Vec<String> = note.into_iter().collect();
+    // An enum, typed as written (`[1, 2, 3]` numbers, as OneTable stores
+    // them); one a model file's enum cannot hold keeps the field's type.
+    let ty = match f
+        .def
+        .get("enum")
+        .and_then(Json::as_array)
+        .map(|v| enum_of(v))
+    {
+        Some(Ok(e)) => e,
+        Some(Err(why)) => {
+            notes.push(why);
+            ty
+        }
         None => ty,
     };
-    let mut notes: Vec<String> = note.into_iter().collect();
     if f.def.get("type").is_none() {
         notes.push(format!(
             "`{}` has no type: typed string, as OneTable reads it; if the schema module says `type: Number` (a constructor), export it with the README's replacer (`JSON.stringify` alone drops functions)",
@@ -423,12 +399,31 @@ fn entity(
     // OneTable fills `${_type}` (its type field) with the model's name.
     let type_hole = format!("${{{}}}", keys.type_field);
     // A `map:`-renamed field is read where OneTable stores it.
-    let template_of = |f: &Field| {
+    let as_written = |f: &Field| {
         f.str("value").map(|v| {
             let mut v = v.replace(&type_hole, model);
             for r in fields.iter().filter(|r| r.js != r.name) {
                 for end in ["}", ":"] {
                     v = v.replace(&format!("${{{}{end}", r.js), &format!("${{{}{end}", r.name));
+                }
+            }
+            v
+        })
+    };
+    // A template reading the item's own keys (`gs1pk: '${sk}'`: OneTable
+    // computes templates in order) reads their templates.
+    let template_of = |f: &Field| {
+        as_written(f).map(|mut v| {
+            if f.name != keys.pk && f.name != keys.sk {
+                for k in [keys.pk, keys.sk] {
+                    let hole = format!("${{{k}}}");
+                    if let Some(t) = v
+                        .contains(&hole)
+                        .then(|| field(k).and_then(&as_written))
+                        .flatten()
+                    {
+                        v = v.replace(&hole, &t);
+                    }
                 }
             }
             v
@@ -446,6 +441,78 @@ fn entity(
                 optional: true,
                 note: Some(format!("OneTable packs fields into it (`map: {top}.…`)")),
             });
+        }
+    }
+    // Pad widths (`${n:6:0}`): one that is not a number pads nothing in
+    // OneTable (said); a number padded with 0 past 38 digits (DynamoDB's)
+    // is a typo, refused (its expression would grow with the width).
+    for f in fields {
+        let Some(v) = f.str("value") else { continue };
+        for (_, inner) in holes(v).0 {
+            let mut parts = inner.split(':');
+            let name = parts.next().unwrap_or_default();
+            let Some(width) = parts.next() else { continue };
+            let zeros = parts.next().is_none_or(|p| p == "0");
+            match width.parse::<u64>() {
+                Err(_) => notes.push(format!(
+                    "`{}`: `${{{inner}}}` pads to `{width}`, not a number: OneTable pads nothing (read as `${{{name}}}`)",
+                    f.name
+                )),
+                Ok(w) if w > MAX_DIGITS && zeros && field(name).is_some_and(|f| f.ty() == "number") => {
+                    return Err(err(
+                        f.name,
+                        format!("`${{{inner}}}` pads a number to {w} digits: at most {MAX_DIGITS} (a DynamoDB number's)"),
+                    ))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    // `encode: [key, separator, index]` (or the key's name alone, resolved
+    // as OneTable resolves it): the value is kept only inside that key and
+    // never written as an attribute. Where the table's key template holds
+    // it as the part OneTable reads, the template binds it (a key name,
+    // not an attribute the item must carry); else it is said.
+    let mut in_key: Vec<&str> = Vec::new();
+    let mut unbound: Vec<&str> = Vec::new();
+    for f in fields {
+        let Some(enc) = f.def.get("encode") else {
+            continue;
+        };
+        let hole = format!("${{{}}}", f.name);
+        let (att, sep, index) = match enc {
+            Json::Array(a) => (
+                a.first().and_then(Json::as_str),
+                a.get(1).and_then(Json::as_str).unwrap_or("#"),
+                a.get(2).and_then(Json::as_u64),
+            ),
+            // OneTable's position of the field among the key's `${...}`.
+            Json::String(a) => (
+                Some(a.as_str()),
+                "#",
+                field(a).and_then(&template_of).and_then(|t| {
+                    let (hs, _) = holes(&t);
+                    hs.iter().position(|(_, n)| *n == f.name).map(|i| i as u64)
+                }),
+            ),
+            _ => (None, "#", None),
+        };
+        let bound = att
+            .filter(|a| *a == keys.pk || *a == keys.sk)
+            .and_then(&field)
+            .and_then(&template_of)
+            .zip(index)
+            .is_some_and(|(t, i)| {
+                !sep.is_empty() && t.split(sep).nth(i as usize) == Some(hole.as_str())
+            });
+        if bound {
+            in_key.push(f.name);
+        } else {
+            unbound.push(f.name);
+            notes.push(format!(
+                "`{}` is encoded in a key (encode: {enc}) where the table's key templates do not hold it as `{hole}` alone: OneTable never writes it as an attribute, so it is not declared; bind it in the key by hand",
+                f.name
+            ));
         }
     }
     for k in [keys.pk, keys.sk] {
@@ -469,8 +536,23 @@ fn entity(
         for p in pieces(&value) {
             match p {
                 Piece::Lit(l) => t.push_str(&l),
+                // A name a key template cannot bind (`first-name`): a name
+                // of its own, not tied to the attribute.
+                Piece::Var { name, pad: None } if ident(&name) != name => {
+                    let b = fresh(&format!("{}_key", ident(&name)), &taken);
+                    taken.push(b.clone());
+                    t.push_str(&format!("${{{b}}}"));
+                    notes.push(format!(
+                        "`{k}` holds `{name}`: {}; its part binds `{b}`, not tied to `{name}` by a check (an item whose key disagrees with it is not refused)",
+                        unnamable(&name)
+                    ));
+                }
                 Piece::Var { name, pad: None } => {
                     t.push_str(&format!("${{{name}}}"));
+                    let note = number_in_key(&name, "OneTable");
+                    if field(&name).is_some_and(|f| f.ty() == "number") && !notes.contains(&note) {
+                        notes.push(note);
+                    }
                 }
                 Piece::Var {
                     name,
@@ -498,7 +580,11 @@ fn entity(
     }
     // Computed attributes (GSI keys among them): projections.
     for f in fields {
-        if f.name == keys.pk || f.name == keys.sk || f.name == keys.type_field {
+        if f.name == keys.pk
+            || f.name == keys.sk
+            || f.name == keys.type_field
+            || f.def.get("encode").is_some()
+        {
             continue;
         }
         if let Some(value) = template_of(f) {
@@ -527,6 +613,16 @@ fn entity(
                 continue;
             }
             if let Some(n) = pieces(value).iter().find_map(|p| match p {
+                Piece::Var { name, .. } if unbound.contains(&name.as_str()) => Some(name.clone()),
+                _ => None,
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads `{n}`, encoded in a key this file does not bind it from: not projected (write it by hand)",
+                    f.name
+                ));
+                continue;
+            }
+            if let Some(n) = pieces(value).iter().find_map(|p| match p {
                 Piece::Var { name, .. } if !cel_name(name) => Some(name.clone()),
                 _ => None,
             }) {
@@ -537,7 +633,31 @@ fn entity(
                 ));
                 continue;
             }
-            project.push(projection(f.name, value, fields));
+            // OneTable computes templates from the plaintext; the item
+            // holds the ciphertext, which a projection would read.
+            if let Some(n) = pieces(value).iter().find_map(|p| match p {
+                Piece::Var { name, .. }
+                    if field(name).is_some_and(|f| {
+                        f.def.get("crypt").and_then(Json::as_bool) == Some(true)
+                    }) =>
+                {
+                    Some(name.clone())
+                }
+                _ => None,
+            }) {
+                notes.push(format!(
+                    "`{}` ({value}) reads `{n}`, which OneTable stores encrypted (crypt: true) but reads in plain text here: not projected (the library keeps it)",
+                    f.name
+                ));
+                continue;
+            }
+            match projection(f.name, value, fields, &in_key) {
+                Ok(p) => project.push(p),
+                Err(why) => notes.push(format!(
+                    "`{}` ({value}): {why}; not projected (the library keeps it)",
+                    f.name
+                )),
+            }
             continue;
         }
         if f.def.get("value").is_some() {
@@ -555,7 +675,7 @@ fn entity(
                 }
                 if f.def.get("unique").and_then(Json::as_bool) == Some(true) {
                     let unique = format!(
-                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `onetable_unique` items, implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
+                        "unique: OneTable enforces it with one more item per value (partition key `_unique#{model}...`, written in the writer's transaction); this file reads them as `{UNIQUE_MODEL}` items (OneTable's type for them), implying nothing, and checks nothing of them (a model file's `unique:` is another thing: a parent id found across the table)"
                     );
                     a.note = Some(match a.note.take() {
                         Some(n) => format!("{n}; {unique}"),
@@ -564,6 +684,11 @@ fn entity(
                 }
                 attributes.push(a)
             }
+            None if f.ty() == "set" => notes.push(format!(
+                "`{}` is a set of {}s (OneTable writes an NS or a BS): model files type string sets only, so it is not declared (carried, not checked)",
+                f.name,
+                set_items(f).unwrap_or_default()
+            )),
             None => notes.push(format!(
                 "`{}` ({}) is not typed: binary values are not read by model files",
                 f.name,
@@ -608,74 +733,6 @@ fn entity(
         checks,
         project,
     })
-}
-
-/// A `value` template as a projected attribute: a value template while
-/// every name it reads is required, else one expression that is `null`
-/// (no attribute: a sparse index) while any is absent.
-fn projection(attr: &str, value: &str, fields: &[Field]) -> DraftProject {
-    let field = |n: &str| fields.iter().find(|f| f.name == n);
-    let ps = pieces(value);
-    let mut notes = Vec::new();
-    let mut optional: Vec<String> = Vec::new();
-    for p in &ps {
-        if let Piece::Var { name, .. } = p {
-            match field(name) {
-                Some(f) if f.required() => {}
-                Some(_) => {
-                    if !optional.contains(name) {
-                        optional.push(name.clone());
-                    }
-                }
-                None => notes.push(format!("`{name}` is not a field of this model")),
-            }
-        }
-    }
-    let numeric = |n: &str| field(n).is_some_and(|f| f.ty() == "number");
-    let hole = |name: &str, pad: &Option<(usize, String)>, notes: &mut Vec<String>| match pad {
-        None => name.to_string(),
-        Some((len, p)) if p == "0" && numeric(name) => pad_number(name, *len),
-        Some((len, p)) => {
-            notes.push(format!(
-                "`{name}` padded to {len} with `{p}`: only numbers padded with 0 are written as `pad()`"
-            ));
-            name.to_string()
-        }
-    };
-    let value = if optional.is_empty() {
-        let mut t = String::new();
-        for p in &ps {
-            match p {
-                Piece::Lit(l) => t.push_str(l),
-                Piece::Var { name, pad } => {
-                    t.push_str(&format!("${{{}}}", hole(name, pad, &mut notes)))
-                }
-            }
-        }
-        t
-    } else {
-        let mut e = Vec::new();
-        for p in &ps {
-            match p {
-                Piece::Lit(l) => e.push(cel_str(l)),
-                Piece::Var { name, pad } => {
-                    let h = hole(name, pad, &mut notes);
-                    e.push(if pad.is_none() && numeric(name) {
-                        format!("string({h})")
-                    } else {
-                        h
-                    });
-                }
-            }
-        }
-        let cond: Vec<String> = optional.iter().map(|n| format!("{n} != null")).collect();
-        format!("${{{} ? {} : null}}", cond.join(" && "), e.join(" + "))
-    };
-    DraftProject {
-        attr: attr.to_string(),
-        value,
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-    }
 }
 
 #[cfg(test)]

@@ -120,9 +120,12 @@ fn a_unique_field_is_noted_never_dropped_silently() {
         Ok(m) => Box::leak(Box::new(m)),
         Err(p) => panic!("{p:#?}\n{yaml}"),
     };
-    // User finding U04 (after E8): OneTable's own unique item, as it
-    // writes it (no type field), is an item of the file, implying
-    // nothing: never bad input (`UnknownEntity`), never an alarm.
+    // User finding U04 (after E8): OneTable's own unique item is an item
+    // of the file, implying nothing: never bad input (`UnknownEntity`),
+    // never an alarm. imp11's finding 6: OneTable 2.7.7 writes it with
+    // `_type: "_Unique"` (tests/integration/import.rs), so the type check
+    // stays on and it is the entity `_Unique`.
+    assert!(!yaml.contains("writer_type"), "{yaml}");
     let (e, _) = model
         .classify("_unique#User:email:a@b.co", "_unique#")
         .unwrap_or_else(|| panic!("no entity takes OneTable's unique item\n{yaml}"));
@@ -132,6 +135,7 @@ fn a_unique_field_is_noted_never_dropped_silently() {
             shared::item::s("_unique#User:email:a@b.co"),
         ),
         ("sk".to_string(), shared::item::s("_unique#")),
+        ("_type".to_string(), shared::item::s("_Unique")),
     ]
     .into();
     let rules = shared::file::rules::FileRules(model);
@@ -142,6 +146,7 @@ fn a_unique_field_is_noted_never_dropped_silently() {
         "{}",
         e.name
     );
+    assert_eq!(e.name, "_Unique");
 }
 
 /// Dates as dynamodb-onetable 2.7.7 writes them (`transformWriteDate`):
@@ -308,4 +313,234 @@ fn a_javascript_schema_is_refused_saying_how_to_export_it() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("JSON.stringify"), "{e}");
+}
+
+/// imp11's finding 4: `type: Number, enum: [1, 2, 3]` was imported as the
+/// string enum `["1", "2", "3"]` (OneTable stores an N: bad input).
+#[test]
+fn a_numeric_enum_is_typed_as_written() {
+    let schema = r#"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"}},
+      "models":{"T":{
+        "pk":{"type":"string","value":"t#${id}"},
+        "sk":{"type":"string","value":"t#"},
+        "id":{"type":"string","required":true},
+        "severity":{"type":"number","enum":[1,2,3]},
+        "ratio":{"type":"number","enum":[0.5,1]}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    assert!(yaml.contains("\"severity?\": [1, 2, 3]"), "{yaml}");
+    assert!(yaml.contains("\"ratio?\": \"number\""), "{yaml}");
+}
+
+/// imp11's finding 5: `encode` fields (OneTable keeps their value only
+/// inside the key, never as an attribute) were declared attributes the key
+/// binds, so every item OneTable wrote was bad input. They are key names
+/// (not declared); one the key does not hold where `encode` says is a TODO.
+#[test]
+fn encoded_fields_are_key_names_not_attributes() {
+    let schema = r##"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"},"gs1":{"hash":"gs1pk","sort":"gs1sk"}},
+      "models":{"Note":{
+        "pk":{"type":"string","value":"org#${orgId}"},
+        "sk":{"type":"string","value":"note#${noteId}"},
+        "orgId":{"type":"string","encode":["pk","#",1]},
+        "noteId":{"type":"string","encode":["sk","#",2]},
+        "body":{"type":"string","required":true},
+        "gs1pk":{"type":"string","value":"org#${orgId}"},
+        "gs1sk":{"type":"string","value":"note"}}}}"##;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    let n = &d.entities[0];
+    assert!(!n.attributes.iter().any(|a| a.name == "orgId"), "{yaml}");
+    assert!(!n.attributes.iter().any(|a| a.name == "noteId"), "{yaml}");
+    assert!(
+        n.notes
+            .iter()
+            .any(|t| t.contains("`noteId`") && t.contains("encode")),
+        "{yaml}"
+    );
+}
+
+/// imp11's finding 8: a number in a key is rendered by OneTable as
+/// JavaScript's `String(n)` does (`1e-7`), where the file expects no
+/// exponent: said.
+#[test]
+fn a_number_in_a_key_is_said() {
+    let schema = r#"{"format":"onetable:1.1.0",
+      "indexes":{"primary":{"hash":"pk","sort":"sk"}},
+      "models":{"Item":{
+        "pk":{"type":"string","value":"item#${id}"},
+        "sk":{"type":"string","value":"price#${price}"},
+        "id":{"type":"string","required":true},
+        "price":{"type":"number","required":true}}}}"#;
+    let d = import(schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    assert!(yaml.contains("exponent"), "{yaml}");
+}
+
+/// The draft of a OneTable schema with one model `M` (`fields`, JSON),
+/// primary index (pk, sk) and the GSI gs1; its model file, which loads.
+fn one_model(fields: &str, extra_indexes: &str) -> (Draft, String) {
+    let schema = format!(
+        r#"{{"format":"onetable:1.1.0","indexes":{{"primary":{{"hash":"pk","sort":"sk"}},"gs1":{{"hash":"gs1pk","sort":"gs1sk"}}{extra_indexes}}},"models":{{"M":{{{fields}}}}}}}"#
+    );
+    let d = import(&schema, "s.json", "s", "tbl").expect("imports");
+    let yaml = d.render("s.json");
+    if let Err(p) = shared::file::compile(&yaml, "s") {
+        panic!("{p:#?}\n{yaml}");
+    }
+    (d, yaml)
+}
+
+/// imp11's finding 9: a projection read a `crypt: true` field, whose
+/// stored value is ciphertext (OneTable computes templates from the
+/// plaintext): jobstream rewrote OneTable's key with ciphertext. Left
+/// out, said.
+#[test]
+fn a_template_reading_an_encrypted_field_is_not_projected() {
+    let (d, yaml) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"name":{"type":"string","required":true,"crypt":true},"gs1pk":{"type":"string","value":"m"},"gs1sk":{"type":"string","value":"${name}#${id}"}"#,
+        "",
+    );
+    assert!(
+        !d.entities[0].project.iter().any(|p| p.attr == "gs1sk"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("`gs1sk`") && yaml.contains("encrypted"),
+        "{yaml}"
+    );
+}
+
+/// imp11's finding 10: a number set (`type: Set, items: Number`; OneTable
+/// writes an NS) was declared a string set: every item bad input. Left
+/// undeclared (carried, not checked), said.
+#[test]
+fn a_set_of_numbers_is_not_declared_a_string_set() {
+    let (d, yaml) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"vals":{"type":"set","items":{"type":"number"}},"tags":{"type":"set"}"#,
+        "",
+    );
+    let names: Vec<&str> = d.entities[0]
+        .attributes
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert!(
+        !names.contains(&"vals") && names.contains(&"tags"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("`vals`"), "{yaml}");
+}
+
+/// imp11's finding 16: an optional number in a template (`n#${n}`) gave
+/// `'n#' + string(n)`, which check-model refuses for a `number`: the
+/// import wrote a file that did not load. Left out, said (a padded one
+/// is an int and stays).
+#[test]
+fn an_optional_number_in_a_template_never_makes_an_unloadable_file() {
+    let (d, yaml) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"n":{"type":"number"},"p":{"type":"number"},"gs1pk":{"type":"string","value":"n#${n}"},"gs1sk":{"type":"string","value":"p#${p:4:x}"}"#,
+        "",
+    );
+    assert!(d.entities[0].project.is_empty(), "{yaml}");
+    assert!(yaml.contains("`gs1pk`"), "{yaml}");
+}
+
+/// imp11's finding 20: a key template reading a name a model file cannot
+/// bind (`svc#${first-name}#${id}`) was copied as is: check-model refused
+/// the file. The part binds a name of its own, not tied by a check.
+#[test]
+fn a_key_part_a_model_file_cannot_name_binds_its_own() {
+    let (d, yaml) = one_model(
+        r#""pk":{"type":"string","value":"svc#${first-name}#${id}"},"sk":{"type":"string","value":"svc#"},"id":{"type":"string","required":true},"first-name":{"type":"string","required":true}"#,
+        "",
+    );
+    assert_eq!(
+        d.entities[0].key[0].1, "svc#${first_name_key}#${id}",
+        "{yaml}"
+    );
+}
+
+/// imp11's finding 13: a template reading the item's own keys (`gs1pk:
+/// '${sk}'`, `gs1sk: '${pk}#${role}'`; OneTable computes them in order)
+/// gave projections of unknown names: the file did not load. The key's
+/// template is read in their place.
+#[test]
+fn a_template_reading_the_items_own_keys_reads_their_templates() {
+    let (d, yaml) = one_model(
+        r#""pk":{"type":"string","value":"team#${teamId}"},"sk":{"type":"string","value":"user#${userId}"},"teamId":{"type":"string","required":true},"userId":{"type":"string","required":true},"role":{"type":"string","required":true},"gs1pk":{"type":"string","value":"${sk}"},"gs1sk":{"type":"string","value":"${pk}#${role}"}"#,
+        "",
+    );
+    let p = |a: &str| {
+        d.entities[0]
+            .project
+            .iter()
+            .find(|p| p.attr == a)
+            .map(|p| p.value.clone())
+    };
+    assert_eq!(p("gs1pk").as_deref(), Some("user#${userId}"), "{yaml}");
+    assert_eq!(
+        p("gs1sk").as_deref(),
+        Some("team#${teamId}#${role}"),
+        "{yaml}"
+    );
+}
+
+/// imp11's finding 23: a pad width typo (`${amount:99999999999:0}`) hung
+/// the import (an expression with a branch per digit); `${a:abc:0}` was
+/// taken as `${a}` without a word. A width past 38 digits (DynamoDB's) is
+/// refused, saying where; one that is not a number is said.
+#[test]
+fn a_pad_width_typo_is_refused_or_said_never_a_hang() {
+    let schema = r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},"models":{"M":{"pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#${amount:99999999999:0}"},"id":{"type":"string","required":true},"amount":{"type":"number","required":true}}}}"#;
+    let e = import(schema, "s.json", "s", "tbl")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("models.M.sk") && e.contains("38"), "{e}");
+    let (_, yaml) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"a":{"type":"number","required":true},"gs1pk":{"type":"string","value":"a#${a:abc:0}"},"gs1sk":{"type":"string","value":"m"}"#,
+        "",
+    );
+    assert!(yaml.contains("`abc`"), "{yaml}");
+}
+
+/// imp11's finding 15: a GSI without a sort key was dropped without a
+/// word (the ElectroDB importer says so).
+#[test]
+fn a_hash_only_index_is_said() {
+    let (d, _) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"email":{"type":"string"}"#,
+        r#","byEmail":{"hash":"email"}"#,
+    );
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("`byEmail`") && n.contains("no sort key")),
+        "{:?}",
+        d.notes
+    );
+}
+
+/// imp11's fuzzed schemas: a template reading a name the model does not
+/// have (`stage#${nope}`) or with an unclosed `${` was projected as is, a
+/// file check-model refused. Left out, said.
+#[test]
+fn a_template_with_an_unknown_name_or_an_unclosed_hole_is_not_projected() {
+    let (d, yaml) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"gs1pk":{"type":"string","value":"stage#${nope}"},"gs1sk":{"type":"string","value":"deal#${id"}"#,
+        "",
+    );
+    assert!(d.entities[0].project.is_empty(), "{yaml}");
+    assert!(
+        yaml.contains("`nope`") && yaml.contains("unclosed"),
+        "{yaml}"
+    );
 }

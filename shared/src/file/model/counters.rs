@@ -123,7 +123,7 @@ impl Compiler<'_> {
                 self.err(
                     at(&raws[j].1.value.key),
                     format!(
-                        "`{}` (line {first_line}) and `{}` both match the key {}={}, {}={} (an item with it would be read as `{}`): make their templates differ by a literal",
+                        "`{}` (line {first_line}) and `{}` both match the key {}={}, {}={} (an item with it would be read as `{}`): make their templates differ by a literal, or, to keep the keys as they are, type the binder that holds the other's literal so that it cannot (`${{id:ulid}}`, or a format whose pattern excludes the separator: `formats: {{ key_part: {{ pattern: \"^[^#]+$\" }} }}` and `${{id:key_part}}`)",
                         a.name, b.name, a.key[0].attr, example[0], a.key[1].attr, example[1], a.name
                     ),
                 );
