@@ -282,7 +282,10 @@ impl JoinSet {
 
     /// The ledger index and the listing of `step` when it lists a fact
     /// through a listing kept in the ledger (an index's keys).
-    fn ledger_listing(&self, step: &Step) -> Result<Option<(&str, &KeyTemplate)>, MessageError> {
+    pub(super) fn ledger_listing(
+        &self,
+        step: &Step,
+    ) -> Result<Option<(&str, &KeyTemplate)>, MessageError> {
         let Step::List { fact, via: true } = step else {
             return Ok(None);
         };
@@ -466,6 +469,32 @@ impl JoinSet {
                 .encode(),
             });
         }
+        // A target several rows can imply: every row of each key of the
+        // page, so that its decision is the key's (see `joinset_rows.rs`).
+        if let Some(step) = self
+            .key_step()
+            .map_err(|e| MessageError::invalid(e.to_string()))?
+        {
+            let key_vars = self.target.key.vars();
+            let keys: BTreeSet<Vars> = candidates
+                .iter()
+                .map(|v| {
+                    v.iter()
+                        .filter(|(k, _)| key_vars.contains(k.as_str()))
+                        .map(|(k, x)| (k.clone(), x.clone()))
+                        .collect()
+                })
+                .collect();
+            let mut cache = super::rows::KeyCache::new();
+            for bind in keys {
+                for (vars, item) in self.key_rows(&step, &bind, reads, &mut cache).await? {
+                    if let Some(item) = item {
+                        known.insert(item_id(&crate::item::key_of(&item, names)), item);
+                    }
+                    candidates.push(vars);
+                }
+            }
+        }
         // Every fact, unless fact and target of the page, each read once.
         let mut wanted: BTreeMap<String, Item> = BTreeMap::new();
         let mut markers: BTreeMap<String, Item> = BTreeMap::new();
@@ -512,15 +541,19 @@ impl JoinSet {
         let read_ledger = |k: &Item| ledger_known.get(&item_id(k)).cloned();
         let mut seen = BTreeSet::new();
         let mut bad_facts = BTreeSet::new();
+        // Each key's rows, in the order their keys were first met.
+        let mut by_key: Vec<(String, Vec<(Vars, Decision)>)> = Vec::new();
+        let mut slot: HashMap<String, usize> = HashMap::new();
         for vars in &candidates {
             if !seen.insert(vars.clone()) {
                 continue;
             }
-            if let Some(((desired, existing), bad, bad_fact)) =
+            let Some(key) = self.target.key.key(names, vars) else {
+                continue;
+            };
+            if let Some((decision, bad, bad_fact)) =
                 self.decide_row(&scope.on, vars, &read, &read_ledger, reads.now)
             {
-                plan.desired.extend(desired);
-                plan.existing.extend(existing);
                 plan.bad_input_logged += usize::from(bad);
                 if let Some((key, reason)) = bad_fact {
                     let label = crate::item::display_key(&key);
@@ -529,7 +562,18 @@ impl JoinSet {
                         plan.bad_input_logged += 1;
                     }
                 }
+                let id = item_id(&key);
+                let i = *slot.entry(id.clone()).or_insert_with(|| {
+                    by_key.push((id, Vec::new()));
+                    by_key.len() - 1
+                });
+                by_key[i].1.push((vars.clone(), decision));
             }
+        }
+        for (_, rows) in &by_key {
+            let ((desired, existing), _) = self.merge(rows);
+            plan.desired.extend(desired);
+            plan.existing.extend(existing);
         }
         Ok(plan)
     }
