@@ -710,37 +710,6 @@ impl JoinSet {
         Ok(scopes)
     }
 
-    /// The first listing (a fact's partition, or its `via` listing) other
-    /// than `skip`'s whose partition `bound` renders and whose items bind
-    /// every variable of `missing`.
-    pub(crate) fn listing_step(
-        &self,
-        skip: &str,
-        bound: &BTreeSet<&str>,
-        missing: &BTreeSet<&str>,
-    ) -> Option<Step> {
-        let lists = |k: &KeyTemplate, also: &[Also]| {
-            let mut binds = k.vars();
-            binds.extend(also.iter().map(|a| a.var.as_str()));
-            k.pk.vars().all(|v| bound.contains(v)) && missing.iter().all(|m| binds.contains(m))
-        };
-        self.facts.iter().filter(|f| f.name != skip).find_map(|f| {
-            if lists(&f.key, &f.also) {
-                Some(Step::List {
-                    fact: f.name.clone(),
-                    via: false,
-                })
-            } else if f.via.as_ref().is_some_and(|v| lists(v, &[])) {
-                Some(Step::List {
-                    fact: f.name.clone(),
-                    via: true,
-                })
-            } else {
-                None
-            }
-        })
-    }
-
     /// The job body that starts `scope` for the fact whose key binds `bind`.
     pub fn start(&self, scope: &str, bind: Vars) -> String {
         JoinJob {

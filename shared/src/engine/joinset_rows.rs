@@ -12,10 +12,16 @@
 //!   strings);
 //! - it goes only when no row implies it, guarded by each row's reason.
 //!
-//! A job therefore decides a key from all of its rows: the rows of the
-//! job's candidates, and the rest listed by [`JoinSet::key_step`] (a fact's
-//! partition or `via` listing keyed by the target key's variables). A set
-//! whose rows cannot be listed so is refused at load.
+//! A job decides a key from its rows: those among its candidates, and,
+//! when they leave it undecided ([`JoinSet::undecided`]: the item exists and
+//! the row it carries is not one of them implying it), every row of the key,
+//! listed by [`JoinSet::key_step`] (a fact's partition or `via` listing
+//! keyed by the target key's variables; one listing per partition and
+//! start, shared by the job's keys). So a delete or a replacement is
+//! decided from all rows, while a put the item's own row confirms, or an
+//! item written fresh (from the least implying row the job read: a row
+//! whose job runs later finds it and keeps it), costs no listing. A set
+//! whose rows of a key cannot be listed so is refused at load.
 
 use super::*;
 
@@ -30,6 +36,37 @@ pub(super) enum Entry {
 pub(super) type KeyCache = HashMap<String, Vec<Entry>>;
 
 impl JoinSet {
+    /// The first listing (a fact's partition, or its `via` listing) other
+    /// than `skip`'s whose partition `bound` renders and whose items bind
+    /// every variable of `missing`.
+    pub(crate) fn listing_step(
+        &self,
+        skip: &str,
+        bound: &BTreeSet<&str>,
+        missing: &BTreeSet<&str>,
+    ) -> Option<Step> {
+        let lists = |k: &KeyTemplate, also: &[Also]| {
+            let mut binds = k.vars();
+            binds.extend(also.iter().map(|a| a.var.as_str()));
+            k.pk.vars().all(|v| bound.contains(v)) && missing.iter().all(|m| binds.contains(m))
+        };
+        self.facts.iter().filter(|f| f.name != skip).find_map(|f| {
+            if lists(&f.key, &f.also) {
+                Some(Step::List {
+                    fact: f.name.clone(),
+                    via: false,
+                })
+            } else if f.via.as_ref().is_some_and(|v| lists(v, &[])) {
+                Some(Step::List {
+                    fact: f.name.clone(),
+                    via: true,
+                })
+            } else {
+                None
+            }
+        })
+    }
+
     /// The carried variables (in value order) the target's key does not
     /// determine: a fact whose key the key's variables (and those its
     /// facts determine) render determines its `also` variables too.
@@ -101,6 +138,19 @@ impl JoinSet {
             .into_iter()
             .map(|(a, _)| item.s(a).ok().map(str::to_string))
             .collect()
+    }
+
+    /// Whether the rows a job read of one key leave it undecided: the
+    /// item exists and the row it carries is not one of them implying it
+    /// (it may have stopped, or another row not read may imply it).
+    pub(super) fn undecided(&self, rows: &[(Vars, Decision)]) -> bool {
+        let Some(item) = rows.iter().find_map(|(_, (_, e))| e.as_ref()) else {
+            return false;
+        };
+        let own = self.carried_by(&item.item);
+        !rows
+            .iter()
+            .any(|(v, (d, _))| d.is_some() && self.carried_of(v) == own)
     }
 
     /// The decision for one target key from the decisions of its rows

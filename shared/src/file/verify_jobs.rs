@@ -128,7 +128,7 @@ impl FileModel {
             let ((desired, existing), chosen) = set.merge(key_rows);
             let vars = chosen.as_ref().unwrap_or(&key_rows[0].0);
             input.checked(spec.name, 1);
-            let label = display_key(&key);
+            let label = display_key(key);
             // A repair never deletes what a row implies: an item is extra
             // only while no row of its key implies it.
             let implied = key_rows.iter().any(|(_, (d, _))| d.is_some());
