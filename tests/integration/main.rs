@@ -43,6 +43,7 @@ mod items;
 mod jobboard;
 mod jobboard_recorded;
 mod joinset;
+mod joinset_rows;
 mod js;
 mod last_valid;
 mod league;

@@ -24,6 +24,10 @@ macro_rules! scenarios {
 }
 
 scenarios! {
+    a_notice_two_orders_imply_lives_while_either_does =>
+        "tickets/a_notice_two_orders_imply_lives_while_either_does.yaml",
+    a_refund_of_one_order_keeps_the_notice_another_implies =>
+        "tickets/a_refund_of_one_order_keeps_the_notice_another_implies.yaml",
     an_order_re_created_twice_keeps_the_line_put_last =>
         "orders/an_order_re_created_twice_keeps_the_line_put_last.yaml",
     lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears =>

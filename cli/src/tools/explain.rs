@@ -285,6 +285,33 @@ async fn explain_roles(
         ));
         return explain_derived(model, file, t, key, x).await;
     }
+    // A join set's target: the rows of its key, and the row it carries.
+    if let Some(f) = file.filter(|f| f.is_set_target(key)) {
+        let items = crate::tools::verify::scan_all(t.client, t.table).await?;
+        let ledger = crate::tools::verify::scan_all(t.client, t.ledger).await?;
+        let input = shared::models::CheckInput::new(&items, &ledger, chrono::Utc::now());
+        if let Some(lines) = f.explain_set_target(key, &input) {
+            x.kind = if item.is_some() {
+                "processor"
+            } else {
+                "absent"
+            };
+            x.line(format!(
+                "{shown_key}: {}{} ({})",
+                if item.is_some() {
+                    "an item the processors own"
+                } else {
+                    "no item"
+                },
+                of(entity),
+                if item.is_some() { "present" } else { "absent" }
+            ));
+            for l in lines {
+                x.line(l);
+            }
+            return Ok(x);
+        }
+    }
     let Some(item) = item else {
         x.kind = "absent";
         x.line(format!(

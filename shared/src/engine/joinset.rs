@@ -687,39 +687,14 @@ impl JoinSet {
             let missing: BTreeSet<&str> = target_vars.difference(bound).copied().collect();
             let mut steps = Vec::new();
             if !missing.is_empty() {
-                let lists = |k: &KeyTemplate, also: &[Also]| {
-                    let mut binds = k.vars();
-                    binds.extend(also.iter().map(|a| a.var.as_str()));
-                    k.pk.vars().all(|v| bound.contains(v))
-                        && missing.iter().all(|m| binds.contains(m))
-                };
-                let step = self
-                    .facts
-                    .iter()
-                    .filter(|f| &f.name != *name)
-                    .find_map(|f| {
-                        if lists(&f.key, &f.also) {
-                            Some(Step::List {
-                                fact: f.name.clone(),
-                                via: false,
-                            })
-                        } else if f.via.as_ref().is_some_and(|v| lists(v, &[])) {
-                            Some(Step::List {
-                                fact: f.name.clone(),
-                                via: true,
-                            })
-                        } else {
-                            None
-                        }
-                    })
-                    .ok_or_else(|| {
-                        self.set_err(format!(
-                            "a change of `{name}` binds {}: no fact's partition (nor \
+                let step = self.listing_step(name, bound, &missing).ok_or_else(|| {
+                    self.set_err(format!(
+                        "a change of `{name}` binds {}: no fact's partition (nor \
                              its `via` listing) keyed by them lists {}",
-                            var_names(bound.iter().copied()),
-                            var_names(missing.iter().copied())
-                        ))
-                    })?;
+                        var_names(bound.iter().copied()),
+                        var_names(missing.iter().copied())
+                    ))
+                })?;
                 steps.push(step);
                 if self.target.key.pk.vars().all(|v| bound.contains(v)) {
                     steps.push(Step::Sweep);
@@ -731,6 +706,7 @@ impl JoinSet {
                 steps,
             });
         }
+        self.key_step()?;
         Ok(scopes)
     }
 
@@ -788,6 +764,8 @@ impl JoinSet {
 
 #[path = "joinset_plan.rs"]
 mod plan;
+#[path = "joinset_rows.rs"]
+mod rows;
 pub use plan::{FromFn, ListFrom};
 
 #[cfg(test)]

@@ -282,7 +282,10 @@ impl JoinSet {
 
     /// The ledger index and the listing of `step` when it lists a fact
     /// through a listing kept in the ledger (an index's keys).
-    fn ledger_listing(&self, step: &Step) -> Result<Option<(&str, &KeyTemplate)>, MessageError> {
+    pub(super) fn ledger_listing(
+        &self,
+        step: &Step,
+    ) -> Result<Option<(&str, &KeyTemplate)>, MessageError> {
         let Step::List { fact, via: true } = step else {
             return Ok(None);
         };
@@ -293,6 +296,62 @@ impl JoinSet {
             (Some(index), Some(v)) => Some((index.as_str(), v)),
             _ => None,
         })
+    }
+
+    /// Reads every fact, `unless` fact and target of `candidates` not
+    /// read yet (the model table's into `known`, once markers into
+    /// `ledger_known`).
+    async fn read_rows(
+        &self,
+        candidates: &[Vars],
+        known: &mut HashMap<String, Item>,
+        ledger_known: &mut HashMap<String, Item>,
+        reads: &Reads,
+    ) -> Result<(), MessageError> {
+        let names = self.key_names;
+        let store = &reads.store;
+        // Every fact, unless fact and target of the page, each read once.
+        let mut wanted: BTreeMap<String, Item> = BTreeMap::new();
+        let mut markers: BTreeMap<String, Item> = BTreeMap::new();
+        for vars in candidates {
+            let keys = self
+                .facts
+                .iter()
+                .map(|f| &f.key)
+                .chain(std::iter::once(&self.target.key))
+                .filter_map(|k| k.key(names, vars))
+                .map(|k| (k, false))
+                .chain(self.unless.iter().filter_map(|u| u.key_of(names, vars)));
+            for (k, ledger) in keys {
+                let id = item_id(&k);
+                if ledger {
+                    markers.insert(id, k);
+                } else if !known.contains_key(&id) {
+                    wanted.insert(id, k);
+                }
+            }
+        }
+        // BatchGetItem requests of 100 keys, a few in flight at once.
+        let keys: Vec<Item> = wanted.into_values().collect();
+        let chunks: Vec<Vec<Item>> = keys.chunks(100).map(<[Item]>::to_vec).collect();
+        let table = reads.table.as_str();
+        let mut gets = futures::stream::iter(chunks)
+            .map(|c| store.batch_get(table, c))
+            .buffer_unordered(READ_CONCURRENCY);
+        while let Some(items) = gets.next().await {
+            for item in items? {
+                known.insert(item_id(&crate::item::key_of(&item, names)), item);
+            }
+        }
+        // Once markers the `unless` facts name, from the ledger.
+        let marker_keys: Vec<Item> = markers.into_values().collect();
+        for chunk in marker_keys.chunks(100) {
+            for item in store.batch_get(&reads.ledger_table, chunk.to_vec()).await? {
+                let key = crate::item::key_of(&item, &[crate::ledger::PK, crate::ledger::SK]);
+                ledger_known.insert(item_id(&key), item);
+            }
+        }
+        Ok(())
     }
 
     /// Reads the facts of one page of `job` and plans it.
@@ -466,70 +525,58 @@ impl JoinSet {
                 .encode(),
             });
         }
-        // Every fact, unless fact and target of the page, each read once.
-        let mut wanted: BTreeMap<String, Item> = BTreeMap::new();
-        let mut markers: BTreeMap<String, Item> = BTreeMap::new();
-        for vars in &candidates {
-            let keys = self
-                .facts
-                .iter()
-                .map(|f| &f.key)
-                .chain(std::iter::once(&self.target.key))
-                .filter_map(|k| k.key(names, vars))
-                .map(|k| (k, false))
-                .chain(self.unless.iter().filter_map(|u| u.key_of(names, vars)));
-            for (k, ledger) in keys {
-                let id = item_id(&k);
-                if ledger {
-                    markers.insert(id, k);
-                } else if !known.contains_key(&id) {
-                    wanted.insert(id, k);
-                }
-            }
-        }
-        // BatchGetItem requests of 100 keys, a few in flight at once.
-        let keys: Vec<Item> = wanted.into_values().collect();
-        let chunks: Vec<Vec<Item>> = keys.chunks(100).map(<[Item]>::to_vec).collect();
-        let table = reads.table.as_str();
-        let mut gets = futures::stream::iter(chunks)
-            .map(|c| store.batch_get(table, c))
-            .buffer_unordered(READ_CONCURRENCY);
-        while let Some(items) = gets.next().await {
-            for item in items? {
-                known.insert(item_id(&crate::item::key_of(&item, names)), item);
-            }
-        }
-        // Once markers the `unless` facts name, from the ledger.
         let mut ledger_known: HashMap<String, Item> = HashMap::new();
-        let marker_keys: Vec<Item> = markers.into_values().collect();
-        for chunk in marker_keys.chunks(100) {
-            for item in store.batch_get(&reads.ledger_table, chunk.to_vec()).await? {
-                let key = crate::item::key_of(&item, &[crate::ledger::PK, crate::ledger::SK]);
-                ledger_known.insert(item_id(&key), item);
-            }
-        }
-        let read = |k: &Item| known.get(&item_id(k)).cloned();
-        let read_ledger = |k: &Item| ledger_known.get(&item_id(k)).cloned();
-        let mut seen = BTreeSet::new();
-        let mut bad_facts = BTreeSet::new();
+        self.read_rows(&candidates, &mut known, &mut ledger_known, reads)
+            .await?;
+        let mut decided = Decided {
+            scope: &scope.on,
+            now: reads.now,
+            ..Decided::default()
+        };
         for vars in &candidates {
-            if !seen.insert(vars.clone()) {
-                continue;
-            }
-            if let Some(((desired, existing), bad, bad_fact)) =
-                self.decide_row(&scope.on, vars, &read, &read_ledger, reads.now)
-            {
-                plan.desired.extend(desired);
-                plan.existing.extend(existing);
-                plan.bad_input_logged += usize::from(bad);
-                if let Some((key, reason)) = bad_fact {
-                    let label = crate::item::display_key(&key);
-                    if bad_facts.insert(label.clone()) {
-                        tracing::warn!(set = self.name, key = %label, reason = %reason, "a fact is bad input: what it implied is kept");
-                        plan.bad_input_logged += 1;
+            decided.add(self, vars, &known, &ledger_known, &mut plan);
+        }
+        // A target several rows can imply, whose rows here do not decide it
+        // (it exists, and the row it carries is not one of them implying
+        // it): every row of its key (see `joinset_rows.rs`).
+        if let Some(step) = self
+            .key_step()
+            .map_err(|e| MessageError::invalid(e.to_string()))?
+        {
+            let key_vars = self.target.key.vars();
+            let need: Vec<Vars> = decided
+                .by_key
+                .iter()
+                .filter(|(_, rows)| self.undecided(rows))
+                .map(|(_, rows)| {
+                    rows[0]
+                        .0
+                        .iter()
+                        .filter(|(k, _)| key_vars.contains(k.as_str()))
+                        .map(|(k, x)| (k.clone(), x.clone()))
+                        .collect()
+                })
+                .collect();
+            let mut cache = super::rows::KeyCache::new();
+            let mut more = Vec::new();
+            for bind in need {
+                for (vars, item) in self.key_rows(&step, &bind, reads, &mut cache).await? {
+                    if let Some(item) = item {
+                        known.insert(item_id(&crate::item::key_of(&item, names)), item);
                     }
+                    more.push(vars);
                 }
             }
+            self.read_rows(&more, &mut known, &mut ledger_known, reads)
+                .await?;
+            for vars in &more {
+                decided.add(self, vars, &known, &ledger_known, &mut plan);
+            }
+        }
+        for (_, rows) in &decided.by_key {
+            let ((desired, existing), _) = self.merge(rows);
+            plan.desired.extend(desired);
+            plan.existing.extend(existing);
         }
         Ok(plan)
     }
@@ -557,5 +604,58 @@ impl SetJob for JoinSet {
             let (job, scope) = self.job(body)?;
             self.plan_job(&job, &scope, reads).await
         })
+    }
+}
+
+/// The rows a job decided, by target key (in the order keys were met).
+#[derive(Default)]
+struct Decided<'a> {
+    /// The job's scope (the fact that changed) and clock.
+    scope: &'a str,
+    now: DateTime<Utc>,
+    seen: BTreeSet<Vars>,
+    bad_facts: BTreeSet<String>,
+    by_key: Vec<(String, Vec<(Vars, Decision)>)>,
+    slot: HashMap<String, usize>,
+}
+
+impl Decided<'_> {
+    /// Decides the row `vars` (once), logging a bad fact once per job.
+    fn add(
+        &mut self,
+        set: &JoinSet,
+        vars: &Vars,
+        known: &HashMap<String, Item>,
+        ledger_known: &HashMap<String, Item>,
+        plan: &mut Plan,
+    ) {
+        if !self.seen.insert(vars.clone()) {
+            return;
+        }
+        let Some(key) = set.target.key.key(set.key_names, vars) else {
+            return;
+        };
+        let read = |k: &Item| known.get(&item_id(k)).cloned();
+        let read_ledger = |k: &Item| ledger_known.get(&item_id(k)).cloned();
+        let Some((decision, bad, bad_fact)) =
+            set.decide_row(self.scope, vars, &read, &read_ledger, self.now)
+        else {
+            return;
+        };
+        plan.bad_input_logged += usize::from(bad);
+        if let Some((key, reason)) = bad_fact {
+            let label = crate::item::display_key(&key);
+            if self.bad_facts.insert(label.clone()) {
+                tracing::warn!(set = set.name, key = %label, reason = %reason, "a fact is bad input: what it implied is kept");
+                plan.bad_input_logged += 1;
+            }
+        }
+        let id = item_id(&key);
+        let by_key = &mut self.by_key;
+        let i = *self.slot.entry(id.clone()).or_insert_with(|| {
+            by_key.push((id, Vec::new()));
+            by_key.len() - 1
+        });
+        self.by_key[i].1.push((vars.clone(), decision));
     }
 }

@@ -277,3 +277,142 @@ fn a_lower_bound_starts_the_listing_of_its_first_unbound_variable() {
         Some("z#M5V#2026-10-2")
     );
 }
+
+/// A notice keyed by holder, event and ticket that carries the order
+/// (`orderId: o`): ticket ids are per order, so the key does not
+/// determine `o`. `via`: the event's tickets by holder, or none (a
+/// ticket's change binds every variable: its scopes need no listing).
+fn notices(via: bool) -> JoinSet {
+    let attr = |a: &'static str| -> AlsoFn {
+        Arc::new(move |i: &Item| i.s(a).map(str::to_string).map_err(|e| e.to_string()))
+    };
+    let mut ticket = fact(
+        "ticket",
+        kt("o#${o}", "k#${t}"),
+        via.then(|| kt("evt#${e}", "k#${h}#${o}#${t}")),
+    );
+    ticket.also = vec![
+        Also {
+            var: "e".into(),
+            of: attr("eventId"),
+        },
+        Also {
+            var: "h".into(),
+            of: attr("holderId"),
+        },
+    ];
+    let mut s = set(vec![ticket], vec![]);
+    s.target.key = kt("u#${h}", "c#${e}#${t}");
+    s.target.values = vec![
+        ("ticketId".into(), Value::Var("t".into())),
+        ("orderId".into(), Value::Var("o".into())),
+    ];
+    s
+}
+
+#[test]
+fn a_carried_variable_the_key_does_not_determine_is_listed_by_the_key_or_refused() {
+    let s = notices(true);
+    assert_eq!(s.undetermined(), vec!["o"]);
+    assert_eq!(
+        s.key_step().unwrap(),
+        Some(Step::List {
+            fact: "ticket".into(),
+            via: true
+        })
+    );
+    assert!(s.scopes().is_ok());
+    // No listing of a key's rows: refused, naming the value and the fix.
+    let e = notices(false).scopes().unwrap_err().to_string();
+    assert!(e.contains("`orderId: o`"), "{e}");
+    assert!(
+        e.contains("put `o` in the target's key or drop the value"),
+        "{e}"
+    );
+    // A carried variable a fact keyed by the key's variables binds is
+    // determined: one row per key, nothing listed.
+    let mut one = notices(false);
+    one.facts[0].key = kt("u#${h}#t", "k#${e}#${t}");
+    one.facts[0].also.clear();
+    one.facts[0].also.push(Also {
+        var: "o".into(),
+        of: Arc::new(|i: &Item| {
+            i.s("orderId")
+                .map(str::to_string)
+                .map_err(|e| e.to_string())
+        }),
+    });
+    assert!(one.undetermined().is_empty());
+    assert_eq!(one.key_step().unwrap(), None);
+}
+
+#[test]
+fn a_key_several_rows_imply_exists_while_any_does_and_keeps_the_row_it_carries() {
+    let s = notices(true);
+    let key = vars(&[("h", "u1"), ("e", "e1"), ("t", "k0")]);
+    let row = |o: &str| {
+        let mut v = key.clone();
+        v.insert("o".into(), o.into());
+        v
+    };
+    let item = |o: &str| -> Item {
+        [
+            ("PK".to_string(), s_("u#u1")),
+            ("SK".to_string(), s_("c#e1#k0")),
+            ("ticketId".to_string(), s_("k0")),
+            ("orderId".to_string(), s_(o)),
+        ]
+        .into()
+    };
+    let g = |i: Item, guards: Vec<Guard>| Guarded { item: i, guards };
+    let gone = |o: &str| Guard::absent(kt("o#${o}", "k#${t}").key(NAMES, &row(o)).unwrap());
+    // (desired, existing) of one row, the item there carrying `there`.
+    let decided = |o: &str, implies: bool, there: Option<&str>| -> (Vars, Decision) {
+        let existing = there.map(|x| g(item(x), if implies { vec![] } else { vec![gone(o)] }));
+        (row(o), (implies.then(|| g(item(o), vec![])), existing))
+    };
+    // The trial's case: oA refunded, oB valid, the item carrying oB: kept.
+    let ((d, _), chosen) = s.merge(&[
+        decided("oA", false, Some("oB")),
+        decided("oB", true, Some("oB")),
+    ]);
+    assert_eq!(d.unwrap().item, item("oB"));
+    assert_eq!(chosen, Some(row("oB")));
+    // Both imply, the item carries oB: it keeps oB (never moves to the least).
+    let ((d, _), _) = s.merge(&[
+        decided("oA", true, Some("oB")),
+        decided("oB", true, Some("oB")),
+    ]);
+    assert_eq!(d.unwrap().item, item("oB"));
+    // The row it carries no longer implies it: the least implying row, in
+    // whatever order the rows come.
+    for rows in [
+        vec![
+            decided("oC", false, Some("oC")),
+            decided("oB", true, Some("oC")),
+            decided("oA", true, Some("oC")),
+        ],
+        vec![
+            decided("oA", true, Some("oC")),
+            decided("oB", true, Some("oC")),
+            decided("oC", false, Some("oC")),
+        ],
+    ] {
+        let ((d, x), chosen) = s.merge(&rows);
+        assert_eq!(d.unwrap().item, item("oA"));
+        assert_eq!(x.unwrap().item, item("oC"), "the item as read");
+        assert_eq!(chosen, Some(row("oA")));
+    }
+    // No row implies it: it goes, guarded by every row's reason.
+    let ((d, x), chosen) = s.merge(&[
+        decided("oA", false, Some("oA")),
+        decided("oB", false, Some("oA")),
+    ]);
+    assert!(d.is_none());
+    assert_eq!(chosen, None);
+    assert_eq!(x.unwrap().guards, vec![gone("oA"), gone("oB")]);
+}
+
+fn s_(v: &str) -> AttributeValue {
+    crate::item::s(v)
+}

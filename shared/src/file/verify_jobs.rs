@@ -35,7 +35,7 @@ use super::rules::read_attr;
 use super::sets::SetSpec;
 use super::template::Part;
 use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
-use crate::engine::joinset::{bind_also, JoinSet, Vars};
+use crate::engine::joinset::{bind_also, Decision, JoinSet, Vars};
 use crate::item::{display_key, key_of, Item, ItemExt};
 use crate::ledger::item_id;
 use crate::models::{CheckInput, Drift, Finding, Repair};
@@ -80,37 +80,7 @@ impl FileModel {
         let set = spec.declaration(self);
         let names = self.keys;
         let now = input.now;
-        // Each fact's bindings, from its items (key and `also`).
-        let mut per_fact: Vec<Vec<Vars>> = Vec::new();
-        for f in &set.facts {
-            let mut rows = Vec::new();
-            for item in input.items {
-                let mut vars = Vars::new();
-                if f.key.read(names, item, &mut vars) && bind_also(&f.also, item, &mut vars) {
-                    rows.push(vars);
-                }
-            }
-            per_fact.push(rows);
-        }
-        let mut rows: BTreeSet<Vars> = join(per_fact).into_iter().collect();
-        // The targets as they are, with the variables they carry.
-        let carried = set.target.carried();
-        for item in input.items {
-            let mut vars = Vars::new();
-            if !set.target.key.read(names, item, &mut vars) {
-                continue;
-            }
-            let whole = carried.iter().all(|(attr, var)| match item.s(attr) {
-                Ok(v) => {
-                    vars.insert(var.to_string(), v.to_string());
-                    true
-                }
-                Err(_) => false,
-            });
-            if whole {
-                rows.insert(vars);
-            }
-        }
+        let rows = self.set_rows(&set, input.items);
         let read = |k: &Item| table.get(&item_id(k)).map(|i| (*i).clone());
         let read_ledger = |k: &Item| ledger.get(&item_id(k)).map(|i| (*i).clone());
         let ttl_attr = self.table.ttl_attribute;
@@ -137,23 +107,33 @@ impl FileModel {
             }
         };
         let mut out = Vec::new();
-        let mut seen = BTreeSet::new();
         input.checked(spec.name, 0);
+        // Each target key's rows, decided as the job decides them: the key's
+        // decision is theirs merged (the item exists while any row implies it).
+        let mut by_key: BTreeMap<String, (Item, Vec<(Vars, Decision)>)> = BTreeMap::new();
         for vars in &rows {
             let Some(key) = set.target.key.key(names, vars) else {
                 continue;
             };
-            if !seen.insert(item_id(&key)) {
-                continue;
-            }
-            let Some((desired, existing)) = set.decide_in("", vars, &read, &read_ledger, now)
-            else {
+            let Some(decision) = set.decide_in("", vars, &read, &read_ledger, now) else {
                 continue;
             };
+            by_key
+                .entry(item_id(&key))
+                .or_insert_with(|| (key, Vec::new()))
+                .1
+                .push((vars.clone(), decision));
+        }
+        for (key, key_rows) in by_key.values() {
+            let ((desired, existing), chosen) = set.merge(key_rows);
+            let vars = chosen.as_ref().unwrap_or(&key_rows[0].0);
             input.checked(spec.name, 1);
-            let label = display_key(&key);
+            let label = display_key(key);
+            // A repair never deletes what a row implies: an item is extra
+            // only while no row of its key implies it.
+            let implied = key_rows.iter().any(|(_, (d, _))| d.is_some());
             let finding = match (&desired, &existing) {
-                (None, Some(x)) => {
+                (None, Some(x)) if !implied => {
                     Some((Drift::Extra, "its facts no longer imply it", Some(&x.item)))
                 }
                 (Some(_), None) if !spec.missing_is_drift(self, vars, &read, now) => None,
@@ -182,6 +162,138 @@ impl FileModel {
             }
         }
         out
+    }
+
+    /// A join set's rows in `items`: the facts' items joined on their
+    /// shared variables (keys and `also`), and the targets' own items with
+    /// the variables they carry.
+    fn set_rows(&self, set: &JoinSet, items: &[Item]) -> BTreeSet<Vars> {
+        let names = self.keys;
+        // Each fact's bindings, from its items (key and `also`).
+        let mut per_fact: Vec<Vec<Vars>> = Vec::new();
+        for f in &set.facts {
+            let mut rows = Vec::new();
+            for item in items {
+                let mut vars = Vars::new();
+                if f.key.read(names, item, &mut vars) && bind_also(&f.also, item, &mut vars) {
+                    rows.push(vars);
+                }
+            }
+            per_fact.push(rows);
+        }
+        let mut rows: BTreeSet<Vars> = join(per_fact).into_iter().collect();
+        // The targets as they are, with the variables they carry.
+        let carried = set.target.carried();
+        for item in items {
+            let mut vars = Vars::new();
+            if !set.target.key.read(names, item, &mut vars) {
+                continue;
+            }
+            let whole = carried.iter().all(|(attr, var)| match item.s(attr) {
+                Ok(v) => {
+                    vars.insert(var.to_string(), v.to_string());
+                    true
+                }
+                Err(_) => false,
+            });
+            if whole {
+                rows.insert(vars);
+            }
+        }
+        rows
+    }
+
+    /// Whether `key` is a key of a join set's target.
+    pub fn is_set_target(&self, key: &Item) -> bool {
+        self.sets
+            .iter()
+            .any(|spec| spec.target_key.read(self.keys, key, &mut Vars::new()))
+    }
+
+    /// What `explain` says of a join set's target at `key`: each row of
+    /// the key, whether it implies the item, and the row whose values the
+    /// item carries (the rule the job and `verify` apply). `None`: the key
+    /// is no set's target.
+    pub fn explain_set_target(
+        &'static self,
+        key: &Item,
+        input: &CheckInput<'_>,
+    ) -> Option<Vec<String>> {
+        let names = self.keys;
+        let spec = self
+            .sets
+            .iter()
+            .find(|spec| spec.target_key.read(names, key, &mut Vars::new()))?;
+        let set = spec.declaration(self);
+        let table: HashMap<String, &Item> = input
+            .items
+            .iter()
+            .map(|i| (item_id(&key_of(i, names)), i))
+            .collect();
+        let ledger: HashMap<String, &Item> = input
+            .ledger
+            .iter()
+            .map(|i| {
+                (
+                    item_id(&key_of(i, &[crate::ledger::PK, crate::ledger::SK])),
+                    i,
+                )
+            })
+            .collect();
+        let read = |k: &Item| table.get(&item_id(k)).map(|i| (*i).clone());
+        let read_ledger = |k: &Item| ledger.get(&item_id(k)).map(|i| (*i).clone());
+        let id = item_id(key);
+        let carried: Vec<&str> = set.target.carried().into_iter().map(|(_, v)| v).collect();
+        let show = |v: &Vars| {
+            let mut out: Vec<String> = v.iter().map(|(k, x)| format!("{k}={x}")).collect();
+            out.sort();
+            out.join(", ")
+        };
+        let mut decided = Vec::new();
+        let mut out = vec![format!("a target of join set `{}`", spec.name)];
+        for vars in self.set_rows(&set, input.items) {
+            if set
+                .target
+                .key
+                .key(names, &vars)
+                .is_none_or(|k| item_id(&k) != id)
+            {
+                continue;
+            }
+            let Some(d) = set.decide_in("", &vars, &read, &read_ledger, input.now) else {
+                continue;
+            };
+            out.push(format!(
+                "row {}: {}",
+                show(&vars),
+                if d.0.is_some() {
+                    "implies it"
+                } else {
+                    "does not imply it"
+                }
+            ));
+            decided.push((vars, d));
+        }
+        let ((desired, existing), chosen) = set.merge(&decided);
+        match (chosen, desired) {
+            (Some(vars), Some(d)) => {
+                if !carried.is_empty() {
+                    out.push(format!(
+                        "carries the values of row {} (several rows may imply one item: it keeps the row it carries while that row implies it, else the least implying row)",
+                        show(&vars)
+                    ));
+                }
+                if existing
+                    .is_some_and(|x| differs(&set, self.table.ttl_attribute, &d.item, &x.item))
+                {
+                    out.push(
+                        "its attributes differ from what that row implies (verify: wrong)".into(),
+                    );
+                }
+            }
+            _ => out.push("no row implies it now (verify reports it as extra if it exists)".into()),
+        }
+        Some(out)
     }
 
     fn once_checks(
