@@ -380,6 +380,20 @@ pub fn compile(
                     );
                     continue;
                 }
+                // A row's counter sums are written by the processors, and
+                // a sum's change starts no job: the value would not follow
+                // it (user11 #5: stale for good, and verify agreed).
+                let sums: &[&'static str] = o.counter.as_ref().map_or(&[], |c| c.attrs);
+                if let Some(sum) = fields_read(&x.source, sums).first() {
+                    err(
+                        at(v),
+                        format!(
+                            "{name}: computed `{a}` reads `{sum}` of the `{}` rows, a counter sum: a sum's change starts no job, so the value would not follow it; compute from the rows' own attributes (e.g. a writer's `soldOut`), or count into `{name}` instead",
+                            o.name
+                        ),
+                    );
+                    continue;
+                }
                 for f in fields_read(&x.source, &row_names) {
                     if !row_reads.contains(&f) && o.attr(f).is_some() {
                         row_reads.push(o.attr(f).map(|a| a.name).unwrap_or(f));

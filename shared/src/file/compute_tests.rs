@@ -394,3 +394,41 @@ fn a_compute_over_a_key_space_another_writer_owns_is_refused() {
         "{p:#?}"
     );
 }
+
+/// A computed value reading a counter sum of its rows: a sum's change
+/// starts no job, so the value would stay as first computed (user11 #5:
+/// "the cheapest available tier" never followed the tiers' `held`, and
+/// verify agreed with the stale value). Refused, saying what to do.
+#[test]
+fn a_computed_value_reading_its_rows_counter_sums_is_refused() {
+    let text = r#"jobstream: 1
+name: tickets
+table: { name: tickets, pk: PK, sk: SK }
+entities:
+  event:
+    key: { PK: "EVENT#${eventId}", SK: "META" }
+    attributes: { eventId: string }
+    compute:
+      over: { entity: tier, as: tiers }
+      values:
+        open: "size(tiers.filter(t, t.quantity - (has(t.held) ? t.held : 0) > 0))"
+  tier:
+    key: { PK: "EVENT#${eventId}", SK: "TIER#${tierId}" }
+    attributes: { eventId: string, tierId: string, quantity: int }
+    counter: { attributes: [held], created_by: writer }
+  hold:
+    key: { PK: "EVENT#${eventId}", SK: "HOLD#${holdId}" }
+    attributes: { eventId: string, holdId: string, tierId: string, seats: int }
+    count:
+      - { counter: tier, with: { eventId: eventId, tierId: tierId }, add: { held: seats } }
+"#;
+    let p = problems(text);
+    assert!(
+        p.iter().any(|p| p.message.contains(
+            "event: computed `open` reads `held` of the `tier` rows, a counter sum: a sum's change starts no job"
+        )),
+        "{p:#?}"
+    );
+    let own = text.replace("(has(t.held) ? t.held : 0)", "0");
+    assert_eq!(problems(&own), vec![]);
+}
