@@ -690,9 +690,10 @@ impl JoinSet {
                 let step = self.listing_step(name, bound, &missing).ok_or_else(|| {
                     self.set_err(format!(
                         "a change of `{name}` binds {}: no fact's partition (nor \
-                             its `via` listing) keyed by them lists {}",
+                             its `via` listing) keyed by them lists {}{}",
                         var_names(bound.iter().copied()),
-                        var_names(missing.iter().copied())
+                        var_names(missing.iter().copied()),
+                        self.listing_hint(name, bound, &missing)
                     ))
                 })?;
                 steps.push(step);

@@ -67,6 +67,49 @@ impl JoinSet {
         })
     }
 
+    /// What a fact keyed by the bound variables lacks to list the missing
+    /// ones (user11 #7: the message named the variables, not where to put
+    /// them): its key and `also` (a partition of the table), or its `via`
+    /// listing's keys alone (`also` is read from the fact, not the index).
+    pub(crate) fn listing_hint(
+        &self,
+        skip: &str,
+        bound: &BTreeSet<&str>,
+        missing: &BTreeSet<&str>,
+    ) -> String {
+        let mut hints = Vec::new();
+        for f in self.facts.iter().filter(|f| f.name != skip) {
+            if f.key.pk.vars().all(|v| bound.contains(v)) {
+                let mut has = f.key.vars();
+                has.extend(f.also.iter().map(|a| a.var.as_str()));
+                let lacking = missing.iter().copied().filter(|m| !has.contains(m));
+                hints.push(format!(
+                    "fact `{}`'s partition is keyed by them but its key and `also` do not hold {}",
+                    f.name,
+                    var_names(lacking)
+                ));
+            }
+            if let Some(v) = f
+                .via
+                .as_ref()
+                .filter(|v| v.pk.vars().all(|x| bound.contains(x)))
+            {
+                let has = v.vars();
+                let lacking = missing.iter().copied().filter(|m| !has.contains(m));
+                hints.push(format!(
+                    "fact `{}`'s `via` listing is keyed by them but its keys do not hold {} (a `via` listing binds only its own keys' variables, not `also`: add them to the index's sort key template)",
+                    f.name,
+                    var_names(lacking)
+                ));
+            }
+        }
+        if hints.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", hints.join("; "))
+        }
+    }
+
     /// The carried variables (in value order) the target's key does not
     /// determine: a fact whose key the key's variables (and those its
     /// facts determine) render determines its `also` variables too.

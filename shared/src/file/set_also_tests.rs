@@ -170,3 +170,23 @@ fn missing_when_is_a_set_expression_placed_with_a_suggestion() {
     let (l, c) = position(&text, "\"jobb.postedAt");
     assert_at(&p, (l, c), "set `suggestions`: unknown name `jobb` in `jobb.postedAt >= day(now - 6 * 86400)` (did you mean `job`?)");
 }
+
+/// A fact listed through an index whose keys lack a variable the change
+/// must list (user11 #7): the refusal names the fact and what to add to
+/// the index's keys, not only the variables.
+#[test]
+fn a_via_listing_lacking_a_variable_says_where_to_put_it() {
+    let tickets = include_str!("../../../tests/scenarios/tickets/tickets.yaml");
+    assert_eq!(problems(tickets), vec![]);
+    let text = tickets.replace(
+        "GSI1SK: \"TICKET#${holderId}#${orderId}#${ticketId}\"",
+        "GSI1SK: \"TICKET#${orderId}#${ticketId}\"",
+    );
+    let p = problems(&text);
+    assert!(
+        p.iter().any(|p| p.message.contains(
+            "fact `ticket`'s `via` listing is keyed by them but its keys do not hold `h` (a `via` listing binds only its own keys' variables, not `also`"
+        )),
+        "{p:#?}"
+    );
+}
