@@ -66,6 +66,21 @@ impl FoldRules for FileHistory {
         change.kind == ChangeKind::Remove && self.role_of(change.old.as_ref()) == Role::Root
     }
 
+    fn writes_nothing(&self, change: &Change) -> bool {
+        let (ChangeKind::Modify, Some(old), Some(new)) =
+            (change.kind, change.old.as_ref(), change.new.as_ref())
+        else {
+            return false;
+        };
+        match self.classify(new) {
+            Ok((Role::Root, _, _)) => self.writers_same(old, new),
+            Ok((Role::Member(i), _, _)) => {
+                self.member_writers_same(&self.spec().members[i].shape, old, new)
+            }
+            _ => false,
+        }
+    }
+
     fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
         let pk = self.pk(aggregate);
         let [pkn, skn] = self.0.key_names();
@@ -195,6 +210,21 @@ impl FoldRules for FileHistory {
                     .new
                     .as_ref()
                     .expect("decoded INSERT/MODIFY has a new image");
+                // A MODIFY of a member this incarnation does not have that
+                // changes nothing its writer wrote (a processor's
+                // projection onto a member of a deleted incarnation, whose
+                // cascade deletes it) is no member joining: nothing to
+                // fold (user11's finding 3: "c3 joined", "c3 left" in a
+                // re-created org c3 never joined).
+                if kind == ChangeKind::Modify
+                    && !state.parts.contains_key(sk)
+                    && change
+                        .old
+                        .as_ref()
+                        .is_some_and(|old| self.member_writers_same(&mb.shape, old, new))
+                {
+                    return Ok(FoldOutput::default());
+                }
                 self.validate(new)?;
                 // A MODIFY of a member this incarnation does not have (one
                 // of a deleted incarnation overwritten under the same key)

@@ -180,9 +180,21 @@ fn pending_of(state: &FoldState) -> Vec<(String, String, CascadeDelete)> {
         .collect()
 }
 
-/// The ids ([`ledger::item_id`]) of the items `records` write or remove.
-fn written_by(records: &[&Change]) -> std::collections::HashSet<String> {
-    records.iter().map(|c| ledger::item_id(&c.keys)).collect()
+/// The ids ([`ledger::item_id`]) of the items `records` write or remove,
+/// by their writer: a record that changes nothing its writer wrote (a
+/// processor's projection onto a member, the mirror) decides nothing of
+/// the item's fate ([`FoldRules::writes_nothing`]; user11's finding 3: a
+/// projection's record after a root's deletion kept its members from the
+/// cascade for good).
+fn written_by<R: FoldRules + ?Sized>(
+    rules: &R,
+    records: &[&Change],
+) -> std::collections::HashSet<String> {
+    records
+        .iter()
+        .filter(|c| !rules.writes_nothing(c))
+        .map(|c| ledger::item_id(&c.keys))
+        .collect()
 }
 
 /// What folding one change produced.
@@ -248,6 +260,15 @@ pub trait FoldRules: Send + Sync {
 
     /// True when `change` deletes the aggregate's root.
     fn removes_root(&self, change: &Change) -> bool;
+
+    /// True when `change` is a MODIFY that changes nothing its writer
+    /// wrote (only processor-owned attributes: a projection, the mirror),
+    /// as DynamoDB writes no record for a put that changes nothing: no
+    /// writer decided the item's fate there, so it neither keeps a member
+    /// from its incarnation's cascade nor adds one to the state.
+    fn writes_nothing(&self, _change: &Change) -> bool {
+        false
+    }
 
     /// What the cascade deletes when the root of the incarnation folded into
     /// `state` goes away.
