@@ -189,7 +189,11 @@ async fn catch_up(env: &ModelEnv, o: &str, read: &mut Read) {
         if records.len() == read.history {
             return;
         }
-        assert_eq!(deliver_history(env, &records[read.history..]).await, 0, "{o}");
+        assert_eq!(
+            deliver_history(env, &records[read.history..]).await,
+            0,
+            "{o}"
+        );
         read.history = records.len();
     }
     panic!("{o}: the records kept coming");
@@ -233,7 +237,13 @@ async fn members(env: &ModelEnv, o: &str) -> Vec<String> {
     begins(env, &format!("ORG#{o}"), "MEMBER#")
         .await
         .iter()
-        .map(|m| format!("{}:{}", m.s("userId").unwrap_or("?"), m.s("role").unwrap_or("?")))
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m.s("userId").unwrap_or("?"),
+                m.s("role").unwrap_or("?")
+            )
+        })
         .collect()
 }
 
@@ -319,7 +329,11 @@ async fn fold_behind(env: &ModelEnv, o: &str, read: &mut Read, back: usize) {
     let records = records_of(env, o).await;
     let to = records.len().saturating_sub(back).max(read.history);
     if to > read.history {
-        assert_eq!(deliver_history(env, &records[read.history..to]).await, 0, "{o}");
+        assert_eq!(
+            deliver_history(env, &records[read.history..to]).await,
+            0,
+            "{o}"
+        );
         read.history = to;
     }
 }
