@@ -131,7 +131,7 @@ pub(super) enum Role {
 }
 
 /// Absent and `NULL` are the same.
-fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
+pub(super) fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
     match v {
         Some(AttributeValue::Null(_)) | None => None,
         other => other,

@@ -133,6 +133,20 @@ fn a_projection_onto_a_member_the_state_lacks_adds_nothing() {
     mirrored.insert("historySequence".into(), n(9));
     let mirror = change(ChangeKind::Modify, Some(order("open")), Some(mirrored));
     assert!(h.writes_nothing(&mirror));
+    // The writer's put over the projected member, its own attributes as
+    // they were (the projection dropped), and one that changes nothing at
+    // all (the local engine writes a record for it): the writer's.
+    let reput = change(
+        ChangeKind::Modify,
+        projection.new.clone(),
+        Some(line("a", 1)),
+    );
+    assert!(!h.writes_nothing(&reput));
+    assert!(!h.writes_nothing(&change(
+        ChangeKind::Modify,
+        Some(line("a", 1)),
+        Some(line("a", 1))
+    )));
     assert!(!h.writes_nothing(&written));
     assert!(!h.writes_nothing(&change(ChangeKind::Insert, None, Some(line("a", 1)))));
     let mut st = FoldState::default();

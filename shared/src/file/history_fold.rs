@@ -72,10 +72,24 @@ impl FoldRules for FileHistory {
         else {
             return false;
         };
+        // A processor sets an attribute of its own (a projection, the
+        // mirror); a writer's put over the item drops them (it writes its
+        // own attributes), even with every one of its own as it was: that
+        // record is the writer's (DynamoDB writes one only when the put
+        // changes the item; the local engine for every put).
+        let sets_own = |excluded: &[&str]| {
+            excluded.iter().any(|a| {
+                let v = normalized(new.get(*a));
+                v.is_some() && v != normalized(old.get(*a))
+            })
+        };
         match self.classify(new) {
-            Ok((Role::Root, _, _)) => self.writers_same(old, new),
+            Ok((Role::Root, _, _)) => {
+                sets_own(&self.spec().root.excluded) && self.writers_same(old, new)
+            }
             Ok((Role::Member(i), _, _)) => {
-                self.member_writers_same(&self.spec().members[i].shape, old, new)
+                let shape = &self.spec().members[i].shape;
+                sets_own(&shape.excluded) && self.member_writers_same(shape, old, new)
             }
             _ => false,
         }
@@ -216,13 +230,7 @@ impl FoldRules for FileHistory {
                 // cascade deletes it) is no member joining: nothing to
                 // fold (user11's finding 3: "c3 joined", "c3 left" in a
                 // re-created org c3 never joined).
-                if kind == ChangeKind::Modify
-                    && !state.parts.contains_key(sk)
-                    && change
-                        .old
-                        .as_ref()
-                        .is_some_and(|old| self.member_writers_same(&mb.shape, old, new))
-                {
+                if !state.parts.contains_key(sk) && self.writes_nothing(change) {
                     return Ok(FoldOutput::default());
                 }
                 self.validate(new)?;

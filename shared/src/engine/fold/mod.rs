@@ -204,11 +204,12 @@ pub trait FoldRules: Send + Sync {
     /// True when `change` deletes the aggregate's root.
     fn removes_root(&self, change: &Change) -> bool;
 
-    /// True when `change` is a MODIFY that changes nothing its writer
-    /// wrote (only processor-owned attributes: a projection, the mirror),
-    /// as DynamoDB writes no record for a put that changes nothing: no
-    /// writer decided the item's fate there, so it neither keeps a member
-    /// from its incarnation's cascade nor adds one to the state.
+    /// True when `change` is a processor's MODIFY: it sets a
+    /// processor-owned attribute (a projection, the mirror) and changes
+    /// nothing its writer wrote. No writer decided the item's fate there,
+    /// so it neither keeps a member from its incarnation's cascade nor
+    /// adds one to the state. (A writer's put that changes none of its
+    /// own attributes drops the processor's: still the writer's record.)
     fn writes_nothing(&self, _change: &Change) -> bool {
         false
     }
