@@ -29,6 +29,7 @@ mod history_adoption;
 mod history_bad_root;
 mod history_cascade_paths;
 mod history_defects;
+mod history_interleaved;
 mod history_live_backfill;
 mod history_members_first;
 mod history_recreate;

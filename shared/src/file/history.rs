@@ -131,7 +131,7 @@ pub(super) enum Role {
 }
 
 /// Absent and `NULL` are the same.
-fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
+pub(super) fn normalized(v: Option<&AttributeValue>) -> Option<&AttributeValue> {
     match v {
         Some(AttributeValue::Null(_)) | None => None,
         other => other,
@@ -416,11 +416,20 @@ impl FileHistory {
 
     /// Whether `old` and `new` of the root differ in processor-owned
     /// attributes only (absent and `NULL` alike).
-    fn writers_same(&self, old: &Item, new: &Item) -> bool {
+    pub(super) fn writers_same(&self, old: &Item, new: &Item) -> bool {
         let excluded = &self.spec().root.excluded;
         old.keys()
             .chain(new.keys())
             .filter(|k| !excluded.contains(&k.as_str()))
+            .all(|k| normalized(old.get(k)) == normalized(new.get(k)))
+    }
+
+    /// Whether `old` and `new` of member `shape` differ in processor-owned
+    /// attributes only (absent and `NULL` alike).
+    pub(super) fn member_writers_same(&self, shape: &Shape, old: &Item, new: &Item) -> bool {
+        old.keys()
+            .chain(new.keys())
+            .filter(|k| !shape.excluded.contains(&k.as_str()))
             .all(|k| normalized(old.get(k)) == normalized(new.get(k)))
     }
 

@@ -103,3 +103,123 @@ fn a_members_cascade_compares_the_whole_item_its_snapshot_its_fields() {
     assert_eq!(guard.get("note"), Some(&AttributeValue::Null(true)));
     assert_eq!(guard.get("qty"), Some(&n(1)));
 }
+
+/// A MODIFY that changes only processor-owned attributes (a projection,
+/// the mirror) writes nothing of the writer's: it decides no member's
+/// fate, and a member the state lacks (a deleted incarnation's, whose
+/// cascade deletes it) is not added by it (user11's finding 3: "c3
+/// joined", then "c3 left", in a re-created org c3 never joined).
+#[test]
+fn a_projection_onto_a_member_the_state_lacks_adds_nothing() {
+    let model = ORDER
+        .replace(
+            "table: { name: shop, pk: PK, sk: SK }",
+            "table: { name: shop, pk: PK, sk: SK, gsis: [{ name: GSI1, pk: GSI1PK, sk: GSI1SK }] }",
+        )
+        .replace(
+            "    attributes: { orderId: string, sku: string, qty: int }\n",
+            "    attributes: { orderId: string, sku: string, qty: int }\n    project:\n      attributes: { GSI1PK: \"SKU#${sku}\", GSI1SK: \"${orderId}\" }\n",
+        );
+    assert_ne!(model, ORDER);
+    let h = history(&model);
+    let mut projected = line("a", 1);
+    projected.insert("GSI1PK".into(), s("SKU#a"));
+    projected.insert("GSI1SK".into(), s("o1"));
+    let projection = change(ChangeKind::Modify, Some(line("a", 1)), Some(projected));
+    let mut other = line("a", 1);
+    other.insert("qty".into(), n(2));
+    let written = change(ChangeKind::Modify, Some(line("a", 1)), Some(other));
+    let mut mirrored = order("open");
+    mirrored.insert("historySequence".into(), n(9));
+    let mirror = change(ChangeKind::Modify, Some(order("open")), Some(mirrored));
+    assert!(h.writes_nothing(&mirror));
+    // The writer's put over the projected member, its own attributes as
+    // they were (the projection dropped), and one that changes nothing at
+    // all (the local engine writes a record for it): the writer's.
+    let reput = change(
+        ChangeKind::Modify,
+        projection.new.clone(),
+        Some(line("a", 1)),
+    );
+    assert!(!h.writes_nothing(&reput));
+    assert!(!h.writes_nothing(&change(
+        ChangeKind::Modify,
+        Some(line("a", 1)),
+        Some(line("a", 1))
+    )));
+    assert!(!h.writes_nothing(&written));
+    assert!(!h.writes_nothing(&change(ChangeKind::Insert, None, Some(line("a", 1)))));
+    let mut st = FoldState::default();
+    fold_insert(&h, &mut st, order("open"));
+    let before = st.clone();
+    assert!(h.writes_nothing(&projection));
+    assert!(fold(&h, &mut st, projection).is_empty());
+    assert_eq!(st, before, "a projection added the member");
+    // The writer's change of a member the state lacks (put over one of a
+    // deleted incarnation) adds it, as before.
+    assert_eq!(fold(&h, &mut st, written), ["Added line"]);
+    assert!(st.parts.contains_key("LINE#a"));
+}
+
+/// user11's finding 3: members under a root that is gone, no entry
+/// beside them, whose root's deletion the history folded (its HEAD says
+/// `deleted`): one its state holds (written since, or the removed
+/// incarnation's whose delete waits) waits for its root; one it does not
+/// hold was left by the cascade, drift (without a repair: one written
+/// since whose record the history has not read looks the same).
+#[test]
+fn a_member_its_roots_folded_deletion_left_behind_is_not_waiting() {
+    let h = history(ORDER);
+    let items = vec![line("a", 1), line("b", 2), line("c", 3)];
+    let pk = crate::ledger::state_pk("history", "o1");
+    let pending_b = format!(
+        "{}{}",
+        crate::engine::fold::PENDING,
+        crate::ledger::item_id(&item(&[("PK", s("ORDER#o1")), ("SK", s("LINE#b"))]))
+    );
+    let mut head = crate::ledger::key(&pk, "HEAD");
+    head.insert("seq".into(), n(0));
+    head.insert("version".into(), n(7));
+    head.insert("deleted".into(), AttributeValue::Bool(true));
+    head.insert("epoch".into(), s("e1"));
+    let found = |ledger: &[Item]| -> Vec<String> {
+        h.check_tallied(&items, ledger)
+            .1
+            .iter()
+            .map(|f| format!("{} {:?} {} {}", f.kind, f.drift, f.what, f.repair.is_some()))
+            .collect()
+    };
+    let left = ["orphans Extra PK=ORDER#o1, SK=LINE#c left behind by a deleted order: the history folded its deletion and no record of this member since (not a member waiting for its root; if it was written since, run verify again once the history has read it) false"];
+    // The state's parts in the HEAD.
+    let mut inline = head.clone();
+    inline.insert(
+        crate::engine::fold::INLINE.into(),
+        AttributeValue::M(
+            [
+                ("LINE#a".to_string(), AttributeValue::M(Item::new())),
+                (pending_b.clone(), AttributeValue::M(Item::new())),
+            ]
+            .into(),
+        ),
+    );
+    assert_eq!(found(&[inline]), left);
+    // The parts as items of the HEAD's epoch (another epoch's are left
+    // overs, not the state).
+    let part = |epoch: &str, name: &str| {
+        let mut p = crate::ledger::key(&pk, crate::engine::fold::part_sk(epoch, name));
+        p.insert("data".into(), AttributeValue::M(Item::new()));
+        p
+    };
+    let ledger = vec![
+        head.clone(),
+        part("e1", "LINE#a"),
+        part("e1", &pending_b),
+        part("e0", "LINE#c"),
+    ];
+    assert_eq!(found(&ledger), left);
+    // Without the history's state, or with a live one: members alone wait.
+    assert!(found(&[]).is_empty());
+    let mut live = head.clone();
+    live.insert("deleted".into(), AttributeValue::Bool(false));
+    assert!(found(&[live]).is_empty());
+}

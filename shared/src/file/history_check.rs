@@ -332,6 +332,7 @@ impl FileHistory {
         ledger: &[Item],
     ) -> ([(&'static str, u64); 4], Vec<Finding>) {
         let heads = self.heads(ledger);
+        let deleted = self.deleted_states(ledger);
         let mut parts: BTreeMap<String, Partition> = BTreeMap::new();
         for item in items {
             let Ok((role, pk, sk)) = self.classify(item) else {
@@ -350,8 +351,14 @@ impl FileHistory {
         }
         let mut out = Vec::new();
         for (agg, p) in &parts {
-            let head = heads.get(&crate::ledger::state_pk(self.spec().processor, agg));
-            self.check_partition(agg, p, head.copied(), &mut out);
+            let state = crate::ledger::state_pk(self.spec().processor, agg);
+            if p.root.is_none() && p.entries.is_empty() {
+                if let Some(known) = deleted.get(&state) {
+                    self.check_left_members(p, known, &mut out);
+                    continue;
+                }
+            }
+            self.check_partition(agg, p, heads.get(&state).copied(), &mut out);
         }
         let rooted = parts.values().filter(|p| p.root.is_some()).count() as u64;
         let checked = [
@@ -379,6 +386,97 @@ impl FileHistory {
                     .then(|| (pk.to_string(), seq.max(0) as u64))
             })
             .collect()
+    }
+
+    /// Of each aggregate whose root's deletion the history folded (its
+    /// HEAD says `deleted`, by its state's ledger key): the names of the
+    /// parts its state holds, the members written since (their records
+    /// folded) and the removed incarnation's members whose delete waits
+    /// (`!<id>`), in the HEAD or as part items of its epoch.
+    fn deleted_states(
+        &self,
+        ledger: &[Item],
+    ) -> std::collections::HashMap<String, std::collections::BTreeSet<String>> {
+        let prefix = format!("STATE#{}#", self.spec().processor);
+        let mut out: std::collections::HashMap<String, std::collections::BTreeSet<String>> =
+            Default::default();
+        let mut epochs: std::collections::HashMap<&str, String> = Default::default();
+        for head in ledger.iter().filter(|i| {
+            i.opt_s(crate::ledger::SK).ok().flatten() == Some("HEAD")
+                && i.opt_bool("deleted").ok().flatten() == Some(true)
+        }) {
+            let Some(pk) = head.opt_s(crate::ledger::PK).ok().flatten() else {
+                continue;
+            };
+            if !pk.starts_with(&prefix) {
+                continue;
+            }
+            let names = out.entry(pk.to_string()).or_default();
+            // The parts in the HEAD, or else the part items of its epoch
+            // (those of other epochs, or of none, are left overs).
+            if let Some(AttributeValue::M(parts)) = head.get(crate::engine::fold::INLINE) {
+                names.extend(parts.keys().cloned());
+            } else if let Some(epoch) = head.opt_s("epoch").ok().flatten() {
+                if !epoch.is_empty() {
+                    epochs.insert(pk, crate::engine::fold::part_sk(epoch, ""));
+                }
+            }
+        }
+        for item in ledger {
+            let (Some(pk), Some(sk)) = (
+                item.opt_s(crate::ledger::PK).ok().flatten(),
+                item.opt_s(crate::ledger::SK).ok().flatten(),
+            ) else {
+                continue;
+            };
+            let Some(name) = epochs.get(pk).and_then(|e| sk.strip_prefix(e.as_str())) else {
+                continue;
+            };
+            if let Some(names) = out.get_mut(pk) {
+                names.insert(name.to_string());
+            }
+        }
+        out
+    }
+
+    /// Members under a root that is gone, with no entry beside them, whose
+    /// root's deletion the history folded (`known`: the parts its state
+    /// holds since, [`Self::deleted_states`]): a member the state holds
+    /// (written since, or its delete waiting) waits for the root; any
+    /// other was the removed incarnation's and its cascade left it
+    /// (user11's finding 3: "members alone, waiting for their root",
+    /// although their root came and went). Reported without a repair: a
+    /// member written since whose record the history has not read yet
+    /// looks the same until it has.
+    fn check_left_members(
+        &self,
+        p: &Partition,
+        known: &std::collections::BTreeSet<String>,
+        out: &mut Vec<Finding>,
+    ) {
+        let [pkn, skn] = self.0.key_names();
+        for member in &p.members {
+            let key = key_of(member, &[pkn, skn]);
+            let name = member.opt_s(skn).ok().flatten().unwrap_or_default();
+            let pending = format!(
+                "{}{}",
+                crate::engine::fold::PENDING,
+                crate::ledger::item_id(&key)
+            );
+            if known.contains(name) || known.contains(&pending) {
+                continue;
+            }
+            out.push(finding(
+                "orphans",
+                Drift::Extra,
+                format!(
+                    "{} left behind by a deleted {}: the history folded its deletion and no record of this member since (not a member waiting for its root; if it was written since, run verify again once the history has read it)",
+                    display_key(&key),
+                    self.root_name()
+                ),
+                None,
+            ));
+        }
     }
 
     /// `head`: the entries the history's state says it wrote (its HEAD in

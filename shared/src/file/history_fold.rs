@@ -66,6 +66,35 @@ impl FoldRules for FileHistory {
         change.kind == ChangeKind::Remove && self.role_of(change.old.as_ref()) == Role::Root
     }
 
+    fn writes_nothing(&self, change: &Change) -> bool {
+        let (ChangeKind::Modify, Some(old), Some(new)) =
+            (change.kind, change.old.as_ref(), change.new.as_ref())
+        else {
+            return false;
+        };
+        // A processor sets an attribute of its own (a projection, the
+        // mirror); a writer's put over the item drops them (it writes its
+        // own attributes), even with every one of its own as it was: that
+        // record is the writer's (DynamoDB writes one only when the put
+        // changes the item; the local engine for every put).
+        let sets_own = |excluded: &[&str]| {
+            excluded.iter().any(|a| {
+                let v = normalized(new.get(*a));
+                v.is_some() && v != normalized(old.get(*a))
+            })
+        };
+        match self.classify(new) {
+            Ok((Role::Root, _, _)) => {
+                sets_own(&self.spec().root.excluded) && self.writers_same(old, new)
+            }
+            Ok((Role::Member(i), _, _)) => {
+                let shape = &self.spec().members[i].shape;
+                sets_own(&shape.excluded) && self.member_writers_same(shape, old, new)
+            }
+            _ => false,
+        }
+    }
+
     fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade {
         let pk = self.pk(aggregate);
         let [pkn, skn] = self.0.key_names();
@@ -195,6 +224,15 @@ impl FoldRules for FileHistory {
                     .new
                     .as_ref()
                     .expect("decoded INSERT/MODIFY has a new image");
+                // A MODIFY of a member this incarnation does not have that
+                // changes nothing its writer wrote (a processor's
+                // projection onto a member of a deleted incarnation, whose
+                // cascade deletes it) is no member joining: nothing to
+                // fold (user11's finding 3: "c3 joined", "c3 left" in a
+                // re-created org c3 never joined).
+                if !state.parts.contains_key(sk) && self.writes_nothing(change) {
+                    return Ok(FoldOutput::default());
+                }
                 self.validate(new)?;
                 // A MODIFY of a member this incarnation does not have (one
                 // of a deleted incarnation overwritten under the same key)

@@ -66,7 +66,9 @@
 //!
 //! Files: `step.rs` (a batch folded per aggregate), `commit.rs` (the state
 //! in the ledger: load, commit), `adoption.rs` (adoption, first sight of a
-//! creation or deletion), `effects.rs` (the sequence mirror, the cascade);
+//! creation or deletion), `effects.rs` (the sequence mirror, the cascade),
+//! `pending.rs` (member deletes a cascade defers, and the records that
+//! decide a member's fate);
 //! this file the vocabulary ([`FoldRules`]) and the processor.
 
 use std::collections::{BTreeMap, HashMap};
@@ -86,7 +88,11 @@ use crate::store::{placeholders, Store, TxError, Update};
 mod adoption;
 mod commit;
 mod effects;
+mod pending;
 mod step;
+
+pub use pending::PENDING;
+use pending::{pending_of, pending_part, written_by};
 
 /// The running state of one aggregate.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -132,57 +138,6 @@ struct Cascaded {
     /// ([`PENDING`]) until their own records, or the root's re-creation,
     /// settle them.
     deferred: Vec<CascadeDelete>,
-}
-
-/// Prefix of a pending part's name: a member of a deleted incarnation
-/// whose cascade waits ([`Cascaded::deferred`]), held as `{ key, unchanged }`.
-/// Rules never read such parts: they exist only while the root is deleted,
-/// and are settled before its re-creation is folded.
-pub const PENDING: &str = "!";
-
-/// The pending part of a deferred member delete: (name, data).
-fn pending_part(d: &CascadeDelete) -> (String, Item) {
-    let mut data: Item = [("key".to_string(), AttributeValue::M(d.key.clone()))].into();
-    if let Some(u) = &d.unchanged {
-        data.insert("unchanged".into(), AttributeValue::M(u.clone()));
-    }
-    (format!("{PENDING}{}", ledger::item_id(&d.key)), data)
-}
-
-/// The pending member deletes of `state`: (part name, its key's id, the
-/// delete). Asked of every record: the parts are read from the prefix on
-/// only (none in all but a deleted root's state).
-fn pending_of(state: &FoldState) -> Vec<(String, String, CascadeDelete)> {
-    state
-        .parts
-        .range::<str, _>((
-            std::ops::Bound::Included(PENDING),
-            std::ops::Bound::Unbounded,
-        ))
-        .map_while(|(name, data)| Some((name, name.strip_prefix(PENDING)?, data)))
-        .filter_map(|(name, id, data)| {
-            let Some(AttributeValue::M(key)) = data.get("key") else {
-                return None;
-            };
-            let unchanged = match data.get("unchanged") {
-                Some(AttributeValue::M(u)) => Some(u.clone()),
-                _ => None,
-            };
-            Some((
-                name.clone(),
-                id.to_string(),
-                CascadeDelete {
-                    key: key.clone(),
-                    unchanged,
-                },
-            ))
-        })
-        .collect()
-}
-
-/// The ids ([`ledger::item_id`]) of the items `records` write or remove.
-fn written_by(records: &[&Change]) -> std::collections::HashSet<String> {
-    records.iter().map(|c| ledger::item_id(&c.keys)).collect()
 }
 
 /// What folding one change produced.
@@ -248,6 +203,16 @@ pub trait FoldRules: Send + Sync {
 
     /// True when `change` deletes the aggregate's root.
     fn removes_root(&self, change: &Change) -> bool;
+
+    /// True when `change` is a processor's MODIFY: it sets a
+    /// processor-owned attribute (a projection, the mirror) and changes
+    /// nothing its writer wrote. No writer decided the item's fate there,
+    /// so it neither keeps a member from its incarnation's cascade nor
+    /// adds one to the state. (A writer's put that changes none of its
+    /// own attributes drops the processor's: still the writer's record.)
+    fn writes_nothing(&self, _change: &Change) -> bool {
+        false
+    }
 
     /// What the cascade deletes when the root of the incarnation folded into
     /// `state` goes away.
@@ -751,41 +716,5 @@ mod tests {
             part_item_bytes("history", "o1", "ORDER", &part),
             item_size(&item)
         );
-    }
-
-    fn key(sk: &str) -> Item {
-        [("PK".to_string(), s("ORDER#o1")), ("SK".to_string(), s(sk))].into()
-    }
-
-    /// A deferred member delete kept as a pending part reads back as the
-    /// same delete, beside the rules' parts (which it never shadows).
-    #[test]
-    fn a_pending_member_delete_reads_back_from_the_state() {
-        let guarded = CascadeDelete {
-            key: key("LINE#1"),
-            unchanged: Some([("quantity".to_string(), n(2))].into()),
-        };
-        let open = CascadeDelete {
-            key: key("LINE#2"),
-            unchanged: None,
-        };
-        let mut state = FoldState::default();
-        for part in ["ORDER", "LINE#1", "?LINE#3", " odd"] {
-            state.parts.insert(part.to_string(), Item::new());
-        }
-        for d in [&guarded, &open] {
-            let (name, data) = pending_part(d);
-            assert!(name.starts_with(PENDING), "{name}");
-            state.parts.insert(name, data);
-        }
-        let pending = pending_of(&state);
-        assert_eq!(pending.len(), 2, "{pending:?}");
-        for (d, (name, id, back)) in [&guarded, &open].into_iter().zip(&pending) {
-            assert_eq!(back, d);
-            assert_eq!(id, &ledger::item_id(&d.key));
-            assert_eq!(name, &format!("{PENDING}{id}"));
-        }
-        state.parts.retain(|name, _| !name.starts_with(PENDING));
-        assert!(pending_of(&state).is_empty());
     }
 }

@@ -269,7 +269,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     /// the removed incarnation had is the writer's latest, not a leftover).
     fn cascade_of(&self, agg: &str, state: &FoldState, rest: &[&Change]) -> Cascade {
         let mut cascade = self.rules.cascade(agg, state);
-        let later = written_by(rest.get(1..).unwrap_or_default());
+        let later = written_by(&*self.rules, rest.get(1..).unwrap_or_default());
         cascade
             .deletes
             .retain(|d| d.unchanged.is_none() || !later.contains(&ledger::item_id(&d.key)));
@@ -277,8 +277,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
     }
 
     /// Settles the member deletes an earlier deletion of `agg`'s root
-    /// deferred ([`PENDING`]): one this record writes or removes is the
-    /// writer's (dropped); at the root's re-creation (`starts`), the rest
+    /// deferred ([`PENDING`]): one this record writes or removes (its
+    /// writer's data, [`FoldRules::writes_nothing`]) is the writer's
+    /// (dropped); at the root's re-creation (`starts`), the rest
     /// are deleted (guarded by the content they had) unless a later record
     /// of the batch writes or removes them. Returns whether the state
     /// changed (removed from it, to be committed).
@@ -300,16 +301,18 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if pending.is_empty() {
             return Ok(false);
         }
-        let mine = ledger::item_id(&change.keys);
+        // A record that changes nothing its writer wrote (a projection)
+        // settles nothing: the writer did not decide the member's fate.
+        let mine = (!self.rules.writes_nothing(change)).then(|| ledger::item_id(&change.keys));
         let later = if starts {
-            written_by(rest.get(1..).unwrap_or_default())
+            written_by(&*self.rules, rest.get(1..).unwrap_or_default())
         } else {
             Default::default()
         };
         let mut settled = Vec::new();
         let mut run = Vec::new();
         for (name, id, d) in pending {
-            if id == mine {
+            if mine.as_ref() == Some(&id) {
                 settled.push(name);
             } else if starts {
                 if !later.contains(&id) {
