@@ -165,7 +165,10 @@ async fn a_drain_settles_while_its_stream_mappings_read_out_of_phase() {
     let mut opts = crate::support::embedded_options(&engine, "tracker");
     opts.time_scale = 1.0;
     let mut rt = Runtime::start(opts).await.expect("runtime starts");
-    assert!(rt.mappings.len() >= 2, "the tracker has two stream mappings");
+    assert!(
+        rt.mappings.len() >= 2,
+        "the tracker has two stream mappings"
+    );
     AppWriter::new(rt.dynamodb.clone(), &rt.config.table)
         .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
         .await;
