@@ -152,6 +152,37 @@ async fn a_drain_that_gives_up_names_what_is_still_pending() {
     assert!(!said.contains("derive:"), "the derive caught up: {said}");
 }
 
+/// Two stream mappings read out of phase (one's next read due while the
+/// other's is not: a slow DescribeStream or a loaded machine shifts them
+/// apart) have no round in which no shard waits. A drain that called the
+/// streams quiet only after such a round went on for as long as they
+/// stayed apart (user11's #9: `demo` sat at a step 7 s to minutes after its
+/// work was done, every queue empty). Here they are put 120 ms apart (the
+/// deployed 250 ms polling rate) and the drain must settle within its guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_settles_while_its_stream_mappings_read_out_of_phase() {
+    let engine = crate::support::start_engine().await;
+    let mut opts = crate::support::embedded_options(&engine, "tracker");
+    opts.time_scale = 1.0;
+    let mut rt = Runtime::start(opts).await.expect("runtime starts");
+    assert!(
+        rt.mappings.len() >= 2,
+        "the tracker has two stream mappings"
+    );
+    AppWriter::new(rt.dynamodb.clone(), &rt.config.table)
+        .create("a1", "Acme", "Engineer", "2026-01-01T00:00:00.000Z")
+        .await;
+    for m in rt.mappings.iter_mut() {
+        m.poll_once().await.expect("a mapping polls");
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    rt.drain_within(Duration::from_secs(20))
+        .await
+        .expect("the drain settles while the mappings read out of phase");
+    let report = rt.verify().await.expect("verify runs");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
 /// SIGTERM while DynamoDB accepts requests and never answers (a black
 /// hole): the whole stop (batches in flight, checkpoints, the lease
 /// release) ends within `--shutdown-grace`; what cannot finish is abandoned

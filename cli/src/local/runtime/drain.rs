@@ -3,7 +3,7 @@
 //! other), as tests, demos and benchmarks wait for every effect.
 
 use super::*;
-use crate::local::esm::Round;
+use crate::local::esm::{Quiet, Round};
 
 impl Runtime {
     /// Starts every queue's pollers (their own tasks, as many per queue as
@@ -95,6 +95,14 @@ impl Runtime {
             .sum()
     }
 
+    /// Polls the stream mappings (and, with `watch_queues`, watches the
+    /// queues' depth) until quiet: rounds with nothing handled, buffered,
+    /// retried or queued, once every shard has been read since the quiet
+    /// began ([`Quiet`]). Mappings read out of phase (one's next read due
+    /// while the other's is not) never have a round without a wait; a quiet
+    /// that waited for one kept the demo at a step for minutes after its
+    /// work was done. A drain not settled says every
+    /// [`STILL_DRAINING_EVERY`] what it waits for.
     async fn drain_streams_and_watch_queues(
         &mut self,
         limit: Duration,
@@ -102,17 +110,24 @@ impl Runtime {
     ) -> anyhow::Result<usize> {
         let started = Instant::now();
         let mut total = 0;
-        let mut quiet = 0;
+        let mut quiet = Quiet::default();
         // Each stream mapping's records still fetched or waiting for a
         // retry after the last round: what a drain that gives up names.
         let mut pending: Vec<(String, usize)> = Vec::new();
-        while quiet < 2 {
+        let mut next_report = started + STILL_DRAINING_EVERY;
+        loop {
             if started.elapsed() >= limit {
                 anyhow::bail!(
                     "not drained within {limit:?}: {}",
                     self.left_over(&pending).await
                 );
             }
+            if Instant::now() >= next_report {
+                next_report = Instant::now() + STILL_DRAINING_EVERY;
+                let left = self.left_over(&pending).await;
+                tracing::info!(waited = ?started.elapsed(), "not settled yet: {left}");
+            }
+            let round_started = Instant::now();
             // Every mapping polls concurrently, as Lambda runs them: one
             // invocation per shard per mapping at a time. The queues are
             // consumed by their own pollers meanwhile.
@@ -126,27 +141,19 @@ impl Runtime {
                 round.absorb(r);
             }
             total += round.done;
-            let progressed = round.done > 0;
-            let mut active = round.done > 0 || round.pending > 0;
-            let wait = round.wait;
-            if watch_queues {
-                active |= self.queues_active().await?;
+            let queued = watch_queues && self.queues_active().await?;
+            if quiet.drained(round_started, &round, queued) {
+                return Ok(total);
             }
-            if active {
-                quiet = 0;
-                if watch_queues && !self.queues.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            } else if wait.is_none() {
-                quiet += 1;
+            if queued {
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            if let Some(w) = wait.filter(|_| !progressed) {
+            if let Some(w) = round.wait.filter(|_| round.done == 0) {
                 // Nothing could happen before then (Lambda's polling rate,
                 // a retry delay, a batching window).
                 tokio::time::sleep_until(w.into()).await;
             }
         }
-        Ok(total)
     }
 
     /// What a drain that gives up still had: each stream mapping's records
@@ -182,6 +189,9 @@ impl Runtime {
         self.drain_within(Duration::from_secs(300)).await
     }
 }
+
+/// How often a drain that has not settled says what it still waits for.
+const STILL_DRAINING_EVERY: Duration = Duration::from_secs(5);
 
 /// The queue pollers of a drain or a run.
 pub(super) struct QueuePollers {
