@@ -230,6 +230,17 @@ fn dev_and_serve_start_their_local_sqs_on_the_port_given_and_name_a_port_in_use(
     };
     let line = until_line(&dev(port), &[], "SQS endpoint:").expect("dev starts");
     assert_eq!(line, format!("SQS endpoint: http://127.0.0.1:{port}"));
+    // The killed dev's local SQS exits within a second of its parent (it
+    // checks every second); its stderr is dev's own pipe since the
+    // non-blocking output, so nothing above waited for it.
+    let free = Instant::now();
+    while std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        assert!(
+            free.elapsed() < Duration::from_secs(10),
+            "the port is freed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // `serve --sqs-port`: the engine and an SQS for `create` and `run`,
     // from the binary alone (user7's G8).
     let serve: Vec<String> = [
