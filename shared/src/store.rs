@@ -592,7 +592,7 @@ impl Store {
     }
 
     /// [`Store::query_page`] of the sort keys that begin with `prefix`
-    /// only (`begins_with`, the next page from `after` as the exclusive
+    /// (the whole partition without one) only (`begins_with`, the next page from `after` as the exclusive
     /// start key, which need not be an item's but must begin with `prefix`:
     /// DynamoDB refuses a start key outside the key condition, so another
     /// `after` reads from the prefix's first item): a listing of one kind of
@@ -604,10 +604,15 @@ impl Store {
         pk_name: &str,
         pk: &str,
         sk_name: &str,
-        prefix: &str,
+        prefix: Option<&str>,
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Item>, Option<String>), StoreError> {
+        let Some(prefix) = prefix else {
+            return self
+                .query_page(table, pk_name, pk, sk_name, after, limit)
+                .await;
+        };
         let limit = limit.max(1);
         let mut items: Vec<Item> = Vec::new();
         let mut cursor = after

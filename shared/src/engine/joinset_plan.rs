@@ -439,33 +439,17 @@ impl JoinSet {
                         start = lower;
                     }
                 }
-                let (mut items, mut next) = match &prefix {
-                    Some(p) => {
-                        store
-                            .query_page_within(
-                                &reads.table,
-                                names[0],
-                                &pk,
-                                names[1],
-                                p,
-                                start.as_deref(),
-                                self.page - listed,
-                            )
-                            .await?
-                    }
-                    None => {
-                        store
-                            .query_page(
-                                &reads.table,
-                                names[0],
-                                &pk,
-                                names[1],
-                                start.as_deref(),
-                                self.page - listed,
-                            )
-                            .await?
-                    }
-                };
+                let (mut items, mut next) = store
+                    .query_page_within(
+                        &reads.table,
+                        names[0],
+                        &pk,
+                        names[1],
+                        prefix.as_deref(),
+                        start.as_deref(),
+                        self.page - listed,
+                    )
+                    .await?;
                 listed += items.len();
                 if let Some(p) = &prefix {
                     let within =

@@ -301,33 +301,17 @@ impl JoinSet {
                         next
                     }
                 } else {
-                    let (mut items, mut next) = match &prefix {
-                        Some(p) => {
-                            store
-                                .query_page_within(
-                                    &reads.table,
-                                    names[0],
-                                    &pk,
-                                    names[1],
-                                    p,
-                                    after.as_deref(),
-                                    DEFAULT_PAGE,
-                                )
-                                .await?
-                        }
-                        None => {
-                            store
-                                .query_page(
-                                    &reads.table,
-                                    names[0],
-                                    &pk,
-                                    names[1],
-                                    after.as_deref(),
-                                    DEFAULT_PAGE,
-                                )
-                                .await?
-                        }
-                    };
+                    let (mut items, mut next) = store
+                        .query_page_within(
+                            &reads.table,
+                            names[0],
+                            &pk,
+                            names[1],
+                            prefix.as_deref(),
+                            after.as_deref(),
+                            DEFAULT_PAGE,
+                        )
+                        .await?;
                     if let Some(p) = &prefix {
                         let within =
                             |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
