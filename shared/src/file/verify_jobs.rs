@@ -46,20 +46,7 @@ impl FileModel {
         if self.sets.is_empty() && self.once.is_empty() {
             return vec![];
         }
-        let names = self.keys;
-        let table: HashMap<String, &Item> = input
-            .items
-            .iter()
-            .map(|i| (item_id(&key_of(i, names)), i))
-            .collect();
-        let ledger: HashMap<String, &Item> = input
-            .ledger
-            .iter()
-            .map(|i| {
-                let k = key_of(i, &[crate::ledger::PK, crate::ledger::SK]);
-                (item_id(&k), i)
-            })
-            .collect();
+        let (table, ledger) = by_id(input, self.keys);
         let mut out = Vec::new();
         for set in &self.sets {
             out.extend(self.set_checks(set, input, &table, &ledger));
@@ -225,21 +212,7 @@ impl FileModel {
             .iter()
             .find(|spec| spec.target_key.read(names, key, &mut Vars::new()))?;
         let set = spec.declaration(self);
-        let table: HashMap<String, &Item> = input
-            .items
-            .iter()
-            .map(|i| (item_id(&key_of(i, names)), i))
-            .collect();
-        let ledger: HashMap<String, &Item> = input
-            .ledger
-            .iter()
-            .map(|i| {
-                (
-                    item_id(&key_of(i, &[crate::ledger::PK, crate::ledger::SK])),
-                    i,
-                )
-            })
-            .collect();
+        let (table, ledger) = by_id(input, names);
         let read = |k: &Item| table.get(&item_id(k)).map(|i| (*i).clone());
         let read_ledger = |k: &Item| ledger.get(&item_id(k)).map(|i| (*i).clone());
         let id = item_id(key);
@@ -538,4 +511,24 @@ fn join(per_fact: Vec<Vec<Vars>>) -> Vec<Vars> {
         rows = joined;
     }
     rows
+}
+
+/// The table's items (keyed by `names`) and the ledger's, each by its
+/// item id: what the checks read instead of the table.
+type ById<'i> = HashMap<String, &'i Item>;
+fn by_id<'i>(input: &CheckInput<'i>, names: &[&str]) -> (ById<'i>, ById<'i>) {
+    let table = input
+        .items
+        .iter()
+        .map(|i| (item_id(&key_of(i, names)), i))
+        .collect();
+    let ledger = input
+        .ledger
+        .iter()
+        .map(|i| {
+            let k = key_of(i, &[crate::ledger::PK, crate::ledger::SK]);
+            (item_id(&k), i)
+        })
+        .collect();
+    (table, ledger)
 }
