@@ -11,6 +11,7 @@ use jobstream::local::engine::sdk_config;
 use shared::item::Item;
 
 use crate::apps::{app_key, application};
+use crate::support::Started;
 
 /// A guard against hanging: what the test waits for arrives long before.
 const HANG_GUARD: Duration = Duration::from_secs(90);
@@ -23,7 +24,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn dev_on(db: &std::path::Path, port: u16) -> std::process::Child {
+async fn dev_on(db: &std::path::Path, port: u16) -> Started {
     let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
         .await
         .unwrap();
@@ -35,6 +36,7 @@ async fn dev_on(db: &std::path::Path, port: u16) -> std::process::Child {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
+        .map(Started::new)
         .expect("jobstream dev starts")
 }
 
@@ -87,7 +89,7 @@ async fn dev_restarted_on_its_db_resumes_where_it_stopped() {
     let at = "2026-01-01T00:00:00.000Z";
 
     let [bad_id, one, two] = [(); 3].map(|_| ulid::Ulid::new().to_string());
-    let first = dev_on(&db, port).await;
+    let mut first = dev_on(&db, port).await;
     let mut bad = application(&bad_id, "Acme", "Dev", "applied", at);
     bad.insert("status".into(), AttributeValue::S("bogus".into()));
     put(&client, table, bad).await;
@@ -98,7 +100,7 @@ async fn dev_restarted_on_its_db_resumes_where_it_stopped() {
     )
     .await;
     derived(&client, table, &one).await;
-    let out = crate::support::sigterm(first).await;
+    let out = crate::support::sigterm(first.take()).await;
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(
@@ -106,7 +108,7 @@ async fn dev_restarted_on_its_db_resumes_where_it_stopped() {
         "the first run logs the bad item: {err}"
     );
 
-    let second = dev_on(&db, port).await;
+    let mut second = dev_on(&db, port).await;
     put(
         &client,
         table,
@@ -114,7 +116,7 @@ async fn dev_restarted_on_its_db_resumes_where_it_stopped() {
     )
     .await;
     derived(&client, table, &two).await;
-    let out = crate::support::sigterm(second).await;
+    let out = crate::support::sigterm(second.take()).await;
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(

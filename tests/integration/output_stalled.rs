@@ -8,7 +8,7 @@
 //! is dropped, counted, and said once it is read again.
 
 use std::io::{Read, Write};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,29 +16,11 @@ use aws_sdk_dynamodb::Client;
 use jobstream::local::engine::{ensure_table, sdk_config};
 
 use crate::output_gone::{application_count, free_addr, has_table, put_application, until, TABLE};
+use crate::support::Started;
 
 /// How long a process without a grace (`serve`, `dev`) may take to end
 /// after SIGTERM: a liveness bound, far above what it takes.
 const GONE_BOUND: Duration = Duration::from_secs(12);
-
-/// A process a test started, killed if the test ends (fails) with it
-/// still running: a wedged one would outlive the test.
-struct Started(Option<Child>);
-
-impl Started {
-    fn child(&mut self) -> &mut Child {
-        self.0.as_mut().expect("still running")
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            c.kill().ok();
-            c.wait().ok();
-        }
-    }
-}
 
 /// `jobstream ARGS` (with `JOBSTREAM_LOG=log`) whose stdout and stderr are
 /// one pipe that is already full and that nobody reads: its first write
@@ -59,7 +41,7 @@ fn spawn_stalled(args: &[&str], log: &str) -> (Started, std::io::PipeReader) {
         .stderr(writer)
         .spawn()
         .expect("jobstream starts");
-    (Started(Some(child)), reader)
+    (Started::new(child), reader)
 }
 
 /// SIGTERM to `child`, then its exit status and how long it took after the
@@ -68,7 +50,7 @@ async fn terminate_within(
     mut started: Started,
     bound: Duration,
 ) -> (std::process::ExitStatus, Duration) {
-    let mut child = started.0.take().expect("running");
+    let mut child = started.take();
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

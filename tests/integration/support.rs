@@ -373,6 +373,34 @@ pub fn jobstream_command(bin: &std::path::Path) -> std::process::Command {
     c
 }
 
+/// A process a test started, killed if the test ends (fails) with it
+/// still running: a wedged one would outlive the test.
+pub struct Started(Option<std::process::Child>);
+
+impl Started {
+    pub fn new(child: std::process::Child) -> Self {
+        Self(Some(child))
+    }
+
+    pub fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("still running")
+    }
+
+    /// The process, no longer killed at the end of the test.
+    pub fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("still running")
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+}
+
 /// SIGTERM to a spawned `jobstream run` (the signal is delivered), then
 /// its output once it exits.
 pub async fn sigterm(child: std::process::Child) -> std::process::Output {
