@@ -3,9 +3,9 @@
 //! attribute names are written plainly and aliased here (`status` is a
 //! reserved word), and whose values are `:name` placeholders (a parameter
 //! or a `values:` entry). DynamoDB's syntax rather than CEL: the filter runs
-//! where the items are, pages stay pages, and the seeds' own filters (the
-//! Pick'Em `attribute_not_exists(belongsto) OR belongsto = :u`) are written
-//! as their authors wrote them.
+//! where the items are, pages stay pages, and a filter a design already
+//! has (`attribute_not_exists(belongsto) OR belongsto = :u`) is written as
+//! its author wrote it.
 
 use super::model::suggest;
 
