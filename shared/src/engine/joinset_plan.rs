@@ -439,26 +439,16 @@ impl JoinSet {
                         start = lower;
                     }
                 }
-                let (mut items, mut next) = store
-                    .query_page_within(
-                        &reads.table,
-                        names[0],
-                        &pk,
-                        names[1],
-                        prefix.as_deref(),
-                        start.as_deref(),
-                        self.page - listed,
-                    )
-                    .await?;
+                let (items, next) = super::rows::list_page(
+                    reads,
+                    names,
+                    &pk,
+                    prefix.as_deref(),
+                    start.as_deref(),
+                    self.page - listed,
+                )
+                .await?;
                 listed += items.len();
-                if let Some(p) = &prefix {
-                    let within =
-                        |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
-                    if let Some(end) = items.iter().position(|i| !within(i)) {
-                        items.truncate(end);
-                        next = None;
-                    }
-                }
                 for item in items {
                     let mut vars = job.bind.clone();
                     if !listing.read(names, &item, &mut vars) {

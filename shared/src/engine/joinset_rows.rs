@@ -301,25 +301,15 @@ impl JoinSet {
                         next
                     }
                 } else {
-                    let (mut items, mut next) = store
-                        .query_page_within(
-                            &reads.table,
-                            names[0],
-                            &pk,
-                            names[1],
-                            prefix.as_deref(),
-                            after.as_deref(),
-                            DEFAULT_PAGE,
-                        )
-                        .await?;
-                    if let Some(p) = &prefix {
-                        let within =
-                            |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p.as_str()));
-                        if let Some(end) = items.iter().position(|i| !within(i)) {
-                            items.truncate(end);
-                            next = None;
-                        }
-                    }
+                    let (items, next) = list_page(
+                        reads,
+                        names,
+                        &pk,
+                        prefix.as_deref(),
+                        after.as_deref(),
+                        DEFAULT_PAGE,
+                    )
+                    .await?;
                     entries.extend(items.into_iter().map(Entry::Item));
                     next
                 };
@@ -348,4 +338,28 @@ impl JoinSet {
         }
         Ok(out)
     }
+}
+
+/// One page of a listing's partition on the table, its sort keys within
+/// `prefix` when there is one (a page ends at the first item past it).
+pub(super) async fn list_page(
+    reads: &Reads,
+    names: &[&str],
+    pk: &str,
+    prefix: Option<&str>,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<Item>, Option<String>), crate::error::StoreError> {
+    let (mut items, mut next) = reads
+        .store
+        .query_page_within(&reads.table, names[0], pk, names[1], prefix, after, limit)
+        .await?;
+    if let Some(p) = prefix {
+        let within = |i: &Item| i.s(names[1]).is_ok_and(|sk| sk.starts_with(p));
+        if let Some(end) = items.iter().position(|i| !within(i)) {
+            items.truncate(end);
+            next = None;
+        }
+    }
+    Ok((items, next))
 }
