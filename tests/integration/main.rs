@@ -14,6 +14,7 @@ mod counter_moment;
 mod counters;
 mod create;
 mod deployed;
+mod deployed_credentials;
 mod dev_db;
 mod engine;
 mod explain;
