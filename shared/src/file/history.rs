@@ -666,3 +666,7 @@ mod tests;
 #[cfg(test)]
 #[path = "history_cascade_tests.rs"]
 mod cascade_tests;
+
+#[cfg(test)]
+#[path = "history_owned_tests.rs"]
+mod owned_tests;
