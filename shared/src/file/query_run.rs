@@ -611,7 +611,7 @@ queries:
         );
         assert_eq!(
             with("since", "yesterday"),
-            "query `probe`: parameter `since`: `yesterday` is not an ISO-8601 UTC time (…Z)"
+            "query `probe`: parameter `since`: `yesterday` is not an ISO-8601 UTC time (YYYY-MM-DDTHH:MM:SS[.f]Z)"
         );
         assert_eq!(
             with("n", "1.5"),

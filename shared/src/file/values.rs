@@ -108,8 +108,32 @@ pub(super) fn stored_int(item: &Item, name: &str) -> i64 {
     }
 }
 
+/// `YYYY-MM-DDTHH:MM:SS[.f]Z`, a real time: the one form of RFC 3339 whose
+/// strings sort as their times do (chrono alone also takes a space or a
+/// `t` between date and time, and a `z`).
 fn is_iso_utc(s: &str) -> bool {
-    s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok()
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let shape = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && match &b[19..] {
+            [b'Z'] => true,
+            [b'.', fraction @ .., b'Z'] => {
+                !fraction.is_empty() && fraction.iter().all(u8::is_ascii_digit)
+            }
+            _ => false,
+        };
+    shape && chrono::DateTime::parse_from_rfc3339(s).is_ok()
 }
 
 /// A number in a string (a key's part) written as DynamoDB returns numbers
@@ -138,7 +162,10 @@ pub(super) fn check_str(name: &str, v: &str, ty: &Ty) -> Result<(), AttrError> {
         Ty::Ulid if ulid::Ulid::from_string(v).is_err() => {
             Err(invalid(name, "not a ULID (26 Crockford base32 characters)"))
         }
-        Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(name, "not an ISO-8601 UTC time (…Z)")),
+        Ty::IsoUtc if !is_iso_utc(v) => Err(invalid(
+            name,
+            "not an ISO-8601 UTC time (YYYY-MM-DDTHH:MM:SS[.f]Z)",
+        )),
         Ty::Format(f) => f.reject(v).map_or(Ok(()), |why| Err(invalid(name, why))),
         Ty::Int => int(name, v).map(|_| ()),
         Ty::Number => canonical(name, v),
@@ -293,5 +320,45 @@ mod int_tests {
         assert!(reason("-9223372036854775809").starts_with("an integer out of range"));
         assert_eq!(reason("1.5"), "not an integer");
         assert_eq!(reason("-"), "not an integer");
+    }
+}
+
+#[cfg(test)]
+mod iso_utc_tests {
+    use super::{check_str, Ty};
+
+    /// An `iso-utc` is the one form that sorts by time as a string (keys and
+    /// `from:` bounds compare them as strings): RFC 3339's other forms (a
+    /// space or a lower-case `t` between date and time, an offset, a
+    /// lower-case `z`) sort elsewhere, so they are bad input (user12's
+    /// finding 2: `2026-11-28 23:00:00Z` was valid and sorted before
+    /// `2026-11-28T01:00:00Z`).
+    #[test]
+    fn only_the_form_that_sorts_by_time_is_an_iso_utc() {
+        for ok in [
+            "2026-11-28T23:00:00Z",
+            "2026-11-28T23:00:00.5Z",
+            "2026-11-28T23:00:00.123456789Z",
+        ] {
+            assert!(check_str("at", ok, &Ty::IsoUtc).is_ok(), "{ok}");
+        }
+        for bad in [
+            "2026-11-28 23:00:00Z",
+            "2026-11-28t23:00:00Z",
+            "2026-11-28T23:00:00z",
+            "2026-11-28T23:00:00+00:00",
+            "2026-11-28T23:00:00.Z",
+            "2026-11-28T23:00Z",
+            "2026-02-30T00:00:00Z",
+            "+2026-11-28T23:00:00Z",
+            " 2026-11-28T23:00:00Z",
+            "yesterday",
+        ] {
+            let e = check_str("at", bad, &Ty::IsoUtc).expect_err(bad);
+            assert!(
+                e.to_string().contains("YYYY-MM-DDTHH:MM:SS[.f]Z"),
+                "{bad}: {e}"
+            );
+        }
     }
 }
