@@ -151,3 +151,52 @@ async fn an_older_computation_never_lands_after_a_newer_one_wherever_its_job_pau
     assert_clean(&env.rt).await;
     env.engine.stop().await;
 }
+
+/// The same race where the values come back to what the older job read
+/// (a posting deleted, then put back, the derive behind both): the older
+/// job read the account (2 rows) and then 1 row, and paused before its
+/// write; a job wrote 1 row, another 2 again. Fails before the fix (the
+/// write was guarded by the values as read, which were 2 again: the older
+/// job's 1 row landed over the newer 2, `(1, 1)` against `(2, 2)`): the
+/// job guards the sequence it read too, which every write of a job raises.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_computation_never_lands_over_values_that_came_back_to_what_it_read() {
+    let path = temp_model("moment_compute", POSTINGS);
+    let (mut env, proxy) = model_env_behind_proxy("moment_compute", |o| {
+        o.model_file = Some(path.clone())
+    })
+    .await;
+    put(&env, account("b")).await;
+    put(&env, posting("b", 1)).await;
+    put(&env, posting("b", 2)).await;
+    env.rt.drain().await.expect("drains");
+    assert_eq!(values(&env, "b").await, (2, 2));
+    // Posting 2 deleted, not derived (the version still says 2 rows).
+    crate::items::delete(&env, key("ACCT#b", "P#0002")).await;
+    // The older job reads the account (2, 2) and 1 row, and pauses at its
+    // write.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("TransactWriteItems", 1, gate.clone()).matching("ACCT#b"));
+    let older = run_job(&env, "b");
+    let newer = async {
+        until_held(&proxy, 1).await;
+        assert_eq!(run_job(&env, "b").await, 1, "a job writes 1 row");
+        assert_eq!(values(&env, "b").await, (1, 1));
+        // Posting 2 put back, not derived either: a job writes 2 rows.
+        put(&env, posting("b", 2)).await;
+        assert_eq!(run_job(&env, "b").await, 1, "a job writes 2 rows");
+        assert_eq!(values(&env, "b").await, (2, 2));
+        gate.add_permits(1);
+    };
+    let (older, ()) = tokio::join!(older, newer);
+    assert_eq!(
+        (older, values(&env, "b").await),
+        (0, (2, 2)),
+        "the older job's 1 row landed over the newer 2"
+    );
+    proxy.clear();
+    env.rt.drain().await.expect("drains");
+    assert_eq!(values(&env, "b").await, (2, 2));
+    assert_clean(&env.rt).await;
+    env.engine.stop().await;
+}
