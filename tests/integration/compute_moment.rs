@@ -105,10 +105,8 @@ async fn until_held(proxy: &FaultProxy, count: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_computation_never_lands_after_a_newer_one_wherever_its_job_pauses() {
     let path = temp_model("moment_compute", POSTINGS);
-    let (mut env, proxy) = model_env_behind_proxy("moment_compute", |o| {
-        o.model_file = Some(path.clone())
-    })
-    .await;
+    let (mut env, proxy) =
+        model_env_behind_proxy("moment_compute", |o| o.model_file = Some(path.clone())).await;
     let pauses = ["GetItem", "Query", "BatchGetItem", "TransactWriteItems"];
     // Each account with its first posting, computed.
     for (i, _) in pauses.iter().enumerate() {
@@ -162,10 +160,8 @@ async fn an_older_computation_never_lands_after_a_newer_one_wherever_its_job_pau
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_computation_never_lands_over_values_that_came_back_to_what_it_read() {
     let path = temp_model("moment_compute", POSTINGS);
-    let (mut env, proxy) = model_env_behind_proxy("moment_compute", |o| {
-        o.model_file = Some(path.clone())
-    })
-    .await;
+    let (mut env, proxy) =
+        model_env_behind_proxy("moment_compute", |o| o.model_file = Some(path.clone())).await;
     put(&env, account("b")).await;
     put(&env, posting("b", 1)).await;
     put(&env, posting("b", 2)).await;

@@ -247,10 +247,17 @@ impl FileModel {
                         FileRules(self).aspects_of(Ok(p), o).projection.is_err()
                     })
                 };
+                // The sequence moved other than by one, the values as they
+                // are: a writer's (a job in flight guards the sequence it
+                // read and is dropped: its job starts again).
+                let sequence_rewritten = || {
+                    changed(SEQUENCE_ATTR) && !change.old.as_ref().is_some_and(|o| job_wrote(o, n))
+                };
                 let start = change.kind == ChangeKind::Insert
                     || !old_valid
                     || c.item_reads.iter().any(|a| changed(a))
                     || (e.computed().any(changed) && self.stray(e, change.old.as_ref(), n, parsed))
+                    || sequence_rewritten()
                     || old_rejected();
                 if start {
                     if let Some(scope) = scope_of_item(c, e, pk, sk) {
@@ -610,8 +617,20 @@ impl ComputeJob {
                 notes.push(note.metric);
             }
         }
+        // The item's attributes read, its values and its sequence as read:
+        // any job's write since (each raises the sequence), even one that
+        // left the values as read, was computed from rows read after this
+        // job's read of the item, so this write is dropped (a newer fact
+        // won; a writer's change of the sequence alone starts the item's
+        // job again, see `compute_messages_of`).
         let mut guards = facts.guards.clone();
-        for a in c.item_reads.iter().copied().chain(e.computed()) {
+        for a in c
+            .item_reads
+            .iter()
+            .copied()
+            .chain(e.computed())
+            .chain([SEQUENCE_ATTR])
+        {
             guards.push(Guard::same(key.clone(), a, item.get(a)));
         }
         Ok(Some(GuardedUpdate {
