@@ -115,7 +115,6 @@ async fn an_older_computation_never_lands_after_a_newer_one_wherever_its_job_pau
         put(&env, posting(&id, 1)).await;
     }
     env.rt.drain().await.expect("drains");
-    let mut held = 0;
     for (i, op) in pauses.iter().enumerate() {
         let id = format!("a{i}");
         assert_eq!(values(&env, &id).await, (1, 1));
@@ -126,7 +125,8 @@ async fn an_older_computation_never_lands_after_a_newer_one_wherever_its_job_pau
         proxy.inject(Fault::held(op, 1, gate.clone()).matching(&format!("ACCT#{id}")));
         let older = run_job(&env, &id);
         let newer = async {
-            until_held(&proxy, held + 1).await;
+            // One request held per account so far.
+            until_held(&proxy, i as u64 + 1).await;
             // Posting 3, not derived either; the newer job reads 3 rows.
             put(&env, posting(&id, 3)).await;
             assert_eq!(run_job(&env, &id).await, 1, "{op}: the newer job writes");
@@ -134,7 +134,6 @@ async fn an_older_computation_never_lands_after_a_newer_one_wherever_its_job_pau
             gate.add_permits(1);
         };
         let (_, ()) = tokio::join!(older, newer);
-        held += 1;
         assert_eq!(
             values(&env, &id).await,
             (3, 3),
