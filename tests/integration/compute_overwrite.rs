@@ -293,12 +293,16 @@ async fn a_writer_copying_the_values_with_their_sequence_starts_no_job_unless_th
 }
 
 /// A job in flight while a writer rewrites the sequence alone (the values
-/// as they are): the sequence is none of the job's guards, so its write
-/// lands; its record then looks like a writer's once (the sequence did not
-/// rise by one from the writer's), and the job that starts finds the
-/// values right and writes nothing.
+/// as they are): the job guards the sequence it read (a job's write since,
+/// even one that left the values as read, was computed from rows read
+/// later: `compute_moment.rs`), so its write is dropped; the writer's
+/// record (the sequence moved other than by one: a writer's) starts the
+/// item's job again, as the line's record does, and the value lands once
+/// (`compute_job_tests.rs` proves the writer's record starts it alone).
+/// (Before: the sequence was no guard and the write landed; its record
+/// then started a job that wrote nothing.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_rewriting_the_sequence_alone_fails_no_job_in_flight() {
+async fn a_writer_rewriting_the_sequence_alone_starts_the_job_it_supersedes_again() {
     let mut env = ordered("orders_u05s", ORDERS).await;
     put(&env.rt, line("l2", 13, 1)).await;
     let job = crate::items::set_job(&env.rt.model, "totals");
@@ -310,14 +314,14 @@ async fn a_writer_rewriting_the_sequence_alone_fails_no_job_in_flight() {
     assert_eq!(plan.updates.len(), 1, "total 33");
     update_order(&env.rt, "SET #computeSequence = :q", &[(":q", n(7))]).await;
     let applied = crate::items::apply_plan(&*job, &reads, &plan).await;
-    assert_eq!((applied.writes(), applied.superseded), (1, 0));
-    assert_eq!(num(&stored(&env.rt).await, "computeSequence"), 2);
+    assert_eq!((applied.writes(), applied.superseded), (0, 1));
+    assert_eq!(num(&stored(&env.rt).await, "computeSequence"), 7);
     env.rt.drain().await.expect("drains");
     assert_eq!(read(&env.rt).await, (33, 15, 33, 15));
     assert_eq!(
         num(&stored(&env.rt).await, "computeSequence"),
-        2,
-        "no other write"
+        8,
+        "one write: the job the writer's record started"
     );
     assert_clean(&env.rt).await;
     env.engine.stop().await;

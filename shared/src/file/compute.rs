@@ -36,7 +36,8 @@
 //!   writer overwrote -> this item alone.
 //! - Every write is guarded by the facts read: the version of the scope's
 //!   set of rows (a ledger-only counter each row adds 1 to), each row's
-//!   attributes read, the item's attributes read and its stored values. A
+//!   attributes read, the item's attributes read, its stored values and
+//!   its [`SEQUENCE_ATTR`] (the item is read before the rows). A
 //!   late or racing job whose facts no longer hold writes nothing; the newer
 //!   fact's job writes the right value. A scope with a row that is bad input
 //!   is not computed until the row is fixed.
@@ -122,10 +123,11 @@ pub const VERSION_ATTR: &str = "rows";
 /// values: a record that changes a computed value without raising it by
 /// exactly one is someone else's write (a writer's forged, dropped or stale
 /// value), and starts the item's job. Absent counts as 0 (an item the job
-/// never wrote). It is not among the job's guards: a writer's change of
-/// the sequence alone (values kept) fails no job in flight; that job's
-/// write then looks like a writer's once, and the job it starts finds the
-/// values right and writes nothing.
+/// never wrote). It is among the job's guards (a job's write since the
+/// job's read of the item, even one that left the values as read, was
+/// computed from rows read later): a writer's change of it alone (values
+/// kept), other than by exactly one, fails a job in flight and starts the
+/// item's job again.
 pub const SEQUENCE_ATTR: &str = "computeSequence";
 
 /// An item's [`SEQUENCE_ATTR`] as stored: absent is 0; `None` when it is

@@ -5,8 +5,11 @@
 //! A job names a scope (the rows' partition key names) and either every
 //! item of it (`scope`: listed from the ledger index, paged, the first page
 //! inline and the others as `items` jobs) or some items (`items`). It
-//! reads, consistently: the version of the scope's rows (first: a row added
-//! after the rows were read bumps it), the rows, then the items. It writes,
+//! reads, consistently: the items (first: a job's write of an item since
+//! then fails this job's guard on it, so the writes of an item land in the
+//! order their jobs read the rows), the version of the scope's rows (then:
+//! a row added after the rows were read bumps it, once the derive takes
+//! it), then the rows. It writes,
 //! only where they differ, each item's computed attributes and the
 //! projection of the item as it will be (so the stream record of that write
 //! is a fixpoint): one write per item whose value changed, each guarded by
@@ -244,10 +247,17 @@ impl FileModel {
                         FileRules(self).aspects_of(Ok(p), o).projection.is_err()
                     })
                 };
+                // The sequence moved other than by one, the values as they
+                // are: a writer's (a job in flight guards the sequence it
+                // read and is dropped: its job starts again).
+                let sequence_rewritten = || {
+                    changed(SEQUENCE_ATTR) && !change.old.as_ref().is_some_and(|o| job_wrote(o, n))
+                };
                 let start = change.kind == ChangeKind::Insert
                     || !old_valid
                     || c.item_reads.iter().any(|a| changed(a))
                     || (e.computed().any(changed) && self.stray(e, change.old.as_ref(), n, parsed))
+                    || sequence_rewritten()
                     || old_rejected();
                 if start {
                     if let Some(scope) = scope_of_item(c, e, pk, sk) {
@@ -607,8 +617,20 @@ impl ComputeJob {
                 notes.push(note.metric);
             }
         }
+        // The item's attributes read, its values and its sequence as read:
+        // any job's write since (each raises the sequence), even one that
+        // left the values as read, was computed from rows read after this
+        // job's read of the item, so this write is dropped (a newer fact
+        // won; a writer's change of the sequence alone starts the item's
+        // job again, see `compute_messages_of`).
         let mut guards = facts.guards.clone();
-        for a in c.item_reads.iter().copied().chain(e.computed()) {
+        for a in c
+            .item_reads
+            .iter()
+            .copied()
+            .chain(e.computed())
+            .chain([SEQUENCE_ATTR])
+        {
             guards.push(Guard::same(key.clone(), a, item.get(a)));
         }
         Ok(Some(GuardedUpdate {
@@ -625,10 +647,19 @@ impl ComputeJob {
         rpk: &str,
         keys: Vec<Item>,
     ) -> Result<(Vec<GuardedUpdate>, usize), MessageError> {
+        // The items first, then the rows: a job that wrote an item since
+        // this read fails the guard on its values, and one that wrote it
+        // before read the rows before this job does. So of two jobs of a
+        // scope, the one that read the older rows never lands after the
+        // other, even while the derive has not yet taken a row's insert
+        // (the scope's version has not moved: both jobs hold it).
+        let items = reads.store.batch_get(&reads.table, keys).await?;
+        if items.is_empty() {
+            return Ok((vec![], 0));
+        }
         let Some(facts) = self.facts(reads, rpk).await? else {
             return Ok((vec![], 0));
         };
-        let items = reads.store.batch_get(&reads.table, keys).await?;
         let mut by_key: Vec<(String, Item)> = items
             .into_iter()
             .map(|i| (display_key(&key_of(&i, &self.m.key_names())), i))

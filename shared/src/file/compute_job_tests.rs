@@ -205,3 +205,34 @@ fn a_change_of_a_computed_value_starts_the_job_unless_the_sequence_says_it_is_th
     // changed.
     assert!(!starts_job(&scored, &scored.clone()));
 }
+
+/// A job guards the sequence it read with the values (a job's write since,
+/// even one that left the values as read, was computed from rows read
+/// later), so a writer's change of the sequence alone drops the job in
+/// flight: that change starts the item's job again. Raised by exactly one
+/// alone is the job's (a write of the projection alone): no job.
+#[test]
+fn the_sequence_is_guarded_and_a_writer_moving_it_alone_starts_the_job() {
+    let j = job(PICKEM);
+    let mut read = prediction();
+    read.insert("computeSequence".into(), n(4));
+    let u = j.update(&read, &facts(&j, 25)).0.expect("a score to write");
+    let key = key_of(&read, &["PK", "SK"]);
+    assert!(u
+        .guards
+        .contains(&Guard::same(key, "computeSequence", Some(&n(4)))));
+    let with = |q: Option<AttributeValue>| {
+        let mut p = read.clone();
+        p.remove("computeSequence");
+        if let Some(q) = q {
+            p.insert("computeSequence".into(), q);
+        }
+        p
+    };
+    assert!(starts_job(&read, &with(Some(n(7)))), "raised by three");
+    assert!(starts_job(&read, &with(Some(n(3)))), "gone back");
+    assert!(starts_job(&read, &with(None)), "dropped");
+    assert!(starts_job(&read, &with(Some(s("5")))), "no int");
+    assert!(!starts_job(&read, &with(Some(n(5)))), "the job's");
+    assert!(!starts_job(&read, &read.clone()), "as it is");
+}
