@@ -7,10 +7,10 @@
 //! body's other fields) fails the marker's condition and ends as
 //! [`Outcome::Duplicate`]; a failed precondition ends as a logged
 //! [`Outcome::Skipped`] instead of retrying forever, and leaves the marker
-//! with `skipped` (the effect is decided: `verify` does not call it
-//! missing when its preconditions hold later). A skipped marker is not
-//! spent: the effect's next job (its source changed into `when` again)
-//! takes it over.
+//! with `skipped` (what `explain` shows). A skipped marker is no effect
+//! made: `verify` calls the effect missing once its preconditions hold
+//! (a required item written after the source), and the effect's next job
+//! (its repair, or its source changed into `when` again) takes it over.
 
 use std::sync::Arc;
 
