@@ -155,11 +155,7 @@ impl Model {
             grant: Grant {
                 table_actions: grants::DERIVE_TABLE.to_vec(),
                 index_actions: vec![],
-                ledger_actions: if self.rules.locates() {
-                    [grants::DERIVE_LEDGER, grants::DERIVE_LEDGER_LOCATE].concat()
-                } else {
-                    grants::DERIVE_LEDGER.to_vec()
-                },
+                ledger_actions: derive_ledger(self.rules.locates(), self.rules.awaits()),
                 sends_to,
             },
         });
@@ -469,4 +465,23 @@ mod tests {
         let e = find("no-such-model").err().expect("unknown");
         assert!(e.contains("one of: ") && e.contains(DEFAULT_MODEL), "{e}");
     }
+}
+
+/// The derive's ledger actions: its records and totals, plus the listings
+/// of located counters and of once effects waiting for an item (both
+/// `Query`, located counters' totals read alone).
+fn derive_ledger(locates: bool, awaits: bool) -> Vec<&'static str> {
+    let mut out = grants::DERIVE_LEDGER.to_vec();
+    if locates {
+        out.extend(grants::DERIVE_LEDGER_LOCATE);
+    }
+    if awaits {
+        out.extend(
+            grants::DERIVE_LEDGER_WAITING
+                .iter()
+                .filter(|a| !out.contains(a))
+                .collect::<Vec<_>>(),
+        );
+    }
+    out
 }
