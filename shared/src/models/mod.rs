@@ -445,6 +445,21 @@ impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E
     }
 }
 
+/// The derive's ledger actions: its records and totals, plus the listings
+/// of located counters and of once effects waiting for an item (both
+/// `Query`, located counters' totals read alone).
+fn derive_ledger(locates: bool, awaits: bool) -> Vec<&'static str> {
+    let mut out = grants::DERIVE_LEDGER.to_vec();
+    let locate = grants::DERIVE_LEDGER_LOCATE.iter().filter(|_| locates);
+    let waiting = grants::DERIVE_LEDGER_WAITING.iter().filter(|_| awaits);
+    for action in locate.chain(waiting) {
+        if !out.contains(action) {
+            out.push(action);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,23 +480,4 @@ mod tests {
         let e = find("no-such-model").err().expect("unknown");
         assert!(e.contains("one of: ") && e.contains(DEFAULT_MODEL), "{e}");
     }
-}
-
-/// The derive's ledger actions: its records and totals, plus the listings
-/// of located counters and of once effects waiting for an item (both
-/// `Query`, located counters' totals read alone).
-fn derive_ledger(locates: bool, awaits: bool) -> Vec<&'static str> {
-    let mut out = grants::DERIVE_LEDGER.to_vec();
-    if locates {
-        out.extend(grants::DERIVE_LEDGER_LOCATE);
-    }
-    if awaits {
-        out.extend(
-            grants::DERIVE_LEDGER_WAITING
-                .iter()
-                .filter(|a| !out.contains(a))
-                .collect::<Vec<_>>(),
-        );
-    }
-    out
 }
