@@ -56,6 +56,7 @@ mod meter;
 mod migration;
 mod migration_seeds;
 mod numbers;
+mod once_later;
 mod operations;
 mod output_gone;
 mod output_stalled;

@@ -120,8 +120,8 @@ scenarios! {
         "activity/a_scope_of_more_than_98_rows_is_refused_and_its_values_wait.yaml",
     a_channel_the_rules_reject_gets_no_computed_value_and_is_no_drift =>
         "activity/a_channel_the_rules_reject_gets_no_computed_value_and_is_no_drift.yaml",
-    an_effect_skipped_for_a_failed_require_is_decided_until_its_source_changes =>
-        "hiring/an_effect_skipped_for_a_failed_require_is_decided_until_its_source_changes.yaml",
+    an_effect_skipped_for_a_required_item_is_made_when_it_appears =>
+        "hiring/an_effect_skipped_for_a_required_item_is_made_when_it_appears.yaml",
     a_computed_value_a_writer_drops_or_overwrites_is_brought_back =>
         "pickem/a_computed_value_a_writer_drops_or_overwrites_is_brought_back.yaml",
     delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation =>

@@ -62,7 +62,7 @@ pub(super) async fn explain_once(
             let marker = get(t, t.ledger, &mk).await?;
             let state = match marker {
                 Some(m) if m.opt_bool(SKIPPED).ok().flatten() == Some(true) => {
-                    "skipped: a precondition failed when its job ran; the next time `when` becomes true takes it over"
+                    "skipped: a precondition failed when its job ran; its repair (verify finds it missing once every precondition holds) or the next time `when` becomes true takes it over"
                 }
                 Some(_) => "present: the effect happened; it happens at most once per key",
                 None if present => {

@@ -287,6 +287,25 @@ pub trait Rules: Send + Sync {
         }
     }
 
+    /// Whether a change may make a once effect's precondition hold that a
+    /// skipped job waits for (see [`crate::engine::once`]): the derive
+    /// then reads the item's waiting notes and sends their jobs again.
+    fn awaited(&self, _change: &Change) -> bool {
+        false
+    }
+
+    /// Whether any change may be [`Rules::awaited`] (the derive's grant
+    /// then lists the ledger's `Query`).
+    fn awaits(&self) -> bool {
+        false
+    }
+
+    /// The logical queue named `queue` a waiting note keeps (`None`: not
+    /// a queue of this model's once effects any more).
+    fn once_queue(&self, _queue: &str) -> Option<&'static str> {
+        None
+    }
+
     /// Whether the engine may skip this record without reading anything
     /// (e.g. the processors' own items that imply nothing). Default: never.
     fn ignores(&self, _keys: &Item) -> bool {

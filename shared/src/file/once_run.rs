@@ -198,6 +198,12 @@ fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePla
                 Guard::equals(key, a, v)
             }
         };
+        // An item of another entity than the source's may be written
+        // later (children before parents): the effect then waits for it.
+        // The source's own item makes a new job by changing into `when`.
+        if r.entity != spec.source {
+            plan.waits.push(plan.checks.len());
+        }
         plan.checks.push((g, reason));
     }
     for w in &spec.put {
@@ -379,6 +385,57 @@ impl FileModel {
     }
 }
 
+impl FileModel {
+    /// Whether `change` may make a `require` hold that an effect waits for
+    /// ([`OncePlan::waits`]): an item of an entity a `require` of another
+    /// entity's effect names, created (`exists`, `equals`), removed
+    /// (`absent: true`) or with the compared attribute changed (`equals`).
+    pub fn awaited(&self, change: &Change) -> bool {
+        if self.once.is_empty() {
+            return false;
+        }
+        let [pkn, skn] = self.key_names();
+        let (Ok(pk), Ok(sk)) = (change.keys.s(pkn), change.keys.s(skn)) else {
+            return false;
+        };
+        let Some((entity, _)) = self.classify(pk, sk) else {
+            return false;
+        };
+        let changed = |a: &str| match (&change.old, &change.new) {
+            (Some(o), Some(n)) => o.get(a) != n.get(a),
+            _ => true,
+        };
+        self.once.iter().any(|spec| {
+            spec.require.iter().any(|r| {
+                r.entity != spec.source
+                    && std::ptr::eq(&self.entities[r.entity], entity)
+                    && match (&r.cond, change.kind) {
+                        (RequireCond::Absent, kind) => kind == ChangeKind::Remove,
+                        (_, ChangeKind::Insert) => true,
+                        (RequireCond::Equals(a, _), ChangeKind::Modify) => changed(a),
+                        _ => false,
+                    }
+            })
+        })
+    }
+
+    /// Whether some effect may wait for an item (a `require` of another
+    /// entity than its source's): the derive then reads waiting notes.
+    pub fn awaits(&self) -> bool {
+        self.once
+            .iter()
+            .any(|spec| spec.require.iter().any(|r| r.entity != spec.source))
+    }
+
+    /// The logical queue of once jobs named `queue` (as a waiting note
+    /// keeps it); `None`: no effect of this model sends there.
+    pub fn once_queue(&self, queue: &str) -> Option<&'static str> {
+        (self.once.iter())
+            .map(|spec| spec.queue.logical)
+            .find(|q| *q == queue)
+    }
+}
+
 /// What a source item asks of a once effect ([`FileModel::once_of_source`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnceAsked {
@@ -424,6 +481,10 @@ impl Once for FileOnce {
 
     fn key_names(&self) -> &'static [&'static str] {
         self.model.keys
+    }
+
+    fn queue(&self) -> &'static str {
+        self.spec.queue.logical
     }
 
     fn plan<'a>(

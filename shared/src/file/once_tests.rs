@@ -110,6 +110,39 @@ fn an_approved_request_plans_one_transaction_keyed_by_the_pair() {
     assert_eq!(plan.deletes[0]["SK"], s("SUG#j1"));
 }
 
+/// A job waits for the required items of other entities than its source
+/// (the job, the seeker), never for the request itself (its change into
+/// `when` starts a new job); the derive reads waiting notes for a job or
+/// seeker created, never for a request, nor for a job's other changes.
+#[test]
+fn an_effect_waits_for_required_items_of_other_entities_only() {
+    let m = model(HIRING);
+    let c = test_change(
+        ChangeKind::Insert,
+        None,
+        Some(request("approved", Some(DAY1))),
+    );
+    let msgs = m.once_messages(&c).expect("valid");
+    let once = FileOnce {
+        model: m,
+        spec: &m.once[0],
+    };
+    assert_eq!(once.plan_of(&msgs[0].body).expect("plan").waits, vec![1, 2]);
+    let job = |title: &str| item(&[("PK", s("JOB#j1")), ("SK", s("INFO")), ("title", s(title))]);
+    let seeker = item(&[("PK", s("S#s1")), ("SK", s("PROFILE")), ("name", s("n"))]);
+    let awaited = |kind, old, new| m.awaited(&test_change(kind, old, new));
+    assert!(awaited(ChangeKind::Insert, None, Some(job("t"))));
+    assert!(awaited(ChangeKind::Insert, None, Some(seeker)));
+    assert!(!awaited(ChangeKind::Modify, Some(job("t")), Some(job("u"))));
+    assert!(!awaited(ChangeKind::Remove, Some(job("t")), None));
+    assert!(!awaited(
+        ChangeKind::Insert,
+        None,
+        Some(request("approved", Some(DAY1)))
+    ));
+    assert!(m.awaits());
+}
+
 #[test]
 fn only_a_change_into_the_condition_starts_the_effect() {
     let m = model(HIRING);

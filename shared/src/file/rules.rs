@@ -613,6 +613,18 @@ impl Rules for FileRules {
         out
     }
 
+    fn awaited(&self, change: &crate::change::Change) -> bool {
+        self.0.awaited(change)
+    }
+
+    fn awaits(&self) -> bool {
+        self.0.awaits()
+    }
+
+    fn once_queue(&self, queue: &str) -> Option<&'static str> {
+        self.0.once_queue(queue)
+    }
+
     fn ignores(&self, keys: &Item) -> bool {
         let m = self.0;
         let [pkn, skn] = m.key_names();

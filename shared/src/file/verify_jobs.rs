@@ -15,10 +15,12 @@
 //! set's consumer (its guards), or delete an item no scope reaches.
 //!
 //! A once effect is missing when its source item satisfies `when` (as a
-//! new item would start it), its preconditions hold, one of its puts is
-//! absent and its marker is too (it never happened, nor was it skipped for
-//! a failed precondition: a skipped marker says the effect was decided);
-//! the repair runs its job (its marker makes it at most once). An effect that happened is not
+//! new item would start it), its preconditions hold now, one of its puts is
+//! absent and no marker says it was made (a marker of a job skipped for a
+//! precondition that failed then is no effect: the required item may have
+//! been written after its source); the repair runs its job (its marker
+//! makes it at most once, its conditions check the preconditions again).
+//! A precondition that fails now is no drift. An effect that happened is not
 //! redone: an item of it deleted since (by the application) is not drift.
 //! An effect happens at most once per key: two items of one put for one
 //! once key (one written under another date of its key, or forged by a
@@ -36,6 +38,7 @@ use super::sets::SetSpec;
 use super::template::Part;
 use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
 use crate::engine::joinset::{bind_also, Decision, JoinSet, Vars};
+use crate::engine::once::SKIPPED;
 use crate::item::{display_key, key_of, Item, ItemExt};
 use crate::ledger::item_id;
 use crate::models::{CheckInput, Drift, Finding, Repair};
@@ -280,11 +283,14 @@ impl FileModel {
         let mut out = Vec::new();
         input.checked(spec.name, 0);
         // Effects that happened: their markers (at most once, so an item of
-        // theirs deleted since is not redone, and not drift).
+        // theirs deleted since is not redone, and not drift). A marker of
+        // an effect skipped for a `require` that failed then is no effect:
+        // the requirement may hold now (an item written after its source).
         let happened: BTreeSet<String> = input
             .ledger
             .iter()
             .filter(|i| i.s("sk").ok() == Some("ONCE"))
+            .filter(|i| i.opt_bool(SKIPPED).ok().flatten() != Some(true))
             .map(|i| item_id(&key_of(i, &["pk", "sk"])))
             .collect();
         let marked = |once_key: &str| {

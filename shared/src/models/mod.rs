@@ -155,11 +155,7 @@ impl Model {
             grant: Grant {
                 table_actions: grants::DERIVE_TABLE.to_vec(),
                 index_actions: vec![],
-                ledger_actions: if self.rules.locates() {
-                    [grants::DERIVE_LEDGER, grants::DERIVE_LEDGER_LOCATE].concat()
-                } else {
-                    grants::DERIVE_LEDGER.to_vec()
-                },
+                ledger_actions: derive_ledger(self.rules.locates(), self.rules.awaits()),
                 sends_to,
             },
         });
@@ -447,6 +443,21 @@ impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E
     fn context(self, what: &str) -> Result<T, Failed> {
         self.map_err(|e| Failed(format!("{what}: {}", crate::error::causes(&e))))
     }
+}
+
+/// The derive's ledger actions: its records and totals, plus the listings
+/// of located counters and of once effects waiting for an item (both
+/// `Query`, located counters' totals read alone).
+fn derive_ledger(locates: bool, awaits: bool) -> Vec<&'static str> {
+    let mut out = grants::DERIVE_LEDGER.to_vec();
+    let locate = grants::DERIVE_LEDGER_LOCATE.iter().filter(|_| locates);
+    let waiting = grants::DERIVE_LEDGER_WAITING.iter().filter(|_| awaits);
+    for action in locate.chain(waiting) {
+        if !out.contains(action) {
+            out.push(action);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

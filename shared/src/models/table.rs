@@ -299,6 +299,9 @@ pub mod grants {
     /// with consistent reads, and each such counter's totals read alone
     /// (counters at their own key are read 100 per BatchGetItem).
     pub const DERIVE_LEDGER_LOCATE: &[&str] = &["dynamodb:Query", "dynamodb:GetItem"];
+    /// Once effects waiting for an item ([`crate::engine::once`]): the
+    /// notes under an item's flag, listed when the flag is there.
+    pub const DERIVE_LEDGER_WAITING: &[&str] = &["dynamodb:Query"];
     /// A fold (history): entries, cascade (transactional deletes, each
     /// transaction with a check of the HEAD in the ledger, the first one
     /// with a check that the root is still absent when the batch does not

@@ -38,6 +38,7 @@ mod reads;
 #[cfg(test)]
 mod tests;
 mod trail;
+mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

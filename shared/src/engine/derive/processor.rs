@@ -436,7 +436,14 @@ impl StreamProcessor for DeriveProcessor {
         let (keys, first_index): (Vec<Item>, Vec<usize>) = read.into_iter().unzip();
         let first_synced = synced_only.first().map(|(i, _)| *i);
         let also = synced_only.into_iter().map(|(_, c)| c).collect();
-        let result = self.deriver.reconcile_and_sync(&keys, &hints, also).await;
+        // The effects waiting for items of the batch, read beside the
+        // reconcile (only for records that may make one's precondition
+        // hold).
+        let awaited = super::waiting::awaited(rules.as_ref(), changes);
+        let (result, waiting) = tokio::join!(
+            self.deriver.reconcile_and_sync(&keys, &hints, also),
+            self.waiting_jobs(&awaited)
+        );
         let (done, failure) = match result {
             Ok(d) => (d, None),
             Err((d, pos, error)) => {
@@ -449,6 +456,14 @@ impl StreamProcessor for DeriveProcessor {
                 };
                 (d, Some(BatchFailure { index, error }))
             }
+        };
+        let failure = match (failure, waiting) {
+            (f, Ok(jobs)) => {
+                messages.extend(jobs);
+                f
+            }
+            (Some(a), Err(b)) => Some(if b.index < a.index { b } else { a }),
+            (None, Err(b)) => Some(b),
         };
         // A record whose image implies writes that cannot exist is bad
         // input of its own, even when the item was read as another image
@@ -516,6 +531,7 @@ impl StreamProcessor for DeriveProcessor {
         // Identical jobs of one batch are sent once: a job re-reads the
         // facts, and all of them are in place by now.
         let mut seen = BTreeSet::new();
+        messages.sort_by_key(|(index, _)| *index);
         messages.retain(|(_, m)| seen.insert((m.queue, m.body.clone())));
         let sent = self.send_messages(&messages, limit).await;
         match (failure, sent) {
