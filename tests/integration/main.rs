@@ -12,6 +12,7 @@ mod compute_scope;
 mod configuration;
 mod counter_moment;
 mod counters;
+mod counters_removed;
 mod create;
 mod deployed;
 mod deployed_credentials;
