@@ -43,6 +43,7 @@ mod hr_rules;
 mod import;
 mod invoices;
 mod items;
+mod job_bodies;
 mod jobboard;
 mod jobboard_recorded;
 mod joinset;

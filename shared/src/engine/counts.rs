@@ -59,9 +59,6 @@ pub struct Totals {
     pub ver: i64,
     /// The `ver` the counter item was last brought to.
     pub synced: i64,
-    /// Whether the totals say the processor creates their counter item
-    /// ([`CREATED`]).
-    pub created: bool,
 }
 
 /// The totals attribute holding the version the counter item reflects.
@@ -103,7 +100,6 @@ impl Totals {
             sums,
             ver: item.opt_i64("ver").ok().flatten().unwrap_or(0),
             synced: item.opt_i64(SYNCED).ok().flatten().unwrap_or(-1),
-            created: is_created(item),
         })
     }
 
@@ -112,7 +108,6 @@ impl Totals {
             sums: counter.attrs.iter().map(|a| (a.to_string(), 0)).collect(),
             ver: 0,
             synced: 0,
-            created: false,
         }
     }
 }
@@ -368,14 +363,12 @@ fn plan_sync(
     let locate = deriver.rules.locate(logical);
     let mut notes = Vec::new();
     let created = counter.create.is_some();
-    let marked = !created || totals.created;
     let write = match target(deriver, counter, item, &totals) {
-        // The item is right; the totals learn it if they did not know (and
-        // that the processor creates it: totals written before the mark
-        // existed learn it once).
-        Target::Nothing if totals.synced == totals.ver && (totals.ver == 0 || marked) => {
-            return Sync::Done
-        }
+        // The item is right; the totals learn it if they did not know.
+        // (Totals written before the `created` mark existed learn it with
+        // the next write of their counter, never with a write of its own:
+        // a record delivered again writes nothing.)
+        Target::Nothing if totals.synced == totals.ver => return Sync::Done,
         Target::Nothing => None,
         Target::Delete => Some(tx::delete(&deriver.table, key.clone())),
         Target::Update {
