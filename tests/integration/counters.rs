@@ -13,9 +13,9 @@ use shared::item::{n, s, Item, ItemExt};
 use crate::items::{assert_clean, bad_input, get, key, put, update};
 use crate::support::{model_env, shipped, temp_model, ModelEnv};
 
-const BOOK: &str = "01JD0000000000000000000000";
+pub(crate) const BOOK: &str = "01JD0000000000000000000000";
 
-fn loan(member: &str, book: &str, state: &str) -> Item {
+pub(crate) fn loan(member: &str, book: &str, state: &str) -> Item {
     [
         ("PK".to_string(), s(format!("M#{member}"))),
         ("SK".to_string(), s(format!("LOAN#{book}"))),
@@ -56,7 +56,7 @@ async fn a_model_files_counter_expired_by_ttl_comes_back() {
 
 /// The shipped library file with each `(from, to)` edit made (each one
 /// must apply: an edit that no longer matches the file fails the test).
-fn library_with(edits: &[(&str, &str)]) -> String {
+pub(crate) fn library_with(edits: &[(&str, &str)]) -> String {
     let mut text = std::fs::read_to_string(shipped("examples/library.yaml")).expect("reads");
     for (from, to) in edits {
         assert!(text.contains(from), "the edit applies: {from}");
@@ -66,7 +66,7 @@ fn library_with(edits: &[(&str, &str)]) -> String {
 }
 
 /// The library model of `text` (a file written for the test), fresh.
-async fn library_env(text: &str) -> ModelEnv {
+pub(crate) async fn library_env(text: &str) -> ModelEnv {
     model_env("library", |o| {
         o.model_file = Some(temp_model("counters", text))
     })
@@ -79,7 +79,7 @@ async fn open_total(env: &ModelEnv, pk: &str, sk: &str) -> (i64, i64) {
     (c.i64("open").unwrap(), c.i64("total").unwrap())
 }
 
-async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
+pub(crate) async fn ledger_totals(env: &ModelEnv) -> Vec<Item> {
     jobstream::tools::verify::scan_all(&env.rt.dynamodb, &env.rt.config.ledger_table)
         .await
         .expect("scan")
@@ -137,7 +137,7 @@ async fn a_counter_key_the_counter_rejects_is_bad_input_of_the_source_and_moves_
 /// tables (a user who edits the file and runs it again). `replay`: the
 /// stream is read again from its start (a `dev` without checkpoints); else
 /// from its end (a deployed stack whose stream has moved on).
-async fn rerun(env: ModelEnv, model: &str, file: PathBuf, replay: bool) -> ModelEnv {
+pub(crate) async fn rerun(env: ModelEnv, model: &str, file: PathBuf, replay: bool) -> ModelEnv {
     crate::support::redeploy_model(env, model, |o| {
         o.model_file = Some(file);
         if !replay {

@@ -45,11 +45,19 @@ fn id(prefix: &str, name: &str) -> String {
     format!("{prefix}_{clean}")
 }
 
-/// A value as written: literals and `${expr}`.
+/// A value as written where it is an expression (a count's `add`): one
+/// expression alone is shown bare.
 fn value_text(v: &Value) -> String {
     if let [Part::Hole(e, _)] = v.0.as_slice() {
         return e.source.clone();
     }
+    template_text(v)
+}
+
+/// A value as written where it is a template (a projection, a once key):
+/// literals and `${expr}`, so `"${documentId}"` is never shown as the
+/// literal `documentId`.
+fn template_text(v: &Value) -> String {
     v.0.iter()
         .map(|p| match p {
             Part::Lit(l) => l.clone(),
@@ -133,7 +141,7 @@ pub fn file_graph(m: &FileModel) -> String {
             let attrs: Vec<String> = p
                 .attrs
                 .iter()
-                .map(|(a, v)| format!("{a} = {}", value_text(v)))
+                .map(|(a, v)| format!("{a} = {}", template_text(v)))
                 .collect();
             let label = format!(
                 "project {}{}",
@@ -243,7 +251,7 @@ pub fn file_graph(m: &FileModel) -> String {
             "once {} (queue {})<br/>key {}",
             o.name,
             o.queue.name,
-            esc(&value_text(&o.key))
+            esc(&template_text(&o.key))
         );
         let _ = writeln!(out, "  {node}[/\"{label}\"/]");
         let when = format!("when {}", o.when.source);
@@ -302,6 +310,12 @@ mod tests {
             .expect("the loan's projection");
         assert!(project.ends_with("| index_GSI1"), "{project}");
         assert!(project.contains("when state == 'open'"), "{project}");
+        // A template of one expression keeps its `${}` (user12 finding
+        // 9e: `"${documentId}"` was shown as the literal `documentId`).
+        assert!(
+            project.contains("due = ${epoch(since) + days * 86400}"),
+            "{project}"
+        );
     }
 
     #[test]

@@ -217,6 +217,13 @@ pub fn verify_items(
         .filter_map(|rec| rec.s(shared::ledger::PK).ok())
         .filter(|pk| pk.starts_with(TOTALS))
         .collect();
+    // Totals whose counter item the processor created (stamped).
+    let created_pks: BTreeSet<&str> = ledger
+        .iter()
+        .filter(|rec| shared::engine::counts::is_created(rec))
+        .filter_map(|rec| rec.s(shared::ledger::PK).ok())
+        .filter(|pk| pk.starts_with(TOTALS))
+        .collect();
     // The members of every ledger index, by their ledger key.
     let listed: BTreeSet<(&str, &str)> = ledger
         .iter()
@@ -244,8 +251,13 @@ pub fn verify_items(
             continue;
         }
         // A counter the processor created under an earlier version of the
-        // model (its key template edited since): no source implies it.
-        if rules.stale_counter_item(item) && total_pks.contains(total_pk("derive", &key).as_str()) {
+        // model (its key template edited since, or its entity removed): no
+        // source implies it. The ledger's totals at its key say the
+        // processor created it (an application's item is never this).
+        let tpk = total_pk("derive", &key);
+        if (rules.stale_counter_item(item) && total_pks.contains(tpk.as_str()))
+            || (rules.removed_counter_item(item) && created_pks.contains(tpk.as_str()))
+        {
             report.checked("counter");
             report.found(Finding {
                 kind: "counter",

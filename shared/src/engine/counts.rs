@@ -64,6 +64,18 @@ pub struct Totals {
 /// The totals attribute holding the version the counter item reflects.
 pub const SYNCED: &str = "synced";
 
+/// The totals attribute saying that the processor creates their counter
+/// item (a counter `created_by: processor`, its item stamped): set with
+/// `synced`. Once the counter is gone from a model file, it is what tells
+/// the processor's item at that key (`verify --repair` and `backfill`
+/// delete it) from an application's, which is never deleted.
+pub const CREATED: &str = "created";
+
+/// Whether a totals item says the processor created its counter item.
+pub fn is_created(totals: &Item) -> bool {
+    matches!(totals.get(CREATED), Some(AttributeValue::Bool(true)))
+}
+
 /// Whether a totals item says its counter item reflects it.
 pub fn is_synced(totals: &Item) -> bool {
     let ver = totals.opt_i64("ver").ok().flatten().unwrap_or(0);
@@ -350,8 +362,12 @@ fn plan_sync(
     let k0 = deriver.rules.key_names()[0];
     let locate = deriver.rules.locate(logical);
     let mut notes = Vec::new();
+    let created = counter.create.is_some();
     let write = match target(deriver, counter, item, &totals) {
         // The item is right; the totals learn it if they did not know.
+        // (Totals written before the `created` mark existed learn it with
+        // the next write of their counter, never with a write of its own:
+        // a record delivered again writes nothing.)
         Target::Nothing if totals.synced == totals.ver => return Sync::Done,
         Target::Nothing => None,
         Target::Delete => Some(tx::delete(&deriver.table, key.clone())),
@@ -419,15 +435,23 @@ fn plan_sync(
                 .condition_expression("attribute_not_exists(pk)"),
         )
     } else {
-        tx::update_of(
-            TxUpdate::builder()
-                .table_name(&deriver.ledger_table)
-                .set_key(Some(total_key(deriver.processor, logical)))
-                .update_expression("SET #synced = :v")
-                .condition_expression("ver = :v")
-                .expression_attribute_names("#synced", SYNCED)
-                .expression_attribute_values(":v", n(totals.ver)),
-        )
+        let mut upd = TxUpdate::builder()
+            .table_name(&deriver.ledger_table)
+            .set_key(Some(total_key(deriver.processor, logical)))
+            .update_expression(if created {
+                "SET #synced = :v, #created = :t"
+            } else {
+                "SET #synced = :v"
+            })
+            .condition_expression("ver = :v")
+            .expression_attribute_names("#synced", SYNCED)
+            .expression_attribute_values(":v", n(totals.ver));
+        if created {
+            upd = upd
+                .expression_attribute_names("#created", CREATED)
+                .expression_attribute_values(":t", AttributeValue::Bool(true));
+        }
+        tx::update_of(upd)
     };
     let item_writes = usize::from(write.is_some());
     let mut actions = vec![guard];

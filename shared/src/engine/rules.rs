@@ -254,6 +254,18 @@ pub trait Rules: Send + Sync {
         false
     }
 
+    /// Whether this item, which matches nothing of these rules, may be a
+    /// counter the processor created under a counter entity the rules no
+    /// longer have (removed from a model file): stamped, with a name no
+    /// writer entity of the rules has. Only the ledger tells: `verify`
+    /// reports it, `backfill` and `--repair` delete it if still unchanged,
+    /// when its totals say the processor created it
+    /// ([`crate::engine::counts::CREATED`]); an application's item, whose
+    /// totals never say so, is never deleted. Default: never.
+    fn removed_counter_item(&self, _item: &Item) -> bool {
+        false
+    }
+
     /// The attributes of `item`, a counter item the processors own whole
     /// (one they create, of an entity no writer writes), that the rules
     /// no longer derive: a sum or a projection attribute removed from the

@@ -50,7 +50,7 @@ use super::model::leak;
 use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{KeyTemplate, Part};
-use super::typecheck::{checked, Readable, T};
+use super::typecheck::{checked_over, Readable, Rows, T};
 use crate::models::table::QueueDef;
 
 /// Rows read per scope job page at most (predictions per message).
@@ -340,6 +340,19 @@ pub fn compile(
                 .map(|b| leak(&b.name)),
         )
         .collect();
+    // A row reads the `over` entity's attributes, of their declared
+    // types, and its key names (its counter sums too: refused below, with
+    // why).
+    let sums: &[&'static str] = o.counter.as_ref().map_or(&[], |c| c.attrs);
+    let typed_rows = Rows {
+        name: rows.as_str(),
+        entity: o.name,
+        fields: row_names
+            .iter()
+            .map(|f| (*f, o.attr(f).map_or(T::Dyn, |a| T::of(Some(&a.ty)))))
+            .chain(sums.iter().map(|s| (*s, T::Int)))
+            .collect(),
+    };
     let mut values = Vec::new();
     let mut row_reads: Vec<&'static str> = Vec::new();
     let mut item_reads: Vec<&'static str> = Vec::new();
@@ -366,7 +379,12 @@ pub fn compile(
         }
         // Each value is an int (a count, a sum, a score): one of another
         // type would make every item of the entity bad input at run time.
-        match checked(&v.value.0, &readable, Some((T::Int, "a computed value"))) {
+        match checked_over(
+            &v.value.0,
+            &readable,
+            Some(&typed_rows),
+            Some((T::Int, "a computed value")),
+        ) {
             Err(flaws) => {
                 for f in flaws {
                     err(at(v), format!("{name}: computed `{a}`: {}", f.message));

@@ -432,3 +432,47 @@ entities:
     let own = text.replace("(has(t.held) ? t.held : 0)", "0");
     assert_eq!(problems(&own), vec![]);
 }
+
+/// User12 finding 3: a row's attribute read through a macro's variable was
+/// not checked (`dyn`): a typo or a wrong type passed `check-model` and made
+/// every item bad input at run time. The rows are the `over` entity's
+/// items, also after a `filter`.
+#[test]
+fn a_rows_attributes_are_checked_against_the_over_entity() {
+    for (value, says) in [
+        (
+            "sum(matches.filter(m, has(m.result)).map(m, m.pointz))",
+            "a row of `matches` (match) has no attribute `pointz` (did you mean `points`?)",
+        ),
+        (
+            "size(matches.filter(m, has(m.resutl)))",
+            "has no attribute `resutl` (did you mean `result`?)",
+        ),
+        (
+            "size(matches.filter(m, m.name > 3))",
+            "compares a string with an int",
+        ),
+        ("sum(matches.map(m, m.order + m.name))", "string"),
+    ] {
+        let text = PICKEM.replace(
+            "        mcorrect: \"size(",
+            &format!("        lowest: \"{value}\"\n        mcorrect: \"size("),
+        );
+        let p = problems(&text);
+        assert!(
+            p.iter().any(|x| x.message.contains(says)),
+            "{value}: {p:#?}"
+        );
+    }
+    // A row's own names, of their types, after a filter too.
+    for value in [
+        "sum(matches.filter(m, has(m.result) && m.order > 1).map(m, m.points))",
+        "size(matches.filter(m, m.id != '' && m.name != ''))",
+    ] {
+        let text = PICKEM.replace(
+            "        mcorrect: \"size(",
+            &format!("        lowest: \"{value}\"\n        mcorrect: \"size("),
+        );
+        assert_eq!(compile(&text, "t").err(), None, "{value}");
+    }
+}

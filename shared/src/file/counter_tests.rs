@@ -180,3 +180,32 @@ fn a_count_keyed_by_an_optional_attribute_needs_a_when_reading_it() {
     );
     assert_eq!(problems(&guarded), vec![]);
 }
+
+#[test]
+fn an_item_of_a_removed_counter_entity_is_one_only_the_ledger_can_tell() {
+    let text = LIBRARY
+        .replace(
+            "    count:\n      - counter: loans\n        with: { memberId: memberId }\n        add: { open: \"state == 'open' ? 1 : 0\", total: 1 }\n",
+            "",
+        )
+        .replace(
+            "  loans:\n    owner: processor\n    key: { PK: \"M#${memberId}\", SK: \"COUNT\" }\n    counter:\n      attributes: [open, total]\n      created_by: processor\n",
+            "",
+        );
+    assert!(problems(&text).is_empty());
+    let r = rules(&text);
+    let at = |stamp: Option<&str>, sk: &str| {
+        let mut i = item(&[("PK", s("M#m1")), ("SK", s(sk)), ("open", n(1))]);
+        if let Some(t) = stamp {
+            i.insert("type".into(), s(t));
+        }
+        i
+    };
+    // Stamped with a name no writer entity has, at a key no entity has.
+    assert!(r.removed_counter_item(&at(Some("loans"), "COUNT")));
+    assert!(!r.stale_counter_item(&at(Some("loans"), "COUNT")));
+    // A writer entity's name, no stamp, or a key an entity has: never.
+    assert!(!r.removed_counter_item(&at(Some("loan"), "COUNT")));
+    assert!(!r.removed_counter_item(&at(None, "COUNT")));
+    assert!(!r.removed_counter_item(&at(Some("loans"), "PROFILE")));
+}

@@ -47,6 +47,8 @@ mod sets_facts;
 pub mod sets_run;
 pub mod template;
 pub mod typecheck;
+#[cfg(test)]
+mod typecheck_tests;
 mod values;
 pub mod verify_jobs;
 

@@ -769,3 +769,23 @@ fn writes_into_a_key_space_another_writer_owns_are_refused_naming_it() {
         "once `approve`: put `ext`, another writer's key space (`owner: other`): a once effect writes `owner: processor` items",
     );
 }
+
+/// User12 finding 9b: the table's TTL attribute declared a string (an
+/// `iso-utc`) passed; DynamoDB ignores a TTL that is not a number, so the
+/// items never expired. Refused where it is declared; an `int` passes.
+#[test]
+fn the_tables_ttl_attribute_declared_other_than_a_number_is_refused() {
+    let (text, place) = broken(
+        LIBRARY,
+        "      days: int\n",
+        "      days: int\n      ttl: iso-utc\n",
+        "iso-utc",
+    );
+    assert_at(
+        &problems(&text),
+        place,
+        "loan.ttl: `ttl` is the table's TTL attribute",
+    );
+    let ok = LIBRARY.replace("      days: int\n", "      days: int\n      ttl: int?\n");
+    assert!(problems(&ok).is_empty());
+}

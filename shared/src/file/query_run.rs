@@ -173,6 +173,15 @@ pub fn bind(m: &FileModel, name: &str, args: &[(String, String)]) -> Result<Boun
                 param: k.clone(),
             });
         }
+        // `doc=` would key the request by the template's prefix alone
+        // (`DOC#`), another request than the one asked for.
+        if v.is_empty() {
+            return Err(QueryError::Invalid {
+                query: q.name.clone(),
+                param: k.clone(),
+                reason: format!("an empty value: give `{k}=VALUE` ({})", p.written),
+            });
+        }
         let val = super::rules::typed_str(k, v, Some(&p.ty)).map_err(|e| QueryError::Invalid {
             query: q.name.clone(),
             param: k.clone(),
@@ -560,6 +569,14 @@ queries:
         )
         .unwrap_err();
         assert!(matches!(e, QueryError::Invalid { .. }), "{e}");
+        // User12 finding 9g: an empty value ran the query keyed by the
+        // template's prefix.
+        let e = bind(&m, "by_email", &args(&[("email", "")])).unwrap_err();
+        assert!(matches!(e, QueryError::Invalid { .. }), "{e}");
+        assert!(
+            e.to_string().contains("an empty value: give `email=VALUE`"),
+            "{e}"
+        );
         let e = bind(&m, "by_email", &args(&[("emial", "a")])).unwrap_err();
         assert!(e.to_string().contains("did you mean `email`"), "{e}");
         assert!(split_args("q", &["novalue".to_string()]).is_err());

@@ -570,6 +570,18 @@ impl Rules for FileRules {
         stamped && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }
 
+    /// An item no entity matches, stamped with a name no writer entity
+    /// has (a counter entity removed from the file stamped it, or an
+    /// application): the ledger's totals tell which.
+    fn removed_counter_item(&self, item: &Item) -> bool {
+        let m = self.0;
+        let Ok(stamp) = item.s(m.entity_type) else {
+            return false;
+        };
+        !m.entities.iter().any(|e| e.name == stamp && e.writer)
+            && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
+    }
+
     /// Every attribute of a processor-created counter of a processor
     /// entity that is none of its key names, its type stamp, the table's
     /// TTL attribute, the entity's declared attributes, its sums or its

@@ -89,11 +89,17 @@ pub struct Flaw {
 /// The type of `expr` with `names` giving each name's declared type, or the
 /// first type error met.
 pub fn check(expr: &Expr, names: &dyn Fn(&str) -> T) -> Result<T, Flaw> {
+    check_rows(expr, names, None)
+}
+
+/// `check`, with the rows of a `compute:` typed ([`Rows`]).
+fn check_rows(expr: &Expr, names: &dyn Fn(&str) -> T, rows: Option<&Rows>) -> Result<T, Flaw> {
     let (ast, info) = expr.ast();
     let cx = Cx {
         source: &expr.source,
         info,
         names,
+        rows,
     };
     cx.infer(ast, &mut Vec::new())
 }
@@ -142,12 +148,32 @@ pub struct Readable<'a> {
     pub says: &'a str,
 }
 
+/// A `compute:`'s rows as the check sees them: the list `name` reads, each
+/// row an item of `entity` with these fields (its attributes and key
+/// names). A macro's variable over them (`rows.map(r, r.value)`, also
+/// after a `filter`) reads only these fields, of their declared types.
+pub struct Rows<'a> {
+    pub name: &'a str,
+    pub entity: &'a str,
+    pub fields: Vec<(&'a str, T)>,
+}
+
 /// `src` compiled and checked where it stands: every name it reads is one
 /// of `reads` (an unknown one with the closest known one), every function
 /// is one a model may call, and its types agree (`want`: the type its
 /// result must have, a condition's `bool`). Every flaw is reported, not the
 /// first only; the type check runs once the names and functions are known.
 pub fn checked(src: &str, reads: &Readable, want: Option<(T, &str)>) -> Result<Expr, Vec<Flaw>> {
+    checked_over(src, reads, None, want)
+}
+
+/// [`checked`], with a `compute:`'s rows typed.
+pub fn checked_over(
+    src: &str,
+    reads: &Readable,
+    rows: Option<&Rows>,
+    want: Option<(T, &str)>,
+) -> Result<Expr, Vec<Flaw>> {
     use super::expr::{BUILTINS, CEL_FUNCTIONS};
     use super::model::suggest;
     let x = Expr::compile(src).map_err(|e| {
@@ -192,7 +218,7 @@ pub fn checked(src: &str, reads: &Readable, want: Option<(T, &str)>) -> Result<E
         let found = reads.names.iter().find(|(k, _)| *k == n);
         found.map_or(T::Dyn, |(_, t)| *t)
     };
-    let got = check(&x, &names).map_err(|e| {
+    let got = check_rows(&x, &names, rows).map_err(|e| {
         vec![Flaw {
             offset: e.offset,
             message: format!("`{}`: {}", src.trim(), e.message),
@@ -215,6 +241,7 @@ pub fn unguarded_min_max(expr: &Expr) -> Option<(usize, String)> {
         source: &expr.source,
         info,
         names: &|_| T::Dyn,
+        rows: None,
     };
     cx.unguarded(ast)
 }
@@ -277,11 +304,31 @@ impl Cx<'_> {
     }
 }
 
+/// Whether a loop step adds the list `[var]` (a `filter`'s step).
+fn adds_itself(e: &IdedExpr, var: &str) -> bool {
+    match &e.expr {
+        E::List(l) => {
+            l.elements.len() == 1 && matches!(&l.elements[0].expr, E::Ident(n) if n == var)
+        }
+        E::Call(c) => c
+            .target
+            .iter()
+            .map(|t| &**t)
+            .chain(&c.args)
+            .any(|x| adds_itself(x, var)),
+        _ => false,
+    }
+}
+
 struct Cx<'a> {
     source: &'a str,
     info: &'a cel::common::ast::SourceInfo,
     names: &'a dyn Fn(&str) -> T,
+    rows: Option<&'a Rows<'a>>,
 }
+
+/// A macro variable, and whether it is a row of [`Cx::rows`].
+type Bound = Vec<(String, bool)>;
 
 impl Cx<'_> {
     fn at(&self, e: &IdedExpr) -> usize {
@@ -301,7 +348,43 @@ impl Cx<'_> {
         })
     }
 
-    fn infer(&self, e: &IdedExpr, bound: &mut Vec<String>) -> Result<T, Flaw> {
+    /// Whether `e` is the rows, or a `filter` of them: a list of rows.
+    fn is_rows(&self, e: &IdedExpr, bound: &Bound) -> bool {
+        let Some(rows) = self.rows else {
+            return false;
+        };
+        match &e.expr {
+            E::Ident(n) => n == rows.name && !bound.iter().any(|(b, _)| b == n),
+            // `filter` expands to a loop adding `[x]`, the row itself.
+            E::Comprehension(c) => {
+                self.is_rows(&c.iter_range, bound)
+                    && matches!(&c.result.expr, E::Ident(a) if *a == c.accu_var)
+                    && adds_itself(&c.loop_step, &c.iter_var)
+            }
+            _ => false,
+        }
+    }
+
+    /// A field of a row: one its entity has, of its declared type.
+    fn row_field(&self, e: &IdedExpr, field: &str) -> Result<T, Flaw> {
+        let rows = self.rows.expect("a row is read with rows");
+        match rows.fields.iter().find(|(f, _)| *f == field) {
+            Some((_, t)) => Ok(*t),
+            None => {
+                let hint = super::model::suggest(field, rows.fields.iter().map(|(f, _)| *f))
+                    .unwrap_or_default();
+                self.err(
+                    e,
+                    format!(
+                        "a row of `{}` ({}) has no attribute `{field}`{hint}",
+                        rows.name, rows.entity
+                    ),
+                )
+            }
+        }
+    }
+
+    fn infer(&self, e: &IdedExpr, bound: &mut Bound) -> Result<T, Flaw> {
         match &e.expr {
             E::Unspecified => Ok(T::Dyn),
             E::Literal(l) => Ok(match l {
@@ -312,11 +395,19 @@ impl Cx<'_> {
                 LiteralValue::Double(_) => T::Num,
                 LiteralValue::Bytes(_) | LiteralValue::UInt(_) => T::Dyn,
             }),
-            E::Ident(n) => Ok(if bound.contains(n) || n.starts_with('@') {
-                T::Dyn
-            } else {
-                (self.names)(n)
-            }),
+            E::Ident(n) => Ok(
+                if let Some((_, row)) = bound.iter().rev().find(|(b, _)| b == n) {
+                    if *row {
+                        T::Map
+                    } else {
+                        T::Dyn
+                    }
+                } else if n.starts_with('@') {
+                    T::Dyn
+                } else {
+                    (self.names)(n)
+                },
+            ),
             E::List(l) => {
                 for x in &l.elements {
                     self.infer(x, bound)?;
@@ -335,6 +426,17 @@ impl Cx<'_> {
             E::Struct(_) => Ok(T::Dyn),
             E::Select(s) => {
                 let t = self.infer(&s.operand, bound)?;
+                if let E::Ident(n) = &s.operand.expr {
+                    if bound
+                        .iter()
+                        .rev()
+                        .find(|(b, _)| b == n)
+                        .is_some_and(|(_, row)| *row)
+                    {
+                        let field = self.row_field(e, &s.field)?;
+                        return Ok(if s.test { T::Bool } else { field });
+                    }
+                }
                 if s.test {
                     return Ok(T::Bool);
                 }
@@ -352,10 +454,11 @@ impl Cx<'_> {
             }
             E::Comprehension(c) => {
                 self.infer(&c.iter_range, bound)?;
+                let rows = self.is_rows(&c.iter_range, bound);
                 let depth = bound.len();
-                bound.push(c.iter_var.clone());
-                bound.extend(c.iter_var2.clone());
-                bound.push(c.accu_var.clone());
+                bound.push((c.iter_var.clone(), rows));
+                bound.extend(c.iter_var2.clone().map(|v| (v, false)));
+                bound.push((c.accu_var.clone(), false));
                 let out = self.infer(&c.loop_step, bound).and_then(|_| {
                     self.infer(&c.loop_cond, bound)?;
                     self.infer(&c.result, bound)
@@ -642,114 +745,5 @@ impl Cx<'_> {
             ),
             _ => Ok(T::Dyn),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::file::expr::{Env, Val};
-
-    fn names(n: &str) -> T {
-        match n {
-            "estimate" | "seq" => T::Int,
-            "title" | "due" | "id" => T::Str,
-            "done" => T::Bool,
-            "tags" => T::List,
-            "picks" => T::Map,
-            _ => T::Dyn,
-        }
-    }
-
-    fn value(n: &str) -> Option<Val> {
-        Some(match names(n) {
-            T::Int => Val::Int(5),
-            T::Str => Val::Str("x".into()),
-            T::Bool => Val::Bool(true),
-            T::List => Val::Set(vec!["a".into()]),
-            T::Map => Val::Map(vec![("k".into(), Val::Int(1))]),
-            _ => return None,
-        })
-    }
-
-    fn check_src(src: &str) -> Result<T, Flaw> {
-        check(&Expr::compile(src).unwrap(), &names)
-    }
-
-    /// Each refused expression fails (or is never true) on values of the
-    /// declared types at run time: the check refuses nothing that works.
-    #[test]
-    fn what_the_check_refuses_fails_at_run_time() {
-        let env = Env::new().unwrap();
-        let refused = [
-            ("estimate > title", "`>` compares an int with a string"),
-            ("status == 'open' && estimate >= due", "`>=` compares"),
-            ("estimate + title", "`+` adds an int and a string"),
-            ("title - 1", "`-` is arithmetic on ints"),
-            ("lower(estimate)", "`lower` takes a string"),
-            ("pad(title, 6)", "`pad(n, width)` pads an int"),
-            ("done && title", "`&&` joins bools"),
-            ("size(estimate) > 0", "`size` takes"),
-            ("title.startsWith(1)", "`startsWith` takes a string"),
-            ("estimate.startsWith('a')", "a method of a string"),
-            ("iso(due)", "`iso` takes epoch seconds"),
-            ("(done ? 1 : 2) + 'a'", "`+` adds an int and a string"),
-        ];
-        for (src, why) in refused {
-            let err = check_src(src).unwrap_err();
-            assert!(err.message.contains(why), "{src}: {err:?}");
-            let e = Expr::compile(src).unwrap();
-            let vars: Vec<(String, Val)> = e
-                .variables
-                .iter()
-                .filter_map(|v| value(v).map(|x| (v.clone(), x)))
-                .collect();
-            let got = env.eval(&e, |n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v));
-            assert!(got.is_err(), "{src} runs: {got:?}");
-        }
-        // A comparison of different types is never true.
-        let err = check_src("estimate == title").unwrap_err();
-        assert!(err.message.contains("never equal"), "{err:?}");
-        // The offset points into the expression at the operator's node.
-        let err = check_src("status == 'open' && estimate > title").unwrap_err();
-        assert!(err.offset >= 20, "{err:?}");
-    }
-
-    #[test]
-    fn what_the_check_accepts() {
-        for src in [
-            "estimate > 0 && title != ''",
-            "due != null && due < '2026'",
-            "title + string(estimate)",
-            "pad(seq, 6) == id",
-            "(size(string(seq)) >= 6 ? string(seq) : pad(seq, 6)) == id",
-            "tags.exists(t, t == 'a') && 'a' in tags",
-            "get(picks, id, -1) == estimate",
-            "picks.k > 1 && has(picks.k)",
-            "unknown > 1 && unknown + 'a' != ''",
-            "day(due) == day(estimate)",
-            "title.contains('a') && tags.contains('b')",
-            "max(estimate, 3) - 1 > 0",
-            "done ? 'x' + title : null",
-        ] {
-            assert!(check_src(src).is_ok(), "{src}: {:?}", check_src(src));
-        }
-    }
-
-    #[test]
-    fn a_result_of_the_wrong_type_is_refused_where_one_is_wanted() {
-        let e = Expr::compile("due").unwrap();
-        let err = expect(&e, &names, T::Int, "a sum (`add:`)").unwrap_err();
-        assert_eq!(
-            err.message,
-            "a sum (`add:`) must be an int, but `due` is a string"
-        );
-        let e = Expr::compile("estimate").unwrap();
-        assert!(expect(&e, &names, T::Int, "a sum").is_ok());
-        let e = Expr::compile("done ? 1 : 0").unwrap();
-        assert!(expect(&e, &names, T::Int, "a sum").is_ok());
-        let e = Expr::compile("estimate + 1").unwrap();
-        let err = expect(&e, &names, T::Bool, "a condition (`when:`)").unwrap_err();
-        assert!(err.message.contains("must be a bool"), "{err:?}");
     }
 }

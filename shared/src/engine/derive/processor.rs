@@ -176,10 +176,55 @@ impl DeriveProcessor {
         .await
     }
 
+    /// The ids of the items among `items` that the rules do not know and
+    /// that are counter items the processor created under a counter the
+    /// rules no longer have at their key (re-keyed or removed from a model
+    /// file since): the ledger's totals at their key say so
+    /// ([`Rules::stale_counter_item`], [`Rules::removed_counter_item`]).
+    async fn left_behind(&self, items: &[Item]) -> Result<BTreeSet<String>, ProcessError> {
+        let rules = &self.deriver.rules;
+        let key_names = rules.key_names();
+        // By the totals' ledger key: whether any totals there will do.
+        let mut candidates: HashMap<String, (String, bool)> = HashMap::new();
+        let mut reads = Vec::new();
+        for item in items {
+            let stale = rules.stale_counter_item(item);
+            if !stale && !rules.removed_counter_item(item) {
+                continue;
+            }
+            let key = key_of(item, key_names);
+            let totals = super::total_key(self.deriver.processor, &key);
+            let Some(pk) = crate::ledger::as_s(totals.get(crate::ledger::PK)) else {
+                continue;
+            };
+            candidates.insert(pk.to_string(), (item_id(&key), stale));
+            reads.push(totals);
+        }
+        if reads.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let found = self
+            .deriver
+            .store
+            .batch_get(&self.deriver.ledger_table, reads)
+            .await?;
+        Ok(found
+            .iter()
+            .filter_map(|t| {
+                let pk = crate::ledger::as_s(t.get(crate::ledger::PK))?;
+                let (id, stale) = candidates.get(pk)?;
+                (*stale || crate::engine::counts::is_created(t)).then(|| id.clone())
+            })
+            .collect())
+    }
+
     /// Backfill of existing items: the same reconcile as the stream, plus
     /// the jobs an INSERT of each item starts. An item the rules reject is
     /// logged once, with its key and the first reason met (each aspect of
-    /// its rules may reject it), and counted once.
+    /// its rules may reject it), and counted once. A counter item the
+    /// processor created under a counter the rules no longer have is
+    /// deleted if still as read (no bad input: see
+    /// [`Self::left_behind`]); its totals wait for `verify --repair`.
     pub async fn backfill(
         &self,
         items: &[Item],
@@ -190,9 +235,25 @@ impl DeriveProcessor {
         let mut keys = Vec::new();
         // The first bad input met per item, by its position in `keys`.
         let mut bad: BTreeMap<usize, InputError> = BTreeMap::new();
+        let mut deleted = 0;
+        let left_behind = self.left_behind(items).await?;
         for item in items {
             let key = key_of(item, key_names);
             if self.deriver.rules.ignores(&key) {
+                continue;
+            }
+            if left_behind.contains(&item_id(&key)) {
+                tracing::info!(key = %crate::item::display_key(&key), dry_run, "backfill: deletes a counter item of a counter the model no longer has");
+                if !dry_run
+                    && self
+                        .deriver
+                        .store
+                        .delete_if_unchanged(&self.deriver.table, key_names, item)
+                        .await?
+                        == crate::store::Written::Applied
+                {
+                    deleted += 1;
+                }
                 continue;
             }
             let change = Change::synthetic_insert(key.clone(), item.clone(), (self.deriver.now)());
@@ -220,7 +281,7 @@ impl DeriveProcessor {
             self.send_messages(&messages, usize::MAX)
                 .await
                 .map_err(|f| f.error)?;
-            out.table_writes = done.table_writes;
+            out.table_writes = done.table_writes + deleted;
             out.ledger_writes = done.ledger_writes;
         }
         for (pos, e) in &bad {

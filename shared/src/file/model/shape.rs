@@ -129,6 +129,19 @@ impl Compiler<'_> {
                 );
                 continue;
             }
+            // DynamoDB's TTL reads a number (epoch seconds) and ignores an
+            // item whose TTL attribute is anything else: it never expires.
+            if table.ttl_attribute == Some(n)
+                && !matches!(ty, Ty::Int | Ty::IntEnum(_) | Ty::Number)
+            {
+                self.err(
+                    at(spec),
+                    format!(
+                        "{name}.{n}: `{n}` is the table's TTL attribute, which DynamoDB reads as a number of epoch seconds (an item whose `{n}` is a {} never expires): declare it `int`",
+                        ty_name(&ty)
+                    ),
+                );
+            }
             attrs.push(Attr {
                 name: leak(n),
                 ty,
