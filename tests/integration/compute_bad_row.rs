@@ -36,7 +36,11 @@ fn ok_match(points: i64) -> shared::item::Item {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_match_never_valid_blocks_no_scoring_of_its_event_and_its_replay_changes_nothing() {
     let mut env = model_env("pickem", |_| {}).await;
-    put(&env.rt, write::event("2024-08-08", "blk", "Event", "upcoming")).await;
+    put(
+        &env.rt,
+        write::event("2024-08-08", "blk", "Event", "upcoming"),
+    )
+    .await;
     put(&env.rt, ok_match(7)).await;
     put(&env.rt, write::prediction("b1", EV, &[("ok", 1)])).await;
     env.rt.drain().await.unwrap();
@@ -51,7 +55,11 @@ async fn a_match_never_valid_blocks_no_scoring_of_its_event_and_its_replay_chang
     put(&env.rt, ok_match(9)).await;
     put(&env.rt, write::prediction("b2", EV, &[("ok", 1)])).await;
     env.rt.drain().await.unwrap();
-    assert_eq!(score(&env.rt, "b1").await, (Some(9), Some(1)), "b1 rescored");
+    assert_eq!(
+        score(&env.rt, "b1").await,
+        (Some(9), Some(1)),
+        "b1 rescored"
+    );
     assert_eq!(score(&env.rt, "b2").await, (Some(9), Some(1)), "b2 scored");
     assert_eq!(standing_points(&env.rt, "b1").await, Some(9));
     assert_eq!(standing_points(&env.rt, "b2").await, Some(9));
