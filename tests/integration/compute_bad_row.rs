@@ -3,7 +3,7 @@
 //! that never was valid implies nothing: the scope is computed without it.
 //! Trial12 seed12's finding 3: one Pick'Em match written with `points: 2.5`
 //! froze its event's scores and standings, and `verify` said
-//! "computed value | 0 checked".
+//! "computed value | 0 checked". Fixed, the match is a row like any other.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use jobstream::local::runtime::Runtime;
@@ -53,7 +53,11 @@ async fn a_match_never_valid_blocks_no_scoring_of_its_event_and_its_replay_chang
     env.rt.drain().await.unwrap();
     // Later valid writes are scored.
     put(&env.rt, ok_match(9)).await;
-    put(&env.rt, write::prediction("b2", EV, &[("ok", 1)])).await;
+    put(
+        &env.rt,
+        write::prediction("b2", EV, &[("ok", 1), ("bad", 1)]),
+    )
+    .await;
     env.rt.drain().await.unwrap();
     assert_eq!(
         score(&env.rt, "b1").await,
@@ -82,4 +86,22 @@ async fn a_match_never_valid_blocks_no_scoring_of_its_event_and_its_replay_chang
     assert_eq!(env.records().await.len(), all.len(), "no write at all");
     assert_eq!(score(&env.rt, "b1").await, (Some(9), Some(1)));
     assert_eq!(score(&env.rt, "b2").await, (Some(9), Some(1)));
+
+    // The match fixed: a row of its event now, b2's pick of it scores.
+    put(
+        &env.rt,
+        write::a_match(EV, "bad", "bad", 2, 3, false, &["A", "B"], Some(1)),
+    )
+    .await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(score(&env.rt, "b1").await, (Some(9), Some(1)));
+    assert_eq!(score(&env.rt, "b2").await, (Some(12), Some(2)));
+    assert_eq!(standing_points(&env.rt, "b2").await, Some(12));
+    let report = env.rt.verify().await.expect("verify");
+    let said = format!("{:#?} {:#?}", report.problems, report.bad_input);
+    assert!(
+        report.problems.is_empty() && report.bad_input.is_empty(),
+        "{said}"
+    );
+    assert_eq!(report.kinds["computed value"].checked, 2, "{said}");
 }
