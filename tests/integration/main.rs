@@ -7,6 +7,7 @@ mod bad_input;
 mod bill;
 mod board_gaps;
 mod cli;
+mod compute_bad_row;
 mod compute_moment;
 mod compute_overwrite;
 mod compute_scope;

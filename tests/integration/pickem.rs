@@ -603,10 +603,21 @@ async fn explain_shows_a_predictions_computed_values_and_a_forged_one() {
         &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
         &[&format!("computes points = 3 {rows}")],
     );
-    // A match whose result names no team is bad input: not judged.
+    // A match whose result names no team is bad input: never valid, it is
+    // no match of the event (the job leaves it out too).
     put(&env.rt, m(EV, "m3", 3, 1, Some(2))).await;
+    let rows3 = format!("from the match rows at PK={ev} (3 item(s) read)");
     crate::explain::says(
         &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
-        &[&format!("computes its values from the match rows at PK={ev} (3 item(s) read): not judged now, a row (PK={ev}, SK=MATCH#m3) is bad input: the values wait for it")],
+        &[&format!("computes points = 3 {rows3}")],
+    );
+    // Valid, then bad again: its scope waits for it, not judged.
+    put(&env.rt, m(EV, "m3", 3, 1, Some(1))).await;
+    env.rt.drain().await.expect("drains");
+    put(&env.rt, m(EV, "m3", 3, 1, Some(2))).await;
+    env.rt.drain().await.expect("drains");
+    crate::explain::says(
+        &crate::explain::ask_in(&env, &file, "USER#ann", &ev).await,
+        &[&format!("computes its values from the match rows at PK={ev} (3 item(s) read): not judged now, a row (PK={ev}, SK=MATCH#m3) is bad input after a valid image: the values wait for it")],
     );
 }

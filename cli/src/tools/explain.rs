@@ -577,7 +577,15 @@ async fn explain_computed(
         "the {rows} rows at {pkn}={rows_pk} ({} item(s) read)",
         partition.len()
     );
-    match f.computed_values(item, &partition) {
+    let record_keys = f.bad_row_record_keys(item, &partition);
+    let records = if record_keys.is_empty() {
+        vec![]
+    } else {
+        shared::store::Store::new(t.client.clone())
+            .batch_get(t.ledger, record_keys)
+            .await?
+    };
+    match f.computed_values(item, &partition, &records) {
         Ok(values) => {
             for (a, v) in values {
                 let v = match v {

@@ -21,16 +21,15 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::compute::{
-    job_wrote, row_val, rows_pk, scope_too_large, sequence_of, version_sk, Compute, MAX_SCOPE_ROWS,
-    SCOPE_TOO_LARGE, SEQUENCE_ATTR, VERSION_ATTR,
+    job_wrote, rows_pk, sequence_of, version_sk, Compute, SEQUENCE_ATTR, VERSION_ATTR,
 };
-use super::expr::{Arg, Prepared, Val};
+use super::expr::{Arg, Val};
 use super::model::{Entity, FileModel};
 use super::record::Images;
 use super::rules::{FileRules, Parsed, Record};
 use super::template::Binder;
 use crate::change::ChangeKind;
-use crate::engine::derive::{index_members, total_key};
+use crate::engine::derive::index_members;
 use crate::engine::rules::{Contribution, Counter, OutMessage};
 use crate::engine::setjob::{BoxFut, Guard, GuardedUpdate, Plan, Reads, SetJob};
 use crate::item::{display_key, key_of, same_opt, Item, ItemExt};
@@ -387,13 +386,6 @@ fn value_refused(c: &Compute, key: &Item, a: &str, why: &str) {
     );
 }
 
-/// The rows of a scope as read, and the guards that pin them.
-pub(super) struct Facts {
-    /// The rows, converted once for every item's evaluation.
-    pub(super) rows: Prepared,
-    pub(super) guards: Vec<Guard>,
-}
-
 impl ComputeJob {
     fn scope_ok(
         &self,
@@ -419,61 +411,6 @@ impl ComputeJob {
             ));
         }
         Ok(scope_vec(scope))
-    }
-
-    /// Reads the version of the scope's rows, then the rows; `None` when a
-    /// row is bad input (the scope waits until it is fixed).
-    async fn facts(&self, reads: &Reads, rpk: &str) -> Result<Option<Facts>, MessageError> {
-        let m = self.m;
-        let c = self.compute();
-        let [pkn, skn] = m.key_names();
-        let vkey = total_key(DERIVE, &m.version_counter(c, rpk).key_item());
-        let version = reads.store.get(&reads.ledger_table, vkey.clone()).await?;
-        let mut guards = vec![match version.as_ref().and_then(|v| v.get("ver")) {
-            Some(ver) => Guard::equals(vkey, "ver", ver.clone()).in_ledger(),
-            None => Guard::absent(vkey).in_ledger(),
-        }];
-        let items = reads
-            .store
-            .query_partition(&reads.table, pkn, rpk, Some((skn, &c.sk_prefix)))
-            .await?;
-        let over = &m.entities[c.over];
-        let mut rows = Vec::with_capacity(items.len());
-        for item in &items {
-            match m.parse(item) {
-                Ok(Parsed::Writer(rec)) if std::ptr::eq(rec.entity, over) => {
-                    let key = key_of(item, &m.key_names());
-                    for a in c.row_reads.iter().copied() {
-                        guards.push(Guard::same(key.clone(), a, item.get(a)));
-                    }
-                    rows.push(row_val(&rec.vals));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(
-                        processor = c.name,
-                        key = %display_key(&key_of(item, &m.key_names())),
-                        reason = %e,
-                        "a row of the scope is bad input: not computed until it is fixed"
-                    );
-                    return Ok(None);
-                }
-            }
-        }
-        if rows.len() > MAX_SCOPE_ROWS {
-            tracing::warn!(
-                processor = c.name,
-                scope = %rpk,
-                kind = SCOPE_TOO_LARGE,
-                reason = %scope_too_large(rows.len()),
-                "bad input: not computed until the scope holds at most {MAX_SCOPE_ROWS} rows"
-            );
-            return Ok(None);
-        }
-        Ok(Some(Facts {
-            rows: Val::List(rows).prepare(),
-            guards,
-        }))
     }
 
     /// The item's parse and each value it should carry given the rows:
@@ -783,6 +720,10 @@ impl SetJob for ComputeJob {
         })
     }
 }
+
+#[path = "compute_rows.rs"]
+mod rows;
+pub(super) use rows::Facts;
 
 #[path = "compute_verify.rs"]
 mod verify;

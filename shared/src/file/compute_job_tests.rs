@@ -1,6 +1,7 @@
 //! The compute job's plan and values: what it reads, writes and guards.
 
 use super::*;
+use crate::file::compute::row_val;
 use crate::file::test_support::{item, model};
 use crate::item::{n, s};
 
@@ -235,4 +236,37 @@ fn the_sequence_is_guarded_and_a_writer_moving_it_alone_starts_the_job() {
     assert!(starts_job(&read, &with(Some(s("5")))), "no int");
     assert!(!starts_job(&read, &with(Some(n(5)))), "the job's");
     assert!(!starts_job(&read, &read.clone()), "as it is");
+}
+
+/// A row that is bad input holds its scope only when its derive record
+/// holds a contribution to that scope's version (its last valid image was
+/// a row of it); no record, or one without it, is no row (trial12 seed12's
+/// finding 3); a record that cannot be read holds it.
+#[test]
+fn a_bad_row_holds_its_scope_only_by_its_recorded_contribution() {
+    let j = job(PICKEM);
+    let (m, c) = (j.m, j.compute());
+    let rpk = "EVENT#2024-03-03-x";
+    let record = |contributions: Vec<Contribution>| {
+        crate::engine::derive::Implied::from_rules(&contributions, &[], m.keys).to_attrs()
+    };
+    let version = |pk: &str| Contribution {
+        counter: m.version_counter(c, pk),
+        values: vec![(VERSION_ATTR, 1)],
+    };
+    assert!(!m.bad_row_holds(c, rpk, None), "never recorded");
+    assert!(
+        !m.bad_row_holds(c, rpk, Some(&record(vec![]))),
+        "a tombstone"
+    );
+    assert!(
+        !m.bad_row_holds(c, rpk, Some(&record(vec![version("EVENT#other")]))),
+        "a row of another scope"
+    );
+    assert!(m.bad_row_holds(c, rpk, Some(&record(vec![version(rpk)]))));
+    let corrupt = item(&[(
+        "c",
+        AttributeValue::M([("x".to_string(), s("no entry"))].into()),
+    )]);
+    assert!(m.bad_row_holds(c, rpk, Some(&corrupt)), "unreadable");
 }

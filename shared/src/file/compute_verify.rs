@@ -2,11 +2,12 @@
 //! stored values differ from what the table's rows imply (each repaired by
 //! its job), and an item's values as its rows imply them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{scope_of_item, scope_vec, ComputeJob, ComputeMsg, Facts, VERSION};
+use crate::engine::derive::SOURCE_SK;
 use crate::file::compute::{
     row_val, rows_pk, scope_too_large, Compute, MAX_SCOPE_ROWS, SCOPE_TOO_LARGE,
 };
@@ -14,6 +15,7 @@ use crate::file::expr::Val;
 use crate::file::model::{Entity, FileModel};
 use crate::file::rules::Parsed;
 use crate::item::{display_key, key_of, Item, ItemExt};
+use crate::ledger;
 
 /// Kind of `verify`'s findings of computed values.
 pub const COMPUTED_VALUE: &str = "computed value";
@@ -21,8 +23,9 @@ pub const COMPUTED_VALUE: &str = "computed value";
 impl FileModel {
     /// `verify`: every item of a computing entity whose stored values
     /// differ from what the table's rows imply, each repaired by its job
-    /// (through the job's guards). A scope with a row that is bad input is
-    /// not judged (its values wait for the row, as the job does).
+    /// (through the job's guards). A scope with a row that is bad input
+    /// after a valid image is not judged (its values wait for the row, as
+    /// the job does); a row never valid is no row.
     pub(in crate::file) fn compute_checks(
         &'static self,
         input: &crate::models::CheckInput<'_>,
@@ -34,8 +37,8 @@ impl FileModel {
             let Some(c) = &e.compute else { continue };
             input.checked(COMPUTED_VALUE, 0);
             let over = &self.entities[c.over];
-            // The rows of every partition, or `None` where one is bad input.
-            let mut rows: BTreeMap<&str, Option<Vec<Val>>> = BTreeMap::new();
+            // The rows of every partition, and its rows that are bad input.
+            let mut found: BTreeMap<&str, (Vec<Val>, Vec<Item>)> = BTreeMap::new();
             for i in items {
                 let (Ok(pk), Ok(sk)) = (i.s(pkn), i.s(skn)) else {
                     continue;
@@ -43,17 +46,36 @@ impl FileModel {
                 if !sk.starts_with(&c.sk_prefix) || over.key[0].template.matches(pk).is_none() {
                     continue;
                 }
-                let entry = rows.entry(pk).or_insert_with(|| Some(vec![]));
+                let entry = found.entry(pk).or_default();
                 match self.row_of(over, i) {
-                    Ok(Some(row)) => {
-                        if let Some(v) = entry {
-                            v.push(row);
-                        }
-                    }
+                    Ok(Some(row)) => entry.0.push(row),
                     Ok(None) => {}
-                    Err(()) => *entry = None,
+                    Err(()) => entry.1.push(key_of(i, &self.key_names())),
                 }
             }
+            // A row that is bad input holds its scope (`None`: not judged)
+            // only if its last valid image was a row of it (its derive
+            // record says so), as the job does; one never valid is no row.
+            let records: HashMap<&str, &Item> = if found.values().any(|(_, b)| !b.is_empty()) {
+                input
+                    .ledger
+                    .iter()
+                    .filter_map(|r| ledger::as_s(r.get(ledger::PK)).map(|pk| (pk, r)))
+                    .filter(|(_, r)| ledger::as_s(r.get(ledger::SK)) == Some(SOURCE_SK))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+            let rows: BTreeMap<&str, Option<Vec<Val>>> = found
+                .into_iter()
+                .map(|(pk, (rows, bad))| {
+                    let held = bad.iter().any(|k| {
+                        let record = records.get(self.row_record_pk(k).as_str()).copied();
+                        self.bad_row_holds(c, pk, record)
+                    });
+                    (pk, (!held).then_some(rows))
+                })
+                .collect();
             let job = ComputeJob {
                 m: self,
                 entity: ei,
@@ -69,7 +91,7 @@ impl FileModel {
                     continue;
                 };
                 let r = match rows.get(rpk.as_str()) {
-                    // A row that is bad input: not judged.
+                    // A row bad input after a valid image: not judged.
                     Some(None) => continue,
                     Some(Some(r)) => r.clone(),
                     None => vec![],
@@ -195,16 +217,33 @@ impl FileModel {
         Some((rpk, c.sk_prefix.as_str(), self.entities[c.over].name))
     }
 
+    /// The ledger keys of the derive records of the rows of `partition`
+    /// (the items read from [`Self::compute_rows`] for `item`) that are
+    /// bad input: what [`Self::computed_values`] is given of the ledger.
+    pub fn bad_row_record_keys(&self, item: &Item, partition: &[Item]) -> Vec<Item> {
+        let Some((_, c, _, _)) = self.compute_scope(item) else {
+            return vec![];
+        };
+        let over = &self.entities[c.over];
+        partition
+            .iter()
+            .filter(|i| self.row_of(over, i).is_err())
+            .map(|i| self.row_record_key(i))
+            .collect()
+    }
+
     /// Each computed value of `item` as `partition` (the items read from
     /// [`Self::compute_rows`]) implies it, as the job and `verify` compute
     /// it (or why that value cannot be computed: bad input, left as it is);
-    /// `Err` says why none is judged (a row or the item is bad input).
+    /// `Err` says why none is judged (a row bad input after a valid image,
+    /// by its derive record among `records`, or the item is bad input).
     pub fn computed_values(
         &'static self,
         item: &Item,
         partition: &[Item],
+        records: &[Item],
     ) -> Result<super::Values, String> {
-        let Some((entity, c, _, _)) = self.compute_scope(item) else {
+        let Some((entity, c, _, rpk)) = self.compute_scope(item) else {
             return Ok(vec![]);
         };
         let over = &self.entities[c.over];
@@ -214,10 +253,13 @@ impl FileModel {
                 Ok(Some(row)) => rows.push(row),
                 Ok(None) => {}
                 Err(()) => {
-                    return Err(format!(
-                        "a row ({}) is bad input: the values wait for it",
-                        display_key(&key_of(i, &self.key_names()))
-                    ))
+                    let key = key_of(i, &self.key_names());
+                    if self.bad_row_holds(c, &rpk, self.record_of(&key, records)) {
+                        return Err(format!(
+                            "a row ({}) is bad input after a valid image: the values wait for it",
+                            display_key(&key)
+                        ));
+                    }
                 }
             }
         }
