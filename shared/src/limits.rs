@@ -113,6 +113,21 @@ impl KeyLimits {
     }
 }
 
+/// Whether a table key (`names`: partition key first, then sort key) can
+/// exist in DynamoDB: each value a non-empty string within its byte limit.
+/// A key that cannot is never there, so a read of it is not sent
+/// (DynamoDB refuses the whole request that holds it).
+pub fn key_can_exist(key: &Item, names: &[&str]) -> bool {
+    names.iter().enumerate().all(|(i, name)| {
+        let max = if i == 0 {
+            MAX_PARTITION_KEY_BYTES
+        } else {
+            MAX_SORT_KEY_BYTES
+        };
+        matches!(key.get(*name), Some(AttributeValue::S(s)) if !s.is_empty() && s.len() <= max)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -323,6 +323,11 @@ impl JoinSet {
                 .map(|k| (k, false))
                 .chain(self.unless.iter().filter_map(|u| u.key_of(names, vars)));
             for (k, ledger) in keys {
+                // A key that cannot exist (a target's key past its limit:
+                // bad input where its write is refused) is read absent.
+                if !ledger && !crate::limits::key_can_exist(&k, names) {
+                    continue;
+                }
                 let id = item_id(&k);
                 if ledger {
                     markers.insert(id, k);

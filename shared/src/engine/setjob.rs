@@ -288,7 +288,7 @@ pub trait SetJob: Send + Sync {
 // Applying a plan: the diff's writes packed into guarded transactions.
 #[path = "setjob_apply.rs"]
 mod apply;
-pub use apply::{apply, write_units, Applied, WRITE_CONCURRENCY};
+pub use apply::{apply, write_units, Applied, Refused, WRITE_CONCURRENCY};
 #[cfg(test)]
 use apply::{changed, pack, Op, Packed, Write};
 
@@ -407,6 +407,16 @@ impl SetJobProcessor {
         .await?;
         if !applied.noted.0.is_empty() {
             self.metrics.record(self.job.name(), &applied.noted);
+        }
+        if !applied.refused.is_empty() {
+            // The error policy's skip (as the stream processors'): bad
+            // input of its target, counted once, the message completes.
+            let mut bad = crate::metrics::BatchMetrics::default();
+            for r in &applied.refused {
+                tracing::warn!(processor = self.job.name(), key = %r.key, kind = "Invalid", reason = %r.reason, "bad input: DynamoDB refuses the write of this target; nothing written for it (the job's other writes are made)");
+                bad.incr(crate::metrics::names::BAD_INPUT);
+            }
+            self.metrics.record(self.job.name(), &bad);
         }
         if !plan.then.is_empty() {
             self.send(&reads.store, plan.then).await?;

@@ -63,6 +63,21 @@ pub struct Applied {
     pub actions: usize,
     /// The notes of the committed updates ([`GuardedUpdate::notes`]).
     pub noted: crate::metrics::BatchMetrics,
+    /// Targets whose write DynamoDB refuses (a `ValidationException`, or a
+    /// transaction cancelled by a `ValidationError`: an item past 400 KB, a
+    /// key past its limit or empty), found by writing the refused
+    /// transaction's ops one by one: each is bad input (its key and why),
+    /// nothing written for it; the other ops are written as ever.
+    pub refused: Vec<Refused>,
+}
+
+/// A target whose write DynamoDB refuses: bad input of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The target's key, as logs show keys.
+    pub key: String,
+    /// DynamoDB's code and message (never the item).
+    pub reason: String,
 }
 
 impl Applied {
@@ -90,6 +105,7 @@ impl Applied {
         for (k, v) in &o.noted.0 {
             *self.noted.0.entry(k).or_default() += v;
         }
+        self.refused.extend(o.refused.iter().cloned());
     }
 }
 
@@ -219,7 +235,11 @@ fn without(i: &Item, volatile: &[&str]) -> Item {
 /// transaction drops every op that owns (or shares) a failed guard (a
 /// newer fact won) and is sent again with the others; an op whose own
 /// condition alone failed (its target written since the plan read it) is
-/// looked at again ([`recheck`]).
+/// looked at again ([`recheck`]). A transaction DynamoDB refuses (the
+/// error policy's `Skip`: no retry can fix it) is split, each op sent
+/// alone with its guards, to find the target it cannot take: that one is
+/// [`Applied::refused`], the others are written (only after a refusal:
+/// the common path sends one transaction per chunk, as before).
 async fn write_chunk(
     store: &Store,
     table: &str,
@@ -229,7 +249,9 @@ async fn write_chunk(
     packed: Packed,
 ) -> Result<Applied, MessageError> {
     let mut applied = Applied::default();
-    let mut next = Some(packed);
+    // Transactions still to send (more than one only once a refused
+    // transaction was split).
+    let mut queue = vec![packed];
     while let Some(Packed {
         actions,
         owners,
@@ -237,7 +259,7 @@ async fn write_chunk(
         taken,
         rest,
         units,
-    }) = next.take()
+    }) = queue.pop()
     {
         debug_assert!(rest.is_empty(), "a chunk fits one transaction");
         let n = actions.len();
@@ -311,10 +333,28 @@ async fn write_chunk(
                 }
                 applied.superseded += dropped.len();
                 if !retry.is_empty() {
-                    next = Some(pack(retry, table, ledger_table, key_names));
+                    queue.push(pack(retry, table, ledger_table, key_names));
                 }
             }
-            Err(TxError::Store(e)) => return Err(e.into()),
+            Err(TxError::Store(e)) => {
+                let e = crate::error::ProcessError::from(e);
+                if e.policy() != crate::error::Policy::Skip {
+                    return Err(MessageError::Retryable(e));
+                }
+                if taken.len() > 1 {
+                    // Which target? Each op alone (in order), guards kept.
+                    for op in taken.into_iter().rev() {
+                        queue.push(pack(vec![op], table, ledger_table, key_names));
+                    }
+                    continue;
+                }
+                for op in &taken {
+                    applied.refused.push(Refused {
+                        key: crate::item::display_key(&op.key),
+                        reason: format!("DynamoDB refuses its write: {e}"),
+                    });
+                }
+            }
         }
     }
     Ok(applied)

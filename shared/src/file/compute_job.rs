@@ -238,12 +238,29 @@ impl FileModel {
                 let changed =
                     |a: &str| !same_opt(change.old.as_ref().and_then(|o| o.get(a)), n.get(a));
                 // An old image the rules reject (an aspect fails on it: a
-                // count's `int(...)`, say) got no values: fixed, it is
-                // computed now, whatever changed.
+                // count's `int(...)`, say), or whose projection DynamoDB
+                // refuses (an empty index key, say: the job's write of the
+                // values with it was refused too), got no values: fixed, it
+                // is computed now, whatever changed.
                 let old_rejected = || {
                     let parsed = images.parsed_old().and_then(|p| p.as_ref().ok());
                     parsed.zip(change.old.as_ref()).is_some_and(|(p, o)| {
-                        FileRules(self).aspects_of(Ok(p), o).projection.is_err()
+                        match FileRules(self).aspects_of(Ok(p), o).projection {
+                            Err(_) => true,
+                            Ok(None) => false,
+                            Ok(Some(proj)) => {
+                                let mut projected = o.clone();
+                                for (a, v) in proj.attrs {
+                                    match v {
+                                        Some(v) => projected.insert(a.to_string(), v),
+                                        None => projected.remove(a),
+                                    };
+                                }
+                                crate::limits::KeyLimits::of(&self.table)
+                                    .check(&projected)
+                                    .is_err()
+                            }
+                        }
                     })
                 };
                 // The sequence moved other than by one, the values as they

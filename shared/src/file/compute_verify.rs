@@ -9,11 +9,12 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::{scope_of_item, scope_vec, ComputeJob, ComputeMsg, Facts, VERSION};
 use crate::engine::derive::SOURCE_SK;
 use crate::file::compute::{
-    row_val, rows_pk, scope_too_large, Compute, MAX_SCOPE_ROWS, SCOPE_TOO_LARGE,
+    row_val, rows_pk, scope_too_large, sequence_of, Compute, MAX_SCOPE_ROWS, SCOPE_TOO_LARGE,
+    SEQUENCE_ATTR,
 };
 use crate::file::expr::Val;
 use crate::file::model::{Entity, FileModel};
-use crate::file::rules::Parsed;
+use crate::file::rules::{FileRules, Parsed, Record};
 use crate::item::{display_key, key_of, Item, ItemExt};
 use crate::ledger;
 
@@ -32,6 +33,7 @@ impl FileModel {
     ) -> Vec<crate::models::Finding> {
         let items = input.items;
         let [pkn, skn] = self.key_names();
+        let limits = crate::limits::KeyLimits::of(&self.table);
         let mut out = Vec::new();
         for (ei, e) in self.entities.iter().enumerate() {
             let Some(c) = &e.compute else { continue };
@@ -121,7 +123,7 @@ impl FileModel {
                     rows: Val::List(r).prepare(),
                     guards: vec![],
                 };
-                let Some((_, values)) = job.values(i, &facts) else {
+                let Some((mut rec, values)) = job.values(i, &facts) else {
                     continue;
                 };
                 let shown = display_key(&key_of(i, &self.key_names()));
@@ -156,6 +158,19 @@ impl FileModel {
                 if stored.is_empty() {
                     continue;
                 }
+                // A write DynamoDB refuses (the item with these values and
+                // the projection they imply past a limit): bad input, as
+                // the job counts it, not drift a repair could fix.
+                for (a, v) in &want {
+                    rec.set(a, Val::Int(*v));
+                }
+                if let Err(why) = limits.check(&self.as_computed(i, rec, &want)) {
+                    input.bad_input(format!(
+                        "{shown}: {} cannot be written: {why}: the job's write of them (with the projection they imply) is refused, they are left as they are (Invalid)",
+                        want.iter().map(|(a, _)| *a).collect::<Vec<_>>().join(", "),
+                    ));
+                    continue;
+                }
                 out.push(crate::models::Finding {
                     kind: COMPUTED_VALUE,
                     drift: crate::models::Drift::Wrong,
@@ -178,6 +193,38 @@ impl FileModel {
 }
 
 impl FileModel {
+    /// `item` as a job's write of `values` would leave it: the values, the
+    /// projection they imply (`rec`: the item's parse holding them) and
+    /// the job's sequence raised by one.
+    fn as_computed(
+        &'static self,
+        item: &Item,
+        rec: Record<'static>,
+        values: &[(&str, i64)],
+    ) -> Item {
+        let mut after = item.clone();
+        for (a, v) in values {
+            after.insert(a.to_string(), AttributeValue::N(v.to_string()));
+        }
+        let parsed = Parsed::Writer(rec);
+        if let Ok(Some(p)) = FileRules(self).aspects_of(Ok(&parsed), item).projection {
+            for (a, v) in p.attrs {
+                match v {
+                    Some(v) => after.insert(a.to_string(), v),
+                    None => after.remove(a),
+                };
+            }
+        }
+        let next = sequence_of(item)
+            .and_then(|q| q.checked_add(1))
+            .unwrap_or(1);
+        after.insert(
+            SEQUENCE_ATTR.to_string(),
+            AttributeValue::N(next.to_string()),
+        );
+        after
+    }
+
     /// A row of `over` as its values read it (`Ok(None)`: another item of
     /// the partition; `Err`: bad input, so its scope is not judged).
     fn row_of(&self, over: &Entity, item: &Item) -> Result<Option<Val>, ()> {

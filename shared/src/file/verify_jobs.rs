@@ -97,6 +97,7 @@ impl FileModel {
             }
         };
         let mut out = Vec::new();
+        let limits = crate::limits::KeyLimits::of(&self.table);
         input.checked(spec.name, 0);
         // Each target key's rows, decided as the job decides them: the key's
         // decision is theirs merged (the item exists while any row implies it).
@@ -122,6 +123,15 @@ impl FileModel {
             // A repair never deletes what a row implies: an item is extra
             // only while no row of its key implies it.
             let implied = key_rows.iter().any(|(_, (d, _))| d.is_some());
+            // A target that cannot exist in DynamoDB (a key past its limit,
+            // past 400 KB): bad input, as its job counts it, not drift.
+            if let Some(Err(why)) = desired.as_ref().map(|d| limits.check(&d.item)) {
+                input.bad_input(format!(
+                    "{}: {label}: its facts imply it, but DynamoDB refuses it: {why} (Invalid)",
+                    spec.name
+                ));
+                continue;
+            }
             let finding = match (&desired, &existing) {
                 (None, Some(x)) if !implied => {
                     Some((Drift::Extra, "its facts no longer imply it", Some(&x.item)))
