@@ -213,6 +213,7 @@ async fn main() -> anyhow::Result<()> {
     let units = |rt: &Runtime| rt.processors.store.stats().billed_write_units();
     let units_before = units(&rt);
     let post_id = keys::ulid(Utc::now().timestamp_millis() as u64, 7);
+    let busy_before = engine.busy();
     let started = Instant::now();
     rt.processors
         .store
@@ -223,6 +224,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     rt.drain_within(Duration::from_secs(3600)).await?;
     let post_time = started.elapsed();
+    let post_busy = engine.busy() - busy_before;
     let units_used = units(&rt) - units_before;
     let timelines: HashSet<String> = fans.iter().map(|f| keys::timeline_pk(f)).collect();
     let entries: Vec<Item> = jobstream::tools::verify::scan_all(&rt.dynamodb, &table)
@@ -239,10 +241,16 @@ async fn main() -> anyhow::Result<()> {
     // 4. The floor: the same entries by plain BatchWriteItem.
     let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
     ensure_table(&rt.dynamodb, &rt.model.table, &floor_table).await?;
+    let busy_before = engine.busy();
     let floor = batch_write_floor(&rt.dynamodb, &floor_table, entries).await?;
+    let floor_busy = engine.busy() - busy_before;
     println!(
         "post: one post to {followers} followers, every entry present in {post_time:.2?}: {:.0} entries/s",
         followers as f64 / post_time.as_secs_f64()
+    );
+    println!(
+        "  the engine busy (requests through its front; the stream read beside it): post {post_busy:.2?}, floor {floor_busy:.2?}: {}",
+        ratio(post_busy, floor_busy)
     );
     println!(
         "  floor: the same {followers} entries by {FLOOR_WRITERS} concurrent BatchWriteItem writers: {floor:.2?} ({:.0}/s); post / floor = {} (goal <= 1.5x, issue 29)",

@@ -150,10 +150,12 @@ async fn main() -> anyhow::Result<()> {
                 .expression_attribute_values(":r", n(result)),
         ));
     }
+    let busy_before = engine.busy();
     let timed = Instant::now();
     tx.send().await?;
     rt.drain_within(Duration::from_secs(3600)).await?;
     let elapsed = timed.elapsed();
+    let busy = engine.busy() - busy_before;
     let table_writes = stream.read()?.len() - 3;
     let processor_writes = rt.processor_writes() - writes_before;
     // Score changes: every prediction that picked at least one winner.
@@ -197,11 +199,17 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(scored.len() == count, "{} predictions found", scored.len());
     let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
     jobstream::local::engine::ensure_table(&rt.dynamodb, &rt.model.table, &floor_table).await?;
+    let busy_before = engine.busy();
     let floor = common::batch_write_floor(&rt.dynamodb, &floor_table, scored).await?;
+    let floor_busy = engine.busy() - busy_before;
     println!(
         "floor: the same {count} predictions by {} concurrent BatchWriteItem writers: {floor:.2?}; scoring / floor = {} (goal <= 3x)",
         common::FLOOR_WRITERS,
         common::ratio(elapsed, floor)
+    );
+    println!(
+        "the engine busy (requests through its front; the stream read beside it): scoring {busy:.2?}, floor {floor_busy:.2?}: {}",
+        common::ratio(busy, floor_busy)
     );
     engine.stop().await;
     Ok(())

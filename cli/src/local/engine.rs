@@ -91,6 +91,12 @@ impl LocalEngine {
         self.gate.admitted()
     }
 
+    /// How long the requests admitted so far kept the engine busy, in all
+    /// (each from its admission to its answer's end).
+    pub fn busy(&self) -> Duration {
+        self.gate.held()
+    }
+
     /// `http://127.0.0.1:<port>`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)

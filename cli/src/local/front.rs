@@ -57,17 +57,31 @@ struct GateState {
     turns: VecDeque<String>,
     /// Requests admitted, per caller (what a test or a benchmark reads).
     admitted: HashMap<String, u64>,
+    /// How long admitted requests held the gate, in all: the engine's busy
+    /// time (what a benchmark reads against its wall time).
+    held: std::time::Duration,
 }
 
 /// The right to run one request in the engine; the next caller's request
 /// is admitted when it is dropped.
 pub struct Permit {
     gate: Option<Arc<FairGate>>,
+    admitted_at: std::time::Instant,
+}
+
+impl Permit {
+    fn of(gate: &Arc<FairGate>) -> Self {
+        Self {
+            gate: Some(gate.clone()),
+            admitted_at: std::time::Instant::now(),
+        }
+    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(gate) = self.gate.take() {
+            gate.lock().held += self.admitted_at.elapsed();
             FairGate::release(gate);
         }
     }
@@ -86,9 +100,7 @@ impl FairGate {
             if !s.busy && s.turns.is_empty() {
                 s.busy = true;
                 *s.admitted.entry(caller.to_string()).or_default() += 1;
-                return Permit {
-                    gate: Some(self.clone()),
-                };
+                return Permit::of(self);
             }
             let (tx, rx) = oneshot::channel();
             let queue = s.queues.entry(caller.to_string()).or_default();
@@ -101,13 +113,21 @@ impl FairGate {
         match rx.await {
             Ok(permit) => permit,
             // The gate is gone (never while a permit or a waiter holds it).
-            Err(_) => Permit { gate: None },
+            Err(_) => Permit {
+                gate: None,
+                admitted_at: std::time::Instant::now(),
+            },
         }
     }
 
     /// Requests admitted so far, per caller.
     pub fn admitted(&self) -> HashMap<String, u64> {
         self.lock().admitted.clone()
+    }
+
+    /// How long the requests admitted so far held the gate, in all.
+    pub fn held(&self) -> std::time::Duration {
+        self.lock().held
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
@@ -134,10 +154,7 @@ impl FairGate {
                 }
                 (caller, next)
             };
-            let permit = Permit {
-                gate: Some(gate.clone()),
-            };
-            match next.send(permit) {
+            match next.send(Permit::of(&gate)) {
                 Ok(()) => {
                     *gate.lock().admitted.entry(caller).or_default() += 1;
                     return;
