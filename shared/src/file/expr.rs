@@ -203,7 +203,7 @@ pub struct Expr {
     /// ([`super::number::exact`]).
     exact: Box<cel::IdedExpr>,
     /// The values of the names `exact` put in place of number literals.
-    consts: Vec<(String, Prepared)>,
+    consts: Box<[(String, Prepared)]>,
     /// The source text (for messages).
     pub source: String,
     /// Variables it reads, in the order they first appear in the source.
@@ -215,7 +215,7 @@ pub struct Expr {
     /// The variables read only through their fields (`old.isArchived`),
     /// with those fields: a map passed for one of them needs no other
     /// entry ([`Expr::fields_of`]).
-    selected: Vec<(String, Vec<String>)>,
+    selected: Box<[(String, Box<[String]>)]>,
 }
 
 /// A compile error: where in the expression (0-based character offset) and why.
@@ -301,7 +301,7 @@ impl Expr {
         selections(&exact, &mut Vec::new(), &mut uses);
         let selected = uses
             .into_iter()
-            .filter_map(|(name, fields)| Some((name, fields?)))
+            .filter_map(|(name, fields)| Some((name, fields?.into_boxed_slice())))
             .collect();
         Ok(Expr {
             program,
@@ -324,7 +324,7 @@ impl Expr {
         self.selected
             .iter()
             .find(|(n, _)| n == name)
-            .map(|(_, f)| f.as_slice())
+            .map(|(_, f)| &f[..])
     }
 }
 
@@ -516,7 +516,7 @@ impl Env {
             };
             vars.push((v.as_str(), value));
         }
-        for (name, p) in &expr.consts {
+        for (name, p) in expr.consts.iter() {
             let value = p
                 .boxed
                 .as_deref()

@@ -121,9 +121,9 @@ pub(super) fn selections(
             bound.extend(c.iter_var2.clone());
             bound.push(c.accu_var.clone());
             // A name the macro binds is read whole wherever it is free.
-            for n in bound[depth..].to_vec() {
+            for n in &bound[depth..] {
                 if !n.starts_with('@') {
-                    note(out, &n, None);
+                    note(out, n, None);
                 }
             }
             selections(&c.loop_cond, bound, out);
