@@ -222,7 +222,8 @@ pub fn item_size(item: &Item) -> usize {
     item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
 }
 
-fn value_size(v: &AttributeValue) -> usize {
+/// The bytes of one attribute value as [`item_size`] counts them.
+pub fn value_size(v: &AttributeValue) -> usize {
     match v {
         AttributeValue::S(s) => s.len(),
         AttributeValue::N(n) => n.len().div_ceil(2) + 1,

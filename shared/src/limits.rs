@@ -14,7 +14,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::item::{item_size, Item, MAX_ITEM_BYTES};
+use crate::item::{item_size, value_size, Item, MAX_ITEM_BYTES};
 use crate::models::table::TableDef;
 
 /// Bytes of a partition key value (table or index).
@@ -73,8 +73,25 @@ impl KeyLimits {
     /// not a string; the item over 400 KB. Names the attribute and the
     /// limit, never the value.
     pub fn check(&self, item: &Item) -> Result<(), String> {
+        self.check_with(item, &[])
+    }
+
+    /// [`Self::check`] of `item` with `overlay` applied (each attribute
+    /// set to its value, removed where `None`; a later entry of a name
+    /// wins), without copying the item: what a projection makes of it.
+    pub fn check_with(
+        &self,
+        item: &Item,
+        overlay: &[(&str, Option<AttributeValue>)],
+    ) -> Result<(), String> {
+        // The overlay's last entry of each name.
+        let last = |i: usize| !overlay[i + 1..].iter().any(|(n, _)| *n == overlay[i].0);
+        let get = |name: &str| match overlay.iter().rev().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.as_ref(),
+            None => item.get(name),
+        };
         for k in &self.attrs {
-            let Some(v) = item.get(k.name) else { continue };
+            let Some(v) = get(k.name) else { continue };
             let what = if k.partition { "partition" } else { "sort" };
             match v {
                 AttributeValue::S(s) if s.is_empty() => {
@@ -103,7 +120,15 @@ impl KeyLimits {
                 }
             }
         }
-        let size = item_size(item);
+        let mut size = item_size(item);
+        for (_, (name, v)) in overlay.iter().enumerate().filter(|(i, _)| last(*i)) {
+            if let Some(old) = item.get(*name) {
+                size -= name.len() + value_size(old);
+            }
+            if let Some(v) = v {
+                size += name.len() + value_size(v);
+            }
+        }
         if size > MAX_ITEM_BYTES {
             return Err(format!(
                 "the item would be {size} bytes, over DynamoDB's limit of {MAX_ITEM_BYTES} bytes"
@@ -193,5 +218,57 @@ mod tests {
             why.contains(&format!("limit of {MAX_ITEM_BYTES} bytes")),
             "{why}"
         );
+    }
+
+    /// An item checked with an overlay (a projection) is judged as the
+    /// item the overlay makes of it: keys it sets or removes, and its size
+    /// with the values replaced.
+    #[test]
+    fn an_overlay_is_checked_as_the_item_it_makes() {
+        let l = KeyLimits::of(&table());
+        let base = item(&[
+            ("PK", s("p")),
+            ("SK", s("s")),
+            ("GSI1PK", n(1)),
+            ("blob", s("x".repeat(MAX_ITEM_BYTES - 200))),
+        ]);
+        let applied = |overlay: &[(&str, Option<AttributeValue>)]| {
+            let mut i = base.clone();
+            for (a, v) in overlay {
+                match v {
+                    Some(v) => i.insert(a.to_string(), v.clone()),
+                    None => i.remove(*a),
+                };
+            }
+            i
+        };
+        let cases: Vec<Vec<(&str, Option<AttributeValue>)>> = vec![
+            vec![],
+            vec![("GSI1PK", None)],
+            vec![("GSI1PK", Some(s("g")))],
+            vec![
+                ("GSI1PK", Some(s("g"))),
+                ("GSI1SK", Some(s("h".repeat(1025)))),
+            ],
+            vec![
+                ("GSI1PK", Some(s("g"))),
+                ("blob", Some(s("x".repeat(MAX_ITEM_BYTES)))),
+            ],
+            vec![("GSI1PK", None), ("blob", Some(s("short")))],
+            vec![("GSI1PK", None), ("extra", Some(s("y".repeat(300))))],
+            vec![
+                ("GSI1PK", None),
+                ("extra", Some(s("y".repeat(300)))),
+                ("extra", None),
+            ],
+            vec![("GSI1PK", Some(s(""))), ("GSI1PK", None)],
+        ];
+        for overlay in &cases {
+            assert_eq!(
+                l.check_with(&base, overlay),
+                l.check(&applied(overlay)),
+                "{overlay:?}"
+            );
+        }
     }
 }

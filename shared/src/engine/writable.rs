@@ -38,15 +38,9 @@ pub fn check(
         reason,
     };
     if let Some(p) = w.projection {
-        let mut projected = item.clone();
-        for (a, v) in &p.attrs {
-            match v {
-                Some(v) => projected.insert(a.to_string(), v.clone()),
-                None => projected.remove(*a),
-            };
-        }
+        // The item as its projection leaves it, sized without a copy.
         limits
-            .check(&projected)
+            .check_with(item, &p.attrs)
             .map_err(|r| bad(format!("its projection cannot be written: {r}")))?;
     }
     for d in w.derived {

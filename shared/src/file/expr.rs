@@ -12,6 +12,11 @@
 
 use std::sync::Arc;
 
+// What an expression reads: its free variables, and of which only fields.
+#[path = "expr_names.rs"]
+mod names;
+use names::{free_variables, selections};
+
 use super::number::Number;
 
 /// A value an expression reads or returns: what a model's attributes hold.
@@ -198,7 +203,7 @@ pub struct Expr {
     /// ([`super::number::exact`]).
     exact: Box<cel::IdedExpr>,
     /// The values of the names `exact` put in place of number literals.
-    consts: Vec<(String, Prepared)>,
+    consts: Box<[(String, Prepared)]>,
     /// The source text (for messages).
     pub source: String,
     /// Variables it reads, in the order they first appear in the source.
@@ -207,6 +212,10 @@ pub struct Expr {
     pub functions: Vec<String>,
     /// `Some(name)` when the expression is a bare name (read without CEL).
     ident: Option<String>,
+    /// The variables read only through their fields (`old.isArchived`),
+    /// with those fields: a map passed for one of them needs no other
+    /// entry ([`Expr::fields_of`]).
+    selected: Box<[(String, Box<[String]>)]>,
 }
 
 /// A compile error: where in the expression (0-based character offset) and why.
@@ -288,6 +297,12 @@ impl Expr {
         functions.sort();
         let trimmed = source.trim();
         let ident = (variables.len() == 1 && variables[0] == trimmed).then(|| trimmed.to_string());
+        let mut uses = Vec::new();
+        selections(&exact, &mut Vec::new(), &mut uses);
+        let selected = uses
+            .into_iter()
+            .filter_map(|(name, fields)| Some((name, fields?.into_boxed_slice())))
+            .collect();
         Ok(Expr {
             program,
             exact: Box::new(exact),
@@ -296,64 +311,20 @@ impl Expr {
             variables,
             functions,
             ident,
+            selected,
         })
     }
-}
 
-/// The identifiers `e` reads that no enclosing macro binds, in no
-/// particular order (`@`-names are the macros' internals).
-fn free_variables(e: &cel::IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
-    use cel::common::ast::{EntryExpr, Expr as E};
-    let entry = |x: &EntryExpr, bound: &mut Vec<String>, out: &mut Vec<String>| match x {
-        EntryExpr::StructField(f) => free_variables(&f.value, bound, out),
-        EntryExpr::MapEntry(m) => {
-            free_variables(&m.key, bound, out);
-            free_variables(&m.value, bound, out);
-        }
-    };
-    match &e.expr {
-        E::Unspecified | E::Literal(_) => {}
-        E::Ident(n) => {
-            if !n.starts_with('@') && !bound.contains(n) && !out.contains(n) {
-                out.push(n.clone());
-            }
-        }
-        E::Call(c) => {
-            if let Some(t) = &c.target {
-                free_variables(t, bound, out);
-            }
-            for a in &c.args {
-                free_variables(a, bound, out);
-            }
-        }
-        E::Comprehension(c) => {
-            free_variables(&c.iter_range, bound, out);
-            free_variables(&c.accu_init, bound, out);
-            let depth = bound.len();
-            bound.push(c.iter_var.clone());
-            bound.extend(c.iter_var2.clone());
-            bound.push(c.accu_var.clone());
-            free_variables(&c.loop_cond, bound, out);
-            free_variables(&c.loop_step, bound, out);
-            free_variables(&c.result, bound, out);
-            bound.truncate(depth);
-        }
-        E::List(l) => {
-            for x in &l.elements {
-                free_variables(x, bound, out);
-            }
-        }
-        E::Map(m) => {
-            for x in &m.entries {
-                entry(&x.expr, bound, out);
-            }
-        }
-        E::Struct(st) => {
-            for x in &st.entries {
-                entry(&x.expr, bound, out);
-            }
-        }
-        E::Select(sel) => free_variables(&sel.operand, bound, out),
+    /// The fields of variable `name` the expression reads when it reads
+    /// the variable only through them (`old.isArchived`, `has(old.notes)`):
+    /// a map bound to it evaluates the same with only those entries.
+    /// `None` when it reads the variable otherwise (whole, indexed, in a
+    /// macro that rebinds its name), or not at all.
+    pub fn fields_of(&self, name: &str) -> Option<&[String]> {
+        self.selected
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, f)| &f[..])
     }
 }
 
@@ -545,7 +516,7 @@ impl Env {
             };
             vars.push((v.as_str(), value));
         }
-        for (name, p) in &expr.consts {
+        for (name, p) in expr.consts.iter() {
             let value = p
                 .boxed
                 .as_deref()

@@ -352,3 +352,52 @@ fn env_is_shareable_across_threads() {
     check::<Env>();
     check::<Expr>();
 }
+
+/// The fields an expression reads of a variable read only through them
+/// (what a history's `updated:` rule converts of an image), and `None`
+/// for one read whole, indexed, or not at all; a macro's own names are
+/// not the variable's.
+#[test]
+fn the_fields_of_a_variable_read_only_through_them_are_known() {
+    let fields = |src: &str, var: &str| {
+        Expr::compile(src)
+            .unwrap()
+            .fields_of(var)
+            .map(|f| f.to_vec())
+    };
+    let rule = "old.isArchived != true && new.isArchived == true";
+    assert_eq!(fields(rule, "old"), Some(vec!["isArchived".to_string()]));
+    assert_eq!(fields(rule, "new"), Some(vec!["isArchived".to_string()]));
+    assert_eq!(
+        fields("has(old.notes) && old.name != old.notes", "old"),
+        Some(vec!["notes".to_string(), "name".to_string()])
+    );
+    assert_eq!(fields("old.a.b == 1", "old"), Some(vec!["a".to_string()]));
+    assert_eq!(fields("old == new", "old"), None);
+    assert_eq!(fields("old.a == 1 || size(old) > 2", "old"), None);
+    assert_eq!(fields("old['a'] == 1", "old"), None);
+    assert_eq!(fields("new.a == 1", "old"), None);
+    // `x` is the macro's, never the variable `old`.
+    assert_eq!(
+        fields("old.items.exists(x, x.done) && old.ok", "old"),
+        Some(vec!["items".to_string(), "ok".to_string()])
+    );
+    assert_eq!(fields("[1].exists(old, old.a == 1) && old.b", "old"), None);
+    // Each evaluates the same with a map of those fields alone.
+    let env = Env::new().unwrap();
+    let whole = Val::Map(vec![
+        ("isArchived".to_string(), Val::Bool(true)),
+        ("name".to_string(), Val::Str("n".into())),
+    ]);
+    let part = Val::Map(vec![("isArchived".to_string(), Val::Bool(true))]);
+    let off = Val::Map(vec![("isArchived".to_string(), Val::Bool(false))]);
+    let e = Expr::compile(rule).unwrap();
+    for old in [&whole, &part] {
+        let got = env.eval(&e, |n| match n {
+            "old" => Some(&off),
+            "new" => Some(old),
+            _ => None,
+        });
+        assert_eq!(got, Ok(Val::Bool(true)));
+    }
+}

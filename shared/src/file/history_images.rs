@@ -102,13 +102,33 @@ impl<'i> Images<'i> {
                 (n.as_str(), v)
             })
             .collect();
+        // `old` and `new` read only through some of their fields (the
+        // `updated:` rules' `old.isArchived`): maps of those fields alone,
+        // which evaluate the same (an attribute absent from the image and
+        // undeclared stays absent, a declared one is `null`); read
+        // otherwise, the whole image, converted once.
+        let part = |var: &str, image: Option<&Item>| {
+            image
+                .zip(x.fields_of(var))
+                .map(|(i, fields)| prepare_fields(self.entity, i, fields))
+        };
+        let old_part = part("old", self.old);
+        let new_part = part("new", self.new);
         env.eval_with(x, |name| match name {
-            "old" if self.old.is_some() => self
-                .old
-                .map(|i| Arg::Prepared(self.old_map.get_or_init(|| prepare_map(self.entity, i)))),
-            "new" if self.new.is_some() => self
-                .new
-                .map(|i| Arg::Prepared(self.new_map.get_or_init(|| prepare_map(self.entity, i)))),
+            "old" if self.old.is_some() => {
+                self.old.map(|i| {
+                    Arg::Prepared(old_part.as_ref().unwrap_or_else(|| {
+                        self.old_map.get_or_init(|| prepare_map(self.entity, i))
+                    }))
+                })
+            }
+            "new" if self.new.is_some() => {
+                self.new.map(|i| {
+                    Arg::Prepared(new_part.as_ref().unwrap_or_else(|| {
+                        self.new_map.get_or_init(|| prepare_map(self.entity, i))
+                    }))
+                })
+            }
             "changes" if self.changes.is_some() => self.changes.as_ref().map(Arg::Val),
             _ => Some(Arg::Val(
                 bare.iter()
@@ -122,4 +142,22 @@ impl<'i> Images<'i> {
 
 fn prepare_map(e: &Entity, image: &Item) -> Prepared {
     Val::Map(image_map(e, image)).prepare()
+}
+
+/// [`prepare_map`] of the entries `fields` alone: each as [`image_map`]
+/// has it (the image's value, `null` for a declared attribute it lacks,
+/// else no entry).
+fn prepare_fields(e: &Entity, image: &Item, fields: &[String]) -> Prepared {
+    let entries = fields
+        .iter()
+        .filter_map(|f| match image.get(f) {
+            Some(v) => val(v).map(|v| (f.clone(), v)),
+            None => e
+                .attrs
+                .iter()
+                .any(|a| a.name == f)
+                .then(|| (f.clone(), Val::Null)),
+        })
+        .collect();
+    Val::Map(entries).prepare()
 }

@@ -136,12 +136,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             if !seen.insert(crate::item::display_key(&change.keys)) {
                 continue;
             }
-            let gone = Change {
-                kind: crate::change::ChangeKind::Remove,
-                old: None,
-                new: None,
-                ..(*change).clone()
-            };
+            let gone = restated(change, crate::change::ChangeKind::Remove, None);
             // Errors: not a part of the state (e.g. an entry) or bad input,
             // which the fold reports when it reaches the record itself.
             let held: Vec<String> = state.parts.keys().cloned().collect();
@@ -149,12 +144,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             touched.extend(held.into_iter().filter(|p| !state.parts.contains_key(p)));
             let before: std::collections::BTreeSet<String> = state.parts.keys().cloned().collect();
             if let Some(old) = &change.old {
-                let back = Change {
-                    kind: crate::change::ChangeKind::Modify,
-                    old: None,
-                    new: Some(old.clone()),
-                    ..(*change).clone()
-                };
+                let back = restated(change, crate::change::ChangeKind::Modify, Some(old.clone()));
                 let _ = self.rules.absorb(state, &back);
                 touched.extend(state.parts.keys().filter(|p| !before.contains(*p)).cloned());
             }
@@ -378,12 +368,11 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             return false;
         };
         let mut probe = FoldState::default();
-        let put = Change {
-            kind: crate::change::ChangeKind::Modify,
-            old: None,
-            new: Some(image.clone()),
-            ..change.clone()
-        };
+        let put = restated(
+            change,
+            crate::change::ChangeKind::Modify,
+            Some(image.clone()),
+        );
         if self.rules.absorb(&mut probe, &put).is_err() {
             return false;
         }
@@ -480,5 +469,20 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         l.rewrite = rewrite.or(l.rewrite.take());
         self.stage_commit(agg, index, change, next, Vec::new(), true, states, tx)
             .await
+    }
+}
+
+/// `change` (its key, position and origin) as a `kind` change to `new`,
+/// without its old image: built without copying its own images.
+fn restated(change: &Change, kind: crate::change::ChangeKind, new: Option<Item>) -> Change {
+    Change {
+        event_id: change.event_id.clone(),
+        sequence_number: change.sequence_number.clone(),
+        kind,
+        origin: change.origin,
+        keys: change.keys.clone(),
+        old: None,
+        new,
+        at: change.at,
     }
 }
