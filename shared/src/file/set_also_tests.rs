@@ -4,8 +4,18 @@
 //! once effect's marker. What check-model refuses, with line:col and
 //! suggestions, and the scopes the engine derives.
 
-use super::test_support::{assert_at, assert_says, model, position, problems, replaced, BOARD};
+use super::test_support::{assert_at, assert_says, model, position, problems};
 use crate::engine::joinset::Step;
+
+/// The job board's model file (models/jobboard.yaml).
+pub(super) const BOARD: &str = include_str!("../../../models/jobboard.yaml");
+
+/// [`BOARD`] with its first `from` replaced by `to` (which must be there).
+pub(super) fn replaced(from: &str, to: &str) -> String {
+    let text = BOARD.replacen(from, to, 1);
+    assert_ne!(text, BOARD, "{from}");
+    text
+}
 
 #[test]
 fn the_job_board_compiles() {

@@ -1,7 +1,8 @@
 //! `from:` on a join set's fact (models/jobboard.yaml: jobs of the last 30
 //! days): what check-model refuses, with line:col and suggestions.
 
-use super::test_support::{assert_at, position, problems, replaced};
+use super::set_also_tests::replaced;
+use super::test_support::{assert_at, position, problems};
 
 const FROM: &str = "from: { postedAt: \"day(now - 30 * 86400)\" }";
 

@@ -8,16 +8,6 @@ use super::rules::FileRules;
 use super::{compile, FileModel};
 use crate::item::Item;
 
-/// The job board's model file (models/jobboard.yaml).
-pub(super) const BOARD: &str = include_str!("../../../models/jobboard.yaml");
-
-/// [`BOARD`] with its first `from` replaced by `to` (which must be there).
-pub(super) fn replaced(from: &str, to: &str) -> String {
-    let text = BOARD.replacen(from, to, 1);
-    assert_ne!(text, BOARD, "{from}");
-    text
-}
-
 /// Every problem `text` compiles with (none when it compiles).
 pub(super) fn problems(text: &str) -> Vec<Problem> {
     compile(text, "t").err().unwrap_or_default()
