@@ -2,61 +2,86 @@
 //! syntax tree, once, at compile time): the free variables, and those read
 //! only through some of their fields.
 
-/// The identifiers `e` reads that no enclosing macro binds, in no
-/// particular order (`@`-names are the macros' internals).
-pub(super) fn free_variables(e: &cel::IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+/// What the walk meets: a free identifier (with the field selected on it,
+/// if the identifier is a selection's operand), or the names a macro binds
+/// over its body.
+enum Seen<'a> {
+    Free(&'a str, Option<&'a str>),
+    Binds(&'a [String]),
+}
+
+/// Walks `e` once, telling `seen` each free identifier it reads (`@`-names
+/// are the macros' internals) and each macro's bound names.
+fn walk(e: &cel::IdedExpr, bound: &mut Vec<String>, seen: &mut dyn FnMut(Seen<'_>)) {
     use cel::common::ast::{EntryExpr, Expr as E};
-    let entry = |x: &EntryExpr, bound: &mut Vec<String>, out: &mut Vec<String>| match x {
-        EntryExpr::StructField(f) => free_variables(&f.value, bound, out),
+    let free = |n: &str, bound: &[String]| !n.starts_with('@') && !bound.iter().any(|b| b == n);
+    let entry = |x: &EntryExpr, bound: &mut Vec<String>, seen: &mut dyn FnMut(Seen<'_>)| match x {
+        EntryExpr::StructField(f) => walk(&f.value, bound, seen),
         EntryExpr::MapEntry(m) => {
-            free_variables(&m.key, bound, out);
-            free_variables(&m.value, bound, out);
+            walk(&m.key, bound, seen);
+            walk(&m.value, bound, seen);
         }
     };
     match &e.expr {
         E::Unspecified | E::Literal(_) => {}
         E::Ident(n) => {
-            if !n.starts_with('@') && !bound.contains(n) && !out.contains(n) {
-                out.push(n.clone());
+            if free(n, bound) {
+                seen(Seen::Free(n, None));
             }
         }
+        E::Select(sel) => match &sel.operand.expr {
+            E::Ident(n) if free(n, bound) => seen(Seen::Free(n, Some(&sel.field))),
+            _ => walk(&sel.operand, bound, seen),
+        },
         E::Call(c) => {
             if let Some(t) = &c.target {
-                free_variables(t, bound, out);
+                walk(t, bound, seen);
             }
             for a in &c.args {
-                free_variables(a, bound, out);
+                walk(a, bound, seen);
             }
         }
         E::Comprehension(c) => {
-            free_variables(&c.iter_range, bound, out);
-            free_variables(&c.accu_init, bound, out);
+            walk(&c.iter_range, bound, seen);
+            walk(&c.accu_init, bound, seen);
             let depth = bound.len();
             bound.push(c.iter_var.clone());
             bound.extend(c.iter_var2.clone());
             bound.push(c.accu_var.clone());
-            free_variables(&c.loop_cond, bound, out);
-            free_variables(&c.loop_step, bound, out);
-            free_variables(&c.result, bound, out);
+            seen(Seen::Binds(&bound[depth..]));
+            walk(&c.loop_cond, bound, seen);
+            walk(&c.loop_step, bound, seen);
+            walk(&c.result, bound, seen);
             bound.truncate(depth);
         }
         E::List(l) => {
             for x in &l.elements {
-                free_variables(x, bound, out);
+                walk(x, bound, seen);
             }
         }
         E::Map(m) => {
             for x in &m.entries {
-                entry(&x.expr, bound, out);
+                entry(&x.expr, bound, seen);
             }
         }
         E::Struct(st) => {
             for x in &st.entries {
-                entry(&x.expr, bound, out);
+                entry(&x.expr, bound, seen);
             }
         }
-        E::Select(sel) => free_variables(&sel.operand, bound, out),
     }
+}
+
+/// The identifiers `e` reads that no enclosing macro binds, in no
+/// particular order.
+pub(super) fn free_variables(e: &cel::IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    walk(e, bound, &mut |s| {
+        if let Seen::Free(n, _) = s {
+            if !out.iter().any(|o| o == n) {
+                out.push(n.to_string());
+            }
+        }
+    });
 }
 
 /// How `e` reads each free variable: `Some(fields)` while every
@@ -68,7 +93,6 @@ pub(super) fn selections(
     bound: &mut Vec<String>,
     out: &mut Vec<(String, Option<Vec<String>>)>,
 ) {
-    use cel::common::ast::{EntryExpr, Expr as E};
     fn note(out: &mut Vec<(String, Option<Vec<String>>)>, name: &str, field: Option<&str>) {
         let at = match out.iter().position(|(n, _)| n == name) {
             Some(at) => at,
@@ -86,65 +110,13 @@ pub(super) fn selections(
             (slot, _) => *slot = None,
         }
     }
-    let free = |n: &str, bound: &[String]| !n.starts_with('@') && !bound.iter().any(|b| b == n);
-    let entry = |x: &EntryExpr, bound: &mut Vec<String>, out: &mut Vec<_>| match x {
-        EntryExpr::StructField(f) => selections(&f.value, bound, out),
-        EntryExpr::MapEntry(m) => {
-            selections(&m.key, bound, out);
-            selections(&m.value, bound, out);
-        }
-    };
-    match &e.expr {
-        E::Unspecified | E::Literal(_) => {}
-        E::Ident(n) => {
-            if free(n, bound) {
+    walk(e, bound, &mut |s| match s {
+        Seen::Free(n, field) => note(out, n, field),
+        // A name the macro binds is read whole wherever it is free.
+        Seen::Binds(names) => {
+            for n in names.iter().filter(|n| !n.starts_with('@')) {
                 note(out, n, None);
             }
         }
-        E::Select(sel) => match &sel.operand.expr {
-            E::Ident(n) if free(n, bound) => note(out, n, Some(&sel.field)),
-            _ => selections(&sel.operand, bound, out),
-        },
-        E::Call(c) => {
-            if let Some(t) = &c.target {
-                selections(t, bound, out);
-            }
-            for a in &c.args {
-                selections(a, bound, out);
-            }
-        }
-        E::Comprehension(c) => {
-            selections(&c.iter_range, bound, out);
-            selections(&c.accu_init, bound, out);
-            let depth = bound.len();
-            bound.push(c.iter_var.clone());
-            bound.extend(c.iter_var2.clone());
-            bound.push(c.accu_var.clone());
-            // A name the macro binds is read whole wherever it is free.
-            for n in &bound[depth..] {
-                if !n.starts_with('@') {
-                    note(out, n, None);
-                }
-            }
-            selections(&c.loop_cond, bound, out);
-            selections(&c.loop_step, bound, out);
-            selections(&c.result, bound, out);
-            bound.truncate(depth);
-        }
-        E::List(l) => {
-            for x in &l.elements {
-                selections(x, bound, out);
-            }
-        }
-        E::Map(m) => {
-            for x in &m.entries {
-                entry(&x.expr, bound, out);
-            }
-        }
-        E::Struct(st) => {
-            for x in &st.entries {
-                entry(&x.expr, bound, out);
-            }
-        }
-    }
+    });
 }
