@@ -3,9 +3,12 @@
 //! Messages are independent (standard queues have no order), so a batch is
 //! processed concurrently; the response names the `messageId` of every
 //! message that failed. A retryable failure comes back after the visibility
-//! timeout; a permanent one (bad body) is logged, counted and also reported,
-//! so that the queue's redrive policy moves it to the DLQ after
-//! `maxReceiveCount` receives. It never blocks the other messages.
+//! timeout. A bad body (SPEC §2.7: retrying cannot help) is logged, counted
+//! and skipped: the message completes. A body of another version is the one
+//! bad body a retry can help (another deployment of the consumer may read
+//! it, during a rollout): logged, counted and reported failed, so that the
+//! queue's redrive policy moves it to the DLQ after `maxReceiveCount`
+//! receives. None blocks the other messages.
 
 use std::future::Future;
 
@@ -34,9 +37,13 @@ pub enum Outcome {
 /// Why a message failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MessageError {
-    /// Retrying cannot help (bad body): to the DLQ after the configured receives.
+    /// Retrying cannot help (a bad body): logged, counted, skipped.
     #[error("permanent ({kind}): {reason}")]
     Permanent { kind: &'static str, reason: String },
+    /// A body of another version than this build reads: another deployment
+    /// of the consumer may read it, so it is retried, then dead-lettered.
+    #[error("another version ({kind}): {reason}")]
+    OtherVersion { kind: &'static str, reason: String },
     #[error(transparent)]
     Retryable(#[from] ProcessError),
 }
@@ -116,33 +123,42 @@ pub async fn handle_sqs_batch<P: MessageProcessor>(
                 metrics.incr(names::SKIPPED);
                 tracing::warn!(processor = name, %message_id, %reason, "message skipped");
             }
-            Err(e) => {
-                match &e {
-                    // Refused input: WARN, as a stream's (counted, alarmed
-                    // on), once per message however often it is received on
-                    // its way to the DLQ (each receive is reported failed).
-                    MessageError::Permanent { kind, reason }
-                        if processor.metrics().first_report(&message_id) =>
-                    {
-                        metrics.incr(names::BAD_INPUT);
-                        tracing::warn!(processor = name, %message_id, kind, %reason, "bad message: reported failed, goes to the DLQ after maxReceiveCount");
-                    }
-                    MessageError::Permanent { kind, reason } => {
-                        tracing::debug!(processor = name, %message_id, kind, %reason, "bad message received again (counted at its first receive)");
-                    }
-                    MessageError::Retryable(err) => {
-                        tracing::warn!(processor = name, %message_id, error = %err, "message failed; will be retried");
-                    }
+            // Refused input: WARN, as a stream's (counted, alarmed on), once
+            // per message however often it is received.
+            Err(MessageError::Permanent { kind, reason }) => {
+                if processor.metrics().first_report(&message_id) {
+                    metrics.incr(names::BAD_INPUT);
+                    tracing::warn!(processor = name, %message_id, kind, %reason, "skipping message: bad input (retrying cannot help)");
+                } else {
+                    tracing::debug!(processor = name, %message_id, kind, %reason, "bad message received again (counted at its first receive)");
                 }
-                metrics.incr(names::FAILED_RECORD);
-                let mut f = BatchItemFailure::default();
-                f.item_identifier = message_id;
-                response.batch_item_failures.push(f);
+            }
+            Err(MessageError::OtherVersion { kind, reason }) => {
+                if processor.metrics().first_report(&message_id) {
+                    metrics.incr(names::BAD_INPUT);
+                    tracing::warn!(processor = name, %message_id, kind, %reason, "bad message: another version's body, reported failed (another deployment may read it), goes to the DLQ after maxReceiveCount");
+                } else {
+                    tracing::debug!(processor = name, %message_id, kind, %reason, "bad message received again (counted at its first receive)");
+                }
+                failed(&mut metrics, &mut response, message_id);
+            }
+            Err(MessageError::Retryable(err)) => {
+                tracing::warn!(processor = name, %message_id, error = %err, "message failed; will be retried");
+                failed(&mut metrics, &mut response, message_id);
             }
         }
     }
     processor.metrics().record(name, &metrics);
     Ok(response)
+}
+
+/// Reports `message_id` failed: it comes back after the visibility timeout,
+/// and reaches the DLQ after `maxReceiveCount` receives.
+fn failed(metrics: &mut BatchMetrics, response: &mut SqsBatchResponse, message_id: String) {
+    metrics.incr(names::FAILED_RECORD);
+    let mut f = BatchItemFailure::default();
+    f.item_identifier = message_id;
+    response.batch_item_failures.push(f);
 }
 
 /// Sends the messages of records before `limit`, in record order, one

@@ -178,10 +178,11 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
     let m = matches_of(rt, "a").await;
     assert_eq!(m.len(), 1, "{m:?}");
     assert_eq!(m[0]["SK"], s("MATCH#j1"));
-    // A body that is not a job of this effect is a permanent failure,
-    // reported failed (to the DLQ by redrive), never a write.
+    // A body that is not a job of this effect is bad input: counted and
+    // skipped (SPEC §2.7: retrying cannot help), never a write.
+    let consumer = rt.consumer("matches");
     let resp = shared::lambda::sqs_handler(
-        &*rt.consumer("matches"),
+        &*consumer,
         LambdaEvent::new(
             sqs_event(&[r#"{"version":1,"once":"matches","values":{"nope":"x"}}"#.into()]),
             Context::default(),
@@ -189,7 +190,8 @@ async fn a_failed_precondition_is_skipped_and_an_uncomputable_effect_is_bad_inpu
     )
     .await
     .expect("handled");
-    assert_eq!(resp.batch_item_failures.len(), 1);
+    assert!(resp.batch_item_failures.is_empty());
+    assert_eq!(consumer.metrics().get(shared::metrics::names::BAD_INPUT), 1);
     env.engine.stop().await;
 }
 

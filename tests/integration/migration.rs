@@ -254,25 +254,40 @@ async fn upgrade_step(model: &str, env: &mut ModelEnv, fx: &Fixture) -> Vec<Item
 }
 
 /// The compiled model's jobs delivered to the file's consumers of their
-/// queues: each refused (a body of another shape than the file's), as a
-/// permanent failure the queue's redrive dead-letters.
+/// queues: each refused (a body of another shape than the file's: bad
+/// input, skipped with its log; one of another version: the queue's
+/// redrive dead-letters it), never applied.
 async fn refused(model: &str, env: &ModelEnv, jobs: &[(String, String)]) {
+    use shared::metrics::names;
     let mut queues: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (q, body) in jobs {
         queues.entry(q).or_default().push(body.clone());
     }
     assert!(!queues.is_empty(), "{model}: jobs");
     for (q, bodies) in queues {
-        for batch in bodies.chunks(10) {
-            let resp = invoke_jobs(env, q, &sqs_event(batch))
-                .await
-                .expect("handled");
-            assert_eq!(
-                resp.batch_item_failures.len(),
-                batch.len(),
-                "{model} {q}: every compiled job is refused"
-            );
+        let consumer = env.rt.consumer(q);
+        let count = |name| consumer.metrics().get(name);
+        let (bad, applied) = (
+            count(names::BAD_INPUT),
+            count(names::PROCESSED) + count(names::DUPLICATE) + count(names::SKIPPED),
+        );
+        for (n, batch) in bodies.chunks(10).enumerate() {
+            let mut event = sqs_event(batch);
+            for (i, m) in event.records.iter_mut().enumerate() {
+                m.message_id = Some(format!("{q}-{n}-{i}"));
+            }
+            invoke_jobs(env, q, &event).await.expect("handled");
         }
+        assert_eq!(
+            count(names::BAD_INPUT) - bad,
+            bodies.len() as u64,
+            "{model} {q}: every compiled job is refused as bad input"
+        );
+        assert_eq!(
+            count(names::PROCESSED) + count(names::DUPLICATE) + count(names::SKIPPED),
+            applied,
+            "{model} {q}: none is taken"
+        );
     }
 }
 
@@ -298,8 +313,7 @@ const OTHER_LEDGER: &[&str] = &["hr", "jobboard", "pickem"];
 /// processor of the file (as the same stream's records: its ARN), in
 /// batches of 100: no failure. Its jobs delivered to their queues'
 /// consumers: each refused (a body of the compiled model, of another shape
-/// than the file's), as a permanent failure the queue's redrive
-/// dead-letters. The table unchanged; with `ledger`, no processor write and
+/// than the file's), never applied. The table unchanged; with `ledger`, no processor write and
 /// the ledger is `ledger` still.
 async fn redeliver(model: &str, env: &mut ModelEnv, fx: &Fixture, ledger: Option<&[Item]>) {
     let writes = env.rt.processor_writes();
@@ -421,7 +435,7 @@ pub(crate) fn now_iso() -> String {
 
 /// Jobs in flight when the file replaced the compiled model: writes the
 /// compiled derive read, whose jobs wait in the queues. The file's
-/// consumers refuse them (dead-lettered, as deployed); `verify` lists what
+/// consumers refuse them (as deployed); `verify` lists what
 /// they would have done, and the upgrade step's `verify --repair` does it.
 pub(crate) async fn in_flight_repaired(model: &str) -> (ModelEnv, Fixture) {
     let (mut env, fx) = deployed(model, true).await;

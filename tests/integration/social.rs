@@ -290,19 +290,21 @@ async fn ttl_expiry_of_a_timeline_entry_changes_nothing_else() {
     assert_exact(&mut env.rt).await;
 }
 
-/// A job body that is no job of this build (the timeline's consumer) is a
-/// permanent failure for the DLQ path, not retried as drift. (The records
-/// that are bad input: a scenario file.)
+/// A job body that is no job of this build (the timeline's consumer) is bad
+/// input whose retry cannot help (SPEC §2.7): counted and skipped, not
+/// retried to the DLQ. (The records that are bad input: a scenario file.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_job_body_fails_its_message() {
+async fn a_bad_job_body_is_counted_and_skipped() {
     let env = social().await;
+    let consumer = env.rt.consumer("timeline");
     let resp = shared::lambda::sqs_handler(
-        &*env.rt.consumer("timeline"),
+        &*consumer,
         LambdaEvent::new(sqs_event(&["{\"version\":1}".into()]), Context::default()),
     )
     .await
     .unwrap();
-    assert_eq!(resp.batch_item_failures.len(), 1);
+    assert!(resp.batch_item_failures.is_empty());
+    assert_eq!(consumer.metrics().get(shared::metrics::names::BAD_INPUT), 1);
 }
 
 /// Engine fix (setjob `apply`): a guard that fails in a late transaction of

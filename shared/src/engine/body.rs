@@ -1,7 +1,9 @@
 //! Job bodies: JSON objects with a `version` field and a size limit, shared
-//! by every model's queues. A body that is too large, not a JSON object, of
-//! an unknown version or missing a field is a permanent failure (structured
-//! log, metric, then the DLQ through redrive): retrying cannot help.
+//! by every model's queues. A body that is too large, not a JSON object or
+//! missing a field is bad input whose retry cannot help (structured log,
+//! metric, skipped: SPEC §2.7). A body of another version is the one a
+//! retry can help (another deployment of the consumer reads it): logged,
+//! counted, then the DLQ through redrive.
 
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -37,9 +39,10 @@ impl BodyError {
 
 impl From<BodyError> for MessageError {
     fn from(e: BodyError) -> Self {
-        MessageError::Permanent {
-            kind: e.kind(),
-            reason: e.to_string(),
+        let (kind, reason) = (e.kind(), e.to_string());
+        match e {
+            BodyError::UnknownVersion { .. } => MessageError::OtherVersion { kind, reason },
+            _ => MessageError::Permanent { kind, reason },
         }
     }
 }
@@ -105,6 +108,14 @@ mod tests {
             e,
             MessageError::Permanent {
                 kind: "NotJson",
+                ..
+            }
+        ));
+        let e: MessageError = decode::<Job>(&body, 4, 100).unwrap_err().into();
+        assert!(matches!(
+            e,
+            MessageError::OtherVersion {
+                kind: "UnknownVersion",
                 ..
             }
         ));
