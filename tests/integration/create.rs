@@ -271,6 +271,37 @@ fn dev_and_serve_start_their_local_sqs_on_the_port_given_and_name_a_port_in_use(
     );
 }
 
+/// The `tables:` line scripts read has one shape, whichever command prints
+/// it: each table named once, with what it is (seed12: `serve --model
+/// pickem` printed `tables: pickem (pickem) (stream: ...)` where `dev`
+/// printed `tables: pickem (stream: ...)`). `serve` says which model each
+/// table is for on a `models:` line of its own.
+#[test]
+fn serve_and_dev_print_the_tables_line_in_one_shape() {
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let shape = "tables: pickem (stream: NEW_AND_OLD_IMAGES), jobstream-ledger (ledger)";
+    let dev = until_line(
+        &args(&["dev", "--listen", "127.0.0.1:0", "--model", "pickem"]),
+        &[],
+        "tables:",
+    );
+    assert_eq!(dev.as_deref(), Ok(shape));
+    let serve = args(&["serve", "--listen", "127.0.0.1:0", "--model", "pickem"]);
+    assert_eq!(until_line(&serve, &[], "tables:").as_deref(), Ok(shape));
+    assert_eq!(
+        until_line(&serve, &[], "models:").as_deref(),
+        Ok("models: pickem (pickem)")
+    );
+    let all = until_line(&args(&["serve", "--listen", "127.0.0.1:0"]), &[], "tables:")
+        .expect("serve starts");
+    assert!(
+        all.contains(" lambda_api_applications (stream: NEW_AND_OLD_IMAGES), "),
+        "{all}"
+    );
+    assert!(all.ends_with(", jobstream-ledger (ledger)"), "{all}");
+    assert!(!all.contains("(tracker)"), "{all}");
+}
+
 /// A model that declares an index the existing table lacks (user9's #18:
 /// the model gained an index, the table predates it): `create`, `run` and
 /// `dev`'s table check (an existing `--db`) name the index instead of

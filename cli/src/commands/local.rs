@@ -141,21 +141,22 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         (Some(name), None) => vec![models::find(name).map_err(anyhow::Error::msg)?],
         (None, None) => models::registry(),
     };
-    let mut names = Vec::new();
+    let (mut tables, mut models) = (Vec::new(), Vec::new());
     for m in &chosen {
         let name = table.clone().unwrap_or_else(|| m.table.name.to_string());
         ensure_table(&client, &m.table, &name).await?;
-        names.push(format!("{name} ({})", m.name));
+        tables.push(format!("{name} (stream: NEW_AND_OLD_IMAGES)"));
+        models.push(format!("{name} ({})", m.name));
     }
     ensure_table(&client, &models::table::ledger(), &ledger_table).await?;
     let local_sqs = sqs_port
         .map(jobstream::local::sqs_server::LocalSqs::start_on)
         .transpose()?;
     jobstream::outln!("DynamoDB endpoint: {}", engine.endpoint());
-    jobstream::outln!(
-        "tables: {} (stream: NEW_AND_OLD_IMAGES), {ledger_table} (ledger)",
-        names.join(", ")
-    );
+    // The `tables:` line in `dev`'s and `run`'s shape (each table with what
+    // it is); which model each is for, on a line of its own.
+    jobstream::outln!("tables: {}, {ledger_table} (ledger)", tables.join(", "));
+    jobstream::outln!("models: {}", models.join(", "));
     if let Some(sqs) = &local_sqs {
         jobstream::outln!("SQS endpoint: {}", sqs.endpoint());
     }
