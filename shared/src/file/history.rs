@@ -615,6 +615,17 @@ impl FileHistory {
         Ok(None)
     }
 
+    /// Where writers' items carry their entity's name (`writer_type:
+    /// checked`), an entry carries its own, so a reader that selects items
+    /// by it (a library's `find`) never reads an entry as the root; where
+    /// they carry none, neither does an entry (SPEC §3's exact entry).
+    pub(crate) fn stamp(&self, entry: &mut Item) {
+        if self.0.writer_type_checked {
+            let name = self.0.entities[self.spec().entries].name;
+            entry.insert(self.0.entity_type.to_string(), s(name));
+        }
+    }
+
     fn entry(
         &self,
         aggregate: &str,
@@ -637,6 +648,7 @@ impl FileHistory {
         ] {
             item.insert(k.to_string(), v);
         }
+        self.stamp(&mut item);
         item.insert(
             "snapshot".to_string(),
             AttributeValue::M(self.snapshot(state)),

@@ -621,6 +621,7 @@ impl FileHistory {
             ] {
                 entry.insert(k.to_string(), v);
             }
+            self.stamp(&mut entry);
             out.push(finding(
                 "history-sequence",
                 Drift::Missing,

@@ -216,3 +216,40 @@ fn an_order_and_its_lines_are_told_apart_by_their_ids_types() {
     let p = compile(&plain, "t").expect_err("overlaps");
     assert_says(&p, "`order` (line 21) and `line` both match the key");
 }
+
+/// Where writers' items carry their entity's name (`writer_type: checked`,
+/// the default), entries carry their own (`type: order_entry`), so a reader
+/// that selects items by it (OneTable's `find`, ElectroDB's entity
+/// filter) never reads an entry as an order (import13's #1: an order's
+/// `find` by its sort key prefix returned its entries as orders). Where
+/// writers' items carry none (`writer_type: free`: the tracker, SPEC §3's
+/// exact entry), neither do entries.
+#[test]
+fn entries_carry_their_entity_type_where_writers_items_carry_theirs() {
+    let entries = |h: &FileHistory, agg: &str, root: Item| {
+        let mut st = FoldState::default();
+        h.fold(agg, &mut st, &change(ChangeKind::Insert, None, Some(root)))
+            .unwrap()
+            .entries
+    };
+    let checked = history(OWNED);
+    let e = entries(&checked, r#"["c1","o1"]"#, owned_order("o1", "open"));
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].s("type").ok(), Some("order_entry"), "{e:?}");
+
+    let free = history(include_str!("../../../models/tracker.yaml"));
+    let app = item(&[
+        ("PK", s("APP#a1")),
+        ("SK", s("APP#a1")),
+        ("id", s("a1")),
+        ("companyName", s("Acme")),
+        ("positionTitle", s("Engineer")),
+        ("status", s("applied")),
+        ("isArchived", AttributeValue::Bool(false)),
+        ("createdAt", s("2026-11-28T00:00:00Z")),
+        ("updatedAt", s("2026-11-28T00:00:00Z")),
+    ]);
+    let e = entries(&free, "a1", app);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(!e[0].contains_key("type"), "{e:?}");
+}

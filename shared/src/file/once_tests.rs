@@ -231,14 +231,14 @@ fn a_key_value_holding_its_templates_separator_is_bad_input() {
 }
 
 #[test]
-fn bad_bodies_are_permanent_failures() {
+fn bad_bodies_are_refused() {
     let m = model(HIRING);
     let once = FileOnce {
         model: m,
         spec: &m.once[0],
     };
     let kind = |body: &str| match once.plan_of(body) {
-        Err(MessageError::Permanent { kind, .. }) => kind,
+        Err(MessageError::Permanent { kind, .. } | MessageError::OtherVersion { kind, .. }) => kind,
         other => panic!("{body}: {other:?}"),
     };
     assert_eq!(kind("not json"), "NotJson");
