@@ -31,6 +31,7 @@ fn init_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(shared::out::log_writer)
+        .fmt_fields(shared::logs::fields())
         .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

@@ -286,11 +286,11 @@ impl Processors {
     }
 }
 
-/// What a Lambda's `main` starts from: the runtime's logs set up, the
+/// What a Lambda's `main` starts from: the logs set up ([`crate::logs`]), the
 /// model and its tables and queues ([`Config::from_env`]), and the SDK
 /// configuration ([`crate::store::sdk_config`], standard retries).
 pub async fn cold_start() -> Result<(Config, Model, aws_config::SdkConfig), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    crate::logs::init_lambda();
     let (config, model) = Config::from_env()?;
     let sdk = crate::store::sdk_config(crate::retry::MAX_ATTEMPTS).await;
     Ok((config, model, sdk))

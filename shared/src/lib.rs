@@ -27,6 +27,7 @@ pub mod item;
 pub mod lambda;
 pub mod ledger;
 pub mod limits;
+pub mod logs;
 pub mod metrics;
 pub mod models;
 pub mod out;
