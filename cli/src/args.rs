@@ -381,8 +381,9 @@ pub(crate) struct BackfillArgs {
     pub(crate) endpoint: ToolEndpoint,
     #[command(flatten)]
     pub(crate) target: Target,
-    /// Parallel Scan segments.
-    #[arg(long, default_value_t = 4)]
+    /// Parallel Scan segments (DynamoDB's TotalSegments, 1..=1000000; at
+    /// most 32 are scanned at once).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub(crate) segments: u32,
     /// Items per second (about RCU/s for items up to 4 KB), a positive
     /// number; unlimited if absent.

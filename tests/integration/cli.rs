@@ -233,3 +233,27 @@ fn every_commands_endpoint_help_says_one_thing() {
         ["run", "create", "verify", "backfill", "explain", "query"]
     );
 }
+
+/// `backfill --segments` takes what DynamoDB's `TotalSegments` takes,
+/// 1..=1,000,000 (hostile13's #7: 0 scanned nothing and exited 0, a silent
+/// no-op adoption; #8: 1,000,000 started every segment at once and grew
+/// past 7 GB): anything else is a usage error naming the range, before
+/// anything is read.
+#[test]
+fn backfill_segments_outside_what_dynamodb_takes_is_a_usage_error() {
+    for bad in ["0", "1000001"] {
+        let out = jobstream(&[
+            "backfill",
+            "--model",
+            "tracker",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--segments",
+            bad,
+            "--dry-run",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "--segments {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("1..=1000000"), "--segments {bad}: {err}");
+    }
+}

@@ -3,7 +3,7 @@
 //! rate limit, a resumable checkpoint file and progress output.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,9 @@ use shared::item::{key_of, Item};
 use shared::lambda::{Config, Fold, Processors};
 use shared::store::Store;
 use tokio::sync::Mutex;
+
+/// Segments scanned at once, whatever `--segments` says.
+pub const SEGMENTS_IN_FLIGHT: u32 = 32;
 
 /// How to scan.
 #[derive(Debug, Clone)]
@@ -143,8 +146,12 @@ where
     // Drawn only on a terminal (indicatif hides it elsewhere).
     let progress = crate::progress::bar("backfill", total);
     progress.set_position(resumed);
+    // Segments are taken in turn by at most SEGMENTS_IN_FLIGHT scanners:
+    // `--segments` may be up to DynamoDB's 1,000,000, never as many
+    // requests (and their buffers) at once.
+    let next = Arc::new(AtomicU32::new(0));
     let mut tasks = Vec::new();
-    for segment in 0..opts.segments {
+    for _ in 0..opts.segments.min(SEGMENTS_IN_FLIGHT) {
         let (client, table, opts, work) = (
             client.clone(),
             table.to_string(),
@@ -152,50 +159,56 @@ where
             work.clone(),
         );
         let (checkpoint, scanned, pacer) = (checkpoint.clone(), scanned.clone(), pacer.clone());
-        let progress = progress.clone();
+        let (progress, next) = (progress.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
-            let state = checkpoint.lock().await.segments[segment as usize].clone();
-            if state.done {
-                return anyhow::Ok(());
-            }
-            let mut start = state.last_key.as_ref().map(from_json).transpose()?;
             loop {
-                let page = client
-                    .scan()
-                    .table_name(&table)
-                    .segment(segment as i32)
-                    .total_segments(opts.segments as i32)
-                    .limit(opts.page_size)
-                    .set_exclusive_start_key(start.clone())
-                    .send()
-                    .await
-                    .with_context(|| format!("Scan segment {segment}"))?;
-                let items = page.items().to_vec();
-                let n = items.len() as u64;
-                if let Some(rate) = opts.rate {
-                    let wait = {
-                        let mut next = pacer.lock().await;
-                        let now = Instant::now();
-                        let slot = (*next).max(now);
-                        *next = slot + Duration::from_secs_f64(n as f64 / rate);
-                        slot - now
-                    };
-                    tokio::time::sleep(wait).await;
+                let segment = next.fetch_add(1, Ordering::Relaxed);
+                if segment >= opts.segments {
+                    return anyhow::Ok(());
                 }
-                work(items).await?;
-                scanned.fetch_add(n, Ordering::Relaxed);
-                progress.inc(n);
-                start = page.last_evaluated_key().cloned();
-                let mut c = checkpoint.lock().await;
-                let s = &mut c.segments[segment as usize];
-                s.scanned += n;
-                s.last_key = start.as_ref().map(to_json).transpose()?;
-                s.done = start.is_none();
-                if let Some(p) = &opts.checkpoint {
-                    c.save(p)?;
+                let state = checkpoint.lock().await.segments[segment as usize].clone();
+                if state.done {
+                    continue;
                 }
-                if start.is_none() {
-                    return Ok(());
+                let mut start = state.last_key.as_ref().map(from_json).transpose()?;
+                loop {
+                    let page = client
+                        .scan()
+                        .table_name(&table)
+                        .segment(segment as i32)
+                        .total_segments(opts.segments as i32)
+                        .limit(opts.page_size)
+                        .set_exclusive_start_key(start.clone())
+                        .send()
+                        .await
+                        .with_context(|| format!("Scan segment {segment}"))?;
+                    let items = page.items().to_vec();
+                    let n = items.len() as u64;
+                    if let Some(rate) = opts.rate {
+                        let wait = {
+                            let mut next = pacer.lock().await;
+                            let now = Instant::now();
+                            let slot = (*next).max(now);
+                            *next = slot + Duration::from_secs_f64(n as f64 / rate);
+                            slot - now
+                        };
+                        tokio::time::sleep(wait).await;
+                    }
+                    work(items).await?;
+                    scanned.fetch_add(n, Ordering::Relaxed);
+                    progress.inc(n);
+                    start = page.last_evaluated_key().cloned();
+                    let mut c = checkpoint.lock().await;
+                    let s = &mut c.segments[segment as usize];
+                    s.scanned += n;
+                    s.last_key = start.as_ref().map(to_json).transpose()?;
+                    s.done = start.is_none();
+                    if let Some(p) = &opts.checkpoint {
+                        c.save(p)?;
+                    }
+                    if start.is_none() {
+                        break;
+                    }
                 }
             }
         }));
