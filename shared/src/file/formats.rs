@@ -135,8 +135,16 @@ impl Format {
     }
 }
 
+/// The largest compiled program of a format's pattern (`regex-lite`'s
+/// size limit): its matching time is that size times the value's length.
+pub const PATTERN_BYTES: usize = 64 * 1024;
+
+/// The longest value a format with a pattern and no `max_bytes` takes.
+pub const PATTERN_VALUE_BYTES: usize = 4096;
+
 /// Compiles `formats:`: a name must not shadow a built-in type, a pattern
-/// must compile, a byte limit must be positive.
+/// must compile within [`PATTERN_BYTES`], a byte limit must be positive
+/// (absent with a pattern: [`PATTERN_VALUE_BYTES`]).
 pub(super) fn compile(
     raw: Option<&Spanned<Ordered<Spanned<RawFormat>>>>,
     problems: &mut Vec<Problem>,
@@ -189,18 +197,26 @@ pub(super) fn compile(
         }
         let pattern = match &f.value.pattern {
             None => None,
-            Some(raw) => match regex_lite::Regex::new(&raw.value) {
+            Some(raw) => match regex_lite::RegexBuilder::new(&raw.value)
+                .size_limit(PATTERN_BYTES)
+                .build()
+            {
                 Ok(p) => Some(p),
                 Err(e) => {
                     let p = at(raw);
-                    problems.push(Problem::new(
-                        p.0,
-                        p.1,
+                    let why = e.to_string();
+                    let message = if why.contains("size limit") {
+                        format!(
+                            "format `{name}`: pattern is too large: its program passes {} KiB, and its matching time grows with it (write fewer or smaller counted repetitions, e.g. `{{1,3000}}`)",
+                            PATTERN_BYTES / 1024
+                        )
+                    } else {
                         format!(
                             "format `{name}`: pattern does not compile: {}",
-                            e.to_string().lines().last().unwrap_or_default().trim()
-                        ),
-                    ));
+                            why.lines().last().unwrap_or_default().trim()
+                        )
+                    };
+                    problems.push(Problem::new(p.0, p.1, message));
                     continue;
                 }
             },
@@ -216,6 +232,9 @@ pub(super) fn compile(
                 continue;
             }
             Some(m) => Some(usize::try_from(m.value).unwrap_or(usize::MAX)),
+            // A pattern's matching time is its program's size times the
+            // value's length: bounded on both sides.
+            None if pattern.is_some() => Some(PATTERN_VALUE_BYTES),
             None => None,
         };
         let source = f.value.pattern.as_ref().map_or("", |p| p.value.as_str());

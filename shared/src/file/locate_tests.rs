@@ -202,6 +202,32 @@ fn an_unknown_format_is_refused_with_a_suggestion() {
     );
 }
 
+/// A format's matching time is bounded (hostile13's #6: `^(a{1,3000}){1,20}b$`
+/// compiled, and one 390 KB value took over 60 s to match, a derive timed
+/// out on it for 15 minutes): a pattern whose program passes 64 KiB is
+/// refused at load, and a format with a pattern and no `max_bytes` takes
+/// values of at most 4,096 bytes, checked before the pattern.
+#[test]
+fn a_formats_pattern_and_the_values_it_reads_are_bounded() {
+    let slow = INVOICES.replace("\"^[A-Za-z0-9_-]+$\"", "'^(a{1,3000}){1,20}b$'");
+    assert_ne!(slow, INVOICES);
+    let p = problems(&slow);
+    let (l, c) = position(&slow, "'^(a{1,3000}){1,20}b$'");
+    assert_at(&p, (l, c), "format `id`: pattern is too large");
+    let unbounded = INVOICES.replace(
+        "id: { pattern: \"^[A-Za-z0-9_-]+$\", max_bytes: 64 }",
+        "id: { pattern: \"^[A-Za-z0-9_-]+$\" }",
+    );
+    assert_ne!(unbounded, INVOICES);
+    let m = super::test_support::model(&unbounded);
+    let id = m.formats.iter().find(|f| f.name == "id").expect("id");
+    assert_eq!(id.reject(&"a".repeat(4096)), None);
+    assert_eq!(
+        id.reject(&"a".repeat(4097)).as_deref(),
+        Some("not a `id` (longer than 4096 bytes: 4097 bytes)")
+    );
+}
+
 #[test]
 fn a_format_must_compile_and_not_shadow_a_type() {
     let text = INVOICES.replace("\"^[A-Za-z0-9_-]+$\"", "\"^[A-Z\"");
