@@ -571,12 +571,65 @@ fn reason(e: &cel::ExecutionError) -> String {
         E::NoSuchKey(_) => "no such key".to_string(),
         E::DuplicateKey(_) => "a repeated key".to_string(),
         E::InternalError(_) => "an internal error of the expression engine".to_string(),
+        // `got` may be the value itself, as the engine debugs it: only
+        // its kind is said.
+        E::UnexpectedType { got, want } => format!(
+            "an argument is {}, where {} is wanted",
+            debugged_kind(got),
+            wanted_kind(want)
+        ),
         E::InvalidArgumentCount { .. }
-        | E::UnexpectedType { .. }
         | E::NoSuchOverload(_)
         | E::UndeclaredReference(_)
         | E::MissingArgumentOrTarget => e.to_string(),
         _ => "the expression could not be evaluated".to_string(),
+    }
+}
+
+/// The kind of a value the expression engine names by its `Debug` text
+/// (`DefaultList([...])`) or its type's name (`list`): never the text.
+fn debugged_kind(got: &str) -> &'static str {
+    let head: String = got
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    match head.trim_start_matches("default") {
+        "list" => "a list",
+        "map" => "a map",
+        "int" => "an int",
+        "uint" => "a uint",
+        "float" | "double" => "a double",
+        "string" => "a string",
+        "bool" => "a bool",
+        "bytes" => "bytes",
+        "null" => "null",
+        "timestamp" => "a timestamp",
+        "duration" => "a duration",
+        _ => "a value of another type",
+    }
+}
+
+/// The kind an argument should have been, from the Rust or CEL type name
+/// the expression engine gives (`Arc<String>`, `string`).
+fn wanted_kind(want: &str) -> &'static str {
+    let w = want.to_ascii_lowercase();
+    if w.contains("string") {
+        "a string"
+    } else if w.contains("vec") || w.contains("list") {
+        "a list"
+    } else if w.contains("map") {
+        "a map"
+    } else if w.contains("u64") || w.contains("uint") {
+        "a uint"
+    } else if w.contains("i64") || w.contains("int") {
+        "an int"
+    } else if w.contains("f64") || w.contains("double") {
+        "a double"
+    } else if w.contains("bool") {
+        "a bool"
+    } else {
+        "another type"
     }
 }
 

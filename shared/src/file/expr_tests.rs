@@ -401,3 +401,29 @@ fn the_fields_of_a_variable_read_only_through_them_are_known() {
         assert_eq!(got, Ok(Val::Bool(true)));
     }
 }
+
+/// A function given a value of another type names the types, never the
+/// value (hostile13's #19: `lower(contact.email)` of a list logged the
+/// whole list, `got 'DefaultList([String("...alice@example.com"), ...])'`,
+/// and `verify` and `explain` printed it too).
+#[test]
+fn a_wrongly_typed_argument_names_its_type_never_its_value() {
+    let secret = |s: &str| Val::Str(format!("PIIMARK-{s}"));
+    for (value, kind) in [
+        (
+            Val::List(vec![secret("alice@example.com"), secret("SSN")]),
+            "a list",
+        ),
+        (Val::Map(vec![("home".into(), secret("bob@home"))]), "a map"),
+        (Val::Int(5551234567), "an int"),
+    ] {
+        let contact = Val::Map(vec![("email".into(), value)]);
+        let err = eval("lower(contact.email)", &[("contact", contact)]).unwrap_err();
+        assert!(
+            !err.contains("PIIMARK") && !err.contains("5551234567"),
+            "{err}"
+        );
+        assert!(!err.contains("Arc<") && !err.contains("Default"), "{err}");
+        assert!(err.contains(kind) && err.contains("a string"), "{err}");
+    }
+}
