@@ -387,3 +387,83 @@ async fn run_whose_startup_checks_get_no_answer_says_so_while_it_waits() {
         out.status
     );
 }
+
+/// A handler that never yields (a check over a 20,000-element list that is
+/// quadratic in it: minutes of CPU) is abandoned at the end of the grace,
+/// and the process ends within a second of it however long the handler
+/// still runs (hostile13's #18: `dev` and `run --shutdown-grace 2s` were
+/// alive minutes after SIGTERM, until SIGKILL). It says so (exit 1, the
+/// last line naming the grace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_within_its_grace_while_a_handler_never_yields() {
+    use crate::output_gone::{free_addr, has_table, until};
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let dir = std::env::temp_dir().join(format!("stuck-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("stuck.yaml");
+    std::fs::write(
+        &file,
+        "jobstream: 1\nname: stuck\ntable: { name: stuck, pk: PK, sk: SK }\nentities:\n  bag:\n    key: { PK: \"B#${id}\", SK: BAG }\n    attributes: { id: string, xs: list }\n    check:\n      - expr: \"xs.all(a, xs.exists(b, b == a))\"\n        message: every element is in the list\n",
+    )
+    .unwrap();
+    let addr = free_addr();
+    let endpoint = format!("http://{addr}");
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let mut child = crate::support::jobstream_command(&bin)
+        .args(["dev", "--model-file"])
+        .arg(&file)
+        .args(["--listen", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("dev starts");
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
+    assert!(
+        until(&mut child, "dev answers", || has_table(&client, "stuck")).await,
+        "dev serves"
+    );
+    let xs: Vec<AttributeValue> = (0..20_000)
+        .map(|i| AttributeValue::N(i.to_string()))
+        .collect();
+    client
+        .put_item()
+        .table_name("stuck")
+        .item("PK", AttributeValue::S("B#a".into()))
+        .item("SK", AttributeValue::S("BAG".into()))
+        .item("type", AttributeValue::S("bag".into()))
+        .item("id", AttributeValue::S("a".into()))
+        .item("xs", AttributeValue::L(xs))
+        .send()
+        .await
+        .expect("put");
+    // The derive reads it and is held by its check.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pid = child.id().to_string();
+    let began = Instant::now();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = tokio::time::timeout(
+        HANG_GUARD,
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await
+    .expect("dev exits")
+    .unwrap()
+    .unwrap();
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // dev's grace is 10 s; the exit line has a second past it.
+    assert!(
+        took < Duration::from_secs(10 + 5),
+        "gone after {took:?}: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains("past the grace"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -48,6 +48,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         opts.mapping.checkpoints = Some(checkpoints);
     }
     let mut rt = Runtime::start(opts).await?;
+    stop.bound(rt.shutdown_grace);
     engine.start_ttl_sweeper(Duration::from_secs(1));
     announce(Some(&engine), &rt, sqs.as_deref(), &target.model);
     stop.now_doing("finishing batches in flight");

@@ -20,6 +20,10 @@ pub(crate) async fn ctrl_c() {
         tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
     }
 }
+/// How long past its grace a stop may take to write its exit line before
+/// the process is ended anyway ([`Stop::bound`]).
+pub(crate) const OVERRUN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// SIGTERM / SIGINT listened for from the moment [`Stop::listen`] is
 /// called (a handler installed before the first startup check: as PID 1 a
 /// signal without one is ignored, and elsewhere it kills the process
@@ -64,6 +68,39 @@ impl Stop {
     /// What a signal from now on is said to do.
     pub(crate) fn now_doing(&self, doing: &'static str) {
         *self.doing.lock().unwrap_or_else(|p| p.into_inner()) = doing;
+    }
+
+    /// Bounds the stop: once a signal came, the process ends `grace` (and
+    /// [`OVERRUN`] for the exit line) after it, whatever still runs. A
+    /// handler that never yields (an expression evaluated for minutes) is
+    /// abandoned by the stop, but its thread would hold the process
+    /// (hostile13's #18: `run --shutdown-grace 2s` alive a minute after
+    /// SIGTERM): a thread of its own, outside the async runtime, ends it,
+    /// at ERROR (an operator's matter: what held the handler is in the
+    /// logs before), exit 1.
+    pub(crate) fn bound(&self, grace: std::time::Duration) {
+        let mut rx = self.signalled.clone();
+        tokio::spawn(async move {
+            let Ok(at) = rx.wait_for(Option::is_some).await.map(|at| *at) else {
+                return;
+            };
+            let Some(at) = at else { return };
+            let ends = at + grace + OVERRUN;
+            std::thread::spawn(move || {
+                std::thread::sleep(ends.saturating_duration_since(std::time::Instant::now()));
+                tracing::error!(
+                    grace_secs = grace.as_secs_f64(),
+                    "the stop overran its grace: a handler still running is abandoned; exiting"
+                );
+                jobstream::errln!(
+                    "stopped {:.2} s after the signal, past the grace ({:.2} s): a handler still running was abandoned",
+                    at.elapsed().as_secs_f64(),
+                    grace.as_secs_f64()
+                );
+                shared::out::flush(std::time::Duration::from_millis(500));
+                std::process::exit(1);
+            });
+        });
     }
 
     /// When the signal came, if one did.

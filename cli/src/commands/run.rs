@@ -26,6 +26,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // during them, as PID 1, was lost and the process went on to work).
     let stop = Stop::listen("stopping before the processors started");
     let grace = args.consumer.shutdown_grace;
+    stop.bound(grace);
     let starting = start(args);
     tokio::pin!(starting);
     // Checks that get no answer are retried for the call budget: said
