@@ -224,7 +224,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         next.parts.extend(deferred.iter().map(pending_part));
         for (metric, notice) in &output.notices {
             metrics.incr(metric);
-            tracing::error!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
+            tracing::warn!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
         }
         self.stage_commit(agg, index, change, next, output.entries, force, states, tx)
             .await
