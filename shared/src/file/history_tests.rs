@@ -120,7 +120,11 @@ fn an_order_and_its_lines_fold_into_numbered_entries() {
         e.s("id").unwrap(),
         Uuid::new_v5(&ENTRY_ID_NAMESPACE, b"ev").to_string()
     );
-    assert_eq!(e.s("type").unwrap(), "order_entry", "writers' items carry theirs");
+    assert_eq!(
+        e.s("type").unwrap(),
+        "order_entry",
+        "writers' items carry theirs"
+    );
     assert_eq!(e.len(), 9);
     let AttributeValue::M(snap) = &e["snapshot"] else {
         panic!("a map")
