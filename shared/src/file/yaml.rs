@@ -14,9 +14,11 @@ use serde::de::DeserializeOwned;
 /// The largest file read (a shipped model is under 100 KB).
 pub const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
 
-/// The deepest nesting of mappings and lists read (a shipped model nests
-/// under 10 levels, a scenario's item under 10 more).
-pub const MAX_DEPTH: usize = 32;
+/// The deepest nesting of mappings and lists read: `serde-saphyr`'s own
+/// default, which the scanner's limit on flow collections (`[[[...`, 255
+/// by default) is lowered to. A shipped model or scenario nests under 10
+/// levels; a scenario's item may nest as deep as DynamoDB allows (32).
+pub const MAX_DEPTH: usize = 64;
 
 /// Why a file could not be read: where (1-based line and column) and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,4 +86,52 @@ fn refused(e: serde_saphyr::Error) -> Refused {
         }
     };
     Refused { line, col, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(levels: usize, block: bool) -> String {
+        if block {
+            (0..levels)
+                .map(|i| format!("{}a:\n", "  ".repeat(i)))
+                .collect::<String>()
+                + &format!("{}b: 1\n", "  ".repeat(levels))
+        } else {
+            format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+        }
+    }
+
+    /// Nesting is refused past [`MAX_DEPTH`], in block or flow style,
+    /// where it goes too deep and naming the limit; at the limit it reads
+    /// (a scenario's item as deep as DynamoDB allows fits).
+    #[test]
+    fn nesting_past_the_limit_is_refused_naming_it_and_the_limit_reads() {
+        for block in [true, false] {
+            let at_limit = nested(MAX_DEPTH - 1, block);
+            assert!(read::<serde_json::Value>(&at_limit).is_ok(), "{block}");
+            let past = nested(MAX_DEPTH + 1, block);
+            let e = read::<serde_json::Value>(&past).unwrap_err();
+            assert!(
+                e.message
+                    .contains(&format!("nests deeper than {MAX_DEPTH} levels")),
+                "{block}: {e:?}"
+            );
+            // (Block style: each level indents further, so the text grows
+            // with the square of the depth.)
+            let deep = nested(if block { 1_000 } else { 100_000 }, block);
+            let e = read::<serde::de::IgnoredAny>(&deep).unwrap_err();
+            assert!(e.message.contains("nests deeper"), "{block}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn a_text_past_the_size_limit_is_refused_before_it_is_read() {
+        let big = format!("a: '{}'\n", "x".repeat(MAX_FILE_BYTES));
+        let e = read::<serde_json::Value>(&big).unwrap_err();
+        assert_eq!((e.line, e.col), (1, 1));
+        assert!(e.message.contains("4 MiB"), "{e:?}");
+        assert!(too_large(MAX_FILE_BYTES).is_none());
+    }
 }
