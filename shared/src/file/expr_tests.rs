@@ -410,7 +410,8 @@ fn the_fields_of_a_variable_read_only_through_them_are_known() {
 #[test]
 fn the_deepest_expression_allowed_of_each_shape_runs_on_a_quarter_of_a_workers_stack() {
     use super::super::typecheck::{checked, Readable, T};
-    let shapes: [(&str, fn(usize) -> String); 5] = [
+    type Shape = fn(usize) -> String;
+    let shapes: [(&str, Shape); 5] = [
         ("plus", |k| format!("{} > 0", vec!["x"; k].join(" + "))),
         ("select", |k| format!("m{} == 1", ".a".repeat(k))),
         ("index", |k| format!("l{} == 1", "[0]".repeat(k))),
