@@ -60,6 +60,7 @@ mod limits_big_root;
 mod meter;
 mod migration;
 mod migration_seeds;
+mod model_bounds;
 mod numbers;
 mod once_later;
 mod operations;

@@ -17,6 +17,11 @@ use std::sync::Arc;
 mod names;
 use names::{free_variables, selections};
 
+// How large an expression may be (checked without recursion).
+#[path = "expr_bounds.rs"]
+mod bounds;
+pub use bounds::{MAX_DEPTH, MAX_OPERATORS};
+
 use super::number::Number;
 
 /// A value an expression reads or returns: what a model's attributes hold.
@@ -223,6 +228,9 @@ pub struct Expr {
 pub struct CompileError {
     pub offset: usize,
     pub message: String,
+    /// The expression is larger than a limit ([`MAX_OPERATORS`],
+    /// [`MAX_DEPTH`]): the message says which, and what to change.
+    pub too_large: bool,
 }
 
 /// The names of the built-in functions a model may call besides CEL's own.
@@ -258,7 +266,18 @@ impl Expr {
     }
 
     /// Compiles `source` (once, at load).
+    /// Bounded first ([`MAX_OPERATORS`] before it is parsed, [`MAX_DEPTH`]
+    /// after), so that no later walk of its tree can overflow a stack.
     pub fn compile(source: &str) -> Result<Expr, CompileError> {
+        if let Some(offset) = bounds::too_many_operators(source) {
+            return Err(CompileError {
+                offset,
+                message: format!(
+                    "more than {MAX_OPERATORS} operators (`+`, `==`, `.`, `(`, `[`, `in` and the like, counted inside strings too): split the expression (e.g. one `check` per condition)"
+                ),
+                too_large: true,
+            });
+        }
         let program = cel::Program::compile(source).map_err(|errs| {
             let first = errs.errors.first();
             CompileError {
@@ -268,13 +287,31 @@ impl Expr {
                 message: first
                     .map(|e| e.msg.clone())
                     .unwrap_or_else(|| "cannot parse".to_string()),
+                too_large: false,
             }
         })?;
+        let (depth, deepest) = bounds::depth(program.expression());
+        if depth > MAX_DEPTH {
+            let byte = program
+                .source_info()
+                .offset_for(deepest.id)
+                .map_or(0, |(start, _)| start as usize);
+            return Err(CompileError {
+                offset: source
+                    .get(..byte.min(source.len()))
+                    .map_or(0, |s| s.chars().count()),
+                message: format!(
+                    "nested {depth} levels deep, more than {MAX_DEPTH}: split the expression (each `+`, `*`, `==`, `.` or `[` of a chain nests one level more; `&&` and `||` chains nest little)"
+                ),
+                too_large: true,
+            });
+        }
         let (exact, numbers) =
             super::number::exact(program.expression(), source, program.source_info()).map_err(
                 |(at, message)| CompileError {
                     offset: source.get(..at).map_or(0, |s| s.chars().count()),
                     message,
+                    too_large: false,
                 },
             )?;
         let consts = numbers

@@ -427,3 +427,90 @@ fn a_wrongly_typed_argument_names_its_type_never_its_value() {
         assert!(err.contains(kind) && err.contains("a string"), "{err}");
     }
 }
+
+/// The deepest expression of each shape that compiles (a chain of `+`,
+/// of field selections, of indexes, of macros over a list, macros nested
+/// in each other) is type-checked, evaluated and dropped on a thread with
+/// a quarter of a tokio worker's stack; one level more is refused, as too
+/// deep, with the limit named (hostile13 #1).
+#[test]
+fn the_deepest_expression_allowed_of_each_shape_runs_on_a_quarter_of_a_workers_stack() {
+    use super::super::typecheck::{checked, Readable, T};
+    type Shape = fn(usize) -> String;
+    let shapes: [(&str, Shape); 5] = [
+        ("plus", |k| format!("{} > 0", vec!["x"; k].join(" + "))),
+        ("select", |k| format!("m{} == 1", ".a".repeat(k))),
+        ("index", |k| format!("l{} == 1", "[0]".repeat(k))),
+        ("macros", |k| {
+            format!("size([1]{}) > 0", ".map(v, v + 1)".repeat(k))
+        }),
+        ("nested", |k| {
+            (0..k).fold("x > 0".to_string(), |body, i| {
+                format!("[1].all(v{i}, {body})")
+            })
+        }),
+    ];
+    for (shape, source) in shapes {
+        let deepest = (1..)
+            .take_while(|k| Expr::compile(&source(*k)).is_ok())
+            .last()
+            .unwrap_or_else(|| panic!("{shape}: one level compiles"));
+        let refused = Expr::compile(&source(deepest + 1)).unwrap_err();
+        assert!(refused.too_large, "{shape}: {refused:?}");
+        assert!(
+            refused.message.contains(&format!("more than {MAX_DEPTH}")),
+            "{shape}: {refused:?}"
+        );
+        let src = source(deepest);
+        std::thread::Builder::new()
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                let reads = Readable {
+                    names: vec![("x", T::Int), ("m", T::Map), ("l", T::List)],
+                    says: "test",
+                };
+                let e = checked(&src, &reads, None).unwrap_or_else(|f| panic!("{shape}: {f:?}"));
+                let env = Env::new().unwrap();
+                let (x, m, l) = (Val::Int(1), Val::Map(vec![]), Val::List(vec![]));
+                // Evaluated to the bottom (a missing key or index is an
+                // error found there, not an overflow).
+                let _ = env.eval(&e, |n| match n {
+                    "x" => Some(&x),
+                    "m" => Some(&m),
+                    "l" => Some(&l),
+                    _ => None,
+                });
+            })
+            .unwrap()
+            .join()
+            .unwrap_or_else(|_| panic!("{shape}: the thread ends"));
+    }
+}
+
+/// Before it is parsed, an expression is refused past [`MAX_OPERATORS`]
+/// operator characters (a string's counted too: nothing hides one), at
+/// the first one past the limit; `&&` and `||` chains are balanced trees,
+/// so a long one is shallow.
+#[test]
+fn an_expression_past_the_operator_limit_is_refused_before_it_is_parsed() {
+    let long = format!("{} > 0", vec!["x"; MAX_OPERATORS + 1].join("+"));
+    let e = Expr::compile(&long).unwrap_err();
+    assert!(
+        e.too_large && e.message.contains("more than 500 operators"),
+        "{e:?}"
+    );
+    // The 501st: the `>` after 501 `x` joined by 500 `+`, and a space.
+    assert_eq!(e.offset, 2 * MAX_OPERATORS + 2, "{e:?}");
+    let text = format!("size('{}') > 0", "-".repeat(MAX_OPERATORS));
+    assert!(Expr::compile(&text).unwrap_err().too_large);
+    // `in` is an operator, `inside` a name.
+    let ins = format!("x {}", "in l ".repeat(MAX_OPERATORS + 1));
+    assert!(Expr::compile(&ins)
+        .unwrap_err()
+        .message
+        .contains("operators"));
+    let names = vec!["inside"; MAX_OPERATORS + 1].join(", ");
+    assert!(Expr::compile(&format!("size([{names}]) > 0")).is_ok());
+    let all = vec!["x > 0"; 120].join(" && ");
+    assert!(Expr::compile(&all).is_ok(), "120 conditions: a tree 8 deep");
+}

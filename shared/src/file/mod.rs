@@ -51,6 +51,7 @@ pub mod typecheck;
 mod typecheck_tests;
 mod values;
 pub mod verify_jobs;
+pub mod yaml;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -221,6 +222,7 @@ pub fn traps(source: &str) -> Vec<Problem> {
 /// YAML 1.1 words the parser reads as booleans when unquoted (`n: n` binds
 /// `false`): a value spelt so is a trap; `true`/`false` are meant.
 const YAML_BOOLS: &[&str] = &["y", "n", "yes", "no", "on", "off"];
+const LONGEST_YAML_BOOL: usize = 3;
 
 /// Unquoted values that YAML reads as booleans (`y`, `n`, `yes`, `no`,
 /// `on`, `off`, any case): reported with the quoted spelling.
@@ -243,15 +245,28 @@ fn boolean_traps(source: &str) -> Vec<Problem> {
                         let start = (col + 1..chars.len())
                             .find(|k| !chars[*k].is_whitespace())
                             .unwrap_or(chars.len());
-                        let end = (start..chars.len())
+                        // A word longer than the longest of YAML_BOOLS is
+                        // none of them: the scan stops there (a line of
+                        // `[[[...` is read once, not once per `[`).
+                        let limit = (start + LONGEST_YAML_BOOL + 1).min(chars.len());
+                        let end = (start..limit)
                             .find(|k| matches!(chars[*k], ',' | ']' | '}' | ' ' | '#'))
-                            .unwrap_or(chars.len());
-                        let word: String = chars[start..end].iter().collect();
-                        let is_key = chars[end..]
-                            .iter()
-                            .find(|c| !c.is_whitespace())
-                            .is_some_and(|c| *c == ':');
-                        if !is_key && YAML_BOOLS.contains(&word.to_lowercase().as_str()) {
+                            .unwrap_or(limit);
+                        let word = &chars[start..end];
+                        let is_bool = YAML_BOOLS.iter().any(|b| {
+                            b.len() == word.len()
+                                && b.chars()
+                                    .zip(word)
+                                    .all(|(b, c)| c.to_ascii_lowercase() == b)
+                        });
+                        let is_key = || {
+                            chars[end..]
+                                .iter()
+                                .find(|c| !c.is_whitespace())
+                                .is_some_and(|c| *c == ':')
+                        };
+                        if is_bool && !is_key() {
+                            let word: String = word.iter().collect();
                             out.push(Problem::new(
                                 i as u64 + 1,
                                 start as u64 + 1,
@@ -287,18 +302,16 @@ fn value_before(before: &str) -> String {
 /// Parses and compiles a model file's text; `default_name` names it when the
 /// file does not.
 pub fn compile(source: &str, default_name: &str) -> Result<FileModel, Vec<Problem>> {
-    let mut problems = traps(source);
-    problems.extend(boolean_traps(source));
-    let raw: raw::RawFile = match serde_saphyr::from_str(source) {
+    let read = yaml::read(source);
+    let mut problems = Vec::new();
+    if source.len() <= yaml::MAX_FILE_BYTES {
+        problems.extend(traps(source));
+        problems.extend(boolean_traps(source));
+    }
+    let raw: raw::RawFile = match read {
         Ok(r) => r,
         Err(e) => {
-            let (line, col) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((1, 1));
-            let msg = e.without_snippet().to_string();
-            let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
-            problems.push(Problem::new(line, col, yaml_hint(&msg)));
+            problems.push(Problem::new(e.line, e.col, yaml_hint(&e.message)));
             problems.sort();
             return Err(problems);
         }
@@ -342,10 +355,25 @@ fn yaml_hint(msg: &str) -> String {
 }
 
 fn read(path: &Path) -> Result<(String, String), LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    // One byte past the limit is enough to refuse the file (yaml::read).
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(f, yaml::MAX_FILE_BYTES as u64 + 1),
+                &mut bytes,
+            )
+        })
+        .map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+    if let Some(e) = yaml::too_large(bytes.len()) {
+        return Err(LoadError::Invalid {
+            path: path.display().to_string(),
+            problems: vec![Problem::new(e.line, e.col, e.message)],
+        });
+    }
     let sha = hex(sha2::Sha256::digest(&bytes).as_slice());
     let text = String::from_utf8(bytes).map_err(|e| LoadError::Invalid {
         path: path.display().to_string(),

@@ -287,17 +287,8 @@ impl Scenario {
 
     /// A scenario from its text; `origin` (a path) prefixes every error.
     pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
-        let mut s: Scenario = serde_saphyr::from_str(text).map_err(|e| {
-            let (l, c) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((1, 1));
-            let msg = e.without_snippet().to_string();
-            format!(
-                "{origin}:{l}:{c}: {}",
-                msg.lines().next().unwrap_or("invalid scenario")
-            )
-        })?;
+        let mut s: Scenario = super::yaml::read(text)
+            .map_err(|e| format!("{origin}:{}:{}: {}", e.line, e.col, e.message))?;
         s.resolve(chrono::Utc::now().timestamp())
             .map_err(|e| format!("{origin}: {e}"))?;
         s.validate().map_err(|e| format!("{origin}: {e}"))?;

@@ -179,7 +179,12 @@ pub fn checked_over(
     let x = Expr::compile(src).map_err(|e| {
         vec![Flaw {
             offset: e.offset,
-            message: format!("cannot parse `{src}`: {}", e.message),
+            // A source past a limit is long: its position says which.
+            message: if e.too_large {
+                format!("expression too large: {}", e.message)
+            } else {
+                format!("cannot parse `{src}`: {}", e.message)
+            },
         }]
     })?;
     let mut flaws = Vec::new();
