@@ -586,3 +586,6 @@ mod number_tests;
 
 #[cfg(test)]
 mod gsi_projection_tests;
+
+#[cfg(test)]
+mod collision_tests;

@@ -8,6 +8,7 @@ impl Compiler<'_> {
         name: &str,
         e: &Spanned<RawEntity>,
         table: &TableDef,
+        stamp: Stamp<'_>,
     ) -> Entity {
         let raw = &e.value;
         let (writer, foreign) = match &raw.owner {
@@ -129,6 +130,10 @@ impl Compiler<'_> {
                 );
                 continue;
             }
+            if let Some(why) = stamp.clash(n, name, writer && !foreign) {
+                self.err(at(spec), format!("{name}.{n}: {why}"));
+                continue;
+            }
             // DynamoDB's TTL reads a number (epoch seconds) and ignores an
             // item whose TTL attribute is anything else: it never expires.
             if table.ttl_attribute == Some(n)
@@ -187,5 +192,37 @@ impl Compiler<'_> {
             by_type: false,
             compute: None,
         }
+    }
+}
+
+/// The table's entity-type attribute (`table.entity_type`) and whether a
+/// writer's items must carry their entity's name there (`writer_type:
+/// checked`).
+#[derive(Clone, Copy)]
+pub(super) struct Stamp<'a> {
+    pub(super) attr: &'a str,
+    pub(super) checked: bool,
+}
+
+impl Stamp<'_> {
+    /// Why entity `entity` (a writer's, when `writer`) cannot declare the
+    /// attribute `n`: the stamp holds the entity's name, checked on a
+    /// writer's item (any other declared type makes every item bad input)
+    /// and written by the processor onto its own (overwriting what a
+    /// derive binds there).
+    fn clash(&self, n: &str, entity: &str, writer: bool) -> Option<String> {
+        if n != self.attr || (writer && !self.checked) {
+            return None;
+        }
+        let a = self.attr;
+        Some(if writer {
+            format!(
+                "`{a}` is the table's `entity_type`, which a `{entity}` item carries as `{a}: {entity}` (`writer_type: checked`): it is checked against the key and holds nothing else, so it is no attribute to declare; remove it from `attributes:`, or, if the application's `{a}` is data of its own, name the stamp otherwise (`table: {{ entity_type: ... }}`) or set `writer_type: free`"
+            )
+        } else {
+            format!(
+                "`{a}` is the table's `entity_type`, which the processor stamps `{a}: {entity}` on every `{entity}` item it writes: an attribute of that name would be overwritten; name it otherwise, or name the stamp otherwise (`table: {{ entity_type: ... }}`)"
+            )
+        })
     }
 }

@@ -1,0 +1,185 @@
+//! Names and keys that collide: two derives that can imply one item of a
+//! processor entity (hostile13 #4), and an attribute named like the
+//! table's entity-type stamp (hostile13 #5). Each is refused at load, where
+//! it is written, with what to do.
+
+use super::test_support::{assert_at, position, problems};
+
+/// `d` and `e` both derive `c` keyed by the id alone: `D#x` and `E#x` imply
+/// one `C#x`, and the delete of either would take the item the other still
+/// implies (hostile13 #4: `verify` then reports drift).
+const TWO_SOURCES: &str = r#"jobstream: 1
+name: collide
+table: { name: collide, pk: PK, sk: SK }
+entities:
+  c:
+    owner: processor
+    key: { PK: "C#${id}", SK: "C" }
+    attributes: { id: string, v: string }
+  d:
+    key: { PK: "D#${id}", SK: "D" }
+    attributes: { id: string }
+    derive:
+      - entity: c
+        with: { id: id, v: "'one'" }
+  e:
+    key: { PK: "E#${id}", SK: "E" }
+    attributes: { id: string }
+    derive:
+      - entity: c
+        with: { id: id, v: "'three'" }
+"#;
+
+/// Two entities whose derives can imply one key of an entity that is not
+/// `shared: true`: refused at the later derive, naming both, the key they
+/// share, and `shared: true`; shared, the file loads (the item lives while
+/// any source implies it).
+#[test]
+fn two_entities_deriving_one_key_of_an_unshared_entity_are_refused() {
+    let p = problems(TWO_SOURCES);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    let at = (position(TWO_SOURCES, "'three'").0 - 1, 17);
+    assert_at(&p, at, "e: derive `c` and `d`'s derive `c` (line 13)");
+    assert_at(&p, at, "PK=C#x, SK=C");
+    assert_at(&p, at, "mark `c` `shared: true`");
+    let shared = TWO_SOURCES.replace("owner: processor", "owner: processor\n    shared: true");
+    assert_eq!(problems(&shared), vec![]);
+}
+
+/// One entity deriving one item twice with different values (hostile13
+/// #4's `d`: `v: 'one'` and `v: 'two'`): which value the item holds would
+/// depend on the order of the derives, so it is refused whether or not the
+/// entity is shared, saying to write one derive; the same values twice are
+/// refused unshared (one derive with both conditions says it).
+#[test]
+fn one_entity_deriving_one_item_twice_is_refused() {
+    let text = r#"jobstream: 1
+name: collide
+table: { name: collide, pk: PK, sk: SK }
+entities:
+  c:
+    owner: processor
+    key: { PK: "C#${id}", SK: "C" }
+    attributes: { id: string, v: string }
+  d:
+    key: { PK: "D#${id}", SK: "D" }
+    attributes: { id: string, note: string }
+    derive:
+      - entity: c
+        with: { id: id, v: "'one'" }
+      - entity: c
+        with: { id: id, v: "'two'" }
+        when: "note != ''"
+"#;
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (15, 17), "d: derive `c` and `d`'s derive `c` (line 13)");
+    assert_at(&p, (15, 17), "`v`: `'one'` and `'two'`");
+    assert_at(&p, (15, 17), "write one derive");
+    let shared = text.replace("owner: processor", "owner: processor\n    shared: true");
+    let p = problems(&shared);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (16, 17), "`v`: `'one'` and `'two'`");
+    // The same values twice: one derive whose `when` joins the two.
+    let same = text.replace("'two'", "'one'");
+    let p = problems(&same);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (15, 17), "write one derive");
+    let shared_same = shared.replace("'two'", "'one'");
+    assert_eq!(problems(&shared_same), vec![]);
+}
+
+/// Derives whose keys differ by a literal (a constant bound into the
+/// derived key) never imply one item: they load, unshared; the same
+/// constant twice is refused.
+#[test]
+fn derives_whose_keys_differ_by_a_literal_load() {
+    let text = TWO_SOURCES
+        .replace("C#${id}", "C#${src}#${id}")
+        .replace(
+            "attributes: { id: string, v: string }",
+            "attributes: { id: string, src: string, v: string }",
+        )
+        .replace(
+            "{ id: id, v: \"'one'\" }",
+            "{ id: id, src: \"'d'\", v: \"'one'\" }",
+        )
+        .replace(
+            "{ id: id, v: \"'three'\" }",
+            "{ id: id, src: \"'e'\", v: \"'three'\" }",
+        );
+    assert_eq!(problems(&text), vec![]);
+    let same = text.replace("src: \"'e'\"", "src: \"'d'\"");
+    let p = problems(&same);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (position(&same, "'three'").0 - 1, 17), "PK=C#d#x, SK=C");
+    // A constant and a name: the name may hold the constant.
+    let open = text.replace("src: \"'e'\"", "src: id");
+    assert_eq!(problems(&open).len(), 1, "{:#?}", problems(&open));
+}
+
+/// A symmetric edge (a friendship implying both directions): two
+/// friendships, (a, b) and (b, a), imply one edge, so unshared it is
+/// refused; shared, and with the same values, it loads.
+#[test]
+fn a_symmetric_edge_is_refused_unless_shared() {
+    let text = r#"jobstream: 1
+name: friends
+table: { name: friends, pk: PK, sk: SK }
+entities:
+  friendship:
+    key: { PK: "F#${a}", SK: "F#${b}" }
+    attributes: { a: string, b: string }
+    derive:
+      - entity: edge
+        with: { from: a, to: b }
+      - entity: edge
+        with: { from: b, to: a }
+  edge:
+    owner: processor
+    key: { PK: "U#${from}", SK: "E#${to}" }
+"#;
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (11, 17), "mark `edge` `shared: true`");
+    let shared = text.replace("owner: processor", "owner: processor\n    shared: true");
+    assert_eq!(problems(&shared), vec![]);
+}
+
+/// hostile13 #5: an attribute named like the entity-type stamp (`type`,
+/// the default `table.entity_type`) with `writer_type: checked` (the
+/// default): every item of the entity would be bad input (the stamp must be
+/// the entity's name). Refused at the attribute, naming the clash; under
+/// `writer_type: free` the writer's `type` is its own and loads; on a
+/// processor entity the processor stamps it, so it is refused whatever
+/// `writer_type` says.
+#[test]
+fn an_attribute_named_like_the_entity_type_stamp_is_refused() {
+    let text = r#"jobstream: 1
+name: stamp
+table: { name: stamp, pk: PK, sk: SK }
+entities:
+  c:
+    owner: processor
+    key: { PK: "C#${id}", SK: "C" }
+    attributes: { id: string }
+  d:
+    key: { PK: "D#${id}", SK: "D" }
+    attributes: { id: string, type: int, note: string }
+    derive:
+      - entity: c
+        with: { id: id }
+"#;
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (11, 37), "d.type: `type` is the table's `entity_type`");
+    let free = text.replace("sk: SK }", "sk: SK, writer_type: free }");
+    assert_eq!(problems(&free), vec![]);
+    let processor = free.replace("{ id: string }", "{ id: string, type: string }");
+    let p = problems(&processor);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(&p, (8, 37), "c.type: `type` is the table's `entity_type`");
+    // Another stamp name: `type` is an attribute like any other.
+    let kind = text.replace("sk: SK }", "sk: SK, entity_type: kind }");
+    assert_eq!(problems(&kind), vec![]);
+}
