@@ -589,3 +589,6 @@ mod gsi_projection_tests;
 
 #[cfg(test)]
 mod collision_tests;
+
+#[cfg(test)]
+mod key_limits_tests;

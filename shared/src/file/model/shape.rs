@@ -53,10 +53,28 @@ impl Compiler<'_> {
         for want in [table.pk, table.sk] {
             match raw.key.value.0.iter().find(|(k, _)| k == want) {
                 Some((_, t)) => match KeyTemplate::parse(&t.value.0) {
-                    Ok(template) => key.push(KeyPart {
-                        attr: want,
-                        template,
-                    }),
+                    Ok(template) => {
+                        let partition = want == table.pk;
+                        let fixed: usize = template
+                            .parts
+                            .iter()
+                            .map(|p| match p {
+                                Part::Lit(l) => l.len(),
+                                Part::Hole(..) => 0,
+                            })
+                            .sum();
+                        let holes = template.binders().count();
+                        if let Some(why) = over_key_limit(fixed, holes, partition) {
+                            self.err(
+                                at(t),
+                                format!("{name}: key {want}: {why}: no `{name}` item could be written; shorten its fixed text"),
+                            );
+                        }
+                        key.push(KeyPart {
+                            attr: want,
+                            template,
+                        })
+                    }
                     Err((off, msg)) => {
                         let pos = self.inner(at(t), off);
                         self.err(pos, format!("{name}: key {want}: {msg}"));
@@ -225,4 +243,25 @@ impl Stamp<'_> {
             )
         })
     }
+}
+
+/// Why a key (or index key) value of at least `fixed` bytes of text and
+/// `holes` binders (each at least one byte) can never be written: over
+/// DynamoDB's limit for a partition (2048 bytes) or sort key (1024).
+pub(super) fn over_key_limit(fixed: usize, holes: usize, partition: bool) -> Option<String> {
+    use crate::limits::{MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
+    let (max, what) = if partition {
+        (MAX_PARTITION_KEY_BYTES, "a partition key")
+    } else {
+        (MAX_SORT_KEY_BYTES, "a sort key")
+    };
+    let least = fixed + holes;
+    (least > max).then(|| {
+        let parts = if holes == 0 {
+            format!("{fixed} of its fixed text")
+        } else {
+            format!("{fixed} of its fixed text, 1 for each `${{...}}`")
+        };
+        format!("at least {least} bytes ({parts}), over DynamoDB's limit of {max} bytes for {what}")
+    })
 }
