@@ -183,3 +183,69 @@ entities:
     let kind = text.replace("sk: SK }", "sk: SK, entity_type: kind }");
     assert_eq!(problems(&kind), vec![]);
 }
+
+/// Other names the stamp collides with: the table's keys (the stamp would
+/// overwrite a processor item's key, and a checked writer's key would have
+/// to be its entity's name), the TTL attribute (a string never expires),
+/// a counter's sum or a computed value (the processor would write a number
+/// over the stamp): each refused where it is written, naming the stamp.
+#[test]
+fn names_that_collide_with_the_entity_type_stamp_are_refused() {
+    let base = r#"jobstream: 1
+name: stamp
+table: { name: stamp, pk: PK, sk: SK }
+entities:
+  cnt:
+    owner: processor
+    key: { PK: "N#${channelId}", SK: "N" }
+    counter: { attributes: [msgs], created_by: processor }
+  channel:
+    key: { PK: "CH#${channelId}", SK: "META" }
+    attributes: { channelId: string }
+    compute:
+      over: { entity: message, as: ms }
+      values: { total: "sum(ms.map(m, m.n))" }
+      queue: activity
+  message:
+    key: { PK: "CH#${channelId}", SK: "MSG#${n}" }
+    attributes: { channelId: string, n: int }
+    count:
+      - counter: cnt
+        with: { channelId: channelId }
+        add: { msgs: 1 }
+"#;
+    assert_eq!(problems(base), vec![]);
+    let cases = [
+        (
+            "sk: SK }",
+            "sk: SK, entity_type: PK }",
+            "PK }",
+            "the table's partition key",
+        ),
+        (
+            "sk: SK }",
+            "sk: SK, entity_type: SK }",
+            "SK }",
+            "the table's sort key",
+        ),
+        (
+            "sk: SK }",
+            "sk: SK, ttl: type }",
+            "type }",
+            "the table's TTL attribute",
+        ),
+        ("[msgs]", "[type]", "type]", "a sum of `cnt`"),
+        (
+            "{ total: \"sum",
+            "{ type: \"sum",
+            "\"sum",
+            "computed by `channel`",
+        ),
+    ];
+    for (from, to, at, says) in cases {
+        let (text, pos) = super::test_support::broken(base, from, to, at);
+        let p = problems(&text);
+        assert_at(&p, pos, "`entity_type`");
+        assert_at(&p, pos, says);
+    }
+}

@@ -135,6 +135,7 @@ impl Compiler<'_> {
         };
         self.formats = crate::file::formats::compile(raw.formats.as_ref(), &mut self.problems);
         let raws = &raw.entities.value.0;
+        self.stamp_clashes(t, raws, entity_type);
         if raws.is_empty() {
             self.err(at(&raw.entities), "no entities");
         }

@@ -245,6 +245,62 @@ impl Stamp<'_> {
     }
 }
 
+impl Compiler<'_> {
+    /// Names the entity-type stamp collides with besides an attribute's
+    /// (see [`Stamp::clash`]): the table's keys and TTL attribute, a
+    /// counter's sum, a computed value. The processor writes each of them
+    /// onto items it also stamps (or a checked writer's item carries the
+    /// stamp there), so one would overwrite the other.
+    pub(super) fn stamp_clashes(
+        &mut self,
+        t: &crate::file::raw::RawTable,
+        raws: &[(String, Spanned<RawEntity>)],
+        entity_type: &str,
+    ) {
+        let fix = "name the stamp otherwise (`table: { entity_type: ... }`)";
+        if let Some(s) = &t.entity_type {
+            for (key, what) in [(&t.pk, "partition key"), (&t.sk, "sort key")] {
+                if key.value == s.value {
+                    self.err(
+                        at(s),
+                        format!("`entity_type` `{}` is the table's {what}: the stamp (an entity's name) would overwrite the key of every item the processor writes; {fix}", s.value),
+                    );
+                }
+            }
+        }
+        if let Some(ttl) = t.ttl.as_ref().filter(|s| s.value == entity_type) {
+            self.err(
+                at(ttl),
+                format!("`{entity_type}` is the table's TTL attribute and its `entity_type`: DynamoDB's TTL reads a number, and the stamp is an entity's name (a string), so no item would ever expire; name the TTL attribute or the stamp otherwise"),
+            );
+        }
+        for (name, raw) in raws {
+            let sums = raw
+                .value
+                .counter
+                .iter()
+                .flat_map(|c| &c.value.attributes.value);
+            for s in sums.filter(|s| s.value == entity_type) {
+                self.err(
+                    at(s),
+                    format!("{name}: `{entity_type}` is the table's `entity_type`, and a sum of `{name}` of that name would write a number over the stamp (`{entity_type}: {name}`); give the sum another name, or {fix}"),
+                );
+            }
+            let computed = raw
+                .value
+                .compute
+                .iter()
+                .flat_map(|c| &c.value.values.value.0);
+            for (n, v) in computed.filter(|(n, _)| n == entity_type) {
+                self.err(
+                    at(v),
+                    format!("{name}: `{n}` is the table's `entity_type`, and a value computed by `{name}` of that name would write a number over the stamp its items carry; give the value another name, or {fix}"),
+                );
+            }
+        }
+    }
+}
+
 /// Why a key (or index key) value of at least `fixed` bytes of text and
 /// `holes` binders (each at least one byte) can never be written: over
 /// DynamoDB's limit for a partition (2048 bytes) or sort key (1024).
