@@ -249,3 +249,34 @@ entities:
         assert_at(&p, pos, says);
     }
 }
+
+/// hostile13 #9: names a model file gives (an entity's, an attribute's)
+/// are printed in every log line and message about them; one holding a
+/// control character (a line break, an escape) would forge log lines or
+/// terminal colours, so the file is refused, naming it escaped.
+#[test]
+fn names_holding_control_characters_are_refused() {
+    let text = "jobstream: 1\nname: names\ntable: { name: names, pk: PK, sk: SK }\nentities:\n  \"a\\n  evil\":\n    key: { PK: \"A#${id}\", SK: \"A\" }\n    attributes: { id: string, \"x\\u001b[31m\": string }\n";
+    let p = problems(text);
+    assert_eq!(p.len(), 2, "{p:#?}");
+    assert_at(
+        &p,
+        (6, 5),
+        "entity `a\\n  evil`: a name holds a control character",
+    );
+    assert_at(
+        &p,
+        (7, 46),
+        "attribute `x\\u{1b}[31m`: a name holds a control character",
+    );
+    let key = text.replace("pk: PK,", "pk: \"P\\rK\",");
+    assert_at(
+        &problems(&key),
+        (3, 27),
+        "table: attribute `P\\rK`: a name holds",
+    );
+    let plain = text
+        .replace("\\n  evil", " evil")
+        .replace("\\u001b[31m", "-y");
+    assert_eq!(problems(&plain), vec![]);
+}

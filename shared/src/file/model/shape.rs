@@ -11,6 +11,9 @@ impl Compiler<'_> {
         stamp: Stamp<'_>,
     ) -> Entity {
         let raw = &e.value;
+        if let Some(why) = control_name("entity", name) {
+            self.err(at(e), why);
+        }
         let (writer, foreign) = match &raw.owner {
             None => (true, false),
             Some(o) if o.value == "writer" => (true, false),
@@ -101,6 +104,9 @@ impl Compiler<'_> {
                 Some(n) => (n, true),
                 None => (n.as_str(), false),
             };
+            if let Some(why) = control_name("attribute", n) {
+                self.err(at(spec), format!("{name}: {why}"));
+            }
             let (ty, optional) = match &spec.value {
                 AttrSpec::Enum(v) if v.is_empty() => {
                     self.err(
@@ -246,7 +252,8 @@ impl Stamp<'_> {
 }
 
 impl Compiler<'_> {
-    /// Names the entity-type stamp collides with besides an attribute's
+    /// The table's attribute names printable (see [`control_name`]), and
+    /// the names the entity-type stamp collides with besides an attribute's
     /// (see [`Stamp::clash`]): the table's keys and TTL attribute, a
     /// counter's sum, a computed value. The processor writes each of them
     /// onto items it also stamps (or a checked writer's item carries the
@@ -257,6 +264,20 @@ impl Compiler<'_> {
         raws: &[(String, Spanned<RawEntity>)],
         entity_type: &str,
     ) {
+        let names = [
+            Some(&t.pk),
+            Some(&t.sk),
+            t.ttl.as_ref(),
+            t.entity_type.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(t.gsis.iter().flat_map(|g| [&g.value.pk, &g.value.sk]));
+        for n in names {
+            if let Some(why) = control_name("attribute", &n.value) {
+                self.err(at(n), format!("table: {why}"));
+            }
+        }
         let fix = "name the stamp otherwise (`table: { entity_type: ... }`)";
         if let Some(s) = &t.entity_type {
             for (key, what) in [(&t.pk, "partition key"), (&t.sk, "sort key")] {
@@ -299,6 +320,18 @@ impl Compiler<'_> {
             }
         }
     }
+}
+
+/// Why a name the file gives cannot be: one holding a control character
+/// (a line break, an escape) would forge lines or colours in every log line
+/// and message that prints it (hostile13 #9).
+fn control_name(what: &str, name: &str) -> Option<String> {
+    name.chars().any(char::is_control).then(|| {
+        format!(
+            "{what} `{}`: a name holds a control character, which every log line and message naming it would print: name it with printable characters",
+            name.escape_debug()
+        )
+    })
 }
 
 /// Why a key (or index key) value of at least `fixed` bytes of text and
