@@ -105,7 +105,7 @@ impl Compiler<'_> {
                 None => (n.as_str(), false),
             };
             if let Some(why) = control_name("attribute", n) {
-                self.err(at(spec), format!("{name}: {why}"));
+                self.err(at(spec), format!("{}: {why}", name.escape_debug()));
             }
             let (ty, optional) = match &spec.value {
                 AttrSpec::Enum(v) if v.is_empty() => {
