@@ -280,3 +280,63 @@ fn names_holding_control_characters_are_refused() {
         .replace("\\u001b[31m", "-y");
     assert_eq!(problems(&plain), vec![]);
 }
+
+/// hostile13 #17: two jobs on one queue (one `queue_name`, one logical
+/// `queue:`, or a written name that is another job's default) have each
+/// consumer take the other's jobs as bad messages and dead-letter them;
+/// refused at the later one, naming both.
+#[test]
+fn two_jobs_on_one_queue_are_refused() {
+    let text = r#"jobstream: 1
+name: queues
+table: { name: queues, pk: PK, sk: SK }
+entities:
+  row:
+    key: { PK: "P#${p}", SK: "R#${r}" }
+    attributes: { p: string, r: string, v: int }
+  a:
+    key: { PK: "P#${p}", SK: "A" }
+    attributes: { p: string }
+    compute:
+      over: { entity: row, as: rows }
+      values: { total: "sum(rows.map(x, x.v))" }
+      queue: q
+      queue_name: shared-name
+  b:
+    key: { PK: "P#${p}", SK: "B" }
+    attributes: { p: string }
+    compute:
+      over: { entity: row, as: rows }
+      values: { cnt: "size(rows)" }
+      queue: q2
+      queue_name: shared-name
+"#;
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(
+        &p,
+        (23, 19),
+        "b's `compute:`: the SQS queue `shared-name` is also a's `compute:`'s (line 15)",
+    );
+    let apart = text.replacen("queue_name: shared-name", "queue_name: other-name", 1);
+    assert_eq!(problems(&apart), vec![]);
+    let logical = apart.replace("queue: q2", "queue: q");
+    let p = problems(&logical);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(
+        &p,
+        (22, 14),
+        "the consumer `q` is also a's `compute:`'s (line 14)",
+    );
+    // A written name that is another's default (`jobstream-<queue>-jobs`).
+    let default = apart
+        .replace("      queue: q2\n      queue_name: shared-name\n", "")
+        .replace("other-name", "jobstream-b-compute-jobs");
+    let p = problems(&default);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_at(
+        &p,
+        (20, 7),
+        "the SQS queue `jobstream-b-compute-jobs` is also a's",
+    );
+}

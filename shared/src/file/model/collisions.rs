@@ -3,7 +3,8 @@
 //! the entity is `shared: true`, the delete of one source would take the
 //! item the other still implies (hostile13 #4); and one source item
 //! implying one item twice with different values would leave it holding
-//! whichever derive the engine reads first, shared or not.
+//! whichever derive the engine reads first, shared or not. And two jobs
+//! (`compute:`, `sets:`, `once:`) on one queue (hostile13 #17).
 
 use super::*;
 use crate::file::raw::RawDerive;
@@ -271,5 +272,107 @@ fn matches(shape: &[Seg], key: &str) -> bool {
             .chain(std::iter::once(key.len()))
             .filter(|i| *i > 0)
             .any(|i| matches(rest, &key[i..])),
+    }
+}
+
+/// A job's queue and where the file gives it.
+struct Job<'a> {
+    what: String,
+    queue: &'a crate::models::table::QueueDef,
+    /// The `queue:` (logical name) and `queue_name:` (SQS name) written,
+    /// else the job's own place.
+    logical_at: (u64, u64),
+    name_at: (u64, u64),
+}
+
+impl Compiler<'_> {
+    /// Two jobs with one consumer (logical queue) or one SQS queue: each
+    /// consumer would take the other's jobs as bad messages and
+    /// dead-letter them. Reported at the later job, naming the earlier.
+    pub(super) fn queue_collisions(
+        &mut self,
+        entities: &[Entity],
+        raw: &RawFile,
+        sets: &[crate::file::sets::SetSpec],
+        once: &[crate::file::once::OnceSpec],
+    ) {
+        let mut jobs: Vec<Job> = Vec::new();
+        for (e, (name, r)) in entities.iter().zip(&raw.entities.value.0) {
+            let (Some(c), Some(rc)) = (&e.compute, &r.value.compute) else {
+                continue;
+            };
+            let own = at(rc);
+            jobs.push(Job {
+                what: format!("{name}'s `compute:`"),
+                queue: &c.queue,
+                logical_at: rc.value.queue.as_ref().map_or(own, at),
+                name_at: rc.value.queue_name.as_ref().map_or(own, at),
+            });
+        }
+        let raw_sets = raw
+            .sets
+            .as_ref()
+            .map(|s| &s.value.0[..])
+            .unwrap_or_default();
+        for s in sets {
+            let Some((_, r)) = raw_sets.iter().find(|(n, _)| n == s.name) else {
+                continue;
+            };
+            jobs.push(Job {
+                what: format!("set `{}`", s.name),
+                queue: &s.queue,
+                logical_at: at(r),
+                name_at: r.value.queue_name.as_ref().map_or(at(r), at),
+            });
+        }
+        let raw_once = raw
+            .once
+            .as_ref()
+            .map(|o| &o.value.0[..])
+            .unwrap_or_default();
+        for o in once {
+            let Some((_, r)) = raw_once.iter().find(|(n, _)| n == o.name) else {
+                continue;
+            };
+            jobs.push(Job {
+                what: format!("once `{}`", o.name),
+                queue: &o.queue,
+                logical_at: at(r),
+                name_at: r.value.queue_name.as_ref().map_or(at(r), at),
+            });
+        }
+        // In the file's order, so that the later one is reported.
+        jobs.sort_by_key(|j| j.name_at.min(j.logical_at));
+        for (i, b) in jobs.iter().enumerate() {
+            for a in &jobs[..i] {
+                let (pos, said) = if a.queue.logical == b.queue.logical {
+                    (
+                        b.logical_at,
+                        format!(
+                            "the consumer `{}` is also {}'s (line {})",
+                            b.queue.logical, a.what, a.logical_at.0
+                        ),
+                    )
+                } else if a.queue.name == b.queue.name
+                    || a.queue.name == b.queue.dlq_name
+                    || a.queue.dlq_name == b.queue.name
+                {
+                    (
+                        b.name_at,
+                        format!(
+                            "the SQS queue `{}` is also {}'s (line {})",
+                            b.queue.name, a.what, a.name_at.0
+                        ),
+                    )
+                } else {
+                    continue;
+                };
+                self.err(
+                    pos,
+                    format!("{}: {said}: each consumer would take the other's jobs as bad messages and dead-letter them; give one another `queue:` or `queue_name:`", b.what),
+                );
+                break;
+            }
+        }
     }
 }

@@ -201,6 +201,7 @@ impl Compiler<'_> {
             }
             None => vec![],
         };
+        self.queue_collisions(&entities, &raw, &sets, &once);
         let queries = match &raw.queries {
             Some(q) => crate::file::queries::compile(
                 &q.value,
