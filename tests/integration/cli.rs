@@ -257,3 +257,67 @@ fn backfill_segments_outside_what_dynamodb_takes_is_a_usage_error() {
         assert!(err.contains("1..=1000000"), "--segments {bad}: {err}");
     }
 }
+
+/// hostile13 #4 and #5 as the process sees them: a file whose `d` and `e`
+/// both derive the unshared `c` by its id (and `d` twice, with different
+/// values), and whose `d` declares `type: int` beside the checked stamp
+/// `type`, loaded as `OK` and then lost a derived item (`verify`: drift)
+/// and made every `d` bad input. `check-model` now exits 1 with each
+/// problem at its place; `c` shared and `d`'s derives one, the file is OK.
+#[test]
+fn check_model_refuses_derives_that_can_imply_one_item_and_an_attribute_named_like_the_stamp() {
+    let text = r#"jobstream: 1
+name: collide
+table: { name: collide, pk: PK, sk: SK }
+entities:
+  c:
+    owner: processor
+    key: { PK: "C#${id}", SK: "C" }
+    attributes: { id: string, v: string }
+  d:
+    key: { PK: "D#${id}", SK: "D" }
+    attributes: { id: string, type: int, note: string }
+    derive:
+      - entity: c
+        with: { id: id, v: "'one'" }
+      - entity: c
+        with: { id: id, v: "'two'" }
+  e:
+    key: { PK: "E#${id}", SK: "E" }
+    attributes: { id: string }
+    derive:
+      - entity: c
+        with: { id: id, v: "'three'" }
+"#;
+    let file = crate::support::temp_model("collide", text);
+    let bad = jobstream(&["check-model", file.to_str().unwrap()]);
+    let out = stdout(&bad);
+    assert_eq!(bad.status.code(), Some(1), "{out}");
+    let at = |place: &str, says: &str| {
+        let place = format!("{}:{place}: ", file.display());
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&place) && l.contains(says)),
+            "a line `{place}... {says}`: {out}"
+        );
+    };
+    at("11:37", "`type` is the table's `entity_type`");
+    at("15:17", "(`v`: `'one'` and `'two'`)");
+    at(
+        "21:17",
+        "e: derive `c` and `d`'s derive `c` (line 13) can imply one `c` item (PK=C#x, SK=C)",
+    );
+    at("21:17", "mark `c` `shared: true`");
+    assert_eq!(out.lines().count(), 4, "{out}");
+
+    let fixed = text
+        .replace("type: int, ", "")
+        .replace("owner: processor", "owner: processor\n    shared: true")
+        .replace(
+            "      - entity: c\n        with: { id: id, v: \"'two'\" }\n",
+            "",
+        );
+    let file = crate::support::temp_model("collide_fixed", &fixed);
+    let ok = jobstream(&["check-model", file.to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", stdout(&ok));
+}

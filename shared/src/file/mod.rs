@@ -614,3 +614,9 @@ mod number_tests;
 
 #[cfg(test)]
 mod gsi_projection_tests;
+
+#[cfg(test)]
+mod collision_tests;
+
+#[cfg(test)]
+mod key_limits_tests;

@@ -162,8 +162,9 @@ impl Compiler<'_> {
                     self.err(at(v), format!("{name}: `{n}` is a sum of the counter; a counter's projection writes other attributes (e.g. an index key from the sums)"));
                     continue;
                 }
-                if let Some(v) = self.template(v, scope) {
-                    attrs.push((leak(n), v));
+                if let Some(x) = self.template(v, scope) {
+                    self.index_key_limit(name, n, &x, at(v), table);
+                    attrs.push((leak(n), x));
                 }
             }
             let mut sources: Vec<&'static str> = Vec::new();
@@ -368,6 +369,43 @@ impl Compiler<'_> {
                 t = target.name
             ),
         );
+    }
+
+    /// A projected index key (`GSI1SK: "G#${id}"`) whose fixed text alone
+    /// is over DynamoDB's limit for the index's key: every item the
+    /// projection writes would be refused.
+    fn index_key_limit(
+        &mut self,
+        entity: &str,
+        attr: &str,
+        v: &Value,
+        pos: (u64, u64),
+        table: &TableDef,
+    ) {
+        let Some((g, partition)) = table.gsis.iter().find_map(|g| {
+            (g.pk == attr)
+                .then_some((g, true))
+                .or((g.sk == attr).then_some((g, false)))
+        }) else {
+            return;
+        };
+        let fixed: usize =
+            v.0.iter()
+                .map(|p| match p {
+                    Part::Lit(l) => l.len(),
+                    Part::Hole(..) => 0,
+                })
+                .sum();
+        if let Some(why) = super::shape::over_key_limit(fixed, 0, partition) {
+            let what = if partition { "partition" } else { "sort" };
+            self.err(
+                pos,
+                format!(
+                    "{entity}: `{attr}` ({what} key of {}): {why}: every `{entity}` item the projection writes would be bad input; shorten its fixed text",
+                    g.name
+                ),
+            );
+        }
     }
 
     /// A count's `add:` value must be an int: a template (text) or an

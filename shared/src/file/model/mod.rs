@@ -5,7 +5,8 @@
 //! Files: this one (the compiled types and the compiler's expressions),
 //! `passes.rs` (a whole file's blocks, compiled in order), `shape.rs` (an entity's keys, attributes, checks),
 //! `implies.rs` (`project`, `derive`, `count` and their bindings),
-//! `counters.rs` (counters, uncounted counters, overlapping templates). The
+//! `counters.rs` (counters, uncounted counters, overlapping templates),
+//! `collisions.rs` (two derives that can imply one item). The
 //! other blocks compile in their own modules of `file/` (sets, once,
 //! history, compute, queries, formats, locate).
 
@@ -18,6 +19,7 @@ use crate::models::table::{Gsi, GsiProjection, TableDef};
 
 mod counters;
 pub(in crate::file) use counters::{binder_check, binder_fits};
+mod collisions;
 mod implies;
 mod passes;
 mod shape;

@@ -135,6 +135,7 @@ impl Compiler<'_> {
         };
         self.formats = crate::file::formats::compile(raw.formats.as_ref(), &mut self.problems);
         let raws = &raw.entities.value.0;
+        self.stamp_clashes(t, raws, entity_type);
         if raws.is_empty() {
             self.err(at(&raw.entities), "no entities");
         }
@@ -142,7 +143,13 @@ impl Compiler<'_> {
         // Pass 1: keys and attributes (what every rule may refer to).
         let mut entities: Vec<Entity> = raws
             .iter()
-            .map(|(n, e)| self.entity_shape(n, e, &table))
+            .map(|(n, e)| {
+                let stamp = super::shape::Stamp {
+                    attr: entity_type,
+                    checked: writer_type_checked,
+                };
+                self.entity_shape(n, e, &table, stamp)
+            })
             .collect();
         for (e, (_, r)) in entities.iter_mut().zip(raws) {
             let declared: Vec<&str> = e
@@ -171,6 +178,7 @@ impl Compiler<'_> {
             self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
         }
         self.overlaps(&mut entities, raws);
+        self.derive_collisions(&entities, raws);
         self.uncounted(&entities, raws);
         let sets = match &raw.sets {
             Some(s) => crate::file::sets::compile(
@@ -193,6 +201,7 @@ impl Compiler<'_> {
             }
             None => vec![],
         };
+        self.queue_collisions(&entities, &raw, &sets, &once);
         let queries = match &raw.queries {
             Some(q) => crate::file::queries::compile(
                 &q.value,
