@@ -96,7 +96,7 @@ fn a_clustered_index_is_declared_its_keys_left_to_the_hand() {
     assert!(
         d.gsis
             .iter()
-            .any(|g| g.name == "gsi1" && g.pk == "gsi1pk" && g.sk == "gsi1sk"),
+            .any(|g| g.name == "gsi1" && g.pk == "gsi1pk" && g.sk.as_deref() == Some("gsi1sk")),
         "{:?}",
         d.gsis
     );

@@ -185,6 +185,19 @@ fn dates_are_typed_as_onetable_stores_them() {
         if let Err(p) = shared::file::compile(&yaml, "s") {
             panic!("{p:#?}\n{yaml}");
         }
+        // import13's #2: the library's createTable() never enables TTL,
+        // which every command then refuses; the file says so where it
+        // sets `ttl`, with the command.
+        let ttl = yaml
+            .lines()
+            .position(|l| l == "  ttl: \"t\"")
+            .expect("ttl line");
+        let above = yaml.lines().take(ttl).collect::<Vec<_>>().join("\n");
+        assert!(
+            above.contains("createTable() does not enable TTL")
+                && above.contains("aws dynamodb update-time-to-live --table-name tbl --time-to-live-specification Enabled=true,AttributeName=t"),
+            "{yaml}"
+        );
     }
 }
 
@@ -512,18 +525,21 @@ fn a_pad_width_typo_is_refused_or_said_never_a_hang() {
     assert!(yaml.contains("`abc`"), "{yaml}");
 }
 
-/// imp11's finding 15: a GSI without a sort key was dropped without a
-/// word (the ElectroDB importer says so).
+/// imp11's finding 15, then import13's #3: a GSI without a sort key (a
+/// lookup by a unique value) was dropped, then only said; it is declared
+/// now, keyed by its partition key alone, in a file that loads.
 #[test]
-fn a_hash_only_index_is_said() {
-    let (d, _) = one_model(
+fn a_hash_only_index_is_declared_by_its_partition_key() {
+    let (d, yaml) = one_model(
         r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"email":{"type":"string"}"#,
-        r#","byEmail":{"hash":"email"}"#,
+        r#","byEmail":{"hash":"email","project":"keys"}"#,
     );
     assert!(
-        d.notes
-            .iter()
-            .any(|n| n.contains("`byEmail`") && n.contains("no sort key")),
+        yaml.contains(r#"    - { name: "byEmail", pk: "email", project: keys }"#),
+        "{yaml}"
+    );
+    assert!(
+        !d.notes.iter().any(|n| n.contains("`byEmail`")),
         "{:?}",
         d.notes
     );
