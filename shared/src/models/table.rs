@@ -519,6 +519,25 @@ mod tests {
         assert_eq!(def.key_attributes(), ["PK", "SK", "GSI1PK"]);
     }
 
+    /// What `jobstream tables` prints of an index keyed by its partition
+    /// key alone (the CDK stack reads it): no `sk`, and its keys once.
+    #[test]
+    fn an_index_without_a_sort_key_is_printed_without_one() {
+        let g = Gsi {
+            name: "byEmail",
+            pk: "emailKey",
+            sk: None,
+            projection: GsiProjection::KeysOnly,
+        };
+        assert_eq!(
+            serde_json::to_value(&g).unwrap(),
+            serde_json::json!({"name": "byEmail", "pk": "emailKey", "projection": {"projectionType": "KEYS_ONLY"}})
+        );
+        assert_eq!(g.key_attributes().collect::<Vec<_>>(), ["emailKey"]);
+        assert_eq!(g.key_list(), "(emailKey)");
+        assert!(g.carries("emailKey", "PK", "SK") && !g.carries("email", "PK", "SK"));
+    }
+
     #[test]
     fn an_include_projection_drops_the_keys_and_lists_each_attribute_once() {
         let keys = ["PK", "SK", "gs2pk", "gs2sk"];
