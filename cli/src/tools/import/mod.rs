@@ -337,7 +337,10 @@ impl Draft {
             comment(&mut out, "  ", why);
             let _ = writeln!(out, "  writer_type: free");
         }
-        let _ = writeln!(out, "entities:");
+        // An empty mapping is `{}`: `entities:` alone would be null, a
+        // file check-model cannot parse (it says "no entities" instead).
+        let none = if self.entities.is_empty() { " {}" } else { "" };
+        let _ = writeln!(out, "entities:{none}");
         for e in &self.entities {
             for n in &e.notes {
                 comment(&mut out, "  ", &format!("TODO: {n}"));

@@ -144,6 +144,12 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         .get("models")
         .and_then(Json::as_object)
         .ok_or_else(|| err("models", "missing (an object of models)".into()))?;
+    if models.is_empty() {
+        return Err(err(
+            "models",
+            "no model: nothing to import (a model file declares at least one entity: export the schema with its models)".into(),
+        ));
+    }
     let mut entities = Vec::new();
     for (model_name, fields) in models {
         let at = format!("models.{model_name}");

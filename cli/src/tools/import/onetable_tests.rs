@@ -42,6 +42,37 @@ fn a_schema_that_is_not_onetable_is_refused_with_where_and_why() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("indexes.primary.sort"), "{e}");
+    // import13's #5: a schema without models wrote `entities:` with nothing
+    // under it, a file check-model could not parse; refused, saying why.
+    let e = import(
+        r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},"models":{}}"#,
+        "s.json",
+        "s",
+        "tbl",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("s.json: models: no model: nothing to import"),
+        "{e}"
+    );
+}
+
+/// A draft without entities (none left to import) still renders a file
+/// `check-model` parses, which then says what is missing.
+#[test]
+fn a_draft_without_entities_renders_a_file_that_parses() {
+    let (mut d, _) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true}"#,
+        "",
+    );
+    d.entities.clear();
+    let yaml = d.render("s.json");
+    let problems = shared::file::compile(&yaml, "s").expect_err("no entities");
+    assert!(
+        problems.iter().any(|p| p.message == "no entities"),
+        "{problems:#?}\n{yaml}"
+    );
 }
 
 /// R06: a schema a README-only user wrote: a local index, a `validate`,
