@@ -71,5 +71,13 @@ for project, ok in [("all", True), ("keys", True), (["name", "stage"], True), ("
     if validator.is_valid(doc) != ok:
         print(f"{SCHEMA}: a GSI's project {project!r} is {'refused' if ok else 'accepted'}")
         failed = True
+# A GSI keyed by its partition key alone (a lookup by a unique value), as
+# the loader reads it; a name and a partition key are still required.
+for gsi, ok in [({"name": "gs3", "pk": "gs3pk"}, True), ({"name": "gs3", "sk": "gs3sk"}, False), ({"pk": "gs3pk"}, False)]:
+    doc = copy.deepcopy(base)
+    doc["table"]["gsis"] = [gsi]
+    if validator.is_valid(doc) != ok:
+        print(f"{SCHEMA}: the GSI {gsi!r} is {'refused' if ok else 'accepted'}")
+        failed = True
 print(f"{len(files)} model files checked against {SCHEMA}")
 sys.exit(1 if failed else 0)

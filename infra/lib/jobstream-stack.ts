@@ -142,7 +142,8 @@ function createTable(scope: Construct, id: string, def: TableDef, name: string, 
     table.addGlobalSecondaryIndex({
       indexName: gsi.name,
       partitionKey: { name: gsi.pk, type: dynamodb.AttributeType.STRING },
-      sortKey: { name: gsi.sk, type: dynamodb.AttributeType.STRING },
+      // An index keyed by its partition key alone has none.
+      sortKey: gsi.sk ? { name: gsi.sk, type: dynamodb.AttributeType.STRING } : undefined,
       ...projectionOf(gsi.projection),
     });
   }

@@ -17,7 +17,8 @@ export interface GsiProjection {
 export interface Gsi {
   readonly name: string;
   readonly pk: string;
-  readonly sk: string;
+  /** Absent: an index keyed by its partition key alone (`jobstream tables` omits it). */
+  readonly sk?: string;
   readonly projection: GsiProjection;
 }
 

@@ -253,7 +253,7 @@ for (const [label, def, modelDefs] of cases) {
                 IndexName: g.name,
                 KeySchema: [
                   { AttributeName: g.pk, KeyType: 'HASH' },
-                  { AttributeName: g.sk, KeyType: 'RANGE' },
+                  ...(g.sk ? [{ AttributeName: g.sk, KeyType: 'RANGE' }] : []),
                 ],
                 Projection:
                   g.projection.projectionType === 'INCLUDE'
@@ -627,6 +627,31 @@ describe('a model file (-c modelFile=PATH)', () => {
       if (saved === undefined) delete process.env.JOBSTREAM_BIN;
       else process.env.JOBSTREAM_BIN = saved;
     }
+  });
+
+  test('an index keyed by its partition key alone (`sk` absent) deploys without a sort key', () => {
+    // As `jobstream tables --model-file` prints `gsis: - { name: byEmail, pk: emailKey, project: keys }`.
+    const lookup: ModelDef = {
+      ...fileDef,
+      table: {
+        ...fileDef.table,
+        gsis: [{ name: 'byEmail', pk: 'emailKey', projection: { projectionType: 'KEYS_ONLY' } }],
+      },
+    };
+    const s = synth({ model: lookup.name, defs: { ...printed, models: [lookup] } });
+    s.template.hasResourceProperties('AWS::DynamoDB::Table', {
+      TableName: lookup.table.name,
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'byEmail',
+          KeySchema: [{ AttributeName: 'emailKey', KeyType: 'HASH' }],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
+        },
+      ],
+    });
+    const table = s.resources('AWS::DynamoDB::Table').find((t) => t.Properties.TableName === lookup.table.name)!;
+    const defined = table.Properties.AttributeDefinitions.map((a: { AttributeName: string }) => a.AttributeName);
+    assert.deepEqual(sorted(defined), sorted([lookup.table.pk, lookup.table.sk, 'emailKey']));
   });
 
   test('every function gets MODEL_FILE naming the bundled file', () => {

@@ -63,7 +63,9 @@ impl KeyLimits {
         add(table.sk, "the table", false);
         for g in &table.gsis {
             add(g.pk, g.name, true);
-            add(g.sk, g.name, false);
+            if let Some(sk) = g.sk {
+                add(sk, g.name, false);
+            }
         }
         Self { attrs }
     }
@@ -168,7 +170,7 @@ mod tests {
             gsis: vec![Gsi {
                 name: "GSI1",
                 pk: "GSI1PK",
-                sk: "GSI1SK",
+                sk: Some("GSI1SK"),
                 projection: Default::default(),
             }],
             ttl_attribute: None,

@@ -305,8 +305,12 @@ fn serve_and_dev_print_the_tables_line_in_one_shape() {
 /// A model that declares an index the existing table lacks (user9's #18:
 /// the model gained an index, the table predates it): `create`, `run` and
 /// `dev`'s table check (an existing `--db`) name the index instead of
-/// writing its keys for an index that is not there; `query` on it says the
-/// service's error in one line, not the SDK's dump of the response.
+/// writing its keys for an index that is not there, and each gives the step
+/// that adds it in place (user13's #2: `run` pointed at `create`, which
+/// cannot add it, and `create` at deleting the table): the `update-table`
+/// command with the index's keys, then `backfill` and `verify`; `query` on
+/// it says the service's error in one line, not the SDK's dump of the
+/// response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_one_line() {
     let (engine, sqs) = engine_and_sqs().await;
@@ -319,14 +323,37 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     let mut without = model.table.clone();
     without.gsis.clear();
     ensure_table(&client, &without, &t).await.unwrap();
+    let sk = index.sk.expect("hr's index has a sort key");
     let lacks = format!(
-        "{t} lacks index {} ({}, {}), which the model declares",
-        index.name, index.pk, index.sk
+        "{t} lacks index {} ({}, {sk}), which the model declares",
+        index.name, index.pk
     );
+    // The step, with the table, the endpoint and the index's keys filled in.
+    let step = |endpoint: Option<&str>| {
+        let at = endpoint.map_or(String::new(), |e| format!(" --endpoint-url {e}"));
+        format!(
+            "`aws dynamodb update-table --table-name {t}{at} --attribute-definitions \
+             'AttributeName={pk},AttributeType=S' 'AttributeName={sk},AttributeType=S' \
+             --global-secondary-index-updates '[{{\"Create\":{{\"IndexName\":\"{name}\",\
+             \"KeySchema\":[{{\"AttributeName\":\"{pk}\",\"KeyType\":\"HASH\"}},\
+             {{\"AttributeName\":\"{sk}\",\"KeyType\":\"RANGE\"}}],\
+             \"Projection\":{{\"ProjectionType\":\"ALL\"}}}}}}]'`",
+            pk = index.pk,
+            name = index.name
+        )
+    };
+    let then = "then run `jobstream backfill` (it writes every item's keys for the index) and `jobstream verify`";
+    let gives_the_step = |err: &str, endpoint: Option<&str>| {
+        assert!(err.contains(&step(endpoint)), "{err}");
+        assert!(err.contains(then), "{err}");
+        assert!(!err.contains("delete the table"), "{err}");
+        assert!(!err.contains("`jobstream create` makes them"), "{err}");
+    };
 
     // dev and serve on an existing table (`--db`): its shape is checked.
     let err = ensure_table(&client, &model.table, &t).await.unwrap_err();
     assert!(format!("{err:#}").contains(&lacks), "{err:#}");
+    gives_the_step(&format!("{err:#}"), None);
 
     let flags = args(&[
         "--model",
@@ -343,6 +370,7 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     let out = create(flags.clone()).await;
     assert!(!out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains(&lacks), "{}", text(&out.stderr));
+    gives_the_step(&text(&out.stderr), Some(&endpoint));
 
     // `run` against it (the ledger made as create would).
     ensure_table(&client, &table::ledger(), &l).await.unwrap();
@@ -350,6 +378,7 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     let refused = tokio::task::spawn_blocking(move || starts_consuming(&run, &[])).await;
     let why = refused.unwrap().expect_err("run refuses the table");
     assert!(why.contains(&format!("model table {lacks}")), "{why}");
+    gives_the_step(&why, Some(&endpoint));
 
     // `query` on the missing index: one line, the service's code and message.
     let args = args(&[
@@ -371,4 +400,92 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("ValidationException: "), "{err}");
     assert!(!err.contains("Response"), "{err}");
+}
+
+/// A model table made without TTL (OneTable's `createTable()` never enables
+/// it; import13's #2): `create` leaves it so (enabling TTL deletes the
+/// items whose attribute is past: the owner's decision) and gives the
+/// command that enables it, never `jobstream create` itself; `verify`
+/// reports it as a warning, checks the items all the same, and exits
+/// non-zero (a difference from the definition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_table_without_ttl_gets_the_command_and_verify_still_checks_the_items() {
+    let (engine, sqs) = engine_and_sqs().await;
+    let endpoint = engine.endpoint();
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
+    let model = shared::models::find("social").expect("social");
+    let attr = model.table.ttl_attribute.expect("social's table has a TTL");
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (t, l) = (format!("t{id}"), format!("l{id}"));
+    let mut no_ttl = model.table.clone();
+    no_ttl.ttl_attribute = None;
+    ensure_table(&client, &no_ttl, &t).await.unwrap();
+    ensure_table(&client, &table::ledger(), &l).await.unwrap();
+    // A follow written while nothing ran: its follower item and counts are
+    // missing, drift `verify` must find.
+    let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.into());
+    client
+        .put_item()
+        .table_name(&t)
+        .item("PK", s("u#ann#following"))
+        .item("SK", s("u#bob"))
+        .item("createdAt", s("2026-11-28T09:00:00Z"))
+        .send()
+        .await
+        .unwrap();
+    let command = format!(
+        "`aws dynamodb update-time-to-live --table-name {t} --endpoint-url {endpoint} \
+         --time-to-live-specification 'Enabled=true,AttributeName={attr}'`"
+    );
+    let problem = format!("model table {t} has TTL DISABLED");
+    let flags = |extra: &[&str]| {
+        let mut a = args(&[
+            "--model",
+            "social",
+            "--table",
+            &t,
+            "--ledger-table",
+            &l,
+            "--endpoint",
+            &endpoint,
+        ]);
+        a.extend(args(extra));
+        a
+    };
+
+    let out = create(flags(&["--sqs-endpoint", &sqs])).await;
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(&problem), "{err}");
+    assert!(err.contains(&command), "{err}");
+    assert!(!err.contains("`jobstream create` makes them"), "{err}");
+    let ttl = client.describe_time_to_live().table_name(&t).send().await;
+    let status = ttl
+        .unwrap()
+        .time_to_live_description
+        .and_then(|d| d.time_to_live_status);
+    assert_ne!(
+        status,
+        Some(aws_sdk_dynamodb::types::TimeToLiveStatus::Enabled),
+        "create left the table's TTL as it is"
+    );
+
+    let out =
+        crate::deployed::jobstream([vec!["verify".to_string()], flags(&[])].concat(), vec![]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    let warning = stdout
+        .lines()
+        .find(|l| l.starts_with("warning: "))
+        .unwrap_or_else(|| panic!("no warning line: {stdout}{stderr}"));
+    assert!(warning.contains(&problem), "{warning}");
+    assert!(stdout.contains(&command), "{stdout}");
+    // The items are checked all the same: the follow's drift is found.
+    let derived = stdout
+        .lines()
+        .find(|l| l.starts_with("derived "))
+        .unwrap_or_else(|| panic!("no derived row: {stdout}"));
+    let cells: Vec<&str> = derived.split('|').map(str::trim).collect();
+    assert_eq!(cells[1..4], ["1", "0", "1"], "{stdout}");
+    assert!(stdout.contains("drift remains"), "{stdout}");
 }

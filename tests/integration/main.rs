@@ -29,6 +29,7 @@ mod file_once;
 mod file_sets;
 mod fixtures;
 mod graph;
+mod gsi_partition_only;
 mod gsi_projection;
 mod history_adoption;
 mod history_bad_root;

@@ -328,10 +328,14 @@ impl Background {
 }
 
 /// The `jobstream` binary (built here if needed: this crate links only the
-/// library), as a user runs it.
+/// library), as a user runs it; `JOBSTREAM_TEST_BIN` names another build
+/// (an earlier commit's, to see a new test fail on it first).
 pub fn jobstream_bin() -> std::path::PathBuf {
     static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("JOBSTREAM_TEST_BIN") {
+            return bin.into();
+        }
         let status = std::process::Command::new(env!("CARGO"))
             .args(["build", "--quiet", "-p", "jobstream", "--bin", "jobstream"])
             .status()

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use jobstream::local::deployed::{require_queue, require_tables};
-use jobstream::local::engine::{ensure_table, require_credentials, require_region, sdk_config};
+use jobstream::local::engine::{ensure_table_at, require_credentials, require_region, sdk_config};
 use jobstream::local::runtime::queue_visibility;
 use jobstream::local::sqs_esm::create_queue;
 use shared::models::table::{self, STACK_NAMES};
@@ -43,11 +43,11 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         (model.table.clone(), &name, "model table"),
         (table::ledger(), &ledger, "ledger"),
     ] {
-        let created = ensure_table(&ddb, &def, name).await?;
+        let created = ensure_table_at(&ddb, &def, name, Some(&endpoint)).await?;
         let said = if created { "created" } else { "exists" };
         jobstream::errln!("{role}: {name} {said}");
     }
-    require_tables(&ddb, &model, &name, &ledger).await?;
+    require_tables(&ddb, &model, &name, &ledger, Some(&endpoint)).await?;
 
     let mut exports = Vec::new();
     if let Some(sdk) = &sqs_sdk {

@@ -122,6 +122,7 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
         &model,
         &target.table_name(&model),
         &target.ledger(),
+        endpoint.as_deref(),
     )
     .await?;
     let has_queues = !model.consumers.is_empty();

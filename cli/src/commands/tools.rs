@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use jobstream::local::deployed::{queue_urls, require_tables};
+use jobstream::local::deployed::{fail_on, queue_urls, table_findings, Finding, Kind};
 use jobstream::local::engine::{
     dynamodb_endpoint, require_credentials, require_region, sdk_config,
 };
@@ -26,8 +26,17 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         sqs,
     } = args;
     let model = target.model()?;
-    let (config, p) =
-        tool_setup(&target, &model, endpoint.endpoint, &sqs, repair && !dry_run).await?;
+    let writes = repair && !dry_run;
+    let (config, p, warnings) =
+        tool_setup(&target, &model, endpoint.endpoint, &sqs, writes, true).await?;
+    // What the check reports and goes on past (the model table's TTL):
+    // a difference, so the exit is non-zero, but the items are checked.
+    for w in &warnings {
+        jobstream::outln!(
+            "warning: {}",
+            jobstream::local::deployed::said(std::slice::from_ref(w))
+        );
+    }
     let mut report = jobstream::tools::verify::verify(&model, &p, &config).await?;
     print_report(&report, all);
     if repair && !report.is_clean() {
@@ -57,7 +66,13 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     let clean = report.is_clean();
     jobstream::outln!("{}", if clean { "no drift" } else { "drift remains" });
-    Ok(success_if(clean))
+    if !warnings.is_empty() {
+        jobstream::outln!(
+            "the table differs from the model's definition: {} warning(s) above",
+            warnings.len()
+        );
+    }
+    Ok(success_if(clean && warnings.is_empty()))
 }
 
 pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
@@ -71,7 +86,8 @@ pub(crate) async fn backfill(args: BackfillArgs) -> anyhow::Result<ExitCode> {
         sqs,
     } = args;
     let model = target.model()?;
-    let (config, p) = tool_setup(&target, &model, endpoint.endpoint, &sqs, !dry_run).await?;
+    let (config, p, _) =
+        tool_setup(&target, &model, endpoint.endpoint, &sqs, !dry_run, false).await?;
     let opts = jobstream::tools::backfill::ScanOptions {
         segments,
         rate,
@@ -250,18 +266,29 @@ pub(crate) async fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A tool's configuration and the processors it runs ([`tool_config`],
-/// [`tool_processors`]), through `endpoint` (or the environment's).
+/// [`tool_processors`]), through `endpoint` (or the environment's), and,
+/// for a check that reports them (`reports_ttl`: `verify`), the model
+/// table's TTL findings, which then do not stop it.
 async fn tool_setup(
     target: &Target,
     model: &Model,
     endpoint: Option<String>,
     sqs: &ToolSqs,
     writes: bool,
-) -> anyhow::Result<(Config, Processors)> {
+    reports_ttl: bool,
+) -> anyhow::Result<(Config, Processors, Vec<Finding>)> {
     let endpoint = dynamodb_endpoint(endpoint)?;
     let config = tool_config(target, model, sqs, writes).await?;
-    let p = tool_processors(model, &config, endpoint.as_deref(), sqs, writes).await?;
-    Ok((config, p))
+    let (p, reported) = tool_processors(
+        model,
+        &config,
+        endpoint.as_deref(),
+        sqs,
+        writes,
+        reports_ttl,
+    )
+    .await?;
+    Ok((config, p, reported))
 }
 
 /// A tool's configuration. Its queues (`--stack`'s, `--sqs-endpoint`'s by
@@ -320,16 +347,25 @@ async fn tool_config(
 /// The processors a tool uses (verify, backfill): the live path's, through
 /// the given endpoint; SQS through `AWS_ENDPOINT_URL_SQS` or the default
 /// chain, only for a tool that sends jobs (`writes`). The tables must exist
-/// as deployed (nothing is created).
+/// as deployed (nothing is created), but for the model table's TTL when
+/// `reports_ttl` (returned, for the caller to report).
 async fn tool_processors(
     model: &Model,
     config: &Config,
     endpoint: Option<&str>,
     sqs: &ToolSqs,
     writes: bool,
-) -> anyhow::Result<Processors> {
+    reports_ttl: bool,
+) -> anyhow::Result<(Processors, Vec<Finding>)> {
     let client = dynamodb_client(endpoint).await?;
-    require_tables(&client, model, &config.table, &config.ledger_table).await?;
+    let (table, ledger) = (&config.table, &config.ledger_table);
+    let found = table_findings(&client, &model.table, table, "model table", endpoint).await?;
+    let (reported, mut stopping): (Vec<Finding>, Vec<Finding>) = found
+        .into_iter()
+        .partition(|f| reports_ttl && f.kind == Kind::Ttl);
+    let ledger_def = shared::models::table::ledger();
+    stopping.extend(table_findings(&client, &ledger_def, ledger, "ledger table", endpoint).await?);
+    fail_on(model, &stopping)?;
     let store = shared::store::Store::new(client);
     // An SQS client only for a tool that sends jobs to a queue with a URL:
     // a `verify` without --repair or a dry run needs no SQS region, even
@@ -341,7 +377,7 @@ async fn tool_processors(
         require_region(&c, "SQS")?;
         Some(aws_sdk_sqs::Client::new(&c))
     };
-    Ok(Processors::new(model, config, store, sqs))
+    Ok((Processors::new(model, config, store, sqs), reported))
 }
 
 /// A DynamoDB client through `endpoint` (else the environment's), once

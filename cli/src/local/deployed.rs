@@ -17,6 +17,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use shared::models::table::{GsiProjection, QueueDef, TableDef, STACK_NAMES};
 use shared::models::Model;
 
+use crate::local::remedy::{self, At};
 use crate::local::sdk_config::endpoint_url_problem;
 use crate::local::sqs_esm::Queue;
 
@@ -28,38 +29,87 @@ pub const HOW_TO_DEPLOY: &str = "`jobstream run`, `verify` and `backfill` never 
      no stack deploys to (`jobstream serve`, DynamoDB Local, moto), `jobstream create` makes them \
      as the stack would";
 
-/// The problems of table `name` (`role`: "model table", "ledger") against
-/// `def`: missing, other keys, a declared index missing or unlike its
-/// definition, no NEW_AND_OLD_IMAGES stream, TTL not enabled on the
-/// definition's attribute. Empty when it is as deployed.
-pub async fn table_problems(
+/// What a finding is, for what its message adds: a missing table (how to
+/// deploy one), a shape in place (the command that changes it), or the TTL
+/// (`verify` reports it and checks the items all the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Missing,
+    Shape,
+    Ttl,
+}
+
+/// One way a table differs from its definition, and the step that makes it
+/// as defined in place, when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: Kind,
+    pub problem: String,
+    pub remedy: Option<String>,
+}
+
+impl Finding {
+    fn new(kind: Kind, problem: String, remedy: Option<String>) -> Self {
+        Finding {
+            kind,
+            problem,
+            remedy,
+        }
+    }
+}
+
+/// The findings in one message: the problems, then each one's step on a
+/// line of its own, then how to deploy what is missing (only then).
+pub fn said(findings: &[Finding]) -> String {
+    let problems: Vec<&str> = findings.iter().map(|f| f.problem.as_str()).collect();
+    let mut out = format!("{}.", problems.join("; "));
+    for r in findings.iter().filter_map(|f| f.remedy.as_deref()) {
+        out.push_str(&format!("\nTo fix it: {r}."));
+    }
+    if findings.iter().any(|f| f.kind == Kind::Missing) {
+        out.push_str(&format!("\n{HOW_TO_DEPLOY}"));
+    }
+    out
+}
+
+/// The findings of table `name` (`role`: "model table", "ledger") against
+/// `def`, reached through `endpoint` (named in the steps): missing, other
+/// keys, a declared index missing or unlike its definition, no
+/// NEW_AND_OLD_IMAGES stream, TTL not enabled on the definition's
+/// attribute. Empty when it is as deployed.
+pub async fn table_findings(
     client: &aws_sdk_dynamodb::Client,
     def: &TableDef,
     name: &str,
     role: &str,
-) -> anyhow::Result<Vec<String>> {
+    endpoint: Option<&str>,
+) -> anyhow::Result<Vec<Finding>> {
     let desc = match client.describe_table().table_name(name).send().await {
         Ok(out) => out.table,
         Err(e)
             if e.as_service_error()
                 .is_some_and(|e| e.is_resource_not_found_exception()) =>
         {
-            return Ok(vec![format!("{role} {name} does not exist")]);
+            let problem = format!("{role} {name} does not exist");
+            return Ok(vec![Finding::new(Kind::Missing, problem, None)]);
         }
         Err(e) => return Err(call_failed(&format!("DescribeTable {name} ({role})"), e)),
     };
     let Some(desc) = desc else {
-        return Ok(vec![format!(
-            "{role} {name}: DescribeTable returned no table"
-        )]);
+        let problem = format!("{role} {name}: DescribeTable returned no table");
+        return Ok(vec![Finding::new(Kind::Missing, problem, None)]);
     };
-    let mut problems = shape_problems(&desc, def, name, role);
+    let at = At {
+        table: name,
+        endpoint,
+    };
+    let mut findings = shape_findings(&desc, def, at, role);
     if let Some(attr) = def.ttl_attribute {
-        if let Some(p) = ttl_problem(client, name, role, attr).await? {
-            problems.push(p);
+        if let Some(f) = ttl_finding(client, at, role, attr).await? {
+            findings.push(f);
         }
     }
-    Ok(problems)
+    Ok(findings)
 }
 
 /// What DescribeTable shows of table `name` (`role`) unlike `def`: its
@@ -73,42 +123,88 @@ pub fn shape_problems(
     name: &str,
     role: &str,
 ) -> Vec<String> {
+    let at = At {
+        table: name,
+        endpoint: None,
+    };
+    let findings = shape_findings(desc, def, at, role);
+    findings.into_iter().map(|f| f.problem).collect()
+}
+
+/// [`shape_problems`] with the step that fixes each in place, where there
+/// is one (the commands name `at`'s endpoint): an index added or made
+/// anew, a stream enabled. Keys never change in place.
+pub fn shape_findings(
+    desc: &TableDescription,
+    def: &TableDef,
+    at: At<'_>,
+    role: &str,
+) -> Vec<Finding> {
+    let name = at.table;
     let mut problems = Vec::new();
     let (pk, sk) = keys_of(desc.key_schema());
     if pk != def.pk || sk != def.sk {
-        problems.push(format!(
-            "{role} {name} has keys ({pk}, {sk}), the definition ({}, {})",
-            def.pk, def.sk
+        problems.push(Finding::new(
+            Kind::Shape,
+            format!(
+                "{role} {name} has keys ({pk}, {sk}), the definition ({}, {})",
+                def.pk, def.sk
+            ),
+            Some(format!(
+                "a table's keys never change: name the table this model describes (--table), or \
+                 write the model file for this table's keys ({pk}, {sk})"
+            )),
         ));
     }
+    let capacity = capacity_of(desc);
     for g in &def.gsis {
         let found = desc
             .global_secondary_indexes()
             .iter()
             .find(|i| i.index_name() == Some(g.name));
         let Some(index) = found else {
-            problems.push(format!(
-                "{role} {name} lacks index {} ({}, {}), which the model declares",
-                g.name, g.pk, g.sk
+            problems.push(Finding::new(
+                Kind::Shape,
+                format!(
+                    "{role} {name} lacks index {} {}, which the model declares",
+                    g.name,
+                    g.key_list()
+                ),
+                Some(remedy::index_missing(at, g, capacity)),
             ));
             continue;
         };
         let (ipk, isk) = keys_of(index.key_schema());
-        if ipk != g.pk || isk != g.sk {
-            problems.push(format!(
-                "{role} {name}'s index {} has keys ({ipk}, {isk}), the definition ({}, {})",
-                g.name, g.pk, g.sk
+        if ipk != g.pk || isk != g.sk.unwrap_or_default() {
+            let has = if isk.is_empty() {
+                format!("({ipk})")
+            } else {
+                format!("({ipk}, {isk})")
+            };
+            problems.push(Finding::new(
+                Kind::Shape,
+                format!(
+                    "{role} {name}'s index {} has keys {has}, the definition {}",
+                    g.name,
+                    g.key_list()
+                ),
+                Some(remedy::index_differs(at, g, capacity)),
             ));
+            continue;
         }
         let keys = g.keys(def.pk, def.sk);
         let projects = projected(index.projection(), keys);
         let declared = Projected::of(&g.projection);
         if projects.as_ref() != Some(&declared) {
-            problems.push(format!(
-                "{role} {name}'s index {} projects {}, the definition {}",
-                g.name,
-                projects.map_or("nothing".into(), |p| p.to_string()),
-                declared
+            problems.push(Finding::new(
+                Kind::Shape,
+                format!(
+                    "{role} {name}'s index {} projects {}, the definition {}",
+                    g.name,
+                    projects.map_or("nothing".into(), |p| p.to_string()),
+                    declared
+                ),
+                Some(remedy::index_differs(at, g, capacity)),
             ));
         }
     }
@@ -117,17 +213,36 @@ pub fn shape_problems(
         let enabled = spec.is_some_and(|s| s.stream_enabled());
         let view = spec.and_then(|s| s.stream_view_type());
         if !enabled || desc.latest_stream_arn().is_none() {
-            problems.push(format!(
-                "{role} {name} has no stream (enable a NEW_AND_OLD_IMAGES stream on it)"
+            problems.push(Finding::new(
+                Kind::Shape,
+                format!("{role} {name} has no stream (enable a NEW_AND_OLD_IMAGES stream on it)"),
+                Some(format!("`{}`", remedy::enable_stream(at))),
             ));
         } else if view != Some(&StreamViewType::NewAndOldImages) {
-            problems.push(format!(
-                "{role} {name} streams {}, not NEW_AND_OLD_IMAGES",
-                view.map_or("nothing", |v| v.as_str())
+            problems.push(Finding::new(
+                Kind::Shape,
+                format!(
+                    "{role} {name} streams {}, not NEW_AND_OLD_IMAGES",
+                    view.map_or("nothing", |v| v.as_str())
+                ),
+                None,
             ));
         }
     }
     problems
+}
+
+/// A provisioned table's capacity (an index added to it needs its own);
+/// `None` on demand.
+fn capacity_of(desc: &TableDescription) -> remedy::Capacity {
+    use aws_sdk_dynamodb::types::BillingMode;
+    let on_demand = desc
+        .billing_mode_summary()
+        .and_then(|b| b.billing_mode())
+        .is_some_and(|m| *m == BillingMode::PayPerRequest);
+    let t = desc.provisioned_throughput()?;
+    let (read, write) = (t.read_capacity_units()?, t.write_capacity_units()?);
+    (!on_demand && read > 0 && write > 0).then_some((read, write))
 }
 
 /// What an index's items carry besides their keys, as compared: an
@@ -203,12 +318,13 @@ fn keys_of(schema: &[KeySchemaElement]) -> (String, String) {
 }
 
 /// TTL must be enabled (or being enabled) on `attr`.
-async fn ttl_problem(
+async fn ttl_finding(
     client: &aws_sdk_dynamodb::Client,
-    name: &str,
+    at: At<'_>,
     role: &str,
     attr: &str,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<Option<Finding>> {
+    let name = at.table;
     let out = client
         .describe_time_to_live()
         .table_name(name)
@@ -222,14 +338,34 @@ async fn ttl_problem(
         Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
     );
     let attribute = d.and_then(|d| d.attribute_name()).unwrap_or_default();
+    // `jobstream create` never enables it on an existing table: from then
+    // on DynamoDB deletes the items whose attribute is past, which is the
+    // table owner's decision.
+    let enable = || {
+        format!(
+            "`{}` (DynamoDB then deletes, within days, every item whose `{attr}` is past, those \
+             written before too; `jobstream create` leaves an existing table's TTL as it is)",
+            remedy::enable_ttl(at, attr)
+        )
+    };
     Ok(if !on {
-        Some(format!(
-            "{role} {name} has TTL {} (enable TTL on attribute `{attr}`, or it grows without bound)",
-            status.map_or("DISABLED", |s| s.as_str())
+        Some(Finding::new(
+            Kind::Ttl,
+            format!(
+                "{role} {name} has TTL {} (enable TTL on attribute `{attr}`, or it grows without bound)",
+                status.map_or("DISABLED", |s| s.as_str())
+            ),
+            Some(enable()),
         ))
     } else if attribute != attr {
-        Some(format!(
-            "{role} {name} expires items by `{attribute}`, the definition by `{attr}`"
+        Some(Finding::new(
+            Kind::Ttl,
+            format!("{role} {name} expires items by `{attribute}`, the definition by `{attr}`"),
+            Some(format!(
+                "DynamoDB takes one TTL attribute per table: disable TTL on `{attribute}` \
+                 (`update-time-to-live ... Enabled=false,AttributeName={attribute}`), then {}",
+                enable()
+            )),
         ))
     } else {
         None
@@ -290,25 +426,43 @@ where
     anyhow::anyhow!("{call}: {what}")
 }
 
-/// Fails, naming every problem, unless the model table (`table`) and the
-/// ledger (`ledger`) exist as the model defines them.
+/// Fails naming every problem and its step, unless the model table
+/// (`table`) and the ledger (`ledger`), reached through `endpoint`, exist
+/// as the model defines them.
 pub async fn require_tables(
     client: &aws_sdk_dynamodb::Client,
     model: &Model,
     table: &str,
     ledger: &str,
+    endpoint: Option<&str>,
 ) -> anyhow::Result<()> {
-    let mut problems = table_problems(client, &model.table, table, "model table").await?;
-    problems.extend(
-        table_problems(
-            client,
-            &shared::models::table::ledger(),
-            ledger,
-            "ledger table",
-        )
-        .await?,
+    let findings = tables_findings(client, model, table, ledger, endpoint).await?;
+    fail_on(model, &findings)
+}
+
+/// The findings of the model table (`table`) and the ledger (`ledger`).
+pub async fn tables_findings(
+    client: &aws_sdk_dynamodb::Client,
+    model: &Model,
+    table: &str,
+    ledger: &str,
+    endpoint: Option<&str>,
+) -> anyhow::Result<Vec<Finding>> {
+    let mut findings = table_findings(client, &model.table, table, "model table", endpoint).await?;
+    let ledger_def = shared::models::table::ledger();
+    findings.extend(table_findings(client, &ledger_def, ledger, "ledger table", endpoint).await?);
+    Ok(findings)
+}
+
+/// Fails saying `findings` ([`said`]) unless there is none.
+pub fn fail_on(model: &Model, findings: &[Finding]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        findings.is_empty(),
+        "model {}: {}",
+        model.name,
+        said(findings)
     );
-    none_of(model, &problems)
+    Ok(())
 }
 
 /// Fails naming every problem of `model`'s resources, and how to deploy

@@ -229,22 +229,37 @@ pub fn sweep_pause(every: Duration, took: Duration) -> Duration {
 /// [`crate::local::deployed::shape_problems`]): otherwise an error naming
 /// every difference (a model that gained an index, started on a `--db`
 /// made by an earlier model, would write keys for an index that is not
-/// there).
+/// there), with the step that changes it in place, the items staying.
 pub async fn ensure_table(
     client: &aws_sdk_dynamodb::Client,
     def: &TableDef,
     name: &str,
 ) -> anyhow::Result<bool> {
+    ensure_table_at(client, def, name, None).await
+}
+
+/// [`ensure_table`] through `endpoint`, which the steps of an error name
+/// (`--endpoint-url`).
+pub async fn ensure_table_at(
+    client: &aws_sdk_dynamodb::Client,
+    def: &TableDef,
+    name: &str,
+    endpoint: Option<&str>,
+) -> anyhow::Result<bool> {
     match client.describe_table().table_name(name).send().await {
         Ok(out) => {
-            let problems = out.table().map_or_else(Vec::new, |desc| {
-                crate::local::deployed::shape_problems(desc, def, name, "table")
+            let at = crate::local::remedy::At {
+                table: name,
+                endpoint,
+            };
+            let findings = out.table().map_or_else(Vec::new, |desc| {
+                crate::local::deployed::shape_findings(desc, def, at, "table")
             });
             anyhow::ensure!(
-                problems.is_empty(),
-                "{}. The table exists and is left as it is: create it anew as the model \
-                 defines it (a new --db, or delete the table), or change it to match",
-                problems.join("; ")
+                findings.is_empty(),
+                "{}\nThe table exists and is left as it is (its items too): \
+                 `jobstream create`, `dev` and `serve` never change an existing table",
+                crate::local::deployed::said(&findings)
             );
             return Ok(false);
         }
@@ -281,11 +296,14 @@ pub async fn ensure_table(
         );
     }
     for g in &def.gsis {
+        let mut index = GlobalSecondaryIndex::builder()
+            .index_name(g.name)
+            .key_schema(key(g.pk, KeyType::Hash));
+        if let Some(sk) = g.sk {
+            index = index.key_schema(key(sk, KeyType::Range));
+        }
         req = req.global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name(g.name)
-                .key_schema(key(g.pk, KeyType::Hash))
-                .key_schema(key(g.sk, KeyType::Range))
+            index
                 .projection(projection_of(&g.projection))
                 .build()
                 .expect("index fields are set"),

@@ -8,6 +8,8 @@
 //!   turn (a writer's backlog does not starve the processors).
 //! - [`deployed`] - the tables and queues `run` requires as deployed (never
 //!   created), checked against the model's definition.
+//! - [`remedy`] - the `aws dynamodb ...` command that makes an existing
+//!   table as its definition says, in place (its items stay).
 //! - [`esm`] - the stream event source mapping (shard lineage, partial batch
 //!   responses, retries, bisect, on-failure destination).
 //! - [`shards`] - the Streams API the mapping reads through (SDK, embedded
@@ -37,6 +39,7 @@ pub mod invoke;
 pub mod lease;
 pub mod metrics;
 pub mod on_failure;
+pub mod remedy;
 pub mod runtime;
 pub mod sdk_config;
 pub mod shards;

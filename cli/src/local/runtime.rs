@@ -276,7 +276,8 @@ impl Runtime {
                 ensure_table(&dynamodb, &models::table::ledger(), &opts.ledger_table).await?;
             }
             Provision::Existing { .. } => {
-                require_tables(&own, &model, &table, &opts.ledger_table).await?;
+                let at = opts.endpoint.as_deref();
+                require_tables(&own, &model, &table, &opts.ledger_table, at).await?;
             }
         }
         let mut config = Config {

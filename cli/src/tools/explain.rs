@@ -419,16 +419,13 @@ async fn explain_source(
         explain_computed(f, t, &item, x).await?;
     }
     for g in &model.table.gsis {
-        match (after.get(g.pk), after.get(g.sk)) {
-            (Some(p), Some(s)) => x.line(format!(
-                "in index {} at {} = {}, {} = {}",
-                g.name,
-                g.pk,
-                show(p),
-                g.sk,
-                show(s)
-            )),
-            _ => x.line(format!("not in index {}", g.name)),
+        let at: Option<Vec<String>> = g
+            .key_attributes()
+            .map(|k| after.get(k).map(|v| format!("{k} = {}", show(v))))
+            .collect();
+        match at {
+            Some(at) => x.line(format!("in index {} at {}", g.name, at.join(", "))),
+            None => x.line(format!("not in index {}", g.name)),
         }
     }
     let derived = rules.derived(&item).unwrap_or_default();

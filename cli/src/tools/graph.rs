@@ -122,7 +122,7 @@ pub fn file_graph(m: &FileModel) -> String {
             out,
             "  {}[(\"{}\")]",
             id("index", g.name),
-            esc(&format!("index {} ({}, {})", g.name, g.pk, g.sk))
+            esc(&format!("index {} {}", g.name, g.key_list()))
         );
         let _ = writeln!(out, "  table -.- {}", id("index", g.name));
     }
@@ -152,7 +152,11 @@ pub fn file_graph(m: &FileModel) -> String {
             let indexes: Vec<&str> = t
                 .gsis
                 .iter()
-                .filter(|g| p.attrs.iter().any(|(a, _)| *a == g.pk || *a == g.sk))
+                .filter(|g| {
+                    p.attrs
+                        .iter()
+                        .any(|(a, _)| g.key_attributes().any(|k| k == *a))
+                })
                 .map(|g| g.name)
                 .collect();
             if indexes.is_empty() {

@@ -123,3 +123,63 @@ fn a_filter_reads_the_first_attribute_of_each_path() {
     let f = super::query_filter::parse_filter("x.y = :s").unwrap();
     assert_eq!(super::query_projection::filter_attributes(&f), ["x"]);
 }
+
+/// An index keyed by its partition key alone (OneTable's
+/// `gs3: { hash: 'gs3pk' }`, an ElectroDB index with `pk` only: a lookup by
+/// a unique value; import13's #3): declared without `sk`, projected onto,
+/// queried by its partition key, and a sort key condition on it refused.
+const LOOKUP: &str = r#"jobstream: 1
+table:
+  name: users
+  pk: pk
+  sk: sk
+  gsis:
+    - { name: byEmail, pk: emailKey, project: keys }
+entities:
+  User:
+    key: { pk: "user#${id}", sk: "user" }
+    attributes: { email: string, status: [open, closed] }
+    project:
+      when: "status == 'open'"
+      attributes:
+        emailKey: "email#${lower(email)}"
+queries:
+  user_by_email:
+    index: byEmail
+    params: { email: string }
+    key:
+      emailKey: "email#${lower(email)}"
+"#;
+
+#[test]
+fn an_index_without_a_sort_key_is_declared_projected_and_queried_by_its_partition_key() {
+    let m = compile(LOOKUP, "t").unwrap_or_else(|p| panic!("{p:#?}"));
+    let g = &m.table.gsis[0];
+    assert_eq!((g.name, g.pk, g.sk), ("byEmail", "emailKey", None));
+    assert_eq!(g.projection, GsiProjection::KeysOnly);
+    assert_eq!(m.table.key_attributes(), ["pk", "sk", "emailKey"]);
+    let q = m
+        .queries
+        .iter()
+        .find(|q| q.name == "user_by_email")
+        .unwrap();
+    assert_eq!(q.index, Some("byEmail"));
+    assert!(q.sk.is_none());
+    assert_eq!(q.key_names(&m.table), ("emailKey", None));
+}
+
+#[test]
+fn a_sort_key_condition_on_an_index_without_one_is_refused_at_its_place() {
+    let text = format!("{LOOKUP}      sk: {{ begins_with: \"user\" }}\n");
+    let p = problems(&text);
+    let line = text
+        .lines()
+        .position(|l| l.contains("begins_with"))
+        .unwrap() as u64
+        + 1;
+    assert_at(
+        &p,
+        (line, 11),
+        "query `user_by_email`: index byEmail is keyed by its partition key `emailKey` alone: it takes no sort key condition (`sk`)",
+    );
+}

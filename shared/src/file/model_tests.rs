@@ -427,6 +427,17 @@ fn a_via_an_index_needs_the_index_keys_projected_from_key_names() {
     let bad = text.replace("GSI1SK: \"u#${follower}\"", "GSI1SK: \"${createdAt}\"");
     let p = compile(&bad, "t").unwrap_err();
     assert_says(&p, "`${createdAt}` is not one of its key names");
+    // An index keyed by its partition key alone lists nothing: refused,
+    // saying what to list by instead.
+    let one = text.replace(
+        "{ name: GSI1, pk: GSI1PK, sk: GSI1SK }",
+        "{ name: GSI1, pk: GSI1PK }",
+    );
+    let p = compile(&one, "t").unwrap_err();
+    assert_says(
+        &p,
+        "index `GSI1` is keyed by its partition key `GSI1PK` alone: a listing by an index reads both keys",
+    );
 }
 
 /// A count, check or derive reading its own entity's counter sum passed

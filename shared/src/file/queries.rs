@@ -204,14 +204,15 @@ pub struct Query {
 }
 
 impl Query {
-    /// The key attributes of what it queries (partition, sort).
-    pub fn key_names(&self, table: &TableDef) -> [&'static str; 2] {
+    /// The key attributes of what it queries: its partition key, and its
+    /// sort key unless it is an index keyed by its partition key alone.
+    pub fn key_names(&self, table: &TableDef) -> (&'static str, Option<&'static str>) {
         match self
             .index
             .and_then(|i| table.gsis.iter().find(|g| g.name == i))
         {
-            Some(g) => [g.pk, g.sk],
-            None => [table.pk, table.sk],
+            Some(g) => (g.pk, g.sk),
+            None => (table.pk, Some(table.sk)),
         }
     }
 
@@ -420,8 +421,8 @@ fn one(
     // conditions are not judged; everything else is, so that one
     // `check-model` lists every problem of the query.
     let (index, pk_attr, sk_attr, known) = match &r.index {
-        None => (None, table.pk, table.sk, true),
-        Some(i) if i.value == "table" => (None, table.pk, table.sk, true),
+        None => (None, table.pk, Some(table.sk), true),
+        Some(i) if i.value == "table" => (None, table.pk, Some(table.sk), true),
         Some(i) => match table.gsis.iter().find(|g| g.name == i.value) {
             Some(g) => (Some(g.name), g.pk, g.sk, true),
             None => {
@@ -443,7 +444,7 @@ fn one(
                     at(i),
                     format!("query `{name}`: unknown index `{}`{hint} ({known}; omit `index` to query the table)", i.value),
                 );
-                (None, "", "", false)
+                (None, "", None, false)
             }
         },
     };
@@ -475,7 +476,7 @@ fn one(
                 continue;
             };
             pk = c.template(name, &arg.0, pos, &params, &mut used);
-        } else if k == sk_attr {
+        } else if let Some(skn) = sk_attr.filter(|s| *s == k) {
             let op = match cond.value.op.as_deref() {
                 None => SkOp::Eq,
                 Some(o) => match SkOp::named(o) {
@@ -515,15 +516,23 @@ fn one(
                 .map(|a| c.template(name, &a.0, pos, &params, &mut used))
                 .collect();
             if vals.iter().all(Option::is_some) {
-                sk = Some((sk_attr, op, vals.into_iter().flatten().collect()));
+                sk = Some((skn, op, vals.into_iter().flatten().collect()));
             }
-        } else {
+        } else if let Some(sk_attr) = sk_attr {
             let hint = suggest(k, [pk_attr, sk_attr]).unwrap_or_default();
             c.err(
                 pos,
                 format!(
                     "query `{name}`: `{k}` is not a key attribute of {}{hint} (its keys: {pk_attr}, {sk_attr}); other conditions go in `filter`",
                     index.map(|i| format!("index {i}")).unwrap_or("the table".into())
+                ),
+            );
+        } else {
+            let i = index.unwrap_or_default();
+            c.err(
+                pos,
+                format!(
+                    "query `{name}`: index {i} is keyed by its partition key `{pk_attr}` alone: it takes no sort key condition (`{k}`); the key is `{pk_attr}` only, other conditions go in `filter`"
                 ),
             );
         }
@@ -604,7 +613,7 @@ fn one(
             }
             Ok(filter) => {
                 for (_, a) in &filter.names {
-                    if a == pk_attr || a == sk_attr {
+                    if *a == pk_attr || Some(a.as_str()) == sk_attr {
                         c.err(
                             at(f),
                             format!("query `{name}`: filter: `{a}` is a key attribute of what is queried: say it in `key:`"),

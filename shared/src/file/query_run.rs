@@ -334,7 +334,8 @@ pub fn shown(v: Option<&AttributeValue>) -> String {
 /// then the query's `attributes` (or every other attribute, sorted).
 pub fn columns(m: &FileModel, q: &Query, items: &[Item]) -> Vec<String> {
     let mut cols: Vec<String> = vec![m.table.pk.to_string(), m.table.sk.to_string()];
-    for k in q.key_names(&m.table) {
+    let (qpk, qsk) = q.key_names(&m.table);
+    for k in std::iter::once(qpk).chain(qsk) {
         if !cols.iter().any(|c| c == k) {
             cols.push(k.to_string());
         }

@@ -197,7 +197,8 @@ pub struct RawTable {
 pub struct RawGsi {
     pub name: Spanned<String>,
     pub pk: Spanned<String>,
-    pub sk: Spanned<String>,
+    /// Absent: an index keyed by its partition key alone.
+    pub sk: Option<Spanned<String>>,
     /// What the index projects: `all` (default), `keys`, or a list of
     /// attributes (besides the keys).
     pub project: Option<Spanned<RawGsiProject>>,

@@ -123,7 +123,7 @@ impl Compiling<'_> {
                             }) =>
                     {
                         via = Some(k);
-                        via_index = Some((format!("{set}#{name}"), g.pk, g.sk));
+                        via_index = Some((format!("{set}#{name}"), g.pk, g.sk.unwrap_or_default()));
                     }
                     Ok(k) => {
                         let msg = format!(
@@ -357,6 +357,12 @@ impl Compiling<'_> {
         rename: &[(String, String)],
         also: &[(String, String)],
     ) -> Result<KeyTemplate, String> {
+        let Some(g_sk) = g.sk else {
+            return Err(format!(
+                "index `{}` is keyed by its partition key `{}` alone: a listing by an index reads both keys (list the fact by an entity, or by an index with a sort key)",
+                g.name, g.pk
+            ));
+        };
         let binders: Vec<&str> = e.binders().iter().map(|(n, _)| *n).collect();
         let text = |attr: &str| -> Result<String, String> {
             let v = e
@@ -396,7 +402,7 @@ impl Compiling<'_> {
             }
             Ok(out)
         };
-        KeyTemplate::parse(&text(g.pk)?, &text(g.sk)?).map_err(|e| e.to_string())
+        KeyTemplate::parse(&text(g.pk)?, &text(g_sk)?).map_err(|e| e.to_string())
     }
 
     /// An expression of the set: every name a variable, a fact or `now`;

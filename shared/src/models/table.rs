@@ -8,7 +8,11 @@ use serde::Serialize;
 pub struct Gsi {
     pub name: &'static str,
     pub pk: &'static str,
-    pub sk: &'static str,
+    /// The index's sort key; `None` for an index keyed by its partition key
+    /// alone (a lookup by a unique value: OneTable's `gs3: { hash: 'gs3pk' }`,
+    /// an ElectroDB index with `pk` only). Absent from `jobstream tables`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sk: Option<&'static str>,
     /// What the index's items carry besides their keys (`project:` in a
     /// model file; default every attribute).
     pub projection: GsiProjection,
@@ -100,9 +104,22 @@ impl Serialize for GsiProjection {
 
 impl Gsi {
     /// The key attributes every item of this index carries: the table's
-    /// (`pk`, `sk`) and the index's.
+    /// (`pk`, `sk`) and the index's (its partition key twice when it has no
+    /// sort key).
     pub fn keys(&self, table_pk: &'static str, table_sk: &'static str) -> [&'static str; 4] {
-        [table_pk, table_sk, self.pk, self.sk]
+        [table_pk, table_sk, self.pk, self.sk.unwrap_or(self.pk)]
+    }
+
+    /// The index's own key attributes: its partition key, then its sort key
+    /// if it has one.
+    pub fn key_attributes(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.pk).chain(self.sk)
+    }
+
+    /// Its key attributes as a model file and DescribeTable's messages say
+    /// them: `(GSI2PK, GSI2SK)`, or `(gs3pk)` for a partition key alone.
+    pub fn key_list(&self) -> String {
+        format!("({})", self.key_attributes().collect::<Vec<_>>().join(", "))
     }
 
     /// Whether this index's items carry `attr` on a table keyed (`pk`, `sk`).
@@ -132,7 +149,7 @@ impl TableDef {
     pub fn key_attributes(&self) -> Vec<&'static str> {
         let mut attrs = vec![self.pk, self.sk];
         for g in &self.gsis {
-            for a in [g.pk, g.sk] {
+            for a in g.key_attributes() {
                 if !attrs.contains(&a) {
                     attrs.push(a);
                 }
@@ -488,7 +505,7 @@ mod tests {
         let gsi = |name, pk, sk| Gsi {
             name,
             pk,
-            sk,
+            sk: Some(sk),
             projection: GsiProjection::All,
         };
         let def = TableDef {
@@ -500,6 +517,25 @@ mod tests {
             stream: true,
         };
         assert_eq!(def.key_attributes(), ["PK", "SK", "GSI1PK"]);
+    }
+
+    /// What `jobstream tables` prints of an index keyed by its partition
+    /// key alone (the CDK stack reads it): no `sk`, and its keys once.
+    #[test]
+    fn an_index_without_a_sort_key_is_printed_without_one() {
+        let g = Gsi {
+            name: "byEmail",
+            pk: "emailKey",
+            sk: None,
+            projection: GsiProjection::KeysOnly,
+        };
+        assert_eq!(
+            serde_json::to_value(&g).unwrap(),
+            serde_json::json!({"name": "byEmail", "pk": "emailKey", "projection": {"projectionType": "KEYS_ONLY"}})
+        );
+        assert_eq!(g.key_attributes().collect::<Vec<_>>(), ["emailKey"]);
+        assert_eq!(g.key_list(), "(emailKey)");
+        assert!(g.carries("emailKey", "PK", "SK") && !g.carries("email", "PK", "SK"));
     }
 
     #[test]

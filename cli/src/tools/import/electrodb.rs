@@ -245,8 +245,15 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 // it); its keys are the hand's.
                 if let (Some(gsi), Some(sk_field), None) = (secondary, sk_field, local) {
                     let project = index_projection(index, &attrs).map_err(|why| err(&ia, why))?;
-                    declare_gsi(&mut gsis, &mut stated, gsi, pk_field, sk_field, project)
-                        .map_err(|why| err(&ia, why))?;
+                    declare_gsi(
+                        &mut gsis,
+                        &mut stated,
+                        gsi,
+                        pk_field,
+                        Some(sk_field),
+                        project,
+                    )
+                    .map_err(|why| err(&ia, why))?;
                 }
                 e.notes.push(format!(
                     "index `{index_name}` is clustered (the entity name after the sort key's attributes): {}its keys are not reproduced; write them by hand",
@@ -254,16 +261,26 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 ));
                 continue;
             }
-            let Some(sk_field) = sk_field else {
-                e.notes.push(format!(
-                    "index `{index_name}` has no sort key: model files index with both keys; not reproduced"
-                ));
-                continue;
-            };
-            let mut shapes = Vec::new();
-            for (k, is_pk) in [(pk, true), (sk.unwrap_or(&Json::Null), false)] {
-                shapes.push(shape(k, entity, version, service, index, is_pk, &attrs));
+            // The index's key fields and their definitions, partition key
+            // first; a global index may have no sort key (a lookup by a
+            // unique value), a local one sorts by definition.
+            let mut keyed: Vec<(&str, &Json)> = vec![(pk_field, pk)];
+            match (sk_field, sk) {
+                (Some(f), Some(k)) => keyed.push((f, k)),
+                _ if secondary.is_some() && local.is_none() => {}
+                _ => {
+                    e.notes.push(format!(
+                        "index `{index_name}` has no sort key: a local index sorts by one; not reproduced"
+                    ));
+                    continue;
+                }
             }
+            let key_list = keyed.iter().map(|(f, _)| *f).collect::<Vec<_>>().join(", ");
+            let shapes: Vec<_> = keyed
+                .iter()
+                .enumerate()
+                .map(|(n, (_, k))| shape(k, entity, version, service, index, n == 0, &attrs))
+                .collect();
             for sh in &shapes {
                 for (_, n) in &sh.composites {
                     if attr(n).is_none() {
@@ -275,7 +292,12 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
                 }
             }
             let Some(gsi) = secondary else {
-                // The primary index: the table's keys.
+                // The primary index: the table's keys (its sort key is
+                // there: an entity whose primary index has none is left
+                // out above).
+                let Some(&(sk_field, _)) = keyed.get(1) else {
+                    continue;
+                };
                 let keys = (pk_field.to_string(), sk_field.to_string());
                 match &table_keys {
                     None => table_keys = Some(keys.clone()),
@@ -299,10 +321,10 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             };
             // `cast: 'number'`: ElectroDB writes a number, where a model
             // file's GSI keys are text (a table made from it types them S).
-            let cast: Vec<&str> = [(pk, pk_field), (sk.unwrap_or(&Json::Null), sk_field)]
-                .into_iter()
-                .filter(|(k, _)| k.get("cast").and_then(Json::as_str) == Some("number"))
-                .map(|(_, f)| f)
+            let cast: Vec<&str> = keyed
+                .iter()
+                .filter(|(_, k)| k.get("cast").and_then(Json::as_str) == Some("number"))
+                .map(|(f, _)| *f)
                 .collect();
             if !cast.is_empty() {
                 e.notes.push(format!(
@@ -313,18 +335,19 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             }
             // The keys the file projects: an LSI's sort key only (its
             // partition key is the table's, which its template says).
-            let mut keys = vec![(pk_field, &shapes[0]), (sk_field, &shapes[1])];
+            let mut keys: Vec<(&str, _)> = keyed.iter().map(|(f, _)| *f).zip(&shapes).collect();
             match local {
                 None => {
                     let project = index_projection(index, &attrs).map_err(|why| err(&ia, why))?;
+                    let sk_field = keyed.get(1).map(|(f, _)| *f);
                     declare_gsi(&mut gsis, &mut stated, gsi, pk_field, sk_field, project)
                         .map_err(|why| err(&ia, why))?;
                     // An index on the table's own keys (inverted: `sk`,
                     // `pk`): their templates say what they hold.
                     keys.retain(|(f, _)| Some(*f) != primary_pk && Some(*f) != primary_key("sk"));
-                    if keys.len() < 2 {
+                    if keys.len() < keyed.len() {
                         e.notes.push(format!(
-                            "index `{index_name}` (`{gsi}`) is keyed by the table's own key attributes ({pk_field}, {sk_field}): declared; {}",
+                            "index `{index_name}` (`{gsi}`) is keyed by the table's own key attributes ({key_list}): declared; {}",
                             if keys.is_empty() {
                                 "they are the primary index's, as its templates build them (not projected)".to_string()
                             } else {
@@ -370,7 +393,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             }
             if let Some(a) = index_reads.iter().find(|a| !cel_name(&a.field)) {
                 e.notes.push(format!(
-                    "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
+                    "index `{index_name}`'s keys ({key_list}) read `{}`: {}, which a model file cannot name in an expression; not projected (the application keeps them)",
                     a.field,
                     unnamable(&a.field)
                 ));
@@ -378,7 +401,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             }
             if index_reads.is_empty() {
                 e.notes.push(format!(
-                    "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({pk_field}, {sk_field}); not projected"
+                    "index `{index_name}` reads no attribute: ElectroDB's put never writes its keys ({key_list}); not projected"
                 ));
                 continue;
             }
@@ -386,7 +409,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             // 0): not reproduced, so not projected (the library keeps it).
             if let Some(a) = index_reads.iter().find(|a| a.padded_otherwise()) {
                 e.notes.push(format!(
-                    "index `{index_name}`'s keys ({pk_field}, {sk_field}) read `{}`, padded in keys as only numbers padded with 0 are reproduced here; not projected (the library keeps them)",
+                    "index `{index_name}`'s keys ({key_list}) read `{}`, padded in keys as only numbers padded with 0 are reproduced here; not projected (the library keeps them)",
                     a.field
                 ));
                 continue;
@@ -517,14 +540,19 @@ fn declare_gsi(
     stated: &mut Vec<String>,
     gsi: &str,
     pk: &str,
-    sk: &str,
+    sk: Option<&str>,
     project: Option<DraftProjection>,
 ) -> Result<(), String> {
     let said = stated.iter().any(|s| s == gsi);
+    let keys = |pk: &str, sk: Option<&str>| match sk {
+        Some(sk) => format!("({pk}, {sk})"),
+        None => format!("({pk}) alone"),
+    };
     match gsis.iter_mut().find(|g| g.name == gsi) {
-        Some(g) if g.pk != pk || g.sk != sk => Err(format!(
-            "index {gsi} is keyed ({}, {}) by another entity, ({pk}, {sk}) here",
-            g.pk, g.sk
+        Some(g) if g.pk != pk || g.sk.as_deref() != sk => Err(format!(
+            "index {gsi} is keyed {} by another entity, {} here",
+            keys(&g.pk, g.sk.as_deref()),
+            keys(pk, sk)
         )),
         Some(g) => match project {
             Some(p) if said && g.project != p => Err(format!(
@@ -546,7 +574,7 @@ fn declare_gsi(
             gsis.push(DraftGsi {
                 name: gsi.to_string(),
                 pk: pk.to_string(),
-                sk: sk.to_string(),
+                sk: sk.map(str::to_string),
                 project: project.unwrap_or(DraftProjection::All),
             });
             Ok(())

@@ -96,7 +96,7 @@ fn a_clustered_index_is_declared_its_keys_left_to_the_hand() {
     assert!(
         d.gsis
             .iter()
-            .any(|g| g.name == "gsi1" && g.pk == "gsi1pk" && g.sk == "gsi1sk"),
+            .any(|g| g.name == "gsi1" && g.pk == "gsi1pk" && g.sk.as_deref() == Some("gsi1sk")),
         "{:?}",
         d.gsis
     );
@@ -397,5 +397,39 @@ fn a_javascript_module_is_refused_saying_how_to_export_entities() {
     assert!(
         e.contains("e.schema") && e.contains("v.toString()") && !e.contains("m.Schema"),
         "{e}"
+    );
+}
+
+/// import13's #3: an index with `pk` only (a lookup by a unique value,
+/// email -> user) is declared keyed by its partition key alone, and its key
+/// projected, as the OneTable importer does with `gs3: { hash: 'gs3pk' }`.
+#[test]
+fn an_index_with_a_partition_key_only_is_declared_and_its_key_projected() {
+    let d = imported(
+        r#"{"model":{"entity":"user","service":"s","version":"1"},"attributes":{"id":{"type":"string","required":true},"email":{"type":"string","required":true}},"indexes":{"main":{"pk":{"field":"pk","composite":["id"]},"sk":{"field":"sk","composite":[]}},"byEmail":{"index":"gsi6pk-index","pk":{"field":"gsi6pk","composite":["email"]}}}}"#,
+    );
+    let g = d.gsis.iter().find(|g| g.name == "gsi6pk-index");
+    assert!(
+        g.is_some_and(|g| g.pk == "gsi6pk" && g.sk.is_none()),
+        "{:?}",
+        d.gsis
+    );
+    let e = &d.entities[0];
+    assert!(
+        e.project
+            .iter()
+            .any(|p| p.attr == "gsi6pk" && p.value.contains("email")),
+        "{:?}",
+        e.project
+    );
+    assert!(
+        !e.notes.iter().any(|n| n.contains("byEmail")),
+        "{:?}",
+        e.notes
+    );
+    let yaml = loads(&d);
+    assert!(
+        yaml.contains(r#"    - { name: "gsi6pk-index", pk: "gsi6pk" }"#),
+        "{yaml}"
     );
 }

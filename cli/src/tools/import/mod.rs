@@ -188,7 +188,8 @@ pub struct DraftEntity {
 pub struct DraftGsi {
     pub name: String,
     pub pk: String,
-    pub sk: String,
+    /// `None`: an index keyed by its partition key alone.
+    pub sk: Option<String>,
     /// What the library's schema says the index projects (the table it
     /// creates has that projection; `check` holds the model to it).
     pub project: DraftProjection,
@@ -304,17 +305,31 @@ impl Draft {
         if !self.gsis.is_empty() {
             let _ = writeln!(out, "  gsis:");
             for g in &self.gsis {
+                let sk =
+                    g.sk.as_ref()
+                        .map(|sk| format!(", sk: {}", q(sk)))
+                        .unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "    - {{ name: {}, pk: {}, sk: {}{} }}",
+                    "    - {{ name: {}, pk: {}{sk}{} }}",
                     q(&g.name),
                     q(&g.pk),
-                    q(&g.sk),
                     g.project.rendered()
                 );
             }
         }
         if let Some(ttl) = &self.ttl {
+            comment(
+                &mut out,
+                "  ",
+                &format!(
+                    "The library's createTable() does not enable TTL, and jobstream refuses a table\n\
+                     whose TTL is off: before adopting it, enable it on `{ttl}` (DynamoDB then deletes\n\
+                     the items whose `{ttl}` is past):\n  \
+                     aws dynamodb update-time-to-live --table-name {} --time-to-live-specification Enabled=true,AttributeName={ttl}",
+                    self.table
+                ),
+            );
             let _ = writeln!(out, "  ttl: {}", q(ttl));
         }
         let _ = writeln!(out, "  entity_type: {}", q(&self.entity_type));
@@ -322,7 +337,10 @@ impl Draft {
             comment(&mut out, "  ", why);
             let _ = writeln!(out, "  writer_type: free");
         }
-        let _ = writeln!(out, "entities:");
+        // An empty mapping is `{}`: `entities:` alone would be null, a
+        // file check-model cannot parse (it says "no entities" instead).
+        let none = if self.entities.is_empty() { " {}" } else { "" };
+        let _ = writeln!(out, "entities:{none}");
         for e in &self.entities {
             for n in &e.notes {
                 comment(&mut out, "  ", &format!("TODO: {n}"));

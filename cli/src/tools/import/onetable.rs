@@ -120,17 +120,12 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
             notes.push(format!("index `{n}`: project {w} is neither `all`, `keys` nor a list: OneTable's createTable() makes it ALL, and so does this file"));
             DraftProjection::All
         });
-        match sort {
-            Some(sort) => gsis.push(DraftGsi {
-                name: n.clone(),
-                pk: hash,
-                sk: sort,
-                project,
-            }),
-            None => notes.push(format!(
-                "index `{n}` has no sort key: model files declare GSIs with both keys; add it to the table by hand"
-            )),
-        }
+        gsis.push(DraftGsi {
+            name: n.clone(),
+            pk: hash,
+            sk: sort,
+            project,
+        });
     }
     let params = schema.get("params").and_then(Json::as_object);
     let param_str = |k: &str| params.and_then(|p| p.get(k)).and_then(Json::as_str);
@@ -149,6 +144,12 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         .get("models")
         .and_then(Json::as_object)
         .ok_or_else(|| err("models", "missing (an object of models)".into()))?;
+    if models.is_empty() {
+        return Err(err(
+            "models",
+            "no model: nothing to import (a model file declares at least one entity: export the schema with its models)".into(),
+        ));
+    }
     let mut entities = Vec::new();
     for (model_name, fields) in models {
         let at = format!("models.{model_name}");

@@ -42,6 +42,37 @@ fn a_schema_that_is_not_onetable_is_refused_with_where_and_why() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("indexes.primary.sort"), "{e}");
+    // import13's #5: a schema without models wrote `entities:` with nothing
+    // under it, a file check-model could not parse; refused, saying why.
+    let e = import(
+        r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk","sort":"sk"}},"models":{}}"#,
+        "s.json",
+        "s",
+        "tbl",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("s.json: models: no model: nothing to import"),
+        "{e}"
+    );
+}
+
+/// A draft without entities (none left to import) still renders a file
+/// `check-model` parses, which then says what is missing.
+#[test]
+fn a_draft_without_entities_renders_a_file_that_parses() {
+    let (mut d, _) = one_model(
+        r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true}"#,
+        "",
+    );
+    d.entities.clear();
+    let yaml = d.render("s.json");
+    let problems = shared::file::compile(&yaml, "s").expect_err("no entities");
+    assert!(
+        problems.iter().any(|p| p.message == "no entities"),
+        "{problems:#?}\n{yaml}"
+    );
 }
 
 /// R06: a schema a README-only user wrote: a local index, a `validate`,
@@ -185,6 +216,19 @@ fn dates_are_typed_as_onetable_stores_them() {
         if let Err(p) = shared::file::compile(&yaml, "s") {
             panic!("{p:#?}\n{yaml}");
         }
+        // import13's #2: the library's createTable() never enables TTL,
+        // which every command then refuses; the file says so where it
+        // sets `ttl`, with the command.
+        let ttl = yaml
+            .lines()
+            .position(|l| l == "  ttl: \"t\"")
+            .expect("ttl line");
+        let above = yaml.lines().take(ttl).collect::<Vec<_>>().join("\n");
+        assert!(
+            above.contains("createTable() does not enable TTL")
+                && above.contains("aws dynamodb update-time-to-live --table-name tbl --time-to-live-specification Enabled=true,AttributeName=t"),
+            "{yaml}"
+        );
     }
 }
 
@@ -512,18 +556,21 @@ fn a_pad_width_typo_is_refused_or_said_never_a_hang() {
     assert!(yaml.contains("`abc`"), "{yaml}");
 }
 
-/// imp11's finding 15: a GSI without a sort key was dropped without a
-/// word (the ElectroDB importer says so).
+/// imp11's finding 15, then import13's #3: a GSI without a sort key (a
+/// lookup by a unique value) was dropped, then only said; it is declared
+/// now, keyed by its partition key alone, in a file that loads.
 #[test]
-fn a_hash_only_index_is_said() {
-    let (d, _) = one_model(
+fn a_hash_only_index_is_declared_by_its_partition_key() {
+    let (d, yaml) = one_model(
         r#""pk":{"type":"string","value":"m#${id}"},"sk":{"type":"string","value":"m#"},"id":{"type":"string","required":true},"email":{"type":"string"}"#,
-        r#","byEmail":{"hash":"email"}"#,
+        r#","byEmail":{"hash":"email","project":"keys"}"#,
     );
     assert!(
-        d.notes
-            .iter()
-            .any(|n| n.contains("`byEmail`") && n.contains("no sort key")),
+        yaml.contains(r#"    - { name: "byEmail", pk: "email", project: keys }"#),
+        "{yaml}"
+    );
+    assert!(
+        !d.notes.iter().any(|n| n.contains("`byEmail`")),
         "{:?}",
         d.notes
     );

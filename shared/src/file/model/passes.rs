@@ -49,7 +49,7 @@ impl Compiler<'_> {
                     t.pk.value.as_str(),
                     t.sk.value.as_str(),
                     g.pk.value.as_str(),
-                    g.sk.value.as_str(),
+                    g.sk.as_ref().unwrap_or(&g.pk).value.as_str(),
                 ];
                 GsiProjection::include(&attrs, keys)
             }
@@ -110,7 +110,7 @@ impl Compiler<'_> {
                 .map(|g| Gsi {
                     name: leak(&g.value.name.value),
                     pk: leak(&g.value.pk.value),
-                    sk: leak(&g.value.sk.value),
+                    sk: g.value.sk.as_ref().map(|s| leak(&s.value)),
                     projection: self.gsi_projection(&g.value, t),
                 })
                 .collect(),
