@@ -643,6 +643,17 @@ fn debugged_kind(got: &str) -> &'static str {
         "null" => "null",
         "timestamp" => "a timestamp",
         "duration" => "a duration",
+        // A `number` (not an int) is an opaque value of its own type,
+        // debugged `OpaqueVal<number>` or `Opaque<number>(...)`.
+        h if h.starts_with("opaque") => {
+            let name = got.split(['<', '>']).nth(1).unwrap_or_default();
+            if name == super::number::CEL_TYPE {
+                "a number"
+            } else {
+                "a value of another type"
+            }
+        }
+        "number" => "a number",
         _ => "a value of another type",
     }
 }
