@@ -8,8 +8,14 @@
 //! totals can never overwrite newer ones.
 //!
 //! - processor-created counters (`Counter::create` is `Some`) are created on
-//!   their first write, stamped, with every attribute present (0 when nothing
-//!   counts), and deleted at zero if the model says so;
+//!   their first count, stamped, with every attribute present (0 when nothing
+//!   counts), and deleted at zero if the model says so. A first count that
+//!   moves no total (a count of 0; a follow and its unfollow in one batch)
+//!   is a count all the same: the sync is told so ([`Counted`]), creates the
+//!   item at 0 if it is absent (conditioned on its absence, never a write
+//!   onto one that exists for nothing) and puts the totals that say it
+//!   exists (`ver` 1, no sum), so that it comes back from its key alone as
+//!   any counted item does;
 //! - writer-owned counters (`create` is `None`, e.g. a department's
 //!   `headcount`) are never created: their totals wait in the ledger and are
 //!   written when the item appears, and written back when a writer's put
@@ -31,10 +37,10 @@
 //! so the redelivery of the batch makes the write although it finds every
 //! source unchanged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, TransactWriteItem, Update as TxUpdate,
+    AttributeValue, ConditionCheck, Put, TransactWriteItem, Update as TxUpdate,
 };
 use futures::stream::{self, StreamExt};
 
@@ -112,6 +118,17 @@ impl Totals {
     }
 }
 
+/// Ids ([`item_id`] of their keys) of counters something counts into,
+/// though their totals may not have moved: their processor-created item
+/// exists from the first count on.
+pub type Counted = BTreeSet<String>;
+
+/// Whether the processor creates `counter`'s item at its first count and
+/// keeps it (a counter `remove_at_zero` is absent at 0).
+pub fn kept_from_first_count(counter: &Counter) -> bool {
+    counter.create.is_some() && !counter.remove_at_zero
+}
+
 /// What the counter item should become.
 enum Target {
     Nothing,
@@ -139,8 +156,15 @@ enum Target {
     },
 }
 
-/// The write that brings `item` (absent: `None`) to `totals`.
-fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &Totals) -> Target {
+/// The write that brings `item` (absent: `None`) to `totals`; `counted`:
+/// something counts into the counter (see [`Counted`]).
+fn target(
+    deriver: &Deriver,
+    counter: &Counter,
+    item: Option<&Item>,
+    totals: &Totals,
+    counted: bool,
+) -> Target {
     let zero = totals.sums.values().all(|v| *v == 0);
     let created = counter.create.is_some();
     // Nothing is written onto an item the rules reject (its bad input is
@@ -151,7 +175,7 @@ fn target(deriver: &Deriver, counter: &Counter, item: Option<&Item>, totals: &To
     match item {
         None if !created => return Target::Nothing,
         // Nothing ever counted into it: nothing to bring back.
-        None if totals.ver == 0 => return Target::Nothing,
+        None if totals.ver == 0 && !counted => return Target::Nothing,
         None if zero && counter.remove_at_zero => return Target::Nothing,
         Some(_) if created && zero && counter.remove_at_zero => return Target::Delete,
         _ => {}
@@ -257,18 +281,31 @@ pub async fn sync(
     deriver: &Deriver,
     counters: Vec<Counter>,
 ) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
-    sync_seen(deriver, counters, &HashMap::new()).await
+    sync_seen(deriver, counters, &HashMap::new(), &Counted::new()).await
+}
+
+/// [`sync`] of counters something counts into (`verify --repair` of a
+/// counted item found absent): a processor-created one is created at its
+/// totals, 0 where none moved (see [`Counted`]).
+pub async fn sync_counted(
+    deriver: &Deriver,
+    counters: Vec<Counter>,
+) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
+    let counted = counters.iter().map(|c| item_id(&c.key_item())).collect();
+    sync_seen(deriver, counters, &HashMap::new(), &counted).await
 }
 
 /// [`sync`], knowing the latest image of some counter items from the
 /// stream batch being processed (by item id): a counter whose totals say
 /// it is synced and whose latest image is already what its totals imply
 /// is done without reading the item (a change of the item since comes
-/// with its own record, in order); any other is read as it is.
+/// with its own record, in order); any other is read as it is. `counted`:
+/// those something counts into (see [`Counted`]).
 pub async fn sync_seen(
     deriver: &Deriver,
     counters: Vec<Counter>,
     images: &HashMap<String, &Item>,
+    counted: &Counted,
 ) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let mut seen = std::collections::BTreeSet::new();
     let mut located = Vec::new();
@@ -288,7 +325,10 @@ pub async fn sync_seen(
         // Each result carries its counter's key: they complete in any order.
         let futures: Vec<_> = chunk
             .iter()
-            .map(|(c, l)| async move { (c.key_item(), sync_one(deriver, c, l).await) })
+            .map(|(c, l)| async move {
+                let counted = counted.contains(&item_id(&c.key_item()));
+                (c.key_item(), sync_one(deriver, c, l, counted).await)
+            })
             .collect();
         let results: Vec<_> = stream::iter(futures)
             .buffer_unordered(deriver.concurrency.max(1))
@@ -300,7 +340,7 @@ pub async fn sync_seen(
             notes.extend(n.into_iter().map(|n| (key.clone(), n)));
         }
     }
-    let (w, n) = sync_at_keys(deriver, &plain, images).await?;
+    let (w, n) = sync_at_keys(deriver, &plain, images, counted).await?;
     writes += w;
     notes.extend(n);
     Ok((writes, notes))
@@ -338,7 +378,8 @@ enum Sync {
 }
 
 /// The actions that bring the counter item `item` (absent: `None`) at `key`
-/// to the totals as read (`None`: no totals item).
+/// to the totals as read (`None`: no totals item); `counted`: something
+/// counts into it (see [`Counted`]).
 fn plan_sync(
     deriver: &Deriver,
     counter: &Counter,
@@ -346,6 +387,7 @@ fn plan_sync(
     key: &Item,
     item: Option<&Item>,
     totals: Option<&Item>,
+    counted: bool,
 ) -> Sync {
     let totals = match totals {
         Some(t) => match Totals::from_item(t, counter) {
@@ -363,12 +405,15 @@ fn plan_sync(
     let locate = deriver.rules.locate(logical);
     let mut notes = Vec::new();
     let created = counter.create.is_some();
-    let write = match target(deriver, counter, item, &totals) {
+    // A first count that moved no total: the totals are put (`ver` 1), so
+    // that they say the item exists, as those a count moved do.
+    let first_count = counted && totals.ver == 0 && kept_from_first_count(counter);
+    let write = match target(deriver, counter, item, &totals, counted) {
         // The item is right; the totals learn it if they did not know.
         // (Totals written before the `created` mark existed learn it with
         // the next write of their counter, never with a write of its own:
         // a record delivered again writes nothing.)
-        Target::Nothing if totals.synced == totals.ver => return Sync::Done,
+        Target::Nothing if totals.synced == totals.ver && !first_count => return Sync::Done,
         Target::Nothing => None,
         Target::Delete => Some(tx::delete(&deriver.table, key.clone())),
         Target::Update {
@@ -394,6 +439,13 @@ fn plan_sync(
                 upd = upd.expression_attribute_names(format!("#r{i}"), a);
             }
             let mut cond = Vec::new();
+            if first_count && item.is_none() {
+                // Created at its first count: only where it is still
+                // absent (the guard on the totals' absence fails too if a
+                // count moved them meanwhile; the sync reads again).
+                cond.push("attribute_not_exists(#k0)".to_string());
+                upd = upd.expression_attribute_names("#k0", k0);
+            }
             if counter.create.is_none() {
                 // Never create a writer's item; a located one must
                 // still carry the identity it was found by.
@@ -427,7 +479,18 @@ fn plan_sync(
     };
     // The totals, unchanged since read, record that the item reflects
     // them (no totals yet: they must still not exist).
-    let guard = if totals.ver == 0 {
+    let guard = if first_count {
+        let mut marked = total_key(deriver.processor, logical);
+        marked.insert("ver".into(), n(1));
+        marked.insert(SYNCED.into(), n(1));
+        marked.insert(CREATED.into(), AttributeValue::Bool(true));
+        tx::put_of(
+            Put::builder()
+                .table_name(&deriver.ledger_table)
+                .set_item(Some(marked))
+                .condition_expression("attribute_not_exists(pk)"),
+        )
+    } else if totals.ver == 0 {
         tx::check_of(
             ConditionCheck::builder()
                 .table_name(&deriver.ledger_table)
@@ -469,6 +532,7 @@ async fn sync_one(
     deriver: &Deriver,
     counter: &Counter,
     locate: &super::locate::Locate,
+    counted: bool,
 ) -> Result<(usize, Vec<Note>), ProcessError> {
     let logical = counter.key_item();
     for _ in 0..ATTEMPTS {
@@ -500,6 +564,7 @@ async fn sync_one(
             &key,
             item.as_ref(),
             totals.as_ref(),
+            counted,
         ) {
             Sync::Done => return Ok((0, vec![])),
             Sync::Bad(note) => return Ok((0, vec![note])),
@@ -547,6 +612,7 @@ async fn sync_at_keys(
     deriver: &Deriver,
     counters: &[Counter],
     images: &HashMap<String, &Item>,
+    counted: &Counted,
 ) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let key_names = deriver.rules.key_names();
     let mut writes = 0;
@@ -584,9 +650,11 @@ async fn sync_at_keys(
             .iter()
             .zip(&logical)
             .map(|(c, key)| {
-                images.get(&item_id(key)).is_some_and(|image| {
+                let id = item_id(key);
+                images.get(&id).is_some_and(|image| {
+                    let counted = counted.contains(&id);
                     matches!(
-                        plan_sync(deriver, c, key, key, Some(image), totals_of(key)),
+                        plan_sync(deriver, c, key, key, Some(image), totals_of(key), counted),
                         Sync::Done
                     )
                 })
@@ -617,6 +685,7 @@ async fn sync_at_keys(
                 key,
                 items.get(&item_id(key)),
                 totals_of(key),
+                counted.contains(&item_id(key)),
             ) {
                 Sync::Done => {}
                 Sync::Bad(note) => notes.push((key.clone(), note)),
