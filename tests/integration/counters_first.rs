@@ -218,3 +218,100 @@ async fn a_counted_item_that_is_absent_is_drift_to_verify_and_repair_creates_it(
     env.rt.drain().await.unwrap();
     assert_clean(&env).await;
 }
+
+/// The derive's requests (per operation) on a batch of the social model's
+/// common path: counts that move (new follows, likes and posts; then some
+/// undone, others added), then that batch again (a redelivery). First
+/// counts that move a total cost what they did: the sync they need is the
+/// one a moved total makes (pinned at the figures measured before
+/// `first_counts` existed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_that_move_cost_the_derive_the_requests_they_did() {
+    use jobstream::meter::Meter;
+    let engine = crate::support::start_engine().await;
+    let meter = Meter::in_front_of(&engine.endpoint())
+        .await
+        .expect("meter starts");
+    let endpoint = meter.endpoint();
+    let env =
+        crate::support::model_env_on(engine, "social", |o| o.processor_endpoint = Some(endpoint))
+            .await;
+    let p = |i: u128| crate::social::post_id(i);
+    let mut seen = 0;
+    let mut phases = Vec::new();
+    for phase in 0..2 {
+        for i in 0..10 {
+            let (a, b) = (format!("u{i}"), format!("u{}", i + 10 * (phase + 1)));
+            if phase == 0 || i % 2 == 0 {
+                put(&env.rt, follow_item(&a, &b, AT)).await;
+                put(&env.rt, like_item(&p(i as u128 % 3), &b, AT)).await;
+            } else {
+                delete(&env.rt, keys::follow_key(&a, &format!("u{}", i + 10))).await;
+                delete(
+                    &env.rt,
+                    keys::like_key(&p(i as u128 % 3), &format!("u{}", i + 10)),
+                )
+                .await;
+            }
+        }
+        if phase == 0 {
+            for i in 0..3 {
+                let post = crate::seed_items::social::post_item("u0", &p(i), AT, "hi");
+                put(&env.rt, post).await;
+            }
+        }
+        let records = env.records().await;
+        let event = crate::items::records_event(&records[seen..]);
+        seen = records.len();
+        for _ in 0..2 {
+            let bill = crate::bill::billed(&env.rt, &meter, "derive", &event).await;
+            let ops: Vec<(String, u64)> = bill
+                .ops
+                .iter()
+                .map(|(op, b)| (op.clone(), b.requests))
+                .collect();
+            phases.push(ops);
+        }
+    }
+    let ops = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+        pairs.iter().map(|(o, n)| (o.to_string(), *n)).collect()
+    };
+    // As measured on 7f6acd2 (before first counts): the ledger records,
+    // the items, the derived items, the totals and the counter items read,
+    // the commit and the counters' write; a redelivery reads.
+    assert_eq!(
+        phases,
+        vec![
+            ops(&[("BatchGetItem", 5), ("TransactWriteItems", 2)]),
+            ops(&[("BatchGetItem", 4)]),
+            ops(&[("BatchGetItem", 5), ("TransactWriteItems", 2)]),
+            ops(&[("BatchGetItem", 6)]),
+        ]
+    );
+    // A follow and its unfollow in one batch: its first counts are one
+    // sync (the totals and items read, one transaction) beside the commit
+    // of its record; its redelivery reads the records and the owed totals.
+    put(&env.rt, follow_item("v1", "v2", AT)).await;
+    delete(&env.rt, keys::follow_key("v1", "v2")).await;
+    let records = env.records().await;
+    let event = crate::items::records_event(&records[seen..]);
+    let mut undone = Vec::new();
+    for _ in 0..2 {
+        let bill = crate::bill::billed(&env.rt, &meter, "derive", &event).await;
+        undone.push(
+            bill.ops
+                .iter()
+                .map(|(op, b)| (op.clone(), b.requests))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(
+        undone,
+        vec![
+            ops(&[("BatchGetItem", 4), ("TransactWriteItems", 2)]),
+            ops(&[("BatchGetItem", 4)]),
+        ]
+    );
+    assert!(get(&env, keys::user_counts_key("v2")).await.is_some());
+    assert_clean(&env).await;
+}
