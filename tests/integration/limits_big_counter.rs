@@ -9,7 +9,7 @@
 use shared::item::{item_size, n, s, Item, MAX_ITEM_BYTES};
 
 use crate::items::{attrs, get, key, put, repair};
-use crate::support::{model_env, temp_model, ModelEnv};
+use crate::support::{model_env, temp_model, Captured, ModelEnv};
 
 /// Courses keyed by their instructor, found by their id; enrollments
 /// counted into the course and counting the lessons done into themselves.
@@ -110,6 +110,7 @@ fn progress(course: &str, student: &str, lesson: i64) -> Item {
 /// done is absent, ...`, and `--repair` ran repairs that could never land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_counter_too_large_for_its_sums_is_bad_input_to_verify_by_its_table_key() {
+    let (logs, _guard) = Captured::start();
     let mut env = learn().await;
     put(&env.rt, grown(course("huge"))).await;
     put(&env.rt, enrollment("huge", "s1")).await;
@@ -118,6 +119,18 @@ async fn a_writer_counter_too_large_for_its_sums_is_bad_input_to_verify_by_its_t
     put(&env.rt, progress("small", "huge", 1)).await;
     env.rt.drain().await.unwrap();
     assert!(env.rt.failed_batches().is_empty());
+    // The derive notes each refused write as bad input of the table item
+    // (not of the ledger identity `@course`).
+    let logged = logs.text();
+    for table_key in ["PK=INST#i1, SK=COURSE#huge", "PK=COURSE#small, SK=ENR#huge"] {
+        assert!(
+            logged
+                .lines()
+                .any(|l| l.contains("BadInput") && l.contains(table_key)),
+            "{table_key} noted:\n{logged}"
+        );
+    }
+    assert!(!logged.contains("@course"), "{logged}");
     let huge = get(&env, key("INST#i1", "COURSE#huge")).await.unwrap();
     assert!(!huge.contains_key("enrolled"), "no sum written onto it");
     let small = get(&env, key("INST#i1", "COURSE#small")).await.unwrap();

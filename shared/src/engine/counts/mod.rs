@@ -127,9 +127,16 @@ pub async fn sync_seen(
             .collect()
             .await;
         for (key, r) in results {
-            let (w, n) = skip_as_bad_input(r)?;
-            writes += w;
-            notes.extend(n.into_iter().map(|n| (key.clone(), n)));
+            match r {
+                Ok((w, n)) => {
+                    writes += w;
+                    notes.extend(n);
+                }
+                Err(e) => {
+                    let (_, n) = skip_as_bad_input(Err(e))?;
+                    notes.extend(n.into_iter().map(|n| (key.clone(), n)));
+                }
+            }
         }
     }
     let (w, n) = sync_at_keys(deriver, &plain, images, counted).await?;
@@ -156,13 +163,15 @@ fn skip_as_bad_input(
 }
 
 /// Reads a located counter's totals and item and writes the difference,
-/// retrying when the totals moved meanwhile.
+/// retrying when the totals moved meanwhile. Its notes name the table item
+/// found (a write DynamoDB refuses is bad input of that item: the operator
+/// shrinks it, not the identity of the ledger), else its identity.
 async fn sync_one(
     deriver: &Deriver,
     counter: &Counter,
     locate: &super::locate::Locate,
     counted: bool,
-) -> Result<(usize, Vec<Note>), ProcessError> {
+) -> Result<(usize, Vec<(Item, Note)>), ProcessError> {
     let logical = counter.key_item();
     for _ in 0..ATTEMPTS {
         let totals = deriver
@@ -179,10 +188,13 @@ async fn sync_one(
             Located::Contested(keys) => {
                 return Ok((
                     0,
-                    vec![Note {
-                        metric: crate::metrics::names::BAD_INPUT,
-                        reason: super::locate::contested_reason(&keys),
-                    }],
+                    vec![(
+                        logical.clone(),
+                        Note {
+                            metric: crate::metrics::names::BAD_INPUT,
+                            reason: super::locate::contested_reason(&keys),
+                        },
+                    )],
                 ))
             }
         };
@@ -196,17 +208,23 @@ async fn sync_one(
             counted,
         ) {
             Sync::Done => return Ok((0, vec![])),
-            Sync::Bad(note) => return Ok((0, vec![note])),
+            Sync::Bad(note) => return Ok((0, vec![(key, note)])),
             Sync::Write {
                 actions,
                 item_writes,
                 notes,
             } => match deriver.store.transact(actions).await {
-                Ok(()) => return Ok((item_writes, notes)),
+                Ok(()) => {
+                    let notes = notes.into_iter().map(|n| (key.clone(), n)).collect();
+                    return Ok((item_writes, notes));
+                }
                 // Totals moved, or the writer's item went away meanwhile:
                 // read again.
                 Err(TxError::ConditionsFailed { .. }) => continue,
-                Err(TxError::Store(e)) => return Err(e.into()),
+                Err(TxError::Store(e)) => {
+                    let (_, n) = skip_as_bad_input(Err(e.into()))?;
+                    return Ok((0, n.into_iter().map(|n| (key.clone(), n)).collect()));
+                }
             },
         }
     }
