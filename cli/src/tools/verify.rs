@@ -521,12 +521,29 @@ pub fn verify_items(
             }),
         });
     }
+    // Counters whose ledger totals exist: something counted into them
+    // once (a processor-created one is kept from its first count on).
+    let once_counted: BTreeMap<String, Item> = totals
+        .keys()
+        .filter_map(|tpk| {
+            let ckey = counted_by
+                .get(tpk)
+                .map(|(k, _)| k.clone())
+                .or_else(|| parse_item_id(tpk.strip_prefix(TOTALS)?))?;
+            Some((item_id(&ckey), ckey))
+        })
+        .collect();
+    let ledger_says = counters::LedgerSays {
+        counted_by: &counted_by,
+        once_counted: &once_counted,
+    };
     counters::check(
         rules.as_ref(),
+        &limits,
         items,
         &by_id,
         &mut sums,
-        &counted_by,
+        ledger_says,
         &bad,
         &mut report,
     );

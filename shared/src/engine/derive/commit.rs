@@ -8,7 +8,7 @@ use futures::stream::{self, StreamExt};
 
 use super::keys::{total_attr, total_key};
 use super::plan::KeyPlan;
-use super::{Counter, Deriver, Note};
+use super::{Deriver, Note, ToSync};
 use crate::error::{InputError, Policy, ProcessError};
 use crate::item::{n, Item};
 use crate::ledger::item_id;
@@ -86,7 +86,7 @@ impl Deriver {
     pub(super) async fn commit(
         &self,
         plans: Vec<KeyPlan>,
-        counters: &mut BTreeMap<String, Counter>,
+        to_sync: &mut ToSync<'_>,
     ) -> Result<Committed, Retry> {
         let mut table_writes = 0;
         let mut ledger_writes = 0;
@@ -165,9 +165,10 @@ impl Deriver {
                     for p in chunk {
                         for (key, _) in p.deltas.values() {
                             if let Some(c) = self.rules.counter(key) {
-                                counters.insert(item_id(key), c);
+                                to_sync.counters.insert(item_id(key), c);
                             }
                         }
+                        to_sync.count(self.rules.as_ref(), &p.counted);
                     }
                 }
                 Err(TxError::ConditionsFailed { .. }) => return Err(Retry::Conflict(first)),

@@ -109,6 +109,26 @@ pub struct Hint<'a> {
     pub steps: &'a [Step<'a>],
 }
 
+/// The counters a batch syncs after its ledger commits, by id, and those of
+/// them something counts into for the first time.
+pub(super) struct ToSync<'a> {
+    pub(super) counters: &'a mut BTreeMap<String, Counter>,
+    pub(super) counted: &'a mut super::counts::Counted,
+}
+
+impl ToSync<'_> {
+    /// Counters something counts into (by id: their keys), synced as
+    /// counted.
+    pub(super) fn count(&mut self, rules: &dyn Rules, counted: &BTreeMap<String, Item>) {
+        for (id, key) in counted {
+            if let Some(c) = rules.counter(key) {
+                self.counters.insert(id.clone(), c);
+                self.counted.insert(id.clone());
+            }
+        }
+    }
+}
+
 /// The engine core shared by the stream processor, backfill and repair.
 #[derive(Clone)]
 pub struct Deriver {
@@ -153,11 +173,18 @@ impl Deriver {
             .into_iter()
             .map(|c| (item_id(&c.key_item()), c))
             .collect();
+        // Those something counts into for the first time (see
+        // `counts::Counted`).
+        let mut counted = super::counts::Counted::new();
         let mut failure: Option<(usize, ProcessError)> = None;
         for (g, group) in keys.chunks(GROUP).enumerate() {
             let base = g * GROUP;
+            let mut to_sync = ToSync {
+                counters: &mut counters,
+                counted: &mut counted,
+            };
             if let Err((pos, e)) = self
-                .reconcile_group(group, base, hints, &mut out, &mut counters)
+                .reconcile_group(group, base, hints, &mut out, &mut to_sync)
                 .await
             {
                 failure = Some((pos, e));
@@ -170,7 +197,8 @@ impl Deriver {
             .iter()
             .filter_map(|(id, h)| h.seen.map(|(image, _)| (id.clone(), image)))
             .collect();
-        let synced = super::counts::sync_seen(self, counters.into_values().collect(), &seen).await;
+        let synced =
+            super::counts::sync_seen(self, counters.into_values().collect(), &seen, &counted).await;
         match synced {
             Ok((w, notes)) => {
                 out.table_writes += w;
@@ -195,7 +223,7 @@ impl Deriver {
         base: usize,
         hints: &HashMap<String, Hint<'_>>,
         out: &mut Reconciled,
-        counters: &mut BTreeMap<String, Counter>,
+        to_sync: &mut ToSync<'_>,
     ) -> Result<(), (usize, ProcessError)> {
         let key_names = self.rules.key_names();
         let fail_at = |pos: usize| move |e: ProcessError| (pos, e);
@@ -225,11 +253,12 @@ impl Deriver {
                 bad,
                 ahead,
                 trails,
-            } = self.assess(group, base, &recorded, &current, hints, counters);
+                counted: mut first_counts,
+            } = self.assess(group, base, &recorded, &current, hints, to_sync.counters);
             // Counters a recorded change moved whose items lag the totals:
             // synced by this batch, and carried by any record rewritten.
             let lagging = self
-                .owed_lagging(group, base, &recorded, &wanted, counters)
+                .owed_lagging(group, base, &recorded, &wanted, to_sync)
                 .await
                 .map_err(fail_at(base))?;
             let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
@@ -267,13 +296,30 @@ impl Deriver {
                 let seen = Seen { lagging: &lagging };
                 let extra = carried.remove(pos).unwrap_or_default();
                 let trail = trails.get(pos).cloned().unwrap_or_default();
-                match self.plan_key(*pos, key, &rec, (implied, &trail), extra, seen, hint) {
+                let counted = first_counts.remove(pos).unwrap_or_default();
+                let plan = self.plan_key(
+                    *pos,
+                    key,
+                    &rec,
+                    (implied, &trail),
+                    extra,
+                    seen,
+                    hint,
+                    counted.clone(),
+                );
+                match plan {
                     Some(p) => plans.push(p),
-                    None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
+                    None => {
+                        unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty());
+                        // Counted first by images of the batch alone (the
+                        // record unchanged, its stream position too: a
+                        // retry meets them again).
+                        to_sync.count(self.rules.as_ref(), &counted);
+                    }
                 }
             }
             let mut bad = bad;
-            let committed = match self.commit(plans, counters).await {
+            let committed = match self.commit(plans, to_sync).await {
                 Ok(c) => {
                     out.table_writes += c.table_writes;
                     out.ledger_writes += c.ledger_writes;

@@ -27,6 +27,9 @@ pub(super) struct KeyPlan {
     /// Ledger actions among `actions` besides the head (owner records).
     pub(super) extra_ledger: usize,
     pub(super) deltas: BTreeMap<String, (Item, BTreeMap<String, i128>)>,
+    /// Counters it counts into for the first time (see [`Deriver::first_counts`]),
+    /// by id: synced, as counted, once its actions commit.
+    pub(super) counted: BTreeMap<String, Item>,
     /// The source item's key (for the log when DynamoDB rejects its writes).
     pub(super) key: Item,
     /// What its actions weigh in a transaction (bytes, approximately).
@@ -71,6 +74,9 @@ pub(super) struct Assessment {
     pub(super) ahead: BTreeSet<usize>,
     /// Per item (by position): what its record keeps of the stream.
     pub(super) trails: BTreeMap<usize, Trail>,
+    /// Per item (by position): the counters it counts into for the first
+    /// time (see [`Deriver::first_counts`]).
+    pub(super) counted: BTreeMap<usize, BTreeMap<String, Item>>,
 }
 
 /// What the group's reads saw, for planning one source item.
@@ -194,6 +200,10 @@ impl Deriver {
                 &mut implied,
             );
             out.trails.insert(pos, trail);
+            let counted = self.first_counts(rec, &implied, steps);
+            if !counted.is_empty() {
+                out.counted.insert(pos, counted);
+            }
             for d in rec
                 .iter()
                 .flat_map(|r| r.implied.derived.values())
@@ -229,6 +239,65 @@ impl Deriver {
                 }
             }
             out.wanted.push((pos, implied, derived.unwrap_or_default()));
+        }
+        out
+    }
+
+    /// The processor-created counters (kept from their first count on)
+    /// that this source counts into now, or that an image of it in the
+    /// batch newer than its record counted into, and that its record does
+    /// not list: its first counts into them. A count of 0, or a count
+    /// undone within the batch (a follow and its unfollow), moves no total;
+    /// the sync is told that they are counted all the same, so that their
+    /// items exist whatever the batching (SPEC §5: present once counted).
+    /// A counter its record lists was counted when the record was written.
+    /// Only images the rules accept count (bad input changes nothing); the
+    /// images are asked only for counters the item as read does not name.
+    pub(super) fn first_counts(
+        &self,
+        rec: Option<&Recorded>,
+        implied: &Implied,
+        steps: &[super::Step<'_>],
+    ) -> BTreeMap<String, Item> {
+        let listed = |id: &str| rec.is_some_and(|r| r.implied.contributions.contains_key(id));
+        let kept = |key: &Item| {
+            self.rules
+                .counter(key)
+                .is_some_and(|c| crate::engine::counts::kept_from_first_count(&c))
+        };
+        let mut out = BTreeMap::new();
+        for (id, (key, _)) in &implied.contributions {
+            if !listed(id) && kept(key) {
+                out.insert(id.clone(), key.clone());
+            }
+        }
+        // Records met before the record was last written are old news.
+        let q = rec.and_then(|r| r.trail.seq.as_ref());
+        for step in steps.iter().filter(|s| q.is_none_or(|q| s.seq > q)) {
+            let Some((image, aspects)) = step.new else {
+                continue;
+            };
+            let Ok(contributions) = &aspects.contributions else {
+                continue;
+            };
+            let others: Vec<Item> = contributions
+                .iter()
+                .map(|c| c.counter.key_item())
+                .filter(|k| {
+                    let id = item_id(k);
+                    !listed(&id)
+                        && !out.contains_key(&id)
+                        && !implied.contributions.contains_key(&id)
+                })
+                .collect();
+            if others.is_empty() || self.state_of(image, aspects).contributions.is_none() {
+                continue;
+            }
+            for key in others {
+                if kept(&key) {
+                    out.insert(item_id(&key), key);
+                }
+            }
         }
         out
     }
@@ -404,6 +473,7 @@ impl Deriver {
         extra: Carried,
         seen: Seen<'_>,
         hint: Hint,
+        counted: BTreeMap<String, Item>,
     ) -> Option<KeyPlan> {
         let mut writes = extra.actions;
         let mut extra_ledger = extra.ledger;
@@ -435,10 +505,12 @@ impl Deriver {
             item.extend(implied.to_attrs());
             item.insert("src".into(), AttributeValue::M(key.clone()));
             item.insert("ver".into(), n(rec.ver + 1));
-            // What this change moved, and what earlier changes still owe.
+            // What this change moved or counted first, and what earlier
+            // changes still owe.
             let owed: Item = deltas
                 .iter()
                 .map(|(id, (key, _))| (id.clone(), key.clone()))
+                .chain(counted.iter().map(|(id, key)| (id.clone(), key.clone())))
                 .chain(
                     rec.owed
                         .iter()
@@ -509,6 +581,7 @@ impl Deriver {
             record_written,
             extra_ledger,
             deltas,
+            counted,
             key: key.clone(),
         })
     }

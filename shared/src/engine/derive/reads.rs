@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::implied::{contribution_deltas, Implied};
 use super::keys::{owners_key, source_key_pk, total_key, SOURCE_SK};
 use super::trail::{PerAspect, Trail};
-use super::{Counter, Deriver};
+use super::{Deriver, ToSync};
 use crate::change::SequenceNumber;
 use crate::error::ProcessError;
 use crate::item::{Item, ItemExt};
@@ -174,14 +174,16 @@ impl Deriver {
     /// the record rewritten, and the sync reads its totals anyway), and is
     /// added to `counters` without a read; the others are read and those
     /// whose items lag their totals are returned (synced by this batch, and
-    /// carried by any record rewritten) and added to `counters` too.
+    /// carried by any record rewritten) and added to `counters` too, as
+    /// counted: a counter owed whose totals do not exist is a first count
+    /// whose sync was lost (see `counts::Counted`).
     pub(super) async fn owed_lagging(
         &self,
         group: &[Item],
         base: usize,
         recorded: &HashMap<String, Recorded>,
         wanted: &[(usize, Implied, Vec<Item>)],
-        counters: &mut BTreeMap<String, Counter>,
+        to_sync: &mut ToSync<'_>,
     ) -> Result<BTreeMap<String, Item>, ProcessError> {
         let mut unknown: BTreeMap<String, Item> = BTreeMap::new();
         for (pos, implied, _) in wanted {
@@ -196,7 +198,7 @@ impl Deriver {
             for (id, k) in &rec.owed {
                 if moved.contains_key(id) {
                     if let Some(c) = self.rules.counter(k) {
-                        counters.insert(item_id(k), c);
+                        to_sync.counters.insert(item_id(k), c);
                     }
                 } else {
                     unknown.insert(id.clone(), k.clone());
@@ -204,11 +206,7 @@ impl Deriver {
             }
         }
         let lagging = self.lagging(unknown).await?;
-        for key in lagging.values() {
-            if let Some(c) = self.rules.counter(key) {
-                counters.insert(item_id(key), c);
-            }
-        }
+        to_sync.count(self.rules.as_ref(), &lagging);
         Ok(lagging)
     }
 
