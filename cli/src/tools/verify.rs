@@ -333,13 +333,13 @@ pub fn verify_items(
         match derived {
             Ok(ds) => {
                 for d in ds {
-                    desired.insert(item_id(&key_of(&d, key_names)), (d, key.clone()));
+                    imply(&mut desired, item_id(&key_of(&d, key_names)), d, &key);
                 }
             }
             Err(e) => {
                 note_bad(&mut report, &key, &e);
                 for (id, d) in kept.iter().flat_map(|k| &k.derived) {
-                    desired.insert(id.clone(), (d.clone(), key.clone()));
+                    imply(&mut desired, id.clone(), d.clone(), &key);
                 }
             }
         }
@@ -738,5 +738,17 @@ mod listing_tests {
         let all = report.listing(true);
         assert_eq!(all.len(), LISTED + 8);
         assert!(all.iter().all(|l| !l.contains("more")));
+    }
+}
+
+/// Notes that `source` implies `d` (derived id `id`): an item several
+/// sources imply (a shared one) holds what the source whose key sorts last
+/// implies, whatever order the scan meets them in.
+fn imply(desired: &mut BTreeMap<String, (Item, Item)>, id: String, d: Item, source: &Item) {
+    match desired.get(&id) {
+        Some((_, other)) if item_id(other) > item_id(source) => {}
+        _ => {
+            desired.insert(id, (d, source.clone()));
+        }
     }
 }
