@@ -47,6 +47,7 @@ fn reading(dev: &str, i: usize, note_bytes: usize) -> Item {
     attrs(vec![
         ("PK", s(format!("DEV#{dev}"))),
         ("SK", s(format!("R#{at}"))),
+        ("type", s("reading")),
         ("deviceId", s(dev)),
         ("at", s(&at)),
         ("note", s(format!("{at}{}", "n".repeat(note_bytes)))),
@@ -205,11 +206,17 @@ async fn concurrent_consumers_keep_a_shared_item_exact_and_never_backwards() {
     env.engine.stop().await;
 }
 
+/// The ledger partition of the owners of a device's latest item.
+fn owners_pk(pk: &str) -> String {
+    let id = shared::ledger::item_id(&key(pk, "LATEST"));
+    shared::ledger::bounded_pk("OWN#derive#", &id)
+}
+
 /// The owners as a deployed stack kept them before they had an item each:
 /// one head holding a map of every source and what it implies.
 async fn to_single_map(env: &ModelEnv, dev: &str) {
     let rt = &env.rt;
-    let pk = shared::engine::derive::owners_pk("derive", &key(format!("DEV#{dev}"), "LATEST"));
+    let pk = owners_pk(&format!("DEV#{dev}"));
     let items = rt
         .processors
         .store
@@ -279,7 +286,7 @@ async fn owners_kept_in_one_map_go_on_exactly_after_the_upgrade() {
     // It changes: the map is empty, gone.
     put_all(&env, vec![reading("d3", 0, 30)]).await;
     env.rt.drain().await.expect("drains");
-    let pk = shared::engine::derive::owners_pk("derive", &key("DEV#d3", "LATEST"));
+    let pk = owners_pk("DEV#d3");
     let head = env
         .rt
         .processors
