@@ -25,6 +25,8 @@ use shared::models::{CheckInput, Drift, Finding, Model, Repair};
 
 #[path = "verify_counters.rs"]
 mod counters;
+#[path = "verify_owners.rs"]
+mod owners;
 #[path = "verify_repair.rs"]
 mod repair;
 pub use repair::repair;
@@ -204,6 +206,8 @@ pub fn verify_items(
         .map(|i| (item_id(&key_of(i, key_names)), i))
         .collect();
     let mut desired: BTreeMap<String, (Item, Item)> = BTreeMap::new();
+    // Every source of each shared derived item.
+    let mut shared_owners = owners::Expected::new();
     let mut sums: BTreeMap<String, ExpectedCounter> = BTreeMap::new();
     // What the engine recorded per source item: an item that turned into bad
     // input keeps what its earlier valid states implied.
@@ -333,13 +337,13 @@ pub fn verify_items(
         match derived {
             Ok(ds) => {
                 for d in ds {
-                    imply(&mut desired, item_id(&key_of(&d, key_names)), d, &key);
+                    imply(&mut desired, &mut shared_owners, rules.as_ref(), d, &key);
                 }
             }
             Err(e) => {
                 note_bad(&mut report, &key, &e);
-                for (id, d) in kept.iter().flat_map(|k| &k.derived) {
-                    imply(&mut desired, id.clone(), d.clone(), &key);
+                for (_, d) in kept.iter().flat_map(|k| &k.derived) {
+                    imply(&mut desired, &mut shared_owners, rules.as_ref(), d.clone(), &key);
                 }
             }
         }
@@ -521,6 +525,7 @@ pub fn verify_items(
             }),
         });
     }
+    owners::check(&shared_owners, ledger, &mut report);
     counters::check(
         rules.as_ref(),
         items,
@@ -741,10 +746,26 @@ mod listing_tests {
     }
 }
 
-/// Notes that `source` implies `d` (derived id `id`): an item several
-/// sources imply (a shared one) holds what the source whose key sorts last
-/// implies, whatever order the scan meets them in.
-fn imply(desired: &mut BTreeMap<String, (Item, Item)>, id: String, d: Item, source: &Item) {
+/// Notes that `source` implies `d`: an item several sources imply (a
+/// shared one) holds what the source whose key sorts last implies,
+/// whatever order the scan meets them in, and lists every source among its
+/// owners.
+fn imply(
+    desired: &mut BTreeMap<String, (Item, Item)>,
+    shared_owners: &mut owners::Expected,
+    rules: &dyn shared::engine::rules::Rules,
+    d: Item,
+    source: &Item,
+) {
+    let dkey = key_of(&d, rules.key_names());
+    let id = item_id(&dkey);
+    if rules.shared(&dkey) {
+        shared_owners
+            .entry(id.clone())
+            .or_insert_with(|| (dkey, BTreeMap::new()))
+            .1
+            .insert(item_id(source), (d.clone(), source.clone()));
+    }
     match desired.get(&id) {
         Some((_, other)) if item_id(other) > item_id(source) => {}
         _ => {
