@@ -354,10 +354,7 @@ async fn verify_names_an_owner_missing_from_the_ledger_and_repairs_it() {
     put_all(&env, (0..5).map(|i| reading("d5", i, 10)).collect()).await;
     env.rt.drain().await.expect("drains");
     let src = shared::ledger::item_id(&reading_key("d5", 3));
-    let row = shared::ledger::key(
-        owners_pk("DEV#d5"),
-        shared::engine::derive::owner_sk(&src),
-    );
+    let row = shared::ledger::key(owners_pk("DEV#d5"), shared::engine::derive::owner_sk(&src));
     let (store, ledger) = (&env.rt.processors.store, &env.rt.config.ledger_table);
     store.delete_keys(ledger, vec![row]).await.expect("delete");
     let report = env.rt.verify().await.expect("verify");

@@ -343,7 +343,13 @@ pub fn verify_items(
             Err(e) => {
                 note_bad(&mut report, &key, &e);
                 for (_, d) in kept.iter().flat_map(|k| &k.derived) {
-                    imply(&mut desired, &mut shared_owners, rules.as_ref(), d.clone(), &key);
+                    imply(
+                        &mut desired,
+                        &mut shared_owners,
+                        rules.as_ref(),
+                        d.clone(),
+                        &key,
+                    );
                 }
             }
         }

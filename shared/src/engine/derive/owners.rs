@@ -146,13 +146,9 @@ impl Deriver {
             }
             out.insert(id.clone(), o);
         }
-        let lasts = try_join_all(
-            last_wanted
-                .into_iter()
-                .map(|(id, pk, limit)| async move {
-                    self.last_owners(&pk, limit).await.map(|items| (id, items))
-                }),
-        )
+        let lasts = try_join_all(last_wanted.into_iter().map(|(id, pk, limit)| async move {
+            self.last_owners(&pk, limit).await.map(|items| (id, items))
+        }))
         .await?;
         for (id, items) in lasts {
             if let Some(o) = out.get_mut(&id) {
@@ -173,12 +169,8 @@ impl Deriver {
     ) -> Result<Vec<(String, Item)>, ProcessError> {
         let names = (ledger::PK, pk);
         let (last, hashed) = futures::try_join!(
-            self.store.query_last(
-                &self.ledger_table,
-                names,
-                (ledger::SK, OWNER_SK),
-                limit
-            ),
+            self.store
+                .query_last(&self.ledger_table, names, (ledger::SK, OWNER_SK), limit),
             self.store.query(
                 &self.ledger_table,
                 None,
