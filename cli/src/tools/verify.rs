@@ -337,13 +337,13 @@ pub fn verify_items(
         match derived {
             Ok(ds) => {
                 for d in ds {
-                    imply(&mut desired, &mut shared_owners, rules.as_ref(), d, &key);
+                    owners::imply(&mut desired, &mut shared_owners, rules.as_ref(), d, &key);
                 }
             }
             Err(e) => {
                 note_bad(&mut report, &key, &e);
                 for (_, d) in kept.iter().flat_map(|k| &k.derived) {
-                    imply(
+                    owners::imply(
                         &mut desired,
                         &mut shared_owners,
                         rules.as_ref(),
@@ -749,33 +749,5 @@ mod listing_tests {
         let all = report.listing(true);
         assert_eq!(all.len(), LISTED + 8);
         assert!(all.iter().all(|l| !l.contains("more")));
-    }
-}
-
-/// Notes that `source` implies `d`: an item several sources imply (a
-/// shared one) holds what the source whose key sorts last implies,
-/// whatever order the scan meets them in, and lists every source among its
-/// owners.
-fn imply(
-    desired: &mut BTreeMap<String, (Item, Item)>,
-    shared_owners: &mut owners::Expected,
-    rules: &dyn shared::engine::rules::Rules,
-    d: Item,
-    source: &Item,
-) {
-    let dkey = key_of(&d, rules.key_names());
-    let id = item_id(&dkey);
-    if rules.shared(&dkey) {
-        shared_owners
-            .entry(id.clone())
-            .or_insert_with(|| (dkey, BTreeMap::new()))
-            .1
-            .insert(item_id(source), (d.clone(), source.clone()));
-    }
-    match desired.get(&id) {
-        Some((_, other)) if item_id(other) > item_id(source) => {}
-        _ => {
-            desired.insert(id, (d, source.clone()));
-        }
     }
 }

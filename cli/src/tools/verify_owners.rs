@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::engine::derive::{owners_pk, OWNERS_HEAD_SK};
-use shared::item::{display_key, same_items, Item, ItemExt};
-use shared::ledger::parse_item_id;
+use shared::engine::rules::Rules;
+use shared::item::{display_key, key_of, same_items, Item, ItemExt};
+use shared::ledger::{item_id, parse_item_id};
 use shared::models::{Drift, Finding, Repair};
 
 use super::Report;
@@ -102,4 +103,32 @@ fn extra(of: String, src: &str, report: &mut Report) {
         what: format!("owners of {of}: {source} listed, which does not imply it"),
         repair: None,
     });
+}
+
+/// Notes that `source` implies `d`: an item several sources imply (a
+/// shared one) holds what the source whose key sorts last implies,
+/// whatever order the scan meets them in, and lists every source among its
+/// owners.
+pub(super) fn imply(
+    desired: &mut BTreeMap<String, (Item, Item)>,
+    shared_owners: &mut Expected,
+    rules: &dyn Rules,
+    d: Item,
+    source: &Item,
+) {
+    let dkey = key_of(&d, rules.key_names());
+    let id = item_id(&dkey);
+    if rules.shared(&dkey) {
+        shared_owners
+            .entry(id.clone())
+            .or_insert_with(|| (dkey, BTreeMap::new()))
+            .1
+            .insert(item_id(source), (d.clone(), source.clone()));
+    }
+    match desired.get(&id) {
+        Some((_, other)) if item_id(other) > item_id(source) => {}
+        _ => {
+            desired.insert(id, (d, source.clone()));
+        }
+    }
 }
