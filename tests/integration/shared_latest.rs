@@ -355,8 +355,19 @@ async fn verify_names_an_owner_missing_from_the_ledger_and_repairs_it() {
     env.rt.drain().await.expect("drains");
     let src = shared::ledger::item_id(&reading_key("d5", 3));
     let row = shared::ledger::key(owners_pk("DEV#d5"), shared::engine::derive::owner_sk(&src));
+    let path = temp_model("shared_latest", READINGS);
+    let says = |x: &jobstream::tools::explain::Explanation, listed: &str| {
+        let line = format!(
+            "  shared: {listed} among its owners; it holds the values of the one whose key sorts last: PK=DEV#d5, SK=R#000004"
+        );
+        assert!(x.lines.contains(&line), "{:#?}", x.lines);
+    };
+    let x = crate::explain::ask_in(&env, &path, "DEV#d5", "R#000003").await;
+    says(&x, "listed");
     let (store, ledger) = (&env.rt.processors.store, &env.rt.config.ledger_table);
     store.delete_keys(ledger, vec![row]).await.expect("delete");
+    let x = crate::explain::ask_in(&env, &path, "DEV#d5", "R#000003").await;
+    says(&x, "not listed (pending or drift)");
     let report = env.rt.verify().await.expect("verify");
     let problems = format!("{:?}", report.problems);
     assert!(

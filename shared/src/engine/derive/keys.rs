@@ -126,3 +126,33 @@ pub fn source_key_pk(processor: &str, key: &Item) -> String {
 pub fn total_pk(processor: &str, counter_key: &Item) -> String {
     ledger::bounded_pk(&format!("TOTAL#{processor}#"), &item_id(counter_key))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The owners of a shared item sort as their source ids do (the
+    /// last-sorting one is a descending Query's first), within DynamoDB's
+    /// sort key limit; an id too long for it is keyed by its hash apart.
+    #[test]
+    fn owner_sort_keys_sort_as_the_ids_and_fit() {
+        let ids = [
+            "PK=S:DEV#d|SK=S:R#000001",
+            "PK=S:DEV#d|SK=S:R#000002",
+            "PK=S:DEV#d|SK=S:R#0000020",
+            "PK=S:DEV#d|SK=S:R#00001",
+        ];
+        let sks: Vec<String> = ids.iter().map(|i| owner_sk(i)).collect();
+        let mut sorted = sks.clone();
+        sorted.sort();
+        assert_eq!(sks, sorted);
+        assert!(sks.iter().all(|s| s.starts_with(OWNER_SK)));
+        let fits = format!("PK=S:D|SK=S:{}", "x".repeat(ledger::MAX_SK_BYTES - 14));
+        assert_eq!(owner_sk(&fits), format!("{OWNER_SK}{fits}"));
+        let long = format!("{fits}x");
+        let hashed = owner_sk(&long);
+        assert!(hashed.starts_with(OWNER_HASHED_SK), "{hashed}");
+        assert!(hashed.len() <= ledger::MAX_SK_BYTES);
+        assert_ne!(hashed, owner_sk(&format!("{long}y")));
+    }
+}
