@@ -449,7 +449,7 @@ async fn explain_source(
             }
         ));
         if rules.shared(&dk) {
-            x.line(crate::tools::explain_shared::owner_line(t, &dk, &key).await?);
+            x.line(crate::tools::explain_shared::owner_line(t, &dk, key).await?);
         }
     }
     let contributions = rules.contributions(&item).unwrap_or_default();
