@@ -79,6 +79,7 @@ mod scenarios;
 mod scoring_round_trips;
 #[path = "../../cli/benches/common/seed_items.rs"]
 mod seed_items;
+mod shared_latest;
 mod social;
 mod social_recorded;
 mod stop;

@@ -32,6 +32,7 @@
 mod commit;
 mod implied;
 mod keys;
+mod owners;
 mod plan;
 mod processor;
 mod reads;
@@ -49,8 +50,9 @@ pub use super::rules::{Aspects, Contribution, Counter, Note, OutMessage, Project
 pub(crate) use implied::set_remove;
 pub use implied::{checked_contributions, projection_update, Implied};
 pub use keys::{
-    index_item, index_key, index_members, index_pk, owners_key, source_key, source_key_pk,
-    total_attr, total_key, total_pk, SOURCE_SK,
+    index_item, index_key, index_members, index_pk, owner_key, owner_sk, owners_key, owners_pk,
+    source_key, source_key_pk, total_attr, total_key, total_pk, OWNERS_HEAD_SK, OWNER_HASHED_SK,
+    OWNER_SK, SOURCE_SK,
 };
 pub use processor::{rejects, DeriveConfig, DeriveProcessor};
 pub use trail::Step;
@@ -261,7 +263,6 @@ impl Deriver {
                 .owed_lagging(group, base, &recorded, &wanted, to_sync)
                 .await
                 .map_err(fail_at(base))?;
-            let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
             // Derived items as they are (to write only what differs).
             let existing: HashMap<String, Item> = if derived_keys.is_empty() {
                 HashMap::new()
@@ -275,15 +276,15 @@ impl Deriver {
                     .collect()
             };
             // Owners of the derived items several sources may imply.
+            let touched = self.touches(group, base, &recorded, &wanted);
             let owners = self
-                .read_owners(&group_derived_keys)
+                .read_owners(&touched, &existing)
                 .await
                 .map_err(fail_at(base))?;
             // 4. Projections: distinct items, independent, guarded.
             let proj = self.write_projections(updates).await;
             // 5. Ledger records, derived items and totals.
-            let mut carried =
-                self.plan_derived(group, base, &recorded, &wanted, &existing, &owners);
+            let (mut carried, mut shared) = self.plan_derived(touched, &existing, &owners);
             let mut plans = Vec::new();
             let mut unchanged = 0;
             for (pos, implied, _) in &wanted {
@@ -319,7 +320,7 @@ impl Deriver {
                 }
             }
             let mut bad = bad;
-            let committed = match self.commit(plans, to_sync).await {
+            let committed = match self.commit(plans, to_sync, &mut shared).await {
                 Ok(c) => {
                     out.table_writes += c.table_writes;
                     out.ledger_writes += c.ledger_writes;
