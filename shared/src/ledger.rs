@@ -87,6 +87,12 @@ pub fn bounded_sk(value: &str) -> String {
     bounded("", value, MAX_SK_BYTES)
 }
 
+/// The ledger sort key `<prefix><value>`, bounded like [`bounded_sk`]
+/// (`<prefix>~sha256:<hex>` where the whole would not fit).
+pub fn bounded_sk_with(prefix: &str, value: &str) -> String {
+    bounded(prefix, value, MAX_SK_BYTES)
+}
+
 /// Whether [`bounded_sk`] hashes `value`.
 pub fn sk_is_hashed(value: &str) -> bool {
     value.len() > MAX_SK_BYTES

@@ -653,6 +653,44 @@ impl Store {
         }
     }
 
+    /// The last `limit` items of a partition whose sort key `sk_name`
+    /// begins with `prefix`, in descending sort key order (strongly
+    /// consistent; one request unless the 1 MB limit cuts a page short).
+    pub async fn query_last(
+        &self,
+        table: &str,
+        (pk_name, pk): (&str, &str),
+        (sk_name, prefix): (&str, &str),
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let limit = limit.max(1);
+        let mut items: Vec<Item> = Vec::new();
+        let mut start: Option<std::collections::HashMap<String, AttributeValue>> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(table)
+                .consistent_read(true)
+                .scan_index_forward(false)
+                .limit(i32::try_from(limit - items.len()).unwrap_or(i32::MAX))
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", pk_name)
+                .expression_attribute_names("#sk", sk_name)
+                .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| classify("Query", table, e))?;
+            items.extend(out.items().iter().cloned());
+            match out.last_evaluated_key() {
+                Some(last) if items.len() < limit => start = Some(last.clone()),
+                _ => return Ok(items),
+            }
+        }
+    }
+
     /// BatchGetItem (strongly consistent), 100 keys per request, retrying
     /// UnprocessedKeys with backoff. Absent items are simply not returned.
     pub async fn batch_get(&self, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {

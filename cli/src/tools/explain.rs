@@ -445,6 +445,9 @@ async fn explain_source(
                 false => "absent: pending or drift".to_string(),
             }
         ));
+        if rules.shared(&dk) {
+            x.line(crate::tools::explain_shared::owner_line(t, &dk, key).await?);
+        }
     }
     let contributions = rules.contributions(&item).unwrap_or_default();
     for c in &contributions {

@@ -15,6 +15,7 @@ pub mod consumer;
 pub mod deploy;
 pub mod explain;
 mod explain_once;
+mod explain_shared;
 pub mod graph;
 pub mod import;
 pub mod query;

@@ -25,6 +25,8 @@ use shared::models::{CheckInput, Drift, Finding, Model, Repair};
 
 #[path = "verify_counters.rs"]
 mod counters;
+#[path = "verify_owners.rs"]
+mod owners;
 #[path = "verify_repair.rs"]
 mod repair;
 pub use repair::repair;
@@ -204,6 +206,8 @@ pub fn verify_items(
         .map(|i| (item_id(&key_of(i, key_names)), i))
         .collect();
     let mut desired: BTreeMap<String, (Item, Item)> = BTreeMap::new();
+    // Every source of each shared derived item.
+    let mut shared_owners = owners::Expected::new();
     let mut sums: BTreeMap<String, ExpectedCounter> = BTreeMap::new();
     // What the engine recorded per source item: an item that turned into bad
     // input keeps what its earlier valid states implied.
@@ -333,13 +337,19 @@ pub fn verify_items(
         match derived {
             Ok(ds) => {
                 for d in ds {
-                    desired.insert(item_id(&key_of(&d, key_names)), (d, key.clone()));
+                    owners::imply(&mut desired, &mut shared_owners, rules.as_ref(), d, &key);
                 }
             }
             Err(e) => {
                 note_bad(&mut report, &key, &e);
-                for (id, d) in kept.iter().flat_map(|k| &k.derived) {
-                    desired.insert(id.clone(), (d.clone(), key.clone()));
+                for (_, d) in kept.iter().flat_map(|k| &k.derived) {
+                    owners::imply(
+                        &mut desired,
+                        &mut shared_owners,
+                        rules.as_ref(),
+                        d.clone(),
+                        &key,
+                    );
                 }
             }
         }
@@ -521,12 +531,30 @@ pub fn verify_items(
             }),
         });
     }
+    owners::check(&shared_owners, ledger, &mut report);
+    // Counters whose ledger totals exist: something counted into them
+    // once (a processor-created one is kept from its first count on).
+    let once_counted: BTreeMap<String, Item> = totals
+        .keys()
+        .filter_map(|tpk| {
+            let ckey = counted_by
+                .get(tpk)
+                .map(|(k, _)| k.clone())
+                .or_else(|| parse_item_id(tpk.strip_prefix(TOTALS)?))?;
+            Some((item_id(&ckey), ckey))
+        })
+        .collect();
+    let ledger_says = counters::LedgerSays {
+        counted_by: &counted_by,
+        once_counted: &once_counted,
+    };
     counters::check(
         rules.as_ref(),
+        &limits,
         items,
         &by_id,
         &mut sums,
-        &counted_by,
+        ledger_says,
         &bad,
         &mut report,
     );

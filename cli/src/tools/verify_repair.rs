@@ -102,7 +102,7 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
         let _ = done;
     }
     if !counters.is_empty() {
-        counts::sync(deriver, counters.clone()).await?;
+        counts::sync_counted(deriver, counters.clone()).await?;
         ran += counters.len();
     }
     // After the reconciles moved what their sources counted elsewhere:

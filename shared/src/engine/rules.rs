@@ -230,6 +230,13 @@ pub trait Rules: Send + Sync {
         None
     }
 
+    /// Whether some derived item of these rules is shared ([`Rules::shared`]):
+    /// the derive processor then queries the ledger for its owners (its
+    /// grant says so).
+    fn shares(&self) -> bool {
+        false
+    }
+
     /// Whether some counter of these rules is located ([`Rules::locate`]):
     /// the derive processor then queries the ledger (its grant says so).
     fn locates(&self) -> bool {

@@ -533,6 +533,10 @@ impl Rules for FileRules {
         })
     }
 
+    fn shares(&self) -> bool {
+        self.0.entities.iter().any(|e| !e.writer && e.shared)
+    }
+
     fn locates(&self) -> bool {
         self.0.entities.iter().any(|e| !e.unique.is_empty())
     }

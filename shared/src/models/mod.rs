@@ -155,7 +155,11 @@ impl Model {
             grant: Grant {
                 table_actions: grants::DERIVE_TABLE.to_vec(),
                 index_actions: vec![],
-                ledger_actions: derive_ledger(self.rules.locates(), self.rules.awaits()),
+                ledger_actions: derive_ledger(
+                    self.rules.locates(),
+                    self.rules.awaits(),
+                    self.rules.shares(),
+                ),
                 sends_to,
             },
         });
@@ -447,12 +451,14 @@ impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E
 
 /// The derive's ledger actions: its records and totals, plus the listings
 /// of located counters and of once effects waiting for an item (both
-/// `Query`, located counters' totals read alone).
-fn derive_ledger(locates: bool, awaits: bool) -> Vec<&'static str> {
+/// `Query`, located counters' totals read alone), and the owners of shared
+/// derived items (`Query`).
+fn derive_ledger(locates: bool, awaits: bool, shares: bool) -> Vec<&'static str> {
     let mut out = grants::DERIVE_LEDGER.to_vec();
     let locate = grants::DERIVE_LEDGER_LOCATE.iter().filter(|_| locates);
     let waiting = grants::DERIVE_LEDGER_WAITING.iter().filter(|_| awaits);
-    for action in locate.chain(waiting) {
+    let shared = grants::DERIVE_LEDGER_SHARED.iter().filter(|_| shares);
+    for action in locate.chain(waiting).chain(shared) {
         if !out.contains(action) {
             out.push(action);
         }

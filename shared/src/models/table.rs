@@ -319,6 +319,9 @@ pub mod grants {
     /// Once effects waiting for an item ([`crate::engine::once`]): the
     /// notes under an item's flag, listed when the flag is there.
     pub const DERIVE_LEDGER_WAITING: &[&str] = &["dynamodb:Query"];
+    /// Shared derived items ([`crate::engine::rules::Rules::shares`]): the
+    /// last-sorting owners of one, queried when its last one goes.
+    pub const DERIVE_LEDGER_SHARED: &[&str] = &["dynamodb:Query"];
     /// A fold (history): entries, cascade (transactional deletes, each
     /// transaction with a check of the HEAD in the ledger, the first one
     /// with a check that the root is still absent when the batch does not

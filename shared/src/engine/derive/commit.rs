@@ -1,14 +1,15 @@
 //! The group's writes: guarded projections, then the ledger commit in
 //! transactions of at most 100 actions with the counters' totals.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update as TxUpdate};
 use futures::stream::{self, StreamExt};
 
 use super::keys::{total_attr, total_key};
+use super::owners::SharedPlan;
 use super::plan::KeyPlan;
-use super::{Counter, Deriver, Note};
+use super::{Deriver, Note, ToSync};
 use crate::error::{InputError, Policy, ProcessError};
 use crate::item::{n, Item};
 use crate::ledger::item_id;
@@ -86,7 +87,8 @@ impl Deriver {
     pub(super) async fn commit(
         &self,
         plans: Vec<KeyPlan>,
-        counters: &mut BTreeMap<String, Counter>,
+        to_sync: &mut ToSync<'_>,
+        shared: &mut BTreeMap<String, SharedPlan>,
     ) -> Result<Committed, Retry> {
         let mut table_writes = 0;
         let mut ledger_writes = 0;
@@ -100,19 +102,33 @@ impl Deriver {
             let mut n_actions = 0;
             let mut n_bytes = 0;
             let mut totals: BTreeMap<String, (Item, BTreeMap<String, i128>)> = BTreeMap::new();
+            // Shared derived items of the chunk: a head and an item each.
+            let mut heads: BTreeSet<&String> = BTreeSet::new();
             while j < plans.len() {
                 let p = &plans[j];
                 let new_counters = p.deltas.keys().filter(|k| !totals.contains_key(*k)).count();
+                let new_heads: Vec<&String> =
+                    p.shared.iter().filter(|d| !heads.contains(d)).collect();
+                let head_bytes: usize = new_heads
+                    .iter()
+                    .filter_map(|d| shared.get(*d))
+                    .map(SharedPlan::bytes)
+                    .sum();
                 if j > i
                     && (j < alone_until
-                        || n_actions + p.actions.len() + totals.len() + new_counters
+                        || n_actions
+                            + p.actions.len()
+                            + totals.len()
+                            + new_counters
+                            + 2 * (heads.len() + new_heads.len())
                             > MAX_TX_ACTIONS
-                        || n_bytes + p.bytes > MAX_TX_BYTES)
+                        || n_bytes + p.bytes + head_bytes > MAX_TX_BYTES)
                 {
                     break;
                 }
                 n_actions += p.actions.len();
-                n_bytes += p.bytes;
+                n_bytes += p.bytes + head_bytes;
+                heads.extend(new_heads);
                 for (id, (key, d)) in &p.deltas {
                     let e = totals
                         .entry(id.clone())
@@ -128,6 +144,19 @@ impl Deriver {
             let mut actions: Vec<TransactWriteItem> = Vec::new();
             for p in chunk {
                 actions.extend(p.actions.iter().cloned());
+            }
+            // The heads and items of the shared derived items the chunk's
+            // owners change, as they are once it commits.
+            let positions: BTreeSet<usize> = chunk.iter().map(|p| p.pos).collect();
+            let mut steps = Vec::new();
+            for (id, plan) in shared.iter() {
+                if !plan.touched_by(&positions) {
+                    continue;
+                }
+                if let Some(step) = plan.step(&positions) {
+                    actions.extend(step.actions.iter().cloned());
+                    steps.push((id.clone(), step));
+                }
             }
             let mut n_totals = 0;
             for (key, d) in totals.values() {
@@ -158,16 +187,24 @@ impl Deriver {
                 .iter()
                 .map(|p| usize::from(p.record_written) + p.extra_ledger)
                 .sum();
+            let step_table: usize = steps.iter().map(|(_, s)| s.table_writes).sum();
+            let step_ledger = steps.len();
             match self.store.transact(actions).await {
                 Ok(()) => {
-                    table_writes += table_actions;
-                    ledger_writes += records + n_totals;
+                    table_writes += table_actions + step_table;
+                    ledger_writes += records + n_totals + step_ledger;
+                    for (id, step) in steps {
+                        if let Some(plan) = shared.get_mut(&id) {
+                            plan.adopt(step.next);
+                        }
+                    }
                     for p in chunk {
                         for (key, _) in p.deltas.values() {
                             if let Some(c) = self.rules.counter(key) {
-                                counters.insert(item_id(key), c);
+                                to_sync.counters.insert(item_id(key), c);
                             }
                         }
+                        to_sync.count(self.rules.as_ref(), &p.counted);
                     }
                 }
                 Err(TxError::ConditionsFailed { .. }) => return Err(Retry::Conflict(first)),

@@ -32,6 +32,7 @@
 mod commit;
 mod implied;
 mod keys;
+mod owners;
 mod plan;
 mod processor;
 mod reads;
@@ -49,8 +50,9 @@ pub use super::rules::{Aspects, Contribution, Counter, Note, OutMessage, Project
 pub(crate) use implied::set_remove;
 pub use implied::{checked_contributions, projection_update, Implied};
 pub use keys::{
-    index_item, index_key, index_members, index_pk, owners_key, source_key, source_key_pk,
-    total_attr, total_key, total_pk, SOURCE_SK,
+    index_item, index_key, index_members, index_pk, owner_key, owner_sk, owners_key, owners_pk,
+    source_key, source_key_pk, total_attr, total_key, total_pk, OWNERS_HEAD_SK, OWNER_HASHED_SK,
+    OWNER_SK, SOURCE_SK,
 };
 pub use processor::{rejects, DeriveConfig, DeriveProcessor};
 pub use trail::Step;
@@ -109,6 +111,26 @@ pub struct Hint<'a> {
     pub steps: &'a [Step<'a>],
 }
 
+/// The counters a batch syncs after its ledger commits, by id, and those of
+/// them something counts into for the first time.
+pub(super) struct ToSync<'a> {
+    pub(super) counters: &'a mut BTreeMap<String, Counter>,
+    pub(super) counted: &'a mut super::counts::Counted,
+}
+
+impl ToSync<'_> {
+    /// Counters something counts into (by id: their keys), synced as
+    /// counted.
+    pub(super) fn count(&mut self, rules: &dyn Rules, counted: &BTreeMap<String, Item>) {
+        for (id, key) in counted {
+            if let Some(c) = rules.counter(key) {
+                self.counters.insert(id.clone(), c);
+                self.counted.insert(id.clone());
+            }
+        }
+    }
+}
+
 /// The engine core shared by the stream processor, backfill and repair.
 #[derive(Clone)]
 pub struct Deriver {
@@ -153,11 +175,18 @@ impl Deriver {
             .into_iter()
             .map(|c| (item_id(&c.key_item()), c))
             .collect();
+        // Those something counts into for the first time (see
+        // `counts::Counted`).
+        let mut counted = super::counts::Counted::new();
         let mut failure: Option<(usize, ProcessError)> = None;
         for (g, group) in keys.chunks(GROUP).enumerate() {
             let base = g * GROUP;
+            let mut to_sync = ToSync {
+                counters: &mut counters,
+                counted: &mut counted,
+            };
             if let Err((pos, e)) = self
-                .reconcile_group(group, base, hints, &mut out, &mut counters)
+                .reconcile_group(group, base, hints, &mut out, &mut to_sync)
                 .await
             {
                 failure = Some((pos, e));
@@ -170,7 +199,8 @@ impl Deriver {
             .iter()
             .filter_map(|(id, h)| h.seen.map(|(image, _)| (id.clone(), image)))
             .collect();
-        let synced = super::counts::sync_seen(self, counters.into_values().collect(), &seen).await;
+        let synced =
+            super::counts::sync_seen(self, counters.into_values().collect(), &seen, &counted).await;
         match synced {
             Ok((w, notes)) => {
                 out.table_writes += w;
@@ -195,7 +225,7 @@ impl Deriver {
         base: usize,
         hints: &HashMap<String, Hint<'_>>,
         out: &mut Reconciled,
-        counters: &mut BTreeMap<String, Counter>,
+        to_sync: &mut ToSync<'_>,
     ) -> Result<(), (usize, ProcessError)> {
         let key_names = self.rules.key_names();
         let fail_at = |pos: usize| move |e: ProcessError| (pos, e);
@@ -225,14 +255,14 @@ impl Deriver {
                 bad,
                 ahead,
                 trails,
-            } = self.assess(group, base, &recorded, &current, hints, counters);
+                counted: mut first_counts,
+            } = self.assess(group, base, &recorded, &current, hints, to_sync.counters);
             // Counters a recorded change moved whose items lag the totals:
             // synced by this batch, and carried by any record rewritten.
             let lagging = self
-                .owed_lagging(group, base, &recorded, &wanted, counters)
+                .owed_lagging(group, base, &recorded, &wanted, to_sync)
                 .await
                 .map_err(fail_at(base))?;
-            let group_derived_keys: Vec<Item> = derived_keys.values().cloned().collect();
             // Derived items as they are (to write only what differs).
             let existing: HashMap<String, Item> = if derived_keys.is_empty() {
                 HashMap::new()
@@ -246,15 +276,15 @@ impl Deriver {
                     .collect()
             };
             // Owners of the derived items several sources may imply.
+            let touched = self.touches(group, base, &recorded, &wanted);
             let owners = self
-                .read_owners(&group_derived_keys)
+                .read_owners(&touched, &existing)
                 .await
                 .map_err(fail_at(base))?;
             // 4. Projections: distinct items, independent, guarded.
             let proj = self.write_projections(updates).await;
             // 5. Ledger records, derived items and totals.
-            let mut carried =
-                self.plan_derived(group, base, &recorded, &wanted, &existing, &owners);
+            let (mut carried, mut shared) = self.plan_derived(touched, &existing, &owners);
             let mut plans = Vec::new();
             let mut unchanged = 0;
             for (pos, implied, _) in &wanted {
@@ -267,13 +297,30 @@ impl Deriver {
                 let seen = Seen { lagging: &lagging };
                 let extra = carried.remove(pos).unwrap_or_default();
                 let trail = trails.get(pos).cloned().unwrap_or_default();
-                match self.plan_key(*pos, key, &rec, (implied, &trail), extra, seen, hint) {
+                let counted = first_counts.remove(pos).unwrap_or_default();
+                let plan = self.plan_key(
+                    *pos,
+                    key,
+                    &rec,
+                    (implied, &trail),
+                    extra,
+                    seen,
+                    hint,
+                    counted.clone(),
+                );
+                match plan {
                     Some(p) => plans.push(p),
-                    None => unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty()),
+                    None => {
+                        unchanged += usize::from(rec.ver > 0 && !rec.implied.is_empty());
+                        // Counted first by images of the batch alone (the
+                        // record unchanged, its stream position too: a
+                        // retry meets them again).
+                        to_sync.count(self.rules.as_ref(), &counted);
+                    }
                 }
             }
             let mut bad = bad;
-            let committed = match self.commit(plans, counters).await {
+            let committed = match self.commit(plans, to_sync, &mut shared).await {
                 Ok(c) => {
                     out.table_writes += c.table_writes;
                     out.ledger_writes += c.ledger_writes;

@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
 
 use super::implied::{checked_sums, contribution_deltas, projection_update, Implied};
-use super::keys::{index_item, index_key, owners_key, source_key, source_key_pk};
-use super::reads::{Owners, Recorded, OWED, PENDING, PENDING_SK, SEQ, SPILLED};
+use super::keys::{index_item, index_key, source_key, source_key_pk};
+use super::owners::{Owners, SharedPlan, Touch};
+use super::reads::{Recorded, OWED, PENDING, PENDING_SK, SEQ, SPILLED};
 use super::trail::{Rejected, Trail};
 use super::{Counter, Deriver, Hint, Note, TOMBSTONE_TTL_SECS};
 use crate::engine::writable::{self, Writes};
@@ -27,10 +28,15 @@ pub(super) struct KeyPlan {
     /// Ledger actions among `actions` besides the head (owner records).
     pub(super) extra_ledger: usize,
     pub(super) deltas: BTreeMap<String, (Item, BTreeMap<String, i128>)>,
+    /// Counters it counts into for the first time (see [`Deriver::first_counts`]),
+    /// by id: synced, as counted, once its actions commit.
+    pub(super) counted: BTreeMap<String, Item>,
     /// The source item's key (for the log when DynamoDB rejects its writes).
     pub(super) key: Item,
     /// What its actions weigh in a transaction (bytes, approximately).
     pub(super) bytes: usize,
+    /// Shared derived items whose head and item its transaction writes.
+    pub(super) shared: Vec<String>,
 }
 
 /// What a transaction action weighs toward the 4 MB of a transaction.
@@ -53,6 +59,9 @@ pub(super) struct Carried {
     pub(super) actions: Vec<TransactWriteItem>,
     /// How many of `actions` are ledger writes.
     pub(super) ledger: usize,
+    /// Shared derived items whose owners this source changes (or whose
+    /// write it carries): their head and item go in its transaction.
+    pub(super) shared: Vec<String>,
 }
 
 /// What the items of a group imply now (see [`Deriver::assess`]).
@@ -71,6 +80,9 @@ pub(super) struct Assessment {
     pub(super) ahead: BTreeSet<usize>,
     /// Per item (by position): what its record keeps of the stream.
     pub(super) trails: BTreeMap<usize, Trail>,
+    /// Per item (by position): the counters it counts into for the first
+    /// time (see [`Deriver::first_counts`]).
+    pub(super) counted: BTreeMap<usize, BTreeMap<String, Item>>,
 }
 
 /// What the group's reads saw, for planning one source item.
@@ -194,6 +206,10 @@ impl Deriver {
                 &mut implied,
             );
             out.trails.insert(pos, trail);
+            let counted = self.first_counts(rec, &implied, steps);
+            if !counted.is_empty() {
+                out.counted.insert(pos, counted);
+            }
             for d in rec
                 .iter()
                 .flat_map(|r| r.implied.derived.values())
@@ -233,6 +249,65 @@ impl Deriver {
         out
     }
 
+    /// The processor-created counters (kept from their first count on)
+    /// that this source counts into now, or that an image of it in the
+    /// batch newer than its record counted into, and that its record does
+    /// not list: its first counts into them. A count of 0, or a count
+    /// undone within the batch (a follow and its unfollow), moves no total;
+    /// the sync is told that they are counted all the same, so that their
+    /// items exist whatever the batching (SPEC §5: present once counted).
+    /// A counter its record lists was counted when the record was written.
+    /// Only images the rules accept count (bad input changes nothing); the
+    /// images are asked only for counters the item as read does not name.
+    pub(super) fn first_counts(
+        &self,
+        rec: Option<&Recorded>,
+        implied: &Implied,
+        steps: &[super::Step<'_>],
+    ) -> BTreeMap<String, Item> {
+        let listed = |id: &str| rec.is_some_and(|r| r.implied.contributions.contains_key(id));
+        let kept = |key: &Item| {
+            self.rules
+                .counter(key)
+                .is_some_and(|c| crate::engine::counts::kept_from_first_count(&c))
+        };
+        let mut out = BTreeMap::new();
+        for (id, (key, _)) in &implied.contributions {
+            if !listed(id) && kept(key) {
+                out.insert(id.clone(), key.clone());
+            }
+        }
+        // Records met before the record was last written are old news.
+        let q = rec.and_then(|r| r.trail.seq.as_ref());
+        for step in steps.iter().filter(|s| q.is_none_or(|q| s.seq > q)) {
+            let Some((image, aspects)) = step.new else {
+                continue;
+            };
+            let Ok(contributions) = &aspects.contributions else {
+                continue;
+            };
+            let others: Vec<Item> = contributions
+                .iter()
+                .map(|c| c.counter.key_item())
+                .filter(|k| {
+                    let id = item_id(k);
+                    !listed(&id)
+                        && !out.contains_key(&id)
+                        && !implied.contributions.contains_key(&id)
+                })
+                .collect();
+            if others.is_empty() || self.state_of(image, aspects).contributions.is_none() {
+                continue;
+            }
+            for key in others {
+                if kept(&key) {
+                    out.insert(item_id(&key), key);
+                }
+            }
+        }
+        out
+    }
+
     /// A located counter's item lists itself under its identity (with its
     /// own record): that index entry, when `item` is one.
     pub(super) fn self_membership(&self, item: &Item) -> Option<(String, String)> {
@@ -244,30 +319,18 @@ impl Deriver {
         ))
     }
 
-    /// The writes that bring each derived item the group's sources touch
-    /// (implied now or recorded) to what its sources imply, each carried by
-    /// the first of those sources (by position), so that no transaction
-    /// writes one item twice:
-    ///
-    /// - an item some source implies is put when it differs (an edited one
-    ///   is brought back); a shared item ([`Rules::shared`]) takes the
-    ///   content of its greatest owner, whichever source changed last;
-    /// - an item no source implies any more is deleted whatever its content
-    ///   (it is processor-owned): the owner record of a shared item says
-    ///   whether a source outside the group still implies it.
-    pub(super) fn plan_derived(
+    /// The derived items the group's sources touch (implied now or
+    /// recorded), by id: the key, and each touching source with what it
+    /// implies now (or what is recorded when the rule met bad input: kept
+    /// as earlier valid states implied) and what it recorded.
+    pub(super) fn touches(
         &self,
         group: &[Item],
         base: usize,
         recorded: &HashMap<String, Recorded>,
         wanted: &[(usize, Implied, Vec<Item>)],
-        existing: &HashMap<String, Item>,
-        owners: &HashMap<String, Owners>,
-    ) -> BTreeMap<usize, Carried> {
+    ) -> BTreeMap<String, (Item, Vec<Touch>)> {
         let key_names = self.rules.key_names();
-        // derived id -> (derived key, [(pos, source id, Some(content now) |
-        // None = no longer implied, recorded content)])
-        type Touch = (usize, String, Option<Item>, Option<Item>);
         let mut touched: BTreeMap<String, (Item, Vec<Touch>)> = BTreeMap::new();
         for (pos, implied, derived) in wanted {
             let key = &group[*pos - base];
@@ -277,8 +340,6 @@ impl Deriver {
             let mut ids: BTreeSet<String> = implied.derived.keys().cloned().collect();
             ids.extend(rec.iter().flat_map(|r| r.implied.derived.keys().cloned()));
             for id in ids {
-                // Fresh content, or what is recorded when the rule met bad
-                // input (kept as earlier valid states implied).
                 let now = derived
                     .iter()
                     .find(|d| item_id(&key_of(d, key_names)) == id)
@@ -293,103 +354,72 @@ impl Deriver {
                     .entry(id.clone())
                     .or_insert_with(|| (dkey, Vec::new()))
                     .1
-                    .push((*pos, src.clone(), now, was(&id)));
+                    .push(Touch {
+                        pos: *pos,
+                        src: src.clone(),
+                        now,
+                        was: was(&id),
+                    });
             }
         }
-        let mut out: BTreeMap<usize, Carried> = BTreeMap::new();
-        for (id, (dkey, touches)) in touched {
-            let carrier = touches.iter().map(|t| t.0).min().unwrap_or(base);
-            let have = existing.get(&id);
-            let mut carried = Carried::default();
-            let want: Option<Item> = match owners.get(&id) {
-                Some(o) => {
-                    let mut by_source = o.by_source.clone();
-                    for (_, src, now, _) in &touches {
-                        match now {
-                            Some(d) => by_source.insert(src.clone(), d.clone()),
-                            None => by_source.remove(src),
-                        };
-                    }
-                    if by_source != o.by_source {
-                        carried
-                            .actions
-                            .push(self.owners_write(&dkey, &by_source, o.ver));
-                        carried.ledger += 1;
-                    }
-                    match by_source.values().next_back() {
-                        Some(d) => Some(d.clone()),
-                        // Owners recorded before this record existed
-                        // cannot be told apart: the item goes only while it
-                        // is what a source of the group wrote.
-                        None if o.ver == 0
-                            && !touches
-                                .iter()
-                                .any(|t| t.3.is_some() && t.3.as_ref() == have) =>
-                        {
-                            have.cloned()
-                        }
-                        None => None,
-                    }
-                }
-                None => touches.iter().rev().find_map(|t| t.2.clone()),
-            };
-            match (want, have) {
-                (Some(d), h) if !h.is_some_and(|h| crate::item::same_items(h, &d)) => {
-                    carried.actions.push(tx::put(&self.table, d))
-                }
-                (None, Some(_)) => carried.actions.push(tx::delete(&self.table, dkey.clone())),
-                _ => {}
-            }
-            if !carried.actions.is_empty() {
-                let c = out.entry(carrier).or_default();
-                c.actions.extend(carried.actions);
-                c.ledger += carried.ledger;
-            }
-        }
-        out
+        touched
     }
 
-    /// The write of a shared derived item's owner record (deleted when no
-    /// source owns it), conditioned on the version read.
-    pub(super) fn owners_write(
+    /// The writes that bring each derived item the group's sources touch
+    /// to what its sources imply:
+    ///
+    /// - an item one source implies is put when it differs (an edited one
+    ///   is brought back) and deleted, whatever its content, when no source
+    ///   implies it any more (it is processor-owned), carried by the first
+    ///   source touching it (by position), so that no transaction writes
+    ///   one item twice;
+    /// - a shared item ([`Rules::shared`]) takes the content of its
+    ///   last-sorting owner, whichever source changed last: each source
+    ///   writes its own owner item, and the transactions holding them write
+    ///   the head and the item (see [`super::owners`]).
+    pub(super) fn plan_derived(
         &self,
-        dkey: &Item,
-        by_source: &BTreeMap<String, Item>,
-        ver: i64,
-    ) -> TransactWriteItem {
-        let key = owners_key(self.processor, dkey);
-        let (cond, vals) = if ver == 0 {
-            ("attribute_not_exists(pk)", None)
-        } else {
-            ("ver = :v", Some([(":v".to_string(), n(ver))].into()))
-        };
-        if by_source.is_empty() {
-            return tx::delete_of(
-                Delete::builder()
-                    .table_name(&self.ledger_table)
-                    .set_key(Some(key))
-                    .condition_expression(cond)
-                    .set_expression_attribute_values(vals),
-            );
+        touched: BTreeMap<String, (Item, Vec<Touch>)>,
+        existing: &HashMap<String, Item>,
+        owners: &HashMap<String, Owners>,
+    ) -> (BTreeMap<usize, Carried>, BTreeMap<String, SharedPlan>) {
+        let mut out: BTreeMap<usize, Carried> = BTreeMap::new();
+        let mut shared = BTreeMap::new();
+        for (id, (dkey, touches)) in touched {
+            let have = existing.get(&id);
+            if let Some(o) = owners.get(&id) {
+                let (writes, mut plan) = self.plan_owners(&dkey, &touches, o, have);
+                for (pos, w) in writes {
+                    let c = out.entry(pos).or_default();
+                    c.actions.push(w);
+                    c.ledger += 1;
+                }
+                for pos in plan.changes.keys() {
+                    out.entry(*pos).or_default().shared.push(id.clone());
+                }
+                if plan.changes.is_empty() && plan.step(&[plan.carrier].into()).is_some() {
+                    plan.carried = true;
+                    out.entry(plan.carrier).or_default().shared.push(id.clone());
+                }
+                if plan.carried || !plan.changes.is_empty() {
+                    shared.insert(id, plan);
+                }
+                continue;
+            }
+            let carrier = touches.iter().map(|t| t.pos).min().unwrap_or_default();
+            let want = touches.iter().rev().find_map(|t| t.now.clone());
+            let action = match (want, have) {
+                (Some(d), h) if !h.is_some_and(|h| crate::item::same_items(h, &d)) => {
+                    Some(tx::put(&self.table, d))
+                }
+                (None, Some(_)) => Some(tx::delete(&self.table, dkey.clone())),
+                _ => None,
+            };
+            if let Some(a) = action {
+                out.entry(carrier).or_default().actions.push(a);
+            }
         }
-        let mut item = key;
-        item.insert(
-            "s".into(),
-            AttributeValue::M(
-                by_source
-                    .iter()
-                    .map(|(s, d)| (s.clone(), AttributeValue::M(d.clone())))
-                    .collect(),
-            ),
-        );
-        item.insert("ver".into(), n(ver + 1));
-        tx::put_of(
-            Put::builder()
-                .table_name(&self.ledger_table)
-                .set_item(Some(item))
-                .condition_expression(cond)
-                .set_expression_attribute_values(vals),
-        )
+        (out, shared)
     }
 
     /// The transaction actions of one source item, or `None` when nothing
@@ -404,9 +434,11 @@ impl Deriver {
         extra: Carried,
         seen: Seen<'_>,
         hint: Hint,
+        counted: BTreeMap<String, Item>,
     ) -> Option<KeyPlan> {
         let mut writes = extra.actions;
         let mut extra_ledger = extra.ledger;
+        let shared = extra.shared;
         for (index, member) in implied.indexed.difference(&rec.implied.indexed) {
             writes.push(tx::put(&self.ledger_table, index_item(index, member)));
             extra_ledger += 1;
@@ -419,7 +451,7 @@ impl Deriver {
         // A state pending or no longer pending is written too.
         let changed = *implied != rec.implied || trail.pending != rec.trail.pending;
         let tombstone = rec.ver == 0 && implied.is_empty() && hint.implied_something;
-        if !changed && !tombstone && writes.is_empty() {
+        if !changed && !tombstone && writes.is_empty() && shared.is_empty() {
             return None;
         }
         let src = source_key(self.processor, key);
@@ -435,10 +467,12 @@ impl Deriver {
             item.extend(implied.to_attrs());
             item.insert("src".into(), AttributeValue::M(key.clone()));
             item.insert("ver".into(), n(rec.ver + 1));
-            // What this change moved, and what earlier changes still owe.
+            // What this change moved or counted first, and what earlier
+            // changes still owe.
             let owed: Item = deltas
                 .iter()
                 .map(|(id, (key, _))| (id.clone(), key.clone()))
+                .chain(counted.iter().map(|(id, key)| (id.clone(), key.clone())))
                 .chain(
                     rec.owed
                         .iter()
@@ -509,7 +543,9 @@ impl Deriver {
             record_written,
             extra_ledger,
             deltas,
+            counted,
             key: key.clone(),
+            shared,
         })
     }
 }

@@ -1,14 +1,15 @@
-//! What a group's reads bring: the sources' ledger records, the owners of
-//! shared derived items, and the counters whose items lag their totals.
+//! What a group's reads bring: the sources' ledger records and the
+//! counters whose items lag their totals (the owners of shared derived
+//! items: [`super::owners`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::implied::{contribution_deltas, Implied};
-use super::keys::{owners_key, source_key_pk, total_key, SOURCE_SK};
+use super::keys::{source_key_pk, total_key, SOURCE_SK};
 use super::trail::{PerAspect, Trail};
-use super::{Counter, Deriver};
+use super::{Deriver, ToSync};
 use crate::change::SequenceNumber;
 use crate::error::ProcessError;
 use crate::item::{Item, ItemExt};
@@ -55,14 +56,6 @@ pub(super) const SPILLED: &str = "lx";
 /// state when the two together would pass DynamoDB's item limit (each state
 /// alone fits: an image whose record cannot be written is bad input).
 pub(super) const PENDING_SK: &str = "L";
-
-/// The owners of a derived item that several sources may imply: who
-/// implies it with what content, and the record version (0 = no record).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Owners {
-    pub(super) by_source: BTreeMap<String, Item>,
-    pub(super) ver: i64,
-}
 
 impl Deriver {
     /// The records of the sources at `keys` (ledger keys), by their
@@ -121,67 +114,22 @@ impl Deriver {
         )))
     }
 
-    /// The owner records of the shared derived items among `keys`, by
-    /// derived item id.
-    pub(super) async fn read_owners(
-        &self,
-        keys: &[Item],
-    ) -> Result<HashMap<String, Owners>, ProcessError> {
-        let shared: HashMap<String, String> = keys
-            .iter()
-            .filter(|k| self.rules.shared(k))
-            .map(|k| {
-                let pk = ledger::as_s(owners_key(self.processor, k).get(ledger::PK))
-                    .unwrap_or_default()
-                    .to_string();
-                (pk, item_id(k))
-            })
-            .collect();
-        let mut out: HashMap<String, Owners> = shared
-            .values()
-            .map(|id| (id.clone(), Owners::default()))
-            .collect();
-        if shared.is_empty() {
-            return Ok(out);
-        }
-        let keys = keys
-            .iter()
-            .filter(|k| self.rules.shared(k))
-            .map(|k| owners_key(self.processor, k))
-            .collect();
-        for rec in self.store.batch_get(&self.ledger_table, keys).await? {
-            let pk = ledger::as_s(rec.get(ledger::PK)).unwrap_or_default();
-            let Some(id) = shared.get(pk) else { continue };
-            let mut o = Owners {
-                by_source: BTreeMap::new(),
-                ver: rec.opt_i64("ver").ok().flatten().unwrap_or(1),
-            };
-            if let Some(AttributeValue::M(m)) = rec.get("s") {
-                for (src, item) in m {
-                    if let AttributeValue::M(item) = item {
-                        o.by_source.insert(src.clone(), item.clone());
-                    }
-                }
-            }
-            out.insert(id.clone(), o);
-        }
-        Ok(out)
-    }
-
     /// The counters the sources' recorded changes moved (their records'
     /// owed counters) that this batch must sync: each one that the source's
     /// change moves again is synced whatever its totals say (it is owed by
     /// the record rewritten, and the sync reads its totals anyway), and is
     /// added to `counters` without a read; the others are read and those
     /// whose items lag their totals are returned (synced by this batch, and
-    /// carried by any record rewritten) and added to `counters` too.
+    /// carried by any record rewritten) and added to `counters` too, as
+    /// counted: a counter owed whose totals do not exist is a first count
+    /// whose sync was lost (see `counts::Counted`).
     pub(super) async fn owed_lagging(
         &self,
         group: &[Item],
         base: usize,
         recorded: &HashMap<String, Recorded>,
         wanted: &[(usize, Implied, Vec<Item>)],
-        counters: &mut BTreeMap<String, Counter>,
+        to_sync: &mut ToSync<'_>,
     ) -> Result<BTreeMap<String, Item>, ProcessError> {
         let mut unknown: BTreeMap<String, Item> = BTreeMap::new();
         for (pos, implied, _) in wanted {
@@ -196,7 +144,7 @@ impl Deriver {
             for (id, k) in &rec.owed {
                 if moved.contains_key(id) {
                     if let Some(c) = self.rules.counter(k) {
-                        counters.insert(item_id(k), c);
+                        to_sync.counters.insert(item_id(k), c);
                     }
                 } else {
                     unknown.insert(id.clone(), k.clone());
@@ -204,11 +152,7 @@ impl Deriver {
             }
         }
         let lagging = self.lagging(unknown).await?;
-        for key in lagging.values() {
-            if let Some(c) = self.rules.counter(key) {
-                counters.insert(item_id(key), c);
-            }
-        }
+        to_sync.count(self.rules.as_ref(), &lagging);
         Ok(lagging)
     }
 

@@ -180,7 +180,7 @@ impl Deriver {
 impl Deriver {
     /// The state one valid image gives per aspect (an image whose writes
     /// cannot exist gives none: it is bad input as a whole).
-    fn state_of(&self, image: &Item, aspects: &Aspects) -> PerAspect {
+    pub(super) fn state_of(&self, image: &Item, aspects: &Aspects) -> PerAspect {
         let key_names = self.rules.key_names();
         let contributions = checked_sums(aspects.contributions.clone(), image, key_names).ok();
         let derived = aspects.derived.as_ref().ok();
