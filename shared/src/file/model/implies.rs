@@ -385,7 +385,7 @@ impl Compiler<'_> {
         let Some((g, partition)) = table.gsis.iter().find_map(|g| {
             (g.pk == attr)
                 .then_some((g, true))
-                .or((g.sk == attr).then_some((g, false)))
+                .or((g.sk == Some(attr)).then_some((g, false)))
         }) else {
             return;
         };

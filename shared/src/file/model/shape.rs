@@ -272,7 +272,11 @@ impl Compiler<'_> {
         ]
         .into_iter()
         .flatten()
-        .chain(t.gsis.iter().flat_map(|g| [&g.value.pk, &g.value.sk]));
+        .chain(
+            t.gsis
+                .iter()
+                .flat_map(|g| std::iter::once(&g.value.pk).chain(g.value.sk.as_ref())),
+        );
         for n in names {
             if let Some(why) = control_name("attribute", &n.value) {
                 self.err(at(n), format!("table: {why}"));
