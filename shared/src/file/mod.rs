@@ -620,3 +620,6 @@ mod collision_tests;
 
 #[cfg(test)]
 mod key_limits_tests;
+
+#[cfg(test)]
+mod enum_literal_tests;
