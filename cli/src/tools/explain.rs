@@ -116,6 +116,7 @@ fn ty_name(t: &Ty) -> String {
         Ty::IntEnum(v) => format!("one of {}", alternatives(v)),
         Ty::BoolEnum(v) => format!("one of {}", alternatives(v)),
         Ty::Format(f) => f.name.to_string(),
+        Ty::Unknown => "an unknown type".into(),
     }
 }
 

@@ -50,7 +50,7 @@ use super::model::leak;
 use super::model::{suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{KeyTemplate, Part};
-use super::typecheck::{checked_over, Readable, Rows, T};
+use super::typecheck::{checked_over, Enums, Readable, Rows, T};
 use crate::models::table::QueueDef;
 
 /// Rows read per scope job page at most (predictions per message).
@@ -328,6 +328,7 @@ pub fn compile(
             .chain([(rows.as_str(), T::List)])
             .collect(),
         says: &says,
+        enums: Enums::of(e.attrs.iter().map(|a| (a.name, &a.ty))),
     };
     let row_names: Vec<&'static str> = o
         .attrs
@@ -352,6 +353,7 @@ pub fn compile(
             .map(|f| (*f, o.attr(f).map_or(T::Dyn, |a| T::of(Some(&a.ty)))))
             .chain(sums.iter().map(|s| (*s, T::Int)))
             .collect(),
+        enums: Enums::of(o.attrs.iter().map(|a| (a.name, &a.ty))),
     };
     let mut values = Vec::new();
     let mut row_reads: Vec<&'static str> = Vec::new();

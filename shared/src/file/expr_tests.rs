@@ -435,7 +435,7 @@ fn a_wrongly_typed_argument_names_its_type_never_its_value() {
 /// deep, with the limit named (hostile13 #1).
 #[test]
 fn the_deepest_expression_allowed_of_each_shape_runs_on_a_quarter_of_a_workers_stack() {
-    use super::super::typecheck::{checked, Readable, T};
+    use super::super::typecheck::{checked, Enums, Readable, T};
     type Shape = fn(usize) -> String;
     let shapes: [(&str, Shape); 5] = [
         ("plus", |k| format!("{} > 0", vec!["x"; k].join(" + "))),
@@ -468,6 +468,7 @@ fn the_deepest_expression_allowed_of_each_shape_runs_on_a_quarter_of_a_workers_s
                 let reads = Readable {
                     names: vec![("x", T::Int), ("m", T::Map), ("l", T::List)],
                     says: "test",
+                    enums: Enums::default(),
                 };
                 let e = checked(&src, &reads, None).unwrap_or_else(|f| panic!("{shape}: {f:?}"));
                 let env = Env::new().unwrap();

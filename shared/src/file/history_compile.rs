@@ -142,6 +142,9 @@ impl Compiler<'_> {
     fn history_scope<'a>(&self, e: &'a Entity, changes: bool) -> Scope<'a> {
         let mut scope = self.scope(e);
         scope.entity = "history";
+        if !scope.has("old") && !scope.has("new") {
+            scope.images = &["old", "new"];
+        }
         for extra in ["old", "new"]
             .into_iter()
             .chain(changes.then_some("changes"))

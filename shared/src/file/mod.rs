@@ -22,6 +22,7 @@ mod aspects;
 pub mod compute;
 pub mod compute_job;
 pub mod expr;
+mod expr_cost;
 pub mod formats;
 pub mod history;
 mod history_aggregate;
@@ -620,3 +621,9 @@ mod collision_tests;
 
 #[cfg(test)]
 mod key_limits_tests;
+
+#[cfg(test)]
+mod enum_literal_tests;
+
+#[cfg(test)]
+mod expr_cost_tests;

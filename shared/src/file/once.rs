@@ -43,7 +43,7 @@ use super::model::leak;
 use super::model::{entity_index, suggest, Entity, Problem, Value};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::template::{split, Part};
-use super::typecheck::{checked, Readable, T};
+use super::typecheck::{checked, Enums, Readable, T};
 use crate::models::table::QueueDef;
 
 pub use super::once_run::{plan, FileOnce, MAX_BODY_BYTES, VERSION};
@@ -240,6 +240,10 @@ impl Compiling<'_> {
                     .chain(blocked.iter().map(|(v, _)| (*v, T::Dyn)))
                     .collect(),
                 says: scope.says,
+                enums: Enums {
+                    names: scope.enums.names.clone(),
+                    images: scope.enums.images,
+                },
             };
             if let Err(flaws) = checked(src, &wider, want) {
                 for f in flaws {
@@ -431,6 +435,7 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
     let scope = Readable {
         names,
         says: "a once effect reads the attributes and key names of its `on` entity",
+        enums: Enums::of(src.attrs.iter().map(|a| (a.name, &a.ty))),
     };
     let mut reads = Vec::new();
     let mut when_reads = Vec::new();

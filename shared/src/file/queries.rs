@@ -35,7 +35,7 @@ use super::model::{suggest, Entity, Problem, Ty, Value, TYPE_NAMES};
 pub use super::query_filter::{parse_filter, Filter};
 use super::raw::{AttrSpec, Ordered, Scalar, Spanned};
 use super::template::{is_ident, split, Binder, KeyTemplate, Part};
-use super::typecheck::{checked, Readable, T};
+use super::typecheck::{checked, Enums, Readable, T};
 use crate::models::table::TableDef;
 
 /// One query as written.
@@ -271,6 +271,7 @@ impl Checker<'_> {
                             .map(|p| (p.name.as_str(), T::of(Some(&p.ty))))
                             .collect(),
                         says: "a query's templates read its `params`",
+                        enums: Enums::of(params.iter().map(|p| (p.name.as_str(), &p.ty))),
                     };
                     match checked(&src, &reads, None) {
                         Err(flaws) => {

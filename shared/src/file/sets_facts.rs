@@ -9,7 +9,7 @@ use super::model::{entity_index, suggest, Entity, Problem};
 use super::raw::{Ordered, Scalar, Spanned};
 use super::sets::{RawFact, SetExpr, SetFact};
 use super::template::Part as FilePart;
-use super::typecheck::{checked, Readable, T};
+use super::typecheck::{checked, Enums, Readable, T};
 use crate::engine::joinset::{var_names, KeyTemplate};
 
 /// The entity's key as a join set template, its names renamed.
@@ -220,6 +220,7 @@ impl Compiling<'_> {
         let reads = Readable {
             names: vec![("now", T::Int)],
             says: "it reads `now` only: the job's clock, epoch seconds",
+            enums: Enums::default(),
         };
         match checked(v.value.0.trim(), &reads, None) {
             Ok(x) => Some((var.clone(), x)),
@@ -259,6 +260,7 @@ impl Compiling<'_> {
                 .chain(ent.binders().into_iter().map(|(b, _)| (b, T::Dyn)))
                 .collect(),
             says: &format!("it reads the attributes and key names of `{}`", ent.name),
+            enums: Enums::of(ent.attrs.iter().map(|a| (a.name, &a.ty))),
         };
         for (var, v) in &raw.0 {
             match checked(v.value.0.trim(), &reads, None) {
@@ -425,6 +427,7 @@ impl Compiling<'_> {
                 .chain([("now", T::Int)])
                 .collect(),
             says: "a set expression reads its variables, its facts and `now`",
+            enums: Enums::default(),
         };
         let e = match checked(src, &readable, None) {
             Ok(e) => e,

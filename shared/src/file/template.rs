@@ -237,6 +237,24 @@ fn template_examples(
 }
 
 impl KeyTemplate {
+    /// Whether no key matches both templates, seen from their literal ends
+    /// alone: every key of a template starts with its leading literal and
+    /// ends with its trailing one (the whole text when it binds nothing),
+    /// so two whose leading (or trailing) literals disagree share no key.
+    /// Cheap: it spares [`KeyTemplate::overlap`]'s search for most pairs of
+    /// a file's entities. `false` says nothing.
+    pub fn disjoint(&self, other: &KeyTemplate) -> bool {
+        fn lit(p: Option<&Part<Binder>>) -> &str {
+            match p {
+                Some(Part::Lit(l)) => l,
+                _ => "",
+            }
+        }
+        let (ha, hb) = (lit(self.parts.first()), lit(other.parts.first()));
+        let (ta, tb) = (lit(self.parts.last()), lit(other.parts.last()));
+        !(ha.starts_with(hb) || hb.starts_with(ha)) || !(ta.ends_with(tb) || tb.ends_with(ta))
+    }
+
     /// A value both templates match, if one is found (decided
     /// symmetrically: each template's examples, binders also holding the
     /// other's literals, are tried against the other).
@@ -312,5 +330,43 @@ mod tests {
         assert_eq!(p.len(), 2);
         let p = split("${'}' + a}").unwrap();
         assert_eq!(p, vec![Part::Hole("'}' + a".into(), 2)]);
+    }
+
+    /// `disjoint` only spares pairs that share no key: whenever the search
+    /// finds a key both match, the pair is not disjoint; and templates
+    /// apart by a leading or trailing literal are.
+    #[test]
+    fn templates_apart_by_a_literal_end_are_disjoint_and_no_overlap_is_missed() {
+        let sources = [
+            "ORDER",
+            "ORDER#${id}",
+            "ORDER#${id}#LINE#${sku}",
+            "${id}",
+            "${a}#${b}",
+            "M1#${id}",
+            "M10#${id}",
+            "${id}#X",
+            "${id}#Y",
+            "HIST#${seq}",
+            "A",
+            "AA",
+        ];
+        let ts: Vec<KeyTemplate> = sources
+            .iter()
+            .map(|s| KeyTemplate::parse(s).unwrap())
+            .collect();
+        for (i, a) in ts.iter().enumerate() {
+            for b in &ts[i..] {
+                if a.overlap(b).is_some() {
+                    assert!(!a.disjoint(b), "{} {}", a.source, b.source);
+                    assert!(!b.disjoint(a), "{} {}", a.source, b.source);
+                }
+            }
+        }
+        let t = |s: &str| KeyTemplate::parse(s).unwrap();
+        assert!(t("M1#${id}").disjoint(&t("HIST#${id}")));
+        assert!(t("${id}#X").disjoint(&t("${id}#Y")));
+        assert!(t("ORDER").disjoint(&t("LINE#${id}")));
+        assert!(!t("M1${id}").disjoint(&t("M10#${id}")));
     }
 }

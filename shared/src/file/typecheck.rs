@@ -20,6 +20,9 @@ use cel::IdedExpr;
 use super::expr::Expr;
 use super::model::Ty;
 
+mod enums;
+pub use enums::Enums;
+
 /// What the check knows of a value's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum T {
@@ -45,7 +48,7 @@ impl T {
             Some(Ty::Bool | Ty::BoolEnum(_)) => T::Bool,
             Some(Ty::Set | Ty::List) => T::List,
             Some(Ty::Map) => T::Map,
-            None => T::Dyn,
+            Some(Ty::Unknown) | None => T::Dyn,
         }
     }
 
@@ -89,16 +92,23 @@ pub struct Flaw {
 /// The type of `expr` with `names` giving each name's declared type, or the
 /// first type error met.
 pub fn check(expr: &Expr, names: &dyn Fn(&str) -> T) -> Result<T, Flaw> {
-    check_rows(expr, names, None)
+    check_rows(expr, names, &Enums::default(), None)
 }
 
-/// `check`, with the rows of a `compute:` typed ([`Rows`]).
-fn check_rows(expr: &Expr, names: &dyn Fn(&str) -> T, rows: Option<&Rows>) -> Result<T, Flaw> {
+/// `check`, with the names' enums and the rows of a `compute:` typed
+/// ([`Rows`]).
+fn check_rows(
+    expr: &Expr,
+    names: &dyn Fn(&str) -> T,
+    enums: &Enums,
+    rows: Option<&Rows>,
+) -> Result<T, Flaw> {
     let (ast, info) = expr.ast();
     let cx = Cx {
         source: &expr.source,
         info,
         names,
+        enums,
         rows,
     };
     cx.infer(ast, &mut Vec::new())
@@ -146,6 +156,7 @@ fn mismatch(expr: &Expr, got: T, want: T, what: &str) -> Result<(), Flaw> {
 pub struct Readable<'a> {
     pub names: Vec<(&'a str, T)>,
     pub says: &'a str,
+    pub enums: Enums<'a>,
 }
 
 /// A `compute:`'s rows as the check sees them: the list `name` reads, each
@@ -156,6 +167,8 @@ pub struct Rows<'a> {
     pub name: &'a str,
     pub entity: &'a str,
     pub fields: Vec<(&'a str, T)>,
+    /// The enums among the fields.
+    pub enums: Enums<'a>,
 }
 
 /// `src` compiled and checked where it stands: every name it reads is one
@@ -223,7 +236,7 @@ pub fn checked_over(
         let found = reads.names.iter().find(|(k, _)| *k == n);
         found.map_or(T::Dyn, |(_, t)| *t)
     };
-    let got = check_rows(&x, &names, rows).map_err(|e| {
+    let got = check_rows(&x, &names, &reads.enums, rows).map_err(|e| {
         vec![Flaw {
             offset: e.offset,
             message: format!("`{}`: {}", src.trim(), e.message),
@@ -231,6 +244,15 @@ pub fn checked_over(
     })?;
     if let Some((want, what)) = want {
         mismatch(&x, got, want, what).map_err(|e| vec![e])?;
+    }
+    if let Some((offset, name)) = super::expr_cost::quadratic(&x, &names) {
+        return Err(vec![Flaw {
+            offset,
+            message: format!(
+                "`{}`: `{name}`, a list of the item, is read inside the body of a macro (`all`, `exists`, `map`, `filter`, ...), so the evaluation's cost grows with the square of the lists' lengths (one 400 KB item would hold its shard for minutes); read the item's lists once, outside a macro's body (inside one, only `size({name})` and `{name}[i]`), or nest macros over an element's own list (`teams.all(t, t.members.all(m, ...))`)",
+                src.trim()
+            ),
+        }]);
     }
     Ok(x)
 }
@@ -246,6 +268,7 @@ pub fn unguarded_min_max(expr: &Expr) -> Option<(usize, String)> {
         source: &expr.source,
         info,
         names: &|_| T::Dyn,
+        enums: &Enums::default(),
         rows: None,
     };
     cx.unguarded(ast)
@@ -329,6 +352,7 @@ struct Cx<'a> {
     source: &'a str,
     info: &'a cel::common::ast::SourceInfo,
     names: &'a dyn Fn(&str) -> T,
+    enums: &'a Enums<'a>,
     rows: Option<&'a Rows<'a>>,
 }
 
@@ -480,6 +504,7 @@ impl Cx<'_> {
                 for a in &call.args {
                     args.push(self.infer(a, bound)?);
                 }
+                self.enum_literals(&call.func_name, &call.args, bound)?;
                 self.call(e, &call.func_name, target, &args, &call.args)
             }
         }

@@ -96,6 +96,16 @@ impl Compiler<'_> {
                 if a.key.len() != 2 || b.key.len() != 2 {
                     continue;
                 }
+                // Keys apart by a literal share no key: neither the search
+                // below nor its textual second (quadratic in the entities,
+                // so cheap first: hostile13 #10).
+                if a.key
+                    .iter()
+                    .zip(&b.key)
+                    .any(|(x, y)| x.template.disjoint(&y.template))
+                {
+                    continue;
+                }
                 let formats = &self.formats;
                 let fits_a = |x: &Binder, v: &str| binder_fits(a, x, v, formats);
                 let fits_b = |x: &Binder, v: &str| binder_fits(b, x, v, formats);

@@ -75,6 +75,10 @@ pub enum Ty {
     BoolEnum(Vec<bool>),
     /// A string of a named format (`formats:`).
     Format(&'static super::formats::Format),
+    /// A type the file misnames (`integer`): the file is refused for it
+    /// already, and the attribute reads as any value (no second error
+    /// where it is read).
+    Unknown,
 }
 
 pub const TYPE_NAMES: &[&str] = &[
@@ -322,6 +326,7 @@ pub(super) fn ty_name(ty: &Ty) -> String {
         Ty::IntEnum(v) => format!("one of [{}]", join(v)),
         Ty::BoolEnum(v) => format!("one of [{}]", join(v)),
         Ty::Format(f) => format!("a `{}`", f.name),
+        Ty::Unknown => "of an unknown type".into(),
     }
 }
 
@@ -431,6 +436,9 @@ pub(super) struct Scope<'a> {
     /// The entity's counter sums when they may not be read here (a writer's
     /// checks, derives and counts): named in the error.
     pub(super) sums: Vec<&'a str>,
+    /// Names that are maps of the item's attributes (a history's `old`
+    /// and `new`).
+    pub(super) images: &'static [&'static str],
 }
 
 impl Scope<'_> {
@@ -489,6 +497,7 @@ impl Compiler<'_> {
             entity: e.name,
             names,
             sums: vec![],
+            images: &[],
         }
     }
 
@@ -518,7 +527,11 @@ impl Compiler<'_> {
     /// and functions with suggestions, type errors, and a counter's sum read
     /// where sums may not be.
     fn expr(&mut self, src: &str, pos: (u64, u64), offset: usize, scope: &Scope) -> Option<Expr> {
-        use super::typecheck::{checked, Readable, T};
+        use super::typecheck::{checked, Enums, Readable, T};
+        let enums = Enums {
+            images: scope.images,
+            ..Enums::of((scope.names.iter()).filter_map(|(n, t)| Some((n.as_str(), t.as_ref()?))))
+        };
         let reads = Readable {
             names: (scope
                 .names
@@ -527,6 +540,7 @@ impl Compiler<'_> {
             .chain(scope.sums.iter().map(|n| (*n, T::Dyn)))
             .collect(),
             says: "an expression reads the entity's attributes and key names",
+            enums,
         };
         let x = match checked(src, &reads, None) {
             Ok(x) => x,

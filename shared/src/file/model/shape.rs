@@ -141,8 +141,9 @@ impl Compiler<'_> {
                                     crate::file::formats::names(&self.formats).join(", ")
                                 ),
                             );
-                            // Declared anyway: no second error where it is read.
-                            (Ty::Str, opt)
+                            // Declared anyway, of no known type: no second
+                            // error where it is read.
+                            (Ty::Unknown, opt)
                         }
                     }
                 }

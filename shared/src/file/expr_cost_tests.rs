@@ -1,0 +1,64 @@
+//! An expression whose cost grows with the square of an item's list
+//! (hostile13 #15: `xs.all(a, xs.exists(b, b == a))` over 20,000 elements
+//! evaluated for 9 minutes, holding its shard) is refused at load: an
+//! item's list is read inside a macro's body only by `size` and `[i]`.
+//! What is linear in the item loads (Pick'Em's members of each team).
+
+use super::test_support::{assert_at, broken, problems};
+
+const BAG: &str = r#"jobstream: 1
+name: bag
+table: { name: bag, pk: PK, sk: SK }
+entities:
+  bag:
+    key: { PK: "B#${id}", SK: BAG }
+    attributes: { id: string, xs: list, ys: list, teams: list, m: map }
+    check:
+      - expr: "xs.all(a, a == string(a))"
+        message: ok
+"#;
+
+/// Each check, quadratic in the item's lists, is refused where the list is
+/// read per element.
+#[test]
+fn a_list_of_the_item_read_in_a_macros_body_is_refused() {
+    assert_eq!(problems(BAG), vec![]);
+    for (to, at) in [
+        ("xs.all(a, xs.exists(b, b == a))", "xs.exists"),
+        ("xs.all(a, a in ys)", "ys)"),
+        ("xs.exists(a, ys.contains(a))", "ys.contains"),
+        (
+            "xs.map(a, size(ys.filter(b, b == a))).all(n, n > 0)",
+            "ys.filter",
+        ),
+        ("xs.all(a, m.exists(k, k == a))", "m.exists"),
+        ("xs.all(a, teams.all(t, a in t))", "teams.all(t"),
+    ] {
+        let (text, pos) = broken(BAG, "xs.all(a, a == string(a))", to, at);
+        let p = problems(&text);
+        assert_eq!(p.len(), 1, "{to}: {p:#?}");
+        assert_at(
+            &p,
+            pos,
+            "a list of the item, is read inside the body of a macro",
+        );
+    }
+}
+
+/// Linear in the item: one macro, a macro over an element's own list, a
+/// list's size or element, a map's key, a list macro chained after
+/// another (not inside it).
+#[test]
+fn expressions_linear_in_the_item_load() {
+    for to in [
+        "size(teams) >= 2 && teams.all(t, size(get(t, 'members', [])) > 0 && get(t, 'members', []).all(x, x == string(x)))",
+        "xs.all(a, size(xs) > 1 && xs[0] != a)",
+        "m.all(k, m[k] == 1)",
+        "xs.filter(a, a != '').map(a, a + 'x').all(b, b in ['x', 'y'])",
+        "xs.all(a, get(m, a, 0) == 0)",
+        "size(xs.filter(a, a in m)) == size(ys)",
+    ] {
+        let text = BAG.replace("xs.all(a, a == string(a))", to);
+        assert_eq!(problems(&text), vec![], "{to}");
+    }
+}
