@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::change::Change;
-use shared::engine::derive::{source_key, total_attr, total_key, Implied};
+use shared::engine::derive::{source_key, Implied};
 use shared::error::InputError;
 use shared::file::model::{FileModel, Ty};
 use shared::item::{display_key, key_of, AttrError, Item};
@@ -25,7 +25,7 @@ use shared::ledger::item_id;
 use shared::models::Model;
 
 /// A value as a user reads it (`"x"`, `5`, `true`, `[a, b]`).
-fn show(v: &AttributeValue) -> String {
+pub(super) fn show(v: &AttributeValue) -> String {
     match v {
         AttributeValue::S(s) => format!("{s:?}"),
         AttributeValue::N(n) => n.clone(),
@@ -45,7 +45,7 @@ pub(super) fn of(entity: Option<&str>) -> String {
 }
 
 /// Counted amounts as `a +1, b -2`.
-fn amounts<A: std::fmt::Display, N: std::fmt::Display>(
+pub(super) fn amounts<A: std::fmt::Display, N: std::fmt::Display>(
     values: impl IntoIterator<Item = (A, N)>,
 ) -> String {
     values
@@ -250,8 +250,16 @@ async fn explain_roles(
                 display_key(&counted)
             ));
         }
-        let mut x =
-            explain_counter(model, file, t, &counted, item.as_ref(), counter.attrs, x).await?;
+        let mut x = crate::tools::explain_counter::explain_counter(
+            model,
+            file,
+            t,
+            &counted,
+            item.as_ref(),
+            counter.attrs,
+            x,
+        )
+        .await?;
         // A writer's item others count into is also a source: what it
         // implies (or the rule rejecting it) follows.
         if let Some(item) = item.filter(|i| also_source(model, file, entity, i)) {
@@ -719,85 +727,6 @@ async fn explain_derived(
     }
     if sources == 0 {
         x.line("no source item implies it now (verify reports it as drift if it exists)");
-    }
-    Ok(x)
-}
-
-async fn explain_counter(
-    model: &Model,
-    file: Option<&FileModel>,
-    t: &Tables<'_>,
-    key: &Item,
-    item: Option<&Item>,
-    attrs: &[&str],
-    mut x: Explanation,
-) -> anyhow::Result<Explanation> {
-    let names = model.rules.key_names();
-    let id = item_id(key);
-    // Exact past 64 bits, as DynamoDB adds them.
-    let mut sums: BTreeMap<String, i128> = attrs.iter().map(|a| (a.to_string(), 0)).collect();
-    for src in crate::tools::verify::scan_all(t.client, t.table).await? {
-        let sk = key_of(&src, names);
-        // A source that is bad input now keeps what its last valid state
-        // counted (as the engine and `verify` count it): the ledger's record.
-        let (values, bad): (Vec<(String, i64)>, bool) = match model.rules.contributions(&src) {
-            Ok(cs) => (
-                cs.iter()
-                    .filter(|c| item_id(&c.counter.key_item()) == id)
-                    .flat_map(|c| c.values.iter().map(|(a, v)| (a.to_string(), *v)))
-                    .collect(),
-                false,
-            ),
-            Err(_) => match get(t, t.ledger, &source_key("derive", &sk)).await? {
-                Some(rec) => (
-                    Implied::from_record(&rec)
-                        .map(|i| {
-                            i.contributions
-                                .get(&id)
-                                .map(|(_, amounts)| amounts.clone().into_iter().collect())
-                                .unwrap_or_default()
-                        })
-                        .unwrap_or_default(),
-                    true,
-                ),
-                None => (vec![], true),
-            },
-        };
-        if values.is_empty() {
-            continue;
-        }
-        let e = entity_of(file, &sk);
-        for (a, v) in &values {
-            *sums.entry(a.clone()).or_default() += i128::from(*v);
-        }
-        x.line(format!(
-            "counted by {} ({}) through {}: {}{}",
-            display_key(&sk),
-            e.unwrap_or("source"),
-            match e {
-                Some(e) if file.is_some() => format!("`count:` of {e}"),
-                _ => "the model's count rule".into(),
-            },
-            amounts(values.iter().map(|(a, n)| (a, n))),
-            if bad {
-                " (bad input now: what its last valid state counted)"
-            } else {
-                ""
-            }
-        ));
-    }
-    let totals = get(t, t.ledger, &total_key("derive", key)).await?;
-    for (a, sum) in &sums {
-        let value = item.and_then(|i| i.get(a.as_str())).map(show);
-        let ledger = totals
-            .as_ref()
-            .and_then(|r| r.get(&total_attr(a)))
-            .map(show);
-        x.line(format!(
-            "{a}: the sources imply {sum}; the item holds {}; the ledger's total is {}",
-            value.unwrap_or_else(|| "nothing".into()),
-            ledger.unwrap_or_else(|| "not recorded".into())
-        ));
     }
     Ok(x)
 }

@@ -14,6 +14,7 @@ pub mod backfill;
 pub mod consumer;
 pub mod deploy;
 pub mod explain;
+mod explain_counter;
 mod explain_once;
 mod explain_shared;
 pub mod graph;
