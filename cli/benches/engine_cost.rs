@@ -1,17 +1,17 @@
 //! Benchmark (not a test): the embedded engine alone, what one item or one
 //! action costs it by request shape, so that the processors' figures can be
-//! read against it (issue 29: Pick'Em's and the fan-out's floors).
+//! read against it (issue 29: the scoring and fan-out floors).
 //!
-//! ITEMS items (default 10,000) shaped like a scored Pick'Em prediction
+//! ITEMS items (default 10,000) shaped like a scored prediction
 //! (key, type, a map of three picks, two numbers, the index keys: about 200
-//! bytes) are written into a fresh table of Pick'Em's definition (stream on,
-//! one index) by each shape in turn, through the same SDK client and fair
+//! bytes) are written into a fresh table of the bench's own definition
+//! (`TABLE_MODEL`: stream on, one index) by each shape in turn, through the same SDK client and fair
 //! front as production (`jobstream dev`, the processors). PREFILL items
 //! (default 0) are written first, untimed, so a shape can be measured on a
 //! grown table. Each shape prints its time per item and per action, by
 //! fifth of its items (the table growing), and the process's CPU.
 //!
-//! Shapes: BatchWriteItem of 25 (one writer, and the `pickem` floor's four);
+//! Shapes: BatchWriteItem of 25 (one writer, and the scoring bench's floor's four);
 //! PutItem; TransactWriteItems of 1, 25 and 100 puts; of 100 puts each
 //! conditioned (`attribute_not_exists`); of 50 conditioned puts and 50
 //! ConditionChecks on other items; of 100 conditioned updates of existing
@@ -36,6 +36,22 @@ use shared::item::{n, s, Item};
 const EVENT: &str = "EVENT#2024-03-03-aew-revolution";
 
 /// One scored prediction's attributes: `(name, S or N, value)`.
+/// A scoring table as the items below need it: keys `PK`/`SK`, one index
+/// `GSI` (`GSI_PK`, `GSI_SK`), its stream on.
+const TABLE_MODEL: &str = r#"jobstream: 1
+name: engine-cost
+table:
+  name: engine-cost
+  pk: PK
+  sk: SK
+  gsis:
+    - { name: GSI, pk: GSI_PK, sk: GSI_SK }
+entities:
+  prediction:
+    key: { PK: "USER#${user}", SK: "EVENT#${event}" }
+    attributes: { user: string, event: string, points: int, mcorrect: int, predictions: map }
+"#;
+
 fn fields(i: usize, points: usize) -> Vec<(&'static str, bool, String)> {
     vec![
         ("PK", true, format!("USER#user{i:06}")),
@@ -296,8 +312,16 @@ async fn main() -> anyhow::Result<()> {
     let db = engine.database().clone();
     let client =
         Client::new(&jobstream::local::engine::sdk_config(Some(&engine.endpoint()), 3).await);
-    let model = shared::models::load(&shared::models::Source::Name("pickem".into()))
+    // The table of a scoring model: stream on, one index (the bench's own
+    // file, so no shipped model is named here).
+    let file = std::env::temp_dir().join(format!(
+        "engine-cost-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&file, TABLE_MODEL)?;
+    let model = shared::models::load(&shared::models::Source::File(file.clone()))
         .map_err(|e| anyhow::anyhow!(e))?;
+    std::fs::remove_file(&file).ok();
     let mut shapes = vec![
         Shape::Batch,
         Shape::Put,
@@ -320,9 +344,9 @@ async fn main() -> anyhow::Result<()> {
         shapes.retain(|s| s.name().contains(&only));
     }
     println!(
-        "engine alone: {count} items a shape (about 200 bytes, Pick'Em's table: stream on, one index), {prefill} items in the table before"
+        "engine alone: {count} items a shape (about 200 bytes, a scoring table: stream on, one index), {prefill} items in the table before"
     );
-    // The pickem bench's floor: 4 concurrent BatchWriteItem writers.
+    // The scoring bench's floor: 4 concurrent BatchWriteItem writers.
     let floor_table = format!("floor-{}", uuid::Uuid::new_v4().simple());
     jobstream::local::engine::ensure_table(&client, &model.table, &floor_table).await?;
     fill(&client, &floor_table, count, count + prefill).await?;
@@ -330,7 +354,7 @@ async fn main() -> anyhow::Result<()> {
     let floor = common::batch_write_floor(&client, &floor_table, items).await?;
     let floor_per_item = floor / count.max(1) as u32;
     println!(
-        "floor ({} concurrent BatchWriteItem writers, as `pickem`'s): {floor:.2?}, {floor_per_item:.1?} per item",
+        "floor ({} concurrent BatchWriteItem writers, as the scoring bench's): {floor:.2?}, {floor_per_item:.1?} per item",
         common::FLOOR_WRITERS
     );
     for shape in shapes {
