@@ -36,13 +36,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// `e`'s place: its character offset in the source.
     fn at(&self, e: &IdedExpr) -> usize {
-        let byte = self
-            .info
-            .offset_for(e.id)
-            .map_or(0, |(start, _)| start as usize);
-        self.source
-            .get(..byte.min(self.source.len()))
-            .map_or(0, |s| s.chars().count())
+        super::typecheck::char_offset(self.source, self.info, e)
     }
 
     /// A free name of the item (not a macro's variable).

@@ -356,18 +356,24 @@ struct Cx<'a> {
     rows: Option<&'a Rows<'a>>,
 }
 
+/// `e`'s place in `source`: its character offset (0 when unknown).
+pub(super) fn char_offset(
+    source: &str,
+    info: &cel::common::ast::SourceInfo,
+    e: &IdedExpr,
+) -> usize {
+    let byte = info.offset_for(e.id).map_or(0, |(start, _)| start as usize);
+    source
+        .get(..byte.min(source.len()))
+        .map_or(0, |s| s.chars().count())
+}
+
 /// A macro variable, and whether it is a row of [`Cx::rows`].
 type Bound = Vec<(String, bool)>;
 
 impl Cx<'_> {
     fn at(&self, e: &IdedExpr) -> usize {
-        let byte = self
-            .info
-            .offset_for(e.id)
-            .map_or(0, |(start, _)| start as usize);
-        self.source
-            .get(..byte.min(self.source.len()))
-            .map_or(0, |s| s.chars().count())
+        char_offset(self.source, self.info, e)
     }
 
     fn err(&self, e: &IdedExpr, message: String) -> Result<T, Flaw> {
