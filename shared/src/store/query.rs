@@ -141,16 +141,8 @@ impl Store {
                 .into()
             });
             let out = self
-                .client
-                .query()
-                .table_name(table)
-                .consistent_read(true)
+                .within(table, (pk_name, pk), (sk_name, prefix))
                 .limit(i32::try_from(limit - items.len()).unwrap_or(i32::MAX))
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", pk_name)
-                .expression_attribute_names("#sk", sk_name)
-                .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
-                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -182,17 +174,9 @@ impl Store {
         let mut start: Option<std::collections::HashMap<String, AttributeValue>> = None;
         loop {
             let out = self
-                .client
-                .query()
-                .table_name(table)
-                .consistent_read(true)
+                .within(table, (pk_name, pk), (sk_name, prefix))
                 .scan_index_forward(false)
                 .limit(i32::try_from(limit - items.len()).unwrap_or(i32::MAX))
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", pk_name)
-                .expression_attribute_names("#sk", sk_name)
-                .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
-                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -203,5 +187,24 @@ impl Store {
                 _ => return Ok(items),
             }
         }
+    }
+
+    /// A strongly consistent Query of the items of partition `pk` whose
+    /// sort key `sk_name` begins with `prefix`.
+    fn within(
+        &self,
+        table: &str,
+        (pk_name, pk): (&str, &str),
+        (sk_name, prefix): (&str, &str),
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(table)
+            .consistent_read(true)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+            .expression_attribute_names("#pk", pk_name)
+            .expression_attribute_names("#sk", sk_name)
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
+            .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
     }
 }
