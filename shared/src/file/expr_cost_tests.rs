@@ -62,3 +62,55 @@ fn expressions_linear_in_the_item_load() {
         assert_eq!(problems(&text), vec![], "{to}");
     }
 }
+
+/// An expression whose values can outgrow any item is refused where they
+/// grow: a macro's variable added to itself doubles a value per nesting
+/// (`[s].map(a, a + a)[0]` nested 24 times made a 1.6 GB string of a
+/// 100-character attribute, 5 GB of memory in `dev`), and an item's value
+/// added to every element of an item's list grows with the square of the
+/// item's size.
+#[test]
+fn an_expression_whose_values_outgrow_the_item_is_refused() {
+    let mut doubled = "xs[0]".to_string();
+    for _ in 0..24 {
+        doubled = format!("[{doubled}].map(a, a + a)[0]");
+    }
+    let doubled = format!("size({doubled}) > 0");
+    let text = BAG.replace("xs.all(a, a == string(a))", &doubled);
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert!(
+        p[0].message
+            .contains("its values can grow to 128 items' worth"),
+        "{p:#?}"
+    );
+    for (to, at) in [
+        ("xs.map(a, a + string(m)).all(b, b != '')", "(a, a +"),
+        (
+            "xs.map(a, [a, a, a]).map(b, [b, b, b]).map(c, [c, c, c]).map(d, [d, d, d]).all(x, x != '')",
+            "[d, d, d]",
+        ),
+    ] {
+        let (text, pos) = broken(BAG, "xs.all(a, a == string(a))", to, at);
+        let p = problems(&text);
+        assert_eq!(p.len(), 1, "{to}: {p:#?}");
+        assert_at(&p, pos, "its values can grow");
+    }
+}
+
+/// Values bounded by a few times the item's size load: a prefix on every
+/// element, a template of several attributes, an element's own list mapped,
+/// a chain of macros, a value tripled once.
+#[test]
+fn expressions_whose_values_stay_near_the_items_size_load() {
+    for to in [
+        "xs.map(a, 'TAG#' + string(a) + '#x').all(b, b != '')",
+        "string(xs[0]) + '#' + string(ys[0]) + '#' + string(m) != ''",
+        "teams.map(t, get(t, 'members', []).map(x, string(x) + '!')).all(l, size(l) >= 0)",
+        "xs.filter(a, a != '').map(a, [a, a, a]).all(b, size(b) == 3)",
+        "xs.exists_one(a, a == 'x') || size(xs.map(a, upper(string(a)))) > 0",
+    ] {
+        let text = BAG.replace("xs.all(a, a == string(a))", to);
+        assert_eq!(problems(&text), vec![], "{to}");
+    }
+}

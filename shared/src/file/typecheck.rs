@@ -245,6 +245,10 @@ pub fn checked_over(
     if let Some((want, what)) = want {
         mismatch(&x, got, want, what).map_err(|e| vec![e])?;
     }
+    if let Some((offset, why)) = super::expr_cost::growth(&x, &names) {
+        let message = format!("`{}`: {why}", src.trim());
+        return Err(vec![Flaw { offset, message }]);
+    }
     if let Some((offset, name)) = super::expr_cost::quadratic(&x, &names) {
         return Err(vec![Flaw {
             offset,
