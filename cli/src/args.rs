@@ -224,7 +224,8 @@ pub(crate) enum Command {
     /// by which rule; the rule that rejects bad input and why. Exit 0 when
     /// an item has the key, 1 when none has (the answer is printed: what
     /// such a key would be) or a request failed, 2 on a usage error (an
-    /// empty key value), before any request.
+    /// empty key value, or one over DynamoDB's key limits), before any
+    /// request.
     Explain(ExplainArgs),
     /// Run one of a model file's declared access patterns (`queries:`)
     /// against a table: its items as a table (keys, then attributes) or

@@ -173,15 +173,25 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
 }
 
 /// Why (`pk`, `sk`) cannot be a key of any item (a usage error, before
-/// any request): DynamoDB refuses an empty key value.
-pub fn key_error(pk: &str, sk: &str) -> Option<&'static str> {
-    if pk.is_empty() {
-        Some("the partition key value is empty: give `PK SK` of an item")
-    } else if sk.is_empty() {
-        Some("the sort key value is empty: give `PK SK` of an item")
-    } else {
-        None
-    }
+/// any request): DynamoDB refuses an empty key value and one over its
+/// limits (2,048 bytes for a partition key, 1,024 for a sort key).
+pub fn key_error(pk: &str, sk: &str) -> Option<String> {
+    use shared::limits::{MAX_PARTITION_KEY_BYTES as P, MAX_SORT_KEY_BYTES as S};
+    let which = [("partition", pk, P), ("sort", sk, S)];
+    which.into_iter().find_map(|(name, v, max)| {
+        if v.is_empty() {
+            Some(format!(
+                "the {name} key value is empty: give `PK SK` of an item"
+            ))
+        } else if v.len() > max {
+            Some(format!(
+                "the {name} key value is {} bytes, over DynamoDB's {max}: no item has such a key",
+                v.len()
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// The key of the item at (`pk`, `sk`) in the model's table.
@@ -729,4 +739,35 @@ async fn explain_derived(
         x.line("no source item implies it now (verify reports it as drift if it exists)");
     }
     Ok(x)
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::key_error;
+
+    /// A key DynamoDB refuses is a usage error known before any request:
+    /// empty, or over its key limits (hostile13 #12: a 5,000-byte
+    /// partition key reached the engine and came back as a raw SDK error).
+    #[test]
+    fn a_key_dynamodb_refuses_is_a_usage_error() {
+        assert_eq!(key_error("M#ann", "LOAN#1"), None);
+        assert_eq!(key_error(&"p".repeat(2048), &"s".repeat(1024)), None);
+        for (pk, sk, says) in [
+            ("", "S", "the partition key value is empty"),
+            ("P", "", "the sort key value is empty"),
+            (
+                &*"p".repeat(2049),
+                "S",
+                "the partition key value is 2049 bytes, over DynamoDB's 2048",
+            ),
+            (
+                "P",
+                &*"s".repeat(1025),
+                "the sort key value is 1025 bytes, over DynamoDB's 1024",
+            ),
+        ] {
+            let e = key_error(pk, sk).unwrap_or_default();
+            assert!(e.starts_with(says), "{e}");
+        }
+    }
 }

@@ -103,11 +103,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         at: at.to_string(),
         why,
     };
-    let json: Json = serde_json::from_str(text).map_err(|source| ImportError::Json {
-        path: path.to_string(),
-        source,
-        export: "ElectroDB entities in a JavaScript module: serialise each entity's `schema` first, functions as their source, e.g. `JSON.stringify([Employee, Office].map((e) => JSON.parse(JSON.stringify(e.schema, (k, v) => (typeof v === 'function' ? v.toString() : v instanceof RegExp ? v.source : v)))))` (README, import)",
-    })?;
+    let json: Json = super::parse_json(text, path, "ElectroDB entities in a JavaScript module: serialise each entity's `schema` first, functions as their source, e.g. `JSON.stringify([Employee, Office].map((e) => JSON.parse(JSON.stringify(e.schema, (k, v) => (typeof v === 'function' ? v.toString() : v instanceof RegExp ? v.source : v)))))` (README, import)")?;
     let schemas: Vec<&Json> = match &json {
         Json::Array(a) => a.iter().collect(),
         Json::Object(o) if o.contains_key("model") => vec![&json],

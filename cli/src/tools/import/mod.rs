@@ -96,6 +96,13 @@ pub fn run(
 /// Why a schema could not be imported: what and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// JSON nested past serde_json's 128 levels: JSON all the same.
+    #[error("{path}: nested deeper than 128 levels (the importer's limit; no schema the libraries write nests so): {source}")]
+    TooDeep {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("{path}: not JSON: {source} ({export})")]
     Json {
         path: String,
@@ -111,6 +118,27 @@ pub enum ImportError {
         at: String,
         why: String,
     },
+}
+
+/// `text` read as JSON, or why not: nested too deep, or not JSON (with
+/// `export`: how to export the library's schema as JSON).
+pub(super) fn parse_json(
+    text: &str,
+    path: &str,
+    export: &'static str,
+) -> Result<serde_json::Value, ImportError> {
+    serde_json::from_str(text).map_err(|source| {
+        let path = path.to_string();
+        if source.to_string().starts_with("recursion limit exceeded") {
+            ImportError::TooDeep { path, source }
+        } else {
+            ImportError::Json {
+                path,
+                source,
+                export,
+            }
+        }
+    })
 }
 
 /// An attribute's type in the model file.

@@ -61,11 +61,7 @@ pub fn import(text: &str, path: &str, name: &str, table: &str) -> Result<Draft, 
         at: at.to_string(),
         why,
     };
-    let schema: Json = serde_json::from_str(text).map_err(|source| ImportError::Json {
-        path: path.to_string(),
-        source,
-        export: "a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`",
-    })?;
+    let schema: Json = super::parse_json(text, path, "a JavaScript schema module: export it as JSON first, e.g. `node --input-type=module -e \"import('./schema.mjs').then(m => console.log(JSON.stringify(m.default ?? m.Schema, (k, v) => (typeof v === 'function' ? v.name : v instanceof RegExp ? v.source : v), 2)))\" > schema.json`")?;
     let format = schema.get("format").and_then(Json::as_str).unwrap_or("");
     if !format.starts_with("onetable:") {
         return Err(err(

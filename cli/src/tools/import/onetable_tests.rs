@@ -34,6 +34,16 @@ fn a_schema_that_is_not_onetable_is_refused_with_where_and_why() {
     assert!(e.to_string().starts_with("s.json: format: "), "{e}");
     let e = import("{", "s.json", "s", "tbl").unwrap_err();
     assert!(e.to_string().starts_with("s.json: not JSON"), "{e}");
+    // JSON nested past the reader's 128 levels is JSON all the same: the
+    // error says how deep, not how to export a JavaScript module
+    // (hostile13 #13).
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let e = import(&deep, "s.json", "s", "tbl").unwrap_err().to_string();
+    assert!(
+        e.starts_with("s.json: nested deeper than 128 levels"),
+        "{e}"
+    );
+    assert!(!e.contains("export it as JSON"), "{e}");
     let e = import(
         r#"{"format":"onetable:1.1.0","indexes":{"primary":{"hash":"pk"}},"models":{}}"#,
         "s.json",
