@@ -51,6 +51,41 @@ async fn an_endpoint_whose_host_does_not_resolve_is_refused_at_once() {
     std::fs::remove_file(&file).ok();
 }
 
+/// A model with queues run against a local engine without `--sqs-endpoint`
+/// asks the region's own SQS; where its host does not resolve (a sandbox,
+/// a misspelt region), that is refused at once naming `--sqs-endpoint`,
+/// not after the startup checks' 40 s of retries (ops14 #2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_regions_own_sqs_host_that_does_not_resolve_is_refused_at_once() {
+    let (engine, client) = engine().await;
+    let (t, l) = social_tables(&client, "nosqs-").await;
+    let file = failures_file();
+    let extra = ["--table", &t, "--ledger-table", &l, "--stack", "NoSqs"];
+    let run = run_args(&engine.endpoint(), "social", &file, &extra);
+    // A region no DNS knows: its SQS host resolves nowhere.
+    let env = vec![
+        ("AWS_REGION".to_string(), "xx-nowhere-9".to_string()),
+        ("AWS_ACCESS_KEY_ID".to_string(), "x".to_string()),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), "y".to_string()),
+        ("AWS_ENDPOINT_URL".to_string(), String::new()),
+    ];
+    let out = jobstream(run, env).await;
+    refused(
+        &out,
+        &[
+            "sqs.xx-nowhere-9.amazonaws.com does not resolve",
+            "--sqs-endpoint",
+        ],
+    );
+    // At once: not after the startup checks' retries (their first line).
+    assert!(
+        !stderr(&out).contains("have not finished after"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(&file).ok();
+}
+
 /// The environment of a machine with no AWS region and no credentials
 /// anywhere (variables, files, instance metadata, containers).
 fn no_region_nor_credentials() -> Vec<(String, String)> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use jobstream::local::deployed::{queue_urls, require_tables, QueueNames};
 use jobstream::local::engine::{
-    dynamodb_endpoint, require_credentials, require_region, require_resolvable, sdk_config,
-    sqs_endpoint as engine_sqs_endpoint,
+    dynamodb_endpoint, require_credentials, require_region, require_regional_host,
+    require_resolvable, sdk_config, sqs_endpoint as engine_sqs_endpoint,
 };
 use jobstream::local::esm::RecordReader;
 use jobstream::local::iam::Principal;
@@ -74,6 +74,15 @@ struct Started {
     consumer: ConsumerArgs,
 }
 
+/// Without `--sqs-endpoint`, the region's own SQS host must resolve (else
+/// refused at once, naming the flag: not 40 s of retries).
+async fn require_sqs_host(c: &aws_config::SdkConfig, given: Option<&str>) -> anyhow::Result<()> {
+    match given {
+        Some(_) => Ok(()),
+        None => require_regional_host(c, "sqs", "--sqs-endpoint").await,
+    }
+}
+
 /// The startup checks (tables, queues, destinations) and the runtime.
 async fn start(args: RunArgs) -> anyhow::Result<Started> {
     let RunArgs {
@@ -136,6 +145,9 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
         // first (no call is made to find out).
         if !matches!(naming, QueueNames::EnvOnly) || !has_queues {
             require_credentials(&c, &what).await?;
+            if has_queues {
+                require_sqs_host(&c, sqs_endpoint.as_deref()).await?;
+            }
         }
         let c = checked(c);
         // Finding the queues, checking the on-failure queue and sending it
@@ -148,6 +160,7 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
         Some((c, config, what)) if has_queues => {
             let urls = queue_urls(c, what, &model, naming, |v| std::env::var(v).ok()).await?;
             require_credentials(config, what).await?;
+            require_sqs_host(config, sqs_endpoint.as_deref()).await?;
             urls
         }
         _ => Default::default(),
