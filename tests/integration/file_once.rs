@@ -9,7 +9,7 @@ use lambda_runtime::{Context, LambdaEvent};
 use shared::item::{key_of, s, Item, ItemExt};
 use shared::metrics::names;
 
-use crate::items::{assert_clean, begins, delete, item, put, sqs_event};
+use crate::items::{assert_clean, begins, delete, item, put, repair, sqs_event};
 use crate::scenarios::model_file;
 use crate::support::model_env;
 
@@ -248,6 +248,45 @@ async fn once_effects_end_exact_under_faults_and_answers_lost_after_commit() {
     let consumer = rt.consumer("matches");
     assert_eq!(consumer.metrics().get(names::SKIPPED), 0);
     assert_eq!(rt.dlq_depth("matches").await.expect("dlq"), 0);
+    assert_clean(rt).await;
+    env.engine.stop().await;
+}
+
+/// An item of a once effect's put that no effect made (no marker in the
+/// ledger: a writer's forgery, a buggy writer) is drift, reported and
+/// deleted by `--repair`, as a forged derived item is; one the effect made
+/// stays, its source gone or not (import13 #11, user14 #8: `verify` said
+/// no drift).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_once_item_no_effect_made_is_drift_and_repaired() {
+    let file = model_file("hiring/hiring.yaml");
+    let mut env = model_env("hiring", |o| o.model_file = Some(file.clone())).await;
+    let rt = &mut env.rt;
+    put(rt, job("j1")).await;
+    put(rt, seeker("a")).await;
+    put(rt, request("j1", "a", "approved", Some(DAY1))).await;
+    rt.drain().await.expect("drain");
+    assert_eq!(matches_of(rt, "a").await.len(), 1, "the effect's match");
+    assert_clean(rt).await;
+    // A match for a seeker who asked for nothing, written by a writer.
+    let forged = item(&[
+        ("PK", "S#nobody"),
+        ("SK", "MATCH#j1"),
+        ("type", "match"),
+        ("matchedAt", DAY2),
+    ]);
+    put(rt, forged).await;
+    rt.drain().await.expect("drain");
+    let report = rt.verify().await.expect("verify");
+    let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(report.problems.len(), 1, "{said:#?}");
+    assert!(
+        said[0].contains("PK=S#nobody, SK=MATCH#j1") && said[0].contains("no marker"),
+        "{said:#?}"
+    );
+    assert_eq!(repair(rt, &report).await, 1);
+    assert!(matches_of(rt, "nobody").await.is_empty(), "deleted");
+    assert_eq!(matches_of(rt, "a").await.len(), 1, "the effect's stays");
     assert_clean(rt).await;
     env.engine.stop().await;
 }

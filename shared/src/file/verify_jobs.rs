@@ -22,8 +22,9 @@
 //! makes it at most once, its conditions check the preconditions again).
 //! A precondition that fails now is no drift. An effect that happened is not
 //! redone: an item of it deleted since (by the application) is not drift.
-//! An effect happens at most once per key: two items of one put for one
-//! once key (one written under another date of its key, or forged by a
+//! An item of a put whose once key has no marker was made by no effect (a
+//! writer's): extra, deleted if unchanged. An effect happens at most once
+//! per key: two items of one put for one once key (one written under another date of its key, or forged by a
 //! writer) are one too many; the item the key's source asks for stays (else
 //! the first by key), each other is extra and goes if unchanged.
 
@@ -360,7 +361,7 @@ impl FileModel {
                 }
             }
         }
-        out.extend(self.once_extras(spec, input, &asked));
+        out.extend(self.once_extras(spec, input, &asked, &marked));
         out
     }
 
@@ -375,6 +376,7 @@ impl FileModel {
         spec: &'static OnceSpec,
         input: &CheckInput<'_>,
         asked: &BTreeMap<(usize, String), String>,
+        marked: &dyn Fn(&str) -> bool,
     ) -> Vec<Finding> {
         let names = self.keys;
         let [pkn, skn] = self.key_names();
@@ -446,6 +448,25 @@ impl FileModel {
                 }
             }
             for (k, mut items) in by_key {
+                // No marker: no effect made it (its marker and its puts
+                // are one transaction): a writer's item, gone on repair
+                // as a forged derived item is.
+                if !marked(&k) {
+                    for item in items {
+                        out.push(Finding {
+                            kind: spec.name,
+                            drift: Drift::Extra,
+                            what: format!(
+                                "{}: a `{}` of once `{}` ({k}) with no marker in the ledger: no effect made it (a writer's item)",
+                                display_key(&key_of(item, names)),
+                                entity.name,
+                                spec.name,
+                            ),
+                            repair: Some(Repair::DeleteIfUnchanged(item.clone())),
+                        });
+                    }
+                    continue;
+                }
                 if items.len() < 2 {
                     continue;
                 }
