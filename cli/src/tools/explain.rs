@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use shared::change::Change;
 use shared::engine::derive::{source_key, Implied};
 use shared::error::InputError;
-use shared::file::model::{FileModel, Ty};
+use shared::file::model::{Entity, FileModel, Ty};
 use shared::item::{display_key, key_of, AttrError, Item};
 use shared::ledger::item_id;
 use shared::models::Model;
@@ -158,18 +158,27 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
                 if a.optional { " (optional)" } else { "" }
             )
         }),
+        InputError::Attribute {
+            source: AttrError::KeyPart { .. },
+            ..
+        } => Some(key_templates(entity, ent)),
         InputError::Invalid { reason, .. } if reason.contains("keys do not match") => {
-            Some(format!(
-                "the key templates of {entity}: {}",
-                ent.key
-                    .iter()
-                    .map(|k| format!("{} = {}", k.attr, k.template.source))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            Some(key_templates(entity, ent))
         }
         _ => None,
     }
+}
+
+/// An entity's key templates, as the rule a key is refused by.
+fn key_templates(entity: &str, ent: &Entity) -> String {
+    format!(
+        "the key templates of {entity}: {}",
+        ent.key
+            .iter()
+            .map(|k| format!("{} = {}", k.attr, k.template.source))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Why (`pk`, `sk`) cannot be a key of any item (a usage error, before
