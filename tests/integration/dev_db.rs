@@ -168,49 +168,80 @@ async fn index_keys(client: &aws_sdk_dynamodb::Client, table: &str, index: &str)
     Some(keys.join(","))
 }
 
-/// `dev --db` on a file whose table lacks an index the model declares
-/// (user14's #1: `dev` refused to start, its step had no endpoint, and a
-/// file has none once `dev` stops): the index is added in place, as `cdk
-/// deploy` adds it to a stack's table, and `dev` says so, with the
-/// `backfill` line (its endpoint filled in) for the items written before.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dev_on_a_db_lacking_a_declared_index_adds_it_and_gives_the_backfill() {
-    let model = shared::models::find("tracker").unwrap();
-    let index = model.table.gsis[0].clone();
-    let db = file_made_without(|def| def.gsis.clear()).await;
-    let port = free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
-
-    let mut dev = dev_on(std::path::Path::new(&db), port).await;
-    let keys = tokio::time::timeout(HANG_GUARD, async {
+/// Waits until `table` has `index`; its key attributes.
+async fn index_added(client: &aws_sdk_dynamodb::Client, table: &str, index: &str) -> String {
+    tokio::time::timeout(HANG_GUARD, async {
         loop {
-            if let Some(k) = index_keys(&client, model.table.name, index.name).await {
+            if let Some(k) = index_keys(client, table, index).await {
                 return k;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
     .await
-    .expect("dev starts with the index added");
+    .expect("the index is added at start")
+}
+
+/// `dev --db` (and `serve --db`) on a file whose table lacks an index the
+/// model declares (user14's #1: `dev` refused to start, its step had no
+/// endpoint, and a file has none once `dev` stops): the index is added in
+/// place, as `cdk deploy` adds it to a stack's table, and the process says
+/// so, with the `backfill` line (its endpoint filled in) for the items
+/// written before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_on_a_db_lacking_a_declared_index_adds_it_and_gives_the_backfill() {
+    let model = shared::models::find("tracker").unwrap();
+    let (table, index) = (model.table.name, model.table.gsis[0].clone());
     let declared: Vec<&str> = index.key_attributes().collect();
-    assert_eq!(keys, declared.join(","));
+    let said = |db: &str| {
+        format!(
+            "table {table} in {db}: index {} {} added, which the model declares and the table lacked",
+            index.name,
+            index.key_list()
+        )
+    };
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
+
+    let db = file_made_without(|def| def.gsis.clear()).await;
+    let mut dev = dev_on(std::path::Path::new(&db), port).await;
+    assert_eq!(
+        index_added(&client, table, index.name).await,
+        declared.join(",")
+    );
     let out = crate::support::sigterm(dev.take()).await;
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
-    let said = format!(
-        "table {} in {db}: index {} {} added, which the model declares and the table lacked",
-        model.table.name,
-        index.name,
-        index.key_list()
+    assert!(err.contains(&said(&db)), "{err}");
+    let backfill = format!("run `jobstream backfill --model tracker --endpoint {endpoint}");
+    assert!(err.contains(&backfill), "{err}");
+    remove_db(&db);
+
+    let db = file_made_without(|def| def.gsis.clear()).await;
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let mut serve = crate::support::jobstream_command(&bin)
+        .args(["serve", "--model", "tracker", "--db", &db, "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map(Started::new)
+        .expect("jobstream serve starts");
+    assert_eq!(
+        index_added(&client, table, index.name).await,
+        declared.join(",")
     );
-    assert!(err.contains(&said), "{err}");
-    assert!(
-        err.contains(&format!(
-            "run `jobstream backfill --model tracker --endpoint {endpoint}"
-        )),
-        "{err}"
+    let out = crate::support::sigterm(serve.take()).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&said(&db)), "{err}");
+    let backfill = format!(
+        "run `jobstream backfill --model tracker --ledger-table jobstream-ledger --endpoint {endpoint}`"
     );
+    assert!(err.contains(&backfill), "{err}");
     remove_db(&db);
 }
 
