@@ -238,9 +238,7 @@ async fn dev_on_a_db_lacking_a_declared_index_adds_it_and_gives_the_backfill() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(err.contains(&said(&db)), "{err}");
-    let backfill = format!(
-        "run `jobstream backfill --model tracker --ledger-table jobstream-ledger --endpoint {endpoint}`"
-    );
+    let backfill = format!("run `jobstream backfill --model tracker --endpoint {endpoint}`");
     assert!(err.contains(&backfill), "{err}");
     remove_db(&db);
 }

@@ -154,16 +154,13 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let made = ensure_table_in(&client, &m.table, &name, via, file).await?;
         if let Some(file) = file {
             for g in &made.added {
-                let mut tool = match &model_file {
-                    Some(f) => format!("--model-file {}", f.display()),
-                    None => format!("--model {}", m.name),
-                };
-                if table.is_some() {
-                    tool.push_str(&format!(" --table {name}"));
-                }
-                tool.push_str(&format!(
-                    " --ledger-table {ledger_table} --endpoint {endpoint}"
-                ));
+                let tool = jobstream::local::provision::tool_flags(
+                    model_file.as_deref().ok_or(m.name),
+                    table.as_deref(),
+                    Some(&ledger_table),
+                    Some(&endpoint),
+                    None,
+                );
                 let said = jobstream::local::provision::index_added(&name, file, g, &tool);
                 jobstream::errln!("{said}");
             }

@@ -132,6 +132,34 @@ pub fn index_added(table: &str, file: &Path, g: &Gsi, tool: &str) -> String {
     )
 }
 
+/// The flags a tool (`backfill`, `verify`) is given to reach what `dev` or
+/// `serve` runs: the model (its file, else its name), the table and the
+/// ledger when not the defaults, the endpoints.
+pub fn tool_flags(
+    model: Result<&Path, &str>,
+    table: Option<&str>,
+    ledger: Option<&str>,
+    endpoint: Option<&str>,
+    sqs_endpoint: Option<&str>,
+) -> String {
+    let mut words: Vec<String> = match model {
+        Ok(f) => vec!["--model-file".into(), f.display().to_string()],
+        Err(name) => vec!["--model".into(), name.into()],
+    };
+    let ledger = ledger.filter(|l| *l != shared::models::table::ledger().name);
+    for (flag, v) in [
+        ("--table", table),
+        ("--ledger-table", ledger),
+        ("--endpoint", endpoint),
+        ("--sqs-endpoint", sqs_endpoint),
+    ] {
+        if let Some(v) = v {
+            words.extend([flag.to_string(), v.to_string()]);
+        }
+    }
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
+}
+
 /// How to run a step on a table in `--db` file `file`, which only a
 /// running engine serves (this one, `via`, stops with the error).
 fn in_file(file: &Path, via: Via<'_>) -> String {

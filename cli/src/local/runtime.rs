@@ -158,32 +158,6 @@ impl RuntimeOptions {
     }
 }
 
-/// The flags a tool (`backfill`, `verify`) is given to reach what this
-/// runtime runs on: its model, tables and endpoints.
-fn tool_flags(opts: &RuntimeOptions, table: &str, model: &Model) -> String {
-    let mut words = match &opts.model_file {
-        Some(f) => vec!["--model-file".to_string(), f.display().to_string()],
-        None => vec!["--model".to_string(), opts.model.clone()],
-    };
-    if table != model.table.name {
-        words.extend(["--table".to_string(), table.to_string()]);
-    }
-    if opts.ledger_table != models::table::ledger().name {
-        words.extend(["--ledger-table".to_string(), opts.ledger_table.clone()]);
-    }
-    if let Some(e) = &opts.endpoint {
-        words.extend(["--endpoint".to_string(), e.clone()]);
-    }
-    if let Some(e) = opts
-        .sqs_endpoint
-        .as_ref()
-        .filter(|_| !model.consumers.is_empty())
-    {
-        words.extend(["--sqs-endpoint".to_string(), e.clone()]);
-    }
-    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
-}
-
 /// The local mapping configuration of stream processor `def`: `base` (what
 /// is not a deployed setting) with the definition's batch size, batching
 /// window, retries, bisect, maximum record age and function timeout, and
@@ -309,7 +283,15 @@ impl Runtime {
                 let made = ensure_table_in(&dynamodb, &model.table, &table, via, file).await?;
                 if let Some(file) = file {
                     for g in &made.added {
-                        let tool = tool_flags(&opts, &table, &model);
+                        let tool = crate::local::provision::tool_flags(
+                            opts.model_file.as_deref().ok_or(opts.model.as_str()),
+                            Some(table.as_str()).filter(|t| *t != model.table.name),
+                            Some(opts.ledger_table.as_str()),
+                            opts.endpoint.as_deref(),
+                            opts.sqs_endpoint
+                                .as_deref()
+                                .filter(|_| !model.consumers.is_empty()),
+                        );
                         let said = crate::local::provision::index_added(&table, file, g, &tool);
                         crate::errln!("{said}");
                     }
