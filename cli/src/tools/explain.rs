@@ -132,6 +132,12 @@ fn alternatives<T: ToString>(values: &[T]) -> String {
 /// The rule of a model file that rejects an item, when the error names one.
 fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Option<String> {
     let f = file?;
+    // The entity the error names: the one the item's `type` says, when its
+    // key fits no entity's types (`entity`: the first its key matches).
+    let entity = match e {
+        InputError::Attribute { entity, .. } => entity,
+        _ => entity,
+    };
     let ent = f.entities.iter().find(|x| x.name == entity)?;
     match e {
         InputError::Attribute {
