@@ -99,7 +99,7 @@ impl InputError {
                 ..
             } => "WrongType",
             InputError::Attribute {
-                source: AttrError::Invalid { .. },
+                source: AttrError::Invalid { .. } | AttrError::KeyPart { .. },
                 ..
             } => "InvalidValue",
             InputError::UnknownEntity { .. } => "UnknownEntity",

@@ -24,6 +24,14 @@ pub enum AttrError {
     },
     #[error("attribute `{name}` has an invalid value: {reason}")]
     Invalid { name: String, reason: String },
+    /// A value a key's template binds (`${name}`) that its format or its
+    /// attribute's type refuses.
+    #[error("key part `{name}` is `{value}`: {reason}")]
+    KeyPart {
+        name: String,
+        value: String,
+        reason: String,
+    },
 }
 
 /// Two values equal as DynamoDB compares them: a set (`SS`, `NS`, `BS`)

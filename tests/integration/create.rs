@@ -302,6 +302,15 @@ fn serve_and_dev_print_the_tables_line_in_one_shape() {
     assert!(!all.contains("(tracker)"), "{all}");
 }
 
+/// The region a process signs for on the local engine: the environment's,
+/// else the loopback default.
+fn local_region() -> String {
+    ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "us-east-1".to_string())
+}
+
 /// A model that declares an index the existing table lacks (user9's #18:
 /// the model gained an index, the table predates it): `create`, `run` and
 /// `dev`'s table check (an existing `--db`) name the index instead of
@@ -330,7 +339,10 @@ async fn a_declared_index_the_existing_table_lacks_is_named_and_query_fails_in_o
     );
     // The step, with the table, the endpoint and the index's keys filled in.
     let step = |endpoint: Option<&str>| {
-        let at = endpoint.map_or(String::new(), |e| format!(" --endpoint-url {e}"));
+        // The endpoint and the region the process reached it in.
+        let at = endpoint.map_or(String::new(), |e| {
+            format!(" --endpoint-url {e} --region {}", local_region())
+        });
         format!(
             "`aws dynamodb update-table --table-name {t}{at} --attribute-definitions \
              'AttributeName={pk},AttributeType=S' 'AttributeName={sk},AttributeType=S' \
@@ -435,7 +447,8 @@ async fn a_model_table_without_ttl_gets_the_command_and_verify_still_checks_the_
         .unwrap();
     let command = format!(
         "`aws dynamodb update-time-to-live --table-name {t} --endpoint-url {endpoint} \
-         --time-to-live-specification 'Enabled=true,AttributeName={attr}'`"
+         --region {} --time-to-live-specification 'Enabled=true,AttributeName={attr}'`",
+        local_region()
     );
     let problem = format!("model table {t} has TTL DISABLED");
     let flags = |extra: &[&str]| {

@@ -127,3 +127,175 @@ async fn dev_restarted_on_its_db_resumes_where_it_stopped() {
         std::fs::remove_file(format!("{}{f}", db.display())).ok();
     }
 }
+
+/// A `--db` file whose table was made by an earlier model, `tracker` minus
+/// `change` to its first index (`None`: without it); the file's path.
+async fn file_made_without(change: impl FnOnce(&mut shared::models::table::TableDef)) -> String {
+    use jobstream::local::engine::{ensure_table, LocalEngine};
+    let db = std::env::temp_dir().join(format!("dev-db-{}.sqlite", uuid::Uuid::new_v4()));
+    let db = db.display().to_string();
+    let engine = LocalEngine::start("127.0.0.1:0", Some(&db)).await.unwrap();
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let mut def = shared::models::find("tracker").unwrap().table;
+    change(&mut def);
+    ensure_table(&client, &def, def.name).await.unwrap();
+    engine.stop().await;
+    db
+}
+
+fn remove_db(db: &str) {
+    for f in ["", "-wal", "-shm"] {
+        std::fs::remove_file(format!("{db}{f}")).ok();
+    }
+}
+
+/// The index's key attributes as DescribeTable shows them, `None` when the
+/// table lacks it.
+async fn index_keys(client: &aws_sdk_dynamodb::Client, table: &str, index: &str) -> Option<String> {
+    let desc = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .ok()?;
+    let i = desc
+        .table()?
+        .global_secondary_indexes()
+        .iter()
+        .find(|i| i.index_name() == Some(index))?
+        .clone();
+    let keys: Vec<&str> = i.key_schema().iter().map(|k| k.attribute_name()).collect();
+    Some(keys.join(","))
+}
+
+/// Waits until `table` has `index`; its key attributes.
+async fn index_added(client: &aws_sdk_dynamodb::Client, table: &str, index: &str) -> String {
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            if let Some(k) = index_keys(client, table, index).await {
+                return k;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the index is added at start")
+}
+
+/// `dev --db` (and `serve --db`) on a file whose table lacks an index the
+/// model declares (user14's #1: `dev` refused to start, its step had no
+/// endpoint, and a file has none once `dev` stops): the index is added in
+/// place, as `cdk deploy` adds it to a stack's table, and the process says
+/// so, with the `backfill` line (its endpoint filled in) for the items
+/// written before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_on_a_db_lacking_a_declared_index_adds_it_and_gives_the_backfill() {
+    let model = shared::models::find("tracker").unwrap();
+    let (table, index) = (model.table.name, model.table.gsis[0].clone());
+    let declared: Vec<&str> = index.key_attributes().collect();
+    let said = |db: &str| {
+        format!(
+            "table {table} in {db}: index {} {} added, which the model declares and the table lacked",
+            index.name,
+            index.key_list()
+        )
+    };
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&endpoint), 3).await);
+
+    let db = file_made_without(|def| def.gsis.clear()).await;
+    let mut dev = dev_on(std::path::Path::new(&db), port).await;
+    assert_eq!(
+        index_added(&client, table, index.name).await,
+        declared.join(",")
+    );
+    let out = crate::support::sigterm(dev.take()).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&said(&db)), "{err}");
+    let backfill = format!("run `jobstream backfill --model tracker --endpoint {endpoint}");
+    assert!(err.contains(&backfill), "{err}");
+    remove_db(&db);
+
+    let db = file_made_without(|def| def.gsis.clear()).await;
+    let bin = tokio::task::spawn_blocking(crate::support::jobstream_bin)
+        .await
+        .unwrap();
+    let mut serve = crate::support::jobstream_command(&bin)
+        .args(["serve", "--model", "tracker", "--db", &db, "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map(Started::new)
+        .expect("jobstream serve starts");
+    assert_eq!(
+        index_added(&client, table, index.name).await,
+        declared.join(",")
+    );
+    let out = crate::support::sigterm(serve.take()).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&said(&db)), "{err}");
+    let backfill = format!("run `jobstream backfill --model tracker --endpoint {endpoint}`");
+    assert!(err.contains(&backfill), "{err}");
+    remove_db(&db);
+}
+
+/// `serve --db` on a file whose index is keyed otherwise than declared: no
+/// index is changed by the processes (DynamoDB, and CloudFormation, change
+/// one only by deleting it); the refusal gives the steps with the endpoint
+/// and the region filled in, and how to run them on the file (user14's #1:
+/// the printed `update-table` had no `--endpoint-url`, and went to AWS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_a_db_with_an_index_keyed_otherwise_refuses_with_steps_for_the_file() {
+    let model = shared::models::find("tracker").unwrap();
+    let index = model.table.gsis[0].clone();
+    let db = file_made_without(|def| def.gsis[0].sk = Some("OTHERSK")).await;
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{port}");
+    let args = [
+        "serve", "--model", "tracker", "--db", &db, "--listen", &listen,
+    ]
+    .map(String::from);
+    let out = tokio::task::spawn_blocking(move || crate::support::jobstream(&args))
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "table {}'s index {} has keys",
+            model.table.name, index.name
+        )),
+        "{err}"
+    );
+    let region = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "us-east-1".to_string());
+    let reached = format!(
+        "aws dynamodb update-table --table-name {} --endpoint-url {endpoint} --region {region} ",
+        model.table.name
+    );
+    // The deletion and the creation, both reaching the engine.
+    assert_eq!(err.matches(&reached).count(), 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "start `jobstream serve --db {db} --listen {listen} --model-file <the model file the \
+             table was made with>`, run the step in another shell"
+        )),
+        "{err}"
+    );
+    // The file's index is as it was.
+    let engine = jobstream::local::engine::LocalEngine::start("127.0.0.1:0", Some(&db))
+        .await
+        .unwrap();
+    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let keys = index_keys(&client, model.table.name, index.name).await;
+    assert_eq!(keys, Some(format!("{},OTHERSK", index.pk)));
+    engine.stop().await;
+    remove_db(&db);
+}

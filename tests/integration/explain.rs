@@ -459,3 +459,50 @@ async fn explain_of_a_once_item_names_the_effect_its_key_marker_and_source() {
         &format!("marker: pk=ONCE#matches#b#j1, sk=ONCE in the ledger {ledger} (absent: the effect has not happened)"),
     ]);
 }
+
+/// A deal and its activities, as user14's `crm.yaml` declares them: keys
+/// told apart by `dealId`'s format, which has no `#`.
+const CRM: &str = r#"jobstream: 1
+name: crm
+table: { name: crm, pk: PK, sk: SK }
+formats:
+  id: { pattern: "^[A-Za-z0-9_-]+$", max_bytes: 64 }
+entities:
+  deal:
+    key: { PK: "ACCT#${accountId}", SK: "DEAL#${dealId}" }
+    attributes: { accountId: id, dealId: id, stage: [lead, won] }
+  activity:
+    key: { PK: "ACCT#${accountId}", SK: "DEAL#${dealId}#ACT#${at}#${activityId}" }
+    attributes: { accountId: id, dealId: id, activityId: id, at: iso-utc, kind: [call, email] }
+"#;
+
+/// user14's #2: an activity whose key's `at` is not a time is the
+/// activity's bad input, and the rule named is the activity's key, not the
+/// deal's (whose template the key matches first).
+#[tokio::test]
+async fn explain_names_the_key_of_the_entity_an_item_says_it_is() {
+    let path = crate::support::temp_model("crm", CRM);
+    let mut env = model_env("crm", |o| o.model_file = Some(path.clone())).await;
+    let (pk, sk) = ("ACCT#bacct", "DEAL#bd1#ACT#yesterday#b9");
+    let activity = crate::items::item(&[
+        ("PK", pk),
+        ("SK", sk),
+        ("type", "activity"),
+        ("accountId", "bacct"),
+        ("dealId", "bd1"),
+        ("activityId", "b9"),
+        ("at", "yesterday"),
+        ("kind", "call"),
+    ]);
+    put(&env.rt, activity).await;
+    env.rt.drain().await.expect("drains");
+    let x = ask_in(&env, &path, pk, sk).await;
+    says(
+        &x,
+        &[
+            "PK=ACCT#bacct, SK=DEAL#bd1#ACT#yesterday#b9: bad input (InvalidValue): the rules reject it now; nothing is written onto it",
+            "rejected by: the key templates of activity: PK = ACCT#${accountId}, SK = DEAL#${dealId}#ACT#${at}#${activityId}",
+            "why: activity PK=ACCT#bacct, SK=DEAL#bd1#ACT#yesterday#b9: key part `at` is `yesterday`: not an ISO-8601 UTC time (YYYY-MM-DDTHH:MM:SS[.f]Z)",
+        ],
+    );
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use jobstream::local::deployed::{require_queue, require_tables};
 use jobstream::local::engine::{ensure_table_at, require_credentials, require_region, sdk_config};
+use jobstream::local::remedy::Via;
 use jobstream::local::runtime::queue_visibility;
 use jobstream::local::sqs_esm::create_queue;
 use shared::models::table::{self, STACK_NAMES};
@@ -38,16 +39,17 @@ pub(crate) async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         Some(sdk)
     };
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let via = Via::of(Some(&endpoint), &sdk);
     let (name, ledger) = (target.table_name(&model), target.ledger());
     for (def, name, role) in [
         (model.table.clone(), &name, "model table"),
         (table::ledger(), &ledger, "ledger"),
     ] {
-        let created = ensure_table_at(&ddb, &def, name, Some(&endpoint)).await?;
+        let created = ensure_table_at(&ddb, &def, name, via).await?;
         let said = if created { "created" } else { "exists" };
         jobstream::errln!("{role}: {name} {said}");
     }
-    require_tables(&ddb, &model, &name, &ledger, Some(&endpoint)).await?;
+    require_tables(&ddb, &model, &name, &ledger, via).await?;
 
     let mut exports = Vec::new();
     if let Some(sdk) = &sqs_sdk {

@@ -5,9 +5,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use jobstream::local::engine::{ensure_table, sdk_config, LocalEngine};
+use jobstream::local::engine::{ensure_table_in, sdk_config, LocalEngine};
 use jobstream::local::esm::RecordReader;
 use jobstream::local::lease::CheckpointConfig;
+use jobstream::local::remedy::Via;
 use jobstream::local::runtime::{Runtime, RuntimeOptions};
 use shared::models::{self, Model};
 
@@ -36,6 +37,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<ExitCode> {
         RecordReader::Embedded(engine.database().clone()),
     );
     opts.sqs_endpoint = sqs.clone();
+    opts.db_file = db.as_ref().map(std::path::PathBuf::from);
     // A file's stream outlives the process: its mappings checkpoint in the
     // file's ledger, as `run`'s do, so a restart reads on from where it
     // stopped instead of the stream's start. One owner for every `dev` on
@@ -134,7 +136,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let stop = Stop::listen("stopping");
     let mut engine = LocalEngine::start(&listen, db.as_deref()).await?;
     engine.start_ttl_sweeper(Duration::from_secs(1));
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config(Some(&engine.endpoint()), 3).await);
+    let endpoint = engine.endpoint();
+    let sdk = sdk_config(Some(&endpoint), 3).await;
+    let via = Via::of(Some(&endpoint), &sdk);
+    let file = db.as_deref().map(std::path::Path::new);
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
     let chosen: Vec<Model> = match (&model, &model_file) {
         (_, Some(file)) => {
             vec![models::load(&models::Source::File(file.clone())).map_err(anyhow::Error::msg)?]
@@ -145,11 +151,24 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let (mut tables, mut models) = (Vec::new(), Vec::new());
     for m in &chosen {
         let name = table.clone().unwrap_or_else(|| m.table.name.to_string());
-        ensure_table(&client, &m.table, &name).await?;
+        let made = ensure_table_in(&client, &m.table, &name, via, file).await?;
+        if let Some(file) = file {
+            for g in &made.added {
+                let tool = jobstream::local::provision::tool_flags(
+                    model_file.as_deref().ok_or(m.name),
+                    table.as_deref(),
+                    Some(&ledger_table),
+                    Some(&endpoint),
+                    None,
+                );
+                let said = jobstream::local::provision::index_added(&name, file, g, &tool);
+                jobstream::errln!("{said}");
+            }
+        }
         tables.push(format!("{name} (stream: NEW_AND_OLD_IMAGES)"));
         models.push(format!("{name} ({})", m.name));
     }
-    ensure_table(&client, &models::table::ledger(), &ledger_table).await?;
+    ensure_table_in(&client, &models::table::ledger(), &ledger_table, via, file).await?;
     let local_sqs = sqs_port
         .map(jobstream::local::sqs_server::LocalSqs::start_on)
         .transpose()?;

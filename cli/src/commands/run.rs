@@ -119,6 +119,11 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
     require_credentials(&sdk, "DynamoDB").await?;
     require_resolvable(endpoint.as_deref(), "--endpoint").await?;
     require_resolvable(sqs_endpoint.as_deref(), "--sqs-endpoint").await?;
+    let region = sdk.region().map(|r| r.to_string());
+    let via = jobstream::local::remedy::Via {
+        endpoint: endpoint.as_deref(),
+        region: region.as_deref(),
+    };
     let sdk = checked(sdk);
     // The startup checks ride out throttles and outages of seconds as the
     // handlers do (a restart during one must not exit); permanent errors
@@ -131,7 +136,7 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
         &model,
         &target.table_name(&model),
         &target.ledger(),
-        endpoint.as_deref(),
+        via,
     )
     .await?;
     let has_queues = !model.consumers.is_empty();

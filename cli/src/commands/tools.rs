@@ -7,6 +7,7 @@ use jobstream::local::deployed::{fail_on, queue_urls, table_findings, Finding, K
 use jobstream::local::engine::{
     dynamodb_endpoint, require_credentials, require_region, sdk_config,
 };
+use jobstream::local::remedy::Via;
 use shared::lambda::{Config, Processors};
 use shared::models::{self, Model};
 
@@ -358,13 +359,18 @@ async fn tool_processors(
     reports_ttl: bool,
 ) -> anyhow::Result<(Processors, Vec<Finding>)> {
     let client = dynamodb_client(endpoint).await?;
+    let region = client.config().region().map(|r| r.to_string());
+    let via = Via {
+        endpoint,
+        region: region.as_deref(),
+    };
     let (table, ledger) = (&config.table, &config.ledger_table);
-    let found = table_findings(&client, &model.table, table, "model table", endpoint).await?;
+    let found = table_findings(&client, &model.table, table, "model table", via).await?;
     let (reported, mut stopping): (Vec<Finding>, Vec<Finding>) = found
         .into_iter()
         .partition(|f| reports_ttl && f.kind == Kind::Ttl);
     let ledger_def = shared::models::table::ledger();
-    stopping.extend(table_findings(&client, &ledger_def, ledger, "ledger table", endpoint).await?);
+    stopping.extend(table_findings(&client, &ledger_def, ledger, "ledger table", via).await?);
     fail_on(model, &stopping)?;
     let store = shared::store::Store::new(client);
     // An SQS client only for a tool that sends jobs to a queue with a URL:

@@ -17,7 +17,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use shared::models::table::{GsiProjection, QueueDef, TableDef, STACK_NAMES};
 use shared::models::Model;
 
-use crate::local::remedy::{self, At};
+use crate::local::remedy::{self, At, Via};
 use crate::local::sdk_config::endpoint_url_problem;
 use crate::local::sqs_esm::Queue;
 
@@ -73,7 +73,7 @@ pub fn said(findings: &[Finding]) -> String {
 }
 
 /// The findings of table `name` (`role`: "model table", "ledger") against
-/// `def`, reached through `endpoint` (named in the steps): missing, other
+/// `def`, reached `via` an endpoint and a region (named in the steps): missing, other
 /// keys, a declared index missing or unlike its definition, no
 /// NEW_AND_OLD_IMAGES stream, TTL not enabled on the definition's
 /// attribute. Empty when it is as deployed.
@@ -82,7 +82,7 @@ pub async fn table_findings(
     def: &TableDef,
     name: &str,
     role: &str,
-    endpoint: Option<&str>,
+    via: Via<'_>,
 ) -> anyhow::Result<Vec<Finding>> {
     let desc = match client.describe_table().table_name(name).send().await {
         Ok(out) => out.table,
@@ -99,10 +99,7 @@ pub async fn table_findings(
         let problem = format!("{role} {name}: DescribeTable returned no table");
         return Ok(vec![Finding::new(Kind::Missing, problem, None)]);
     };
-    let at = At {
-        table: name,
-        endpoint,
-    };
+    let at = via.at(name);
     let mut findings = shape_findings(&desc, def, at, role);
     if let Some(attr) = def.ttl_attribute {
         if let Some(f) = ttl_finding(client, at, role, attr).await? {
@@ -123,16 +120,12 @@ pub fn shape_problems(
     name: &str,
     role: &str,
 ) -> Vec<String> {
-    let at = At {
-        table: name,
-        endpoint: None,
-    };
-    let findings = shape_findings(desc, def, at, role);
+    let findings = shape_findings(desc, def, Via::default().at(name), role);
     findings.into_iter().map(|f| f.problem).collect()
 }
 
 /// [`shape_problems`] with the step that fixes each in place, where there
-/// is one (the commands name `at`'s endpoint): an index added or made
+/// is one (the commands name `at`'s endpoint and region): an index added or made
 /// anew, a stream enabled. Keys never change in place.
 pub fn shape_findings(
     desc: &TableDescription,
@@ -234,7 +227,7 @@ pub fn shape_findings(
 
 /// A provisioned table's capacity (an index added to it needs its own);
 /// `None` on demand.
-fn capacity_of(desc: &TableDescription) -> remedy::Capacity {
+pub(crate) fn capacity_of(desc: &TableDescription) -> remedy::Capacity {
     use aws_sdk_dynamodb::types::BillingMode;
     let on_demand = desc
         .billing_mode_summary()
@@ -427,16 +420,16 @@ where
 }
 
 /// Fails naming every problem and its step, unless the model table
-/// (`table`) and the ledger (`ledger`), reached through `endpoint`, exist
-/// as the model defines them.
+/// (`table`) and the ledger (`ledger`), reached `via` an endpoint and a
+/// region, exist as the model defines them.
 pub async fn require_tables(
     client: &aws_sdk_dynamodb::Client,
     model: &Model,
     table: &str,
     ledger: &str,
-    endpoint: Option<&str>,
+    via: Via<'_>,
 ) -> anyhow::Result<()> {
-    let findings = tables_findings(client, model, table, ledger, endpoint).await?;
+    let findings = tables_findings(client, model, table, ledger, via).await?;
     fail_on(model, &findings)
 }
 
@@ -446,11 +439,11 @@ pub async fn tables_findings(
     model: &Model,
     table: &str,
     ledger: &str,
-    endpoint: Option<&str>,
+    via: Via<'_>,
 ) -> anyhow::Result<Vec<Finding>> {
-    let mut findings = table_findings(client, &model.table, table, "model table", endpoint).await?;
+    let mut findings = table_findings(client, &model.table, table, "model table", via).await?;
     let ledger_def = shared::models::table::ledger();
-    findings.extend(table_findings(client, &ledger_def, ledger, "ledger table", endpoint).await?);
+    findings.extend(table_findings(client, &ledger_def, ledger, "ledger table", via).await?);
     Ok(findings)
 }
 

@@ -6,16 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
-    TimeToLiveSpecification,
-};
 use futures::FutureExt as _;
-use shared::models::table::{GsiProjection, TableDef};
 use tokio::sync::oneshot;
 
 use super::front::{FairGate, Front};
+pub use super::provision::{ensure_table, ensure_table_at, ensure_table_in, Ensured};
 pub use super::sdk_config::*;
 use super::stream_trim::{Trimmer, RETENTION};
 use tokio::task::JoinHandle;
@@ -222,153 +217,6 @@ pub fn sweep_pause(every: Duration, took: Duration) -> Duration {
     let cycle = every.max(took.div_f64(SWEEP_SHARE));
     cycle.saturating_sub(took)
 }
-
-/// Creates `def` as `name` unless it exists. Returns whether it was created.
-/// A table that exists is left as it is, and must have the shape `def`
-/// gives it (keys, declared indexes, stream: what DescribeTable shows; see
-/// [`crate::local::deployed::shape_problems`]): otherwise an error naming
-/// every difference (a model that gained an index, started on a `--db`
-/// made by an earlier model, would write keys for an index that is not
-/// there), with the step that changes it in place, the items staying.
-pub async fn ensure_table(
-    client: &aws_sdk_dynamodb::Client,
-    def: &TableDef,
-    name: &str,
-) -> anyhow::Result<bool> {
-    ensure_table_at(client, def, name, None).await
-}
-
-/// [`ensure_table`] through `endpoint`, which the steps of an error name
-/// (`--endpoint-url`).
-pub async fn ensure_table_at(
-    client: &aws_sdk_dynamodb::Client,
-    def: &TableDef,
-    name: &str,
-    endpoint: Option<&str>,
-) -> anyhow::Result<bool> {
-    match client.describe_table().table_name(name).send().await {
-        Ok(out) => {
-            let at = crate::local::remedy::At {
-                table: name,
-                endpoint,
-            };
-            let findings = out.table().map_or_else(Vec::new, |desc| {
-                crate::local::deployed::shape_findings(desc, def, at, "table")
-            });
-            anyhow::ensure!(
-                findings.is_empty(),
-                "{}\nThe table exists and is left as it is (its items too): \
-                 `jobstream create`, `dev` and `serve` never change an existing table",
-                crate::local::deployed::said(&findings)
-            );
-            return Ok(false);
-        }
-        // Only "no such table" means create it; throttling, credentials or
-        // an unreachable endpoint are errors, not a missing table.
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|e| e.is_resource_not_found_exception()) => {}
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("DescribeTable {name}")));
-        }
-    }
-    let key = |attr: &str, kt: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(attr)
-            .key_type(kt)
-            .build()
-            .expect("name and type are set")
-    };
-    let attrs = def.key_attributes();
-    let mut req = client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(key(def.pk, KeyType::Hash))
-        .key_schema(key(def.sk, KeyType::Range));
-    for a in attrs {
-        req = req.attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(a)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("name and type are set"),
-        );
-    }
-    for g in &def.gsis {
-        let mut index = GlobalSecondaryIndex::builder()
-            .index_name(g.name)
-            .key_schema(key(g.pk, KeyType::Hash));
-        if let Some(sk) = g.sk {
-            index = index.key_schema(key(sk, KeyType::Range));
-        }
-        req = req.global_secondary_indexes(
-            index
-                .projection(projection_of(&g.projection))
-                .build()
-                .expect("index fields are set"),
-        );
-    }
-    if def.stream {
-        req = req.stream_specification(
-            StreamSpecification::builder()
-                .stream_enabled(true)
-                .stream_view_type(StreamViewType::NewAndOldImages)
-                .build()
-                .expect("stream fields are set"),
-        );
-    }
-    req.send()
-        .await
-        .with_context(|| format!("creating table {name}"))?;
-    if let Some(ttl) = def.ttl_attribute {
-        // DynamoDB refuses UpdateTimeToLive while the table is CREATING.
-        wait_until_active(client, name).await?;
-        client
-            .update_time_to_live()
-            .table_name(name)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .enabled(true)
-                    .attribute_name(ttl)
-                    .build()
-                    .expect("ttl fields are set"),
-            )
-            .send()
-            .await
-            .with_context(|| format!("enabling TTL on {name}"))?;
-    }
-    Ok(true)
-}
-
-/// A GSI's declared projection as CreateTable takes it (the CDK stack
-/// creates the same: `infra/lib/jobstream-stack.ts`).
-fn projection_of(p: &GsiProjection) -> Projection {
-    let mut b = Projection::builder().projection_type(match p {
-        GsiProjection::All => ProjectionType::All,
-        GsiProjection::KeysOnly => ProjectionType::KeysOnly,
-        GsiProjection::Include(_) => ProjectionType::Include,
-    });
-    for a in p.non_key_attributes() {
-        b = b.non_key_attributes(*a);
-    }
-    b.build()
-}
-
-/// Waits until `name` is ACTIVE (the SDK's `TableExists` waiter).
-async fn wait_until_active(client: &aws_sdk_dynamodb::Client, name: &str) -> anyhow::Result<()> {
-    use aws_sdk_dynamodb::client::Waiters as _;
-    client
-        .wait_until_table_exists()
-        .table_name(name)
-        .wait(TABLE_ACTIVE_WAIT)
-        .await
-        .with_context(|| format!("waiting for table {name} to become ACTIVE"))?;
-    Ok(())
-}
-
-/// How long a created table may take to become ACTIVE.
-const TABLE_ACTIVE_WAIT: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,10 @@
 //! The local Lambda emulation: the embedded engine, the stream and SQS event
 //! source mappings, the local SQS server, and a model's runtime.
 //!
-//! - [`engine`] - embedded Dynoxide served on loopback, table creation.
+//! - [`engine`] - embedded Dynoxide served on loopback.
+//! - [`provision`] - the tables the local commands create, and the shape an
+//!   existing one must have (a `--db` file's table gets a declared index
+//!   it lacks), re-exported by [`engine`].
 //! - [`sdk_config`] - the SDK clients' endpoint, region and credentials
 //!   (a loopback endpoint however it is named), re-exported by [`engine`].
 //! - [`front`] - the engine's fair front: one request at a time, callers in
@@ -39,6 +42,7 @@ pub mod invoke;
 pub mod lease;
 pub mod metrics;
 pub mod on_failure;
+pub mod provision;
 pub mod remedy;
 pub mod runtime;
 pub mod sdk_config;

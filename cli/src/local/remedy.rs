@@ -7,16 +7,40 @@
 use serde_json::json;
 use shared::models::table::Gsi;
 
-/// The table a command is for, and the endpoint it is reached through
-/// (`--endpoint-url`; `None`: the region's own DynamoDB).
+/// How a process reaches DynamoDB, for the commands it prints: the
+/// endpoint (`--endpoint-url`; `None`: the region's own DynamoDB) and the
+/// region, when the process knows it (`--region`: the AWS CLI's default
+/// profile may name another, or none).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Via<'a> {
+    pub endpoint: Option<&'a str>,
+    pub region: Option<&'a str>,
+}
+
+impl<'a> Via<'a> {
+    /// Through `endpoint`, in `sdk`'s region.
+    pub fn of(endpoint: Option<&'a str>, sdk: &'a aws_config::SdkConfig) -> Self {
+        Via {
+            endpoint,
+            region: sdk.region().map(|r| r.as_ref()),
+        }
+    }
+
+    /// Table `table`, reached so.
+    pub fn at(self, table: &'a str) -> At<'a> {
+        At { table, via: self }
+    }
+}
+
+/// The table a command is for, and how it is reached.
 #[derive(Debug, Clone, Copy)]
 pub struct At<'a> {
     pub table: &'a str,
-    pub endpoint: Option<&'a str>,
+    pub via: Via<'a>,
 }
 
 impl At<'_> {
-    /// `aws dynamodb SUBCOMMAND --table-name T [--endpoint-url E] ARGS...`,
+    /// `aws dynamodb SUBCOMMAND --table-name T [--endpoint-url E] [--region R] ARGS...`,
     /// each word quoted for a POSIX shell where it needs it.
     fn aws(&self, subcommand: &str, args: &[String]) -> String {
         let mut words = vec![
@@ -26,8 +50,11 @@ impl At<'_> {
             "--table-name".to_string(),
             self.table.to_string(),
         ];
-        if let Some(e) = self.endpoint {
+        if let Some(e) = self.via.endpoint {
             words.extend(["--endpoint-url".to_string(), e.to_string()]);
+        }
+        if let Some(r) = self.via.region {
+            words.extend(["--region".to_string(), r.to_string()]);
         }
         words.extend(args.iter().cloned());
         // Quoting fails only on a NUL byte, which no table, attribute or
@@ -147,10 +174,11 @@ mod tests {
             sk: Some("GSI2SK"),
             projection: GsiProjection::Include(vec!["total"]),
         };
-        let at = At {
-            table: "food",
+        let at = Via {
             endpoint: Some("http://127.0.0.1:18320"),
-        };
+            region: None,
+        }
+        .at("food");
         assert_eq!(
             add_index(at, &g, None),
             "aws dynamodb update-table --table-name food --endpoint-url http://127.0.0.1:18320 \
@@ -170,10 +198,7 @@ mod tests {
             sk: None,
             projection: GsiProjection::KeysOnly,
         };
-        let at = At {
-            table: "shop",
-            endpoint: None,
-        };
+        let at = Via::default().at("shop");
         let cmd = add_index(at, &g, Some((5, 5)));
         assert!(
             cmd.contains(" --attribute-definitions 'AttributeName=gs3pk,AttributeType=S' --global"),
@@ -191,14 +216,16 @@ mod tests {
 
     #[test]
     fn enabling_ttl_names_the_table_and_the_attribute() {
-        let at = At {
-            table: "shopreal",
+        let at = Via {
             endpoint: Some("http://127.0.0.1:8416"),
-        };
+            region: Some("eu-west-1"),
+        }
+        .at("shopreal");
         assert_eq!(
             enable_ttl(at, "expires"),
             "aws dynamodb update-time-to-live --table-name shopreal --endpoint-url \
-             http://127.0.0.1:8416 --time-to-live-specification 'Enabled=true,AttributeName=expires'"
+             http://127.0.0.1:8416 --region eu-west-1 --time-to-live-specification \
+             'Enabled=true,AttributeName=expires'"
         );
     }
 }

@@ -28,12 +28,13 @@ use shared::store::{Backoff, Store};
 
 use crate::local::deployed::{require_queue, require_tables};
 use crate::local::engine::{
-    ensure_table, processor_credentials, require_region, runtime_sdk_config, sdk_config,
+    ensure_table_in, processor_credentials, require_region, runtime_sdk_config, sdk_config,
 };
 use crate::local::esm::{
     stream_arn, FailedBatch, Handler, MappingConfig, MappingStats, RecordReader, StreamMapping,
 };
 use crate::local::iam::{EnforcingClient, Principal};
+use crate::local::remedy::Via;
 use crate::local::sqs_esm::{create_queue, Polling, QueueMapping};
 
 mod consume;
@@ -123,6 +124,10 @@ pub struct RuntimeOptions {
     pub drain_in_phases: bool,
     /// Create what is missing, or require it as deployed.
     pub provision: Provision,
+    /// The `--db` file the embedded engine keeps the tables in (`dev
+    /// --db`): with [`Provision::Create`], a declared index its table
+    /// lacks is added there ([`crate::local::provision::ensure_table_in`]).
+    pub db_file: Option<std::path::PathBuf>,
 }
 
 impl RuntimeOptions {
@@ -148,6 +153,7 @@ impl RuntimeOptions {
             queue_concurrency: None,
             drain_in_phases: false,
             provision: Provision::Create,
+            db_file: None,
         }
     }
 }
@@ -270,14 +276,31 @@ impl Runtime {
             .table
             .clone()
             .unwrap_or_else(|| model.table.name.to_string());
+        let via = Via::of(opts.endpoint.as_deref(), &plain_sdk);
         match &opts.provision {
             Provision::Create => {
-                ensure_table(&dynamodb, &model.table, &table).await?;
-                ensure_table(&dynamodb, &models::table::ledger(), &opts.ledger_table).await?;
+                let file = opts.db_file.as_deref();
+                let made = ensure_table_in(&dynamodb, &model.table, &table, via, file).await?;
+                if let Some(file) = file {
+                    for g in &made.added {
+                        let tool = crate::local::provision::tool_flags(
+                            opts.model_file.as_deref().ok_or(opts.model.as_str()),
+                            Some(table.as_str()).filter(|t| *t != model.table.name),
+                            Some(opts.ledger_table.as_str()),
+                            opts.endpoint.as_deref(),
+                            opts.sqs_endpoint
+                                .as_deref()
+                                .filter(|_| !model.consumers.is_empty()),
+                        );
+                        let said = crate::local::provision::index_added(&table, file, g, &tool);
+                        crate::errln!("{said}");
+                    }
+                }
+                let ledger = models::table::ledger();
+                ensure_table_in(&dynamodb, &ledger, &opts.ledger_table, via, file).await?;
             }
             Provision::Existing { .. } => {
-                let at = opts.endpoint.as_deref();
-                require_tables(&own, &model, &table, &opts.ledger_table, at).await?;
+                require_tables(&own, &model, &table, &opts.ledger_table, via).await?;
             }
         }
         let mut config = Config {

@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use shared::change::Change;
 use shared::engine::derive::{source_key, Implied};
 use shared::error::InputError;
-use shared::file::model::{FileModel, Ty};
+use shared::file::model::{Entity, FileModel, Ty};
 use shared::item::{display_key, key_of, AttrError, Item};
 use shared::ledger::item_id;
 use shared::models::Model;
@@ -132,6 +132,12 @@ fn alternatives<T: ToString>(values: &[T]) -> String {
 /// The rule of a model file that rejects an item, when the error names one.
 fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Option<String> {
     let f = file?;
+    // The entity the error names: the one the item's `type` says, when its
+    // key fits no entity's types (`entity`: the first its key matches).
+    let entity = match e {
+        InputError::Attribute { entity, .. } => entity,
+        _ => entity,
+    };
     let ent = f.entities.iter().find(|x| x.name == entity)?;
     match e {
         InputError::Attribute {
@@ -158,18 +164,27 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
                 if a.optional { " (optional)" } else { "" }
             )
         }),
+        InputError::Attribute {
+            source: AttrError::KeyPart { .. },
+            ..
+        } => Some(key_templates(entity, ent)),
         InputError::Invalid { reason, .. } if reason.contains("keys do not match") => {
-            Some(format!(
-                "the key templates of {entity}: {}",
-                ent.key
-                    .iter()
-                    .map(|k| format!("{} = {}", k.attr, k.template.source))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            Some(key_templates(entity, ent))
         }
         _ => None,
     }
+}
+
+/// An entity's key templates, as the rule a key is refused by.
+fn key_templates(entity: &str, ent: &Entity) -> String {
+    format!(
+        "the key templates of {entity}: {}",
+        ent.key
+            .iter()
+            .map(|k| format!("{} = {}", k.attr, k.template.source))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Why (`pk`, `sk`) cannot be a key of any item (a usage error, before

@@ -627,3 +627,6 @@ mod enum_literal_tests;
 
 #[cfg(test)]
 mod expr_cost_tests;
+
+#[cfg(test)]
+mod key_fit_tests;

@@ -663,31 +663,6 @@ fn a_table_or_index_name_dynamodb_refuses_is_refused_at_its_place() {
     assert_at(&p, (2, col), "index name `by level`");
 }
 
-/// An item whose `type` names an entity its key does not fit says which
-/// key value does not fit that entity (user6's U06: a line whose `lineNo`
-/// is `abc` was reported as an `order` whose type does not match, with no
-/// word of `lineNo`).
-#[test]
-fn a_key_that_does_not_fit_its_types_entity_says_which_value() {
-    let r = rules(
-        "jobstream: 1\ntable: { name: shop, pk: PK, sk: SK }\nentities:\n  order:\n    key: { PK: \"CUST#${buyerId}\", SK: \"ORDER#${orderId}\" }\n    attributes: { buyerId: string, orderId: ulid }\n  line:\n    key: { PK: \"CUST#${buyerId}\", SK: \"ORDER#${orderId}#LINE#${lineNo}\" }\n    attributes: { buyerId: string, orderId: ulid, lineNo: int }\n",
-    );
-    let order = "01JD0000000000000000000000";
-    let line = item(&[
-        ("PK", s("CUST#b2")),
-        ("SK", s(format!("ORDER#{order}#LINE#abc"))),
-        ("type", s("line")),
-        ("buyerId", s("b2")),
-        ("orderId", s(order)),
-        ("lineNo", s("abc")),
-    ]);
-    let why = r.aspects(&line).derived.unwrap_err().to_string();
-    assert!(
-        why.contains("as a `line`, its key's `lineNo` is `abc`: not an integer"),
-        "{why}"
-    );
-}
-
 /// What the processors write onto a writer's item (a projection, counter
 /// sums, the history's mirror, computed values) is told from what a writer
 /// changed, on valid and bad images alike: the derive counts a bad item's

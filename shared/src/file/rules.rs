@@ -115,22 +115,69 @@ impl FileModel {
 
     /// The entity whose key templates match `pk`/`sk`, with the bound values.
     pub fn classify<'k>(&self, pk: &'k str, sk: &'k str) -> Option<(&Entity, Vec<&'k str>)> {
+        self.classify_fit(pk, sk).map(|(e, bound, _)| (e, bound))
+    }
+
+    /// [`FileModel::classify`], and whether the bound values fit the
+    /// entity's types: `false` only for an entity told apart by its
+    /// values' types when no such entity's fit (the first that matches
+    /// is then returned).
+    fn classify_fit<'k>(&self, pk: &'k str, sk: &'k str) -> Option<(&Entity, Vec<&'k str>, bool)> {
         let matching = |e: &'_ Entity| key_bound(e, pk, sk);
         let mut entities = self.entities.iter();
         let (first, bound) = entities.find_map(|e| matching(e).map(|b| (e, b)))?;
         // An entity told apart from another only by its values' types
         // (`ORDER#${orderId:uid}` and `ORDER#${orderId:uid}#LINE#${sku}`):
         // the first whose values fit, else the first that matches (whose
-        // parse then says which value does not fit).
+        // parse then says which value does not fit, or the entity its
+        // item's `type` names does: see [`FileModel::parse_after`]).
         if first.by_type && !self.fits(first, &bound) {
-            if let Some(found) = entities
-                .filter(|e| e.by_type)
-                .find_map(|e| matching(e).filter(|b| self.fits(e, b)).map(|b| (e, b)))
-            {
-                return Some(found);
-            }
+            return Some(
+                entities
+                    .filter(|e| e.by_type)
+                    .find_map(|e| {
+                        matching(e)
+                            .filter(|b| self.fits(e, b))
+                            .map(|b| (e, b, true))
+                    })
+                    .unwrap_or((first, bound, false)),
+            );
         }
-        Some((first, bound))
+        Some((first, bound, true))
+    }
+
+    /// The first value `bound` (by `e`'s key templates) holds that its
+    /// binder's type refuses: the binder, the value and why.
+    fn refused_part<'b, 'k>(
+        &self,
+        e: &'b Entity,
+        bound: &[&'k str],
+    ) -> Option<(&'b super::template::Binder, &'k str, String)> {
+        e.key
+            .iter()
+            .flat_map(|k| k.template.binders())
+            .zip(bound)
+            .find_map(
+                |(b, v)| match super::model::binder_check(e, b, v, &self.formats) {
+                    Err(AttrError::Invalid { reason, .. }) => Some((b, *v, reason)),
+                    _ => None,
+                },
+            )
+    }
+
+    /// An item whose key fits no entity's types, stamped (its `type`) as
+    /// writer entity `t` whose key templates match the key: the bad input
+    /// of a `t`, naming the key part `t`'s types refuse.
+    fn refused_as(&self, t: &str, pk: &str, sk: &str, item: &Item) -> Option<InputError> {
+        let e = self.entities.iter().find(|e| e.writer && e.name == t)?;
+        let bound = key_bound(e, pk, sk)?;
+        let (b, v, reason) = self.refused_part(e, &bound)?;
+        let part = AttrError::KeyPart {
+            name: b.name.clone(),
+            value: v.to_string(),
+            reason,
+        };
+        Some(self.attr_err(e.name, item, part))
     }
 
     /// Why `pk`/`sk` is not the key of writer entity `t` (an item's `type`
@@ -142,19 +189,8 @@ impl FileModel {
         let Some(bound) = key_bound(e, pk, sk) else {
             return Some(format!("its key is not of a `{t}`'s shape"));
         };
-        e.key
-            .iter()
-            .flat_map(|k| k.template.binders())
-            .zip(bound)
-            .find_map(
-                |(b, v)| match super::model::binder_check(e, b, v, &self.formats) {
-                    Err(AttrError::Invalid { reason, .. }) => Some(format!(
-                        "as a `{t}`, its key's `{}` is `{v}`: {reason}",
-                        b.name
-                    )),
-                    _ => None,
-                },
-            )
+        self.refused_part(e, &bound)
+            .map(|(b, v, reason)| format!("as a `{t}`, its key's `{}` is `{v}`: {reason}", b.name))
     }
 
     /// Whether the values a key binds fit their binders' types.
@@ -185,11 +221,11 @@ impl FileModel {
         let [pkn, skn] = self.key_names();
         let pk = item.s(pkn).map_err(|e| self.attr_err("item", item, e))?;
         let sk = item.s(skn).map_err(|e| self.attr_err("item", item, e))?;
-        let (entity, bound) = self
-            .classify(pk, sk)
-            .ok_or_else(|| InputError::UnknownEntity {
-                key: self.key_display(item),
-            })?;
+        let (entity, bound, fits) =
+            self.classify_fit(pk, sk)
+                .ok_or_else(|| InputError::UnknownEntity {
+                    key: self.key_display(item),
+                })?;
         if !entity.writer {
             return Ok(Parsed::Processor(entity));
         }
@@ -197,6 +233,14 @@ impl FileModel {
         if self.writer_type_checked && !entity.foreign {
             let t = item.s(self.entity_type).map_err(err)?;
             if t != entity.name {
+                // A key no entity's types fit, read as the first entity
+                // that matches it: the entity the item says it is, when
+                // its templates match too, says which part it refuses
+                // (user14: an activity whose key's `at` is `yesterday`
+                // was a `deal` whose `type` does not match).
+                if let Some(e) = (!fits).then(|| self.refused_as(t, pk, sk, item)).flatten() {
+                    return Err(e);
+                }
                 let why = self
                     .not_its_key(t, pk, sk)
                     .map(|w| format!("; {w}"))
