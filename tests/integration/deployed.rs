@@ -180,6 +180,55 @@ async fn run_refuses_a_table_without_its_stream_and_a_ledger_without_ttl() {
     std::fs::remove_file(&file).ok();
 }
 
+/// A model table streaming other images than NEW_AND_OLD_IMAGES is named
+/// with the step that fixes it in place: a stream's view type does not
+/// change while it is enabled, so disable it, enable it with both images,
+/// then backfill what was written between (ops14 #4: no step was given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_refuses_a_stream_of_new_images_alone_giving_the_step() {
+    use aws_sdk_dynamodb::types::{StreamSpecification, StreamViewType};
+    let (engine, client) = engine().await;
+    let model = shared::models::find("tracker").expect("shipped").table;
+    let no_stream = TableDef {
+        stream: false,
+        ..model.clone()
+    };
+    let name = format!("view-{}", uuid::Uuid::new_v4().simple());
+    ensure_table(&client, &no_stream, &name).await.unwrap();
+    ensure_table(&client, &table::ledger(), "View-ledger")
+        .await
+        .unwrap();
+    let spec = StreamSpecification::builder()
+        .stream_enabled(true)
+        .stream_view_type(StreamViewType::NewImage)
+        .build()
+        .expect("spec");
+    client
+        .update_table()
+        .table_name(&name)
+        .stream_specification(spec)
+        .send()
+        .await
+        .expect("a NEW_IMAGE stream");
+    let file = failures_file();
+    let extra = ["--table", name.as_str(), "--ledger-table", "View-ledger"];
+    let run = jobstream(
+        run_args(&engine.endpoint(), "tracker", &file, &extra),
+        vec![],
+    )
+    .await;
+    refused(
+        &run,
+        &[
+            &format!("model table {name} streams NEW_IMAGE, not NEW_AND_OLD_IMAGES"),
+            "StreamEnabled=false",
+            "StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES",
+            "jobstream backfill",
+        ],
+    );
+    std::fs::remove_file(&file).ok();
+}
+
 /// The social model's tables, on `engine`, under `prefix`.
 pub(crate) async fn social_tables(
     client: &aws_sdk_dynamodb::Client,

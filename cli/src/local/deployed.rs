@@ -218,7 +218,7 @@ pub fn shape_findings(
                     "{role} {name} streams {}, not NEW_AND_OLD_IMAGES",
                     view.map_or("nothing", |v| v.as_str())
                 ),
-                None,
+                Some(remedy::stream_view(at)),
             ));
         }
     }

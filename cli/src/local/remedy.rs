@@ -125,6 +125,24 @@ pub fn enable_stream(at: At<'_>) -> String {
     at.aws("update-table", &args)
 }
 
+/// The step for a stream of other images: a stream's view type does not
+/// change while it is enabled, so it is disabled, then enabled with both
+/// images (a new stream: the processors read it from its start), then
+/// what was written between the two is fed through the rules.
+pub fn stream_view(at: At<'_>) -> String {
+    let off = [
+        "--stream-specification".to_string(),
+        "StreamEnabled=false".to_string(),
+    ];
+    format!(
+        "disable the stream: `{}`; then enable it with both images: `{}` (the items stay; a \
+         new stream, read from its start); then run `jobstream backfill` (what was written \
+         between the two) and `jobstream verify` (a stack's table: `cdk deploy` sets it)",
+        at.aws("update-table", &off),
+        enable_stream(at)
+    )
+}
+
 /// The command that enables TTL on attribute `attr`.
 pub fn enable_ttl(at: At<'_>, attr: &str) -> String {
     let args = [
