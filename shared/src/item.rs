@@ -77,12 +77,12 @@ pub fn same_value(a: &AttributeValue, b: &AttributeValue) -> bool {
 /// Whether `item`'s TTL attribute `ttl` (epoch seconds) is at or before
 /// `now`: DynamoDB deletes it within days and nothing expects it any more.
 pub fn expired(item: &Item, ttl: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> bool {
-    ttl.is_some_and(|attr| {
-        item.opt_i64(attr)
-            .ok()
-            .flatten()
-            .is_some_and(|t| t <= now.timestamp())
-    })
+    expired_at(item, ttl, now.timestamp())
+}
+
+/// [`expired`] at `now` epoch seconds.
+pub fn expired_at(item: &Item, ttl: Option<&str>, now: i64) -> bool {
+    ttl.is_some_and(|attr| item.opt_i64(attr).ok().flatten().is_some_and(|t| t <= now))
 }
 
 /// [`same_value`] of two optional values (both absent: the same).

@@ -206,6 +206,14 @@ pub trait Rules: Send + Sync {
         false
     }
 
+    /// The table's TTL attribute (epoch seconds), if it has one: a derived
+    /// item whose TTL is past is expected no more, so the engine never
+    /// writes it (a replay, a backfill or a repair would bring back what
+    /// the TTL sweep took). Default: none.
+    fn ttl_attribute(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether this key has the shape of an item [`Rules::derived`]
     /// produces (processor-owned): `verify` reports one that no source
     /// implies, and its repair deletes it.

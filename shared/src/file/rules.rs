@@ -471,6 +471,10 @@ impl Rules for FileRules {
         self.aspects(image).derived
     }
 
+    fn ttl_attribute(&self) -> Option<&'static str> {
+        self.0.table.ttl_attribute
+    }
+
     fn contributions(&self, image: &Item) -> Result<Vec<Contribution>, InputError> {
         self.aspects(image).contributions
     }

@@ -37,6 +37,7 @@ use futures::future::try_join_all;
 use super::keys::{
     owner_key, owner_sk, owners_key, owners_pk, OWNERS_HEAD_SK, OWNER_HASHED_SK, OWNER_SK,
 };
+use super::plan::{derived_write, DerivedWrite};
 use super::{Deriver, TOMBSTONE_TTL_SECS};
 use crate::error::ProcessError;
 use crate::item::{n, same_items, Item, ItemExt};
@@ -255,6 +256,7 @@ impl Deriver {
             table: self.table.clone(),
             ledger_table: self.ledger_table.clone(),
             now: (self.now)().timestamp(),
+            ttl: self.rules.ttl_attribute(),
         };
         (writes, plan)
     }
@@ -294,6 +296,8 @@ pub(super) struct SharedPlan {
     table: String,
     ledger_table: String,
     now: i64,
+    /// The table's TTL attribute (an item past it is never put).
+    ttl: Option<&'static str>,
 }
 
 /// The actions one transaction adds for a shared derived item, and the
@@ -351,23 +355,26 @@ impl SharedPlan {
         };
         let mut actions = Vec::new();
         let mut table_writes = 0;
-        match (&want, &next.have) {
-            (Some(d), h) if !h.as_ref().is_some_and(|h| same_items(h, d)) => {
+        // The item once the step commits.
+        let after = match derived_write(want.as_ref(), next.have.as_ref(), self.ttl, self.now) {
+            DerivedWrite::Put(d) => {
                 actions.push(tx::put(&self.table, d.clone()));
                 table_writes += 1;
+                Some(d.clone())
             }
-            (None, Some(_)) => {
+            DerivedWrite::Delete => {
                 actions.push(tx::delete(&self.table, self.dkey.clone()));
                 table_writes += 1;
+                None
             }
-            _ => {}
-        }
+            DerivedWrite::Keep => next.have.clone(),
+        };
         if !changed && actions.is_empty() {
             return None;
         }
         let head = self.head_write(&next, &moved);
         actions.insert(0, head);
-        next.have = want;
+        next.have = after;
         next.ver += 1;
         Some(Step {
             actions,

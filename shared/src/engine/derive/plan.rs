@@ -64,6 +64,36 @@ pub(super) struct Carried {
     pub(super) shared: Vec<String>,
 }
 
+/// The write that brings a derived item to what its sources imply.
+#[derive(Debug, PartialEq)]
+pub(super) enum DerivedWrite<'a> {
+    Put(&'a Item),
+    Delete,
+    Keep,
+}
+
+/// The write that brings a derived item from `have` (the table's) to
+/// `want` (what its sources imply). A wanted item whose TTL attribute
+/// `ttl` is past at `now` (epoch seconds) is expected no more (DynamoDB
+/// deletes it, within days): it is never put, so that a replayed record, a
+/// backfill or a repair does not bring back what the TTL sweep took (nor
+/// write it expired); another item in its place goes, one as wanted is
+/// left to the sweep.
+pub(super) fn derived_write<'a>(
+    want: Option<&'a Item>,
+    have: Option<&Item>,
+    ttl: Option<&str>,
+    now: i64,
+) -> DerivedWrite<'a> {
+    let as_wanted = |d: &Item| have.is_some_and(|h| crate::item::same_items(h, d));
+    match want {
+        Some(d) if as_wanted(d) => DerivedWrite::Keep,
+        Some(d) if !crate::item::expired_at(d, ttl, now) => DerivedWrite::Put(d),
+        _ if have.is_some() => DerivedWrite::Delete,
+        _ => DerivedWrite::Keep,
+    }
+}
+
 /// What the items of a group imply now (see [`Deriver::assess`]).
 #[derive(Default)]
 pub(super) struct Assessment {
@@ -370,7 +400,8 @@ impl Deriver {
     ///
     /// - an item one source implies is put when it differs (an edited one
     ///   is brought back) and deleted, whatever its content, when no source
-    ///   implies it any more (it is processor-owned), carried by the first
+    ///   implies it any more (it is processor-owned) or what it implies is
+    ///   past its TTL ([`derived_write`]), carried by the first
     ///   source touching it (by position), so that no transaction writes
     ///   one item twice;
     /// - a shared item ([`Rules::shared`]) takes the content of its
@@ -385,6 +416,7 @@ impl Deriver {
     ) -> (BTreeMap<usize, Carried>, BTreeMap<String, SharedPlan>) {
         let mut out: BTreeMap<usize, Carried> = BTreeMap::new();
         let mut shared = BTreeMap::new();
+        let (ttl, now) = (self.rules.ttl_attribute(), (self.now)().timestamp());
         for (id, (dkey, touches)) in touched {
             let have = existing.get(&id);
             if let Some(o) = owners.get(&id) {
@@ -407,13 +439,11 @@ impl Deriver {
                 continue;
             }
             let carrier = touches.iter().map(|t| t.pos).min().unwrap_or_default();
-            let want = touches.iter().rev().find_map(|t| t.now.clone());
-            let action = match (want, have) {
-                (Some(d), h) if !h.is_some_and(|h| crate::item::same_items(h, &d)) => {
-                    Some(tx::put(&self.table, d))
-                }
-                (None, Some(_)) => Some(tx::delete(&self.table, dkey.clone())),
-                _ => None,
+            let want = touches.iter().rev().find_map(|t| t.now.as_ref());
+            let action = match derived_write(want, have, ttl, now) {
+                DerivedWrite::Put(d) => Some(tx::put(&self.table, d.clone())),
+                DerivedWrite::Delete => Some(tx::delete(&self.table, dkey.clone())),
+                DerivedWrite::Keep => None,
             };
             if let Some(a) = action {
                 out.entry(carrier).or_default().actions.push(a);

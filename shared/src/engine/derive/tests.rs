@@ -345,3 +345,57 @@ fn an_item_bad_now_keeps_its_last_valid_image_once_the_batch_reaches_it() {
     let (i, t) = run(&bad, &[], Some(&second));
     assert_eq!((a(&i), &t), (1, &second.1));
 }
+
+#[test]
+fn a_derived_item_past_its_ttl_is_never_put() {
+    use super::plan::{derived_write, DerivedWrite};
+    let item = |ttl: i64| {
+        let mut i = image(&[("PK", s("LIVE#s")), ("SK", s("MATCH#m"))]);
+        i.insert("ttl".into(), crate::item::n(ttl));
+        i
+    };
+    let (ttl, now) = (Some("ttl"), 1_000);
+    let (ahead, past, older) = (item(1_001), item(1_000), item(900));
+    // Ahead: put when absent or other, kept when as wanted.
+    assert_eq!(
+        derived_write(Some(&ahead), None, ttl, now),
+        DerivedWrite::Put(&ahead)
+    );
+    assert_eq!(
+        derived_write(Some(&ahead), Some(&past), ttl, now),
+        DerivedWrite::Put(&ahead)
+    );
+    assert_eq!(
+        derived_write(Some(&ahead), Some(&ahead), ttl, now),
+        DerivedWrite::Keep
+    );
+    // Past: never put; another item in its place goes, one as wanted is
+    // the sweep's.
+    assert_eq!(
+        derived_write(Some(&past), None, ttl, now),
+        DerivedWrite::Keep
+    );
+    assert_eq!(
+        derived_write(Some(&past), Some(&past), ttl, now),
+        DerivedWrite::Keep
+    );
+    assert_eq!(
+        derived_write(Some(&past), Some(&ahead), ttl, now),
+        DerivedWrite::Delete
+    );
+    assert_eq!(
+        derived_write(Some(&past), Some(&older), ttl, now),
+        DerivedWrite::Delete
+    );
+    // No TTL attribute: nothing expires.
+    assert_eq!(
+        derived_write(Some(&past), None, None, now),
+        DerivedWrite::Put(&past)
+    );
+    // Not wanted: deleted whatever it holds.
+    assert_eq!(
+        derived_write(None, Some(&older), ttl, now),
+        DerivedWrite::Delete
+    );
+    assert_eq!(derived_write(None, None, ttl, now), DerivedWrite::Keep);
+}
