@@ -556,8 +556,22 @@ once:
         award("A#2026-01-02#a"),
         award("A#2026-01-03#b"),
     ];
-    let check = |items: &[Item]| m.job_checks(&CheckInput::new(items, &[], chrono::Utc::now()));
+    // The effects made for `a` and `b`: their markers.
+    let ledger: Vec<Item> = ["a", "b"]
+        .map(|u| crate::engine::once::marker_key("gold", u))
+        .to_vec();
+    let check = |items: &[Item]| m.job_checks(&CheckInput::new(items, &ledger, chrono::Utc::now()));
     assert!(check(&clean).is_empty(), "{:#?}", check(&clean));
+    // An award no effect made (no marker for `c`): a writer's, extra.
+    let mut forged = clean.clone();
+    forged.push(award("A#2026-01-04#c"));
+    let found = check(&forged);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].what.contains("no marker"), "{}", found[0].what);
+    assert!(
+        matches!(&found[0].repair, Some(Repair::DeleteIfUnchanged(i)) if *i == award("A#2026-01-04#c")),
+        "{found:#?}"
+    );
     let mut twice = clean.clone();
     twice.push(award("A#2025-01-01#a"));
     let found = check(&twice);
