@@ -431,6 +431,14 @@ struct Loaded {
     /// parts that adoption read): every record between the creation and
     /// the read is behind it.
     stale_adoption: Option<String>,
+    /// The candidates pending were carried across a deletion of the root
+    /// (no record told whether the removed incarnation had them, or the
+    /// writer put them after it): at a record after the read (the
+    /// fence) those left unsettled prove to predate the stream, the
+    /// removed incarnation's, and are deleted as its cascade would have;
+    /// one settled by its own record is the writer's (never joined as a
+    /// member the history already showed).
+    left: bool,
 
     first_pending: Option<usize>,
     dirty: bool,
