@@ -245,3 +245,67 @@ async fn an_activity_put_after_its_deal_came_back_stays_in_a_shared_partition() 
     }
     assert_clean(&env).await;
 }
+
+/// The order predates the stream and the fold first meets a change of it
+/// (so it adopts the order as the table holds it then, the writer already
+/// past the re-creation and the line's put): the deletion folded before
+/// the adoption's position leaves the line, whatever the cuts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_put_after_an_adopted_order_came_back_stays() {
+    let mut env = recreate_env().await;
+    let plans = cuts(4);
+    for (o, _) in &plans {
+        put(&env, order(o, "placed")).await;
+        put(&env, order(o, "paid")).await;
+        delete(&env, key(format!("ORDER#{o}"), "ORDER")).await;
+        put(&env, order(o, "paid")).await;
+        put(&env, line(o, 2)).await;
+    }
+    for (o, cuts) in &plans {
+        let records = records_of(&env, o).await;
+        assert_eq!(records.len(), 5, "{o}");
+        deliver_cut(&env, &records[1..], cuts, o).await;
+        assert_eq!(
+            line_quantity(&env, o).await,
+            Some(2),
+            "{o} (cuts {cuts:?}): the line the application put last was deleted"
+        );
+    }
+    env.rt.drain().await.expect("drains");
+    for (o, _) in &plans {
+        assert_eq!(line_quantity(&env, o).await, Some(2), "{o}: drained");
+        assert_eq!(
+            entries(&env, o).await,
+            ["Created order", "Added line"],
+            "{o}"
+        );
+    }
+    assert_clean(&env).await;
+}
+
+/// The other side: a line the adopted order had before the stream (no
+/// record of it ever delivered) is still the removed incarnation's when
+/// the order is deleted before the adoption's position, and goes once the
+/// fold reaches a record after its read (the adoption's own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_the_adopted_order_had_goes_with_it() {
+    let mut env = recreate_env().await;
+    let plans = cuts(2);
+    for (o, _) in &plans {
+        put(&env, order(o, "placed")).await;
+        put(&env, line(o, 1)).await;
+        put(&env, order(o, "paid")).await;
+        delete(&env, key(format!("ORDER#{o}"), "ORDER")).await;
+    }
+    for (o, cuts) in &plans {
+        let records = records_of(&env, o).await;
+        assert_eq!(records.len(), 4, "{o}");
+        deliver_cut(&env, &records[2..], cuts, o).await;
+    }
+    env.rt.drain().await.expect("drains");
+    for (o, _) in &plans {
+        assert_eq!(line_quantity(&env, o).await, None, "{o}: the line is left");
+        assert!(entries(&env, o).await.is_empty(), "{o}");
+    }
+    assert_clean(&env).await;
+}

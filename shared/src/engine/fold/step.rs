@@ -187,8 +187,28 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             // The adopted incarnation is deleted before the adoption's
             // position (a re-creation may follow): cascade it as it stood
             // here, its adoption entry included; the history starts over.
+            // Parts the adoption read that no record folded since placed
+            // may have been written after this deletion (their records
+            // still ahead of the adoption's position): candidates carried
+            // across it, settled by their records or, at the adoption's
+            // own record, deleted as the cascade would have.
             let mut before = l.state.clone();
-            self.roll_back(&mut before, rest);
+            let touched = self.roll_back(&mut before, rest);
+            let adoption = l.adopt.as_ref().map(|(_, id)| id.clone());
+            let unknown: BTreeMap<String, Item> = before
+                .parts
+                .iter()
+                .filter(|(name, _)| {
+                    !touched.contains(*name)
+                        && !l.seen.contains(*name)
+                        && !name.starts_with(CANDIDATE)
+                        && !name.starts_with(PENDING)
+                })
+                .map(|(name, v)| (format!("{CANDIDATE}{name}"), v.clone()))
+                .collect();
+            before
+                .parts
+                .retain(|name, _| !unknown.contains_key(&format!("{CANDIDATE}{name}")));
             let deferred = self
                 .cascade_removed(agg, index, &before, rest, states, tx)
                 .await?;
@@ -200,9 +220,16 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 }
             };
             before.parts.extend(deferred.iter().map(pending_part));
-            return self
-                .stage_commit(agg, index, change, before, output.entries, true, states, tx)
-                .await;
+            let carried = !unknown.is_empty();
+            before.parts.extend(unknown);
+            self.stage_commit(agg, index, change, before, output.entries, true, states, tx)
+                .await?;
+            if let Some(l) = states.get_mut(agg).filter(|_| carried) {
+                l.unconfirmed = Some(1);
+                l.left = true;
+                l.stale_adoption = adoption;
+            }
+            return Ok(());
         }
         if l.adopt.is_some() {
             // Before the adoption's position: part of the adoption entry.
@@ -236,7 +263,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         };
         if removes && !l.state.deleted {
             let mut removed = l.state.clone();
-            removed.parts.retain(|name, _| !candidates.contains_key(name));
+            removed
+                .parts
+                .retain(|name, _| !candidates.contains_key(name));
             deferred = self
                 .cascade_removed(agg, index, &removed, rest, states, tx)
                 .await?;
