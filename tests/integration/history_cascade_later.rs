@@ -309,3 +309,58 @@ async fn a_line_the_adopted_order_had_goes_with_it() {
     }
     assert_clean(&env).await;
 }
+
+/// A line put while its order is gone (after the deletion, no
+/// re-creation): the fold first meets the order's creation and reads the
+/// line with the partition; the deletion leaves it, and its own record
+/// makes it a member waiting for its order (no drift), whatever the cuts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_put_while_its_order_is_gone_waits_for_it() {
+    let mut env = recreate_env().await;
+    let plans = cuts(3);
+    for (o, _) in &plans {
+        put(&env, order(o, "placed")).await;
+        delete(&env, key(format!("ORDER#{o}"), "ORDER")).await;
+        put(&env, line(o, 2)).await;
+    }
+    for (o, cuts) in &plans {
+        let records = records_of(&env, o).await;
+        assert_eq!(records.len(), 3, "{o}");
+        deliver_cut(&env, &records, cuts, o).await;
+        assert_eq!(
+            line_quantity(&env, o).await,
+            Some(2),
+            "{o} (cuts {cuts:?}): the line put while its order was gone was deleted"
+        );
+    }
+    env.rt.drain().await.expect("drains");
+    for (o, _) in &plans {
+        assert_eq!(line_quantity(&env, o).await, Some(2), "{o}: drained");
+    }
+    assert_clean(&env).await;
+}
+
+/// A line that predates the stream under an order the fold first meets
+/// at its creation, deleted for good right after: no record after the
+/// read tells whether the line is older than the stream, so the deletion
+/// leaves it, and `verify` reports it left behind (never silent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_a_deletion_could_not_place_is_left_and_reported() {
+    let env = recreate_env().await;
+    put(&env, line("o1", 1)).await;
+    put(&env, order("o1", "placed")).await;
+    delete(&env, key("ORDER#o1", "ORDER")).await;
+    let records = records_of(&env, "o1").await;
+    assert_eq!(records.len(), 3);
+    // The line's record is never delivered: it predates the stream.
+    deliver_cut(&env, &records[1..], &[], "o1").await;
+    assert_eq!(line_quantity(&env, "o1").await, Some(1));
+    let report = env.rt.verify().await.expect("verify");
+    assert!(
+        report.problems.iter().any(
+            |p| format!("{p:?}").contains("LINE#1") && format!("{p:?}").contains("left behind")
+        ),
+        "{:#?}",
+        report.problems
+    );
+}
