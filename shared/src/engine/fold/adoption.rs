@@ -192,11 +192,14 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 add.push((name, v));
             }
         } else {
+            // (Only candidates: a record of another part adds nothing.)
+            let names: std::collections::BTreeSet<String> = candidates.keys().cloned().collect();
             let mut probe = FoldState {
                 parts: candidates,
                 ..FoldState::default()
             };
-            for name in self.roll_back(&mut probe, &[change]) {
+            let touched = self.roll_back(&mut probe, &[change]);
+            for name in touched.into_iter().filter(|n| names.contains(n)) {
                 if let Some(v) = probe.parts.get(&name) {
                     add.push((name.clone(), v.clone()));
                 }
@@ -206,6 +209,15 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if settled.is_empty() {
             return Ok(());
         }
+        let left = l.left;
+        if left && fence && !add.is_empty() {
+            // Before the state forgets them: a retry finds them again.
+            let gone = std::mem::take(&mut add);
+            self.cascade_left(agg, index, gone, states, tx).await?;
+        }
+        let Some(l) = states.get_mut(agg) else {
+            return Ok(());
+        };
         for name in &settled {
             l.state.parts.remove(&format!("{CANDIDATE}{name}"));
         }
@@ -213,6 +225,12 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             l.unconfirmed = None;
             l.stale_mirror = None;
             l.stale_adoption = None;
+            l.left = false;
+        }
+        if left {
+            // Carried across a deletion: none joins the state (one its
+            // own record settles is the writer's, folded by that record).
+            add.clear();
         }
         for (name, v) in &add {
             l.state.parts.insert(name.clone(), v.clone());
@@ -294,6 +312,33 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         Ok(())
     }
 
+    /// Deletes the candidates `gone` carried across a deletion of `agg`'s
+    /// root ([`Loaded::left`]) that a fence proved to predate the stream:
+    /// the removed incarnation's members, deleted as its cascade would
+    /// have (each guarded by its content as read: one the writer changed
+    /// since stays).
+    async fn cascade_left(
+        &self,
+        agg: &str,
+        index: usize,
+        gone: Vec<(String, Item)>,
+        states: &mut HashMap<String, Loaded>,
+        tx: &mut Tx,
+    ) -> Result<(), BatchFailure> {
+        let removed = FoldState {
+            parts: gone.into_iter().collect(),
+            ..FoldState::default()
+        };
+        let cascade = self.rules.cascade(agg, &removed);
+        self.flush(tx, states).await?;
+        let done = self
+            .cascade(agg, states, &cascade, None)
+            .await
+            .map_err(|error| BatchFailure { index, error })?;
+        tracing::info!(processor = self.name, aggregate = %agg, deleted = done.deleted, "items a deletion left that prove to predate the stream: deleted as its cascade would have");
+        Ok(())
+    }
+
     /// Drops `agg`'s pending adoption at its root's creation, reached
     /// before the adoption's position (premature: a backfill, or the fold
     /// at a member's change, read the root before the consumer reached its
@@ -347,6 +392,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         l.adopt = None;
         l.rewrite = None;
         l.unconfirmed = None;
+        l.left = false;
         l.stale_mirror = Some(seq);
         l.stale_adoption = Some(id);
         l.dirty = true;

@@ -70,6 +70,7 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 loaded.unconfirmed = item.opt_i64("ucFrom").map_err(bad)?.map(|f| f as u64);
                 loaded.stale_mirror = item.opt_i64("ucStale").map_err(bad)?.map(|m| m as u64);
                 loaded.stale_adoption = item.opt_s("ucAdopt").map_err(bad)?.map(str::to_string);
+                loaded.left = item.opt_bool("ucLeft").map_err(bad)? == Some(true);
                 match item.get(INLINE) {
                     Some(AttributeValue::M(p)) => inline = Some(p.clone()),
                     Some(_) => {
@@ -162,6 +163,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             }
             if let Some(id) = &l.stale_adoption {
                 head.insert("ucAdopt".into(), s(id));
+            }
+            if l.left {
+                head.insert("ucLeft".into(), AttributeValue::Bool(true));
             }
         }
         if let Some(parts) = inline {
@@ -439,7 +443,11 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             l.inline = false;
             l.adopt = None;
             l.seen.clear();
-            l.unconfirmed = None;
+            // Candidates a deletion left stay pending under the new epoch.
+            if !next.parts.keys().any(|k| k.starts_with(CANDIDATE)) {
+                l.unconfirmed = None;
+                l.left = false;
+            }
         }
         l.state = next;
         l.entries.extend(entries);

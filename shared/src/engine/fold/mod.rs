@@ -45,12 +45,19 @@
 //!
 //! **First seen creating or deleting its root.** No adoption: the state is
 //! the partition as read, rolled back by the batch's records from the
-//! change on (the first record of an item holds its value there). On a
-//! creation, items the read saw that no record of the batch placed are kept
+//! change on (the first record of an item holds its value there). Items
+//! the read saw that no record of the batch placed (they predate the
+//! stream, or the writer put them after the batch's last record) are kept
 //! as candidate parts ([`CANDIDATE`]), outside the rules' view, until their
 //! own record settles them or a record after the read (the root showing the
 //! sequence mirror) confirms them; a confirmed part joins the state and the
-//! entries since the creation.
+//! entries since the creation. A deletion is no such record (the read may
+//! follow it): the cascade leaves the candidates, carried across it
+//! ([`Loaded::left`]) until their own records leave them to the writer or
+//! a record after the read proves them older than the stream (the removed
+//! incarnation's: deleted as its cascade would have). So does a deletion
+//! folded before an adoption's position, for the parts the adoption read
+//! that no record since placed (the adoption's own record is their fence).
 //!
 //! **A creation before its adoption's position** (a backfill, or the fold
 //! at a member's record, read the root before the consumer reached its
@@ -431,6 +438,14 @@ struct Loaded {
     /// parts that adoption read): every record between the creation and
     /// the read is behind it.
     stale_adoption: Option<String>,
+    /// The candidates pending were carried across a deletion of the root
+    /// (no record told whether the removed incarnation had them, or the
+    /// writer put them after it): at a record after the read (the
+    /// fence) those left unsettled prove to predate the stream, the
+    /// removed incarnation's, and are deleted as its cascade would have;
+    /// one settled by its own record is the writer's (never joined as a
+    /// member the history already showed).
+    left: bool,
 
     first_pending: Option<usize>,
     dirty: bool,

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// The candidate parts of `state` ([`CANDIDATE`]), by their names.
+fn candidates_of(state: &FoldState) -> BTreeMap<String, Item> {
+    state
+        .parts
+        .iter()
+        .filter(|(name, _)| name.starts_with(CANDIDATE))
+        .map(|(name, v)| (name.clone(), v.clone()))
+        .collect()
+}
+
 /// Partitions queried at once when a batch's states are loaded.
 const PREFETCH: usize = 8;
 
@@ -103,30 +113,35 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 None => self.state_before(agg, rest).await.map_err(at)?,
             };
             if starts {
-                // A creation starts the history afresh; parts read that no
-                // record of this batch placed are confirmed later.
+                // A creation starts the history afresh.
                 state.seq = 0;
-                let pending: Vec<String> = state
-                    .parts
-                    .keys()
-                    .filter(|p| !touched.contains(*p))
-                    .cloned()
-                    .collect();
-                for name in &pending {
-                    if let Some(v) = state.parts.remove(name) {
-                        state.parts.insert(format!("{CANDIDATE}{name}"), v);
-                    }
+            }
+            // Parts read that no record of this batch placed predate the
+            // stream, or were written after the batch's last record (their
+            // own records to come): candidates, confirmed later, never
+            // members of an incarnation the batch's deletion removes
+            // (user14's crm: an activity put after its deal came back was
+            // cascaded with the deal's earlier incarnation).
+            let pending: Vec<String> = state
+                .parts
+                .keys()
+                .filter(|p| !touched.contains(*p))
+                .cloned()
+                .collect();
+            for name in &pending {
+                if let Some(v) = state.parts.remove(name) {
+                    state.parts.insert(format!("{CANDIDATE}{name}"), v);
                 }
-                if !pending.is_empty() {
-                    l.unconfirmed = Some(1);
-                    // The parts read are written now under the HEAD's epoch
-                    // (they count once the HEAD commits), so the commit
-                    // stays small however many there are.
-                    self.put_parts(agg, &l.epoch, &state.parts)
-                        .await
-                        .map_err(at)?;
-                    l.persisted_parts = state.parts.clone();
-                }
+            }
+            if !pending.is_empty() {
+                l.unconfirmed = Some(1);
+                // The parts read are written now under the HEAD's epoch
+                // (they count once the HEAD commits), so the commit
+                // stays small however many there are.
+                self.put_parts(agg, &l.epoch, &state.parts)
+                    .await
+                    .map_err(at)?;
+                l.persisted_parts = state.parts.clone();
             }
             l.state = state;
         } else if unseen {
@@ -143,12 +158,25 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             *l = adopted;
         }
         if l.unconfirmed.is_some() {
-            // (Not the mirror a dropped adoption wrote: written before the
-            // read, it is no sign of a record after it.)
-            let fence = removes
-                || (is_root
-                    && matches!(root_mirror, Some(Some(h)) if l.unconfirmed.is_some_and(|f| h >= f as i64)
-                        && l.stale_mirror.is_none_or(|m| h != m as i64)));
+            // A record after the read: the root showing the mirror a
+            // commit wrote after it (its deletion, on the old image). Not
+            // the mirror a dropped adoption wrote: written before the
+            // read, it is no sign of a record after it. A deletion alone
+            // is none: the read may have followed it (the batch that read
+            // holds it), and a candidate whose record is still to come was
+            // written after it.
+            let shown = if removes {
+                change
+                    .old
+                    .as_ref()
+                    .and_then(|img| Some(img.opt_i64(self.rules.sequence_mirror(agg)?.1)))
+                    .map(|h| h.ok().flatten())
+            } else {
+                root_mirror
+            };
+            let fence = is_root
+                && matches!(shown, Some(Some(h)) if l.unconfirmed.is_some_and(|f| h >= f as i64)
+                    && l.stale_mirror.is_none_or(|m| h != m as i64));
             self.confirm(agg, index, change, fence && !removes, fence, states, tx)
                 .await?;
         }
@@ -159,8 +187,28 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             // The adopted incarnation is deleted before the adoption's
             // position (a re-creation may follow): cascade it as it stood
             // here, its adoption entry included; the history starts over.
+            // Parts the adoption read that no record folded since placed
+            // may have been written after this deletion (their records
+            // still ahead of the adoption's position): candidates carried
+            // across it, settled by their records or, at the adoption's
+            // own record, deleted as the cascade would have.
             let mut before = l.state.clone();
-            self.roll_back(&mut before, rest);
+            let touched = self.roll_back(&mut before, rest);
+            let adoption = l.adopt.as_ref().map(|(_, id)| id.clone());
+            let unknown: BTreeMap<String, Item> = before
+                .parts
+                .iter()
+                .filter(|(name, _)| {
+                    !touched.contains(*name)
+                        && !l.seen.contains(*name)
+                        && !name.starts_with(CANDIDATE)
+                        && !name.starts_with(PENDING)
+                })
+                .map(|(name, v)| (format!("{CANDIDATE}{name}"), v.clone()))
+                .collect();
+            before
+                .parts
+                .retain(|name, _| !unknown.contains_key(&format!("{CANDIDATE}{name}")));
             let deferred = self
                 .cascade_removed(agg, index, &before, rest, states, tx)
                 .await?;
@@ -172,9 +220,16 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 }
             };
             before.parts.extend(deferred.iter().map(pending_part));
-            return self
-                .stage_commit(agg, index, change, before, output.entries, true, states, tx)
-                .await;
+            let carried = !unknown.is_empty();
+            before.parts.extend(unknown);
+            self.stage_commit(agg, index, change, before, output.entries, true, states, tx)
+                .await?;
+            if let Some(l) = states.get_mut(agg).filter(|_| carried) {
+                l.unconfirmed = Some(1);
+                l.left = true;
+                l.stale_adoption = adoption;
+            }
+            return Ok(());
         }
         if l.adopt.is_some() {
             // Before the adoption's position: part of the adoption entry.
@@ -198,8 +253,19 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
             return Ok(());
         };
         let mut deferred = Vec::new();
+        // Candidates left at a deletion are no members of the incarnation
+        // it removes as far as the fold knows: left in the table, and
+        // still candidates (of the next incarnation, if any) after it.
+        let candidates = if removes {
+            candidates_of(&l.state)
+        } else {
+            BTreeMap::new()
+        };
         if removes && !l.state.deleted {
-            let removed = l.state.clone();
+            let mut removed = l.state.clone();
+            removed
+                .parts
+                .retain(|name, _| !candidates.contains_key(name));
             deferred = self
                 .cascade_removed(agg, index, &removed, rest, states, tx)
                 .await?;
@@ -220,8 +286,15 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                     .await;
             }
         };
-        let force = settled || !deferred.is_empty();
+        if !candidates.is_empty() {
+            if let Some(l) = states.get_mut(agg) {
+                l.left = true;
+            }
+            tracing::info!(processor = self.name, aggregate = %agg, items = candidates.len(), "items read with the partition not known to be the removed incarnation's: left to their own records");
+        }
+        let force = settled || !deferred.is_empty() || !candidates.is_empty();
         next.parts.extend(deferred.iter().map(pending_part));
+        next.parts.extend(candidates);
         for (metric, notice) in &output.notices {
             metrics.incr(metric);
             tracing::warn!(processor = self.name, event_id = %change.event_id, kind = notice.kind(), reason = %notice, "entry written without part of its content");
