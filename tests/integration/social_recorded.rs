@@ -98,6 +98,14 @@ fn check_model_reports_each_problem_of_a_sets_block_with_its_place() {
             .any(|p| p.message.contains("no fact's partition")),
         "{problems:#?}"
     );
+    // ... saying what would list them (user14: the fix took reading the
+    // README's `sets:` paragraph).
+    assert!(
+        problems.iter().any(|p| p
+            .message
+            .contains("give fact `follow` a `via:` listing keyed by")),
+        "{problems:#?}"
+    );
     // `now` only in set jobs.
     let now = text.replace("\"follower != followed\"", "\"now > 0\"");
     let problems = shared::file::compile(&now, "social").expect_err("invalid");

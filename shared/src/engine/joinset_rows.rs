@@ -104,6 +104,26 @@ impl JoinSet {
             }
         }
         if hints.is_empty() {
+            // The facts that hold what is missing: each could be listed
+            // through a `via`.
+            let holders: Vec<String> = (self.facts.iter())
+                .filter(|f| f.name != skip && f.via.is_none())
+                .filter(|f| {
+                    let mut has = f.key.vars();
+                    has.extend(f.also.iter().map(|a| a.var.as_str()));
+                    missing.iter().all(|m| has.contains(m))
+                })
+                .map(|f| format!("`{}`", f.name))
+                .collect();
+            if !holders.is_empty() {
+                hints.push(format!(
+                    "give fact {} a `via:` listing keyed by {}: an entity that mirrors it under them (written by a `derive:`), or an index of the table its items project by them (README, `sets:`)",
+                    holders.join(" or "),
+                    var_names(bound.iter().copied())
+                ));
+            }
+        }
+        if hints.is_empty() {
             String::new()
         } else {
             format!("; {}", hints.join("; "))
