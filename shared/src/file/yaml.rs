@@ -44,9 +44,32 @@ pub fn read<T: DeserializeOwned>(source: &str) -> Result<T, Refused> {
     if let Some(refused) = too_large(source.len()) {
         return Err(refused);
     }
+    let refused = |e| with_hint(refused(e), source);
     serde_saphyr::from_str_with_options::<serde::de::IgnoredAny>(source, options())
         .map_err(refused)?;
     serde_saphyr::from_str_with_options(source, options()).map_err(refused)
+}
+
+/// A flow collection's parse error on a line with an unquoted `${`: the
+/// parser's message says nothing of templates, so the refusal says to
+/// quote it.
+fn with_hint(mut r: Refused, source: &str) -> Refused {
+    let line = source.lines().nth(r.line.saturating_sub(1) as usize);
+    let unquoted = line.is_some_and(|l| {
+        l.split(['"', '\''])
+            .step_by(2)
+            .any(|outside| outside.contains("${"))
+    });
+    if r.message.contains("flow") && unquoted {
+        // The place is the refusal's own (line and column).
+        if let Some(i) = r.message.rfind(" at line ") {
+            r.message.truncate(i);
+        }
+        r.message.push_str(
+            ": quote a template inside `{ }` or `[ ]` (`{ PK: \"T#${id}\" }`): there a plain value ends at a `{`, `}`, `[`, `]` or `,`",
+        );
+    }
+    r
 }
 
 /// A file of `len` bytes is refused when it is larger than [`MAX_FILE_BYTES`].
@@ -124,6 +147,26 @@ mod tests {
             let e = read::<serde::de::IgnoredAny>(&deep).unwrap_err();
             assert!(e.message.contains("nests deeper"), "{block}: {e:?}");
         }
+    }
+
+    /// An unquoted template inside a flow mapping (`{ PK: T#${id} }`) is
+    /// a YAML error whose parser message says nothing of templates: the
+    /// refusal says to quote it (user14).
+    #[test]
+    fn an_unquoted_template_in_a_flow_mapping_is_told_to_be_quoted() {
+        let text = "key: { PK: T#${id}, SK: T }\n";
+        let e = read::<serde_json::Value>(text).unwrap_err();
+        assert!(e.message.contains("did not find expected"), "{e:?}");
+        assert!(
+            e.message.contains("quote a template inside `{ }` or `[ ]`"),
+            "{e:?}"
+        );
+        // The place is the refusal's line and column, not in its words
+        // (`check-model` cuts the words at a place they name).
+        assert!(!e.message.contains(" at line "), "{e:?}");
+        // Another flow error has no such hint.
+        let e = read::<serde_json::Value>("key: { a: [1, 2 }\n").unwrap_err();
+        assert!(!e.message.contains("quote a template"), "{e:?}");
     }
 
     #[test]
