@@ -38,6 +38,36 @@ async fn deliver_cut(env: &ModelEnv, records: &[Value], cuts: &[usize], what: &s
     assert_eq!(deliver_history(env, records).await, 0, "{what} replayed");
 }
 
+/// Each order's `n` records but its first, delivered at its cuts: the line
+/// the application put last stays at every cut and once drained, its order
+/// created with it, and verify is clean.
+async fn line_stays_whatever_the_cuts(
+    env: &mut ModelEnv,
+    plans: &[(String, Vec<usize>)],
+    n: usize,
+) {
+    for (o, cuts) in plans {
+        let records = records_of(env, o).await;
+        assert_eq!(records.len(), n, "{o}");
+        deliver_cut(env, &records[1..], cuts, o).await;
+        assert_eq!(
+            line_quantity(env, o).await,
+            Some(2),
+            "{o} (cuts {cuts:?}): the line the application put last was deleted"
+        );
+    }
+    env.rt.drain().await.expect("drains");
+    for (o, _) in plans {
+        assert_eq!(line_quantity(env, o).await, Some(2), "{o}: drained");
+        assert_eq!(
+            entries(env, o).await,
+            ["Created order", "Added line"],
+            "{o}"
+        );
+    }
+    assert_clean(env).await;
+}
+
 /// The order put, deleted and put again with `status`, then its line put
 /// (cascade2.py, cascade4.py).
 async fn write_recreated_then_line(env: &ModelEnv, o: &str, status: &str) {
@@ -86,26 +116,7 @@ async fn a_line_put_after_its_order_came_back_stays_when_the_fold_first_meets_th
     for (o, _) in &plans {
         write_recreated_then_line(&env, o, "paid").await;
     }
-    for (o, cuts) in &plans {
-        let records = records_of(&env, o).await;
-        assert_eq!(records.len(), 4, "{o}");
-        deliver_cut(&env, &records[1..], cuts, o).await;
-        assert_eq!(
-            line_quantity(&env, o).await,
-            Some(2),
-            "{o} (cuts {cuts:?}): the line the application put last was deleted"
-        );
-    }
-    env.rt.drain().await.expect("drains");
-    for (o, _) in &plans {
-        assert_eq!(line_quantity(&env, o).await, Some(2), "{o}: drained");
-        assert_eq!(
-            entries(&env, o).await,
-            ["Created order", "Added line"],
-            "{o}"
-        );
-    }
-    assert_clean(&env).await;
+    line_stays_whatever_the_cuts(&mut env, &plans, 4).await;
 }
 
 /// user14's model, trimmed to its history: deals keyed under their
@@ -261,26 +272,7 @@ async fn a_line_put_after_an_adopted_order_came_back_stays() {
         put(&env, order(o, "paid")).await;
         put(&env, line(o, 2)).await;
     }
-    for (o, cuts) in &plans {
-        let records = records_of(&env, o).await;
-        assert_eq!(records.len(), 5, "{o}");
-        deliver_cut(&env, &records[1..], cuts, o).await;
-        assert_eq!(
-            line_quantity(&env, o).await,
-            Some(2),
-            "{o} (cuts {cuts:?}): the line the application put last was deleted"
-        );
-    }
-    env.rt.drain().await.expect("drains");
-    for (o, _) in &plans {
-        assert_eq!(line_quantity(&env, o).await, Some(2), "{o}: drained");
-        assert_eq!(
-            entries(&env, o).await,
-            ["Created order", "Added line"],
-            "{o}"
-        );
-    }
-    assert_clean(&env).await;
+    line_stays_whatever_the_cuts(&mut env, &plans, 5).await;
 }
 
 /// The other side: a line the adopted order had before the stream (no
