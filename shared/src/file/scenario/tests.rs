@@ -127,8 +127,8 @@ fn checks_parse_at_the_top_level_and_per_step() {
         s.model_source(at),
         Some(Source::File("tests/scenarios/shop/../shop.yaml".into()))
     );
-    let named = Scenario::parse("model: tracker\n", "s.yaml").unwrap();
-    assert_eq!(named.model_source(at), Some(Source::Name("tracker".into())));
+    let named = Scenario::parse("model: shop\n", "s.yaml").unwrap();
+    assert_eq!(named.model_source(at), Some(Source::Name("shop".into())));
     assert_eq!(
         Scenario::parse("{}", "s.yaml").unwrap().model_source(at),
         None
