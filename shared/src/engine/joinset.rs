@@ -370,6 +370,15 @@ pub struct FactDecl {
     pub from: Option<ListFrom>,
 }
 
+impl FactDecl {
+    /// The variables its item binds: its key's and its `also`'s.
+    pub fn binds(&self) -> BTreeSet<&str> {
+        let mut v = self.key.vars();
+        v.extend(self.also.iter().map(|a| a.var.as_str()));
+        v
+    }
+}
+
 impl fmt::Debug for FactDecl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FactDecl")
@@ -650,9 +659,7 @@ impl JoinSet {
         // `also`), whether it starts a scope.
         let mut decls: Vec<(&String, BTreeSet<&str>, bool)> = Vec::new();
         for f in &self.facts {
-            let mut v = f.key.vars();
-            v.extend(f.also.iter().map(|a| a.var.as_str()));
-            decls.push((&f.name, v, true));
+            decls.push((&f.name, f.binds(), true));
         }
         for u in &self.unless {
             decls.push((&u.name, u.vars(), u.once.is_none()));

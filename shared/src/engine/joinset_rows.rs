@@ -80,8 +80,7 @@ impl JoinSet {
         let mut hints = Vec::new();
         for f in self.facts.iter().filter(|f| f.name != skip) {
             if f.key.pk.vars().all(|v| bound.contains(v)) {
-                let mut has = f.key.vars();
-                has.extend(f.also.iter().map(|a| a.var.as_str()));
+                let has = f.binds();
                 let lacking = missing.iter().copied().filter(|m| !has.contains(m));
                 hints.push(format!(
                     "fact `{}`'s partition is keyed by them but its key and `also` do not hold {}",
@@ -109,8 +108,7 @@ impl JoinSet {
             let holders: Vec<String> = (self.facts.iter())
                 .filter(|f| f.name != skip && f.via.is_none())
                 .filter(|f| {
-                    let mut has = f.key.vars();
-                    has.extend(f.also.iter().map(|a| a.var.as_str()));
+                    let has = f.binds();
                     missing.iter().all(|m| has.contains(m))
                 })
                 .map(|f| format!("`{}`", f.name))
