@@ -201,24 +201,22 @@ impl Size {
         self
     }
 
-    fn plus(mut self, other: Size) -> Size {
-        self.konst += other.konst;
-        self.count = self.count.zip(other.count).map(|(a, b)| a + b);
-        for (n, c) in other.vars {
-            match self.vars.iter_mut().find(|(m, _)| *m == n) {
-                Some((_, d)) => *d += c,
-                None => self.vars.push((n, c)),
-            }
-        }
-        self
+    fn plus(self, other: Size) -> Size {
+        self.merge(other, |a, b| a + b)
     }
 
-    fn max(mut self, other: Size) -> Size {
-        self.konst = self.konst.max(other.konst);
-        self.count = self.count.zip(other.count).map(|(a, b)| a.max(b));
+    fn max(self, other: Size) -> Size {
+        self.merge(other, f64::max)
+    }
+
+    /// Each term of the two bounds combined by `op` (coefficients are never
+    /// negative, so a term one side lacks is the other's as it is).
+    fn merge(mut self, other: Size, op: fn(f64, f64) -> f64) -> Size {
+        self.konst = op(self.konst, other.konst);
+        self.count = self.count.zip(other.count).map(|(a, b)| op(a, b));
         for (n, c) in other.vars {
             match self.vars.iter_mut().find(|(m, _)| *m == n) {
-                Some((_, d)) => *d = d.max(c),
+                Some((_, d)) => *d = op(*d, c),
                 None => self.vars.push((n, c)),
             }
         }
