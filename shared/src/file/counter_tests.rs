@@ -28,6 +28,45 @@ fn a_counter_block_nothing_counts_into_is_a_check_model_error() {
     assert_eq!(p.len(), 1, "{p:#?}");
 }
 
+/// An `owner: processor` counter left `created_by: writer` (the default)
+/// passed `check-model`, and its item never appeared: no writer writes a
+/// processor's item, so every count waited in the ledger and `verify` said
+/// "no drift" (user15 #7).
+#[test]
+fn a_processor_entitys_counter_the_writer_would_create_is_a_check_model_error() {
+    let (line, _) = position(LIBRARY, "      created_by: processor");
+    for (written, at, said) in [
+        (
+            "      created_by: writer",
+            (line, 19),
+            "with `created_by: writer`",
+        ),
+        (
+            "",
+            (line - 1, 7),
+            "with no `created_by:` (the default is `writer`)",
+        ),
+    ] {
+        let text = LIBRARY.replace(
+            "      created_by: processor\n",
+            &if written.is_empty() {
+                String::new()
+            } else {
+                format!("{written}\n")
+            },
+        );
+        assert_ne!(text, LIBRARY);
+        let p = problems(&text);
+        assert_at(
+            &p,
+            at,
+            &format!("loans: an `owner: processor` entity's counter {said} would never exist"),
+        );
+        assert_at(&p, at, "add `created_by: processor`");
+        assert_eq!(p.len(), 1, "{p:#?}");
+    }
+}
+
 #[test]
 fn a_with_value_whose_type_the_counters_key_rejects_is_a_check_model_error() {
     let text = LIBRARY.replace(

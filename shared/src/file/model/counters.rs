@@ -48,6 +48,20 @@ impl Compiler<'_> {
                     false
                 }
             };
+            // No writer writes a processor entity's items, so a counter
+            // waiting for the writer's item would wait forever, every count
+            // held back in the ledger (user15 #7).
+            let processor_owned = raw.owner.as_ref().is_some_and(|o| o.value == "processor");
+            if processor_owned && !created_by_processor {
+                let (where_, said) = match &c.value.created_by {
+                    Some(s) => (at(s), "`created_by: writer`"),
+                    None => (at(c), "no `created_by:` (the default is `writer`)"),
+                };
+                self.err(
+                    where_,
+                    format!("{name}: an `owner: processor` entity's counter with {said} would never exist: no writer writes a processor's item, so every count into it would wait; add `created_by: processor` to its `counter:` (or make the entity the writer's)"),
+                );
+            }
             let attrs: Vec<&'static str> = c
                 .value
                 .attributes
