@@ -365,6 +365,7 @@ pub(crate) struct VerifyArgs {
     /// With --repair: verify again until clean for up to SECS seconds
     /// (the live processors apply what a repair starts, a queued job or a
     /// reconciled item's record, a moment later); 0: once, at once.
+    /// Findings no repair addresses end the wait once they stay the same.
     /// At most a day.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(..=86_400))]
     pub(crate) settle: u64,

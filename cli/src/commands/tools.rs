@@ -50,7 +50,7 @@ pub(crate) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         } else {
             let ran = jobstream::tools::verify::repair(&p, &report).await?;
             jobstream::outln!("repair: {ran} repair(s) ran through the live path");
-            report = jobstream::tools::verify::settled(
+            report = jobstream::tools::verify_settle::settled(
                 std::time::Duration::from_secs(settle),
                 std::time::Duration::from_secs(2),
                 || jobstream::tools::verify::verify(&model, &p, &config),

@@ -21,3 +21,4 @@ pub mod graph;
 pub mod import;
 pub mod query;
 pub mod verify;
+pub mod verify_settle;

@@ -611,32 +611,6 @@ fn recorded_source_key(rec: &Item) -> Option<Item> {
     }
 }
 
-/// `verify` after `--repair`: again until the report is clean or `wait`
-/// has passed, `every` apart, telling `waiting` each report that still
-/// has findings. The live processors apply what a repair starts (a queued
-/// job, the record of a reconciled item) a moment later, so a report made
-/// at once can show drift the repair is still settling (user finding E3).
-pub async fn settled<F, Fut>(
-    wait: std::time::Duration,
-    every: std::time::Duration,
-    mut again: F,
-    mut waiting: impl FnMut(&Report),
-) -> anyhow::Result<Report>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<Report>>,
-{
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        let report = again().await?;
-        if report.is_clean() || std::time::Instant::now() + every > deadline {
-            return Ok(report);
-        }
-        waiting(&report);
-        tokio::time::sleep(every).await;
-    }
-}
-
 /// The `pk` prefix of the derive processor's counter totals.
 const TOTALS: &str = "TOTAL#derive#";
 
@@ -646,57 +620,6 @@ mod listing_tests {
     use shared::models::Repair;
 
     use super::{Report, LISTED};
-
-    /// A report with drift the repair is still settling is made again
-    /// until clean; drift that stays is reported once the wait is over;
-    /// no wait: one report.
-    #[tokio::test]
-    async fn after_a_repair_verify_waits_for_the_drift_to_settle() {
-        use std::time::Duration;
-        let drift = || Report {
-            problems: vec!["counter: PK=A, SK=B".into()],
-            ..Report::default()
-        };
-        let calls = std::cell::Cell::new(0);
-        let mut told = 0;
-        let r = super::settled(
-            Duration::from_secs(60),
-            Duration::from_millis(5),
-            || {
-                calls.set(calls.get() + 1);
-                let n = calls.get();
-                async move { Ok(if n < 3 { drift() } else { Report::default() }) }
-            },
-            |_| told += 1,
-        )
-        .await
-        .unwrap();
-        assert!(r.is_clean());
-        assert_eq!((calls.get(), told), (3, 2));
-        let r = super::settled(
-            Duration::from_millis(50),
-            Duration::from_millis(5),
-            || async { Ok(drift()) },
-            |_| {},
-        )
-        .await
-        .unwrap();
-        assert!(!r.is_clean(), "drift that stays is reported");
-        calls.set(0);
-        let r = super::settled(
-            Duration::ZERO,
-            Duration::from_secs(2),
-            || {
-                calls.set(calls.get() + 1);
-                async { Ok(drift()) }
-            },
-            |_| panic!("no wait"),
-        )
-        .await
-        .unwrap();
-        assert!(!r.is_clean());
-        assert_eq!(calls.get(), 1);
-    }
 
     /// `--repair --dry-run` names each repair by what it does and the keys
     /// it touches, never an item's other attributes or a job's body (user
