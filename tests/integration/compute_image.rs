@@ -12,10 +12,14 @@
 //! write, and the write was guarded only by the attributes the values read,
 //! the values and the sequence (absent before and after the put).
 
+use std::sync::Arc;
+
+use jobstream::faults::{Fault, FaultProxy};
+use serde_json::Value;
 use shared::item::{n, s, Item};
 
 use crate::items::{apply_plan, assert_clean, attrs, delete, get, key, num, put, reads, set_job};
-use crate::support::{model_env, temp_model, ModelEnv};
+use crate::support::{model_env, model_env_behind_proxy, temp_model, ModelEnv};
 
 /// user15's bookings (hotel.yaml), cut to the balance due and its indexes.
 const BOOKINGS: &str = r#"
@@ -188,6 +192,80 @@ async fn a_job_never_writes_a_projection_of_a_status_a_writers_update_changed() 
     env.rt.drain().await.expect("drains");
     assert_eq!(
         state(&env, "b2").await,
+        ("held".into(), 100, None, Some("HSTAT#h1#held".into()))
+    );
+    assert_clean(&env).await;
+    env.engine.stop().await;
+}
+
+/// Waits until the proxy holds `count` requests.
+async fn until_held(proxy: &FaultProxy, count: u64) {
+    for waited in 0.. {
+        if proxy.injected() >= count {
+            return;
+        }
+        assert!(waited < 3000, "the job sent no such request");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The images booking `id` passed through (its stream records' new
+/// images) that carry `status: held` with a `GSI1PK`.
+fn held_and_due(records: &[Value], id: &str) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|r| r["dynamodb"]["Keys"]["SK"]["S"] == format!("BOOK#{id}"))
+        .map(|r| r["dynamodb"]["NewImage"].clone())
+        .filter(|i| i["status"]["S"] == "held" && !i["GSI1PK"].is_null())
+        .collect()
+}
+
+/// The race on the live path: the payment's removal starts the booking's
+/// job, whose write the proxy holds until the writer has set the booking
+/// `held`. Fails before the fix: the write landed and the stream shows
+/// the held booking in the balance-due index (`GSI1PK: DUE#h1`) until the
+/// derive took the job's record. The write fails its guard on `status`,
+/// and the writer's record, which changed only what the projection reads,
+/// starts the job again: without that `balanceDue` stayed 0, computed
+/// over a payment that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_a_status_change_fails_is_started_again_by_it() {
+    let path = temp_model("compute_image", BOOKINGS);
+    let (mut env, proxy) =
+        model_env_behind_proxy("compute_image", |o| o.model_file = Some(path)).await;
+    put(&env, booking("b3", "confirmed")).await;
+    put(&env, payment("b3", "p1", 100)).await;
+    env.rt.drain().await.expect("drains");
+    assert_eq!(
+        state(&env, "b3").await,
+        ("confirmed".into(), 0, None, Some("HSTAT#h1#confirmed".into()))
+    );
+    delete(&env, key("GUEST#g1", "BOOK#b3#PAY#p1")).await;
+    // The job's write (the only request naming the sequence) waits.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    proxy.inject(Fault::held("TransactWriteItems", 1, gate.clone()).matching("computeSequence"));
+    let (writer, table) = (env.rt.dynamodb.clone(), env.rt.config.table.clone());
+    let held = async {
+        until_held(&proxy, 1).await;
+        writer
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key("GUEST#g1", "BOOK#b3")))
+            .update_expression("SET #status = :s")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":s", s("held"))
+            .send()
+            .await
+            .expect("update");
+        gate.add_permits(1);
+    };
+    let (drained, ()) = tokio::join!(env.rt.drain(), held);
+    drained.expect("drains");
+    proxy.clear();
+    env.rt.drain().await.expect("drains");
+    assert_eq!(held_and_due(&env.records().await, "b3"), Vec::<Value>::new());
+    assert_eq!(
+        state(&env, "b3").await,
         ("held".into(), 100, None, Some("HSTAT#h1#held".into()))
     );
     assert_clean(&env).await;
