@@ -163,7 +163,12 @@ async fn a_job_never_writes_a_projection_of_a_status_a_writers_update_changed() 
     env.rt.drain().await.expect("drains");
     assert_eq!(
         state(&env, "b2").await,
-        ("confirmed".into(), 0, None, Some("HSTAT#h1#confirmed".into()))
+        (
+            "confirmed".into(),
+            0,
+            None,
+            Some("HSTAT#h1#confirmed".into())
+        )
     );
     assert_eq!(num(&stored(&env, "b2").await, "computeSequence"), 1);
     delete(&env, key("GUEST#g1", "BOOK#b2#PAY#p1")).await;
@@ -238,7 +243,12 @@ async fn a_job_a_status_change_fails_is_started_again_by_it() {
     env.rt.drain().await.expect("drains");
     assert_eq!(
         state(&env, "b3").await,
-        ("confirmed".into(), 0, None, Some("HSTAT#h1#confirmed".into()))
+        (
+            "confirmed".into(),
+            0,
+            None,
+            Some("HSTAT#h1#confirmed".into())
+        )
     );
     delete(&env, key("GUEST#g1", "BOOK#b3#PAY#p1")).await;
     // The job's write (the only request naming the sequence) waits.
@@ -263,11 +273,64 @@ async fn a_job_a_status_change_fails_is_started_again_by_it() {
     drained.expect("drains");
     proxy.clear();
     env.rt.drain().await.expect("drains");
-    assert_eq!(held_and_due(&env.records().await, "b3"), Vec::<Value>::new());
+    assert_eq!(
+        held_and_due(&env.records().await, "b3"),
+        Vec::<Value>::new()
+    );
     assert_eq!(
         state(&env, "b3").await,
         ("held".into(), 100, None, Some("HSTAT#h1#held".into()))
     );
+    assert_clean(&env).await;
+    env.engine.stop().await;
+}
+
+/// What a writer's change of what the projection reads alone (a booking's
+/// status) costs now that it starts the item's job, counted by a bill
+/// meter between the processors and the engine (never timed): the derive's
+/// record as before, and the job's reads (the item, the scope's version,
+/// the rows), with no write (the values are right: the derive writes the
+/// projection from the record, as before). The job's write of a changed
+/// value costs what it did: the new guards ride in its one update's
+/// condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_change_costs_the_items_job_reads_and_no_write_of_it() {
+    let engine = crate::support::start_engine().await;
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint())
+        .await
+        .expect("meter starts");
+    let path = temp_model("compute_image", BOOKINGS);
+    let mut env = crate::support::model_env_on(engine, "compute_image", |o| {
+        o.model_file = Some(path);
+        o.processor_endpoint = Some(meter.endpoint());
+    })
+    .await;
+    put(&env, booking("b4", "confirmed")).await;
+    env.rt.drain().await.expect("drains");
+    let sequence = num(&stored(&env, "b4").await, "computeSequence");
+    let before = meter.bill();
+    crate::items::update(
+        &env,
+        key("GUEST#g1", "BOOK#b4"),
+        "SET #status = :s",
+        &[(":s", s("held"))],
+    )
+    .await;
+    env.rt.drain().await.expect("drains");
+    let bill = meter.bill().since(&before);
+    println!("a status change: {}", bill.per_change(1));
+    assert_eq!(
+        state(&env, "b4").await,
+        ("held".into(), 100, None, Some("HSTAT#h1#held".into()))
+    );
+    assert_eq!(
+        num(&stored(&env, "b4").await, "computeSequence"),
+        sequence,
+        "the job wrote nothing"
+    );
+    let requests = |op: &str| bill.ops.get(op).map_or(0, |o| o.requests);
+    // The job: one GetItem (the scope's version) and one Query (the rows).
+    assert_eq!((requests("GetItem"), requests("Query")), (1, 1), "{bill:?}");
     assert_clean(&env).await;
     env.engine.stop().await;
 }
