@@ -8,6 +8,7 @@ mod bill;
 mod board_gaps;
 mod cli;
 mod compute_bad_row;
+mod compute_image;
 mod compute_moment;
 mod compute_overwrite;
 mod compute_refused;

@@ -32,12 +32,13 @@
 //! - Jobs: a row inserted, removed, made valid or invalid, or whose
 //!   attributes the values read changed -> the whole scope (listed from a
 //!   ledger index the engine keeps exactly, paged); this item inserted,
-//!   whose attributes the values read changed, or whose computed value a
-//!   writer overwrote -> this item alone.
+//!   whose attributes the values or its projection read changed, or whose
+//!   computed value a writer overwrote -> this item alone.
 //! - Every write is guarded by the facts read: the version of the scope's
 //!   set of rows (a ledger-only counter each row adds 1 to), each row's
-//!   attributes read, the item's attributes read, its stored values and
-//!   its [`SEQUENCE_ATTR`] (the item is read before the rows). A
+//!   attributes read, the item's attributes read (by the values and by the
+//!   projection written with them), its stored values and its
+//!   [`SEQUENCE_ATTR`] (the item is read before the rows). A
 //!   late or racing job whose facts no longer hold writes nothing; the newer
 //!   fact's job writes the right value. A scope with a row that is bad input
 //!   is not computed until the row is fixed.
@@ -104,9 +105,32 @@ pub struct Compute {
     pub values: Vec<(&'static str, Expr)>,
     /// Attributes of the rows the values read (guards, jobs).
     pub row_reads: Vec<&'static str>,
-    /// Attributes of this entity the values read (guards, jobs).
+    /// Attributes of this entity the job's write is computed from (guards,
+    /// jobs): what the values read, and what the projection the job writes
+    /// with them reads ([`Compute::reads_projection`]), computed values
+    /// aside.
     pub item_reads: Vec<&'static str>,
     pub page: usize,
+}
+
+impl Compute {
+    /// Adds the attributes the entity's projection reads (its `sources`,
+    /// known once its rules are compiled) to [`Compute::item_reads`]: the
+    /// job writes the projection with the values, computed from the item as
+    /// it read it, so a writer's change of one of them (a booking's
+    /// `status` under `GSI1PK: "${status == 'confirmed' && balanceDue > 0
+    /// ? ...}"`) must fail the job's write and start the item's job again,
+    /// as a change of what the values read does (user15 #2: the projection
+    /// of a confirmed booking landed on the held one). A computed value is
+    /// guarded as a value, and its change is the job's own or a writer's
+    /// stray (see [`job_wrote`]).
+    pub fn reads_projection(&mut self, sources: &[&'static str]) {
+        for a in sources {
+            if !self.values.iter().any(|(v, _)| v == a) && !self.item_reads.contains(a) {
+                self.item_reads.push(a);
+            }
+        }
+    }
 }
 
 /// The sort key of the ledger-only version of a scope's set of rows: no

@@ -571,12 +571,19 @@ impl ComputeJob {
                 notes.push(note.metric);
             }
         }
-        // The item's attributes read, its values and its sequence as read:
-        // any job's write since (each raises the sequence), even one that
-        // left the values as read, was computed from rows read after this
-        // job's read of the item, so this write is dropped (a newer fact
-        // won; a writer's change of the sequence alone starts the item's
-        // job again, see `compute_messages_of`).
+        // The item's attributes read (by the values and by the projection
+        // written with them: a writer's change of a booking's `status`
+        // since, by a put or an update, drops a projection computed from
+        // the old one; that record starts the item's job again), its values
+        // and its sequence as read: any job's write since (each raises the
+        // sequence), even one that left the values as read, was computed
+        // from rows read after this job's read of the item, so this write
+        // is dropped (a newer fact won; a writer's change of the sequence
+        // alone starts the item's job again, see `compute_messages_of`).
+        // A writer's put that keeps every one of them (the sequence and the
+        // values absent before and after, say) leaves nothing this write
+        // was computed from changed: it writes what a job reading the new
+        // image would.
         let mut guards = facts.guards.clone();
         for a in c
             .item_reads

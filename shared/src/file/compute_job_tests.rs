@@ -151,6 +151,11 @@ fn pages_hold_every_key_once_and_fit_the_body_limit() {
 
 /// Whether a MODIFY of a prediction from `old` to `new` starts its job.
 fn starts_job(old: &Item, new: &Item) -> bool {
+    starts_job_in(PICKEM, old, new)
+}
+
+/// [`starts_job`] in the model `text`.
+fn starts_job_in(text: &str, old: &Item, new: &Item) -> bool {
     use crate::change::{Change, ChangeKind, Origin, SequenceNumber};
     use crate::engine::rules::Rules;
     let change = Change {
@@ -163,7 +168,7 @@ fn starts_job(old: &Item, new: &Item) -> bool {
         new: Some(new.clone()),
         at: chrono::DateTime::from_timestamp(1_767_225_600, 0).expect("a time"),
     };
-    let rules = crate::file::test_support::rules(PICKEM);
+    let rules = crate::file::test_support::rules(text);
     !rules.messages(&change).expect("valid").is_empty()
 }
 
@@ -236,6 +241,42 @@ fn the_sequence_is_guarded_and_a_writer_moving_it_alone_starts_the_job() {
     assert!(starts_job(&read, &with(Some(s("5")))), "no int");
     assert!(!starts_job(&read, &with(Some(n(5)))), "the job's");
     assert!(!starts_job(&read, &read.clone()), "as it is");
+}
+
+/// The job writes the projection with the values, so what the projection
+/// reads of the item is guarded like what the values read, and a writer's
+/// change of it starts the item's job (user15 #2: a projection computed
+/// from a confirmed booking's `status` landed on the held one). A
+/// computed value the projection reads is guarded as a value, and its
+/// change by the job starts nothing.
+#[test]
+fn what_the_projection_reads_is_guarded_and_its_change_starts_the_job() {
+    let text = PICKEM
+        .replace(
+            "      predictions: map     # matchId -> team index\n",
+            "      predictions: map     # matchId -> team index\n      league: string\n",
+        )
+        .replacen(
+            "        belongsto: \"USER#${user}\"",
+            "        belongsto: \"USER#${user}#${league}\"",
+            1,
+        );
+    assert_ne!(text, PICKEM);
+    let j = job(&text);
+    let c = j.compute();
+    assert_eq!(c.item_reads, ["predictions", "league"]);
+    let mut read = prediction();
+    read.insert("league".into(), s("l1"));
+    let u = j.update(&read, &facts(&j, 25)).0.expect("a score to write");
+    let key = key_of(&read, &["PK", "SK"]);
+    assert!(u
+        .guards
+        .contains(&Guard::same(key, "league", Some(&s("l1")))));
+    assert!(u.attrs.contains(&("belongsto", Some(s("USER#sam#l1")))));
+    let mut moved = read.clone();
+    moved.insert("league".into(), s("l2"));
+    assert!(starts_job_in(&text, &read, &moved), "league");
+    assert!(!starts_job_in(&text, &read, &read.clone()), "as it is");
 }
 
 /// A row that is bad input holds its scope only when its derive record

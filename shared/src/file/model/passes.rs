@@ -177,6 +177,12 @@ impl Compiler<'_> {
         for (i, (_, e)) in raws.iter().enumerate() {
             self.entity_rules(i, &e.value, &mut entities, &names, &table, entity_type);
         }
+        // Pass 2b: a compute job writes the projection with the values.
+        for e in &mut entities {
+            if let (Some(c), Some(p)) = (&mut e.compute, &e.project) {
+                c.reads_projection(&p.sources);
+            }
+        }
         self.overlaps(&mut entities, raws);
         self.derive_collisions(&entities, raws);
         self.uncounted(&entities, raws);
