@@ -321,3 +321,52 @@ entities:
     let ok = jobstream(&["check-model", file.to_str().unwrap()]);
     assert!(ok.status.success(), "{}", stdout(&ok));
 }
+
+/// A built-in called in a shape the evaluator does not run (user15 #1:
+/// `startsWith(checkIn, checkInMonth)`, `size(code, 1)`) was `OK` for
+/// `check-model` and then made every item bad input. It exits 1, each
+/// call at its line and column with the call to write; written as the
+/// evaluator runs them, the file is OK.
+#[test]
+fn check_model_refuses_a_call_of_a_shape_that_does_not_run_with_the_call_to_write() {
+    let text = r#"jobstream: 1
+name: shapes
+table: { name: shapes, pk: PK, sk: SK }
+entities:
+  stay:
+    key: { PK: "S#${id}", SK: "S" }
+    attributes: { id: string, checkIn: string, checkInMonth: string, code: string }
+    check:
+      - { expr: "startsWith(checkIn, checkInMonth)", attribute: checkIn, message: "check-in outside its month" }
+      - { expr: "size(code, 1) > 0 && endsWith(code, 'Z')", attribute: code, message: "bad code" }
+"#;
+    let file = crate::support::temp_model("shapes", text);
+    let bad = jobstream(&["check-model", file.to_str().unwrap()]);
+    let out = stdout(&bad);
+    assert_eq!(bad.status.code(), Some(1), "{out}");
+    let at = |place: &str, says: &str| {
+        let place = format!("{}:{place}: ", file.display());
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&place) && l.contains(says)),
+            "a line `{place}... {says}`: {out}"
+        );
+    };
+    at("9:18", "write `checkIn.startsWith(checkInMonth)`");
+    at("10:18", "`size` takes 1 argument");
+    at("10:39", "write `code.endsWith('Z')`");
+    assert_eq!(out.lines().count(), 3, "{out}");
+
+    let fixed = text
+        .replace(
+            "startsWith(checkIn, checkInMonth)",
+            "checkIn.startsWith(checkInMonth)",
+        )
+        .replace(
+            "size(code, 1) > 0 && endsWith(code, 'Z')",
+            "size(code) > 0 && code.endsWith('Z')",
+        );
+    let file = crate::support::temp_model("shapes_fixed", &fixed);
+    let ok = jobstream(&["check-model", file.to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", stdout(&ok));
+}

@@ -265,3 +265,25 @@ fn a_modifys_new_image_runs_only_the_checks_whose_values_changed() {
     );
     assert_eq!(checks_run(|| r.record(&fixed)).1, 3 + 3);
 }
+
+/// A check that cannot be evaluated on an item's values (a pick written
+/// as the string `"0"`: `>=` of a string and an int) refuses the item with
+/// the check's own message first, as when it is false, and the evaluator's
+/// cause after it (spec15 #2: the cause alone was said).
+#[test]
+fn a_check_that_cannot_be_evaluated_says_its_message_then_the_cause() {
+    let r = rules(include_str!("../../../models/pickem.yaml"));
+    let string_pick = item(serde_json::json!({
+        "PK": "USER#sam", "SK": "EVENT#2024-03-03-x", "type": "prediction",
+        "predictions": { "m1": "0" },
+    }));
+    let why =
+        r.0.parse(&string_pick)
+            .err()
+            .expect("bad input")
+            .to_string();
+    assert_eq!(
+        why,
+        "prediction PK=USER#sam, SK=EVENT#2024-03-03-x: attribute `predictions` has an invalid value: a pick is not a non-negative team index (the check `predictions.all(k, predictions[k] >= 0)` could not be evaluated: found no matching overload for '_>=_' applied to '(string, int)')"
+    );
+}

@@ -324,17 +324,31 @@ impl FileModel {
             match self.env.eval(&c.expr, |n| record.get(n)) {
                 Ok(Val::Bool(true)) => {}
                 Ok(Val::Bool(false)) => return Err(err(invalid(c.attribute, c.message.clone()))),
+                // The check's own message first, as when it is false; the
+                // cause after it.
                 Ok(other) => {
                     return Err(err(invalid(
                         c.attribute,
                         format!(
-                            "check `{}` gave a {}, not a bool",
+                            "{} (the check `{}` gave a {}, not a bool)",
+                            c.message,
                             c.expr.source,
                             other.kind()
                         ),
                     )))
                 }
-                Err(e) => return Err(err(invalid(c.attribute, e))),
+                Err(e) => {
+                    // The evaluator's error names the expression first.
+                    let prefix = format!("`{}`: ", c.expr.source);
+                    let cause = e.strip_prefix(&prefix).unwrap_or(&e);
+                    return Err(err(invalid(
+                        c.attribute,
+                        format!(
+                            "{} (the check `{}` could not be evaluated: {cause})",
+                            c.message, c.expr.source
+                        ),
+                    )));
+                }
             }
         }
         Ok(())

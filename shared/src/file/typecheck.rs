@@ -20,6 +20,7 @@ use cel::IdedExpr;
 use super::expr::Expr;
 use super::model::Ty;
 
+mod calls;
 mod enums;
 pub use enums::Enums;
 
@@ -173,9 +174,10 @@ pub struct Rows<'a> {
 
 /// `src` compiled and checked where it stands: every name it reads is one
 /// of `reads` (an unknown one with the closest known one), every function
-/// is one a model may call, and its types agree (`want`: the type its
-/// result must have, a condition's `bool`). Every flaw is reported, not the
-/// first only; the type check runs once the names and functions are known.
+/// is one a model may call, in a shape the evaluator runs ([`calls`]), and
+/// its types agree (`want`: the type its result must have, a condition's
+/// `bool`). Every flaw is reported, not the first only; the type check runs
+/// once the names and functions are known.
 pub fn checked(src: &str, reads: &Readable, want: Option<(T, &str)>) -> Result<Expr, Vec<Flaw>> {
     checked_over(src, reads, None, want)
 }
@@ -200,9 +202,11 @@ pub fn checked_over(
             },
         }]
     })?;
-    let mut flaws = Vec::new();
+    // A call of a shape the evaluator does not run; a name it passes to
+    // a macro (`all(xs, x, ...)`'s `x`) is said with it, not as unknown.
+    let (mut flaws, passed) = calls::misshapen(&x);
     for v in &x.variables {
-        if !reads.names.iter().any(|(n, _)| n == v) {
+        if !reads.names.iter().any(|(n, _)| n == v) && !passed.contains(v) {
             let hint = suggest(v, reads.names.iter().map(|(n, _)| *n)).unwrap_or_default();
             // The clock, where what an item implies must not move while
             // the item does not.
@@ -748,18 +752,16 @@ impl Cx<'_> {
             }
             "contains" => {
                 if let Some(t) = target {
-                    if t.known() && ![T::Str, T::List, T::Map].contains(&t) {
+                    if t == T::List || t == T::Map {
+                        return self.err_at_name(e, f, self.use_in(e, t));
+                    }
+                    if t.known() && t != T::Str {
                         return self.err(
                             e,
-                            format!(
-                                "`contains` is a method of a string or a list, not of {}",
-                                t.name()
-                            ),
+                            format!("`contains` is a method of a string, not of {}", t.name()),
                         );
                     }
-                    if t == T::Str {
-                        must(0, args[0], &[T::Str], "a string `contains` a string")?;
-                    }
+                    must(0, args[0], &[T::Str], "a string `contains` a string")?;
                 }
                 Ok(T::Bool)
             }
@@ -773,9 +775,19 @@ impl Cx<'_> {
                 };
                 self.err(e, hinted(what.replace("{f}", f), T::Num))
             }
-            "int" => Ok(T::Int),
-            "string" => Ok(T::Str),
-            "bool" => Ok(T::Bool),
+            "int" | "string" | "bool" => {
+                let (allowed, what, t): (&[T], _, _) = match f {
+                    "int" => (&[T::Int, T::Str], "`int` converts a string", T::Int),
+                    "string" => (
+                        &[T::Int, T::Str, T::Bool],
+                        "`string` converts an int or a bool",
+                        T::Str,
+                    ),
+                    _ => (&[T::Bool, T::Str], "`bool` converts a string", T::Bool),
+                };
+                must(0, args[0], allowed, what)?;
+                Ok(t)
+            }
             "max" | "min" => Ok(
                 if !args.is_empty() && args.iter().all(|t| *t == T::Int) && args.len() > 1 {
                     T::Int
