@@ -90,6 +90,8 @@ scenarios! {
         "jobboard/job_board_triggers_follow_their_guards_from_bad_input_and_title_changes.yaml",
     a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job =>
         "jobboard/a_bad_job_or_profile_keeps_its_suggestions_and_fails_no_job.yaml",
+    an_approval_withdrawn_before_its_match_leaves_the_pair_suggested =>
+        "jobboard/an_approval_withdrawn_before_its_match_leaves_the_pair_suggested.yaml",
     an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then =>
         "invoices/an_invoice_deleted_and_recreated_gets_the_totals_of_the_lines_as_they_are_then.yaml",
     two_invoices_claiming_one_id_are_bad_input_and_neither_is_written_until_one_is_left =>

@@ -141,17 +141,27 @@ impl JoinSet {
         {
             return keep(existing, false, Some((key, reason)));
         }
+        // An `unless` fact present excludes the row; a once marker only of
+        // an effect made: one skipped (its precondition failed, an approval
+        // withdrawn before its job ran) made nothing (spec15 #10).
         let mut unless = Vec::new();
         for u in &self.unless {
             let (key, ledger) = u.key_of(names, vars)?;
             let present = if ledger {
-                read_ledger(&key).is_some()
+                Guard::made(key.clone()).holds(read_ledger(&key).as_ref())
             } else {
                 read(&key).is_some()
             };
             unless.push((u, key, present, ledger));
         }
-        let in_table = |g: Guard, ledger: bool| if ledger { g.in_ledger() } else { g };
+        // The guard that the fact is absent (a once marker: not made), or
+        // present (made).
+        let unless_guard = |k: &Item, ledger: bool, present: bool| match (ledger, present) {
+            (true, true) => Guard::made(k.clone()),
+            (true, false) => Guard::not_made(k.clone()),
+            (false, true) => Guard::exists(k.clone()),
+            (false, false) => Guard::absent(k.clone()),
+        };
         let facts: BTreeMap<&str, &Item> = items
             .iter()
             .filter_map(|(f, _, i)| i.as_ref().map(|i| (f.name.as_str(), i)))
@@ -175,11 +185,7 @@ impl JoinSet {
                 }
             }
             if !attrs_only {
-                g.extend(
-                    unless
-                        .iter()
-                        .map(|(_, k, _, l)| in_table(Guard::absent(k.clone()), *l)),
-                );
+                g.extend(unless.iter().map(|(_, k, _, l)| unless_guard(k, *l, false)));
             }
             g
         };
@@ -225,7 +231,7 @@ impl JoinSet {
             let guards = if let Some((_, k, _)) = absent {
                 vec![Guard::absent(k.clone())]
             } else if let Some((_, k, _, l)) = present {
-                vec![in_table(Guard::exists(k.clone()), *l)]
+                vec![unless_guard(k, *l, true)]
             } else {
                 // Only `when` or the TTL says no: the delete holds while the
                 // attributes they read are as read (a fact that goes meanwhile

@@ -57,6 +57,12 @@ pub enum Cond {
     /// The item exists with these attributes as they were read (`None`:
     /// absent): the target of a put as its job read it.
     Unchanged(Vec<(String, Option<AttributeValue>)>),
+    /// The item is absent, or `attr` is `true` (a once marker of an effect
+    /// skipped, no effect made).
+    AbsentOrFlagged(&'static str),
+    /// The item exists without `attr` being `true` (a once marker of an
+    /// effect made).
+    PresentUnflagged(&'static str),
 }
 
 /// A fact a write depends on: checked in the same transaction.
@@ -100,6 +106,16 @@ impl Guard {
     pub fn unchanged(key: Item, attrs: Vec<(String, Option<AttributeValue>)>) -> Self {
         Self::on(key, Cond::Unchanged(attrs))
     }
+    /// A once marker (in the ledger) of an effect made: present and not
+    /// `skipped`.
+    pub fn made(key: Item) -> Self {
+        Self::on(key, Cond::PresentUnflagged(super::once::SKIPPED)).in_ledger()
+    }
+    /// A once marker (in the ledger) of no effect made: absent, or
+    /// `skipped`.
+    pub fn not_made(key: Item) -> Self {
+        Self::on(key, Cond::AbsentOrFlagged(super::once::SKIPPED)).in_ledger()
+    }
     /// The same guard on the ledger table.
     pub fn in_ledger(mut self) -> Self {
         self.ledger = true;
@@ -122,8 +138,15 @@ impl Guard {
                 None => !i.contains_key(a),
             }),
             (Cond::Unchanged(_), None) => false,
+            (Cond::AbsentOrFlagged(a), i) => i.is_none_or(|i| flagged(i, a)),
+            (Cond::PresentUnflagged(a), i) => i.is_some_and(|i| !flagged(i, a)),
         }
     }
+}
+
+/// Whether `attr` of `item` is `true`.
+fn flagged(item: &Item, attr: &str) -> bool {
+    matches!(item.get(attr), Some(AttributeValue::Bool(true)))
 }
 
 /// A condition expression with its placeholders, numbered from `n`.
@@ -157,6 +180,18 @@ pub(crate) fn condition(guards: &[&Guard], key_name: &str) -> Expr {
                     "attribute_exists(#k0) AND attribute_not_exists(#g{i})"
                 ));
                 names.push((format!("#g{i}"), a.to_string()));
+            }
+            Cond::AbsentOrFlagged(a) => {
+                parts.push(format!("(attribute_not_exists(#k0) OR #g{i} = :g{i})"));
+                names.push((format!("#g{i}"), a.to_string()));
+                values.push((format!(":g{i}"), AttributeValue::Bool(true)));
+            }
+            Cond::PresentUnflagged(a) => {
+                parts.push(format!(
+                    "attribute_exists(#k0) AND (attribute_not_exists(#g{i}) OR #g{i} <> :g{i})"
+                ));
+                names.push((format!("#g{i}"), a.to_string()));
+                values.push((format!(":g{i}"), AttributeValue::Bool(true)));
             }
             Cond::Unchanged(attrs) => {
                 parts.push("attribute_exists(#k0)".to_string());
