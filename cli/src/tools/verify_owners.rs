@@ -118,7 +118,11 @@ pub(super) fn check(rules: &dyn Rules, expected: &Expected, ledger: &[Item], rep
         };
         let repair = Repair::StaleOwners {
             item: dkey.clone(),
-            sources: part.owners.keys().filter_map(|s| parse_item_id(s)).collect(),
+            sources: part
+                .owners
+                .keys()
+                .filter_map(|s| parse_item_id(s))
+                .collect(),
             records: part.records,
         };
         for src in part.owners.keys() {
@@ -132,12 +136,7 @@ pub(super) fn check(rules: &dyn Rules, expected: &Expected, ledger: &[Item], rep
 fn derived_key(rules: &dyn Rules, pk: &str, owners: &BTreeMap<String, Item>) -> Option<Item> {
     pk.strip_prefix(OWNERS)
         .and_then(parse_item_id)
-        .or_else(|| {
-            owners
-                .values()
-                .next()
-                .map(|d| key_of(d, rules.key_names()))
-        })
+        .or_else(|| owners.values().next().map(|d| key_of(d, rules.key_names())))
 }
 
 /// An owner listed that does not imply the item. Of an item the model
