@@ -194,3 +194,80 @@ async fn a_derived_entity_no_longer_shared_leaves_no_owners_behind() {
     }
     assert_eq!(ledger_under(&env, OLD_OWNERS).await, Vec::<Item>::new());
 }
+
+/// The owners' repair is guarded: it deletes nothing while the old item
+/// is still there, nor a record changed since `verify` read it; once the
+/// item is gone and the records are as read, they go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_repair_waits_for_the_item_and_spares_what_changed() {
+    use shared::models::Repair;
+    let v2 = edited(V1, &[(OLD_KEY, NEW_KEY)]);
+    let mut env = after_edit(V1, &v2).await;
+    let report = env.rt.verify().await.expect("verify");
+    let only_owners = |r: &jobstream::tools::verify::Report| {
+        let mut r = r.clone();
+        r.repairs
+            .retain(|x| matches!(x, Repair::StaleOwners { .. }));
+        r
+    };
+    let owners = only_owners(&report);
+    assert_eq!(owners.repairs.len(), 2, "{:#?}", report.repairs);
+    // The sources' records still name the old items: their reconcile
+    // (part of the repair) deletes them first.
+    let old = key("HOLDS#h", "B#b0#G#g");
+    assert!(get(&env, old.clone()).await.is_some());
+    // An old item put back after the reconcile: the owners stay.
+    let Repair::StaleOwners { item, records, .. } = &owners.repairs[0] else {
+        unreachable!()
+    };
+    let derive = env.rt.processors.derive.clone();
+    let deriver = derive.deriver();
+    let mut back = item.clone();
+    back.insert("type".into(), s("hold"));
+    put(&env.rt, back.clone()).await;
+    env.rt.drain().await.unwrap();
+    assert!(!deriver
+        .drop_stale_owners(item, records, true)
+        .await
+        .expect("runs"));
+    assert_eq!(ledger_under(&env, OLD_OWNERS).await.len(), 4);
+    crate::items::delete(&env.rt, key_of_item(&back)).await;
+    env.rt.drain().await.unwrap();
+    // An owner changed since it was read: it stays, and so does the head.
+    let mut changed = records
+        .iter()
+        .find(|r| r.s("sk").unwrap_or_default().starts_with("R#"))
+        .expect("an owner record")
+        .clone();
+    let mut d = changed
+        .get("d")
+        .and_then(|d| d.as_m().ok())
+        .expect("d")
+        .clone();
+    d.insert("guestId".into(), s("g2"));
+    changed.insert("d".into(), aws_sdk_dynamodb::types::AttributeValue::M(d));
+    env.rt
+        .dynamodb
+        .put_item()
+        .table_name(&env.rt.config.ledger_table)
+        .set_item(Some(changed))
+        .send()
+        .await
+        .expect("put");
+    assert!(!deriver
+        .drop_stale_owners(item, records, true)
+        .await
+        .expect("runs"));
+    assert_eq!(ledger_under(&env, OLD_OWNERS).await.len(), 4);
+    // Read again, every repair runs: nothing is left.
+    let report = env.rt.verify().await.expect("verify");
+    crate::items::repair(&env.rt, &report).await;
+    env.rt.drain().await.unwrap();
+    let after = env.rt.verify().await.expect("verify");
+    assert!(after.is_clean(), "{:#?}", after.problems);
+    assert_eq!(ledger_under(&env, OLD_OWNERS).await, Vec::<Item>::new());
+}
+
+fn key_of_item(i: &Item) -> Item {
+    shared::item::key_of(i, &["PK", "SK"])
+}
