@@ -141,6 +141,9 @@ async fn cleans_up(v1: &str, v2: &str, new_pk: Option<&str>, said: &str) {
             Vec::<Item>::new(),
             "{said}"
         );
+        // The sources' records name the old items no more.
+        let records = format!("{:?}", ledger_under(&env, "SRC#").await);
+        assert!(!records.contains("HOLDS#"), "{said}: {records}");
         assert_eq!(bad_input(&env), 0, "the stream met no bad input: {said}");
         assert!(env.rt.failed_batches().is_empty(), "{said}");
     }

@@ -763,7 +763,7 @@ mod listing_tests {
                 "repair: run a job through the queue fanout (14 bytes)",
                 "repair: delete PK=DEPT#9, SK=EMP#2 if it is still as read",
                 "repair: delete the stale ledger totals pk=c#ORG#7, sk=totals once every sum is 0 (after reconciling 0 source item(s))",
-                "repair: delete the ledger owners of PK=HOLDS#h, SK=B#b0 (2 record(s)) if still as read, once the item is gone (after reconciling 1 source item(s))",
+                "repair: delete the ledger owners of PK=HOLDS#h, SK=B#b0 (2 record(s)), which nothing reads any more, if still as read and the item is gone or still derived (after reconciling 1 source item(s))",
             ]
         );
     }

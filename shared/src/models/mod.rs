@@ -384,7 +384,7 @@ impl Repair {
                 records,
                 sources,
             } => format!(
-                "delete the ledger owners of {} ({} record(s)) if still as read, once the item is gone (after reconciling {} source item(s))",
+                "delete the ledger owners of {} ({} record(s)), which nothing reads any more, if still as read and the item is gone or still derived (after reconciling {} source item(s))",
                 key(item),
                 records.len(),
                 sources.len()
