@@ -21,6 +21,7 @@ mod counters_removed;
 mod create;
 mod deployed;
 mod deployed_credentials;
+mod derived_rekeyed;
 mod dev_db;
 mod engine;
 mod explain;

@@ -277,16 +277,22 @@ pub async fn backfill(
     let fold = processors.fold.clone();
     let store = processors.store.clone();
     let table = config.table.clone();
+    let unsure = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let u = unsure.clone();
     let report = parallel_scan(client, &config.table, opts, move |items| {
-        let (derive, fold, t, store, table) = (
+        let (derive, fold, t, store, table, u) = (
             derive.clone(),
             fold.clone(),
             t.clone(),
             store.clone(),
             table.clone(),
+            u.clone(),
         );
         async move {
-            let done = derive.backfill(&items, dry_run).await?;
+            let mut done = derive.backfill(&items, dry_run).await?;
+            u.lock()
+                .expect("no page panicked holding it")
+                .append(&mut done.unsure);
             t.table_writes
                 .fetch_add(done.table_writes as u64, Ordering::Relaxed);
             t.ledger_writes
@@ -305,7 +311,43 @@ pub async fn backfill(
         }
     })
     .await?;
+    let unsure = std::mem::take(&mut *unsure.lock().expect("the scan is over"));
+    let key_names = processors.derive.deriver().rules.key_names();
+    let bad = still_there(&processors.store, &config.table, key_names, unsure).await?;
+    totals.bad_input.fetch_add(bad, Ordering::Relaxed);
     Ok((report, totals))
+}
+
+/// Logs as bad input each item of `unsure` still in `table` (an item no
+/// entity matches, stamped with a name no writer entity has), and says how
+/// many; one gone was an item derived under an entity removed from the
+/// file since, which the reconcile of its sources deleted.
+async fn still_there(
+    store: &Store,
+    table: &str,
+    key_names: &[&str],
+    unsure: Vec<(Item, shared::error::InputError)>,
+) -> anyhow::Result<u64> {
+    if unsure.is_empty() {
+        return Ok(0);
+    }
+    let found = store
+        .batch_get(table, unsure.iter().map(|(k, _)| k.clone()).collect())
+        .await?;
+    let there: std::collections::HashSet<String> = found
+        .iter()
+        .map(|i| shared::ledger::item_id(&key_of(i, key_names)))
+        .collect();
+    let mut bad = 0;
+    for (key, e) in &unsure {
+        if there.contains(&shared::ledger::item_id(key)) {
+            tracing::warn!(key = %shared::item::display_key(key), kind = e.kind(), reason = %e, "backfill: bad input");
+            bad += 1;
+        } else {
+            tracing::info!(key = %shared::item::display_key(key), "backfill: deleted by the reconcile of its sources (an item derived under an entity the model no longer has)");
+        }
+    }
+    Ok(bad)
 }
 
 /// The fold's part of a backfill page.

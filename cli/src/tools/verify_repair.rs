@@ -19,6 +19,7 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
     let mut keys: Vec<Item> = Vec::new();
     let mut counters: Vec<Counter> = Vec::new();
     let mut stale_totals: Vec<&Item> = Vec::new();
+    let mut stale_owners: Vec<&Repair> = Vec::new();
     let mut ran = 0;
     for r in &report.repairs {
         match r {
@@ -32,6 +33,10 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
             Repair::StaleTotals { totals, sources } => {
                 keys.extend(sources.iter().cloned());
                 stale_totals.push(totals);
+            }
+            Repair::StaleOwners { sources, .. } => {
+                keys.extend(sources.iter().cloned());
+                stale_owners.push(r);
             }
             Repair::Job { queue, body } => {
                 let consumer = p
@@ -122,6 +127,27 @@ pub async fn repair(p: &Processors, report: &Report) -> anyhow::Result<usize> {
                 == shared::store::Written::Applied
         {
             ran += 1;
+        }
+    }
+    // After the reconciles moved their sources off the item (and deleted
+    // it, as the repairs above delete one no record names).
+    for r in stale_owners {
+        let Repair::StaleOwners { item, records, .. } = r else {
+            continue;
+        };
+        // An item the model still derives (an entity no longer `shared`)
+        // is its one source's: its owners go whatever it holds.
+        let while_absent = !deriver.rules.is_derived(item);
+        if deriver
+            .drop_stale_owners(item, records, while_absent)
+            .await?
+        {
+            ran += 1;
+        } else {
+            crate::outln!(
+                "repair: not run, its guard no longer holds: {}",
+                r.describe(deriver.rules.key_names())
+            );
         }
     }
     Ok(ran)

@@ -281,6 +281,18 @@ pub trait Rules: Send + Sync {
         false
     }
 
+    /// Whether this item, which matches nothing of these rules, is an item
+    /// the processor derived under an earlier version of them: stamped
+    /// with the type of an entity the rules derive (whose key template was
+    /// edited since), which no writer's item is. No source implies it any
+    /// more: `verify` reports it, `backfill` and `--repair` delete it if
+    /// still unchanged. (One of an entity removed since is stamped with a
+    /// name the rules do not have: only the ledger tells, as for
+    /// [`Rules::removed_counter_item`].) Default: never.
+    fn stale_derived_item(&self, _item: &Item) -> bool {
+        false
+    }
+
     /// The attributes of `item`, a counter item the processors own whole
     /// (one they create, of an entity no writer writes), that the rules
     /// no longer derive: a sum or a projection attribute removed from the

@@ -248,3 +248,33 @@ fn an_item_of_a_removed_counter_entity_is_one_only_the_ledger_can_tell() {
     assert!(!r.removed_counter_item(&at(None, "COUNT")));
     assert!(!r.removed_counter_item(&at(Some("loans"), "PROFILE")));
 }
+
+/// A derived entity re-keyed (`B#` to `BK#`): an item of the old key,
+/// stamped with the entity's type, is one the processor derived under the
+/// earlier file; a writer's type, no stamp, or a key an entity has: never.
+#[test]
+fn an_item_of_a_rekeyed_derived_entity_is_told_by_its_stamp() {
+    let text = LIBRARY
+        .replace(
+            "key: { PK: \"B#${bookId:ulid}\", SK: \"M#${memberId}\" }",
+            "key: { PK: \"BK#${bookId:ulid}\", SK: \"M#${memberId}\" }",
+        )
+        .replace("PK: \"B#${book}\"", "PK: \"BK#${book}\"");
+    assert_ne!(text, LIBRARY);
+    assert_eq!(problems(&text), vec![]);
+    let r = rules(&text);
+    let book = "01JD0000000000000000000001";
+    let at = |stamp: Option<&str>, pk: &str| {
+        let mut i = item(&[("PK", s(pk)), ("SK", s("M#m1"))]);
+        if let Some(t) = stamp {
+            i.insert("type".into(), s(t));
+        }
+        i
+    };
+    let old = format!("B#{book}");
+    assert!(r.stale_derived_item(&at(Some("book_loan"), &old)));
+    assert!(!r.stale_derived_item(&at(Some("loan"), &old)));
+    assert!(!r.stale_derived_item(&at(Some("loans"), &old)));
+    assert!(!r.stale_derived_item(&at(None, &old)));
+    assert!(!r.stale_derived_item(&at(Some("book_loan"), &format!("BK#{book}"))));
+}

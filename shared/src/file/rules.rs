@@ -636,6 +636,24 @@ impl Rules for FileRules {
         stamped && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }
 
+    /// An item no entity matches, stamped with a processor entity some
+    /// writer entity derives: a derived item of an earlier key template.
+    fn stale_derived_item(&self, item: &Item) -> bool {
+        let m = self.0;
+        let Ok(stamp) = item.s(m.entity_type) else {
+            return false;
+        };
+        let derived = m.entities.iter().any(|e| {
+            e.name == stamp
+                && !e.writer
+                && m.entities
+                    .iter()
+                    .flat_map(|w| &w.derive)
+                    .any(|d| std::ptr::eq(&m.entities[d.target], e))
+        });
+        derived && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
+    }
+
     /// An item no entity matches, stamped with a name no writer entity
     /// has (a counter entity removed from the file stamped it, or an
     /// application): the ledger's totals tell which.

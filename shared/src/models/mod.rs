@@ -339,6 +339,16 @@ pub enum Repair {
     /// ledger key) if every sum is then 0 and nothing moved them since:
     /// totals of a key no counter of the model has any more.
     StaleTotals { totals: Item, sources: Vec<Item> },
+    /// Reconcile these source items, then delete the ledger's owners of a
+    /// derived item no shared entity of the model has any more (its head
+    /// and owner records, as read): each record only if still exactly as
+    /// read, and, while no entity derives the item's key, only once the
+    /// item itself is gone.
+    StaleOwners {
+        item: Item,
+        records: Vec<Item>,
+        sources: Vec<Item>,
+    },
 }
 
 impl Repair {
@@ -367,6 +377,16 @@ impl Repair {
                     totals,
                     &[crate::ledger::PK, crate::ledger::SK]
                 )),
+                sources.len()
+            ),
+            Repair::StaleOwners {
+                item,
+                records,
+                sources,
+            } => format!(
+                "delete the ledger owners of {} ({} record(s)), which nothing reads any more, if still as read and the item is gone or still derived (after reconciling {} source item(s))",
+                key(item),
+                records.len(),
                 sources.len()
             ),
         }

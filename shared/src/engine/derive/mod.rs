@@ -36,6 +36,7 @@ mod owners;
 mod plan;
 mod processor;
 mod reads;
+mod stale;
 #[cfg(test)]
 mod tests;
 mod trail;

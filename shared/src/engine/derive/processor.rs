@@ -177,54 +177,68 @@ impl DeriveProcessor {
     }
 
     /// The ids of the items among `items` that the rules do not know and
-    /// that are counter items the processor created under a counter the
-    /// rules no longer have at their key (re-keyed or removed from a model
-    /// file since): the ledger's totals at their key say so
-    /// ([`Rules::stale_counter_item`], [`Rules::removed_counter_item`]).
+    /// that the processor made under an earlier version of them: counter
+    /// items of a counter the rules no longer have at their key (re-keyed
+    /// or removed from a model file since), which the ledger's totals at
+    /// their key tell ([`Rules::stale_counter_item`],
+    /// [`Rules::removed_counter_item`]), and derived items of an entity
+    /// re-keyed ([`Rules::stale_derived_item`]) or removed since (the
+    /// ledger keeps their owners).
     async fn left_behind(&self, items: &[Item]) -> Result<BTreeSet<String>, ProcessError> {
         let rules = &self.deriver.rules;
         let key_names = rules.key_names();
-        // By the totals' ledger key: whether any totals there will do.
+        let processor = self.deriver.processor;
+        let mut out = BTreeSet::new();
+        // By the ledger `pk` read: the item's id, and whether any record
+        // there will do (else only totals that say the processor created
+        // the counter).
         let mut candidates: HashMap<String, (String, bool)> = HashMap::new();
         let mut reads = Vec::new();
         for item in items {
+            let key = key_of(item, key_names);
+            if rules.stale_derived_item(item) {
+                out.insert(item_id(&key));
+                continue;
+            }
             let stale = rules.stale_counter_item(item);
             if !stale && !rules.removed_counter_item(item) {
                 continue;
             }
-            let key = key_of(item, key_names);
-            let totals = super::total_key(self.deriver.processor, &key);
-            let Some(pk) = crate::ledger::as_s(totals.get(crate::ledger::PK)) else {
-                continue;
-            };
-            candidates.insert(pk.to_string(), (item_id(&key), stale));
-            reads.push(totals);
+            let mut wanted = vec![(super::total_key(processor, &key), stale)];
+            if !stale {
+                wanted.push((super::owners_key(processor, &key), true));
+            }
+            for (at, any) in wanted {
+                let Some(pk) = crate::ledger::as_s(at.get(crate::ledger::PK)) else {
+                    continue;
+                };
+                candidates.insert(pk.to_string(), (item_id(&key), any));
+                reads.push(at);
+            }
         }
         if reads.is_empty() {
-            return Ok(BTreeSet::new());
+            return Ok(out);
         }
         let found = self
             .deriver
             .store
             .batch_get(&self.deriver.ledger_table, reads)
             .await?;
-        Ok(found
-            .iter()
-            .filter_map(|t| {
-                let pk = crate::ledger::as_s(t.get(crate::ledger::PK))?;
-                let (id, stale) = candidates.get(pk)?;
-                (*stale || crate::engine::counts::is_created(t)).then(|| id.clone())
-            })
-            .collect())
+        out.extend(found.iter().filter_map(|t| {
+            let pk = crate::ledger::as_s(t.get(crate::ledger::PK))?;
+            let (id, any) = candidates.get(pk)?;
+            (*any || crate::engine::counts::is_created(t)).then(|| id.clone())
+        }));
+        Ok(out)
     }
 
     /// Backfill of existing items: the same reconcile as the stream, plus
     /// the jobs an INSERT of each item starts. An item the rules reject is
     /// logged once, with its key and the first reason met (each aspect of
-    /// its rules may reject it), and counted once. A counter item the
-    /// processor created under a counter the rules no longer have is
-    /// deleted if still as read (no bad input: see
-    /// [`Self::left_behind`]); its totals wait for `verify --repair`.
+    /// its rules may reject it), and counted once. A counter or derived
+    /// item the processor made under an earlier version of the rules is
+    /// deleted if still as read (no bad input: see [`Self::left_behind`]);
+    /// its ledger totals or owners wait for `verify --repair`.
     pub async fn backfill(
         &self,
         items: &[Item],
@@ -233,6 +247,9 @@ impl DeriveProcessor {
         let key_names = self.deriver.rules.key_names();
         let mut messages = Vec::new();
         let mut keys = Vec::new();
+        // Of each key, whether no entity matches it and its stamp names no
+        // writer entity (see [`Backfilled::unsure`]).
+        let mut unsure = Vec::new();
         // The first bad input met per item, by its position in `keys`.
         let mut bad: BTreeMap<usize, InputError> = BTreeMap::new();
         let mut deleted = 0;
@@ -243,7 +260,7 @@ impl DeriveProcessor {
                 continue;
             }
             if left_behind.contains(&item_id(&key)) {
-                tracing::info!(key = %crate::item::display_key(&key), dry_run, "backfill: deletes a counter item of a counter the model no longer has");
+                tracing::info!(key = %crate::item::display_key(&key), dry_run, "backfill: deletes an item the processor made under an earlier version of the model (no entity has its key any more)");
                 if !dry_run
                     && self
                         .deriver
@@ -263,6 +280,7 @@ impl DeriveProcessor {
                     bad.insert(keys.len(), e);
                 }
             }
+            unsure.push(self.deriver.rules.removed_counter_item(item));
             keys.push(key);
         }
         let mut out = Backfilled {
@@ -284,16 +302,20 @@ impl DeriveProcessor {
             out.table_writes = done.table_writes + deleted;
             out.ledger_writes = done.ledger_writes;
         }
-        for (pos, e) in &bad {
-            tracing::warn!(key = %crate::item::display_key(&keys[*pos]), kind = e.kind(), reason = %e, "backfill: bad input");
+        for (pos, e) in bad {
+            if unsure[pos] && matches!(e, InputError::UnknownEntity { .. }) {
+                out.unsure.push((keys[pos].clone(), e));
+                continue;
+            }
+            tracing::warn!(key = %crate::item::display_key(&keys[pos]), kind = e.kind(), reason = %e, "backfill: bad input");
+            out.bad_input += 1;
         }
-        out.bad_input = bad.len();
         Ok(out)
     }
 }
 
 /// What a backfill of some items wrote and met.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Backfilled {
     /// Item writes in the model table.
     pub table_writes: usize,
@@ -303,6 +325,12 @@ pub struct Backfilled {
     pub messages: usize,
     /// Items the rules reject, each logged once.
     pub bad_input: usize,
+    /// Items no entity matches, stamped with a name no writer entity has,
+    /// and the error (not logged): each may be an item the processor
+    /// derived under an entity removed from the rules since, which the
+    /// reconcile of its sources (in this page or another) deletes. The
+    /// caller logs as bad input those still there once every page is done.
+    pub unsure: Vec<(Item, InputError)>,
 }
 
 impl StreamProcessor for DeriveProcessor {
