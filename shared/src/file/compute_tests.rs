@@ -343,6 +343,29 @@ fn a_counter_projection_keys_it_from_its_sums_and_notes_the_clamp() {
     assert!(r.counter(&key).is_some());
 }
 
+/// A sum past 64 bits (two contributions of 2^62, as DynamoDB adds them)
+/// was read as 0 and keyed `SCORE#00000`, the leader listed last, with no
+/// note (spec15 #9): it is keyed at the clamp, noted; one below -2^63 at 0.
+#[test]
+fn a_counter_sum_past_64_bits_is_keyed_at_the_clamp_and_noted() {
+    let r = rules();
+    let mut st = item(&[
+        ("PK", s("USER#big")),
+        ("SK", s("STANDINGS#2024")),
+        ("type", s("standings")),
+    ]);
+    for (sum, key) in [
+        ("9223372036854775808", "SCORE#99999#big"),
+        ("-9223372036854775809", "SCORE#00000#big"),
+    ] {
+        st.insert("points".into(), AttributeValue::N(sum.into()));
+        let p = r.projection(&st).unwrap().unwrap();
+        assert_eq!(p.attrs[1], ("GSI_SK", Some(s(key))), "{sum}");
+        let notes = r.notes(&st);
+        assert_eq!(notes.len(), 1, "{sum}: {notes:?}");
+    }
+}
+
 #[test]
 fn a_match_counts_into_the_ledger_only_version_of_its_event() {
     let r = rules();

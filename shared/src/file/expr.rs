@@ -428,7 +428,20 @@ impl Env {
         .map_err(err)?;
         root.add_function(
             "pad",
-            |n: i64, width: i64| -> Result<Arc<String>, cel::ExecutionError> {
+            |n: cel::Value, width: i64| -> Result<Arc<String>, cel::ExecutionError> {
+                // An integer past 64 bits (a counter's sum, exact to 38
+                // digits) is clamped as any other: at the largest value the
+                // width holds, or at 0 (spec15 #9: it was keyed at 0).
+                let n = match &n {
+                    cel::Value::Int(i) => *i,
+                    v => match Number::from_cel(v) {
+                        Some(x) if x.is_integer() => match x.cmp_i64(0) {
+                            std::cmp::Ordering::Less => i64::MIN,
+                            _ => i64::MAX,
+                        },
+                        _ => return Err(str_err("pad", "its value is not an integer (a `number` with a fraction, or no number)")),
+                    },
+                };
                 let out = pad(n, width).map_err(|e| str_err("pad", e))?;
                 if out.parse::<i64>().is_ok_and(|v| v != n) {
                     note_clamp(n, width);

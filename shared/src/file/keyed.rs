@@ -5,7 +5,8 @@
 
 use super::expr::{recording_clamps, Val};
 use super::model::{Entity, FileModel};
-use super::rules::{key_val, stored_int, Parsed, Record};
+use super::rules::{key_val, Parsed, Record};
+use super::values::stored_sum;
 use crate::engine::rules::Note;
 use crate::error::InputError;
 use crate::item::{Item, ItemExt};
@@ -50,7 +51,7 @@ impl FileModel {
             ));
         }
         for a in entity.counter.iter().flat_map(|c| c.attrs.iter()) {
-            vals.push((a, Val::Int(stored_int(image, a))));
+            vals.push((a, stored_sum(image, a)));
         }
         Ok(Record { entity, vals })
     }

@@ -99,6 +99,11 @@ impl Number {
         Some(out)
     }
 
+    /// Whether the number is an integer (of any size).
+    pub fn is_integer(&self) -> bool {
+        self.0.is_integer()
+    }
+
     /// `n` as a number.
     pub fn from_i64(n: i64) -> Number {
         Number(BigDecimal::from(n).normalized())

@@ -101,6 +101,23 @@ fn set(v: &[String]) -> Val {
 }
 
 /// A processor-owned number as stored: an int, else 0.
+/// A counter's sum as stored: exact past 64 bits (as DynamoDB adds the
+/// contributions, to 38 digits: an int when it fits, else the exact
+/// integer), 0 when unset or not a number (a writer's stray value, which
+/// the engine brings back to the sum).
+pub(super) fn stored_sum(item: &Item, name: &str) -> Val {
+    match item.get(name) {
+        Some(AttributeValue::N(n)) => match n.parse::<i64>() {
+            Ok(i) => Val::Int(i),
+            Err(_) => Number::parse(n)
+                .ok()
+                .filter(Number::is_integer)
+                .map_or(Val::Int(0), Val::number),
+        },
+        _ => Val::Int(0),
+    }
+}
+
 pub(super) fn stored_int(item: &Item, name: &str) -> i64 {
     match item.get(name) {
         Some(AttributeValue::N(n)) => n.parse::<i64>().unwrap_or(0),
