@@ -206,6 +206,33 @@ pub async fn send_out(
     first.map_or(Ok(()), Err)
 }
 
+/// A JSON body as text every SQS takes: characters outside the Basic
+/// Multilingual Plane (an emoji in a user's id), which SQS accepts and
+/// other implementations refuse, and U+FFFE/U+FFFF, which SQS refuses,
+/// written as JSON escapes (`\ud83e\udd80`). Outside a JSON string no
+/// such character can stand, so the body reads back as the same JSON
+/// value (spec15 #11: a refused body was retried for the call's whole
+/// budget and stalled its shard). serde_json escapes the control
+/// characters SQS refuses already.
+pub fn sqs_text(body: &str) -> std::borrow::Cow<'_, str> {
+    let refused = |c: char| u32::from(c) > 0xFFFF || matches!(c, '\u{FFFE}' | '\u{FFFF}');
+    if !body.chars().any(refused) {
+        return std::borrow::Cow::Borrowed(body);
+    }
+    let mut out = String::with_capacity(body.len() + 16);
+    for c in body.chars() {
+        if refused(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Sends bodies to a queue with SendMessageBatch (10 per call), retrying
 /// failed entries with `backoff` (jittered, within its time budget).
 /// Returns the index (in `bodies`) of the first body that could not be
@@ -229,7 +256,7 @@ pub async fn send_all(
                 .map(|(i, b)| {
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
-                        .message_body(*b)
+                        .message_body(sqs_text(b))
                         .build()
                         .expect("id and body are set")
                 })

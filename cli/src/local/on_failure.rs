@@ -145,7 +145,7 @@ pub async fn deliver(config: &OnFailureConfig, f: &FailedBatch) -> anyhow::Resul
         q.client
             .send_message()
             .queue_url(&q.url)
-            .message_body(body)
+            .message_body(shared::sqs::sqs_text(&body))
             .send()
             .await
             .with_context(|| format!("SendMessage to the on-failure queue {}", q.url))?;
