@@ -238,8 +238,11 @@ pub fn verify_items(
         })
         .collect();
     let mut bad = BTreeSet::new();
+    // An aspect waiting for a value not computed yet is no bad input: it
+    // keeps what the ledger recorded, as bad input does, unlisted (the
+    // value itself is judged by the compute checks).
     let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
-        if bad.insert(item_id(key)) {
+        if !e.waits() && bad.insert(item_id(key)) {
             // The key once: most errors name it already.
             let (shown, why) = (display_key(key), e.to_string());
             report.bad_input.push(if why.contains(&shown) {

@@ -52,7 +52,11 @@ impl FileModel {
         for a in entity.counter.iter().flat_map(|c| c.attrs.iter()) {
             vals.push((a, Val::Int(stored_int(image, a))));
         }
-        Ok(Record { entity, vals })
+        Ok(Record {
+            entity,
+            vals,
+            absent: vec![],
+        })
     }
 
     /// The numbers `pad` clamps in this item's projection, one note each
