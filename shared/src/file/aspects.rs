@@ -24,7 +24,8 @@ fn holes(v: &Value) -> impl Iterator<Item = &str> {
 
 /// The names a condition reads (none without one).
 fn when(w: &Option<Expr>) -> impl Iterator<Item = &str> {
-    w.iter().flat_map(|x| x.variables.iter().map(String::as_str))
+    w.iter()
+        .flat_map(|x| x.variables.iter().map(String::as_str))
 }
 
 /// The aspects of an image that wait for a computed value, each with why.

@@ -9,9 +9,7 @@ use super::expr::Val;
 use super::model::{Entity, FileModel, Ty, Value};
 use super::template::Part;
 use super::values::invalid;
-pub(super) use super::values::{
-    check_str, computed_int, key_val, read_attr, stored_int, to_attr, typed_str,
-};
+pub(super) use super::values::{check_str, key_val, read_attr, stored_int, to_attr, typed_str};
 use crate::engine::rules::{Aspects, Contribution, Counter, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, key_of, AttrError, Item, ItemExt};
@@ -27,11 +25,11 @@ pub struct FileRules(pub &'static FileModel);
 pub struct Record<'m> {
     pub entity: &'m Entity,
     pub(super) vals: Vec<(&'m str, Val)>,
-    /// Its `compute:` values the image does not hold (absent, or a
-    /// writer's value that is no int): not computed yet. `vals` holds 0
-    /// for each (what a value its job never wrote is to the job and the
-    /// history), but no check, projection, derive or count reads them:
-    /// the aspects that would wait ([`Record::waits_for`]).
+    /// Its `compute:` values the image does not hold (absent): not
+    /// computed yet. `vals` holds 0 for each (what a value its job never
+    /// wrote is to the job and the history), but no check, projection,
+    /// derive or count reads them: the aspects that would wait
+    /// ([`Record::waits_for`]).
     pub(super) absent: Vec<&'m str>,
 }
 
@@ -277,18 +275,15 @@ impl FileModel {
         for a in &entity.attrs {
             vals.push((a.name, read_attr(item, a).map_err(err)?));
         }
-        // Computed attributes as stored: an int, else not computed yet
-        // (unset: a writer's put replaced the item, or its job has not
-        // written it first; or a writer's stray value the job brings
-        // back), held as 0 and listed as absent.
+        // Computed attributes as stored: an int, else 0 (a writer's stray
+        // value the compute job brings back); absent, not computed yet (a
+        // writer's put replaced the item, or its job has not written it
+        // first): held as 0 and listed as absent.
         let mut absent = Vec::new();
         for a in entity.computed() {
-            match computed_int(item, a) {
-                Some(v) => vals.push((a, Val::Int(v))),
-                None => {
-                    vals.push((a, Val::Int(0)));
-                    absent.push(a);
-                }
+            vals.push((a, Val::Int(stored_int(item, a))));
+            if !item.contains_key(a) {
+                absent.push(a);
             }
         }
         // Names bound only by the key: validated by their format.

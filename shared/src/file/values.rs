@@ -102,15 +102,9 @@ fn set(v: &[String]) -> Val {
 
 /// A processor-owned number as stored: an int, else 0.
 pub(super) fn stored_int(item: &Item, name: &str) -> i64 {
-    computed_int(item, name).unwrap_or(0)
-}
-
-/// A processor-owned number as stored, if it is an int (`None`: absent,
-/// or a writer's value of another kind).
-pub(super) fn computed_int(item: &Item, name: &str) -> Option<i64> {
     match item.get(name) {
-        Some(AttributeValue::N(n)) => n.parse::<i64>().ok(),
-        _ => None,
+        Some(AttributeValue::N(n)) => n.parse::<i64>().unwrap_or(0),
+        _ => 0,
     }
 }
 
