@@ -271,3 +271,79 @@ async fn a_derive_while_a_computed_count_is_0_is_never_put_for_an_item_whose_row
     assert_clean(&env.rt).await;
     env.engine.stop().await;
 }
+
+/// A table loaded without processors (no values computed): `verify`
+/// reports each absent value and each item missing from its scope's
+/// listing (nothing the values imply: what reads them waits), and one
+/// `--repair` brings the table to exact, the jobs writing the values and
+/// the items then implying, with no processor reading the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_repair_brings_a_table_loaded_without_processors_to_exact() {
+    let path = temp_model("qa_waiting_repair", &QA.replace("qa_waiting", "qa_waiting_repair"));
+    let env = model_env("qa_waiting_repair", |o| o.model_file = Some(path)).await;
+    put_all(
+        &env.rt,
+        vec![
+            answer("q1", "a1"),
+            answer("q1", "a2"),
+            question("q1", "How?"),
+            question("q2", "Why?"),
+        ],
+    )
+    .await;
+    let report = env.rt.verify().await.expect("verify");
+    let mut problems = report.problems.clone();
+    problems.sort();
+    assert_eq!(
+        problems,
+        vec![
+            "computed value: PK=Q#q1, SK=QUESTION: answerCount is absent, the rows imply 2",
+            "computed value: PK=Q#q2, SK=QUESTION: answerCount is absent, the rows imply 0",
+            "index: PK=Q#q1, SK=QUESTION: not listed in the ledger index compute#answer-counts#Q#q1",
+            "index: PK=Q#q2, SK=QUESTION: not listed in the ledger index compute#answer-counts#Q#q2",
+        ]
+    );
+    assert_eq!(report.bad_input, Vec::<String>::new());
+    crate::items::repair(&env.rt, &report).await;
+    let q1 = get(&env.rt, key("Q#q1", "QUESTION")).await.expect("q1");
+    assert_eq!((num(&q1, "answerCount"), q1.get("GSI2PK")), (2, None));
+    let q2 = get(&env.rt, key("Q#q2", "QUESTION")).await.expect("q2");
+    assert_eq!(q2.get("GSI2PK"), Some(&s("UNANSWERED#rust")));
+    assert_clean(&env.rt).await;
+    env.engine.stop().await;
+}
+
+/// A prediction re-put while no processor runs: `verify` reports its
+/// absent score alone (its standings keep its last score: no drift), and
+/// one `--repair` writes the score and brings the standings to it, with
+/// no processor reading the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_repair_of_a_re_put_prediction_brings_its_standings_along() {
+    let mut env = model_env("pickem", |_| {}).await;
+    let (date, slug) = EV.split_at(10);
+    put(&env.rt, write::event(date, &slug[1..], "Event", "upcoming")).await;
+    put_all(
+        &env.rt,
+        vec![
+            write::a_match(EV, "m1", "m1", 1, 10, false, &["A", "B"], Some(0)),
+            write::a_match(EV, "m2", "m2", 2, 5, false, &["A", "B"], Some(1)),
+        ],
+    )
+    .await;
+    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 0)])).await;
+    env.rt.drain().await.expect("drains");
+    assert_eq!(standings_points(&env).await, 10);
+    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 1)])).await;
+    let report = env.rt.verify().await.expect("verify");
+    assert_eq!(
+        report.problems,
+        vec![format!(
+            "computed value: PK=USER#sam, SK=EVENT#{EV}: points is absent, the rows imply 15, mcorrect is absent, the rows imply 2"
+        )]
+    );
+    assert_eq!(standings_points(&env).await, 10, "kept");
+    crate::items::repair(&env.rt, &report).await;
+    assert_eq!(standings_points(&env).await, 15);
+    assert_clean(&env.rt).await;
+    env.engine.stop().await;
+}

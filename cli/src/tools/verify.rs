@@ -290,6 +290,22 @@ pub fn verify_items(
             memberships: memberships.as_deref().map_or(0, <[_]>::len),
         };
         let within = writable::check(rules.as_ref(), &limits, "derive", item, &writes);
+        // An item waiting for a value not computed yet is no drift (what
+        // reads the value keeps what the ledger recorded); its value is
+        // judged by the compute checks, whose repair (the job) writes it,
+        // and the item is reconciled after it, as its record would be.
+        let waits = [
+            projection.as_ref().err(),
+            derived.as_ref().err(),
+            contributions.as_ref().err(),
+            memberships.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|e| e.waits());
+        if waits && !report.repairs.contains(&Repair::Reconcile(key.clone())) {
+            report.repairs.push(Repair::Reconcile(key.clone()));
+        }
         let rejected = derived.is_err() || contributions.is_err() || memberships.is_err();
         // Not listed where the engine lists it (one derived before the
         // index existed: by a compiled model, or an earlier model file);
