@@ -347,3 +347,45 @@ async fn verify_repair_of_a_re_put_prediction_brings_its_standings_along() {
     assert_clean(&env.rt).await;
     env.engine.stop().await;
 }
+
+/// What a writer's re-put of a scored prediction costs, counted by a bill
+/// meter between the processors and the engine (never timed): deciding
+/// that what reads the score waits is a function of the record's images,
+/// so it costs no request. Printed; the derive's two records of the
+/// prediction (the put's, the job's) and the one job, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_put_prediction_costs_no_request_more() {
+    let engine = crate::support::start_engine().await;
+    let meter = jobstream::meter::Meter::in_front_of(&engine.endpoint())
+        .await
+        .expect("meter starts");
+    let mut env = crate::support::model_env_on(engine, "pickem", |o| {
+        o.processor_endpoint = Some(meter.endpoint());
+    })
+    .await;
+    let (date, slug) = EV.split_at(10);
+    put(&env.rt, write::event(date, &slug[1..], "Event", "upcoming")).await;
+    put_all(
+        &env.rt,
+        vec![
+            write::a_match(EV, "m1", "m1", 1, 10, false, &["A", "B"], Some(0)),
+            write::a_match(EV, "m2", "m2", 2, 5, false, &["A", "B"], Some(1)),
+        ],
+    )
+    .await;
+    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 0)])).await;
+    env.rt.drain().await.expect("drains");
+    let before = meter.bill();
+    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 1)])).await;
+    env.rt.drain().await.expect("drains");
+    let bill = meter.bill().since(&before);
+    println!("a re-put prediction rescored: {}", bill.per_change(1));
+    assert_eq!(standings_points(&env).await, 15);
+    let requests = |op: &str| bill.ops.get(op).map_or(0, |o| o.requests);
+    // The job: the scope's version and the rows.
+    assert_eq!((requests("GetItem"), requests("Query")), (1, 1), "{bill:?}");
+    assert!(requests("TransactWriteItems") <= 5, "{bill:?}");
+    assert!(requests("BatchGetItem") <= 10, "{bill:?}");
+    assert_clean(&env.rt).await;
+    env.engine.stop().await;
+}
