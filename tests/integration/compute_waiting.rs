@@ -279,7 +279,10 @@ async fn a_derive_while_a_computed_count_is_0_is_never_put_for_an_item_whose_row
 /// the items then implying, with no processor reading the stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_repair_brings_a_table_loaded_without_processors_to_exact() {
-    let path = temp_model("qa_waiting_repair", &QA.replace("qa_waiting", "qa_waiting_repair"));
+    let path = temp_model(
+        "qa_waiting_repair",
+        &QA.replace("qa_waiting", "qa_waiting_repair"),
+    );
     let env = model_env("qa_waiting_repair", |o| o.model_file = Some(path)).await;
     put_all(
         &env.rt,
@@ -330,10 +333,18 @@ async fn verify_repair_of_a_re_put_prediction_brings_its_standings_along() {
         ],
     )
     .await;
-    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 0)])).await;
+    put(
+        &env.rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 0)]),
+    )
+    .await;
     env.rt.drain().await.expect("drains");
     assert_eq!(standings_points(&env).await, 10);
-    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 1)])).await;
+    put(
+        &env.rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
+    )
+    .await;
     let report = env.rt.verify().await.expect("verify");
     assert_eq!(
         report.problems,
@@ -342,6 +353,14 @@ async fn verify_repair_of_a_re_put_prediction_brings_its_standings_along() {
         )]
     );
     assert_eq!(standings_points(&env).await, 10, "kept");
+    let file = crate::support::shipped("pickem.yaml");
+    let explained = crate::explain::ask_in(&env, &file, "USER#sam", &event_key(EV)).await;
+    crate::explain::says(
+        &explained,
+        &[&format!(
+            "PK=USER#sam, SK=EVENT#{EV}: points not computed yet: what reads them (its projection, derives, counts) keeps what its last state with its values implied; nothing is written onto it until its job writes them"
+        )],
+    );
     crate::items::repair(&env.rt, &report).await;
     assert_eq!(standings_points(&env).await, 15);
     assert_clean(&env.rt).await;
@@ -374,10 +393,18 @@ async fn a_re_put_prediction_costs_no_request_more() {
         ],
     )
     .await;
-    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 0)])).await;
+    put(
+        &env.rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 0)]),
+    )
+    .await;
     env.rt.drain().await.expect("drains");
     let before = meter.bill();
-    put(&env.rt, write::prediction("sam", EV, &[("m1", 0), ("m2", 1)])).await;
+    put(
+        &env.rt,
+        write::prediction("sam", EV, &[("m1", 0), ("m2", 1)]),
+    )
+    .await;
     env.rt.drain().await.expect("drains");
     let bill = meter.bill().since(&before);
     println!("a re-put prediction rescored: {}", bill.per_change(1));
