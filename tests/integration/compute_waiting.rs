@@ -38,6 +38,9 @@ fn number(image: &Value, a: &str) -> Option<i64> {
 
 const EV: &str = "2024-03-03-revolution";
 
+/// A re-put: the score before, the new picks, the score they imply.
+type Step = (i64, [(&'static str, i64); 2], i64);
+
 /// sam's standings points of 2024.
 async fn standings_points(env: &ModelEnv) -> i64 {
     let standings = get(&env.rt, key(user_pk("sam"), standings_key("2024"))).await;
@@ -70,7 +73,7 @@ async fn a_re_put_prediction_moves_the_standings_straight_to_its_new_score() {
     let (pk, sk) = (user_pk("sam"), standings_key("2024"));
     assert_eq!(standings_points(&env).await, 10);
     // (old score, picks of the re-put, new score)
-    let steps: [(i64, [(&str, i64); 2], i64); 3] = [
+    let steps: [Step; 3] = [
         (10, [("m1", 0), ("m2", 1)], 15),
         (15, [("m1", 1), ("m2", 1)], 5),
         (5, [("m1", 1), ("m2", 1)], 5),
@@ -79,7 +82,7 @@ async fn a_re_put_prediction_moves_the_standings_straight_to_its_new_score() {
         let before = writes_of(&env, &pk, &sk).await.len();
         let prediction = write::prediction("sam", EV, &picks);
         assert!(
-            prediction.get("points").is_none(),
+            !prediction.contains_key("points"),
             "a writer's put: no values"
         );
         put(&env.rt, prediction).await;
