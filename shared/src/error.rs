@@ -80,6 +80,13 @@ pub enum InputError {
     UnknownEntity { key: String },
     #[error("{key}: {reason}")]
     Invalid { key: String, reason: String },
+    /// Not bad input: a rule reads a `compute:` value the item does not
+    /// hold yet (a writer's put replaced the item without it, or its job
+    /// has not written it first). The aspect keeps what the item's last
+    /// state with its values implied, as an aspect bad input meets does,
+    /// but nothing logs or counts it ([`InputError::waits`]).
+    #[error("{key}: {values} not computed yet")]
+    NotComputed { key: String, values: String },
 }
 
 impl InputError {
@@ -104,7 +111,17 @@ impl InputError {
             } => "InvalidValue",
             InputError::UnknownEntity { .. } => "UnknownEntity",
             InputError::Invalid { .. } => "Invalid",
+            InputError::NotComputed { .. } => "NotComputed",
         }
+    }
+
+    /// Whether this is a state the rules keep, not bad input: an aspect
+    /// that reads a `compute:` value the item does not hold yet. It keeps
+    /// what the item's last state with its values implied (the same
+    /// machinery as bad input) and is never logged, counted or listed as
+    /// bad input.
+    pub fn waits(&self) -> bool {
+        matches!(self, InputError::NotComputed { .. })
     }
 }
 

@@ -13,6 +13,7 @@ mod compute_moment;
 mod compute_overwrite;
 mod compute_refused;
 mod compute_scope;
+mod compute_waiting;
 mod configuration;
 mod counter_moment;
 mod counters;

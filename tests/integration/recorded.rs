@@ -373,7 +373,8 @@ fn values<'a>(v: impl IntoIterator<Item = (&'a str, Option<&'a AttributeValue>)>
 }
 
 /// What `r` makes of an item (and of its insert, remove and modify from
-/// `old`): each aspect, errors as "bad".
+/// `old`): each aspect, errors as "bad" (or "waits": a computed value not
+/// there yet).
 pub fn aspects(r: &dyn Rules, item: &Item, old: Option<&Item>) -> Vec<String> {
     // The derive processor asks every aspect at once (one parse of a
     // file's image): the same as each asked on its own.
@@ -388,7 +389,9 @@ pub fn aspects(r: &dyn Rules, item: &Item, old: Option<&Item>) -> Vec<String> {
         each,
         "aspects at once differ from each on its own"
     );
-    let bad = |_| "bad";
+    // (An aspect waiting for a `compute:` value not computed yet is no
+    // bad input: told apart.)
+    let bad = |e: shared::error::InputError| if e.waits() { "waits" } else { "bad" };
     let item_text = |i: &Item| values(i.iter().map(|(k, v)| (k.as_str(), Some(v))));
     let counter = |c: &Counter| {
         let create = c

@@ -364,7 +364,7 @@ async fn explain_roles(
         ));
         return Ok(x);
     }
-    if rules.projection(&item).is_err() {
+    if rules.projection(&item).is_err_and(|e| !e.waits()) {
         x.kind = "bad input";
     } else {
         x.kind = "source";
@@ -409,6 +409,15 @@ async fn explain_source(
     let item = item.clone();
     let projection = match rules.projection(&item) {
         Ok(p) => p,
+        Err(e) if e.waits() => {
+            x.line(format!(
+                "{e}: what reads them (its projection, derives, counts) keeps what its last state with its values implied; nothing is written onto it until its job writes them"
+            ));
+            if let Some(f) = file {
+                explain_computed(f, t, &item, x).await?;
+            }
+            return Ok(());
+        }
         Err(e) => {
             x.line(format!(
                 "{shown_key}: bad input ({}): the rules reject it now; nothing is written onto it",

@@ -244,8 +244,11 @@ pub fn verify_items(
         })
         .collect();
     let mut bad = BTreeSet::new();
+    // An aspect waiting for a value not computed yet is no bad input: it
+    // keeps what the ledger recorded, as bad input does, unlisted (the
+    // value itself is judged by the compute checks).
     let mut note_bad = |report: &mut Report, key: &Item, e: &shared::error::InputError| {
-        if bad.insert(item_id(key)) {
+        if !e.waits() && bad.insert(item_id(key)) {
             // The key once: most errors name it already.
             let (shown, why) = (display_key(key), e.to_string());
             report.bad_input.push(if why.contains(&shown) {
@@ -302,6 +305,22 @@ pub fn verify_items(
             memberships: memberships.as_deref().map_or(0, <[_]>::len),
         };
         let within = writable::check(rules.as_ref(), &limits, "derive", item, &writes);
+        // An item waiting for a value not computed yet is no drift (what
+        // reads the value keeps what the ledger recorded); its value is
+        // judged by the compute checks, whose repair (the job) writes it,
+        // and the item is reconciled after it, as its record would be.
+        let waits = [
+            projection.as_ref().err(),
+            derived.as_ref().err(),
+            contributions.as_ref().err(),
+            memberships.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|e| e.waits());
+        if waits && !report.repairs.contains(&Repair::Reconcile(key.clone())) {
+            report.repairs.push(Repair::Reconcile(key.clone()));
+        }
         let rejected = derived.is_err() || contributions.is_err() || memberships.is_err();
         // Not listed where the engine lists it (one derived before the
         // index existed: by a compiled model, or an earlier model file);

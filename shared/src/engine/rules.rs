@@ -95,7 +95,9 @@ pub struct Aspects {
 impl Aspects {
     /// All or nothing: the first bad input met (projection, derived,
     /// contributions, memberships, in that order) is every aspect's answer,
-    /// so no effect of the item applies while another is refused.
+    /// so no effect of the item applies while another is refused. An
+    /// aspect that waits for a value not computed yet
+    /// ([`InputError::waits`]) is no bad input: it waits on its own.
     pub fn whole(self) -> Aspects {
         let bad = [
             self.projection.as_ref().err(),
@@ -105,7 +107,7 @@ impl Aspects {
         ]
         .into_iter()
         .flatten()
-        .next()
+        .find(|e| !e.waits())
         .cloned();
         match bad {
             None => self,

@@ -4,31 +4,74 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::expr::Val;
-use super::rules::{to_attr, FileRules, Parsed};
+use super::expr::{Expr, Val};
+use super::model::Value;
+use super::rules::{to_attr, FileRules, Parsed, Record};
+use super::template::Part;
 use crate::engine::rules::{Aspects, Contribution, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, Item};
+
+/// The names a template's expressions read.
+fn holes(v: &Value) -> impl Iterator<Item = &str> {
+    v.0.iter()
+        .filter_map(|p| match p {
+            Part::Hole(x, _) => Some(x),
+            Part::Lit(_) => None,
+        })
+        .flat_map(|x| x.variables.iter().map(String::as_str))
+}
+
+/// The names a condition reads (none without one).
+fn when(w: &Option<Expr>) -> impl Iterator<Item = &str> {
+    w.iter()
+        .flat_map(|x| x.variables.iter().map(String::as_str))
+}
+
+/// The aspects of an image that wait for a computed value, each with why.
+#[derive(Default)]
+struct Waiting {
+    projection: Option<InputError>,
+    derived: Option<InputError>,
+    contributions: Option<InputError>,
+}
 
 impl FileRules {
     /// Every aspect of an image from its parse ([`Rules::aspects`]). Of a
     /// writer's image only its key is read here (errors name it; a row
     /// counts into its partition's version, a computed item joins its
     /// scope's index): its values are the record's.
+    ///
+    /// An aspect whose rules read a `compute:` value the image does not
+    /// hold yet waits ([`InputError::NotComputed`]): it is not evaluated,
+    /// and keeps what the item's last state with its values implied.
     pub(super) fn aspects_of(
         &self,
         parsed: Result<&Parsed<'_>, &InputError>,
         image: &Item,
     ) -> Aspects {
-        let projection = parsed
-            .map_err(Clone::clone)
-            .and_then(|p| self.projection_of(p, image));
-        let derived = parsed
-            .map_err(Clone::clone)
-            .and_then(|p| self.derived_of(p, image));
-        let contributions = parsed
-            .map_err(Clone::clone)
-            .and_then(|p| self.contributions_of(p, image));
+        let waits = match parsed {
+            Ok(Parsed::Writer(rec)) if !rec.absent.is_empty() => self.waiting(rec, image),
+            _ => Waiting::default(),
+        };
+        let projection = match waits.projection {
+            Some(e) => Err(e),
+            None => parsed
+                .map_err(Clone::clone)
+                .and_then(|p| self.projection_of(p, image)),
+        };
+        let derived = match waits.derived {
+            Some(e) => Err(e),
+            None => parsed
+                .map_err(Clone::clone)
+                .and_then(|p| self.derived_of(p, image)),
+        };
+        let contributions = match waits.contributions {
+            Some(e) => Err(e),
+            None => parsed
+                .map_err(Clone::clone)
+                .and_then(|p| self.contributions_of(p, image)),
+        };
         let memberships = self.memberships_of(parsed, image, &projection);
         Aspects {
             projection,
@@ -37,6 +80,49 @@ impl FileRules {
             memberships,
         }
         .whole()
+    }
+
+    /// Which aspects of a record wait for its values not computed yet:
+    /// those whose rules read one (a projection's `when` and attributes,
+    /// a derive's `when` and `with`, a count's `when`, `with` and `add`).
+    /// The ledger memberships wait only where a listing reads a waiting
+    /// projection (see [`Self::memberships_of`]): the item's own place in
+    /// its compute scope's index is its key's, never a value's.
+    fn waiting(&self, rec: &Record<'_>, image: &Item) -> Waiting {
+        let e = rec.entity;
+        let not_computed = |names: Vec<&str>| {
+            (!names.is_empty()).then(|| InputError::NotComputed {
+                key: self.0.key_display(image),
+                values: names.join(", "),
+            })
+        };
+        let projection = e
+            .project
+            .iter()
+            .flat_map(|p| p.sources.iter().copied())
+            .collect::<Vec<_>>();
+        let derived = e
+            .derive
+            .iter()
+            .flat_map(|d| {
+                let with = d.with.iter().flat_map(|(_, v)| holes(v));
+                when(&d.when).chain(with)
+            })
+            .collect::<Vec<_>>();
+        let contributions = e
+            .count
+            .iter()
+            .flat_map(|c| {
+                let with = c.with.iter().flat_map(|(_, v)| holes(v));
+                let add = c.add.iter().flat_map(|(_, v)| holes(v));
+                when(&c.when).chain(with).chain(add)
+            })
+            .collect::<Vec<_>>();
+        Waiting {
+            projection: not_computed(rec.waits_for(projection)),
+            derived: not_computed(rec.waits_for(derived)),
+            contributions: not_computed(rec.waits_for(contributions)),
+        }
     }
 
     pub(super) fn projection_of(

@@ -24,9 +24,13 @@
 //! - `values` are CEL expressions reading this item (attributes, key names)
 //!   and the rows (`as`, default the entity's name); each gives an int,
 //!   stored as a number. An overflow is bad input, never a wrapped value.
-//! - The computed attributes are readable by this entity's `project:` and
-//!   `count:` (stored value: an int, else 0) and nobody else writes them: a
-//!   writer's stray value is brought back. The job raises the item's
+//! - The computed attributes are readable by this entity's `project:`,
+//!   `derive:` and `count:` (stored value: an int; a writer's stray value
+//!   of another kind reads as 0) and nobody else writes them: a writer's
+//!   stray value is brought back. An absent one is not computed yet (a
+//!   writer's put dropped it, or its job has not written it first): what
+//!   reads it waits, keeping the item's last state with its values (see
+//!   `FileRules::aspects_of`). The job raises the item's
 //!   [`SEQUENCE_ATTR`] by one in each write of the values, so the stream
 //!   tells its writes from a writer's (see [`job_wrote`]).
 //! - Jobs: a row inserted, removed, made valid or invalid, or whose

@@ -246,7 +246,9 @@ impl FileModel {
                     let parsed = images.parsed_old().and_then(|p| p.as_ref().ok());
                     parsed.zip(change.old.as_ref()).is_some_and(|(p, o)| {
                         match FileRules(self).aspects_of(Ok(p), o).projection {
-                            Err(_) => true,
+                            // (Waiting for its values: its put started
+                            // the job already.)
+                            Err(e) => !e.waits(),
                             Ok(None) => false,
                             Ok(Some(proj)) => {
                                 let mut projected = o.clone();
@@ -356,7 +358,9 @@ impl FileModel {
         match FileRules(self).aspects_of(Ok(parsed), item).projection {
             Ok(Some(p)) => crate::engine::derive::projection_update(self.keys, item, &p).is_some(),
             Ok(None) => false,
-            Err(_) => true,
+            // A value the job could not compute, still absent: the
+            // projection waits for it (the job wrote none).
+            Err(e) => !e.waits(),
         }
     }
 }
@@ -517,11 +521,11 @@ impl ComputeJob {
         let e = &m.entities[self.entity];
         let key = key.clone();
         let rules = FileRules(m);
+        // (A check reading a value this write leaves absent, one it could
+        // not compute, waits for it.)
         let reads_computed = |x: &super::model::Check| {
-            x.expr
-                .variables
-                .iter()
-                .any(|v| e.computed().any(|a| a == v))
+            let vars = || x.expr.variables.iter().map(String::as_str);
+            vars().any(|v| e.computed().any(|a| a == v)) && rec.waits_for(vars()).is_empty()
         };
         // What the aspects read of the image besides the record is its key
         // (the item's): the item it will be is not built.
@@ -530,6 +534,9 @@ impl ComputeJob {
         let projection = checked.and_then(|()| rules.aspects_of(Ok(&parsed), item).projection);
         let projection = match projection {
             Ok(p) => p,
+            // It reads a value left absent (one that cannot be computed):
+            // the values are written without it, which waits.
+            Err(err) if err.waits() => None,
             Err(err) => {
                 tracing::warn!(processor = c.name, key = %display_key(&key), kind = err.kind(), reason = %err, "bad input");
                 return Err(());

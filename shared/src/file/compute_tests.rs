@@ -8,6 +8,7 @@ use super::compile;
 use super::rules::FileRules;
 use super::test_support::{assert_at, broken, item, problems};
 use crate::engine::rules::Rules;
+use crate::error::InputError;
 use crate::item::{n, s};
 
 const PICKEM: &str = include_str!("../../../models/pickem.yaml");
@@ -249,8 +250,12 @@ fn map_and_list_types_are_read_and_checked() {
     assert!(err.contains("fewer than 2 teams"), "{err}");
 }
 
+/// A value not computed yet (absent) is no 0: the projection and the count
+/// that read it wait (not bad input), the item's place in its scope's
+/// index does not (it is its key's). A writer's stray value is read as 0
+/// until the job brings it back.
 #[test]
-fn computed_values_are_read_as_stored_and_keyed_with_their_clamp_noted() {
+fn computed_values_are_read_as_stored_wait_while_absent_and_are_keyed_with_their_clamp_noted() {
     let r = rules();
     let mut p = item(&[
         ("PK", s("USER#sam")),
@@ -261,14 +266,33 @@ fn computed_values_are_read_as_stored_and_keyed_with_their_clamp_noted() {
             AttributeValue::M([("m1".to_string(), n(0))].into()),
         ),
     ]);
-    let proj = r.projection(&p).unwrap().unwrap();
+    let scope_index = vec![(
+        "compute#scoring#EVENT#2024-03-03-x".to_string(),
+        r#"["USER#sam","EVENT#2024-03-03-x"]"#.to_string(),
+    )];
+    let waits = |e: InputError| {
+        assert!(e.waits(), "{e}");
+        assert_eq!(e.kind(), "NotComputed");
+        e.to_string()
+    };
+    let why = waits(r.projection(&p).unwrap_err());
     assert_eq!(
-        proj.attrs[1],
-        ("GSI_SK", Some(s("SCORE#000#sam"))),
-        "unset: 0"
+        why,
+        "PK=USER#sam, SK=EVENT#2024-03-03-x: points not computed yet"
     );
-    assert_eq!(proj.sources, vec!["points"]);
+    let why = waits(r.contributions(&p).unwrap_err());
+    assert!(
+        why.ends_with(": points, mcorrect not computed yet"),
+        "{why}"
+    );
+    assert_eq!(r.derived(&p), Ok(vec![]), "no derive reads them");
+    assert_eq!(r.memberships(&p).unwrap(), scope_index);
     assert!(r.notes(&p).is_empty());
+    p.insert("points".into(), n(0));
+    p.insert("mcorrect".into(), n(0));
+    let proj = r.projection(&p).unwrap().unwrap();
+    assert_eq!(proj.attrs[1], ("GSI_SK", Some(s("SCORE#000#sam"))));
+    assert_eq!(proj.sources, vec!["points"]);
     let c = r.contributions(&p).unwrap();
     assert_eq!(
         c[0].values,
@@ -294,13 +318,7 @@ fn computed_values_are_read_as_stored_and_keyed_with_their_clamp_noted() {
     // A writer's stray value is read as 0 until the job brings it back.
     p.insert("points".into(), s("lots"));
     assert_eq!(r.contributions(&p).unwrap()[0].values[0], ("points", 0));
-    assert_eq!(
-        r.memberships(&p).unwrap(),
-        vec![(
-            "compute#scoring#EVENT#2024-03-03-x".to_string(),
-            r#"["USER#sam","EVENT#2024-03-03-x"]"#.to_string()
-        )]
-    );
+    assert_eq!(r.memberships(&p).unwrap(), scope_index);
 }
 
 #[test]
@@ -498,4 +516,82 @@ fn a_rows_attributes_are_checked_against_the_over_entity() {
         );
         assert_eq!(compile(&text, "t").err(), None, "{value}");
     }
+}
+
+/// user14 #2's shape: a derive and a check reading a computed count, a
+/// projection that does not.
+const DEALS: &str = r#"
+jobstream: 1
+name: deals
+table: { name: deals, pk: PK, sk: SK, gsis: [{ name: GSI1, pk: GSI1PK, sk: GSI1SK }] }
+entities:
+  deal:
+    key: { PK: "DEAL#${dealId}", SK: "DEAL" }
+    attributes: { dealId: string, title: string, stage: [lead, proposal, won] }
+    check:
+      - expr: "stage != 'won' || actCount >= 1"
+        attribute: stage
+        message: "a deal is won after an activity"
+    compute:
+      over: { entity: activity, as: acts }
+      values:
+        actCount: "size(acts)"
+      queue: deal-stats
+    project:
+      attributes: { GSI1PK: "TITLE", GSI1SK: "${title}" }
+    derive:
+      - entity: proposal_deal
+        when: "stage == 'proposal' && actCount == 0"
+        with: { dealId: dealId, title: title }
+  activity:
+    key: { PK: "DEAL#${dealId}", SK: "ACT#${actId}" }
+    attributes: { dealId: string, actId: string, kind: string }
+  proposal_deal:
+    owner: processor
+    key: { PK: "IDLE", SK: "DEAL#${dealId}" }
+    attributes: { dealId: string, title: string }
+"#;
+
+/// Only the aspects whose rules read a value not computed yet wait; a
+/// check that reads one is not run until the value is there.
+#[test]
+fn only_what_reads_a_value_not_computed_yet_waits() {
+    let r = super::test_support::rules(DEALS);
+    let deal = |stage: &str, count: Option<i64>| {
+        let mut d = item(&[
+            ("PK", s("DEAL#d1")),
+            ("SK", s("DEAL")),
+            ("type", s("deal")),
+            ("dealId", s("d1")),
+            ("title", s("Big")),
+            ("stage", s(stage)),
+        ]);
+        if let Some(c) = count {
+            d.insert("actCount".into(), n(c));
+        }
+        d
+    };
+    let waiting = r.aspects(&deal("proposal", None));
+    let e = waiting.derived.unwrap_err();
+    assert!(e.waits(), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "PK=DEAL#d1, SK=DEAL: actCount not computed yet"
+    );
+    assert_eq!(
+        waiting.projection.unwrap().unwrap().attrs[1],
+        ("GSI1SK", Some(s("Big"))),
+        "the projection reads no computed value"
+    );
+    assert_eq!(waiting.contributions, Ok(vec![]));
+    assert_eq!(r.derived(&deal("proposal", Some(0))).unwrap().len(), 1);
+    assert_eq!(r.derived(&deal("proposal", Some(1))), Ok(vec![]));
+    // The check reads `actCount`: not run while it is absent.
+    assert!(r.derived(&deal("won", None)).unwrap_err().waits());
+    let bad = r.derived(&deal("won", Some(0))).unwrap_err();
+    assert!(
+        !bad.waits() && bad.to_string().contains("won after an activity"),
+        "{bad}"
+    );
+    assert_eq!(r.derived(&deal("won", Some(2))), Ok(vec![]));
 }

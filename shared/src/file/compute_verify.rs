@@ -115,8 +115,10 @@ impl FileModel {
                     continue;
                 }
                 // Nothing is written onto an item its rules reject (the job
-                // refuses it): it is bad input, its values not judged.
-                if crate::engine::derive::rejects(&crate::file::rules::FileRules(self), i) {
+                // refuses it): it is bad input, its values not judged. One
+                // that waits for its values is judged: a value still absent
+                // is said so.
+                if crate::engine::derive::is_bad_input(&crate::file::rules::FileRules(self), i) {
                     continue;
                 }
                 let facts = Facts {

@@ -53,7 +53,11 @@ impl FileModel {
         for a in entity.counter.iter().flat_map(|c| c.attrs.iter()) {
             vals.push((a, stored_sum(image, a)));
         }
-        Ok(Record { entity, vals })
+        Ok(Record {
+            entity,
+            vals,
+            absent: vec![],
+        })
     }
 
     /// The numbers `pad` clamps in this item's projection, one note each

@@ -25,6 +25,12 @@ pub struct FileRules(pub &'static FileModel);
 pub struct Record<'m> {
     pub entity: &'m Entity,
     pub(super) vals: Vec<(&'m str, Val)>,
+    /// Its `compute:` values the image does not hold (absent): not
+    /// computed yet. `vals` holds 0 for each (what a value its job never
+    /// wrote is to the job and the history), but no check, projection,
+    /// derive or count reads them: the aspects that would wait
+    /// ([`Record::waits_for`]).
+    pub(super) absent: Vec<&'m str>,
 }
 
 impl Record<'_> {
@@ -38,6 +44,20 @@ impl Record<'_> {
         if let Some((_, v)) = self.vals.iter_mut().find(|(n, _)| *n == name) {
             *v = value;
         }
+        self.absent.retain(|a| *a != name);
+    }
+
+    /// The computed values among `names` the record does not hold yet.
+    pub(super) fn waits_for<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for n in names {
+            if let Some(a) = self.absent.iter().find(|a| **a == n) {
+                if !out.contains(a) {
+                    out.push(a);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -255,10 +275,16 @@ impl FileModel {
         for a in &entity.attrs {
             vals.push((a.name, read_attr(item, a).map_err(err)?));
         }
-        // Computed attributes as stored: an int, else 0 (unset, or a
-        // writer's stray value the compute job brings back).
+        // Computed attributes as stored: an int, else 0 (a writer's stray
+        // value the compute job brings back); absent, not computed yet (a
+        // writer's put replaced the item, or its job has not written it
+        // first): held as 0 and listed as absent.
+        let mut absent = Vec::new();
         for a in entity.computed() {
             vals.push((a, Val::Int(stored_int(item, a))));
+            if !item.contains_key(a) {
+                absent.push(a);
+            }
         }
         // Names bound only by the key: validated by their format.
         for ((name, format), value) in entity.key_binders().zip(&bound) {
@@ -276,10 +302,21 @@ impl FileModel {
             let ty = format.and_then(|f| super::formats::named(f, &self.formats));
             vals.push((name, typed_str(name, value, ty.as_ref()).map_err(err)?));
         }
-        let record = Record { entity, vals };
-        let known = known.filter(|k| std::ptr::eq(k.entity, entity));
+        let record = Record {
+            entity,
+            vals,
+            absent,
+        };
+        // (A known image without a computed value did not run the checks
+        // that read it.)
+        let known = known.filter(|k| std::ptr::eq(k.entity, entity) && k.absent.is_empty());
+        // A check that reads a value not computed yet is not run: the job
+        // runs it with the value it writes.
         self.check(&record, item, |c| {
-            known.is_none_or(|k| !c.expr.variables.iter().all(|v| k.get(v) == record.get(v)))
+            record
+                .waits_for(c.expr.variables.iter().map(String::as_str))
+                .is_empty()
+                && known.is_none_or(|k| !c.expr.variables.iter().all(|v| k.get(v) == record.get(v)))
         })?;
         // The keys must be the ones built from the attributes.
         let expected: Vec<String> = entity

@@ -55,7 +55,7 @@ pub use keys::{
     source_key, source_key_pk, total_attr, total_key, total_pk, OWNERS_HEAD_SK, OWNER_HASHED_SK,
     OWNER_SK, SOURCE_SK,
 };
-pub use processor::{rejects, DeriveConfig, DeriveProcessor};
+pub use processor::{is_bad_input, rejects, DeriveConfig, DeriveProcessor};
 pub use trail::Step;
 
 use crate::error::{InputError, ProcessError};

@@ -55,14 +55,20 @@ fn image_says(a: &Aspects, image: &Item, key_names: &[&str]) -> ImageSays {
         || (sums.is_ok() && a.contributions.as_ref().is_ok_and(|c| !c.is_empty()))
         || a.memberships.as_ref().is_ok_and(|m| !m.is_empty());
     let projects = matches!(a.projection, Ok(Some(_)));
-    let bad = a
-        .projection
-        .as_ref()
-        .err()
-        .or(a.derived.as_ref().err())
-        .cloned()
-        .or(sums.err())
-        .or(a.memberships.as_ref().err().cloned());
+    // Bad input first: an aspect that only waits for a value not computed
+    // yet says so when nothing is bad.
+    let errors = [
+        a.projection.as_ref().err().cloned(),
+        a.derived.as_ref().err().cloned(),
+        sums.err(),
+        a.memberships.as_ref().err().cloned(),
+    ];
+    let bad = errors
+        .iter()
+        .flatten()
+        .find(|e| !e.waits())
+        .or(errors.iter().flatten().next())
+        .cloned();
     ImageSays {
         implies,
         projects,
@@ -98,10 +104,17 @@ fn changes_nothing_kept(said: &RecordSays, change: &Change) -> bool {
     }
 }
 
-/// Whether the rules reject this item (some aspect meets bad input): the
-/// processor then writes nothing onto it, counter sums included.
+/// Whether the rules reject this item (some aspect meets bad input, or
+/// waits for a value not computed yet): the processor then writes nothing
+/// onto it, counter sums included.
 pub fn rejects(rules: &dyn Rules, image: &Item) -> bool {
     read_image(rules, image).bad.is_some()
+}
+
+/// Whether the rules reject this item as bad input ([`rejects`], but not
+/// an item whose aspects only wait for a value not computed yet).
+pub fn is_bad_input(rules: &dyn Rules, image: &Item) -> bool {
+    read_image(rules, image).bad.is_some_and(|e| !e.waits())
 }
 
 /// Configuration of a derive processor.
@@ -293,7 +306,7 @@ impl DeriveProcessor {
                 .reconcile(&keys, &HashMap::new())
                 .await
                 .map_err(|(_, _, e)| e)?;
-            for (pos, e) in done.bad {
+            for (pos, e) in done.bad.into_iter().filter(|(_, e)| !e.waits()) {
                 bad.entry(pos).or_insert(e);
             }
             self.send_messages(&messages, usize::MAX)
@@ -410,7 +423,7 @@ impl StreamProcessor for DeriveProcessor {
                     .as_ref()
                     .zip(new_image)
                     .is_some_and(|(o, n)| rules.processor_owned_only(o, n))
-                && (old.bad.is_some()
+                && (old.bad.as_ref().is_some_and(|e| !e.waits())
                     || said
                         .old
                         .as_ref()
@@ -475,7 +488,8 @@ impl StreamProcessor for DeriveProcessor {
                     && item_id(&c.key_item()) == item_id(&change.keys)
                     && rules.locate(&c.key_item()).is_none()
             });
-            if let Some(e) = new.bad.take() {
+            // (An image waiting for a computed value is no bad input.)
+            if let Some(e) = new.bad.take().filter(|e| !e.waits()) {
                 if !echo_of_bad && bad_records.insert(index) {
                     log_bad_input(self.name(), &change.event_id, &e, metrics, self.metrics());
                 }
@@ -593,7 +607,7 @@ impl StreamProcessor for DeriveProcessor {
         // Read as the latest image, the bad input is that of the item's last
         // record in the batch (counted once, whether its image said so
         // already or only the read did).
-        for (pos, e) in &done.bad {
+        for (pos, e) in done.bad.iter().filter(|(_, e)| !e.waits()) {
             let id = item_id(&keys[*pos]);
             let index = last_of.get(&id).copied().unwrap_or(first_index[*pos]);
             if !done.ahead.contains(pos) && !echoes.contains(&id) && bad_records.insert(index) {
