@@ -671,3 +671,37 @@ fn mentions(text: &str, name: &str) -> bool {
 fn foreign_part(part: &str, name: &str, whose: &str) -> String {
     format!("history: {part} `{name}` is `owner: other` (a key space another writer owns, declared by its key only): a history folds {whose} fields into snapshots, and `{name}` has none")
 }
+
+/// `a` or `an` before `word` (by its first letter).
+fn article(word: &str) -> &'static str {
+    match word.chars().next().map(|c| c.to_ascii_lowercase()) {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
+/// What deleting a history's root does to the aggregate's items, as
+/// `check-model` prints it beside OK: the members a history's cascade
+/// deletes are the application's own items (user15's #5: a booking moved
+/// to another guest in one transaction lost its payments), so the file
+/// says so where its author looks.
+pub fn cascade_note(h: &HistorySpec, entities: &[Entity]) -> String {
+    let root = entities[h.root.entity].name;
+    let members: Vec<&str> = h
+        .members
+        .iter()
+        .map(|m| entities[m.shape.entity].name)
+        .collect();
+    let head = format!(
+        "history {root}: deleting {} {root} (or moving it: a delete and a put) deletes",
+        article(root)
+    );
+    let entries = entities[h.entries].name;
+    match members.as_slice() {
+        [] => format!("{head} its entries ({entries} items); it has no members"),
+        _ => format!(
+            "{head} its {} items and its entries ({entries} items) (cascade: true)",
+            members.join(" and ")
+        ),
+    }
+}
