@@ -27,6 +27,9 @@ pub struct RawHistory {
     /// The processor-owned attribute on the root mirroring the last entry's
     /// number; default `historySequence`.
     pub mirror: Option<Spanned<String>>,
+    /// Whether deleting the root deletes its members (the application's
+    /// own items) too; default `true`. Its entries are deleted either way.
+    pub cascade: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -639,6 +642,7 @@ impl Compiler<'_> {
             digits: digits as usize,
             imported: leak(imported),
             mirror: leak(mirror),
+            cascade: h.cascade.as_ref().is_none_or(|c| c.value),
             root_part: leak(&root_name),
             aggregate_attrs,
             pk_arity,
@@ -697,11 +701,14 @@ pub fn cascade_note(h: &HistorySpec, entities: &[Entity]) -> String {
         article(root)
     );
     let entries = entities[h.entries].name;
-    match members.as_slice() {
-        [] => format!("{head} its entries ({entries} items); it has no members"),
-        _ => format!(
-            "{head} its {} items and its entries ({entries} items) (cascade: true)",
-            members.join(" and ")
+    let members = members.join(" and ");
+    match (members.is_empty(), h.cascade) {
+        (true, _) => format!("{head} its entries ({entries} items); it has no members"),
+        (false, true) => {
+            format!("{head} its {members} items and its entries ({entries} items) (cascade: true)")
+        }
+        (false, false) => format!(
+            "{head} its entries ({entries} items); its {members} items stay (cascade: false)"
         ),
     }
 }
