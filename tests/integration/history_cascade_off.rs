@@ -305,3 +305,33 @@ async fn first_met_at_the_line_the_line_stays_whatever_the_cuts() {
 async fn first_met_at_the_deletion_the_line_stays_whatever_the_cuts() {
     line_stays_whatever_the_cuts(2).await;
 }
+
+/// A backfill removes what a deleted root left (an entry beside no root),
+/// as its cascade would have: with `cascade: false`, the entries only; the
+/// line stays, and joins its order once it is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_removes_a_deleted_roots_entries_and_keeps_its_line() {
+    let mut env = keep_env().await;
+    put(&env, line("c", "o", "a", 1)).await;
+    let mut entry = key("CUST#c".to_string(), "ORDER#o#HIST#000001".to_string());
+    entry.insert("sequence".into(), n(1));
+    entry.insert("description".into(), s("Order o placed"));
+    put(&env, entry).await;
+    let (_, totals) = crate::items::backfill(&env, &Default::default()).await;
+    assert_eq!(
+        totals.cascaded.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the entry"
+    );
+    assert!(history(&env, "c", "o").await.is_empty());
+    assert_eq!(line_qty(&env, "c", "o", "a").await, Some(1), "the line");
+    env.rt.drain().await.expect("drains");
+    assert_clean(&env).await;
+    put(&env, order("c", "o", "placed")).await;
+    env.rt.drain().await.expect("drains");
+    assert_eq!(
+        history(&env, "c", "o").await,
+        these(&[(1, "Order o placed", &["a"])])
+    );
+    assert_clean(&env).await;
+}
