@@ -47,6 +47,25 @@ fn check_model_passes_a_shipped_file_and_places_each_mistake_of_a_broken_one() {
     );
 }
 
+/// user15's #5: declaring `history:` makes the processor delete the
+/// application's own items (a booking's payments, when the booking is
+/// deleted or moved), and `check-model` said only OK. It names, per
+/// history, what deleting its root deletes.
+#[test]
+fn check_model_says_what_deleting_a_history_root_deletes() {
+    let tracker = shipped("tracker.yaml");
+    let ok = jobstream(&["check-model", tracker.to_str().unwrap()]);
+    let out = stdout(&ok);
+    assert!(ok.status.success(), "{out}");
+    assert!(
+        out.lines().any(|l| l
+            == "history application: deleting an application (or moving it: a delete and a put) \
+                deletes its stage items and its entries (history_entry items) (cascade: true)"),
+        "{out}"
+    );
+    assert!(out.ends_with(": OK\n"), "{out}");
+}
+
 #[test]
 fn demo_of_a_model_file_plays_its_scenario_or_only_verifies() {
     // hr.yaml has hr.scenario.yaml next to it: played, then verified.

@@ -38,6 +38,7 @@ mod gsi_projection;
 mod history_adoption;
 mod history_bad_root;
 mod history_cascade_later;
+mod history_cascade_off;
 mod history_cascade_paths;
 mod history_defects;
 mod history_interleaved;

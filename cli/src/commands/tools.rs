@@ -128,7 +128,12 @@ pub(crate) fn check_model(args: CheckModelArgs) -> anyhow::Result<ExitCode> {
     let path = args.path;
     let checked = shared::file::check(&path);
     match &checked {
-        Ok(()) => println!("{}: OK", path.display()),
+        Ok(notes) => {
+            for note in notes {
+                println!("{note}");
+            }
+            println!("{}: OK", path.display())
+        }
         Err(e) => e.lines().iter().for_each(|line| println!("{line}")),
     }
     Ok(success_if(checked.is_ok()))

@@ -263,7 +263,8 @@ impl BackfillTotals {
 /// INSERT would start; a model with a fold imports each aggregate without
 /// state (its first entry is the adoption entry) and removes what is left
 /// of aggregates whose root no longer exists, an entry beside it (what the
-/// cascade would have done; members alone wait for their root).
+/// cascade would have done: its entries, and its members unless they stay,
+/// `cascade: false`; members alone wait for their root).
 pub async fn backfill(
     client: &aws_sdk_dynamodb::Client,
     config: &Config,
@@ -404,13 +405,29 @@ async fn adopt(
                 };
                 let items =
                     shared::engine::fold::aggregate_items(rules, store, table, &agg).await?;
-                if rules.table_state(&items).seq == 0 {
+                let state = rules.table_state(&items);
+                if state.seq == 0 {
                     continue;
                 }
+                // When the members stay (`cascade: false`), only what the
+                // cascade deletes: the entries (user15's #5).
+                let cascaded: Option<std::collections::HashSet<String>> =
+                    (!rules.cascades_members()).then(|| {
+                        let c = rules.cascade(&agg, &state);
+                        c.deletes
+                            .iter()
+                            .map(|d| shared::ledger::item_id(&d.key))
+                            .collect()
+                    });
                 let left: Vec<Item> = items
                     .into_iter()
                     .map(|i| key_of(&i, key_names))
                     .filter(|k| *k != root)
+                    .filter(|k| {
+                        cascaded
+                            .as_ref()
+                            .is_none_or(|c| c.contains(&shared::ledger::item_id(k)))
+                    })
                     .collect();
                 for key in left {
                     if dry_run || store.delete_while_absent(table, key, &root).await? {

@@ -97,6 +97,10 @@ pub struct HistorySpec {
     pub digits: usize,
     pub imported: &'static str,
     pub mirror: &'static str,
+    /// Deleting the root deletes its members (`cascade:`, default true);
+    /// its entries are deleted either way (a re-created root numbers its
+    /// own from 1).
+    pub cascade: bool,
     /// The root's part name in the fold state ([`root_part`]).
     pub root_part: &'static str,
     /// The entry attributes holding the aggregate's id (the names the

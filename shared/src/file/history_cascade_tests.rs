@@ -223,3 +223,51 @@ fn a_member_its_roots_folded_deletion_left_behind_is_not_waiting() {
     live.insert("deleted".into(), AttributeValue::Bool(false));
     assert!(found(&[live]).is_empty());
 }
+
+/// user15's #5: with `cascade: false` the root's deletion deletes its
+/// entries only; its members stay in the state (and in the table), the
+/// re-created root's creation lists them, and `verify` of a partition
+/// whose root is gone takes only the entries left for leftovers.
+#[test]
+fn with_cascade_false_the_members_stay_and_the_entries_go() {
+    let kept = ORDER.replace(
+        "  entries: { entity: order_entry, digits: 6 }",
+        "  entries: { entity: order_entry, digits: 6 }\n  cascade: false",
+    );
+    assert_ne!(kept, ORDER);
+    let h = history(&kept);
+    assert!(!h.cascades_members());
+    let mut st = FoldState::default();
+    fold_insert(&h, &mut st, order("open"));
+    fold_insert(&h, &mut st, line("a", 1));
+    let c = h.cascade("o1", &st);
+    let sks: Vec<&str> = c.deletes.iter().map(|d| d.key.s("SK").unwrap()).collect();
+    assert_eq!(sks, ["HIST#000001", "HIST#000002"]);
+    let rm = change(ChangeKind::Remove, Some(order("open")), None);
+    assert!(fold(&h, &mut st, rm).is_empty());
+    assert!(st.deleted);
+    assert_eq!(st.seq, 0);
+    assert!(st.parts.contains_key("LINE#a"), "{st:?}");
+    assert_eq!(
+        fold_insert(&h, &mut st, order("open")),
+        ["Order placed by ann"]
+    );
+    let snap = h.snapshot(&st);
+    let Some(AttributeValue::L(lines)) = snap.get("lines") else {
+        panic!("lines: {snap:?}")
+    };
+    assert_eq!(lines.len(), 1, "the re-created order lists its line");
+
+    let mut entry = item(&[("PK", s("ORDER#o1")), ("SK", s("HIST#000001"))]);
+    entry.insert("sequence".into(), n(1));
+    let found: Vec<String> = h
+        .check(&[line("a", 1), entry])
+        .iter()
+        .map(|f| f.what.clone())
+        .collect();
+    assert_eq!(
+        found,
+        ["PK=ORDER#o1, SK=HIST#000001 left behind by a deleted order"]
+    );
+    assert!(h.check(&[line("a", 1)]).is_empty());
+}

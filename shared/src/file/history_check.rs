@@ -353,7 +353,9 @@ impl FileHistory {
         for (agg, p) in &parts {
             let state = crate::ledger::state_pk(self.spec().processor, agg);
             if p.root.is_none() && p.entries.is_empty() {
-                if let Some(known) = deleted.get(&state) {
+                // With `cascade: false` no member is a deleted root's
+                // leftover: every one waits for its root.
+                if let Some(known) = deleted.get(&state).filter(|_| self.spec().cascade) {
                     self.check_left_members(p, known, &mut out);
                     continue;
                 }
@@ -493,10 +495,13 @@ impl FileHistory {
             // while it was deleted: its next creation takes them in); an
             // entry left behind says the root existed and its cascade left
             // what it should have deleted.
+            // (With `cascade: false` the members stay as written: only the
+            // entries are left behind.)
             if p.entries.is_empty() {
                 return;
             }
-            for orphan in p.members.iter().chain(&p.entries) {
+            let members = p.members.iter().filter(|_| h.cascade);
+            for orphan in members.chain(&p.entries) {
                 let key = key_of(orphan, &[pkn, skn]);
                 out.push(finding(
                     "orphans",

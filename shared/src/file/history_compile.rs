@@ -27,6 +27,9 @@ pub struct RawHistory {
     /// The processor-owned attribute on the root mirroring the last entry's
     /// number; default `historySequence`.
     pub mirror: Option<Spanned<String>>,
+    /// Whether deleting the root deletes its members (the application's
+    /// own items) too; default `true`. Its entries are deleted either way.
+    pub cascade: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -639,6 +642,7 @@ impl Compiler<'_> {
             digits: digits as usize,
             imported: leak(imported),
             mirror: leak(mirror),
+            cascade: h.cascade.as_ref().is_none_or(|c| c.value),
             root_part: leak(&root_name),
             aggregate_attrs,
             pk_arity,
@@ -670,4 +674,41 @@ fn mentions(text: &str, name: &str) -> bool {
 /// it declares its key only, so there is nothing to fold.
 fn foreign_part(part: &str, name: &str, whose: &str) -> String {
     format!("history: {part} `{name}` is `owner: other` (a key space another writer owns, declared by its key only): a history folds {whose} fields into snapshots, and `{name}` has none")
+}
+
+/// `a` or `an` before `word` (by its first letter).
+fn article(word: &str) -> &'static str {
+    match word.chars().next().map(|c| c.to_ascii_lowercase()) {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
+}
+
+/// What deleting a history's root does to the aggregate's items, as
+/// `check-model` prints it beside OK: the members a history's cascade
+/// deletes are the application's own items (user15's #5: a booking moved
+/// to another guest in one transaction lost its payments), so the file
+/// says so where its author looks.
+pub fn cascade_note(h: &HistorySpec, entities: &[Entity]) -> String {
+    let root = entities[h.root.entity].name;
+    let members: Vec<&str> = h
+        .members
+        .iter()
+        .map(|m| entities[m.shape.entity].name)
+        .collect();
+    let head = format!(
+        "history {root}: deleting {} {root} (or moving it: a delete and a put) deletes",
+        article(root)
+    );
+    let entries = entities[h.entries].name;
+    let members = members.join(" and ");
+    match (members.is_empty(), h.cascade) {
+        (true, _) => format!("{head} its entries ({entries} items); it has no members"),
+        (false, true) => {
+            format!("{head} its {members} items and its entries ({entries} items) (cascade: true)")
+        }
+        (false, false) => format!(
+            "{head} its entries ({entries} items); its {members} items stay (cascade: false)"
+        ),
+    }
 }

@@ -103,9 +103,11 @@ impl FoldRules for FileHistory {
         // The removed incarnation's members as it last had them (a member
         // of a later incarnation under the same key differs and stays), and
         // its entries 1..=seq.
+        // (None with `cascade: false`: the members stay as written.)
         let members = state
             .parts
             .iter()
+            .filter(|_| self.spec().cascade)
             .filter(|(name, _)| name.as_str() != self.spec().root_part)
             .map(|(name, part)| CascadeDelete {
                 key: key(name.clone()),
@@ -120,6 +122,24 @@ impl FoldRules for FileHistory {
         }
     }
 
+    fn cascades_members(&self) -> bool {
+        self.spec().cascade
+    }
+
+    fn root_removed(&self, state: &FoldState) -> FoldState {
+        let root = self.spec().root_part;
+        FoldState {
+            deleted: true,
+            parts: state
+                .parts
+                .iter()
+                .filter(|(name, _)| !self.spec().cascade && name.as_str() != root)
+                .map(|(name, part)| (name.clone(), part.clone()))
+                .collect(),
+            ..FoldState::default()
+        }
+    }
+
     fn fold(
         &self,
         aggregate: &str,
@@ -131,11 +151,9 @@ impl FoldRules for FileHistory {
         let (role, _, sk) = self.classify(image)?;
         let description = match (role, change.kind) {
             (Role::Root, ChangeKind::Remove) => {
-                // The cascade deleted the members and entries: start afresh.
-                *state = FoldState {
-                    deleted: true,
-                    ..FoldState::default()
-                };
+                // The cascade deleted the entries, and the members unless
+                // they stay: start afresh (with them).
+                *state = self.root_removed(state);
                 return Ok(FoldOutput::default());
             }
             (Role::Root, kind) => {

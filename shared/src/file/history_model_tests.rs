@@ -188,3 +188,25 @@ fn a_members_undeclared_key_name_gets_one_problem_saying_to_declare_it() {
     let listed = declared.replace("fields: [sku, qty]", "fields: [day, sku, qty]");
     assert!(problems(&listed).is_empty(), "{:#?}", problems(&listed));
 }
+
+/// user15's #5: what deleting the root deletes, as `check-model` prints
+/// it beside OK: the members and the entries by default, the entries only
+/// with `cascade: false`.
+#[test]
+fn the_notes_say_what_deleting_the_root_deletes() {
+    let notes = compile(ORDER, "orders").expect("compiles").notes();
+    assert_eq!(
+        notes,
+        ["history order: deleting an order (or moving it: a delete and a put) deletes its line items and its entries (order_entry items) (cascade: true)"]
+    );
+    let kept = ORDER.replace(
+        "  entries: { entity: order_entry, digits: 6 }",
+        "  entries: { entity: order_entry, digits: 6 }\n  cascade: false",
+    );
+    assert_ne!(kept, ORDER);
+    let notes = compile(&kept, "orders").expect("compiles").notes();
+    assert_eq!(
+        notes,
+        ["history order: deleting an order (or moving it: a delete and a put) deletes its entries (order_entry items); its line items stay (cascade: false)"]
+    );
+}

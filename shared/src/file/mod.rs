@@ -393,11 +393,13 @@ fn stem(path: &Path) -> String {
         .unwrap_or_else(|| "model".to_string())
 }
 
-/// Checks a file without running anything: every problem.
-pub fn check(path: &Path) -> Result<(), LoadError> {
+/// Checks a file without running anything: every problem, or, when there
+/// is none, what the file does that its author may not expect of it (the
+/// items a history's cascade deletes: [`FileModel::notes`]).
+pub fn check(path: &Path) -> Result<Vec<String>, LoadError> {
     let (text, _) = read(path)?;
     compile(&text, &stem(path))
-        .map(|_| ())
+        .map(|model| model.notes())
         .map_err(|problems| LoadError::Invalid {
             path: path.display().to_string(),
             problems,

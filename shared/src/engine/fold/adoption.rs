@@ -209,7 +209,9 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         if settled.is_empty() {
             return Ok(());
         }
-        let left = l.left;
+        // (Members that stay are never leftovers, whatever a HEAD of an
+        // earlier `cascade: true` says.)
+        let left = l.left && self.rules.cascades_members();
         if left && fence && !add.is_empty() {
             // Before the state forgets them: a retry finds them again.
             let gone = std::mem::take(&mut add);
@@ -500,11 +502,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 let deferred = self
                     .cascade_removed(agg, index, &gone, rest, states, tx)
                     .await?;
-                next = FoldState {
-                    deleted: true,
-                    parts: deferred.iter().map(pending_part).collect(),
-                    ..FoldState::default()
-                };
+                next = self.rules.root_removed(&gone);
+                next.parts.extend(deferred.iter().map(pending_part));
             }
         }
         let Some(l) = states.get_mut(agg) else {

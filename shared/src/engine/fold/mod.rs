@@ -225,6 +225,26 @@ pub trait FoldRules: Send + Sync {
     /// `state` goes away.
     fn cascade(&self, aggregate: &str, state: &FoldState) -> Cascade;
 
+    /// Whether the cascade deletes the members (the writer's items) too, or
+    /// only the entries: then every member stays as written, a member of
+    /// the state after the root's deletion ([`Self::root_removed`]), and a
+    /// candidate carried across a deletion ([`CANDIDATE`]) is no leftover
+    /// to delete but a member like any other, confirmed as usual.
+    fn cascades_members(&self) -> bool {
+        true
+    }
+
+    /// The state right after the root of the incarnation in `state` was
+    /// deleted (its cascade run): nothing but that it is deleted when the
+    /// cascade deletes the members; the members, when they stay
+    /// ([`Self::cascades_members`]).
+    fn root_removed(&self, _state: &FoldState) -> FoldState {
+        FoldState {
+            deleted: true,
+            ..FoldState::default()
+        }
+    }
+
     /// Folds `change` into `state`; returns the entries it implies.
     fn fold(
         &self,

@@ -226,7 +226,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
                 .await?;
             if let Some(l) = states.get_mut(agg).filter(|_| carried) {
                 l.unconfirmed = Some(1);
-                l.left = true;
+                // Members that stay are no leftovers: confirmed as usual.
+                l.left = self.rules.cascades_members();
                 l.stale_adoption = adoption;
             }
             return Ok(());
@@ -288,7 +289,8 @@ impl<R: FoldRules + ?Sized> FoldProcessor<R> {
         };
         if !candidates.is_empty() {
             if let Some(l) = states.get_mut(agg) {
-                l.left = true;
+                // Members that stay are no leftovers: confirmed as usual.
+                l.left |= self.rules.cascades_members();
             }
             tracing::info!(processor = self.name, aggregate = %agg, items = candidates.len(), "items read with the partition not known to be the removed incarnation's: left to their own records");
         }

@@ -284,6 +284,16 @@ pub struct FileModel {
 }
 
 impl FileModel {
+    /// Lines `check-model` prints beside OK: what the file does that its
+    /// author may not expect (deleting a history's root deletes its members
+    /// and entries, [`super::history_compile::cascade_note`]).
+    pub fn notes(&self) -> Vec<String> {
+        self.history
+            .iter()
+            .map(|h| super::history_compile::cascade_note(h, &self.entities))
+            .collect()
+    }
+
     pub fn key_names(&self) -> [&'static str; 2] {
         [self.table.pk, self.table.sk]
     }
