@@ -54,6 +54,7 @@ mod job_bodies;
 mod jobboard;
 mod jobboard_recorded;
 mod joinset;
+mod joinset_moved;
 mod joinset_refused;
 mod joinset_rows;
 mod js;

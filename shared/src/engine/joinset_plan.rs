@@ -237,6 +237,50 @@ impl JoinSet {
         Some(((desired, existing), false, None))
     }
 
+    /// The row the facts determine for the target key of `vars`, when it
+    /// is another: a valid fact whose `also` binds a variable otherwise
+    /// than the row does (a question moved to another tag, listed among
+    /// its old tag's followers) says which row that key has now, and only
+    /// that row may decide its item. A late job of the old scope judged
+    /// the item by its own row alone and deleted what the new row implies
+    /// (user15 #9). `None`: the row is the key's own, a fact it needs is
+    /// not read (absent, or not among `read`'s), or the determined row
+    /// renders another target key (a target of its own, which this row's
+    /// key does not carry).
+    pub(crate) fn determined(
+        &self,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+    ) -> Option<Vars> {
+        let names = self.key_names;
+        let key = self.target.key.key(names, vars)?;
+        let mut row = vars.clone();
+        // A rebound variable can key another fact with an `also` of its
+        // own: at most one round per fact.
+        for _ in 0..self.facts.len() {
+            let mut moved = false;
+            for f in self.facts.iter().filter(|f| !f.also.is_empty()) {
+                let Some(item) = f.key.key(names, &row).and_then(|k| read(&k)) else {
+                    continue;
+                };
+                if (f.valid)(&item).is_err() {
+                    continue;
+                }
+                for a in &f.also {
+                    let Ok(v) = (a.of)(&item) else { continue };
+                    if valid_var_value(&v) && row.get(&a.var) != Some(&v) {
+                        row.insert(a.var.clone(), v);
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        (row != *vars && self.target.key.key(names, &row)? == key).then_some(row)
+    }
+
     fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
         crate::item::expired(item, self.target.ttl.as_ref().map(|(a, _)| *a), now)
     }
@@ -507,6 +551,26 @@ impl JoinSet {
         let mut ledger_known: HashMap<String, Item> = HashMap::new();
         self.read_rows(&candidates, &mut known, &mut ledger_known, reads)
             .await?;
+        // The rows the facts determine for candidates whose facts moved
+        // their target key to another row (see `determined`): read and
+        // decided with them, so that the key is decided by its own row.
+        let mut listed: BTreeSet<Vars> = candidates.iter().cloned().collect();
+        let mut round = candidates.clone();
+        for _ in 0..self.facts.len() {
+            let read = |k: &Item| known.get(&item_id(k)).cloned();
+            let more: Vec<Vars> = round
+                .iter()
+                .filter_map(|v| self.determined(v, &read))
+                .filter(|v| listed.insert(v.clone()))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            self.read_rows(&more, &mut known, &mut ledger_known, reads)
+                .await?;
+            candidates.extend(more.iter().cloned());
+            round = more;
+        }
         let mut decided = Decided {
             scope: &scope.on,
             now: reads.now,
