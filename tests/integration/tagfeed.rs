@@ -1,6 +1,8 @@
-//! A join set whose fact moves its target to another row
+//! Questions fanned out to the followers of their tag
 //! (tests/scenarios/tagfeed/: a feed item keyed by user and question
-//! carries the tag, which the question's `primaryTag` determines). A job
+//! carries the tag, which the question's `primaryTag` determines).
+//!
+//! A join set whose fact moves its target to another row: a job
 //! of the question's old tag, run after the re-tag (a late or redelivered
 //! message: one a killed consumer held comes back after the visibility
 //! timeout, user15 #9), lists the old tag's followers; for one who follows
@@ -11,7 +13,7 @@
 use shared::engine::joinset::{JoinJob, Vars};
 use shared::item::{s, Item, ItemExt};
 
-use crate::items::{attrs, deliver_jobs, get, key, put};
+use crate::items::{attrs, delete, deliver_jobs, get, key, put};
 use jobstream::local::runtime::Runtime;
 
 use crate::support::{model_env, ModelEnv};
@@ -99,4 +101,56 @@ async fn a_late_job_of_the_old_tag_keeps_the_item_the_new_tag_implies() {
         assert_eq!(feed_tag(&rt, "u8", "q1").await, None);
     }
     crate::items::assert_clean(&rt).await;
+}
+
+/// A feed item deleted by hand (as a lost job would leave it): `explain`
+/// of its key says the join set's row implies it and that it is missing,
+/// as `verify` does (user15 #10; before: "a derived item (absent)" and "no
+/// source item implies it now", the derive's view). A key no row implies
+/// says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_of_a_missing_target_names_the_row_that_implies_it() {
+    let ModelEnv { engine, mut rt } = model_env("tagfeed", |o| o.model_file = Some(model())).await;
+    put(&rt, follow("py", "u1")).await;
+    put(&rt, question("q0", "py")).await;
+    rt.drain().await.unwrap();
+    delete(&rt, key("FEED#u1", "Q#q0")).await;
+    rt.drain().await.unwrap();
+    let report = rt.verify().await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("FEED#u1, SK=Q#q0: its facts imply it")),
+        "{:#?}",
+        report.problems
+    );
+    let env = ModelEnv { engine, rt };
+    let x = crate::explain::ask_in(&env, &model(), "FEED#u1", "Q#q0").await;
+    assert!(!x.present);
+    crate::explain::says(
+        &x,
+        &[
+            "a target of join set `tagfeed`",
+            "row q=q0, t=py, u=u1: implies it",
+            "implied by join set `tagfeed`, row q=q0, t=py, u=u1: missing; `verify --repair` brings it back",
+        ],
+    );
+    assert!(
+        !x.lines
+            .iter()
+            .any(|l| l.contains("no source item implies it")),
+        "{:#?}",
+        x.lines
+    );
+    // No follower of go: nothing implies u1's item of a go question.
+    put(&env.rt, question("q9", "go")).await;
+    let x = crate::explain::ask_in(&env, &model(), "FEED#u1", "Q#q9").await;
+    crate::explain::says(
+        &x,
+        &[
+            "a target of join set `tagfeed`",
+            "no row implies it now (verify reports it as extra if it exists)",
+        ],
+    );
 }
