@@ -551,26 +551,6 @@ impl JoinSet {
         let mut ledger_known: HashMap<String, Item> = HashMap::new();
         self.read_rows(&candidates, &mut known, &mut ledger_known, reads)
             .await?;
-        // The rows the facts determine for candidates whose facts moved
-        // their target key to another row (see `determined`): read and
-        // decided with them, so that the key is decided by its own row.
-        let mut listed: BTreeSet<Vars> = candidates.iter().cloned().collect();
-        let mut round = candidates.clone();
-        for _ in 0..self.facts.len() {
-            let read = |k: &Item| known.get(&item_id(k)).cloned();
-            let more: Vec<Vars> = round
-                .iter()
-                .filter_map(|v| self.determined(v, &read))
-                .filter(|v| listed.insert(v.clone()))
-                .collect();
-            if more.is_empty() {
-                break;
-            }
-            self.read_rows(&more, &mut known, &mut ledger_known, reads)
-                .await?;
-            candidates.extend(more.iter().cloned());
-            round = more;
-        }
         let mut decided = Decided {
             scope: &scope.on,
             now: reads.now,
@@ -578,6 +558,27 @@ impl JoinSet {
         };
         for vars in &candidates {
             decided.add(self, vars, &known, &ledger_known, &mut plan);
+        }
+        // A row that would delete its key's item while a fact places the
+        // key in another row (see `determined`): that row is read and
+        // decided too, so that the key is decided by the row it has now.
+        for _ in 0..self.facts.len() {
+            let read = |k: &Item| known.get(&item_id(k)).cloned();
+            let mut more: Vec<Vars> = std::mem::take(&mut decided.deleting)
+                .iter()
+                .filter_map(|v| self.determined(v, &read))
+                .filter(|v| !decided.seen.contains(v))
+                .collect();
+            more.sort();
+            more.dedup();
+            if more.is_empty() {
+                break;
+            }
+            self.read_rows(&more, &mut known, &mut ledger_known, reads)
+                .await?;
+            for vars in &more {
+                decided.add(self, vars, &known, &ledger_known, &mut plan);
+            }
         }
         // A target several rows can imply, whose rows here do not decide it
         // (it exists, and the row it carries is not one of them implying
@@ -657,6 +658,9 @@ struct Decided<'a> {
     scope: &'a str,
     now: DateTime<Utc>,
     seen: BTreeSet<Vars>,
+    /// Rows decided to delete their key's item (implying nothing while it
+    /// exists), since last taken.
+    deleting: Vec<Vars>,
     bad_facts: BTreeSet<String>,
     by_key: Vec<(String, Vec<(Vars, Decision)>)>,
     slot: HashMap<String, usize>,
@@ -699,6 +703,9 @@ impl Decided<'_> {
             by_key.push((id, Vec::new()));
             by_key.len() - 1
         });
+        if decision.0.is_none() && decision.1.is_some() {
+            self.deleting.push(vars.clone());
+        }
         self.by_key[i].1.push((vars.clone(), decision));
     }
 }
