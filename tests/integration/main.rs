@@ -91,6 +91,7 @@ mod stop;
 mod stream_consumer;
 mod support;
 mod tables;
+mod tagfeed;
 mod template_parity;
 mod tracker;
 mod tracker_recorded;

@@ -310,17 +310,11 @@ async fn explain_roles(
         crate::tools::explain_once::explain_once(f, &once, t, key, present, &mut x).await?;
         return Ok(x);
     }
-    if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
-        x.kind = "derived";
-        x.line(format!(
-            "{shown_key}: a derived item{} ({})",
-            of(entity),
-            if item.is_some() { "present" } else { "absent" }
-        ));
-        return explain_derived(model, file, t, key, x).await;
-    }
-    // A join set's target: the rows of its key, and the row it carries.
-    if let Some(f) = file.filter(|f| f.is_set_target(key)) {
+    // A join set's target, present or not (an absent one is the set's to
+    // imply, not the derive's: user15 #10): the rows of its key, and the
+    // row it carries.
+    let set_target = file.filter(|f| !rules.is_derived(key) && f.is_set_target(key));
+    if let Some(f) = set_target {
         let items = crate::tools::verify::scan_all(t.client, t.table).await?;
         let ledger = crate::tools::verify::scan_all(t.client, t.ledger).await?;
         let input = shared::models::CheckInput::new(&items, &ledger, chrono::Utc::now());
@@ -345,6 +339,15 @@ async fn explain_roles(
             }
             return Ok(x);
         }
+    }
+    if rules.is_derived(key) || (rules.ignores(key) && item.is_none()) {
+        x.kind = "derived";
+        x.line(format!(
+            "{shown_key}: a derived item{} ({})",
+            of(entity),
+            if item.is_some() { "present" } else { "absent" }
+        ));
+        return explain_derived(model, file, t, key, x).await;
     }
     let Some(item) = item else {
         x.kind = "absent";

@@ -243,6 +243,50 @@ impl JoinSet {
         Some(((desired, existing), false, None))
     }
 
+    /// The row the facts determine for the target key of `vars`, when it
+    /// is another: a valid fact whose `also` binds a variable otherwise
+    /// than the row does (a question moved to another tag, listed among
+    /// its old tag's followers) says which row that key has now, and only
+    /// that row may decide its item. A late job of the old scope judged
+    /// the item by its own row alone and deleted what the new row implies
+    /// (user15 #9). `None`: the row is the key's own, a fact it needs is
+    /// not read (absent, or not among `read`'s), or the determined row
+    /// renders another target key (a target of its own, which this row's
+    /// key does not carry).
+    pub(crate) fn determined(
+        &self,
+        vars: &Vars,
+        read: &dyn Fn(&Item) -> Option<Item>,
+    ) -> Option<Vars> {
+        let names = self.key_names;
+        let key = self.target.key.key(names, vars)?;
+        let mut row = vars.clone();
+        // A rebound variable can key another fact with an `also` of its
+        // own: at most one round per fact.
+        for _ in 0..self.facts.len() {
+            let mut moved = false;
+            for f in self.facts.iter().filter(|f| !f.also.is_empty()) {
+                let Some(item) = f.key.key(names, &row).and_then(|k| read(&k)) else {
+                    continue;
+                };
+                if (f.valid)(&item).is_err() {
+                    continue;
+                }
+                for a in &f.also {
+                    let Ok(v) = (a.of)(&item) else { continue };
+                    if valid_var_value(&v) && row.get(&a.var) != Some(&v) {
+                        row.insert(a.var.clone(), v);
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        (row != *vars && self.target.key.key(names, &row)? == key).then_some(row)
+    }
+
     fn expired(&self, item: &Item, now: DateTime<Utc>) -> bool {
         crate::item::expired(item, self.target.ttl.as_ref().map(|(a, _)| *a), now)
     }
@@ -521,6 +565,27 @@ impl JoinSet {
         for vars in &candidates {
             decided.add(self, vars, &known, &ledger_known, &mut plan);
         }
+        // A row that would delete its key's item while a fact places the
+        // key in another row (see `determined`): that row is read and
+        // decided too, so that the key is decided by the row it has now.
+        for _ in 0..self.facts.len() {
+            let read = |k: &Item| known.get(&item_id(k)).cloned();
+            let mut more: Vec<Vars> = std::mem::take(&mut decided.deleting)
+                .iter()
+                .filter_map(|v| self.determined(v, &read))
+                .filter(|v| !decided.seen.contains(v))
+                .collect();
+            more.sort();
+            more.dedup();
+            if more.is_empty() {
+                break;
+            }
+            self.read_rows(&more, &mut known, &mut ledger_known, reads)
+                .await?;
+            for vars in &more {
+                decided.add(self, vars, &known, &ledger_known, &mut plan);
+            }
+        }
         // A target several rows can imply, whose rows here do not decide it
         // (it exists, and the row it carries is not one of them implying
         // it): every row of its key (see `joinset_rows.rs`).
@@ -599,6 +664,9 @@ struct Decided<'a> {
     scope: &'a str,
     now: DateTime<Utc>,
     seen: BTreeSet<Vars>,
+    /// Rows decided to delete their key's item (implying nothing while it
+    /// exists), since last taken.
+    deleting: Vec<Vars>,
     bad_facts: BTreeSet<String>,
     by_key: Vec<(String, Vec<(Vars, Decision)>)>,
     slot: HashMap<String, usize>,
@@ -641,6 +709,9 @@ impl Decided<'_> {
             by_key.push((id, Vec::new()));
             by_key.len() - 1
         });
+        if decision.0.is_none() && decision.1.is_some() {
+            self.deleting.push(vars.clone());
+        }
         self.by_key[i].1.push((vars.clone(), decision));
     }
 }

@@ -200,3 +200,72 @@ fn a_via_listing_lacking_a_variable_says_where_to_put_it() {
         "{p:#?}"
     );
 }
+
+/// The Q&A feed (tests/scenarios/tagfeed/): a feed item keyed by user and
+/// question carries the tag, which the question's `primaryTag` (`also`)
+/// determines.
+const TAGFEED: &str = include_str!("../../../tests/scenarios/tagfeed/tagfeed.yaml");
+/// Ticket holders' notices (tests/scenarios/tickets/): the ticket's `also`
+/// binds variables of the notice's key.
+const TICKETS: &str = include_str!("../../../tests/scenarios/tickets/tickets.yaml");
+
+fn by_id(items: &[crate::item::Item]) -> impl Fn(&crate::item::Item) -> Option<crate::item::Item> {
+    let map: std::collections::HashMap<String, crate::item::Item> = items
+        .iter()
+        .map(|i| {
+            let k = crate::item::key_of(i, &["PK", "SK"]);
+            (crate::ledger::item_id(&k), i.clone())
+        })
+        .collect();
+    move |k| map.get(&crate::ledger::item_id(k)).cloned()
+}
+
+#[test]
+fn a_row_a_fact_places_elsewhere_determines_the_row_of_its_key() {
+    use super::test_support::item;
+    use crate::item::s;
+    let m = model(TAGFEED);
+    let set = m.sets[0].declaration(m);
+    let question = |tag: &str| {
+        item(&[
+            ("PK", s("Q#q1")),
+            ("SK", s("Q")),
+            ("type", s("question")),
+            ("questionId", s("q1")),
+            ("title", s("t")),
+            ("primaryTag", s(tag)),
+        ])
+    };
+    let row = |t: &str| {
+        [("q", "q1"), ("t", t), ("u", "u4")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<crate::engine::joinset::Vars>()
+    };
+    // Listed among py's followers, q1 is go's now: its key's row is go's.
+    let read = by_id(&[question("go")]);
+    assert_eq!(set.determined(&row("py"), &read), Some(row("go")));
+    // The row the facts place it in, or a question not read: none other.
+    assert_eq!(set.determined(&row("go"), &read), None);
+    assert_eq!(set.determined(&row("py"), &by_id(&[])), None);
+
+    // A ticket's `also` binds the notice's holder: another holder's row is
+    // another key (a notice of its own), never this key's row.
+    let m = model(TICKETS);
+    let set = m.sets[0].declaration(m);
+    let ticket = item(&[
+        ("PK", s("ORDER#oA")),
+        ("SK", s("TICKET#k0")),
+        ("type", s("ticket")),
+        ("orderId", s("oA")),
+        ("ticketId", s("k0")),
+        ("eventId", s("e1")),
+        ("holderId", s("u1")),
+        ("status", s("valid")),
+    ]);
+    let row: crate::engine::joinset::Vars = [("e", "e1"), ("h", "u9"), ("o", "oA"), ("t", "k0")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(set.determined(&row, &by_id(&[ticket])), None);
+}

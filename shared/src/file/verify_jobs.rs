@@ -213,8 +213,9 @@ impl FileModel {
 
     /// What `explain` says of a join set's target at `key`: each row of
     /// the key, whether it implies the item, and the row whose values the
-    /// item carries (the rule the job and `verify` apply). `None`: the key
-    /// is no set's target.
+    /// item carries (the rule the job and `verify` apply), or, when there
+    /// is no item, the row that implies it missing. `None`: the key is no
+    /// set's target.
     pub fn explain_set_target(
         &'static self,
         key: &Item,
@@ -262,7 +263,14 @@ impl FileModel {
             decided.push((vars, d));
         }
         let ((desired, existing), chosen) = set.merge(&decided);
+        let present = table.contains_key(&id);
         match (chosen, desired) {
+            // Missing: what `verify` says of it, and the way back.
+            (Some(vars), Some(_)) if !present => out.push(format!(
+                "implied by join set `{}`, row {}: missing; `verify --repair` brings it back",
+                spec.name,
+                show(&vars)
+            )),
             (Some(vars), Some(d)) => {
                 if !carried.is_empty() {
                     out.push(format!(
