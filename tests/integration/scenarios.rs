@@ -84,6 +84,8 @@ scenarios! {
         "tracker/every_snapshot_is_the_state_right_after_its_change_although_processing_lags.yaml",
     scenario_produces_exactly_the_implied_derived_state =>
         "tracker/scenario_produces_exactly_the_implied_derived_state.yaml",
+    a_time_that_is_no_iso_utc_time_is_bad_input_and_sorts_nowhere =>
+        "tracker/a_time_that_is_no_iso_utc_time_is_bad_input_and_sorts_nowhere.yaml",
     a_filter_a_limit_and_pages_answer_an_event_listing =>
         "league/a_filter_a_limit_and_pages_answer_an_event_listing.yaml",
     job_board_triggers_follow_their_guards_from_bad_input_and_title_changes =>
