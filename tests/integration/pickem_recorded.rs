@@ -126,13 +126,17 @@ fn the_pickem_file_deploys_what_the_compiled_model_deployed() {
 /// up to the batches' regrouping. (They vary run to run, measured on the
 /// compiled model 108-116 for its demo: the order the local SQS hands out
 /// scoring jobs decides how their writes' stream records fall into derive
-/// batches, and a user's standings are written once per batch. The exact
+/// batches, and a user's standings are written once per batch; and, since
+/// an absent score waits for its job instead of counting 0, whether the
+/// derive meets a prediction before or after its job wrote the score:
+/// 50/77/107 against the recorded 58/86/116 on the 2-core machine under
+/// a full suite's load, 58/85/115 idle. The exact
 /// count, one write per changed score and per standings item, is proven by
 /// `pickem_an_event_with_thousands_of_predictions_costs_one_write_per_changed_score`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pickem_scenario_gives_the_recorded_table_verify_and_writes() {
     let play = Play {
-        writes_slack: 8,
+        writes_slack: 12,
         ..Play::all("pickem")
     };
     scenario(play).await.env.engine.stop().await;
