@@ -22,8 +22,10 @@ pub struct ConsumerArgs {
     pub starting_position: StartingPosition,
     /// Ignore the stored checkpoints and replay every shard from
     /// TRIM_HORIZON (effects are idempotent: the derived data does not change).
-    /// A flag only, no variable: a one-off, not a setting every restart
-    /// of a unit would replay the stream with.
+    /// It replays the shards this process takes: stop the other `run`
+    /// processes first (a shard another one holds is replayed only once this
+    /// process takes it). A flag only, no variable: a one-off, not a setting
+    /// every restart of a unit would replay the stream with.
     #[arg(long)]
     pub from_start: bool,
     /// Append records that exhausted their retries to this file (JSON lines:
