@@ -272,7 +272,8 @@ pub struct RawEntity {
 pub struct RawCheck {
     /// A CEL expression that must be true.
     pub expr: Spanned<String>,
-    pub message: String,
+    /// What an item that fails it is told (default: the expression).
+    pub message: Option<String>,
     /// The attribute the message is about (for the error's field).
     pub attribute: Option<Spanned<String>>,
 }

@@ -291,3 +291,25 @@ fn a_check_that_cannot_be_evaluated_says_its_message_then_the_cause() {
         "prediction PK=USER#sam, SK=EVENT#2024-03-03-x: attribute `predictions` has an invalid value: a pick is not a non-negative team index (the check `predictions.all(k, predictions[k] >= 0)` could not be evaluated: found no matching overload for '_>=_' applied to '(string, int)')"
     );
 }
+
+/// A `check` without `message` was refused in serde's words (`missing field
+/// `message``, no entity named: user15): it loads, and an item that fails it
+/// is told the expression.
+#[test]
+fn a_check_without_a_message_says_its_expression() {
+    let text = super::model_tests::LIBRARY.replace("        message: \"1..60 days\"\n", "");
+    assert_ne!(text, super::model_tests::LIBRARY);
+    let r = rules(&text);
+    let loan = item(serde_json::json!({
+        "PK": "M#m1", "SK": "LOAN#01HZY3Q3Z1N8X2V6W9T4K7B5D0", "type": "loan",
+        "memberId": "m1", "bookId": "01HZY3Q3Z1N8X2V6W9T4K7B5D0", "days": 90,
+        "state": "open", "since": "2026-01-05T09:00:00Z",
+    }));
+    let why = r.0.parse(&loan).err().expect("bad input").to_string();
+    assert!(
+        why.ends_with(
+            "attribute `days` has an invalid value: fails the check `days > 0 && days <= 60`"
+        ),
+        "{why}"
+    );
+}

@@ -124,7 +124,12 @@ impl Compiler<'_> {
             if let Some(expr) = self.expr(&c.value.expr.value, at(&c.value.expr), 0, &reads) {
                 checks.push(Check {
                     expr,
-                    message: c.value.message.clone(),
+                    // Without a message, the expression says what failed
+                    // (user15: a required `message` was refused in serde's
+                    // words, naming no entity).
+                    message: c.value.message.clone().unwrap_or_else(|| {
+                        format!("fails the check `{}`", c.value.expr.value.trim())
+                    }),
                     attribute,
                 });
             }
