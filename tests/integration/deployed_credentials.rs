@@ -235,3 +235,26 @@ async fn missing_credentials_are_one_line_saying_how_to_give_them() {
         assert!(!err.contains("IMDS"), "{err}");
     }
 }
+
+/// `run` of a model with queues against a local `serve` (a loopback
+/// endpoint), without `--sqs-endpoint` and without a region, said only
+/// `no AWS region for SQS ...`, the flag in a parenthesis (user15): it
+/// names `--sqs-endpoint` and `serve`'s `SQS endpoint:` line first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_of_a_model_with_queues_without_sqs_endpoint_names_the_flag_first() {
+    let (engine, client) = engine().await;
+    let (t, l) = social_tables(&client, "noq-").await;
+    let file = failures_file();
+    let extra = ["--table", t.as_str(), "--ledger-table", l.as_str()];
+    let out = jobstream(
+        run_args(&engine.endpoint(), "social", &file, &extra),
+        no_region(),
+    )
+    .await;
+    refused(&out, &["--sqs-endpoint", "SQS endpoint:", "AWS_REGION"]);
+    let err = stderr(&out);
+    assert!(
+        err.find("--sqs-endpoint") < err.find("AWS_REGION"),
+        "the flag first: {err}"
+    );
+}

@@ -143,6 +143,17 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
     let naming = QueueNames::of(target.stack.as_deref(), sqs_endpoint.as_deref());
     let sqs_client = if has_queues || consumer.on_failure_queue_url.is_some() {
         let c = sdk_config(sqs_endpoint.as_deref(), 5).await;
+        if sqs_endpoint.is_none() && c.region().is_none() {
+            // Most often a local `serve` whose SQS was not named (user15):
+            // the flag first, the region second.
+            anyhow::bail!(
+                "model {} has queues and no --sqs-endpoint was given: pass --sqs-endpoint URL \
+                 (against `jobstream serve`, the `SQS endpoint:` line it printed), --stack S \
+                 with AWS_REGION for a deployed stack's queues, or set AWS_REGION for the \
+                 region's own SQS",
+                model.name
+            );
+        }
         let what = jobstream::local::deployed::sqs_asked(sqs_endpoint.as_deref());
         require_region(&c, &what)?;
         // Credentials before the first SQS call (a queue looked up by
