@@ -138,32 +138,37 @@ pub fn file_graph(m: &FileModel) -> String {
     for e in &m.entities {
         let node = id("entity", e.name);
         if let Some(p) = &e.project {
-            let attrs: Vec<String> = p
-                .attrs
-                .iter()
-                .map(|(a, v)| format!("{a} = {}", template_text(v)))
-                .collect();
-            let label = format!(
-                "project {}{}",
-                attrs.join(", "),
-                when_suffix(p.when.as_ref())
-            );
+            // Each edge names the attributes it is about: an index's edge
+            // its keys (not another index's: user15), with the attributes
+            // that are no index's key.
+            let is_key =
+                |a: &str, g: &shared::models::table::Gsi| g.key_attributes().any(|k| k == a);
+            let label = |keep: &dyn Fn(&str) -> bool| {
+                let attrs: Vec<String> = p
+                    .attrs
+                    .iter()
+                    .filter(|(a, _)| keep(a))
+                    .map(|(a, v)| format!("{a} = {}", template_text(v)))
+                    .collect();
+                format!(
+                    "project {}{}",
+                    attrs.join(", "),
+                    when_suffix(p.when.as_ref())
+                )
+            };
+            let no_index_key = |a: &str| !t.gsis.iter().any(|g| is_key(a, g));
             // Into each index whose keys it projects, else onto the item.
-            let indexes: Vec<&str> = t
+            let indexes: Vec<_> = t
                 .gsis
                 .iter()
-                .filter(|g| {
-                    p.attrs
-                        .iter()
-                        .any(|(a, _)| g.key_attributes().any(|k| k == *a))
-                })
-                .map(|g| g.name)
+                .filter(|g| p.attrs.iter().any(|(a, _)| is_key(a, g)))
                 .collect();
             if indexes.is_empty() {
-                edge(&mut out, &node, "-->", &label, &node);
+                edge(&mut out, &node, "-->", &label(&|_| true), &node);
             }
             for g in indexes {
-                edge(&mut out, &node, "-->", &label, &id("index", g));
+                let own = label(&|a| is_key(a, g) || no_index_key(a));
+                edge(&mut out, &node, "-->", &own, &id("index", g.name));
             }
         }
         for d in &e.derive {
@@ -320,6 +325,37 @@ mod tests {
             project.contains("due = ${epoch(since) + days * 86400}"),
             "{project}"
         );
+    }
+
+    /// An entity projecting into two indexes labelled each edge with both
+    /// indexes' keys (user15): each edge names its own index's keys, and
+    /// the attributes that are no index's key.
+    #[test]
+    fn each_index_edge_names_its_own_keys() {
+        let text = LIBRARY
+            .replace(
+                "  ttl: ttl\n",
+                "    - { name: GSI2, pk: GSI2PK, sk: GSI2SK }\n  ttl: ttl\n",
+            )
+            .replace(
+                "        GSI1SK: \"${since}#${memberId}\"\n",
+                "        GSI1SK: \"${since}#${memberId}\"\n        GSI2PK: \"M#${memberId}\"\n        GSI2SK: \"${since}\"\n",
+            );
+        assert_ne!(text, LIBRARY);
+        let m = shared::file::compile(&text, "library").expect("compiles");
+        let g = file_graph(&m);
+        let edge = |index: &str| {
+            g.lines()
+                .find(|l| l.starts_with("  entity_loan -->|\"project ") && l.ends_with(index))
+                .unwrap_or_else(|| panic!("no edge into {index} in\n{g}"))
+                .to_string()
+        };
+        let (one, two) = (edge("| index_GSI1"), edge("| index_GSI2"));
+        assert!(one.contains("GSI1PK") && !one.contains("GSI2PK"), "{one}");
+        assert!(two.contains("GSI2SK") && !two.contains("GSI1SK"), "{two}");
+        for e in [&one, &two] {
+            assert!(e.contains("due = "), "{e}");
+        }
     }
 
     #[test]
