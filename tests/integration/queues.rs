@@ -81,17 +81,27 @@ fn ids(messages: &[aws_sdk_sqs::types::Message]) -> BTreeSet<String> {
     messages.iter().map(id).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
+/// A queue of its own (the social model's timeline queue, with its DLQ,
+/// under a fresh prefix) on the local SQS, `visibility` its timeout.
+async fn fresh_queue(
+    visibility: Duration,
+) -> (aws_sdk_sqs::Client, jobstream::local::sqs_esm::Queue) {
     let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
         .await
         .expect("local SQS");
     let client = sqs_client_for(&endpoint).await;
     let def = shared::models::find("social").expect("model").queues()[0].clone();
     let prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    let q = create_queue(&client, &def, &prefix, Duration::from_secs(1))
+    let q = create_queue(&client, &def, &prefix, visibility)
         .await
         .expect("queue and DLQ");
+    (client, q)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_sqs_batches_hides_returns_and_redrives_as_sqs_does() {
+    let (client, q) = fresh_queue(Duration::from_secs(1)).await;
+    let def = shared::models::find("social").expect("model").queues()[0].clone();
 
     // SendMessageBatch: 10 + 5 entries, every one accepted.
     for chunk in [0..10, 10..15] {
@@ -253,15 +263,7 @@ fn gated(limit: usize) -> (Arc<Gate>, SqsHandler) {
 /// back as the same JSON value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_with_characters_outside_the_bmp_is_sent_and_read_back_as_written() {
-    let endpoint = tokio::task::spawn_blocking(crate::support::sqs)
-        .await
-        .expect("local SQS");
-    let client = sqs_client_for(&endpoint).await;
-    let def = shared::models::find("social").expect("model").queues()[0].clone();
-    let prefix = format!("t{}-", uuid::Uuid::new_v4().simple());
-    let q = create_queue(&client, &def, &prefix, Duration::from_secs(30))
-        .await
-        .expect("queue and DLQ");
+    let (client, q) = fresh_queue(Duration::from_secs(30)).await;
     let body = serde_json::json!({ "follower": "\u{1F980}ferris", "odd": "a\u{FFFF}b", "plain": "caf\u{e9}" })
         .to_string();
     let backoff = shared::store::Backoff {
