@@ -24,7 +24,7 @@ pub struct ConsumerArgs {
     /// TRIM_HORIZON (effects are idempotent: the derived data does not change).
     /// It replays the shards this process takes: stop the other `run`
     /// processes first (a shard another one holds is replayed only once this
-    /// process takes it). A flag only, no variable: a one-off, not a setting
+    /// process takes it; the log and the status line say which wait). A flag only, no variable: a one-off, not a setting
     /// every restart of a unit would replay the stream with.
     #[arg(long)]
     pub from_start: bool,

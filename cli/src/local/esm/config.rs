@@ -203,6 +203,11 @@ pub struct MappingStats {
     /// yet checkpointed; `None` when caught up.
     pub(super) oldest: Mutex<BTreeMap<String, Option<i64>>>,
     pub on_failure: OnFailure,
+    /// With `--from-start`: the shards whose replay waits for another
+    /// process's lease (held and renewed elsewhere, not yet taken here),
+    /// each said once in the log when first seen (spec15 #12: the replay
+    /// waited without a word).
+    pub(super) replays_waiting: Mutex<BTreeSet<String>>,
 }
 
 /// The shards whose turn has come (listed, not completed, parent done),
@@ -262,6 +267,14 @@ impl MappingStats {
     }
     pub fn invocations(&self) -> u64 {
         self.invocations.load(Ordering::Relaxed)
+    }
+    /// With `--from-start`: the shards whose replay waits for another
+    /// process to let their lease go.
+    pub fn replays_waiting(&self) -> Vec<String> {
+        self.replays_waiting
+            .lock()
+            .map(|w| w.iter().cloned().collect())
+            .unwrap_or_default()
     }
     /// Iterator age per shard held (milliseconds): the age, now, of the
     /// oldest record not yet checkpointed, 0 when caught up. It keeps

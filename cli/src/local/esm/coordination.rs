@@ -296,6 +296,7 @@ impl<S: StreamsApi> StreamMapping<S> {
                 counts.entry(owner).or_default().push(item);
             }
         }
+        self.note_replays_waiting(&leases, &counts, &me);
         let workers = counts.keys().filter(|o| **o != me).count() + 1;
         let target = eligible.len().div_ceil(workers);
         let mut need = target.saturating_sub(mine.len());
@@ -418,6 +419,38 @@ impl<S: StreamsApi> StreamMapping<S> {
                 self.ctx.stats.on_failure.push(f);
             }
             self.finished.insert(item.shard_id.clone());
+        }
+    }
+
+    /// With `--from-start`: the shards another live process holds, whose
+    /// replay here waits until this process takes them, said once each
+    /// (the operator may be waiting for a replay that, with one shard and
+    /// the other process running, never comes) and kept for the status;
+    /// a shard taken and reset here leaves the list.
+    fn note_replays_waiting(
+        &self,
+        leases: &LeaseTable,
+        held_elsewhere: &BTreeMap<String, Vec<&LeaseItem>>,
+        me: &str,
+    ) {
+        if !leases.from_start() {
+            return;
+        }
+        let Ok(mut waiting) = self.ctx.stats.replays_waiting.lock() else {
+            return;
+        };
+        waiting.retain(|id| !self.reset.contains(id));
+        for (owner, items) in held_elsewhere.iter().filter(|(o, _)| o.as_str() != me) {
+            for item in items.iter().filter(|i| !self.reset.contains(&i.shard_id)) {
+                if waiting.insert(item.shard_id.clone()) {
+                    tracing::warn!(
+                        mapping = %self.name(),
+                        shard = %item.shard_id,
+                        owner = %owner,
+                        "--from-start: another process holds this shard; its replay starts only when this process takes the lease (stop the other consumers for a replay now)"
+                    );
+                }
+            }
         }
     }
 

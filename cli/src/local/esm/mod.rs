@@ -38,7 +38,7 @@
 //! step of reading and invoking), `coordination.rs` (discovery, leases and balancing across
 //! processes), this file (the mapping and the ways to drive it).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;

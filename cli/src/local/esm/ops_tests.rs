@@ -239,3 +239,44 @@ mod leases {
         assert!(holders(&client).await.values().all(|o| o == "slow"));
     }
 }
+
+/// spec15 #12: `run --from-start` beside a process that holds the stream's
+/// one shard replayed nothing and said nothing. It stands by, lists the
+/// shard as a replay waiting (said once in the log); once the holder lets
+/// the shard go, it takes it, replays from the start and the list empties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_start_beside_the_holder_of_a_shard_says_its_replay_waits() {
+    let (_engine, client) = super::test_support::ledger().await;
+    let api = FakeStreams::new(100);
+    api.add_shard("s", None);
+    let written = api.write("s", 7);
+    let ttl = Duration::from_secs(60);
+    let (handler, _) = recorder();
+    let mut a = StreamMapping::with_api(
+        super::test_support::config(&client, "a", ttl),
+        api.clone(),
+        "arn".into(),
+        handler,
+    );
+    a.poll_once().await.unwrap();
+    a.poll_once().await.unwrap();
+    assert_eq!(a.shards(), ["s"]);
+    let (handler, replayed) = recorder();
+    let mut c = super::test_support::config(&client, "b", ttl);
+    c.checkpoints.as_mut().expect("leases").from_start = true;
+    let mut b = StreamMapping::with_api(c, api.clone(), "arn".into(), handler);
+    b.poll_once().await.unwrap();
+    b.poll_once().await.unwrap();
+    assert!(b.shards().is_empty(), "b stands by");
+    assert_eq!(b.stats().replays_waiting(), ["s"], "its replay waits, said");
+    // `a` stops as `run` does, letting its lease go: b replays.
+    release_all(std::slice::from_mut(&mut a)).await;
+    while b.shards().is_empty() {
+        b.poll_once().await.unwrap();
+    }
+    for _ in 0..10 {
+        b.poll_once().await.unwrap();
+    }
+    assert_eq!(*replayed.lock().unwrap(), written, "every record again");
+    assert!(b.stats().replays_waiting().is_empty());
+}

@@ -221,6 +221,20 @@ fn status_line(stats: &[Arc<MappingStats>], queues: &[QueueMapping]) -> String {
         invocations.join(", "),
         ages.join(", ")
     );
+    let waiting: Vec<String> = stats
+        .iter()
+        .flat_map(|m| {
+            m.replays_waiting()
+                .into_iter()
+                .map(|s| format!("{} {s}", m.name))
+        })
+        .collect();
+    if !waiting.is_empty() {
+        line.push_str(&format!(
+            "; --from-start replay waiting for another process's lease: {}",
+            waiting.join(", ")
+        ));
+    }
     let undeleted: u64 = queues
         .iter()
         .map(|q| {
