@@ -5,27 +5,27 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::expr::{Expr, Val};
-use super::model::Value;
 use super::rules::{to_attr, FileRules, Parsed, Record};
-use super::template::Part;
 use crate::engine::rules::{Aspects, Contribution, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, Item};
-
-/// The names a template's expressions read.
-fn holes(v: &Value) -> impl Iterator<Item = &str> {
-    v.0.iter()
-        .filter_map(|p| match p {
-            Part::Hole(x, _) => Some(x),
-            Part::Lit(_) => None,
-        })
-        .flat_map(|x| x.variables.iter().map(String::as_str))
-}
 
 /// The names a condition reads (none without one).
 fn when(w: &Option<Expr>) -> impl Iterator<Item = &str> {
     w.iter()
         .flat_map(|x| x.variables.iter().map(String::as_str))
+}
+
+/// An aspect of a parse: why it waits, if it does, else `of` the parse.
+fn unless_waiting<T>(
+    waits: Option<InputError>,
+    parsed: Result<&Parsed<'_>, &InputError>,
+    of: impl FnOnce(&Parsed<'_>) -> Result<T, InputError>,
+) -> Result<T, InputError> {
+    match waits {
+        Some(e) => Err(e),
+        None => parsed.map_err(Clone::clone).and_then(of),
+    }
 }
 
 /// The aspects of an image that wait for a computed value, each with why.
@@ -54,24 +54,11 @@ impl FileRules {
             Ok(Parsed::Writer(rec)) if !rec.absent.is_empty() => self.waiting(rec, image),
             _ => Waiting::default(),
         };
-        let projection = match waits.projection {
-            Some(e) => Err(e),
-            None => parsed
-                .map_err(Clone::clone)
-                .and_then(|p| self.projection_of(p, image)),
-        };
-        let derived = match waits.derived {
-            Some(e) => Err(e),
-            None => parsed
-                .map_err(Clone::clone)
-                .and_then(|p| self.derived_of(p, image)),
-        };
-        let contributions = match waits.contributions {
-            Some(e) => Err(e),
-            None => parsed
-                .map_err(Clone::clone)
-                .and_then(|p| self.contributions_of(p, image)),
-        };
+        let projection = unless_waiting(waits.projection, parsed, |p| self.projection_of(p, image));
+        let derived = unless_waiting(waits.derived, parsed, |p| self.derived_of(p, image));
+        let contributions = unless_waiting(waits.contributions, parsed, |p| {
+            self.contributions_of(p, image)
+        });
         let memberships = self.memberships_of(parsed, image, &projection);
         Aspects {
             projection,
@@ -105,7 +92,7 @@ impl FileRules {
             .derive
             .iter()
             .flat_map(|d| {
-                let with = d.with.iter().flat_map(|(_, v)| holes(v));
+                let with = d.with.iter().flat_map(|(_, v)| v.reads());
                 when(&d.when).chain(with)
             })
             .collect::<Vec<_>>();
@@ -113,8 +100,8 @@ impl FileRules {
             .count
             .iter()
             .flat_map(|c| {
-                let with = c.with.iter().flat_map(|(_, v)| holes(v));
-                let add = c.add.iter().flat_map(|(_, v)| holes(v));
+                let with = c.with.iter().flat_map(|(_, v)| v.reads());
+                let add = c.add.iter().flat_map(|(_, v)| v.reads());
                 when(&c.when).chain(with).chain(add)
             })
             .collect::<Vec<_>>();

@@ -389,16 +389,7 @@ impl FileModel {
         let names = self.keys;
         let [pkn, skn] = self.key_names();
         let mut out = Vec::new();
-        let key_reads: BTreeSet<&str> = spec
-            .key
-            .0
-            .iter()
-            .filter_map(|p| match p {
-                Part::Hole(e, _) => Some(e.variables.iter().map(String::as_str)),
-                Part::Lit(_) => None,
-            })
-            .flatten()
-            .collect();
+        let key_reads: BTreeSet<&str> = spec.key.reads().collect();
         for (i, w) in spec.put.iter().enumerate() {
             if spec.put.iter().filter(|o| o.entity == w.entity).count() > 1 {
                 continue;

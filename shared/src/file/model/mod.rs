@@ -122,6 +122,19 @@ pub struct KeyPart {
 #[derive(Debug)]
 pub struct Value(pub Vec<Part<Expr>>);
 
+impl Value {
+    /// The names its expressions read.
+    pub fn reads(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .filter_map(|p| match p {
+                Part::Hole(x, _) => Some(x),
+                Part::Lit(_) => None,
+            })
+            .flat_map(|x| x.variables.iter().map(String::as_str))
+    }
+}
+
 #[derive(Debug)]
 pub struct Check {
     pub expr: Expr,
