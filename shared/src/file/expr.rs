@@ -238,8 +238,8 @@ pub struct CompileError {
 
 /// The names of the built-in functions a model may call besides CEL's own.
 pub const BUILTINS: &[&str] = &[
-    "lower", "upper", "trim", "slug", "dashed", "pad", "epoch", "iso", "day", "isUlid", "sum",
-    "get",
+    "lower", "upper", "trim", "slug", "dashed", "pad", "epoch", "iso", "day", "month", "year",
+    "isUlid", "sum", "get",
 ];
 
 /// CEL's own functions and macros a model may call.
@@ -453,20 +453,31 @@ impl Env {
             },
         )
         .map_err(err)?;
-        // `day(d)`: the UTC date of a date, a date-time, or epoch seconds.
-        root.add_function(
-            "day",
-            |v: cel::Value| -> Result<Arc<String>, cel::ExecutionError> {
-                match v {
-                    cel::Value::String(s) => day(&s).map(Arc::new).map_err(|e| str_err("day", e)),
-                    cel::Value::Int(secs) => chrono::DateTime::from_timestamp(secs, 0)
-                        .map(|t| Arc::new(t.format("%Y-%m-%d").to_string()))
-                        .ok_or_else(|| str_err("day", "out of range")),
-                    _ => Err(str_err("day", "not a date, a date-time or epoch seconds")),
-                }
-            },
-        )
-        .map_err(err)?;
+        // `day(d)`, `month(d)`, `year(d)`: the UTC date, month or year of a
+        // date, a date-time, or epoch seconds.
+        type DatePart = fn(&str) -> Result<String, String>;
+        let parts: [(&'static str, DatePart, &'static str); 3] = [
+            ("day", day, "%Y-%m-%d"),
+            ("month", month, "%Y-%m"),
+            ("year", year, "%Y"),
+        ];
+        for (name, of_text, format) in parts {
+            root.add_function(
+                name,
+                move |v: cel::Value| -> Result<Arc<String>, cel::ExecutionError> {
+                    match v {
+                        cel::Value::String(s) => {
+                            of_text(&s).map(Arc::new).map_err(|e| str_err(name, e))
+                        }
+                        cel::Value::Int(secs) => epoch_date(secs, format)
+                            .map(Arc::new)
+                            .ok_or_else(|| str_err(name, "out of range")),
+                        _ => Err(str_err(name, "not a date, a date-time or epoch seconds")),
+                    }
+                },
+            )
+            .map_err(err)?;
+        }
         root.add_function(
             "sum",
             |list: Arc<Vec<cel::Value>>| -> Result<i64, cel::ExecutionError> {
@@ -587,14 +598,36 @@ impl Env {
 }
 
 /// The calendar day (`YYYY-MM-DD`) of a date written `YYYY-MM-DD` or
-/// `YYYY/MM/DD`, or of a date-time starting with one.
+/// `YYYY/MM/DD`, or of a date-time starting with one: an RFC 3339 time with
+/// an offset is the UTC day of its instant (`...T23:30:00-05:00` is the
+/// next day), one without is read as UTC.
 pub fn day(s: &str) -> Result<String, String> {
-    let d = s
-        .get(..10)
+    utc_date(s).map(|d| d.format("%Y-%m-%d").to_string())
+}
+
+/// The month (`YYYY-MM`) of what [`day`] reads.
+pub fn month(s: &str) -> Result<String, String> {
+    utc_date(s).map(|d| d.format("%Y-%m").to_string())
+}
+
+/// The year (`YYYY`) of what [`day`] reads.
+pub fn year(s: &str) -> Result<String, String> {
+    utc_date(s).map(|d| d.format("%Y").to_string())
+}
+
+fn utc_date(s: &str) -> Result<chrono::NaiveDate, String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&chrono::Utc).date_naive());
+    }
+    s.get(..10)
         .map(|d| d.replace('/', "-"))
-        .filter(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").is_ok())
-        .ok_or_else(|| "not a date (YYYY-MM-DD, YYYY/MM/DD or a date-time)".to_string())?;
-    Ok(d)
+        .and_then(|d| chrono::NaiveDate::parse_from_str(&d, "%Y-%m-%d").ok())
+        .ok_or_else(|| "not a date (YYYY-MM-DD, YYYY/MM/DD or a date-time)".to_string())
+}
+
+/// The UTC date of epoch seconds, formatted.
+fn epoch_date(secs: i64, format: &str) -> Option<String> {
+    chrono::DateTime::from_timestamp(secs, 0).map(|t| t.format(format).to_string())
 }
 
 /// The sum of a list of ints; an overflow is an error (bad input), never a

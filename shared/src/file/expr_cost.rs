@@ -351,7 +351,7 @@ impl Walk<'_> {
             "max" | "min" | "trim" | "string" => sum(args),
             // Case mappings may lengthen a character (`ΐ` to three).
             "lower" | "upper" | "slug" | "dashed" => sum(args).times(3.0),
-            "pad" | "iso" | "day" => Size::bytes(32.0),
+            "pad" | "iso" | "day" | "month" | "year" => Size::bytes(32.0),
             // Everything else gives a bool or a number.
             _ => Size::bytes(SCALAR),
         })

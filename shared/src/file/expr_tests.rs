@@ -233,6 +233,33 @@ fn day_of_dates_and_date_times() {
     for bad in ["2024-02-30", "24-03-03", "yesterday", "", "2024-3-3"] {
         assert!(day(bad).is_err(), "{bad}");
     }
+    // A date-time with an offset is the UTC date of its instant (the
+    // README: "the UTC date"), not the date written before its offset.
+    assert_eq!(
+        day("2024-03-03T23:30:00-05:00"),
+        Ok("2024-03-04".to_string())
+    );
+    assert_eq!(
+        day("2024-03-04T01:00:00+02:00"),
+        Ok("2024-03-03".to_string())
+    );
+    assert_eq!(
+        day("2024-03-03T23:30:00.250+00:00"),
+        Ok("2024-03-03".to_string())
+    );
+    // `month` and `year` read what `day` reads: the month a booking checks
+    // in (`REV#${hotelId}#${month(checkIn)}`), the UTC month of an offset.
+    assert_eq!(month("2024/03/03"), Ok("2024-03".to_string()));
+    assert_eq!(
+        month("2024-03-31T23:30:00-05:00"),
+        Ok("2024-04".to_string())
+    );
+    assert_eq!(year("2024-12-31T23:30:00-05:00"), Ok("2025".to_string()));
+    assert!(month("yesterday").is_err());
+    assert_eq!(
+        eval("month(d) + '|' + year(d)", &[("d", Val::Int(1767225600))]),
+        Ok(Val::Str("2026-01|2026".into()))
+    );
     assert_eq!(
         eval(
             "day(d) == '2024-03-03'",
@@ -328,6 +355,8 @@ fn every_accepted_function_evaluates() {
         ("epoch", "epoch('1970-01-01T00:01:00Z') == 60"),
         ("iso", "iso(60) == '1970-01-01T00:01:00Z'"),
         ("day", "day(86400) == '1970-01-02'"),
+        ("month", "month(86400 * 40) == '1970-02'"),
+        ("year", "year('2024-03-03T23:30:00-05:00') == '2024'"),
         ("isUlid", "isUlid('01ARZ3NDEKTSV4RRFFQ69G5FAV')"),
         ("sum", "sum(xs) == 6"),
         ("get", "get(m, 'k', 0) == 1 && get(m, 'z', 0) == 0"),

@@ -630,12 +630,12 @@ impl Cx<'_> {
                 }
                 Ok(T::Str)
             }
-            "day" => {
+            "day" | "month" | "year" => {
                 must(
                     0,
                     args[0],
                     &[T::Str, T::Int],
-                    "`day` takes a date, a date-time or epoch seconds",
+                    &format!("`{f}` takes a date, a date-time or epoch seconds"),
                 )?;
                 Ok(T::Str)
             }

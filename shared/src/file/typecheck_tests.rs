@@ -47,6 +47,10 @@ fn what_the_check_refuses_fails_at_run_time() {
         ("title.startsWith(1)", "`startsWith` takes a string"),
         ("estimate.startsWith('a')", "a method of a string"),
         ("iso(due)", "`iso` takes epoch seconds"),
+        (
+            "month(done) == ''",
+            "`month` takes a date, a date-time or epoch seconds",
+        ),
         ("(done ? 1 : 2) + 'a'", "`+` adds an int and a string"),
         ("int(done) == 1", "`int` converts a string"),
         ("bool(seq)", "`bool` converts a string"),

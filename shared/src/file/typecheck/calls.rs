@@ -126,6 +126,8 @@ const SHAPES: &[Shape] = &[
     function("epoch", 1, "`epoch(iso)`"),
     function("iso", 1, "`iso(seconds)`"),
     function("day", 1, "`day(d)`"),
+    function("month", 1, "`month(d)`"),
+    function("year", 1, "`year(d)`"),
     function("isUlid", 1, "`isUlid(s)`"),
     function("sum", 1, "`sum(list)`"),
     function("get", 3, "`get(map, key, default)`"),
