@@ -335,3 +335,53 @@ async fn a_backfill_removes_a_deleted_roots_entries_and_keeps_its_line() {
     );
     assert_clean(&env).await;
 }
+
+/// `cascade` switched from `true` to `false` on a live table while a
+/// member's delete waits (the fold met the order's deletion after the
+/// writer had put it again, so the line's delete waits for the
+/// re-creation's record, already in the stream): the deletion was folded
+/// under `cascade: true`, and its deferred delete runs as it decided,
+/// whichever model is deployed when the re-creation's record comes; the
+/// history and the table agree (`verify` clean). A deletion folded after
+/// the switch keeps its members (the README's `history:` section says so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_folded_before_cascade_is_switched_off_deletes_as_it_decided() {
+    let on = temp_model("keep_on", &KEEP.replace("cascade: false", "cascade: true"));
+    let env = model_env("keep", |o| o.model_file = Some(on)).await;
+    for o in ["o", "p"] {
+        put(&env, order("c", o, "placed")).await;
+        put(&env, line("c", o, "a", 1)).await;
+        delete(&env, order_key("c", o)).await;
+        put(&env, order("c", o, "paid")).await;
+    }
+    let records = records_of(&env, "c", "o").await;
+    assert_eq!(records.len(), 4);
+    assert_eq!(deliver_history(&env, &records[..3]).await, 0);
+    assert_eq!(
+        line_qty(&env, "c", "o", "a").await,
+        Some(1),
+        "the line's delete waits for the records to come"
+    );
+    let off = temp_model("keep_off", KEEP);
+    let mut env = crate::support::redeploy_model(env, "keep", |o| o.model_file = Some(off)).await;
+    assert_eq!(deliver_history(&env, &records[3..]).await, 0);
+    assert_eq!(
+        line_qty(&env, "c", "o", "a").await,
+        None,
+        "the deletion folded under `cascade: true` deletes the line"
+    );
+    env.rt.drain().await.expect("drains");
+    assert_eq!(
+        history(&env, "c", "o").await,
+        these(&[(1, "Order o placed", &[])]),
+        "the re-created order lists no line"
+    );
+    // Order p's deletion is folded after the switch: its line stays and
+    // the re-created order lists it.
+    assert_eq!(line_qty(&env, "c", "p", "a").await, Some(1));
+    assert_eq!(
+        history(&env, "c", "p").await,
+        these(&[(1, "Order p placed", &["a"])])
+    );
+    assert_clean(&env).await;
+}
