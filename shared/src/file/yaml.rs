@@ -69,7 +69,25 @@ fn with_hint(mut r: Refused, source: &str) -> Refused {
             ": quote a template inside `{ }` or `[ ]` (`{ PK: \"T#${id}\" }`): there a plain value ends at a `{`, `}`, `[`, `]` or `,`",
         );
     }
+    // `name: [a, b]?`: an enum made optional after its list.
+    if let Some((name, list)) = line.and_then(optional_after_list) {
+        if let Some(i) = r.message.rfind(" at line ") {
+            r.message.truncate(i);
+        }
+        r.message.push_str(&format!(
+            ": an optional enum has its `?` on the name: `{name}?: {list}`"
+        ));
+    }
     r
+}
+
+/// `(name, [list])` of a line `name: [list]?` (comments aside).
+fn optional_after_list(line: &str) -> Option<(&str, &str)> {
+    let code = line.split(" #").next().unwrap_or(line).trim();
+    let (name, value) = code.split_once(':')?;
+    let list = value.trim().strip_suffix('?')?.trim_end();
+    (list.starts_with('[') && list.ends_with(']'))
+        .then(|| (name.trim().trim_start_matches("- "), list))
 }
 
 /// A file of `len` bytes is refused when it is larger than [`MAX_FILE_BYTES`].
@@ -167,6 +185,22 @@ mod tests {
         // Another flow error has no such hint.
         let e = read::<serde_json::Value>("key: { a: [1, 2 }\n").unwrap_err();
         assert!(!e.message.contains("quote a template"), "{e:?}");
+    }
+
+    /// An optional enum written with the `?` after its list
+    /// (`by: [doctor, patient]?`) is a YAML error whose parser message
+    /// says nothing of optional attributes (user16 #1): the refusal says
+    /// where the `?` goes.
+    #[test]
+    fn an_optional_enum_with_its_mark_after_the_list_is_told_where_it_goes() {
+        let text = "attributes:\n  by: [doctor, patient]?\n";
+        let e = read::<serde_json::Value>(text).unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        assert!(
+            e.message
+                .contains("an optional enum has its `?` on the name: `by?: [doctor, patient]`"),
+            "{e:?}"
+        );
     }
 
     #[test]
