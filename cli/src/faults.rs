@@ -45,6 +45,9 @@ pub struct Fault {
     /// Close the connection instead of answering (a reset); with
     /// `after_effect`, after the request took effect.
     pub reset: bool,
+    /// Answer 200 with a body that is no JSON (an answer corrupted on the
+    /// way); with `after_effect`, after the request took effect.
+    pub garbled: bool,
     /// Hold the request this long, then forward it and answer as the
     /// server did (a slow request, not a failed one).
     pub delay: Option<std::time::Duration>,
@@ -75,6 +78,7 @@ impl Fault {
             unprocessed: false,
             after_effect: false,
             reset: false,
+            garbled: false,
             delay: None,
             gate: None,
             until: None,
@@ -124,6 +128,16 @@ impl Fault {
         Self {
             reset: true,
             ..Self::server_error(operation, times)
+        }
+    }
+
+    /// A 200 whose body is no JSON instead of an answer (a middlebox or a
+    /// cut connection corrupting it), before the request reaches the server
+    /// (`.after_effect()`: after it took effect).
+    pub fn garbled(operation: &str, times: u32) -> Self {
+        Self {
+            garbled: true,
+            ..Self::answer(operation, times, 200, "")
         }
     }
 
@@ -327,6 +341,15 @@ async fn serve(
             }
         } else if fault.as_ref().is_some_and(|f| f.reset) {
             return Ok(());
+        }
+        if fault.as_ref().is_some_and(|f| f.garbled) {
+            client
+                .write_all(&answer(
+                    "200 OK",
+                    "{\"__type\":\u{1}\u{7f}garbled by jobstream fault proxy",
+                ))
+                .await?;
+            continue;
         }
         if let Some(f) = fault {
             let body = format!(

@@ -20,13 +20,16 @@ where
     R: std::fmt::Debug + 'static,
 {
     match e {
-        SdkError::ServiceError(se) => {
-            let code = se.err().code().unwrap_or("unknown error code");
-            match se.err().message() {
-                Some(m) => format!("{code}: {m}"),
-                None => code.to_string(),
-            }
-        }
+        SdkError::ServiceError(se) => match (se.err().code(), se.err().message()) {
+            (Some(code), Some(m)) => format!("{code}: {m}"),
+            (Some(code), None) => code.to_string(),
+            // No error code: an answer the SDK could not read (a body
+            // corrupted or cut on the way), not a refusal of the service.
+            (None, _) => format!(
+                "an answer that could not be read (no error code): {}",
+                causes(se.err())
+            ),
+        },
         other => causes(other),
     }
 }
@@ -193,6 +196,30 @@ mod tests {
             !said.contains('{') && !said.contains("DispatchFailure"),
             "{said}"
         );
+    }
+
+    /// An error without a code (an answer the SDK could not read, as a
+    /// corrupted 200's) says so, not "unknown error code" (ops16's #1).
+    #[test]
+    fn an_answer_without_an_error_code_is_said_to_be_unreadable() {
+        use aws_sdk_dynamodb::config::http::HttpResponse;
+        use aws_sdk_dynamodb::operation::get_item::GetItemError;
+        let raw = HttpResponse::new(
+            200u16.try_into().unwrap(),
+            aws_smithy_types::body::SdkBody::from("{\"__type\":\u{1}"),
+        );
+        let err = GetItemError::generic(
+            aws_sdk_dynamodb::error::ErrorMetadata::builder()
+                .message("failed to parse JSON")
+                .build(),
+        );
+        let e: SdkError<GetItemError, HttpResponse> = SdkError::service_error(err, raw);
+        let said = sdk_cause(&e);
+        assert!(
+            said.starts_with("an answer that could not be read (no error code): "),
+            "{said}"
+        );
+        assert!(said.contains("failed to parse JSON"), "{said}");
     }
 
     fn store_error(code: &str, retryable: bool) -> ProcessError {

@@ -28,6 +28,13 @@
 //!   call), so the processors' clients use a partition of their own with an
 //!   unlimited bucket.
 //!
+//! - **An answer that cannot be read is transient.** DynamoDB and SQS answer
+//!   every error with a 4xx or 5xx; a 2xx whose body the SDK cannot read was
+//!   corrupted on the way (a proxy, a middlebox, a cut connection), and the
+//!   SDK's own classifiers do not retry it ([`UnreadableAnswer`]; ops16's #1:
+//!   a window of such answers reached the mapping, whose back-to-back
+//!   retries gave records up within seconds).
+//!
 //! A permanent error (validation, access denied, a condition) is not retried
 //! by the SDK: it fails as before, bisected and given up by the mapping.
 
@@ -36,6 +43,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::config::retry::{RetryConfig, RetryPartition, TokenBucket};
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
+use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction};
 
 /// Attempts per call: more than the budget can use (see the module docs).
 pub const MAX_ATTEMPTS: u32 = 60;
@@ -131,6 +140,7 @@ impl Retries {
         b.retry_config(self.retry_config())
             .timeout_config(self.timeout_config())
             .retry_partition(partition())
+            .retry_classifier(UnreadableAnswer)
     }
 
     /// The same for SQS (the jobs a stream consumer sends).
@@ -138,6 +148,7 @@ impl Retries {
         b.retry_config(self.retry_config())
             .timeout_config(self.timeout_config())
             .retry_partition(partition())
+            .retry_classifier(UnreadableAnswer)
     }
 
     pub fn dynamodb_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
@@ -149,6 +160,27 @@ impl Retries {
 
     pub fn sqs_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::from_conf(self.sqs(aws_sdk_sqs::config::Builder::from(sdk)).build())
+    }
+}
+
+/// A 2xx answer the call failed on (its body could not be read): a
+/// transient error, retried within the call's budget like a transport
+/// error. Any other outcome is left to the SDK's own classifiers.
+#[derive(Debug, Clone, Copy)]
+pub struct UnreadableAnswer;
+
+impl ClassifyRetry for UnreadableAnswer {
+    fn classify_retry(&self, ctx: &InterceptorContext) -> RetryAction {
+        let answered = ctx.response().is_some_and(|r| r.status().is_success());
+        if answered && matches!(ctx.output_or_error(), Some(Err(_))) {
+            RetryAction::transient_error()
+        } else {
+            RetryAction::NoActionIndicated
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "jobstream: an unreadable 2xx answer"
     }
 }
 

@@ -132,6 +132,35 @@ async fn an_outage_window_of_seconds_gives_nothing_up() {
     assert_exact(&env, &expected).await;
 }
 
+/// ops16's #1: answers corrupted on the way (a 200 whose body is no JSON:
+/// a proxy, a middlebox) for a window of seconds, on every call of both
+/// processors, some after their request took effect. The SDK does not
+/// retry an answer it cannot read; its error reached the mapping, whose
+/// retries (back to back, as Lambda's) gave the record up within the
+/// window. A 2xx that cannot be read is a transport fault: retried with
+/// backoff within the call's budget, nothing given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_of_garbled_answers_gives_nothing_up() {
+    let (mut env, proxy) = env_behind_proxy_as_deployed().await;
+    let expected = play(&env.writer).await.unwrap();
+    for op in ["BatchGetItem", "GetItem", "Query", "UpdateItem"] {
+        proxy.inject(Fault::garbled(op, 0).for_window(WINDOW));
+    }
+    proxy.inject(
+        Fault::garbled("TransactWriteItems", 0)
+            .after_effect()
+            .for_window(WINDOW),
+    );
+    env.rt.drain().await.unwrap();
+    assert!(proxy.injected() > 0, "the window garbled answers");
+    assert_eq!(
+        env.rt.failed_batches(),
+        Vec::new(),
+        "no record is given up over a window of garbled answers"
+    );
+    assert_exact(&env, &expected).await;
+}
+
 /// Throttling DynamoDB reports inside an answer the SDK takes as success
 /// (every item back in UnprocessedItems or UnprocessedKeys, a transaction
 /// cancelled by the throttling of one action) is retried by the store's own
