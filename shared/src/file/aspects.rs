@@ -132,11 +132,19 @@ impl FileRules {
             return Ok(None);
         };
         let on = m.holds(rec, &p.when).map_err(|e| m.bad(rec, image, e))?;
+        // A counter's item is the processor's: a value its sums cannot give
+        // (a sum past 64 bits, read as a `number`, in arithmetic) leaves
+        // that attribute out, noted ([`FileModel::clamp_notes`]), never the
+        // rest of its projection (its sparse key only compares the sum).
+        let counter = !rec.entity.writer;
         let mut attrs = Vec::with_capacity(p.attrs.len());
         for (name, v) in &p.attrs {
             let value = if on {
-                let v = m.eval(rec, v).map_err(|e| m.bad(rec, image, e))?;
-                to_attr(name, v, None).map_err(|e| m.bad(rec, image, e))?
+                match m.eval(rec, v).and_then(|v| to_attr(name, v, None)) {
+                    Ok(v) => v,
+                    Err(_) if counter => None,
+                    Err(e) => return Err(m.bad(rec, image, e)),
+                }
             } else {
                 None
             };

@@ -278,3 +278,41 @@ fn an_item_of_a_rekeyed_derived_entity_is_told_by_its_stamp() {
     assert!(!r.stale_derived_item(&at(None, &old)));
     assert!(!r.stale_derived_item(&at(Some("book_loan"), &format!("BK#{book}"))));
 }
+
+/// A sum past 64 bits (DynamoDB adds `int` amounts past it: the README's
+/// "exact to 38 digits") is read as a `number`, which arithmetic refuses:
+/// a counter projection computing with it made the whole projection bad
+/// input, so its sparse index key, which only compares it, went too
+/// (user16 #3: the most overdrawn account left the "overdrawn" index,
+/// under a message about a `number` the model never declared). Only the
+/// attribute that cannot be computed is left out, and noted.
+#[test]
+fn a_counter_projection_leaves_out_only_what_a_sum_past_64_bits_cannot_compute() {
+    let text = LIBRARY.replace(
+        "    counter:\n      attributes: [open, total]\n      created_by: processor\n",
+        "    counter:\n      attributes: [open, total]\n      created_by: processor\n    project:\n      attributes:\n        spare: \"${total - open}\"\n        busy: \"${open > 5 ? 'BUSY' : null}\"\n",
+    );
+    assert_ne!(text, LIBRARY);
+    let r = rules(&text);
+    let mut counts = item(&[("PK", s("M#ann")), ("SK", s("COUNT")), ("type", s("loans"))]);
+    counts.insert("open".into(), n(7));
+    counts.insert("total".into(), n(9));
+    let p = r.projection(&counts).unwrap().unwrap();
+    assert_eq!(
+        p.attrs,
+        vec![("spare", Some(n(2))), ("busy", Some(s("BUSY")))]
+    );
+    assert!(r.notes(&counts).is_empty());
+    counts.insert(
+        "total".into(),
+        aws_sdk_dynamodb::types::AttributeValue::N("18446744073709551614".into()),
+    );
+    let p = r.projection(&counts).expect("no bad input").unwrap();
+    assert_eq!(p.attrs, vec![("spare", None), ("busy", Some(s("BUSY")))]);
+    let notes = r.notes(&counts);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].reason.contains("loans.spare: not computed") && notes[0].reason.contains("total"),
+        "{notes:?}"
+    );
+}

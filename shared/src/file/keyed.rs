@@ -70,7 +70,10 @@ impl FileModel {
         let (Ok(pk), Ok(sk)) = (image.s(pkn), image.s(skn)) else {
             return vec![];
         };
-        if !self.classify(pk, sk).is_some_and(|(e, _)| pads(e)) {
+        if !self
+            .classify(pk, sk)
+            .is_some_and(|(e, _)| pads(e) || counts_into(e))
+        {
             return vec![];
         }
         match self.parse(image) {
@@ -87,7 +90,8 @@ impl FileModel {
 
     /// [`FileModel::clamp_notes`] of an item already parsed.
     pub(super) fn notes_of(&self, rec: &Record<'_>) -> Vec<Note> {
-        let Some(p) = rec.entity.project.as_ref().filter(|_| pads(rec.entity)) else {
+        let e = rec.entity;
+        let Some(p) = e.project.as_ref().filter(|_| pads(e) || counts_into(e)) else {
             return vec![];
         };
         if !matches!(self.holds(rec, &p.when), Ok(true)) {
@@ -96,8 +100,21 @@ impl FileModel {
         let mut out = Vec::new();
         for (name, v) in &p.attrs {
             let (value, clamps) = recording_clamps(|| self.eval(rec, v));
-            let Ok(value) = value else {
-                continue;
+            let value = match value {
+                Ok(value) => value,
+                // A counter's attribute its sums cannot give is left out
+                // (see `projection_of`).
+                Err(why) if counts_into(e) => {
+                    out.push(Note {
+                        metric: names::SCORE_OVERFLOW,
+                        reason: format!(
+                            "{}.{name}: not computed, left out of the item: {why} (a sum past 64 bits is a `number`, which is compared and copied, never computed)",
+                            e.name
+                        ),
+                    });
+                    continue;
+                }
+                Err(_) => continue,
             };
             for c in clamps {
                 out.push(Note {
@@ -114,6 +131,12 @@ impl FileModel {
         }
         out
     }
+}
+
+/// Whether an entity is a counter the processor keeps (its projection
+/// may leave out what its sums cannot give).
+fn counts_into(e: &Entity) -> bool {
+    !e.writer && e.counter.is_some() && e.project.is_some()
 }
 
 /// Whether an entity's projection calls `pad` (the only function that
