@@ -483,6 +483,41 @@ async fn pickem_backfill_adopts_an_existing_table_and_verify_sees_wrong_scores()
     assert_truth(&rt).await;
 }
 
+/// user16 #8: a backfill started one job per row of a scope (816 jobs
+/// for 12 accounts on a table already exact), each reading the scope
+/// again. One job of a kind per scanned page: an event of 30 matches and
+/// one prediction is one scope job and one for the prediction, and the
+/// score is right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_starts_one_job_per_scope_not_one_per_row() {
+    let env = env().await;
+    let matches: Vec<(String, i64)> = (0..30).map(|i| (format!("m{i:02}"), i)).collect();
+    let rows: Vec<(&str, i64, i64, Option<i64>)> = matches
+        .iter()
+        .map(|(id, i)| (id.as_str(), *i + 1, 1, Some(0)))
+        .collect();
+    event_with_matches(&env.rt, EV, &rows).await;
+    let picks: Vec<(&str, i64)> = matches.iter().map(|(id, _)| (id.as_str(), 0)).collect();
+    put(&env.rt, write::prediction("sam", EV, &picks)).await;
+    let ModelEnv {
+        engine: _engine,
+        mut rt,
+    } = redeploy_model(env, "pickem", |o| {
+        o.mapping.starting_position = jobstream::local::esm::StartingPosition::Latest
+    })
+    .await;
+    let opts = jobstream::tools::backfill::ScanOptions::default();
+    let (_, totals) = crate::items::backfill(&rt, &opts).await;
+    assert_eq!(
+        totals.messages.load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "the event's scope job and the prediction's"
+    );
+    rt.drain().await.unwrap();
+    assert_eq!(score_of(&rt, "sam", EV).await.0, 30);
+    assert_truth(&rt).await;
+}
+
 /// The users whose predictions the event's GSI partition lists.
 async fn gsi_users(rt: &Runtime) -> Vec<String> {
     let out = rt
