@@ -28,13 +28,19 @@ fn init_logs() {
     // `eprintln!`, which panicked wherever the line was logged (a handler:
     // a failed invocation; the main task: exit 101). The writer never
     // reports one (`shared::out`); the setting stays for safety.
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(shared::out::log_writer)
-        .fmt_fields(shared::logs::fields())
-        .log_internal_errors(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .log_internal_errors(false);
+    // `JOBSTREAM_LOG_FORMAT=json`: one JSON object a line (a log shipper's
+    // input), as the Lambdas log under `AWS_LAMBDA_LOG_FORMAT=JSON`.
+    if std::env::var("JOBSTREAM_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+        logs.json().with_ansi(false).init();
+    } else {
+        logs.fmt_fields(shared::logs::fields())
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

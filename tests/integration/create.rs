@@ -47,6 +47,15 @@ fn starts_consuming(args: &[String], env: &[(String, String)]) -> Result<(), Str
 /// then kills it; that line, or (when it exits first or takes past a
 /// minute) why, with its output so far.
 fn until_line(args: &[String], env: &[(String, String)], prefix: &str) -> Result<String, String> {
+    until_line_logged(args, env, prefix).map(|(line, _)| line)
+}
+
+/// [`until_line`], and what the process wrote to stderr until then.
+fn until_line_logged(
+    args: &[String],
+    env: &[(String, String)],
+    prefix: &str,
+) -> Result<(String, String), String> {
     let mut child = Command::new(jobstream_bin())
         .args(args)
         .envs(env.iter().cloned())
@@ -88,7 +97,41 @@ fn until_line(args: &[String], env: &[(String, String)], prefix: &str) -> Result
         .take()
         .map(|mut e| e.read_to_string(&mut stderr));
     read.transpose().expect("its stderr");
-    outcome.map_err(|why| format!("{why}: {}\n{stderr}", seen.join("\n")))
+    match outcome {
+        Ok(line) => Ok((line, stderr)),
+        Err(why) => Err(format!("{why}: {}\n{stderr}", seen.join("\n"))),
+    }
+}
+
+/// ops16's #2: `run`, `serve` and `dev` logged text only, so a log
+/// pipeline had to parse `key=value` lines. `JOBSTREAM_LOG_FORMAT=json`
+/// makes every log line one JSON object (the startup lines stay on stdout,
+/// as scripts read them).
+#[test]
+fn with_jobstream_log_format_json_every_log_line_is_a_json_object() {
+    let args: Vec<String> = ["serve", "--listen", "127.0.0.1:0", "--model", "pickem"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let env = |format: &str| {
+        vec![
+            ("JOBSTREAM_LOG".to_string(), "info".to_string()),
+            ("JOBSTREAM_LOG_FORMAT".to_string(), format.to_string()),
+        ]
+    };
+    let (line, logs) = until_line_logged(&args, &env("json"), "models:").expect("serve starts");
+    assert_eq!(line, "models: pickem (pickem)");
+    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "serve logged nothing at info");
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{l}");
+    }
+    let (_, text) = until_line_logged(&args, &env("text"), "models:").expect("serve starts");
+    assert!(
+        text.lines().any(|l| !l.trim_start().starts_with('{')),
+        "{text}"
+    );
 }
 
 /// A fresh engine, and the suite's local SQS endpoint.
