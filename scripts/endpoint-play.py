@@ -295,6 +295,17 @@ def excused_item(excuse, item):
                 and str(item.get(excuse["sk"], "")).startswith(excuse["sk_prefix"]))
 
 
+def query_env(environ=None):
+    """The environment `jobstream query` runs in: this process's, without
+    the model an operator configured there (MODEL, MODEL_FILE), which
+    `query` would refuse beside the `--model-file` it is given (ops16's #3:
+    every query check failed with a usage error)."""
+    env = dict(os.environ if environ is None else environ)
+    for name in ("MODEL", "MODEL_FILE"):
+        env.pop(name, None)
+    return env
+
+
 def check(ddb, table, keys, part, a, model_file, excuse=None):
     """The differences between the table and what `part` expects; with
     `excuse` (after a backfill: `adoption_excuses`), those a history's
@@ -328,7 +339,7 @@ def check(ddb, table, keys, part, a, model_file, excuse=None):
         title = f"{q['query']}({', '.join(params)})"
         cmd = [a.jobstream, "query", "--model-file", model_file, "--endpoint", a.endpoint,
                "--json", "--table", table, q["query"]] + params
-        out = subprocess.run(cmd, capture_output=True, text=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, env=query_env())
         if out.returncode != 0:
             diffs.append(f"query {title}: exit {out.returncode}: {out.stderr.strip()[-300:]}")
             continue

@@ -50,6 +50,12 @@ def args(**kw):
     return argparse.Namespace(**base)
 
 
+class QueryEnvironment(unittest.TestCase):
+    def test_the_queries_run_without_the_model_configured_in_the_environment(self):
+        env = play.query_env({"MODEL": "hr", "MODEL_FILE": "x.yaml", "AWS_REGION": "r"})
+        self.assertEqual(env, {"AWS_REGION": "r"})
+
+
 class ModelChoice(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
