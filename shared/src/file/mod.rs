@@ -19,6 +19,7 @@
 //! as a compiled model.
 
 mod aspects;
+mod each;
 pub mod compute;
 pub mod compute_job;
 pub mod expr;
@@ -632,3 +633,5 @@ mod expr_cost_tests;
 
 #[cfg(test)]
 mod key_fit_tests;
+#[cfg(test)]
+mod each_tests;
