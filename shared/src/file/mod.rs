@@ -19,9 +19,9 @@
 //! as a compiled model.
 
 mod aspects;
-mod each;
 pub mod compute;
 pub mod compute_job;
+mod each;
 pub mod expr;
 mod expr_cost;
 pub mod formats;
@@ -632,6 +632,6 @@ mod enum_literal_tests;
 mod expr_cost_tests;
 
 #[cfg(test)]
-mod key_fit_tests;
-#[cfg(test)]
 mod each_tests;
+#[cfg(test)]
+mod key_fit_tests;

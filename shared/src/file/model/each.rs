@@ -226,11 +226,7 @@ impl Compiler<'_> {
     /// [`EachBudget`]), `indexed` being the ledger index entries its items
     /// may hold (sets' facts listed `via` an index); `None` when none of
     /// its rules has `each:`.
-    pub(super) fn each_budget(
-        entities: &[Entity],
-        i: usize,
-        indexed: usize,
-    ) -> Option<EachBudget> {
+    pub(super) fn each_budget(entities: &[Entity], i: usize, indexed: usize) -> Option<EachBudget> {
         let e = &entities[i];
         let eaches = e
             .derive
