@@ -99,6 +99,12 @@ fn when_suffix(when: Option<&shared::file::expr::Expr>) -> String {
         .unwrap_or_default()
 }
 
+/// ` each tag in tags` of a rule applied once per element (`each:`).
+fn each_suffix(each: Option<shared::file::model::Each>) -> String {
+    each.map(|x| format!(" each {} in {}", x.name, x.attr))
+        .unwrap_or_default()
+}
+
 /// The Mermaid flowchart of a model file.
 pub fn file_graph(m: &FileModel) -> String {
     let mut out = String::from("flowchart LR\n");
@@ -172,7 +178,11 @@ pub fn file_graph(m: &FileModel) -> String {
             }
         }
         for d in &e.derive {
-            let label = format!("derive{}", when_suffix(d.when.as_ref()));
+            let label = format!(
+                "derive{}{}",
+                each_suffix(d.each),
+                when_suffix(d.when.as_ref())
+            );
             edge(&mut out, &node, "-->", &label, &ent(d.target));
         }
         if let Some(c) = &e.compute {
@@ -189,7 +199,10 @@ pub fn file_graph(m: &FileModel) -> String {
                 .map(|(a, v)| format!("{a} += {}", value_text(v)))
                 .collect();
             let label = format!(
-                "count {}{}{}",
+                "count {}{}{}{}",
+                c.each
+                    .map(|x| format!("each {} in {}: ", x.name, x.attr))
+                    .unwrap_or_default(),
                 adds.join(", "),
                 // A parent the source does not key: found by its identity.
                 if target.unique.is_empty() {
