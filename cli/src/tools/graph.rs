@@ -419,6 +419,19 @@ once:
     }
 
     #[test]
+    fn a_rule_applied_per_element_says_each() {
+        let text = include_str!("../../../models/examples/qa_tags.yaml");
+        let m = shared::file::compile(text, "qa_tags").expect("qa_tags.yaml compiles");
+        let g = file_graph(&m);
+        for line in [
+            "  entity_question -->|\"derive each tag in tags\"| entity_tag_question",
+            "  entity_question -->|\"count each tag in tags: questions += 1, open += status == 'open' ? 1 : 0\"| entity_tag_stats",
+        ] {
+            assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+        }
+    }
+
+    #[test]
     fn a_compute_block_is_an_edge_from_its_rows_to_the_item() {
         // The shipped file that computes values over a partition.
         let (path, text) = shared::file::SHIPPED

@@ -73,6 +73,14 @@ fn the_example_compiles_and_bounds_its_tags() {
     assert_eq!(budget.per_element, vec![("tags", 2)]);
     assert_eq!(budget.max_alone("tags"), 24);
     assert_eq!(budget.actions(&[("tags", 24)]), 97);
+    // `check-model` prints it.
+    assert!(
+        r.0.notes().iter().any(|n| n.starts_with(
+            "each question.tags: an item holds at most 24 distinct elements; more is bad input"
+        )),
+        "{:?}",
+        r.0.notes()
+    );
 }
 
 #[test]

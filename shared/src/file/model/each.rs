@@ -267,3 +267,22 @@ impl Compiler<'_> {
         Some(budget)
     }
 }
+
+/// `check-model`'s line for each `each:` attribute of `e`: how many
+/// distinct elements an item may hold.
+pub(super) fn note(e: &Entity) -> Vec<String> {
+    let Some(budget) = &e.each else {
+        return Vec::new();
+    };
+    budget
+        .per_element
+        .iter()
+        .map(|(attr, _)| {
+            format!(
+                "each {}.{attr}: an item holds at most {} distinct elements; more is bad input (each element is a write of the item's one transaction of at most {MAX_TX_ACTIONS} actions, twice when every element is replaced)",
+                e.name,
+                budget.max_alone(attr)
+            )
+        })
+        .collect()
+}

@@ -316,12 +316,16 @@ pub struct FileModel {
 impl FileModel {
     /// Lines `check-model` prints beside OK: what the file does that its
     /// author may not expect (deleting a history's root deletes its members
-    /// and entries, [`super::history_compile::cascade_note`]).
+    /// and entries, [`super::history_compile::cascade_note`]; how many
+    /// elements an `each:` attribute may hold, [`each::note`]).
     pub fn notes(&self) -> Vec<String> {
-        self.history
+        let mut out: Vec<String> = self
+            .history
             .iter()
             .map(|h| super::history_compile::cascade_note(h, &self.entities))
-            .collect()
+            .collect();
+        out.extend(self.entities.iter().flat_map(each::note));
+        out
     }
 
     pub fn key_names(&self) -> [&'static str; 2] {
