@@ -180,6 +180,23 @@ async fn a_replay_of_the_whole_stream_never_moves_a_tag_count_and_writes_nothing
     }
     assert_eq!(env.rt.processor_writes(), before, "a replay writes nothing");
     assert_clean(&env.rt).await;
+    // A tag removed and one added, not yet read from the stream, while
+    // the old records are delivered again: each tag is at the state before
+    // or after the change, never older, and never both at once.
+    put(&env.rt, question("q1", &["python", "sql"], "open")).await;
+    let after = implied(&[
+        ("q1", &["python", "sql"], "open"),
+        ("q2", &["rust"], "closed"),
+        ("q3", &["rust", "zig"], "closed"),
+    ]);
+    for chunk in records.chunks(3) {
+        deliver(&env, chunk).await;
+        let now = tags(&env).await;
+        assert!(now == truth || now == after, "{now:?}");
+    }
+    env.rt.drain().await.unwrap();
+    assert_eq!(tags(&env).await, after);
+    assert_clean(&env.rt).await;
     assert_eq!(bad_input(&env), 0);
 }
 
