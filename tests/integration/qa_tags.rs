@@ -308,6 +308,19 @@ async fn explain_of_a_tag_counter_names_each_question_counted_on_it() {
         "{:#?}",
         x.lines
     );
+    // The question: one listing and one count per tag.
+    let x = crate::explain::ask_in(&env, &file, "Q#q1", "QUESTION").await;
+    crate::explain::says(
+        &x,
+        &[
+            &format!("derives PK=TAG#go, SK=Q#{ASKED}#q1 (tag_question) (present)"),
+            &format!("derives PK=TAG#rust, SK=Q#{ASKED}#q1 (tag_question) (present)"),
+            "counts into PK=TAG#go, SK=STATS (tag_stats): questions +1, open +1",
+            "counts into PK=TAG#rust, SK=STATS (tag_stats): questions +1, open +1",
+            "ledger: 2 derived item(s), 2 counter contribution(s) recorded",
+            "ledger: agrees with what the rules imply now",
+        ],
+    );
 }
 
 /// 24 tags (the most `qa_tags` takes: 1 + 4 x 24 = 97 actions when every

@@ -395,3 +395,27 @@ fn a_derived_item_of_the_element_alone_must_be_shared() {
     let q = r.0.entity("question").unwrap();
     assert_eq!(r.0.entities[q].each.as_ref().unwrap().max_alone("tags"), 12);
 }
+
+/// Two derives of one item over two attributes imply it twice from one
+/// question whose sets share an element: refused unless it is shared.
+#[test]
+fn two_each_derives_of_one_item_over_two_attributes_must_be_shared() {
+    let text = QA
+        .replace("      tags: set\n", "      tags: set\n      topics: set\n")
+        .replace(
+            "    count:\n",
+            "      - entity: tag_question\n        each: { tag: topics }\n        with: { tag: tag, askedAt: askedAt, qid: qid, title: title, status: status }\n    count:\n",
+        );
+    let p = problems(&text);
+    assert_says(&p, "twice from one `question` item whose `tags` and `topics` hold one element: derive from one attribute, or mark `tag_question` `shared: true`");
+    assert_eq!(p.len(), 1, "{p:#?}");
+    let shared = text.replace(
+        "  tag_question:\n    owner: processor\n",
+        "  tag_question:\n    owner: processor\n    shared: true\n",
+    );
+    assert!(problems(&shared).is_empty(), "{:#?}", problems(&shared));
+    let r = rules(&shared);
+    let mut q = question(Some(set(&["rust", "go"])), "open");
+    q.insert("topics".into(), set(&["rust"]));
+    assert_eq!(derived_keys(&r, &q).len(), 3, "rust twice, one item");
+}
