@@ -249,6 +249,24 @@ fn elements_a_key_format_makes_one_are_counted_and_listed_once() {
         vec![("PK=TAG#go, SK=STATS", 1), ("PK=TAG#rust, SK=STATS", 1)]
     );
     assert_eq!(derived_keys(&r, &q).len(), 2);
+    // An element the counter's key format rejects, or an empty one: the
+    // question is bad input, no total moves.
+    let strict = text.replace("pattern: \"^.+$\"", "pattern: \"^[a-z]+$\"");
+    let r = rules(&strict);
+    for (tags, says) in [
+        (
+            ["c++", "go"],
+            "it counts into PK=TAG#c++, SK=STATS, a key `tag_stats` rejects",
+        ),
+        (["", "go"], "`tag` of tag_question's key is empty"),
+    ] {
+        let a = r.aspects(&question(Some(set(&tags)), "open"));
+        let Err(InputError::Invalid { reason, .. }) = &a.contributions else {
+            panic!("{:?}", a.contributions);
+        };
+        assert!(reason.contains(says), "{reason}");
+        assert!(a.derived.is_err());
+    }
 }
 
 /// Before `each:`, a `with` that bound a key name to a whole set loaded
@@ -418,4 +436,39 @@ fn two_each_derives_of_one_item_over_two_attributes_must_be_shared() {
     let mut q = question(Some(set(&["rust", "go"])), "open");
     q.insert("topics".into(), set(&["rust"]));
     assert_eq!(derived_keys(&r, &q).len(), 3, "rust twice, one item");
+}
+
+/// A count into a parent found by its identity (`unique:`) per element: a
+/// reminder sent about several invoices counts on each; its identity must
+/// be the element as it is.
+#[test]
+fn a_located_counter_is_counted_once_per_element_of_its_identity() {
+    let invoices = include_str!("../../../models/examples/invoices.yaml");
+    assert!(invoices.ends_with("add: { total: amount, lines: 1 }\n"));
+    let text = format!(
+        "{invoices}\n  reminder:\n    key: {{ PK: \"REMINDER#${{reminderId}}\", SK: \"R\" }}\n    attributes: {{ reminderId: id, invoices: set }}\n    count:\n      - counter: invoice\n        each: {{ inv: invoices }}\n        with: {{ invoiceId: inv }}\n        add: {{ lines: 0, total: 0 }}\n"
+    );
+    let r = rules(&text);
+    let reminder = item(&[
+        ("PK", s("REMINDER#r1")),
+        ("SK", s("R")),
+        ("type", s("reminder")),
+        ("reminderId", s("r1")),
+        ("invoices", set(&["i-1", "i-2"])),
+    ]);
+    let keys: Vec<String> = r
+        .contributions(&reminder)
+        .unwrap()
+        .iter()
+        .map(|c| display_key(&c.counter.key_item()))
+        .collect();
+    assert_eq!(
+        keys,
+        vec!["PK=@invoice, SK=[\"i-1\"]", "PK=@invoice, SK=[\"i-2\"]"]
+    );
+    let refused = text.replace("with: { invoiceId: inv }", "with: { invoiceId: \"'i-1'\" }");
+    assert_says(
+        &problems(&refused),
+        "reminder: count `invoice` with `each: { inv: invoices }`: no name of `invoice`'s identity (`unique:`) is bound to `inv` as it is",
+    );
 }

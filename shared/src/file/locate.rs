@@ -165,7 +165,8 @@ pub(super) fn check_with(
             continue;
         };
         let src = v.value.0.trim();
-        let Some(have) = scope.declared(src) else {
+        // An `each:` element: checked against the identity at run time.
+        let Some(have) = scope.key_fit(src) else {
             continue;
         };
         if !fits(have, &want) {

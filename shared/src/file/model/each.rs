@@ -124,6 +124,7 @@ impl Compiler<'_> {
         let mut scope = self.writer_scope(source);
         if let Some(x) = each {
             scope.names.push((x.name.to_string(), Some(Ty::Str)));
+            scope.element = Some(x.name);
         }
         scope
     }

@@ -272,7 +272,7 @@ impl Compiler<'_> {
             let with = if entities[t].unique.is_empty() {
                 let with = self.bindings(&c.value.with, &entities[t], at(c), &reads, "count");
                 self.whole_set_keyed(&c.value.with, &with, &entities[t], &reads, "count");
-                self.binding_types(&c.value.with, &entities[t], &reads, each);
+                self.binding_types(&c.value.with, &entities[t], &reads);
                 with
             } else {
                 // Counted through its identity (`unique:`).
@@ -493,14 +493,8 @@ impl Compiler<'_> {
         with: &Ordered<Spanned<Scalar>>,
         target: &Entity,
         scope: &Scope,
-        each: Option<Each>,
     ) {
         for (n, v) in &with.0 {
-            // An element's type is the set's strings: a key format that
-            // rejects one makes the source bad input at run time.
-            if each.is_some_and(|x| v.value.0.trim() == x.name) {
-                continue;
-            }
             let Some((_, format)) = target.binders().into_iter().find(|(b, _)| *b == n.as_str())
             else {
                 continue;
@@ -513,7 +507,9 @@ impl Compiler<'_> {
                 continue;
             };
             let src = v.value.0.trim();
-            let Some(have) = scope.declared(src) else {
+            // An `each:` element: a key format that rejects one makes the
+            // source bad input at run time.
+            let Some(have) = scope.key_fit(src) else {
                 continue;
             };
             // A whole set or list: `whole_set_keyed` says to write `each:`.

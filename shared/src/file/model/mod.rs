@@ -483,11 +483,24 @@ pub(super) struct Scope<'a> {
     /// Names that are maps of the item's attributes (a history's `old`
     /// and `new`).
     pub(super) images: &'static [&'static str],
+    /// The element of a rule's `each:`: a `string` to expressions, whose
+    /// fit to a key's format is known only at run time (a key that
+    /// rejects it makes the source bad input).
+    pub(super) element: Option<&'static str>,
 }
 
 impl Scope<'_> {
     pub(super) fn has(&self, n: &str) -> bool {
         self.names.iter().any(|(k, _)| k == n)
+    }
+
+    /// A name's declared type where a key's type is checked against it
+    /// at load: not an `each:` element's (a string of the set's).
+    pub(in crate::file) fn key_fit(&self, n: &str) -> Option<&Ty> {
+        if self.element == Some(n) {
+            return None;
+        }
+        self.declared(n)
     }
 
     /// A name's declared type, when it has one.
@@ -542,6 +555,7 @@ impl Compiler<'_> {
             names,
             sums: vec![],
             images: &[],
+            element: None,
         }
     }
 
