@@ -237,15 +237,17 @@ impl Compiler<'_> {
         if eaches.clone().all(|x| x.is_none()) {
             return None;
         }
-        // Its ledger record; a compute scope's version it counts into, or
-        // its own place in a compute scope's index (two writes an entry),
-        // and its index entries, each moved at most.
+        // Besides its ledger record, each moved at most (the old undone,
+        // the new done): the compute scopes' versions it counts into (a
+        // total each), and its ledger index entries (two writes each).
         let versions = entities
             .iter()
             .filter_map(|x| x.compute.as_ref())
             .filter(|c| c.over == i)
             .count();
-        let own = usize::from(e.compute.is_some());
+        // Its own place in a compute scope's index, or under its identity
+        // (`unique:`).
+        let own = usize::from(e.compute.is_some()) + usize::from(!e.unique.is_empty());
         let mut budget = EachBudget {
             fixed: 1 + 2 * versions + 4 * (own + indexed),
             per_element: Vec::new(),
