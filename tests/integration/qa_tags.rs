@@ -434,3 +434,55 @@ async fn a_list_counts_distinct_tags_and_a_non_string_element_is_bad_input() {
         .expect("the question");
     assert!(q.contains_key("tags"));
 }
+
+/// With another rule beside the tags (a count per author, whose key moves
+/// when the author changes), the bound leaves it its share: the author
+/// and all 24 tags replaced at once (1 + 2 + 4 x 24 = 99 actions) land in
+/// one transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bound_leaves_the_other_rules_their_share_of_the_transaction() {
+    let text = std::fs::read_to_string(shipped("examples/qa_tags.yaml"))
+        .unwrap()
+        .replace("      tags: set\n", "      tags: set\n      author: string\n")
+        .replace(
+            "    count:\n",
+            "    count:\n      - counter: author_stats\n        with: { author: author }\n        add: { questions: 1 }\n",
+        )
+        .replace(
+            "\nqueries:",
+            "  author_stats:\n    owner: processor\n    key: { PK: \"AUTHOR#${author}\", SK: \"STATS\" }\n    counter:\n      attributes: [questions]\n      created_by: processor\n      remove_at_zero: true\n\nqueries:",
+        );
+    let file = temp_model("qa_tags_authors", &text);
+    let m = &shared::file::load(&file).expect("loads").model;
+    let budget = m.entities[m.entity("question").unwrap()]
+        .each
+        .clone()
+        .unwrap();
+    assert_eq!((budget.fixed, budget.max_alone("tags")), (3, 24));
+    let mut env = model_env("qa_tags", |o| o.model_file = Some(file)).await;
+    let with_author = |tags: &[&str], author: &str| {
+        let mut q = question("q1", tags, "open");
+        q.insert("author".into(), s(author));
+        q
+    };
+    let names =
+        |from: usize| -> Vec<String> { (from..from + 24).map(|i| format!("t{i:03}")).collect() };
+    let (a, b) = (names(0), names(100));
+    put(&env.rt, with_author(&refs(&a), "ann")).await;
+    env.rt.drain().await.unwrap();
+    put(&env.rt, with_author(&refs(&b), "bob")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(tags(&env).await, implied(&[("q1", &refs(&b), "open")]));
+    assert!(get(&env.rt, key("AUTHOR#ann", "STATS")).await.is_none());
+    assert_eq!(
+        get(&env.rt, key("AUTHOR#bob", "STATS"))
+            .await
+            .expect("bob's count")
+            .opt_i64("questions")
+            .unwrap(),
+        Some(1)
+    );
+    assert_eq!(bad_input(&env), 0);
+    assert!(env.rt.failed_batches().is_empty());
+    assert_clean(&env.rt).await;
+}
