@@ -466,6 +466,18 @@ fn a_located_counter_is_counted_once_per_element_of_its_identity() {
         keys,
         vec!["PK=@invoice, SK=[\"i-1\"]", "PK=@invoice, SK=[\"i-2\"]"]
     );
+    // The whole set bound to the identity: write `each:`.
+    let whole = text.replace(
+        "        each: { inv: invoices }\n        with: { invoiceId: inv }",
+        "        with: { invoiceId: invoices }",
+    );
+    let p = problems(&whole);
+    assert_says(
+        &p,
+        "reminder: count `invoice`: `invoiceId` of its identity is bound to `invoices`, a `set`",
+    );
+    assert_says(&p, "write `each: { invoiceId: invoices }`");
+    assert_eq!(p.len(), 1, "{p:#?}");
     let refused = text.replace("with: { invoiceId: inv }", "with: { invoiceId: \"'i-1'\" }");
     assert_says(
         &problems(&refused),

@@ -169,6 +169,10 @@ pub(super) fn check_with(
         let Some(have) = scope.key_fit(src) else {
             continue;
         };
+        // A whole set or list: the count says to write `each:`.
+        if matches!(have, Ty::Set | Ty::List) {
+            continue;
+        }
         if !fits(have, &want) {
             err(
                 problems,

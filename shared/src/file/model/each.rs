@@ -215,9 +215,14 @@ impl Compiler<'_> {
             self.err(
                 at(written),
                 format!(
-                    "{e}: {what} `{t}`: `{n}` of its key is bound to `{src}`, {kind}: a key holds one string (it would be the elements joined by commas, one `{t}` for them all); to {verb} one `{t}` per element, write `each: {{ {n}: {src} }}` and bind `{n}: {n}` under `with`",
+                    "{e}: {what} `{t}`: `{n}` of its {part} is bound to `{src}`, {kind}: a key holds one string (it would be the elements joined by commas, one `{t}` for them all); to {verb} one `{t}` per element, write `each: {{ {n}: {src} }}` and bind `{n}: {n}` under `with`",
                     e = scope.entity,
                     t = target.name,
+                    part = if target.unique.contains(&n.as_str()) {
+                        "identity"
+                    } else {
+                        "key"
+                    },
                 ),
             );
         }

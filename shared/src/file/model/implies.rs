@@ -291,6 +291,7 @@ impl Compiler<'_> {
                         }
                     }
                 }
+                self.whole_set_keyed(&c.value.with, &out, &entities[t], &reads, "count");
                 out
             };
             let mut add = Vec::new();
