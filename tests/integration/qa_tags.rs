@@ -486,3 +486,53 @@ async fn the_bound_leaves_the_other_rules_their_share_of_the_transaction() {
     assert!(env.rt.failed_batches().is_empty());
     assert_clean(&env.rt).await;
 }
+
+/// A `when` that stops holding takes every element's item and count back,
+/// and brings them again when it holds: listings of open questions only,
+/// counted per tag while open, with a tag skipped by its own condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_when_that_stops_holding_takes_back_every_tag_and_brings_them_again() {
+    let text = std::fs::read_to_string(shipped("examples/qa_tags.yaml"))
+        .unwrap()
+        .replace(
+            "        with: { tag: tag, askedAt: askedAt, qid: qid, title: title, status: status }\n",
+            "        with: { tag: tag, askedAt: askedAt, qid: qid, title: title, status: status }\n        when: \"status == 'open'\"\n",
+        )
+        .replace(
+            "        with: { tag: tag }\n",
+            "        with: { tag: tag }\n        when: \"status == 'open' && !tag.startsWith('meta-')\"\n",
+        );
+    let file = temp_model("qa_tags_open", &text);
+    let mut env = model_env("qa_tags", |o| o.model_file = Some(file)).await;
+    put(&env.rt, question("q1", &["rust", "meta-faq"], "open")).await;
+    env.rt.drain().await.unwrap();
+    let open = vec![
+        format!("TAG#meta-faq Q#{ASKED}#q1 0"),
+        format!("TAG#rust Q#{ASKED}#q1 0"),
+        "TAG#rust STATS 1".to_string(),
+    ];
+    assert_eq!(derived_and_counts(&env).await, open);
+    put(&env.rt, question("q1", &["rust", "meta-faq"], "closed")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(derived_and_counts(&env).await, Vec::<String>::new());
+    put(&env.rt, question("q1", &["rust", "meta-faq"], "open")).await;
+    env.rt.drain().await.unwrap();
+    assert_eq!(derived_and_counts(&env).await, open);
+    assert_clean(&env.rt).await;
+    assert_eq!(bad_input(&env), 0);
+}
+
+/// Every item but the questions: `PK SK questions` (0 when none).
+async fn derived_and_counts(env: &ModelEnv) -> Vec<String> {
+    scan(env)
+        .await
+        .into_iter()
+        .filter(|i| i.s("type").ok() != Some("question"))
+        .map(|i| {
+            let (pk, sk) = (i.s("PK").unwrap(), i.s("SK").unwrap());
+            format!("{pk} {sk} {}", i.opt_i64("questions").unwrap().unwrap_or(0))
+        })
+        .collect::<std::collections::BTreeSet<String>>()
+        .into_iter()
+        .collect()
+}
