@@ -79,5 +79,14 @@ for gsi, ok in [({"name": "gs3", "pk": "gs3pk"}, True), ({"name": "gs3", "sk": "
     if validator.is_valid(doc) != ok:
         print(f"{SCHEMA}: the GSI {gsi!r} is {'refused' if ok else 'accepted'}")
         failed = True
+# `each:` of a derive and a count: one element named, from one attribute.
+qa = yaml.safe_load(open("models/examples/qa_tags.yaml"))
+for each, ok in [({"tag": "tags"}, True), ({}, False), ({"tag": "tags", "t": "tags"}, False), ({"1tag": "tags"}, False), ("tags", False)]:
+    for rule in ("derive", "count"):
+        doc = copy.deepcopy(qa)
+        doc["entities"]["question"][rule][0]["each"] = each
+        if validator.is_valid(doc) != ok:
+            print(f"{SCHEMA}: a {rule}'s each {each!r} is {'refused' if ok else 'accepted'}")
+            failed = True
 print(f"{len(files)} model files checked against {SCHEMA}")
 sys.exit(1 if failed else 0)

@@ -76,6 +76,7 @@ mod output_gone;
 mod output_stalled;
 mod pickem;
 mod pickem_recorded;
+mod qa_tags;
 mod queries;
 mod queues;
 mod recorded;

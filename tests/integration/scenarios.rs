@@ -132,6 +132,8 @@ scenarios! {
         "tracker/delete_and_recreate_with_the_same_id_cascades_only_the_old_incarnation.yaml",
     fractional_numbers_are_compared_rendered_and_copied_exactly =>
         "rides/fractional_numbers_are_compared_rendered_and_copied_exactly.yaml",
+    questions_are_counted_and_listed_per_tag_exactly =>
+        "qa_tags/questions_are_counted_and_listed_per_tag_exactly.yaml",
     a_value_that_cannot_be_computed_is_bad_input_and_freezes_no_other =>
         "catalog/a_value_that_cannot_be_computed_is_bad_input_and_freezes_no_other.yaml",
 }

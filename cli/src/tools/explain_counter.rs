@@ -56,6 +56,7 @@ pub(super) async fn explain_counter(
             continue;
         }
         let e = entity_of(file, &sk);
+        let each = each_of(file, e, entity_of(file, key));
         for (a, v) in &values {
             *sums.entry(a.clone()).or_default() += i128::from(*v);
         }
@@ -64,7 +65,7 @@ pub(super) async fn explain_counter(
             display_key(&sk),
             e.unwrap_or("source"),
             match e {
-                Some(e) if file.is_some() => format!("`count:` of {e}"),
+                Some(e) if file.is_some() => format!("`count:` of {e}{each}"),
                 _ => "the model's count rule".into(),
             },
             amounts(values.iter().map(|(a, n)| (a, n))),
@@ -89,4 +90,26 @@ pub(super) async fn explain_counter(
         ));
     }
     Ok(x)
+}
+
+/// ` (each of `tags`)` when source entity `source` counts into entity
+/// `counter` once per element of an attribute (`each:`), else nothing.
+fn each_of(file: Option<&FileModel>, source: Option<&str>, counter: Option<&str>) -> String {
+    let (Some(f), Some(source), Some(counter)) = (file, source, counter) else {
+        return String::new();
+    };
+    let (Some(si), Some(ci)) = (f.entity(source), f.entity(counter)) else {
+        return String::new();
+    };
+    let attrs: Vec<String> = f.entities[si]
+        .count
+        .iter()
+        .filter(|c| c.counter == ci)
+        .filter_map(|c| c.each.map(|x| format!("`{}`", x.attr)))
+        .collect();
+    if attrs.is_empty() {
+        String::new()
+    } else {
+        format!(" (each of {})", attrs.join(", "))
+    }
 }

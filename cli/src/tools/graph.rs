@@ -99,6 +99,12 @@ fn when_suffix(when: Option<&shared::file::expr::Expr>) -> String {
         .unwrap_or_default()
 }
 
+/// ` each tag in tags` of a rule applied once per element (`each:`).
+fn each_suffix(each: Option<shared::file::model::Each>) -> String {
+    each.map(|x| format!(" each {} in {}", x.name, x.attr))
+        .unwrap_or_default()
+}
+
 /// The Mermaid flowchart of a model file.
 pub fn file_graph(m: &FileModel) -> String {
     let mut out = String::from("flowchart LR\n");
@@ -172,7 +178,11 @@ pub fn file_graph(m: &FileModel) -> String {
             }
         }
         for d in &e.derive {
-            let label = format!("derive{}", when_suffix(d.when.as_ref()));
+            let label = format!(
+                "derive{}{}",
+                each_suffix(d.each),
+                when_suffix(d.when.as_ref())
+            );
             edge(&mut out, &node, "-->", &label, &ent(d.target));
         }
         if let Some(c) = &e.compute {
@@ -189,7 +199,10 @@ pub fn file_graph(m: &FileModel) -> String {
                 .map(|(a, v)| format!("{a} += {}", value_text(v)))
                 .collect();
             let label = format!(
-                "count {}{}{}",
+                "count {}{}{}{}",
+                c.each
+                    .map(|x| format!("each {} in {}: ", x.name, x.attr))
+                    .unwrap_or_default(),
                 adds.join(", "),
                 // A parent the source does not key: found by its identity.
                 if target.unique.is_empty() {
@@ -403,6 +416,19 @@ once:
         let g = file_graph(&m);
         let line = "  entity_line -->|\"count total += amount, lines += 1 (found by invoiceId)\"| entity_invoice";
         assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+    }
+
+    #[test]
+    fn a_rule_applied_per_element_says_each() {
+        let text = include_str!("../../../models/examples/qa_tags.yaml");
+        let m = shared::file::compile(text, "qa_tags").expect("qa_tags.yaml compiles");
+        let g = file_graph(&m);
+        for line in [
+            "  entity_question -->|\"derive each tag in tags\"| entity_tag_question",
+            "  entity_question -->|\"count each tag in tags: questions += 1, open += status == 'open' ? 1 : 0\"| entity_tag_stats",
+        ] {
+            assert!(g.lines().any(|l| l == line), "missing `{line}` in\n{g}");
+        }
     }
 
     #[test]

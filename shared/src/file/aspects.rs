@@ -4,11 +4,16 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use std::collections::BTreeSet;
+
+use super::each::{self, Element, Names};
 use super::expr::{Expr, Val};
+use super::model::{CountRule, DeriveRule};
 use super::rules::{to_attr, FileRules, Parsed, Record};
 use crate::engine::rules::{Aspects, Contribution, Projection, Rules};
 use crate::error::InputError;
-use crate::item::{display_key, Item};
+use crate::item::{display_key, key_of, Item};
+use crate::ledger::item_id;
 
 /// The names a condition reads (none without one).
 fn when(w: &Option<Expr>) -> impl Iterator<Item = &str> {
@@ -161,35 +166,68 @@ impl FileRules {
         let Parsed::Writer(rec) = parsed else {
             return Ok(vec![]);
         };
+        let elements = each::elements(rec).map_err(|e| m.bad(rec, image, e))?;
         let mut out = Vec::with_capacity(rec.entity.derive.len());
         for d in &rec.entity.derive {
-            if !m.holds(rec, &d.when).map_err(|e| m.bad(rec, image, e))? {
+            let Some(x) = d.each else {
+                out.extend(self.derived_one(rec, rec, d, image)?);
                 continue;
-            }
-            let target = &m.entities[d.target];
-            let (key, bound) = m
-                .key_for(rec, target, &d.with)
-                .map_err(|e| m.bad(rec, image, e))?;
-            let mut item: Item = key
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), AttributeValue::S(v)))
-                .collect();
-            for a in &target.attrs {
-                if let Some((_, v)) = bound.iter().find(|(n, _)| n == a.name) {
-                    if let Some(v) =
-                        to_attr(a.name, v.clone(), Some(&a.ty)).map_err(|e| m.bad(rec, image, e))?
-                    {
-                        item.insert(a.name.to_string(), v);
+            };
+            // Once per element; elements whose items are one (a key
+            // format that normalises `Rust` and `rust` alike) are one
+            // item, the first element's.
+            let mut keys = BTreeSet::new();
+            for e in elements.of(x.attr) {
+                let el = Element {
+                    rec,
+                    name: x.name,
+                    value: Val::Str(e.clone()),
+                };
+                if let Some(item) = self.derived_one(&el, rec, d, image)? {
+                    if keys.insert(item_id(&key_of(&item, &m.key_names()))) {
+                        out.push(item);
                     }
                 }
             }
-            item.insert(
-                m.entity_type.to_string(),
-                AttributeValue::S(target.name.to_string()),
-            );
-            out.push(item);
         }
         Ok(out)
+    }
+
+    /// The item derive `d` implies with `names` (the record `rec`, or one
+    /// of its elements), if its `when` holds.
+    fn derived_one(
+        &self,
+        names: &impl Names,
+        rec: &Record<'_>,
+        d: &DeriveRule,
+        image: &Item,
+    ) -> Result<Option<Item>, InputError> {
+        let m = self.0;
+        if !m.holds(names, &d.when).map_err(|e| m.bad(rec, image, e))? {
+            return Ok(None);
+        }
+        let target = &m.entities[d.target];
+        let (key, bound) = m
+            .key_for(names, target, &d.with)
+            .map_err(|e| m.bad(rec, image, e))?;
+        let mut item: Item = key
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), AttributeValue::S(v)))
+            .collect();
+        for a in &target.attrs {
+            if let Some((_, v)) = bound.iter().find(|(n, _)| n == a.name) {
+                if let Some(v) =
+                    to_attr(a.name, v.clone(), Some(&a.ty)).map_err(|e| m.bad(rec, image, e))?
+                {
+                    item.insert(a.name.to_string(), v);
+                }
+            }
+        }
+        item.insert(
+            m.entity_type.to_string(),
+            AttributeValue::S(target.name.to_string()),
+        );
+        Ok(Some(item))
     }
 
     fn contributions_of(
@@ -201,52 +239,85 @@ impl FileRules {
         let Parsed::Writer(rec) = parsed else {
             return Ok(vec![]);
         };
+        let elements = each::elements(rec).map_err(|e| m.bad(rec, image, e))?;
         let mut out = Vec::with_capacity(rec.entity.count.len());
         for c in &rec.entity.count {
-            if !m.holds(rec, &c.when).map_err(|e| m.bad(rec, image, e))? {
+            let Some(x) = c.each else {
+                out.extend(self.contribution_one(rec, rec, c, image)?);
                 continue;
-            }
-            let target = &m.entities[c.counter];
-            let key = if target.unique.is_empty() {
-                m.key_for(rec, target, &c.with)
-                    .map_err(|e| m.bad(rec, image, e))?
-                    .0
-            } else {
-                m.located_key_for(rec, target, &c.with)
-                    .map_err(|e| m.bad(rec, image, e))?
             };
-            let mut values = Vec::with_capacity(c.add.len());
-            for (a, v) in &c.add {
-                match m.eval(rec, v).map_err(|e| m.bad(rec, image, e))? {
-                    Val::Int(n) => values.push((*a, n)),
-                    other => {
-                        return Err(m.bad(
-                            rec,
-                            image,
-                            format!("`{a}` amount is a {}, not an int", other.kind()),
-                        ))
+            // Once per element; elements that count into one counter (a
+            // key format that normalises them alike) count once, as the
+            // first element.
+            let mut keys = BTreeSet::new();
+            for e in elements.of(x.attr) {
+                let el = Element {
+                    rec,
+                    name: x.name,
+                    value: Val::Str(e.clone()),
+                };
+                if let Some(one) = self.contribution_one(&el, rec, c, image)? {
+                    if keys.insert(item_id(&one.counter.key_item())) {
+                        out.push(one);
                     }
                 }
             }
-            let counter = m.counter_of(target, key);
-            // The counter's own rules must accept the key it computes
-            // (`${userId:ulid}` bound to a value that is no ULID): else the
-            // source is bad input and no total moves.
-            if self.counter(&counter.key_item()).is_none() {
-                return Err(m.bad(
-                    rec,
-                    image,
-                    format!(
-                        "it counts into {}, a key `{}` rejects",
-                        display_key(&counter.key_item()),
-                        target.name
-                    ),
-                ));
-            }
-            out.push(Contribution { counter, values });
         }
         out.extend(m.compute_contributions(rec, image));
         Ok(out)
+    }
+
+    /// What count `c` adds with `names` (the record `rec`, or one of its
+    /// elements), if its `when` holds.
+    fn contribution_one(
+        &self,
+        names: &impl Names,
+        rec: &Record<'_>,
+        c: &CountRule,
+        image: &Item,
+    ) -> Result<Option<Contribution>, InputError> {
+        let m = self.0;
+        if !m.holds(names, &c.when).map_err(|e| m.bad(rec, image, e))? {
+            return Ok(None);
+        }
+        let target = &m.entities[c.counter];
+        let key = if target.unique.is_empty() {
+            m.key_for(names, target, &c.with)
+                .map_err(|e| m.bad(rec, image, e))?
+                .0
+        } else {
+            m.located_key_for(names, target, &c.with)
+                .map_err(|e| m.bad(rec, image, e))?
+        };
+        let mut values = Vec::with_capacity(c.add.len());
+        for (a, v) in &c.add {
+            match m.eval(names, v).map_err(|e| m.bad(rec, image, e))? {
+                Val::Int(n) => values.push((*a, n)),
+                other => {
+                    return Err(m.bad(
+                        rec,
+                        image,
+                        format!("`{a}` amount is a {}, not an int", other.kind()),
+                    ))
+                }
+            }
+        }
+        let counter = m.counter_of(target, key);
+        // The counter's own rules must accept the key it computes
+        // (`${userId:ulid}` bound to a value that is no ULID): else the
+        // source is bad input and no total moves.
+        if self.counter(&counter.key_item()).is_none() {
+            return Err(m.bad(
+                rec,
+                image,
+                format!(
+                    "it counts into {}, a key `{}` rejects",
+                    display_key(&counter.key_item()),
+                    target.name
+                ),
+            ));
+        }
+        Ok(Some(Contribution { counter, values }))
     }
 
     /// The ledger indexes an item belongs to, from its parse and projection.

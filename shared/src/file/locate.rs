@@ -165,9 +165,14 @@ pub(super) fn check_with(
             continue;
         };
         let src = v.value.0.trim();
-        let Some(have) = scope.declared(src) else {
+        // An `each:` element: checked against the identity at run time.
+        let Some(have) = scope.key_fit(src) else {
             continue;
         };
+        // A whole set or list: the count says to write `each:`.
+        if matches!(have, Ty::Set | Ty::List) {
+            continue;
+        }
         if !fits(have, &want) {
             err(
                 problems,

@@ -21,6 +21,7 @@
 mod aspects;
 pub mod compute;
 pub mod compute_job;
+mod each;
 pub mod expr;
 mod expr_cost;
 pub mod formats;
@@ -630,5 +631,7 @@ mod enum_literal_tests;
 #[cfg(test)]
 mod expr_cost_tests;
 
+#[cfg(test)]
+mod each_tests;
 #[cfg(test)]
 mod key_fit_tests;

@@ -294,6 +294,9 @@ pub struct RawDerive {
     #[serde(default)]
     pub with: Ordered<Spanned<Scalar>>,
     pub when: Option<Spanned<Scalar>>,
+    /// `{ tag: tags }`: the derive applies once per distinct element of
+    /// the `set` or `list` attribute `tags`, `tag` naming the element.
+    pub each: Option<Spanned<Ordered<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -306,6 +309,9 @@ pub struct RawCount {
     /// Counter attribute -> amount (a CEL expression, an int).
     pub add: Spanned<Ordered<Spanned<Scalar>>>,
     pub when: Option<Spanned<Scalar>>,
+    /// `{ tag: tags }`: the count applies once per distinct element of
+    /// the `set` or `list` attribute `tags`, `tag` naming the element.
+    pub each: Option<Spanned<Ordered<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use super::each::Names;
 use super::expr::Val;
 use super::model::{Entity, FileModel, Ty, Value};
 use super::template::Part;
@@ -391,8 +392,8 @@ impl FileModel {
         Ok(())
     }
 
-    pub(super) fn eval(&self, rec: &Record, v: &Value) -> Result<Val, String> {
-        self.eval_value(v, |n| rec.get(n))
+    pub(super) fn eval(&self, rec: &impl Names, v: &Value) -> Result<Val, String> {
+        self.eval_value(v, |n| rec.value(n))
     }
 
     /// A value with `lookup` giving each name it reads: one expression
@@ -417,12 +418,12 @@ impl FileModel {
 
     pub(super) fn holds(
         &self,
-        rec: &Record,
+        rec: &impl Names,
         when: &Option<super::expr::Expr>,
     ) -> Result<bool, String> {
         match when {
             None => Ok(true),
-            Some(e) => self.env.eval(e, |n| rec.get(n))?.bool_of(&e.source),
+            Some(e) => self.env.eval(e, |n| rec.value(n))?.bool_of(&e.source),
         }
     }
 
@@ -437,7 +438,7 @@ impl FileModel {
     /// bindings of its identity evaluated on `rec`.
     pub(super) fn located_key_for(
         &self,
-        rec: &Record,
+        rec: &impl Names,
         target: &Entity,
         with: &[(String, Value)],
     ) -> Result<KeyValues, String> {
@@ -463,7 +464,7 @@ impl FileModel {
     /// The key of entity `target` from `with` bindings evaluated on `rec`.
     pub(super) fn key_for(
         &self,
-        rec: &Record,
+        rec: &impl Names,
         target: &Entity,
         with: &[(String, Value)],
     ) -> Result<(KeyValues, Vec<(String, Val)>), String> {

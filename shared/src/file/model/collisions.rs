@@ -131,6 +131,22 @@ fn collision(t: &Entity, a: &Site, b: &Site) -> Option<String> {
             ));
         }
         if binders.iter().all(|n| bound(a, n) == bound(b, n)) {
+            // Two `each:` over two attributes: an element in both.
+            let each = |s: &Site| {
+                s.derive
+                    .value
+                    .each
+                    .as_ref()
+                    .and_then(|e| e.value.0.first().map(|(_, a)| a.value.clone()))
+            };
+            if let Some((x, y)) = each(a).zip(each(b)).filter(|(x, y)| x != y) {
+                return (!t.shared).then(|| {
+                    format!(
+                        " twice from one `{}` item whose `{x}` and `{y}` hold one element: derive from one attribute, or mark `{}` `shared: true` (an item implied twice by one source is one)",
+                        a.source, t.name
+                    )
+                });
+            }
             return (!t.shared).then(|| {
                 format!(
                     " twice from one `{}` item: write one derive (its `when` the two joined by `||`)",

@@ -220,7 +220,11 @@ impl Compiler<'_> {
                 );
                 continue;
             }
+            let each = self.each(&d.value.each, &entities[i], &reads);
+            let reads = self.each_scope(&entities[i], each);
             let with = self.bindings(&d.value.with, &entities[t], at(d), &reads, "derive");
+            self.whole_set_keyed(&d.value.with, &with, &entities[t], &reads, "derive");
+            self.key_binds_each(each, &d.value.with, &entities[t], at(d), name, "derive");
             for a in &entities[t].attrs {
                 if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
                     self.err(
@@ -244,6 +248,7 @@ impl Compiler<'_> {
                 target: t,
                 with,
                 when,
+                each,
             });
         }
         let mut count = Vec::new();
@@ -261,8 +266,12 @@ impl Compiler<'_> {
                 );
                 continue;
             };
+            let each = self.each(&c.value.each, &entities[i], &reads);
+            let reads = self.each_scope(&entities[i], each);
+            self.key_binds_each(each, &c.value.with, &entities[t], at(c), name, "count");
             let with = if entities[t].unique.is_empty() {
                 let with = self.bindings(&c.value.with, &entities[t], at(c), &reads, "count");
+                self.whole_set_keyed(&c.value.with, &with, &entities[t], &reads, "count");
                 self.binding_types(&c.value.with, &entities[t], &reads);
                 with
             } else {
@@ -282,6 +291,7 @@ impl Compiler<'_> {
                         }
                     }
                 }
+                self.whole_set_keyed(&c.value.with, &out, &entities[t], &reads, "count");
                 out
             };
             let mut add = Vec::new();
@@ -319,6 +329,7 @@ impl Compiler<'_> {
                 with,
                 add,
                 when,
+                each,
             });
         }
         let e = &mut entities[i];
@@ -497,9 +508,15 @@ impl Compiler<'_> {
                 continue;
             };
             let src = v.value.0.trim();
-            let Some(have) = scope.declared(src) else {
+            // An `each:` element: a key format that rejects one makes the
+            // source bad input at run time.
+            let Some(have) = scope.key_fit(src) else {
                 continue;
             };
+            // A whole set or list: `whole_set_keyed` says to write `each:`.
+            if matches!(have, Ty::Set | Ty::List) {
+                continue;
+            }
             if !fits(have, &want) {
                 self.err(
                     at(v),

@@ -5,6 +5,7 @@
 //! Files: this one (the compiled types and the compiler's expressions),
 //! `passes.rs` (a whole file's blocks, compiled in order), `shape.rs` (an entity's keys, attributes, checks),
 //! `implies.rs` (`project`, `derive`, `count` and their bindings),
+//! `each.rs` (`each:` of a derive or a count, and the elements it bounds),
 //! `counters.rs` (counters, uncounted counters, overlapping templates),
 //! `collisions.rs` (two derives that can imply one item). The
 //! other blocks compile in their own modules of `file/` (sets, once,
@@ -20,6 +21,8 @@ use crate::models::table::{Gsi, GsiProjection, TableDef};
 mod counters;
 pub(in crate::file) use counters::{binder_check, binder_fits};
 mod collisions;
+mod each;
+pub use each::EachBudget;
 mod implies;
 mod passes;
 mod shape;
@@ -150,11 +153,21 @@ pub struct Project {
     pub sources: Vec<&'static str>,
 }
 
+/// `each: { tag: tags }` of a derive or a count: the rule applies once per
+/// distinct element of the item's `set` or `list` attribute `attr`, its
+/// expressions reading the element as the string `name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Each {
+    pub name: &'static str,
+    pub attr: &'static str,
+}
+
 #[derive(Debug)]
 pub struct DeriveRule {
     pub target: usize,
     pub with: Vec<(String, Value)>,
     pub when: Option<Expr>,
+    pub each: Option<Each>,
 }
 
 #[derive(Debug)]
@@ -163,6 +176,7 @@ pub struct CountRule {
     pub with: Vec<(String, Value)>,
     pub add: Vec<(&'static str, Value)>,
     pub when: Option<Expr>,
+    pub each: Option<Each>,
 }
 
 #[derive(Debug)]
@@ -200,6 +214,9 @@ pub struct Entity {
     /// `ORDER#${orderId:uid}#LINE#${sku}`): classifying a key checks the
     /// values' types (see [`super::rules`]'s `classify`).
     pub by_type: bool,
+    /// What its `each:` rules take of a transaction per element (`None`
+    /// without one): bounds the elements an item may hold.
+    pub each: Option<EachBudget>,
 }
 
 impl Entity {
@@ -299,12 +316,16 @@ pub struct FileModel {
 impl FileModel {
     /// Lines `check-model` prints beside OK: what the file does that its
     /// author may not expect (deleting a history's root deletes its members
-    /// and entries, [`super::history_compile::cascade_note`]).
+    /// and entries, [`super::history_compile::cascade_note`]; how many
+    /// elements an `each:` attribute may hold, [`each::note`]).
     pub fn notes(&self) -> Vec<String> {
-        self.history
+        let mut out: Vec<String> = self
+            .history
             .iter()
             .map(|h| super::history_compile::cascade_note(h, &self.entities))
-            .collect()
+            .collect();
+        out.extend(self.entities.iter().flat_map(each::note));
+        out
     }
 
     pub fn key_names(&self) -> [&'static str; 2] {
@@ -462,11 +483,24 @@ pub(super) struct Scope<'a> {
     /// Names that are maps of the item's attributes (a history's `old`
     /// and `new`).
     pub(super) images: &'static [&'static str],
+    /// The element of a rule's `each:`: a `string` to expressions, whose
+    /// fit to a key's format is known only at run time (a key that
+    /// rejects it makes the source bad input).
+    pub(super) element: Option<&'static str>,
 }
 
 impl Scope<'_> {
     pub(super) fn has(&self, n: &str) -> bool {
         self.names.iter().any(|(k, _)| k == n)
+    }
+
+    /// A name's declared type where a key's type is checked against it
+    /// at load: not an `each:` element's (a string of the set's).
+    pub(in crate::file) fn key_fit(&self, n: &str) -> Option<&Ty> {
+        if self.element == Some(n) {
+            return None;
+        }
+        self.declared(n)
     }
 
     /// A name's declared type, when it has one.
@@ -521,6 +555,7 @@ impl Compiler<'_> {
             names,
             sums: vec![],
             images: &[],
+            element: None,
         }
     }
 

@@ -196,6 +196,15 @@ impl Compiler<'_> {
             ),
             None => vec![],
         };
+        // What `each:` rules may take of an item's transaction.
+        for i in 0..entities.len() {
+            let indexed = sets
+                .iter()
+                .flat_map(|s| &s.facts)
+                .filter(|f| f.entity == i && f.via_index.is_some())
+                .count();
+            entities[i].each = Compiler::each_budget(&entities, i, indexed);
+        }
         let history = raw
             .history
             .as_ref()

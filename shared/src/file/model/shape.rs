@@ -216,6 +216,7 @@ impl Compiler<'_> {
             unique: vec![],
             by_type: false,
             compute: None,
+            each: None,
         }
     }
 }
