@@ -85,6 +85,7 @@ mod scenarios;
 mod scoring_round_trips;
 #[path = "../../cli/benches/common/seed_items.rs"]
 mod seed_items;
+mod set_rekeyed;
 mod shared_latest;
 mod social;
 mod social_recorded;

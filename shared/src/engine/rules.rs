@@ -285,8 +285,8 @@ pub trait Rules: Send + Sync {
 
     /// Whether this item, which matches nothing of these rules, is an item
     /// the processor derived under an earlier version of them: stamped
-    /// with the type of an entity the rules derive (whose key template was
-    /// edited since), which no writer's item is. No source implies it any
+    /// with the type of an entity the rules derive or a join set writes
+    /// (whose key template was edited since), which no writer's item is. No source implies it any
     /// more: `verify` reports it, `backfill` and `--repair` delete it if
     /// still unchanged. (One of an entity removed since is stamped with a
     /// name the rules do not have: only the ledger tells, as for

@@ -675,7 +675,8 @@ impl Rules for FileRules {
     }
 
     /// An item no entity matches, stamped with a processor entity some
-    /// writer entity derives: a derived item of an earlier key template.
+    /// writer entity derives, or a join set's target entity (ops16 #5):
+    /// an item the processor made under an earlier key template.
     fn stale_derived_item(&self, item: &Item) -> bool {
         let m = self.0;
         let Ok(stamp) = item.s(m.entity_type) else {
@@ -684,10 +685,14 @@ impl Rules for FileRules {
         let derived = m.entities.iter().any(|e| {
             e.name == stamp
                 && !e.writer
-                && m.entities
+                && (m
+                    .entities
                     .iter()
                     .flat_map(|w| &w.derive)
                     .any(|d| std::ptr::eq(&m.entities[d.target], e))
+                    || m.sets
+                        .iter()
+                        .any(|s| std::ptr::eq(&m.entities[s.target], e)))
         });
         derived && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
     }

@@ -323,6 +323,12 @@ impl FileModel {
             return Ok(vec![]);
         };
         let Some((entity, bound)) = self.classify(pk, sk) else {
+            // A remove of a key no entity matches starts nothing (an item
+            // of an earlier key template deleted, or expired: ops16 #5);
+            // an image of one is bad input, as in every other aspect.
+            if change.kind == ChangeKind::Remove {
+                return Ok(vec![]);
+            }
             return Err(InputError::UnknownEntity {
                 key: change.key_display(),
             });
