@@ -12,7 +12,9 @@
 //! - the latest snapshot is the current state, as far as the descriptions
 //!   tell changes apart (the attributes the root's `labels` and `updated`
 //!   rules name, its key's names and every member; all of them without
-//!   labels);
+//!   labels), naming the attributes that differ. Not checked: an earlier
+//!   entry's snapshot, and any entry's description (an entry recording a
+//!   change no writer made, ops16 #4, is seen only while it is the latest);
 //! - items left behind by a deleted root: its entries, and its members
 //!   beside them (deleted only while the root is still absent); members
 //!   alone wait for their root and are no drift.
@@ -672,7 +674,7 @@ impl FileHistory {
         // writes no entry of bad input), and the item is listed as bad
         // input, not drift.
         let bad = !judged || p.members.iter().any(|i| self.validate(i).is_err());
-        if let Some((_, latest)) = entries.last().filter(|_| !bad) {
+        if let Some((seq, latest)) = entries.last().filter(|_| !bad) {
             let mut state = FoldState::default();
             let partition: Vec<Item> = std::iter::once(root)
                 .chain(p.members.iter().copied())
@@ -685,10 +687,25 @@ impl FileHistory {
                 _ => None,
             };
             if have.as_ref() != Some(&want) && !latest.contains_key("snapshotOmitted") {
+                // The attributes that differ, by name (ops16 #4: an older
+                // file's fold recorded a newer file's index keys).
+                let differ = match &have {
+                    Some(have) => {
+                        let names: std::collections::BTreeSet<&String> =
+                            have.keys().chain(want.keys()).collect();
+                        let names: Vec<&str> = names
+                            .into_iter()
+                            .filter(|a| have.get(*a) != want.get(*a))
+                            .map(String::as_str)
+                            .collect();
+                        format!(" in {}", names.join(", "))
+                    }
+                    None => " (it has none)".to_string(),
+                };
                 out.push(finding(
                     "history-snapshot",
                     Drift::Wrong,
-                    format!("{pk}: the latest snapshot differs from the current state (not repairable: history is append-only)"),
+                    format!("{pk}: the latest snapshot (entry {seq}) differs from the current state{differ} (not repairable: history is append-only; the next change's entry shows the current state; verify compares no earlier snapshot, and no description)"),
                     None,
                 ));
             }

@@ -253,3 +253,46 @@ fn entries_carry_their_entity_type_where_writers_items_carry_theirs() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(!e[0].contains_key("type"), "{e:?}");
 }
+
+/// Ops16 #4: a file that does not know an attribute another file's
+/// processors write onto the root (index keys a newer file projects, in a
+/// rolling deploy's mixed window) folds its write as the root's change;
+/// a root that lists its `fields:` records changes of those alone. (What
+/// the README's rolling-deploy advice rests on.)
+#[test]
+fn an_attribute_the_file_does_not_know_is_a_change_unless_the_root_lists_fields() {
+    let with_fields = OWNED.replace(
+        "root: { entity: order, created:",
+        "root: { entity: order, fields: [customerId, orderId, status], created:",
+    );
+    assert_ne!(with_fields, OWNED);
+    let agg = r#"["c1","o1"]"#;
+    let mut projected = owned_order("o1", "open");
+    projected.insert("GSI2PK".into(), s("CS#c1"));
+    projected.insert("GSI2SK".into(), s("open#o1"));
+    for (text, want) in [
+        (OWNED, vec!["Order o1 placed", "Updated GSI2PK, GSI2SK"]),
+        (with_fields.as_str(), vec!["Order o1 placed"]),
+    ] {
+        let h = history(text);
+        let mut st = FoldState::default();
+        let mut said = Vec::new();
+        for (i, mut c) in [
+            change(ChangeKind::Insert, None, Some(owned_order("o1", "open"))),
+            change(
+                ChangeKind::Modify,
+                Some(owned_order("o1", "open")),
+                Some(projected.clone()),
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c.event_id = format!("ev{i}");
+            for e in h.fold(agg, &mut st, &c).unwrap().entries {
+                said.push(e.s("description").unwrap().to_string());
+            }
+        }
+        assert_eq!(said, want);
+    }
+}

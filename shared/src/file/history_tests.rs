@@ -408,7 +408,7 @@ fn verify_finds_gaps_a_lagging_mirror_repeats_a_stale_snapshot_and_orphans() {
         what(&repeated),
         [
             "history-chain Wrong ORDER#o1: entry 4: repeats the change of entry 1 false",
-            "history-snapshot Wrong ORDER#o1: the latest snapshot differs from the current state (not repairable: history is append-only) false",
+            "history-snapshot Wrong ORDER#o1: the latest snapshot (entry 4) differs from the current state in lines, status (not repairable: history is append-only; the next change's entry shows the current state; verify compares no earlier snapshot, and no description) false",
         ]
     );
     // The root or a line bad input now: its snapshot is its last valid
