@@ -279,6 +279,53 @@ fn an_item_of_a_rekeyed_derived_entity_is_told_by_its_stamp() {
     assert!(!r.stale_derived_item(&at(Some("book_loan"), &format!("BK#{book}"))));
 }
 
+/// A join set's entity re-keyed (ops16 #5): an item under the old key,
+/// stamped with the set's entity, is one the set job made; the removal of
+/// one starts no set job (no bad input), that of an unstamped one is bad
+/// input as before.
+#[test]
+fn an_item_of_a_rekeyed_join_set_entity_is_told_by_its_stamp() {
+    let text = r#"
+jobstream: 1
+name: shoprem
+table: { name: shoprem, pk: PK, sk: SK }
+entities:
+  order:
+    key: { PK: "CUST#${customerId}", SK: "ORDER#${orderId}" }
+    attributes: { customerId: string, orderId: string, status: string }
+  reminder:
+    owner: processor
+    key: { PK: "REMINDER#${customerId}", SK: "ORDER#${orderId}" }
+    attributes: { orderId: string }
+sets:
+  reminders:
+    entity: reminder
+    bind: { customerId: c, orderId: o }
+    facts:
+      order: { entity: order, bind: { customerId: c, orderId: o } }
+    values:
+      orderId: o
+"#;
+    assert_eq!(problems(text), vec![]);
+    let r = rules(text);
+    let at = |stamp: Option<&str>, pk: &str| {
+        let mut i = item(&[("PK", s(pk)), ("SK", s("ORDER#o1"))]);
+        if let Some(t) = stamp {
+            i.insert("type".into(), s(t));
+        }
+        i
+    };
+    assert!(r.stale_derived_item(&at(Some("reminder"), "REMIND#c")));
+    assert!(!r.stale_derived_item(&at(Some("order"), "REMIND#c")));
+    assert!(!r.stale_derived_item(&at(None, "REMIND#c")));
+    assert!(!r.stale_derived_item(&at(Some("reminder"), "REMINDER#c")));
+    use crate::change::{test_change, ChangeKind};
+    let removed =
+        |i: crate::item::Item| r.messages(&test_change(ChangeKind::Remove, Some(i), None));
+    assert_eq!(removed(at(Some("reminder"), "REMIND#c")), Ok(vec![]));
+    assert!(removed(at(None, "REMIND#c")).is_err());
+}
+
 /// A sum past 64 bits (DynamoDB adds `int` amounts past it: the README's
 /// "exact to 38 digits") is read as a `number`, which arithmetic refuses:
 /// a counter projection computing with it made the whole projection bad

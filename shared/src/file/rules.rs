@@ -678,23 +678,7 @@ impl Rules for FileRules {
     /// writer entity derives, or a join set's target entity (ops16 #5):
     /// an item the processor made under an earlier key template.
     fn stale_derived_item(&self, item: &Item) -> bool {
-        let m = self.0;
-        let Ok(stamp) = item.s(m.entity_type) else {
-            return false;
-        };
-        let derived = m.entities.iter().any(|e| {
-            e.name == stamp
-                && !e.writer
-                && (m
-                    .entities
-                    .iter()
-                    .flat_map(|w| &w.derive)
-                    .any(|d| std::ptr::eq(&m.entities[d.target], e))
-                    || m.sets
-                        .iter()
-                        .any(|s| std::ptr::eq(&m.entities[s.target], e)))
-        });
-        derived && m.entity_of_key(&key_of(item, &m.key_names())).is_none()
+        self.0.stale_derived(item)
     }
 
     /// An item no entity matches, stamped with a name no writer entity
@@ -776,6 +760,31 @@ impl Rules for FileRules {
 }
 
 impl FileModel {
+    /// [`Rules::stale_derived_item`]: an item no entity matches, stamped
+    /// with a processor entity some writer entity derives or a join set
+    /// writes.
+    pub(super) fn stale_derived(&self, item: &Item) -> bool {
+        let Ok(stamp) = item.s(self.entity_type) else {
+            return false;
+        };
+        let made = self.entities.iter().any(|e| {
+            e.name == stamp
+                && !e.writer
+                && (self
+                    .entities
+                    .iter()
+                    .flat_map(|w| &w.derive)
+                    .any(|d| std::ptr::eq(&self.entities[d.target], e))
+                    || self
+                        .sets
+                        .iter()
+                        .any(|s| std::ptr::eq(&self.entities[s.target], e)))
+        });
+        made && self
+            .entity_of_key(&key_of(item, &self.key_names()))
+            .is_none()
+    }
+
     pub(super) fn counter_of(&self, entity: &Entity, key: Vec<(&'static str, String)>) -> Counter {
         let def = entity.counter.as_ref();
         Counter {

@@ -323,10 +323,12 @@ impl FileModel {
             return Ok(vec![]);
         };
         let Some((entity, bound)) = self.classify(pk, sk) else {
-            // A remove of a key no entity matches starts nothing (an item
-            // of an earlier key template deleted, or expired: ops16 #5);
-            // an image of one is bad input, as in every other aspect.
-            if change.kind == ChangeKind::Remove {
+            // The removal of an item the processor made under an earlier
+            // key template (`backfill` or `verify --repair` deleting it,
+            // or its TTL: ops16 #5) starts nothing; any other item no
+            // entity matches is bad input, as in every other aspect.
+            let stale = change.old.as_ref().is_some_and(|o| self.stale_derived(o));
+            if change.kind == ChangeKind::Remove && stale {
                 return Ok(vec![]);
             }
             return Err(InputError::UnknownEntity {
