@@ -171,34 +171,11 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
         InputError::Invalid { reason, .. } if reason.contains("keys do not match") => {
             Some(key_templates(entity, ent))
         }
-        // A once effect of the item that cannot be computed (`<entity>:
-        // once `<name>`: why`).
         InputError::Invalid { reason, .. } => {
-            let name = reason
-                .strip_prefix(entity)?
-                .strip_prefix(": once `")?
-                .split('`')
-                .next()?;
-            let spec = f.once.iter().find(|o| o.name == name)?;
-            Some(format!(
-                "once `{name}` on {entity} (when `{}`, key `{}`): an item whose effect cannot be computed is bad input",
-                spec.when.source,
-                template_source(&spec.key)
-            ))
+            crate::tools::explain_once::refusing_once(f, entity, reason)
         }
         _ => None,
     }
-}
-
-/// A template as the model file writes it (`${seekerId}#${jobId}`).
-fn template_source(v: &shared::file::model::Value) -> String {
-    use shared::file::template::Part;
-    v.0.iter()
-        .map(|p| match p {
-            Part::Lit(l) => l.clone(),
-            Part::Hole(e, _) => format!("${{{}}}", e.source),
-        })
-        .collect()
 }
 
 /// An entity's key templates, as the rule a key is refused by.
