@@ -171,6 +171,9 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
         InputError::Invalid { reason, .. } if reason.contains("keys do not match") => {
             Some(key_templates(entity, ent))
         }
+        InputError::Invalid { reason, .. } => {
+            crate::tools::explain_once::refusing_once(f, entity, reason)
+        }
         _ => None,
     }
 }
