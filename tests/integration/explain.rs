@@ -506,3 +506,37 @@ async fn explain_names_the_key_of_the_entity_an_item_says_it_is() {
         ],
     );
 }
+
+/// user16 #4: `explain` of a derived item whose value was edited by hand
+/// named its source and nothing else, where `verify` calls it wrong. It
+/// says each attribute the sources imply otherwise (and each they do not
+/// imply), and that a right item agrees.
+#[tokio::test]
+async fn explain_of_a_derived_item_edited_by_hand_names_what_differs() {
+    let mut env = library().await;
+    put(&env.rt, loan("ann", BOOK, 14, "open")).await;
+    env.rt.drain().await.expect("drains");
+    let right = ask(&env, &format!("B#{BOOK}"), "M#ann").await;
+    says(&right, &["its values are what its sources imply"]);
+    let key = crate::items::key(format!("B#{BOOK}"), "M#ann".to_string());
+    crate::items::update(
+        &env.rt,
+        key,
+        "SET since = :s, note = :n",
+        &[(":s", s("1999-01-01T00:00:00Z")), (":n", s("mine"))],
+    )
+    .await;
+    let edited = ask(&env, &format!("B#{BOOK}"), "M#ann").await;
+    assert_eq!(edited.kind, "derived", "{:#?}", edited.lines);
+    says(
+        &edited,
+        &[
+            "since: its sources imply \"2026-01-01T00:00:00Z\", the item holds \"1999-01-01T00:00:00Z\" (drift: `verify --repair` rewrites it)",
+            "note: the item holds \"mine\", which no source implies (drift: `verify --repair` rewrites it)",
+        ],
+    );
+    assert!(!edited
+        .lines
+        .iter()
+        .any(|l| l == "its values are what its sources imply"));
+}

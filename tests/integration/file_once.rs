@@ -290,3 +290,37 @@ async fn a_once_item_no_effect_made_is_drift_and_repaired() {
     assert_clean(rt).await;
     env.engine.stop().await;
 }
+
+/// `explain` of a play whose once key cannot be made (import16 #5): bad
+/// input, the effect named as the rule that rejects it and why, and what
+/// its last valid state implied kept (its count, its listen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_names_the_once_effect_a_source_is_refused_by() {
+    let file = model_file("plays/plays.yaml");
+    let mut env = model_env("plays", |o| o.model_file = Some(file.clone())).await;
+    let rt = &mut env.rt;
+    let play = |track: &str| {
+        item(&[
+            ("PK", "USER#ann"),
+            ("SK", "PLAY#p1"),
+            ("type", "play"),
+            ("trackId", track),
+            ("playedAt", DAY1),
+        ])
+    };
+    put(rt, play("t1")).await;
+    rt.drain().await.expect("drain");
+    put(rt, play("t1#x")).await;
+    rt.drain().await.expect("drain");
+    let x = crate::explain::ask_in(&env, &file, "USER#ann", "PLAY#p1").await;
+    assert_eq!(x.kind, "bad input", "{:#?}", x.lines);
+    crate::explain::says(
+        &x,
+        &[
+            "rejected by: once `discoveries` on play (when `true`, key `${userId}#${trackId}`): an item whose effect cannot be computed is bad input",
+            "why: PK=USER#ann, SK=PLAY#p1: play: once `discoveries`: `trackId` of the key holds `#`, a separator of its template: two effects could share one key",
+            "still derives PK=LISTEN#p1, SK=USER#ann",
+        ],
+    );
+    env.engine.stop().await;
+}

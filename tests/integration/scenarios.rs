@@ -32,6 +32,8 @@ scenarios! {
         "orders/an_order_re_created_twice_keeps_the_line_put_last.yaml",
     lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears =>
         "invoices/lines_written_before_their_invoice_wait_in_the_ledger_and_land_when_it_appears.yaml",
+    a_play_whose_once_key_is_refused_is_bad_input_as_a_whole =>
+        "plays/a_play_whose_once_key_is_refused_is_bad_input_as_a_whole.yaml",
     a_files_suggestions_follow_relevance_requests_matches_and_closing =>
         "board/a_files_suggestions_follow_relevance_requests_matches_and_closing.yaml",
     a_lookup_lives_while_any_of_its_postings_does =>

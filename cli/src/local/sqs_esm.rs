@@ -163,33 +163,79 @@ pub struct QueueStats {
     /// Since when every poll of the queue has failed, and the last cause;
     /// `None` while polls succeed.
     failing: std::sync::Mutex<Option<(Instant, String)>>,
+    /// When the oldest poll sent since the last answer (success or
+    /// failure) was sent: a poll the endpoint never answers (a black hole)
+    /// fails only at the end of its call budget (40 s), and is failing
+    /// from its start (ops16 #7: `/readyz` stayed ready through 84 s of
+    /// unreachable SQS and went 503 after it was back).
+    unanswered: std::sync::Mutex<Option<Instant>>,
+    /// The pollers' long-poll wait, seconds (0: short polls).
+    wait_secs: AtomicU64,
 }
 
+/// A poll unanswered this long past its long-poll wait is taken as failing
+/// since it was sent.
+pub const UNANSWERED_GRACE: Duration = Duration::from_secs(10);
+
 impl QueueStats {
+    fn poll_sent(&self) {
+        if let Ok(mut u) = self.unanswered.lock() {
+            u.get_or_insert_with(Instant::now);
+        }
+    }
+
     /// Notes a failed poll: how many in a row have failed now (over every
     /// poller of the queue) is not tracked; the time since the first one
-    /// is.
+    /// was sent is.
     fn poll_failed(&self, cause: &str) {
         self.poll_failures.fetch_add(1, Ordering::Relaxed);
+        let sent = self.unanswered.lock().ok().and_then(|mut u| u.take());
         if let Ok(mut f) = self.failing.lock() {
-            let since = f.as_ref().map_or_else(Instant::now, |(t, _)| *t);
+            let since = f
+                .as_ref()
+                .map(|(t, _)| *t)
+                .or(sent)
+                .unwrap_or_else(Instant::now);
             *f = Some((since, cause.to_string()));
         }
     }
 
     fn poll_succeeded(&self) {
+        if let Ok(mut u) = self.unanswered.lock() {
+            *u = None;
+        }
         if let Ok(mut f) = self.failing.lock() {
             *f = None;
         }
     }
 
-    /// How long every poll has failed (none succeeding since), and the
-    /// last failure's cause; `None` while polls succeed.
+    /// How long every poll has failed or gone unanswered past its
+    /// long-poll wait (none succeeding since), and the last failure's
+    /// cause; `None` while polls succeed.
     pub fn failing_for(&self) -> Option<(Duration, String)> {
-        self.failing
+        let wait = Duration::from_secs(self.wait_secs.load(Ordering::Relaxed));
+        let failing = self
+            .failing
             .lock()
             .ok()
-            .and_then(|f| f.as_ref().map(|(t, c)| (t.elapsed(), c.clone())))
+            .and_then(|f| f.as_ref().map(|(t, c)| (t.elapsed(), c.clone())));
+        let unanswered = self
+            .unanswered
+            .lock()
+            .ok()
+            .and_then(|u| *u)
+            .map(|t| t.elapsed())
+            .filter(|d| *d > wait + UNANSWERED_GRACE)
+            .map(|d| {
+                (
+                    d,
+                    format!("a ReceiveMessage unanswered for {} s", d.as_secs()),
+                )
+            });
+        match (failing, unanswered) {
+            (Some((f, cause)), Some((u, _))) => Some((f.max(u), cause)),
+            (f, u) => f.or(u),
+        }
     }
 }
 
@@ -294,6 +340,7 @@ impl QueueMapping {
 
     async fn receive(&self, wait_secs: i32) -> anyhow::Result<Vec<Message>> {
         self.stats.receives.fetch_add(1, Ordering::Relaxed);
+        self.stats.poll_sent();
         let out = self
             .client
             .receive_message()
@@ -515,6 +562,11 @@ impl QueueMapping {
         polling: Polling,
         stop: &watch::Receiver<bool>,
     ) -> Vec<JoinHandle<()>> {
+        let wait = match polling {
+            Polling::Long(secs) => u64::try_from(secs).unwrap_or(0),
+            Polling::Short => 0,
+        };
+        self.stats.wait_secs.store(wait, Ordering::Relaxed);
         (0..self.concurrency)
             .map(|_| {
                 let m = self.clone();

@@ -171,6 +171,9 @@ fn rejecting_rule(file: Option<&FileModel>, entity: &str, e: &InputError) -> Opt
         InputError::Invalid { reason, .. } if reason.contains("keys do not match") => {
             Some(key_templates(entity, ent))
         }
+        InputError::Invalid { reason, .. } => {
+            crate::tools::explain_once::refusing_once(f, entity, reason)
+        }
         _ => None,
     }
 }
@@ -347,7 +350,7 @@ async fn explain_roles(
             of(entity),
             if item.is_some() { "present" } else { "absent" }
         ));
-        return explain_derived(model, file, t, key, x).await;
+        return explain_derived(model, file, t, key, item.as_ref(), x).await;
     }
     let Some(item) = item else {
         x.kind = "absent";
@@ -702,11 +705,15 @@ async fn explain_derived(
     file: Option<&FileModel>,
     t: &Tables<'_>,
     key: &Item,
+    present: Option<&Item>,
     mut x: Explanation,
 ) -> anyhow::Result<Explanation> {
     let names = model.rules.key_names();
     let id = item_id(key);
     let mut sources = 0;
+    // What the source whose key sorts last implies (a shared item holds
+    // its values): compared with the item as it is.
+    let mut implied: Option<(String, Item)> = None;
     for src in crate::tools::verify::scan_all(t.client, t.table).await? {
         let Ok(derived) = model.rules.derived(&src) else {
             // A source that is bad input now keeps what its last valid
@@ -732,9 +739,13 @@ async fn explain_derived(
             }
             continue;
         };
-        if derived.iter().any(|d| item_id(&key_of(d, names)) == id) {
+        if let Some(d) = derived.iter().find(|d| item_id(&key_of(d, names)) == id) {
             sources += 1;
             let sk = key_of(&src, names);
+            let src_id = item_id(&sk);
+            if implied.as_ref().is_none_or(|(last, _)| *last < src_id) {
+                implied = Some((src_id, d.clone()));
+            }
             let e = entity_of(file, &sk);
             let rule = match (file, e) {
                 (Some(f), Some(e)) => {
@@ -765,7 +776,43 @@ async fn explain_derived(
     if sources == 0 {
         x.line("no source item implies it now (verify reports it as drift if it exists)");
     }
+    if let Some((_, want)) = implied {
+        x.lines.extend(derived_differences(&want, present));
+    }
     Ok(x)
+}
+
+/// How the derived item as it is differs from what its sources imply
+/// (user16 #4: a value edited by hand was not named): each attribute
+/// implied and held otherwise, and each held that none implies; none: it
+/// agrees.
+fn derived_differences(want: &Item, present: Option<&Item>) -> Vec<String> {
+    let Some(item) = present else {
+        return vec!["missing: its sources imply it (drift: `verify --repair` puts it)".into()];
+    };
+    let mut out = Vec::new();
+    let mut names: Vec<&String> = want.keys().chain(item.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        match (want.get(name), item.get(name)) {
+            (Some(w), Some(h)) if shared::item::same_value(w, h) => {}
+            (Some(w), h) => out.push(format!(
+                "{name}: its sources imply {}, the item holds {} (drift: `verify --repair` rewrites it)",
+                show(w),
+                h.map_or("nothing".to_string(), show)
+            )),
+            (None, Some(h)) => out.push(format!(
+                "{name}: the item holds {}, which no source implies (drift: `verify --repair` rewrites it)",
+                show(h)
+            )),
+            (None, None) => {}
+        }
+    }
+    if out.is_empty() {
+        out.push("its values are what its sources imply".into());
+    }
+    out
 }
 
 #[cfg(test)]

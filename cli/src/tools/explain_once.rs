@@ -79,3 +79,30 @@ pub(super) async fn explain_once(
     }
     Ok(())
 }
+
+/// The once effect a source is refused by, from the reason its rules give
+/// (`<entity>: once `<name>`: why`): its effect cannot be computed.
+pub(super) fn refusing_once(f: &FileModel, entity: &str, reason: &str) -> Option<String> {
+    let name = reason
+        .strip_prefix(entity)?
+        .strip_prefix(": once `")?
+        .split('`')
+        .next()?;
+    let spec = f.once.iter().find(|o| o.name == name)?;
+    Some(format!(
+        "once `{name}` on {entity} (when `{}`, key `{}`): an item whose effect cannot be computed is bad input",
+        spec.when.source,
+        template_source(&spec.key)
+    ))
+}
+
+/// A template as the model file writes it (`${seekerId}#${jobId}`).
+fn template_source(v: &shared::file::model::Value) -> String {
+    use shared::file::template::Part;
+    v.0.iter()
+        .map(|p| match p {
+            Part::Lit(l) => l.clone(),
+            Part::Hole(e, _) => format!("${{{}}}", e.source),
+        })
+        .collect()
+}

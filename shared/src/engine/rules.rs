@@ -99,7 +99,18 @@ impl Aspects {
     /// aspect that waits for a value not computed yet
     /// ([`InputError::waits`]) is no bad input: it waits on its own.
     pub fn whole(self) -> Aspects {
-        let bad = [
+        match self.refused().cloned() {
+            None => self,
+            Some(e) => Aspects::refused_as(e),
+        }
+    }
+
+    /// The first bad input of the aspects (projection, derived,
+    /// contributions, memberships, in that order), an aspect that only
+    /// waits for a value not computed yet aside: `None`, the image is no
+    /// bad input.
+    pub fn refused(&self) -> Option<&InputError> {
+        [
             self.projection.as_ref().err(),
             self.derived.as_ref().err(),
             self.contributions.as_ref().err(),
@@ -108,15 +119,15 @@ impl Aspects {
         .into_iter()
         .flatten()
         .find(|e| !e.waits())
-        .cloned();
-        match bad {
-            None => self,
-            Some(e) => Aspects {
-                projection: Err(e.clone()),
-                derived: Err(e.clone()),
-                contributions: Err(e.clone()),
-                memberships: Err(e),
-            },
+    }
+
+    /// Every aspect refused for `e`: an image bad input as a whole.
+    pub fn refused_as(e: InputError) -> Aspects {
+        Aspects {
+            projection: Err(e.clone()),
+            derived: Err(e.clone()),
+            contributions: Err(e.clone()),
+            memberships: Err(e),
         }
     }
 }

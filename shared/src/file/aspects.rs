@@ -55,6 +55,37 @@ impl FileRules {
         parsed: Result<&Parsed<'_>, &InputError>,
         image: &Item,
     ) -> Aspects {
+        self.aspects_with(parsed, image, None)
+    }
+
+    /// [`Self::aspects_of`] with the once effects the image asks for
+    /// ([`super::model::FileModel::once_asked`]), computed already (a
+    /// record's images keep them for its jobs) or, `None`, here. An effect
+    /// that cannot be computed makes the image bad input as a whole, as an
+    /// aspect that fails does (after them: theirs is said first).
+    pub(super) fn aspects_with(
+        &self,
+        parsed: Result<&Parsed<'_>, &InputError>,
+        image: &Item,
+        once: Option<&Result<super::once_run::Asked, InputError>>,
+    ) -> Aspects {
+        let aspects = self.aspects_own(parsed, image);
+        if aspects.refused().is_some() || self.0.once.is_empty() {
+            return aspects;
+        }
+        let refused = match once {
+            Some(asked) => asked.as_ref().err().cloned(),
+            None => self.0.once_asked(parsed, image).err(),
+        };
+        match refused {
+            Some(e) => Aspects::refused_as(e),
+            None => aspects,
+        }
+    }
+
+    /// The aspects of the image's own rules (its projection, derives,
+    /// counts, ledger memberships), all or nothing.
+    fn aspects_own(&self, parsed: Result<&Parsed<'_>, &InputError>, image: &Item) -> Aspects {
         let waits = match parsed {
             Ok(Parsed::Writer(rec)) if !rec.absent.is_empty() => self.waiting(rec, image),
             _ => Waiting::default(),

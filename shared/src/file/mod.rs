@@ -590,6 +590,9 @@ mod counter_tests;
 mod once_tests;
 
 #[cfg(test)]
+mod once_refused_tests;
+
+#[cfg(test)]
 mod set_volatile_tests;
 
 #[cfg(test)]

@@ -166,7 +166,24 @@ pub fn plan(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePlan, Str
     plan_of_values(m, spec, vals).map_err(|e| format!("once `{}`: {e}", spec.name))
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Once effects computed on this thread (tests count what a record
+    /// costs).
+    static PLANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Once effects computed while `f` runs on this thread.
+#[cfg(test)]
+pub(super) fn plans<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = PLANS.with(std::cell::Cell::get);
+    let out = f();
+    (out, PLANS.with(std::cell::Cell::get) - before)
+}
+
 fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePlan, String> {
+    #[cfg(test)]
+    PLANS.with(|n| n.set(n.get() + 1));
     let once_key = once_key(m, spec, vals)?;
     let mut plan = OncePlan {
         once_key,
@@ -234,7 +251,37 @@ fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePla
         touch(&key)?;
         plan.deletes.push(key);
     }
+    within_limits(m, spec, &plan)?;
     Ok(plan)
+}
+
+/// Whether DynamoDB can take the effect's transaction: each item it puts
+/// within the table's key and index key limits and 400 KB, each key it
+/// checks or deletes one that can exist. Else no job could ever commit it
+/// (a `ValidationException`, retried into the dead-letter queue): its
+/// source is bad input instead. Names the item's entity and the limit,
+/// never the value.
+fn within_limits(m: &FileModel, spec: &OnceSpec, plan: &OncePlan) -> Result<(), String> {
+    let limits = crate::limits::KeyLimits::of(&m.table);
+    for (w, item) in spec.put.iter().zip(&plan.puts) {
+        limits
+            .check(item)
+            .map_err(|why| format!("its `{}` item: {why}", m.entities[w.entity].name))?;
+    }
+    let keys = (spec.require.iter().map(|r| r.entity))
+        .zip(plan.checks.iter().map(|(g, _)| &g.key))
+        .chain(spec.delete.iter().map(|w| w.entity).zip(&plan.deletes));
+    for (entity, key) in keys {
+        if !crate::limits::key_can_exist(key, &m.key_names()) {
+            return Err(format!(
+                "the key of its `{}` item is empty or over DynamoDB's key limits ({} bytes for the partition key, {} for the sort key)",
+                m.entities[entity].name,
+                crate::limits::MAX_PARTITION_KEY_BYTES,
+                crate::limits::MAX_SORT_KEY_BYTES
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn holds(m: &FileModel, e: &Expr, vals: &Vals) -> Result<bool, String> {
@@ -243,66 +290,90 @@ fn holds(m: &FileModel, e: &Expr, vals: &Vals) -> Result<bool, String> {
         .bool_of(&e.source)
 }
 
+/// The once effects an image asks for, by their index in the model's
+/// `once:`, each with its job's body ([`FileModel::once_asked`]).
+pub(super) type Asked = Vec<(usize, String)>;
+
+/// The values of a source record that `spec` reads (its `when` and its
+/// effect).
+fn values_of(spec: &OnceSpec, rec: &super::rules::Record) -> Vals {
+    spec.when
+        .variables
+        .iter()
+        .chain(&spec.reads)
+        .filter_map(|n| rec.get(n).map(|v| (n.clone(), v.clone())))
+        .collect()
+}
+
 impl FileModel {
-    /// The once jobs a change starts: each effect whose `when` the new
-    /// image satisfies and the old one did not (absent, bad input, false,
-    /// or an effect that could not be computed).
-    /// The effect is computed here first: one that cannot be is bad input.
-    pub fn once_messages(&self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
-        self.once_messages_of(&Images::of(self, change))
+    /// The jobs a change starts: each effect whose `when` the new image
+    /// satisfies and the old one did not (absent, bad input, or false).
+    /// An image whose effect cannot be computed is bad input as a whole
+    /// ([`FileModel::once_asked`]); one the rules reject (`rejected`: the
+    /// old and the new image, for any of its rules) starts nothing (its
+    /// aspects say why), and an old one so counts as nothing.
+    pub fn once_messages(&'static self, change: &Change) -> Result<Vec<OutMessage>, InputError> {
+        let rules = super::rules::FileRules(self);
+        let images = Images::of(self, change);
+        let rejected = rules.rejected(&images);
+        self.once_messages_of(&images, rejected)
     }
 
-    /// [`FileModel::once_messages`] of a record's images, each parsed once.
+    /// [`FileModel::once_messages`] of a record's images, each parsed and
+    /// asked once.
     pub(super) fn once_messages_of(
         &self,
         images: &Images<'_, '_>,
+        rejected: [bool; 2],
     ) -> Result<Vec<OutMessage>, InputError> {
-        let change = images.change;
-        if self.once.is_empty() || change.kind == ChangeKind::Remove {
+        // (A new image the rules reject is bad input of the record's
+        // aspects, said there once.)
+        if self.once.is_empty() || images.change.kind == ChangeKind::Remove || rejected[1] {
             return Ok(vec![]);
         }
-        let Some(new) = images.parsed_new() else {
+        let Some(asked) = images.once_new() else {
             return Ok(vec![]);
         };
-        let Parsed::Writer(rec) = new.as_ref().map_err(Clone::clone)? else {
-            return Ok(vec![]);
+        let asked = asked.as_ref().map_err(Clone::clone)?;
+        let before: &[(usize, String)] = match (rejected[0], images.once_old()) {
+            (false, Some(Ok(before))) => before,
+            _ => &[],
         };
-        let bad = |reason: String| InputError::Invalid {
-            key: change.key_display(),
-            reason,
+        Ok(asked
+            .iter()
+            .filter(|(i, _)| !before.iter().any(|(j, _)| j == i))
+            .map(|(i, body)| OutMessage {
+                queue: self.once[*i].queue.logical,
+                body: body.clone(),
+            })
+            .collect())
+    }
+
+    /// The effects an image of a source asks for (its `when` holds), each
+    /// computed as its job will be: the once key, each `require`, `put`
+    /// and `delete` (keys DynamoDB can hold), the body within its limit.
+    /// One that cannot be, or a `when` that fails, makes the image bad
+    /// input as a whole (README, `once:`): none of its effects applies.
+    /// Not a writer's valid image: none.
+    pub(super) fn once_asked(
+        &self,
+        parsed: Result<&Parsed<'_>, &InputError>,
+        image: &Item,
+    ) -> Result<Asked, InputError> {
+        let Ok(Parsed::Writer(rec)) = parsed else {
+            return Ok(vec![]);
         };
         let mut out = Vec::new();
-        for spec in &self.once {
+        for (i, spec) in self.once.iter().enumerate() {
             if !std::ptr::eq(&self.entities[spec.source], rec.entity) {
                 continue;
             }
-            let vals_of = |r: &super::rules::Record| -> Vals {
-                spec.when
-                    .variables
-                    .iter()
-                    .chain(&spec.reads)
-                    .filter_map(|n| r.get(n).map(|v| (n.clone(), v.clone())))
-                    .collect()
-            };
-            let vals = vals_of(rec);
-            if !holds(self, &spec.when, &vals)
-                .map_err(|e| bad(format!("once `{}`: {e}", spec.name)))?
-            {
+            let bad = |e: String| self.bad(rec, image, format!("once `{}`: {e}", spec.name));
+            let vals = values_of(spec, rec);
+            if !holds(self, &spec.when, &vals).map_err(bad)? {
                 continue;
             }
-            let held = match images.parsed_old() {
-                // An old image whose effect could not be computed was bad
-                // input for it (counted, nothing sent): it counts as nothing.
-                Some(Ok(Parsed::Writer(old))) if std::ptr::eq(old.entity, rec.entity) => {
-                    let old = vals_of(old);
-                    holds(self, &spec.when, &old).unwrap_or(false) && plan(self, spec, &old).is_ok()
-                }
-                _ => false,
-            };
-            if held {
-                continue;
-            }
-            plan(self, spec, &vals).map_err(bad)?;
+            plan_of_values(self, spec, &vals).map_err(bad)?;
             let values = spec
                 .reads
                 .iter()
@@ -318,15 +389,11 @@ impl FileModel {
             );
             if body.len() > MAX_BODY_BYTES {
                 return Err(bad(format!(
-                    "once `{}`: its job is {} bytes, over the {MAX_BODY_BYTES}-byte limit",
-                    spec.name,
+                    "its job is {} bytes, over the {MAX_BODY_BYTES}-byte limit",
                     body.len()
                 )));
             }
-            out.push(OutMessage {
-                queue: spec.queue.logical,
-                body,
-            });
+            out.push((i, body));
         }
         Ok(out)
     }
@@ -354,13 +421,7 @@ impl FileModel {
         if !std::ptr::eq(&self.entities[spec.source], rec.entity) {
             return None;
         }
-        let vals: Vals = spec
-            .when
-            .variables
-            .iter()
-            .chain(&spec.reads)
-            .filter_map(|n| rec.get(n).map(|v| (n.clone(), v.clone())))
-            .collect();
+        let vals = values_of(spec, &rec);
         let once_key = once_key(self, spec, &vals).ok()?;
         // Only the values the keys read: a put's other values may fail.
         let puts = spec

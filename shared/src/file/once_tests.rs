@@ -196,14 +196,25 @@ fn only_a_change_into_the_condition_starts_the_effect() {
     );
 }
 
+/// Why the rules refuse `image` (every aspect alike), and that its
+/// insert starts no job.
+fn refused(m: &'static super::model::FileModel, image: Item) -> InputError {
+    use crate::engine::rules::Rules;
+    let a = super::rules::FileRules(m).aspects(&image);
+    let e = a.refused().cloned().expect("refused");
+    assert_eq!(a.projection, Err(e.clone()));
+    let c = test_change(ChangeKind::Insert, None, Some(image));
+    assert_eq!(m.once_messages(&c), Ok(vec![]));
+    e
+}
+
 #[test]
 fn a_source_whose_effect_cannot_be_computed_is_bad_input() {
     let m = model(HIRING);
     // Approved without the day the match needs: refused at the source,
     // with its key and why, never a poison message.
-    let c = test_change(ChangeKind::Insert, None, Some(request("approved", None)));
-    match m.once_messages(&c) {
-        Err(InputError::Invalid { key, reason }) => {
+    match refused(m, request("approved", None)) {
+        InputError::Invalid { key, reason } => {
             assert!(key.contains("REQ#s1"), "{key}");
             assert!(
                 reason.contains("once `matches`: `matchedAt` of `match` has no value"),
@@ -221,10 +232,10 @@ fn a_key_value_holding_its_templates_separator_is_bad_input() {
     // the key of seeker `s1#a` and job `b`.
     let mut r = request("approved", Some(DAY1));
     r.insert("PK".into(), s("JOB#a#b"));
-    match m.once_messages(&test_change(ChangeKind::Insert, None, Some(r))) {
-        Err(InputError::Invalid { reason, .. }) => assert_eq!(
+    match refused(m, r) {
+        InputError::Invalid { reason, .. } => assert_eq!(
             reason,
-            "once `matches`: `jobId` of the key holds `#`, a separator of its template: two effects could share one key"
+            "request: once `matches`: `jobId` of the key holds `#`, a separator of its template: two effects could share one key"
         ),
         other => panic!("{other:?}"),
     }

@@ -725,7 +725,8 @@ impl Rules for FileRules {
         &self,
         change: &crate::change::Change,
     ) -> Result<Vec<crate::engine::rules::OutMessage>, InputError> {
-        self.messages_of(&super::record::Images::of(self.0, change))
+        let images = super::record::Images::of(self.0, change);
+        self.messages_of(&images, self.rejected(&images))
     }
 
     /// Every computed value (`compute:`) against what its rows imply, every

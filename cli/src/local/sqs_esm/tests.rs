@@ -147,3 +147,57 @@ async fn a_poller_stopped_mid_poll_gives_back_what_the_poll_brings() {
         "the job is visible to a successor at once, not held by the stopped poll"
     );
 }
+
+/// ops16 #7: an SQS endpoint that accepts and never answers (a black
+/// hole) failed a poll only at the end of its call budget (40 s), so
+/// `/readyz` said ready for that long plus its 60 s bound, and went 503
+/// after the endpoint was back. A poll unanswered past its wait and a
+/// grace is failing from when it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_the_endpoint_never_answers_is_failing_from_when_it_was_sent() {
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = hole.local_addr().expect("addr");
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = hole.accept().await {
+            conns.push(c);
+        }
+    });
+    let endpoint = format!("http://{addr}");
+    // The deployed retries: attempts until the 40 s budget ends.
+    let client = aws_sdk_sqs::Client::new(
+        &crate::local::engine::sdk_config(Some(&endpoint), shared::retry::MAX_ATTEMPTS).await,
+    );
+    let queue = Queue {
+        url: format!("{endpoint}/000000000000/jobs"),
+        arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
+        dlq_url: format!("{endpoint}/000000000000/jobs-dlq"),
+        visibility: Duration::from_secs(180),
+    };
+    let handler: SqsHandler = Arc::new(|_| Box::pin(async { Ok(SqsBatchResponse::default()) }));
+    let m = QueueMapping::new("jobs", client, queue, 10, handler);
+    let probe = crate::local::metrics::Probe {
+        queues: vec![("jobs".into(), m.stats_handle())],
+        failing_bound: Some(Duration::ZERO),
+        ..Default::default()
+    };
+    let (stop, stopped) = watch::channel(false);
+    let pollers = m.spawn_pollers(Polling::Short, &stopped);
+    tokio::time::sleep(UNANSWERED_GRACE + Duration::from_secs(2)).await;
+    assert_eq!(
+        m.stats().poll_failures.load(Ordering::Relaxed),
+        0,
+        "still unanswered"
+    );
+    let (queue_name, d, why) = probe.failing_queue().expect("not ready while unanswered");
+    assert_eq!(queue_name, "jobs");
+    assert!(d > UNANSWERED_GRACE, "{d:?}");
+    assert!(why.starts_with("a ReceiveMessage unanswered for "), "{why}");
+    stop.send(true).expect("pollers listen");
+    for p in pollers {
+        p.abort();
+    }
+    held.abort();
+}
