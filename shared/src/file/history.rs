@@ -15,12 +15,15 @@
 //!   mirror: historySequence
 //! ```
 
+use std::borrow::Cow;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use uuid::Uuid;
 
 use super::expr::{Expr, Val};
 use super::history_images::Images;
-use super::model::{FileModel, Value};
+use super::model::{Entity, FileModel, Value};
+use super::values::{fill_from_key, lacks_key_held};
 use super::rules::Parsed;
 use super::template::Part;
 use crate::change::{Change, ChangeKind};
@@ -363,10 +366,13 @@ impl FileHistory {
             .filter(|a| !shape.excluded.contains(a))
     }
 
-    /// What a member's snapshot shows of its part: its `fields` (`NULL`
-    /// when absent), else the whole part.
-    fn shown(&self, shape: &Shape, part: &Item) -> Item {
-        match &shape.fields {
+    /// What a member's snapshot shows of its part named `name` (its sort
+    /// key): its `fields` (`NULL` when absent), else the whole part; an
+    /// optional attribute its sort key binds that the part lacks, as the
+    /// key holds it (as its record reads it: a part the library keeps only
+    /// in the key names the member too).
+    fn shown(&self, shape: &Shape, name: &str, part: &Item) -> Item {
+        let mut out = match &shape.fields {
             Some(fields) => fields
                 .iter()
                 .map(|f| {
@@ -375,7 +381,37 @@ impl FileHistory {
                 })
                 .collect(),
             None => part.clone(),
+        };
+        let e = &self.0.entities[shape.entity];
+        if lacks_key_held(e, &out) {
+            let t = &e.key[1].template;
+            if let Some(vals) = t.matches(name) {
+                let bound: Vec<(&str, &str)> =
+                    t.binders().map(|b| b.name.as_str()).zip(vals).collect();
+                let shows = |n: &str| shape.fields.as_ref().is_none_or(|f| f.contains(&n));
+                fill_from_key(e, &bound, &mut out, shows);
+            }
         }
+        out
+    }
+
+    /// `item` (an image of entity `e`) with each optional attribute it
+    /// lacks and its keys bind, as the keys hold it: what its record
+    /// reads, for the descriptions, which read the image.
+    fn key_filled<'i>(&self, e: &Entity, item: &'i Item) -> Cow<'i, Item> {
+        if !lacks_key_held(e, item) {
+            return Cow::Borrowed(item);
+        }
+        let mut bound: Vec<(&str, &str)> = Vec::new();
+        for k in &e.key {
+            let Some(vals) = item.opt_s(k.attr).ok().flatten().and_then(|v| k.template.matches(v)) else {
+                return Cow::Borrowed(item);
+            };
+            bound.extend(k.template.binders().map(|b| b.name.as_str()).zip(vals));
+        }
+        let mut out = item.clone();
+        fill_from_key(e, &bound, &mut out, |_| true);
+        Cow::Owned(out)
     }
 
     /// The condition under which the cascade deletes member part `name`
@@ -479,7 +515,7 @@ impl FileHistory {
                 continue;
             }
             if let Some(i) = self.member_of_part(name) {
-                lists[i].push(self.shown(&h.members[i].shape, part));
+                lists[i].push(self.shown(&h.members[i].shape, name, part));
             }
         }
         for (mb, mut parts) in h.members.iter().zip(lists) {
@@ -542,7 +578,9 @@ impl FileHistory {
         changes: Option<&str>,
         item: &Item,
     ) -> Result<String, InputError> {
-        let images = Images::new(&self.0.entities[entity], old, new, changes);
+        let e = &self.0.entities[entity];
+        let (old, new) = (old.map(|i| self.key_filled(e, i)), new.map(|i| self.key_filled(e, i)));
+        let images = Images::new(e, old.as_deref(), new.as_deref(), changes);
         self.describe_with(v, &images, item)
     }
 
@@ -603,8 +641,9 @@ impl FileHistory {
         let h = self.spec();
         let changes = self.changes(old, new);
         let e = &self.0.entities[h.root.entity];
+        let (old, new) = (self.key_filled(e, old), self.key_filled(e, new));
         // Each image converted once, for every rule and the description.
-        let images = Images::new(e, Some(old), Some(new), Some(&changes));
+        let images = Images::new(e, Some(&old), Some(&new), Some(&changes));
         for (when, say) in &h.updated {
             let holds = match when {
                 None => true,
@@ -613,7 +652,7 @@ impl FileHistory {
                 Some(w) => matches!(images.eval(&self.0.env, w), Ok(Val::Bool(true))),
             };
             if holds {
-                return self.describe_with(say, &images, new).map(Some);
+                return self.describe_with(say, &images, &new).map(Some);
             }
         }
         Ok(None)

@@ -440,7 +440,7 @@ impl Compiler<'_> {
                     self.err(
                         pos,
                         format!(
-                            "history: member `{name}`: `{}` of its sort key `{}` is not a declared attribute of `{name}`, and a snapshot names each member by its sort key's names, typed: declare it under `{name}`'s `attributes:` (e.g. `{}: {}`){}",
+                            "history: member `{name}`: `{}` of its sort key `{}` is not a declared attribute of `{name}`, and a snapshot names each member by its sort key's names, typed: declare it under `{name}`'s `attributes:` (e.g. `{}?: {}`: optional, an item that does not hold it reads it from its key){}",
                             b.name,
                             e.key[1].template.source,
                             b.name,

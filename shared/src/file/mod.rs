@@ -632,3 +632,6 @@ mod expr_cost_tests;
 
 #[cfg(test)]
 mod key_fit_tests;
+
+#[cfg(test)]
+mod key_held_tests;
