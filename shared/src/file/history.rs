@@ -662,10 +662,16 @@ impl FileHistory {
     /// checked`), an entry carries its own, so a reader that selects items
     /// by it (a library's `find`) never reads an entry as the root; where
     /// they carry none, neither does an entry (SPEC §3's exact entry).
+    /// Every entry also carries the entries entity's constants (a required
+    /// one-value enum: `__edb_v__: ["1"]`, so that ElectroDB's ownership
+    /// check reads it as its own; import16 #4).
     pub(crate) fn stamp(&self, entry: &mut Item) {
+        let e = &self.0.entities[self.spec().entries];
         if self.0.writer_type_checked {
-            let name = self.0.entities[self.spec().entries].name;
-            entry.insert(self.0.entity_type.to_string(), s(name));
+            entry.insert(self.0.entity_type.to_string(), s(e.name));
+        }
+        for (a, v) in e.constants() {
+            entry.insert(a.to_string(), v);
         }
     }
 

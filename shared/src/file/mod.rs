@@ -635,3 +635,6 @@ mod key_fit_tests;
 
 #[cfg(test)]
 mod key_held_tests;
+
+#[cfg(test)]
+mod constants_tests;

@@ -788,7 +788,10 @@ impl FileModel {
             attrs: def.map(|d| d.attrs).unwrap_or(&[]),
             create: def
                 .filter(|d| d.created_by_processor)
-                .map(|_| vec![(self.entity_type, AttributeValue::S(entity.name.to_string()))]),
+                .map(|_| {
+                    let stamp = (self.entity_type, AttributeValue::S(entity.name.to_string()));
+                    std::iter::once(stamp).chain(entity.constants()).collect()
+                }),
             remove_at_zero: def.is_some_and(|d| d.remove_at_zero),
         }
     }

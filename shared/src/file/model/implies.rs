@@ -221,8 +221,10 @@ impl Compiler<'_> {
                 continue;
             }
             let with = self.bindings(&d.value.with, &entities[t], at(d), &reads, "derive");
+            // A constant (a one-value enum) is the processor's to write.
+            let constant = |a: &str| entities[t].constants().any(|(n, _)| n == a);
             for a in &entities[t].attrs {
-                if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
+                if !a.optional && !with.iter().any(|(n, _)| n == a.name) && !constant(a.name) {
                     self.err(
                         at(d),
                         format!("{name}: derive `{}`: its attribute `{}` is unbound: add it under `with`", entities[t].name, a.name),
