@@ -81,9 +81,17 @@ fn a_derived_item_and_a_created_counter_carry_their_constants() {
     let r = FileRules(model(PLAYLISTS));
     let derived = r.derived(&playlist()).unwrap();
     assert_eq!(derived[0].get("__edb_v__"), Some(&s("1")));
-    assert_eq!(derived[0].get("note"), None, "an optional one is no constant");
+    assert_eq!(
+        derived[0].get("note"),
+        None,
+        "an optional one is no constant"
+    );
     let c = r.contributions(&playlist()).unwrap();
-    let create = c[0].counter.create.as_ref().expect("the processor creates it");
+    let create = c[0]
+        .counter
+        .create
+        .as_ref()
+        .expect("the processor creates it");
     assert!(
         create.contains(&("__edb_v__", AttributeValue::S("1".into()))),
         "{create:?}"

@@ -23,9 +23,9 @@ use uuid::Uuid;
 use super::expr::{Expr, Val};
 use super::history_images::Images;
 use super::model::{Entity, FileModel, Value};
-use super::values::{fill_from_key, lacks_key_held};
 use super::rules::Parsed;
 use super::template::Part;
+use super::values::{fill_from_key, lacks_key_held};
 use crate::change::{Change, ChangeKind};
 use crate::engine::fold::{
     Adoption, AdoptionRecord, Cascade, CascadeDelete, FoldOutput, FoldRules, FoldState, Restated,
@@ -404,7 +404,12 @@ impl FileHistory {
         }
         let mut bound: Vec<(&str, &str)> = Vec::new();
         for k in &e.key {
-            let Some(vals) = item.opt_s(k.attr).ok().flatten().and_then(|v| k.template.matches(v)) else {
+            let Some(vals) = item
+                .opt_s(k.attr)
+                .ok()
+                .flatten()
+                .and_then(|v| k.template.matches(v))
+            else {
                 return Cow::Borrowed(item);
             };
             bound.extend(k.template.binders().map(|b| b.name.as_str()).zip(vals));
@@ -579,7 +584,10 @@ impl FileHistory {
         item: &Item,
     ) -> Result<String, InputError> {
         let e = &self.0.entities[entity];
-        let (old, new) = (old.map(|i| self.key_filled(e, i)), new.map(|i| self.key_filled(e, i)));
+        let (old, new) = (
+            old.map(|i| self.key_filled(e, i)),
+            new.map(|i| self.key_filled(e, i)),
+        );
         let images = Images::new(e, old.as_deref(), new.as_deref(), changes);
         self.describe_with(v, &images, item)
     }

@@ -125,8 +125,12 @@ fn a_required_attribute_the_key_binds_is_still_required() {
 fn a_history_names_its_members_by_a_part_kept_only_in_the_key() {
     let h = FileHistory(model(PLAYLISTS));
     let mut st = FoldState::default();
-    h.fold("x", &mut st, &change(ChangeKind::Insert, None, Some(playlist())))
-        .unwrap();
+    h.fold(
+        "x",
+        &mut st,
+        &change(ChangeKind::Insert, None, Some(playlist())),
+    )
+    .unwrap();
     let out = h
         .fold(
             "x",

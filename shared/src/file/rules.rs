@@ -279,7 +279,14 @@ impl FileModel {
             // as the key holds it (a part the library keeps only in the
             // key): it agrees with the key by construction; one the item
             // holds must agree with it (below).
-            let held = key_held(a, item, entity.key_binders().map(|(n, _)| n).zip(bound.iter().copied()));
+            let held = key_held(
+                a,
+                item,
+                entity
+                    .key_binders()
+                    .map(|(n, _)| n)
+                    .zip(bound.iter().copied()),
+            );
             let v = match held {
                 Some(part) => typed_str(a.name, part, Some(&a.ty)),
                 None => read_attr(item, a),
@@ -786,12 +793,10 @@ impl FileModel {
         Counter {
             key,
             attrs: def.map(|d| d.attrs).unwrap_or(&[]),
-            create: def
-                .filter(|d| d.created_by_processor)
-                .map(|_| {
-                    let stamp = (self.entity_type, AttributeValue::S(entity.name.to_string()));
-                    std::iter::once(stamp).chain(entity.constants()).collect()
-                }),
+            create: def.filter(|d| d.created_by_processor).map(|_| {
+                let stamp = (self.entity_type, AttributeValue::S(entity.name.to_string()));
+                std::iter::once(stamp).chain(entity.constants()).collect()
+            }),
             remove_at_zero: def.is_some_and(|d| d.remove_at_zero),
         }
     }
