@@ -10,7 +10,7 @@ use super::model::{Entity, FileModel, Ty, Value};
 use super::template::Part;
 use super::values::invalid;
 pub(super) use super::values::{
-    check_str, key_held, key_val, read_attr, stored_int, to_attr, typed_str,
+    check_str, key_val, read_attr, read_held, stored_int, to_attr, typed_str,
 };
 use crate::engine::rules::{Aspects, Contribution, Counter, Projection, Rules};
 use crate::error::InputError;
@@ -274,24 +274,16 @@ impl FileModel {
             }
         }
         let mut vals: Vec<(&str, Val)> = Vec::with_capacity(entity.attrs.len() + bound.len());
+        // An optional attribute the item lacks reads as its key holds it
+        // ([`read_held`]); one it holds must agree with the key (below).
+        let parts = || {
+            entity
+                .key_binders()
+                .map(|(n, _)| n)
+                .zip(bound.iter().copied())
+        };
         for a in &entity.attrs {
-            // An optional attribute the item lacks and the key binds reads
-            // as the key holds it (a part the library keeps only in the
-            // key): it agrees with the key by construction; one the item
-            // holds must agree with it (below).
-            let held = key_held(
-                a,
-                item,
-                entity
-                    .key_binders()
-                    .map(|(n, _)| n)
-                    .zip(bound.iter().copied()),
-            );
-            let v = match held {
-                Some(part) => typed_str(a.name, part, Some(&a.ty)),
-                None => read_attr(item, a),
-            };
-            vals.push((a.name, v.map_err(err)?));
+            vals.push((a.name, read_held(item, a, parts()).map_err(err)?));
         }
         // Computed attributes as stored: an int, else 0 (a writer's stray
         // value the compute job brings back); absent, not computed yet (a

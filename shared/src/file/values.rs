@@ -264,6 +264,20 @@ pub(super) fn key_held<'k>(
         .filter(|v| !v.is_empty())
 }
 
+/// One attribute as the record reads it: the item's, validated by its
+/// type ([`read_attr`]), or, optional and absent, the key's part that
+/// `bound` (each key binder's name and value) gives it ([`key_held`]).
+pub(super) fn read_held<'k>(
+    item: &Item,
+    a: &Attr,
+    bound: impl Iterator<Item = (&'k str, &'k str)>,
+) -> Result<Val, AttrError> {
+    match key_held(a, item, bound) {
+        Some(part) => typed_str(a.name, part, Some(&a.ty)),
+        None => read_attr(item, a),
+    }
+}
+
 /// Whether `e` has an optional attribute `item` lacks that its key binds
 /// (what [`fill_from_key`] would set): cheap, before any key is matched.
 pub(super) fn lacks_key_held(e: &Entity, item: &Item) -> bool {
