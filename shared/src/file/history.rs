@@ -24,6 +24,7 @@ use super::expr::{Expr, Val};
 use super::history_images::Images;
 use super::model::{Entity, FileModel, Value};
 use super::rules::Parsed;
+use super::rules::{key_val, to_attr};
 use super::template::Part;
 use super::values::{fill_from_key, lacks_key_held};
 use crate::change::{Change, ChangeKind};
@@ -395,11 +396,19 @@ impl FileHistory {
         out
     }
 
-    /// `item` (an image of entity `e`) with each optional attribute it
-    /// lacks and its keys bind, as the keys hold it: what its record
-    /// reads, for the descriptions, which read the image.
-    fn key_filled<'i>(&self, e: &Entity, item: &'i Item) -> Cow<'i, Item> {
-        if !lacks_key_held(e, item) {
+    /// `item` (an image of entity `e`) as its record reads the names its
+    /// keys bind, for the descriptions, which read the image: an optional
+    /// attribute it lacks as the keys hold it, and a name only the keys
+    /// bind (`playlistId_lower`) as they hold it (before, `null`).
+    /// Borrowed unless `reads` names one of them.
+    fn key_filled<'i, 'r>(
+        &self,
+        e: &Entity,
+        item: &'i Item,
+        mut reads: impl Iterator<Item = &'r str>,
+    ) -> Cow<'i, Item> {
+        let key_only = |n: &str| e.attr(n).is_none() && e.key_binders().any(|(b, _)| b == n);
+        if !reads.any(|n| key_only(n)) && !lacks_key_held(e, item) {
             return Cow::Borrowed(item);
         }
         let mut bound: Vec<(&str, &str)> = Vec::new();
@@ -416,6 +425,17 @@ impl FileHistory {
         }
         let mut out = item.clone();
         fill_from_key(e, &bound, &mut out, |_| true);
+        let mut done: Vec<&str> = Vec::new();
+        for ((name, format), (_, v)) in e.key_binders().zip(&bound) {
+            if !key_only(name) || done.contains(&name) {
+                continue;
+            }
+            done.push(name);
+            let typed = key_val(e, name, format, v, &self.0.formats).ok();
+            if let Some(Ok(Some(v))) = typed.map(|t| to_attr(name, t, None)) {
+                out.insert(name.to_string(), v);
+            }
+        }
         Cow::Owned(out)
     }
 
@@ -585,8 +605,8 @@ impl FileHistory {
     ) -> Result<String, InputError> {
         let e = &self.0.entities[entity];
         let (old, new) = (
-            old.map(|i| self.key_filled(e, i)),
-            new.map(|i| self.key_filled(e, i)),
+            old.map(|i| self.key_filled(e, i, v.reads())),
+            new.map(|i| self.key_filled(e, i, v.reads())),
         );
         let images = Images::new(e, old.as_deref(), new.as_deref(), changes);
         self.describe_with(v, &images, item)
@@ -649,7 +669,18 @@ impl FileHistory {
         let h = self.spec();
         let changes = self.changes(old, new);
         let e = &self.0.entities[h.root.entity];
-        let (old, new) = (self.key_filled(e, old), self.key_filled(e, new));
+        let reads = || {
+            h.updated.iter().flat_map(|(when, say)| {
+                let when = when
+                    .iter()
+                    .flat_map(|w| w.variables.iter().map(String::as_str));
+                when.chain(say.reads())
+            })
+        };
+        let (old, new) = (
+            self.key_filled(e, old, reads()),
+            self.key_filled(e, new, reads()),
+        );
         // Each image converted once, for every rule and the description.
         let images = Images::new(e, Some(&old), Some(&new), Some(&changes));
         for (when, say) in &h.updated {

@@ -166,3 +166,24 @@ fn check_model_advises_an_optional_declaration() {
         "(e.g. `position_key?: string`: optional, an item that does not hold it reads it from its key)",
     );
 }
+
+/// A description reads a key name the item does not hold (the scope
+/// allows every key name) as its key holds it, not `null`.
+#[test]
+fn a_description_reads_a_key_only_name_from_the_key() {
+    let text = PLAYLISTS
+        .replace(
+            "key: { pk: \"$music#playlistid_${playlistId}\", sk: \"$playlist_1\" }",
+            "key: { pk: \"$music#playlistid_${pid}\", sk: \"$playlist_1\" }",
+        )
+        .replace("created: \"created\"", "created: \"Created ${pid}\"");
+    let h = FileHistory(model(&text));
+    let out = h
+        .fold(
+            "x",
+            &mut FoldState::default(),
+            &change(ChangeKind::Insert, None, Some(playlist())),
+        )
+        .unwrap();
+    assert_eq!(out.entries[0].s("description").unwrap(), "Created pl1");
+}
