@@ -554,9 +554,10 @@ fn a_problem_of_a_printed_file_is_located_in_the_file_printed_above() {
 
 /// import16's #1 and #4, end to end with ElectroDB itself: an entry whose
 /// sort key pads `position` (kept only in the key, bound as
-/// `position_key`) is a history member once `position_key?: string` is
-/// declared and listed in `fields`, as check-model advises (before, every
-/// entry ElectroDB wrote was bad input), and the history's entries carry
+/// `position_key`) is a history member named by `position_key` listed in
+/// `fields`, undeclared (before, check-model asked to declare it, and
+/// declared, every entry ElectroDB wrote was bad input; the declared way
+/// is `key_held_tests`'), and the history's entries carry
 /// the entries entity's constant `__edb_v__: ["1"]`, so ElectroDB's own
 /// query returns them (before, its ownership check hid every entry).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,25 +575,17 @@ async fn an_electrodb_history_names_padded_members_and_electrodb_reads_its_entri
         yaml.contains("message: \"the key holds `position` padded to 4 digits\""),
         "{yaml}"
     );
-    // What a user adds: the member's name as check-model advises, the
-    // entries entity (with its ElectroDB version) and the history.
-    let declared = "      \"position\": \"int\"\n";
-    assert!(yaml.contains(declared), "{yaml}");
-    let extended = yaml
-        .replace(
-            declared,
-            &format!("{declared}      \"position_key?\": \"string\"\n"),
-        )
-        .replace(
-            "  \"playlist\":\n",
-            r#"  "playlistHist":
+    // What a user adds: the entries entity (with its ElectroDB version)
+    // and the history, naming the member by its key's part.
+    let extended = yaml.replace(
+        "  \"playlist\":\n",
+        r#"  "playlistHist":
     owner: processor
     key: { "pk": "$music#playlistid_${playlistId_lower}", "sk": "hist#${sequence}" }
     attributes: { __edb_v__: ["1"] }
   "playlist":
 "#,
-        )
-        + r#"history:
+    ) + r#"history:
   root: { entity: playlist, created: "Created ${name}" }
   members:
     entry: { list: entries, fields: [position_key, position, trackId], added: "Added ${trackId} at ${position_key}" }

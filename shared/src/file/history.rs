@@ -384,16 +384,48 @@ impl FileHistory {
             None => part.clone(),
         };
         let e = &self.0.entities[shape.entity];
-        if lacks_key_held(e, &out) {
-            let t = &e.key[1].template;
+        let t = &e.key[1].template;
+        let key_only = t.binders().any(|b| e.attr(&b.name).is_none());
+        if key_only || lacks_key_held(e, &out) {
             if let Some(vals) = t.matches(name) {
-                let bound: Vec<(&str, &str)> =
-                    t.binders().map(|b| b.name.as_str()).zip(vals).collect();
+                let bound: Vec<(&str, Option<&str>, &str)> = t
+                    .binders()
+                    .map(|b| (b.name.as_str(), b.format.as_deref()))
+                    .zip(vals)
+                    .map(|((n, f), v)| (n, f, v))
+                    .collect();
                 let shows = |n: &str| shape.fields.as_ref().is_none_or(|f| f.contains(&n));
-                fill_from_key(e, &bound, &mut out, shows);
+                self.fill_key_names(e, &bound, &mut out, shows);
             }
         }
         out
+    }
+
+    /// Sets on `out` (an image or a part of entity `e`) what its record
+    /// reads of the names `bound` gives (each key binder's name, format
+    /// and value), where `keep` selects the name: an optional attribute it
+    /// lacks, and a name only the key binds (as the key holds it, typed by
+    /// its format).
+    fn fill_key_names(
+        &self,
+        e: &Entity,
+        bound: &[(&str, Option<&str>, &str)],
+        out: &mut Item,
+        keep: impl Fn(&str) -> bool,
+    ) {
+        let pairs: Vec<(&str, &str)> = bound.iter().map(|(n, _, v)| (*n, *v)).collect();
+        fill_from_key(e, &pairs, out, &keep);
+        let mut done: Vec<&str> = Vec::new();
+        for (name, format, v) in bound {
+            if e.attr(name).is_some() || done.contains(name) || !keep(name) {
+                continue;
+            }
+            done.push(name);
+            let typed = key_val(e, name, *format, v, &self.0.formats).ok();
+            if let Some(Ok(Some(v))) = typed.map(|t| to_attr(name, t, None)) {
+                out.insert(name.to_string(), v);
+            }
+        }
     }
 
     /// `item` (an image of entity `e`) as its record reads the names its
@@ -411,7 +443,7 @@ impl FileHistory {
         if !reads.any(|n| key_only(n)) && !lacks_key_held(e, item) {
             return Cow::Borrowed(item);
         }
-        let mut bound: Vec<(&str, &str)> = Vec::new();
+        let mut bound: Vec<(&str, Option<&str>, &str)> = Vec::new();
         for k in &e.key {
             let Some(vals) = item
                 .opt_s(k.attr)
@@ -421,21 +453,15 @@ impl FileHistory {
             else {
                 return Cow::Borrowed(item);
             };
-            bound.extend(k.template.binders().map(|b| b.name.as_str()).zip(vals));
+            let binders = k.template.binders();
+            bound.extend(
+                binders
+                    .zip(vals)
+                    .map(|(b, v)| (b.name.as_str(), b.format.as_deref(), v)),
+            );
         }
         let mut out = item.clone();
-        fill_from_key(e, &bound, &mut out, |_| true);
-        let mut done: Vec<&str> = Vec::new();
-        for ((name, format), (_, v)) in e.key_binders().zip(&bound) {
-            if !key_only(name) || done.contains(&name) {
-                continue;
-            }
-            done.push(name);
-            let typed = key_val(e, name, format, v, &self.0.formats).ok();
-            if let Some(Ok(Some(v))) = typed.map(|t| to_attr(name, t, None)) {
-                out.insert(name.to_string(), v);
-            }
-        }
+        self.fill_key_names(e, &bound, &mut out, |_| true);
         Cow::Owned(out)
     }
 

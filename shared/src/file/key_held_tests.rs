@@ -154,16 +154,57 @@ fn a_history_names_its_members_by_a_part_kept_only_in_the_key() {
     assert_eq!(list, &vec![AttributeValue::M(want)]);
 }
 
+/// Nor need it be declared: a name only the member's sort key binds
+/// names it in snapshots, as the key holds it (typed by its format), once
+/// listed in `fields` (or always, without `fields`).
 #[test]
-fn check_model_advises_an_optional_declaration() {
-    let text = PLAYLISTS
-        .replace("      position_key?: string\n", "")
-        .replace(" == position_key", " == pad(position, 4)")
-        .replace("at#${position_key}", "at#${position}")
-        .replace("at ${position_key}", "");
+fn a_key_only_name_names_a_member_undeclared() {
+    let undeclared = PLAYLISTS.replace("      position_key?: string\n", "");
+    let snapshot_entries = |text: &str| {
+        let h = FileHistory(model(text));
+        let mut st = FoldState::default();
+        h.fold(
+            "x",
+            &mut st,
+            &change(ChangeKind::Insert, None, Some(playlist())),
+        )
+        .unwrap();
+        let out = h
+            .fold(
+                "x",
+                &mut st,
+                &change(ChangeKind::Insert, None, Some(entry(1, "0001", None))),
+            )
+            .unwrap();
+        let e = &out.entries[0];
+        let Some(AttributeValue::M(snap)) = e.get("snapshot") else {
+            panic!("a snapshot");
+        };
+        let Some(AttributeValue::L(list)) = snap.get("entries") else {
+            panic!("entries listed");
+        };
+        let AttributeValue::M(m) = &list[0] else {
+            panic!("a map");
+        };
+        (e.s("description").unwrap().to_string(), m.clone())
+    };
+    let (said, member) = snapshot_entries(&undeclared);
+    assert_eq!(said, "Added T1 at 0001");
+    assert_eq!(member.get("position_key"), Some(&s("0001")));
+    assert_eq!(member.len(), 3, "{member:?}");
+    // Without `fields`: the whole item, and the key's names.
+    let all = undeclared.replace("fields: [position_key, position, trackId], ", "");
+    let (_, member) = snapshot_entries(&all);
+    assert_eq!(member.get("position_key"), Some(&s("0001")), "{member:?}");
+    assert_eq!(member.get("trackId"), Some(&s("T1")), "{member:?}");
+    // With `fields` that leave it out: said where.
+    let left_out = undeclared.replace(
+        "fields: [position_key, position, trackId]",
+        "fields: [position, trackId]",
+    );
     assert_says(
-        &problems(&text),
-        "(e.g. `position_key?: string`: optional, an item that does not hold it reads it from its key)",
+        &problems(&left_out),
+        "`position_key` of its sort key `$entry_1#position_${position_key}` must be among its `fields`",
     );
 }
 
