@@ -394,7 +394,17 @@ impl FileHistory {
                     .zip(vals)
                     .map(|((n, f), v)| (n, f, v))
                     .collect();
-                let shows = |n: &str| shape.fields.as_ref().is_none_or(|f| f.contains(&n));
+                // Without `fields`, the key-only names of the member's own
+                // part of its sort key (not its aggregate's).
+                let own: Vec<&str> = bound
+                    .iter()
+                    .skip(self.spec().sk_arity)
+                    .map(|(n, _, _)| *n)
+                    .collect();
+                let shows = |n: &str| match &shape.fields {
+                    Some(f) => f.contains(&n),
+                    None => e.attr(n).is_some() || own.contains(&n),
+                };
                 self.fill_key_names(e, &bound, &mut out, shows);
             }
         }

@@ -228,3 +228,56 @@ fn a_description_reads_a_key_only_name_from_the_key() {
         .unwrap();
     assert_eq!(out.entries[0].s("description").unwrap(), "Created pl1");
 }
+
+/// Without `fields`, a member keyed under its owner shows the key-only
+/// names of its own part of the sort key, not its aggregate's.
+#[test]
+fn a_member_shows_its_own_key_only_names_not_its_aggregates() {
+    let text = include_str!("../../../models/examples/customer_orders.yaml")
+        .replace(
+            "attributes: { customerId: id, orderId: id, sku: id, qty: int }",
+            "attributes: { customerId: id, qty: int }",
+        )
+        .replace(
+            "SK: \"ORDER#${orderId}#LINE#${sku}\"",
+            "SK: \"ORDER#${orderId:id}#LINE#${sku:id}\"",
+        )
+        .replace("fields: [sku, qty], ", "");
+    let h = FileHistory(model(&text));
+    let mut st = FoldState::default();
+    let order = item(&[
+        ("PK", s("CUST#c1")),
+        ("SK", s("ORDER#o1")),
+        ("type", s("order")),
+        ("customerId", s("c1")),
+        ("orderId", s("o1")),
+        ("status", s("open")),
+    ]);
+    let line = item(&[
+        ("PK", s("CUST#c1")),
+        ("SK", s("ORDER#o1#LINE#a")),
+        ("type", s("line")),
+        ("customerId", s("c1")),
+        ("qty", n(2)),
+    ]);
+    for i in [order, line] {
+        h.fold(
+            "CUST#c1\u{1f}o1",
+            &mut st,
+            &change(ChangeKind::Insert, None, Some(i)),
+        )
+        .unwrap();
+    }
+    let snap = h.snapshot(&st);
+    let Some(AttributeValue::L(lines)) = snap.get("lines") else {
+        panic!("lines listed: {snap:?}");
+    };
+    // The item as its writer wrote it, and `sku`; no `orderId`.
+    let want: Item = item(&[
+        ("customerId", s("c1")),
+        ("qty", n(2)),
+        ("sku", s("a")),
+        ("type", s("line")),
+    ]);
+    assert_eq!(lines, &vec![AttributeValue::M(want)]);
+}
