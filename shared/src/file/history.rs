@@ -450,7 +450,7 @@ impl FileHistory {
         mut reads: impl Iterator<Item = &'r str>,
     ) -> Cow<'i, Item> {
         let key_only = |n: &str| e.attr(n).is_none() && e.key_binders().any(|(b, _)| b == n);
-        if !reads.any(|n| key_only(n)) && !lacks_key_held(e, item) {
+        if !reads.any(key_only) && !lacks_key_held(e, item) {
             return Cow::Borrowed(item);
         }
         let mut bound: Vec<(&str, Option<&str>, &str)> = Vec::new();
