@@ -123,3 +123,20 @@ fn a_once_put_carries_its_entities_constants() {
     let plan = once.plan_of(&msgs[0].body).expect("plan");
     assert_eq!(plan.puts[0].get("__v"), Some(&s("2")));
 }
+
+/// An attribute of the entries entity that is no constant is written on no
+/// entry: refused, saying what a constant is (import16 #4: `__edb_v__:
+/// string` loaded and was never filled).
+#[test]
+fn an_entries_attribute_no_entry_holds_is_refused_saying_what_a_constant_is() {
+    let text = PLAYLISTS.replacen(
+        "    key: { pk: \"$music#playlistid_${playlistId}\", sk: \"$playlistitems#hist#${sequence}\" }\n    attributes:\n      __edb_v__: [\"1\"]",
+        "    key: { pk: \"$music#playlistid_${playlistId}\", sk: \"$playlistitems#hist#${sequence}\" }\n    attributes:\n      __edb_v__: string",
+        1,
+    );
+    assert_ne!(text, PLAYLISTS);
+    super::test_support::assert_says(
+        &super::test_support::problems(&text),
+        "history: entries `playlistHist`: `__edb_v__` is written on no entry",
+    );
+}

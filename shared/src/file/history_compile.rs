@@ -568,6 +568,29 @@ impl Compiler<'_> {
                 );
             }
         }
+        // What an entry holds is the history's: an attribute the entries
+        // entity declares is written only as a constant (import16 #4: a
+        // declared `__edb_v__: string` was never filled).
+        let written = [
+            "id",
+            SEQUENCE,
+            "description",
+            "createdAt",
+            "snapshot",
+            "snapshotOmitted",
+        ];
+        for a in &ee.attrs {
+            let constant = ee.constants().any(|(n, _)| n == a.name);
+            if !constant && !written.contains(&a.name) && !aggregate_attrs.contains(&a.name) {
+                self.err(
+                    epos,
+                    format!(
+                        "history: entries `{}`: `{}` is written on no entry (an entry holds `id`, `sequence`, `description`, `createdAt`, `snapshot` and its aggregate's id): an attribute every entry carries is a constant, a required one-value enum (`{}: [\"1\"]`)",
+                        ee.name, a.name, a.name
+                    ),
+                );
+            }
+        }
         let digits = ent.digits.as_ref().map(|d| d.value).unwrap_or(8);
         if !(1..=18).contains(&digits) {
             let d = ent.digits.as_ref().expect("given when out of range");
