@@ -140,3 +140,20 @@ fn an_entries_attribute_no_entry_holds_is_refused_saying_what_a_constant_is() {
         "history: entries `playlistHist`: `__edb_v__` is written on no entry",
     );
 }
+
+/// A `project` on the entries entity (what the README does for a counter)
+/// is refused saying how an entry carries a constant (import16's
+/// hist-edbv.yaml).
+#[test]
+fn a_project_on_the_entries_entity_is_told_of_constants() {
+    let text = PLAYLISTS.replacen(
+        "    attributes:\n      __edb_v__: [\"1\"]\nhistory:",
+        "    project:\n      attributes: { __edb_v__: \"1\" }\nhistory:",
+        1,
+    );
+    assert_ne!(text, PLAYLISTS);
+    super::test_support::assert_says(
+        &super::test_support::problems(&text),
+        "a constant, a required one-value enum under its `attributes:` (`__edb_v__: [\"1\"]`)",
+    );
+}

@@ -100,7 +100,7 @@ impl Compiler<'_> {
                         pos.unwrap_or((1, 1)),
                         format!(
                             "{name}: a processor entity implies nothing: `{what}` belongs on a writer entity{}",
-                            if what == "project" { " (or on a counter, whose keys may come from its sums)" } else { "" }
+                            if what == "project" { " (or on a counter, whose keys may come from its sums); an attribute every item of a processor entity carries is a constant, a required one-value enum under its `attributes:` (`__edb_v__: [\"1\"]`)" } else { "" }
                         ),
                     );
                 }
