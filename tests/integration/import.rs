@@ -551,3 +551,101 @@ fn a_problem_of_a_printed_file_is_located_in_the_file_printed_above() {
         "{err}"
     );
 }
+
+/// import16's #1 and #4, end to end with ElectroDB itself: an entry whose
+/// sort key pads `position` (kept only in the key, bound as
+/// `position_key`) is a history member named by `position_key` listed in
+/// `fields`, undeclared (before, check-model asked to declare it, and
+/// declared, every entry ElectroDB wrote was bad input; the declared way
+/// is `key_held_tests`'), and the history's entries carry
+/// the entries entity's constant `__edb_v__: ["1"]`, so ElectroDB's own
+/// query returns them (before, its ownership check hid every entry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_electrodb_history_names_padded_members_and_electrodb_reads_its_entries() {
+    let dir = tmp("playlists");
+    let schema = dir.join("playlists.json");
+    std::fs::write(
+        &schema,
+        node("electrodb.mjs", &["schema", "playlists"]).stdout,
+    )
+    .expect("writes");
+    let plain = dir.join("playlists.yaml");
+    let yaml = import("electrodb", &schema, "playlists", &plain);
+    assert!(
+        yaml.contains("message: \"the key holds `position` padded to 4 digits\""),
+        "{yaml}"
+    );
+    // What a user adds: the entries entity (with its ElectroDB version)
+    // and the history, naming the member by its key's part.
+    let extended = yaml.replace(
+        "  \"playlist\":\n",
+        r#"  "playlistHist":
+    owner: processor
+    key: { "pk": "$music#playlistid_${playlistId_lower}", "sk": "hist#${sequence}" }
+    attributes: { __edb_v__: ["1"] }
+  "playlist":
+"#,
+    ) + r#"history:
+  root: { entity: playlist, created: "Created ${name}" }
+  members:
+    entry: { list: entries, fields: [position_key, position, trackId], added: "Added ${trackId} at ${position_key}" }
+  entries: { entity: playlistHist, digits: 6 }
+"#;
+    let file = dir.join("playlists-history.yaml");
+    std::fs::write(&file, &extended).expect("writes");
+    let check = crate::support::jobstream(&["check-model", file.to_str().expect("utf-8")]);
+    assert!(
+        check.status.success(),
+        "{}\n{extended}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+
+    let mut env = crate::support::model_env("playlists", |o| o.model_file = Some(file)).await;
+    let endpoint = env.engine.endpoint();
+    let table = env.rt.config.table.clone();
+    let (e, t) = (endpoint.clone(), table.clone());
+    tokio::task::spawn_blocking(move || node("electrodb.mjs", &["write", &e, &t, "playlists"]))
+        .await
+        .expect("ElectroDB wrote its items");
+    env.rt.drain().await.expect("drains");
+    let report = env.rt.verify().await.expect("verify");
+    assert!(report.is_clean(), "{}", report.render());
+    assert!(report.bad_input.is_empty(), "{:?}", report.bad_input);
+
+    let items = crate::recorded::scan(&env.rt).await;
+    let last = items
+        .iter()
+        .find(|((_, sk), _)| sk == "hist#000003")
+        .map(|(_, i)| i)
+        .expect("three entries");
+    assert_eq!(
+        last.get("__edb_e__"),
+        Some(&AttributeValue::S("playlistHist".into()))
+    );
+    assert_eq!(last.get("__edb_v__"), Some(&AttributeValue::S("1".into())));
+    let listed: Vec<Option<&AttributeValue>> = last
+        .get("snapshot")
+        .and_then(|s| s.as_m().ok())
+        .and_then(|s| s.get("entries"))
+        .and_then(|l| l.as_l().ok())
+        .expect("the entries listed")
+        .iter()
+        .map(|m| m.as_m().ok().and_then(|m| m.get("position_key")))
+        .collect();
+    let pos = |p: &str| Some(AttributeValue::S(p.into()));
+    assert_eq!(listed, [pos("0001").as_ref(), pos("0002").as_ref()]);
+
+    // ElectroDB's own query (its ownership check applied) returns them.
+    let read = tokio::task::spawn_blocking(move || {
+        node("electrodb.mjs", &["read", &endpoint, &table, "playlists"])
+    })
+    .await
+    .expect("ElectroDB read");
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        ["Created Mix", "Added T2 at 0002", "Added T1 at 0001"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

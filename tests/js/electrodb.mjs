@@ -2,9 +2,11 @@
 // (a task tracker, the default), `sparse` (indexes whose composite
 // attributes are all optional, which ElectroDB's put leaves out entirely)
 // and `awkward` (constant and tailed key templates, a local secondary index,
-// an entity with no sort key):
+// an entity with no sort key) and `playlists` (a padded key part, and the
+// history jobstream keeps, read back through ElectroDB):
 //   node electrodb.mjs schema [SET]               -> the entities' schemas as JSON
 //   node electrodb.mjs write ENDPOINT TABLE [SET] -> sample items, written by ElectroDB
+//   node electrodb.mjs read ENDPOINT TABLE playlists -> the history's descriptions, read by ElectroDB
 // The schemas are serialised with ElectroDB's own `entity.schema` (the model
 // the entity was built from); functions (a sparse index's `condition`, a
 // `default`, `get`/`set`/`validate`) become their source text, which
@@ -204,7 +206,53 @@ const setting = {
   indexes: { primary: { pk: { field: 'pk', composite: ['key'], template: 'SETTING#${key}' } } },
 };
 
+// A playlist and its entries, whose sort key pads `position` (kept only in
+// the key), and the history jobstream keeps of them, read back as an
+// ElectroDB entity (its ownership check wants `__edb_e__` and `__edb_v__`).
+const playlist = {
+  model: { entity: 'playlist', version: '1', service: 'music' },
+  attributes: { playlistId: { type: 'string', required: true }, name: { type: 'string' } },
+  indexes: { byId: { pk: { field: 'pk', composite: ['playlistId'] }, sk: { field: 'sk', composite: [] } } },
+};
+
+const entry = {
+  model: { entity: 'entry', version: '1', service: 'music' },
+  attributes: {
+    playlistId: { type: 'string', required: true },
+    position: { type: 'number', required: true, padding: { length: 4, char: '0' } },
+    trackId: { type: 'string', required: true },
+  },
+  indexes: { byPlaylist: { pk: { field: 'pk', composite: ['playlistId'] }, sk: { field: 'sk', composite: ['position'] } } },
+};
+
+// Not imported: the entries jobstream writes, as the application reads them.
+const playlistHist = {
+  model: { entity: 'playlistHist', version: '1', service: 'music' },
+  attributes: { playlistId_lower: { type: 'string' }, sequence: { type: 'string' }, description: { type: 'string' } },
+  indexes: {
+    primary: {
+      pk: { field: 'pk', composite: ['playlistId_lower'], template: '$music#playlistid_${playlistId_lower}', casing: 'none' },
+      sk: { field: 'sk', composite: ['sequence'], template: 'hist#${sequence}', casing: 'none' },
+    },
+  },
+};
+
 const sets = {
+  playlists: {
+    schemas: { playlist, entry },
+    async write(e) {
+      await e.playlist.put({ playlistId: 'PL1', name: 'Mix' }).go();
+      await e.entry.put({ playlistId: 'PL1', position: 2, trackId: 'T2' }).go();
+      await e.entry.put({ playlistId: 'PL1', position: 1, trackId: 'T1' }).go();
+    },
+    // The history's descriptions, as ElectroDB returns them (its ownership
+    // check applied), one a line.
+    async read(table, client) {
+      const hist = new Entity(playlistHist, { table, client });
+      const r = await hist.query.primary({ playlistId_lower: 'pl1' }).go();
+      return r.data.map((d) => d.description);
+    },
+  },
   taskapp: {
     schemas: { employee, office, task },
     async write(e) {
@@ -256,7 +304,7 @@ const set = sets[(cmd === 'schema' ? args[0] : args[2]) ?? 'taskapp'];
 if (set && cmd === 'schema') {
   const out = Object.values(set.schemas).map((s) => serialise(new Entity(s, { table: 'x' })));
   process.stdout.write(JSON.stringify(out, null, 2) + '\n');
-} else if (set && cmd === 'write') {
+} else if (set && (cmd === 'write' || cmd === 'read')) {
   const [endpoint, table] = args;
   const client = DynamoDBDocumentClient.from(
     new DynamoDBClient({
@@ -265,12 +313,16 @@ if (set && cmd === 'schema') {
       credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     }),
   );
-  const e = Object.fromEntries(
-    Object.entries(set.schemas).map(([n, s]) => [n, new Entity(s, { table, client })]),
-  );
-  await set.write(e);
-  process.stdout.write('written\n');
+  if (cmd === 'read') {
+    for (const line of await set.read(table, client)) process.stdout.write(line + '\n');
+  } else {
+    const e = Object.fromEntries(
+      Object.entries(set.schemas).map(([n, s]) => [n, new Entity(s, { table, client })]),
+    );
+    await set.write(e);
+    process.stdout.write('written\n');
+  }
 } else {
-  process.stderr.write(`usage: node electrodb.mjs schema [SET] | write ENDPOINT TABLE [SET] (SET: ${Object.keys(sets).join(', ')})\n`);
+  process.stderr.write(`usage: node electrodb.mjs schema [SET] | write|read ENDPOINT TABLE [SET] (SET: ${Object.keys(sets).join(', ')})\n`);
   process.exit(2);
 }

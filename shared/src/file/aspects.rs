@@ -254,6 +254,9 @@ impl FileRules {
                 }
             }
         }
+        for (a, v) in target.constants() {
+            item.entry(a.to_string()).or_insert(v);
+        }
         item.insert(
             m.entity_type.to_string(),
             AttributeValue::S(target.name.to_string()),

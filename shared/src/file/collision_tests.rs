@@ -340,3 +340,31 @@ entities:
         "the SQS queue `jobstream-b-compute-jobs` is also a's",
     );
 }
+
+/// import16 #2: two entities whose templates are the same but for the
+/// names they bind (`USER#${userId}` / `PROFILE` twice, OneTable's
+/// `Invoice` and `CreditNote` both `doc#${id}`) were told to type the
+/// binder that holds the other's literal, which none does: the message
+/// says what can apply (the README's answer for models told apart only by
+/// the type field).
+#[test]
+fn templates_the_same_but_for_their_names_are_told_what_can_apply() {
+    let text = r#"jobstream: 1
+table: { name: tbl, pk: pk, sk: sk }
+entities:
+  userProfile:
+    key: { pk: "USER#${userId}", sk: "PROFILE" }
+    attributes: { userId: string, bio?: string }
+  userSettings:
+    key: { pk: "USER#${id}", sk: "PROFILE" }
+    attributes: { id: ulid, theme?: string }
+"#;
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    let m = &p[0].message;
+    assert!(m.contains("both match the key pk="), "{m}");
+    assert!(m.contains("the same but for the names they bind"), "{m}");
+    assert!(!m.contains("type the binder that holds"), "{m}");
+    assert!(m.contains("one entity with the attributes of both"), "{m}");
+    assert!(m.contains("`writer_type: free`"), "{m}");
+}

@@ -15,14 +15,18 @@
 //!   mirror: historySequence
 //! ```
 
+use std::borrow::Cow;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use uuid::Uuid;
 
 use super::expr::{Expr, Val};
 use super::history_images::Images;
-use super::model::{FileModel, Value};
+use super::model::{Entity, FileModel, Value};
 use super::rules::Parsed;
+use super::rules::{key_val, to_attr};
 use super::template::Part;
+use super::values::{fill_from_key, lacks_key_held};
 use crate::change::{Change, ChangeKind};
 use crate::engine::fold::{
     Adoption, AdoptionRecord, Cascade, CascadeDelete, FoldOutput, FoldRules, FoldState, Restated,
@@ -363,10 +367,13 @@ impl FileHistory {
             .filter(|a| !shape.excluded.contains(a))
     }
 
-    /// What a member's snapshot shows of its part: its `fields` (`NULL`
-    /// when absent), else the whole part.
-    fn shown(&self, shape: &Shape, part: &Item) -> Item {
-        match &shape.fields {
+    /// What a member's snapshot shows of its part named `name` (its sort
+    /// key): its `fields` (`NULL` when absent), else the whole part; an
+    /// optional attribute its sort key binds that the part lacks, as the
+    /// key holds it (as its record reads it: a part the library keeps only
+    /// in the key names the member too).
+    fn shown(&self, shape: &Shape, name: &str, part: &Item) -> Item {
+        let mut out = match &shape.fields {
             Some(fields) => fields
                 .iter()
                 .map(|f| {
@@ -375,7 +382,97 @@ impl FileHistory {
                 })
                 .collect(),
             None => part.clone(),
+        };
+        let e = &self.0.entities[shape.entity];
+        let t = &e.key[1].template;
+        let key_only = t.binders().any(|b| e.attr(&b.name).is_none());
+        if key_only || lacks_key_held(e, &out) {
+            if let Some(vals) = t.matches(name) {
+                let bound: Vec<(&str, Option<&str>, &str)> = t
+                    .binders()
+                    .map(|b| (b.name.as_str(), b.format.as_deref()))
+                    .zip(vals)
+                    .map(|((n, f), v)| (n, f, v))
+                    .collect();
+                // Without `fields`, the key-only names of the member's own
+                // part of its sort key (not its aggregate's).
+                let own: Vec<&str> = bound
+                    .iter()
+                    .skip(self.spec().sk_arity)
+                    .map(|(n, _, _)| *n)
+                    .collect();
+                let shows = |n: &str| match &shape.fields {
+                    Some(f) => f.contains(&n),
+                    None => e.attr(n).is_some() || own.contains(&n),
+                };
+                self.fill_key_names(e, &bound, &mut out, shows);
+            }
         }
+        out
+    }
+
+    /// Sets on `out` (an image or a part of entity `e`) what its record
+    /// reads of the names `bound` gives (each key binder's name, format
+    /// and value), where `keep` selects the name: an optional attribute it
+    /// lacks, and a name only the key binds (as the key holds it, typed by
+    /// its format).
+    fn fill_key_names(
+        &self,
+        e: &Entity,
+        bound: &[(&str, Option<&str>, &str)],
+        out: &mut Item,
+        keep: impl Fn(&str) -> bool,
+    ) {
+        let pairs: Vec<(&str, &str)> = bound.iter().map(|(n, _, v)| (*n, *v)).collect();
+        fill_from_key(e, &pairs, out, &keep);
+        let mut done: Vec<&str> = Vec::new();
+        for (name, format, v) in bound {
+            if e.attr(name).is_some() || done.contains(name) || !keep(name) {
+                continue;
+            }
+            done.push(name);
+            let typed = key_val(e, name, *format, v, &self.0.formats).ok();
+            if let Some(Ok(Some(v))) = typed.map(|t| to_attr(name, t, None)) {
+                out.insert(name.to_string(), v);
+            }
+        }
+    }
+
+    /// `item` (an image of entity `e`) as its record reads the names its
+    /// keys bind, for the descriptions, which read the image: an optional
+    /// attribute it lacks as the keys hold it, and a name only the keys
+    /// bind (`playlistId_lower`) as they hold it (before, `null`).
+    /// Borrowed unless `reads` names one of them.
+    fn key_filled<'i, 'r>(
+        &self,
+        e: &Entity,
+        item: &'i Item,
+        mut reads: impl Iterator<Item = &'r str>,
+    ) -> Cow<'i, Item> {
+        let key_only = |n: &str| e.attr(n).is_none() && e.key_binders().any(|(b, _)| b == n);
+        if !reads.any(key_only) && !lacks_key_held(e, item) {
+            return Cow::Borrowed(item);
+        }
+        let mut bound: Vec<(&str, Option<&str>, &str)> = Vec::new();
+        for k in &e.key {
+            let Some(vals) = item
+                .opt_s(k.attr)
+                .ok()
+                .flatten()
+                .and_then(|v| k.template.matches(v))
+            else {
+                return Cow::Borrowed(item);
+            };
+            let binders = k.template.binders();
+            bound.extend(
+                binders
+                    .zip(vals)
+                    .map(|(b, v)| (b.name.as_str(), b.format.as_deref(), v)),
+            );
+        }
+        let mut out = item.clone();
+        self.fill_key_names(e, &bound, &mut out, |_| true);
+        Cow::Owned(out)
     }
 
     /// The condition under which the cascade deletes member part `name`
@@ -479,7 +576,7 @@ impl FileHistory {
                 continue;
             }
             if let Some(i) = self.member_of_part(name) {
-                lists[i].push(self.shown(&h.members[i].shape, part));
+                lists[i].push(self.shown(&h.members[i].shape, name, part));
             }
         }
         for (mb, mut parts) in h.members.iter().zip(lists) {
@@ -542,7 +639,12 @@ impl FileHistory {
         changes: Option<&str>,
         item: &Item,
     ) -> Result<String, InputError> {
-        let images = Images::new(&self.0.entities[entity], old, new, changes);
+        let e = &self.0.entities[entity];
+        let (old, new) = (
+            old.map(|i| self.key_filled(e, i, v.reads())),
+            new.map(|i| self.key_filled(e, i, v.reads())),
+        );
+        let images = Images::new(e, old.as_deref(), new.as_deref(), changes);
         self.describe_with(v, &images, item)
     }
 
@@ -603,8 +705,20 @@ impl FileHistory {
         let h = self.spec();
         let changes = self.changes(old, new);
         let e = &self.0.entities[h.root.entity];
+        let reads = || {
+            h.updated.iter().flat_map(|(when, say)| {
+                let when = when
+                    .iter()
+                    .flat_map(|w| w.variables.iter().map(String::as_str));
+                when.chain(say.reads())
+            })
+        };
+        let (old, new) = (
+            self.key_filled(e, old, reads()),
+            self.key_filled(e, new, reads()),
+        );
         // Each image converted once, for every rule and the description.
-        let images = Images::new(e, Some(old), Some(new), Some(&changes));
+        let images = Images::new(e, Some(&old), Some(&new), Some(&changes));
         for (when, say) in &h.updated {
             let holds = match when {
                 None => true,
@@ -613,7 +727,7 @@ impl FileHistory {
                 Some(w) => matches!(images.eval(&self.0.env, w), Ok(Val::Bool(true))),
             };
             if holds {
-                return self.describe_with(say, &images, new).map(Some);
+                return self.describe_with(say, &images, &new).map(Some);
             }
         }
         Ok(None)
@@ -623,10 +737,16 @@ impl FileHistory {
     /// checked`), an entry carries its own, so a reader that selects items
     /// by it (a library's `find`) never reads an entry as the root; where
     /// they carry none, neither does an entry (SPEC §3's exact entry).
+    /// Every entry also carries the entries entity's constants (a required
+    /// one-value enum: `__edb_v__: ["1"]`, so that ElectroDB's ownership
+    /// check reads it as its own; import16 #4).
     pub(crate) fn stamp(&self, entry: &mut Item) {
+        let e = &self.0.entities[self.spec().entries];
         if self.0.writer_type_checked {
-            let name = self.0.entities[self.spec().entries].name;
-            entry.insert(self.0.entity_type.to_string(), s(name));
+            entry.insert(self.0.entity_type.to_string(), s(e.name));
+        }
+        for (a, v) in e.constants() {
+            entry.insert(a.to_string(), v);
         }
     }
 

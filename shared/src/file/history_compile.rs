@@ -423,32 +423,30 @@ impl Compiler<'_> {
                 self.err(pos, format!("history: member `{name}`'s sort key matches `{root_name}`, the root's part name: give it a literal prefix"));
             }
             // A snapshot names each member by its sort key's names (those
-            // of its aggregate's are the entry's), typed as declared: a name
-            // the key binds but `attributes:` does not declare gets one
-            // problem here, not a second one in `fields:`.
+            // of its aggregate's are the entry's): a declared attribute,
+            // typed as declared, or a name only the key binds (a part a
+            // library keeps only in the key: ElectroDB's padded
+            // `position_key`), read from the key, typed by its format
+            // (import16 #1). With `fields`, each is among them.
             let own_names: Vec<&Binder> = e.key[1].template.binders().skip(sk_arity).collect();
-            let undeclared: Vec<&str> = own_names
+            let key_only: Vec<&str> = own_names
                 .iter()
                 .filter(|b| e.attr(&b.name).is_none())
                 .map(|b| b.name.as_str())
                 .collect();
             let fields = m.value.fields.as_ref().map(|f| {
-                self.attribute_list(f, e, &format!("member `{name}` fields"), &undeclared)
+                let mut out =
+                    self.attribute_list(f, e, &format!("member `{name}` fields"), &key_only);
+                out.extend(
+                    f.value
+                        .iter()
+                        .filter(|f| key_only.contains(&f.value.as_str()))
+                        .map(|f| leak(&f.value)),
+                );
+                out
             });
             for b in own_names {
-                if e.attr(&b.name).is_none() {
-                    self.err(
-                        pos,
-                        format!(
-                            "history: member `{name}`: `{}` of its sort key `{}` is not a declared attribute of `{name}`, and a snapshot names each member by its sort key's names, typed: declare it under `{name}`'s `attributes:` (e.g. `{}: {}`){}",
-                            b.name,
-                            e.key[1].template.source,
-                            b.name,
-                            b.format.as_deref().unwrap_or("string"),
-                            if m.value.fields.as_ref().is_some_and(|f| !f.value.iter().any(|f| f.value == b.name)) { ", and list it in its `fields`" } else { "" }
-                        ),
-                    );
-                } else if fields
+                if fields
                     .as_ref()
                     .is_some_and(|f| !f.contains(&b.name.as_str()))
                 {
@@ -567,6 +565,29 @@ impl Compiler<'_> {
                         .binders()
                         .take(sk_arity)
                         .map(|b| leak(&b.name)),
+                );
+            }
+        }
+        // What an entry holds is the history's: an attribute the entries
+        // entity declares is written only as a constant (import16 #4: a
+        // declared `__edb_v__: string` was never filled).
+        let written = [
+            "id",
+            SEQUENCE,
+            "description",
+            "createdAt",
+            "snapshot",
+            "snapshotOmitted",
+        ];
+        for a in &ee.attrs {
+            let constant = ee.constants().any(|(n, _)| n == a.name);
+            if !constant && !written.contains(&a.name) && !aggregate_attrs.contains(&a.name) {
+                self.err(
+                    epos,
+                    format!(
+                        "history: entries `{}`: `{}` is written on no entry (an entry holds `id`, `sequence`, `description`, `createdAt`, `snapshot` and its aggregate's id): an attribute every entry carries is a constant, a required one-value enum (`{}: [\"1\"]`)",
+                        ee.name, a.name, a.name
+                    ),
                 );
             }
         }

@@ -638,3 +638,9 @@ mod expr_cost_tests;
 mod each_tests;
 #[cfg(test)]
 mod key_fit_tests;
+
+#[cfg(test)]
+mod key_held_tests;
+
+#[cfg(test)]
+mod constants_tests;

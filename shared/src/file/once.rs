@@ -534,7 +534,8 @@ fn one(c: &mut Compiling, name: &str, o: &Spanned<RawOnce>) -> Option<OnceSpec> 
             );
             if attrs {
                 for a in &te.attrs {
-                    if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
+                    let constant = te.constants().any(|(n, _)| n == a.name);
+                    if !a.optional && !with.iter().any(|(n, _)| n == a.name) && !constant {
                         let msg = format!(
                             "once `{name}`: put `{}`: its attribute `{}` is unbound: add it under `with`",
                             te.name, a.name

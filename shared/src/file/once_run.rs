@@ -230,7 +230,7 @@ fn plan_of_values(m: &FileModel, spec: &OnceSpec, vals: &Vals) -> Result<OncePla
         for a in &t.attrs {
             let v = match bound.iter().find(|(n, _)| n == a.name) {
                 Some((_, v)) => to_attr(a.name, v.clone(), Some(&a.ty))?,
-                None => None,
+                None => t.constants().find(|(n, _)| *n == a.name).map(|(_, v)| v),
             };
             match v {
                 Some(v) => {

@@ -10,7 +10,9 @@ use super::expr::Val;
 use super::model::{Entity, FileModel, Ty, Value};
 use super::template::Part;
 use super::values::invalid;
-pub(super) use super::values::{check_str, key_val, read_attr, stored_int, to_attr, typed_str};
+pub(super) use super::values::{
+    check_str, key_val, read_attr, read_held, stored_int, to_attr, typed_str,
+};
 use crate::engine::rules::{Aspects, Contribution, Counter, Projection, Rules};
 use crate::error::InputError;
 use crate::item::{display_key, key_of, AttrError, Item, ItemExt};
@@ -273,8 +275,16 @@ impl FileModel {
             }
         }
         let mut vals: Vec<(&str, Val)> = Vec::with_capacity(entity.attrs.len() + bound.len());
+        // An optional attribute the item lacks reads as its key holds it
+        // ([`read_held`]); one it holds must agree with the key (below).
+        let parts = || {
+            entity
+                .key_binders()
+                .map(|(n, _)| n)
+                .zip(bound.iter().copied())
+        };
         for a in &entity.attrs {
-            vals.push((a.name, read_attr(item, a).map_err(err)?));
+            vals.push((a.name, read_held(item, a, parts()).map_err(err)?));
         }
         // Computed attributes as stored: an int, else 0 (a writer's stray
         // value the compute job brings back); absent, not computed yet (a
@@ -791,9 +801,10 @@ impl FileModel {
         Counter {
             key,
             attrs: def.map(|d| d.attrs).unwrap_or(&[]),
-            create: def
-                .filter(|d| d.created_by_processor)
-                .map(|_| vec![(self.entity_type, AttributeValue::S(entity.name.to_string()))]),
+            create: def.filter(|d| d.created_by_processor).map(|_| {
+                let stamp = (self.entity_type, AttributeValue::S(entity.name.to_string()));
+                std::iter::once(stamp).chain(entity.constants()).collect()
+            }),
             remove_at_zero: def.is_some_and(|d| d.remove_at_zero),
         }
     }

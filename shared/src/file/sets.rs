@@ -317,7 +317,8 @@ fn one(
     }
     let tent = &c.entities[target];
     for a in &tent.attrs {
-        if !a.optional && !values.iter().any(|(n, _)| *n == a.name) {
+        let constant = tent.constants().any(|(n, _)| n == a.name);
+        if !a.optional && !values.iter().any(|(n, _)| *n == a.name) && !constant {
             let msg = format!(
                 "set `{name}`: the attribute `{}` of `{}` has no value: add it under `values`",
                 a.name, tent.name

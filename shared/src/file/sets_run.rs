@@ -164,6 +164,10 @@ impl SetSpec {
         let (values, ttl, when) = match (m, me) {
             (Some(m), Some(me)) => {
                 let t = &m.entities[me.target];
+                let constants = t
+                    .constants()
+                    .filter(|(a, _)| !me.values.iter().any(|(n, _)| n == a))
+                    .map(|(a, v)| (a.to_string(), Value::Lit(v)));
                 let values = me
                     .values
                     .iter()
@@ -171,6 +175,7 @@ impl SetSpec {
                         let ty = t.attr(a).map(|a| &a.ty);
                         (a.to_string(), value(m, me, a, v, ty))
                     })
+                    .chain(constants)
                     .collect();
                 let ttl = match (m.table.ttl_attribute, &me.ttl) {
                     (Some(attr), Some(v)) => Some((attr, value(m, me, attr, v, None))),

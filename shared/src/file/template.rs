@@ -140,6 +140,18 @@ impl KeyTemplate {
         })
     }
 
+    /// Whether `other` is this template but for the names it binds (`USER#${userId}`
+    /// and `USER#${id}`): the same literals, holes in the same places, so
+    /// no binder of one holds a literal of the other.
+    pub fn same_shape(&self, other: &KeyTemplate) -> bool {
+        self.parts.len() == other.parts.len()
+            && self.parts.iter().zip(&other.parts).all(|p| match p {
+                (Part::Lit(a), Part::Lit(b)) => a == b,
+                (Part::Hole(..), Part::Hole(..)) => true,
+                _ => false,
+            })
+    }
+
     /// Matches `key`, returning the bound values in binder order.
     pub fn matches<'k>(&self, key: &'k str) -> Option<Vec<&'k str>> {
         let mut rest = key;

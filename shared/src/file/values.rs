@@ -240,6 +240,76 @@ pub(super) fn typed_str(name: &str, v: &str, ty: Option<&Ty>) -> Result<Val, Att
     }
 }
 
+/// The key's part an optional attribute takes when the item does not hold
+/// it (`position_key?: string` bound by `$entry#${position_key}`, a part
+/// ElectroDB keeps only in the key): the first part `bound` (each key
+/// binder's name and value) gives it. `None` when the item holds it, it is
+/// required (its absence is bad input), the key does not bind it, its
+/// part is empty (an absent value renders so) or its type is no key
+/// part's (a set, a map, a list).
+pub(super) fn key_held<'k>(
+    a: &Attr,
+    item: &Item,
+    mut bound: impl Iterator<Item = (&'k str, &'k str)>,
+) -> Option<&'k str> {
+    if !a.optional
+        || !matches!(item.get(a.name), None | Some(AttributeValue::Null(_)))
+        || matches!(a.ty, Ty::Set | Ty::Map | Ty::List | Ty::Unknown)
+    {
+        return None;
+    }
+    bound
+        .find(|(n, _)| *n == a.name)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+/// One attribute as the record reads it: the item's, validated by its
+/// type ([`read_attr`]), or, optional and absent, the key's part that
+/// `bound` (each key binder's name and value) gives it ([`key_held`]).
+pub(super) fn read_held<'k>(
+    item: &Item,
+    a: &Attr,
+    bound: impl Iterator<Item = (&'k str, &'k str)>,
+) -> Result<Val, AttrError> {
+    match key_held(a, item, bound) {
+        Some(part) => typed_str(a.name, part, Some(&a.ty)),
+        None => read_attr(item, a),
+    }
+}
+
+/// Whether `e` has an optional attribute `item` lacks that its key binds
+/// (what [`fill_from_key`] would set): cheap, before any key is matched.
+pub(super) fn lacks_key_held(e: &Entity, item: &Item) -> bool {
+    e.key_binders().any(|(n, _)| {
+        e.attr(n)
+            .is_some_and(|a| key_held(a, item, std::iter::once((n, "x"))).is_some())
+    })
+}
+
+/// Sets on `item` each optional attribute of `e` it lacks that `bound`
+/// (key binders' names and values) gives ([`key_held`]), stored as its
+/// type says, when `keep` selects its name. (A part its type refuses is
+/// left out: the item is bad input to the rules already.)
+pub(super) fn fill_from_key<'k>(
+    e: &Entity,
+    bound: &[(&'k str, &'k str)],
+    item: &mut Item,
+    keep: impl Fn(&str) -> bool,
+) {
+    for a in e.attrs.iter().filter(|a| keep(a.name)) {
+        let Some(part) = key_held(a, item, bound.iter().copied()) else {
+            continue;
+        };
+        let v = typed_str(a.name, part, Some(&a.ty))
+            .ok()
+            .and_then(|v| to_attr(a.name, v, Some(&a.ty)).ok().flatten());
+        if let Some(v) = v {
+            item.insert(a.name.to_string(), v);
+        }
+    }
+}
+
 /// One attribute read and validated by its declared type.
 pub(super) fn read_attr(item: &Item, a: &Attr) -> Result<Val, AttrError> {
     let v = match item.get(a.name) {

@@ -242,10 +242,18 @@ pub(super) fn key_template(
                     None => {
                         let b = fresh(&base, taken);
                         taken.push(b.clone());
+                        // In the user's words, as the OneTable importer
+                        // says it: the padding, not its CEL.
+                        let message = match a.padding() {
+                            Some((len, _)) if suffix == "key" => {
+                                format!("the key holds `{}` padded to {len} digits", a.field)
+                            }
+                            _ => format!("the key holds `{expr}`"),
+                        };
                         checks.push(DraftCheck {
                             expr: format!("{expr} == {b}"),
                             attribute: a.field.clone(),
-                            message: format!("the key holds `{expr}`"),
+                            message,
                         });
                         b
                     }

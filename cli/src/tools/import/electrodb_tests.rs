@@ -433,3 +433,23 @@ fn an_index_with_a_partition_key_only_is_declared_and_its_key_projected() {
         "{yaml}"
     );
 }
+
+/// import16's finding 1: the check tying a padded number's key part to its
+/// attribute said the raw CEL expression (`the key holds `(size(string(
+/// position)) >= 4 ? ...``) where the OneTable importer says `the key holds
+/// `lineNo` padded to 4 digits`.
+#[test]
+fn a_padded_number_check_says_so_plainly() {
+    let d = imported(
+        r#"{"model":{"entity":"entry","service":"music","version":"1"},"attributes":{"playlistId":{"type":"string","required":true},"position":{"type":"number","required":true,"padding":{"length":4,"char":"0"}}},"indexes":{"p":{"pk":{"field":"pk","composite":["playlistId"]},"sk":{"field":"sk","composite":["position"]}}}}"#,
+    );
+    loads(&d);
+    let e = &d.entities[0];
+    assert_eq!(e.key[1].1, "$entry_1#position_${position_key}");
+    let c = e
+        .checks
+        .iter()
+        .find(|c| c.attribute == "position")
+        .expect("a check on position");
+    assert_eq!(c.message, "the key holds `position` padded to 4 digits");
+}

@@ -144,10 +144,23 @@ impl Compiler<'_> {
                     continue;
                 };
                 let first_line = raws[i].1.value.key.referenced.line();
+                // Templates the same but for their names: no binder holds
+                // a literal of the other, so typing one cannot part them
+                // (import16 #2); what can is said instead.
+                let same = a
+                    .key
+                    .iter()
+                    .zip(&b.key)
+                    .all(|(x, y)| x.template.same_shape(&y.template));
+                let way_out = if same {
+                    "their templates are the same but for the names they bind, so no binder holds a literal of the other that a type could exclude, and a model file tells an item's entity by its key: make their templates differ by a literal, or, where the application tells them apart by its type field alone, declare one entity with the attributes of both (those not in both optional) and set `writer_type: free` (its items carry either type name)".to_string()
+                } else {
+                    "make their templates differ by a literal, or, to keep the keys as they are, type the binder that holds the other's literal so that it cannot (`${id:ulid}`, or a format whose pattern excludes the separator: `formats: { key_part: { pattern: \"^[^#]+$\" } }` and `${id:key_part}`)".to_string()
+                };
                 self.err(
                     at(&raws[j].1.value.key),
                     format!(
-                        "`{}` (line {first_line}) and `{}` both match the key {}={}, {}={} (an item with it would be read as `{}`): make their templates differ by a literal, or, to keep the keys as they are, type the binder that holds the other's literal so that it cannot (`${{id:ulid}}`, or a format whose pattern excludes the separator: `formats: {{ key_part: {{ pattern: \"^[^#]+$\" }} }}` and `${{id:key_part}}`)",
+                        "`{}` (line {first_line}) and `{}` both match the key {}={}, {}={} (an item with it would be read as `{}`): {way_out}",
                         a.name, b.name, a.key[0].attr, example[0], a.key[1].attr, example[1], a.name
                     ),
                 );

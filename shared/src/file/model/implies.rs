@@ -100,7 +100,7 @@ impl Compiler<'_> {
                         pos.unwrap_or((1, 1)),
                         format!(
                             "{name}: a processor entity implies nothing: `{what}` belongs on a writer entity{}",
-                            if what == "project" { " (or on a counter, whose keys may come from its sums)" } else { "" }
+                            if what == "project" { " (or on a counter, whose keys may come from its sums); an attribute every item of a processor entity carries is a constant, a required one-value enum under its `attributes:` (`__edb_v__: [\"1\"]`)" } else { "" }
                         ),
                     );
                 }
@@ -225,8 +225,10 @@ impl Compiler<'_> {
             let with = self.bindings(&d.value.with, &entities[t], at(d), &reads, "derive");
             self.whole_set_keyed(&d.value.with, &with, &entities[t], &reads, "derive");
             self.key_binds_each(each, &d.value.with, &entities[t], at(d), name, "derive");
+            // A constant (a one-value enum) is the processor's to write.
+            let constant = |a: &str| entities[t].constants().any(|(n, _)| n == a);
             for a in &entities[t].attrs {
-                if !a.optional && !with.iter().any(|(n, _)| n == a.name) {
+                if !a.optional && !with.iter().any(|(n, _)| n == a.name) && !constant(a.name) {
                     self.err(
                         at(d),
                         format!("{name}: derive `{}`: its attribute `{}` is unbound: add it under `with`", entities[t].name, a.name),

@@ -254,6 +254,29 @@ impl Entity {
         projected.chain(self.computed()).chain(stamp).chain(sums)
     }
 
+    /// What every item the processors make of this processor entity
+    /// carries besides what its rule gives: each required attribute whose
+    /// type allows one value (`__edb_v__: ["1"]`, the version ElectroDB's
+    /// ownership check reads), that value. A writer entity has none (its
+    /// writer writes its values).
+    pub fn constants(
+        &self,
+    ) -> impl Iterator<Item = (&'static str, aws_sdk_dynamodb::types::AttributeValue)> + '_ {
+        use aws_sdk_dynamodb::types::AttributeValue as Av;
+        self.attrs
+            .iter()
+            .filter(|a| !self.writer && !a.optional)
+            .filter_map(|a| {
+                let v = match &a.ty {
+                    Ty::Enum(v) if v.len() == 1 => Av::S(v[0].clone()),
+                    Ty::IntEnum(v) if v.len() == 1 => Av::N(v[0].to_string()),
+                    Ty::BoolEnum(v) if v.len() == 1 => Av::Bool(v[0]),
+                    _ => return None,
+                };
+                Some((a.name, v))
+            })
+    }
+
     pub fn attr(&self, name: &str) -> Option<&Attr> {
         self.attrs.iter().find(|a| a.name == name)
     }
