@@ -15,6 +15,7 @@ pub mod consumer;
 pub mod deploy;
 pub mod explain;
 mod explain_counter;
+mod explain_derived;
 mod explain_once;
 mod explain_shared;
 pub mod graph;
