@@ -30,6 +30,7 @@ mod history_aggregate;
 pub mod history_check;
 pub mod history_compile;
 mod history_images;
+mod history_keys;
 mod key_build;
 mod keyed;
 pub mod locate;
