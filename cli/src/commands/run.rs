@@ -132,7 +132,7 @@ async fn start(args: RunArgs) -> anyhow::Result<Started> {
     // Tables first (the same check runs in `Runtime::start`): what is
     // missing is named before anything else is looked up.
     require_tables(
-        &startup.dynamodb_client(&sdk),
+        &jobstream::local::deployed::startup_client(&startup, &sdk),
         &model,
         &target.table_name(&model),
         &target.ledger(),

@@ -407,16 +407,70 @@ where
                 format!("{code}: {message}")
             }
         }
-        SdkError::TimeoutError(_) => format!(
-            "no successful answer in {budget} s (throttled, unavailable, refused or unreachable \
-             the whole time; the log of JOBSTREAM_LOG=aws_smithy_runtime=debug names each attempt's error)"
-        ),
+        SdkError::TimeoutError(_) => match last_attempt() {
+            Some(cause) => format!(
+                "no successful answer in {budget} s (the last failed attempt: {cause})"
+            ),
+            None => format!(
+                "no successful answer in {budget} s (throttled, unavailable, refused or unreachable \
+                 the whole time; the log of JOBSTREAM_LOG=aws_smithy_runtime=debug names each attempt's error)"
+            ),
+        },
         SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             format!("{}; {transient}", shared::error::causes(&e))
         }
         _ => shared::error::causes(&e),
     };
     anyhow::anyhow!("{call}: {what}")
+}
+
+/// The cause of the last attempt that failed of a call made through a
+/// client with [`LastAttempt`] (`run`'s startup checks): a call that runs
+/// out of its budget ends in a timeout that names none (ops16 #6: a port
+/// where nothing listens was reported after 40 s without "Connection
+/// refused").
+static LAST_ATTEMPT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn last_attempt() -> Option<String> {
+    LAST_ATTEMPT.lock().ok().and_then(|mut l| l.take())
+}
+
+/// Records each failed attempt's causes (see [`LAST_ATTEMPT`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LastAttempt;
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for LastAttempt {
+    fn name(&self) -> &'static str {
+        "jobstream: the last failed attempt of a startup call"
+    }
+
+    fn read_after_attempt(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::FinalizerInterceptorContextRef<'_>,
+        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        if let Some(Err(e)) = context.output_or_error() {
+            if let Ok(mut l) = LAST_ATTEMPT.lock() {
+                *l = Some(shared::error::causes(e));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `run`'s startup DynamoDB client: `retries`', recording its failed
+/// attempts' causes for [`call_failed`].
+pub fn startup_client(
+    retries: &shared::retry::Retries,
+    sdk: &aws_config::SdkConfig,
+) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::from_conf(
+        retries
+            .dynamodb(aws_sdk_dynamodb::config::Builder::from(sdk))
+            .interceptor(LastAttempt)
+            .build(),
+    )
 }
 
 /// Fails naming every problem and its step, unless the model table
@@ -706,5 +760,43 @@ mod tests {
         );
         assert_eq!(redrive_policy(""), (None, None));
         assert_eq!(redrive_policy("{}"), (None, None));
+    }
+}
+
+#[cfg(test)]
+mod last_attempt_tests {
+    use super::*;
+
+    /// ops16 #6: a startup call to a port where nothing listens ran out of
+    /// its budget and said only that no answer came; the startup client
+    /// records each failed attempt, and the timeout names the last cause.
+    #[tokio::test]
+    async fn a_startup_call_that_times_out_names_its_last_failed_attempt() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let sdk =
+            crate::local::engine::sdk_config(Some(&endpoint), shared::retry::MAX_ATTEMPTS).await;
+        let retries = shared::retry::Retries::within(Duration::from_secs(3));
+        let client = startup_client(&retries, &sdk);
+        let e = client
+            .describe_table()
+            .table_name("t")
+            .send()
+            .await
+            .expect_err("nothing listens");
+        assert!(
+            matches!(e, aws_sdk_dynamodb::error::SdkError::TimeoutError(_)),
+            "{e:?}"
+        );
+        let said = call_failed("DescribeTable t", e).to_string();
+        assert!(
+            said.contains("no successful answer in")
+                && said.contains("the last failed attempt: ")
+                && said.to_lowercase().contains("connection refused"),
+            "{said}"
+        );
     }
 }
