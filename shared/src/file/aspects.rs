@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use super::each::{self, Element, Names};
 use super::expr::{Expr, Val};
-use super::model::{CountRule, DeriveRule};
+use super::model::{CountRule, DeriveRule, Each};
 use super::rules::{to_attr, FileRules, Parsed, Record};
 use crate::engine::rules::{Aspects, Contribution, Projection, Rules};
 use crate::error::InputError;
@@ -31,6 +31,34 @@ fn unless_waiting<T>(
         Some(e) => Err(e),
         None => parsed.map_err(Clone::clone).and_then(of),
     }
+}
+
+/// A rule's results once per distinct element of its `each:` attribute
+/// (`one` with the element bound): elements whose results share a key (a
+/// key format that normalises `Rust` and `rust` alike: one item, one
+/// counter) are one, the first element's.
+fn per_element<T>(
+    rec: &Record<'_>,
+    x: &Each,
+    elements: &each::Elements,
+    key: impl Fn(&T) -> String,
+    mut one: impl FnMut(&Element<'_, '_>) -> Result<Option<T>, InputError>,
+) -> Result<Vec<T>, InputError> {
+    let mut keys = BTreeSet::new();
+    let mut out = Vec::new();
+    for e in elements.of(x.attr) {
+        let el = Element {
+            rec,
+            name: x.name,
+            value: Val::Str(e.clone()),
+        };
+        if let Some(t) = one(&el)? {
+            if keys.insert(key(&t)) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The aspects of an image that wait for a computed value, each with why.
@@ -200,25 +228,15 @@ impl FileRules {
         let elements = each::elements(rec).map_err(|e| m.bad(rec, image, e))?;
         let mut out = Vec::with_capacity(rec.entity.derive.len());
         for d in &rec.entity.derive {
-            let Some(x) = d.each else {
-                out.extend(self.derived_one(rec, rec, d, image)?);
-                continue;
-            };
-            // Once per element; elements whose items are one (a key
-            // format that normalises `Rust` and `rust` alike) are one
-            // item, the first element's.
-            let mut keys = BTreeSet::new();
-            for e in elements.of(x.attr) {
-                let el = Element {
+            match &d.each {
+                None => out.extend(self.derived_one(rec, rec, d, image)?),
+                Some(x) => out.extend(per_element(
                     rec,
-                    name: x.name,
-                    value: Val::Str(e.clone()),
-                };
-                if let Some(item) = self.derived_one(&el, rec, d, image)? {
-                    if keys.insert(item_id(&key_of(&item, &m.key_names()))) {
-                        out.push(item);
-                    }
-                }
+                    x,
+                    &elements,
+                    |item: &Item| item_id(&key_of(item, &m.key_names())),
+                    |el| self.derived_one(el, rec, d, image),
+                )?),
             }
         }
         Ok(out)
@@ -276,25 +294,15 @@ impl FileRules {
         let elements = each::elements(rec).map_err(|e| m.bad(rec, image, e))?;
         let mut out = Vec::with_capacity(rec.entity.count.len());
         for c in &rec.entity.count {
-            let Some(x) = c.each else {
-                out.extend(self.contribution_one(rec, rec, c, image)?);
-                continue;
-            };
-            // Once per element; elements that count into one counter (a
-            // key format that normalises them alike) count once, as the
-            // first element.
-            let mut keys = BTreeSet::new();
-            for e in elements.of(x.attr) {
-                let el = Element {
+            match &c.each {
+                None => out.extend(self.contribution_one(rec, rec, c, image)?),
+                Some(x) => out.extend(per_element(
                     rec,
-                    name: x.name,
-                    value: Val::Str(e.clone()),
-                };
-                if let Some(one) = self.contribution_one(&el, rec, c, image)? {
-                    if keys.insert(item_id(&one.counter.key_item())) {
-                        out.push(one);
-                    }
-                }
+                    x,
+                    &elements,
+                    |one: &Contribution| item_id(&one.counter.key_item()),
+                    |el| self.contribution_one(el, rec, c, image),
+                )?),
             }
         }
         out.extend(m.compute_contributions(rec, image));
