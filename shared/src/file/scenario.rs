@@ -47,7 +47,7 @@
 //! fixpoint: no record, no write) and compares `processor_writes:`.
 //!
 //! ```yaml
-//! model: ../models/examples/invoices.yaml   # what it plays: a shipped name, or a file
+//! model: ../my-table.yaml       # what it plays: a model file, or a shipped name
 //! writes:
 //!   - transact:                 # one TransactWriteItems (up to 100 actions)
 //!       - delete: { PK: "ACCOUNT#a-1", SK: "INV#i-1" }
